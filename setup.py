@@ -1,0 +1,35 @@
+"""Package metadata for tb-kineto-insights."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="tb-kineto-insights",
+    version="0.1.0",
+    description=(
+        "TensorBoard plugin that reads PyTorch profiler (Kineto) traces and explains "
+        "why the GPU job is slow."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="BSD-3-Clause",
+    python_requires=">=3.10",
+    packages=find_packages(include=["tb_kineto_insights", "tb_kineto_insights.*"]),
+    package_data={"tb_kineto_insights": ["static/*", "py.typed"]},
+    install_requires=[
+        "tensorboard>=2.21",
+        "werkzeug>=2.2",
+        "msgspec>=0.18",
+        "numpy>=1.23",
+        "fsspec>=2023.1",
+    ],
+    extras_require={
+        "record": ["torch>=2.1"],
+        "dev": ["pytest>=7", "ruff>=0.6", "mypy>=1.10"],
+    },
+    entry_points={
+        "console_scripts": ["tb-kineto-insights=tb_kineto_insights.cli:main"],
+        "tensorboard_plugins": [
+            "kineto_insights=tb_kineto_insights.plugin_loader:KinetoInsightsLoader",
+        ],
+    },
+)

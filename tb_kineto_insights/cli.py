@@ -1,0 +1,211 @@
+"""Command line: ``tb-kineto-insights report PATH [--format text|json]``.
+
+A thin shell over discovery and :func:`summary.summarize_file`; exit codes:
+0 when at least one span was read (broken spans are reported as errors), 2 when nothing
+could be read (no traces found, every file broken, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import fsspec
+
+from tb_kineto_insights import __version__
+from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
+from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file
+from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+EXIT_OK = 0
+EXIT_UNUSABLE = 2
+
+
+def _is_file(path: str) -> bool:
+    try:
+        fs, fs_path = fsspec.core.url_to_fs(path)
+        return bool(fs.isfile(fs_path))
+    except (OSError, ValueError, ImportError):
+        return False
+
+
+def _runs_for(path: str) -> list[Run]:
+    """Runs under a log directory or run folder, or the one span of a trace file."""
+    if _is_file(path):
+        span = span_for_file(path)
+        return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
+    return discover(path)
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf → None, recursively, so the JSON output is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _span_entry(span: Span, max_json_bytes: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"span": span.span, "file": span.path}
+    try:
+        entry["summary"] = summarize_file(span.path, max_json_bytes=max_json_bytes)
+    except TraceError as exc:
+        entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
+    return entry
+
+
+def build_report(path: str, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> dict[str, Any]:
+    """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or file.
+
+    Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
+    "file", "summary" | "error"}]}]}]}``.
+
+    Raises:
+        LogdirError: ``path`` does not exist or its storage cannot be listed.
+    """
+    runs = _runs_for(path)
+    return {
+        "schema": REPORT_SCHEMA,
+        "path": path,
+        "runs": [
+            {
+                "run": run.name,
+                "workers": [
+                    {
+                        "worker": worker.name,
+                        "spans": [_span_entry(s, max_json_bytes) for s in worker.spans],
+                    }
+                    for worker in run.workers
+                ],
+            }
+            for run in runs
+        ],
+    }
+
+
+def _spans(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for r in report["runs"] for w in r["workers"] for s in w["spans"]]
+
+
+def _fmt_us(us: float | None) -> str:
+    if us is None:
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def _fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def write_text(report: dict[str, Any], out: TextIO) -> None:
+    """Human-readable report: one block per span."""
+    spans = _spans(report)
+    ok = sum("summary" in s for s in spans)
+    out.write(f"tb-kineto-insights report: {report['path']}\n")
+    out.write(f"{len(report['runs'])} run(s), {len(spans)} span(s), {len(spans) - ok} error(s)\n")
+    for run in report["runs"]:
+        out.write(f"\n== run {run['run']}\n")
+        for worker in run["workers"]:
+            for span in worker["spans"]:
+                out.write(f"-- worker {worker['worker']}  span {span['span']}  ({span['file']})\n")
+                if "error" in span:
+                    out.write(f"   ERROR {span['error']['type']}: {span['error']['message']}\n")
+                    continue
+                _write_summary(span["summary"], out)
+
+
+def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
+    health = summary["health"]
+    steps = summary["steps"]
+    mb = health["json_bytes"] / 1e6
+    gz = " gzip" if health["compressed"] else ""
+    out.write(f"   {health['event_count']} events, {mb:.1f} MB JSON{gz}\n")
+    kinds = {k: v for k, v in health["kind_counts"].items() if k != "metadata"}
+    out.write(f"   events: {_fmt_counts(kinds)}\n")
+    if steps["count"]:
+        out.write(
+            f"   steps: {steps['count']}, mean {_fmt_us(steps['mean_step_us'])}"
+            f" (min {_fmt_us(steps['min_step_us'])}, max {_fmt_us(steps['max_step_us'])})\n"
+        )
+    else:
+        out.write("   steps: no ProfilerStep markers\n")
+    for label, key in (("skipped", "skipped"), ("quarantined", "quarantined")):
+        if health[key]:
+            out.write(f"   {label}: {_fmt_counts(health[key])}\n")
+    if health["repairs"]:
+        out.write(f"   repaired JSON: {_fmt_counts(health['repairs'])}\n")
+    lost = {k: v for k, v in health["kineto_record_counts"].items() if v}
+    if lost:
+        out.write(f"   Kineto record counts: {_fmt_counts(lost)}\n")
+    missing = [k.removeprefix("has_") for k, v in health["flags"].items() if not v]
+    if missing:
+        out.write(f"   not in this trace: {', '.join(missing)}\n")
+
+
+def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        report = build_report(args.path, max_json_bytes=args.max_json_bytes)
+    except LogdirError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    spans = _spans(report)
+    if args.format == "json":
+        json.dump(_clean(report), out, indent=1, allow_nan=False)
+        out.write("\n")
+    else:
+        write_text(report, out)
+    if not spans:
+        err.write(f"error: no Kineto trace files found under {args.path}\n")
+        return EXIT_UNUSABLE
+    if not any("summary" in s for s in spans):
+        err.write("error: no trace could be read\n")
+        return EXIT_UNUSABLE
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tb-kineto-insights",
+        description="Why is my GPU job slow? Kineto trace analysis (CLI and TensorBoard tab).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    report = sub.add_parser(
+        "report", help="summarise the traces of a log directory, run folder or trace file"
+    )
+    report.add_argument("path", help="log directory, run folder or trace file (path or URL)")
+    report.add_argument("--format", choices=("text", "json"), default="text")
+    report.add_argument(
+        "--max-json-bytes",
+        type=int,
+        default=DEFAULT_MAX_JSON_BYTES,
+        help="refuse files whose uncompressed JSON is larger (default: %(default)s)",
+    )
+    report.set_defaults(func=_cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
+    return int(args.func(args, sys.stdout, sys.stderr))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

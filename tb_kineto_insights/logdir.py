@@ -1,0 +1,607 @@
+"""Discovery: which runs, workers and spans (trace files) a log directory holds.
+
+A log directory is a local path or an fsspec URL (``file://``, ``memory://``, ``s3://``,
+``gs://`` ...). Layout, as written by ``torch.profiler.tensorboard_trace_handler``::
+
+    <logdir>/<run folder, any depth>/<worker>.<timestamp>.pt.trace.json[.gz]
+
+- A *run* is any folder under the log directory (at any depth) that holds trace files.
+  Its name is the folder path relative to the log directory, ``/``-separated, and
+  ``"."`` for files directly in the log directory. Hidden folders (name starting with
+  ``.``) and ``__pycache__`` are skipped, and so are hidden files.
+- A *worker* is the file-name part before the timestamp (usually ``<host>_<pid>``).
+- A *span* is one trace file; its id is the timestamp as written (``"1623143089861"``),
+  or ``"0"`` when the name has none. ``schedule(repeat>1)`` gives several spans per
+  worker.
+
+Files named ``*.pt.trace.json`` / ``*.pt.trace.json.gz`` are always taken, unread.
+Other ``*.json`` / ``*.json.gz`` files are taken only when their head looks like a
+Kineto / Chrome trace (see :func:`is_kineto_head`); gzip is recognised by its magic
+bytes, not by the suffix. Files that cannot be read while sniffing are skipped.
+
+Discovery knows nothing of analysis: it only lists and names files. Keys
+(run, worker, span) are what the plugin receives from URLs; :func:`find_span` maps a
+key back to a file and never builds a path from user input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import re
+import threading
+import zlib
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+from fsspec.registry import known_implementations
+
+__all__ = [
+    "LogdirError",
+    "Run",
+    "Span",
+    "Worker",
+    "discover",
+    "find_span",
+    "is_kineto_head",
+]
+
+
+class LogdirError(Exception):
+    """The log directory cannot be listed: missing folder, not a folder, unknown
+    protocol, missing fsspec driver package, storage error while listing.
+
+    Attributes:
+        logdir: the log directory as the caller gave it.
+        problem: what was wrong, in words.
+    """
+
+    def __init__(self, logdir: str, problem: str) -> None:
+        self.logdir = logdir
+        self.problem = problem
+        super().__init__(f"log directory {logdir!r}: {problem}")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One trace file.
+
+    Attributes:
+        run: run name, the folder path relative to the log directory, ``/``-separated;
+            ``"."`` for the log directory itself.
+        worker: worker name, e.g. ``"host_1234"``; for files without the standard name,
+            the file name without ``.json[.gz]``.
+        span: span id, the timestamp part of the name as a string, or ``"0"``.
+        path: full local path or fsspec URL to open (same protocol as the log directory).
+        size_bytes: file size in bytes as listed (compressed size for gzip files).
+        mtime: modification time in seconds since the epoch; ``0.0`` when the
+            filesystem does not say.
+    """
+
+    run: str
+    worker: str
+    span: str
+    path: str
+    size_bytes: int
+    mtime: float
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker (usually one rank / process) of a run; spans ordered by numeric id."""
+
+    name: str
+    spans: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run folder; workers in natural name order (``rank2`` before ``rank10``)."""
+
+    name: str
+    workers: tuple[Worker, ...]
+
+
+# --------------------------------------------------------------------------- names
+
+_NAMED_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
+_JSON_SUFFIXES = (".json.gz", ".json")
+_DIGITS = re.compile(r"[0-9]+")
+_NATURAL_SPLIT = re.compile(r"([0-9]+)")
+_SKIPPED_DIRS = frozenset({"__pycache__"})
+
+
+def _strip_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
+    """``name`` without the first matching suffix (case-insensitive), else ``None``."""
+    lower = name.lower()
+    for suffix in suffixes:
+        if lower.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+def _parse_named(filename: str) -> tuple[str, str] | None:
+    """``(worker, span)`` for ``<worker>[.<timestamp>].pt.trace.json[.gz]``, else None."""
+    base = _strip_suffix(filename, _NAMED_SUFFIXES)
+    if base is None:
+        return None
+    worker, dot, stamp = base.rpartition(".")
+    if dot and worker and _DIGITS.fullmatch(stamp):
+        return worker, stamp
+    return base, "0"
+
+
+def _odd_worker(filename: str) -> str | None:
+    """Worker name for another ``*.json[.gz]`` file (to be sniffed), else None."""
+    base = _strip_suffix(filename, _JSON_SUFFIXES)
+    if base is None:
+        return None
+    if base.lower().endswith(".pt.trace") and len(base) > len(".pt.trace"):
+        base = base[: -len(".pt.trace")]
+    return base
+
+
+def _natural_key(name: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
+    """Sort key: digit runs compare as numbers, text case-insensitively; ties by name."""
+    parts: list[tuple[int, int, str]] = []
+    for part in _NATURAL_SPLIT.split(name):
+        if not part:
+            continue
+        if _DIGITS.fullmatch(part):
+            parts.append((0, int(part), ""))
+        else:
+            parts.append((1, 0, part.casefold()))
+    return tuple(parts), name
+
+
+def _run_key(name: str) -> tuple[int, tuple[Any, ...]]:
+    """Runs: ``"."`` first, then natural order folder by folder."""
+    if name == ".":
+        return 0, ()
+    return 1, tuple(_natural_key(part) for part in name.split("/"))
+
+
+def _span_key(span: Span) -> tuple[int, str]:
+    return int(span.span), span.span
+
+
+# --------------------------------------------------------------------------- sniffing
+
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+_GZIP_MAGIC = b"\x1f\x8b"
+# A JSON string (possibly cut off at the end of the head is fine: see is_kineto_head),
+# or one structural character.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]', re.DOTALL)
+_KINETO_FIRST_KEYS = frozenset({b'"schemaVersion"', b'"deviceProperties"'})
+
+
+def _skip_ws(head: bytes, pos: int) -> int:
+    while pos < len(head) and head[pos] in _WHITESPACE:
+        pos += 1
+    return pos
+
+
+def _object_keys(head: bytes, start: int) -> Iterator[bytes]:
+    """Keys (quoted, raw bytes) of the JSON object opening at ``head[start] == '{'``,
+    at its own nesting level only, until it closes or the head ends."""
+    depth = 0
+    previous: bytes | None = None
+    for match in _TOKEN.finditer(head, start):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                return
+        elif token == b":" and depth == 1 and previous is not None and previous[:1] == b'"':
+            yield previous
+        previous = token
+
+
+def is_kineto_head(head: bytes) -> bool:
+    """Whether the first bytes of a (decompressed) JSON file look like a Kineto trace.
+
+    Args:
+        head: the first bytes of the file, decompressed; may be cut anywhere.
+
+    Returns:
+        True when, after an optional UTF-8 BOM and whitespace, the head is either
+
+        - an object that has a top-level ``"traceEvents"`` key within the head, or whose
+          first key is ``"schemaVersion"`` or ``"deviceProperties"`` (Kineto writes those
+          first, and ``deviceProperties`` can be longer than the head); or
+        - an array whose first element is an object with a ``"ph"`` key (legacy
+          bare-array root).
+
+        False otherwise, including for empty input. Never raises.
+    """
+    data = bytes(head)
+    pos = 0
+    if data.startswith(_BOM):
+        pos = len(_BOM)
+    pos = _skip_ws(data, pos)
+    if pos >= len(data):
+        return False
+    if data[pos : pos + 1] == b"{":
+        for index, key in enumerate(_object_keys(data, pos)):
+            if key == b'"traceEvents"' or (index == 0 and key in _KINETO_FIRST_KEYS):
+                return True
+        return False
+    if data[pos : pos + 1] == b"[":
+        pos = _skip_ws(data, pos + 1)
+        if data[pos : pos + 1] != b"{":
+            return False
+        return any(key == b'"ph"' for key in _object_keys(data, pos))
+    return False
+
+
+def _read_head(fs: Any, path: str, sniff_bytes: int) -> bytes:
+    """First ``sniff_bytes`` bytes of the file, gunzipped when it starts with the gzip
+    magic. A truncated gzip stream gives what could be decompressed. Raises whatever
+    the filesystem raises when the file cannot be opened."""
+    with fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16)) as raw:
+        magic = raw.read(2)
+        raw.seek(0)
+        if magic != _GZIP_MAGIC:
+            return bytes(raw.read(sniff_bytes))
+        out = bytearray()
+        with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            try:
+                while len(out) < sniff_bytes:
+                    chunk = gz.read1(sniff_bytes - len(out))
+                    if not chunk:
+                        break
+                    out += chunk
+            except (EOFError, OSError, zlib.error):
+                pass  # truncated or damaged after the head: keep what we have
+        return bytes(out)
+
+
+# Sniff results for files whose identity (path, size, mtime) is known, so that a
+# re-scan of a shared log directory does not re-open every oddly named file.
+_SNIFF_CACHE: dict[tuple[str, int, float, int], bool] = {}
+_SNIFF_CACHE_MAX = 20_000
+_SNIFF_CACHE_LOCK = threading.Lock()
+
+
+def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int) -> bool:
+    """Whether the file looks like a Kineto trace; False when it cannot be read."""
+    key = (f"{type(fs).__module__}.{type(fs).__name__}:{path}", size, mtime, sniff_bytes)
+    cacheable = mtime > 0.0
+    if cacheable:
+        with _SNIFF_CACHE_LOCK:
+            cached = _SNIFF_CACHE.get(key)
+        if cached is not None:
+            return cached
+    try:
+        result = is_kineto_head(_read_head(fs, path, sniff_bytes))
+    except Exception:  # any driver error: unreadable now, skip it
+        return False
+    if cacheable:
+        with _SNIFF_CACHE_LOCK:
+            if len(_SNIFF_CACHE) >= _SNIFF_CACHE_MAX:
+                _SNIFF_CACHE.clear()
+            _SNIFF_CACHE[key] = result
+    return result
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def _mtime(info: Mapping[str, Any]) -> float:
+    """Modification time from an fsspec info dict, in seconds; 0.0 when absent."""
+    for field in ("mtime", "LastModified", "last_modified", "updated", "modified", "created"):
+        value = info.get(field)
+        if value is None:
+            continue
+        try:
+            if isinstance(value, datetime):
+                if value.tzinfo is None:
+                    value = value.replace(tzinfo=timezone.utc)
+                return float(value.timestamp())
+            if isinstance(value, (int, float)):
+                return float(value)
+            if isinstance(value, str):
+                try:
+                    return float(value)
+                except ValueError:
+                    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                    if parsed.tzinfo is None:
+                        parsed = parsed.replace(tzinfo=timezone.utc)
+                    return float(parsed.timestamp())
+        except (ValueError, OverflowError, OSError):
+            continue
+    return 0.0
+
+
+def _size(info: Mapping[str, Any]) -> int:
+    value = info.get("size")
+    try:
+        return max(int(value), 0) if value is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _hidden(part: str) -> bool:
+    return part.startswith(".") or part in _SKIPPED_DIRS
+
+
+def _protocols(logdir: str) -> list[str]:
+    """Protocols named in a (possibly chained ``a::b://``) URL; ``file`` for a path."""
+    out = []
+    for part in logdir.split("::"):
+        protocol, _ = fsspec.core.split_protocol(part)
+        out.append(protocol or "file")
+    return out
+
+
+def _open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """``(filesystem, root path)`` for the log directory, or LogdirError."""
+    try:
+        return url_to_fs(logdir, **dict(fs_options or {}))
+    except ImportError as exc:
+        protocols = _protocols(logdir)
+        package = exc.name or getattr(exc.__cause__, "name", None)
+        if not package:
+            impl = known_implementations.get(protocols[-1], {})
+            package = str(impl.get("class", "")).split(".", 1)[0] or None
+        hint = f"; install the {package!r} package" if package else ""
+        raise LogdirError(
+            logdir,
+            f"protocol {protocols[-1]!r} needs a driver that is not installed ({exc}){hint}",
+        ) from exc
+    except ValueError as exc:
+        if "protocol" in str(exc).lower():
+            available = set(fsspec.available_protocols())
+            unknown = [p for p in _protocols(logdir) if p not in available]
+            name = unknown[0] if unknown else _protocols(logdir)[-1]
+            raise LogdirError(
+                logdir,
+                f"unknown protocol {name!r}: fsspec has no filesystem for it "
+                "(check the spelling, or install the package that provides it)",
+            ) from exc
+        raise LogdirError(logdir, f"cannot open: {exc}") from exc
+    except Exception as exc:  # driver-specific errors, typed for callers
+        raise LogdirError(logdir, f"cannot open: {type(exc).__name__}: {exc}") from exc
+
+
+def _is_local(fs: Any) -> bool:
+    return isinstance(fs, fsspec.implementations.local.LocalFileSystem)
+
+
+def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
+    """Files under a local root: ``{path: info}``. Walks top-down so hidden folders are
+    not entered at all; symlinked folders are never entered (fsspec lists them as
+    ``other``); a symlinked file is kept only when it resolves to a regular file inside
+    the log directory. Unreadable sub-folders are skipped; an unreadable root raises
+    the OSError."""
+    real_root = os.path.realpath(root)
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[OSError] = []
+    listed_root = False
+    for _, dirs, files in fs.walk(root, detail=True, topdown=True, on_error=errors.append):
+        listed_root = True
+        for name in [d for d in dirs if _hidden(d)]:
+            del dirs[name]
+        for info in files.values():
+            kind = info.get("type")
+            name = str(info.get("name", ""))
+            if not name:
+                continue
+            if info.get("islink"):
+                target = os.path.realpath(name)
+                inside = os.path.commonpath([real_root, target]) == real_root
+                if not inside or not os.path.isfile(target):
+                    continue
+            elif kind != "file":
+                continue  # fifo, socket, device: never open those
+            out[name] = info
+    if not listed_root and errors:
+        raise errors[0]  # the log directory itself could not be listed
+    return out
+
+
+def _list_remote(fs: Any, root: str) -> dict[str, dict[str, Any]]:
+    """Files under a root on any other filesystem, in one recursive listing."""
+    found = fs.find(root, detail=True, withdirs=False)
+    return {
+        str(name): dict(info)
+        for name, info in found.items()
+        if isinstance(info, Mapping) and info.get("type", "file") != "directory"
+    }
+
+
+@dataclass
+class _Candidate:
+    run: str
+    worker: str
+    span: str
+    filename: str
+    fs_path: str
+    size: int
+    mtime: float
+    named: bool
+
+
+def discover(
+    logdir: str, *, sniff_bytes: int = 4096, fs_options: dict[str, Any] | None = None
+) -> list[Run]:
+    """List the runs, workers and spans under a log directory, as they are now.
+
+    Every call lists the storage again (fsspec listing caches are invalidated first), so
+    files added since the previous call are found.
+
+    Args:
+        logdir: local path or fsspec URL (``file://``, ``memory://``, ``s3://`` ...).
+        sniff_bytes: how many (decompressed) bytes to read from oddly named
+            ``*.json[.gz]`` files to decide whether they are Kineto traces. Must be > 0.
+        fs_options: keyword arguments for the fsspec filesystem (credentials, endpoint).
+
+    Returns:
+        Runs ordered by name (``"."`` first, then natural order folder by folder); runs
+        without trace files are not listed. Workers in natural name order, spans by
+        numeric id. When two files map to the same (run, worker, span) key (e.g.
+        ``w.json`` and ``w.json.gz``), the one with the standard name wins, then the
+        one whose file name sorts first; the others keep their full file name as
+        worker name.
+
+    Raises:
+        LogdirError: the log directory does not exist or is not a folder, its protocol
+            is unknown, the fsspec driver for it is not installed, or listing failed.
+        ValueError: ``sniff_bytes`` is not positive.
+    """
+    if sniff_bytes <= 0:
+        raise ValueError(f"sniff_bytes must be positive, got {sniff_bytes}")
+    fs, root = _open_fs(logdir, fs_options)
+    root = str(root)
+    with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
+        fs.invalidate_cache()
+    try:
+        if not fs.isdir(root):
+            problem = "is not a folder" if fs.exists(root) else "does not exist"
+            raise LogdirError(logdir, problem)
+        listing = _list_local(fs, root) if _is_local(fs) else _list_remote(fs, root)
+    except LogdirError:
+        raise
+    except Exception as exc:  # storage/driver errors, typed for callers
+        raise LogdirError(logdir, f"cannot list: {type(exc).__name__}: {exc}") from exc
+
+    prefix = root if root.endswith("/") else root + "/"
+    use_plain_paths = _is_local(fs) and "://" not in logdir
+    url_base = logdir.rstrip("/") if "::" in logdir else None
+
+    def span_path(fs_path: str, rel: str) -> str:
+        if use_plain_paths:
+            return fs_path
+        if url_base is not None:
+            return f"{url_base}/{rel}"
+        return str(fs.unstrip_protocol(fs_path))
+
+    named: list[_Candidate] = []
+    odd: list[_Candidate] = []
+    for fs_path, info in listing.items():
+        name = fs_path.rstrip("/")
+        if not name.startswith(prefix):
+            continue
+        rel = name[len(prefix) :]
+        parts = rel.split("/")
+        if any(not part or _hidden(part) for part in parts):
+            continue
+        folder, filename = "/".join(parts[:-1]) or ".", parts[-1]
+        parsed = _parse_named(filename)
+        if parsed is not None:
+            worker, span_id = parsed
+            bucket, is_named = named, True
+        else:
+            odd_worker = _odd_worker(filename)
+            if odd_worker is None:
+                continue
+            worker, span_id = odd_worker, "0"
+            bucket, is_named = odd, False
+        bucket.append(
+            _Candidate(
+                run=folder,
+                worker=worker,
+                span=span_id,
+                filename=filename,
+                fs_path=name,
+                size=_size(info),
+                mtime=_mtime(info),
+                named=is_named,
+            )
+        )
+
+    if odd:
+        with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
+            verdicts = list(
+                pool.map(lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes), odd)
+            )
+        odd = [c for c, ok in zip(odd, verdicts, strict=True) if ok]
+
+    spans: dict[tuple[str, str, str], Span] = {}
+    ordered = sorted(named + odd, key=lambda c: (not c.named, c.run, c.filename))
+    for cand in ordered:
+        worker = cand.worker
+        if (cand.run, worker, cand.span) in spans:
+            worker = cand.filename
+            if (cand.run, worker, cand.span) in spans:
+                continue
+        rel = cand.filename if cand.run == "." else f"{cand.run}/{cand.filename}"
+        spans[(cand.run, worker, cand.span)] = Span(
+            run=cand.run,
+            worker=worker,
+            span=cand.span,
+            path=span_path(cand.fs_path, rel),
+            size_bytes=cand.size,
+            mtime=cand.mtime,
+        )
+
+    by_run: dict[str, dict[str, list[Span]]] = {}
+    for span in spans.values():
+        by_run.setdefault(span.run, {}).setdefault(span.worker, []).append(span)
+    return [
+        Run(
+            name=run_name,
+            workers=tuple(
+                Worker(name=worker_name, spans=tuple(sorted(worker_spans, key=_span_key)))
+                for worker_name, worker_spans in sorted(
+                    by_run[run_name].items(), key=lambda item: _natural_key(item[0])
+                )
+            ),
+        )
+        for run_name in sorted(by_run, key=_run_key)
+    ]
+
+
+def find_span(runs: list[Run], run: str, worker: str, span: str) -> Span | None:
+    """The span with exactly this (run, worker, span) key, or None.
+
+    A pure lookup among what :func:`discover` returned: the key is never turned into a
+    path, so keys such as ``"../x"`` simply miss.
+    """
+    for candidate_run in runs:
+        if candidate_run.name != run:
+            continue
+        for candidate_worker in candidate_run.workers:
+            if candidate_worker.name != worker:
+                continue
+            for candidate in candidate_worker.spans:
+                if candidate.span == span:
+                    return candidate
+    return None
+
+
+def span_for_file(path: str) -> Span:
+    """A :class:`Span` for one trace file given directly (``report FILE``).
+
+    Worker and span come from the file name as in :func:`discover`; any other name gives
+    worker = the file name and span ``"0"``. The run is the name of the parent folder.
+    The file is not read, so a file that is not a trace fails later, in the reader.
+
+    Raises:
+        LogdirError: the file does not exist or cannot be asked about.
+    """
+    fs, fs_path = _open_fs(path, None)
+    try:
+        info = fs.info(fs_path)
+    except (OSError, ValueError) as exc:
+        raise LogdirError(path, f"cannot read file: {exc}") from exc
+    filename = fs_path.rstrip("/").rsplit("/", 1)[-1]
+    parent = fs_path.rstrip("/").rsplit("/", 1)[0].rsplit("/", 1)[-1] or "."
+    parsed = _parse_named(filename) or (_odd_worker(filename) or filename, "0")
+    return Span(
+        run=parent,
+        worker=parsed[0],
+        span=parsed[1],
+        path=path,
+        size_bytes=_size(info),
+        mtime=_mtime(info),
+    )

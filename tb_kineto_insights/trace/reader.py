@@ -1,0 +1,829 @@
+"""File → :class:`~tb_kineto_insights.trace.model.Trace`: tolerant, columnar, bounded memory.
+
+How it reads:
+
+1. :class:`~tb_kineto_insights.trace.source.BlockReader` yields uncompressed blocks
+   (gzip found by magic bytes; total capped).
+2. The ``traceEvents`` array is cut into pieces at event boundaries (``}`` ``,`` ``{``)
+   and each piece is decoded by msgspec into small typed structs that hold only the
+   fields the analysis uses. A cut that lands inside a string cannot decode (the string
+   never closes), so such a piece simply waits for the next block.
+3. Each decoded piece is turned into numpy columns at once and dropped, so memory holds
+   one piece of objects at a time plus the columns.
+4. A piece that fails to decode is repaired (``repair.repair_json``) and decoded again;
+   damage that stays raises :class:`TraceFormatError` with the byte offset.
+
+Timestamps become ``int64`` nanoseconds. Epoch-scale timestamps with ns digits
+(``1712195495519689.047``) have more digits than a float64 keeps, so when the first
+piece shows them, ``ts`` is decoded as ``Decimal`` for the whole file (exact mode).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.trace.errors import TraceFormatError
+from tb_kineto_insights.trace.events import (
+    METADATA_KEYS,
+    Event,
+    ExactEvent,
+    ExactRoot,
+    Root,
+)
+from tb_kineto_insights.trace.repair import repair_json
+from tb_kineto_insights.trace.source import (
+    BLOCK_BYTES,
+    DEFAULT_MAX_JSON_BYTES,
+    BlockReader,
+    file_size,
+)
+
+#: Category (as written by any Kineto version) → reader kind.
+CATEGORY_KIND: dict[str, str] = {
+    "kernel": m.KERNEL,
+    "gpu_memcpy": m.MEMCPY,
+    "memcpy": m.MEMCPY,
+    "gpu_memset": m.MEMSET,
+    "memset": m.MEMSET,
+    "cuda_runtime": m.RUNTIME,
+    "cuda_driver": m.RUNTIME,
+    "runtime": m.RUNTIME,
+    "driver": m.RUNTIME,
+    "cpu_op": m.CPU_OP,
+    "operator": m.CPU_OP,
+    "user_annotation": m.USER_ANNOTATION,
+    "gpu_user_annotation": m.GPU_ANNOTATION,
+    "python_function": m.PYTHON,
+    "cuda_sync": m.GPU_SYNC,
+}
+#: Flow categories that link a CPU launch to GPU work (``fwdbwd`` links autograd ops).
+LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
+#: Durations above this are quarantined as implausible (7 days, in µs).
+MAX_DURATION_US = 7 * 24 * 3600 * 1e6
+#: Marks a missing pid/tid/device/stream before fallbacks are applied.
+MISSING_ID = -(2**62)
+
+_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EXACT_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
+_ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
+_RECORD_COUNTS = re.compile(r"Record counts:\s*(.*)")
+_COUNT_ITEM = re.compile(r"\s*([^=,]+?)\s*=\s*(\d+)")
+_MAX_HEAD_BYTES = 256 * 1024 * 1024
+
+_event_decoder = msgspec.json.Decoder(list[Event])
+_exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
+_root_decoder = msgspec.json.Decoder(Root)
+_exact_root_decoder = msgspec.json.Decoder(ExactRoot)
+_any_decoder = msgspec.json.Decoder()
+
+
+def kind_of_category(cat: object) -> str | None:
+    """Reader kind of a duration event's category; ``None`` when it has none.
+
+    Known names in any case map through :data:`CATEGORY_KIND`; ``*_runtime`` names of
+    other accelerators (``mtia_runtime``) count as runtime; anything else is ``other``.
+    """
+    if cat is None:
+        return None
+    key = str(cat).lower()
+    kind = CATEGORY_KIND.get(key)
+    if kind is not None:
+        return kind
+    if key.endswith("_runtime") or key.endswith("_driver"):
+        return m.RUNTIME
+    return m.OTHER
+
+
+def _as_int(value: object, strings: dict[str, int]) -> int:
+    """One id value → int: ints as is, ``"0x0"``/``"12"`` parsed, other strings interned
+    as negative numbers (``-1 - index``), missing → :data:`MISSING_ID`."""
+    if value is None:
+        return MISSING_ID
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else MISSING_ID
+    if isinstance(value, float):
+        return int(value) if np.isfinite(value) and abs(value) < 2**63 else MISSING_ID
+    text = str(value).strip()
+    try:
+        return int(text, 0)
+    except ValueError:
+        pass
+    try:
+        return int(float(text))
+    except (ValueError, OverflowError):
+        pass
+    return -1 - strings.setdefault(text, len(strings))
+
+
+class _Columns:
+    """Accumulates numpy column chunks for one table."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[np.ndarray]] = defaultdict(list)
+        self.rows = 0
+        self.comm: dict[int, m.CommArgs] = {}
+
+    def add(self, cols: dict[str, np.ndarray]) -> None:
+        n = 0
+        for key, arr in cols.items():
+            self.chunks[key].append(arr)
+            n = len(arr)
+        self.rows += n
+
+    def concat(self, key: str, dtype: Any) -> np.ndarray:
+        parts = self.chunks.get(key)
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(parts).astype(dtype, copy=False)
+
+
+class _Builder:
+    """Turns decoded event pieces into columns and counts."""
+
+    def __init__(self, exact: bool) -> None:
+        self.exact = exact
+        self.names: dict[object, int] = {}
+        self.strings: dict[str, int] = {}
+        self.tables: dict[str, _Columns] = {kind: _Columns() for kind in m.DURATION_KINDS}
+        self.memory = _Columns()
+        self.flows = _Columns()
+        self.event_count = 0
+        self.category_counts: Counter[object] = Counter()
+        self.kind_counts: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.quarantined: Counter[str] = Counter()
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.string_id_count = 0
+        self._kind_cache: dict[object, str | None] = {}
+
+    # -- columns -----------------------------------------------------------------------
+    def _ids(self, values: list[object], missing: int = MISSING_ID) -> np.ndarray:
+        """int64 column from id-like values (ints, numeric or hex strings, None)."""
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        try:
+            arr = np.array(values, dtype=np.float64)
+            if np.all(np.abs(arr[~np.isnan(arr)]) < 2.0**53):
+                out = np.where(np.isnan(arr), float(missing), arr)
+                return out.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        out_list = []
+        for v in values:
+            if isinstance(v, str):
+                self.string_id_count += 1
+            iv = _as_int(v, self.strings)
+            out_list.append(missing if iv == MISSING_ID else iv)
+        return np.array(out_list, dtype=np.int64)
+
+    def _floats(self, values: list[object]) -> np.ndarray:
+        try:
+            return np.array(values, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError):
+            out = []
+            for v in values:
+                try:
+                    out.append(float(v) if v is not None else np.nan)  # type: ignore[arg-type]
+                except (TypeError, ValueError, OverflowError):
+                    out.append(np.nan)
+            return np.array(out, dtype=np.float64)
+
+    def _ts_ns(self, values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Timestamps (µs, float or Decimal) → (int64 ns, missing mask)."""
+        if self.exact:
+            missing = np.fromiter((v is None for v in values), dtype=np.bool_, count=len(values))
+            ns = np.array(
+                [int(v.scaleb(3)) if v is not None else 0 for v in values], dtype=np.int64
+            )
+            return ns, missing
+        us = self._floats(values)
+        missing = ~np.isfinite(us)
+        return _us_to_ns(np.where(missing, 0.0, us)), missing
+
+    def _name_ids(self, values: Iterable[object]) -> np.ndarray:
+        names = self.names
+        return np.array(
+            [-1 if n is None else names.setdefault(n, len(names)) for n in values],
+            dtype=np.int64,
+        )
+
+    # -- pieces -------------------------------------------------------------------------
+    def add_events(self, events: list[Any]) -> None:
+        self.event_count += len(events)
+        self.category_counts.update(e.cat for e in events)
+        by_kind: dict[str, list[Any]] = defaultdict(list)
+        flows: list[Any] = []
+        instants: list[Any] = []
+        cache = self._kind_cache
+        for e in events:
+            ph = e.ph
+            if ph == "X":
+                cat = e.cat
+                try:
+                    kind = cache[cat]
+                except KeyError:
+                    kind = cache[cat] = kind_of_category(cat)
+                except TypeError:  # unhashable: cannot happen with Num, kept for safety
+                    kind = None
+                if kind is None:
+                    self.skipped["missing_cat"] += 1
+                else:
+                    by_kind[kind].append(e)
+            elif ph == "s" or ph == "f" or ph == "t":
+                flows.append(e)
+            elif ph == "i" or ph == "I":
+                instants.append(e)
+            elif ph == "M":
+                self._metadata(e)
+            elif ph is None:
+                self.skipped["missing_ph"] += 1
+            else:
+                self.skipped[f"unsupported_phase_{ph}"] += 1
+        for kind, evs in by_kind.items():
+            self._duration(kind, evs)
+        if flows:
+            self._flows(flows)
+        if instants:
+            self._instants(instants)
+
+    def _metadata(self, e: Any) -> None:
+        self.kind_counts["metadata"] += 1
+        label = e.args.name
+        if not isinstance(label, str):
+            return
+        pid = _as_int(e.pid, self.strings)
+        if e.name == "process_name":
+            self.process_names[pid] = label
+        elif e.name == "thread_name":
+            self.thread_names[(pid, _as_int(e.tid, self.strings))] = label
+
+    def _duration(self, kind: str, evs: list[Any]) -> None:
+        start_ns, ts_missing = self._ts_ns([e.ts for e in evs])
+        dur_us = self._floats([e.dur for e in evs])
+        name = self._name_ids(e.name for e in evs)
+        dur_missing = ~np.isfinite(dur_us)
+        name_missing = name < 0
+        bad = name_missing | ts_missing | dur_missing
+        if bad.any():
+            self.skipped["missing_name"] += int(name_missing.sum())
+            self.skipped["missing_ts"] += int((ts_missing & ~name_missing).sum())
+            self.skipped["missing_dur"] += int((dur_missing & ~ts_missing & ~name_missing).sum())
+        negative = ~bad & (dur_us < 0)
+        too_long = ~bad & (dur_us > MAX_DURATION_US)
+        if negative.any() or too_long.any():
+            self.quarantined["negative_duration"] += int(negative.sum())
+            self.quarantined["duration_over_7_days"] += int(too_long.sum())
+        keep = ~(bad | negative | too_long)
+        if not keep.any():
+            return
+        pid = self._ids([e.pid for e in evs])
+        tid = self._ids([e.tid for e in evs])
+        dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
+        cols: dict[str, np.ndarray] = {
+            "name": name,
+            "start_ns": start_ns,
+            "dur_ns": dur_ns,
+            "pid": pid,
+            "tid": tid,
+            "external_id": self._ids([e.args.external_id for e in evs], -1),
+        }
+        if kind in m.GPU_KINDS or kind == m.RUNTIME:
+            cols["correlation"] = self._ids([e.args.correlation for e in evs], -1)
+        if kind in m.GPU_KINDS:
+            device = self._ids([e.args.device for e in evs])
+            stream = self._ids([e.args.stream for e in evs])
+            cols["device"] = np.where(device == MISSING_ID, pid, device)
+            cols["stream"] = np.where(stream == MISSING_ID, tid, stream)
+        table = self.tables[kind]
+        if kind in (m.KERNEL, m.CPU_OP, m.USER_ANNOTATION):
+            self._comm(table, evs, keep)
+        if not keep.all():
+            cols = {k: v[keep] for k, v in cols.items()}
+        n = int(keep.sum())
+        for key in ("correlation", "device", "stream"):
+            cols.setdefault(key, np.full(n, -1, dtype=np.int64))
+        table.add(cols)
+        self.kind_counts[kind] += n
+
+    def _comm(self, table: _Columns, evs: list[Any], keep: np.ndarray) -> None:
+        row = table.rows
+        kept_rows = np.cumsum(keep) - 1 + row
+        for i, e in enumerate(evs):
+            a = e.args
+            if a.collective_name is None and a.in_msg_nelems is None:
+                continue
+            if not keep[i]:
+                continue
+            table.comm[int(kept_rows[i])] = m.CommArgs(
+                collective_name=_opt_str(a.collective_name),
+                in_msg_nelems=_opt_int(a.in_msg_nelems),
+                out_msg_nelems=_opt_int(a.out_msg_nelems),
+                in_msg_size_bytes=_opt_int(a.in_msg_size),
+                dtype=_opt_str(a.dtype),
+                group_size=_opt_int(a.group_size),
+                process_group_name=_opt_str(a.pg_name),
+                process_group_ranks=None if a.pg_ranks is None else str(a.pg_ranks),
+                seq=_opt_int(a.seq),
+            )
+
+    def _instants(self, evs: list[Any]) -> None:
+        mem = [e for e in evs if e.name == "[memory]"]
+        others = len(evs) - len(mem)
+        if others:
+            self.kind_counts["instant"] += others
+        if not mem:
+            return
+        ts_ns, missing = self._ts_ns([e.ts for e in mem])
+        if missing.any():
+            self.skipped["missing_ts"] += int(missing.sum())
+        keep = ~missing
+        cols = {
+            "ts_ns": ts_ns,
+            "bytes": self._ids([e.args.bytes for e in mem], 0),
+            "total_allocated_bytes": self._ids([e.args.total_allocated for e in mem], -1),
+            "total_reserved_bytes": self._ids([e.args.total_reserved for e in mem], -1),
+            "device_type": self._ids([e.args.device_type for e in mem], -1),
+            "device_id": self._ids([e.args.device_id for e in mem], -1),
+            "addr": self._ids([e.args.addr for e in mem], -1),
+            "pid": self._ids([e.pid for e in mem]),
+            "tid": self._ids([e.tid for e in mem]),
+        }
+        if not keep.all():
+            cols = {k: v[keep] for k, v in cols.items()}
+        self.memory.add(cols)
+        self.kind_counts["memory"] += int(keep.sum())
+
+    def _flows(self, evs: list[Any]) -> None:
+        ts_ns, missing = self._ts_ns([e.ts for e in evs])
+        ids = self._ids([e.id for e in evs])
+        keep = ~missing & (ids != MISSING_ID)
+        if (~keep).any():
+            self.skipped["flow_missing_id_or_ts"] += int((~keep).sum())
+        phase = np.array([{"s": 0, "f": 1}.get(e.ph, 2) for e in evs], dtype=np.int8)
+        launch = np.array(
+            [str(e.cat).lower() in LAUNCH_FLOW_CATEGORIES for e in evs], dtype=np.bool_
+        )
+        cols = {
+            "id": ids,
+            "ts_ns": ts_ns,
+            "pid": self._ids([e.pid for e in evs]),
+            "tid": self._ids([e.tid for e in evs]),
+            "phase": phase,
+            "launch": launch,
+        }
+        if not keep.all():
+            cols = {k: v[keep] for k, v in cols.items()}
+        self.flows.add(cols)
+        self.kind_counts["flow"] += int(keep.sum())
+
+    # -- result -------------------------------------------------------------------------
+    def tables_out(self) -> dict[str, m.EventTable]:
+        return {kind: _event_table(cols) for kind, cols in self.tables.items()}
+
+    def memory_out(self) -> m.MemoryTable:
+        c = self.memory
+        ts = c.concat("ts_ns", np.int64)
+        order = np.argsort(ts, kind="stable")
+        return m.MemoryTable(
+            **{
+                key: c.concat(key, np.int64)[order]
+                for key in (
+                    "ts_ns",
+                    "bytes",
+                    "total_allocated_bytes",
+                    "total_reserved_bytes",
+                    "device_type",
+                    "device_id",
+                    "addr",
+                    "pid",
+                    "tid",
+                )
+            }
+        )
+
+    def flows_out(self) -> m.FlowTable:
+        c = self.flows
+        return m.FlowTable(
+            id=c.concat("id", np.int64),
+            ts_ns=c.concat("ts_ns", np.int64),
+            pid=c.concat("pid", np.int64),
+            tid=c.concat("tid", np.int64),
+            phase=c.concat("phase", np.int8),
+            launch=c.concat("launch", np.bool_),
+        )
+
+
+def _event_table(cols: _Columns) -> m.EventTable:
+    """Concatenate one kind's chunks and sort the rows by start time (stable)."""
+    start = cols.concat("start_ns", np.int64)
+    order = np.argsort(start, kind="stable")
+    in_order = bool(np.all(order[1:] > order[:-1]))
+
+    def col(key: str, dtype: Any) -> np.ndarray:
+        arr = cols.concat(key, dtype)
+        return arr if in_order else arr[order]
+
+    comm = cols.comm
+    if comm and not in_order:
+        new_row = np.empty_like(order)
+        new_row[order] = np.arange(len(order))
+        comm = {int(new_row[r]): c for r, c in comm.items()}
+    return m.EventTable(
+        name=col("name", np.int32),
+        start_ns=start if in_order else start[order],
+        dur_ns=col("dur_ns", np.int64),
+        pid=col("pid", np.int64),
+        tid=col("tid", np.int64),
+        device=col("device", np.int64),
+        stream=col("stream", np.int64),
+        correlation=col("correlation", np.int64),
+        external_id=col("external_id", np.int64),
+        comm=comm,
+    )
+
+
+def _us_to_ns(us: np.ndarray) -> np.ndarray:
+    """float µs → int64 ns, exact to the ns wherever the float holds the ns digits
+    (|t| < 2^43 µs): integer and fractional parts are converted separately."""
+    whole = np.floor(us)
+    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
+
+
+def _opt_int(v: object) -> int | None:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and np.isfinite(v):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v, 0)
+        except ValueError:
+            return None
+    return None
+
+
+def _opt_str(v: object) -> str | None:
+    return None if v is None else str(v)
+
+
+def _error_offset(exc: Exception) -> int | None:
+    match = _ERROR_OFFSET.search(str(exc))
+    return int(match.group(1)) if match else None
+
+
+def _is_truncation(exc: Exception) -> bool:
+    return "truncated" in str(exc)
+
+
+class _Reader:
+    def __init__(self, path: str, max_json_bytes: int, block_bytes: int) -> None:
+        self.path = path
+        self.source = BlockReader(path, max_json_bytes, block_bytes)
+        self.repairs: Counter[str] = Counter()
+        self.builder: _Builder | None = None
+        self.root_fields: dict[str, Any] = {}
+        self.root_kind = "object"
+
+    # -- decoding with repair ----------------------------------------------------------
+    def _decode(self, decoder: msgspec.json.Decoder[Any], data: bytes, base: int, skip: int) -> Any:
+        """Decode ``data`` (whose first ``skip`` bytes are synthetic and whose byte
+        ``skip`` is at ``base`` in the file); repair once on failure.
+
+        Returns ``None`` when the data is cut short (more input may complete it).
+        """
+        try:
+            return decoder.decode(data)
+        except msgspec.ValidationError:
+            return self._decode_loosely(decoder, data)
+        except msgspec.DecodeError as exc:
+            if _is_truncation(exc):
+                return None
+        repaired, counts = repair_json(data)
+        if counts:
+            try:
+                result = decoder.decode(repaired)
+            except msgspec.ValidationError:
+                result = self._decode_loosely(decoder, repaired)
+            except msgspec.DecodeError as exc2:
+                if _is_truncation(exc2):
+                    return None
+                self._raise(exc2, base, skip, data_was_repaired=True)
+            self.repairs.update(counts)
+            return result
+        try:
+            return decoder.decode(data)
+        except msgspec.DecodeError as exc3:
+            if _is_truncation(exc3):
+                return None
+            self._raise(exc3, base, skip, data_was_repaired=False)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _raise(self, exc: Exception, base: int, skip: int, data_was_repaired: bool) -> None:
+        offset = _error_offset(exc)
+        where = None if offset is None or data_was_repaired else base + max(offset - skip, 0)
+        message = str(exc).split(" (byte")[0]
+        raise TraceFormatError(self.path, f"invalid JSON: {message}", where) from exc
+
+    def _decode_loosely(self, decoder: msgspec.json.Decoder[Any], data: bytes) -> Any:
+        """A field had an unexpected JSON type: decode untyped, convert event by event,
+        and count the events that still do not fit."""
+        raw = _any_decoder.decode(data)
+        exact = self.builder is not None and self.builder.exact
+        event_type: Any = ExactEvent if exact else Event
+
+        def convert_events(items: Any) -> list[Any]:
+            out = []
+            for item in items if isinstance(items, list) else []:
+                try:
+                    out.append(msgspec.convert(item, event_type, strict=False))
+                except (msgspec.ValidationError, TypeError):
+                    self.repairs["event_with_invalid_field"] += 1
+            return out
+
+        if isinstance(raw, list):
+            return convert_events(raw)
+        if isinstance(raw, dict):
+            events = convert_events(raw.pop("traceEvents", []))
+            root_type: Any = ExactRoot if exact else Root
+            try:
+                root = msgspec.convert(raw, root_type, strict=False)
+            except msgspec.ValidationError:
+                root = root_type()
+            root.traceEvents = events
+            return root
+        raise TraceFormatError(self.path, "top level is neither an object nor an array", 0)
+
+    # -- the pass over the file -------------------------------------------------------
+    def read(self) -> m.Trace:
+        blocks = iter(self.source)
+        buf = bytearray()
+        consumed = 0  # file offset of buf[0]
+        # 1. find where the events start
+        events_start = None
+        for block in blocks:
+            buf += block
+            stripped = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
+            lead = len(buf) - len(stripped)
+            if not stripped:
+                continue
+            first = stripped[:1]
+            if first == b"[":
+                self.root_kind = "array"
+                events_start = lead + 1
+                break
+            if first != b"{":
+                raise TraceFormatError(
+                    self.path,
+                    f"not a JSON trace: starts with {bytes(stripped[:16])!r}",
+                    lead,
+                )
+            match = _TRACE_EVENTS_KEY.search(buf)
+            if match:
+                self._read_head(bytes(buf[: match.start()]))
+                events_start = match.end()
+                break
+            if len(buf) > _MAX_HEAD_BYTES:
+                raise TraceFormatError(
+                    self.path, f"no traceEvents array in the first {_MAX_HEAD_BYTES} bytes"
+                )
+        if events_start is None:
+            self._no_events(bytes(buf))
+            events_start = len(buf)
+        del buf[:events_start]
+        consumed += events_start
+        # 2. whole pieces of events; exact mode is decided on the first one
+        tail = bytes(buf)
+        del buf
+        for block in blocks:
+            if self.builder is None:
+                self.builder = _Builder(bool(_EXACT_TS.search(tail + block[:65536])))
+            cut = _last_event_boundary(block)
+            if cut is None:  # no event ends in this block: keep collecting
+                tail += block
+                continue
+            end_of_piece, next_start = cut
+            view = memoryview(block)
+            piece = b"".join((b"[", tail, view[:end_of_piece], b"]"))
+            decoder = _exact_event_decoder if self.builder.exact else _event_decoder
+            events = self._decode(decoder, piece, consumed, 1)
+            del piece
+            if events is None:  # the cut fell inside a string: wait for more bytes
+                tail += block
+                continue
+            self.builder.add_events(events)
+            del events
+            consumed += len(tail) + next_start
+            tail = bytes(view[next_start:])
+        if self.builder is None:
+            self.builder = _Builder(bool(_EXACT_TS.search(tail[:65536])))
+        # 3. the rest: last events and the keys after the array
+        self._read_tail(tail, consumed)
+        return self._finish()
+
+    def _read_head(self, head: bytes) -> None:
+        data = head + b'"traceEvents": []}'
+        root = self._decode(_root_decoder, data, 0, 0)
+        if root is None:
+            raise TraceFormatError(self.path, "malformed header before traceEvents", 0)
+        self._keep_root_fields(root)
+
+    def _no_events(self, data: bytes) -> None:
+        total = self.source.json_bytes
+        if not data.strip(b"\xef\xbb\xbf \t\r\n"):
+            raise TraceFormatError(self.path, "empty file", 0)
+        try:
+            doc = _any_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            if _is_truncation(exc):
+                raise TraceFormatError(
+                    self.path,
+                    "file ends early (truncated JSON; was it still being written?)",
+                    total,
+                ) from exc
+            self._raise(exc, 0, 0, data_was_repaired=False)
+        if isinstance(doc, dict):
+            raise TraceFormatError(self.path, "JSON object has no traceEvents array", 0)
+        raise TraceFormatError(self.path, "top level is neither an object nor an array", 0)
+
+    def _read_tail(self, rest: bytes, base: int) -> None:
+        assert self.builder is not None
+        exact = self.builder.exact
+        if self.root_kind == "array":
+            decoder: Any = _exact_event_decoder if exact else _event_decoder
+            data, skip = b"[" + rest, 1
+        else:
+            decoder = _exact_root_decoder if exact else _root_decoder
+            data, skip = b'{"traceEvents":[' + rest, 16
+        result = self._decode(decoder, data, base, skip)
+        if result is None:
+            raise TraceFormatError(
+                self.path,
+                "file ends early (truncated JSON; was it still being written?)",
+                self.source.json_bytes,
+            )
+        if self.root_kind == "array":
+            self.builder.add_events(result)
+        else:
+            self.builder.add_events(result.traceEvents)
+            result.traceEvents = []
+            self._keep_root_fields(result)
+
+    def _keep_root_fields(self, root: Root) -> None:
+        for key in (*METADATA_KEYS, "deviceProperties", "distributedInfo"):
+            value = getattr(root, key)
+            if value is not None:
+                self.root_fields[key] = value
+        for level in ("INFO", "WARNING", "ERROR"):
+            value = getattr(root, level)
+            if value is None:
+                continue
+            lines = value if isinstance(value, list) else [value]
+            self.root_fields.setdefault(level, []).extend(str(x) for x in lines)
+
+    def _finish(self) -> m.Trace:
+        b = self.builder
+        assert b is not None
+        tables = b.tables_out()
+        memory = b.memory_out()
+        flows = b.flows_out()
+        names = [str(n) for n in b.names]
+        health = m.TraceHealth(
+            path=self.path,
+            compressed=self.source.compressed,
+            json_bytes=self.source.json_bytes,
+            root=self.root_kind,
+            event_count=b.event_count,
+            category_counts={
+                ("(none)" if k is None else str(k)): v for k, v in b.category_counts.items()
+            },
+            kind_counts=dict(b.kind_counts),
+            skipped={k: v for k, v in b.skipped.items() if v},
+            quarantined={k: v for k, v in b.quarantined.items() if v},
+            repairs=dict(self.repairs),
+            exact_ns_timestamps=b.exact,
+            string_ids=b.string_id_count,
+        )
+        try:
+            health.file_bytes = file_size(self.path)
+        except Exception:  # noqa: BLE001 (size is informative only)
+            health.file_bytes = 0
+        fields = self.root_fields
+        props = fields.get("deviceProperties")
+        health.device_properties = (
+            [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+        )
+        dist = fields.get("distributedInfo")
+        health.distributed_info = dist if isinstance(dist, dict) else None
+        health.metadata = {
+            k: fields[k]
+            for k in METADATA_KEYS
+            if k in fields and isinstance(fields[k], (str, int, float, bool))
+        }
+        for level in ("INFO", "WARNING", "ERROR"):
+            for line in fields.get(level, []):
+                health.kineto_log.append(line if line.startswith(level) else f"{level}: {line}")
+                counts = _RECORD_COUNTS.search(line)
+                if counts:
+                    for key, value in _COUNT_ITEM.findall(counts.group(1)):
+                        health.kineto_record_counts[key.strip()] = int(value)
+        python = tables[m.PYTHON]
+        health.flags = {
+            "has_kernels": len(tables[m.KERNEL]) > 0,
+            "has_steps": _has_profiler_steps(names, tables),
+            "has_memory": len(memory) > 0,
+            "has_memory_totals": bool(len(memory) and (memory.total_allocated_bytes >= 0).any()),
+            "has_memory_addresses": bool(len(memory) and (memory.addr >= 0).any()),
+            "has_stacks": len(python) > 0 or bool(fields.get("with_stack")),
+            "has_shapes": bool(fields.get("record_shapes")),
+            "has_correlation": bool(
+                len(tables[m.KERNEL]) and (tables[m.KERNEL].correlation >= 0).any()
+            ),
+            "has_device_properties": bool(health.device_properties),
+            "has_distributed_info": health.distributed_info is not None,
+        }
+        return m.Trace(
+            names=names,
+            tables=tables,
+            memory=memory,
+            flows=flows,
+            health=health,
+            process_names=b.process_names,
+            thread_names=b.thread_names,
+            string_ids=list(b.strings),
+        )
+
+
+STEP_PREFIX = "ProfilerStep#"
+
+
+def _has_profiler_steps(names: list[str], tables: dict[str, m.EventTable]) -> bool:
+    step_ids = {i for i, n in enumerate(names) if n.startswith(STEP_PREFIX)}
+    if not step_ids:
+        return False
+    for kind in (m.USER_ANNOTATION, m.CPU_OP):
+        if np.isin(tables[kind].name, list(step_ids)).any():
+            return True
+    return False
+
+
+def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
+    """Find the last ``}`` ``,`` ``{`` in ``buf``: returns (end of the piece after the
+    ``}``, start of the next event at the ``{``), or ``None``."""
+    pos = len(buf)
+    for _ in range(10_000):
+        pos = buf.rfind(b"}", 0, pos)
+        if pos < 0:
+            return None
+        j = pos + 1
+        n = len(buf)
+        while j < n and buf[j] in b" \t\r\n":
+            j += 1
+        if j < n and buf[j] == 0x2C:  # ","
+            j += 1
+            while j < n and buf[j] in b" \t\r\n":
+                j += 1
+            if j < n and buf[j] == 0x7B:  # "{"
+                return pos + 1, j
+    return None
+
+
+def read_trace(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    block_bytes: int = BLOCK_BYTES,
+) -> m.Trace:
+    """Read one Kineto trace file (plain or gzipped JSON, local path or fsspec URL).
+
+    Args:
+        path: file path or URL, as discovery found it.
+        max_json_bytes: cap on uncompressed bytes (gzip-bomb guard).
+        block_bytes: uncompressed bytes decoded per piece (memory vs. overhead).
+
+    Returns:
+        A :class:`Trace` with columnar tables (ns times) and :class:`TraceHealth`.
+
+    Raises:
+        TraceIOError: the file cannot be opened or read.
+        TraceFormatError: not JSON, truncated, corrupt gzip, or no ``traceEvents``; the
+            message names the file and the byte offset in the uncompressed JSON.
+        TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
+    """
+    return _Reader(path, max_json_bytes, block_bytes).read()
+
+
+__all__ = ["read_trace", "kind_of_category", "CATEGORY_KIND", "STEP_PREFIX"]

@@ -1,0 +1,191 @@
+"""Byte source for one trace file: local path or fsspec URL, gzip by magic bytes,
+decompressed in blocks with a cap on the total.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import zlib
+from collections.abc import Iterator
+from typing import IO
+
+import fsspec
+
+from tb_kineto_insights.trace.errors import TraceFormatError, TraceIOError, TraceTooLargeError
+
+GZIP_MAGIC = b"\x1f\x8b"
+#: Default cap on uncompressed JSON bytes for one file (override per call or with the
+#: CLI's ``--max-json-bytes``). Large enough for any trace a browser could ever show.
+DEFAULT_MAX_JSON_BYTES = 8 * 1024**3
+#: Uncompressed bytes handed to the decoder at a time.
+BLOCK_BYTES = 8 * 1024 * 1024
+#: Compressed bytes read from storage at a time.
+COMPRESSED_READ_BYTES = 1024 * 1024
+
+
+def _open(path: str) -> IO[bytes]:
+    try:
+        if "://" in path:
+            return fsspec.open(path, "rb").open()
+        return open(path, "rb")  # noqa: SIM115 (closed by the caller's ExitStack)
+    except FileNotFoundError as exc:
+        raise TraceIOError(path, "file not found") from exc
+    except (OSError, ValueError, ImportError) as exc:
+        raise TraceIOError(path, f"cannot open: {exc}") from exc
+
+
+def file_size(path: str) -> int:
+    """Size in bytes of the stored file (compressed size for ``.gz``).
+
+    Raises:
+        TraceIOError: the file cannot be found or asked about.
+    """
+    try:
+        fs, fs_path = fsspec.core.url_to_fs(path)
+        return int(fs.size(fs_path))
+    except FileNotFoundError as exc:
+        raise TraceIOError(path, "file not found") from exc
+    except (OSError, ValueError, ImportError) as exc:
+        raise TraceIOError(path, f"cannot stat: {exc}") from exc
+
+
+class BlockReader:
+    """Iterates over uncompressed blocks of a trace file.
+
+    Attributes (valid after iteration): ``compressed`` (gzip magic seen),
+    ``json_bytes`` (uncompressed bytes produced so far).
+
+    Raises, while iterating:
+        TraceIOError: open/read failures.
+        TraceFormatError: corrupt or truncated gzip stream (message gives the offset in
+            the uncompressed data where it broke).
+        TraceTooLargeError: more than ``max_json_bytes`` would be produced.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        block_bytes: int = BLOCK_BYTES,
+    ) -> None:
+        self.path = path
+        self.max_json_bytes = max_json_bytes
+        self.block_bytes = block_bytes
+        self.compressed = False
+        self.json_bytes = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Blocks of at most ``block_bytes`` uncompressed bytes, decompressed one block
+        ahead on a helper thread (zlib releases the GIL, so this overlaps with decoding
+        on a second core)."""
+        return _prefetch(self._blocks())
+
+    def _blocks(self) -> Iterator[bytes]:
+        with _open(self.path) as raw:
+            try:
+                first = raw.read(COMPRESSED_READ_BYTES)
+            except OSError as exc:
+                raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+            self.compressed = first[:2] == GZIP_MAGIC
+            chunks = self._gunzip(raw, first) if self.compressed else self._plain(raw, first)
+            for block in chunks:
+                self.json_bytes += len(block)
+                if self.json_bytes > self.max_json_bytes:
+                    raise TraceTooLargeError(
+                        self.path,
+                        f"uncompressed JSON exceeds the cap of {self.max_json_bytes} bytes "
+                        "(raise max_json_bytes / --max-json-bytes to read it)",
+                    )
+                yield block
+
+    def _read(self, raw: IO[bytes], size: int) -> bytes:
+        try:
+            return raw.read(size)
+        except OSError as exc:
+            raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+
+    def _plain(self, raw: IO[bytes], first: bytes) -> Iterator[bytes]:
+        data = first
+        while data:
+            yield data
+            data = self._read(raw, self.block_bytes)
+
+    def _gunzip(self, raw: IO[bytes], first: bytes) -> Iterator[bytes]:
+        """Decompress gzip members one after another (``cat a.gz b.gz`` is valid gzip),
+        never producing more than ``block_bytes`` at once, so a bomb stops at the cap."""
+        inflater = zlib.decompressobj(wbits=31)
+        pending = first
+        produced = 0
+        while True:
+            if not pending:
+                pending = self._read(raw, COMPRESSED_READ_BYTES)
+                if not pending:
+                    if not inflater.eof:
+                        raise TraceFormatError(
+                            self.path,
+                            "gzip stream ends early (truncated file, or still being written)",
+                            produced,
+                        )
+                    return
+            try:
+                out = inflater.decompress(pending, self.block_bytes)
+            except zlib.error as exc:
+                raise TraceFormatError(self.path, f"corrupt gzip data ({exc})", produced) from exc
+            pending = inflater.unconsumed_tail
+            if out:
+                produced += len(out)
+                yield out
+            if inflater.eof:  # another member may follow (`cat a.gz b.gz` is valid gzip)
+                rest = inflater.unused_data or self._read(raw, COMPRESSED_READ_BYTES)
+                if rest[:2] != GZIP_MAGIC:
+                    return  # end of file, or trailing padding as gzip(1) tolerates
+                inflater = zlib.decompressobj(wbits=31)
+                pending = rest
+
+
+_DONE = object()
+
+
+def _prefetch(blocks: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """Run ``blocks`` on a daemon thread, ``depth`` items ahead; exceptions are re-raised
+    in the consumer. Stops the producer when the consumer stops early."""
+    q: queue.Queue[object] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in blocks:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(_DONE)
+        except BaseException as exc:  # noqa: BLE001 (handed to the consumer)
+            q.put(exc)
+        finally:
+            close = getattr(blocks, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    thread = threading.Thread(target=produce, name="trace-gunzip", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                thread.join(0.05)
