@@ -19,7 +19,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 #: CLI's ``--max-json-bytes``). Large enough for any trace a browser could ever show.
 DEFAULT_MAX_JSON_BYTES = 8 * 1024**3
 #: Uncompressed bytes handed to the decoder at a time.
-BLOCK_BYTES = 8 * 1024 * 1024
+BLOCK_BYTES = 1024 * 1024
 #: Compressed bytes read from storage at a time.
 COMPRESSED_READ_BYTES = 1024 * 1024
 
