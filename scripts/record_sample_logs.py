@@ -1,0 +1,757 @@
+#!/usr/bin/env python3
+"""Record the sample PyTorch-profiler (Kineto) logs under ``sample_logs/``.
+
+Each workload is written as one TensorBoard run folder that holds one gzipped
+``<worker>.<timestamp>.pt.trace.json.gz`` per rank, recorded with::
+
+    torch.profiler.profile(
+        activities=[CPU, CUDA],
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=N, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(
+            run_dir, worker_name=..., use_gzip=True),
+        record_shapes=True, profile_memory=True, with_stack=False)
+
+The workloads come as before/after pairs:
+
+* ``transformer_eager`` / ``transformer_compile``: a small transformer LM in
+  eager mode with a per-parameter (``foreach=False``) AdamW -- a flood of
+  short kernels -- versus the same model under ``torch.compile`` with
+  ``AdamW(fused=True)`` (compiled before profiling).
+* ``dataloader_workers0`` / ``dataloader_workers4``: a small ResNet-like CNN
+  fed by a ``DataLoader`` over a synthetic dataset with CPU-heavy per-sample
+  transforms, ``num_workers=0`` versus ``num_workers=4, pin_memory=True,
+  prefetch_factor=4, persistent_workers=True`` with non-blocking copies.
+* ``memory_leak`` / ``memory_fixed``: a training loop that keeps every step's
+  (not detached) output alive on the GPU -- allocated memory grows by exactly
+  ``LEAK_BYTES_PER_STEP`` (16 MiB) per step -- versus the same loop that keeps
+  only Python floats / tiny CPU tensors.
+* ``ddp``: DistributedDataParallel over an MLP, one process per rank (spawned
+  here), each rank profiling itself into the same folder as ``rank{r}``.
+
+Usage (on a machine with a GPU)::
+
+    python scripts/record_sample_logs.py --out sample_logs
+    python scripts/record_sample_logs.py --out /tmp/sl --only ddp --world-size 2
+
+CPU-only smoke test (tiny sizes, DDP over gloo with two ranks)::
+
+    python scripts/record_sample_logs.py --out /tmp/sl --device cpu --quick \
+        --backend gloo --world-size 2
+
+Besides the run folders the script writes ``<out>/recording_info.json`` with
+the versions, the command, the per-run file sizes and the per-step allocated
+memory measured in the memory workloads.
+"""
+
+from __future__ import annotations
+
+import os
+
+# NVLink multicast must stay off on shared multi-GPU hosts; set before torch /
+# NCCL are imported so that spawned ranks inherit it too.
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import dataclasses  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+# --------------------------------------------------------------------------
+# constants
+# --------------------------------------------------------------------------
+
+WAIT_STEPS = 1
+WARMUP_STEPS = 1
+DEFAULT_ACTIVE_STEPS = 5
+
+MIB = 1024 * 1024
+# memory_leak: every step keeps its (batch, features) fp32 output alive.
+LEAK_BATCH = 1024
+LEAK_FEATURES = 4096
+LEAK_DTYPE_BYTES = 4
+LEAK_BYTES_PER_STEP = LEAK_BATCH * LEAK_FEATURES * LEAK_DTYPE_BYTES  # 16 MiB
+
+ALL_WORKLOADS = (
+    "transformer_eager",
+    "transformer_compile",
+    "dataloader_workers0",
+    "dataloader_workers4",
+    "memory_leak",
+    "memory_fixed",
+    "ddp",
+)
+
+TRACE_SUFFIX = ".pt.trace.json.gz"
+
+
+# --------------------------------------------------------------------------
+# shared helpers
+# --------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Parsed command line, passed explicitly to every workload."""
+
+    out: Path
+    device: str
+    quick: bool
+    active: int
+    warmup_iters: int
+    world_size: int
+    backend: str
+    compile_backend: str
+    seed: int
+
+
+def profiler_activities(device: torch.device) -> list[torch.profiler.ProfilerActivity]:
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+    return acts
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def profile_steps(
+    run_dir: Path,
+    worker_name: str,
+    device: torch.device,
+    active: int,
+    step_fn: Callable[[int], None],
+) -> None:
+    """Run ``wait + warmup + active`` steps of ``step_fn`` under the profiler.
+
+    The trace of the ``active`` steps is written once, gzipped, into
+    ``run_dir`` by ``tensorboard_trace_handler``.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    total = WAIT_STEPS + WARMUP_STEPS + active
+    with torch.profiler.profile(
+        activities=profiler_activities(device),
+        schedule=torch.profiler.schedule(
+            wait=WAIT_STEPS, warmup=WARMUP_STEPS, active=active, repeat=1
+        ),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(
+            str(run_dir), worker_name=worker_name, use_gzip=True
+        ),
+        record_shapes=True,
+        profile_memory=True,
+        with_stack=False,
+    ) as prof:
+        for i in range(total):
+            step_fn(i)
+            sync(device)
+            prof.step()
+
+
+def fresh_run_dir(opts: Options, name: str) -> Path:
+    run_dir = opts.out / name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    return run_dir
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+# --------------------------------------------------------------------------
+# 1. transformer: eager + per-parameter AdamW vs torch.compile + fused AdamW
+# --------------------------------------------------------------------------
+
+
+class TinyTransformerLM(nn.Module):
+    def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, seq_len: int):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, seq_len, d_model))
+        layer = nn.TransformerEncoderLayer(
+            d_model,
+            n_heads,
+            dim_feedforward=4 * d_model,
+            dropout=0.0,
+            activation="gelu",
+            batch_first=True,
+            norm_first=True,
+        )
+        self.encoder = nn.TransformerEncoder(layer, n_layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab)
+        mask = torch.triu(torch.full((seq_len, seq_len), float("-inf")), diagonal=1)
+        self.register_buffer("causal_mask", mask, persistent=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.tok(idx) + self.pos[:, : idx.shape[1]]
+        x = self.encoder(x, mask=self.causal_mask, is_causal=True)
+        return self.head(self.norm(x))
+
+
+def _transformer(opts: Options, name: str, compiled: bool) -> None:
+    device = torch.device(opts.device)
+    torch.manual_seed(opts.seed)
+    if opts.quick:
+        vocab, d_model, heads, layers, seq, batch = 512, 64, 4, 2, 32, 4
+    else:
+        vocab, d_model, heads, layers, seq, batch = 4096, 256, 4, 4, 128, 8
+    model = TinyTransformerLM(vocab, d_model, heads, layers, seq).to(device)
+    if compiled:
+        fused = device.type == "cuda"
+        optim = torch.optim.AdamW(
+            model.parameters(), lr=1e-3, fused=fused, foreach=None if fused else False
+        )
+        fwd = torch.compile(model, backend=opts.compile_backend)
+    else:
+        optim = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        fwd = model
+    gen = torch.Generator(device="cpu").manual_seed(opts.seed)
+    batches = [
+        torch.randint(0, vocab, (batch, seq + 1), generator=gen).to(device) for _ in range(4)
+    ]
+
+    def step(i: int) -> None:
+        tokens = batches[i % len(batches)]
+        inp, tgt = tokens[:, :-1], tokens[:, 1:]
+        with torch.profiler.record_function("forward"):
+            logits = fwd(inp)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), tgt.reshape(-1))
+        with torch.profiler.record_function("backward"):
+            loss.backward()
+        with torch.profiler.record_function("optimizer"):
+            optim.step()
+            optim.zero_grad(set_to_none=True)
+
+    # warm-up outside the profiler: torch.compile compiles here (fwd + bwd),
+    # the optimizer allocates its state, cuBLAS/cuDNN pick their algorithms.
+    t0 = time.perf_counter()
+    for i in range(opts.warmup_iters):
+        step(i)
+    sync(device)
+    print(
+        f"  [{name}] warm-up ({opts.warmup_iters} steps, compiled={compiled})"
+        f" took {time.perf_counter() - t0:.1f}s"
+    )
+    n_params = sum(p.numel() for p in model.parameters())
+    n_tensors = sum(1 for _ in model.parameters())
+    print(
+        f"  [{name}] {n_params / 1e6:.2f} M parameters in {n_tensors} tensors; batch {batch}x{seq}"
+    )
+    profile_steps(fresh_run_dir(opts, name), "worker0", device, opts.active, step)
+    if compiled:
+        torch._dynamo.reset()
+
+
+def run_transformer_eager(opts: Options) -> None:
+    _transformer(opts, "transformer_eager", compiled=False)
+
+
+def run_transformer_compile(opts: Options) -> None:
+    _transformer(opts, "transformer_compile", compiled=True)
+
+
+# --------------------------------------------------------------------------
+# 2. data loading: num_workers=0 vs 4 workers + pinned memory + prefetch
+# --------------------------------------------------------------------------
+
+
+class SyntheticImageDataset(torch.utils.data.Dataset):
+    """Deterministic random images with deliberately CPU-heavy transforms."""
+
+    def __init__(self, length: int, raw_size: int, crop: int, num_classes: int, seed: int):
+        self.length = length
+        self.raw_size = raw_size
+        self.crop = crop
+        self.num_classes = num_classes
+        self.seed = seed
+        g = torch.arange(5, dtype=torch.float32) - 2.0
+        g = torch.exp(-(g**2) / 2.0)
+        k2d = torch.outer(g, g)
+        k2d = k2d / k2d.sum()
+        self.blur = k2d.expand(3, 1, 5, 5).contiguous()
+        self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        self.std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, idx: int):
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + idx)
+        img = torch.rand(3, self.raw_size, self.raw_size, generator=gen)
+        # random crop
+        top, left = torch.randint(0, self.raw_size - self.crop + 1, (2,), generator=gen).tolist()
+        img = img[:, top : top + self.crop, left : left + self.crop]
+        # random horizontal / vertical flips
+        if torch.rand((), generator=gen) < 0.5:
+            img = torch.flip(img, dims=[2])
+        if torch.rand((), generator=gen) < 0.5:
+            img = torch.flip(img, dims=[1])
+        # colour jitter: brightness, contrast, saturation
+        img = img * (0.8 + 0.4 * torch.rand((), generator=gen))
+        m = img.mean()
+        img = (img - m) * (0.8 + 0.4 * torch.rand((), generator=gen)) + m
+        gray = img.mean(dim=0, keepdim=True)
+        img = (img - gray) * (0.8 + 0.4 * torch.rand((), generator=gen)) + gray
+        img = img.clamp(0.0, 1.0)
+        # gaussian blur (depthwise 5x5 conv on the CPU), applied twice
+        for _ in range(2):
+            img = F.conv2d(
+                F.pad(img.unsqueeze(0), (2, 2, 2, 2), mode="reflect"), self.blur, groups=3
+            )[0]
+        # normalise
+        img = (img - self.mean) / self.std
+        label = int(torch.randint(0, self.num_classes, (), generator=gen))
+        return img.contiguous(), label
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short: nn.Module = nn.Identity()
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + self.short(x))
+
+
+class SmallResNet(nn.Module):
+    def __init__(self, num_classes: int, width: int = 32):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 3, 2, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True)
+        )
+        self.layers = nn.Sequential(
+            BasicBlock(width, width, 1),
+            BasicBlock(width, 2 * width, 2),
+            BasicBlock(2 * width, 4 * width, 2),
+            BasicBlock(4 * width, 8 * width, 2),
+        )
+        self.fc = nn.Linear(8 * width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def _dataloader(opts: Options, name: str, workers: int) -> None:
+    device = torch.device(opts.device)
+    torch.manual_seed(opts.seed)
+    if opts.quick:
+        batch, raw, crop = 8, 40, 32
+    else:
+        batch, raw, crop = 64, 160, 128
+    num_classes = 10
+    steps_needed = opts.warmup_iters + WAIT_STEPS + WARMUP_STEPS + opts.active
+    dataset = SyntheticImageDataset(batch * (steps_needed + 8), raw, crop, num_classes, opts.seed)
+    on_gpu = device.type == "cuda"
+    loader_kwargs: dict[str, object] = dict(batch_size=batch, shuffle=False, drop_last=True)
+    if workers > 0:
+        loader_kwargs.update(
+            num_workers=workers, pin_memory=on_gpu, prefetch_factor=4, persistent_workers=True
+        )
+    else:
+        loader_kwargs.update(num_workers=0)
+    loader = torch.utils.data.DataLoader(dataset, **loader_kwargs)
+    non_blocking = workers > 0 and on_gpu
+
+    model = SmallResNet(num_classes).to(device)
+    optim = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    it = iter(loader)
+
+    def step(_: int) -> None:
+        images, labels = next(it)
+        images = images.to(device, non_blocking=non_blocking)
+        labels = labels.to(device, non_blocking=non_blocking)
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+
+    # warm-up outside the profiler: starts the workers, initialises cuDNN / cuBLAS.
+    t0 = time.perf_counter()
+    for i in range(opts.warmup_iters):
+        step(i)
+    sync(device)
+    warm = time.perf_counter() - t0
+    print(f"  [{name}] warm-up ({opts.warmup_iters} steps, num_workers={workers}) took {warm:.2f}s")
+    t0 = time.perf_counter()
+    profile_steps(fresh_run_dir(opts, name), "worker0", device, opts.active, step)
+    total = WAIT_STEPS + WARMUP_STEPS + opts.active
+    print(
+        f"  [{name}] profiled {total} steps in {time.perf_counter() - t0:.2f}s (incl. trace export)"
+    )
+    # the iterator (and with it the persistent workers) goes away on return
+
+
+def run_dataloader_workers0(opts: Options) -> None:
+    _dataloader(opts, "dataloader_workers0", workers=0)
+
+
+def run_dataloader_workers4(opts: Options) -> None:
+    _dataloader(opts, "dataloader_workers4", workers=4)
+
+
+# --------------------------------------------------------------------------
+# 3. memory: a per-step leak of exactly LEAK_BYTES_PER_STEP vs flat memory
+# --------------------------------------------------------------------------
+
+
+def _memory(opts: Options, name: str, leak: bool, info: dict[str, object]) -> None:
+    device = torch.device(opts.device)
+    torch.manual_seed(opts.seed)
+    if opts.quick:
+        batch, hidden, feats = 64, 256, 256
+    else:
+        batch, hidden, feats = LEAK_BATCH, 1024, LEAK_FEATURES
+    bytes_per_step = batch * feats * LEAK_DTYPE_BYTES
+    model = nn.Sequential(nn.Linear(hidden, feats), nn.ReLU(), nn.Linear(feats, feats)).to(device)
+    optim = torch.optim.SGD(model.parameters(), lr=1e-3)  # stateless: no growth of its own
+    x = torch.randn(batch, hidden, device=device)
+    kept: list[object] = []
+    allocated: list[int] = []
+
+    def step(_: int) -> None:
+        out = model(x)  # (batch, feats) float32
+        loss = out.square().mean()
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        if leak:
+            kept.append(out)  # BUG: keeps the GPU output (and its grad_fn) alive
+        else:
+            kept.append(loss.item())  # fixed: a Python float
+            kept.append(out.detach().mean().cpu())  # and a 0-d CPU tensor
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            allocated.append(torch.cuda.memory_allocated(device))
+
+    for i in range(opts.warmup_iters):
+        step(i)
+    profile_steps(fresh_run_dir(opts, name), "worker0", device, opts.active, step)
+    deltas = [b - a for a, b in zip(allocated[:-1], allocated[1:], strict=True)]
+    expected = bytes_per_step if leak else 0
+    print(f"  [{name}] expected growth per step: {expected} bytes ({expected / MIB:g} MiB)")
+    if allocated:
+        print(f"  [{name}] torch.cuda.memory_allocated after each step: {allocated}")
+        print(f"  [{name}] measured growth per step: {deltas}")
+    info[name] = {
+        "expected_growth_bytes_per_step": expected,
+        "kept_tensor_shape": [batch, feats] if leak else None,
+        "steps_before_profiler": opts.warmup_iters,
+        "profiler_schedule": {"wait": WAIT_STEPS, "warmup": WARMUP_STEPS, "active": opts.active},
+        "cuda_memory_allocated_after_each_step": allocated,
+        "measured_growth_bytes_per_step": deltas,
+    }
+    kept.clear()
+
+
+def run_memory_leak(opts: Options, info: dict[str, object]) -> None:
+    _memory(opts, "memory_leak", leak=True, info=info)
+
+
+def run_memory_fixed(opts: Options, info: dict[str, object]) -> None:
+    _memory(opts, "memory_fixed", leak=False, info=info)
+
+
+# --------------------------------------------------------------------------
+# 4. DDP: one process per rank, each profiling itself as rank{r}
+# --------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ddp_rank(rank: int, opts: Options, run_dir: Path, port: int) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ["RANK"] = str(rank)
+    os.environ["LOCAL_RANK"] = str(rank)
+    os.environ["WORLD_SIZE"] = str(opts.world_size)
+    if opts.device == "cuda":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
+    else:
+        device = torch.device("cpu")
+    init_kwargs: dict[str, object] = dict(
+        backend=opts.backend, rank=rank, world_size=opts.world_size
+    )
+    if opts.backend == "nccl":
+        init_kwargs["device_id"] = device
+    dist.init_process_group(**init_kwargs)
+    try:
+        torch.manual_seed(opts.seed)  # identical initial weights on all ranks
+        if opts.quick:
+            batch, width, depth = 16, 128, 3
+        else:
+            batch, width, depth = 256, 2048, 6
+        layers: list[nn.Module] = []
+        for _ in range(depth):
+            layers += [nn.Linear(width, width), nn.GELU()]
+        layers.append(nn.Linear(width, 10))
+        model = DDP(
+            nn.Sequential(*layers).to(device),
+            device_ids=[rank] if device.type == "cuda" else None,
+            bucket_cap_mb=16,
+        )
+        optim = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
+        gen = torch.Generator(device="cpu").manual_seed(opts.seed + 1000 * rank)  # per-rank data
+        data = [
+            (
+                torch.randn(batch, width, generator=gen).to(device),
+                torch.randint(0, 10, (batch,), generator=gen).to(device),
+            )
+            for _ in range(4)
+        ]
+
+        def step(i: int) -> None:
+            xb, yb = data[i % len(data)]
+            loss = F.cross_entropy(model(xb), yb)
+            loss.backward()  # gradient all-reduce overlaps the backward pass
+            optim.step()
+            optim.zero_grad(set_to_none=True)
+
+        for i in range(opts.warmup_iters):
+            step(i)
+        sync(device)
+        dist.barrier()
+        profile_steps(run_dir, f"rank{rank}", device, opts.active, step)
+        dist.barrier()
+        if rank == 0:
+            n = sum(p.numel() for p in model.parameters())
+            print(
+                f"  [ddp] world_size={opts.world_size} backend={opts.backend}"
+                f" {n / 1e6:.1f} M parameters"
+            )
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ddp(opts: Options) -> None:
+    import torch.multiprocessing as mp
+
+    run_dir = fresh_run_dir(opts, "ddp")
+    if opts.device == "cuda" and opts.world_size > torch.cuda.device_count():
+        raise SystemExit(
+            f"--world-size {opts.world_size} > {torch.cuda.device_count()} visible GPUs"
+        )
+    mp.spawn(_ddp_rank, args=(opts, run_dir, _free_port()), nprocs=opts.world_size, join=True)
+
+
+# --------------------------------------------------------------------------
+# reporting
+# --------------------------------------------------------------------------
+
+
+def describe_run(run_dir: Path) -> dict[str, int]:
+    files = sorted(p for p in run_dir.iterdir() if p.name.endswith(TRACE_SUFFIX))
+    sizes = {p.name: p.stat().st_size for p in files}
+    total = sum(sizes.values())
+    print(f"  [{run_dir.name}] {len(files)} trace file(s), {total / 1e6:.2f} MB total")
+    for fname, size in sizes.items():
+        print(f"      {fname}  {size} bytes ({size / 1e6:.2f} MB)")
+    return sizes
+
+
+def environment_info(opts: Options) -> dict[str, object]:
+    env: dict[str, object] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "device": opts.device,
+        "platform": platform.platform(),
+    }
+    if opts.device == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(0)
+        env["gpu_count"] = torch.cuda.device_count()
+        with contextlib.suppress(Exception):
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            )
+            env["driver"] = out.stdout.strip().splitlines()[0]
+        with contextlib.suppress(Exception):
+            env["nccl"] = ".".join(str(v) for v in torch.cuda.nccl.version())
+    return env
+
+
+# --------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[Options, list[str]]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("sample_logs"),
+        help="log dir (one run folder per workload)",
+    )
+    p.add_argument(
+        "--only",
+        default=",".join(ALL_WORKLOADS),
+        help="comma-separated workloads to record (default: all): " + ", ".join(ALL_WORKLOADS),
+    )
+    p.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda" if torch.cuda.is_available() else "cpu"
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes, for a CPU smoke test")
+    p.add_argument(
+        "--active", type=int, default=DEFAULT_ACTIVE_STEPS, help="profiled (active) steps per run"
+    )
+    p.add_argument(
+        "--warmup-iters",
+        type=int,
+        default=None,
+        help="un-profiled steps before the profiler starts (default 3, 1 with --quick)",
+    )
+    p.add_argument(
+        "--world-size", type=int, default=None, help="DDP ranks (default: number of GPUs, 2 on CPU)"
+    )
+    p.add_argument(
+        "--backend",
+        choices=("nccl", "gloo"),
+        default=None,
+        help="DDP backend (default: nccl on cuda, gloo on cpu)",
+    )
+    p.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend for transformer_compile",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    names = [n.strip() for n in a.only.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(ALL_WORKLOADS))
+    if unknown:
+        p.error(f"unknown workload(s) {unknown}; choose from {list(ALL_WORKLOADS)}")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda but CUDA is not available (use --device cpu)")
+    world = a.world_size or (torch.cuda.device_count() if a.device == "cuda" else 2)
+    backend = a.backend or ("nccl" if a.device == "cuda" else "gloo")
+    if backend == "nccl" and a.device != "cuda":
+        p.error("--backend nccl needs --device cuda")
+    warm = a.warmup_iters if a.warmup_iters is not None else (1 if a.quick else 3)
+    opts = Options(
+        out=a.out,
+        device=a.device,
+        quick=a.quick,
+        active=a.active,
+        warmup_iters=warm,
+        world_size=world,
+        backend=backend,
+        compile_backend=a.compile_backend,
+        seed=a.seed,
+    )
+    return opts, names
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, names = parse_args(argv)
+    opts.out.mkdir(parents=True, exist_ok=True)
+    env = environment_info(opts)
+    print("environment:", json.dumps(env))
+    mem_info: dict[str, object] = {}
+    runners: dict[str, Callable[[], None]] = {
+        "transformer_eager": lambda: run_transformer_eager(opts),
+        "transformer_compile": lambda: run_transformer_compile(opts),
+        "dataloader_workers0": lambda: run_dataloader_workers0(opts),
+        "dataloader_workers4": lambda: run_dataloader_workers4(opts),
+        "memory_leak": lambda: run_memory_leak(opts, mem_info),
+        "memory_fixed": lambda: run_memory_fixed(opts, mem_info),
+        "ddp": lambda: run_ddp(opts),
+    }
+    failed: list[str] = []
+    runs: dict[str, dict[str, int]] = {}
+    device = torch.device(opts.device)
+    for name in [n for n in ALL_WORKLOADS if n in names]:
+        print(f"== {name}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            runners[name]()
+        except Exception:  # keep recording the other workloads
+            traceback.print_exc()
+            failed.append(name)
+        free_memory(device)
+        print(f"  [{name}] done in {time.perf_counter() - t0:.1f}s", flush=True)
+        if (opts.out / name).is_dir():
+            runs[name] = describe_run(opts.out / name)
+
+    total = sum(s for sizes in runs.values() for s in sizes.values())
+    print(f"total trace size: {total / 1e6:.2f} MB in {sum(len(s) for s in runs.values())} file(s)")
+    info_path = opts.out / "recording_info.json"
+    info: dict[str, object] = {}
+    if info_path.exists():  # keep what earlier --only runs recorded
+        with contextlib.suppress(Exception):
+            info = json.loads(info_path.read_text())
+    info.update(
+        {
+            "command": " ".join(
+                [Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])
+            ),
+            "environment": env,
+            "profiler": {
+                "wait": WAIT_STEPS,
+                "warmup": WARMUP_STEPS,
+                "active": opts.active,
+                "record_shapes": True,
+                "profile_memory": True,
+                "with_stack": False,
+            },
+            "quick": opts.quick,
+            "warmup_iters_before_profiler": opts.warmup_iters,
+            "ddp": {"world_size": opts.world_size, "backend": opts.backend},
+        }
+    )
+    info.setdefault("runs", {}).update(runs)  # type: ignore[union-attr]
+    info.setdefault("memory", {}).update(mem_info)  # type: ignore[union-attr]
+    info_path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    if failed:
+        print(f"FAILED: {failed}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
