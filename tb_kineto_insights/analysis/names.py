@@ -1,0 +1,114 @@
+"""Readable names: kernel names with template arguments folded, categories of op names.
+
+All name tests live here so that each rule is written once.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_LEADING_KEYWORDS = re.compile(r"^(?:void|__global__|static|inline)\s+")
+
+
+@lru_cache(maxsize=65536)
+def short_kernel_name(name: str) -> str:
+    """Fold template arguments and parameter lists of a (demangled) kernel name.
+
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>,
+    at::detail::Array<char*, 3> >(int, at::native::AddFunctor<float>, ...)`` becomes
+    ``at::native::vectorized_elementwise_kernel<…>``. Names without templates or
+    parameters come back unchanged (``ampere_sgemm_128x64_tn``). Parentheses inside
+    template arguments (``(anonymous namespace)``) are handled by depth counting.
+    """
+    text = _LEADING_KEYWORDS.sub("", name.strip())
+    out: list[str] = []
+    depth_angle = 0
+    depth_paren = 0
+    folded = False
+    for ch in text:
+        if ch == "<" and depth_paren == 0:
+            if depth_angle == 0:
+                out.append("<…>")
+                folded = True
+            depth_angle += 1
+            continue
+        if ch == ">" and depth_angle > 0 and depth_paren == 0:
+            depth_angle -= 1
+            continue
+        if depth_angle > 0:
+            if ch == "(":
+                depth_paren += 1
+            elif ch == ")" and depth_paren > 0:
+                depth_paren -= 1
+            continue
+        if ch == "(" and depth_paren == 0:
+            break  # parameter list: drop it and everything after
+        out.append(ch)
+    short = "".join(out).strip()
+    if not short:
+        return name
+    return short if folded or short != text else name
+
+
+#: Runtime/driver calls that put work on the GPU (one call may launch many kernels:
+#: a CUDA graph launch).
+_LAUNCH = re.compile(
+    r"^(?:cuda|cu|hip|hipExt|hipModule)(?:LaunchKernel|LaunchKernelExC|LaunchKernelEx|"
+    r"LaunchKernel_v\d+|LaunchKernelExC_v\d+|LaunchCooperativeKernel|"
+    r"LaunchCooperativeKernelMultiDevice|ModuleLaunchKernel|GraphLaunch|GraphLaunch_v\d+|"
+    r"MemcpyAsync|Memcpy2DAsync|Memcpy3DAsync|MemsetAsync|MemsetD8Async|MemsetD32Async|"
+    r"MemcpyHtoDAsync|MemcpyDtoHAsync|MemcpyDtoDAsync|MemcpyPeerAsync)(?:_v\d+|_ptsz)?$"
+)
+_GRAPH_LAUNCH = re.compile(r"^(?:cuda|cu|hip)GraphLaunch(?:_v\d+)?$")
+#: Host calls that wait for the GPU: the host drains the queue instead of running ahead.
+_SYNC_RUNTIME = re.compile(
+    r"^(?:cuda|cu|hip)(?:DeviceSynchronize|StreamSynchronize|EventSynchronize|CtxSynchronize|"
+    r"Memcpy|Memcpy2D|Memcpy3D|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|MemcpyPeer|Memset|"
+    r"StreamWaitEvent_sync)(?:_v\d+|_ptds)?$"
+)
+_SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
+_DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
+_OPTIMIZER = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
+_COMM_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl|ncclKernel|ncclDevKernel)", re.IGNORECASE)
+
+
+def is_launch(name: str) -> bool:
+    """A runtime/driver call that enqueues GPU work (kernel, graph, async copy/memset)."""
+    return bool(_LAUNCH.match(name))
+
+
+def is_kernel_launch(name: str) -> bool:
+    """A launch call for kernels (not copies or memsets)."""
+    return is_launch(name) and ("Launch" in name)
+
+
+def is_graph_launch(name: str) -> bool:
+    """``cudaGraphLaunch`` and friends: one call, many kernels."""
+    return bool(_GRAPH_LAUNCH.match(name))
+
+
+def is_sync(name: str) -> bool:
+    """A host call or op that blocks until the GPU catches up."""
+    return bool(_SYNC_RUNTIME.match(name)) or name in _SYNC_OPS
+
+
+def is_dataloader(name: str) -> bool:
+    """``enumerate(DataLoader)#…`` / ``enumerate(DataPipe)#…``: fetching a batch."""
+    return bool(_DATALOADER.match(name))
+
+
+def is_optimizer(name: str) -> bool:
+    """``Optimizer.step#…`` / ``Optimizer.zero_grad#…`` annotations."""
+    return bool(_OPTIMIZER.match(name))
+
+
+def is_communication_kernel(name: str) -> bool:
+    """NCCL/RCCL collective and point-to-point kernels (``ncclKernel_*``,
+    ``ncclDevKernel_*``, lower-case and RCCL variants)."""
+    return bool(_COMM_KERNEL.match(name))
+
+
+def is_pageable_memcpy(name: str) -> bool:
+    """Kineto names copies from pageable host memory ``Memcpy HtoD (Pageable -> Device)``."""
+    return "Pageable" in name

@@ -1,0 +1,86 @@
+"""Every threshold the analysis and the diagnoses use, in one documented place.
+
+Override from the CLI with ``--threshold NAME=VALUE`` (repeatable), or in code with
+``Thresholds().replace(name=value)``. Fractions are 0..1 and denominators are named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Thresholds with their meaning; see each field's comment."""
+
+    #: A kernel shorter than this (µs) counts as short (kernel density, fusion).
+    short_kernel_us: float = 10.0
+    #: small_kernel_flood: share of kernels (by count) that are short, at least ...
+    small_kernel_count_fraction: float = 0.5
+    #: ... and at least this many kernels per step on average.
+    small_kernel_min_per_step: float = 200.0
+    #: small_kernel_flood is ``high`` when GPU utilization (busy / step time) is below.
+    small_kernel_high_utilization: float = 0.6
+    #: Fusion candidates: shortest repeated run of consecutive short kernels ...
+    fusion_min_length: int = 3
+    #: ... and how often the same run must recur within the profiled steps.
+    fusion_min_repeats: int = 3
+    #: A GPU gap opens "by synchronization" when a sync call on the launching thread
+    #: returns no later than this (µs) after the gap starts.
+    sync_return_tolerance_us: float = 20.0
+    #: gpu_idle_dataloader: idle time attributed to data loading / step time, at least.
+    dataloader_idle_fraction: float = 0.10
+    #: gpu_idle_host_sync: idle time attributed to host sync / step time, at least.
+    host_sync_idle_fraction: float = 0.10
+    #: idle-cause diagnoses are ``high`` above this share of step time.
+    idle_high_fraction: float = 0.30
+    #: low_gpu_utilization: busiest device's busy time / step time below this.
+    low_utilization: float = 0.50
+    #: low_gpu_utilization is ``high`` below this.
+    very_low_utilization: float = 0.25
+    #: pageable_memcpy: pageable copy time / step time at least this for ``medium``
+    #: (any pageable copy at all gives ``low``).
+    pageable_memcpy_fraction: float = 0.01
+    #: Gaps listed in ``idle.largest_gaps`` per device.
+    largest_gaps: int = 10
+    #: Rows in top-kernel tables.
+    top_kernels: int = 15
+
+    def replace(self, **changes: Any) -> Thresholds:
+        """A copy with some fields changed; unknown names raise ``ValueError``."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"unknown threshold(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **changes)
+
+    def with_overrides(self, items: list[str]) -> Thresholds:
+        """Apply ``NAME=VALUE`` strings (the CLI's ``--threshold``).
+
+        Raises:
+            ValueError: malformed item, unknown name, or a value of the wrong type.
+        """
+        types = {f.name: f.type for f in dataclasses.fields(self)}
+        changes: dict[str, Any] = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            name = name.strip()
+            if not sep or name not in types:
+                raise ValueError(
+                    f"bad --threshold {item!r}: expected NAME=VALUE with NAME one of "
+                    + ", ".join(sorted(types))
+                )
+            try:
+                changes[name] = int(value) if types[name] in (int, "int") else float(value)
+            except ValueError as exc:
+                raise ValueError(f"bad --threshold {item!r}: {exc}") from exc
+        return self.replace(**changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Field name → value."""
+        return dataclasses.asdict(self)
+
+
+DEFAULT_THRESHOLDS = Thresholds()

@@ -1,0 +1,60 @@
+"""Interval helpers: exact small cases and random cases against a plain-Python model."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tb_kineto_insights.analysis import intervals as iv
+
+
+def _cover(pairs: list[tuple[int, int]], n: int) -> set[int]:
+    return {t for s, e in pairs for t in range(max(s, 0), min(e, n))}
+
+
+def _as_pairs(x: iv.Intervals) -> list[tuple[int, int]]:
+    return list(zip(x[0].tolist(), x[1].tolist(), strict=True))
+
+
+def test_union_exact() -> None:
+    u = iv.union([5, 0, 2, 10, 12, 20], [7, 3, 4, 12, 15, 20])
+    assert _as_pairs(u) == [(0, 4), (5, 7), (10, 15)]  # touching merges, empty dropped
+    assert iv.total(u) == 11
+
+
+def test_intersect_subtract_exact() -> None:
+    a = iv.union([0, 10], [5, 20])
+    b = iv.union([3, 12, 18], [11, 14, 30])
+    assert _as_pairs(iv.intersect(a, b)) == [(3, 5), (10, 11), (12, 14), (18, 20)]
+    assert _as_pairs(iv.subtract(a, b)) == [(0, 3), (11, 12), (14, 18)]
+    assert _as_pairs(iv.subtract(a, iv.empty())) == _as_pairs(a)
+
+
+def test_overlap_per_window_and_window_index() -> None:
+    u = iv.union([0, 10], [5, 20])
+    ws = np.array([0, 4, 8, 18, 25], dtype=np.int64)
+    we = np.array([10, 12, 30, 19, 40], dtype=np.int64)
+    assert iv.overlap_per_window(u, ws, we).tolist() == [5, 3, 10, 1, 0]
+    idx = iv.window_index(np.array([-1, 0, 9, 10, 11, 50]), np.array([0, 10]), np.array([9, 20]))
+    assert idx.tolist() == [-1, 0, -1, 1, 1, -1]
+
+
+def test_random_against_sets() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = 60
+
+        def rand_set() -> tuple[np.ndarray, np.ndarray]:
+            k = int(rng.integers(0, 8))
+            s = rng.integers(0, n, k)
+            return s, s + rng.integers(0, 15, k)
+
+        a_raw, b_raw = rand_set(), rand_set()
+        a, b = iv.union(*a_raw), iv.union(*b_raw)
+        ca = _cover(list(zip(a_raw[0].tolist(), a_raw[1].tolist(), strict=True)), 10**6)
+        cb = _cover(list(zip(b_raw[0].tolist(), b_raw[1].tolist(), strict=True)), 10**6)
+        assert _cover(_as_pairs(a), 10**6) == ca
+        assert _cover(_as_pairs(iv.intersect(a, b)), 10**6) == ca & cb
+        assert _cover(_as_pairs(iv.subtract(a, b)), 10**6) == ca - cb
+        lo, hi = sorted(rng.integers(0, n + 10, 2).tolist())
+        got = iv.overlap_per_window(a, np.array([lo]), np.array([hi]))[0]
+        assert got == len({t for t in ca if lo <= t < hi})
