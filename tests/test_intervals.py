@@ -40,8 +40,8 @@ def test_overlap_per_window_and_window_index() -> None:
 
 def test_random_against_sets() -> None:
     rng = np.random.default_rng(7)
+    n = 60
     for _ in range(200):
-        n = 60
 
         def rand_set() -> tuple[np.ndarray, np.ndarray]:
             k = int(rng.integers(0, 8))
