@@ -17,6 +17,8 @@ from typing import Any, TextIO
 import fsspec
 
 from tb_kineto_insights import __version__
+from tb_kineto_insights.analysis.diagnoses import SEVERITY_ORDER
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
 from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file
 from tb_kineto_insights.trace.errors import TraceError
@@ -53,16 +55,23 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _span_entry(span: Span, max_json_bytes: int) -> dict[str, Any]:
+def _span_entry(span: Span, max_json_bytes: int, thresholds: Thresholds) -> dict[str, Any]:
     entry: dict[str, Any] = {"span": span.span, "file": span.path}
     try:
-        entry["summary"] = summarize_file(span.path, max_json_bytes=max_json_bytes)
+        entry["summary"] = summarize_file(
+            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+        )
     except TraceError as exc:
         entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
     return entry
 
 
-def build_report(path: str, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> dict[str, Any]:
+def build_report(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> dict[str, Any]:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or file.
 
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
@@ -81,7 +90,7 @@ def build_report(path: str, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> 
                 "workers": [
                     {
                         "worker": worker.name,
-                        "spans": [_span_entry(s, max_json_bytes) for s in worker.spans],
+                        "spans": [_span_entry(s, max_json_bytes, thresholds) for s in worker.spans],
                     }
                     for worker in run.workers
                 ],
@@ -109,12 +118,32 @@ def _fmt_counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
+def _all_diagnoses(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(``run/worker/span``, diagnosis) over every span, most severe first."""
+    found = []
+    for run in report["runs"]:
+        for worker in run["workers"]:
+            for span in worker["spans"]:
+                where = f"{run['run']}/{worker['worker']}/{span['span']}"
+                for d in span.get("summary", {}).get("diagnoses", []):
+                    found.append((where, d))
+    found.sort(key=lambda wd: (SEVERITY_ORDER.index(wd[1]["severity"]), -wd[1]["impact_fraction"]))
+    return found
+
+
 def write_text(report: dict[str, Any], out: TextIO) -> None:
-    """Human-readable report: one block per span."""
+    """Human-readable report: every diagnosis first (most severe first), then one block
+    per span."""
     spans = _spans(report)
     ok = sum("summary" in s for s in spans)
     out.write(f"tb-kineto-insights report: {report['path']}\n")
     out.write(f"{len(report['runs'])} run(s), {len(spans)} span(s), {len(spans) - ok} error(s)\n")
+    found = _all_diagnoses(report)
+    out.write(f"\nDiagnoses ({len(found)}):\n")
+    for where, d in found:
+        out.write(f"  [{d['severity'].upper():6s}] {d['id']:22s} {where}: {d['title']}\n")
+    if not found:
+        out.write("  none\n")
     for run in report["runs"]:
         out.write(f"\n== run {run['run']}\n")
         for worker in run["workers"]:
@@ -126,7 +155,17 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
                 _write_summary(span["summary"], out)
 
 
+def _write_diagnoses(diagnoses: list[dict[str, Any]], out: TextIO) -> None:
+    if not diagnoses:
+        out.write("   diagnoses: none\n")
+        return
+    for d in diagnoses:
+        out.write(f"   [{d['severity'].upper()}] {d['id']}: {d['title']}\n")
+        out.write(f"      -> {d['recommendation']}\n")
+
+
 def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
+    _write_diagnoses(summary["diagnoses"], out)
     health = summary["health"]
     steps = summary["steps"]
     mb = health["json_bytes"] / 1e6
@@ -141,6 +180,29 @@ def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
         )
     else:
         out.write("   steps: no ProfilerStep markers\n")
+    util = steps.get("gpu_utilization_fraction")
+    if util is not None:
+        bd = steps["mean_breakdown_us"]
+        parts = ", ".join(f"{k} {_fmt_us(v)}" for k, v in bd.items() if v >= 0.5)
+        out.write(f"   GPU utilization {100 * util:.1f} % of step time; per step: {parts}\n")
+    kernels = summary["kernels"]
+    if kernels.get("count"):
+        short = kernels.get("short_count_fraction")
+        short_txt = f", {100 * short:.0f} % shorter than {kernels['short_threshold_us']:g} µs"
+        out.write(
+            f"   kernels: {kernels['count']} ({kernels.get('mean_per_step') or 0:.0f} per step"
+            + (short_txt if short is not None else "")
+            + ")\n"
+        )
+    n_steps = max(steps["count"], 1)
+    for dev in summary["idle"].get("devices", []):
+        causes = {k: v["us"] for k, v in dev["causes"].items() if v["us"] > 0}
+        top = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
+        out.write(
+            f"   GPU {dev['device']} idle {_fmt_us(dev['idle_us_per_step'])} per step: "
+            + ", ".join(f"{k.replace('_', ' ')} {_fmt_us(v / n_steps)}" for k, v in top)
+            + "\n"
+        )
     for label, key in (("skipped", "skipped"), ("quarantined", "quarantined")):
         if health[key]:
             out.write(f"   {label}: {_fmt_counts(health[key])}\n")
@@ -156,7 +218,12 @@ def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
 
 def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
-        report = build_report(args.path, max_json_bytes=args.max_json_bytes)
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    try:
+        report = build_report(args.path, max_json_bytes=args.max_json_bytes, thresholds=thresholds)
     except LogdirError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
@@ -193,6 +260,14 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_MAX_JSON_BYTES,
         help="refuse files whose uncompressed JSON is larger (default: %(default)s)",
     )
+    report.add_argument(
+        "--threshold",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a diagnosis threshold (repeatable); names: "
+        + ", ".join(DEFAULT_THRESHOLDS.to_dict()),
+    )
     report.set_defaults(func=_cmd_report)
     return parser
 
@@ -204,7 +279,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
-    return int(args.func(args, sys.stdout, sys.stderr))
+    try:
+        return int(args.func(args, sys.stdout, sys.stderr))
+    except BrokenPipeError:  # e.g. `report ... | head`
+        return EXIT_OK
 
 
 if __name__ == "__main__":

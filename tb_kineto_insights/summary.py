@@ -1,15 +1,25 @@
 """Summary of one trace: the small, JSON-serialisable result every front end shows.
 
 ``summarize_file(path)`` reads and analyses one file; the CLI, the plugin and the cache
-all call it. A summary is a plain ``dict`` with one key per panel (``health``,
-``steps``; later ``kernels``, ``idle``, ``communication``, ``memory``, ``diagnoses``).
+all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANELS`:
+
+- ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`);
+- ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
+- ``kernels``: kernel density (:mod:`.analysis.kernels`);
+- ``idle``: GPU idle gaps and their causes (:mod:`.analysis.idle`);
+- ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tb_kineto_insights.analysis.steps import steps_summary
+from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.diagnoses import diagnose
+from tb_kineto_insights.analysis.idle import idle_summary
+from tb_kineto_insights.analysis.kernels import kernels_summary
+from tb_kineto_insights.analysis.overview import steps_summary
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -17,24 +27,34 @@ from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 #: Schema id of ``report --format json``.
 REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 #: Panels a summary holds, in display order.
-PANELS: tuple[str, ...] = ("health", "steps")
+PANELS: tuple[str, ...] = ("diagnoses", "steps", "kernels", "idle", "health")
 
 
-def summarize_trace(trace: Trace) -> dict[str, Any]:
-    """Analyse a read trace; returns ``{panel: dict}`` for every panel in :data:`PANELS`."""
-    return {
+def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
+    """Analyse a read trace; returns ``{panel: ...}`` for every panel in :data:`PANELS`."""
+    index = build_index(trace)
+    panels: dict[str, Any] = {
         "health": trace.health.to_dict(),
-        "steps": steps_summary(trace),
+        "steps": steps_summary(index),
+        "kernels": kernels_summary(index, thresholds),
+        "idle": idle_summary(index, thresholds),
     }
+    panels["diagnoses"] = diagnose(index, panels, thresholds)
+    return {key: panels[key] for key in PANELS}
 
 
-def summarize_file(path: str, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> dict[str, Any]:
+def summarize_file(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> dict[str, Any]:
     """Read and analyse one trace file (local path or fsspec URL).
 
     Raises:
         TraceError: (and its subclasses) when the file cannot be read; the message names
             the file, the problem and, for malformed JSON, the byte offset.
     """
-    return summarize_trace(read_trace(path, max_json_bytes=max_json_bytes))
+    return summarize_trace(read_trace(path, max_json_bytes=max_json_bytes), thresholds)

@@ -58,3 +58,14 @@ def test_random_against_sets() -> None:
         lo, hi = sorted(rng.integers(0, n + 10, 2).tolist())
         got = iv.overlap_per_window(a, np.array([lo]), np.array([hi]))[0]
         assert got == len({t for t in ca if lo <= t < hi})
+
+
+def test_split_at() -> None:
+    u = iv.union([0, 10], [8, 30])
+    assert _as_pairs(iv.split_at(u, [5, 20, 25, 40])) == [
+        (0, 5),
+        (5, 8),
+        (10, 20),
+        (20, 25),
+        (25, 30),
+    ]

@@ -26,6 +26,7 @@ def short_kernel_name(name: str) -> str:
     depth_angle = 0
     depth_paren = 0
     folded = False
+    text = text.replace("(anonymous namespace)", "\x00")
     for ch in text:
         if ch == "<" and depth_paren == 0:
             if depth_angle == 0:
@@ -45,10 +46,10 @@ def short_kernel_name(name: str) -> str:
         if ch == "(" and depth_paren == 0:
             break  # parameter list: drop it and everything after
         out.append(ch)
-    short = "".join(out).strip()
+    short = "".join(out).strip().replace("\x00", "(anonymous namespace)")
     if not short:
         return name
-    return short if folded or short != text else name
+    return short if folded or short != text.replace("\x00", "(anonymous namespace)") else name
 
 
 #: Runtime/driver calls that put work on the GPU (one call may launch many kernels:

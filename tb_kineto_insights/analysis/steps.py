@@ -7,7 +7,6 @@ A step is the CPU range ``ProfilerStep#N`` that ``torch.profiler`` records aroun
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -54,47 +53,3 @@ def profiler_steps(trace: m.Trace) -> list[Step]:
         if seen:
             break
     return sorted(seen.values(), key=lambda s: (s.start_ns, s.number))
-
-
-def trace_origin_ns(trace: m.Trace) -> int:
-    """Earliest start over all duration events (ns); 0 for a trace without any."""
-    starts = [int(t.start_ns[0]) for t in trace.tables.values() if len(t)]
-    return min(starts) if starts else 0
-
-
-def steps_summary(trace: m.Trace) -> dict[str, Any]:
-    """``summary.steps``: ``count``, ``mean_step_us``, spread, and per step ``number``,
-    ``start_us`` (from the trace's first event) and ``duration_us``.
-
-    Without markers: ``count`` 0, ``has_markers`` False, and ``mean_step_us`` ``None``.
-    """
-    steps = profiler_steps(trace)
-    origin = trace_origin_ns(trace)
-    durations_us = np.array([s.dur_ns for s in steps], dtype=np.float64) / 1000.0
-    per_step = [
-        {
-            "number": s.number,
-            "start_us": (s.start_ns - origin) / 1000.0,
-            "duration_us": s.dur_ns / 1000.0,
-        }
-        for s in steps
-    ]
-    if not steps:
-        return {
-            "count": 0,
-            "has_markers": False,
-            "mean_step_us": None,
-            "std_step_us": None,
-            "min_step_us": None,
-            "max_step_us": None,
-            "steps": [],
-        }
-    return {
-        "count": len(steps),
-        "has_markers": True,
-        "mean_step_us": float(durations_us.mean()),
-        "std_step_us": float(durations_us.std()),
-        "min_step_us": float(durations_us.min()),
-        "max_step_us": float(durations_us.max()),
-        "steps": per_step,
-    }
