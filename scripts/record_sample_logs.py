@@ -17,10 +17,15 @@ The workloads come as before/after pairs:
   eager mode with a per-parameter (``foreach=False``) AdamW -- a flood of
   short kernels -- versus the same model under ``torch.compile`` with
   ``AdamW(fused=True)`` (compiled before profiling).
-* ``dataloader_workers0`` / ``dataloader_workers4``: a small ResNet-like CNN
-  fed by a ``DataLoader`` over a synthetic dataset with CPU-heavy per-sample
-  transforms, ``num_workers=0`` versus ``num_workers=4, pin_memory=True,
-  prefetch_factor=4, persistent_workers=True`` with non-blocking copies.
+* ``dataloader_workers0`` / ``dataloader_workers4``: a ResNet-18-like CNN
+  (fp32) fed by a ``DataLoader`` over a synthetic dataset with CPU-heavy
+  per-sample transforms, ``num_workers=0`` versus ``num_workers=4,
+  pin_memory=True, prefetch_factor=2, persistent_workers=True`` with
+  non-blocking copies. The amount of CPU work (Gaussian blur passes) is
+  calibrated at start so that one batch costs ~2x the measured GPU step on one
+  thread: the main process is then ~2/3 data loading with 0 workers, while 4
+  workers deliver a batch every ~0.5 GPU steps. Both runs warm up for at least
+  ``DL_WARMUP_ITERS`` un-profiled steps.
 * ``memory_leak`` / ``memory_fixed``: a training loop that keeps every step's
   (not detached) output alive on the GPU -- allocated memory grows by exactly
   ``LEAK_BYTES_PER_STEP`` (16 MiB) per step -- versus the same loop that keeps
@@ -39,8 +44,9 @@ CPU-only smoke test (tiny sizes, DDP over gloo with two ranks)::
         --backend gloo --world-size 2
 
 Besides the run folders the script writes ``<out>/recording_info.json`` with
-the versions, the command, the per-run file sizes and the per-step allocated
-memory measured in the memory workloads.
+the versions, the command, the per-run file sizes, the per-step allocated
+memory measured in the memory workloads and the data-loading calibration and
+per-step wall / DataLoader-wait times of the dataloader workloads.
 """
 
 from __future__ import annotations
@@ -59,8 +65,10 @@ import dataclasses  # noqa: E402
 import gc  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import random  # noqa: E402
 import shutil  # noqa: E402
 import socket  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -276,54 +284,114 @@ def run_transformer_compile(opts: Options) -> None:
 # 2. data loading: num_workers=0 vs 4 workers + pinned memory + prefetch
 # --------------------------------------------------------------------------
 
+# The CPU cost of one batch of transforms (one thread, as in a DataLoader
+# worker) is set to DL_CPU_TO_GPU_RATIO x the measured GPU step: with
+# num_workers=0 a step is then ~2/3 data loading, while DL_WORKERS workers
+# deliver a batch every ~DL_CPU_TO_GPU_RATIO / DL_WORKERS = 0.5 GPU steps and
+# keep the prefetch queue full.
+DL_CPU_TO_GPU_RATIO = 2.0
+DL_WORKERS = 4
+DL_PREFETCH_FACTOR = 2
+# un-profiled steps before the profiler starts (at least): workers started,
+# prefetch queue in steady state, cuDNN algorithms chosen.
+DL_WARMUP_ITERS = 12
+DL_BLUR_KERNEL = 5
+DL_MAX_BLUR_PASSES_PER_SAMPLE = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class DataloaderConfig:
+    batch: int
+    raw: int  # side of the pre-generated ("decoded") images
+    crop: int  # side of the random crop fed to the model
+    width: int  # channels of the first stage (x2, x4, x8 in the next ones)
+    blocks_per_stage: int
+    num_classes: int
+    bank_size: int  # number of pre-generated images
+
+
+def _dataloader_config(quick: bool) -> DataloaderConfig:
+    if quick:
+        return DataloaderConfig(
+            batch=8, raw=40, crop=32, width=8, blocks_per_stage=1, num_classes=10, bank_size=4
+        )
+    return DataloaderConfig(
+        batch=32, raw=288, crop=256, width=96, blocks_per_stage=2, num_classes=10, bank_size=8
+    )
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    """Run the block with ``torch.set_num_threads(n)`` (restored afterwards)."""
+    prev = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(prev)
+
 
 class SyntheticImageDataset(torch.utils.data.Dataset):
-    """Deterministic random images with deliberately CPU-heavy transforms."""
+    """Random crops of a few pre-generated images with CPU-heavy transforms.
 
-    def __init__(self, length: int, raw_size: int, crop: int, num_classes: int, seed: int):
+    ``__getitem__``: random crop, random flips, colour jitter (brightness,
+    contrast, saturation), a number of 5x5 Gaussian blur passes (depthwise
+    ``conv2d`` on the CPU) and normalisation. The per-sample parameters come
+    from Python's ``random`` seeded with the index, so the samples are
+    deterministic and the trace holds no tiny scalar torch ops. The CPU work is
+    set by ``blur_passes_per_batch``: the blur passes of one batch of
+    ``batch`` consecutive indices, spread over its samples (every batch of an
+    unshuffled ``DataLoader`` gets exactly that many).
+    """
+
+    def __init__(self, length: int, cfg: DataloaderConfig, seed: int):
         self.length = length
-        self.raw_size = raw_size
-        self.crop = crop
-        self.num_classes = num_classes
+        self.raw = cfg.raw
+        self.crop = cfg.crop
+        self.batch = cfg.batch
+        self.num_classes = cfg.num_classes
         self.seed = seed
-        g = torch.arange(5, dtype=torch.float32) - 2.0
+        self.blur_passes_per_batch = 0
+        gen = torch.Generator().manual_seed(seed)
+        self.bank = torch.rand(cfg.bank_size, 3, cfg.raw, cfg.raw, generator=gen)
+        k = DL_BLUR_KERNEL
+        g = torch.arange(k, dtype=torch.float32) - (k - 1) / 2
         g = torch.exp(-(g**2) / 2.0)
         k2d = torch.outer(g, g)
         k2d = k2d / k2d.sum()
-        self.blur = k2d.expand(3, 1, 5, 5).contiguous()
-        self.mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
-        self.std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        self.blur = k2d.expand(3, 1, k, k).contiguous()
+        mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1)
+        std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1)
+        self.scale = 1.0 / std
+        self.shift = -mean / std
 
     def __len__(self) -> int:
         return self.length
 
+    def blur_passes(self, idx: int) -> int:
+        per_sample, extra = divmod(self.blur_passes_per_batch, self.batch)
+        return per_sample + (1 if idx % self.batch < extra else 0)
+
     def __getitem__(self, idx: int):
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + idx)
-        img = torch.rand(3, self.raw_size, self.raw_size, generator=gen)
-        # random crop
-        top, left = torch.randint(0, self.raw_size - self.crop + 1, (2,), generator=gen).tolist()
-        img = img[:, top : top + self.crop, left : left + self.crop]
-        # random horizontal / vertical flips
-        if torch.rand((), generator=gen) < 0.5:
-            img = torch.flip(img, dims=[2])
-        if torch.rand((), generator=gen) < 0.5:
-            img = torch.flip(img, dims=[1])
+        rng = random.Random(self.seed * 1_000_003 + idx)
+        top = rng.randrange(self.raw - self.crop + 1)
+        left = rng.randrange(self.raw - self.crop + 1)
+        img = self.bank[idx % len(self.bank), :, top : top + self.crop, left : left + self.crop]
+        # random horizontal / vertical flips (both copy the crop: the bank stays untouched)
+        dims = [d for d in (2, 1) if rng.random() < 0.5]
+        img = torch.flip(img, dims).contiguous() if dims else img.clone()
         # colour jitter: brightness, contrast, saturation
-        img = img * (0.8 + 0.4 * torch.rand((), generator=gen))
-        m = img.mean()
-        img = (img - m) * (0.8 + 0.4 * torch.rand((), generator=gen)) + m
-        gray = img.mean(dim=0, keepdim=True)
-        img = (img - gray) * (0.8 + 0.4 * torch.rand((), generator=gen)) + gray
-        img = img.clamp(0.0, 1.0)
-        # gaussian blur (depthwise 5x5 conv on the CPU), applied twice
-        for _ in range(2):
-            img = F.conv2d(
-                F.pad(img.unsqueeze(0), (2, 2, 2, 2), mode="reflect"), self.blur, groups=3
-            )[0]
+        img = img * (0.8 + 0.4 * rng.random())
+        img = torch.lerp(img.mean(), img, 0.8 + 0.4 * rng.random())
+        img = torch.lerp(img.mean(dim=0, keepdim=True), img, 0.8 + 0.4 * rng.random())
+        img = img.clamp_(0.0, 1.0)
+        # gaussian blur (depthwise conv on the CPU)
+        pad = DL_BLUR_KERNEL // 2
+        for _ in range(self.blur_passes(idx)):
+            img = F.conv2d(img.unsqueeze(0), self.blur, padding=pad, groups=3)[0]
         # normalise
-        img = (img - self.mean) / self.std
-        label = int(torch.randint(0, self.num_classes, (), generator=gen))
-        return img.contiguous(), label
+        img = torch.addcmul(self.shift, img, self.scale)
+        return img, rng.randrange(self.num_classes)
 
 
 class BasicBlock(nn.Module):
@@ -346,17 +414,21 @@ class BasicBlock(nn.Module):
 
 
 class SmallResNet(nn.Module):
-    def __init__(self, num_classes: int, width: int = 32):
+    """ResNet-18-like CNN: stride-2 stem (no max-pool), 4 stages of basic blocks."""
+
+    def __init__(self, num_classes: int, width: int = 32, blocks_per_stage: int = 1):
         super().__init__()
         self.stem = nn.Sequential(
             nn.Conv2d(3, width, 3, 2, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True)
         )
-        self.layers = nn.Sequential(
-            BasicBlock(width, width, 1),
-            BasicBlock(width, 2 * width, 2),
-            BasicBlock(2 * width, 4 * width, 2),
-            BasicBlock(4 * width, 8 * width, 2),
-        )
+        blocks: list[nn.Module] = []
+        cin = width
+        for stage, mult in enumerate((1, 2, 4, 8)):
+            for b in range(blocks_per_stage):
+                stride = 2 if stage > 0 and b == 0 else 1
+                blocks.append(BasicBlock(cin, width * mult, stride))
+                cin = width * mult
+        self.layers = nn.Sequential(*blocks)
         self.fc = nn.Linear(8 * width, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -364,62 +436,196 @@ class SmallResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def _dataloader(opts: Options, name: str, workers: int) -> None:
+def _dl_model(cfg: DataloaderConfig, device: torch.device):
+    model = SmallResNet(cfg.num_classes, cfg.width, cfg.blocks_per_stage).to(device)
+    optim = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+    def train(images: torch.Tensor, labels: torch.Tensor) -> None:
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+
+    return model, train
+
+
+def _calibrate_dataloader(
+    opts: Options, cfg: DataloaderConfig, device: torch.device
+) -> dict[str, object]:
+    """Choose ``blur_passes_per_batch`` so that one batch costs ~2x the GPU step.
+
+    Measures the training step on a batch already on the device, then the CPU
+    time of one batch (``__getitem__`` x batch + ``default_collate``, on the
+    calling thread -- one intra-op thread, as in a DataLoader worker) with 0 and
+    with 2 blur passes per sample.
+    """
+    torch.manual_seed(opts.seed)
+    _, train = _dl_model(cfg, device)
+    x = torch.randn(cfg.batch, 3, cfg.crop, cfg.crop, device=device)
+    y = torch.randint(0, cfg.num_classes, (cfg.batch,), device=device)
+    times = []
+    for _ in range(10):
+        sync(device)
+        t0 = time.perf_counter()
+        train(x, y)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    gpu_step = statistics.median(times[4:])
+    del train, x, y
+    free_memory(device)
+
+    ds = SyntheticImageDataset(4 * cfg.batch, cfg, opts.seed)
+    collate = torch.utils.data.default_collate
+
+    def batch_cost(passes_per_batch: int, reps: int = 3) -> float:
+        ds.blur_passes_per_batch = passes_per_batch
+        best = float("inf")
+        for r in range(reps):
+            t0 = time.perf_counter()
+            collate([ds[i] for i in range(r * cfg.batch, (r + 1) * cfg.batch)])
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    batch_cost(cfg.batch, reps=1)  # oneDNN primitives, allocator
+    base = batch_cost(0)
+    per_pass = max((batch_cost(2 * cfg.batch) - base) / (2 * cfg.batch), 1e-6)
+    target = DL_CPU_TO_GPU_RATIO * gpu_step
+
+    def passes_for(per_pass: float) -> int:
+        passes = round(max(target - base, 0.0) / per_pass)
+        return min(passes, DL_MAX_BLUR_PASSES_PER_SAMPLE * cfg.batch)
+
+    passes = passes_for(per_pass)
+    for _ in range(2):  # refine: the cost per pass need not be linear in the count
+        cpu_batch = batch_cost(passes)
+        if passes == 0:
+            break
+        per_pass = max((cpu_batch - base) / passes, 1e-6)
+        passes = passes_for(per_pass)
+    cpu_batch = batch_cost(passes)
+    cal: dict[str, object] = {
+        "gpu_step_ms": round(gpu_step * 1e3, 3),
+        "cpu_batch_without_blur_ms": round(base * 1e3, 3),
+        "cpu_per_blur_pass_ms": round(per_pass * 1e3, 4),
+        "target_cpu_batch_ms": round(target * 1e3, 3),
+        "blur_passes_per_batch": passes,
+        "cpu_batch_ms": round(cpu_batch * 1e3, 3),
+        "cpu_to_gpu_ratio": round(cpu_batch / gpu_step, 3),
+        "predicted_data_fraction_workers0": round(cpu_batch / (cpu_batch + gpu_step), 3),
+        "predicted_batch_interval_workers4_ms": round(cpu_batch / DL_WORKERS * 1e3, 3),
+    }
+    print(f"  [dataloader calibration] {json.dumps(cal)}")
+    if cpu_batch / DL_WORKERS > 0.75 * gpu_step:
+        print(
+            f"  [dataloader calibration] WARNING: {DL_WORKERS} workers deliver a batch every"
+            f" {cpu_batch / DL_WORKERS * 1e3:.1f} ms, GPU step {gpu_step * 1e3:.1f} ms",
+            file=sys.stderr,
+        )
+    return cal
+
+
+def _dataloader(opts: Options, name: str, workers: int, info: dict[str, object]) -> None:
+    device = torch.device(opts.device)
+    cfg = _dataloader_config(opts.quick)
+    with _torch_threads(1):
+        cal = info.get("calibration")
+        if not isinstance(cal, dict):  # once per process: both runs share the workload
+            cal = _calibrate_dataloader(opts, cfg, device)
+            info["calibration"] = cal
+            info["config"] = dataclasses.asdict(cfg) | {
+                "blur_kernel": DL_BLUR_KERNEL,
+                "cpu_to_gpu_ratio_target": DL_CPU_TO_GPU_RATIO,
+                "main_process_torch_threads": 1,
+                "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            }
+        _dataloader_run(opts, name, workers, cfg, int(cal["blur_passes_per_batch"]), info)
+
+
+def _dataloader_run(
+    opts: Options,
+    name: str,
+    workers: int,
+    cfg: DataloaderConfig,
+    blur_passes_per_batch: int,
+    info: dict[str, object],
+) -> None:
     device = torch.device(opts.device)
     torch.manual_seed(opts.seed)
-    if opts.quick:
-        batch, raw, crop = 8, 40, 32
-    else:
-        batch, raw, crop = 64, 160, 128
-    num_classes = 10
-    steps_needed = opts.warmup_iters + WAIT_STEPS + WARMUP_STEPS + opts.active
-    dataset = SyntheticImageDataset(batch * (steps_needed + 8), raw, crop, num_classes, opts.seed)
+    warmup_iters = max(opts.warmup_iters, DL_WARMUP_ITERS)
+    steps_needed = warmup_iters + WAIT_STEPS + WARMUP_STEPS + opts.active
+    slack = DL_WORKERS * DL_PREFETCH_FACTOR + 4
+    dataset = SyntheticImageDataset(cfg.batch * (steps_needed + slack), cfg, opts.seed)
+    dataset.blur_passes_per_batch = blur_passes_per_batch
     on_gpu = device.type == "cuda"
-    loader_kwargs: dict[str, object] = dict(batch_size=batch, shuffle=False, drop_last=True)
+    loader_kwargs: dict[str, object] = dict(batch_size=cfg.batch, shuffle=False, drop_last=True)
     if workers > 0:
         loader_kwargs.update(
-            num_workers=workers, pin_memory=on_gpu, prefetch_factor=4, persistent_workers=True
+            num_workers=workers,
+            pin_memory=on_gpu,
+            prefetch_factor=DL_PREFETCH_FACTOR,
+            persistent_workers=True,
         )
     else:
         loader_kwargs.update(num_workers=0)
     loader = torch.utils.data.DataLoader(dataset, **loader_kwargs)
     non_blocking = workers > 0 and on_gpu
 
-    model = SmallResNet(num_classes).to(device)
-    optim = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    _, train = _dl_model(cfg, device)
     it = iter(loader)
+    step_ms: list[float] = []
+    data_ms: list[float] = []
 
     def step(_: int) -> None:
+        t0 = time.perf_counter()
         images, labels = next(it)
+        t1 = time.perf_counter()
         images = images.to(device, non_blocking=non_blocking)
         labels = labels.to(device, non_blocking=non_blocking)
-        loss = F.cross_entropy(model(images), labels)
-        loss.backward()
-        optim.step()
-        optim.zero_grad(set_to_none=True)
+        train(images, labels)
+        sync(device)
+        data_ms.append((t1 - t0) * 1e3)
+        step_ms.append((time.perf_counter() - t0) * 1e3)
 
-    # warm-up outside the profiler: starts the workers, initialises cuDNN / cuBLAS.
+    # warm-up outside the profiler: starts the workers and fills their prefetch
+    # queue, initialises cuDNN / cuBLAS.
     t0 = time.perf_counter()
-    for i in range(opts.warmup_iters):
+    for i in range(warmup_iters):
         step(i)
     sync(device)
     warm = time.perf_counter() - t0
-    print(f"  [{name}] warm-up ({opts.warmup_iters} steps, num_workers={workers}) took {warm:.2f}s")
+    print(f"  [{name}] warm-up ({warmup_iters} steps, num_workers={workers}) took {warm:.2f}s")
     t0 = time.perf_counter()
     profile_steps(fresh_run_dir(opts, name), "worker0", device, opts.active, step)
     total = WAIT_STEPS + WARMUP_STEPS + opts.active
     print(
         f"  [{name}] profiled {total} steps in {time.perf_counter() - t0:.2f}s (incl. trace export)"
     )
+    active_step = [round(v, 2) for v in step_ms[-opts.active :]]
+    active_data = [round(v, 2) for v in data_ms[-opts.active :]]
+    frac = [round(d / s, 3) for d, s in zip(active_data, active_step, strict=True)]
+    print(f"  [{name}] profiled steps (wall ms): {active_step}")
+    print(f"  [{name}] waiting for the DataLoader (ms): {active_data} -> fraction {frac}")
+    info[name] = {
+        "num_workers": workers,
+        "pin_memory": bool(loader_kwargs.get("pin_memory", False)),
+        "prefetch_factor": loader_kwargs.get("prefetch_factor"),
+        "persistent_workers": bool(loader_kwargs.get("persistent_workers", False)),
+        "non_blocking": non_blocking,
+        "warmup_iters_before_profiler": warmup_iters,
+        "warmup_step_wall_ms": [round(v, 2) for v in step_ms[:warmup_iters]],
+        "profiled_step_wall_ms": active_step,
+        "profiled_dataloader_wait_ms": active_data,
+        "profiled_dataloader_fraction": frac,
+    }
     # the iterator (and with it the persistent workers) goes away on return
 
 
-def run_dataloader_workers0(opts: Options) -> None:
-    _dataloader(opts, "dataloader_workers0", workers=0)
+def run_dataloader_workers0(opts: Options, info: dict[str, object]) -> None:
+    _dataloader(opts, "dataloader_workers0", workers=0, info=info)
 
 
-def run_dataloader_workers4(opts: Options) -> None:
-    _dataloader(opts, "dataloader_workers4", workers=4)
+def run_dataloader_workers4(opts: Options, info: dict[str, object]) -> None:
+    _dataloader(opts, "dataloader_workers4", workers=DL_WORKERS, info=info)
 
 
 # --------------------------------------------------------------------------
@@ -693,11 +899,12 @@ def main(argv: list[str] | None = None) -> int:
     env = environment_info(opts)
     print("environment:", json.dumps(env))
     mem_info: dict[str, object] = {}
+    dl_info: dict[str, object] = {}
     runners: dict[str, Callable[[], None]] = {
         "transformer_eager": lambda: run_transformer_eager(opts),
         "transformer_compile": lambda: run_transformer_compile(opts),
-        "dataloader_workers0": lambda: run_dataloader_workers0(opts),
-        "dataloader_workers4": lambda: run_dataloader_workers4(opts),
+        "dataloader_workers0": lambda: run_dataloader_workers0(opts, dl_info),
+        "dataloader_workers4": lambda: run_dataloader_workers4(opts, dl_info),
         "memory_leak": lambda: run_memory_leak(opts, mem_info),
         "memory_fixed": lambda: run_memory_fixed(opts, mem_info),
         "ddp": lambda: run_ddp(opts),
@@ -725,11 +932,10 @@ def main(argv: list[str] | None = None) -> int:
     if info_path.exists():  # keep what earlier --only runs recorded
         with contextlib.suppress(Exception):
             info = json.loads(info_path.read_text())
+    command = " ".join([Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:]))
     info.update(
         {
-            "command": " ".join(
-                [Path(sys.argv[0]).name] + (argv if argv is not None else sys.argv[1:])
-            ),
+            "command": command,  # the last command that wrote this file
             "environment": env,
             "profiler": {
                 "wait": WAIT_STEPS,
@@ -745,7 +951,10 @@ def main(argv: list[str] | None = None) -> int:
         }
     )
     info.setdefault("runs", {}).update(runs)  # type: ignore[union-attr]
+    info.setdefault("run_commands", {}).update(dict.fromkeys(runs, command))  # type: ignore[union-attr]
     info.setdefault("memory", {}).update(mem_info)  # type: ignore[union-attr]
+    if dl_info:
+        info.setdefault("dataloader", {}).update(dl_info)  # type: ignore[union-attr]
     info_path.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     if failed:
         print(f"FAILED: {failed}", file=sys.stderr)
