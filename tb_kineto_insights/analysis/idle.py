@@ -221,7 +221,8 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         threads = _launch_threads(index, gs, ge, dev)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
-        for thread in {(int(a), int(b)) for a, b in threads}:
+        for a, b in np.unique(threads, axis=0) if gs.size else []:
+            thread = (int(a), int(b))
             mine = (threads[:, 0] == thread[0]) & (threads[:, 1] == thread[1])
             idx = np.nonzero(mine)[0]
             sync_s, sync_e = activity.sync_calls(thread)
