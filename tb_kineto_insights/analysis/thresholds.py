@@ -43,6 +43,29 @@ class Thresholds:
     #: pageable_memcpy: pageable copy time / step time at least this for ``medium``
     #: (any pageable copy at all gives ``low``).
     pageable_memcpy_fraction: float = 0.01
+    #: exposed_communication: communication not hidden under compute / step time, at least.
+    exposed_comm_fraction: float = 0.10
+    #: exposed_communication is ``high`` above this share of step time.
+    exposed_comm_high_fraction: float = 0.30
+    #: communication_straggler: one rank arrives last in at least this share of the
+    #: matched collectives ...
+    straggler_last_fraction: float = 0.5
+    #: ... and its mean start skew (how much later than the earliest rank) is at least (µs).
+    straggler_min_skew_us: float = 100.0
+    #: memory_growth: steady growth over at least this many steps ...
+    memory_growth_min_steps: int = 3
+    #: ... of at least this many bytes per step (step-end allocated, least squares) ...
+    memory_growth_min_bytes_per_step: float = 1024.0 * 1024.0
+    #: ... that fits a line this well (r², 0..1).
+    memory_growth_min_r2: float = 0.9
+    #: memory_fragmentation: 1 − allocated/reserved at the reserved peak, at least ...
+    fragmentation_fraction: float = 0.3
+    #: ... with at least this much reserved (bytes), so tiny caches are not flagged.
+    fragmentation_min_reserved_bytes: float = 1024.0**3
+    #: memory_near_capacity: reserved peak / device memory (totalGlobalMem), at least.
+    near_capacity_fraction: float = 0.9
+    #: Points per memory series sent for display (peaks kept).
+    memory_series_points: int = 2000
     #: Gaps listed in ``idle.largest_gaps`` per device.
     largest_gaps: int = 10
     #: Rows in top-kernel tables.

@@ -41,6 +41,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     pg_name: Num = msgspec.field(default=None, name="Process Group Name")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     seq: Num = msgspec.field(default=None, name="Seq")
+    # record_shapes=True: the op's input shapes (nested lists)
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
     # metadata events (process_name / thread_name)
     name: Num = None
 

@@ -108,6 +108,8 @@ class EventTable:
         correlation: ``int64`` kernel ↔ launch link (``args.correlation``), -1 if absent.
         external_id: ``int64`` link to the CPU op (``args["External id"]``), -1 if absent.
         comm: sparse collective arguments, row index → :class:`CommArgs`.
+        input_dims: sparse ``Input Dims`` of CPU ops (``record_shapes=True``), row index →
+            the nested list as in the file.
     """
 
     name: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -120,6 +122,7 @@ class EventTable:
     correlation: I64 = field(default_factory=_empty_i64)
     external_id: I64 = field(default_factory=_empty_i64)
     comm: dict[int, CommArgs] = field(default_factory=dict)
+    input_dims: dict[int, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

@@ -131,6 +131,7 @@ class _Columns:
         self.chunks: dict[str, list[np.ndarray]] = defaultdict(list)
         self.rows = 0
         self.comm: dict[int, m.CommArgs] = {}
+        self.input_dims: dict[int, Any] = {}
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         n = 0
@@ -309,6 +310,8 @@ class _Builder:
         table = self.tables[kind]
         if kind in (m.KERNEL, m.CPU_OP, m.USER_ANNOTATION):
             self._comm(table, evs, keep)
+        if kind == m.CPU_OP:
+            self._input_dims(table, evs, keep)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         n = int(keep.sum())
@@ -337,6 +340,15 @@ class _Builder:
                 process_group_ranks=None if a.pg_ranks is None else str(a.pg_ranks),
                 seq=_opt_int(a.seq),
             )
+
+    def _input_dims(self, table: _Columns, evs: list[Any], keep: np.ndarray) -> None:
+        dims = [e.args.input_dims for e in evs]
+        if not any(d is not None for d in dims):
+            return
+        kept_rows = np.cumsum(keep) - 1 + table.rows
+        for i, d in enumerate(dims):
+            if d is not None and keep[i]:
+                table.input_dims[int(kept_rows[i])] = d
 
     def _instants(self, evs: list[Any]) -> None:
         mem = [e for e in evs if e.name == "[memory]"]
@@ -435,11 +447,12 @@ def _event_table(cols: _Columns) -> m.EventTable:
         arr = cols.concat(key, dtype)
         return arr if in_order else arr[order]
 
-    comm = cols.comm
-    if comm and not in_order:
+    comm, dims = cols.comm, cols.input_dims
+    if (comm or dims) and not in_order:
         new_row = np.empty_like(order)
         new_row[order] = np.arange(len(order))
         comm = {int(new_row[r]): c for r, c in comm.items()}
+        dims = {int(new_row[r]): d for r, d in dims.items()}
     return m.EventTable(
         name=col("name", np.int32),
         start_ns=start if in_order else start[order],
@@ -451,6 +464,7 @@ def _event_table(cols: _Columns) -> m.EventTable:
         correlation=col("correlation", np.int64),
         external_id=col("external_id", np.int64),
         comm=comm,
+        input_dims=dims,
     )
 
 
