@@ -190,3 +190,45 @@ def test_no_markers_gpu_only(tmp_path: Path) -> None:
     assert idle["devices"][0]["causes"]["nothing_recorded"]["us"] == 15.0
     ids = [d["id"] for d in diagnose(idx, {"steps": steps, "idle": idle})]
     assert "no_step_markers" in ids
+
+
+def test_pageable_memcpy_and_trace_data_loss(tmp_path: Path) -> None:
+    copy = {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy HtoD (Pageable -> Device)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 10,
+        "dur": 4,
+        "args": {"device": 0, "stream": 7, "correlation": 1},
+    }
+    pinned = dict(copy, name="Memcpy HtoD (Pinned -> Device)", ts=20)
+    info = [
+        "INFO:... Record counts: Out-of-range = 12, Blocklisted runtime = 3, "
+        "Invalid ext correlations = 0, CUPTI stopped early? = 0"
+    ]
+    events = [step(1, 0, 100), launch(5, 2, 1), copy, pinned]
+    trace = read_trace(str(write_trace(tmp_path / "t.json", events, INFO=info)))
+    idx = build_index(trace)
+    panels = {
+        "steps": steps_summary(idx),
+        "idle": idle_summary(idx),
+        "health": trace.health.to_dict(),
+    }
+    found = {d["id"]: d for d in diagnose(idx, panels)}
+    page = found["pageable_memcpy"]
+    assert page["evidence"]["count"] == 1 and page["evidence"]["time_us"] == 4.0
+    assert page["evidence"]["fraction_of_step_time"] == pytest.approx(0.04)
+    assert page["severity"] == "medium"
+    loss = found["trace_data_loss"]
+    assert loss["evidence"]["kineto_record_counts"] == {"Out-of-range": 12}
+    assert loss["severity"] == "low"
+
+
+def test_trace_data_loss_on_real_trace(shared_traces: Path) -> None:
+    from tb_kineto_insights.summary import summarize_file
+
+    s = summarize_file(str(shared_traces / "hta_nccl_a100" / "nccl_data.json.gz"))
+    loss = next(d for d in s["diagnoses"] if d["id"] == "trace_data_loss")
+    assert loss["evidence"]["kineto_record_counts"]["Out-of-range"] == 4181

@@ -1,0 +1,130 @@
+"""The `tb-kineto-insights report` command: JSON schema, text layout, errors, exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
+
+from tb_kineto_insights.cli import main
+from tb_kineto_insights.summary import PANELS, REPORT_SCHEMA
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _diagnosis_ids(report_json: str) -> list[str]:
+    span = json.loads(report_json)["runs"][0]["workers"][0]["spans"][0]
+    return [d["id"] for d in span["summary"]["diagnoses"]]
+
+
+def _good_events() -> list[dict[str, object]]:
+    return [
+        cpu("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        cpu("ProfilerStep#2", 100, 50, cat="user_annotation"),
+        kernel("k", 10, 20),
+    ]
+
+
+def test_report_json_schema_and_broken_span(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_trace(tmp_path / "runA" / "w.100.pt.trace.json.gz", _good_events(), gz=True)
+    bad = write_trace(tmp_path / "runA" / "w.200.pt.trace.json", text='{"traceEvents": [{"ph"')
+    code, out, _ = run_cli(["report", str(tmp_path), "--format", "json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["schema"] == REPORT_SCHEMA == "tb_kineto_insights.report/1"
+    (run,) = doc["runs"]
+    assert run["run"] == "runA"
+    (worker,) = run["workers"]
+    good, broken = worker["spans"]
+    assert (good["span"], broken["span"]) == ("100", "200")
+    assert list(good["summary"]) == list(PANELS)
+    steps = good["summary"]["steps"]
+    assert steps["count"] == 2 and steps["mean_step_us"] == 75.0
+    assert [s["duration_us"] for s in steps["steps"]] == [100.0, 50.0]
+    assert "summary" not in broken
+    assert broken["error"]["type"] == "TraceFormatError"
+    assert str(bad) in broken["error"]["message"] and "truncated" in broken["error"]["message"]
+
+
+def test_report_text_starts_with_diagnoses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GPU-only trace without step markers: no_step_markers must be listed
+    write_trace(tmp_path / "t.json", [kernel("a", 0, 5), kernel("b", 100, 5)])
+    code, out, _ = run_cli(["report", str(tmp_path / "t.json")], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    diag_at = next(i for i, line in enumerate(lines) if line.startswith("Diagnoses"))
+    run_at = next(i for i, line in enumerate(lines) if line.startswith("== run"))
+    section = [line for line in lines[diag_at + 1 : run_at] if line.strip()]
+    assert any("no_step_markers" in line for line in section)
+    assert any("low_gpu_utilization" in line for line in section)
+    order = ["HIGH", "MEDIUM", "LOW", "INFO"]
+    ranks = [order.index(line.split("]")[0].strip(" [")) for line in section]
+    assert ranks == sorted(ranks)
+
+
+def test_report_threshold_override(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(write_trace(tmp_path / "t.json", [kernel("a", 0, 5), kernel("b", 100, 5)]))
+    code, out, _ = run_cli(["report", path, "--format", "json"], capsys)
+    ids = [
+        d["id"]
+        for d in json.loads(out)["runs"][0]["workers"][0]["spans"][0]["summary"]["diagnoses"]
+    ]
+    assert "low_gpu_utilization" in ids
+    code, out, _ = run_cli(
+        ["report", path, "--format", "json", "--threshold", "low_utilization=0.05"], capsys
+    )
+    ids = [
+        d["id"]
+        for d in json.loads(out)["runs"][0]["workers"][0]["spans"][0]["summary"]["diagnoses"]
+    ]
+    assert "low_gpu_utilization" not in ids
+    code, _, err = run_cli(["report", path, "--threshold", "bogus=1"], capsys)
+    assert code == 2 and "bogus" in err
+
+
+def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["report", str(tmp_path / "missing")], capsys)
+    assert code == 2 and "missing" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli(["report", str(tmp_path / "empty")], capsys)
+    assert code == 2 and "no Kineto trace files" in err
+    write_trace(tmp_path / "bad" / "w.1.pt.trace.json", text="not json")
+    code, out, err = run_cli(["report", str(tmp_path / "bad")], capsys)
+    assert code == 2 and "not a JSON trace" in out and "no trace could be read" in err
+    code, _, _ = run_cli(["report"], capsys)
+    assert code == 2
+
+
+def test_console_script_on_sample_logs() -> None:
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    exe = Path(sys.executable).with_name("tb-kineto-insights")
+    proc = subprocess.run(
+        [str(exe), "report", str(logs / "transformer_eager")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "small_kernel_flood" in proc.stdout.splitlines()[4]
+
+
+def test_json_is_strict(tmp_path: Path) -> None:
+    path = write_trace(tmp_path / "t.json", _good_events())
+    buf = io.StringIO()
+    from tb_kineto_insights.cli import build_report
+
+    json.dump(build_report(str(path)), buf, allow_nan=False)
+    assert json.loads(buf.getvalue())["runs"][0]["workers"][0]["spans"][0]["summary"]
