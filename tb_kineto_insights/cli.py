@@ -1,8 +1,10 @@
-"""Command line: ``tb-kineto-insights report PATH [--format text|json]``.
+"""Command line, a thin shell over the library:
 
-A thin shell over discovery and :func:`summary.summarize_file`; exit codes:
-0 when at least one span was read (broken spans are reported as errors), 2 when nothing
-could be read (no traces found, every file broken, bad arguments).
+- ``report PATH [--format text|json]``: exit 0 when at least one span was read (broken
+  spans are reported as errors), 2 when nothing could be read or the arguments are bad.
+- ``diff BASE EXP [--format text|json]``: exit 0, or 2 on unusable input.
+- ``check BASE EXP [--max-step-time-regression 5%] [--fail-on ID ...]``: exit 0 when no
+  limit is crossed, 1 on a regression, 2 on unusable input; prints why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, TextIO
 
 import fsspec
 
-from tb_kineto_insights import __version__
+from tb_kineto_insights import __version__, compare
 from tb_kineto_insights.analysis.diagnoses import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
@@ -25,6 +27,7 @@ from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 EXIT_OK = 0
+EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
 
 
@@ -242,6 +245,65 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _load_pair(
+    args: argparse.Namespace, err: TextIO
+) -> tuple[compare.LoadedSide, compare.LoadedSide] | None:
+    try:
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+        base = compare.load_side(args.base, thresholds=thresholds)
+        exp = compare.load_side(args.exp, thresholds=thresholds)
+    except (ValueError, LogdirError) as exc:
+        err.write(f"error: {exc}\n")
+        return None
+    return base, exp
+
+
+def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    pair = _load_pair(args, err)
+    if pair is None:
+        return EXIT_UNUSABLE
+    try:
+        doc = compare.compare(*pair)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    if args.format == "json":
+        json.dump(_clean(doc), out, indent=1, allow_nan=False)
+        out.write("\n")
+    else:
+        out.write(compare.diff_text(doc))
+    return EXIT_OK
+
+
+def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        limit = compare.parse_fraction(args.max_step_time_regression)
+    except ValueError:
+        err.write(f"error: bad --max-step-time-regression {args.max_step_time_regression!r}\n")
+        return EXIT_UNUSABLE
+    pair = _load_pair(args, err)
+    if pair is None:
+        return EXIT_UNUSABLE
+    try:
+        doc = compare.compare(*pair)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    reasons = compare.check(doc, pair[1], limit, args.fail_on)
+    h = doc["headline"]
+    out.write(
+        f"step time {h['base_step_us']:.1f} µs -> {h['exp_step_us']:.1f} µs [{h['verdict']}]\n"
+    )
+    for warning in doc["warnings"]:
+        out.write(f"warning: {warning}\n")
+    if reasons:
+        for reason in reasons:
+            out.write(f"FAIL: {reason}\n")
+        return EXIT_REGRESSION
+    out.write("OK: no limit crossed\n")
+    return EXIT_OK
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tb-kineto-insights",
@@ -269,6 +331,30 @@ def _parser() -> argparse.ArgumentParser:
         + ", ".join(DEFAULT_THRESHOLDS.to_dict()),
     )
     report.set_defaults(func=_cmd_report)
+    side_help = "run folder, trace file, or LOGDIR:RUN"
+    diff_cmd = sub.add_parser("diff", help="compare two runs, workers or traces (before → after)")
+    check_cmd = sub.add_parser(
+        "check", help="exit 1 when EXP regressed against BASE (for CI pipelines)"
+    )
+    for cmd in (diff_cmd, check_cmd):
+        cmd.add_argument("base", help=f"BASE: {side_help}")
+        cmd.add_argument("exp", help=f"EXP: {side_help}")
+        cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    diff_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    diff_cmd.set_defaults(func=_cmd_diff)
+    check_cmd.add_argument(
+        "--max-step-time-regression",
+        default="5%",
+        help="fail when step time grows more than this, beyond noise (default: %(default)s)",
+    )
+    check_cmd.add_argument(
+        "--fail-on",
+        nargs="*",
+        default=[],
+        metavar="ID",
+        help="fail when EXP has any of these diagnosis ids (e.g. memory_growth)",
+    )
+    check_cmd.set_defaults(func=_cmd_check)
     return parser
 
 

@@ -1,0 +1,207 @@
+"""Before/after comparison for the CLI: pick the two sides, summarise them, diff, judge.
+
+A side is named by a run folder, a trace file, or ``LOGDIR:RUN`` (a run of a log
+directory by its discovered name). A folder holding several runs must be narrowed with
+``LOGDIR:RUN``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+from tb_kineto_insights.analysis.diff import diff
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
+from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+
+class SideError(ValueError):
+    """A side cannot be used: nothing found, ambiguous, or nothing readable."""
+
+
+@dataclass
+class LoadedSide:
+    """``summaries``: ``(worker/span label, summary)`` pairs; ``errors``: unreadable spans."""
+
+    spec: str
+    summaries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _exists(spec: str) -> tuple[bool, bool]:
+    """(exists, is_file) for a local path or URL."""
+    try:
+        fs, path = fsspec.core.url_to_fs(spec)
+        return bool(fs.exists(path)), bool(fs.isfile(path))
+    except (OSError, ValueError, ImportError):
+        return False, False
+
+
+def resolve_side(spec: str) -> list[Span]:
+    """The spans a side names (see module docstring).
+
+    Raises:
+        SideError: nothing found there, or several runs and no ``:RUN``.
+        LogdirError: the storage cannot be listed.
+    """
+    exists, is_file = _exists(spec)
+    if is_file:
+        return [span_for_file(spec)]
+    if exists:
+        runs = discover(spec)
+        if not runs:
+            raise SideError(f"{spec}: no Kineto trace files found")
+        if len(runs) > 1:
+            names = ", ".join(r.name for r in runs[:8])
+            raise SideError(f"{spec} holds {len(runs)} runs ({names}…): name one as {spec}:RUN")
+        run = runs[0]
+    else:
+        logdir, sep, name = spec.rpartition(":")
+        if not sep or not logdir or not _exists(logdir)[0]:
+            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN")
+        run_match = next((r for r in discover(logdir) if r.name == name), None)
+        if run_match is None:
+            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}")
+        run = run_match
+    return [s for w in run.workers for s in w.spans]
+
+
+def load_side(
+    spec: str,
+    *,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> LoadedSide:
+    """Resolve and summarise a side; unreadable spans are listed in ``errors``.
+
+    Raises:
+        SideError: as :func:`resolve_side`, or when no span of the side could be read.
+        LogdirError: the storage cannot be listed.
+    """
+    side = LoadedSide(spec)
+    for span in resolve_side(spec):
+        try:
+            summary = summarize_file(
+                span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+            )
+        except TraceError as exc:
+            side.errors.append(str(exc))
+            continue
+        side.summaries.append((f"{span.worker}/{span.span}", summary))
+    if not side.summaries:
+        raise SideError(f"{spec}: no trace could be read ({'; '.join(side.errors)})")
+    return side
+
+
+def compare(base: LoadedSide, exp: LoadedSide) -> dict[str, Any]:
+    """The diff document of two loaded sides, with their read errors as warnings."""
+    doc = diff(base.summaries, exp.summaries, base_label=base.spec, exp_label=exp.spec)
+    doc["warnings"] += [f"base: {e}" for e in base.errors] + [f"exp: {e}" for e in exp.errors]
+    return doc
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "µs":
+        return f"{value / 1000:.3f} ms" if abs(value) >= 1000 else f"{value:.1f} µs"
+    if unit == "fraction":
+        return f"{100 * value:.1f} %"
+    if unit.startswith("bytes"):
+        return f"{value / 2**20:.1f} MiB" + unit[5:]
+    return f"{value:.1f}"
+
+
+def diff_text(doc: dict[str, Any]) -> str:
+    """Terminal rendering: headline first, then the largest changes, metrics, kernels,
+    diagnoses gained/lost and warnings."""
+    h = doc["headline"]
+    speed = h["speedup"]
+    lines = [
+        f"step time {_fmt(h['base_step_us'], 'µs')} -> {_fmt(h['exp_step_us'], 'µs')}"
+        + (f"  ({speed:.2f}x {'faster' if speed >= 1 else 'slower'})" if speed else "")
+        + f"  [{h['verdict']}]",
+        f"base: {doc['base']['label']}   exp: {doc['exp']['label']}",
+    ]
+    for w in doc["warnings"]:
+        lines.append(f"warning: {w}")
+    lines.append("\nLargest changes (per step):")
+    for c in doc["largest_changes"]:
+        lines.append(
+            f"  {c['delta_us_per_step']:+12.1f} µs  {c['what']:6s} {c['name']}  [{c['verdict']}]"
+        )
+    lines.append("\nMetrics:")
+    for m in doc["metrics"]:
+        rel = m["change_fraction"]
+        rel_txt = f"{100 * rel:+.1f} %" if rel is not None else "new"
+        before, after = _fmt(m["base"], m["unit"]), _fmt(m["exp"], m["unit"])
+        lines.append(
+            f"  {m['label']:34s} {before:>12s} -> {after:>12s}  {rel_txt:>9s}  {m['verdict']}"
+        )
+    for group in ("changed", "added", "removed"):
+        rows = doc["kernels"][group][:8]
+        if rows:
+            lines.append(f"\nKernels {group} (time per step):")
+            for r in rows:
+                t = r["time_us_per_step"]
+                before, after = _fmt(t["base"], "µs"), _fmt(t["exp"], "µs")
+                lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
+    d = doc["diagnoses"]
+    lines.append(
+        "\nDiagnoses: appeared "
+        + (", ".join(d["appeared"]) or "none")
+        + "; disappeared "
+        + (", ".join(d["disappeared"]) or "none")
+    )
+    lines.append(f"Noise rule: {doc['noise_rule']}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_fraction(text: str) -> float:
+    """``"5%"`` → 0.05, ``"0.05"`` → 0.05.
+
+    Raises:
+        ValueError: not a number or percentage.
+    """
+    t = text.strip()
+    return float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+
+
+def check(
+    doc: dict[str, Any], exp: LoadedSide, max_step_time_regression: float, fail_on: list[str]
+) -> list[str]:
+    """Reasons to fail a CI pipeline (empty: pass): step time regressed beyond noise by
+    more than ``max_step_time_regression`` (fraction), or the experiment has a diagnosis
+    listed in ``fail_on``."""
+    reasons = []
+    h = doc["headline"]
+    rel = h["change_fraction"]
+    if h["verdict"] == "regressed" and rel is not None and rel > max_step_time_regression:
+        reasons.append(
+            f"step time regressed {100 * rel:.1f} % ({_fmt(h['base_step_us'], 'µs')} -> "
+            f"{_fmt(h['exp_step_us'], 'µs')}), beyond noise and over the "
+            f"{100 * max_step_time_regression:.1f} % limit"
+        )
+    present = {d["id"] for _, s in exp.summaries for d in s.get("diagnoses", [])}
+    for wanted in fail_on:
+        if wanted in present:
+            reasons.append(f"diagnosis {wanted} present in {exp.spec}")
+    return reasons
+
+
+__all__ = [
+    "LoadedSide",
+    "LogdirError",
+    "SideError",
+    "check",
+    "compare",
+    "diff_text",
+    "load_side",
+    "parse_fraction",
+    "resolve_side",
+]

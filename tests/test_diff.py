@@ -1,0 +1,155 @@
+"""Run-to-run diff and the `diff` / `check` commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
+
+from tb_kineto_insights.analysis.diff import judge
+from tb_kineto_insights.cli import main
+from tb_kineto_insights.compare import SideError, compare, load_side, resolve_side
+
+
+def _launch(ts: float, corr: int) -> dict[str, Any]:
+    event = cpu("cudaLaunchKernel", ts, 2, cat="cuda_runtime")
+    event["args"] = {"correlation": corr}
+    return event
+
+
+def _run(folder: Path, b_dur: float, jitter: float = 0.0) -> Path:
+    """5 steps of 200 µs; kernels A 10 µs, B ``b_dur`` µs, C 30 µs in each."""
+    events: list[dict[str, Any]] = []
+    corr = 0
+    for s in range(5):
+        t0 = 1000.0 + s * 200
+        events.append(cpu(f"ProfilerStep#{s + 1}", t0, 200, cat="user_annotation"))
+        for name, start, dur in (("A", 10, 10), ("B", 30, b_dur), ("C", 120, 30 + jitter * s)):
+            corr += 1
+            events.append(_launch(t0 + start - 5, corr))
+            events.append(kernel(name, t0 + start, dur, corr=corr))
+    return write_trace(folder / "w.1.pt.trace.json", events)
+
+
+def test_judge_rules() -> None:
+    assert judge([1.0, 1.0], [1.0, 1.0], "lower")["verdict"] == "unchanged"
+    assert judge([100.0, 100.0], [100.5, 100.5], "lower")["verdict"] == "unchanged"  # < 1 %
+    assert judge([100.0, 100.0], [120.0, 120.0], "lower")["verdict"] == "regressed"
+    assert judge([100.0, 100.0], [120.0, 120.0], "higher")["verdict"] == "improved"
+    noisy = judge([80.0, 120.0, 80.0, 120.0], [90.0, 130.0, 90.0, 130.0], "lower")
+    # delta 10 against 2 x sqrt(2 x 23.09^2 / 4) = 32.7: inside the noise
+    assert noisy["verdict"] == "within noise"
+    assert noisy["stderr"] == pytest.approx((2 * (23.094**2) / 4) ** 0.5, rel=1e-3)
+    assert judge([10.0], [10.5], "lower", per_step=False)["verdict"] == "within noise"
+    assert judge([10.0], [12.0], "lower", per_step=False)["verdict"] == "regressed"
+
+
+def test_one_kernel_twice_as_slow(tmp_path: Path) -> None:
+    _run(tmp_path / "base", b_dur=20)
+    _run(tmp_path / "exp", b_dur=40)
+    doc = compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp")))
+    changed = doc["kernels"]["changed"]
+    assert [r["name"] for r in changed] == ["B"]
+    b = changed[0]["time_us_per_step"]
+    assert (b["base"], b["exp"], b["verdict"]) == (20.0, 40.0, "regressed")
+    assert changed[0]["count_per_step"]["verdict"] == "unchanged"
+    assert doc["kernels"]["added"] == [] and doc["kernels"]["removed"] == []
+    assert doc["kernels"]["unchanged_count"] == 2
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    assert metrics["breakdown.kernel_us"]["delta"] == 20.0
+    assert metrics["breakdown.kernel_us"]["verdict"] == "regressed"
+    assert metrics["kernels_per_step"]["verdict"] == "unchanged"
+    assert doc["headline"]["verdict"] == "unchanged"  # the step window is 200 µs either way
+
+
+def test_identical_runs_are_unchanged_or_within_noise(tmp_path: Path) -> None:
+    _run(tmp_path / "a", b_dur=20, jitter=3)
+    doc = compare(load_side(str(tmp_path / "a")), load_side(str(tmp_path / "a")))
+    verdicts = {m["verdict"] for m in doc["metrics"]}
+    assert verdicts <= {"unchanged", "within noise"}
+    assert doc["kernels"]["changed"] == [] and doc["ops"]["changed"] == []
+    assert doc["diagnoses"]["appeared"] == [] and doc["diagnoses"]["disappeared"] == []
+    assert doc["headline"]["speedup"] == 1.0
+
+
+def test_resnet50_workers_pair_and_check(
+    shared_traces: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = shared_traces / "kineto_resnet50"
+    before, after = str(root / "resnet50_num_workers_0"), str(root / "resnet50_num_workers_4")
+    assert main(["diff", before, after, "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["headline"]["verdict"] == "improved"
+    assert doc["headline"]["speedup"] > 1.1
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    assert metrics["idle.data_loading_us"]["verdict"] == "improved"
+    assert metrics["idle.data_loading_us"]["change_fraction"] < -0.9
+    assert metrics["step_time_us"]["base_n"] == 12  # two spans of six steps
+    assert "gpu_idle_dataloader" in doc["diagnoses"]["disappeared"]
+    assert main(["check", before, after]) == 0
+    assert main(["check", after, before]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL: step time regressed" in out
+    assert main(["check", after, before, "--max-step-time-regression", "50%"]) == 0
+    assert main(["check", before, after, "--fail-on", "gpu_idle_dataloader"]) == 0
+    assert (
+        main(
+            [
+                "check",
+                after,
+                before,
+                "--max-step-time-regression",
+                "90%",
+                "--fail-on",
+                "gpu_idle_dataloader",
+            ]
+        )
+        == 1
+    )
+
+
+def test_sample_log_pairs_direction() -> None:
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+
+    def pair(a: str, b: str) -> dict[str, Any]:
+        return compare(load_side(str(logs / a)), load_side(str(logs / b)))
+
+    compiled = pair("transformer_eager", "transformer_compile")
+    assert compiled["headline"]["verdict"] == "improved"
+    per_step = {m["key"]: m for m in compiled["metrics"]}["kernels_per_step"]
+    assert per_step["verdict"] == "improved"
+    loader = pair("dataloader_workers0", "dataloader_workers4")
+    assert loader["headline"]["verdict"] == "improved"
+    assert "gpu_idle_dataloader" in loader["diagnoses"]["disappeared"]
+    idle = {m["key"]: m for m in loader["metrics"]}["idle.data_loading_us"]
+    assert idle["verdict"] == "improved"
+
+
+def test_hardware_warning_across_jobs(shared_traces: Path) -> None:
+    root = shared_traces / "hta_trace_diff"
+    doc = compare(load_side(str(root / "control")), load_side(str(root / "test")))
+    text = " ".join(doc["warnings"])
+    assert "different devices" in text and "A100" in text and "V100" in text
+    assert "different world sizes" in text
+    assert doc["metrics"] and doc["kernels"]["changed"] + doc["kernels"]["added"]
+
+
+def test_side_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path / "logs" / "r1", b_dur=20)
+    _run(tmp_path / "logs" / "r2", b_dur=20)
+    with pytest.raises(SideError, match="holds 2 runs"):
+        resolve_side(str(tmp_path / "logs"))
+    assert len(resolve_side(f"{tmp_path / 'logs'}:r2")) == 1
+    with pytest.raises(SideError, match="no run named"):
+        resolve_side(f"{tmp_path / 'logs'}:r3")
+    with pytest.raises(SideError, match="no such file"):
+        resolve_side(str(tmp_path / "nothing"))
+    single = tmp_path / "logs" / "r1" / "w.1.pt.trace.json"
+    assert resolve_side(str(single))[0].path == str(single)
+    assert main(["diff", str(tmp_path / "logs"), str(single)]) == 2
+    assert "holds 2 runs" in capsys.readouterr().err
+    write_trace(tmp_path / "broken" / "w.1.pt.trace.json", text="{")
+    assert main(["check", str(tmp_path / "broken"), str(single)]) == 2
