@@ -7,6 +7,8 @@ all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANE
 - ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
 - ``kernels``: kernel density (:mod:`.analysis.kernels`);
 - ``idle``: GPU idle gaps and their causes (:mod:`.analysis.idle`);
+- ``memory``: allocated/reserved over time, growth, live allocations by op
+  (:mod:`.analysis.memory`);
 - ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
@@ -20,6 +22,7 @@ from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
+from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -30,9 +33,17 @@ from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 #: Schema id of ``report --format json``.
 REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 3
+ANALYSIS_VERSION = 4
 #: Panels a summary holds, in display order.
-PANELS: tuple[str, ...] = ("diagnoses", "steps", "kernels", "idle", "health", "tables")
+PANELS: tuple[str, ...] = (
+    "diagnoses",
+    "steps",
+    "kernels",
+    "idle",
+    "memory",
+    "health",
+    "tables",
+)
 
 
 def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
@@ -43,6 +54,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "steps": steps_summary(index),
         "kernels": kernels_summary(index, thresholds),
         "idle": idle_summary(index, thresholds),
+        "memory": memory_summary(index, thresholds),
         "tables": tables_summary(index),
     }
     panels["diagnoses"] = diagnose(index, panels, thresholds)

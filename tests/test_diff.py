@@ -126,6 +126,11 @@ def test_sample_log_pairs_direction() -> None:
     assert "gpu_idle_dataloader" in loader["diagnoses"]["disappeared"]
     idle = {m["key"]: m for m in loader["metrics"]}["idle.data_loading_us"]
     assert idle["verdict"] == "improved"
+    memory = pair("memory_leak", "memory_fixed")
+    growth = {m["key"]: m for m in memory["metrics"]}["memory.growth_bytes_per_step"]
+    assert growth["base"] == pytest.approx(16 * 2**20, rel=0.02)
+    assert growth["verdict"] == "improved" and abs(growth["exp"]) < 2**20
+    assert "memory_growth" in memory["diagnoses"]["disappeared"]
 
 
 def test_hardware_warning_across_jobs(shared_traces: Path) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 
@@ -235,7 +236,8 @@ def diagnose(
     index: TraceIndex, panels: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, Any]]:
     """Diagnoses for one trace from its panels (``steps``, ``kernels``, ``idle``,
-    ``health``), most severe first, then by impact (share of step time at stake)."""
+    ``memory``, ``health``), most severe first, then by impact (share of step time at
+    stake)."""
     th = thresholds
     steps, kernels, idle, health = (
         panels.get("steps", {}),
@@ -274,5 +276,6 @@ def diagnose(
         _data_loss(health),
     ]
     out = [d for d in found if d is not None]
+    out.extend(memory_diagnoses(panels.get("memory") or {}, th))
     out.sort(key=lambda d: (SEVERITY_ORDER.index(d["severity"]), -d["impact_fraction"]))
     return out

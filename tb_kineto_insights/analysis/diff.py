@@ -105,7 +105,7 @@ def _memory_device(s: dict[str, Any]) -> dict[str, Any] | None:
 
 def _memory_peak(s: dict[str, Any]) -> list[float] | None:
     dev = _memory_device(s)
-    per = (dev or {}).get("steps")
+    per = (dev or {}).get("per_step")
     if not per:
         return None
     return [float(x["peak_bytes"]) for x in per if x.get("peak_bytes") is not None] or None

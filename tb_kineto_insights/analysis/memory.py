@@ -1,0 +1,684 @@
+"""``summary.memory``: allocated and reserved memory per device, growth, live allocations.
+
+Read from the ``[memory]`` instant events (``profile_memory=True``). Each event carries
+``Bytes`` (the change: positive = allocation, negative = free) and, in traces from
+PyTorch ≥ 1.10 or so, ``Total Allocated`` / ``Total Reserved`` (the allocator's totals
+*after* the event) and ``Addr`` (the block's address).
+
+Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:3``, or
+``type 42:0`` for a number c10 does not name):
+
+- ``series``: allocated and reserved bytes after each event over time (µs since
+  ``index.origin_ns``: the first step start or the trace start, whichever is earlier),
+  down-sampled to at most ``Thresholds.memory_series_points`` points per series; in each
+  of equal-time buckets the lowest and the highest sample are kept, so every peak and
+  trough survives.
+- ``per_step``: allocated bytes at the window start (the level just before it: the last
+  total at ``ts < start``), the peak inside the closed window ``[start, end]`` and at its
+  end (the last total at ``ts ≤ end``); the reserved peak likewise.
+- ``growth``: least-squares slope of step-end allocated bytes over the step number (bytes
+  per step), its r² and whether it is *steady* (enough steps, slope and r² over the
+  thresholds).
+- allocations matched to frees by ``Addr``: an allocation (``Bytes > 0``) is freed by the
+  next event at the same address when that event is a free. A free whose address has no
+  earlier event frees a block allocated before the trace window: counted in
+  ``freed_before_window``, never as negative live memory. ``live_at_end``: allocations
+  with no later event at their address, grouped by the op that made them (the innermost
+  ``cpu_op`` on the same pid/tid whose range contains the allocation) with its input shapes
+  when ``record_shapes`` was on. ``largest_allocations``: the biggest ones, freed or not.
+- ``fragmentation_fraction`` = 1 − allocated / reserved at the reserved peak (of the
+  moments reserved sits at its peak, the one with the most allocated);
+  ``peak_fraction_of_capacity`` = peak reserved (peak allocated when reserved is unknown)
+  / ``deviceProperties.totalGlobalMem`` of the device with that ``id`` (CUDA/HIP only).
+
+Old traces lack ``Addr`` or the totals: ``notes`` say what is missing; without totals the
+allocated curve is the running sum of ``Bytes`` from 0 before the first event
+(``allocated_from_deltas: true``: relative, not absolute) and reserved is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from tb_kineto_insights.analysis import intervals as iv
+from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.trace import model as m
+
+I64 = npt.NDArray[np.int64]
+
+#: Rows in ``largest_allocations`` per device.
+LARGEST_ALLOCATIONS = 10
+#: Groups listed in ``live_at_end.by_op`` per device (largest bytes first).
+LIVE_GROUPS = 20
+#: Longest ``input_shapes`` string kept (longer ones are cut with ``…``).
+MAX_SHAPES_CHARS = 300
+#: Device types whose ``Device Id`` indexes ``deviceProperties`` (CUDA, HIP).
+_GPU_DEVICE_TYPES = frozenset({1, 6})
+_MIB = 1024.0 * 1024.0
+
+
+def device_name(device_type: int, device_id: int) -> str:
+    """``CUDA:0``, ``CPU`` (id < 0), ``MTIA:3``; ``type 42:0`` for unnamed type numbers."""
+    base = m.DEVICE_TYPE_NAMES.get(device_type, f"type {device_type}")
+    return base if device_id < 0 else f"{base}:{device_id}"
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _pairs(a: I64, b: I64) -> list[tuple[int, int]]:
+    """Distinct ``(a[i], b[i])`` pairs, sorted (cheaper than ``np.unique(axis=0)``)."""
+    out: list[tuple[int, int]] = []
+    for x in np.unique(a).tolist():
+        out.extend((int(x), int(y)) for y in np.unique(b[a == x]).tolist())
+    return out
+
+
+def downsample(t: I64, v: I64, max_points: int) -> I64:
+    """Indices (sorted, i.e. in time order) of at most ``max_points`` samples of the
+    series ``(t, v)`` (``t`` sorted): the first and the last sample, plus the lowest and
+    the highest sample of each of ``(max_points - 2) // 2`` equal-time buckets, so the
+    global maximum and minimum are always kept."""
+    n = int(t.size)
+    if n <= max_points:
+        return np.arange(n, dtype=np.int64)
+    buckets = max((max_points - 2) // 2, 1)
+    span = int(t[-1]) - int(t[0])
+    rel = (t - t[0]).astype(np.float64)
+    bucket = np.minimum((rel * buckets / (span + 1)).astype(np.int64), buckets - 1)
+    # within each bucket by value (ties: earlier first), buckets in order
+    order = np.lexsort((v, bucket))
+    b_sorted = bucket[order]
+    first = np.ones(n, dtype=np.bool_)
+    first[1:] = b_sorted[1:] != b_sorted[:-1]
+    last = np.ones(n, dtype=np.bool_)
+    last[:-1] = b_sorted[1:] != b_sorted[:-1]
+    keep = np.concatenate([order[first], order[last], [0, n - 1]])
+    out = np.unique(keep).astype(np.int64)
+    if out.size > max_points:  # max_points < 4: fall back to the extremes only
+        out = np.unique(np.array([int(np.argmin(v)), int(np.argmax(v))], dtype=np.int64))
+    return out
+
+
+def _series(t_us: npt.NDArray[np.float64], v: I64, max_points: int, t: I64) -> dict[str, Any]:
+    keep = downsample(t, v, max_points)
+    return {"t_us": t_us[keep].tolist(), "bytes": v[keep].tolist()}
+
+
+def innermost_op(ops: m.EventTable, pid: I64, tid: I64, ts: I64) -> I64:
+    """Row of ``ops`` (a start-sorted :class:`EventTable`) of the innermost range on the
+    same pid/tid containing each point ``ts`` (``start ≤ ts < end``), -1 where none does.
+
+    "Innermost" is the latest-starting containing range. Per thread: ``searchsorted`` the
+    last range starting at or before the point, then binary lifting over a sparse table of
+    range-maximum ends finds the latest range at or before it that still ends after the
+    point. O((n + q) log n), no Python loop over ranges.
+    """
+    out = np.full(ts.size, -1, dtype=np.int64)
+    if ts.size == 0 or len(ops) == 0:
+        return out
+    rows_all = np.arange(len(ops), dtype=np.int64)
+    op_pid, op_tid = ops.pid, ops.tid
+    for p, t in _pairs(pid, tid):
+        q = np.nonzero((pid == p) & (tid == t))[0]
+        rows = rows_all[(op_pid == p) & (op_tid == t)]  # start-sorted (table order)
+        if rows.size == 0:
+            continue
+        starts, ends = ops.start_ns[rows], ops.end_ns[rows]
+        # sparse table: table[k][i] = max(ends[max(0, i - 2**k + 1) .. i])
+        table = [ends]
+        step = 1
+        while step < rows.size:
+            prev = table[-1]
+            nxt = prev.copy()
+            nxt[step:] = np.maximum(prev[step:], prev[:-step])
+            table.append(nxt)
+            step *= 2
+        pts = ts[q]
+        ptr = np.searchsorted(starts, pts, side="right") - 1
+        for k in range(len(table) - 1, -1, -1):
+            ok = ptr >= 0
+            sub = np.nonzero(ok)[0]
+            all_end_before = table[k][ptr[sub]] <= pts[sub]
+            jump = sub[all_end_before]
+            ptr[jump] = np.maximum(ptr[jump] - (1 << k), -1)
+        hit = ptr >= 0
+        out[q[hit]] = rows[ptr[hit]]
+    return out
+
+
+def _shapes(ops: m.EventTable, row: int) -> str | None:
+    dims = ops.input_dims.get(row)
+    if dims is None:
+        return None
+    text = json.dumps(dims, separators=(", ", ": "))
+    return text if len(text) <= MAX_SHAPES_CHARS else text[: MAX_SHAPES_CHARS - 1] + "…"
+
+
+def _fit(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64]
+) -> tuple[float | None, float | None]:
+    """Least-squares slope of ``y`` over ``x`` and r² (``None`` when undefined: fewer than
+    two points, all ``x`` equal; r² also when ``y`` is constant)."""
+    if x.size < 2:
+        return None, None
+    xm, ym = float(x.mean()), float(y.mean())
+    dx, dy = x - xm, y - ym
+    sxx = float((dx * dx).sum())
+    if sxx == 0.0:
+        return None, None
+    slope = float((dx * dy).sum()) / sxx
+    ss_tot = float((dy * dy).sum())
+    if ss_tot == 0.0:
+        return slope, None
+    resid = dy - slope * dx
+    r2 = 1.0 - float((resid * resid).sum()) / ss_tot
+    return slope, max(0.0, min(1.0, r2))
+
+
+# -- one device ------------------------------------------------------------------------
+
+
+class _Device:
+    """The events of one device, in time order (file order among equal timestamps)."""
+
+    def __init__(self, mem: m.MemoryTable, rows: I64) -> None:
+        self.ts = mem.ts_ns[rows]
+        self.bytes = mem.bytes[rows]
+        self.addr = mem.addr[rows]
+        self.pid = mem.pid[rows]
+        self.tid = mem.tid[rows]
+        alloc_tot = mem.total_allocated_bytes[rows]
+        res_tot = mem.total_reserved_bytes[rows]
+        self.has_totals = bool((alloc_tot >= 0).all())
+        self.missing_totals = int((alloc_tot < 0).sum())
+        if self.has_totals:
+            self.allocated = alloc_tot
+            # the level before the first event: the first total minus its own change
+            self.base = int(alloc_tot[0]) - int(self.bytes[0])
+        else:
+            self.allocated = np.cumsum(self.bytes).astype(np.int64)
+            self.base = 0
+        self.reserved: I64 | None = res_tot if bool((res_tot >= 0).all()) else None
+        self.has_addr = self.addr != -1
+
+
+def _level_before(
+    d: _Device, values: I64, base: int | None, t: I64, side: Literal["left", "right"]
+) -> list[int | None]:
+    """Value of a step series at each time in ``t``: the last value at ``ts < t``
+    (``side='left'``) or ``ts ≤ t`` (``side='right'``); ``base`` before the first event."""
+    idx = np.searchsorted(d.ts, t, side=side) - 1
+    return [int(values[i]) if i >= 0 else base for i in idx.tolist()]
+
+
+def _per_step(d: _Device, index: TraceIndex) -> list[dict[str, Any]]:
+    steps = index.steps
+    start_vals = _level_before(d, d.allocated, d.base, steps.start_ns, "left")
+    end_vals = _level_before(d, d.allocated, d.base, steps.end_ns, "right")
+    res_start = (
+        _level_before(d, d.reserved, None, steps.start_ns, "left")
+        if d.reserved is not None
+        else [None] * len(steps)
+    )
+    lo = np.searchsorted(d.ts, steps.start_ns, side="left")
+    hi = np.searchsorted(d.ts, steps.end_ns, side="right")
+    out = []
+    for i in range(len(steps)):
+        a, b = int(lo[i]), int(hi[i])
+        cands = [v for v in (start_vals[i], end_vals[i]) if v is not None]
+        if b > a:
+            cands.append(int(d.allocated[a:b].max()))
+        res_peak: int | None = None
+        if d.reserved is not None:
+            rc = [v for v in (res_start[i],) if v is not None]
+            if b > a:
+                rc.append(int(d.reserved[a:b].max()))
+            res_peak = max(rc) if rc else None
+        out.append(
+            {
+                "number": int(steps.number[i]),
+                "start_bytes": start_vals[i],
+                "peak_bytes": max(cands) if cands else None,
+                "end_bytes": end_vals[i],
+                "peak_reserved_bytes": res_peak,
+                "events": b - a,
+            }
+        )
+    return out
+
+
+def _growth(per_step: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
+    used = [s for s in per_step if s["end_bytes"] is not None]
+    x = np.array([s["number"] for s in used], dtype=np.float64)
+    y = np.array([s["end_bytes"] for s in used], dtype=np.float64)
+    slope, r2 = _fit(x, y)
+    steady = (
+        slope is not None
+        and r2 is not None
+        and len(used) >= th.memory_growth_min_steps
+        and r2 >= th.memory_growth_min_r2
+        and slope >= th.memory_growth_min_bytes_per_step
+    )
+    return {
+        "bytes_per_step": slope,
+        "r2": r2,
+        "steps_used": len(used),
+        "steady": bool(steady),
+        "total_bytes": int(y[-1] - y[0]) if y.size >= 2 else None,
+    }
+
+
+def _match(d: _Device) -> dict[str, Any]:
+    """Match allocations to frees by address (see the module docstring).
+
+    Returns ``alloc`` (local indices of allocations), ``freed_at`` (local index of the
+    freeing event or -1), ``live`` (bool: no later event at the address), ``known``
+    (bool: the allocation had an address), and counters.
+    """
+    n = int(d.ts.size)
+    pos = np.arange(n, dtype=np.int64)
+    usable = d.has_addr & (d.bytes != 0)
+    sel = pos[usable]
+    order = sel[np.lexsort((sel, d.addr[sel]))]  # by address, then time order
+    a, b = d.addr[order], d.bytes[order]
+    same_next = np.zeros(order.size, dtype=np.bool_)
+    same_next[:-1] = a[1:] == a[:-1]
+    nxt_bytes = np.zeros(order.size, dtype=np.int64)
+    nxt_bytes[:-1] = b[1:]
+    nxt_pos = np.full(order.size, -1, dtype=np.int64)
+    nxt_pos[:-1] = order[1:]
+    same_prev = np.zeros(order.size, dtype=np.bool_)
+    same_prev[1:] = same_next[:-1]
+    prev_bytes = np.zeros(order.size, dtype=np.int64)
+    prev_bytes[1:] = b[:-1]
+
+    is_alloc = b > 0
+    freed = is_alloc & same_next & (nxt_bytes < 0)
+    reused = is_alloc & same_next & (nxt_bytes > 0)
+    live = is_alloc & ~same_next
+    is_free = b < 0
+    before_window = is_free & ~same_prev
+    unmatched_free = is_free & same_prev & (prev_bytes < 0)
+
+    freed_at = np.full(n, -1, dtype=np.int64)
+    freed_at[order[freed]] = nxt_pos[freed]
+    live_all = np.zeros(n, dtype=np.bool_)
+    live_all[order[live]] = True
+    return {
+        "freed_at": freed_at,
+        "live": live_all,
+        "known": usable,
+        "freed_before_window": {
+            "count": int(before_window.sum()),
+            "bytes": int(-b[before_window].sum()),
+        },
+        "matching": {
+            "allocations_freed": int(freed.sum()),
+            "allocations_live_at_end": int(live.sum()),
+            "reused_without_free": int(reused.sum()),
+            "unmatched_frees": int(unmatched_free.sum()),
+            "events_without_addr": int((~d.has_addr).sum()),
+        },
+    }
+
+
+def _device_summary(
+    index: TraceIndex, mem: m.MemoryTable, rows: I64, dtype: int, did: int, th: Thresholds
+) -> dict[str, Any]:
+    trace = index.trace
+    ops = trace.cpu_ops
+    d = _Device(mem, rows)
+    name = device_name(dtype, did)
+    notes: list[str] = []
+    n = int(d.ts.size)
+    t_us = (d.ts - index.origin_ns).astype(np.float64) / 1000.0
+
+    if not d.has_totals:
+        notes.append(
+            "no Total Allocated / Total Reserved on "
+            + ("any event" if d.missing_totals == n else f"{d.missing_totals} of {n} events")
+            + " (older PyTorch): allocated is the running sum of Bytes from 0 before the "
+            "first event (relative, not absolute; frees of blocks allocated before the "
+            "trace push it below 0), and reserved memory, fragmentation and the share of "
+            "device memory are unknown"
+        )
+    elif d.reserved is None:
+        notes.append("no Total Reserved: reserved memory and fragmentation are unknown")
+    addr_missing = int((~d.has_addr).sum())
+    if addr_missing:
+        notes.append(
+            "no Addr on "
+            + ("any event" if addr_missing == n else f"{addr_missing} of {n} events")
+            + " (older PyTorch): allocations cannot be matched to their frees, so live "
+            "allocations at the end and allocation lifetimes are unknown"
+        )
+
+    pts = th.memory_series_points
+    series = {
+        "allocated": _series(t_us, d.allocated, pts, d.ts),
+        "reserved": _series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
+        "points_in": n,
+    }
+    per_step = _per_step(d, index)
+    growth = _growth(per_step, th)
+
+    # peaks, fragmentation, capacity
+    peak_i = int(np.argmax(d.allocated))
+    peak_alloc = max(int(d.allocated[peak_i]), d.base)
+    peak_res: int | None = None
+    frag: float | None = None
+    alloc_at_res_peak: int | None = None
+    peak_res_us: float | None = None
+    if d.reserved is not None:
+        peak_res = int(d.reserved.max())
+        at_peak = np.nonzero(d.reserved == peak_res)[0]
+        alloc_at_res_peak = int(d.allocated[at_peak].max())
+        peak_res_us = float(t_us[at_peak[0]])
+        frag = 1.0 - alloc_at_res_peak / peak_res if peak_res > 0 else None
+    capacity: int | None = None
+    if dtype in _GPU_DEVICE_TYPES:
+        for prop in trace.health.device_properties:
+            mem_total = prop.get("totalGlobalMem")
+            if prop.get("id") == did and isinstance(mem_total, int) and mem_total > 0:
+                capacity = mem_total
+                break
+    basis = "reserved" if peak_res is not None else "allocated"
+    peak_for_capacity = peak_res if peak_res is not None else peak_alloc
+    cap_fraction = peak_for_capacity / capacity if capacity and d.has_totals else None
+
+    # allocations ↔ frees, ops that made them
+    match = _match(d)
+    alloc_idx = np.nonzero(d.bytes > 0)[0]
+    live_idx = np.nonzero(match["live"])[0]
+    top = alloc_idx[np.argsort(-d.bytes[alloc_idx], kind="stable")[:LARGEST_ALLOCATIONS]]
+    need = np.unique(np.concatenate([live_idx, top]))
+    op_rows = np.full(n, -1, dtype=np.int64)
+    op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
+    step_of = iv.window_index(d.ts, index.steps.start_ns, index.steps.end_ns)
+
+    def op_name(row: int) -> str | None:
+        return trace.names[int(ops.name[row])] if row >= 0 else None
+
+    largest = []
+    for i in top.tolist():
+        row = int(op_rows[i])
+        f = int(match["freed_at"][i])
+        known = bool(match["known"][i])
+        s = int(step_of[i])
+        largest.append(
+            {
+                "bytes": int(d.bytes[i]),
+                "op": op_name(row),
+                "input_shapes": _shapes(ops, row) if row >= 0 else None,
+                "step": int(index.steps.number[s]) if s >= 0 else None,
+                "t_us": float(t_us[i]),
+                "freed": (f >= 0) if known else None,
+                "lifetime_us": (int(d.ts[f]) - int(d.ts[i])) / 1000.0 if f >= 0 else None,
+            }
+        )
+
+    groups: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    if live_idx.size:
+        live_rows = op_rows[live_idx]
+        uniq, inv = np.unique(live_rows, return_inverse=True)
+        counts = np.bincount(inv)
+        sizes = np.bincount(inv, weights=d.bytes[live_idx].astype(np.float64))
+        live_steps = step_of[live_idx]
+        for k, row in enumerate(uniq.tolist()):
+            key = (op_name(row), _shapes(ops, row) if row >= 0 else None)
+            g = groups.setdefault(
+                key,
+                {"op": key[0], "input_shapes": key[1], "count": 0, "bytes": 0, "_steps": set()},
+            )
+            g["count"] += int(counts[k])
+            g["bytes"] += int(sizes[k])
+            st = live_steps[inv == k]
+            g["_steps"].update(int(index.steps.number[s]) for s in np.unique(st[st >= 0]))
+    by_op = sorted(groups.values(), key=lambda g: (-g["bytes"], -g["count"], str(g["op"])))
+    for g in by_op:
+        g["steps"] = sorted(g.pop("_steps"))
+    live = {
+        "count": int(live_idx.size),
+        "bytes": int(d.bytes[live_idx].sum()),
+        "by_op": by_op[:LIVE_GROUPS],
+        "groups": len(by_op),
+    }
+
+    return {
+        "device": name,
+        "device_type": dtype,
+        "device_type_name": m.DEVICE_TYPE_NAMES.get(dtype),
+        "device_id": did,
+        "event_count": n,
+        "allocation_count": int(alloc_idx.size),
+        "free_count": int((d.bytes < 0).sum()),
+        "has_totals": d.has_totals,
+        "has_addresses": addr_missing == 0,
+        "allocated_from_deltas": not d.has_totals,
+        "series": series,
+        "per_step": per_step,
+        "growth": growth,
+        "peak_allocated_bytes": peak_alloc,
+        "peak_allocated_us": float(t_us[peak_i]) if peak_alloc > d.base else float(t_us[0]),
+        "peak_reserved_bytes": peak_res,
+        "peak_reserved_us": peak_res_us,
+        "allocated_at_reserved_peak_bytes": alloc_at_res_peak,
+        "fragmentation_fraction": frag,
+        "capacity_bytes": capacity,
+        "peak_fraction_of_capacity": cap_fraction,
+        "peak_basis": basis,
+        "freed_before_window": match["freed_before_window"] if addr_missing < n else None,
+        "matching": match["matching"] if addr_missing < n else None,
+        "live_at_end": live if addr_missing < n else None,
+        "largest_allocations": largest,
+        "notes": notes,
+    }
+
+
+def memory_summary(
+    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> dict[str, Any]:
+    """``summary.memory``: one entry per device in ``devices`` (sorted by device type, then
+    id), ``main_device`` (the non-CPU device with the highest allocated peak, else the
+    first) and ``notes``. Bytes are bytes; times are µs since ``index.origin_ns``; see the
+    module docstring for every definition and denominator.
+    """
+    mem = index.trace.memory
+    notes: list[str] = []
+    if len(mem) == 0:
+        notes.append("no [memory] events: profile with profile_memory=True to see memory")
+        return {"devices": [], "main_device": None, "notes": notes}
+    if not index.steps.has_markers:
+        notes.append("no ProfilerStep markers: one pseudo-step, so no growth per step")
+    devices = []
+    for dtype, did in _pairs(mem.device_type, mem.device_id):
+        rows = np.nonzero((mem.device_type == dtype) & (mem.device_id == did))[0]
+        dev = _device_summary(index, mem, rows, int(dtype), int(did), thresholds)
+        devices.append(dev)
+        notes.extend(f"{dev['device']}: {note}" for note in dev["notes"])
+    gpu = [d for d in devices if d["device_type"] != 0]
+    main = max(gpu or devices, key=lambda d: d["peak_allocated_bytes"])
+    return {"devices": devices, "main_device": main["device"], "notes": notes}
+
+
+# -- diagnoses -------------------------------------------------------------------------
+
+
+def _mib(x: float) -> str:
+    return f"{x / _MIB:,.1f} MiB"
+
+
+def _gib(x: float) -> str:
+    return f"{x / _MIB / 1024:,.2f} GiB"
+
+
+def _diag(
+    id_: str, severity: str, title: str, evidence: dict[str, Any], recommendation: str
+) -> dict[str, Any]:
+    return {
+        "id": id_,
+        "severity": severity,
+        "title": title,
+        "evidence": evidence,
+        "recommendation": recommendation,
+        "panel": "memory",
+        # memory problems cost no step time directly (they end in an OOM or a slow-down)
+        "impact_fraction": 0.0,
+    }
+
+
+def _leaking_group(dev: dict[str, Any], min_steps: int) -> dict[str, Any] | None:
+    """The live-at-end group most likely to be the leak: allocations made in the most
+    steps (at least ``min_steps`` or all the steps), then the most bytes."""
+    live = dev.get("live_at_end") or {}
+    groups = live.get("by_op") or []
+    if not groups:
+        return None
+    n_steps = len(dev.get("per_step") or [])
+    need = min(min_steps, n_steps) if n_steps else 1
+    spread = [g for g in groups if len(g["steps"]) >= max(need, 2)]
+    pool = spread or groups
+    return max(pool, key=lambda g: (g["bytes"], len(g["steps"])))
+
+
+def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+    steady = [d for d in devices if d["growth"]["steady"]]
+    if not steady:
+        return None
+    dev = max(steady, key=lambda d: d["growth"]["bytes_per_step"])
+    g = dev["growth"]
+    slope = float(g["bytes_per_step"])
+    group = _leaking_group(dev, th.memory_growth_min_steps)
+    to_capacity = None
+    cap = dev.get("capacity_bytes")
+    if cap:
+        level = dev.get("peak_reserved_bytes") or dev["peak_allocated_bytes"]
+        to_capacity = max(0.0, (cap - level) / slope)
+    where = ""
+    if group is not None:
+        op = group["op"] or "code outside any recorded op"
+        where = f"; allocations made by {op} stay alive"
+    title = (
+        f"Allocated memory on {dev['device']} grows {_mib(slope)} per step "
+        f"over {g['steps_used']} steps (r² {g['r2']:.2f}){where}"
+    )
+    evidence: dict[str, Any] = {
+        "device": dev["device"],
+        "bytes_per_step": slope,
+        "r2": g["r2"],
+        "steps_used": g["steps_used"],
+        "step_end_bytes": [s["end_bytes"] for s in dev["per_step"]],
+        "live_at_end_bytes": (dev.get("live_at_end") or {}).get("bytes"),
+        "op": group["op"] if group else None,
+        "op_input_shapes": group["input_shapes"] if group else None,
+        "op_live_count": group["count"] if group else None,
+        "op_live_bytes": group["bytes"] if group else None,
+        "op_steps": group["steps"] if group else None,
+        "capacity_bytes": cap,
+        "steps_to_capacity": to_capacity,
+    }
+    op_hint = f" The tensors still alive come from {group['op']}." if group and group["op"] else ""
+    return _diag(
+        "memory_growth",
+        "high",
+        title,
+        evidence,
+        "Something keeps a reference to tensors from every step, usually with their "
+        "autograd graph: accumulate metrics as numbers (loss.item(), or "
+        "tensor.detach().cpu()) instead of appending GPU tensors or losses to a list, "
+        "call .detach() on anything kept across steps (running averages, caches, "
+        "outputs for logging), and move collected metrics to the CPU; appending "
+        "un-detached losses keeps each step's whole graph alive." + op_hint,
+    )
+
+
+def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+    hits = [
+        d
+        for d in devices
+        if d["fragmentation_fraction"] is not None
+        and d["fragmentation_fraction"] >= th.fragmentation_fraction
+        and (d["peak_reserved_bytes"] or 0) >= th.fragmentation_min_reserved_bytes
+    ]
+    if not hits:
+        return None
+    dev = max(hits, key=lambda d: d["peak_reserved_bytes"] * d["fragmentation_fraction"])
+    frag = dev["fragmentation_fraction"]
+    unused = dev["peak_reserved_bytes"] - dev["allocated_at_reserved_peak_bytes"]
+    return _diag(
+        "memory_fragmentation",
+        "medium",
+        f"{100 * frag:.0f} % of the memory reserved on {dev['device']} is not allocated at "
+        f"the reserved peak ({_gib(unused)} of {_gib(dev['peak_reserved_bytes'])})",
+        {
+            "device": dev["device"],
+            "fragmentation_fraction": frag,
+            "peak_reserved_bytes": dev["peak_reserved_bytes"],
+            "allocated_at_reserved_peak_bytes": dev["allocated_at_reserved_peak_bytes"],
+            "reserved_unused_bytes": unused,
+            "threshold_fraction": th.fragmentation_fraction,
+        },
+        "The caching allocator holds blocks it cannot reuse for the sizes requested. Set "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (before the first CUDA call) so "
+        "segments grow in place instead of fragmenting; keep tensor shapes steady across "
+        "steps (pad variable-length batches to a few bucket sizes); avoid calling "
+        "torch.cuda.empty_cache() inside the loop.",
+    )
+
+
+def _capacity_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+    hits = [
+        d
+        for d in devices
+        if d["peak_fraction_of_capacity"] is not None
+        and d["peak_fraction_of_capacity"] >= th.near_capacity_fraction
+    ]
+    if not hits:
+        return None
+    dev = max(hits, key=lambda d: d["peak_fraction_of_capacity"])
+    share = dev["peak_fraction_of_capacity"]
+    cap = dev["capacity_bytes"]
+    alloc_share = dev["peak_allocated_bytes"] / cap
+    return _diag(
+        "memory_near_capacity",
+        "high" if alloc_share >= th.near_capacity_fraction else "medium",
+        f"Peak {dev['peak_basis']} memory on {dev['device']} is {100 * share:.0f} % of the "
+        f"device's {_gib(cap)}",
+        {
+            "device": dev["device"],
+            "peak_fraction_of_capacity": share,
+            "peak_basis": dev["peak_basis"],
+            "peak_reserved_bytes": dev["peak_reserved_bytes"],
+            "peak_allocated_bytes": dev["peak_allocated_bytes"],
+            "allocated_fraction_of_capacity": alloc_share,
+            "capacity_bytes": cap,
+            "threshold_fraction": th.near_capacity_fraction,
+        },
+        "The job is close to running out of device memory. Lower the peak: mixed precision "
+        "(torch.autocast with bfloat16), activation checkpointing "
+        "(torch.utils.checkpoint), a smaller micro-batch with gradient accumulation, "
+        "optimizer state sharding (FSDP / ZeroRedundancyOptimizer), or "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True when much of it is reserved "
+        "but unallocated.",
+    )
+
+
+def memory_diagnoses(
+    memory: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[dict[str, Any]]:
+    """``memory_growth``, ``memory_fragmentation`` and ``memory_near_capacity`` from a
+    :func:`memory_summary` result; at most one of each (the worst device), ``panel``
+    ``"memory"``, ``impact_fraction`` 0 (memory costs no step time directly)."""
+    devices = memory.get("devices") or []
+    found = [
+        _growth_diag(devices, thresholds),
+        _fragmentation_diag(devices, thresholds),
+        _capacity_diag(devices, thresholds),
+    ]
+    return [d for d in found if d is not None]

@@ -1,0 +1,536 @@
+"""``summary.memory`` and the memory diagnoses: exact numbers on tiny hand-written traces,
+then real traces (HTA, the sample-log leak pair, an old trace without Addr/totals)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import SAMPLE_LOGS, cpu, require_dir, write_trace
+
+from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.memory import (
+    device_name,
+    downsample,
+    innermost_op,
+    memory_diagnoses,
+    memory_summary,
+)
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.trace.reader import read_trace
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def mem(
+    ts: float,
+    nbytes: int,
+    *,
+    addr: int | None = None,
+    alloc: int | None = None,
+    reserved: int | None = None,
+    dtype: int = 1,
+    did: int = 0,
+    tid: int = 1,
+) -> dict[str, Any]:
+    """A ``[memory]`` instant event on pid 100 (the pid of ``conftest.cpu``)."""
+    args: dict[str, Any] = {"Device Type": dtype, "Device Id": did, "Bytes": nbytes}
+    if addr is not None:
+        args["Addr"] = addr
+    if alloc is not None:
+        args["Total Allocated"] = alloc
+    if reserved is not None:
+        args["Total Reserved"] = reserved
+    return {
+        "ph": "i",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": tid,
+        "ts": ts,
+        "args": args,
+    }
+
+
+def step(n: int, ts: float, dur: float = 1000.0) -> dict[str, Any]:
+    return cpu(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
+
+
+def summarize(
+    tmp_path: Path, events: list[dict[str, Any]], th: Any = DEFAULT_THRESHOLDS, **root: Any
+) -> dict[str, Any]:
+    trace = read_trace(str(write_trace(tmp_path / "t.json", events, **root)))
+    s = memory_summary(build_index(trace), th)
+    json.dumps(s, allow_nan=False)  # plain, strict JSON
+    return s
+
+
+def device(s: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(d for d in s["devices"] if d["device"] == name)
+
+
+def ids(diags: list[dict[str, Any]]) -> list[str]:
+    return [d["id"] for d in diags]
+
+
+# -- a leak of a fixed size per step ---------------------------------------------------
+
+B = 100 * MIB  # allocated before the trace
+LEAK = 4 * MIB  # kept alive every step by aten::addmm
+TEMP = 8 * MIB  # allocated and freed every step inside aten::linear
+RES = 200 * MIB  # reserved, constant
+
+
+def leak_events(steps: int = 4) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for k in range(steps):
+        s = 1000.0 * k
+        events.append(step(k + 1, s))
+        events.append(cpu("aten::linear", s + 50, 200))
+        addmm = cpu("aten::addmm", s + 100, 100)
+        addmm["args"] = {"Input Dims": [[2, 3], [3, 4]]}
+        events.append(addmm)
+        level = B + k * LEAK
+        events.append(mem(s + 150, LEAK, addr=1000 + k, alloc=level + LEAK, reserved=RES))
+        # after addmm ended, still inside aten::linear
+        events.append(mem(s + 220, TEMP, addr=7, alloc=level + LEAK + TEMP, reserved=RES))
+        events.append(mem(s + 350, -TEMP, addr=7, alloc=level + LEAK, reserved=RES))
+    return events
+
+
+def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
+    s = summarize(tmp_path, leak_events())
+    assert s["main_device"] == "CUDA:0" and s["notes"] == []
+    d = device(s, "CUDA:0")
+    assert d["has_totals"] and d["has_addresses"] and not d["allocated_from_deltas"]
+    assert [
+        (p["number"], p["start_bytes"], p["peak_bytes"], p["end_bytes"]) for p in d["per_step"]
+    ] == [(k + 1, B + k * LEAK, B + (k + 1) * LEAK + TEMP, B + (k + 1) * LEAK) for k in range(4)]
+    assert all(p["peak_reserved_bytes"] == RES for p in d["per_step"])
+    g = d["growth"]
+    assert g["bytes_per_step"] == LEAK
+    assert g["r2"] == pytest.approx(1.0, abs=1e-12)
+    assert g["steps_used"] == 4 and g["steady"] is True
+    assert g["total_bytes"] == 3 * LEAK
+    # allocations never freed: the four leaked blocks, made by the innermost op
+    live = d["live_at_end"]
+    assert live["count"] == 4 and live["bytes"] == 4 * LEAK
+    assert live["by_op"] == [
+        {
+            "op": "aten::addmm",
+            "input_shapes": "[[2, 3], [3, 4]]",
+            "count": 4,
+            "bytes": 4 * LEAK,
+            "steps": [1, 2, 3, 4],
+        }
+    ]
+    assert d["matching"]["allocations_freed"] == 4
+    assert d["freed_before_window"] == {"count": 0, "bytes": 0}
+    # largest: the temporaries, from aten::linear (addmm had ended), freed after 130 µs
+    top = d["largest_allocations"][0]
+    assert top == {
+        "bytes": TEMP,
+        "op": "aten::linear",
+        "input_shapes": None,
+        "step": 1,
+        "t_us": 220.0,
+        "freed": True,
+        "lifetime_us": 130.0,
+    }
+    assert [a["bytes"] for a in d["largest_allocations"]] == [TEMP] * 4 + [LEAK] * 4
+    assert d["largest_allocations"][4]["freed"] is False
+    assert d["largest_allocations"][4]["lifetime_us"] is None
+    # peaks and fragmentation: reserved sits at its peak throughout; the most allocated
+    # meanwhile is the last step's peak
+    assert d["peak_allocated_bytes"] == B + 4 * LEAK + TEMP
+    assert d["peak_reserved_bytes"] == RES
+    assert d["fragmentation_fraction"] == pytest.approx(1 - (B + 4 * LEAK + TEMP) / RES)
+    assert d["capacity_bytes"] is None and d["peak_fraction_of_capacity"] is None
+
+    diags = memory_diagnoses(s)
+    assert ids(diags) == ["memory_growth"]  # 200 MiB reserved: too small to call fragmented
+    growth = diags[0]
+    assert growth["panel"] == "memory" and growth["severity"] == "high"
+    assert growth["evidence"]["bytes_per_step"] == LEAK
+    assert growth["evidence"]["op"] == "aten::addmm"
+    assert growth["evidence"]["op_input_shapes"] == "[[2, 3], [3, 4]]"
+    assert "aten::addmm" in growth["title"] and "4.0 MiB per step" in growth["title"]
+    rec = growth["recommendation"]
+    assert ".detach()" in rec and ".item()" in rec and "CPU" in rec
+    assert set(growth) == {
+        "id",
+        "severity",
+        "title",
+        "evidence",
+        "recommendation",
+        "panel",
+        "impact_fraction",
+    }
+
+
+def test_growth_needs_enough_steps_and_bytes(tmp_path: Path) -> None:
+    # two steps only: exact line, but fewer than memory_growth_min_steps (3)
+    s = summarize(tmp_path, leak_events(steps=2))
+    g = device(s, "CUDA:0")["growth"]
+    assert g["bytes_per_step"] == LEAK and g["steps_used"] == 2 and g["steady"] is False
+    assert memory_diagnoses(s) == []
+    # the same leak with a higher byte threshold: not a diagnosis
+    th = DEFAULT_THRESHOLDS.replace(memory_growth_min_bytes_per_step=8.0 * MIB)
+    s = summarize(tmp_path, leak_events(), th)
+    assert device(s, "CUDA:0")["growth"]["steady"] is False
+    assert memory_diagnoses(s, th) == []
+
+
+def test_noisy_memory_is_not_steady_growth(tmp_path: Path) -> None:
+    # step-end levels 0, 64, 8, 72, 16 MiB above B: positive slope, poor fit
+    ends = [0, 64, 8, 72, 16]
+    events: list[dict[str, Any]] = []
+    for k, e in enumerate(ends):
+        events.append(step(k, 1000.0 * k))
+        events.append(mem(1000.0 * k + 500, MIB, addr=5000 + k, alloc=B + e * MIB, reserved=RES))
+    s = summarize(tmp_path, events)
+    g = device(s, "CUDA:0")["growth"]
+    slope = np.polyfit(np.arange(5.0), np.array(ends, dtype=float) * MIB + B, 1)[0]
+    assert g["bytes_per_step"] == pytest.approx(slope)
+    assert g["bytes_per_step"] >= MIB and g["r2"] < 0.9 and g["steady"] is False
+    assert memory_diagnoses(s) == []
+
+
+# -- frees of blocks allocated before the window, equal timestamps ----------------------
+
+
+def test_free_of_block_allocated_before_window(tmp_path: Path) -> None:
+    events = [
+        step(1, 0),
+        step(2, 1000),
+        mem(100, -2 * MIB, addr=1, alloc=B - 2 * MIB, reserved=RES),  # allocated before
+        mem(200, MIB, addr=2, alloc=B - MIB, reserved=RES),
+        mem(1200, -MIB, addr=2, alloc=B - 2 * MIB, reserved=RES),
+        mem(1300, 3 * MIB, addr=1, alloc=B + MIB, reserved=RES),  # address reused
+        mem(1400, -MIB, addr=9, alloc=B, reserved=RES),  # also allocated before
+    ]
+    d = device(summarize(tmp_path, events), "CUDA:0")
+    assert d["freed_before_window"] == {"count": 2, "bytes": 3 * MIB}
+    # the frees are not negative live memory: only the block at 1300 is still live
+    assert d["live_at_end"]["count"] == 1 and d["live_at_end"]["bytes"] == 3 * MIB
+    assert d["matching"] == {
+        "allocations_freed": 1,
+        "allocations_live_at_end": 1,
+        "reused_without_free": 0,
+        "unmatched_frees": 0,
+        "events_without_addr": 0,
+    }
+    # the level before the first event is its total minus its own change
+    assert d["per_step"][0]["start_bytes"] == B
+    assert d["per_step"][0]["end_bytes"] == B - MIB
+    assert d["per_step"][1]["start_bytes"] == B - MIB
+    assert d["per_step"][1]["end_bytes"] == B
+    assert d["peak_allocated_bytes"] == B + MIB
+    assert d["live_at_end"]["by_op"][0]["op"] is None  # no op recorded around it
+
+
+def test_equal_timestamps(tmp_path: Path) -> None:
+    events = [
+        step(1, 0),
+        cpu("aten::empty", 100, 10),
+        # alloc and free at the same ts, same address: freed, lifetime 0
+        mem(105, MIB, addr=1, alloc=B + MIB, reserved=RES),
+        mem(105, -MIB, addr=1, alloc=B, reserved=RES),
+        # free of a block, then a new block at the same address, same ts
+        mem(200, 2 * MIB, addr=2, alloc=B + 2 * MIB, reserved=RES),
+        mem(300, -2 * MIB, addr=2, alloc=B, reserved=RES),
+        mem(300, 4 * MIB, addr=2, alloc=B + 4 * MIB, reserved=RES),
+        # a free followed by a second free at the same address: unmatched
+        mem(400, -MIB, addr=3, alloc=B + 3 * MIB, reserved=RES),
+        mem(410, -MIB, addr=3, alloc=B + 2 * MIB, reserved=RES),
+        # two allocations at one address without a free in between
+        mem(500, MIB, addr=4, alloc=B + 3 * MIB, reserved=RES),
+        mem(510, MIB, addr=4, alloc=B + 4 * MIB, reserved=RES),
+    ]
+    d = device(summarize(tmp_path, events), "CUDA:0")
+    assert d["matching"] == {
+        "allocations_freed": 2,
+        "allocations_live_at_end": 2,
+        "reused_without_free": 1,
+        "unmatched_frees": 1,
+        "events_without_addr": 0,
+    }
+    assert d["freed_before_window"] == {"count": 1, "bytes": MIB}
+    assert d["live_at_end"]["bytes"] == 4 * MIB + MIB
+    zero = next(a for a in d["largest_allocations"] if a["t_us"] == 105.0)
+    assert zero["freed"] is True and zero["lifetime_us"] == 0.0 and zero["op"] == "aten::empty"
+    four = d["largest_allocations"][0]
+    assert four["bytes"] == 4 * MIB and four["freed"] is False
+    two = d["largest_allocations"][1]
+    assert two["bytes"] == 2 * MIB and two["freed"] is True and two["lifetime_us"] == 100.0
+    assert d["peak_allocated_bytes"] == B + 4 * MIB
+
+
+def test_step_values_at_window_edges(tmp_path: Path) -> None:
+    # an event exactly at the boundary of steps 1 and 2 (ts 1000): it is in step 1's end
+    # (last total at or before the end) and step 2's peak, not in step 2's start
+    events = [
+        step(1, 0),
+        step(2, 1000),
+        mem(500, MIB, addr=1, alloc=B + MIB, reserved=RES),
+        mem(1000, MIB, addr=2, alloc=B + 2 * MIB, reserved=RES),
+        mem(1500, -MIB, addr=2, alloc=B + MIB, reserved=RES),
+    ]
+    d = device(summarize(tmp_path, events), "CUDA:0")
+    assert [
+        (p["start_bytes"], p["peak_bytes"], p["end_bytes"], p["events"]) for p in d["per_step"]
+    ] == [
+        (B, B + 2 * MIB, B + 2 * MIB, 2),
+        (B + MIB, B + 2 * MIB, B + MIB, 2),
+    ]
+
+
+# -- series, fragmentation, capacity ---------------------------------------------------
+
+
+def test_downsampling_keeps_the_peak(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = [step(1, 0, 10_000)]
+    level = B
+    for i in range(1000):
+        nbytes = 500 * MIB if i == 617 else (MIB if i % 2 == 0 else -MIB)
+        if i == 618:
+            nbytes = -500 * MIB
+        level += nbytes
+        events.append(mem(1.0 + 9.0 * i, nbytes, addr=10**6 + i, alloc=level, reserved=RES + i))
+    th = DEFAULT_THRESHOLDS.replace(memory_series_points=20)
+    d = device(summarize(tmp_path, events, th), "CUDA:0")
+    alloc = d["series"]["allocated"]
+    assert d["series"]["points_in"] == 1000
+    assert len(alloc["t_us"]) <= 20 and len(alloc["t_us"]) == len(alloc["bytes"])
+    assert alloc["t_us"] == sorted(alloc["t_us"])
+    assert max(alloc["bytes"]) == B + MIB + 500 * MIB == d["peak_allocated_bytes"]
+    assert alloc["t_us"][alloc["bytes"].index(max(alloc["bytes"]))] == 1.0 + 9.0 * 617
+    assert alloc["t_us"][0] == 1.0 and alloc["t_us"][-1] == 1.0 + 9.0 * 999
+    reserved = d["series"]["reserved"]
+    assert len(reserved["t_us"]) <= 20 and max(reserved["bytes"]) == RES + 999
+    assert min(reserved["bytes"]) == RES
+
+
+def test_downsample_bounds_and_extremes() -> None:
+    rng = np.random.default_rng(7)
+    for n, points in [(5, 10), (1000, 2000), (10_000, 2000), (10_000, 50), (3001, 7)]:
+        t = np.sort(rng.integers(0, 10**9, n)).astype(np.int64)
+        v = rng.integers(-(10**6), 10**6, n).astype(np.int64)
+        keep = downsample(t, v, points)
+        assert keep.size <= points
+        assert np.all(np.diff(keep) > 0)
+        assert int(np.argmax(v)) in keep and int(np.argmin(v)) in keep
+        if n <= points:
+            assert keep.size == n
+
+
+def test_fragmentation_and_capacity_exact(tmp_path: Path) -> None:
+    events = [
+        step(1, 0),
+        mem(100, GIB, addr=1, alloc=GIB, reserved=GIB),
+        mem(200, 2 * GIB, addr=2, alloc=3 * GIB, reserved=8 * GIB),  # reserved peak
+        mem(300, -2 * GIB, addr=2, alloc=GIB, reserved=8 * GIB),
+        mem(400, -GIB, addr=1, alloc=0, reserved=2 * GIB),
+    ]
+    props = [{"id": 0, "totalGlobalMem": 10 * GIB}, {"id": 1, "totalGlobalMem": 80 * GIB}]
+    s = summarize(tmp_path, events, deviceProperties=props)
+    d = device(s, "CUDA:0")
+    assert d["peak_reserved_bytes"] == 8 * GIB and d["peak_reserved_us"] == 200.0
+    assert d["allocated_at_reserved_peak_bytes"] == 3 * GIB
+    assert d["fragmentation_fraction"] == 1 - 3 / 8
+    assert d["capacity_bytes"] == 10 * GIB
+    assert d["peak_basis"] == "reserved" and d["peak_fraction_of_capacity"] == 0.8
+    diags = memory_diagnoses(s)
+    assert ids(diags) == ["memory_fragmentation"]
+    frag = diags[0]
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in frag["recommendation"]
+    assert frag["evidence"]["reserved_unused_bytes"] == 5 * GIB
+    assert "CUDA:0" in frag["title"]
+    # the same memory on a 8.5 GiB device: near capacity too (reserved, not allocated)
+    props = [{"id": 0, "totalGlobalMem": int(8.5 * GIB)}]
+    s = summarize(tmp_path, events, deviceProperties=props)
+    assert device(s, "CUDA:0")["peak_fraction_of_capacity"] == 8 / 8.5
+    diags = {d["id"]: d for d in memory_diagnoses(s)}
+    assert set(diags) == {"memory_fragmentation", "memory_near_capacity"}
+    near = diags["memory_near_capacity"]
+    assert near["severity"] == "medium"  # allocated peak is 3/8.5 of the device
+    assert near["evidence"]["capacity_bytes"] == int(8.5 * GIB)
+
+
+def test_devices_by_type_and_id(tmp_path: Path) -> None:
+    events = [
+        step(1, 0),
+        mem(10, 64, addr=1, alloc=64, reserved=0, dtype=0, did=-1),
+        mem(20, MIB, addr=2, alloc=MIB, reserved=2 * MIB, dtype=1, did=1),
+        mem(30, MIB, addr=3, alloc=MIB, reserved=2 * MIB, dtype=19, did=3),
+        mem(40, 4 * MIB, addr=4, alloc=4 * MIB, reserved=4 * MIB, dtype=42, did=0),
+    ]
+    s = summarize(tmp_path, events)
+    assert [d["device"] for d in s["devices"]] == ["CPU", "CUDA:1", "MTIA:3", "type 42:0"]
+    assert s["main_device"] == "type 42:0"  # highest allocated peak that is not the CPU
+    assert device(s, "CPU")["fragmentation_fraction"] is None  # nothing reserved
+    assert device(s, "type 42:0")["device_type_name"] is None
+    assert device_name(1, 0) == "CUDA:0" and device_name(0, -1) == "CPU"
+    assert device_name(19, 3) == "MTIA:3" and device_name(42, 0) == "type 42:0"
+
+
+def test_no_memory_events(tmp_path: Path) -> None:
+    s = summarize(tmp_path, [step(1, 0), cpu("aten::mm", 10, 10)])
+    assert s["devices"] == [] and s["main_device"] is None
+    assert "profile_memory=True" in s["notes"][0]
+    assert memory_diagnoses(s) == []
+
+
+# -- old traces ------------------------------------------------------------------------
+
+
+def test_old_events_without_addr_or_totals(tmp_path: Path) -> None:
+    events = [
+        step(1, 0),
+        step(2, 1000),
+        cpu("aten::empty", 90, 20),
+        mem(100, -MIB),  # a block from before the trace: the running sum goes below 0
+        mem(105, 4 * MIB),
+        mem(500, -4 * MIB),
+        mem(1200, 2 * MIB),
+    ]
+    s = summarize(tmp_path, events)
+    d = device(s, "CUDA:0")
+    assert d["allocated_from_deltas"] is True and d["has_totals"] is False
+    assert d["has_addresses"] is False
+    assert [(p["start_bytes"], p["peak_bytes"], p["end_bytes"]) for p in d["per_step"]] == [
+        (0, 3 * MIB, -MIB),
+        (-MIB, MIB, MIB),
+    ]
+    assert d["series"]["allocated"]["bytes"] == [-MIB, 3 * MIB, -MIB, MIB]
+    assert d["series"]["reserved"] is None
+    assert d["peak_reserved_bytes"] is None and d["fragmentation_fraction"] is None
+    assert d["live_at_end"] is None and d["freed_before_window"] is None
+    big = d["largest_allocations"][0]
+    assert big["bytes"] == 4 * MIB and big["op"] == "aten::empty"
+    assert big["freed"] is None and big["lifetime_us"] is None
+    notes = " ".join(d["notes"])
+    assert "Total Allocated" in notes and "Addr" in notes and "running sum" in notes
+    assert any(n.startswith("CUDA:0: ") for n in s["notes"])
+    assert memory_diagnoses(s) == []
+
+
+def test_totals_without_addr(tmp_path: Path) -> None:
+    events = [step(1, 0), mem(100, MIB, alloc=B + MIB, reserved=RES)]
+    d = device(summarize(tmp_path, events), "CUDA:0")
+    assert d["has_totals"] and not d["allocated_from_deltas"]
+    assert len(d["notes"]) == 1 and "Addr" in d["notes"][0]
+    assert d["per_step"][0]["end_bytes"] == B + MIB
+
+
+# -- the op that made an allocation ----------------------------------------------------
+
+
+def test_innermost_op_matches_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    # nested ranges (a random tree) plus some partially overlapping ones, two threads
+    starts, ends, tids = [], [], []
+    for tid in (1, 2):
+        stack = [(0, 10**6)]
+        for _ in range(400):
+            lo, hi = stack[int(rng.integers(len(stack)))]
+            if hi - lo < 4:
+                continue
+            a = int(rng.integers(lo, hi - 2))
+            b = int(rng.integers(a + 1, hi + 1))
+            stack.append((a, b))
+            starts.append(a)
+            ends.append(b)
+            tids.append(tid)
+        for _ in range(30):
+            a = int(rng.integers(0, 10**6))
+            starts.append(a)
+            ends.append(a + int(rng.integers(0, 5000)))
+            tids.append(tid)
+    order = np.argsort(np.array(starts), kind="stable")
+    s = np.array(starts, dtype=np.int64)[order]
+    e = np.array(ends, dtype=np.int64)[order]
+    t = np.array(tids, dtype=np.int64)[order]
+    ops = m.EventTable(
+        name=np.zeros(s.size, dtype=np.int32),
+        start_ns=s,
+        dur_ns=e - s,
+        pid=np.full(s.size, 100, dtype=np.int64),
+        tid=t,
+    )
+    q_ts = rng.integers(-10, 10**6 + 10, 3000).astype(np.int64)
+    q_tid = rng.integers(1, 4, 3000).astype(np.int64)  # tid 3 has no ops
+    got = innermost_op(ops, np.full(3000, 100, dtype=np.int64), q_tid, q_ts)
+    for i in range(3000):
+        inside = np.nonzero((t == q_tid[i]) & (s <= q_ts[i]) & (e > q_ts[i]))[0]
+        want = int(inside.max()) if inside.size else -1  # latest-starting container
+        assert got[i] == want, (i, int(q_ts[i]), int(q_tid[i]))
+
+
+# -- real traces -----------------------------------------------------------------------
+
+
+def _one(folder: Path) -> str:
+    files = sorted(folder.glob("*.json*"))
+    assert files, f"no trace in {folder}"
+    return files[0].as_posix()
+
+
+def _real(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    s = memory_summary(build_index(read_trace(path)))
+    json.dumps(s, allow_nan=False)
+    return s, memory_diagnoses(s)
+
+
+def test_hta_df_index_resolver_steady_memory_is_not_a_leak(shared_traces: Path) -> None:
+    s, diags = _real(_one(shared_traces / "hta_df_index_resolver"))
+    assert sum(d["event_count"] for d in s["devices"]) == 28_010
+    assert s["main_device"] == "CUDA:1" and s["notes"] == []
+    d = device(s, "CUDA:1")
+    assert d["growth"]["steps_used"] == 5 and d["growth"]["steady"] is False
+    assert abs(d["growth"]["bytes_per_step"]) < MIB
+    assert d["capacity_bytes"] == 34_089_730_048
+    assert len(d["series"]["allocated"]["t_us"]) <= DEFAULT_THRESHOLDS.memory_series_points
+    assert max(d["series"]["allocated"]["bytes"]) == d["peak_allocated_bytes"]
+    assert "memory_growth" not in ids(diags)
+
+
+def test_sample_memory_leak() -> None:
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    s, diags = _real(_one(logs / "memory_leak"))
+    d = device(s, "CUDA:0")
+    g = d["growth"]
+    assert g["bytes_per_step"] == pytest.approx(16_777_216, rel=0.02)
+    assert g["steady"] is True and g["steps_used"] == 5
+    growth = next(x for x in diags if x["id"] == "memory_growth")
+    assert growth["evidence"]["device"] == "CUDA:0"
+    # the non-detached Linear output: addmm of the second layer, one block per step
+    assert growth["evidence"]["op"] == "aten::addmm"
+    assert growth["evidence"]["op_live_bytes"] == 5 * 16_777_216
+    assert growth["evidence"]["op_steps"] == [2, 3, 4, 5, 6]
+    assert "aten::addmm" in growth["title"]
+    assert d["capacity_bytes"] == 150_109_880_320
+
+
+def test_sample_memory_fixed() -> None:
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    s, diags = _real(_one(logs / "memory_fixed"))
+    d = device(s, "CUDA:0")
+    assert abs(d["growth"]["bytes_per_step"]) < MIB
+    assert d["growth"]["steady"] is False
+    assert "memory_growth" not in ids(diags)
+
+
+def test_old_resnet50_trace_says_what_is_missing(shared_traces: Path) -> None:
+    folder = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
+    s, diags = _real(_one(folder))
+    d = device(s, "CUDA:0")
+    assert d["allocated_from_deltas"] is True and d["live_at_end"] is None
+    assert d["peak_allocated_bytes"] > 0 and len(d["series"]["allocated"]["t_us"]) > 0
+    assert any("Addr" in n for n in d["notes"]) and any("Total Allocated" in n for n in d["notes"])
+    assert "memory_growth" not in ids(diags)
