@@ -245,28 +245,25 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _load_pair(
+def _compare(
     args: argparse.Namespace, err: TextIO
-) -> tuple[compare.LoadedSide, compare.LoadedSide] | None:
+) -> tuple[dict[str, Any], compare.LoadedSide] | None:
+    """Load both sides and diff them; None (after printing why) on unusable input."""
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         base = compare.load_side(args.base, thresholds=thresholds)
         exp = compare.load_side(args.exp, thresholds=thresholds)
+        return compare.compare(base, exp), exp
     except (ValueError, LogdirError) as exc:
         err.write(f"error: {exc}\n")
         return None
-    return base, exp
 
 
 def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    pair = _load_pair(args, err)
-    if pair is None:
+    result = _compare(args, err)
+    if result is None:
         return EXIT_UNUSABLE
-    try:
-        doc = compare.compare(*pair)
-    except ValueError as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_UNUSABLE
+    doc = result[0]
     if args.format == "json":
         json.dump(_clean(doc), out, indent=1, allow_nan=False)
         out.write("\n")
@@ -281,15 +278,11 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError:
         err.write(f"error: bad --max-step-time-regression {args.max_step_time_regression!r}\n")
         return EXIT_UNUSABLE
-    pair = _load_pair(args, err)
-    if pair is None:
+    result = _compare(args, err)
+    if result is None:
         return EXIT_UNUSABLE
-    try:
-        doc = compare.compare(*pair)
-    except ValueError as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_UNUSABLE
-    reasons = compare.check(doc, pair[1], limit, args.fail_on)
+    doc, exp = result
+    reasons = compare.check(doc, exp, limit, args.fail_on)
     h = doc["headline"]
     out.write(
         f"step time {h['base_step_us']:.1f} µs -> {h['exp_step_us']:.1f} µs [{h['verdict']}]\n"
