@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import fsspec
 
 from tb_kineto_insights import __version__, compare
-from tb_kineto_insights.analysis.diagnoses import SEVERITY_ORDER
+from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
 from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file

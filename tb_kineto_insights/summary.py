@@ -7,6 +7,8 @@ all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANE
 - ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
 - ``kernels``: kernel density (:mod:`.analysis.kernels`);
 - ``idle``: GPU idle gaps and their causes (:mod:`.analysis.idle`);
+- ``communication``: collectives, overlap with compute, bandwidth, the sequence used
+  to match ranks (:mod:`.analysis.communication`);
 - ``memory``: allocated/reserved over time, growth, live allocations by op
   (:mod:`.analysis.memory`);
 - ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.idle import idle_summary
@@ -33,13 +36,14 @@ from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 #: Schema id of ``report --format json``.
 REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 4
+ANALYSIS_VERSION = 5
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
     "steps",
     "kernels",
     "idle",
+    "communication",
     "memory",
     "health",
     "tables",
@@ -54,6 +58,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "steps": steps_summary(index),
         "kernels": kernels_summary(index, thresholds),
         "idle": idle_summary(index, thresholds),
+        "communication": communication_summary(index, thresholds),
         "memory": memory_summary(index, thresholds),
         "tables": tables_summary(index),
     }

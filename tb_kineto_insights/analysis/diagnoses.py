@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.findings import make_diagnosis, sort_diagnoses
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
-
-SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")
 
 
 def _diag(
@@ -31,15 +31,7 @@ def _diag(
     panel: str,
     impact: float = 0.0,
 ) -> dict[str, Any]:
-    return {
-        "id": id_,
-        "severity": severity,
-        "title": title,
-        "evidence": evidence,
-        "recommendation": recommendation,
-        "panel": panel,
-        "impact_fraction": impact,
-    }
+    return make_diagnosis(id_, severity, title, evidence, recommendation, panel, impact)
 
 
 def _pct(x: float) -> str:
@@ -236,8 +228,8 @@ def diagnose(
     index: TraceIndex, panels: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, Any]]:
     """Diagnoses for one trace from its panels (``steps``, ``kernels``, ``idle``,
-    ``memory``, ``health``), most severe first, then by impact (share of step time at
-    stake)."""
+    ``communication``, ``memory``, ``health``), most severe first, then by impact (share
+    of step time at stake)."""
     th = thresholds
     steps, kernels, idle, health = (
         panels.get("steps", {}),
@@ -276,6 +268,7 @@ def diagnose(
         _data_loss(health),
     ]
     out = [d for d in found if d is not None]
+    if panels.get("communication"):
+        out.extend(communication_diagnoses(panels["communication"], steps, th))
     out.extend(memory_diagnoses(panels.get("memory") or {}, th))
-    out.sort(key=lambda d: (SEVERITY_ORDER.index(d["severity"]), -d["impact_fraction"]))
-    return out
+    return sort_diagnoses(out)

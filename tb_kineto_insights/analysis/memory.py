@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 
@@ -521,16 +522,8 @@ def _gib(x: float) -> str:
 def _diag(
     id_: str, severity: str, title: str, evidence: dict[str, Any], recommendation: str
 ) -> dict[str, Any]:
-    return {
-        "id": id_,
-        "severity": severity,
-        "title": title,
-        "evidence": evidence,
-        "recommendation": recommendation,
-        "panel": "memory",
-        # memory problems cost no step time directly (they end in an OOM or a slow-down)
-        "impact_fraction": 0.0,
-    }
+    # memory problems cost no step time directly (they end in an OOM or a slow-down)
+    return make_diagnosis(id_, severity, title, evidence, recommendation, "memory", 0.0)
 
 
 def _leaking_group(dev: dict[str, Any], min_steps: int) -> dict[str, Any] | None:

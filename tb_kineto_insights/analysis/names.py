@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from tb_kineto_insights.analysis.collectives import is_communication_kernel
+
 _LEADING_KEYWORDS = re.compile(r"^(?:void|__global__|static|inline)\s+")
 
 
@@ -71,7 +73,6 @@ _SYNC_RUNTIME = re.compile(
 _SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
 _OPTIMIZER = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
-_COMM_KERNEL = re.compile(r"^(?:void\s+)?(?:nccl|rccl|ncclKernel|ncclDevKernel)", re.IGNORECASE)
 
 
 def is_launch(name: str) -> bool:
@@ -104,10 +105,7 @@ def is_optimizer(name: str) -> bool:
     return bool(_OPTIMIZER.match(name))
 
 
-def is_communication_kernel(name: str) -> bool:
-    """NCCL/RCCL collective and point-to-point kernels (``ncclKernel_*``,
-    ``ncclDevKernel_*``, lower-case and RCCL variants)."""
-    return bool(_COMM_KERNEL.match(name))
+__all__ = ["is_communication_kernel"]  # re-exported: collectives.py is the one classifier
 
 
 def is_pageable_memcpy(name: str) -> bool:
