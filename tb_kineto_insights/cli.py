@@ -22,7 +22,7 @@ from tb_kineto_insights import __version__, compare
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
-from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file
+from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file, summarize_run
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -78,29 +78,31 @@ def build_report(
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or file.
 
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
-    "file", "summary" | "error"}]}]}]}``.
+    "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
+    across ranks (latest readable span of each worker) for runs of several workers, else
+    ``None``.
 
     Raises:
         LogdirError: ``path`` does not exist or its storage cannot be listed.
     """
-    runs = _runs_for(path)
-    return {
-        "schema": REPORT_SCHEMA,
-        "path": path,
-        "runs": [
+    runs = []
+    for run in _runs_for(path):
+        workers: list[dict[str, Any]] = []
+        latest: list[tuple[str, dict[str, Any]]] = []  # one readable span per worker
+        for worker in run.workers:
+            spans = [_span_entry(s, max_json_bytes, thresholds) for s in worker.spans]
+            workers.append({"worker": worker.name, "spans": spans})
+            readable = [s["summary"] for s in spans if "summary" in s]
+            if readable:
+                latest.append((worker.name, readable[-1]))
+        runs.append(
             {
                 "run": run.name,
-                "workers": [
-                    {
-                        "worker": worker.name,
-                        "spans": [_span_entry(s, max_json_bytes, thresholds) for s in worker.spans],
-                    }
-                    for worker in run.workers
-                ],
+                "workers": workers,
+                "run_summary": summarize_run(latest, thresholds) if len(latest) > 1 else None,
             }
-            for run in runs
-        ],
-    }
+        )
+    return {"schema": REPORT_SCHEMA, "path": path, "runs": runs}
 
 
 def _spans(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -130,6 +132,8 @@ def _all_diagnoses(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
                 where = f"{run['run']}/{worker['worker']}/{span['span']}"
                 for d in span.get("summary", {}).get("diagnoses", []):
                     found.append((where, d))
+        for d in (run.get("run_summary") or {}).get("diagnoses", []):
+            found.append((f"{run['run']} (all ranks)", d))
     found.sort(key=lambda wd: (SEVERITY_ORDER.index(wd[1]["severity"]), -wd[1]["impact_fraction"]))
     return found
 
@@ -149,6 +153,8 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
         out.write("  none\n")
     for run in report["runs"]:
         out.write(f"\n== run {run['run']}\n")
+        if run.get("run_summary"):
+            _write_run_summary(run["run_summary"], out)
         for worker in run["workers"]:
             for span in worker["spans"]:
                 out.write(f"-- worker {worker['worker']}  span {span['span']}  ({span['file']})\n")
@@ -156,6 +162,29 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
                     out.write(f"   ERROR {span['error']['type']}: {span['error']['message']}\n")
                     continue
                 _write_summary(span["summary"], out)
+
+
+def _write_run_summary(run: dict[str, Any], out: TextIO) -> None:
+    skew = run.get("skew_us") or {}
+    median, worst = _fmt_us(skew.get("median_us")), _fmt_us(skew.get("max_us"))
+    out.write(
+        f"   across {run['worker_count']} ranks: {run['matched_count']} collectives matched"
+        + (f", start skew median {median}, max {worst}" if skew.get("count") else "")
+        + "\n"
+    )
+    for r in run.get("ranks", []):
+        out.write(
+            f"   rank {r['rank']} ({r['worker']}): step {_fmt_us(r['mean_step_us'])}, "
+            f"last in {r['last_count']} of {r['matched_count']}, waited {_fmt_us(r['wait_us'])}\n"
+        )
+    straggler = run.get("straggler")
+    if straggler:
+        out.write(
+            f"   straggler candidate: rank {straggler['rank']} "
+            f"(last in {100 * straggler['last_fraction']:.0f} % of matched collectives)\n"
+        )
+    for note in run.get("notes", []):
+        out.write(f"   note: {note}\n")
 
 
 def _write_diagnoses(diagnoses: list[dict[str, Any]], out: TextIO) -> None:

@@ -27,6 +27,7 @@ from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
+from tb_kineto_insights.analysis.run_view import run_diagnoses, run_summary
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace.model import Trace
@@ -79,3 +80,14 @@ def summarize_file(
             the file, the problem and, for malformed JSON, the byte offset.
     """
     return summarize_trace(read_trace(path, max_json_bytes=max_json_bytes), thresholds)
+
+
+def summarize_run(
+    workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> dict[str, Any]:
+    """Run-level view across the workers (ranks) of one run, from one span summary per
+    worker: :func:`~tb_kineto_insights.analysis.run_view.run_summary` plus its
+    ``diagnoses`` (``communication_straggler``)."""
+    run = run_summary(workers)
+    run["diagnoses"] = run_diagnoses(run, thresholds)
+    return run

@@ -128,3 +128,19 @@ def test_json_is_strict(tmp_path: Path) -> None:
 
     json.dump(build_report(str(path)), buf, allow_nan=False)
     assert json.loads(buf.getvalue())["runs"][0]["workers"][0]["spans"][0]["summary"]
+
+
+def test_report_runs_across_ranks(shared_traces: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(
+        ["report", str(shared_traces / "hta_sampled_2ranks"), "--format", "json"], capsys
+    )
+    assert code == 0
+    (run,) = json.loads(out)["runs"]
+    view = run["run_summary"]
+    assert [r["rank"] for r in view["ranks"]] == [0, 1]
+    assert view["matched_count"] == 10 and view["skew_us"]["count"] == 10
+    assert view["straggler"]["rank"] == 1
+    assert [d["id"] for d in view["diagnoses"]] == ["communication_straggler"]
+    code, out, _ = run_cli(["report", str(shared_traces / "hta_sampled_2ranks")], capsys)
+    assert "communication_straggler" in out.splitlines()[4]
+    assert "straggler candidate: rank 1" in out
