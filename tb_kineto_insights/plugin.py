@@ -1,32 +1,44 @@
-"""The TensorBoard plugin: HTTP routes over discovery and summaries, nothing more.
+"""The TensorBoard plugin: HTTP routes over discovery and the summary loader, nothing more.
 
-Routes (under ``/data/plugin/kineto_insights``):
+Every route is listed, with its parameters, answers and errors, in ``docs/api.md`` (a
+test checks that the routes served here are exactly the documented ones). In short,
+under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
+``/run_summary``, ``/diff``, and the frontend files ``/index.js`` and ``/style.css``.
 
-- ``/index.js``, ``/style.css``: the frontend, from the package's ``static/`` folder,
-  by a fixed list of names (a URL is never joined onto a filesystem path).
-- ``/runs``: ``{"runs": [{"run", "workers": [{"worker", "spans": [{"span",
-  "size_bytes", "mtime", "state", "error"}]}]}], "error"}``; ``state`` is ``"ready"``
-  (summary cached), ``"not_loaded"`` or ``"error"`` (``error`` then holds the message);
-  the top-level ``error`` is the log-directory problem, or ``null``.
-- ``/summary?run=R&worker=W&span=S``: the span's summary (see
-  :func:`tb_kineto_insights.summary.summarize_file`). 400 when a parameter is
-  missing, 404 when the key names no discovered span, 422 when the trace cannot be
-  read (the message names the file); errors are JSON ``{"error": message}``.
+How it stays fast and safe:
 
-Run, worker and span from a URL are only keys looked up with
-:func:`tb_kineto_insights.logdir.find_span` among what discovery found; they never
-become part of a path. JSON responses never contain NaN or infinities (they become
-``null``).
+- Discovery runs in a background thread: once at start, then every ``rescan_s``
+  seconds (flag ``--kineto_insights_rescan_s``, environment ``KINETO_INSIGHTS_RESCAN_S``,
+  default 30). ``is_active`` and ``/runs`` answer from the last scan (only the very
+  first call waits, at most ``first_scan_wait_s``, for the first scan).
+- Summaries are loaded by :class:`tb_kineto_insights.cache.SummaryLoader`: at most
+  ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
+  ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
+  results cached on disk (flag ``--kineto_insights_cache_dir``, environment
+  ``KINETO_INSIGHTS_CACHE_DIR``, ``none`` for memory only). New files are preloaded
+  in the background, smallest first, unless ``KINETO_INSIGHTS_PRELOAD=0``; a span the
+  page asks for goes first. A span route answers 202 with the load state until the
+  summary is there (or waits up to ``wait`` seconds for it).
+- Run, worker and span from a URL are only keys into the index of what discovery found;
+  they never become part of a path. The static route serves a fixed list of files.
+- JSON comes from :func:`tb_kineto_insights.cache.encode_json` (NaN and infinities are
+  written as ``null``) and goes out through TensorBoard's ``http_util.Respond``. Input
+  problems are 4xx JSON answers; only a bug in this package gives a 500 (JSON too).
 
-The log directory is TensorBoard's ``--logdir`` (or the first path of
-``--logdir_spec``). Discovery results are cached and the folder is re-scanned at most
-every ``KINETO_INSIGHTS_RESCAN_S`` seconds (environment variable, default 30; ``0``
-re-scans on every request). Summaries are computed on request, in the request
-thread, and cached in memory keyed by the file's identity (path, size, mtime).
+Hooks (swap them by assigning the module attribute, or pass them to the constructor):
+
+- :data:`RUN_SUMMARY_HOOK` ``(side) -> dict``: the run-level view across workers for
+  ``/run_summary``; ``side`` is a list of ``(worker name, summary dict)``, one span per
+  worker. The default, :func:`placeholder_run_summary`, gives per-worker step means.
+- :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
+  diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
+  :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
+  be imported (or the hook is set to None), ``/diff`` answers 501.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -35,26 +47,55 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request
 
-from tb_kineto_insights.logdir import LogdirError, Run, Span, discover, find_span
+from tb_kineto_insights import summary as summary_module
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.cache import (
+    CACHE_DIR_ENV,
+    ERROR,
+    ERROR_INTERNAL,
+    ERROR_TRACE,
+    ERROR_WORKER,
+    READY,
+    DiskCache,
+    Identity,
+    LoadResult,
+    SpanStatus,
+    SummaryLoader,
+    cache_dir_from_env,
+    encode_json,
+    json_safe,
+    settings_fingerprint,
+    workers_from_env,
+)
+from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover
 from tb_kineto_insights.summary import summarize_file
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
     "DEFAULT_RESCAN_S",
+    "DIFF_HOOK",
+    "MAX_WAIT_S",
     "PLUGIN_NAME",
+    "PRELOAD_ENV",
     "RESCAN_ENV",
+    "ROUTES",
+    "RUN_SUMMARY_HOOK",
     "KinetoInsightsPlugin",
+    "LogdirSource",
     "json_safe",
-    "logdir_from_context",
+    "logdir_sources",
+    "placeholder_run_summary",
+    "preload_from_env",
     "rescan_interval_from_env",
 ]
 
@@ -63,10 +104,13 @@ logger = logging.getLogger(__name__)
 PLUGIN_NAME = "kineto_insights"
 #: Environment variable: seconds between re-scans of the log directory.
 RESCAN_ENV = "KINETO_INSIGHTS_RESCAN_S"
+#: Environment variable: ``0`` / ``false`` / ``no`` turns background preloading off.
+PRELOAD_ENV = "KINETO_INSIGHTS_PRELOAD"
 DEFAULT_RESCAN_S = 30.0
-#: How many summaries the in-memory cache keeps (least recently used go first).
-DEFAULT_MAX_SUMMARIES = 32
-_MAX_ERRORS = 10_000
+#: The background scanner never re-scans more often than this (seconds).
+MIN_RESCAN_S = 0.25
+#: Longest ``wait`` a request may ask for (seconds).
+MAX_WAIT_S = 60.0
 
 _JSON = "application/json"
 #: Route → (file name in ``static/``, content type). The only files ever served.
@@ -74,11 +118,65 @@ _STATIC_FILES: dict[str, tuple[str, str]] = {
     "/index.js": ("index.js", "text/javascript"),
     "/style.css": ("style.css", "text/css"),
 }
-_QUERY_KEYS = ("run", "worker", "span")
+#: Every route this plugin serves (docs/api.md documents exactly these).
+ROUTES: tuple[str, ...] = (
+    "/runs",
+    "/summary",
+    "/health",
+    "/run_summary",
+    "/diff",
+    *_STATIC_FILES,
+)
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
+_FALSE = frozenset({"0", "false", "no", "off"})
 
-_SpanKey = tuple[str, int, float]
+Side = list[tuple[str, dict[str, Any]]]
+RunSummaryHook = Callable[[Side], Any]
+DiffHook = Callable[..., Any]
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def placeholder_run_summary(side: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Stand-in for the run-level view across workers: per-worker step count and mean
+    step time. ``{"placeholder": true, "workers": [{"worker", "step_count",
+    "mean_step_us"}]}``."""
+    workers = []
+    for name, summary in side:
+        steps = summary.get("steps") or {}
+        workers.append(
+            {
+                "worker": name,
+                "step_count": steps.get("count"),
+                "mean_step_us": steps.get("mean_step_us"),
+            }
+        )
+    return {"placeholder": True, "workers": workers}
+
+
+def _default_diff(*args: Any, **kwargs: Any) -> Any:
+    from tb_kineto_insights.analysis.diff import diff
+
+    return diff(*args, **kwargs)
+
+
+def _diff_available() -> bool:
+    try:
+        from tb_kineto_insights.analysis import diff  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+#: ``/run_summary``'s function; see the module docstring.
+RUN_SUMMARY_HOOK: RunSummaryHook | None = placeholder_run_summary
+#: ``/diff``'s function; see the module docstring. None → 501.
+DIFF_HOOK: DiffHook | None = _default_diff
+
+
+# --------------------------------------------------------------------------- settings
 
 
 def rescan_interval_from_env(environ: Mapping[str, str] | None = None) -> float:
@@ -93,62 +191,122 @@ def rescan_interval_from_env(environ: Mapping[str, str] | None = None) -> float:
         value = -1.0
     if not math.isfinite(value) or value < 0:
         logger.warning(
-            "%s=%r is not a number of seconds >= 0; using %s",
-            RESCAN_ENV,
-            raw,
-            DEFAULT_RESCAN_S,
+            "%s=%r is not a number of seconds >= 0; using %s", RESCAN_ENV, raw, DEFAULT_RESCAN_S
         )
         return DEFAULT_RESCAN_S
     return value
 
 
-def logdir_from_context(context: Any) -> str:
-    """``context.logdir``, else the path of the first ``--logdir_spec`` entry, else ``""``."""
-    if getattr(context, "logdir", None):
-        return str(context.logdir)
+def preload_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """False when ``KINETO_INSIGHTS_PRELOAD`` is ``0``, ``false``, ``no`` or ``off``."""
+    raw = (os.environ if environ is None else environ).get(PRELOAD_ENV, "")
+    return raw.strip().lower() not in _FALSE
+
+
+@dataclass(frozen=True)
+class LogdirSource:
+    """One log directory; its runs are named ``name/run`` (just ``name`` for files at its
+    top) when ``name`` is set, as TensorBoard names runs of ``--logdir_spec`` groups."""
+
+    name: str | None
+    path: str
+
+
+def _normalise_path(path: str) -> str:
+    if _URI.match(path) is None:
+        return os.path.realpath(os.path.expanduser(path))
+    return path
+
+
+def logdir_sources(context: Any) -> list[LogdirSource]:
+    """The log directories to serve: ``--logdir``, else each ``--logdir_spec`` entry
+    (``name:path``, a bare path, or a URL; TensorBoard's own parsing rule)."""
+    logdir = getattr(context, "logdir", None)
+    if logdir:
+        return [LogdirSource(None, _normalise_path(str(logdir)))]
     spec = str(getattr(getattr(context, "flags", None), "logdir_spec", "") or "")
-    first = spec.split(",")[0].strip()
-    if (
-        first
-        and _URI.match(first) is None
-        and ":" in first
-        and not first.startswith("/")
-        and not os.path.splitdrive(first)[0]
-    ):
-        first = first.partition(":")[2]  # "name:path"
-    return first
+    out: list[LogdirSource] = []
+    for entry in spec.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        name: str | None = None
+        path = entry
+        if (
+            _URI.match(entry) is None
+            and ":" in entry
+            and not entry.startswith("/")
+            and not os.path.splitdrive(entry)[0]
+        ):
+            name, _, path = entry.partition(":")
+        out.append(LogdirSource(name or None, _normalise_path(path)))
+    return out
 
 
-def json_safe(obj: Any) -> Any:
-    """A copy of ``obj`` that ``json.dumps`` writes as strict JSON: NaN and ±inf become
-    ``None``, numpy scalars and arrays become Python numbers and lists, tuples and sets
-    become lists, dict keys become strings."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if obj is None or isinstance(obj, (str, bool, int)):
-        return obj
-    if isinstance(obj, dict):
-        return {str(k): json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in obj]
-    if isinstance(obj, (np.ndarray, np.generic)):
-        return json_safe(obj.tolist())
-    return obj
+def _flag(context: Any, name: str) -> Any:
+    return getattr(getattr(context, "flags", None), name, None)
 
 
-def _error_json(request: Request, message: str, code: int) -> Any:
-    return http_util.Respond(request, {"error": message}, _JSON, code=code)
+# --------------------------------------------------------------------------- errors
+
+
+class _ApiError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _respond(request: Request, body: bytes, code: int = 200) -> Any:
+    return http_util.Respond(request, body, _JSON, code=code)
+
+
+def _error(request: Request, code: int, message: str, **extra: Any) -> Any:
+    return _respond(request, encode_json({"error": message, **extra}), code)
+
+
+_ERROR_CODES = {ERROR_TRACE: 422, ERROR_WORKER: 503, ERROR_INTERNAL: 500}
+
+
+def _identity(span: Span) -> Identity:
+    return Identity(span.path, span.size_bytes, span.mtime)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """One scan's result; replaced whole, never changed."""
+
+    runs: tuple[Run, ...]
+    index: Mapping[tuple[str, str, str], Span]
+    by_run: Mapping[str, Run]
+    error: str | None
+    scanned: bool
+
+
+_EMPTY = _Snapshot((), {}, {}, None, False)
+
+
+# --------------------------------------------------------------------------- plugin
 
 
 class KinetoInsightsPlugin(base_plugin.TBPlugin):
-    """Serves discovery and per-span summaries of the Kineto traces in the log directory.
+    """Serves discovery, per-span and per-run summaries, health and diffs of the Kineto
+    traces in the log directories.
 
-    Args:
+    Args (each defaults to its TensorBoard flag, then environment variable, then default):
         context: TensorBoard's ``TBContext``.
-        rescan_s: seconds between re-scans of the log directory; default from
-            ``KINETO_INSIGHTS_RESCAN_S`` (30 when unset).
-        max_summaries: how many summaries to keep in memory.
-        clock: monotonic clock in seconds (tests replace it).
+        rescan_s: seconds between re-scans of the log directories.
+        workers: worker processes that load traces (0: a thread of this process).
+        cache_dir: the disk-cache folder; ``"none"`` (or a cache that cannot be used)
+            keeps summaries in memory only.
+        preload: load every discovered span in the background (requested ones first).
+        summarize: the analysis function (default :func:`summary.summarize_file`; tests
+            count its calls); a module-level function when ``workers > 0``.
+        max_json_bytes: the reader's cap on uncompressed bytes per file.
+        first_scan_wait_s: how long the first ``is_active`` / ``/runs`` waits for the
+            first scan.
+        run_summary: overrides :data:`RUN_SUMMARY_HOOK`.
+        diff: overrides :data:`DIFF_HOOK`.
     """
 
     plugin_name = PLUGIN_NAME
@@ -158,27 +316,90 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         context: Any,
         *,
         rescan_s: float | None = None,
-        max_summaries: int = DEFAULT_MAX_SUMMARIES,
-        clock: Callable[[], float] = time.monotonic,
+        workers: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        preload: bool | None = None,
+        summarize: Callable[..., Any] | None = None,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        first_scan_wait_s: float = 2.0,
+        run_summary: RunSummaryHook | None = None,
+        diff: DiffHook | None = None,
     ) -> None:
-        self._logdir = logdir_from_context(context)
+        self._sources = logdir_sources(context)
+        if rescan_s is None:
+            rescan_s = _flag(context, "kineto_insights_rescan_s")
         self._rescan_s = rescan_interval_from_env() if rescan_s is None else float(rescan_s)
-        self._max_summaries = max(1, max_summaries)
-        self._clock = clock
-        self._scan_lock = threading.Lock()
-        self._scanned_at: float | None = None
-        self._runs: list[Run] = []
-        self._logdir_error: str | None = None
-        self._cache_lock = threading.Lock()
-        self._summaries: OrderedDict[_SpanKey, dict[str, Any]] = OrderedDict()
-        self._errors: dict[_SpanKey, str] = {}
+        if workers is None:
+            workers = _flag(context, "kineto_insights_workers")
+        workers = workers_from_env() if workers is None else int(workers)
+        self._preload = preload_from_env() if preload is None else bool(preload)
+        self._first_scan_wait_s = first_scan_wait_s
+        self._run_summary_override = run_summary
+        self._diff_override = diff
+
+        settings = settings_fingerprint(max_json_bytes, DEFAULT_THRESHOLDS)
+        folder = self._cache_folder(context, cache_dir)
+        cache = None if folder is None else DiskCache(folder, settings)
+        self._loader = SummaryLoader(
+            cache=cache,
+            workers=workers,
+            summarize=summarize or summarize_file,
+            max_json_bytes=max_json_bytes,
+        )
+        self._snapshot = _EMPTY
+        self._scan_cv = threading.Condition()
+        self._scan_generation = 0
+        self._scan_requested = False
+        self._stopped = False
+        self._first_scan = threading.Event()
+        self._derived_lock = threading.Lock()
+        self._derived: OrderedDict[Any, bytes] = OrderedDict()
+        self._scanner = threading.Thread(
+            target=self._scan_loop, name="kineto-insights-scan", daemon=True
+        )
+        self._scanner.start()
+
+    @staticmethod
+    def _cache_folder(context: Any, cache_dir: Any) -> Path | None:
+        raw = cache_dir if cache_dir is not None else _flag(context, "kineto_insights_cache_dir")
+        if raw is None or not str(raw).strip():
+            raw = os.environ.get(CACHE_DIR_ENV)
+        if raw is not None and str(raw).strip().lower() == "none":
+            return None
+        folder = Path(str(raw)).expanduser() if raw and str(raw).strip() else cache_dir_from_env()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            logger.warning(
+                "Kineto Insights: cache folder %s cannot be used (%s); summaries are kept "
+                "in memory only",
+                folder,
+                exc,
+            )
+            return None
+        return folder
+
+    @property
+    def loader(self) -> SummaryLoader:
+        return self._loader
+
+    def close(self) -> None:
+        """Stop the scanner and the loader (TensorBoard never calls this; tests do)."""
+        with self._scan_cv:
+            self._stopped = True
+            self._scan_cv.notify_all()
+        self._scanner.join(timeout=10.0)
+        self._loader.close()
 
     # ------------------------------------------------------------------ TBPlugin
 
     def get_plugin_apps(self) -> dict[str, Callable[..., Any]]:
         apps = {
-            "/runs": Request.application(self._serve_runs),
-            "/summary": Request.application(self._serve_summary),
+            "/runs": self._route(self._serve_runs),
+            "/summary": self._route(self._serve_summary),
+            "/health": self._route(self._serve_health),
+            "/run_summary": self._route(self._serve_run_summary),
+            "/diff": self._route(self._serve_diff),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -187,59 +408,195 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether the log directory holds at least one trace (cached discovery)."""
-        runs, _ = self._discovered()
-        return bool(runs)
+        """Whether the log directories hold at least one trace, from the last scan."""
+        return bool(self._current().runs)
 
     def frontend_metadata(self) -> Any:
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name="Kineto Insights")
 
-    # ------------------------------------------------------------------ state
+    # ------------------------------------------------------------------ discovery
 
-    def _discovered(self) -> tuple[list[Run], str | None]:
-        """``(runs, log-directory error)``, re-scanning when the last scan is too old."""
-        if not self._logdir:
-            return [], None
-        with self._scan_lock:
-            if self._scanned_at is None or self._clock() - self._scanned_at >= self._rescan_s:
-                error: str | None = None
-                try:
-                    runs = discover(self._logdir)
-                except LogdirError as exc:
-                    runs, error = [], str(exc)
-                except Exception as exc:  # a storage driver's own error: report, keep serving
-                    runs, error = [], f"log directory {self._logdir!r}: {exc}"
-                if error is not None and error != self._logdir_error:
-                    logger.warning("Kineto Insights: %s", error)
-                self._runs, self._logdir_error = runs, error
-                self._scanned_at = self._clock()
-            return self._runs, self._logdir_error
+    def _current(self) -> _Snapshot:
+        if not self._first_scan.is_set():
+            self._first_scan.wait(self._first_scan_wait_s)
+        return self._snapshot
+
+    def rescan(self, timeout: float = 60.0) -> bool:
+        """Scan now and wait (at most ``timeout`` s) until it is done; True when done."""
+        with self._scan_cv:
+            target = self._scan_generation + 1
+            self._scan_requested = True
+            self._scan_cv.notify_all()
+            return self._scan_cv.wait_for(
+                lambda: self._scan_generation >= target or self._stopped, timeout
+            ) and (self._scan_generation >= target)
+
+    def _scan_loop(self) -> None:
+        while True:
+            with self._scan_cv:
+                if self._stopped:
+                    return
+                self._scan_requested = False
+            try:
+                snapshot = self._scan()
+            except Exception as exc:  # never let the scanner die
+                logger.exception("Kineto Insights: scanning failed")
+                snapshot = dataclasses.replace(self._snapshot, error=f"scan failed: {exc}")
+            try:  # states first, so that the new snapshot's spans show them at once
+                self._loader.note_discovered(
+                    (_identity(span) for span in snapshot.index.values()), preload=self._preload
+                )
+            except Exception:
+                logger.exception("Kineto Insights: queueing discovered traces failed")
+            self._snapshot = snapshot
+            self._first_scan.set()
+            with self._scan_cv:
+                self._scan_generation += 1
+                self._scan_cv.notify_all()
+                self._scan_cv.wait_for(
+                    lambda: self._scan_requested or self._stopped,
+                    max(MIN_RESCAN_S, self._rescan_s),
+                )
+
+    def _scan(self) -> _Snapshot:
+        runs: list[Run] = []
+        seen: dict[str, str] = {}
+        errors: list[str] = []
+        for source in self._sources:
+            try:
+                found = discover(source.path)
+            except LogdirError as exc:
+                errors.append(str(exc))
+                continue
+            except Exception as exc:  # a storage driver's own error: report, keep serving
+                errors.append(f"log directory {source.path!r}: {exc}")
+                continue
+            for run in found:
+                name = run.name
+                if source.name is not None:
+                    name = source.name if run.name == "." else f"{source.name}/{run.name}"
+                if name in seen:
+                    logger.warning(
+                        "Kineto Insights: run %r of %s hides the run of the same name in %s",
+                        name,
+                        seen[name],
+                        source.path,
+                    )
+                    continue
+                seen[name] = source.path
+                if name != run.name:
+                    run = Run(
+                        name=name,
+                        workers=tuple(
+                            Worker(
+                                name=w.name,
+                                spans=tuple(dataclasses.replace(s, run=name) for s in w.spans),
+                            )
+                            for w in run.workers
+                        ),
+                    )
+                runs.append(run)
+        error = "; ".join(errors) if errors else None
+        if error is not None and error != self._snapshot.error:
+            logger.warning("Kineto Insights: %s", error)
+        index = {
+            (run.name, worker.name, span.span): span
+            for run in runs
+            for worker in run.workers
+            for span in worker.spans
+        }
+        return _Snapshot(tuple(runs), index, {r.name: r for r in runs}, error, True)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _route(self, handler: Callable[[Request], Any]) -> Callable[..., Any]:
+        @Request.application
+        def app(request: Request) -> Any:
+            try:
+                return handler(request)
+            except _ApiError as exc:
+                return _error(request, exc.code, exc.message)
+            except Exception as exc:  # a bug here: a JSON 500, and the server goes on
+                logger.exception("Kineto Insights: %s failed", request.path)
+                return _error(request, 500, f"internal error ({type(exc).__name__}: {exc})")
+
+        return app
 
     @staticmethod
-    def _key(span: Span) -> _SpanKey:
-        return (span.path, span.size_bytes, span.mtime)
+    def _param(request: Request, name: str, *, required: bool = True) -> str | None:
+        value = request.args.get(name)
+        if value is None or value == "":
+            if required:
+                raise _ApiError(400, f"missing query parameter: {name}")
+            return None
+        return value
 
-    def _span_state(self, span: Span) -> tuple[str, str | None]:
-        key = self._key(span)
-        with self._cache_lock:
-            if key in self._summaries:
-                return "ready", None
-            error = self._errors.get(key)
-        return ("error", error) if error is not None else ("not_loaded", None)
+    @staticmethod
+    def _wait(request: Request) -> float:
+        raw = request.args.get("wait")
+        if raw is None or raw == "":
+            return 0.0
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or value > MAX_WAIT_S:
+            raise _ApiError(400, f"wait must be a number of seconds from 0 to {MAX_WAIT_S:g}")
+        return value
 
-    def _remember_summary(self, key: _SpanKey, summary: dict[str, Any]) -> None:
-        with self._cache_lock:
-            self._summaries[key] = summary
-            self._summaries.move_to_end(key)
-            while len(self._summaries) > self._max_summaries:
-                self._summaries.popitem(last=False)
-            self._errors.pop(key, None)
+    def _span(self, request: Request, prefix: str = "") -> Span:
+        run = self._param(request, f"{prefix}run")
+        worker = self._param(request, f"{prefix}worker")
+        span_id = self._param(request, f"{prefix}span")
+        assert run is not None and worker is not None and span_id is not None
+        span = self._current().index.get((run, worker, span_id))
+        if span is None:
+            raise _ApiError(404, f"no span {span_id!r} of worker {worker!r} in run {run!r}")
+        return span
 
-    def _remember_error(self, key: _SpanKey, message: str) -> None:
-        with self._cache_lock:
-            if len(self._errors) >= _MAX_ERRORS:
-                self._errors.clear()
-            self._errors[key] = message
+    def _run(self, request: Request, name: str) -> Run:
+        run_name = self._param(request, name)
+        assert run_name is not None
+        run = self._current().by_run.get(run_name)
+        if run is None:
+            raise _ApiError(404, f"no run {run_name!r}")
+        return run
+
+    def _failed(self, request: Request, status: SpanStatus) -> Any:
+        """The answer for a span that is not ready: 202 while queued or loading, the
+        error (422 / 503 / 500) otherwise."""
+        if status.state == ERROR:
+            code = _ERROR_CODES.get(status.error_kind or ERROR_INTERNAL, 500)
+            return _error(request, code, status.error or "unknown error", state=ERROR)
+        return _respond(request, encode_json(status.to_json()), 202)
+
+    def _gather(
+        self, spans: Sequence[Span], wait_s: float
+    ) -> tuple[list[SpanStatus], list[LoadResult | None]]:
+        """Load many spans: queue them all first, then wait for each within ``wait_s``."""
+        idents = [_identity(s) for s in spans]
+        for ident in idents:
+            self._loader.request(ident)
+        deadline = time.monotonic() + wait_s
+        statuses, results = [], []
+        for ident in idents:
+            status, result = self._loader.get(ident, max(0.0, deadline - time.monotonic()))
+            statuses.append(status)
+            results.append(result)
+        return statuses, results
+
+    def _derived_get(self, key: Any) -> bytes | None:
+        with self._derived_lock:
+            body = self._derived.get(key)
+            if body is not None:
+                self._derived.move_to_end(key)
+            return body
+
+    def _derived_put(self, key: Any, body: bytes) -> None:
+        with self._derived_lock:
+            self._derived[key] = body
+            while len(self._derived) > 32:
+                self._derived.popitem(last=False)
 
     # ------------------------------------------------------------------ routes
 
@@ -253,65 +610,180 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 .read_bytes()
             )
         except OSError:
-            return _error_json(request, f"static file {filename} is missing", 404)
+            return _error(request, 404, f"static file {filename} is missing")
         return http_util.Respond(request, data, content_type)
 
     def _serve_runs(self, request: Request) -> Any:
-        runs, error = self._discovered()
+        snapshot = self._current()
+        spans = [s for r in snapshot.runs for w in r.workers for s in w.spans]
+        statuses = iter(self._loader.statuses(_identity(s) for s in spans))
         out = []
-        for run in runs:
+        for run in snapshot.runs:
             workers = []
             for worker in run.workers:
-                spans = []
+                entries = []
                 for span in worker.spans:
-                    state, span_error = self._span_state(span)
-                    spans.append(
+                    status = next(statuses)
+                    entries.append(
                         {
                             "span": span.span,
                             "size_bytes": span.size_bytes,
                             "mtime": span.mtime,
-                            "state": state,
-                            "error": span_error,
+                            **status.to_json(),
                         }
                     )
-                workers.append({"worker": worker.name, "spans": spans})
+                workers.append({"worker": worker.name, "spans": entries})
             out.append({"run": run.name, "workers": workers})
-        return http_util.Respond(request, json_safe({"runs": out, "error": error}), _JSON)
+        doc = {"runs": out, "error": snapshot.error, "scanning": not snapshot.scanned}
+        return _respond(request, encode_json(doc))
+
+    def _span_response(self, request: Request, span: Span, panel: str | None) -> Any:
+        status, result = self._loader.get(_identity(span), self._wait(request))
+        if result is None or result.summary is None:
+            return self._failed(request, status)
+        if panel is None:
+            return _respond(request, result.summary)
+        body = result.panels.get(panel)
+        if body is None:
+            raise _ApiError(404, f"the summary of this span has no panel {panel!r}")
+        return _respond(request, body)
 
     def _serve_summary(self, request: Request) -> Any:
-        values = {name: request.args.get(name) for name in _QUERY_KEYS}
-        missing = [name for name, value in values.items() if not value]
-        if missing:
-            return _error_json(request, f"missing query parameter(s): {', '.join(missing)}", 400)
-        run, worker, span_id = (str(values[name]) for name in _QUERY_KEYS)
-        runs, _ = self._discovered()
-        span = find_span(runs, run, worker, span_id)
-        if span is None:
-            return _error_json(
-                request, f"no span {span_id!r} of worker {worker!r} in run {run!r}", 404
+        span = self._span(request)
+        panel = self._param(request, "panel", required=False)
+        if panel is not None and panel not in summary_module.PANELS:
+            raise _ApiError(
+                400, f"unknown panel {panel!r}; one of: {', '.join(summary_module.PANELS)}"
             )
-        key = self._key(span)
-        with self._cache_lock:
-            summary = self._summaries.get(key)
-            if summary is not None:
-                self._summaries.move_to_end(key)
-            error = self._errors.get(key)
-        if summary is not None:
-            return http_util.Respond(request, summary, _JSON)
-        if error is not None:
-            return _error_json(request, error, 422)
+        return self._span_response(request, span, panel)
+
+    def _serve_health(self, request: Request) -> Any:
+        return self._span_response(request, self._span(request), "health")
+
+    def _serve_run_summary(self, request: Request) -> Any:
+        run = self._run(request, "run")
+        raw_index = self._param(request, "span_index", required=False)
         try:
-            summary = json_safe(summarize_file(span.path))
-        except TraceError as exc:
-            message = str(exc)
-            self._remember_error(key, message)
-            return _error_json(request, message, 422)
-        except Exception as exc:  # a bug, or out of memory: not cached, retried next time
-            logger.exception("Kineto Insights: analysing %s failed", span.path)
-            return _error_json(
-                request,
-                f"{span.path}: internal error while analysing ({type(exc).__name__}: {exc})",
-                500,
+            span_index = -1 if raw_index is None else int(raw_index)
+        except ValueError:
+            raise _ApiError(400, "span_index must be a whole number") from None
+        wait_s = self._wait(request)
+        hook = self._run_summary_override or RUN_SUMMARY_HOOK
+        if hook is None:
+            raise _ApiError(501, "the run summary is not available yet")
+        chosen: list[Span] = []
+        missing: dict[str, str] = {}
+        for worker in run.workers:
+            try:
+                chosen.append(worker.spans[span_index])
+            except IndexError:
+                missing[worker.name] = (
+                    f"worker has {len(worker.spans)} span(s), no index {span_index}"
+                )
+        statuses, results = self._gather(chosen, wait_s)
+        pending = [
+            {"worker": s.worker, "span": s.span, **st.to_json()}
+            for s, st in zip(chosen, statuses, strict=True)
+            if st.state != READY and st.state != ERROR
+        ]
+        if pending:
+            doc = {"state": "loading", "pending": pending, "total": len(chosen)}
+            return _respond(request, encode_json(doc), 202)
+        errors = dict(missing)
+        ready: list[tuple[Span, LoadResult]] = []
+        for span, status, result in zip(chosen, statuses, results, strict=True):
+            if result is None or result.summary is None:
+                errors[span.worker] = status.error or "not readable"
+            else:
+                ready.append((span, result))
+        if not ready:
+            raise _ApiError(422, f"no worker of run {run.name!r} could be read: {errors}")
+        key = ("run_summary", id(hook), run.name, span_index, tuple(_identity(s) for s, _ in ready))
+        body = self._derived_get(key)
+        if body is None:
+            side = [(span.worker, result.decoded()) for span, result in ready]
+            doc = {
+                "run": run.name,
+                "span_index": span_index,
+                "spans": [{"worker": s.worker, "span": s.span} for s, _ in ready],
+                "errors": errors,
+                "summary": hook(side),
+            }
+            body = encode_json(doc)
+            self._derived_put(key, body)
+        return _respond(request, body)
+
+    def _side(self, request: Request, prefix: str) -> list[Span]:
+        """The spans one side of a diff names: a span, all spans of a worker, or all
+        spans of every worker of a run."""
+        run = self._run(request, f"{prefix}run")
+        worker_name = self._param(request, f"{prefix}worker", required=False)
+        span_id = self._param(request, f"{prefix}span", required=False)
+        if worker_name is None:
+            if span_id is not None:
+                raise _ApiError(400, f"{prefix}span needs {prefix}worker")
+            return [s for w in run.workers for s in w.spans]
+        worker = next((w for w in run.workers if w.name == worker_name), None)
+        if worker is None:
+            raise _ApiError(404, f"no worker {worker_name!r} in run {run.name!r}")
+        if span_id is None:
+            return list(worker.spans)
+        span = next((s for s in worker.spans if s.span == span_id), None)
+        if span is None:
+            raise _ApiError(
+                404, f"no span {span_id!r} of worker {worker_name!r} in run {run.name!r}"
             )
-        self._remember_summary(key, summary)
-        return http_util.Respond(request, summary, _JSON)
+        return [span]
+
+    def _serve_diff(self, request: Request) -> Any:
+        base = self._side(request, "base_")
+        exp = self._side(request, "exp_")
+        wait_s = self._wait(request)
+        hook = self._diff_override or DIFF_HOOK
+        if hook is None or (hook is _default_diff and not _diff_available()):
+            raise _ApiError(501, "the diff is not available yet")
+        statuses, results = self._gather(base + exp, wait_s)
+        pending = [
+            {"run": s.run, "worker": s.worker, "span": s.span, **st.to_json()}
+            for s, st in zip(base + exp, statuses, strict=True)
+            if st.state != READY and st.state != ERROR
+        ]
+        if pending:
+            doc = {"state": "loading", "pending": pending, "total": len(base) + len(exp)}
+            return _respond(request, encode_json(doc), 202)
+        sides: list[list[tuple[Span, LoadResult]]] = [[], []]
+        warnings: list[str] = []
+        for i, (span, status, result) in enumerate(zip(base + exp, statuses, results, strict=True)):
+            which = 0 if i < len(base) else 1
+            if result is None or result.summary is None:
+                warnings.append(f"{('base', 'exp')[which]}: {status.error or 'not readable'}")
+            else:
+                sides[which].append((span, result))
+        for which, name in ((0, "base"), (1, "exp")):
+            if not sides[which]:
+                raise _ApiError(422, f"{name}: no trace could be read ({'; '.join(warnings)})")
+        labels = [self._label(request, p) for p in ("base_", "exp_")]
+        key = (
+            "diff",
+            id(hook),
+            tuple(labels),
+            len(base),
+            tuple((_identity(s), r is not None) for s, r in zip(base + exp, results, strict=True)),
+        )
+        body = self._derived_get(key)
+        if body is None:
+            b, e = ([(f"{s.worker}/{s.span}", r.decoded()) for s, r in side] for side in sides)
+            try:
+                diffed: Any = hook(b, e, base_label=labels[0], exp_label=labels[1])
+            except ValueError as exc:  # e.g. no steps on one side: the input's problem
+                raise _ApiError(422, str(exc)) from None
+            if isinstance(diffed, dict) and warnings:
+                diffed = {**diffed, "warnings": [*diffed.get("warnings", []), *warnings]}
+            body = encode_json(diffed)
+            self._derived_put(key, body)
+        return _respond(request, body)
+
+    @staticmethod
+    def _label(request: Request, prefix: str) -> str:
+        parts = [request.args.get(f"{prefix}{k}") for k in ("run", "worker", "span")]
+        return "/".join(p for p in parts if p)

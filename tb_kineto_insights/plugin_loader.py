@@ -7,11 +7,24 @@ fails (a missing or broken dependency), the loader logs a warning with the reaso
 returns ``None``, which TensorBoard 2.x treats as "plugin not available"
 (``TensorBoardWSGIApp`` skips loaders that return ``None``), so TensorBoard itself and
 every other plugin keep working.
+
+The loader also adds the plugin's command-line flags to ``tensorboard`` (each one
+overrides its environment variable; unset, the environment variable or the default
+applies):
+
+- ``--kineto_insights_cache_dir DIR``: summary cache folder (``none``: memory only);
+  environment ``KINETO_INSIGHTS_CACHE_DIR``, default ``~/.cache/tb-kineto-insights``.
+- ``--kineto_insights_workers N``: worker processes loading traces (0: a thread);
+  environment ``KINETO_INSIGHTS_WORKERS``, default at most 2.
+- ``--kineto_insights_rescan_s S``: seconds between re-scans of the log directory;
+  environment ``KINETO_INSIGHTS_RESCAN_S``, default 30.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 from typing import Any
 
 from tensorboard.plugins import base_plugin
@@ -23,6 +36,43 @@ logger = logging.getLogger(__name__)
 
 class KinetoInsightsLoader(base_plugin.TBLoader):
     """Loads :class:`tb_kineto_insights.plugin.KinetoInsightsPlugin` lazily."""
+
+    def define_flags(self, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("kineto_insights")
+        group.add_argument(
+            "--kineto_insights_cache_dir",
+            metavar="DIR",
+            type=str,
+            default=None,
+            help="Kineto Insights: folder for cached trace summaries, shared by restarts "
+            "and by everyone pointed at it ('none': memory only). Default: "
+            "$KINETO_INSIGHTS_CACHE_DIR, else ~/.cache/tb-kineto-insights.",
+        )
+        group.add_argument(
+            "--kineto_insights_workers",
+            metavar="N",
+            type=int,
+            default=None,
+            help="Kineto Insights: how many worker processes read trace files at once "
+            "(0: a thread of the TensorBoard process). Default: $KINETO_INSIGHTS_WORKERS, "
+            "else 2.",
+        )
+        group.add_argument(
+            "--kineto_insights_rescan_s",
+            metavar="SECONDS",
+            type=float,
+            default=None,
+            help="Kineto Insights: seconds between re-scans of the log directory for new "
+            "runs and spans. Default: $KINETO_INSIGHTS_RESCAN_S, else 30.",
+        )
+
+    def fix_flags(self, flags: argparse.Namespace) -> None:
+        workers = getattr(flags, "kineto_insights_workers", None)
+        if workers is not None and workers < 0:
+            raise base_plugin.FlagsError("--kineto_insights_workers must be >= 0")
+        rescan = getattr(flags, "kineto_insights_rescan_s", None)
+        if rescan is not None and (not math.isfinite(rescan) or rescan < 0):
+            raise base_plugin.FlagsError("--kineto_insights_rescan_s must be a number >= 0")
 
     def load(self, context: base_plugin.TBContext) -> Any:
         """The plugin instance, or ``None`` (plugin disabled) when it cannot be loaded."""

@@ -158,3 +158,18 @@ def test_side_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "holds 2 runs" in capsys.readouterr().err
     write_trace(tmp_path / "broken" / "w.1.pt.trace.json", text="{")
     assert main(["check", str(tmp_path / "broken"), str(single)]) == 2
+
+
+def test_communication_metrics_in_diff(shared_traces: Path) -> None:
+    side = load_side(str(shared_traces / "hta_nccl_a100"))
+    doc = compare(side, side)
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    for key in (
+        "communication.exposed_us",
+        "communication.overlapped_us",
+        "communication.busbw.all_reduce_gbps",
+        "communication.busbw.broadcast_gbps",
+    ):
+        assert metrics[key]["verdict"] == "unchanged", key
+    assert metrics["communication.busbw.all_reduce_gbps"]["base"] > 0
+

@@ -4,6 +4,7 @@ client, and a real ``tensorboard`` process on loopback."""
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import logging
 import math
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -27,16 +29,24 @@ import numpy as np
 import pytest
 from tensorboard import program
 from tensorboard.backend import application
+from tensorboard.plugins import base_plugin
 from tensorboard.plugins.core import core_plugin
 from werkzeug.test import Client, TestResponse
 
 from tb_kineto_insights import plugin as plugin_module
+from tb_kineto_insights import summary as summary_module
+from tb_kineto_insights.cache import DiskCache, Identity
+from tb_kineto_insights.doctor import run_doctor
 from tb_kineto_insights.logdir import discover
 from tb_kineto_insights.plugin import (
+    PRELOAD_ENV,
     RESCAN_ENV,
+    ROUTES,
     KinetoInsightsPlugin,
+    LogdirSource,
     json_safe,
-    logdir_from_context,
+    logdir_sources,
+    preload_from_env,
     rescan_interval_from_env,
 )
 from tb_kineto_insights.plugin_loader import KinetoInsightsLoader
@@ -44,7 +54,9 @@ from tb_kineto_insights.plugin_loader import KinetoInsightsLoader
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_LOGS = REPO / "sample_logs"
 STATIC = REPO / "tb_kineto_insights" / "static"
+API_DOC = REPO / "docs" / "api.md"
 PREFIX = "/data/plugin/kineto_insights"
+WAIT = "30"
 
 GOOD_RUN, GOOD_WORKER, GOOD_SPAN = "good", "host_1", "1700000000000"
 BAD_RUN, BAD_WORKER, BAD_SPAN = "broken", "host_2", "1700000000001"
@@ -114,23 +126,64 @@ def logdir(tmp_path: Path) -> Path:
 # --------------------------------------------------------------------------- WSGI app
 
 
-def make_app(logdir: Path, loader: Any = None) -> Any:
+class RecordingLoader(KinetoInsightsLoader):
+    """Our loader, remembering the plugin instances it made (so tests can close them)."""
+
+    made: list[Any] = []
+
+    def load(self, context: base_plugin.TBContext) -> Any:
+        instance = super().load(context)
+        if instance is not None:
+            RecordingLoader.made.append(instance)
+        return instance
+
+
+@pytest.fixture(autouse=True)
+def _close_plugins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    # Never the user's cache folder, never a real preload unless a test asks for it.
+    monkeypatch.setenv("KINETO_INSIGHTS_CACHE_DIR", str(tmp_path / "env-cache"))
+    RecordingLoader.made = []
+    yield
+    for instance in RecordingLoader.made:
+        instance.close()
+
+
+def make_app(logdir: Path | None, *argv: str, loader: Any = None, workers: str = "0") -> Any:
     """TensorBoard's own WSGI app with the core plugin and our loader, as `tensorboard`
-    builds it (flags parsed by TensorBoard's own parser)."""
-    loaders = [core_plugin.CorePluginLoader(), loader or KinetoInsightsLoader()]
+    builds it (flags parsed by TensorBoard's own parser, ours included)."""
+    loaders = [core_plugin.CorePluginLoader(), loader or RecordingLoader()]
     tb = program.TensorBoard(plugins=loaders)
-    tb.configure(argv=["tensorboard", "--logdir", str(logdir)])
+    args = ["tensorboard", "--kineto_insights_workers", workers]
+    if logdir is not None:
+        args += ["--logdir", str(logdir)]
+    tb.configure(argv=[*args, *argv])
     return application.TensorBoardWSGIApp(tb.flags, tb.plugin_loaders)
 
 
+def the_plugin() -> KinetoInsightsPlugin:
+    assert RecordingLoader.made, "no plugin was made"
+    plugin = RecordingLoader.made[-1]
+    assert isinstance(plugin, KinetoInsightsPlugin)
+    return plugin
+
+
 @pytest.fixture
-def client(logdir: Path) -> Client:
-    return Client(make_app(logdir))
+def cache_dir(tmp_path: Path) -> Path:
+    return tmp_path / "cache"
 
 
-def summary_url(run: str, worker: str, span: str) -> str:
-    query = urllib.parse.urlencode({"run": run, "worker": worker, "span": span})
-    return f"{PREFIX}/summary?{query}"
+@pytest.fixture
+def client(logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    return Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+
+
+def url(route: str, **params: str) -> str:
+    return f"{PREFIX}/{route}?{urllib.parse.urlencode(params)}"
+
+
+def summary_url(run: str, worker: str, span: str, **extra: str) -> str:
+    return url("summary", run=run, worker=worker, span=span, **extra)
 
 
 def strict_json(response: TestResponse) -> Any:
@@ -154,6 +207,9 @@ def span_entry(runs_json: dict[str, Any], run: str, worker: str, span: str) -> d
                 if s["span"] == span:
                     return dict(s)
     raise AssertionError(f"{run}/{worker}/{span} not in {runs_json}")
+
+
+# --------------------------------------------------------------------------- frontend
 
 
 def test_plugins_listing_names_the_iframe_module(client: Client) -> None:
@@ -189,12 +245,6 @@ def test_index_js_is_plain_local_code() -> None:
     assert "import " not in source.replace("import.meta", "")
 
 
-def test_inactive_without_traces(tmp_path: Path) -> None:
-    (tmp_path / "empty").mkdir()
-    listing = strict_json(Client(make_app(tmp_path / "empty")).get("/data/plugins_listing"))
-    assert listing["kineto_insights"]["enabled"] is False
-
-
 def test_static_files_served_by_whitelist(client: Client) -> None:
     response = client.get(f"{PREFIX}/index.js")
     assert response.status_code == 200
@@ -207,40 +257,243 @@ def test_static_files_served_by_whitelist(client: Client) -> None:
         assert client.get(f"{PREFIX}/{name}").status_code == 404, name
 
 
-def test_runs_lists_both_runs_not_loaded(client: Client) -> None:
+# --------------------------------------------------------------------------- documentation
+
+
+def documented_routes() -> list[str]:
+    """First-column routes of the table in docs/api.md."""
+    routes = []
+    for line in API_DOC.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\|\s*`(/[^`]*)`\s*\|", line)
+        if match:
+            routes.append(match.group(1))
+    return routes
+
+
+def test_served_routes_are_exactly_the_documented_ones(client: Client) -> None:
+    documented = documented_routes()
+    assert len(documented) == len(set(documented)), documented
+    served = set(the_plugin().get_plugin_apps())
+    assert served == set(documented) == set(ROUTES)
+    # ... and each one answers under TensorBoard's prefix (not a TensorBoard 404 page).
+    for route in served:
+        response = client.get(f"{PREFIX}{route}")
+        assert response.status_code in (200, 400), (route, response.status_code)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def test_inactive_without_traces(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    listing = strict_json(Client(make_app(tmp_path / "empty")).get("/data/plugins_listing"))
+    assert listing["kineto_insights"]["enabled"] is False
+
+
+def test_runs_lists_both_runs_not_loaded_without_preload(client: Client) -> None:
     response = client.get(f"{PREFIX}/runs")
     assert response.status_code == 200
     body = strict_json(response)
     assert body["error"] is None
+    assert body["scanning"] is False
     assert [r["run"] for r in body["runs"]] == [BAD_RUN, GOOD_RUN]
     good = span_entry(body, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)
     assert good["state"] == "not_loaded"
-    assert good["error"] is None
-    assert set(good) == {"span", "size_bytes", "mtime", "state", "error"}
+    assert good["error"] is None and good["progress"] is None
+    assert set(good) == {"span", "size_bytes", "mtime", "state", "error", "progress"}
     assert isinstance(good["size_bytes"], int) and good["size_bytes"] > 0
     assert isinstance(good["mtime"], float) and good["mtime"] > 0
     assert span_entry(body, BAD_RUN, BAD_WORKER, BAD_SPAN)["state"] == "not_loaded"
 
 
+def test_preload_reads_every_span_in_the_background(logdir: Path, cache_dir: Path) -> None:
+    os.utime(logdir / GOOD_RUN / GOOD_FILE, (1e9, 1e9))  # settled long ago
+    os.utime(logdir / BAD_RUN / BAD_FILE, (1e9, 1e9))
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    deadline = time.monotonic() + 30
+    while True:
+        runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+        states = {
+            r["run"]: r["workers"][0]["spans"][0]["state"] for r in runs["runs"]
+        }  # one span each
+        if states == {GOOD_RUN: "ready", BAD_RUN: "error"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert states == {GOOD_RUN: "ready", BAD_RUN: "error"}
+    bad = span_entry(runs, BAD_RUN, BAD_WORKER, BAD_SPAN)
+    assert BAD_FILE in bad["error"]
+
+
+def test_logdir_created_after_start_is_empty_not_an_error(tmp_path: Path) -> None:
+    app_client = Client(make_app(tmp_path / "logs", "--kineto_insights_rescan_s", "3600"))
+    assert not the_plugin().is_active()  # the first scan: no folder yet
+    (tmp_path / "logs").mkdir()  # TensorBoard itself does not need it to exist
+    write_good(tmp_path / "logs" / GOOD_RUN / GOOD_FILE)
+    listing = strict_json(app_client.get("/data/plugins_listing"))
+    assert listing["kineto_insights"]["enabled"] is False  # until the next scan
+    assert app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)).status_code == 404
+    assert the_plugin().rescan()
+    listing = strict_json(app_client.get("/data/plugins_listing"))
+    assert listing["kineto_insights"]["enabled"] is True
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in runs["runs"]] == [GOOD_RUN]
+    assert runs["error"] is None
+
+
+def test_missing_logdir_error_text(tmp_path: Path) -> None:
+    app_client = Client(make_app(tmp_path / "nowhere"))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert runs["runs"] == []
+    assert "does not exist" in runs["error"]
+
+
+def test_new_span_appears_after_rescan(client: Client, logdir: Path) -> None:
+    plugin = the_plugin()
+    write_good(logdir / GOOD_RUN / f"{GOOD_WORKER}.1700000000005.pt.trace.json.gz", (1000.0,))
+    write_good(logdir / "later" / "host_3.1.pt.trace.json.gz")
+    assert plugin.rescan()
+    runs = strict_json(client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in runs["runs"]] == [BAD_RUN, GOOD_RUN, "later"]
+    spans = [s["span"] for s in runs["runs"][1]["workers"][0]["spans"]]
+    assert spans == [GOOD_SPAN, "1700000000005"]
+    response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, "1700000000005", wait=WAIT))
+    assert response.status_code == 200
+    assert strict_json(response)["steps"]["mean_step_us"] == 1000.0
+
+
+def test_logdir_spec_prefixes_runs_with_names(tmp_path: Path, logdir: Path) -> None:
+    other = tmp_path / "other"
+    write_good(other / "exp" / "w.5.pt.trace.json.gz", (1000.0, 1000.0))
+    write_good(other / "top.6.pt.trace.json.gz", (500.0,))
+    spec = f"base:{logdir},new:{other}"
+    app_client = Client(make_app(None, "--logdir_spec", spec))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in runs["runs"]] == [
+        f"base/{BAD_RUN}",
+        f"base/{GOOD_RUN}",
+        "new",
+        "new/exp",
+    ]
+    response = app_client.get(summary_url("new/exp", "w", "5", wait=WAIT))
+    assert response.status_code == 200
+    assert strict_json(response)["steps"]["count"] == 2
+    assert app_client.get(summary_url("new", "top", "6", wait=WAIT)).status_code == 200
+    assert app_client.get(summary_url("exp", "w", "5")).status_code == 404
+
+
+def test_fsspec_url_logdir(tmp_path: Path, logdir: Path) -> None:
+    app_client = Client(make_app(None, "--logdir_spec", f"file://{logdir}"))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in runs["runs"]] == [BAD_RUN, GOOD_RUN]
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200
+
+
+# --------------------------------------------------------------------------- summary
+
+
 def test_summary_of_good_span(client: Client) -> None:
-    response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
+    response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
     assert response.status_code == 200
     body = strict_json(response)
+    assert list(body) == list(summary_module.PANELS)
     steps = body["steps"]
     assert steps["count"] == 3
     assert steps["mean_step_us"] == 3000.0
     assert [s["number"] for s in steps["steps"]] == [1, 2, 3]
     assert [s["duration_us"] for s in steps["steps"]] == list(STEP_DURATIONS_US)
     assert body["health"]["event_count"] == 6
-    assert body["health"]["kind_counts"] == {"user_annotation": 3, "kernel": 3}
     runs = strict_json(client.get(f"{PREFIX}/runs"))
     assert span_entry(runs, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)["state"] == "ready"
-    # Served again from the cache, same content.
-    assert strict_json(client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))) == body
+    # Served again from memory, same content, no wait needed.
+    again = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
+    assert again.status_code == 200 and strict_json(again) == body
+
+
+def test_each_panel_and_health_route(client: Client) -> None:
+    whole = strict_json(client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)))
+    for panel in summary_module.PANELS:
+        response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, panel=panel))
+        assert response.status_code == 200, panel
+        assert strict_json(response) == whole[panel]
+    health = client.get(url("health", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN))
+    assert health.status_code == 200
+    assert strict_json(health) == whole["health"]
+    response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, panel="nope"))
+    assert response.status_code == 400
+    assert "unknown panel" in strict_json(response)["error"]
+
+
+def test_summary_is_202_while_loading_and_runs_answers_at_once(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    started = threading.Event()
+    real = summary_module.summarize_file
+
+    def slow(path: str, **kwargs: Any) -> dict[str, Any]:
+        started.set()
+        assert gate.wait(30)
+        return real(path, **kwargs)
+
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setattr(plugin_module, "summarize_file", slow)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    try:
+        first = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
+        assert first.status_code == 202
+        assert strict_json(first)["state"] in ("queued", "loading")
+        assert started.wait(10)
+        t0 = time.perf_counter()
+        runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+        listing = strict_json(app_client.get("/data/plugins_listing"))
+        assert time.perf_counter() - t0 < 1.0  # not blocked by the load
+        assert listing["kineto_insights"]["enabled"] is True
+        entry = span_entry(runs, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)
+        assert entry["state"] == "loading"
+        assert entry["progress"]["elapsed_s"] >= 0
+        waiting = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait="0.2"))
+        assert waiting.status_code == 202
+        assert strict_json(waiting)["state"] == "loading"
+    finally:
+        gate.set()
+    done = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert done.status_code == 200
+
+
+def test_discovery_runs_in_the_background(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    calls = [0]
+    real = plugin_module.discover
+
+    def slow_discover(path: str, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] > 1:
+            assert gate.wait(30)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(plugin_module, "discover", slow_discover)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    plugin = the_plugin()
+    try:
+        threading.Thread(target=plugin.rescan, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while calls[0] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert calls[0] == 2  # the second scan is stuck in storage
+        t0 = time.perf_counter()
+        assert plugin.is_active()
+        runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+        assert time.perf_counter() - t0 < 1.0
+        assert [r["run"] for r in runs["runs"]] == [BAD_RUN, GOOD_RUN]  # the cached scan
+    finally:
+        gate.set()
 
 
 def test_broken_span_is_422_then_error_state_and_others_keep_working(client: Client) -> None:
-    response = client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN))
+    response = client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT))
     assert response.status_code == 422
     message = strict_json(response)["error"]
     assert BAD_FILE in message
@@ -250,13 +503,113 @@ def test_broken_span_is_422_then_error_state_and_others_keep_working(client: Cli
     assert bad["state"] == "error"
     assert bad["error"] == message
     # Asked again: the same answer (cached), and the good run still works.
-    again = client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN))
-    assert again.status_code == 422
-    assert strict_json(again)["error"] == message
-    assert client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)).status_code == 200
+    for route in ("summary", "health"):
+        again = client.get(url(route, run=BAD_RUN, worker=BAD_WORKER, span=BAD_SPAN))
+        assert again.status_code == 422
+        assert strict_json(again)["error"] == message
+    assert client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)).status_code == 200
     runs = strict_json(client.get(f"{PREFIX}/runs"))
     assert span_entry(runs, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)["state"] == "ready"
     assert span_entry(runs, BAD_RUN, BAD_WORKER, BAD_SPAN)["state"] == "error"
+
+
+def test_disk_cache_survives_a_restart(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real = summary_module.summarize_file
+
+    def counting(path: str, **kwargs: Any) -> dict[str, Any]:
+        calls.append(path)
+        return real(path, **kwargs)
+
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setattr(plugin_module, "summarize_file", counting)
+    first = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    body = first.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)).get_data()
+    assert first.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT)).status_code == 422
+    assert len(calls) == 2
+    the_plugin().close()
+
+    second = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    runs = strict_json(second.get(f"{PREFIX}/runs"))
+    assert span_entry(runs, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)["state"] == "ready"
+    assert span_entry(runs, BAD_RUN, BAD_WORKER, BAD_SPAN)["state"] == "error"
+    again = second.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
+    assert again.status_code == 200 and again.get_data() == body
+    assert second.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN)).status_code == 422
+    assert len(calls) == 2  # nothing parsed again
+
+    # The file changes: read again.
+    write_good(logdir / GOOD_RUN / GOOD_FILE, (1000.0,))
+    os.utime(logdir / GOOD_RUN / GOOD_FILE, (2e9, 2e9))
+    assert the_plugin().rescan()
+    changed = second.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert strict_json(changed)["steps"]["mean_step_us"] == 1000.0
+    assert len(calls) == 3
+
+
+def test_cache_dir_none_keeps_memory_only(logdir: Path, tmp_path: Path) -> None:
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", "none"))
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200
+    assert the_plugin().loader.cache is None
+    assert not (tmp_path / "env-cache").exists()
+
+
+def test_unusable_cache_dir_falls_back_to_memory(
+    logdir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with caplog.at_level(logging.WARNING, logger=plugin_module.__name__):
+        app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(blocker / "x")))
+    assert "memory only" in caplog.text
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200
+
+
+def test_non_finite_numbers_become_null(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fake_summary(path: str, **kwargs: Any) -> dict[str, Any]:
+        return {
+            "steps": {"mean_step_us": float("nan"), "values": [float("inf"), np.float64("-inf")]},
+            "health": {"event_count": np.int64(3), "ratio": np.float32(0.5)},
+        }
+
+    monkeypatch.setattr(plugin_module, "summarize_file", fake_summary)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    body = strict_json(app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)))
+    assert body == {
+        "steps": {"mean_step_us": None, "values": [None, None]},
+        "health": {"event_count": 3, "ratio": 0.5},
+    }
+    # A panel the summary lacks (here: every other one) is a 404, not a 500.
+    missing = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, panel="kernels"))
+    assert missing.status_code == 404
+
+
+def test_unexpected_analysis_error_is_json_500_and_retried(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(path: str, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("analysis bug")
+
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setattr(plugin_module, "summarize_file", broken)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    plugin = the_plugin()
+    with caplog.at_level(logging.ERROR):
+        response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 500
+    assert "analysis bug" in strict_json(response)["error"]
+    plugin.loader._summarize = summary_module.summarize_file  # the bug is fixed
+    retried = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert retried.status_code == 200
+
+
+# --------------------------------------------------------------------------- errors
 
 
 @pytest.mark.parametrize(
@@ -269,26 +622,52 @@ def test_broken_span_is_422_then_error_state_and_others_keep_working(client: Cli
         (GOOD_RUN.upper(), GOOD_WORKER, GOOD_SPAN),
     ],
 )
-def test_unknown_keys_are_404(client: Client, run: str, worker: str, span: str) -> None:
-    response = client.get(summary_url(run, worker, span))
+@pytest.mark.parametrize("route", ["summary", "health"])
+def test_unknown_keys_are_404(client: Client, route: str, run: str, worker: str, span: str) -> None:
+    response = client.get(url(route, run=run, worker=worker, span=span))
     assert response.status_code == 404
     assert "error" in strict_json(response)
 
 
 @pytest.mark.parametrize(
-    "query",
+    "path",
     [
-        "",
-        f"run={GOOD_RUN}&worker={GOOD_WORKER}",
-        f"run={GOOD_RUN}&span={GOOD_SPAN}",
-        f"worker={GOOD_WORKER}&span={GOOD_SPAN}",
-        f"run=&worker={GOOD_WORKER}&span={GOOD_SPAN}",
+        "summary?",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}",
+        f"summary?run={GOOD_RUN}&span={GOOD_SPAN}",
+        f"summary?worker={GOOD_WORKER}&span={GOOD_SPAN}",
+        f"summary?run=&worker={GOOD_WORKER}&span={GOOD_SPAN}",
+        f"health?run={GOOD_RUN}&worker={GOOD_WORKER}",
+        "run_summary?",
+        "run_summary?run=",
+        f"diff?base_run={GOOD_RUN}",
+        f"diff?exp_run={GOOD_RUN}",
     ],
 )
-def test_missing_parameters_are_400(client: Client, query: str) -> None:
-    response = client.get(f"{PREFIX}/summary?{query}")
+def test_missing_parameters_are_400(client: Client, path: str) -> None:
+    response = client.get(f"{PREFIX}/{path}")
     assert response.status_code == 400
     assert "missing" in strict_json(response)["error"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&wait=-1",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&wait=nan",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&wait=inf",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&wait=61",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&wait=soon",
+        f"summary?run={GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}&panel=..%2fx",
+        f"run_summary?run={GOOD_RUN}&span_index=x",
+        f"run_summary?run={GOOD_RUN}&span_index=1.5",
+        f"diff?base_run={GOOD_RUN}&base_span={GOOD_SPAN}&exp_run={GOOD_RUN}",
+    ],
+)
+def test_bad_parameters_are_400(client: Client, path: str) -> None:
+    response = client.get(f"{PREFIX}/{path}")
+    assert response.status_code == 400
+    assert strict_json(response)["error"]
 
 
 def _assert_no_file_contents(response: TestResponse) -> None:
@@ -311,8 +690,9 @@ def _assert_no_file_contents(response: TestResponse) -> None:
         {"run": "/etc/passwd", "worker": "/etc/passwd", "span": "/etc/passwd"},
     ],
 )
-def test_traversal_in_parameters_is_404(client: Client, query: dict[str, str]) -> None:
-    _assert_no_file_contents(client.get(f"{PREFIX}/summary?{urllib.parse.urlencode(query)}"))
+@pytest.mark.parametrize("route", ["summary", "health"])
+def test_traversal_in_parameters_is_404(client: Client, route: str, query: dict[str, str]) -> None:
+    _assert_no_file_contents(client.get(f"{PREFIX}/{route}?{urllib.parse.urlencode(query)}"))
 
 
 def test_traversal_with_real_paths_and_encodings_is_404(client: Client, logdir: Path) -> None:
@@ -320,10 +700,23 @@ def test_traversal_with_real_paths_and_encodings_is_404(client: Client, logdir: 
     urls = [
         f"{PREFIX}/summary?run=%2e%2e%2f%2e%2e%2fetc&worker=passwd&span=0",
         f"{PREFIX}/summary?run=%2E%2E%2F&worker={GOOD_WORKER}&span={GOOD_SPAN}",
+        f"{PREFIX}/health?run=%2e%2e%2f{GOOD_RUN}&worker={GOOD_WORKER}&span={GOOD_SPAN}",
         summary_url(str(logdir), GOOD_WORKER, GOOD_SPAN),
         summary_url(str(logdir / GOOD_RUN), GOOD_WORKER, GOOD_SPAN),
         summary_url(GOOD_RUN, good_path, GOOD_SPAN),
         summary_url(good_path, GOOD_WORKER, GOOD_SPAN),
+        url("run_summary", run=str(logdir / GOOD_RUN)),
+        url("run_summary", run="../" + GOOD_RUN),
+        f"{PREFIX}/run_summary?run=%2e%2e%2f{GOOD_RUN}",
+        url("diff", base_run=str(logdir / GOOD_RUN), exp_run=GOOD_RUN),
+        url("diff", base_run=GOOD_RUN, exp_run=GOOD_RUN, exp_worker="../" + GOOD_WORKER),
+        url(
+            "diff",
+            base_run=GOOD_RUN,
+            exp_run=GOOD_RUN,
+            exp_worker=GOOD_WORKER,
+            exp_span=f"{GOOD_SPAN}/../..",
+        ),
         f"{PREFIX}/../../etc/passwd",
         f"{PREFIX}/%2e%2e/%2e%2e/etc/passwd",
         f"{PREFIX}/static/../plugin.py",
@@ -333,56 +726,154 @@ def test_traversal_with_real_paths_and_encodings_is_404(client: Client, logdir: 
         f"{PREFIX}//etc/passwd",
         f"{PREFIX}/{good_path}",
     ]
-    for url in urls:
-        _assert_no_file_contents(client.get(url))
+    for target in urls:
+        _assert_no_file_contents(client.get(target))
 
 
-def test_non_finite_numbers_become_null(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake_summary(path: str) -> dict[str, Any]:
-        return {
-            "steps": {"mean_step_us": float("nan"), "values": [float("inf"), np.float64("-inf")]},
-            "health": {"event_count": np.int64(3), "ratio": np.float32(0.5)},
-        }
-
-    monkeypatch.setattr(plugin_module, "summarize_file", fake_summary)
-    body = strict_json(client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)))
-    assert body == {
-        "steps": {"mean_step_us": None, "values": [None, None]},
-        "health": {"event_count": 3, "ratio": 0.5},
-    }
+# --------------------------------------------------------------------------- run summary
 
 
-def test_unexpected_analysis_error_is_json_and_not_cached(
-    client: Client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.fixture
+def ranks(tmp_path: Path) -> Path:
+    """A run of two workers (ranks), two spans each; a second run for diffs."""
+    root = tmp_path / "ranks"
+    write_good(root / "job" / "rank0.100.pt.trace.json.gz", (1000.0, 1000.0))
+    write_good(root / "job" / "rank0.200.pt.trace.json.gz", (2000.0, 2000.0))
+    write_good(root / "job" / "rank1.101.pt.trace.json.gz", (3000.0, 3000.0))
+    write_good(root / "job" / "rank1.201.pt.trace.json.gz", (4000.0, 4000.0))
+    write_good(root / "faster" / "rank0.300.pt.trace.json.gz", (500.0, 500.0, 500.0))
+    write_good(root / "faster" / "rank1.301.pt.trace.json.gz", (500.0, 520.0, 480.0))
+    broken = root / "broken" / "rank0.400.pt.trace.json"
+    broken.parent.mkdir()
+    broken.write_bytes(trace_bytes()[:100])
+    return root
+
+
+@pytest.fixture
+def ranks_client(ranks: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Client:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    return Client(make_app(ranks, "--kineto_insights_cache_dir", str(cache_dir)))
+
+
+def test_run_summary_placeholder_per_worker_means(
+    ranks_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(path: str) -> dict[str, Any]:
-        raise RuntimeError("analysis bug")
-
-    monkeypatch.setattr(plugin_module, "summarize_file", broken)
-    with caplog.at_level(logging.ERROR, logger=plugin_module.__name__):
-        response = client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
-    assert response.status_code == 500
-    assert "analysis bug" in strict_json(response)["error"]
-    monkeypatch.undo()
-    assert client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)).status_code == 200
-
-
-def test_logdir_created_after_start_is_empty_not_an_error(tmp_path: Path) -> None:
-    app_client = Client(make_app(tmp_path / "logs"))
-    (tmp_path / "logs").mkdir()  # TensorBoard itself does not need it to exist
-    listing = strict_json(app_client.get("/data/plugins_listing"))
-    assert listing["kineto_insights"]["enabled"] is False
-    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
-    assert runs["runs"] == []
-    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
-    assert response.status_code == 404
+    monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", plugin_module.placeholder_run_summary)
+    response = ranks_client.get(url("run_summary", run="job", wait=WAIT))
+    assert response.status_code == 200
+    body = strict_json(response)
+    assert body["run"] == "job" and body["span_index"] == -1 and body["errors"] == {}
+    assert body["spans"] == [{"worker": "rank0", "span": "200"}, {"worker": "rank1", "span": "201"}]
+    assert body["summary"] == {
+        "placeholder": True,
+        "workers": [
+            {"worker": "rank0", "step_count": 2, "mean_step_us": 2000.0},
+            {"worker": "rank1", "step_count": 2, "mean_step_us": 4000.0},
+        ],
+    }
+    first = strict_json(ranks_client.get(url("run_summary", run="job", span_index="0", wait=WAIT)))
+    assert [w["mean_step_us"] for w in first["summary"]["workers"]] == [1000.0, 3000.0]
+    beyond = strict_json(ranks_client.get(url("run_summary", run="job", span_index="5")))
+    assert beyond["error"].startswith("no worker")
 
 
-def test_missing_logdir_error_text(tmp_path: Path) -> None:
-    app_client = Client(make_app(tmp_path / "nowhere"))
-    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
-    assert runs["runs"] == []
-    assert "does not exist" in runs["error"]
+def test_run_summary_202_then_hook_swapped(
+    ranks_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pending = ranks_client.get(url("run_summary", run="faster"))
+    assert pending.status_code == 202
+    body = strict_json(pending)
+    assert body["state"] == "loading" and body["total"] == 2
+    assert {p["worker"] for p in body["pending"]} <= {"rank0", "rank1"}
+    seen: list[Any] = []
+
+    def hook(side: Any) -> dict[str, Any]:
+        seen.append(side)
+        return {"ranks": [name for name, _ in side], "nan": math.nan}
+
+    monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", hook)
+    body = strict_json(ranks_client.get(url("run_summary", run="faster", wait=WAIT)))
+    assert body["summary"] == {"ranks": ["rank0", "rank1"], "nan": None}
+    assert seen[0][0][1]["steps"]["count"] == 3  # whole summaries reach the hook
+    monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", None)
+    assert ranks_client.get(url("run_summary", run="faster")).status_code == 501
+    assert ranks_client.get(url("run_summary", run="nope")).status_code == 404
+
+
+def test_run_summary_of_unreadable_run_is_422(ranks_client: Client) -> None:
+    response = ranks_client.get(url("run_summary", run="broken", wait=WAIT))
+    assert response.status_code == 422
+    assert "rank0.400" in strict_json(response)["error"]
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def test_diff_of_two_runs_spans_and_workers(ranks_client: Client) -> None:
+    response = ranks_client.get(url("diff", base_run="job", exp_run="faster", wait=WAIT))
+    assert response.status_code == 200
+    doc = strict_json(response)
+    assert doc["schema"] == "tb_kineto_insights.diff/1"
+    assert doc["base"]["label"] == "job" and doc["exp"]["label"] == "faster"
+    assert len(doc["base"]["workers"]) == 4 and len(doc["exp"]["workers"]) == 2
+    assert doc["headline"]["speedup"] > 1
+    one = ranks_client.get(
+        url(
+            "diff",
+            base_run="job",
+            base_worker="rank0",
+            base_span="100",
+            exp_run="faster",
+            exp_worker="rank0",
+            exp_span="300",
+            wait=WAIT,
+        )
+    )
+    assert one.status_code == 200
+    assert strict_json(one)["base"]["workers"] == ["rank0/100"]
+    worker = ranks_client.get(
+        url("diff", base_run="job", base_worker="rank1", exp_run="job", exp_worker="rank0")
+    )
+    assert worker.status_code == 200  # loaded above already
+    assert strict_json(worker)["base"]["workers"] == ["rank1/101", "rank1/201"]
+
+
+def test_diff_errors(ranks_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = {
+        url("diff", base_run="nope", exp_run="job"): (404, "no run 'nope'"),
+        url("diff", base_run="job", base_worker="rank9", exp_run="job"): (404, "rank9"),
+        url("diff", base_run="job", exp_run="job", exp_worker="rank0", exp_span="9"): (404, "'9'"),
+        url("diff", base_run="broken", exp_run="job", wait=WAIT): (422, "base: no trace"),
+    }
+    for target, (code, text) in cases.items():
+        response = ranks_client.get(target)
+        assert response.status_code == code, (target, response.get_data())
+        assert text in strict_json(response)["error"]
+    monkeypatch.setattr(plugin_module, "DIFF_HOOK", None)
+    response = ranks_client.get(url("diff", base_run="job", exp_run="faster"))
+    assert response.status_code == 501
+    assert "not available" in strict_json(response)["error"]
+
+
+# --------------------------------------------------------------------------- worker processes
+
+
+def test_summary_through_a_worker_process(logdir: Path, cache_dir: Path) -> None:
+    app_client = Client(
+        make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir), workers="1")
+    )
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200
+    assert strict_json(response)["steps"]["mean_step_us"] == 3000.0
+    bad = app_client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT))
+    assert bad.status_code == 422 and BAD_FILE in strict_json(bad)["error"]
+    plugin = the_plugin()
+    assert len(plugin.loader.worker_pids) == 1  # one process, reused
+    span = discover(str(logdir))[1].workers[0].spans[0]
+    written = DiskCache(cache_dir, plugin.loader.settings).load(
+        Identity(span.path, span.size_bytes, span.mtime)
+    )
+    assert written is not None and written.error is None
 
 
 # --------------------------------------------------------------------------- loader
@@ -431,6 +922,15 @@ def test_loader_module_imports_nothing_heavy() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--kineto_insights_workers", "-1"), ("--kineto_insights_rescan_s", "-2")]
+)
+def test_bad_flags_are_rejected_by_tensorboard(flag: str, value: str) -> None:
+    tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), KinetoInsightsLoader()])
+    with pytest.raises(base_plugin.FlagsError):
+        tb.configure(argv=["tensorboard", "--logdir", "/tmp", flag, value])
+
+
 # --------------------------------------------------------------------------- units
 
 
@@ -451,7 +951,6 @@ def test_json_safe() -> None:
         "e": None,
         "f": "x",
     }
-    assert not any(isinstance(v, float) and math.isnan(v) for v in json_safe([math.nan]) if v)
 
 
 @pytest.mark.parametrize(
@@ -464,36 +963,49 @@ def test_rescan_interval_from_env(raw: str | None, expected: float) -> None:
 
 
 @pytest.mark.parametrize(
+    ("raw", "expected"), [("", True), ("1", True), ("0", False), ("false", False), ("No", False)]
+)
+def test_preload_from_env(raw: str, expected: bool) -> None:
+    assert preload_from_env({PRELOAD_ENV: raw}) is expected
+
+
+@pytest.mark.parametrize(
     ("logdir", "spec", "expected"),
     [
-        ("/logs", "", "/logs"),
-        ("", "/a/b", "/a/b"),
-        ("", "base:/a/b,exp:/c", "/a/b"),
-        ("", "gs://bucket/logs", "gs://bucket/logs"),
-        ("", "", ""),
+        ("/logs", "", [LogdirSource(None, "/logs")]),
+        ("", "/a/b", [LogdirSource(None, "/a/b")]),
+        ("", "base:/a/b,exp:/c", [LogdirSource("base", "/a/b"), LogdirSource("exp", "/c")]),
+        ("", "gs://bucket/logs", [LogdirSource(None, "gs://bucket/logs")]),
+        ("", "x:gs://bucket/logs", [LogdirSource("x", "gs://bucket/logs")]),
+        ("", "/a:b/c", [LogdirSource(None, "/a:b/c")]),
+        ("", "", []),
     ],
 )
-def test_logdir_from_context(logdir: str, spec: str, expected: str) -> None:
+def test_logdir_sources(logdir: str, spec: str, expected: list[LogdirSource]) -> None:
     context = SimpleNamespace(logdir=logdir, flags=SimpleNamespace(logdir_spec=spec))
-    assert logdir_from_context(context) == expected
-
-
-def test_discovery_is_cached_between_rescans(logdir: Path) -> None:
-    now = [100.0]
-    plugin = KinetoInsightsPlugin(
-        SimpleNamespace(logdir=str(logdir), flags=None), rescan_s=30.0, clock=lambda: now[0]
-    )
-    assert plugin.is_active()
-    write_good(logdir / "later" / "host_3.1.pt.trace.json.gz")
-    now[0] += 29.0
-    assert [r.name for r in plugin._discovered()[0]] == [BAD_RUN, GOOD_RUN]
-    now[0] += 1.0
-    assert [r.name for r in plugin._discovered()[0]] == [BAD_RUN, GOOD_RUN, "later"]
+    assert logdir_sources(context) == expected
 
 
 def test_no_logdir_is_inactive() -> None:
-    plugin = KinetoInsightsPlugin(SimpleNamespace(logdir="", flags=None))
-    assert not plugin.is_active()
+    plugin = KinetoInsightsPlugin(SimpleNamespace(logdir="", flags=None), workers=0, preload=False)
+    try:
+        assert not plugin.is_active()
+    finally:
+        plugin.close()
+
+
+def test_doctor_reports_our_plugin_ready() -> None:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    code = run_doctor(out, err)
+    report = out.getvalue()
+    assert code == 0, report + err.getvalue()
+    assert re.search(r"^\[ok  \] tensorboard: \d+\.\d+", report, re.MULTILINE)
+    assert "[ok  ] plugin kineto_insights" in report
+    assert "plugin pytorch_profiler" in report  # ok, or a warning naming the package
+    assert "[ok  ] parse" in report
+    assert report.rstrip().endswith("ready")
 
 
 # --------------------------------------------------------------------------- real process
@@ -510,6 +1022,7 @@ TENSORBOARD = tensorboard_executable()
 needs_tensorboard = pytest.mark.skipif(
     TENSORBOARD is None, reason="the `tensorboard` executable is not installed"
 )
+HAS_TORCH_PROFILER = importlib.util.find_spec("torch_tb_profiler") is not None
 
 
 def free_port() -> int:
@@ -518,26 +1031,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def http_get(url: str, timeout: float = 120.0) -> tuple[int, bytes]:
+def http_get(target: str, timeout: float = 120.0) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
+        with urllib.request.urlopen(target, timeout=timeout) as response:
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as err:
         return int(err.code), bytes(err.read())
 
 
-def get_json(url: str, timeout: float = 120.0) -> tuple[int, Any]:
-    status, data = http_get(url, timeout)
+def get_json(target: str, timeout: float = 120.0) -> tuple[int, Any]:
+    status, data = http_get(target, timeout)
     return status, json.loads(data)
 
 
 @contextmanager
-def running_tensorboard(logdir: Path, log_path: Path, rescan_s: str) -> Iterator[str]:
+def running_tensorboard(
+    logdir: Path, log_path: Path, cache_dir: Path, rescan_s: str
+) -> Iterator[str]:
     """A `tensorboard` process on 127.0.0.1 serving ``logdir``; yields its base URL.
     The process is always terminated (then killed) on exit."""
     assert TENSORBOARD is not None
     port = free_port()
-    env = dict(os.environ, **{RESCAN_ENV: rescan_s})
     cmd = [
         TENSORBOARD,
         "--logdir",
@@ -547,10 +1061,14 @@ def running_tensorboard(logdir: Path, log_path: Path, rescan_s: str) -> Iterator
         "--port",
         str(port),
         "--load_fast=false",  # no separate data-server process: this test is about us
+        "--kineto_insights_cache_dir",
+        str(cache_dir),
+        "--kineto_insights_rescan_s",
+        rescan_s,
     ]
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 60.0
             while True:
@@ -594,36 +1112,40 @@ def test_real_tensorboard_serves_traces(logdir: Path, tmp_path: Path) -> None:
     served = SAMPLE_LOGS if has_traces(SAMPLE_LOGS) else logdir
     expected = discover(str(served))
     log_path = tmp_path / "tensorboard.log"
-    with running_tensorboard(served, log_path, rescan_s="30") as base:
+    with running_tensorboard(served, log_path, tmp_path / "tb-cache", rescan_s="30") as base:
         status, listing = get_json(f"{base}/data/plugins_listing")
         assert status == 200
         assert listing["kineto_insights"]["enabled"] is True, tail(log_path)
         assert listing["kineto_insights"]["loading_mechanism"]["type"] == "IFRAME"
+        if HAS_TORCH_PROFILER:
+            assert "pytorch_profiler" in listing, tail(log_path)
         status, runs = get_json(f"{base}{PREFIX}/runs")
         assert status == 200
         assert [r["run"] for r in runs["runs"]] == [r.name for r in expected]
         status, script = http_get(f"{base}{PREFIX}/index.js")
         assert status == 200 and b"export async function render" in script
-        # One span: the smallest file, so that real sample traces stay quick.
         smallest = min(
             (s for r in expected for w in r.workers for s in w.spans), key=lambda s: s.size_bytes
         )
-        status, summary = get_json(base + summary_url(smallest.run, smallest.worker, smallest.span))
-        assert status in (200, 422), (status, summary)
-        if status == 200:
-            assert set(summary) >= {"health", "steps"}
-            assert summary["health"]["event_count"] > 0
-        if served == logdir:
-            status, good = get_json(base + summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
-            assert status == 200
-            assert good["steps"]["count"] == 3
-            assert good["steps"]["mean_step_us"] == 3000.0
+        status, summary = get_json(
+            base + summary_url(smallest.run, smallest.worker, smallest.span, wait=WAIT)
+        )
+        assert status == 200, (status, summary)
+        assert set(summary) == set(summary_module.PANELS)
+        assert summary["health"]["event_count"] > 0
+        status, health = get_json(
+            base + url("health", run=smallest.run, worker=smallest.worker, span=smallest.span)
+        )
+        assert status == 200 and health == summary["health"]
+        assert get_json(base + url("run_summary", run=smallest.run, wait=WAIT))[0] == 200
+        status, missing = get_json(base + summary_url("../..", "etc", "passwd"))
+        assert status == 404 and "error" in missing
 
 
 @needs_tensorboard
-def test_real_tensorboard_finds_new_run_after_rescan(logdir: Path, tmp_path: Path) -> None:
+def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Path) -> None:
     log_path = tmp_path / "tensorboard.log"
-    with running_tensorboard(logdir, log_path, rescan_s="1") as base:
+    with running_tensorboard(logdir, log_path, tmp_path / "tb-cache", rescan_s="0.5") as base:
         _, runs = get_json(f"{base}{PREFIX}/runs")
         assert [r["run"] for r in runs["runs"]] == [BAD_RUN, GOOD_RUN]
         write_good(logdir / "new_run" / "host_9.1700000000002.pt.trace.json.gz", (1500.0,))
@@ -634,9 +1156,11 @@ def test_real_tensorboard_finds_new_run_after_rescan(logdir: Path, tmp_path: Pat
             names = [r["run"] for r in runs["runs"]]
             if "new_run" in names:
                 break
-            time.sleep(0.5)
+            time.sleep(0.25)
         assert names == [BAD_RUN, GOOD_RUN, "new_run"], tail(log_path)
-        status, summary = get_json(base + summary_url("new_run", "host_9", "1700000000002"))
+        status, summary = get_json(
+            base + summary_url("new_run", "host_9", "1700000000002", wait=WAIT)
+        )
         assert status == 200
         assert summary["steps"]["count"] == 1
         assert summary["steps"]["mean_step_us"] == 1500.0

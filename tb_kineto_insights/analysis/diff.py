@@ -88,8 +88,9 @@ def _short_share(s: dict[str, Any]) -> list[float] | None:
 
 def _comm(key: str) -> Extractor:
     def get(s: dict[str, Any]) -> list[float] | None:
-        per = (s.get("communication") or {}).get("steps")
-        if not per or not (s.get("communication") or {}).get("collectives"):
+        comm = s.get("communication") or {}
+        per = comm.get("steps")
+        if not per or not comm.get("has_collectives"):
             return None
         return [float(x[key]) for x in per]
 
@@ -362,6 +363,7 @@ def diff(
                 **row,
             }
         )
+    metrics.extend(_bandwidth_metrics(base, exp))
     step = next((m for m in metrics if m["key"] == "step_time_us"), None)
     if step is None:
         raise ValueError("no step times on one side")
@@ -416,6 +418,29 @@ def diff(
         "largest_changes": largest,
         "noise_rule": NOISE_RULE,
     }
+
+
+def _busbw(side: Side) -> dict[str, list[float]]:
+    """Per collective kind, the bus bandwidth (GB/s) of each summary that has one."""
+    out: dict[str, list[float]] = {}
+    for _, s in side:
+        for k in (s.get("communication") or {}).get("kinds") or []:
+            if k.get("busbw_gbps") is not None:
+                out.setdefault(k["kind"], []).append(float(k["busbw_gbps"]))
+    return out
+
+
+def _bandwidth_metrics(base: Side, exp: Side) -> list[dict[str, Any]]:
+    """Bus bandwidth per collective kind both sides have (one value per span: the
+    relative rule for single values applies unless both sides have several)."""
+    b, e = _busbw(base), _busbw(exp)
+    rows = []
+    for kind in sorted(set(b) & set(e)):
+        several = len(b[kind]) > 1 and len(e[kind]) > 1
+        row = judge(b[kind], e[kind], "higher", per_step=several)
+        head = {"key": f"communication.busbw.{kind}_gbps", "label": f"busbw {kind}"}
+        rows.append({**head, "unit": "GB/s", "better": "higher", **row})
+    return rows
 
 
 def _rank(summary: dict[str, Any]) -> Any:

@@ -193,9 +193,25 @@ function fillSelect(select, items, label, selected) {
   select.disabled = items.length === 0;
 }
 
+// "loading 40 %" from a load state {state, progress: {elapsed_s, estimated_fraction}}.
+function loadText(entry) {
+  if (entry.state === "loading") {
+    const fraction = entry.progress?.estimated_fraction;
+    return isNumber(fraction) ? `loading ${Math.round(fraction * 100)} %` : "loading";
+  }
+  return entry.state === "queued" ? "queued" : "";
+}
+
 function spanLabel(span) {
-  const state = span.state === "error" ? " \u2014 error" : span.state === "ready" ? " \u2713" : "";
+  let state = "";
+  if (span.state === "error") state = " \u2014 error";
+  else if (span.state === "ready") state = " \u2713";
+  else if (span.state === "queued" || span.state === "loading") state = ` \u2014 ${loadText(span)}`;
   return `${span.span} (${fmtBytes(span.size_bytes)})${state}`;
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 export async function render() {
@@ -241,10 +257,21 @@ export async function render() {
     content.replaceChildren();
     if (!run || !worker || !span) return;
     const mine = ++request;
-    setStatus(`Analysing ${run.run} / ${worker.worker} / ${span.span}\u2026`);
-    const answer = await fetchJson(
-      apiUrl("summary", { run: run.run, worker: worker.worker, span: span.span }),
-    );
+    const where = `${run.run} / ${worker.worker} / ${span.span}`;
+    setStatus(`Analysing ${where}\u2026`);
+    const url = apiUrl("summary", { run: run.run, worker: worker.worker, span: span.span });
+    let answer = await fetchJson(url);
+    // 202: the backend is still reading the trace; ask again until it is there.
+    while (answer.status === 202 && mine === request) {
+      span.state = answer.body?.state || "loading";
+      span.progress = answer.body?.progress || null;
+      setStatus(`Reading ${where}: ${loadText(span)}\u2026`);
+      const option = [...spanSelect.options].find((o) => o.value === span.span);
+      if (option) option.textContent = spanLabel(span);
+      await sleep(1000);
+      if (mine !== request) return;
+      answer = await fetchJson(url);
+    }
     if (mine !== request) return;
     if (answer.ok) {
       span.state = "ready";
@@ -295,6 +322,8 @@ export async function render() {
     runs = answer.body.runs || [];
     if (answer.body.error) {
       setStatus(answer.body.error, "error");
+    } else if (runs.length === 0 && answer.body.scanning) {
+      setStatus("Still looking for traces in the log directory; press Reload in a moment.");
     } else if (runs.length === 0) {
       setStatus("No Kineto trace files (*.pt.trace.json[.gz]) in the log directory.");
     } else {
