@@ -33,6 +33,9 @@ The workloads come as before/after pairs:
 * ``ddp``: DistributedDataParallel over an MLP, one process per rank (spawned
   here), each rank profiling itself into the same folder as ``rank{r}``.
 
+Multi-rank DDP (default vs tuned buckets), FSDP and straggler runs are recorded
+by the sibling ``record_distributed.py`` (see ``scripts/README.md``).
+
 Usage (on a machine with a GPU)::
 
     python scripts/record_sample_logs.py --out sample_logs
