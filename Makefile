@@ -15,7 +15,12 @@ $(VENV)/.installed: setup.py pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The PyTorch Profiler tab (torch-tb-profiler) sits beside ours; it is optional: when it
+# cannot be installed, the demo still starts, with our tab only.
 demo: venv
+	@$(PY) -c "import torch_tb_profiler" 2>/dev/null || $(PY) -m pip install -q torch-tb-profiler \
+		|| echo "warning: torch-tb-profiler could not be installed; no PyTorch Profiler tab"
+	@$(VENV)/bin/tb-kineto-insights doctor || true
 	@echo "Open http://127.0.0.1:$(PORT)/#kineto_insights"
 	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
 
@@ -33,6 +38,7 @@ test: lint typecheck unit
 
 bench: venv
 	$(PY) benchmarks/bench_reader.py
+	$(PY) benchmarks/bench_plugin.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

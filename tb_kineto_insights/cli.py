@@ -5,6 +5,7 @@
 - ``diff BASE EXP [--format text|json]``: exit 0, or 2 on unusable input.
 - ``check BASE EXP [--max-step-time-regression 5%] [--fail-on ID ...]``: exit 0 when no
   limit is crossed, 1 on a regression, 2 on unusable input; prints why.
+- ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 """
 
 from __future__ import annotations
@@ -326,6 +327,12 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights.doctor import run_doctor  # imports TensorBoard: only here
+
+    return run_doctor(out, err)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tb-kineto-insights",
@@ -377,6 +384,10 @@ def _parser() -> argparse.ArgumentParser:
         help="fail when EXP has any of these diagnosis ids (e.g. memory_growth)",
     )
     check_cmd.set_defaults(func=_cmd_check)
+    doctor_cmd = sub.add_parser(
+        "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
+    )
+    doctor_cmd.set_defaults(func=_cmd_doctor)
     return parser
 
 

@@ -29,7 +29,8 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
 
 - :data:`RUN_SUMMARY_HOOK` ``(side) -> dict``: the run-level view across workers for
   ``/run_summary``; ``side`` is a list of ``(worker name, summary dict)``, one span per
-  worker. The default, :func:`placeholder_run_summary`, gives per-worker step means.
+  worker. The default is :func:`tb_kineto_insights.summary.summarize_run` (matching,
+  skew, straggler and its diagnosis).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
   diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
@@ -58,6 +59,7 @@ from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request
 
 from tb_kineto_insights import summary as summary_module
+from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
@@ -78,7 +80,7 @@ from tb_kineto_insights.cache import (
     workers_from_env,
 )
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover
-from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
@@ -94,7 +96,6 @@ __all__ = [
     "LogdirSource",
     "json_safe",
     "logdir_sources",
-    "placeholder_run_summary",
     "preload_from_env",
     "rescan_interval_from_env",
 ]
@@ -139,41 +140,10 @@ DiffHook = Callable[..., Any]
 # --------------------------------------------------------------------------- hooks
 
 
-def placeholder_run_summary(side: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
-    """Stand-in for the run-level view across workers: per-worker step count and mean
-    step time. ``{"placeholder": true, "workers": [{"worker", "step_count",
-    "mean_step_us"}]}``."""
-    workers = []
-    for name, summary in side:
-        steps = summary.get("steps") or {}
-        workers.append(
-            {
-                "worker": name,
-                "step_count": steps.get("count"),
-                "mean_step_us": steps.get("mean_step_us"),
-            }
-        )
-    return {"placeholder": True, "workers": workers}
-
-
-def _default_diff(*args: Any, **kwargs: Any) -> Any:
-    from tb_kineto_insights.analysis.diff import diff
-
-    return diff(*args, **kwargs)
-
-
-def _diff_available() -> bool:
-    try:
-        from tb_kineto_insights.analysis import diff  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 #: ``/run_summary``'s function; see the module docstring.
-RUN_SUMMARY_HOOK: RunSummaryHook | None = placeholder_run_summary
+RUN_SUMMARY_HOOK: RunSummaryHook | None = summarize_run
 #: ``/diff``'s function; see the module docstring. None → 501.
-DIFF_HOOK: DiffHook | None = _default_diff
+DIFF_HOOK: DiffHook | None = diff
 
 
 # --------------------------------------------------------------------------- settings
@@ -348,10 +318,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         )
         self._snapshot = _EMPTY
         self._scan_cv = threading.Condition()
-        self._scan_generation = 0
+        self._scans_started = 0
+        self._scans_done = 0
         self._scan_requested = False
         self._stopped = False
         self._first_scan = threading.Event()
+        self._gave_up_waiting = False
         self._derived_lock = threading.Lock()
         self._derived: OrderedDict[Any, bytes] = OrderedDict()
         self._scanner = threading.Thread(
@@ -417,19 +389,26 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
     # ------------------------------------------------------------------ discovery
 
     def _current(self) -> _Snapshot:
-        if not self._first_scan.is_set():
-            self._first_scan.wait(self._first_scan_wait_s)
+        """The last scan; before the first scan finished, the first callers wait for it
+        (at most ``first_scan_wait_s``), later ones get the empty snapshot at once."""
+        if (
+            not self._first_scan.is_set()
+            and not self._gave_up_waiting
+            and not self._first_scan.wait(self._first_scan_wait_s)
+        ):
+            self._gave_up_waiting = True
         return self._snapshot
 
     def rescan(self, timeout: float = 60.0) -> bool:
         """Scan now and wait (at most ``timeout`` s) until it is done; True when done."""
         with self._scan_cv:
-            target = self._scan_generation + 1
+            # A scan already running may have listed the folder before the caller's
+            # change: wait for one that starts after this call.
+            target = self._scans_started + 1
             self._scan_requested = True
             self._scan_cv.notify_all()
-            return self._scan_cv.wait_for(
-                lambda: self._scan_generation >= target or self._stopped, timeout
-            ) and (self._scan_generation >= target)
+            self._scan_cv.wait_for(lambda: self._scans_done >= target or self._stopped, timeout)
+            return self._scans_done >= target
 
     def _scan_loop(self) -> None:
         while True:
@@ -437,6 +416,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 if self._stopped:
                     return
                 self._scan_requested = False
+                self._scans_started += 1
             try:
                 snapshot = self._scan()
             except Exception as exc:  # never let the scanner die
@@ -451,7 +431,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             self._snapshot = snapshot
             self._first_scan.set()
             with self._scan_cv:
-                self._scan_generation += 1
+                self._scans_done += 1
                 self._scan_cv.notify_all()
                 self._scan_cv.wait_for(
                     lambda: self._scan_requested or self._stopped,
@@ -740,7 +720,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         exp = self._side(request, "exp_")
         wait_s = self._wait(request)
         hook = self._diff_override or DIFF_HOOK
-        if hook is None or (hook is _default_diff and not _diff_available()):
+        if hook is None:
             raise _ApiError(501, "the diff is not available yet")
         statuses, results = self._gather(base + exp, wait_s)
         pending = [

@@ -144,3 +144,10 @@ def test_report_runs_across_ranks(shared_traces: Path, capsys: pytest.CaptureFix
     code, out, _ = run_cli(["report", str(shared_traces / "hta_sampled_2ranks")], capsys)
     assert "communication_straggler" in out.splitlines()[4]
     assert "straggler candidate: rank 1" in out
+
+
+def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["doctor"], capsys)
+    assert code == 0
+    assert "[ok  ] plugin kineto_insights" in out and "tensorboard" in out
+    assert "parse:" in out

@@ -172,4 +172,3 @@ def test_communication_metrics_in_diff(shared_traces: Path) -> None:
     ):
         assert metrics[key]["verdict"] == "unchanged", key
     assert metrics["communication.busbw.all_reduce_gbps"]["base"] > 0
-

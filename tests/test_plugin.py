@@ -492,6 +492,41 @@ def test_discovery_runs_in_the_background(
         gate.set()
 
 
+def test_slow_first_scan_blocks_only_the_first_caller(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real = plugin_module.discover
+
+    def stuck(path: str, **kwargs: Any) -> Any:
+        assert gate.wait(30)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(plugin_module, "discover", stuck)
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(logdir), flags=None),
+        workers=0,
+        cache_dir=cache_dir,
+        first_scan_wait_s=0.3,
+    )
+    try:
+        app_client = Client(plugin.get_plugin_apps()["/runs"])
+        t0 = time.perf_counter()
+        assert not plugin.is_active()  # waited for the first scan, then gave up
+        assert 0.25 < time.perf_counter() - t0 < 2.0
+        t0 = time.perf_counter()
+        body = strict_json(app_client.get("/"))
+        assert time.perf_counter() - t0 < 0.2  # later callers do not wait
+        assert body == {"runs": [], "error": None, "scanning": True}
+        gate.set()
+        assert plugin.rescan()
+        assert plugin.is_active()
+        assert strict_json(app_client.get("/"))["scanning"] is False
+    finally:
+        gate.set()
+        plugin.close()
+
+
 def test_broken_span_is_422_then_error_state_and_others_keep_working(client: Client) -> None:
     response = client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT))
     assert response.status_code == 422
@@ -755,24 +790,20 @@ def ranks_client(ranks: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) 
     return Client(make_app(ranks, "--kineto_insights_cache_dir", str(cache_dir)))
 
 
-def test_run_summary_placeholder_per_worker_means(
-    ranks_client: Client, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", plugin_module.placeholder_run_summary)
+def test_run_summary_per_rank(ranks_client: Client) -> None:
     response = ranks_client.get(url("run_summary", run="job", wait=WAIT))
     assert response.status_code == 200
     body = strict_json(response)
     assert body["run"] == "job" and body["span_index"] == -1 and body["errors"] == {}
     assert body["spans"] == [{"worker": "rank0", "span": "200"}, {"worker": "rank1", "span": "201"}]
-    assert body["summary"] == {
-        "placeholder": True,
-        "workers": [
-            {"worker": "rank0", "step_count": 2, "mean_step_us": 2000.0},
-            {"worker": "rank1", "step_count": 2, "mean_step_us": 4000.0},
-        ],
-    }
+    ranks = body["summary"]["ranks"]
+    assert [(r["worker"], r["step_count"], r["mean_step_us"]) for r in ranks] == [
+        ("rank0", 2, 2000.0),
+        ("rank1", 2, 4000.0),
+    ]
+    assert body["summary"]["diagnoses"] == []
     first = strict_json(ranks_client.get(url("run_summary", run="job", span_index="0", wait=WAIT)))
-    assert [w["mean_step_us"] for w in first["summary"]["workers"]] == [1000.0, 3000.0]
+    assert [r["mean_step_us"] for r in first["summary"]["ranks"]] == [1000.0, 3000.0]
     beyond = strict_json(ranks_client.get(url("run_summary", run="job", span_index="5")))
     assert beyond["error"].startswith("no worker")
 
@@ -853,6 +884,46 @@ def test_diff_errors(ranks_client: Client, monkeypatch: pytest.MonkeyPatch) -> N
     response = ranks_client.get(url("diff", base_run="job", exp_run="faster"))
     assert response.status_code == 501
     assert "not available" in strict_json(response)["error"]
+
+
+# --------------------------------------------------------------------------- sample logs
+
+
+def test_every_route_on_sample_logs(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not has_traces(SAMPLE_LOGS):
+        pytest.skip("sample_logs/ holds no traces")
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    expected = discover(str(SAMPLE_LOGS))
+    app_client = Client(make_app(SAMPLE_LOGS, "--kineto_insights_cache_dir", str(cache_dir)))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in runs["runs"]] == [r.name for r in expected]
+    for run in expected:
+        for worker in run.workers:
+            for span in worker.spans:
+                key = {"run": run.name, "worker": worker.name, "span": span.span}
+                response = app_client.get(url("summary", **key, wait=WAIT))
+                assert response.status_code == 200, (key, response.get_data()[:300])
+                whole = strict_json(response)
+                assert list(whole) == list(summary_module.PANELS)
+                assert whole["steps"]["count"] > 0, key
+                for panel in summary_module.PANELS:
+                    one = app_client.get(url("summary", **key, panel=panel))
+                    assert one.status_code == 200 and strict_json(one) == whole[panel]
+                health = app_client.get(url("health", **key))
+                assert strict_json(health) == whole["health"]
+        response = app_client.get(url("run_summary", run=run.name, wait=WAIT))
+        assert response.status_code == 200, response.get_data()[:300]
+        assert strict_json(response)["run"] == run.name
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    states = {s["state"] for r in runs["runs"] for w in r["workers"] for s in w["spans"]}
+    assert states == {"ready"}
+    names = [r.name for r in expected]
+    if {"transformer_eager", "transformer_compile"} <= set(names):
+        response = app_client.get(
+            url("diff", base_run="transformer_eager", exp_run="transformer_compile", wait=WAIT)
+        )
+        assert response.status_code == 200
+        assert strict_json(response)["headline"]["speedup"] > 1  # compile is faster
 
 
 # --------------------------------------------------------------------------- worker processes

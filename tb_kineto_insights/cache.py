@@ -1,0 +1,943 @@
+"""Summaries on disk, and loading them in the background with a bounded worker pool.
+
+Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
+
+:class:`DiskCache`
+    One JSON file per trace file, named by a hash of the file's identity
+    (path, size, mtime), :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION` and the
+    analysis settings (byte cap, thresholds). Layout::
+
+        <folder>/v<ANALYSIS_VERSION>/<sha256>.json        a summary
+        <folder>/v<ANALYSIS_VERSION>/<sha256>.error.json  a reader error (TraceError)
+
+    Files are written atomically (a temporary file in the same folder, then
+    ``os.replace``), so a reader never sees half a file, and several processes (a
+    TensorBoard restart, a teammate pointed at the same shared folder) can share one
+    folder. A file that cannot be decoded, or whose recorded identity does not match,
+    is ignored (and rewritten after the next load). The folder is
+    ``KINETO_INSIGHTS_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/tb-kineto-insights``,
+    else ``~/.cache/tb-kineto-insights``.
+
+:class:`SummaryLoader`
+    States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
+    ``not_loaded`` for a file nobody asked for yet), a priority queue (a request from
+    the page goes before background preloading, small files before big ones), and at
+    most ``workers`` worker processes (default :data:`DEFAULT_WORKERS`, or
+    ``KINETO_INSIGHTS_WORKERS``; plain ``python -c`` child processes talking pickled
+    messages over their standard input and output, so the program that embeds
+    TensorBoard needs no ``__main__`` guard), each reading one file at a time and
+    reused for the next; ``workers=0`` reads in one background thread of this process
+    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s`` exits, so an
+    idle TensorBoard holds no parsed-trace memory. A worker that dies (killed for
+    memory) fails only the file it was reading; the next file gets a fresh process.
+    Status questions never wait for a load: they are dictionary look-ups under a lock
+    that is never held during I/O or analysis.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import heapq
+import itertools
+import logging
+import math
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import numpy as np
+
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
+from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+__all__ = [
+    "CACHE_DIR_ENV",
+    "CACHE_FORMAT",
+    "DEFAULT_WORKERS",
+    "WORKERS_ENV",
+    "DiskCache",
+    "Identity",
+    "LoadResult",
+    "SpanStatus",
+    "SummaryLoader",
+    "cache_dir_from_env",
+    "decode_entry",
+    "encode_json",
+    "json_safe",
+    "settings_fingerprint",
+    "workers_from_env",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable: the cache folder.
+CACHE_DIR_ENV = "KINETO_INSIGHTS_CACHE_DIR"
+#: Environment variable: how many worker processes load traces (0: a thread instead).
+WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
+#: At most this many worker processes by default (fewer on a one-core machine).
+DEFAULT_WORKERS = 2
+#: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
+CACHE_FORMAT = 1
+#: Priorities: a page waiting for a span goes first, preloading after.
+PRIORITY_REQUEST = 0
+PRIORITY_PRELOAD = 1
+
+QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
+
+#: Error kinds: ``trace`` (the reader's TraceError: the file is bad, remembered on disk),
+#: ``internal`` (a bug in the analysis) and ``worker`` (the worker process died, e.g.
+#: killed for memory); the last two are retried when the span is asked for again.
+ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def cache_dir_from_env(environ: Mapping[str, str] | None = None) -> Path:
+    """``KINETO_INSIGHTS_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb-kineto-insights``, else
+    ``~/.cache/tb-kineto-insights`` (``~`` expanded)."""
+    env = os.environ if environ is None else environ
+    raw = (env.get(CACHE_DIR_ENV) or "").strip()
+    if raw:
+        return Path(raw).expanduser()
+    xdg = (env.get("XDG_CACHE_HOME") or "").strip()
+    base = Path(xdg).expanduser() if xdg else Path("~/.cache").expanduser()
+    return base / "tb-kineto-insights"
+
+
+def default_workers() -> int:
+    return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
+
+
+def workers_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """``KINETO_INSIGHTS_WORKERS`` as an integer ≥ 0; the default (at most 2) when unset,
+    and with a warning when it is not such an integer."""
+    raw = (os.environ if environ is None else environ).get(WORKERS_ENV)
+    if raw is None or not raw.strip():
+        return default_workers()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        logger.warning(
+            "%s=%r is not a whole number >= 0; using %d", WORKERS_ENV, raw, default_workers()
+        )
+        return default_workers()
+    return value
+
+
+def settings_fingerprint(max_json_bytes: int, thresholds: Thresholds) -> str:
+    """What besides the file and ANALYSIS_VERSION changes a summary: part of cache keys."""
+    return f"max_json_bytes={int(max_json_bytes)};thresholds={thresholds!r}"
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def json_safe(obj: Any) -> Any:
+    """A copy of ``obj`` that ``json.dumps`` writes as strict JSON: NaN and ±inf become
+    ``None``, numpy scalars and arrays become Python numbers and lists, tuples and sets
+    become lists, dict keys become strings."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, bool, int)):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return json_safe(obj.tolist())
+    return obj
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return obj.tolist()
+    raise NotImplementedError(f"cannot write {type(obj).__name__} as JSON")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def encode_json(obj: Any) -> bytes:
+    """Strict JSON bytes (UTF-8): NaN and ±inf are written as ``null``, numpy values as
+    numbers and lists, non-string keys as strings."""
+    return _ENCODER.encode(obj)
+
+
+# --------------------------------------------------------------------------- entries
+
+
+@dataclass(frozen=True, order=True)
+class Identity:
+    """A trace file as discovery saw it: a changed size or mtime is another file."""
+
+    path: str
+    size_bytes: int
+    mtime: float
+
+
+class _ErrorInfo(msgspec.Struct):
+    type: str
+    message: str
+
+
+class _Entry(msgspec.Struct, forbid_unknown_fields=False):
+    format: int
+    analysis_version: int
+    settings: str
+    path: str
+    size_bytes: int
+    mtime: float
+    created: float = 0.0
+    elapsed_s: float = 0.0
+    summary: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    error: _ErrorInfo | None = None
+
+
+_ENTRY_DECODER = msgspec.json.Decoder(_Entry)
+_PANELS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """A loaded summary (``summary`` and ``panels`` are raw JSON, ready to send) or a
+    reader error (``error``, the TraceError's message, naming the file)."""
+
+    summary: bytes | None
+    panels: Mapping[str, bytes]
+    error: str | None
+    error_type: str | None
+    size: int
+
+    def decoded(self) -> dict[str, Any]:
+        """The summary as Python objects (raises ValueError for an error result)."""
+        if self.summary is None:
+            raise ValueError(self.error or "no summary")
+        value = msgspec.json.decode(self.summary)
+        if not isinstance(value, dict):
+            raise ValueError("summary is not a JSON object")
+        return value
+
+    def panel(self, name: str) -> Any:
+        """One panel as Python objects, or None when absent."""
+        raw = self.panels.get(name)
+        return None if raw is None else msgspec.json.decode(raw)
+
+
+def _entry_bytes(
+    ident: Identity,
+    settings: str,
+    *,
+    summary: Any = None,
+    error: TraceError | None = None,
+    elapsed_s: float = 0.0,
+) -> bytes:
+    wrapper: dict[str, Any] = {
+        "format": CACHE_FORMAT,
+        "analysis_version": ANALYSIS_VERSION,
+        "settings": settings,
+        "path": ident.path,
+        "size_bytes": ident.size_bytes,
+        "mtime": ident.mtime,
+        "created": time.time(),
+        "elapsed_s": elapsed_s,
+    }
+    if error is not None:
+        wrapper["error"] = {"type": type(error).__name__, "message": str(error)}
+    else:
+        wrapper["summary"] = summary
+    return encode_json(wrapper)
+
+
+def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | None:
+    """A cache file's content as a LoadResult; None when it is corrupt, written by another
+    format or analysis version, or records another file identity or settings."""
+    try:
+        entry = _ENTRY_DECODER.decode(data)
+        if (
+            entry.format != CACHE_FORMAT
+            or entry.analysis_version != ANALYSIS_VERSION
+            or entry.settings != settings
+            or entry.path != ident.path
+            or entry.size_bytes != ident.size_bytes
+            or entry.mtime != ident.mtime
+        ):
+            return None
+        if entry.error is not None:
+            return LoadResult(None, {}, entry.error.message, entry.error.type, len(data))
+        summary = bytes(entry.summary)
+        if summary == b"null":
+            return None
+        panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+        return None
+    return LoadResult(summary, panels, None, None, len(data))
+
+
+# --------------------------------------------------------------------------- disk cache
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class DiskCache:
+    """Summaries (and reader errors) on disk, one file per trace-file identity.
+
+    Args:
+        folder: the cache folder (created on first write).
+        settings: :func:`settings_fingerprint` of the analysis settings in force.
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], settings: str) -> None:
+        self.folder = Path(folder)
+        self.settings = settings
+        self._versioned = self.folder / f"v{ANALYSIS_VERSION}"
+
+    def _stem(self, ident: Identity) -> str:
+        key = encode_json([ident.path, ident.size_bytes, ident.mtime, self.settings])
+        return hashlib.sha256(key).hexdigest()
+
+    def summary_file(self, ident: Identity) -> Path:
+        return self._versioned / f"{self._stem(ident)}.json"
+
+    def error_file(self, ident: Identity) -> Path:
+        return self._versioned / f"{self._stem(ident)}.error.json"
+
+    def has(self, ident: Identity) -> bool:
+        """Whether a summary or an error is stored (files are not read)."""
+        try:
+            return self.summary_file(ident).is_file() or self.error_file(ident).is_file()
+        except OSError:
+            return False
+
+    def load(self, ident: Identity) -> LoadResult | None:
+        """The stored result; None when there is none, or it is unreadable or corrupt
+        (a corrupt file is then ignored: the next :meth:`store` replaces it)."""
+        for path in (self.summary_file(ident), self.error_file(ident)):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                logger.warning("Kineto Insights: cannot read cache file %s: %s", path, exc)
+                continue
+            result = decode_entry(data, ident, self.settings)
+            if result is not None:
+                return result
+            logger.warning("Kineto Insights: ignoring corrupt or stale cache file %s", path)
+        return None
+
+    def store(self, ident: Identity, data: bytes, *, is_error: bool) -> None:
+        """Write an entry (from :func:`_entry_bytes`) atomically, and drop the other kind
+        of entry for the same identity. Raises OSError when the folder is not writable."""
+        target = self.error_file(ident) if is_error else self.summary_file(ident)
+        other = self.summary_file(ident) if is_error else self.error_file(ident)
+        _write_atomic(target, data)
+        with contextlib.suppress(OSError):
+            other.unlink()
+
+
+# --------------------------------------------------------------------------- one load
+
+
+@dataclass(frozen=True)
+class _Task:
+    ident: Identity
+    max_json_bytes: int
+    thresholds: Thresholds
+    settings: str
+    cache_folder: str | None
+    summarize: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one load produced: ``data`` is a cache entry (summary or reader error);
+    otherwise ``kind`` and ``message`` say what went wrong."""
+
+    data: bytes | None
+    kind: str | None
+    message: str | None
+    elapsed_s: float
+    cache_warning: str | None = None
+
+
+def _run_task(task: _Task) -> _Outcome:
+    """Read and analyse one file, store the result on disk; never raises."""
+    started = time.perf_counter()
+    error: TraceError | None = None
+    try:
+        try:
+            summary = task.summarize(
+                task.ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
+            )
+        except TraceError as exc:
+            error = exc
+            summary = None
+        elapsed = time.perf_counter() - started
+        data = _entry_bytes(
+            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed
+        )
+    except Exception as exc:  # a bug in the analysis, or out of memory
+        logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
+        return _Outcome(
+            None,
+            ERROR_INTERNAL,
+            f"{task.ident.path}: internal error while analysing ({type(exc).__name__}: {exc})",
+            time.perf_counter() - started,
+        )
+    warning = None
+    if task.cache_folder is not None:
+        try:
+            DiskCache(task.cache_folder, task.settings).store(
+                task.ident, data, is_error=error is not None
+            )
+        except OSError as exc:
+            warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
+    return _Outcome(data, None, None, elapsed, warning)
+
+
+_FRAME = struct.Struct("<Q")
+#: The command a worker process runs (``python -c``): no ``__main__`` re-import, no
+#: ``if __name__ == "__main__"`` needed in whatever program embeds TensorBoard.
+_WORKER_CODE = "from tb_kineto_insights.cache import worker_main; worker_main()"
+
+
+def _write_frame(out: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_FRAME.pack(len(data)) + data)
+    out.flush()
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = stream.read(size)
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    (size,) = _FRAME.unpack(_read_exact(stream, _FRAME.size))
+    return pickle.loads(_read_exact(stream, size))
+
+
+def worker_main() -> None:
+    """Body of a worker process: reads tasks (pickled, length-prefixed) from standard
+    input, answers each on standard output, until standard input closes or a ``None``
+    task arrives. Anything the analysis prints goes to standard error."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    tasks = sys.stdin.buffer
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # keep the answer channel clean
+    while True:
+        try:
+            task = _read_frame(tasks)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return
+        if task is None:
+            return
+        try:
+            _write_frame(answers, _run_task(task))
+        except OSError:
+            return
+
+
+def _child_env() -> dict[str, str]:
+    """The worker's environment: this one, with this package importable."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+_LIVE_SLOTS: weakref.WeakSet[_Slot] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    """Worker processes end with the program, even in the middle of a load."""
+    for slot in list(_LIVE_SLOTS):
+        with contextlib.suppress(Exception):
+            slot.stop(kill=True)
+
+
+class _Slot:
+    """One place where a file is read: a worker process (``python -c``), reused until
+    idle or dead, or (``use_process=False``) the calling thread itself."""
+
+    def __init__(self, use_process: bool) -> None:
+        self._use_process = use_process
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        _LIVE_SLOTS.add(self)
+
+    def run(self, task: _Task) -> _Outcome:
+        if not self._use_process:
+            return _run_task(task)
+        started = time.perf_counter()
+        proc = None
+        try:
+            proc = self._ensure_process()
+            assert proc.stdin is not None and proc.stdout is not None
+            _write_frame(proc.stdin, task)
+            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is stopped
+            if isinstance(outcome, _Outcome):
+                return outcome
+            raise EOFError(f"unexpected answer {type(outcome).__name__}")
+        except (EOFError, OSError, pickle.PickleError, struct.error) as exc:
+            code = None
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = proc.wait(timeout=1.0)
+            self.stop(kill=True)
+            reason = f"exit code {code}" if code is not None else str(exc)
+            hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
+            return _Outcome(
+                None,
+                ERROR_WORKER,
+                f"{task.ident.path}: the worker process reading it died ({reason}){hint}",
+                time.perf_counter() - started,
+            )
+
+    def _ensure_process(self) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+        self.stop(kill=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_child_env(),
+        )
+        with self._lock:
+            self._proc = proc
+        return proc
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            proc = self._proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
+    def stop(self, kill: bool = False) -> None:
+        """End the worker process: politely (close its input) or, with ``kill``, at once
+        (a load in progress is abandoned)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if kill:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.wait(timeout=5.0)
+        with contextlib.suppress(OSError):
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+# --------------------------------------------------------------------------- loader
+
+
+@dataclass(frozen=True)
+class SpanStatus:
+    """Load state of one file. ``progress`` (while loading) is
+    ``{"elapsed_s", "estimated_fraction"}``; the fraction is elapsed time over the time
+    the file should take at the throughput (compressed bytes per second) of the loads
+    finished so far, at most 0.99, or None before any load finished."""
+
+    state: str
+    error: str | None = None
+    error_kind: str | None = None
+    progress: dict[str, float | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "error": self.error, "progress": self.progress}
+
+
+class SummaryLoader:
+    """Loads summaries in the background, at most ``workers`` at a time.
+
+    Args:
+        cache: the disk cache, or None for memory only.
+        workers: worker processes (0: one background thread in this process).
+        summarize: ``summarize(path, max_json_bytes=, thresholds=) -> dict``; with
+            worker processes it must be a module-level function (it is pickled).
+        max_json_bytes: the reader's cap on uncompressed bytes.
+        thresholds: analysis thresholds.
+        memory_items: how many loaded results to keep in memory ...
+        memory_bytes: ... and how many bytes of JSON at most (least recently used go).
+        idle_shutdown_s: a worker process idle this long exits.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: DiskCache | None,
+        workers: int = DEFAULT_WORKERS,
+        summarize: Callable[..., Any] = summarize_file,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        memory_items: int = 64,
+        memory_bytes: int = 256 * 1024**2,
+        idle_shutdown_s: float = 120.0,
+    ) -> None:
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        self.cache = cache
+        self.workers = workers
+        self.settings = settings_fingerprint(max_json_bytes, thresholds)
+        if cache is not None and cache.settings != self.settings:
+            raise ValueError("the cache was made for other settings")
+        self._summarize = summarize
+        self._max_json_bytes = max_json_bytes
+        self._thresholds = thresholds
+        self._memory_items = max(1, memory_items)
+        self._memory_bytes = max(1, memory_bytes)
+        self._idle_shutdown_s = idle_shutdown_s
+        self._cv = threading.Condition()
+        self._closed = False
+        self._states: dict[Identity, str] = {}
+        self._errors: dict[Identity, tuple[str, str]] = {}  # ident → (kind, message)
+        self._started: dict[Identity, float] = {}
+        self._queued_priority: dict[Identity, int] = {}
+        self._heap: list[tuple[int, int, int, Identity]] = []
+        self._seq = itertools.count()
+        self._current: set[Identity] | None = None  # identities discovery knows now
+        self._memory: OrderedDict[Identity, LoadResult] = OrderedDict()
+        self._memory_used = 0
+        self._throughput: float | None = None  # compressed bytes per second
+        self._cache_warned = False
+        self.loads_started = 0
+        use_process = workers > 0
+        self._slots = [_Slot(use_process) for _ in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(
+                target=self._slot_loop, args=(slot,), name=f"kineto-insights-load-{i}", daemon=True
+            )
+            for i, slot in enumerate(self._slots)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # ---------------------------------------------------------------- questions
+
+    def status(self, ident: Identity) -> SpanStatus:
+        """The current state; never waits for a load or touches the disk."""
+        with self._cv:
+            return self._status_locked(ident, time.monotonic())
+
+    def statuses(self, idents: Iterable[Identity]) -> list[SpanStatus]:
+        """:meth:`status` of many files under one lock."""
+        with self._cv:
+            now = time.monotonic()
+            return [self._status_locked(ident, now) for ident in idents]
+
+    def _status_locked(self, ident: Identity, now: float) -> SpanStatus:
+        state = self._states.get(ident, NOT_LOADED)
+        if state == ERROR:
+            kind, message = self._errors.get(ident, (ERROR_INTERNAL, "unknown error"))
+            return SpanStatus(ERROR, message, kind)
+        if state == LOADING:
+            elapsed = max(0.0, now - self._started.get(ident, now))
+            fraction: float | None = None
+            if self._throughput and ident.size_bytes > 0:
+                fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
+            return SpanStatus(
+                LOADING,
+                progress={"elapsed_s": round(elapsed, 3), "estimated_fraction": fraction},
+            )
+        return SpanStatus(state)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the worker processes alive now (tests, benchmarks)."""
+        return [pid for pid in (slot.pid for slot in self._slots) if pid is not None]
+
+    # ---------------------------------------------------------------- discovery
+
+    def note_discovered(
+        self, idents: Iterable[Identity], *, preload: bool, settle_s: float = 5.0
+    ) -> None:
+        """Tell the loader which files exist now (called after each scan, off the request
+        path). Files with a stored result become ``ready`` (or ``error``) without being
+        read; with ``preload`` the others are queued behind requested ones, smallest
+        first, except files modified in the last ``settle_s`` seconds (maybe still being
+        written; they are preloaded at a later scan, or loaded at once when asked for).
+        Forgets the state of files that are gone."""
+        current = set(idents)
+        with self._cv:
+            known = set(self._states)
+        fresh = [ident for ident in current if ident not in known]
+        stored: dict[Identity, LoadResult | None] = {}
+        if self.cache is not None:
+            for ident in fresh:
+                if self.cache.error_file(ident).is_file():
+                    stored[ident] = self.cache.load(ident)  # small: read it for its message
+                elif self.cache.summary_file(ident).is_file():
+                    stored[ident] = None  # ready; read when asked for
+        wall_now = time.time()
+        with self._cv:
+            self._current = current
+            for ident in list(self._states):
+                if ident not in current and self._states[ident] != LOADING:
+                    self._forget_locked(ident)
+            for ident in fresh:
+                if ident in self._states:
+                    continue
+                if ident in stored:
+                    result = stored[ident]
+                    if result is not None and result.error is not None:
+                        self._set_error_locked(ident, ERROR_TRACE, result.error)
+                    else:
+                        self._states[ident] = READY
+                else:
+                    self._states[ident] = NOT_LOADED
+            if preload:
+                for ident in current:
+                    if self._states.get(ident) == NOT_LOADED and not (
+                        ident.mtime > 0 and wall_now - ident.mtime < settle_s
+                    ):
+                        self._enqueue_locked(ident, PRIORITY_PRELOAD)
+            self._cv.notify_all()
+
+    def _forget_locked(self, ident: Identity) -> None:
+        self._states.pop(ident, None)
+        self._errors.pop(ident, None)
+        self._queued_priority.pop(ident, None)
+        self._started.pop(ident, None)
+        result = self._memory.pop(ident, None)
+        if result is not None:
+            self._memory_used -= result.size
+
+    # ---------------------------------------------------------------- loading
+
+    def request(self, ident: Identity) -> SpanStatus:
+        """Ask for a file: queue it ahead of preloading unless it is loaded, loading, or
+        failed with a reader error. A file that failed for another reason (a bug, a
+        dead worker) is queued again."""
+        with self._cv:
+            state = self._states.get(ident, NOT_LOADED)
+            if state == ERROR and self._errors.get(ident, (ERROR_INTERNAL, ""))[0] != ERROR_TRACE:
+                state = NOT_LOADED
+            if state in (NOT_LOADED, QUEUED):
+                self._enqueue_locked(ident, PRIORITY_REQUEST)
+            return self._status_locked(ident, time.monotonic())
+
+    def _enqueue_locked(self, ident: Identity, priority: int) -> None:
+        if self._states.get(ident) == QUEUED and self._queued_priority.get(ident, 99) <= priority:
+            return
+        self._states[ident] = QUEUED
+        self._errors.pop(ident, None)
+        self._queued_priority[ident] = priority
+        heapq.heappush(self._heap, (priority, ident.size_bytes, next(self._seq), ident))
+        self._cv.notify_all()
+
+    def _next_task(self, timeout: float) -> _Task | None:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not self._closed:
+                while self._heap:
+                    priority, _, _, ident = heapq.heappop(self._heap)
+                    if (
+                        self._states.get(ident) != QUEUED
+                        or self._queued_priority.get(ident) != priority
+                    ):
+                        continue  # taken, superseded by a higher priority, or forgotten
+                    if (
+                        priority == PRIORITY_PRELOAD
+                        and self._current is not None
+                        and ident not in self._current
+                    ):
+                        self._forget_locked(ident)
+                        continue
+                    self._states[ident] = LOADING
+                    self._queued_priority.pop(ident, None)
+                    self._started[ident] = time.monotonic()
+                    self.loads_started += 1
+                    self._cv.notify_all()
+                    return _Task(
+                        ident=ident,
+                        max_json_bytes=self._max_json_bytes,
+                        thresholds=self._thresholds,
+                        settings=self.settings,
+                        cache_folder=None if self.cache is None else str(self.cache.folder),
+                        summarize=self._summarize,
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cv.wait(remaining)
+        return None
+
+    def _slot_loop(self, slot: _Slot) -> None:
+        while True:
+            task = self._next_task(self._idle_shutdown_s)
+            if task is None:
+                slot.stop()  # idle or closed: no process sits on memory
+                if self._closed:
+                    return
+                continue
+            try:
+                outcome = slot.run(task)
+            except Exception as exc:  # never let a loading thread die
+                logger.exception("Kineto Insights: loading %s failed", task.ident.path)
+                outcome = _Outcome(
+                    None,
+                    ERROR_WORKER,
+                    f"{task.ident.path}: could not run the load ({type(exc).__name__}: {exc})",
+                    0.0,
+                )
+            self._finish(task.ident, outcome)
+
+    def _finish(self, ident: Identity, outcome: _Outcome) -> None:
+        if outcome.cache_warning and not self._cache_warned:
+            self._cache_warned = True
+            logger.warning(
+                "Kineto Insights: %s; summaries are kept in memory only", outcome.cache_warning
+            )
+        result = None
+        if outcome.data is not None:
+            result = decode_entry(outcome.data, ident, self.settings)
+        with self._cv:
+            self._started.pop(ident, None)
+            if result is None:
+                message = outcome.message or f"{ident.path}: the analysis gave no readable result"
+                self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)
+            elif result.error is not None:
+                self._set_error_locked(ident, ERROR_TRACE, result.error)
+            else:
+                self._states[ident] = READY
+                self._remember_locked(ident, result)
+                if outcome.elapsed_s > 0 and ident.size_bytes > 0:
+                    rate = ident.size_bytes / outcome.elapsed_s
+                    self._throughput = (
+                        rate if self._throughput is None else 0.7 * self._throughput + 0.3 * rate
+                    )
+            self._cv.notify_all()
+
+    def _set_error_locked(self, ident: Identity, kind: str, message: str) -> None:
+        self._states[ident] = ERROR
+        self._errors[ident] = (kind, message)
+        old = self._memory.pop(ident, None)
+        if old is not None:
+            self._memory_used -= old.size
+
+    def _remember_locked(self, ident: Identity, result: LoadResult) -> None:
+        old = self._memory.pop(ident, None)
+        if old is not None:
+            self._memory_used -= old.size
+        self._memory[ident] = result
+        self._memory_used += result.size
+        while len(self._memory) > 1 and (
+            len(self._memory) > self._memory_items or self._memory_used > self._memory_bytes
+        ):
+            _, dropped = self._memory.popitem(last=False)
+            self._memory_used -= dropped.size
+
+    # ---------------------------------------------------------------- results
+
+    def get(self, ident: Identity, wait_s: float = 0.0) -> tuple[SpanStatus, LoadResult | None]:
+        """``(status, result)``: the result when the file is ready (from memory, else
+        from the disk cache), else queue it first in line and wait up to ``wait_s``
+        seconds for it. A stored result that turns out corrupt or missing is loaded
+        again. ``result`` is None unless the state is ``ready``; a reader error is
+        ``(error status, None)``."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            status = self.request(ident)
+            if status.state == READY:
+                result = self._ready_result(ident)
+                if result is not None:
+                    return status, result
+                continue  # the stored file is gone or corrupt: queued again
+            if status.state == ERROR:
+                return status, None
+            with self._cv:
+                while (
+                    not self._closed
+                    and self._states.get(ident) in (QUEUED, LOADING)
+                    and time.monotonic() < deadline
+                ):
+                    self._cv.wait(max(0.0, min(1.0, deadline - time.monotonic())))
+                state = self._states.get(ident, NOT_LOADED)
+                if state in (QUEUED, LOADING) or self._closed:
+                    return self._status_locked(ident, time.monotonic()), None
+                if state == ERROR:
+                    return self._status_locked(ident, time.monotonic()), None
+
+    def _ready_result(self, ident: Identity) -> LoadResult | None:
+        with self._cv:
+            result = self._memory.get(ident)
+            if result is not None:
+                self._memory.move_to_end(ident)
+                return result
+        stored = self.cache.load(ident) if self.cache is not None else None
+        with self._cv:
+            if stored is not None and stored.error is None:
+                if self._states.get(ident) == READY:
+                    self._remember_locked(ident, stored)
+                return stored
+            if stored is not None:
+                self._set_error_locked(ident, ERROR_TRACE, stored.error or "unknown error")
+                return None
+            if self._states.get(ident) == READY:
+                self._states[ident] = NOT_LOADED
+        return None
+
+    # ---------------------------------------------------------------- shutdown
+
+    def close(self) -> None:
+        """Stop loading: worker processes are stopped (a load in progress is killed)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        for slot in self._slots:
+            slot.stop(kill=True)  # a load in progress ends with EOF: its thread moves on
+        for thread in self._threads:
+            thread.join(timeout=10.0)
+        for slot in self._slots:
+            slot.stop(kill=True)

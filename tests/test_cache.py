@@ -1,0 +1,466 @@
+"""The disk cache and the background loader: hits without re-parsing, changed and corrupt
+files, reader errors, priorities, worker processes (bounded, reused, dying, idle)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tb_kineto_insights import cache as cache_module
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.cache import (
+    CACHE_DIR_ENV,
+    WORKERS_ENV,
+    DiskCache,
+    Identity,
+    SummaryLoader,
+    cache_dir_from_env,
+    decode_entry,
+    encode_json,
+    settings_fingerprint,
+    workers_from_env,
+)
+from tb_kineto_insights.summary import ANALYSIS_VERSION
+from tb_kineto_insights.trace.errors import TraceFormatError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+TESTS = Path(__file__).resolve().parent
+SETTINGS = settings_fingerprint(DEFAULT_MAX_JSON_BYTES, DEFAULT_THRESHOLDS)
+
+
+def write_trace(path: Path, steps: int = 2, step_us: float = 1000.0) -> Path:
+    events: list[dict[str, Any]] = []
+    for n in range(1, steps + 1):
+        ts = 1000.0 + (n - 1) * step_us
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": step_us,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 10.0,
+                "dur": 20.0,
+                "args": {"device": 0, "stream": 7, "correlation": n},
+            }
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    return path
+
+
+def ident_of(path: Path) -> Identity:
+    st = path.stat()
+    return Identity(str(path), st.st_size, st.st_mtime)
+
+
+class Counting:
+    """A summarize function that counts its calls (thread mode: same process)."""
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.calls: list[str] = []
+        self.gate = gate
+        self.started = threading.Event()
+
+    def __call__(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(path)
+        self.started.set()
+        if self.gate is not None:
+            assert self.gate.wait(20.0)
+        if "broken" in path:
+            raise TraceFormatError(path, "truncated: the file ends early")
+        return {
+            "steps": {"count": 2, "mean_step_us": 1000.0, "nan": math.nan},
+            "health": {"event_count": np.int64(4)},
+        }
+
+
+@pytest.fixture
+def loaders() -> Iterator[list[SummaryLoader]]:
+    made: list[SummaryLoader] = []
+    yield made
+    for loader in made:
+        loader.close()
+
+
+def make_loader(
+    made: list[SummaryLoader], folder: Path | None, summarize: Any, **kwargs: Any
+) -> SummaryLoader:
+    loader = SummaryLoader(
+        cache=None if folder is None else DiskCache(folder, SETTINGS),
+        summarize=summarize,
+        **{"workers": 0, **kwargs},
+    )
+    made.append(loader)
+    return loader
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_cache_dir_from_env(tmp_path: Path) -> None:
+    assert cache_dir_from_env({CACHE_DIR_ENV: str(tmp_path)}) == tmp_path
+    assert cache_dir_from_env({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "tb-kineto-insights"
+    default = cache_dir_from_env({})
+    assert default == Path("~/.cache/tb-kineto-insights").expanduser()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("0", 0), ("3", 3), ("-1", None), ("x", None)])
+def test_workers_from_env(raw: str, expected: int | None) -> None:
+    default = max(1, min(2, os.cpu_count() or 1))
+    assert workers_from_env({WORKERS_ENV: raw}) == (default if expected is None else expected)
+    assert workers_from_env({}) == default
+    assert workers_from_env({}) <= 2
+
+
+def test_encode_json_is_strict() -> None:
+    data = encode_json(
+        {"a": math.nan, "b": [math.inf, np.float32(0.5)], 3: np.arange(2), "t": (1, 2)}
+    )
+
+    def reject(token: str) -> Any:
+        raise AssertionError(token)
+
+    assert json.loads(data, parse_constant=reject) == {
+        "a": None,
+        "b": [None, 0.5],
+        "3": [0, 1],
+        "t": [1, 2],
+    }
+
+
+# --------------------------------------------------------------------------- disk cache
+
+
+def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    ident = ident_of(trace)
+    cache = DiskCache(tmp_path / "cache", SETTINGS)
+    assert not cache.has(ident)
+    data = cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {"count": 2}})
+    cache.store(ident, data, is_error=False)
+    assert cache.has(ident)
+    assert cache.summary_file(ident).parent == tmp_path / "cache" / f"v{ANALYSIS_VERSION}"
+    # Only the final file: no temporary file left behind.
+    assert [p.name for p in cache.summary_file(ident).parent.iterdir()] == [
+        cache.summary_file(ident).name
+    ]
+    result = cache.load(ident)
+    assert result is not None and result.error is None
+    assert json.loads(result.summary or b"") == {"steps": {"count": 2}}
+    assert json.loads(result.panels["steps"]) == {"count": 2}
+    # Another identity (size, mtime), or other settings: a miss.
+    assert cache.load(Identity(ident.path, ident.size_bytes + 1, ident.mtime)) is None
+    assert cache.load(Identity(ident.path, ident.size_bytes, ident.mtime + 1)) is None
+    assert DiskCache(tmp_path / "cache", SETTINGS + "x").load(ident) is None
+
+
+def test_decode_entry_rejects_corrupt_and_mismatched(tmp_path: Path) -> None:
+    ident = Identity("/x.json", 10, 1.5)
+    good = cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}})
+    assert decode_entry(good, ident, SETTINGS) is not None
+    for bad in (b"", b"{", b"null", b"[]", good[:-5], good.replace(b'"steps"', b"1")):
+        assert decode_entry(bad, ident, SETTINGS) is None, bad
+    assert decode_entry(good, Identity("/y.json", 10, 1.5), SETTINGS) is None
+    other_version = good.replace(
+        f'"analysis_version":{ANALYSIS_VERSION}'.encode(),
+        f'"analysis_version":{ANALYSIS_VERSION + 1}'.encode(),
+    )
+    assert other_version != good
+    assert decode_entry(other_version, ident, SETTINGS) is None
+
+
+# --------------------------------------------------------------------------- loader
+
+
+def test_hit_after_restart_does_not_reparse(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    ident = ident_of(trace)
+    count = Counting()
+    first = make_loader(loaders, tmp_path / "cache", count)
+    status, result = first.get(ident, wait_s=20)
+    assert status.state == "ready" and result is not None
+    assert json.loads(result.panels["steps"]) == {"count": 2, "mean_step_us": 1000.0, "nan": None}
+    assert len(count.calls) == 1
+    # Served from memory: no second parse.
+    assert first.get(ident)[1] is not None and len(count.calls) == 1
+    first.close()
+
+    # "Restart" (or a teammate with the same cache folder): ready without reading.
+    second_count = Counting()
+    second = make_loader(loaders, tmp_path / "cache", second_count)
+    second.note_discovered([ident], preload=True, settle_s=0)
+    assert second.status(ident).state == "ready"
+    status, again = second.get(ident)
+    assert status.state == "ready" and again is not None
+    assert again.summary == result.summary
+    time.sleep(0.2)
+    assert second_count.calls == []
+    assert second.loads_started == 0
+
+
+def test_changed_file_is_read_again(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz", steps=2)
+    count = Counting()
+    loader = make_loader(loaders, tmp_path / "cache", count)
+    assert loader.get(ident_of(trace), wait_s=20)[1] is not None
+    write_trace(trace, steps=5)
+    os.utime(trace, (time.time() + 10, time.time() + 10))
+    changed = ident_of(trace)
+    loader.note_discovered([changed], preload=False)
+    assert loader.status(changed).state == "not_loaded"
+    assert loader.get(changed, wait_s=20)[1] is not None
+    assert len(count.calls) == 2
+
+
+def test_corrupt_cache_file_is_ignored_and_rewritten(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    ident = ident_of(trace)
+    folder = tmp_path / "cache"
+    count = Counting()
+    make_loader(loaders, folder, count).get(ident, wait_s=20)
+    cache = DiskCache(folder, SETTINGS)
+    cache.summary_file(ident).write_bytes(b'{"format":1,"analysis_ver')  # a torn write
+    fresh = make_loader(loaders, folder, count)
+    fresh.note_discovered([ident], preload=False)
+    assert fresh.status(ident).state == "ready"  # known from the file's existence only
+    status, result = fresh.get(ident, wait_s=20)
+    assert status.state == "ready" and result is not None
+    assert len(count.calls) == 2  # parsed again
+    assert cache.load(ident) is not None  # and the file rewritten
+
+
+def test_reader_error_is_cached_on_disk(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    broken = tmp_path / "logs" / "broken.1.pt.trace.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b'{"traceEvents": [')
+    ident = ident_of(broken)
+    count = Counting()
+    loader = make_loader(loaders, tmp_path / "cache", count)
+    status, result = loader.get(ident, wait_s=20)
+    assert result is None
+    assert status.state == "error" and status.error_kind == "trace"
+    assert "truncated" in (status.error or "")
+    # Asking again does not re-read a file the reader rejected.
+    assert loader.get(ident)[0].state == "error" and len(count.calls) == 1
+    again = make_loader(loaders, tmp_path / "cache", count)
+    again.note_discovered([ident], preload=True, settle_s=0)
+    assert again.status(ident).state == "error"
+    assert again.status(ident).error == status.error
+    assert len(count.calls) == 1
+
+
+def test_internal_error_is_retried_on_request(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    fail = [True]
+
+    def flaky(path: str, **kwargs: Any) -> dict[str, Any]:
+        if fail[0]:
+            raise RuntimeError("analysis bug")
+        return {"steps": {}}
+
+    loader = make_loader(loaders, tmp_path / "cache", flaky)
+    status, _ = loader.get(ident_of(trace), wait_s=20)
+    assert status.state == "error" and status.error_kind == "internal"
+    assert "analysis bug" in (status.error or "")
+    assert not DiskCache(tmp_path / "cache", SETTINGS).has(ident_of(trace))
+    fail[0] = False
+    status, result = loader.get(ident_of(trace), wait_s=20)
+    assert status.state == "ready" and result is not None
+
+
+def test_requests_go_before_preloading_and_states_are_visible(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    traces = [write_trace(tmp_path / "logs" / f"w{i}.1.pt.trace.json.gz") for i in range(4)]
+    idents = [ident_of(t) for t in traces]
+    gate = threading.Event()
+    count = Counting(gate)
+    loader = make_loader(loaders, None, count)
+    loader.note_discovered(idents, preload=True, settle_s=0)
+    assert count.started.wait(10)
+    states = [s.state for s in loader.statuses(idents)]
+    assert states.count("loading") == 1 and states.count("queued") == 3
+    first = count.calls[0]
+    last = next(i for i in reversed(idents) if i.path != first)
+    assert loader.request(last).state == "queued"
+    t0 = time.perf_counter()
+    loader.status(last)
+    assert time.perf_counter() - t0 < 0.5  # status never waits for the load
+    gate.set()
+    status, result = loader.get(last, wait_s=20)
+    assert status.state == "ready" and result is not None
+    assert count.calls[1] == last.path  # the requested one went next
+    for ident in idents:
+        assert loader.get(ident, wait_s=20)[0].state == "ready"
+    assert sorted(count.calls) == sorted(str(t) for t in traces)
+
+
+def test_recent_files_settle_before_preloading(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    loader = make_loader(loaders, None, Counting())
+    loader.note_discovered([ident_of(trace)], preload=True, settle_s=3600)
+    assert loader.status(ident_of(trace)).state == "not_loaded"
+    assert loader.get(ident_of(trace), wait_s=20)[0].state == "ready"  # asked for: loaded
+
+
+def test_vanished_files_are_forgotten(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    loader = make_loader(loaders, None, Counting())
+    loader.get(ident_of(trace), wait_s=20)
+    loader.note_discovered([], preload=True)
+    assert loader.status(ident_of(trace)).state == "not_loaded"
+
+
+def test_memory_only_loader_evicts_and_reloads(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    traces = [write_trace(tmp_path / "logs" / f"w{i}.1.pt.trace.json.gz") for i in range(3)]
+    count = Counting()
+    loader = make_loader(loaders, None, count, memory_items=2)
+    for t in traces:
+        assert loader.get(ident_of(t), wait_s=20)[1] is not None
+    assert len(count.calls) == 3
+    # The first one was evicted from memory and there is no disk cache: read again.
+    assert loader.get(ident_of(traces[0]), wait_s=20)[1] is not None
+    assert len(count.calls) == 4
+
+
+def test_progress_estimate_while_loading(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    a = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz")
+    b = write_trace(tmp_path / "logs" / "b.1.pt.trace.json.gz")
+    gate = threading.Event()
+    count = Counting()
+    loader = make_loader(loaders, None, count)
+    loader.get(ident_of(a), wait_s=20)
+    count.gate, count.started = gate, threading.Event()
+    loader.request(ident_of(b))
+    assert count.started.wait(10)
+    status = loader.status(ident_of(b))
+    assert status.state == "loading"
+    assert status.progress is not None
+    assert status.progress["elapsed_s"] is not None and status.progress["elapsed_s"] >= 0
+    fraction = status.progress["estimated_fraction"]
+    assert fraction is not None and 0 <= fraction <= 0.99
+    gate.set()
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def dies_when_marked(path: str, **kwargs: Any) -> dict[str, Any]:
+    """Runs in a worker process: SIGKILLs itself while a marker file exists."""
+    if Path(path + ".die").exists():
+        os.kill(os.getpid(), signal.SIGKILL)
+    from tb_kineto_insights.summary import summarize_file
+
+    return summarize_file(path, **kwargs)
+
+
+@pytest.fixture
+def tests_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes import this module by name (to unpickle the function)."""
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), old) if p))
+
+
+def test_worker_processes_are_bounded_reused_and_stop_when_idle(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    traces = [
+        write_trace(tmp_path / "logs" / f"w{i}.1.pt.trace.json.gz", steps=2 + i) for i in range(5)
+    ]
+    loader = SummaryLoader(
+        cache=DiskCache(tmp_path / "cache", SETTINGS), workers=2, idle_shutdown_s=1.0
+    )
+    loaders.append(loader)
+    idents = [ident_of(t) for t in traces]
+    loader.note_discovered(idents, preload=True, settle_s=0)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pids = loader.worker_pids
+        assert len(pids) <= 2
+        seen.update(pids)
+        if all(s.state == "ready" for s in loader.statuses(idents)):
+            break
+        time.sleep(0.02)
+    assert [s.state for s in loader.statuses(idents)] == ["ready"] * 5
+    assert 1 <= len(seen) <= 2  # five files, at most two processes, reused
+    for n, ident in enumerate(idents):
+        _, result = loader.get(ident)
+        assert result is not None and json.loads(result.panels["steps"])["count"] == 2 + n
+    assert DiskCache(tmp_path / "cache", SETTINGS).has(idents[0])  # written by the worker
+    deadline = time.monotonic() + 15
+    while loader.worker_pids and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert loader.worker_pids == []  # idle: no process holds memory
+
+
+def test_dead_worker_fails_only_its_file_and_is_retried(
+    tmp_path: Path, loaders: list[SummaryLoader], tests_importable: None
+) -> None:
+    good = write_trace(tmp_path / "logs" / "good.1.pt.trace.json.gz")
+    doomed = write_trace(tmp_path / "logs" / "doomed.1.pt.trace.json.gz")
+    marker = Path(str(doomed) + ".die")
+    marker.write_text("x")
+    loader = SummaryLoader(cache=None, workers=1, summarize=dies_when_marked)
+    loaders.append(loader)
+    status, result = loader.get(ident_of(doomed), wait_s=30)
+    assert result is None
+    assert status.state == "error" and status.error_kind == "worker"
+    assert "died" in (status.error or "") and "out of memory" in (status.error or "")
+    # The next file gets a fresh process.
+    assert loader.get(ident_of(good), wait_s=30)[0].state == "ready"
+    # Asked again after the cause is gone: read again.
+    marker.unlink()
+    assert loader.get(ident_of(doomed), wait_s=30)[0].state == "ready"
+
+
+def test_close_kills_a_load_in_progress(tmp_path: Path, tests_importable: None) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    loader = SummaryLoader(cache=None, workers=1, summarize=sleeps_forever)
+    try:
+        loader.request(ident_of(trace))
+        deadline = time.monotonic() + 20
+        while loader.status(ident_of(trace)).state != "loading" or not loader.worker_pids:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pid = loader.worker_pids[0]
+    finally:
+        started = time.monotonic()
+        loader.close()
+    assert time.monotonic() - started < 10
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def sleeps_forever(path: str, **kwargs: Any) -> dict[str, Any]:
+    time.sleep(3600)
+    return {}
