@@ -5,7 +5,12 @@ PY := $(VENV)/bin/python
 PORT ?= 6006
 LOGDIR ?= sample_logs
 
-.PHONY: venv demo test lint typecheck unit bench clean
+NODE ?= node
+NPM ?= npm
+CHROMIUM ?= /usr/bin/chromium
+FRONTEND_DEPS := frontend/node_modules/.package-lock.json
+
+.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +39,46 @@ typecheck: venv
 unit: venv
 	$(VENV)/bin/pytest -q
 
-test: lint typecheck unit
+# Before `unit`: the frontend's own tests, and what the browser tests need.
+test: lint typecheck frontend-test browser-deps unit
+
+# ---------------------------------------------------------------- frontend (frontend/)
+# The built files in tb_kineto_insights/static/ are committed (a pip install needs no
+# Node); `make frontend` rebuilds them after a change in frontend/, and
+# tests/test_frontend_build.py checks that they match a fresh build.
+
+$(FRONTEND_DEPS): frontend/package.json frontend/package-lock.json
+	cd frontend && $(NPM) ci --no-audit --no-fund
+	touch $@
+
+frontend: $(FRONTEND_DEPS)
+	cd frontend && $(NODE) build.mjs
+
+# Type check and unit tests (Node's test runner on esbuild-compiled tests). Without
+# Node it is skipped with a note, except under CI (KINETO_INSIGHTS_REQUIRE_SHARED=1).
+frontend-test:
+	@if command -v $(NODE) >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory $(FRONTEND_DEPS) && cd frontend && \
+		./node_modules/.bin/tsc -p tsconfig.json && $(NODE) build.mjs test; \
+	elif [ "$$KINETO_INSIGHTS_REQUIRE_SHARED" = 1 ]; then \
+		echo "frontend-test: node and npm are required (KINETO_INSIGHTS_REQUIRE_SHARED=1)" >&2; exit 1; \
+	else \
+		echo "frontend-test: skipped, node/npm not found (the committed bundle is used)"; \
+	fi
+
+# The browser tests (tests/browser/) drive Debian's Chromium with Playwright for Python;
+# Playwright's own browser download is not used. Installs what is missing.
+browser-deps: venv
+	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q 'playwright>=1.40'
+	@if [ ! -x $(CHROMIUM) ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
+		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium" >&2; exit 0; fi; \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	fi
 
 bench: venv
 	$(PY) benchmarks/bench_reader.py
 	$(PY) benchmarks/bench_plugin.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build

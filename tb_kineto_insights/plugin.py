@@ -3,7 +3,8 @@
 Every route is listed, with its parameters, answers and errors, in ``docs/api.md`` (a
 test checks that the routes served here are exactly the documented ones). In short,
 under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
-``/run_summary``, ``/diff``, and the frontend files ``/index.js`` and ``/style.css``.
+``/run_summary``, ``/diff``, and the frontend files ``/index.js``, ``/echarts.js`` and
+``/style.css``.
 
 How it stays fast and safe:
 
@@ -117,6 +118,7 @@ _JSON = "application/json"
 #: Route → (file name in ``static/``, content type). The only files ever served.
 _STATIC_FILES: dict[str, tuple[str, str]] = {
     "/index.js": ("index.js", "text/javascript"),
+    "/echarts.js": ("echarts.js", "text/javascript"),
     "/style.css": ("style.css", "text/css"),
 }
 #: Every route this plugin serves (docs/api.md documents exactly these).

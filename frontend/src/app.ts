@@ -1,0 +1,694 @@
+// The page: header with the selection, then the view (one span, all ranks of a run, or
+// a diff), each section with its own loading, error and empty states.
+
+import { Cancelled, apiUrl, getJson, getReady } from "./api";
+import { disposeDetached, preloadCharts } from "./charts";
+import { el, spinner } from "./dom";
+import { fmtBytes, isNum } from "./format";
+import { communicationPanel, ranksSection } from "./panels/communication";
+import { diagnosesList } from "./panels/diagnoses";
+import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } from "./panels/diff";
+import { healthPanel } from "./panels/health";
+import { idlePanel } from "./panels/idle";
+import { kernelsPanel } from "./panels/kernels";
+import { memoryPanel } from "./panels/memory";
+import { overviewPanel } from "./panels/overview";
+import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
+import { loadText, spanLabel } from "./shape";
+import { type Palette, detectDark, palette, watchTheme } from "./theme";
+import type { DiffDoc, PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry, Summary } from "./types";
+import { type Side, type ViewState, mergeHash, parseHash, stateFromHash } from "./urlstate";
+
+const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
+
+type Loaded =
+  | { kind: "span"; key: string; summary: Summary }
+  | { kind: "ranks"; key: string; answer: RunSummaryAnswer }
+  | { kind: "diff"; key: string; doc: DiffDoc };
+
+const DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
+const RANKS_DIAG_HELP =
+  "Problems visible only when the ranks are compared, most severe first. Pick one worker above for its own diagnoses.";
+const RANKS_HELP =
+  "Step time and communication per rank; the same collective matched across ranks to find who arrives last.";
+
+function spanPanels(): { diag: Panel; panels: Panel[] } {
+  return {
+    diag: panel("diagnoses", "Diagnoses", DIAGNOSES_HELP),
+    panels: SPAN_PANELS.map(([id, title, help]) => panel(id, title, help)),
+  };
+}
+
+function ranksPanels(): { diag: Panel; ranks: Panel } {
+  return {
+    diag: panel("diagnoses", "Diagnoses across ranks", RANKS_DIAG_HELP),
+    ranks: panel("ranks", "Across ranks", RANKS_HELP),
+  };
+}
+
+function diffPanels(): Panel[] {
+  return [
+    panel(
+      "diff-summary",
+      "Comparison",
+      "Base vs experiment, step-normalised: the mean step time of each side, and whether the change is beyond the step-to-step noise.",
+    ),
+    panel("diff-diagnoses", "Diagnoses gained and lost", "Which problems the experiment fixed or introduced."),
+    panel(
+      "diff-metrics",
+      "Metrics",
+      "Each metric's mean per step on both sides, the change, and the verdict: a verdict only when the change exceeds the noise.",
+    ),
+    panel(
+      "diff-changes",
+      "Largest kernel and op changes",
+      "Time per step, experiment − base: which kernels and ops got faster or slower.",
+    ),
+  ];
+}
+
+const SPAN_PANELS: [string, string, string][] = [
+  ["overview", "Overview", "Where each step's time goes (exclusive breakdown of the step window) and how busy the GPU is."],
+  ["kernels", "Kernel density", "How many kernels, how short, how launch-bound; which ones dominate; which short sequences could be fused."],
+  ["idle", "Idle gaps", "When the GPU waits inside a step, and what the host was doing then."],
+  ["communication", "Communication", "Collective time per step, how much of it compute hides, bandwidth per kind, and skew across ranks."],
+  ["memory", "Memory", "Allocated and reserved memory over time, per step, and what is still alive at the end."],
+  ["health", "Trace health", "What the reader found in the file: events, damage, and Kineto's own warnings."],
+];
+
+function progressText(p: PendingAnswer): string {
+  if (p.pending?.length) {
+    const total = isNum(p.total) ? p.total : p.pending.length;
+    const first = p.pending[0];
+    const where = [first.run, first.worker, first.span].filter(Boolean).join(" / ");
+    return `Reading ${p.pending.length} of ${total} traces… (${where}: ${loadText(first) || first.state || "waiting"})`;
+  }
+  const elapsed = p.progress?.elapsed_s;
+  const text = loadText({ state: p.state, progress: p.progress }) || "waiting";
+  return `Reading the trace: ${text}${isNum(elapsed) ? ` (${elapsed.toFixed(0)} s)` : ""}…`;
+}
+
+export class App {
+  private runs: RunEntry[] = [];
+  private state: ViewState;
+  private pal: Palette;
+  private loaded: Loaded | null = null;
+  private current: string | null = null; // key of the view being loaded or shown
+  private runView: { key: string; answer: RunSummaryAnswer | null; error: string | null } | null = null;
+  private controller: AbortController | null = null;
+  private runsTimer: number | null = null;
+  private idleDevice: string | undefined;
+  private memoryDevice: string | undefined;
+  private readonly pluginName: string;
+
+  private readonly root: HTMLElement;
+  private readonly modeRun: HTMLButtonElement;
+  private readonly modeDiff: HTMLButtonElement;
+  private readonly controls: HTMLElement;
+  private readonly loadState: HTMLElement;
+  private readonly nav: HTMLElement;
+  private readonly main: HTMLElement;
+  private readonly banner: HTMLElement;
+
+  constructor(private readonly win: Window) {
+    this.pluginName = new URLSearchParams(win.location.search).get("name") || "kineto_insights";
+    this.state = stateFromHash(this.hashWindow().location.hash);
+    this.pal = palette(detectDark(win));
+    this.applyTheme();
+    this.modeRun = el("button", { type: "button", className: "mode", id: "ki-mode-run" }, "Single run");
+    this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
+    this.modeRun.addEventListener("click", () => this.setMode("run"));
+    this.modeDiff.addEventListener("click", () => this.setMode("diff"));
+    this.controls = el("div", { className: "controls" });
+    this.loadState = el("div", { className: "loadstate", id: "ki-loadstate", role: "status", attrs: { "aria-live": "polite" } });
+    const reload = el("button", { type: "button", className: "reload", title: "Scan the log directory again and reload this view." }, "Reload");
+    reload.addEventListener("click", () => void this.refreshRuns(true));
+    this.nav = el("nav", { className: "jump", attrs: { "aria-label": "Panels" } });
+    this.banner = el("div", { className: "banner", hidden: true });
+    this.main = el("main", { id: "ki-main" });
+    this.root = el(
+      "div",
+      { className: "ki-app" },
+      el(
+        "header",
+        { className: "top" },
+        el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
+        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff),
+        this.controls,
+        reload,
+        this.loadState,
+        this.nav,
+      ),
+      this.banner,
+      this.main,
+    );
+    watchTheme(win, (dark) => {
+      this.pal = palette(dark);
+      this.applyTheme();
+      this.redraw();
+    });
+  }
+
+  async start(): Promise<void> {
+    this.win.document.body.replaceChildren(this.root);
+    this.main.replaceChildren(spinner("Looking for traces…"));
+    preloadCharts();
+    await this.refreshRuns(false);
+  }
+
+  // ---------------------------------------------------------------- theme, URL
+
+  private applyTheme(): void {
+    this.win.document.documentElement.classList.toggle("ki-dark", this.pal.dark);
+    this.win.document.documentElement.classList.toggle("ki-light", !this.pal.dark);
+  }
+
+  // The window whose hash keeps the selection: TensorBoard's (the parent, same origin),
+  // else this page's own. See urlstate.ts.
+  private hashWindow(): Window {
+    try {
+      const parent = this.win.parent;
+      if (parent && parent !== this.win) {
+        void parent.location.href; // throws for another origin
+        return parent;
+      }
+    } catch {
+      // not reachable: keep the state in this frame's own hash
+    }
+    return this.win;
+  }
+
+  private writeHash(): void {
+    const target = this.hashWindow();
+    try {
+      let hash = mergeHash(target.location.hash, this.state);
+      if (target !== this.win && !parseHash(hash).tab) hash = `${this.pluginName}${hash ? `&${hash}` : ""}`;
+      const url = new URL(target.location.href);
+      url.hash = hash;
+      if (url.href !== target.location.href) target.history.replaceState(target.history.state, "", url.href);
+    } catch (err) {
+      console.warn("kineto-insights: cannot keep the selection in the URL", err);
+    }
+  }
+
+  // ---------------------------------------------------------------- runs
+
+  private async refreshRuns(reloadView: boolean): Promise<void> {
+    if (this.runsTimer !== null) {
+      this.win.clearTimeout(this.runsTimer);
+      this.runsTimer = null;
+    }
+    const answer = await getJson<RunsAnswer>(apiUrl("runs"));
+    if (!answer.ok || !answer.body) {
+      this.showBanner(`Could not list the runs: ${answer.error ?? "unknown error"}`, "error");
+      this.main.replaceChildren(el("div", { className: "state error" }, "The plugin did not answer; press Reload to try again."));
+      return;
+    }
+    const body = answer.body;
+    const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
+    this.runs = body.runs ?? [];
+    const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
+    if (body.error) this.showBanner(body.error, "error");
+    else this.showBanner(null);
+    if (!this.runs.length) {
+      this.controls.replaceChildren();
+      this.nav.replaceChildren();
+      this.main.replaceChildren(
+        el(
+          "div",
+          { className: "state empty" },
+          body.scanning
+            ? "Still looking for traces in the log directory…"
+            : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it.",
+        ),
+      );
+      this.scheduleRuns(body.scanning ? 1000 : 10000);
+      return;
+    }
+    const changed = before !== after || this.current === null;
+    if (reloadView) this.runView = null;
+    this.resolve();
+    this.drawControls();
+    this.updateLoadState();
+    if (changed || reloadView) await this.load(reloadView);
+    const busy = this.runs.some((r) => r.workers.some((w) => w.spans.some((s) => s.state === "queued" || s.state === "loading")));
+    this.scheduleRuns(busy ? 2000 : 30000);
+  }
+
+  private scheduleRuns(ms: number): void {
+    this.runsTimer = this.win.setTimeout(() => void this.refreshRuns(false), ms);
+  }
+
+  private showBanner(text: string | null, kind = "warning"): void {
+    this.banner.hidden = !text;
+    this.banner.className = `banner ${kind}`;
+    this.banner.textContent = text ?? "";
+  }
+
+  private run(name: string | undefined): RunEntry | undefined {
+    return this.runs.find((r) => r.run === name);
+  }
+
+  // Fill in and correct the selection against what the log directory holds.
+  private resolve(): void {
+    const s = this.state;
+    const run = this.run(s.run.run) ?? this.runs[0];
+    s.run.run = run.run;
+    const worker = run.workers.find((w) => w.worker === s.run.worker);
+    if (run.workers.length > 1 && (s.run.allRanks || !worker)) {
+      s.run.allRanks = true;
+      s.run.worker = undefined;
+      s.run.span = undefined;
+      if (s.run.spanIndex === undefined) s.run.spanIndex = -1;
+    } else {
+      s.run.allRanks = false;
+      s.run.spanIndex = undefined;
+      const w = worker ?? run.workers[0];
+      s.run.worker = w.worker;
+      const span = w.spans.find((x) => x.span === s.run.span) ?? w.spans[w.spans.length - 1];
+      s.run.span = span?.span;
+    }
+    this.resolveSide(s.base, run.run);
+    const other = this.runs[(this.runs.indexOf(this.run(s.base.run) ?? run) + 1) % this.runs.length];
+    this.resolveSide(s.exp, other.run);
+    this.writeHash();
+  }
+
+  private resolveSide(side: Side, fallbackRun: string): void {
+    const run = this.run(side.run) ?? this.run(fallbackRun) ?? this.runs[0];
+    if (side.run !== run.run) {
+      side.worker = undefined;
+      side.span = undefined;
+    }
+    side.run = run.run;
+    const worker = run.workers.find((w) => w.worker === side.worker);
+    if (!worker) {
+      side.worker = undefined;
+      side.span = undefined;
+      return;
+    }
+    if (!worker.spans.some((x) => x.span === side.span)) side.span = undefined;
+  }
+
+  // ---------------------------------------------------------------- header
+
+  private controlsSignature = "";
+
+  // Redraws the header only when something in it changed (an open drop-down stays open
+  // while the runs are polled).
+  private drawControls(): void {
+    const signature = JSON.stringify([this.state, this.runs]);
+    if (signature === this.controlsSignature) return;
+    this.controlsSignature = signature;
+    const s = this.state;
+    this.modeRun.classList.toggle("active", s.mode === "run");
+    this.modeDiff.classList.toggle("active", s.mode === "diff");
+    this.modeRun.setAttribute("aria-pressed", String(s.mode === "run"));
+    this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
+    if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
+    else this.controls.replaceChildren(...this.diffControls());
+  }
+
+  private select(id: string, label: string, options: [string, string][], value: string, onChange: (v: string) => void, title?: string): HTMLElement {
+    const node = el("select", { id, title });
+    for (const [v, text] of options) node.append(el("option", { value: v, selected: v === value }, text));
+    node.disabled = options.length < 2;
+    node.addEventListener("change", () => onChange(node.value));
+    return el("label", { className: "field" }, el("span", { className: "field-label" }, label), node);
+  }
+
+  private runControls(): HTMLElement[] {
+    const s = this.state;
+    const run = this.run(s.run.run);
+    if (!run) return [];
+    const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      s.run = { run: v };
+      this.changed();
+    });
+    const workerOptions: [string, string][] = [];
+    if (run.workers.length > 1) workerOptions.push([ALL, `All ranks (${run.workers.length} workers)`]);
+    for (const w of run.workers) workerOptions.push([w.worker, w.worker]);
+    const workerSel = this.select(
+      "ki-worker",
+      "Worker",
+      workerOptions,
+      s.run.allRanks ? ALL : s.run.worker ?? "",
+      (v) => {
+        s.run = v === ALL ? { run: run.run, allRanks: true } : { run: run.run, worker: v };
+        this.changed();
+      },
+      "One worker (rank) of the run, or the view across all ranks.",
+    );
+    let spanSel: HTMLElement;
+    if (s.run.allRanks) {
+      const minSpans = Math.min(...run.workers.map((w) => w.spans.length));
+      const options: [string, string][] = [["-1", "Last span of each worker"]];
+      if (minSpans > 1) {
+        for (let i = 0; i < minSpans; i += 1) options.push([String(i), `Span ${i + 1} of each worker`]);
+      } else {
+        options.push(["0", "First span of each worker"]);
+      }
+      spanSel = this.select("ki-span", "Span", options, String(s.run.spanIndex ?? -1), (v) => {
+        s.run.spanIndex = Number(v);
+        this.changed();
+      }, "Which trace file (profiling window) of each worker.");
+    } else {
+      const worker = run.workers.find((w) => w.worker === s.run.worker);
+      spanSel = this.select(
+        "ki-span",
+        "Span",
+        (worker?.spans ?? []).map((x) => [x.span, spanLabel(x)]),
+        s.run.span ?? "",
+        (v) => {
+          s.run.span = v;
+          this.changed();
+        },
+        "One trace file (profiling window) of this worker.",
+      );
+    }
+    return [runSel, workerSel, spanSel];
+  }
+
+  private sideControls(name: "base" | "exp", label: string): HTMLElement {
+    const side = this.state[name];
+    const run = this.run(side.run) ?? this.runs[0];
+    const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      this.state[name] = { run: v };
+      this.changed();
+    });
+    const workers: [string, string][] = [[ALL, run.workers.length > 1 ? `All ${run.workers.length} workers` : "All workers"], ...run.workers.map((w): [string, string] => [w.worker, w.worker])];
+    const workerSel = this.select(`ki-${name}-worker`, "Worker", workers, side.worker ?? ALL, (v) => {
+      this.state[name] = { run: run.run, worker: v === ALL ? undefined : v };
+      this.changed();
+    }, "Every worker's steps pooled, or one worker.");
+    const worker = run.workers.find((w) => w.worker === side.worker);
+    const spans: [string, string][] = [[ALL, "All spans"], ...(worker?.spans ?? []).map((x): [string, string] => [x.span, spanLabel(x)])];
+    const spanSel = this.select(`ki-${name}-span`, "Span", spans, side.span ?? ALL, (v) => {
+      this.state[name] = { ...this.state[name], span: v === ALL ? undefined : v };
+      this.changed();
+    }, "Every span's steps pooled, or one span.");
+    if (!worker) (spanSel.querySelector("select") as HTMLSelectElement).disabled = true;
+    return el("fieldset", { className: `side side-${name}` }, el("legend", null, label), runSel, workerSel, spanSel);
+  }
+
+  private diffControls(): HTMLElement[] {
+    const swap = el("button", { type: "button", className: "swap", title: "Swap base and experiment." }, "⇄");
+    swap.addEventListener("click", () => {
+      const b = this.state.base;
+      this.state.base = this.state.exp;
+      this.state.exp = b;
+      this.changed();
+    });
+    return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
+  }
+
+  private setMode(mode: "run" | "diff"): void {
+    if (this.state.mode === mode) return;
+    this.state.mode = mode;
+    this.changed();
+  }
+
+  private changed(): void {
+    this.resolve();
+    this.drawControls();
+    this.updateLoadState();
+    void this.load(false);
+  }
+
+  // "3 of 9 traces read" and the selected span's state, in the header.
+  private updateLoadState(): void {
+    const spans: SpanEntry[] = this.runs.flatMap((r) => r.workers.flatMap((w) => w.spans));
+    const ready = spans.filter((s) => s.state === "ready").length;
+    const failed = spans.filter((s) => s.state === "error").length;
+    const parts = [`${ready} of ${spans.length} traces read`];
+    if (failed) parts.push(`${failed} unreadable`);
+    const s = this.state;
+    if (s.mode === "run" && !s.run.allRanks) {
+      const span = this.run(s.run.run)?.workers.find((w) => w.worker === s.run.worker)?.spans.find((x) => x.span === s.run.span);
+      if (span) {
+        const text = span.state === "ready" ? `this span: read${isNum(span.size_bytes) ? `, ${fmtBytes(span.size_bytes)}` : ""}` : `this span: ${loadText(span) || span.state}`;
+        parts.push(text);
+      }
+    }
+    this.loadState.textContent = parts.join(" · ");
+    this.loadState.title = "Traces are read in the background (at most two at a time) and cached on disk.";
+  }
+
+  // ---------------------------------------------------------------- views
+
+  private viewKey(): string {
+    const s = this.state;
+    if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
+    if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
+    return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
+  }
+
+  private async load(force: boolean): Promise<void> {
+    const key = this.viewKey();
+    // the same view is already loading or shown (runs polling, a no-op selection)
+    if (!force && this.current === key && this.main.dataset.view === key) return;
+    this.current = key;
+    this.controller?.abort();
+    const controller = new AbortController();
+    this.controller = controller;
+    this.loaded = null;
+    const s = this.state;
+    try {
+      if (s.mode === "diff") await this.loadDiff(key, controller.signal);
+      else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
+      else await this.loadSpan(key, controller.signal);
+    } catch (err) {
+      if (err instanceof Cancelled || controller.signal.aborted) return;
+      throw err;
+    }
+  }
+
+  private jump(ids: [string, string][]): void {
+    this.nav.replaceChildren(
+      ...ids.map(([id, title]) => {
+        const b = el("button", { type: "button", className: "link", dataset: { target: id } }, title);
+        b.addEventListener("click", () => this.go(id));
+        return b;
+      }),
+    );
+  }
+
+  go(id: string): void {
+    const target = this.win.document.getElementById(`ki-panel-${id}`);
+    if (!target) return;
+    target.scrollIntoView({ behavior: "smooth", block: "start" });
+    target.classList.remove("flash");
+    void target.offsetWidth; // restart the animation
+    target.classList.add("flash");
+  }
+
+  private mount(key: string, sections: Panel[]): void {
+    this.main.dataset.view = key;
+    this.main.replaceChildren(...sections.map((p) => p.section));
+    disposeDetached();
+  }
+
+  private async loadSpan(key: string, signal: AbortSignal): Promise<void> {
+    const s = this.state;
+    const { diag, panels } = spanPanels();
+    this.jump([["diagnoses", "Diagnoses"], ...SPAN_PANELS.map(([id, title]): [string, string] => [id, title])]);
+    this.mount(key, [diag, ...panels]);
+    const params = { run: s.run.run, worker: s.run.worker, span: s.run.span };
+    const answer = await getReady<Summary>("summary", params, signal, (pending) => {
+      const text = progressText(pending);
+      for (const p of [diag, ...panels]) setLoading(p, text);
+      this.markSpan(pending);
+    });
+    if (!answer.ok || !answer.body) {
+      const message = answer.status === 422 ? `This trace cannot be read: ${answer.error}` : answer.error ?? "unknown error";
+      for (const p of [diag, ...panels]) setError(p, message);
+      void this.refreshRunsQuietly();
+      return;
+    }
+    this.loaded = { kind: "span", key, summary: answer.body };
+    this.drawSpan(diag, panels, answer.body);
+    void this.refreshRunsQuietly();
+    const run = this.run(s.run.run);
+    if (run && run.workers.length > 1) void this.loadRunViewForComm(run.run, signal);
+  }
+
+  private markSpan(pending: PendingAnswer): void {
+    const s = this.state;
+    const span = this.run(s.run.run)?.workers.find((w) => w.worker === s.run.worker)?.spans.find((x) => x.span === s.run.span);
+    if (span && pending.state) {
+      span.state = pending.state;
+      span.progress = pending.progress ?? null;
+      this.updateLoadState();
+      const option = this.win.document.querySelector<HTMLOptionElement>(`#ki-span option[value="${CSS.escape(span.span)}"]`);
+      if (option) option.textContent = spanLabel(span);
+    }
+  }
+
+  private async refreshRunsQuietly(): Promise<void> {
+    const answer = await getJson<RunsAnswer>(apiUrl("runs"));
+    if (answer.ok && answer.body?.runs) {
+      this.runs = answer.body.runs;
+      this.drawControls();
+      this.updateLoadState();
+    }
+  }
+
+  private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
+    const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
+    fill(diag, () => diagnosesList(summary.diagnoses, (id) => this.go(id)));
+    fill(byId.overview, () => overviewPanel(summary, this.pal));
+    fill(byId.kernels, () => kernelsPanel(summary, this.pal));
+    fill(byId.idle, () =>
+      idlePanel(summary, this.pal, this.idleDevice, (d) => {
+        this.idleDevice = d;
+        fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice));
+      }),
+    );
+    fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
+    const drawMemory = () =>
+      fill(byId.memory, () =>
+        memoryPanel(summary, this.pal, this.memoryDevice, (d) => {
+          this.memoryDevice = d;
+          drawMemory();
+        }),
+      );
+    drawMemory();
+    fill(byId.health, () => healthPanel(summary));
+  }
+
+  // The per-rank section inside the communication panel of a multi-worker run.
+  private acrossRanksBlock(): HTMLElement | null {
+    const run = this.run(this.state.run.run);
+    if (!run || run.workers.length < 2) return null;
+    const box = el("div", { className: "across-ranks", id: "ki-across-ranks" }, subhead("Across ranks", "The same collectives matched across the workers of this run (each worker's last span)."));
+    const rv = this.runView;
+    if (rv && rv.key === run.run) {
+      if (rv.answer) box.append(...ranksSection(rv.answer.summary, this.pal, rv.answer.errors));
+      else box.append(el("div", { className: "state error" }, rv.error ?? "unknown error"));
+    } else {
+      box.append(spinner("Reading the other ranks…"));
+    }
+    return box;
+  }
+
+  private async loadRunViewForComm(run: string, signal: AbortSignal): Promise<void> {
+    if (this.runView?.key === run) return;
+    try {
+      const answer = await getReady<RunSummaryAnswer>("run_summary", { run }, signal, () => undefined);
+      this.runView = { key: run, answer: answer.ok ? answer.body : null, error: answer.ok ? null : answer.error };
+    } catch (err) {
+      if (err instanceof Cancelled || signal.aborted) return;
+      this.runView = { key: run, answer: null, error: String(err) };
+    }
+    const box = this.win.document.getElementById("ki-across-ranks");
+    const fresh = this.acrossRanksBlock();
+    if (box && fresh) {
+      box.replaceWith(fresh);
+      disposeDetached();
+    }
+  }
+
+  private async loadRanks(key: string, signal: AbortSignal): Promise<void> {
+    const s = this.state;
+    const { diag, ranks } = ranksPanels();
+    this.jump([
+      ["diagnoses", "Diagnoses"],
+      ["ranks", "Across ranks"],
+    ]);
+    this.mount(key, [diag, ranks]);
+    const answer = await getReady<RunSummaryAnswer>("run_summary", { run: s.run.run, span_index: s.run.spanIndex ?? -1 }, signal, (pending) => {
+      const text = progressText(pending);
+      setLoading(diag, text);
+      setLoading(ranks, text);
+    });
+    if (!answer.ok || !answer.body) {
+      setError(diag, answer.error ?? "unknown error");
+      setError(ranks, answer.error ?? "unknown error");
+      return;
+    }
+    this.loaded = { kind: "ranks", key, answer: answer.body };
+    this.drawRanks(diag, ranks, answer.body);
+    void this.refreshRunsQuietly();
+  }
+
+  private drawRanks(diag: Panel, ranks: Panel, answer: RunSummaryAnswer): void {
+    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true));
+    fill(ranks, () => {
+      if (!answer.summary) return "No view across ranks for this run.";
+      const spans = answer.spans ?? [];
+      return [
+        ...ranksSection(answer.summary, this.pal, answer.errors),
+        spans.length
+          ? el(
+              "p",
+              { className: "note" },
+              `Spans compared: ${spans.map((x) => `${x.worker} / ${x.span}`).join(", ")}. Pick a worker above to see its own panels.`,
+            )
+          : null,
+      ];
+    });
+  }
+
+  private async loadDiff(key: string, signal: AbortSignal): Promise<void> {
+    const s = this.state;
+    const all = diffPanels();
+    this.jump([
+      ["diff-summary", "Comparison"],
+      ["diff-diagnoses", "Diagnoses"],
+      ["diff-metrics", "Metrics"],
+      ["diff-changes", "Kernels & ops"],
+    ]);
+    this.mount(key, all);
+    const params: Record<string, string | undefined> = {
+      base_run: s.base.run,
+      base_worker: s.base.worker,
+      base_span: s.base.worker ? s.base.span : undefined,
+      exp_run: s.exp.run,
+      exp_worker: s.exp.worker,
+      exp_span: s.exp.worker ? s.exp.span : undefined,
+    };
+    const answer = await getReady<DiffDoc>("diff", params, signal, (pending) => {
+      const text = progressText(pending);
+      for (const p of all) setLoading(p, text);
+    });
+    if (!answer.ok || !answer.body) {
+      for (const p of all) setError(p, answer.error ?? "unknown error");
+      return;
+    }
+    this.loaded = { kind: "diff", key, doc: answer.body };
+    this.drawDiff(all, answer.body);
+  }
+
+  private drawDiff(panels: Panel[], doc: DiffDoc): void {
+    const [summary, diagnoses, metrics, changes] = panels;
+    fill(summary, () => diffHeadline(doc));
+    fill(diagnoses, () => diffDiagnoses(doc));
+    fill(metrics, () => {
+      const table = diffMetrics(doc);
+      if (typeof table === "string") return table;
+      return [...table, ...(diffPerRank(doc) ?? [])];
+    });
+    fill(changes, () => diffChanges(doc, this.pal));
+  }
+
+  // Draw the loaded data again (theme change) without asking the server.
+  private redraw(): void {
+    const loaded = this.loaded;
+    if (!loaded || this.main.dataset.view !== loaded.key) return;
+    const scroll = this.win.scrollY;
+    if (loaded.kind === "span") {
+      const { diag, panels } = spanPanels();
+      this.mount(loaded.key, [diag, ...panels]);
+      this.drawSpan(diag, panels, loaded.summary);
+    } else if (loaded.kind === "ranks") {
+      const { diag, ranks } = ranksPanels();
+      this.mount(loaded.key, [diag, ranks]);
+      this.drawRanks(diag, ranks, loaded.answer);
+    } else {
+      const all = diffPanels();
+      this.mount(loaded.key, all);
+      this.drawDiff(all, loaded.doc);
+    }
+    this.win.scrollTo(0, scroll);
+  }
+}

@@ -1,0 +1,142 @@
+// DOM helpers. Every piece of data becomes a text node (textContent); no HTML strings
+// are ever parsed, so kernel names such as `void at::native::f<float, 4>` stay text.
+
+type Child = Node | string | number | null | undefined | false;
+type Props = Record<string, unknown> & { className?: string; title?: string; dataset?: Record<string, string> };
+
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props?: Props | null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (props) {
+    for (const [key, value] of Object.entries(props)) {
+      if (value === undefined || value === null) continue;
+      if (key === "dataset") {
+        for (const [dk, dv] of Object.entries(value as Record<string, string>)) node.dataset[dk] = dv;
+      } else if (key === "attrs") {
+        for (const [ak, av] of Object.entries(value as Record<string, string>)) node.setAttribute(ak, av);
+      } else if (key.startsWith("on") && typeof value === "function") {
+        node.addEventListener(key.slice(2).toLowerCase(), value as EventListener);
+      } else {
+        (node as unknown as Record<string, unknown>)[key] = value;
+      }
+    }
+  }
+  append(node, ...children);
+  return node;
+}
+
+export function append(node: Node, ...children: Child[]): void {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+}
+
+export function muted(text: string): HTMLElement {
+  return el("p", { className: "muted" }, text);
+}
+
+export interface Kpi {
+  label: string;
+  value: string;
+  definition: string;
+  tone?: "bad" | "warn" | "good" | "";
+  sub?: string;
+}
+
+export function kpis(items: Kpi[]): HTMLElement {
+  return el(
+    "div",
+    { className: "kpis" },
+    ...items.map((k) =>
+      el(
+        "div",
+        { className: `kpi ${k.tone ?? ""}`, title: k.definition },
+        el("div", { className: "kpi-value" }, k.value),
+        el("div", { className: "kpi-label" }, k.label),
+        k.sub ? el("div", { className: "kpi-sub" }, k.sub) : null,
+      ),
+    ),
+  );
+}
+
+export interface Column<T> {
+  header: string;
+  title?: string; // definition shown on hover of the header
+  numeric?: boolean;
+  className?: string;
+  cell: (row: T) => Child;
+  cellTitle?: (row: T) => string | undefined;
+}
+
+// A table; with `limit`, extra rows hide behind a "show all" button.
+export function table<T>(columns: Column<T>[], rows: T[], opts: { limit?: number; className?: string; caption?: string } = {}): HTMLElement {
+  const head = el(
+    "thead",
+    null,
+    el(
+      "tr",
+      null,
+      ...columns.map((c) =>
+        el("th", { className: `${c.numeric ? "n" : ""} ${c.className ?? ""}`.trim(), title: c.title, scope: "col" }, c.header),
+      ),
+    ),
+  );
+  const body = el("tbody");
+  rows.forEach((row, i) => {
+    const tr = el(
+      "tr",
+      null,
+      ...columns.map((c) =>
+        el("td", { className: `${c.numeric ? "n" : ""} ${c.className ?? ""}`.trim(), title: c.cellTitle?.(row) }, c.cell(row)),
+      ),
+    );
+    if (opts.limit !== undefined && i >= opts.limit) tr.hidden = true;
+    body.append(tr);
+  });
+  const tableNode = el("table", { className: `grid ${opts.className ?? ""}`.trim() }, opts.caption ? el("caption", null, opts.caption) : null, head, body);
+  const wrap = el("div", { className: "table-wrap" }, tableNode);
+  if (opts.limit !== undefined && rows.length > opts.limit) {
+    const more = el("button", { type: "button", className: "link" }, `Show all ${rows.length} rows`);
+    more.addEventListener("click", () => {
+      for (const tr of Array.from(body.rows)) tr.hidden = false;
+      more.remove();
+    });
+    wrap.append(more);
+  }
+  return wrap;
+}
+
+// Two columns: label, value.
+export function kvTable(rows: [string, Child, string?][]): HTMLElement {
+  return el(
+    "table",
+    { className: "kv" },
+    el(
+      "tbody",
+      null,
+      ...rows.map(([label, value, title]) => el("tr", { title }, el("th", { scope: "row" }, label), el("td", null, value))),
+    ),
+  );
+}
+
+export function badge(text: string, kind: string, title?: string): HTMLSpanElement {
+  return el("span", { className: `badge badge-${kind.replace(/\s+/g, "-")}`, title }, text);
+}
+
+// A name in monospace, cut with an ellipsis by CSS; the full name on hover.
+export function nameCell(name: string, full?: string): HTMLSpanElement {
+  return el("span", { className: "name", title: full ?? name }, name);
+}
+
+export function notes(list: string[] | null | undefined): HTMLElement | null {
+  if (!list?.length) return null;
+  return el("ul", { className: "notes" }, ...list.map((n) => el("li", null, n)));
+}
+
+export function spinner(text: string): HTMLElement {
+  return el("div", { className: "state loading", role: "status" }, el("span", { className: "spin", attrs: { "aria-hidden": "true" } }), el("span", null, text));
+}

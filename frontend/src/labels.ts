@@ -1,0 +1,139 @@
+// Names and definitions shown on the page: one place, so hover texts say the same
+// thing everywhere (and match DESIGN.md's metric definitions).
+
+export const BREAKDOWN_ORDER = [
+  "kernel",
+  "memcpy",
+  "memset",
+  "communication",
+  "runtime",
+  "data_loading",
+  "cpu_exec",
+  "other",
+];
+
+export const BREAKDOWN_LABELS: Record<string, string> = {
+  kernel: "GPU kernels",
+  memcpy: "Memcpy",
+  memset: "Memset",
+  communication: "Communication",
+  runtime: "CUDA runtime",
+  data_loading: "Data loading",
+  cpu_exec: "CPU exec",
+  other: "Other",
+};
+
+export const BREAKDOWN_DEFINITIONS: Record<string, string> = {
+  kernel: "Time in compute kernels on any GPU (communication kernels excluded).",
+  memcpy: "Time in GPU copies not already counted as kernel time.",
+  memset: "Time in GPU memsets not already counted above.",
+  communication: "NCCL/RCCL kernel time not hidden under compute, copies or memsets.",
+  runtime: "CUDA/HIP runtime and driver calls (kernel launches, syncs) on any host thread, while no GPU work above runs.",
+  data_loading: "enumerate(DataLoader) ranges while nothing above runs: the step waits for the next batch.",
+  cpu_exec: "Any other CPU op or annotation while nothing above runs.",
+  other: "The rest of the step window: nothing recorded.",
+};
+
+export const IDLE_ORDER = [
+  "data_loading",
+  "host_sync",
+  "optimizer_step",
+  "launching",
+  "cpu_ops",
+  "nothing_recorded",
+];
+
+export const IDLE_LABELS: Record<string, string> = {
+  data_loading: "Data loading",
+  host_sync: "Host sync",
+  optimizer_step: "Optimizer step",
+  launching: "Kernel launching",
+  cpu_ops: "Other CPU ops",
+  nothing_recorded: "Nothing recorded",
+};
+
+export const IDLE_DEFINITIONS: Record<string, string> = {
+  data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
+  host_sync:
+    "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+  optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
+  launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
+  cpu_ops: "The host was running other CPU ops while the GPU waited.",
+  nothing_recorded: "No op was recorded on the launching thread while the GPU waited.",
+};
+
+export const SEVERITY_ORDER = ["high", "medium", "low", "info"];
+
+export const DIAGNOSIS_NAMES: Record<string, string> = {
+  small_kernel_flood: "Small-kernel flood",
+  gpu_idle_dataloader: "GPU idle on data loading",
+  gpu_idle_host_sync: "GPU idle after host sync",
+  low_gpu_utilization: "Low GPU utilization",
+  pageable_memcpy: "Copies from pageable memory",
+  exposed_communication: "Exposed communication",
+  communication_straggler: "Communication straggler",
+  memory_growth: "Memory growth",
+  memory_fragmentation: "Memory fragmentation",
+  memory_near_capacity: "Memory near capacity",
+  no_step_markers: "No step markers",
+  trace_data_loss: "Trace data loss",
+};
+
+export const VERDICT_DEFINITIONS: Record<string, string> = {
+  improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors).",
+  regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors).",
+  "within noise": "A difference, but not beyond the step-to-step noise.",
+  unchanged: "Under 1 % of the base value.",
+};
+
+// Definitions of metrics, by key (diagnosis evidence keys and summary fields).
+// Each says what is measured and what the denominator is.
+export const DEFINITIONS: Record<string, string> = {
+  mean_step_us:
+    "Mean duration of a step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
+  step_time: "Duration of the step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
+  std_step_us: "Step-to-step standard deviation of the step time.",
+  gpu_utilization_fraction:
+    "GPU busy time (union of kernels, memcpy, memset) inside the step windows ÷ total step-window time.",
+  short_count_fraction: "Kernels shorter than the short-kernel threshold ÷ all kernels that start in a step window.",
+  short_time_fraction: "Time in short kernels ÷ time in all kernels that start in a step window (summed durations).",
+  kernels_per_step: "Kernels that start in a step window ÷ number of steps.",
+  launch_bound_fraction:
+    "Kernels shorter than the runtime call that launched them ÷ kernels launched 1:1 by a runtime call found through their correlation id.",
+  mean_launch_us: "Mean duration of the runtime calls (cudaLaunchKernel, …) that launched kernels, over the whole trace.",
+  short_threshold_us: "A kernel shorter than this counts as short.",
+  idle_fraction: "GPU idle time inside the step windows ÷ total step-window time.",
+  idle_fraction_of_step_time: "Idle time with this cause ÷ total step-window time.",
+  fraction_of_idle: "Idle time with this cause ÷ all idle time of the device inside the step windows.",
+  fraction_of_step_time: "Idle time with this cause ÷ total step-window time.",
+  idle_us: "GPU idle time inside the step windows, summed over steps.",
+  idle_us_per_step: "GPU idle time inside the step windows ÷ number of steps.",
+  gpu_busy_fraction: "GPU busy time inside the step windows ÷ total step-window time.",
+  largest_gap_us: "The longest single idle gap inside a step window.",
+  exposed_fraction: "Communication time not overlapped by compute on the same device ÷ total step-window time.",
+  exposed_us_per_step: "Communication time not overlapped by compute ÷ number of steps.",
+  comm_fraction: "Communication time (union of NCCL/RCCL kernels) ÷ total step-window time.",
+  overlap_fraction: "Communication time overlapped by compute kernels on the same device ÷ communication time.",
+  top_kind_time_us: "Kernel time of the collective kind with the most time, summed over the trace.",
+  top_kind_busbw_gbps: "Bus bandwidth of that kind: algorithm bandwidth × nccl-tests factor (AllReduce 2(n−1)/n).",
+  allreduce_median_bytes: "Median AllReduce message size.",
+  threshold_fraction: "The diagnosis fires at this share of step time.",
+  bytes_per_step: "Slope of step-end allocated memory over the steps (least squares).",
+  r2: "How well a straight line fits the step-end allocated memory (r², 1 = perfect).",
+  live_at_end_bytes: "Bytes allocated inside the profiled window and never freed before its end.",
+  capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
+  steps_to_capacity: "Steps until the growth would fill the device memory.",
+  fragmentation_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks.",
+  peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
+  last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
+  mean_lateness_us: "Mean of (this rank's start − earliest rank's start) over matched collectives.",
+  mean_skew_when_last_us: "Mean start skew of the collectives this rank arrived at last.",
+  others_wait_us_per_step: "Time the other ranks wait for this rank in collectives ÷ number of steps.",
+  skew_median_us: "Median start skew (latest − earliest start of the same collective across ranks).",
+  wait_us: "Time this rank waited in matched collectives for the last rank to arrive, summed.",
+  mean_wait_us: "Time this rank waited for the last rank ÷ matched collectives.",
+  time_us: "Summed duration.",
+  count: "Number of events.",
+  impact_fraction: "Estimated share of step time this problem costs.",
+};
+

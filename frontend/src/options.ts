@@ -1,0 +1,555 @@
+// ECharts options for each chart of the page: shaped data + palette → option object.
+// Pure (tooltips build DOM only when shown), so the options are unit-tested in Node.
+// Every axis is named with its unit; every tooltip value carries its unit.
+
+import type { BarSeriesOption, LineSeriesOption } from "echarts/charts";
+import type {
+  DataZoomComponentOption,
+  GridComponentOption,
+  LegendComponentOption,
+  MarkLineComponentOption,
+  TooltipComponentOption,
+} from "echarts/components";
+import type { ComposeOption } from "echarts/core";
+
+import { byteAxisUnit, durationAxisUnit, fmtBytes, fmtCount, fmtDuration, fmtPercent, fmtSignedDuration, isNum } from "./format";
+import type { BreakdownChart, ChangeBar, CommChart, HistogramChart, IdlePerStepChart, MemoryChart, CauseRow } from "./shape";
+import type { Palette } from "./theme";
+import { type TipRow, tipNode } from "./tooltip";
+import type { RankRow } from "./types";
+
+export type ChartOption = ComposeOption<
+  | BarSeriesOption
+  | LineSeriesOption
+  | GridComponentOption
+  | TooltipComponentOption
+  | LegendComponentOption
+  | DataZoomComponentOption
+  | MarkLineComponentOption
+>;
+
+type AnyParams = { seriesName?: string; name?: string; value?: unknown; color?: unknown; dataIndex?: number; axisValueLabel?: string; seriesIndex?: number; data?: unknown };
+
+const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+
+function asList(params: unknown): AnyParams[] {
+  return (Array.isArray(params) ? params : [params]) as AnyParams[];
+}
+
+function colorOf(p: AnyParams): string | undefined {
+  return typeof p.color === "string" ? p.color : undefined;
+}
+
+function valueOf(p: AnyParams): number | null {
+  const v = Array.isArray(p.value) ? p.value[p.value.length - 1] : p.value;
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+function tooltip(p: Palette, trigger: "axis" | "item", formatter: (params: unknown) => HTMLElement): TooltipComponentOption {
+  return {
+    trigger,
+    confine: true,
+    backgroundColor: p.tooltipBackground,
+    borderColor: p.tooltipBorder,
+    textStyle: { color: p.text, fontFamily: FONT, fontSize: 12 },
+    axisPointer: { type: trigger === "axis" ? "shadow" : "line" },
+    // ECharts' formatter type predates HTMLElement results; the runtime accepts them.
+    formatter: formatter as unknown as TooltipComponentOption["formatter"],
+  };
+}
+
+function axisStyle(p: Palette) {
+  return {
+    axisLine: { lineStyle: { color: p.axis } },
+    axisTick: { lineStyle: { color: p.axis } },
+    axisLabel: { color: p.muted, fontFamily: FONT },
+    nameTextStyle: { color: p.muted, fontFamily: FONT },
+    splitLine: { lineStyle: { color: p.split } },
+  };
+}
+
+function legend(p: Palette, names?: string[]): LegendComponentOption {
+  return {
+    type: "scroll",
+    top: 0,
+    left: 0,
+    data: names,
+    textStyle: { color: p.text, fontFamily: FONT },
+    pageTextStyle: { color: p.muted },
+    itemWidth: 14,
+    itemHeight: 10,
+  };
+}
+
+// The grid's box is the outer bound of the plot *with* its axis labels and names
+// (ECharts 6 outerBounds), so nothing is clipped; `legend` leaves room for it on top.
+function grid(legendOnTop: boolean, extra: Partial<GridComponentOption> = {}): GridComponentOption {
+  return {
+    left: 4,
+    right: 12,
+    top: legendOnTop ? 30 : 6,
+    bottom: 4,
+    outerBoundsMode: "same",
+    outerBoundsContain: "all",
+    ...extra,
+  };
+}
+
+function base(p: Palette): ChartOption {
+  return {
+    animation: false,
+    backgroundColor: "transparent",
+    textStyle: { color: p.text, fontFamily: FONT },
+  };
+}
+
+// Overview: exclusive step-time breakdown per step (stacked bars, ms) and GPU
+// utilization (line, %, right axis).
+export function overviewOption(data: BreakdownChart, p: Palette): ChartOption {
+  const series: (BarSeriesOption | LineSeriesOption)[] = data.series.map((s) => ({
+    type: "bar",
+    name: s.label,
+    stack: "step",
+    barMaxWidth: 56,
+    itemStyle: { color: p.breakdown[s.key] ?? p.neutral },
+    emphasis: { focus: "series" },
+    data: s.valuesMs,
+  }));
+  series.push({
+    type: "line",
+    name: "GPU utilization",
+    yAxisIndex: 1,
+    symbol: "circle",
+    symbolSize: 6,
+    lineStyle: { width: 2, color: p.text },
+    itemStyle: { color: p.text },
+    data: data.utilizationPct,
+  });
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) => {
+      const list = asList(params);
+      const i = list[0]?.dataIndex ?? 0;
+      const stepMs = data.stepMs[i];
+      const rows: TipRow[] = list
+        .filter((x) => x.seriesName !== "GPU utilization")
+        .map((x) => {
+          const v = valueOf(x) ?? 0;
+          const share = isNum(stepMs) && stepMs > 0 ? ` (${fmtPercent(v / stepMs)})` : "";
+          return { color: colorOf(x), label: x.seriesName ?? "", value: `${fmtDuration(v * 1000)}${share}` };
+        })
+        .reverse();
+      rows.unshift({ label: "Step time", value: fmtDuration(isNum(stepMs) ? stepMs * 1000 : null), strong: true });
+      const util = data.utilizationPct[i];
+      rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
+      return tipNode(`Step ${list[0]?.axisValueLabel ?? ""}`, rows, "Shares are of this step's time.");
+    }),
+    xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
+    yAxis: [
+      { type: "value", name: "step time (ms)", ...axisStyle(p) },
+      {
+        type: "value",
+        name: "GPU util. (%)",
+        min: 0,
+        max: 100,
+        ...axisStyle(p),
+        splitLine: { show: false },
+      },
+    ],
+    series,
+  };
+}
+
+// A histogram of durations on a category axis of bins; short bins highlighted.
+export function histogramOption(
+  data: HistogramChart,
+  p: Palette,
+  what: { noun: string; axis: string; shortLabel?: string; scope: string },
+): ChartOption {
+  const totalCount = data.counts.reduce((a, b) => a + b, 0);
+  const totalTime = data.timesUs.reduce((a, b) => a + b, 0);
+  return {
+    ...base(p),
+    grid: grid(false, { top: 10 }),
+    tooltip: tooltip(p, "axis", (params) => {
+      const i = asList(params)[0]?.dataIndex ?? 0;
+      return tipNode(
+        data.ranges[i] ?? "",
+        [
+          { label: what.noun, value: `${fmtCount(data.counts[i])} (${fmtPercent(totalCount ? data.counts[i] / totalCount : null)} of count)` },
+          { label: "time", value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` },
+        ],
+        what.scope,
+      );
+    }),
+    xAxis: {
+      type: "category",
+      name: what.axis,
+      nameLocation: "middle",
+      nameGap: 28,
+      data: data.labels,
+      ...axisStyle(p),
+      axisLabel: { color: p.muted, rotate: data.labels.length > 8 ? 30 : 0, fontFamily: FONT, interval: 0 },
+    },
+    yAxis: [
+      { type: "value", name: `${what.noun} (count)`, ...axisStyle(p) },
+      { type: "value", name: "share of time (%)", min: 0, max: 100, ...axisStyle(p), splitLine: { show: false } },
+    ],
+    series: [
+      {
+        type: "bar",
+        name: `${what.noun} (count)`,
+        barCategoryGap: "12%",
+        data: data.counts.map((c, i) => ({
+          value: c,
+          itemStyle: { color: data.short[i] ? p.short : p.accent },
+        })),
+      },
+      {
+        // Few long items can hold most of the time: the line shows where the time is.
+        type: "line",
+        name: "share of time",
+        yAxisIndex: 1,
+        symbol: "circle",
+        symbolSize: 5,
+        lineStyle: { width: 2, color: p.text },
+        itemStyle: { color: p.text },
+        data: data.timesUs.map((t) => (totalTime > 0 ? (100 * t) / totalTime : 0)),
+      },
+    ],
+  };
+}
+
+// Kernels per step: short and other kernels stacked.
+export function kernelsPerStepOption(
+  rows: { number: number; count?: number | null; short_count?: number | null }[],
+  p: Palette,
+  shortLabel: string,
+): ChartOption {
+  const steps = rows.map((r) => `#${r.number}`);
+  const short = rows.map((r) => (isNum(r.short_count) ? r.short_count : 0));
+  const other = rows.map((r, i) => Math.max(0, (isNum(r.count) ? r.count : 0) - short[i]));
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) => {
+      const list = asList(params);
+      const i = list[0]?.dataIndex ?? 0;
+      const total = short[i] + other[i];
+      return tipNode(`Step ${steps[i]}`, [
+        { label: "Kernels", value: fmtCount(total), strong: true },
+        { color: p.short, label: shortLabel, value: `${fmtCount(short[i])} (${fmtPercent(total ? short[i] / total : null)})` },
+        { color: p.accent, label: "Other kernels", value: fmtCount(other[i]) },
+      ]);
+    }),
+    xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
+    yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+    series: [
+      { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
+      { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other },
+    ],
+  };
+}
+
+// Idle time per step, stacked by cause (ms).
+export function idlePerStepOption(data: IdlePerStepChart, p: Palette): ChartOption {
+  const totalsUs = data.steps.map((_, i) => data.series.reduce((a, s) => a + s.valuesMs[i] * 1000, 0));
+  const axis = durationAxisUnit(Math.max(0, ...totalsUs));
+  const scale = 1000 / axis.divisor; // ms → axis unit
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) => {
+      const list = asList(params);
+      const total = list.reduce((a, x) => a + (valueOf(x) ?? 0), 0);
+      return tipNode(
+        `Step ${list[0]?.axisValueLabel ?? ""}`,
+        [
+          { label: "GPU idle", value: fmtDuration(total * axis.divisor), strong: true },
+          ...list
+            .map((x) => ({
+              color: colorOf(x),
+              label: x.seriesName ?? "",
+              value: `${fmtDuration((valueOf(x) ?? 0) * axis.divisor)} (${fmtPercent(total ? (valueOf(x) ?? 0) / total : null)} of idle)`,
+            }))
+            .reverse(),
+        ],
+      );
+    }),
+    xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
+    yAxis: { type: "value", name: `GPU idle (${axis.unit})`, ...axisStyle(p) },
+    series: data.series.map((s) => ({
+      type: "bar",
+      name: s.label,
+      stack: "idle",
+      barMaxWidth: 56,
+      itemStyle: { color: p.idle[s.key] ?? p.neutral },
+      data: s.valuesMs.map((v) => v * scale),
+    })),
+  };
+}
+
+// Idle by cause over all steps: horizontal bars, ms per step, largest at the top.
+export function idleCausesOption(rows: CauseRow[], steps: number, p: Palette): ChartOption {
+  const sorted = [...rows].sort((a, b) => a.us - b.us); // ECharts draws the last at the top
+  const perStep = (us: number) => (steps > 0 ? us / steps : us);
+  const axis = durationAxisUnit(Math.max(0, ...sorted.map((r) => perStep(r.us))));
+  return {
+    ...base(p),
+    grid: grid(false, { right: 48 }),
+    tooltip: tooltip(p, "axis", (params) => {
+      const i = asList(params)[0]?.dataIndex ?? 0;
+      const r = sorted[i];
+      return tipNode(r.label, [
+        { label: "per step", value: fmtDuration(perStep(r.us)) },
+        { label: "all steps", value: fmtDuration(r.us) },
+        { label: "of GPU idle time", value: fmtPercent(r.fractionOfIdle) },
+        { label: "of step time", value: fmtPercent(r.fractionOfStep) },
+      ]);
+    }),
+    xAxis: { type: "value", name: `${axis.unit} per step`, nameLocation: "middle", nameGap: 26, ...axisStyle(p) },
+    yAxis: { type: "category", data: sorted.map((r) => r.label), ...axisStyle(p), splitLine: { show: false } },
+    series: [
+      {
+        type: "bar",
+        name: "GPU idle",
+        barMaxWidth: 22,
+        label: {
+          show: true,
+          position: "right",
+          color: p.text,
+          fontFamily: FONT,
+          formatter: (x: { dataIndex: number }) => fmtPercent(sorted[x.dataIndex].fractionOfIdle, 0),
+        },
+        data: sorted.map((r) => ({ value: perStep(r.us) / axis.divisor, itemStyle: { color: p.idle[r.key] ?? p.neutral } })),
+      },
+    ],
+  };
+}
+
+// Communication per step: exposed and overlapped (stacked, ms).
+export function commOption(data: CommChart, p: Palette): ChartOption {
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) => {
+      const i = asList(params)[0]?.dataIndex ?? 0;
+      return tipNode(
+        `Step ${data.steps[i]}`,
+        [
+          { color: p.bad, label: "Exposed", value: `${fmtDuration(data.exposedMs[i] * 1000)} (${fmtPercent(isNum(data.exposedPct[i]) ? (data.exposedPct[i] as number) / 100 : null)} of step)` },
+          { color: p.breakdown.communication, label: "Overlapped", value: fmtDuration(data.overlappedMs[i] * 1000) },
+        ],
+        "Exposed: communication with no compute kernel on the same device.",
+      );
+    }),
+    xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
+    yAxis: { type: "value", name: "communication (ms)", ...axisStyle(p) },
+    series: [
+      { type: "bar", name: "Exposed", stack: "c", barMaxWidth: 56, itemStyle: { color: p.bad }, data: data.exposedMs },
+      { type: "bar", name: "Overlapped with compute", stack: "c", barMaxWidth: 56, itemStyle: { color: p.breakdown.communication }, data: data.overlappedMs },
+    ],
+  };
+}
+
+// Memory over time: allocated and reserved lines (LTTB-sampled), step boundaries as
+// vertical lines, zoomable.
+export function memoryOption(data: MemoryChart, boundaries: { xMs: number; label: string }[], p: Palette): ChartOption {
+  const markLine: MarkLineComponentOption = {
+    silent: true,
+    symbol: "none",
+    lineStyle: { color: p.stepLine, type: "dashed", width: 1 },
+    label: { show: true, position: "end", color: p.muted, fontFamily: FONT, formatter: (x: { name?: string }) => x.name ?? "" },
+    data: boundaries.map((b) => ({ xAxis: b.xMs, name: b.label })),
+  };
+  // The axis spans the data and every step boundary, so each step's line shows.
+  const xs = [...boundaries.map((b) => b.xMs), data.allocated[0]?.[0], data.allocated[data.allocated.length - 1]?.[0]].filter(isNum);
+  const xMin = xs.length ? Math.min(...xs) : undefined;
+  const xMax = xs.length ? Math.max(...xs) : undefined;
+  const series: LineSeriesOption[] = [
+    {
+      type: "line",
+      name: "Allocated",
+      showSymbol: false,
+      sampling: "lttb",
+      step: "end",
+      lineStyle: { width: 1.5, color: p.accent },
+      itemStyle: { color: p.accent },
+      areaStyle: { color: p.accent, opacity: 0.12 },
+      data: data.allocated,
+      markLine,
+    },
+  ];
+  if (data.reserved.length) {
+    series.push({
+      type: "line",
+      name: "Reserved",
+      showSymbol: false,
+      sampling: "lttb",
+      step: "end",
+      lineStyle: { width: 1.5, color: p.accent2 },
+      itemStyle: { color: p.accent2 },
+      data: data.reserved,
+    });
+  }
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true, { top: 44, bottom: 30 }),
+    tooltip: {
+      ...tooltip(p, "axis", (params) => {
+        const list = asList(params);
+        const t = Array.isArray(list[0]?.value) ? (list[0].value as number[])[0] : null;
+        return tipNode(
+          `t = ${isNum(t) ? fmtDuration(t * 1000) : "n/a"}`,
+          list.map((x) => ({ color: colorOf(x), label: x.seriesName ?? "", value: fmtBytes((valueOf(x) ?? 0) * data.divisor) })),
+          "Time since the first step started.",
+        );
+      }),
+      axisPointer: { type: "line" },
+    },
+    dataZoom: [
+      { type: "inside", xAxisIndex: 0, filterMode: "none" },
+      {
+        type: "slider",
+        xAxisIndex: 0,
+        height: 18,
+        bottom: 4,
+        filterMode: "none",
+        textStyle: { color: p.muted },
+        borderColor: p.split,
+        labelFormatter: (v: number) => `${v.toFixed(0)} ms`,
+      },
+    ],
+    xAxis: {
+      type: "value",
+      name: "time since the first step started (ms)",
+      nameLocation: "middle",
+      nameGap: 24,
+      min: xMin,
+      max: xMax,
+      ...axisStyle(p),
+      axisLabel: { color: p.muted, fontFamily: FONT, formatter: (v: number) => String(Math.round(v * 10) / 10) },
+      splitLine: { show: false },
+    },
+    yAxis: { type: "value", name: `memory (${data.unit})`, min: 0, ...axisStyle(p), nameLocation: "middle", nameRotate: 90, nameGap: 44 },
+    series,
+  };
+}
+
+// Per-step start, peak and end allocated memory (grouped bars).
+export function memoryPerStepOption(
+  rows: { number: number; start_bytes?: number | null; peak_bytes?: number | null; end_bytes?: number | null }[],
+  p: Palette,
+): ChartOption {
+  let max = 0;
+  for (const r of rows) for (const v of [r.start_bytes, r.peak_bytes, r.end_bytes]) if (isNum(v) && v > max) max = v;
+  const { unit, divisor } = byteAxisUnit(max);
+  const pick = (k: "start_bytes" | "peak_bytes" | "end_bytes") => rows.map((r) => (isNum(r[k]) ? (r[k] as number) / divisor : null));
+  const steps = rows.map((r) => `#${r.number}`);
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) =>
+      tipNode(
+        `Step ${asList(params)[0]?.axisValueLabel ?? ""}`,
+        asList(params).map((x) => ({ color: colorOf(x), label: x.seriesName ?? "", value: fmtBytes((valueOf(x) ?? 0) * divisor) })),
+        "Allocated memory at the step's start, its peak inside the step, and at its end.",
+      ),
+    ),
+    xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
+    yAxis: { type: "value", name: `allocated (${unit})`, ...axisStyle(p) },
+    series: [
+      { type: "bar", name: "Start", barMaxWidth: 28, itemStyle: { color: p.neutral }, data: pick("start_bytes") },
+      { type: "bar", name: "Peak", barMaxWidth: 28, itemStyle: { color: p.accent2 }, data: pick("peak_bytes") },
+      { type: "bar", name: "End", barMaxWidth: 28, itemStyle: { color: p.accent }, data: pick("end_bytes") },
+    ],
+  };
+}
+
+// Across ranks: mean step, exposed communication and waiting time per rank.
+export function ranksOption(ranks: RankRow[], p: Palette, stragglerRank: number | null): ChartOption {
+  const names = ranks.map((r) => `rank ${r.rank}${r.rank === stragglerRank ? " ⚑" : ""}`);
+  const ms = (v: number | null | undefined) => (isNum(v) ? v / 1000 : null);
+  return {
+    ...base(p),
+    legend: legend(p),
+    grid: grid(true),
+    tooltip: tooltip(p, "axis", (params) => {
+      const list = asList(params);
+      const i = list[0]?.dataIndex ?? 0;
+      return tipNode(
+        `${names[i]} — ${ranks[i]?.worker ?? ""}`,
+        list.map((x) => ({ color: colorOf(x), label: x.seriesName ?? "", value: fmtDuration((valueOf(x) ?? 0) * 1000) })),
+        "Means per step; waiting: time spent in collectives for the last rank to arrive.",
+      );
+    }),
+    xAxis: { type: "category", data: names, ...axisStyle(p) },
+    yAxis: { type: "value", name: "ms per step", ...axisStyle(p) },
+    series: [
+      { type: "bar", name: "Step time", barMaxWidth: 28, itemStyle: { color: p.neutral }, data: ranks.map((r) => ms(r.mean_step_us)) },
+      { type: "bar", name: "Communication", barMaxWidth: 28, itemStyle: { color: p.breakdown.communication }, data: ranks.map((r) => ms(r.mean_comm_us)) },
+      { type: "bar", name: "Exposed communication", barMaxWidth: 28, itemStyle: { color: p.bad }, data: ranks.map((r) => ms(r.mean_exposed_us)) },
+      {
+        type: "bar",
+        name: "Waiting for others",
+        barMaxWidth: 28,
+        itemStyle: { color: p.warn },
+        data: ranks.map((r) => ms(isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0 ? r.wait_us / r.step_count : null)),
+      },
+    ],
+  };
+}
+
+export function verdictColor(verdict: string, p: Palette): string {
+  if (verdict === "improved") return p.good;
+  if (verdict === "regressed") return p.bad;
+  return p.neutral;
+}
+
+// Diff: the largest per-step time changes, horizontal bars coloured by verdict.
+export function changesOption(rows: ChangeBar[], p: Palette, noun: string): ChartOption {
+  const sorted = [...rows].reverse(); // largest at the top
+  const axis = durationAxisUnit(Math.max(0, ...rows.map((r) => Math.abs(r.deltaUs))));
+  return {
+    ...base(p),
+    grid: grid(false, { right: 24 }),
+    tooltip: tooltip(p, "axis", (params) => {
+      const r = sorted[asList(params)[0]?.dataIndex ?? 0];
+      return tipNode(r.name, [
+        { label: "change per step", value: fmtSignedDuration(r.deltaUs), strong: true },
+        { label: "base", value: r.status === "added" ? "absent" : fmtDuration(r.baseUs) },
+        { label: "experiment", value: r.status === "removed" ? "absent" : fmtDuration(r.expUs) },
+        { color: verdictColor(r.verdict, p), label: "verdict", value: r.status === "changed" ? r.verdict : `${r.status} (${r.verdict})` },
+      ], `${noun} time per step, experiment − base.`);
+    }),
+    xAxis: {
+      type: "value",
+      name: `Δ time per step (${axis.unit})`,
+      nameLocation: "middle",
+      nameGap: 26,
+      ...axisStyle(p),
+    },
+    yAxis: {
+      type: "category",
+      data: sorted.map((r) => r.name),
+      ...axisStyle(p),
+      splitLine: { show: false },
+      axisLabel: { color: p.text, width: 260, overflow: "truncate", fontFamily: FONT },
+    },
+    series: [
+      {
+        type: "bar",
+        name: "Δ time per step",
+        barMaxWidth: 18,
+        data: sorted.map((r) => ({ value: r.deltaUs / axis.divisor, itemStyle: { color: verdictColor(r.verdict, p) } })),
+      },
+    ],
+  };
+}

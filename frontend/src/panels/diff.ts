@@ -1,0 +1,154 @@
+// Diff mode: base vs experiment. Headline (step time before → after), metric table with
+// verdicts, the largest kernel and op changes as charts, diagnoses gained and lost.
+
+import { chart } from "../charts";
+import { badge, el, nameCell, table } from "../dom";
+import { fmtDeltaInUnit, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
+import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
+import { changesOption } from "../options";
+import { headlineParts, largestChanges, verdictCounts } from "../shape";
+import type { Palette } from "../theme";
+import type { DiffDoc, DiffMetric } from "../types";
+import { col, row, subhead } from "./shell";
+
+export function verdictBadge(verdict: string | undefined): HTMLElement {
+  const v = verdict ?? "within noise";
+  return badge(v, `verdict-${v}`, VERDICT_DEFINITIONS[v] ?? v);
+}
+
+export function diffHeadline(doc: DiffDoc): Node[] {
+  const h = headlineParts(doc);
+  if (!h) return [el("div", { className: "state empty" }, "The diff has no headline.")];
+  const counts = verdictCounts(doc);
+  const faster = h.speedup !== null && h.speedup > 1;
+  const headline = el(
+    "div",
+    { className: `headline verdict-${h.verdict.replace(/\s+/g, "-")}`, dataset: { verdict: h.verdict } },
+    el(
+      "div",
+      { className: "headline-main", title: "Mean step time of the base → mean step time of the experiment (step windows, all profiled steps pooled)." },
+      el("span", { className: "headline-label" }, "Step time "),
+      el("span", { className: "headline-base" }, h.base),
+      el("span", { className: "headline-arrow" }, " → "),
+      el("span", { className: "headline-exp" }, h.exp),
+    ),
+    el(
+      "div",
+      { className: "headline-sub" },
+      el("span", { className: `speedup ${faster ? "faster" : "slower"}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
+      h.change !== null ? el("span", { className: "change", title: "(experiment − base) ÷ base." }, ` (${fmtSignedPercent(h.change)})`) : null,
+      " ",
+      verdictBadge(h.verdict),
+    ),
+    el(
+      "div",
+      { className: "headline-sides" },
+      el("span", null, "base: "),
+      nameCell(doc.base?.label ?? "base"),
+      el("span", null, " · experiment: "),
+      nameCell(doc.exp?.label ?? "experiment"),
+    ),
+    el(
+      "div",
+      { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
+      ...(["regressed", "improved", "within noise", "unchanged"] as const).map((v) =>
+        el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`),
+      ),
+    ),
+  );
+  const out: Node[] = [headline];
+  if (doc.warnings?.length) {
+    out.push(
+      el(
+        "div",
+        { className: "state warning" },
+        el("strong", null, "Are these comparable? "),
+        el("ul", null, ...doc.warnings.map((w) => el("li", null, w))),
+      ),
+    );
+  }
+  return out;
+}
+
+export function diffMetrics(doc: DiffDoc): Node[] | string {
+  const metrics = doc.metrics ?? [];
+  if (!metrics.length) return "No metric is present on both sides.";
+  return [
+    table<DiffMetric>(
+      [
+        { header: "Metric", cell: (m) => m.label, cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : "lower is better"}` },
+        { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
+        { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
+        { header: "Change", numeric: true, title: "Experiment − base (fractions in percentage points).", cell: (m) => fmtDeltaInUnit(m.delta, m.unit) },
+        { header: "Relative", numeric: true, title: "(experiment − base) ÷ base.", cell: (m) => fmtSignedPercent(m.change_fraction) },
+        {
+          header: "Noise (2σ)",
+          numeric: true,
+          title: "Twice the standard error of the difference of the means: a change beyond this is beyond the step-to-step noise.",
+          cell: (m) => (isNum(m.stderr) ? `±${fmtInUnit(2 * m.stderr, m.unit)}` : "n/a"),
+        },
+        { header: "Verdict", cell: (m) => verdictBadge(m.verdict), className: "verdict-col" },
+      ],
+      metrics,
+      { className: "metrics" },
+    ),
+    el("p", { className: "note" }, `Noise rule: ${doc.noise_rule ?? "n/a"}.`),
+  ];
+}
+
+function noiseTitle(noise: unknown, n: unknown, unit: string): string {
+  return `Step-to-step standard deviation ${fmtInUnit(noise as number, unit)} over ${String(n ?? "?")} steps.`;
+}
+
+export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
+  const kernels = largestChanges(doc.kernels, 12);
+  const ops = largestChanges(doc.ops, 12);
+  if (!kernels.length && !ops.length) return "No kernel or op changed its time per step.";
+  const block = (title: string, rows: ReturnType<typeof largestChanges>, noun: string, help: string, unchanged: unknown) =>
+    col(
+      subhead(title, help),
+      rows.length
+        ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node
+        : el("p", { className: "muted" }, "No change."),
+      el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`),
+    );
+  return [
+    row(
+      block("Kernels", kernels, "Kernel", "GPU kernels by short name (template arguments folded), time per step.", doc.kernels?.unchanged_count),
+      block("CPU ops", ops, "Op", "CPU ops by name, time per step (inclusive).", doc.ops?.unchanged_count),
+    ),
+  ];
+}
+
+export function diffDiagnoses(doc: DiffDoc): Node[] {
+  const d = doc.diagnoses ?? {};
+  const list = (ids: string[] | undefined, cls: string, empty: string) =>
+    ids?.length
+      ? el("ul", { className: `diag-ids ${cls}` }, ...ids.map((id) => el("li", { dataset: { diagnosisId: id }, title: id }, DIAGNOSIS_NAMES[id] ?? id)))
+      : el("p", { className: "muted" }, empty);
+  return [
+    row(
+      col(subhead("Gained", "Diagnoses of the experiment that the base does not have."), list(d.appeared, "gained", "None.")),
+      col(subhead("Lost", "Diagnoses of the base that are gone in the experiment."), list(d.disappeared, "lost", "None.")),
+      col(subhead("Kept", "Diagnoses on both sides."), list(d.kept, "kept", "None.")),
+    ),
+  ];
+}
+
+export function diffPerRank(doc: DiffDoc): Node[] | null {
+  const rows = (doc.per_rank ?? []) as { rank?: number; step_time_us?: DiffMetric }[];
+  if (!rows.length) return null;
+  return [
+    subhead("Step time per rank"),
+    table(
+      [
+        { header: "Rank", cell: (r) => String(r.rank ?? "?") },
+        { header: "Base", numeric: true, cell: (r) => fmtInUnit(r.step_time_us?.base, "µs") },
+        { header: "Experiment", numeric: true, cell: (r) => fmtInUnit(r.step_time_us?.exp, "µs") },
+        { header: "Relative", numeric: true, cell: (r) => fmtSignedPercent(r.step_time_us?.change_fraction) },
+        { header: "Verdict", cell: (r) => verdictBadge(r.step_time_us?.verdict) },
+      ],
+      rows,
+    ),
+  ];
+}

@@ -1,0 +1,132 @@
+import { chart } from "../charts";
+import { el, kpis, nameCell, notes, table } from "../dom";
+import { fmtCount, fmtDuration, fmtPercent, isNum } from "../format";
+import { DEFINITIONS, IDLE_DEFINITIONS, IDLE_LABELS } from "../labels";
+import { histogramOption, idleCausesOption, idlePerStepOption } from "../options";
+import { histogramChart, idleCauses, idlePerStep, mainDevice } from "../shape";
+import type { Palette } from "../theme";
+import type { IdleDevice, IdleGap, Summary } from "../types";
+import { col, row, subhead } from "./shell";
+
+export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?: (d: string) => void): Node[] | string {
+  const idle = s.idle;
+  if (!idle) return "This summary has no idle-gap data.";
+  const devices = idle.devices ?? [];
+  if (!devices.length) return "No GPU activity in the step windows, so no GPU idle gaps to measure.";
+  const device = (deviceKey !== undefined ? devices.find((d) => String(d.device) === deviceKey) : undefined) ?? mainDevice(devices, idle.main_device);
+  if (!device) return "No device.";
+  const out: Node[] = [];
+  if (devices.length > 1 && onDevice) out.push(devicePicker(devices, device, onDevice));
+  const steps = device.per_step?.length ?? 0;
+  out.push(
+    kpis([
+      {
+        label: "GPU idle",
+        value: fmtPercent(device.idle_fraction),
+        sub: "of step time",
+        definition: DEFINITIONS.idle_fraction,
+        tone: isNum(device.idle_fraction) ? (device.idle_fraction > 0.5 ? "bad" : device.idle_fraction > 0.2 ? "warn" : "good") : "",
+      },
+      { label: "idle per step", value: fmtDuration(device.idle_us_per_step), definition: DEFINITIONS.idle_us_per_step },
+      { label: "idle gaps", value: fmtCount(device.gap_count), definition: "Maximal intervals inside step windows with no kernel, memcpy or memset on this GPU, all steps." },
+      {
+        label: "gaps opened by a sync",
+        value: fmtCount(device.sync_opened_gaps),
+        definition: "Gaps that opened as a host synchronisation returned; their whole length counts as host sync.",
+      },
+    ]),
+  );
+  const causes = idleCauses(device, idle.cause_order);
+  const perStep = idlePerStep(device, idle.cause_order);
+  const anyIdle = causes.some((c) => c.us > 0);
+  if (anyIdle) {
+    const shown = causes.filter((c) => c.us > 0);
+    out.push(
+      row(
+        col(
+          subhead("Idle by cause", "Per step: idle time with each cause ÷ number of steps; label: share of all idle time."),
+          chart(idleCausesOption(shown, steps, p), "GPU idle time per step by cause", Math.max(150, 50 + 30 * shown.length)).node,
+          table(
+            [
+              { header: "Cause", cell: (c) => el("span", null, el("span", { className: `swatch idle-${c.key}` }), c.label), cellTitle: (c) => IDLE_DEFINITIONS[c.key] },
+              { header: "Per step", numeric: true, title: "Idle time with this cause ÷ number of steps.", cell: (c) => fmtDuration(steps ? c.us / steps : c.us) },
+              { header: "Of idle", numeric: true, title: DEFINITIONS.fraction_of_idle, cell: (c) => fmtPercent(c.fractionOfIdle) },
+              { header: "Of step time", numeric: true, title: DEFINITIONS.fraction_of_step_time, cell: (c) => fmtPercent(c.fractionOfStep) },
+            ],
+            causes,
+          ),
+        ),
+        col(
+          subhead("Idle per step", "GPU idle time inside each step window, stacked by cause."),
+          perStep.steps.length ? chart(idlePerStepOption(perStep, p), "GPU idle time per step, stacked by cause", 300).node : el("p", { className: "muted" }, "No steps."),
+        ),
+      ),
+    );
+  } else {
+    out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
+  }
+  const hist = histogramChart(device.gap_histogram);
+  const gaps = device.largest_gaps ?? [];
+  out.push(
+    row(
+      col(
+        subhead("Gap lengths", "Idle gaps by length (log-spaced bins), all steps."),
+        hist.labels.length
+          ? chart(histogramOption(hist, p, { noun: "gaps", axis: "gap length", scope: "Idle gaps inside step windows, all steps." }), "Histogram of idle gap lengths").node
+          : el("p", { className: "muted" }, "No gaps."),
+        el(
+          "p",
+          { className: "legend-note" },
+          el("span", { className: "swatch accent" }),
+          "number of gaps",
+          el("span", { className: "swatch line" }),
+          "share of idle time (right axis)",
+        ),
+      ),
+      col(
+        subhead("Largest gaps", "The longest idle gaps and what the launching host thread was doing."),
+        gaps.length
+          ? table<IdleGap>(
+              [
+                { header: "Step", cell: (g) => (isNum(g.step) ? `#${g.step}` : "n/a") },
+                { header: "At", numeric: true, title: "Start of the gap, from the start of its step.", cell: (g) => fmtDuration(g.offset_us) },
+                { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
+                {
+                  header: "Cause",
+                  cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                  cellTitle: (g) => gapCauseTitle(g),
+                },
+                {
+                  header: "Host was in",
+                  className: "name-col",
+                  title: "The op on the launching thread during the gap (outermost / innermost).",
+                  cell: (g) => nameCell(g.innermost_op ?? g.op ?? "nothing recorded", [g.op, g.innermost_op].filter(Boolean).join(" › ")),
+                },
+              ],
+              gaps,
+              { limit: 10 },
+            )
+          : el("p", { className: "muted" }, "No gaps."),
+      ),
+    ),
+  );
+  const n = notes(idle.notes);
+  if (n) out.push(n);
+  return out;
+}
+
+function gapCauseTitle(g: IdleGap): string {
+  const parts = Object.entries(g.causes_us ?? {})
+    .filter(([, v]) => isNum(v) && v > 0)
+    .map(([k, v]) => `${IDLE_LABELS[k] ?? k}: ${fmtDuration(v)}`);
+  return parts.length ? `Split of this gap: ${parts.join(", ")}` : "";
+}
+
+function devicePicker(devices: IdleDevice[], current: IdleDevice, onDevice: (d: string) => void): HTMLElement {
+  const select = el("select", { className: "device-select", title: "The GPU this panel describes." });
+  for (const d of devices) {
+    select.append(el("option", { value: String(d.device), selected: d === current }, `GPU ${d.device} — idle ${fmtPercent(d.idle_fraction)}`));
+  }
+  select.addEventListener("change", () => onDevice(select.value));
+  return el("label", { className: "picker" }, "Device ", select);
+}

@@ -1,0 +1,461 @@
+// Data shaping: summary JSON → what a table or chart needs. Pure functions (no DOM, no
+// ECharts), unit-tested with node --test.
+
+import {
+  NA,
+  binLabel,
+  byteAxisUnit,
+  fmtBandwidth,
+  fmtBytes,
+  fmtCount,
+  fmtDuration,
+  fmtPercent,
+  humanize,
+  isNum,
+} from "./format";
+import {
+  BREAKDOWN_LABELS,
+  BREAKDOWN_ORDER,
+  DEFINITIONS,
+  IDLE_LABELS,
+  IDLE_ORDER,
+  SEVERITY_ORDER,
+} from "./labels";
+import type {
+  CommunicationPanel,
+  Diagnosis,
+  DiffDoc,
+  DiffNameRow,
+  HistogramBin,
+  IdleDevice,
+  MemoryDevice,
+  Num,
+  SpanEntry,
+  StepsPanel,
+} from "./types";
+
+// ------------------------------------------------------------------ diagnoses
+
+export function severityRank(severity: string): number {
+  const i = SEVERITY_ORDER.indexOf(severity);
+  return i < 0 ? SEVERITY_ORDER.length : i;
+}
+
+// Most severe first; within a severity, the larger estimated impact first; else the
+// backend's order (stable sort).
+export function sortDiagnoses(list: Diagnosis[] | null | undefined): Diagnosis[] {
+  return [...(list ?? [])].sort((a, b) => {
+    const bySeverity = severityRank(a.severity) - severityRank(b.severity);
+    if (bySeverity !== 0) return bySeverity;
+    const ia = isNum(a.impact_fraction) ? a.impact_fraction : -1;
+    const ib = isNum(b.impact_fraction) ? b.impact_fraction : -1;
+    return ib - ia;
+  });
+}
+
+export const PANEL_IDS = ["overview", "kernels", "idle", "communication", "memory", "health"] as const;
+export type PanelId = (typeof PANEL_IDS)[number] | "ranks";
+
+// A diagnosis's `panel` (summary key) → the page's panel.
+export function panelForDiagnosis(panel: string | undefined, allRanks = false): PanelId {
+  switch (panel) {
+    case "steps":
+    case "overview":
+      return "overview";
+    case "kernels":
+      return "kernels";
+    case "idle":
+      return "idle";
+    case "communication":
+      return "communication";
+    case "memory":
+      return "memory";
+    case "health":
+      return "health";
+    case "run":
+      return allRanks ? "ranks" : "communication";
+    default:
+      return "overview";
+  }
+}
+
+export interface EvidenceItem {
+  key: string;
+  label: string;
+  text: string;
+  definition: string;
+}
+
+// Format one value by the unit its key names (DESIGN.md conventions: _us, _bytes,
+// _fraction, _per_step, _gbps).
+export function formatByKey(key: string, value: unknown): string {
+  if (value === null || value === undefined) return NA;
+  if (Array.isArray(value)) {
+    const items = value.slice(0, 8).map((v) => formatByKey(key, v));
+    return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
+  }
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  // enum-like values ("optimizer_step", "all_to_all") read better with spaces; names
+  // (workers, ops, kernels) stay exactly as recorded
+  if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
+  if (!isNum(value)) return String(value);
+  if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+    return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
+  }
+  if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
+  if (/fraction/.test(key)) return fmtPercent(value);
+  if (/_gbps$/.test(key)) return fmtBandwidth(value);
+  if (key === "r2") return value.toFixed(2);
+  if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+  if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
+  return fmtCount(value);
+}
+
+const NAME_KEYS = new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
+
+const EVIDENCE_LABELS: Record<string, string> = {
+  last_fraction: "Arrives last in",
+  last_count: "Last at",
+  matched_count: "Matched collectives",
+  short_count_fraction: "Short kernels",
+  short_time_fraction: "Time in short kernels",
+  launch_bound_fraction: "Launch-bound kernels",
+  gpu_utilization_fraction: "GPU utilization",
+  gpu_busy_fraction: "GPU busy",
+  idle_fraction_of_step_time: "Idle / step time",
+  fraction_of_idle: "Share of idle",
+  fraction_of_step_time: "Of step time",
+  exposed_fraction: "Exposed / step time",
+  comm_fraction: "Communication / step time",
+  overlap_fraction: "Overlapped",
+  threshold_fraction: "Threshold",
+  r2: "r²",
+  steps_used: "Steps",
+};
+
+function evidenceLabel(key: string): string {
+  if (EVIDENCE_LABELS[key]) return EVIDENCE_LABELS[key];
+  const stripped = key
+    .replace(/_us_per_step$/, "_per_step")
+    .replace(/_(us|bytes|gbps)$/, "")
+    .replace(/_fraction$/, "_share");
+  return humanize(stripped);
+}
+
+export function evidenceItems(evidence: Record<string, unknown> | null | undefined): EvidenceItem[] {
+  const out: EvidenceItem[] = [];
+  for (const [key, value] of Object.entries(evidence ?? {})) {
+    if (value === null || value === undefined) continue;
+    if (typeof value === "object" && !Array.isArray(value)) continue;
+    out.push({
+      key,
+      label: evidenceLabel(key),
+      text: formatByKey(key, value),
+      definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+    });
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ steps
+
+export interface BreakdownChart {
+  steps: string[]; // "#2", "#3", …
+  series: { key: string; label: string; valuesMs: number[] }[];
+  utilizationPct: (number | null)[];
+  stepMs: (number | null)[];
+}
+
+export function breakdownChart(steps: StepsPanel | null | undefined): BreakdownChart {
+  const rows = steps?.steps ?? [];
+  const order = steps?.breakdown_order?.length ? steps.breakdown_order : BREAKDOWN_ORDER;
+  const series = order
+    .map((key) => ({
+      key,
+      label: BREAKDOWN_LABELS[key] ?? humanize(key),
+      valuesMs: rows.map((r) => {
+        const v = r.breakdown_us?.[key];
+        return isNum(v) ? v / 1000 : 0;
+      }),
+    }))
+    .filter((s) => s.valuesMs.some((v) => v > 0));
+  return {
+    steps: rows.map((r) => `#${r.number}`),
+    series,
+    utilizationPct: rows.map((r) =>
+      isNum(r.gpu_utilization_fraction) ? r.gpu_utilization_fraction * 100 : null,
+    ),
+    stepMs: rows.map((r) => (isNum(r.duration_us) ? r.duration_us / 1000 : null)),
+  };
+}
+
+// Mean breakdown as shares of the mean step, largest first, for the legend line.
+export function breakdownShares(steps: StepsPanel | null | undefined): { key: string; label: string; us: number; fraction: number }[] {
+  const mean = steps?.mean_breakdown_us ?? {};
+  const total = Object.values(mean).reduce<number>((a, v) => a + (isNum(v) ? v : 0), 0);
+  return Object.entries(mean)
+    .filter(([, v]) => isNum(v) && v > 0)
+    .map(([key, v]) => ({
+      key,
+      label: BREAKDOWN_LABELS[key] ?? humanize(key),
+      us: v as number,
+      fraction: total > 0 ? (v as number) / total : 0,
+    }))
+    .sort((a, b) => b.us - a.us);
+}
+
+// Step boundaries for markLines on a time axis in ms: each step's start, and the end of
+// the last one.
+export function stepBoundariesMs(steps: StepsPanel | null | undefined): { xMs: number; label: string }[] {
+  const rows = (steps?.steps ?? []).filter((r) => isNum(r.start_us));
+  const out = rows.map((r) => ({ xMs: (r.start_us as number) / 1000, label: `#${r.number}` }));
+  const last = rows[rows.length - 1];
+  if (last && isNum(last.duration_us)) {
+    out.push({ xMs: ((last.start_us as number) + last.duration_us) / 1000, label: "end" });
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ histograms
+
+export interface HistogramChart {
+  labels: string[];
+  counts: number[];
+  timesUs: number[];
+  short: boolean[];
+  ranges: string[];
+}
+
+export function histogramChart(bins: HistogramBin[] | null | undefined, shortUs?: Num): HistogramChart {
+  const rows = bins ?? [];
+  // Drop empty bins at both ends so the chart starts and ends where the data does.
+  let lo = 0;
+  let hi = rows.length;
+  while (lo < hi && !rows[lo].count) lo += 1;
+  while (hi > lo && !rows[hi - 1].count) hi -= 1;
+  const kept = rows.slice(lo, hi);
+  return {
+    labels: kept.map((b) => binLabel(b.lo_us, b.hi_us)),
+    counts: kept.map((b) => b.count ?? 0),
+    timesUs: kept.map((b) => (isNum(b.time_us) ? b.time_us : 0)),
+    short: kept.map((b) => isNum(shortUs) && isNum(b.hi_us) && b.hi_us <= shortUs),
+    ranges: kept.map((b) =>
+      isNum(b.hi_us) ? `${fmtDuration(b.lo_us)} ≤ duration < ${fmtDuration(b.hi_us)}` : `duration ≥ ${fmtDuration(b.lo_us)}`,
+    ),
+  };
+}
+
+// ------------------------------------------------------------------ idle
+
+export function mainDevice<T extends { device: number | string }>(
+  devices: T[] | null | undefined,
+  main: number | string | null | undefined,
+): T | undefined {
+  const list = devices ?? [];
+  return list.find((d) => String(d.device) === String(main)) ?? list[0];
+}
+
+export interface CauseRow {
+  key: string;
+  label: string;
+  us: number;
+  fractionOfIdle: number | null;
+  fractionOfStep: number | null;
+}
+
+export function idleCauses(device: IdleDevice | null | undefined, order?: string[]): CauseRow[] {
+  const causes = device?.causes ?? {};
+  const keys = order?.length ? order : Object.keys(causes).length ? Object.keys(causes) : IDLE_ORDER;
+  return keys
+    .filter((k) => causes[k])
+    .map((k) => ({
+      key: k,
+      label: IDLE_LABELS[k] ?? humanize(k),
+      us: isNum(causes[k].us) ? (causes[k].us as number) : 0,
+      fractionOfIdle: isNum(causes[k].fraction_of_idle) ? (causes[k].fraction_of_idle as number) : null,
+      fractionOfStep: isNum(causes[k].fraction_of_step_time)
+        ? (causes[k].fraction_of_step_time as number)
+        : null,
+    }));
+}
+
+export interface IdlePerStepChart {
+  steps: string[];
+  series: { key: string; label: string; valuesMs: number[] }[];
+}
+
+export function idlePerStep(device: IdleDevice | null | undefined, order?: string[]): IdlePerStepChart {
+  const rows = device?.per_step ?? [];
+  const keys = order?.length ? order : IDLE_ORDER;
+  return {
+    steps: rows.map((r) => `#${r.number}`),
+    series: keys
+      .map((key) => ({
+        key,
+        label: IDLE_LABELS[key] ?? humanize(key),
+        valuesMs: rows.map((r) => {
+          const v = r.causes_us?.[key];
+          return isNum(v) ? v / 1000 : 0;
+        }),
+      }))
+      .filter((s) => s.valuesMs.some((v) => v > 0)),
+  };
+}
+
+// ------------------------------------------------------------------ communication
+
+export interface CommChart {
+  steps: string[];
+  exposedMs: number[];
+  overlappedMs: number[];
+  exposedPct: (number | null)[];
+}
+
+export function commPerStep(panel: CommunicationPanel | null | undefined): CommChart {
+  const rows = panel?.steps ?? [];
+  return {
+    steps: rows.map((r) => `#${r.number}`),
+    exposedMs: rows.map((r) => (isNum(r.exposed_us) ? r.exposed_us / 1000 : 0)),
+    overlappedMs: rows.map((r) => (isNum(r.overlapped_us) ? r.overlapped_us / 1000 : 0)),
+    exposedPct: rows.map((r) => (isNum(r.exposed_fraction) ? r.exposed_fraction * 100 : null)),
+  };
+}
+
+// ------------------------------------------------------------------ memory
+
+export interface MemoryChart {
+  unit: string;
+  divisor: number;
+  allocated: [number, number][]; // [t ms, value in unit]
+  reserved: [number, number][];
+  maxBytes: number;
+}
+
+function zipSeries(s: { t_us?: number[]; bytes?: number[] } | null | undefined, divisor: number): [number, number][] {
+  const t = s?.t_us ?? [];
+  const b = s?.bytes ?? [];
+  const n = Math.min(t.length, b.length);
+  const out: [number, number][] = [];
+  for (let i = 0; i < n; i += 1) {
+    if (isNum(t[i]) && isNum(b[i])) out.push([t[i] / 1000, b[i] / divisor]);
+  }
+  return out;
+}
+
+export function memoryChart(device: MemoryDevice | null | undefined): MemoryChart {
+  const alloc = device?.series?.allocated;
+  const res = device?.series?.reserved;
+  let max = 0;
+  for (const s of [alloc, res]) for (const v of s?.bytes ?? []) if (isNum(v) && v > max) max = v;
+  const { unit, divisor } = byteAxisUnit(max);
+  return { unit, divisor, allocated: zipSeries(alloc, divisor), reserved: zipSeries(res, divisor), maxBytes: max };
+}
+
+// The device the memory panel opens on: the summary's main device, else the first
+// device with a CUDA-like type, else the first.
+export function defaultMemoryDevice(devices: MemoryDevice[] | null | undefined, main: string | null | undefined): MemoryDevice | undefined {
+  const list = devices ?? [];
+  return (
+    list.find((d) => d.device === main) ??
+    list.find((d) => d.device_type !== 0 && d.device_type !== null && d.device_type !== undefined) ??
+    list[0]
+  );
+}
+
+// ------------------------------------------------------------------ runs / spans
+
+export function loadText(entry: Pick<SpanEntry, "state" | "progress"> | null | undefined): string {
+  if (!entry) return "";
+  if (entry.state === "loading") {
+    const f = entry.progress?.estimated_fraction;
+    return isNum(f) ? `reading ${Math.round(f * 100)} %` : "reading";
+  }
+  if (entry.state === "queued") return "queued";
+  if (entry.state === "error") return "error";
+  if (entry.state === "not_loaded") return "not read yet";
+  return "";
+}
+
+export function spanLabel(span: SpanEntry): string {
+  const state = span.state === "ready" ? "" : loadText(span);
+  const size = isNum(span.size_bytes) ? ` (${fmtBytes(span.size_bytes)})` : "";
+  return `${span.span}${size}${state ? ` — ${state}` : ""}`;
+}
+
+// ------------------------------------------------------------------ diff
+
+export interface ChangeBar {
+  name: string;
+  deltaUs: number;
+  verdict: string;
+  status: "changed" | "added" | "removed";
+  baseUs: number | null;
+  expUs: number | null;
+}
+
+// The largest per-step time changes of a diff table (kernels or ops), largest |Δ| first.
+export function largestChanges(table: DiffDoc["kernels"], limit = 12): ChangeBar[] {
+  const rows: ChangeBar[] = [];
+  const add = (list: DiffNameRow[] | undefined, status: ChangeBar["status"]) => {
+    for (const r of list ?? []) {
+      const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
+      if (!isNum(d) || d === 0) continue;
+      rows.push({
+        name: r.name,
+        deltaUs: d,
+        verdict: r.time_us_per_step?.verdict ?? "within noise",
+        status,
+        baseUs: isNum(r.time_us_per_step?.base) ? (r.time_us_per_step?.base as number) : null,
+        expUs: isNum(r.time_us_per_step?.exp) ? (r.time_us_per_step?.exp as number) : null,
+      });
+    }
+  };
+  add(table?.changed, "changed");
+  add(table?.added, "added");
+  add(table?.removed, "removed");
+  rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+  return rows.slice(0, limit);
+}
+
+export interface VerdictCounts {
+  improved: number;
+  regressed: number;
+  "within noise": number;
+  unchanged: number;
+}
+
+export function verdictCounts(doc: DiffDoc | null | undefined): VerdictCounts {
+  const out: VerdictCounts = { improved: 0, regressed: 0, "within noise": 0, unchanged: 0 };
+  for (const m of doc?.metrics ?? []) {
+    const v = m.verdict as keyof VerdictCounts;
+    if (v in out) out[v] += 1;
+  }
+  return out;
+}
+
+// The headline sentence parts: "114.53 ms → 42.23 ms per step".
+export function headlineParts(doc: DiffDoc | null | undefined): {
+  base: string;
+  exp: string;
+  speedup: number | null;
+  change: number | null;
+  verdict: string;
+} | null {
+  const h = doc?.headline;
+  if (!h) return null;
+  return {
+    base: fmtDuration(h.base_step_us),
+    exp: fmtDuration(h.exp_step_us),
+    speedup: isNum(h.speedup) ? h.speedup : null,
+    change: isNum(h.change_fraction) ? h.change_fraction : null,
+    verdict: h.verdict ?? "within noise",
+  };
+}
+
+// Top rows of a {name: count} object, largest first.
+export function countRows(counts: Record<string, Num> | null | undefined): [string, number][] {
+  return Object.entries(counts ?? {})
+    .filter((e): e is [string, number] => isNum(e[1]))
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+}
+

@@ -1,0 +1,129 @@
+// The selection (mode, run/worker/span, diff sides) kept in a URL hash, so a link can be
+// shared and a reload restores the view.
+//
+// Where: TensorBoard shows this page in a same-origin iframe and keeps its own state in
+// the *top* window's hash as "#<tab>&key=value&…" (its tf_storage format, values
+// encodeURIComponent-ed). We add our keys, all prefixed "ki_", to that same hash with
+// history.replaceState (no new history entries, no hashchange for TensorBoard to react
+// to), keeping the tab and every other key as they are. A shared link such as
+//   http://host:6006/#kineto_insights&ki_run=transformer_eager&ki_worker=worker0
+// opens TensorBoard on this tab with that selection. When the parent window cannot be
+// reached (another origin, a sandbox) or the page is opened on its own
+// (/data/plugin_entry.html?name=kineto_insights), the page's own hash is used instead.
+//
+// This module is pure (strings in, strings out); app.ts does the window access.
+
+export const PREFIX = "ki_";
+
+export interface Side {
+  run?: string;
+  worker?: string; // undefined in a diff side: every worker of the run
+  span?: string; // undefined in a diff side: every span of the worker
+}
+
+export interface ViewState {
+  mode: "run" | "diff";
+  run: Side & { allRanks?: boolean; spanIndex?: number };
+  base: Side;
+  exp: Side;
+}
+
+export interface ParsedHash {
+  tab: string | null;
+  params: [string, string][];
+}
+
+function decode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+export function parseHash(hash: string): ParsedHash {
+  const body = hash.startsWith("#") ? hash.slice(1) : hash;
+  let tab: string | null = null;
+  const params: [string, string][] = [];
+  for (const part of body.split("&")) {
+    if (!part) continue;
+    const eq = part.indexOf("=");
+    if (eq < 0) {
+      if (tab === null) tab = decode(part);
+      continue;
+    }
+    params.push([decode(part.slice(0, eq)), decode(part.slice(eq + 1))]);
+  }
+  return { tab, params };
+}
+
+export function formatHash(parsed: ParsedHash): string {
+  const parts: string[] = [];
+  if (parsed.tab) parts.push(parsed.tab);
+  for (const [k, v] of parsed.params) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(v)}`);
+  return parts.join("&");
+}
+
+export function emptyState(): ViewState {
+  return { mode: "run", run: {}, base: {}, exp: {} };
+}
+
+export function stateFromParams(params: [string, string][]): ViewState {
+  const get = (key: string): string | undefined => {
+    const hit = params.find(([k]) => k === PREFIX + key);
+    return hit ? hit[1] : undefined;
+  };
+  const state = emptyState();
+  state.mode = get("mode") === "diff" ? "diff" : "run";
+  state.run = { run: get("run"), worker: get("worker"), span: get("span") };
+  if (get("ranks") === "all") {
+    state.run.allRanks = true;
+    const index = Number(get("span_index"));
+    if (Number.isInteger(index)) state.run.spanIndex = index;
+  }
+  state.base = { run: get("base_run"), worker: get("base_worker"), span: get("base_span") };
+  state.exp = { run: get("exp_run"), worker: get("exp_worker"), span: get("exp_span") };
+  if (!state.base.run) state.base = {};
+  if (!state.exp.run) state.exp = {};
+  return state;
+}
+
+export function paramsFromState(state: ViewState): [string, string][] {
+  const out: [string, string][] = [];
+  const put = (key: string, value: string | number | undefined) => {
+    if (value !== undefined && value !== "") out.push([PREFIX + key, String(value)]);
+  };
+  if (state.mode === "diff") put("mode", "diff");
+  put("run", state.run.run);
+  if (state.run.allRanks) {
+    put("ranks", "all");
+    if (state.run.spanIndex !== undefined && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
+  } else {
+    put("worker", state.run.worker);
+    put("span", state.run.span);
+  }
+  if (state.mode === "diff") {
+    for (const [name, side] of [
+      ["base", state.base],
+      ["exp", state.exp],
+    ] as const) {
+      put(`${name}_run`, side.run);
+      if (side.run) {
+        put(`${name}_worker`, side.worker);
+        if (side.worker) put(`${name}_span`, side.span);
+      }
+    }
+  }
+  return out;
+}
+
+// The hash with our keys replaced by `state`'s; the tab and foreign keys are kept.
+export function mergeHash(hash: string, state: ViewState): string {
+  const parsed = parseHash(hash);
+  const foreign = parsed.params.filter(([k]) => !k.startsWith(PREFIX));
+  return formatHash({ tab: parsed.tab, params: [...foreign, ...paramsFromState(state)] });
+}
+
+export function stateFromHash(hash: string): ViewState {
+  return stateFromParams(parseHash(hash).params);
+}

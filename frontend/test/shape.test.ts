@@ -1,0 +1,229 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  breakdownChart,
+  breakdownShares,
+  commPerStep,
+  defaultMemoryDevice,
+  evidenceItems,
+  formatByKey,
+  headlineParts,
+  histogramChart,
+  idleCauses,
+  idlePerStep,
+  largestChanges,
+  loadText,
+  memoryChart,
+  panelForDiagnosis,
+  sortDiagnoses,
+  spanLabel,
+  stepBoundariesMs,
+  verdictCounts,
+} from "../src/shape";
+import type { DiffDoc, IdleDevice, MemoryDevice, StepsPanel } from "../src/types";
+
+const STEPS: StepsPanel = {
+  count: 2,
+  has_markers: true,
+  breakdown_order: ["kernel", "memcpy", "communication", "cpu_exec", "other"],
+  mean_breakdown_us: { kernel: 3000, memcpy: 0, communication: 0, cpu_exec: 1000, other: 0 },
+  steps: [
+    { number: 2, start_us: 0, duration_us: 4000, breakdown_us: { kernel: 2500, memcpy: 0, cpu_exec: 1500 }, gpu_utilization_fraction: 0.625 },
+    { number: 3, start_us: 4000, duration_us: 4000, breakdown_us: { kernel: 3500, memcpy: 0, cpu_exec: 500 }, gpu_utilization_fraction: 0.875 },
+  ],
+};
+
+test("diagnoses: most severe first, then by impact, stable otherwise", () => {
+  const sorted = sortDiagnoses([
+    { id: "a", severity: "low", title: "" },
+    { id: "b", severity: "high", title: "", impact_fraction: 0.1 },
+    { id: "c", severity: "medium", title: "" },
+    { id: "d", severity: "high", title: "", impact_fraction: 0.9 },
+    { id: "e", severity: "info", title: "" },
+    { id: "f", severity: "weird", title: "" },
+  ]);
+  assert.deepEqual(sorted.map((d) => d.id), ["d", "b", "c", "a", "e", "f"]);
+  assert.deepEqual(sortDiagnoses(undefined), []);
+});
+
+test("a diagnosis's panel maps to the page's panel", () => {
+  assert.equal(panelForDiagnosis("steps"), "overview");
+  assert.equal(panelForDiagnosis("kernels"), "kernels");
+  assert.equal(panelForDiagnosis("memory"), "memory");
+  assert.equal(panelForDiagnosis("run"), "communication");
+  assert.equal(panelForDiagnosis("run", true), "ranks");
+  assert.equal(panelForDiagnosis("nonsense"), "overview");
+});
+
+test("evidence is formatted by the unit its key names, with a definition", () => {
+  const items = evidenceItems({
+    short_count_fraction: 0.914616497829233,
+    kernels_per_step: 691.0,
+    mean_launch_us: 8.10376468885673,
+    bytes_per_step: 16777216,
+    step_end_bytes: [256933888, 273711104],
+    exposed_us_per_step: 168491.5,
+    top_kind_busbw_gbps: null,
+    largest_idle_cause: "optimizer_step",
+    worker: "sampled_rank-1",
+    r2: 1.0,
+    nested: { ignored: true },
+  });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  assert.equal(byKey.short_count_fraction.text, "91.5 %");
+  assert.match(byKey.short_count_fraction.definition, /÷/);
+  assert.equal(byKey.kernels_per_step.text, "691/step");
+  assert.equal(byKey.mean_launch_us.text, "8.1 µs");
+  assert.equal(byKey.bytes_per_step.text, "16 MiB/step");
+  assert.equal(byKey.step_end_bytes.text, "245 MiB, 261 MiB");
+  assert.equal(byKey.exposed_us_per_step.text, "168 ms/step");
+  assert.equal(byKey.largest_idle_cause.text, "optimizer step");
+  assert.equal(byKey.worker.text, "sampled_rank-1", "names keep their underscores");
+  assert.equal(byKey.r2.text, "1.00");
+  assert.ok(!("top_kind_busbw_gbps" in byKey), "null evidence is left out");
+  assert.ok(!("nested" in byKey));
+  assert.equal(formatByKey("steps_to_capacity", 8915.87), "8,916 steps");
+});
+
+test("step breakdown becomes stacked series in ms, empty categories dropped", () => {
+  const chart = breakdownChart(STEPS);
+  assert.deepEqual(chart.steps, ["#2", "#3"]);
+  assert.deepEqual(chart.series.map((s) => s.key), ["kernel", "cpu_exec"]);
+  assert.deepEqual(chart.series[0].valuesMs, [2.5, 3.5]);
+  assert.deepEqual(chart.utilizationPct, [62.5, 87.5]);
+  assert.deepEqual(chart.stepMs, [4, 4]);
+  const shares = breakdownShares(STEPS);
+  assert.deepEqual(shares.map((s) => [s.key, s.fraction]), [["kernel", 0.75], ["cpu_exec", 0.25]]);
+  assert.deepEqual(breakdownChart(undefined).series, []);
+});
+
+test("step boundaries mark each start and the end of the last step", () => {
+  assert.deepEqual(stepBoundariesMs(STEPS), [
+    { xMs: 0, label: "#2" },
+    { xMs: 4, label: "#3" },
+    { xMs: 8, label: "end" },
+  ]);
+});
+
+test("histograms drop empty bins at the ends and flag short bins", () => {
+  const h = histogramChart(
+    [
+      { lo_us: 0, hi_us: 1, count: 0 },
+      { lo_us: 1, hi_us: 2, count: 5, time_us: 7 },
+      { lo_us: 2, hi_us: 5, count: 0 },
+      { lo_us: 5, hi_us: 10, count: 3, time_us: 20 },
+      { lo_us: 10, hi_us: 20, count: 1, time_us: 12 },
+      { lo_us: 20, hi_us: null, count: 0 },
+    ],
+    10,
+  );
+  assert.deepEqual(h.labels, ["1–2 µs", "2–5 µs", "5–10 µs", "10–20 µs"]);
+  assert.deepEqual(h.counts, [5, 0, 3, 1]);
+  assert.deepEqual(h.short, [true, true, true, false]);
+  assert.equal(histogramChart([], 10).labels.length, 0);
+});
+
+const IDLE: IdleDevice = {
+  device: 0,
+  causes: {
+    data_loading: { us: 8000, fraction_of_idle: 0.8, fraction_of_step_time: 0.4 },
+    host_sync: { us: 2000, fraction_of_idle: 0.2, fraction_of_step_time: 0.1 },
+    launching: { us: 0, fraction_of_idle: 0, fraction_of_step_time: 0 },
+  },
+  per_step: [
+    { number: 2, causes_us: { data_loading: 5000, host_sync: 1000, launching: 0 } },
+    { number: 3, causes_us: { data_loading: 3000, host_sync: 1000, launching: 0 } },
+  ],
+};
+
+test("idle causes keep the backend's order and per-step series skip empty causes", () => {
+  const rows = idleCauses(IDLE, ["data_loading", "host_sync", "launching"]);
+  assert.deepEqual(rows.map((r) => [r.key, r.label, r.us]), [
+    ["data_loading", "Data loading", 8000],
+    ["host_sync", "Host sync", 2000],
+    ["launching", "Kernel launching", 0],
+  ]);
+  const per = idlePerStep(IDLE, ["data_loading", "host_sync", "launching"]);
+  assert.deepEqual(per.series.map((s) => [s.key, s.valuesMs]), [
+    ["data_loading", [5, 3]],
+    ["host_sync", [1, 1]],
+  ]);
+});
+
+test("communication per step in ms with the exposed share in %", () => {
+  const c = commPerStep({ steps: [{ number: 551, exposed_us: 172259, overlapped_us: 23068, exposed_fraction: 0.25 }] });
+  assert.deepEqual(c, { steps: ["#551"], exposedMs: [172.259], overlappedMs: [23.068], exposedPct: [25] });
+});
+
+test("memory series pick one unit for the axis and become [ms, value] pairs", () => {
+  const device: MemoryDevice = {
+    device: "CUDA:0",
+    series: {
+      allocated: { t_us: [0, 1000, 2000], bytes: [128 * 2 ** 20, 256 * 2 ** 20, 128 * 2 ** 20] },
+      reserved: { t_us: [0, 2000], bytes: [512 * 2 ** 20, 512 * 2 ** 20] },
+    },
+  };
+  const m = memoryChart(device);
+  assert.equal(m.unit, "MiB");
+  assert.deepEqual(m.allocated, [[0, 128], [1, 256], [2, 128]]);
+  assert.deepEqual(m.reserved, [[0, 512], [2, 512]]);
+  assert.deepEqual(memoryChart({ device: "CPU", series: { allocated: null } }).allocated, []);
+});
+
+test("the memory panel opens on the main device, else a GPU", () => {
+  const cpu = { device: "CPU", device_type: 0 };
+  const gpu = { device: "CUDA:0", device_type: 1 };
+  assert.equal(defaultMemoryDevice([cpu, gpu], "CUDA:0"), gpu);
+  assert.equal(defaultMemoryDevice([cpu, gpu], null), gpu);
+  assert.equal(defaultMemoryDevice([cpu], null), cpu);
+});
+
+test("span states read as words with progress", () => {
+  assert.equal(loadText({ state: "loading", progress: { estimated_fraction: 0.42 } }), "reading 42 %");
+  assert.equal(loadText({ state: "loading", progress: null }), "reading");
+  assert.equal(loadText({ state: "queued" }), "queued");
+  assert.equal(loadText({ state: "ready" }), "");
+  assert.equal(spanLabel({ span: "17", size_bytes: 2048, state: "ready" }), "17 (2 KiB)");
+  assert.equal(spanLabel({ span: "17", state: "error" }), "17 — error");
+});
+
+const DIFF: DiffDoc = {
+  headline: { base_step_us: 114532.2, exp_step_us: 42229.8, speedup: 2.712, change_fraction: -0.631, verdict: "improved" },
+  metrics: [
+    { key: "step_time_us", label: "step time", unit: "µs", verdict: "improved" },
+    { key: "a", label: "a", unit: "µs", verdict: "regressed" },
+    { key: "b", label: "b", unit: "µs", verdict: "within noise" },
+    { key: "c", label: "c", unit: "µs", verdict: "unchanged" },
+    { key: "d", label: "d", unit: "µs", verdict: "improved" },
+  ],
+  kernels: {
+    changed: [
+      { name: "small<…>", delta_time_us_per_step: -0.02, time_us_per_step: { base: 1.14, exp: 1.12, verdict: "improved" } },
+      { name: "big", delta_time_us_per_step: 500, time_us_per_step: { base: 100, exp: 600, verdict: "regressed" } },
+      { name: "same", delta_time_us_per_step: 0, time_us_per_step: { verdict: "unchanged" } },
+    ],
+    added: [{ name: "new", delta_time_us_per_step: 50, time_us_per_step: { base: 0, exp: 50, verdict: "regressed" } }],
+    removed: [{ name: "gone", delta_time_us_per_step: -800, time_us_per_step: { base: 800, exp: 0, verdict: "improved" } }],
+  },
+};
+
+test("largest changes: by |Δ|, zero changes left out, status kept", () => {
+  const rows = largestChanges(DIFF.kernels, 3);
+  assert.deepEqual(rows.map((r) => [r.name, r.deltaUs, r.status, r.verdict]), [
+    ["gone", -800, "removed", "improved"],
+    ["big", 500, "changed", "regressed"],
+    ["new", 50, "added", "regressed"],
+  ]);
+  assert.deepEqual(largestChanges(undefined), []);
+});
+
+test("diff headline and verdict counts", () => {
+  const h = headlineParts(DIFF);
+  assert.ok(h);
+  assert.equal(h.base, "115 ms");
+  assert.equal(h.exp, "42.2 ms");
+  assert.equal(h.verdict, "improved");
+  assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, "within noise": 1, unchanged: 1 });
+  assert.equal(headlineParts({}), null);
+});

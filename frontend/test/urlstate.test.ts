@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { emptyState, formatHash, mergeHash, paramsFromState, parseHash, stateFromHash } from "../src/urlstate";
+
+test("TensorBoard's hash format: the tab first, then encoded key=value pairs", () => {
+  const parsed = parseHash("#kineto_insights&ki_run=a%2Fb&tagFilter=loss");
+  assert.equal(parsed.tab, "kineto_insights");
+  assert.deepEqual(parsed.params, [
+    ["ki_run", "a/b"],
+    ["tagFilter", "loss"],
+  ]);
+  assert.equal(formatHash(parsed), "kineto_insights&ki_run=a%2Fb&tagFilter=loss");
+  assert.deepEqual(parseHash(""), { tab: null, params: [] });
+  assert.deepEqual(parseHash("#ki_run=%E0%A4%A"), { tab: null, params: [["ki_run", "%E0%A4%A"]] });
+});
+
+test("merging keeps the tab and foreign keys and replaces ours", () => {
+  const state = emptyState();
+  state.run = { run: "transformer_eager", worker: "worker0", span: "1795950453055964941" };
+  const hash = mergeHash("#kineto_insights&ki_run=old&ki_mode=diff&smoothing=0.6", state);
+  assert.equal(
+    hash,
+    "kineto_insights&smoothing=0.6&ki_run=transformer_eager&ki_worker=worker0&ki_span=1795950453055964941",
+  );
+  assert.deepEqual(stateFromHash(`#${hash}`).run, state.run);
+});
+
+test("names with &, =, spaces, < and > survive the round trip", () => {
+  const state = emptyState();
+  state.run = { run: "name/run & more=1", worker: "host <1>_42", span: "7" };
+  const back = stateFromHash(`#${mergeHash("#kineto_insights", state)}`);
+  assert.deepEqual(back.run, state.run);
+});
+
+test("all ranks and diff sides", () => {
+  const state = emptyState();
+  state.mode = "diff";
+  state.run = { run: "ddp", allRanks: true, spanIndex: 0 };
+  state.base = { run: "dataloader_workers0" };
+  state.exp = { run: "dataloader_workers4", worker: "worker0", span: "1795951038997337053" };
+  assert.deepEqual(paramsFromState(state), [
+    ["ki_mode", "diff"],
+    ["ki_run", "ddp"],
+    ["ki_ranks", "all"],
+    ["ki_span_index", "0"],
+    ["ki_base_run", "dataloader_workers0"],
+    ["ki_exp_run", "dataloader_workers4"],
+    ["ki_exp_worker", "worker0"],
+    ["ki_exp_span", "1795951038997337053"],
+  ]);
+  const back = stateFromHash(`#x&${formatHash({ tab: null, params: paramsFromState(state) })}`);
+  assert.equal(back.mode, "diff");
+  assert.deepEqual(back.run, { run: "ddp", worker: undefined, span: undefined, allRanks: true, spanIndex: 0 });
+  assert.deepEqual(back.base, { run: "dataloader_workers0", worker: undefined, span: undefined });
+  assert.deepEqual(back.exp, state.exp);
+});
+
+test("an empty or foreign hash gives the default view", () => {
+  const s = stateFromHash("#scalars&run=x");
+  assert.equal(s.mode, "run");
+  assert.deepEqual(s.base, {});
+  assert.equal(s.run.run, undefined);
+});

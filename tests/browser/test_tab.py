@@ -1,0 +1,611 @@
+"""The Kineto Insights tab in a real browser: Debian's Chromium driven by Playwright for
+Python, against a real ``tensorboard`` process on loopback over a copy of sample_logs/
+(plus a two-worker run and a run whose kernel names are HTML).
+
+Every page records its requests (anything not on 127.0.0.1/localhost is aborted and
+fails the test) and its console (an error fails the test). Panel screenshots go to
+``artifacts/screenshots/`` (ignored by git); with ``KINETO_INSIGHTS_UPDATE_SCREENSHOT=1``
+the README's ``docs/screenshot.png`` is rewritten too.
+
+Skipped, with the reason, when Playwright or Chromium is missing, unless
+``KINETO_INSIGHTS_REQUIRE_SHARED=1`` (CI), where that is a failure: ``make browser-deps``
+installs both (``pip install playwright``; ``apt-get install chromium``; Playwright's own
+browser download is not used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, SAMPLE_LOGS, SHARED_TRACES, cpu, kernel, write_trace
+
+CHROMIUM = Path(os.environ.get("KINETO_INSIGHTS_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PREFIX = "/data/plugin/kineto_insights"
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+README_SCREENSHOT = REPO / "docs" / "screenshot.png"
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+SPAN_PANELS = ("overview", "kernels", "idle", "communication", "memory", "health")
+EVIL = '<img src=x onerror="window.__kiPwned=1">'
+TIMEOUT_MS = 60_000
+TALL = 2400  # px: every panel fits in the plugin's iframe, for whole-panel screenshots
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Playwright for Python is not installed (make browser-deps)"
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return f"Chromium not found at {CHROMIUM} (make browser-deps: apt-get install chromium)"
+    if _tensorboard() is None:
+        return "the `tensorboard` executable is not installed"
+    return None
+
+
+def _tensorboard() -> str | None:
+    beside = Path(sys.executable).parent / "tensorboard"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("tensorboard")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _browser_tools() -> None:
+    reason = _missing()
+    if reason:
+        if os.environ.get("KINETO_INSIGHTS_REQUIRE_SHARED") == "1":
+            pytest.fail(reason + " (KINETO_INSIGHTS_REQUIRE_SHARED=1)")
+        pytest.skip(reason)
+
+
+# --------------------------------------------------------------------------- logdir
+
+
+def _two_worker_run(root: Path) -> str:
+    """A run of two workers: hta's sampled_2ranks from ../shared when present, else two
+    copies of sample_logs/ddp's rank file under two worker names."""
+    if (SHARED_TRACES / "hta_sampled_2ranks").is_dir():
+        shutil.copytree(SHARED_TRACES / "hta_sampled_2ranks", root / "hta_sampled_2ranks")
+        return "hta_sampled_2ranks"
+    source = next((SAMPLE_LOGS / "ddp").glob("*.pt.trace.json*"))
+    span = source.name.split(".")[1]
+    target = root / "two_ranks"
+    target.mkdir()
+    for rank in (0, 1):
+        shutil.copy(source, target / f"rank{rank}.{span}.pt.trace.json.gz")
+    return "two_ranks"
+
+
+def _html_names_run(root: Path) -> str:
+    """Two steps whose kernels and ops are named like HTML."""
+    events: list[dict[str, Any]] = []
+    for step in range(2):
+        t0 = 1000.0 + step * 1000.0
+        events.append(cpu(f"ProfilerStep#{step + 1}", t0, 900.0, cat="user_annotation"))
+        events.append(cpu(EVIL, t0 + 10, 300.0))
+        for i in range(4):
+            events.append(kernel(f"{EVIL}<float, {i}>", t0 + 50 + i * 20, 4.0, corr=step * 10 + i))
+    write_trace(root / "html_names" / "worker0.1700000000000.pt.trace.json", events)
+    return "html_names"
+
+
+@dataclass
+class Server:
+    base: str
+    logdir: Path
+    two_ranks: str
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, route: str, **params: str) -> tuple[int, Any]:
+        query = urllib.parse.urlencode(params)
+        target = f"{self.base}{PREFIX}/{route}" + (f"?{query}" if query else "")
+        try:
+            with urllib.request.urlopen(target, timeout=120) as response:
+                return int(response.status), json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            return int(err.code), json.loads(err.read())
+
+    def span_of(self, run: str) -> tuple[str, str]:
+        entry = next(r for r in self.runs["runs"] if r["run"] == run)
+        worker = entry["workers"][0]
+        return worker["worker"], worker["spans"][-1]["span"]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("browser")
+    logdir = root / "logs"
+    logdir.mkdir()
+    for run in sorted(SAMPLE_LOGS.iterdir()):
+        if run.is_dir():
+            shutil.copytree(run, logdir / run.name)
+    two_ranks = _two_worker_run(logdir)
+    _html_names_run(logdir)
+    # Old modification times: the plugin reads files at once (it waits a few seconds
+    # for files modified just now, which may still be being written).
+    old = time.time() - 3600
+    for path in logdir.rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        os.utime(path, (old, old))
+    port = _free_port()
+    tensorboard = _tensorboard()
+    assert tensorboard is not None
+    cmd = [
+        tensorboard,
+        "--logdir",
+        str(logdir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--load_fast=false",
+        "--kineto_insights_cache_dir",
+        str(root / "cache"),
+    ]
+    log_path = root / "tensorboard.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks)
+        try:
+            _wait_until_ready(server, proc, log_path)
+            yield server
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+
+def _wait_until_ready(server: Server, proc: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Until every span is read (the page is then tested on ready data; loading states
+    are covered by the unit tests and by the first request of a cold span)."""
+    deadline = time.monotonic() + 150
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"tensorboard exited with {proc.returncode}:\n{_tail(log_path)}")
+        try:
+            status, runs = server.get("runs")
+        except OSError:
+            status, runs = 0, None
+        if status == 200 and runs and runs["runs"] and not runs.get("scanning"):
+            states = [s["state"] for r in runs["runs"] for w in r["workers"] for s in w["spans"]]
+            if all(s in ("ready", "error") for s in states):
+                server.runs = runs
+                return
+            for r in runs["runs"]:  # ask for the ones nobody asked for yet
+                for w in r["workers"]:
+                    for s in w["spans"]:
+                        if s["state"] == "not_loaded":
+                            server.get("summary", run=r["run"], worker=w["worker"], span=s["span"])
+        if time.monotonic() > deadline:
+            pytest.fail(f"the spans were not read within 150 s: {runs}\n{_tail(log_path)}")
+        time.sleep(0.5)
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-limit:]
+    except OSError:
+        return ""
+
+
+# --------------------------------------------------------------------------- browser
+
+
+@pytest.fixture(scope="module")
+def browser(server: Server) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+
+@dataclass
+class Watch:
+    """What a page did: every request URL, the ones that left localhost, errors."""
+
+    requests: list[str] = field(default_factory=list)
+    foreign: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def open_page(browser: Any, server: Server) -> Iterator[Any]:
+    contexts: list[tuple[Any, Watch]] = []
+
+    def make(
+        hash_: str = "",
+        *,
+        dark: bool = False,
+        width: int = 1400,
+        height: int = 1000,
+        allow_errors: tuple[str, ...] = (),
+    ) -> Any:
+        context = browser.new_context(
+            viewport={"width": width, "height": height}, color_scheme="dark" if dark else "light"
+        )
+        watch = Watch()
+
+        def route(r: Any) -> None:
+            url = r.request.url
+            watch.requests.append(url)
+            host = urllib.parse.urlsplit(url).hostname
+            if url.startswith(("data:", "blob:")) or host in LOCAL_HOSTS:
+                r.continue_()
+            else:
+                watch.foreign.append(url)
+                r.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+
+        def console(msg: Any) -> None:
+            if msg.type != "error" or str(msg.location.get("url", "")).endswith("/favicon.ico"):
+                return
+            if not any(allowed in msg.text for allowed in allow_errors):
+                watch.errors.append(f"console: {msg.text} at {msg.location}")
+
+        page.on("console", console)
+        page.on("pageerror", lambda err: watch.errors.append(f"page error: {err}"))
+        page.goto(f"{server.base}/{hash_}")
+        contexts.append((context, watch))
+        return page
+
+    yield make
+    try:
+        for _, watch in contexts:
+            assert watch.foreign == [], f"requests left localhost: {watch.foreign}"
+            assert watch.errors == [], "\n".join(watch.errors)
+            assert watch.requests, "no request was recorded"
+    finally:
+        for context, _ in contexts:
+            context.close()
+
+
+def tab(page: Any) -> Any:
+    """The plugin's iframe inside TensorBoard, once it has navigated to the plugin."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        page.wait_for_selector("iframe", timeout=TIMEOUT_MS)
+        handle = page.locator("iframe").element_handle()
+        frame = handle.content_frame() if handle else None
+        if frame is not None and "plugin_entry.html?name=kineto_insights" in frame.url:
+            frame.wait_for_load_state("domcontentloaded")
+            return frame
+        if time.monotonic() > deadline:
+            pytest.fail(f"the plugin's iframe did not load: {frame.url if frame else None}")
+        time.sleep(0.1)
+
+
+def wait_panels(frame: Any, panels: tuple[str, ...]) -> None:
+    for name in panels:
+        frame.wait_for_selector(
+            f"#ki-panel-{name}[data-state]:not([data-state=loading])", timeout=TIMEOUT_MS
+        )
+    # charts are drawn once the chart library has loaded
+    frame.wait_for_function(
+        "() => [...document.querySelectorAll('.chart')].every(c => c.dataset.chartReady)",
+        timeout=TIMEOUT_MS,
+    )
+
+
+def shoot(frame: Any, name: str, panel: str) -> Path:
+    """A screenshot of one panel (the sticky header is unpinned so it does not cover it;
+    the pages of these tests are tall enough for a whole panel)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    frame.evaluate("() => { document.querySelector('header.top').style.position = 'static'; }")
+    path = SCREENSHOTS / f"{name}-{panel}.png"
+    frame.locator(f"#ki-panel-{panel}").screenshot(path=str(path), animations="disabled")
+    assert path.stat().st_size > 1000
+    return path
+
+
+def hash_of(page: Any) -> dict[str, str]:
+    body = urllib.parse.urlsplit(page.url).fragment
+    out = {}
+    for part in body.split("&"):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out[urllib.parse.unquote(k)] = urllib.parse.unquote(v)
+        elif part:
+            out["__tab__"] = part
+    return out
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_tab_is_listed(server: Server, open_page: Any) -> None:
+    status, _ = server.get("runs")
+    assert status == 200
+    page = open_page("#kineto_insights")
+    page.get_by_text("Kineto Insights", exact=False).first.wait_for(timeout=TIMEOUT_MS)
+    frame = tab(page)
+    frame.wait_for_selector("#ki-run", timeout=TIMEOUT_MS)
+    runs = [o.get_attribute("value") for o in frame.locator("#ki-run option").all()]
+    assert runs == [r["run"] for r in server.runs["runs"]]
+
+
+@pytest.mark.parametrize("run", ["dataloader_workers0", "transformer_eager", "memory_leak"])
+def test_each_panel_shows_data(server: Server, open_page: Any, run: str) -> None:
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    for name in ("overview", "kernels", "idle", "memory", "health"):
+        assert frame.get_attribute(f"#ki-panel-{name}", "data-state") == "ready", name
+    # charts drawn with data
+    for name in ("overview", "kernels", "idle", "memory"):
+        assert frame.locator(f"#ki-panel-{name} .chart canvas").count() >= 1, name
+    # communication: these single-GPU runs have no collectives, and the panel says so
+    comm = frame.locator("#ki-panel-communication")
+    assert comm.get_attribute("data-state") == "ready"
+    assert "No NCCL/RCCL communication kernels" in comm.inner_text()
+    # numbers carry units, and their definitions on hover
+    overview = frame.locator("#ki-panel-overview")
+    step_kpi = overview.locator(".kpi").first
+    assert step_kpi.locator(".kpi-value").inner_text().endswith(" ms")
+    assert "ProfilerStep" in (step_kpi.get_attribute("title") or "")
+    worker, span = server.span_of(run)
+    _, steps = server.get("summary", run=run, worker=worker, span=span, panel="steps")
+    assert f"{steps['count']}" == overview.locator(".kpi-value").nth(2).inner_text()
+    assert frame.locator("#ki-panel-kernels table.grid th[title]").count() > 3
+    # the diagnoses listed are the backend's, in severity order
+    _, diagnoses = server.get("summary", run=run, worker=worker, span=span, panel="diagnoses")
+    cards = frame.locator("#ki-panel-diagnoses [data-diagnosis-id]")
+    shown = [
+        (c.get_attribute("data-diagnosis-id"), c.locator(".diagnosis-title").inner_text())
+        for c in cards.all()
+    ]
+    assert sorted(shown) == sorted((d["id"], d["title"]) for d in diagnoses)
+    order = ["high", "medium", "low", "info"]
+    severities = [c.get_attribute("data-severity") for c in cards.all()]
+    assert severities == sorted(severities, key=order.index)
+    # the memory-leak run's growth shows up in the memory panel
+    if run == "memory_leak":
+        memory = frame.locator("#ki-panel-memory")
+        assert "16 MiB/step" in memory.inner_text()
+        assert "aten::addmm" in memory.inner_text()
+    for name in ("diagnoses", *SPAN_PANELS):
+        shoot(frame, run, name)
+
+
+def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=memory_leak", height=700)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    card = frame.locator('[data-diagnosis-id="memory_growth"]')
+    assert card.get_attribute("data-target") == "memory"
+    card.click()
+    frame.wait_for_selector("#ki-panel-memory.flash", timeout=TIMEOUT_MS)
+    frame.wait_for_function(
+        "() => Math.abs(document.getElementById('ki-panel-memory').getBoundingClientRect().top"
+        " - 110) < 60",
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_selection_is_kept_in_the_url(server: Server, open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=dataloader_workers0")
+    frame = tab(page)
+    wait_panels(frame, ("overview",))
+    assert frame.locator("#ki-run").input_value() == "dataloader_workers0"
+    frame.select_option("#ki-run", "transformer_eager")
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-main').dataset.view.includes('transformer_eager')",
+        timeout=TIMEOUT_MS,
+    )
+    wait_panels(frame, ("overview",))
+    state = hash_of(page)
+    worker, span = server.span_of("transformer_eager")
+    assert state["__tab__"] == "kineto_insights"
+    assert (state["ki_run"], state["ki_worker"], state["ki_span"]) == (
+        "transformer_eager",
+        worker,
+        span,
+    )
+    page.reload()
+    frame = tab(page)
+    wait_panels(frame, ("overview",))
+    assert frame.locator("#ki-run").input_value() == "transformer_eager"
+    assert frame.locator("#ki-span").input_value() == span
+    # diff mode is kept as well
+    frame.click("#ki-mode-diff")
+    wait_panels(frame, ("diff-summary",))
+    assert hash_of(page)["ki_mode"] == "diff"
+    page.reload()
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary",))
+    assert "active" in (frame.get_attribute("#ki-mode-diff", "class") or "")
+
+
+def test_diff_mode_shows_the_headline(server: Server, open_page: Any) -> None:
+    base, exp = "dataloader_workers0", "dataloader_workers4"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
+    )
+    frame = tab(page)
+    panels = ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes")
+    wait_panels(frame, panels)
+    status, doc = server.get("diff", base_run=base, exp_run=exp)
+    assert status == 200
+    headline = frame.locator(".headline")
+    text = headline.inner_text()
+    assert "→" in text
+    assert f"{doc['headline']['speedup']:.2f}× faster" in text
+    assert headline.get_attribute("data-verdict") == doc["headline"]["verdict"]
+    rows = frame.locator("#ki-panel-diff-metrics table.metrics tbody tr")
+    assert rows.count() == len(doc["metrics"])
+    verdicts = [
+        b.inner_text().lower() for b in frame.locator("#ki-panel-diff-metrics .badge").all()
+    ]
+    assert verdicts == [m["verdict"] for m in doc["metrics"]]
+    lost = [
+        li.get_attribute("data-diagnosis-id")
+        for li in frame.locator("#ki-panel-diff-diagnoses ul.lost li").all()
+    ]
+    assert lost == doc["diagnoses"]["disappeared"]
+    assert frame.locator("#ki-panel-diff-changes .chart canvas").count() >= 1
+    for name in panels:
+        shoot(frame, "diff", name)
+    # one worker and span on the base side: the view reloads, and the URL says so
+    worker, span = server.span_of(base)
+    frame.select_option("#ki-base-worker", worker)
+    frame.wait_for_function(
+        "() => !document.querySelector('#ki-base-span').disabled", timeout=TIMEOUT_MS
+    )
+    frame.select_option("#ki-base-span", span)
+    frame.wait_for_function(
+        f"() => document.querySelector('#ki-main').dataset.view.includes('{span}')",
+        timeout=TIMEOUT_MS,
+    )
+    wait_panels(frame, ("diff-summary",))
+    state = hash_of(page)
+    assert (state["ki_base_worker"], state["ki_base_span"]) == (worker, span)
+    assert f"{base}/{worker}/{span}" in frame.locator(".headline-sides").inner_text()
+
+
+def test_all_ranks_view(server: Server, open_page: Any) -> None:
+    run = server.two_ranks
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    assert frame.locator("#ki-worker").input_value() != ""
+    assert frame.locator("#ki-worker option").first.inner_text().startswith("All ranks (2")
+    status, view = server.get("run_summary", run=run)
+    assert status == 200
+    ranks = frame.locator("#ki-panel-ranks table.grid").first.locator("tbody tr")
+    assert ranks.count() == len(view["summary"]["ranks"]) == 2
+    shown = [
+        c.get_attribute("data-diagnosis-id")
+        for c in frame.locator("#ki-panel-diagnoses [data-diagnosis-id]").all()
+    ]
+    assert sorted(shown) == sorted(d["id"] for d in view["summary"]["diagnoses"])
+    assert hash_of(page).get("ki_ranks") == "all"
+    for name in ("diagnoses", "ranks"):
+        shoot(frame, "all-ranks", name)
+    # one worker: its communication panel, with the across-ranks section
+    worker = view["summary"]["ranks"][1]["worker"]
+    frame.select_option("#ki-worker", worker)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    frame.wait_for_selector("#ki-across-ranks table.grid", timeout=TIMEOUT_MS)
+    comm = frame.locator("#ki-panel-communication")
+    if view["summary"]["matched_count"]:
+        assert comm.locator(".chart canvas").count() >= 2
+    shoot(frame, "rank-worker", "communication")
+
+
+def test_loading_progress_then_error_state(open_page: Any) -> None:
+    """While the backend answers 202 the panels show the progress it reports; an
+    unreadable trace (422) becomes an error in every panel, not a broken page."""
+    from playwright.sync_api import Route
+
+    answers = [
+        (202, {"state": "queued", "error": None, "progress": None}),
+        (
+            202,
+            {
+                "state": "loading",
+                "error": None,
+                "progress": {"elapsed_s": 3.2, "estimated_fraction": 0.4},
+            },
+        ),
+        (422, {"error": "worker0.1.pt.trace.json: truncated JSON at byte 1234"}),
+    ]
+    seen: list[str] = []
+
+    def summary(route: Route) -> None:
+        seen.append(route.request.url)
+        status, body = answers[min(len(seen), len(answers)) - 1]
+        if len(seen) == 2:
+            time.sleep(1.0)  # long enough to see the progress
+        route.fulfill(status=status, content_type="application/json", body=json.dumps(body))
+
+    # the browser itself logs the 422 answer as a console error
+    page = open_page(allow_errors=("status of 422",))
+    page.route("**/data/plugin/kineto_insights/summary?*", summary)
+    page.goto(page.url.split("#")[0] + "#kineto_insights&ki_run=transformer_eager")
+    frame = tab(page)
+    frame.wait_for_selector(
+        "#ki-panel-overview[data-state=loading] >> text=reading 40 %", timeout=TIMEOUT_MS
+    )
+    shoot(frame, "states", "overview")
+    frame.wait_for_selector("#ki-panel-overview[data-state=error]", timeout=TIMEOUT_MS)
+    for name in ("diagnoses", *SPAN_PANELS):
+        panel = frame.locator(f"#ki-panel-{name}")
+        assert panel.get_attribute("data-state") == "error"
+        assert "truncated JSON at byte 1234" in panel.inner_text()
+    assert len(seen) == 3 and all("wait=" in u for u in seen)
+
+
+def test_names_are_text_never_html(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=html_names")
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    assert frame.evaluate("() => window.__kiPwned") is None
+    assert frame.locator("#ki-panel-kernels img").count() == 0
+    # the backend folds template arguments (`<…>`); the full name is the hover text
+    full = [n.get_attribute("title") or "" for n in frame.locator("#ki-panel-kernels .name").all()]
+    assert any(EVIL in name for name in full), full
+    shown = frame.locator("main").inner_text()
+    assert EVIL in shown, "the HTML-like op name is shown as text (idle gaps: host was in)"
+
+
+def test_dark_theme_follows_tensorboard(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=transformer_eager", dark=True, height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "overview"))
+    assert page.evaluate("() => document.body.classList.contains('dark-mode')")
+    assert frame.evaluate("() => document.documentElement.classList.contains('ki-dark')")
+    background = frame.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(32, 33, 36)"
+    shoot(frame, "dark", "overview")
+    page.screenshot(path=str(SCREENSHOTS / "dark-tab.png"))
+
+
+def test_readme_screenshot(open_page: Any) -> None:
+    """The tab as the README shows it: the DataLoader run, diagnoses and overview."""
+    page = open_page("#kineto_insights&ki_run=dataloader_workers0", width=1400, height=1400)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / "tab.png"
+    page.screenshot(path=str(path), animations="disabled")
+    if os.environ.get("KINETO_INSIGHTS_UPDATE_SCREENSHOT") == "1":
+        shutil.copy(path, README_SCREENSHOT)
+    assert README_SCREENSHOT.is_file(), "docs/screenshot.png is missing"
