@@ -262,7 +262,8 @@ def test_invalid_field_types_decode_loosely(tmp_path: Path) -> None:
     tr = read_trace(str(write_trace(tmp_path / "t.json", events)))
     assert names(tr, "cpu_op") == ["strdur", "good"]
     assert tr.cpu_ops.dur_ns.tolist() == [2500, 1000]
-    assert tr.health.repairs == {"event_with_invalid_field": 1}
+    assert tr.health.repairs == {}
+    assert tr.health.skipped == {"invalid_field_type": 1}
 
 
 def _many_events() -> list[dict[str, object]]:
@@ -359,3 +360,48 @@ def test_fsspec_memory_url() -> None:
         assert tr.health.file_bytes == len(data)
     finally:
         fs.rm("/reader_test", recursive=True)
+
+
+def test_whitespace_bomb_is_linear_and_bounded(tmp_path: Path) -> None:
+    import time
+    import zlib
+
+    p = tmp_path / "pad.pt.trace.json.gz"
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with p.open("wb") as f:
+        f.write(c.compress(b'{"traceEvents": ['))
+        for _ in range(96):  # 96 MiB of spaces where an event should start
+            f.write(c.compress(b" " * (1 << 20)))
+        f.write(c.compress(json.dumps(kernel("k", 1, 1)).encode() + b"]}"))
+        f.write(c.flush())
+    t0 = time.perf_counter()
+    tr = read_trace(str(p))
+    assert len(tr.kernels) == 1  # padding between tokens is legal JSON
+    assert time.perf_counter() - t0 < 10
+    q = tmp_path / "endless.pt.trace.json.gz"
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with q.open("wb") as f:
+        f.write(c.compress(b'{"traceEvents": [{"name": "'))
+        for _ in range(80):  # one string longer than MAX_EVENT_BYTES
+            f.write(c.compress(b"A" * (1 << 20)))
+        f.write(c.flush())
+    with pytest.raises(TraceFormatError, match="without the end of an event"):
+        read_trace(str(q))
+    with pytest.raises(TraceFormatError, match="empty file"):
+        read_trace(str(write_trace(tmp_path / "ws.json", text=" " * 3_000_000)))
+
+
+def test_deep_nesting_bom_and_invalid_utf8(tmp_path: Path) -> None:
+    deep = write_trace(tmp_path / "deep.json", text="[" * 200_000 + "]" * 200_000)
+    with pytest.raises(TraceFormatError, match="nested too deeply") as err:
+        read_trace(str(deep))
+    assert str(deep) in str(err.value)
+    body = json.dumps({"traceEvents": [kernel("k", 1, 1)]}).encode()
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + body)
+    assert len(read_trace(str(bom)).kernels) == 1
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(body.replace(b'"k"', b'"caf\xe9"'))
+    tr = read_trace(str(latin))
+    assert names(tr, "kernel") == ["caf\ufffd"]
+    assert tr.health.repairs == {"invalid_utf8": 1}

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 import numpy as np
@@ -76,6 +76,10 @@ _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
 _RECORD_COUNTS = re.compile(r"Record counts:\s*(.*)")
 _COUNT_ITEM = re.compile(r"\s*([^=,]+?)\s*=\s*(\d+)")
 _MAX_HEAD_BYTES = 256 * 1024 * 1024
+#: Longest run of bytes the reader holds without finding the end of an event.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+_WS = b" \t\r\n"
+_BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 _event_decoder = msgspec.json.Decoder(list[Event])
 _exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
@@ -508,6 +512,7 @@ class _Reader:
         self.path = path
         self.source = BlockReader(path, max_json_bytes, block_bytes)
         self.repairs: Counter[str] = Counter()
+        self.invalid_events = 0  # events whose fields have unusable types
         self.builder: _Builder | None = None
         self.root_fields: dict[str, Any] = {}
         self.root_kind = "object"
@@ -565,7 +570,7 @@ class _Reader:
                 try:
                     out.append(msgspec.convert(item, event_type, strict=False))
                 except (msgspec.ValidationError, TypeError):
-                    self.repairs["event_with_invalid_field"] += 1
+                    self.invalid_events += 1
             return out
 
         if isinstance(raw, list):
@@ -586,48 +591,48 @@ class _Reader:
         blocks = iter(self.source)
         buf = bytearray()
         consumed = 0  # file offset of buf[0]
-        # 1. find where the events start
+        searched = 0  # bytes of buf already searched for the traceEvents key
+        # 1. find where the events start (leading BOM/whitespace is dropped, not kept)
         events_start = None
         for block in blocks:
+            if not buf:
+                stripped = block.lstrip(_BOM_AND_WS)
+                consumed += len(block) - len(stripped)
+                if not stripped:
+                    continue
+                block = stripped
+                if block[:1] == b"[":
+                    self.root_kind = "array"
+                    buf += block
+                    events_start = 1
+                    break
+                if block[:1] != b"{":
+                    raise TraceFormatError(
+                        self.path, f"not a JSON trace: starts with {bytes(block[:16])!r}", consumed
+                    )
             buf += block
-            stripped = buf.lstrip(b"\xef\xbb\xbf \t\r\n")
-            lead = len(buf) - len(stripped)
-            if not stripped:
-                continue
-            first = stripped[:1]
-            if first == b"[":
-                self.root_kind = "array"
-                events_start = lead + 1
-                break
-            if first != b"{":
-                raise TraceFormatError(
-                    self.path,
-                    f"not a JSON trace: starts with {bytes(stripped[:16])!r}",
-                    lead,
-                )
-            match = _TRACE_EVENTS_KEY.search(buf)
+            match = _TRACE_EVENTS_KEY.search(buf, max(0, searched - 64))
             if match:
                 self._read_head(bytes(buf[: match.start()]))
                 events_start = match.end()
                 break
+            searched = len(buf)
             if len(buf) > _MAX_HEAD_BYTES:
                 raise TraceFormatError(
                     self.path, f"no traceEvents array in the first {_MAX_HEAD_BYTES} bytes"
                 )
         if events_start is None:
-            self._no_events(bytes(buf))
-            events_start = len(buf)
-        del buf[:events_start]
+            self._no_events(bytes(buf))  # raises: empty, truncated, or not a trace
         consumed += events_start
         # 2. whole pieces of events; exact mode is decided on the first one
-        tail = bytes(buf)
+        tail = bytearray(buf[events_start:])
         del buf
         for block in blocks:
             if self.builder is None:
-                self.builder = _Builder(bool(_EXACT_TS.search(tail + block[:65536])))
+                self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
             cut = _last_event_boundary(block)
             if cut is None:  # no event ends in this block: keep collecting
-                tail += block
+                consumed = self._grow(tail, block, consumed)
                 continue
             end_of_piece, next_start = cut
             view = memoryview(block)
@@ -636,17 +641,42 @@ class _Reader:
             events = self._decode(decoder, piece, consumed, 1)
             del piece
             if events is None:  # the cut fell inside a string: wait for more bytes
-                tail += block
+                consumed = self._grow(tail, block, consumed)
                 continue
             self.builder.add_events(events)
             del events
             consumed += len(tail) + next_start
-            tail = bytes(view[next_start:])
+            tail = bytearray(view[next_start:])
         if self.builder is None:
-            self.builder = _Builder(bool(_EXACT_TS.search(tail[:65536])))
+            self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail[:65536]))))
         # 3. the rest: last events and the keys after the array
-        self._read_tail(tail, consumed)
+        self._read_tail(bytes(tail), consumed)
         return self._finish()
+
+    def _grow(self, tail: bytearray, block: bytes, consumed: int) -> int:
+        """Append ``block`` to the pending bytes; whitespace before any content is dropped
+        (returns the new file offset of ``tail[0]``).
+
+        Raises:
+            TraceFormatError: more than :data:`MAX_EVENT_BYTES` pending without the end of
+                an event: an event that large, or padded or damaged data (a gzip bomb of
+                spaces or one endless string ends here, in linear time).
+        """
+        if not tail.strip(_WS):
+            consumed += len(tail)
+            tail.clear()
+            stripped = block.lstrip(_WS)
+            consumed += len(block) - len(stripped)
+            block = stripped
+        tail += block
+        if len(tail) > MAX_EVENT_BYTES:
+            raise TraceFormatError(
+                self.path,
+                f"more than {MAX_EVENT_BYTES} bytes without the end of an event "
+                "(one event that large, or padded or damaged data)",
+                consumed,
+            )
+        return consumed
 
     def _read_head(self, head: bytes) -> None:
         data = head + b'"traceEvents": []}'
@@ -655,7 +685,7 @@ class _Reader:
             raise TraceFormatError(self.path, "malformed header before traceEvents", 0)
         self._keep_root_fields(root)
 
-    def _no_events(self, data: bytes) -> None:
+    def _no_events(self, data: bytes) -> NoReturn:
         total = self.source.json_bytes
         if not data.strip(b"\xef\xbb\xbf \t\r\n"):
             raise TraceFormatError(self.path, "empty file", 0)
@@ -725,7 +755,11 @@ class _Reader:
                 ("(none)" if k is None else str(k)): v for k, v in b.category_counts.items()
             },
             kind_counts=dict(b.kind_counts),
-            skipped={k: v for k, v in b.skipped.items() if v},
+            skipped={
+                k: v
+                for k, v in (b.skipped + Counter(invalid_field_type=self.invalid_events)).items()
+                if v
+            },
             quarantined={k: v for k, v in b.quarantined.items() if v},
             repairs=dict(self.repairs),
             exact_ns_timestamps=b.exact,
@@ -837,7 +871,10 @@ def read_trace(
             message names the file and the byte offset in the uncompressed JSON.
         TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
     """
-    return _Reader(path, max_json_bytes, block_bytes).read()
+    try:
+        return _Reader(path, max_json_bytes, block_bytes).read()
+    except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
+        raise TraceFormatError(path, "JSON nested too deeply to read") from exc
 
 
 __all__ = ["read_trace", "kind_of_category", "CATEGORY_KIND", "STEP_PREFIX"]

@@ -7,7 +7,8 @@ Repairs, each counted by kind:
   value is expected → ``null`` (the field then reads as missing);
 - a backslash inside a string that starts no valid JSON escape (Windows paths such as
   ``C:\\work\\x.py`` written unescaped) → an escaped backslash;
-- control characters inside strings (raw tabs or newlines) → their escapes.
+- control characters inside strings (raw tabs or newlines) → their escapes;
+- bytes that are not UTF-8 (a name in a legacy encoding) → U+FFFD.
 
 The scanner walks strings and bare tokens with one regular expression, so a ``NaN``
 inside a string is left alone.
@@ -59,6 +60,13 @@ def repair_json(data: bytes | bytearray) -> tuple[bytes, Counter[str]]:
     Raises nothing: damage it does not know is left for the decoder to report.
     """
     counts: Counter[str] = Counter()
+    raw = bytes(data)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        counts["invalid_utf8"] += text.count("\ufffd")
+        raw = text.encode("utf-8")
 
     def sub(m: re.Match[bytes]) -> bytes:
         token = m.group(1)
@@ -70,4 +78,4 @@ def repair_json(data: bytes | bytearray) -> tuple[bytes, Counter[str]]:
         counts[kind] += 1
         return b"null"
 
-    return _TOKEN.sub(sub, bytes(data)), counts
+    return _TOKEN.sub(sub, raw), counts
