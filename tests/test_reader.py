@@ -405,3 +405,9 @@ def test_deep_nesting_bom_and_invalid_utf8(tmp_path: Path) -> None:
     tr = read_trace(str(latin))
     assert names(tr, "kernel") == ["caf\ufffd"]
     assert tr.health.repairs == {"invalid_utf8": 1}
+
+
+def test_absurdly_long_names_are_cut(tmp_path: Path) -> None:
+    tr = read_trace(str(write_trace(tmp_path / "t.json", [kernel("K" * 300_000, 1, 1)])))
+    assert len(tr.names[0]) == 16385 and tr.names[0].endswith("…")
+    assert tr.health.repairs == {"long_name_truncated": 1}

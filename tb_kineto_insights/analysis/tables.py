@@ -30,12 +30,19 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str,
     step = iv.window_index(t.start_ns, steps.start_ns, steps.end_ns)
     inside = step >= 0
     name_ids = t.name[inside]
-    labels = [short_kernel_name(n) for n in trace.names] if fold else list(trace.names)
-    label_of_id = np.array(labels, dtype=object)
-    uniq, group = np.unique(label_of_id[name_ids].astype(str), return_inverse=True)
+    # group by label through the (few) distinct name ids, never per row as strings
+    ids, id_group_of_row = np.unique(name_ids, return_inverse=True)
+    labels = [short_kernel_name(trace.names[i]) if fold else trace.names[i] for i in ids]
+    group_of_label: dict[str, int] = {}
+    group_of_id = np.array(
+        [group_of_label.setdefault(label, len(group_of_label)) for label in labels],
+        dtype=np.int64,
+    )
+    group = group_of_id[id_group_of_row]
+    uniq = list(group_of_label)
     dur = t.dur_ns[inside]
     s = step[inside]
-    n_groups = uniq.size
+    n_groups = len(uniq)
     count = np.zeros((n_groups, n_steps), dtype=np.int64)
     time = np.zeros((n_groups, n_steps), dtype=np.int64)
     np.add.at(count, (group, s), 1)

@@ -76,6 +76,8 @@ _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
 _RECORD_COUNTS = re.compile(r"Record counts:\s*(.*)")
 _COUNT_ITEM = re.compile(r"\s*([^=,]+?)\s*=\s*(\d+)")
 _MAX_HEAD_BYTES = 256 * 1024 * 1024
+#: Names longer than this (characters) are cut, with "…" appended, and counted.
+MAX_NAME_CHARS = 16384
 #: Longest run of bytes the reader holds without finding the end of an event.
 MAX_EVENT_BYTES = 64 * 1024 * 1024
 _WS = b" \t\r\n"
@@ -745,6 +747,10 @@ class _Reader:
         memory = b.memory_out()
         flows = b.flows_out()
         names = [str(n) for n in b.names]
+        long_names = sum(len(n) > MAX_NAME_CHARS for n in names)
+        if long_names:  # keep summaries and tables small whatever a name holds
+            names = [n if len(n) <= MAX_NAME_CHARS else n[:MAX_NAME_CHARS] + "…" for n in names]
+            self.repairs["long_name_truncated"] += long_names
         health = m.TraceHealth(
             path=self.path,
             compressed=self.source.compressed,
