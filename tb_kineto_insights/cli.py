@@ -20,11 +20,10 @@ from typing import Any, TextIO
 import fsspec
 
 from tb_kineto_insights import __version__, compare
-from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
+from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
-from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_file, summarize_run
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_run, try_summarize_file
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 EXIT_OK = 0
@@ -61,12 +60,13 @@ def _clean(value: Any) -> Any:
 
 def _span_entry(span: Span, max_json_bytes: int, thresholds: Thresholds) -> dict[str, Any]:
     entry: dict[str, Any] = {"span": span.span, "file": span.path}
-    try:
-        entry["summary"] = summarize_file(
-            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-        )
-    except TraceError as exc:
-        entry["error"] = {"type": type(exc).__name__, "message": str(exc)}
+    summary, error = try_summarize_file(
+        span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+    )
+    if summary is not None:
+        entry["summary"] = summary
+    else:
+        entry["error"] = error
     return entry
 
 
@@ -305,14 +305,23 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         limit = compare.parse_fraction(args.max_step_time_regression)
-    except ValueError:
-        err.write(f"error: bad --max-step-time-regression {args.max_step_time_regression!r}\n")
+    except ValueError as exc:
+        err.write(f"error: --max-step-time-regression {exc}\n")
+        return EXIT_UNUSABLE
+    fail_on = [i.strip() for item in args.fail_on for i in item.split(",") if i.strip()]
+    unknown = sorted(set(fail_on) - set(DIAGNOSIS_IDS))
+    if unknown:
+        err.write(
+            f"error: unknown diagnosis id(s) {', '.join(unknown)}; known: "
+            + ", ".join(DIAGNOSIS_IDS)
+            + "\n"
+        )
         return EXIT_UNUSABLE
     result = _compare(args, err)
     if result is None:
         return EXIT_UNUSABLE
     doc, exp = result
-    reasons = compare.check(doc, exp, limit, args.fail_on)
+    reasons = compare.check(doc, exp, limit, fail_on)
     h = doc["headline"]
     out.write(
         f"step time {h['base_step_us']:.1f} µs -> {h['exp_step_us']:.1f} µs [{h['verdict']}]\n"
@@ -378,10 +387,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_cmd.add_argument(
         "--fail-on",
-        nargs="*",
+        action="append",
         default=[],
-        metavar="ID",
-        help="fail when EXP has any of these diagnosis ids (e.g. memory_growth)",
+        metavar="ID[,ID]",
+        help="fail when EXP has this diagnosis (repeatable, or comma-separated), e.g. "
+        "memory_growth",
     )
     check_cmd.set_defaults(func=_cmd_check)
     doctor_cmd = sub.add_parser(

@@ -7,6 +7,7 @@ directory by its discovered name). A folder holding several runs must be narrowe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,7 @@ import fsspec
 from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
-from tb_kineto_insights.summary import summarize_file
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.summary import try_summarize_file
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 
@@ -85,12 +85,14 @@ def load_side(
     """
     side = LoadedSide(spec)
     for span in resolve_side(spec):
-        try:
-            summary = summarize_file(
-                span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-            )
-        except TraceError as exc:
-            side.errors.append(str(exc))
+        summary, error = try_summarize_file(
+            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+        )
+        if summary is None:
+            side.errors.append(error["message"] if error else span.path)
+            continue
+        if not (summary["steps"].get("total_us") or 0) > 0:
+            side.errors.append(f"{span.path}: no usable events (nothing to compare)")
             continue
         side.summaries.append((f"{span.worker}/{span.span}", summary))
     if not side.summaries:
@@ -124,7 +126,11 @@ def diff_text(doc: dict[str, Any]) -> str:
     speed = h["speedup"]
     lines = [
         f"step time {_fmt(h['base_step_us'], 'µs')} -> {_fmt(h['exp_step_us'], 'µs')}"
-        + (f"  ({speed:.2f}x {'faster' if speed >= 1 else 'slower'})" if speed else "")
+        + (
+            f"  ({speed:.2f}x faster)"
+            if speed and speed >= 1
+            else (f"  ({1 / speed:.2f}x slower)" if speed else "")
+        )
         + f"  [{h['verdict']}]",
         f"base: {doc['base']['label']}   exp: {doc['exp']['label']}",
     ]
@@ -138,7 +144,10 @@ def diff_text(doc: dict[str, Any]) -> str:
     lines.append("\nMetrics:")
     for m in doc["metrics"]:
         rel = m["change_fraction"]
-        rel_txt = f"{100 * rel:+.1f} %" if rel is not None else "new"
+        if m["unit"] == "fraction":  # shares change in percentage points
+            rel_txt = f"{100 * m['delta']:+.1f} pp"
+        else:
+            rel_txt = f"{100 * rel:+.1f} %" if rel is not None else "new"
         before, after = _fmt(m["base"], m["unit"]), _fmt(m["exp"], m["unit"])
         lines.append(
             f"  {m['label']:34s} {before:>12s} -> {after:>12s}  {rel_txt:>9s}  {m['verdict']}"
@@ -166,10 +175,16 @@ def parse_fraction(text: str) -> float:
     """``"5%"`` → 0.05, ``"0.05"`` → 0.05.
 
     Raises:
-        ValueError: not a number or percentage.
+        ValueError: not a number or percentage, negative, or a bare number above 1 (is
+            ``5`` meant as 5 %? write ``5%``).
     """
     t = text.strip()
-    return float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    value = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r}: expected a percentage such as 5% or a fraction such as 0.05")
+    if not t.endswith("%") and value > 1:
+        raise ValueError(f"{text!r} is ambiguous: write {t}% for {t} percent, or a fraction <= 1")
+    return value
 
 
 def check(

@@ -30,6 +30,7 @@ from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.run_view import run_diagnoses, run_summary
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -91,3 +92,21 @@ def summarize_run(
     run = run_summary(workers)
     run["diagnoses"] = run_diagnoses(run, thresholds)
     return run
+
+
+def try_summarize_file(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+    """``(summary, None)``, or ``(None, {"type", "message"})`` when the file cannot be
+    read (the reader's typed error) or the analysis fails on it (``AnalysisError``, a bug
+    to report): one bad file never stops a report over many."""
+    try:
+        return summarize_file(path, max_json_bytes=max_json_bytes, thresholds=thresholds), None
+    except TraceError as exc:
+        return None, {"type": type(exc).__name__, "message": str(exc)}
+    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
+        message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
+        return None, {"type": "AnalysisError", "message": message}

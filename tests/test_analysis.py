@@ -232,3 +232,24 @@ def test_trace_data_loss_on_real_trace(shared_traces: Path) -> None:
     s = summarize_file(str(shared_traces / "hta_nccl_a100" / "nccl_data.json.gz"))
     loss = next(d for d in s["diagnoses"] if d["id"] == "trace_data_loss")
     assert loss["evidence"]["kineto_record_counts"]["Out-of-range"] == 4181
+
+
+def test_trace_data_loss_counts_unusable_events(tmp_path: Path) -> None:
+    events = [{**e, "dur": {}} if e.get("cat") == "kernel" else e for e in MAIN_EVENTS]
+    trace = read_trace(str(write_trace(tmp_path / "t.json", events)))
+    idx = build_index(trace)
+    panels = {
+        "steps": steps_summary(idx),
+        "idle": idle_summary(idx),
+        "health": trace.health.to_dict(),
+    }
+    loss = next(d for d in diagnose(idx, panels) if d["id"] == "trace_data_loss")
+    assert loss["evidence"]["skipped_events"] == 6 and loss["evidence"]["events"] == len(
+        MAIN_EVENTS
+    )
+    assert loss["severity"] == "medium"  # 6 of 21 events: >= 5 %, < 50 %
+    assert "6 of 21 events were unusable" in loss["title"]
+    with pytest.raises(ValueError, match="finite number"):
+        Thresholds().with_overrides(["short_kernel_us=-5"])
+    with pytest.raises(ValueError, match="finite number"):
+        Thresholds().with_overrides(["low_utilization=nan"])

@@ -172,3 +172,23 @@ def test_communication_metrics_in_diff(shared_traces: Path) -> None:
     ):
         assert metrics[key]["verdict"] == "unchanged", key
     assert metrics["communication.busbw.all_reduce_gbps"]["base"] > 0
+
+
+def test_check_refuses_unusable_or_ambiguous_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = _run(tmp_path / "good", b_dur=20).parent
+    bad = tmp_path / "bad"
+    events = [
+        {**e, "ts": "x"}
+        for e in json.loads((good / "w.1.pt.trace.json").read_text())["traceEvents"]
+    ]
+    write_trace(bad / "w.1.pt.trace.json", events)
+    assert main(["check", str(good), str(bad)]) == 2
+    assert "no usable events" in capsys.readouterr().err
+    assert main(["check", str(good), str(good), "--max-step-time-regression", "5"]) == 2
+    assert "ambiguous" in capsys.readouterr().err
+    assert main(["check", str(good), str(good), "--max-step-time-regression=-5%"]) == 2
+    assert main(["check", str(good), str(good), "--fail-on", "memory_grwoth"]) == 2
+    assert "unknown diagnosis id" in capsys.readouterr().err
+    assert main(["check", "--fail-on", "memory_growth,no_step_markers", str(good), str(good)]) == 0

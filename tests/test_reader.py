@@ -264,6 +264,7 @@ def test_invalid_field_types_decode_loosely(tmp_path: Path) -> None:
     assert tr.cpu_ops.dur_ns.tolist() == [2500, 1000]
     assert tr.health.repairs == {}
     assert tr.health.skipped == {"invalid_field_type": 1}
+    assert tr.health.event_count == 3
 
 
 def _many_events() -> list[dict[str, object]]:

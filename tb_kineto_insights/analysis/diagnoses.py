@@ -60,6 +60,21 @@ def _small_kernel_flood(
     issuer = fusion[0].get("cpu_op") if fusion else None
     launch = kernels.get("launch") or {}
     where = f" The largest repeated run of short kernels comes from {issuer}." if issuer else ""
+    compiled = kernels.get("compiled_kernel_fraction") or 0.0
+    if compiled >= 0.2:  # already torch.compile'd (Triton kernels): the next steps differ
+        advice = (
+            "The model is already compiled (Triton kernels): capture whole steps with CUDA "
+            "graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), compile "
+            "the optimizer step too, and raise the batch size so each kernel does more "
+            "work; look at the remaining uncompiled ops in the fusion candidates."
+        )
+    else:
+        advice = (
+            "Fuse the small kernels: wrap the model in torch.compile (mode='reduce-overhead' "
+            "adds CUDA graphs), or capture the step with CUDA graphs; use a fused or "
+            "foreach optimizer (torch.optim.AdamW(..., fused=True) or foreach=True) instead "
+            "of a per-parameter loop; raise the batch size so each kernel does more work."
+        )
     return _diag(
         "small_kernel_flood",
         severity,
@@ -74,10 +89,7 @@ def _small_kernel_flood(
             "gpu_utilization_fraction": util,
             "short_threshold_us": th.short_kernel_us,
         },
-        "Fuse the small kernels: wrap the model in torch.compile (mode='reduce-overhead' "
-        "adds CUDA graphs), or capture the step with CUDA graphs; use a fused or foreach "
-        "optimizer (torch.optim.AdamW(..., fused=True) or foreach=True) instead of a "
-        "per-parameter loop; raise the batch size so each kernel does more work." + where,
+        advice + where,
         "kernels",
         impact=1.0 - (util or 0.0),
     )
@@ -205,22 +217,41 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
     quarantined = sum((health.get("quarantined") or {}).values())
     if not lost and not dropped_lines and not skipped and not quarantined:
         return None
+    events = health.get("event_count") or 0
+    unusable = (skipped + quarantined) / events if events else 0.0
     stopped = bool(counts.get("CUPTI stopped early?"))
-    severity = "medium" if stopped or dropped_lines else "low"
+    if unusable >= 0.5:
+        severity = "high"
+    elif unusable >= 0.05 or stopped or dropped_lines:
+        severity = "medium"
+    else:
+        severity = "low"
+    if skipped or quarantined:
+        title = (
+            f"The trace is incomplete: {skipped + quarantined} of {events} events were "
+            f"unusable ({100 * unusable:.0f} %)"
+        )
+    else:
+        title = "The trace is incomplete: Kineto reported dropped or out-of-range records"
     return _diag(
         "trace_data_loss",
         severity,
-        "The trace is incomplete: Kineto reported dropped or out-of-range records",
+        title,
         {
             "kineto_record_counts": lost,
             "kineto_errors": dropped_lines[:5],
             "skipped_events": skipped,
             "quarantined_events": quarantined,
+            "unusable_fraction": unusable,
+            "events": events,
         },
-        "Numbers near the trace's edges may be off. Profile fewer steps per trace "
-        "(schedule active=3..5), and if CUPTI stopped early or buffers were dropped, raise "
-        "the CUPTI buffer size (env KINETO_CUPTI_BUFFER_SIZE_MB / profiler config).",
+        "Numbers near the trace's edges may be off, and every panel misses what was "
+        "dropped (see Trace health for why). Profile fewer steps per trace (schedule "
+        "active=3..5); if CUPTI stopped early or buffers were dropped, raise the CUPTI "
+        "buffer size; if events were unusable, the file was damaged or written by a "
+        "non-Kineto tool.",
         "health",
+        impact=unusable,
     )
 
 

@@ -12,6 +12,21 @@ from __future__ import annotations
 from typing import Any
 
 SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")
+#: Every diagnosis id the analysis can emit (stable: add, never rename).
+DIAGNOSIS_IDS: tuple[str, ...] = (
+    "small_kernel_flood",
+    "gpu_idle_dataloader",
+    "gpu_idle_host_sync",
+    "low_gpu_utilization",
+    "pageable_memcpy",
+    "exposed_communication",
+    "communication_straggler",
+    "memory_growth",
+    "memory_fragmentation",
+    "memory_near_capacity",
+    "no_step_markers",
+    "trace_data_loss",
+)
 
 
 def make_diagnosis(
@@ -30,6 +45,8 @@ def make_diagnosis(
     """
     if severity not in SEVERITY_ORDER:
         raise ValueError(f"unknown severity {severity!r}")
+    if id_ not in DIAGNOSIS_IDS:
+        raise ValueError(f"unregistered diagnosis id {id_!r}: add it to DIAGNOSIS_IDS")
     return {
         "id": id_,
         "severity": severity,

@@ -85,6 +85,7 @@ def kernels_summary(
         short_time_fraction: summed duration of short kernels / summed duration of all
             kernels in steps (``None`` if that is 0).
         graph_launched_count: kernels whose launch call is a graph launch.
+        compiled_kernel_fraction: share of kernels in steps made by torch.compile (Triton).
         duration_histogram: ``[{lo_us, hi_us, count, time_us}]`` over
             :data:`HISTOGRAM_EDGES_US`; bins are ``[lo, hi)``, ``hi_us`` ``None`` = ∞.
         launch: ``mean_launch_us`` (mean duration of kernel-launch runtime calls, µs,
@@ -177,6 +178,9 @@ def kernels_summary(
         "short_count_fraction": _fraction(int(short_in.sum()), count_in_steps),
         "short_time_fraction": _fraction(int(dur[short_in].sum()), time_in_steps),
         "graph_launched_count": int(graph.sum()),
+        "compiled_kernel_fraction": _fraction(
+            int(index.rows_where(m.KERNEL, nm.is_compiled_kernel)[in_step].sum()), count_in_steps
+        ),
         "duration_histogram": duration_histogram(dur[in_step]),
         "launch": launch,
     }

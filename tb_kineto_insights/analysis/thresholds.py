@@ -7,6 +7,7 @@ Override from the CLI with ``--threshold NAME=VALUE`` (repeatable), or in code w
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,9 +97,12 @@ class Thresholds:
                     + ", ".join(sorted(types))
                 )
             try:
-                changes[name] = int(value) if types[name] in (int, "int") else float(value)
+                number = int(value) if types[name] in (int, "int") else float(value)
             except ValueError as exc:
                 raise ValueError(f"bad --threshold {item!r}: {exc}") from exc
+            if not math.isfinite(number) or number < 0:
+                raise ValueError(f"bad --threshold {item!r}: must be a finite number >= 0")
+            changes[name] = number
         return self.replace(**changes)
 
     def to_dict(self) -> dict[str, Any]:

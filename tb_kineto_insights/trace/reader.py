@@ -756,7 +756,7 @@ class _Reader:
             compressed=self.source.compressed,
             json_bytes=self.source.json_bytes,
             root=self.root_kind,
-            event_count=b.event_count,
+            event_count=b.event_count + self.invalid_events,
             category_counts={
                 ("(none)" if k is None else str(k)): v for k, v in b.category_counts.items()
             },
