@@ -22,18 +22,6 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 from tb_kineto_insights.trace import model as m
 
 
-def _diag(
-    id_: str,
-    severity: str,
-    title: str,
-    evidence: dict[str, Any],
-    recommendation: str,
-    panel: str,
-    impact: float = 0.0,
-) -> dict[str, Any]:
-    return make_diagnosis(id_, severity, title, evidence, recommendation, panel, impact)
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
@@ -75,7 +63,7 @@ def _small_kernel_flood(
             "foreach optimizer (torch.optim.AdamW(..., fused=True) or foreach=True) instead "
             "of a per-parameter loop; raise the batch size so each kernel does more work."
         )
-    return _diag(
+    return make_diagnosis(
         "small_kernel_flood",
         severity,
         f"{_pct(short)} of {per_step:.0f} kernels per step are shorter than "
@@ -91,7 +79,7 @@ def _small_kernel_flood(
         },
         advice + where,
         "kernels",
-        impact=1.0 - (util or 0.0),
+        impact_fraction=1.0 - (util or 0.0),
     )
 
 
@@ -112,7 +100,7 @@ def _idle_cause(
         return None
     gaps = [g for g in dev["largest_gaps"] if g["cause"] == cause]
     op = next((g["op"] for g in gaps if g.get("op")), None)
-    return _diag(
+    return make_diagnosis(
         id_,
         "high" if share >= th.idle_high_fraction else "medium",
         title.format(share=_pct(share), device=dev["device"]),
@@ -127,7 +115,7 @@ def _idle_cause(
         },
         recommendation,
         "idle",
-        impact=share,
+        impact_fraction=share,
     )
 
 
@@ -141,7 +129,7 @@ def _low_utilization(
     top = None
     if dev is not None:
         top = max(dev["causes"].items(), key=lambda kv: kv[1]["us"])[0]
-    return _diag(
+    return make_diagnosis(
         "low_gpu_utilization",
         "high" if util < th.very_low_utilization else "medium",
         f"GPU {steps.get('main_device')} is busy only {_pct(util)} of the step time",
@@ -155,7 +143,7 @@ def _low_utilization(
         + "; feed the GPU more work per launch (larger batch, torch.compile, CUDA graphs) "
         "and keep the host ahead of it (no synchronisation inside the step).",
         "steps",
-        impact=1.0 - util,
+        impact_fraction=1.0 - util,
     )
 
 
@@ -170,7 +158,7 @@ def _pageable_memcpy(
     total_us = steps.get("total_us") or 0.0
     share = time_us / total_us if total_us else 0.0
     kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
-    return _diag(
+    return make_diagnosis(
         "pageable_memcpy",
         "medium" if share >= th.pageable_memcpy_fraction else "low",
         f"{int(rows.sum())} copies from pageable host memory ({time_us / 1000:.2f} ms)",
@@ -184,14 +172,14 @@ def _pageable_memcpy(
         "DataLoader(pin_memory=True), or tensor.pin_memory(), then "
         ".to(device, non_blocking=True).",
         "steps",
-        impact=share,
+        impact_fraction=share,
     )
 
 
 def _no_step_markers(steps: dict[str, Any]) -> dict[str, Any] | None:
     if steps.get("has_markers"):
         return None
-    return _diag(
+    return make_diagnosis(
         "no_step_markers",
         "medium",
         "No ProfilerStep markers: the whole trace is treated as one step",
@@ -233,7 +221,7 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
         )
     else:
         title = "The trace is incomplete: Kineto reported dropped or out-of-range records"
-    return _diag(
+    return make_diagnosis(
         "trace_data_loss",
         severity,
         title,
@@ -251,7 +239,7 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
         "buffer size; if events were unusable, the file was damaged or written by a "
         "non-Kineto tool.",
         "health",
-        impact=unusable,
+        impact_fraction=unusable,
     )
 
 
