@@ -175,14 +175,18 @@ def parse_fraction(text: str) -> float:
     """``"5%"`` → 0.05, ``"0.05"`` → 0.05.
 
     Raises:
-        ValueError: not a number or percentage, negative, or a bare number above 1 (is
-            ``5`` meant as 5 %? write ``5%``).
+        ValueError: not a number or percentage, negative, or a bare number of 1 or more
+            (is ``5`` meant as 5 %? write ``5%``).
     """
     t = text.strip()
-    value = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    hint = f"{text!r}: expected a percentage such as 5% or a fraction such as 0.05"
+    try:
+        value = float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ValueError(hint) from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{text!r}: expected a percentage such as 5% or a fraction such as 0.05")
-    if not t.endswith("%") and value > 1:
+        raise ValueError(hint)
+    if not t.endswith("%") and value >= 1:
         raise ValueError(f"{text!r} is ambiguous: write {t}% for {t} percent, or a fraction <= 1")
     return value
 

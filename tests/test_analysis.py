@@ -253,3 +253,14 @@ def test_trace_data_loss_counts_unusable_events(tmp_path: Path) -> None:
         Thresholds().with_overrides(["short_kernel_us=-5"])
     with pytest.raises(ValueError, match="finite number"):
         Thresholds().with_overrides(["low_utilization=nan"])
+
+
+def test_nothing_usable_gives_only_trace_data_loss(tmp_path: Path) -> None:
+    events = [{**e, "ts": "x"} for e in MAIN_EVENTS]
+    trace = read_trace(str(write_trace(tmp_path / "t.json", events)))
+    idx = build_index(trace)
+    health = trace.health.to_dict()
+    panels = {"steps": steps_summary(idx), "idle": idle_summary(idx), "health": health}
+    (only,) = diagnose(idx, panels)
+    assert only["id"] == "trace_data_loss" and only["severity"] == "high"
+    assert only["evidence"]["unusable_fraction"] == 1.0

@@ -189,6 +189,9 @@ def test_check_refuses_unusable_or_ambiguous_input(
     assert main(["check", str(good), str(good), "--max-step-time-regression", "5"]) == 2
     assert "ambiguous" in capsys.readouterr().err
     assert main(["check", str(good), str(good), "--max-step-time-regression=-5%"]) == 2
+    assert main(["check", str(good), str(good), "--max-step-time-regression", "1"]) == 2
+    assert main(["check", str(good), str(good), "--max-step-time-regression", "abc"]) == 2
+    assert "expected a percentage" in capsys.readouterr().err
     assert main(["check", str(good), str(good), "--fail-on", "memory_grwoth"]) == 2
     assert "unknown diagnosis id" in capsys.readouterr().err
     assert main(["check", "--fail-on", "memory_growth,no_step_markers", str(good), str(good)]) == 0

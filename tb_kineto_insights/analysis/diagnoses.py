@@ -287,6 +287,9 @@ def diagnose(
         _data_loss(health),
     ]
     out = [d for d in found if d is not None]
+    loss = next((d for d in out if d["id"] == "trace_data_loss"), None)
+    if loss is not None and loss["evidence"]["unusable_fraction"] >= 1.0:
+        return [loss]  # nothing usable: every other finding would be an artefact
     if panels.get("communication"):
         out.extend(communication_diagnoses(panels["communication"], steps, th))
     out.extend(memory_diagnoses(panels.get("memory") or {}, th))
