@@ -513,6 +513,13 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return None
         return value
 
+    @classmethod
+    def _required(cls, request: Request, name: str) -> str:
+        value = cls._param(request, name)
+        if value is None:  # _param raised already; this narrows the type
+            raise _ApiError(400, f"missing query parameter: {name}")
+        return value
+
     @staticmethod
     def _wait(request: Request) -> float:
         raw = request.args.get("wait")
@@ -527,18 +534,16 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return value
 
     def _span(self, request: Request, prefix: str = "") -> Span:
-        run = self._param(request, f"{prefix}run")
-        worker = self._param(request, f"{prefix}worker")
-        span_id = self._param(request, f"{prefix}span")
-        assert run is not None and worker is not None and span_id is not None
+        run = self._required(request, f"{prefix}run")
+        worker = self._required(request, f"{prefix}worker")
+        span_id = self._required(request, f"{prefix}span")
         span = self._current().index.get((run, worker, span_id))
         if span is None:
             raise _ApiError(404, f"no span {span_id!r} of worker {worker!r} in run {run!r}")
         return span
 
     def _run(self, request: Request, name: str) -> Run:
-        run_name = self._param(request, name)
-        assert run_name is not None
+        run_name = self._required(request, name)
         run = self._current().by_run.get(run_name)
         if run is None:
             raise _ApiError(404, f"no run {run_name!r}")
