@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_TRACES = REPO.parent / "shared" / "traces" / "public"
+SHARED = REPO.parent / "shared"
+SHARED_TRACES = SHARED / "traces" / "public"
+#: Real 2-GPU traces (2 x H200) with ground truth in each run's recording_info.json.
+H200X2 = SHARED / "traces" / "h200x2"
+#: Small failing inputs from public bug reports (see its README for the right answers).
+CASES = SHARED / "cases"
 SAMPLE_LOGS = REPO / "sample_logs"
 
 
@@ -28,6 +33,16 @@ def require_dir(path: Path, what: str) -> Path:
 @pytest.fixture
 def shared_traces() -> Path:
     return require_dir(SHARED_TRACES, "../shared/traces/public")
+
+
+@pytest.fixture
+def h200x2() -> Path:
+    return require_dir(H200X2, "../shared/traces/h200x2")
+
+
+@pytest.fixture
+def shared_cases() -> Path:
+    return require_dir(CASES, "../shared/cases")
 
 
 def write_trace(
