@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tb_kineto_insights.analysis.thresholds import Thresholds
+
 SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")
 #: Every diagnosis id the analysis can emit (stable: add, never rename).
 DIAGNOSIS_IDS: tuple[str, ...] = (
@@ -56,6 +58,20 @@ def make_diagnosis(
         "panel": panel,
         "impact_fraction": impact_fraction,
     }
+
+
+def severity_for_impact(impact_fraction: float, th: Thresholds) -> str | None:
+    """Severity of a diagnosis from what it costs: its ``impact_fraction`` (share of step
+    time it explains, 0..1). ``None`` below ``th.min_impact_fraction`` (raise nothing),
+    ``low`` below ``th.impact_medium_fraction``, ``medium`` below
+    ``th.impact_high_fraction``, else ``high``."""
+    if not impact_fraction >= th.min_impact_fraction:  # also catches NaN
+        return None
+    if impact_fraction >= th.impact_high_fraction:
+        return "high"
+    if impact_fraction >= th.impact_medium_fraction:
+        return "medium"
+    return "low"
 
 
 def sort_diagnoses(found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,6 +16,13 @@ from typing import Any
 class Thresholds:
     """Thresholds with their meaning; see each field's comment."""
 
+    #: Every diagnosis that costs step time states ``impact_fraction``, the share of step
+    #: time it explains; below this share nothing is raised (silence beats a weak alarm).
+    min_impact_fraction: float = 0.05
+    #: ``medium`` from this impact (share of step time) up, ``low`` below it ...
+    impact_medium_fraction: float = 0.10
+    #: ... and ``high`` from this one up.
+    impact_high_fraction: float = 0.30
     #: A kernel shorter than this (µs) counts as short (kernel density, fusion).
     short_kernel_us: float = 10.0
     #: small_kernel_flood: share of kernels (by count) that are short, at least ...
