@@ -283,7 +283,7 @@ def _compare(
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         base = compare.load_side(args.base, thresholds=thresholds)
         exp = compare.load_side(args.exp, thresholds=thresholds)
-        return compare.compare(base, exp), exp
+        return compare.compare(base, exp, thresholds), exp
     except (ValueError, LogdirError) as exc:
         err.write(f"error: {exc}\n")
         return None

@@ -100,9 +100,17 @@ def load_side(
     return side
 
 
-def compare(base: LoadedSide, exp: LoadedSide) -> dict[str, Any]:
+def compare(
+    base: LoadedSide, exp: LoadedSide, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> dict[str, Any]:
     """The diff document of two loaded sides, with their read errors as warnings."""
-    doc = diff(base.summaries, exp.summaries, base_label=base.spec, exp_label=exp.spec)
+    doc = diff(
+        base.summaries,
+        exp.summaries,
+        base_label=base.spec,
+        exp_label=exp.spec,
+        thresholds=thresholds,
+    )
     doc["warnings"] += [f"base: {e}" for e in base.errors] + [f"exp: {e}" for e in exp.errors]
     return doc
 
@@ -116,12 +124,31 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{100 * value:.1f} %"
     if unit.startswith("bytes"):
         return f"{value / 2**20:.1f} MiB" + unit[5:]
+    if unit == "GB/s":
+        return f"{value:.1f} GB/s"
     return f"{value:.1f}"
 
 
+def _rel_text(m: dict[str, Any]) -> str:
+    if m["unit"] == "fraction":  # shares change in percentage points
+        return f"{100 * m['delta']:+.1f} pp"
+    rel = m["change_fraction"]
+    return f"{100 * rel:+.1f} %" if rel is not None else "new"
+
+
+def _buckets_text(b: dict[str, Any] | None) -> str:
+    if not b:
+        return "none"
+    per_step = b.get("count_per_step")
+    head = f"{per_step:.1f} /step" if per_step is not None else f"{b['count']} total"
+    sizes = ", ".join(f"{x['bytes'] / 2**20:.2f} MiB x{x['count']}" for x in b.get("sizes", []))
+    return f"{head}, median {_fmt(b.get('median_bytes'), 'bytes')} per collective ({sizes})"
+
+
 def diff_text(doc: dict[str, Any]) -> str:
-    """Terminal rendering: headline first, then the largest changes, metrics, kernels,
-    diagnoses gained/lost and warnings."""
+    """Terminal rendering: headline first, then the largest changes, metrics (with the
+    communication rows), DDP buckets, kernels (communication kernels apart, not
+    judged), diagnoses gained/lost/kept (span- and run-level) and warnings."""
     h = doc["headline"]
     speed = h["speedup"]
     lines = [
@@ -136,37 +163,60 @@ def diff_text(doc: dict[str, Any]) -> str:
     ]
     for w in doc["warnings"]:
         lines.append(f"warning: {w}")
-    lines.append("\nLargest changes (per step):")
+    lines.append("\nLargest changes (time /step):")
     for c in doc["largest_changes"]:
         lines.append(
             f"  {c['delta_us_per_step']:+12.1f} µs  {c['what']:6s} {c['name']}  [{c['verdict']}]"
         )
     lines.append("\nMetrics:")
+    notes = []
     for m in doc["metrics"]:
-        rel = m["change_fraction"]
-        if m["unit"] == "fraction":  # shares change in percentage points
-            rel_txt = f"{100 * m['delta']:+.1f} pp"
-        else:
-            rel_txt = f"{100 * rel:+.1f} %" if rel is not None else "new"
         before, after = _fmt(m["base"], m["unit"]), _fmt(m["exp"], m["unit"])
         lines.append(
-            f"  {m['label']:34s} {before:>12s} -> {after:>12s}  {rel_txt:>9s}  {m['verdict']}"
+            f"  {m['label']:44s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m['verdict']}"
         )
+        if m.get("note"):
+            notes.append(f"  {m['label']}: {m['note']}")
+    if notes:
+        lines.append("Not judged:")
+        lines.extend(notes)
+    comm = doc.get("communication") or {}
+    buckets = comm.get("ddp_buckets") or {}
+    if buckets.get("base") or buckets.get("exp"):
+        lines.append("\nDDP buckets (AllReduce sizes):")
+        lines.append(f"  base: {_buckets_text(buckets.get('base'))}")
+        lines.append(f"  exp:  {_buckets_text(buckets.get('exp'))}")
+    if comm.get("rank_rows_from") not in (None, "run_view"):
+        lines.append(f"\nWaited/transfer rows: none ({comm['rank_rows_from']})")
     for group in ("changed", "added", "removed"):
         rows = doc["kernels"][group][:8]
         if rows:
-            lines.append(f"\nKernels {group} (time per step):")
+            lines.append(f"\nKernels {group} (time /step):")
             for r in rows:
                 t = r["time_us_per_step"]
                 before, after = _fmt(t["base"], "µs"), _fmt(t["exp"], "µs")
                 lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
+    comm_kernels = doc["kernels"].get("communication") or []
+    if comm_kernels:
+        lines.append(
+            "\nCommunication kernels (time /step includes waiting for the other ranks; "
+            "not judged: see the waited/transfer rows):"
+        )
+        for r in comm_kernels[:8]:
+            t = r["time_us_per_step"]
+            before, after = _fmt(t["base"], "µs"), _fmt(t["exp"], "µs")
+            lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
     d = doc["diagnoses"]
     lines.append(
         "\nDiagnoses: appeared "
         + (", ".join(d["appeared"]) or "none")
         + "; disappeared "
         + (", ".join(d["disappeared"]) or "none")
+        + "; kept "
+        + (", ".join(d["kept"]) or "none")
     )
+    for f in d.get("found", {}).get("exp", []):
+        lines.append(f"  exp [{str(f['severity']).upper()}] {f['id']} ({f['where']}): {f['title']}")
     lines.append(f"Noise rule: {doc['noise_rule']}")
     return "\n".join(lines) + "\n"
 
@@ -196,7 +246,8 @@ def check(
 ) -> list[str]:
     """Reasons to fail a CI pipeline (empty: pass): step time regressed beyond noise by
     more than ``max_step_time_regression`` (fraction), or the experiment has a diagnosis
-    listed in ``fail_on``."""
+    listed in ``fail_on``, on any of its spans or in its run view across ranks
+    (``doc["diagnoses"]["found"]["exp"]``, e.g. ``communication_straggler``)."""
     reasons = []
     h = doc["headline"]
     rel = h["change_fraction"]
@@ -206,10 +257,16 @@ def check(
             f"{_fmt(h['exp_step_us'], 'µs')}), beyond noise and over the "
             f"{100 * max_step_time_regression:.1f} % limit"
         )
-    present = {d["id"] for _, s in exp.summaries for d in s.get("diagnoses", [])}
+    found = doc["diagnoses"].get("found", {}).get("exp", [])
     for wanted in fail_on:
-        if wanted in present:
-            reasons.append(f"diagnosis {wanted} present in {exp.spec}")
+        hits = [f for f in found if f["id"] == wanted]
+        if hits:
+            first = hits[0]
+            where = ", ".join(sorted({str(f["where"]) for f in hits}))
+            reasons.append(
+                f"diagnosis {wanted} present in {exp.spec} ({where}): "
+                f"[{str(first['severity']).upper()}] {first['title']}"
+            )
     return reasons
 
 

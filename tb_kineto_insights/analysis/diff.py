@@ -5,35 +5,41 @@ worker, or every worker (rank) of a run. Per-step values of all its spans and wo
 are pooled, so a run's numbers are the ranks averaged; :func:`diff` also compares rank
 by rank when both sides are runs with the same ranks.
 
-Noise rule (:data:`NOISE_RULE`): a metric with per-step samples changes *beyond noise*
-when the difference of the means exceeds twice its standard error
-``sqrt(s_base²/n_base + s_exp²/n_exp)``, where ``s`` is a side's step-to-step standard
-deviation (Welch; about a 95 % two-sided test). The step-to-step noise of both sides
-enters, so a jittery side needs a larger change. Only then is it ``improved`` or
-``regressed``; a difference under 1 % of the base (or exactly zero) is ``unchanged``;
-anything else is ``within noise``. Metrics with one value per
-side (no per-step samples) use a relative rule: under 1 % ``unchanged``, 10 % or more
-``improved``/``regressed``, between ``within noise``.
+Verdicts (:mod:`.diff_rules`, :data:`NOISE_RULE`): a change under 1 % of the base, or
+under 0.5 % of the base step time (0.5 pp for shares), is too small to matter
+(``unchanged``); otherwise rows with per-step samples get ``improved``/``regressed``
+only beyond the step-to-step noise (Welch, 2 standard errors), and rows with one value
+per side from a 10 % change (both numbers in :mod:`.thresholds`). Communication rows
+(collectives per step, bytes per collective, DDP buckets, bandwidth with its basis,
+waited vs transfer per step) come from :mod:`.diff_comm`; when a side is a run of
+several workers, the run view across its ranks (:func:`..summary.summarize_run`, latest
+span of each worker) supplies the rows across ranks and its run-level diagnoses.
+
+NCCL/RCCL kernels are kept out of the kernel-time verdicts: an NCCL kernel runs from
+its rank's arrival until the last rank's, so its time is mostly waiting when ranks
+arrive apart. They are listed in ``kernels.communication`` with ``not judged``; the
+waited/transfer rows say what changed.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tb_kineto_insights.analysis.collectives import is_communication_kernel
+from tb_kineto_insights.analysis.diff_comm import communication_rows
+from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+
 DIFF_SCHEMA = "tb_kineto_insights.diff/1"
-NOISE_RULE = (
-    "beyond noise when |mean(exp) - mean(base)| > 2 x sqrt(s_base^2/n_base + s_exp^2/n_exp), "
-    "s = step-to-step standard deviation of each side (Welch); under 1 % of base: "
-    "unchanged; single values: under 1 % unchanged, >= 10 % a verdict, else within noise"
-)
-UNCHANGED_FRACTION = 0.01
-SCALAR_VERDICT_FRACTION = 0.10
 
 Side = Sequence[tuple[str, dict[str, Any]]]
 Extractor = Callable[[dict[str, Any]], list[float] | None]
+
+
+#: ``(base side, step floor µs, thresholds)`` → the row's smallest change that matters.
+Floor = Callable[[Sequence[tuple[str, dict[str, Any]]], float, Thresholds], float]
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class Metric:
     better: str  # "lower" or "higher"
     extract: Extractor
     per_step: bool = True
+    #: None: the unit's floor (0.5 % of the step for µs, 0.5 pp for a share, else 0).
+    floor: Floor | None = None
 
 
 def _steps(s: dict[str, Any]) -> list[dict[str, Any]]:
@@ -84,6 +92,21 @@ def _short_share(s: dict[str, Any]) -> list[float] | None:
     if not per or any(x["count"] == 0 for x in per):
         return None
     return [x["short_count"] / x["count"] for x in per]
+
+
+def _short_share_floor(base: Side, step_floor_us: float, th: Thresholds) -> float:
+    """A change Δ of the short-kernel share moves Δ × (kernels per step) kernels across
+    the short threshold, worth at most that many × the threshold in time: it matters
+    from ``step_floor_us`` of such time, i.e. Δ ≥ step_floor_us / (kernels per step ×
+    threshold); never under the 0.5 pp of any share."""
+    per_step = [
+        float(s["kernels"]["mean_per_step"]) * float(s["kernels"].get("short_threshold_us") or 0)
+        for _, s in base
+        if (s.get("kernels") or {}).get("mean_per_step")
+    ]
+    kernel_us = sum(per_step) / len(per_step) if per_step else 0.0
+    share = step_floor_us / kernel_us if kernel_us > 0 else 0.0
+    return max(th.diff_min_step_fraction, share)
 
 
 def _comm(key: str) -> Extractor:
@@ -133,7 +156,7 @@ METRICS: tuple[Metric, ...] = (
     *(
         Metric(
             f"breakdown.{c}_us",
-            f"step breakdown: {c.replace('_', ' ')}",
+            f"step breakdown: {c.replace('_', ' ')} /step",
             "µs",
             "lower",
             _breakdown(c),
@@ -141,15 +164,30 @@ METRICS: tuple[Metric, ...] = (
         for c in _CATEGORIES
     ),
     *(
-        Metric(f"idle.{c}_us", f"GPU idle: {c.replace('_', ' ')}", "µs", "lower", _idle_cause(c))
+        Metric(
+            f"idle.{c}_us", f"GPU idle: {c.replace('_', ' ')} /step", "µs", "lower", _idle_cause(c)
+        )
         for c in _CAUSES
     ),
-    Metric("kernels_per_step", "kernels per step", "count", "lower", _kernels_per_step),
-    Metric("short_kernel_fraction", "short-kernel share", "fraction", "lower", _short_share),
-    Metric("communication.exposed_us", "exposed communication", "µs", "lower", _comm("exposed_us")),
+    Metric("kernels_per_step", "kernels /step", "count", "lower", _kernels_per_step),
+    Metric(
+        "short_kernel_fraction",
+        "short-kernel share",
+        "fraction",
+        "lower",
+        _short_share,
+        floor=_short_share_floor,
+    ),
+    Metric(
+        "communication.exposed_us",
+        "exposed communication /step",
+        "µs",
+        "lower",
+        _comm("exposed_us"),
+    ),
     Metric(
         "communication.overlapped_us",
-        "overlapped communication",
+        "overlapped communication /step",
         "µs",
         "higher",
         _comm("overlapped_us"),
@@ -164,50 +202,6 @@ METRICS: tuple[Metric, ...] = (
         per_step=False,
     ),
 )
-
-
-def _mean_std(xs: list[float]) -> tuple[float, float]:
-    n = len(xs)
-    mean = sum(xs) / n
-    var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
-    return mean, math.sqrt(var)
-
-
-def judge(
-    base: list[float], exp: list[float], better: str, per_step: bool = True
-) -> dict[str, Any]:
-    """Compare two samples; returns means, change, noise and the verdict (see NOISE_RULE)."""
-    mb, sb = _mean_std(base)
-    me, se = _mean_std(exp)
-    delta = me - mb
-    rel = delta / abs(mb) if mb else (0.0 if delta == 0 else math.copysign(math.inf, delta))
-    stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))
-    if delta == 0 or abs(rel) < UNCHANGED_FRACTION:
-        verdict = "unchanged"
-    elif per_step and len(base) > 1 and len(exp) > 1:
-        beyond = abs(delta) > 2 * stderr
-        verdict = _direction(delta, better) if beyond else "within noise"
-    else:
-        verdict = (
-            _direction(delta, better) if abs(rel) >= SCALAR_VERDICT_FRACTION else "within noise"
-        )
-    return {
-        "base": mb,
-        "exp": me,
-        "delta": delta,
-        "change_fraction": rel if math.isfinite(rel) else None,
-        "base_noise": sb,
-        "exp_noise": se,
-        "stderr": stderr,
-        "base_n": len(base),
-        "exp_n": len(exp),
-        "verdict": verdict,
-    }
-
-
-def _direction(delta: float, better: str) -> str:
-    good = delta < 0 if better == "lower" else delta > 0
-    return "improved" if good else "regressed"
 
 
 def _pool(side: Side, extract: Extractor) -> list[float] | None:
@@ -240,25 +234,50 @@ def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]
     return rows, offset
 
 
-def _compare_table(base: Side, exp: Side, table: str, limit: int = 25) -> dict[str, Any]:
+def _compare_table(
+    base: Side,
+    exp: Side,
+    table: str,
+    *,
+    step_floor_us: float,
+    thresholds: Thresholds,
+    limit: int = 25,
+) -> dict[str, Any]:
+    """Per name: time and count per step, judged (see :mod:`.diff_rules`). For the
+    ``kernels`` table, NCCL/RCCL kernels go to ``communication`` with their time
+    ``not judged`` (their time is mostly waiting when ranks arrive apart)."""
     b_rows, b_n = _table_rows(base, table)
     e_rows, e_n = _table_rows(exp, table)
+    out: dict[str, Any] = {"changed": [], "added": [], "removed": [], "unchanged_count": 0}
+    if table == "kernels":
+        out["communication"] = []
     if not b_n or not e_n:
-        return {"changed": [], "added": [], "removed": [], "unchanged_count": 0}
-    changed, added, removed = [], [], []
+        return out
+    changed, added, removed, comm = [], [], [], []
     unchanged = 0
     for name in sorted(set(b_rows) | set(e_rows)):
         b = b_rows.get(name, {"time": [0.0] * b_n, "count": [0.0] * b_n})
         e = e_rows.get(name, {"time": [0.0] * e_n, "count": [0.0] * e_n})
-        t = judge(b["time"], e["time"], "lower")
-        c = judge(b["count"], e["count"], "lower")
+        t = judge(b["time"], e["time"], "lower", min_abs_delta=step_floor_us, thresholds=thresholds)
+        c = judge(b["count"], e["count"], "lower", thresholds=thresholds)
         row = {
             "name": name,
             "time_us_per_step": t,
             "count_per_step": c,
             "delta_time_us_per_step": t["delta"],
         }
-        if name not in b_rows:
+        if table == "kernels" and is_communication_kernel(name):
+            if t["verdict"] != "unchanged":
+                t["verdict"] = "not judged"
+            row["status"] = (
+                "added" if name not in b_rows else "removed" if name not in e_rows else "both"
+            )
+            row["note"] = (
+                "communication kernel: its time includes waiting for the other ranks; "
+                "see the waited/transfer rows"
+            )
+            comm.append(row)
+        elif name not in b_rows:
             added.append(row)
         elif name not in e_rows:
             removed.append(row)
@@ -270,12 +289,15 @@ def _compare_table(base: Side, exp: Side, table: str, limit: int = 25) -> dict[s
     def by_impact(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return sorted(rows, key=lambda r: -abs(r["delta_time_us_per_step"]))[:limit]
 
-    return {
-        "changed": by_impact(changed),
-        "added": by_impact(added),
-        "removed": by_impact(removed),
-        "unchanged_count": unchanged,
-    }
+    out.update(
+        changed=by_impact(changed),
+        added=by_impact(added),
+        removed=by_impact(removed),
+        unchanged_count=unchanged,
+    )
+    if table == "kernels":
+        out["communication"] = by_impact(comm)
+    return out
 
 
 def _setting(s: dict[str, Any], key: str) -> Any:
@@ -326,21 +348,73 @@ def _warnings(base: Side, exp: Side) -> list[str]:
     return out
 
 
-def _diagnosis_ids(side: Side) -> set[str]:
-    return {d["id"] for _, s in side for d in s.get("diagnoses", [])}
+def _worker_of(label: str) -> str:
+    """``worker/span`` → worker (worker names hold no ``/``)."""
+    return label.partition("/")[0]
+
+
+def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any] | None:
+    """The run view across the ranks of a side (latest span of each worker, as
+    ``report`` does), or None when the side has fewer than two workers. Labels are
+    ``worker/span``."""
+    latest: dict[str, dict[str, Any]] = {}
+    for label, summary in side:
+        latest[_worker_of(label)] = summary  # the last span of a worker wins
+    if len(latest) < 2:
+        return None
+    # summary.py sits above the analysis modules; imported here, where it is used
+    from tb_kineto_insights.summary import summarize_run
+
+    return summarize_run(list(latest.items()), thresholds)
+
+
+def diagnoses_found(side: Side, run: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every diagnosis of a side: span-level (``scope`` ``span``, ``where`` = its
+    ``worker/span``) and run-level from the run view (``scope`` ``run``, ``where`` =
+    ``all ranks``); each ``{id, scope, where, severity, title, impact_fraction}``."""
+    found = []
+    for label, s in side:
+        for d in s.get("diagnoses", []):
+            found.append({**_brief(d), "scope": "span", "where": label})
+    for d in (run or {}).get("diagnoses", []):
+        found.append({**_brief(d), "scope": "run", "where": "all ranks"})
+    return found
+
+
+def _brief(d: dict[str, Any]) -> dict[str, Any]:
+    keys = ("id", "severity", "title", "impact_fraction")
+    return {k: d.get(k) for k in keys}
+
+
+def _unit_floor(unit: str, step_floor_us: float, th: Thresholds) -> float:
+    """The row's smallest change that matters in its own unit (see :mod:`.diff_rules`)."""
+    if unit == "µs":
+        return step_floor_us
+    if unit == "fraction":
+        return th.diff_min_step_fraction
+    return 0.0
 
 
 def diff(
-    base: Side, exp: Side, *, base_label: str = "base", exp_label: str = "exp"
+    base: Side,
+    exp: Side,
+    *,
+    base_label: str = "base",
+    exp_label: str = "exp",
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> dict[str, Any]:
     """Compare two sides; returns the ``tb_kineto_insights.diff/1`` document.
 
     Keys: ``headline`` (step time before → after, ``speedup`` = base / exp, verdict),
     ``metrics`` (one row per metric both sides have: means, ``delta``,
-    ``change_fraction`` (relative to base), noise, ``verdict``), ``kernels`` / ``ops``
-    (``changed`` / ``added`` / ``removed`` by time per step), ``diagnoses``
-    (``appeared`` / ``disappeared`` / ``kept``), ``warnings`` (device, world size,
-    CUDA versions, profiler settings), ``per_rank`` (runs with matching ranks),
+    ``change_fraction`` (relative to base), noise, ``min_delta``, ``verdict``; the
+    communication rows of :mod:`.diff_comm` carry ``basis``/``note`` where they have
+    one), ``communication`` (``ddp_buckets``, ``busbw_basis``, ``rank_rows_from``),
+    ``kernels`` / ``ops`` (``changed`` / ``added`` / ``removed`` by time per step;
+    ``kernels.communication``: NCCL kernels, time ``not judged``), ``diagnoses``
+    (``appeared`` / ``disappeared`` / ``kept`` ids, span- and run-level; ``found``:
+    ``{base, exp}`` lists from :func:`diagnoses_found`), ``warnings`` (device, world
+    size, CUDA versions, profiler settings), ``per_rank`` (runs with matching ranks),
     ``largest_changes`` and ``noise_rule``.
 
     Raises:
@@ -348,12 +422,22 @@ def diff(
     """
     if not base or not exp:
         raise ValueError("both sides need at least one readable trace")
+    th = thresholds
+    base_steps = _pool(base, METRICS[0].extract)
+    if not base_steps or not _pool(exp, METRICS[0].extract):
+        raise ValueError("no step times on one side")
+    step_floor_us = th.diff_min_step_fraction * sum(base_steps) / len(base_steps)
     metrics = []
     for metric in METRICS:
         b, e = _pool(base, metric.extract), _pool(exp, metric.extract)
         if not b or not e:
             continue
-        row = judge(b, e, metric.better, metric.per_step)
+        floor = (
+            metric.floor(base, step_floor_us, th)
+            if metric.floor
+            else _unit_floor(metric.unit, step_floor_us, th)
+        )
+        row = judge(b, e, metric.better, metric.per_step, min_abs_delta=floor, thresholds=th)
         metrics.append(
             {
                 "key": metric.key,
@@ -363,10 +447,12 @@ def diff(
                 **row,
             }
         )
-    metrics.extend(_bandwidth_metrics(base, exp))
-    step = next((m for m in metrics if m["key"] == "step_time_us"), None)
-    if step is None:
-        raise ValueError("no step times on one side")
+    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
+    comm_rows, comm_section = communication_rows(
+        base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
+    )
+    metrics.extend(comm_rows)
+    step = metrics[0]
     headline = {
         "base_step_us": step["base"],
         "exp_step_us": step["exp"],
@@ -374,9 +460,11 @@ def diff(
         "change_fraction": step["change_fraction"],
         "verdict": step["verdict"],
     }
-    kernels = _compare_table(base, exp, "kernels")
-    ops = _compare_table(base, exp, "ops")
-    b_ids, e_ids = _diagnosis_ids(base), _diagnosis_ids(exp)
+    table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
+    kernels = _compare_table(base, exp, "kernels", **table_args)
+    ops = _compare_table(base, exp, "ops", **table_args)
+    b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
+    b_ids, e_ids = {d["id"] for d in b_found}, {d["id"] for d in e_found}
     largest = sorted(
         [
             {
@@ -407,47 +495,26 @@ def diff(
         "headline": headline,
         "warnings": _warnings(base, exp),
         "metrics": metrics,
+        "communication": comm_section,
         "kernels": kernels,
         "ops": ops,
         "diagnoses": {
             "appeared": sorted(e_ids - b_ids),
             "disappeared": sorted(b_ids - e_ids),
             "kept": sorted(b_ids & e_ids),
+            "found": {"base": b_found, "exp": e_found},
         },
-        "per_rank": _per_rank(base, exp),
+        "per_rank": _per_rank(base, exp, step_floor_us, th),
         "largest_changes": largest,
         "noise_rule": NOISE_RULE,
     }
-
-
-def _busbw(side: Side) -> dict[str, list[float]]:
-    """Per collective kind, the bus bandwidth (GB/s) of each summary that has one."""
-    out: dict[str, list[float]] = {}
-    for _, s in side:
-        for k in (s.get("communication") or {}).get("kinds") or []:
-            if k.get("busbw_gbps") is not None:
-                out.setdefault(k["kind"], []).append(float(k["busbw_gbps"]))
-    return out
-
-
-def _bandwidth_metrics(base: Side, exp: Side) -> list[dict[str, Any]]:
-    """Bus bandwidth per collective kind both sides have (one value per span: the
-    relative rule for single values applies unless both sides have several)."""
-    b, e = _busbw(base), _busbw(exp)
-    rows = []
-    for kind in sorted(set(b) & set(e)):
-        several = len(b[kind]) > 1 and len(e[kind]) > 1
-        row = judge(b[kind], e[kind], "higher", per_step=several)
-        head = {"key": f"communication.busbw.{kind}_gbps", "label": f"busbw {kind}"}
-        rows.append({**head, "unit": "GB/s", "better": "higher", **row})
-    return rows
 
 
 def _rank(summary: dict[str, Any]) -> Any:
     return (summary.get("health", {}).get("distributed_info") or {}).get("rank")
 
 
-def _per_rank(base: Side, exp: Side) -> list[dict[str, Any]]:
+def _per_rank(base: Side, exp: Side, step_floor_us: float, th: Thresholds) -> list[dict[str, Any]]:
     by_b: dict[Any, list[tuple[str, dict[str, Any]]]] = {}
     by_e: dict[Any, list[tuple[str, dict[str, Any]]]] = {}
     for side, into in ((base, by_b), (exp, by_e)):
@@ -460,5 +527,6 @@ def _per_rank(base: Side, exp: Side) -> list[dict[str, Any]]:
     for rank in sorted(by_b):
         b, e = _pool(by_b[rank], metric.extract), _pool(by_e[rank], metric.extract)
         if b and e:
-            out.append({"rank": rank, "step_time_us": judge(b, e, "lower")})
+            row = judge(b, e, "lower", min_abs_delta=step_floor_us, thresholds=th)
+            out.append({"rank": rank, "step_time_us": row})
     return out

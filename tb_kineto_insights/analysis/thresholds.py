@@ -72,6 +72,18 @@ class Thresholds:
     fragmentation_min_reserved_bytes: float = 1024.0**3
     #: memory_near_capacity: reserved peak / device memory (totalGlobalMem), at least.
     near_capacity_fraction: float = 0.9
+    #: diff: a change too small to matter gets no verdict ("unchanged"), whatever its
+    #: noise test says. To get one, a change must be at least this share of the base
+    #: value ...
+    diff_min_change_fraction: float = 0.01
+    #: ... and, for a time per step, at least this share of the base's mean step time
+    #: (for a share such as GPU utilization, at least this many hundredths: 0.005 =
+    #: 0.5 percentage points). Under either bar the verdict is ``unchanged``.
+    diff_min_step_fraction: float = 0.005
+    #: diff: a metric with one value per side (no per-step samples) gets a verdict from
+    #: this relative change up; between ``diff_min_change_fraction`` and this it is
+    #: ``within noise``.
+    diff_single_value_verdict_fraction: float = 0.10
     #: Points per memory series sent for display (peaks kept).
     memory_series_points: int = 2000
     #: Gaps listed in ``idle.largest_gaps`` per device.

@@ -1,0 +1,121 @@
+"""The verdict of one diff row: is a change beyond noise, and is it large enough to matter.
+
+Rules, in order (:data:`NOISE_RULE` is the one-line form shown to users):
+
+1. *Too small to matter* → ``unchanged``, whatever the noise test says: the change
+   ``|mean(exp) − mean(base)|`` is under ``diff_min_change_fraction`` (1 %) of the base
+   value, or under a row-specific floor ``min_abs_delta``. The diff sets that floor to
+   ``diff_min_step_fraction`` (0.5 %) of the base's mean step time for a time per step,
+   and to ``diff_min_step_fraction`` itself (0.5 percentage points) for a share. So a
+   change gets a verdict only when it clears both bars: ≥ 1 % of the base *and* ≥ 0.5 %
+   of the step. (A 1.1 µs kernel that moves 0.05 µs, or a share that moves 0.3 pp, is
+   unchanged.)
+2. Rows with per-step samples on both sides (n ≥ 2 each): *beyond noise* when
+   ``|Δmean| > 2 · sqrt(s_base²/n_base + s_exp²/n_exp)``, ``s`` = each side's
+   step-to-step standard deviation (Welch's standard error; about a 95 % two-sided
+   test). Otherwise ``within noise``.
+3. Rows with one value per side (a bandwidth, a median size, a value per rank): a
+   verdict from ``diff_single_value_verdict_fraction`` (10 %) relative change up, else
+   ``within noise``.
+
+A change beyond noise is ``improved`` or ``regressed`` by the row's ``better``
+direction (``lower`` / ``higher``); rows that describe a setting rather than a cost
+(``better="none"``: collectives per step, message and bucket sizes) say ``changed``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+
+NOISE_RULE = (
+    "too small to matter (unchanged): under 1 % of the base, or under 0.5 % of the base "
+    "step time (0.5 pp for shares); else beyond noise when |mean(exp) - mean(base)| > "
+    "2 x sqrt(s_base^2/n_base + s_exp^2/n_exp), s = step-to-step standard deviation of "
+    "each side (Welch); single values: a verdict from 10 %, else within noise"
+)
+#: Verdicts a row can get.
+VERDICTS: tuple[str, ...] = (
+    "improved",
+    "regressed",
+    "changed",
+    "within noise",
+    "unchanged",
+    "not judged",
+)
+
+
+def _mean_std(xs: list[float]) -> tuple[float, float]:
+    n = len(xs)
+    mean = sum(xs) / n
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1) if n > 1 else 0.0
+    return mean, math.sqrt(var)
+
+
+def _direction(delta: float, better: str) -> str:
+    if better == "none":
+        return "changed"
+    good = delta < 0 if better == "lower" else delta > 0
+    return "improved" if good else "regressed"
+
+
+def judge(
+    base: list[float],
+    exp: list[float],
+    better: str,
+    per_step: bool = True,
+    *,
+    min_abs_delta: float = 0.0,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> dict[str, Any]:
+    """Compare two samples (see the module docstring for the rules).
+
+    Args:
+        base, exp: per-step values (``per_step``) or one value per span/rank, non-empty.
+        better: ``"lower"``, ``"higher"`` or ``"none"`` (a setting: ``changed``).
+        min_abs_delta: the row's floor in its own unit (0.5 % of the step time for a
+            time per step); a smaller change is ``unchanged``.
+
+    Returns:
+        ``base``/``exp`` (means), ``delta`` (exp − base), ``change_fraction`` (delta /
+        |base|, None when base is 0 and delta is not), ``base_noise``/``exp_noise``
+        (standard deviations), ``stderr``, ``base_n``/``exp_n``, ``min_delta`` (the
+        smallest change that would have mattered), ``verdict``.
+
+    Raises:
+        ValueError: ``base`` or ``exp`` is empty, or ``better`` is unknown.
+    """
+    if not base or not exp:
+        raise ValueError("judge needs at least one value on each side")
+    if better not in ("lower", "higher", "none"):
+        raise ValueError(f"better must be lower, higher or none, not {better!r}")
+    th = thresholds
+    mb, sb = _mean_std(base)
+    me, se = _mean_std(exp)
+    delta = me - mb
+    rel = delta / abs(mb) if mb else (0.0 if delta == 0 else math.copysign(math.inf, delta))
+    stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))
+    min_delta = max(th.diff_min_change_fraction * abs(mb), min_abs_delta)
+    if delta == 0 or abs(delta) < min_delta:
+        verdict = "unchanged"
+    elif per_step and len(base) > 1 and len(exp) > 1:
+        verdict = _direction(delta, better) if abs(delta) > 2 * stderr else "within noise"
+    elif abs(rel) >= th.diff_single_value_verdict_fraction:
+        verdict = _direction(delta, better)
+    else:
+        verdict = "within noise"
+    return {
+        "base": mb,
+        "exp": me,
+        "delta": delta,
+        "change_fraction": rel if math.isfinite(rel) else None,
+        "base_noise": sb,
+        "exp_noise": se,
+        "stderr": stderr,
+        "base_n": len(base),
+        "exp_n": len(exp),
+        "min_delta": min_delta,
+        "verdict": verdict,
+    }

@@ -1,0 +1,152 @@
+"""`check --fail-on`: every diagnosis id, span-level and run-level, and its exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cpu, kernel, write_trace
+
+from tb_kineto_insights import compare, summary
+from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, make_diagnosis
+from tb_kineto_insights.cli import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
+
+
+def _launch(ts: float, corr: int) -> dict[str, Any]:
+    event = cpu("cudaLaunchKernel", ts, 2, cat="cuda_runtime")
+    event["args"] = {"correlation": corr}
+    return event
+
+
+def _healthy(path: Path) -> Path:
+    """5 steps of 200 µs, GPU busy 80 %: no diagnosis fires on it."""
+    events: list[dict[str, Any]] = []
+    corr = 0
+    for s in range(5):
+        t0 = 1000.0 + s * 200
+        events.append(cpu(f"ProfilerStep#{s + 1}", t0, 200, cat="user_annotation"))
+        for name, start, dur in (("A", 10, 10), ("B", 30, 20), ("C", 60, 130)):
+            corr += 1
+            events.append(_launch(t0 + start - 5, corr))
+            events.append(kernel(name, t0 + start, dur, corr=corr))
+    return write_trace(path, events)
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path) -> tuple[Path, Path]:
+    """A base and an experiment run folder, each with two healthy workers."""
+    for side in ("base", "exp"):
+        for worker in ("w0", "w1"):
+            _healthy(tmp_path / side / f"{worker}.1.pt.trace.json")
+    return tmp_path / "base", tmp_path / "exp"
+
+
+def _diagnosis(id_: str) -> dict[str, Any]:
+    return make_diagnosis(id_, "medium", f"injected {id_}", {}, "none", "test", 0.2)
+
+
+def test_healthy_runs_have_no_diagnosis(two_ranks: tuple[Path, Path]) -> None:
+    base, exp = two_ranks
+    doc = compare.compare(compare.load_side(str(base)), compare.load_side(str(exp)))
+    assert doc["diagnoses"]["found"] == {"base": [], "exp": []}
+
+
+@pytest.mark.parametrize("scope", ["span", "run"])
+@pytest.mark.parametrize("id_", DIAGNOSIS_IDS)
+def test_fail_on_every_id(
+    id_: str,
+    scope: str,
+    two_ranks: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Absent → exit 0; present in the experiment (on one rank's span, or in the run view
+    across ranks) → exit 1 naming the id and where; present only in the base → exit 0."""
+    base, exp = two_ranks
+    args = ["check", str(base), str(exp), "--fail-on", id_]
+    assert main(args) == EXIT_OK
+    assert "OK: no limit crossed" in capsys.readouterr().out
+
+    def inject(into: Path) -> None:
+        if scope == "span":
+            real = compare.try_summarize_file
+
+            def with_diagnosis(path: str, **kw: Any) -> Any:
+                s, err = real(path, **kw)
+                if s is not None and Path(path).parent == into and "w1." in path:
+                    s["diagnoses"] = [*s["diagnoses"], _diagnosis(id_)]
+                return s, err
+
+            monkeypatch.setattr(compare, "try_summarize_file", with_diagnosis)
+        else:
+            real_run = summary.summarize_run
+
+            def run_with_diagnosis(workers: Any, thresholds: Any = None) -> dict[str, Any]:
+                run = real_run(workers, thresholds) if thresholds else real_run(workers)
+                if workers and workers[0][1].get("_side") == "exp":
+                    run["diagnoses"] = [*run["diagnoses"], _diagnosis(id_)]
+                return run
+
+            real = compare.try_summarize_file
+
+            def tagged(path: str, **kw: Any) -> Any:
+                s, err = real(path, **kw)
+                if s is not None:
+                    s["_side"] = "exp" if Path(path).parent == into else "base"
+                return s, err
+
+            monkeypatch.setattr(compare, "try_summarize_file", tagged)
+            monkeypatch.setattr(summary, "summarize_run", run_with_diagnosis)
+
+    inject(exp)
+    assert main(args) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    where = "all ranks" if scope == "run" else "w1/"
+    assert f"FAIL: diagnosis {id_} present in {exp}" in out and where in out
+    assert f"injected {id_}" in out
+    # another id than the one present: still fine
+    other = next(i for i in DIAGNOSIS_IDS if i != id_)
+    assert main(["check", str(base), str(exp), "--fail-on", other]) == EXIT_OK
+    capsys.readouterr()
+    monkeypatch.undo()
+    inject(base)  # only the base has it: the experiment is clean
+    assert main(args) == EXIT_OK
+
+
+def test_unknown_id_refused(
+    two_ranks: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, exp = two_ranks
+    assert main(["check", str(base), str(exp), "--fail-on", "straggler"]) == EXIT_UNUSABLE
+    err = capsys.readouterr().err
+    assert "unknown diagnosis id(s) straggler" in err and "communication_straggler" in err
+
+
+def test_straggler_run_fails_check(h200x2: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """ddp_straggler (rank 1 sleeps before its backward: recording_info.json): the run-level
+    diagnosis fails the check; one rank's trace alone has no view across ranks."""
+    run = str(h200x2 / "ddp_straggler")
+    assert main(["check", run, run, "--fail-on", "communication_straggler"]) == EXIT_REGRESSION
+    out = capsys.readouterr().out
+    assert "FAIL: diagnosis communication_straggler present in" in out
+    assert "(all ranks)" in out and "Rank 1" in out
+    rank0 = next((h200x2 / "ddp_straggler").glob("rank0.*.pt.trace.json.gz"))
+    args = ["check", str(rank0), str(rank0), "--fail-on", "communication_straggler"]
+    assert main(args) == EXIT_OK
+
+
+def test_run_level_diagnoses_in_gained_lost(h200x2: Path) -> None:
+    """One rank alone (no view across ranks) → the whole run: the straggler appears, as a
+    run-level diagnosis; the other way round it disappears."""
+    run = h200x2 / "ddp_straggler"
+    rank0 = next(run.glob("rank0.*.pt.trace.json.gz"))
+    one, both = compare.load_side(str(rank0)), compare.load_side(str(run))
+    doc = compare.compare(one, both)
+    assert "communication_straggler" in doc["diagnoses"]["appeared"]
+    runs = [f for f in doc["diagnoses"]["found"]["exp"] if f["scope"] == "run"]
+    assert [f["id"] for f in runs] == ["communication_straggler"]
+    assert runs[0]["where"] == "all ranks"
+    back = compare.compare(both, one)
+    assert "communication_straggler" in back["diagnoses"]["disappeared"]
+    assert "communication_straggler" in compare.diff_text(doc)
