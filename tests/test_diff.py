@@ -10,6 +10,7 @@ import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
 
 from tb_kineto_insights.analysis.diff import judge
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli import main
 from tb_kineto_insights.compare import SideError, compare, load_side, resolve_side
 
@@ -195,3 +196,60 @@ def test_check_refuses_unusable_or_ambiguous_input(
     assert main(["check", str(good), str(good), "--fail-on", "memory_grwoth"]) == 2
     assert "unknown diagnosis id" in capsys.readouterr().err
     assert main(["check", "--fail-on", "memory_growth,no_step_markers", str(good), str(good)]) == 0
+
+
+def test_small_change_edges_of_the_base() -> None:
+    """Under 1 % of the base: unchanged, however clean the samples (zero noise here)."""
+    assert judge([100.0, 100.0], [100.9, 100.9], "lower")["verdict"] == "unchanged"
+    assert judge([100.0, 100.0], [101.1, 101.1], "lower")["verdict"] == "regressed"
+    assert judge([100.0, 100.0], [99.1, 99.1], "lower")["verdict"] == "unchanged"
+    assert judge([100.0, 100.0], [98.9, 98.9], "lower")["verdict"] == "improved"
+    # a floor in the row's own unit (0.5 % of the step time for a time per step)
+    assert judge([10.0, 10.0], [11.9, 11.9], "lower", min_abs_delta=2.0)["verdict"] == "unchanged"
+    assert judge([10.0, 10.0], [12.1, 12.1], "lower", min_abs_delta=2.0)["verdict"] == "regressed"
+    row = judge([10.0, 10.0], [12.1, 12.1], "lower", min_abs_delta=2.0)
+    assert row["min_delta"] == 2.0
+    custom = DEFAULT_THRESHOLDS.replace(diff_min_change_fraction=0.02)
+    assert judge([100.0, 100.0], [101.1, 101.1], "lower", thresholds=custom)["verdict"] == (
+        "unchanged"
+    )
+    assert judge([100.0, 100.0], [102.1, 102.1], "none")["verdict"] == "changed"
+
+
+@pytest.mark.parametrize(
+    ("b_dur", "verdict", "util_verdict"),
+    [(20.9, "unchanged", "unchanged"), (21.1, "regressed", "improved")],
+)
+def test_small_change_edges_of_the_step(
+    tmp_path: Path, b_dur: float, verdict: str, util_verdict: str
+) -> None:
+    """Steps of 200 µs, so 0.5 % of the step is 1 µs: kernel B 20 → 20.9 µs (+4.5 % of
+    its base, zero step-to-step noise) is too small to matter; 20 → 21.1 µs is not. GPU
+    utilization moves 0.45 pp vs 0.55 pp: the same edge for a share."""
+    _run(tmp_path / "base", b_dur=20)
+    _run(tmp_path / "exp", b_dur=b_dur)
+    doc = compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp")))
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    kernel_time = metrics["breakdown.kernel_us"]
+    assert kernel_time["delta"] == pytest.approx(b_dur - 20)
+    assert kernel_time["min_delta"] == pytest.approx(1.0)
+    assert kernel_time["verdict"] == verdict
+    util = metrics["gpu_utilization_fraction"]
+    assert util["delta"] == pytest.approx((b_dur - 20) / 200)
+    assert util["verdict"] == util_verdict
+    rows = {r["name"]: r for g in ("changed", "added", "removed") for r in doc["kernels"][g]}
+    if verdict == "unchanged":
+        assert "B" not in rows and doc["kernels"]["unchanged_count"] == 3
+    else:
+        assert rows["B"]["time_us_per_step"]["verdict"] == "regressed"
+
+
+def test_step_floor_is_a_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--threshold diff_min_step_fraction=0.01`` lifts the floor to 2 µs of a 200 µs step."""
+    _run(tmp_path / "base", b_dur=20)
+    _run(tmp_path / "exp", b_dur=21.1)
+    args = ["diff", str(tmp_path / "base"), str(tmp_path / "exp"), "--format", "json"]
+    assert main([*args, "--threshold", "diff_min_step_fraction=0.01"]) == 0
+    metrics = {m["key"]: m for m in json.loads(capsys.readouterr().out)["metrics"]}
+    assert metrics["breakdown.kernel_us"]["verdict"] == "unchanged"
+    assert metrics["breakdown.kernel_us"]["min_delta"] == pytest.approx(2.0)

@@ -1,0 +1,232 @@
+"""Communication rows of the diff: collectives per step, bytes per collective, DDP
+buckets, bandwidth with its basis and unit, waited vs transfer per step."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cpu, kernel, write_trace
+
+from tb_kineto_insights.analysis.diff_comm import communication_rows
+from tb_kineto_insights.compare import compare, diff_text, load_side
+from tb_kineto_insights.summary import summarize_file
+
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A real summary of a tiny trace: 5 steps (numbers 1..5) of 200 µs, no collectives."""
+    events: list[dict[str, Any]] = []
+    for s in range(5):
+        t0 = 1000.0 + s * 200
+        events.append(cpu(f"ProfilerStep#{s + 1}", t0, 200, cat="user_annotation"))
+        events.append(kernel("A", t0 + 10, 150, corr=s + 1))
+    path = write_trace(tmp_path_factory.mktemp("plain") / "w.1.pt.trace.json", events)
+    return summarize_file(str(path))
+
+
+def _with_comm(
+    plain: dict[str, Any],
+    sizes_per_step: list[int],
+    *,
+    busbw_gbps: float | None = None,
+    basis: str | None = None,
+) -> dict[str, Any]:
+    """``plain`` with a hand-built ``communication`` section: the same AllReduce sizes in
+    each of its 5 steps (DDP buckets)."""
+    s = copy.deepcopy(plain)
+    seq = []
+    for step in range(1, 6):
+        for b in sizes_per_step:
+            t = 1000.0 + step * 200 + len(seq)
+            seq.append(
+                {"pg": "0", "seq": len(seq), "kind": "all_reduce", "bytes": b, "step": step}
+                | {"start_us": t, "start_ns": int(t * 1000), "dur_us": 1.0}
+            )
+    sizes = sorted(sizes_per_step * 5)
+    kind: dict[str, Any] = {
+        "kind": "all_reduce",
+        "count": len(seq),
+        "bytes": sum(sizes),
+        "sized_count": len(seq),
+        "busbw_gbps": busbw_gbps,
+    }
+    if basis:
+        kind["busbw_basis"] = basis
+    s["communication"] = {
+        "has_collectives": True,
+        "collective_count": len(seq),
+        "kinds": [kind],
+        "sequence": seq,
+        "sequence_truncated": False,
+        "ddp_bucket_bytes": {
+            "count": len(seq),
+            "median_bytes": float(sizes[len(sizes) // 2]),
+            "min_bytes": sizes[0],
+            "max_bytes": sizes[-1],
+            "distinct_count": len(set(sizes)),
+            "sizes": [{"bytes": b, "count": 5 * sizes_per_step.count(b)} for b in set(sizes)],
+        },
+    }
+    return s
+
+
+def _ranks(*rows: tuple[float, float, float, float]) -> list[dict[str, Any]]:
+    keys = (
+        "wait_us_per_step",
+        "transfer_us_per_step",
+        "exposed_wait_us_per_step",
+        "exposed_transfer_us_per_step",
+    )
+    return [
+        {"rank": i, "step_count": 5, **dict(zip(keys, r, strict=True))} for i, r in enumerate(rows)
+    ]
+
+
+def _rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["key"]: r for r in rows}
+
+
+def test_rows_from_run_views(plain: dict[str, Any]) -> None:
+    """Two ranks each side; 3 buckets per step (32, 32, 16 MiB) → 1 bucket of 96 MiB;
+    matched-transfer busbw 240 → 266.4 GB/s (+11 %); waited 4 ms/0 → 0.5 ms/0."""
+    base_s = _with_comm(plain, [32 * MIB, 32 * MIB, 16 * MIB])
+    exp_s = _with_comm(plain, [96 * MIB])
+    base = [("r0/1", base_s), ("r1/1", base_s)]
+    exp = [("r0/1", exp_s), ("r1/1", exp_s)]
+    bw = {"kind": "all_reduce", "busbw_basis": "matched_transfer"}
+    base_run = {
+        "kinds": [{**bw, "busbw_gbps": 240.0}],
+        "ranks": _ranks((4000.0, 1000.0, 3000.0, 500.0), (0.0, 1000.0, 0.0, 500.0)),
+    }
+    exp_run = {
+        "kinds": [{**bw, "busbw_gbps": 266.4}],
+        "ranks": _ranks((500.0, 850.0, 300.0, 400.0), (0.0, 850.0, 0.0, 400.0)),
+    }
+    rows, section = communication_rows(base, exp, base_run, exp_run, step_floor_us=1.0)
+    r = _rows(rows)
+    calls = r["communication.calls_per_step.all_reduce"]
+    assert (calls["base"], calls["exp"], calls["base_n"], calls["exp_n"]) == (3.0, 1.0, 10, 10)
+    assert (calls["unit"], calls["verdict"], calls["label"]) == (
+        "count",
+        "changed",
+        "all_reduce calls /step",
+    )
+    size = r["communication.bytes_per_collective.all_reduce"]
+    assert (size["base"], size["exp"], size["verdict"]) == (32 * MIB, 96 * MIB, "changed")
+    assert "per collective" in size["label"]
+    bucket = r["communication.ddp_bucket_median_bytes"]
+    assert (bucket["base"], bucket["exp"]) == (32 * MIB, 96 * MIB)
+    assert section["ddp_buckets"]["base"]["count_per_step"] == 3.0
+    assert section["ddp_buckets"]["exp"]["sizes"] == [{"bytes": 96 * MIB, "count": 5}]
+    busbw = r["communication.busbw.all_reduce_gbps"]
+    assert (busbw["unit"], busbw["base"], busbw["exp"]) == ("GB/s", 240.0, 266.4)
+    assert busbw["change_fraction"] == pytest.approx(0.11)
+    assert busbw["verdict"] == "improved"
+    assert busbw["label"] == "busbw all_reduce (matched transfer)"
+    assert busbw["basis"] == {"base": "matched_transfer", "exp": "matched_transfer"}
+    expected = {
+        "communication.waited_us_per_step": (2000.0, 250.0),
+        "communication.transfer_us_per_step": (1000.0, 850.0),
+        "communication.exposed_waited_us_per_step": (1500.0, 150.0),
+        "communication.exposed_transfer_us_per_step": (500.0, 400.0),
+    }
+    for key, (b, e) in expected.items():
+        assert (r[key]["base"], r[key]["exp"], r[key]["verdict"]) == (b, e, "improved"), key
+        assert r[key]["unit"] == "µs" and "/step" in r[key]["label"]
+    assert section["rank_rows_from"] == "run_view"
+
+
+def test_bandwidth_basis_decides_the_verdict(plain: dict[str, Any]) -> None:
+    """A lone rank's least-wait estimate is judged; the old kernel-time bandwidth (no
+    basis: it counts the wait) and a comparison across bases are not."""
+    sizes = [32 * MIB]
+
+    def busbw(b: float, e: float, b_basis: str | None, e_basis: str | None) -> dict[str, Any]:
+        base = [("r0/1", _with_comm(plain, sizes, busbw_gbps=b, basis=b_basis))]
+        exp = [("r0/1", _with_comm(plain, sizes, busbw_gbps=e, basis=e_basis))]
+        rows, _ = communication_rows(base, exp, None, None, step_floor_us=1.0)
+        return _rows(rows)["communication.busbw.all_reduce_gbps"]
+
+    estimate = busbw(200.0, 150.0, "least_wait_estimate", "least_wait_estimate")
+    assert (estimate["verdict"], estimate["label"]) == (
+        "regressed",
+        "busbw all_reduce (least wait estimate)",
+    )
+    legacy = busbw(59.4, 200.4, None, None)
+    assert legacy["verdict"] == "not judged" and "wait" in legacy["note"]
+    assert legacy["label"] == "busbw all_reduce (kernel time)"
+    assert busbw(59.4, 59.4, None, None)["verdict"] == "unchanged"
+    mixed = busbw(200.0, 100.0, "least_wait_estimate", None)
+    assert mixed["verdict"] == "not judged" and "bases" in mixed["note"]
+
+
+def test_waited_from_older_run_view_and_lone_rank(plain: dict[str, Any]) -> None:
+    """An older run view (``wait_us`` total, ``step_count``) still gives waited /step; a
+    side of one rank gives no waited/transfer rows and says why."""
+    s = _with_comm(plain, [32 * MIB])
+    side = [("r0/1", s), ("r1/1", s)]
+    old = {"ranks": [{"wait_us": 1000.0, "step_count": 5}, {"wait_us": 0.0, "step_count": 5}]}
+    new = {"ranks": [{"wait_us": 3000.0, "step_count": 5}, {"wait_us": 0.0, "step_count": 5}]}
+    rows, section = communication_rows(side, side, old, new, step_floor_us=1.0)
+    r = _rows(rows)
+    waited = r["communication.waited_us_per_step"]
+    assert (waited["base"], waited["exp"], waited["verdict"]) == (100.0, 300.0, "regressed")
+    assert "communication.transfer_us_per_step" not in r
+    rows, section = communication_rows(side[:1], side, None, new, step_floor_us=1.0)
+    assert "communication.waited_us_per_step" not in _rows(rows)
+    assert section["rank_rows_from"].startswith("a side is one rank")
+
+
+def test_ddp_default_vs_tuned(h200x2: Path) -> None:
+    """ddp_default (bucket_cap_mb=25) → ddp_tuned (100 MB, gradient_as_bucket_view): the
+    rows say what changed, checked against recording_info.json and an independent
+    recount of the wait from the collective sequences."""
+    before, after = h200x2 / "ddp_default", h200x2 / "ddp_tuned"
+    base, exp = load_side(str(before)), load_side(str(after))
+    doc = compare(base, exp)
+    r = _rows(doc["metrics"])
+    truth = [json.loads((p / "recording_info.json").read_text()) for p in (before, after)]
+    ddp = [t["ranks"]["rank0"]["ddp"] for t in truth]
+    calls = r["communication.calls_per_step.all_reduce"]
+    assert (calls["base"], calls["exp"]) == (13.0, 4.0)
+    assert (ddp[0]["num_buckets_reduced"], ddp[1]["num_buckets_reduced"]) == (13, 4)
+    assert calls["verdict"] == "changed"
+    buckets = doc["communication"]["ddp_buckets"]
+    for side, info in zip(("base", "exp"), ddp, strict=True):
+        listed = {int(x) for x in info["rebuilt_bucket_sizes"].split(",")}
+        assert {x["bytes"] for x in buckets[side]["sizes"]} == listed
+    assert buckets["base"]["count_per_step"] == 13.0 and buckets["exp"]["count_per_step"] == 4.0
+    assert r["communication.ddp_bucket_median_bytes"]["base"] == 33583104
+    busbw = r["communication.busbw.all_reduce_gbps"]
+    assert busbw["unit"] == "GB/s"
+    text = diff_text(doc)
+    line = next(x for x in text.splitlines() if x.strip().startswith("busbw all_reduce"))
+    assert line.count("GB/s") == 2
+    assert "all_reduce calls /step" in text and "13.0 ->          4.0" in text
+    # the NCCL kernel is listed apart, not judged, and is not among the largest changes
+    comm_kernels = doc["kernels"]["communication"]
+    assert [k["name"] for k in comm_kernels] == ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+    assert comm_kernels[0]["time_us_per_step"]["verdict"] == "not judged"
+    judged = doc["kernels"]["changed"] + doc["kernels"]["added"] + doc["kernels"]["removed"]
+    assert not any("nccl" in k["name"].lower() for k in judged)
+    assert not any("nccl" in c["name"].lower() for c in doc["largest_changes"])
+    # waited /step: latest start − this rank's start, per matched collective, per step
+    for key, side in (("base", base), ("exp", exp)):
+        seqs = [s["communication"]["sequence"] for _, s in side.summaries]
+        waits = [0.0, 0.0]
+        for a, b in zip(*seqs, strict=True):
+            assert (a["step"], a["kind"]) == (b["step"], b["kind"])
+            hi = max(a["start_ns"], b["start_ns"])
+            waits[0] += (hi - a["start_ns"]) / 1000
+            waits[1] += (hi - b["start_ns"]) / 1000
+        expected = sum(waits) / 2 / 5  # mean over ranks, 5 steps
+        assert r["communication.waited_us_per_step"][key] == pytest.approx(expected, rel=0.10)
+    waited = r["communication.waited_us_per_step"]
+    assert 4000 < waited["base"] < 6000 and 400 < waited["exp"] < 1000
+    assert waited["verdict"] == "improved"
