@@ -80,10 +80,12 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
 };
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {
-  improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors).",
-  regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors).",
+  improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
+  regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
+  changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
   "within noise": "A difference, but not beyond the step-to-step noise.",
-  unchanged: "Under 1 % of the base value.",
+  unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
+  "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
 };
 
 // Definitions of metrics, by key (diagnosis evidence keys and summary fields).
@@ -126,12 +128,19 @@ export const DEFINITIONS: Record<string, string> = {
   fragmentation_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks.",
   peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
   last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
-  mean_lateness_us: "Mean of (this rank's start − earliest rank's start) over matched collectives.",
-  mean_skew_when_last_us: "Mean start skew of the collectives this rank arrived at last.",
-  others_wait_us_per_step: "Time the other ranks wait for this rank in collectives ÷ number of steps.",
-  skew_median_us: "Median start skew (latest − earliest start of the same collective across ranks).",
-  wait_us: "Time this rank waited in matched collectives for the last rank to arrive, summed.",
-  mean_wait_us: "Time this rank waited for the last rank ÷ matched collectives.",
+  mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
+  mean_skew_when_last_us: "Skew per collective (latest − earliest start), mean over the collectives this rank arrived at last.",
+  others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step).",
+  delay_us_per_step: "What the other ranks lose to this rank per step (/step): median over steps of their wait for it.",
+  share_of_step: "delay_us_per_step ÷ mean step time.",
+  p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
+  skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",
+  wait_us: "Waited, total: this rank's (latest start − its start) summed over matched collectives of the whole profile.",
+  mean_wait_us: "Waited per collective: (latest start − this rank's start), mean over matched collectives.",
+  wait_us_per_step: "Waited /step: this rank's (latest start − its start) summed over the matched collectives of a step.",
+  transfer_us_per_step: "Transfer /step: (earliest end − latest start) of the matched collectives of a step, summed.",
+  exposed_wait_us_per_step: "Exposed waited /step: the part of the waiting not hidden under compute kernels.",
+  exposed_transfer_us_per_step: "Exposed transfer /step: the part of the transfer not hidden under compute kernels.",
   time_us: "Summed duration.",
   count: "Number of events.",
   impact_fraction: "Estimated share of step time this problem costs.",

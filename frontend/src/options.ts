@@ -13,6 +13,7 @@ import type {
 import type { ComposeOption } from "echarts/core";
 
 import { byteAxisUnit, durationAxisUnit, fmtBytes, fmtCount, fmtDuration, fmtPercent, fmtSignedDuration, isNum } from "./format";
+import { rankPerStep } from "./shape";
 import type { BreakdownChart, ChangeBar, CommChart, HistogramChart, IdlePerStepChart, MemoryChart, CauseRow } from "./shape";
 import type { Palette } from "./theme";
 import { type TipRow, tipNode } from "./tooltip";
@@ -473,7 +474,7 @@ export function memoryPerStepOption(
   };
 }
 
-// Across ranks: mean step, exposed communication and waiting time per rank.
+// Across ranks: mean step, communication, exposed communication and waited, all /step.
 export function ranksOption(ranks: RankRow[], p: Palette, stragglerRank: number | null): ChartOption {
   const names = ranks.map((r) => `rank ${r.rank}${r.rank === stragglerRank ? " ⚑" : ""}`);
   const ms = (v: number | null | undefined) => (isNum(v) ? v / 1000 : null);
@@ -487,21 +488,21 @@ export function ranksOption(ranks: RankRow[], p: Palette, stragglerRank: number 
       return tipNode(
         `${names[i]} — ${ranks[i]?.worker ?? ""}`,
         list.map((x) => ({ color: colorOf(x), label: x.seriesName ?? "", value: fmtDuration((valueOf(x) ?? 0) * 1000) })),
-        "Means per step; waiting: time spent in collectives for the last rank to arrive.",
+        "All /step. Waited: latest start − this rank's start, summed over the matched collectives of a step.",
       );
     }),
     xAxis: { type: "category", data: names, ...axisStyle(p) },
-    yAxis: { type: "value", name: "ms per step", ...axisStyle(p) },
+    yAxis: { type: "value", name: "ms /step", ...axisStyle(p) },
     series: [
       { type: "bar", name: "Step time", barMaxWidth: 28, itemStyle: { color: p.neutral }, data: ranks.map((r) => ms(r.mean_step_us)) },
-      { type: "bar", name: "Communication", barMaxWidth: 28, itemStyle: { color: p.breakdown.communication }, data: ranks.map((r) => ms(r.mean_comm_us)) },
-      { type: "bar", name: "Exposed communication", barMaxWidth: 28, itemStyle: { color: p.bad }, data: ranks.map((r) => ms(r.mean_exposed_us)) },
+      { type: "bar", name: "Communication /step", barMaxWidth: 28, itemStyle: { color: p.breakdown.communication }, data: ranks.map((r) => ms(r.mean_comm_us)) },
+      { type: "bar", name: "Exposed communication /step", barMaxWidth: 28, itemStyle: { color: p.bad }, data: ranks.map((r) => ms(r.mean_exposed_us)) },
       {
         type: "bar",
-        name: "Waiting for others",
+        name: "Waited /step",
         barMaxWidth: 28,
         itemStyle: { color: p.warn },
-        data: ranks.map((r) => ms(isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0 ? r.wait_us / r.step_count : null)),
+        data: ranks.map((r) => ms(rankPerStep(r, "wait"))),
       },
     ],
   };

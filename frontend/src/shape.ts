@@ -30,6 +30,7 @@ import type {
   IdleDevice,
   MemoryDevice,
   Num,
+  RankRow,
   SpanEntry,
   StepsPanel,
 } from "./types";
@@ -420,12 +421,14 @@ export function largestChanges(table: DiffDoc["kernels"], limit = 12): ChangeBar
 export interface VerdictCounts {
   improved: number;
   regressed: number;
+  changed: number;
   "within noise": number;
   unchanged: number;
+  "not judged": number;
 }
 
 export function verdictCounts(doc: DiffDoc | null | undefined): VerdictCounts {
-  const out: VerdictCounts = { improved: 0, regressed: 0, "within noise": 0, unchanged: 0 };
+  const out: VerdictCounts = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
   for (const m of doc?.metrics ?? []) {
     const v = m.verdict as keyof VerdictCounts;
     if (v in out) out[v] += 1;
@@ -459,3 +462,25 @@ export function countRows(counts: Record<string, Num> | null | undefined): [stri
     .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
 }
 
+
+// ------------------------------------------------------------------ across ranks
+
+export type RankPart = "wait" | "transfer" | "exposed_wait" | "exposed_transfer";
+
+// A rank's value per step: the run view's own `<part>_us_per_step` when present; for the
+// wait, an older run view's total (`wait_us`, summed over the profile) ÷ its steps.
+export function rankPerStep(r: RankRow | null | undefined, part: RankPart): number | null {
+  if (!r) return null;
+  const own = r[`${part}_us_per_step`];
+  if (isNum(own)) return own;
+  if (part === "wait" && isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0) return r.wait_us / r.step_count;
+  return null;
+}
+
+// Bandwidth basis in words: what the busbw was computed from.
+export function busbwBasisText(basis: string | null | undefined): string {
+  if (basis === "matched_transfer") return "from the matched transfer across ranks (waiting left out)";
+  if (basis === "least_wait_estimate") return "estimated on this rank from its collectives with the least waiting";
+  if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
+  return basis.replace(/_/g, " ");
+}

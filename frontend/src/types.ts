@@ -177,6 +177,10 @@ export interface CommKind {
   mean_us?: Num;
   algbw_gbps?: Num;
   busbw_gbps?: Num;
+  // "least_wait_estimate" (a lone rank), "matched_transfer" (run view); absent: kernel time
+  busbw_basis?: string;
+  calls_per_step?: Num;
+  median_bytes?: Num;
   group_sizes?: number[];
 }
 
@@ -319,6 +323,22 @@ export interface RankRow {
   wait_us?: Num;
   mean_wait_us?: Num;
   mean_lateness_us?: Num;
+  wait_us_per_step?: Num;
+  transfer_us_per_step?: Num;
+  exposed_wait_us_per_step?: Num;
+  exposed_transfer_us_per_step?: Num;
+}
+
+// Per collective kind across ranks, bandwidth from the matched transfer.
+export interface RunKind {
+  kind: string;
+  matched_count?: Num;
+  calls_per_step?: Num;
+  median_bytes?: Num;
+  median_transfer_us?: Num;
+  algbw_gbps?: Num;
+  busbw_gbps?: Num;
+  busbw_basis?: string;
 }
 
 export interface RunView {
@@ -326,6 +346,7 @@ export interface RunView {
   world_size?: Num;
   rank_source?: string;
   ranks?: RankRow[];
+  kinds?: RunKind[];
   matched_count?: Num;
   unmatched_count?: Num;
   skew_us?: { count?: Num; mean_us?: Num; median_us?: Num; p90_us?: Num; max_us?: Num; total_us?: Num };
@@ -346,6 +367,9 @@ export interface RunView {
     matched_count?: Num;
     last_fraction?: Num;
     mean_lateness_us?: Num;
+    p_value?: Num;
+    delay_us_per_step?: Num;
+    share_of_step?: Num;
   } | null;
   notes?: string[];
   diagnoses?: Diagnosis[];
@@ -369,6 +393,7 @@ export interface DiffJudgement {
   stderr?: Num;
   base_n?: Num;
   exp_n?: Num;
+  min_delta?: Num;
   verdict?: string;
 }
 
@@ -377,6 +402,8 @@ export interface DiffMetric extends DiffJudgement {
   label: string;
   unit: string;
   better?: string;
+  basis?: { base?: string; exp?: string };
+  note?: string;
 }
 
 export interface DiffNameRow {
@@ -384,12 +411,35 @@ export interface DiffNameRow {
   time_us_per_step?: DiffJudgement;
   count_per_step?: DiffJudgement;
   delta_time_us_per_step?: Num;
+  status?: string;
+  note?: string;
+}
+
+export interface DiffBuckets {
+  count?: Num;
+  count_per_step?: Num;
+  median_bytes?: Num;
+  min_bytes?: Num;
+  max_bytes?: Num;
+  distinct_count?: Num;
+  sizes?: { bytes: number; count: number }[];
+}
+
+export interface DiffFound {
+  id: string;
+  scope?: string;
+  where?: string;
+  severity?: string;
+  title?: string;
+  impact_fraction?: Num;
 }
 
 export interface DiffTable {
   changed?: DiffNameRow[];
   added?: DiffNameRow[];
   removed?: DiffNameRow[];
+  // NCCL/RCCL kernels: time includes waiting for other ranks, not judged
+  communication?: DiffNameRow[];
   unchanged_count?: Num;
 }
 
@@ -408,7 +458,17 @@ export interface DiffDoc {
   metrics?: DiffMetric[];
   kernels?: DiffTable;
   ops?: DiffTable;
-  diagnoses?: { appeared?: string[]; disappeared?: string[]; kept?: string[] };
+  diagnoses?: {
+    appeared?: string[];
+    disappeared?: string[];
+    kept?: string[];
+    found?: { base?: DiffFound[]; exp?: DiffFound[] };
+  };
+  communication?: {
+    ddp_buckets?: { base?: DiffBuckets | null; exp?: DiffBuckets | null };
+    busbw_basis?: Record<string, { base?: string; exp?: string }>;
+    rank_rows_from?: string;
+  };
   per_rank?: Record<string, unknown>[];
   largest_changes?: { what?: string; name?: string; delta_us_per_step?: Num; verdict?: string }[];
   noise_rule?: string;

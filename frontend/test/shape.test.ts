@@ -19,6 +19,8 @@ import {
   sortDiagnoses,
   spanLabel,
   stepBoundariesMs,
+  busbwBasisText,
+  rankPerStep,
   verdictCounts,
 } from "../src/shape";
 import type { DiffDoc, IdleDevice, MemoryDevice, StepsPanel } from "../src/types";
@@ -224,6 +226,26 @@ test("diff headline and verdict counts", () => {
   assert.equal(h.base, "115 ms");
   assert.equal(h.exp, "42.2 ms");
   assert.equal(h.verdict, "improved");
-  assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, "within noise": 1, unchanged: 1 });
+  assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, changed: 0, "within noise": 1, unchanged: 1, "not judged": 0 });
+  const comm: DiffDoc = { metrics: [{ key: "a", label: "a", unit: "count", verdict: "changed" }, { key: "b", label: "b", unit: "GB/s", verdict: "not judged" }] };
+  assert.deepEqual(verdictCounts(comm), { improved: 0, regressed: 0, changed: 1, "within noise": 0, unchanged: 0, "not judged": 1 });
   assert.equal(headlineParts({}), null);
+});
+
+test("a rank's value per step: its own key, else the older total ÷ steps (waited only)", () => {
+  // the run view's own per-step keys win
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us_per_step: 29100, wait_us: 1, step_count: 5 }, "wait"), 29100);
+  // an older run view: 145.55 ms waited in total over 5 steps → 29.11 ms /step
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 5 }, "wait"), 29110);
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 0 }, "wait"), null);
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 5 }, "transfer"), null);
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", transfer_us_per_step: 800 }, "transfer"), 800);
+  assert.equal(rankPerStep(undefined, "wait"), null);
+});
+
+test("bandwidth basis in words", () => {
+  assert.match(busbwBasisText("matched_transfer"), /waiting left out/);
+  assert.match(busbwBasisText("least_wait_estimate"), /least waiting/);
+  assert.match(busbwBasisText(undefined), /includes waiting/);
+  assert.match(busbwBasisText("kernel_time"), /includes waiting/);
 });

@@ -454,10 +454,12 @@ var __kinetoInsights = (() => {
     trace_data_loss: "Trace data loss"
   };
   var VERDICT_DEFINITIONS = {
-    improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors).",
-    regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors).",
+    improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
+    regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
+    changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
     "within noise": "A difference, but not beyond the step-to-step noise.",
-    unchanged: "Under 1 % of the base value."
+    unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
+    "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note)."
   };
   var DEFINITIONS = {
     mean_step_us: "Mean duration of a step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
@@ -494,16 +496,308 @@ var __kinetoInsights = (() => {
     fragmentation_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks.",
     peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
-    mean_lateness_us: "Mean of (this rank's start − earliest rank's start) over matched collectives.",
-    mean_skew_when_last_us: "Mean start skew of the collectives this rank arrived at last.",
-    others_wait_us_per_step: "Time the other ranks wait for this rank in collectives ÷ number of steps.",
-    skew_median_us: "Median start skew (latest − earliest start of the same collective across ranks).",
-    wait_us: "Time this rank waited in matched collectives for the last rank to arrive, summed.",
-    mean_wait_us: "Time this rank waited for the last rank ÷ matched collectives.",
+    mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
+    mean_skew_when_last_us: "Skew per collective (latest − earliest start), mean over the collectives this rank arrived at last.",
+    others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step).",
+    delay_us_per_step: "What the other ranks lose to this rank per step (/step): median over steps of their wait for it.",
+    share_of_step: "delay_us_per_step ÷ mean step time.",
+    p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
+    skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",
+    wait_us: "Waited, total: this rank's (latest start − its start) summed over matched collectives of the whole profile.",
+    mean_wait_us: "Waited per collective: (latest start − this rank's start), mean over matched collectives.",
+    wait_us_per_step: "Waited /step: this rank's (latest start − its start) summed over the matched collectives of a step.",
+    transfer_us_per_step: "Transfer /step: (earliest end − latest start) of the matched collectives of a step, summed.",
+    exposed_wait_us_per_step: "Exposed waited /step: the part of the waiting not hidden under compute kernels.",
+    exposed_transfer_us_per_step: "Exposed transfer /step: the part of the transfer not hidden under compute kernels.",
     time_us: "Summed duration.",
     count: "Number of events.",
     impact_fraction: "Estimated share of step time this problem costs."
   };
+
+  // src/shape.ts
+  function severityRank(severity) {
+    const i = SEVERITY_ORDER.indexOf(severity);
+    return i < 0 ? SEVERITY_ORDER.length : i;
+  }
+  function sortDiagnoses(list) {
+    return [...list ?? []].sort((a, b) => {
+      const bySeverity = severityRank(a.severity) - severityRank(b.severity);
+      if (bySeverity !== 0) return bySeverity;
+      const ia = isNum(a.impact_fraction) ? a.impact_fraction : -1;
+      const ib = isNum(b.impact_fraction) ? b.impact_fraction : -1;
+      return ib - ia;
+    });
+  }
+  function panelForDiagnosis(panel2, allRanks = false) {
+    switch (panel2) {
+      case "steps":
+      case "overview":
+        return "overview";
+      case "kernels":
+        return "kernels";
+      case "idle":
+        return "idle";
+      case "communication":
+        return "communication";
+      case "memory":
+        return "memory";
+      case "health":
+        return "health";
+      case "run":
+        return allRanks ? "ranks" : "communication";
+      default:
+        return "overview";
+    }
+  }
+  function formatByKey(key, value) {
+    if (value === null || value === void 0) return NA;
+    if (Array.isArray(value)) {
+      const items = value.slice(0, 8).map((v) => formatByKey(key, v));
+      return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
+    }
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
+    if (!isNum(value)) return String(value);
+    if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+      return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
+    }
+    if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
+    if (/fraction/.test(key)) return fmtPercent(value);
+    if (/_gbps$/.test(key)) return fmtBandwidth(value);
+    if (key === "r2") return value.toFixed(2);
+    if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+    if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
+    return fmtCount(value);
+  }
+  var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
+  var EVIDENCE_LABELS = {
+    last_fraction: "Arrives last in",
+    last_count: "Last at",
+    matched_count: "Matched collectives",
+    short_count_fraction: "Short kernels",
+    short_time_fraction: "Time in short kernels",
+    launch_bound_fraction: "Launch-bound kernels",
+    gpu_utilization_fraction: "GPU utilization",
+    gpu_busy_fraction: "GPU busy",
+    idle_fraction_of_step_time: "Idle / step time",
+    fraction_of_idle: "Share of idle",
+    fraction_of_step_time: "Of step time",
+    exposed_fraction: "Exposed / step time",
+    comm_fraction: "Communication / step time",
+    overlap_fraction: "Overlapped",
+    threshold_fraction: "Threshold",
+    r2: "r²",
+    steps_used: "Steps"
+  };
+  function evidenceLabel(key) {
+    if (EVIDENCE_LABELS[key]) return EVIDENCE_LABELS[key];
+    const stripped = key.replace(/_us_per_step$/, "_per_step").replace(/_(us|bytes|gbps)$/, "").replace(/_fraction$/, "_share");
+    return humanize(stripped);
+  }
+  function evidenceItems(evidence) {
+    const out = [];
+    for (const [key, value] of Object.entries(evidence ?? {})) {
+      if (value === null || value === void 0) continue;
+      if (typeof value === "object" && !Array.isArray(value)) continue;
+      out.push({
+        key,
+        label: evidenceLabel(key),
+        text: formatByKey(key, value),
+        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
+      });
+    }
+    return out;
+  }
+  function breakdownChart(steps) {
+    const rows = steps?.steps ?? [];
+    const order = steps?.breakdown_order?.length ? steps.breakdown_order : BREAKDOWN_ORDER;
+    const series = order.map((key) => ({
+      key,
+      label: BREAKDOWN_LABELS[key] ?? humanize(key),
+      valuesMs: rows.map((r) => {
+        const v = r.breakdown_us?.[key];
+        return isNum(v) ? v / 1e3 : 0;
+      })
+    })).filter((s) => s.valuesMs.some((v) => v > 0));
+    return {
+      steps: rows.map((r) => `#${r.number}`),
+      series,
+      utilizationPct: rows.map(
+        (r) => isNum(r.gpu_utilization_fraction) ? r.gpu_utilization_fraction * 100 : null
+      ),
+      stepMs: rows.map((r) => isNum(r.duration_us) ? r.duration_us / 1e3 : null)
+    };
+  }
+  function breakdownShares(steps) {
+    const mean = steps?.mean_breakdown_us ?? {};
+    const total2 = Object.values(mean).reduce((a, v) => a + (isNum(v) ? v : 0), 0);
+    return Object.entries(mean).filter(([, v]) => isNum(v) && v > 0).map(([key, v]) => ({
+      key,
+      label: BREAKDOWN_LABELS[key] ?? humanize(key),
+      us: v,
+      fraction: total2 > 0 ? v / total2 : 0
+    })).sort((a, b) => b.us - a.us);
+  }
+  function stepBoundariesMs(steps) {
+    const rows = (steps?.steps ?? []).filter((r) => isNum(r.start_us));
+    const out = rows.map((r) => ({ xMs: r.start_us / 1e3, label: `#${r.number}` }));
+    const last = rows[rows.length - 1];
+    if (last && isNum(last.duration_us)) {
+      out.push({ xMs: (last.start_us + last.duration_us) / 1e3, label: "end" });
+    }
+    return out;
+  }
+  function histogramChart(bins, shortUs) {
+    const rows = bins ?? [];
+    let lo = 0;
+    let hi = rows.length;
+    while (lo < hi && !rows[lo].count) lo += 1;
+    while (hi > lo && !rows[hi - 1].count) hi -= 1;
+    const kept = rows.slice(lo, hi);
+    return {
+      labels: kept.map((b) => binLabel(b.lo_us, b.hi_us)),
+      counts: kept.map((b) => b.count ?? 0),
+      timesUs: kept.map((b) => isNum(b.time_us) ? b.time_us : 0),
+      short: kept.map((b) => isNum(shortUs) && isNum(b.hi_us) && b.hi_us <= shortUs),
+      ranges: kept.map(
+        (b) => isNum(b.hi_us) ? `${fmtDuration(b.lo_us)} ≤ duration < ${fmtDuration(b.hi_us)}` : `duration ≥ ${fmtDuration(b.lo_us)}`
+      )
+    };
+  }
+  function mainDevice(devices, main) {
+    const list = devices ?? [];
+    return list.find((d) => String(d.device) === String(main)) ?? list[0];
+  }
+  function idleCauses(device, order) {
+    const causes = device?.causes ?? {};
+    const keys = order?.length ? order : Object.keys(causes).length ? Object.keys(causes) : IDLE_ORDER;
+    return keys.filter((k) => causes[k]).map((k) => ({
+      key: k,
+      label: IDLE_LABELS[k] ?? humanize(k),
+      us: isNum(causes[k].us) ? causes[k].us : 0,
+      fractionOfIdle: isNum(causes[k].fraction_of_idle) ? causes[k].fraction_of_idle : null,
+      fractionOfStep: isNum(causes[k].fraction_of_step_time) ? causes[k].fraction_of_step_time : null
+    }));
+  }
+  function idlePerStep(device, order) {
+    const rows = device?.per_step ?? [];
+    const keys = order?.length ? order : IDLE_ORDER;
+    return {
+      steps: rows.map((r) => `#${r.number}`),
+      series: keys.map((key) => ({
+        key,
+        label: IDLE_LABELS[key] ?? humanize(key),
+        valuesMs: rows.map((r) => {
+          const v = r.causes_us?.[key];
+          return isNum(v) ? v / 1e3 : 0;
+        })
+      })).filter((s) => s.valuesMs.some((v) => v > 0))
+    };
+  }
+  function commPerStep(panel2) {
+    const rows = panel2?.steps ?? [];
+    return {
+      steps: rows.map((r) => `#${r.number}`),
+      exposedMs: rows.map((r) => isNum(r.exposed_us) ? r.exposed_us / 1e3 : 0),
+      overlappedMs: rows.map((r) => isNum(r.overlapped_us) ? r.overlapped_us / 1e3 : 0),
+      exposedPct: rows.map((r) => isNum(r.exposed_fraction) ? r.exposed_fraction * 100 : null)
+    };
+  }
+  function zipSeries(s, divisor) {
+    const t = s?.t_us ?? [];
+    const b = s?.bytes ?? [];
+    const n = Math.min(t.length, b.length);
+    const out = [];
+    for (let i = 0; i < n; i += 1) {
+      if (isNum(t[i]) && isNum(b[i])) out.push([t[i] / 1e3, b[i] / divisor]);
+    }
+    return out;
+  }
+  function memoryChart(device) {
+    const alloc = device?.series?.allocated;
+    const res = device?.series?.reserved;
+    let max = 0;
+    for (const s of [alloc, res]) for (const v of s?.bytes ?? []) if (isNum(v) && v > max) max = v;
+    const { unit, divisor } = byteAxisUnit(max);
+    return { unit, divisor, allocated: zipSeries(alloc, divisor), reserved: zipSeries(res, divisor), maxBytes: max };
+  }
+  function defaultMemoryDevice(devices, main) {
+    const list = devices ?? [];
+    return list.find((d) => d.device === main) ?? list.find((d) => d.device_type !== 0 && d.device_type !== null && d.device_type !== void 0) ?? list[0];
+  }
+  function loadText(entry) {
+    if (!entry) return "";
+    if (entry.state === "loading") {
+      const f = entry.progress?.estimated_fraction;
+      return isNum(f) ? `reading ${Math.round(f * 100)} %` : "reading";
+    }
+    if (entry.state === "queued") return "queued";
+    if (entry.state === "error") return "error";
+    if (entry.state === "not_loaded") return "not read yet";
+    return "";
+  }
+  function spanLabel(span) {
+    const state = span.state === "ready" ? "" : loadText(span);
+    const size = isNum(span.size_bytes) ? ` (${fmtBytes(span.size_bytes)})` : "";
+    return `${span.span}${size}${state ? ` — ${state}` : ""}`;
+  }
+  function largestChanges(table2, limit = 12) {
+    const rows = [];
+    const add = (list, status) => {
+      for (const r of list ?? []) {
+        const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
+        if (!isNum(d) || d === 0) continue;
+        rows.push({
+          name: r.name,
+          deltaUs: d,
+          verdict: r.time_us_per_step?.verdict ?? "within noise",
+          status,
+          baseUs: isNum(r.time_us_per_step?.base) ? r.time_us_per_step?.base : null,
+          expUs: isNum(r.time_us_per_step?.exp) ? r.time_us_per_step?.exp : null
+        });
+      }
+    };
+    add(table2?.changed, "changed");
+    add(table2?.added, "added");
+    add(table2?.removed, "removed");
+    rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+    return rows.slice(0, limit);
+  }
+  function verdictCounts(doc) {
+    const out = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
+    for (const m of doc?.metrics ?? []) {
+      const v = m.verdict;
+      if (v in out) out[v] += 1;
+    }
+    return out;
+  }
+  function headlineParts(doc) {
+    const h = doc?.headline;
+    if (!h) return null;
+    return {
+      base: fmtDuration(h.base_step_us),
+      exp: fmtDuration(h.exp_step_us),
+      speedup: isNum(h.speedup) ? h.speedup : null,
+      change: isNum(h.change_fraction) ? h.change_fraction : null,
+      verdict: h.verdict ?? "within noise"
+    };
+  }
+  function countRows(counts) {
+    return Object.entries(counts ?? {}).filter((e) => isNum(e[1])).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  }
+  function rankPerStep(r, part) {
+    if (!r) return null;
+    const own = r[`${part}_us_per_step`];
+    if (isNum(own)) return own;
+    if (part === "wait" && isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0) return r.wait_us / r.step_count;
+    return null;
+  }
+  function busbwBasisText(basis) {
+    if (basis === "matched_transfer") return "from the matched transfer across ranks (waiting left out)";
+    if (basis === "least_wait_estimate") return "estimated on this rank from its collectives with the least waiting";
+    if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
+    return basis.replace(/_/g, " ");
+  }
 
   // src/tooltip.ts
   function tipNode(title, rows, footer) {
@@ -950,21 +1244,21 @@ var __kinetoInsights = (() => {
         return tipNode(
           `${names[i]} — ${ranks[i]?.worker ?? ""}`,
           list.map((x) => ({ color: colorOf(x), label: x.seriesName ?? "", value: fmtDuration((valueOf(x) ?? 0) * 1e3) })),
-          "Means per step; waiting: time spent in collectives for the last rank to arrive."
+          "All /step. Waited: latest start − this rank's start, summed over the matched collectives of a step."
         );
       }),
       xAxis: { type: "category", data: names, ...axisStyle(p) },
-      yAxis: { type: "value", name: "ms per step", ...axisStyle(p) },
+      yAxis: { type: "value", name: "ms /step", ...axisStyle(p) },
       series: [
         { type: "bar", name: "Step time", barMaxWidth: 28, itemStyle: { color: p.neutral }, data: ranks.map((r) => ms(r.mean_step_us)) },
-        { type: "bar", name: "Communication", barMaxWidth: 28, itemStyle: { color: p.breakdown.communication }, data: ranks.map((r) => ms(r.mean_comm_us)) },
-        { type: "bar", name: "Exposed communication", barMaxWidth: 28, itemStyle: { color: p.bad }, data: ranks.map((r) => ms(r.mean_exposed_us)) },
+        { type: "bar", name: "Communication /step", barMaxWidth: 28, itemStyle: { color: p.breakdown.communication }, data: ranks.map((r) => ms(r.mean_comm_us)) },
+        { type: "bar", name: "Exposed communication /step", barMaxWidth: 28, itemStyle: { color: p.bad }, data: ranks.map((r) => ms(r.mean_exposed_us)) },
         {
           type: "bar",
-          name: "Waiting for others",
+          name: "Waited /step",
           barMaxWidth: 28,
           itemStyle: { color: p.warn },
-          data: ranks.map((r) => ms(isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0 ? r.wait_us / r.step_count : null))
+          data: ranks.map((r) => ms(rankPerStep(r, "wait")))
         }
       ]
     };
@@ -1012,278 +1306,6 @@ var __kinetoInsights = (() => {
         }
       ]
     };
-  }
-
-  // src/shape.ts
-  function severityRank(severity) {
-    const i = SEVERITY_ORDER.indexOf(severity);
-    return i < 0 ? SEVERITY_ORDER.length : i;
-  }
-  function sortDiagnoses(list) {
-    return [...list ?? []].sort((a, b) => {
-      const bySeverity = severityRank(a.severity) - severityRank(b.severity);
-      if (bySeverity !== 0) return bySeverity;
-      const ia = isNum(a.impact_fraction) ? a.impact_fraction : -1;
-      const ib = isNum(b.impact_fraction) ? b.impact_fraction : -1;
-      return ib - ia;
-    });
-  }
-  function panelForDiagnosis(panel2, allRanks = false) {
-    switch (panel2) {
-      case "steps":
-      case "overview":
-        return "overview";
-      case "kernels":
-        return "kernels";
-      case "idle":
-        return "idle";
-      case "communication":
-        return "communication";
-      case "memory":
-        return "memory";
-      case "health":
-        return "health";
-      case "run":
-        return allRanks ? "ranks" : "communication";
-      default:
-        return "overview";
-    }
-  }
-  function formatByKey(key, value) {
-    if (value === null || value === void 0) return NA;
-    if (Array.isArray(value)) {
-      const items = value.slice(0, 8).map((v) => formatByKey(key, v));
-      return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
-    }
-    if (typeof value === "boolean") return value ? "yes" : "no";
-    if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
-    if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
-      return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
-    }
-    if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
-    if (/fraction/.test(key)) return fmtPercent(value);
-    if (/_gbps$/.test(key)) return fmtBandwidth(value);
-    if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
-    if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
-    return fmtCount(value);
-  }
-  var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
-  var EVIDENCE_LABELS = {
-    last_fraction: "Arrives last in",
-    last_count: "Last at",
-    matched_count: "Matched collectives",
-    short_count_fraction: "Short kernels",
-    short_time_fraction: "Time in short kernels",
-    launch_bound_fraction: "Launch-bound kernels",
-    gpu_utilization_fraction: "GPU utilization",
-    gpu_busy_fraction: "GPU busy",
-    idle_fraction_of_step_time: "Idle / step time",
-    fraction_of_idle: "Share of idle",
-    fraction_of_step_time: "Of step time",
-    exposed_fraction: "Exposed / step time",
-    comm_fraction: "Communication / step time",
-    overlap_fraction: "Overlapped",
-    threshold_fraction: "Threshold",
-    r2: "r²",
-    steps_used: "Steps"
-  };
-  function evidenceLabel(key) {
-    if (EVIDENCE_LABELS[key]) return EVIDENCE_LABELS[key];
-    const stripped = key.replace(/_us_per_step$/, "_per_step").replace(/_(us|bytes|gbps)$/, "").replace(/_fraction$/, "_share");
-    return humanize(stripped);
-  }
-  function evidenceItems(evidence) {
-    const out = [];
-    for (const [key, value] of Object.entries(evidence ?? {})) {
-      if (value === null || value === void 0) continue;
-      if (typeof value === "object" && !Array.isArray(value)) continue;
-      out.push({
-        key,
-        label: evidenceLabel(key),
-        text: formatByKey(key, value),
-        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
-      });
-    }
-    return out;
-  }
-  function breakdownChart(steps) {
-    const rows = steps?.steps ?? [];
-    const order = steps?.breakdown_order?.length ? steps.breakdown_order : BREAKDOWN_ORDER;
-    const series = order.map((key) => ({
-      key,
-      label: BREAKDOWN_LABELS[key] ?? humanize(key),
-      valuesMs: rows.map((r) => {
-        const v = r.breakdown_us?.[key];
-        return isNum(v) ? v / 1e3 : 0;
-      })
-    })).filter((s) => s.valuesMs.some((v) => v > 0));
-    return {
-      steps: rows.map((r) => `#${r.number}`),
-      series,
-      utilizationPct: rows.map(
-        (r) => isNum(r.gpu_utilization_fraction) ? r.gpu_utilization_fraction * 100 : null
-      ),
-      stepMs: rows.map((r) => isNum(r.duration_us) ? r.duration_us / 1e3 : null)
-    };
-  }
-  function breakdownShares(steps) {
-    const mean = steps?.mean_breakdown_us ?? {};
-    const total2 = Object.values(mean).reduce((a, v) => a + (isNum(v) ? v : 0), 0);
-    return Object.entries(mean).filter(([, v]) => isNum(v) && v > 0).map(([key, v]) => ({
-      key,
-      label: BREAKDOWN_LABELS[key] ?? humanize(key),
-      us: v,
-      fraction: total2 > 0 ? v / total2 : 0
-    })).sort((a, b) => b.us - a.us);
-  }
-  function stepBoundariesMs(steps) {
-    const rows = (steps?.steps ?? []).filter((r) => isNum(r.start_us));
-    const out = rows.map((r) => ({ xMs: r.start_us / 1e3, label: `#${r.number}` }));
-    const last = rows[rows.length - 1];
-    if (last && isNum(last.duration_us)) {
-      out.push({ xMs: (last.start_us + last.duration_us) / 1e3, label: "end" });
-    }
-    return out;
-  }
-  function histogramChart(bins, shortUs) {
-    const rows = bins ?? [];
-    let lo = 0;
-    let hi = rows.length;
-    while (lo < hi && !rows[lo].count) lo += 1;
-    while (hi > lo && !rows[hi - 1].count) hi -= 1;
-    const kept = rows.slice(lo, hi);
-    return {
-      labels: kept.map((b) => binLabel(b.lo_us, b.hi_us)),
-      counts: kept.map((b) => b.count ?? 0),
-      timesUs: kept.map((b) => isNum(b.time_us) ? b.time_us : 0),
-      short: kept.map((b) => isNum(shortUs) && isNum(b.hi_us) && b.hi_us <= shortUs),
-      ranges: kept.map(
-        (b) => isNum(b.hi_us) ? `${fmtDuration(b.lo_us)} ≤ duration < ${fmtDuration(b.hi_us)}` : `duration ≥ ${fmtDuration(b.lo_us)}`
-      )
-    };
-  }
-  function mainDevice(devices, main) {
-    const list = devices ?? [];
-    return list.find((d) => String(d.device) === String(main)) ?? list[0];
-  }
-  function idleCauses(device, order) {
-    const causes = device?.causes ?? {};
-    const keys = order?.length ? order : Object.keys(causes).length ? Object.keys(causes) : IDLE_ORDER;
-    return keys.filter((k) => causes[k]).map((k) => ({
-      key: k,
-      label: IDLE_LABELS[k] ?? humanize(k),
-      us: isNum(causes[k].us) ? causes[k].us : 0,
-      fractionOfIdle: isNum(causes[k].fraction_of_idle) ? causes[k].fraction_of_idle : null,
-      fractionOfStep: isNum(causes[k].fraction_of_step_time) ? causes[k].fraction_of_step_time : null
-    }));
-  }
-  function idlePerStep(device, order) {
-    const rows = device?.per_step ?? [];
-    const keys = order?.length ? order : IDLE_ORDER;
-    return {
-      steps: rows.map((r) => `#${r.number}`),
-      series: keys.map((key) => ({
-        key,
-        label: IDLE_LABELS[key] ?? humanize(key),
-        valuesMs: rows.map((r) => {
-          const v = r.causes_us?.[key];
-          return isNum(v) ? v / 1e3 : 0;
-        })
-      })).filter((s) => s.valuesMs.some((v) => v > 0))
-    };
-  }
-  function commPerStep(panel2) {
-    const rows = panel2?.steps ?? [];
-    return {
-      steps: rows.map((r) => `#${r.number}`),
-      exposedMs: rows.map((r) => isNum(r.exposed_us) ? r.exposed_us / 1e3 : 0),
-      overlappedMs: rows.map((r) => isNum(r.overlapped_us) ? r.overlapped_us / 1e3 : 0),
-      exposedPct: rows.map((r) => isNum(r.exposed_fraction) ? r.exposed_fraction * 100 : null)
-    };
-  }
-  function zipSeries(s, divisor) {
-    const t = s?.t_us ?? [];
-    const b = s?.bytes ?? [];
-    const n = Math.min(t.length, b.length);
-    const out = [];
-    for (let i = 0; i < n; i += 1) {
-      if (isNum(t[i]) && isNum(b[i])) out.push([t[i] / 1e3, b[i] / divisor]);
-    }
-    return out;
-  }
-  function memoryChart(device) {
-    const alloc = device?.series?.allocated;
-    const res = device?.series?.reserved;
-    let max = 0;
-    for (const s of [alloc, res]) for (const v of s?.bytes ?? []) if (isNum(v) && v > max) max = v;
-    const { unit, divisor } = byteAxisUnit(max);
-    return { unit, divisor, allocated: zipSeries(alloc, divisor), reserved: zipSeries(res, divisor), maxBytes: max };
-  }
-  function defaultMemoryDevice(devices, main) {
-    const list = devices ?? [];
-    return list.find((d) => d.device === main) ?? list.find((d) => d.device_type !== 0 && d.device_type !== null && d.device_type !== void 0) ?? list[0];
-  }
-  function loadText(entry) {
-    if (!entry) return "";
-    if (entry.state === "loading") {
-      const f = entry.progress?.estimated_fraction;
-      return isNum(f) ? `reading ${Math.round(f * 100)} %` : "reading";
-    }
-    if (entry.state === "queued") return "queued";
-    if (entry.state === "error") return "error";
-    if (entry.state === "not_loaded") return "not read yet";
-    return "";
-  }
-  function spanLabel(span) {
-    const state = span.state === "ready" ? "" : loadText(span);
-    const size = isNum(span.size_bytes) ? ` (${fmtBytes(span.size_bytes)})` : "";
-    return `${span.span}${size}${state ? ` — ${state}` : ""}`;
-  }
-  function largestChanges(table2, limit = 12) {
-    const rows = [];
-    const add = (list, status) => {
-      for (const r of list ?? []) {
-        const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
-        if (!isNum(d) || d === 0) continue;
-        rows.push({
-          name: r.name,
-          deltaUs: d,
-          verdict: r.time_us_per_step?.verdict ?? "within noise",
-          status,
-          baseUs: isNum(r.time_us_per_step?.base) ? r.time_us_per_step?.base : null,
-          expUs: isNum(r.time_us_per_step?.exp) ? r.time_us_per_step?.exp : null
-        });
-      }
-    };
-    add(table2?.changed, "changed");
-    add(table2?.added, "added");
-    add(table2?.removed, "removed");
-    rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
-    return rows.slice(0, limit);
-  }
-  function verdictCounts(doc) {
-    const out = { improved: 0, regressed: 0, "within noise": 0, unchanged: 0 };
-    for (const m of doc?.metrics ?? []) {
-      const v = m.verdict;
-      if (v in out) out[v] += 1;
-    }
-    return out;
-  }
-  function headlineParts(doc) {
-    const h = doc?.headline;
-    if (!h) return null;
-    return {
-      base: fmtDuration(h.base_step_us),
-      exp: fmtDuration(h.exp_step_us),
-      speedup: isNum(h.speedup) ? h.speedup : null,
-      change: isNum(h.change_fraction) ? h.change_fraction : null,
-      verdict: h.verdict ?? "within noise"
-    };
-  }
-  function countRows(counts) {
-    return Object.entries(counts ?? {}).filter((e) => isNum(e[1])).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   }
 
   // src/panels/shell.ts
@@ -1360,7 +1382,7 @@ var __kinetoInsights = (() => {
           definition: DEFINITIONS.exposed_fraction,
           tone: isNum(c.exposed_fraction) ? c.exposed_fraction >= 0.3 ? "bad" : c.exposed_fraction >= 0.1 ? "warn" : "good" : ""
         },
-        { label: "exposed per step", value: fmtDuration(c.mean_exposed_us), definition: DEFINITIONS.exposed_us_per_step },
+        { label: "exposed /step", value: fmtDuration(c.mean_exposed_us), definition: DEFINITIONS.exposed_us_per_step },
         { label: "communication", value: fmtPercent(c.comm_fraction), sub: "of step time", definition: DEFINITIONS.comm_fraction },
         { label: "overlapped", value: fmtPercent(c.overlap_fraction), sub: "of communication", definition: DEFINITIONS.overlap_fraction },
         { label: "collectives", value: fmtCount(c.collective_count), sub: isNum(c.world_size) ? `world size ${c.world_size}` : void 0, definition: "Collective calls in the trace (one call may run several kernels)." }
@@ -1378,17 +1400,30 @@ var __kinetoInsights = (() => {
       table(
         [
           { header: "Kind", cell: (k) => humanize(k.kind), cellTitle: (k) => `Collective kind: ${k.kind}` },
-          { header: "Calls", numeric: true, title: "Collective calls of this kind.", cell: (k) => fmtCount(k.count) },
-          { header: "Time", numeric: true, title: "Kernel time of these calls (first kernel start to last kernel end, summed).", cell: (k) => fmtDuration(k.time_us) },
-          { header: "Mean", numeric: true, title: "Time ÷ calls.", cell: (k) => fmtDuration(k.mean_us) },
+          { header: "Calls total", numeric: true, title: "Collective calls of this kind in the trace.", cell: (k) => fmtCount(k.count) },
+          { header: "Calls /step", numeric: true, title: "Collective calls of this kind per step.", cell: (k) => isNum(k.calls_per_step) ? k.calls_per_step.toFixed(1) : "n/a" },
+          { header: "Time total", numeric: true, title: "Kernel time of these calls (first kernel start to last kernel end, summed over the trace); includes waiting for the other ranks.", cell: (k) => fmtDuration(k.time_us) },
+          { header: "Time per collective", numeric: true, title: "Time total ÷ calls; includes waiting for the other ranks.", cell: (k) => fmtDuration(k.mean_us) },
           {
-            header: "Bytes",
+            header: "Bytes total",
             numeric: true,
             title: "Message size (In msg nelems × dtype size), summed over calls with a known size.",
             cell: (k) => isNum(k.bytes) ? fmtBytes(k.bytes) : "not recorded"
           },
-          { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps) },
-          { header: "Bus BW", numeric: true, title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak.", cell: (k) => fmtBandwidth(k.busbw_gbps) },
+          {
+            header: "Bytes per collective",
+            numeric: true,
+            title: "Median message size of one call (mean when the median is not in the summary).",
+            cell: (k) => isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"
+          },
+          { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+          {
+            header: "Bus BW",
+            numeric: true,
+            title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak. Hover a value for what it was computed from.",
+            cell: (k) => fmtBandwidth(k.busbw_gbps),
+            cellTitle: (k) => busbwBasisText(k.busbw_basis)
+          },
           { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
         ],
         c.kinds ?? []
@@ -1415,23 +1450,26 @@ var __kinetoInsights = (() => {
     const straggler = view.straggler;
     const out = [];
     const skew = view.skew_us ?? {};
+    const delay = straggler && isNum(straggler.delay_us_per_step) ? straggler.delay_us_per_step : null;
     out.push(
       kpis([
         { label: "ranks profiled", value: fmtCount(view.worker_count), sub: isNum(view.world_size) ? `of world size ${view.world_size}` : void 0, definition: "Workers (trace files) of this run; ranks from distributedInfo when every file has it, else the worker order." },
-        { label: "matched collectives", value: fmtCount(view.matched_count), definition: "Collectives found on every rank of their process group and matched across ranks." },
-        { label: "median start skew", value: fmtDuration(skew.median_us), definition: DEFINITIONS.skew_median_us },
-        { label: "max start skew", value: fmtDuration(skew.max_us), definition: "Largest start skew (latest − earliest start of the same collective across ranks)." },
+        { label: "matched collectives", value: fmtCount(view.matched_count), sub: "total", definition: "Collectives found on every rank of their process group and matched across ranks." },
+        { label: "skew per collective", value: fmtDuration(skew.median_us), sub: "median", definition: DEFINITIONS.skew_median_us },
+        { label: "max skew per collective", value: fmtDuration(skew.max_us), definition: "Largest skew (latest − earliest start of the same collective across ranks)." },
         {
           label: "straggler",
           value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
-          sub: straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
-          definition: "The rank that arrives last most often at matched collectives. " + DEFINITIONS.last_fraction,
+          sub: delay !== null ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
+          definition: "A rank last more often than chance allows, whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
           tone: straggler ? "bad" : "good"
         }
       ])
     );
     if (ranks.length) {
-      out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waiting time").node);
+      const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
+      const perStep = (part) => (r) => fmtDuration(rankPerStep(r, part));
+      out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waited, all per step").node);
       out.push(
         table(
           [
@@ -1439,29 +1477,52 @@ var __kinetoInsights = (() => {
             { header: "Worker", className: "name-col", cell: (r) => nameCell(r.worker) },
             { header: "Steps", numeric: true, cell: (r) => fmtCount(r.step_count), title: "Profiled steps of this rank." },
             { header: "Step time", numeric: true, title: "Mean step time of this rank.", cell: (r) => fmtDuration(r.mean_step_us) },
-            { header: "Comm.", numeric: true, title: "Mean communication time per step.", cell: (r) => fmtDuration(r.mean_comm_us) },
-            { header: "Exposed", numeric: true, title: "Mean exposed communication per step.", cell: (r) => fmtDuration(r.mean_exposed_us) },
+            { header: "Comm. /step", numeric: true, title: "Communication time (union of NCCL/RCCL kernels) per step, mean.", cell: (r) => fmtDuration(r.mean_comm_us) },
+            { header: "Exposed /step", numeric: true, title: "Communication not hidden under compute, per step, mean.", cell: (r) => fmtDuration(r.mean_exposed_us) },
+            { header: "Waited /step", numeric: true, title: DEFINITIONS.wait_us_per_step, cell: perStep("wait") },
+            ...hasTransfer ? [
+              { header: "Transfer /step", numeric: true, title: DEFINITIONS.transfer_us_per_step, cell: perStep("transfer") },
+              { header: "Exposed waited /step", numeric: true, title: DEFINITIONS.exposed_wait_us_per_step, cell: perStep("exposed_wait") },
+              { header: "Exposed transfer /step", numeric: true, title: DEFINITIONS.exposed_transfer_us_per_step, cell: perStep("exposed_transfer") }
+            ] : [],
             { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
-            { header: "Lateness", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) },
-            { header: "Waited", numeric: true, title: DEFINITIONS.mean_wait_us, cell: (r) => fmtDuration(r.mean_wait_us) }
+            { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) }
           ],
           ranks
+        )
+      );
+    }
+    const kinds = view.kinds ?? [];
+    if (kinds.length) {
+      out.push(
+        subhead("Bandwidth across ranks", "Per collective kind, from the transfer of each matched collective (earliest end − latest start): the waiting is left out, so the value is the same on every rank."),
+        table(
+          [
+            { header: "Kind", cell: (k) => humanize(k.kind) },
+            { header: "Matched", numeric: true, title: "Matched collectives of this kind, total.", cell: (k) => fmtCount(k.matched_count) },
+            { header: "Calls /step", numeric: true, cell: (k) => isNum(k.calls_per_step) ? k.calls_per_step.toFixed(1) : "n/a" },
+            { header: "Bytes per collective", numeric: true, title: "Median message size.", cell: (k) => fmtBytes(k.median_bytes) },
+            { header: "Transfer per collective", numeric: true, title: "Median transfer time (earliest end − latest start).", cell: (k) => fmtDuration(k.median_transfer_us) },
+            { header: "Alg. BW", numeric: true, cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+            { header: "Bus BW", numeric: true, cell: (k) => fmtBandwidth(k.busbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) }
+          ],
+          kinds
         )
       );
     }
     const skews = view.largest_skews ?? [];
     if (skews.length) {
       out.push(
-        subhead("Largest start skews", "Collectives where the ranks started furthest apart; offsets from the earliest rank."),
+        subhead("Largest skews", "Collectives where the ranks started furthest apart (skew per collective); offsets = lateness of each rank."),
         table(
           [
             { header: "Step", cell: (r) => isNum(r.step) ? `#${r.step}` : "n/a" },
             { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
             { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
-            { header: "Skew", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
+            { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
             { header: "Last rank", numeric: true, cell: (r) => isNum(r.last_rank) ? String(r.last_rank) : "n/a" },
             {
-              header: "Start offsets",
+              header: "Lateness per rank",
               title: "Each rank's start minus the earliest start.",
               cell: (r) => Object.entries(r.start_offsets_us ?? {}).map(([rank, v]) => `r${rank}: ${fmtDuration(v)}`).join(", ")
             }
@@ -1589,7 +1650,7 @@ var __kinetoInsights = (() => {
       el(
         "div",
         { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-        ...["regressed", "improved", "within noise", "unchanged"].map(
+        ...["regressed", "improved", "changed", "within noise", "unchanged", "not judged"].map(
           (v) => el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`)
         )
       )
@@ -1613,7 +1674,11 @@ var __kinetoInsights = (() => {
     return [
       table(
         [
-          { header: "Metric", cell: (m) => m.label, cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : "lower is better"}` },
+          {
+            header: "Metric",
+            cell: (m) => m.label,
+            cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}`
+          },
           { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
           { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
           { header: "Change", numeric: true, title: "Experiment − base (fractions in percentage points).", cell: (m) => fmtDeltaInUnit(m.delta, m.unit) },
@@ -1624,12 +1689,33 @@ var __kinetoInsights = (() => {
             title: "Twice the standard error of the difference of the means: a change beyond this is beyond the step-to-step noise.",
             cell: (m) => isNum(m.stderr) ? `±${fmtInUnit(2 * m.stderr, m.unit)}` : "n/a"
           },
-          { header: "Verdict", cell: (m) => verdictBadge(m.verdict), className: "verdict-col" }
+          { header: "Verdict", cell: (m) => verdictBadge(m.verdict), cellTitle: (m) => m.note ?? "", className: "verdict-col" }
         ],
         metrics,
         { className: "metrics" }
       ),
+      ...notJudged(metrics),
+      ...bucketsBlock(doc),
       el("p", { className: "note" }, `Noise rule: ${doc.noise_rule ?? "n/a"}.`)
+    ];
+  }
+  function notJudged(metrics) {
+    const rows = metrics.filter((m) => m.note);
+    if (!rows.length) return [];
+    return [el("ul", { className: "notes" }, ...rows.map((m) => el("li", null, `${m.label}: not judged — ${m.note}`)))];
+  }
+  function bucketText(b) {
+    if (!b) return "none";
+    const head = isNum(b.count_per_step) ? `${b.count_per_step.toFixed(1)} /step` : `${b.count ?? "?"} total`;
+    const sizes = (b.sizes ?? []).map((s) => `${fmtBytes(s.bytes)} ×${s.count}`).join(", ");
+    return `${head}, median ${fmtBytes(b.median_bytes)} per collective${sizes ? ` (${sizes})` : ""}`;
+  }
+  function bucketsBlock(doc) {
+    const b = doc.communication?.ddp_buckets;
+    if (!b || !b.base && !b.exp) return [];
+    return [
+      subhead("DDP buckets", "AllReduce message sizes: under DistributedDataParallel each is one gradient bucket (bucket_cap_mb)."),
+      el("ul", { className: "notes" }, el("li", null, `base: ${bucketText(b.base)}`), el("li", null, `experiment: ${bucketText(b.exp)}`))
     ];
   }
   function noiseTitle(noise, n, unit) {
@@ -1644,22 +1730,44 @@ var __kinetoInsights = (() => {
       rows.length ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node : el("p", { className: "muted" }, "No change."),
       el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`)
     );
-    return [
+    const out = [
       row(
-        block("Kernels", kernels, "Kernel", "GPU kernels by short name (template arguments folded), time per step.", doc.kernels?.unchanged_count),
-        block("CPU ops", ops, "Op", "CPU ops by name, time per step (inclusive).", doc.ops?.unchanged_count)
+        block("Kernels", kernels, "Kernel", "GPU kernels by short name (template arguments folded), time /step. Communication kernels are listed apart.", doc.kernels?.unchanged_count),
+        block("CPU ops", ops, "Op", "CPU ops by name, time /step (inclusive).", doc.ops?.unchanged_count)
       )
     ];
+    const comm = doc.kernels?.communication ?? [];
+    if (comm.length) {
+      out.push(
+        subhead("Communication kernels", "NCCL/RCCL kernels run from their rank's arrival until the last rank's: their time /step is mostly waiting when ranks arrive apart, so it gets no verdict. The waited and transfer rows of the metrics say what changed."),
+        table(
+          [
+            { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name) },
+            { header: "Base /step", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step?.base) },
+            { header: "Experiment /step", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step?.exp) },
+            { header: "Verdict", cell: (r) => verdictBadge(r.time_us_per_step?.verdict), cellTitle: (r) => r.note ?? "" }
+          ],
+          comm
+        )
+      );
+    }
+    return out;
   }
   function diffDiagnoses(doc) {
     const d = doc.diagnoses ?? {};
     const list = (ids, cls, empty) => ids?.length ? el("ul", { className: `diag-ids ${cls}` }, ...ids.map((id) => el("li", { dataset: { diagnosisId: id }, title: id }, DIAGNOSIS_NAMES[id] ?? id))) : el("p", { className: "muted" }, empty);
+    const found = (items, side) => items?.length ? el(
+      "ul",
+      { className: "notes" },
+      ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}${f.scope === "run" ? ", across ranks" : ""}): ${f.title ?? ""}`))
+    ) : null;
     return [
       row(
-        col(subhead("Gained", "Diagnoses of the experiment that the base does not have."), list(d.appeared, "gained", "None.")),
+        col(subhead("Gained", "Diagnoses of the experiment that the base does not have (span- and run-level)."), list(d.appeared, "gained", "None.")),
         col(subhead("Lost", "Diagnoses of the base that are gone in the experiment."), list(d.disappeared, "lost", "None.")),
         col(subhead("Kept", "Diagnoses on both sides."), list(d.kept, "kept", "None."))
-      )
+      ),
+      ...[found(d.found?.base, "base"), found(d.found?.exp, "experiment")].filter((x) => x !== null)
     ];
   }
   function diffPerRank(doc) {

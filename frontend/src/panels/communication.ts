@@ -3,9 +3,9 @@ import { el, kpis, nameCell, notes, table } from "../dom";
 import { fmtBandwidth, fmtBytes, fmtCount, fmtDuration, fmtPercent, humanize, isNum } from "../format";
 import { DEFINITIONS } from "../labels";
 import { commOption, ranksOption } from "../options";
-import { commPerStep } from "../shape";
+import { busbwBasisText, commPerStep, rankPerStep } from "../shape";
 import type { Palette } from "../theme";
-import type { CommKind, RankRow, RunView, Summary } from "../types";
+import type { CommKind, RankRow, RunKind, RunView, Summary } from "../types";
 import { subhead } from "./shell";
 
 export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElement | null): Node[] | string {
@@ -32,7 +32,7 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
         definition: DEFINITIONS.exposed_fraction,
         tone: isNum(c.exposed_fraction) ? (c.exposed_fraction >= 0.3 ? "bad" : c.exposed_fraction >= 0.1 ? "warn" : "good") : "",
       },
-      { label: "exposed per step", value: fmtDuration(c.mean_exposed_us), definition: DEFINITIONS.exposed_us_per_step },
+      { label: "exposed /step", value: fmtDuration(c.mean_exposed_us), definition: DEFINITIONS.exposed_us_per_step },
       { label: "communication", value: fmtPercent(c.comm_fraction), sub: "of step time", definition: DEFINITIONS.comm_fraction },
       { label: "overlapped", value: fmtPercent(c.overlap_fraction), sub: "of communication", definition: DEFINITIONS.overlap_fraction },
       { label: "collectives", value: fmtCount(c.collective_count), sub: isNum(c.world_size) ? `world size ${c.world_size}` : undefined, definition: "Collective calls in the trace (one call may run several kernels)." },
@@ -50,17 +50,30 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
     table<CommKind>(
       [
         { header: "Kind", cell: (k) => humanize(k.kind), cellTitle: (k) => `Collective kind: ${k.kind}` },
-        { header: "Calls", numeric: true, title: "Collective calls of this kind.", cell: (k) => fmtCount(k.count) },
-        { header: "Time", numeric: true, title: "Kernel time of these calls (first kernel start to last kernel end, summed).", cell: (k) => fmtDuration(k.time_us) },
-        { header: "Mean", numeric: true, title: "Time ÷ calls.", cell: (k) => fmtDuration(k.mean_us) },
+        { header: "Calls total", numeric: true, title: "Collective calls of this kind in the trace.", cell: (k) => fmtCount(k.count) },
+        { header: "Calls /step", numeric: true, title: "Collective calls of this kind per step.", cell: (k) => (isNum(k.calls_per_step) ? k.calls_per_step.toFixed(1) : "n/a") },
+        { header: "Time total", numeric: true, title: "Kernel time of these calls (first kernel start to last kernel end, summed over the trace); includes waiting for the other ranks.", cell: (k) => fmtDuration(k.time_us) },
+        { header: "Time per collective", numeric: true, title: "Time total ÷ calls; includes waiting for the other ranks.", cell: (k) => fmtDuration(k.mean_us) },
         {
-          header: "Bytes",
+          header: "Bytes total",
           numeric: true,
           title: "Message size (In msg nelems × dtype size), summed over calls with a known size.",
           cell: (k) => (isNum(k.bytes) ? fmtBytes(k.bytes) : "not recorded"),
         },
-        { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps) },
-        { header: "Bus BW", numeric: true, title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak.", cell: (k) => fmtBandwidth(k.busbw_gbps) },
+        {
+          header: "Bytes per collective",
+          numeric: true,
+          title: "Median message size of one call (mean when the median is not in the summary).",
+          cell: (k) => (isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"),
+        },
+        { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+        {
+          header: "Bus BW",
+          numeric: true,
+          title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak. Hover a value for what it was computed from.",
+          cell: (k) => fmtBandwidth(k.busbw_gbps),
+          cellTitle: (k) => busbwBasisText(k.busbw_basis),
+        },
         { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => (k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a") },
       ],
       c.kinds ?? [],
@@ -83,29 +96,40 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
 }
 
 // The run view across ranks (run_summary): per-rank table and chart, skew, straggler.
+// Words, one meaning each: skew = latest − earliest start of one matched collective;
+// waited = latest start − this rank's start; lateness = this rank's start − earliest.
+// Labels say /step, per collective or total.
 export function ranksSection(view: RunView | null | undefined, p: Palette, errors?: Record<string, string>): Node[] {
   if (!view) return [el("p", { className: "muted" }, "No view across ranks.")];
   const ranks = view.ranks ?? [];
   const straggler = view.straggler;
   const out: Node[] = [];
   const skew = view.skew_us ?? {};
+  const delay = straggler && isNum(straggler.delay_us_per_step) ? straggler.delay_us_per_step : null;
   out.push(
     kpis([
       { label: "ranks profiled", value: fmtCount(view.worker_count), sub: isNum(view.world_size) ? `of world size ${view.world_size}` : undefined, definition: "Workers (trace files) of this run; ranks from distributedInfo when every file has it, else the worker order." },
-      { label: "matched collectives", value: fmtCount(view.matched_count), definition: "Collectives found on every rank of their process group and matched across ranks." },
-      { label: "median start skew", value: fmtDuration(skew.median_us), definition: DEFINITIONS.skew_median_us },
-      { label: "max start skew", value: fmtDuration(skew.max_us), definition: "Largest start skew (latest − earliest start of the same collective across ranks)." },
+      { label: "matched collectives", value: fmtCount(view.matched_count), sub: "total", definition: "Collectives found on every rank of their process group and matched across ranks." },
+      { label: "skew per collective", value: fmtDuration(skew.median_us), sub: "median", definition: DEFINITIONS.skew_median_us },
+      { label: "max skew per collective", value: fmtDuration(skew.max_us), definition: "Largest skew (latest − earliest start of the same collective across ranks)." },
       {
         label: "straggler",
         value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
-        sub: straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : undefined,
-        definition: "The rank that arrives last most often at matched collectives. " + DEFINITIONS.last_fraction,
+        sub:
+          delay !== null
+            ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}`
+            : straggler && isNum(straggler.last_fraction)
+              ? `last in ${fmtPercent(straggler.last_fraction, 0)}`
+              : undefined,
+        definition: "A rank last more often than chance allows, whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
         tone: straggler ? "bad" : "good",
       },
     ]),
   );
   if (ranks.length) {
-    out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waiting time").node);
+    const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
+    const perStep = (part: "wait" | "transfer" | "exposed_wait" | "exposed_transfer") => (r: RankRow) => fmtDuration(rankPerStep(r, part));
+    out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waited, all per step").node);
     out.push(
       table<RankRow>(
         [
@@ -113,29 +137,54 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
           { header: "Worker", className: "name-col", cell: (r) => nameCell(r.worker) },
           { header: "Steps", numeric: true, cell: (r) => fmtCount(r.step_count), title: "Profiled steps of this rank." },
           { header: "Step time", numeric: true, title: "Mean step time of this rank.", cell: (r) => fmtDuration(r.mean_step_us) },
-          { header: "Comm.", numeric: true, title: "Mean communication time per step.", cell: (r) => fmtDuration(r.mean_comm_us) },
-          { header: "Exposed", numeric: true, title: "Mean exposed communication per step.", cell: (r) => fmtDuration(r.mean_exposed_us) },
+          { header: "Comm. /step", numeric: true, title: "Communication time (union of NCCL/RCCL kernels) per step, mean.", cell: (r) => fmtDuration(r.mean_comm_us) },
+          { header: "Exposed /step", numeric: true, title: "Communication not hidden under compute, per step, mean.", cell: (r) => fmtDuration(r.mean_exposed_us) },
+          { header: "Waited /step", numeric: true, title: DEFINITIONS.wait_us_per_step, cell: perStep("wait") },
+          ...(hasTransfer
+            ? [
+                { header: "Transfer /step", numeric: true, title: DEFINITIONS.transfer_us_per_step, cell: perStep("transfer") },
+                { header: "Exposed waited /step", numeric: true, title: DEFINITIONS.exposed_wait_us_per_step, cell: perStep("exposed_wait") },
+                { header: "Exposed transfer /step", numeric: true, title: DEFINITIONS.exposed_transfer_us_per_step, cell: perStep("exposed_transfer") },
+              ]
+            : []),
           { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
-          { header: "Lateness", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) },
-          { header: "Waited", numeric: true, title: DEFINITIONS.mean_wait_us, cell: (r) => fmtDuration(r.mean_wait_us) },
+          { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) },
         ],
         ranks,
+      ),
+    );
+  }
+  const kinds = view.kinds ?? [];
+  if (kinds.length) {
+    out.push(
+      subhead("Bandwidth across ranks", "Per collective kind, from the transfer of each matched collective (earliest end − latest start): the waiting is left out, so the value is the same on every rank."),
+      table<RunKind>(
+        [
+          { header: "Kind", cell: (k) => humanize(k.kind) },
+          { header: "Matched", numeric: true, title: "Matched collectives of this kind, total.", cell: (k) => fmtCount(k.matched_count) },
+          { header: "Calls /step", numeric: true, cell: (k) => (isNum(k.calls_per_step) ? k.calls_per_step.toFixed(1) : "n/a") },
+          { header: "Bytes per collective", numeric: true, title: "Median message size.", cell: (k) => fmtBytes(k.median_bytes) },
+          { header: "Transfer per collective", numeric: true, title: "Median transfer time (earliest end − latest start).", cell: (k) => fmtDuration(k.median_transfer_us) },
+          { header: "Alg. BW", numeric: true, cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+          { header: "Bus BW", numeric: true, cell: (k) => fmtBandwidth(k.busbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+        ],
+        kinds,
       ),
     );
   }
   const skews = view.largest_skews ?? [];
   if (skews.length) {
     out.push(
-      subhead("Largest start skews", "Collectives where the ranks started furthest apart; offsets from the earliest rank."),
+      subhead("Largest skews", "Collectives where the ranks started furthest apart (skew per collective); offsets = lateness of each rank."),
       table(
         [
           { header: "Step", cell: (r) => (isNum(r.step) ? `#${r.step}` : "n/a") },
           { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
           { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
-          { header: "Skew", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
+          { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
           { header: "Last rank", numeric: true, cell: (r) => (isNum(r.last_rank) ? String(r.last_rank) : "n/a") },
           {
-            header: "Start offsets",
+            header: "Lateness per rank",
             title: "Each rank's start minus the earliest start.",
             cell: (r) =>
               Object.entries(r.start_offsets_us ?? {})

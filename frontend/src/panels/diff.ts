@@ -3,12 +3,12 @@
 
 import { chart } from "../charts";
 import { badge, el, nameCell, table } from "../dom";
-import { fmtDeltaInUnit, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
+import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
 import { headlineParts, largestChanges, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
-import type { DiffDoc, DiffMetric } from "../types";
+import type { DiffBuckets, DiffDoc, DiffFound, DiffMetric, DiffNameRow } from "../types";
 import { col, row, subhead } from "./shell";
 
 export function verdictBadge(verdict: string | undefined): HTMLElement {
@@ -51,7 +51,7 @@ export function diffHeadline(doc: DiffDoc): Node[] {
     el(
       "div",
       { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-      ...(["regressed", "improved", "within noise", "unchanged"] as const).map((v) =>
+      ...(["regressed", "improved", "changed", "within noise", "unchanged", "not judged"] as const).map((v) =>
         el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`),
       ),
     ),
@@ -76,7 +76,11 @@ export function diffMetrics(doc: DiffDoc): Node[] | string {
   return [
     table<DiffMetric>(
       [
-        { header: "Metric", cell: (m) => m.label, cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : "lower is better"}` },
+        {
+          header: "Metric",
+          cell: (m) => m.label,
+          cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}`,
+        },
         { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
         { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
         { header: "Change", numeric: true, title: "Experiment − base (fractions in percentage points).", cell: (m) => fmtDeltaInUnit(m.delta, m.unit) },
@@ -87,12 +91,37 @@ export function diffMetrics(doc: DiffDoc): Node[] | string {
           title: "Twice the standard error of the difference of the means: a change beyond this is beyond the step-to-step noise.",
           cell: (m) => (isNum(m.stderr) ? `±${fmtInUnit(2 * m.stderr, m.unit)}` : "n/a"),
         },
-        { header: "Verdict", cell: (m) => verdictBadge(m.verdict), className: "verdict-col" },
+        { header: "Verdict", cell: (m) => verdictBadge(m.verdict), cellTitle: (m) => m.note ?? "", className: "verdict-col" },
       ],
       metrics,
       { className: "metrics" },
     ),
+    ...notJudged(metrics),
+    ...bucketsBlock(doc),
     el("p", { className: "note" }, `Noise rule: ${doc.noise_rule ?? "n/a"}.`),
+  ];
+}
+
+function notJudged(metrics: DiffMetric[]): Node[] {
+  const rows = metrics.filter((m) => m.note);
+  if (!rows.length) return [];
+  return [el("ul", { className: "notes" }, ...rows.map((m) => el("li", null, `${m.label}: not judged — ${m.note}`)))];
+}
+
+function bucketText(b: DiffBuckets | null | undefined): string {
+  if (!b) return "none";
+  const head = isNum(b.count_per_step) ? `${b.count_per_step.toFixed(1)} /step` : `${b.count ?? "?"} total`;
+  const sizes = (b.sizes ?? []).map((s) => `${fmtBytes(s.bytes)} ×${s.count}`).join(", ");
+  return `${head}, median ${fmtBytes(b.median_bytes)} per collective${sizes ? ` (${sizes})` : ""}`;
+}
+
+// DDP gradient buckets (AllReduce sizes) on each side: what bucket_cap_mb changed.
+function bucketsBlock(doc: DiffDoc): Node[] {
+  const b = doc.communication?.ddp_buckets;
+  if (!b || (!b.base && !b.exp)) return [];
+  return [
+    subhead("DDP buckets", "AllReduce message sizes: under DistributedDataParallel each is one gradient bucket (bucket_cap_mb)."),
+    el("ul", { className: "notes" }, el("li", null, `base: ${bucketText(b.base)}`), el("li", null, `experiment: ${bucketText(b.exp)}`)),
   ];
 }
 
@@ -112,12 +141,28 @@ export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
         : el("p", { className: "muted" }, "No change."),
       el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`),
     );
-  return [
+  const out: Node[] = [
     row(
-      block("Kernels", kernels, "Kernel", "GPU kernels by short name (template arguments folded), time per step.", doc.kernels?.unchanged_count),
-      block("CPU ops", ops, "Op", "CPU ops by name, time per step (inclusive).", doc.ops?.unchanged_count),
+      block("Kernels", kernels, "Kernel", "GPU kernels by short name (template arguments folded), time /step. Communication kernels are listed apart.", doc.kernels?.unchanged_count),
+      block("CPU ops", ops, "Op", "CPU ops by name, time /step (inclusive).", doc.ops?.unchanged_count),
     ),
   ];
+  const comm = doc.kernels?.communication ?? [];
+  if (comm.length) {
+    out.push(
+      subhead("Communication kernels", "NCCL/RCCL kernels run from their rank's arrival until the last rank's: their time /step is mostly waiting when ranks arrive apart, so it gets no verdict. The waited and transfer rows of the metrics say what changed."),
+      table<DiffNameRow>(
+        [
+          { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name) },
+          { header: "Base /step", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step?.base) },
+          { header: "Experiment /step", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step?.exp) },
+          { header: "Verdict", cell: (r) => verdictBadge(r.time_us_per_step?.verdict), cellTitle: (r) => r.note ?? "" },
+        ],
+        comm,
+      ),
+    );
+  }
+  return out;
 }
 
 export function diffDiagnoses(doc: DiffDoc): Node[] {
@@ -126,12 +171,21 @@ export function diffDiagnoses(doc: DiffDoc): Node[] {
     ids?.length
       ? el("ul", { className: `diag-ids ${cls}` }, ...ids.map((id) => el("li", { dataset: { diagnosisId: id }, title: id }, DIAGNOSIS_NAMES[id] ?? id)))
       : el("p", { className: "muted" }, empty);
+  const found = (items: DiffFound[] | undefined, side: string) =>
+    items?.length
+      ? el(
+          "ul",
+          { className: "notes" },
+          ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}${f.scope === "run" ? ", across ranks" : ""}): ${f.title ?? ""}`)),
+        )
+      : null;
   return [
     row(
-      col(subhead("Gained", "Diagnoses of the experiment that the base does not have."), list(d.appeared, "gained", "None.")),
+      col(subhead("Gained", "Diagnoses of the experiment that the base does not have (span- and run-level)."), list(d.appeared, "gained", "None.")),
       col(subhead("Lost", "Diagnoses of the base that are gone in the experiment."), list(d.disappeared, "lost", "None.")),
       col(subhead("Kept", "Diagnoses on both sides."), list(d.kept, "kept", "None.")),
     ),
+    ...[found(d.found?.base, "base"), found(d.found?.exp, "experiment")].filter((x): x is HTMLUListElement => x !== null),
   ];
 }
 
