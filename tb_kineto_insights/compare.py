@@ -136,6 +136,13 @@ def _rel_text(m: dict[str, Any]) -> str:
     return f"{100 * rel:+.1f} %" if rel is not None else "new"
 
 
+def _by_rank_text(by_rank: dict[str, dict[str, float]]) -> str:
+    def one(values: dict[str, float]) -> str:
+        return ", ".join(f"rank {r} {_fmt(v, 'µs')}" for r, v in values.items()) or "-"
+
+    return f"base {one(by_rank.get('base') or {})}; exp {one(by_rank.get('exp') or {})}"
+
+
 def _buckets_text(b: dict[str, Any] | None) -> str:
     if not b:
         return "none"
@@ -177,6 +184,8 @@ def diff_text(doc: dict[str, Any]) -> str:
         )
         if m.get("note"):
             notes.append(f"  {m['label']}: {m['note']}")
+        if m.get("by_rank"):
+            lines.append("      by rank: " + _by_rank_text(m["by_rank"]))
     if notes:
         lines.append("Not judged:")
         lines.extend(notes)

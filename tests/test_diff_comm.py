@@ -140,6 +140,10 @@ def test_rows_from_run_views(plain: dict[str, Any]) -> None:
         assert (r[key]["base"], r[key]["exp"], r[key]["verdict"]) == (b, e, "improved"), key
         assert r[key]["unit"] == "µs" and "/step" in r[key]["label"]
     assert section["rank_rows_from"] == "run_view"
+    assert r["communication.waited_us_per_step"]["by_rank"] == {
+        "base": {"0": 4000.0, "1": 0.0},
+        "exp": {"0": 500.0, "1": 0.0},
+    }
 
 
 def test_bandwidth_basis_decides_the_verdict(plain: dict[str, Any]) -> None:

@@ -404,6 +404,8 @@ export interface DiffMetric extends DiffJudgement {
   better?: string;
   basis?: { base?: string; exp?: string };
   note?: string;
+  // rows across ranks: rank → value, each side (the mean hides which rank waits)
+  by_rank?: { base?: Record<string, Num>; exp?: Record<string, Num> };
 }
 
 export interface DiffNameRow {

@@ -32,7 +32,8 @@ where a number has one):
   ranks, lower is better: ``communication.waited_us_per_step`` (``ranks[].
   wait_us_per_step``, else the older ``wait_us`` / ``step_count``),
   ``communication.transfer_us_per_step``, ``communication.exposed_waited_us_per_step``,
-  ``communication.exposed_transfer_us_per_step``.
+  ``communication.exposed_transfer_us_per_step``; each with ``by_rank`` (``{base,
+  exp}``: rank → µs /step), since the mean hides which rank waits.
 """
 
 from __future__ import annotations
@@ -166,6 +167,13 @@ def _busbw(side: Side, run: dict[str, Any] | None) -> dict[str, tuple[list[float
                 basis if seen == basis else "mixed",
             )
     return out
+
+
+def _by_rank(run: dict[str, Any] | None, key: str) -> dict[str, float]:
+    """``{rank: value}`` of :func:`_per_rank` (empty when it is None)."""
+    values = _per_rank(run, key) or []
+    ranks = (run or {}).get("ranks") or []
+    return {str(r.get("rank", i)): v for i, (r, v) in enumerate(zip(ranks, values, strict=False))}
 
 
 def _per_rank(run: dict[str, Any] | None, key: str) -> list[float] | None:
@@ -305,9 +313,10 @@ def communication_rows(
         for src, key, label in _RANK_ROWS:
             b_r, e_r = _per_rank(base_run, src), _per_rank(exp_run, src)
             if b_r and e_r:
-                add(
-                    key, f"{label} (mean over ranks)", "µs", "lower", b_r, e_r, False, step_floor_us
-                )
+                by_rank = {"base": _by_rank(base_run, src), "exp": _by_rank(exp_run, src)}
+                row_label = f"{label} (mean over ranks)"
+                extra = {"by_rank": by_rank}
+                add(key, row_label, "µs", "lower", b_r, e_r, False, step_floor_us, **extra)
     section = {
         "ddp_buckets": {"base": b_buckets, "exp": e_buckets},
         "busbw_basis": bases,

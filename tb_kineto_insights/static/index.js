@@ -1677,7 +1677,7 @@ var __kinetoInsights = (() => {
           {
             header: "Metric",
             cell: (m) => m.label,
-            cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}`
+            cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}` + byRankText(m)
           },
           { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
           { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
@@ -1698,6 +1698,12 @@ var __kinetoInsights = (() => {
       ...bucketsBlock(doc),
       el("p", { className: "note" }, `Noise rule: ${doc.noise_rule ?? "n/a"}.`)
     ];
+  }
+  function byRankText(m) {
+    if (!m.by_rank) return "";
+    const one = (values) => Object.entries(values ?? {}).map(([rank, v]) => `rank ${rank} ${fmtInUnit(v, m.unit)}`).join(", ") || "n/a";
+    return `
+By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
   function notJudged(metrics) {
     const rows = metrics.filter((m) => m.note);

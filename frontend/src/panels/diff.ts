@@ -79,7 +79,8 @@ export function diffMetrics(doc: DiffDoc): Node[] | string {
         {
           header: "Metric",
           cell: (m) => m.label,
-          cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}`,
+          cellTitle: (m) =>
+            `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}` + byRankText(m),
         },
         { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
         { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
@@ -100,6 +101,15 @@ export function diffMetrics(doc: DiffDoc): Node[] | string {
     ...bucketsBlock(doc),
     el("p", { className: "note" }, `Noise rule: ${doc.noise_rule ?? "n/a"}.`),
   ];
+}
+
+function byRankText(m: DiffMetric): string {
+  if (!m.by_rank) return "";
+  const one = (values: Record<string, unknown> | undefined) =>
+    Object.entries(values ?? {})
+      .map(([rank, v]) => `rank ${rank} ${fmtInUnit(v as number, m.unit)}`)
+      .join(", ") || "n/a";
+  return `\nBy rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
 }
 
 function notJudged(metrics: DiffMetric[]): Node[] {
