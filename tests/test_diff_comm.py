@@ -128,6 +128,8 @@ def test_rows_from_run_views(plain: dict[str, Any]) -> None:
     assert (busbw["unit"], busbw["base"], busbw["exp"]) == ("GB/s", 240.0, 266.4)
     assert busbw["change_fraction"] == pytest.approx(0.11)
     assert busbw["verdict"] == "improved"
+    # one value per side: no noise test, so no standard error to show
+    assert busbw["stderr"] is None and calls["stderr"] == 0.0
     assert busbw["label"] == "busbw all_reduce (matched transfer)"
     assert busbw["basis"] == {"base": "matched_transfer", "exp": "matched_transfer"}
     expected = {

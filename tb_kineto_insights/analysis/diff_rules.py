@@ -81,7 +81,8 @@ def judge(
     Returns:
         ``base``/``exp`` (means), ``delta`` (exp − base), ``change_fraction`` (delta /
         |base|, None when base is 0 and delta is not), ``base_noise``/``exp_noise``
-        (standard deviations), ``stderr``, ``base_n``/``exp_n``, ``min_delta`` (the
+        (standard deviations), ``stderr`` (None when the row is not judged by per-step
+        samples: the noise test does not apply), ``base_n``/``exp_n``, ``min_delta`` (the
         smallest change that would have mattered), ``verdict``.
 
     Raises:
@@ -98,9 +99,10 @@ def judge(
     rel = delta / abs(mb) if mb else (0.0 if delta == 0 else math.copysign(math.inf, delta))
     stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))
     min_delta = max(th.diff_min_change_fraction * abs(mb), min_abs_delta)
+    by_steps = per_step and len(base) > 1 and len(exp) > 1
     if delta == 0 or abs(delta) < min_delta:
         verdict = "unchanged"
-    elif per_step and len(base) > 1 and len(exp) > 1:
+    elif by_steps:
         verdict = _direction(delta, better) if abs(delta) > 2 * stderr else "within noise"
     elif abs(rel) >= th.diff_single_value_verdict_fraction:
         verdict = _direction(delta, better)
@@ -113,7 +115,7 @@ def judge(
         "change_fraction": rel if math.isfinite(rel) else None,
         "base_noise": sb,
         "exp_noise": se,
-        "stderr": stderr,
+        "stderr": stderr if by_steps else None,
         "base_n": len(base),
         "exp_n": len(exp),
         "min_delta": min_delta,

@@ -1679,8 +1679,8 @@ var __kinetoInsights = (() => {
             cell: (m) => m.label,
             cellTitle: (m) => `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}` + byRankText(m)
           },
-          { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
-          { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
+          { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m, m.base_noise, m.base_n) },
+          { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m, m.exp_noise, m.exp_n) },
           { header: "Change", numeric: true, title: "Experiment − base (fractions in percentage points).", cell: (m) => fmtDeltaInUnit(m.delta, m.unit) },
           { header: "Relative", numeric: true, title: "(experiment − base) ÷ base.", cell: (m) => fmtSignedPercent(m.change_fraction) },
           {
@@ -1724,8 +1724,9 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       el("ul", { className: "notes" }, el("li", null, `base: ${bucketText(b.base)}`), el("li", null, `experiment: ${bucketText(b.exp)}`))
     ];
   }
-  function noiseTitle(noise, n, unit) {
-    return `Step-to-step standard deviation ${fmtInUnit(noise, unit)} over ${String(n ?? "?")} steps.`;
+  function noiseTitle(m, noise, n) {
+    if (!isNum(m.stderr)) return `Mean of ${String(n ?? "?")} value(s), one per span or rank: no step-to-step noise test; a verdict from a 10 % change.`;
+    return `Step-to-step standard deviation ${fmtInUnit(noise, m.unit)} over ${String(n ?? "?")} steps.`;
   }
   function diffChanges(doc, p) {
     const kernels = largestChanges(doc.kernels, 12);
@@ -1765,7 +1766,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const found = (items, side) => items?.length ? el(
       "ul",
       { className: "notes" },
-      ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}${f.scope === "run" ? ", across ranks" : ""}): ${f.title ?? ""}`))
+      ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}): ${f.title ?? ""}`))
     ) : null;
     return [
       row(

@@ -530,6 +530,42 @@ def test_all_ranks_view(server: Server, open_page: Any) -> None:
     shoot(frame, "rank-worker", "communication")
 
 
+def test_two_rank_sample_runs_say_per_step(server: Server, open_page: Any) -> None:
+    """sample_logs/ddp2_straggler across ranks: the per-rank table says /step and per
+    collective, never a bare "Waited"; the diff ddp2_default → ddp2_straggler lists the
+    NCCL kernel apart (not judged) and has the waited /step row and the DDP buckets."""
+    run = "ddp2_straggler"
+    if not (server.logdir / run).is_dir():
+        pytest.skip("sample_logs/ddp2_straggler is missing")
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    grid = frame.locator("#ki-panel-ranks table.grid").first
+    headers = [h.inner_text().strip() for h in grid.locator("thead th").all()]
+    assert "Waited /step" in headers and "Lateness per collective" in headers
+    assert "Waited" not in headers and "Lateness" not in headers
+    status, view = server.get("run_summary", run=run)
+    assert status == 200
+    rank0 = next(r for r in view["summary"]["ranks"] if r["rank"] == 0)
+    per_step = rank0.get("wait_us_per_step") or rank0["wait_us"] / rank0["step_count"]
+    row0 = grid.locator("tbody tr").first.inner_text()
+    assert f"{per_step / 1000:.1f} ms" in row0 or f"{per_step / 1000:.2f} ms" in row0, row0
+    shoot(frame, "ddp2-straggler", "ranks")
+    base = "ddp2_default"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={run}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"))
+    metrics = frame.locator("#ki-panel-diff-metrics").inner_text()
+    assert "communication: waited /step (mean over ranks)" in metrics
+    assert "all_reduce calls /step" in metrics and "DDP buckets" in metrics
+    changes = frame.locator("#ki-panel-diff-changes").inner_text()
+    assert "Communication kernels" in changes and "not judged" in changes
+    for name in ("diff-metrics", "diff-changes", "diff-diagnoses"):
+        shoot(frame, "ddp2-diff", name)
+
+
 def test_loading_progress_then_error_state(open_page: Any) -> None:
     """While the backend answers 202 the panels show the progress it reports; an
     unreadable trace (422) becomes an error in every panel, not a broken page."""

@@ -82,8 +82,8 @@ export function diffMetrics(doc: DiffDoc): Node[] | string {
           cellTitle: (m) =>
             `${m.key} — ${m.better === "higher" ? "higher is better" : m.better === "none" ? "a setting: neither better nor worse" : "lower is better"}` + byRankText(m),
         },
-        { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m.base_noise, m.base_n, m.unit) },
-        { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m.exp_noise, m.exp_n, m.unit) },
+        { header: "Base", numeric: true, cell: (m) => fmtInUnit(m.base, m.unit), cellTitle: (m) => noiseTitle(m, m.base_noise, m.base_n) },
+        { header: "Experiment", numeric: true, cell: (m) => fmtInUnit(m.exp, m.unit), cellTitle: (m) => noiseTitle(m, m.exp_noise, m.exp_n) },
         { header: "Change", numeric: true, title: "Experiment − base (fractions in percentage points).", cell: (m) => fmtDeltaInUnit(m.delta, m.unit) },
         { header: "Relative", numeric: true, title: "(experiment − base) ÷ base.", cell: (m) => fmtSignedPercent(m.change_fraction) },
         {
@@ -135,8 +135,9 @@ function bucketsBlock(doc: DiffDoc): Node[] {
   ];
 }
 
-function noiseTitle(noise: unknown, n: unknown, unit: string): string {
-  return `Step-to-step standard deviation ${fmtInUnit(noise as number, unit)} over ${String(n ?? "?")} steps.`;
+function noiseTitle(m: DiffMetric, noise: unknown, n: unknown): string {
+  if (!isNum(m.stderr)) return `Mean of ${String(n ?? "?")} value(s), one per span or rank: no step-to-step noise test; a verdict from a 10 % change.`;
+  return `Step-to-step standard deviation ${fmtInUnit(noise as number, m.unit)} over ${String(n ?? "?")} steps.`;
 }
 
 export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
@@ -186,7 +187,7 @@ export function diffDiagnoses(doc: DiffDoc): Node[] {
       ? el(
           "ul",
           { className: "notes" },
-          ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}${f.scope === "run" ? ", across ranks" : ""}): ${f.title ?? ""}`)),
+          ...items.map((f) => el("li", { dataset: { diagnosisId: f.id } }, `${side} [${(f.severity ?? "").toUpperCase()}] ${DIAGNOSIS_NAMES[f.id] ?? f.id} (${f.where ?? "?"}): ${f.title ?? ""}`)),
         )
       : null;
   return [
