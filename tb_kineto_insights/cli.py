@@ -4,7 +4,9 @@
   spans are reported as errors), 2 when nothing could be read or the arguments are bad.
 - ``diff BASE EXP [--format text|json]``: exit 0, or 2 on unusable input.
 - ``check BASE EXP [--max-step-time-regression 5%] [--fail-on ID ...]``: exit 0 when no
-  limit is crossed, 1 on a regression, 2 on unusable input; prints why.
+  limit is crossed, 1 on a regression or when EXP has a ``--fail-on`` diagnosis (on any
+  span, or across its ranks for a run of several workers, e.g.
+  ``communication_straggler``), 2 on unusable input or an unknown id; prints why.
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 """
 
@@ -390,8 +392,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="ID[,ID]",
-        help="fail when EXP has this diagnosis (repeatable, or comma-separated), e.g. "
-        "memory_growth",
+        help="fail when EXP has this diagnosis, on any span or across its ranks (repeatable, "
+        "or comma-separated), e.g. memory_growth, communication_straggler",
     )
     check_cmd.set_defaults(func=_cmd_check)
     doctor_cmd = sub.add_parser(

@@ -236,3 +236,16 @@ def test_ddp_default_vs_tuned(h200x2: Path) -> None:
     waited = r["communication.waited_us_per_step"]
     assert 4000 < waited["base"] < 6000 and 400 < waited["exp"] < 1000
     assert waited["verdict"] == "improved"
+
+
+def test_ranks_saved_under_one_worker_name(shared_cases: Path) -> None:
+    """B13: both ranks' files under one worker prefix (distributedInfo.rank 0 and 1);
+    rank 1 is 300 µs late on 2 of the 4 steps, so rank 0 waited 600 µs in total, 150 µs
+    /step, and rank 1 nothing. The diff sees two ranks, not one worker."""
+    side = load_side(str(shared_cases / "B13_same_worker_prefix_all_ranks"))
+    assert len({label.partition("/")[0] for label, _ in side.summaries}) == 1
+    doc = compare(side, side)
+    assert doc["communication"]["rank_rows_from"] == "run_view"
+    waited = _rows(doc["metrics"])["communication.waited_us_per_step"]
+    assert waited["by_rank"]["base"] == pytest.approx({"0": 150.0, "1": 0.0}, abs=0.5)
+    assert (waited["base"], waited["verdict"]) == (pytest.approx(75.0, abs=0.5), "unchanged")

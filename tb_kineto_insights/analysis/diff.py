@@ -354,12 +354,20 @@ def _worker_of(label: str) -> str:
 
 
 def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any] | None:
-    """The run view across the ranks of a side (latest span of each worker, as
-    ``report`` does), or None when the side has fewer than two workers. Labels are
+    """The run view across the ranks of a side: the latest span of each worker, as
+    ``report`` does; spans of one worker that carry different ``distributedInfo.rank``
+    (every rank's file saved under one worker name) count as that many ranks, named
+    ``worker (rank N)``. None when that leaves fewer than two. Labels are
     ``worker/span``."""
+    ranks_of: dict[str, set[Any]] = {}
+    for label, summary in side:
+        ranks_of.setdefault(_worker_of(label), set()).add(_rank(summary))
     latest: dict[str, dict[str, Any]] = {}
     for label, summary in side:
-        latest[_worker_of(label)] = summary  # the last span of a worker wins
+        worker = _worker_of(label)
+        if len(ranks_of[worker]) > 1:
+            worker = f"{worker} (rank {_rank(summary)})"
+        latest[worker] = summary  # the last span of a worker (rank) wins
     if len(latest) < 2:
         return None
     # summary.py sits above the analysis modules; imported here, where it is used
