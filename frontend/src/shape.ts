@@ -104,7 +104,8 @@ export function formatByKey(key: string, value: unknown): string {
     return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
   }
   if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
-  if (/fraction/.test(key)) return fmtPercent(value);
+  if (/fraction/.test(key) || key === "share_of_step") return fmtPercent(value);
+  if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
   if (/_gbps$/.test(key)) return fmtBandwidth(value);
   if (key === "r2") return value.toFixed(2);
   if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
@@ -116,6 +117,9 @@ const NAME_KEYS = new Set(["worker", "op", "device", "kinds", "op_input_shapes",
 
 const EVIDENCE_LABELS: Record<string, string> = {
   last_fraction: "Arrives last in",
+  delay_us_per_step: "Others lose to it",
+  share_of_step: "Of step time",
+  p_value: "Chance of being last this often",
   last_count: "Last at",
   matched_count: "Matched collectives",
   short_count_fraction: "Short kernels",

@@ -249,3 +249,11 @@ test("bandwidth basis in words", () => {
   assert.match(busbwBasisText(undefined), /includes waiting/);
   assert.match(busbwBasisText("kernel_time"), /includes waiting/);
 });
+
+test("straggler evidence: cost /step, share of step, a p-value that stays readable", () => {
+  assert.equal(formatByKey("delay_us_per_step", 20100), "20.1 ms/step");
+  assert.equal(formatByKey("share_of_step", 0.52), "52.0 %");
+  assert.equal(formatByKey("p_value", 2.7e-20), "2.7e-20");
+  assert.equal(formatByKey("p_value", 0.31), "0.31");
+  assert.equal(formatByKey("p_value", 0), "0.0");
+});
