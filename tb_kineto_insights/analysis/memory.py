@@ -810,9 +810,9 @@ def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[s
         "preallocate buffers of the largest size and reuse them. Or start the process "
         "with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (read when CUDA is "
         "initialised): a segment then grows in place and its freed tail serves the next, "
-        "larger request (sample_logs/memory_fragmentation_expandable: reserved grew "
-        "20-40 MiB per step instead of 288-544 MiB). Avoid torch.cuda.empty_cache() in "
-        "the loop.",
+        "larger request (measured on an H200 with rising sizes: reserved grew 20-40 "
+        "MiB per step instead of 288-544 MiB). Avoid torch.cuda.empty_cache() in the "
+        "loop.",
     )
 
 
