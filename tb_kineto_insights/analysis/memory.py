@@ -38,29 +38,31 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   share of reserved memory the caching allocator holds as cached free blocks. That is
   the cache doing its job, not fragmentation.
 - ``fragmentation``: allocations the cache could not serve although it held enough
-  free bytes. An event ``i`` counts when it allocates (``Bytes > 0``) more than
+  free bytes. Event ``i`` (``i-1`` the previous event on the device; the first event has
+  no "before" and never counts) is a *new segment* when it allocates (``Bytes[i] > 0``)
+  and ``Total Reserved`` rises at it by at least the request, ``reserved[i] −
+  reserved[i-1] ≥ Bytes[i]`` (none of the cached bytes served it; with
+  ``expandable_segments`` the free tail of a segment is extended instead and reserved
+  grows by less); it counts as fragmentation when, also, ``Bytes[i]`` is more than
   ``Thresholds.fragmentation_min_request_bytes`` (1 MiB: smaller requests come from the
-  small pool, whose segments are separate), ``Total Reserved`` rises at it by at least
-  ``Bytes[i]`` (``reserved[i] − reserved[i-1] ≥ Bytes[i]``, ``i-1`` the previous event
-  on the device: a new segment holds the whole request, none of the cached bytes
-  served it; with ``expandable_segments`` a segment's free tail is extended instead
-  and reserved grows by less) and the cached free bytes just before, ``reserved[i-1]
-  − (allocated[i] − Bytes[i])``, were at least ``Bytes[i]``. Per step (host windows):
-  how many, the bytes requested and the reserved growth; ``steady_state_steps``: the
-  steps after the first profiled one that have any (the first step may still be
-  warming the cache up); ``reserved_growth_bytes_per_step``: their reserved growth over
-  the profiled steps after the first, divided by that number of steps;
-  ``allocated_peak_growth_bytes_per_step``: (last step's allocated peak − first
-  step's) / the same number of steps; ``excess_reserved_growth_bytes_per_step``: the
-  first minus the second (minus 0 when the peak falls; never below 0): reserved growth
-  that live memory does not need. A leak fragments the cache too (kept blocks split the cached
-  ones), but there the reserved growth follows the allocated growth and the excess is
-  about 0. Caveats, both
-  making it say *more* than there is: the allocator keeps free blocks per CUDA stream,
-  so free bytes cached for another stream count here although they could not serve the
-  request; a ``torch.cuda.empty_cache()`` between two events is invisible (reserved
-  drops with no event), so the next event's "before" is too high. ``None`` without
-  ``Total Reserved``.
+  small pool, whose segments are separate) and the cached free bytes just before,
+  ``reserved[i-1] − (allocated[i] − Bytes[i])``, were at least ``Bytes[i]``. Keys:
+  ``new_segment_events``, ``events`` (the fragmentation ones), their
+  ``requested_bytes``, ``reserved_growth_bytes`` and ``min_cached_free_before_bytes``;
+  ``per_step`` (host windows): count, bytes requested, reserved growth;
+  ``steady_state_steps``: the steps after the first profiled one that have any (the
+  first may still be warming the cache up); ``reserved_growth_bytes_per_step``: their
+  reserved growth in the steps after the first / the number of those steps;
+  ``allocated_peak_growth_bytes_per_step``: (last step's allocated peak − first step's)
+  / the same number; ``excess_reserved_growth_bytes_per_step``: the first minus the
+  second (minus 0 when the peak falls; never below 0), the reserved growth live memory
+  does not need. A leak fragments the cache too (kept blocks split cached ones), but
+  then reserved grows as the allocated peak does and the excess is about 0.
+  ``largest``: the biggest events with their time, step, bytes and op. Two caveats make
+  it say *more* than there is: the allocator keeps free blocks per CUDA stream, so bytes
+  cached for another stream count as free here; a ``torch.cuda.empty_cache()`` between
+  two events is invisible (reserved drops with no event), so the next event's "before"
+  is too high. ``None`` without ``Total Reserved``.
 - ``peak_fraction_of_capacity`` = peak reserved (peak allocated when reserved is unknown)
   / ``deviceProperties.totalGlobalMem`` of the device with that ``id`` (CUDA/HIP only).
 
