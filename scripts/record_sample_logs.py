@@ -30,6 +30,24 @@ The workloads come as before/after pairs:
   (not detached) output alive on the GPU -- allocated memory grows by exactly
   ``LEAK_BYTES_PER_STEP`` (16 MiB) per step -- versus the same loop that keeps
   only Python floats / tiny CPU tensors.
+* ``memory_leak_async`` / ``memory_fixed_async``: a GPU-bound loop (fp32
+  matmuls, no ``.item()``, ``.cpu()`` or synchronisation inside the loop or
+  between profiled steps), so the host runs several steps ahead of the GPU; the
+  leak keeps every step's not detached (batch, features) output alive --
+  exactly ``ASYNC_LEAK_BYTES_PER_STEP`` (32 MiB) per step --, the fixed loop
+  accumulates the loss on the device instead. The per-step allocated memory is
+  read with ``torch.cuda.memory_allocated()`` (host-side accounting: no sync),
+  and how far the host ran ahead is read back from the trace.
+* ``memory_fragmentation`` / ``memory_fragmentation_fixed`` /
+  ``memory_fragmentation_expandable``: each step makes ``FRAG_TEMPS_PER_STEP``
+  activations of a batch whose length rises every step (``FRAG_BASE_ROWS`` +
+  step x ``FRAG_ROWS_PER_STEP`` rows of ``FRAG_FEATURES`` fp32), so every
+  request is larger than any cached free block: the caching allocator
+  reserves new segments each step while hundreds of MiB sit cached and free.
+  The fixed run pads every batch to the longest length (one size: the cached
+  blocks are reused). The expandable run is the rising-length loop again with
+  ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``, recorded in a child
+  process (the setting is read when CUDA is initialised).
 * ``ddp``: DistributedDataParallel over an MLP, one process per rank (spawned
   here), each rank profiling itself into the same folder as ``rank{r}``.
 
@@ -97,6 +115,19 @@ LEAK_BATCH = 1024
 LEAK_FEATURES = 4096
 LEAK_DTYPE_BYTES = 4
 LEAK_BYTES_PER_STEP = LEAK_BATCH * LEAK_FEATURES * LEAK_DTYPE_BYTES  # 16 MiB
+# memory_leak_async: a GPU-bound MLP (fp32 matmuls, ~15 ms of GPU work per step
+# on an H200 against ~1-2 ms on the host) keeps its (batch, features) output.
+ASYNC_LEAK_BATCH = 2048
+ASYNC_LEAK_FEATURES = 4096
+ASYNC_LEAK_LAYERS = 4
+ASYNC_LEAK_BYTES_PER_STEP = ASYNC_LEAK_BATCH * ASYNC_LEAK_FEATURES * LEAK_DTYPE_BYTES  # 32 MiB
+# memory_fragmentation: rows of the activations rise by FRAG_ROWS_PER_STEP a step
+# (64 MiB, 72 MiB, 80 MiB, ... per tensor at FRAG_FEATURES fp32 features).
+FRAG_TEMPS_PER_STEP = 4
+FRAG_FEATURES = 4096
+FRAG_BASE_ROWS = 4096
+FRAG_ROWS_PER_STEP = 512
+EXPANDABLE_ENV = "expandable_segments:True"
 
 ALL_WORKLOADS = (
     "transformer_eager",
@@ -105,6 +136,11 @@ ALL_WORKLOADS = (
     "dataloader_workers4",
     "memory_leak",
     "memory_fixed",
+    "memory_leak_async",
+    "memory_fixed_async",
+    "memory_fragmentation",
+    "memory_fragmentation_fixed",
+    "memory_fragmentation_expandable",
     "ddp",
 )
 
@@ -149,11 +185,14 @@ def profile_steps(
     device: torch.device,
     active: int,
     step_fn: Callable[[int], None],
+    sync_each_step: bool = True,
 ) -> None:
     """Run ``wait + warmup + active`` steps of ``step_fn`` under the profiler.
 
     The trace of the ``active`` steps is written once, gzipped, into
-    ``run_dir`` by ``tensorboard_trace_handler``.
+    ``run_dir`` by ``tensorboard_trace_handler``. With ``sync_each_step`` False
+    nothing waits for the GPU between steps (the host runs ahead, as in a
+    GPU-bound loop); the profiler synchronises the device when it stops.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     total = WAIT_STEPS + WARMUP_STEPS + active
@@ -171,7 +210,8 @@ def profile_steps(
     ) as prof:
         for i in range(total):
             step_fn(i)
-            sync(device)
+            if sync_each_step:
+                sync(device)
             prof.step()
 
 
@@ -694,6 +734,251 @@ def run_memory_fixed(opts: Options, info: dict[str, object]) -> None:
 
 
 # --------------------------------------------------------------------------
+# 3b. memory on a GPU-bound loop: the host runs ahead, nothing synchronises
+# --------------------------------------------------------------------------
+
+
+def host_lead_from_trace(trace_path: Path) -> list[dict[str, object]]:
+    """How far the host ran ahead of the GPU, per ``ProfilerStep#N`` of a trace.
+
+    For each CPU step N: ``cpu_start_us`` (the marker's start, trace µs),
+    ``prev_gpu_end_us`` (the end of the last kernel / memcpy / memset launched
+    from inside step N-1, matched by ``correlation``), ``host_ahead_ms`` =
+    (prev_gpu_end_us - cpu_start_us) / 1000 (> 0: step N started on the host
+    before step N-1's GPU work ended) and ``steps_in_flight`` (earlier steps
+    whose GPU work had not ended when step N started on the host).
+    """
+    import gzip
+
+    opener = gzip.open if trace_path.name.endswith(".gz") else open
+    with opener(trace_path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    steps: list[tuple[int, float, float]] = []
+    launch_ts: dict[int, float] = {}
+    gpu: list[tuple[int, float]] = []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat, name = e.get("cat"), str(e.get("name", ""))
+        ts, dur = float(e.get("ts", 0)), float(e.get("dur", 0))
+        corr = (e.get("args") or {}).get("correlation")
+        if cat == "user_annotation" and name.startswith("ProfilerStep#"):
+            steps.append((int(name.split("#", 1)[1]), ts, ts + dur))
+        elif cat in ("cuda_runtime", "cuda_driver") and isinstance(corr, int):
+            launch_ts[corr] = ts
+        elif cat in ("kernel", "gpu_memcpy", "gpu_memset") and isinstance(corr, int):
+            gpu.append((corr, ts + dur))
+    steps.sort(key=lambda s: s[1])
+    gpu_end: list[float | None] = [None] * len(steps)
+    for corr, end in gpu:
+        t = launch_ts.get(corr)
+        if t is None:
+            continue
+        for k, (_, s0, s1) in enumerate(steps):
+            if s0 <= t < s1:
+                prev = gpu_end[k]
+                gpu_end[k] = end if prev is None else max(prev, end)
+                break
+    out: list[dict[str, object]] = []
+    for k, (number, s0, _) in enumerate(steps):
+        prev_end = gpu_end[k - 1] if k > 0 else None
+        in_flight = sum(1 for j in range(k) if (gpu_end[j] or 0.0) > s0)
+        out.append(
+            {
+                "step": number,
+                "cpu_start_us": s0,
+                "prev_gpu_end_us": prev_end,
+                "host_ahead_ms": None if prev_end is None else round((prev_end - s0) / 1e3, 3),
+                "steps_in_flight": in_flight,
+            }
+        )
+    return out
+
+
+def _trace_file(run_dir: Path) -> Path:
+    files = sorted(p for p in run_dir.iterdir() if p.name.endswith(TRACE_SUFFIX))
+    if len(files) != 1:
+        raise RuntimeError(f"{run_dir}: expected one trace file, found {len(files)}")
+    return files[0]
+
+
+def _memory_async(opts: Options, name: str, leak: bool, info: dict[str, object]) -> None:
+    device = torch.device(opts.device)
+    on_gpu = device.type == "cuda"
+    torch.manual_seed(opts.seed)
+    if opts.quick:
+        batch, feats, layers = 64, 256, 2
+    else:
+        batch, feats, layers = ASYNC_LEAK_BATCH, ASYNC_LEAK_FEATURES, ASYNC_LEAK_LAYERS
+    bytes_per_step = batch * feats * LEAK_DTYPE_BYTES
+    mods: list[nn.Module] = []
+    for _ in range(layers):
+        mods += [nn.Linear(feats, feats, bias=False), nn.ReLU()]
+    model = nn.Sequential(*mods[:-1]).to(device)
+    optim = torch.optim.SGD(model.parameters(), lr=1e-6)  # stateless
+    x = torch.randn(batch, feats, device=device)
+    running = torch.zeros((), device=device)  # the fix: the sum stays on the device
+    kept: list[torch.Tensor] = []
+    allocated: list[int] = []
+
+    def step(_: int) -> None:
+        out = model(x)  # (batch, feats) float32
+        loss = out.square().mean()
+        loss.backward()
+        optim.step()
+        optim.zero_grad(set_to_none=True)
+        if leak:
+            kept.append(out)  # BUG: keeps the GPU output (and its grad_fn) alive
+        else:
+            running.add_(loss.detach())  # fixed: accumulate on the device, no sync
+        # host-side allocator accounting: exact without waiting for the GPU
+        allocated.append(torch.cuda.memory_allocated(device) if on_gpu else 0)
+
+    for i in range(opts.warmup_iters):
+        step(i)
+    sync(device)  # the profiled loop starts from an idle GPU ...
+    run_dir = fresh_run_dir(opts, name)
+    # ... and nothing in it waits for the GPU
+    profile_steps(run_dir, "worker0", device, opts.active, step, sync_each_step=False)
+    sync(device)
+    deltas = [b - a for a, b in zip(allocated[:-1], allocated[1:], strict=True)]
+    expected = bytes_per_step if leak else 0
+    lead = host_lead_from_trace(_trace_file(run_dir))
+    print(f"  [{name}] expected growth per step: {expected} bytes ({expected / MIB:g} MiB)")
+    print(f"  [{name}] torch.cuda.memory_allocated after each step: {allocated}")
+    print(f"  [{name}] measured growth per step: {deltas}")
+    print(f"  [{name}] host ahead of the GPU per profiled step: {json.dumps(lead)}")
+    info[name] = {
+        "expected_growth_bytes_per_step": expected,
+        "kept_tensor_shape": [batch, feats] if leak else None,
+        "kept_tensors_bytes": sum(t.numel() * t.element_size() for t in kept),
+        "model": f"{layers} x Linear({feats}, {feats}, bias=False) + ReLU, fp32, batch {batch}",
+        "sync_inside_loop": False,
+        "steps_before_profiler": opts.warmup_iters,
+        "profiler_schedule": {"wait": WAIT_STEPS, "warmup": WARMUP_STEPS, "active": opts.active},
+        "cuda_memory_allocated_after_each_step": allocated,
+        "cuda_memory_allocated_note": "read at the end of each step's Python code, without "
+        "synchronising (the caching allocator's host-side count)",
+        "measured_growth_bytes_per_step": deltas,
+        "host_lead_per_profiled_step": lead,
+        "running_loss_sum": None if leak else float(running.item()),  # after the profiler
+    }
+    kept.clear()
+
+
+def run_memory_leak_async(opts: Options, info: dict[str, object]) -> None:
+    _memory_async(opts, "memory_leak_async", leak=True, info=info)
+
+
+def run_memory_fixed_async(opts: Options, info: dict[str, object]) -> None:
+    _memory_async(opts, "memory_fixed_async", leak=False, info=info)
+
+
+# --------------------------------------------------------------------------
+# 3c. fragmentation: rising batch lengths vs one padded length
+# --------------------------------------------------------------------------
+
+
+def _allocator_stats(device: torch.device) -> dict[str, int]:
+    if device.type != "cuda":
+        return {}
+    st = torch.cuda.memory_stats(device)
+    keys = {
+        "allocated_bytes": "allocated_bytes.all.current",
+        "reserved_bytes": "reserved_bytes.all.current",
+        "segments_current": "segment.all.current",
+        "segments_allocated_total": "segment.all.allocated",
+        "inactive_split_bytes": "inactive_split_bytes.all.current",
+        "alloc_retries": "num_alloc_retries",
+    }
+    return {k: int(st.get(v, 0)) for k, v in keys.items()}
+
+
+def _fragmentation(opts: Options, name: str, padded: bool, info: dict[str, object]) -> None:
+    device = torch.device(opts.device)
+    torch.manual_seed(opts.seed)
+    if opts.quick:
+        feats, base, inc = 64, 64, 16
+    else:
+        feats, base, inc = FRAG_FEATURES, FRAG_BASE_ROWS, FRAG_ROWS_PER_STEP
+    total_steps = opts.warmup_iters + WAIT_STEPS + WARMUP_STEPS + opts.active
+    longest = base + (total_steps - 1) * inc
+    w = torch.randn(feats, feats, device=device) / feats**0.5
+    acc = torch.zeros((), device=device)
+    counter = [0]
+    rows_per_step: list[int] = []
+    stats: list[dict[str, int]] = []
+
+    def step(_: int) -> None:
+        k = counter[0]
+        counter[0] += 1
+        rows = longest if padded else base + k * inc
+        rows_per_step.append(rows)
+        # FRAG_TEMPS_PER_STEP activations of (rows, feats) fp32, alive together
+        h0 = torch.randn(rows, feats, device=device)
+        h1 = h0 @ w
+        h2 = torch.relu(h1)
+        h3 = h2 @ w
+        acc.add_(h3.mean())
+        del h0, h1, h2, h3
+        stats.append(_allocator_stats(device))
+
+    for i in range(opts.warmup_iters):
+        step(i)
+    sync(device)
+    profile_steps(fresh_run_dir(opts, name), "worker0", device, opts.active, step)
+    tensor_bytes = [r * feats * 4 for r in rows_per_step]
+    print(f"  [{name}] bytes per activation per step: {tensor_bytes}")
+    for k, st in enumerate(stats):
+        print(f"  [{name}] after step {k}: {json.dumps(st)}")
+    entry: dict[str, object] = {
+        "padded_to_longest": padded,
+        "temps_per_step": FRAG_TEMPS_PER_STEP,
+        "rows_per_step": rows_per_step,
+        "features": feats,
+        "activation_bytes_per_step": tensor_bytes,
+        "steps_before_profiler": opts.warmup_iters,
+        "profiler_schedule": {"wait": WAIT_STEPS, "warmup": WARMUP_STEPS, "active": opts.active},
+        "allocator_stats_after_each_step": stats,
+        "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+    }
+    if device.type == "cuda":
+        with contextlib.suppress(Exception):
+            segs = torch.cuda.memory_snapshot()
+            entry["snapshot_segments"] = len(segs)
+            entry["snapshot_expandable_segments"] = sum(
+                1 for seg in segs if seg.get("is_expandable")
+            )
+    info[name] = entry
+
+
+def run_memory_fragmentation(opts: Options, info: dict[str, object]) -> None:
+    _fragmentation(opts, "memory_fragmentation", padded=False, info=info)
+
+
+def run_memory_fragmentation_fixed(opts: Options, info: dict[str, object]) -> None:
+    _fragmentation(opts, "memory_fragmentation_fixed", padded=True, info=info)
+
+
+def run_memory_fragmentation_expandable(opts: Options, info: dict[str, object]) -> None:
+    """The rising-length loop with expandable segments. The allocator reads
+    ``PYTORCH_CUDA_ALLOC_CONF`` once, when CUDA is initialised, so this run is
+    recorded by a child process started with the variable set; the child writes
+    its own entry into ``<out>/recording_info.json``, which the parent merges."""
+    name = "memory_fragmentation_expandable"
+    if os.environ.get("PYTORCH_CUDA_ALLOC_CONF") == EXPANDABLE_ENV:
+        _fragmentation(opts, name, padded=False, info=info)
+        return
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF=EXPANDABLE_ENV)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--out", str(opts.out)]
+    cmd += ["--only", name, "--device", opts.device, "--active", str(opts.active)]
+    cmd += ["--warmup-iters", str(opts.warmup_iters), "--seed", str(opts.seed)]
+    cmd += ["--quick"] if opts.quick else []
+    print(f"  [{name}] child process: PYTORCH_CUDA_ALLOC_CONF={EXPANDABLE_ENV} {' '.join(cmd)}")
+    subprocess.run(cmd, check=True, env=env)
+
+
+# --------------------------------------------------------------------------
 # 4. DDP: one process per rank, each profiling itself as rank{r}
 # --------------------------------------------------------------------------
 
@@ -910,6 +1195,13 @@ def main(argv: list[str] | None = None) -> int:
         "dataloader_workers4": lambda: run_dataloader_workers4(opts, dl_info),
         "memory_leak": lambda: run_memory_leak(opts, mem_info),
         "memory_fixed": lambda: run_memory_fixed(opts, mem_info),
+        "memory_leak_async": lambda: run_memory_leak_async(opts, mem_info),
+        "memory_fixed_async": lambda: run_memory_fixed_async(opts, mem_info),
+        "memory_fragmentation": lambda: run_memory_fragmentation(opts, mem_info),
+        "memory_fragmentation_fixed": lambda: run_memory_fragmentation_fixed(opts, mem_info),
+        "memory_fragmentation_expandable": lambda: run_memory_fragmentation_expandable(
+            opts, mem_info
+        ),
         "ddp": lambda: run_ddp(opts),
     }
     failed: list[str] = []

@@ -8,6 +8,7 @@ project venv has none). The tests that record (CPU, gloo) or import
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -380,6 +381,8 @@ def test_record_sample_logs_parses_without_gpu() -> None:
     rsl = _load(SCRIPTS / "record_sample_logs.py", "record_sample_logs_under_test")
     opts, names = rsl.parse_args(["--device", "cpu", "--quick", "--only", "ddp"])
     assert names == ["ddp"] and opts.backend == "gloo" and opts.world_size == 2
+    opts, names = rsl.parse_args(["--device", "cpu", "--quick", "--only", ",".join(MEMORY_RUNS)])
+    assert names == list(MEMORY_RUNS) and opts.quick and opts.warmup_iters == 1
 
 
 def test_cpu_gloo_recording_two_ranks(tmp_path: Path) -> None:
@@ -404,3 +407,112 @@ def test_cpu_gloo_recording_two_ranks(tmp_path: Path) -> None:
     assert all(v >= 19.0 for v in strag["straggler"]["extra_ms_measured"])
     top = json.loads((tmp_path / "recording_info.json").read_text())
     assert set(top["runs"]) == {"ddp_tuned", "ddp_straggler"}
+
+
+# --------------------------------------------------------------------------
+# record_sample_logs.py without torch: its registry and its trace reading,
+# taken from the source (importing the script needs torch)
+# --------------------------------------------------------------------------
+
+SAMPLE_SCRIPT = SCRIPTS / "record_sample_logs.py"
+MEMORY_RUNS = (
+    "memory_leak_async",
+    "memory_fixed_async",
+    "memory_fragmentation",
+    "memory_fragmentation_fixed",
+    "memory_fragmentation_expandable",
+)
+
+
+def _sample_script_tree() -> ast.Module:
+    return ast.parse(SAMPLE_SCRIPT.read_text(), filename=str(SAMPLE_SCRIPT))
+
+
+def _sample_script_constant(name: str) -> Any:
+    for node in _sample_script_tree().body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not assigned at the top of {SAMPLE_SCRIPT.name}")
+
+
+def _sample_script_function(name: str) -> Any:
+    fn = next(
+        n for n in _sample_script_tree().body if isinstance(n, ast.FunctionDef) and n.name == name
+    )
+    namespace: dict[str, Any] = {"json": json, "Path": Path}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(SAMPLE_SCRIPT), "exec"), namespace)
+    return namespace[name]
+
+
+def test_sample_script_registers_the_memory_runs() -> None:
+    workloads = _sample_script_constant("ALL_WORKLOADS")
+    assert set(MEMORY_RUNS) <= set(workloads)
+    assert workloads[-1] == "ddp" and len(set(workloads)) == len(workloads)
+    assert _sample_script_constant("EXPANDABLE_ENV") == "expandable_segments:True"
+    src = SAMPLE_SCRIPT.read_text()
+    for run in MEMORY_RUNS:  # each one has a runner in main()
+        assert f'"{run}": lambda' in src
+
+
+def _launch(ts: float, corr: int) -> dict[str, Any]:
+    e = cpu("cudaLaunchKernel", ts, 2, cat="cuda_runtime")
+    e["args"] = {"correlation": corr}
+    return e
+
+
+def test_host_lead_from_trace_exact(tmp_path: Path) -> None:
+    host_lead = _sample_script_function("host_lead_from_trace")
+    events = [
+        cpu("ProfilerStep#2", 0, 100, cat="user_annotation"),
+        cpu("ProfilerStep#3", 100, 100, cat="user_annotation"),
+        cpu("ProfilerStep#4", 200, 100, cat="user_annotation"),
+        # step 2 launches two kernels ending at 900 and 1500; step 3 one ending at 2500
+        _launch(10, 1),
+        _launch(20, 2),
+        _launch(110, 3),
+        kernel("a", 500, 400, corr=1),
+        kernel("b", 900, 600, corr=2),
+        kernel("c", 1500, 1000, corr=3),
+        kernel("orphan", 3000, 10, corr=99),  # no launch: ignored
+    ]
+    path = write_trace(tmp_path / "w.pt.trace.json.gz", events, gz=True)
+    assert host_lead(path) == [
+        {
+            "step": 2,
+            "cpu_start_us": 0.0,
+            "prev_gpu_end_us": None,
+            "host_ahead_ms": None,
+            "steps_in_flight": 0,
+        },
+        {
+            "step": 3,
+            "cpu_start_us": 100.0,
+            "prev_gpu_end_us": 1500.0,
+            "host_ahead_ms": 1.4,
+            "steps_in_flight": 1,
+        },
+        {
+            "step": 4,
+            "cpu_start_us": 200.0,
+            "prev_gpu_end_us": 2500.0,
+            "host_ahead_ms": 2.3,
+            "steps_in_flight": 2,
+        },
+    ]
+
+
+@pytest.mark.parametrize("run", ["memory_leak_async", "memory_fixed_async"])
+def test_host_lead_reproduces_the_recorded_runs(run: str) -> None:
+    host_lead = _sample_script_function("host_lead_from_trace")
+    logs = REPO / "sample_logs"
+    if not (logs / run).is_dir():
+        pytest.skip(f"sample_logs/{run} not found")
+    (trace,) = sorted((logs / run).glob("*.pt.trace.json.gz"))
+    info = json.loads((logs / "recording_info.json").read_text())["memory"][run]
+    lead = host_lead(trace)
+    assert lead == info["host_lead_per_profiled_step"]
+    # the host ran ahead: from the third profiled step on, two or more steps in flight
+    assert [x["steps_in_flight"] for x in lead] == [0, 1, 2, 3, 4]
+    assert all(x["host_ahead_ms"] > 15.0 for x in lead[1:])

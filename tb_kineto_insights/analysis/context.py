@@ -53,6 +53,19 @@ class StepWindows:
     def total_ns(self) -> int:
         return int(self.dur_ns.sum())
 
+    def host_windows(self) -> tuple[I64, I64]:
+        """Host-side windows ``(start_ns, end_ns)``, one per step: the ``ProfilerStep#N``
+        CPU range itself, cut at the next marker's start if it runs past it, so the
+        windows are sorted and never overlap. Host events (``[memory]`` allocations, CPU
+        ops) belong here: in a GPU-bound loop the host runs steps ahead of the GPU, and
+        the GPU-extended windows (``start_ns``/``end_ns``) put all of its host events in
+        the first step. For the pseudo-step (no markers) this is the pseudo-step."""
+        start = self.cpu_start_ns.copy()
+        end = self.cpu_end_ns.copy()
+        if end.size > 1:
+            end[:-1] = np.minimum(end[:-1], start[1:])
+        return start, np.maximum(end, start)
+
 
 @dataclass
 class TraceIndex:

@@ -66,10 +66,25 @@ class Thresholds:
     memory_growth_min_bytes_per_step: float = 1024.0 * 1024.0
     #: ... that fits a line this well (r², 0..1).
     memory_growth_min_r2: float = 0.9
-    #: memory_fragmentation: 1 − allocated/reserved at the reserved peak, at least ...
-    fragmentation_fraction: float = 0.3
-    #: ... with at least this much reserved (bytes), so tiny caches are not flagged.
-    fragmentation_min_reserved_bytes: float = 1024.0**3
+    #: memory_growth is ``high`` when, at its rate, the device is full within this many
+    #: steps (``medium`` when later, or when the device's memory is unknown).
+    memory_growth_high_steps_to_capacity: float = 10_000.0
+    #: memory_fragmentation counts an allocation only when it asks for more than this
+    #: (bytes): requests up to 1 MiB come from the caching allocator's small pool, whose
+    #: 2 MiB segments cannot use the large pool's cached free bytes, and vice versa.
+    fragmentation_min_request_bytes: float = 1024.0 * 1024.0
+    #: memory_fragmentation needs such allocations in at least this many steps after the
+    #: first profiled one (steady state, not the allocator warming up).
+    fragmentation_min_steps: int = 2
+    #: ... and reserved memory growing faster than the allocated peak by at least this
+    #: many bytes per step (else the new segments hold memory that is really kept).
+    fragmentation_min_excess_bytes_per_step: float = 1024.0 * 1024.0
+    #: memory_fragmentation is ``high`` when the reserved peak is at least this share of
+    #: device memory (``deviceProperties.totalGlobalMem``) ...
+    fragmentation_high_capacity_fraction: float = 0.75
+    #: ... ``medium`` when, at its reserved growth per step, the device is full within
+    #: this many steps, ``low`` otherwise (or when the device's memory is unknown).
+    fragmentation_medium_steps_to_capacity: float = 1000.0
     #: memory_near_capacity: reserved peak / device memory (totalGlobalMem), at least.
     near_capacity_fraction: float = 0.9
     #: diff: a change too small to matter gets no verdict ("unchanged"), whatever its
