@@ -9,6 +9,7 @@ import pytest
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights import compare, summary
+from tb_kineto_insights.analysis.diff import diagnoses_found, run_view_of
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, make_diagnosis
 from tb_kineto_insights.cli import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
 
@@ -150,3 +151,59 @@ def test_run_level_diagnoses_in_gained_lost(h200x2: Path) -> None:
     back = compare.compare(both, one)
     assert "communication_straggler" in back["diagnoses"]["disappeared"]
     assert "communication_straggler" in compare.diff_text(doc)
+
+
+def test_superseded_span_diagnoses_are_left_out() -> None:
+    """A run view that restates rank 0's exposed_communication (its exact wait/transfer
+    split) lists it in ``superseded_span_diagnoses``: rank 0's span-level one is left
+    out of what check sees, rank 1's and every other stay."""
+
+    def span(*ids: str) -> dict[str, Any]:
+        return {"diagnoses": [_diagnosis(i) for i in ids]}
+
+    side = [
+        ("r0/1", span("exposed_communication", "small_kernel_flood")),
+        ("r1/1", span("exposed_communication")),
+    ]
+    run = {
+        "diagnoses": [_diagnosis("exposed_communication")],
+        "superseded_span_diagnoses": [{"worker": "r0", "rank": 0, "id": "exposed_communication"}],
+    }
+    found = [(f["id"], f["where"]) for f in diagnoses_found(side, run)]
+    assert found == [
+        ("small_kernel_flood", "r0/1"),
+        ("exposed_communication", "r1/1"),
+        ("exposed_communication", "all ranks"),
+    ]
+    assert len(diagnoses_found(side, None)) == 3
+
+
+def test_run_view_input_chosen_like_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``summary.select_run_spans`` (the one place that chooses a run view's input)
+    the diff uses it and puts its notes first; without it, the latest span per worker,
+    a worker with two ranks' spans split into two."""
+    calls: list[Any] = []
+
+    def fake_run(workers: Any, thresholds: Any = None) -> dict[str, Any]:
+        calls.append([(name, s["tag"]) for name, s in workers])
+        return {"diagnoses": [], "notes": ["view note"]}
+
+    def rank(r: int, tag: str) -> dict[str, Any]:
+        return {"health": {"distributed_info": {"rank": r}}, "tag": tag}
+
+    monkeypatch.setattr(summary, "summarize_run", fake_run)
+    side = [("a/1", rank(0, "a1")), ("a/2", rank(0, "a2")), ("b/1", rank(1, "b1"))]
+    assert run_view_of(side) == {"diagnoses": [], "notes": ["view note"]}
+    assert calls[-1] == [("a", "a2"), ("b", "b1")]  # the latest span of each worker
+    both = [("r0-x/1", rank(0, "0")), ("r0-x/2", rank(1, "1"))]
+    run_view_of(both)
+    assert calls[-1] == [("r0-x (rank 0)", "0"), ("r0-x (rank 1)", "1")]
+    assert run_view_of(side[:2]) is None
+
+    def select(workers: Any) -> tuple[list[Any], list[str]]:
+        return [(w, spans[0]) for w, spans in workers], ["chosen: first spans"]
+
+    monkeypatch.setattr(summary, "select_run_spans", select, raising=False)
+    view = run_view_of(side)
+    assert view is not None and view["notes"] == ["chosen: first spans", "view note"]
+    assert calls[-1] == [("a", "a1"), ("b", "b1")]  # what select_run_spans chose

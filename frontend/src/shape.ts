@@ -472,13 +472,22 @@ export function countRows(counts: Record<string, Num> | null | undefined): [stri
 export type RankPart = "wait" | "transfer" | "exposed_wait" | "exposed_transfer";
 
 // A rank's value per step: the run view's own `<part>_us_per_step` when present; for the
-// wait, an older run view's total (`wait_us`, summed over the profile) ÷ its steps.
+// wait, a total (`wait_us_total`, or an older view's `wait_us`) ÷ the rank's steps.
 export function rankPerStep(r: RankRow | null | undefined, part: RankPart): number | null {
   if (!r) return null;
   const own = r[`${part}_us_per_step`];
   if (isNum(own)) return own;
-  if (part === "wait" && isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0) return r.wait_us / r.step_count;
+  const total = isNum(r.wait_us_total) ? r.wait_us_total : r.wait_us;
+  if (part === "wait" && isNum(total) && isNum(r.step_count) && r.step_count > 0) return total / r.step_count;
   return null;
+}
+
+// A rank's lateness per collective (this rank's start − the earliest start, mean over
+// matched collectives), under its new name or the older one.
+export function latenessPerCollective(r: RankRow | null | undefined): number | null {
+  if (!r) return null;
+  if (isNum(r.lateness_us_per_collective)) return r.lateness_us_per_collective;
+  return isNum(r.mean_lateness_us) ? r.mean_lateness_us : null;
 }
 
 // Bandwidth basis in words: what the busbw was computed from.

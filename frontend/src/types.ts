@@ -323,6 +323,10 @@ export interface RankRow {
   wait_us?: Num;
   mean_wait_us?: Num;
   mean_lateness_us?: Num;
+  // newer run view (issue 11): totals and per-collective values named by their unit
+  wait_us_total?: Num;
+  wait_us_per_collective?: Num;
+  lateness_us_per_collective?: Num;
   wait_us_per_step?: Num;
   transfer_us_per_step?: Num;
   exposed_wait_us_per_step?: Num;

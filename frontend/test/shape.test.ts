@@ -20,6 +20,7 @@ import {
   spanLabel,
   stepBoundariesMs,
   busbwBasisText,
+  latenessPerCollective,
   rankPerStep,
   verdictCounts,
 } from "../src/shape";
@@ -241,6 +242,14 @@ test("a rank's value per step: its own key, else the older total ÷ steps (waite
   assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 5 }, "transfer"), null);
   assert.equal(rankPerStep({ rank: 0, worker: "r0", transfer_us_per_step: 800 }, "transfer"), 800);
   assert.equal(rankPerStep(undefined, "wait"), null);
+  // the total under its newer name
+  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us_total: 1000, step_count: 4 }, "wait"), 250);
+});
+
+test("lateness per collective under either name", () => {
+  assert.equal(latenessPerCollective({ rank: 1, worker: "r1", lateness_us_per_collective: 2240, mean_lateness_us: 1 }), 2240);
+  assert.equal(latenessPerCollective({ rank: 1, worker: "r1", mean_lateness_us: 2240 }), 2240);
+  assert.equal(latenessPerCollective({ rank: 1, worker: "r1" }), null);
 });
 
 test("bandwidth basis in words", () => {

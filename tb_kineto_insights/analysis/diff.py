@@ -354,36 +354,56 @@ def _worker_of(label: str) -> str:
 
 
 def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any] | None:
-    """The run view across the ranks of a side: the latest span of each worker, as
-    ``report`` does; spans of one worker that carry different ``distributedInfo.rank``
-    (every rank's file saved under one worker name) count as that many ranks, named
-    ``worker (rank N)``. None when that leaves fewer than two. Labels are
-    ``worker/span``."""
-    ranks_of: dict[str, set[Any]] = {}
-    for label, summary in side:
-        ranks_of.setdefault(_worker_of(label), set()).add(_rank(summary))
-    latest: dict[str, dict[str, Any]] = {}
-    for label, summary in side:
-        worker = _worker_of(label)
-        if len(ranks_of[worker]) > 1:
-            worker = f"{worker} (rank {_rank(summary)})"
-        latest[worker] = summary  # the last span of a worker (rank) wins
-    if len(latest) < 2:
-        return None
-    # summary.py sits above the analysis modules; imported here, where it is used
-    from tb_kineto_insights.summary import summarize_run
+    """The run view across the ranks of a side (labels are ``worker/span``), or None
+    when the side holds fewer than two ranks.
 
-    return summarize_run(list(latest.items()), thresholds)
+    Its input is chosen as ``report`` chooses it: ``summary.select_run_spans`` where the
+    summary module has it (then its notes lead the view's ``notes``); else the latest
+    span of each worker, where spans of one worker that carry different
+    ``distributedInfo.rank`` (every rank's file saved under one worker name) count as
+    that many ranks, named ``worker (rank N)``.
+    """
+    # summary.py sits above the analysis modules; imported here, where it is used
+    from tb_kineto_insights import summary as summary_module
+
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for label, s in side:
+        grouped.setdefault(_worker_of(label), []).append(s)
+    select = getattr(summary_module, "select_run_spans", None)
+    notes: list[str] = []
+    if select is not None:
+        chosen, notes = select(list(grouped.items()))
+    else:
+        latest: dict[str, dict[str, Any]] = {}
+        for worker, spans in grouped.items():
+            split = len({_rank(s) for s in spans}) > 1
+            for s in spans:  # the last span of a worker (rank) wins
+                latest[f"{worker} (rank {_rank(s)})" if split else worker] = s
+        chosen = list(latest.items())
+    if len(chosen) < 2:
+        return None
+    run = summary_module.summarize_run(chosen, thresholds)
+    if notes:
+        run["notes"] = [*notes, *run.get("notes", [])]
+    return run
 
 
 def diagnoses_found(side: Side, run: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every diagnosis of a side: span-level (``scope`` ``span``, ``where`` = its
     ``worker/span``) and run-level from the run view (``scope`` ``run``, ``where`` =
-    ``all ranks``); each ``{id, scope, where, severity, title, impact_fraction}``."""
+    ``all ranks``); each ``{id, scope, where, severity, title, impact_fraction}``. A
+    span-level diagnosis the run view supersedes (its ``superseded_span_diagnoses``:
+    ``{worker, id}``, e.g. a rank's ``exposed_communication`` whose wait/transfer split
+    the view across ranks states exactly) is left out, as ``report`` leaves it out."""
+    replaced = {
+        (str(x.get("worker")), str(x.get("id")))
+        for x in (run or {}).get("superseded_span_diagnoses") or []
+    }
     found = []
     for label, s in side:
         for d in s.get("diagnoses", []):
-            found.append({**_brief(d), "scope": "span", "where": label})
+            if (_worker_of(label), d.get("id")) not in replaced:
+                found.append({**_brief(d), "scope": "span", "where": label})
     for d in (run or {}).get("diagnoses", []):
         found.append({**_brief(d), "scope": "run", "where": "all ranks"})
     return found

@@ -30,7 +30,7 @@ where a number has one):
   ``unchanged`` stands).
 - From the run view (sides of several ranks only), one value per rank, mean over
   ranks, lower is better: ``communication.waited_us_per_step`` (``ranks[].
-  wait_us_per_step``, else the older ``wait_us`` / ``step_count``),
+  wait_us_per_step``, else the older ``wait_us_total`` or ``wait_us`` / ``step_count``),
   ``communication.transfer_us_per_step``, ``communication.exposed_waited_us_per_step``,
   ``communication.exposed_transfer_us_per_step``; each with ``by_rank`` (``{base,
   exp}``: rank → µs /step), since the mean hides which rank waits.
@@ -183,8 +183,9 @@ def _per_rank(run: dict[str, Any] | None, key: str) -> list[float] | None:
     values = []
     for r in ranks:
         value = r.get(key)
+        total = r.get("wait_us_total", r.get("wait_us"))
         if value is None and key == "wait_us_per_step" and r.get("step_count"):
-            value = None if r.get("wait_us") is None else r["wait_us"] / r["step_count"]
+            value = None if total is None else total / r["step_count"]
         if value is None:
             return None
         values.append(float(value))

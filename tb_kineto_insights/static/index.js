@@ -793,8 +793,14 @@ var __kinetoInsights = (() => {
     if (!r) return null;
     const own = r[`${part}_us_per_step`];
     if (isNum(own)) return own;
-    if (part === "wait" && isNum(r.wait_us) && isNum(r.step_count) && r.step_count > 0) return r.wait_us / r.step_count;
+    const total2 = isNum(r.wait_us_total) ? r.wait_us_total : r.wait_us;
+    if (part === "wait" && isNum(total2) && isNum(r.step_count) && r.step_count > 0) return total2 / r.step_count;
     return null;
+  }
+  function latenessPerCollective(r) {
+    if (!r) return null;
+    if (isNum(r.lateness_us_per_collective)) return r.lateness_us_per_collective;
+    return isNum(r.mean_lateness_us) ? r.mean_lateness_us : null;
   }
   function busbwBasisText(basis) {
     if (basis === "matched_transfer") return "from the matched transfer across ranks (waiting left out)";
@@ -1490,7 +1496,7 @@ var __kinetoInsights = (() => {
               { header: "Exposed transfer /step", numeric: true, title: DEFINITIONS.exposed_transfer_us_per_step, cell: perStep("exposed_transfer") }
             ] : [],
             { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
-            { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) }
+            { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) }
           ],
           ranks
         )

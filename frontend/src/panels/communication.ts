@@ -3,7 +3,7 @@ import { el, kpis, nameCell, notes, table } from "../dom";
 import { fmtBandwidth, fmtBytes, fmtCount, fmtDuration, fmtPercent, humanize, isNum } from "../format";
 import { DEFINITIONS } from "../labels";
 import { commOption, ranksOption } from "../options";
-import { busbwBasisText, commPerStep, rankPerStep } from "../shape";
+import { busbwBasisText, commPerStep, latenessPerCollective, rankPerStep } from "../shape";
 import type { Palette } from "../theme";
 import type { CommKind, RankRow, RunKind, RunView, Summary } from "../types";
 import { subhead } from "./shell";
@@ -148,7 +148,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
               ]
             : []),
           { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
-          { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(r.mean_lateness_us) },
+          { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) },
         ],
         ranks,
       ),
