@@ -1,10 +1,28 @@
 """``summary.diagnoses``: what limits the job, with evidence and a concrete next step.
 
-Each diagnosis is ``{id, severity, title, evidence, recommendation, panel}`` with a
-stable ``id`` (DESIGN.md: add ids, never rename), ``severity`` one of
-:data:`SEVERITY_ORDER`, ``evidence`` the numbers that triggered it, and ``panel`` the
-summary panel that shows the details. Every threshold comes from
+Each diagnosis is ``{id, severity, title, evidence, recommendation, panel,
+impact_fraction}`` (:mod:`~tb_kineto_insights.analysis.findings`) with a stable ``id``
+(DESIGN.md: add ids, never rename). Every threshold comes from
 :class:`~tb_kineto_insights.analysis.thresholds.Thresholds`.
+
+What each diagnosis raised here costs (``impact_fraction``, a share of the summed step
+time of the main device) and what its severity follows:
+
+* ``small_kernel_flood``: launch-bound idle before short kernels plus those kernels'
+  own time (:func:`_small_kernel_flood`);
+* ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
+  idle attributed to data loading / host synchronization / host work outside traced
+  ops (:func:`_idle_cause`);
+* ``low_gpu_utilization``: the idle no other raised diagnosis explains
+  (:func:`_low_utilization`);
+* ``pageable_memcpy``: the pageable copies' duration (:func:`_pageable_memcpy`).
+
+These raise nothing below ``min_impact_fraction`` and take their severity from
+:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`. Two are not step-time
+costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
+per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
+events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
+Memory and communication diagnoses come from their own modules.
 """
 
 from __future__ import annotations

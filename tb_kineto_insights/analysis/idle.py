@@ -367,6 +367,23 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     """``summary.idle``: per device, busy fraction, idle per step, idle by cause, gap
     histogram and the largest gaps. Denominator of every ``_fraction`` of step time: the
     summed step-window time; of ``fraction_of_idle``: the device's summed idle time.
+
+    Top-level keys: ``cause_order`` (:data:`CAUSES`), ``cause_labels``
+    (:data:`CAUSE_LABELS`, cause → words), ``main_device`` (the busiest), ``devices``,
+    ``notes``. Per device, besides busy/idle totals, ``causes`` (``{us,
+    fraction_of_idle, fraction_of_step_time}`` per cause), ``per_step`` (``{number,
+    duration_us, idle_us, busy_fraction, causes_us}``), ``gap_histogram`` and
+    ``largest_gaps``: ``short_kernels``, the cost of short kernels on this device:
+
+    * ``busy_us``: wall time covered by short compute kernels inside the steps;
+    * ``launch_bound_gaps`` / ``launch_bound_idle_us``: the gaps that
+      :func:`launch_bound_gaps` counts and their launch-bound idle (µs), with
+      ``launch_bound_idle_us_by_cause`` split over :data:`LAUNCH_PATH_CAUSES`;
+    * ``launch_bound_kernel_us``: wall time of the short kernels closing those gaps;
+    * ``cost_us`` = launch-bound idle + those kernels' time, and
+      ``cost_fraction_of_step_time`` = ``cost_us`` / summed step time.
+
+    Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
     steps = index.steps
     total_ns = steps.total_ns
