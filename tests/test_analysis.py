@@ -470,3 +470,31 @@ def test_low_utilization_names_the_unexplained_cause(tmp_path: Path) -> None:
     assert low["evidence"]["largest_unexplained_cause"] == "cpu_ops"
     assert low["evidence"]["explained_by"] == {}
     assert "mostly other CPU ops" in low["title"]
+
+
+def test_graph_launched_or_sync_opened_gaps_are_not_launch_bound(tmp_path: Path) -> None:
+    """The same flood, launched by cudaGraphLaunch (no host launch per kernel): no
+    launch-bound idle. And a gap opened by a host sync before a short kernel belongs to
+    the sync, not to launch overhead."""
+    graph = [
+        {**e, "name": "cudaGraphLaunch"} if e.get("name") == "cudaLaunchKernel" else e
+        for e in _flood()
+    ]
+    s = _diagnose_events(tmp_path, graph)
+    cost = s["idle"]["devices"][0]["short_kernels"]
+    assert cost["launch_bound_gaps"] == 0 and cost["cost_us"] == 0.0
+    assert "small_kernel_flood" not in [d["id"] for d in s["diagnoses"]]
+    events = [
+        step(1, 0, 100),
+        launch(0, 1, 1),
+        kernel("K1", 1, 15, corr=1),
+        launch(2, 15, 99, name="cudaDeviceSynchronize"),  # returns at 17, the gap opens at 16
+        cpu("aten::add", 17, 7),
+        launch(19, 2, 2),
+        kernel("short", 22, 3, corr=2),  # closes the gap [16, 22)
+    ]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "s.json", events))))
+    (dev,) = idle_summary(idx)["devices"]
+    # [16, 22) only; not [0, 1): the sync starts at 2, after that gap has closed
+    assert dev["sync_opened_gaps"] == 1
+    assert dev["short_kernels"]["launch_bound_gaps"] == 0

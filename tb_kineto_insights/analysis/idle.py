@@ -235,14 +235,18 @@ def _busy_in(events: _DeviceEvents, sel: np.ndarray, windows: iv.Intervals) -> i
 
 
 def _opened_by_sync(
-    activity: _ThreadActivity, thread: tuple[int, int], gap_s: np.ndarray, tol_ns: int
+    activity: _ThreadActivity,
+    thread: tuple[int, int],
+    gap_s: np.ndarray,
+    gap_e: np.ndarray,
+    tol_ns: int,
 ) -> np.ndarray:
-    """Per gap start (sorted or not): the gap opens as a host synchronization on
-    ``thread`` returns. The first sync range on the thread ending at or after the gap
-    start must end within ``tol_ns`` of it and have started no later than the gap start
-    (the host was blocked when the GPU ran dry); a CUDA runtime sync call (which always
-    waits for the GPU) may also start inside that tolerance: ``x.cpu()`` copies, then
-    calls ``cudaStreamSynchronize`` a few µs after the copy drained the GPU."""
+    """Per gap: it opens as a host synchronization on ``thread`` returns. The first sync
+    range on the thread ending at or after the gap start must end within ``tol_ns`` of
+    it and have started no later than the gap start (the host was blocked when the GPU
+    ran dry). A CUDA runtime sync call (which always waits for the GPU) may also start
+    inside the gap, within that tolerance of its start: ``x.cpu()`` copies, then calls
+    ``cudaStreamSynchronize`` a few µs after the copy drained the GPU."""
     hit = np.zeros(gap_s.size, dtype=np.bool_)
     for runtime_only in (False, True):
         sync_s, sync_e = activity.sync_calls(thread, runtime_only)
@@ -251,8 +255,11 @@ def _opened_by_sync(
         k = np.searchsorted(sync_e, gap_s, side="left")
         ok = k < sync_e.size
         kk = k[ok]
-        started_by = gap_s[ok] + (tol_ns if runtime_only else 0)
-        hit[ok] |= (sync_e[kk] <= gap_s[ok] + tol_ns) & (sync_s[kk] <= started_by)
+        gs, ge = gap_s[ok], gap_e[ok]
+        started = sync_s[kk] <= gs
+        if runtime_only:
+            started |= (sync_s[kk] <= gs + tol_ns) & (sync_s[kk] < ge)
+        hit[ok] |= (sync_e[kk] <= gs + tol_ns) & started
     return hit
 
 
@@ -414,7 +421,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
             thread = (int(a), int(b))
             mine = (threads[:, 0] == thread[0]) & (threads[:, 1] == thread[1])
             idx = np.nonzero(mine)[0]
-            sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], tol_ns)
+            sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
             rest = idx[~sync_opened[idx]]
             if rest.size == 0:
                 continue
