@@ -309,6 +309,9 @@ def test_overlap_with_compute_on_the_same_device_only(tmp_path: Path) -> None:
             "exposed_us": 60.0,
             "comm_fraction": 0.5,
             "exposed_fraction": 0.3,
+            "wait_estimate_us": 0.0,
+            "exposed_wait_estimate_us": 0.0,
+            "exposed_transfer_estimate_us": 60.0,
         }
     ]
     assert (s["comm_us"], s["overlapped_us"], s["exposed_us"]) == (100.0, 40.0, 60.0)
@@ -572,7 +575,8 @@ def test_exposed_communication_diagnosis(tmp_path: Path) -> None:
         "panel",
         "impact_fraction",
     }
-    medium = communication_diagnoses(comm, steps, Thresholds(exposed_comm_high_fraction=0.5))
+    # severity follows the impact (30 % of the step: high from impact_high_fraction)
+    medium = communication_diagnoses(comm, steps, Thresholds(impact_high_fraction=0.5))
     assert medium[0]["severity"] == "medium"
     assert communication_diagnoses(comm, steps, Thresholds(exposed_comm_fraction=0.31)) == []
 
