@@ -59,12 +59,13 @@ is both
   it, so one late arrival makes it "last" in every collective of the step. Per step,
   the rank that causes the largest delay in that step is that step's last rank. With no
   straggler every rank is equally likely to be a step's last, ``p0 = 1/n`` (``n`` ranks
-  matched). One-sided binomial test of the candidate (the rank that is last in most
-  steps): ``p_value = P(X ≥ k)``, ``X ~ Binomial(N, 1/n)``, ``k`` its last steps, ``N``
-  the steps with a last rank; consistent when ``p_value ≤ straggler_alpha``. The
-  candidate is picked after looking, so with no straggler *some* rank passes with
-  probability up to ``n × alpha``: the cost condition is what keeps balanced runs
-  quiet; with 2 ranks and 5 steps the smallest possible p-value is 1/32.
+  matched). The candidate is the rank that is last in most steps, ``k`` of ``N`` steps
+  with a last rank. It is picked after looking, so its one-sided binomial tail
+  ``P(X ≥ k)``, ``X ~ Binomial(N, 1/n)`` (``p_value_one_rank``), is multiplied by ``n``
+  (Bonferroni over the ``n`` ranks that could have been picked): ``p_value =
+  min(1, n · P(X ≥ k))``; consistent when ``p_value ≤ straggler_alpha``. With 2 ranks
+  and 5 steps the smallest possible p-value is 2/32; with 8 ranks the candidate must be
+  last in 4 of 5 steps, with 64 ranks in 3.
 - **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
   step (0 in steps where it is never last), median over the steps; the largest and not
   the sum because the ranks blocked in its first collective reach their next ones late
@@ -86,6 +87,7 @@ diagnoses it replaces in ``superseded_span_diagnoses``.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -310,7 +312,8 @@ def run_summary(
     ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``, ``p_value``,
     ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``) when the rule
     holds, else ``None``; ``straggler_test`` (the best candidate and why it is or is not
-    a straggler: the same keys plus ``ranks_tested``, ``p0``, ``alpha``,
+    a straggler: the same keys plus ``ranks_tested``, ``p0``, ``p_value_one_rank``,
+    ``alpha``,
     ``consistent``, ``min_share_of_step``, ``costly``, ``verdict``) or ``None`` without
     matched collectives; ``notes``.
     """
@@ -397,7 +400,7 @@ def run_summary(
                 "exposed_wait_us_per_step": _per_step(m.step_exposed_wait[i], n_steps),
                 "exposed_transfer_us_per_step": _per_step(m.step_exposed_transfer[i], n_steps),
                 "delay_caused_us_per_step": (
-                    float(np.median([m.step_delay[i].get(k, 0) for k in m.step_keys])) / 1000.0
+                    statistics.median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
                     if n_steps
                     else None
                 ),
@@ -483,31 +486,40 @@ def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[
     keyed = [_keys(seq, by_seq) for seq in sequences]
     pgs = sorted({key[0] for k in keyed for key in k})
     step_keys: set[Any] = set()
+    largest: list[tuple[float, dict[str, Any], list[int], list[int]]] = []
     for pg in pgs:
         members = [i for i, k in enumerate(keyed) if any(key[0] == pg for key in k)]
         all_keys = sorted(
             {key for i in members for key in keyed[i] if key[0] == pg},
             key=lambda key: tuple((x is None, str(type(x)), x) for x in key),
         )
-        matched = unmatched = 0
+        rows: list[list[dict[str, Any]]] = []
+        unmatched = 0
         for key in all_keys:
             entries = [keyed[i].get(key) for i in members]
             if len(members) < 2 or any(e is None for e in entries):
                 unmatched += 1
                 continue
-            present = [e for e in entries if e is not None]
-            matched += 1
-            _one(m, members, present, rank_list, pg, step_keys)
+            rows.append([e for e in entries if e is not None])
+        if rows:
+            _group(m, members, rows, rank_list, pg, step_keys, largest)
         m.unmatched_total += unmatched
         m.groups.append(
             {
                 "pg": pg,
                 "ranks": sorted(rank_list[i] for i in members),
-                "matched": matched,
+                "matched": len(rows),
                 "unmatched": unmatched,
             }
         )
     m.step_keys = sorted(step_keys, key=lambda s: (str(type(s)), s))
+    largest.sort(key=lambda t: -t[0])
+    for _, item, starts, members in largest[:LARGEST_SKEWS]:
+        earliest = min(starts)
+        item["start_offsets_us"] = {
+            str(rank_list[i]): (s - earliest) / 1000.0 for s, i in zip(starts, members, strict=True)
+        }
+        m.largest.append(item)
     if m.unmatched_total and m.skews:
         m.notes.append(
             f"{m.unmatched_total} collectives were not found on every rank of their process "
@@ -520,73 +532,87 @@ def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[
     return m
 
 
-def _one(
+def _group(
     m: _Matched,
     members: list[int],
-    entries: list[dict[str, Any]],
+    rows: list[list[dict[str, Any]]],
     rank_list: list[int],
     pg: str,
     step_keys: set[Any],
+    largest: list[tuple[float, dict[str, Any], list[int], list[int]]],
 ) -> None:
-    """Account one matched collective (``entries[j]`` is worker ``members[j]``'s)."""
-    kinds = {e.get("kind") for e in entries}
-    if len(kinds) > 1:
-        m.kind_mismatches += 1
-    starts = [_start_ns(e) for e in entries]
-    ends = [max(_end_ns(e), s) for e, s in zip(entries, starts, strict=True)]
-    latest, earliest = max(starts), min(starts)
-    transfer = max(0, min(ends) - latest)
+    """Account the matched collectives of one process group: ``rows[k][j]`` is worker
+    ``members[j]``'s entry of the k-th matched collective (arrays are K × M, ns)."""
+    start = np.array([[_start_ns(e) for e in row] for row in rows], dtype=np.int64)
+    end = np.array([[_end_ns(e) for e in row] for row in rows], dtype=np.int64)
+    end = np.maximum(end, start)
+    latest, earliest = start.max(axis=1), start.min(axis=1)
     skew = latest - earliest
-    m.skews.append(skew / 1000.0)
-    m.transfers.append(transfer / 1000.0)
-    steps = [e.get("step") for e in entries]
-    step = next((s for s in steps if s is not None), None)
-    if step is not None:
-        step_keys.add(step)
-    at_latest = [j for j, s in enumerate(starts) if s == latest]
-    last = at_latest[0] if skew > 0 and len(at_latest) == 1 else None
+    transfer = np.maximum(0, end.min(axis=1) - latest)
+    wait = latest[:, None] - start
+    own_transfer = np.maximum(0, end - latest[:, None])
+    at_latest = start == latest[:, None]
+    unique_last = (skew > 0) & (at_latest.sum(axis=1) == 1)
+    last_j = np.argmax(start, axis=1)
+    second = np.sort(start, axis=1)[:, -2]
+    delay = latest - second
+    exp_wait, exp_transfer = _exposed_matrix(rows, start, end, latest)
+    steps = [next((e.get("step") for e in row if e.get("step") is not None), None) for row in rows]
+    m.skews.extend((skew / 1000.0).tolist())
+    m.transfers.extend((transfer / 1000.0).tolist())
     for j, i in enumerate(members):
-        e, s, end = entries[j], starts[j], ends[j]
-        m.matched_of[i] += 1
-        m.wait_ns[i] += latest - s
-        m.lateness_ns[i] += s - earliest
-        if step is not None:
-            exp_wait, exp_transfer = _exposed_split_ns(e, s, end, latest)
-            _add(m.step_wait[i], step, latest - s)
-            _add(m.step_transfer[i], step, max(0, end - latest))
-            _add(m.step_exposed_wait[i], step, exp_wait)
-            _add(m.step_exposed_transfer[i], step, exp_transfer)
-    if last is not None:
-        i = members[last]
-        m.last_count[i] += 1
-        if step is not None:
-            second = max(s for j, s in enumerate(starts) if j != last)
-            delays = m.step_delay[i]
-            delays[step] = max(delays.get(step, 0), latest - second)
-    kind = str(entries[0].get("kind"))
-    sizes = [int(e["size_bytes"]) for e in entries if isinstance(e.get("size_bytes"), int)]
-    groups = [int(e["group_size"]) for e in entries if isinstance(e.get("group_size"), int)]
-    m.per_kind.setdefault(kind, []).append(
-        (
-            max(sizes) if sizes else None,
-            transfer,
-            groups[0] if groups else len(members),
+        m.matched_of[i] += len(rows)
+        m.wait_ns[i] += int(wait[:, j].sum())
+        m.lateness_ns[i] += int((start[:, j] - earliest).sum())
+        m.last_count[i] += int((unique_last & (last_j == j)).sum())
+    in_step = [k for k, s in enumerate(steps) if s is not None]
+    for step in {steps[k] for k in in_step}:
+        step_keys.add(step)
+        sel = np.array([k for k in in_step if steps[k] == step], dtype=np.int64)
+        w, t = wait[sel].sum(axis=0), own_transfer[sel].sum(axis=0)
+        ew, et = exp_wait[sel].sum(axis=0), exp_transfer[sel].sum(axis=0)
+        for j, i in enumerate(members):
+            _add(m.step_wait[i], step, int(w[j]))
+            _add(m.step_transfer[i], step, int(t[j]))
+            _add(m.step_exposed_wait[i], step, int(ew[j]))
+            _add(m.step_exposed_transfer[i], step, int(et[j]))
+        for k in sel[unique_last[sel]].tolist():
+            delays = m.step_delay[members[int(last_j[k])]]
+            delays[step] = max(delays.get(step, 0), int(delay[k]))
+    for k, row in enumerate(rows):
+        first = row[0]
+        if len({e.get("kind") for e in row}) > 1:
+            m.kind_mismatches += 1
+        sizes = [int(e["size_bytes"]) for e in row if isinstance(e.get("size_bytes"), int)]
+        groups = [int(e["group_size"]) for e in row if isinstance(e.get("group_size"), int)]
+        m.per_kind.setdefault(str(first.get("kind")), []).append(
+            (max(sizes) if sizes else None, int(transfer[k]), groups[0] if groups else len(row))
         )
-    )
-    m.largest.append(
-        {
+        item: dict[str, Any] = {
             "pg": pg,
-            "kind": entries[0].get("kind"),
-            "step": entries[0].get("step"),
-            "seq": entries[0].get("seq"),
-            "skew_us": skew / 1000.0,
-            "transfer_us": transfer / 1000.0,
-            "last_rank": rank_list[members[last]] if last is not None else None,
-            "start_offsets_us": {
-                str(rank_list[i]): (starts[j] - earliest) / 1000.0 for j, i in enumerate(members)
-            },
+            "kind": first.get("kind"),
+            "step": first.get("step"),
+            "seq": first.get("seq"),
+            "skew_us": int(skew[k]) / 1000.0,
+            "transfer_us": int(transfer[k]) / 1000.0,
+            "last_rank": rank_list[members[int(last_j[k])]] if unique_last[k] else None,
         }
-    )
+        largest.append((int(skew[k]) / 1000.0, item, start[k].tolist(), members))
+
+
+def _exposed_matrix(
+    rows: list[list[dict[str, Any]]], start: Any, end: Any, latest: Any
+) -> tuple[Any, Any]:
+    """K × M exposed ns inside each rank's wait ``[s, L)`` and transfer ``[L, e)``."""
+    exp_wait = np.zeros(start.shape, dtype=np.int64)
+    exp_transfer = np.zeros(start.shape, dtype=np.int64)
+    for k, row in enumerate(rows):
+        for j, e in enumerate(row):
+            if e.get("exposed_ns") is None and not e.get("exposed_us"):
+                continue
+            w, t = _exposed_split_ns(e, int(start[k, j]), int(end[k, j]), int(latest[k]))
+            exp_wait[k, j], exp_transfer[k, j] = w, t
+    return exp_wait, exp_transfer
 
 
 def _kinds(m: _Matched, n_steps: int) -> list[dict[str, Any]]:
@@ -643,13 +669,18 @@ def _straggler_test(
 
     def delay_of(i: int) -> float:
         values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
-        return float(np.median(values)) / 1000.0 if values else 0.0
+        return statistics.median(values) / 1000.0 if values else 0.0
 
     candidates = [i for i, c in enumerate(m.matched_of) if c]
-    top = max(candidates, key=lambda i: (last_of_step[i], delay_of(i), m.last_count[i]))
+    most = max(last_of_step[i] for i in candidates)
+    top = max(
+        (i for i in candidates if last_of_step[i] == most),
+        key=lambda i: (delay_of(i), m.last_count[i]),
+    )
     k = last_of_step[top]
     p0 = 1.0 / n
-    p_value = binomial_tail(k, tested, p0) if tested else 1.0
+    p_one = binomial_tail(k, tested, p0) if tested else 1.0
+    p_value = min(1.0, n * p_one)
     delay = delay_of(top) if m.step_keys else 0.0
     others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
     step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
@@ -677,6 +708,7 @@ def _straggler_test(
         "tested_steps": tested,
         "ranks_tested": n,
         "p0": p0,
+        "p_value_one_rank": p_one,
         "p_value": p_value,
         "alpha": th.straggler_alpha,
         "consistent": consistent,

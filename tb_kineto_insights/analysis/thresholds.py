@@ -59,8 +59,10 @@ class Thresholds:
     #: wait (run view: exact; one trace alone: the least-wait estimate).
     exposed_wait_mostly_fraction: float = 0.5
     #: communication_straggler, consistency: one-sided binomial test of "last in k of N
-    #: steps" against chance (1/n for n ranks); consistent when the p-value is at most ...
-    straggler_alpha: float = 0.05
+    #: steps" against chance (1/n for n ranks), times n (the candidate is picked among n
+    #: ranks); consistent when that p-value is at most ... (0.1: with 2 ranks and the
+    #: usual 5 profiled steps the best possible p-value is 2/32)
+    straggler_alpha: float = 0.1
     #: ... and costly: what the other ranks lose to it per step (median over steps) /
     #: their mean step time, at least.
     straggler_min_share_of_step: float = 0.05
