@@ -334,7 +334,8 @@ def test_span_level_least_wait_estimate(tmp_path: Path) -> None:
     assert kind["busbw_gbps"] == pytest.approx(2 * 1048576 / 200_000, rel=1e-12)
     assert kind["kernel_time_busbw_gbps"] == pytest.approx(2 * 1048576 / 300_000, rel=1e-12)
     assert kind["calls_per_step"] == 1.0 and kind["median_bytes"] == 1048576.0
-    assert kind["wait_estimate_us"] == 100.0
+    assert kind["wait_estimate_us_total"] == 100.0
+    assert kind["exposed_us_per_step"] == 120.0  # (140 + 100) / 2
     s1_step, s2_step = comm["steps"]
     assert (s1_step["wait_estimate_us"], s1_step["exposed_wait_estimate_us"]) == (100.0, 100.0)
     assert s1_step["exposed_transfer_estimate_us"] == 40.0
@@ -359,7 +360,7 @@ def test_least_wait_uses_larger_messages_too(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", events, distributedInfo={"rank": 0, "world_size": 2})
     comm = span_summary(path)["communication"]
     (kind,) = comm["kinds"]
-    assert kind["wait_estimate_us"] == 380.0
+    assert kind["wait_estimate_us_total"] == 380.0
     assert kind["median_bytes"] == 1.5 * 1048576
     assert kind["algbw_gbps"] == pytest.approx(3 * 1048576 / 240_000, rel=1e-12)
 

@@ -21,10 +21,24 @@ Definitions (DESIGN.md, Metric definitions; denominators named):
 - ``bytes``: ``In msg size`` when present, else ``In msg nelems`` × dtype size, from the
   kernel's args, else from the launching op's (found through the kernel's launch call
   and the collective ops enclosing it on that thread, else through ``External id``).
-- bandwidth (nccl-tests conventions): algorithm bandwidth = size / time, where size is
-  the larger of the input and output message (the gathered size for AllGather, the
-  scattered input for ReduceScatter) and time is the collective's kernel time (first
-  kernel start to last kernel end); bus bandwidth = algorithm bandwidth ×
+- waiting, seen from one rank: an NCCL kernel starts when its rank arrives and spins
+  until the last rank of the group does, so a rank's kernel time is wait + transfer.
+  One trace alone cannot see the other ranks; the *least-wait estimate* takes, for each
+  collective, the shortest duration among this rank's collectives of the same kind with
+  a message at least as large (a larger message does not transfer faster) as its
+  transfer time, and the rest of its duration as wait, at its start. It is exact for a
+  rank that sometimes arrives last, and too low a wait for a rank that waits in *every*
+  collective (the view across ranks, :mod:`.run_view`, measures both exactly).
+- per step: ``wait_estimate_us`` (summed estimated wait of the step's collectives),
+  ``exposed_wait_estimate_us`` / ``exposed_transfer_estimate_us`` (the exposed time
+  inside each collective's estimated wait / the rest of it).
+- bandwidth (nccl-tests conventions): algorithm bandwidth = Σ size / Σ time over a
+  kind's sized collectives, where size is the larger of the input and output message
+  (the gathered size for AllGather, the scattered input for ReduceScatter) and time is
+  the least-wait estimate of each collective's transfer (``busbw_basis``:
+  ``least_wait_estimate``); ``kernel_time_algbw_gbps``/``kernel_time_busbw_gbps`` use
+  the kernel time instead (first kernel start to last kernel end: wait included, so a
+  lower bound); bus bandwidth = algorithm bandwidth ×
   :func:`.collectives.bus_bandwidth_factor` with ``n`` = ``Group size``, else the
   length of ``Process Group Ranks``, else ``distributedInfo.world_size``. GB/s are 1e9
   bytes per second (bytes per ns).
@@ -559,9 +573,12 @@ def _bandwidth(kind: str, size: I64, group: I64, time_ns: I64) -> tuple[float | 
     return algbw, float((size * factors).sum()) / total_ns
 
 
-def _kind_rows(c: _Collectives, least_ns: I64, n_steps: int) -> list[dict[str, Any]]:
+def _kind_rows(
+    c: _Collectives, least_ns: I64, n_steps: int, exposed: iv.Intervals
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     dur = c.dur_ns
+    exposed_ns = iv.overlap_per_window(exposed, c.start_ns, c.end_ns)
     size = c.size_bytes
     for code in np.unique(c.kind).tolist():
         kind = co.KINDS[code]
@@ -586,7 +603,10 @@ def _kind_rows(c: _Collectives, least_ns: I64, n_steps: int) -> list[dict[str, A
                 "median_bytes": float(np.median(size[sized])) if sized.any() else None,
                 "time_us": time_ns / 1000.0,
                 "mean_us": time_ns / 1000.0 / count,
-                "wait_estimate_us": int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
+                "wait_estimate_us_total": int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
+                "exposed_us_per_step": (
+                    int(exposed_ns[sel & c.in_step].sum()) / 1000.0 / n_steps if n_steps else None
+                ),
                 "algbw_gbps": algbw,
                 "busbw_gbps": busbw,
                 "busbw_basis": "least_wait_estimate",
@@ -703,12 +723,23 @@ def communication_summary(
     ``comm_fraction``/``exposed_fraction`` (of total step time), ``overlap_fraction``
     (of communication time), per-step means ``mean_comm_us``/``mean_overlapped_us``/
     ``mean_exposed_us``, ``comm_outside_steps_us``; ``devices`` (the same per device);
-    ``kinds`` (per kind, most time first: ``kind``, ``count``, ``kernel_count``,
-    ``bytes`` (input messages), ``out_bytes``, ``sized_count``, ``time_us``, ``mean_us``,
-    ``algbw_gbps``, ``busbw_gbps``, ``group_sizes``, ``kind_from``); ``ddp_bucket_bytes``
+    ``wait_basis`` (``least_wait_estimate``), ``wait_estimate_us_per_step``,
+    ``exposed_wait_estimate_us_per_step``, ``exposed_transfer_estimate_us_per_step``,
+    ``exposed_wait_estimate_fraction`` (of the exposed time inside collectives);
+    ``kinds`` (per kind, most time first: ``kind``, ``count``, ``calls_per_step``
+    (collectives in steps ÷ steps), ``kernel_count``, ``bytes`` (input messages, total),
+    ``out_bytes``, ``sized_count``, ``median_bytes`` (nccl-tests size per collective),
+    ``time_us`` (total), ``mean_us`` (per collective), ``wait_estimate_us_total``,
+    ``exposed_us_per_step`` (exposed time inside its collectives), ``algbw_gbps``,
+    ``busbw_gbps`` (least-wait estimate, ``busbw_basis``), ``kernel_time_algbw_gbps``,
+    ``kernel_time_busbw_gbps`` (bytes ÷ this rank's kernel time, wait included),
+    ``group_sizes``, ``kind_from``); ``ddp_bucket_bytes``
     (AllReduce message sizes: ``histogram``, ``sizes`` with counts, min/median/max);
     ``sequence`` (per collective ``pg``, ``seq``, ``kind``, ``start_us`` on the trace's
-    clock and the exact ``start_ns``, ``dur_us``, ``bytes``, ``step``),
+    clock and the exact ``start_ns``, ``end_ns``, ``dur_us``, ``bytes`` (input),
+    ``size_bytes`` (nccl-tests size), ``group_size``, ``step``, ``exposed_us`` and
+    ``exposed_ns``: the exposed pieces as ``[from, to]`` ns offsets from its start, or
+    ``None`` beyond :data:`EXPOSED_PIECES_LIMIT` pieces),
     ``sequence_total``, ``sequence_truncated``,
     ``seq_source`` (``args``: ``Seq``; ``order``: k-th collective of its process group);
     ``collective_ops`` (collective ops recorded on the host); ``notes``.
@@ -795,7 +826,7 @@ def communication_summary(
         "exposed_transfer_estimate_us_per_step": exp_transfer / 1000.0 / n_steps,
         "exposed_wait_estimate_fraction": _fraction(exp_wait, exp_wait + exp_transfer),
         "devices": devices,
-        "kinds": _kind_rows(colls, least_ns, len(steps)),
+        "kinds": _kind_rows(colls, least_ns, len(steps), exposed_all),
         "ddp_bucket_bytes": _bucket_distribution(colls.in_bytes[all_reduce]),
         "sequence": sequence,
         "sequence_total": len(colls),
