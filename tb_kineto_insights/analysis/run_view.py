@@ -139,16 +139,12 @@ def _rank_of(summary: dict[str, Any]) -> tuple[int | None, int | None]:
 
 
 def _time_range_ns(summary: dict[str, Any]) -> tuple[int, int] | None:
-    """First collective start to last collective end, else the step windows (ns)."""
+    """First collective start to last collective end on the trace's clock (ns); ``None``
+    without collectives (step times in a summary are relative to its first step)."""
     seq = (summary.get("communication") or {}).get("sequence") or []
-    if seq:
-        return _start_ns(seq[0]), max(_end_ns(e) for e in seq)
-    steps = (summary.get("steps") or {}).get("steps") or []
-    starts = [s.get("start_us") for s in steps if isinstance(s.get("start_us"), (int, float))]
-    ends = [s.get("end_us") for s in steps if isinstance(s.get("end_us"), (int, float))]
-    if starts and ends:
-        return round(min(starts) * 1000), round(max(ends) * 1000)
-    return None
+    if not seq:
+        return None
+    return _start_ns(seq[0]), max(_end_ns(e) for e in seq)
 
 
 def run_view_inputs(
@@ -161,7 +157,9 @@ def run_view_inputs(
     worker whose spans carry different ``distributedInfo.rank`` values in overlapping
     time windows holds several ranks saved under one worker name (a recipe that names
     every rank's file alike): each rank becomes its own entry, named
-    ``"<worker> (rank N)"``, with ``span_index`` taken among that rank's spans.
+    ``"<worker> (rank N)"``, with ``span_index`` taken among that rank's spans. Time
+    windows are those of the spans' collectives (first start to last end), so spans
+    without collectives are never split (there is nothing to match across ranks).
     Workers without a span at ``span_index`` are left out.
     """
     out: list[tuple[str, dict[str, Any]]] = []
