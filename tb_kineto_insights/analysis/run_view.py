@@ -249,16 +249,19 @@ def _end_ns(entry: dict[str, Any]) -> int:
 def _keys(sequence: list[dict[str, Any]], by_seq: bool) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Matching key → entry, for one worker's sequence (first entry wins a duplicate)."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    nth: Counter[tuple[Any, ...]] = Counter()
+    nth: dict[tuple[Any, ...], int] = {}
     for entry in sequence:
-        pg = str(entry.get("pg", "0"))
+        pg = entry.get("pg", "0")
+        pg = pg if isinstance(pg, str) else str(pg)
         if by_seq:
             key: tuple[Any, ...] = (pg, entry.get("seq"))
         else:
             group = (pg, entry.get("kind"), entry.get("step"))
-            key = (*group, nth[group])
-            nth[group] += 1
-        out.setdefault(key, entry)
+            k = nth.get(group, 0)
+            nth[group] = k + 1
+            key = (*group, k)
+        if key not in out:
+            out[key] = entry
     return out
 
 
@@ -393,10 +396,10 @@ def run_summary(
                 "lateness_us_per_collective": (
                     m.lateness_ns[i] / 1000.0 / matched if matched else None
                 ),
-                "wait_us_per_step": _per_step(m.step_wait[i], n_steps),
-                "transfer_us_per_step": _per_step(m.step_transfer[i], n_steps),
-                "exposed_wait_us_per_step": _per_step(m.step_exposed_wait[i], n_steps),
-                "exposed_transfer_us_per_step": _per_step(m.step_exposed_transfer[i], n_steps),
+                "wait_us_per_step": _per_step(m.in_step_ns[i, 0], n_steps),
+                "transfer_us_per_step": _per_step(m.in_step_ns[i, 1], n_steps),
+                "exposed_wait_us_per_step": _per_step(m.in_step_ns[i, 2], n_steps),
+                "exposed_transfer_us_per_step": _per_step(m.in_step_ns[i, 3], n_steps),
                 "delay_caused_us_per_step": (
                     statistics.median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
                     if n_steps
@@ -446,8 +449,8 @@ def run_summary(
     }
 
 
-def _per_step(values: dict[Any, int], n_steps: int) -> float | None:
-    return sum(values.values()) / 1000.0 / n_steps if n_steps else None
+def _per_step(total_ns: Any, n_steps: int) -> float | None:
+    return int(total_ns) / 1000.0 / n_steps if n_steps else None
 
 
 class _Matched:
@@ -458,10 +461,9 @@ class _Matched:
         self.last_count = [0] * n
         self.wait_ns = [0] * n
         self.lateness_ns = [0] * n
-        self.step_wait: list[dict[Any, int]] = [{} for _ in range(n)]
-        self.step_transfer: list[dict[Any, int]] = [{} for _ in range(n)]
-        self.step_exposed_wait: list[dict[Any, int]] = [{} for _ in range(n)]
-        self.step_exposed_transfer: list[dict[Any, int]] = [{} for _ in range(n)]
+        #: per worker, summed over matched collectives inside steps: wait, transfer,
+        #: exposed wait, exposed transfer
+        self.in_step_ns = np.zeros((n, 4), dtype=np.int64)
         self.step_delay: list[dict[Any, int]] = [{} for _ in range(n)]
         self.step_keys: list[Any] = []
         self.skews: list[float] = []
@@ -474,19 +476,16 @@ class _Matched:
         self.notes: list[str] = []
 
 
-def _add(d: dict[Any, int], key: Any, value: int) -> None:
-    d[key] = d.get(key, 0) + value
-
-
 def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[int]) -> _Matched:
     n = len(sequences)
     m = _Matched(n)
     keyed = [_keys(seq, by_seq) for seq in sequences]
-    pgs = sorted({key[0] for k in keyed for key in k})
+    pgs_of = [{key[0] for key in k} for k in keyed]
+    pgs = sorted(set().union(*pgs_of)) if pgs_of else []
     step_keys: set[Any] = set()
     largest: list[tuple[float, dict[str, Any], list[int], list[int]]] = []
     for pg in pgs:
-        members = [i for i, k in enumerate(keyed) if any(key[0] == pg for key in k)]
+        members = [i for i, p in enumerate(pgs_of) if pg in p]
         all_keys = sorted(
             {key for i in members for key in keyed[i] if key[0] == pg},
             key=lambda key: tuple((x is None, str(type(x)), x) for x in key),
@@ -567,13 +566,8 @@ def _group(
     for step in {steps[k] for k in in_step}:
         step_keys.add(step)
         sel = np.array([k for k in in_step if steps[k] == step], dtype=np.int64)
-        w, t = wait[sel].sum(axis=0), own_transfer[sel].sum(axis=0)
-        ew, et = exp_wait[sel].sum(axis=0), exp_transfer[sel].sum(axis=0)
-        for j, i in enumerate(members):
-            _add(m.step_wait[i], step, int(w[j]))
-            _add(m.step_transfer[i], step, int(t[j]))
-            _add(m.step_exposed_wait[i], step, int(ew[j]))
-            _add(m.step_exposed_transfer[i], step, int(et[j]))
+        for col, values in enumerate((wait, own_transfer, exp_wait, exp_transfer)):
+            m.in_step_ns[members, col] += values[sel].sum(axis=0)
         for k in sel[unique_last[sel]].tolist():
             delays = m.step_delay[members[int(last_j[k])]]
             delays[step] = max(delays.get(step, 0), int(delay[k]))
@@ -581,10 +575,11 @@ def _group(
         first = row[0]
         if len({e.get("kind") for e in row}) > 1:
             m.kind_mismatches += 1
-        sizes = [int(e["size_bytes"]) for e in row if isinstance(e.get("size_bytes"), int)]
-        groups = [int(e["group_size"]) for e in row if isinstance(e.get("group_size"), int)]
+        # the same collective on every rank: the first rank that says its size and group
+        size = next((e["size_bytes"] for e in row if isinstance(e.get("size_bytes"), int)), None)
+        group = next((e["group_size"] for e in row if isinstance(e.get("group_size"), int)), None)
         m.per_kind.setdefault(str(first.get("kind")), []).append(
-            (max(sizes) if sizes else None, int(transfer[k]), groups[0] if groups else len(row))
+            (size, int(transfer[k]), group if group is not None else len(row))
         )
         item: dict[str, Any] = {
             "pg": pg,
@@ -604,6 +599,8 @@ def _exposed_matrix(
     """K × M exposed ns inside each rank's wait ``[s, L)`` and transfer ``[L, e)``."""
     exp_wait = np.zeros(start.shape, dtype=np.int64)
     exp_transfer = np.zeros(start.shape, dtype=np.int64)
+    if not any(e.get("exposed_ns") or e.get("exposed_us") for row in rows for e in row):
+        return exp_wait, exp_transfer
     for k, row in enumerate(rows):
         for j, e in enumerate(row):
             if e.get("exposed_ns") is None and not e.get("exposed_us"):
