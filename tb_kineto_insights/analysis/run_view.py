@@ -339,7 +339,8 @@ def run_summary(
     if world is not None and 1 < len(workers) < world:
         notes.append(
             f"Only {len(workers)} of {world} ranks were profiled: skew and the straggler "
-            "are among these ranks only."
+            "are among these ranks only, and what is called transfer includes any wait for "
+            "the ranks not profiled (bandwidth is then a lower bound)."
         )
 
     comms = [s.get("communication") or {} for _, s in workers]
@@ -881,6 +882,14 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> dict[s
         impact = et / step_us
         title = f"{head}, {_ms(et)}/step of it transfer that compute does not hide"
         advice = _TRANSFER_ADVICE
+        world, profiled = run.get("world_size"), run.get("worker_count") or 0
+        if world is not None and profiled < world:
+            title += f" (or waiting for the {world - profiled} ranks not profiled)"
+            advice = (
+                f"Only {profiled} of {world} ranks were profiled: the transfer measured here "
+                "includes any wait for the others; profile all ranks (or a whole process "
+                "group) to separate them. " + _TRANSFER_ADVICE
+            )
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
