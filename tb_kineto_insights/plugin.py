@@ -30,8 +30,10 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
 
 - :data:`RUN_SUMMARY_HOOK` ``(side) -> dict``: the run-level view across workers for
   ``/run_summary``; ``side`` is a list of ``(worker name, summary dict)``, one span per
-  worker. The default is :func:`tb_kineto_insights.summary.summarize_run` (matching,
-  skew, straggler and its diagnosis).
+  worker (per rank when a worker holds several ranks), chosen by
+  :func:`tb_kineto_insights.summary.select_run_spans`. The default is
+  :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
+  straggler and the run-level diagnoses).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
   diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
@@ -658,15 +660,19 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         hook = self._run_summary_override or RUN_SUMMARY_HOOK
         if hook is None:
             raise _ApiError(501, "the run summary is not available yet")
+        # every span of each worker that has one at span_index: which ranks a worker
+        # holds is only known once its spans are read (select_run_spans decides)
         chosen: list[Span] = []
         missing: dict[str, str] = {}
         for worker in run.workers:
             try:
-                chosen.append(worker.spans[span_index])
+                worker.spans[span_index]
             except IndexError:
                 missing[worker.name] = (
                     f"worker has {len(worker.spans)} span(s), no index {span_index}"
                 )
+                continue
+            chosen.extend(worker.spans)
         statuses, results = self._gather(chosen, wait_s)
         pending = [
             {"worker": s.worker, "span": s.span, **st.to_json()}
@@ -680,7 +686,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         ready: list[tuple[Span, LoadResult]] = []
         for span, status, result in zip(chosen, statuses, results, strict=True):
             if result is None or result.summary is None:
-                errors[span.worker] = status.error or "not readable"
+                errors.setdefault(span.worker, status.error or "not readable")
             else:
                 ready.append((span, result))
         if not ready:
@@ -688,13 +694,23 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         key = ("run_summary", id(hook), run.name, span_index, tuple(_identity(s) for s, _ in ready))
         body = self._derived_get(key)
         if body is None:
-            side = [(span.worker, result.decoded()) for span, result in ready]
+            decoded = [(span, result.decoded()) for span, result in ready]
+            per_worker: dict[str, list[dict[str, Any]]] = {}
+            for span, summary in decoded:
+                per_worker.setdefault(span.worker, []).append(summary)
+            side, notes = summary_module.select_run_spans(list(per_worker.items()), span_index)
+            span_of = {id(summary): span for span, summary in decoded}
+            result_doc = hook(side)
+            if notes and isinstance(result_doc, dict):
+                result_doc["notes"] = notes + list(result_doc.get("notes") or [])
             doc = {
                 "run": run.name,
                 "span_index": span_index,
-                "spans": [{"worker": s.worker, "span": s.span} for s, _ in ready],
+                "spans": [
+                    {"worker": name, "span": span_of[id(summary)].span} for name, summary in side
+                ],
                 "errors": errors,
-                "summary": hook(side),
+                "summary": result_doc,
             }
             body = encode_json(doc)
             self._derived_put(key, body)

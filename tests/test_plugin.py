@@ -1235,3 +1235,23 @@ def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Pa
         assert status == 200
         assert summary["steps"]["count"] == 1
         assert summary["steps"]["mean_step_us"] == 1500.0
+
+
+def test_run_summary_splits_ranks_saved_under_one_worker(
+    shared_cases: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B13: two ranks' files named alike are one worker to discovery; the view across
+    ranks sees two ranks (summary.select_run_spans, the same choice as the CLI)."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(shared_cases / "B13_same_worker_prefix_all_ranks", logdir / "b13")
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    body = strict_json(client.get(url("run_summary", run="b13", wait=WAIT)))
+    worker = "r0-2025-3-14-14-46"
+    assert body["spans"] == [
+        {"worker": f"{worker} (rank 0)", "span": "1741988781221064630"},
+        {"worker": f"{worker} (rank 1)", "span": "1741988781256064630"},
+    ]
+    view = body["summary"]
+    assert [r["rank"] for r in view["ranks"]] == [0, 1] and view["matched_count"] == 4
+    assert any("each rank is treated as its own worker" in n for n in view["notes"])

@@ -45,15 +45,21 @@ class Thresholds:
     #: low_gpu_utilization: busiest device's busy time / step time below this (and its
     #: idle not explained by other diagnoses at least ``min_impact_fraction``).
     low_utilization: float = 0.50
-    #: exposed_communication: communication not hidden under compute / step time, at least.
+    #: exposed_communication: communication not hidden under compute / step time, at
+    #: least; severity then follows its impact (severity_for_impact).
     exposed_comm_fraction: float = 0.10
-    #: exposed_communication is ``high`` above this share of step time.
-    exposed_comm_high_fraction: float = 0.30
-    #: communication_straggler: one rank arrives last in at least this share of the
-    #: matched collectives ...
-    straggler_last_fraction: float = 0.5
-    #: ... and its mean start skew (how much later than the earliest rank) is at least (µs).
-    straggler_min_skew_us: float = 100.0
+    #: exposed_communication says "waiting" (for a straggler or skew, no bucket or
+    #: interconnect advice) when at least this share of the exposed communication is
+    #: wait (run view: exact; one trace alone: the least-wait estimate).
+    exposed_wait_mostly_fraction: float = 0.5
+    #: communication_straggler, consistency: one-sided binomial test of "last in k of N
+    #: steps" against chance (1/n for n ranks), times n (the candidate is picked among n
+    #: ranks); consistent when that p-value is at most ... (0.1: with 2 ranks and the
+    #: usual 5 profiled steps the best possible p-value is 2/32)
+    straggler_alpha: float = 0.1
+    #: ... and costly: what the other ranks lose to it per step (median over steps) /
+    #: their mean step time, at least.
+    straggler_min_share_of_step: float = 0.05
     #: memory_growth: steady growth over at least this many steps ...
     memory_growth_min_steps: int = 3
     #: ... of at least this many bytes per step (step-end allocated, least squares) ...
