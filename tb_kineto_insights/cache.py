@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import heapq
 import itertools
@@ -45,16 +46,16 @@ import logging
 import math
 import os
 import pickle
+import secrets
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,13 +64,21 @@ import numpy as np
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
     "CACHE_DIR_ENV",
     "CACHE_FORMAT",
+    "DEFAULT_LOAD_TIMEOUT_S",
+    "DEFAULT_LOAD_TIMEOUT_S_PER_MIB",
     "DEFAULT_WORKERS",
+    "ERROR_IO",
+    "ERROR_TIMEOUT",
+    "LOAD_TIMEOUT_ENV",
+    "LOAD_TIMEOUT_PER_MIB_ENV",
+    "LoadDeadline",
     "WORKERS_ENV",
     "DiskCache",
     "Identity",
@@ -79,7 +88,9 @@ __all__ = [
     "cache_dir_from_env",
     "decode_entry",
     "encode_json",
+    "entry_key",
     "json_safe",
+    "load_deadline_from_env",
     "settings_fingerprint",
     "workers_from_env",
 ]
@@ -92,18 +103,30 @@ CACHE_DIR_ENV = "KINETO_INSIGHTS_CACHE_DIR"
 WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
 #: At most this many worker processes by default (fewer on a one-core machine).
 DEFAULT_WORKERS = 2
+#: Environment variables: a load's deadline, base seconds and seconds per MiB of file.
+LOAD_TIMEOUT_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S"
+LOAD_TIMEOUT_PER_MIB_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB"
+DEFAULT_LOAD_TIMEOUT_S = 120.0
+DEFAULT_LOAD_TIMEOUT_S_PER_MIB = 2.0
+MIB = 1024**2
 #: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
-CACHE_FORMAT = 1
+#: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
+#: in the identity.
+CACHE_FORMAT = 2
 #: Priorities: a page waiting for a span goes first, preloading after.
 PRIORITY_REQUEST = 0
 PRIORITY_PRELOAD = 1
 
 QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
 
-#: Error kinds: ``trace`` (the reader's TraceError: the file is bad, remembered on disk),
-#: ``internal`` (a bug in the analysis) and ``worker`` (the worker process died, e.g.
-#: killed for memory); the last two are retried when the span is asked for again.
+#: Error kinds: ``trace`` (the reader's TraceError about the file's content: the file is
+#: bad, remembered on disk until it changes), ``io`` (the file could not be opened or
+#: read, or was refused: missing, permission, storage error, outside the log directory),
+#: ``internal`` (a bug in the analysis), ``worker`` (the worker process died, e.g. killed
+#: for memory) and ``timeout`` (the load passed its deadline and its worker was killed);
+#: all but ``trace`` are kept in memory only and retried when the span is asked for again.
 ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
+ERROR_IO, ERROR_TIMEOUT = "io", "timeout"
 
 
 # --------------------------------------------------------------------------- settings
@@ -141,6 +164,52 @@ def workers_from_env(environ: Mapping[str, str] | None = None) -> int:
         )
         return default_workers()
     return value
+
+
+@dataclass(frozen=True)
+class LoadDeadline:
+    """How long one load in a worker process may take: ``base_s + per_mib_s × (stored
+    file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
+    is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
+    span is an error of kind ``timeout`` that the next request retries.
+
+    The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
+    trace reads at tens of MiB of stored file per second, and the pathological inputs
+    of issue 13 (a 625 KB gzip of 27.7 MB JSON) must read within 3x of a clean file of
+    the same size. A total of 0 or less means no deadline.
+    """
+
+    base_s: float = DEFAULT_LOAD_TIMEOUT_S
+    per_mib_s: float = DEFAULT_LOAD_TIMEOUT_S_PER_MIB
+
+    def for_size(self, size_bytes: int) -> float | None:
+        """The deadline in seconds for a file of ``size_bytes``, or None (no deadline)."""
+        total = self.base_s + self.per_mib_s * max(0, size_bytes) / MIB
+        return total if math.isfinite(total) and total > 0 else None
+
+
+def _seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        logger.warning("%s=%r is not a number of seconds >= 0; using %s", name, raw, default)
+        return default
+    return value
+
+
+def load_deadline_from_env(environ: Mapping[str, str] | None = None) -> LoadDeadline:
+    """``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` and ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``
+    (finite numbers >= 0; each defaults, with a warning when it is not such a number)."""
+    env = os.environ if environ is None else environ
+    return LoadDeadline(
+        _seconds_from_env(env, LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S),
+        _seconds_from_env(env, LOAD_TIMEOUT_PER_MIB_ENV, DEFAULT_LOAD_TIMEOUT_S_PER_MIB),
+    )
 
 
 def settings_fingerprint(max_json_bytes: int, thresholds: Thresholds) -> str:
@@ -188,11 +257,35 @@ def encode_json(obj: Any) -> bytes:
 
 @dataclass(frozen=True, order=True)
 class Identity:
-    """A trace file as discovery saw it: a changed size or mtime is another file."""
+    """A trace file as discovery saw it: another size, mtime, device or inode is another
+    file.
+
+    Attributes:
+        path: local path or fsspec URL.
+        size_bytes: size in bytes (compressed size for gzip).
+        mtime: modification time, seconds since the epoch (0.0 when unknown).
+        device, inode, mtime_ns: ``st_dev``, ``st_ino``, ``st_mtime_ns`` of a local file
+            (of a symlink's target); 0 for other filesystems. When ``inode`` is set, the
+            opened file must have exactly this identity (see ``trace/confine.py``).
+        root: the real path of the log directory the file must lie in when it is
+            opened; ``""``: no containment rule (fsspec URLs, the CLI). Not part of the
+            identity (equality, hash, cache key).
+    """
 
     path: str
     size_bytes: int
     mtime: float
+    device: int = 0
+    inode: int = 0
+    mtime_ns: int = 0
+    root: str = field(default="", compare=False)
+
+    def file_identity(self) -> tuple[int, int, int, int] | None:
+        """``(st_dev, st_ino, st_size, st_mtime_ns)`` an opened file must have; None when
+        not known (not a local file)."""
+        if not self.inode:
+            return None
+        return (self.device, self.inode, self.size_bytes, self.mtime_ns)
 
 
 class _ErrorInfo(msgspec.Struct):
@@ -203,6 +296,7 @@ class _ErrorInfo(msgspec.Struct):
 class _Entry(msgspec.Struct, forbid_unknown_fields=False):
     format: int
     analysis_version: int
+    key: str
     settings: str
     path: str
     size_bytes: int
@@ -243,6 +337,45 @@ class LoadResult:
         return None if raw is None else msgspec.json.decode(raw)
 
 
+def entry_key(ident: Identity, settings: str) -> str:
+    """The key of a file identity under some analysis settings: the SHA-256 (hex) of
+    ``[CACHE_FORMAT, path, size_bytes, mtime, device, inode, mtime_ns, settings]`` as
+    JSON. It names the cache file and is recorded inside it."""
+    key = encode_json(
+        [
+            CACHE_FORMAT,
+            ident.path,
+            ident.size_bytes,
+            ident.mtime,
+            ident.device,
+            ident.inode,
+            ident.mtime_ns,
+            settings,
+        ]
+    )
+    return hashlib.sha256(key).hexdigest()
+
+
+#: Length of the checksum line that starts a cache entry (hex SHA-256 and a newline).
+_CHECKSUM_BYTES = 64
+
+
+def _sealed(body: bytes) -> bytes:
+    """``body`` preceded by the hex SHA-256 of ``body`` and a newline."""
+    return hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
+
+
+def _unsealed(data: bytes) -> bytes | None:
+    """The body of a sealed entry, or None when its checksum line does not match it
+    exactly (any changed, missing or extra byte)."""
+    digest, body = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES + 1 :]
+    if data[_CHECKSUM_BYTES : _CHECKSUM_BYTES + 1] != b"\n":
+        return None
+    if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+        return None
+    return body
+
+
 def _entry_bytes(
     ident: Identity,
     settings: str,
@@ -251,9 +384,12 @@ def _entry_bytes(
     error: TraceError | None = None,
     elapsed_s: float = 0.0,
 ) -> bytes:
+    """A cache entry: a checksum line, then the JSON wrapper (format, versions, the
+    identity's :func:`entry_key`, and the summary or the reader's error)."""
     wrapper: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "analysis_version": ANALYSIS_VERSION,
+        "key": entry_key(ident, settings),
         "settings": settings,
         "path": ident.path,
         "size_bytes": ident.size_bytes,
@@ -265,24 +401,30 @@ def _entry_bytes(
         wrapper["error"] = {"type": type(error).__name__, "message": str(error)}
     else:
         wrapper["summary"] = summary
-    return encode_json(wrapper)
+    return _sealed(encode_json(wrapper))
 
 
 def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | None:
-    """A cache file's content as a LoadResult; None when it is corrupt, written by another
-    format or analysis version, or records another file identity or settings."""
+    """A cache entry's content as a LoadResult; None when its checksum does not match
+    (any flipped, missing or extra byte), or it was written by another format or
+    analysis version, for another identity or settings (its recorded key), or it
+    records an error that is not about the file's content (an I/O error)."""
+    body = _unsealed(data)
+    if body is None:
+        return None
     try:
-        entry = _ENTRY_DECODER.decode(data)
+        entry = _ENTRY_DECODER.decode(body)
         if (
             entry.format != CACHE_FORMAT
             or entry.analysis_version != ANALYSIS_VERSION
             or entry.settings != settings
+            or entry.key != entry_key(ident, settings)
             or entry.path != ident.path
-            or entry.size_bytes != ident.size_bytes
-            or entry.mtime != ident.mtime
         ):
             return None
         if entry.error is not None:
+            if entry.error.type == TraceIOError.__name__:
+                return None  # never a verdict about the content: read again
             return LoadResult(None, {}, entry.error.message, entry.error.type, len(data))
         summary = bytes(entry.summary)
         if summary == b"null":
@@ -296,10 +438,26 @@ def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | No
 # --------------------------------------------------------------------------- disk cache
 
 
+def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
+    """A new file beside ``folder/name``, opened for writing, created with mode 0666
+    less the umask (``tempfile.mkstemp`` would give 0600: a teammate sharing the cache
+    folder could not read it)."""
+    for _ in range(100):
+        tmp = str(folder / f".{name}.{secrets.token_hex(8)}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
+    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
+    002), like any file the user writes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temporary(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -324,14 +482,13 @@ class DiskCache:
         self._versioned = self.folder / f"v{ANALYSIS_VERSION}"
 
     def _stem(self, ident: Identity) -> str:
-        key = encode_json([ident.path, ident.size_bytes, ident.mtime, self.settings])
-        return hashlib.sha256(key).hexdigest()
+        return entry_key(ident, self.settings)
 
     def summary_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.json"
+        return self._versioned / f"{self._stem(ident)}.summary"
 
     def error_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.error.json"
+        return self._versioned / f"{self._stem(ident)}.error"
 
     def has(self, ident: Identity) -> bool:
         """Whether a summary or an error is stored (files are not read)."""
@@ -341,8 +498,9 @@ class DiskCache:
             return False
 
     def load(self, ident: Identity) -> LoadResult | None:
-        """The stored result; None when there is none, or it is unreadable or corrupt
-        (a corrupt file is then ignored: the next :meth:`store` replaces it)."""
+        """The stored result; None when there is none, or it is unreadable or fails
+        :func:`decode_entry`'s checks (a corrupt file is then deleted, and the next
+        :meth:`store` writes it again)."""
         for path in (self.summary_file(ident), self.error_file(ident)):
             try:
                 data = path.read_bytes()
@@ -354,7 +512,9 @@ class DiskCache:
             result = decode_entry(data, ident, self.settings)
             if result is not None:
                 return result
-            logger.warning("Kineto Insights: ignoring corrupt or stale cache file %s", path)
+            logger.warning("Kineto Insights: dropping corrupt or stale cache file %s", path)
+            with contextlib.suppress(OSError):
+                path.unlink()
         return None
 
     def store(self, ident: Identity, data: bytes, *, is_error: bool) -> None:
@@ -378,6 +538,7 @@ class _Task:
     settings: str
     cache_folder: str | None
     summarize: Callable[..., Any]
+    deadline_s: float | None = None  # seconds the load may take (worker processes)
 
 
 @dataclass(frozen=True)
@@ -392,15 +553,30 @@ class _Outcome:
     cache_warning: str | None = None
 
 
+def _summarize_confined(task: _Task) -> Any:
+    """``task.summarize`` of the file, which must still lie inside ``ident.root`` and be
+    the file discovery listed when it is opened (see ``trace/confine.py``)."""
+    ident = task.ident
+    call = functools.partial(
+        task.summarize, ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
+    )
+    if not ident.root:
+        return call()
+    with confined(ident.path, Rule(ident.root, ident.file_identity())):
+        return call()
+
+
 def _run_task(task: _Task) -> _Outcome:
-    """Read and analyse one file, store the result on disk; never raises."""
+    """Read and analyse one file, store the result on disk; never raises. Only verdicts
+    about the file's content are stored: an I/O error (missing file, permission, storage
+    error, a refused open) is answered but not stored, so the next request retries."""
     started = time.perf_counter()
     error: TraceError | None = None
     try:
         try:
-            summary = task.summarize(
-                task.ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
-            )
+            summary = _summarize_confined(task)
+        except TraceIOError as exc:
+            return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
             error = exc
             summary = None
@@ -496,6 +672,24 @@ def _stop_workers_at_exit() -> None:
             slot.stop(kill=True)
 
 
+def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    """The watchdog's action: the load is over its deadline; kill its worker (a stopped
+    process dies too), which ends the pending read with EOF."""
+    expired.set()
+    with contextlib.suppress(OSError):
+        proc.kill()
+
+
+def _timeout_message(task: _Task, elapsed_s: float) -> str:
+    return (
+        f"{task.ident.path}: the load did not finish within its deadline of "
+        f"{task.deadline_s:.1f} s ({elapsed_s:.1f} s elapsed); its worker process was "
+        "stopped and replaced; ask again to retry (the deadline is "
+        f"--kineto_insights_load_timeout_s + --kineto_insights_load_timeout_s_per_mib "
+        f"x {task.ident.size_bytes / MIB:.2f} MiB)"
+    )
+
+
 class _Slot:
     """One place where a file is read: a worker process (``python -c``), reused until
     idle or dead, or (``use_process=False``) the calling thread itself."""
@@ -507,15 +701,24 @@ class _Slot:
         _LIVE_SLOTS.add(self)
 
     def run(self, task: _Task) -> _Outcome:
+        """Run one load; in a worker process, killed when ``task.deadline_s`` passes
+        (a load in this thread cannot be stopped: no deadline there)."""
         if not self._use_process:
             return _run_task(task)
         started = time.perf_counter()
         proc = None
+        expired = threading.Event()
+        watchdog: threading.Timer | None = None
         try:
             proc = self._ensure_process()
-            assert proc.stdin is not None and proc.stdout is not None
+            if proc.stdin is None or proc.stdout is None:
+                raise OSError("the worker process has no pipes")
+            if task.deadline_s is not None:
+                watchdog = threading.Timer(task.deadline_s, _expire, args=(proc, expired))
+                watchdog.daemon = True
+                watchdog.start()
             _write_frame(proc.stdin, task)
-            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is stopped
+            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
             if isinstance(outcome, _Outcome):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")
@@ -525,14 +728,20 @@ class _Slot:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     code = proc.wait(timeout=1.0)
             self.stop(kill=True)
+            elapsed = time.perf_counter() - started
+            if expired.is_set():
+                return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
             return _Outcome(
                 None,
                 ERROR_WORKER,
                 f"{task.ident.path}: the worker process reading it died ({reason}){hint}",
-                time.perf_counter() - started,
+                elapsed,
             )
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
     def _ensure_process(self) -> subprocess.Popen[bytes]:
         with self._lock:
@@ -611,6 +820,8 @@ class SummaryLoader:
         memory_items: how many loaded results to keep in memory ...
         memory_bytes: ... and how many bytes of JSON at most (least recently used go).
         idle_shutdown_s: a worker process idle this long exits.
+        deadline: how long one load in a worker process may take (see
+            :class:`LoadDeadline`); None: from the environment, else the defaults.
     """
 
     def __init__(
@@ -624,6 +835,7 @@ class SummaryLoader:
         memory_items: int = 64,
         memory_bytes: int = 256 * 1024**2,
         idle_shutdown_s: float = 120.0,
+        deadline: LoadDeadline | None = None,
     ) -> None:
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
@@ -638,6 +850,7 @@ class SummaryLoader:
         self._memory_items = max(1, memory_items)
         self._memory_bytes = max(1, memory_bytes)
         self._idle_shutdown_s = idle_shutdown_s
+        self.deadline = load_deadline_from_env() if deadline is None else deadline
         self._cv = threading.Condition()
         self._closed = False
         self._states: dict[Identity, str] = {}
@@ -686,11 +899,20 @@ class SummaryLoader:
             fraction: float | None = None
             if self._throughput and ident.size_bytes > 0:
                 fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
+            deadline = self._deadline_locked(ident)
             return SpanStatus(
                 LOADING,
-                progress={"elapsed_s": round(elapsed, 3), "estimated_fraction": fraction},
+                progress={
+                    "elapsed_s": round(elapsed, 3),
+                    "estimated_fraction": fraction,
+                    "deadline_s": None if deadline is None else round(deadline, 3),
+                },
             )
         return SpanStatus(state)
+
+    def _deadline_locked(self, ident: Identity) -> float | None:
+        """The load's deadline in seconds; None in thread mode (nothing can stop it)."""
+        return self.deadline.for_size(ident.size_bytes) if self.workers > 0 else None
 
     @property
     def worker_pids(self) -> list[int]:
@@ -806,6 +1028,7 @@ class SummaryLoader:
                         settings=self.settings,
                         cache_folder=None if self.cache is None else str(self.cache.folder),
                         summarize=self._summarize,
+                        deadline_s=self._deadline_locked(ident),
                     )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

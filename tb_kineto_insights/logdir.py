@@ -82,6 +82,12 @@ class Span:
         size_bytes: file size in bytes as listed (compressed size for gzip files).
         mtime: modification time in seconds since the epoch; ``0.0`` when the
             filesystem does not say.
+        device, inode, mtime_ns: ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of a local
+            file (of a symlink's *target*, like ``size_bytes`` and ``mtime``: the link's
+            own times say nothing about the trace); 0 on other filesystems.
+        root: the real path of the local log directory the file was found in, which the
+            file must still lie in when it is opened (see ``trace/confine.py``); ``""``
+            for other filesystems.
     """
 
     run: str
@@ -90,6 +96,10 @@ class Span:
     path: str
     size_bytes: int
     mtime: float
+    device: int = 0
+    inode: int = 0
+    mtime_ns: int = 0
+    root: str = ""
 
 
 @dataclass(frozen=True)
@@ -381,7 +391,9 @@ def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
     """Files under a local root: ``{path: info}``. Walks top-down so hidden folders are
     not entered at all; symlinked folders are never entered (fsspec lists them as
     ``other``); a symlinked file is kept only when it resolves to a regular file inside
-    the log directory. Unreadable sub-folders are skipped; an unreadable root raises
+    the log directory. Size and times are those of the file itself (a symlink's target,
+    ``os.stat``), with ``device``, ``inode`` and ``mtime_ns`` added. Unreadable
+    sub-folders (and files gone while listing) are skipped; an unreadable root raises
     the OSError."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
@@ -403,7 +415,18 @@ def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
                     continue
             elif kind != "file":
                 continue  # fifo, socket, device: never open those
-            out[name] = info
+            try:
+                st = os.stat(name)  # follows a link: the target is what will be read
+            except OSError:
+                continue
+            out[name] = {
+                **info,
+                "size": st.st_size,
+                "mtime": st.st_mtime,
+                "device": st.st_dev,
+                "inode": st.st_ino,
+                "mtime_ns": st.st_mtime_ns,
+            }
     if not listed_root and errors:
         raise errors[0]  # the log directory itself could not be listed
     return out
@@ -429,6 +452,7 @@ class _Candidate:
     size: int
     mtime: float
     named: bool
+    stat: tuple[int, int, int]  # device, inode, mtime_ns (0s when not local)
 
 
 def discover(
@@ -476,6 +500,7 @@ def discover(
 
     prefix = root if root.endswith("/") else root + "/"
     use_plain_paths = _is_local(fs) and "://" not in logdir
+    real_root = os.path.realpath(root) if use_plain_paths else ""
     url_base = logdir.rstrip("/") if "::" in logdir else None
 
     def span_path(fs_path: str, rel: str) -> str:
@@ -516,6 +541,11 @@ def discover(
                 size=_size(info),
                 mtime=_mtime(info),
                 named=is_named,
+                stat=(
+                    int(info.get("device", 0) or 0),
+                    int(info.get("inode", 0) or 0),
+                    int(info.get("mtime_ns", 0) or 0),
+                ),
             )
         )
 
@@ -542,6 +572,10 @@ def discover(
             path=span_path(cand.fs_path, rel),
             size_bytes=cand.size,
             mtime=cand.mtime,
+            device=cand.stat[0] if use_plain_paths else 0,
+            inode=cand.stat[1] if use_plain_paths else 0,
+            mtime_ns=cand.stat[2] if use_plain_paths else 0,
+            root=real_root,
         )
 
     by_run: dict[str, dict[str, list[Span]]] = {}

@@ -941,9 +941,7 @@ def test_summary_through_a_worker_process(logdir: Path, cache_dir: Path) -> None
     plugin = the_plugin()
     assert len(plugin.loader.worker_pids) == 1  # one process, reused
     span = discover(str(logdir))[1].workers[0].spans[0]
-    written = DiskCache(cache_dir, plugin.loader.settings).load(
-        Identity(span.path, span.size_bytes, span.mtime)
-    )
+    written = DiskCache(cache_dir, plugin.loader.settings).load(plugin_module._identity(span))
     assert written is not None and written.error is None
 
 
