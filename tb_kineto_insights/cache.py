@@ -631,6 +631,12 @@ def _read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(_read_exact(stream, size))
 
 
+#: The first frame a worker process writes, once it has imported everything.
+_READY = "ready"
+#: Seconds a new worker process may take to start (import numpy, msgspec, ...).
+WORKER_START_TIMEOUT_S = 120.0
+
+
 def worker_main() -> None:
     """Body of a worker process: reads tasks (pickled, length-prefixed) from standard
     input, answers each on standard output, until standard input closes or a ``None``
@@ -639,6 +645,10 @@ def worker_main() -> None:
     tasks = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # keep the answer channel clean
+    try:
+        _write_frame(answers, _READY)  # imports done: load deadlines start from here
+    except OSError:
+        return
     while True:
         try:
             task = _read_frame(tasks)
@@ -680,6 +690,29 @@ def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
         proc.kill()
 
 
+def _await_ready(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a new worker's ready frame, killing it after WORKER_START_TIMEOUT_S.
+
+    Raises:
+        EOFError: the process died or did not start in time.
+    """
+    expired = threading.Event()
+    watchdog = threading.Timer(WORKER_START_TIMEOUT_S, _expire, args=(proc, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if proc.stdout is None or _read_frame(proc.stdout) != _READY:
+            raise EOFError("the worker process did not start properly")
+    except EOFError:
+        if expired.is_set():
+            raise EOFError(
+                f"the worker process did not start within {WORKER_START_TIMEOUT_S:g} s"
+            ) from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
 def _timeout_message(task: _Task, elapsed_s: float) -> str:
     return (
         f"{task.ident.path}: the load did not finish within its deadline of "
@@ -713,6 +746,7 @@ class _Slot:
             proc = self._ensure_process()
             if proc.stdin is None or proc.stdout is None:
                 raise OSError("the worker process has no pipes")
+            started = time.perf_counter()  # a new process's start-up is not the file's
             if task.deadline_s is not None:
                 watchdog = threading.Timer(task.deadline_s, _expire, args=(proc, expired))
                 watchdog.daemon = True
@@ -756,6 +790,7 @@ class _Slot:
         )
         with self._lock:
             self._proc = proc
+        _await_ready(proc)
         return proc
 
     @property

@@ -307,6 +307,39 @@ def test_symlinks_outside_logdir_not_followed(tmp_path: Path) -> None:
     assert shape(discover(str(logdir))) == {"run": {"inside": ["4"], "w": ["2"]}}
 
 
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")
+def test_symlinked_span_identity_is_its_targets(tmp_path: Path) -> None:
+    """Issue 13 §2: size, mtime, device, inode and mtime_ns are the target's (the file
+    that is read), not the link's; a rewrite of the target of the same size is another
+    identity. ``root`` is the log directory's real path (checked again at open)."""
+    logdir = tmp_path / "log"
+    target = write(logdir / ".data" / "t.json")
+    (logdir / "run").mkdir()
+    link = logdir / "run" / "w.1.pt.trace.json"
+    link.symlink_to("../.data/t.json")
+    os.utime(link, ns=(1, 1), follow_symlinks=False)  # the link's own time: ignored
+    (span,) = all_spans(discover(str(logdir)))
+    st = target.stat()
+    assert (span.size_bytes, span.mtime_ns, span.inode, span.device) == (
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+        st.st_dev,
+    )
+    assert span.mtime == st.st_mtime and span.root == str(logdir.resolve())
+    target.write_bytes(target.read_bytes().replace(b"1", b"2"))
+    os.utime(target, ns=(st.st_mtime_ns + 10**9, st.st_mtime_ns + 10**9))
+    (again,) = all_spans(discover(str(logdir)))
+    assert again.size_bytes == span.size_bytes and again.mtime_ns == span.mtime_ns + 10**9
+
+
+def test_remote_spans_carry_no_local_identity(memfs: tuple[Any, str]) -> None:
+    fs, root = memfs
+    fs.pipe(f"{root}/run/w.1.pt.trace.json", b"{}")
+    (span,) = all_spans(discover(f"memory://{root}"))
+    assert (span.device, span.inode, span.mtime_ns, span.root) == (0, 0, 0, "")
+
+
 # --------------------------------------------------------------------------- re-scan
 
 
