@@ -3,20 +3,28 @@
 Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
 
 :class:`DiskCache`
-    One JSON file per trace file, named by a hash of the file's identity
-    (path, size, mtime), :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION` and the
-    analysis settings (byte cap, thresholds). Layout::
+    One file per trace file, named by its key (:func:`entry_key`: a SHA-256 of the
+    cache format, the file's identity — path, size, mtime, and for a local file the
+    ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of the file read, a symlink's target —
+    and the analysis settings: byte cap, thresholds), in a folder per
+    :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION`. Layout::
 
-        <folder>/v<ANALYSIS_VERSION>/<sha256>.json        a summary
-        <folder>/v<ANALYSIS_VERSION>/<sha256>.error.json  a reader error (TraceError)
+        <folder>/v<ANALYSIS_VERSION>/<key>.summary  a summary
+        <folder>/v<ANALYSIS_VERSION>/<key>.error    a verdict about the file's content
+                                                    (a TraceError other than TraceIOError)
+
+    Each file is a line with the hex SHA-256 of the rest, then the JSON wrapper, which
+    records the key. On read the checksum and the key are verified: a file with any
+    changed, missing or extra byte, or written for another identity, is deleted and
+    the summary computed again; it is never served. I/O errors (missing file,
+    permission, storage errors, a refused open) are never stored: they are retried.
 
     Files are written atomically (a temporary file in the same folder, then
     ``os.replace``), so a reader never sees half a file, and several processes (a
     TensorBoard restart, a teammate pointed at the same shared folder) can share one
-    folder. A file that cannot be decoded, or whose recorded identity does not match,
-    is ignored (and rewritten after the next load). The folder is
-    ``KINETO_INSIGHTS_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/tb-kineto-insights``,
-    else ``~/.cache/tb-kineto-insights``.
+    folder; they are created with mode 0666 less the umask (0644 or 0664), so a
+    teammate can read them. The folder is ``KINETO_INSIGHTS_CACHE_DIR`` when set, else
+    ``$XDG_CACHE_HOME/tb-kineto-insights``, else ``~/.cache/tb-kineto-insights``.
 
 :class:`SummaryLoader`
     States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
@@ -27,9 +35,15 @@ Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
     messages over their standard input and output, so the program that embeds
     TensorBoard needs no ``__main__`` guard), each reading one file at a time and
     reused for the next; ``workers=0`` reads in one background thread of this process
-    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s`` exits, so an
-    idle TensorBoard holds no parsed-trace memory. A worker that dies (killed for
-    memory) fails only the file it was reading; the next file gets a fresh process.
+    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s``
+    exits, so an idle TensorBoard holds no parsed-trace memory. A worker that dies
+    (killed for memory) fails only the file it was reading; the next file gets a fresh
+    process. A load in a worker process has a deadline (:class:`LoadDeadline`: base
+    seconds plus seconds per MiB of file, counted from when the worker is ready); past
+    it the worker is killed (stopped or stuck alike) and replaced, and the span is an
+    error that the next request retries. A file whose identity carries a ``root`` is
+    opened under ``trace/confine.py``'s rule: inside that folder, and the very file
+    discovery listed.
     Status questions never wait for a load: they are dictionary look-ups under a lock
     that is never held during I/O or analysis.
 """
@@ -829,9 +843,10 @@ class _Slot:
 @dataclass(frozen=True)
 class SpanStatus:
     """Load state of one file. ``progress`` (while loading) is
-    ``{"elapsed_s", "estimated_fraction"}``; the fraction is elapsed time over the time
-    the file should take at the throughput (compressed bytes per second) of the loads
-    finished so far, at most 0.99, or None before any load finished."""
+    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is elapsed time
+    over the time the file should take at the throughput (compressed bytes per second)
+    of the loads finished so far, at most 0.99, or None before any load finished;
+    ``deadline_s`` is the load's deadline in seconds (None: none, a load in a thread)."""
 
     state: str
     error: str | None = None

@@ -22,6 +22,16 @@ How it stays fast and safe:
   summary is there (or waits up to ``wait`` seconds for it).
 - Run, worker and span from a URL are only keys into the index of what discovery found;
   they never become part of a path. The static route serves a fixed list of files.
+- Nothing outside the log directories is read: a local trace is checked when it is
+  opened (``trace/confine.py``: the real path of the opened descriptor must lie in the
+  log directory's real path, and it must be a regular file), so a symlink swapped after
+  discovery (the file's, a run folder's, any link of a chain) is refused with a 422.
+  A ``file://`` log directory is served as the local path it names.
+- No stale answer: before answering for a local span, its file is ``stat``-ed (through
+  links); when it is not the file discovery saw (rewritten, replaced, copied back),
+  the file as it is now is loaded, and a re-scan is started. Errors about a file's
+  content are remembered until the file changes; I/O errors, dead workers, loads past
+  their deadline and bugs are retried when the span is asked for again.
 - JSON comes from :func:`tb_kineto_insights.cache.encode_json` (NaN and infinities are
   written as ``null``) and goes out through TensorBoard's ``http_util.Respond``. Input
   problems are 4xx JSON answers; only a bug in this package gives a 500 (JSON too).

@@ -36,7 +36,7 @@ from werkzeug.test import Client, TestResponse
 
 from tb_kineto_insights import plugin as plugin_module
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.cache import DiskCache
+from tb_kineto_insights.cache import DiskCache, LoadDeadline
 from tb_kineto_insights.doctor import run_doctor
 from tb_kineto_insights.logdir import discover
 from tb_kineto_insights.plugin import (
@@ -993,12 +993,26 @@ def test_loader_module_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--kineto_insights_workers", "-1"), ("--kineto_insights_rescan_s", "-2")]
+    ("flag", "value"),
+    [
+        ("--kineto_insights_workers", "-1"),
+        ("--kineto_insights_rescan_s", "-2"),
+        ("--kineto_insights_load_timeout_s", "-1"),
+        ("--kineto_insights_load_timeout_s_per_mib", "nan"),
+    ],
 )
 def test_bad_flags_are_rejected_by_tensorboard(flag: str, value: str) -> None:
     tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), KinetoInsightsLoader()])
     with pytest.raises(base_plugin.FlagsError):
         tb.configure(argv=["tensorboard", "--logdir", "/tmp", flag, value])
+
+
+def test_load_deadline_flags_reach_the_loader(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB", "0.25")
+    make_app(logdir, "--kineto_insights_load_timeout_s", "7")
+    assert the_plugin().loader.deadline == LoadDeadline(7.0, 0.25)  # flag, then environment
 
 
 # --------------------------------------------------------------------------- units
@@ -1048,6 +1062,7 @@ def test_preload_from_env(raw: str, expected: bool) -> None:
         ("", "gs://bucket/logs", [LogdirSource(None, "gs://bucket/logs")]),
         ("", "x:gs://bucket/logs", [LogdirSource("x", "gs://bucket/logs")]),
         ("", "/a:b/c", [LogdirSource(None, "/a:b/c")]),
+        ("file:///a/b%20c", "", [LogdirSource(None, "/a/b c")]),  # local: confined at open
         ("", "", []),
     ],
 )
