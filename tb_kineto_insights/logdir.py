@@ -42,6 +42,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.registry import known_implementations
 
+from tb_kineto_insights.trace.confine import Rule, confined, open_local
+
 __all__ = [
     "LogdirError",
     "Run",
@@ -253,11 +255,22 @@ def is_kineto_head(head: bytes) -> bool:
     return False
 
 
-def _read_head(fs: Any, path: str, sniff_bytes: int) -> bytes:
+def _open_head(fs: Any, path: str, sniff_bytes: int, root: str) -> Any:
+    """The file opened for sniffing; a local one (``root`` set) under the same rule as a
+    load: a regular file inside ``root`` when opened (a FIFO or a link swapped to lead
+    outside since the listing raises TraceIOError, and is skipped)."""
+    if root:
+        with confined(path, Rule(root)):
+            return open_local(path)
+    return fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16))
+
+
+def _read_head(fs: Any, path: str, sniff_bytes: int, root: str = "") -> bytes:
     """First ``sniff_bytes`` bytes of the file, gunzipped when it starts with the gzip
     magic. A truncated gzip stream gives what could be decompressed. Raises whatever
-    the filesystem raises when the file cannot be opened."""
-    with fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16)) as raw:
+    the filesystem raises when the file cannot be opened, or TraceIOError when a local
+    file is refused (see :func:`_open_head`)."""
+    with _open_head(fs, path, sniff_bytes, root) as raw:
         magic = raw.read(2)
         raw.seek(0)
         if magic != _GZIP_MAGIC:
@@ -282,8 +295,9 @@ _SNIFF_CACHE_MAX = 20_000
 _SNIFF_CACHE_LOCK = threading.Lock()
 
 
-def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int) -> bool:
-    """Whether the file looks like a Kineto trace; False when it cannot be read."""
+def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int, root: str = "") -> bool:
+    """Whether the file looks like a Kineto trace; False when it cannot be read (or is
+    refused: see :func:`_open_head`)."""
     key = (f"{type(fs).__module__}.{type(fs).__name__}:{path}", size, mtime, sniff_bytes)
     cacheable = mtime > 0.0
     if cacheable:
@@ -292,7 +306,7 @@ def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int) -> boo
         if cached is not None:
             return cached
     try:
-        result = is_kineto_head(_read_head(fs, path, sniff_bytes))
+        result = is_kineto_head(_read_head(fs, path, sniff_bytes, root))
     except Exception:  # any driver error: unreadable now, skip it
         return False
     if cacheable:
@@ -552,7 +566,9 @@ def discover(
     if odd:
         with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
             verdicts = list(
-                pool.map(lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes), odd)
+                pool.map(
+                    lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root), odd
+                )
             )
         odd = [c for c, ok in zip(odd, verdicts, strict=True) if ok]
 
