@@ -782,7 +782,15 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 used.append(ident)
         if not ready:
             raise _ApiError(422, f"no worker of run {run.name!r} could be read: {errors}")
-        key = ("run_summary", id(hook), run.name, span_index, tuple(used))
+        # The errors are part of the answer: a worker failing otherwise is another answer.
+        key = (
+            "run_summary",
+            id(hook),
+            run.name,
+            span_index,
+            tuple(used),
+            tuple(sorted(errors.items())),
+        )
         body = self._derived_get(key)
         if body is None:
             side = [(span.worker, result.decoded()) for span, result in ready]
@@ -853,6 +861,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             tuple(labels),
             len(base),
             tuple((i, r is not None) for i, r in zip(idents, results, strict=True)),
+            tuple(warnings),
         )
         body = self._derived_get(key)
         if body is None:

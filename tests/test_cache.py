@@ -677,3 +677,36 @@ def test_thread_mode_has_no_deadline(tmp_path: Path, loaders: list[SummaryLoader
     assert status.progress["deadline_s"] is None
     gate.set()
     assert loader.get(ident_of(trace), wait_s=20)[0].state == "ready"
+
+
+def test_worker_stopped_in_the_middle_of_a_real_load_is_killed_at_the_deadline(
+    tmp_path: Path, loaders: list[SummaryLoader], shared_traces: Path
+) -> None:
+    """Issue 13 §4 as reported: SIGSTOP while a real trace (ResNet-50, 1.1 MB gzip, a
+    few seconds to read) is being read; the load ends at its 2 s deadline instead of
+    staying ``loading``; with the default deadline, asking again reads it."""
+    trace = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
+    trace = trace / "worker0.1623143089861.pt.trace.json.gz"
+    warm = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz")
+    loader = SummaryLoader(cache=None, workers=1)
+    loaders.append(loader)
+    assert loader.get(ident_of(warm), wait_s=60)[0].state == "ready"  # a worker is ready
+    loader.deadline = LoadDeadline(2.0, 0.0)
+    ident = ident_of(trace)
+    loader.request(ident)
+    deadline = time.monotonic() + 20
+    while loader.status(ident).state != "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    (pid,) = loader.worker_pids
+    os.kill(pid, signal.SIGSTOP)
+    status, result = loader.get(ident, wait_s=30)
+    assert result is None and status.error_kind == "timeout", status
+    assert "deadline of 2.0 s" in (status.error or "")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    loader.deadline = LoadDeadline()
+    status, result = loader.get(ident, wait_s=120)
+    assert status.state == "ready" and result is not None
+    assert json.loads(result.panels["steps"])["count"] > 0
