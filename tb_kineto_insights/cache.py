@@ -3,20 +3,28 @@
 Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
 
 :class:`DiskCache`
-    One JSON file per trace file, named by a hash of the file's identity
-    (path, size, mtime), :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION` and the
-    analysis settings (byte cap, thresholds). Layout::
+    One file per trace file, named by its key (:func:`entry_key`: a SHA-256 of the
+    cache format, the file's identity — path, size, mtime, and for a local file the
+    ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of the file read, a symlink's target —
+    and the analysis settings: byte cap, thresholds), in a folder per
+    :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION`. Layout::
 
-        <folder>/v<ANALYSIS_VERSION>/<sha256>.json        a summary
-        <folder>/v<ANALYSIS_VERSION>/<sha256>.error.json  a reader error (TraceError)
+        <folder>/v<ANALYSIS_VERSION>/<key>.summary  a summary
+        <folder>/v<ANALYSIS_VERSION>/<key>.error    a verdict about the file's content
+                                                    (a TraceError other than TraceIOError)
+
+    Each file is a line with the hex SHA-256 of the rest, then the JSON wrapper, which
+    records the key. On read the checksum and the key are verified: a file with any
+    changed, missing or extra byte, or written for another identity, is deleted and
+    the summary computed again; it is never served. I/O errors (missing file,
+    permission, storage errors, a refused open) are never stored: they are retried.
 
     Files are written atomically (a temporary file in the same folder, then
     ``os.replace``), so a reader never sees half a file, and several processes (a
     TensorBoard restart, a teammate pointed at the same shared folder) can share one
-    folder. A file that cannot be decoded, or whose recorded identity does not match,
-    is ignored (and rewritten after the next load). The folder is
-    ``KINETO_INSIGHTS_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/tb-kineto-insights``,
-    else ``~/.cache/tb-kineto-insights``.
+    folder; they are created with mode 0666 less the umask (0644 or 0664), so a
+    teammate can read them. The folder is ``KINETO_INSIGHTS_CACHE_DIR`` when set, else
+    ``$XDG_CACHE_HOME/tb-kineto-insights``, else ``~/.cache/tb-kineto-insights``.
 
 :class:`SummaryLoader`
     States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
@@ -27,9 +35,15 @@ Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
     messages over their standard input and output, so the program that embeds
     TensorBoard needs no ``__main__`` guard), each reading one file at a time and
     reused for the next; ``workers=0`` reads in one background thread of this process
-    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s`` exits, so an
-    idle TensorBoard holds no parsed-trace memory. A worker that dies (killed for
-    memory) fails only the file it was reading; the next file gets a fresh process.
+    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s``
+    exits, so an idle TensorBoard holds no parsed-trace memory. A worker that dies
+    (killed for memory) fails only the file it was reading; the next file gets a fresh
+    process. A load in a worker process has a deadline (:class:`LoadDeadline`: base
+    seconds plus seconds per MiB of file, counted from when the worker is ready); past
+    it the worker is killed (stopped or stuck alike) and replaced, and the span is an
+    error that the next request retries. A file whose identity carries a ``root`` is
+    opened under ``trace/confine.py``'s rule: inside that folder, and the very file
+    discovery listed.
     Status questions never wait for a load: they are dictionary look-ups under a lock
     that is never held during I/O or analysis.
 """
@@ -38,6 +52,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import heapq
 import itertools
@@ -45,16 +60,16 @@ import logging
 import math
 import os
 import pickle
+import secrets
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -63,13 +78,21 @@ import numpy as np
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
     "CACHE_DIR_ENV",
     "CACHE_FORMAT",
+    "DEFAULT_LOAD_TIMEOUT_S",
+    "DEFAULT_LOAD_TIMEOUT_S_PER_MIB",
     "DEFAULT_WORKERS",
+    "ERROR_IO",
+    "ERROR_TIMEOUT",
+    "LOAD_TIMEOUT_ENV",
+    "LOAD_TIMEOUT_PER_MIB_ENV",
+    "LoadDeadline",
     "WORKERS_ENV",
     "DiskCache",
     "Identity",
@@ -79,7 +102,9 @@ __all__ = [
     "cache_dir_from_env",
     "decode_entry",
     "encode_json",
+    "entry_key",
     "json_safe",
+    "load_deadline_from_env",
     "settings_fingerprint",
     "workers_from_env",
 ]
@@ -92,18 +117,30 @@ CACHE_DIR_ENV = "KINETO_INSIGHTS_CACHE_DIR"
 WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
 #: At most this many worker processes by default (fewer on a one-core machine).
 DEFAULT_WORKERS = 2
+#: Environment variables: a load's deadline, base seconds and seconds per MiB of file.
+LOAD_TIMEOUT_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S"
+LOAD_TIMEOUT_PER_MIB_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB"
+DEFAULT_LOAD_TIMEOUT_S = 120.0
+DEFAULT_LOAD_TIMEOUT_S_PER_MIB = 2.0
+MIB = 1024**2
 #: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
-CACHE_FORMAT = 1
+#: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
+#: in the identity.
+CACHE_FORMAT = 2
 #: Priorities: a page waiting for a span goes first, preloading after.
 PRIORITY_REQUEST = 0
 PRIORITY_PRELOAD = 1
 
 QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
 
-#: Error kinds: ``trace`` (the reader's TraceError: the file is bad, remembered on disk),
-#: ``internal`` (a bug in the analysis) and ``worker`` (the worker process died, e.g.
-#: killed for memory); the last two are retried when the span is asked for again.
+#: Error kinds: ``trace`` (the reader's TraceError about the file's content: the file is
+#: bad, remembered on disk until it changes), ``io`` (the file could not be opened or
+#: read, or was refused: missing, permission, storage error, outside the log directory),
+#: ``internal`` (a bug in the analysis), ``worker`` (the worker process died, e.g. killed
+#: for memory) and ``timeout`` (the load passed its deadline and its worker was killed);
+#: all but ``trace`` are kept in memory only and retried when the span is asked for again.
 ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
+ERROR_IO, ERROR_TIMEOUT = "io", "timeout"
 
 
 # --------------------------------------------------------------------------- settings
@@ -141,6 +178,52 @@ def workers_from_env(environ: Mapping[str, str] | None = None) -> int:
         )
         return default_workers()
     return value
+
+
+@dataclass(frozen=True)
+class LoadDeadline:
+    """How long one load in a worker process may take: ``base_s + per_mib_s × (stored
+    file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
+    is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
+    span is an error of kind ``timeout`` that the next request retries.
+
+    The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
+    trace reads at tens of MiB of stored file per second, and the pathological inputs
+    of issue 13 (a 625 KB gzip of 27.7 MB JSON) must read within 3x of a clean file of
+    the same size. A total of 0 or less means no deadline.
+    """
+
+    base_s: float = DEFAULT_LOAD_TIMEOUT_S
+    per_mib_s: float = DEFAULT_LOAD_TIMEOUT_S_PER_MIB
+
+    def for_size(self, size_bytes: int) -> float | None:
+        """The deadline in seconds for a file of ``size_bytes``, or None (no deadline)."""
+        total = self.base_s + self.per_mib_s * max(0, size_bytes) / MIB
+        return total if math.isfinite(total) and total > 0 else None
+
+
+def _seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        logger.warning("%s=%r is not a number of seconds >= 0; using %s", name, raw, default)
+        return default
+    return value
+
+
+def load_deadline_from_env(environ: Mapping[str, str] | None = None) -> LoadDeadline:
+    """``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` and ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``
+    (finite numbers >= 0; each defaults, with a warning when it is not such a number)."""
+    env = os.environ if environ is None else environ
+    return LoadDeadline(
+        _seconds_from_env(env, LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S),
+        _seconds_from_env(env, LOAD_TIMEOUT_PER_MIB_ENV, DEFAULT_LOAD_TIMEOUT_S_PER_MIB),
+    )
 
 
 def settings_fingerprint(max_json_bytes: int, thresholds: Thresholds) -> str:
@@ -188,11 +271,35 @@ def encode_json(obj: Any) -> bytes:
 
 @dataclass(frozen=True, order=True)
 class Identity:
-    """A trace file as discovery saw it: a changed size or mtime is another file."""
+    """A trace file as discovery saw it: another size, mtime, device or inode is another
+    file.
+
+    Attributes:
+        path: local path or fsspec URL.
+        size_bytes: size in bytes (compressed size for gzip).
+        mtime: modification time, seconds since the epoch (0.0 when unknown).
+        device, inode, mtime_ns: ``st_dev``, ``st_ino``, ``st_mtime_ns`` of a local file
+            (of a symlink's target); 0 for other filesystems. When ``inode`` is set, the
+            opened file must have exactly this identity (see ``trace/confine.py``).
+        root: the real path of the log directory the file must lie in when it is
+            opened; ``""``: no containment rule (fsspec URLs, the CLI). Not part of the
+            identity (equality, hash, cache key).
+    """
 
     path: str
     size_bytes: int
     mtime: float
+    device: int = 0
+    inode: int = 0
+    mtime_ns: int = 0
+    root: str = field(default="", compare=False)
+
+    def file_identity(self) -> tuple[int, int, int, int] | None:
+        """``(st_dev, st_ino, st_size, st_mtime_ns)`` an opened file must have; None when
+        not known (not a local file)."""
+        if not self.inode:
+            return None
+        return (self.device, self.inode, self.size_bytes, self.mtime_ns)
 
 
 class _ErrorInfo(msgspec.Struct):
@@ -203,6 +310,7 @@ class _ErrorInfo(msgspec.Struct):
 class _Entry(msgspec.Struct, forbid_unknown_fields=False):
     format: int
     analysis_version: int
+    key: str
     settings: str
     path: str
     size_bytes: int
@@ -243,6 +351,45 @@ class LoadResult:
         return None if raw is None else msgspec.json.decode(raw)
 
 
+def entry_key(ident: Identity, settings: str) -> str:
+    """The key of a file identity under some analysis settings: the SHA-256 (hex) of
+    ``[CACHE_FORMAT, path, size_bytes, mtime, device, inode, mtime_ns, settings]`` as
+    JSON. It names the cache file and is recorded inside it."""
+    key = encode_json(
+        [
+            CACHE_FORMAT,
+            ident.path,
+            ident.size_bytes,
+            ident.mtime,
+            ident.device,
+            ident.inode,
+            ident.mtime_ns,
+            settings,
+        ]
+    )
+    return hashlib.sha256(key).hexdigest()
+
+
+#: Length of the checksum line that starts a cache entry (hex SHA-256 and a newline).
+_CHECKSUM_BYTES = 64
+
+
+def _sealed(body: bytes) -> bytes:
+    """``body`` preceded by the hex SHA-256 of ``body`` and a newline."""
+    return hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
+
+
+def _unsealed(data: bytes) -> bytes | None:
+    """The body of a sealed entry, or None when its checksum line does not match it
+    exactly (any changed, missing or extra byte)."""
+    digest, body = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES + 1 :]
+    if data[_CHECKSUM_BYTES : _CHECKSUM_BYTES + 1] != b"\n":
+        return None
+    if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+        return None
+    return body
+
+
 def _entry_bytes(
     ident: Identity,
     settings: str,
@@ -251,9 +398,12 @@ def _entry_bytes(
     error: TraceError | None = None,
     elapsed_s: float = 0.0,
 ) -> bytes:
+    """A cache entry: a checksum line, then the JSON wrapper (format, versions, the
+    identity's :func:`entry_key`, and the summary or the reader's error)."""
     wrapper: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "analysis_version": ANALYSIS_VERSION,
+        "key": entry_key(ident, settings),
         "settings": settings,
         "path": ident.path,
         "size_bytes": ident.size_bytes,
@@ -265,24 +415,30 @@ def _entry_bytes(
         wrapper["error"] = {"type": type(error).__name__, "message": str(error)}
     else:
         wrapper["summary"] = summary
-    return encode_json(wrapper)
+    return _sealed(encode_json(wrapper))
 
 
 def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | None:
-    """A cache file's content as a LoadResult; None when it is corrupt, written by another
-    format or analysis version, or records another file identity or settings."""
+    """A cache entry's content as a LoadResult; None when its checksum does not match
+    (any flipped, missing or extra byte), or it was written by another format or
+    analysis version, for another identity or settings (its recorded key), or it
+    records an error that is not about the file's content (an I/O error)."""
+    body = _unsealed(data)
+    if body is None:
+        return None
     try:
-        entry = _ENTRY_DECODER.decode(data)
+        entry = _ENTRY_DECODER.decode(body)
         if (
             entry.format != CACHE_FORMAT
             or entry.analysis_version != ANALYSIS_VERSION
             or entry.settings != settings
+            or entry.key != entry_key(ident, settings)
             or entry.path != ident.path
-            or entry.size_bytes != ident.size_bytes
-            or entry.mtime != ident.mtime
         ):
             return None
         if entry.error is not None:
+            if entry.error.type == TraceIOError.__name__:
+                return None  # never a verdict about the content: read again
             return LoadResult(None, {}, entry.error.message, entry.error.type, len(data))
         summary = bytes(entry.summary)
         if summary == b"null":
@@ -296,10 +452,26 @@ def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | No
 # --------------------------------------------------------------------------- disk cache
 
 
+def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
+    """A new file beside ``folder/name``, opened for writing, created with mode 0666
+    less the umask (``tempfile.mkstemp`` would give 0600: a teammate sharing the cache
+    folder could not read it)."""
+    for _ in range(100):
+        tmp = str(folder / f".{name}.{secrets.token_hex(8)}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
+    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
+    002), like any file the user writes."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temporary(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
@@ -324,14 +496,13 @@ class DiskCache:
         self._versioned = self.folder / f"v{ANALYSIS_VERSION}"
 
     def _stem(self, ident: Identity) -> str:
-        key = encode_json([ident.path, ident.size_bytes, ident.mtime, self.settings])
-        return hashlib.sha256(key).hexdigest()
+        return entry_key(ident, self.settings)
 
     def summary_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.json"
+        return self._versioned / f"{self._stem(ident)}.summary"
 
     def error_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.error.json"
+        return self._versioned / f"{self._stem(ident)}.error"
 
     def has(self, ident: Identity) -> bool:
         """Whether a summary or an error is stored (files are not read)."""
@@ -341,8 +512,9 @@ class DiskCache:
             return False
 
     def load(self, ident: Identity) -> LoadResult | None:
-        """The stored result; None when there is none, or it is unreadable or corrupt
-        (a corrupt file is then ignored: the next :meth:`store` replaces it)."""
+        """The stored result; None when there is none, or it is unreadable or fails
+        :func:`decode_entry`'s checks (a corrupt file is then deleted, and the next
+        :meth:`store` writes it again)."""
         for path in (self.summary_file(ident), self.error_file(ident)):
             try:
                 data = path.read_bytes()
@@ -354,7 +526,9 @@ class DiskCache:
             result = decode_entry(data, ident, self.settings)
             if result is not None:
                 return result
-            logger.warning("Kineto Insights: ignoring corrupt or stale cache file %s", path)
+            logger.warning("Kineto Insights: dropping corrupt or stale cache file %s", path)
+            with contextlib.suppress(OSError):
+                path.unlink()
         return None
 
     def store(self, ident: Identity, data: bytes, *, is_error: bool) -> None:
@@ -378,6 +552,7 @@ class _Task:
     settings: str
     cache_folder: str | None
     summarize: Callable[..., Any]
+    deadline_s: float | None = None  # seconds the load may take (worker processes)
 
 
 @dataclass(frozen=True)
@@ -392,15 +567,30 @@ class _Outcome:
     cache_warning: str | None = None
 
 
+def _summarize_confined(task: _Task) -> Any:
+    """``task.summarize`` of the file, which must still lie inside ``ident.root`` and be
+    the file discovery listed when it is opened (see ``trace/confine.py``)."""
+    ident = task.ident
+    call = functools.partial(
+        task.summarize, ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
+    )
+    if not ident.root:
+        return call()
+    with confined(ident.path, Rule(ident.root, ident.file_identity())):
+        return call()
+
+
 def _run_task(task: _Task) -> _Outcome:
-    """Read and analyse one file, store the result on disk; never raises."""
+    """Read and analyse one file, store the result on disk; never raises. Only verdicts
+    about the file's content are stored: an I/O error (missing file, permission, storage
+    error, a refused open) is answered but not stored, so the next request retries."""
     started = time.perf_counter()
     error: TraceError | None = None
     try:
         try:
-            summary = task.summarize(
-                task.ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
-            )
+            summary = _summarize_confined(task)
+        except TraceIOError as exc:
+            return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
             error = exc
             summary = None
@@ -455,6 +645,12 @@ def _read_frame(stream: IO[bytes]) -> Any:
     return pickle.loads(_read_exact(stream, size))
 
 
+#: The first frame a worker process writes, once it has imported everything.
+_READY = "ready"
+#: Seconds a new worker process may take to start (import numpy, msgspec, ...).
+WORKER_START_TIMEOUT_S = 120.0
+
+
 def worker_main() -> None:
     """Body of a worker process: reads tasks (pickled, length-prefixed) from standard
     input, answers each on standard output, until standard input closes or a ``None``
@@ -463,6 +659,10 @@ def worker_main() -> None:
     tasks = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # keep the answer channel clean
+    try:
+        _write_frame(answers, _READY)  # imports done: load deadlines start from here
+    except OSError:
+        return
     while True:
         try:
             task = _read_frame(tasks)
@@ -496,6 +696,47 @@ def _stop_workers_at_exit() -> None:
             slot.stop(kill=True)
 
 
+def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    """The watchdog's action: the load is over its deadline; kill its worker (a stopped
+    process dies too), which ends the pending read with EOF."""
+    expired.set()
+    with contextlib.suppress(OSError):
+        proc.kill()
+
+
+def _await_ready(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a new worker's ready frame, killing it after WORKER_START_TIMEOUT_S.
+
+    Raises:
+        EOFError: the process died or did not start in time.
+    """
+    expired = threading.Event()
+    watchdog = threading.Timer(WORKER_START_TIMEOUT_S, _expire, args=(proc, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if proc.stdout is None or _read_frame(proc.stdout) != _READY:
+            raise EOFError("the worker process did not start properly")
+    except EOFError:
+        if expired.is_set():
+            raise EOFError(
+                f"the worker process did not start within {WORKER_START_TIMEOUT_S:g} s"
+            ) from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def _timeout_message(task: _Task, elapsed_s: float) -> str:
+    return (
+        f"{task.ident.path}: the load did not finish within its deadline of "
+        f"{task.deadline_s:.1f} s ({elapsed_s:.1f} s elapsed); its worker process was "
+        "stopped and replaced; ask again to retry (the deadline is "
+        f"--kineto_insights_load_timeout_s + --kineto_insights_load_timeout_s_per_mib "
+        f"x {task.ident.size_bytes / MIB:.2f} MiB)"
+    )
+
+
 class _Slot:
     """One place where a file is read: a worker process (``python -c``), reused until
     idle or dead, or (``use_process=False``) the calling thread itself."""
@@ -507,15 +748,25 @@ class _Slot:
         _LIVE_SLOTS.add(self)
 
     def run(self, task: _Task) -> _Outcome:
+        """Run one load; in a worker process, killed when ``task.deadline_s`` passes
+        (a load in this thread cannot be stopped: no deadline there)."""
         if not self._use_process:
             return _run_task(task)
         started = time.perf_counter()
         proc = None
+        expired = threading.Event()
+        watchdog: threading.Timer | None = None
         try:
             proc = self._ensure_process()
-            assert proc.stdin is not None and proc.stdout is not None
+            if proc.stdin is None or proc.stdout is None:
+                raise OSError("the worker process has no pipes")
+            started = time.perf_counter()  # a new process's start-up is not the file's
+            if task.deadline_s is not None:
+                watchdog = threading.Timer(task.deadline_s, _expire, args=(proc, expired))
+                watchdog.daemon = True
+                watchdog.start()
             _write_frame(proc.stdin, task)
-            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is stopped
+            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
             if isinstance(outcome, _Outcome):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")
@@ -525,14 +776,20 @@ class _Slot:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     code = proc.wait(timeout=1.0)
             self.stop(kill=True)
+            elapsed = time.perf_counter() - started
+            if expired.is_set():
+                return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
             return _Outcome(
                 None,
                 ERROR_WORKER,
                 f"{task.ident.path}: the worker process reading it died ({reason}){hint}",
-                time.perf_counter() - started,
+                elapsed,
             )
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
     def _ensure_process(self) -> subprocess.Popen[bytes]:
         with self._lock:
@@ -547,6 +804,7 @@ class _Slot:
         )
         with self._lock:
             self._proc = proc
+        _await_ready(proc)
         return proc
 
     @property
@@ -585,9 +843,10 @@ class _Slot:
 @dataclass(frozen=True)
 class SpanStatus:
     """Load state of one file. ``progress`` (while loading) is
-    ``{"elapsed_s", "estimated_fraction"}``; the fraction is elapsed time over the time
-    the file should take at the throughput (compressed bytes per second) of the loads
-    finished so far, at most 0.99, or None before any load finished."""
+    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is elapsed time
+    over the time the file should take at the throughput (compressed bytes per second)
+    of the loads finished so far, at most 0.99, or None before any load finished;
+    ``deadline_s`` is the load's deadline in seconds (None: none, a load in a thread)."""
 
     state: str
     error: str | None = None
@@ -611,6 +870,8 @@ class SummaryLoader:
         memory_items: how many loaded results to keep in memory ...
         memory_bytes: ... and how many bytes of JSON at most (least recently used go).
         idle_shutdown_s: a worker process idle this long exits.
+        deadline: how long one load in a worker process may take (see
+            :class:`LoadDeadline`); None: from the environment, else the defaults.
     """
 
     def __init__(
@@ -624,6 +885,7 @@ class SummaryLoader:
         memory_items: int = 64,
         memory_bytes: int = 256 * 1024**2,
         idle_shutdown_s: float = 120.0,
+        deadline: LoadDeadline | None = None,
     ) -> None:
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
@@ -638,6 +900,7 @@ class SummaryLoader:
         self._memory_items = max(1, memory_items)
         self._memory_bytes = max(1, memory_bytes)
         self._idle_shutdown_s = idle_shutdown_s
+        self.deadline = load_deadline_from_env() if deadline is None else deadline
         self._cv = threading.Condition()
         self._closed = False
         self._states: dict[Identity, str] = {}
@@ -686,11 +949,20 @@ class SummaryLoader:
             fraction: float | None = None
             if self._throughput and ident.size_bytes > 0:
                 fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
+            deadline = self._deadline_locked(ident)
             return SpanStatus(
                 LOADING,
-                progress={"elapsed_s": round(elapsed, 3), "estimated_fraction": fraction},
+                progress={
+                    "elapsed_s": round(elapsed, 3),
+                    "estimated_fraction": fraction,
+                    "deadline_s": None if deadline is None else round(deadline, 3),
+                },
             )
         return SpanStatus(state)
+
+    def _deadline_locked(self, ident: Identity) -> float | None:
+        """The load's deadline in seconds; None in thread mode (nothing can stop it)."""
+        return self.deadline.for_size(ident.size_bytes) if self.workers > 0 else None
 
     @property
     def worker_pids(self) -> list[int]:
@@ -806,6 +1078,7 @@ class SummaryLoader:
                         settings=self.settings,
                         cache_folder=None if self.cache is None else str(self.cache.folder),
                         summarize=self._summarize,
+                        deadline_s=self._deadline_locked(ident),
                     )
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

@@ -25,7 +25,12 @@ from tb_kineto_insights import __version__, compare
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
-from tb_kineto_insights.summary import REPORT_SCHEMA, summarize_run, try_summarize_file
+from tb_kineto_insights.summary import (
+    REPORT_SCHEMA,
+    select_run_spans,
+    summarize_run,
+    try_summarize_file,
+)
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 EXIT_OK = 0
@@ -83,7 +88,8 @@ def build_report(
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
     "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
     across ranks (latest readable span of each worker) for runs of several workers, else
-    ``None``.
+    ``None``; the latest readable span of each worker (of each rank, when one worker
+    holds several ranks: :func:`~tb_kineto_insights.summary.select_run_spans`).
 
     Raises:
         LogdirError: ``path`` does not exist or its storage cannot be listed.
@@ -91,20 +97,17 @@ def build_report(
     runs = []
     for run in _runs_for(path):
         workers: list[dict[str, Any]] = []
-        latest: list[tuple[str, dict[str, Any]]] = []  # one readable span per worker
+        readable: list[tuple[str, list[dict[str, Any]]]] = []
         for worker in run.workers:
             spans = [_span_entry(s, max_json_bytes, thresholds) for s in worker.spans]
             workers.append({"worker": worker.name, "spans": spans})
-            readable = [s["summary"] for s in spans if "summary" in s]
-            if readable:
-                latest.append((worker.name, readable[-1]))
-        runs.append(
-            {
-                "run": run.name,
-                "workers": workers,
-                "run_summary": summarize_run(latest, thresholds) if len(latest) > 1 else None,
-            }
-        )
+            readable.append((worker.name, [s["summary"] for s in spans if "summary" in s]))
+        chosen, notes = select_run_spans(readable)
+        run_summary = None
+        if len(chosen) > 1:
+            run_summary = summarize_run(chosen, thresholds)
+            run_summary["notes"] = notes + run_summary["notes"]
+        runs.append({"run": run.name, "workers": workers, "run_summary": run_summary})
     return {"schema": REPORT_SCHEMA, "path": path, "runs": runs}
 
 
@@ -130,15 +133,24 @@ def _all_diagnoses(report: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(``run/worker/span``, diagnosis) over every span, most severe first."""
     found = []
     for run in report["runs"]:
+        replaced = _superseded(run)
         for worker in run["workers"]:
             for span in worker["spans"]:
                 where = f"{run['run']}/{worker['worker']}/{span['span']}"
                 for d in span.get("summary", {}).get("diagnoses", []):
-                    found.append((where, d))
+                    if (worker["worker"], d["id"]) not in replaced:
+                        found.append((where, d))
         for d in (run.get("run_summary") or {}).get("diagnoses", []):
             found.append((f"{run['run']} (all ranks)", d))
     found.sort(key=lambda wd: (SEVERITY_ORDER.index(wd[1]["severity"]), -wd[1]["impact_fraction"]))
     return found
+
+
+def _superseded(run: dict[str, Any]) -> set[tuple[str, str]]:
+    """(worker, diagnosis id) of span-level diagnoses the view across ranks replaces
+    (listed once, at run level). A worker split into ranks keeps its span diagnoses."""
+    view = run.get("run_summary") or {}
+    return {(s["worker"], s["id"]) for s in view.get("superseded_span_diagnoses", [])}
 
 
 def write_text(report: dict[str, Any], out: TextIO) -> None:
@@ -164,30 +176,99 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
                 if "error" in span:
                     out.write(f"   ERROR {span['error']['type']}: {span['error']['message']}\n")
                     continue
-                _write_summary(span["summary"], out)
+                _write_summary(span["summary"], out, _superseded(run), worker["worker"])
+
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} GB/s"
 
 
 def _write_run_summary(run: dict[str, Any], out: TextIO) -> None:
+    """The view across ranks: per kind (calls/step, bytes per collective, bandwidth from
+    the matched transfer), skew, per rank wait vs transfer /step, the straggler verdict."""
     skew = run.get("skew_us") or {}
     median, worst = _fmt_us(skew.get("median_us")), _fmt_us(skew.get("max_us"))
     out.write(
         f"   across {run['worker_count']} ranks: {run['matched_count']} collectives matched"
-        + (f", start skew median {median}, max {worst}" if skew.get("count") else "")
+        f" over {run.get('matched_step_count', 0)} steps"
+        + (f"; skew per collective median {median}, max {worst}" if skew.get("count") else "")
         + "\n"
     )
+    for k in run.get("kinds", []):
+        calls = k.get("calls_per_step")
+        out.write(
+            f"   {k['kind']}: {calls:.1f} calls/step, "
+            if calls is not None
+            else f"   {k['kind']}: "
+        )
+        out.write(
+            f"{_fmt_bytes(k.get('median_bytes'))} per collective (median), transfer "
+            f"{_fmt_us(k.get('median_transfer_us'))} per collective (median), busbw "
+            f"{_fmt_gbps(k.get('busbw_gbps'))} (algbw {_fmt_gbps(k.get('algbw_gbps'))}; "
+            "from the matched transfer)\n"
+        )
     for r in run.get("ranks", []):
         out.write(
-            f"   rank {r['rank']} ({r['worker']}): step {_fmt_us(r['mean_step_us'])}, "
-            f"last in {r['last_count']} of {r['matched_count']}, waited {_fmt_us(r['wait_us'])}\n"
+            f"   rank {r['rank']} ({r['worker']}): step {_fmt_us(r['mean_step_us'])}; "
+            f"/step: wait {_fmt_us(r.get('wait_us_per_step'))}, transfer "
+            f"{_fmt_us(r.get('transfer_us_per_step'))}, exposed wait "
+            f"{_fmt_us(r.get('exposed_wait_us_per_step'))}, exposed transfer "
+            f"{_fmt_us(r.get('exposed_transfer_us_per_step'))}; last in {r['last_count']} "
+            f"of {r['matched_count']} collectives\n"
         )
-    straggler = run.get("straggler")
+    straggler, test = run.get("straggler"), run.get("straggler_test")
     if straggler:
         out.write(
-            f"   straggler candidate: rank {straggler['rank']} "
-            f"(last in {100 * straggler['last_fraction']:.0f} % of matched collectives)\n"
+            f"   straggler: rank {straggler['rank']}, costs the others "
+            f"{_fmt_us(straggler['delay_us_per_step'])}/step "
+            f"({100 * straggler['share_of_step']:.0f} % of their step), last in "
+            f"{straggler['last_steps']} of {straggler['tested_steps']} steps "
+            f"(p = {straggler['p_value']:.3g})\n"
+        )
+    elif test:
+        share = test.get("share_of_step")
+        out.write(
+            f"   no straggler: best candidate rank {test['rank']} is last in "
+            f"{test['last_steps']} of {test['tested_steps']} steps (p = {test['p_value']:.3g}, "
+            f"needs <= {test['alpha']:g}) and costs the others "
+            f"{_fmt_us(test['delay_us_per_step'])}/step"
+            + (f" ({100 * share:.1f} % of their step, needs >= " if share is not None else " (")
+            + f"{100 * test['min_share_of_step']:g} %): {test['verdict']}\n"
         )
     for note in run.get("notes", []):
         out.write(f"   note: {note}\n")
+
+
+def _write_communication(comm: dict[str, Any], out: TextIO) -> None:
+    """Communication of one span: per kind calls/step, bytes per collective, busbw
+    (least-wait estimate), and exposed time /step split by the wait estimate."""
+    if not comm.get("has_collectives"):
+        return
+    out.write(
+        f"   communication /step: {_fmt_us(comm.get('mean_comm_us'))}, exposed "
+        f"{_fmt_us(comm.get('mean_exposed_us'))} (estimated: wait "
+        f"{_fmt_us(comm.get('exposed_wait_estimate_us_per_step'))}, transfer "
+        f"{_fmt_us(comm.get('exposed_transfer_estimate_us_per_step'))})\n"
+    )
+    for k in comm.get("kinds", []):
+        calls = k.get("calls_per_step")
+        out.write(
+            f"   {k['kind']}: {k['count']} calls"
+            + (f" ({calls:.1f}/step)" if calls is not None else "")
+            + f", {_fmt_bytes(k.get('median_bytes'))} per collective (median), exposed "
+            f"{_fmt_us(k.get('exposed_us_per_step'))}/step, busbw "
+            f"{_fmt_gbps(k.get('busbw_gbps'))} (least-wait estimate from this trace; "
+            f"kernel time alone: {_fmt_gbps(k.get('kernel_time_busbw_gbps'))})\n"
+        )
 
 
 def _write_diagnoses(diagnoses: list[dict[str, Any]], out: TextIO) -> None:
@@ -199,8 +280,18 @@ def _write_diagnoses(diagnoses: list[dict[str, Any]], out: TextIO) -> None:
         out.write(f"      -> {d['recommendation']}\n")
 
 
-def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
-    _write_diagnoses(summary["diagnoses"], out)
+def _write_summary(
+    summary: dict[str, Any],
+    out: TextIO,
+    superseded: set[tuple[str, str]] | None = None,
+    worker: str = "",
+) -> None:
+    replaced = superseded or set()
+    shown = [d for d in summary["diagnoses"] if (worker, d["id"]) not in replaced]
+    _write_diagnoses(shown, out)
+    for d in summary["diagnoses"]:
+        if (worker, d["id"]) in replaced:
+            out.write(f"   ({d['id']}: see the view across ranks, which measures it exactly)\n")
     health = summary["health"]
     steps = summary["steps"]
     mb = health["json_bytes"] / 1e6
@@ -229,6 +320,7 @@ def _write_summary(summary: dict[str, Any], out: TextIO) -> None:
             + (short_txt if short is not None else "")
             + ")\n"
         )
+    _write_communication(summary.get("communication") or {}, out)
     n_steps = max(steps["count"], 1)
     for dev in summary["idle"].get("devices", []):
         causes = {k: v["us"] for k, v in dev["causes"].items() if v["us"] > 0}

@@ -42,6 +42,8 @@ import fsspec
 from fsspec.core import url_to_fs
 from fsspec.registry import known_implementations
 
+from tb_kineto_insights.trace.confine import Rule, confined, open_local
+
 __all__ = [
     "LogdirError",
     "Run",
@@ -82,6 +84,12 @@ class Span:
         size_bytes: file size in bytes as listed (compressed size for gzip files).
         mtime: modification time in seconds since the epoch; ``0.0`` when the
             filesystem does not say.
+        device, inode, mtime_ns: ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of a local
+            file (of a symlink's *target*, like ``size_bytes`` and ``mtime``: the link's
+            own times say nothing about the trace); 0 on other filesystems.
+        root: the real path of the local log directory the file was found in, which the
+            file must still lie in when it is opened (see ``trace/confine.py``); ``""``
+            for other filesystems.
     """
 
     run: str
@@ -90,6 +98,10 @@ class Span:
     path: str
     size_bytes: int
     mtime: float
+    device: int = 0
+    inode: int = 0
+    mtime_ns: int = 0
+    root: str = ""
 
 
 @dataclass(frozen=True)
@@ -243,11 +255,22 @@ def is_kineto_head(head: bytes) -> bool:
     return False
 
 
-def _read_head(fs: Any, path: str, sniff_bytes: int) -> bytes:
+def _open_head(fs: Any, path: str, sniff_bytes: int, root: str) -> Any:
+    """The file opened for sniffing; a local one (``root`` set) under the same rule as a
+    load: a regular file inside ``root`` when opened (a FIFO or a link swapped to lead
+    outside since the listing raises TraceIOError, and is skipped)."""
+    if root:
+        with confined(path, Rule(root)):
+            return open_local(path)
+    return fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16))
+
+
+def _read_head(fs: Any, path: str, sniff_bytes: int, root: str = "") -> bytes:
     """First ``sniff_bytes`` bytes of the file, gunzipped when it starts with the gzip
     magic. A truncated gzip stream gives what could be decompressed. Raises whatever
-    the filesystem raises when the file cannot be opened."""
-    with fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16)) as raw:
+    the filesystem raises when the file cannot be opened, or TraceIOError when a local
+    file is refused (see :func:`_open_head`)."""
+    with _open_head(fs, path, sniff_bytes, root) as raw:
         magic = raw.read(2)
         raw.seek(0)
         if magic != _GZIP_MAGIC:
@@ -272,8 +295,9 @@ _SNIFF_CACHE_MAX = 20_000
 _SNIFF_CACHE_LOCK = threading.Lock()
 
 
-def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int) -> bool:
-    """Whether the file looks like a Kineto trace; False when it cannot be read."""
+def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int, root: str = "") -> bool:
+    """Whether the file looks like a Kineto trace; False when it cannot be read (or is
+    refused: see :func:`_open_head`)."""
     key = (f"{type(fs).__module__}.{type(fs).__name__}:{path}", size, mtime, sniff_bytes)
     cacheable = mtime > 0.0
     if cacheable:
@@ -282,7 +306,7 @@ def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int) -> boo
         if cached is not None:
             return cached
     try:
-        result = is_kineto_head(_read_head(fs, path, sniff_bytes))
+        result = is_kineto_head(_read_head(fs, path, sniff_bytes, root))
     except Exception:  # any driver error: unreadable now, skip it
         return False
     if cacheable:
@@ -381,7 +405,9 @@ def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
     """Files under a local root: ``{path: info}``. Walks top-down so hidden folders are
     not entered at all; symlinked folders are never entered (fsspec lists them as
     ``other``); a symlinked file is kept only when it resolves to a regular file inside
-    the log directory. Unreadable sub-folders are skipped; an unreadable root raises
+    the log directory. Size and times are those of the file itself (a symlink's target,
+    ``os.stat``), with ``device``, ``inode`` and ``mtime_ns`` added. Unreadable
+    sub-folders (and files gone while listing) are skipped; an unreadable root raises
     the OSError."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
@@ -403,7 +429,18 @@ def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
                     continue
             elif kind != "file":
                 continue  # fifo, socket, device: never open those
-            out[name] = info
+            try:
+                st = os.stat(name)  # follows a link: the target is what will be read
+            except OSError:
+                continue
+            out[name] = {
+                **info,
+                "size": st.st_size,
+                "mtime": st.st_mtime,
+                "device": st.st_dev,
+                "inode": st.st_ino,
+                "mtime_ns": st.st_mtime_ns,
+            }
     if not listed_root and errors:
         raise errors[0]  # the log directory itself could not be listed
     return out
@@ -429,6 +466,7 @@ class _Candidate:
     size: int
     mtime: float
     named: bool
+    stat: tuple[int, int, int]  # device, inode, mtime_ns (0s when not local)
 
 
 def discover(
@@ -476,6 +514,7 @@ def discover(
 
     prefix = root if root.endswith("/") else root + "/"
     use_plain_paths = _is_local(fs) and "://" not in logdir
+    real_root = os.path.realpath(root) if use_plain_paths else ""
     url_base = logdir.rstrip("/") if "::" in logdir else None
 
     def span_path(fs_path: str, rel: str) -> str:
@@ -516,13 +555,20 @@ def discover(
                 size=_size(info),
                 mtime=_mtime(info),
                 named=is_named,
+                stat=(
+                    int(info.get("device", 0) or 0),
+                    int(info.get("inode", 0) or 0),
+                    int(info.get("mtime_ns", 0) or 0),
+                ),
             )
         )
 
     if odd:
         with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
             verdicts = list(
-                pool.map(lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes), odd)
+                pool.map(
+                    lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root), odd
+                )
             )
         odd = [c for c, ok in zip(odd, verdicts, strict=True) if ok]
 
@@ -542,6 +588,10 @@ def discover(
             path=span_path(cand.fs_path, rel),
             size_bytes=cand.size,
             mtime=cand.mtime,
+            device=cand.stat[0] if use_plain_paths else 0,
+            inode=cand.stat[1] if use_plain_paths else 0,
+            mtime_ns=cand.stat[2] if use_plain_paths else 0,
+            root=real_root,
         )
 
     by_run: dict[str, dict[str, list[Span]]] = {}

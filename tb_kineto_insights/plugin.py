@@ -22,6 +22,16 @@ How it stays fast and safe:
   summary is there (or waits up to ``wait`` seconds for it).
 - Run, worker and span from a URL are only keys into the index of what discovery found;
   they never become part of a path. The static route serves a fixed list of files.
+- Nothing outside the log directories is read: a local trace is checked when it is
+  opened (``trace/confine.py``: the real path of the opened descriptor must lie in the
+  log directory's real path, and it must be a regular file), so a symlink swapped after
+  discovery (the file's, a run folder's, any link of a chain) is refused with a 422.
+  A ``file://`` log directory is served as the local path it names.
+- No stale answer: before answering for a local span, its file is ``stat``-ed (through
+  links); when it is not the file discovery saw (rewritten, replaced, copied back),
+  the file as it is now is loaded, and a re-scan is started. Errors about a file's
+  content are remembered until the file changes; I/O errors, dead workers, loads past
+  their deadline and bugs are retried when the span is asked for again.
 - JSON comes from :func:`tb_kineto_insights.cache.encode_json` (NaN and infinities are
   written as ``null``) and goes out through TensorBoard's ``http_util.Respond``. Input
   problems are 4xx JSON answers; only a bug in this package gives a 500 (JSON too).
@@ -30,8 +40,10 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
 
 - :data:`RUN_SUMMARY_HOOK` ``(side) -> dict``: the run-level view across workers for
   ``/run_summary``; ``side`` is a list of ``(worker name, summary dict)``, one span per
-  worker. The default is :func:`tb_kineto_insights.summary.summarize_run` (matching,
-  skew, straggler and its diagnosis).
+  worker (per rank when a worker holds several ranks), chosen by
+  :func:`tb_kineto_insights.summary.select_run_spans`. The default is
+  :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
+  straggler and the run-level diagnoses).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
   diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
@@ -48,6 +60,7 @@ import os
 import re
 import threading
 import time
+import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -66,17 +79,21 @@ from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
     ERROR,
     ERROR_INTERNAL,
+    ERROR_IO,
+    ERROR_TIMEOUT,
     ERROR_TRACE,
     ERROR_WORKER,
     READY,
     DiskCache,
     Identity,
+    LoadDeadline,
     LoadResult,
     SpanStatus,
     SummaryLoader,
     cache_dir_from_env,
     encode_json,
     json_safe,
+    load_deadline_from_env,
     settings_fingerprint,
     workers_from_env,
 )
@@ -185,6 +202,10 @@ class LogdirSource:
 
 
 def _normalise_path(path: str) -> str:
+    """A local log directory as its real path (a ``file://`` URL too, so that its files
+    are opened as local files, under the containment check); other URLs as given."""
+    if path.startswith("file://") and "::" not in path:
+        path = urllib.parse.unquote(urllib.parse.urlsplit(path).path) or "/"
     if _URI.match(path) is None:
         return os.path.realpath(os.path.expanduser(path))
     return path
@@ -237,11 +258,51 @@ def _error(request: Request, code: int, message: str, **extra: Any) -> Any:
     return _respond(request, encode_json({"error": message, **extra}), code)
 
 
-_ERROR_CODES = {ERROR_TRACE: 422, ERROR_WORKER: 503, ERROR_INTERNAL: 500}
+_ERROR_CODES = {
+    ERROR_TRACE: 422,
+    ERROR_IO: 422,
+    ERROR_WORKER: 503,
+    ERROR_TIMEOUT: 503,
+    ERROR_INTERNAL: 500,
+}
 
 
 def _identity(span: Span) -> Identity:
-    return Identity(span.path, span.size_bytes, span.mtime)
+    """The identity discovery saw (for a local file: its target's device, inode, size
+    and mtime_ns) and the log directory it must lie in when opened."""
+    return Identity(
+        span.path,
+        span.size_bytes,
+        span.mtime,
+        device=span.device,
+        inode=span.inode,
+        mtime_ns=span.mtime_ns,
+        root=span.root,
+    )
+
+
+def _identity_now(span: Span) -> Identity | None:
+    """For a local file, its identity as ``os.stat`` (following links) sees it now, when
+    that differs from what discovery saw (rewritten, replaced, copied back); None when
+    it is unchanged, not local, or cannot be asked about (the load then reports why)."""
+    if not span.root or not span.inode:
+        return None
+    try:
+        st = os.stat(span.path)
+    except OSError:
+        return None
+    now = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if now == (span.device, span.inode, span.size_bytes, span.mtime_ns):
+        return None
+    return Identity(
+        span.path,
+        st.st_size,
+        st.st_mtime,
+        device=st.st_dev,
+        inode=st.st_ino,
+        mtime_ns=st.st_mtime_ns,
+        root=span.root,
+    )
 
 
 @dataclass(frozen=True)
@@ -279,6 +340,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             first scan.
         run_summary: overrides :data:`RUN_SUMMARY_HOOK`.
         diff: overrides :data:`DIFF_HOOK`.
+        load_timeout_s, load_timeout_s_per_mib: a load's deadline in a worker process,
+            ``load_timeout_s + load_timeout_s_per_mib × file MiB`` seconds (see
+            :class:`tb_kineto_insights.cache.LoadDeadline`); flags
+            ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
+            environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
+            120 s + 2 s per MiB.
     """
 
     plugin_name = PLUGIN_NAME
@@ -296,6 +363,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         first_scan_wait_s: float = 2.0,
         run_summary: RunSummaryHook | None = None,
         diff: DiffHook | None = None,
+        load_timeout_s: float | None = None,
+        load_timeout_s_per_mib: float | None = None,
     ) -> None:
         self._sources = logdir_sources(context)
         if rescan_s is None:
@@ -317,6 +386,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             workers=workers,
             summarize=summarize or summarize_file,
             max_json_bytes=max_json_bytes,
+            deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
         )
         self._snapshot = _EMPTY
         self._scan_cv = threading.Condition()
@@ -332,6 +402,19 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
         self._scanner.start()
+
+    @staticmethod
+    def _deadline(context: Any, base_s: float | None, per_mib_s: float | None) -> LoadDeadline:
+        """Each part: the argument, else its flag, else its environment variable."""
+        env = load_deadline_from_env()
+        if base_s is None:
+            base_s = _flag(context, "kineto_insights_load_timeout_s")
+        if per_mib_s is None:
+            per_mib_s = _flag(context, "kineto_insights_load_timeout_s_per_mib")
+        return LoadDeadline(
+            env.base_s if base_s is None else float(base_s),
+            env.per_mib_s if per_mib_s is None else float(per_mib_s),
+        )
 
     @staticmethod
     def _cache_folder(context: Any, cache_dir: Any) -> Path | None:
@@ -557,11 +640,25 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return _error(request, code, status.error or "unknown error", state=ERROR)
         return _respond(request, encode_json(status.to_json()), 202)
 
+    def _request_identity(self, span: Span) -> Identity:
+        """The identity to load for a request: discovery's, unless the local file has
+        changed since the scan (rewritten, replaced, copied back), then the file as it
+        is now, and a re-scan is started so that ``/runs`` catches up. A summary is
+        never served for a file that is no longer the one it was made from."""
+        now = _identity_now(span)
+        if now is None:
+            return _identity(span)
+        with self._scan_cv:
+            self._scan_requested = True
+            self._scan_cv.notify_all()
+        return now
+
     def _gather(
         self, spans: Sequence[Span], wait_s: float
-    ) -> tuple[list[SpanStatus], list[LoadResult | None]]:
-        """Load many spans: queue them all first, then wait for each within ``wait_s``."""
-        idents = [_identity(s) for s in spans]
+    ) -> tuple[list[Identity], list[SpanStatus], list[LoadResult | None]]:
+        """Load many spans: queue them all first, then wait for each within ``wait_s``.
+        Returns the identities loaded, their statuses and results (None unless ready)."""
+        idents = [self._request_identity(s) for s in spans]
         for ident in idents:
             self._loader.request(ident)
         deadline = time.monotonic() + wait_s
@@ -570,7 +667,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             status, result = self._loader.get(ident, max(0.0, deadline - time.monotonic()))
             statuses.append(status)
             results.append(result)
-        return statuses, results
+        return idents, statuses, results
 
     def _derived_get(self, key: Any) -> bytes | None:
         with self._derived_lock:
@@ -625,7 +722,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return _respond(request, encode_json(doc))
 
     def _span_response(self, request: Request, span: Span, panel: str | None) -> Any:
-        status, result = self._loader.get(_identity(span), self._wait(request))
+        status, result = self._loader.get(self._request_identity(span), self._wait(request))
         if result is None or result.summary is None:
             return self._failed(request, status)
         if panel is None:
@@ -658,16 +755,20 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         hook = self._run_summary_override or RUN_SUMMARY_HOOK
         if hook is None:
             raise _ApiError(501, "the run summary is not available yet")
+        # every span of each worker that has one at span_index: which ranks a worker
+        # holds is only known once its spans are read (select_run_spans decides)
         chosen: list[Span] = []
         missing: dict[str, str] = {}
         for worker in run.workers:
             try:
-                chosen.append(worker.spans[span_index])
+                worker.spans[span_index]
             except IndexError:
                 missing[worker.name] = (
                     f"worker has {len(worker.spans)} span(s), no index {span_index}"
                 )
-        statuses, results = self._gather(chosen, wait_s)
+                continue
+            chosen.extend(worker.spans)
+        idents, statuses, results = self._gather(chosen, wait_s)
         pending = [
             {"worker": s.worker, "span": s.span, **st.to_json()}
             for s, st in zip(chosen, statuses, strict=True)
@@ -678,23 +779,43 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return _respond(request, encode_json(doc), 202)
         errors = dict(missing)
         ready: list[tuple[Span, LoadResult]] = []
-        for span, status, result in zip(chosen, statuses, results, strict=True):
+        used: list[Identity] = []
+        for span, ident, status, result in zip(chosen, idents, statuses, results, strict=True):
             if result is None or result.summary is None:
-                errors[span.worker] = status.error or "not readable"
+                errors.setdefault(span.worker, status.error or "not readable")
             else:
                 ready.append((span, result))
+                used.append(ident)
         if not ready:
             raise _ApiError(422, f"no worker of run {run.name!r} could be read: {errors}")
-        key = ("run_summary", id(hook), run.name, span_index, tuple(_identity(s) for s, _ in ready))
+        # The errors are part of the answer: a worker failing otherwise is another answer.
+        key = (
+            "run_summary",
+            id(hook),
+            run.name,
+            span_index,
+            tuple(used),
+            tuple(sorted(errors.items())),
+        )
         body = self._derived_get(key)
         if body is None:
-            side = [(span.worker, result.decoded()) for span, result in ready]
+            decoded = [(span, result.decoded()) for span, result in ready]
+            per_worker: dict[str, list[dict[str, Any]]] = {}
+            for span, summary in decoded:
+                per_worker.setdefault(span.worker, []).append(summary)
+            side, notes = summary_module.select_run_spans(list(per_worker.items()), span_index)
+            span_of = {id(summary): span for span, summary in decoded}
+            result_doc = hook(side)
+            if notes and isinstance(result_doc, dict):
+                result_doc["notes"] = notes + list(result_doc.get("notes") or [])
             doc = {
                 "run": run.name,
                 "span_index": span_index,
-                "spans": [{"worker": s.worker, "span": s.span} for s, _ in ready],
+                "spans": [
+                    {"worker": name, "span": span_of[id(summary)].span} for name, summary in side
+                ],
                 "errors": errors,
-                "summary": hook(side),
+                "summary": result_doc,
             }
             body = encode_json(doc)
             self._derived_put(key, body)
@@ -729,7 +850,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         hook = self._diff_override or DIFF_HOOK
         if hook is None:
             raise _ApiError(501, "the diff is not available yet")
-        statuses, results = self._gather(base + exp, wait_s)
+        idents, statuses, results = self._gather(base + exp, wait_s)
         pending = [
             {"run": s.run, "worker": s.worker, "span": s.span, **st.to_json()}
             for s, st in zip(base + exp, statuses, strict=True)
@@ -755,7 +876,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             id(hook),
             tuple(labels),
             len(base),
-            tuple((_identity(s), r is not None) for s, r in zip(base + exp, results, strict=True)),
+            tuple((i, r is not None) for i, r in zip(idents, results, strict=True)),
+            tuple(warnings),
         )
         body = self._derived_get(key)
         if body is None:

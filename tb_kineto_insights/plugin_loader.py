@@ -18,6 +18,11 @@ applies):
   environment ``KINETO_INSIGHTS_WORKERS``, default at most 2.
 - ``--kineto_insights_rescan_s S``: seconds between re-scans of the log directory;
   environment ``KINETO_INSIGHTS_RESCAN_S``, default 30.
+- ``--kineto_insights_load_timeout_s S`` and ``--kineto_insights_load_timeout_s_per_mib
+  S``: a load in a worker process is killed (and the span answers an error that the
+  next request retries) after ``S + S_per_mib × file size in MiB`` seconds; environment
+  ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``,
+  default 120 and 2; both 0: no deadline.
 """
 
 from __future__ import annotations
@@ -66,6 +71,26 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             "runs and spans. Default: $KINETO_INSIGHTS_RESCAN_S, else 30.",
         )
 
+        group.add_argument(
+            "--kineto_insights_load_timeout_s",
+            metavar="SECONDS",
+            type=float,
+            default=None,
+            help="Kineto Insights: base of a trace load's deadline; a load in a worker "
+            "process taking longer than this plus --kineto_insights_load_timeout_s_per_mib "
+            "x the file's MiB is stopped and reported (asking again retries). Default: "
+            "$KINETO_INSIGHTS_LOAD_TIMEOUT_S, else 120.",
+        )
+        group.add_argument(
+            "--kineto_insights_load_timeout_s_per_mib",
+            metavar="SECONDS",
+            type=float,
+            default=None,
+            help="Kineto Insights: seconds added to a load's deadline per MiB of the trace "
+            "file (compressed size for .gz). Default: "
+            "$KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB, else 2.",
+        )
+
     def fix_flags(self, flags: argparse.Namespace) -> None:
         workers = getattr(flags, "kineto_insights_workers", None)
         if workers is not None and workers < 0:
@@ -73,6 +98,10 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         rescan = getattr(flags, "kineto_insights_rescan_s", None)
         if rescan is not None and (not math.isfinite(rescan) or rescan < 0):
             raise base_plugin.FlagsError("--kineto_insights_rescan_s must be a number >= 0")
+        for name in ("kineto_insights_load_timeout_s", "kineto_insights_load_timeout_s_per_mib"):
+            value = getattr(flags, name, None)
+            if value is not None and (not math.isfinite(value) or value < 0):
+                raise base_plugin.FlagsError(f"--{name} must be a number >= 0")
 
     def load(self, context: base_plugin.TBContext) -> Any:
         """The plugin instance, or ``None`` (plugin disabled) when it cannot be loaded."""

@@ -27,7 +27,12 @@ from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
-from tb_kineto_insights.analysis.run_view import run_diagnoses, run_summary
+from tb_kineto_insights.analysis.run_view import (
+    run_diagnoses,
+    run_summary,
+    run_view_inputs,
+    superseded_span_diagnoses,
+)
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace.errors import TraceError
@@ -87,11 +92,26 @@ def summarize_run(
     workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> dict[str, Any]:
     """Run-level view across the workers (ranks) of one run, from one span summary per
-    worker: :func:`~tb_kineto_insights.analysis.run_view.run_summary` plus its
-    ``diagnoses`` (``communication_straggler``)."""
-    run = run_summary(workers)
+    worker (choose them with :func:`select_run_spans`):
+    :func:`~tb_kineto_insights.analysis.run_view.run_summary` plus its ``diagnoses``
+    (``communication_straggler``, per-rank ``exposed_communication``) and
+    ``superseded_span_diagnoses`` (``{worker, rank, id}`` of the span-level diagnoses the
+    run-level ones replace)."""
+    run = run_summary(workers, thresholds)
     run["diagnoses"] = run_diagnoses(run, thresholds)
+    run["superseded_span_diagnoses"] = superseded_span_diagnoses(run["diagnoses"])
     return run
+
+
+def select_run_spans(
+    workers: list[tuple[str, list[dict[str, Any]]]], span_index: int = -1
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The one place that chooses the view across ranks' input from a run's readable
+    span summaries per worker (CLI and plugin): ``spans[span_index]`` per worker, and one
+    entry per rank for a worker that holds several ranks' spans in the same time window
+    (:func:`~tb_kineto_insights.analysis.run_view.run_view_inputs`). Returns the
+    ``(name, summary)`` pairs and notes to show with the view."""
+    return run_view_inputs(workers, span_index)
 
 
 def try_summarize_file(

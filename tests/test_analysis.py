@@ -144,7 +144,8 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
         "optimizer_step": 15.0,
         "launching": 9.0,
         "cpu_ops": 11.0,
-        "nothing_recorded": 45.0,
+        "host_untraced": 45.0,  # inside ProfilerStep#1/#2 on the host, no op recorded
+        "nothing_recorded": 0.0,
     }
     assert dev["sync_opened_gaps"] == 1
     assert [s["idle_us"] for s in dev["per_step"]] == [65.0, 60.0]
@@ -168,13 +169,27 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
 
 def test_diagnoses_and_threshold_override(main_index) -> None:  # type: ignore[no-untyped-def]
     panels = {"steps": steps_summary(main_index), "idle": idle_summary(main_index)}
-    ids = [d["id"] for d in diagnose(main_index, panels)]
-    assert ids == ["low_gpu_utilization", "gpu_idle_dataloader"]
-    dl = next(d for d in diagnose(main_index, panels) if d["id"] == "gpu_idle_dataloader")
-    assert dl["severity"] == "medium"
+    found = diagnose(main_index, panels)
+    # severity from impact (share of the 200 µs of steps): 45 µs untraced host time
+    # (22.5 %), 30 µs DataLoader (15 %), 15 µs sync-opened (7.5 %)
+    assert [(d["id"], d["severity"], d["impact_fraction"]) for d in found] == [
+        ("gpu_idle_host_untraced", "medium", pytest.approx(45 / 200)),
+        ("gpu_idle_dataloader", "medium", pytest.approx(30 / 200)),
+        ("gpu_idle_host_sync", "low", pytest.approx(15 / 200)),
+    ]
+    # utilization 37.5 % is low, but without the 90 µs the three explain it would be
+    # 75 / 110 = 68 %: low_gpu_utilization adds nothing and stays silent
+    dl = next(d for d in found if d["id"] == "gpu_idle_dataloader")
     assert dl["evidence"]["idle_fraction_of_step_time"] == pytest.approx(30 / 200)
-    strict = Thresholds().with_overrides(["host_sync_idle_fraction=0.05"])
-    assert "gpu_idle_host_sync" in [d["id"] for d in diagnose(main_index, panels, strict)]
+    assert dl["evidence"]["steps_affected"] == 1 and dl["evidence"]["steps"] == 2
+    assert "(30 µs, mostly in 1 of 2 steps)" in dl["title"]
+    strict = Thresholds().with_overrides(["min_impact_fraction=0.1"])
+    assert [d["id"] for d in diagnose(main_index, panels, strict)] == [
+        "gpu_idle_host_untraced",
+        "gpu_idle_dataloader",
+    ]
+    high = Thresholds().with_overrides(["impact_high_fraction=0.2"])
+    assert diagnose(main_index, panels, high)[0]["severity"] == "high"
     with pytest.raises(ValueError, match="expected NAME=VALUE"):
         Thresholds().with_overrides(["nope=1"])
 
@@ -217,10 +232,13 @@ def test_pageable_memcpy_and_trace_data_loss(tmp_path: Path) -> None:
         "health": trace.health.to_dict(),
     }
     found = {d["id"]: d for d in diagnose(idx, panels)}
-    page = found["pageable_memcpy"]
+    # 4 µs of pageable copy in a 100 µs step: 4 % < min_impact_fraction (5 %): silent
+    assert "pageable_memcpy" not in found
+    loose = Thresholds().with_overrides(["min_impact_fraction=0.01"])
+    page = next(d for d in diagnose(idx, panels, loose) if d["id"] == "pageable_memcpy")
     assert page["evidence"]["count"] == 1 and page["evidence"]["time_us"] == 4.0
     assert page["evidence"]["fraction_of_step_time"] == pytest.approx(0.04)
-    assert page["severity"] == "medium"
+    assert page["impact_fraction"] == pytest.approx(0.04) and page["severity"] == "low"
     loss = found["trace_data_loss"]
     assert loss["evidence"]["kineto_record_counts"] == {"Out-of-range": 12}
     assert loss["severity"] == "low"
@@ -264,3 +282,219 @@ def test_nothing_usable_gives_only_trace_data_loss(tmp_path: Path) -> None:
     (only,) = diagnose(idx, panels)
     assert only["id"] == "trace_data_loss" and only["severity"] == "high"
     assert only["evidence"]["unusable_fraction"] == 1.0
+
+
+def _launch_on(ts: float, dur: float, corr: int, tid: int) -> dict[str, Any]:
+    return {**launch(ts, dur, corr), "tid": tid}
+
+
+UNTRACED_EVENTS = [
+    # host step 1 [0, 100), host step 2 [130, 230); the GPU runs K3 after step 1 ended
+    step(1, 0, 100),
+    launch(2, 2, 1),
+    kernel("K1", 10, 10, corr=1),
+    launch(60, 2, 2),  # [20, 60): the host thread runs nothing the profiler records
+    kernel("K2", 65, 10, corr=2),
+    launch(90, 2, 3),
+    kernel("K3", 120, 5, corr=3),  # window 1 = [0, 125): [100, 120) is past the host step
+    step(2, 130, 100),
+    launch(131, 2, 4),
+    kernel("K5", 135, 5, corr=4),
+    cpu("aten::foo", 140, 40),  # the step thread (tid 1) is in a traced op
+    _launch_on(200, 3, 5, tid=2),  # ... while tid 2, which launches K4, records nothing
+    kernel("K4", 205, 5, corr=5),
+]
+
+
+def test_host_untraced_vs_nothing_recorded(tmp_path: Path) -> None:
+    """Gaps (µs): [0,10) [20,65) [75,120) in window 1 = [0,125); [130,135) [140,205)
+    [210,230) in window 2 = [130,230). Untraced = no range on the launching thread, inside
+    a host ProfilerStep and the step thread not in a traced op: 8 + 43 + 23 + 3 + 22 + 20;
+    nothing recorded: [100,120) after host step 1 ended, [140,180) while tid 1 ran
+    aten::foo."""
+    idx = build_index(read_trace(str(write_trace(tmp_path / "t.json", UNTRACED_EVENTS))))
+    idle = idle_summary(idx)
+    (dev,) = idle["devices"]
+    assert dev["idle_us"] == 190.0
+    causes = {c: v["us"] for c, v in dev["causes"].items() if v["us"]}
+    assert causes == {"launching": 11.0, "host_untraced": 119.0, "nothing_recorded": 60.0}
+    assert dev["causes"]["host_untraced"]["fraction_of_step_time"] == pytest.approx(119 / 225)
+    assert idle["cause_order"][-2:] == ["host_untraced", "nothing_recorded"]
+    assert "untraced Python" in idle["cause_labels"]["host_untraced"]
+    gaps = {(g["step"], g["offset_us"]): g for g in dev["largest_gaps"]}
+    assert gaps[(1, 75.0)]["causes_us"] == {
+        "launching": 2.0,
+        "host_untraced": 23.0,
+        "nothing_recorded": 20.0,
+    }
+    assert gaps[(2, 10.0)]["causes_us"] == {
+        "launching": 3.0,
+        "host_untraced": 22.0,
+        "nothing_recorded": 40.0,
+    }
+    assert gaps[(2, 10.0)]["thread"] == {"pid": 100, "tid": 2}
+    found = {d["id"]: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
+    untraced = found["gpu_idle_host_untraced"]
+    assert untraced["severity"] == "high"  # 119 / 225 = 53 % of the step time
+    assert untraced["impact_fraction"] == pytest.approx(119 / 225)
+    assert untraced["evidence"]["idle_us_per_step"] == pytest.approx(59.5)
+    assert (
+        "with_stack=True" in untraced["recommendation"] and "py-spy" in untraced["recommendation"]
+    )
+    assert "time.sleep" in untraced["recommendation"]
+
+
+def test_no_markers_is_nothing_recorded_not_untraced(tmp_path: Path) -> None:
+    events = [e for e in UNTRACED_EVENTS if not e["name"].startswith("ProfilerStep")]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "t.json", events))))
+    (dev,) = idle_summary(idx)["devices"]
+    assert dev["causes"]["host_untraced"]["us"] == 0.0
+    assert dev["causes"]["nothing_recorded"]["us"] > 0
+
+
+def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
+    """``x.cpu()``: the copy drains the GPU at 20; cudaStreamSynchronize runs [25, 28)
+    (within sync_return_tolerance_us of the gap start), then untraced Python. The gap
+    [20, 60) belongs to host_sync. An aten::item of a CPU tensor at the same place is not
+    a GPU sync: its gap stays with what the host did."""
+    base = [step(1, 0, 100), launch(2, 2, 1), kernel("K1", 10, 10, corr=1)]
+    base += [launch(55, 2, 2), kernel("K2", 60, 10, corr=2)]
+    synced = base + [launch(25, 3, 99, name="cudaStreamSynchronize")]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "a.json", synced))))
+    (dev,) = idle_summary(idx)["devices"]
+    gap = next(g for g in dev["largest_gaps"] if g["offset_us"] == 20.0)
+    assert gap["opened_by_sync"] and gap["causes_us"] == {"host_sync": 40.0}
+    cpu_item = base + [cpu("aten::item", 25, 3)]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "b.json", cpu_item))))
+    (dev,) = idle_summary(idx)["devices"]
+    gap = next(g for g in dev["largest_gaps"] if g["offset_us"] == 20.0)
+    assert not gap["opened_by_sync"]
+    assert gap["causes_us"] == {"host_sync": 3.0, "launching": 2.0, "host_untraced": 35.0}
+
+
+def _flood(long_gap_before: int | None = None) -> list[dict[str, Any]]:
+    """250 short kernels (3 µs) each launched by its own op: op [b, b+9) with its launch
+    call [b+5, b+7), kernel [b+9, b+12), b = 10 i: a 7 µs gap before every kernel while
+    the host is in the op (cpu_ops 5 µs, launching 2 µs). With ``long_gap_before=j``, a
+    298 µs host op runs before op j, shifting it by 300 µs: a 307 µs gap."""
+    events: list[dict[str, Any]] = []
+    for i in range(250):
+        b = 10 * i + (300 if long_gap_before is not None and i >= long_gap_before else 0)
+        if long_gap_before is not None and i == long_gap_before:
+            events.append(cpu("aten::long_host_op", b - 301, 301))
+        events += [
+            cpu("aten::add", b, 9),
+            launch(b + 5, 2, i + 1),
+            kernel("vectorized_elementwise_kernel", b + 9, 3, corr=i + 1),
+        ]
+    end = events[-1]["ts"] + 3
+    return [step(1, 0, end - 2), *events]
+
+
+def _diagnose_events(tmp_path: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
+    from tb_kineto_insights.summary import summarize_trace
+
+    return summarize_trace(read_trace(str(write_trace(tmp_path / "t.json", events))))
+
+
+def test_small_kernel_flood_impact_exact(tmp_path: Path) -> None:
+    """Window [0, 2802) µs. Launch-bound idle: the first gap [0, 9) (9 µs, all inside
+    aten::add) + 248 gaps of 7 µs; the 307 µs gap before kernel 125 is longer than
+    launch_bound_max_gap_us (200) and does not count. Kernels closing a counted gap: 249
+    × 3 µs. Impact = (9 + 248 × 7 + 249 × 3) / 2802."""
+    s = _diagnose_events(tmp_path, _flood(long_gap_before=125))
+    (dev,) = s["idle"]["devices"]
+    cost = dev["short_kernels"]
+    assert cost["launch_bound_gaps"] == 249
+    assert cost["launch_bound_idle_us"] == 9 + 248 * 7
+    assert cost["launch_bound_idle_us_by_cause"] == {
+        "optimizer_step": 0.0,
+        "launching": 249 * 2.0,
+        "cpu_ops": 7 + 248 * 5.0,
+    }
+    assert cost["launch_bound_kernel_us"] == 249 * 3.0 and cost["busy_us"] == 750.0
+    impact = (9 + 248 * 7 + 249 * 3) / 2802
+    assert cost["cost_fraction_of_step_time"] == pytest.approx(impact)
+    flood = s["diagnoses"][0]
+    assert flood["id"] == "small_kernel_flood" and flood["severity"] == "high"
+    assert flood["impact_fraction"] == pytest.approx(impact)
+    assert flood["evidence"]["launch_bound_idle_us"] == 1745.0
+    # utilization 750 / 2802 = 27 %, but without the 1745 µs of launch-bound idle it would
+    # be 750 / 1057 = 71 %: the flood explains it, low_gpu_utilization stays silent
+    assert [d["id"] for d in s["diagnoses"]] == ["small_kernel_flood"]
+    loose = Thresholds().with_overrides(["launch_bound_max_gap_us=400"])
+    from tb_kineto_insights.summary import summarize_trace
+
+    trace = read_trace(str(write_trace(tmp_path / "t.json", _flood(long_gap_before=125))))
+    wider = summarize_trace(trace, loose)["idle"]["devices"][0]["short_kernels"]
+    assert wider["launch_bound_gaps"] == 250
+    assert wider["launch_bound_idle_us"] == 1745 + 307
+
+
+def test_busy_gpu_with_many_short_kernels_is_not_a_flood(tmp_path: Path) -> None:
+    """The host launches 250 kernels of 3 µs within the first 0.5 µs; they run back to
+    back 0.2 µs apart from 0.5 µs on: 94 % busy, every kernel short. Only the first
+    kernel waits on its launch (the window opens while the 250 launch calls of 1 ns run:
+    0.25 µs of launching, then its 3 µs of kernel); every later launch returned long
+    before its gap opened: no small_kernel_flood."""
+    events: list[dict[str, Any]] = [step(1, 0, 100)]
+    for i in range(250):
+        events.append(launch(i * 0.002, 0.001, i + 1))
+        events.append(kernel("short", 0.5 + 3.2 * i, 3, corr=i + 1))
+    s = _diagnose_events(tmp_path, events)
+    assert s["kernels"]["short_count_fraction"] == 1.0 and s["kernels"]["mean_per_step"] == 250
+    (dev,) = s["idle"]["devices"]
+    assert dev["busy_fraction"] == pytest.approx(750 / 800.3)
+    assert dev["short_kernels"]["launch_bound_gaps"] == 1
+    assert dev["short_kernels"]["launch_bound_idle_us"] == pytest.approx(0.25)
+    assert dev["short_kernels"]["cost_fraction_of_step_time"] == pytest.approx(3.25 / 800.3)
+    assert dev["short_kernels"]["busy_us"] == pytest.approx(750.0)
+    assert s["diagnoses"] == []
+
+
+def test_low_utilization_names_the_unexplained_cause(tmp_path: Path) -> None:
+    """Step [0, 100): K1 [0, 10), then aten::cpu_heavy [10, 90) on the host and K2
+    [90, 100): 80 % idle in a traced CPU op, which no cause-specific diagnosis claims."""
+    events = [
+        step(1, 0, 100),
+        launch(0, 0.5, 1),
+        kernel("K1", 0.5, 9.5, corr=1),
+        cpu("aten::cpu_heavy", 10, 80),
+        launch(90, 0.5, 2),
+        kernel("K2", 90.5, 9.5, corr=2),
+    ]
+    s = _diagnose_events(tmp_path, events)
+    (low,) = s["diagnoses"]
+    assert low["id"] == "low_gpu_utilization" and low["severity"] == "high"
+    assert low["impact_fraction"] == pytest.approx(0.81)
+    assert low["evidence"]["largest_unexplained_cause"] == "cpu_ops"
+    assert low["evidence"]["explained_by"] == {}
+    assert "mostly other CPU ops" in low["title"]
+
+
+def test_graph_launched_or_sync_opened_gaps_are_not_launch_bound(tmp_path: Path) -> None:
+    """The same flood, launched by cudaGraphLaunch (no host launch per kernel): no
+    launch-bound idle. And a gap opened by a host sync before a short kernel belongs to
+    the sync, not to launch overhead."""
+    graph = [
+        {**e, "name": "cudaGraphLaunch"} if e.get("name") == "cudaLaunchKernel" else e
+        for e in _flood()
+    ]
+    s = _diagnose_events(tmp_path, graph)
+    cost = s["idle"]["devices"][0]["short_kernels"]
+    assert cost["launch_bound_gaps"] == 0 and cost["cost_us"] == 0.0
+    assert "small_kernel_flood" not in [d["id"] for d in s["diagnoses"]]
+    events = [
+        step(1, 0, 100),
+        launch(0, 1, 1),
+        kernel("K1", 1, 15, corr=1),
+        launch(2, 15, 99, name="cudaDeviceSynchronize"),  # returns at 17, the gap opens at 16
+        cpu("aten::add", 17, 7),
+        launch(19, 2, 2),
+        kernel("short", 22, 3, corr=2),  # closes the gap [16, 22)
+    ]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "s.json", events))))
+    (dev,) = idle_summary(idx)["devices"]
+    # [16, 22) only; not [0, 1): the sync starts at 2, after that gap has closed
+    assert dev["sync_opened_gaps"] == 1
+    assert dev["short_kernels"]["launch_bound_gaps"] == 0

@@ -21,13 +21,17 @@ from tb_kineto_insights import cache as cache_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
+    LOAD_TIMEOUT_ENV,
+    LOAD_TIMEOUT_PER_MIB_ENV,
     WORKERS_ENV,
     DiskCache,
     Identity,
+    LoadDeadline,
     SummaryLoader,
     cache_dir_from_env,
     decode_entry,
     encode_json,
+    load_deadline_from_env,
     settings_fingerprint,
     workers_from_env,
 )
@@ -72,8 +76,17 @@ def write_trace(path: Path, steps: int = 2, step_us: float = 1000.0) -> Path:
 
 
 def ident_of(path: Path) -> Identity:
+    """The identity discovery gives a local file (its target's stat for a link)."""
     st = path.stat()
-    return Identity(str(path), st.st_size, st.st_mtime)
+    return Identity(
+        str(path),
+        st.st_size,
+        st.st_mtime,
+        device=st.st_dev,
+        inode=st.st_ino,
+        mtime_ns=st.st_mtime_ns,
+        root=str(path.parent.resolve()),
+    )
 
 
 class Counting:
@@ -464,3 +477,236 @@ def test_close_kills_a_load_in_progress(tmp_path: Path, tests_importable: None) 
 def sleeps_forever(path: str, **kwargs: Any) -> dict[str, Any]:
     time.sleep(3600)
     return {}
+
+
+# --------------------------------------------------------------------------- issue 13
+
+
+def real_cache_entry(tmp_path: Path, trace: Path) -> tuple[Identity, bytes]:
+    """The cache file the loader writes for a real trace, read back."""
+    folder = tmp_path / "cache"
+    loader = SummaryLoader(cache=DiskCache(folder, SETTINGS), workers=0)
+    try:
+        ident = ident_of(trace)
+        status, result = loader.get(ident, wait_s=120)
+        assert status.state == "ready" and result is not None, status
+    finally:
+        loader.close()
+    data = DiskCache(folder, SETTINGS).summary_file(ident).read_bytes()
+    assert decode_entry(data, ident, SETTINGS) is not None
+    return ident, data
+
+
+def test_every_flipped_byte_of_a_real_cache_file_is_rejected(
+    tmp_path: Path, shared_traces: Path
+) -> None:
+    """Issue 13 §3: a single-byte change anywhere (every position of a real entry with
+    a random mask, plus the case bit and the lowest bit at every byte of the checksum
+    line and 1,000 random positions), truncation, extra bytes or another identity:
+    never decoded."""
+    trace = shared_traces / "hta_cpu_only"
+    trace = sorted(p for p in trace.rglob("*.json*") if p.is_file())[0]
+    ident, data = real_cache_entry(tmp_path, trace)
+    rng = np.random.default_rng(13)
+    masks = rng.integers(1, 256, len(data))  # one random change at every position
+    flips = [(pos, int(mask)) for pos, mask in enumerate(masks)]
+    sample = set(range(65)) | set(rng.integers(0, len(data), 1000).tolist())
+    flips += [(pos, mask) for pos in sorted(sample) for mask in (0x20, 0x01)]  # case, lsb
+    accepted = []
+    for pos, mask in flips:
+        flipped = bytearray(data)
+        flipped[pos] ^= mask
+        if decode_entry(bytes(flipped), ident, SETTINGS) is not None:
+            accepted.append((pos, mask))
+    assert accepted == []
+    assert len(data) > 10_000 and len(flips) > len(data) + 2000
+    for cut in (0, 1, 64, 65, len(data) // 2, len(data) - 1):
+        assert decode_entry(data[:cut], ident, SETTINGS) is None
+    assert decode_entry(data + b" ", ident, SETTINGS) is None
+    for other in (
+        Identity(ident.path, ident.size_bytes + 1, ident.mtime),
+        Identity(ident.path + "x", ident.size_bytes, ident.mtime),
+        Identity(ident.path, ident.size_bytes, ident.mtime, inode=ident.inode + 1),
+        Identity(ident.path, ident.size_bytes, ident.mtime, mtime_ns=ident.mtime_ns + 1),
+    ):
+        assert decode_entry(data, other, SETTINGS) is None
+
+
+def test_a_sealed_entry_with_a_forged_checksum_for_another_identity_is_rejected(
+    tmp_path: Path,
+) -> None:
+    """A valid, correctly sealed entry copied under another identity's file name (a
+    teammate's mix-up, or on purpose) is not served: the key inside names its identity."""
+    ident = Identity("/logs/a.1.pt.trace.json", 10, 1.5, device=1, inode=2, mtime_ns=3)
+    other = Identity("/logs/b.1.pt.trace.json", 10, 1.5, device=1, inode=4, mtime_ns=3)
+    cache = DiskCache(tmp_path / "cache", SETTINGS)
+    cache.store(
+        ident, cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}}), is_error=False
+    )
+    cache.summary_file(other).write_bytes(cache.summary_file(ident).read_bytes())
+    assert cache.load(ident) is not None
+    assert cache.load(other) is None
+    assert not cache.summary_file(other).exists()  # dropped
+
+
+def test_flipped_value_in_cache_is_recomputed_not_served(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz", steps=2, step_us=1000.0)
+    ident = ident_of(trace)
+    folder = tmp_path / "cache"
+    from tb_kineto_insights.summary import summarize_file
+
+    first = make_loader(loaders, folder, summarize_file)
+    assert first.get(ident, wait_s=30)[1] is not None
+    path = DiskCache(folder, SETTINGS).summary_file(ident)
+    data = path.read_bytes()
+    at = data.index(b'"mean_step_us":1000.0') + len(b'"mean_step_us":')
+    path.write_bytes(data[:at] + b"9" + data[at + 1 :])  # 1000.0 -> 9000.0, valid JSON
+    fresh = make_loader(loaders, folder, summarize_file)
+    fresh.note_discovered([ident], preload=False)
+    status, result = fresh.get(ident, wait_s=30)
+    assert status.state == "ready" and result is not None
+    assert result.decoded()["steps"]["mean_step_us"] == 1000.0
+    rewritten = decode_entry(path.read_bytes(), ident, SETTINGS)  # the true value again
+    assert rewritten is not None and rewritten.decoded()["steps"]["mean_step_us"] == 1000.0
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_cache_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
+    """Issue 13 §3: a shared cache folder is readable by the group as the umask says
+    (tempfile.mkstemp gave 0600 whatever the umask)."""
+    ident = Identity("/x.1.pt.trace.json", 10, 1.5)
+    cache = DiskCache(tmp_path / "cache", SETTINGS)
+    old = os.umask(umask)
+    try:
+        cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary={}), is_error=False)
+    finally:
+        os.umask(old)
+    assert cache.summary_file(ident).stat().st_mode & 0o777 == mode
+    assert [p.name for p in cache.summary_file(ident).parent.iterdir()] == [
+        cache.summary_file(ident).name
+    ]
+
+
+def test_io_errors_are_answered_but_never_cached(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    """Issue 13 §2: a missing file is an ``io`` error, kept in memory only; asked again
+    after the file is back, it is read."""
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    ident = ident_of(trace)
+    backup = trace.read_bytes()
+    trace.unlink()
+    from tb_kineto_insights.summary import summarize_file
+
+    loader = make_loader(loaders, tmp_path / "cache", summarize_file)
+    status, result = loader.get(ident, wait_s=30)
+    assert result is None and status.state == "error" and status.error_kind == "io"
+    assert "file not found" in (status.error or "")
+    assert not DiskCache(tmp_path / "cache", SETTINGS).has(ident)
+    trace.write_bytes(backup)
+    os.utime(trace, ns=(ident.mtime_ns, ident.mtime_ns))
+    status, result = loader.get(ident_of(trace), wait_s=30)
+    assert status.state == "ready" and result is not None
+
+
+def test_an_old_io_error_entry_is_not_a_verdict(tmp_path: Path) -> None:
+    """An error entry recording an I/O error (as older versions wrote) is ignored."""
+    from tb_kineto_insights.trace.errors import TraceIOError
+
+    ident = Identity("/x.1.pt.trace.json", 10, 1.5)
+    entry = cache_module._entry_bytes(ident, SETTINGS, error=TraceIOError(ident.path, "gone"))
+    assert decode_entry(entry, ident, SETTINGS) is None
+    content = cache_module._entry_bytes(ident, SETTINGS, error=TraceFormatError(ident.path, "x"))
+    decoded = decode_entry(content, ident, SETTINGS)
+    assert decoded is not None and decoded.error_type == "TraceFormatError"
+
+
+def test_load_deadline_is_base_plus_seconds_per_mib() -> None:
+    deadline = LoadDeadline(base_s=10.0, per_mib_s=3.0)
+    assert deadline.for_size(0) == 10.0
+    assert deadline.for_size(2 * 1024**2) == 16.0
+    assert deadline.for_size(512 * 1024) == 11.5
+    assert LoadDeadline(0.0, 0.0).for_size(10**9) is None  # both 0: no deadline
+    assert LoadDeadline().for_size(1024**3) == 120.0 + 2.0 * 1024
+    env = {LOAD_TIMEOUT_ENV: "5", LOAD_TIMEOUT_PER_MIB_ENV: "0.5"}
+    assert load_deadline_from_env(env) == LoadDeadline(5.0, 0.5)
+    bad = {LOAD_TIMEOUT_ENV: "-1", LOAD_TIMEOUT_PER_MIB_ENV: "nan"}
+    assert load_deadline_from_env(bad) == LoadDeadline()
+    assert load_deadline_from_env({}) == LoadDeadline(120.0, 2.0)
+
+
+def test_stopped_worker_is_killed_at_the_deadline_and_retried(
+    tmp_path: Path, loaders: list[SummaryLoader]
+) -> None:
+    """Issue 13 §4: SIGSTOP the worker; the load ends at its deadline (1.5 s + 0 s/MiB)
+    with a ``timeout`` error naming it, the worker is replaced, asking again reads."""
+    first = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz", steps=2)
+    second = write_trace(tmp_path / "logs" / "b.1.pt.trace.json.gz", steps=3)
+    loader = SummaryLoader(cache=None, workers=1, deadline=LoadDeadline(1.5, 0.0))
+    loaders.append(loader)
+    assert loader.get(ident_of(first), wait_s=60)[0].state == "ready"
+    (pid,) = loader.worker_pids
+    os.kill(pid, signal.SIGSTOP)
+    started = time.monotonic()
+    status, result = loader.get(ident_of(second), wait_s=30)
+    elapsed = time.monotonic() - started
+    assert result is None and status.state == "error" and status.error_kind == "timeout"
+    assert "deadline of 1.5 s" in (status.error or "") and "retry" in (status.error or "")
+    assert 1.4 <= elapsed < 10.0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped
+    status, result = loader.get(ident_of(second), wait_s=60)
+    assert status.state == "ready" and result is not None
+    assert json.loads(result.panels["steps"])["count"] == 3
+    assert loader.worker_pids and loader.worker_pids != [pid]
+
+
+def test_thread_mode_has_no_deadline(tmp_path: Path, loaders: list[SummaryLoader]) -> None:
+    """A load in a thread cannot be stopped, so none is promised: progress says null."""
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    gate = threading.Event()
+    count = Counting(gate)
+    loader = make_loader(loaders, None, count, deadline=LoadDeadline(0.1, 0.0))
+    loader.request(ident_of(trace))
+    assert count.started.wait(20)
+    time.sleep(0.3)
+    status = loader.status(ident_of(trace))
+    assert status.state == "loading" and status.progress is not None
+    assert status.progress["deadline_s"] is None
+    gate.set()
+    assert loader.get(ident_of(trace), wait_s=20)[0].state == "ready"
+
+
+def test_worker_stopped_in_the_middle_of_a_real_load_is_killed_at_the_deadline(
+    tmp_path: Path, loaders: list[SummaryLoader], shared_traces: Path
+) -> None:
+    """Issue 13 §4 as reported: SIGSTOP while a real trace (ResNet-50, 1.1 MB gzip, a
+    few seconds to read) is being read; the load ends at its 2 s deadline instead of
+    staying ``loading``; with the default deadline, asking again reads it."""
+    trace = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
+    trace = trace / "worker0.1623143089861.pt.trace.json.gz"
+    warm = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz")
+    loader = SummaryLoader(cache=None, workers=1)
+    loaders.append(loader)
+    assert loader.get(ident_of(warm), wait_s=60)[0].state == "ready"  # a worker is ready
+    loader.deadline = LoadDeadline(2.0, 0.0)
+    ident = ident_of(trace)
+    loader.request(ident)
+    deadline = time.monotonic() + 20
+    while loader.status(ident).state != "loading":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)
+    (pid,) = loader.worker_pids
+    os.kill(pid, signal.SIGSTOP)
+    status, result = loader.get(ident, wait_s=30)
+    assert result is None and status.error_kind == "timeout", status
+    assert "deadline of 2.0 s" in (status.error or "")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    loader.deadline = LoadDeadline()
+    status, result = loader.get(ident, wait_s=120)
+    assert status.state == "ready" and result is not None
+    assert json.loads(result.panels["steps"])["count"] > 0

@@ -139,11 +139,11 @@ def test_report_runs_across_ranks(shared_traces: Path, capsys: pytest.CaptureFix
     view = run["run_summary"]
     assert [r["rank"] for r in view["ranks"]] == [0, 1]
     assert view["matched_count"] == 10 and view["skew_us"]["count"] == 10
-    assert view["straggler"]["rank"] == 1
-    assert [d["id"] for d in view["diagnoses"]] == ["communication_straggler"]
+    # 2 steps cannot show a consistent straggler (issue 11): the test says why
+    assert view["straggler"] is None and view["straggler_test"]["rank"] == 1
+    assert "communication_straggler" not in [d["id"] for d in view["diagnoses"]]
     code, out, _ = run_cli(["report", str(shared_traces / "hta_sampled_2ranks")], capsys)
-    assert "communication_straggler" in out.splitlines()[4]
-    assert "straggler candidate: rank 1" in out
+    assert "no straggler: best candidate rank 1 is last in 1 of 2 steps (p = 1, needs" in out
 
 
 def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:

@@ -249,15 +249,14 @@ def test_unreadable_file_while_sniffing_is_skipped(
     write(tmp_path / "r" / "locked.json", KINETO)
     write(tmp_path / "r" / "fine.json", KINETO)
     write(tmp_path / "r" / "locked_named.1.pt.trace.json", KINETO)
-    local_cls = fsspec.implementations.local.LocalFileSystem
-    real_open = local_cls._open
+    real_open = logdir_module.open_local  # local heads are opened as loads are
 
-    def failing_open(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+    def failing_open(path: str) -> Any:
         if "locked" in path:
             raise PermissionError(13, "Permission denied", path)
-        return real_open(self, path, *args, **kwargs)
+        return real_open(path)
 
-    monkeypatch.setattr(local_cls, "_open", failing_open)
+    monkeypatch.setattr(logdir_module, "open_local", failing_open)
     assert shape(discover(str(tmp_path))) == {"r": {"fine": ["0"], "locked_named": ["1"]}}
 
 
@@ -305,6 +304,39 @@ def test_symlinks_outside_logdir_not_followed(tmp_path: Path) -> None:
     (logdir / "loop").symlink_to(logdir, target_is_directory=True)
 
     assert shape(discover(str(logdir))) == {"run": {"inside": ["4"], "w": ["2"]}}
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")
+def test_symlinked_span_identity_is_its_targets(tmp_path: Path) -> None:
+    """Issue 13 §2: size, mtime, device, inode and mtime_ns are the target's (the file
+    that is read), not the link's; a rewrite of the target of the same size is another
+    identity. ``root`` is the log directory's real path (checked again at open)."""
+    logdir = tmp_path / "log"
+    target = write(logdir / ".data" / "t.json")
+    (logdir / "run").mkdir()
+    link = logdir / "run" / "w.1.pt.trace.json"
+    link.symlink_to("../.data/t.json")
+    os.utime(link, ns=(1, 1), follow_symlinks=False)  # the link's own time: ignored
+    (span,) = all_spans(discover(str(logdir)))
+    st = target.stat()
+    assert (span.size_bytes, span.mtime_ns, span.inode, span.device) == (
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+        st.st_dev,
+    )
+    assert span.mtime == st.st_mtime and span.root == str(logdir.resolve())
+    target.write_bytes(target.read_bytes().replace(b"1", b"2"))
+    os.utime(target, ns=(st.st_mtime_ns + 10**9, st.st_mtime_ns + 10**9))
+    (again,) = all_spans(discover(str(logdir)))
+    assert again.size_bytes == span.size_bytes and again.mtime_ns == span.mtime_ns + 10**9
+
+
+def test_remote_spans_carry_no_local_identity(memfs: tuple[Any, str]) -> None:
+    fs, root = memfs
+    fs.pipe(f"{root}/run/w.1.pt.trace.json", b"{}")
+    (span,) = all_spans(discover(f"memory://{root}"))
+    assert (span.device, span.inode, span.mtime_ns, span.root) == (0, 0, 0, "")
 
 
 # --------------------------------------------------------------------------- re-scan
@@ -542,3 +574,28 @@ def test_shared_public_traces() -> None:
     }
     assert {s.path for s in all_spans(runs)} == on_disk
     assert len(on_disk) == 17
+
+
+def test_sniffing_never_blocks_on_a_fifo_nor_leaves_the_logdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file listed as a regular file (or a link inside) but a FIFO, or a link leading
+    outside, when its head is read: skipped, without blocking (issue 13 §1)."""
+    logdir = tmp_path / "log"
+    outside = write(tmp_path / "outside" / "secret.json")
+    write(logdir / "run" / "odd.json")
+    (logdir / "run" / "link.json").symlink_to(logdir / "run" / "odd.json")
+    os.mkfifo(tmp_path / "fifo")
+    real_list = logdir_module._list_local
+
+    def swapped_after_listing(fs: Any, root: str) -> dict[str, dict[str, Any]]:
+        listing = real_list(fs, root)
+        (logdir / "run" / "odd.json").unlink()
+        os.symlink(tmp_path / "fifo", logdir / "run" / "odd.json")
+        (logdir / "run" / "link.json").unlink()
+        os.symlink(outside, logdir / "run" / "link.json")
+        return listing
+
+    monkeypatch.setattr(logdir_module, "_list_local", swapped_after_listing)
+    logdir_module._SNIFF_CACHE.clear()
+    assert discover(str(logdir)) == []

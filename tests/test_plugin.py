@@ -11,6 +11,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,7 +36,7 @@ from werkzeug.test import Client, TestResponse
 
 from tb_kineto_insights import plugin as plugin_module
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.cache import DiskCache, Identity
+from tb_kineto_insights.cache import DiskCache, LoadDeadline
 from tb_kineto_insights.doctor import run_doctor
 from tb_kineto_insights.logdir import discover
 from tb_kineto_insights.plugin import (
@@ -941,9 +942,7 @@ def test_summary_through_a_worker_process(logdir: Path, cache_dir: Path) -> None
     plugin = the_plugin()
     assert len(plugin.loader.worker_pids) == 1  # one process, reused
     span = discover(str(logdir))[1].workers[0].spans[0]
-    written = DiskCache(cache_dir, plugin.loader.settings).load(
-        Identity(span.path, span.size_bytes, span.mtime)
-    )
+    written = DiskCache(cache_dir, plugin.loader.settings).load(plugin_module._identity(span))
     assert written is not None and written.error is None
 
 
@@ -994,12 +993,26 @@ def test_loader_module_imports_nothing_heavy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("flag", "value"), [("--kineto_insights_workers", "-1"), ("--kineto_insights_rescan_s", "-2")]
+    ("flag", "value"),
+    [
+        ("--kineto_insights_workers", "-1"),
+        ("--kineto_insights_rescan_s", "-2"),
+        ("--kineto_insights_load_timeout_s", "-1"),
+        ("--kineto_insights_load_timeout_s_per_mib", "nan"),
+    ],
 )
 def test_bad_flags_are_rejected_by_tensorboard(flag: str, value: str) -> None:
     tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), KinetoInsightsLoader()])
     with pytest.raises(base_plugin.FlagsError):
         tb.configure(argv=["tensorboard", "--logdir", "/tmp", flag, value])
+
+
+def test_load_deadline_flags_reach_the_loader(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB", "0.25")
+    make_app(logdir, "--kineto_insights_load_timeout_s", "7")
+    assert the_plugin().loader.deadline == LoadDeadline(7.0, 0.25)  # flag, then environment
 
 
 # --------------------------------------------------------------------------- units
@@ -1049,6 +1062,7 @@ def test_preload_from_env(raw: str, expected: bool) -> None:
         ("", "gs://bucket/logs", [LogdirSource(None, "gs://bucket/logs")]),
         ("", "x:gs://bucket/logs", [LogdirSource("x", "gs://bucket/logs")]),
         ("", "/a:b/c", [LogdirSource(None, "/a:b/c")]),
+        ("file:///a/b%20c", "", [LogdirSource(None, "/a/b c")]),  # local: confined at open
         ("", "", []),
     ],
 )
@@ -1117,10 +1131,16 @@ def get_json(target: str, timeout: float = 120.0) -> tuple[int, Any]:
 
 @contextmanager
 def running_tensorboard(
-    logdir: Path, log_path: Path, cache_dir: Path, rescan_s: str
+    logdir: Path,
+    log_path: Path,
+    cache_dir: Path,
+    rescan_s: str,
+    *extra: str,
+    procs: list[subprocess.Popen[bytes]] | None = None,
 ) -> Iterator[str]:
     """A `tensorboard` process on 127.0.0.1 serving ``logdir``; yields its base URL.
-    The process is always terminated (then killed) on exit."""
+    ``extra``: more command-line flags; ``procs`` receives the process. The process is
+    always terminated (then killed) on exit."""
     assert TENSORBOARD is not None
     port = free_port()
     cmd = [
@@ -1136,10 +1156,13 @@ def running_tensorboard(
         str(cache_dir),
         "--kineto_insights_rescan_s",
         rescan_s,
+        *extra,
     ]
     base = f"http://127.0.0.1:{port}"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        if procs is not None:
+            procs.append(proc)
         try:
             deadline = time.monotonic() + 60.0
             while True:
@@ -1235,3 +1258,291 @@ def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Pa
         assert status == 200
         assert summary["steps"]["count"] == 1
         assert summary["steps"]["mean_step_us"] == 1500.0
+
+
+def test_run_summary_splits_ranks_saved_under_one_worker(
+    shared_cases: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B13: two ranks' files named alike are one worker to discovery; the view across
+    ranks sees two ranks (summary.select_run_spans, the same choice as the CLI)."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(shared_cases / "B13_same_worker_prefix_all_ranks", logdir / "b13")
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    body = strict_json(client.get(url("run_summary", run="b13", wait=WAIT)))
+    worker = "r0-2025-3-14-14-46"
+    assert body["spans"] == [
+        {"worker": f"{worker} (rank 0)", "span": "1741988781221064630"},
+        {"worker": f"{worker} (rank 1)", "span": "1741988781256064630"},
+    ]
+    view = body["summary"]
+    assert [r["rank"] for r in view["ranks"]] == [0, 1] and view["matched_count"] == 4
+    assert any("each rank is treated as its own worker" in n for n in view["notes"])
+
+
+# --------------------------------------------------------------------------- issue 13
+
+# The trace outside the log directory: its mean step (7000 µs) must never be served.
+SECRET_STEPS_US = (7000.0, 7000.0)
+PASSWD = b"root:x:0:0:root:/root:/bin/bash\nsecret-line-42\n"
+
+
+def relink(link: Path, target: str | Path) -> None:
+    """``ln -sfn target link``: a new link renamed over the old one."""
+    tmp = link.with_name(link.name + ".swap")
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
+
+
+def swap_layout(tmp_path: Path, kind: str) -> tuple[Path, Callable[[], None]]:
+    """A log directory whose span ``r/w/1`` (steps 2, 4, 3 ms) is listed inside it, and
+    the swap that makes its path lead outside afterwards."""
+    root = tmp_path / "logs"
+    data = root / ".data"  # hidden: not a run
+    write_good(data / "real.pt.trace.json.gz")
+    outside = tmp_path / "outside"
+    outside_trace = write_good(outside / "r" / "w.1.pt.trace.json.gz", SECRET_STEPS_US)
+    (outside / "passwd").write_bytes(PASSWD)
+    run = root / "r"
+    run.mkdir()
+    trace = run / "w.1.pt.trace.json.gz"
+    if kind == "file_link":
+        trace.symlink_to("../.data/real.pt.trace.json.gz")
+        return root, lambda: relink(trace, outside_trace)
+    if kind == "link_to_non_trace":
+        trace.symlink_to("../.data/real.pt.trace.json.gz")
+        return root, lambda: relink(trace, outside / "passwd")
+    if kind == "link_chain":
+        (data / "hop").symlink_to("real.pt.trace.json.gz")
+        trace.symlink_to("../.data/hop")
+        return root, lambda: relink(data / "hop", outside_trace)
+    assert kind == "folder_link"
+    write_good(trace)
+
+    def swap_folder() -> None:
+        os.rename(run, root / ".old_r")
+        run.symlink_to(outside / "r", target_is_directory=True)
+
+    return root, swap_folder
+
+
+@needs_tensorboard
+@pytest.mark.parametrize("kind", ["file_link", "folder_link", "link_chain", "link_to_non_trace"])
+def test_real_tensorboard_never_reads_a_path_swapped_outside(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 §1: listed inside, swapped to lead outside, then asked for: refused when
+    the file is opened (a 422 naming the reason), nothing of the outside file in the
+    answer or in the cache, also after TensorBoard re-scans."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    root, swap = swap_layout(tmp_path, kind)
+    cache = tmp_path / "tb-cache"
+    log_path = tmp_path / "tensorboard.log"
+    target = summary_url("r", "w", "1", wait=WAIT)
+    with running_tensorboard(root, log_path, cache, "30", "--kineto_insights_workers", "1") as base:
+        _, runs = get_json(f"{base}{PREFIX}/runs")
+        assert span_entry(runs, "r", "w", "1")["state"] == "not_loaded", tail(log_path)
+        status, before = get_json(base + target)
+        assert status == 200 and before["steps"]["mean_step_us"] == 3000.0
+        swap()
+        for _ in range(2):  # the second time after the re-scan the swap asked for
+            status, body = http_get(base + target)
+            assert status in (404, 422), (status, body)
+            assert b"7000" not in body and b"root:x" not in body and b"secret-line" not in body
+            if status == 422:
+                assert "outside the log directory" in json.loads(body)["error"]
+    for entry in cache.rglob("*"):
+        if entry.is_file():
+            content = entry.read_bytes()
+            assert b"7000.0" not in content and b"root:x" not in content, entry
+
+
+def test_a_non_trace_file_is_never_quoted(client: Client, logdir: Path) -> None:
+    """A listed file that is not JSON: the 422 names the problem, not the file's bytes."""
+    (logdir / BAD_RUN / BAD_FILE).write_bytes(PASSWD)
+    response = client.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT))
+    assert response.status_code == 422
+    error = strict_json(response)["error"]
+    assert "not a JSON trace" in error and BAD_FILE in error
+    assert "root:x" not in error and "secret-line" not in error
+
+
+@needs_tensorboard
+def test_real_tensorboard_retries_a_deleted_trace_copied_back(
+    logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 §2: a missing file is an I/O error, answered (422) but never remembered:
+    `cp -p` it back and it is served, also after a restart."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    trace = logdir / GOOD_RUN / GOOD_FILE
+    backup = tmp_path / "backup.pt.trace.json.gz"
+    shutil.copy2(trace, backup)
+    cache = tmp_path / "tb-cache"
+    log_path = tmp_path / "tensorboard.log"
+    target = summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)
+    with running_tensorboard(logdir, log_path, cache, "30") as base:
+        _, runs = get_json(f"{base}{PREFIX}/runs")
+        assert span_entry(runs, GOOD_RUN, GOOD_WORKER, GOOD_SPAN)["state"] == "not_loaded"
+        trace.unlink()
+        status, doc = get_json(base + target)
+        assert status == 422 and "file not found" in doc["error"], doc
+        shutil.copy2(backup, trace)  # cp -p: same size and mtime
+        status, doc = get_json(base + target)
+        assert status == 200, doc
+        assert doc["steps"]["mean_step_us"] == 3000.0
+    assert not [p for p in cache.rglob("*.error")]
+    with running_tensorboard(logdir, log_path, cache, "30") as base:
+        status, doc = get_json(base + target)
+        assert status == 200 and doc["steps"]["mean_step_us"] == 3000.0
+
+
+@needs_tensorboard
+def test_real_tensorboard_sees_a_rewritten_symlink_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 §2: the identity is the target's (inode, size, mtime_ns), not the link's:
+    a target rewritten with the same size is read again, at once and after a restart."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    root = tmp_path / "logs"
+    real = root / ".data" / "t.pt.trace.json"
+    real.parent.mkdir(parents=True)
+    real.write_bytes(trace_bytes())
+    (root / "r").mkdir()
+    (root / "r" / "w.1.pt.trace.json").symlink_to("../.data/t.pt.trace.json")
+    cache = tmp_path / "tb-cache"
+    log_path = tmp_path / "tensorboard.log"
+    target = summary_url("r", "w", "1", wait=WAIT)
+    rewritten = trace_bytes((3000.0, 5000.0, 4000.0))
+    assert len(rewritten) == len(trace_bytes())
+    with running_tensorboard(root, log_path, cache, "30") as base:
+        status, doc = get_json(base + target)
+        assert status == 200 and doc["steps"]["mean_step_us"] == 3000.0
+        before = real.stat().st_mtime_ns
+        real.write_bytes(rewritten)
+        os.utime(real, ns=(before + 5 * 10**9, before + 5 * 10**9))
+        status, doc = get_json(base + target)
+        assert status == 200 and doc["steps"]["mean_step_us"] == 4000.0
+    with running_tensorboard(root, log_path, cache, "30") as base:
+        status, doc = get_json(base + target)
+        assert status == 200 and doc["steps"]["mean_step_us"] == 4000.0
+
+
+def corrupt_value(data: bytes) -> bytes:
+    """A cache entry with one digit of its first ``mean_step_us`` changed: still valid
+    JSON (and valid UTF-8), with a wrong value."""
+    at = data.index(b'"mean_step_us":') + len(b'"mean_step_us":')
+    digit = data[at : at + 1]
+    assert digit.isdigit()
+    return data[:at] + (b"9" if digit != b"9" else b"1") + data[at + 1 :]
+
+
+def corrupt_utf8(data: bytes) -> bytes:
+    """A cache entry with a byte inside a string replaced by 0xff (invalid UTF-8)."""
+    at = data.index(b'"steps"') + 2
+    return data[:at] + b"\xff" + data[at + 1 :]
+
+
+@needs_tensorboard
+def test_real_tensorboard_never_serves_a_corrupt_cache_entry(
+    ranks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 §3: entries with a changed value or invalid UTF-8 are dropped and
+    recomputed after a restart; /summary, /run_summary and /diff answer as before."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    cache = tmp_path / "tb-cache"
+    log_path = tmp_path / "tensorboard.log"
+    routes = [
+        summary_url("job", "rank0", "200", wait=WAIT),
+        url("run_summary", run="job", wait=WAIT),
+        url("diff", base_run="job", exp_run="faster", wait=WAIT),
+    ]
+    with running_tensorboard(ranks, log_path, cache, "30") as base:
+        first = [get_json(base + route) for route in routes]
+    assert [status for status, _ in first] == [200, 200, 200]
+    assert first[0][1]["steps"]["mean_step_us"] == 2000.0
+    entries = sorted(p for p in cache.rglob("*") if p.is_file())
+    assert len(entries) == 6  # every span of job and faster
+    for i, entry in enumerate(entries):
+        data = entry.read_bytes()
+        entry.write_bytes(corrupt_value(data) if i % 2 else corrupt_utf8(data))
+    with running_tensorboard(ranks, log_path, cache, "30") as base:
+        again = [get_json(base + route) for route in routes]
+    assert again == first, tail(log_path)
+    settings = plugin_module.settings_fingerprint(
+        plugin_module.DEFAULT_MAX_JSON_BYTES, plugin_module.DEFAULT_THRESHOLDS
+    )
+    disk = DiskCache(cache, settings)
+    spans = [s for r in discover(str(ranks)) for w in r.workers for s in w.spans]
+    rewritten = [disk.load(plugin_module._identity(s)) for s in spans if s.run != "broken"]
+    assert all(r is not None and r.error is None for r in rewritten)  # recomputed, valid
+
+
+def tensorboard_workers(proc: subprocess.Popen[bytes]) -> list[int]:
+    """Process ids of the plugin's worker processes, children of TensorBoard's process."""
+    pids: list[int] = []
+    for children in Path(f"/proc/{proc.pid}/task").glob("*/children"):
+        pids += [int(p) for p in children.read_text().split()]
+    out = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"worker_main" in cmdline:
+            out.append(pid)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not reaped, counts as dead)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+@needs_tensorboard
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_real_tensorboard_stopped_worker_hits_the_deadline(
+    logdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13 §4: a worker stopped (SIGSTOP) in the middle of a load is killed at the
+    load's deadline (3 s here), the span answers 503 naming the deadline, and asking
+    again loads it with a fresh worker."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    write_good(logdir / "second" / "host_3.1700000000003.pt.trace.json.gz", (2500.0,))
+    cache = tmp_path / "tb-cache"
+    log_path = tmp_path / "tensorboard.log"
+    procs: list[subprocess.Popen[bytes]] = []
+    flags = (
+        "--kineto_insights_workers",
+        "1",
+        "--kineto_insights_load_timeout_s",
+        "3",
+        "--kineto_insights_load_timeout_s_per_mib",
+        "0",
+    )
+    with running_tensorboard(logdir, log_path, cache, "30", *flags, procs=procs) as base:
+        status, _ = get_json(base + summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+        assert status == 200
+        (worker,) = tensorboard_workers(procs[0])
+        os.kill(worker, signal.SIGSTOP)
+        target = summary_url("second", "host_3", "1700000000003")
+        started = time.monotonic()
+        status, doc = get_json(base + target)
+        assert status == 202 and doc["state"] in ("queued", "loading"), doc
+        entry: dict[str, Any] = {}
+        while time.monotonic() - started < 1.5 and entry.get("state") != "loading":
+            _, runs = get_json(f"{base}{PREFIX}/runs")
+            entry = span_entry(runs, "second", "host_3", "1700000000003")
+        assert entry["state"] == "loading" and entry["progress"]["deadline_s"] == 3.0, entry
+        status, doc = get_json(base + target + "&wait=20")
+        assert status == 503, doc
+        assert time.monotonic() - started < 20.0
+        assert "deadline of 3.0 s" in doc["error"] and "retry" in doc["error"], doc
+        assert not alive(worker)
+        status, doc = get_json(base + target + "&wait=20")
+        assert status == 200, doc
+        assert doc["steps"]["mean_step_us"] == 2500.0
+        assert tensorboard_workers(procs[0]) != [worker]

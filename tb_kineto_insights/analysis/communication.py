@@ -21,10 +21,24 @@ Definitions (DESIGN.md, Metric definitions; denominators named):
 - ``bytes``: ``In msg size`` when present, else ``In msg nelems`` × dtype size, from the
   kernel's args, else from the launching op's (found through the kernel's launch call
   and the collective ops enclosing it on that thread, else through ``External id``).
-- bandwidth (nccl-tests conventions): algorithm bandwidth = size / time, where size is
-  the larger of the input and output message (the gathered size for AllGather, the
-  scattered input for ReduceScatter) and time is the collective's kernel time (first
-  kernel start to last kernel end); bus bandwidth = algorithm bandwidth ×
+- waiting, seen from one rank: an NCCL kernel starts when its rank arrives and spins
+  until the last rank of the group does, so a rank's kernel time is wait + transfer.
+  One trace alone cannot see the other ranks; the *least-wait estimate* takes, for each
+  collective, the shortest duration among this rank's collectives of the same kind with
+  a message at least as large (a larger message does not transfer faster) as its
+  transfer time, and the rest of its duration as wait, at its start. It is exact for a
+  rank that sometimes arrives last, and too low a wait for a rank that waits in *every*
+  collective (the view across ranks, :mod:`.run_view`, measures both exactly).
+- per step: ``wait_estimate_us`` (summed estimated wait of the step's collectives),
+  ``exposed_wait_estimate_us`` / ``exposed_transfer_estimate_us`` (the exposed time
+  inside each collective's estimated wait / the rest of it).
+- bandwidth (nccl-tests conventions): algorithm bandwidth = Σ size / Σ time over a
+  kind's sized collectives, where size is the larger of the input and output message
+  (the gathered size for AllGather, the scattered input for ReduceScatter) and time is
+  the least-wait estimate of each collective's transfer (``busbw_basis``:
+  ``least_wait_estimate``); ``kernel_time_algbw_gbps``/``kernel_time_busbw_gbps`` use
+  the kernel time instead (first kernel start to last kernel end: wait included, so a
+  lower bound); bus bandwidth = algorithm bandwidth ×
   :func:`.collectives.bus_bandwidth_factor` with ``n`` = ``Group size``, else the
   length of ``Process Group Ranks``, else ``distributedInfo.world_size``. GB/s are 1e9
   bytes per second (bytes per ns).
@@ -43,7 +57,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.findings import make_diagnosis
+from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 
@@ -51,6 +65,10 @@ I64 = npt.NDArray[np.int64]
 
 #: At most this many collectives are listed in ``sequence`` (the first ones in time).
 SEQUENCE_LIMIT = 20_000
+#: Exposed pieces listed per collective in ``sequence[].exposed_ns``; a collective whose
+#: exposed time is more fragmented lists ``None`` (the run view then splits its
+#: ``exposed_us`` in proportion to time).
+EXPOSED_PIECES_LIMIT = 64
 #: Distinct AllReduce sizes listed in ``ddp_bucket_bytes.sizes`` (most frequent first).
 BUCKET_SIZES_LISTED = 50
 #: ``ddp_bucket_bytes`` histogram edges in bytes (last bin open-ended).
@@ -513,9 +531,54 @@ def _bucket_distribution(sizes: I64) -> dict[str, Any]:
     }
 
 
-def _kind_rows(c: _Collectives) -> list[dict[str, Any]]:
+def _least_wait_ns(c: _Collectives) -> I64:
+    """Per collective: the least time its transfer can have taken, as seen from this rank
+    alone: the shortest duration among this rank's collectives of the same kind whose
+    message is at least as large (nccl-tests size; unsized ones: the shortest unsized one
+    of the kind). A larger message of the same kind does not transfer faster, so each
+    such instance bounds the transfer time from above; the fastest one waited least for
+    the other ranks."""
+    dur = c.dur_ns
+    out = dur.copy()
+    size = c.size_bytes
+    for code in np.unique(c.kind).tolist():
+        sel = np.nonzero(c.kind == code)[0]
+        unsized = sel[size[sel] < 0]
+        if unsized.size:
+            out[unsized] = dur[unsized].min()
+        sized = sel[size[sel] >= 0]
+        if sized.size == 0:
+            continue
+        uniq, inverse = np.unique(-size[sized], return_inverse=True)  # largest first
+        mins = np.full(uniq.size, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(mins, inverse.reshape(-1), dur[sized])
+        out[sized] = np.minimum.accumulate(mins)[inverse.reshape(-1)]
+    return out
+
+
+def _bandwidth(kind: str, size: I64, group: I64, time_ns: I64) -> tuple[float | None, float | None]:
+    """(algbw, busbw) in GB/s = Σ size / Σ time (bytes-weighted), busbw with each
+    collective's nccl-tests factor; ``None`` without sized collectives with time, and
+    busbw ``None`` when a group size is unknown."""
+    total_ns = int(time_ns.sum())
+    if size.size == 0 or total_ns <= 0:
+        return None, None
+    algbw = float(size.sum()) / total_ns
+    factors = np.full(size.size, np.nan)
+    for n in np.unique(group).tolist():
+        f = co.bus_bandwidth_factor(kind, int(n) if n >= 0 else None)
+        factors[group == n] = np.nan if f is None else f
+    if np.isnan(factors).any():
+        return algbw, None
+    return algbw, float((size * factors).sum()) / total_ns
+
+
+def _kind_rows(
+    c: _Collectives, least_ns: I64, n_steps: int, exposed: iv.Intervals
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     dur = c.dur_ns
+    exposed_ns = iv.overlap_per_window(exposed, c.start_ns, c.end_ns)
     size = c.size_bytes
     for code in np.unique(c.kind).tolist():
         kind = co.KINDS[code]
@@ -523,15 +586,8 @@ def _kind_rows(c: _Collectives) -> list[dict[str, Any]]:
         time_ns = int(dur[sel].sum())
         count = int(sel.sum())
         sized = sel & (size >= 0)
-        sized_ns = int(dur[sized].sum())
-        algbw = float(size[sized].sum()) / sized_ns if sized_ns > 0 else None
-        factors = np.full(c.kind.size, np.nan)
-        for n in np.unique(c.group[sized]).tolist():
-            f = co.bus_bandwidth_factor(kind, int(n) if n >= 0 else None)
-            factors[sized & (c.group == n)] = np.nan if f is None else f
-        busbw = None
-        if sized_ns > 0 and not np.isnan(factors[sized]).any():
-            busbw = float((size[sized] * factors[sized]).sum()) / sized_ns
+        k_algbw, k_busbw = _bandwidth(kind, size[sized], c.group[sized], dur[sized])
+        algbw, busbw = _bandwidth(kind, size[sized], c.group[sized], least_ns[sized])
         in_known = sel & (c.in_bytes >= 0)
         out_known = sel & (c.out_bytes >= 0)
         sources = np.bincount(c.kind_from[sel], minlength=len(_KIND_FROM))
@@ -539,14 +595,23 @@ def _kind_rows(c: _Collectives) -> list[dict[str, Any]]:
             {
                 "kind": kind,
                 "count": count,
+                "calls_per_step": int((sel & c.in_step).sum()) / n_steps if n_steps else None,
                 "kernel_count": int(c.kernels[sel].sum()),
                 "bytes": int(c.in_bytes[in_known].sum()) if in_known.any() else None,
                 "out_bytes": int(c.out_bytes[out_known].sum()) if out_known.any() else None,
                 "sized_count": int(sized.sum()),
+                "median_bytes": float(np.median(size[sized])) if sized.any() else None,
                 "time_us": time_ns / 1000.0,
                 "mean_us": time_ns / 1000.0 / count,
+                "wait_estimate_us_total": int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
+                "exposed_us_per_step": (
+                    int(exposed_ns[sel & c.in_step].sum()) / 1000.0 / n_steps if n_steps else None
+                ),
                 "algbw_gbps": algbw,
                 "busbw_gbps": busbw,
+                "busbw_basis": "least_wait_estimate",
+                "kernel_time_algbw_gbps": k_algbw,
+                "kernel_time_busbw_gbps": k_busbw,
                 "group_sizes": sorted(int(n) for n in np.unique(c.group[sel]) if n >= 0),
                 "kind_from": {_KIND_FROM[i]: int(v) for i, v in enumerate(sources.tolist()) if v},
             }
@@ -555,18 +620,45 @@ def _kind_rows(c: _Collectives) -> list[dict[str, Any]]:
     return rows
 
 
-def _sequence(c: _Collectives) -> tuple[list[dict[str, Any]], str]:
+def _exposed_pieces(exposed: iv.Intervals, c: _Collectives, n: int) -> list[list[list[int]] | None]:
+    """For the first ``n`` collectives: the pieces of the rank's exposed communication
+    inside ``[start, end)``, as ``[from, to]`` ns offsets from the collective's start;
+    ``None`` where there are more than :data:`EXPOSED_PIECES_LIMIT` pieces."""
+    es, ee = exposed
+    lo = np.searchsorted(ee, c.start_ns[:n], side="right")
+    hi = np.searchsorted(es, c.end_ns[:n], side="left")
+    out: list[list[list[int]] | None] = []
+    for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist(), strict=True)):
+        if b - a > EXPOSED_PIECES_LIMIT:
+            out.append(None)
+            continue
+        s0, e0 = int(c.start_ns[i]), int(c.end_ns[i])
+        pieces = []
+        for ps, pe in zip(es[a:b].tolist(), ee[a:b].tolist(), strict=True):
+            ps, pe = max(ps, s0), min(pe, e0)
+            if pe > ps:
+                pieces.append([ps - s0, pe - s0])
+        out.append(pieces)
+    return out
+
+
+def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[dict[str, Any]], str]:
     with_seq = len(c) > 0 and bool(c.has_seq.all())
     nth: Counter[str] = Counter()
     out = []
     n = min(len(c), SEQUENCE_LIMIT)
     starts = c.start_ns[:n].tolist()
+    ends = c.end_ns[:n].tolist()
     durs = c.dur_ns[:n].tolist()
     kinds = c.kind[:n].tolist()
     in_bytes = c.in_bytes[:n].tolist()
+    sizes = c.size_bytes[:n].tolist()
+    groups = c.group[:n].tolist()
     seqs = c.seq[:n].tolist()
     steps = c.step[:n].tolist()
     in_step = c.in_step[:n].tolist()
+    exposed_ns = iv.overlap_per_window(exposed, c.start_ns[:n], c.end_ns[:n]).tolist()
+    pieces = _exposed_pieces(exposed, c, n)
     for i in range(n):
         pg = c.pg[i]
         k = nth[pg]
@@ -578,12 +670,44 @@ def _sequence(c: _Collectives) -> tuple[list[dict[str, Any]], str]:
                 "kind": co.KINDS[kinds[i]],
                 "start_us": starts[i] / 1000.0,
                 "start_ns": starts[i],
+                "end_ns": ends[i],
                 "dur_us": durs[i] / 1000.0,
                 "bytes": in_bytes[i] if in_bytes[i] >= 0 else None,
+                "size_bytes": sizes[i] if sizes[i] >= 0 else None,
+                "group_size": groups[i] if groups[i] > 0 else None,
                 "step": steps[i] if in_step[i] else None,
+                "exposed_us": exposed_ns[i] / 1000.0,
+                "exposed_ns": pieces[i],
             }
         )
     return out, "args" if with_seq else "order"
+
+
+def _wait_estimate(
+    c: _Collectives, least_ns: I64, exposed: iv.Intervals, step_numbers: I64
+) -> tuple[I64, I64, I64]:
+    """Per step (same order as ``step_numbers``): estimated wait, exposed time inside the
+    estimated wait and exposed time inside the rest of the collectives (ns). A
+    collective's estimated wait is its time beyond :func:`_least_wait_ns`, taken at its
+    start (an NCCL kernel spins from its start until the last rank arrives)."""
+    n = step_numbers.size
+    zero = np.zeros(n, dtype=np.int64)
+    if len(c) == 0 or n == 0:
+        return zero, zero.copy(), zero.copy()
+    wait = c.dur_ns - least_ns
+    in_wait = iv.overlap_per_window(exposed, c.start_ns, c.start_ns + wait)
+    in_coll = iv.overlap_per_window(exposed, c.start_ns, c.end_ns)
+    order = np.argsort(step_numbers, kind="stable")
+    pos = np.searchsorted(step_numbers[order], c.step)
+    pos = np.minimum(pos, n - 1)
+    idx = order[pos]
+    ok = c.in_step & (step_numbers[idx] == c.step)
+    idx, wait, in_wait, in_coll = idx[ok], wait[ok], in_wait[ok], in_coll[ok]
+    return (
+        np.bincount(idx, weights=wait, minlength=n).astype(np.int64),
+        np.bincount(idx, weights=in_wait, minlength=n).astype(np.int64),
+        np.bincount(idx, weights=in_coll - in_wait, minlength=n).astype(np.int64),
+    )
 
 
 def communication_summary(
@@ -599,12 +723,23 @@ def communication_summary(
     ``comm_fraction``/``exposed_fraction`` (of total step time), ``overlap_fraction``
     (of communication time), per-step means ``mean_comm_us``/``mean_overlapped_us``/
     ``mean_exposed_us``, ``comm_outside_steps_us``; ``devices`` (the same per device);
-    ``kinds`` (per kind, most time first: ``kind``, ``count``, ``kernel_count``,
-    ``bytes`` (input messages), ``out_bytes``, ``sized_count``, ``time_us``, ``mean_us``,
-    ``algbw_gbps``, ``busbw_gbps``, ``group_sizes``, ``kind_from``); ``ddp_bucket_bytes``
+    ``wait_basis`` (``least_wait_estimate``), ``wait_estimate_us_per_step``,
+    ``exposed_wait_estimate_us_per_step``, ``exposed_transfer_estimate_us_per_step``,
+    ``exposed_wait_estimate_fraction`` (of the exposed time inside collectives);
+    ``kinds`` (per kind, most time first: ``kind``, ``count``, ``calls_per_step``
+    (collectives in steps ÷ steps), ``kernel_count``, ``bytes`` (input messages, total),
+    ``out_bytes``, ``sized_count``, ``median_bytes`` (nccl-tests size per collective),
+    ``time_us`` (total), ``mean_us`` (per collective), ``wait_estimate_us_total``,
+    ``exposed_us_per_step`` (exposed time inside its collectives), ``algbw_gbps``,
+    ``busbw_gbps`` (least-wait estimate, ``busbw_basis``), ``kernel_time_algbw_gbps``,
+    ``kernel_time_busbw_gbps`` (bytes ÷ this rank's kernel time, wait included),
+    ``group_sizes``, ``kind_from``); ``ddp_bucket_bytes``
     (AllReduce message sizes: ``histogram``, ``sizes`` with counts, min/median/max);
     ``sequence`` (per collective ``pg``, ``seq``, ``kind``, ``start_us`` on the trace's
-    clock and the exact ``start_ns``, ``dur_us``, ``bytes``, ``step``),
+    clock and the exact ``start_ns``, ``end_ns``, ``dur_us``, ``bytes`` (input),
+    ``size_bytes`` (nccl-tests size), ``group_size``, ``step``, ``exposed_us`` and
+    ``exposed_ns``: the exposed pieces as ``[from, to]`` ns offsets from its start, or
+    ``None`` beyond :data:`EXPOSED_PIECES_LIMIT` pieces),
     ``sequence_total``, ``sequence_truncated``,
     ``seq_source`` (``args``: ``Seq``; ``order``: k-th collective of its process group);
     ``collective_ops`` (collective ops recorded on the host); ``notes``.
@@ -626,6 +761,10 @@ def communication_summary(
     comm_step = iv.overlap_per_window(comm_all, steps.start_ns, steps.end_ns)
     exposed_step = iv.overlap_per_window(exposed_all, steps.start_ns, steps.end_ns)
     dur = steps.dur_ns
+    least_ns = _least_wait_ns(colls)
+    wait_step, exp_wait_step, exp_transfer_step = _wait_estimate(
+        colls, least_ns, exposed_all, steps.number
+    )
     per_step = []
     for i in range(len(steps)):
         c, e, d = int(comm_step[i]), int(exposed_step[i]), int(dur[i])
@@ -637,6 +776,9 @@ def communication_summary(
                 "exposed_us": e / 1000.0,
                 "comm_fraction": _fraction(c, d),
                 "exposed_fraction": _fraction(e, d),
+                "wait_estimate_us": int(wait_step[i]) / 1000.0,
+                "exposed_wait_estimate_us": int(exp_wait_step[i]) / 1000.0,
+                "exposed_transfer_estimate_us": int(exp_transfer_step[i]) / 1000.0,
             }
         )
     total = steps.total_ns
@@ -657,7 +799,8 @@ def communication_summary(
             }
         )
 
-    sequence, seq_source = _sequence(colls)
+    sequence, seq_source = _sequence(colls, exposed_all)
+    exp_wait, exp_transfer = int(exp_wait_step.sum()), int(exp_transfer_step.sum())
     op_count = _collective_op_count(index)
     all_reduce = (colls.kind == co.KINDS.index(co.ALL_REDUCE)) & (colls.in_bytes >= 0)
     return {
@@ -677,8 +820,13 @@ def communication_summary(
         "mean_overlapped_us": (comm_total - exposed_total) / 1000.0 / n_steps,
         "mean_exposed_us": exposed_total / 1000.0 / n_steps,
         "comm_outside_steps_us": (iv.total(comm_all) - comm_total) / 1000.0,
+        "wait_basis": "least_wait_estimate",
+        "wait_estimate_us_per_step": int(wait_step.sum()) / 1000.0 / n_steps,
+        "exposed_wait_estimate_us_per_step": exp_wait / 1000.0 / n_steps,
+        "exposed_transfer_estimate_us_per_step": exp_transfer / 1000.0 / n_steps,
+        "exposed_wait_estimate_fraction": _fraction(exp_wait, exp_wait + exp_transfer),
         "devices": devices,
-        "kinds": _kind_rows(colls),
+        "kinds": _kind_rows(colls, least_ns, len(steps), exposed_all),
         "ddp_bucket_bytes": _bucket_distribution(colls.in_bytes[all_reduce]),
         "sequence": sequence,
         "sequence_total": len(colls),
@@ -766,9 +914,21 @@ def communication_diagnoses(
     steps: dict[str, Any],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> list[dict[str, Any]]:
-    """``exposed_communication`` when communication not hidden under compute takes at
-    least ``exposed_comm_fraction`` of the step time (``high`` from
-    ``exposed_comm_high_fraction``). Denominator: total step-window time."""
+    """``exposed_communication`` from one trace: communication not hidden under compute
+    takes at least ``exposed_comm_fraction`` of the step time (denominator: total
+    step-window time).
+
+    From one rank's trace the wait for other ranks can only be estimated (the least-wait
+    estimate, module docstring): when at least ``exposed_wait_mostly_fraction`` of the
+    exposed time falls in the estimated wait, the diagnosis says the rank is mostly
+    waiting for other ranks and points to the view across ranks, with no bucket or
+    interconnect advice, ``impact_fraction`` = the exposed wait estimate ÷ step time;
+    otherwise ``impact_fraction`` = the exposed transfer estimate ÷ step time, with
+    overlap/bucket advice. Severity from the impact (:func:`.findings.
+    severity_for_impact`). A rank that waits in *every* collective (the waiting rank of
+    h200x2 ``ddp_straggler``) looks like slow transfer here; the view across ranks
+    (:func:`.run_view.run_diagnoses`) re-qualifies it with the exact split and replaces
+    this diagnosis."""
     th = thresholds
     if not comm.get("has_collectives"):
         return []
@@ -783,35 +943,61 @@ def communication_diagnoses(
     top = kinds[0] if kinds else {}
     comm_us = comm.get("comm_us") or 0.0
     n_steps = max(len(comm.get("steps") or []), 1)
+    step_us = total_us / n_steps
+    ew = float(comm.get("exposed_wait_estimate_us_per_step") or 0.0)
+    et = float(comm.get("exposed_transfer_estimate_us_per_step") or 0.0)
+    wait_fraction = ew / (ew + et) if ew + et > 0 else 0.0
     top_name = str(top.get("kind", "communication")).replace("_", " ")
-    title = (
-        f"{100 * share:.0f} % of the step time waits on communication that compute does "
-        f"not hide (mostly {top_name})"
-    )
     evidence = {
         "exposed_fraction": share,
         "exposed_us_per_step": exposed_us / n_steps,
+        "exposed_wait_estimate_us_per_step": ew,
+        "exposed_transfer_estimate_us_per_step": et,
+        "exposed_wait_estimate_fraction": wait_fraction,
+        "wait_basis": "least_wait_estimate",
         "comm_fraction": comm_us / total_us,
         "overlap_fraction": comm.get("overlap_fraction"),
         "top_kind": top.get("kind"),
         "top_kind_time_us": top.get("time_us"),
         "top_kind_count": top.get("count"),
+        "top_kind_calls_per_step": top.get("calls_per_step"),
         "top_kind_busbw_gbps": top.get("busbw_gbps"),
+        "top_kind_busbw_basis": top.get("busbw_basis"),
         "allreduce_median_bytes": (comm.get("ddp_bucket_bytes") or {}).get("median_bytes"),
         "threshold_fraction": th.exposed_comm_fraction,
     }
-    recommendation = (
-        "Overlap communication with compute. DDP: gradients are all-reduced in buckets "
-        "during backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first "
-        "buckets start earlier (smaller) or pay less per-call overhead (larger), pass "
-        "gradient_as_bucket_view=True to skip bucket copies, and with gradient "
-        "accumulation wrap the non-final micro-steps in model.no_sync() so only the last "
-        "one all-reduces. FSDP: forward_prefetch=True and "
-        "backward_prefetch=BackwardPrefetch.BACKWARD_PRE to issue the next all-gather "
-        "before it is needed. If bus bandwidth is far below the interconnect's peak, "
-        "check NCCL's transport (NVLink / InfiniBand) and message sizes."
-    )
-    severity = "high" if share >= th.exposed_comm_high_fraction else "medium"
+    head = f"{100 * share:.0f} % of the step time is communication that compute does not hide"
+    if wait_fraction >= th.exposed_wait_mostly_fraction:
+        impact = ew / step_us
+        title = (
+            f"{head}, mostly waiting for other ranks ({ew / 1000:.2f} ms/step, estimated "
+            f"from this trace; {top_name})"
+        )
+        recommendation = (
+            "This rank mostly waits in its collectives for other ranks to arrive: not slow "
+            "communication, so bucket sizes or the interconnect will not change it. Open "
+            "the view across ranks (all ranks of the run profiled) to see which rank is "
+            "late and by how much per step, then look at that rank's host work (data "
+            "loading, logging, evaluation, Python before backward) and GPU."
+        )
+    else:
+        impact = et / step_us
+        title = f"{head} (mostly {top_name} transfer, {et / 1000:.2f} ms/step estimated)"
+        recommendation = (
+            "Overlap communication with compute. DDP: gradients are all-reduced in buckets "
+            "during backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first "
+            "buckets start earlier (smaller) or pay less per-call overhead (larger), pass "
+            "gradient_as_bucket_view=True to skip bucket copies, and with gradient "
+            "accumulation wrap the non-final micro-steps in model.no_sync() so only the "
+            "last one all-reduces. FSDP: forward_prefetch=True and "
+            "backward_prefetch=BackwardPrefetch.BACKWARD_PRE to issue the next all-gather "
+            "before it is needed. If bus bandwidth is far below the interconnect's peak, "
+            "check NCCL's transport (NVLink / InfiniBand) and message sizes. With every "
+            "rank profiled, the view across ranks separates wait from transfer exactly."
+        )
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return []
     return [
         make_diagnosis(
             "exposed_communication",
@@ -820,6 +1006,6 @@ def communication_diagnoses(
             evidence,
             recommendation,
             "communication",
-            share,
+            impact,
         )
     ]

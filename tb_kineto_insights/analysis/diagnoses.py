@@ -1,10 +1,28 @@
 """``summary.diagnoses``: what limits the job, with evidence and a concrete next step.
 
-Each diagnosis is ``{id, severity, title, evidence, recommendation, panel}`` with a
-stable ``id`` (DESIGN.md: add ids, never rename), ``severity`` one of
-:data:`SEVERITY_ORDER`, ``evidence`` the numbers that triggered it, and ``panel`` the
-summary panel that shows the details. Every threshold comes from
+Each diagnosis is ``{id, severity, title, evidence, recommendation, panel,
+impact_fraction}`` (:mod:`~tb_kineto_insights.analysis.findings`) with a stable ``id``
+(DESIGN.md: add ids, never rename). Every threshold comes from
 :class:`~tb_kineto_insights.analysis.thresholds.Thresholds`.
+
+What each diagnosis raised here costs (``impact_fraction``, a share of the summed step
+time of the main device) and what its severity follows:
+
+* ``small_kernel_flood``: launch-bound idle before short kernels plus those kernels'
+  own time (:func:`_small_kernel_flood`);
+* ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
+  idle attributed to data loading / host synchronization / host work outside traced
+  ops (:func:`_idle_cause`);
+* ``low_gpu_utilization``: the idle no other raised diagnosis explains
+  (:func:`_low_utilization`);
+* ``pageable_memcpy``: the pageable copies' duration (:func:`_pageable_memcpy`).
+
+These raise nothing below ``min_impact_fraction`` and take their severity from
+:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`. Two are not step-time
+costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
+per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
+events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
+Memory and communication diagnoses come from their own modules.
 """
 
 from __future__ import annotations
@@ -16,7 +34,11 @@ import numpy as np
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.findings import make_diagnosis, sort_diagnoses
+from tb_kineto_insights.analysis.findings import (
+    make_diagnosis,
+    severity_for_impact,
+    sort_diagnoses,
+)
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
@@ -24,6 +46,15 @@ from tb_kineto_insights.trace import model as m
 
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
+
+
+def _time(us: float) -> str:
+    """A duration for a title: µs below 1 ms, ms below 10 s, else s."""
+    if us < 1000:
+        return f"{us:.0f} µs"
+    if us < 10_000_000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us / 1e6:.1f} s"
 
 
 def _main_idle(idle: dict[str, Any]) -> dict[str, Any] | None:
@@ -34,16 +65,33 @@ def _main_idle(idle: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _small_kernel_flood(
-    steps: dict[str, Any], kernels: dict[str, Any], th: Thresholds
+    kernels: dict[str, Any], idle: dict[str, Any], th: Thresholds
 ) -> dict[str, Any] | None:
+    """``small_kernel_flood``: many short kernels *and* the GPU pays for them.
+
+    Raised when at least ``small_kernel_count_fraction`` of the kernels per step are
+    short and there are at least ``small_kernel_min_per_step`` per step (a flood), and
+    its cost reaches ``min_impact_fraction``. The cost (``impact_fraction``) is the main
+    device's ``idle.devices[].short_kernels.cost_fraction_of_step_time``: the
+    launch-bound idle before short kernels (gaps the host spent issuing them, see
+    :func:`~tb_kineto_insights.analysis.idle.launch_bound_gaps`) plus those kernels' own
+    time, over the summed step time. Short kernels that run back to back while the host
+    is ahead cost only their own work and are not counted: on a GPU-bound run a flood
+    of short kernels is not what limits the step. Severity follows the cost
+    (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`).
+    """
     short = kernels.get("short_count_fraction")
     per_step = kernels.get("mean_per_step")
-    if short is None or per_step is None:
+    dev = _main_idle(idle)
+    if short is None or per_step is None or dev is None or "short_kernels" not in dev:
         return None
     if short < th.small_kernel_count_fraction or per_step < th.small_kernel_min_per_step:
         return None
-    util = steps.get("gpu_utilization_fraction")
-    severity = "high" if util is not None and util < th.small_kernel_high_utilization else "medium"
+    cost = dev["short_kernels"]
+    impact = cost["cost_fraction_of_step_time"]
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
     fusion = kernels.get("fusion_candidates") or []
     issuer = fusion[0].get("cpu_op") if fusion else None
     launch = kernels.get("launch") or {}
@@ -66,20 +114,26 @@ def _small_kernel_flood(
     return make_diagnosis(
         "small_kernel_flood",
         severity,
-        f"{_pct(short)} of {per_step:.0f} kernels per step are shorter than "
-        f"{th.short_kernel_us:g} µs: the GPU waits on kernel launches",
+        f"The GPU waits on kernel launches: {_pct(impact)} of the step time goes to "
+        f"launch-bound short kernels ({_pct(short)} of {per_step:.0f} kernels per step are "
+        f"shorter than {th.short_kernel_us:g} µs)",
         {
+            "device": dev["device"],
+            "launch_bound_idle_us": cost["launch_bound_idle_us"],
+            "launch_bound_kernel_us": cost["launch_bound_kernel_us"],
+            "launch_bound_gaps": cost["launch_bound_gaps"],
+            "short_kernel_busy_us": cost["busy_us"],
             "short_count_fraction": short,
             "short_time_fraction": kernels.get("short_time_fraction"),
             "kernels_per_step": per_step,
             "launch_bound_fraction": launch.get("launch_bound_fraction"),
             "mean_launch_us": launch.get("mean_launch_us"),
-            "gpu_utilization_fraction": util,
+            "gpu_busy_fraction": dev["busy_fraction"],
             "short_threshold_us": th.short_kernel_us,
         },
         advice + where,
         "kernels",
-        impact_fraction=1.0 - (util or 0.0),
+        impact_fraction=impact,
     )
 
 
@@ -87,27 +141,51 @@ def _idle_cause(
     idle: dict[str, Any],
     cause: str,
     id_: str,
-    threshold: float,
     th: Thresholds,
     title: str,
     recommendation: str,
 ) -> dict[str, Any] | None:
+    """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
+
+    ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
+    time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
+    (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`), nothing below
+    ``min_impact_fraction``.
+    """
     dev = _main_idle(idle)
-    if dev is None:
+    if dev is None or cause not in dev["causes"]:
         return None
     share = dev["causes"][cause]["fraction_of_step_time"]
-    if share < threshold:
+    severity = severity_for_impact(share, th)
+    if severity is None:
         return None
     gaps = [g for g in dev["largest_gaps"] if g["cause"] == cause]
     op = next((g["op"] for g in gaps if g.get("op")), None)
+    per_step = dev.get("per_step") or []
+    n_steps = len(per_step) or 1
+    # steps where this cause alone idles the GPU for at least min_impact of the step
+    hit = sum(
+        1
+        for st in per_step
+        if st["causes_us"].get(cause, 0.0) >= th.min_impact_fraction * st["duration_us"] > 0
+    )
     return make_diagnosis(
         id_,
-        "high" if share >= th.idle_high_fraction else "medium",
-        title.format(share=_pct(share), device=dev["device"]),
+        severity,
+        title.format(
+            share=_pct(share),
+            device=dev["device"],
+            when=f"{_time(dev['causes'][cause]['us'] / n_steps)} per step"
+            if hit >= len(per_step)
+            else f"{_time(dev['causes'][cause]['us'])}, mostly in {hit} of {len(per_step)} steps",
+        ),
         {
             "device": dev["device"],
             "idle_fraction_of_step_time": share,
             "idle_us": dev["causes"][cause]["us"],
+            "idle_us_per_step": dev["causes"][cause]["us"] / n_steps,
+            "steps_affected": hit,
+            "steps": len(per_step),
             "fraction_of_idle": dev["causes"][cause]["fraction_of_idle"],
             "gpu_busy_fraction": dev["busy_fraction"],
             "largest_gap_us": gaps[0]["length_us"] if gaps else None,
@@ -119,37 +197,97 @@ def _idle_cause(
     )
 
 
+#: Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not repeat it).
+_CAUSE_DIAGNOSIS: dict[str, str] = {
+    "data_loading": "gpu_idle_dataloader",
+    "host_sync": "gpu_idle_host_sync",
+    "host_untraced": "gpu_idle_host_untraced",
+}
+
+
 def _low_utilization(
-    steps: dict[str, Any], idle: dict[str, Any], th: Thresholds
+    steps: dict[str, Any], idle: dict[str, Any], raised: list[dict[str, Any]], th: Thresholds
 ) -> dict[str, Any] | None:
+    """``low_gpu_utilization``: idle that no cause-specific diagnosis explains.
+
+    Rule (no double counting): the idle already claimed by raised diagnoses (each raised
+    idle-cause diagnosis claims its cause; a raised ``small_kernel_flood`` claims its
+    launch-bound idle) is taken out; the rest of the main device's idle share of step
+    time is this diagnosis' ``impact_fraction`` (``unexplained_idle_fraction``). It is
+    raised only when
+
+    * utilization (busy / step time) is below ``low_utilization``,
+    * it would still be below it with the claimed idle removed (busy / (step time −
+      claimed idle)): when the cause-specific diagnoses explain why the GPU is mostly
+      idle, they are the claim and this one adds nothing, and
+    * the unexplained idle reaches ``min_impact_fraction``; severity follows it.
+
+    It names the idle cause holding most of the unexplained idle.
+    """
     util = steps.get("gpu_utilization_fraction")
-    if util is None or util >= th.low_utilization:
-        return None
     dev = _main_idle(idle)
-    top = None
-    if dev is not None:
-        top = max(dev["causes"].items(), key=lambda kv: kv[1]["us"])[0]
+    if util is None or dev is None or util >= th.low_utilization:
+        return None
+    total_us = sum(c["us"] for c in dev["causes"].values())
+    idle_fraction = dev.get("idle_fraction") or 0.0
+    scale = idle_fraction / total_us if total_us else 0.0  # idle µs -> share of step time
+    unclaimed_us = {cause: c["us"] for cause, c in dev["causes"].items()}
+    claimed: dict[str, float] = {}
+    ids = {d["id"] for d in raised}
+    for cause, id_ in _CAUSE_DIAGNOSIS.items():
+        if id_ in ids and cause in unclaimed_us:
+            claimed[id_] = unclaimed_us[cause] * scale
+            unclaimed_us[cause] = 0.0
+    if "small_kernel_flood" in ids:
+        by_cause = (dev.get("short_kernels") or {}).get("launch_bound_idle_us_by_cause") or {}
+        for cause, us in by_cause.items():
+            unclaimed_us[cause] = max(unclaimed_us.get(cause, 0.0) - us, 0.0)
+        claimed["small_kernel_flood"] = sum(by_cause.values()) * scale
+    claimed_fraction = sum(claimed.values())
+    unexplained = max(idle_fraction - claimed_fraction, 0.0)
+    rest = 1.0 - claimed_fraction
+    if rest <= 0 or util / rest >= th.low_utilization:
+        return None  # the cause-specific diagnoses explain the low utilization
+    severity = severity_for_impact(unexplained, th)
+    if severity is None:
+        return None
+    top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
+    labels = idle.get("cause_labels") or {}
+    top_label = labels.get(top, top.replace("_", " ")) if top else None
     return make_diagnosis(
         "low_gpu_utilization",
-        "high" if util < th.very_low_utilization else "medium",
-        f"GPU {steps.get('main_device')} is busy only {_pct(util)} of the step time",
+        severity,
+        f"GPU {dev['device']} is busy only {_pct(util)} of the step time; "
+        f"{_pct(unexplained)} of it idles for other reasons"
+        + (f", mostly {top_label}" if top_label else ""),
         {
             "gpu_utilization_fraction": util,
+            "idle_fraction_of_step_time": idle_fraction,
+            "unexplained_idle_fraction": unexplained,
+            "utilization_without_explained_idle": util / rest,
+            "explained_by": claimed,
+            "largest_unexplained_cause": top,
+            "largest_unexplained_cause_fraction": unclaimed_us[top] * scale if top else None,
             "mean_step_us": steps.get("mean_step_us"),
-            "largest_idle_cause": top,
         },
         "See the idle-gap panel for what the host did while the GPU waited"
-        + (f" (mostly {top.replace('_', ' ')})" if top else "")
+        + (f" (mostly {top_label})" if top_label else "")
         + "; feed the GPU more work per launch (larger batch, torch.compile, CUDA graphs) "
         "and keep the host ahead of it (no synchronisation inside the step).",
         "steps",
-        impact_fraction=1.0 - util,
+        impact_fraction=unexplained,
     )
 
 
 def _pageable_memcpy(
     index: TraceIndex, steps: dict[str, Any], th: Thresholds
 ) -> dict[str, Any] | None:
+    """``pageable_memcpy``: copies from pageable host memory (synchronous for the host).
+
+    ``impact_fraction`` = summed duration of the pageable copies / summed step time;
+    severity follows it and nothing is raised below ``min_impact_fraction``: a few
+    microseconds of pageable copies (e.g. a scalar per step) cost nothing worth a line.
+    """
     copies = index.trace.tables[m.MEMCPY]
     rows = index.rows_where(m.MEMCPY, nm.is_pageable_memcpy)
     if not rows.any():
@@ -157,11 +295,15 @@ def _pageable_memcpy(
     time_us = float(copies.dur_ns[rows].sum()) / 1000.0
     total_us = steps.get("total_us") or 0.0
     share = time_us / total_us if total_us else 0.0
+    severity = severity_for_impact(share, th)
+    if severity is None:
+        return None
     kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
     return make_diagnosis(
         "pageable_memcpy",
-        "medium" if share >= th.pageable_memcpy_fraction else "low",
-        f"{int(rows.sum())} copies from pageable host memory ({time_us / 1000:.2f} ms)",
+        severity,
+        f"{int(rows.sum())} copies from pageable host memory take {_pct(share)} of the "
+        f"step time ({time_us / 1000:.2f} ms)",
         {
             "count": int(rows.sum()),
             "time_us": time_us,
@@ -177,6 +319,9 @@ def _pageable_memcpy(
 
 
 def _no_step_markers(steps: dict[str, Any]) -> dict[str, Any] | None:
+    """``no_step_markers``: not a cost in step time (``impact_fraction`` 0) but a limit on
+    every per-step number; always ``medium``, since without steps the diff and every
+    per-step value degrade to whole-trace values."""
     if steps.get("has_markers"):
         return None
     return make_diagnosis(
@@ -257,14 +402,13 @@ def diagnose(
         panels.get("health", {}),
     )
     found = [
-        _small_kernel_flood(steps, kernels, th),
+        _small_kernel_flood(kernels, idle, th),
         _idle_cause(
             idle,
             "data_loading",
             "gpu_idle_dataloader",
-            th.dataloader_idle_fraction,
             th,
-            "GPU {device} idles {share} of the step time waiting for the DataLoader",
+            "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
             "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. the CPU cores "
             "per GPU), pin_memory=True, prefetch_factor=2..4, persistent_workers=True, and "
             ".to(device, non_blocking=True); move heavy per-sample transforms to the GPU "
@@ -274,18 +418,32 @@ def diagnose(
             idle,
             "host_sync",
             "gpu_idle_host_sync",
-            th.host_sync_idle_fraction,
             th,
-            "GPU {device} idles {share} of the step time after host synchronisation",
+            "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
             "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
             "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
             "the GPU and read them every N steps; use non_blocking copies from pinned memory.",
         ),
-        _low_utilization(steps, idle, th),
+        _idle_cause(
+            idle,
+            "host_untraced",
+            "gpu_idle_host_untraced",
+            th,
+            "GPU {device} idles {share} of the step time ({when}) while the host is busy "
+            "outside traced ops (untraced Python, a sleep, I/O)",
+            "The host thread that launches the GPU work was inside the step but in no "
+            "PyTorch op or CUDA call: find what it ran. Profile with "
+            "torch.profiler.profile(with_stack=True) or py-spy (py-spy record --native); "
+            "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
+            "Python-side work between forward and backward; move it off the training "
+            "thread or do it every N steps.",
+        ),
         _pageable_memcpy(index, steps, th),
         _no_step_markers(steps),
         _data_loss(health),
     ]
+    raised = [d for d in found if d is not None]
+    found.append(_low_utilization(steps, idle, raised, th))
     out = [d for d in found if d is not None]
     loss = next((d for d in out if d["id"] == "trace_data_loss"), None)
     if loss is not None and loss["evidence"]["unusable_fraction"] >= 1.0:

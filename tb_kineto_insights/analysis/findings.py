@@ -28,6 +28,7 @@ DIAGNOSIS_IDS: tuple[str, ...] = (
     "memory_near_capacity",
     "no_step_markers",
     "trace_data_loss",
+    "gpu_idle_host_untraced",
 )
 
 

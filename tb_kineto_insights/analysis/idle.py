@@ -3,23 +3,41 @@
 An idle gap is a maximal interval inside a step window where the device runs no kernel,
 memcpy or memset (gaps are cut at step boundaries). Its cause is read from the *launching
 host thread*: the thread that launched the GPU work that ends the gap (else the work
-before it, else the thread of the ProfilerStep markers).
+before it, else the thread of the ProfilerStep markers, the *step thread*).
 
 Attribution (DESIGN.md, Metric definitions):
 
-1. A gap that opens as a host synchronization on that thread returns (the sync call
-   started before the gap and returned within ``sync_return_tolerance_us`` of its start)
-   belongs wholly to ``host_sync``: the host drained the queue instead of running ahead.
+1. A gap that opens as a host synchronization on that thread returns belongs wholly to
+   ``host_sync``: the host drained the queue instead of running ahead. "Opens as it
+   returns": the sync range returned within ``sync_return_tolerance_us`` of the gap's
+   start and started no later than the gap (for a CUDA runtime sync call, no later than
+   that tolerance after it: ``x.cpu()`` copies, then synchronizes; see
+   :func:`_opened_by_sync`).
 2. Otherwise each idle microsecond goes to what the thread was doing then, first match
    in :data:`CAUSES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
    ``host_sync`` (``*Synchronize``, synchronous copies, ``aten::item``,
    ``aten::_local_scalar_dense``), ``optimizer_step`` (``Optimizer.step#…``),
-   ``launching`` (any runtime call), ``cpu_ops`` (any other op), ``nothing_recorded``.
+   ``launching`` (any runtime call), ``cpu_ops`` (any other op), then, when no traced
+   range covers the moment:
+
+   * ``host_untraced``: the moment lies inside a host ``ProfilerStep#N`` range (the CPU
+     marker's own span) and the step thread is not in a traced op either: the host is
+     running the step but outside every op the profiler records (untraced Python, a
+     ``time.sleep``, file or network I/O, the autograd engine starting up);
+   * ``nothing_recorded``: the rest: outside every host ProfilerStep range (a window's
+     GPU-only tail, between steps, no markers at all), or while another thread, the
+     step thread, ran traced ops.
+
+   ``python_function`` ranges (``with_stack=True``) are not ops here: Python code shows
+   as ``host_untraced``.
+
+Launch-bound idle before short kernels (``devices[].short_kernels``, the cost of
+``small_kernel_flood``): see :func:`launch_bound_gaps`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,8 +53,21 @@ CAUSES: tuple[str, ...] = (
     "optimizer_step",
     "launching",
     "cpu_ops",
+    "host_untraced",
     "nothing_recorded",
 )
+#: Causes read from traced ranges on the launching thread, in priority order.
+TRACED_CAUSES: tuple[str, ...] = CAUSES[:-2]
+#: What each cause means, in words (``summary.idle.cause_labels``).
+CAUSE_LABELS: dict[str, str] = {
+    "data_loading": "data loading",
+    "host_sync": "host synchronization",
+    "optimizer_step": "the optimizer step",
+    "launching": "kernel launch calls",
+    "cpu_ops": "other CPU ops",
+    "host_untraced": "host busy outside traced ops (untraced Python, sleep, I/O)",
+    "nothing_recorded": "nothing recorded on the launching thread",
+}
 #: Gap-length histogram edges in µs (last bin open-ended).
 GAP_EDGES_US: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
@@ -55,7 +86,7 @@ class _ThreadActivity:
         trace = index.trace
         self.rt = trace.runtime
         parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {
-            c: [] for c in CAUSES[:-1]
+            c: [] for c in TRACED_CAUSES
         }
 
         def add(cause: str, kind: str, mask: np.ndarray) -> None:
@@ -68,6 +99,13 @@ class _ThreadActivity:
             add("optimizer_step", kind, index.rows_where(kind, nm.is_optimizer))
             add("cpu_ops", kind, index.rows_where(kind, _not_step_marker))
         add("host_sync", m.RUNTIME, index.rows_where(m.RUNTIME, nm.is_sync))
+        rt_sync = index.rows_where(m.RUNTIME, nm.is_sync)
+        self._runtime_sync = (
+            self.rt.pid[rt_sync],
+            self.rt.tid[rt_sync],
+            self.rt.start_ns[rt_sync],
+            self.rt.end_ns[rt_sync],
+        )
         add("launching", m.RUNTIME, np.ones(len(self.rt), dtype=np.bool_))
         self.parts = {c: _concat(p) for c, p in parts.items()}
         self._cache: dict[tuple[int, int], dict[str, iv.Intervals]] = {}
@@ -82,9 +120,21 @@ class _ThreadActivity:
             self._cache[thread] = cached
         return cached
 
-    def sync_calls(self, thread: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-        """Sync ranges on the thread sorted by end: (starts, ends)."""
-        pid, tid, s, e = self.parts["host_sync"]
+    def traced(self, thread: tuple[int, int]) -> iv.Intervals:
+        """Union of every traced range (op, annotation, runtime call) on the thread,
+        ProfilerStep markers excluded."""
+        sets = self.sets(thread)
+        starts = np.concatenate([sets[c][0] for c in TRACED_CAUSES])
+        ends = np.concatenate([sets[c][1] for c in TRACED_CAUSES])
+        return iv.union(starts, ends)
+
+    def sync_calls(
+        self, thread: tuple[int, int], runtime_only: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sync ranges on the thread sorted by end: (starts, ends); with
+        ``runtime_only`` only CUDA/HIP runtime sync calls (``cudaStreamSynchronize``...),
+        which always wait for the GPU (``aten::item`` of a CPU tensor does not)."""
+        pid, tid, s, e = self._runtime_sync if runtime_only else self.parts["host_sync"]
         sel = (pid == thread[0]) & (tid == thread[1])
         s, e = s[sel], e[sel]
         order = np.argsort(e, kind="stable")
@@ -100,18 +150,34 @@ def _concat(
     return tuple(np.concatenate([it[k] for it in items]) for k in range(4))  # type: ignore[return-value]
 
 
-def _gpu_events(index: TraceIndex, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Start, end and launching runtime row of every GPU event on ``device``, by start."""
-    starts, ends, rows = [], [], []
+class _DeviceEvents(NamedTuple):
+    """Every GPU event on one device, sorted by start: start/end (ns), the row of the
+    runtime call that launched it (-1: unknown), and whether it is a *short compute
+    kernel* (a kernel, not NCCL/RCCL, shorter than ``Thresholds.short_kernel_us``)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    launch_row: np.ndarray
+    short_kernel: np.ndarray
+
+
+def _gpu_events(index: TraceIndex, device: int, short_ns: float) -> _DeviceEvents:
+    """The GPU events of ``device`` (see :class:`_DeviceEvents`)."""
+    starts, ends, rows, short = [], [], [], []
     for kind in GPU_WORK_KINDS:
         t = index.trace.tables[kind]
         sel = t.device == device
         starts.append(t.start_ns[sel])
         ends.append(t.end_ns[sel])
         rows.append(index.launch_row[kind][sel])
+        if kind == m.KERNEL:
+            compute = ~index.rows_where(m.KERNEL, nm.is_communication_kernel)[sel]
+            short.append(compute & (t.dur_ns[sel] < short_ns))
+        else:
+            short.append(np.zeros(int(sel.sum()), dtype=np.bool_))
     s, e, r = np.concatenate(starts), np.concatenate(ends), np.concatenate(rows)
     order = np.argsort(s, kind="stable")
-    return s[order], e[order], r[order]
+    return _DeviceEvents(s[order], e[order], r[order], np.concatenate(short)[order])
 
 
 def _step_thread(index: TraceIndex) -> tuple[int, int]:
@@ -128,31 +194,73 @@ def _step_thread(index: TraceIndex) -> tuple[int, int]:
     return _NO_THREAD
 
 
+def _next_event(ev: _DeviceEvents, gap_e: np.ndarray) -> np.ndarray:
+    """Per gap, the index in ``ev`` of the event that starts exactly where the gap ends
+    (the work that closes it); -1 where the gap ends at a step boundary instead."""
+    nxt = np.searchsorted(ev.start_ns, gap_e, side="left")
+    ok = nxt < ev.start_ns.size
+    ok[ok] = ev.start_ns[nxt[ok]] == gap_e[ok]
+    return np.where(ok, nxt, -1)
+
+
 def _launch_threads(
-    index: TraceIndex, gap_s: np.ndarray, gap_e: np.ndarray, device: int
+    index: TraceIndex, ev: _DeviceEvents, gap_s: np.ndarray, gap_e: np.ndarray
 ) -> np.ndarray:
     """(n, 2) array of (pid, tid) of the launching thread of each gap."""
-    ev_s, ev_e, ev_row = _gpu_events(index, device)
     rt = index.trace.runtime
     fallback = _step_thread(index)
     out = np.empty((gap_s.size, 2), dtype=np.int64)
     out[:] = fallback
-    if ev_s.size == 0:
+    if ev.start_ns.size == 0:
         return out
     # the event that starts where the gap ends (first event at or after the gap end)
-    nxt = np.searchsorted(ev_s, gap_e, side="left")
-    nxt_ok = nxt < ev_s.size
+    nxt = np.searchsorted(ev.start_ns, gap_e, side="left")
+    nxt_ok = nxt < ev.start_ns.size
     row = np.full(gap_s.size, -1, dtype=np.int64)
-    row[nxt_ok] = ev_row[nxt[nxt_ok]]
+    row[nxt_ok] = ev.launch_row[nxt[nxt_ok]]
     # else the event that ended where the gap starts
-    ends_sorted = np.argsort(ev_e, kind="stable")
-    prv = np.searchsorted(ev_e[ends_sorted], gap_s, side="right") - 1
+    ends_sorted = np.argsort(ev.end_ns, kind="stable")
+    prv = np.searchsorted(ev.end_ns[ends_sorted], gap_s, side="right") - 1
     need = (row < 0) & (prv >= 0)
-    row[need] = ev_row[ends_sorted[prv[need]]]
+    row[need] = ev.launch_row[ends_sorted[prv[need]]]
     ok = row >= 0
     out[ok, 0] = rt.pid[row[ok]]
     out[ok, 1] = rt.tid[row[ok]]
     return out
+
+
+def _busy_in(events: _DeviceEvents, sel: np.ndarray, windows: iv.Intervals) -> int:
+    """Wall time (ns) covered by the selected events inside the step windows."""
+    return int(iv.total(iv.intersect(iv.union(events.start_ns[sel], events.end_ns[sel]), windows)))
+
+
+def _opened_by_sync(
+    activity: _ThreadActivity,
+    thread: tuple[int, int],
+    gap_s: np.ndarray,
+    gap_e: np.ndarray,
+    tol_ns: int,
+) -> np.ndarray:
+    """Per gap: it opens as a host synchronization on ``thread`` returns. The first sync
+    range on the thread ending at or after the gap start must end within ``tol_ns`` of
+    it and have started no later than the gap start (the host was blocked when the GPU
+    ran dry). A CUDA runtime sync call (which always waits for the GPU) may also start
+    inside the gap, within that tolerance of its start: ``x.cpu()`` copies, then calls
+    ``cudaStreamSynchronize`` a few µs after the copy drained the GPU."""
+    hit = np.zeros(gap_s.size, dtype=np.bool_)
+    for runtime_only in (False, True):
+        sync_s, sync_e = activity.sync_calls(thread, runtime_only)
+        if sync_e.size == 0:
+            continue
+        k = np.searchsorted(sync_e, gap_s, side="left")
+        ok = k < sync_e.size
+        kk = k[ok]
+        gs, ge = gap_s[ok], gap_e[ok]
+        started = sync_s[kk] <= gs
+        if runtime_only:
+            started |= (sync_s[kk] <= gs + tol_ns) & (sync_s[kk] < ge)
+        hit[ok] |= (sync_e[kk] <= gs + tol_ns) & started
+    return hit
 
 
 def _histogram(lengths_ns: np.ndarray) -> list[dict[str, Any]]:
@@ -196,10 +304,93 @@ def _op_at(index: TraceIndex, thread: tuple[int, int], t_ns: int) -> tuple[str |
     )
 
 
+#: Causes during which a host is on the launch path: in a traced op or runtime call.
+LAUNCH_PATH_CAUSES: tuple[str, ...] = ("optimizer_step", "launching", "cpu_ops")
+
+
+def launch_bound_gaps(
+    index: TraceIndex,
+    events: _DeviceEvents,
+    gaps: iv.Intervals,
+    amounts: np.ndarray,
+    sync_opened: np.ndarray,
+    max_gap_ns: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which gaps are *launch-bound* before a short kernel, and how much of each.
+
+    A gap ``[s, e)`` counts when all hold: the work that closes it (starts at ``e``) is
+    a short compute kernel; that kernel's launch call (found by correlation id) is a
+    kernel launch, not a graph launch, and had not returned when the gap opened
+    (``launch end > s``: the GPU ran dry while the host was still issuing it); the gap
+    was not opened by a host synchronization; and it is shorter than ``max_gap_ns``
+    (``Thresholds.launch_bound_max_gap_us``: per-op host overhead of eager PyTorch is
+    tens of µs; a longer wait before one kernel is a stretch of other host work, such
+    as DDP's forward hooks or torch.compile's guards, that fusing kernels would not
+    remove). Its launch-bound part is the idle time during which the launching thread
+    was on the launch path (:data:`LAUNCH_PATH_CAUSES`); idle while loading data or
+    outside traced ops is not launch overhead.
+
+    Args:
+        index: the trace index.
+        events: the device's GPU events (:func:`_gpu_events`).
+        gaps: the device's idle gaps (starts, ends in ns), sorted.
+        amounts: (n_gaps, len(CAUSES)) idle ns per cause.
+        sync_opened: per gap, opened by a host synchronization.
+        max_gap_ns: longest gap that can be launch-bound, ns.
+
+    Returns:
+        ``(idle_ns, closing_event)``: per gap, the launch-bound idle (int64 ns, 0 when
+        the gap does not count), and the index in ``events`` of the short kernel that
+        closes each counted gap (-1 elsewhere).
+    """
+    gap_s, gap_e = gaps
+    out = np.zeros(gap_s.size, dtype=np.int64)
+    closing = np.full(gap_s.size, -1, dtype=np.int64)
+    if gap_s.size == 0 or events.start_ns.size == 0:
+        return out, closing
+    rt = index.trace.runtime
+    nxt = _next_event(events, gap_e)
+    cand = nxt >= 0
+    cand[cand] = events.short_kernel[nxt[cand]]
+    cand &= ~sync_opened & ((gap_e - gap_s) < max_gap_ns)
+    row = np.full(gap_s.size, -1, dtype=np.int64)
+    row[cand] = events.launch_row[nxt[cand]]
+    cand &= row >= 0
+    if not cand.any():
+        return out, closing
+    launch_ok = index.rows_where(m.RUNTIME, nm.is_kernel_launch) & ~index.rows_where(
+        m.RUNTIME, nm.is_graph_launch
+    )
+    r = row[cand]
+    cand[cand] = launch_ok[r] & (rt.end_ns[r] > gap_s[cand])
+    cols = [CAUSES.index(c) for c in LAUNCH_PATH_CAUSES]
+    out[cand] = amounts[cand][:, cols].sum(axis=1)
+    cand &= out > 0
+    closing[cand] = nxt[cand]
+    return out, closing
+
+
 def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
     """``summary.idle``: per device, busy fraction, idle per step, idle by cause, gap
     histogram and the largest gaps. Denominator of every ``_fraction`` of step time: the
     summed step-window time; of ``fraction_of_idle``: the device's summed idle time.
+
+    Top-level keys: ``cause_order`` (:data:`CAUSES`), ``cause_labels``
+    (:data:`CAUSE_LABELS`, cause → words), ``main_device`` (the busiest), ``devices``,
+    ``notes``. Per device, besides busy/idle totals, ``causes`` (``{us,
+    fraction_of_idle, fraction_of_step_time}`` per cause), ``per_step`` (``{number,
+    duration_us, idle_us, busy_fraction, causes_us}``), ``gap_histogram`` and
+    ``largest_gaps``: ``short_kernels``, the cost of short kernels on this device:
+
+    * ``busy_us``: wall time covered by short compute kernels inside the steps;
+    * ``launch_bound_gaps`` / ``launch_bound_idle_us``: the gaps that
+      :func:`launch_bound_gaps` counts and their launch-bound idle (µs), with
+      ``launch_bound_idle_us_by_cause`` split over :data:`LAUNCH_PATH_CAUSES`;
+    * ``launch_bound_kernel_us``: wall time of the short kernels closing those gaps;
+    * ``cost_us`` = launch-bound idle + those kernels' time, and
+      ``cost_fraction_of_step_time`` = ``cost_us`` / summed step time.
+
+    Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
     steps = index.steps
     total_ns = steps.total_ns
@@ -210,7 +401,11 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         notes.append("no ProfilerStep markers: the whole trace is one pseudo-step")
     activity = _ThreadActivity(index)
     windows = iv.union(steps.start_ns, steps.end_ns)
+    host_steps = iv.union(steps.cpu_start_ns, steps.cpu_end_ns) if steps.has_markers else iv.empty()
+    step_thread = _step_thread(index)
     tol_ns = int(thresholds.sync_return_tolerance_us * 1000)
+    short_ns = float(thresholds.short_kernel_us) * 1000.0
+    untraced_col = CAUSES.index("host_untraced")
     devices: list[dict[str, Any]] = []
     for dev in index.devices:
         busy = index.gpu_busy[dev]
@@ -218,33 +413,42 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         gs, ge = gaps
         glen = ge - gs
         step_of = iv.window_index(gs, steps.start_ns, steps.end_ns)
-        threads = _launch_threads(index, gs, ge, dev)
+        events = _gpu_events(index, dev, short_ns)
+        threads = _launch_threads(index, events, gs, ge)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
         for a, b in np.unique(threads, axis=0) if gs.size else []:
             thread = (int(a), int(b))
             mine = (threads[:, 0] == thread[0]) & (threads[:, 1] == thread[1])
             idx = np.nonzero(mine)[0]
-            sync_s, sync_e = activity.sync_calls(thread)
-            if sync_e.size:
-                k = np.searchsorted(sync_e, gs[idx], side="left")
-                k_ok = k < sync_e.size
-                hit = np.zeros(idx.size, dtype=np.bool_)
-                kk = k[k_ok]
-                hit[k_ok] = (sync_e[kk] <= gs[idx][k_ok] + tol_ns) & (sync_s[kk] <= gs[idx][k_ok])
-                sync_opened[idx[hit]] = True
+            sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
             rest = idx[~sync_opened[idx]]
             if rest.size == 0:
                 continue
             remaining = (gs[rest], ge[rest])  # disjoint and sorted already
             sets = activity.sets(thread)
-            for c, cause in enumerate(CAUSES[:-1]):
+            for c, cause in enumerate(TRACED_CAUSES):
                 part = iv.intersect(remaining, sets[cause])
                 amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
                 remaining = iv.subtract(remaining, sets[cause])
+            # nothing traced on the launching thread: untraced host work when inside a
+            # host ProfilerStep range and the step thread is not in a traced op either
+            untraced = iv.intersect(remaining, host_steps)
+            if thread != step_thread:
+                untraced = iv.subtract(untraced, activity.traced(step_thread))
+            amounts[rest, untraced_col] = iv.overlap_per_window(untraced, gs[rest], ge[rest])
             amounts[rest, -1] = glen[rest] - amounts[rest, :-1].sum(axis=1)
         amounts[sync_opened] = 0
         amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        launch_bound, closing = launch_bound_gaps(
+            index, events, gaps, amounts, sync_opened, thresholds.launch_bound_max_gap_us * 1000
+        )
+        short_busy_ns = _busy_in(events, events.short_kernel, windows)
+        closing_ev = np.zeros(events.start_ns.size, dtype=np.bool_)
+        closing_ev[closing[closing >= 0]] = True
+        closing_busy_ns = _busy_in(events, closing_ev, windows)
+        launch_bound_ns = int(launch_bound.sum())
+        cost_ns = launch_bound_ns + closing_busy_ns
         idle_ns = int(glen.sum())
         per_cause = amounts.sum(axis=0)
         busy_in = int(iv.total(iv.intersect(busy, windows)))
@@ -298,9 +502,22 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                     for i, cause in enumerate(CAUSES)
                 },
                 "sync_opened_gaps": int(sync_opened.sum()),
+                "short_kernels": {
+                    "busy_us": short_busy_ns / 1000.0,
+                    "launch_bound_gaps": int((closing >= 0).sum()),
+                    "launch_bound_idle_us": launch_bound_ns / 1000.0,
+                    "launch_bound_idle_us_by_cause": {
+                        c: int(amounts[closing >= 0, CAUSES.index(c)].sum()) / 1000.0
+                        for c in LAUNCH_PATH_CAUSES
+                    },
+                    "launch_bound_kernel_us": closing_busy_ns / 1000.0,
+                    "cost_us": cost_ns / 1000.0,
+                    "cost_fraction_of_step_time": cost_ns / total_ns if total_ns else 0.0,
+                },
                 "per_step": [
                     {
                         "number": int(steps.number[i]),
+                        "duration_us": int(steps.dur_ns[i]) / 1000.0,
                         "idle_us": int(idle_per_step[i]) / 1000.0,
                         "busy_fraction": 1.0 - int(idle_per_step[i]) / int(steps.dur_ns[i])
                         if int(steps.dur_ns[i])
@@ -318,6 +535,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     main = max(devices, key=lambda d: d["busy_us"], default=None)
     return {
         "cause_order": list(CAUSES),
+        "cause_labels": dict(CAUSE_LABELS),
         "main_device": main["device"] if main else None,
         "devices": devices,
         "notes": notes,

@@ -1,10 +1,12 @@
-"""Run-level view across the workers of one run (one worker per rank): step time and
-communication per rank, and the same collective matched across ranks to find who
-arrives last.
+"""Run-level view across the workers of one run (one worker per rank): the same
+collective matched across ranks, who waited for whom, how long the transfer itself took,
+and whether one rank holds the others back.
 
 Input: ``(worker name, span summary)`` pairs, each summary holding ``health``
 (``distributed_info``), ``steps`` and ``communication``
-(:func:`.communication.communication_summary`).
+(:func:`.communication.communication_summary`, whose ``sequence`` lists every collective
+with its start, end, message size and the exposed pieces of it).
+:func:`run_view_inputs` chooses these pairs from a run's spans (every caller uses it).
 
 - rank: ``distributedInfo.rank``; if any worker lacks it, or two workers claim the same
   rank, the worker order (0, 1, …) is used for every worker, with a note.
@@ -14,31 +16,117 @@ Input: ``(worker name, span summary)`` pairs, each summary holding ``health``
   kind, step number, k)``: the k-th collective of that kind and group within that
   ``ProfilerStep``. Kind and step are part of the key because ranks of one job
   interleave collectives of different groups differently when the trace does not say
-  which group a kernel belongs to (seen in hta's ``sampled_2ranks``: step 552 runs
-  all_to_all, all_to_all, all_reduce on rank 0 but all_to_all, all_reduce, all_to_all
-  on rank 1), and profiling windows of two ranks need not start at the same collective.
-- per matched collective: start skew = latest − earliest kernel start among the ranks;
-  the rank with the latest start (unique, skew > 0) arrived last; every other rank
-  waited ``latest − its start`` for it (``wait_us``, summed per rank); a rank's
-  lateness is ``its start − earliest``.
-- straggler candidate: the rank that arrives last most often; ``last_fraction`` is its
-  share of the matched collectives it takes part in.
+  which group a kernel belongs to (seen in hta's ``sampled_2ranks``), and profiling
+  windows of two ranks need not start at the same collective.
+
+Words, each with one meaning (JSON keys and CLI text use them so):
+
+- a rank *arrives* at a matched collective when its kernel starts (``s_r``); the
+  collective's *latest start* ``L`` = max over ranks of ``s_r``, its *earliest end*
+  ``E`` = min over ranks of the kernel ends ``e_r``.
+- **skew** (of one matched collective) = ``L − min s_r``.
+- **wait** (of a rank, in one matched collective) = ``L − s_r``: the time its kernel
+  spins until the last rank arrives.
+- **lateness** (of a rank, in one matched collective) = ``s_r − min s``.
+- **transfer** time (of one matched collective) = ``max(0, E − L)``: the time all ranks
+  are inside the collective, the only part that moves data at full speed. A rank's own
+  transfer time is ``max(0, e_r − L)``, so a rank's collective time = its wait + its
+  transfer.
+- **exposed** wait / transfer (of a rank): the part of that rank's exposed
+  communication time (communication not hidden by its own compute, from
+  ``sequence[].exposed_ns``) inside ``[s_r, L)`` / ``[L, e_r)``; collectives that are not
+  matched count in neither.
+- the **last** rank of a matched collective: the unique rank with ``s_r = L`` when the
+  skew is > 0; the **delay** it causes = ``L −`` the second-latest start (how much
+  earlier everyone else could have started without it).
+- Units in names: ``_per_step`` = summed over the matched collectives of a step, then
+  averaged over the steps that have matched collectives (a collective's step is the
+  first rank's, in rank order, that has one); ``_total`` = summed over the profile;
+  ``_per_collective`` = averaged over the matched collectives.
+
+Bandwidth (``kinds``): per kind, algorithm bandwidth = Σ size / Σ transfer time over its
+matched collectives (bytes-weighted, so one slow tiny collective does not dominate),
+size = the larger of input and output message (nccl-tests); bus bandwidth = algorithm
+bandwidth × :func:`.collectives.bus_bandwidth_factor` (``Group size``, else the ranks
+matched); the same value for every rank (``busbw_basis``: ``matched_transfer``). GB/s
+are 1e9 bytes per second.
+
+Straggler (``straggler``, ``straggler_test``): a rank holds the others back only when it
+is both
+
+- **consistent**: the unit is the step, not the collective. Within a step, collectives
+  are not independent: once a rank blocks in one, its later collectives queue behind
+  it, so one late arrival makes it "last" in every collective of the step. Per step,
+  the rank that causes the largest delay in that step is that step's last rank. With no
+  straggler every rank is equally likely to be a step's last, ``p0 = 1/n`` (``n`` ranks
+  matched). The candidate is the rank that is last in most steps, ``k`` of ``N`` steps
+  with a last rank. It is picked after looking, so its one-sided binomial tail
+  ``P(X ≥ k)``, ``X ~ Binomial(N, 1/n)`` (``p_value_one_rank``), is multiplied by ``n``
+  (Bonferroni over the ``n`` ranks that could have been picked): ``p_value =
+  min(1, n · P(X ≥ k))``; consistent when ``p_value ≤ straggler_alpha``. With 2 ranks
+  and 5 steps the smallest possible p-value is 2/32; with 8 ranks the candidate must be
+  last in 4 of 5 steps, with 64 ranks in 3.
+- **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
+  step (0 in steps where it is never last), median over the steps; the largest and not
+  the sum because the ranks blocked in its first collective reach their next ones late
+  too, so the sum counts its remaining work again, work they did meanwhile
+  (``others_wait_us_per_step``, the others' mean wait, is the upper bound).
+  ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
+  when at least ``straggler_min_share_of_step``.
 
 Start times are each trace's own clock: ranks on different hosts carry any clock offset
 between the hosts into the skew.
+
+Diagnoses (:func:`run_diagnoses`): ``communication_straggler``; and
+``exposed_communication`` per rank, re-qualified with the exact wait/transfer split
+(the span-level diagnosis only estimates it from one rank's trace, and on a rank that
+waits in every collective it cannot see the wait): the run view lists the span-level
+diagnoses it replaces in ``superseded_span_diagnoses``.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from tb_kineto_insights.analysis import collectives as co
+from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 #: Matched collectives listed in ``largest_skews``.
 LARGEST_SKEWS = 20
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """``P(X ≥ k)`` for ``X ~ Binomial(n, p)``: the sum of the pmf from ``k`` to ``n``
+    (``math.comb`` up to ``n = 1000``, log-gamma beyond).
+
+    Raises:
+        ValueError: ``n < 0`` or ``p`` outside ``[0, 1]``.
+    """
+    if n < 0 or not 0.0 <= p <= 1.0:
+        raise ValueError(f"binomial_tail needs n >= 0 and 0 <= p <= 1, got n={n}, p={p}")
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    if p == 0.0:
+        return 0.0
+    if p == 1.0:
+        return 1.0
+    q = 1.0 - p
+    if n <= 1000:  # exact binomial coefficients
+        return min(sum(math.comb(n, i) * p**i * q ** (n - i) for i in range(k, n + 1)), 1.0)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        log_comb = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+        total += math.exp(log_comb + i * log_p + (n - i) * log_q)
+    return min(total, 1.0)
 
 
 def _rank_of(summary: dict[str, Any]) -> tuple[int | None, int | None]:
@@ -48,6 +136,78 @@ def _rank_of(summary: dict[str, Any]) -> tuple[int | None, int | None]:
         rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
         world if isinstance(world, int) and not isinstance(world, bool) else None,
     )
+
+
+def _time_range_ns(summary: dict[str, Any]) -> tuple[int, int] | None:
+    """First collective start to last collective end on the trace's clock (ns); ``None``
+    without collectives (step times in a summary are relative to its first step)."""
+    seq = (summary.get("communication") or {}).get("sequence") or []
+    if not seq:
+        return None
+    return _start_ns(seq[0]), max(_end_ns(e) for e in seq)
+
+
+def run_view_inputs(
+    workers: list[tuple[str, list[dict[str, Any]]]], span_index: int = -1
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """The ``(name, span summary)`` pairs the view across ranks compares, from each
+    worker's readable span summaries (in span order), and notes.
+
+    Normally one span per worker: ``spans[span_index]`` (the latest by default). A
+    worker whose spans carry different ``distributedInfo.rank`` values in overlapping
+    time windows holds several ranks saved under one worker name (a recipe that names
+    every rank's file alike): each rank becomes its own entry, named
+    ``"<worker> (rank N)"``, with ``span_index`` taken among that rank's spans. Time
+    windows are those of the spans' collectives (first start to last end), so spans
+    without collectives are never split (there is nothing to match across ranks).
+    Workers without a span at ``span_index`` are left out.
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
+    notes: list[str] = []
+    for name, spans in workers:
+        by_rank: dict[int, list[dict[str, Any]]] = {}
+        for s in spans:
+            rank, _ = _rank_of(s)
+            if rank is not None:
+                by_rank.setdefault(rank, []).append(s)
+        if len(by_rank) > 1 and _overlapping(by_rank):
+            notes.append(
+                f"Worker {name!r} holds spans of ranks "
+                + ", ".join(str(r) for r in sorted(by_rank))
+                + " in the same time window (files of several ranks saved under one "
+                "worker name): each rank is treated as its own worker."
+            )
+            for rank in sorted(by_rank):
+                chosen = _pick(by_rank[rank], span_index)
+                if chosen is not None:
+                    out.append((f"{name} (rank {rank})", chosen))
+            continue
+        chosen = _pick(spans, span_index)
+        if chosen is not None:
+            out.append((name, chosen))
+    return out, notes
+
+
+def _pick(spans: list[dict[str, Any]], index: int) -> dict[str, Any] | None:
+    try:
+        return spans[index]
+    except IndexError:
+        return None
+
+
+def _overlapping(by_rank: dict[int, list[dict[str, Any]]]) -> bool:
+    """Do spans of two different ranks overlap in time?"""
+    ranges = [
+        (rank, r)
+        for rank, spans in by_rank.items()
+        for s in spans
+        if (r := _time_range_ns(s)) is not None
+    ]
+    for i, (rank_a, (a0, a1)) in enumerate(ranges):
+        for rank_b, (b0, b1) in ranges[i + 1 :]:
+            if rank_a != rank_b and a0 < b1 and b0 < a1:
+                return True
+    return False
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:
@@ -78,40 +238,87 @@ def _start_ns(entry: dict[str, Any]) -> int:
     return ns if isinstance(ns, int) else round(float(entry["start_us"]) * 1000.0)
 
 
+def _end_ns(entry: dict[str, Any]) -> int:
+    """End in ns: ``end_ns`` when present, else start + ``dur_us``."""
+    ns = entry.get("end_ns")
+    if isinstance(ns, int):
+        return ns
+    return _start_ns(entry) + round(float(entry.get("dur_us") or 0.0) * 1000.0)
+
+
 def _keys(sequence: list[dict[str, Any]], by_seq: bool) -> dict[tuple[Any, ...], dict[str, Any]]:
     """Matching key → entry, for one worker's sequence (first entry wins a duplicate)."""
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    nth: Counter[tuple[Any, ...]] = Counter()
+    nth: dict[tuple[Any, ...], int] = {}
     for entry in sequence:
-        pg = str(entry.get("pg", "0"))
+        pg = entry.get("pg", "0")
+        pg = pg if isinstance(pg, str) else str(pg)
         if by_seq:
             key: tuple[Any, ...] = (pg, entry.get("seq"))
         else:
             group = (pg, entry.get("kind"), entry.get("step"))
-            key = (*group, nth[group])
-            nth[group] += 1
-        out.setdefault(key, entry)
+            k = nth.get(group, 0)
+            nth[group] = k + 1
+            key = (*group, k)
+        if key not in out:
+            out[key] = entry
     return out
 
 
-def run_summary(workers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The run-level view (see the module docstring).
+def _exposed_split_ns(entry: dict[str, Any], start: int, end: int, latest: int) -> tuple[int, int]:
+    """(exposed ns inside ``[start, latest)``, inside ``[latest, end)``) of one rank's
+    collective, from its exposed pieces; without pieces, its ``exposed_us`` split in
+    proportion to the two intervals' lengths."""
+    cut = latest - start
+    pieces = entry.get("exposed_ns")
+    if isinstance(pieces, list):
+        in_wait = in_all = 0
+        for a, b in pieces:
+            in_all += b - a
+            in_wait += max(0, min(b, cut) - min(a, cut))
+        return in_wait, in_all - in_wait
+    exposed = round(float(entry.get("exposed_us") or 0.0) * 1000.0)
+    dur = end - start
+    if dur <= 0:
+        return 0, exposed
+    in_wait = round(exposed * min(max(cut, 0), dur) / dur)
+    return in_wait, exposed - in_wait
+
+
+def run_summary(
+    workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> dict[str, Any]:
+    """The run-level view (every definition in the module docstring).
 
     Keys: ``worker_count``; ``world_size`` (from distributedInfo, if any);
     ``rank_source`` (``distributed_info`` or ``worker_order``); ``match_key``
     (``seq`` or ``kind_step_order``); ``ranks`` (sorted by rank: ``rank``, ``worker``,
     ``step_count``, ``mean_step_us``, ``mean_comm_us``, ``mean_exposed_us``,
     ``exposed_fraction``, ``collective_count``, ``matched_count``, ``last_count``,
-    ``last_fraction``, ``wait_us`` (summed), ``mean_wait_us``, ``mean_lateness_us``);
-    ``process_groups`` (``pg``, ``ranks``, ``matched``, ``unmatched``); ``matched_count``;
-    ``unmatched_count``; ``kind_mismatches``; ``skew_us`` (``count``, ``mean_us``,
-    ``median_us``, ``p90_us``, ``max_us``, ``total_us``); ``largest_skews`` (``pg``,
-    ``kind``, ``step``, ``skew_us``, ``last_rank``, ``start_offsets_us`` per rank);
-    ``steps`` (step numbers common to all workers: per rank ``durations_us`` and
-    ``spread_us`` = max − min); ``straggler`` (``rank``, ``worker``, ``last_count``,
-    ``last_fraction``, ``matched_count``, ``mean_lateness_us``,
-    ``mean_skew_when_last_us``) or ``None``; ``notes``.
+    ``last_fraction``, ``wait_us_total``, ``wait_us_per_collective``,
+    ``lateness_us_per_collective``, ``wait_us_per_step``, ``transfer_us_per_step``,
+    ``exposed_wait_us_per_step``, ``exposed_transfer_us_per_step``,
+    ``delay_caused_us_per_step``); ``process_groups`` (``pg``, ``ranks``, ``matched``,
+    ``unmatched``); ``matched_count``; ``unmatched_count``; ``kind_mismatches``;
+    ``matched_step_count`` (steps with matched collectives); ``skew_us`` (per matched
+    collective: ``count``, ``mean_us``, ``median_us``, ``p90_us``, ``max_us``,
+    ``total_us``); ``transfer_us`` (the same for transfer times); ``kinds`` (per kind:
+    ``kind``, ``matched_count``, ``calls_per_step``, ``median_bytes`` (size per
+    collective), ``total_bytes``, ``median_transfer_us``, ``transfer_us_total``,
+    ``algbw_gbps``, ``busbw_gbps``, ``busbw_basis`` = ``matched_transfer``,
+    ``group_sizes``); ``largest_skews`` (``pg``, ``kind``, ``step``, ``seq``, ``skew_us``,
+    ``transfer_us``, ``last_rank``, ``start_offsets_us`` per rank); ``steps`` (step
+    numbers common to all workers: per rank ``durations_us`` and ``spread_us``);
+    ``straggler`` (``rank``, ``worker``, ``last_count``, ``matched_count``,
+    ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``, ``p_value``,
+    ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``) when the rule
+    holds, else ``None``; ``straggler_test`` (the best candidate and why it is or is not
+    a straggler: the same keys plus ``ranks_tested``, ``p0``, ``p_value_one_rank``,
+    ``alpha``,
+    ``consistent``, ``min_share_of_step``, ``costly``, ``verdict``) or ``None`` without
+    matched collectives; ``notes``.
     """
+    th = thresholds
     notes: list[str] = []
     infos = [_rank_of(s) for _, s in workers]
     ranks = [r for r, _ in infos]
@@ -132,7 +339,8 @@ def run_summary(workers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     if world is not None and 1 < len(workers) < world:
         notes.append(
             f"Only {len(workers)} of {world} ranks were profiled: skew and the straggler "
-            "are among these ranks only."
+            "are among these ranks only, and what is called transfer includes any wait for "
+            "the ranks not profiled (bandwidth is then a lower bound)."
         )
 
     comms = [s.get("communication") or {} for _, s in workers]
@@ -152,95 +360,25 @@ def run_summary(workers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     if any(c.get("sequence_truncated") for c in comms):
         notes.append("Some workers list only part of their collectives: matching uses those.")
 
-    keyed = [_keys(seq, by_seq) for seq in sequences]
-    pgs = sorted({key[0] for k in keyed for key in k})
     n_workers = len(workers)
-    last_count = [0] * n_workers
-    matched_of = [0] * n_workers
-    wait_us = [0.0] * n_workers
-    lateness_us = [0.0] * n_workers
-    skew_when_last: list[list[float]] = [[] for _ in range(n_workers)]
-    skews: list[float] = []
-    largest: list[dict[str, Any]] = []
-    groups = []
-    kind_mismatches = 0
-    unmatched_total = 0
-    for pg in pgs:
-        members = [i for i, k in enumerate(keyed) if any(key[0] == pg for key in k)]
-        all_keys = sorted(
-            {key for i in members for key in keyed[i] if key[0] == pg},
-            key=lambda key: tuple((x is None, str(type(x)), x) for x in key),
-        )
-        matched = unmatched = 0
-        for key in all_keys:
-            entries = [keyed[i].get(key) for i in members]
-            if any(e is None for e in entries) or len(members) < 2:
-                unmatched += 1
-                continue
-            matched += 1
-            present = [e for e in entries if e is not None]
-            if len({e.get("kind") for e in present}) > 1:
-                kind_mismatches += 1
-            starts_ns = [_start_ns(e) for e in present]
-            lo_ns, hi_ns = min(starts_ns), max(starts_ns)
-            skew = (hi_ns - lo_ns) / 1000.0
-            skews.append(skew)
-            latest = [j for j, s in enumerate(starts_ns) if s == hi_ns]
-            last = members[latest[0]] if skew > 0 and len(latest) == 1 else None
-            for j, i in enumerate(members):
-                matched_of[i] += 1
-                wait_us[i] += (hi_ns - starts_ns[j]) / 1000.0
-                lateness_us[i] += (starts_ns[j] - lo_ns) / 1000.0
-            if last is not None:
-                last_count[last] += 1
-                skew_when_last[last].append(skew)
-            largest.append(
-                {
-                    "pg": pg,
-                    "kind": present[0].get("kind"),
-                    "step": present[0].get("step"),
-                    "seq": present[0].get("seq"),
-                    "skew_us": skew,
-                    "last_rank": rank_list[last] if last is not None else None,
-                    "start_offsets_us": {
-                        str(rank_list[i]): (starts_ns[j] - lo_ns) / 1000.0
-                        for j, i in enumerate(members)
-                    },
-                }
-            )
-        unmatched_total += unmatched
-        groups.append(
-            {
-                "pg": pg,
-                "ranks": sorted(rank_list[i] for i in members),
-                "matched": matched,
-                "unmatched": unmatched,
-            }
-        )
-    largest.sort(key=lambda d: -d["skew_us"])
+    m = _match(sequences, by_seq, rank_list)
+    notes.extend(m.notes)
     if n_workers < 2:
         notes.append("One worker: nothing to match across ranks.")
-    elif not skews and any(sequences):
+    elif not m.skews and any(sequences):
         notes.append("No collective could be matched across ranks.")
-    if unmatched_total and skews:
-        notes.append(
-            f"{unmatched_total} collectives were not found on every rank of their process "
-            "group and are left out of the skew."
-        )
-    if kind_mismatches:
-        notes.append(
-            f"{kind_mismatches} matched collectives have different kinds on different ranks."
-        )
-    if n_workers > 1 and skews:
+    if n_workers > 1 and m.skews:
         notes.append(
             "Start times come from each trace's own clock: ranks on different hosts carry "
             "any offset between the host clocks into the skew."
         )
 
+    n_steps = len(m.step_keys)
     rows = []
     for i, (name, summary) in enumerate(workers):
         steps = summary.get("steps") or {}
         comm = comms[i]
+        matched = m.matched_of[i]
         rows.append(
             {
                 "rank": rank_list[i],
@@ -251,25 +389,43 @@ def run_summary(workers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 "mean_exposed_us": comm.get("mean_exposed_us"),
                 "exposed_fraction": comm.get("exposed_fraction"),
                 "collective_count": counts[i],
-                "matched_count": matched_of[i],
-                "last_count": last_count[i],
-                "last_fraction": last_count[i] / matched_of[i] if matched_of[i] else None,
-                "wait_us": wait_us[i],
-                "mean_wait_us": wait_us[i] / matched_of[i] if matched_of[i] else None,
-                "mean_lateness_us": lateness_us[i] / matched_of[i] if matched_of[i] else None,
+                "matched_count": matched,
+                "last_count": m.last_count[i],
+                "last_fraction": m.last_count[i] / matched if matched else None,
+                "wait_us_total": m.wait_ns[i] / 1000.0,
+                "wait_us_per_collective": m.wait_ns[i] / 1000.0 / matched if matched else None,
+                "lateness_us_per_collective": (
+                    m.lateness_ns[i] / 1000.0 / matched if matched else None
+                ),
+                "wait_us_per_step": _per_step(m.in_step_ns[i, 0], n_steps),
+                "transfer_us_per_step": _per_step(m.in_step_ns[i, 1], n_steps),
+                "exposed_wait_us_per_step": _per_step(m.in_step_ns[i, 2], n_steps),
+                "exposed_transfer_us_per_step": _per_step(m.in_step_ns[i, 3], n_steps),
+                "delay_caused_us_per_step": (
+                    statistics.median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
+                    if n_steps
+                    else None
+                ),
             }
         )
+    test = _straggler_test(m, rows, workers, rank_list, th)
     straggler = None
-    if skews and max(last_count) > 0:
-        top = max(range(n_workers), key=lambda i: (last_count[i], lateness_us[i]))
+    if test is not None and test["verdict"] == "straggler":
         straggler = {
-            "rank": rank_list[top],
-            "worker": workers[top][0],
-            "last_count": last_count[top],
-            "matched_count": matched_of[top],
-            "last_fraction": last_count[top] / matched_of[top],
-            "mean_lateness_us": lateness_us[top] / matched_of[top],
-            "mean_skew_when_last_us": float(np.mean(skew_when_last[top])),
+            k: test[k]
+            for k in (
+                "rank",
+                "worker",
+                "last_count",
+                "matched_count",
+                "last_fraction",
+                "last_steps",
+                "tested_steps",
+                "p_value",
+                "delay_us_per_step",
+                "share_of_step",
+                "others_wait_us_per_step",
+            )
         }
     order = sorted(range(n_workers), key=lambda i: rank_list[i])
     return {
@@ -278,15 +434,286 @@ def run_summary(workers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "rank_source": rank_source,
         "match_key": "seq" if by_seq else "kind_step_order",
         "ranks": [rows[i] for i in order],
-        "process_groups": groups,
-        "matched_count": len(skews),
-        "unmatched_count": unmatched_total,
-        "kind_mismatches": kind_mismatches,
-        "skew_us": _stats(skews),
-        "largest_skews": largest[:LARGEST_SKEWS],
+        "process_groups": m.groups,
+        "matched_count": len(m.skews),
+        "unmatched_count": m.unmatched_total,
+        "kind_mismatches": m.kind_mismatches,
+        "matched_step_count": n_steps,
+        "skew_us": _stats(m.skews),
+        "transfer_us": _stats(m.transfers),
+        "kinds": _kinds(m, n_steps),
+        "largest_skews": sorted(m.largest, key=lambda d: -d["skew_us"])[:LARGEST_SKEWS],
         "steps": _step_times(workers, rank_list),
         "straggler": straggler,
+        "straggler_test": test,
         "notes": notes,
+    }
+
+
+def _per_step(total_ns: Any, n_steps: int) -> float | None:
+    return int(total_ns) / 1000.0 / n_steps if n_steps else None
+
+
+class _Matched:
+    """Accumulators of :func:`_match` (ns; per worker index; per step key)."""
+
+    def __init__(self, n: int) -> None:
+        self.matched_of = [0] * n
+        self.last_count = [0] * n
+        self.wait_ns = [0] * n
+        self.lateness_ns = [0] * n
+        #: per worker, summed over matched collectives inside steps: wait, transfer,
+        #: exposed wait, exposed transfer
+        self.in_step_ns = np.zeros((n, 4), dtype=np.int64)
+        self.step_delay: list[dict[Any, int]] = [{} for _ in range(n)]
+        self.step_keys: list[Any] = []
+        self.skews: list[float] = []
+        self.transfers: list[float] = []
+        self.per_kind: dict[str, list[tuple[int | None, int, int | None]]] = {}
+        self.largest: list[dict[str, Any]] = []
+        self.groups: list[dict[str, Any]] = []
+        self.kind_mismatches = 0
+        self.unmatched_total = 0
+        self.notes: list[str] = []
+
+
+def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[int]) -> _Matched:
+    n = len(sequences)
+    m = _Matched(n)
+    keyed = [_keys(seq, by_seq) for seq in sequences]
+    pgs_of = [{key[0] for key in k} for k in keyed]
+    pgs = sorted(set().union(*pgs_of)) if pgs_of else []
+    step_keys: set[Any] = set()
+    largest: list[tuple[float, dict[str, Any], list[int], list[int]]] = []
+    for pg in pgs:
+        members = [i for i, p in enumerate(pgs_of) if pg in p]
+        all_keys = sorted(
+            {key for i in members for key in keyed[i] if key[0] == pg},
+            key=lambda key: tuple((x is None, str(type(x)), x) for x in key),
+        )
+        rows: list[list[dict[str, Any]]] = []
+        unmatched = 0
+        for key in all_keys:
+            entries = [keyed[i].get(key) for i in members]
+            if len(members) < 2 or any(e is None for e in entries):
+                unmatched += 1
+                continue
+            rows.append([e for e in entries if e is not None])
+        if rows:
+            _group(m, members, rows, rank_list, pg, step_keys, largest)
+        m.unmatched_total += unmatched
+        m.groups.append(
+            {
+                "pg": pg,
+                "ranks": sorted(rank_list[i] for i in members),
+                "matched": len(rows),
+                "unmatched": unmatched,
+            }
+        )
+    m.step_keys = sorted(step_keys, key=lambda s: (str(type(s)), s))
+    largest.sort(key=lambda t: -t[0])
+    for _, item, starts, members in largest[:LARGEST_SKEWS]:
+        earliest = min(starts)
+        item["start_offsets_us"] = {
+            str(rank_list[i]): (s - earliest) / 1000.0 for s, i in zip(starts, members, strict=True)
+        }
+        m.largest.append(item)
+    if m.unmatched_total and m.skews:
+        m.notes.append(
+            f"{m.unmatched_total} collectives were not found on every rank of their process "
+            "group and are left out of the skew, the wait and the transfer."
+        )
+    if m.kind_mismatches:
+        m.notes.append(
+            f"{m.kind_mismatches} matched collectives have different kinds on different ranks."
+        )
+    return m
+
+
+def _group(
+    m: _Matched,
+    members: list[int],
+    rows: list[list[dict[str, Any]]],
+    rank_list: list[int],
+    pg: str,
+    step_keys: set[Any],
+    largest: list[tuple[float, dict[str, Any], list[int], list[int]]],
+) -> None:
+    """Account the matched collectives of one process group: ``rows[k][j]`` is worker
+    ``members[j]``'s entry of the k-th matched collective (arrays are K × M, ns)."""
+    start = np.array([[_start_ns(e) for e in row] for row in rows], dtype=np.int64)
+    end = np.array([[_end_ns(e) for e in row] for row in rows], dtype=np.int64)
+    end = np.maximum(end, start)
+    latest, earliest = start.max(axis=1), start.min(axis=1)
+    skew = latest - earliest
+    transfer = np.maximum(0, end.min(axis=1) - latest)
+    wait = latest[:, None] - start
+    own_transfer = np.maximum(0, end - latest[:, None])
+    at_latest = start == latest[:, None]
+    unique_last = (skew > 0) & (at_latest.sum(axis=1) == 1)
+    last_j = np.argmax(start, axis=1)
+    second = np.sort(start, axis=1)[:, -2]
+    delay = latest - second
+    exp_wait, exp_transfer = _exposed_matrix(rows, start, end, latest)
+    steps = [next((e.get("step") for e in row if e.get("step") is not None), None) for row in rows]
+    m.skews.extend((skew / 1000.0).tolist())
+    m.transfers.extend((transfer / 1000.0).tolist())
+    for j, i in enumerate(members):
+        m.matched_of[i] += len(rows)
+        m.wait_ns[i] += int(wait[:, j].sum())
+        m.lateness_ns[i] += int((start[:, j] - earliest).sum())
+        m.last_count[i] += int((unique_last & (last_j == j)).sum())
+    in_step = [k for k, s in enumerate(steps) if s is not None]
+    for step in {steps[k] for k in in_step}:
+        step_keys.add(step)
+        sel = np.array([k for k in in_step if steps[k] == step], dtype=np.int64)
+        for col, values in enumerate((wait, own_transfer, exp_wait, exp_transfer)):
+            m.in_step_ns[members, col] += values[sel].sum(axis=0)
+        for k in sel[unique_last[sel]].tolist():
+            delays = m.step_delay[members[int(last_j[k])]]
+            delays[step] = max(delays.get(step, 0), int(delay[k]))
+    for k, row in enumerate(rows):
+        first = row[0]
+        if len({e.get("kind") for e in row}) > 1:
+            m.kind_mismatches += 1
+        # the same collective on every rank: the first rank that says its size and group
+        size = next((e["size_bytes"] for e in row if isinstance(e.get("size_bytes"), int)), None)
+        group = next((e["group_size"] for e in row if isinstance(e.get("group_size"), int)), None)
+        m.per_kind.setdefault(str(first.get("kind")), []).append(
+            (size, int(transfer[k]), group if group is not None else len(row))
+        )
+        item: dict[str, Any] = {
+            "pg": pg,
+            "kind": first.get("kind"),
+            "step": first.get("step"),
+            "seq": first.get("seq"),
+            "skew_us": int(skew[k]) / 1000.0,
+            "transfer_us": int(transfer[k]) / 1000.0,
+            "last_rank": rank_list[members[int(last_j[k])]] if unique_last[k] else None,
+        }
+        largest.append((int(skew[k]) / 1000.0, item, start[k].tolist(), members))
+
+
+def _exposed_matrix(
+    rows: list[list[dict[str, Any]]], start: Any, end: Any, latest: Any
+) -> tuple[Any, Any]:
+    """K × M exposed ns inside each rank's wait ``[s, L)`` and transfer ``[L, e)``."""
+    exp_wait = np.zeros(start.shape, dtype=np.int64)
+    exp_transfer = np.zeros(start.shape, dtype=np.int64)
+    if not any(e.get("exposed_ns") or e.get("exposed_us") for row in rows for e in row):
+        return exp_wait, exp_transfer
+    for k, row in enumerate(rows):
+        for j, e in enumerate(row):
+            if e.get("exposed_ns") is None and not e.get("exposed_us"):
+                continue
+            w, t = _exposed_split_ns(e, int(start[k, j]), int(end[k, j]), int(latest[k]))
+            exp_wait[k, j], exp_transfer[k, j] = w, t
+    return exp_wait, exp_transfer
+
+
+def _kinds(m: _Matched, n_steps: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for kind, items in m.per_kind.items():
+        sized = [(size, t, g) for size, t, g in items if size is not None]
+        timed = [(size, t, g) for size, t, g in sized if t > 0]
+        total_bytes = sum(size for size, _, _ in timed)
+        total_ns = sum(t for _, t, _ in timed)
+        algbw = busbw = None
+        if total_ns > 0:
+            algbw = total_bytes / total_ns
+            factors = [co.bus_bandwidth_factor(kind, g) for _, _, g in timed]
+            if all(f is not None for f in factors):
+                busbw = sum(size * f for (size, _, _), f in zip(timed, factors, strict=True) if f)
+                busbw /= total_ns
+        rows.append(
+            {
+                "kind": kind,
+                "matched_count": len(items),
+                "calls_per_step": len(items) / n_steps if n_steps else None,
+                "median_bytes": float(np.median([s for s, _, _ in sized])) if sized else None,
+                "total_bytes": total_bytes,
+                "median_transfer_us": float(np.median([t for _, t, _ in items])) / 1000.0,
+                "transfer_us_total": sum(t for _, t, _ in items) / 1000.0,
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
+                "busbw_basis": "matched_transfer",
+                "group_sizes": sorted({g for _, _, g in items if g is not None}),
+            }
+        )
+    rows.sort(key=lambda r: -float(r["transfer_us_total"]))
+    return rows
+
+
+def _straggler_test(
+    m: _Matched,
+    rows: list[dict[str, Any]],
+    workers: list[tuple[str, dict[str, Any]]],
+    rank_list: list[int],
+    th: Thresholds,
+) -> dict[str, Any] | None:
+    """The best straggler candidate and its two tests (module docstring)."""
+    n = sum(1 for c in m.matched_of if c)
+    if n < 2 or not m.skews:
+        return None
+    last_of_step: Counter[int] = Counter()
+    for step in m.step_keys:
+        delays = [(d.get(step, 0), i) for i, d in enumerate(m.step_delay)]
+        best, who = max(delays)
+        if best > 0:
+            last_of_step[who] += 1
+    tested = sum(last_of_step.values())
+
+    def delay_of(i: int) -> float:
+        values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
+        return statistics.median(values) / 1000.0 if values else 0.0
+
+    candidates = [i for i, c in enumerate(m.matched_of) if c]
+    most = max(last_of_step[i] for i in candidates)
+    top = max(
+        (i for i in candidates if last_of_step[i] == most),
+        key=lambda i: (delay_of(i), m.last_count[i]),
+    )
+    k = last_of_step[top]
+    p0 = 1.0 / n
+    p_one = binomial_tail(k, tested, p0) if tested else 1.0
+    p_value = min(1.0, n * p_one)
+    delay = delay_of(top) if m.step_keys else 0.0
+    others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
+    step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
+    mean_step = float(np.mean(step_us)) if step_us else None
+    share = delay / mean_step if mean_step else None
+    waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
+    consistent = tested > 0 and p_value <= th.straggler_alpha
+    costly = share is not None and share >= th.straggler_min_share_of_step
+    if consistent and costly:
+        verdict = "straggler"
+    elif not consistent and not costly:
+        verdict = "neither consistent nor costly"
+    elif not consistent:
+        verdict = "not consistent"
+    else:
+        verdict = "not costly"
+    matched = m.matched_of[top]
+    return {
+        "rank": rank_list[top],
+        "worker": workers[top][0],
+        "last_count": m.last_count[top],
+        "matched_count": matched,
+        "last_fraction": m.last_count[top] / matched if matched else None,
+        "last_steps": k,
+        "tested_steps": tested,
+        "ranks_tested": n,
+        "p0": p0,
+        "p_value_one_rank": p_one,
+        "p_value": p_value,
+        "alpha": th.straggler_alpha,
+        "consistent": consistent,
+        "delay_us_per_step": delay,
+        "share_of_step": share,
+        "min_share_of_step": th.straggler_min_share_of_step,
+        "costly": costly,
+        "others_wait_us_per_step": float(np.mean(waits)) if waits else None,
+        "verdict": verdict,
     }
 
 
@@ -311,66 +738,170 @@ def _step_times(workers: list[tuple[str, dict[str, Any]]], ranks: list[int]) -> 
     return out
 
 
+def _ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1000.0:.2f} ms"
+
+
+_STRAGGLER_ADVICE = (
+    "Compare its step, idle and kernel panels with another rank's: uneven work or data "
+    "(unbalanced shards, variable sequence lengths, a slower data path), extra work on "
+    "that rank only (logging, evaluation or checkpointing on rank 0, a sleep or host-side "
+    "Python before backward), a slower or throttled GPU (nvidia-smi clocks, temperature, "
+    "ECC), or host contention (CPU affinity, NUMA, other processes). If ranks run on "
+    "different hosts, rule out clock offset first: the skew should vary across steps."
+)
+
+_TRANSFER_ADVICE = (
+    "Overlap communication with compute. DDP: gradients are all-reduced in buckets during "
+    "backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first buckets start "
+    "earlier (smaller) or pay less per-call overhead (larger), pass "
+    "gradient_as_bucket_view=True to skip bucket copies, and with gradient accumulation "
+    "wrap the non-final micro-steps in model.no_sync(). FSDP: forward_prefetch=True and "
+    "backward_prefetch=BackwardPrefetch.BACKWARD_PRE. If the bus bandwidth (from the "
+    "matched transfer, see the view across ranks) is far below the interconnect's peak, "
+    "check NCCL's transport (NVLink / InfiniBand) and message sizes."
+)
+
+
 def run_diagnoses(
     run: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> list[dict[str, Any]]:
-    """``communication_straggler``: one rank arrives last in at least
-    ``straggler_last_fraction`` of the matched collectives it takes part in, and it starts
-    them on average at least ``straggler_min_skew_us`` after the earliest rank.
+    """Run-level diagnoses (definitions in the module docstring).
 
-    ``impact_fraction``: what the other ranks wait for it per step (their mean summed wait)
-    over the mean step time; ``high`` from ``exposed_comm_high_fraction``.
+    - ``communication_straggler``: ``run["straggler"]`` is set (consistent and costly);
+      ``impact_fraction`` = its ``share_of_step`` (what the other ranks lose to it per
+      step ÷ their step time), severity from it (:func:`.findings.severity_for_impact`).
+      Fires on h200x2 ``ddp_straggler`` (rank 1, ≈ 20 ms/step); quiet on ``ddp_default``,
+      ``ddp_tuned``, ``fsdp``.
+    - ``exposed_communication`` (one per rank, ``evidence.rank``): the rank's exposed
+      communication is at least ``exposed_comm_fraction`` of its step, split exactly into
+      exposed wait and exposed transfer. When the wait is at least
+      ``exposed_wait_mostly_fraction`` of it, the diagnosis says the rank is waiting and
+      names the straggler (or the skew when no rank stands out), with no bucket or
+      interconnect advice; ``impact_fraction`` = exposed wait ÷ step. Otherwise it is the
+      transfer that is exposed: bucket/overlap advice, ``impact_fraction`` = exposed
+      transfer ÷ step. These replace the rank's span-level ``exposed_communication``
+      (an estimate from one trace): see :func:`superseded_span_diagnoses`. On
+      ``ddp_straggler`` rank 0 it says waiting for rank 1.
     """
     th = thresholds
+    out: list[dict[str, Any]] = []
     s = run.get("straggler")
-    if not s or s.get("last_fraction") is None:
-        return []
-    if s["last_fraction"] < th.straggler_last_fraction:
-        return []
-    if (s.get("mean_lateness_us") or 0.0) < th.straggler_min_skew_us:
-        return []
-    others = [r for r in run.get("ranks", []) if r["rank"] != s["rank"] and r["matched_count"]]
-    steps = [r["step_count"] for r in run.get("ranks", []) if r.get("step_count")]
-    step_us = [r["mean_step_us"] for r in run.get("ranks", []) if r.get("mean_step_us")]
-    wait_per_step = (
-        float(np.mean([r["wait_us"] for r in others])) / max(min(steps), 1)
-        if others and steps
-        else None
+    if s and s.get("share_of_step") is not None:
+        impact = float(s["share_of_step"])
+        severity = severity_for_impact(impact, th)
+        if severity is not None:
+            out.append(
+                make_diagnosis(
+                    "communication_straggler",
+                    severity,
+                    (
+                        f"Rank {s['rank']} holds the other ranks back "
+                        f"{_ms(s['delay_us_per_step'])}/step ({100 * impact:.0f} % of their "
+                        f"step): it arrives last in {s['last_steps']} of {s['tested_steps']} "
+                        "steps"
+                    ),
+                    {
+                        "rank": s["rank"],
+                        "worker": s["worker"],
+                        "delay_us_per_step": s["delay_us_per_step"],
+                        "share_of_step": impact,
+                        "p_value": s["p_value"],
+                        "last_steps": s["last_steps"],
+                        "tested_steps": s["tested_steps"],
+                        "last_count": s["last_count"],
+                        "matched_count": s["matched_count"],
+                        "last_fraction": s["last_fraction"],
+                        "others_wait_us_per_step": s["others_wait_us_per_step"],
+                        "ranks_profiled": run.get("worker_count"),
+                        "world_size": run.get("world_size"),
+                    },
+                    f"The other ranks wait in their collectives for rank {s['rank']}. "
+                    + _STRAGGLER_ADVICE,
+                    "run",
+                    impact,
+                )
+            )
+    for row in run.get("ranks", []):
+        d = _exposed(run, row, th)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> dict[str, Any] | None:
+    step_us = row.get("mean_step_us")
+    exposed_us = row.get("mean_exposed_us")
+    ew, et = row.get("exposed_wait_us_per_step"), row.get("exposed_transfer_us_per_step")
+    if not step_us or exposed_us is None or ew is None or et is None or ew + et <= 0:
+        return None
+    share = exposed_us / step_us
+    if share < th.exposed_comm_fraction:
+        return None
+    wait_fraction = ew / (ew + et)
+    straggler = run.get("straggler")
+    rank = row["rank"]
+    evidence = {
+        "rank": rank,
+        "worker": row["worker"],
+        "exposed_fraction": share,
+        "exposed_us_per_step": exposed_us,
+        "exposed_wait_us_per_step": ew,
+        "exposed_transfer_us_per_step": et,
+        "exposed_wait_fraction": wait_fraction,
+        "wait_us_per_step": row.get("wait_us_per_step"),
+        "transfer_us_per_step": row.get("transfer_us_per_step"),
+        "straggler_rank": straggler["rank"] if straggler else None,
+        "busbw_gbps": {k["kind"]: k["busbw_gbps"] for k in run.get("kinds", [])},
+        "threshold_fraction": th.exposed_comm_fraction,
+    }
+    head = (
+        f"Rank {rank}: {_ms(exposed_us)}/step of communication is exposed "
+        f"({100 * share:.0f} % of its step)"
     )
-    mean_step = float(np.mean(step_us)) if step_us else None
-    impact = min(wait_per_step / mean_step, 1.0) if wait_per_step is not None and mean_step else 0.0
+    if wait_fraction >= th.exposed_wait_mostly_fraction:
+        impact = ew / step_us
+        if straggler and straggler["rank"] != rank:
+            whom = f"rank {straggler['rank']} (the straggler)"
+            advice = (
+                f"This is not slow communication: rank {rank} waits in its collectives for "
+                f"rank {straggler['rank']} to arrive (see communication_straggler); bucket "
+                "sizes or the interconnect will not change it. Make the ranks arrive "
+                f"together: {_STRAGGLER_ADVICE}"
+            )
+        else:
+            whom = "the other ranks to arrive (start skew, no single straggler)"
+            advice = (
+                f"This is not slow communication: rank {rank} waits in its collectives for "
+                "ranks that arrive later, and no single rank is consistently last. Look for "
+                "uneven work across ranks (data, sequence lengths, host-side work) in the "
+                "step panels of the ranks, and the largest skews in the view across ranks."
+            )
+        title = f"{head}, {_ms(ew)}/step of it waiting for {whom}"
+    else:
+        impact = et / step_us
+        title = f"{head}, {_ms(et)}/step of it transfer that compute does not hide"
+        advice = _TRANSFER_ADVICE
+        world, profiled = run.get("world_size"), run.get("worker_count") or 0
+        if world is not None and profiled < world:
+            title += f" (or waiting for the {world - profiled} ranks not profiled)"
+            advice = (
+                f"Only {profiled} of {world} ranks were profiled: the transfer measured here "
+                "includes any wait for the others; profile all ranks (or a whole process "
+                "group) to separate them. " + _TRANSFER_ADVICE
+            )
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
+    return make_diagnosis("exposed_communication", severity, title, evidence, advice, "run", impact)
+
+
+def superseded_span_diagnoses(diagnoses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The span-level diagnoses the run-level ones replace: ``{worker, rank, id}`` for
+    each run-level ``exposed_communication`` (the exact wait/transfer split of that rank
+    replaces the estimate of its own trace). Front ends hide or mark those."""
     return [
-        {
-            "id": "communication_straggler",
-            "severity": "high" if impact >= th.exposed_comm_high_fraction else "medium",
-            "title": (
-                f"Rank {s['rank']} reaches {100 * s['last_fraction']:.0f} % of the collectives "
-                f"last, {s['mean_lateness_us'] / 1000:.2f} ms after the first rank on average"
-            ),
-            "evidence": {
-                "rank": s["rank"],
-                "worker": s["worker"],
-                "last_fraction": s["last_fraction"],
-                "last_count": s["last_count"],
-                "matched_count": s["matched_count"],
-                "mean_lateness_us": s["mean_lateness_us"],
-                "mean_skew_when_last_us": s["mean_skew_when_last_us"],
-                "others_wait_us_per_step": wait_per_step,
-                "mean_step_us": mean_step,
-                "skew_median_us": (run.get("skew_us") or {}).get("median_us"),
-                "ranks_profiled": run.get("worker_count"),
-                "world_size": run.get("world_size"),
-            },
-            "recommendation": (
-                f"The other ranks wait in their collectives for rank {s['rank']}. Compare "
-                "its step, idle and kernel panels with another rank's: uneven work or data "
-                "(unbalanced shards, variable sequence lengths, a slower data path), extra "
-                "work on that rank only (logging, evaluation or checkpointing on rank 0), a "
-                "slower or throttled GPU (nvidia-smi clocks, temperature, ECC), or host "
-                "contention (CPU affinity, NUMA, other processes). If ranks run on different "
-                "hosts, rule out clock offset first: the skew should vary across steps."
-            ),
-            "panel": "run",
-            "impact_fraction": impact,
-        }
+        {"worker": d["evidence"]["worker"], "rank": d["evidence"]["rank"], "id": d["id"]}
+        for d in diagnoses
+        if d["id"] == "exposed_communication" and d.get("panel") == "run"
     ]

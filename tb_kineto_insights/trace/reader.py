@@ -609,8 +609,8 @@ class _Reader:
                     events_start = 1
                     break
                 if block[:1] != b"{":
-                    raise TraceFormatError(
-                        self.path, f"not a JSON trace: starts with {bytes(block[:16])!r}", consumed
+                    raise TraceFormatError(  # never quote a non-trace file's bytes
+                        self.path, "not a JSON trace (does not start with '{' or '[')", consumed
                     )
             buf += block
             match = _TRACE_EVENTS_KEY.search(buf, max(0, searched - 64))

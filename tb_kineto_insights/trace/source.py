@@ -12,6 +12,7 @@ from typing import IO
 
 import fsspec
 
+from tb_kineto_insights.trace.confine import open_local
 from tb_kineto_insights.trace.errors import TraceFormatError, TraceIOError, TraceTooLargeError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -28,7 +29,7 @@ def _open(path: str) -> IO[bytes]:
     try:
         if "://" in path:
             return fsspec.open(path, "rb").open()
-        return open(path, "rb")  # noqa: SIM115 (closed by the caller's ExitStack)
+        return open_local(path)  # containment rules, when registered: see trace/confine.py
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
     except (OSError, ValueError, ImportError) as exc:
