@@ -180,7 +180,7 @@ def diff_text(doc: dict[str, Any]) -> str:
     for m in doc["metrics"]:
         before, after = _fmt(m["base"], m["unit"]), _fmt(m["exp"], m["unit"])
         lines.append(
-            f"  {m['label']:44s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m['verdict']}"
+            f"  {m['label']:54s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m['verdict']}"
         )
         if m.get("note"):
             notes.append(f"  {m['label']}: {m['note']}")

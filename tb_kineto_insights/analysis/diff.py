@@ -355,31 +355,17 @@ def _worker_of(label: str) -> str:
 
 def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any] | None:
     """The run view across the ranks of a side (labels are ``worker/span``), or None
-    when the side holds fewer than two ranks.
-
-    Its input is chosen as ``report`` chooses it: ``summary.select_run_spans`` where the
-    summary module has it (then its notes lead the view's ``notes``); else the latest
-    span of each worker, where spans of one worker that carry different
-    ``distributedInfo.rank`` (every rank's file saved under one worker name) count as
-    that many ranks, named ``worker (rank N)``.
-    """
+    when the side holds fewer than two ranks. Its input is chosen as ``report`` chooses
+    it, by ``summary.select_run_spans`` (the latest span of each worker; one entry per
+    rank for a worker holding several ranks' spans in one time window); that choice's
+    notes lead the view's ``notes``."""
     # summary.py sits above the analysis modules; imported here, where it is used
     from tb_kineto_insights import summary as summary_module
 
     grouped: dict[str, list[dict[str, Any]]] = {}
     for label, s in side:
         grouped.setdefault(_worker_of(label), []).append(s)
-    select = getattr(summary_module, "select_run_spans", None)
-    notes: list[str] = []
-    if select is not None:
-        chosen, notes = select(list(grouped.items()))
-    else:
-        latest: dict[str, dict[str, Any]] = {}
-        for worker, spans in grouped.items():
-            split = len({_rank(s) for s in spans}) > 1
-            for s in spans:  # the last span of a worker (rank) wins
-                latest[f"{worker} (rank {_rank(s)})" if split else worker] = s
-        chosen = list(latest.items())
+    chosen, notes = summary_module.select_run_spans(list(grouped.items()))
     if len(chosen) < 2:
         return None
     run = summary_module.summarize_run(chosen, thresholds)
