@@ -16,7 +16,7 @@ import { overviewPanel } from "./panels/overview";
 import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
 import { loadText, spanLabel } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
-import type { DiffDoc, PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry, Summary } from "./types";
+import type { Diagnosis, DiffDoc, PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, parseHash, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -95,6 +95,7 @@ export class App {
   private loaded: Loaded | null = null;
   private current: string | null = null; // key of the view being loaded or shown
   private runView: { key: string; answer: RunSummaryAnswer | null; error: string | null } | null = null;
+  private spanDiag: Panel | null = null;
   private controller: AbortController | null = null;
   private runsTimer: number | null = null;
   private idleDevice: string | undefined;
@@ -535,7 +536,8 @@ export class App {
 
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
-    fill(diag, () => diagnosesList(summary.diagnoses, (id) => this.go(id)));
+    this.spanDiag = diag;
+    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
     fill(byId.idle, () =>
@@ -554,6 +556,20 @@ export class App {
       );
     drawMemory();
     fill(byId.health, () => healthPanel(summary));
+  }
+
+  // A span's own diagnoses, with those the view across ranks replaces (its exact
+  // wait/transfer split of this rank beats the estimate from this trace alone) swapped
+  // for the run-level ones about this worker, once the run view has arrived.
+  private spanDiagnoses(summary: Summary): Diagnosis[] | undefined {
+    const worker = this.state.run.worker;
+    const rv = this.runView;
+    const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+    if (!summary.diagnoses || !worker || !view) return summary.diagnoses;
+    const replaced = new Set((view.superseded_span_diagnoses ?? []).filter((x) => x.worker === worker).map((x) => x.id));
+    if (!replaced.size) return summary.diagnoses;
+    const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
+    return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
   }
 
   // The per-rank section inside the communication panel of a multi-worker run.
@@ -579,6 +595,11 @@ export class App {
     } catch (err) {
       if (err instanceof Cancelled || signal.aborted) return;
       this.runView = { key: run, answer: null, error: String(err) };
+    }
+    const loaded = this.loaded;
+    if (loaded?.kind === "span" && this.spanDiag) {
+      const summary = loaded.summary;
+      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
     }
     const box = this.win.document.getElementById("ki-across-ranks");
     const fresh = this.acrossRanksBlock();

@@ -40,6 +40,7 @@ export const IDLE_ORDER = [
   "optimizer_step",
   "launching",
   "cpu_ops",
+  "host_untraced",
   "nothing_recorded",
 ];
 
@@ -49,6 +50,7 @@ export const IDLE_LABELS: Record<string, string> = {
   optimizer_step: "Optimizer step",
   launching: "Kernel launching",
   cpu_ops: "Other CPU ops",
+  host_untraced: "Host busy, untraced",
   nothing_recorded: "Nothing recorded",
 };
 
@@ -59,7 +61,9 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
   cpu_ops: "The host was running other CPU ops while the GPU waited.",
-  nothing_recorded: "No op was recorded on the launching thread while the GPU waited.",
+  host_untraced:
+    "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
+  nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
 };
 
 export const SEVERITY_ORDER = ["high", "medium", "low", "info"];
@@ -68,6 +72,7 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   small_kernel_flood: "Small-kernel flood",
   gpu_idle_dataloader: "GPU idle on data loading",
   gpu_idle_host_sync: "GPU idle after host sync",
+  gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
   low_gpu_utilization: "Low GPU utilization",
   pageable_memcpy: "Copies from pageable memory",
   exposed_communication: "Exposed communication",
@@ -125,7 +130,10 @@ export const DEFINITIONS: Record<string, string> = {
   live_at_end_bytes: "Bytes allocated inside the profiled window and never freed before its end.",
   capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
   steps_to_capacity: "Steps until the growth would fill the device memory.",
-  fragmentation_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks.",
+  cached_free_at_reserved_peak_fraction:
+    "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
+  fragmentation_events:
+    "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
   peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
   last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
   mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",

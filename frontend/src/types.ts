@@ -249,7 +249,16 @@ export interface MemoryDevice {
   peak_allocated_us?: Num;
   peak_reserved_bytes?: Num;
   peak_reserved_us?: Num;
-  fragmentation_fraction?: Num;
+  cached_free_at_reserved_peak_fraction?: Num;
+  fragmentation?: {
+    events?: Num;
+    requested_bytes?: Num;
+    min_cached_free_before_bytes?: Num;
+    steady_state_steps?: number[];
+    reserved_growth_bytes_per_step?: Num;
+    allocated_peak_growth_bytes_per_step?: Num;
+    excess_reserved_growth_bytes_per_step?: Num;
+  } | null;
   capacity_bytes?: Num;
   peak_fraction_of_capacity?: Num;
   peak_basis?: string;
@@ -377,6 +386,7 @@ export interface RunView {
   } | null;
   notes?: string[];
   diagnoses?: Diagnosis[];
+  superseded_span_diagnoses?: { worker: string; rank?: Num; id: string }[];
 }
 
 export interface RunSummaryAnswer {

@@ -420,6 +420,7 @@ var __kinetoInsights = (() => {
     "optimizer_step",
     "launching",
     "cpu_ops",
+    "host_untraced",
     "nothing_recorded"
   ];
   var IDLE_LABELS = {
@@ -428,6 +429,7 @@ var __kinetoInsights = (() => {
     optimizer_step: "Optimizer step",
     launching: "Kernel launching",
     cpu_ops: "Other CPU ops",
+    host_untraced: "Host busy, untraced",
     nothing_recorded: "Nothing recorded"
   };
   var IDLE_DEFINITIONS = {
@@ -436,13 +438,15 @@ var __kinetoInsights = (() => {
     optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
     launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
     cpu_ops: "The host was running other CPU ops while the GPU waited.",
-    nothing_recorded: "No op was recorded on the launching thread while the GPU waited."
+    host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
+    nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
   var SEVERITY_ORDER = ["high", "medium", "low", "info"];
   var DIAGNOSIS_NAMES = {
     small_kernel_flood: "Small-kernel flood",
     gpu_idle_dataloader: "GPU idle on data loading",
     gpu_idle_host_sync: "GPU idle after host sync",
+    gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
     low_gpu_utilization: "Low GPU utilization",
     pageable_memcpy: "Copies from pageable memory",
     exposed_communication: "Exposed communication",
@@ -493,7 +497,8 @@ var __kinetoInsights = (() => {
     live_at_end_bytes: "Bytes allocated inside the profiled window and never freed before its end.",
     capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
     steps_to_capacity: "Steps until the growth would fill the device memory.",
-    fragmentation_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks.",
+    cached_free_at_reserved_peak_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
+    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
     peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
     mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
@@ -2153,7 +2158,8 @@ ${more.trim()}` : ""));
           definition: `${DEFINITIONS.bytes_per_step} ${DEFINITIONS.r2}`,
           tone: growing ? "bad" : ""
         },
-        { label: "fragmentation", value: fmtPercent(device.fragmentation_fraction), definition: DEFINITIONS.fragmentation_fraction, tone: isNum(device.fragmentation_fraction) && device.fragmentation_fraction >= 0.3 ? "warn" : "" },
+        { label: "cached, not allocated", value: fmtPercent(device.cached_free_at_reserved_peak_fraction), definition: DEFINITIONS.cached_free_at_reserved_peak_fraction },
+        fragmentationKpi(device),
         { label: "live at end", value: fmtBytes(live2.bytes), sub: `${fmtCount(live2.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live2.bytes) && live2.bytes > 0 && growing ? "bad" : "" }
       ])
     );
@@ -2217,6 +2223,19 @@ ${more.trim()}` : ""));
     }
     select.addEventListener("change", () => onDevice(select.value));
     return el("label", { className: "picker" }, "Device ", select);
+  }
+  function fragmentationKpi(device) {
+    const f = device.fragmentation;
+    if (!f) return { label: "fragmentation", value: "n/a", definition: "No Total Reserved in the [memory] events: fragmentation cannot be judged." };
+    const steady = f.steady_state_steps ?? [];
+    const excess = f.excess_reserved_growth_bytes_per_step;
+    return {
+      label: "new segments despite cache",
+      value: fmtCount(f.events),
+      sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : void 0,
+      definition: DEFINITIONS.fragmentation_events,
+      tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : ""
+    };
   }
 
   // src/panels/overview.ts
@@ -2367,6 +2386,7 @@ ${more.trim()}` : ""));
       optimizer_step: "#8250c4",
       launching: "#e8871e",
       cpu_ops: "#d4a72c",
+      host_untraced: "#6b7c93",
       nothing_recorded: "#a7adb5"
     },
     good: "#1e8e3e",
@@ -2403,6 +2423,7 @@ ${more.trim()}` : ""));
       optimizer_step: "#b28cf0",
       launching: "#f5a54a",
       cpu_ops: "#e9c85e",
+      host_untraced: "#93a4bc",
       nothing_recorded: "#7b818a"
     },
     good: "#5bb974",
@@ -2601,6 +2622,7 @@ ${more.trim()}` : ""));
       this.current = null;
       // key of the view being loaded or shown
       this.runView = null;
+      this.spanDiag = null;
       this.controller = null;
       this.runsTimer = null;
       // ---------------------------------------------------------------- header
@@ -2991,7 +3013,8 @@ ${more.trim()}` : ""));
     }
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
-      fill(diag, () => diagnosesList(summary.diagnoses, (id) => this.go(id)));
+      this.spanDiag = diag;
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       fill(
@@ -3011,6 +3034,19 @@ ${more.trim()}` : ""));
       );
       drawMemory();
       fill(byId.health, () => healthPanel(summary));
+    }
+    // A span's own diagnoses, with those the view across ranks replaces (its exact
+    // wait/transfer split of this rank beats the estimate from this trace alone) swapped
+    // for the run-level ones about this worker, once the run view has arrived.
+    spanDiagnoses(summary) {
+      const worker = this.state.run.worker;
+      const rv = this.runView;
+      const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+      if (!summary.diagnoses || !worker || !view) return summary.diagnoses;
+      const replaced = new Set((view.superseded_span_diagnoses ?? []).filter((x) => x.worker === worker).map((x) => x.id));
+      if (!replaced.size) return summary.diagnoses;
+      const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
+      return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
     }
     // The per-rank section inside the communication panel of a multi-worker run.
     acrossRanksBlock() {
@@ -3034,6 +3070,11 @@ ${more.trim()}` : ""));
       } catch (err) {
         if (err instanceof Cancelled || signal.aborted) return;
         this.runView = { key: run, answer: null, error: String(err) };
+      }
+      const loaded = this.loaded;
+      if (loaded?.kind === "span" && this.spanDiag) {
+        const summary = loaded.summary;
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();

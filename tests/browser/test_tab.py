@@ -566,6 +566,29 @@ def test_two_rank_sample_runs_say_per_step(server: Server, open_page: Any) -> No
         shoot(frame, "ddp2-diff", name)
 
 
+def test_waiting_rank_is_told_it_waits(server: Server, open_page: Any) -> None:
+    """sample_logs/ddp2_straggler, rank 0 alone: its own trace's exposed_communication is
+    replaced, once the view across ranks arrives, by the run-level one that says it waits
+    for rank 1 (issue 11: the waiting rank is not told to tune buckets)."""
+    run = "ddp2_straggler"
+    if not (server.logdir / run).is_dir():
+        pytest.skip("sample_logs/ddp2_straggler is missing")
+    status, view = server.get("run_summary", run=run, wait="60")
+    assert status == 200
+    replaced = view["summary"]["superseded_span_diagnoses"]
+    assert [(x["rank"], x["id"]) for x in replaced] == [(0, "exposed_communication")]
+    worker = replaced[0]["worker"]
+    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={worker}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    frame.wait_for_selector("#ki-across-ranks table.grid", timeout=TIMEOUT_MS)
+    card = frame.locator('#ki-panel-diagnoses [data-diagnosis-id="exposed_communication"]')
+    assert card.count() == 1
+    text = card.inner_text()
+    assert "waiting for rank 1" in text, text
+    assert "bucket_cap_mb" not in text, text
+
+
 def test_loading_progress_then_error_state(open_page: Any) -> None:
     """While the backend answers 202 the panels show the progress it reports; an
     unreadable trace (422) becomes an error in every panel, not a broken page."""

@@ -1,6 +1,7 @@
 import { chart } from "../charts";
 import { el, kpis, nameCell, notes, table } from "../dom";
 import { fmtBytes, fmtCount, fmtDuration, fmtPercent, isNum } from "../format";
+import type { Kpi } from "../dom";
 import { DEFINITIONS } from "../labels";
 import { memoryOption, memoryPerStepOption } from "../options";
 import { defaultMemoryDevice, memoryChart, stepBoundariesMs } from "../shape";
@@ -32,7 +33,8 @@ export function memoryPanel(s: Summary, p: Palette, deviceKey?: string, onDevice
         definition: `${DEFINITIONS.bytes_per_step} ${DEFINITIONS.r2}`,
         tone: growing ? "bad" : "",
       },
-      { label: "fragmentation", value: fmtPercent(device.fragmentation_fraction), definition: DEFINITIONS.fragmentation_fraction, tone: isNum(device.fragmentation_fraction) && device.fragmentation_fraction >= 0.3 ? "warn" : "" },
+      { label: "cached, not allocated", value: fmtPercent(device.cached_free_at_reserved_peak_fraction), definition: DEFINITIONS.cached_free_at_reserved_peak_fraction },
+      fragmentationKpi(device),
       { label: "live at end", value: fmtBytes(live.bytes), sub: `${fmtCount(live.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live.bytes) && live.bytes > 0 && growing ? "bad" : "" },
     ]),
   );
@@ -99,4 +101,20 @@ function devicePicker(devices: MemoryDevice[], current: MemoryDevice, onDevice: 
   }
   select.addEventListener("change", () => onDevice(select.value));
   return el("label", { className: "picker" }, "Device ", select);
+}
+
+// New segments reserved while the cache held enough free bytes: the evidence for
+// fragmentation (the cached-but-unallocated share alone is the allocator's cache).
+function fragmentationKpi(device: MemoryDevice): Kpi {
+  const f = device.fragmentation;
+  if (!f) return { label: "fragmentation", value: "n/a", definition: "No Total Reserved in the [memory] events: fragmentation cannot be judged." };
+  const steady = f.steady_state_steps ?? [];
+  const excess = f.excess_reserved_growth_bytes_per_step;
+  return {
+    label: "new segments despite cache",
+    value: fmtCount(f.events),
+    sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : undefined,
+    definition: DEFINITIONS.fragmentation_events,
+    tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : "",
+  };
 }
