@@ -498,3 +498,35 @@ def test_graph_launched_or_sync_opened_gaps_are_not_launch_bound(tmp_path: Path)
     # [16, 22) only; not [0, 1): the sync starts at 2, after that gap has closed
     assert dev["sync_opened_gaps"] == 1
     assert dev["short_kernels"]["launch_bound_gaps"] == 0
+
+
+def _untraced_steps(stalled_steps: set[int]) -> list[dict[str, Any]]:
+    """Four 100 µs steps, each with one traced op from ``late`` to the step's end that
+    launches one 40 µs kernel. In a stalled step the host first sleeps (untraced) for
+    ``late`` = 50 µs; elsewhere ``late`` = 0. The GPU idles 60 µs in every step, but only
+    a stalled step's first 50 µs are host_untraced."""
+    events: list[dict[str, Any]] = []
+    for i in range(4):
+        b = 100 * i
+        late = 50 if i + 1 in stalled_steps else 0
+        events += [step(i + 1, b, 100), cpu("aten::work", b + late, 100 - late)]
+        events.append(launch(b + late + 1, 2, i + 1))
+        events.append(kernel("gemm", b + late + 5, 40, corr=i + 1))
+    return events
+
+
+@pytest.mark.parametrize(("stalled", "fires"), [({1}, False), ({1, 3}, True), ({1, 2, 3, 4}, True)])
+def test_one_off_stall_is_not_a_steady_cost(tmp_path: Path, stalled: set[int], fires: bool) -> None:
+    """A cause that idles the GPU in one step of four (the first profiled step starting
+    on an empty queue, a one-off checkpoint) raises nothing (``idle_cause_min_steps``=2);
+    in two or more steps it does, with impact = its idle / summed step time."""
+    path = write_trace(tmp_path / "t.json", _untraced_steps(stalled))
+    idx = build_index(read_trace(str(path)))
+    idle = idle_summary(idx)
+    (dev,) = idle["devices"]
+    assert dev["causes"]["host_untraced"]["us"] == 50.0 * len(stalled)
+    found = {d["id"]: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
+    assert ("gpu_idle_host_untraced" in found) is fires
+    if fires:
+        impact = found["gpu_idle_host_untraced"]["impact_fraction"]
+        assert impact == pytest.approx(50.0 * len(stalled) / dev["per_step"][0]["duration_us"] / 4)

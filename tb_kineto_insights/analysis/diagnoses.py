@@ -150,7 +150,10 @@ def _idle_cause(
     ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
     time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
     (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`), nothing below
-    ``min_impact_fraction``.
+    ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
+    ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
+    ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
+    queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
     """
     dev = _main_idle(idle)
     if dev is None or cause not in dev["causes"]:
@@ -169,6 +172,8 @@ def _idle_cause(
         for st in per_step
         if st["causes_us"].get(cause, 0.0) >= th.min_impact_fraction * st["duration_us"] > 0
     )
+    if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
+        return None  # a one-off stall, not a steady cost (see the threshold's comment)
     return make_diagnosis(
         id_,
         severity,

@@ -42,6 +42,12 @@ class Thresholds:
     #: A GPU gap opens "by synchronization" when a sync call on the launching thread
     #: returns no later than this (µs) after the gap starts.
     sync_return_tolerance_us: float = 20.0
+    #: Idle-cause diagnoses need the cause to idle the GPU for at least
+    #: ``min_impact_fraction`` of the step in this many steps, when the trace has at least
+    #: ``idle_cause_min_steps + 1`` steps: one stall in a profile of several steps (the
+    #: first profiled step starting on an empty GPU queue, a one-off checkpoint) is listed
+    #: among the largest gaps but is not a steady cost to act on.
+    idle_cause_min_steps: int = 2
     #: low_gpu_utilization: busiest device's busy time / step time below this (and its
     #: idle not explained by other diagnoses at least ``min_impact_fraction``).
     low_utilization: float = 0.50
