@@ -24,26 +24,22 @@ _TOKEN = re.compile(
     rb'"(?:[^"\\]|\\.)*"'  # string
     rb"|(?<![\w.])(-?(?:NaN|nan|Infinity|infinity|inf|Inf|INF)|N/A)(?![\w.])"
 )
-_BAD_ESCAPE = re.compile(rb'\\(?:(["\\/bfnrt])|(u[0-9a-fA-F]{4}))|\\')
+#: Any bare token this module repairs (a cheap test before the string-aware pass).
+_BARE_HINT = re.compile(rb"(?<![\w.])-?(?:NaN|nan|Infinity|infinity|inf|Inf|INF|N/A)(?![\w.])")
+#: A run of valid escapes (group 1) ending in a backslash that starts no valid escape.
+#: Outside strings a backslash is never valid JSON, so no string context is needed, and
+#: the lookbehind makes every match start at the beginning of a run of backslashes.
+_LONE_BACKSLASH = re.compile(
+    rb'(?<!\\)((?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*)\\(?!["\\/bfnrt]|u[0-9a-fA-F]{4})'
+)
 _CONTROL = re.compile(rb"[\x00-\x1f]")
+#: Control characters that are never valid JSON, not even between tokens.
+_CONTROL_NOT_WS = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 _TOKEN_KIND = {b"N/A": "na_token"}
 
 
 def _fix_string(s: bytes, counts: Counter[str]) -> bytes:
-    if b"\\" in s:
-        inner = s[1:-1]
-
-        def esc(m: re.Match[bytes]) -> bytes:
-            if m.group(1) is not None or m.group(2) is not None:
-                return m.group(0)
-            counts["lone_backslash"] += 1
-            return b"\\\\"
-
-        fixed = _BAD_ESCAPE.sub(esc, inner)
-        # A string ending in a lone backslash swallowed its closing quote as `\"`;
-        # the lenient string pattern already paired them, nothing more to do here.
-        s = b'"' + fixed + b'"'
     if _CONTROL.search(s):
 
         def ctl(m: re.Match[bytes]) -> bytes:
@@ -54,8 +50,14 @@ def _fix_string(s: bytes, counts: Counter[str]) -> bytes:
     return s
 
 
-def repair_json(data: bytes | bytearray) -> tuple[bytes, Counter[str]]:
+def repair_json(data: bytes | bytearray, deep: bool = False) -> tuple[bytes, Counter[str]]:
     """Return ``(repaired bytes, repairs per kind)``; the input is not modified.
+
+    Linear in ``len(data)``: invalid UTF-8 and lone backslashes are fixed by C-level
+    passes (no Python call per string); the string-aware pass (a Python call per string)
+    runs only when the data holds a bare token or a control character that is never
+    valid JSON, or, with ``deep=True``, any raw tab or newline (these are valid between
+    tokens, so only a caller whose first repair did not decode asks for it).
 
     Raises nothing: damage it does not know is left for the decoder to report.
     """
@@ -67,6 +69,13 @@ def repair_json(data: bytes | bytearray) -> tuple[bytes, Counter[str]]:
         text = raw.decode("utf-8", "replace")
         counts["invalid_utf8"] += text.count("\ufffd")
         raw = text.encode("utf-8")
+    if b"\\" in raw:
+        raw, lone = _LONE_BACKSLASH.subn(rb"\1\\\\", raw)
+        if lone:
+            counts["lone_backslash"] += lone
+    control = _CONTROL if deep else _CONTROL_NOT_WS
+    if not (_BARE_HINT.search(raw) or control.search(raw)):
+        return raw, counts
 
     def sub(m: re.Match[bytes]) -> bytes:
         token = m.group(1)
