@@ -38,8 +38,16 @@ from tb_kineto_insights.trace.events import (
     ExactRoot,
     Root,
 )
-from tb_kineto_insights.trace.repair import repair_json
-from tb_kineto_insights.trace.salvage import TRUNCATED, Damage, Salvaged, classify, salvage_events
+from tb_kineto_insights.trace.repair import passes_for_error, repair_json
+from tb_kineto_insights.trace.salvage import (
+    OK,
+    SYNTAX,
+    TRUNCATED,
+    Damage,
+    Salvaged,
+    classify,
+    salvage_events,
+)
 from tb_kineto_insights.trace.source import (
     BLOCK_BYTES,
     DEFAULT_MAX_JSON_BYTES,
@@ -586,7 +594,7 @@ class _Reader:
 
     def _repair_one(self, unit: bytes) -> list[Any] | None:
         """One lost unit after deep repair, or ``None`` (salvage's ``repair_one``)."""
-        repaired, counts = repair_json(unit, deep=True)
+        repaired, counts = repair_json(unit)
         if not counts:
             return None
         try:
@@ -596,27 +604,39 @@ class _Reader:
         self.repairs.update(counts)
         return events
 
+    def _repaired(self, decode: Any, data: bytes | bytearray, final: bool) -> tuple[int, Any]:
+        """Decode ``data`` with ``decode``, repairing what each error points at (at most
+        one pass of each kind, so linear): ``(OK, result)``, ``(TRUNCATED, None)`` when
+        a piece that is not the last is cut short, else ``(SYNTAX, None)``."""
+        attempt: bytes | bytearray = data
+        tried: frozenset[str] = frozenset()
+        counts: Counter[str] = Counter()
+        while True:
+            try:
+                result = decode(attempt)
+            except msgspec.DecodeError as exc:
+                kind, offset = classify(exc)
+                if kind == TRUNCATED:
+                    return (TRUNCATED if not final else SYNTAX), None
+                passes = passes_for_error(str(exc), attempt, offset) - tried
+                if not passes:
+                    return SYNTAX, None
+                tried |= passes
+                attempt, more = repair_json(attempt, passes)
+                counts += more
+                continue
+            self.repairs.update(counts)
+            return OK, result
+
     def _events(self, buf: bytearray, origin: int, final: bool) -> Salvaged:
         """Events of ``buf`` = ``[`` + events + ``]`` (``buf[1]`` at file offset
         ``origin``). Returns ``leftover=1`` when a piece that is not the last is cut
         short (more input may complete it); damage is salvaged and recorded."""
-        try:
-            return Salvaged(events=self._decode_list(buf))
-        except msgspec.DecodeError as exc:
-            if classify(exc)[0] == TRUNCATED and not final:
-                return Salvaged(leftover=1)
-        for deep in (False, True):
-            repaired, counts = repair_json(buf, deep)
-            if not counts:
-                continue
-            try:
-                events = self._decode_list(repaired)
-            except msgspec.DecodeError as exc:
-                if classify(exc)[0] == TRUNCATED and not final:
-                    return Salvaged(leftover=1)
-                continue
-            self.repairs.update(counts)
+        status, events = self._repaired(self._decode_list, buf, final)
+        if status == OK:
             return Salvaged(events=events)
+        if status == TRUNCATED:
+            return Salvaged(leftover=1)
         out = salvage_events(buf, origin, final, self._decode_list, self._repair_one)
         self.damage.extend(out.damage)
         return out
@@ -728,12 +748,10 @@ class _Reader:
         """Keys before ``traceEvents``; an unreadable header is recorded as damage and
         reading goes on (the events may be intact)."""
         data = head + b'"traceEvents": []}'
-        for attempt in (data, repair_json(data, deep=True)[0]):
-            try:
-                self._keep_root_fields(self._decode_root(attempt))
-                return
-            except msgspec.DecodeError:
-                continue
+        status, root = self._repaired(self._decode_root, data, final=True)
+        if status == OK:
+            self._keep_root_fields(root)
+            return
         self.damage.append(
             Damage(base, base, len(head), 0, "header before traceEvents is not valid JSON")
         )
@@ -763,19 +781,8 @@ class _Reader:
         assert self.builder is not None
         total = self.source.json_bytes
         if self.root_kind == "object":
-            data = b'{"traceEvents":[' + rest
-            for deep in (None, False, True):
-                if deep is None:
-                    attempt, counts = data, Counter[str]()
-                else:
-                    attempt, counts = repair_json(data, deep)
-                if deep is not None and not counts:
-                    continue
-                try:
-                    root = self._decode_root(attempt)
-                except msgspec.DecodeError:
-                    continue
-                self.repairs.update(counts)
+            status, root = self._repaired(self._decode_root, b'{"traceEvents":[' + rest, True)
+            if status == OK:
                 self.builder.add_events(root.traceEvents)
                 root.traceEvents = []
                 self._keep_root_fields(root)

@@ -111,13 +111,15 @@ class Salvaged:
 
 
 def classify(exc: msgspec.DecodeError) -> tuple[int, int | None]:
-    """``(kind, offset)`` of a msgspec decode error: ``SYNTAX``/``TRAILING`` with the
-    byte offset it gives, or ``TRUNCATED`` with ``None``."""
+    """``(kind, offset)`` of a msgspec decode error: ``TRUNCATED`` (no offset), else
+    ``TRAILING``/``SYNTAX`` with the byte offset it gives (``None`` for errors without
+    one, such as invalid UTF-8)."""
     text = str(exc)
-    match = _OFFSET.search(text)
-    if "truncated" in text or match is None:
+    if "truncated" in text:
         return TRUNCATED, None
-    return (TRAILING if "trailing characters" in text else SYNTAX), int(match.group(1))
+    match = _OFFSET.search(text)
+    offset = int(match.group(1)) if match else None
+    return (TRAILING if "trailing characters" in text else SYNTAX), offset
 
 
 def salvage_events(
@@ -290,9 +292,9 @@ class _Salvager:
                 return j + 1, False
             if status == TRAILING and x is not None:
                 return self._trailing(i, x), True
-            if status == SYNTAX and x is not None:
-                k = self._segment_of(x, i)
-                self._damaged(i, k, x, self.message)
+            if status == SYNTAX:
+                k = j if x is None else self._segment_of(x, i)
+                self._damaged(i, k, self.starts[i] if x is None else x, self.message)
                 return k + 1, True
             if j == n - 1:
                 if not self.final:
