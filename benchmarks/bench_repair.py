@@ -29,15 +29,16 @@ from tb_kineto_insights.trace.reader import read_trace
 
 
 def _event(i: int, name: str) -> str:
+    ts = 1_000_000 + 10 * i
     return (
-        '{"ph": "X", "cat": "cpu_op", "name": "%s", "pid": 1, "tid": 1, "ts": %d, "dur": 3, '
-        '"args": {"External id": %d}}' % (name, 1_000_000 + 10 * i, i)
+        f'{{"ph": "X", "cat": "cpu_op", "name": "{name}", "pid": 1, "tid": 1, "ts": {ts}, '
+        f'"dur": 3, "args": {{"External id": {i}}}}}'
     )
 
 
 def no_boundary(target_bytes: int, escaped: bool) -> bytes:
     path = "C:\\\\work\\\\m.py" if escaped else "C:\\work\\m.py"
-    item = '{"file": "%s", "line": 12}' % path
+    item = f'{{"file": "{path}", "line": 12}}'
     n = target_bytes // (len(item) + 2)
     body = ", ".join([item] * n)
     big = (
