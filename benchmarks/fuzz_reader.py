@@ -242,8 +242,9 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--base", help="trace file whose bytes are mutated (default: built)")
+    ap.add_argument("--steps", type=int, default=8, help="steps in the built base trace")
     args = ap.parse_args()
-    base = base_trace()
+    base = base_trace(args.steps)
     if args.base:
         with open(args.base, "rb") as f:
             raw = f.read()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from decimal import Decimal
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
@@ -102,6 +103,8 @@ _root_decoder = msgspec.json.Decoder(Root)
 _exact_root_decoder = msgspec.json.Decoder(ExactRoot)
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
+#: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
+_exact_any_decoder = msgspec.json.Decoder(float_hook=Decimal)
 
 
 def kind_of_category(cat: object) -> str | None:
@@ -556,7 +559,8 @@ class _Reader:
         try:
             return decoder.decode(data)
         except msgspec.ValidationError:
-            return self._convert_events(_any_decoder.decode(data))
+            untyped = _exact_any_decoder if self.builder.exact else _any_decoder
+            return self._convert_events(untyped.decode(data))
 
     def _decode_root(self, data: bytes) -> Root:
         """The top-level object (events included). Raises ``msgspec.DecodeError`` only."""
@@ -564,7 +568,7 @@ class _Reader:
         try:
             return (_exact_root_decoder if exact else _root_decoder).decode(data)
         except msgspec.ValidationError:
-            raw = _any_decoder.decode(data)
+            raw = (_exact_any_decoder if exact else _any_decoder).decode(data)
         if not isinstance(raw, dict):
             raise msgspec.DecodeError("JSON is malformed: top level is not an object (byte 0)")
         events = self._convert_events(raw.pop("traceEvents", []))

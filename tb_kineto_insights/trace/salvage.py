@@ -198,9 +198,10 @@ class _Salvager:
     def _lose(self, i: int, j: int, offset: int, problem: str) -> None:
         self._lose_range(self.starts[i], self.ends[j], offset, problem)
 
-    def _keep_before(self, i: int, k: int) -> int:
-        """Keep segments ``i..k-1`` (stepping back while they do not decode); returns
-        the first segment of the damaged unit."""
+    def _keep_before(self, i: int, k: int) -> int | None:
+        """Keep segments ``i..k-1``, stepping back while they do not decode (a boundary
+        inside the damaged event); returns the first segment of the damaged unit, or
+        ``None`` when no prefix within :data:`MAX_STEP_BACK` segments decodes."""
         kk = k
         for _ in range(MAX_STEP_BACK):
             if kk <= i:
@@ -210,11 +211,14 @@ class _Salvager:
                 self.out.events.extend(events)
                 return kk
             kk -= 1
-        return kk
+        return None
 
-    def _damaged(self, i: int, k: int, offset: int, problem: str) -> None:
-        """Segments ``i..k``: damage at ``offset`` in segment ``k``."""
+    def _damaged(self, i: int, k: int, offset: int, problem: str) -> bool:
+        """Segments ``i..k``: damage at ``offset`` in segment ``k``. Returns False (and
+        keeps nothing) when the segments before the damage do not decode either."""
         kk = self._keep_before(i, k)
+        if kk is None:
+            return False
         a, b = self.starts[kk], self.ends[k]
         unit = b"[" + bytes(self.buf[a:b]) + b"]"
         events = self.repair_one(unit)
@@ -222,6 +226,7 @@ class _Salvager:
             self.out.events.extend(events)
         else:
             self._lose(kk, k, offset, problem)
+        return True
 
     def _trailing(self, i: int, x: int) -> int:
         """An array closed at the last ``]`` before ``x``: keep its events; returns the
@@ -272,8 +277,10 @@ class _Salvager:
                     i = self._trailing(i, x)
                     continue
                 k = self._segment_of(x, i)
-                self._damaged(i, k, x, self.message)
-                i = k + 1
+                if self._damaged(i, k, x, self.message):
+                    i = k + 1
+                else:  # the damage broke the structure before it: one segment at a time
+                    fast = False
                 continue
             i, lost = self._group(i, n)
             if lost and retries < MAX_FAST_RETRIES:
@@ -293,15 +300,21 @@ class _Salvager:
             if status == TRAILING and x is not None:
                 return self._trailing(i, x), True
             if status == SYNTAX:
+                message = self.message
                 k = j if x is None else self._segment_of(x, i)
-                self._damaged(i, k, self.starts[i] if x is None else x, self.message)
-                return k + 1, True
+                if self._damaged(i, k, self.starts[i] if x is None else x, message):
+                    return k + 1, True
+                self._lose(i, i, self.starts[i], "unbalanced bracket or quote")
+                return i + 1, True
             if j == n - 1:
                 if not self.final:
                     self.out.leftover = self.starts[i]
                     return n, False
-                self._lose(i, j, self.starts[i], "file ends inside an event (truncated)")
-                return n, True
+                if i == n - 1:
+                    self._lose(i, j, self.starts[i], "file ends inside an event (truncated)")
+                    return n, True
+                self._lose(i, i, self.starts[i], "unbalanced bracket or quote")
+                return i + 1, True
             if j - i + 1 >= MAX_GROUP_SEGMENTS:
                 self._lose(i, i, self.starts[i], "unbalanced bracket or quote")
                 return i + 1, True
