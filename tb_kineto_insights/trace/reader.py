@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from decimal import Decimal
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, NoReturn
 
 import msgspec
