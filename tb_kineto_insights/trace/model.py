@@ -208,6 +208,9 @@ class TraceHealth:
         damaged_regions / lost_bytes / lost_events: totals over every damaged region
             (a truncated or corrupt gzip stream is one region, its ``offset`` where the
             stream broke).
+        steps_without_gpu_data: ``ProfilerStep`` numbers left out of every panel because
+            GPU work they launched was quarantined (its time is unknown); filled by
+            ``analysis.context.build_index``.
         repairs: JSON damage repaired, per kind (``nan_token``, ``lone_backslash``, …).
         exact_ns_timestamps: timestamps were parsed as decimals, exact to the ns.
         kineto_log: Kineto's own ``INFO``/``WARNING``/``ERROR`` lines, prefixed by level.
@@ -241,6 +244,7 @@ class TraceHealth:
     damaged_regions: int = 0
     lost_bytes: int = 0
     lost_events: int = 0
+    steps_without_gpu_data: list[int] = field(default_factory=list)
     repairs: dict[str, int] = field(default_factory=dict)
     exact_ns_timestamps: bool = False
     kineto_log: list[str] = field(default_factory=list)
@@ -270,6 +274,7 @@ class TraceHealth:
             "damaged_regions": self.damaged_regions,
             "lost_bytes": self.lost_bytes,
             "lost_events": self.lost_events,
+            "steps_without_gpu_data": list(self.steps_without_gpu_data),
             "repairs": dict(self.repairs),
             "exact_ns_timestamps": self.exact_ns_timestamps,
             "kineto_log": list(self.kineto_log),
@@ -295,6 +300,8 @@ class Trace:
         string_ids: the strings behind negative pid/tid values (value ``-1 - i`` is
             ``string_ids[i]``).
         health: :class:`TraceHealth`.
+        quarantined_correlations: correlation ids (int64, sorted) of kernels, memcpys
+            and memsets quarantined for broken timestamps: launched, GPU time unknown.
     """
 
     names: list[str]
@@ -305,6 +312,7 @@ class Trace:
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     string_ids: list[str] = field(default_factory=list)
+    quarantined_correlations: I64 = field(default_factory=_empty_i64)
 
     @property
     def kernels(self) -> EventTable:

@@ -836,7 +836,7 @@ class _Reader:
     def _finish(self) -> m.Trace:
         b = self.builder
         assert b is not None
-        tables, memory, flows, far = timing.quarantine_far_events(
+        tables, memory, flows, far, lost_corr = timing.quarantine_far_events(
             b.tables_out(), b.memory_out(), b.flows_out()
         )
         for kind, n in far.items():
@@ -933,6 +933,7 @@ class _Reader:
             process_names=b.process_names,
             thread_names=b.thread_names,
             string_ids=list(b.strings),
+            quarantined_correlations=lost_corr,
         )
 
 

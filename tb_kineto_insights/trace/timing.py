@@ -89,25 +89,33 @@ def take_rows(table: m.EventTable, keep: np.ndarray) -> m.EventTable:
 
 def quarantine_far_events(
     tables: dict[str, m.EventTable], memory: m.MemoryTable, flows: m.FlowTable
-) -> tuple[dict[str, m.EventTable], m.MemoryTable, m.FlowTable, dict[str, int]]:
+) -> tuple[dict[str, m.EventTable], m.MemoryTable, m.FlowTable, dict[str, int], np.ndarray]:
     """Leave out events far outside the trace's span (module docstring).
 
     Returns:
-        ``(tables, memory, flows, counts)``: the kept rows, and quarantined events per
-        reader kind (``kernel``, ``cpu_op``, …, ``memory``, ``flow``), only non-zero.
+        ``(tables, memory, flows, counts, correlations)``: the kept rows, quarantined
+        events per reader kind (``kernel``, ``cpu_op``, …, ``memory``, ``flow``; only
+        non-zero), and the correlation ids (int64, sorted, unique) of the quarantined
+        kernels, memcpys and memsets: their launches are in the trace, their GPU time
+        is not.
     """
+    none = np.zeros(0, dtype=np.int64)
     window = trace_window_ns([t.start_ns for t in tables.values()] + [memory.ts_ns, flows.ts_ns])
     if window is None:
-        return tables, memory, flows, {}
+        return tables, memory, flows, {}, none
     lo, hi = window
     counts: dict[str, int] = {}
     out: dict[str, m.EventTable] = {}
+    lost_corr = [none]
     for kind, table in tables.items():
         keep = (table.start_ns >= lo) & (table.start_ns <= hi)
         if keep.all():
             out[kind] = table
             continue
         counts[kind] = int((~keep).sum())
+        if kind in STREAM_KINDS:
+            corr = table.correlation[~keep]
+            lost_corr.append(corr[corr >= 0])
         out[kind] = take_rows(table, keep)
     keep = (memory.ts_ns >= lo) & (memory.ts_ns <= hi)
     if not keep.all():
@@ -121,7 +129,7 @@ def quarantine_far_events(
         flows = m.FlowTable(
             **{name: getattr(flows, name)[keep] for name in flows.__dataclass_fields__}
         )
-    return out, memory, flows, counts
+    return out, memory, flows, counts, np.unique(np.concatenate(lost_corr))
 
 
 def clip_stream_overlaps(tables: dict[str, m.EventTable]) -> dict[str, int]:
