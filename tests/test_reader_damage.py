@@ -356,7 +356,7 @@ def test_reader_raises_only_typed_errors(tmp_path: Path) -> None:
         max_size=3,
     )
 
-    @hypothesis.settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @hypothesis.settings(max_examples=100, deadline=None, derandomize=True, database=None)
     @hypothesis.given(edits=edits, gz=st.booleans())
     def check(edits: list[tuple[int, str, bytes]], gz: bool) -> None:
         data = bytearray(BASE)
