@@ -18,8 +18,8 @@ How it reads:
    :class:`TraceFormatError` (file and byte offset); ``read_trace`` raises nothing but
    :class:`TraceError` subclasses.
 5. A piece cut inside an event (a boundary inside a string) waits until the pending
-   bytes double before it is decoded again, so a long stretch without a real event
-   boundary costs linear, not quadratic, time.
+   bytes grow :data:`RETRY_GROWTH` times before it is decoded again, so a long stretch
+   without a real event boundary costs linear, not quadratic, time.
 6. Broken timestamps are quarantined and GPU work overlapping on a stream is clipped
    (``timing``).
 
@@ -100,6 +100,10 @@ _COUNT_ITEM = re.compile(r"\s*([^=,]+?)\s*=\s*(\d+)")
 _MAX_HEAD_BYTES = 256 * 1024 * 1024
 #: Names longer than this (characters) are cut, with "…" appended, and counted.
 MAX_NAME_CHARS = 16384
+#: After a piece cut inside an event, wait until the pending bytes are this many times
+#: larger before decoding again: every retry re-reads the pending bytes, so the retries
+#: cost at most 1 / (1 - 1/RETRY_GROWTH) times the bytes (linear).
+RETRY_GROWTH = 4
 #: Damaged regions listed one by one in ``TraceHealth.damage`` (all are counted).
 MAX_DAMAGE_LISTED = 20
 #: Longest run of bytes the reader holds without finding the end of an event.
@@ -696,7 +700,7 @@ class _Reader:
         # 2. whole pieces of events; exact mode is decided on the first one
         tail = bytearray(buf[events_start:])
         del buf
-        retry_at = 0  # after a piece cut short: wait until the pending bytes double
+        retry_at = 0  # after a piece cut short: wait until the pending bytes grow
         for block in blocks:
             if self.builder is None:
                 self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
@@ -723,7 +727,7 @@ class _Reader:
                 del piece
                 rest += view[end_of_piece:]
                 tail = rest
-                retry_at = 2 * len(tail)
+                retry_at = RETRY_GROWTH * len(tail)
                 if len(tail) > MAX_EVENT_BYTES:
                     self._grow(tail, b"", consumed)  # raises
             del out
