@@ -30,7 +30,7 @@ Algorithm, on ``buf`` = ``[`` + events + ``]``:
    (group width doubling up to :data:`MAX_GROUP_SEGMENTS`); a group that never closes
    loses its first segment ("unbalanced"). At the end of a piece that is not the last,
    the open group is handed back as *leftover* (the next block may close it); at the end
-   of the file it is lost ("file ends inside an event").
+   of the file it is lost ("file ends early, inside an event").
 
 Each byte is decoded a bounded number of times (steps 1 and 2 at most twice plus
 :data:`MAX_STEP_BACK` retries per damage, step 4 at most ``2 x`` per group), so the
@@ -59,6 +59,8 @@ _OFFSET = re.compile(r"\(byte (\d+)\)")
 _WS = b" \t\r\n"
 
 OK, SYNTAX, TRAILING, TRUNCATED = range(4)
+#: Problem recorded for the partial event at the end of a truncated file.
+TRUNCATED_AT_END = "file ends early, inside an event (truncated JSON; was it still being written?)"
 
 
 @dataclass
@@ -71,7 +73,7 @@ class Damage:
         bytes: bytes lost (``start`` .. ``start + bytes``).
         events: events lost (a lost unit counts as one; see the module docstring).
         problem: the decoder's message (never bytes of the file), or ``unbalanced
-            bracket or quote`` / ``file ends inside an event (truncated)``.
+            bracket or quote`` / ``file ends early, inside an event …``.
     """
 
     offset: int
@@ -187,6 +189,10 @@ class _Salvager:
         except msgspec.DecodeError as exc:
             kind, offset = classify(exc)
             self.message = str(exc).split(" (byte")[0]
+            if kind == SYNTAX and offset is not None and b == len(buf) - 1 and a + offset >= b:
+                # stopped at the closing bracket added after the data: it ends inside
+                # an event (``{"ph"]`` reads as "expected ':'")
+                return TRUNCATED, None, []
             return kind, (None if offset is None else a + offset), []
         finally:
             view.release()
@@ -311,7 +317,12 @@ class _Salvager:
                     self.out.leftover = self.starts[i]
                     return n, False
                 if i == n - 1:
-                    self._lose(i, j, self.starts[i], "file ends inside an event (truncated)")
+                    self._lose(
+                        i,
+                        j,
+                        self.starts[i],
+                        TRUNCATED_AT_END,
+                    )
                     return n, True
                 self._lose(i, i, self.starts[i], "unbalanced bracket or quote")
                 return i + 1, True
