@@ -24,7 +24,7 @@ setup(
     ],
     extras_require={
         "record": ["torch>=2.1"],
-        "dev": ["pytest>=7", "ruff>=0.6", "mypy>=1.10"],
+        "dev": ["pytest>=7", "ruff>=0.6", "mypy>=1.10", "hypothesis>=6"],
     },
     entry_points={
         "console_scripts": ["tb-kineto-insights=tb_kineto_insights.cli:main"],

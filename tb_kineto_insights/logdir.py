@@ -179,6 +179,22 @@ def _run_key(name: str) -> tuple[int, tuple[Any, ...]]:
     return 1, tuple(_natural_key(part) for part in name.split("/"))
 
 
+_SPAN_INDEX = re.compile(r"-?[0-9]+")
+
+
+def parse_span_index(text: str) -> int:
+    """A span index as a query gives it: ASCII digits with an optional leading ``-``
+    (``-1`` = the latest span). ``int()`` alone would also take ``1_0``, ``+3``, `` 3``
+    and non-ASCII digits such as ``٣``.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if not _SPAN_INDEX.fullmatch(text):
+        raise ValueError(f"not a whole number in ASCII digits: {text!r}")
+    return int(text)
+
+
 def _span_key(span: Span) -> tuple[int, str]:
     return int(span.span), span.span
 

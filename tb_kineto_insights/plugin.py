@@ -97,7 +97,7 @@ from tb_kineto_insights.cache import (
     settings_fingerprint,
     workers_from_env,
 )
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover
+from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -748,7 +748,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         run = self._run(request, "run")
         raw_index = self._param(request, "span_index", required=False)
         try:
-            span_index = -1 if raw_index is None else int(raw_index)
+            span_index = -1 if raw_index is None else parse_span_index(raw_index)
         except ValueError:
             raise _ApiError(400, "span_index must be a whole number") from None
         wait_s = self._wait(request)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -290,33 +291,61 @@ def test_small_blocks_give_the_same_trace(tmp_path: Path, block_bytes: int) -> N
     assert names(tr, "cpu_op").count("tricky }, { name") == 6
 
 
-def test_truncated_json_names_file_and_offset(tmp_path: Path) -> None:
-    full = json.dumps({"traceEvents": _many_events()}).encode()
-    p = write_trace(tmp_path / "cut.pt.trace.json", text=full[: len(full) // 2])
-    with pytest.raises(TraceFormatError) as err:
-        read_trace(str(p), block_bytes=1024)
-    assert str(p) in str(err.value)
-    assert "truncated" in str(err.value)
-    assert err.value.offset == len(full) // 2
+def _event_ends(events: list[dict[str, object]], head: str) -> list[int]:
+    """End offset of each event in ``head + ", ".join(json.dumps(e))``."""
+    ends, pos = [], len(head)
+    for e in events:
+        pos += len(json.dumps(e))
+        ends.append(pos)
+        pos += 2
+    return ends
 
 
-def test_truncated_gzip_names_file(tmp_path: Path) -> None:
-    data = gzip.compress(json.dumps({"traceEvents": _many_events()}).encode())
+def test_truncated_json_keeps_complete_events(tmp_path: Path) -> None:
+    # was: a TraceFormatError for the whole file; now the events before the cut are kept
+    events = _many_events()
+    full = json.dumps({"traceEvents": events}).encode()
+    cut = len(full) // 2
+    p = write_trace(tmp_path / "cut.pt.trace.json", text=full[:cut])
+    tr = read_trace(str(p), block_bytes=1024)
+    ends = _event_ends(events, '{"traceEvents": [')
+    complete = sum(end <= cut for end in ends)
+    assert len(tr.kernels) + len(tr.cpu_ops) == complete
+    assert tr.health.lost_events == 1 and tr.health.damaged_regions == 1
+    start = ends[complete] - len(json.dumps(events[complete]))
+    assert tr.health.damage[0]["start"] == start
+    assert tr.health.lost_bytes == cut - start
+    assert "truncated" in tr.health.damage[0]["problem"]
+
+
+def test_truncated_gzip_keeps_complete_events(tmp_path: Path) -> None:
+    # was: a TraceFormatError for the whole file; now the events before the cut are kept
+    events = _many_events()
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
     p = tmp_path / "cut.json.gz"
     p.write_bytes(data[: len(data) // 2])
-    with pytest.raises(TraceFormatError, match="gzip stream ends early") as err:
-        read_trace(str(p))
-    assert str(p) in str(err.value)
+    produced = len(zlib.decompressobj(wbits=31).decompress(data[: len(data) // 2]))
+    tr = read_trace(str(p))
+    complete = sum(end <= produced for end in _event_ends(events, '{"traceEvents": ['))
+    assert len(tr.kernels) + len(tr.cpu_ops) == complete
+    problems = [d["problem"] for d in tr.health.damage]
+    assert any("gzip stream ends early" in x for x in problems)
+    assert tr.health.lost_events == 1
 
 
 def test_malformed_json_offset(tmp_path: Path) -> None:
+    # was: a TraceFormatError for the whole file; now the two good events are kept
     good = json.dumps(kernel("k", 1, 1))
     text = '{"traceEvents": [' + good + ", " + good + ', {"ph": "X", , }]}'
-    p = write_trace(tmp_path / "bad.json", text=text)
-    with pytest.raises(TraceFormatError) as err:
-        read_trace(str(p))
-    assert err.value.offset == text.index(", }")  # the stray comma where a key belongs
-    assert "invalid JSON" in str(err.value)
+    tr = read_trace(str(write_trace(tmp_path / "bad.json", text=text)))
+    assert len(tr.kernels) == 2
+    assert tr.health.damage[0]["offset"] == text.index(", }")  # the stray comma
+    assert tr.health.damage[0]["start"] == text.index('{"ph": "X", ,')
+    assert tr.health.lost_events == 1
+    only_bad = '{"traceEvents": [{"ph": "X", , }]}'
+    with pytest.raises(TraceFormatError, match="nothing usable") as err:
+        read_trace(str(write_trace(tmp_path / "bad2.json", text=only_bad)))
+    assert err.value.offset == only_bad.index(", }")
 
 
 def test_not_json_and_empty_and_no_events(tmp_path: Path) -> None:

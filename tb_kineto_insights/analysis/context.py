@@ -162,6 +162,33 @@ def _step_windows(trace: m.Trace, launch_row: dict[str, I64]) -> StepWindows:
     return StepWindows(number, cpu_start, cpu_end, start, end, True)
 
 
+def _without_lost_gpu_steps(trace: m.Trace, steps: StepWindows) -> StepWindows:
+    """Leave out the steps whose CPU range launched GPU work the reader quarantined
+    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown), so
+    no panel counts that time as idle; their numbers go to
+    ``health.steps_without_gpu_data``. Kept as they are when every step is affected."""
+    lost = trace.quarantined_correlations
+    if not steps.has_markers or lost.size == 0:
+        return steps
+    rt = trace.runtime
+    launches = rt.start_ns[np.isin(rt.correlation, lost)]
+    hit = _containing(launches, steps.cpu_start_ns, steps.cpu_end_ns)
+    bad = np.zeros(len(steps), dtype=np.bool_)
+    bad[hit[hit >= 0]] = True
+    if not bad.any() or bad.all():
+        return steps
+    trace.health.steps_without_gpu_data = [int(n) for n in steps.number[bad]]
+    keep = ~bad
+    return StepWindows(
+        steps.number[keep],
+        steps.cpu_start_ns[keep],
+        steps.cpu_end_ns[keep],
+        steps.start_ns[keep],
+        steps.end_ns[keep],
+        True,
+    )
+
+
 def _containing(points: I64, starts: I64, ends: I64) -> I64:
     """Index of the (possibly overlapping, start-sorted) window holding each point: the
     latest-starting window that contains it, -1 if none."""
@@ -175,7 +202,7 @@ def _containing(points: I64, starts: I64, ends: I64) -> I64:
 def build_index(trace: m.Trace) -> TraceIndex:
     """Precompute the shared views of ``trace``. O(n log n) in the number of events."""
     launch_row = _launch_rows(trace)
-    steps = _step_windows(trace, launch_row)
+    steps = _without_lost_gpu_steps(trace, _step_windows(trace, launch_row))
     devices: set[int] = set()
     for kind in GPU_WORK_KINDS:
         devices.update(int(d) for d in np.unique(trace.tables[kind].device))

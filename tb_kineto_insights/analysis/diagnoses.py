@@ -344,6 +344,13 @@ _LOSS_KEYS = ("Out-of-range", "CUPTI stopped early?", "Invalid ext correlations"
 
 
 def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
+    """Events the trace lacks: Kineto's own loss counts and error lines, events skipped
+    or quarantined by the reader (missing fields, broken timestamps), events lost to
+    damaged JSON (``health.damage``), and GPU events whose duration ran over the next
+    event on their stream (clipped). Not about step time: severity follows the share of
+    the trace's events that are unusable (``unusable_fraction``, also the
+    ``impact_fraction``): high ≥ 50 %, medium ≥ 5 % (or when CUPTI stopped early, Kineto
+    logged errors, or the file itself is damaged), else low."""
     counts = health.get("kineto_record_counts") or {}
     lost = {k: v for k, v in counts.items() if k in _LOSS_KEYS and v}
     dropped_lines = [
@@ -353,20 +360,29 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
     ]
     skipped = sum((health.get("skipped") or {}).values())
     quarantined = sum((health.get("quarantined") or {}).values())
-    if not lost and not dropped_lines and not skipped and not quarantined:
+    lost_events = int(health.get("lost_events") or 0)
+    damaged_regions = int(health.get("damaged_regions") or 0)
+    overran = int((health.get("stream_overlap_clipped") or {}).get("overran_whole_events") or 0)
+    unusable_events = skipped + quarantined + lost_events + overran
+    if not lost and not dropped_lines and not unusable_events and not damaged_regions:
         return None
-    events = health.get("event_count") or 0
-    unusable = (skipped + quarantined) / events if events else 0.0
+    events = (health.get("event_count") or 0) + lost_events
+    unusable = unusable_events / events if events else 0.0
     stopped = bool(counts.get("CUPTI stopped early?"))
     if unusable >= 0.5:
         severity = "high"
-    elif unusable >= 0.05 or stopped or dropped_lines:
+    elif unusable >= 0.05 or stopped or dropped_lines or damaged_regions:
         severity = "medium"
     else:
         severity = "low"
-    if skipped or quarantined:
+    if damaged_regions:
         title = (
-            f"The trace is incomplete: {skipped + quarantined} of {events} events were "
+            f"The trace file is damaged: {damaged_regions} damaged region(s), "
+            f"{lost_events} event(s) and {health.get('lost_bytes', 0)} bytes lost"
+        )
+    elif unusable_events:
+        title = (
+            f"The trace is incomplete: {unusable_events} of {events} events were "
             f"unusable ({100 * unusable:.0f} %)"
         )
     else:
@@ -380,14 +396,21 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
             "kineto_errors": dropped_lines[:5],
             "skipped_events": skipped,
             "quarantined_events": quarantined,
+            "quarantined_by_kind": health.get("quarantined_by_kind") or {},
+            "lost_events": lost_events,
+            "lost_bytes": int(health.get("lost_bytes") or 0),
+            "damaged_regions": damaged_regions,
+            "damage": (health.get("damage") or [])[:5],
+            "overran_stream_events": overran,
             "unusable_fraction": unusable,
             "events": events,
         },
         "Numbers near the trace's edges may be off, and every panel misses what was "
         "dropped (see Trace health for why). Profile fewer steps per trace (schedule "
         "active=3..5); if CUPTI stopped early or buffers were dropped, raise the CUPTI "
-        "buffer size; if events were unusable, the file was damaged or written by a "
-        "non-Kineto tool.",
+        "buffer size; if events were unusable or the file is damaged (see the byte "
+        "offsets in health), the file was damaged, cut short while being written, or "
+        "written by a non-Kineto tool.",
         "health",
         impact_fraction=unusable,
     )

@@ -192,8 +192,25 @@ class TraceHealth:
         category_counts: events per raw category (``"(none)"`` for events without one).
         kind_counts: events per reader kind (``kernel``, ``memory``, ``flow``, …).
         skipped: events left out, per reason (``missing_name``, ``missing_ts``, …).
-        quarantined: duration events left out for implausible timing, per reason
-            (``negative_duration``, ``duration_over_7_days``).
+        quarantined: events left out for implausible timing, per reason
+            (``negative_duration``, ``duration_over_7_days``, ``ts_out_of_range``: a
+            ``ts`` beyond the int64 ns range such as ``1e300``, ``ts_far_outside_trace``:
+            see ``trace.timing``).
+        quarantined_by_kind: the same per reader kind (``kernel``, ``cpu_op``, …,
+            ``memory``, ``flow``) then reason.
+        stream_overlap_clipped: kernels/memcpys/memsets clipped at the next event's
+            start on their device and stream: ``events``, ``removed_ns`` (time removed,
+            ns), ``overran_whole_events`` (of those, ran past the next event's end: a
+            broken duration).
+        damage: up to 20 damaged regions of the file, by offset: ``offset`` (where the
+            decoder stopped, bytes of the uncompressed JSON), ``start`` and ``bytes``
+            (the bytes lost), ``events`` (events lost), ``problem``.
+        damaged_regions / lost_bytes / lost_events: totals over every damaged region
+            (a truncated or corrupt gzip stream is one region, its ``offset`` where the
+            stream broke).
+        steps_without_gpu_data: ``ProfilerStep`` numbers left out of every panel because
+            GPU work they launched was quarantined (its time is unknown); filled by
+            ``analysis.context.build_index``.
         repairs: JSON damage repaired, per kind (``nan_token``, ``lone_backslash``, …).
         exact_ns_timestamps: timestamps were parsed as decimals, exact to the ns.
         kineto_log: Kineto's own ``INFO``/``WARNING``/``ERROR`` lines, prefixed by level.
@@ -221,6 +238,13 @@ class TraceHealth:
     kind_counts: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     quarantined: dict[str, int] = field(default_factory=dict)
+    quarantined_by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
+    stream_overlap_clipped: dict[str, int] = field(default_factory=dict)
+    damage: list[dict[str, Any]] = field(default_factory=list)
+    damaged_regions: int = 0
+    lost_bytes: int = 0
+    lost_events: int = 0
+    steps_without_gpu_data: list[int] = field(default_factory=list)
     repairs: dict[str, int] = field(default_factory=dict)
     exact_ns_timestamps: bool = False
     kineto_log: list[str] = field(default_factory=list)
@@ -244,6 +268,13 @@ class TraceHealth:
             "kind_counts": dict(self.kind_counts),
             "skipped": dict(self.skipped),
             "quarantined": dict(self.quarantined),
+            "quarantined_by_kind": {k: dict(v) for k, v in self.quarantined_by_kind.items()},
+            "stream_overlap_clipped": dict(self.stream_overlap_clipped),
+            "damage": [dict(d) for d in self.damage],
+            "damaged_regions": self.damaged_regions,
+            "lost_bytes": self.lost_bytes,
+            "lost_events": self.lost_events,
+            "steps_without_gpu_data": list(self.steps_without_gpu_data),
             "repairs": dict(self.repairs),
             "exact_ns_timestamps": self.exact_ns_timestamps,
             "kineto_log": list(self.kineto_log),
@@ -269,6 +300,8 @@ class Trace:
         string_ids: the strings behind negative pid/tid values (value ``-1 - i`` is
             ``string_ids[i]``).
         health: :class:`TraceHealth`.
+        quarantined_correlations: correlation ids (int64, sorted) of kernels, memcpys
+            and memsets quarantined for broken timestamps: launched, GPU time unknown.
     """
 
     names: list[str]
@@ -279,6 +312,7 @@ class Trace:
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     string_ids: list[str] = field(default_factory=list)
+    quarantined_correlations: I64 = field(default_factory=_empty_i64)
 
     @property
     def kernels(self) -> EventTable:

@@ -13,7 +13,7 @@ from typing import IO
 import fsspec
 
 from tb_kineto_insights.trace.confine import open_local
-from tb_kineto_insights.trace.errors import TraceFormatError, TraceIOError, TraceTooLargeError
+from tb_kineto_insights.trace.errors import TraceIOError, TraceTooLargeError
 
 GZIP_MAGIC = b"\x1f\x8b"
 #: Default cap on uncompressed JSON bytes for one file (override per call or with the
@@ -55,12 +55,13 @@ class BlockReader:
     """Iterates over uncompressed blocks of a trace file.
 
     Attributes (valid after iteration): ``compressed`` (gzip magic seen),
-    ``json_bytes`` (uncompressed bytes produced so far).
+    ``json_bytes`` (uncompressed bytes produced so far), ``stream_damage``: ``None``, or
+    ``(offset, problem)`` when a truncated or corrupt gzip stream ended the blocks early
+    (offset in the uncompressed data where it broke; every byte before it was yielded,
+    so the reader can keep the complete events).
 
     Raises, while iterating:
         TraceIOError: open/read failures.
-        TraceFormatError: corrupt or truncated gzip stream (message gives the offset in
-            the uncompressed data where it broke).
         TraceTooLargeError: more than ``max_json_bytes`` would be produced.
     """
 
@@ -75,6 +76,7 @@ class BlockReader:
         self.block_bytes = block_bytes
         self.compressed = False
         self.json_bytes = 0
+        self.stream_damage: tuple[int, str] | None = None
 
     def __iter__(self) -> Iterator[bytes]:
         """Blocks of at most ``block_bytes`` uncompressed bytes, decompressed one block
@@ -123,16 +125,25 @@ class BlockReader:
                 pending = self._read(raw, COMPRESSED_READ_BYTES)
                 if not pending:
                     if not inflater.eof:
-                        raise TraceFormatError(
-                            self.path,
-                            "gzip stream ends early (truncated file, or still being written)",
+                        while True:  # output zlib still holds from the input it consumed
+                            try:
+                                out = inflater.decompress(b"", self.block_bytes)
+                            except zlib.error:
+                                break
+                            if not out:
+                                break
+                            produced += len(out)
+                            yield out
+                        self.stream_damage = (
                             produced,
+                            "gzip stream ends early (truncated file, or still being written)",
                         )
                     return
             try:
                 out = inflater.decompress(pending, self.block_bytes)
             except zlib.error as exc:
-                raise TraceFormatError(self.path, f"corrupt gzip data ({exc})", produced) from exc
+                self.stream_damage = (produced, f"corrupt gzip data ({exc})")
+                return
             pending = inflater.unconsumed_tail
             if out:
                 produced += len(out)
