@@ -103,6 +103,13 @@ def test_b5_kernels_ts_zero(shared_cases: Path) -> None:
     assert "low_gpu_utilization" not in sev5
     assert sev5["gpu_idle_host_sync"] == sev0["gpu_idle_host_sync"] == "medium"
     assert set(sev5) - set(sev0) == {"trace_data_loss"}
+    assert set(sev0) - set(sev5) == set()
+    # host-side panels keep every step: a broken kernel timestamp does not touch the
+    # [memory] events, so the growth is B0's, over all 4 steps
+    (mem5,), (mem0,) = b5["memory"]["devices"], b0["memory"]["devices"]
+    assert mem5["growth"] == mem0["growth"]
+    assert mem5["growth"]["steps_used"] == 4 and mem5["growth"]["bytes_per_step"] == 4 * 2**20
+    assert mem5["per_step"] == mem0["per_step"]
     loss = [d for d in b5["diagnoses"] if d["id"] == "trace_data_loss"]
     assert loss[0]["evidence"]["quarantined_events"] == 60
     assert "trace_data_loss" not in _ids(b0)

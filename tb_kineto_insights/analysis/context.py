@@ -72,6 +72,7 @@ class TraceIndex:
     """Shared, precomputed views of one trace (see module docstring)."""
 
     trace: m.Trace
+    #: step windows for GPU time: without the steps whose GPU work the reader quarantined
     steps: StepWindows
     origin_ns: int
     devices: list[int]
@@ -79,6 +80,9 @@ class TraceIndex:
     gpu_busy: dict[int, iv.Intervals]
     #: per GPU-work kind: row of the runtime call that launched each event, -1 if unknown
     launch_row: dict[str, I64]
+    #: every step, also those whose GPU work was lost: for host-side events ([memory]
+    #: allocations), which a broken kernel timestamp does not touch
+    host_steps: StepWindows
     _name_masks: dict[object, Mask] = field(default_factory=dict)
 
     def name_class(self, predicate: Callable[[str], bool]) -> Mask:
@@ -202,7 +206,8 @@ def _containing(points: I64, starts: I64, ends: I64) -> I64:
 def build_index(trace: m.Trace) -> TraceIndex:
     """Precompute the shared views of ``trace``. O(n log n) in the number of events."""
     launch_row = _launch_rows(trace)
-    steps = _without_lost_gpu_steps(trace, _step_windows(trace, launch_row))
+    all_steps = _step_windows(trace, launch_row)
+    steps = _without_lost_gpu_steps(trace, all_steps)
     devices: set[int] = set()
     for kind in GPU_WORK_KINDS:
         devices.update(int(d) for d in np.unique(trace.tables[kind].device))
@@ -224,6 +229,7 @@ def build_index(trace: m.Trace) -> TraceIndex:
         devices=sorted(devices),
         gpu_busy=busy,
         launch_row=launch_row,
+        host_steps=all_steps,
     )
 
 

@@ -256,7 +256,7 @@ def _level_before(
 
 
 def _per_step(d: _Device, index: TraceIndex) -> list[dict[str, Any]]:
-    steps = index.steps
+    steps = index.host_steps
     h_start, h_end = steps.host_windows()
     start_vals = _level_before(d, d.allocated, d.base, h_start, "left")
     end_vals = _level_before(d, d.allocated, d.base, h_end, "right")
@@ -326,7 +326,7 @@ def _fragmentation(
     none = np.zeros(0, dtype=np.int64)
     if d.reserved is None or not d.has_totals:
         return None, none
-    steps = index.steps
+    steps = index.host_steps
     h_start, h_end = steps.host_windows()
     res = d.reserved
     nbytes = d.bytes[1:]
@@ -516,7 +516,7 @@ def _device_summary(
     op_rows = np.full(n, -1, dtype=np.int64)
     op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
     # allocations are host events: host windows (module docstring)
-    step_of = iv.window_index(d.ts, *index.steps.host_windows())
+    step_of = iv.window_index(d.ts, *index.host_steps.host_windows())
 
     def op_name(row: int) -> str | None:
         return trace.names[int(ops.name[row])] if row >= 0 else None
@@ -536,7 +536,7 @@ def _device_summary(
                 "bytes": int(d.bytes[i]),
                 "op": op_name(row),
                 "input_shapes": _shapes(ops, row) if row >= 0 else None,
-                "step": int(index.steps.number[s]) if s >= 0 else None,
+                "step": int(index.host_steps.number[s]) if s >= 0 else None,
                 "t_us": float(t_us[i]),
                 "freed": (f >= 0) if known else None,
                 "lifetime_us": (int(d.ts[f]) - int(d.ts[i])) / 1000.0 if f >= 0 else None,
@@ -559,7 +559,7 @@ def _device_summary(
             g["count"] += int(counts[k])
             g["bytes"] += int(sizes[k])
             st = live_steps[inv == k]
-            g["_steps"].update(int(index.steps.number[s]) for s in np.unique(st[st >= 0]))
+            g["_steps"].update(int(index.host_steps.number[s]) for s in np.unique(st[st >= 0]))
     by_op = sorted(groups.values(), key=lambda g: (-g["bytes"], -g["count"], str(g["op"])))
     for g in by_op:
         g["steps"] = sorted(g.pop("_steps"))
@@ -615,7 +615,7 @@ def memory_summary(
     if len(mem) == 0:
         notes.append("no [memory] events: profile with profile_memory=True to see memory")
         return {"devices": [], "main_device": None, "notes": notes}
-    if not index.steps.has_markers:
+    if not index.host_steps.has_markers:
         notes.append("no ProfilerStep markers: one pseudo-step, so no growth per step")
     devices = []
     for dtype, did in _pairs(mem.device_type, mem.device_id):

@@ -1,0 +1,70 @@
+"""Every run in ``sample_logs/`` and ``../shared`` gets exactly the diagnoses that
+``sample_logs/README.md`` ("Expected diagnoses") lists for it, and no others.
+
+The README's table is the single place where the known answer of each real trace is
+written down with its reason; this test reads it, so the two cannot drift apart. A
+diagnosis counts when any span of the run, or the run view across ranks, raises it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO, SHARED, require_dir
+
+from tb_kineto_insights.cli import build_report
+
+README = REPO / "sample_logs" / "README.md"
+_ROW = re.compile(r"^\|\s*`(?P<run>[^`]+)`\s*\|(?P<ids>[^|]*)\|")
+_ID = re.compile(r"`([a-z_]+)`")
+
+
+def _expected() -> list[tuple[str, frozenset[str]]]:
+    """``(run path, ids)`` rows of the README's "Expected diagnoses" table; a run path
+    starting with ``shared/`` lies under ``../shared``, any other under the repository."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Expected diagnoses", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        match = _ROW.match(line)
+        if match is None or match["run"] == "run":
+            continue
+        rows.append((match["run"], frozenset(_ID.findall(match["ids"]))))
+    return rows
+
+
+ROWS = _expected()
+
+
+def _path(run: str) -> Path:
+    if run.startswith("shared/"):
+        require_dir(SHARED, "../shared")
+        return SHARED / run.removeprefix("shared/")
+    return REPO / run
+
+
+def test_table_covers_every_run() -> None:
+    """Every run folder of sample_logs and of ../shared's traces and cases has a row."""
+    listed = {run for run, _ in ROWS}
+    runs = {f"sample_logs/{p.name}" for p in (REPO / "sample_logs").iterdir() if p.is_dir()}
+    if SHARED.is_dir():
+        for top in ("traces/public", "traces/h200x2", "cases"):
+            for p in (SHARED / top).iterdir():
+                if p.is_dir() and p.name != "fuzz":
+                    runs.add(f"shared/{top}/{p.name}")
+    assert runs - listed == set(), "runs without a row in sample_logs/README.md"
+    assert listed - runs == set(), "rows for runs that do not exist"
+
+
+@pytest.mark.parametrize(("run", "ids"), ROWS, ids=[r for r, _ in ROWS])
+def test_run_gets_exactly_the_listed_diagnoses(run: str, ids: frozenset[str]) -> None:
+    report = build_report(str(_path(run)))
+    found = set()
+    for r in report["runs"]:
+        for worker in r["workers"]:
+            for span in worker["spans"]:
+                found.update(d["id"] for d in span.get("summary", {}).get("diagnoses", []))
+        found.update(d["id"] for d in (r.get("run_summary") or {}).get("diagnoses", []))
+    assert found == set(ids)
