@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import H200X2, SAMPLE_LOGS, cpu, kernel, write_trace
 
+from tb_kineto_insights.cli import main as cli_main
 from tb_kineto_insights.logdir import parse_span_index
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace import reader as reader_module
@@ -218,7 +219,7 @@ def test_b4_empty_value_is_salvaged(shared_cases: Path) -> None:
     _same_tables(good, read_trace(_one(shared_cases / "B0_baseline")))
 
 
-def test_truncated_gzip_of_a_real_trace(tmp_path: Path) -> None:
+def test_truncated_gzip_of_a_real_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = Path(_one(SAMPLE_LOGS / "dataloader_workers0"))
     raw = path.read_bytes()
     cut = tmp_path / "w.1.pt.trace.json.gz"
@@ -233,6 +234,45 @@ def test_truncated_gzip_of_a_real_trace(tmp_path: Path) -> None:
     whole = set(zip(ops_full.start_ns.tolist(), ops_full.dur_ns.tolist(), strict=True))
     kept = set(zip(ops_part.start_ns.tolist(), ops_part.dur_ns.tolist(), strict=True))
     assert kept and kept <= whole
+    # the diagnosis says the rest is missing, and a diff against the file warns
+    loss = next(d for d in summarize_file(str(cut))["diagnoses"] if d["id"] == "trace_data_loss")
+    assert "every event after that point is missing" in loss["title"]
+    (ended,) = [d for d in part.health.damage if d["problem"].startswith("gzip stream ends")]
+    assert f"ends after {ended['offset']:,} bytes of JSON" in loss["title"]
+    assert cli_main(["diff", str(cut), str(path)]) in (0, 1)
+    assert "warning: the base side lost trace data" in capsys.readouterr().out
+
+
+def test_corrupt_gzip_keeps_what_comes_before_the_damage(tmp_path: Path) -> None:
+    """A bad CRC at the very end loses nothing but is reported; corrupt deflate data in
+    the middle keeps the events before it (zlib raises for a whole call, so the data
+    before the damage is recovered by bisection); a valid two-member gzip split inside an
+    event reads as the original."""
+    path = Path(_one(SAMPLE_LOGS / "memory_leak"))
+    raw = path.read_bytes()
+    full = read_trace(str(path))
+    crc = bytearray(raw)
+    crc[-6] ^= 0xFF  # the CRC32 of the trailer
+    bad_crc = read_trace(
+        str(write_trace(tmp_path / "crc" / "w.1.pt.trace.json.gz", text=bytes(crc)))
+    )
+    assert bad_crc.health.event_count == full.health.event_count
+    assert len(bad_crc.kernels) == len(full.kernels)
+    assert [d["problem"][:18] for d in bad_crc.health.damage] == ["corrupt gzip data "]
+    middle = bytearray(raw)
+    for i in range(len(raw) // 2, len(raw) // 2 + 200):
+        middle[i] ^= 0x5A
+    bad_mid = read_trace(
+        str(write_trace(tmp_path / "mid" / "w.1.pt.trace.json.gz", text=bytes(middle)))
+    )
+    assert any(d["problem"].startswith("corrupt gzip data") for d in bad_mid.health.damage)
+    assert 0.2 * full.health.event_count < bad_mid.health.event_count < full.health.event_count
+    json_text = gzip.decompress(raw)
+    half = json_text.index(b'"ph"', len(json_text) // 2) + 2  # inside an event
+    two = gzip.compress(json_text[:half]) + gzip.compress(json_text[half:])
+    joined = read_trace(str(write_trace(tmp_path / "two" / "w.1.pt.trace.json.gz", text=two)))
+    assert joined.health.event_count == full.health.event_count
+    assert joined.health.damage == []
 
 
 def test_damage_inside_a_large_file_resumes_at_the_next_event(tmp_path: Path) -> None:

@@ -375,7 +375,22 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
         severity = "medium"
     else:
         severity = "low"
-    if damaged_regions:
+    ended = next(
+        (
+            d
+            for d in health.get("damage") or []
+            if str(d.get("problem", "")).startswith(("gzip stream ends early", "corrupt gzip"))
+            and "check" not in str(d.get("problem", ""))  # a bad CRC/length: all was read
+        ),
+        None,
+    )
+    if ended is not None:  # what followed the end of the readable stream is unknown
+        title = (
+            f"The trace file ends after {ended['offset']:,} bytes of JSON "
+            f"({ended['problem'].split(' (')[0]}): every event after that point is missing, and "
+            f"{damaged_regions - 1} other damaged region(s) lost {lost_events} event(s)"
+        )
+    elif damaged_regions:
         title = (
             f"The trace file is damaged: {damaged_regions} damaged region(s), "
             f"{lost_events} event(s) and {health.get('lost_bytes', 0)} bytes lost"

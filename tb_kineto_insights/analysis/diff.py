@@ -345,6 +345,18 @@ def _warnings(base: Side, exp: Side) -> list[str]:
             out.append(f"different profiler settings: {key} differs (changes timings)")
     if len(base) != len(exp):
         out.append(f"different number of workers/spans: {len(base)} vs {len(exp)}")
+    for name, side in (("base", base), ("experiment", exp)):
+        lossy = [
+            label
+            for label, s in side
+            if any(d.get("id") == "trace_data_loss" for d in s.get("diagnoses") or [])
+        ]
+        if lossy:
+            out.append(
+                f"the {name} side lost trace data ({', '.join(lossy[:3])}"
+                f"{', …' if len(lossy) > 3 else ''}: damaged, truncated or dropped events): "
+                "its numbers may miss work, so changes may be artefacts"
+            )
     return out
 
 

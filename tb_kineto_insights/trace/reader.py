@@ -857,10 +857,13 @@ class _Reader:
             b._quarantine(kind, timing.FAR_REASON, n)
             b.kind_counts[kind] -= n
         clipped = timing.clip_stream_overlaps(tables)
-        damage = list(self.damage)
-        if self.source.stream_damage is not None:
+        damage = sorted(self.damage, key=lambda d: d.offset)
+        listed = damage[:MAX_DAMAGE_LISTED]
+        if self.source.stream_damage is not None:  # always listed: it ends the file
             at, problem = self.source.stream_damage
-            damage.append(Damage(at, at, 0, 0, problem))
+            ended = Damage(at, at, 0, 0, problem)
+            damage.append(ended)
+            listed = [*listed[: MAX_DAMAGE_LISTED - 1], ended]
         usable = sum(len(t) for t in tables.values()) + len(memory) + len(flows)
         if damage and not usable:
             first = min(damage, key=lambda d: d.offset)
@@ -890,9 +893,7 @@ class _Reader:
                 kind: dict(reasons) for kind, reasons in b.quarantined_by_kind.items() if reasons
             },
             stream_overlap_clipped=clipped,
-            damage=[
-                d.to_dict() for d in sorted(damage, key=lambda d: d.offset)[:MAX_DAMAGE_LISTED]
-            ],
+            damage=[d.to_dict() for d in listed],
             damaged_regions=len(damage),
             lost_bytes=sum(d.bytes for d in damage),
             lost_events=sum(d.events for d in damage),

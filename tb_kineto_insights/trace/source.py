@@ -8,7 +8,7 @@ import queue
 import threading
 import zlib
 from collections.abc import Iterator
-from typing import IO
+from typing import IO, Any
 
 import fsspec
 
@@ -23,6 +23,9 @@ DEFAULT_MAX_JSON_BYTES = 8 * 1024**3
 BLOCK_BYTES = 1024 * 1024
 #: Compressed bytes read from storage at a time.
 COMPRESSED_READ_BYTES = 1024 * 1024
+#: Compressed bytes handed to zlib at a time: a corrupt stream raises for the whole call,
+#: so the data before the damage is recovered from at most this much input (bisection).
+INFLATE_STEP_BYTES = 64 * 1024
 
 
 def _open(path: str) -> IO[bytes]:
@@ -139,21 +142,43 @@ class BlockReader:
                             "gzip stream ends early (truncated file, or still being written)",
                         )
                     return
+            piece, later = pending[:INFLATE_STEP_BYTES], pending[INFLATE_STEP_BYTES:]
+            saved = inflater.copy()
             try:
-                out = inflater.decompress(pending, self.block_bytes)
+                out = inflater.decompress(piece, self.block_bytes)
             except zlib.error as exc:
+                for out in _inflate_until_damage(saved, piece):
+                    produced += len(out)
+                    yield out
                 self.stream_damage = (produced, f"corrupt gzip data ({exc})")
                 return
-            pending = inflater.unconsumed_tail
+            pending = inflater.unconsumed_tail + later
             if out:
                 produced += len(out)
                 yield out
             if inflater.eof:  # another member may follow (`cat a.gz b.gz` is valid gzip)
-                rest = inflater.unused_data or self._read(raw, COMPRESSED_READ_BYTES)
+                rest = (inflater.unused_data + pending) or self._read(raw, COMPRESSED_READ_BYTES)
                 if rest[:2] != GZIP_MAGIC:
                     return  # end of file, or trailing padding as gzip(1) tolerates
                 inflater = zlib.decompressobj(wbits=31)
                 pending = rest
+
+
+def _inflate_until_damage(inflater: Any, piece: bytes) -> Iterator[bytes]:
+    """The output of the longest prefix of ``piece`` that ``inflater`` (a zlib
+    decompressor, left untouched: copies are used) takes without an error: the data
+    before a corrupt block or a bad CRC. Bisection: O(log len(piece)) decompressions of
+    at most :data:`INFLATE_STEP_BYTES` of input each."""
+    lo, hi = 0, len(piece)  # prefix lo decodes; prefix hi fails
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            inflater.copy().decompress(piece[:mid])
+            lo = mid
+        except zlib.error:
+            hi = mid
+    if lo:
+        yield inflater.copy().decompress(piece[:lo])
 
 
 _DONE = object()

@@ -611,8 +611,10 @@ def test_loading_progress_then_error_state(open_page: Any) -> None:
     def summary(route: Route) -> None:
         seen.append(route.request.url)
         status, body = answers[min(len(seen), len(answers)) - 1]
-        if len(seen) == 2:
-            time.sleep(1.0)  # long enough to see the progress
+        if len(seen) == 3:
+            # hold the final answer back, so the progress of the second one stays on
+            # screen long enough to be seen on a loaded machine
+            time.sleep(3.0)
         route.fulfill(status=status, content_type="application/json", body=json.dumps(body))
 
     # the browser itself logs the 422 answer as a console error
