@@ -444,7 +444,8 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     assert ev["steps_to_capacity"] == pytest.approx((10 * GIB - R0 - sum(SIZES)) / (48 * MIB))
     assert ev["events_per_step"] == {"1": 1, "2": 1, "3": 1, "4": 1}
     assert frag["severity"] == "medium" and frag["impact_fraction"] == 0.0
-    assert "4 times" in frag["title"] and "3 steady-state steps" in frag["title"]
+    # the title counts the steady-state steps only: 3 events (40 + 48 + 56 MiB) in 3
+    assert "3 times (0.14 GiB) in 3 steady-state steps" in frag["title"]
     assert "924.0 MiB" in frag["title"]
     assert "expandable_segments:True" in frag["recommendation"]
     assert "pad" in frag["recommendation"]
@@ -839,6 +840,9 @@ def test_sample_memory_fragmentation() -> None:
     assert frag["severity"] == "medium"  # 2.9 % of the H200, full in ~280 steps
     assert 250 < frag["evidence"]["steps_to_capacity"] < 300
     assert frag["evidence"]["events"] == 19
+    # the title's counts are those of the 4 steady-state steps (16 of the 19 events)
+    assert "reserved new memory 16 times" in frag["title"]
+    assert "in 4 steady-state steps" in frag["title"]
     assert frag["evidence"]["largest"][0]["requested_bytes"] == 136 * MIB
 
 

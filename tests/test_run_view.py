@@ -556,6 +556,14 @@ def test_fsdp_waiting_is_seen_from_one_trace_too(h200x2: Path) -> None:
         (d,) = [d for d in summary["diagnoses"] if d["id"] == "exposed_communication"]
         assert "mostly waiting for other ranks" in d["title"]
         assert "bucket_cap_mb" not in d["recommendation"]
+    # across ranks, rank 0 is told whom it waits for and why that rank is not called a
+    # straggler (last in 4 of 5 steps: with 2 ranks that could be chance)
+    by_rank = {d["evidence"]["rank"]: d for d in run["diagnoses"]}
+    assert by_rank[0]["title"].endswith(
+        "waiting for rank 1, last to arrive in 4 of 5 steps (not called a straggler: "
+        "could be chance)"
+    )
+    assert "the other rank to arrive" in by_rank[1]["title"]
 
 
 # --- synthetic runs of many ranks, built from a real rank -------------------------------

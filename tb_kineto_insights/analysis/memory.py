@@ -774,10 +774,13 @@ def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[s
         severity = "medium"
     else:
         severity = "low"
-    n_steps = len(f["steady_state_steps"])
+    steady = set(f["steady_state_steps"])
+    in_steady = [p for p in f["per_step"] if p["number"] in steady]
+    n_events = sum(p["events"] for p in in_steady)
+    n_bytes = sum(p["reserved_growth_bytes"] for p in in_steady)
     title = (
-        f"The caching allocator on {dev['device']} reserved new memory {f['events']} times "
-        f"({_gib(f['reserved_growth_bytes'])}) in {n_steps} steady-state steps although "
+        f"The caching allocator on {dev['device']} reserved new memory {n_events} times "
+        f"({_gib(n_bytes)}) in {len(steady)} steady-state steps although "
         f"at least {_mib(f['min_cached_free_before_bytes'])} sat cached and free each time: "
         "its free blocks did not fit the requests"
     )

@@ -870,12 +870,30 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> dict[s
                 f"together: {_STRAGGLER_ADVICE}"
             )
         else:
-            whom = "the other ranks to arrive (start skew, no single straggler)"
+            test = run.get("straggler_test") or {}
+            two = (run.get("worker_count") or 0) == 2
+            if test.get("rank") is not None and test["rank"] != rank:
+                # name who arrived last, and why it is not called a straggler
+                why = (
+                    "could be chance"
+                    if not test.get("consistent")
+                    else "its own lateness costs the others under "
+                    f"{100 * th.straggler_min_share_of_step:.0f} % of the step"
+                )
+                whom = (
+                    f"rank {test['rank']}, last to arrive in {test.get('last_steps')} of "
+                    f"{test.get('tested_steps')} steps (not called a straggler: {why})"
+                )
+            else:
+                whom = "the other rank to arrive" if two else "the other ranks to arrive"
+                whom += " (start skew, no consistent straggler)"
             advice = (
                 f"This is not slow communication: rank {rank} waits in its collectives for "
-                "ranks that arrive later, and no single rank is consistently last. Look for "
-                "uneven work across ranks (data, sequence lengths, host-side work) in the "
-                "step panels of the ranks, and the largest skews in the view across ranks."
+                "ranks that arrive later. No rank is consistently last and costly enough to "
+                "be called a straggler (see straggler_test in the view across ranks: with 2 "
+                "ranks it takes 5 or more profiled steps to be sure). Look for uneven work "
+                "across ranks (data, sequence lengths, host-side work) in the step panels "
+                "of the ranks, and the largest skews in the view across ranks."
             )
         title = f"{head}, {_ms(ew)}/step of it waiting for {whom}"
     else:
