@@ -508,9 +508,22 @@ def decode_entry(
         if summary == b"null":
             return None
         panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
+        if entry.path != ident.path:
+            summary = _relabelled(panels, ident.path)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
         return None
     return LoadResult(summary, panels, None, None, len(data))
+
+
+def _relabelled(panels: dict[str, bytes], path: str) -> bytes:
+    """An entry computed from a copy of the file (another path, same content): the
+    health panel's ``path`` becomes the path asked for (``panels`` is changed in place);
+    returns the whole summary re-assembled from the panels."""
+    health = msgspec.json.decode(panels.get("health", b"null"))
+    if isinstance(health, dict) and "path" in health:
+        health["path"] = path
+        panels["health"] = encode_json(health)
+    return encode_json({name: msgspec.Raw(raw) for name, raw in panels.items()})
 
 
 # --------------------------------------------------------------------------- disk cache
