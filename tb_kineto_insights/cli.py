@@ -31,6 +31,7 @@ import fsspec
 from tb_kineto_insights import __version__, compare
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.cache import CACHE_DIR_ENV
 from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
 from tb_kineto_insights.summary import (
@@ -371,13 +372,17 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             max_json_bytes=args.max_json_bytes,
             thresholds=thresholds,
         )
+    except (ValueError, ImportError) as exc:  # unknown protocol, missing driver
+        err.write(f"error: --cache {args.cache or '$' + CACHE_DIR_ENV}: {exc}\n")
+        return EXIT_UNUSABLE
+    try:
         report = build_report(
             args.path,
             max_json_bytes=args.max_json_bytes,
             thresholds=thresholds,
             summaries=summaries,
         )
-    except (LogdirError, ValueError, ImportError) as exc:
+    except LogdirError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
     spans = _spans(report)

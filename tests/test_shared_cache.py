@@ -335,3 +335,13 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
     assert result.decoded()["steps"]["count"] in range(8)
     folder = cache.summary_file(ident).parent
     assert [p.name for p in folder.iterdir()] == [cache.summary_file(ident).name]  # no .tmp
+
+
+def test_report_with_an_unusable_cache_url_is_a_clear_error(tmp_path: Path) -> None:
+    trace = write_small_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = cli.main(["report", str(trace), "--cache", "nosuchprotocol://bucket/cache"])
+    assert code == 2
+    assert "--cache nosuchprotocol://bucket/cache" in err.getvalue()
+    assert "nosuchprotocol" in err.getvalue().split(":", 2)[-1]
