@@ -380,7 +380,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             args.path,
             max_json_bytes=args.max_json_bytes,
             thresholds=thresholds,
-            summaries=summaries,
+            summaries=summaries if summaries.cache is not None else None,
         )
     except LogdirError as exc:
         err.write(f"error: {exc}\n")
@@ -407,8 +407,10 @@ def _compare(
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
-        base = compare.load_side(args.base, thresholds=thresholds, summarize=summaries.summarize)
-        exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summaries.summarize)
+        # No cache: each side read as before (compare.try_summarize_file).
+        summarize = summaries.summarize if summaries.cache is not None else None
+        base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
+        exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summarize)
         return compare.compare(base, exp, thresholds), exp
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
