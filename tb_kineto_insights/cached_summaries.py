@@ -94,6 +94,13 @@ class CachedSummaries:
         self.from_cache = 0
         self.store_failures = 0
 
+    def cached(self, span: Span) -> bool:
+        """Whether the cache holds an entry (summary or reader error) for the span's
+        content; reads the file's first and last MiB, not the entry. False without a
+        cache or when the file cannot be read. (For a command that fills the cache:
+        what is left to compute.)"""
+        return self.cache is not None and self.cache.stored_kind(identity_of(span)) is not None
+
     def summarize(self, span: Span) -> SummaryOrError:
         """``(summary, None)`` or ``(None, {"type", "message"})`` as
         :func:`tb_kineto_insights.summary.try_summarize_file` gives them, from the cache

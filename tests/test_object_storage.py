@@ -257,3 +257,46 @@ def test_real_tensorboard_serves_an_s3_logdir(
         assert summary["health"]["path"] == span.path.replace(str(local_logdir), s3_logdir)
         assert without_locations(summary) == without_locations(local)
         assert summary["steps"]["count"] > 0
+
+
+def test_plugin_cache_folder_on_s3(
+    s3_server: S3Server, local_logdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--kineto_insights_cache_dir s3://bucket/cache``: entries are PUT there, and a
+    second TensorBoard (another log directory path, same files) serves them unparsed."""
+    from test_plugin import PRELOAD_ENV, RecordingLoader, make_app, the_plugin
+    from werkzeug.test import Client
+
+    from tb_kineto_insights.summary import ANALYSIS_VERSION
+
+    bucket = f"cache-{secrets.token_hex(4)}"
+    fs = s3fs_client()
+    fs.mkdir(bucket)
+    url = f"s3://{bucket}/tb-cache"
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    span = discover(str(local_logdir))[0].workers[0].spans[0]
+    target = summary_url(span.run, span.worker, span.span, wait="60")
+    RecordingLoader.made = []
+    try:
+        first = Client(make_app(local_logdir, "--kineto_insights_cache_dir", url))
+        assert the_plugin().loader.cache is not None
+        assert the_plugin().loader.cache.location == url
+        response = first.get(target)
+        assert response.status_code == 200
+        stored = fs.find(f"{bucket}/tb-cache")
+        assert [p.rsplit("/", 2)[-2] for p in stored] == [f"v{ANALYSIS_VERSION}"]
+        assert stored[0].endswith(".summary")
+
+        moved = local_logdir.parent / "mounted-elsewhere"
+        shutil.copytree(local_logdir, moved)
+        second = Client(make_app(moved, "--kineto_insights_cache_dir", url))
+        plugin = the_plugin()
+        response = second.get(target)
+        assert response.status_code == 200
+        assert json.loads(response.get_data(as_text=True))["health"]["path"] == str(
+            moved.resolve() / span.run / Path(span.path).name
+        )
+        assert plugin.loader.loads_started == 0
+    finally:
+        for instance in RecordingLoader.made:
+            instance.close()

@@ -286,8 +286,10 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
     folder = tmp_path / "cache"
     other = CachedSummaries(str(folder))  # the other process
     span = discover(str(tmp_path / "logs"))[0].workers[0].spans[0]
+    assert not other.cached(span)
     summary, error = other.summarize(span)
     assert error is None and summary is not None and other.parsed == 1
+    assert other.cached(span) and not CachedSummaries(None).cached(span)
 
     def must_not_parse(path: str, **kwargs: Any) -> dict[str, Any]:
         raise AssertionError(f"parsed {path} again")
