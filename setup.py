@@ -21,10 +21,23 @@ setup(
         "msgspec>=0.18",
         "numpy>=1.23",
         "fsspec>=2023.1",
+        "xxhash>=3.0",
     ],
     extras_require={
         "record": ["torch>=2.1"],
-        "dev": ["pytest>=7", "ruff>=0.6", "mypy>=1.10", "hypothesis>=6"],
+        # Object storage: fsspec drivers (``tensorboard --logdir s3://...``).
+        "s3": ["s3fs>=2023.1"],
+        "gcs": ["gcsfs>=2023.1"],
+        "azure": ["adlfs>=2023.1"],
+        # moto[server]: a real S3-API server on loopback for the object-storage tests.
+        "dev": [
+            "pytest>=7",
+            "ruff>=0.6",
+            "mypy>=1.10",
+            "s3fs>=2023.1",
+            "moto[server]>=5",
+            "hypothesis>=6",
+        ],
     },
     entry_points={
         "console_scripts": ["tb-kineto-insights=tb_kineto_insights.cli:main"],

@@ -3,28 +3,44 @@
 Two parts, both used by the TensorBoard plugin (and usable from anywhere else):
 
 :class:`DiskCache`
-    One file per trace file, named by its key (:func:`entry_key`: a SHA-256 of the
-    cache format, the file's identity — path, size, mtime, and for a local file the
-    ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of the file read, a symlink's target —
-    and the analysis settings: byte cap, thresholds), in a folder per
+    One entry per trace *content*, named by its key (:func:`entry_key`: a SHA-256 of the
+    cache format, the file's content key — size, mtime or the object store's ETag, and
+    an XXH3-128 of its first and last MiB, see ``content_id.py``; no path, device or
+    inode — and the analysis settings: byte cap, thresholds), in a folder per
     :data:`~tb_kineto_insights.summary.ANALYSIS_VERSION`. Layout::
 
         <folder>/v<ANALYSIS_VERSION>/<key>.summary  a summary
         <folder>/v<ANALYSIS_VERSION>/<key>.error    a verdict about the file's content
                                                     (a TraceError other than TraceIOError)
 
+    So one cache folder serves a log directory wherever it is mounted: a teammate's
+    TensorBoard on ``/mnt/team/logs``, another's on ``/data/logs``, ``report`` and
+    ``diff`` on a copy, all find the summaries any of them computed. The file's listed
+    identity (path, ``st_dev``, ``st_ino``, ``st_mtime_ns``, root) still decides whether
+    a file changed (and its content key is then computed again) and where it may be
+    opened (``trace/confine.py``).
+
     Each file is a line with the hex SHA-256 of the rest, then the JSON wrapper, which
     records the key. On read the checksum and the key are verified: a file with any
-    changed, missing or extra byte, or written for another identity, is deleted and
+    changed, missing or extra byte, or written for another content, is deleted and
     the summary computed again; it is never served. I/O errors (missing file,
     permission, storage errors, a refused open) are never stored: they are retried.
 
-    Files are written atomically (a temporary file in the same folder, then
-    ``os.replace``), so a reader never sees half a file, and several processes (a
-    TensorBoard restart, a teammate pointed at the same shared folder) can share one
-    folder; they are created with mode 0666 less the umask (0644 or 0664), so a
-    teammate can read them. The folder is ``KINETO_INSIGHTS_CACHE_DIR`` when set, else
-    ``$XDG_CACHE_HOME/tb-kineto-insights``, else ``~/.cache/tb-kineto-insights``.
+    The folder is a local or NFS path, or an fsspec URL (``s3://bucket/cache``; see
+    ``cache_store.py``). Entries are written atomically (a temporary file in the same
+    folder then ``os.replace``; one PUT on object storage), so a reader never sees half
+    a file, and several processes can share one folder; local files are created with
+    mode 0666 less the umask (0644 or 0664), so a teammate can read them. The folder is
+    ``KINETO_INSIGHTS_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/tb-kineto-insights``,
+    else ``~/.cache/tb-kineto-insights``.
+
+    Concurrent work on one file: duplicates are accepted, not locked against. Before a
+    worker parses a file it looks in the cache once more (another TensorBoard may have
+    stored it since it was queued), so two processes parse the same file only when they
+    start it within the same moments; both then write a complete, equivalent entry, and
+    the last rename (or PUT) wins. A claim file with a lease was not chosen: on NFS and
+    object storage it needs clocks that agree and a rule for a holder that died, and
+    when it goes wrong a span waits for nobody; the duplicate costs one parse, once.
 
 :class:`SummaryLoader`
     States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
@@ -52,6 +68,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import heapq
@@ -60,7 +77,6 @@ import logging
 import math
 import os
 import pickle
-import secrets
 import struct
 import subprocess
 import sys
@@ -69,6 +85,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -76,7 +93,9 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
+from tb_kineto_insights import cache_store
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.content_id import content_key_cached
 from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -125,8 +144,8 @@ DEFAULT_LOAD_TIMEOUT_S_PER_MIB = 2.0
 MIB = 1024**2
 #: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
 #: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
-#: in the identity.
-CACHE_FORMAT = 2
+#: in the identity. 3: keyed on the content identity (``content_id.py``), not the path.
+CACHE_FORMAT = 3
 #: Priorities: a page waiting for a span goes first, preloading after.
 PRIORITY_REQUEST = 0
 PRIORITY_PRELOAD = 1
@@ -284,6 +303,14 @@ class Identity:
         root: the real path of the log directory the file must lie in when it is
             opened; ``""``: no containment rule (fsspec URLs, the CLI). Not part of the
             identity (equality, hash, cache key).
+        version: the object store's ETag (and VersionId) as listed; ``""`` when none.
+        content: the content key when already known (see ``content_id.py``); ``""``:
+            computed from the file when first needed, once per identity.
+
+    All of these decide whether a listed file changed; only the *content key* (size,
+    mtime or ETag, and a hash of the file's first and last MiB) goes into the cache key,
+    never the path, device or inode: a copy of the file elsewhere, or the same file
+    mounted at another path, finds the same cache entry.
     """
 
     path: str
@@ -293,6 +320,36 @@ class Identity:
     inode: int = 0
     mtime_ns: int = 0
     root: str = field(default="", compare=False)
+    version: str = ""
+    content: str = ""
+
+    def content_key(self) -> str:
+        """The file's content key (:func:`tb_kineto_insights.content_id.content_key`),
+        computed once per identity and process.
+
+        Raises:
+            TraceIOError: the file cannot be read (missing, refused, storage error).
+        """
+        if self.content:
+            return self.content
+        freshness = (
+            self.path,
+            self.size_bytes,
+            self.mtime,
+            self.device,
+            self.inode,
+            self.mtime_ns,
+            self.version,
+        )
+        return content_key_cached(
+            freshness,
+            self.path,
+            self.size_bytes,
+            self.mtime,
+            self.version,
+            root=self.root,
+            file_identity=self.file_identity(),
+        )
 
     def file_identity(self) -> tuple[int, int, int, int] | None:
         """``(st_dev, st_ino, st_size, st_mtime_ns)`` an opened file must have; None when
@@ -352,21 +409,16 @@ class LoadResult:
 
 
 def entry_key(ident: Identity, settings: str) -> str:
-    """The key of a file identity under some analysis settings: the SHA-256 (hex) of
-    ``[CACHE_FORMAT, path, size_bytes, mtime, device, inode, mtime_ns, settings]`` as
-    JSON. It names the cache file and is recorded inside it."""
-    key = encode_json(
-        [
-            CACHE_FORMAT,
-            ident.path,
-            ident.size_bytes,
-            ident.mtime,
-            ident.device,
-            ident.inode,
-            ident.mtime_ns,
-            settings,
-        ]
-    )
+    """The key of a file's content under some analysis settings: the SHA-256 (hex) of
+    ``[CACHE_FORMAT, content key, settings]`` as JSON, where the content key
+    (``content_id.py``) is size, mtime or ETag and an XXH3-128 of the stored file's
+    first and last MiB: no path, device or inode. It names the cache file (in the
+    folder of the ``ANALYSIS_VERSION``) and is recorded inside it.
+
+    Raises:
+        TraceIOError: the file cannot be read to compute its content key.
+    """
+    key = encode_json([CACHE_FORMAT, ident.content_key(), settings])
     return hashlib.sha256(key).hexdigest()
 
 
@@ -397,13 +449,16 @@ def _entry_bytes(
     summary: Any = None,
     error: TraceError | None = None,
     elapsed_s: float = 0.0,
+    key: str | None = None,
 ) -> bytes:
     """A cache entry: a checksum line, then the JSON wrapper (format, versions, the
-    identity's :func:`entry_key`, and the summary or the reader's error)."""
+    identity's :func:`entry_key` (``key`` when already computed), the path it was
+    computed from (for people reading the folder; not checked), and the summary or the
+    reader's error)."""
     wrapper: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "analysis_version": ANALYSIS_VERSION,
-        "key": entry_key(ident, settings),
+        "key": entry_key(ident, settings) if key is None else key,
         "settings": settings,
         "path": ident.path,
         "size_bytes": ident.size_bytes,
@@ -418,22 +473,31 @@ def _entry_bytes(
     return _sealed(encode_json(wrapper))
 
 
-def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | None:
+def decode_entry(
+    data: bytes, ident: Identity, settings: str, key: str | None = None
+) -> LoadResult | None:
     """A cache entry's content as a LoadResult; None when its checksum does not match
     (any flipped, missing or extra byte), or it was written by another format or
-    analysis version, for another identity or settings (its recorded key), or it
-    records an error that is not about the file's content (an I/O error)."""
+    analysis version, for another content or settings (its recorded key; ``key`` when
+    already computed, else :func:`entry_key`, None when the file cannot be read for
+    it), or it records an error that is not about the file's content (an I/O error).
+    The path recorded in the entry is not checked: a copy of the file elsewhere is the
+    same content."""
     body = _unsealed(data)
     if body is None:
         return None
+    if key is None:
+        try:
+            key = entry_key(ident, settings)
+        except TraceIOError:
+            return None
     try:
         entry = _ENTRY_DECODER.decode(body)
         if (
             entry.format != CACHE_FORMAT
             or entry.analysis_version != ANALYSIS_VERSION
             or entry.settings != settings
-            or entry.key != entry_key(ident, settings)
-            or entry.path != ident.path
+            or entry.key != key
         ):
             return None
         if entry.error is not None:
@@ -444,101 +508,143 @@ def decode_entry(data: bytes, ident: Identity, settings: str) -> LoadResult | No
         if summary == b"null":
             return None
         panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
+        if entry.path != ident.path:
+            summary = _relabelled(panels, ident.path)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
         return None
     return LoadResult(summary, panels, None, None, len(data))
 
 
+def _relabelled(panels: dict[str, bytes], path: str) -> bytes:
+    """An entry computed from a copy of the file (another path, same content): the
+    health panel's ``path`` becomes the path asked for (``panels`` is changed in place);
+    returns the whole summary re-assembled from the panels."""
+    health = msgspec.json.decode(panels.get("health", b"null"))
+    if isinstance(health, dict) and "path" in health:
+        health["path"] = path
+        panels["health"] = encode_json(health)
+    return encode_json({name: msgspec.Raw(raw) for name, raw in panels.items()})
+
+
 # --------------------------------------------------------------------------- disk cache
 
 
-def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
-    """A new file beside ``folder/name``, opened for writing, created with mode 0666
-    less the umask (``tempfile.mkstemp`` would give 0600: a teammate sharing the cache
-    folder could not read it)."""
-    for _ in range(100):
-        tmp = str(folder / f".{name}.{secrets.token_hex(8)}.tmp")
-        try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name in {folder}")
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
-    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
-    002), like any file the user writes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _create_temporary(path.parent, path.name)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+_create_temporary = cache_store._create_temporary
+_write_atomic = cache_store.write_atomic
 
 
 class DiskCache:
-    """Summaries (and reader errors) on disk, one file per trace-file identity.
+    """Summaries (and reader errors) in a cache folder, one file per trace content.
 
     Args:
-        folder: the cache folder (created on first write).
+        folder: the cache folder: a local or NFS path (created on first write), or an
+            fsspec URL (``s3://bucket/cache``); see ``cache_store.py``.
         settings: :func:`settings_fingerprint` of the analysis settings in force.
+
+    Raises:
+        ValueError, ImportError: a URL whose protocol is unknown or whose fsspec driver
+            is not installed.
     """
 
     def __init__(self, folder: str | os.PathLike[str], settings: str) -> None:
-        self.folder = Path(folder)
+        self.backend = cache_store.open_store(folder)
+        self.location = self.backend.location
+        self.folder: Path | str = self.location
+        if isinstance(self.backend, cache_store.LocalStore):
+            self.folder = self.backend.folder
         self.settings = settings
-        self._versioned = self.folder / f"v{ANALYSIS_VERSION}"
+        self._versioned = f"v{ANALYSIS_VERSION}"
 
-    def _stem(self, ident: Identity) -> str:
-        return entry_key(ident, self.settings)
+    def key(self, ident: Identity) -> str | None:
+        """The entry key (:func:`entry_key`); None when the file cannot be read for it."""
+        try:
+            return entry_key(ident, self.settings)
+        except TraceIOError:
+            return None
+
+    def _name(self, key: str, suffix: str) -> str:
+        return f"{self._versioned}/{key}{suffix}"
+
+    def _local(self, name: str) -> Path:
+        if not isinstance(self.backend, cache_store.LocalStore):
+            raise TypeError(f"the cache {self.location} is not a local folder")
+        return self.backend.path(name)
 
     def summary_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.summary"
+        """The summary's path in a local cache folder (TypeError for a URL)."""
+        return self._local(self._name(entry_key(ident, self.settings), ".summary"))
 
     def error_file(self, ident: Identity) -> Path:
-        return self._versioned / f"{self._stem(ident)}.error"
+        """The error entry's path in a local cache folder (TypeError for a URL)."""
+        return self._local(self._name(entry_key(ident, self.settings), ".error"))
+
+    def stored_kind(self, ident: Identity, key: str | None = None) -> str | None:
+        """``"error"``, ``"summary"`` or None: what is stored for the file (entries are
+        not read)."""
+        key = key or self.key(ident)
+        if key is None:
+            return None
+        if self.backend.exists(self._name(key, ".error")):
+            return "error"
+        if self.backend.exists(self._name(key, ".summary")):
+            return "summary"
+        return None
 
     def has(self, ident: Identity) -> bool:
         """Whether a summary or an error is stored (files are not read)."""
-        try:
-            return self.summary_file(ident).is_file() or self.error_file(ident).is_file()
-        except OSError:
-            return False
+        return self.stored_kind(ident) is not None
 
-    def load(self, ident: Identity) -> LoadResult | None:
+    def load_entry(self, ident: Identity, key: str | None = None) -> bytes | None:
+        """The stored entry's bytes when they pass :func:`decode_entry`, else None (a
+        corrupt or stale entry is deleted, so the next :meth:`store` writes it again)."""
+        key = key or self.key(ident)
+        if key is None:
+            return None
+        for name in (self._name(key, ".summary"), self._name(key, ".error")):
+            try:
+                data = self.backend.read(name)
+            except OSError as exc:
+                logger.warning(
+                    "Kineto Insights: cannot read cache file %s/%s: %s", self.location, name, exc
+                )
+                continue
+            if data is None:
+                continue
+            if decode_entry(data, ident, self.settings, key) is not None:
+                return data
+            logger.warning(
+                "Kineto Insights: dropping corrupt or stale cache file %s/%s", self.location, name
+            )
+            self.backend.delete(name)
+        return None
+
+    def load(self, ident: Identity, key: str | None = None) -> LoadResult | None:
         """The stored result; None when there is none, or it is unreadable or fails
         :func:`decode_entry`'s checks (a corrupt file is then deleted, and the next
         :meth:`store` writes it again)."""
-        for path in (self.summary_file(ident), self.error_file(ident)):
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                logger.warning("Kineto Insights: cannot read cache file %s: %s", path, exc)
-                continue
-            result = decode_entry(data, ident, self.settings)
-            if result is not None:
-                return result
-            logger.warning("Kineto Insights: dropping corrupt or stale cache file %s", path)
-            with contextlib.suppress(OSError):
-                path.unlink()
-        return None
+        key = key or self.key(ident)
+        data = self.load_entry(ident, key)
+        return None if data is None else decode_entry(data, ident, self.settings, key)
+
+    def store_entry(
+        self, ident: Identity, data: bytes, *, is_error: bool, key: str | None = None
+    ) -> None:
+        """Write an entry (from :func:`_entry_bytes`) atomically (rename in a local
+        folder, one PUT on object storage), and drop the other kind of entry for the
+        same content. Raises OSError when the folder is not writable or the file cannot
+        be read for its key."""
+        key = key or self.key(ident)
+        if key is None:
+            raise OSError(f"{ident.path}: cannot be read for its cache key")
+        target = self._name(key, ".error" if is_error else ".summary")
+        other = self._name(key, ".summary" if is_error else ".error")
+        self.backend.write(target, data)
+        if self.backend.exists(other):
+            self.backend.delete(other)
 
     def store(self, ident: Identity, data: bytes, *, is_error: bool) -> None:
-        """Write an entry (from :func:`_entry_bytes`) atomically, and drop the other kind
-        of entry for the same identity. Raises OSError when the folder is not writable."""
-        target = self.error_file(ident) if is_error else self.summary_file(ident)
-        other = self.summary_file(ident) if is_error else self.error_file(ident)
-        _write_atomic(target, data)
-        with contextlib.suppress(OSError):
-            other.unlink()
+        """:meth:`store_entry` with the key computed here."""
+        self.store_entry(ident, data, is_error=is_error)
 
 
 # --------------------------------------------------------------------------- one load
@@ -550,9 +656,10 @@ class _Task:
     max_json_bytes: int
     thresholds: Thresholds
     settings: str
-    cache_folder: str | None
+    cache_folder: str | None  # the cache's location: a path or an fsspec URL
     summarize: Callable[..., Any]
     deadline_s: float | None = None  # seconds the load may take (worker processes)
+    key: str | None = None  # the entry key (computed once, by the loading thread)
 
 
 @dataclass(frozen=True)
@@ -565,6 +672,7 @@ class _Outcome:
     message: str | None
     elapsed_s: float
     cache_warning: str | None = None
+    from_cache: bool = False  # another process had stored it meanwhile: nothing parsed
 
 
 def _summarize_confined(task: _Task) -> Any:
@@ -586,6 +694,12 @@ def _run_task(task: _Task) -> _Outcome:
     error, a refused open) is answered but not stored, so the next request retries."""
     started = time.perf_counter()
     error: TraceError | None = None
+    if task.cache_folder is not None and task.key is not None:
+        # Another process sharing the cache may have finished it since it was queued.
+        with contextlib.suppress(Exception):
+            done = DiskCache(task.cache_folder, task.settings).load_entry(task.ident, task.key)
+            if done is not None:
+                return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
         try:
             summary = _summarize_confined(task)
@@ -596,7 +710,7 @@ def _run_task(task: _Task) -> _Outcome:
             summary = None
         elapsed = time.perf_counter() - started
         data = _entry_bytes(
-            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed
+            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed, key=task.key
         )
     except Exception as exc:  # a bug in the analysis, or out of memory
         logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
@@ -609,10 +723,10 @@ def _run_task(task: _Task) -> _Outcome:
     warning = None
     if task.cache_folder is not None:
         try:
-            DiskCache(task.cache_folder, task.settings).store(
-                task.ident, data, is_error=error is not None
+            DiskCache(task.cache_folder, task.settings).store_entry(
+                task.ident, data, is_error=error is not None, key=task.key
             )
-        except OSError as exc:
+        except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
     return _Outcome(data, None, None, elapsed, warning)
 
@@ -985,11 +1099,16 @@ class SummaryLoader:
             known = set(self._states)
         fresh = [ident for ident in current if ident not in known]
         stored: dict[Identity, LoadResult | None] = {}
-        if self.cache is not None:
-            for ident in fresh:
-                if self.cache.error_file(ident).is_file():
-                    stored[ident] = self.cache.load(ident)  # small: read it for its message
-                elif self.cache.summary_file(ident).is_file():
+        if self.cache is not None and fresh:
+            cache = self.cache
+            # The content key of each new file (its first and last MiB), a few at once:
+            # on object storage each is two ranged GETs.
+            with ThreadPoolExecutor(max_workers=min(8, len(fresh))) as pool:
+                kinds = list(pool.map(cache.stored_kind, fresh))
+            for ident, kind in zip(fresh, kinds, strict=True):
+                if kind == "error":
+                    stored[ident] = cache.load(ident)  # small: read it for its message
+                elif kind == "summary":
                     stored[ident] = None  # ready; read when asked for
         wall_now = time.time()
         with self._cv:
@@ -1076,7 +1195,7 @@ class SummaryLoader:
                         max_json_bytes=self._max_json_bytes,
                         thresholds=self._thresholds,
                         settings=self.settings,
-                        cache_folder=None if self.cache is None else str(self.cache.folder),
+                        cache_folder=None if self.cache is None else self.cache.location,
                         summarize=self._summarize,
                         deadline_s=self._deadline_locked(ident),
                     )
@@ -1094,6 +1213,11 @@ class SummaryLoader:
                 if self._closed:
                     return
                 continue
+            try:  # the content key: read here once (head and tail), used by the worker
+                task = dataclasses.replace(task, key=entry_key(task.ident, task.settings))
+            except TraceIOError as exc:
+                self._finish(task.ident, _Outcome(None, ERROR_IO, str(exc), 0.0))
+                continue
             try:
                 outcome = slot.run(task)
             except Exception as exc:  # never let a loading thread die
@@ -1104,9 +1228,9 @@ class SummaryLoader:
                     f"{task.ident.path}: could not run the load ({type(exc).__name__}: {exc})",
                     0.0,
                 )
-            self._finish(task.ident, outcome)
+            self._finish(task.ident, outcome, task.key)
 
-    def _finish(self, ident: Identity, outcome: _Outcome) -> None:
+    def _finish(self, ident: Identity, outcome: _Outcome, key: str | None = None) -> None:
         if outcome.cache_warning and not self._cache_warned:
             self._cache_warned = True
             logger.warning(
@@ -1114,7 +1238,7 @@ class SummaryLoader:
             )
         result = None
         if outcome.data is not None:
-            result = decode_entry(outcome.data, ident, self.settings)
+            result = decode_entry(outcome.data, ident, self.settings, key)
         with self._cv:
             self._started.pop(ident, None)
             if result is None:

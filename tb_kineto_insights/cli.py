@@ -8,6 +8,13 @@
   span, or across its ranks for a run of several workers, e.g.
   ``communication_straggler``), 2 on unusable input or an unknown id; prints why.
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
+
+Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
+driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
+configuration, e.g. ``FSSPEC_S3_ENDPOINT_URL``). ``report``, ``diff`` and ``check`` take
+``--cache DIR`` (a folder or an fsspec URL; ``none``: no cache), else use
+``KINETO_INSIGHTS_CACHE_DIR`` when it is set (the TensorBoard plugin's cache), else no
+cache: see ``cached_summaries.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import fsspec
 from tb_kineto_insights import __version__, compare
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.cache import CACHE_DIR_ENV
+from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
@@ -65,11 +74,16 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _span_entry(span: Span, max_json_bytes: int, thresholds: Thresholds) -> dict[str, Any]:
+def _span_entry(
+    span: Span, max_json_bytes: int, thresholds: Thresholds, summaries: CachedSummaries | None
+) -> dict[str, Any]:
     entry: dict[str, Any] = {"span": span.span, "file": span.path}
-    summary, error = try_summarize_file(
-        span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-    )
+    if summaries is not None:
+        summary, error = summaries.summarize(span)
+    else:
+        summary, error = try_summarize_file(
+            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+        )
     if summary is not None:
         entry["summary"] = summary
     else:
@@ -82,8 +96,11 @@ def build_report(
     *,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    summaries: CachedSummaries | None = None,
 ) -> dict[str, Any]:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or file.
+    ``summaries``: where span summaries come from (a shared cache); None: read every file
+    (``max_json_bytes`` and ``thresholds`` then apply; otherwise ``summaries``' own).
 
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
     "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
@@ -99,7 +116,7 @@ def build_report(
         workers: list[dict[str, Any]] = []
         readable: list[tuple[str, list[dict[str, Any]]]] = []
         for worker in run.workers:
-            spans = [_span_entry(s, max_json_bytes, thresholds) for s in worker.spans]
+            spans = [_span_entry(s, max_json_bytes, thresholds, summaries) for s in worker.spans]
             workers.append({"worker": worker.name, "spans": spans})
             readable.append((worker.name, [s["summary"] for s in spans if "summary" in s]))
         chosen, notes = select_run_spans(readable)
@@ -350,7 +367,21 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
     try:
-        report = build_report(args.path, max_json_bytes=args.max_json_bytes, thresholds=thresholds)
+        summaries = CachedSummaries(
+            cli_cache_location(args.cache),
+            max_json_bytes=args.max_json_bytes,
+            thresholds=thresholds,
+        )
+    except (ValueError, ImportError) as exc:  # unknown protocol, missing driver
+        err.write(f"error: --cache {args.cache or '$' + CACHE_DIR_ENV}: {exc}\n")
+        return EXIT_UNUSABLE
+    try:
+        report = build_report(
+            args.path,
+            max_json_bytes=args.max_json_bytes,
+            thresholds=thresholds,
+            summaries=summaries if summaries.cache is not None else None,
+        )
     except LogdirError as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
@@ -375,10 +406,13 @@ def _compare(
     """Load both sides and diff them; None (after printing why) on unusable input."""
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
-        base = compare.load_side(args.base, thresholds=thresholds)
-        exp = compare.load_side(args.exp, thresholds=thresholds)
+        summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
+        # No cache: each side read as before (compare.try_summarize_file).
+        summarize = summaries.summarize if summaries.cache is not None else None
+        base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
+        exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summarize)
         return compare.compare(base, exp, thresholds), exp
-    except (ValueError, LogdirError) as exc:
+    except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return None
 
@@ -463,6 +497,12 @@ def _parser() -> argparse.ArgumentParser:
         + ", ".join(DEFAULT_THRESHOLDS.to_dict()),
     )
     report.set_defaults(func=_cmd_report)
+    cache_help = (
+        "summary cache: a folder (local, NFS) or fsspec URL (s3://bucket/cache), shared with "
+        "TensorBoard and teammates; 'none': no cache. Default: $KINETO_INSIGHTS_CACHE_DIR "
+        "when set, else no cache"
+    )
+    report.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     side_help = "run folder, trace file, or LOGDIR:RUN"
     diff_cmd = sub.add_parser("diff", help="compare two runs, workers or traces (before → after)")
     check_cmd = sub.add_parser(
@@ -472,6 +512,7 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("base", help=f"BASE: {side_help}")
         cmd.add_argument("exp", help=f"EXP: {side_help}")
         cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+        cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     diff_cmd.add_argument("--format", choices=("text", "json"), default="text")
     diff_cmd.set_defaults(func=_cmd_diff)
     check_cmd.add_argument(

@@ -8,6 +8,7 @@ directory by its discovered name). A folder holding several runs must be narrowe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,8 +77,12 @@ def load_side(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    summarize: Callable[[Span], tuple[dict[str, Any] | None, dict[str, str] | None]] | None = None,
 ) -> LoadedSide:
     """Resolve and summarise a side; unreadable spans are listed in ``errors``.
+    ``summarize(span) -> (summary, error)``: where summaries come from (e.g.
+    :meth:`tb_kineto_insights.cached_summaries.CachedSummaries.summarize`, through the
+    shared cache); None: :func:`~tb_kineto_insights.summary.try_summarize_file`.
 
     Raises:
         SideError: as :func:`resolve_side`, or when no span of the side could be read.
@@ -85,9 +90,12 @@ def load_side(
     """
     side = LoadedSide(spec)
     for span in resolve_side(spec):
-        summary, error = try_summarize_file(
-            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-        )
+        if summarize is not None:
+            summary, error = summarize(span)
+        else:
+            summary, error = try_summarize_file(
+                span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+            )
         if summary is None:
             side.errors.append(error["message"] if error else span.path)
             continue

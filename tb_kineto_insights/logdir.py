@@ -19,6 +19,12 @@ Other ``*.json`` / ``*.json.gz`` files are taken only when their head looks like
 Kineto / Chrome trace (see :func:`is_kineto_head`); gzip is recognised by its magic
 bytes, not by the suffix. Files that cannot be read while sniffing are skipped.
 
+On object storage (``s3://``, ``gs://``, ``abfs://``, through the fsspec driver of the
+``s3``/``gcs``/``azure`` extra), one scan is one recursive listing of the prefix (paged
+by the driver: one request per 1,000 keys on S3), with no request per file: size,
+modification time and ETag come from the listing. Only oddly named ``*.json[.gz]``
+files are opened, for their first bytes (a ranged read), once per file version.
+
 Discovery knows nothing of analysis: it only lists and names files. Keys
 (run, worker, span) are what the plugin receives from URLs; :func:`find_span` maps a
 key back to a file and never builds a path from user input.
@@ -90,6 +96,9 @@ class Span:
         root: the real path of the local log directory the file was found in, which the
             file must still lie in when it is opened (see ``trace/confine.py``); ``""``
             for other filesystems.
+        version: on object storage, the object's ETag (S3, GCS, Azure), with
+            ``@<VersionId>`` / ``@<generation>`` when the bucket keeps versions; ``""``
+            for local files. Part of the content key (``content_id.py``).
     """
 
     run: str
@@ -102,6 +111,7 @@ class Span:
     inode: int = 0
     mtime_ns: int = 0
     root: str = ""
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -362,6 +372,17 @@ def _mtime(info: Mapping[str, Any]) -> float:
     return 0.0
 
 
+def _version(info: Mapping[str, Any]) -> str:
+    """The object's ETag (``ETag``/``etag``), with ``@`` and its version id
+    (``VersionId``, ``generation``, ``version_id``) when listed; ``""`` when none."""
+    etag = info.get("ETag") or info.get("etag") or ""
+    version = info.get("VersionId") or info.get("generation") or info.get("version_id") or ""
+    text = str(etag).strip('"')
+    if version and str(version) != "null":
+        text = f"{text}@{version}"
+    return text
+
+
 def _size(info: Mapping[str, Any]) -> int:
     value = info.get("size")
     try:
@@ -483,6 +504,7 @@ class _Candidate:
     mtime: float
     named: bool
     stat: tuple[int, int, int]  # device, inode, mtime_ns (0s when not local)
+    version: str = ""  # ETag[@version] on object storage
 
 
 def discover(
@@ -519,10 +541,19 @@ def discover(
     with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
         fs.invalidate_cache()
     try:
-        if not fs.isdir(root):
-            problem = "is not a folder" if fs.exists(root) else "does not exist"
-            raise LogdirError(logdir, problem)
-        listing = _list_local(fs, root) if _is_local(fs) else _list_remote(fs, root)
+        if _is_local(fs):
+            if not fs.isdir(root):
+                problem = "is not a folder" if fs.exists(root) else "does not exist"
+                raise LogdirError(logdir, problem)
+            listing = _list_local(fs, root)
+        else:
+            # Object storage: one recursive listing per scan (paged by the driver), not
+            # one request per file or folder; the folder checks only when it is empty.
+            listing = _list_remote(fs, root)
+            suspicious = not listing or str(root).rstrip("/") in listing
+            if suspicious and not fs.isdir(root):
+                problem = "is not a folder" if fs.exists(root) else "does not exist"
+                raise LogdirError(logdir, problem)
     except LogdirError:
         raise
     except Exception as exc:  # storage/driver errors, typed for callers
@@ -576,6 +607,7 @@ def discover(
                     int(info.get("inode", 0) or 0),
                     int(info.get("mtime_ns", 0) or 0),
                 ),
+                version="" if use_plain_paths else _version(info),
             )
         )
 
@@ -608,6 +640,7 @@ def discover(
             inode=cand.stat[1] if use_plain_paths else 0,
             mtime_ns=cand.stat[2] if use_plain_paths else 0,
             root=real_root,
+            version=cand.version,
         )
 
     by_run: dict[str, dict[str, list[Span]]] = {}
@@ -670,4 +703,5 @@ def span_for_file(path: str) -> Span:
         path=path,
         size_bytes=_size(info),
         mtime=_mtime(info),
+        version="" if _is_local(fs) else _version(info),
     )

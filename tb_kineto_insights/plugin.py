@@ -278,6 +278,7 @@ def _identity(span: Span) -> Identity:
         inode=span.inode,
         mtime_ns=span.mtime_ns,
         root=span.root,
+        version=span.version,
     )
 
 
@@ -379,8 +380,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._diff_override = diff
 
         settings = settings_fingerprint(max_json_bytes, DEFAULT_THRESHOLDS)
-        folder = self._cache_folder(context, cache_dir)
-        cache = None if folder is None else DiskCache(folder, settings)
+        cache = self._cache(self._cache_folder(context, cache_dir), settings)
         self._loader = SummaryLoader(
             cache=cache,
             workers=workers,
@@ -417,12 +417,31 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         )
 
     @staticmethod
-    def _cache_folder(context: Any, cache_dir: Any) -> Path | None:
+    def _cache(folder: Path | str | None, settings: str) -> DiskCache | None:
+        if folder is None:
+            return None
+        try:
+            return DiskCache(folder, settings)
+        except (ValueError, ImportError) as exc:
+            logger.warning(
+                "Kineto Insights: cache folder %s cannot be used (%s); summaries are kept "
+                "in memory only",
+                folder,
+                exc,
+            )
+            return None
+
+    @staticmethod
+    def _cache_folder(context: Any, cache_dir: Any) -> Path | str | None:
         raw = cache_dir if cache_dir is not None else _flag(context, "kineto_insights_cache_dir")
         if raw is None or not str(raw).strip():
             raw = os.environ.get(CACHE_DIR_ENV)
         if raw is not None and str(raw).strip().lower() == "none":
             return None
+        if raw and str(raw).strip().startswith("file://"):
+            raw = str(raw).strip()[len("file://") :]
+        elif raw and _URI.match(str(raw).strip()):
+            return str(raw).strip()  # object storage (s3://bucket/cache): no folder to make
         folder = Path(str(raw)).expanduser() if raw and str(raw).strip() else cache_dir_from_env()
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,10 @@ The loader also adds the plugin's command-line flags to ``tensorboard`` (each on
 overrides its environment variable; unset, the environment variable or the default
 applies):
 
-- ``--kineto_insights_cache_dir DIR``: summary cache folder (``none``: memory only);
-  environment ``KINETO_INSIGHTS_CACHE_DIR``, default ``~/.cache/tb-kineto-insights``.
+- ``--kineto_insights_cache_dir DIR``: summary cache folder, a local or NFS path or an
+  fsspec URL such as ``s3://bucket/cache`` (``none``: memory only); environment
+  ``KINETO_INSIGHTS_CACHE_DIR``, default ``~/.cache/tb-kineto-insights``. Entries are
+  keyed on the trace's content, so teammates (and ``report --cache``) share them.
 - ``--kineto_insights_workers N``: worker processes loading traces (0: a thread);
   environment ``KINETO_INSIGHTS_WORKERS``, default at most 2.
 - ``--kineto_insights_rescan_s S``: seconds between re-scans of the log directory;
@@ -50,7 +52,9 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             type=str,
             default=None,
             help="Kineto Insights: folder for cached trace summaries, shared by restarts "
-            "and by everyone pointed at it ('none': memory only). Default: "
+            "and by everyone pointed at it, wherever their log directory is mounted: a "
+            "local or NFS path, or an fsspec URL such as s3://bucket/cache ('none': "
+            "memory only). Default: "
             "$KINETO_INSIGHTS_CACHE_DIR, else ~/.cache/tb-kineto-insights.",
         )
         group.add_argument(

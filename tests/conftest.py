@@ -5,6 +5,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,71 @@ def h200x2() -> Path:
 @pytest.fixture
 def shared_cases() -> Path:
     return require_dir(CASES, "../shared/cases")
+
+
+# --------------------------------------------------------------------------- S3 (moto)
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A moto S3-API server on loopback; ``env``: fsspec's standard configuration for it
+    (what a user sets to point ``s3://`` at their endpoint)."""
+
+    endpoint_url: str
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto server (``moto[server]``) per test session, on 127.0.0.1 and a free port.
+    Skipped when moto or s3fs is missing, except under CI
+    (``KINETO_INSIGHTS_REQUIRE_SHARED=1``), where that fails."""
+    try:
+        import s3fs  # noqa: F401
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        reason = f"object-storage tests need moto[server] and s3fs (pip install -e '.[dev]'): {exc}"
+        if os.environ.get("KINETO_INSIGHTS_REQUIRE_SHARED") == "1":
+            pytest.fail(reason + " (KINETO_INSIGHTS_REQUIRE_SHARED=1)")
+        pytest.skip(reason)
+    import fsspec.config
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "FSSPEC_S3_ENDPOINT_URL": endpoint,
+        "FSSPEC_S3_KEY": "testing",
+        "FSSPEC_S3_SECRET": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved_env = {k: os.environ.get(k) for k in env}
+    saved_conf = dict(fsspec.config.conf.get("s3", {}))
+    os.environ.update(env)
+    # fsspec reads FSSPEC_* at import: apply them to the running process too.
+    fsspec.config.conf["s3"] = {
+        **saved_conf,
+        "endpoint_url": endpoint,
+        "key": "testing",
+        "secret": "testing",
+    }
+    try:
+        yield S3Server(endpoint, env)
+    finally:
+        server.stop()
+        fsspec.config.conf["s3"] = saved_conf
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def write_trace(

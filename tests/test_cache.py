@@ -191,12 +191,16 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
 
 
 def test_decode_entry_rejects_corrupt_and_mismatched(tmp_path: Path) -> None:
-    ident = Identity("/x.json", 10, 1.5)
+    ident = Identity("/x.json", 10, 1.5, content="c1")  # content key given: no file read
     good = cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}})
     assert decode_entry(good, ident, SETTINGS) is not None
     for bad in (b"", b"{", b"null", b"[]", good[:-5], good.replace(b'"steps"', b"1")):
         assert decode_entry(bad, ident, SETTINGS) is None, bad
-    assert decode_entry(good, Identity("/y.json", 10, 1.5), SETTINGS) is None
+    # Issue 15: the same content at another path is the same entry; other content is not.
+    assert decode_entry(good, Identity("/y.json", 10, 1.5, content="c1"), SETTINGS) is not None
+    assert decode_entry(good, Identity("/x.json", 10, 1.5, content="c2"), SETTINGS) is None
+    # A file that cannot be read for its content key: never served.
+    assert decode_entry(good, Identity("/nonexistent/x.json", 10, 1.5), SETTINGS) is None
     other_version = good.replace(
         f'"analysis_version":{ANALYSIS_VERSION}'.encode(),
         f'"analysis_version":{ANALYSIS_VERSION + 1}'.encode(),
@@ -525,11 +529,14 @@ def test_every_flipped_byte_of_a_real_cache_file_is_rejected(
     assert decode_entry(data + b" ", ident, SETTINGS) is None
     for other in (
         Identity(ident.path, ident.size_bytes + 1, ident.mtime),
-        Identity(ident.path + "x", ident.size_bytes, ident.mtime),
-        Identity(ident.path, ident.size_bytes, ident.mtime, inode=ident.inode + 1),
-        Identity(ident.path, ident.size_bytes, ident.mtime, mtime_ns=ident.mtime_ns + 1),
+        Identity(ident.path, ident.size_bytes, ident.mtime + 1),
+        Identity(ident.path + "x", ident.size_bytes, ident.mtime),  # no such file
+        Identity(ident.path, ident.size_bytes, ident.mtime, content="0" * 32),
     ):
         assert decode_entry(data, other, SETTINGS) is None
+    # Issue 15: device, inode and mtime_ns decide freshness, not the cache key.
+    same = Identity(ident.path, ident.size_bytes, ident.mtime, inode=ident.inode + 1)
+    assert decode_entry(data, same, SETTINGS) is not None
 
 
 def test_a_sealed_entry_with_a_forged_checksum_for_another_identity_is_rejected(
@@ -537,8 +544,8 @@ def test_a_sealed_entry_with_a_forged_checksum_for_another_identity_is_rejected(
 ) -> None:
     """A valid, correctly sealed entry copied under another identity's file name (a
     teammate's mix-up, or on purpose) is not served: the key inside names its identity."""
-    ident = Identity("/logs/a.1.pt.trace.json", 10, 1.5, device=1, inode=2, mtime_ns=3)
-    other = Identity("/logs/b.1.pt.trace.json", 10, 1.5, device=1, inode=4, mtime_ns=3)
+    ident = Identity("/logs/a.1.pt.trace.json", 10, 1.5, device=1, inode=2, content="a")
+    other = Identity("/logs/b.1.pt.trace.json", 10, 1.5, device=1, inode=4, content="b")
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     cache.store(
         ident, cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}}), is_error=False
@@ -576,7 +583,7 @@ def test_flipped_value_in_cache_is_recomputed_not_served(
 def test_cache_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> None:
     """Issue 13 §3: a shared cache folder is readable by the group as the umask says
     (tempfile.mkstemp gave 0600 whatever the umask)."""
-    ident = Identity("/x.1.pt.trace.json", 10, 1.5)
+    ident = Identity("/x.1.pt.trace.json", 10, 1.5, content="c1")
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     old = os.umask(umask)
     try:
@@ -615,7 +622,7 @@ def test_an_old_io_error_entry_is_not_a_verdict(tmp_path: Path) -> None:
     """An error entry recording an I/O error (as older versions wrote) is ignored."""
     from tb_kineto_insights.trace.errors import TraceIOError
 
-    ident = Identity("/x.1.pt.trace.json", 10, 1.5)
+    ident = Identity("/x.1.pt.trace.json", 10, 1.5, content="c1")
     entry = cache_module._entry_bytes(ident, SETTINGS, error=TraceIOError(ident.path, "gone"))
     assert decode_entry(entry, ident, SETTINGS) is None
     content = cache_module._entry_bytes(ident, SETTINGS, error=TraceFormatError(ident.path, "x"))

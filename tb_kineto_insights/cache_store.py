@@ -1,0 +1,166 @@
+"""Where cache entries are kept: a local (or NFS) folder, or an fsspec URL.
+
+A store holds small immutable files by relative name (``v<ANALYSIS_VERSION>/<key>.summary``)
+and knows nothing of their content. Two kinds:
+
+:class:`LocalStore` (a path, or ``file://``)
+    A write goes to a temporary file in the same folder, then ``os.replace``: readers
+    see the old file or the whole new one, on a local disk and on NFS alike (rename is
+    atomic within one folder). Files are created with mode 0666 less the umask (0644 or
+    0664), so a teammate sharing the folder can read them.
+
+:class:`FsspecStore` (``s3://``, ``gs://``, ``abfs://``, ``memory://`` ...)
+    A write is one ``pipe_file`` call: a single PUT of the whole object, which object
+    stores make visible all at once, never half-written.
+
+Concurrent writers of one entry: both write complete, identical-in-meaning entries and
+the last one wins; a reader never sees a mix (see ``cache.py`` on duplicated work).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+from typing import Protocol
+
+import fsspec
+
+__all__ = ["CacheStore", "FsspecStore", "LocalStore", "open_store"]
+
+
+class CacheStore(Protocol):
+    """Small files by relative ``/``-separated name."""
+
+    location: str
+
+    def read(self, name: str) -> bytes | None:
+        """The file's bytes; None when it does not exist. Raises OSError otherwise."""
+
+    def exists(self, name: str) -> bool:
+        """Whether the file exists (False when that cannot be asked)."""
+
+    def write(self, name: str, data: bytes) -> None:
+        """Write the whole file atomically. Raises OSError when it cannot."""
+
+    def delete(self, name: str) -> None:
+        """Remove the file; no error when it is gone or cannot be removed."""
+
+
+def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
+    """A new file beside ``folder/name``, opened for writing, created with mode 0666
+    less the umask (``tempfile.mkstemp`` would give 0600: a teammate sharing the cache
+    folder could not read it)."""
+    for _ in range(100):
+        tmp = str(folder / f".{name}.{secrets.token_hex(8)}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
+    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
+    002), like any file the user writes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _create_temporary(path.parent, path.name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class LocalStore:
+    """A local or NFS folder (created on first write)."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder).expanduser()
+        self.location = str(self.folder)
+
+    def path(self, name: str) -> Path:
+        return self.folder / name
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return self.path(name).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def exists(self, name: str) -> bool:
+        try:
+            return self.path(name).is_file()
+        except OSError:
+            return False
+
+    def write(self, name: str, data: bytes) -> None:
+        write_atomic(self.path(name), data)
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            self.path(name).unlink()
+
+
+class FsspecStore:
+    """A folder on any fsspec filesystem (``s3://bucket/cache``); credentials and
+    endpoint through fsspec's configuration (``FSSPEC_S3_ENDPOINT_URL`` ...)."""
+
+    def __init__(self, url: str) -> None:
+        self.location = url.rstrip("/")
+        self._fs, root = fsspec.core.url_to_fs(self.location)
+        self._root = str(root).rstrip("/")
+
+    def _path(self, name: str) -> str:
+        return f"{self._root}/{name}"
+
+    def read(self, name: str) -> bytes | None:
+        try:
+            return bytes(self._fs.cat_file(self._path(name)))
+        except FileNotFoundError:
+            return None
+        except OSError:
+            raise
+        except Exception as exc:  # a driver's own error type
+            raise OSError(f"cannot read {self.location}/{name}: {exc}") from exc
+
+    def exists(self, name: str) -> bool:
+        try:
+            return bool(self._fs.exists(self._path(name)))
+        except Exception:
+            return False
+
+    def write(self, name: str, data: bytes) -> None:
+        try:
+            self._fs.pipe_file(self._path(name), data)  # one PUT: all or nothing
+        except OSError:
+            raise
+        except Exception as exc:
+            raise OSError(f"cannot write {self.location}/{name}: {exc}") from exc
+        with contextlib.suppress(Exception):
+            self._fs.invalidate_cache(self._path(name))
+
+    def delete(self, name: str) -> None:
+        with contextlib.suppress(Exception):
+            self._fs.rm_file(self._path(name))
+
+
+def open_store(location: str | os.PathLike[str]) -> LocalStore | FsspecStore:
+    """The store for a cache location: a local path or ``file://`` URL gives a
+    :class:`LocalStore`, any other URL an :class:`FsspecStore`.
+
+    Raises:
+        ValueError, ImportError: unknown protocol, or its fsspec driver is missing.
+    """
+    text = os.fspath(location)
+    if text.startswith("file://"):
+        return LocalStore(text[len("file://") :])
+    if "://" in text or "::" in text:
+        return FsspecStore(text)
+    return LocalStore(text)

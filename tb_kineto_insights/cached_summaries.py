@@ -1,0 +1,154 @@
+"""Span summaries through the shared cache, for the command line (``report``, ``diff``,
+``check``) and anything else that summarises spans outside TensorBoard (a future
+``index`` command): one call per span, answered from the cache when an entry for the
+file's content is there, else read, analysed and stored.
+
+Which cache (:func:`cli_cache_location`): ``--cache DIR`` (a path or an fsspec URL such
+as ``s3://bucket/cache``; ``none``: no cache), else ``KINETO_INSIGHTS_CACHE_DIR`` (the
+variable the TensorBoard plugin reads), else no cache: a one-off ``report`` writes
+nothing anywhere unless asked to. Entries are the plugin's (``cache.py``), keyed on the
+file's content, so a ``report`` on a copy of a log directory, or on the same log
+directory mounted elsewhere, reuses what a TensorBoard or an earlier ``report``
+computed, and the other way round.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from tb_kineto_insights import summary as summary_module
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.cache import (
+    CACHE_DIR_ENV,
+    DiskCache,
+    Identity,
+    _entry_bytes,
+    entry_key,
+    settings_fingerprint,
+)
+from tb_kineto_insights.logdir import Span
+from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+__all__ = ["CachedSummaries", "cli_cache_location", "identity_of"]
+
+logger = logging.getLogger(__name__)
+
+SummaryOrError = tuple[dict[str, Any] | None, dict[str, str] | None]
+
+
+def cli_cache_location(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """The cache the command line uses: ``flag`` (``--cache``), else
+    ``KINETO_INSIGHTS_CACHE_DIR``, else None (no cache); ``none`` (any case) is None."""
+    env = os.environ if environ is None else environ
+    raw = flag if flag is not None and flag.strip() else env.get(CACHE_DIR_ENV)
+    if raw is None or not raw.strip() or raw.strip().lower() == "none":
+        return None
+    raw = raw.strip()
+    return raw if "://" in raw or "::" in raw else os.path.expanduser(raw)
+
+
+def identity_of(span: Span) -> Identity:
+    """The cache identity of a listed span (no containment root: the command line reads
+    the files it is given)."""
+    return Identity(
+        span.path,
+        span.size_bytes,
+        span.mtime,
+        device=span.device,
+        inode=span.inode,
+        mtime_ns=span.mtime_ns,
+        version=span.version,
+    )
+
+
+class CachedSummaries:
+    """Summaries of spans, through a :class:`~tb_kineto_insights.cache.DiskCache` when
+    ``location`` is given.
+
+    Attributes (counters, for the caller's log and for tests):
+        parsed: spans read and analysed here.
+        from_cache: spans answered from the cache.
+        store_failures: entries that could not be written (the first is logged).
+
+    Raises (constructor):
+        ValueError, ImportError: ``location`` is a URL whose protocol is unknown or
+            whose fsspec driver is not installed.
+    """
+
+    def __init__(
+        self,
+        location: str | None,
+        *,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    ) -> None:
+        self.max_json_bytes = max_json_bytes
+        self.thresholds = thresholds
+        self.settings = settings_fingerprint(max_json_bytes, thresholds)
+        self.cache = None if location is None else DiskCache(location, self.settings)
+        self.parsed = 0
+        self.from_cache = 0
+        self.store_failures = 0
+
+    def cached(self, span: Span) -> bool:
+        """Whether the cache holds an entry (summary or reader error) for the span's
+        content; reads the file's first and last MiB, not the entry. False without a
+        cache or when the file cannot be read. (For a command that fills the cache:
+        what is left to compute.)"""
+        return self.cache is not None and self.cache.stored_kind(identity_of(span)) is not None
+
+    def summarize(self, span: Span) -> SummaryOrError:
+        """``(summary, None)`` or ``(None, {"type", "message"})`` as
+        :func:`tb_kineto_insights.summary.try_summarize_file` gives them, from the cache
+        when it holds an entry for this content (a stored reader error included)."""
+        ident = identity_of(span)
+        key = None
+        if self.cache is not None:
+            try:
+                key = entry_key(ident, self.settings)
+            except TraceIOError as exc:
+                return None, {"type": type(exc).__name__, "message": str(exc)}
+            stored = self.cache.load(ident, key)
+            if stored is not None:
+                self.from_cache += 1
+                if stored.error is not None:
+                    kind = stored.error_type or "TraceError"
+                    return None, {"type": kind, "message": stored.error}
+                return stored.decoded(), None
+        return self._parse(span, ident, key)
+
+    def _parse(self, span: Span, ident: Identity, key: str | None) -> SummaryOrError:
+        self.parsed += 1
+        logger.info("Kineto Insights: reading %s", span.path)
+        try:
+            summary = summary_module.summarize_file(
+                span.path, max_json_bytes=self.max_json_bytes, thresholds=self.thresholds
+            )
+        except TraceIOError as exc:  # never stored: retried next time
+            return None, {"type": type(exc).__name__, "message": str(exc)}
+        except TraceError as exc:
+            self._store(ident, key, _entry_bytes(ident, self.settings, error=exc, key=key), True)
+            return None, {"type": type(exc).__name__, "message": str(exc)}
+        except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
+            message = f"{span.path}: internal error while analysing ({type(exc).__name__}: {exc})"
+            return None, {"type": "AnalysisError", "message": message}
+        if self.cache is not None:
+            data = _entry_bytes(ident, self.settings, summary=summary, key=key)
+            self._store(ident, key, data, False)
+        return summary, None
+
+    def _store(self, ident: Identity, key: str | None, data: bytes, is_error: bool) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.store_entry(ident, data, is_error=is_error, key=key)
+        except (OSError, ValueError) as exc:
+            self.store_failures += 1
+            if self.store_failures == 1:
+                logger.warning(
+                    "Kineto Insights: cannot write the cache %s (%s)", self.cache.location, exc
+                )
