@@ -282,8 +282,9 @@ def _write_communication(comm: dict[str, Any], out: TextIO) -> None:
             f"   {k['kind']}: {k['count']} calls"
             + (f" ({calls:.1f}/step)" if calls is not None else "")
             + f", {_fmt_bytes(k.get('median_bytes'))} per collective (median), exposed "
-            f"{_fmt_us(k.get('exposed_us_per_step'))}/step, busbw "
-            f"{_fmt_gbps(k.get('busbw_gbps'))} (least-wait estimate from this trace; "
+            f"{_fmt_us(k.get('exposed_us_per_step'))}/step, busbw at least "
+            f"{_fmt_gbps(k.get('busbw_gbps'))} (least-wait estimate from this trace: a rank "
+            "that waits in every collective looks slower; the view across ranks measures it; "
             f"kernel time alone: {_fmt_gbps(k.get('kernel_time_busbw_gbps'))})\n"
         )
 

@@ -493,7 +493,8 @@ export function latenessPerCollective(r: RankRow | null | undefined): number | n
 // Bandwidth basis in words: what the busbw was computed from.
 export function busbwBasisText(basis: string | null | undefined): string {
   if (basis === "matched_transfer") return "from the matched transfer across ranks (waiting left out)";
-  if (basis === "least_wait_estimate") return "estimated on this rank from its collectives with the least waiting";
+  if (basis === "least_wait_estimate")
+    return "a lower bound estimated on this rank from its collectives with the least waiting (a rank that waits in every collective looks slower; the view across ranks measures it)";
   if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
   return basis.replace(/_/g, " ");
 }
