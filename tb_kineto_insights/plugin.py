@@ -130,6 +130,8 @@ DEFAULT_RESCAN_S = 30.0
 MIN_RESCAN_S = 0.25
 #: Longest ``wait`` a request may ask for (seconds).
 MAX_WAIT_S = 60.0
+#: What a ``wait`` query may be: seconds in ASCII digits, with an optional fraction.
+_WAIT_SECONDS = re.compile(r"[0-9]{1,3}(?:\.[0-9]{1,6})?")
 
 _JSON = "application/json"
 #: Route → (file name in ``static/``, content type). The only files ever served.
@@ -627,8 +629,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         raw = request.args.get("wait")
         if raw is None or raw == "":
             return 0.0
-        try:
-            value = float(raw)
+        try:  # ASCII decimal only: float() would also take "1_0", "５" and " 3"
+            value = float(raw) if _WAIT_SECONDS.fullmatch(raw) else math.nan
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < 0 or value > MAX_WAIT_S:
