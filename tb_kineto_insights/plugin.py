@@ -319,6 +319,16 @@ class _Snapshot:
 _EMPTY = _Snapshot((), {}, {}, None, False)
 
 
+@dataclass(frozen=True)
+class _RunsLayout:
+    """What ``/runs`` lists of one snapshot, in order: every span's identity, and per
+    run, per worker, each span's ``{span, size_bytes, mtime}`` (never changed)."""
+
+    snapshot: _Snapshot
+    identities: list[Identity]
+    runs: list[tuple[str, list[tuple[str, list[dict[str, Any]]]]]]
+
+
 # --------------------------------------------------------------------------- plugin
 
 
@@ -398,6 +408,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._gave_up_waiting = False
         self._derived_lock = threading.Lock()
         self._derived: OrderedDict[Any, bytes] = OrderedDict()
+        self._layout: _RunsLayout | None = None
         self._scanner = threading.Thread(
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
@@ -699,27 +710,55 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def _serve_runs(self, request: Request) -> Any:
         snapshot = self._current()
-        spans = [s for r in snapshot.runs for w in r.workers for s in w.spans]
-        statuses = iter(self._loader.statuses(_identity(s) for s in spans))
+        layout = self._runs_layout(snapshot)
+        statuses = self._loader.statuses(layout.identities)
+        # most spans share a plain state (not loaded, ready): one JSON object per state
+        plain: dict[str, dict[str, Any]] = {}
         out = []
+        at = 0
+        for run_name, workers_of_run in layout.runs:
+            workers = []
+            for worker_name, static in workers_of_run:
+                entries = []
+                for fields in static:
+                    status = statuses[at]
+                    at += 1
+                    if status.error is None and status.progress is None:
+                        state = plain.get(status.state)
+                        if state is None:
+                            state = plain[status.state] = status.to_json()
+                        entries.append({**fields, **state})
+                    else:
+                        entries.append({**fields, **status.to_json()})
+                workers.append({"worker": worker_name, "spans": entries})
+            out.append({"run": run_name, "workers": workers})
+        doc = {"runs": out, "error": snapshot.error, "scanning": not snapshot.scanned}
+        return _respond(request, encode_json(doc))
+
+    def _runs_layout(self, snapshot: _Snapshot) -> _RunsLayout:
+        """``/runs``' per-scan part (span identities, names, sizes), built once per scan:
+        with thousands of spans, building it per request dominated ``/runs``."""
+        with self._derived_lock:
+            cached = self._layout
+        if cached is not None and cached.snapshot is snapshot:
+            return cached
+        identities: list[Identity] = []
+        runs = []
         for run in snapshot.runs:
             workers = []
             for worker in run.workers:
-                entries = []
+                static = []
                 for span in worker.spans:
-                    status = next(statuses)
-                    entries.append(
-                        {
-                            "span": span.span,
-                            "size_bytes": span.size_bytes,
-                            "mtime": span.mtime,
-                            **status.to_json(),
-                        }
+                    identities.append(_identity(span))
+                    static.append(
+                        {"span": span.span, "size_bytes": span.size_bytes, "mtime": span.mtime}
                     )
-                workers.append({"worker": worker.name, "spans": entries})
-            out.append({"run": run.name, "workers": workers})
-        doc = {"runs": out, "error": snapshot.error, "scanning": not snapshot.scanned}
-        return _respond(request, encode_json(doc))
+                workers.append((worker.name, static))
+            runs.append((run.name, workers))
+        layout = _RunsLayout(snapshot, identities, runs)
+        with self._derived_lock:
+            self._layout = layout
+        return layout
 
     def _span_response(self, request: Request, span: Span, panel: str | None) -> Any:
         status, result = self._loader.get(self._request_identity(span), self._wait(request))
