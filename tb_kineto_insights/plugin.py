@@ -43,7 +43,8 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
   worker (per rank when a worker holds several ranks), chosen by
   :func:`tb_kineto_insights.summary.select_run_spans`. The default is
   :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
-  straggler and the run-level diagnoses).
+  straggler and the run-level diagnoses); it is given only the panels it reads
+  (:data:`RUN_VIEW_PANELS`), any other hook whole summaries.
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
   diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
@@ -317,6 +318,21 @@ class _Snapshot:
 
 
 _EMPTY = _Snapshot((), {}, {}, None, False)
+
+
+#: The panels the view across ranks reads (:mod:`.analysis.run_view`): at thousands of
+#: ranks ``/run_summary`` decodes these only (a fifth of a real rank's summary).
+RUN_VIEW_PANELS = ("health", "steps", "communication")
+
+
+def _run_view_input(result: LoadResult, whole: bool) -> dict[str, Any]:
+    """One span's summary for the run-summary hook: its :data:`RUN_VIEW_PANELS` only,
+    unless ``whole`` or one of them is missing (then the whole summary)."""
+    if not whole:
+        parts = {name: result.panel(name) for name in RUN_VIEW_PANELS}
+        if all(v is not None for v in parts.values()):
+            return parts
+    return result.decoded()
 
 
 @dataclass(frozen=True)
@@ -838,7 +854,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         )
         body = self._derived_get(key)
         if body is None:
-            decoded = [(span, result.decoded()) for span, result in ready]
+            whole = hook is not summarize_run  # another hook may read any panel
+            decoded = [(span, _run_view_input(result, whole)) for span, result in ready]
             per_worker: dict[str, list[dict[str, Any]]] = {}
             for span, summary in decoded:
                 per_worker.setdefault(span.worker, []).append(summary)

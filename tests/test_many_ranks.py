@@ -17,9 +17,9 @@ from conftest import REPO
 from werkzeug.test import Client
 
 from tb_kineto_insights.analysis.run_view import LARGEST_SKEW_RANKS
-from tb_kineto_insights.cache import encode_json
-from tb_kineto_insights.plugin import KinetoInsightsPlugin
-from tb_kineto_insights.summary import summarize_run
+from tb_kineto_insights.cache import LoadResult, encode_json
+from tb_kineto_insights.plugin import RUN_VIEW_PANELS, KinetoInsightsPlugin
+from tb_kineto_insights.summary import summarize_file, summarize_run
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import bench_runs  # noqa: E402
@@ -164,3 +164,36 @@ def test_runs_lists_10000_spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         assert sum(len(w["spans"]) for r in doc["runs"] for w in r["workers"]) == 10_000
     finally:
         plugin.close()
+
+
+def test_run_summary_route_reads_three_panels_same_view(
+    tmp_path: Path, h200x2_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/run_summary`` decodes only health, steps and communication of each rank (a
+    fifth of a real rank's summary): the view is the one whole summaries give."""
+    monkeypatch.setenv("KINETO_INSIGHTS_PRELOAD", "0")
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(h200x2_dir), flags=None),
+        workers=0,
+        cache_dir=tmp_path / "cache",
+        preload=False,
+    )
+    try:
+        assert plugin.rescan(timeout=120)
+
+        def whole_decode(self: LoadResult) -> dict[str, Any]:
+            raise AssertionError("the whole summary was decoded")
+
+        monkeypatch.setattr(LoadResult, "decoded", whole_decode)
+        client = Client(plugin.get_plugin_apps()["/run_summary"])
+        response = client.get("/?run=ddp_straggler&wait=60")
+        assert response.status_code == 200
+        doc = json.loads(response.get_data())
+    finally:
+        plugin.close()
+    files = sorted((h200x2_dir / "ddp_straggler").glob("*.pt.trace.json.gz"))
+    whole = [(f.name.split(".")[0], summarize_file(str(f))) for f in files]
+    assert set(whole[0][1]) > set(RUN_VIEW_PANELS)
+    expected = json.loads(encode_json(summarize_run(whole)))
+    assert doc["summary"] == expected
+    assert doc["summary"]["straggler"]["rank"] == 1
