@@ -153,6 +153,19 @@ def test_runs_lists_10000_spans(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         for _, _, s in spans:
             assert s["span"] == "1700000000000" and s["size_bytes"] == size
             assert s["state"] == "not_loaded" and s["error"] is None
+        # the same listing again is the same answer; a span loaded since changes it
+        assert json.loads(client.get("/").get_data()) == doc
+        summary = Client(plugin.get_plugin_apps()["/summary"])
+        loaded = summary.get("/?run=run002&worker=host00042_42&span=1700000000000&wait=30")
+        assert loaded.status_code in (200, 422)
+        doc = json.loads(client.get("/").get_data())
+        states = {
+            (r["run"], w["worker"]): w["spans"][0]["state"]
+            for r in doc["runs"]
+            for w in r["workers"]
+        }
+        assert states.pop(("run002", "host00042_42")) in ("ready", "error")
+        assert set(states.values()) == {"not_loaded"}
         # a new scan is a new listing: a new file appears, a removed one goes
         (logdir / "run005" / "host00007_7.1700000000000.pt.trace.json").unlink()
         (logdir / "run010").mkdir()
