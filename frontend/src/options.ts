@@ -509,7 +509,7 @@ export function ranksOption(ranks: RankRow[], p: Palette, stragglerRank: number 
 }
 
 // Many ranks: how many ranks fall in each value bin (one chart per quantity) instead of
-// one bar per rank; the bin holding the straggler is drawn in the "bad" colour.
+// one bar per rank; the straggler's bin is drawn in the "bad" colour where it stands out.
 export function rankDistributionOption(d: RankDistribution, p: Palette, what: { axis: string; scope: string }): ChartOption {
   return {
     ...base(p),
@@ -543,7 +543,9 @@ export function rankDistributionOption(d: RankDistribution, p: Palette, what: { 
         type: "bar",
         name: "ranks",
         barCategoryGap: "12%",
-        data: d.counts.map((c, i) => ({ value: c, itemStyle: { color: d.flagged[i] ? p.bad : p.accent } })),
+        // a bin of one rank among a thousand must stay visible; empty bins draw nothing
+        barMinHeight: 4,
+        data: d.counts.map((c, i) => ({ value: c > 0 ? c : null, itemStyle: { color: d.standsOut[i] ? p.bad : p.accent } })),
       },
     ],
   };

@@ -508,13 +508,15 @@ export const RANK_TABLE_LIMIT = 50;
 
 // Ranks per value bin: `bins` equal-width bins from the smallest to the largest value
 // (the last bin holds the largest value); ranks without a value are counted in `missing`.
-// `flagged[i]`: bin i holds `flagRank` (the straggler); `ranks[i]`: the first few ranks
-// of bin i (rank order), for the tooltip.
+// `flagged[i]`: bin i holds `flagRank` (the straggler); `standsOut[i]`: it does and holds
+// at most a tenth of the ranks (the straggler is apart from the crowd in this value);
+// `ranks[i]`: the first few ranks of bin i (rank order), for the tooltip.
 export interface RankDistribution {
   labels: string[];
   ranges: string[];
   counts: number[];
   flagged: boolean[];
+  standsOut: boolean[];
   ranks: number[][];
   missing: number;
   total: number;
@@ -535,7 +537,7 @@ export function rankDistribution(
     if (isNum(v)) valued.push([r, v]);
     else missing += 1;
   }
-  const empty = { labels: [], ranges: [], counts: [], flagged: [], ranks: [], missing, total: rows.length };
+  const empty = { labels: [], ranges: [], counts: [], flagged: [], standsOut: [], ranks: [], missing, total: rows.length };
   if (!valued.length) return empty;
   let lo = Infinity;
   let hi = -Infinity;
@@ -543,8 +545,13 @@ export function rankDistribution(
     lo = Math.min(lo, v);
     hi = Math.max(hi, v);
   }
-  const n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
-  const width = hi > lo ? (hi - lo) / n : 0;
+  // as many bins as have distinct labels: ranks that differ by less than the labels
+  // show (step times equal to 0.1 ms) share one bin instead of twenty alike labels
+  let n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
+  while (n > 1 && new Set(Array.from({ length: n }, (_, i) => fmtDuration(lo + (i * (hi - lo)) / n))).size < n) {
+    n = Math.max(1, Math.floor(n / 2));
+  }
+  const width = hi > lo && n > 1 ? (hi - lo) / n : 0;
   const counts = new Array<number>(n).fill(0);
   const flagged = new Array<boolean>(n).fill(false);
   const named: number[][] = Array.from({ length: n }, () => []);
@@ -559,10 +566,15 @@ export function rankDistribution(
   return {
     labels: counts.map((_, i) => fmtDuration(edge(i))),
     ranges: counts.map((_, i) =>
-      width > 0 ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}` : `value = ${fmtDuration(lo)}`,
+      width > 0
+        ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}`
+        : hi > lo
+          ? `${fmtDuration(lo)} ≤ value ≤ ${fmtDuration(hi)}`
+          : `value = ${fmtDuration(lo)}`,
     ),
     counts,
     flagged,
+    standsOut: flagged.map((f, i) => f && counts[i] <= valued.length / 10),
     ranks: named,
     missing,
     total: rows.length,
@@ -579,4 +591,14 @@ export function worstRanks(rows: RankRow[], n = WORST_RANKS): RankRow[] {
     .filter((r) => delay(r) > 0 || late(r) > 0)
     .sort((a, b) => delay(b) - delay(a) || late(b) - late(a) || a.rank - b.rank)
     .slice(0, n);
+}
+
+// The spans a view across ranks compared, in words: the first `limit` as
+// "worker / span", then how many more.
+export const SPANS_NAMED = 8;
+
+export function spansComparedText(spans: { worker: string; span: string }[], limit = SPANS_NAMED): string {
+  const named = spans.slice(0, limit).map((x) => `${x.worker} / ${x.span}`).join(", ");
+  const more = spans.length - Math.min(spans.length, limit);
+  return more > 0 ? `${named} and ${fmtCount(more)} more (${fmtCount(spans.length)} in all)` : named;
 }

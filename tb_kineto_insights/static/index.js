@@ -820,7 +820,7 @@ var __kinetoInsights = (() => {
       if (isNum(v)) valued.push([r, v]);
       else missing += 1;
     }
-    const empty = { labels: [], ranges: [], counts: [], flagged: [], ranks: [], missing, total: rows.length };
+    const empty = { labels: [], ranges: [], counts: [], flagged: [], standsOut: [], ranks: [], missing, total: rows.length };
     if (!valued.length) return empty;
     let lo = Infinity;
     let hi = -Infinity;
@@ -828,8 +828,11 @@ var __kinetoInsights = (() => {
       lo = Math.min(lo, v);
       hi = Math.max(hi, v);
     }
-    const n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
-    const width = hi > lo ? (hi - lo) / n : 0;
+    let n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
+    while (n > 1 && new Set(Array.from({ length: n }, (_, i) => fmtDuration(lo + i * (hi - lo) / n))).size < n) {
+      n = Math.max(1, Math.floor(n / 2));
+    }
+    const width = hi > lo && n > 1 ? (hi - lo) / n : 0;
     const counts = new Array(n).fill(0);
     const flagged = new Array(n).fill(false);
     const named = Array.from({ length: n }, () => []);
@@ -844,10 +847,11 @@ var __kinetoInsights = (() => {
     return {
       labels: counts.map((_, i) => fmtDuration(edge(i))),
       ranges: counts.map(
-        (_, i) => width > 0 ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}` : `value = ${fmtDuration(lo)}`
+        (_, i) => width > 0 ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}` : hi > lo ? `${fmtDuration(lo)} ≤ value ≤ ${fmtDuration(hi)}` : `value = ${fmtDuration(lo)}`
       ),
       counts,
       flagged,
+      standsOut: flagged.map((f, i) => f && counts[i] <= valued.length / 10),
       ranks: named,
       missing,
       total: rows.length
@@ -857,6 +861,12 @@ var __kinetoInsights = (() => {
     const delay = (r) => isNum(r.delay_caused_us_per_step) ? r.delay_caused_us_per_step : 0;
     const late = (r) => latenessPerCollective(r) ?? 0;
     return rows.filter((r) => delay(r) > 0 || late(r) > 0).sort((a, b) => delay(b) - delay(a) || late(b) - late(a) || a.rank - b.rank).slice(0, n);
+  }
+  var SPANS_NAMED = 8;
+  function spansComparedText(spans, limit = SPANS_NAMED) {
+    const named = spans.slice(0, limit).map((x) => `${x.worker} / ${x.span}`).join(", ");
+    const more = spans.length - Math.min(spans.length, limit);
+    return more > 0 ? `${named} and ${fmtCount(more)} more (${fmtCount(spans.length)} in all)` : named;
   }
 
   // src/tooltip.ts
@@ -1356,7 +1366,9 @@ var __kinetoInsights = (() => {
           type: "bar",
           name: "ranks",
           barCategoryGap: "12%",
-          data: d.counts.map((c, i) => ({ value: c, itemStyle: { color: d.flagged[i] ? p.bad : p.accent } }))
+          // a bin of one rank among a thousand must stay visible; empty bins draw nothing
+          barMinHeight: 4,
+          data: d.counts.map((c, i) => ({ value: c > 0 ? c : null, itemStyle: { color: d.standsOut[i] ? p.bad : p.accent } }))
         }
       ]
     };
@@ -1570,7 +1582,7 @@ var __kinetoInsights = (() => {
       const stragglerRank = straggler && isNum(straggler.rank) ? straggler.rank : null;
       const many = ranks.length > MANY_RANKS;
       if (many) {
-        out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red. Hover a bar for ranks in it."));
+        out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red where it stands apart (a tenth of the ranks or fewer). Hover a bar for the ranks in it."));
         const dists = [
           ["Lateness per collective", latenessPerCollective, DEFINITIONS.mean_lateness_us],
           ["Waited /step", (r) => rankPerStep(r, "wait"), DEFINITIONS.wait_us_per_step],
@@ -3196,7 +3208,7 @@ ${more.trim()}` : ""));
           spans.length ? el(
             "p",
             { className: "note" },
-            `Spans compared: ${spans.map((x) => `${x.worker} / ${x.span}`).join(", ")}. Pick a worker above to see its own panels.`
+            `Spans compared: ${spansComparedText(spans)}. Pick a worker above to see its own panels.`
           ) : null
         ];
       });

@@ -143,7 +143,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
     const many = ranks.length > MANY_RANKS;
     if (many) {
       // one bar per rank is unreadable past a few dozen ranks: distributions, worst ranks
-      out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red. Hover a bar for ranks in it."));
+      out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red where it stands apart (a tenth of the ranks or fewer). Hover a bar for the ranks in it."));
       const dists: [string, (r: RankRow) => number | null, string][] = [
         ["Lateness per collective", latenessPerCollective, DEFINITIONS.mean_lateness_us],
         ["Waited /step", (r) => rankPerStep(r, "wait"), DEFINITIONS.wait_us_per_step],
