@@ -20,11 +20,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-os.environ.setdefault("KINETO_INSIGHTS_PRELOAD", "0")
+from werkzeug.test import Client
 
-from werkzeug.test import Client  # noqa: E402
-
-from tb_kineto_insights.plugin import KinetoInsightsPlugin  # noqa: E402
+from tb_kineto_insights.plugin import KinetoInsightsPlugin
 
 EMPTY_TRACE = b'{"traceEvents": []}'
 
@@ -49,6 +47,7 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=1)
     parser.add_argument("--requests", type=int, default=50)
     args = parser.parse_args()
+    os.environ.setdefault("KINETO_INSIGHTS_PRELOAD", "0")  # here, never on import (tests)
     with tempfile.TemporaryDirectory() as tmp:
         logdir, cache = Path(tmp) / "logs", Path(tmp) / "cache"
         n = write_logdir(logdir, args.runs, args.workers, args.spans)
