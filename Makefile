@@ -79,6 +79,8 @@ browser-deps: venv
 bench: venv
 	$(PY) benchmarks/bench_reader.py
 	$(PY) benchmarks/bench_plugin.py
+	$(PY) benchmarks/bench_ranks.py
+	$(PY) benchmarks/bench_runs.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build

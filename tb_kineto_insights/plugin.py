@@ -43,7 +43,8 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
   worker (per rank when a worker holds several ranks), chosen by
   :func:`tb_kineto_insights.summary.select_run_spans`. The default is
   :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
-  straggler and the run-level diagnoses).
+  straggler and the run-level diagnoses); it is given only the panels it reads
+  (:data:`RUN_VIEW_PANELS`), any other hook whole summaries.
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
   diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
@@ -322,6 +323,31 @@ class _Snapshot:
 _EMPTY = _Snapshot((), {}, {}, None, False)
 
 
+#: The panels the view across ranks reads (:mod:`.analysis.run_view`): at thousands of
+#: ranks ``/run_summary`` decodes these only (a fifth of a real rank's summary).
+RUN_VIEW_PANELS = ("health", "steps", "communication")
+
+
+def _run_view_input(result: LoadResult, whole: bool) -> dict[str, Any]:
+    """One span's summary for the run-summary hook: its :data:`RUN_VIEW_PANELS` only,
+    unless ``whole`` or one of them is missing (then the whole summary)."""
+    if not whole:
+        parts = {name: result.panel(name) for name in RUN_VIEW_PANELS}
+        if all(v is not None for v in parts.values()):
+            return parts
+    return result.decoded()
+
+
+@dataclass(frozen=True)
+class _RunsLayout:
+    """What ``/runs`` lists of one snapshot, in order: every span's identity, and per
+    run, per worker, each span's ``{span, size_bytes, mtime}`` (never changed)."""
+
+    snapshot: _Snapshot
+    identities: list[Identity]
+    runs: list[tuple[str, list[tuple[str, list[dict[str, Any]]]]]]
+
+
 # --------------------------------------------------------------------------- plugin
 
 
@@ -400,6 +426,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._gave_up_waiting = False
         self._derived_lock = threading.Lock()
         self._derived: OrderedDict[Any, bytes] = OrderedDict()
+        self._layout: _RunsLayout | None = None
+        #: ``/runs``' last answer: (layout, scanning, span statuses, body)
+        self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
         self._scanner = threading.Thread(
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
@@ -720,27 +749,63 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def _serve_runs(self, request: Request) -> Any:
         snapshot = self._current()
-        spans = [s for r in snapshot.runs for w in r.workers for s in w.spans]
-        statuses = iter(self._loader.statuses(_identity(s) for s in spans))
+        layout = self._runs_layout(snapshot)
+        statuses = self._loader.statuses(layout.identities)
+        scanning = not snapshot.scanned
+        with self._derived_lock:
+            last = self._runs_body
+        if last is not None and last[0] is layout and last[1] == scanning and last[2] == statuses:
+            return _respond(request, last[3])  # nothing changed since the last answer
+        # most spans share a plain state (not loaded, ready): one JSON object per state
+        plain: dict[str, dict[str, Any]] = {}
         out = []
+        at = 0
+        for run_name, workers_of_run in layout.runs:
+            workers = []
+            for worker_name, static in workers_of_run:
+                entries = []
+                for fields in static:
+                    status = statuses[at]
+                    at += 1
+                    if status.error is None and status.progress is None:
+                        state = plain.get(status.state)
+                        if state is None:
+                            state = plain[status.state] = status.to_json()
+                        entries.append({**fields, **state})
+                    else:
+                        entries.append({**fields, **status.to_json()})
+                workers.append({"worker": worker_name, "spans": entries})
+            out.append({"run": run_name, "workers": workers})
+        doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
+        body = encode_json(doc)
+        with self._derived_lock:
+            self._runs_body = (layout, scanning, statuses, body)
+        return _respond(request, body)
+
+    def _runs_layout(self, snapshot: _Snapshot) -> _RunsLayout:
+        """``/runs``' per-scan part (span identities, names, sizes), built once per scan:
+        with thousands of spans, building it per request dominated ``/runs``."""
+        with self._derived_lock:
+            cached = self._layout
+        if cached is not None and cached.snapshot is snapshot:
+            return cached
+        identities: list[Identity] = []
+        runs = []
         for run in snapshot.runs:
             workers = []
             for worker in run.workers:
-                entries = []
+                static = []
                 for span in worker.spans:
-                    status = next(statuses)
-                    entries.append(
-                        {
-                            "span": span.span,
-                            "size_bytes": span.size_bytes,
-                            "mtime": span.mtime,
-                            **status.to_json(),
-                        }
+                    identities.append(_identity(span))
+                    static.append(
+                        {"span": span.span, "size_bytes": span.size_bytes, "mtime": span.mtime}
                     )
-                workers.append({"worker": worker.name, "spans": entries})
-            out.append({"run": run.name, "workers": workers})
-        doc = {"runs": out, "error": snapshot.error, "scanning": not snapshot.scanned}
-        return _respond(request, encode_json(doc))
+                workers.append((worker.name, static))
+            runs.append((run.name, workers))
+        layout = _RunsLayout(snapshot, identities, runs)
+        with self._derived_lock:
+            self._layout = layout
+        return layout
 
     def _span_response(self, request: Request, span: Span, panel: str | None) -> Any:
         status, result = self._loader.get(self._request_identity(span), self._wait(request))
@@ -820,7 +885,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         )
         body = self._derived_get(key)
         if body is None:
-            decoded = [(span, result.decoded()) for span, result in ready]
+            whole = hook is not summarize_run  # another hook may read any panel
+            decoded = [(span, _run_view_input(result, whole)) for span, result in ready]
             per_worker: dict[str, list[dict[str, Any]]] = {}
             for span, summary in decoded:
                 per_worker.setdefault(span.worker, []).append(summary)

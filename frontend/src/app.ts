@@ -14,7 +14,7 @@ import { kernelsPanel } from "./panels/kernels";
 import { memoryPanel } from "./panels/memory";
 import { overviewPanel } from "./panels/overview";
 import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
-import { loadText, spanLabel } from "./shape";
+import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { Diagnosis, DiffDoc, PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, parseHash, stateFromHash } from "./urlstate";
@@ -643,7 +643,7 @@ export class App {
           ? el(
               "p",
               { className: "note" },
-              `Spans compared: ${spans.map((x) => `${x.worker} / ${x.span}`).join(", ")}. Pick a worker above to see its own panels.`,
+              `Spans compared: ${spansComparedText(spans)}. Pick a worker above to see its own panels.`,
             )
           : null,
       ];

@@ -14,7 +14,7 @@ import type { ComposeOption } from "echarts/core";
 
 import { byteAxisUnit, durationAxisUnit, fmtBytes, fmtCount, fmtDuration, fmtPercent, fmtSignedDuration, isNum } from "./format";
 import { rankPerStep } from "./shape";
-import type { BreakdownChart, ChangeBar, CommChart, HistogramChart, IdlePerStepChart, MemoryChart, CauseRow } from "./shape";
+import type { BreakdownChart, ChangeBar, CommChart, HistogramChart, IdlePerStepChart, MemoryChart, CauseRow, RankDistribution } from "./shape";
 import type { Palette } from "./theme";
 import { type TipRow, tipNode } from "./tooltip";
 import type { RankRow } from "./types";
@@ -503,6 +503,49 @@ export function ranksOption(ranks: RankRow[], p: Palette, stragglerRank: number 
         barMaxWidth: 28,
         itemStyle: { color: p.warn },
         data: ranks.map((r) => ms(rankPerStep(r, "wait"))),
+      },
+    ],
+  };
+}
+
+// Many ranks: how many ranks fall in each value bin (one chart per quantity) instead of
+// one bar per rank; the straggler's bin is drawn in the "bad" colour where it stands out.
+export function rankDistributionOption(d: RankDistribution, p: Palette, what: { axis: string; scope: string }): ChartOption {
+  return {
+    ...base(p),
+    grid: grid(false, { top: 10 }),
+    tooltip: tooltip(p, "axis", (params) => {
+      const i = asList(params)[0]?.dataIndex ?? 0;
+      const named = d.ranks[i] ?? [];
+      const more = (d.counts[i] ?? 0) - named.length;
+      return tipNode(
+        d.ranges[i] ?? "",
+        [
+          { label: "ranks", value: `${fmtCount(d.counts[i])} (${fmtPercent(d.total ? d.counts[i] / d.total : null)})`, strong: true },
+          { label: "for example", value: named.map((r) => `rank ${r}`).join(", ") + (more > 0 ? ` and ${fmtCount(more)} more` : "") },
+          ...(d.flagged[i] ? [{ color: p.bad, label: "straggler", value: "in this bin" }] : []),
+        ],
+        what.scope,
+      );
+    }),
+    xAxis: {
+      type: "category",
+      name: what.axis,
+      nameLocation: "middle",
+      nameGap: 28,
+      data: d.labels,
+      ...axisStyle(p),
+      axisLabel: { color: p.muted, rotate: d.labels.length > 8 ? 30 : 0, fontFamily: FONT, interval: 0 },
+    },
+    yAxis: { type: "value", name: "ranks (count)", minInterval: 1, ...axisStyle(p) },
+    series: [
+      {
+        type: "bar",
+        name: "ranks",
+        barCategoryGap: "12%",
+        // a bin of one rank among a thousand must stay visible; empty bins draw nothing
+        barMinHeight: 4,
+        data: d.counts.map((c, i) => ({ value: c > 0 ? c : null, itemStyle: { color: d.standsOut[i] ? p.bad : p.accent } })),
       },
     ],
   };

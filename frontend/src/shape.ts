@@ -498,3 +498,108 @@ export function busbwBasisText(basis: string | null | undefined): string {
   if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
   return basis.replace(/_/g, " ");
 }
+
+// ------------------------------------------------------------------ many ranks
+
+// Above this many ranks the all-ranks view shows distributions and the worst ranks
+// instead of one bar per rank, and the per-rank table shows its first rows only.
+export const MANY_RANKS = 32;
+export const WORST_RANKS = 10;
+export const RANK_TABLE_LIMIT = 50;
+
+// Ranks per value bin: `bins` equal-width bins from the smallest to the largest value
+// (the last bin holds the largest value); ranks without a value are counted in `missing`.
+// `flagged[i]`: bin i holds `flagRank` (the straggler); `standsOut[i]`: it does and holds
+// at most a tenth of the ranks (the straggler is apart from the crowd in this value);
+// `ranks[i]`: the first few ranks of bin i (rank order), for the tooltip.
+export interface RankDistribution {
+  labels: string[];
+  ranges: string[];
+  counts: number[];
+  flagged: boolean[];
+  standsOut: boolean[];
+  ranks: number[][];
+  missing: number;
+  total: number;
+}
+
+export const RANKS_NAMED_PER_BIN = 5;
+
+export function rankDistribution(
+  rows: RankRow[],
+  value: (r: RankRow) => number | null,
+  flagRank: number | null = null,
+  bins = 20,
+): RankDistribution {
+  const valued: [RankRow, number][] = [];
+  let missing = 0;
+  for (const r of rows) {
+    const v = value(r);
+    if (isNum(v)) valued.push([r, v]);
+    else missing += 1;
+  }
+  const empty = { labels: [], ranges: [], counts: [], flagged: [], standsOut: [], ranks: [], missing, total: rows.length };
+  if (!valued.length) return empty;
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const [, v] of valued) {
+    lo = Math.min(lo, v);
+    hi = Math.max(hi, v);
+  }
+  // as many bins as have distinct labels: ranks that differ by less than the labels
+  // show (step times equal to 0.1 ms) share one bin instead of twenty alike labels
+  let n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
+  while (n > 1 && new Set(Array.from({ length: n }, (_, i) => fmtDuration(lo + (i * (hi - lo)) / n))).size < n) {
+    n = Math.max(1, Math.floor(n / 2));
+  }
+  const width = hi > lo && n > 1 ? (hi - lo) / n : 0;
+  const counts = new Array<number>(n).fill(0);
+  const flagged = new Array<boolean>(n).fill(false);
+  const named: number[][] = Array.from({ length: n }, () => []);
+  const sorted = [...valued].sort((a, b) => a[0].rank - b[0].rank);
+  for (const [r, v] of sorted) {
+    const i = width > 0 ? Math.min(n - 1, Math.floor((v - lo) / width)) : 0;
+    counts[i] += 1;
+    if (r.rank === flagRank) flagged[i] = true;
+    if (named[i].length < RANKS_NAMED_PER_BIN) named[i].push(r.rank);
+  }
+  const edge = (i: number) => lo + i * width;
+  return {
+    labels: counts.map((_, i) => fmtDuration(edge(i))),
+    ranges: counts.map((_, i) =>
+      width > 0
+        ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}`
+        : hi > lo
+          ? `${fmtDuration(lo)} ≤ value ≤ ${fmtDuration(hi)}`
+          : `value = ${fmtDuration(lo)}`,
+    ),
+    counts,
+    flagged,
+    standsOut: flagged.map((f, i) => f && counts[i] <= valued.length / 10),
+    ranks: named,
+    missing,
+    total: rows.length,
+  };
+}
+
+// The ranks that hold the others back most: by delay caused per step (the median over
+// steps of the largest delay the rank causes as last arrival), then by lateness per
+// collective, then rank order; at most `n`, ranks with neither left out.
+export function worstRanks(rows: RankRow[], n = WORST_RANKS): RankRow[] {
+  const delay = (r: RankRow) => (isNum(r.delay_caused_us_per_step) ? r.delay_caused_us_per_step : 0);
+  const late = (r: RankRow) => latenessPerCollective(r) ?? 0;
+  return rows
+    .filter((r) => delay(r) > 0 || late(r) > 0)
+    .sort((a, b) => delay(b) - delay(a) || late(b) - late(a) || a.rank - b.rank)
+    .slice(0, n);
+}
+
+// The spans a view across ranks compared, in words: the first `limit` as
+// "worker / span", then how many more.
+export const SPANS_NAMED = 8;
+
+export function spansComparedText(spans: { worker: string; span: string }[], limit = SPANS_NAMED): string {
+  const named = spans.slice(0, limit).map((x) => `${x.worker} / ${x.span}`).join(", ");
+  const more = spans.length - Math.min(spans.length, limit);
+  return more > 0 ? `${named} and ${fmtCount(more)} more (${fmtCount(spans.length)} in all)` : named;
+}

@@ -340,6 +340,7 @@ export interface RankRow {
   transfer_us_per_step?: Num;
   exposed_wait_us_per_step?: Num;
   exposed_transfer_us_per_step?: Num;
+  delay_caused_us_per_step?: Num;
 }
 
 // Per collective kind across ranks, bandwidth from the matched transfer.
@@ -371,6 +372,8 @@ export interface RunView {
     skew_us?: Num;
     last_rank?: Num;
     start_offsets_us?: Record<string, Num>;
+    // ranks of the group left out of start_offsets_us (only the latest and earliest listed)
+    ranks_not_listed?: Num;
   }[];
   steps?: { number: number; durations_us?: Record<string, Num>; spread_us?: Num }[];
   straggler?: {

@@ -86,6 +86,7 @@ diagnoses it replaces in ``superseded_span_diagnoses``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import Counter
@@ -99,6 +100,9 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 
 #: Matched collectives listed in ``largest_skews``.
 LARGEST_SKEWS = 20
+#: Ranks listed in one ``largest_skews`` entry's ``start_offsets_us`` (the latest ones and
+#: the earliest): bounds that listing at thousands of ranks.
+LARGEST_SKEW_RANKS = 16
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -246,45 +250,6 @@ def _end_ns(entry: dict[str, Any]) -> int:
     return _start_ns(entry) + round(float(entry.get("dur_us") or 0.0) * 1000.0)
 
 
-def _keys(sequence: list[dict[str, Any]], by_seq: bool) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Matching key → entry, for one worker's sequence (first entry wins a duplicate)."""
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    nth: dict[tuple[Any, ...], int] = {}
-    for entry in sequence:
-        pg = entry.get("pg", "0")
-        pg = pg if isinstance(pg, str) else str(pg)
-        if by_seq:
-            key: tuple[Any, ...] = (pg, entry.get("seq"))
-        else:
-            group = (pg, entry.get("kind"), entry.get("step"))
-            k = nth.get(group, 0)
-            nth[group] = k + 1
-            key = (*group, k)
-        if key not in out:
-            out[key] = entry
-    return out
-
-
-def _exposed_split_ns(entry: dict[str, Any], start: int, end: int, latest: int) -> tuple[int, int]:
-    """(exposed ns inside ``[start, latest)``, inside ``[latest, end)``) of one rank's
-    collective, from its exposed pieces; without pieces, its ``exposed_us`` split in
-    proportion to the two intervals' lengths."""
-    cut = latest - start
-    pieces = entry.get("exposed_ns")
-    if isinstance(pieces, list):
-        in_wait = in_all = 0
-        for a, b in pieces:
-            in_all += b - a
-            in_wait += max(0, min(b, cut) - min(a, cut))
-        return in_wait, in_all - in_wait
-    exposed = round(float(entry.get("exposed_us") or 0.0) * 1000.0)
-    dur = end - start
-    if dur <= 0:
-        return 0, exposed
-    in_wait = round(exposed * min(max(cut, 0), dur) / dur)
-    return in_wait, exposed - in_wait
-
-
 def run_summary(
     workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> dict[str, Any]:
@@ -307,7 +272,9 @@ def run_summary(
     collective), ``total_bytes``, ``median_transfer_us``, ``transfer_us_total``,
     ``algbw_gbps``, ``busbw_gbps``, ``busbw_basis`` = ``matched_transfer``,
     ``group_sizes``); ``largest_skews`` (``pg``, ``kind``, ``step``, ``seq``, ``skew_us``,
-    ``transfer_us``, ``last_rank``, ``start_offsets_us`` per rank); ``steps`` (step
+    ``transfer_us``, ``last_rank``, ``start_offsets_us`` = lateness per rank, for at most
+    :data:`LARGEST_SKEW_RANKS` ranks: the latest ones and the earliest, and
+    ``ranks_not_listed``, how many ranks of the group are left out); ``steps`` (step
     numbers common to all workers: per rank ``durations_us`` and ``spread_us``);
     ``straggler`` (``rank``, ``worker``, ``last_count``, ``matched_count``,
     ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``, ``p_value``,
@@ -477,46 +444,146 @@ class _Matched:
         self.notes: list[str] = []
 
 
+class _Columns:
+    """Every worker's sequence as flat columns (entry order, workers one after another;
+    ns), read in one pass: a matched collective is then a row of global entry ids and
+    every K × M quantity a numpy gather, not a dict lookup per rank.
+
+    ``index[i]``: worker ``i``'s matching key → global entry id (first entry wins a
+    duplicate key); ``mode``: 0 = no exposed time, 1 = exposed pieces (``piece_*``,
+    offsets from the entry's start), 2 = ``exposed`` ns split in proportion to time.
+    """
+
+    def __init__(self, sequences: list[list[dict[str, Any]]], by_seq: bool) -> None:
+        self.index: list[dict[tuple[Any, ...], int]] = []
+        self.entries: list[dict[str, Any]] = []
+        start: list[int] = []
+        end: list[int] = []
+        mode: list[int] = []
+        exposed: list[int] = []
+        kind: list[Any] = []
+        size: list[int] = []
+        group: list[int] = []
+        step: list[Any] = []
+        piece_of: list[int] = []  # entries with exposed pieces
+        piece_lists: list[list[list[int]]] = []  # their pieces ([from, to] ns)
+        for sequence in sequences:
+            keyed: dict[tuple[Any, ...], int] = {}
+            nth: dict[tuple[Any, ...], int] = {}
+            for entry in sequence:
+                pg = entry.get("pg", "0")
+                pg = pg if isinstance(pg, str) else str(pg)
+                if by_seq:
+                    key: tuple[Any, ...] = (pg, entry.get("seq"))
+                else:
+                    grp = (pg, entry.get("kind"), entry.get("step"))
+                    k = nth.get(grp, 0)
+                    nth[grp] = k + 1
+                    key = (*grp, k)
+                if key in keyed:
+                    continue
+                g = len(self.entries)
+                keyed[key] = g
+                self.entries.append(entry)
+                s = _start_ns(entry)
+                start.append(s)
+                ns = entry.get("end_ns")
+                end.append(
+                    ns
+                    if isinstance(ns, int)
+                    else s + round(float(entry.get("dur_us") or 0.0) * 1000.0)
+                )
+                pieces = entry.get("exposed_ns")
+                if pieces is None and not entry.get("exposed_us"):
+                    mode.append(0)
+                    exposed.append(0)
+                elif isinstance(pieces, list):
+                    mode.append(1)
+                    exposed.append(0)
+                    if pieces:
+                        piece_of.append(g)
+                        piece_lists.append(pieces)
+                else:
+                    mode.append(2)
+                    exposed.append(round(float(entry.get("exposed_us") or 0.0) * 1000.0))
+                kind.append(entry.get("kind"))
+                v = entry.get("size_bytes")
+                size.append(v if isinstance(v, int) else -1)
+                v = entry.get("group_size")
+                group.append(v if isinstance(v, int) else -1)
+                step.append(entry.get("step"))
+            self.index.append(keyed)
+        i64 = np.int64
+        self.start = np.array(start, dtype=i64)
+        self.end = np.array(end, dtype=i64)
+        self.mode = np.array(mode, dtype=np.int8)
+        self.exposed = np.array(exposed, dtype=i64)
+        codes: dict[Any, int] = {}
+        self.kind_code = np.array([codes.setdefault(k, len(codes)) for k in kind], dtype=i64)
+        self.size = np.array(size, dtype=i64)
+        self.has_size = np.array([isinstance(e.get("size_bytes"), int) for e in self.entries])
+        self.group = np.array(group, dtype=i64)
+        self.has_group = np.array([isinstance(e.get("group_size"), int) for e in self.entries])
+        self.step = step
+        self.has_step = np.array([s is not None for s in step], dtype=bool)
+        counts = np.array([len(p) for p in piece_lists], dtype=i64)
+        flat = np.fromiter(
+            itertools.chain.from_iterable(itertools.chain.from_iterable(piece_lists)),
+            dtype=i64,
+            count=2 * int(counts.sum()),
+        )
+        self.piece_entry = np.repeat(np.array(piece_of, dtype=i64), counts)
+        self.piece_a, self.piece_b = flat[0::2], flat[1::2]
+
+
 def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[int]) -> _Matched:
     n = len(sequences)
     m = _Matched(n)
-    keyed = [_keys(seq, by_seq) for seq in sequences]
-    pgs_of = [{key[0] for key in k} for k in keyed]
+    cols = _Columns(sequences, by_seq)
+    pgs_of = [{key[0] for key in k} for k in cols.index]
     pgs = sorted(set().union(*pgs_of)) if pgs_of else []
     step_keys: set[Any] = set()
-    largest: list[tuple[float, dict[str, Any], list[int], list[int]]] = []
+    largest: list[tuple[float, dict[str, Any], Any, list[int]]] = []
     for pg in pgs:
         members = [i for i, p in enumerate(pgs_of) if pg in p]
         all_keys = sorted(
-            {key for i in members for key in keyed[i] if key[0] == pg},
+            {key for i in members for key in cols.index[i] if key[0] == pg},
             key=lambda key: tuple((x is None, str(type(x)), x) for x in key),
         )
-        rows: list[list[dict[str, Any]]] = []
+        gids: list[list[int]] = []
         unmatched = 0
+        indexes = [cols.index[i] for i in members]
         for key in all_keys:
-            entries = [keyed[i].get(key) for i in members]
-            if len(members) < 2 or any(e is None for e in entries):
+            row = [ix.get(key, -1) for ix in indexes]
+            if len(members) < 2 or -1 in row:
                 unmatched += 1
                 continue
-            rows.append([e for e in entries if e is not None])
-        if rows:
-            _group(m, members, rows, rank_list, pg, step_keys, largest)
+            gids.append(row)
+        if gids:
+            gid = np.array(gids, dtype=np.int64)
+            _group(m, members, gid, cols, rank_list, pg, step_keys, largest)
         m.unmatched_total += unmatched
         m.groups.append(
             {
                 "pg": pg,
                 "ranks": sorted(rank_list[i] for i in members),
-                "matched": len(rows),
+                "matched": len(gids),
                 "unmatched": unmatched,
             }
         )
     m.step_keys = sorted(step_keys, key=lambda s: (str(type(s)), s))
     largest.sort(key=lambda t: -t[0])
     for _, item, starts, members in largest[:LARGEST_SKEWS]:
-        earliest = min(starts)
+        offsets = starts - starts.min()
+        listed: list[int] = list(range(len(members)))
+        if len(members) > LARGEST_SKEW_RANKS:
+            # the latest ranks (largest offsets; ties: rank order) and the earliest one
+            order = np.lexsort((np.array([rank_list[i] for i in members]), -offsets))
+            listed = sorted({*order[: LARGEST_SKEW_RANKS - 1].tolist(), int(np.argmin(offsets))})
         item["start_offsets_us"] = {
-            str(rank_list[i]): (s - earliest) / 1000.0 for s, i in zip(starts, members, strict=True)
+            str(rank_list[members[j]]): int(offsets[j]) / 1000.0 for j in listed
         }
+        item["ranks_not_listed"] = len(members) - len(listed)
         m.largest.append(item)
     if m.unmatched_total and m.skews:
         m.notes.append(
@@ -530,20 +597,27 @@ def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[
     return m
 
 
+def _first_valid(valid: Any) -> tuple[Any, Any]:
+    """Per row of a K × M bool matrix: (any valid, column of the first valid)."""
+    return valid.any(axis=1), np.argmax(valid, axis=1)
+
+
 def _group(
     m: _Matched,
     members: list[int],
-    rows: list[list[dict[str, Any]]],
+    gid: Any,
+    cols: _Columns,
     rank_list: list[int],
     pg: str,
     step_keys: set[Any],
-    largest: list[tuple[float, dict[str, Any], list[int], list[int]]],
+    largest: list[tuple[float, dict[str, Any], Any, list[int]]],
 ) -> None:
-    """Account the matched collectives of one process group: ``rows[k][j]`` is worker
-    ``members[j]``'s entry of the k-th matched collective (arrays are K × M, ns)."""
-    start = np.array([[_start_ns(e) for e in row] for row in rows], dtype=np.int64)
-    end = np.array([[_end_ns(e) for e in row] for row in rows], dtype=np.int64)
-    end = np.maximum(end, start)
+    """Account the matched collectives of one process group: ``gid[k, j]`` is the global
+    entry id (:class:`_Columns`) of worker ``members[j]``'s entry of the k-th matched
+    collective (arrays are K × M, ns)."""
+    k_rows = np.arange(gid.shape[0])
+    start = cols.start[gid]
+    end = np.maximum(cols.end[gid], start)
     latest, earliest = start.max(axis=1), start.min(axis=1)
     skew = latest - earliest
     transfer = np.maximum(0, end.min(axis=1) - latest)
@@ -554,12 +628,13 @@ def _group(
     last_j = np.argmax(start, axis=1)
     second = np.sort(start, axis=1)[:, -2]
     delay = latest - second
-    exp_wait, exp_transfer = _exposed_matrix(rows, start, end, latest)
-    steps = [next((e.get("step") for e in row if e.get("step") is not None), None) for row in rows]
+    exp_wait, exp_transfer = _exposed_matrix(cols, gid, start, end, latest)
+    has_step, step_col = _first_valid(cols.has_step[gid])
+    steps = [cols.step[int(gid[k, step_col[k]])] if has_step[k] else None for k in k_rows.tolist()]
     m.skews.extend((skew / 1000.0).tolist())
     m.transfers.extend((transfer / 1000.0).tolist())
     for j, i in enumerate(members):
-        m.matched_of[i] += len(rows)
+        m.matched_of[i] += gid.shape[0]
         m.wait_ns[i] += int(wait[:, j].sum())
         m.lateness_ns[i] += int((start[:, j] - earliest).sum())
         m.last_count[i] += int((unique_last & (last_j == j)).sum())
@@ -572,42 +647,65 @@ def _group(
         for k in sel[unique_last[sel]].tolist():
             delays = m.step_delay[members[int(last_j[k])]]
             delays[step] = max(delays.get(step, 0), int(delay[k]))
-    for k, row in enumerate(rows):
-        first = row[0]
-        if len({e.get("kind") for e in row}) > 1:
-            m.kind_mismatches += 1
-        # the same collective on every rank: the first rank that says its size and group
-        size = next((e["size_bytes"] for e in row if isinstance(e.get("size_bytes"), int)), None)
-        group = next((e["group_size"] for e in row if isinstance(e.get("group_size"), int)), None)
+    kind_code = cols.kind_code[gid]
+    m.kind_mismatches += int((kind_code != kind_code[:, :1]).any(axis=1).sum())
+    # the same collective on every rank: the first rank that says its size and group
+    has_size, size_col = _first_valid(cols.has_size[gid])
+    has_group, group_col = _first_valid(cols.has_group[gid])
+    size = cols.size[gid[k_rows, size_col]].tolist()
+    group = cols.group[gid[k_rows, group_col]].tolist()
+    n_members = len(members)
+    skew_l, transfer_l = skew.tolist(), transfer.tolist()
+    for k in k_rows.tolist():
+        first = cols.entries[int(gid[k, 0])]
         m.per_kind.setdefault(str(first.get("kind")), []).append(
-            (size, int(transfer[k]), group if group is not None else len(row))
+            (
+                size[k] if has_size[k] else None,
+                transfer_l[k],
+                group[k] if has_group[k] else n_members,
+            )
         )
         item: dict[str, Any] = {
             "pg": pg,
             "kind": first.get("kind"),
             "step": first.get("step"),
             "seq": first.get("seq"),
-            "skew_us": int(skew[k]) / 1000.0,
-            "transfer_us": int(transfer[k]) / 1000.0,
+            "skew_us": skew_l[k] / 1000.0,
+            "transfer_us": transfer_l[k] / 1000.0,
             "last_rank": rank_list[members[int(last_j[k])]] if unique_last[k] else None,
         }
-        largest.append((int(skew[k]) / 1000.0, item, start[k].tolist(), members))
+        largest.append((skew_l[k] / 1000.0, item, start[k], members))
 
 
-def _exposed_matrix(
-    rows: list[list[dict[str, Any]]], start: Any, end: Any, latest: Any
-) -> tuple[Any, Any]:
-    """K × M exposed ns inside each rank's wait ``[s, L)`` and transfer ``[L, e)``."""
-    exp_wait = np.zeros(start.shape, dtype=np.int64)
-    exp_transfer = np.zeros(start.shape, dtype=np.int64)
-    if not any(e.get("exposed_ns") or e.get("exposed_us") for row in rows for e in row):
-        return exp_wait, exp_transfer
-    for k, row in enumerate(rows):
-        for j, e in enumerate(row):
-            if e.get("exposed_ns") is None and not e.get("exposed_us"):
-                continue
-            w, t = _exposed_split_ns(e, int(start[k, j]), int(end[k, j]), int(latest[k]))
-            exp_wait[k, j], exp_transfer[k, j] = w, t
+def _exposed_matrix(cols: _Columns, gid: Any, start: Any, end: Any, latest: Any) -> tuple[Any, Any]:
+    """K × M exposed ns inside each rank's wait ``[s, L)`` and transfer ``[L, e)``: the
+    exposed pieces cut at ``L − s``; without pieces, ``exposed`` split in proportion to
+    the two intervals' lengths (rounded half to even)."""
+    cut = latest[:, None] - start
+    mode = cols.mode[gid]
+    # proportional split (mode 2)
+    exposed = np.where(mode == 2, cols.exposed[gid], 0)
+    dur = end - start
+    inside = np.minimum(np.maximum(cut, 0), dur)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.rint(exposed * inside / np.where(dur > 0, dur, 1)).astype(np.int64)
+    exp_wait = np.where(dur > 0, share, 0)
+    exp_transfer = exposed - exp_wait
+    if cols.piece_entry.size and (mode == 1).any():
+        position = np.full(len(cols.entries), -1, dtype=np.int64)
+        position[gid.ravel()] = np.arange(gid.size)
+        where = position[cols.piece_entry]
+        keep = where >= 0
+        flat = where[keep]
+        a, b = cols.piece_a[keep], cols.piece_b[keep]
+        c = cut.ravel()[flat]
+        in_wait = np.maximum(0, np.minimum(b, c) - np.minimum(a, c))
+        wait_flat = np.zeros(gid.size, dtype=np.int64)
+        all_flat = np.zeros(gid.size, dtype=np.int64)
+        np.add.at(wait_flat, flat, in_wait)
+        np.add.at(all_flat, flat, b - a)
+        exp_wait = exp_wait + wait_flat.reshape(gid.shape)
+        exp_transfer = exp_transfer + (all_flat - wait_flat).reshape(gid.shape)
     return exp_wait, exp_transfer
 
 

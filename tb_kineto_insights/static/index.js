@@ -814,6 +814,66 @@ var __kinetoInsights = (() => {
     if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
     return basis.replace(/_/g, " ");
   }
+  var MANY_RANKS = 32;
+  var WORST_RANKS = 10;
+  var RANK_TABLE_LIMIT = 50;
+  var RANKS_NAMED_PER_BIN = 5;
+  function rankDistribution(rows, value, flagRank = null, bins = 20) {
+    const valued = [];
+    let missing = 0;
+    for (const r of rows) {
+      const v = value(r);
+      if (isNum(v)) valued.push([r, v]);
+      else missing += 1;
+    }
+    const empty = { labels: [], ranges: [], counts: [], flagged: [], standsOut: [], ranks: [], missing, total: rows.length };
+    if (!valued.length) return empty;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const [, v] of valued) {
+      lo = Math.min(lo, v);
+      hi = Math.max(hi, v);
+    }
+    let n = hi > lo ? Math.max(1, Math.floor(bins)) : 1;
+    while (n > 1 && new Set(Array.from({ length: n }, (_, i) => fmtDuration(lo + i * (hi - lo) / n))).size < n) {
+      n = Math.max(1, Math.floor(n / 2));
+    }
+    const width = hi > lo && n > 1 ? (hi - lo) / n : 0;
+    const counts = new Array(n).fill(0);
+    const flagged = new Array(n).fill(false);
+    const named = Array.from({ length: n }, () => []);
+    const sorted = [...valued].sort((a, b) => a[0].rank - b[0].rank);
+    for (const [r, v] of sorted) {
+      const i = width > 0 ? Math.min(n - 1, Math.floor((v - lo) / width)) : 0;
+      counts[i] += 1;
+      if (r.rank === flagRank) flagged[i] = true;
+      if (named[i].length < RANKS_NAMED_PER_BIN) named[i].push(r.rank);
+    }
+    const edge = (i) => lo + i * width;
+    return {
+      labels: counts.map((_, i) => fmtDuration(edge(i))),
+      ranges: counts.map(
+        (_, i) => width > 0 ? `${fmtDuration(edge(i))} ≤ value ${i === n - 1 ? "≤" : "<"} ${fmtDuration(i === n - 1 ? hi : edge(i + 1))}` : hi > lo ? `${fmtDuration(lo)} ≤ value ≤ ${fmtDuration(hi)}` : `value = ${fmtDuration(lo)}`
+      ),
+      counts,
+      flagged,
+      standsOut: flagged.map((f, i) => f && counts[i] <= valued.length / 10),
+      ranks: named,
+      missing,
+      total: rows.length
+    };
+  }
+  function worstRanks(rows, n = WORST_RANKS) {
+    const delay = (r) => isNum(r.delay_caused_us_per_step) ? r.delay_caused_us_per_step : 0;
+    const late = (r) => latenessPerCollective(r) ?? 0;
+    return rows.filter((r) => delay(r) > 0 || late(r) > 0).sort((a, b) => delay(b) - delay(a) || late(b) - late(a) || a.rank - b.rank).slice(0, n);
+  }
+  var SPANS_NAMED = 8;
+  function spansComparedText(spans, limit = SPANS_NAMED) {
+    const named = spans.slice(0, limit).map((x) => `${x.worker} / ${x.span}`).join(", ");
+    const more = spans.length - Math.min(spans.length, limit);
+    return more > 0 ? `${named} and ${fmtCount(more)} more (${fmtCount(spans.length)} in all)` : named;
+  }
 
   // src/tooltip.ts
   function tipNode(title, rows, footer) {
@@ -1279,6 +1339,46 @@ var __kinetoInsights = (() => {
       ]
     };
   }
+  function rankDistributionOption(d, p, what) {
+    return {
+      ...base2(p),
+      grid: grid(false, { top: 10 }),
+      tooltip: tooltip(p, "axis", (params) => {
+        const i = asList(params)[0]?.dataIndex ?? 0;
+        const named = d.ranks[i] ?? [];
+        const more = (d.counts[i] ?? 0) - named.length;
+        return tipNode(
+          d.ranges[i] ?? "",
+          [
+            { label: "ranks", value: `${fmtCount(d.counts[i])} (${fmtPercent(d.total ? d.counts[i] / d.total : null)})`, strong: true },
+            { label: "for example", value: named.map((r) => `rank ${r}`).join(", ") + (more > 0 ? ` and ${fmtCount(more)} more` : "") },
+            ...d.flagged[i] ? [{ color: p.bad, label: "straggler", value: "in this bin" }] : []
+          ],
+          what.scope
+        );
+      }),
+      xAxis: {
+        type: "category",
+        name: what.axis,
+        nameLocation: "middle",
+        nameGap: 28,
+        data: d.labels,
+        ...axisStyle(p),
+        axisLabel: { color: p.muted, rotate: d.labels.length > 8 ? 30 : 0, fontFamily: FONT, interval: 0 }
+      },
+      yAxis: { type: "value", name: "ranks (count)", minInterval: 1, ...axisStyle(p) },
+      series: [
+        {
+          type: "bar",
+          name: "ranks",
+          barCategoryGap: "12%",
+          // a bin of one rank among a thousand must stay visible; empty bins draw nothing
+          barMinHeight: 4,
+          data: d.counts.map((c, i) => ({ value: c > 0 ? c : null, itemStyle: { color: d.standsOut[i] ? p.bad : p.accent } }))
+        }
+      ]
+    };
+  }
   function verdictColor(verdict, p) {
     if (verdict === "improved") return p.good;
     if (verdict === "regressed") return p.bad;
@@ -1485,7 +1585,40 @@ var __kinetoInsights = (() => {
     if (ranks.length) {
       const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
       const perStep = (part) => (r) => fmtDuration(rankPerStep(r, part));
-      out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waited, all per step").node);
+      const stragglerRank = straggler && isNum(straggler.rank) ? straggler.rank : null;
+      const many = ranks.length > MANY_RANKS;
+      if (many) {
+        out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red where it stands apart (a tenth of the ranks or fewer). Hover a bar for the ranks in it."));
+        const dists = [
+          ["Lateness per collective", latenessPerCollective, DEFINITIONS.mean_lateness_us],
+          ["Waited /step", (r) => rankPerStep(r, "wait"), DEFINITIONS.wait_us_per_step],
+          ["Step time", (r) => isNum(r.mean_step_us) ? r.mean_step_us : null, "Mean step time of the rank."]
+        ];
+        for (const [label, value, scope] of dists) {
+          const d = rankDistribution(ranks, value, stragglerRank);
+          if (d.counts.length) out.push(chart(rankDistributionOption(d, p, { axis: label, scope }), `Ranks by ${label.toLowerCase()}`, 200).node);
+        }
+        const worst = worstRanks(ranks, WORST_RANKS);
+        if (worst.length) {
+          out.push(
+            subhead(`Worst ${worst.length} ranks`, "By delay caused per step (how much earlier the others could start without this rank, median over steps), then lateness per collective."),
+            table(
+              [
+                { header: "Rank", cell: (r) => `${r.rank}${r.rank === stragglerRank ? " (straggler)" : ""}` },
+                { header: "Worker", className: "name-col", cell: (r) => nameCell(r.worker) },
+                { header: "Delay caused /step", numeric: true, title: DEFINITIONS.delay_us_per_step, cell: (r) => fmtDuration(r.delay_caused_us_per_step) },
+                { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) },
+                { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
+                { header: "Step time", numeric: true, cell: (r) => fmtDuration(r.mean_step_us) }
+              ],
+              worst
+            )
+          );
+        }
+        out.push(subhead("All ranks", `${fmtCount(ranks.length)} ranks in rank order; the first ${RANK_TABLE_LIMIT} are shown, "show all" lists the rest.`));
+      } else {
+        out.push(chart(ranksOption(ranks, p, stragglerRank), "Per-rank step time, communication, exposed communication and waited, all per step").node);
+      }
       out.push(
         table(
           [
@@ -1504,7 +1637,8 @@ var __kinetoInsights = (() => {
             { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
             { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) }
           ],
-          ranks
+          ranks,
+          many ? { limit: RANK_TABLE_LIMIT } : {}
         )
       );
     }
@@ -1540,7 +1674,7 @@ var __kinetoInsights = (() => {
             {
               header: "Lateness per rank",
               title: "Each rank's start minus the earliest start.",
-              cell: (r) => Object.entries(r.start_offsets_us ?? {}).map(([rank, v]) => `r${rank}: ${fmtDuration(v)}`).join(", ")
+              cell: (r) => Object.entries(r.start_offsets_us ?? {}).map(([rank, v]) => `r${rank}: ${fmtDuration(v)}`).join(", ") + (isNum(r.ranks_not_listed) && r.ranks_not_listed > 0 ? ` (+${fmtCount(r.ranks_not_listed)} ranks not listed)` : "")
             }
           ],
           skews,
@@ -3116,7 +3250,7 @@ ${more.trim()}` : ""));
           spans.length ? el(
             "p",
             { className: "note" },
-            `Spans compared: ${spans.map((x) => `${x.worker} / ${x.span}`).join(", ")}. Pick a worker above to see its own panels.`
+            `Spans compared: ${spansComparedText(spans)}. Pick a worker above to see its own panels.`
           ) : null
         ];
       });

@@ -670,3 +670,51 @@ def test_readme_screenshot(open_page: Any) -> None:
     if os.environ.get("KINETO_INSIGHTS_UPDATE_SCREENSHOT") == "1":
         shutil.copy(path, README_SCREENSHOT)
     assert README_SCREENSHOT.is_file(), "docs/screenshot.png is missing"
+
+
+def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
+    """1,024 ranks (copies of the real ddp_straggler ranks, rank 341 the straggler, served
+    in place of the run's own view): distributions instead of one bar per rank, the worst
+    ranks listed with the straggler first, the per-rank table limited to 50 rows."""
+    from playwright.sync_api import Route
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import synth_ranks
+
+    from tb_kineto_insights.cache import encode_json
+    from tb_kineto_insights.summary import summarize_run
+
+    if not synth_ranks.H200X2.is_dir():
+        pytest.skip("../shared/traces/h200x2 is not there")
+    view = summarize_run(synth_ranks.straggler_run(1024, 341))
+    doc = {
+        "run": server.two_ranks,
+        "span_index": -1,
+        "spans": [{"worker": r["worker"], "span": "1"} for r in view["ranks"]],
+        "errors": {},
+        "summary": view,
+    }
+    body = encode_json(doc)
+
+    def run_summary(route: Route) -> None:
+        route.fulfill(status=200, content_type="application/json", body=body)
+
+    page = open_page(height=TALL)
+    page.route("**/data/plugin/kineto_insights/run_summary?*", run_summary)
+    page.goto(page.url.split("#")[0] + f"#kineto_insights&ki_run={server.two_ranks}")
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    panel = frame.locator("#ki-panel-ranks")
+    text = panel.inner_text()
+    assert "Distribution across 1,024 ranks" in text and "Worst 10 ranks" in text
+    assert panel.locator(".chart canvas").count() == 3  # three distributions, no per-rank bars
+    tables = panel.locator("table.grid")
+    worst = tables.nth(0).locator("tbody tr")
+    assert worst.count() == 10
+    assert worst.first.inner_text().startswith("341 (straggler)")
+    every = tables.nth(1).locator("tbody tr")
+    assert every.count() == 1024
+    assert tables.nth(1).locator("tbody tr:not([hidden])").count() == 50
+    assert "+1,008 ranks not listed" in text
+    assert "rank7 / 1 and 1,016 more (1,024 in all)" in text and "rank8 / 1" not in text
+    shoot(frame, "all-ranks-1024", "ranks")

@@ -2,8 +2,18 @@ import { chart } from "../charts";
 import { el, kpis, nameCell, notes, table } from "../dom";
 import { fmtBandwidth, fmtBytes, fmtCount, fmtDuration, fmtPercent, humanize, isNum } from "../format";
 import { DEFINITIONS } from "../labels";
-import { commOption, ranksOption } from "../options";
-import { busbwBasisText, commPerStep, latenessPerCollective, rankPerStep } from "../shape";
+import { commOption, rankDistributionOption, ranksOption } from "../options";
+import {
+  MANY_RANKS,
+  RANK_TABLE_LIMIT,
+  WORST_RANKS,
+  busbwBasisText,
+  commPerStep,
+  latenessPerCollective,
+  rankDistribution,
+  rankPerStep,
+  worstRanks,
+} from "../shape";
 import type { Palette } from "../theme";
 import type { CommKind, RankRow, RunKind, RunView, Summary } from "../types";
 import { subhead } from "./shell";
@@ -129,7 +139,41 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
   if (ranks.length) {
     const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
     const perStep = (part: "wait" | "transfer" | "exposed_wait" | "exposed_transfer") => (r: RankRow) => fmtDuration(rankPerStep(r, part));
-    out.push(chart(ranksOption(ranks, p, straggler && isNum(straggler.rank) ? straggler.rank : null), "Per-rank step time, communication, exposed communication and waited, all per step").node);
+    const stragglerRank = straggler && isNum(straggler.rank) ? straggler.rank : null;
+    const many = ranks.length > MANY_RANKS;
+    if (many) {
+      // one bar per rank is unreadable past a few dozen ranks: distributions, worst ranks
+      out.push(subhead(`Distribution across ${fmtCount(ranks.length)} ranks`, "How many ranks fall in each range of the value; the straggler's bin is red where it stands apart (a tenth of the ranks or fewer). Hover a bar for the ranks in it."));
+      const dists: [string, (r: RankRow) => number | null, string][] = [
+        ["Lateness per collective", latenessPerCollective, DEFINITIONS.mean_lateness_us],
+        ["Waited /step", (r) => rankPerStep(r, "wait"), DEFINITIONS.wait_us_per_step],
+        ["Step time", (r) => (isNum(r.mean_step_us) ? r.mean_step_us : null), "Mean step time of the rank."],
+      ];
+      for (const [label, value, scope] of dists) {
+        const d = rankDistribution(ranks, value, stragglerRank);
+        if (d.counts.length) out.push(chart(rankDistributionOption(d, p, { axis: label, scope }), `Ranks by ${label.toLowerCase()}`, 200).node);
+      }
+      const worst = worstRanks(ranks, WORST_RANKS);
+      if (worst.length) {
+        out.push(
+          subhead(`Worst ${worst.length} ranks`, "By delay caused per step (how much earlier the others could start without this rank, median over steps), then lateness per collective."),
+          table<RankRow>(
+            [
+              { header: "Rank", cell: (r) => `${r.rank}${r.rank === stragglerRank ? " (straggler)" : ""}` },
+              { header: "Worker", className: "name-col", cell: (r) => nameCell(r.worker) },
+              { header: "Delay caused /step", numeric: true, title: DEFINITIONS.delay_us_per_step, cell: (r) => fmtDuration(r.delay_caused_us_per_step) },
+              { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) },
+              { header: "Last at", numeric: true, title: DEFINITIONS.last_fraction, cell: (r) => `${fmtPercent(r.last_fraction, 0)} (${fmtCount(r.last_count)}/${fmtCount(r.matched_count)})` },
+              { header: "Step time", numeric: true, cell: (r) => fmtDuration(r.mean_step_us) },
+            ],
+            worst,
+          ),
+        );
+      }
+      out.push(subhead("All ranks", `${fmtCount(ranks.length)} ranks in rank order; the first ${RANK_TABLE_LIMIT} are shown, "show all" lists the rest.`));
+    } else {
+      out.push(chart(ranksOption(ranks, p, stragglerRank), "Per-rank step time, communication, exposed communication and waited, all per step").node);
+    }
     out.push(
       table<RankRow>(
         [
@@ -151,6 +195,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
           { header: "Lateness per collective", numeric: true, title: DEFINITIONS.mean_lateness_us, cell: (r) => fmtDuration(latenessPerCollective(r)) },
         ],
         ranks,
+        many ? { limit: RANK_TABLE_LIMIT } : {},
       ),
     );
   }
@@ -189,7 +234,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
             cell: (r) =>
               Object.entries(r.start_offsets_us ?? {})
                 .map(([rank, v]) => `r${rank}: ${fmtDuration(v)}`)
-                .join(", "),
+                .join(", ") + (isNum(r.ranks_not_listed) && r.ranks_not_listed > 0 ? ` (+${fmtCount(r.ranks_not_listed)} ranks not listed)` : ""),
           },
         ],
         skews,
