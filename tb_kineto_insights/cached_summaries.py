@@ -51,9 +51,11 @@ def cli_cache_location(flag: str | None, environ: Mapping[str, str] | None = Non
     return raw if "://" in raw or "::" in raw else os.path.expanduser(raw)
 
 
-def identity_of(span: Span) -> Identity:
-    """The cache identity of a listed span (no containment root: the command line reads
-    the files it is given)."""
+def identity_of(span: Span, root: str = "") -> Identity:
+    """The cache identity of a listed span: what discovery saw (for a local file: its
+    target's device, inode, size and mtime_ns). ``root``: the log directory the file
+    must lie in when opened (the plugin's rule); none for the command line, which reads
+    the files it is given."""
     return Identity(
         span.path,
         span.size_bytes,
@@ -61,6 +63,7 @@ def identity_of(span: Span) -> Identity:
         device=span.device,
         inode=span.inode,
         mtime_ns=span.mtime_ns,
+        root=root,
         version=span.version,
     )
 

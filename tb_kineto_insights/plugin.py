@@ -98,6 +98,7 @@ from tb_kineto_insights.cache import (
     settings_fingerprint,
     workers_from_env,
 )
+from tb_kineto_insights.cached_summaries import identity_of
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -271,18 +272,8 @@ _ERROR_CODES = {
 
 
 def _identity(span: Span) -> Identity:
-    """The identity discovery saw (for a local file: its target's device, inode, size
-    and mtime_ns) and the log directory it must lie in when opened."""
-    return Identity(
-        span.path,
-        span.size_bytes,
-        span.mtime,
-        device=span.device,
-        inode=span.inode,
-        mtime_ns=span.mtime_ns,
-        root=span.root,
-        version=span.version,
-    )
+    """The identity discovery saw and the log directory it must lie in when opened."""
+    return identity_of(span, root=span.root)
 
 
 def _identity_now(span: Span) -> Identity | None:
