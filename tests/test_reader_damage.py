@@ -157,6 +157,9 @@ def test_b7_kernel_dur_overflow(shared_cases: Path) -> None:
     gpu = b7["steps"]["gpu_utilization_fraction"]
     assert gpu == pytest.approx(b0["steps"]["gpu_utilization_fraction"], abs=0.01)
     assert "trace_data_loss" in _ids(b7)
+    (loss,) = [d for d in b7["diagnoses"] if d["id"] == "trace_data_loss"]
+    assert loss["title"].startswith("1 GPU event(s) had a duration running over")
+    assert "clipped, 1,599.7 ms removed" in loss["title"]
 
 
 @pytest.mark.parametrize("run", ["ddp_default", "ddp_tuned", "ddp_straggler", "fsdp"])

@@ -395,10 +395,17 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
             f"The trace file is damaged: {damaged_regions} damaged region(s), "
             f"{lost_events} event(s) and {health.get('lost_bytes', 0)} bytes lost"
         )
-    elif unusable_events:
+    elif overran and unusable_events == overran:
+        clipped = health.get("stream_overlap_clipped") or {}
         title = (
-            f"The trace is incomplete: {unusable_events} of {events} events were "
-            f"unusable ({100 * unusable:.0f} %)"
+            f"{overran} GPU event(s) had a duration running over the next event(s) on their "
+            f"stream: clipped, {float(clipped.get('removed_ns') or 0) / 1e6:,.1f} ms removed "
+            "(the recorded duration cannot be right)"
+        )
+    elif unusable_events:
+        share = f"{100 * unusable:.0f} %" if unusable >= 0.005 else "< 1 %"
+        title = (
+            f"The trace is incomplete: {unusable_events} of {events} events were unusable ({share})"
         )
     else:
         title = "The trace is incomplete: Kineto reported dropped or out-of-range records"
