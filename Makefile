@@ -10,7 +10,7 @@ NPM ?= npm
 CHROMIUM ?= /usr/bin/chromium
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps
+.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps schema
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ unit: venv
 # Before `unit`: the frontend's own tests, and what the browser tests need.
 test: lint typecheck frontend-test browser-deps unit
 
+# ---------------------------------------------------------------- schema (docs/schema/)
+# The JSON Schema of the summary, run view, diff and report, generated from the Structs
+# of tb_kineto_insights/schema/ (committed; tests/test_schema.py checks it is current).
+# frontend/src/types.ts is generated from it by `make frontend` (frontend/gen_types.mjs).
+schema: venv
+	$(PY) scripts/gen_schema.py
+
 # ---------------------------------------------------------------- frontend (frontend/)
 # The built files in tb_kineto_insights/static/ are committed (a pip install needs no
 # Node); `make frontend` rebuilds them after a change in frontend/, and
@@ -52,14 +59,14 @@ $(FRONTEND_DEPS): frontend/package.json frontend/package-lock.json
 	touch $@
 
 frontend: $(FRONTEND_DEPS)
-	cd frontend && $(NODE) build.mjs
+	cd frontend && $(NODE) gen_types.mjs && $(NODE) build.mjs
 
 # Type check and unit tests (Node's test runner on esbuild-compiled tests). Without
 # Node it is skipped with a note, except under CI (KINETO_INSIGHTS_REQUIRE_SHARED=1).
 frontend-test:
 	@if command -v $(NODE) >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory $(FRONTEND_DEPS) && cd frontend && \
-		./node_modules/.bin/tsc -p tsconfig.json && $(NODE) build.mjs test; \
+		$(NODE) gen_types.mjs --check && ./node_modules/.bin/tsc -p tsconfig.json && $(NODE) build.mjs test; \
 	elif [ "$$KINETO_INSIGHTS_REQUIRE_SHARED" = 1 ]; then \
 		echo "frontend-test: node and npm are required (KINETO_INSIGHTS_REQUIRE_SHARED=1)" >&2; exit 1; \
 	else \

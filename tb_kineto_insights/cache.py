@@ -96,6 +96,7 @@ import numpy as np
 from tb_kineto_insights import cache_store
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.content_id import content_key_cached
+from tb_kineto_insights.schema import SCHEMA_FINGERPRINT, SUMMARY_DECODER
 from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -410,7 +411,9 @@ class LoadResult:
 
 def entry_key(ident: Identity, settings: str) -> str:
     """The key of a file's content under some analysis settings: the SHA-256 (hex) of
-    ``[CACHE_FORMAT, content key, settings]`` as JSON, where the content key
+    ``[CACHE_FORMAT, SCHEMA_FINGERPRINT, content key, settings]`` as JSON (the
+    fingerprint of the Summary Struct's JSON Schema, ``schema.SCHEMA_FINGERPRINT``: a
+    change of the summary's shape is a new key), where the content key
     (``content_id.py``) is size, mtime or ETag and an XXH3-128 of the stored file's
     first and last MiB: no path, device or inode. It names the cache file (in the
     folder of the ``ANALYSIS_VERSION``) and is recorded inside it.
@@ -418,7 +421,7 @@ def entry_key(ident: Identity, settings: str) -> str:
     Raises:
         TraceIOError: the file cannot be read to compute its content key.
     """
-    key = encode_json([CACHE_FORMAT, ident.content_key(), settings])
+    key = encode_json([CACHE_FORMAT, SCHEMA_FINGERPRINT, ident.content_key(), settings])
     return hashlib.sha256(key).hexdigest()
 
 
@@ -474,7 +477,12 @@ def _entry_bytes(
 
 
 def decode_entry(
-    data: bytes, ident: Identity, settings: str, key: str | None = None
+    data: bytes,
+    ident: Identity,
+    settings: str,
+    key: str | None = None,
+    *,
+    validate: bool = True,
 ) -> LoadResult | None:
     """A cache entry's content as a LoadResult; None when its checksum does not match
     (any flipped, missing or extra byte), or it was written by another format or
@@ -482,7 +490,12 @@ def decode_entry(
     already computed, else :func:`entry_key`, None when the file cannot be read for
     it), or it records an error that is not about the file's content (an I/O error).
     The path recorded in the entry is not checked: a copy of the file elsewhere is the
-    same content."""
+    same content. With ``validate`` (entries read from a cache folder), the summary is
+    also decoded with ``schema.SUMMARY_DECODER`` (``msgspec.json.Decoder(Summary)``):
+    one that does not fit the :class:`~tb_kineto_insights.schema.Summary` Struct (a key
+    missing, of another type; written by other code under the same key) is None too, so
+    it is dropped and computed again. ``validate=False``: a summary this process's worker
+    has just computed, served as it is."""
     body = _unsealed(data)
     if body is None:
         return None
@@ -507,6 +520,12 @@ def decode_entry(
         summary = bytes(entry.summary)
         if summary == b"null":
             return None
+        if validate:
+            try:
+                SUMMARY_DECODER.decode(summary)
+            except msgspec.ValidationError as exc:
+                logger.warning("Kineto Insights: cached summary of %s: %s", ident.path, exc)
+                return None
         panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
         if entry.path != ident.path:
             summary = _relabelled(panels, ident.path)
@@ -1238,7 +1257,8 @@ class SummaryLoader:
             )
         result = None
         if outcome.data is not None:
-            result = decode_entry(outcome.data, ident, self.settings, key)
+            # the worker checked a cached entry; a summary it computed is served as is
+            result = decode_entry(outcome.data, ident, self.settings, key, validate=False)
         with self._cv:
             self._started.pop(ident, None)
             if result is None:

@@ -34,6 +34,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 from tb_kineto_insights.cache import CACHE_DIR_ENV
 from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
 from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
+from tb_kineto_insights.schema import Report, checked
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
     select_run_spans,
@@ -125,7 +126,7 @@ def build_report(
             run_summary = summarize_run(chosen, thresholds)
             run_summary["notes"] = notes + run_summary["notes"]
         runs.append({"run": run.name, "workers": workers, "run_summary": run_summary})
-    return {"schema": REPORT_SCHEMA, "path": path, "runs": runs}
+    return checked({"schema": REPORT_SCHEMA, "path": path, "runs": runs}, Report)
 
 
 def _spans(report: dict[str, Any]) -> list[dict[str, Any]]:

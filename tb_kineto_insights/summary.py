@@ -35,13 +35,13 @@ from tb_kineto_insights.analysis.run_view import (
 )
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
+from tb_kineto_insights.schema import RunView, Summary, checked
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
-#: Schema id of ``report --format json``.
-REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
 ANALYSIS_VERSION = 6
 #: Panels a summary holds, in display order.
@@ -70,7 +70,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "tables": tables_summary(index),
     }
     panels["diagnoses"] = diagnose(index, panels, thresholds)
-    return {key: panels[key] for key in PANELS}
+    return checked({key: panels[key] for key in PANELS}, Summary)
 
 
 def summarize_file(
@@ -100,7 +100,7 @@ def summarize_run(
     run = run_summary(workers, thresholds)
     run["diagnoses"] = run_diagnoses(run, thresholds)
     run["superseded_span_diagnoses"] = superseded_span_diagnoses(run["diagnoses"])
-    return run
+    return checked(run, RunView)
 
 
 def select_run_spans(

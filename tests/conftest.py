@@ -22,6 +22,10 @@ H200X2 = SHARED / "traces" / "h200x2"
 CASES = SHARED / "cases"
 SAMPLE_LOGS = REPO / "sample_logs"
 
+# Every summary, run view, diff and report built during the tests is checked against its
+# Struct (tb_kineto_insights/schema): a shape the schema does not describe fails a test.
+os.environ.setdefault("KINETO_INSIGHTS_CHECK_SCHEMA", "1")
+
 
 def require_dir(path: Path, what: str) -> Path:
     """Skip (or fail under KINETO_INSIGHTS_REQUIRE_SHARED=1) when ``path`` is missing."""

@@ -31,8 +31,7 @@ from tb_kineto_insights.analysis.collectives import is_communication_kernel
 from tb_kineto_insights.analysis.diff_comm import communication_rows
 from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-
-DIFF_SCHEMA = "tb_kineto_insights.diff/1"
+from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, checked
 
 Side = Sequence[tuple[str, dict[str, Any]]]
 Extractor = Callable[[dict[str, Any]], list[float] | None]
@@ -514,7 +513,7 @@ def diff(
         ],
         key=lambda r: -abs(r["delta_us_per_step"]),
     )[:10]
-    return {
+    doc = {
         "schema": DIFF_SCHEMA,
         "base": {"label": base_label, "workers": [w for w, _ in base]},
         "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
@@ -534,6 +533,7 @@ def diff(
         "largest_changes": largest,
         "noise_rule": NOISE_RULE,
     }
+    return checked(doc, DiffDocument)
 
 
 def _rank(summary: dict[str, Any]) -> Any:

@@ -1,0 +1,111 @@
+"""One typed description of everything the tool says: a ``msgspec.Struct`` per panel
+(one module per panel: ``steps``, ``kernels``, ``idle``, ``communication``, ``memory``,
+``health``, ``tables``, ``diagnoses``), the span :class:`Summary`, the run view across
+ranks :class:`RunView`, the :class:`DiffDocument` (``tb_kineto_insights.diff/1``) and
+the :class:`Report` envelope (``tb_kineto_insights.report/1``).
+
+The analysis code builds plain dicts (built-ins are what it indexes internally); these
+Structs are the contract at the boundary: every summary the cache reads back is decoded
+with :data:`SUMMARY_DECODER` (an entry that does not validate is dropped and computed
+again), ``docs/schema/*.json`` is generated from them (``make schema``,
+``scripts/gen_schema.py``), and ``frontend/src/types.ts`` is generated from that JSON
+Schema. Conventions: units are in field names (``_us`` microseconds, ``_ns``
+nanoseconds, ``_bytes``, ``_fraction`` a share in [0, 1], ``_gbps`` 10^9 bytes/s,
+``_per_step`` a mean over the steps analysed); a key that some documents lack is a field
+defaulting to ``msgspec.UNSET`` (optional in the schema), a key that can be ``null`` is
+``T | None``; maps keyed by data (kernel names, causes, devices, ids) are
+``dict[str, T]``. ``Diagnosis.evidence`` is a map whose keys depend on the diagnosis id
+(see ``DESIGN.md``).
+
+:data:`SCHEMA_FINGERPRINT` (SHA-256 of the Summary's JSON Schema) is the one version of
+the summary's shape: it is part of every cache key (``cache.entry_key``), so changing a
+Struct invalidates cached summaries by itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, TypeVar
+
+import msgspec
+
+from tb_kineto_insights.schema.diff import DiffDocument
+from tb_kineto_insights.schema.report import Report
+from tb_kineto_insights.schema.run_view import RunView
+from tb_kineto_insights.schema.summary import Summary
+
+__all__ = [
+    "CHECK_SCHEMA_ENV",
+    "DIFF_SCHEMA",
+    "REPORT_SCHEMA",
+    "SCHEMA_FINGERPRINT",
+    "SUMMARY_DECODER",
+    "DiffDocument",
+    "Report",
+    "RunView",
+    "Summary",
+    "checked",
+    "json_schemas",
+    "validate_summary",
+]
+
+#: Schema id of ``report --format json`` (the :class:`Report` document).
+REPORT_SCHEMA = "tb_kineto_insights.report/1"
+#: Schema id of the diff document (:class:`DiffDocument`).
+DIFF_SCHEMA = "tb_kineto_insights.diff/1"
+
+#: Decodes one summary's JSON bytes into a :class:`Summary`; raises
+#: ``msgspec.ValidationError`` (a ``ValueError``) when a key is missing or of the wrong
+#: type, ``msgspec.DecodeError`` on malformed JSON.
+SUMMARY_DECODER = msgspec.json.Decoder(Summary)
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
+    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json`` (JSON Schema
+    2020-12, as written by ``msgspec.json.schema``; Struct docstrings become
+    ``description``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, typ in (
+        ("summary", Summary),
+        ("run_view", RunView),
+        ("diff", DiffDocument),
+        ("report", Report),
+    ):
+        schema = msgspec.json.schema(typ)
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+        out[f"{name}.schema.json"] = schema
+    return out
+
+
+#: SHA-256 (hex) of the Summary's JSON Schema: changes whenever a Struct of the summary
+#: changes (a field added, removed, renamed, retyped, made optional).
+SCHEMA_FINGERPRINT = hashlib.sha256(
+    msgspec.json.encode(msgspec.json.schema(Summary), order="sorted")
+).hexdigest()
+
+
+def validate_summary(summary: Any) -> Summary:
+    """``summary`` (a summary as built-ins: ``{panel: ...}``) checked against
+    :class:`Summary`; returns the Struct. Raises ``msgspec.ValidationError`` naming the
+    first key that does not fit (e.g. ``Expected `float`, got `str` - at
+    `$.steps.mean_step_us```)."""
+    return msgspec.convert(summary, Summary, strict=True)
+
+
+#: ``KINETO_INSIGHTS_CHECK_SCHEMA=1``: every summary, run view, diff and report is
+#: checked against its Struct as it is built (:func:`checked`); the test suite sets it,
+#: so a shape the Structs do not describe fails a test instead of drifting silently.
+CHECK_SCHEMA_ENV = "KINETO_INSIGHTS_CHECK_SCHEMA"
+
+_T = TypeVar("_T")
+
+
+def checked(value: _T, struct_type: type[msgspec.Struct]) -> _T:
+    """``value`` unchanged; when ``KINETO_INSIGHTS_CHECK_SCHEMA=1``, first checked
+    against ``struct_type`` (raises ``msgspec.ValidationError`` naming the key that does
+    not fit). Off by default: a user's report never fails on a schema gap."""
+    if os.environ.get(CHECK_SCHEMA_ENV) == "1":
+        msgspec.convert(value, struct_type, strict=True)
+    return value

@@ -1,0 +1,211 @@
+"""Shape of ``diff``: filled by ``analysis.diff.diff``.
+
+Kept in step with that code: tests round-trip every real summary through it.
+"""
+
+from __future__ import annotations
+
+from msgspec import UNSET, UnsetType
+
+from tb_kineto_insights.schema._base import Out
+from tb_kineto_insights.schema.communication import BucketSize
+
+
+class DiffSide(Out, frozen=True, kw_only=True):
+    """``diff.base`` / ``diff.exp``: the side's label and its ``worker/span`` names."""
+
+    label: str
+    workers: list[str]
+
+
+class Headline(Out, frozen=True, kw_only=True):
+    """``diff.headline``."""
+
+    base_step_us: float
+    exp_step_us: float
+    speedup: float
+    change_fraction: float
+    verdict: str
+
+
+class SidePair(Out, frozen=True, kw_only=True):
+    """``diff.metrics[].basis``
+    (also ``diff.communication.busbw_basis{}``)."""
+
+    base: str
+    exp: str
+
+
+class ByRankPair(Out, frozen=True, kw_only=True):
+    """``diff.metrics[].by_rank``."""
+
+    base: dict[str, float]
+    exp: dict[str, float]
+
+
+class DiffMetric(Out, frozen=True, kw_only=True):
+    """One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,
+    ``unit``, which direction is ``better``); the communication rows
+    (``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)
+    and, when not judged, a ``note`` saying why; ``by_rank``: rank → value per side."""
+
+    key: str
+    label: str
+    unit: str
+    better: str
+    base: float
+    exp: float
+    delta: float
+    change_fraction: float | None
+    base_noise: float
+    exp_noise: float
+    stderr: float | None
+    base_n: int
+    exp_n: int
+    min_delta: float
+    verdict: str
+    basis: SidePair | UnsetType = UNSET
+    note: str | UnsetType = UNSET
+    by_rank: ByRankPair | UnsetType = UNSET
+
+
+class DdpBucketStats(Out, frozen=True, kw_only=True):
+    """``diff.communication.ddp_buckets.base``
+    (also ``diff.communication.ddp_buckets.exp``)."""
+
+    count: int
+    count_per_step: float
+    median_bytes: float
+    min_bytes: int
+    max_bytes: int
+    distinct_count: int
+    sizes: list[BucketSize]
+
+
+class DdpBucketsPair(Out, frozen=True, kw_only=True):
+    """``diff.communication.ddp_buckets``."""
+
+    base: DdpBucketStats | None
+    exp: DdpBucketStats | None
+
+
+class DiffCommunication(Out, frozen=True, kw_only=True):
+    """``diff.communication``."""
+
+    ddp_buckets: DdpBucketsPair
+    busbw_basis: dict[str, SidePair]
+    rank_rows_from: str
+
+
+class Change(Out, frozen=True, kw_only=True):
+    """One judged value before → after (``analysis.diff_rules.judge``): ``time_us_per_step``
+    and ``count_per_step`` of a :class:`DiffRow`, ``step_time_us`` of a
+    :class:`DiffRankRow`. ``change_fraction``: delta / |base| (None when base is 0);
+    ``base_noise``/``exp_noise``: step-to-step standard deviations; ``stderr``: None when
+    not judged by per-step samples; ``min_delta``: the smallest delta that matters."""
+
+    base: float
+    exp: float
+    delta: float
+    change_fraction: float | None
+    base_noise: float
+    exp_noise: float
+    stderr: float | None
+    base_n: int
+    exp_n: int
+    min_delta: float
+    verdict: str
+
+
+class DiffRow(Out, frozen=True, kw_only=True):
+    """One kernel or op name in ``diff.kernels`` / ``diff.ops`` (``changed``, ``added``,
+    ``removed``, and ``diff.kernels.communication``, whose rows also carry ``status``
+    (``not judged``) and a ``note``: NCCL time includes waiting for other ranks)."""
+
+    name: str
+    time_us_per_step: Change
+    count_per_step: Change
+    delta_time_us_per_step: float
+    status: str | UnsetType = UNSET
+    note: str | UnsetType = UNSET
+
+
+class DiffKernels(Out, frozen=True, kw_only=True):
+    """``diff.kernels``."""
+
+    changed: list[DiffRow]
+    added: list[DiffRow]
+    removed: list[DiffRow]
+    unchanged_count: int
+    communication: list[DiffRow]
+
+
+class DiffOps(Out, frozen=True, kw_only=True):
+    """``diff.ops``."""
+
+    changed: list[DiffRow]
+    added: list[DiffRow]
+    removed: list[DiffRow]
+    unchanged_count: int
+
+
+class FoundDiagnosis(Out, frozen=True, kw_only=True):
+    """``diff.diagnoses.found.base[]``
+    (also ``diff.diagnoses.found.exp[]``)."""
+
+    id: str
+    severity: str
+    title: str
+    impact_fraction: float
+    scope: str
+    where: str
+
+
+class FoundDiagnoses(Out, frozen=True, kw_only=True):
+    """``diff.diagnoses.found``."""
+
+    base: list[FoundDiagnosis]
+    exp: list[FoundDiagnosis]
+
+
+class DiffDiagnoses(Out, frozen=True, kw_only=True):
+    """``diff.diagnoses``."""
+
+    appeared: list[str]
+    disappeared: list[str]
+    kept: list[str]
+    found: FoundDiagnoses
+
+
+class DiffRankRow(Out, frozen=True, kw_only=True):
+    """``diff.per_rank[]``."""
+
+    rank: int
+    step_time_us: Change
+
+
+class LargestChange(Out, frozen=True, kw_only=True):
+    """``diff.largest_changes[]``."""
+
+    what: str
+    name: str
+    delta_us_per_step: float
+    verdict: str
+
+
+class DiffDocument(Out, frozen=True, kw_only=True):
+    """``diff``."""
+
+    schema: str
+    base: DiffSide
+    exp: DiffSide
+    headline: Headline
+    warnings: list[str]
+    metrics: list[DiffMetric]
+    communication: DiffCommunication
+    kernels: DiffKernels
+    ops: DiffOps
+    diagnoses: DiffDiagnoses
+    per_rank: list[DiffRankRow]
+    largest_changes: list[LargestChange]
+    noise_rule: str

@@ -1,0 +1,101 @@
+"""Shape of ``kernels``: filled by ``analysis.kernels.kernels_summary``.
+
+Kept in step with that code: tests round-trip every real summary through it.
+"""
+
+from __future__ import annotations
+
+from tb_kineto_insights.schema._base import Out
+
+
+class KernelsOutsideSteps(Out, frozen=True, kw_only=True):
+    """``summary.kernels.outside_steps``."""
+
+    count: int
+    time_us: float
+
+
+class KernelStepCount(Out, frozen=True, kw_only=True):
+    """``summary.kernels.per_step[]``."""
+
+    number: int
+    count: int
+    time_us: float
+    short_count: int
+
+
+class HistogramBin(Out, frozen=True, kw_only=True):
+    """``summary.kernels.duration_histogram[]``
+    (also ``summary.idle.devices[].gap_histogram[]``)."""
+
+    lo_us: float
+    hi_us: float | None
+    count: int
+    time_us: float
+
+
+class KernelLaunch(Out, frozen=True, kw_only=True):
+    """``summary.kernels.launch``."""
+
+    mean_launch_us: float | None
+    launch_count: int
+    one_to_one_count: int
+    launch_bound_count: int
+    launch_bound_fraction: float | None
+    launch_bound_denominator: str
+    unlinked_kernels: int
+
+
+class KernelRow(Out, frozen=True, kw_only=True):
+    """``summary.kernels.top_by_count[]``
+    (also ``summary.kernels.top_by_time[]``)."""
+
+    name: str
+    full_name: str
+    count: int
+    time_us: float
+    mean_us: float
+    short_fraction: float
+    is_communication: bool
+
+
+class FusionCandidate(Out, frozen=True, kw_only=True):
+    """``summary.kernels.fusion_candidates[]``."""
+
+    kernels: list[str]
+    length: int
+    truncated: bool
+    occurrences: int
+    per_step: float
+    total_time_us: float
+    cpu_op: str
+
+
+class KernelDevice(Out, frozen=True, kw_only=True):
+    """``summary.kernels.devices{}``."""
+
+    count: int
+    time_us: float
+    short_count_fraction: float
+
+
+class KernelsPanel(Out, frozen=True, kw_only=True):
+    """``summary.kernels``."""
+
+    count: int
+    count_in_steps: int
+    outside_steps: KernelsOutsideSteps
+    per_step: list[KernelStepCount]
+    mean_per_step: float
+    short_threshold_us: float
+    short_count_fraction: float | None
+    short_time_fraction: float | None
+    graph_launched_count: int
+    compiled_kernel_fraction: float | None
+    duration_histogram: list[HistogramBin]
+    launch: KernelLaunch
+    top_by_count: list[KernelRow]
+    top_by_time: list[KernelRow]
+    fusion_candidates: list[FusionCandidate]
+    devices: dict[str, KernelDevice]
+    notes: list[str]

@@ -1,0 +1,51 @@
+"""Shape of ``report``: filled by ``cli.build_report``.
+
+Kept in step with that code: tests round-trip every real summary through it.
+"""
+
+from __future__ import annotations
+
+from msgspec import UNSET, UnsetType
+
+from tb_kineto_insights.schema._base import Out
+from tb_kineto_insights.schema.run_view import RunView
+from tb_kineto_insights.schema.summary import Summary
+
+
+class SpanError(Out, frozen=True, kw_only=True):
+    """``report.runs[].workers[].spans[].error``."""
+
+    type: str
+    message: str
+
+
+class ReportSpan(Out, frozen=True, kw_only=True):
+    """``report.runs[].workers[].spans[]``."""
+
+    span: str
+    file: str
+    summary: Summary | UnsetType = UNSET
+    error: SpanError | UnsetType = UNSET
+
+
+class ReportWorker(Out, frozen=True, kw_only=True):
+    """``report.runs[].workers[]``."""
+
+    worker: str
+    spans: list[ReportSpan]
+
+
+class ReportRun(Out, frozen=True, kw_only=True):
+    """``report.runs[]``."""
+
+    run: str
+    workers: list[ReportWorker]
+    run_summary: RunView | None
+
+
+class Report(Out, frozen=True, kw_only=True):
+    """``report``."""
+
+    schema: str
+    path: str
+    runs: list[ReportRun]

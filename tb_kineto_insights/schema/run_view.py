@@ -1,0 +1,165 @@
+"""Shape of ``run_view``: filled by ``summary.summarize_run (analysis.run_view)``.
+
+Kept in step with that code: tests round-trip every real summary through it.
+"""
+
+from __future__ import annotations
+
+from tb_kineto_insights.schema._base import Out
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+
+
+class RankRow(Out, frozen=True, kw_only=True):
+    """``run_summary.ranks[]``."""
+
+    rank: int
+    worker: str
+    step_count: int
+    mean_step_us: float
+    mean_comm_us: float
+    mean_exposed_us: float
+    exposed_fraction: float | None
+    collective_count: int
+    matched_count: int
+    last_count: int
+    last_fraction: float | None
+    wait_us_total: float
+    wait_us_per_collective: float | None
+    lateness_us_per_collective: float | None
+    wait_us_per_step: float | None
+    transfer_us_per_step: float | None
+    exposed_wait_us_per_step: float | None
+    exposed_transfer_us_per_step: float | None
+    delay_caused_us_per_step: float | None
+
+
+class ProcessGroupMatch(Out, frozen=True, kw_only=True):
+    """``run_summary.process_groups[]``."""
+
+    pg: str
+    ranks: list[int]
+    matched: int
+    unmatched: int
+
+
+class SpreadStats(Out, frozen=True, kw_only=True):
+    """``run_summary.skew_us``
+    (also ``run_summary.transfer_us``)."""
+
+    count: int
+    mean_us: float | None
+    median_us: float | None
+    p90_us: float | None
+    max_us: float | None
+    total_us: float
+
+
+class RunCollectiveKind(Out, frozen=True, kw_only=True):
+    """``run_summary.kinds[]``."""
+
+    kind: str
+    matched_count: int
+    calls_per_step: float
+    median_bytes: float | None
+    total_bytes: int
+    median_transfer_us: float
+    transfer_us_total: float
+    algbw_gbps: float | None
+    busbw_gbps: float | None
+    busbw_basis: str
+    group_sizes: list[int]
+
+
+class CollectiveSkew(Out, frozen=True, kw_only=True):
+    """``run_summary.largest_skews[]``."""
+
+    pg: str
+    kind: str
+    step: int
+    seq: int
+    skew_us: float
+    transfer_us: float
+    last_rank: int | None
+    start_offsets_us: dict[str, float]
+    ranks_not_listed: int
+
+
+class RunStep(Out, frozen=True, kw_only=True):
+    """``run_summary.steps[]``."""
+
+    number: int
+    durations_us: dict[str, float]
+    spread_us: float
+
+
+class Straggler(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler``."""
+
+    rank: int
+    worker: str
+    last_count: int
+    matched_count: int
+    last_fraction: float
+    last_steps: int
+    tested_steps: int
+    p_value: float
+    delay_us_per_step: float
+    share_of_step: float
+    others_wait_us_per_step: float
+
+
+class StragglerTest(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler_test``."""
+
+    rank: int
+    worker: str
+    last_count: int
+    matched_count: int
+    last_fraction: float
+    last_steps: int
+    tested_steps: int
+    ranks_tested: int
+    p0: float
+    p_value_one_rank: float
+    p_value: float
+    alpha: float
+    consistent: bool
+    delay_us_per_step: float
+    share_of_step: float
+    min_share_of_step: float
+    costly: bool
+    others_wait_us_per_step: float
+    verdict: str
+
+
+class SupersededDiagnosis(Out, frozen=True, kw_only=True):
+    """``run_summary.superseded_span_diagnoses[]``."""
+
+    worker: str
+    rank: int
+    id: str
+
+
+class RunView(Out, frozen=True, kw_only=True):
+    """``run_summary``."""
+
+    worker_count: int
+    world_size: int | None
+    rank_source: str
+    match_key: str
+    ranks: list[RankRow]
+    process_groups: list[ProcessGroupMatch]
+    matched_count: int
+    unmatched_count: int
+    kind_mismatches: int
+    matched_step_count: int
+    skew_us: SpreadStats
+    transfer_us: SpreadStats
+    kinds: list[RunCollectiveKind]
+    largest_skews: list[CollectiveSkew]
+    steps: list[RunStep]
+    straggler: Straggler | None
+    straggler_test: StragglerTest | None
+    notes: list[str]
+    diagnoses: list[Diagnosis]
+    superseded_span_diagnoses: list[SupersededDiagnosis]

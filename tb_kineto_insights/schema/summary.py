@@ -1,0 +1,29 @@
+"""Shape of ``summary``: filled by ``summary.summarize_trace``.
+
+Kept in step with that code: tests round-trip every real summary through it.
+"""
+
+from __future__ import annotations
+
+from tb_kineto_insights.schema._base import Out
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.idle import IdlePanel
+from tb_kineto_insights.schema.kernels import KernelsPanel
+from tb_kineto_insights.schema.memory import MemoryPanel
+from tb_kineto_insights.schema.steps import StepsPanel
+from tb_kineto_insights.schema.tables import TablesPanel
+
+
+class Summary(Out, frozen=True, kw_only=True):
+    """``summary``."""
+
+    diagnoses: list[Diagnosis]
+    steps: StepsPanel
+    kernels: KernelsPanel
+    idle: IdlePanel
+    communication: CommunicationPanel
+    memory: MemoryPanel
+    health: HealthPanel
+    tables: TablesPanel

@@ -1,0 +1,173 @@
+"""The typed schema (tb_kineto_insights/schema): every real summary fits it and encodes
+back to the same bytes; docs/schema/*.json and frontend/src/types.ts are generated from
+it and current; the cache drops an entry that does not fit it and computes it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from conftest import CASES, H200X2, REPO, SAMPLE_LOGS, SHARED_TRACES, cpu, kernel, write_trace
+
+from tb_kineto_insights import schema
+from tb_kineto_insights.cache import _entry_bytes, encode_json
+from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
+from tb_kineto_insights.cli import build_report
+from tb_kineto_insights.logdir import span_for_file
+from tb_kineto_insights.summary import PANELS, summarize_file, try_summarize_file
+
+
+def _trace_files() -> list[Path]:
+    found: list[Path] = []
+    for root in (SAMPLE_LOGS, SHARED_TRACES, H200X2, CASES):
+        if root.is_dir():
+            found += sorted(
+                p
+                for p in root.rglob("*.json*")
+                if p.name != "recording_info.json" and p.suffix in (".json", ".gz")
+            )
+    return found
+
+
+def _id(path: Path) -> str:
+    return str(path.relative_to(REPO.parent if REPO.parent in path.parents else REPO))
+
+
+# --------------------------------------------------------------------- round trip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _trace_files(), ids=_id)
+def test_every_real_summary_round_trips_through_the_schema(path: Path) -> None:
+    """A summary of every trace of sample_logs/, ../shared/traces/public,
+    ../shared/traces/h200x2 and ../shared/cases: decoded with
+    msgspec.json.Decoder(Summary), it encodes back to exactly the bytes of the plain-dict
+    summary (same keys, order, types, values). A case the reader rejects must be
+    rejected with its typed error (nothing to round-trip)."""
+    summary, error = try_summarize_file(str(path))
+    if summary is None:
+        assert error is not None and CASES in path.parents, error
+        assert error["type"] != "AnalysisError", error
+        return
+    raw = encode_json(summary)
+    decoded = schema.SUMMARY_DECODER.decode(raw)
+    assert isinstance(decoded, schema.Summary)
+    assert msgspec.json.encode(decoded) == raw
+
+
+def test_shared_corpus_is_present_for_the_round_trip() -> None:
+    """The round trip above covers the real corpus (not an empty parametrisation)."""
+    files = _trace_files()
+    assert sum(1 for p in files if SAMPLE_LOGS in p.parents) >= 14
+    if os.environ.get("KINETO_INSIGHTS_REQUIRE_SHARED") == "1" or SHARED_TRACES.is_dir():
+        assert sum(1 for p in files if SHARED_TRACES in p.parents) >= 17
+
+
+def test_report_and_run_view_round_trip(h200x2: Path) -> None:
+    """The report of a 2-rank DDP run (two span summaries and the view across ranks)
+    fits the Report Struct and encodes back to the same bytes."""
+    report = build_report(str(h200x2 / "ddp_straggler"))
+    raw = encode_json(report)
+    decoded = msgspec.json.decode(raw, type=schema.Report)
+    assert decoded.schema == schema.REPORT_SCHEMA
+    assert msgspec.json.encode(decoded) == raw
+    views = [r.run_summary for r in decoded.runs if r.run_summary is not None]
+    assert len(views) == 1 and views[0].worker_count == 2
+
+
+def _tiny(tmp_path: Path, name: str = "t.json", steps: int = 3) -> Path:
+    events: list[dict[str, Any]] = []
+    for n in range(steps):
+        t0 = 1000.0 + n * 1000.0
+        events.append(cpu(f"ProfilerStep#{n + 1}", t0, 1000.0, cat="user_annotation"))
+        events.append(kernel("gemm", t0 + 100.0, 400.0, corr=n + 1))
+    return write_trace(tmp_path / name, events)
+
+
+def test_a_summary_that_lacks_a_panel_or_has_a_wrong_type_does_not_validate(
+    tmp_path: Path,
+) -> None:
+    good = summarize_file(str(_tiny(tmp_path)))
+    assert list(good) == list(PANELS)
+    assert schema.validate_summary(good).steps.count == 3
+    missing = {k: v for k, v in good.items() if k != "idle"}
+    with pytest.raises(msgspec.ValidationError, match="idle"):
+        schema.validate_summary(missing)
+    wrong = json.loads(json.dumps(good))
+    wrong["steps"]["count"] = "3"
+    with pytest.raises(msgspec.ValidationError, match=r"\$\.steps\.count"):
+        schema.validate_summary(wrong)
+
+
+# --------------------------------------------------------------------- cache
+
+
+def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
+    tmp_path: Path,
+) -> None:
+    path = _tiny(tmp_path / "logs")
+    summaries = CachedSummaries(str(tmp_path / "cache"))
+    span = span_for_file(str(path))
+    first, error = summaries.summarize(span)
+    assert error is None and first is not None and summaries.parsed == 1
+    again, _ = summaries.summarize(span)
+    assert again == first and summaries.from_cache == 1 and summaries.parsed == 1
+    # An entry with a valid checksum and key whose summary does not fit the Struct
+    # (what other code, or a hand edit, could leave under the same key).
+    assert summaries.cache is not None
+    ident = identity_of(span)
+    key = summaries.cache.key(ident)
+    bad = json.loads(json.dumps(first))
+    bad["steps"]["mean_step_us"] = "fast"
+    summaries.cache.store_entry(
+        ident, _entry_bytes(ident, summaries.settings, summary=bad, key=key), is_error=False
+    )
+    third, _ = summaries.summarize(span)
+    assert third == first  # recomputed, not served
+    assert summaries.parsed == 2 and summaries.from_cache == 1
+    fourth, _ = summaries.summarize(span)  # the recomputed entry was written back
+    assert fourth == first and summaries.from_cache == 2 and summaries.parsed == 2
+
+
+def test_schema_fingerprint_is_part_of_the_cache_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tb_kineto_insights import cache as cache_module
+
+    path = _tiny(tmp_path)
+    ident = identity_of(span_for_file(str(path)))
+    before = cache_module.entry_key(ident, "s")
+    monkeypatch.setattr(cache_module, "SCHEMA_FINGERPRINT", "0" * 64)
+    assert cache_module.entry_key(ident, "s") != before
+    assert len(schema.SCHEMA_FINGERPRINT) == 64
+
+
+# --------------------------------------------------------------------- generated files
+
+
+def test_docs_schema_is_current() -> None:
+    """docs/schema/*.json is what scripts/gen_schema.py writes from the Structs now."""
+    run = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gen_schema.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert run.returncode == 0, run.stderr
+    names = sorted(p.name for p in (REPO / "docs" / "schema").glob("*.json"))
+    assert names == sorted(schema.json_schemas())
+    summary = json.loads((REPO / "docs" / "schema" / "summary.schema.json").read_text())
+    assert summary["$ref"] == "#/$defs/Summary"
+    assert summary["$defs"]["Summary"]["required"] == list(PANELS)
+
+
+def test_docs_api_links_the_schema_instead_of_restating_it() -> None:
+    text = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
+    for name in schema.json_schemas():
+        assert f"schema/{name}" in text
