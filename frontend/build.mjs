@@ -2,7 +2,8 @@
 // Builds the tab's files into tb_kineto_insights/static/ (committed, so installing the
 // Python package needs no Node), or runs the unit tests.
 //
-//   node build.mjs                 build into ../tb_kineto_insights/static
+//   node build.mjs                 write src/types.ts from ../docs/schema (gen_types.mjs),
+//                                  then build into ../tb_kineto_insights/static
 //   node build.mjs --outdir DIR    build into DIR (tests compare DIR with static/)
 //   node build.mjs test            compile test/*.test.ts with esbuild, run node --test
 //
@@ -25,6 +26,8 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 
 import * as esbuild from "esbuild";
+
+import { generate as generateTypes } from "./gen_types.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const STATIC = resolve(HERE, "..", "tb_kineto_insights", "static");
@@ -165,6 +168,11 @@ async function main() {
   }
   const i = args.indexOf("--outdir");
   const outdir = i >= 0 ? resolve(args[i + 1]) : STATIC;
+  if (i < 0) {
+    // src/types.ts from ../docs/schema (gen_types.mjs); a build into another folder (the
+    // tests) leaves src/ alone.
+    writeFileSync(join(HERE, "src", "types.ts"), await generateTypes());
+  }
   const files = await buildAll(outdir);
   report(outdir, files);
 }

@@ -3,7 +3,7 @@
 // page asks again with `wait` (the server answers as soon as it is ready) and reports
 // the progress it is given.
 
-import type { PendingAnswer } from "./types";
+import type { PendingAnswer } from "./answers";
 
 let base = "";
 

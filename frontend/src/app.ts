@@ -16,7 +16,8 @@ import { overviewPanel } from "./panels/overview";
 import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
-import type { Diagnosis, DiffDoc, PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry, Summary } from "./types";
+import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
+import type { Diagnosis, DiffDocument, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, parseHash, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -24,7 +25,7 @@ const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all 
 type Loaded =
   | { kind: "span"; key: string; summary: Summary }
   | { kind: "ranks"; key: string; answer: RunSummaryAnswer }
-  | { kind: "diff"; key: string; doc: DiffDoc };
+  | { kind: "diff"; key: string; doc: DiffDocument };
 
 const DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
 const RANKS_DIAG_HELP =
@@ -668,7 +669,7 @@ export class App {
       exp_worker: s.exp.worker,
       exp_span: s.exp.worker ? s.exp.span : undefined,
     };
-    const answer = await getReady<DiffDoc>("diff", params, signal, (pending) => {
+    const answer = await getReady<DiffDocument>("diff", params, signal, (pending) => {
       const text = progressText(pending);
       for (const p of all) setLoading(p, text);
     });
@@ -680,7 +681,7 @@ export class App {
     this.drawDiff(all, answer.body);
   }
 
-  private drawDiff(panels: Panel[], doc: DiffDoc): void {
+  private drawDiff(panels: Panel[], doc: DiffDocument): void {
     const [summary, diagnoses, metrics, changes] = panels;
     fill(summary, () => diffHeadline(doc));
     fill(diagnoses, () => diffDiagnoses(doc));

@@ -1,7 +1,7 @@
 // Number formatting: every number the page shows goes through here, with its unit.
 // Pure functions (no DOM), unit-tested with node --test.
 
-import type { Num } from "./types";
+import type { Num } from "./answers";
 
 export const NA = "n/a";
 

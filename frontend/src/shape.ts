@@ -21,19 +21,8 @@ import {
   IDLE_ORDER,
   SEVERITY_ORDER,
 } from "./labels";
-import type {
-  CommunicationPanel,
-  Diagnosis,
-  DiffDoc,
-  DiffNameRow,
-  HistogramBin,
-  IdleDevice,
-  MemoryDevice,
-  Num,
-  RankRow,
-  SpanEntry,
-  StepsPanel,
-} from "./types";
+import type { Num, SpanEntry } from "./answers";
+import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel } from "./types";
 
 // ------------------------------------------------------------------ diagnoses
 
@@ -272,16 +261,19 @@ export function idleCauses(device: IdleDevice | null | undefined, order?: string
   const causes = device?.causes ?? {};
   const keys = order?.length ? order : Object.keys(causes).length ? Object.keys(causes) : IDLE_ORDER;
   return keys
-    .filter((k) => causes[k])
-    .map((k) => ({
-      key: k,
-      label: IDLE_LABELS[k] ?? humanize(k),
-      us: isNum(causes[k].us) ? (causes[k].us as number) : 0,
-      fractionOfIdle: isNum(causes[k].fraction_of_idle) ? (causes[k].fraction_of_idle as number) : null,
-      fractionOfStep: isNum(causes[k].fraction_of_step_time)
-        ? (causes[k].fraction_of_step_time as number)
-        : null,
-    }));
+    .flatMap((k) => {
+      const cause = causes[k];
+      if (!cause) return [];
+      return [
+        {
+          key: k,
+          label: IDLE_LABELS[k] ?? humanize(k),
+          us: isNum(cause.us) ? cause.us : 0,
+          fractionOfIdle: isNum(cause.fraction_of_idle) ? cause.fraction_of_idle : null,
+          fractionOfStep: isNum(cause.fraction_of_step_time) ? cause.fraction_of_step_time : null,
+        },
+      ];
+    });
 }
 
 export interface IdlePerStepChart {
@@ -399,9 +391,9 @@ export interface ChangeBar {
 }
 
 // The largest per-step time changes of a diff table (kernels or ops), largest |Δ| first.
-export function largestChanges(table: DiffDoc["kernels"], limit = 12): ChangeBar[] {
+export function largestChanges(table: DiffDocument["kernels"] | DiffDocument["ops"] | undefined, limit = 12): ChangeBar[] {
   const rows: ChangeBar[] = [];
-  const add = (list: DiffNameRow[] | undefined, status: ChangeBar["status"]) => {
+  const add = (list: DiffRow[] | undefined, status: ChangeBar["status"]) => {
     for (const r of list ?? []) {
       const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
       if (!isNum(d) || d === 0) continue;
@@ -431,7 +423,7 @@ export interface VerdictCounts {
   "not judged": number;
 }
 
-export function verdictCounts(doc: DiffDoc | null | undefined): VerdictCounts {
+export function verdictCounts(doc: DiffDocument | null | undefined): VerdictCounts {
   const out: VerdictCounts = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
   for (const m of doc?.metrics ?? []) {
     const v = m.verdict as keyof VerdictCounts;
@@ -441,7 +433,7 @@ export function verdictCounts(doc: DiffDoc | null | undefined): VerdictCounts {
 }
 
 // The headline sentence parts: "114.53 ms → 42.23 ms per step".
-export function headlineParts(doc: DiffDoc | null | undefined): {
+export function headlineParts(doc: DiffDocument | null | undefined): {
   base: string;
   exp: string;
   speedup: number | null;
@@ -472,22 +464,22 @@ export function countRows(counts: Record<string, Num> | null | undefined): [stri
 export type RankPart = "wait" | "transfer" | "exposed_wait" | "exposed_transfer";
 
 // A rank's value per step: the run view's own `<part>_us_per_step` when present; for the
-// wait, a total (`wait_us_total`, or an older view's `wait_us`) ÷ the rank's steps.
+// wait, the total `wait_us_total` ÷ the rank's steps.
 export function rankPerStep(r: RankRow | null | undefined, part: RankPart): number | null {
   if (!r) return null;
   const own = r[`${part}_us_per_step`];
   if (isNum(own)) return own;
-  const total = isNum(r.wait_us_total) ? r.wait_us_total : r.wait_us;
+  const total = r.wait_us_total;
   if (part === "wait" && isNum(total) && isNum(r.step_count) && r.step_count > 0) return total / r.step_count;
   return null;
 }
 
 // A rank's lateness per collective (this rank's start − the earliest start, mean over
-// matched collectives), under its new name or the older one.
+// matched collectives). (A cached view of an older shape never reaches the page: the
+// cache drops entries that do not fit the schema.)
 export function latenessPerCollective(r: RankRow | null | undefined): number | null {
   if (!r) return null;
-  if (isNum(r.lateness_us_per_collective)) return r.lateness_us_per_collective;
-  return isNum(r.mean_lateness_us) ? r.mean_lateness_us : null;
+  return isNum(r.lateness_us_per_collective) ? r.lateness_us_per_collective : null;
 }
 
 // Bandwidth basis in words: what the busbw was computed from.

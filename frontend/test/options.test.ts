@@ -13,6 +13,8 @@ import {
 } from "../src/options";
 import { breakdownChart, histogramChart, memoryChart, stepBoundariesMs } from "../src/shape";
 import { palette } from "../src/theme";
+import type { HistogramBin, MemoryDevice, StepsPanel } from "../src/types";
+import { partial } from "./fixture";
 
 const light = palette(false);
 const dark = palette(true);
@@ -22,17 +24,17 @@ function axes(a: unknown): Axis[] {
   return (Array.isArray(a) ? a : [a]) as Axis[];
 }
 
-const STEPS = {
+const STEPS = partial<StepsPanel>({
   steps: [
     { number: 2, start_us: 0, duration_us: 4000, breakdown_us: { kernel: 2500, cpu_exec: 1500 }, gpu_utilization_fraction: 0.6 },
     { number: 3, start_us: 4000, duration_us: 4000, breakdown_us: { kernel: 3000, cpu_exec: 1000 }, gpu_utilization_fraction: 0.7 },
   ],
-};
+});
 
 test("every value axis is named with its unit", () => {
   const options = [
     overviewOption(breakdownChart(STEPS), light),
-    histogramOption(histogramChart([{ lo_us: 1, hi_us: 2, count: 3 }], 10), light, { noun: "kernels", axis: "kernel duration", scope: "" }),
+    histogramOption(histogramChart(partial<HistogramBin[]>([{ lo_us: 1, hi_us: 2, count: 3 }]), 10), light, { noun: "kernels", axis: "kernel duration", scope: "" }),
     commOption({ steps: ["#1"], exposedMs: [1], overlappedMs: [2], exposedPct: [10] }, light),
     idleCausesOption([{ key: "host_sync", label: "Host sync", us: 10, fractionOfIdle: 1, fractionOfStep: 0.1 }], 1, light),
   ];
@@ -54,10 +56,12 @@ test("overview: one stacked bar series per category, utilization on the right ax
 });
 
 test("memory: LTTB sampling, zoom, step boundaries as markLines, axis covering every boundary", () => {
-  const data = memoryChart({
-    device: "CUDA:0",
-    series: { allocated: { t_us: [500, 7000], bytes: [1, 2 ** 30] }, reserved: { t_us: [500, 7000], bytes: [2 ** 30, 2 ** 30] } },
-  });
+  const data = memoryChart(
+    partial<MemoryDevice>({
+      device: "CUDA:0",
+      series: { allocated: { t_us: [500, 7000], bytes: [1, 2 ** 30] }, reserved: { t_us: [500, 7000], bytes: [2 ** 30, 2 ** 30] } },
+    }),
+  );
   const option = memoryOption(data, stepBoundariesMs(STEPS), dark);
   const series = option.series as { sampling?: string; markLine?: { data?: { xAxis: number; name: string }[] } }[];
   assert.ok(series.every((s) => s.sampling === "lttb"));

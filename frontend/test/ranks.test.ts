@@ -5,6 +5,7 @@ import { rankDistributionOption } from "../src/options";
 import { MANY_RANKS, RANKS_NAMED_PER_BIN, rankDistribution, spansComparedText, worstRanks } from "../src/shape";
 import { palette } from "../src/theme";
 import type { RankRow } from "../src/types";
+import { partial } from "./fixture";
 
 const light = palette(false);
 
@@ -13,14 +14,16 @@ const light = palette(false);
 function manyRanks(): RankRow[] {
   const rows: RankRow[] = [];
   for (let r = 0; r < 1024; r++) {
-    rows.push({
+    rows.push(
+      partial<RankRow>({
       rank: r,
       worker: `rank${r}`,
       mean_step_us: 38_000 + (r % 7),
       lateness_us_per_collective: r >= 1000 ? null : r === 341 ? 20_000 : r % 50,
       delay_caused_us_per_step: r === 341 ? 19_500 : r % 100 === 0 ? 30 : 0,
       last_fraction: null,
-    });
+      }),
+    );
   }
   return rows;
 }
@@ -68,7 +71,7 @@ test("worst ranks: top 10 by delay caused, then lateness, rank order", () => {
     worst.slice(1).map((r) => r.rank),
     [0, 100, 200, 300, 400, 500, 600, 700, 800],
   );
-  assert.deepEqual(worstRanks([{ rank: 0, worker: "a", delay_caused_us_per_step: 0, lateness_us_per_collective: 0 }]), []);
+  assert.deepEqual(worstRanks([partial<RankRow>({ rank: 0, worker: "a", delay_caused_us_per_step: 0, lateness_us_per_collective: 0 })]), []);
 });
 
 test("rank distribution chart: one bar per bin, the straggler's bin in the bad colour", () => {
@@ -87,7 +90,7 @@ test("rank distribution chart: one bar per bin, the straggler's bin in the bad c
 
 test("rank distribution: values closer than the labels show share fewer bins", () => {
   // step times 38,400 .. 38,406 µs: 20 bins would all read "38.4 ms"
-  const rows = Array.from({ length: 1024 }, (_, r): RankRow => ({ rank: r, worker: `rank${r}`, mean_step_us: 38_400 + (r % 7) }));
+  const rows = Array.from({ length: 1024 }, (_, r) => partial<RankRow>({ rank: r, worker: `rank${r}`, mean_step_us: 38_400 + (r % 7) }));
   const d = rankDistribution(rows, (r) => r.mean_step_us ?? null, null);
   assert.equal(new Set(d.labels).size, d.labels.length);
   assert.deepEqual(d.counts, [1024]);

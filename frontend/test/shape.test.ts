@@ -24,9 +24,19 @@ import {
   rankPerStep,
   verdictCounts,
 } from "../src/shape";
-import type { DiffDoc, IdleDevice, MemoryDevice, StepsPanel } from "../src/types";
+import type {
+  CommunicationPanel,
+  Diagnosis,
+  DiffDocument,
+  HistogramBin,
+  IdleDevice,
+  MemoryDevice,
+  RankRow,
+  StepsPanel,
+} from "../src/types";
+import { partial } from "./fixture";
 
-const STEPS: StepsPanel = {
+const STEPS = partial<StepsPanel>({
   count: 2,
   has_markers: true,
   breakdown_order: ["kernel", "memcpy", "communication", "cpu_exec", "other"],
@@ -35,17 +45,19 @@ const STEPS: StepsPanel = {
     { number: 2, start_us: 0, duration_us: 4000, breakdown_us: { kernel: 2500, memcpy: 0, cpu_exec: 1500 }, gpu_utilization_fraction: 0.625 },
     { number: 3, start_us: 4000, duration_us: 4000, breakdown_us: { kernel: 3500, memcpy: 0, cpu_exec: 500 }, gpu_utilization_fraction: 0.875 },
   ],
-};
+});
 
 test("diagnoses: most severe first, then by impact, stable otherwise", () => {
-  const sorted = sortDiagnoses([
+  const sorted = sortDiagnoses(
+    partial<Diagnosis[]>([
     { id: "a", severity: "low", title: "" },
     { id: "b", severity: "high", title: "", impact_fraction: 0.1 },
     { id: "c", severity: "medium", title: "" },
     { id: "d", severity: "high", title: "", impact_fraction: 0.9 },
     { id: "e", severity: "info", title: "" },
     { id: "f", severity: "weird", title: "" },
-  ]);
+    ]),
+  );
   assert.deepEqual(sorted.map((d) => d.id), ["d", "b", "c", "a", "e", "f"]);
   assert.deepEqual(sortDiagnoses(undefined), []);
 });
@@ -111,14 +123,14 @@ test("step boundaries mark each start and the end of the last step", () => {
 
 test("histograms drop empty bins at the ends and flag short bins", () => {
   const h = histogramChart(
-    [
+    partial<HistogramBin[]>([
       { lo_us: 0, hi_us: 1, count: 0 },
       { lo_us: 1, hi_us: 2, count: 5, time_us: 7 },
       { lo_us: 2, hi_us: 5, count: 0 },
       { lo_us: 5, hi_us: 10, count: 3, time_us: 20 },
       { lo_us: 10, hi_us: 20, count: 1, time_us: 12 },
       { lo_us: 20, hi_us: null, count: 0 },
-    ],
+    ]),
     10,
   );
   assert.deepEqual(h.labels, ["1–2 µs", "2–5 µs", "5–10 µs", "10–20 µs"]);
@@ -127,7 +139,7 @@ test("histograms drop empty bins at the ends and flag short bins", () => {
   assert.equal(histogramChart([], 10).labels.length, 0);
 });
 
-const IDLE: IdleDevice = {
+const IDLE = partial<IdleDevice>({
   device: 0,
   causes: {
     data_loading: { us: 8000, fraction_of_idle: 0.8, fraction_of_step_time: 0.4 },
@@ -138,7 +150,7 @@ const IDLE: IdleDevice = {
     { number: 2, causes_us: { data_loading: 5000, host_sync: 1000, launching: 0 } },
     { number: 3, causes_us: { data_loading: 3000, host_sync: 1000, launching: 0 } },
   ],
-};
+});
 
 test("idle causes keep the backend's order and per-step series skip empty causes", () => {
   const rows = idleCauses(IDLE, ["data_loading", "host_sync", "launching"]);
@@ -155,28 +167,28 @@ test("idle causes keep the backend's order and per-step series skip empty causes
 });
 
 test("communication per step in ms with the exposed share in %", () => {
-  const c = commPerStep({ steps: [{ number: 551, exposed_us: 172259, overlapped_us: 23068, exposed_fraction: 0.25 }] });
+  const c = commPerStep(partial<CommunicationPanel>({ steps: [{ number: 551, exposed_us: 172259, overlapped_us: 23068, exposed_fraction: 0.25 }] }));
   assert.deepEqual(c, { steps: ["#551"], exposedMs: [172.259], overlappedMs: [23.068], exposedPct: [25] });
 });
 
 test("memory series pick one unit for the axis and become [ms, value] pairs", () => {
-  const device: MemoryDevice = {
+  const device = partial<MemoryDevice>({
     device: "CUDA:0",
     series: {
       allocated: { t_us: [0, 1000, 2000], bytes: [128 * 2 ** 20, 256 * 2 ** 20, 128 * 2 ** 20] },
       reserved: { t_us: [0, 2000], bytes: [512 * 2 ** 20, 512 * 2 ** 20] },
     },
-  };
+  });
   const m = memoryChart(device);
   assert.equal(m.unit, "MiB");
   assert.deepEqual(m.allocated, [[0, 128], [1, 256], [2, 128]]);
   assert.deepEqual(m.reserved, [[0, 512], [2, 512]]);
-  assert.deepEqual(memoryChart({ device: "CPU", series: { allocated: null } }).allocated, []);
+  assert.deepEqual(memoryChart(partial<MemoryDevice>({ device: "CPU", series: { allocated: null } })).allocated, []);
 });
 
 test("the memory panel opens on the main device, else a GPU", () => {
-  const cpu = { device: "CPU", device_type: 0 };
-  const gpu = { device: "CUDA:0", device_type: 1 };
+  const cpu = partial<MemoryDevice>({ device: "CPU", device_type: 0 });
+  const gpu = partial<MemoryDevice>({ device: "CUDA:0", device_type: 1 });
   assert.equal(defaultMemoryDevice([cpu, gpu], "CUDA:0"), gpu);
   assert.equal(defaultMemoryDevice([cpu, gpu], null), gpu);
   assert.equal(defaultMemoryDevice([cpu], null), cpu);
@@ -191,7 +203,7 @@ test("span states read as words with progress", () => {
   assert.equal(spanLabel({ span: "17", state: "error" }), "17 — error");
 });
 
-const DIFF: DiffDoc = {
+const DIFF = partial<DiffDocument>({
   headline: { base_step_us: 114532.2, exp_step_us: 42229.8, speedup: 2.712, change_fraction: -0.631, verdict: "improved" },
   metrics: [
     { key: "step_time_us", label: "step time", unit: "µs", verdict: "improved" },
@@ -209,7 +221,7 @@ const DIFF: DiffDoc = {
     added: [{ name: "new", delta_time_us_per_step: 50, time_us_per_step: { base: 0, exp: 50, verdict: "regressed" } }],
     removed: [{ name: "gone", delta_time_us_per_step: -800, time_us_per_step: { base: 800, exp: 0, verdict: "improved" } }],
   },
-};
+});
 
 test("largest changes: by |Δ|, zero changes left out, status kept", () => {
   const rows = largestChanges(DIFF.kernels, 3);
@@ -228,28 +240,28 @@ test("diff headline and verdict counts", () => {
   assert.equal(h.exp, "42.2 ms");
   assert.equal(h.verdict, "improved");
   assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, changed: 0, "within noise": 1, unchanged: 1, "not judged": 0 });
-  const comm: DiffDoc = { metrics: [{ key: "a", label: "a", unit: "count", verdict: "changed" }, { key: "b", label: "b", unit: "GB/s", verdict: "not judged" }] };
+  const comm = partial<DiffDocument>({ metrics: [{ key: "a", label: "a", unit: "count", verdict: "changed" }, { key: "b", label: "b", unit: "GB/s", verdict: "not judged" }] });
   assert.deepEqual(verdictCounts(comm), { improved: 0, regressed: 0, changed: 1, "within noise": 0, unchanged: 0, "not judged": 1 });
-  assert.equal(headlineParts({}), null);
+  assert.equal(headlineParts(partial<DiffDocument>({})), null);
 });
 
-test("a rank's value per step: its own key, else the older total ÷ steps (waited only)", () => {
+test("a rank's value per step: its own key, else the wait total ÷ steps (waited only)", () => {
+  const row = (r: Partial<RankRow>) => partial<RankRow>({ rank: 0, worker: "r0", ...r });
   // the run view's own per-step keys win
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us_per_step: 29100, wait_us: 1, step_count: 5 }, "wait"), 29100);
-  // an older run view: 145.55 ms waited in total over 5 steps → 29.11 ms /step
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 5 }, "wait"), 29110);
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 0 }, "wait"), null);
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us: 145550, step_count: 5 }, "transfer"), null);
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", transfer_us_per_step: 800 }, "transfer"), 800);
+  assert.equal(rankPerStep(row({ wait_us_per_step: 29100, wait_us_total: 1, step_count: 5 }), "wait"), 29100);
+  // 145.55 ms waited in total over 5 steps → 29.11 ms /step
+  assert.equal(rankPerStep(row({ wait_us_total: 145550, step_count: 5 }), "wait"), 29110);
+  assert.equal(rankPerStep(row({ wait_us_total: 145550, step_count: 0 }), "wait"), null);
+  assert.equal(rankPerStep(row({ wait_us_total: 145550, step_count: 5 }), "transfer"), null);
+  assert.equal(rankPerStep(row({ transfer_us_per_step: 800 }), "transfer"), 800);
   assert.equal(rankPerStep(undefined, "wait"), null);
-  // the total under its newer name
-  assert.equal(rankPerStep({ rank: 0, worker: "r0", wait_us_total: 1000, step_count: 4 }, "wait"), 250);
+  assert.equal(rankPerStep(row({ wait_us_total: 1000, step_count: 4 }), "wait"), 250);
 });
 
-test("lateness per collective under either name", () => {
-  assert.equal(latenessPerCollective({ rank: 1, worker: "r1", lateness_us_per_collective: 2240, mean_lateness_us: 1 }), 2240);
-  assert.equal(latenessPerCollective({ rank: 1, worker: "r1", mean_lateness_us: 2240 }), 2240);
-  assert.equal(latenessPerCollective({ rank: 1, worker: "r1" }), null);
+test("lateness per collective", () => {
+  assert.equal(latenessPerCollective(partial<RankRow>({ rank: 1, worker: "r1", lateness_us_per_collective: 2240 })), 2240);
+  assert.equal(latenessPerCollective(partial<RankRow>({ rank: 1, worker: "r1", lateness_us_per_collective: null })), null);
+  assert.equal(latenessPerCollective(partial<RankRow>({ rank: 1, worker: "r1" })), null);
 });
 
 test("bandwidth basis in words", () => {

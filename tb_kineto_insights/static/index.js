@@ -680,13 +680,19 @@ var __kinetoInsights = (() => {
   function idleCauses(device, order) {
     const causes = device?.causes ?? {};
     const keys = order?.length ? order : Object.keys(causes).length ? Object.keys(causes) : IDLE_ORDER;
-    return keys.filter((k) => causes[k]).map((k) => ({
-      key: k,
-      label: IDLE_LABELS[k] ?? humanize(k),
-      us: isNum(causes[k].us) ? causes[k].us : 0,
-      fractionOfIdle: isNum(causes[k].fraction_of_idle) ? causes[k].fraction_of_idle : null,
-      fractionOfStep: isNum(causes[k].fraction_of_step_time) ? causes[k].fraction_of_step_time : null
-    }));
+    return keys.flatMap((k) => {
+      const cause = causes[k];
+      if (!cause) return [];
+      return [
+        {
+          key: k,
+          label: IDLE_LABELS[k] ?? humanize(k),
+          us: isNum(cause.us) ? cause.us : 0,
+          fractionOfIdle: isNum(cause.fraction_of_idle) ? cause.fraction_of_idle : null,
+          fractionOfStep: isNum(cause.fraction_of_step_time) ? cause.fraction_of_step_time : null
+        }
+      ];
+    });
   }
   function idlePerStep(device, order) {
     const rows = device?.per_step ?? [];
@@ -798,14 +804,13 @@ var __kinetoInsights = (() => {
     if (!r) return null;
     const own = r[`${part}_us_per_step`];
     if (isNum(own)) return own;
-    const total2 = isNum(r.wait_us_total) ? r.wait_us_total : r.wait_us;
+    const total2 = r.wait_us_total;
     if (part === "wait" && isNum(total2) && isNum(r.step_count) && r.step_count > 0) return total2 / r.step_count;
     return null;
   }
   function latenessPerCollective(r) {
     if (!r) return null;
-    if (isNum(r.lateness_us_per_collective)) return r.lateness_us_per_collective;
-    return isNum(r.mean_lateness_us) ? r.mean_lateness_us : null;
+    return isNum(r.lateness_us_per_collective) ? r.lateness_us_per_collective : null;
   }
   function busbwBasisText(basis) {
     if (basis === "matched_transfer") return "from the matched transfer across ranks (waiting left out)";
@@ -2281,7 +2286,7 @@ ${more.trim()}` : ""));
     if (devices.length > 1 && onDevice) out.push(devicePicker2(devices, device, onDevice));
     const growth = device.growth ?? {};
     const growing = Boolean(growth.steady) && isNum(growth.bytes_per_step) && growth.bytes_per_step > 0;
-    const live2 = device.live_at_end ?? {};
+    const live2 = device.live_at_end;
     out.push(
       kpis([
         { label: "peak allocated", value: fmtBytes(device.peak_allocated_bytes), sub: isNum(device.peak_allocated_us) ? `at ${fmtDuration(device.peak_allocated_us)}` : void 0, definition: "Highest allocated memory seen (Total Allocated of the [memory] events)." },
@@ -2295,7 +2300,7 @@ ${more.trim()}` : ""));
         },
         { label: "cached, not allocated", value: fmtPercent(device.cached_free_at_reserved_peak_fraction), definition: DEFINITIONS.cached_free_at_reserved_peak_fraction },
         fragmentationKpi(device),
-        { label: "live at end", value: fmtBytes(live2.bytes), sub: `${fmtCount(live2.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live2.bytes) && live2.bytes > 0 && growing ? "bad" : "" }
+        { label: "live at end", value: fmtBytes(live2?.bytes), sub: `${fmtCount(live2?.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live2?.bytes) && live2.bytes > 0 && growing ? "bad" : "" }
       ])
     );
     const data = memoryChart(device);
@@ -2316,7 +2321,7 @@ ${more.trim()}` : ""));
         ),
         col(
           subhead("Still allocated at the end", "Allocations made inside the profiled window and never freed before it ended, grouped by the op that made them."),
-          live2.by_op?.length ? table(
+          live2?.by_op.length ? table(
             [
               { header: "Op", className: "name-col", cell: (r) => nameCell(r.op ?? "unknown op", [r.op, r.input_shapes].filter(Boolean).join(" ")) },
               { header: "Shapes", className: "name-col", cell: (r) => nameCell(r.input_shapes ?? "n/a"), title: "Input shapes of the op (record_shapes=True)." },

@@ -15,7 +15,7 @@ import {
   worstRanks,
 } from "../shape";
 import type { Palette } from "../theme";
-import type { CommKind, RankRow, RunKind, RunView, Summary } from "../types";
+import type { CollectiveKind, RankRow, RunCollectiveKind, RunView, Summary } from "../types";
 import { subhead } from "./shell";
 
 export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElement | null): Node[] | string {
@@ -57,7 +57,7 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
   }
   out.push(
     subhead("Per collective kind", "Bandwidth as nccl-tests reports it: algorithm bandwidth = message size ÷ collective time; bus bandwidth = algorithm bandwidth × 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ReduceScatter, AllToAll, 1 for Broadcast and Reduce."),
-    table<CommKind>(
+    table<CollectiveKind>(
       [
         { header: "Kind", cell: (k) => humanize(k.kind), cellTitle: (k) => `Collective kind: ${k.kind}` },
         { header: "Calls total", numeric: true, title: "Collective calls of this kind in the trace.", cell: (k) => fmtCount(k.count) },
@@ -203,7 +203,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
   if (kinds.length) {
     out.push(
       subhead("Bandwidth across ranks", "Per collective kind, from the transfer of each matched collective (earliest end − latest start): the waiting is left out, so the value is the same on every rank."),
-      table<RunKind>(
+      table<RunCollectiveKind>(
         [
           { header: "Kind", cell: (k) => humanize(k.kind) },
           { header: "Matched", numeric: true, title: "Matched collectives of this kind, total.", cell: (k) => fmtCount(k.matched_count) },

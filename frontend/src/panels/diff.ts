@@ -8,7 +8,7 @@ import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
 import { headlineParts, largestChanges, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
-import type { DiffBuckets, DiffDoc, DiffFound, DiffMetric, DiffNameRow } from "../types";
+import type { DdpBucketStats, DiffDocument, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
 import { col, row, subhead } from "./shell";
 
 export function verdictBadge(verdict: string | undefined): HTMLElement {
@@ -16,7 +16,7 @@ export function verdictBadge(verdict: string | undefined): HTMLElement {
   return badge(v, `verdict-${v}`, VERDICT_DEFINITIONS[v] ?? v);
 }
 
-export function diffHeadline(doc: DiffDoc): Node[] {
+export function diffHeadline(doc: DiffDocument): Node[] {
   const h = headlineParts(doc);
   if (!h) return [el("div", { className: "state empty" }, "The diff has no headline.")];
   const counts = verdictCounts(doc);
@@ -70,7 +70,7 @@ export function diffHeadline(doc: DiffDoc): Node[] {
   return out;
 }
 
-export function diffMetrics(doc: DiffDoc): Node[] | string {
+export function diffMetrics(doc: DiffDocument): Node[] | string {
   const metrics = doc.metrics ?? [];
   if (!metrics.length) return "No metric is present on both sides.";
   return [
@@ -118,7 +118,7 @@ function notJudged(metrics: DiffMetric[]): Node[] {
   return [el("ul", { className: "notes" }, ...rows.map((m) => el("li", null, `${m.label}: not judged — ${m.note}`)))];
 }
 
-function bucketText(b: DiffBuckets | null | undefined): string {
+function bucketText(b: DdpBucketStats | null | undefined): string {
   if (!b) return "none";
   const head = isNum(b.count_per_step) ? `${b.count_per_step.toFixed(1)} /step` : `${b.count ?? "?"} total`;
   const sizes = (b.sizes ?? []).map((s) => `${fmtBytes(s.bytes)} ×${s.count}`).join(", ");
@@ -126,7 +126,7 @@ function bucketText(b: DiffBuckets | null | undefined): string {
 }
 
 // DDP gradient buckets (AllReduce sizes) on each side: what bucket_cap_mb changed.
-function bucketsBlock(doc: DiffDoc): Node[] {
+function bucketsBlock(doc: DiffDocument): Node[] {
   const b = doc.communication?.ddp_buckets;
   if (!b || (!b.base && !b.exp)) return [];
   return [
@@ -140,7 +140,7 @@ function noiseTitle(m: DiffMetric, noise: unknown, n: unknown): string {
   return `Step-to-step standard deviation ${fmtInUnit(noise as number, m.unit)} over ${String(n ?? "?")} steps.`;
 }
 
-export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
+export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
   const kernels = largestChanges(doc.kernels, 12);
   const ops = largestChanges(doc.ops, 12);
   if (!kernels.length && !ops.length) return "No kernel or op changed its time per step.";
@@ -162,7 +162,7 @@ export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
   if (comm.length) {
     out.push(
       subhead("Communication kernels", "NCCL/RCCL kernels run from their rank's arrival until the last rank's: their time /step is mostly waiting when ranks arrive apart, so it gets no verdict. The waited and transfer rows of the metrics say what changed."),
-      table<DiffNameRow>(
+      table<DiffRow>(
         [
           { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name) },
           { header: "Base /step", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step?.base) },
@@ -176,13 +176,13 @@ export function diffChanges(doc: DiffDoc, p: Palette): Node[] | string {
   return out;
 }
 
-export function diffDiagnoses(doc: DiffDoc): Node[] {
+export function diffDiagnoses(doc: DiffDocument): Node[] {
   const d = doc.diagnoses ?? {};
   const list = (ids: string[] | undefined, cls: string, empty: string) =>
     ids?.length
       ? el("ul", { className: `diag-ids ${cls}` }, ...ids.map((id) => el("li", { dataset: { diagnosisId: id }, title: id }, DIAGNOSIS_NAMES[id] ?? id)))
       : el("p", { className: "muted" }, empty);
-  const found = (items: DiffFound[] | undefined, side: string) =>
+  const found = (items: FoundDiagnosis[] | undefined, side: string) =>
     items?.length
       ? el(
           "ul",
@@ -200,7 +200,7 @@ export function diffDiagnoses(doc: DiffDoc): Node[] {
   ];
 }
 
-export function diffPerRank(doc: DiffDoc): Node[] | null {
+export function diffPerRank(doc: DiffDocument): Node[] | null {
   const rows = (doc.per_rank ?? []) as { rank?: number; step_time_us?: DiffMetric }[];
   if (!rows.length) return null;
   return [

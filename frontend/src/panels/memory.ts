@@ -21,7 +21,7 @@ export function memoryPanel(s: Summary, p: Palette, deviceKey?: string, onDevice
   if (devices.length > 1 && onDevice) out.push(devicePicker(devices, device, onDevice));
   const growth = device.growth ?? {};
   const growing = Boolean(growth.steady) && isNum(growth.bytes_per_step) && growth.bytes_per_step > 0;
-  const live = device.live_at_end ?? {};
+  const live = device.live_at_end;
   out.push(
     kpis([
       { label: "peak allocated", value: fmtBytes(device.peak_allocated_bytes), sub: isNum(device.peak_allocated_us) ? `at ${fmtDuration(device.peak_allocated_us)}` : undefined, definition: "Highest allocated memory seen (Total Allocated of the [memory] events)." },
@@ -35,7 +35,7 @@ export function memoryPanel(s: Summary, p: Palette, deviceKey?: string, onDevice
       },
       { label: "cached, not allocated", value: fmtPercent(device.cached_free_at_reserved_peak_fraction), definition: DEFINITIONS.cached_free_at_reserved_peak_fraction },
       fragmentationKpi(device),
-      { label: "live at end", value: fmtBytes(live.bytes), sub: `${fmtCount(live.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live.bytes) && live.bytes > 0 && growing ? "bad" : "" },
+      { label: "live at end", value: fmtBytes(live?.bytes), sub: `${fmtCount(live?.count)} allocations`, definition: DEFINITIONS.live_at_end_bytes, tone: isNum(live?.bytes) && live.bytes > 0 && growing ? "bad" : "" },
     ]),
   );
   const data = memoryChart(device);
@@ -56,7 +56,7 @@ export function memoryPanel(s: Summary, p: Palette, deviceKey?: string, onDevice
       ),
       col(
         subhead("Still allocated at the end", "Allocations made inside the profiled window and never freed before it ended, grouped by the op that made them."),
-        live.by_op?.length
+        live?.by_op.length
           ? table(
               [
                 { header: "Op", className: "name-col", cell: (r) => nameCell(r.op ?? "unknown op", [r.op, r.input_shapes].filter(Boolean).join(" ")) },

@@ -5,7 +5,7 @@ import { BREAKDOWN_DEFINITIONS, DEFINITIONS } from "../labels";
 import { overviewOption } from "../options";
 import { breakdownChart, breakdownShares } from "../shape";
 import type { Palette } from "../theme";
-import type { StepRow, Summary } from "../types";
+import type { Step, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
 export function overviewPanel(s: Summary, p: Palette): Node[] | string {
@@ -85,7 +85,7 @@ export function overviewPanel(s: Summary, p: Palette): Node[] | string {
       ),
       col(
         subhead("Steps"),
-        table<StepRow>(
+        table<Step>(
           [
             { header: "Step", cell: (r) => `#${r.number}` },
             {
