@@ -12,7 +12,7 @@ How it stays fast and safe:
   seconds (flag ``--kineto_insights_rescan_s``, environment ``KINETO_INSIGHTS_RESCAN_S``,
   default 30). ``is_active`` and ``/runs`` answer from the last scan (only the very
   first call waits, at most ``first_scan_wait_s``, for the first scan).
-- Summaries are loaded by :class:`tb_kineto_insights.cache.SummaryLoader`: at most
+- Summaries are loaded by :class:`tb_kineto_insights.loader.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
   ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
   results cached on disk (flag ``--kineto_insights_cache_dir``, environment
@@ -78,30 +78,29 @@ from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
-    ERROR,
+    DiskCache,
+    Identity,
+    LoadResult,
+    cache_dir_from_env,
+    encode_json,
+    json_safe,
+    settings_fingerprint,
+)
+from tb_kineto_insights.cached_summaries import identity_of
+from tb_kineto_insights.loader import ERROR, READY, SpanStatus, SummaryLoader
+from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
+from tb_kineto_insights.summary import summarize_file, summarize_run
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
     ERROR_TIMEOUT,
     ERROR_TRACE,
     ERROR_WORKER,
-    READY,
-    DiskCache,
-    Identity,
     LoadDeadline,
-    LoadResult,
-    SpanStatus,
-    SummaryLoader,
-    cache_dir_from_env,
-    encode_json,
-    json_safe,
     load_deadline_from_env,
-    settings_fingerprint,
     workers_from_env,
 )
-from tb_kineto_insights.cached_summaries import identity_of
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
-from tb_kineto_insights.summary import summarize_file, summarize_run
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -362,7 +361,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         diff: overrides :data:`DIFF_HOOK`.
         load_timeout_s, load_timeout_s_per_mib: a load's deadline in a worker process,
             ``load_timeout_s + load_timeout_s_per_mib × file MiB`` seconds (see
-            :class:`tb_kineto_insights.cache.LoadDeadline`); flags
+            :class:`tb_kineto_insights.worker_pool.LoadDeadline`); flags
             ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
             environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
             120 s + 2 s per MiB.

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +154,29 @@ def kernel(
 
 def cpu(name: str, ts: float, dur: float, *, cat: str = "cpu_op", tid: int = 1) -> dict[str, Any]:
     return {"ph": "X", "cat": cat, "name": name, "pid": 100, "tid": tid, "ts": ts, "dur": dur}
+
+
+@functools.lru_cache(maxsize=1)
+def _real_summary_bytes() -> bytes:
+    from tb_kineto_insights.cache import encode_json
+    from tb_kineto_insights.summary import summarize_file
+
+    folder = Path(tempfile.mkdtemp(prefix="kineto-insights-summary-"))
+    try:
+        events = []
+        for n in (1, 2):
+            t0 = 1000.0 * n
+            events += [cpu(f"ProfilerStep#{n}", t0, 1000.0, cat="user_annotation")]
+            events += [kernel("k", t0 + 10.0, 20.0, corr=n)]
+        return encode_json(summarize_file(str(write_trace(folder / "w.json", events))))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def real_summary(**steps: Any) -> dict[str, Any]:
+    """A whole summary of a tiny 2-step trace (it fits ``schema.Summary``: the cache
+    serves no other), as plain JSON objects; ``steps`` overrides keys of its ``steps``
+    panel (e.g. ``count=5`` to tell entries apart)."""
+    summary: dict[str, Any] = json.loads(_real_summary_bytes())
+    summary["steps"].update(steps)
+    return summary

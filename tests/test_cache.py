@@ -16,28 +16,31 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import real_summary
 
 from tb_kineto_insights import cache as cache_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
-    LOAD_TIMEOUT_ENV,
-    LOAD_TIMEOUT_PER_MIB_ENV,
-    WORKERS_ENV,
     DiskCache,
     Identity,
-    LoadDeadline,
-    SummaryLoader,
     cache_dir_from_env,
     decode_entry,
     encode_json,
-    load_deadline_from_env,
     settings_fingerprint,
-    workers_from_env,
 )
+from tb_kineto_insights.loader import SummaryLoader
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.worker_pool import (
+    LOAD_TIMEOUT_ENV,
+    LOAD_TIMEOUT_PER_MIB_ENV,
+    WORKERS_ENV,
+    LoadDeadline,
+    load_deadline_from_env,
+    workers_from_env,
+)
 
 TESTS = Path(__file__).resolve().parent
 SETTINGS = settings_fingerprint(DEFAULT_MAX_JSON_BYTES, DEFAULT_THRESHOLDS)
@@ -104,10 +107,9 @@ class Counting:
             assert self.gate.wait(20.0)
         if "broken" in path:
             raise TraceFormatError(path, "truncated: the file ends early")
-        return {
-            "steps": {"count": 2, "mean_step_us": 1000.0, "nan": math.nan},
-            "health": {"event_count": np.int64(4)},
-        }
+        summary = real_summary(count=2, mean_step_us=1000.0, cv=math.nan)
+        summary["health"]["event_count"] = np.int64(4)
+        return summary
 
 
 @pytest.fixture
@@ -172,7 +174,8 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
     ident = ident_of(trace)
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     assert not cache.has(ident)
-    data = cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {"count": 2}})
+    summary = real_summary()
+    data = cache_module._entry_bytes(ident, SETTINGS, summary=summary)
     cache.store(ident, data, is_error=False)
     assert cache.has(ident)
     assert cache.summary_file(ident).parent == tmp_path / "cache" / f"v{ANALYSIS_VERSION}"
@@ -182,8 +185,9 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
     ]
     result = cache.load(ident)
     assert result is not None and result.error is None
-    assert json.loads(result.summary or b"") == {"steps": {"count": 2}}
-    assert json.loads(result.panels["steps"]) == {"count": 2}
+    assert json.loads(result.summary or b"") == summary
+    assert json.loads(result.panels["steps"]) == summary["steps"]
+    assert summary["steps"]["count"] == 2
     # Another identity (size, mtime), or other settings: a miss.
     assert cache.load(Identity(ident.path, ident.size_bytes + 1, ident.mtime)) is None
     assert cache.load(Identity(ident.path, ident.size_bytes, ident.mtime + 1)) is None
@@ -192,7 +196,7 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
 
 def test_decode_entry_rejects_corrupt_and_mismatched(tmp_path: Path) -> None:
     ident = Identity("/x.json", 10, 1.5, content="c1")  # content key given: no file read
-    good = cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}})
+    good = cache_module._entry_bytes(ident, SETTINGS, summary=real_summary())
     assert decode_entry(good, ident, SETTINGS) is not None
     for bad in (b"", b"{", b"null", b"[]", good[:-5], good.replace(b'"steps"', b"1")):
         assert decode_entry(bad, ident, SETTINGS) is None, bad
@@ -219,7 +223,11 @@ def test_hit_after_restart_does_not_reparse(tmp_path: Path, loaders: list[Summar
     first = make_loader(loaders, tmp_path / "cache", count)
     status, result = first.get(ident, wait_s=20)
     assert status.state == "ready" and result is not None
-    assert json.loads(result.panels["steps"]) == {"count": 2, "mean_step_us": 1000.0, "nan": None}
+    assert (
+        json.loads(result.panels["steps"])
+        == real_summary(count=2, mean_step_us=1000.0, cv=None)["steps"]
+    )
+    assert json.loads(result.panels["health"])["event_count"] == 4
     assert len(count.calls) == 1
     # Served from memory: no second parse.
     assert first.get(ident)[1] is not None and len(count.calls) == 1
@@ -298,7 +306,7 @@ def test_internal_error_is_retried_on_request(tmp_path: Path, loaders: list[Summ
     def flaky(path: str, **kwargs: Any) -> dict[str, Any]:
         if fail[0]:
             raise RuntimeError("analysis bug")
-        return {"steps": {}}
+        return real_summary()
 
     loader = make_loader(loaders, tmp_path / "cache", flaky)
     status, _ = loader.get(ident_of(trace), wait_s=20)
@@ -548,7 +556,7 @@ def test_a_sealed_entry_with_a_forged_checksum_for_another_identity_is_rejected(
     other = Identity("/logs/b.1.pt.trace.json", 10, 1.5, device=1, inode=4, content="b")
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     cache.store(
-        ident, cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {}}), is_error=False
+        ident, cache_module._entry_bytes(ident, SETTINGS, summary=real_summary()), is_error=False
     )
     cache.summary_file(other).write_bytes(cache.summary_file(ident).read_bytes())
     assert cache.load(ident) is not None
@@ -717,3 +725,17 @@ def test_worker_stopped_in_the_middle_of_a_real_load_is_killed_at_the_deadline(
     status, result = loader.get(ident, wait_s=120)
     assert status.state == "ready" and result is not None
     assert json.loads(result.panels["steps"])["count"] > 0
+
+
+def test_names_of_the_old_layout_still_import_from_cache() -> None:
+    """cache.py was split (issue 16) into the cache, worker_pool.py and loader.py; code
+    written against the old layout still finds the names that moved, as the same
+    objects, and an unknown name is still an AttributeError."""
+    from tb_kineto_insights import loader, worker_pool
+
+    assert cache_module.SummaryLoader is loader.SummaryLoader
+    assert cache_module.LoadDeadline is worker_pool.LoadDeadline
+    assert cache_module.WORKERS_ENV == worker_pool.WORKERS_ENV == "KINETO_INSIGHTS_WORKERS"
+    assert cache_module.worker_main is worker_pool.worker_main
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = cache_module.no_such_name

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 import xxhash
-from conftest import S3Server
+from conftest import S3Server, real_summary
 from werkzeug.test import Client
 
 from tb_kineto_insights import cache as cache_module
-from tb_kineto_insights import cli
+from tb_kineto_insights import cli, worker_pool
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
@@ -294,7 +294,7 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
     def must_not_parse(path: str, **kwargs: Any) -> dict[str, Any]:
         raise AssertionError(f"parsed {path} again")
 
-    task = cache_module._Task(
+    task = worker_pool._Task(
         ident=ident,
         max_json_bytes=DEFAULT_MAX_JSON_BYTES,
         thresholds=DEFAULT_THRESHOLDS,
@@ -303,7 +303,7 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
         summarize=must_not_parse,
         key=cache_module.entry_key(ident, SETTINGS),
     )
-    outcome = cache_module._run_task(task)
+    outcome = worker_pool._run_task(task)
     assert outcome.from_cache and outcome.data is not None
     result = decode_entry(outcome.data, ident, SETTINGS)
     assert result is not None and result.decoded()["steps"]["count"] == summary["steps"]["count"]
@@ -314,8 +314,7 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
     ident = ident_of(trace)
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     entries = [
-        cache_module._entry_bytes(ident, SETTINGS, summary={"steps": {"count": n}})
-        for n in range(8)
+        cache_module._entry_bytes(ident, SETTINGS, summary=real_summary(count=n)) for n in range(8)
     ]
     start = threading.Barrier(8)
 

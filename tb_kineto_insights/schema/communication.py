@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class CommunicationStep(Out, frozen=True, kw_only=True):
+class CommunicationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.steps[]``."""
 
     number: int
@@ -22,7 +22,7 @@ class CommunicationStep(Out, frozen=True, kw_only=True):
     exposed_transfer_estimate_us: float
 
 
-class CommunicationDevice(Out, frozen=True, kw_only=True):
+class CommunicationDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.devices[]``."""
 
     device: int
@@ -33,7 +33,7 @@ class CommunicationDevice(Out, frozen=True, kw_only=True):
     exposed_fraction: float
 
 
-class CollectiveKind(Out, frozen=True, kw_only=True):
+class CollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.kinds[]``."""
 
     kind: str
@@ -57,14 +57,14 @@ class CollectiveKind(Out, frozen=True, kw_only=True):
     kind_from: dict[str, int]
 
 
-class BucketHistogram(Out, frozen=True, kw_only=True):
+class BucketHistogram(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.ddp_bucket_bytes.histogram``."""
 
     edges_bytes: list[int]
     counts: list[int]
 
 
-class BucketSize(Out, frozen=True, kw_only=True):
+class BucketSize(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.ddp_bucket_bytes.sizes[]``
     (also ``diff.communication.ddp_buckets.base.sizes[]``)."""
 
@@ -72,7 +72,7 @@ class BucketSize(Out, frozen=True, kw_only=True):
     count: int
 
 
-class DdpBucketBytes(Out, frozen=True, kw_only=True):
+class DdpBucketBytes(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.ddp_bucket_bytes``."""
 
     count: int
@@ -85,7 +85,7 @@ class DdpBucketBytes(Out, frozen=True, kw_only=True):
     sizes: list[BucketSize]
 
 
-class CollectiveCall(Out, frozen=True, kw_only=True):
+class CollectiveCall(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication.sequence[]``."""
 
     pg: str
@@ -103,7 +103,7 @@ class CollectiveCall(Out, frozen=True, kw_only=True):
     exposed_ns: list[list[int]] | None
 
 
-class CommunicationPanel(Out, frozen=True, kw_only=True):
+class CommunicationPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.communication``."""
 
     has_collectives: bool

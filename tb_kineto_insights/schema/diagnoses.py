@@ -10,7 +10,7 @@ from typing import Any
 from tb_kineto_insights.schema._base import Out
 
 
-class Diagnosis(Out, frozen=True, kw_only=True):
+class Diagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.diagnoses[]``
     (also ``run_summary.diagnoses[]``)."""
 

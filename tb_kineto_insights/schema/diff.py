@@ -11,14 +11,14 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.communication import BucketSize
 
 
-class DiffSide(Out, frozen=True, kw_only=True):
+class DiffSide(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.base`` / ``diff.exp``: the side's label and its ``worker/span`` names."""
 
     label: str
     workers: list[str]
 
 
-class Headline(Out, frozen=True, kw_only=True):
+class Headline(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.headline``."""
 
     base_step_us: float
@@ -28,7 +28,7 @@ class Headline(Out, frozen=True, kw_only=True):
     verdict: str
 
 
-class SidePair(Out, frozen=True, kw_only=True):
+class SidePair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.metrics[].basis``
     (also ``diff.communication.busbw_basis{}``)."""
 
@@ -36,14 +36,14 @@ class SidePair(Out, frozen=True, kw_only=True):
     exp: str
 
 
-class ByRankPair(Out, frozen=True, kw_only=True):
+class ByRankPair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.metrics[].by_rank``."""
 
     base: dict[str, float]
     exp: dict[str, float]
 
 
-class DiffMetric(Out, frozen=True, kw_only=True):
+class DiffMetric(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,
     ``unit``, which direction is ``better``); the communication rows
     (``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)
@@ -69,7 +69,7 @@ class DiffMetric(Out, frozen=True, kw_only=True):
     by_rank: ByRankPair | UnsetType = UNSET
 
 
-class DdpBucketStats(Out, frozen=True, kw_only=True):
+class DdpBucketStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.communication.ddp_buckets.base``
     (also ``diff.communication.ddp_buckets.exp``)."""
 
@@ -82,14 +82,14 @@ class DdpBucketStats(Out, frozen=True, kw_only=True):
     sizes: list[BucketSize]
 
 
-class DdpBucketsPair(Out, frozen=True, kw_only=True):
+class DdpBucketsPair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.communication.ddp_buckets``."""
 
     base: DdpBucketStats | None
     exp: DdpBucketStats | None
 
 
-class DiffCommunication(Out, frozen=True, kw_only=True):
+class DiffCommunication(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.communication``."""
 
     ddp_buckets: DdpBucketsPair
@@ -97,7 +97,7 @@ class DiffCommunication(Out, frozen=True, kw_only=True):
     rank_rows_from: str
 
 
-class Change(Out, frozen=True, kw_only=True):
+class Change(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One judged value before → after (``analysis.diff_rules.judge``): ``time_us_per_step``
     and ``count_per_step`` of a :class:`DiffRow`, ``step_time_us`` of a
     :class:`DiffRankRow`. ``change_fraction``: delta / |base| (None when base is 0);
@@ -117,7 +117,7 @@ class Change(Out, frozen=True, kw_only=True):
     verdict: str
 
 
-class DiffRow(Out, frozen=True, kw_only=True):
+class DiffRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One kernel or op name in ``diff.kernels`` / ``diff.ops`` (``changed``, ``added``,
     ``removed``, and ``diff.kernels.communication``, whose rows also carry ``status``
     (``not judged``) and a ``note``: NCCL time includes waiting for other ranks)."""
@@ -130,7 +130,7 @@ class DiffRow(Out, frozen=True, kw_only=True):
     note: str | UnsetType = UNSET
 
 
-class DiffKernels(Out, frozen=True, kw_only=True):
+class DiffKernels(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.kernels``."""
 
     changed: list[DiffRow]
@@ -140,7 +140,7 @@ class DiffKernels(Out, frozen=True, kw_only=True):
     communication: list[DiffRow]
 
 
-class DiffOps(Out, frozen=True, kw_only=True):
+class DiffOps(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.ops``."""
 
     changed: list[DiffRow]
@@ -149,7 +149,7 @@ class DiffOps(Out, frozen=True, kw_only=True):
     unchanged_count: int
 
 
-class FoundDiagnosis(Out, frozen=True, kw_only=True):
+class FoundDiagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.diagnoses.found.base[]``
     (also ``diff.diagnoses.found.exp[]``)."""
 
@@ -161,14 +161,14 @@ class FoundDiagnosis(Out, frozen=True, kw_only=True):
     where: str
 
 
-class FoundDiagnoses(Out, frozen=True, kw_only=True):
+class FoundDiagnoses(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.diagnoses.found``."""
 
     base: list[FoundDiagnosis]
     exp: list[FoundDiagnosis]
 
 
-class DiffDiagnoses(Out, frozen=True, kw_only=True):
+class DiffDiagnoses(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.diagnoses``."""
 
     appeared: list[str]
@@ -177,14 +177,14 @@ class DiffDiagnoses(Out, frozen=True, kw_only=True):
     found: FoundDiagnoses
 
 
-class DiffRankRow(Out, frozen=True, kw_only=True):
+class DiffRankRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.per_rank[]``."""
 
     rank: int
     step_time_us: Change
 
 
-class LargestChange(Out, frozen=True, kw_only=True):
+class LargestChange(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff.largest_changes[]``."""
 
     what: str
@@ -193,7 +193,7 @@ class LargestChange(Out, frozen=True, kw_only=True):
     verdict: str
 
 
-class DiffDocument(Out, frozen=True, kw_only=True):
+class DiffDocument(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``diff``."""
 
     schema: str

@@ -9,7 +9,7 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.kernels import HistogramBin
 
 
-class IdleCause(Out, frozen=True, kw_only=True):
+class IdleCause(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[].causes{}``."""
 
     us: float
@@ -17,7 +17,7 @@ class IdleCause(Out, frozen=True, kw_only=True):
     fraction_of_step_time: float
 
 
-class ShortKernelCost(Out, frozen=True, kw_only=True):
+class ShortKernelCost(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[].short_kernels``."""
 
     busy_us: float
@@ -29,7 +29,7 @@ class ShortKernelCost(Out, frozen=True, kw_only=True):
     cost_fraction_of_step_time: float
 
 
-class IdleStep(Out, frozen=True, kw_only=True):
+class IdleStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[].per_step[]``."""
 
     number: int
@@ -39,14 +39,14 @@ class IdleStep(Out, frozen=True, kw_only=True):
     causes_us: dict[str, float]
 
 
-class HostThread(Out, frozen=True, kw_only=True):
+class HostThread(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[].largest_gaps[].thread``."""
 
     pid: int
     tid: int
 
 
-class IdleGap(Out, frozen=True, kw_only=True):
+class IdleGap(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[].largest_gaps[]``."""
 
     step: int
@@ -61,7 +61,7 @@ class IdleGap(Out, frozen=True, kw_only=True):
     thread: HostThread
 
 
-class IdleDevice(Out, frozen=True, kw_only=True):
+class IdleDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle.devices[]``."""
 
     device: int
@@ -79,7 +79,7 @@ class IdleDevice(Out, frozen=True, kw_only=True):
     largest_gaps: list[IdleGap]
 
 
-class IdlePanel(Out, frozen=True, kw_only=True):
+class IdlePanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.idle``."""
 
     cause_order: list[str]

@@ -8,14 +8,14 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class KernelsOutsideSteps(Out, frozen=True, kw_only=True):
+class KernelsOutsideSteps(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.outside_steps``."""
 
     count: int
     time_us: float
 
 
-class KernelStepCount(Out, frozen=True, kw_only=True):
+class KernelStepCount(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.per_step[]``."""
 
     number: int
@@ -24,7 +24,7 @@ class KernelStepCount(Out, frozen=True, kw_only=True):
     short_count: int
 
 
-class HistogramBin(Out, frozen=True, kw_only=True):
+class HistogramBin(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.duration_histogram[]``
     (also ``summary.idle.devices[].gap_histogram[]``)."""
 
@@ -34,7 +34,7 @@ class HistogramBin(Out, frozen=True, kw_only=True):
     time_us: float
 
 
-class KernelLaunch(Out, frozen=True, kw_only=True):
+class KernelLaunch(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.launch``."""
 
     mean_launch_us: float | None
@@ -46,7 +46,7 @@ class KernelLaunch(Out, frozen=True, kw_only=True):
     unlinked_kernels: int
 
 
-class KernelRow(Out, frozen=True, kw_only=True):
+class KernelRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.top_by_count[]``
     (also ``summary.kernels.top_by_time[]``)."""
 
@@ -59,7 +59,7 @@ class KernelRow(Out, frozen=True, kw_only=True):
     is_communication: bool
 
 
-class FusionCandidate(Out, frozen=True, kw_only=True):
+class FusionCandidate(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.fusion_candidates[]``."""
 
     kernels: list[str]
@@ -71,7 +71,7 @@ class FusionCandidate(Out, frozen=True, kw_only=True):
     cpu_op: str
 
 
-class KernelDevice(Out, frozen=True, kw_only=True):
+class KernelDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels.devices{}``."""
 
     count: int
@@ -79,7 +79,7 @@ class KernelDevice(Out, frozen=True, kw_only=True):
     short_count_fraction: float
 
 
-class KernelsPanel(Out, frozen=True, kw_only=True):
+class KernelsPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.kernels``."""
 
     count: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class MemorySeriesPoints(Out, frozen=True, kw_only=True):
+class MemorySeriesPoints(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].series.allocated``
     (also ``summary.memory.devices[].series.reserved``)."""
 
@@ -16,7 +16,7 @@ class MemorySeriesPoints(Out, frozen=True, kw_only=True):
     bytes: list[int]
 
 
-class MemorySeries(Out, frozen=True, kw_only=True):
+class MemorySeries(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].series``."""
 
     allocated: MemorySeriesPoints
@@ -24,7 +24,7 @@ class MemorySeries(Out, frozen=True, kw_only=True):
     points_in: int
 
 
-class MemoryStep(Out, frozen=True, kw_only=True):
+class MemoryStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].per_step[]``."""
 
     number: int
@@ -35,7 +35,7 @@ class MemoryStep(Out, frozen=True, kw_only=True):
     events: int
 
 
-class MemoryGrowth(Out, frozen=True, kw_only=True):
+class MemoryGrowth(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].growth``."""
 
     bytes_per_step: float
@@ -45,7 +45,7 @@ class MemoryGrowth(Out, frozen=True, kw_only=True):
     total_bytes: int
 
 
-class FragmentationStep(Out, frozen=True, kw_only=True):
+class FragmentationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].fragmentation.per_step[]``."""
 
     number: int
@@ -54,7 +54,7 @@ class FragmentationStep(Out, frozen=True, kw_only=True):
     reserved_growth_bytes: int
 
 
-class NewSegmentEvent(Out, frozen=True, kw_only=True):
+class NewSegmentEvent(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].fragmentation.largest[]``."""
 
     t_us: float
@@ -66,7 +66,7 @@ class NewSegmentEvent(Out, frozen=True, kw_only=True):
     op: str
 
 
-class Fragmentation(Out, frozen=True, kw_only=True):
+class Fragmentation(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].fragmentation``."""
 
     events: int
@@ -82,14 +82,14 @@ class Fragmentation(Out, frozen=True, kw_only=True):
     largest: list[NewSegmentEvent]
 
 
-class FreedBeforeWindow(Out, frozen=True, kw_only=True):
+class FreedBeforeWindow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].freed_before_window``."""
 
     count: int
     bytes: int
 
 
-class AllocationMatching(Out, frozen=True, kw_only=True):
+class AllocationMatching(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].matching``."""
 
     allocations_freed: int
@@ -99,7 +99,7 @@ class AllocationMatching(Out, frozen=True, kw_only=True):
     events_without_addr: int
 
 
-class LiveByOp(Out, frozen=True, kw_only=True):
+class LiveByOp(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].live_at_end.by_op[]``."""
 
     op: str
@@ -109,7 +109,7 @@ class LiveByOp(Out, frozen=True, kw_only=True):
     steps: list[int]
 
 
-class LiveAtEnd(Out, frozen=True, kw_only=True):
+class LiveAtEnd(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].live_at_end``."""
 
     count: int
@@ -118,7 +118,7 @@ class LiveAtEnd(Out, frozen=True, kw_only=True):
     groups: int
 
 
-class Allocation(Out, frozen=True, kw_only=True):
+class Allocation(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[].largest_allocations[]``."""
 
     bytes: int
@@ -130,7 +130,7 @@ class Allocation(Out, frozen=True, kw_only=True):
     lifetime_us: float | None
 
 
-class MemoryDevice(Out, frozen=True, kw_only=True):
+class MemoryDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory.devices[]``."""
 
     device: str
@@ -163,7 +163,7 @@ class MemoryDevice(Out, frozen=True, kw_only=True):
     notes: list[str]
 
 
-class MemoryPanel(Out, frozen=True, kw_only=True):
+class MemoryPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.memory``."""
 
     devices: list[MemoryDevice]

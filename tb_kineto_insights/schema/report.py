@@ -12,14 +12,14 @@ from tb_kineto_insights.schema.run_view import RunView
 from tb_kineto_insights.schema.summary import Summary
 
 
-class SpanError(Out, frozen=True, kw_only=True):
+class SpanError(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``report.runs[].workers[].spans[].error``."""
 
     type: str
     message: str
 
 
-class ReportSpan(Out, frozen=True, kw_only=True):
+class ReportSpan(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``report.runs[].workers[].spans[]``."""
 
     span: str
@@ -28,14 +28,14 @@ class ReportSpan(Out, frozen=True, kw_only=True):
     error: SpanError | UnsetType = UNSET
 
 
-class ReportWorker(Out, frozen=True, kw_only=True):
+class ReportWorker(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``report.runs[].workers[]``."""
 
     worker: str
     spans: list[ReportSpan]
 
 
-class ReportRun(Out, frozen=True, kw_only=True):
+class ReportRun(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``report.runs[]``."""
 
     run: str
@@ -43,7 +43,7 @@ class ReportRun(Out, frozen=True, kw_only=True):
     run_summary: RunView | None
 
 
-class Report(Out, frozen=True, kw_only=True):
+class Report(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``report``."""
 
     schema: str

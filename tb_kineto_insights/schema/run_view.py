@@ -9,7 +9,7 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 
 
-class RankRow(Out, frozen=True, kw_only=True):
+class RankRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.ranks[]``."""
 
     rank: int
@@ -33,7 +33,7 @@ class RankRow(Out, frozen=True, kw_only=True):
     delay_caused_us_per_step: float | None
 
 
-class ProcessGroupMatch(Out, frozen=True, kw_only=True):
+class ProcessGroupMatch(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.process_groups[]``."""
 
     pg: str
@@ -42,7 +42,7 @@ class ProcessGroupMatch(Out, frozen=True, kw_only=True):
     unmatched: int
 
 
-class SpreadStats(Out, frozen=True, kw_only=True):
+class SpreadStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.skew_us``
     (also ``run_summary.transfer_us``)."""
 
@@ -54,7 +54,7 @@ class SpreadStats(Out, frozen=True, kw_only=True):
     total_us: float
 
 
-class RunCollectiveKind(Out, frozen=True, kw_only=True):
+class RunCollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.kinds[]``."""
 
     kind: str
@@ -70,7 +70,7 @@ class RunCollectiveKind(Out, frozen=True, kw_only=True):
     group_sizes: list[int]
 
 
-class CollectiveSkew(Out, frozen=True, kw_only=True):
+class CollectiveSkew(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.largest_skews[]``."""
 
     pg: str
@@ -84,7 +84,7 @@ class CollectiveSkew(Out, frozen=True, kw_only=True):
     ranks_not_listed: int
 
 
-class RunStep(Out, frozen=True, kw_only=True):
+class RunStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.steps[]``."""
 
     number: int
@@ -92,7 +92,7 @@ class RunStep(Out, frozen=True, kw_only=True):
     spread_us: float
 
 
-class Straggler(Out, frozen=True, kw_only=True):
+class Straggler(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.straggler``."""
 
     rank: int
@@ -108,7 +108,7 @@ class Straggler(Out, frozen=True, kw_only=True):
     others_wait_us_per_step: float
 
 
-class StragglerTest(Out, frozen=True, kw_only=True):
+class StragglerTest(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.straggler_test``."""
 
     rank: int
@@ -132,7 +132,7 @@ class StragglerTest(Out, frozen=True, kw_only=True):
     verdict: str
 
 
-class SupersededDiagnosis(Out, frozen=True, kw_only=True):
+class SupersededDiagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary.superseded_span_diagnoses[]``."""
 
     worker: str
@@ -140,7 +140,7 @@ class SupersededDiagnosis(Out, frozen=True, kw_only=True):
     id: str
 
 
-class RunView(Out, frozen=True, kw_only=True):
+class RunView(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``run_summary``."""
 
     worker_count: int

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class StepDevice(Out, frozen=True, kw_only=True):
+class StepDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.steps.devices[]``."""
 
     device: int
@@ -16,7 +16,7 @@ class StepDevice(Out, frozen=True, kw_only=True):
     gpu_utilization_fraction: float
 
 
-class Step(Out, frozen=True, kw_only=True):
+class Step(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.steps.steps[]``."""
 
     number: int
@@ -27,7 +27,7 @@ class Step(Out, frozen=True, kw_only=True):
     gpu_utilization_fraction: float | None
 
 
-class StepsPanel(Out, frozen=True, kw_only=True):
+class StepsPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.steps``."""
 
     count: int

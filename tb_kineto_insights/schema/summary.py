@@ -16,7 +16,7 @@ from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
 
 
-class Summary(Out, frozen=True, kw_only=True):
+class Summary(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary``."""
 
     diagnoses: list[Diagnosis]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class TableRow(Out, frozen=True, kw_only=True):
+class TableRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.tables.kernels.rows[]``
     (also ``summary.tables.ops.rows[]``)."""
 
@@ -19,7 +19,7 @@ class TableRow(Out, frozen=True, kw_only=True):
     per_step_time_us: list[float]
 
 
-class Table(Out, frozen=True, kw_only=True):
+class Table(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.tables.kernels``
     (also ``summary.tables.ops``)."""
 
@@ -28,7 +28,7 @@ class Table(Out, frozen=True, kw_only=True):
     steps: int
 
 
-class TablesPanel(Out, frozen=True, kw_only=True):
+class TablesPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``summary.tables``."""
 
     kernels: Table

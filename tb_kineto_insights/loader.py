@@ -1,0 +1,460 @@
+"""Loading summaries in the background: states, a priority queue, a bounded pool.
+
+:class:`SummaryLoader`
+    States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
+    ``not_loaded`` for a file nobody asked for yet), a priority queue (a request from
+    the page goes before background preloading, small files before big ones), and at
+    most ``workers`` worker processes (default :data:`DEFAULT_WORKERS`, or
+    ``KINETO_INSIGHTS_WORKERS``; plain ``python -c`` child processes talking pickled
+    messages over their standard input and output, so the program that embeds
+    TensorBoard needs no ``__main__`` guard), each reading one file at a time and
+    reused for the next; ``workers=0`` reads in one background thread of this process
+    instead (tests, debugging). A worker process that sits idle for ``idle_shutdown_s``
+    exits, so an idle TensorBoard holds no parsed-trace memory. A worker that dies
+    (killed for memory) fails only the file it was reading; the next file gets a fresh
+    process. A load in a worker process has a deadline (:class:`LoadDeadline`: base
+    seconds plus seconds per MiB of file, counted from when the worker is ready); past
+    it the worker is killed (stopped or stuck alike) and replaced, and the span is an
+    error that the next request retries. A file whose identity carries a ``root`` is
+    opened under ``trace/confine.py``'s rule: inside that folder, and the very file
+    discovery listed.
+    Status questions never wait for a load: they are dictionary look-ups under a lock
+    that is never held during I/O or analysis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.cache import (
+    DiskCache,
+    Identity,
+    LoadResult,
+    decode_entry,
+    entry_key,
+    settings_fingerprint,
+)
+from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.trace.errors import TraceIOError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.worker_pool import (
+    DEFAULT_WORKERS,
+    ERROR_INTERNAL,
+    ERROR_IO,
+    ERROR_TRACE,
+    ERROR_WORKER,
+    LoadDeadline,
+    _Outcome,
+    _Slot,
+    _Task,
+    load_deadline_from_env,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Priorities: a page waiting for a span goes first, preloading after.
+PRIORITY_REQUEST = 0
+PRIORITY_PRELOAD = 1
+
+QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
+
+
+# --------------------------------------------------------------------------- loader
+
+
+@dataclass(frozen=True)
+class SpanStatus:
+    """Load state of one file. ``progress`` (while loading) is
+    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is elapsed time
+    over the time the file should take at the throughput (compressed bytes per second)
+    of the loads finished so far, at most 0.99, or None before any load finished;
+    ``deadline_s`` is the load's deadline in seconds (None: none, a load in a thread)."""
+
+    state: str
+    error: str | None = None
+    error_kind: str | None = None
+    progress: dict[str, float | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "error": self.error, "progress": self.progress}
+
+
+class SummaryLoader:
+    """Loads summaries in the background, at most ``workers`` at a time.
+
+    Args:
+        cache: the disk cache, or None for memory only.
+        workers: worker processes (0: one background thread in this process).
+        summarize: ``summarize(path, max_json_bytes=, thresholds=) -> dict``; with
+            worker processes it must be a module-level function (it is pickled).
+        max_json_bytes: the reader's cap on uncompressed bytes.
+        thresholds: analysis thresholds.
+        memory_items: how many loaded results to keep in memory ...
+        memory_bytes: ... and how many bytes of JSON at most (least recently used go).
+        idle_shutdown_s: a worker process idle this long exits.
+        deadline: how long one load in a worker process may take (see
+            :class:`LoadDeadline`); None: from the environment, else the defaults.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: DiskCache | None,
+        workers: int = DEFAULT_WORKERS,
+        summarize: Callable[..., Any] = summarize_file,
+        max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
+        memory_items: int = 64,
+        memory_bytes: int = 256 * 1024**2,
+        idle_shutdown_s: float = 120.0,
+        deadline: LoadDeadline | None = None,
+    ) -> None:
+        if workers < 0:
+            raise ValueError(f"workers must be >= 0, got {workers}")
+        self.cache = cache
+        self.workers = workers
+        self.settings = settings_fingerprint(max_json_bytes, thresholds)
+        if cache is not None and cache.settings != self.settings:
+            raise ValueError("the cache was made for other settings")
+        self._summarize = summarize
+        self._max_json_bytes = max_json_bytes
+        self._thresholds = thresholds
+        self._memory_items = max(1, memory_items)
+        self._memory_bytes = max(1, memory_bytes)
+        self._idle_shutdown_s = idle_shutdown_s
+        self.deadline = load_deadline_from_env() if deadline is None else deadline
+        self._cv = threading.Condition()
+        self._closed = False
+        self._states: dict[Identity, str] = {}
+        self._errors: dict[Identity, tuple[str, str]] = {}  # ident → (kind, message)
+        self._started: dict[Identity, float] = {}
+        self._queued_priority: dict[Identity, int] = {}
+        self._heap: list[tuple[int, int, int, Identity]] = []
+        self._seq = itertools.count()
+        self._current: set[Identity] | None = None  # identities discovery knows now
+        self._memory: OrderedDict[Identity, LoadResult] = OrderedDict()
+        self._memory_used = 0
+        self._throughput: float | None = None  # compressed bytes per second
+        self._cache_warned = False
+        self.loads_started = 0
+        use_process = workers > 0
+        self._slots = [_Slot(use_process) for _ in range(max(1, workers))]
+        self._threads = [
+            threading.Thread(
+                target=self._slot_loop, args=(slot,), name=f"kineto-insights-load-{i}", daemon=True
+            )
+            for i, slot in enumerate(self._slots)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # ---------------------------------------------------------------- questions
+
+    def status(self, ident: Identity) -> SpanStatus:
+        """The current state; never waits for a load or touches the disk."""
+        with self._cv:
+            return self._status_locked(ident, time.monotonic())
+
+    def statuses(self, idents: Iterable[Identity]) -> list[SpanStatus]:
+        """:meth:`status` of many files under one lock."""
+        with self._cv:
+            now = time.monotonic()
+            return [self._status_locked(ident, now) for ident in idents]
+
+    def _status_locked(self, ident: Identity, now: float) -> SpanStatus:
+        state = self._states.get(ident, NOT_LOADED)
+        if state == ERROR:
+            kind, message = self._errors.get(ident, (ERROR_INTERNAL, "unknown error"))
+            return SpanStatus(ERROR, message, kind)
+        if state == LOADING:
+            elapsed = max(0.0, now - self._started.get(ident, now))
+            fraction: float | None = None
+            if self._throughput and ident.size_bytes > 0:
+                fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
+            deadline = self._deadline_locked(ident)
+            return SpanStatus(
+                LOADING,
+                progress={
+                    "elapsed_s": round(elapsed, 3),
+                    "estimated_fraction": fraction,
+                    "deadline_s": None if deadline is None else round(deadline, 3),
+                },
+            )
+        return SpanStatus(state)
+
+    def _deadline_locked(self, ident: Identity) -> float | None:
+        """The load's deadline in seconds; None in thread mode (nothing can stop it)."""
+        return self.deadline.for_size(ident.size_bytes) if self.workers > 0 else None
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the worker processes alive now (tests, benchmarks)."""
+        return [pid for pid in (slot.pid for slot in self._slots) if pid is not None]
+
+    # ---------------------------------------------------------------- discovery
+
+    def note_discovered(
+        self, idents: Iterable[Identity], *, preload: bool, settle_s: float = 5.0
+    ) -> None:
+        """Tell the loader which files exist now (called after each scan, off the request
+        path). Files with a stored result become ``ready`` (or ``error``) without being
+        read; with ``preload`` the others are queued behind requested ones, smallest
+        first, except files modified in the last ``settle_s`` seconds (maybe still being
+        written; they are preloaded at a later scan, or loaded at once when asked for).
+        Forgets the state of files that are gone."""
+        current = set(idents)
+        with self._cv:
+            known = set(self._states)
+        fresh = [ident for ident in current if ident not in known]
+        stored: dict[Identity, LoadResult | None] = {}
+        if self.cache is not None and fresh:
+            cache = self.cache
+            # The content key of each new file (its first and last MiB), a few at once:
+            # on object storage each is two ranged GETs.
+            with ThreadPoolExecutor(max_workers=min(8, len(fresh))) as pool:
+                kinds = list(pool.map(cache.stored_kind, fresh))
+            for ident, kind in zip(fresh, kinds, strict=True):
+                if kind == "error":
+                    stored[ident] = cache.load(ident)  # small: read it for its message
+                elif kind == "summary":
+                    stored[ident] = None  # ready; read when asked for
+        wall_now = time.time()
+        with self._cv:
+            self._current = current
+            for ident in list(self._states):
+                if ident not in current and self._states[ident] != LOADING:
+                    self._forget_locked(ident)
+            for ident in fresh:
+                if ident in self._states:
+                    continue
+                if ident in stored:
+                    result = stored[ident]
+                    if result is not None and result.error is not None:
+                        self._set_error_locked(ident, ERROR_TRACE, result.error)
+                    else:
+                        self._states[ident] = READY
+                else:
+                    self._states[ident] = NOT_LOADED
+            if preload:
+                for ident in current:
+                    if self._states.get(ident) == NOT_LOADED and not (
+                        ident.mtime > 0 and wall_now - ident.mtime < settle_s
+                    ):
+                        self._enqueue_locked(ident, PRIORITY_PRELOAD)
+            self._cv.notify_all()
+
+    def _forget_locked(self, ident: Identity) -> None:
+        self._states.pop(ident, None)
+        self._errors.pop(ident, None)
+        self._queued_priority.pop(ident, None)
+        self._started.pop(ident, None)
+        result = self._memory.pop(ident, None)
+        if result is not None:
+            self._memory_used -= result.size
+
+    # ---------------------------------------------------------------- loading
+
+    def request(self, ident: Identity) -> SpanStatus:
+        """Ask for a file: queue it ahead of preloading unless it is loaded, loading, or
+        failed with a reader error. A file that failed for another reason (a bug, a
+        dead worker) is queued again."""
+        with self._cv:
+            state = self._states.get(ident, NOT_LOADED)
+            if state == ERROR and self._errors.get(ident, (ERROR_INTERNAL, ""))[0] != ERROR_TRACE:
+                state = NOT_LOADED
+            if state in (NOT_LOADED, QUEUED):
+                self._enqueue_locked(ident, PRIORITY_REQUEST)
+            return self._status_locked(ident, time.monotonic())
+
+    def _enqueue_locked(self, ident: Identity, priority: int) -> None:
+        if self._states.get(ident) == QUEUED and self._queued_priority.get(ident, 99) <= priority:
+            return
+        self._states[ident] = QUEUED
+        self._errors.pop(ident, None)
+        self._queued_priority[ident] = priority
+        heapq.heappush(self._heap, (priority, ident.size_bytes, next(self._seq), ident))
+        self._cv.notify_all()
+
+    def _next_task(self, timeout: float) -> _Task | None:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not self._closed:
+                while self._heap:
+                    priority, _, _, ident = heapq.heappop(self._heap)
+                    if (
+                        self._states.get(ident) != QUEUED
+                        or self._queued_priority.get(ident) != priority
+                    ):
+                        continue  # taken, superseded by a higher priority, or forgotten
+                    if (
+                        priority == PRIORITY_PRELOAD
+                        and self._current is not None
+                        and ident not in self._current
+                    ):
+                        self._forget_locked(ident)
+                        continue
+                    self._states[ident] = LOADING
+                    self._queued_priority.pop(ident, None)
+                    self._started[ident] = time.monotonic()
+                    self.loads_started += 1
+                    self._cv.notify_all()
+                    return _Task(
+                        ident=ident,
+                        max_json_bytes=self._max_json_bytes,
+                        thresholds=self._thresholds,
+                        settings=self.settings,
+                        cache_folder=None if self.cache is None else self.cache.location,
+                        summarize=self._summarize,
+                        deadline_s=self._deadline_locked(ident),
+                    )
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._cv.wait(remaining)
+        return None
+
+    def _slot_loop(self, slot: _Slot) -> None:
+        while True:
+            task = self._next_task(self._idle_shutdown_s)
+            if task is None:
+                slot.stop()  # idle or closed: no process sits on memory
+                if self._closed:
+                    return
+                continue
+            try:  # the content key: read here once (head and tail), used by the worker
+                task = dataclasses.replace(task, key=entry_key(task.ident, task.settings))
+            except TraceIOError as exc:
+                self._finish(task.ident, _Outcome(None, ERROR_IO, str(exc), 0.0))
+                continue
+            try:
+                outcome = slot.run(task)
+            except Exception as exc:  # never let a loading thread die
+                logger.exception("Kineto Insights: loading %s failed", task.ident.path)
+                outcome = _Outcome(
+                    None,
+                    ERROR_WORKER,
+                    f"{task.ident.path}: could not run the load ({type(exc).__name__}: {exc})",
+                    0.0,
+                )
+            self._finish(task.ident, outcome, task.key)
+
+    def _finish(self, ident: Identity, outcome: _Outcome, key: str | None = None) -> None:
+        if outcome.cache_warning and not self._cache_warned:
+            self._cache_warned = True
+            logger.warning(
+                "Kineto Insights: %s; summaries are kept in memory only", outcome.cache_warning
+            )
+        result = None
+        if outcome.data is not None:
+            # the worker checked a cached entry; a summary it computed is served as is
+            result = decode_entry(outcome.data, ident, self.settings, key, validate=False)
+        with self._cv:
+            self._started.pop(ident, None)
+            if result is None:
+                message = outcome.message or f"{ident.path}: the analysis gave no readable result"
+                self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)
+            elif result.error is not None:
+                self._set_error_locked(ident, ERROR_TRACE, result.error)
+            else:
+                self._states[ident] = READY
+                self._remember_locked(ident, result)
+                if outcome.elapsed_s > 0 and ident.size_bytes > 0:
+                    rate = ident.size_bytes / outcome.elapsed_s
+                    self._throughput = (
+                        rate if self._throughput is None else 0.7 * self._throughput + 0.3 * rate
+                    )
+            self._cv.notify_all()
+
+    def _set_error_locked(self, ident: Identity, kind: str, message: str) -> None:
+        self._states[ident] = ERROR
+        self._errors[ident] = (kind, message)
+        old = self._memory.pop(ident, None)
+        if old is not None:
+            self._memory_used -= old.size
+
+    def _remember_locked(self, ident: Identity, result: LoadResult) -> None:
+        old = self._memory.pop(ident, None)
+        if old is not None:
+            self._memory_used -= old.size
+        self._memory[ident] = result
+        self._memory_used += result.size
+        while len(self._memory) > 1 and (
+            len(self._memory) > self._memory_items or self._memory_used > self._memory_bytes
+        ):
+            _, dropped = self._memory.popitem(last=False)
+            self._memory_used -= dropped.size
+
+    # ---------------------------------------------------------------- results
+
+    def get(self, ident: Identity, wait_s: float = 0.0) -> tuple[SpanStatus, LoadResult | None]:
+        """``(status, result)``: the result when the file is ready (from memory, else
+        from the disk cache), else queue it first in line and wait up to ``wait_s``
+        seconds for it. A stored result that turns out corrupt or missing is loaded
+        again. ``result`` is None unless the state is ``ready``; a reader error is
+        ``(error status, None)``."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            status = self.request(ident)
+            if status.state == READY:
+                result = self._ready_result(ident)
+                if result is not None:
+                    return status, result
+                continue  # the stored file is gone or corrupt: queued again
+            if status.state == ERROR:
+                return status, None
+            with self._cv:
+                while (
+                    not self._closed
+                    and self._states.get(ident) in (QUEUED, LOADING)
+                    and time.monotonic() < deadline
+                ):
+                    self._cv.wait(max(0.0, min(1.0, deadline - time.monotonic())))
+                state = self._states.get(ident, NOT_LOADED)
+                if state in (QUEUED, LOADING) or self._closed:
+                    return self._status_locked(ident, time.monotonic()), None
+                if state == ERROR:
+                    return self._status_locked(ident, time.monotonic()), None
+
+    def _ready_result(self, ident: Identity) -> LoadResult | None:
+        with self._cv:
+            result = self._memory.get(ident)
+            if result is not None:
+                self._memory.move_to_end(ident)
+                return result
+        stored = self.cache.load(ident) if self.cache is not None else None
+        with self._cv:
+            if stored is not None and stored.error is None:
+                if self._states.get(ident) == READY:
+                    self._remember_locked(ident, stored)
+                return stored
+            if stored is not None:
+                self._set_error_locked(ident, ERROR_TRACE, stored.error or "unknown error")
+                return None
+            if self._states.get(ident) == READY:
+                self._states[ident] = NOT_LOADED
+        return None
+
+    # ---------------------------------------------------------------- shutdown
+
+    def close(self) -> None:
+        """Stop loading: worker processes are stopped (a load in progress is killed)."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
+        for slot in self._slots:
+            slot.stop(kill=True)  # a load in progress ends with EOF: its thread moves on
+        for thread in self._threads:
+            thread.join(timeout=10.0)
+        for slot in self._slots:
+            slot.stop(kill=True)

@@ -1,0 +1,441 @@
+"""Worker processes that read traces: one load at a time each, killed on a deadline.
+
+A worker is a plain ``python -c`` child of this interpreter (``sys.executable``) that
+reads pickled :class:`_Task` frames on its standard input and answers
+:class:`_Outcome` frames (a cache entry, or what went wrong) on its standard output; it
+is reused for the next file and exits when idle. :class:`_Slot` owns one such process:
+it starts it, waits for it to be ready (its own start-up is not part of a load's
+deadline), sends one task and waits for the answer until the task's deadline
+(:class:`LoadDeadline`), past which it kills the process (busy, stuck or stopped with
+``SIGSTOP`` alike) and the load is an error of kind ``timeout``. A process that dies
+(killed for memory) fails only the task it was running.
+
+Why not a library pool: ``concurrent.futures.ProcessPoolExecutor`` cannot cancel a
+running task, and a worker killed under it breaks the whole pool (``BrokenProcessPool``
+for every pending future); ``loky``'s reusable executor has the same unit of failure
+(``kill_workers`` / ``TerminatedWorkerError`` take down every worker) and is not a
+dependency. Both also start workers with ``multiprocessing`` (spawn/forkserver), which
+re-imports ``__main__`` in the child: a program that embeds TensorBoard without an
+``if __name__ == "__main__"`` guard would start itself again. What is needed here is
+one process per slot that can be killed alone, on a per-task deadline, with the loads
+of the other slots going on: about 200 lines of ``subprocess`` and pipes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import logging
+import math
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+
+logger = logging.getLogger(__name__)
+
+#: Environment variable: how many worker processes load traces (0: a thread instead).
+WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
+#: At most this many worker processes by default (fewer on a one-core machine).
+DEFAULT_WORKERS = 2
+#: Environment variables: a load's deadline, base seconds and seconds per MiB of file.
+LOAD_TIMEOUT_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S"
+LOAD_TIMEOUT_PER_MIB_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB"
+DEFAULT_LOAD_TIMEOUT_S = 120.0
+DEFAULT_LOAD_TIMEOUT_S_PER_MIB = 2.0
+MIB = 1024**2
+
+#: Error kinds: ``trace`` (the reader's TraceError about the file's content: the file is
+#: bad, remembered on disk until it changes), ``io`` (the file could not be opened or
+#: read, or was refused: missing, permission, storage error, outside the log directory),
+#: ``internal`` (a bug in the analysis), ``worker`` (the worker process died, e.g. killed
+#: for memory) and ``timeout`` (the load passed its deadline and its worker was killed);
+#: all but ``trace`` are kept in memory only and retried when the span is asked for again.
+ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
+ERROR_IO, ERROR_TIMEOUT = "io", "timeout"
+
+
+def default_workers() -> int:
+    return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
+
+
+def workers_from_env(environ: Mapping[str, str] | None = None) -> int:
+    """``KINETO_INSIGHTS_WORKERS`` as an integer ≥ 0; the default (at most 2) when unset,
+    and with a warning when it is not such an integer."""
+    raw = (os.environ if environ is None else environ).get(WORKERS_ENV)
+    if raw is None or not raw.strip():
+        return default_workers()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        logger.warning(
+            "%s=%r is not a whole number >= 0; using %d", WORKERS_ENV, raw, default_workers()
+        )
+        return default_workers()
+    return value
+
+
+@dataclass(frozen=True)
+class LoadDeadline:
+    """How long one load in a worker process may take: ``base_s + per_mib_s × (stored
+    file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
+    is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
+    span is an error of kind ``timeout`` that the next request retries.
+
+    The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
+    trace reads at tens of MiB of stored file per second, and the pathological inputs
+    of issue 13 (a 625 KB gzip of 27.7 MB JSON) must read within 3x of a clean file of
+    the same size. A total of 0 or less means no deadline.
+    """
+
+    base_s: float = DEFAULT_LOAD_TIMEOUT_S
+    per_mib_s: float = DEFAULT_LOAD_TIMEOUT_S_PER_MIB
+
+    def for_size(self, size_bytes: int) -> float | None:
+        """The deadline in seconds for a file of ``size_bytes``, or None (no deadline)."""
+        total = self.base_s + self.per_mib_s * max(0, size_bytes) / MIB
+        return total if math.isfinite(total) and total > 0 else None
+
+
+def _seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        logger.warning("%s=%r is not a number of seconds >= 0; using %s", name, raw, default)
+        return default
+    return value
+
+
+def load_deadline_from_env(environ: Mapping[str, str] | None = None) -> LoadDeadline:
+    """``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` and ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``
+    (finite numbers >= 0; each defaults, with a warning when it is not such a number)."""
+    env = os.environ if environ is None else environ
+    return LoadDeadline(
+        _seconds_from_env(env, LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S),
+        _seconds_from_env(env, LOAD_TIMEOUT_PER_MIB_ENV, DEFAULT_LOAD_TIMEOUT_S_PER_MIB),
+    )
+
+
+# --------------------------------------------------------------------------- one load
+
+
+@dataclass(frozen=True)
+class _Task:
+    ident: Identity
+    max_json_bytes: int
+    thresholds: Thresholds
+    settings: str
+    cache_folder: str | None  # the cache's location: a path or an fsspec URL
+    summarize: Callable[..., Any]
+    deadline_s: float | None = None  # seconds the load may take (worker processes)
+    key: str | None = None  # the entry key (computed once, by the loading thread)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one load produced: ``data`` is a cache entry (summary or reader error);
+    otherwise ``kind`` and ``message`` say what went wrong."""
+
+    data: bytes | None
+    kind: str | None
+    message: str | None
+    elapsed_s: float
+    cache_warning: str | None = None
+    from_cache: bool = False  # another process had stored it meanwhile: nothing parsed
+
+
+def _summarize_confined(task: _Task) -> Any:
+    """``task.summarize`` of the file, which must still lie inside ``ident.root`` and be
+    the file discovery listed when it is opened (see ``trace/confine.py``)."""
+    ident = task.ident
+    call = functools.partial(
+        task.summarize, ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
+    )
+    if not ident.root:
+        return call()
+    with confined(ident.path, Rule(ident.root, ident.file_identity())):
+        return call()
+
+
+def _run_task(task: _Task) -> _Outcome:
+    """Read and analyse one file, store the result on disk; never raises. Only verdicts
+    about the file's content are stored: an I/O error (missing file, permission, storage
+    error, a refused open) is answered but not stored, so the next request retries."""
+    started = time.perf_counter()
+    error: TraceError | None = None
+    if task.cache_folder is not None and task.key is not None:
+        # Another process sharing the cache may have finished it since it was queued.
+        with contextlib.suppress(Exception):
+            done = DiskCache(task.cache_folder, task.settings).load_entry(task.ident, task.key)
+            if done is not None:
+                return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
+    try:
+        try:
+            summary = _summarize_confined(task)
+        except TraceIOError as exc:
+            return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
+        except TraceError as exc:
+            error = exc
+            summary = None
+        elapsed = time.perf_counter() - started
+        data = _entry_bytes(
+            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed, key=task.key
+        )
+    except Exception as exc:  # a bug in the analysis, or out of memory
+        logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
+        return _Outcome(
+            None,
+            ERROR_INTERNAL,
+            f"{task.ident.path}: internal error while analysing ({type(exc).__name__}: {exc})",
+            time.perf_counter() - started,
+        )
+    warning = None
+    if task.cache_folder is not None:
+        try:
+            DiskCache(task.cache_folder, task.settings).store_entry(
+                task.ident, data, is_error=error is not None, key=task.key
+            )
+        except (OSError, ValueError, ImportError) as exc:
+            warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
+    return _Outcome(data, None, None, elapsed, warning)
+
+
+_FRAME = struct.Struct("<Q")
+#: The command a worker process runs (``python -c``): no ``__main__`` re-import, no
+#: ``if __name__ == "__main__"`` needed in whatever program embeds TensorBoard.
+_WORKER_CODE = "from tb_kineto_insights.worker_pool import worker_main; worker_main()"
+
+
+def _write_frame(out: IO[bytes], obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    out.write(_FRAME.pack(len(data)) + data)
+    out.flush()
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = stream.read(size)
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(stream: IO[bytes]) -> Any:
+    (size,) = _FRAME.unpack(_read_exact(stream, _FRAME.size))
+    return pickle.loads(_read_exact(stream, size))
+
+
+#: The first frame a worker process writes, once it has imported everything.
+_READY = "ready"
+#: Seconds a new worker process may take to start (import numpy, msgspec, ...).
+WORKER_START_TIMEOUT_S = 120.0
+
+
+def worker_main() -> None:
+    """Body of a worker process: reads tasks (pickled, length-prefixed) from standard
+    input, answers each on standard output, until standard input closes or a ``None``
+    task arrives. Anything the analysis prints goes to standard error."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    tasks = sys.stdin.buffer
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr  # keep the answer channel clean
+    try:
+        _write_frame(answers, _READY)  # imports done: load deadlines start from here
+    except OSError:
+        return
+    while True:
+        try:
+            task = _read_frame(tasks)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return
+        if task is None:
+            return
+        try:
+            _write_frame(answers, _run_task(task))
+        except OSError:
+            return
+
+
+def _child_env() -> dict[str, str]:
+    """The worker's environment: this one, with this package importable."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    paths = [root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
+
+
+_LIVE_SLOTS: weakref.WeakSet[_Slot] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_workers_at_exit() -> None:
+    """Worker processes end with the program, even in the middle of a load."""
+    for slot in list(_LIVE_SLOTS):
+        with contextlib.suppress(Exception):
+            slot.stop(kill=True)
+
+
+def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
+    """The watchdog's action: the load is over its deadline; kill its worker (a stopped
+    process dies too), which ends the pending read with EOF."""
+    expired.set()
+    with contextlib.suppress(OSError):
+        proc.kill()
+
+
+def _await_ready(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a new worker's ready frame, killing it after WORKER_START_TIMEOUT_S.
+
+    Raises:
+        EOFError: the process died or did not start in time.
+    """
+    expired = threading.Event()
+    watchdog = threading.Timer(WORKER_START_TIMEOUT_S, _expire, args=(proc, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        if proc.stdout is None or _read_frame(proc.stdout) != _READY:
+            raise EOFError("the worker process did not start properly")
+    except EOFError:
+        if expired.is_set():
+            raise EOFError(
+                f"the worker process did not start within {WORKER_START_TIMEOUT_S:g} s"
+            ) from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def _timeout_message(task: _Task, elapsed_s: float) -> str:
+    return (
+        f"{task.ident.path}: the load did not finish within its deadline of "
+        f"{task.deadline_s:.1f} s ({elapsed_s:.1f} s elapsed); its worker process was "
+        "stopped and replaced; ask again to retry (the deadline is "
+        f"--kineto_insights_load_timeout_s + --kineto_insights_load_timeout_s_per_mib "
+        f"x {task.ident.size_bytes / MIB:.2f} MiB)"
+    )
+
+
+class _Slot:
+    """One place where a file is read: a worker process (``python -c``), reused until
+    idle or dead, or (``use_process=False``) the calling thread itself."""
+
+    def __init__(self, use_process: bool) -> None:
+        self._use_process = use_process
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        _LIVE_SLOTS.add(self)
+
+    def run(self, task: _Task) -> _Outcome:
+        """Run one load; in a worker process, killed when ``task.deadline_s`` passes
+        (a load in this thread cannot be stopped: no deadline there)."""
+        if not self._use_process:
+            return _run_task(task)
+        started = time.perf_counter()
+        proc = None
+        expired = threading.Event()
+        watchdog: threading.Timer | None = None
+        try:
+            proc = self._ensure_process()
+            if proc.stdin is None or proc.stdout is None:
+                raise OSError("the worker process has no pipes")
+            started = time.perf_counter()  # a new process's start-up is not the file's
+            if task.deadline_s is not None:
+                watchdog = threading.Timer(task.deadline_s, _expire, args=(proc, expired))
+                watchdog.daemon = True
+                watchdog.start()
+            _write_frame(proc.stdin, task)
+            outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
+            if isinstance(outcome, _Outcome):
+                return outcome
+            raise EOFError(f"unexpected answer {type(outcome).__name__}")
+        except (EOFError, OSError, pickle.PickleError, struct.error) as exc:
+            code = None
+            if proc is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    code = proc.wait(timeout=1.0)
+            self.stop(kill=True)
+            elapsed = time.perf_counter() - started
+            if expired.is_set():
+                return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
+            reason = f"exit code {code}" if code is not None else str(exc)
+            hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
+            return _Outcome(
+                None,
+                ERROR_WORKER,
+                f"{task.ident.path}: the worker process reading it died ({reason}){hint}",
+                elapsed,
+            )
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _ensure_process(self) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return self._proc
+        self.stop(kill=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_child_env(),
+        )
+        with self._lock:
+            self._proc = proc
+        _await_ready(proc)
+        return proc
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            proc = self._proc
+        return None if proc is None or proc.poll() is not None else proc.pid
+
+    def stop(self, kill: bool = False) -> None:
+        """End the worker process: politely (close its input) or, with ``kill``, at once
+        (a load in progress is abandoned)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if kill:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()
+            proc.wait(timeout=5.0)
+        with contextlib.suppress(OSError):
+            if proc.stdout is not None:
+                proc.stdout.close()
