@@ -93,6 +93,62 @@ def _tiny(tmp_path: Path, name: str = "t.json", steps: int = 3) -> Path:
     return write_trace(tmp_path / name, events)
 
 
+def _memory(ts: float, alloc: int, total: int, reserved: int, addr: int) -> dict[str, Any]:
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "s": "t",
+        "args": {
+            "Bytes": alloc,
+            "Total Allocated": total,
+            "Total Reserved": reserved,
+            "Device Type": 1,
+            "Device Id": 0,
+            "Addr": addr,
+        },
+    }
+
+
+def _step(n: int, t0: float, dur: float = 1000.0) -> dict[str, Any]:
+    return cpu(f"ProfilerStep#{n}", t0, dur, cat="user_annotation")
+
+
+#: Degenerate traces whose summaries hold the nulls and empty lists real traces rarely
+#: show: no events, one kernel, CPU only, steps without GPU work, memory events alone,
+#: one collective without its group, one step only.
+EDGE_TRACES: dict[str, list[dict[str, Any]]] = {
+    "empty": [],
+    "one_kernel": [kernel("k", 10.0, 5.0)],
+    "cpu_only": [cpu("aten::mm", 0.0, 100.0)],
+    "steps_without_gpu": [_step(1, 0.0), _step(2, 1000.0), cpu("aten::mm", 10.0, 50.0)],
+    "memory_only": [_memory(5.0, 100, 100, 200, 1)],
+    "memory_in_steps": [
+        _step(1, 0.0),
+        _step(2, 1000.0),
+        _memory(5.0, 100, 100, 2048, 1),
+        _memory(1005.0, 100, 200, 2048, 2),
+        _memory(1500.0, -100, 100, 2048, 1),
+    ],
+    "one_collective": [
+        _step(1, 0.0),
+        kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 100.0, 300.0),
+        kernel("gemm", 500.0, 200.0, corr=2),
+    ],
+    "one_step": [_step(1, 0.0), kernel("gemm", 100.0, 200.0)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_TRACES))
+def test_degenerate_summaries_fit_the_schema(tmp_path: Path, name: str) -> None:
+    summary, error = try_summarize_file(str(write_trace(tmp_path / "t.json", EDGE_TRACES[name])))
+    assert error is None and summary is not None
+    assert isinstance(schema.validate_summary(json.loads(json.dumps(summary))), schema.Summary)
+
+
 def test_a_summary_that_lacks_a_panel_or_has_a_wrong_type_does_not_validate(
     tmp_path: Path,
 ) -> None:

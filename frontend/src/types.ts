@@ -7,7 +7,9 @@ export interface KinetoInsightsDocuments {
   diff: DiffDocument;
 }
 /**
- * ``summary``.
+ * One span's summary (``summary.summarize_trace``): one key per panel, in
+ * ``summary.PANELS`` order. Times are µs from the trace's own clock, shares are in
+ * [0, 1].
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Summary".
@@ -23,8 +25,11 @@ export interface Summary {
   tables: TablesPanel;
 }
 /**
- * ``summary.diagnoses[]``
- * (also ``run_summary.diagnoses[]``).
+ * One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
+ * (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
+ * ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
+ * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``.
+ * (Also ``run_summary.diagnoses[]``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Diagnosis".
@@ -41,7 +46,11 @@ export interface Diagnosis {
   impact_fraction: number;
 }
 /**
- * ``summary.steps``.
+ * ``summary.steps`` (``analysis.overview.steps_summary``): the ProfilerStep
+ * windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
+ * None with fewer than 2 steps), the mean time per step by category
+ * (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
+ * kernel time / step time, per device and overall).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StepsPanel".
@@ -49,10 +58,10 @@ export interface Diagnosis {
 export interface StepsPanel {
   count: number;
   has_markers: boolean;
-  mean_step_us: number;
-  std_step_us: number;
-  min_step_us: number;
-  max_step_us: number;
+  mean_step_us: number | null;
+  std_step_us: number | null;
+  min_step_us: number | null;
+  max_step_us: number | null;
   cv: number | null;
   total_us: number;
   breakdown_order: string[];
@@ -73,10 +82,12 @@ export interface StepsPanel {
 export interface StepDevice {
   device: number;
   busy_us: number;
-  gpu_utilization_fraction: number;
+  gpu_utilization_fraction: number | null;
 }
 /**
- * ``summary.steps.steps[]``.
+ * One ProfilerStep: ``start_us``, ``duration_us`` (GPU-inclusive window),
+ * ``cpu_duration_us`` (the step annotation's own duration), time by category
+ * (``breakdown_us``), ``gpu_utilization_fraction`` (None without GPU data).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Step".
@@ -92,7 +103,12 @@ export interface Step {
   gpu_utilization_fraction: number | null;
 }
 /**
- * ``summary.kernels``.
+ * ``summary.kernels`` (``analysis.kernels.kernels_summary``): kernel
+ * density: counts (in and outside steps, per step), the share of short kernels (under
+ * ``short_threshold_us``) by count and by time, CUDA-graph and compiled (Triton)
+ * kernels, the duration histogram, launch overhead, the top kernels by count and by
+ * time, fusion candidates (repeated short-kernel sequences) and per-device totals
+ * (``devices``: device id → totals).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "KernelsPanel".
@@ -102,7 +118,7 @@ export interface KernelsPanel {
   count_in_steps: number;
   outside_steps: KernelsOutsideSteps;
   per_step: KernelStepCount[];
-  mean_per_step: number;
+  mean_per_step: number | null;
   short_threshold_us: number;
   short_count_fraction: number | null;
   short_time_fraction: number | null;
@@ -169,8 +185,9 @@ export interface KernelLaunch {
   unlinked_kernels: number;
 }
 /**
- * ``summary.kernels.top_by_count[]``
- * (also ``summary.kernels.top_by_time[]``).
+ * One kernel name in ``top_by_count`` / ``top_by_time``: calls, total and
+ * mean time in µs, the share of its calls that are short, and whether it is a
+ * communication (NCCL/RCCL) kernel.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "KernelRow".
@@ -181,7 +198,7 @@ export interface KernelRow {
   count: number;
   time_us: number;
   mean_us: number;
-  short_fraction: number;
+  short_fraction: number | null;
   is_communication: boolean;
 }
 /**
@@ -197,7 +214,7 @@ export interface FusionCandidate {
   occurrences: number;
   per_step: number;
   total_time_us: number;
-  cpu_op: string;
+  cpu_op: string | null;
 }
 /**
  * ``summary.kernels.devices{}``.
@@ -208,10 +225,12 @@ export interface FusionCandidate {
 export interface KernelDevice {
   count: number;
   time_us: number;
-  short_count_fraction: number;
+  short_count_fraction: number | null;
 }
 /**
- * ``summary.idle``.
+ * ``summary.idle`` (``analysis.idle.idle_summary``): GPU idle gaps inside
+ * steps and their host-side cause, per device (``devices``); causes are keys of
+ * ``cause_order``, with display names in ``cause_labels``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdlePanel".
@@ -226,7 +245,9 @@ export interface IdlePanel {
   notes: string[];
 }
 /**
- * ``summary.idle.devices[]``.
+ * One GPU's idle time: totals, time by cause (``causes``: cause →
+ * :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
+ * the host was doing, and the cost of short kernels (``short_kernels``).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -234,10 +255,10 @@ export interface IdlePanel {
 export interface IdleDevice {
   device: number;
   busy_us: number;
-  busy_fraction: number;
+  busy_fraction: number | null;
   idle_us: number;
-  idle_fraction: number;
-  idle_us_per_step: number;
+  idle_fraction: number | null;
+  idle_us_per_step: number | null;
   gap_count: number;
   causes: {
     [k: string]: IdleCause | undefined;
@@ -249,7 +270,8 @@ export interface IdleDevice {
   largest_gaps: IdleGap[];
 }
 /**
- * ``summary.idle.devices[].causes{}``.
+ * Idle time of one cause: ``us`` in total over the steps analysed, its
+ * share of all idle time and of step time.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleCause".
@@ -286,20 +308,22 @@ export interface IdleStep {
   number: number;
   duration_us: number;
   idle_us: number;
-  busy_fraction: number;
+  busy_fraction: number | null;
   causes_us: {
     [k: string]: number | undefined;
   };
 }
 /**
- * ``summary.idle.devices[].largest_gaps[]``.
+ * One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
+ * ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
+ * op open on the host (``op``, ``innermost_op``) and its ``thread``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleGap".
  */
 export interface IdleGap {
-  step: number;
-  offset_us: number;
+  step: number | null;
+  offset_us: number | null;
   start_us: number;
   length_us: number;
   cause: string;
@@ -322,7 +346,13 @@ export interface HostThread {
   tid: number;
 }
 /**
- * ``summary.communication``.
+ * ``summary.communication``
+ * (``analysis.communication.communication_summary``): collective (NCCL/RCCL) kernel
+ * time per step and how much of it is overlapped with compute or exposed (``comm_us``
+ * = ``overlapped_us`` + ``exposed_us``, µs per step on average with ``mean_*``),
+ * estimates of the time spent waiting for other ranks, per collective ``kinds``
+ * (bytes, algbw/busbw in GB/s), DDP bucket sizes, and the ``sequence`` of collectives
+ * used to match ranks in the run view (``sequence_total``, ``sequence_truncated``).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "CommunicationPanel".
@@ -345,9 +375,9 @@ export interface CommunicationPanel {
   mean_exposed_us: number;
   comm_outside_steps_us: number;
   wait_basis: string;
-  wait_estimate_us_per_step: number;
-  exposed_wait_estimate_us_per_step: number;
-  exposed_transfer_estimate_us_per_step: number;
+  wait_estimate_us_per_step: number | null;
+  exposed_wait_estimate_us_per_step: number | null;
+  exposed_transfer_estimate_us_per_step: number | null;
   exposed_wait_estimate_fraction: number | null;
   devices: CommunicationDevice[];
   kinds: CollectiveKind[];
@@ -387,11 +417,13 @@ export interface CommunicationDevice {
   comm_us: number;
   overlapped_us: number;
   exposed_us: number;
-  comm_fraction: number;
-  exposed_fraction: number;
+  comm_fraction: number | null;
+  exposed_fraction: number | null;
 }
 /**
- * ``summary.communication.kinds[]``.
+ * One kind of collective (AllReduce, AllGather, ...): calls, bytes,
+ * time, algorithm and bus bandwidth in GB/s (``busbw_basis``: what the time used was:
+ * the kernel time, which includes waiting, or an estimate without it).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "CollectiveKind".
@@ -399,7 +431,7 @@ export interface CommunicationDevice {
 export interface CollectiveKind {
   kind: string;
   count: number;
-  calls_per_step: number;
+  calls_per_step: number | null;
   kernel_count: number;
   bytes: number | null;
   out_bytes: number | null;
@@ -408,7 +440,7 @@ export interface CollectiveKind {
   time_us: number;
   mean_us: number;
   wait_estimate_us_total: number;
-  exposed_us_per_step: number;
+  exposed_us_per_step: number | null;
   algbw_gbps: number | null;
   busbw_gbps: number | null;
   busbw_basis: string;
@@ -453,11 +485,13 @@ export interface BucketHistogram {
  * via the `definition` "BucketSize".
  */
 export interface BucketSize {
-  bytes: number;
+  bytes: number | null;
   count: number;
 }
 /**
- * ``summary.communication.sequence[]``.
+ * One collective of the ``sequence`` (in launch order), with the keys
+ * used to match it across ranks (process group, sequence number or order) and its
+ * start and duration in µs.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "CollectiveCall".
@@ -472,13 +506,16 @@ export interface CollectiveCall {
   dur_us: number;
   bytes: number | null;
   size_bytes: number | null;
-  group_size: number;
-  step: number;
+  group_size: number | null;
+  step: number | null;
   exposed_us: number;
   exposed_ns: number[][] | null;
 }
 /**
- * ``summary.memory``.
+ * ``summary.memory`` (``analysis.memory.memory_summary``): per device
+ * (``devices``), the allocated and reserved bytes over time, per step, growth per step
+ * (a leak), fragmentation (reserved growth beyond what allocations need), allocations
+ * still alive at the end, the largest allocations.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "MemoryPanel".
@@ -489,7 +526,10 @@ export interface MemoryPanel {
   notes: string[];
 }
 /**
- * ``summary.memory.devices[]``.
+ * One device's memory (CPU or a GPU): ``series`` of allocated/reserved
+ * bytes over time, ``per_step`` start/peak/end bytes, ``growth`` (linear fit of end
+ * bytes per step, ``r2``), ``fragmentation``, ``live_at_end``, ``largest_allocations``
+ * and how allocations and frees were matched by address (``matching``).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "MemoryDevice".
@@ -536,8 +576,8 @@ export interface MemorySeries {
   points_in: number;
 }
 /**
- * ``summary.memory.devices[].series.allocated``
- * (also ``summary.memory.devices[].series.reserved``).
+ * A memory series: ``t_us[i]`` (µs) and ``bytes[i]``, downsampled
+ * for display. (``series.allocated`` and ``series.reserved``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "MemorySeriesPoints".
@@ -555,23 +595,25 @@ export interface MemorySeriesPoints {
 export interface MemoryStep {
   number: number;
   start_bytes: number;
-  peak_bytes: number;
+  peak_bytes: number | null;
   end_bytes: number;
   peak_reserved_bytes: number | null;
   events: number;
 }
 /**
- * ``summary.memory.devices[].growth``.
+ * Growth of end-of-step allocated bytes: ``bytes_per_step`` (slope of a
+ * least-squares fit over ``steps_used`` steps), its ``r2``, whether it is ``steady``,
+ * and ``total_bytes`` over the window.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "MemoryGrowth".
  */
 export interface MemoryGrowth {
-  bytes_per_step: number;
+  bytes_per_step: number | null;
   r2: number | null;
   steps_used: number;
   steady: boolean;
-  total_bytes: number;
+  total_bytes: number | null;
 }
 /**
  * ``summary.memory.devices[].fragmentation``.
@@ -587,9 +629,9 @@ export interface Fragmentation {
   min_cached_free_before_bytes: number | null;
   per_step: FragmentationStep[];
   steady_state_steps: number[];
-  reserved_growth_bytes_per_step: number;
-  allocated_peak_growth_bytes_per_step: number;
-  excess_reserved_growth_bytes_per_step: number;
+  reserved_growth_bytes_per_step: number | null;
+  allocated_peak_growth_bytes_per_step: number | null;
+  excess_reserved_growth_bytes_per_step: number | null;
   largest: NewSegmentEvent[];
 }
 /**
@@ -612,12 +654,12 @@ export interface FragmentationStep {
  */
 export interface NewSegmentEvent {
   t_us: number;
-  step: number;
+  step: number | null;
   requested_bytes: number;
-  cached_free_before_bytes: number;
+  cached_free_before_bytes: number | null;
   reserved_before_bytes: number;
   reserved_growth_bytes: number;
-  op: string;
+  op: string | null;
 }
 /**
  * ``summary.memory.devices[].freed_before_window``.
@@ -661,7 +703,7 @@ export interface LiveAtEnd {
  * via the `definition` "LiveByOp".
  */
 export interface LiveByOp {
-  op: string;
+  op: string | null;
   input_shapes: string | null;
   count: number;
   bytes: number;
@@ -677,7 +719,7 @@ export interface Allocation {
   bytes: number;
   op: string | null;
   input_shapes: string | null;
-  step: number;
+  step: number | null;
   t_us: number;
   freed: boolean | null;
   lifetime_us: number | null;
@@ -789,7 +831,8 @@ export interface TraceFlags {
   has_distributed_info: boolean;
 }
 /**
- * ``summary.tables``.
+ * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
+ * and per op name, count and time per step, for the diff.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "TablesPanel".
@@ -799,8 +842,8 @@ export interface TablesPanel {
   ops: Table;
 }
 /**
- * ``summary.tables.kernels``
- * (also ``summary.tables.ops``).
+ * A name table: ``rows`` (the names kept), ``other_time_us`` (time of the rest)
+ * and the ``steps`` they cover. (``tables.kernels`` and ``tables.ops``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Table".
@@ -811,8 +854,8 @@ export interface Table {
   steps: number;
 }
 /**
- * ``summary.tables.kernels.rows[]``
- * (also ``summary.tables.ops.rows[]``).
+ * One name: total ``count`` and ``time_us``, and per step
+ * (``per_step_count``, ``per_step_time_us``, one value per step of the table).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "TableRow".
@@ -825,7 +868,11 @@ export interface TableRow {
   per_step_time_us: number[];
 }
 /**
- * ``run_summary``.
+ * The view across the ranks of one run (``summary.summarize_run``,
+ * ``analysis.run_view``): one row per rank, collectives matched across ranks
+ * (``matched_count``) with their start skew and transfer time (µs), per-kind
+ * bandwidth, per-step durations by rank, the straggler test and its verdict, notes,
+ * run-level diagnoses and the span-level ones they supersede.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "RunView".
@@ -853,7 +900,10 @@ export interface RunView {
   superseded_span_diagnoses: SupersededDiagnosis[];
 }
 /**
- * ``run_summary.ranks[]``.
+ * One rank in the run view: its steps, mean step/communication/exposed time in
+ * µs, how often it arrived last at matched collectives, its waiting and transfer time
+ * (in total, per collective and per step, exposed or not), its lateness and the delay
+ * it causes others per step.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "RankRow".
@@ -915,7 +965,7 @@ export interface SpreadStats {
 export interface RunCollectiveKind {
   kind: string;
   matched_count: number;
-  calls_per_step: number;
+  calls_per_step: number | null;
   median_bytes: number | null;
   total_bytes: number;
   median_transfer_us: number;
@@ -923,7 +973,7 @@ export interface RunCollectiveKind {
   algbw_gbps: number | null;
   busbw_gbps: number | null;
   busbw_basis: string;
-  group_sizes: number[];
+  group_sizes: number[] | null;
 }
 /**
  * ``run_summary.largest_skews[]``.
@@ -958,7 +1008,8 @@ export interface RunStep {
   spread_us: number;
 }
 /**
- * ``run_summary.straggler``.
+ * ``run_summary.straggler``: the rank that holds the others back, when the test
+ * (:class:`StragglerTest`) says so; costs per step in µs.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Straggler".
@@ -968,16 +1019,18 @@ export interface Straggler {
   worker: string;
   last_count: number;
   matched_count: number;
-  last_fraction: number;
+  last_fraction: number | null;
   last_steps: number;
   tested_steps: number;
   p_value: number;
-  delay_us_per_step: number;
-  share_of_step: number;
-  others_wait_us_per_step: number;
+  delay_us_per_step: number | null;
+  share_of_step: number | null;
+  others_wait_us_per_step: number | null;
 }
 /**
- * ``run_summary.straggler_test``.
+ * ``run_summary.straggler_test``: the binomial test of the rank most often last
+ * (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
+ * correction for testing every rank, against ``alpha``) and its cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -987,7 +1040,7 @@ export interface StragglerTest {
   worker: string;
   last_count: number;
   matched_count: number;
-  last_fraction: number;
+  last_fraction: number | null;
   last_steps: number;
   tested_steps: number;
   ranks_tested: number;
@@ -996,11 +1049,11 @@ export interface StragglerTest {
   p_value: number;
   alpha: number;
   consistent: boolean;
-  delay_us_per_step: number;
-  share_of_step: number;
-  min_share_of_step: number;
+  delay_us_per_step: number | null;
+  share_of_step: number | null;
+  min_share_of_step: number | null;
   costly: boolean;
-  others_wait_us_per_step: number;
+  others_wait_us_per_step: number | null;
   verdict: string;
 }
 /**
@@ -1011,11 +1064,14 @@ export interface StragglerTest {
  */
 export interface SupersededDiagnosis {
   worker: string;
-  rank: number;
+  rank: number | null;
   id: string;
 }
 /**
- * ``diff``.
+ * ``tb_kineto_insights.diff/1`` (``analysis.diff.diff``): two sides (one or
+ * more span summaries each) compared: the headline step time, metric rows judged
+ * against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
+ * appeared/disappeared, per-rank step time, the largest changes, ``warnings``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffDocument".
@@ -1054,8 +1110,8 @@ export interface DiffSide {
 export interface Headline {
   base_step_us: number;
   exp_step_us: number;
-  speedup: number;
-  change_fraction: number;
+  speedup: number | null;
+  change_fraction: number | null;
   verdict: string;
 }
 /**
@@ -1068,10 +1124,6 @@ export interface Headline {
  * via the `definition` "DiffMetric".
  */
 export interface DiffMetric {
-  key: string;
-  label: string;
-  unit: string;
-  better: string;
   base: number;
   exp: number;
   delta: number;
@@ -1083,6 +1135,10 @@ export interface DiffMetric {
   exp_n: number;
   min_delta: number;
   verdict: string;
+  key: string;
+  label: string;
+  unit: string;
+  better: string;
   basis?: SidePair;
   note?: string;
   by_rank?: ByRankPair;
@@ -1144,7 +1200,7 @@ export interface DdpBucketsPair {
  */
 export interface DdpBucketStats {
   count: number;
-  count_per_step: number;
+  count_per_step: number | null;
   median_bytes: number;
   min_bytes: number;
   max_bytes: number;
@@ -1152,7 +1208,8 @@ export interface DdpBucketStats {
   sizes: BucketSize[];
 }
 /**
- * ``diff.kernels``.
+ * ``diff.kernels``: as :class:`DiffOps`, for kernel names, plus ``communication``:
+ * the NCCL/RCCL kernels, whose time includes waiting for other ranks (not judged).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffKernels".
@@ -1204,7 +1261,9 @@ export interface Change {
   verdict: string;
 }
 /**
- * ``diff.ops``.
+ * ``diff.ops``: op names whose time per step changed (beyond noise, and enough to
+ * matter), appeared or disappeared, largest change first; ``unchanged_count``: the
+ * others.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffOps".

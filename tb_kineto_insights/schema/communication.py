@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class CommunicationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class CommunicationStep(Out, frozen=True, kw_only=True):
     """``summary.communication.steps[]``."""
 
     number: int
@@ -22,23 +22,25 @@ class CommunicationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     exposed_transfer_estimate_us: float
 
 
-class CommunicationDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class CommunicationDevice(Out, frozen=True, kw_only=True):
     """``summary.communication.devices[]``."""
 
     device: int
     comm_us: float
     overlapped_us: float
     exposed_us: float
-    comm_fraction: float
-    exposed_fraction: float
+    comm_fraction: float | None
+    exposed_fraction: float | None
 
 
-class CollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.communication.kinds[]``."""
+class CollectiveKind(Out, frozen=True, kw_only=True):
+    """One kind of collective (AllReduce, AllGather, ...): calls, bytes,
+    time, algorithm and bus bandwidth in GB/s (``busbw_basis``: what the time used was:
+    the kernel time, which includes waiting, or an estimate without it)."""
 
     kind: str
     count: int
-    calls_per_step: float
+    calls_per_step: float | None
     kernel_count: int
     bytes: int | None
     out_bytes: int | None
@@ -47,7 +49,7 @@ class CollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     time_us: float
     mean_us: float
     wait_estimate_us_total: float
-    exposed_us_per_step: float
+    exposed_us_per_step: float | None
     algbw_gbps: float | None
     busbw_gbps: float | None
     busbw_basis: str
@@ -57,22 +59,22 @@ class CollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     kind_from: dict[str, int]
 
 
-class BucketHistogram(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class BucketHistogram(Out, frozen=True, kw_only=True):
     """``summary.communication.ddp_bucket_bytes.histogram``."""
 
     edges_bytes: list[int]
     counts: list[int]
 
 
-class BucketSize(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class BucketSize(Out, frozen=True, kw_only=True):
     """``summary.communication.ddp_bucket_bytes.sizes[]``
     (also ``diff.communication.ddp_buckets.base.sizes[]``)."""
 
-    bytes: int
+    bytes: int | None
     count: int
 
 
-class DdpBucketBytes(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DdpBucketBytes(Out, frozen=True, kw_only=True):
     """``summary.communication.ddp_bucket_bytes``."""
 
     count: int
@@ -85,8 +87,10 @@ class DdpBucketBytes(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     sizes: list[BucketSize]
 
 
-class CollectiveCall(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.communication.sequence[]``."""
+class CollectiveCall(Out, frozen=True, kw_only=True):
+    """One collective of the ``sequence`` (in launch order), with the keys
+    used to match it across ranks (process group, sequence number or order) and its
+    start and duration in µs."""
 
     pg: str
     seq: int
@@ -97,14 +101,20 @@ class CollectiveCall(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     dur_us: float
     bytes: int | None
     size_bytes: int | None
-    group_size: int
-    step: int
+    group_size: int | None
+    step: int | None
     exposed_us: float
     exposed_ns: list[list[int]] | None
 
 
-class CommunicationPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.communication``."""
+class CommunicationPanel(Out, frozen=True, kw_only=True):
+    """``summary.communication``
+    (``analysis.communication.communication_summary``): collective (NCCL/RCCL) kernel
+    time per step and how much of it is overlapped with compute or exposed (``comm_us``
+    = ``overlapped_us`` + ``exposed_us``, µs per step on average with ``mean_*``),
+    estimates of the time spent waiting for other ranks, per collective ``kinds``
+    (bytes, algbw/busbw in GB/s), DDP bucket sizes, and the ``sequence`` of collectives
+    used to match ranks in the run view (``sequence_total``, ``sequence_truncated``)."""
 
     has_collectives: bool
     kernel_count: int
@@ -123,9 +133,9 @@ class CommunicationPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=T
     mean_exposed_us: float
     comm_outside_steps_us: float
     wait_basis: str
-    wait_estimate_us_per_step: float
-    exposed_wait_estimate_us_per_step: float
-    exposed_transfer_estimate_us_per_step: float
+    wait_estimate_us_per_step: float | None
+    exposed_wait_estimate_us_per_step: float | None
+    exposed_transfer_estimate_us_per_step: float | None
     exposed_wait_estimate_fraction: float | None
     devices: list[CommunicationDevice]
     kinds: list[CollectiveKind]

@@ -10,9 +10,12 @@ from typing import Any
 from tb_kineto_insights.schema._base import Out
 
 
-class Diagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.diagnoses[]``
-    (also ``run_summary.diagnoses[]``)."""
+class Diagnosis(Out, frozen=True, kw_only=True):
+    """One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
+    (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
+    ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
+    of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``.
+    (Also ``run_summary.diagnoses[]``.)"""
 
     id: str
     severity: str

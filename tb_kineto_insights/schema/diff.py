@@ -11,24 +11,24 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.communication import BucketSize
 
 
-class DiffSide(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DiffSide(Out, frozen=True, kw_only=True):
     """``diff.base`` / ``diff.exp``: the side's label and its ``worker/span`` names."""
 
     label: str
     workers: list[str]
 
 
-class Headline(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Headline(Out, frozen=True, kw_only=True):
     """``diff.headline``."""
 
     base_step_us: float
     exp_step_us: float
-    speedup: float
-    change_fraction: float
+    speedup: float | None
+    change_fraction: float | None
     verdict: str
 
 
-class SidePair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SidePair(Out, frozen=True, kw_only=True):
     """``diff.metrics[].basis``
     (also ``diff.communication.busbw_basis{}``)."""
 
@@ -36,45 +36,19 @@ class SidePair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     exp: str
 
 
-class ByRankPair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ByRankPair(Out, frozen=True, kw_only=True):
     """``diff.metrics[].by_rank``."""
 
     base: dict[str, float]
     exp: dict[str, float]
 
 
-class DiffMetric(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,
-    ``unit``, which direction is ``better``); the communication rows
-    (``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)
-    and, when not judged, a ``note`` saying why; ``by_rank``: rank → value per side."""
-
-    key: str
-    label: str
-    unit: str
-    better: str
-    base: float
-    exp: float
-    delta: float
-    change_fraction: float | None
-    base_noise: float
-    exp_noise: float
-    stderr: float | None
-    base_n: int
-    exp_n: int
-    min_delta: float
-    verdict: str
-    basis: SidePair | UnsetType = UNSET
-    note: str | UnsetType = UNSET
-    by_rank: ByRankPair | UnsetType = UNSET
-
-
-class DdpBucketStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DdpBucketStats(Out, frozen=True, kw_only=True):
     """``diff.communication.ddp_buckets.base``
     (also ``diff.communication.ddp_buckets.exp``)."""
 
     count: int
-    count_per_step: float
+    count_per_step: float | None
     median_bytes: float
     min_bytes: int
     max_bytes: int
@@ -82,14 +56,14 @@ class DdpBucketStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     sizes: list[BucketSize]
 
 
-class DdpBucketsPair(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DdpBucketsPair(Out, frozen=True, kw_only=True):
     """``diff.communication.ddp_buckets``."""
 
     base: DdpBucketStats | None
     exp: DdpBucketStats | None
 
 
-class DiffCommunication(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DiffCommunication(Out, frozen=True, kw_only=True):
     """``diff.communication``."""
 
     ddp_buckets: DdpBucketsPair
@@ -97,7 +71,7 @@ class DiffCommunication(Out, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     rank_rows_from: str
 
 
-class Change(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Change(Out, frozen=True, kw_only=True):
     """One judged value before → after (``analysis.diff_rules.judge``): ``time_us_per_step``
     and ``count_per_step`` of a :class:`DiffRow`, ``step_time_us`` of a
     :class:`DiffRankRow`. ``change_fraction``: delta / |base| (None when base is 0);
@@ -117,7 +91,22 @@ class Change(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     verdict: str
 
 
-class DiffRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DiffMetric(Change, frozen=True, kw_only=True):
+    """One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,
+    ``unit``, which direction is ``better``); the communication rows
+    (``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)
+    and, when not judged, a ``note`` saying why; ``by_rank``: rank → value per side."""
+
+    key: str
+    label: str
+    unit: str
+    better: str
+    basis: SidePair | UnsetType = UNSET
+    note: str | UnsetType = UNSET
+    by_rank: ByRankPair | UnsetType = UNSET
+
+
+class DiffRow(Out, frozen=True, kw_only=True):
     """One kernel or op name in ``diff.kernels`` / ``diff.ops`` (``changed``, ``added``,
     ``removed``, and ``diff.kernels.communication``, whose rows also carry ``status``
     (``not judged``) and a ``note``: NCCL time includes waiting for other ranks)."""
@@ -130,26 +119,25 @@ class DiffRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     note: str | UnsetType = UNSET
 
 
-class DiffKernels(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``diff.kernels``."""
+class DiffOps(Out, frozen=True, kw_only=True):
+    """``diff.ops``: op names whose time per step changed (beyond noise, and enough to
+    matter), appeared or disappeared, largest change first; ``unchanged_count``: the
+    others."""
 
     changed: list[DiffRow]
     added: list[DiffRow]
     removed: list[DiffRow]
     unchanged_count: int
+
+
+class DiffKernels(DiffOps, frozen=True, kw_only=True):
+    """``diff.kernels``: as :class:`DiffOps`, for kernel names, plus ``communication``:
+    the NCCL/RCCL kernels, whose time includes waiting for other ranks (not judged)."""
+
     communication: list[DiffRow]
 
 
-class DiffOps(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``diff.ops``."""
-
-    changed: list[DiffRow]
-    added: list[DiffRow]
-    removed: list[DiffRow]
-    unchanged_count: int
-
-
-class FoundDiagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FoundDiagnosis(Out, frozen=True, kw_only=True):
     """``diff.diagnoses.found.base[]``
     (also ``diff.diagnoses.found.exp[]``)."""
 
@@ -161,14 +149,14 @@ class FoundDiagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     where: str
 
 
-class FoundDiagnoses(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FoundDiagnoses(Out, frozen=True, kw_only=True):
     """``diff.diagnoses.found``."""
 
     base: list[FoundDiagnosis]
     exp: list[FoundDiagnosis]
 
 
-class DiffDiagnoses(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DiffDiagnoses(Out, frozen=True, kw_only=True):
     """``diff.diagnoses``."""
 
     appeared: list[str]
@@ -177,14 +165,14 @@ class DiffDiagnoses(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     found: FoundDiagnoses
 
 
-class DiffRankRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DiffRankRow(Out, frozen=True, kw_only=True):
     """``diff.per_rank[]``."""
 
     rank: int
     step_time_us: Change
 
 
-class LargestChange(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LargestChange(Out, frozen=True, kw_only=True):
     """``diff.largest_changes[]``."""
 
     what: str
@@ -193,8 +181,11 @@ class LargestChange(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     verdict: str
 
 
-class DiffDocument(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``diff``."""
+class DiffDocument(Out, frozen=True, kw_only=True):
+    """``tb_kineto_insights.diff/1`` (``analysis.diff.diff``): two sides (one or
+    more span summaries each) compared: the headline step time, metric rows judged
+    against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
+    appeared/disappeared, per-rank step time, the largest changes, ``warnings``."""
 
     schema: str
     base: DiffSide

@@ -10,7 +10,7 @@ from typing import Any
 from tb_kineto_insights.schema._base import Out
 
 
-class StreamOverlapClipped(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class StreamOverlapClipped(Out, frozen=True, kw_only=True):
     """``summary.health.stream_overlap_clipped``: kernels/memcpys/memsets clipped at the
     next event's start on their stream; ``removed_ns``: time removed."""
 
@@ -19,7 +19,7 @@ class StreamOverlapClipped(Out, frozen=True, kw_only=True, forbid_unknown_fields
     overran_whole_events: int
 
 
-class DamagedRegion(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class DamagedRegion(Out, frozen=True, kw_only=True):
     """``summary.health.damage[]``: one damaged region; ``offset`` where the decoder
     stopped, ``start`` and ``bytes`` the bytes lost (offsets in the uncompressed JSON)."""
 
@@ -30,7 +30,7 @@ class DamagedRegion(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     problem: str
 
 
-class TraceFlags(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class TraceFlags(Out, frozen=True, kw_only=True):
     """``summary.health.flags``."""
 
     has_kernels: bool
@@ -45,7 +45,7 @@ class TraceFlags(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     has_distributed_info: bool
 
 
-class HealthPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class HealthPanel(Out, frozen=True, kw_only=True):
     """``summary.health``: what the reader saw
     (:class:`~tb_kineto_insights.trace.model.TraceHealth`, whose docstring defines each
     field). ``device_properties``, ``distributed_info`` and ``metadata`` are copied from

@@ -9,15 +9,16 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.kernels import HistogramBin
 
 
-class IdleCause(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.idle.devices[].causes{}``."""
+class IdleCause(Out, frozen=True, kw_only=True):
+    """Idle time of one cause: ``us`` in total over the steps analysed, its
+    share of all idle time and of step time."""
 
     us: float
     fraction_of_idle: float
     fraction_of_step_time: float
 
 
-class ShortKernelCost(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ShortKernelCost(Out, frozen=True, kw_only=True):
     """``summary.idle.devices[].short_kernels``."""
 
     busy_us: float
@@ -29,28 +30,30 @@ class ShortKernelCost(Out, frozen=True, kw_only=True, forbid_unknown_fields=True
     cost_fraction_of_step_time: float
 
 
-class IdleStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class IdleStep(Out, frozen=True, kw_only=True):
     """``summary.idle.devices[].per_step[]``."""
 
     number: int
     duration_us: float
     idle_us: float
-    busy_fraction: float
+    busy_fraction: float | None
     causes_us: dict[str, float]
 
 
-class HostThread(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class HostThread(Out, frozen=True, kw_only=True):
     """``summary.idle.devices[].largest_gaps[].thread``."""
 
     pid: int
     tid: int
 
 
-class IdleGap(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.idle.devices[].largest_gaps[]``."""
+class IdleGap(Out, frozen=True, kw_only=True):
+    """One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
+    ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
+    op open on the host (``op``, ``innermost_op``) and its ``thread``."""
 
-    step: int
-    offset_us: float
+    step: int | None
+    offset_us: float | None
     start_us: float
     length_us: float
     cause: str
@@ -61,15 +64,17 @@ class IdleGap(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     thread: HostThread
 
 
-class IdleDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.idle.devices[]``."""
+class IdleDevice(Out, frozen=True, kw_only=True):
+    """One GPU's idle time: totals, time by cause (``causes``: cause →
+    :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
+    the host was doing, and the cost of short kernels (``short_kernels``)."""
 
     device: int
     busy_us: float
-    busy_fraction: float
+    busy_fraction: float | None
     idle_us: float
-    idle_fraction: float
-    idle_us_per_step: float
+    idle_fraction: float | None
+    idle_us_per_step: float | None
     gap_count: int
     causes: dict[str, IdleCause]
     sync_opened_gaps: int
@@ -79,8 +84,10 @@ class IdleDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     largest_gaps: list[IdleGap]
 
 
-class IdlePanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.idle``."""
+class IdlePanel(Out, frozen=True, kw_only=True):
+    """``summary.idle`` (``analysis.idle.idle_summary``): GPU idle gaps inside
+    steps and their host-side cause, per device (``devices``); causes are keys of
+    ``cause_order``, with display names in ``cause_labels``."""
 
     cause_order: list[str]
     cause_labels: dict[str, str]

@@ -8,14 +8,14 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class KernelsOutsideSteps(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class KernelsOutsideSteps(Out, frozen=True, kw_only=True):
     """``summary.kernels.outside_steps``."""
 
     count: int
     time_us: float
 
 
-class KernelStepCount(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class KernelStepCount(Out, frozen=True, kw_only=True):
     """``summary.kernels.per_step[]``."""
 
     number: int
@@ -24,7 +24,7 @@ class KernelStepCount(Out, frozen=True, kw_only=True, forbid_unknown_fields=True
     short_count: int
 
 
-class HistogramBin(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class HistogramBin(Out, frozen=True, kw_only=True):
     """``summary.kernels.duration_histogram[]``
     (also ``summary.idle.devices[].gap_histogram[]``)."""
 
@@ -34,7 +34,7 @@ class HistogramBin(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     time_us: float
 
 
-class KernelLaunch(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class KernelLaunch(Out, frozen=True, kw_only=True):
     """``summary.kernels.launch``."""
 
     mean_launch_us: float | None
@@ -46,20 +46,21 @@ class KernelLaunch(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     unlinked_kernels: int
 
 
-class KernelRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.kernels.top_by_count[]``
-    (also ``summary.kernels.top_by_time[]``)."""
+class KernelRow(Out, frozen=True, kw_only=True):
+    """One kernel name in ``top_by_count`` / ``top_by_time``: calls, total and
+    mean time in µs, the share of its calls that are short, and whether it is a
+    communication (NCCL/RCCL) kernel."""
 
     name: str
     full_name: str
     count: int
     time_us: float
     mean_us: float
-    short_fraction: float
+    short_fraction: float | None
     is_communication: bool
 
 
-class FusionCandidate(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FusionCandidate(Out, frozen=True, kw_only=True):
     """``summary.kernels.fusion_candidates[]``."""
 
     kernels: list[str]
@@ -68,25 +69,30 @@ class FusionCandidate(Out, frozen=True, kw_only=True, forbid_unknown_fields=True
     occurrences: int
     per_step: float
     total_time_us: float
-    cpu_op: str
+    cpu_op: str | None
 
 
-class KernelDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class KernelDevice(Out, frozen=True, kw_only=True):
     """``summary.kernels.devices{}``."""
 
     count: int
     time_us: float
-    short_count_fraction: float
+    short_count_fraction: float | None
 
 
-class KernelsPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.kernels``."""
+class KernelsPanel(Out, frozen=True, kw_only=True):
+    """``summary.kernels`` (``analysis.kernels.kernels_summary``): kernel
+    density: counts (in and outside steps, per step), the share of short kernels (under
+    ``short_threshold_us``) by count and by time, CUDA-graph and compiled (Triton)
+    kernels, the duration histogram, launch overhead, the top kernels by count and by
+    time, fusion candidates (repeated short-kernel sequences) and per-device totals
+    (``devices``: device id → totals)."""
 
     count: int
     count_in_steps: int
     outside_steps: KernelsOutsideSteps
     per_step: list[KernelStepCount]
-    mean_per_step: float
+    mean_per_step: float | None
     short_threshold_us: float
     short_count_fraction: float | None
     short_time_fraction: float | None

@@ -8,15 +8,15 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class MemorySeriesPoints(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.memory.devices[].series.allocated``
-    (also ``summary.memory.devices[].series.reserved``)."""
+class MemorySeriesPoints(Out, frozen=True, kw_only=True):
+    """A memory series: ``t_us[i]`` (µs) and ``bytes[i]``, downsampled
+    for display. (``series.allocated`` and ``series.reserved``.)"""
 
     t_us: list[float]
     bytes: list[int]
 
 
-class MemorySeries(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class MemorySeries(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].series``."""
 
     allocated: MemorySeriesPoints
@@ -24,28 +24,30 @@ class MemorySeries(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     points_in: int
 
 
-class MemoryStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class MemoryStep(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].per_step[]``."""
 
     number: int
     start_bytes: int
-    peak_bytes: int
+    peak_bytes: int | None
     end_bytes: int
     peak_reserved_bytes: int | None
     events: int
 
 
-class MemoryGrowth(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.memory.devices[].growth``."""
+class MemoryGrowth(Out, frozen=True, kw_only=True):
+    """Growth of end-of-step allocated bytes: ``bytes_per_step`` (slope of a
+    least-squares fit over ``steps_used`` steps), its ``r2``, whether it is ``steady``,
+    and ``total_bytes`` over the window."""
 
-    bytes_per_step: float
+    bytes_per_step: float | None
     r2: float | None
     steps_used: int
     steady: bool
-    total_bytes: int
+    total_bytes: int | None
 
 
-class FragmentationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FragmentationStep(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].fragmentation.per_step[]``."""
 
     number: int
@@ -54,19 +56,19 @@ class FragmentationStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     reserved_growth_bytes: int
 
 
-class NewSegmentEvent(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class NewSegmentEvent(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].fragmentation.largest[]``."""
 
     t_us: float
-    step: int
+    step: int | None
     requested_bytes: int
-    cached_free_before_bytes: int
+    cached_free_before_bytes: int | None
     reserved_before_bytes: int
     reserved_growth_bytes: int
-    op: str
+    op: str | None
 
 
-class Fragmentation(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Fragmentation(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].fragmentation``."""
 
     events: int
@@ -76,20 +78,20 @@ class Fragmentation(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     min_cached_free_before_bytes: int | None
     per_step: list[FragmentationStep]
     steady_state_steps: list[int]
-    reserved_growth_bytes_per_step: float
-    allocated_peak_growth_bytes_per_step: float
-    excess_reserved_growth_bytes_per_step: float
+    reserved_growth_bytes_per_step: float | None
+    allocated_peak_growth_bytes_per_step: float | None
+    excess_reserved_growth_bytes_per_step: float | None
     largest: list[NewSegmentEvent]
 
 
-class FreedBeforeWindow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class FreedBeforeWindow(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].freed_before_window``."""
 
     count: int
     bytes: int
 
 
-class AllocationMatching(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class AllocationMatching(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].matching``."""
 
     allocations_freed: int
@@ -99,17 +101,17 @@ class AllocationMatching(Out, frozen=True, kw_only=True, forbid_unknown_fields=T
     events_without_addr: int
 
 
-class LiveByOp(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LiveByOp(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].live_at_end.by_op[]``."""
 
-    op: str
+    op: str | None
     input_shapes: str | None
     count: int
     bytes: int
     steps: list[int]
 
 
-class LiveAtEnd(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class LiveAtEnd(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].live_at_end``."""
 
     count: int
@@ -118,20 +120,23 @@ class LiveAtEnd(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     groups: int
 
 
-class Allocation(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Allocation(Out, frozen=True, kw_only=True):
     """``summary.memory.devices[].largest_allocations[]``."""
 
     bytes: int
     op: str | None
     input_shapes: str | None
-    step: int
+    step: int | None
     t_us: float
     freed: bool | None
     lifetime_us: float | None
 
 
-class MemoryDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.memory.devices[]``."""
+class MemoryDevice(Out, frozen=True, kw_only=True):
+    """One device's memory (CPU or a GPU): ``series`` of allocated/reserved
+    bytes over time, ``per_step`` start/peak/end bytes, ``growth`` (linear fit of end
+    bytes per step, ``r2``), ``fragmentation``, ``live_at_end``, ``largest_allocations``
+    and how allocations and frees were matched by address (``matching``)."""
 
     device: str
     device_type: int
@@ -163,8 +168,11 @@ class MemoryDevice(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     notes: list[str]
 
 
-class MemoryPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.memory``."""
+class MemoryPanel(Out, frozen=True, kw_only=True):
+    """``summary.memory`` (``analysis.memory.memory_summary``): per device
+    (``devices``), the allocated and reserved bytes over time, per step, growth per step
+    (a leak), fragmentation (reserved growth beyond what allocations need), allocations
+    still alive at the end, the largest allocations."""
 
     devices: list[MemoryDevice]
     main_device: str | None

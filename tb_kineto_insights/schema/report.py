@@ -12,15 +12,16 @@ from tb_kineto_insights.schema.run_view import RunView
 from tb_kineto_insights.schema.summary import Summary
 
 
-class SpanError(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SpanError(Out, frozen=True, kw_only=True):
     """``report.runs[].workers[].spans[].error``."""
 
     type: str
     message: str
 
 
-class ReportSpan(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``report.runs[].workers[].spans[]``."""
+class ReportSpan(Out, frozen=True, kw_only=True):
+    """One span (trace file): ``summary`` when it was read, else ``error``
+    (the reader's typed error: ``type`` and a ``message`` naming the file)."""
 
     span: str
     file: str
@@ -28,14 +29,14 @@ class ReportSpan(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     error: SpanError | UnsetType = UNSET
 
 
-class ReportWorker(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ReportWorker(Out, frozen=True, kw_only=True):
     """``report.runs[].workers[]``."""
 
     worker: str
     spans: list[ReportSpan]
 
 
-class ReportRun(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ReportRun(Out, frozen=True, kw_only=True):
     """``report.runs[]``."""
 
     run: str
@@ -43,8 +44,11 @@ class ReportRun(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     run_summary: RunView | None
 
 
-class Report(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``report``."""
+class Report(Out, frozen=True, kw_only=True):
+    """``tb_kineto_insights.report/1`` (``cli.build_report``, ``report --format
+    json``): every run, worker and span under a path, each span with its ``summary`` or
+    its ``error``, and per run the view across ranks (``run_summary``, None for a run of
+    one worker)."""
 
     schema: str
     path: str

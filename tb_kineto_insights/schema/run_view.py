@@ -9,8 +9,11 @@ from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 
 
-class RankRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``run_summary.ranks[]``."""
+class RankRow(Out, frozen=True, kw_only=True):
+    """One rank in the run view: its steps, mean step/communication/exposed time in
+    µs, how often it arrived last at matched collectives, its waiting and transfer time
+    (in total, per collective and per step, exposed or not), its lateness and the delay
+    it causes others per step."""
 
     rank: int
     worker: str
@@ -33,7 +36,7 @@ class RankRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     delay_caused_us_per_step: float | None
 
 
-class ProcessGroupMatch(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class ProcessGroupMatch(Out, frozen=True, kw_only=True):
     """``run_summary.process_groups[]``."""
 
     pg: str
@@ -42,7 +45,7 @@ class ProcessGroupMatch(Out, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     unmatched: int
 
 
-class SpreadStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SpreadStats(Out, frozen=True, kw_only=True):
     """``run_summary.skew_us``
     (also ``run_summary.transfer_us``)."""
 
@@ -54,12 +57,12 @@ class SpreadStats(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     total_us: float
 
 
-class RunCollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class RunCollectiveKind(Out, frozen=True, kw_only=True):
     """``run_summary.kinds[]``."""
 
     kind: str
     matched_count: int
-    calls_per_step: float
+    calls_per_step: float | None
     median_bytes: float | None
     total_bytes: int
     median_transfer_us: float
@@ -67,10 +70,10 @@ class RunCollectiveKind(Out, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     algbw_gbps: float | None
     busbw_gbps: float | None
     busbw_basis: str
-    group_sizes: list[int]
+    group_sizes: list[int] | None
 
 
-class CollectiveSkew(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class CollectiveSkew(Out, frozen=True, kw_only=True):
     """``run_summary.largest_skews[]``."""
 
     pg: str
@@ -84,7 +87,7 @@ class CollectiveSkew(Out, frozen=True, kw_only=True, forbid_unknown_fields=True)
     ranks_not_listed: int
 
 
-class RunStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class RunStep(Out, frozen=True, kw_only=True):
     """``run_summary.steps[]``."""
 
     number: int
@@ -92,56 +95,62 @@ class RunStep(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     spread_us: float
 
 
-class Straggler(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``run_summary.straggler``."""
+class _LastArrivals(Out, frozen=True, kw_only=True):
+    """How often one rank arrived last at matched collectives: ``last_count`` of
+    ``matched_count`` (``last_fraction``), in ``last_steps`` of ``tested_steps`` steps."""
 
     rank: int
     worker: str
     last_count: int
     matched_count: int
-    last_fraction: float
+    last_fraction: float | None
     last_steps: int
     tested_steps: int
+
+
+class Straggler(_LastArrivals, frozen=True, kw_only=True):
+    """``run_summary.straggler``: the rank that holds the others back, when the test
+    (:class:`StragglerTest`) says so; costs per step in µs."""
+
     p_value: float
-    delay_us_per_step: float
-    share_of_step: float
-    others_wait_us_per_step: float
+    delay_us_per_step: float | None
+    share_of_step: float | None
+    others_wait_us_per_step: float | None
 
 
-class StragglerTest(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``run_summary.straggler_test``."""
+class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
+    """``run_summary.straggler_test``: the binomial test of the rank most often last
+    (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
+    correction for testing every rank, against ``alpha``) and its cost."""
 
-    rank: int
-    worker: str
-    last_count: int
-    matched_count: int
-    last_fraction: float
-    last_steps: int
-    tested_steps: int
     ranks_tested: int
     p0: float
     p_value_one_rank: float
     p_value: float
     alpha: float
     consistent: bool
-    delay_us_per_step: float
-    share_of_step: float
-    min_share_of_step: float
+    delay_us_per_step: float | None
+    share_of_step: float | None
+    min_share_of_step: float | None
     costly: bool
-    others_wait_us_per_step: float
+    others_wait_us_per_step: float | None
     verdict: str
 
 
-class SupersededDiagnosis(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class SupersededDiagnosis(Out, frozen=True, kw_only=True):
     """``run_summary.superseded_span_diagnoses[]``."""
 
     worker: str
-    rank: int
+    rank: int | None
     id: str
 
 
-class RunView(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``run_summary``."""
+class RunView(Out, frozen=True, kw_only=True):
+    """The view across the ranks of one run (``summary.summarize_run``,
+    ``analysis.run_view``): one row per rank, collectives matched across ranks
+    (``matched_count``) with their start skew and transfer time (µs), per-kind
+    bandwidth, per-step durations by rank, the straggler test and its verdict, notes,
+    run-level diagnoses and the span-level ones they supersede."""
 
     worker_count: int
     world_size: int | None

@@ -16,8 +16,10 @@ from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
 
 
-class Summary(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary``."""
+class Summary(Out, frozen=True, kw_only=True):
+    """One span's summary (``summary.summarize_trace``): one key per panel, in
+    ``summary.PANELS`` order. Times are µs from the trace's own clock, shares are in
+    [0, 1]."""
 
     diagnoses: list[Diagnosis]
     steps: StepsPanel

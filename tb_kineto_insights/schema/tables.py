@@ -8,9 +8,9 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 
 
-class TableRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.tables.kernels.rows[]``
-    (also ``summary.tables.ops.rows[]``)."""
+class TableRow(Out, frozen=True, kw_only=True):
+    """One name: total ``count`` and ``time_us``, and per step
+    (``per_step_count``, ``per_step_time_us``, one value per step of the table)."""
 
     name: str
     count: int
@@ -19,17 +19,18 @@ class TableRow(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
     per_step_time_us: list[float]
 
 
-class Table(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.tables.kernels``
-    (also ``summary.tables.ops``)."""
+class Table(Out, frozen=True, kw_only=True):
+    """A name table: ``rows`` (the names kept), ``other_time_us`` (time of the rest)
+    and the ``steps`` they cover. (``tables.kernels`` and ``tables.ops``.)"""
 
     rows: list[TableRow]
     other_time_us: float
     steps: int
 
 
-class TablesPanel(Out, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """``summary.tables``."""
+class TablesPanel(Out, frozen=True, kw_only=True):
+    """``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
+    and per op name, count and time per step, for the diff."""
 
     kernels: Table
     ops: Table
