@@ -1,7 +1,9 @@
 """Summary of one trace: the small, JSON-serialisable result every front end shows.
 
 ``summarize_file(path)`` reads and analyses one file; the CLI, the plugin and the cache
-all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANELS`:
+all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANELS`; its
+shape is the :class:`~tb_kineto_insights.schema.Summary` Struct (one module per panel in
+``tb_kineto_insights/schema/``, published as ``docs/schema/summary.schema.json``):
 
 - ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`);
 - ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
