@@ -20,6 +20,7 @@ cache: see ``cached_summaries.py``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -33,7 +34,15 @@ from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.cache import CACHE_DIR_ENV
 from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
+from tb_kineto_insights.logdir import (
+    LogdirError,
+    Run,
+    Span,
+    Worker,
+    discover,
+    folder_name,
+    span_for_file,
+)
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
     select_run_spans,
@@ -41,6 +50,7 @@ from tb_kineto_insights.summary import (
     try_summarize_file,
 )
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -56,11 +66,16 @@ def _is_file(path: str) -> bool:
 
 
 def _runs_for(path: str) -> list[Run]:
-    """Runs under a log directory or run folder, or the one span of a trace file."""
+    """Runs under a log directory or run folder, or the one span of a trace file. The
+    traces directly in ``path`` (discovery's run ``"."``) are named by the folder's own
+    name (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
     if _is_file(path):
         span = span_for_file(path)
         return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
-    return discover(path)
+    return [
+        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
+        for run in discover(path)
+    ]
 
 
 def _clean(value: Any) -> Any:
@@ -132,14 +147,7 @@ def _spans(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for r in report["runs"] for w in r["workers"] for s in w["spans"]]
 
 
-def _fmt_us(us: float | None) -> str:
-    if us is None:
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
+_fmt_us = fmt_duration_us
 
 
 def _fmt_counts(counts: dict[str, int]) -> str:
@@ -196,13 +204,7 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
                 _write_summary(span["summary"], out, _superseded(run), worker["worker"])
 
 
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+_fmt_bytes = fmt_bytes
 
 
 def _fmt_gbps(value: float | None) -> str:
@@ -312,9 +314,8 @@ def _write_summary(
             out.write(f"   ({d['id']}: see the view across ranks, which measures it exactly)\n")
     health = summary["health"]
     steps = summary["steps"]
-    mb = health["json_bytes"] / 1e6
     gz = " gzip" if health["compressed"] else ""
-    out.write(f"   {health['event_count']} events, {mb:.1f} MB JSON{gz}\n")
+    out.write(f"   {health['event_count']} events, {fmt_bytes(health['json_bytes'])} JSON{gz}\n")
     kinds = {k: v for k, v in health["kind_counts"].items() if k != "metadata"}
     out.write(f"   events: {_fmt_counts(kinds)}\n")
     if steps["count"]:
@@ -332,7 +333,7 @@ def _write_summary(
     kernels = summary["kernels"]
     if kernels.get("count"):
         short = kernels.get("short_count_fraction")
-        short_txt = f", {100 * short:.0f} % shorter than {kernels['short_threshold_us']:g} µs"
+        short_txt = f", {100 * short:.0f} % shorter than {_fmt_us(kernels['short_threshold_us'])}"
         out.write(
             f"   kernels: {kernels['count']} ({kernels.get('mean_per_step') or 0:.0f} per step"
             + (short_txt if short is not None else "")
@@ -453,7 +454,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     reasons = compare.check(doc, exp, limit, fail_on)
     h = doc["headline"]
     out.write(
-        f"step time {h['base_step_us']:.1f} µs -> {h['exp_step_us']:.1f} µs [{h['verdict']}]\n"
+        f"step time {_fmt_us(h['base_step_us'])} -> {_fmt_us(h['exp_step_us'])} [{h['verdict']}]\n"
     )
     for warning in doc["warnings"]:
         out.write(f"warning: {warning}\n")

@@ -182,7 +182,8 @@ def test_diagnoses_and_threshold_override(main_index) -> None:  # type: ignore[n
     dl = next(d for d in found if d["id"] == "gpu_idle_dataloader")
     assert dl["evidence"]["idle_fraction_of_step_time"] == pytest.approx(30 / 200)
     assert dl["evidence"]["steps_affected"] == 1 and dl["evidence"]["steps"] == 2
-    assert "(30 µs, mostly in 1 of 2 steps)" in dl["title"]
+    # issue 17 §7: a total says it is one
+    assert "(30 µs in total over 2 steps, mostly in 1 of them)" in dl["title"]
     strict = Thresholds().with_overrides(["min_impact_fraction=0.1"])
     assert [d["id"] for d in diagnose(main_index, panels, strict)] == [
         "gpu_idle_host_untraced",
