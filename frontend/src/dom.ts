@@ -127,9 +127,28 @@ export function badge(text: string, kind: string, title?: string): HTMLSpanEleme
   return el("span", { className: `badge badge-${kind.replace(/\s+/g, "-")}`, title }, text);
 }
 
-// A name in monospace, cut with an ellipsis by CSS; the full name on hover.
+// A name in monospace, cut with an ellipsis by CSS; the full name on hover, and a click
+// (or Enter) opens it in full, wrapped and selectable as one piece (a double-click or
+// Ctrl+C copies it); a second click closes it. A selection in progress is left alone.
 export function nameCell(name: string, full?: string): HTMLSpanElement {
-  return el("span", { className: "name", title: full ?? name }, name);
+  const whole = full ?? name;
+  const node = el("span", { className: "name", title: whole, tabIndex: 0, dataset: { full: whole } }, name);
+  node.setAttribute("aria-expanded", "false");
+  const toggle = (event: Event) => {
+    event.stopPropagation();
+    const open = node.classList.toggle("expanded");
+    node.textContent = open ? whole : name;
+    node.setAttribute("aria-expanded", String(open));
+  };
+  node.addEventListener("click", (event) => {
+    const selection = window.getSelection?.();
+    if (node.classList.contains("expanded") && selection && selection.toString().length > 0) return;
+    toggle(event);
+  });
+  node.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") toggle(event);
+  });
+  return node;
 }
 
 export function notes(list: string[] | null | undefined): HTMLElement | null {
