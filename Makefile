@@ -7,10 +7,13 @@ LOGDIR ?= sample_logs
 
 NODE ?= node
 NPM ?= npm
-CHROMIUM ?= /usr/bin/chromium
+# The Chromium the browser tests drive: yours when given (CHROMIUM=/path/to/chromium),
+# else the first chromium / chromium-browser on PATH, else Debian's path (installed by
+# browser-deps with apt-get when missing, after saying so).
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null),/usr/bin/chromium)
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps
+.PHONY: venv demo test test-plan lint typecheck unit bench clean frontend frontend-test browser-deps
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +40,24 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 unit: venv
-	$(VENV)/bin/pytest -q
+	KINETO_INSIGHTS_CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest -q
 
-# Before `unit`: the frontend's own tests, and what the browser tests need.
-test: lint typecheck frontend-test browser-deps unit
+# Before `unit`: the frontend's own tests, and what the browser tests need. test-plan
+# first says what will be installed (before anything is).
+test: test-plan lint typecheck frontend-test browser-deps unit
+
+test-plan:
+	@echo "make test installs what is missing, then runs lint, mypy and the tests:"
+	@echo "  - $(VENV)/: this package and its test tools (pip, from PyPI)"
+	@echo "  - frontend/node_modules/: the frontend's build and test tools (npm ci), when node and npm are found"
+	@echo "  - playwright for Python (pip), for the browser tests (not its browser download)"
+	@if [ -x "$(CHROMIUM)" ]; then \
+		echo "  - Chromium: uses $(CHROMIUM) (nothing to install)"; \
+	else \
+		echo "  - Chromium: $(CHROMIUM) is missing: Debian's chromium package with apt-get, as root or"; \
+		echo "    through sudo (about 115 Debian packages). To use a Chromium you have instead:"; \
+		echo "    make test CHROMIUM=/path/to/chromium"; \
+	fi
 
 # ---------------------------------------------------------------- frontend (frontend/)
 # The built files in tb_kineto_insights/static/ are committed (a pip install needs no
@@ -70,9 +87,10 @@ frontend-test:
 # Playwright's own browser download is not used. Installs what is missing.
 browser-deps: venv
 	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q 'playwright>=1.40'
-	@if [ ! -x $(CHROMIUM) ]; then \
+	@if [ ! -x "$(CHROMIUM)" ]; then \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
-		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium" >&2; exit 0; fi; \
+		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium, or CHROMIUM=/path/to/chromium" >&2; exit 0; fi; \
+		echo "browser-deps: $(CHROMIUM) is missing: installing Debian's chromium with apt-get (about 115 packages; CHROMIUM=/path/to/chromium uses yours)"; \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	fi
 
