@@ -281,8 +281,12 @@ def _write_communication(comm: dict[str, Any], out: TextIO) -> None:
     for k in comm.get("kinds", []):
         calls = k.get("calls_per_step")
         out.write(
-            f"   {k['kind']}: {k['count']} calls"
-            + (f" ({calls:.1f}/step)" if calls is not None else "")
+            f"   {k['kind']}: "
+            + (
+                f"{calls:.1f} calls/step ({k['count']} in total)"
+                if calls is not None
+                else f"{k['count']} calls in total"
+            )
             + f", {_fmt_bytes(k.get('median_bytes'))} per collective (median), exposed "
             f"{_fmt_us(k.get('exposed_us_per_step'))}/step, busbw at least "
             f"{_fmt_gbps(k.get('busbw_gbps'))} (least-wait estimate from this trace: a rank "
@@ -335,9 +339,9 @@ def _write_summary(
         short = kernels.get("short_count_fraction")
         short_txt = f", {100 * short:.0f} % shorter than {_fmt_us(kernels['short_threshold_us'])}"
         out.write(
-            f"   kernels: {kernels['count']} ({kernels.get('mean_per_step') or 0:.0f} per step"
+            f"   kernels: {kernels.get('mean_per_step') or 0:.0f} per step"
             + (short_txt if short is not None else "")
-            + ")\n"
+            + f" ({kernels['count']} in the trace, total)\n"
         )
     _write_communication(summary.get("communication") or {}, out)
     n_steps = max(steps["count"], 1)

@@ -99,7 +99,15 @@ from tb_kineto_insights.cache import (
     workers_from_env,
 )
 from tb_kineto_insights.cached_summaries import identity_of
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
+from tb_kineto_insights.logdir import (
+    LogdirError,
+    Run,
+    Span,
+    Worker,
+    discover,
+    folder_name,
+    parse_span_index,
+)
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -766,7 +774,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                     else:
                         entries.append({**fields, **status.to_json()})
                 workers.append({"worker": worker_name, "spans": entries})
-            out.append({"run": run_name, "workers": workers})
+            entry: dict[str, Any] = {"run": run_name, "workers": workers}
+            if run_name == "." and len(self._sources) == 1:
+                # traces directly in --logdir (a run folder given directly): shown by
+                # the folder's name, as `report` names it; the key stays "."
+                entry["label"] = folder_name(self._sources[0].path)
+            out.append(entry)
         doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
         body = encode_json(doc)
         with self._derived_lock:

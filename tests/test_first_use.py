@@ -244,4 +244,6 @@ def test_check_and_report_write_ms_and_iec_sizes(
     assert 1024 <= size < 1024**2
     assert f"{size / 1024:.1f} KiB JSON" in text
     assert "steps: 10, mean 23.09 ms" in text
+    # §7: the per-step value first, the trace's total named as one
+    assert "kernels: 1 per step, 0 % shorter than 10.0 µs (10 in the trace, total)" in text
     assert " MB" not in text and " kB" not in text

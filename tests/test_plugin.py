@@ -291,6 +291,32 @@ def test_inactive_without_traces(tmp_path: Path) -> None:
     assert listing["kineto_insights"]["enabled"] is False
 
 
+def test_a_run_folder_as_logdir_is_labelled_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17 §1: ``--logdir`` a run folder: its run keeps the key "." (TensorBoard's,
+    and the URLs'), and carries ``label`` = the folder's name for the tab to show; runs
+    of a log directory have no label."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    run = tmp_path / "logs" / "my_run"
+    run.mkdir(parents=True)
+    (run / GOOD_FILE).write_bytes(
+        gzip.compress(json.dumps({"traceEvents": trace_events()}).encode())
+    )
+    direct = strict_json(
+        Client(make_app(run, "--kineto_insights_cache_dir", str(tmp_path / "c1"))).get(
+            f"{PREFIX}/runs"
+        )
+    )
+    assert [(r["run"], r.get("label")) for r in direct["runs"]] == [(".", "my_run")]
+    above = strict_json(
+        Client(make_app(run.parent, "--kineto_insights_cache_dir", str(tmp_path / "c2"))).get(
+            f"{PREFIX}/runs"
+        )
+    )
+    assert [(r["run"], r.get("label")) for r in above["runs"]] == [("my_run", None)]
+
+
 def test_runs_lists_both_runs_not_loaded_without_preload(client: Client) -> None:
     response = client.get(f"{PREFIX}/runs")
     assert response.status_code == 200

@@ -331,7 +331,7 @@ export class App {
     const s = this.state;
     const run = this.run(s.run.run);
     if (!run) return [];
-    const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+    const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       s.run = { run: v };
       this.changed();
     });
@@ -382,7 +382,7 @@ export class App {
   private sideControls(name: "base" | "exp", label: string): HTMLElement {
     const side = this.state[name];
     const run = this.run(side.run) ?? this.runs[0];
-    const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+    const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       this.state[name] = { run: v };
       this.changed();
     });

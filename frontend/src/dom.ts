@@ -128,23 +128,27 @@ export function badge(text: string, kind: string, title?: string): HTMLSpanEleme
 }
 
 // A name in monospace, cut with an ellipsis by CSS; the full name on hover, and a click
-// (or Enter) opens it in full, wrapped and selectable as one piece (a double-click or
-// Ctrl+C copies it); a second click closes it. A selection in progress is left alone.
+// (or Enter) opens it in full just below, wrapped, in a box that one click selects as a
+// whole (then Ctrl+C copies it); a second click on the name closes it.
 export function nameCell(name: string, full?: string): HTMLSpanElement {
   const whole = full ?? name;
-  const node = el("span", { className: "name", title: whole, tabIndex: 0, dataset: { full: whole } }, name);
+  const node = el("span", { className: "name", title: `${whole}\n(click to open in full and copy)`, tabIndex: 0, dataset: { full: whole } }, name);
   node.setAttribute("aria-expanded", "false");
+  let box: HTMLElement | null = null;
   const toggle = (event: Event) => {
     event.stopPropagation();
-    const open = node.classList.toggle("expanded");
-    node.textContent = open ? whole : name;
-    node.setAttribute("aria-expanded", String(open));
+    if (box) {
+      box.remove();
+      box = null;
+    } else {
+      box = el("code", { className: "name-full", title: "Full name: one click selects it, Ctrl+C copies it" }, whole);
+      box.addEventListener("click", (e) => e.stopPropagation());
+      node.after(box);
+    }
+    node.classList.toggle("expanded", box !== null);
+    node.setAttribute("aria-expanded", String(box !== null));
   };
-  node.addEventListener("click", (event) => {
-    const selection = window.getSelection?.();
-    if (node.classList.contains("expanded") && selection && selection.toString().length > 0) return;
-    toggle(event);
-  });
+  node.addEventListener("click", toggle);
   node.addEventListener("keydown", (event) => {
     if (event.key === "Enter") toggle(event);
   });

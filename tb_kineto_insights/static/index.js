@@ -170,19 +170,24 @@ var __kinetoInsights = (() => {
   }
   function nameCell(name, full) {
     const whole = full ?? name;
-    const node = el("span", { className: "name", title: whole, tabIndex: 0, dataset: { full: whole } }, name);
+    const node = el("span", { className: "name", title: `${whole}
+(click to open in full and copy)`, tabIndex: 0, dataset: { full: whole } }, name);
     node.setAttribute("aria-expanded", "false");
+    let box = null;
     const toggle = (event) => {
       event.stopPropagation();
-      const open = node.classList.toggle("expanded");
-      node.textContent = open ? whole : name;
-      node.setAttribute("aria-expanded", String(open));
+      if (box) {
+        box.remove();
+        box = null;
+      } else {
+        box = el("code", { className: "name-full", title: "Full name: one click selects it, Ctrl+C copies it" }, whole);
+        box.addEventListener("click", (e) => e.stopPropagation());
+        node.after(box);
+      }
+      node.classList.toggle("expanded", box !== null);
+      node.setAttribute("aria-expanded", String(box !== null));
     };
-    node.addEventListener("click", (event) => {
-      const selection = window.getSelection?.();
-      if (node.classList.contains("expanded") && selection && selection.toString().length > 0) return;
-      toggle(event);
-    });
+    node.addEventListener("click", toggle);
     node.addEventListener("keydown", (event) => {
       if (event.key === "Enter") toggle(event);
     });
@@ -3073,7 +3078,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       const run = this.run(s.run.run);
       if (!run) return [];
-      const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         s.run = { run: v };
         this.changed();
       });
@@ -3123,7 +3128,7 @@ ${more.trim()}` : ""));
     sideControls(name, label) {
       const side = this.state[name];
       const run = this.run(side.run) ?? this.runs[0];
-      const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         this.state[name] = { run: v };
         this.changed();
       });
