@@ -10,7 +10,7 @@ NPM ?= npm
 CHROMIUM ?= /usr/bin/chromium
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps
+.PHONY: venv demo test lint typecheck unit capture-test bench clean frontend frontend-test browser-deps
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,24 @@ unit: venv
 	$(VENV)/bin/pytest -q
 
 # Before `unit`: the frontend's own tests, and what the browser tests need.
-test: lint typecheck frontend-test browser-deps unit
+test: lint typecheck frontend-test browser-deps unit capture-test
+
+# tb_kineto_insights.capture records with torch, which the package does not depend on:
+# its tests run in a separate venv with the CPU build of torch (about 200 MB), where a
+# missing torch fails them (KINETO_INSIGHTS_TORCH_TESTS=1) instead of skipping.
+TORCH_VENV ?= .venv-torch
+TORCH_SPEC ?= torch==2.13.0
+# Where PyPI would give the CUDA build: TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
+$(TORCH_VENV)/.installed: setup.py pyproject.toml
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install -q $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(TORCH_VENV)/bin/python -m pip install -q -e . 'pytest>=7'
+	touch $@
+
+capture-test: $(TORCH_VENV)/.installed
+	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_capture.py
 
 # ---------------------------------------------------------------- frontend (frontend/)
 # The built files in tb_kineto_insights/static/ are committed (a pip install needs no
@@ -83,4 +100,4 @@ bench: venv
 	$(PY) benchmarks/bench_runs.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
+	rm -rf $(VENV) $(TORCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
