@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.comparability import comparability
+from tb_kineto_insights.analysis.comparability import comparability, format_comparability
 from tb_kineto_insights.cli import main
 from tb_kineto_insights.compare import compare, load_side
 from tb_kineto_insights.summary import summarize_file
@@ -172,3 +172,10 @@ def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
     seen = found["cuda_launch_blocking"]
     assert (seen["base"], seen["new"], seen["source"]) == (False, True, "trace")
     assert "preset" not in found  # both light
+
+
+def test_text_names_an_unset_variable() -> None:
+    line = format_comparability(
+        [{"field": "env.CUDA_LAUNCH_BLOCKING", "base": None, "new": "1", "why": "w"}]
+    )
+    assert line == ["not like for like: env.CUDA_LAUNCH_BLOCKING unset -> 1 (w)"]

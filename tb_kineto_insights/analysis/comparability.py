@@ -204,7 +204,13 @@ def comparability(base: Side, exp: Side) -> list[dict[str, Any]]:
 
 
 def format_comparability(entries: list[dict[str, Any]]) -> list[str]:
-    """One text line per entry: ``not like for like: FIELD BASE -> NEW (WHY)``."""
+    """One text line per entry: ``not like for like: FIELD BASE -> NEW (WHY)``; a value
+    of ``None`` (an environment variable not set) reads ``unset``."""
+
+    def shown(v: Any) -> str:
+        return "unset" if v is None else str(v)
+
     return [
-        f"not like for like: {e['field']} {e['base']} -> {e['new']} ({e['why']})" for e in entries
+        f"not like for like: {e['field']} {shown(e['base'])} -> {shown(e['new'])} ({e['why']})"
+        for e in entries
     ]
