@@ -13,7 +13,7 @@ NPM ?= npm
 CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null),/usr/bin/chromium)
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test test-plan lint typecheck unit bench clean frontend frontend-test browser-deps
+.PHONY: venv demo test test-plan lint typecheck unit capture-test bench clean frontend frontend-test browser-deps
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,13 +44,14 @@ unit: venv
 
 # Before `unit`: the frontend's own tests, and what the browser tests need. test-plan
 # first says what will be installed (before anything is).
-test: test-plan lint typecheck frontend-test browser-deps unit
+test: test-plan lint typecheck frontend-test browser-deps unit capture-test
 
 test-plan:
 	@echo "make test installs what is missing, then runs lint, mypy and the tests:"
 	@echo "  - $(VENV)/: this package and its test tools (pip, from PyPI)"
 	@echo "  - frontend/node_modules/: the frontend's build and test tools (npm ci), when node and npm are found"
 	@echo "  - playwright for Python (pip), for the browser tests (not its browser download)"
+	@echo "  - $(TORCH_VENV)/: $(TORCH_SPEC) (CPU build, about 200 MB) and this package, for the capture tests"
 	@if [ -x "$(CHROMIUM)" ]; then \
 		echo "  - Chromium: uses $(CHROMIUM) (nothing to install)"; \
 	else \
@@ -58,6 +59,23 @@ test-plan:
 		echo "    through sudo (about 115 Debian packages). To use a Chromium you have instead:"; \
 		echo "    make test CHROMIUM=/path/to/chromium"; \
 	fi
+
+# tb_kineto_insights.capture records with torch, which the package does not depend on:
+# its tests run in a separate venv with the CPU build of torch (about 200 MB), where a
+# missing torch fails them (KINETO_INSIGHTS_TORCH_TESTS=1) instead of skipping.
+TORCH_VENV ?= .venv-torch
+TORCH_SPEC ?= torch==2.13.0
+# Where PyPI would give the CUDA build: TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
+$(TORCH_VENV)/.installed: setup.py pyproject.toml
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install -q $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(TORCH_VENV)/bin/python -m pip install -q -e . 'pytest>=7'
+	touch $@
+
+capture-test: $(TORCH_VENV)/.installed
+	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_capture.py
 
 # ---------------------------------------------------------------- frontend (frontend/)
 # The built files in tb_kineto_insights/static/ are committed (a pip install needs no
@@ -101,4 +119,4 @@ bench: venv
 	$(PY) benchmarks/bench_runs.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
+	rm -rf $(VENV) $(TORCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 import fsspec
 
 from tb_kineto_insights import __version__, compare
+from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.cache import CACHE_DIR_ENV
@@ -457,6 +458,8 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     doc, exp = result
     reasons = compare.check(doc, exp, limit, fail_on)
     h = doc["headline"]
+    for line in format_comparability(doc.get("comparability") or []):
+        out.write(line + "\n")
     out.write(
         f"step time {_fmt_us(h['base_step_us'])} -> {_fmt_us(h['exp_step_us'])} [{h['verdict']}]\n"
     )

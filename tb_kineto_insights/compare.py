@@ -14,6 +14,7 @@ from typing import Any
 
 import fsspec
 
+from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
@@ -193,12 +194,14 @@ def _table_text(table: dict[str, Any], noun: str) -> list[str]:
 
 
 def diff_text(doc: dict[str, Any]) -> str:
-    """Terminal rendering: headline first, then the largest changes, metrics (with the
-    communication rows), DDP buckets, kernels (communication kernels apart, not
-    judged), diagnoses gained/lost/kept (span- and run-level) and warnings."""
+    """Terminal rendering: unlike-for-like recording differences first, then the
+    headline, then the largest changes, metrics (with the communication rows), DDP
+    buckets, kernels (communication kernels apart, not judged), diagnoses
+    gained/lost/kept (span- and run-level) and warnings."""
     h = doc["headline"]
     speed = h["speedup"]
-    lines = [
+    # unlike-for-like recordings first: they qualify every number below
+    lines = format_comparability(doc.get("comparability") or []) + [
         f"step time {_fmt(h['base_step_us'], 'µs')} -> {_fmt(h['exp_step_us'], 'µs')}"
         + (
             f"  ({speed:.2f}x faster)"

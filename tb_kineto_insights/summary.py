@@ -3,7 +3,8 @@
 ``summarize_file(path)`` reads and analyses one file; the CLI, the plugin and the cache
 all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANELS`:
 
-- ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`);
+- ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`),
+  with ``trace_quality``: is the trace representative (:mod:`.analysis.trace_quality`);
 - ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
 - ``kernels``: kernel density (:mod:`.analysis.kernels`);
 - ``idle``: GPU idle gaps and their causes (:mod:`.analysis.idle`);
@@ -35,6 +36,7 @@ from tb_kineto_insights.analysis.run_view import (
 )
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
@@ -69,6 +71,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "memory": memory_summary(index, thresholds),
         "tables": tables_summary(index),
     }
+    panels["health"]["trace_quality"] = trace_quality_summary(index, thresholds)
     panels["diagnoses"] = diagnose(index, panels, thresholds)
     return {key: panels[key] for key in PANELS}
 

@@ -82,6 +82,11 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   memory_near_capacity: "Memory near capacity",
   no_step_markers: "No step markers",
   trace_data_loss: "Trace data loss",
+  trace_too_few_steps: "Too few profiled steps",
+  trace_warmup_step: "First step still warming up",
+  trace_unequal_steps: "Steps of very unequal length",
+  trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
+  trace_profiler_overhead: "Profiler overhead in the trace",
 };
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {

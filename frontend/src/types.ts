@@ -463,6 +463,14 @@ export interface DiffTable {
   unchanged_count?: Num;
 }
 
+export interface DiffComparability {
+  field: string;
+  base: unknown;
+  new: unknown;
+  why: string;
+  source?: string;
+}
+
 export interface DiffDoc {
   schema?: string;
   base?: { label?: string; workers?: string[] };
@@ -475,6 +483,8 @@ export interface DiffDoc {
     verdict?: string;
   };
   warnings?: string[];
+  // unlike-for-like recording differences (analysis/comparability.py)
+  comparability?: DiffComparability[];
   metrics?: DiffMetric[];
   kernels?: DiffTable;
   ops?: DiffTable;

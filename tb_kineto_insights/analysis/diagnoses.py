@@ -22,7 +22,9 @@ These raise nothing below ``min_impact_fraction`` and take their severity from
 costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
 per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
 events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
-Memory and communication diagnoses come from their own modules.
+Memory and communication diagnoses come from their own modules, and the trace-quality
+ones (``trace_*`` but ``trace_data_loss``: is the trace representative; impact 0,
+severity from what they put in doubt) from :mod:`.trace_quality`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from tb_kineto_insights.analysis.findings import (
 )
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.units import fmt_duration_us
 
@@ -500,4 +503,5 @@ def diagnose(
     if panels.get("communication"):
         out.extend(communication_diagnoses(panels["communication"], steps, th))
     out.extend(memory_diagnoses(panels.get("memory") or {}, th))
+    out.extend(trace_quality_diagnoses(health.get("trace_quality") or {}, th))
     return sort_diagnoses(out)

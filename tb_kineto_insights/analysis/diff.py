@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
+from tb_kineto_insights.analysis.comparability import comparability
 from tb_kineto_insights.analysis.diff_comm import communication_rows
 from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -521,7 +522,9 @@ def diff(
     ``kernels.communication``: NCCL kernels, time ``not judged``), ``diagnoses``
     (``appeared`` / ``disappeared`` / ``kept`` ids, span- and run-level; ``found``:
     ``{base, exp}`` lists from :func:`diagnoses_found`), ``warnings`` (device, world
-    size, CUDA versions, profiler settings), ``per_rank`` (runs with matching ranks),
+    size, CUDA versions, profiler settings), ``comparability`` (unlike-for-like
+    recording differences ``{field, base, new, why, source}``,
+    :mod:`.comparability`), ``per_rank`` (runs with matching ranks),
     ``largest_changes`` and ``noise_rule``.
 
     Raises:
@@ -607,6 +610,7 @@ def diff(
         "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
         "headline": headline,
         "warnings": _warnings(base, exp),
+        "comparability": comparability(base, exp),
         "metrics": metrics,
         "communication": comm_section,
         "kernels": kernels,

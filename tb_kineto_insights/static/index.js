@@ -477,7 +477,12 @@ var __kinetoInsights = (() => {
     memory_fragmentation: "Memory fragmentation",
     memory_near_capacity: "Memory near capacity",
     no_step_markers: "No step markers",
-    trace_data_loss: "Trace data loss"
+    trace_data_loss: "Trace data loss",
+    trace_too_few_steps: "Too few profiled steps",
+    trace_warmup_step: "First step still warming up",
+    trace_unequal_steps: "Steps of very unequal length",
+    trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
+    trace_profiler_overhead: "Profiler overhead in the trace"
   };
   var VERDICT_DEFINITIONS = {
     improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
@@ -1870,7 +1875,26 @@ var __kinetoInsights = (() => {
         )
       )
     );
-    const out = [headline];
+    const out = [];
+    const unlike = doc.comparability ?? [];
+    if (unlike.length) {
+      const shown = (v) => v === null || v === void 0 ? "unset" : Array.isArray(v) ? v.map(String).join(", ") : String(v);
+      out.push(
+        el(
+          "div",
+          { className: "state warning comparability", dataset: { fields: unlike.map((c) => c.field).join(" ") } },
+          el("strong", null, "Not like for like: the two sides were recorded differently. "),
+          el(
+            "ul",
+            null,
+            ...unlike.map(
+              (c) => el("li", { title: `from the ${c.source ?? "trace"}` }, el("code", null, c.field), ` ${shown(c.base)} → ${shown(c.new)}: ${c.why}`)
+            )
+          )
+        )
+      );
+    }
+    out.push(headline);
     if (doc.warnings?.length) {
       out.push(
         el(

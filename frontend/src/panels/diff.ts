@@ -56,7 +56,27 @@ export function diffHeadline(doc: DiffDoc): Node[] {
       ),
     ),
   );
-  const out: Node[] = [headline];
+  const out: Node[] = [];
+  const unlike = doc.comparability ?? [];
+  if (unlike.length) {
+    // first: how the two recordings differ qualifies every number below
+    const shown = (v: unknown): string => (v === null || v === undefined ? "unset" : Array.isArray(v) ? v.map(String).join(", ") : String(v));
+    out.push(
+      el(
+        "div",
+        { className: "state warning comparability", dataset: { fields: unlike.map((c) => c.field).join(" ") } },
+        el("strong", null, "Not like for like: the two sides were recorded differently. "),
+        el(
+          "ul",
+          null,
+          ...unlike.map((c) =>
+            el("li", { title: `from the ${c.source ?? "trace"}` }, el("code", null, c.field), ` ${shown(c.base)} → ${shown(c.new)}: ${c.why}`),
+          ),
+        ),
+      ),
+    );
+  }
+  out.push(headline);
   if (doc.warnings?.length) {
     out.push(
       el(
