@@ -339,3 +339,34 @@ def test_index_runs_from_a_fresh_interpreter_on_processes(tmp_path: Path) -> Non
     result = json.loads(done.stdout)
     assert (result["computed"], result["cached"], result["failed"]) == (2, 0, [])
     assert len(entries(cache)) == 2
+
+
+def test_index_on_an_existing_scheduler(tmp_path: Path) -> None:
+    """``--scheduler ADDRESS``: the tasks run on that cluster's workers (here a cluster
+    started by the test, reached over TCP on loopback like a remote one)."""
+    from dask.distributed import LocalCluster
+
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 400.0)
+    cache = tmp_path / "cache"
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        dashboard_address=None,
+        host="127.0.0.1",
+        protocol="tcp",
+    ) as cluster:
+        seen: list[str] = []
+        result = run_index(
+            [str(logdir)],
+            str(cache),
+            scheduler=cluster.scheduler_address,
+            on_client=lambda client: seen.append(client.scheduler.address),
+        )
+        assert seen == [cluster.scheduler_address]
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+    assert (result.computed, result.cached, result.failed) == (2, 0, [])
+    assert result.run_views["computed"] == 1
+    assert len(entries(cache)) == 2
