@@ -404,7 +404,10 @@ def _client(scheduler: str | None, workers: int, processes: bool, timeout_s: flo
         n_workers=workers,
         threads_per_worker=1,
         processes=processes,
-        dashboard_address=None,
+        # worker processes talk TCP on loopback only (threads use in-process transport)
+        **({"host": "127.0.0.1"} if processes else {}),
+        dashboard_address="127.0.0.1:0",  # any free port: no clash with another cluster
+        scheduler_kwargs={"dashboard": False},
         silence_logs=logging.ERROR,
     )
     with cluster, distributed.Client(cluster) as client:

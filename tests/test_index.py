@@ -370,3 +370,35 @@ def test_index_on_an_existing_scheduler(tmp_path: Path) -> None:
     assert (result.computed, result.cached, result.failed) == (2, 0, [])
     assert result.run_views["computed"] == 1
     assert len(entries(cache)) == 2
+
+
+def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
+    """Two ``index`` runs on one cache at once (two crons overlapping): duplicates are
+    accepted (each entry is computed or found by each run), never a corrupt entry."""
+    import threading
+
+    from tb_kineto_insights.cached_summaries import CachedSummaries
+    from tb_kineto_insights.logdir import span_for_file
+
+    logdir = tmp_path / "logs"
+    files = [
+        tiny_trace(logdir / "run" / f"w{rank}.1.pt.trace.json", rank % 2, 100.0 + 50 * rank)
+        for rank in range(4)
+    ]
+    cache = tmp_path / "cache"
+    results: list[Any] = []
+    runs = [threading.Thread(target=lambda: results.append(index([logdir], cache))) for _ in "ab"]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(timeout=300)
+    assert len(results) == 2
+    for result in results:
+        assert result.failed == [] and result.computed + result.cached == 4
+    assert 4 <= sum(r.computed for r in results) <= 8
+    assert len(entries(cache)) == 4
+    reader = CachedSummaries(str(cache))
+    for path in files:
+        summary, error = reader.summarize(span_for_file(str(path)))
+        assert error is None and summary is not None
+    assert reader.parsed == 0 and reader.from_cache == 4  # every entry whole and valid
