@@ -8,6 +8,8 @@
   span, or across its ranks for a run of several workers, e.g.
   ``communication_straggler``), 2 on unusable input or an unknown id; prints why.
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
+- ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
+  cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
 
 Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
 driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
@@ -479,6 +481,88 @@ def _cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return run_doctor(out, err)
 
 
+# ---------------------------------------------------------------- index (issue 15 §3)
+
+
+def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: see ``index.py``. Exit 0
+    when every trace is cached or computed, 1 when some failed (listed), 2 on a usage or
+    setup error (no Dask, unreachable scheduler, bad log directory or cache)."""
+    from tb_kineto_insights import index as index_module
+    from tb_kineto_insights.cache import cache_dir_from_env
+
+    try:
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    if args.workers is not None and args.workers < 1:
+        err.write(f"error: --workers must be at least 1, got {args.workers}\n")
+        return EXIT_UNUSABLE
+    # Without --cache or the variable: the folder TensorBoard on this machine uses.
+    import os
+
+    raw = args.cache if args.cache is not None else os.environ.get(CACHE_DIR_ENV, "")
+    location = cli_cache_location(args.cache) or str(cache_dir_from_env())
+    if raw.strip().lower() == "none":
+        err.write("error: index fills a cache: give --cache DIR (not 'none')\n")
+        return EXIT_UNUSABLE
+    try:
+        result = index_module.run_index(
+            args.logdir,
+            location,
+            scheduler=args.scheduler,
+            workers=args.workers or index_module.default_workers(),
+            processes=not args.threads,
+            max_json_bytes=args.max_json_bytes,
+            thresholds=thresholds,
+            progress=None if args.quiet else err,
+        )
+    except index_module.IndexSetupError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    if args.format == "json":
+        json.dump(result.to_json(), out, indent=1)
+        out.write("\n")
+    else:
+        index_module.write_result(result, out)
+    return result.exit_code
+
+
+def _add_index_parser(sub: Any, cache_help: str) -> None:
+    cmd = sub.add_parser(
+        "index",
+        help="precompute every missing summary (and run view) into the cache, on Dask",
+    )
+    cmd.add_argument("logdir", nargs="+", help="log directory (path or URL); several allowed")
+    cmd.add_argument(
+        "--cache",
+        metavar="DIR",
+        default=None,
+        help=cache_help.replace("else no cache", "else TensorBoard's default cache folder"),
+    )
+    cmd.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="an existing Dask scheduler (tcp://dask-scheduler:8786); default: a "
+        "LocalCluster on this machine",
+    )
+    cmd.add_argument(
+        "--workers", type=int, default=None, help="LocalCluster workers (default: CPUs, at most 4)"
+    )
+    cmd.add_argument(
+        "--threads",
+        action="store_true",
+        help="LocalCluster workers as threads of this process instead of processes",
+    )
+    cmd.add_argument("--format", choices=("text", "json"), default="text")
+    cmd.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
+    cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    cmd.set_defaults(func=_cmd_index)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tb-kineto-insights",
@@ -542,6 +626,7 @@ def _parser() -> argparse.ArgumentParser:
         "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
     )
     doctor_cmd.set_defaults(func=_cmd_doctor)
+    _add_index_parser(sub, cache_help)
     return parser
 
 

@@ -11,7 +11,10 @@ How it stays fast and safe:
 - Discovery runs in a background thread: once at start, then every ``rescan_s``
   seconds (flag ``--kineto_insights_rescan_s``, environment ``KINETO_INSIGHTS_RESCAN_S``,
   default 30). ``is_active`` and ``/runs`` answer from the last scan (only the very
-  first call waits, at most ``first_scan_wait_s``, for the first scan).
+  first call waits, at most ``first_scan_wait_s``, for the first scan). A local log
+  directory is also watched for filesystem events (``watch.py``, ``watchdog``): a new
+  or finished trace starts a scan within about a second (``KINETO_INSIGHTS_WATCH=0``
+  turns this off; object storage has no events and keeps the interval).
 - Summaries are loaded by :class:`tb_kineto_insights.cache.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
   ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
@@ -110,6 +113,7 @@ from tb_kineto_insights.logdir import (
 )
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.watch import start_watcher, watch_from_env
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -374,6 +378,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
             environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
             120 s + 2 s per MiB.
+        watch: watch local log directories for filesystem events (``watch.py``);
+            default: ``KINETO_INSIGHTS_WATCH``, else on. Without ``watchdog``, rescans.
     """
 
     plugin_name = PLUGIN_NAME
@@ -393,6 +399,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         diff: DiffHook | None = None,
         load_timeout_s: float | None = None,
         load_timeout_s_per_mib: float | None = None,
+        watch: bool | None = None,
     ) -> None:
         self._sources = logdir_sources(context)
         if rescan_s is None:
@@ -432,6 +439,16 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
         self._scanner.start()
+        self._watcher = None
+        if watch_from_env() if watch is None else watch:
+            local = [src.path for src in self._sources if _URI.match(src.path) is None]
+            self._watcher = start_watcher(local, self._request_scan)
+
+    def _request_scan(self) -> None:
+        """Start a scan soon (a filesystem event, a changed file), without waiting."""
+        with self._scan_cv:
+            self._scan_requested = True
+            self._scan_cv.notify_all()
 
     @staticmethod
     def _deadline(context: Any, base_s: float | None, per_mib_s: float | None) -> LoadDeadline:
@@ -491,6 +508,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def close(self) -> None:
         """Stop the scanner and the loader (TensorBoard never calls this; tests do)."""
+        if self._watcher is not None:
+            self._watcher.close()
         with self._scan_cv:
             self._stopped = True
             self._scan_cv.notify_all()
