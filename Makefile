@@ -7,10 +7,13 @@ LOGDIR ?= sample_logs
 
 NODE ?= node
 NPM ?= npm
-CHROMIUM ?= /usr/bin/chromium
+# The Chromium the browser tests drive: yours when given (CHROMIUM=/path/to/chromium),
+# else the first chromium / chromium-browser on PATH, else Debian's path (installed by
+# browser-deps with apt-get when missing, after saying so).
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null),/usr/bin/chromium)
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test lint typecheck unit bench clean frontend frontend-test browser-deps schema
+.PHONY: venv demo test test-plan lint typecheck unit capture-test bench clean frontend frontend-test browser-deps schema
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +40,42 @@ typecheck: venv
 	$(VENV)/bin/mypy
 
 unit: venv
-	$(VENV)/bin/pytest -q
+	KINETO_INSIGHTS_CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest -q
 
-# Before `unit`: the frontend's own tests, and what the browser tests need.
-test: lint typecheck frontend-test browser-deps unit
+# Before `unit`: the frontend's own tests, and what the browser tests need. test-plan
+# first says what will be installed (before anything is).
+test: test-plan lint typecheck frontend-test browser-deps unit capture-test
+
+test-plan:
+	@echo "make test installs what is missing, then runs lint, mypy and the tests:"
+	@echo "  - $(VENV)/: this package and its test tools (pip, from PyPI)"
+	@echo "  - frontend/node_modules/: the frontend's build and test tools (npm ci), when node and npm are found"
+	@echo "  - playwright for Python (pip), for the browser tests (not its browser download)"
+	@echo "  - $(TORCH_VENV)/: $(TORCH_SPEC) (CPU build, about 200 MB) and this package, for the capture tests"
+	@if [ -x "$(CHROMIUM)" ]; then \
+		echo "  - Chromium: uses $(CHROMIUM) (nothing to install)"; \
+	else \
+		echo "  - Chromium: $(CHROMIUM) is missing: Debian's chromium package with apt-get, as root or"; \
+		echo "    through sudo (about 115 Debian packages). To use a Chromium you have instead:"; \
+		echo "    make test CHROMIUM=/path/to/chromium"; \
+	fi
+
+# tb_kineto_insights.capture records with torch, which the package does not depend on:
+# its tests run in a separate venv with the CPU build of torch (about 200 MB), where a
+# missing torch fails them (KINETO_INSIGHTS_TORCH_TESTS=1) instead of skipping.
+TORCH_VENV ?= .venv-torch
+TORCH_SPEC ?= torch==2.13.0
+# Where PyPI would give the CUDA build: TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
+$(TORCH_VENV)/.installed: setup.py pyproject.toml
+	$(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install -q $(TORCH_PIP_ARGS) '$(TORCH_SPEC)'
+	$(TORCH_VENV)/bin/python -m pip install -q -e . 'pytest>=7'
+	touch $@
+
+capture-test: $(TORCH_VENV)/.installed
+	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_capture.py
 
 # ---------------------------------------------------------------- schema (docs/schema/)
 # The JSON Schema of the summary, run view, diff and report, generated from the Structs
@@ -77,9 +112,10 @@ frontend-test:
 # Playwright's own browser download is not used. Installs what is missing.
 browser-deps: venv
 	@$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install -q 'playwright>=1.40'
-	@if [ ! -x $(CHROMIUM) ]; then \
+	@if [ ! -x "$(CHROMIUM)" ]; then \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
-		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium" >&2; exit 0; fi; \
+		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium, or CHROMIUM=/path/to/chromium" >&2; exit 0; fi; \
+		echo "browser-deps: $(CHROMIUM) is missing: installing Debian's chromium with apt-get (about 115 packages; CHROMIUM=/path/to/chromium uses yours)"; \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
 	fi
 
@@ -90,4 +126,4 @@ bench: venv
 	$(PY) benchmarks/bench_runs.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
+	rm -rf $(VENV) $(TORCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build

@@ -22,6 +22,9 @@ setup(
         "numpy>=1.23",
         "fsspec>=2023.1",
         "xxhash>=3.0",
+        # Filesystem events: a new trace in a local log directory is listed within
+        # about a second instead of at the next 30 s rescan (plugin.py, watch.py).
+        "watchdog>=3.0",
     ],
     extras_require={
         "record": ["torch>=2.1"],
@@ -29,6 +32,8 @@ setup(
         "s3": ["s3fs>=2023.1"],
         "gcs": ["gcsfs>=2023.1"],
         "azure": ["adlfs>=2023.1"],
+        # `tb-kineto-insights index`: precompute summaries on a Dask cluster.
+        "index": ["dask[distributed]>=2023.1"],
         # moto[server]: a real S3-API server on loopback for the object-storage tests.
         "dev": [
             "pytest>=7",
@@ -37,6 +42,7 @@ setup(
             "s3fs>=2023.1",
             "moto[server]>=5",
             "hypothesis>=6",
+            "dask[distributed]>=2023.1",
         ],
     },
     entry_points={

@@ -8,6 +8,8 @@
   span, or across its ranks for a run of several workers, e.g.
   ``communication_straggler``), 2 on unusable input or an unknown id; prints why.
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
+- ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
+  cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
 
 Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
 driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
@@ -20,6 +22,7 @@ cache: see ``cached_summaries.py``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -29,11 +32,20 @@ from typing import Any, TextIO
 import fsspec
 
 from tb_kineto_insights import __version__, compare
+from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.cache import CACHE_DIR_ENV
 from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, span_for_file
+from tb_kineto_insights.logdir import (
+    LogdirError,
+    Run,
+    Span,
+    Worker,
+    discover,
+    folder_name,
+    span_for_file,
+)
 from tb_kineto_insights.schema import Report, checked
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
@@ -42,6 +54,7 @@ from tb_kineto_insights.summary import (
     try_summarize_file,
 )
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -57,11 +70,16 @@ def _is_file(path: str) -> bool:
 
 
 def _runs_for(path: str) -> list[Run]:
-    """Runs under a log directory or run folder, or the one span of a trace file."""
+    """Runs under a log directory or run folder, or the one span of a trace file. The
+    traces directly in ``path`` (discovery's run ``"."``) are named by the folder's own
+    name (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
     if _is_file(path):
         span = span_for_file(path)
         return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
-    return discover(path)
+    return [
+        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
+        for run in discover(path)
+    ]
 
 
 def _clean(value: Any) -> Any:
@@ -133,14 +151,7 @@ def _spans(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for r in report["runs"] for w in r["workers"] for s in w["spans"]]
 
 
-def _fmt_us(us: float | None) -> str:
-    if us is None:
-        return "-"
-    if us >= 1e6:
-        return f"{us / 1e6:.2f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
+_fmt_us = fmt_duration_us
 
 
 def _fmt_counts(counts: dict[str, int]) -> str:
@@ -197,13 +208,7 @@ def write_text(report: dict[str, Any], out: TextIO) -> None:
                 _write_summary(span["summary"], out, _superseded(run), worker["worker"])
 
 
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+_fmt_bytes = fmt_bytes
 
 
 def _fmt_gbps(value: float | None) -> str:
@@ -280,8 +285,12 @@ def _write_communication(comm: dict[str, Any], out: TextIO) -> None:
     for k in comm.get("kinds", []):
         calls = k.get("calls_per_step")
         out.write(
-            f"   {k['kind']}: {k['count']} calls"
-            + (f" ({calls:.1f}/step)" if calls is not None else "")
+            f"   {k['kind']}: "
+            + (
+                f"{calls:.1f} calls/step ({k['count']} in total)"
+                if calls is not None
+                else f"{k['count']} calls in total"
+            )
             + f", {_fmt_bytes(k.get('median_bytes'))} per collective (median), exposed "
             f"{_fmt_us(k.get('exposed_us_per_step'))}/step, busbw at least "
             f"{_fmt_gbps(k.get('busbw_gbps'))} (least-wait estimate from this trace: a rank "
@@ -313,9 +322,8 @@ def _write_summary(
             out.write(f"   ({d['id']}: see the view across ranks, which measures it exactly)\n")
     health = summary["health"]
     steps = summary["steps"]
-    mb = health["json_bytes"] / 1e6
     gz = " gzip" if health["compressed"] else ""
-    out.write(f"   {health['event_count']} events, {mb:.1f} MB JSON{gz}\n")
+    out.write(f"   {health['event_count']} events, {fmt_bytes(health['json_bytes'])} JSON{gz}\n")
     kinds = {k: v for k, v in health["kind_counts"].items() if k != "metadata"}
     out.write(f"   events: {_fmt_counts(kinds)}\n")
     if steps["count"]:
@@ -333,11 +341,11 @@ def _write_summary(
     kernels = summary["kernels"]
     if kernels.get("count"):
         short = kernels.get("short_count_fraction")
-        short_txt = f", {100 * short:.0f} % shorter than {kernels['short_threshold_us']:g} µs"
+        short_txt = f", {100 * short:.0f} % shorter than {_fmt_us(kernels['short_threshold_us'])}"
         out.write(
-            f"   kernels: {kernels['count']} ({kernels.get('mean_per_step') or 0:.0f} per step"
+            f"   kernels: {kernels.get('mean_per_step') or 0:.0f} per step"
             + (short_txt if short is not None else "")
-            + ")\n"
+            + f" ({kernels['count']} in the trace, total)\n"
         )
     _write_communication(summary.get("communication") or {}, out)
     n_steps = max(steps["count"], 1)
@@ -453,8 +461,10 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     doc, exp = result
     reasons = compare.check(doc, exp, limit, fail_on)
     h = doc["headline"]
+    for line in format_comparability(doc.get("comparability") or []):
+        out.write(line + "\n")
     out.write(
-        f"step time {h['base_step_us']:.1f} µs -> {h['exp_step_us']:.1f} µs [{h['verdict']}]\n"
+        f"step time {_fmt_us(h['base_step_us'])} -> {_fmt_us(h['exp_step_us'])} [{h['verdict']}]\n"
     )
     for warning in doc["warnings"]:
         out.write(f"warning: {warning}\n")
@@ -470,6 +480,88 @@ def _cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tb_kineto_insights.doctor import run_doctor  # imports TensorBoard: only here
 
     return run_doctor(out, err)
+
+
+# ---------------------------------------------------------------- index (issue 15 §3)
+
+
+def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: see ``index.py``. Exit 0
+    when every trace is cached or computed, 1 when some failed (listed), 2 on a usage or
+    setup error (no Dask, unreachable scheduler, bad log directory or cache)."""
+    from tb_kineto_insights import index as index_module
+    from tb_kineto_insights.cache import cache_dir_from_env
+
+    try:
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    if args.workers is not None and args.workers < 1:
+        err.write(f"error: --workers must be at least 1, got {args.workers}\n")
+        return EXIT_UNUSABLE
+    # Without --cache or the variable: the folder TensorBoard on this machine uses.
+    import os
+
+    raw = args.cache if args.cache is not None else os.environ.get(CACHE_DIR_ENV, "")
+    location = cli_cache_location(args.cache) or str(cache_dir_from_env())
+    if raw.strip().lower() == "none":
+        err.write("error: index fills a cache: give --cache DIR (not 'none')\n")
+        return EXIT_UNUSABLE
+    try:
+        result = index_module.run_index(
+            args.logdir,
+            location,
+            scheduler=args.scheduler,
+            workers=args.workers or index_module.default_workers(),
+            processes=not args.threads,
+            max_json_bytes=args.max_json_bytes,
+            thresholds=thresholds,
+            progress=None if args.quiet else err,
+        )
+    except index_module.IndexSetupError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    if args.format == "json":
+        json.dump(result.to_json(), out, indent=1)
+        out.write("\n")
+    else:
+        index_module.write_result(result, out)
+    return result.exit_code
+
+
+def _add_index_parser(sub: Any, cache_help: str) -> None:
+    cmd = sub.add_parser(
+        "index",
+        help="precompute every missing summary (and run view) into the cache, on Dask",
+    )
+    cmd.add_argument("logdir", nargs="+", help="log directory (path or URL); several allowed")
+    cmd.add_argument(
+        "--cache",
+        metavar="DIR",
+        default=None,
+        help=cache_help.replace("else no cache", "else TensorBoard's default cache folder"),
+    )
+    cmd.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="an existing Dask scheduler (tcp://dask-scheduler:8786); default: a "
+        "LocalCluster on this machine",
+    )
+    cmd.add_argument(
+        "--workers", type=int, default=None, help="LocalCluster workers (default: CPUs, at most 4)"
+    )
+    cmd.add_argument(
+        "--threads",
+        action="store_true",
+        help="LocalCluster workers as threads of this process instead of processes",
+    )
+    cmd.add_argument("--format", choices=("text", "json"), default="text")
+    cmd.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
+    cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
+    cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    cmd.set_defaults(func=_cmd_index)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -535,6 +627,7 @@ def _parser() -> argparse.ArgumentParser:
         "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
     )
     doctor_cmd.set_defaults(func=_cmd_doctor)
+    _add_index_parser(sub, cache_help)
     return parser
 
 

@@ -14,11 +14,13 @@ from typing import Any
 
 import fsspec
 
+from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
 from tb_kineto_insights.summary import try_summarize_file
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
 
 class SideError(ValueError):
@@ -124,14 +126,15 @@ def compare(
 
 
 def _fmt(value: float | None, unit: str) -> str:
+    """A value of a diff row in its unit (durations and sizes: :mod:`..units`)."""
     if value is None:
         return "-"
     if unit == "µs":
-        return f"{value / 1000:.3f} ms" if abs(value) >= 1000 else f"{value:.1f} µs"
+        return fmt_duration_us(value)
     if unit == "fraction":
         return f"{100 * value:.1f} %"
     if unit.startswith("bytes"):
-        return f"{value / 2**20:.1f} MiB" + unit[5:]
+        return fmt_bytes(value) + unit[5:]
     if unit == "GB/s":
         return f"{value:.1f} GB/s"
     return f"{value:.1f}"
@@ -156,17 +159,49 @@ def _buckets_text(b: dict[str, Any] | None) -> str:
         return "none"
     per_step = b.get("count_per_step")
     head = f"{per_step:.1f} /step" if per_step is not None else f"{b['count']} total"
-    sizes = ", ".join(f"{x['bytes'] / 2**20:.2f} MiB x{x['count']}" for x in b.get("sizes", []))
+    sizes = ", ".join(f"{fmt_bytes(x['bytes'], 2)} x{x['count']}" for x in b.get("sizes", []))
     return f"{head}, median {_fmt(b.get('median_bytes'), 'bytes')} per collective ({sizes})"
 
 
+#: Text heading of each group of a kernels/ops comparison.
+_GROUP_HEADINGS = {
+    "changed": "changed",
+    "added": "added (only in exp; not judged)",
+    "removed": "removed (only in base; not judged)",
+    "moved_out": "removed, or moved out of the traced threads (into DataLoader worker "
+    "processes; not judged)",
+}
+
+
+def _table_text(table: dict[str, Any], noun: str) -> list[str]:
+    """The changed, added, removed and moved-out rows of one table, time /step."""
+    groups: dict[str, list[dict[str, Any]]] = {"changed": table.get("changed") or []}
+    groups["added"] = table.get("added") or []
+    for r in table.get("removed") or []:
+        groups.setdefault(r.get("status") or "removed", []).append(r)
+    lines = []
+    for group, heading in _GROUP_HEADINGS.items():
+        rows = groups.get(group, [])[:8]
+        if not rows:
+            continue
+        lines.append(f"\n{noun} {heading} (time /step):")
+        for r in rows:
+            t = r["time_us_per_step"]
+            before = "-" if group == "added" else _fmt(t["base"], "µs")
+            after = _fmt(t["exp"], "µs") if group in ("changed", "added") else "-"
+            lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
+    return lines
+
+
 def diff_text(doc: dict[str, Any]) -> str:
-    """Terminal rendering: headline first, then the largest changes, metrics (with the
-    communication rows), DDP buckets, kernels (communication kernels apart, not
-    judged), diagnoses gained/lost/kept (span- and run-level) and warnings."""
+    """Terminal rendering: unlike-for-like recording differences first, then the
+    headline, then the largest changes, metrics (with the communication rows), DDP
+    buckets, kernels (communication kernels apart, not judged), diagnoses
+    gained/lost/kept (span- and run-level) and warnings."""
     h = doc["headline"]
     speed = h["speedup"]
-    lines = [
+    # unlike-for-like recordings first: they qualify every number below
+    lines = format_comparability(doc.get("comparability") or []) + [
         f"step time {_fmt(h['base_step_us'], 'µs')} -> {_fmt(h['exp_step_us'], 'µs')}"
         + (
             f"  ({speed:.2f}x faster)"
@@ -180,9 +215,9 @@ def diff_text(doc: dict[str, Any]) -> str:
         lines.append(f"warning: {w}")
     lines.append("\nLargest changes (time /step):")
     for c in doc["largest_changes"]:
-        lines.append(
-            f"  {c['delta_us_per_step']:+12.1f} µs  {c['what']:6s} {c['name']}  [{c['verdict']}]"
-        )
+        delta = c["delta_us_per_step"]
+        signed = ("+" if delta >= 0 else "") + fmt_duration_us(delta)
+        lines.append(f"  {signed:>12s}  {c['what']:6s} {c['name']}  [{c['verdict']}]")
     lines.append("\nMetrics:")
     notes = []
     for m in doc["metrics"]:
@@ -205,14 +240,8 @@ def diff_text(doc: dict[str, Any]) -> str:
         lines.append(f"  exp:  {_buckets_text(buckets.get('exp'))}")
     if comm.get("rank_rows_from") not in (None, "run_view"):
         lines.append(f"\nWaited/transfer rows: none ({comm['rank_rows_from']})")
-    for group in ("changed", "added", "removed"):
-        rows = doc["kernels"][group][:8]
-        if rows:
-            lines.append(f"\nKernels {group} (time /step):")
-            for r in rows:
-                t = r["time_us_per_step"]
-                before, after = _fmt(t["base"], "µs"), _fmt(t["exp"], "µs")
-                lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
+    for table, noun in (("kernels", "Kernels"), ("ops", "CPU ops")):
+        lines.extend(_table_text(doc.get(table) or {}, noun))
     comm_kernels = doc["kernels"].get("communication") or []
     if comm_kernels:
         lines.append(

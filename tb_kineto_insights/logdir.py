@@ -52,6 +52,7 @@ from tb_kineto_insights.trace.confine import Rule, confined, open_local
 
 __all__ = [
     "LogdirError",
+    "folder_name",
     "Run",
     "Span",
     "Worker",
@@ -705,3 +706,16 @@ def span_for_file(path: str) -> Span:
         mtime=_mtime(info),
         version="" if _is_local(fs) else _version(info),
     )
+
+
+def folder_name(path: str) -> str:
+    """The last component of a folder's path or URL, for naming the run of the traces
+    directly in it (discovery's run ``"."``): ``"sample_logs/ddp/"`` → ``"ddp"``,
+    ``"s3://bucket/logs/run1"`` → ``"run1"``; a local ``"."`` or ``".."`` is resolved
+    first (``"."`` in ``/home/me/run1`` → ``"run1"``). ``"."`` when no name is left
+    (``"/"``, a bucket root)."""
+    fs, fs_path = fsspec.core.url_to_fs(path)
+    if _is_local(fs):
+        fs_path = os.path.abspath(fs_path)
+    name = fs_path.rstrip("/").rsplit("/", 1)[-1]
+    return name or "."

@@ -11,7 +11,10 @@ How it stays fast and safe:
 - Discovery runs in a background thread: once at start, then every ``rescan_s``
   seconds (flag ``--kineto_insights_rescan_s``, environment ``KINETO_INSIGHTS_RESCAN_S``,
   default 30). ``is_active`` and ``/runs`` answer from the last scan (only the very
-  first call waits, at most ``first_scan_wait_s``, for the first scan).
+  first call waits, at most ``first_scan_wait_s``, for the first scan). A local log
+  directory is also watched for filesystem events (``watch.py``, ``watchdog``): a new
+  or finished trace starts a scan within about a second (``KINETO_INSIGHTS_WATCH=0``
+  turns this off; object storage has no events and keeps the interval).
 - Summaries are loaded by :class:`tb_kineto_insights.loader.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
   ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
@@ -88,9 +91,18 @@ from tb_kineto_insights.cache import (
 )
 from tb_kineto_insights.cached_summaries import identity_of
 from tb_kineto_insights.loader import ERROR, READY, SpanStatus, SummaryLoader
-from tb_kineto_insights.logdir import LogdirError, Run, Span, Worker, discover, parse_span_index
+from tb_kineto_insights.logdir import (
+    LogdirError,
+    Run,
+    Span,
+    Worker,
+    discover,
+    folder_name,
+    parse_span_index,
+)
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.watch import start_watcher, watch_from_env
 from tb_kineto_insights.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
@@ -365,6 +377,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
             environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
             120 s + 2 s per MiB.
+        watch: watch local log directories for filesystem events (``watch.py``);
+            default: ``KINETO_INSIGHTS_WATCH``, else on. Without ``watchdog``, rescans.
     """
 
     plugin_name = PLUGIN_NAME
@@ -384,6 +398,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         diff: DiffHook | None = None,
         load_timeout_s: float | None = None,
         load_timeout_s_per_mib: float | None = None,
+        watch: bool | None = None,
     ) -> None:
         self._sources = logdir_sources(context)
         if rescan_s is None:
@@ -423,6 +438,16 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
         self._scanner.start()
+        self._watcher = None
+        if watch_from_env() if watch is None else watch:
+            local = [src.path for src in self._sources if _URI.match(src.path) is None]
+            self._watcher = start_watcher(local, self._request_scan)
+
+    def _request_scan(self) -> None:
+        """Start a scan soon (a filesystem event, a changed file), without waiting."""
+        with self._scan_cv:
+            self._scan_requested = True
+            self._scan_cv.notify_all()
 
     @staticmethod
     def _deadline(context: Any, base_s: float | None, per_mib_s: float | None) -> LoadDeadline:
@@ -482,6 +507,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def close(self) -> None:
         """Stop the scanner and the loader (TensorBoard never calls this; tests do)."""
+        if self._watcher is not None:
+            self._watcher.close()
         with self._scan_cv:
             self._stopped = True
             self._scan_cv.notify_all()
@@ -765,7 +792,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                     else:
                         entries.append({**fields, **status.to_json()})
                 workers.append({"worker": worker_name, "spans": entries})
-            out.append({"run": run_name, "workers": workers})
+            entry: dict[str, Any] = {"run": run_name, "workers": workers}
+            if run_name == "." and len(self._sources) == 1:
+                # traces directly in --logdir (a run folder given directly): shown by
+                # the folder's name, as `report` names it; the key stays "."
+                entry["label"] = folder_name(self._sources[0].path)
+            out.append(entry)
         doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
         body = encode_json(doc)
         with self._derived_lock:

@@ -5,7 +5,8 @@ all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANE
 shape is the :class:`~tb_kineto_insights.schema.Summary` Struct (one module per panel in
 ``tb_kineto_insights/schema/``, published as ``docs/schema/summary.schema.json``):
 
-- ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`);
+- ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`),
+  with ``trace_quality``: is the trace representative (:mod:`.analysis.trace_quality`);
 - ``steps``: step windows, breakdown, GPU utilization (:mod:`.analysis.overview`);
 - ``kernels``: kernel density (:mod:`.analysis.kernels`);
 - ``idle``: GPU idle gaps and their causes (:mod:`.analysis.idle`);
@@ -37,6 +38,7 @@ from tb_kineto_insights.analysis.run_view import (
 )
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary, checked
 from tb_kineto_insights.trace.errors import TraceError
@@ -71,6 +73,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "memory": memory_summary(index, thresholds),
         "tables": tables_summary(index),
     }
+    panels["health"]["trace_quality"] = trace_quality_summary(index, thresholds)
     panels["diagnoses"] = diagnose(index, panels, thresholds)
     return checked({key: panels[key] for key in PANELS}, Summary)
 

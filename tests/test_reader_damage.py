@@ -103,7 +103,8 @@ def test_b5_kernels_ts_zero(shared_cases: Path) -> None:
     sev5 = {d["id"]: d["severity"] for d in b5["diagnoses"]}
     assert "low_gpu_utilization" not in sev5
     assert sev5["gpu_idle_host_sync"] == sev0["gpu_idle_host_sync"] == "medium"
-    assert set(sev5) - set(sev0) == {"trace_data_loss"}
+    # and, with 2 of its 4 steps left out for lost GPU data, too few for the noise rule
+    assert set(sev5) - set(sev0) == {"trace_data_loss", "trace_too_few_steps"}
     assert set(sev0) - set(sev5) == set()
     # host-side panels keep every step: a broken kernel timestamp does not touch the
     # [memory] events, so the growth is B0's, over all 4 steps
@@ -159,7 +160,7 @@ def test_b7_kernel_dur_overflow(shared_cases: Path) -> None:
     assert "trace_data_loss" in _ids(b7)
     (loss,) = [d for d in b7["diagnoses"] if d["id"] == "trace_data_loss"]
     assert loss["title"].startswith("1 GPU event(s) had a duration running over")
-    assert "clipped, 1,599.7 ms removed" in loss["title"]
+    assert "clipped, 1.6 s removed" in loss["title"]  # issue 17 §10: the unit that fits
 
 
 @pytest.mark.parametrize("run", ["ddp_default", "ddp_tuned", "ddp_straggler", "fsdp"])

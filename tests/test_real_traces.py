@@ -28,6 +28,7 @@ KIND_OF = {
     "runtime": "runtime",
     "user_annotation": "user_annotation",
     "gpu_user_annotation": "gpu_user_annotation",
+    "python_function": "python_function",  # with_stack=True (sample_logs/capture_full)
 }
 WEEK_US = 7 * 24 * 3600 * 1e6
 

@@ -541,7 +541,8 @@ def test_report_text_has_no_bucket_advice_for_the_waiting_rank(h200x2: Path) -> 
     assert "bucket_cap_mb" not in text
     assert "waiting for rank 1 (the straggler)" in text
     assert "straggler: rank 1, costs the others 19.56 ms/step" in text
-    assert "all_reduce: 13.0 calls/step, 33.6 MB per collective (median)" in text
+    # issue 17 §10: sizes in IEC units, as the tab writes them (33.6e6 B = 32.0 MiB)
+    assert "all_reduce: 13.0 calls/step, 32.0 MiB per collective (median)" in text
     assert "busbw 241.6 GB/s" in text
 
 

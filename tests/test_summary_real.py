@@ -98,7 +98,12 @@ def test_sample_ddp_low_utilization_names_cpu_ops() -> None:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
     s = summarize_file(_one(logs / "ddp"))
     found = {d["id"]: d for d in s["diagnoses"]}
-    assert list(found) == ["low_gpu_utilization", "gpu_idle_host_untraced"]
+    # (+ the 3.5 ms CUPTI buffer request in step 6, 10 % of the profiled time)
+    assert list(found) == [
+        "low_gpu_utilization",
+        "gpu_idle_host_untraced",
+        "trace_profiler_overhead",
+    ]
     low = found["low_gpu_utilization"]
     assert low["severity"] == "high" and 0.55 <= low["impact_fraction"] <= 0.72
     assert low["evidence"]["largest_unexplained_cause"] == "cpu_ops"

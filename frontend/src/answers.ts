@@ -28,6 +28,7 @@ export interface WorkerEntry {
 
 export interface RunEntry {
   run: string;
+  label?: string; // run ".": the log directory's own folder name
   workers: WorkerEntry[];
 }
 

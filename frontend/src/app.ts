@@ -18,7 +18,7 @@ import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
 import type { Diagnosis, DiffDocument, Summary } from "./types";
-import { type Side, type ViewState, mergeHash, parseHash, stateFromHash } from "./urlstate";
+import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
 
@@ -111,6 +111,9 @@ export class App {
   private readonly nav: HTMLElement;
   private readonly main: HTMLElement;
   private readonly banner: HTMLElement;
+  // What a link (or a selection kept while the log directory changed) named that is not
+  // there; shown until the user picks something else.
+  private linkNotice: string | null = null;
 
   constructor(private readonly win: Window) {
     this.pluginName = new URLSearchParams(win.location.search).get("name") || "kineto_insights";
@@ -211,7 +214,7 @@ export class App {
     this.runs = body.runs ?? [];
     const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
     if (body.error) this.showBanner(body.error, "error");
-    else this.showBanner(null);
+    else this.showBanner(this.linkNotice, "warning");
     if (!this.runs.length) {
       this.controls.replaceChildren();
       this.nav.replaceChildren();
@@ -254,6 +257,7 @@ export class App {
   // Fill in and correct the selection against what the log directory holds.
   private resolve(): void {
     const s = this.state;
+    const missing = missingFromLink(s, this.runs);
     const run = this.run(s.run.run) ?? this.runs[0];
     s.run.run = run.run;
     const worker = run.workers.find((w) => w.worker === s.run.worker);
@@ -273,6 +277,11 @@ export class App {
     this.resolveSide(s.base, run.run);
     const other = this.runs[(this.runs.indexOf(this.run(s.base.run) ?? run) + 1) % this.runs.length];
     this.resolveSide(s.exp, other.run);
+    if (missing) {
+      // Kept until the user picks something: the link named what is not there.
+      this.linkNotice = `${missing} ${s.mode === "diff" ? "Showing the runs that are there instead." : `Showing run "${s.run.run}" instead.`}`;
+      this.showBanner(this.linkNotice, "warning");
+    }
     this.writeHash();
   }
 
@@ -323,7 +332,7 @@ export class App {
     const s = this.state;
     const run = this.run(s.run.run);
     if (!run) return [];
-    const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+    const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       s.run = { run: v };
       this.changed();
     });
@@ -374,7 +383,7 @@ export class App {
   private sideControls(name: "base" | "exp", label: string): HTMLElement {
     const side = this.state[name];
     const run = this.run(side.run) ?? this.runs[0];
-    const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+    const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       this.state[name] = { run: v };
       this.changed();
     });
@@ -411,6 +420,8 @@ export class App {
   }
 
   private changed(): void {
+    this.linkNotice = null; // the user chose: the link's notice is answered
+    this.showBanner(null);
     this.resolve();
     this.drawControls();
     this.updateLoadState();
@@ -538,7 +549,7 @@ export class App {
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
     this.spanDiag = diag;
-    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
+    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
     fill(byId.idle, () =>
@@ -600,7 +611,7 @@ export class App {
     const loaded = this.loaded;
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
-      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
+      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
     }
     const box = this.win.document.getElementById("ki-across-ranks");
     const fresh = this.acrossRanksBlock();

@@ -127,9 +127,32 @@ export function badge(text: string, kind: string, title?: string): HTMLSpanEleme
   return el("span", { className: `badge badge-${kind.replace(/\s+/g, "-")}`, title }, text);
 }
 
-// A name in monospace, cut with an ellipsis by CSS; the full name on hover.
+// A name in monospace, cut with an ellipsis by CSS; the full name on hover, and a click
+// (or Enter) opens it in full just below, wrapped, in a box that one click selects as a
+// whole (then Ctrl+C copies it); a second click on the name closes it.
 export function nameCell(name: string, full?: string): HTMLSpanElement {
-  return el("span", { className: "name", title: full ?? name }, name);
+  const whole = full ?? name;
+  const node = el("span", { className: "name", title: `${whole}\n(click to open in full and copy)`, tabIndex: 0, dataset: { full: whole } }, name);
+  node.setAttribute("aria-expanded", "false");
+  let box: HTMLElement | null = null;
+  const toggle = (event: Event) => {
+    event.stopPropagation();
+    if (box) {
+      box.remove();
+      box = null;
+    } else {
+      box = el("code", { className: "name-full", title: "Full name: one click selects it, Ctrl+C copies it" }, whole);
+      box.addEventListener("click", (e) => e.stopPropagation());
+      node.after(box);
+    }
+    node.classList.toggle("expanded", box !== null);
+    node.setAttribute("aria-expanded", String(box !== null));
+  };
+  node.addEventListener("click", toggle);
+  node.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") toggle(event);
+  });
+  return node;
 }
 
 export function notes(list: string[] | null | undefined): HTMLElement | null {

@@ -82,6 +82,11 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   memory_near_capacity: "Memory near capacity",
   no_step_markers: "No step markers",
   trace_data_loss: "Trace data loss",
+  trace_too_few_steps: "Too few profiled steps",
+  trace_warmup_step: "First step still warming up",
+  trace_unequal_steps: "Steps of very unequal length",
+  trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
+  trace_profiler_overhead: "Profiler overhead in the trace",
 };
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {
@@ -91,6 +96,10 @@ export const VERDICT_DEFINITIONS: Record<string, string> = {
   "within noise": "A difference, but not beyond the step-to-step noise.",
   unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
   "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
+  added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
+  removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",
+  "moved out":
+    "Only in the base, and the experiment loads data in DataLoader worker processes, which the profiler does not trace: most likely the op now runs there (removed, or moved out of the traced threads).",
 };
 
 // Definitions of metrics, by key (diagnosis evidence keys and summary fields).

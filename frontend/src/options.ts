@@ -164,24 +164,37 @@ export function overviewOption(data: BreakdownChart, p: Palette): ChartOption {
 }
 
 // A histogram of durations on a category axis of bins; short bins highlighted.
+// A histogram by duration. bars "count" (kernels): bars = how many per bin, line = share
+// of the time. bars "time" (idle gaps): bars = time per step in each bin, so the bins
+// that hold the time are the biggest bars (5 gaps of ≥ 10 ms can be 98 % of the idle
+// time and invisible on a count axis); line = how many per bin (right axis).
 export function histogramOption(
   data: HistogramChart,
   p: Palette,
-  what: { noun: string; axis: string; shortLabel?: string; scope: string },
+  what: { noun: string; axis: string; shortLabel?: string; scope: string; bars?: "count" | "time"; steps?: number },
 ): ChartOption {
   const totalCount = data.counts.reduce((a, b) => a + b, 0);
   const totalTime = data.timesUs.reduce((a, b) => a + b, 0);
+  const byTime = what.bars === "time";
+  const steps = isNum(what.steps) && what.steps > 0 ? what.steps : 1;
+  const perStep = data.timesUs.map((t) => t / steps);
+  const unit = durationAxisUnit(Math.max(0, ...perStep));
+  const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
+  const countName = `${what.noun} (count)`;
   return {
     ...base(p),
     grid: grid(false, { top: 10 }),
     tooltip: tooltip(p, "axis", (params) => {
       const i = asList(params)[0]?.dataIndex ?? 0;
+      const timeRows = byTime
+        ? [
+            { label: "time per step", value: fmtDuration(perStep[i]) },
+            { label: `time, total over ${fmtCount(steps)} steps`, value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` },
+          ]
+        : [{ label: "time, total", value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` }];
       return tipNode(
         data.ranges[i] ?? "",
-        [
-          { label: what.noun, value: `${fmtCount(data.counts[i])} (${fmtPercent(totalCount ? data.counts[i] / totalCount : null)} of count)` },
-          { label: "time", value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` },
-        ],
+        [{ label: `${what.noun}, total`, value: `${fmtCount(data.counts[i])} (${fmtPercent(totalCount ? data.counts[i] / totalCount : null)} of count)` }, ...timeRows],
         what.scope,
       );
     }),
@@ -194,30 +207,36 @@ export function histogramOption(
       ...axisStyle(p),
       axisLabel: { color: p.muted, rotate: data.labels.length > 8 ? 30 : 0, fontFamily: FONT, interval: 0 },
     },
-    yAxis: [
-      { type: "value", name: `${what.noun} (count)`, ...axisStyle(p) },
-      { type: "value", name: "share of time (%)", min: 0, max: 100, ...axisStyle(p), splitLine: { show: false } },
-    ],
+    yAxis: byTime
+      ? [
+          { type: "value", name: timeName, ...axisStyle(p) },
+          { type: "value", name: countName, minInterval: 1, ...axisStyle(p), splitLine: { show: false } },
+        ]
+      : [
+          { type: "value", name: countName, ...axisStyle(p) },
+          { type: "value", name: "share of time (%)", min: 0, max: 100, ...axisStyle(p), splitLine: { show: false } },
+        ],
     series: [
       {
         type: "bar",
-        name: `${what.noun} (count)`,
+        name: byTime ? timeName : countName,
         barCategoryGap: "12%",
-        data: data.counts.map((c, i) => ({
-          value: c,
+        data: (byTime ? perStep.map((t) => t / unit.divisor) : data.counts).map((v, i) => ({
+          value: v,
           itemStyle: { color: data.short[i] ? p.short : p.accent },
         })),
       },
       {
-        // Few long items can hold most of the time: the line shows where the time is.
+        // Count bars: few long items can hold most of the time, the line shows where
+        // the time is. Time bars: the line says how many items made each bar.
         type: "line",
-        name: "share of time",
+        name: byTime ? countName : "share of time",
         yAxisIndex: 1,
         symbol: "circle",
         symbolSize: 5,
         lineStyle: { width: 2, color: p.text },
         itemStyle: { color: p.text },
-        data: data.timesUs.map((t) => (totalTime > 0 ? (100 * t) / totalTime : 0)),
+        data: byTime ? data.counts : data.timesUs.map((t) => (totalTime > 0 ? (100 * t) / totalTime : 0)),
       },
     ],
   };
@@ -365,7 +384,9 @@ export function memoryOption(data: MemoryChart, boundaries: { xMs: number; label
     silent: true,
     symbol: "none",
     lineStyle: { color: p.stepLine, type: "dashed", width: 1 },
-    label: { show: true, position: "end", color: p.muted, fontFamily: FONT, formatter: (x: { name?: string }) => x.name ?? "" },
+    // Each step's label starts at its line and runs right, into the plot: a label
+    // centred on the first line (at the axis start) would cover the y-axis labels.
+    label: { show: true, position: "end", align: "left", padding: [0, 0, 0, 3], color: p.muted, fontFamily: FONT, formatter: (x: { name?: string }) => x.name ?? "" },
     data: boundaries.map((b) => ({ xAxis: b.xMs, name: b.label })),
   };
   // The axis spans the data and every step boundary, so each step's line shows.
@@ -568,9 +589,9 @@ export function changesOption(rows: ChangeBar[], p: Palette, noun: string): Char
       const r = sorted[asList(params)[0]?.dataIndex ?? 0];
       return tipNode(r.name, [
         { label: "change per step", value: fmtSignedDuration(r.deltaUs), strong: true },
-        { label: "base", value: r.status === "added" ? "absent" : fmtDuration(r.baseUs) },
-        { label: "experiment", value: r.status === "removed" ? "absent" : fmtDuration(r.expUs) },
-        { color: verdictColor(r.verdict, p), label: "verdict", value: r.status === "changed" ? r.verdict : `${r.status} (${r.verdict})` },
+        { label: "base", value: fmtDuration(r.baseUs) },
+        { label: "experiment", value: fmtDuration(r.expUs) },
+        { color: verdictColor(r.verdict, p), label: "verdict", value: r.verdict },
       ], `${noun} time per step, experiment − base.`);
     }),
     xAxis: {

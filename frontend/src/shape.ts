@@ -136,14 +136,34 @@ function evidenceLabel(key: string): string {
   return humanize(stripped);
 }
 
-export function evidenceItems(evidence: Record<string, unknown> | null | undefined): EvidenceItem[] {
+// Evidence keys that sum over the whole profile (every step), beside per-step values:
+// their label says "total" (and over how many steps when known).
+export const TOTAL_EVIDENCE_KEYS: ReadonlySet<string> = new Set([
+  "idle_us",
+  "launch_bound_idle_us",
+  "launch_bound_kernel_us",
+  "launch_bound_gaps",
+  "short_kernel_busy_us",
+  "top_kind_time_us",
+  "top_kind_count",
+  "matched_count",
+  "last_count",
+  "op_live_count",
+  "wait_us",
+]);
+
+// stepCount: the profiled steps the totals cover (else the evidence's own `steps`).
+export function evidenceItems(evidence: Record<string, unknown> | null | undefined, stepCount?: Num): EvidenceItem[] {
   const out: EvidenceItem[] = [];
+  const own = evidence?.steps;
+  const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
   for (const [key, value] of Object.entries(evidence ?? {})) {
     if (value === null || value === undefined) continue;
     if (typeof value === "object" && !Array.isArray(value)) continue;
+    const total = TOTAL_EVIDENCE_KEYS.has(key) ? (steps !== null ? `, total over ${steps} steps` : ", total") : "";
     out.push({
       key,
-      label: evidenceLabel(key),
+      label: evidenceLabel(key) + total,
       text: formatByKey(key, value),
       definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
     });
@@ -385,32 +405,58 @@ export interface ChangeBar {
   name: string;
   deltaUs: number;
   verdict: string;
-  status: "changed" | "added" | "removed";
+  status: "changed";
   baseUs: number | null;
   expUs: number | null;
 }
 
-// The largest per-step time changes of a diff table (kernels or ops), largest |Δ| first.
+// The largest per-step time changes of a diff table (kernels or ops), largest |Δ| first:
+// names on both sides only. A name on one side only is no faster or slower version of
+// anything: see oneSidedRows.
 export function largestChanges(table: DiffDocument["kernels"] | DiffDocument["ops"] | undefined, limit = 12): ChangeBar[] {
   const rows: ChangeBar[] = [];
-  const add = (list: DiffRow[] | undefined, status: ChangeBar["status"]) => {
+  for (const r of table?.changed ?? []) {
+    const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
+    if (!isNum(d) || d === 0) continue;
+    rows.push({
+      name: r.name,
+      deltaUs: d,
+      verdict: r.time_us_per_step?.verdict ?? "within noise",
+      status: "changed",
+      baseUs: isNum(r.time_us_per_step?.base) ? (r.time_us_per_step?.base as number) : null,
+      expUs: isNum(r.time_us_per_step?.exp) ? (r.time_us_per_step?.exp as number) : null,
+    });
+  }
+  rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+  return rows.slice(0, limit);
+}
+
+// What the tab calls a one-sided row's status (the diff's row.status).
+export const ONE_SIDED_LABELS: Record<string, string> = { added: "added", removed: "removed", moved_out: "moved out" };
+
+export interface OneSidedRow {
+  name: string;
+  status: "added" | "removed" | "moved_out";
+  label: string; // "added", "removed", "moved out"
+  perStepUs: number | null; // time /step on the side that has it
+  note: string | null;
+}
+
+// Names only one side has (added, removed, moved out of the traced threads), largest
+// time /step first; no verdict.
+export function oneSidedRows(table: DiffDocument["kernels"] | DiffDocument["ops"] | undefined, limit = 12): OneSidedRow[] {
+  const rows: OneSidedRow[] = [];
+  const add = (list: DiffRow[] | undefined, fallback: "added" | "removed") => {
     for (const r of list ?? []) {
-      const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
-      if (!isNum(d) || d === 0) continue;
-      rows.push({
-        name: r.name,
-        deltaUs: d,
-        verdict: r.time_us_per_step?.verdict ?? "within noise",
-        status,
-        baseUs: isNum(r.time_us_per_step?.base) ? (r.time_us_per_step?.base as number) : null,
-        expUs: isNum(r.time_us_per_step?.exp) ? (r.time_us_per_step?.exp as number) : null,
-      });
+      const status = r.status === "added" || r.status === "removed" || r.status === "moved_out" ? r.status : fallback;
+      const t = r.time_us_per_step;
+      const v = status === "added" ? t?.exp : t?.base;
+      rows.push({ name: r.name, status, label: ONE_SIDED_LABELS[status], perStepUs: isNum(v) ? v : null, note: r.note ?? null });
     }
   };
-  add(table?.changed, "changed");
   add(table?.added, "added");
   add(table?.removed, "removed");
-  rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+  rows.sort((a, b) => (b.perStepUs ?? 0) - (a.perStepUs ?? 0) || a.name.localeCompare(b.name));
   return rows.slice(0, limit);
 }
 

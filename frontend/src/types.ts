@@ -785,6 +785,10 @@ export interface HealthPanel {
     [k: string]: unknown | undefined;
   };
   string_ids: number;
+  run_metadata: {
+    [k: string]: unknown | undefined;
+  } | null;
+  trace_quality: TraceQuality;
 }
 /**
  * ``summary.health.stream_overlap_clipped``: kernels/memcpys/memsets clipped at the
@@ -831,6 +835,55 @@ export interface TraceFlags {
   has_distributed_info: boolean;
 }
 /**
+ * ``summary.health.trace_quality`` (``analysis.trace_quality``): is the trace
+ * representative? ``steps`` analysed and their durations (``step_us``), steps left out
+ * for lost GPU data, ``first_step_ratio`` (first step / median of the others; None with
+ * too few steps), ``step_cv`` (sample std / mean, warm-up step left out; None below 2
+ * steps), launches that block, and the profiler's own cost.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "TraceQuality".
+ */
+export interface TraceQuality {
+  steps: number;
+  steps_left_out: number;
+  has_step_markers: boolean;
+  step_us: number[];
+  first_step_ratio: number | null;
+  step_cv: number | null;
+  launch_blocking: LaunchBlocking;
+  profiler: ProfilerCost;
+}
+/**
+ * ``summary.health.trace_quality.launch_blocking``: ``launches`` (runtime calls
+ * named ``*LaunchKernel*`` linked to a kernel by correlation id), ``ended_after_kernel``
+ * (those whose call ends at or after its kernel's end: CUDA_LAUNCH_BLOCKING=1 makes it
+ * nearly all), ``fraction`` of the two (None without launches).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "LaunchBlocking".
+ */
+export interface LaunchBlocking {
+  launches: number;
+  ended_after_kernel: number;
+  fraction: number | null;
+}
+/**
+ * ``summary.health.trace_quality.profiler``: Kineto's own overhead activities,
+ * ``overhead_us`` and ``overhead_fraction`` of the profiled time (None when nothing was
+ * profiled), and what the profiler recorded per step (python function and flow
+ * events).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "ProfilerCost".
+ */
+export interface ProfilerCost {
+  overhead_us: number;
+  overhead_fraction: number | null;
+  python_function_events_per_step: number;
+  flow_events_per_step: number;
+}
+/**
  * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
  * and per op name, count and time per step, for the diff.
  *
@@ -840,6 +893,7 @@ export interface TraceFlags {
 export interface TablesPanel {
   kernels: Table;
   ops: Table;
+  dataloader_iterators: string[];
 }
 /**
  * A name table: ``rows`` (the names kept), ``other_time_us`` (time of the rest)
@@ -1082,6 +1136,7 @@ export interface DiffDocument {
   exp: DiffSide;
   headline: Headline;
   warnings: string[];
+  comparability: ComparabilityItem[];
   metrics: DiffMetric[];
   communication: DiffCommunication;
   kernels: DiffKernels;
@@ -1113,6 +1168,23 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+}
+/**
+ * One unlike-for-like recording difference between the sides
+ * (``analysis.comparability``): the ``field`` (a setting, version, GPU, ``env.NAME``),
+ * each side's value (``base``, ``new``: as recorded, a sorted list when a side's
+ * workers disagree), ``why`` it matters, and its ``source`` (``metadata`` written by
+ * ``tb_kineto_insights.capture``, or ``trace``).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "ComparabilityItem".
+ */
+export interface ComparabilityItem {
+  field: string;
+  base: unknown;
+  new: unknown;
+  why: string;
+  source: string;
 }
 /**
  * One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,

@@ -127,3 +127,41 @@ export function mergeHash(hash: string, state: ViewState): string {
 export function stateFromHash(hash: string): ViewState {
   return stateFromParams(parseHash(hash).params);
 }
+
+// What the log directory lists, as far as a link is concerned.
+export interface ListedRun {
+  run: string;
+  workers: { worker: string; spans: { span: string }[] }[];
+}
+
+// The parts of a selection (from a link, or kept while the log directory changed) that
+// the log directory does not list, in words; null when everything is there. Said to the
+// user instead of silently showing another run.
+export function missingFromLink(state: ViewState, runs: ListedRun[]): string | null {
+  const problems: string[] = [];
+  const check = (side: Side, what: string) => {
+    if (!side.run) return;
+    const run = runs.find((r) => r.run === side.run);
+    if (!run) {
+      problems.push(`${what} "${side.run}" is not (or no longer) in the log directory`);
+      return;
+    }
+    if (!side.worker) return;
+    const worker = run.workers.find((w) => w.worker === side.worker);
+    if (!worker) {
+      problems.push(`worker "${side.worker}" of ${what} "${side.run}" is not (or no longer) there`);
+      return;
+    }
+    if (side.span && !worker.spans.some((x) => x.span === side.span)) {
+      problems.push(`span ${side.span} of worker "${side.worker}" (${what} "${side.run}") is not (or no longer) there`);
+    }
+  };
+  check(state.run, "the run");
+  if (state.mode === "diff") {
+    check(state.base, "the base run");
+    check(state.exp, "the experiment run");
+  }
+  if (!problems.length) return null;
+  const text = problems.join("; ");
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+}

@@ -75,7 +75,7 @@ test("memory: LTTB sampling, zoom, step boundaries as markLines, axis covering e
 
 test("diff changes: largest at the top, coloured by verdict, unit fits the values", () => {
   const rows = [
-    { name: "a<float>", deltaUs: -800, verdict: "improved", status: "removed" as const, baseUs: 800, expUs: 0 },
+    { name: "a<float>", deltaUs: -800, verdict: "improved", status: "changed" as const, baseUs: 900, expUs: 100 },
     { name: "b", deltaUs: 20, verdict: "within noise", status: "changed" as const, baseUs: 100, expUs: 120 },
   ];
   const option = changesOption(rows, light, "Kernel");
@@ -109,4 +109,40 @@ test("idle charts switch to µs when the idle time is under a millisecond", () =
   const perStep = idlePerStepOption({ steps: ["#2"], series: [{ key: "host_sync", label: "Host sync", valuesMs: [0.35] }] }, dark);
   assert.equal(axes(perStep.yAxis)[0].name, "GPU idle (µs)");
   assert.deepEqual((perStep.series as { data: number[] }[])[0].data, [350]);
+});
+
+test("idle-gap histogram: bars are idle time per step, so the few long gaps that hold the time are the biggest bars", () => {
+  // dataloader_workers0-like: 400 gaps of 1-10 µs (2 ms in total), 5 gaps >= 10 ms (360 ms in total), 5 steps
+  const hist = histogramChart([
+    { lo_us: 1, hi_us: 10, count: 400, time_us: 2000 },
+    { lo_us: 10, hi_us: 10000, count: 0, time_us: 0 },
+    { lo_us: 10000, hi_us: null, count: 5, time_us: 360000 },
+  ]);
+  const option = histogramOption(hist, light, { noun: "gaps", axis: "gap length", scope: "", bars: "time", steps: 5 });
+  const series = option.series as { type: string; name: string; yAxisIndex?: number; data: ({ value: number } | number)[] }[];
+  const bars = series[0].data.map((b) => (typeof b === "number" ? b : b.value));
+  // 2000 µs / 5 steps = 0.4 ms; 360000 µs / 5 = 72 ms: the >= 10 ms bin is the biggest bar
+  assert.deepEqual(bars, [0.4, 0, 72]);
+  assert.equal(series[0].name, "idle time per step (ms)");
+  assert.equal(axes(option.yAxis)[0].name, "idle time per step (ms)");
+  // the count is still there, as the line on the right axis
+  assert.deepEqual(series[1].data, [400, 0, 5]);
+  assert.equal(series[1].yAxisIndex, 1);
+  assert.equal(axes(option.yAxis)[1].name, "gaps (count)");
+  // the kernel histogram keeps count bars
+  const kernels = histogramOption(hist, light, { noun: "kernels", axis: "kernel duration", scope: "" });
+  assert.deepEqual((kernels.series as { data: { value: number }[] }[])[0].data.map((b) => b.value), [400, 0, 5]);
+});
+
+test("memory chart: step labels start at their line and run right, clear of the y-axis labels", () => {
+  const chart = memoryChart(
+    partial<MemoryDevice>({ device: "CUDA:0", series: { allocated: { t_us: [0, 5000], bytes: [1024, 2048] }, reserved: { t_us: [0, 5000], bytes: [2048, 4096] } } }),
+  );
+  const option = memoryOption(chart, [{ xMs: 0, label: "#2" }, { xMs: 4, label: "#3" }], light);
+  const series = option.series as { markLine?: { label?: { align?: string; position?: string }; data?: { xAxis: number; name: string }[] } }[];
+  const mark = series.find((x) => x.markLine)?.markLine;
+  assert.ok(mark);
+  assert.equal(mark.label?.align, "left");
+  assert.equal(mark.label?.position, "end");
+  assert.deepEqual(mark.data?.map((d) => d.name), ["#2", "#3"]);
 });

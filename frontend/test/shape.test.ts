@@ -14,6 +14,7 @@ import {
   idlePerStep,
   largestChanges,
   loadText,
+  oneSidedRows,
   memoryChart,
   panelForDiagnosis,
   sortDiagnoses,
@@ -218,19 +219,46 @@ const DIFF = partial<DiffDocument>({
       { name: "big", delta_time_us_per_step: 500, time_us_per_step: { base: 100, exp: 600, verdict: "regressed" } },
       { name: "same", delta_time_us_per_step: 0, time_us_per_step: { verdict: "unchanged" } },
     ],
-    added: [{ name: "new", delta_time_us_per_step: 50, time_us_per_step: { base: 0, exp: 50, verdict: "regressed" } }],
-    removed: [{ name: "gone", delta_time_us_per_step: -800, time_us_per_step: { base: 800, exp: 0, verdict: "improved" } }],
+    added: [{ name: "new", status: "added", delta_time_us_per_step: 50, time_us_per_step: { base: 0, exp: 50, verdict: "added" } }],
+    removed: [{ name: "gone", status: "removed", delta_time_us_per_step: -800, time_us_per_step: { base: 800, exp: 0, verdict: "removed" } }],
   },
 });
 
-test("largest changes: by |Δ|, zero changes left out, status kept", () => {
+test("largest changes: names on both sides only, by |Δ|, zero changes left out", () => {
   const rows = largestChanges(DIFF.kernels, 3);
   assert.deepEqual(rows.map((r) => [r.name, r.deltaUs, r.status, r.verdict]), [
-    ["gone", -800, "removed", "improved"],
     ["big", 500, "changed", "regressed"],
-    ["new", 50, "added", "regressed"],
+    ["small<…>", -0.02, "changed", "improved"],
   ]);
   assert.deepEqual(largestChanges(undefined), []);
+});
+
+test("one-sided rows: added / removed / moved out, no verdict, by time /step on the side that has them", () => {
+  const rows = oneSidedRows(DIFF.kernels);
+  assert.deepEqual(rows.map((r) => [r.name, r.status, r.label, r.perStepUs]), [
+    ["gone", "removed", "removed", 800],
+    ["new", "added", "added", 50],
+  ]);
+  const moved = oneSidedRows(
+    partial<DiffDocument["ops"]>({
+      removed: [{ name: "aten::stack", status: "moved_out", note: "n", time_us_per_step: { base: 11450, exp: 0, delta: -11450, verdict: "moved out" } }],
+    }),
+  );
+  assert.deepEqual(moved.map((r) => [r.name, r.status, r.label, r.perStepUs, r.note]), [["aten::stack", "moved_out", "moved out", 11450, "n"]]);
+  assert.deepEqual(oneSidedRows(undefined), []);
+});
+
+test("evidence totals say so: 'total over N steps' beside the per-step value", () => {
+  // gpu_idle_dataloader on dataloader_workers0: 365 ms idle over 5 steps, 73 ms per step
+  const items = evidenceItems({ idle_us: 365386.796, idle_us_per_step: 73077.36, steps: 5 });
+  assert.deepEqual(items.map((i) => [i.label, i.text]), [
+    ["Idle, total over 5 steps", "365 ms"],
+    ["Idle per step", "73.1 ms/step"],
+    ["Steps", "5"],
+  ]);
+  // no `steps` in the evidence: the span's step count, else just "total"
+  assert.equal(evidenceItems({ launch_bound_idle_us: 37906 }, 5)[0].label, "Launch bound idle, total over 5 steps");
+  assert.equal(evidenceItems({ launch_bound_idle_us: 37906 })[0].label, "Launch bound idle, total");
 });
 
 test("diff headline and verdict counts", () => {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { emptyState, formatHash, mergeHash, paramsFromState, parseHash, stateFromHash } from "../src/urlstate";
+import { emptyState, formatHash, mergeHash, missingFromLink, paramsFromState, parseHash, stateFromHash } from "../src/urlstate";
 
 test("TensorBoard's hash format: the tab first, then encoded key=value pairs", () => {
   const parsed = parseHash("#kineto_insights&ki_run=a%2Fb&tagFilter=loss");
@@ -61,4 +61,21 @@ test("an empty or foreign hash gives the default view", () => {
   assert.equal(s.mode, "run");
   assert.deepEqual(s.base, {});
   assert.equal(s.run.run, undefined);
+});
+
+test("a link naming a run that is not there is said, not silently replaced", () => {
+  const runs = [{ run: "dataloader_workers0", workers: [{ worker: "worker0", spans: [{ span: "1795951036842854127" }] }] }];
+  assert.equal(
+    missingFromLink(stateFromHash("#kineto_insights&ki_run=nope"), runs),
+    'The run "nope" is not (or no longer) in the log directory.',
+  );
+  assert.equal(
+    missingFromLink(stateFromHash("#kineto_insights&ki_run=dataloader_workers0&ki_worker=gone"), runs),
+    'Worker "gone" of the run "dataloader_workers0" is not (or no longer) there.',
+  );
+  assert.equal(missingFromLink(stateFromHash("#kineto_insights&ki_run=dataloader_workers0&ki_worker=worker0&ki_span=1795951036842854127"), runs), null);
+  // no run in the link: nothing to say
+  assert.equal(missingFromLink(stateFromHash("#kineto_insights"), runs), null);
+  // diff sides too
+  assert.match(missingFromLink(stateFromHash("#kineto_insights&ki_mode=diff&ki_run=dataloader_workers0&ki_base_run=dataloader_workers0&ki_exp_run=old"), runs) ?? "", /[Tt]he experiment run "old" is not \(or no longer\)/);
 });

@@ -66,6 +66,7 @@ from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.units import fmt_duration_us
 
 I64 = npt.NDArray[np.int64]
 
@@ -1003,7 +1004,7 @@ def communication_diagnoses(
     if wait_fraction >= th.exposed_wait_mostly_fraction:
         impact = ew / step_us
         title = (
-            f"{head}, mostly waiting for other ranks ({ew / 1000:.2f} ms/step, estimated "
+            f"{head}, mostly waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
             f"from this trace; {top_name})"
         )
         recommendation = (
@@ -1015,7 +1016,7 @@ def communication_diagnoses(
         )
     else:
         impact = et / step_us
-        title = f"{head} (mostly {top_name} transfer, {et / 1000:.2f} ms/step estimated)"
+        title = f"{head} (mostly {top_name} transfer, {fmt_duration_us(et)}/step estimated)"
         recommendation = (
             "Overlap communication with compute. DDP: gradients are all-reduced in buckets "
             "during backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first "

@@ -22,7 +22,9 @@ These raise nothing below ``min_impact_fraction`` and take their severity from
 costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
 per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
 events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
-Memory and communication diagnoses come from their own modules.
+Memory and communication diagnoses come from their own modules, and the trace-quality
+ones (``trace_*`` but ``trace_data_loss``: is the trace representative; impact 0,
+severity from what they put in doubt) from :mod:`.trace_quality`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from tb_kineto_insights.analysis.findings import (
 )
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.units import fmt_duration_us
 
 
 def _pct(x: float) -> str:
@@ -49,12 +53,9 @@ def _pct(x: float) -> str:
 
 
 def _time(us: float) -> str:
-    """A duration for a title: µs below 1 ms, ms below 10 s, else s."""
-    if us < 1000:
-        return f"{us:.0f} µs"
-    if us < 10_000_000:
-        return f"{us / 1000:.1f} ms"
-    return f"{us / 1e6:.1f} s"
+    """A duration for a title (:func:`~tb_kineto_insights.units.fmt_duration_us`: µs
+    below 1 ms, ms below 1 s, else s; one decimal in ms and s)."""
+    return fmt_duration_us(us, 1)
 
 
 def _main_idle(idle: dict[str, Any]) -> dict[str, Any] | None:
@@ -182,7 +183,8 @@ def _idle_cause(
             device=dev["device"],
             when=f"{_time(dev['causes'][cause]['us'] / n_steps)} per step"
             if hit >= len(per_step)
-            else f"{_time(dev['causes'][cause]['us'])}, mostly in {hit} of {len(per_step)} steps",
+            else f"{_time(dev['causes'][cause]['us'])} in total over {len(per_step)} steps, "
+            f"mostly in {hit} of them",
         ),
         {
             "device": dev["device"],
@@ -399,7 +401,7 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
         clipped = health.get("stream_overlap_clipped") or {}
         title = (
             f"{overran} GPU event(s) had a duration running over the next event(s) on their "
-            f"stream: clipped, {float(clipped.get('removed_ns') or 0) / 1e6:,.1f} ms removed "
+            f"stream: clipped, {_time(float(clipped.get('removed_ns') or 0) / 1e3)} removed "
             "(the recorded duration cannot be right)"
         )
     elif unusable_events:
@@ -501,4 +503,5 @@ def diagnose(
     if panels.get("communication"):
         out.extend(communication_diagnoses(panels["communication"], steps, th))
     out.extend(memory_diagnoses(panels.get("memory") or {}, th))
+    out.extend(trace_quality_diagnoses(health.get("trace_quality") or {}, th))
     return sort_diagnoses(out)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
+from tb_kineto_insights.analysis.comparability import comparability
 from tb_kineto_insights.analysis.diff_comm import communication_rows
 from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -51,6 +52,10 @@ class Metric:
     per_step: bool = True
     #: None: the unit's floor (0.5 % of the step for µs, 0.5 pp for a share, else 0).
     floor: Floor | None = None
+    #: Per step ``(numerator, denominator)`` for a row whose value is a ratio of totals
+    #: (sum of numerators / sum of denominators over the side's steps), not a mean of
+    #: the per-step ratios ``extract`` gives (those still give the noise).
+    totals: Callable[[dict[str, Any]], list[tuple[float, float]] | None] | None = None
 
 
 def _steps(s: dict[str, Any]) -> list[dict[str, Any]]:
@@ -79,6 +84,15 @@ def _idle_cause(cause: str) -> Extractor:
 def _utilization(s: dict[str, Any]) -> list[float] | None:
     vals = [x["gpu_utilization_fraction"] for x in _steps(s)]
     return None if any(v is None for v in vals) else vals
+
+
+def _utilization_totals(s: dict[str, Any]) -> list[tuple[float, float]] | None:
+    """Per step (busy µs, step µs) of the main device: GPU utilization is their ratio of
+    totals (:mod:`.overview`), the same number ``report`` and the tab show."""
+    steps = _steps(s)
+    if any(x["gpu_utilization_fraction"] is None for x in steps):
+        return None
+    return [(x["gpu_utilization_fraction"] * x["duration_us"], x["duration_us"]) for x in steps]
 
 
 def _kernels_per_step(s: dict[str, Any]) -> list[float] | None:
@@ -151,7 +165,14 @@ METRICS: tuple[Metric, ...] = (
         "lower",
         lambda s: [x["duration_us"] for x in _steps(s)],
     ),
-    Metric("gpu_utilization_fraction", "GPU utilization", "fraction", "higher", _utilization),
+    Metric(
+        "gpu_utilization_fraction",
+        "GPU utilization",
+        "fraction",
+        "higher",
+        _utilization,
+        totals=_utilization_totals,
+    ),
     *(
         Metric(
             f"breakdown.{c}_us",
@@ -213,6 +234,20 @@ def _pool(side: Side, extract: Extractor) -> list[float] | None:
     return out or None
 
 
+def _pool_totals(
+    side: Side, totals: Callable[[dict[str, Any]], list[tuple[float, float]] | None]
+) -> float | None:
+    """Sum of numerators / sum of denominators over every step of the side's spans."""
+    num = den = 0.0
+    for _, summary in side:
+        pairs = totals(summary)
+        if pairs is None:
+            return None
+        num += sum(p[0] for p in pairs)
+        den += sum(p[1] for p in pairs)
+    return num / den if den > 0 else None
+
+
 def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]]], int]:
     """name → {"time": per-step µs, "count": per-step count}, pooled over the side's spans
     (a span lacking a name contributes zeros for its steps); and the pooled step count."""
@@ -231,6 +266,50 @@ def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]
         for key in ("time", "count"):
             entry[key].extend([0.0] * (offset - len(entry[key])))
     return rows, offset
+
+
+#: Row status of a name only one side has → what the tab and text call it.
+ONE_SIDED_STATUS: dict[str, str] = {
+    "added": "added",
+    "removed": "removed",
+    "moved_out": "moved out",
+}
+
+#: CPU op of the main process's iterator when a DataLoader has ``num_workers > 0``
+#: (``enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__``).
+_MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter"
+
+
+def _loads_in_workers(side: Side) -> bool:
+    """Whether the side's DataLoader loads in worker processes (``num_workers > 0``):
+    a ``tables.dataloader_iterators`` name of the traced process holds
+    ``_MultiProcessingDataLoaderIter``. The profiler traces only the main process, so
+    what those workers run is not in it."""
+    return any(
+        _MULTIPROCESS_LOADER in name
+        for _, summary in side
+        for name in (summary.get("tables") or {}).get("dataloader_iterators") or []
+    )
+
+
+def _one_sided(row: dict[str, Any], status: str) -> None:
+    """A name only one side has: its row says ``added`` / ``removed`` / ``moved_out``
+    (``status``; also the ``verdict`` of its time and count, as ``ONE_SIDED_STATUS``
+    words it) instead of improved/regressed: a name that appears or disappears is a
+    change of what runs, not a faster or slower version of it.
+
+    ``moved_out`` (CPU ops only): a CPU op of base absent from exp while exp's
+    DataLoader loads in worker processes and base's did not; the profiler does not
+    trace those workers, so the op most likely runs there now (data transforms moved
+    into DataLoader workers). It is a likelihood, not a measurement: ``note`` says so."""
+    row["status"] = status
+    for key in ("time_us_per_step", "count_per_step"):
+        row[key]["verdict"] = ONE_SIDED_STATUS[status]
+    if status == "moved_out":
+        row["note"] = (
+            "removed from the traced threads, or moved out of them: exp loads data in "
+            "DataLoader worker processes, which the profiler does not trace"
+        )
 
 
 def _compare_table(
@@ -253,6 +332,7 @@ def _compare_table(
     if not b_n or not e_n:
         return out
     changed, added, removed, comm = [], [], [], []
+    moved_out = table == "ops" and _loads_in_workers(exp) and not _loads_in_workers(base)
     unchanged = 0
     for name in sorted(set(b_rows) | set(e_rows)):
         b = b_rows.get(name, {"time": [0.0] * b_n, "count": [0.0] * b_n})
@@ -277,8 +357,10 @@ def _compare_table(
             )
             comm.append(row)
         elif name not in b_rows:
+            _one_sided(row, "added")
             added.append(row)
         elif name not in e_rows:
+            _one_sided(row, "moved_out" if moved_out else "removed")
             removed.append(row)
         elif t["verdict"] in ("improved", "regressed") or c["verdict"] in ("improved", "regressed"):
             changed.append(row)
@@ -439,7 +521,9 @@ def diff(
     ``kernels.communication``: NCCL kernels, time ``not judged``), ``diagnoses``
     (``appeared`` / ``disappeared`` / ``kept`` ids, span- and run-level; ``found``:
     ``{base, exp}`` lists from :func:`diagnoses_found`), ``warnings`` (device, world
-    size, CUDA versions, profiler settings), ``per_rank`` (runs with matching ranks),
+    size, CUDA versions, profiler settings), ``comparability`` (unlike-for-like
+    recording differences ``{field, base, new, why, source}``,
+    :mod:`.comparability`), ``per_rank`` (runs with matching ranks),
     ``largest_changes`` and ``noise_rule``.
 
     Raises:
@@ -462,7 +546,13 @@ def diff(
             if metric.floor
             else _unit_floor(metric.unit, step_floor_us, th)
         )
-        row = judge(b, e, metric.better, metric.per_step, min_abs_delta=floor, thresholds=th)
+        means = None
+        if metric.totals is not None:
+            b_tot, e_tot = _pool_totals(base, metric.totals), _pool_totals(exp, metric.totals)
+            means = (b_tot, e_tot) if b_tot is not None and e_tot is not None else None
+        row = judge(
+            b, e, metric.better, metric.per_step, min_abs_delta=floor, thresholds=th, means=means
+        )
         metrics.append(
             {
                 "key": metric.key,
@@ -519,6 +609,7 @@ def diff(
         "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
         "headline": headline,
         "warnings": _warnings(base, exp),
+        "comparability": comparability(base, exp),
         "metrics": metrics,
         "communication": comm_section,
         "kernels": kernels,

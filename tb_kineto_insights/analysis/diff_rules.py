@@ -69,6 +69,7 @@ def judge(
     *,
     min_abs_delta: float = 0.0,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    means: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
     """Compare two samples (see the module docstring for the rules).
 
@@ -77,6 +78,9 @@ def judge(
         better: ``"lower"``, ``"higher"`` or ``"none"`` (a setting: ``changed``).
         min_abs_delta: the row's floor in its own unit (0.5 % of the step time for a
             time per step); a smaller change is ``unchanged``.
+        means: ``(base, exp)`` values to compare instead of the samples' means, for a
+            row whose value is not a mean of its samples (GPU utilization: a ratio of
+            totals, see :mod:`.overview`); the samples still give the noise.
 
     Returns:
         ``base``/``exp`` (means), ``delta`` (exp − base), ``change_fraction`` (delta /
@@ -95,6 +99,8 @@ def judge(
     th = thresholds
     mb, sb = _mean_std(base)
     me, se = _mean_std(exp)
+    if means is not None:
+        mb, me = means
     delta = me - mb
     rel = delta / abs(mb) if mb else (0.0 if delta == 0 else math.copysign(math.inf, delta))
     stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))

@@ -29,6 +29,11 @@ DIAGNOSIS_IDS: tuple[str, ...] = (
     "no_step_markers",
     "trace_data_loss",
     "gpu_idle_host_untraced",
+    "trace_too_few_steps",
+    "trace_warmup_step",
+    "trace_unequal_steps",
+    "trace_cuda_launch_blocking",
+    "trace_profiler_overhead",
 )
 
 

@@ -12,7 +12,12 @@ Breakdown of a step window (exclusive; where several activities overlap, the fir
 - ``other``: the rest of the window (nothing recorded).
 
 GPU utilization of a device = its busy time (union of kernels, memcpy and memset)
-inside the step windows / total step-window time.
+inside the step windows / total step-window time: a *ratio of totals* over the profiled
+steps, sum(busy) / sum(step duration), so a long step weighs as much as its time. This
+is the one definition used everywhere (``report``, ``diff``, ``check``, the tab): not
+the mean of the per-step ratios, which lets a short step count as much as a long one
+(34.8 % vs 35.1 % on the same run). Each step's own ratio is kept in
+``steps[].gpu_utilization_fraction`` (the per-step line of the tab; the diff's noise).
 """
 
 from __future__ import annotations

@@ -97,6 +97,7 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.units import fmt_duration_us
 
 #: Matched collectives listed in ``largest_skews``.
 LARGEST_SKEWS = 20
@@ -837,7 +838,8 @@ def _step_times(workers: list[tuple[str, dict[str, Any]]], ranks: list[int]) -> 
 
 
 def _ms(us: float | None) -> str:
-    return "-" if us is None else f"{us / 1000.0:.2f} ms"
+    """A duration in the unit that fits it (:mod:`~tb_kineto_insights.units`)."""
+    return fmt_duration_us(us)
 
 
 _STRAGGLER_ADVICE = (

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
+from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.trace import model as m
@@ -67,11 +68,29 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str,
     }
 
 
+def _dataloader_iterators(index: TraceIndex) -> list[str]:
+    """Distinct names of the trace's ``enumerate(DataLoader)#…`` ranges (CPU ops and
+    user annotations), sorted: ``…#_SingleProcessDataLoaderIter.__next__`` loads in the
+    traced process, ``…#_MultiProcessingDataLoaderIter.__next__`` in worker processes
+    the profiler does not trace (``num_workers > 0``)."""
+    trace = index.trace
+    found: set[str] = set()
+    for kind in (m.CPU_OP, m.USER_ANNOTATION):
+        t = trace.tables[kind]
+        rows = index.rows_where(kind, nm.is_dataloader)
+        found.update(trace.names[int(i)] for i in np.unique(t.name[rows]))
+    return sorted(found)
+
+
 def tables_summary(index: TraceIndex, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """``{"kernels": table, "ops": table}``; a table is ``{"rows": [{name, count,
-    time_us, per_step_count, per_step_time_us}], "other_time_us", "steps"}`` with rows
-    sorted by summed time (µs; summed durations, nested ops each count in full)."""
+    """``{"kernels": table, "ops": table, "dataloader_iterators": [str]}``; a table is
+    ``{"rows": [{name, count, time_us, per_step_count, per_step_time_us}],
+    "other_time_us", "steps"}`` with rows sorted by summed time (µs; summed durations,
+    nested ops each count in full); ``dataloader_iterators``: see
+    :func:`_dataloader_iterators` (the diff tells CPU ops that moved into DataLoader
+    workers by it)."""
     return {
         "kernels": _table(index, m.KERNEL, True, max_rows),
         "ops": _table(index, m.CPU_OP, False, max_rows),
+        "dataloader_iterators": _dataloader_iterators(index),
     }

@@ -105,6 +105,24 @@ class Thresholds:
     #: this relative change up; between ``diff_min_change_fraction`` and this it is
     #: ``within noise``.
     diff_single_value_verdict_fraction: float = 0.10
+    #: trace_too_few_steps: fewer profiled steps than this leave the diff's noise rule
+    #: (Welch, n >= 2 per side) without a usable step-to-step deviation.
+    quality_min_steps: int = 3
+    #: trace_warmup_step: the first profiled step lasts at least this many times the
+    #: median of the others (cudnn autotune, torch.compile, lazy init inside it) ...
+    quality_warmup_ratio: float = 2.0
+    #: ... and at least this many steps are profiled (the others set the median).
+    quality_warmup_min_steps: int = 3
+    #: trace_unequal_steps: step durations' coefficient of variation (sample standard
+    #: deviation / mean, first step left out when it is a warm-up step) at least this ...
+    quality_unequal_steps_cv: float = 0.5
+    #: ... over at least this many steps.
+    quality_unequal_min_steps: int = 4
+    #: trace_cuda_launch_blocking: at least this share of kernel launches whose runtime
+    #: call (cudaLaunchKernel, by correlation id) ends at or after its kernel's end ...
+    quality_blocking_launch_fraction: float = 0.9
+    #: ... among at least this many launches linked to a kernel.
+    quality_blocking_min_launches: int = 20
     #: Points per memory series sent for display (peaks kept).
     memory_series_points: int = 2000
     #: Gaps listed in ``idle.largest_gaps`` per device.

@@ -17,8 +17,8 @@ defaulting to ``msgspec.UNSET`` (optional in the schema), a key that can be ``nu
 ``dict[str, T]``. ``Diagnosis.evidence`` is a map whose keys depend on the diagnosis id
 (see ``DESIGN.md``).
 
-:data:`SCHEMA_FINGERPRINT` (SHA-256 of the Summary's JSON Schema) is the one version of
-the summary's shape: it is part of every cache key (``cache.entry_key``), so changing a
+:data:`SCHEMA_FINGERPRINT` (SHA-256 of the Summary's and RunView's JSON Schema) is the one
+version of their shape: it is part of every cache key (``cache.entry_key``), so changing a
 Struct invalidates cached summaries by itself.
 """
 
@@ -79,10 +79,12 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     return out
 
 
-#: SHA-256 (hex) of the Summary's JSON Schema: changes whenever a Struct of the summary
-#: changes (a field added, removed, renamed, retyped, made optional).
+#: SHA-256 (hex) of the JSON Schema of the Summary and the RunView: changes whenever a
+#: Struct of either changes (a field added, removed, renamed, retyped, made optional).
+#: Part of every summary's cache key, hence of every stored run view's key too (made
+#: from its spans' entry keys, ``index.run_view_key``).
 SCHEMA_FINGERPRINT = hashlib.sha256(
-    msgspec.json.encode(msgspec.json.schema(Summary), order="sorted")
+    msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
 ).hexdigest()
 
 

@@ -5,6 +5,8 @@ Kept in step with that code: tests round-trip every real summary through it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec import UNSET, UnsetType
 
 from tb_kineto_insights.schema._base import Out
@@ -181,6 +183,20 @@ class LargestChange(Out, frozen=True, kw_only=True):
     verdict: str
 
 
+class ComparabilityItem(Out, frozen=True, kw_only=True):
+    """One unlike-for-like recording difference between the sides
+    (``analysis.comparability``): the ``field`` (a setting, version, GPU, ``env.NAME``),
+    each side's value (``base``, ``new``: as recorded, a sorted list when a side's
+    workers disagree), ``why`` it matters, and its ``source`` (``metadata`` written by
+    ``tb_kineto_insights.capture``, or ``trace``)."""
+
+    field: str
+    base: Any
+    new: Any
+    why: str
+    source: str
+
+
 class DiffDocument(Out, frozen=True, kw_only=True):
     """``tb_kineto_insights.diff/1`` (``analysis.diff.diff``): two sides (one or
     more span summaries each) compared: the headline step time, metric rows judged
@@ -192,6 +208,7 @@ class DiffDocument(Out, frozen=True, kw_only=True):
     exp: DiffSide
     headline: Headline
     warnings: list[str]
+    comparability: list[ComparabilityItem]
     metrics: list[DiffMetric]
     communication: DiffCommunication
     kernels: DiffKernels

@@ -45,6 +45,46 @@ class TraceFlags(Out, frozen=True, kw_only=True):
     has_distributed_info: bool
 
 
+class LaunchBlocking(Out, frozen=True, kw_only=True):
+    """``summary.health.trace_quality.launch_blocking``: ``launches`` (runtime calls
+    named ``*LaunchKernel*`` linked to a kernel by correlation id), ``ended_after_kernel``
+    (those whose call ends at or after its kernel's end: CUDA_LAUNCH_BLOCKING=1 makes it
+    nearly all), ``fraction`` of the two (None without launches)."""
+
+    launches: int
+    ended_after_kernel: int
+    fraction: float | None
+
+
+class ProfilerCost(Out, frozen=True, kw_only=True):
+    """``summary.health.trace_quality.profiler``: Kineto's own overhead activities,
+    ``overhead_us`` and ``overhead_fraction`` of the profiled time (None when nothing was
+    profiled), and what the profiler recorded per step (python function and flow
+    events)."""
+
+    overhead_us: float
+    overhead_fraction: float | None
+    python_function_events_per_step: float
+    flow_events_per_step: float
+
+
+class TraceQuality(Out, frozen=True, kw_only=True):
+    """``summary.health.trace_quality`` (``analysis.trace_quality``): is the trace
+    representative? ``steps`` analysed and their durations (``step_us``), steps left out
+    for lost GPU data, ``first_step_ratio`` (first step / median of the others; None with
+    too few steps), ``step_cv`` (sample std / mean, warm-up step left out; None below 2
+    steps), launches that block, and the profiler's own cost."""
+
+    steps: int
+    steps_left_out: int
+    has_step_markers: bool
+    step_us: list[float]
+    first_step_ratio: float | None
+    step_cv: float | None
+    launch_blocking: LaunchBlocking
+    profiler: ProfilerCost
+
+
 class HealthPanel(Out, frozen=True, kw_only=True):
     """``summary.health``: what the reader saw
     (:class:`~tb_kineto_insights.trace.model.TraceHealth`, whose docstring defines each
@@ -78,3 +118,5 @@ class HealthPanel(Out, frozen=True, kw_only=True):
     distributed_info: dict[str, Any] | None
     metadata: dict[str, Any]
     string_ids: int
+    run_metadata: dict[str, Any] | None
+    trace_quality: TraceQuality

@@ -34,3 +34,4 @@ class TablesPanel(Out, frozen=True, kw_only=True):
 
     kernels: Table
     ops: Table
+    dataloader_iterators: list[str]

@@ -169,7 +169,29 @@ var __kinetoInsights = (() => {
     return el("span", { className: `badge badge-${kind.replace(/\s+/g, "-")}`, title }, text);
   }
   function nameCell(name, full) {
-    return el("span", { className: "name", title: full ?? name }, name);
+    const whole = full ?? name;
+    const node = el("span", { className: "name", title: `${whole}
+(click to open in full and copy)`, tabIndex: 0, dataset: { full: whole } }, name);
+    node.setAttribute("aria-expanded", "false");
+    let box = null;
+    const toggle = (event) => {
+      event.stopPropagation();
+      if (box) {
+        box.remove();
+        box = null;
+      } else {
+        box = el("code", { className: "name-full", title: "Full name: one click selects it, Ctrl+C copies it" }, whole);
+        box.addEventListener("click", (e) => e.stopPropagation());
+        node.after(box);
+      }
+      node.classList.toggle("expanded", box !== null);
+      node.setAttribute("aria-expanded", String(box !== null));
+    };
+    node.addEventListener("click", toggle);
+    node.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") toggle(event);
+    });
+    return node;
   }
   function notes(list) {
     if (!list?.length) return null;
@@ -455,7 +477,12 @@ var __kinetoInsights = (() => {
     memory_fragmentation: "Memory fragmentation",
     memory_near_capacity: "Memory near capacity",
     no_step_markers: "No step markers",
-    trace_data_loss: "Trace data loss"
+    trace_data_loss: "Trace data loss",
+    trace_too_few_steps: "Too few profiled steps",
+    trace_warmup_step: "First step still warming up",
+    trace_unequal_steps: "Steps of very unequal length",
+    trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
+    trace_profiler_overhead: "Profiler overhead in the trace"
   };
   var VERDICT_DEFINITIONS = {
     improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
@@ -463,7 +490,10 @@ var __kinetoInsights = (() => {
     changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
     "within noise": "A difference, but not beyond the step-to-step noise.",
     unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
-    "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note)."
+    "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
+    added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
+    removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",
+    "moved out": "Only in the base, and the experiment loads data in DataLoader worker processes, which the profiler does not trace: most likely the op now runs there (removed, or moved out of the traced threads)."
   };
   var DEFINITIONS = {
     mean_step_us: "Mean duration of a step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
@@ -603,14 +633,30 @@ var __kinetoInsights = (() => {
     const stripped = key.replace(/_us_per_step$/, "_per_step").replace(/_(us|bytes|gbps)$/, "").replace(/_fraction$/, "_share");
     return humanize(stripped);
   }
-  function evidenceItems(evidence) {
+  var TOTAL_EVIDENCE_KEYS = /* @__PURE__ */ new Set([
+    "idle_us",
+    "launch_bound_idle_us",
+    "launch_bound_kernel_us",
+    "launch_bound_gaps",
+    "short_kernel_busy_us",
+    "top_kind_time_us",
+    "top_kind_count",
+    "matched_count",
+    "last_count",
+    "op_live_count",
+    "wait_us"
+  ]);
+  function evidenceItems(evidence, stepCount) {
     const out = [];
+    const own = evidence?.steps;
+    const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
       if (value === null || value === void 0) continue;
       if (typeof value === "object" && !Array.isArray(value)) continue;
+      const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
       out.push({
         key,
-        label: evidenceLabel(key),
+        label: evidenceLabel(key) + total2,
         text: formatByKey(key, value),
         definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
       });
@@ -758,24 +804,35 @@ var __kinetoInsights = (() => {
   }
   function largestChanges(table2, limit = 12) {
     const rows = [];
-    const add = (list, status) => {
+    for (const r of table2?.changed ?? []) {
+      const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
+      if (!isNum(d) || d === 0) continue;
+      rows.push({
+        name: r.name,
+        deltaUs: d,
+        verdict: r.time_us_per_step?.verdict ?? "within noise",
+        status: "changed",
+        baseUs: isNum(r.time_us_per_step?.base) ? r.time_us_per_step?.base : null,
+        expUs: isNum(r.time_us_per_step?.exp) ? r.time_us_per_step?.exp : null
+      });
+    }
+    rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+    return rows.slice(0, limit);
+  }
+  var ONE_SIDED_LABELS = { added: "added", removed: "removed", moved_out: "moved out" };
+  function oneSidedRows(table2, limit = 12) {
+    const rows = [];
+    const add = (list, fallback) => {
       for (const r of list ?? []) {
-        const d = isNum(r.delta_time_us_per_step) ? r.delta_time_us_per_step : r.time_us_per_step?.delta;
-        if (!isNum(d) || d === 0) continue;
-        rows.push({
-          name: r.name,
-          deltaUs: d,
-          verdict: r.time_us_per_step?.verdict ?? "within noise",
-          status,
-          baseUs: isNum(r.time_us_per_step?.base) ? r.time_us_per_step?.base : null,
-          expUs: isNum(r.time_us_per_step?.exp) ? r.time_us_per_step?.exp : null
-        });
+        const status = r.status === "added" || r.status === "removed" || r.status === "moved_out" ? r.status : fallback;
+        const t = r.time_us_per_step;
+        const v = status === "added" ? t?.exp : t?.base;
+        rows.push({ name: r.name, status, label: ONE_SIDED_LABELS[status], perStepUs: isNum(v) ? v : null, note: r.note ?? null });
       }
     };
-    add(table2?.changed, "changed");
     add(table2?.added, "added");
     add(table2?.removed, "removed");
-    rows.sort((a, b) => Math.abs(b.deltaUs) - Math.abs(a.deltaUs) || a.name.localeCompare(b.name));
+    rows.sort((a, b) => (b.perStepUs ?? 0) - (a.perStepUs ?? 0) || a.name.localeCompare(b.name));
     return rows.slice(0, limit);
   }
   function verdictCounts(doc) {
@@ -1031,17 +1088,24 @@ var __kinetoInsights = (() => {
   function histogramOption(data, p, what) {
     const totalCount = data.counts.reduce((a, b) => a + b, 0);
     const totalTime = data.timesUs.reduce((a, b) => a + b, 0);
+    const byTime = what.bars === "time";
+    const steps = isNum(what.steps) && what.steps > 0 ? what.steps : 1;
+    const perStep = data.timesUs.map((t) => t / steps);
+    const unit = durationAxisUnit(Math.max(0, ...perStep));
+    const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
+    const countName = `${what.noun} (count)`;
     return {
       ...base2(p),
       grid: grid(false, { top: 10 }),
       tooltip: tooltip(p, "axis", (params) => {
         const i = asList(params)[0]?.dataIndex ?? 0;
+        const timeRows = byTime ? [
+          { label: "time per step", value: fmtDuration(perStep[i]) },
+          { label: `time, total over ${fmtCount(steps)} steps`, value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` }
+        ] : [{ label: "time, total", value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` }];
         return tipNode(
           data.ranges[i] ?? "",
-          [
-            { label: what.noun, value: `${fmtCount(data.counts[i])} (${fmtPercent(totalCount ? data.counts[i] / totalCount : null)} of count)` },
-            { label: "time", value: `${fmtDuration(data.timesUs[i])} (${fmtPercent(totalTime ? data.timesUs[i] / totalTime : null)} of time)` }
-          ],
+          [{ label: `${what.noun}, total`, value: `${fmtCount(data.counts[i])} (${fmtPercent(totalCount ? data.counts[i] / totalCount : null)} of count)` }, ...timeRows],
           what.scope
         );
       }),
@@ -1054,30 +1118,34 @@ var __kinetoInsights = (() => {
         ...axisStyle(p),
         axisLabel: { color: p.muted, rotate: data.labels.length > 8 ? 30 : 0, fontFamily: FONT, interval: 0 }
       },
-      yAxis: [
-        { type: "value", name: `${what.noun} (count)`, ...axisStyle(p) },
+      yAxis: byTime ? [
+        { type: "value", name: timeName, ...axisStyle(p) },
+        { type: "value", name: countName, minInterval: 1, ...axisStyle(p), splitLine: { show: false } }
+      ] : [
+        { type: "value", name: countName, ...axisStyle(p) },
         { type: "value", name: "share of time (%)", min: 0, max: 100, ...axisStyle(p), splitLine: { show: false } }
       ],
       series: [
         {
           type: "bar",
-          name: `${what.noun} (count)`,
+          name: byTime ? timeName : countName,
           barCategoryGap: "12%",
-          data: data.counts.map((c, i) => ({
-            value: c,
+          data: (byTime ? perStep.map((t) => t / unit.divisor) : data.counts).map((v, i) => ({
+            value: v,
             itemStyle: { color: data.short[i] ? p.short : p.accent }
           }))
         },
         {
-          // Few long items can hold most of the time: the line shows where the time is.
+          // Count bars: few long items can hold most of the time, the line shows where
+          // the time is. Time bars: the line says how many items made each bar.
           type: "line",
-          name: "share of time",
+          name: byTime ? countName : "share of time",
           yAxisIndex: 1,
           symbol: "circle",
           symbolSize: 5,
           lineStyle: { width: 2, color: p.text },
           itemStyle: { color: p.text },
-          data: data.timesUs.map((t) => totalTime > 0 ? 100 * t / totalTime : 0)
+          data: byTime ? data.counts : data.timesUs.map((t) => totalTime > 0 ? 100 * t / totalTime : 0)
         }
       ]
     };
@@ -1208,7 +1276,9 @@ var __kinetoInsights = (() => {
       silent: true,
       symbol: "none",
       lineStyle: { color: p.stepLine, type: "dashed", width: 1 },
-      label: { show: true, position: "end", color: p.muted, fontFamily: FONT, formatter: (x) => x.name ?? "" },
+      // Each step's label starts at its line and runs right, into the plot: a label
+      // centred on the first line (at the axis start) would cover the y-axis labels.
+      label: { show: true, position: "end", align: "left", padding: [0, 0, 0, 3], color: p.muted, fontFamily: FONT, formatter: (x) => x.name ?? "" },
       data: boundaries.map((b) => ({ xAxis: b.xMs, name: b.label }))
     };
     const xs = [...boundaries.map((b) => b.xMs), data.allocated[0]?.[0], data.allocated[data.allocated.length - 1]?.[0]].filter(isNum);
@@ -1399,9 +1469,9 @@ var __kinetoInsights = (() => {
         const r = sorted[asList(params)[0]?.dataIndex ?? 0];
         return tipNode(r.name, [
           { label: "change per step", value: fmtSignedDuration(r.deltaUs), strong: true },
-          { label: "base", value: r.status === "added" ? "absent" : fmtDuration(r.baseUs) },
-          { label: "experiment", value: r.status === "removed" ? "absent" : fmtDuration(r.expUs) },
-          { color: verdictColor(r.verdict, p), label: "verdict", value: r.status === "changed" ? r.verdict : `${r.status} (${r.verdict})` }
+          { label: "base", value: fmtDuration(r.baseUs) },
+          { label: "experiment", value: fmtDuration(r.expUs) },
+          { color: verdictColor(r.verdict, p), label: "verdict", value: r.verdict }
         ], `${noun} time per step, experiment − base.`);
       }),
       xAxis: {
@@ -1704,7 +1774,7 @@ var __kinetoInsights = (() => {
     health: "Trace health",
     ranks: "Across ranks"
   };
-  function diagnosesList(list, go, allRanks = false) {
+  function diagnosesList(list, go, allRanks = false, stepCount) {
     const sorted = sortDiagnoses(list);
     if (!sorted.length) {
       return [
@@ -1715,11 +1785,11 @@ var __kinetoInsights = (() => {
         )
       ];
     }
-    return sorted.map((d) => card(d, go, allRanks));
+    return sorted.map((d) => card(d, go, allRanks, stepCount));
   }
-  function card(d, go, allRanks) {
+  function card(d, go, allRanks, stepCount) {
     const target = panelForDiagnosis(d.panel, allRanks);
-    const evidence = evidenceItems(d.evidence);
+    const evidence = evidenceItems(d.evidence, stepCount);
     const open = el(
       "button",
       { type: "button", className: "link goto", title: `Scroll to the ${PANEL_NAMES[target] ?? target} panel` },
@@ -1810,7 +1880,26 @@ var __kinetoInsights = (() => {
         )
       )
     );
-    const out = [headline];
+    const out = [];
+    const unlike = doc.comparability ?? [];
+    if (unlike.length) {
+      const shown = (v) => v === null || v === void 0 ? "unset" : Array.isArray(v) ? v.map(String).join(", ") : String(v);
+      out.push(
+        el(
+          "div",
+          { className: "state warning comparability", dataset: { fields: unlike.map((c) => c.field).join(" ") } },
+          el("strong", null, "Not like for like: the two sides were recorded differently. "),
+          el(
+            "ul",
+            null,
+            ...unlike.map(
+              (c) => el("li", { title: `from the ${c.source ?? "trace"}` }, el("code", null, c.field), ` ${shown(c.base)} → ${shown(c.new)}: ${c.why}`)
+            )
+          )
+        )
+      );
+    }
+    out.push(headline);
     if (doc.warnings?.length) {
       out.push(
         el(
@@ -1886,7 +1975,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   function diffChanges(doc, p) {
     const kernels = largestChanges(doc.kernels, 12);
     const ops = largestChanges(doc.ops, 12);
-    if (!kernels.length && !ops.length) return "No kernel or op changed its time per step.";
+    if (!kernels.length && !ops.length && !oneSidedRows(doc.kernels).length && !oneSidedRows(doc.ops).length) return "No kernel or op changed its time per step.";
     const block = (title, rows, noun, help, unchanged) => col(
       subhead(title, help),
       rows.length ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node : el("p", { className: "muted" }, "No change."),
@@ -1898,6 +1987,25 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         block("CPU ops", ops, "Op", "CPU ops by name, time /step (inclusive).", doc.ops?.unchanged_count)
       )
     ];
+    for (const [title, side, noun] of [
+      ["Kernels only on one side", doc.kernels, "Kernel"],
+      ["CPU ops only on one side", doc.ops, "Op"]
+    ]) {
+      const rows = oneSidedRows(side, 12);
+      if (!rows.length) continue;
+      out.push(
+        subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
+        table(
+          [
+            { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+            { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
+            { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) }
+          ],
+          rows,
+          { className: "one-sided" }
+        )
+      );
+    }
     const comm = doc.kernels?.communication ?? [];
     if (comm.length) {
       out.push(
@@ -2050,10 +2158,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           tone: isNum(device.idle_fraction) ? device.idle_fraction > 0.5 ? "bad" : device.idle_fraction > 0.2 ? "warn" : "good" : ""
         },
         { label: "idle per step", value: fmtDuration(device.idle_us_per_step), definition: DEFINITIONS.idle_us_per_step },
-        { label: "idle gaps", value: fmtCount(device.gap_count), definition: "Maximal intervals inside step windows with no kernel, memcpy or memset on this GPU, all steps." },
+        { label: "idle gaps", value: fmtCount(device.gap_count), sub: `total over ${fmtCount(steps)} steps`, definition: "Maximal intervals inside step windows with no kernel, memcpy or memset on this GPU, all steps." },
         {
           label: "gaps opened by a sync",
           value: fmtCount(device.sync_opened_gaps),
+          sub: `total over ${fmtCount(steps)} steps`,
           definition: "Gaps that opened as a host synchronisation returned; their whole length counts as host sync."
         }
       ])
@@ -2092,15 +2201,18 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     out.push(
       row(
         col(
-          subhead("Gap lengths", "Idle gaps by length (log-spaced bins), all steps."),
-          hist.labels.length ? chart(histogramOption(hist, p, { noun: "gaps", axis: "gap length", scope: "Idle gaps inside step windows, all steps." }), "Histogram of idle gap lengths").node : el("p", { className: "muted" }, "No gaps."),
+          subhead("Gap lengths", "Idle time per step in gaps of each length (log-spaced bins): the longest bars are the gaps that cost the most."),
+          hist.labels.length ? chart(
+            histogramOption(hist, p, { noun: "gaps", axis: "gap length", scope: "Idle gaps inside step windows.", bars: "time", steps }),
+            "Histogram of idle time per step by gap length, with the number of gaps"
+          ).node : el("p", { className: "muted" }, "No gaps."),
           el(
             "p",
             { className: "legend-note" },
             el("span", { className: "swatch accent" }),
-            "number of gaps",
+            "idle time per step",
             el("span", { className: "swatch line" }),
-            "share of idle time (right axis)"
+            `number of gaps, total over ${fmtCount(steps)} steps (right axis)`
           )
         ),
         col(
@@ -2211,21 +2323,25 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         )
       )
     );
+    const stepCount = s.steps?.count;
+    const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : k.per_step?.length ?? 0;
+    const perStep = (v) => isNum(v) && nSteps > 0 ? v / nSteps : null;
     const kernelColumns = [
       { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name, r.full_name ?? r.name) },
-      { header: "Count", numeric: true, title: "Launches that start in a step window, all steps.", cell: (r) => fmtCount(r.count) },
-      { header: "Total time", numeric: true, title: "Summed kernel duration, all steps.", cell: (r) => fmtDuration(r.time_us) },
-      { header: "Mean", numeric: true, title: "Total time ÷ count.", cell: (r) => fmtDuration(r.mean_us) },
+      { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtCount(perStep(r.count), 1) },
+      { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtDuration(perStep(r.time_us)) },
+      { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r) => fmtDuration(r.mean_us) },
       {
         header: "Short",
         numeric: true,
         title: `Launches shorter than ${fmtDuration(shortUs)} ÷ launches of this kernel.`,
         cell: (r) => fmtPercent(r.short_fraction, 0)
-      }
+      },
+      { header: `Time, total (${fmtCount(nSteps)} steps)`, numeric: true, title: "Summed kernel duration over all the step windows.", cell: (r) => fmtDuration(r.time_us) }
     ];
     const tables = el("div", { className: "row" });
     tables.append(
-      col(subhead("Top kernels by time", "Kernel names with template arguments folded (<…>); hover for the full name."), table(kernelColumns, k.top_by_time ?? [], { limit: 10 })),
+      col(subhead("Top kernels by time", "Kernel names with template arguments folded (<…>); hover for the full name, click to open it in full and copy it."), table(kernelColumns, k.top_by_time ?? [], { limit: 10 })),
       col(subhead("Top kernels by count"), table(kernelColumns, k.top_by_count ?? [], { limit: 10 }))
     );
     out.push(tables);
@@ -2243,7 +2359,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
             { header: "Kernels", numeric: true, title: "Kernels in one run of the sequence.", cell: (r) => fmtCount(r.length) },
             { header: "Repeats", numeric: true, title: "How often the run recurs in the profiled steps.", cell: (r) => fmtCount(r.occurrences) },
             { header: "Per step", numeric: true, title: "Repeats ÷ number of steps.", cell: (r) => fmtCount(r.per_step, 2) },
-            { header: "Time", numeric: true, title: "Summed kernel time of all repeats.", cell: (r) => fmtDuration(r.total_time_us) },
+            { header: "Time, total", numeric: true, title: "Summed kernel time of all repeats, over all the profiled steps.", cell: (r) => fmtDuration(r.total_time_us) },
             { header: "From CPU op", cell: (r) => r.cpu_op ? nameCell(r.cpu_op) : "n/a", title: "The CPU op that launched most of the run." }
           ],
           fusion,
@@ -2697,6 +2813,34 @@ ${more.trim()}` : ""));
   function stateFromHash(hash) {
     return stateFromParams(parseHash(hash).params);
   }
+  function missingFromLink(state, runs) {
+    const problems = [];
+    const check = (side, what) => {
+      if (!side.run) return;
+      const run = runs.find((r) => r.run === side.run);
+      if (!run) {
+        problems.push(`${what} "${side.run}" is not (or no longer) in the log directory`);
+        return;
+      }
+      if (!side.worker) return;
+      const worker = run.workers.find((w) => w.worker === side.worker);
+      if (!worker) {
+        problems.push(`worker "${side.worker}" of ${what} "${side.run}" is not (or no longer) there`);
+        return;
+      }
+      if (side.span && !worker.spans.some((x) => x.span === side.span)) {
+        problems.push(`span ${side.span} of worker "${side.worker}" (${what} "${side.run}") is not (or no longer) there`);
+      }
+    };
+    check(state.run, "the run");
+    if (state.mode === "diff") {
+      check(state.base, "the base run");
+      check(state.exp, "the experiment run");
+    }
+    if (!problems.length) return null;
+    const text = problems.join("; ");
+    return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+  }
 
   // src/app.ts
   var ALL = "\0all";
@@ -2765,6 +2909,9 @@ ${more.trim()}` : ""));
       this.spanDiag = null;
       this.controller = null;
       this.runsTimer = null;
+      // What a link (or a selection kept while the log directory changed) named that is not
+      // there; shown until the user picks something else.
+      this.linkNotice = null;
       // ---------------------------------------------------------------- header
       this.controlsSignature = "";
       this.pluginName = new URLSearchParams(win.location.search).get("name") || "kineto_insights";
@@ -2857,7 +3004,7 @@ ${more.trim()}` : ""));
       this.runs = body.runs ?? [];
       const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
       if (body.error) this.showBanner(body.error, "error");
-      else this.showBanner(null);
+      else this.showBanner(this.linkNotice, "warning");
       if (!this.runs.length) {
         this.controls.replaceChildren();
         this.nav.replaceChildren();
@@ -2894,6 +3041,7 @@ ${more.trim()}` : ""));
     // Fill in and correct the selection against what the log directory holds.
     resolve() {
       const s = this.state;
+      const missing = missingFromLink(s, this.runs);
       const run = this.run(s.run.run) ?? this.runs[0];
       s.run.run = run.run;
       const worker = run.workers.find((w) => w.worker === s.run.worker);
@@ -2913,6 +3061,10 @@ ${more.trim()}` : ""));
       this.resolveSide(s.base, run.run);
       const other = this.runs[(this.runs.indexOf(this.run(s.base.run) ?? run) + 1) % this.runs.length];
       this.resolveSide(s.exp, other.run);
+      if (missing) {
+        this.linkNotice = `${missing} ${s.mode === "diff" ? "Showing the runs that are there instead." : `Showing run "${s.run.run}" instead.`}`;
+        this.showBanner(this.linkNotice, "warning");
+      }
       this.writeHash();
     }
     resolveSide(side, fallbackRun) {
@@ -2955,7 +3107,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       const run = this.run(s.run.run);
       if (!run) return [];
-      const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         s.run = { run: v };
         this.changed();
       });
@@ -3005,7 +3157,7 @@ ${more.trim()}` : ""));
     sideControls(name, label) {
       const side = this.state[name];
       const run = this.run(side.run) ?? this.runs[0];
-      const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.run]), run.run, (v) => {
+      const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         this.state[name] = { run: v };
         this.changed();
       });
@@ -3039,6 +3191,8 @@ ${more.trim()}` : ""));
       this.changed();
     }
     changed() {
+      this.linkNotice = null;
+      this.showBanner(null);
       this.resolve();
       this.drawControls();
       this.updateLoadState();
@@ -3154,7 +3308,7 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       fill(
@@ -3214,7 +3368,7 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id)));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();

@@ -98,6 +98,7 @@ class Root(msgspec.Struct, gc=False):
     cupti_version: Any = None
     cuda_runtime_version: Any = None
     cuda_driver_version: Any = None
+    tb_kineto_insights: Any = None  # run metadata written by tb_kineto_insights.capture
     INFO: Any = None
     WARNING: Any = None
     ERROR: Any = None

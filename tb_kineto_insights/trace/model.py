@@ -226,6 +226,9 @@ class TraceHealth:
             ``traceName``, ``displayTimeUnit``, ``baseTimeNanoseconds``, versions, profiler
             settings).
         string_ids: how many pid/tid/stream/device values were strings (e.g. ``"0x0"``).
+        run_metadata: the top-level ``tb_kineto_insights`` object written by
+            :func:`tb_kineto_insights.capture.profile` (preset, settings, versions, GPU,
+            env, label), or ``None``.
     """
 
     path: str = ""
@@ -254,6 +257,7 @@ class TraceHealth:
     distributed_info: dict[str, Any] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     string_ids: int = 0
+    run_metadata: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain ``dict`` (JSON-serialisable) of every attribute."""
@@ -284,6 +288,7 @@ class TraceHealth:
             "distributed_info": self.distributed_info,
             "metadata": dict(self.metadata),
             "string_ids": self.string_ids,
+            "run_metadata": self.run_metadata,
         }
 
 

@@ -836,7 +836,7 @@ class _Reader:
             )
 
     def _keep_root_fields(self, root: Root) -> None:
-        for key in (*METADATA_KEYS, "deviceProperties", "distributedInfo"):
+        for key in (*METADATA_KEYS, "deviceProperties", "distributedInfo", "tb_kineto_insights"):
             value = getattr(root, key)
             if value is not None:
                 self.root_fields[key] = value
@@ -912,6 +912,8 @@ class _Reader:
         )
         dist = fields.get("distributedInfo")
         health.distributed_info = dist if isinstance(dist, dict) else None
+        run_meta = fields.get("tb_kineto_insights")
+        health.run_metadata = run_meta if isinstance(run_meta, dict) else None
         health.metadata = {
             k: fields[k]
             for k in METADATA_KEYS

@@ -500,6 +500,77 @@ def test_diff_mode_shows_the_headline(server: Server, open_page: Any) -> None:
     assert f"{base}/{worker}/{span}" in frame.locator(".headline-sides").inner_text()
 
 
+def test_a_link_to_a_missing_run_says_so(open_page: Any) -> None:
+    """Issue 17 §2: a link naming a run that is not there says so (it used to show the
+    first run silently and rewrite the URL); the notice goes once the user picks."""
+    page = open_page("#kineto_insights&ki_run=nope")
+    frame = tab(page)
+    wait_panels(frame, ("overview",))
+    banner = frame.locator(".banner.warning")
+    banner.wait_for(timeout=TIMEOUT_MS)
+    text = banner.inner_text()
+    assert 'The run "nope" is not (or no longer) in the log directory.' in text
+    shown = frame.locator("#ki-run").input_value()
+    assert f'Showing run "{shown}" instead.' in text
+    frame.select_option("#ki-run", "transformer_eager")
+    frame.wait_for_function("() => document.querySelector('.banner').hidden", timeout=TIMEOUT_MS)
+
+
+def test_kernel_names_open_in_full_and_tables_say_per_step(server: Server, open_page: Any) -> None:
+    """Issue 17 §6, §7: a cut kernel name opens in full (selectable) on click; the kernel
+    table shows per-step columns and names its total; idle-gap bars are time per step."""
+    run = "transformer_eager"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("kernels", "idle"))
+    worker, span = server.span_of(run)
+    _, steps = server.get("summary", run=run, worker=worker, span=span, panel="steps")
+    kernels = frame.locator("#ki-panel-kernels")
+    headers = [h.inner_text() for h in kernels.locator("table.grid").first.locator("th").all()]
+    assert headers == [
+        "Kernel",
+        "Count /step",
+        "Time /step",
+        "Mean",
+        "Short",
+        f"Time, total ({steps['count']} steps)",
+    ]
+    cell = kernels.locator("table.grid").first.locator("td.name-col").first
+    name = cell.locator(".name")
+    full = name.get_attribute("data-full") or ""
+    assert full and (name.get_attribute("title") or "").startswith(full)
+    name.click()
+    box = cell.locator("code.name-full")
+    assert box.inner_text() == full
+    assert box.evaluate("n => getComputedStyle(n).userSelect") == "all"
+    box.click()  # selecting the full name leaves it open
+    assert frame.evaluate("() => window.getSelection().toString()") == full
+    assert box.count() == 1
+    name.click()
+    assert box.count() == 0
+    idle = frame.locator("#ki-panel-idle").inner_text()
+    assert "idle time per step" in idle
+    assert f"number of gaps, total over {steps['count']} steps" in idle
+
+
+def test_diff_lists_names_on_one_side_without_a_verdict(server: Server, open_page: Any) -> None:
+    """Issue 17 §9: Triton kernels after torch.compile are 'added', not 'regressed'."""
+    base, exp = "transformer_eager", "transformer_compile"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-changes",))
+    changes = frame.locator("#ki-panel-diff-changes")
+    one_sided = changes.locator("table.one-sided").first
+    one_sided.wait_for(timeout=TIMEOUT_MS)
+    rows = one_sided.locator("tbody tr")
+    statuses = {r.locator(".badge").inner_text().lower() for r in rows.all()}
+    assert statuses <= {"added", "removed", "moved out"} and "added" in statuses
+    assert "triton_" in one_sided.inner_text()
+    assert "regressed" not in one_sided.inner_text().lower()
+
+
 def test_all_ranks_view(server: Server, open_page: Any) -> None:
     run = server.two_ranks
     page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)

@@ -16,7 +16,8 @@ const PANEL_NAMES: Record<string, string> = {
   ranks: "Across ranks",
 };
 
-export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string) => void, allRanks = false): HTMLElement[] {
+// stepCount: the profiled steps of the span, for evidence given as a total over them.
+export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string) => void, allRanks = false, stepCount?: number): HTMLElement[] {
   const sorted = sortDiagnoses(list);
   if (!sorted.length) {
     return [
@@ -27,12 +28,12 @@ export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string)
       ),
     ];
   }
-  return sorted.map((d) => card(d, go, allRanks));
+  return sorted.map((d) => card(d, go, allRanks, stepCount));
 }
 
-function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean): HTMLElement {
+function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
-  const evidence = evidenceItems(d.evidence);
+  const evidence = evidenceItems(d.evidence, stepCount);
   const open = el(
     "button",
     { type: "button", className: "link goto", title: `Scroll to the ${PANEL_NAMES[target] ?? target} panel` },

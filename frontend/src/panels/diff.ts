@@ -6,7 +6,7 @@ import { badge, el, nameCell, table } from "../dom";
 import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
-import { headlineParts, largestChanges, verdictCounts } from "../shape";
+import { type OneSidedRow, headlineParts, largestChanges, oneSidedRows, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
 import type { DdpBucketStats, DiffDocument, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
 import { col, row, subhead } from "./shell";
@@ -56,7 +56,27 @@ export function diffHeadline(doc: DiffDocument): Node[] {
       ),
     ),
   );
-  const out: Node[] = [headline];
+  const out: Node[] = [];
+  const unlike = doc.comparability ?? [];
+  if (unlike.length) {
+    // first: how the two recordings differ qualifies every number below
+    const shown = (v: unknown): string => (v === null || v === undefined ? "unset" : Array.isArray(v) ? v.map(String).join(", ") : String(v));
+    out.push(
+      el(
+        "div",
+        { className: "state warning comparability", dataset: { fields: unlike.map((c) => c.field).join(" ") } },
+        el("strong", null, "Not like for like: the two sides were recorded differently. "),
+        el(
+          "ul",
+          null,
+          ...unlike.map((c) =>
+            el("li", { title: `from the ${c.source ?? "trace"}` }, el("code", null, c.field), ` ${shown(c.base)} → ${shown(c.new)}: ${c.why}`),
+          ),
+        ),
+      ),
+    );
+  }
+  out.push(headline);
   if (doc.warnings?.length) {
     out.push(
       el(
@@ -143,7 +163,7 @@ function noiseTitle(m: DiffMetric, noise: unknown, n: unknown): string {
 export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
   const kernels = largestChanges(doc.kernels, 12);
   const ops = largestChanges(doc.ops, 12);
-  if (!kernels.length && !ops.length) return "No kernel or op changed its time per step.";
+  if (!kernels.length && !ops.length && !oneSidedRows(doc.kernels).length && !oneSidedRows(doc.ops).length) return "No kernel or op changed its time per step.";
   const block = (title: string, rows: ReturnType<typeof largestChanges>, noun: string, help: string, unchanged: unknown) =>
     col(
       subhead(title, help),
@@ -158,6 +178,25 @@ export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
       block("CPU ops", ops, "Op", "CPU ops by name, time /step (inclusive).", doc.ops?.unchanged_count),
     ),
   ];
+  for (const [title, side, noun] of [
+    ["Kernels only on one side", doc.kernels, "Kernel"],
+    ["CPU ops only on one side", doc.ops, "Op"],
+  ] as const) {
+    const rows = oneSidedRows(side, 12);
+    if (!rows.length) continue;
+    out.push(
+      subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
+      table<OneSidedRow>(
+        [
+          { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+          { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
+          { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) },
+        ],
+        rows,
+        { className: "one-sided" },
+      ),
+    );
+  }
   const comm = doc.kernels?.communication ?? [];
   if (comm.length) {
     out.push(

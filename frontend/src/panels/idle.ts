@@ -28,10 +28,11 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
         tone: isNum(device.idle_fraction) ? (device.idle_fraction > 0.5 ? "bad" : device.idle_fraction > 0.2 ? "warn" : "good") : "",
       },
       { label: "idle per step", value: fmtDuration(device.idle_us_per_step), definition: DEFINITIONS.idle_us_per_step },
-      { label: "idle gaps", value: fmtCount(device.gap_count), definition: "Maximal intervals inside step windows with no kernel, memcpy or memset on this GPU, all steps." },
+      { label: "idle gaps", value: fmtCount(device.gap_count), sub: `total over ${fmtCount(steps)} steps`, definition: "Maximal intervals inside step windows with no kernel, memcpy or memset on this GPU, all steps." },
       {
         label: "gaps opened by a sync",
         value: fmtCount(device.sync_opened_gaps),
+        sub: `total over ${fmtCount(steps)} steps`,
         definition: "Gaps that opened as a host synchronisation returned; their whole length counts as host sync.",
       },
     ]),
@@ -70,17 +71,20 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
   out.push(
     row(
       col(
-        subhead("Gap lengths", "Idle gaps by length (log-spaced bins), all steps."),
+        subhead("Gap lengths", "Idle time per step in gaps of each length (log-spaced bins): the longest bars are the gaps that cost the most."),
         hist.labels.length
-          ? chart(histogramOption(hist, p, { noun: "gaps", axis: "gap length", scope: "Idle gaps inside step windows, all steps." }), "Histogram of idle gap lengths").node
+          ? chart(
+              histogramOption(hist, p, { noun: "gaps", axis: "gap length", scope: "Idle gaps inside step windows.", bars: "time", steps }),
+              "Histogram of idle time per step by gap length, with the number of gaps",
+            ).node
           : el("p", { className: "muted" }, "No gaps."),
         el(
           "p",
           { className: "legend-note" },
           el("span", { className: "swatch accent" }),
-          "number of gaps",
+          "idle time per step",
           el("span", { className: "swatch line" }),
-          "share of idle time (right axis)",
+          `number of gaps, total over ${fmtCount(steps)} steps (right axis)`,
         ),
       ),
       col(

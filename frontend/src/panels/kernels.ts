@@ -5,6 +5,7 @@ import { DEFINITIONS } from "../labels";
 import { histogramOption, kernelsPerStepOption } from "../options";
 import { histogramChart } from "../shape";
 import type { Palette } from "../theme";
+import type { Num } from "../answers";
 import type { FusionCandidate, KernelRow, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
@@ -79,21 +80,26 @@ export function kernelsPanel(s: Summary, p: Palette): Node[] | string {
       ),
     ),
   );
+  // The table rows count kernels of the step windows (all steps): per step = ÷ steps.
+  const stepCount = s.steps?.count;
+  const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : (k.per_step?.length ?? 0);
+  const perStep = (v: Num): Num => (isNum(v) && nSteps > 0 ? v / nSteps : null);
   const kernelColumns = [
     { header: "Kernel", className: "name-col", cell: (r: KernelRow) => nameCell(r.name, r.full_name ?? r.name) },
-    { header: "Count", numeric: true, title: "Launches that start in a step window, all steps.", cell: (r: KernelRow) => fmtCount(r.count) },
-    { header: "Total time", numeric: true, title: "Summed kernel duration, all steps.", cell: (r: KernelRow) => fmtDuration(r.time_us) },
-    { header: "Mean", numeric: true, title: "Total time ÷ count.", cell: (r: KernelRow) => fmtDuration(r.mean_us) },
+    { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r: KernelRow) => fmtCount(perStep(r.count), 1) },
+    { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r: KernelRow) => fmtDuration(perStep(r.time_us)) },
+    { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r: KernelRow) => fmtDuration(r.mean_us) },
     {
       header: "Short",
       numeric: true,
       title: `Launches shorter than ${fmtDuration(shortUs)} ÷ launches of this kernel.`,
       cell: (r: KernelRow) => fmtPercent(r.short_fraction, 0),
     },
+    { header: `Time, total (${fmtCount(nSteps)} steps)`, numeric: true, title: "Summed kernel duration over all the step windows.", cell: (r: KernelRow) => fmtDuration(r.time_us) },
   ];
   const tables = el("div", { className: "row" });
   tables.append(
-    col(subhead("Top kernels by time", "Kernel names with template arguments folded (<…>); hover for the full name."), table(kernelColumns, k.top_by_time ?? [], { limit: 10 })),
+    col(subhead("Top kernels by time", "Kernel names with template arguments folded (<…>); hover for the full name, click to open it in full and copy it."), table(kernelColumns, k.top_by_time ?? [], { limit: 10 })),
     col(subhead("Top kernels by count"), table(kernelColumns, k.top_by_count ?? [], { limit: 10 })),
   );
   out.push(tables);
@@ -111,7 +117,7 @@ export function kernelsPanel(s: Summary, p: Palette): Node[] | string {
           { header: "Kernels", numeric: true, title: "Kernels in one run of the sequence.", cell: (r) => fmtCount(r.length) },
           { header: "Repeats", numeric: true, title: "How often the run recurs in the profiled steps.", cell: (r) => fmtCount(r.occurrences) },
           { header: "Per step", numeric: true, title: "Repeats ÷ number of steps.", cell: (r) => fmtCount(r.per_step, 2) },
-          { header: "Time", numeric: true, title: "Summed kernel time of all repeats.", cell: (r) => fmtDuration(r.total_time_us) },
+          { header: "Time, total", numeric: true, title: "Summed kernel time of all repeats, over all the profiled steps.", cell: (r) => fmtDuration(r.total_time_us) },
           { header: "From CPU op", cell: (r) => (r.cpu_op ? nameCell(r.cpu_op) : "n/a"), title: "The CPU op that launched most of the run." },
         ],
         fusion,

@@ -1,0 +1,247 @@
+"""Is this trace representative? ``health.trace_quality`` and its diagnoses.
+
+Measures (all checkable by hand from the trace):
+
+- ``steps``: profiled step windows (``ProfilerStep#N``) the panels use; ``step_us``: their
+  durations; ``steps_left_out``: steps left out because GPU work they launched was lost
+  (``health.steps_without_gpu_data``).
+- ``first_step_ratio``: first step's duration / median of the other steps (``None``
+  below ``quality_warmup_min_steps`` steps). A first step still warming up (cudnn
+  autotune, ``torch.compile``, lazy CUDA init, allocator growth) is much longer.
+- ``step_cv``: sample standard deviation / mean of the step durations, the first step
+  left out when it is a warm-up step (``None`` below 2 steps).
+- ``launch_blocking``: ``launches`` = kernel launches (runtime calls whose name contains
+  ``LaunchKernel``) linked by correlation id to a kernel; ``ended_after_kernel`` = those
+  whose runtime call ends at or after its kernel's end; ``fraction`` of the two. With
+  ``CUDA_LAUNCH_BLOCKING=1`` every launch returns only once its kernel is done (nearly
+  all launches); normally the call returns in µs, long before a queued kernel ends.
+- ``profiler``: Kineto's own ``overhead`` activities (:data:`OVERHEAD_NAMES`: CUPTI
+  buffer requests and flushes, instrumentation), ``overhead_us`` and
+  ``overhead_fraction`` of the profiled time (sum of step durations); the volume the
+  profiler records per step: ``python_function_events_per_step`` (``with_stack``) and
+  ``flow_events_per_step``.
+
+Diagnoses (ids stable, DESIGN.md). ``trace_profiler_overhead`` is a cost in step time:
+its ``impact_fraction`` is ``profiler.overhead_fraction`` and its severity follows it
+(:func:`~.findings.severity_for_impact`: nothing below ``min_impact_fraction``). The
+others are about trust in the other numbers, not a cost in step time:
+``impact_fraction`` is 0 and the severity follows how much of the analysis the problem
+puts in doubt:
+
+- ``trace_cuda_launch_blocking`` (``medium``): every idle gap then looks like host work
+  and launch overhead is inflated; the trace does not represent the job.
+- ``trace_warmup_step`` (``low``): the first step is not representative (still warming
+  up, or started on an empty GPU queue); means include it.
+- ``trace_unequal_steps`` (``low``): the step-to-step noise is large, so the diff's
+  noise rule will call most changes ``within noise``.
+- ``trace_too_few_steps`` (``low``): the diff's noise rule has too few samples (steps
+  left out for lost GPU data do not count).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.trace import model as m
+
+#: Names Kineto gives its ``overhead`` activities (CUPTI overhead kinds).
+OVERHEAD_NAMES: frozenset[str] = frozenset(
+    {
+        "Activity Buffer Request",
+        "Buffer Flush",
+        "Instrumentation",
+        "Resource",
+        "Driver Compiler",
+        "Command Buffer Full",
+        "Runtime Triggered Module Loading",
+        "Lazy Function Loading",
+        "UVM Activity Init",
+    }
+)
+
+
+def _launch_blocking(index: TraceIndex) -> dict[str, Any]:
+    trace = index.trace
+    kernels, runtime = trace.tables[m.KERNEL], trace.runtime
+    rows = index.launch_row.get(m.KERNEL, np.zeros(0, dtype=np.int64))
+    linked = rows >= 0
+    if not linked.any():
+        return {"launches": 0, "ended_after_kernel": 0, "fraction": None}
+    is_launch = index.rows_where(m.RUNTIME, lambda n: "LaunchKernel" in n)
+    rt_rows = rows[linked]
+    launch = is_launch[rt_rows]
+    rt_rows = rt_rows[launch]
+    k_end = kernels.end_ns[linked][launch]
+    n = int(rt_rows.size)
+    after = int((runtime.end_ns[rt_rows] >= k_end).sum()) if n else 0
+    return {
+        "launches": n,
+        "ended_after_kernel": after,
+        "fraction": round(after / n, 4) if n else None,
+    }
+
+
+def _profiler(index: TraceIndex, profiled_ns: int, n_steps: int) -> dict[str, Any]:
+    trace = index.trace
+    other = trace.tables[m.OTHER]
+    overhead_ns = 0
+    if len(other):
+        mask = index.rows_where(m.OTHER, lambda n: n in OVERHEAD_NAMES)
+        overhead_ns = int(other.dur_ns[mask].sum())
+    per = max(n_steps, 1)
+    return {
+        "overhead_us": round(overhead_ns / 1000.0, 3),
+        "overhead_fraction": round(overhead_ns / profiled_ns, 4) if profiled_ns > 0 else None,
+        "python_function_events_per_step": round(len(trace.tables[m.PYTHON]) / per, 1),
+        "flow_events_per_step": round(len(trace.flows) / per, 1),
+    }
+
+
+def trace_quality_summary(
+    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> dict[str, Any]:
+    """The ``health.trace_quality`` section (module docstring): ``steps``,
+    ``steps_left_out``, ``step_us``,
+    ``has_step_markers``, ``first_step_ratio``, ``step_cv``, ``launch_blocking``,
+    ``profiler``. Durations in µs."""
+    th = thresholds
+    steps = index.steps
+    dur_us = [float(x) / 1000.0 for x in steps.dur_ns]
+    n = len(dur_us)
+    ratio: float | None = None
+    if n >= th.quality_warmup_min_steps:
+        rest = float(np.median(dur_us[1:]))
+        ratio = round(dur_us[0] / rest, 3) if rest > 0 else None
+    warm = ratio is not None and ratio >= th.quality_warmup_ratio
+    sample = dur_us[1:] if warm else dur_us
+    cv: float | None = None
+    if len(sample) >= 2 and np.mean(sample) > 0:
+        cv = round(float(np.std(sample, ddof=1) / np.mean(sample)), 4)
+    return {
+        "steps": n,
+        "steps_left_out": len(index.trace.health.steps_without_gpu_data),
+        "has_step_markers": bool(steps.has_markers),
+        "step_us": [round(x, 3) for x in dur_us],
+        "first_step_ratio": ratio,
+        "step_cv": cv,
+        "launch_blocking": _launch_blocking(index),
+        "profiler": _profiler(index, steps.total_ns, n),
+    }
+
+
+def trace_quality_diagnoses(
+    quality: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[dict[str, Any]]:
+    """Diagnoses from :func:`trace_quality_summary`'s section (module docstring for the
+    rules and severities; every number in :mod:`.thresholds`)."""
+    th = thresholds
+    out: list[dict[str, Any]] = []
+    n = int(quality.get("steps") or 0)
+    markers = bool(quality.get("has_step_markers"))
+    blocking = quality.get("launch_blocking") or {}
+    frac = blocking.get("fraction")
+    if (
+        frac is not None
+        and blocking.get("launches", 0) >= th.quality_blocking_min_launches
+        and frac >= th.quality_blocking_launch_fraction
+    ):
+        out.append(
+            make_diagnosis(
+                "trace_cuda_launch_blocking",
+                "medium",
+                f"Kernel launches wait for their kernel ({frac:.0%} of "
+                f"{blocking['launches']} launches): recorded with CUDA_LAUNCH_BLOCKING=1?",
+                {
+                    "launches": blocking["launches"],
+                    "ended_after_kernel": blocking["ended_after_kernel"],
+                    "fraction": frac,
+                    "rule": f"fraction >= {th.quality_blocking_launch_fraction} with >= "
+                    f"{th.quality_blocking_min_launches} launches",
+                },
+                "Unset CUDA_LAUNCH_BLOCKING (a debugging switch) and record again: with it "
+                "every launch is synchronous, so idle gaps look like host work and launch "
+                "time is inflated.",
+                "health",
+            )
+        )
+    if markers and 0 < n < th.quality_min_steps:
+        left_out = int(quality.get("steps_left_out") or 0)
+        out.append(
+            make_diagnosis(
+                "trace_too_few_steps",
+                "low",
+                f"Only {n} usable profiled step{'s' if n != 1 else ''}: too few to tell a "
+                "change from step-to-step noise",
+                {"steps": n, "steps_left_out": left_out, "min_steps": th.quality_min_steps},
+                "Profile more steps (schedule active=5 or more, e.g. "
+                "tb_kineto_insights.capture.profile(..., preset='standard')).",
+                "health",
+            )
+        )
+    ratio = quality.get("first_step_ratio")
+    if markers and ratio is not None and ratio >= th.quality_warmup_ratio:
+        out.append(
+            make_diagnosis(
+                "trace_warmup_step",
+                "low",
+                f"The first profiled step lasts {ratio:.1f}x the others: not a steady-state step",
+                {
+                    "first_step_us": quality["step_us"][0],
+                    "median_other_steps_us": round(float(np.median(quality["step_us"][1:])), 3),
+                    "first_step_ratio": ratio,
+                },
+                "Means include this step. Profile after warm-up (schedule warmup=2 or more, "
+                "skip_first for torch.compile / cudnn.benchmark autotuning, lazy init); in a "
+                "loop where the host runs ahead, the first profiled step may also start on "
+                "an empty GPU queue.",
+                "health",
+            )
+        )
+    cv = quality.get("step_cv")
+    n_cv = n - 1 if ratio is not None and ratio >= th.quality_warmup_ratio else n
+    if (
+        markers
+        and cv is not None
+        and n_cv >= th.quality_unequal_min_steps
+        and cv >= th.quality_unequal_steps_cv
+    ):
+        out.append(
+            make_diagnosis(
+                "trace_unequal_steps",
+                "low",
+                f"Steps of very unequal length (coefficient of variation {cv:.2f})",
+                {"step_cv": cv, "steps": n_cv, "step_us": quality["step_us"]},
+                "Find what makes some steps long (data loading stalls, periodic "
+                "evaluation or checkpointing, garbage collection) or profile more "
+                "steps; a diff of such traces calls most changes within noise.",
+                "health",
+            )
+        )
+    prof = quality.get("profiler") or {}
+    over = float(prof.get("overhead_fraction") or 0.0)
+    severity = severity_for_impact(over, th) if markers else None
+    if severity is not None:
+        out.append(
+            make_diagnosis(
+                "trace_profiler_overhead",
+                severity,
+                f"The profiler's own overhead takes {over:.1%} of the profiled time",
+                {
+                    "overhead_us": prof["overhead_us"],
+                    "overhead_fraction": over,
+                    "python_function_events_per_step": prof["python_function_events_per_step"],
+                    "flow_events_per_step": prof["flow_events_per_step"],
+                },
+                "Record fewer things (preset 'light': no stacks, shapes or memory) or fewer "
+                "active steps per cycle so CUPTI's buffers fill less within a step; the "
+                "steps it lands in are longer than the job's.",
+                "health",
+                impact_fraction=over,
+            )
+        )
+    return out

@@ -1,0 +1,181 @@
+"""The diff's ``comparability`` list: two hand-written traces that differ in how they
+were recorded (capture metadata, with_stack, CUDA version, env), and the real light/full
+pair recorded on an H200 (sample_logs/capture_light, capture_full)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+
+from tb_kineto_insights.analysis.comparability import comparability, format_comparability
+from tb_kineto_insights.cli import main
+from tb_kineto_insights.compare import compare, load_side
+from tb_kineto_insights.summary import summarize_file
+
+
+def _meta(**over: Any) -> dict[str, Any]:
+    settings = {
+        "wait": 1,
+        "warmup": 2,
+        "active": 5,
+        "repeat": 1,
+        "skip_first": 0,
+        "record_shapes": True,
+        "profile_memory": True,
+        "with_stack": False,
+        "with_flops": False,
+        "with_modules": False,
+    }
+    meta: dict[str, Any] = {
+        "version": 1,
+        "preset": "standard",
+        "settings": settings,
+        "torch_version": "2.11.0",
+        "cuda_version": "13.0",
+        "cudnn_version": "91300",
+        "nccl_version": "2.27.7",
+        "gpu_model": "NVIDIA H200",
+        "gpu_count": 1,
+        "world_size": None,
+        "container": None,
+        "git_commit": "abc",
+        "env": {"OMP_NUM_THREADS": "4"},
+        "label": "x",
+    }
+    for key, value in over.items():
+        if key in settings:
+            settings[key] = value
+        else:
+            meta[key] = value
+    return meta
+
+
+def _run(path: Path, *, stack: bool = False, **root: Any) -> Path:
+    events: list[dict[str, Any]] = []
+    for s in range(5):
+        t0 = 1000.0 + 200 * s
+        events.append(cpu(f"ProfilerStep#{s + 1}", t0, 200, cat="user_annotation"))
+        launch = cpu("cudaLaunchKernel", t0 + 5, 2, cat="cuda_runtime")
+        launch["args"] = {"correlation": s + 1}
+        events += [launch, kernel("k", t0 + 10, 50, corr=s + 1)]
+        if stack:
+            events.append(cpu("train.py(10): step", t0, 150, cat="python_function"))
+    return write_trace(path, events, **root)
+
+
+def _side(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    return [("w", summarize_file(str(path)))]
+
+
+def test_same_recording_is_comparable(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    assert comparability(_side(a), _side(b)) == []
+
+
+def test_metadata_differences_are_each_named(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    b = _run(
+        tmp_path / "b/w.1.pt.trace.json",
+        stack=True,
+        tb_kineto_insights=_meta(
+            preset="full",
+            with_stack=True,
+            cuda_version="12.8",
+            env={"OMP_NUM_THREADS": "4", "CUDA_LAUNCH_BLOCKING": "1"},
+        ),
+    )
+    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    assert set(found) == {"preset", "with_stack", "cuda_version", "env.CUDA_LAUNCH_BLOCKING"}
+    assert (found["preset"]["base"], found["preset"]["new"]) == ("standard", "full")
+    assert (found["with_stack"]["base"], found["with_stack"]["new"]) == (False, True)
+    assert (found["cuda_version"]["base"], found["cuda_version"]["new"]) == ("13.0", "12.8")
+    env = found["env.CUDA_LAUNCH_BLOCKING"]
+    assert (env["base"], env["new"]) == (None, "1")
+    assert "synchronous" in env["why"]
+    assert all(e["source"] == "metadata" for e in found.values())
+
+
+def test_without_metadata_the_trace_itself_is_read(tmp_path: Path) -> None:
+    props = [{"id": 0, "name": "NVIDIA H100"}]
+    a = _run(tmp_path / "a/w.1.pt.trace.json", cuda_runtime_version=12080, deviceProperties=props)
+    b = _run(
+        tmp_path / "b/w.1.pt.trace.json",
+        stack=True,
+        cuda_runtime_version=13000,
+        deviceProperties=[{"id": 0, "name": "NVIDIA H200"}],
+    )
+    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    assert set(found) == {"with_stack", "cuda_runtime_version", "gpu_model"}
+    assert (found["cuda_runtime_version"]["base"], found["cuda_runtime_version"]["new"]) == (
+        12080,
+        13000,
+    )
+    assert found["gpu_model"]["new"] == "NVIDIA H200"
+    assert {e["source"] for e in found.values()} == {"trace"}
+
+
+def test_metadata_on_one_side_only_is_said(tmp_path: Path) -> None:
+    # metadata that agrees with the trace (no shapes or memory events in it)
+    meta = _meta(record_shapes=False, profile_memory=False)
+    a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=meta)
+    b = _run(tmp_path / "b/w.1.pt.trace.json")
+    found = comparability(_side(a), _side(b))
+    assert [e["field"] for e in found] == ["run_metadata"]
+    # metadata that says shapes were recorded, against a trace without them: named too
+    c = _run(tmp_path / "c/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    fields = [e["field"] for e in comparability(_side(c), _side(b))]
+    assert fields == ["run_metadata", "record_shapes", "profile_memory"]
+    assert (found[0]["base"], found[0]["new"]) == ("present", "absent")
+
+
+def test_diff_json_and_text_carry_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=_meta(torch_version="2.12.0"))
+    doc = compare(load_side(str(tmp_path / "a")), load_side(str(tmp_path / "b")))
+    assert [e["field"] for e in doc["comparability"]] == ["torch_version"]
+    assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("not like for like: torch_version 2.11.0 -> 2.12.0")
+
+
+def test_real_light_full_pair_warns_about_the_settings() -> None:
+    doc = compare(
+        load_side(str(SAMPLE_LOGS / "capture_light")), load_side(str(SAMPLE_LOGS / "capture_full"))
+    )
+    found = {e["field"]: e for e in doc["comparability"]}
+    assert (found["preset"]["base"], found["preset"]["new"]) == ("light", "full")
+    for key in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
+        assert (found[key]["base"], found[key]["new"]) == (False, True), key
+    # same machine, same software: nothing else differs but the label-free facts
+    assert set(found) <= {
+        "preset",
+        "record_shapes",
+        "profile_memory",
+        "with_stack",
+        "with_flops",
+        "with_modules",
+    }
+
+
+def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
+    doc = compare(
+        load_side(str(SAMPLE_LOGS / "capture_light")),
+        load_side(str(SAMPLE_LOGS / "capture_blocking")),
+    )
+    found = {e["field"]: e for e in doc["comparability"]}
+    env = found["env.CUDA_LAUNCH_BLOCKING"]
+    assert (env["base"], env["new"], env["source"]) == (None, "1", "metadata")
+    seen = found["cuda_launch_blocking"]
+    assert (seen["base"], seen["new"], seen["source"]) == (False, True, "trace")
+    assert "preset" not in found  # both light
+
+
+def test_text_names_an_unset_variable() -> None:
+    line = format_comparability(
+        [{"field": "env.CUDA_LAUNCH_BLOCKING", "base": None, "new": "1", "why": "w"}]
+    )
+    assert line == ["not like for like: env.CUDA_LAUNCH_BLOCKING unset -> 1 (w)"]

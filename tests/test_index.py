@@ -1,0 +1,404 @@
+"""``tb-kineto-insights index`` (issue 15 §3): every missing summary into the shared cache
+on a Dask LocalCluster; idempotent, resumable after a kill; TensorBoard then parses
+nothing; exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+
+from tb_kineto_insights import cli
+from tb_kineto_insights import summary as summary_module
+from tb_kineto_insights.cache import READY
+from tb_kineto_insights.index import IndexSetupError, Progress, run_index
+from tb_kineto_insights.logdir import discover
+from tb_kineto_insights.summary import ANALYSIS_VERSION
+
+pytest.importorskip("dask.distributed")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Parses:
+    """Counts the files analysed (summary.summarize_file, called by CachedSummaries); the
+    tests' clusters are threads of this process, so every parse is seen here."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        real = summary_module.summarize_file
+
+        def counting(path: str, **kwargs: Any) -> dict[str, Any]:
+            self.paths.append(path)
+            return real(path, **kwargs)
+
+        monkeypatch.setattr(summary_module, "summarize_file", counting)
+
+
+def entries(cache: Path) -> list[Path]:
+    folder = cache / f"v{ANALYSIS_VERSION}"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.suffix in (".summary", ".error"))
+
+
+def index(logdirs: list[Path], cache: Path, **kwargs: Any) -> Any:
+    return run_index([str(p) for p in logdirs], str(cache), workers=2, processes=False, **kwargs)
+
+
+# ------------------------------------------------------------------ real traces
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``index`` once over sample_logs and ../shared/traces (2 thread workers), parses
+    counted; then a second run."""
+    from conftest import SHARED, require_dir
+
+    traces = require_dir(SHARED / "traces", "../shared/traces")
+    cache = tmp_path_factory.mktemp("index") / "cache"
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        parses = Parses(monkeypatch)
+        first = index([SAMPLE_LOGS, traces], cache)
+        first_paths = list(parses.paths)
+        parses.paths.clear()
+        second = index([SAMPLE_LOGS, traces], cache)
+        second_paths = list(parses.paths)
+    finally:
+        monkeypatch.undo()
+    return {
+        "traces": traces,
+        "cache": cache,
+        "first": first,
+        "second": second,
+        "first_paths": first_paths,
+        "second_paths": second_paths,
+    }
+
+
+@pytest.mark.slow
+def test_index_caches_every_span_once(indexed: dict[str, Any]) -> None:
+    first, cache = indexed["first"], indexed["cache"]
+    listed = [
+        s.path
+        for logdir in (SAMPLE_LOGS, indexed["traces"])
+        for run in discover(str(logdir))
+        for w in run.workers
+        for s in w.spans
+    ]
+    assert first.spans == len(listed) >= 30  # 41 when written: 19 sample + 22 shared
+    # each distinct content parsed exactly once, by the cluster, and stored once
+    assert Counter(indexed["first_paths"]).most_common(1)[0][1] == 1
+    assert len(indexed["first_paths"]) == first.computed == first.entries - len(first.failed)
+    assert first.cached == 0
+    assert len(entries(cache)) == first.entries
+    assert first.exit_code == (1 if first.failed else 0)
+    assert all(f["reason"] and f["file"] in listed for f in first.failed)
+    # runs of 2 ranks (h200x2: ddp_default, ddp_tuned, ddp_straggler, fsdp) get a view
+    assert first.run_views["computed"] >= 4 and first.run_views["failed"] == []
+    views = sorted((cache / f"v{ANALYSIS_VERSION}" / "runs").iterdir())
+    assert len(views) == first.run_views["computed"]
+
+
+@pytest.mark.slow
+def test_index_again_computes_nothing(indexed: dict[str, Any]) -> None:
+    first, second = indexed["first"], indexed["second"]
+    assert indexed["second_paths"] == []
+    assert second.computed == 0
+    assert second.cached == first.computed + first.cached
+    assert second.entries == first.entries
+    assert second.run_views["computed"] == 0
+    assert second.run_views["cached"] == first.run_views["computed"]
+    assert len(entries(indexed["cache"])) == first.entries  # nothing added
+
+
+@pytest.mark.slow
+def test_tensorboard_then_parses_nothing(
+    indexed: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin over an indexed log directory with that cache: every span is ready
+    from the scan on, and no load is ever started (preloading on)."""
+    from tb_kineto_insights import plugin as plugin_module
+
+    logdir = indexed["traces"] / "h200x2"
+
+    def must_not_parse(path: str, **kwargs: Any) -> dict[str, Any]:
+        raise AssertionError(f"parsed {path}")
+
+    context = types.SimpleNamespace(logdir=str(logdir), flags=None)
+    plugin = plugin_module.KinetoInsightsPlugin(
+        context,
+        workers=0,
+        cache_dir=str(indexed["cache"]),
+        preload=True,
+        summarize=must_not_parse,
+        rescan_s=3600,
+        watch=False,
+    )
+    try:
+        assert plugin.rescan()
+        spans = list(plugin._current().index.values())
+        assert len(spans) == 8  # 4 runs x 2 ranks
+        statuses = plugin.loader.statuses(plugin_module._identity(s) for s in spans)
+        assert [st.state for st in statuses] == [READY] * 8
+        time.sleep(0.5)  # a preload would have started by now
+        assert plugin.loader.loads_started == 0
+    finally:
+        plugin.close()
+
+
+# ------------------------------------------------------------------ kill and resume
+
+
+def test_killed_half_way_then_resumed(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    command = [
+        sys.executable,
+        "-m",
+        "tb_kineto_insights.cli",
+        "index",
+        str(SAMPLE_LOGS),
+        "--cache",
+        str(cache),
+        "--workers",
+        "2",
+        "--threads",
+        "--quiet",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not entries(cache) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        assert entries(cache), "no entry written before the deadline"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    stored = len(entries(cache))
+    assert proc.returncode == -signal.SIGKILL
+    resumed = index([SAMPLE_LOGS], cache)
+    assert resumed.computed >= 1, "the first run was not killed half-way"
+    assert resumed.cached == stored  # what the killed run wrote is whole, and reused
+    assert resumed.computed + resumed.cached + len(resumed.failed) == resumed.entries
+    assert len(entries(cache)) == resumed.entries
+    assert index([SAMPLE_LOGS], cache).computed == 0
+
+
+# ------------------------------------------------------------------ tiny traces
+
+
+def tiny_trace(path: Path, rank: int, kernel_us: float) -> Path:
+    events = [cpu("ProfilerStep#1", 0.0, 1000.0), kernel("gemm", 100.0, kernel_us)]
+    return write_trace(path, events, distributedInfo={"rank": rank, "world_size": 2})
+
+
+def test_copies_are_one_entry_and_a_broken_trace_fails_with_its_reason(tmp_path: Path) -> None:
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 500.0)
+    (logdir / "copy").mkdir()
+    shutil.copy2(logdir / "run" / "w0.1.pt.trace.json", logdir / "copy" / "w0.1.pt.trace.json")
+    broken = logdir / "bad" / "w.1.pt.trace.json"
+    broken.parent.mkdir()
+    broken.write_text('{"traceEvents": [ {"ph": "X", ')
+    cache = tmp_path / "cache"
+    first = index([logdir], cache)
+    assert (first.spans, first.entries, first.computed, first.cached) == (4, 3, 2, 0)
+    assert [f["file"] for f in first.failed] == [str(broken)]
+    assert first.failed[0]["stored"] is True and "JSON" in first.failed[0]["reason"]
+    assert first.exit_code == 1
+    assert first.run_views == {"computed": 1, "cached": 0, "failed": []}
+    view_file = next((cache / f"v{ANALYSIS_VERSION}" / "runs").iterdir())
+    view = json.loads(view_file.read_bytes().split(b"\n", 1)[1])
+    assert view["run"] == "run" and [s["worker"] for s in view["spans"]] == ["w0", "w1"]
+    assert view["summary"] == json.loads(
+        json.dumps(
+            summary_module.summarize_run(
+                [
+                    (
+                        "w0",
+                        summary_module.summarize_file(str(logdir / "run" / "w0.1.pt.trace.json")),
+                    ),
+                    (
+                        "w1",
+                        summary_module.summarize_file(str(logdir / "run" / "w1.1.pt.trace.json")),
+                    ),
+                ]
+            )
+        )
+    )
+    again = index([logdir], cache)
+    assert (again.computed, again.cached, len(again.failed)) == (0, 2, 1)
+    assert again.failed[0]["stored"] is True  # the verdict is cached, not parsed again
+
+
+def cli_run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    cache = tmp_path / "cache"
+    code, out, _ = cli_run(
+        ["index", str(logdir), "--cache", str(cache), "--threads", "--workers", "1", "--quiet"]
+    )
+    assert code == 0
+    assert "1 span(s), 1 distinct trace(s): 1 computed, 0 cached already, 0 failed" in out
+    code, out, _ = cli_run(
+        ["index", str(logdir), "--cache", str(cache), "--threads", "--format", "json"]
+    )
+    assert code == 0 and json.loads(out)["cached"] == 1 and json.loads(out)["computed"] == 0
+    code, _, err = cli_run(["index", str(tmp_path / "missing"), "--cache", str(cache)])
+    assert code == 2 and "does not exist" in err
+    code, _, err = cli_run(["index", str(logdir), "--cache", "none"])
+    assert code == 2 and "--cache" in err
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails
+    code, _, err = cli_run(["index", str(logdir), "--cache", str(cache)])
+    assert code == 2 and "tb-kineto-insights[index]" in err
+
+
+def test_unreachable_scheduler_is_a_setup_error(tmp_path: Path) -> None:
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once closed
+    with pytest.raises(IndexSetupError, match=f"127.0.0.1:{port}"):
+        run_index(
+            [str(logdir)],
+            str(tmp_path / "cache"),
+            scheduler=f"tcp://127.0.0.1:{port}",
+            connect_timeout_s=1.0,
+        )
+
+
+def test_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    stream = io.StringIO()
+    bar = Progress(stream, total_files=4, total_bytes=40_000_000, interval_s=5.0)
+    bar.start()
+    clock[0] = 102.0
+    bar.advance(10_000_000)  # 10 MB in 2 s: 5 MB/s, 30 MB left: 6 s
+    assert bar.line() == "[#####...............] 1/4 files  5.0 MB/s  ETA 0:00:06"
+    assert stream.getvalue().splitlines()[0].startswith("[....................] 0/4 files")
+    assert len(stream.getvalue().splitlines()) == 1  # not a terminal: one line per 5 s
+    for _ in range(3):
+        bar.advance(10_000_000)
+    assert stream.getvalue().splitlines()[-1].startswith("[####################] 4/4 files")
+
+
+def test_index_runs_from_a_fresh_interpreter_on_processes(tmp_path: Path) -> None:
+    """The default LocalCluster (worker processes): tasks are importable module-level
+    functions and the entries are the same files."""
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 400.0)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tb_kineto_insights.cli",
+            "index",
+            str(logdir),
+            "--cache",
+            str(cache),
+            "--workers",
+            "2",
+            "--format",
+            "json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert (result["computed"], result["cached"], result["failed"]) == (2, 0, [])
+    assert len(entries(cache)) == 2
+
+
+def test_index_on_an_existing_scheduler(tmp_path: Path) -> None:
+    """``--scheduler ADDRESS``: the tasks run on that cluster's workers (here a cluster
+    started by the test, reached over TCP on loopback like a remote one)."""
+    from dask.distributed import LocalCluster
+
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 400.0)
+    cache = tmp_path / "cache"
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=2,
+        processes=False,
+        dashboard_address=None,
+        host="127.0.0.1",
+        protocol="tcp",
+    ) as cluster:
+        seen: list[str] = []
+        result = run_index(
+            [str(logdir)],
+            str(cache),
+            scheduler=cluster.scheduler_address,
+            on_client=lambda client: seen.append(client.scheduler.address),
+        )
+        assert seen == [cluster.scheduler_address]
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+    assert (result.computed, result.cached, result.failed) == (2, 0, [])
+    assert result.run_views["computed"] == 1
+    assert len(entries(cache)) == 2
+
+
+def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
+    """Two ``index`` runs on one cache at once (two crons overlapping): duplicates are
+    accepted (each entry is computed or found by each run), never a corrupt entry."""
+    import threading
+
+    from tb_kineto_insights.cached_summaries import CachedSummaries
+    from tb_kineto_insights.logdir import span_for_file
+
+    logdir = tmp_path / "logs"
+    files = [
+        tiny_trace(logdir / "run" / f"w{rank}.1.pt.trace.json", rank % 2, 100.0 + 50 * rank)
+        for rank in range(4)
+    ]
+    cache = tmp_path / "cache"
+    results: list[Any] = []
+    runs = [threading.Thread(target=lambda: results.append(index([logdir], cache))) for _ in "ab"]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join(timeout=300)
+    assert len(results) == 2
+    for result in results:
+        assert result.failed == [] and result.computed + result.cached == 4
+    assert 4 <= sum(r.computed for r in results) <= 8
+    assert len(entries(cache)) == 4
+    reader = CachedSummaries(str(cache))
+    for path in files:
+        summary, error = reader.summarize(span_for_file(str(path)))
+        assert error is None and summary is not None
+    assert reader.parsed == 0 and reader.from_cache == 4  # every entry whole and valid
