@@ -25,7 +25,24 @@ How it reads:
 
 Timestamps become ``int64`` nanoseconds. Epoch-scale timestamps with ns digits
 (``1712195495519689.047``) have more digits than a float64 keeps, so when the first
-piece shows them, ``ts`` is decoded as ``Decimal`` for the whole file (exact mode).
+piece shows them, ``ts`` is kept as its literal text (``msgspec.Raw``) for the whole
+file (exact mode) and converted per piece, vectorised, by
+:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns` (truncated toward
+zero: ``int(Decimal(ts).scaleb(3))``, the definition used before); a literal that is
+not a plain number is converted one by one as a ``Decimal``.
+
+No Python runs per event on the normal path: fields are pulled out with
+``map(attrgetter(...))``, events are routed by a dict keyed on (phase, category) and
+numpy index arrays, names are interned once per distinct name, and counters are
+updated by ``Counter.update`` over whole columns (all loops in C).
+
+Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL), so
+reading a ``.gz`` uses a second core for the inflate. The msgspec decode itself does
+*not* release the GIL (measured: two threads decoding the same 300,000 events took
+1.9x the time of one), so decoding pieces on threads gains nothing; decoding them in
+worker processes that return numpy columns would, but is not done yet (the builder's
+name interning, string ids and the damage/salvage offsets would have to be merged
+across processes).
 """
 
 from __future__ import annotations
