@@ -99,7 +99,11 @@ from tb_kineto_insights.content_id import content_key_cached
 from tb_kineto_insights.summary import ANALYSIS_VERSION, summarize_file
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.trace.source import (
+    DEFAULT_MAX_JSON_BYTES,
+    ProgressCallback,
+    reading_progress,
+)
 
 __all__ = [
     "CACHE_DIR_ENV",
@@ -688,10 +692,12 @@ def _summarize_confined(task: _Task) -> Any:
         return call()
 
 
-def _run_task(task: _Task) -> _Outcome:
+def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
     """Read and analyse one file, store the result on disk; never raises. Only verdicts
     about the file's content are stored: an I/O error (missing file, permission, storage
-    error, a refused open) is answered but not stored, so the next request retries."""
+    error, a refused open) is answered but not stored, so the next request retries.
+    ``progress(bytes_read, file_bytes)`` is told how much of the stored file is read
+    (see ``trace/source.py``)."""
     started = time.perf_counter()
     error: TraceError | None = None
     if task.cache_folder is not None and task.key is not None:
@@ -702,7 +708,8 @@ def _run_task(task: _Task) -> _Outcome:
                 return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
         try:
-            summary = _summarize_confined(task)
+            with reading_progress(progress):
+                summary = _summarize_confined(task)
         except TraceIOError as exc:
             return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
@@ -761,6 +768,10 @@ def _read_frame(stream: IO[bytes]) -> Any:
 
 #: The first frame a worker process writes, once it has imported everything.
 _READY = "ready"
+#: A worker's progress frame: ``(_PROGRESS, bytes_read, file_bytes)``, before the answer.
+_PROGRESS = "progress"
+#: Seconds between two progress frames of one load (the last one is always sent).
+PROGRESS_INTERVAL_S = 0.1
 #: Seconds a new worker process may take to start (import numpy, msgspec, ...).
 WORKER_START_TIMEOUT_S = 120.0
 
@@ -777,6 +788,17 @@ def worker_main() -> None:
         _write_frame(answers, _READY)  # imports done: load deadlines start from here
     except OSError:
         return
+    lock = threading.Lock()  # progress frames come from the reader's gunzip thread
+    last = [0.0]
+
+    def tell_progress(bytes_read: int, file_bytes: int) -> None:
+        now = time.monotonic()
+        if bytes_read < file_bytes and now - last[0] < PROGRESS_INTERVAL_S:
+            return
+        last[0] = now
+        with lock, contextlib.suppress(OSError, ValueError):
+            _write_frame(answers, (_PROGRESS, bytes_read, file_bytes))
+
     while True:
         try:
             task = _read_frame(tasks)
@@ -784,8 +806,10 @@ def worker_main() -> None:
             return
         if task is None:
             return
+        outcome = _run_task(task, tell_progress)
         try:
-            _write_frame(answers, _run_task(task))
+            with lock:
+                _write_frame(answers, outcome)
         except OSError:
             return
 
@@ -861,11 +885,12 @@ class _Slot:
         self._proc: subprocess.Popen[bytes] | None = None
         _LIVE_SLOTS.add(self)
 
-    def run(self, task: _Task) -> _Outcome:
+    def run(self, task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
         """Run one load; in a worker process, killed when ``task.deadline_s`` passes
-        (a load in this thread cannot be stopped: no deadline there)."""
+        (a load in this thread cannot be stopped: no deadline there). ``progress`` is
+        called with ``(bytes_read, file_bytes)`` of the stored file while it is read."""
         if not self._use_process:
-            return _run_task(task)
+            return _run_task(task, progress)
         started = time.perf_counter()
         proc = None
         expired = threading.Event()
@@ -881,6 +906,10 @@ class _Slot:
                 watchdog.start()
             _write_frame(proc.stdin, task)
             outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
+            while isinstance(outcome, tuple) and outcome[:1] == (_PROGRESS,):
+                if progress is not None:
+                    progress(int(outcome[1]), int(outcome[2]))
+                outcome = _read_frame(proc.stdout)
             if isinstance(outcome, _Outcome):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")
@@ -957,7 +986,9 @@ class _Slot:
 @dataclass(frozen=True)
 class SpanStatus:
     """Load state of one file. ``progress`` (while loading) is
-    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is elapsed time
+    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is the share of
+    the stored file read so far (compressed bytes for ``.gz``; 1.0 while the read
+    file is analysed), reported by the reader; before its first report, elapsed time
     over the time the file should take at the throughput (compressed bytes per second)
     of the loads finished so far, at most 0.99, or None before any load finished;
     ``deadline_s`` is the load's deadline in seconds (None: none, a load in a thread)."""
@@ -1020,6 +1051,7 @@ class SummaryLoader:
         self._states: dict[Identity, str] = {}
         self._errors: dict[Identity, tuple[str, str]] = {}  # ident → (kind, message)
         self._started: dict[Identity, float] = {}
+        self._read_fraction: dict[Identity, float] = {}  # share of the file read
         self._queued_priority: dict[Identity, int] = {}
         self._heap: list[tuple[int, int, int, Identity]] = []
         self._seq = itertools.count()
@@ -1060,8 +1092,8 @@ class SummaryLoader:
             return SpanStatus(ERROR, message, kind)
         if state == LOADING:
             elapsed = max(0.0, now - self._started.get(ident, now))
-            fraction: float | None = None
-            if self._throughput and ident.size_bytes > 0:
+            fraction: float | None = self._read_fraction.get(ident)
+            if fraction is None and self._throughput and ident.size_bytes > 0:
                 fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
             deadline = self._deadline_locked(ident)
             return SpanStatus(
@@ -1140,6 +1172,7 @@ class SummaryLoader:
         self._errors.pop(ident, None)
         self._queued_priority.pop(ident, None)
         self._started.pop(ident, None)
+        self._read_fraction.pop(ident, None)
         result = self._memory.pop(ident, None)
         if result is not None:
             self._memory_used -= result.size
@@ -1219,7 +1252,7 @@ class SummaryLoader:
                 self._finish(task.ident, _Outcome(None, ERROR_IO, str(exc), 0.0))
                 continue
             try:
-                outcome = slot.run(task)
+                outcome = slot.run(task, functools.partial(self._note_read, task.ident))
             except Exception as exc:  # never let a loading thread die
                 logger.exception("Kineto Insights: loading %s failed", task.ident.path)
                 outcome = _Outcome(
@@ -1229,6 +1262,12 @@ class SummaryLoader:
                     0.0,
                 )
             self._finish(task.ident, outcome, task.key)
+
+    def _note_read(self, ident: Identity, bytes_read: int, file_bytes: int) -> None:
+        """A load's progress: the share of the stored file read so far."""
+        if file_bytes > 0:
+            with self._cv:
+                self._read_fraction[ident] = min(1.0, bytes_read / file_bytes)
 
     def _finish(self, ident: Identity, outcome: _Outcome, key: str | None = None) -> None:
         if outcome.cache_warning and not self._cache_warned:
@@ -1241,6 +1280,7 @@ class SummaryLoader:
             result = decode_entry(outcome.data, ident, self.settings, key)
         with self._cv:
             self._started.pop(ident, None)
+            self._read_fraction.pop(ident, None)
             if result is None:
                 message = outcome.message or f"{ident.path}: the analysis gave no readable result"
                 self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)
