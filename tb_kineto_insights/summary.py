@@ -45,7 +45,7 @@ from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 #: Schema id of ``report --format json``.
 REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 6
+ANALYSIS_VERSION = 7
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
