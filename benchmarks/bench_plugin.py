@@ -168,15 +168,18 @@ def main(argv: list[str] | None = None) -> int:
 
         # 1 + 2: /runs while the big trace loads, cold then warm worker process.
         client, plugin = make_client(logdir, work / "cache", workers=2)
-        n_runs = len(client.get(f"{PREFIX}/runs").json["runs"])
+        listed = client.get(f"{PREFIX}/runs").json["runs"]
+        n_runs = len(listed)
         print(f"runs discovered: {n_runs}")
-        cold_s, runs_ms, listing_ms = load_while_polling(client, "big", worker, "0")
-        summary = client.get(summary_url("big", worker, "0")).json
+        big = next(r for r in listed if r["run"] == "big")["workers"][0]
+        worker, span = big["worker"], big["spans"][0]["span"]  # as the plugin names them
+        cold_s, runs_ms, listing_ms = load_while_polling(client, "big", worker, span)
+        summary = client.get(summary_url("big", worker, span)).json
         json_mb = summary["health"]["json_bytes"] / 1e6
         print("\n/runs while the big trace loads (worker processes):")
         print(f"  /runs                  {stats_ms(runs_ms)}")
         print(f"  plugins_listing        {stats_ms(listing_ms)}")
-        warm_s, more_runs, _ = load_while_polling(client, "big_copy", worker, "0")
+        warm_s, more_runs, _ = load_while_polling(client, "big_copy", worker, span)
         print(f"  /runs (2nd load)       {stats_ms(more_runs)}")
         print("\nfirst load of the big trace (request → ready, polled every ~10 ms):")
         for label, secs in (("cold worker", cold_s), ("warm worker", warm_s)):
@@ -186,11 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         # 3: cached summary latency, from memory.
-        big = summary_url("big", worker, "0")
+        big = summary_url("big", worker, span)
         print("\ncached summary (memory):")
         for label, target in (
             ("whole summary", big),
-            ("one panel (steps)", summary_url("big", worker, "0", panel="steps")),
+            ("one panel (steps)", summary_url("big", worker, span, panel="steps")),
             ("health route", big.replace("/summary?", "/health?")),
         ):
             samples = [timed(lambda t=target: client.get(t))[0] for _ in range(args.repeat)]
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.threads_too:
             client3, plugin3 = make_client(logdir, work / "cache-threads", workers=0)
-            _, thread_runs, _ = load_while_polling(client3, "big", worker, "0")
+            _, thread_runs, _ = load_while_polling(client3, "big", worker, span)
             print("\n/runs while the big trace loads in a thread of this process (workers=0):")
             print(f"  /runs                  {stats_ms(thread_runs)}")
             plugin3.close()

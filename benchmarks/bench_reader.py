@@ -5,7 +5,12 @@ reader alone. Prints, per file: uncompressed JSON size, best-of-N wall time from
 ``.gz`` file to a finished result, MB/s of uncompressed JSON, peak RSS, and peak RSS
 as a multiple of the JSON size.
 
-    python benchmarks/bench_reader.py [--repeat 3] [--all] [FILE ...]
+    python benchmarks/bench_reader.py [--repeat 3] [--all] [--readers ours,analysis,json]
+        [--profile] [FILE ...]
+
+The 1-minute load average is printed with each row (the machine may be shared); ``cpu s``
+is the process's CPU time (all threads) of the best run, less sensitive to other load
+than the wall time. ``--profile`` prints a cProfile summary of one ``analysis`` run.
 
 Rows: ``ours`` = read only; ``analysis`` = read + every panel of the summary (its
 ``x read`` column: that time over the read-only time); ``json`` = stdlib ``json.loads``.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,24 +60,36 @@ else:
 base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 best = float("inf")
 size = 0
+best_cpu = float("inf")
 for _ in range(repeat):
     gc.collect()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     size = run()
     best = min(best, time.perf_counter() - t0)
+    best_cpu = min(best_cpu, time.process_time() - c0)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": best, "json_bytes": size, "peak_rss": peak, "base_rss": base_rss}))
+if len(sys.argv) > 4:
+    import cProfile, io, pstats
+    prof = cProfile.Profile()
+    prof.runcall(run)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
+    print(text.getvalue(), file=sys.stderr)
+print(json.dumps({"seconds": best, "cpu_seconds": best_cpu, "json_bytes": size,
+                  "peak_rss": peak, "base_rss": base_rss}))
 """
 
 
-def measure(which: str, path: Path, repeat: int) -> dict[str, float]:
+def measure(which: str, path: Path, repeat: int, profile: bool = False) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, which, str(path), str(repeat)],
+        [sys.executable, "-c", CHILD, which, str(path), str(repeat), *(["p"] if profile else [])],
         check=True,
         capture_output=True,
         text=True,
         cwd=REPO,
     )
+    if profile:
+        print(out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -80,25 +98,31 @@ def main() -> int:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--all", action="store_true", help="every trace in ../shared")
+    parser.add_argument("--readers", default="ours,analysis,json")
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     files = args.files or (sorted(SHARED.rglob("*.json.gz")) if args.all else DEFAULT_FILES)
     missing = [f for f in files if not f.is_file()]
     if missing:
         print(f"missing: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    header = f"{'file':44s} {'reader':9s} {'JSON MB':>8s} {'s':>7s} {'MB/s':>7s} "
-    print(header + f"{'peak RSS MB':>11s} {'x JSON':>7s} {'base MB':>8s} {'x read':>7s}")
+    header = f"{'file':44s} {'reader':9s} {'JSON MB':>8s} {'s':>7s} {'cpu s':>7s} {'MB/s':>7s} "
+    print(
+        header + f"{'peak RSS MB':>11s} {'x JSON':>7s} {'base MB':>8s} {'x read':>7s} {'load':>5s}"
+    )
     for path in files:
         read_s = None
-        for which in ("ours", "analysis", "json"):
-            r = measure(which, path, args.repeat if which != "json" else 1)
+        for which in args.readers.split(","):
+            profile = args.profile and which == "analysis"
+            r = measure(which, path, args.repeat if which != "json" else 1, profile)
             mb = r["json_bytes"] / 1e6
             read_s = r["seconds"] if which == "ours" else read_s
             ratio = f"{r['seconds'] / read_s:7.2f}" if read_s and which == "analysis" else ""
             print(
                 f"{path.name[:44]:44s} {which:9s} {mb:8.1f} {r['seconds']:7.3f} "
-                f"{mb / r['seconds']:7.1f} {r['peak_rss'] / 1e6:11.1f} "
-                f"{r['peak_rss'] / r['json_bytes']:7.2f} {r['base_rss'] / 1e6:8.1f} {ratio}",
+                f"{r['cpu_seconds']:7.3f} {mb / r['seconds']:7.1f} {r['peak_rss'] / 1e6:11.1f} "
+                f"{r['peak_rss'] / r['json_bytes']:7.2f} {r['base_rss'] / 1e6:8.1f} {ratio:>7s} "
+                f"{os.getloadavg()[0]:5.1f}",
                 flush=True,
             )
     return 0

@@ -541,6 +541,7 @@ _MOVED = {
             "ERROR_TIMEOUT",
             "worker_main",
             "WORKER_START_TIMEOUT_S",
+            "PROGRESS_INTERVAL_S",
             "_Task",
             "_Outcome",
             "_run_task",

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import itertools
 import logging
@@ -76,7 +77,9 @@ QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error
 @dataclass(frozen=True)
 class SpanStatus:
     """Load state of one file. ``progress`` (while loading) is
-    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is elapsed time
+    ``{"elapsed_s", "estimated_fraction", "deadline_s"}``; the fraction is the share of
+    the stored file read so far (compressed bytes for ``.gz``; 1.0 while the read
+    file is analysed), reported by the reader; before its first report, elapsed time
     over the time the file should take at the throughput (compressed bytes per second)
     of the loads finished so far, at most 0.99, or None before any load finished;
     ``deadline_s`` is the load's deadline in seconds (None: none, a load in a thread)."""
@@ -139,6 +142,7 @@ class SummaryLoader:
         self._states: dict[Identity, str] = {}
         self._errors: dict[Identity, tuple[str, str]] = {}  # ident → (kind, message)
         self._started: dict[Identity, float] = {}
+        self._read_fraction: dict[Identity, float] = {}  # share of the file read
         self._queued_priority: dict[Identity, int] = {}
         self._heap: list[tuple[int, int, int, Identity]] = []
         self._seq = itertools.count()
@@ -179,8 +183,8 @@ class SummaryLoader:
             return SpanStatus(ERROR, message, kind)
         if state == LOADING:
             elapsed = max(0.0, now - self._started.get(ident, now))
-            fraction: float | None = None
-            if self._throughput and ident.size_bytes > 0:
+            fraction: float | None = self._read_fraction.get(ident)
+            if fraction is None and self._throughput and ident.size_bytes > 0:
                 fraction = min(0.99, elapsed * self._throughput / ident.size_bytes)
             deadline = self._deadline_locked(ident)
             return SpanStatus(
@@ -259,6 +263,7 @@ class SummaryLoader:
         self._errors.pop(ident, None)
         self._queued_priority.pop(ident, None)
         self._started.pop(ident, None)
+        self._read_fraction.pop(ident, None)
         result = self._memory.pop(ident, None)
         if result is not None:
             self._memory_used -= result.size
@@ -338,7 +343,7 @@ class SummaryLoader:
                 self._finish(task.ident, _Outcome(None, ERROR_IO, str(exc), 0.0))
                 continue
             try:
-                outcome = slot.run(task)
+                outcome = slot.run(task, functools.partial(self._note_read, task.ident))
             except Exception as exc:  # never let a loading thread die
                 logger.exception("Kineto Insights: loading %s failed", task.ident.path)
                 outcome = _Outcome(
@@ -348,6 +353,12 @@ class SummaryLoader:
                     0.0,
                 )
             self._finish(task.ident, outcome, task.key)
+
+    def _note_read(self, ident: Identity, bytes_read: int, file_bytes: int) -> None:
+        """A load's progress: the share of the stored file read so far."""
+        if file_bytes > 0:
+            with self._cv:
+                self._read_fraction[ident] = min(1.0, bytes_read / file_bytes)
 
     def _finish(self, ident: Identity, outcome: _Outcome, key: str | None = None) -> None:
         if outcome.cache_warning and not self._cache_warned:
@@ -361,6 +372,7 @@ class SummaryLoader:
             result = decode_entry(outcome.data, ident, self.settings, key, validate=False)
         with self._cv:
             self._started.pop(ident, None)
+            self._read_fraction.pop(ident, None)
             if result is None:
                 message = outcome.message or f"{ident.path}: the analysis gave no readable result"
                 self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)

@@ -45,6 +45,7 @@ from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.cache import DiskCache, Identity, _entry_bytes
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
 
 logger = logging.getLogger(__name__)
 
@@ -178,10 +179,12 @@ def _summarize_confined(task: _Task) -> Any:
         return call()
 
 
-def _run_task(task: _Task) -> _Outcome:
+def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
     """Read and analyse one file, store the result on disk; never raises. Only verdicts
     about the file's content are stored: an I/O error (missing file, permission, storage
-    error, a refused open) is answered but not stored, so the next request retries."""
+    error, a refused open) is answered but not stored, so the next request retries.
+    ``progress(bytes_read, file_bytes)`` is told how much of the stored file is read
+    (see ``trace/source.py``)."""
     started = time.perf_counter()
     error: TraceError | None = None
     if task.cache_folder is not None and task.key is not None:
@@ -192,7 +195,8 @@ def _run_task(task: _Task) -> _Outcome:
                 return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
         try:
-            summary = _summarize_confined(task)
+            with reading_progress(progress):
+                summary = _summarize_confined(task)
         except TraceIOError as exc:
             return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
@@ -251,6 +255,10 @@ def _read_frame(stream: IO[bytes]) -> Any:
 
 #: The first frame a worker process writes, once it has imported everything.
 _READY = "ready"
+#: A worker's progress frame: ``(_PROGRESS, bytes_read, file_bytes)``, before the answer.
+_PROGRESS = "progress"
+#: Seconds between two progress frames of one load (the last one is always sent).
+PROGRESS_INTERVAL_S = 0.1
 #: Seconds a new worker process may take to start (import numpy, msgspec, ...).
 WORKER_START_TIMEOUT_S = 120.0
 
@@ -267,6 +275,17 @@ def worker_main() -> None:
         _write_frame(answers, _READY)  # imports done: load deadlines start from here
     except OSError:
         return
+    lock = threading.Lock()  # progress frames come from the reader's gunzip thread
+    last = [0.0]
+
+    def tell_progress(bytes_read: int, file_bytes: int) -> None:
+        now = time.monotonic()
+        if bytes_read < file_bytes and now - last[0] < PROGRESS_INTERVAL_S:
+            return
+        last[0] = now
+        with lock, contextlib.suppress(OSError, ValueError):
+            _write_frame(answers, (_PROGRESS, bytes_read, file_bytes))
+
     while True:
         try:
             task = _read_frame(tasks)
@@ -274,8 +293,10 @@ def worker_main() -> None:
             return
         if task is None:
             return
+        outcome = _run_task(task, tell_progress)
         try:
-            _write_frame(answers, _run_task(task))
+            with lock:
+                _write_frame(answers, outcome)
         except OSError:
             return
 
@@ -351,11 +372,12 @@ class _Slot:
         self._proc: subprocess.Popen[bytes] | None = None
         _LIVE_SLOTS.add(self)
 
-    def run(self, task: _Task) -> _Outcome:
+    def run(self, task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
         """Run one load; in a worker process, killed when ``task.deadline_s`` passes
-        (a load in this thread cannot be stopped: no deadline there)."""
+        (a load in this thread cannot be stopped: no deadline there). ``progress`` is
+        called with ``(bytes_read, file_bytes)`` of the stored file while it is read."""
         if not self._use_process:
-            return _run_task(task)
+            return _run_task(task, progress)
         started = time.perf_counter()
         proc = None
         expired = threading.Event()
@@ -371,6 +393,10 @@ class _Slot:
                 watchdog.start()
             _write_frame(proc.stdin, task)
             outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
+            while isinstance(outcome, tuple) and outcome[:1] == (_PROGRESS,):
+                if progress is not None:
+                    progress(int(outcome[1]), int(outcome[2]))
+                outcome = _read_frame(proc.stdout)
             if isinstance(outcome, _Outcome):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")

@@ -80,6 +80,23 @@ class ExactEvent(msgspec.Struct, gc=False):
     args: Args = NO_ARGS
 
 
+class RawTsEvent(msgspec.Struct, gc=False):
+    """As :class:`ExactEvent`, but ``ts`` kept as the literal JSON text
+    (``msgspec.Raw``; empty when absent), converted to ns for a whole piece at once by
+    :mod:`~tb_kineto_insights.trace.numbers` instead of a ``Decimal`` per event. A
+    literal that is not a plain number is converted by the reader one by one."""
+
+    ph: Num = None
+    cat: Num = None
+    name: Num = None
+    pid: Num = None
+    tid: Num = None
+    ts: msgspec.Raw = msgspec.Raw(b"")
+    dur: float | None = None
+    id: Num = None
+    args: Args = NO_ARGS
+
+
 class Root(msgspec.Struct, gc=False):
     """The top-level object: events plus the keys that may surround them."""
 

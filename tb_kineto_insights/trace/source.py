@@ -1,13 +1,20 @@
 """Byte source for one trace file: local path or fsspec URL, gzip by magic bytes,
 decompressed in blocks with a cap on the total.
+
+Progress: inside ``with reading_progress(callback):`` every :class:`BlockReader` made
+in that context calls ``callback(bytes_read, file_bytes)`` after each read from
+storage: bytes of the *stored* file read so far (compressed bytes for ``.gz``) and the
+stored file's size, so ``bytes_read / file_bytes`` is the share of the file read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import queue
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import fsspec
@@ -26,6 +33,25 @@ COMPRESSED_READ_BYTES = 1024 * 1024
 #: Compressed bytes handed to zlib at a time: a corrupt stream raises for the whole call,
 #: so the data before the damage is recovered from at most this much input (bisection).
 INFLATE_STEP_BYTES = 64 * 1024
+
+
+#: ``callback(bytes_read, file_bytes)`` for the readers made in this context.
+ProgressCallback = Callable[[int, int], None]
+_progress: contextvars.ContextVar[ProgressCallback | None] = contextvars.ContextVar(
+    "trace_read_progress", default=None
+)
+
+
+@contextlib.contextmanager
+def reading_progress(callback: ProgressCallback | None) -> Iterator[None]:
+    """Report the bytes read of each trace file read inside this block to ``callback``
+    (``callback(bytes_read, file_bytes)``, both counted in the stored, compressed
+    file; called from the reading thread, after each read from storage)."""
+    token = _progress.set(callback)
+    try:
+        yield
+    finally:
+        _progress.reset(token)
 
 
 def _open(path: str) -> IO[bytes]:
@@ -80,6 +106,10 @@ class BlockReader:
         self.compressed = False
         self.json_bytes = 0
         self.stream_damage: tuple[int, str] | None = None
+        #: Bytes of the stored file read so far (compressed bytes for ``.gz``).
+        self.bytes_read = 0
+        self._progress = _progress.get()  # taken here: blocks are read on another thread
+        self._file_bytes = 0
 
     def __iter__(self) -> Iterator[bytes]:
         """Blocks of at most ``block_bytes`` uncompressed bytes, decompressed one block
@@ -88,11 +118,13 @@ class BlockReader:
         return _prefetch(self._blocks())
 
     def _blocks(self) -> Iterator[bytes]:
-        with _open(self.path) as raw:
+        if self._progress is not None:
             try:
-                first = raw.read(COMPRESSED_READ_BYTES)
-            except OSError as exc:
-                raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+                self._file_bytes = file_size(self.path)
+            except TraceIOError:
+                self._file_bytes = 0
+        with _open(self.path) as raw:
+            first = self._read(raw, COMPRESSED_READ_BYTES)
             self.compressed = first[:2] == GZIP_MAGIC
             chunks = self._gunzip(raw, first) if self.compressed else self._plain(raw, first)
             for block in chunks:
@@ -107,9 +139,13 @@ class BlockReader:
 
     def _read(self, raw: IO[bytes], size: int) -> bytes:
         try:
-            return raw.read(size)
+            data = raw.read(size)
         except OSError as exc:
             raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+        self.bytes_read += len(data)
+        if self._progress is not None and self._file_bytes > 0:
+            self._progress(min(self.bytes_read, self._file_bytes), self._file_bytes)
+        return data
 
     def _plain(self, raw: IO[bytes], first: bytes) -> Iterator[bytes]:
         data = first

@@ -1,0 +1,87 @@
+"""trace/numbers.py: exact ns from JSON number literals, vectorised."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
+from tb_kineto_insights.trace.reader import read_trace
+
+
+def test_hand_checked_values() -> None:
+    literals = [
+        b"12.3456",  # 12 345.6 ns, truncated
+        b"-0.0019",  # -1.9 ns → -1 (toward zero, as int(Decimal))
+        b"7",
+        b"",  # absent
+        b"1712195495519689.047",  # epoch µs with ns digits: more than a float64 holds
+        b"9223372036854775.807",  # 2^63 - 1 ns: the largest that fits
+        b"9223372036854775.808",  # 2^63 ns: does not fit → odd
+        b"-0",
+        b"0.9999999",
+    ]
+    ns, empty, odd = parse_us_literals_to_ns(literals)
+    assert ns.dtype == np.int64
+    assert ns.tolist() == [12345, -1, 7000, 0, 1712195495519689047, 2**63 - 1, 0, 0, 999]
+    assert empty.tolist() == [False, False, False, True, False, False, False, False, False]
+    assert odd.tolist() == [False, False, False, False, False, False, True, False, False]
+
+
+def test_odd_literals_are_left_to_the_caller() -> None:
+    literals = [b"null", b"1e5", b'"12"', b"99999999999999999", b"true", b"5", b"-", b"1.2.3"]
+    ns, empty, odd = parse_us_literals_to_ns(literals)
+    assert odd.tolist() == [True, True, True, True, True, False, True, True]
+    assert ns[5] == 5000 and not empty.any()
+    # a string holding a comma cannot be split: everything goes one by one
+    _, _, odd = parse_us_literals_to_ns([b"1", b'"a,b"'])
+    assert odd.all()
+
+
+def test_equals_decimal_on_random_literals() -> None:
+    """Bit-identical to the reader's previous definition, int(Decimal(ts).scaleb(3))."""
+    rng = random.Random(14)
+    literals = []
+    for _ in range(20_000):
+        whole = rng.randint(0, 10 ** rng.randint(1, 16) - 1)
+        digits = rng.randint(0, 7)
+        text = str(whole) + (
+            "." + "".join(rng.choice("0123456789") for _ in range(digits)) if digits else ""
+        )
+        literals.append(("-" if rng.random() < 0.3 else "").encode() + text.encode())
+    raws = [msgspec.Raw(x) for x in literals]  # as the reader hands them over
+    ns, empty, odd = parse_us_literals_to_ns(raws)
+    expected = [int(Decimal(x.decode()).scaleb(3)) for x in literals]
+    assert not empty.any()
+    for got, is_odd, want in zip(ns.tolist(), odd.tolist(), expected, strict=True):
+        if is_odd:
+            assert abs(want) >= 2**63
+        else:
+            assert got == want
+    assert parse_us_literals_to_ns([])[0].shape == (0,)
+
+
+def test_reader_exact_mode_mixed_literals(tmp_path: Path) -> None:
+    """Exact mode (epoch µs with ns digits): plain literals go the vectorised way, odd
+    ones (exponent, string, null) one by one, with the same values as before."""
+    base = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 1.0}
+    events = [
+        {**base, "name": "a", "ts": Decimal("1712195495519689.047")},
+        {**base, "name": "b", "ts": Decimal("1.712195495519690E+15")},
+        {**base, "name": "c", "ts": "1712195495519691.5"},
+        {**base, "name": "d", "ts": None},
+        {**base, "name": "e", "ts": Decimal("9300000000000000.5")},  # beyond int64 ns
+    ]
+    path = tmp_path / "t.json"
+    path.write_bytes(msgspec.json.Encoder(decimal_format="number").encode({"traceEvents": events}))
+    trace = read_trace(str(path))
+    assert trace.health.exact_ns_timestamps
+    ops = trace.tables["cpu_op"]
+    got = {trace.names[n]: int(t) for n, t in zip(ops.name, ops.start_ns, strict=True)}
+    assert got == {"a": 1712195495519689047, "b": 1712195495519690000, "c": 1712195495519691500}
+    assert trace.health.skipped == {"missing_ts": 1}
+    assert trace.health.quarantined == {"ts_out_of_range": 1}
