@@ -110,8 +110,10 @@ class DiffMetric(Change, frozen=True, kw_only=True):
 
 class DiffRow(Out, frozen=True, kw_only=True):
     """One kernel or op name in ``diff.kernels`` / ``diff.ops`` (``changed``, ``added``,
-    ``removed``, and ``diff.kernels.communication``, whose rows also carry ``status``
-    (``not judged``) and a ``note``: NCCL time includes waiting for other ranks)."""
+    ``removed``, and ``diff.kernels.communication``). ``status``: ``added`` /
+    ``removed`` / ``moved_out`` for a name only one side has (no verdict: its
+    ``verdict`` says the same), ``not judged`` for a communication row (NCCL time
+    includes waiting for other ranks); ``note`` says why where there is one."""
 
     name: str
     time_us_per_step: Change
