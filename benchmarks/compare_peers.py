@@ -10,7 +10,9 @@ Tools (each run is a fresh subprocess, started the same way for all three):
   nothing is cached between runs.
 * ``hta``: HolisticTraceAnalysis ``TraceAnalysis(trace_dir=D)`` (load: parse into
   DataFrames) then ``get_temporal_breakdown``, ``get_idle_time_breakdown`` and
-  ``get_comm_comp_overlap`` (``visualize=False``). HTA reads a directory of rank traces:
+  ``get_comm_comp_overlap`` (``visualize=False``); one that raises is named in the table
+  (HTA 0.5.0's temporal breakdown asserts a non-negative non-compute time and fails on
+  some real traces) and the others still run. HTA reads a directory of rank traces:
   ``D`` is a fresh temporary directory holding one symlink ``rank0.json[.gz]`` to FILE.
 * ``tbp``: torch-tb-profiler's ``RunLoader(name, D, Cache()).load()``, what the plugin
   does for one run directory (``RunProfileData.parse`` = read + process + analyze, then
@@ -85,11 +87,20 @@ d = tempfile.mkdtemp(prefix="bench_hta_")
 os.symlink(path, os.path.join(d, "rank0.json.gz" if path.endswith(".gz") else "rank0.json"))
 from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=d)
-tb = a.get_temporal_breakdown(visualize=False)
-idle = a.get_idle_time_breakdown(visualize=False)
-cc = a.get_comm_comp_overlap(visualize=False)
+failed = []
+for name, call in (
+    ("temporal", lambda: a.get_temporal_breakdown(visualize=False)),
+    ("idle", lambda: a.get_idle_time_breakdown(visualize=False)),
+    ("comm_comp_overlap", lambda: a.get_comm_comp_overlap(visualize=False)),
+):
+    try:
+        call()
+    except Exception as exc:  # a breakdown that raises is named, the others still run
+        failed.append("%s: %s" % (name, type(exc).__name__))
 n = sum(len(df) for df in a.t.traces.values())
-print("OK events=%d temporal_rows=%d comm_rows=%d" % (n, len(tb), len(cc)))
+print("OK events=%d" % n)
+if failed:
+    print("PARTIAL " + "; ".join(failed))
 """
 
 TBP_CHILD = r"""
@@ -144,6 +155,7 @@ class Runs:
     samples: list[tuple[float, int]] = field(default_factory=list)
     error: str | None = None
     skipped: str | None = None
+    partial: str | None = None  # parts of the tool's analysis that raised (time still counted)
 
     @property
     def ok(self) -> bool:
@@ -311,6 +323,8 @@ def _fmt_s(r: Runs | None) -> str:
         return f"skipped: {r.skipped}"
     if not r.ok:
         return f"failed: {r.error}"
+    if r.partial:
+        return f"{r.median_wall_s():.2f} (raised in {r.partial})"
     return f"{r.median_wall_s():.2f}"
 
 
@@ -365,7 +379,9 @@ def render_results(
         "`rank0.json[.gz]` into a fresh directory. torch-tb-profiler = its `RunLoader` "
         "on a fresh run directory holding the trace as `worker0.pt.trace.json[.gz]` "
         "(parse, process, analyze, run profile). `time x` = peer wall / ours; `RSS frac` "
-        "= ours peak RSS / peer. MB = 10^6 bytes of uncompressed JSON."
+        "= ours peak RSS / peer. MB = 10^6 bytes of uncompressed JSON. An HTA breakdown "
+        "that raises is named in its cell (`raised in temporal: AssertionError`): the other "
+        "breakdowns still ran and the time counts, so that peer did less work than asked."
     )
     lines.append("")
     header = (
@@ -478,7 +494,8 @@ def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[f
         return wall, rss, failure_reason(stderr, proc.returncode)
     if cmd[1] == "-c" and not any(line.startswith("OK") for line in stdout.splitlines()):
         return wall, rss, "no OK line"
-    return wall, rss, ""
+    partial = [ln[len("PARTIAL ") :] for ln in stdout.splitlines() if ln.startswith("PARTIAL ")]
+    return wall, rss, ("PARTIAL " + partial[0]) if partial else ""
 
 
 def tool_command(tool: str, path: Path, ours_exe: Path, bench_python: Path) -> list[str]:
@@ -514,6 +531,8 @@ def measure_input(
                 continue
             cmd = tool_command(tool, inp.path, ours_exe, bench_python)
             wall, rss, err = _run_child(cmd, env, timeout_s)
+            if err.startswith("PARTIAL "):
+                r.partial, err = err[len("PARTIAL ") :], ""
             if err:
                 r.error = err
             else:
@@ -704,17 +723,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return text
 
     for n, job in enumerate(todo):
-        if isinstance(job, int):
-            job = make_scaled(args.scale_src, args.data_dir, args.scale_script, [job])[0]
-            inputs.append(job)
-        results[job.path] = measure_input(
-            job,
-            repeat,
-            args.ours,
-            args.bench_python,
-            int(args.peer_max_mb * MB),
-            args.timeout_s,
-        )
+        try:
+            if isinstance(job, int):
+                job = make_scaled(args.scale_src, args.data_dir, args.scale_script, [job])[0]
+                inputs.append(job)
+            results[job.path] = measure_input(
+                job,
+                repeat,
+                args.ours,
+                args.bench_python,
+                int(args.peer_max_mb * MB),
+                args.timeout_s,
+            )
+        except KeyboardInterrupt:  # Ctrl-C: keep what was measured, name the rest
+            print(write(todo[n:]))
+            return 130
         write(todo[n + 1 :])
     profile_text = None
     if not args.no_profile and not args.quick:

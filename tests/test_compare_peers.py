@@ -218,3 +218,13 @@ def test_failure_reason_names_the_exception_and_where() -> None:
     assert cp.failure_reason("warn\nKeyError: 'ts'\n", 1) == "KeyError: 'ts'"
     assert cp.failure_reason("", 137) == "exit 137"
     assert len(cp.failure_reason("x" * 500 + ": y", 1)) == 200
+
+
+def test_partial_peer_is_named_and_still_compared() -> None:
+    real = _inp("gpt.json.gz", 149.4)
+    hta = _runs((40.0, 900 * MB))
+    hta.partial = "temporal: AssertionError"
+    results = {real.path: {"ours": _runs((4.0, 200 * MB)), "hta": hta}}
+    text = cp.render_results(_machine(), [real], results, 1, "cmd")
+    assert "| 40.00 (raised in temporal: AssertionError) | 900 |" in text
+    assert "| gpt.json.gz | 10x HTA | pass | 10.0x |" in text
