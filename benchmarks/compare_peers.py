@@ -424,7 +424,7 @@ def render_results(
         for i in inputs
         if i.group == "scaled" and i.path in results and results[i.path].get("ours", Runs()).ok
     ]
-    if len(scaled) >= 2:
+    if len(scaled) >= 3:  # through 2 points r² = 1 says nothing
         b, a, r2 = fit_slope(scaled)
         lines.append(
             f"Ours over the {len(scaled)} scaled inputs: {b:.2f} s per GB of JSON "

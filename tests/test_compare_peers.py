@@ -228,3 +228,12 @@ def test_partial_peer_is_named_and_still_compared() -> None:
     text = cp.render_results(_machine(), [real], results, 1, "cmd")
     assert "| 40.00 (raised in temporal: AssertionError) | 900 |" in text
     assert "| gpt.json.gz | 10x HTA | pass | 10.0x |" in text
+
+
+def test_no_slope_through_two_points() -> None:
+    scaled = [_inp(f"s{m}.json.gz", m, "scaled") for m in (85, 255)]
+    results = {s.path: {"ours": _runs((20.0 + s.json_bytes / 1e8, 1))} for s in scaled}
+    text = cp.render_results(_machine(), scaled, results, 1, "cmd")
+    assert "per GB" not in text
+    results[scaled[0].path]["ours"] = cp.Runs(error="x")
+    assert "Scaled traces" in cp.render_results(_machine(), scaled, results, 1, "cmd")
