@@ -139,8 +139,4 @@ bench-peers: venv bench-setup
 	$(PY) benchmarks/compare_peers.py --repeat 3 --data-dir $(BENCH_DATA)
 
 clean:
-<<<<<<< HEAD
-	rm -rf $(VENV) $(TORCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
-=======
-	rm -rf $(VENV) .bench-venv build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
->>>>>>> h/bench
+	rm -rf $(VENV) $(TORCH_VENV) $(BENCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
