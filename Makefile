@@ -13,7 +13,7 @@ NPM ?= npm
 CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null),/usr/bin/chromium)
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test test-plan lint typecheck unit capture-test bench clean frontend frontend-test browser-deps schema
+.PHONY: venv demo test test-plan lint typecheck unit capture-test bench bench-setup bench-peers clean frontend frontend-test browser-deps schema
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -125,5 +125,25 @@ bench: venv
 	$(PY) benchmarks/bench_ranks.py
 	$(PY) benchmarks/bench_runs.py
 
+# ---------------------------------------------------------------- peers (benchmarks/compare_peers.py)
+# HTA and the old PyTorch Profiler plugin live in their own environment, never in ours
+# (setup.py). Pinned to the versions RESULTS.md was measured with; neither imports torch.
+BENCH_VENV ?= .bench-venv
+BENCH_PEERS := HolisticTraceAnalysis==0.5.0 torch-tb-profiler==0.4.3
+BENCH_DATA ?= benchmarks/data
+
+$(BENCH_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q $(BENCH_PEERS)
+	touch $@
+
+bench-setup: $(BENCH_VENV)/.installed
+
+# Ours against both peers, median of 3 runs each, on the real GPT trace in $(BENCH_DATA)
+# and the scaled traces made there; rewrites benchmarks/RESULTS.md.
+bench-peers: venv bench-setup
+	$(PY) benchmarks/compare_peers.py --repeat 3 --data-dir $(BENCH_DATA)
+
 clean:
-	rm -rf $(VENV) $(TORCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build
+	rm -rf $(VENV) $(TORCH_VENV) $(BENCH_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache frontend/node_modules frontend/build

@@ -1,0 +1,754 @@
+"""Ours against HTA and the old PyTorch Profiler plugin, on the same real Kineto traces.
+
+    python benchmarks/compare_peers.py [--repeat 3] [--quick] [--inputs PATH ...]
+        [--data-dir benchmarks/data] [--peer-max-mb 300] [--no-scaled] [--no-profile]
+
+Tools (each run is a fresh subprocess, started the same way for all three):
+
+* ``ours``: ``tb-kineto-insights report FILE --format json --cache none`` (read + every
+  panel + the JSON written to a file), with ``KINETO_INSIGHTS_CACHE_DIR`` unset, so
+  nothing is cached between runs.
+* ``hta``: HolisticTraceAnalysis ``TraceAnalysis(trace_dir=D)`` (load: parse into
+  DataFrames) then ``get_temporal_breakdown``, ``get_idle_time_breakdown`` and
+  ``get_comm_comp_overlap`` (``visualize=False``); one that raises is named in the table
+  (HTA 0.5.0's temporal breakdown asserts a non-negative non-compute time and fails on
+  some real traces) and the others still run. HTA reads a directory of rank traces:
+  ``D`` is a fresh temporary directory holding one symlink ``rank0.json[.gz]`` to FILE.
+* ``tbp``: torch-tb-profiler's ``RunLoader(name, D, Cache()).load()``, what the plugin
+  does for one run directory (``RunProfileData.parse`` = read + process + analyze, then
+  ``RunGenerator.generate_run_profile``, then the distributed views), ``D`` a fresh
+  temporary directory holding one symlink ``worker0.pt.trace.json[.gz]`` to FILE.
+
+The peers run with ``--bench-python`` (default ``.bench-venv/bin/python``, made by
+``make bench-setup``), never with our environment.
+
+Measured per run: *wall* = seconds from starting the child process to reaping it,
+interpreter start and imports included (the same for all three tools); *peak RSS* =
+``ru_maxrss`` of the reaped child from ``os.wait4``, which is the largest resident set of
+the child or any of its reaped descendants (HTA parses in a forked pool worker, the old
+plugin in a ``multiprocessing`` child: their peak is the largest single process, not the
+sum). Each tool is run ``--repeat`` times (runs of the three tools interleaved) and the
+median of each quantity is reported. A run that exits non-zero or prints no ``OK`` line is
+``failed: <last stderr line>``; a failed tool has no ratio.
+
+Ratios: ``time x`` = peer median wall / ours; ``RSS frac`` = ours median peak RSS / peer.
+Targets (issue 14), on every input of at least 10 MB of JSON: ``time x >= 10`` and
+``RSS frac <= 1/3`` against each peer that succeeded; on the ~1 GB scaled input, ours
+``<= 15 s`` and ``<= 1.5 GB`` peak RSS. Sizes are in MB = 10^6 bytes (uncompressed JSON;
+for ``.gz`` the ISIZE trailer). Slope: least-squares line of ours' median wall against
+JSON GB over the scaled inputs, in seconds per GB, with r^2.
+
+Inputs: every Kineto trace (a ``.json``/``.json.gz`` whose first 64 KiB name
+``traceEvents``) under ``sample_logs/``, ``../shared/traces/public``,
+``../shared/traces/h200x2`` and ``--data-dir`` (the recorded GPT trace, see
+``scripts/record_gpt_trace.py``), plus scaled traces made from ``--scale-src`` by
+``benchmarks/scale_trace.py`` into ``<data-dir>/scaled/`` at 100, 250, 500 and 1000 MiB.
+Peers run only on inputs of at most ``--peer-max-mb`` (each takes minutes and GBs
+above that). Writes ``benchmarks/RESULTS.md`` (``--out``) and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import platform
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+DEFAULT_ROOTS = (REPO / "sample_logs", SHARED / "public", SHARED / "h200x2")
+DEFAULT_SCALE_SRC = SHARED / "public" / "hta_df_index_resolver" / "df_index_resolver.json.gz"
+SCALED_MIB = (100, 250, 500, 1000)
+MB = 1_000_000
+BIG_INPUT_BYTES = 10 * MB  # the speed/RSS targets apply from here on
+TIME_RATIO_TARGET = 10.0  # peer wall / ours, at least
+RSS_FRACTION_TARGET = 1.0 / 3.0  # ours peak RSS / peer peak RSS, at most
+GB_TARGET_WALL_S = 15.0
+GB_TARGET_RSS_BYTES = 1_500 * MB
+PEERS = ("hta", "tbp")
+TOOLS = ("ours", *PEERS)
+TOOL_LABEL = {"ours": "ours", "hta": "HTA", "tbp": "torch-tb-profiler"}
+
+HTA_CHILD = r"""
+import os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+path = os.path.abspath(sys.argv[1])
+d = tempfile.mkdtemp(prefix="bench_hta_")
+os.symlink(path, os.path.join(d, "rank0.json.gz" if path.endswith(".gz") else "rank0.json"))
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=d)
+failed = []
+for name, call in (
+    ("temporal", lambda: a.get_temporal_breakdown(visualize=False)),
+    ("idle", lambda: a.get_idle_time_breakdown(visualize=False)),
+    ("comm_comp_overlap", lambda: a.get_comm_comp_overlap(visualize=False)),
+):
+    try:
+        call()
+    except Exception as exc:  # a breakdown that raises is named, the others still run
+        failed.append("%s: %s" % (name, type(exc).__name__))
+n = sum(len(df) for df in a.t.traces.values())
+print("OK events=%d" % n)
+if failed:
+    print("PARTIAL " + "; ".join(failed))
+"""
+
+TBP_CHILD = r"""
+import os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+path = os.path.abspath(sys.argv[1])
+d = tempfile.mkdtemp(prefix="bench_tbp_")
+name = "worker0.pt.trace.json" + (".gz" if path.endswith(".gz") else "")
+os.symlink(path, os.path.join(d, name))
+from torch_tb_profiler import io
+from torch_tb_profiler.profiler.loader import RunLoader
+run = RunLoader("bench", d, io.Cache(tempfile.mkdtemp(prefix="bench_tbp_cache_"))).load()
+profiles = [p for p in run.profiles.values() if getattr(p, "overview", None) is not None]
+if not profiles:
+    sys.exit("the plugin produced no profile (it logs parse failures and goes on)")
+print("OK profiles=%d" % len(profiles))
+"""
+
+PROFILE_CHILD = r"""
+import cProfile, io, pstats, sys, contextlib
+from tb_kineto_insights.cli import main
+pr = cProfile.Profile()
+with open(sys.argv[2], "w") as out, contextlib.redirect_stdout(out):
+    pr.enable()
+    rc = main(["report", sys.argv[1], "--format", "json", "--cache", "none"])
+    pr.disable()
+s = io.StringIO()
+st = pstats.Stats(pr, stream=s)
+print("TOTAL %.2f" % st.total_tt)
+st.sort_stats("tottime").print_stats(12)
+print(s.getvalue())
+"""
+
+
+# ---------------------------------------------------------------- pure parts (tested)
+
+
+@dataclass(frozen=True)
+class Input:
+    """One trace file: ``json_bytes`` uncompressed, ``file_bytes`` on disk, ``group``."""
+
+    path: Path
+    json_bytes: int
+    file_bytes: int
+    group: str  # "real" or "scaled"
+
+
+@dataclass
+class Runs:
+    """The runs of one tool on one input: ``(wall_s, peak_rss_bytes)`` each, or a failure."""
+
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    error: str | None = None
+    skipped: str | None = None
+    partial: str | None = None  # parts of the tool's analysis that raised (time still counted)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.skipped is None and bool(self.samples)
+
+    def median_wall_s(self) -> float:
+        """Median wall seconds; ValueError when there is no successful sample."""
+        return median([s[0] for s in self.samples])
+
+    def median_rss_bytes(self) -> float:
+        """Median peak RSS in bytes; ValueError when there is no successful sample."""
+        return median([float(s[1]) for s in self.samples])
+
+
+def median(values: Sequence[float]) -> float:
+    """Median of ``values`` (mean of the two middle ones for an even count).
+
+    Raises ValueError on an empty sequence.
+    """
+    if not values:
+        raise ValueError("median of no values")
+    return float(statistics.median(values))
+
+
+def time_ratio(peer: Runs, ours: Runs) -> float | None:
+    """Peer median wall / ours (how many times faster we are); None if either failed."""
+    if not (peer.ok and ours.ok):
+        return None
+    return peer.median_wall_s() / ours.median_wall_s()
+
+
+def rss_fraction(ours: Runs, peer: Runs) -> float | None:
+    """Ours median peak RSS / the peer's (<= 1/3 is the target); None if either failed."""
+    if not (peer.ok and ours.ok):
+        return None
+    return ours.median_rss_bytes() / peer.median_rss_bytes()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One target on one input: ``passed`` and a sentence saying by how much."""
+
+    input_name: str
+    target: str
+    passed: bool
+    detail: str
+
+
+def evaluate_targets(inp: Input, runs: dict[str, Runs]) -> list[Verdict]:
+    """The issue-14 targets that apply to ``inp`` given each tool's ``runs``.
+
+    Inputs under 10 MB of JSON get none. From 10 MB: per peer that succeeded,
+    ``time x >= 10`` and ``RSS frac <= 1/3``. A scaled input of at least 900 MB also gets
+    ours ``<= 15 s`` and ``<= 1.5 GB``. A failed ``ours`` is a failed target.
+    """
+    name = inp.path.name
+    out: list[Verdict] = []
+    ours = runs.get("ours", Runs(error="not run"))
+    if inp.json_bytes >= BIG_INPUT_BYTES:
+        for peer in PEERS:
+            pr = runs.get(peer)
+            if pr is None or not pr.ok:
+                continue
+            label = TOOL_LABEL[peer]
+            if not ours.ok:
+                out.append(Verdict(name, f"10x {label}", False, f"ours failed: {ours.error}"))
+                continue
+            tr = time_ratio(pr, ours)
+            rf = rss_fraction(ours, pr)
+            assert tr is not None and rf is not None  # both ok, checked above
+            miss_t = "" if tr >= TIME_RATIO_TARGET else f", {TIME_RATIO_TARGET / tr:.2f}x short"
+            out.append(Verdict(name, f"10x {label}", tr >= TIME_RATIO_TARGET, f"{tr:.1f}x{miss_t}"))
+            miss_r = "" if rf <= RSS_FRACTION_TARGET else f", {rf / RSS_FRACTION_TARGET:.2f}x over"
+            out.append(
+                Verdict(name, f"RSS <= 1/3 {label}", rf <= RSS_FRACTION_TARGET, f"{rf:.2f}{miss_r}")
+            )
+    if inp.group == "scaled" and inp.json_bytes >= 900 * MB:
+        if not ours.ok:
+            out.append(Verdict(name, "1 GB in 15 s, 1.5 GB", False, f"ours failed: {ours.error}"))
+        else:
+            w, r = ours.median_wall_s(), ours.median_rss_bytes()
+            ok_w, ok_r = w <= GB_TARGET_WALL_S, r <= GB_TARGET_RSS_BYTES
+            out.append(Verdict(name, "1 GB in <= 15 s", ok_w, f"{w:.1f} s"))
+            out.append(Verdict(name, "1 GB peak RSS <= 1.5 GB", ok_r, f"{r / MB:.0f} MB"))
+    return out
+
+
+def fit_slope(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
+    """Least-squares line ``y = a + b x`` through ``(x, y)`` points: ``(b, a, r^2)``.
+
+    With x = JSON GB and y = seconds, ``b`` is seconds per GB. Raises ValueError with
+    fewer than 2 points or all x equal. r^2 = 1 - SS_res / SS_tot (1.0 when all y equal).
+    """
+    if len(points) < 2:
+        raise ValueError("a slope needs at least 2 points")
+    n = len(points)
+    mx = sum(p[0] for p in points) / n
+    my = sum(p[1] for p in points) / n
+    sxx = sum((p[0] - mx) ** 2 for p in points)
+    if sxx == 0:
+        raise ValueError("a slope needs 2 different x")
+    sxy = sum((p[0] - mx) * (p[1] - my) for p in points)
+    b = sxy / sxx
+    a = my - b * mx
+    ss_tot = sum((p[1] - my) ** 2 for p in points)
+    ss_res = sum((p[1] - a - b * p[0]) ** 2 for p in points)
+    r2 = 1.0 if ss_tot == 0 else 1.0 - ss_res / ss_tot
+    return b, a, r2
+
+
+def json_size_bytes(path: Path) -> int:
+    """Uncompressed size: the file size of a ``.json``, the gzip ISIZE trailer of a ``.gz``.
+
+    ISIZE is the size modulo 2^32 of the last gzip member: exact for one-member files under
+    4 GiB, which is what Kineto and scale_trace.py write. Raises OSError if unreadable.
+    """
+    if path.suffix != ".gz":
+        return path.stat().st_size
+    with path.open("rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int(struct.unpack("<I", f.read(4))[0])
+
+
+def is_kineto_trace(path: Path) -> bool:
+    """True when ``path`` is a ``.json``/``.json.gz`` whose first 64 KiB hold ``traceEvents``."""
+    name = path.name
+    if not (name.endswith(".json") or name.endswith(".json.gz")):
+        return False
+    try:
+        if name.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                head = f.read(65536)
+        else:
+            with path.open("rb") as f:
+                head = f.read(65536)
+    except (OSError, EOFError):
+        return False
+    return b'"traceEvents"' in head
+
+
+def discover_inputs(roots: Iterable[Path], group: str = "real") -> list[Input]:
+    """Every Kineto trace under ``roots`` (recursively, symlinks followed), sorted by size.
+
+    Missing roots are skipped. A file found twice (two roots) is listed once.
+    """
+    seen: set[Path] = set()
+    found: list[Input] = []
+    for root in roots:
+        if not root.exists():
+            continue
+        files = [root] if root.is_file() else sorted(root.rglob("*.json*"))
+        for p in files:
+            real = p.resolve()
+            if real in seen or not p.is_file() or not is_kineto_trace(p):
+                continue
+            seen.add(real)
+            found.append(Input(p, json_size_bytes(p), p.stat().st_size, group))
+    return sorted(found, key=lambda i: (i.json_bytes, str(i.path)))
+
+
+def _fmt_s(r: Runs | None) -> str:
+    if r is None:
+        return "–"
+    if r.skipped:
+        return f"skipped: {r.skipped}"
+    if not r.ok:
+        return f"failed: {r.error}"
+    if r.partial:
+        return f"{r.median_wall_s():.2f} (raised in {r.partial})"
+    return f"{r.median_wall_s():.2f}"
+
+
+def _fmt_mb(r: Runs | None) -> str:
+    if r is None or not r.ok:
+        return "–"
+    return f"{r.median_rss_bytes() / MB:.0f}"
+
+
+def _fmt_ratio(x: float | None, digits: int = 1) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _display_name(inp: Input) -> str:
+    for base in (REPO, REPO.parent):
+        try:
+            return str(inp.path.absolute().relative_to(base))
+        except ValueError:
+            continue
+    return inp.path.name
+
+
+def render_results(
+    machine: dict[str, str],
+    inputs: Sequence[Input],
+    results: dict[Path, dict[str, Runs]],
+    repeat: int,
+    command: str,
+    profile_text: str | None = None,
+) -> str:
+    """RESULTS.md as Markdown: the machine, how it was measured, one row per input
+    (median wall s and peak RSS MB per tool, ratios), the scaled inputs with ours' slope
+    (s per GB, r^2), every target with pass/fail, the misses with by how much, and an
+    optional profile summary of ours."""
+    lines = ["# Peer benchmark: tb-kineto-insights vs HTA vs torch-tb-profiler", ""]
+    lines.append(f"Made by `{command}`; every number below is the median of {repeat} runs.")
+    lines.append("")
+    lines.append("## Machine")
+    lines.append("")
+    for k, v in machine.items():
+        lines.append(f"- {k}: {v}")
+    lines.append("")
+    lines.append("## How")
+    lines.append("")
+    lines.append(
+        "Each run is a fresh process. Wall = seconds from starting the process to reaping "
+        "it, interpreter start and imports included, for all three tools alike. Peak RSS "
+        "= `ru_maxrss` of the reaped child (`os.wait4`): the largest single process of the "
+        "child and its reaped descendants. Ours = `tb-kineto-insights report FILE --format "
+        "json --cache none` (read + every panel). HTA = `TraceAnalysis(trace_dir)` + "
+        "temporal, idle-time and comm/comp-overlap breakdowns, the trace symlinked as "
+        "`rank0.json[.gz]` into a fresh directory. torch-tb-profiler = its `RunLoader` "
+        "on a fresh run directory holding the trace as `worker0.pt.trace.json[.gz]` "
+        "(parse, process, analyze, run profile). `time x` = peer wall / ours; `RSS frac` "
+        "= ours peak RSS / peer. MB = 10^6 bytes of uncompressed JSON. An HTA breakdown "
+        "that raises is named in its cell (`raised in temporal: AssertionError`): the other "
+        "breakdowns still ran and the time counts, so that peer did less work than asked."
+    )
+    lines.append("")
+    header = (
+        "| input | JSON MB | ours s | ours RSS MB | HTA s | HTA RSS MB | tbp s | tbp RSS MB "
+        "| time x HTA | time x tbp | RSS frac HTA | RSS frac tbp |"
+    )
+    sep = "|" + "---|" * 12
+    verdicts: list[Verdict] = []
+    for title, group in (("Real traces", "real"), ("Scaled traces", "scaled")):
+        rows = [i for i in inputs if i.group == group and i.path in results]
+        if not rows:
+            continue
+        lines += [f"## {title}", "", header, sep]
+        for inp in rows:
+            r = results[inp.path]
+            ours = r.get("ours")
+            cells = [
+                _display_name(inp),
+                f"{inp.json_bytes / MB:.1f}",
+                _fmt_s(ours),
+                _fmt_mb(ours),
+                _fmt_s(r.get("hta")),
+                _fmt_mb(r.get("hta")),
+                _fmt_s(r.get("tbp")),
+                _fmt_mb(r.get("tbp")),
+            ]
+            for peer in PEERS:
+                pr = r.get(peer)
+                ok = ours is not None and pr is not None
+                cells.append(_fmt_ratio(time_ratio(pr, ours) if ok else None))  # type: ignore[arg-type]
+            for peer in PEERS:
+                pr = r.get(peer)
+                ok = ours is not None and pr is not None
+                cells.append(_fmt_ratio(rss_fraction(ours, pr) if ok else None, 2))  # type: ignore[arg-type]
+            lines.append("| " + " | ".join(cells) + " |")
+            verdicts += evaluate_targets(inp, r)
+        lines.append("")
+    scaled = [
+        (i.json_bytes / 1e9, results[i.path]["ours"].median_wall_s())
+        for i in inputs
+        if i.group == "scaled" and i.path in results and results[i.path].get("ours", Runs()).ok
+    ]
+    if len(scaled) >= 3:  # through 2 points r² = 1 says nothing
+        b, a, r2 = fit_slope(scaled)
+        lines.append(
+            f"Ours over the {len(scaled)} scaled inputs: {b:.2f} s per GB of JSON "
+            f"(intercept {a:.2f} s, r² = {r2:.4f})."
+        )
+        lines.append("")
+    lines += ["## Targets", ""]
+    if not verdicts:
+        lines.append("No input of 10 MB or more was measured: no target applies.")
+    else:
+        n_pass = sum(v.passed for v in verdicts)
+        lines.append(f"{n_pass} of {len(verdicts)} passed.")
+        lines.append("")
+        lines += ["| input | target | result | value |", "|---|---|---|---|"]
+        for v in verdicts:
+            res = "pass" if v.passed else "**miss**"
+            lines.append(f"| {v.input_name} | {v.target} | {res} | {v.detail} |")
+    lines.append("")
+    if profile_text:
+        lines += ["## Profile of ours", "", "```", profile_text.rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+def failure_reason(stderr: str, exit_code: int) -> str:
+    """One line saying why a child failed: the last stderr line (the exception), and for
+    a bare exception name (``AssertionError``) where it was raised (file:line, function),
+    at most 200 characters; ``exit N`` with no stderr."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    if not lines:
+        return f"exit {exit_code}"
+    last = lines[-1]
+    if ":" not in last:
+        where = [ln for ln in lines if ln.startswith('File "')]
+        if where:
+            m = re.match(r'File "(?:.*/)?([^/"]+)", line (\d+), in (\S+)', where[-1])
+            if m:
+                last += f" at {m.group(1)}:{m.group(2)} in {m.group(3)}"
+    return last[:200]
+
+
+# ---------------------------------------------------------------- measuring (not tested)
+
+
+def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[float, int, str]:
+    """Run ``cmd``; returns ``(wall_s, peak_rss_bytes, error or "")``."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=REPO)
+        deadline = t0 + timeout_s
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                return 0.0, 0, f"timeout after {timeout_s:.0f} s"
+            time.sleep(0.01)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        rss = int(ru.ru_maxrss) * 1024  # Linux: KiB
+        out.seek(0)
+        stdout = out.read().decode(errors="replace")
+        err.seek(0)
+        stderr = err.read().decode(errors="replace").strip()
+    if proc.returncode != 0:
+        return wall, rss, failure_reason(stderr, proc.returncode)
+    if cmd[1] == "-c" and not any(line.startswith("OK") for line in stdout.splitlines()):
+        return wall, rss, "no OK line"
+    partial = [ln[len("PARTIAL ") :] for ln in stdout.splitlines() if ln.startswith("PARTIAL ")]
+    return wall, rss, ("PARTIAL " + partial[0]) if partial else ""
+
+
+def tool_command(tool: str, path: Path, ours_exe: Path, bench_python: Path) -> list[str]:
+    """The child command line measuring ``tool`` on ``path``."""
+    if tool == "ours":
+        return [str(ours_exe), "report", str(path), "--format", "json", "--cache", "none"]
+    code = HTA_CHILD if tool == "hta" else TBP_CHILD
+    return [str(bench_python), "-c", code, str(path)]
+
+
+def measure_input(
+    inp: Input,
+    repeat: int,
+    ours_exe: Path,
+    bench_python: Path,
+    peer_max_bytes: int,
+    timeout_s: float,
+) -> dict[str, Runs]:
+    """Each tool ``repeat`` times on ``inp`` (the tools interleaved, so a change of load
+    hits all three); a failure stops that tool on that input."""
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_INSIGHTS_CACHE_DIR"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    runs = {t: Runs() for t in TOOLS}
+    for peer in PEERS:
+        if not bench_python.exists():
+            runs[peer].skipped = f"no {bench_python} (make bench-setup)"
+        elif inp.json_bytes > peer_max_bytes:
+            runs[peer].skipped = f"> {peer_max_bytes / MB:.0f} MB"
+    for k in range(repeat):
+        for tool in TOOLS:
+            r = runs[tool]
+            if r.error or r.skipped:
+                continue
+            cmd = tool_command(tool, inp.path, ours_exe, bench_python)
+            wall, rss, err = _run_child(cmd, env, timeout_s)
+            if err.startswith("PARTIAL "):
+                r.partial, err = err[len("PARTIAL ") :], ""
+            if err:
+                r.error = err
+            else:
+                r.samples.append((wall, rss))
+            print(
+                f"  {_display_name(inp)} {tool} run {k + 1}: "
+                + (f"failed: {err}" if err else f"{wall:.2f} s, {rss / MB:.0f} MB"),
+                file=sys.stderr,
+                flush=True,
+            )
+    return runs
+
+
+def make_scaled(
+    src: Path, data_dir: Path, scale_script: Path, sizes_mib: Sequence[int]
+) -> list[Input]:
+    """``<data_dir>/scaled/scaled_<MiB>mib.json.gz`` for each size, made once by
+    ``scale_script SRC -o OUT --target-mb MiB`` (kept between runs). Raises
+    FileNotFoundError naming what is missing, RuntimeError if the script fails."""
+    if not src.exists():
+        raise FileNotFoundError(f"--scale-src {src}: no such file")
+    if not scale_script.exists():
+        raise FileNotFoundError(f"--scale-script {scale_script}: no such file")
+    out_dir = data_dir / "scaled"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    made: list[Input] = []
+    for mib in sizes_mib:
+        out = out_dir / f"{src.name.split('.')[0]}_x{mib}mib.json.gz"
+        tmp = out.with_suffix(".part.gz")
+        while not out.exists() and tmp.exists() and time.time() - tmp.stat().st_mtime < 30:
+            time.sleep(5)  # another maker is writing it (a concurrent run): wait for it
+        if not out.exists():
+            cmd = [
+                sys.executable,
+                str(scale_script),
+                str(src),
+                "-o",
+                str(tmp),
+                "--target-mb",
+                str(mib),
+            ]
+            print(f"making {out} ...", file=sys.stderr, flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{scale_script} failed on {src}: {proc.stderr.strip()[-300:]}")
+            tmp.rename(out)
+        made.append(Input(out, json_size_bytes(out), out.stat().st_size, "scaled"))
+    return made
+
+
+def _read(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({exc})"
+
+
+def machine_info(bench_python: Path, ours_exe: Path) -> dict[str, str]:
+    """CPU model, cores, RAM, Python and tool versions, date, ``uptime`` (load average)."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        mem_kib = int(
+            next(
+                ln.split()[1]
+                for ln in Path("/proc/meminfo").read_text().splitlines()
+                if ln.startswith("MemTotal")
+            )
+        )
+        ram = f"{mem_kib / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        ram = "unknown"
+    ver = (
+        "import importlib.metadata as m\n"
+        "for n in ('HolisticTraceAnalysis', 'torch-tb-profiler', 'pandas'):\n"
+        "    try: print(n, m.version(n))\n"
+        "    except Exception as e: print(n, 'missing')\n"
+    )
+    peers = (
+        _read([str(bench_python), "-c", ver]).replace("\n", ", ")
+        if bench_python.exists()
+        else "not installed"
+    )
+    return {
+        "CPU": f"{cpu}, {os.cpu_count()} logical cores",
+        "RAM": ram,
+        "OS": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "ours": _read([str(ours_exe), "--version"]) + f", Python {platform.python_version()}",
+        "peers": peers
+        + (
+            ", Python "
+            + _read([str(bench_python), "-c", "import platform; print(platform.python_version())"])
+            if bench_python.exists()
+            else ""
+        ),
+        "uptime at start": _read(["uptime"]),
+    }
+
+
+def profile_ours(path: Path, ours_python: Path) -> str:
+    """cProfile of ours' ``report`` on ``path``: the total and the 12 costliest functions
+    by own time (pstats text)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        proc = subprocess.run(
+            [str(ours_python), "-c", PROFILE_CHILD, str(path), out.name],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+    if proc.returncode != 0:
+        return f"profile failed: {proc.stderr.strip()[-300:]}"
+    keep = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    return f"cProfile of `report {_display_name(Input(path, 0, 0, 'real'))}`\n" + "\n".join(keep)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per tool and input (median)")
+    ap.add_argument(
+        "--quick", action="store_true", help="1 run, the 3 smallest inputs >= 10 MB, no scaled"
+    )
+    ap.add_argument(
+        "--inputs",
+        nargs="+",
+        type=Path,
+        help="these files or folders (+ scaled unless --no-scaled)",
+    )
+    ap.add_argument("--data-dir", type=Path, default=REPO / "benchmarks" / "data")
+    ap.add_argument("--scale-src", type=Path, default=DEFAULT_SCALE_SRC)
+    ap.add_argument("--scale-script", type=Path, default=REPO / "benchmarks" / "scale_trace.py")
+    ap.add_argument("--no-scaled", action="store_true", help="skip the scaled inputs")
+    ap.add_argument(
+        "--scaled-mib", type=int, nargs="+", default=list(SCALED_MIB), help="scaled sizes, MiB"
+    )
+    ap.add_argument("--peer-max-mb", type=float, default=300.0)
+    ap.add_argument("--min-mb", type=float, default=10.0, help="real inputs from this JSON size")
+    ap.add_argument("--timeout-s", type=float, default=900.0)
+    ap.add_argument("--bench-python", type=Path, default=REPO / ".bench-venv" / "bin" / "python")
+    ap.add_argument("--ours", type=Path, default=REPO / ".venv" / "bin" / "tb-kineto-insights")
+    ap.add_argument("--no-profile", action="store_true", help="no cProfile of ours")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "RESULTS.md")
+    args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
+    if not args.ours.exists():
+        ap.error(f"--ours {args.ours}: no such file (make venv)")
+    skipped_small = 0
+    if args.inputs:
+        inputs = discover_inputs(args.inputs)
+        if not inputs:
+            ap.error(f"--inputs: no Kineto trace in {' '.join(map(str, args.inputs))}")
+    else:
+        found = [
+            i
+            for i in discover_inputs([*DEFAULT_ROOTS, args.data_dir])
+            if "scaled" not in i.path.parts
+        ]
+        inputs = [i for i in found if i.json_bytes >= args.min_mb * MB]
+        skipped_small = len(found) - len(inputs)
+    repeat = args.repeat
+    scaled_mib: list[int] = []
+    if args.quick:
+        repeat = 1
+        inputs = inputs[:3]
+    elif not args.no_scaled:
+        scaled_mib = list(args.scaled_mib)
+    machine = machine_info(args.bench_python, args.ours)
+    cmd = "python benchmarks/compare_peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    results: dict[Path, dict[str, Runs]] = {}
+    todo: list[Input | int] = [*inputs, *scaled_mib]
+
+    def write(pending: Sequence[Input | int], profile_text: str | None = None) -> str:
+        machine["uptime at end"] = _read(["uptime"])
+        text = render_results(machine, inputs, results, repeat, cmd.strip(), profile_text)
+        if skipped_small:
+            text += (
+                f"\n{skipped_small} real traces under {args.min_mb:g} MB of JSON (sample_logs/, "
+                "shared/traces) were not measured: no target applies to them.\n"
+            )
+        if pending:
+            names = [f"scaled {p} MiB" if isinstance(p, int) else _display_name(p) for p in pending]
+            text += "\nNot measured (the run was stopped before them): " + ", ".join(names) + "\n"
+        args.out.write_text(text)
+        return text
+
+    for n, job in enumerate(todo):
+        try:
+            if isinstance(job, int):
+                job = make_scaled(args.scale_src, args.data_dir, args.scale_script, [job])[0]
+                inputs.append(job)
+            results[job.path] = measure_input(
+                job,
+                repeat,
+                args.ours,
+                args.bench_python,
+                int(args.peer_max_mb * MB),
+                args.timeout_s,
+            )
+        except KeyboardInterrupt:  # Ctrl-C: keep what was measured, name the rest
+            print(write(todo[n:]))
+            return 130
+        write(todo[n + 1 :])
+    profile_text = None
+    if not args.no_profile and not args.quick:
+        real = [i for i in inputs if i.group == "real"]
+        if real:
+            biggest = max(real, key=lambda i: i.json_bytes)
+            profile_text = profile_ours(biggest.path, args.ours.parent / "python")
+    text = write([], profile_text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

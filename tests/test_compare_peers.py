@@ -1,0 +1,239 @@
+"""The pure parts of ``benchmarks/compare_peers.py``: medians, ratios, targets, the slope,
+input discovery and RESULTS.md from fake measurements. No peer is installed or run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, cpu, kernel, write_trace
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import compare_peers as cp  # noqa: E402
+
+MB = 1_000_000
+
+
+def _runs(*samples: tuple[float, int]) -> cp.Runs:
+    return cp.Runs(samples=list(samples))
+
+
+def test_median_odd_even_and_empty() -> None:
+    assert cp.median([3.0, 1.0, 2.0]) == 2.0
+    assert cp.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    with pytest.raises(ValueError, match="no values"):
+        cp.median([])
+
+
+def test_runs_medians_ignore_an_outlier() -> None:
+    r = _runs((1.0, 100 * MB), (9.0, 300 * MB), (2.0, 200 * MB))
+    assert r.median_wall_s() == 2.0
+    assert r.median_rss_bytes() == 200 * MB
+
+
+def test_ratios_use_medians_and_none_on_failure() -> None:
+    ours = _runs((1.0, 100 * MB), (1.2, 110 * MB), (1.1, 90 * MB))
+    peer = _runs((12.0, 600 * MB), (11.0, 660 * MB), (13.0, 630 * MB))
+    assert cp.time_ratio(peer, ours) == pytest.approx(12.0 / 1.1)
+    assert cp.rss_fraction(ours, peer) == pytest.approx(100 / 630)
+    failed = cp.Runs(error="boom")
+    assert cp.time_ratio(failed, ours) is None
+    assert cp.rss_fraction(ours, failed) is None
+    assert cp.time_ratio(peer, cp.Runs(skipped="> 300 MB")) is None
+
+
+def _inp(name: str, mb: float, group: str = "real") -> cp.Input:
+    return cp.Input(Path("/x") / name, int(mb * MB), int(mb * MB / 10), group)
+
+
+def test_targets_pass_and_miss_with_how_much() -> None:
+    inp = _inp("big.json.gz", 76)
+    runs = {
+        "ours": _runs((1.72, 116 * MB)),
+        "hta": _runs((10.5, 478 * MB)),  # 6.1x: a miss, 10/6.1 = 1.64x short
+        "tbp": _runs((20.0, 486 * MB)),  # 11.6x: a pass
+    }
+    v = {x.target: x for x in cp.evaluate_targets(inp, runs)}
+    assert set(v) == {
+        "10x HTA",
+        "RSS <= 1/3 HTA",
+        "10x torch-tb-profiler",
+        "RSS <= 1/3 torch-tb-profiler",
+    }
+    assert not v["10x HTA"].passed
+    assert v["10x HTA"].detail == "6.1x, 1.64x short"
+    assert v["10x torch-tb-profiler"].passed
+    assert v["10x torch-tb-profiler"].detail == "11.6x"
+    assert v["RSS <= 1/3 HTA"].passed  # 116/478 = 0.24
+    assert v["RSS <= 1/3 HTA"].detail == "0.24"
+
+
+def test_rss_miss_says_by_how_much() -> None:
+    runs = {"ours": _runs((1.0, 200 * MB)), "hta": _runs((20.0, 400 * MB))}
+    v = {x.target: x for x in cp.evaluate_targets(_inp("a.json", 50), runs)}
+    assert not v["RSS <= 1/3 HTA"].passed
+    assert v["RSS <= 1/3 HTA"].detail == "0.50, 1.50x over"
+    assert "10x torch-tb-profiler" not in v  # tbp not run: no target against it
+
+
+def test_small_inputs_and_failed_peers_get_no_target() -> None:
+    runs = {"ours": _runs((0.5, 80 * MB)), "hta": _runs((1.0, 300 * MB))}
+    assert cp.evaluate_targets(_inp("small.json", 9.9), runs) == []
+    failed = {"ours": _runs((1.0, 80 * MB)), "hta": cp.Runs(error="KeyError: 'ph'")}
+    assert cp.evaluate_targets(_inp("big.json", 50), failed) == []
+
+
+def test_failed_ours_fails_every_target() -> None:
+    runs = {"ours": cp.Runs(error="crash"), "hta": _runs((10.0, 400 * MB))}
+    v = cp.evaluate_targets(_inp("big.json", 50), runs)
+    assert [(x.target, x.passed) for x in v] == [("10x HTA", False)]
+
+
+def test_one_gb_target_on_scaled_input() -> None:
+    inp = _inp("x1000.json.gz", 1048, group="scaled")
+    ok = cp.evaluate_targets(inp, {"ours": _runs((14.0, 1400 * MB))})
+    assert [(x.target, x.passed) for x in ok] == [
+        ("1 GB in <= 15 s", True),
+        ("1 GB peak RSS <= 1.5 GB", True),
+    ]
+    bad = cp.evaluate_targets(inp, {"ours": _runs((21.7, 944 * MB))})
+    assert [(x.passed, x.detail) for x in bad] == [(False, "21.7 s"), (True, "944 MB")]
+    # a real (not scaled) 1 GB trace gets the peer targets only
+    assert cp.evaluate_targets(_inp("r.json", 1048), {"ours": _runs((1.0, 1))}) == []
+
+
+def test_fit_slope_exact_line_and_noise() -> None:
+    b, a, r2 = cp.fit_slope([(0.1, 1.5), (0.25, 3.0), (0.5, 5.5), (1.0, 10.5)])
+    assert b == pytest.approx(10.0)
+    assert a == pytest.approx(0.5)
+    assert r2 == pytest.approx(1.0)
+    b, _, r2 = cp.fit_slope([(0.0, 0.0), (1.0, 1.0), (2.0, 1.0)])
+    assert b == pytest.approx(0.5)
+    assert r2 == pytest.approx(0.75)  # SS_res = 1/6, SS_tot = 2/3
+    with pytest.raises(ValueError):
+        cp.fit_slope([(1.0, 2.0)])
+    with pytest.raises(ValueError):
+        cp.fit_slope([(1.0, 2.0), (1.0, 3.0)])
+
+
+def test_json_size_from_gzip_trailer(tmp_path: Path) -> None:
+    raw = json.dumps({"traceEvents": [{"ph": "X", "name": "a" * 1000}]}).encode()
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(raw))
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    assert cp.json_size_bytes(gz) == len(raw)
+    assert cp.json_size_bytes(plain) == len(raw)
+    assert gz.stat().st_size < len(raw)
+
+
+def test_discover_inputs_finds_traces_only(tmp_path: Path) -> None:
+    events = [cpu("ProfilerStep#1", 0, 100), kernel("k", 10, 50)]
+    a = write_trace(tmp_path / "run" / "w.pt.trace.json", events)
+    b = write_trace(tmp_path / "run2" / "w.pt.trace.json.gz", events * 50, gz=True)
+    (tmp_path / "recording_info.json").write_text('{"workers": 2}')
+    (tmp_path / "notes.txt").write_text("traceEvents")
+    (tmp_path / "broken.json.gz").write_bytes(b"not gzip")
+    found = cp.discover_inputs([tmp_path, tmp_path / "run", tmp_path / "missing"])
+    assert [i.path for i in found] == sorted([a, b], key=lambda p: cp.json_size_bytes(p))
+    assert all(i.group == "real" for i in found)
+    gz = next(i for i in found if i.path == b)
+    assert gz.json_bytes == len(gzip.decompress(b.read_bytes()))
+    assert gz.file_bytes == b.stat().st_size
+
+
+def test_discover_inputs_on_sample_logs() -> None:
+    found = cp.discover_inputs([REPO / "sample_logs"])
+    # every run folder's traces, none of the recording_info.json files
+    assert len(found) >= 12
+    assert all(".pt.trace.json" in i.path.name for i in found)
+
+
+def _machine() -> dict[str, str]:
+    return {"CPU": "Test CPU, 2 logical cores", "uptime at start": "load average: 1.00"}
+
+
+def test_render_results_tables_targets_and_slope() -> None:
+    real = _inp("gpt.pt.trace.json.gz", 149.4)
+    small = _inp("tiny.json", 2)
+    scaled = [_inp(f"s{m}.json.gz", m, "scaled") for m in (105, 262, 524, 1048)]
+    results = {
+        real.path: {
+            "ours": _runs((3.0, 200 * MB), (3.2, 210 * MB), (3.1, 220 * MB)),
+            "hta": _runs((32.0, 1000 * MB)),
+            "tbp": cp.Runs(error="KeyError: 'ts'"),
+        },
+        small.path: {"ours": _runs((0.4, 60 * MB)), "hta": _runs((1.0, 200 * MB))},
+    }
+    for s in scaled:
+        t = 0.4 + 10.5 * s.json_bytes / 1e9
+        results[s.path] = {"ours": _runs((t, 500 * MB)), "hta": cp.Runs(skipped="> 300 MB")}
+    text = cp.render_results(_machine(), [small, real, *scaled], results, 3, "cmd", "TOTAL 3.0")
+    assert "- CPU: Test CPU, 2 logical cores" in text
+    assert "median of 3 runs" in text
+    row = next(ln for ln in text.splitlines() if "gpt.pt" in ln)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:] == [
+        "149.4",
+        "3.10",
+        "210",
+        "32.00",
+        "1000",
+        "failed: KeyError: 'ts'",
+        "–",
+        "10.3",
+        "–",
+        "0.21",
+        "–",
+    ]
+    assert "skipped: > 300 MB" in text
+    assert "10.50 s per GB" in text  # t = 0.4 + 10.5 * GB through the 4 points
+    assert "r² = 1.0000" in text
+    # targets: gpt vs HTA time (10.3x pass) + RSS (0.21 pass); 1 GB: 11.4 s pass, 500 MB pass
+    assert "4 of 4 passed." in text
+    assert "| gpt.pt.trace.json.gz | 10x HTA | pass | 10.3x |" in text
+    assert "## Profile of ours" in text and "TOTAL 3.0" in text
+
+
+def test_render_results_marks_misses() -> None:
+    real = _inp("big.json", 76)
+    results = {real.path: {"ours": _runs((1.72, 116 * MB)), "hta": _runs((10.5, 478 * MB))}}
+    text = cp.render_results(_machine(), [real], results, 1, "cmd")
+    assert "1 of 2 passed." in text
+    assert "| big.json | 10x HTA | **miss** | 6.1x, 1.64x short |" in text
+    assert "Scaled traces" not in text
+
+
+def test_failure_reason_names_the_exception_and_where() -> None:
+    tb = (
+        "Traceback (most recent call last):\n"
+        '  File "/v/lib/python3.11/site-packages/hta/common/trace.py", line 512, in load_traces\n'
+        "    assert self.is_parsed\n"
+        "AssertionError\n"
+    )
+    assert cp.failure_reason(tb, 1) == "AssertionError at trace.py:512 in load_traces"
+    assert cp.failure_reason("warn\nKeyError: 'ts'\n", 1) == "KeyError: 'ts'"
+    assert cp.failure_reason("", 137) == "exit 137"
+    assert len(cp.failure_reason("x" * 500 + ": y", 1)) == 200
+
+
+def test_partial_peer_is_named_and_still_compared() -> None:
+    real = _inp("gpt.json.gz", 149.4)
+    hta = _runs((40.0, 900 * MB))
+    hta.partial = "temporal: AssertionError"
+    results = {real.path: {"ours": _runs((4.0, 200 * MB)), "hta": hta}}
+    text = cp.render_results(_machine(), [real], results, 1, "cmd")
+    assert "| 40.00 (raised in temporal: AssertionError) | 900 |" in text
+    assert "| gpt.json.gz | 10x HTA | pass | 10.0x |" in text
+
+
+def test_no_slope_through_two_points() -> None:
+    scaled = [_inp(f"s{m}.json.gz", m, "scaled") for m in (85, 255)]
+    results = {s.path: {"ours": _runs((20.0 + s.json_bytes / 1e8, 1))} for s in scaled}
+    text = cp.render_results(_machine(), scaled, results, 1, "cmd")
+    assert "per GB" not in text
+    results[scaled[0].path]["ours"] = cp.Runs(error="x")
+    assert "Scaled traces" in cp.render_results(_machine(), scaled, results, 1, "cmd")
