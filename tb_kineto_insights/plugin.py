@@ -793,10 +793,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                         entries.append({**fields, **status.to_json()})
                 workers.append({"worker": worker_name, "spans": entries})
             entry: dict[str, Any] = {"run": run_name, "workers": workers}
-            if run_name == "." and len(self._sources) == 1:
-                # traces directly in --logdir (a run folder given directly): shown by
-                # the folder's name, as `report` names it; the key stays "."
-                entry["label"] = folder_name(self._sources[0].path)
+            label = self._run_label(run_name)
+            if label != run_name:
+                entry["label"] = label
             out.append(entry)
         doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
         body = encode_json(doc)
@@ -1001,7 +1000,16 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             self._derived_put(key, body)
         return _respond(request, body)
 
-    @staticmethod
-    def _label(request: Request, prefix: str) -> str:
-        parts = [request.args.get(f"{prefix}{k}") for k in ("run", "worker", "span")]
+    def _run_label(self, run: str) -> str:
+        """A run as the user sees it: traces directly in --logdir (a run folder given
+        directly) are shown by the folder's name, as ``report`` names them; the key
+        stays "."."""
+        if run == "." and len(self._sources) == 1:
+            return folder_name(self._sources[0].path)
+        return run
+
+    def _label(self, request: Request, prefix: str) -> str:
+        run = request.args.get(f"{prefix}run")
+        parts = [self._run_label(run) if run else None]
+        parts += [request.args.get(f"{prefix}{k}") for k in ("worker", "span")]
         return "/".join(p for p in parts if p)

@@ -303,12 +303,14 @@ def test_a_run_folder_as_logdir_is_labelled_by_its_name(
     (run / GOOD_FILE).write_bytes(
         gzip.compress(json.dumps({"traceEvents": trace_events()}).encode())
     )
-    direct = strict_json(
-        Client(make_app(run, "--kineto_insights_cache_dir", str(tmp_path / "c1"))).get(
-            f"{PREFIX}/runs"
-        )
-    )
+    direct_client = Client(make_app(run, "--kineto_insights_cache_dir", str(tmp_path / "c1")))
+    direct = strict_json(direct_client.get(f"{PREFIX}/runs"))
     assert [(r["run"], r.get("label")) for r in direct["runs"]] == [(".", "my_run")]
+    # the diff's sides are named the same way, not "."
+    diffed = direct_client.get(f"{PREFIX}/diff?base_run=.&exp_run=.&wait=30")
+    assert diffed.status_code == 200
+    doc = strict_json(diffed)
+    assert doc["base"]["label"] == "my_run" and doc["exp"]["label"] == "my_run"
     above = strict_json(
         Client(make_app(run.parent, "--kineto_insights_cache_dir", str(tmp_path / "c2"))).get(
             f"{PREFIX}/runs"
