@@ -90,6 +90,7 @@ from tb_kineto_insights.cache import (
     settings_fingerprint,
 )
 from tb_kineto_insights.cached_summaries import identity_of
+from tb_kineto_insights.env_settings import seconds_from_env
 from tb_kineto_insights.loader import ERROR, READY, SpanStatus, SummaryLoader
 from tb_kineto_insights.logdir import (
     LogdirError,
@@ -186,19 +187,8 @@ DIFF_HOOK: DiffHook | None = diff
 def rescan_interval_from_env(environ: Mapping[str, str] | None = None) -> float:
     """Seconds between re-scans from ``KINETO_INSIGHTS_RESCAN_S``; the default (30)
     when unset, and with a warning when not a finite number ≥ 0."""
-    raw = (os.environ if environ is None else environ).get(RESCAN_ENV)
-    if raw is None or not raw.strip():
-        return DEFAULT_RESCAN_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        logger.warning(
-            "%s=%r is not a number of seconds >= 0; using %s", RESCAN_ENV, raw, DEFAULT_RESCAN_S
-        )
-        return DEFAULT_RESCAN_S
-    return value
+    env = os.environ if environ is None else environ
+    return seconds_from_env(env, RESCAN_ENV, DEFAULT_RESCAN_S)
 
 
 def preload_from_env(environ: Mapping[str, str] | None = None) -> bool:

@@ -43,6 +43,7 @@ from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.env_settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
@@ -114,27 +115,13 @@ class LoadDeadline:
         return total if math.isfinite(total) and total > 0 else None
 
 
-def _seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        logger.warning("%s=%r is not a number of seconds >= 0; using %s", name, raw, default)
-        return default
-    return value
-
-
 def load_deadline_from_env(environ: Mapping[str, str] | None = None) -> LoadDeadline:
     """``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` and ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``
     (finite numbers >= 0; each defaults, with a warning when it is not such a number)."""
     env = os.environ if environ is None else environ
     return LoadDeadline(
-        _seconds_from_env(env, LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S),
-        _seconds_from_env(env, LOAD_TIMEOUT_PER_MIB_ENV, DEFAULT_LOAD_TIMEOUT_S_PER_MIB),
+        seconds_from_env(env, LOAD_TIMEOUT_ENV, DEFAULT_LOAD_TIMEOUT_S),
+        seconds_from_env(env, LOAD_TIMEOUT_PER_MIB_ENV, DEFAULT_LOAD_TIMEOUT_S_PER_MIB),
     )
 
 

@@ -180,3 +180,21 @@ def real_summary(**steps: Any) -> dict[str, Any]:
     summary: dict[str, Any] = json.loads(_real_summary_bytes())
     summary["steps"].update(steps)
     return summary
+
+
+class Parses:
+    """Counts (and names) the files analysed, by wrapping ``summary.summarize_file`` (what
+    CachedSummaries calls; threads of this process, as the index tests' clusters are, are
+    seen too)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from tb_kineto_insights import summary as summary_module
+
+        self.paths: list[str] = []
+        real = summary_module.summarize_file
+
+        def counting(path: str, **kwargs: Any) -> Any:
+            self.paths.append(path)
+            return real(path, **kwargs)
+
+        monkeypatch.setattr(summary_module, "summarize_file", counting)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import SAMPLE_LOGS, Parses, cpu, kernel, write_trace
 
 from tb_kineto_insights import cli
 from tb_kineto_insights import summary as summary_module
@@ -32,21 +32,6 @@ from tb_kineto_insights.summary import ANALYSIS_VERSION
 pytest.importorskip("dask.distributed")
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class Parses:
-    """Counts the files analysed (summary.summarize_file, called by CachedSummaries); the
-    tests' clusters are threads of this process, so every parse is seen here."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.paths: list[str] = []
-        real = summary_module.summarize_file
-
-        def counting(path: str, **kwargs: Any) -> dict[str, Any]:
-            self.paths.append(path)
-            return real(path, **kwargs)
-
-        monkeypatch.setattr(summary_module, "summarize_file", counting)
 
 
 def entries(cache: Path) -> list[Path]:

@@ -21,12 +21,11 @@ from typing import Any
 
 import pytest
 import xxhash
-from conftest import S3Server, real_summary
+from conftest import Parses, S3Server, real_summary
 from werkzeug.test import Client
 
 from tb_kineto_insights import cache as cache_module
 from tb_kineto_insights import cli, worker_pool
-from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
@@ -97,20 +96,6 @@ def test_content_key_ignores_place_and_follows_content(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- two copies
-
-
-class Parses:
-    """Counts (and names) the files analysed, by wrapping summary.summarize_file."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.paths: list[str] = []
-        real = summary_module.summarize_file
-
-        def counting(path: str, **kwargs: Any) -> dict[str, Any]:
-            self.paths.append(path)
-            return real(path, **kwargs)
-
-        monkeypatch.setattr(summary_module, "summarize_file", counting)
 
 
 @pytest.fixture
