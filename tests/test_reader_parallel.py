@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from conftest import REPO, SAMPLE_LOGS, kernel, write_trace
 
-from tb_kineto_insights.trace import parallel
+from tb_kineto_insights.trace import parallel, reader
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import build_piece, read_trace
 
@@ -37,6 +37,22 @@ EVENT_COLUMNS = (
     "correlation",
     "external_id",
 )
+
+
+@pytest.fixture
+def merged(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts pieces built in a worker and merged by the parent (one entry each), and
+    makes a piece 3 blocks of SMALL_BLOCK so that small files give many pieces."""
+    calls: list[int] = []
+    original = reader._Builder.merge
+
+    def merge(self: reader._Builder, piece: reader._Builder) -> None:
+        calls.append(piece.event_count)
+        original(self, piece)
+
+    monkeypatch.setattr(reader._Builder, "merge", merge)
+    monkeypatch.setattr(parallel, "PIECE_BYTES", 3 * SMALL_BLOCK)
+    return calls
 
 
 def _assert_same(serial: Trace, par: Trace) -> None:
@@ -76,7 +92,7 @@ def scaled_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_scaled_trace_parallel_equals_serial(
-    scaled_sample: Path, monkeypatch: pytest.MonkeyPatch
+    scaled_sample: Path, monkeypatch: pytest.MonkeyPatch, merged: list[int]
 ) -> None:
     """The automatic path (threshold forced to 0, 2 cores from the variable) gives the
     serial result, column by column, on a real exact-mode trace of many pieces."""
@@ -87,14 +103,18 @@ def test_scaled_trace_parallel_equals_serial(
     monkeypatch.setattr(parallel, "PARALLEL_MIN_JSON_BYTES", 0)
     monkeypatch.setenv(parallel.WORKERS_ENV, "2")
     assert parallel.read_workers(1) == 2
-    _assert_same(serial, read_trace(str(scaled_sample), block_bytes=SMALL_BLOCK))
+    par = read_trace(str(scaled_sample), block_bytes=SMALL_BLOCK)
+    _assert_same(serial, par)
+    assert len(merged) > 20  # the pieces were built in workers
+    assert sum(merged) > 0.95 * serial.health.event_count
 
 
-def test_float_timestamps_parallel_equals_serial(shared_traces: Path) -> None:
+def test_float_timestamps_parallel_equals_serial(shared_traces: Path, merged: list[int]) -> None:
     path = shared_traces / "hta_df_index_resolver" / "df_index_resolver.json.gz"
     serial = read_trace(str(path), workers=1, block_bytes=SMALL_BLOCK)
     assert not serial.health.exact_ns_timestamps
     _assert_same(serial, read_trace(str(path), workers=3, block_bytes=SMALL_BLOCK))
+    assert len(merged) > 10
 
 
 def _plant_damage(data: bytes) -> bytes:
@@ -118,7 +138,9 @@ def _plant_damage(data: bytes) -> bytes:
     return bytes(b)
 
 
-def test_damaged_trace_parallel_equals_serial(scaled_sample: Path, tmp_path: Path) -> None:
+def test_damaged_trace_parallel_equals_serial(
+    scaled_sample: Path, tmp_path: Path, merged: list[int]
+) -> None:
     """Pieces that fail in a worker are read again serially: the same events, repairs,
     damage regions and byte offsets as the serial reader."""
     path = write_trace(
@@ -129,28 +151,33 @@ def test_damaged_trace_parallel_equals_serial(scaled_sample: Path, tmp_path: Pat
     assert serial.health.lost_events >= 2
     par = read_trace(str(path), workers=2, block_bytes=SMALL_BLOCK)
     _assert_same(serial, par)
+    assert len(merged) > 20  # intact pieces still went through workers
     offsets = [d["offset"] for d in par.health.damage]
     assert offsets == [d["offset"] for d in serial.health.damage]
 
 
-def test_string_pids_take_the_serial_path(tmp_path: Path) -> None:
+def test_string_pids_take_the_serial_path(tmp_path: Path, merged: list[int]) -> None:
     """String pids are interned in file order (negative ids), so a piece holding one is
     not built in a worker; the result still equals the serial read."""
     events = [kernel(f"k{i % 7}", 10.0 * i, 5.0, corr=i) for i in range(3000)]
     for e in events[1000:1010]:
         e["pid"] = "host"
-    path = write_trace(tmp_path / "t.json", events)
+    path = write_trace(tmp_path / "t.json.gz", events, gz=True)
     serial = read_trace(str(path), workers=1, block_bytes=4096)
     assert serial.string_ids == ["host"]
     assert (serial.tables["kernel"].pid == -1).sum() == 10
+    parallel.PIECE_BYTES = 8192  # (restored by the fixture)
     _assert_same(serial, read_trace(str(path), workers=2, block_bytes=4096))
+    assert len(merged) > 5  # the pieces without a string pid
 
 
-def test_build_piece_local_names_and_merge(tmp_path: Path) -> None:
+def test_build_piece_local_names_and_merge(tmp_path: Path, merged: list[int]) -> None:
     """Hand-made: names are interned in first-seen order across pieces built apart."""
     events = [kernel(n, 10.0 * i, 2.0, corr=i) for i, n in enumerate("bacabdda")]
-    path = write_trace(tmp_path / "t.json", events)
-    par = read_trace(str(path), workers=2, block_bytes=128)  # about one event a piece
+    path = write_trace(tmp_path / "t.json.gz", events, gz=True)
+    parallel.PIECE_BYTES = 0  # one block a piece (restored by the fixture)
+    par = read_trace(str(path), workers=2, block_bytes=128)  # about one event a block
+    assert len(merged) >= 4
     assert par.names == ["b", "a", "c", "d"]
     assert par.tables["kernel"].name.tolist() == [0, 1, 2, 1, 0, 3, 3, 1]
     assert par.tables["kernel"].start_ns.tolist() == [i * 10_000 for i in range(8)]

@@ -37,6 +37,9 @@ PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
 #: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
 #: about 10x; a low guess only makes a mid-size file read serially).
 GZIP_RATIO_ESTIMATE = 8
+#: Uncompressed bytes sent to a worker at a time (whole blocks, cut at the last event
+#: boundary): fewer, larger pieces spend less of the parent's time on messages.
+PIECE_BYTES = 4 * 1024 * 1024
 #: Pieces in flight per worker (backpressure: memory holds at most
 #: ``workers x IN_FLIGHT_PER_WORKER`` pieces not yet merged).
 IN_FLIGHT_PER_WORKER = 2
@@ -97,11 +100,10 @@ def start_pool(workers: int) -> Executor | None:
         return None
 
 
-def decode_piece(data: bytes | bytearray, exact: bool) -> Any:
-    """In a worker: one piece (``[`` events ``]``) → a local ``_Builder`` holding its
-    columns and counts, or ``None`` when the piece needs the parent's serial path
-    (it does not decode as typed events, or an id is a non-numeric string, whose
-    interned number depends on the pieces before it)."""
-    from tb_kineto_insights.trace.reader import build_piece
+def decode_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Any:
+    """In a worker: the pending bytes and the blocks after them → a local ``_Builder``
+    (columns, local name ids, counts), or ``None`` when they need the parent's serial
+    path (see :func:`~tb_kineto_insights.trace.reader.build_pieces`)."""
+    from tb_kineto_insights.trace.reader import build_pieces
 
-    return build_piece(data, exact)
+    return build_pieces(tail, blocks, exact)

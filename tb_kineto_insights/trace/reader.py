@@ -776,19 +776,44 @@ def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> li
 
 def build_piece(data: bytes | bytearray, exact: bool) -> _Builder | None:
     """One piece (``[`` events ``]``) → a fresh :class:`_Builder` holding its columns,
-    names (local ids) and counts, for :meth:`_Builder.merge` (run in a worker process).
+    names (local ids) and counts, for :meth:`_Builder.merge`; ``None`` as
+    :func:`build_pieces`."""
+    return build_pieces(b"", [bytes(data[1:-1]) + b",{"], exact)
 
-    Returns ``None`` when the piece must take the serial path instead: it does not
+
+def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | None:
+    """Pending bytes ``tail`` and the ``blocks`` after them, cut into pieces exactly as
+    the serial reader cuts them (each block at its last event boundary, a block without
+    one joins the next), each piece decoded and added in order to one fresh
+    :class:`_Builder` (run in a worker process; the piece order inside a builder
+    decides the order of first-seen names, so the cuts must be the serial ones). The
+    bytes after the last boundary of the last block are left out: the parent keeps
+    them as its next pending bytes.
+
+    Returns ``None`` when the pieces must take the serial path instead: one does not
     decode as typed events (bad JSON, cut short, or a field of an unexpected type), or
-    an id is a non-numeric string (its interned number depends on earlier pieces).
+    an id is a non-numeric string (its interned number depends on earlier pieces), or
+    the last block has no event boundary.
     """
     builder = _Builder(exact)
+    pending = bytearray(tail)
+    cut = None
     try:
-        events = _decode_typed(data, builder)
-        builder.add_events(events)
+        for block in blocks:
+            cut = _last_event_boundary(block)
+            if cut is None:
+                pending += block
+                continue
+            end_of_piece, next_start = cut
+            view = memoryview(block)
+            events = _decode_typed(b"".join((b"[", pending, view[:end_of_piece], b"]")), builder)
+            builder.add_events(events)
+            pending = bytearray(view[next_start:])
+            if builder.strings:
+                return None
     except Exception:  # noqa: BLE001 (any trouble: the parent's serial path decides)
         return None
-    if builder.strings:
+    if cut is None:
         return None
     builder._routes.clear()  # caches: not needed by merge, smaller to send back
     builder._name_lookup = {}
@@ -950,27 +975,76 @@ class _Reader:
         workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
         if workers:
             pool = parallel.start_pool(workers)
+        executor = pool  # shut down at the end even if it broke on the way
         in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
-        # pieces sent to workers, in file order: (future, state before it, its block)
-        pending: deque[tuple[Future[Any], tuple[bytearray, int, int], bytes]] = deque()
+        # pieces sent to workers, in file order: (future, state before it, its blocks)
+        pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]] = deque()
         replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
+        group: list[bytes] = []  # blocks of the next piece for a worker (tail untouched)
+        group_state = (tail, consumed, retry_at)
         try:
             while True:
                 if replay:
                     block, serial = replay.popleft(), True
                 else:
                     nxt = next(blocks, None)
-                    if nxt is None:
-                        if not pending:
-                            break
+                    if nxt is None:  # merge what is in flight, then the last group serially
+                        if pending:
+                            back = self._collect(pending)
+                            if back is None:
+                                continue
+                            tail, consumed, retry_at = back
+                            replay.extend(_abandon(pending))
+                        replay.extend(group)
+                        group = []
+                        if replay:
+                            continue
+                        break
+                    # after a piece cut short (retry_at), the serial path waits for more
+                    block, serial = nxt, pool is None or retry_at > 0
+                if self.builder is None:
+                    self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
+                if not serial:  # group blocks into one piece of about PIECE_BYTES
+                    assert pool is not None
+                    if not group:
+                        group_state = (tail, consumed, retry_at)
+                    group.append(block)
+                    grouped = sum(map(len, group))
+                    if grouped < parallel.PIECE_BYTES:
+                        continue
+                    cut = _last_event_boundary(block)
+                    if cut is None and grouped < MAX_EVENT_BYTES:
+                        continue
+                    future = None
+                    if cut is not None:
+                        end_of_piece, next_start = cut
+                        view = memoryview(block)
+                        try:
+                            future = pool.submit(
+                                parallel.decode_pieces, bytes(tail), group, self.builder.exact
+                            )
+                        except RuntimeError:  # the pool broke: serial from here on
+                            pool = None
+                    if future is None:  # merge what is in flight; this group serially
+                        while pending:
+                            back = self._collect(pending)
+                            if back is not None:
+                                tail, consumed, retry_at = back
+                                replay.extend(_abandon(pending))
+                        replay.extend(group)
+                        group = []
+                        continue
+                    pending.append((future, group_state, group))
+                    consumed += len(tail) + grouped - len(block) + next_start
+                    tail = bytearray(view[next_start:])
+                    retry_at = 0
+                    group = []
+                    if len(pending) >= in_flight:  # backpressure: merge the oldest
                         back = self._collect(pending)
                         if back is not None:
                             tail, consumed, retry_at = back
                             replay.extend(_abandon(pending))
-                        continue
-                    block, serial = nxt, pool is None
-                if self.builder is None:
-                    self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
+                    continue
                 if len(tail) + len(block) < retry_at:
                     consumed = self._grow(tail, block, consumed)
                     continue
@@ -981,28 +1055,6 @@ class _Reader:
                 end_of_piece, next_start = cut
                 view = memoryview(block)
                 piece = bytearray(b"".join((b"[", tail, view[:end_of_piece], b"]")))
-                if not serial:
-                    assert pool is not None
-                    try:
-                        future = pool.submit(parallel.decode_piece, piece, self.builder.exact)
-                    except RuntimeError:  # the pool broke: serial from here on
-                        pool = None
-                        if pending:
-                            tail, consumed, retry_at = pending[0][1]
-                        replay.extend(_abandon(pending))
-                        replay.append(block)
-                        continue
-                    pending.append((future, (tail, consumed, retry_at), block))
-                    consumed += len(tail) + next_start
-                    tail = bytearray(view[next_start:])
-                    retry_at = 0
-                    del piece
-                    if len(pending) >= in_flight:  # backpressure: merge the oldest
-                        back = self._collect(pending)
-                        if back is not None:
-                            tail, consumed, retry_at = back
-                            replay.extend(_abandon(pending))
-                    continue
                 out = self._events(piece, consumed, final=False)
                 self.builder.add_events(out.events)
                 if out.leftover is None:
@@ -1023,8 +1075,8 @@ class _Reader:
         finally:
             for future, _, _ in pending:
                 future.cancel()
-            if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
         if self.builder is None:
             self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail[:65536]))))
         # 3. the rest: last events and the keys after the array
@@ -1040,14 +1092,14 @@ class _Reader:
         return size * (parallel.GZIP_RATIO_ESTIMATE if self.source.compressed else 1)
 
     def _collect(
-        self, pending: deque[tuple[Future[Any], tuple[bytearray, int, int], bytes]]
+        self, pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]]
     ) -> tuple[bytearray, int, int] | None:
         """Merge the oldest piece sent to a worker. Returns ``None`` when merged, else
         the reading state from before that piece (tail, offset, retry size): it failed
         in the worker, and it and every later block go through the serial path, so
         repairs, salvage and damage offsets are exactly those of a serial read."""
         assert self.builder is not None
-        future, state, block = pending[0]
+        future, state, _ = pending[0]
         try:
             result = future.result()
         except Exception:  # noqa: BLE001 (a worker died or broke: serial from here)
@@ -1309,13 +1361,13 @@ def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
     return None
 
 
-def _abandon(pending: deque[tuple[Future[Any], Any, bytes]]) -> list[bytes]:
+def _abandon(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> list[bytes]:
     """Cancel the pieces sent to workers and return their blocks, in order (they are
     read again serially)."""
     blocks = []
-    for future, _, block in pending:
+    for future, _, group in pending:
         future.cancel()
-        blocks.append(block)
+        blocks.extend(group)
     pending.clear()
     return blocks
 
