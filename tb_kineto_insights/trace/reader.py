@@ -39,10 +39,20 @@ updated by ``Counter.update`` over whole columns (all loops in C).
 Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL), so
 reading a ``.gz`` uses a second core for the inflate. The msgspec decode itself does
 *not* release the GIL (measured: two threads decoding the same 300,000 events took
-2.2x the time of one: 0.45 s against 0.20 s), so decoding pieces on threads gains
-nothing; decoding them in worker processes that return numpy columns would, but is
-not done yet (the builder's name interning, string ids and the damage/salvage offsets
-would have to be merged across processes).
+2.2x the time of one: 0.45 s against 0.20 s), and neither does building the columns,
+so pieces are not decoded on threads. A large file (:mod:`.parallel`: at least 32 MiB
+of JSON, estimated) is decoded in worker **processes**: the parent inflates and sends
+about 4 MiB of blocks at a time to a worker, which cuts them into the same pieces as
+the serial loop below (each block at its last event boundary), decodes them and
+builds their columns into a local :class:`_Builder` (local name ids, counts); the
+parent merges the builders in file order (:meth:`_Builder.merge`, one ``np.take`` per
+name column), so the result is bit-identical to the serial read. At most 2 tasks per
+worker are in flight (memory stays bounded). A task that fails in a worker (damaged
+JSON, a piece cut short, a field of an odd type, a string id) is dropped with every
+later one in flight, and their blocks go through the serial path, from the state
+before that task: repairs, salvage and damage offsets are those of a serial read.
+Progress (``reading_progress``) still counts the stored bytes read by the parent,
+which runs at most ``2 x workers`` tasks ahead of the merged result.
 """
 
 from __future__ import annotations
