@@ -60,7 +60,7 @@ version of this design (one 1 MiB block per task): 104.5 / 261.6 / 523.7 / 1059 
 1.72 / 6.37 / 10.23 / 21.99 s serial and 1.75 / 6.80 / 9.73 / 23.29 s parallel (slopes
 20.6 and 21.8 s/GB; that machine was slower than in earlier runs: 17.05 s serial at
 1 GB before), peak RSS of the process tree 1.34 GB at 1 GB either way; on 4 cores the
-1 GB file read in 14.71 s (18.50 s with analysis). A profile of the 261.6 MB read on 2
+1 GB file read in 14.71 s (18.50 s with analysis). Under cProfile, the 261.6 MB read on 2
 cores: serial 3.65 s; parallel 3.18 s (4 cores: 2.07 s), the workers busy only about
 half the time while the parent spent 1.56 CPU s on messages (1 MiB tasks), hence the
 ~4 MiB tasks now (:data:`~.parallel.PIECE_BYTES`); that version has not been timed on
