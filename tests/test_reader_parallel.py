@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -207,3 +208,37 @@ def test_read_workers_decision(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parallel.read_workers(parallel.PARALLEL_MIN_JSON_BYTES - 1) == 0
     assert parallel.read_workers(0, requested=3) == 3
     assert parallel.read_workers(10**12, requested=1) == 0
+
+
+def test_worker_errors_fall_back_to_serial(
+    scaled_sample: Path, monkeypatch: pytest.MonkeyPatch, merged: list[int]
+) -> None:
+    """A task that raises in its worker (a worker that died) and a pool that breaks
+    between tasks: the blocks from that task on are read serially, same result. The
+    pool is a thread pool here so that the failures can be planted."""
+    serial = read_trace(str(scaled_sample), workers=1, block_bytes=SMALL_BLOCK)
+    real = parallel.decode_pieces
+    calls: list[int] = []
+
+    def flaky(tail: bytes, blocks: list[bytes], exact: bool) -> object:
+        calls.append(len(blocks))
+        if len(calls) == 3:
+            raise OSError("worker died")
+        return real(tail, blocks, exact)
+
+    monkeypatch.setattr(parallel, "decode_pieces", flaky)
+    monkeypatch.setattr(parallel, "start_pool", lambda workers: ThreadPoolExecutor(workers))
+    _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
+    assert len(calls) > 10 and len(merged) > 5  # workers before and after the failure
+    first_run = len(merged)
+
+    class Breaking(ThreadPoolExecutor):
+        def submit(self, *args: object, **kwargs: object) -> Future:  # type: ignore[override]
+            if len(calls) >= 6:
+                raise RuntimeError("pool broke")
+            return super().submit(*args, **kwargs)  # type: ignore[arg-type]
+
+    calls.clear()
+    monkeypatch.setattr(parallel, "start_pool", lambda workers: Breaking(workers))
+    _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
+    assert 0 < len(merged) - first_run <= 10  # pieces before the break came from workers
