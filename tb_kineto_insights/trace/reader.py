@@ -39,16 +39,40 @@ updated by ``Counter.update`` over whole columns (all loops in C).
 Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL), so
 reading a ``.gz`` uses a second core for the inflate. The msgspec decode itself does
 *not* release the GIL (measured: two threads decoding the same 300,000 events took
-2.2x the time of one: 0.45 s against 0.20 s), so decoding pieces on threads gains
-nothing; decoding them in worker processes that return numpy columns would, but is
-not done yet (the builder's name interning, string ids and the damage/salvage offsets
-would have to be merged across processes).
+2.2x the time of one: 0.45 s against 0.20 s), and neither does building the columns,
+so pieces are not decoded on threads. A large file (:mod:`.parallel`: at least 32 MiB
+of JSON, estimated) is decoded in worker **processes**: the parent inflates and sends
+about 4 MiB of blocks at a time to a worker, which cuts them into the same pieces as
+the serial loop below (each block at its last event boundary), decodes them and
+builds their columns into a local :class:`_Builder` (local name ids, counts); the
+parent merges the builders in file order (:meth:`_Builder.merge`, one ``np.take`` per
+name column), so the result is bit-identical to the serial read. At most 2 tasks per
+worker are in flight (memory stays bounded). A task that fails in a worker (damaged
+JSON, a piece cut short, a field of an odd type, a string id) is dropped with every
+later one in flight, and their blocks go through the serial path, from the state
+before that task: repairs, salvage and damage offsets are those of a serial read.
+Progress (``reading_progress``) still counts the stored bytes read by the parent,
+which runs at most ``2 x workers`` tasks ahead of the merged result.
+
+Measured (GPU machine's CPUs, ``benchmarks/bench_parallel_read.py``, scaled
+``transformer_eager``, read + analysis, pinned with ``taskset -c 0,1``), with the first
+version of this design (one 1 MiB block per task): 104.5 / 261.6 / 523.7 / 1059 MB took
+1.72 / 6.37 / 10.23 / 21.99 s serial and 1.75 / 6.80 / 9.73 / 23.29 s parallel (slopes
+20.6 and 21.8 s/GB; that machine was slower than in earlier runs: 17.05 s serial at
+1 GB before), peak RSS of the process tree 1.34 GB at 1 GB either way; on 4 cores the
+1 GB file read in 14.71 s (18.50 s with analysis). Under cProfile, the 261.6 MB read on 2
+cores: serial 3.65 s; parallel 3.18 s (4 cores: 2.07 s), the workers busy only about
+half the time while the parent spent 1.56 CPU s on messages (1 MiB tasks), hence the
+~4 MiB tasks now (:data:`~.parallel.PIECE_BYTES`); that version has not been timed on
+a quiet machine yet. The read is serial in both cases after the pieces (``_finish``:
+concatenation, sorting, clipping) and so is the analysis.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
+from concurrent.futures import Future
 from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -58,7 +82,7 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.trace import timing
+from tb_kineto_insights.trace import parallel, timing
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
@@ -627,6 +651,44 @@ class _Builder:
         self.flows.add(cols)
         self.kind_counts["flow"] += int(keep.sum())
 
+    # -- merging a piece built elsewhere ----------------------------------------------
+    def merge(self, piece: _Builder) -> None:
+        """Add a piece built by :func:`build_piece` (the pieces before it already
+        added): names get global ids in first-seen order (one ``np.take`` per name
+        column), row-keyed comm/shape args are shifted by the rows already held, counts
+        are added. The result equals :meth:`add_events` on the same events."""
+        names = self.names
+        remap = np.empty(len(piece.names) + 1, dtype=np.int64)
+        remap[-1] = -1  # a missing name (-1) stays missing
+        for name, local in piece.names.items():
+            remap[local] = names.setdefault(name, len(names))
+        for kind, cols in piece.tables.items():
+            table = self.tables[kind]
+            if not cols.rows:
+                continue
+            base = table.rows
+            for key, chunks in cols.chunks.items():
+                if key == "name":
+                    chunks = [np.take(remap, c) for c in chunks]
+                table.chunks[key].extend(chunks)
+            table.comm.update({base + r: c for r, c in cols.comm.items()})
+            table.input_dims.update({base + r: d for r, d in cols.input_dims.items()})
+            table.rows += cols.rows
+        for own, other in ((self.memory, piece.memory), (self.flows, piece.flows)):
+            for key, chunks in other.chunks.items():
+                own.chunks[key].extend(chunks)
+            own.rows += other.rows
+        self.event_count += piece.event_count
+        self.string_id_count += piece.string_id_count
+        self.category_counts.update(piece.category_counts)
+        self.kind_counts.update(piece.kind_counts)
+        self.skipped.update(piece.skipped)
+        self.quarantined.update(piece.quarantined)
+        for kind, reasons in piece.quarantined_by_kind.items():
+            self.quarantined_by_kind[kind].update(reasons)
+        self.process_names.update(piece.process_names)
+        self.thread_names.update(piece.thread_names)
+
     # -- result -------------------------------------------------------------------------
     def tables_out(self) -> dict[str, m.EventTable]:
         return {kind: _event_table(cols) for kind, cols in self.tables.items()}
@@ -721,9 +783,73 @@ def _opt_str(v: object) -> str | None:
     return None if v is None else str(v)
 
 
+def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> list[Any]:
+    """A JSON array of events → typed event structs (in exact mode a :class:`_Piece`
+    with its timestamps converted). Raises ``msgspec.DecodeError`` (bad JSON) or
+    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely)."""
+    if builder.exact:  # ts as literal text, converted vectorised
+        try:
+            piece = _Piece(_raw_ts_event_decoder.decode(data))
+            piece.ts = builder._ts_ns(list(map(_TS, piece)))
+            return piece
+        except msgspec.ValidationError:
+            pass  # a field of an unexpected type: as below, event by event
+    return (_exact_event_decoder if builder.exact else _event_decoder).decode(data)
+
+
+def build_piece(data: bytes | bytearray, exact: bool) -> _Builder | None:
+    """One piece (``[`` events ``]``) → a fresh :class:`_Builder` holding its columns,
+    names (local ids) and counts, for :meth:`_Builder.merge`; ``None`` as
+    :func:`build_pieces`."""
+    return build_pieces(b"", [bytes(data[1:-1]) + b",{"], exact)
+
+
+def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | None:
+    """Pending bytes ``tail`` and the ``blocks`` after them, cut into pieces exactly as
+    the serial reader cuts them (each block at its last event boundary, a block without
+    one joins the next), each piece decoded and added in order to one fresh
+    :class:`_Builder` (run in a worker process; the piece order inside a builder
+    decides the order of first-seen names, so the cuts must be the serial ones). The
+    bytes after the last boundary of the last block are left out: the parent keeps
+    them as its next pending bytes.
+
+    Returns ``None`` when the pieces must take the serial path instead: one does not
+    decode as typed events (bad JSON, cut short, or a field of an unexpected type), or
+    an id is a non-numeric string (its interned number depends on earlier pieces), or
+    the last block has no event boundary.
+    """
+    builder = _Builder(exact)
+    pending = bytearray(tail)
+    cut = None
+    try:
+        for block in blocks:
+            cut = _last_event_boundary(block)
+            if cut is None:
+                pending += block
+                continue
+            end_of_piece, next_start = cut
+            view = memoryview(block)
+            events = _decode_typed(b"".join((b"[", pending, view[:end_of_piece], b"]")), builder)
+            builder.add_events(events)
+            pending = bytearray(view[next_start:])
+            if builder.strings:
+                return None
+    except Exception:  # noqa: BLE001 (any trouble: the parent's serial path decides)
+        return None
+    if cut is None:
+        return None
+    builder._routes.clear()  # caches: not needed by merge, smaller to send back
+    builder._name_lookup = {}
+    builder._launch_cache.clear()
+    return builder
+
+
 class _Reader:
-    def __init__(self, path: str, max_json_bytes: int, block_bytes: int) -> None:
+    def __init__(
+        self, path: str, max_json_bytes: int, block_bytes: int, workers: int | None = None
+    ) -> None:
         self.path = path
+        self.workers = workers
         self.source = BlockReader(path, max_json_bytes, block_bytes)
         self.repairs: Counter[str] = Counter()
         self.invalid_events = 0  # events whose fields have unusable types
@@ -737,16 +863,8 @@ class _Reader:
         """A JSON array of events → event structs; a field of an unexpected type is
         decoded loosely. Raises ``msgspec.DecodeError`` (bad JSON) only."""
         assert self.builder is not None  # set before any event is decoded
-        if self.builder.exact:  # ts as literal text, converted vectorised below
-            try:
-                piece = _Piece(_raw_ts_event_decoder.decode(data))
-                piece.ts = self.builder._ts_ns(list(map(_TS, piece)))
-                return piece
-            except msgspec.ValidationError:
-                pass  # a field of an unexpected type: as below, event by event
-        decoder = _exact_event_decoder if self.builder.exact else _event_decoder
         try:
-            return decoder.decode(data)
+            return _decode_typed(data, self.builder)
         except msgspec.ValidationError:
             untyped = _exact_any_decoder if self.builder.exact else _any_decoder
             return self._convert_events(untyped.decode(data))
@@ -876,41 +994,144 @@ class _Reader:
         tail = bytearray(buf[events_start:])
         del buf
         retry_at = 0  # after a piece cut short: wait until the pending bytes grow
-        for block in blocks:
-            if self.builder is None:
-                self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
-            if len(tail) + len(block) < retry_at:
-                consumed = self._grow(tail, block, consumed)
-                continue
-            cut = _last_event_boundary(block)
-            if cut is None:  # no event ends in this block: keep collecting
-                consumed = self._grow(tail, block, consumed)
-                continue
-            end_of_piece, next_start = cut
-            view = memoryview(block)
-            piece = bytearray(b"".join((b"[", tail, view[:end_of_piece], b"]")))
-            out = self._events(piece, consumed, final=False)
-            self.builder.add_events(out.events)
-            if out.leftover is None:
-                consumed += len(tail) + next_start
-                tail = bytearray(view[next_start:])
-                retry_at = 0
-            else:  # the last event is cut short (a cut inside a string): wait for more
-                keep_from = out.leftover - 1  # index in tail + block
-                consumed += keep_from
-                rest = bytearray(piece[out.leftover : len(piece) - 1])
-                del piece
-                rest += view[end_of_piece:]
-                tail = rest
-                retry_at = RETRY_GROWTH * len(tail)
-                if len(tail) > MAX_EVENT_BYTES:
-                    self._grow(tail, b"", consumed)  # raises
-            del out
+        pool = None
+        workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
+        if workers:
+            pool = parallel.start_pool(workers)
+        executor = pool  # shut down at the end even if it broke on the way
+        in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
+        # pieces sent to workers, in file order: (future, state before it, its blocks)
+        pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]] = deque()
+        replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
+        group: list[bytes] = []  # blocks of the next piece for a worker (tail untouched)
+        group_state = (tail, consumed, retry_at)
+        try:
+            while True:
+                if replay:
+                    block, serial = replay.popleft(), True
+                else:
+                    nxt = next(blocks, None)
+                    if nxt is None:  # merge what is in flight, then the last group serially
+                        if pending:
+                            back = self._collect(pending)
+                            if back is None:
+                                continue
+                            tail, consumed, retry_at = back
+                            replay.extend(_abandon(pending))
+                        replay.extend(group)
+                        group = []
+                        if replay:
+                            continue
+                        break
+                    # after a piece cut short (retry_at), the serial path waits for more
+                    block, serial = nxt, pool is None or retry_at > 0
+                if self.builder is None:
+                    self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
+                if not serial:  # group blocks into one piece of about PIECE_BYTES
+                    assert pool is not None
+                    if not group:
+                        group_state = (tail, consumed, retry_at)
+                    group.append(block)
+                    grouped = sum(map(len, group))
+                    if grouped < parallel.PIECE_BYTES:
+                        continue
+                    cut = _last_event_boundary(block)
+                    if cut is None and grouped < MAX_EVENT_BYTES:
+                        continue
+                    future = None
+                    if cut is not None:
+                        end_of_piece, next_start = cut
+                        view = memoryview(block)
+                        try:
+                            future = pool.submit(
+                                parallel.decode_pieces, bytes(tail), group, self.builder.exact
+                            )
+                        except RuntimeError:  # the pool broke: serial from here on
+                            pool = None
+                    if future is None:  # merge what is in flight; this group serially
+                        while pending:
+                            back = self._collect(pending)
+                            if back is not None:
+                                tail, consumed, retry_at = back
+                                replay.extend(_abandon(pending))
+                        replay.extend(group)
+                        group = []
+                        continue
+                    pending.append((future, group_state, group))
+                    consumed += len(tail) + grouped - len(block) + next_start
+                    tail = bytearray(view[next_start:])
+                    retry_at = 0
+                    group = []
+                    if len(pending) >= in_flight:  # backpressure: merge the oldest
+                        back = self._collect(pending)
+                        if back is not None:
+                            tail, consumed, retry_at = back
+                            replay.extend(_abandon(pending))
+                    continue
+                if len(tail) + len(block) < retry_at:
+                    consumed = self._grow(tail, block, consumed)
+                    continue
+                cut = _last_event_boundary(block)
+                if cut is None:  # no event ends in this block: keep collecting
+                    consumed = self._grow(tail, block, consumed)
+                    continue
+                end_of_piece, next_start = cut
+                view = memoryview(block)
+                piece = bytearray(b"".join((b"[", tail, view[:end_of_piece], b"]")))
+                out = self._events(piece, consumed, final=False)
+                self.builder.add_events(out.events)
+                if out.leftover is None:
+                    consumed += len(tail) + next_start
+                    tail = bytearray(view[next_start:])
+                    retry_at = 0
+                else:  # the last event is cut short (a cut inside a string): wait for more
+                    keep_from = out.leftover - 1  # index in tail + block
+                    consumed += keep_from
+                    rest = bytearray(piece[out.leftover : len(piece) - 1])
+                    del piece
+                    rest += view[end_of_piece:]
+                    tail = rest
+                    retry_at = RETRY_GROWTH * len(tail)
+                    if len(tail) > MAX_EVENT_BYTES:
+                        self._grow(tail, b"", consumed)  # raises
+                del out
+        finally:
+            for future, _, _ in pending:
+                future.cancel()
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
         if self.builder is None:
             self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail[:65536]))))
         # 3. the rest: last events and the keys after the array
         self._read_tail(bytes(tail), consumed)
         return self._finish()
+
+    def _estimated_json_bytes(self) -> int:
+        """Uncompressed size guess from the stored size (for the parallel decision)."""
+        try:
+            size = file_size(self.path)
+        except Exception:  # noqa: BLE001 (a guess only: read serially)
+            return 0
+        return size * (parallel.GZIP_RATIO_ESTIMATE if self.source.compressed else 1)
+
+    def _collect(
+        self, pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]]
+    ) -> tuple[bytearray, int, int] | None:
+        """Merge the oldest piece sent to a worker. Returns ``None`` when merged, else
+        the reading state from before that piece (tail, offset, retry size): it failed
+        in the worker, and it and every later block go through the serial path, so
+        repairs, salvage and damage offsets are exactly those of a serial read."""
+        assert self.builder is not None
+        future, state, _ = pending[0]
+        try:
+            result = future.result()
+        except Exception:  # noqa: BLE001 (a worker died or broke: serial from here)
+            result = None
+        if result is None:
+            return state
+        pending.popleft()
+        self.builder.merge(result)
+        return None
 
     def _grow(self, tail: bytearray, block: bytes, consumed: int) -> int:
         """Append ``block`` to the pending bytes; whitespace before any content is dropped
@@ -1163,11 +1384,23 @@ def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
     return None
 
 
+def _abandon(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> list[bytes]:
+    """Cancel the pieces sent to workers and return their blocks, in order (they are
+    read again serially)."""
+    blocks = []
+    for future, _, group in pending:
+        future.cancel()
+        blocks.extend(group)
+    pending.clear()
+    return blocks
+
+
 def read_trace(
     path: str,
     *,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     block_bytes: int = BLOCK_BYTES,
+    workers: int | None = None,
 ) -> m.Trace:
     """Read one Kineto trace file (plain or gzipped JSON, local path or fsspec URL).
 
@@ -1175,6 +1408,10 @@ def read_trace(
         path: file path or URL, as discovery found it.
         max_json_bytes: cap on uncompressed bytes (gzip-bomb guard).
         block_bytes: uncompressed bytes decoded per piece (memory vs. overhead).
+        workers: worker processes that decode pieces (:mod:`.parallel`): ``None`` =
+            decide by size and cores (``$KINETO_INSIGHTS_READ_WORKERS``), ``<= 1`` =
+            serial, ``n >= 2`` = ``n`` workers whatever the size. The result is the same
+            in every case.
 
     Returns:
         A :class:`Trace` with columnar tables (ns times) and :class:`TraceHealth`.
@@ -1188,7 +1425,7 @@ def read_trace(
         TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
     """
     try:
-        return _Reader(path, max_json_bytes, block_bytes).read()
+        return _Reader(path, max_json_bytes, block_bytes, workers).read()
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:

@@ -1,0 +1,109 @@
+"""Decode pieces of one large trace in worker processes (issue 14).
+
+Why processes, not threads: msgspec's decode holds the GIL (two threads decoding the
+same 300,000 events took 2.2x the time of one), and so does building the numpy columns
+of a piece (many small numpy and ``map`` calls), so threads cannot share that work.
+Worker processes each decode a whole piece (a few MiB of ``traceEvents``) into a local
+:class:`~tb_kineto_insights.trace.reader._Builder` (local name ids, counts, columns)
+and send it back pickled; the parent merges the pieces in file order
+(``_Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
+for bit, as the serial read.
+
+When: only for a file of at least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes
+(estimated from the stored size: gzip files count :data:`GZIP_RATIO_ESTIMATE` times
+their size), only when more than one core is usable
+(``len(os.sched_getaffinity(0))``), and never when ``KINETO_INSIGHTS_READ_WORKERS=1``
+(the variable sets the number of cores a read may use). Workers are started from a
+``forkserver`` (``spawn`` where there is none): the parent already runs a helper
+thread (the gzip inflate), and ``fork`` of a threaded process is unsafe. A process
+that cannot start children (a daemonic ``multiprocessing`` worker) and any
+``multiprocessing`` child read serially. The plugin's loader reads in ``python -c``
+processes started with ``subprocess`` (not daemonic), so a large file read there uses
+workers too. As with any use of ``multiprocessing``, a script that reads a large
+trace must guard its top level with ``if __name__ == "__main__":`` (the worker server
+imports the main module once), or set ``KINETO_INSIGHTS_READ_WORKERS=1``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
+from typing import Any
+
+#: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
+#: workers' start (about 0.1 s) is not paid back.
+PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
+#: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
+#: about 10x; a low guess only makes a mid-size file read serially).
+GZIP_RATIO_ESTIMATE = 8
+#: Uncompressed bytes sent to a worker at a time (whole blocks, cut at the last event
+#: boundary): fewer, larger pieces spend less of the parent's time on messages.
+PIECE_BYTES = 4 * 1024 * 1024
+#: Pieces in flight per worker (backpressure: memory holds at most
+#: ``workers x IN_FLIGHT_PER_WORKER`` pieces not yet merged).
+IN_FLIGHT_PER_WORKER = 2
+#: Environment variable: the number of cores one read may use (``1``: serial).
+WORKERS_ENV = "KINETO_INSIGHTS_READ_WORKERS"
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (``sched_getaffinity``; ``os.cpu_count`` where
+    that does not exist), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def read_workers(estimated_json_bytes: int, requested: int | None = None) -> int:
+    """Worker processes for a read of about ``estimated_json_bytes`` uncompressed bytes;
+    0 = read serially.
+
+    ``requested`` (``read_trace(workers=...)``) wins when given: ``<= 1`` is serial,
+    ``n >= 2`` is ``n`` workers whatever the size (tests force small files through
+    the workers this way). Otherwise the cores are ``$KINETO_INSIGHTS_READ_WORKERS``
+    or :func:`usable_cores`, and a file under :data:`PARALLEL_MIN_JSON_BYTES` or a
+    process that cannot have children reads serially. One worker per core: the parent
+    mostly waits (it inflates on a helper thread, cuts pieces and merges them).
+    """
+    if requested is not None:
+        return requested if requested >= 2 else 0
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    cores = usable_cores()
+    if env:
+        try:
+            cores = int(env)
+        except ValueError:
+            cores = 1
+    if cores < 2 or estimated_json_bytes < PARALLEL_MIN_JSON_BYTES:
+        return 0
+    if mp.current_process().daemon:  # daemonic processes cannot have children
+        return 0
+    if mp.parent_process() is not None:  # a multiprocessing child: never nest pools
+        return 0
+    return cores
+
+
+def start_pool(workers: int) -> Executor | None:
+    """A process pool of ``workers`` (forkserver, else spawn), or ``None`` when worker
+    processes cannot be started here (the read is then serial)."""
+    methods = mp.get_all_start_methods()
+    method = "forkserver" if "forkserver" in methods else "spawn"
+    try:
+        ctx: Any = mp.get_context(method)
+        if method == "forkserver":
+            # the main module as by default (imported once, in the server) + the reader
+            ctx.set_forkserver_preload(["__main__", "tb_kineto_insights.trace.reader"])
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    except (OSError, ValueError, RuntimeError, AssertionError):
+        return None
+
+
+def decode_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Any:
+    """In a worker: the pending bytes and the blocks after them → a local ``_Builder``
+    (columns, local name ids, counts), or ``None`` when they need the parent's serial
+    path (see :func:`~tb_kineto_insights.trace.reader.build_pieces`)."""
+    from tb_kineto_insights.trace.reader import build_pieces
+
+    return build_pieces(tail, blocks, exact)

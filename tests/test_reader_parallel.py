@@ -1,0 +1,244 @@
+"""Parallel decode (issue 14): pieces decoded in worker processes read exactly as the
+serial reader reads them, column by column, health and damage offsets included.
+
+Inputs: a real sample scaled 2x (exact ns timestamps, many pieces), a real public trace
+with float timestamps, the same sample with damage planted at known places (a piece
+that fails in a worker goes back to the serial repair/salvage path), string pids
+(interned ids: serial path), and a tiny hand-written trace whose name ids are known.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, SAMPLE_LOGS, kernel, write_trace
+
+from tb_kineto_insights.trace import parallel, reader
+from tb_kineto_insights.trace.model import Trace
+from tb_kineto_insights.trace.reader import build_piece, read_trace
+
+_NAME_KEY = re.compile(rb'"name":\s*"')
+SMALL_BLOCK = 64 * 1024  # many pieces even for a few MB of JSON
+EVENT_COLUMNS = (
+    "name",
+    "start_ns",
+    "dur_ns",
+    "pid",
+    "tid",
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+)
+
+
+@pytest.fixture
+def merged(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts pieces built in a worker and merged by the parent (one entry each), and
+    makes a piece 3 blocks of SMALL_BLOCK so that small files give many pieces."""
+    calls: list[int] = []
+    original = reader._Builder.merge
+
+    def merge(self: reader._Builder, piece: reader._Builder) -> None:
+        calls.append(piece.event_count)
+        original(self, piece)
+
+    monkeypatch.setattr(reader._Builder, "merge", merge)
+    monkeypatch.setattr(parallel, "PIECE_BYTES", 3 * SMALL_BLOCK)
+    return calls
+
+
+def _assert_same(serial: Trace, par: Trace) -> None:
+    assert par.names == serial.names
+    for kind, table in serial.tables.items():
+        other = par.tables[kind]
+        for col in EVENT_COLUMNS:
+            a, b = getattr(table, col), getattr(other, col)
+            assert a.dtype == b.dtype, (kind, col)
+            assert np.array_equal(a, b), (kind, col)
+        assert other.comm == table.comm, kind
+        assert other.input_dims == table.input_dims, kind
+    for col in ("ts_ns", "bytes", "total_allocated_bytes", "total_reserved_bytes", "addr"):
+        assert np.array_equal(getattr(par.memory, col), getattr(serial.memory, col)), col
+    for col in ("id", "ts_ns", "pid", "tid", "phase", "launch"):
+        assert np.array_equal(getattr(par.flows, col), getattr(serial.flows, col)), col
+    assert par.process_names == serial.process_names
+    assert par.thread_names == serial.thread_names
+    assert par.string_ids == serial.string_ids
+    assert par.health == serial.health
+
+
+@pytest.fixture(scope="module")
+def scaled_sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """sample_logs/transformer_eager repeated twice (about 25 MB of JSON)."""
+    src = next((SAMPLE_LOGS / "transformer_eager").glob("*.json.gz"))
+    out = tmp_path_factory.mktemp("scaled") / "te_x2.json.gz"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "scale_trace.py"), str(src), "-o", str(out)]
+        + ["--repeat", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_scaled_trace_parallel_equals_serial(
+    scaled_sample: Path, monkeypatch: pytest.MonkeyPatch, merged: list[int]
+) -> None:
+    """The automatic path (threshold forced to 0, 2 cores from the variable) gives the
+    serial result, column by column, on a real exact-mode trace of many pieces."""
+    serial = read_trace(str(scaled_sample), workers=1, block_bytes=SMALL_BLOCK)
+    assert serial.health.exact_ns_timestamps
+    assert serial.health.json_bytes > 40 * SMALL_BLOCK  # many pieces, several per worker
+    assert len(serial.tables["kernel"]) > 5_000
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_JSON_BYTES", 0)
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    assert parallel.read_workers(1) == 2
+    par = read_trace(str(scaled_sample), block_bytes=SMALL_BLOCK)
+    _assert_same(serial, par)
+    assert len(merged) > 20  # the pieces were built in workers
+    assert sum(merged) > 0.95 * serial.health.event_count
+
+
+def test_float_timestamps_parallel_equals_serial(shared_traces: Path, merged: list[int]) -> None:
+    path = shared_traces / "hta_df_index_resolver" / "df_index_resolver.json.gz"
+    serial = read_trace(str(path), workers=1, block_bytes=SMALL_BLOCK)
+    assert not serial.health.exact_ns_timestamps
+    _assert_same(serial, read_trace(str(path), workers=3, block_bytes=SMALL_BLOCK))
+    assert len(merged) > 10
+
+
+def _plant_damage(data: bytes) -> bytes:
+    """Damage at known fractions of the file: an unescaped quote in a name, a deleted
+    closing brace, junk bytes, and a 300 kB string full of ``},{`` (a piece cut inside
+    a string: the serial reader waits for more bytes)."""
+    b = bytearray(data)
+    n = len(b)
+    for frac, kind in ((0.2, "quote"), (0.35, "brace"), (0.5, "junk"), (0.65, "cut")):
+        found = _NAME_KEY.search(b, int(n * frac))
+        assert found is not None
+        i, j = found.start(), found.end()  # the key, the name's first character
+        if kind == "quote":
+            b[j:j] = b'a"b'
+        elif kind == "brace":
+            del b[b.find(b"}", i)]
+        elif kind == "junk":
+            b[i:i] = b"\x00\x01garbage"
+        else:
+            b[j:j] = b"x},{y" * 60_000
+    return bytes(b)
+
+
+def test_damaged_trace_parallel_equals_serial(
+    scaled_sample: Path, tmp_path: Path, merged: list[int]
+) -> None:
+    """Pieces that fail in a worker are read again serially: the same events, repairs,
+    damage regions and byte offsets as the serial reader."""
+    path = write_trace(
+        tmp_path / "damaged.json", text=_plant_damage(gzip.decompress(scaled_sample.read_bytes()))
+    )
+    serial = read_trace(str(path), workers=1, block_bytes=SMALL_BLOCK)
+    assert serial.health.damaged_regions >= 2
+    assert serial.health.lost_events >= 2
+    par = read_trace(str(path), workers=2, block_bytes=SMALL_BLOCK)
+    _assert_same(serial, par)
+    assert len(merged) > 20  # intact pieces still went through workers
+    offsets = [d["offset"] for d in par.health.damage]
+    assert offsets == [d["offset"] for d in serial.health.damage]
+
+
+def test_string_pids_take_the_serial_path(tmp_path: Path, merged: list[int]) -> None:
+    """String pids are interned in file order (negative ids), so a piece holding one is
+    not built in a worker; the result still equals the serial read."""
+    events = [kernel(f"k{i % 7}", 10.0 * i, 5.0, corr=i) for i in range(3000)]
+    for e in events[1000:1010]:
+        e["pid"] = "host"
+    path = write_trace(tmp_path / "t.json.gz", events, gz=True)
+    serial = read_trace(str(path), workers=1, block_bytes=4096)
+    assert serial.string_ids == ["host"]
+    assert (serial.tables["kernel"].pid == -1).sum() == 10
+    parallel.PIECE_BYTES = 8192  # (restored by the fixture)
+    _assert_same(serial, read_trace(str(path), workers=2, block_bytes=4096))
+    assert len(merged) > 5  # the pieces without a string pid
+
+
+def test_build_piece_local_names_and_merge(tmp_path: Path, merged: list[int]) -> None:
+    """Hand-made: names are interned in first-seen order across pieces built apart."""
+    events = [kernel(n, 10.0 * i, 2.0, corr=i) for i, n in enumerate("bacabdda")]
+    path = write_trace(tmp_path / "t.json.gz", events, gz=True)
+    parallel.PIECE_BYTES = 0  # one block a piece (restored by the fixture)
+    par = read_trace(str(path), workers=2, block_bytes=128)  # about one event a block
+    assert len(merged) >= 4
+    assert par.names == ["b", "a", "c", "d"]
+    assert par.tables["kernel"].name.tolist() == [0, 1, 2, 1, 0, 3, 3, 1]
+    assert par.tables["kernel"].start_ns.tolist() == [i * 10_000 for i in range(8)]
+    assert par.health.event_count == 8
+    assert par.health.kind_counts["kernel"] == 8
+    piece = build_piece(b"[" + b",".join(_json(e) for e in events[3:5]) + b"]", False)
+    assert piece is not None
+    assert list(piece.names) == ["a", "b"]  # local ids: first seen in the piece
+    assert build_piece(b'[{"ph": "X", "name": "a"', False) is None  # cut short
+    assert (
+        build_piece(
+            b'[{"ph": "X", "pid": "host", "cat": "kernel", "name": "a", "ts": 1, "dur": 1}]', False
+        )
+        is None
+    )
+
+
+def _json(e: dict) -> bytes:
+    return json.dumps(e).encode()
+
+
+def test_read_workers_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert parallel.read_workers(10 * parallel.PARALLEL_MIN_JSON_BYTES) == 0
+    monkeypatch.setenv(parallel.WORKERS_ENV, "4")
+    assert parallel.read_workers(10 * parallel.PARALLEL_MIN_JSON_BYTES) == 4
+    assert parallel.read_workers(parallel.PARALLEL_MIN_JSON_BYTES - 1) == 0
+    assert parallel.read_workers(0, requested=3) == 3
+    assert parallel.read_workers(10**12, requested=1) == 0
+
+
+def test_worker_errors_fall_back_to_serial(
+    scaled_sample: Path, monkeypatch: pytest.MonkeyPatch, merged: list[int]
+) -> None:
+    """A task that raises in its worker (a worker that died) and a pool that breaks
+    between tasks: the blocks from that task on are read serially, same result. The
+    pool is a thread pool here so that the failures can be planted."""
+    serial = read_trace(str(scaled_sample), workers=1, block_bytes=SMALL_BLOCK)
+    real = parallel.decode_pieces
+    calls: list[int] = []
+
+    def flaky(tail: bytes, blocks: list[bytes], exact: bool) -> object:
+        calls.append(len(blocks))
+        if len(calls) == 3:
+            raise OSError("worker died")
+        return real(tail, blocks, exact)
+
+    monkeypatch.setattr(parallel, "decode_pieces", flaky)
+    monkeypatch.setattr(parallel, "start_pool", lambda workers: ThreadPoolExecutor(workers))
+    _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
+    assert len(calls) > 10 and len(merged) > 5  # workers before and after the failure
+    first_run = len(merged)
+
+    class Breaking(ThreadPoolExecutor):
+        def submit(self, *args: object, **kwargs: object) -> Future:  # type: ignore[override]
+            if len(calls) >= 6:
+                raise RuntimeError("pool broke")
+            return super().submit(*args, **kwargs)  # type: ignore[arg-type]
+
+    calls.clear()
+    monkeypatch.setattr(parallel, "start_pool", lambda workers: Breaking(workers))
+    _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
+    assert 0 < len(merged) - first_run <= 10  # pieces before the break came from workers
