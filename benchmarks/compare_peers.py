@@ -2,6 +2,9 @@
 
     python benchmarks/compare_peers.py [--repeat 3] [--quick] [--inputs PATH ...]
         [--data-dir benchmarks/data] [--peer-max-mb 300] [--no-scaled] [--no-profile]
+        [--tools ours hta tbp] [--merge-json OLD.json] [--cpus TOOL=CPULIST ...] [--parallel]
+
+On a quiet machine, all of it in one command: ``benchmarks/device_peers.sh`` (README).
 
 Tools (each run is a fresh subprocess, started the same way for all three):
 
@@ -27,8 +30,12 @@ interpreter start and imports included (the same for all three tools); *peak RSS
 ``ru_maxrss`` of the reaped child from ``os.wait4``, which is the largest resident set of
 the child or any of its reaped descendants (HTA parses in a forked pool worker, the old
 plugin in a ``multiprocessing`` child: their peak is the largest single process, not the
-sum). Each tool is run ``--repeat`` times (runs of the three tools interleaved) and the
-median of each quantity is reported. A run that exits non-zero or prints no ``OK`` line is
+sum). Each tool is run ``--repeat`` times (runs of the three tools interleaved; with
+``--parallel`` each ``--cpus`` worker runs all repeats of one input at a time on its own
+CPUs, ``taskset -c``) and the median of each quantity is reported; a cell with fewer runs
+(a run stopped midway) says ``(k of n runs)``. Every sample is also written as JSON
+(``--json``), which ``--merge-json`` reads back to fill in the tools not in ``--tools``.
+A run that exits non-zero or prints no ``OK`` line is
 ``failed: <last stderr line>``; a failed tool has no ratio.
 
 Ratios: ``time x`` = peer median wall / ours; ``RSS frac`` = ours median peak RSS / peer.
@@ -51,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import platform
 import re
@@ -59,8 +67,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,6 +165,8 @@ class Runs:
     error: str | None = None
     skipped: str | None = None
     partial: str | None = None  # parts of the tool's analysis that raised (time still counted)
+    cpus: str | None = None  # the ``taskset -c`` CPU list it ran on, None = not pinned
+    previous: str | None = None  # taken from an earlier result file (``--merge-json``)
 
     @property
     def ok(self) -> bool:
@@ -316,16 +327,17 @@ def discover_inputs(roots: Iterable[Path], group: str = "real") -> list[Input]:
     return sorted(found, key=lambda i: (i.json_bytes, str(i.path)))
 
 
-def _fmt_s(r: Runs | None) -> str:
+def _fmt_s(r: Runs | None, repeat: int = 0) -> str:
     if r is None:
         return "–"
     if r.skipped:
         return f"skipped: {r.skipped}"
     if not r.ok:
-        return f"failed: {r.error}"
+        return "not finished" if r.error is None else f"failed: {r.error}"
+    few = f" ({len(r.samples)} of {repeat} runs)" if len(r.samples) < repeat else ""
     if r.partial:
-        return f"{r.median_wall_s():.2f} (raised in {r.partial})"
-    return f"{r.median_wall_s():.2f}"
+        return f"{r.median_wall_s():.2f}{few} (raised in {r.partial})"
+    return f"{r.median_wall_s():.2f}{few}"
 
 
 def _fmt_mb(r: Runs | None) -> str:
@@ -401,11 +413,11 @@ def render_results(
             cells = [
                 _display_name(inp),
                 f"{inp.json_bytes / MB:.1f}",
-                _fmt_s(ours),
+                _fmt_s(ours, repeat),
                 _fmt_mb(ours),
-                _fmt_s(r.get("hta")),
+                _fmt_s(r.get("hta"), repeat),
                 _fmt_mb(r.get("hta")),
-                _fmt_s(r.get("tbp")),
+                _fmt_s(r.get("tbp"), repeat),
                 _fmt_mb(r.get("tbp")),
             ]
             for peer in PEERS:
@@ -431,6 +443,21 @@ def render_results(
             f"(intercept {a:.2f} s, r² = {r2:.4f})."
         )
         lines.append("")
+    taken = sorted(
+        {
+            f"{TOOL_LABEL[t]} from {r.previous}"
+            for row in results.values()
+            for t, r in row.items()
+            if r.previous
+        }
+    )
+    if taken:
+        lines.append(
+            "Not measured in this run, taken from an earlier one (`--merge-json`): "
+            + "; ".join(taken)
+            + "."
+        )
+        lines.append("")
     lines += ["## Targets", ""]
     if not verdicts:
         lines.append("No input of 10 MB or more was measured: no target applies.")
@@ -446,6 +473,116 @@ def render_results(
     if profile_text:
         lines += ["## Profile of ours", "", "```", profile_text.rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def parse_cpus(specs: Sequence[str]) -> dict[str, list[str]]:
+    """``["ours=0,1", "hta=2,3", "hta=4,5"]`` -> ``{"ours": ["0,1"], "hta": ["2,3", "4,5"]}``.
+
+    Each ``TOOL=LIST`` pins one worker of ``TOOL`` to the ``taskset -c`` CPU list ``LIST``
+    (digits, commas and ranges such as ``0-1``); a tool named twice gets two workers that
+    measure different inputs at the same time. Raises ValueError naming a bad spec.
+    """
+    out: dict[str, list[str]] = {}
+    for spec in specs:
+        tool, sep, cpus = spec.partition("=")
+        if not sep or tool not in TOOLS or not re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", cpus):
+            raise ValueError(f"--cpus {spec!r}: want TOOL=CPULIST, TOOL one of {', '.join(TOOLS)}")
+        out.setdefault(tool, []).append(cpus)
+    return out
+
+
+def input_key(inp: Input) -> str:
+    """How an input is matched between two result files: file name and JSON bytes."""
+    return f"{inp.path.name}:{inp.json_bytes}"
+
+
+def results_to_json(
+    machine: dict[str, str],
+    inputs: Sequence[Input],
+    results: dict[Path, dict[str, Runs]],
+    repeat: int,
+    command: str,
+) -> dict[str, object]:
+    """The measurements as a JSON-able dict (``RESULTS.json``): ``machine``, ``repeat``,
+    ``command`` and one entry per measured input with its ``key`` (:func:`input_key`),
+    ``name``, ``json_bytes``, ``file_bytes``, ``group`` and per tool its ``samples``
+    (``[wall_s, peak_rss_bytes]`` each) and ``error``/``skipped``/``partial``/``cpus``/
+    ``previous``. Every sample is kept, so a reader can recompute the medians."""
+    rows = []
+    for inp in inputs:
+        if inp.path not in results:
+            continue
+        tools = {
+            t: {
+                "samples": [[w, r] for w, r in runs.samples],
+                "error": runs.error,
+                "skipped": runs.skipped,
+                "partial": runs.partial,
+                "cpus": runs.cpus,
+                "previous": runs.previous,
+            }
+            for t, runs in results[inp.path].items()
+        }
+        rows.append(
+            {
+                "key": input_key(inp),
+                "name": _display_name(inp),
+                "json_bytes": inp.json_bytes,
+                "file_bytes": inp.file_bytes,
+                "group": inp.group,
+                "tools": tools,
+            }
+        )
+    return {"machine": machine, "repeat": repeat, "command": command, "inputs": rows}
+
+
+def runs_from_json(doc: dict[str, object], source: str) -> dict[str, dict[str, Runs]]:
+    """``{input key: {tool: Runs}}`` from a :func:`results_to_json` dict; each Runs'
+    ``previous`` says ``source`` (and the date of that run, from its ``machine``) unless
+    it already names an earlier one. Raises ValueError naming ``source`` when the dict
+    does not have that shape."""
+    try:
+        machine = doc.get("machine") or {}
+        date = machine.get("date", "?") if isinstance(machine, dict) else "?"
+        out: dict[str, dict[str, Runs]] = {}
+        for row in doc["inputs"]:  # type: ignore[attr-defined]
+            per_tool: dict[str, Runs] = {}
+            for tool, d in row["tools"].items():
+                per_tool[tool] = Runs(
+                    samples=[(float(w), int(r)) for w, r in d["samples"]],
+                    error=d.get("error"),
+                    skipped=d.get("skipped"),
+                    partial=d.get("partial"),
+                    cpus=d.get("cpus"),
+                    previous=d.get("previous") or f"{source}, run of {date}",
+                )
+            out[str(row["key"])] = per_tool
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ValueError(f"{source}: not a compare_peers result file ({exc!r})") from exc
+    return out
+
+
+def merge_previous(
+    inputs: Sequence[Input],
+    results: dict[Path, dict[str, Runs]],
+    previous: dict[str, dict[str, Runs]],
+    tools_run: Sequence[str],
+) -> int:
+    """Fill in, for each input of ``results``, the tools NOT in ``tools_run`` from
+    ``previous`` (matched by :func:`input_key`: same file name and JSON size). Tools that
+    ran now are never overwritten. Returns how many (input, tool) cells were taken."""
+    taken = 0
+    for inp in inputs:
+        row = results.get(inp.path)
+        old = previous.get(input_key(inp))
+        if row is None or old is None:
+            continue
+        for tool, runs in old.items():
+            if tool in tools_run or tool not in TOOLS:
+                continue
+            row[tool] = runs
+            taken += 1
+    return taken
 
 
 def failure_reason(stderr: str, exit_code: int) -> str:
@@ -468,8 +605,11 @@ def failure_reason(stderr: str, exit_code: int) -> str:
 # ---------------------------------------------------------------- measuring (not tested)
 
 
-def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[float, int, str]:
-    """Run ``cmd``; returns ``(wall_s, peak_rss_bytes, error or "")``."""
+def _run_child(
+    cmd: list[str], env: dict[str, str], timeout_s: float, needs_ok: bool
+) -> tuple[float, int, str]:
+    """Run ``cmd``; returns ``(wall_s, peak_rss_bytes, error or "")``; with ``needs_ok`` a
+    run whose stdout has no line starting ``OK`` is an error (the peers' child scripts)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=REPO)
@@ -492,18 +632,59 @@ def _run_child(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[f
         stderr = err.read().decode(errors="replace").strip()
     if proc.returncode != 0:
         return wall, rss, failure_reason(stderr, proc.returncode)
-    if cmd[1] == "-c" and not any(line.startswith("OK") for line in stdout.splitlines()):
+    if needs_ok and not any(line.startswith("OK") for line in stdout.splitlines()):
         return wall, rss, "no OK line"
     partial = [ln[len("PARTIAL ") :] for ln in stdout.splitlines() if ln.startswith("PARTIAL ")]
     return wall, rss, ("PARTIAL " + partial[0]) if partial else ""
 
 
-def tool_command(tool: str, path: Path, ours_exe: Path, bench_python: Path) -> list[str]:
-    """The child command line measuring ``tool`` on ``path``."""
+def tool_command(
+    tool: str, path: Path, ours_exe: Path, bench_python: Path, cpus: str | None = None
+) -> list[str]:
+    """The child command line measuring ``tool`` on ``path``, under ``taskset -c CPUS``
+    when ``cpus`` is given (the child and everything it starts stay on those CPUs)."""
+    pin = ["taskset", "-c", cpus] if cpus else []
     if tool == "ours":
-        return [str(ours_exe), "report", str(path), "--format", "json", "--cache", "none"]
+        return [*pin, str(ours_exe), "report", str(path), "--format", "json", "--cache", "none"]
     code = HTA_CHILD if tool == "hta" else TBP_CHILD
-    return [str(bench_python), "-c", code, str(path)]
+    return [*pin, str(bench_python), "-c", code, str(path)]
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_INSIGHTS_CACHE_DIR"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _skip_reason(tool: str, inp: Input, bench_python: Path, peer_max_bytes: int) -> str | None:
+    if tool == "ours":
+        return None
+    if not bench_python.exists():
+        return f"no {bench_python} (make bench-setup)"
+    if inp.json_bytes > peer_max_bytes:
+        return f"> {peer_max_bytes / MB:.0f} MB"
+    return None
+
+
+def _run_once(
+    tool: str, inp: Input, r: Runs, k: int, ours_exe: Path, bench_python: Path, timeout_s: float
+) -> None:
+    cmd = tool_command(tool, inp.path, ours_exe, bench_python, r.cpus)
+    wall, rss, err = _run_child(cmd, _child_env(), timeout_s, needs_ok=tool != "ours")
+    if err.startswith("PARTIAL "):
+        r.partial, err = err[len("PARTIAL ") :], ""
+    if err:
+        r.error = err
+    else:
+        r.samples.append((wall, rss))
+    print(
+        f"  {_display_name(inp)} {tool} run {k + 1}"
+        + (f" [cpus {r.cpus}]" if r.cpus else "")
+        + ": "
+        + (f"failed: {err}" if err else f"{wall:.2f} s, {rss / MB:.0f} MB"),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def measure_input(
@@ -513,37 +694,72 @@ def measure_input(
     bench_python: Path,
     peer_max_bytes: int,
     timeout_s: float,
+    tools: Sequence[str] = TOOLS,
+    cpus: dict[str, list[str]] | None = None,
 ) -> dict[str, Runs]:
-    """Each tool ``repeat`` times on ``inp`` (the tools interleaved, so a change of load
-    hits all three); a failure stops that tool on that input."""
-    env = {k: v for k, v in os.environ.items() if k != "KINETO_INSIGHTS_CACHE_DIR"}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    runs = {t: Runs() for t in TOOLS}
-    for peer in PEERS:
-        if not bench_python.exists():
-            runs[peer].skipped = f"no {bench_python} (make bench-setup)"
-        elif inp.json_bytes > peer_max_bytes:
-            runs[peer].skipped = f"> {peer_max_bytes / MB:.0f} MB"
+    """Each of ``tools`` ``repeat`` times on ``inp``, one after the other (the tools
+    interleaved, so a change of load hits all of them), each pinned to its first CPU list
+    in ``cpus``; a failure stops that tool on that input."""
+    runs = {t: Runs(cpus=(cpus or {}).get(t, [None])[0]) for t in tools}
+    for t in tools:
+        runs[t].skipped = _skip_reason(t, inp, bench_python, peer_max_bytes)
     for k in range(repeat):
-        for tool in TOOLS:
+        for tool in tools:
             r = runs[tool]
-            if r.error or r.skipped:
-                continue
-            cmd = tool_command(tool, inp.path, ours_exe, bench_python)
-            wall, rss, err = _run_child(cmd, env, timeout_s)
-            if err.startswith("PARTIAL "):
-                r.partial, err = err[len("PARTIAL ") :], ""
-            if err:
-                r.error = err
-            else:
-                r.samples.append((wall, rss))
-            print(
-                f"  {_display_name(inp)} {tool} run {k + 1}: "
-                + (f"failed: {err}" if err else f"{wall:.2f} s, {rss / MB:.0f} MB"),
-                file=sys.stderr,
-                flush=True,
-            )
+            if not (r.error or r.skipped):
+                _run_once(tool, inp, r, k, ours_exe, bench_python, timeout_s)
     return runs
+
+
+def measure_parallel(
+    inputs: Sequence[Input],
+    repeat: int,
+    ours_exe: Path,
+    bench_python: Path,
+    peer_max_bytes: int,
+    timeout_s: float,
+    tools: Sequence[str],
+    cpus: dict[str, list[str]],
+    results: dict[Path, dict[str, Runs]],
+    on_done: Callable[[], None],
+) -> None:
+    """Every tool on every input at once: one worker thread per CPU list in ``cpus``
+    (``tool -> [list, ...]``), each taking its tool's inputs, largest first, from a shared
+    queue and running all ``repeat`` runs of one input on its own CPUs (so a median comes
+    from one CPU set). ``results`` is filled in place; ``on_done`` is called (under a
+    lock) after each (input, tool) is finished, e.g. to rewrite RESULTS.md."""
+    lock = threading.Lock()
+    queues: dict[str, list[Input]] = {}
+    for tool in tools:
+        if tool not in cpus:
+            raise ValueError(f"--parallel: no --cpus {tool}=LIST")
+        queues[tool] = sorted(inputs, key=lambda i: -i.json_bytes)
+    for inp in inputs:
+        results.setdefault(inp.path, {})
+
+    def worker(tool: str, cpu_list: str) -> None:
+        while True:
+            with lock:
+                if not queues[tool]:
+                    return
+                inp = queues[tool].pop(0)
+            r = Runs(cpus=cpu_list, skipped=_skip_reason(tool, inp, bench_python, peer_max_bytes))
+            with lock:  # listed at once: a run stopped midway still shows its samples
+                results[inp.path][tool] = r
+            for k in range(repeat):
+                if r.error or r.skipped:
+                    break
+                _run_once(tool, inp, r, k, ours_exe, bench_python, timeout_s)
+                with lock:
+                    on_done()
+
+    threads = [
+        threading.Thread(target=worker, args=(t, c), daemon=True) for t in tools for c in cpus[t]
+    ]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
 
 
 def make_scaled(
@@ -636,12 +852,13 @@ def machine_info(bench_python: Path, ours_exe: Path) -> dict[str, str]:
     }
 
 
-def profile_ours(path: Path, ours_python: Path) -> str:
-    """cProfile of ours' ``report`` on ``path``: the total and the 12 costliest functions
-    by own time (pstats text)."""
+def profile_ours(path: Path, ours_python: Path, cpus: str | None = None) -> str:
+    """cProfile of ours' ``report`` on ``path`` (under ``taskset -c cpus`` if given): the
+    total and the 12 costliest functions by own time (pstats text)."""
+    pin = ["taskset", "-c", cpus] if cpus else []
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         proc = subprocess.run(
-            [str(ours_python), "-c", PROFILE_CHILD, str(path), out.name],
+            [*pin, str(ours_python), "-c", PROFILE_CHILD, str(path), out.name],
             capture_output=True,
             text=True,
             cwd=REPO,
@@ -678,11 +895,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--ours", type=Path, default=REPO / ".venv" / "bin" / "tb-kineto-insights")
     ap.add_argument("--no-profile", action="store_true", help="no cProfile of ours")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "RESULTS.md")
+    ap.add_argument("--json", type=Path, help="every sample as JSON (default: --out with .json)")
+    ap.add_argument(
+        "--tools", nargs="+", choices=TOOLS, default=list(TOOLS), help="measure only these"
+    )
+    ap.add_argument(
+        "--merge-json",
+        type=Path,
+        help="take the tools not in --tools from this earlier result file (same inputs)",
+    )
+    ap.add_argument(
+        "--cpus",
+        nargs="+",
+        default=[],
+        metavar="TOOL=CPULIST",
+        help="pin TOOL to these CPUs (taskset -c); name a tool twice for two workers",
+    )
+    ap.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run every --cpus worker at once (each on its own CPUs) instead of in turn",
+    )
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
     if not args.ours.exists():
         ap.error(f"--ours {args.ours}: no such file (make venv)")
+    try:
+        cpus = parse_cpus(args.cpus)
+    except ValueError as exc:
+        ap.error(str(exc))
+    tools: list[str] = [t for t in TOOLS if t in args.tools]
+    if args.parallel and any(t not in cpus for t in tools):
+        ap.error("--parallel needs --cpus TOOL=LIST for every tool in --tools")
+    previous: dict[str, dict[str, Runs]] = {}
+    if args.merge_json:
+        try:
+            previous = runs_from_json(json.loads(args.merge_json.read_text()), args.merge_json.name)
+        except (OSError, ValueError) as exc:
+            ap.error(f"--merge-json {args.merge_json}: {exc}")
+    json_out = args.json or args.out.with_suffix(".json")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     skipped_small = 0
     if args.inputs:
         inputs = discover_inputs(args.inputs)
@@ -704,12 +957,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif not args.no_scaled:
         scaled_mib = list(args.scaled_mib)
     machine = machine_info(args.bench_python, args.ours)
+    machine["tools measured"] = ", ".join(TOOL_LABEL[t] for t in tools)
+    machine["pinning"] = (
+        "; ".join(f"{TOOL_LABEL[t]} on CPUs {' and '.join(cpus[t])}" for t in tools if t in cpus)
+        + (" (the workers at the same time, each on its own CPUs)" if args.parallel else "")
+        if cpus
+        else "none"
+    )
     cmd = "python benchmarks/compare_peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[Path, dict[str, Runs]] = {}
     todo: list[Input | int] = [*inputs, *scaled_mib]
 
     def write(pending: Sequence[Input | int], profile_text: str | None = None) -> str:
         machine["uptime at end"] = _read(["uptime"])
+        if previous:
+            merge_previous(inputs, results, previous, tools)
+        json_out.write_text(
+            json.dumps(results_to_json(machine, inputs, results, repeat, cmd.strip()), indent=1)
+            + "\n"
+        )
         text = render_results(machine, inputs, results, repeat, cmd.strip(), profile_text)
         if skipped_small:
             text += (
@@ -722,29 +988,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(text)
         return text
 
-    for n, job in enumerate(todo):
+    peer_max = int(args.peer_max_mb * MB)
+    if args.parallel:
+        if scaled_mib:
+            inputs += make_scaled(args.scale_src, args.data_dir, args.scale_script, scaled_mib)
+
+        def unfinished() -> list[Input | int]:
+            def done(r: Runs | None) -> bool:
+                return r is not None and bool(r.error or r.skipped or len(r.samples) >= repeat)
+
+            return [i for i in inputs if not all(done(results[i.path].get(t)) for t in tools)]
+
+        def on_done() -> None:
+            write(unfinished())
+
+        try:
+            measure_parallel(
+                inputs,
+                repeat,
+                args.ours,
+                args.bench_python,
+                peer_max,
+                args.timeout_s,
+                tools,
+                cpus,
+                results,
+                on_done,
+            )
+        except KeyboardInterrupt:
+            print(write(unfinished()))
+            return 130
+    for n, job in enumerate(todo if not args.parallel else []):
         try:
             if isinstance(job, int):
                 job = make_scaled(args.scale_src, args.data_dir, args.scale_script, [job])[0]
                 inputs.append(job)
             results[job.path] = measure_input(
-                job,
-                repeat,
-                args.ours,
-                args.bench_python,
-                int(args.peer_max_mb * MB),
-                args.timeout_s,
+                job, repeat, args.ours, args.bench_python, peer_max, args.timeout_s, tools, cpus
             )
         except KeyboardInterrupt:  # Ctrl-C: keep what was measured, name the rest
             print(write(todo[n:]))
             return 130
         write(todo[n + 1 :])
     profile_text = None
-    if not args.no_profile and not args.quick:
+    if not args.no_profile and not args.quick and "ours" in tools:
         real = [i for i in inputs if i.group == "real"]
         if real:
             biggest = max(real, key=lambda i: i.json_bytes)
-            profile_text = profile_ours(biggest.path, args.ours.parent / "python")
+            ours_cpus = cpus.get("ours", [None])[0]
+            profile_text = profile_ours(biggest.path, args.ours.parent / "python", ours_cpus)
     text = write([], profile_text)
     print(text)
     return 0

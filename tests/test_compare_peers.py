@@ -163,7 +163,7 @@ def test_render_results_tables_targets_and_slope() -> None:
     results = {
         real.path: {
             "ours": _runs((3.0, 200 * MB), (3.2, 210 * MB), (3.1, 220 * MB)),
-            "hta": _runs((32.0, 1000 * MB)),
+            "hta": _runs((32.0, 1000 * MB), (31.0, 990 * MB), (33.0, 1010 * MB)),
             "tbp": cp.Runs(error="KeyError: 'ts'"),
         },
         small.path: {"ours": _runs((0.4, 60 * MB)), "hta": _runs((1.0, 200 * MB))},
@@ -237,3 +237,78 @@ def test_no_slope_through_two_points() -> None:
     assert "per GB" not in text
     results[scaled[0].path]["ours"] = cp.Runs(error="x")
     assert "Scaled traces" in cp.render_results(_machine(), scaled, results, 1, "cmd")
+
+
+def test_parse_cpus_workers_per_tool_and_bad_specs() -> None:
+    got = cp.parse_cpus(["ours=0,1", "hta=2,3", "hta=4-5", "tbp=6,7"])
+    assert got == {"ours": ["0,1"], "hta": ["2,3", "4-5"], "tbp": ["6,7"]}
+    assert cp.parse_cpus([]) == {}
+    for bad in ("ours", "nvtx=0,1", "ours=0,,1", "ours=a", "hta="):
+        with pytest.raises(ValueError, match="want TOOL=CPULIST"):
+            cp.parse_cpus([bad])
+
+
+def test_tool_command_is_pinned_with_taskset() -> None:
+    cmd = cp.tool_command("ours", Path("/t.json"), Path("/v/tbki"), Path("/p/python"), "0,1")
+    assert cmd[:4] == ["taskset", "-c", "0,1", "/v/tbki"]
+    assert cmd[-4:] == ["--format", "json", "--cache", "none"]
+    peer = cp.tool_command("hta", Path("/t.json"), Path("/v/tbki"), Path("/p/python"), "2,3")
+    assert peer[:5] == ["taskset", "-c", "2,3", "/p/python", "-c"]
+    assert peer[5] == cp.HTA_CHILD and peer[6] == "/t.json"
+    assert cp.tool_command("tbp", Path("/t.json"), Path("/v"), Path("/p"))[0] == "/p"
+
+
+def test_results_json_round_trip_keeps_every_sample() -> None:
+    real = _inp("gpt.json.gz", 149.4)
+    hta = _runs((22.0, 1044 * MB), (21.1, 1040 * MB), (30.3, 1045 * MB))
+    hta.partial, hta.cpus = "temporal: AssertionError", "2,3"
+    results = {
+        real.path: {
+            "ours": _runs((3.3, 189 * MB), (3.5, 189 * MB), (3.4, 189 * MB)),
+            "hta": hta,
+            "tbp": cp.Runs(skipped="> 300 MB"),
+        }
+    }
+    machine = {"date": "2026-12-01 01:08 UTC"}
+    doc = json.loads(json.dumps(cp.results_to_json(machine, [real], results, 3, "cmd")))
+    assert doc["inputs"][0]["key"] == f"gpt.json.gz:{int(149.4 * MB)}"
+    back = cp.runs_from_json(doc, "RESULTS.json")[f"gpt.json.gz:{int(149.4 * MB)}"]
+    assert back["hta"].samples == hta.samples
+    assert back["hta"].median_wall_s() == 22.0
+    assert back["hta"].partial == "temporal: AssertionError" and back["hta"].cpus == "2,3"
+    assert back["tbp"].skipped == "> 300 MB" and not back["tbp"].ok
+    assert back["ours"].previous == "RESULTS.json, run of 2026-12-01 01:08 UTC"
+    with pytest.raises(ValueError, match="old.json: not a compare_peers result file"):
+        cp.runs_from_json({"inputs": [{"tools": {}}]}, "old.json")
+
+
+def test_merge_previous_fills_only_tools_not_rerun() -> None:
+    gpt, other = _inp("gpt.json.gz", 149.4), _inp("x.json", 20)
+    old = {
+        cp.input_key(gpt): {
+            "ours": _runs((9.0, 1)),
+            "hta": _runs((22.0, 1044 * MB)),
+            "tbp": _runs((18.7, 1020 * MB)),
+        },
+        "x.json:1": {"hta": _runs((5.0, 1))},  # other size: another input
+    }
+    for runs in old[cp.input_key(gpt)].values():
+        runs.previous = "RESULTS.json, run of D"
+    results = {gpt.path: {"ours": _runs((2.0, 189 * MB))}, other.path: {"ours": _runs((1.0, 1))}}
+    taken = cp.merge_previous([gpt, other], results, old, ["ours"])
+    assert taken == 2
+    assert results[gpt.path]["ours"].median_wall_s() == 2.0  # the new run is kept
+    assert results[gpt.path]["hta"].median_wall_s() == 22.0
+    assert set(results[other.path]) == {"ours"}
+    text = cp.render_results(_machine(), [gpt, other], results, 1, "cmd")
+    assert "| 2.00 | 189 | 22.00 | 1044 | 18.70 | 1020 | 11.0 | 9.3 | 0.18 | 0.19 |" in text
+    assert "taken from an earlier one (`--merge-json`): HTA from RESULTS.json, run of D" in text
+
+
+def test_fewer_runs_than_asked_are_counted_in_the_cell() -> None:
+    real = _inp("big.json", 76)
+    unfinished = cp.Runs(cpus="2,3")  # listed, no run finished yet
+    results = {real.path: {"ours": _runs((1.0, 1), (1.2, 1)), "hta": unfinished}}
+    text = cp.render_results(_machine(), [real], results, 3, "cmd")
+    assert "| 1.10 (2 of 3 runs) |" in text
+    assert "| not finished |" in text
