@@ -63,9 +63,10 @@ from typing import Any, TextIO
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import Identity, _sealed, encode_json, json_safe
+from tb_kineto_insights.cache import Identity, _sealed, encode_json, entry_key, json_safe
 from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.logdir import LogdirError, Run, Span, discover
+from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
@@ -474,8 +475,12 @@ def run_index(
     idents = [identity_of(s) for s in spans]
 
     def probe(ident: Identity) -> tuple[str | None, str | None]:
-        key = cache.key(ident)
-        return key, (None if key is None else cache.stored_kind(ident, key))
+        """(entry key, stored kind); (None, why) when the file cannot be read for its key."""
+        try:
+            key = entry_key(ident, cache.settings)
+        except TraceIOError as exc:
+            return None, str(exc)
+        return key, cache.stored_kind(ident, key)
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # I/O: first and last MiB per file
         probed = list(pool.map(probe, idents))
@@ -483,8 +488,8 @@ def run_index(
     todo: dict[str, Identity] = {}
     seen: set[str] = set()
     for ident, (key, kind) in zip(idents, probed, strict=True):
-        if key is None:
-            reason = "TraceIOError: cannot be read for its content key"
+        if key is None:  # ``kind`` holds the reader's message: file and problem
+            reason = f"TraceIOError: {kind}"
             result.failed.append({"file": ident.path, "reason": reason, "stored": False})
             continue
         key_of[ident] = key

@@ -402,3 +402,30 @@ def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
         summary, error = reader.summarize(span_for_file(str(path)))
         assert error is None and summary is not None
     assert reader.parsed == 0 and reader.from_cache == 4  # every entry whole and valid
+
+
+def test_a_file_unreadable_for_its_key_fails_with_the_os_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed entry says why the file could not be read (it used to say only
+    "cannot be read for its content key"); the other file is still computed."""
+    from tb_kineto_insights import content_id
+
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    locked = logdir / "other" / "w0.2.pt.trace.json"
+    tiny_trace(locked, 0, 500.0)
+    real = content_id._head_and_tail
+
+    def refusing(path: str, *args: Any, **kwargs: Any) -> Any:
+        if path == str(locked):  # as root, chmod 000 would not stop the read
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(content_id, "_head_and_tail", refusing)
+    result = index([logdir], tmp_path / "cache")
+    assert (result.spans, result.computed, result.exit_code) == (2, 1, 1)
+    [failed] = result.failed
+    assert failed["file"] == str(locked) and failed["stored"] is False
+    assert failed["reason"].startswith("TraceIOError: ")
+    assert "Permission denied" in failed["reason"] and str(locked) in failed["reason"]
