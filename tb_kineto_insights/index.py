@@ -375,6 +375,22 @@ class IndexResult:
         return 1 if self.failed or self.run_views["failed"] else 0
 
 
+def _check_writable(backend: Any) -> None:
+    """Write and remove one empty hidden file in the cache's version folder, so that an
+    unusable cache (a file, a read-only folder, no credentials) is a setup error (exit 2)
+    before any trace is parsed, not one failure per file.
+
+    Raises:
+        IndexSetupError: the write failed; names the cache and the OS or driver error.
+    """
+    name = f"v{summary_module.ANALYSIS_VERSION}/.index-probe-{os.getpid()}-{time.time_ns()}"
+    try:
+        backend.write(name, b"")
+    except OSError as exc:
+        raise IndexSetupError(f"cache {backend.location!r} cannot be written: {exc}") from exc
+    backend.delete(name)
+
+
 def _dask() -> Any:
     try:
         import dask.distributed as distributed
@@ -468,6 +484,7 @@ def run_index(
     cache = summaries.cache
     if cache is None:
         raise IndexSetupError("index needs a cache (--cache DIR); 'none' was given")
+    _check_writable(cache.backend)
     _dask()  # a clear error before any file is read
     runs = _listed(logdirs)
     spans = [s for run in runs for worker in run.workers for s in worker.spans]

@@ -429,3 +429,27 @@ def test_a_file_unreadable_for_its_key_fails_with_the_os_reason(
     assert failed["file"] == str(locked) and failed["stored"] is False
     assert failed["reason"].startswith("TraceIOError: ")
     assert "Permission denied" in failed["reason"] and str(locked) in failed["reason"]
+
+
+def test_an_unwritable_cache_is_a_setup_error_before_any_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: exit 2 on an unusable cache. A cache that is a file used to give exit 1
+    with one "cannot write the cache" failure per trace, after parsing each of them."""
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file, not a folder")
+    parses = Parses(monkeypatch)
+    with pytest.raises(IndexSetupError, match="cannot be written") as err:
+        index([logdir], not_a_folder)
+    assert str(not_a_folder) in str(err.value) and "Not a directory" in str(err.value)
+    assert parses.paths == []
+    code, out, stderr = cli_run(["index", str(logdir), "--cache", str(not_a_folder), "--quiet"])
+    assert code == 2 and out == ""
+    assert stderr.startswith(f"error: cache '{not_a_folder}' cannot be written")
+    ok = tmp_path / "ok"
+    assert index([logdir], ok).computed == 1
+    assert sorted(p.name for p in (ok / f"v{ANALYSIS_VERSION}").iterdir()) == [
+        p.name for p in entries(ok)
+    ]  # the probe file is gone
