@@ -411,7 +411,7 @@ def _warnings(base: Side, exp: Side) -> list[str]:
     if bd and ed and bd != ed:
         out.append(f"different devices: {', '.join(sorted(bd))} vs {', '.join(sorted(ed))}")
     bw, ew = world(base), world(exp)
-    if bw != ew:
+    if bw != ew and bw != {None} and ew != {None}:  # None: no distributedInfo, unknown
         out.append(f"different world sizes: {sorted(map(str, bw))} vs {sorted(map(str, ew))}")
     for key in ("cuda_runtime_version", "cuda_driver_version", "cupti_version"):
         bv, ev = values(base, key), values(exp, key)
