@@ -159,6 +159,20 @@ def test_real_light_full_pair_warns_about_the_settings() -> None:
         "with_flops",
         "with_modules",
     }
+    # said once: the old "different profiler settings: with_stack differs" warnings
+    # repeated three of these lines in diff, check and the tab
+    assert not [w for w in doc["warnings"] if "profiler settings" in w]
+
+
+def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Path) -> None:
+    """Metadata saying both sides recorded stacks outranks the trace in comparability;
+    the trace-side warning then still tells that only one trace holds stacks."""
+    meta = _meta(with_stack=True)
+    a = _run(tmp_path / "a/w.1.pt.trace.json", stack=True, tb_kineto_insights=meta)
+    b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=meta)
+    doc = compare(load_side(str(a.parent)), load_side(str(b.parent)))
+    assert "with_stack" not in {e["field"] for e in doc["comparability"]}
+    assert "different profiler settings: with_stack differs (changes timings)" in doc["warnings"]
 
 
 def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
