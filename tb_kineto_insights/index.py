@@ -34,8 +34,9 @@ Each entry ends as exactly one of:
   an unwritable cache, retried by the next run.
 
 So ``computed + cached + len(failed) == entries``. Idempotent (a second run computes
-nothing) and resumable (killed half-way, the entries written so far are whole files,
-written atomically by ``cache_store.py``, and the next run computes only the rest).
+nothing, and starts or contacts no Dask cluster when nothing is missing) and resumable
+(killed half-way, the entries written so far are whole files, written atomically by
+``cache_store.py``, and the next run computes only the rest).
 
 Concurrent writers: two ``index`` runs (or an ``index`` and a TensorBoard) may parse the
 same file when they start it within the same moments; duplicates are accepted, as in
@@ -527,6 +528,11 @@ def run_index(
     result.entries = len(seen) + sum(1 for f in result.failed if not f["stored"])
 
     view_tasks = _run_view_tasks(runs, key_of, summaries.settings, cache_location, summaries)
+    if not todo and all(cache.backend.exists(_run_view_name(t.key)) for t in view_tasks):
+        # nothing to compute (a second run, or no trace): no cluster is started
+        result.run_views["cached"] = len(view_tasks)
+        result.elapsed_s = time.monotonic() - started
+        return result
     with _client(scheduler, workers, processes, connect_timeout_s) as client:
         if on_client is not None:
             on_client(client)

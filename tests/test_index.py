@@ -453,3 +453,23 @@ def test_an_unwritable_cache_is_a_setup_error_before_any_parse(
     assert sorted(p.name for p in (ok / f"v{ANALYSIS_VERSION}").iterdir()) == [
         p.name for p in entries(ok)
     ]  # the probe file is gone
+
+
+def test_nothing_to_compute_starts_no_cluster(tmp_path: Path) -> None:
+    """A second run (everything cached) and a folder without traces start no Dask
+    cluster (they took 2-7 s for one); the latter says so on stderr, as report does."""
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 500.0)
+    cache = tmp_path / "cache"
+    first = index([logdir], cache)
+    assert (first.computed, first.run_views["computed"]) == (2, 1)
+    clients: list[object] = []
+    again = index([logdir], cache, on_client=clients.append)
+    assert clients == []
+    assert (again.computed, again.cached, again.failed) == (0, 2, [])
+    assert again.run_views == {"computed": 0, "cached": 1, "failed": []}
+    (tmp_path / "empty").mkdir()
+    code, out, err = cli_run(["index", str(tmp_path / "empty"), "--cache", str(cache), "--quiet"])
+    assert code == 0 and out.startswith("0 span(s)")
+    assert err == f"warning: no Kineto trace files found under {tmp_path / 'empty'}\n"
