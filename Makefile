@@ -100,10 +100,14 @@ frontend: $(FRONTEND_DEPS)
 
 # Type check and unit tests (Node's test runner on esbuild-compiled tests). Without
 # Node it is skipped with a note, except under CI (KINETO_INSIGHTS_REQUIRE_SHARED=1).
+# The $(MAKE) line runs even under `make -n` (as make does for recursive calls); the
+# tools it would install are then absent, so it stays apart from the line that uses them.
 frontend-test:
 	@if command -v $(NODE) >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1; then \
-		$(MAKE) --no-print-directory $(FRONTEND_DEPS) && cd frontend && \
-		$(NODE) gen_types.mjs --check && ./node_modules/.bin/tsc -p tsconfig.json && $(NODE) build.mjs test; \
+		$(MAKE) --no-print-directory $(FRONTEND_DEPS); \
+	fi
+	@if command -v $(NODE) >/dev/null 2>&1 && command -v $(NPM) >/dev/null 2>&1; then \
+		cd frontend && $(NODE) gen_types.mjs --check && ./node_modules/.bin/tsc -p tsconfig.json && $(NODE) build.mjs test; \
 	elif [ "$$KINETO_INSIGHTS_REQUIRE_SHARED" = 1 ]; then \
 		echo "frontend-test: node and npm are required (KINETO_INSIGHTS_REQUIRE_SHARED=1)" >&2; exit 1; \
 	else \

@@ -224,8 +224,8 @@ def profile(
     Raises:
         CaptureError: torch is not importable, or unknown preset/setting.
     """
+    settings = settings_for(preset, **overrides)  # a typo is named even without torch
     torch = _torch()
-    settings = settings_for(preset, **overrides)
     meta = run_metadata(preset, label, **overrides)
     out = Path(logdir) / run if run else Path(logdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -527,6 +527,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write("\n")
     else:
         index_module.write_result(result, out)
+    if not result.spans:  # e.g. a mistyped path in a cron line: say so, as report does
+        err.write(f"warning: no Kineto trace files found under {', '.join(args.logdir)}\n")
     return result.exit_code
 
 

@@ -34,8 +34,9 @@ Each entry ends as exactly one of:
   an unwritable cache, retried by the next run.
 
 So ``computed + cached + len(failed) == entries``. Idempotent (a second run computes
-nothing) and resumable (killed half-way, the entries written so far are whole files,
-written atomically by ``cache_store.py``, and the next run computes only the rest).
+nothing, and starts or contacts no Dask cluster when nothing is missing) and resumable
+(killed half-way, the entries written so far are whole files, written atomically by
+``cache_store.py``, and the next run computes only the rest).
 
 Concurrent writers: two ``index`` runs (or an ``index`` and a TensorBoard) may parse the
 same file when they start it within the same moments; duplicates are accepted, as in
@@ -63,9 +64,10 @@ from typing import Any, TextIO
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import Identity, _sealed, encode_json, json_safe
+from tb_kineto_insights.cache import Identity, _sealed, encode_json, entry_key, json_safe
 from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.logdir import LogdirError, Run, Span, discover
+from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
@@ -374,6 +376,22 @@ class IndexResult:
         return 1 if self.failed or self.run_views["failed"] else 0
 
 
+def _check_writable(backend: Any) -> None:
+    """Write and remove one empty hidden file in the cache's version folder, so that an
+    unusable cache (a file, a read-only folder, no credentials) is a setup error (exit 2)
+    before any trace is parsed, not one failure per file.
+
+    Raises:
+        IndexSetupError: the write failed; names the cache and the OS or driver error.
+    """
+    name = f"v{summary_module.ANALYSIS_VERSION}/.index-probe-{os.getpid()}-{time.time_ns()}"
+    try:
+        backend.write(name, b"")
+    except OSError as exc:
+        raise IndexSetupError(f"cache {backend.location!r} cannot be written: {exc}") from exc
+    backend.delete(name)
+
+
 def _dask() -> Any:
     try:
         import dask.distributed as distributed
@@ -467,6 +485,7 @@ def run_index(
     cache = summaries.cache
     if cache is None:
         raise IndexSetupError("index needs a cache (--cache DIR); 'none' was given")
+    _check_writable(cache.backend)
     _dask()  # a clear error before any file is read
     runs = _listed(logdirs)
     spans = [s for run in runs for worker in run.workers for s in worker.spans]
@@ -474,8 +493,12 @@ def run_index(
     idents = [identity_of(s) for s in spans]
 
     def probe(ident: Identity) -> tuple[str | None, str | None]:
-        key = cache.key(ident)
-        return key, (None if key is None else cache.stored_kind(ident, key))
+        """(entry key, stored kind); (None, why) when the file cannot be read for its key."""
+        try:
+            key = entry_key(ident, cache.settings)
+        except TraceIOError as exc:
+            return None, str(exc)
+        return key, cache.stored_kind(ident, key)
 
     with ThreadPoolExecutor(max_workers=8) as pool:  # I/O: first and last MiB per file
         probed = list(pool.map(probe, idents))
@@ -483,8 +506,8 @@ def run_index(
     todo: dict[str, Identity] = {}
     seen: set[str] = set()
     for ident, (key, kind) in zip(idents, probed, strict=True):
-        if key is None:
-            reason = "TraceIOError: cannot be read for its content key"
+        if key is None:  # ``kind`` holds the reader's message: file and problem
+            reason = f"TraceIOError: {kind}"
             result.failed.append({"file": ident.path, "reason": reason, "stored": False})
             continue
         key_of[ident] = key
@@ -505,6 +528,11 @@ def run_index(
     result.entries = len(seen) + sum(1 for f in result.failed if not f["stored"])
 
     view_tasks = _run_view_tasks(runs, key_of, summaries.settings, cache_location, summaries)
+    if not todo and all(cache.backend.exists(_run_view_name(t.key)) for t in view_tasks):
+        # nothing to compute (a second run, or no trace): no cluster is started
+        result.run_views["cached"] = len(view_tasks)
+        result.elapsed_s = time.monotonic() - started
+        return result
     with _client(scheduler, workers, processes, connect_timeout_s) as client:
         if on_client is not None:
             on_client(client)

@@ -103,7 +103,7 @@ from tb_kineto_insights.logdir import (
 )
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.watch import start_watcher, watch_from_env
+from tb_kineto_insights.watch import folder_identity, start_watcher, watch_from_env
 from tb_kineto_insights.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
@@ -424,14 +424,40 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._layout: _RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
+        self._watcher = None
+        #: local log directories to watch (none when events are off)
+        self._watch_folders: list[str] = []
+        if watch_from_env() if watch is None else watch:
+            local = [src.path for src in self._sources if _URI.match(src.path) is None]
+            self._watch_folders = local
+            self._watcher = start_watcher(local, self._request_scan)
+        # after the watcher: the scanner may restart it (_rearm_watcher)
         self._scanner = threading.Thread(
             target=self._scan_loop, name="kineto-insights-scan", daemon=True
         )
         self._scanner.start()
-        self._watcher = None
-        if watch_from_env() if watch is None else watch:
-            local = [src.path for src in self._sources if _URI.match(src.path) is None]
-            self._watcher = start_watcher(local, self._request_scan)
+
+    def _rearm_watcher(self) -> None:
+        """After a scan: (re)start the watcher when a local log directory was created
+        after it was set up (or after TensorBoard started), or deleted and created
+        again (its inotify watch died with the old folder). Until then that folder's
+        new traces waited for the rescan interval, for the rest of the session."""
+        wanted = self._watch_folders
+        if not wanted or self._stopped:
+            return
+        now = {f: folder_identity(f) for f in wanted}
+        before = self._watcher.identities if self._watcher is not None else {}
+        lost = self._watcher is not None and self._watcher.lost
+        if not any(now.values()):
+            return  # nothing to watch now; re-armed when a folder is back
+        if not lost and all(now[f] == before.get(f) or now[f] is None for f in wanted):
+            return  # every folder there is watched, by its watch of this very folder
+        if self._watcher is not None:
+            self._watcher.close()
+        self._watcher = start_watcher(wanted, self._request_scan)
+        if self._watcher is not None:
+            logger.info("Kineto Insights: watching %s for new traces again", wanted)
+            self._request_scan()  # what was written before the new watch started
 
     def _request_scan(self) -> None:
         """Start a scan soon (a filesystem event, a changed file), without waiting."""
@@ -497,12 +523,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def close(self) -> None:
         """Stop the scanner and the loader (TensorBoard never calls this; tests do)."""
-        if self._watcher is not None:
-            self._watcher.close()
         with self._scan_cv:
             self._stopped = True
             self._scan_cv.notify_all()
-        self._scanner.join(timeout=10.0)
+        self._scanner.join(timeout=10.0)  # first: the scanner may restart the watcher
+        if self._watcher is not None:
+            self._watcher.close()
         self._loader.close()
 
     # ------------------------------------------------------------------ TBPlugin
@@ -572,6 +598,10 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 logger.exception("Kineto Insights: queueing discovered traces failed")
             self._snapshot = snapshot
             self._first_scan.set()
+            try:
+                self._rearm_watcher()
+            except Exception:  # never let the scanner die
+                logger.exception("Kineto Insights: restarting the log directory watch failed")
             with self._scan_cv:
                 self._scans_done += 1
                 self._scan_cv.notify_all()

@@ -18,6 +18,11 @@ Windows, a polling observer elsewhere):
   written: ``SummaryLoader.note_discovered``); this later scan preloads it once it has
   stopped changing, instead of 30 s later.
 
+A watch ends with its folder: :attr:`LogdirWatcher.lost` tells that a watched folder
+itself was deleted or moved, :attr:`LogdirWatcher.identities` which folder (device,
+inode) was watched; the plugin starts a new watcher from the scan that finds the folder
+there again, or finds it for the first time (created after TensorBoard started).
+
 Object storage has no such events: its log directories keep the rescan interval.
 Without ``watchdog`` (or when the observer cannot start, e.g. the inotify watch limit),
 :func:`start_watcher` returns None and the caller keeps rescanning on its interval.
@@ -33,7 +38,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["WATCH_ENV", "LogdirWatcher", "counts", "start_watcher", "watch_from_env"]
+__all__ = [
+    "WATCH_ENV",
+    "LogdirWatcher",
+    "counts",
+    "folder_identity",
+    "start_watcher",
+    "watch_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +60,16 @@ def watch_from_env(environ: Mapping[str, str] | None = None) -> bool:
     """Whether filesystem events are on (``KINETO_INSIGHTS_WATCH``; default on)."""
     raw = (os.environ if environ is None else environ).get(WATCH_ENV, "1")
     return raw.strip().lower() not in ("0", "false", "no", "off")
+
+
+def folder_identity(folder: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of a folder, or None when it is not one (missing, a file).
+    A folder deleted and created again has another identity: its old watch is gone."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if os.path.isdir(folder) else None
 
 
 def _hidden_below(path: str, root: str) -> bool:
@@ -112,9 +134,17 @@ class LogdirWatcher:
 
             def on_any_event(self, event: Any) -> None:
                 paths = [str(event.src_path), str(getattr(event, "dest_path", "") or "")]
+                if event.event_type in ("deleted", "moved") and os.path.normpath(
+                    paths[0]
+                ) == os.path.normpath(self.root):
+                    watcher.lost = True  # the watched folder itself: its watch ends
                 if any(counts(event.event_type, p, event.is_directory, self.root) for p in paths):
                     watcher._note()
 
+        #: a watched folder itself was deleted or moved away (its watch is gone)
+        self.lost = False
+        #: each given folder's :func:`folder_identity` when its watch was set up
+        self.identities = {folder: folder_identity(folder) for folder in folders}
         self._observer = Observer()
         self._observer.daemon = True
         try:

@@ -85,6 +85,13 @@ def test_clear_error_without_torch(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
     )
     assert out.stdout.startswith("CaptureError tb_kineto_insights.capture needs PyTorch")
+    # a wrong preset is named first (it was hidden behind the missing torch)
+    typo = code.replace("(sys.argv[1])", "(sys.argv[1], preset='ful')")
+    out = subprocess.run(
+        [sys.executable, "-c", typo, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.startswith("CaptureError unknown preset 'ful'")
+    assert not (tmp_path / "ful").exists() and list(tmp_path.iterdir()) == []
 
 
 # ------------------------------------------------------------------ with torch (CPU)

@@ -159,6 +159,20 @@ def test_real_light_full_pair_warns_about_the_settings() -> None:
         "with_flops",
         "with_modules",
     }
+    # said once: the old "different profiler settings: with_stack differs" warnings
+    # repeated three of these lines in diff, check and the tab
+    assert not [w for w in doc["warnings"] if "profiler settings" in w]
+
+
+def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Path) -> None:
+    """Metadata saying both sides recorded stacks outranks the trace in comparability;
+    the trace-side warning then still tells that only one trace holds stacks."""
+    meta = _meta(with_stack=True)
+    a = _run(tmp_path / "a/w.1.pt.trace.json", stack=True, tb_kineto_insights=meta)
+    b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=meta)
+    doc = compare(load_side(str(a.parent)), load_side(str(b.parent)))
+    assert "with_stack" not in {e["field"] for e in doc["comparability"]}
+    assert "different profiler settings: with_stack differs (changes timings)" in doc["warnings"]
 
 
 def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
@@ -179,3 +193,35 @@ def test_text_names_an_unset_variable() -> None:
         [{"field": "env.CUDA_LAUNCH_BLOCKING", "base": None, "new": "1", "why": "w"}]
     )
     assert line == ["not like for like: env.CUDA_LAUNCH_BLOCKING unset -> 1 (w)"]
+
+
+def test_metadata_of_the_wrong_types_is_compared_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-edited or foreign ``tb_kineto_insights`` key used to crash ``diff`` with a
+    traceback (``'str' object has no attribute 'get'``, ``unhashable type: 'dict'``)."""
+    a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
+    odd = {
+        "preset": {"name": "standard"},
+        "settings": {"wait": "one", "with_stack": "no", "record_shapes": True},
+        "env": {"OMP_NUM_THREADS": {"n": 4}},
+        "container": {"image": ["img"]},
+        "gpu_count": [1, 2],
+        "torch_version": "2.11.0",
+    }
+    b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=odd)
+    c = _run(tmp_path / "c/w.1.pt.trace.json", tb_kineto_insights={"settings": "x", "env": ["a"]})
+    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    assert found["preset"]["new"] == '{"name": "standard"}'
+    assert found["gpu_count"]["new"] == "[1, 2]"
+    assert found["container"]["new"] == '["img"]'
+    assert found["env.OMP_NUM_THREADS"]["new"] == '{"n": 4}'
+    assert found["schedule"]["new"] == (
+        "wait=one warmup=None active=None repeat=None skip_first=None"
+    )
+    assert "with_stack" not in found  # "no" is not a bool: unknown, not True
+    assert "torch_version" not in found
+    against_c = {e["field"]: e for e in comparability(_side(a), _side(c))}
+    assert against_c["preset"]["new"] is None and "schedule" not in against_c  # settings "x"
+    assert main(["diff", str(a.parent), str(c.parent)]) == 0
+    assert "not like for like: preset standard -> unset" in capsys.readouterr().out

@@ -253,3 +253,26 @@ def test_step_floor_is_a_threshold(tmp_path: Path, capsys: pytest.CaptureFixture
     metrics = {m["key"]: m for m in json.loads(capsys.readouterr().out)["metrics"]}
     assert metrics["breakdown.kernel_us"]["verdict"] == "unchanged"
     assert metrics["breakdown.kernel_us"]["min_delta"] == pytest.approx(2.0)
+
+
+def _with_world_size(folder: Path, world_size: int | None) -> Path:
+    path = _run(folder, b_dur=20)
+    if world_size is not None:
+        doc = json.loads(path.read_text())
+        doc["distributedInfo"] = {"backend": "nccl", "rank": 0, "world_size": world_size}
+        path.write_text(json.dumps(doc))
+    return path
+
+
+def test_world_size_warning_only_when_both_sides_know_it(tmp_path: Path) -> None:
+    """A trace without distributedInfo says nothing about its world size: no
+    "different world sizes: ['1'] vs ['None']" (seen on diff sample_logs/ddp
+    sample_logs/capture_light); two known, different sizes still warn."""
+    one = load_side(str(_with_world_size(tmp_path / "one", 1).parent))
+    unknown = load_side(str(_with_world_size(tmp_path / "unknown", None).parent))
+    four = load_side(str(_with_world_size(tmp_path / "four", 4).parent))
+    for base, exp in ((one, unknown), (unknown, one)):
+        assert not [w for w in compare(base, exp)["warnings"] if "world size" in w]
+    assert [w for w in compare(one, four)["warnings"] if "world size" in w] == [
+        "different world sizes: ['1'] vs ['4']"
+    ]

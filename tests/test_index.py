@@ -387,3 +387,74 @@ def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
         summary, error = reader.summarize(span_for_file(str(path)))
         assert error is None and summary is not None
     assert reader.parsed == 0 and reader.from_cache == 4  # every entry whole and valid
+
+
+def test_a_file_unreadable_for_its_key_fails_with_the_os_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failed entry says why the file could not be read (it used to say only
+    "cannot be read for its content key"); the other file is still computed."""
+    from tb_kineto_insights import content_id
+
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    locked = logdir / "other" / "w0.2.pt.trace.json"
+    tiny_trace(locked, 0, 500.0)
+    real = content_id._head_and_tail
+
+    def refusing(path: str, *args: Any, **kwargs: Any) -> Any:
+        if path == str(locked):  # as root, chmod 000 would not stop the read
+            raise PermissionError(13, "Permission denied", path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(content_id, "_head_and_tail", refusing)
+    result = index([logdir], tmp_path / "cache")
+    assert (result.spans, result.computed, result.exit_code) == (2, 1, 1)
+    [failed] = result.failed
+    assert failed["file"] == str(locked) and failed["stored"] is False
+    assert failed["reason"].startswith("TraceIOError: ")
+    assert "Permission denied" in failed["reason"] and str(locked) in failed["reason"]
+
+
+def test_an_unwritable_cache_is_a_setup_error_before_any_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: exit 2 on an unusable cache. A cache that is a file used to give exit 1
+    with one "cannot write the cache" failure per trace, after parsing each of them."""
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file, not a folder")
+    parses = Parses(monkeypatch)
+    with pytest.raises(IndexSetupError, match="cannot be written") as err:
+        index([logdir], not_a_folder)
+    assert str(not_a_folder) in str(err.value) and "Not a directory" in str(err.value)
+    assert parses.paths == []
+    code, out, stderr = cli_run(["index", str(logdir), "--cache", str(not_a_folder), "--quiet"])
+    assert code == 2 and out == ""
+    assert stderr.startswith(f"error: cache '{not_a_folder}' cannot be written")
+    ok = tmp_path / "ok"
+    assert index([logdir], ok).computed == 1
+    assert sorted(p.name for p in (ok / f"v{ANALYSIS_VERSION}").iterdir()) == [
+        p.name for p in entries(ok)
+    ]  # the probe file is gone
+
+
+def test_nothing_to_compute_starts_no_cluster(tmp_path: Path) -> None:
+    """A second run (everything cached) and a folder without traces start no Dask
+    cluster (they took 2-7 s for one); the latter says so on stderr, as report does."""
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)
+    tiny_trace(logdir / "run" / "w1.1.pt.trace.json", 1, 500.0)
+    cache = tmp_path / "cache"
+    first = index([logdir], cache)
+    assert (first.computed, first.run_views["computed"]) == (2, 1)
+    clients: list[object] = []
+    again = index([logdir], cache, on_client=clients.append)
+    assert clients == []
+    assert (again.computed, again.cached, again.failed) == (0, 2, [])
+    assert again.run_views == {"computed": 0, "cached": 1, "failed": []}
+    (tmp_path / "empty").mkdir()
+    code, out, err = cli_run(["index", str(tmp_path / "empty"), "--cache", str(cache), "--quiet"])
+    assert code == 0 and out.startswith("0 span(s)")
+    assert err == f"warning: no Kineto trace files found under {tmp_path / 'empty'}\n"

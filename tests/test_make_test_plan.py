@@ -56,3 +56,7 @@ def test_readme_quick_start_says_what_make_test_installs() -> None:
     quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     for words in ("apt-get", "CHROMIUM=/path/to/chromium", "npm ci", "make test-plan"):
         assert words in quick, words
+    # everything the plan lists is named in the quick start (the torch venv was not)
+    plan = _make("test-plan", "CHROMIUM=/usr/bin/true")
+    for folder, said in ((".venv-torch/", ".venv-torch"), ("frontend/node_modules/", "npm ci")):
+        assert folder in plan and said in quick, folder

@@ -843,6 +843,9 @@ def test_sample_memory_fragmentation() -> None:
     # the title's counts are those of the 4 steady-state steps (16 of the 19 events)
     assert "reserved new memory 16 times" in frag["title"]
     assert "in 4 steady-state steps" in frag["title"]
+    # sizes in the unit that fits (units.py): was "at least 1,602.0 MiB" beside "(1.94 GiB)"
+    assert "(1.94 GiB) in 4" in frag["title"]
+    assert "at least 1.6 GiB sat cached and free" in frag["title"]
     assert frag["evidence"]["largest"][0]["requested_bytes"] == 136 * MIB
 
 

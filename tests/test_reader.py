@@ -441,3 +441,18 @@ def test_absurdly_long_names_are_cut(tmp_path: Path) -> None:
     tr = read_trace(str(write_trace(tmp_path / "t.json", [kernel("K" * 300_000, 1, 1)])))
     assert len(tr.names[0]) == 16385 and tr.names[0].endswith("…")
     assert tr.health.repairs == {"long_name_truncated": 1}
+
+
+def test_corrupt_gzip_with_nothing_decoded_is_named_not_empty(tmp_path: Path) -> None:
+    """A gzip header followed by garbage used to be reported as an "empty file"."""
+    bad = tmp_path / "w.1.pt.trace.json.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbagegarbage")
+    with pytest.raises(TraceFormatError, match="corrupt gzip data") as err:
+        read_trace(str(bad))
+    assert "empty file" not in str(err.value)
+    assert str(bad) in str(err.value)
+    assert err.value.offset == 0
+    cut = tmp_path / "c.1.pt.trace.json.gz"  # a header only: the stream ends early
+    cut.write_bytes(gzip.compress(b'{"traceEvents": []}')[:10])
+    with pytest.raises(TraceFormatError, match="gzip stream ends early"):
+        read_trace(str(cut))

@@ -78,6 +78,7 @@ def test_blocking_launches_are_recognised(tmp_path: Path) -> None:
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_cuda_launch_blocking")
     assert d["severity"] == "medium" and d["impact_fraction"] == 0.0
     assert d["evidence"]["launches"] == 25
+    assert d["title"].startswith("Kernel launches wait for their kernel (100 % of 25 launches)")
 
 
 def test_blocking_needs_enough_launches(tmp_path: Path) -> None:
@@ -126,6 +127,8 @@ def test_profiler_overhead(tmp_path: Path) -> None:
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_profiler_overhead")
     # a cost in step time: severity from impact (medium from 10 %)
     assert (d["impact_fraction"], d["severity"]) == (0.12, "medium")
+    # "12.0 %" with a space, as every other percentage the report prints (was "12.0%")
+    assert d["title"] == "The profiler's own overhead takes 12.0 % of the profiled time"
     s2 = summarize_file(str(_trace(tmp_path / "j.json", [200.0] * 5, overhead_us=40.0)))
     assert s2["health"]["trace_quality"]["profiler"]["overhead_fraction"] == 0.04
     assert "trace_profiler_overhead" not in _ids(s2)  # under min_impact_fraction (5 %)

@@ -4,6 +4,7 @@ a rescan; without them (watchdog off or missing) the rescan interval finds them.
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import types
 from pathlib import Path
@@ -151,3 +152,58 @@ def test_object_storage_is_not_watched(tmp_path: Path) -> None:
     assert (
         watch.start_watcher(["s3://bucket/logs", str(tmp_path / "missing")], lambda: None) is None
     )
+
+
+def _watcher_other_than(plugin: object, old: object, bound_s: float) -> object:
+    started = time.monotonic()
+    while time.monotonic() - started < bound_s:
+        current = plugin._watcher  # type: ignore[attr-defined]
+        if current is not old:
+            return current
+        time.sleep(0.05)
+    return old
+
+
+def test_a_log_directory_deleted_and_created_again_is_watched_again(tmp_path: Path) -> None:
+    """Its inotify watch dies with the deleted folder: new traces in the new folder
+    used to wait for the rescan interval for the rest of the session. The scan that
+    finds the folder again restarts the watch; afterwards only an event can list a new
+    trace here (rescans every hour)."""
+    pytest.importorskip("watchdog")
+    logdir = tmp_path / "logs"
+    tiny(logdir / "run" / "first.1.pt.trace.json")
+    plugin = make_plugin(logdir, tmp_path / "cache", rescan_s=1.0, watch_on=True)
+    try:
+        assert plugin.rescan() and listed(plugin) == {"first"}  # type: ignore[attr-defined]
+        old = plugin._watcher  # type: ignore[attr-defined]
+        shutil.rmtree(logdir)
+        tiny(logdir / "run" / "again.2.pt.trace.json")
+        assert wait_listed(plugin, "again", 5.0) is not None  # by a rescan (1 s)
+        new = _watcher_other_than(plugin, old, 5.0)  # set up just after that scan
+        assert new is not None and new is not old
+        assert new.identities == {str(logdir): watch.folder_identity(str(logdir))}
+        plugin._rescan_s = 3600  # type: ignore[attr-defined]
+        time.sleep(1.5)  # the scanner's 1 s wait ends; from now on it waits an hour
+        tiny(logdir / "run" / "third.3.pt.trace.json")
+        assert wait_listed(plugin, "third", 5.0) is not None, "not watched again"
+    finally:
+        plugin.close()  # type: ignore[attr-defined]
+
+
+def test_a_log_directory_created_after_start_is_watched(tmp_path: Path) -> None:
+    """TensorBoard started before training created the log directory: no watch at
+    start; the rescan that finds the folder starts one."""
+    pytest.importorskip("watchdog")
+    logdir = tmp_path / "later"
+    plugin = make_plugin(logdir, tmp_path / "cache", rescan_s=1.0, watch_on=True)
+    try:
+        assert plugin._watcher is None  # type: ignore[attr-defined]
+        tiny(logdir / "run" / "first.1.pt.trace.json")
+        assert wait_listed(plugin, "first", 5.0) is not None
+        assert _watcher_other_than(plugin, None, 5.0) is not None
+        plugin._rescan_s = 3600  # type: ignore[attr-defined]
+        time.sleep(1.5)
+        tiny(logdir / "run" / "second.2.pt.trace.json")
+        assert wait_listed(plugin, "second", 5.0) is not None, "not watched"
+    finally:
+        plugin.close()  # type: ignore[attr-defined]

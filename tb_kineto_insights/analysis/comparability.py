@@ -21,6 +21,7 @@ difference does to the comparison and ``source`` is ``"metadata"`` or ``"trace"`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,24 +104,40 @@ def _trace_facts(s: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+def _fact(value: Any) -> Any:
+    """A metadata value as a comparable, hashable fact: scalars as they are, anything
+    else (a hand-edited or foreign ``tb_kineto_insights`` key) as its compact JSON."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _meta_facts(run: dict[str, Any]) -> dict[str, Any]:
-    facts: dict[str, Any] = {"preset": run.get("preset")}
-    settings = run.get("settings") or {}
+    """Facts from ``health.run_metadata``; a part of the wrong type (``settings`` or
+    ``env`` not an object) is treated as absent, any non-scalar value as its JSON."""
+    facts: dict[str, Any] = {"preset": _fact(run.get("preset"))}
+    settings = _mapping(run.get("settings"))
     sched = [settings.get(k) for k in ("wait", "warmup", "active", "repeat", "skip_first")]
     if any(v is not None for v in sched):
-        facts["schedule"] = "wait={} warmup={} active={} repeat={} skip_first={}".format(*sched)
+        facts["schedule"] = "wait={} warmup={} active={} repeat={} skip_first={}".format(
+            *map(_fact, sched)
+        )
     for key in _SETTINGS:
-        if key in settings:
-            facts[key] = bool(settings[key])
+        if isinstance(settings.get(key), bool):  # "no" is not False: leave it unknown
+            facts[key] = settings[key]
     for key in _META_FIELDS:
         if run.get(key) is not None:
-            facts[key] = run[key]
+            facts[key] = _fact(run[key])
     container = run.get("container")
-    facts["container"] = (container or {}).get("image") or (
+    facts["container"] = _fact(_mapping(container).get("image")) or (
         "container (image unknown)" if container else "none"
     )
-    for name, value in (run.get("env") or {}).items():
-        facts[f"env.{name}"] = value
+    for name, value in _mapping(run.get("env")).items():
+        facts[f"env.{name}"] = _fact(value)
     return facts
 
 

@@ -484,9 +484,16 @@ def diagnose(
             "GPU {device} idles {share} of the step time ({when}) while the host is busy "
             "outside traced ops (untraced Python, a sleep, I/O)",
             "The host thread that launches the GPU work was inside the step but in no "
-            "PyTorch op or CUDA call: find what it ran. Profile with "
-            "torch.profiler.profile(with_stack=True) or py-spy (py-spy record --native); "
-            "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
+            "PyTorch op or CUDA call: find what it ran. "
+            + (
+                "This trace has Python stacks: read the python_function ranges of that "
+                "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
+                "py-spy (py-spy record --native); "
+                if (health.get("flags") or {}).get("has_stacks")
+                else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
+                "(py-spy record --native); "
+            )
+            + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
             "Python-side work between forward and backward; move it off the training "
             "thread or do it every N steps.",
         ),

@@ -385,7 +385,10 @@ def _setting(s: dict[str, Any], key: str) -> Any:
     return (s.get("health", {}).get("metadata") or {}).get(key)
 
 
-def _warnings(base: Side, exp: Side) -> list[str]:
+def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list[str]:
+    """Why the sides may not compare; ``said``: the ``comparability`` fields, whose
+    profiler settings are not repeated here (they were printed twice)."""
+
     def devices(side: Side) -> set[str]:
         names = set()
         for _, s in side:
@@ -410,7 +413,7 @@ def _warnings(base: Side, exp: Side) -> list[str]:
     if bd and ed and bd != ed:
         out.append(f"different devices: {', '.join(sorted(bd))} vs {', '.join(sorted(ed))}")
     bw, ew = world(base), world(exp)
-    if bw != ew:
+    if bw != ew and bw != {None} and ew != {None}:  # None: no distributedInfo, unknown
         out.append(f"different world sizes: {sorted(map(str, bw))} vs {sorted(map(str, ew))}")
     for key in ("cuda_runtime_version", "cuda_driver_version", "cupti_version"):
         bv, ev = values(base, key), values(exp, key)
@@ -422,7 +425,7 @@ def _warnings(base: Side, exp: Side) -> list[str]:
         ("with_stack", "has_stacks"),
         ("profile_memory", "has_memory"),
     ):
-        if flags(base, flag) != flags(exp, flag):
+        if flags(base, flag) != flags(exp, flag) and key not in said:
             out.append(f"different profiler settings: {key} differs (changes timings)")
     if len(base) != len(exp):
         out.append(f"different number of workers/spans: {len(base)} vs {len(exp)}")
@@ -603,13 +606,14 @@ def diff(
         ],
         key=lambda r: -abs(r["delta_us_per_step"]),
     )[:10]
+    unlike = comparability(base, exp)
     doc = {
         "schema": DIFF_SCHEMA,
         "base": {"label": base_label, "workers": [w for w, _ in base]},
         "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
         "headline": headline,
-        "warnings": _warnings(base, exp),
-        "comparability": comparability(base, exp),
+        "warnings": _warnings(base, exp, frozenset(c["field"] for c in unlike)),
+        "comparability": unlike,
         "metrics": metrics,
         "communication": comm_section,
         "kernels": kernels,

@@ -84,6 +84,7 @@ from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.units import fmt_bytes
 
 I64 = npt.NDArray[np.int64]
 
@@ -637,7 +638,9 @@ def memory_summary(
 
 
 def _mib(x: float) -> str:
-    return f"{x / _MIB:,.1f} MiB"
+    """A size in the IEC unit that fits it (``units.fmt_bytes``): "16.0 MiB", "1.6 GiB"
+    (was always MiB: "1,602.0 MiB" beside "1.94 GiB" in one title)."""
+    return fmt_bytes(x)
 
 
 def _gib(x: float) -> str:

@@ -154,7 +154,7 @@ def trace_quality_diagnoses(
             make_diagnosis(
                 "trace_cuda_launch_blocking",
                 "medium",
-                f"Kernel launches wait for their kernel ({frac:.0%} of "
+                f"Kernel launches wait for their kernel ({100 * frac:.0f} % of "
                 f"{blocking['launches']} launches): recorded with CUDA_LAUNCH_BLOCKING=1?",
                 {
                     "launches": blocking["launches"],
@@ -230,7 +230,7 @@ def trace_quality_diagnoses(
             make_diagnosis(
                 "trace_profiler_overhead",
                 severity,
-                f"The profiler's own overhead takes {over:.1%} of the profiled time",
+                f"The profiler's own overhead takes {100 * over:.1f} % of the profiled time",
                 {
                     "overhead_us": prof["overhead_us"],
                     "overhead_fraction": over,

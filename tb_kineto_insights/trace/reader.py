@@ -1173,6 +1173,10 @@ class _Reader:
     def _no_events(self, data: bytes) -> NoReturn:
         total = self.source.json_bytes
         if not data.strip(b"\xef\xbb\xbf \t\r\n"):
+            if self.source.stream_damage is not None:  # a gzip header, then nothing usable
+                raise TraceFormatError(
+                    self.path, f"no JSON before the gzip damage: {self.source.stream_damage[1]}", 0
+                )
             raise TraceFormatError(self.path, "empty file", 0)
         try:
             doc = _any_decoder.decode(data)
