@@ -76,8 +76,9 @@ $(TORCH_VENV)/.installed: setup.py pyproject.toml
 
 # Also the recording scripts' CPU runs (gloo, 2 ranks), which need torch as well.
 capture-test: $(TORCH_VENV)/.installed
-	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_capture.py \
-		tests/test_record_scripts.py -k "parses_without_gpu or cpu_gloo"
+	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_capture.py
+	KINETO_INSIGHTS_TORCH_TESTS=1 $(TORCH_VENV)/bin/pytest -q tests/test_record_scripts.py \
+		-k "parses_without_gpu or cpu_gloo"
 
 # ---------------------------------------------------------------- schema (docs/schema/)
 # The JSON Schema of the summary, run view, diff and report, generated from the Structs
