@@ -456,3 +456,30 @@ def test_corrupt_gzip_with_nothing_decoded_is_named_not_empty(tmp_path: Path) ->
     cut.write_bytes(gzip.compress(b'{"traceEvents": []}')[:10])
     with pytest.raises(TraceFormatError, match="gzip stream ends early"):
         read_trace(str(cut))
+
+
+def test_oversized_top_level_objects_are_left_out_and_counted(tmp_path: Path) -> None:
+    """deviceProperties / distributedInfo / tb_kineto_insights are copied into every
+    summary as they are: one over ROOT_OBJECT_MAX_BYTES is left out (counted in
+    ``skipped``), the others and every event are kept."""
+    from tb_kineto_insights.trace.reader import ROOT_OBJECT_MAX_BYTES
+
+    huge_label = "x" * (ROOT_OBJECT_MAX_BYTES + 1)
+    path = write_trace(
+        tmp_path / "t.json",
+        [kernel("k", 10, 5), cpu("op", 0, 20)],
+        tb_kineto_insights={"preset": "light", "label": huge_label},
+        distributedInfo={"rank": 0, "world_size": 1},
+        deviceProperties=[{"name": "H200", "env": {f"NCCL_{i}": "1" for i in range(10_000)}}],
+    )
+    health = read_trace(str(path)).health
+    assert health.run_metadata is None and health.device_properties == []
+    assert health.distributed_info == {"rank": 0, "world_size": 1}
+    assert health.skipped == {"oversized_tb_kineto_insights": 1, "oversized_deviceProperties": 1}
+    assert health.event_count == 2
+    # just under the cap is kept as it is
+    small = write_trace(
+        tmp_path / "s.json", [kernel("k", 10, 5)], tb_kineto_insights={"label": "x" * 1000}
+    )
+    kept = read_trace(str(small)).health
+    assert kept.run_metadata == {"label": "x" * 1000} and kept.skipped == {}

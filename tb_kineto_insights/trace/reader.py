@@ -110,6 +110,12 @@ from tb_kineto_insights.trace.source import (
     file_size,
 )
 
+#: Largest top-level ``deviceProperties`` / ``distributedInfo`` / ``tb_kineto_insights``
+#: object kept (bytes of its JSON). These are copied into every summary as they are, so
+#: a bigger one is left out and counted in ``TraceHealth.skipped`` as
+#: ``oversized_<key>``; Kineto's and ``capture``'s own are a few KiB.
+ROOT_OBJECT_MAX_BYTES = 64 * 1024
+
 #: Category (as written by any Kineto version) → reader kind.
 CATEGORY_KIND: dict[str, str] = {
     "kernel": m.KERNEL,
@@ -1306,6 +1312,11 @@ class _Reader:
         except Exception:  # noqa: BLE001 (size is informative only)
             health.file_bytes = 0
         fields = self.root_fields
+        for key in ("deviceProperties", "distributedInfo", "tb_kineto_insights"):
+            if key in fields and len(msgspec.json.encode(fields[key])) > ROOT_OBJECT_MAX_BYTES:
+                # copied into every summary as is: a huge one is left out, and said so
+                del fields[key]
+                health.skipped[f"oversized_{key}"] = 1
         props = fields.get("deviceProperties")
         health.device_properties = (
             [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
