@@ -526,7 +526,8 @@ export interface MemoryPanel {
   notes: string[];
 }
 /**
- * One device's memory (CPU or a GPU): ``series`` of allocated/reserved
+ * One device's memory (CPU or a GPU; ``device_type_name`` is None for a
+ * ``Device Type`` number PyTorch does not name): ``series`` of allocated/reserved
  * bytes over time, ``per_step`` start/peak/end bytes, ``growth`` (linear fit of end
  * bytes per step, ``r2``), ``fragmentation``, ``live_at_end``, ``largest_allocations``
  * and how allocations and frees were matched by address (``matching``).
@@ -537,7 +538,7 @@ export interface MemoryPanel {
 export interface MemoryDevice {
   device: string;
   device_type: number;
-  device_type_name: string;
+  device_type_name: string | null;
   device_id: number;
   event_count: number;
   allocation_count: number;

@@ -133,14 +133,15 @@ class Allocation(Out, frozen=True, kw_only=True):
 
 
 class MemoryDevice(Out, frozen=True, kw_only=True):
-    """One device's memory (CPU or a GPU): ``series`` of allocated/reserved
+    """One device's memory (CPU or a GPU; ``device_type_name`` is None for a
+    ``Device Type`` number PyTorch does not name): ``series`` of allocated/reserved
     bytes over time, ``per_step`` start/peak/end bytes, ``growth`` (linear fit of end
     bytes per step, ``r2``), ``fragmentation``, ``live_at_end``, ``largest_allocations``
     and how allocations and frees were matched by address (``matching``)."""
 
     device: str
     device_type: int
-    device_type_name: str
+    device_type_name: str | None
     device_id: int
     event_count: int
     allocation_count: int
