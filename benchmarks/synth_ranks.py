@@ -22,11 +22,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.overview import steps_summary
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.trace.reader import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,11 +51,13 @@ def real_rank_summaries(run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
         trace = read_trace(str(path))
         index = build_index(trace)
         out.append(
-            {
-                "health": trace.health.to_dict(),
-                "steps": steps_summary(index),
-                "communication": communication_summary(index),
-            }
+            msgspec.to_builtins(
+                {
+                    "health": trace.health.panel(trace_quality_summary(index)),
+                    "steps": steps_summary(index),
+                    "communication": communication_summary(index),
+                }
+            )
         )
     out.sort(key=lambda s: s["health"]["distributed_info"]["rank"])
     return out[0], out[1]

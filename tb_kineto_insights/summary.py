@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
@@ -62,20 +64,37 @@ PANELS: tuple[str, ...] = (
 
 
 def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
-    """Analyse a read trace; returns ``{panel: ...}`` for every panel in :data:`PANELS`."""
+    """Analyse a read trace; returns ``{panel: ...}`` for every panel in :data:`PANELS`
+    (the :class:`~tb_kineto_insights.schema.Summary` built from each panel's Struct, as
+    built-ins until the consumers take the Struct: see the seam below)."""
     index = build_index(trace)
-    panels: dict[str, Any] = {
-        "health": trace.health.to_dict(),
-        "steps": steps_summary(index),
-        "kernels": kernels_summary(index, thresholds),
-        "idle": idle_summary(index, thresholds),
-        "communication": communication_summary(index, thresholds),
-        "memory": memory_summary(index, thresholds),
-        "tables": tables_summary(index),
+    steps = steps_summary(index)
+    kernels = kernels_summary(index, thresholds)
+    idle = idle_summary(index, thresholds)
+    communication = communication_summary(index, thresholds)
+    memory = memory_summary(index, thresholds)
+    tables = tables_summary(index)
+    health = trace.health.panel(trace_quality_summary(index, thresholds))
+    panels = {
+        "steps": steps,
+        "kernels": kernels,
+        "idle": idle,
+        "communication": communication,
+        "memory": memory,
+        "health": health,
     }
-    panels["health"]["trace_quality"] = trace_quality_summary(index, thresholds)
-    panels["diagnoses"] = diagnose(index, panels, thresholds)
-    return checked({key: panels[key] for key in PANELS}, Summary)
+    summary_struct = Summary(
+        diagnoses=diagnose(index, panels, thresholds),
+        steps=steps,
+        kernels=kernels,
+        idle=idle,
+        communication=communication,
+        memory=memory,
+        health=health,
+        tables=tables,
+    )
+    # seam: h/s2 makes consumers take the Struct; returns the Struct after the merge
+    return checked(msgspec.to_builtins(summary_struct), Summary)
 
 
 def summarize_file(

@@ -23,6 +23,8 @@ from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.idle import CAUSES, idle_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
+from tb_kineto_insights.schema.idle import HostThread
 from tb_kineto_insights.trace.reader import read_trace
 
 
@@ -98,13 +100,13 @@ def test_step_window_extends_to_gpu_end_and_tiles(tmp_path: Path) -> None:
     assert idx.steps.start_ns.tolist() == [0, 130_000]
     assert idx.steps.end_ns.tolist() == [130_000, 220_000]
     summary = steps_summary(idx)
-    assert [x["duration_us"] for x in summary["steps"]] == [130.0, 90.0]
-    assert [x["cpu_duration_us"] for x in summary["steps"]] == [100.0, 100.0]
+    assert [x.duration_us for x in summary.steps] == [130.0, 90.0]
+    assert [x.cpu_duration_us for x in summary.steps] == [100.0, 100.0]
 
 
 def test_breakdown_is_exclusive_and_exact(main_index) -> None:  # type: ignore[no-untyped-def]
     summary = steps_summary(main_index)
-    b1, b2 = (x["breakdown_us"] for x in summary["steps"])
+    b1, b2 = (x.breakdown_us for x in summary.steps)
     assert b1 == {
         "kernel": 35.0,
         "memcpy": 0.0,
@@ -125,19 +127,19 @@ def test_breakdown_is_exclusive_and_exact(main_index) -> None:  # type: ignore[n
         "cpu_exec": 9.0,
         "other": 43.0,
     }
-    assert summary["mean_step_us"] == 100.0 and summary["std_step_us"] == 0.0
-    assert summary["gpu_utilization_fraction"] == pytest.approx(75 / 200)
-    assert [x["gpu_utilization_fraction"] for x in summary["steps"]] == [0.35, 0.40]
+    assert summary.mean_step_us == 100.0 and summary.std_step_us == 0.0
+    assert summary.gpu_utilization_fraction == pytest.approx(75 / 200)
+    assert [x.gpu_utilization_fraction for x in summary.steps] == [0.35, 0.40]
 
 
 def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-def]
     idle = idle_summary(main_index)
-    (dev,) = idle["devices"]
-    assert dev["device"] == 0
-    assert dev["gap_count"] == 6
-    assert dev["busy_us"] == 75.0 and dev["idle_us"] == 125.0
-    assert dev["busy_fraction"] == pytest.approx(0.375)
-    causes = {c: dev["causes"][c]["us"] for c in CAUSES}
+    (dev,) = idle.devices
+    assert dev.device == 0
+    assert dev.gap_count == 6
+    assert dev.busy_us == 75.0 and dev.idle_us == 125.0
+    assert dev.busy_fraction == pytest.approx(0.375)
+    causes = {c: dev.causes[c].us for c in CAUSES}
     assert causes == {
         "data_loading": 30.0,
         "host_sync": 15.0,
@@ -147,24 +149,24 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
         "host_untraced": 45.0,  # inside ProfilerStep#1/#2 on the host, no op recorded
         "nothing_recorded": 0.0,
     }
-    assert dev["sync_opened_gaps"] == 1
-    assert [s["idle_us"] for s in dev["per_step"]] == [65.0, 60.0]
-    gaps = {(g["step"], g["offset_us"]): g for g in dev["largest_gaps"]}
+    assert dev.sync_opened_gaps == 1
+    assert [s.idle_us for s in dev.per_step] == [65.0, 60.0]
+    gaps = {(g.step, g.offset_us): g for g in dev.largest_gaps}
     first = gaps[(1, 0.0)]  # the gap with two causes
-    assert first["length_us"] == 40.0
-    assert first["causes_us"] == {"data_loading": 30.0, "launching": 5.0, "cpu_ops": 5.0}
-    assert first["cause"] == "data_loading"
-    assert first["op"] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert first.length_us == 40.0
+    assert first.causes_us == {"data_loading": 30.0, "launching": 5.0, "cpu_ops": 5.0}
+    assert first.cause == "data_loading"
+    assert first.op == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
     sync_gap = gaps[(2, 40.0)]
-    assert sync_gap["opened_by_sync"] and sync_gap["causes_us"] == {"host_sync": 15.0}
-    last = dev["largest_gaps"][0]
-    assert (last["step"], last["offset_us"], last["length_us"]) == (1, 0.0, 40.0)
-    hist = {(h["lo_us"], h["hi_us"]): h["count"] for h in dev["gap_histogram"]}
+    assert sync_gap.opened_by_sync and sync_gap.causes_us == {"host_sync": 15.0}
+    last = dev.largest_gaps[0]
+    assert (last.step, last.offset_us, last.length_us) == (1, 0.0, 40.0)
+    hist = {(h.lo_us, h.hi_us): h.count for h in dev.gap_histogram}
     assert hist[(10.0, 20.0)] == 4 and hist[(20.0, 50.0)] == 2 and hist[(5.0, 10.0)] == 0
     assert hist[(10000.0, None)] == 0
     assert hist[(0.0, 1.0)] == 0 and sum(hist.values()) == 6
     # a gap cut at a step boundary stays two gaps: [85, 100) and [100, 110)
-    assert gaps[(1, 85.0)]["length_us"] == 15.0 and gaps[(2, 0.0)]["length_us"] == 10.0
+    assert gaps[(1, 85.0)].length_us == 15.0 and gaps[(2, 0.0)].length_us == 10.0
 
 
 def test_diagnoses_and_threshold_override(main_index) -> None:  # type: ignore[no-untyped-def]
@@ -172,25 +174,25 @@ def test_diagnoses_and_threshold_override(main_index) -> None:  # type: ignore[n
     found = diagnose(main_index, panels)
     # severity from impact (share of the 200 µs of steps): 45 µs untraced host time
     # (22.5 %), 30 µs DataLoader (15 %), 15 µs sync-opened (7.5 %)
-    assert [(d["id"], d["severity"], d["impact_fraction"]) for d in found] == [
+    assert [(d.id, d.severity, d.impact_fraction) for d in found] == [
         ("gpu_idle_host_untraced", "medium", pytest.approx(45 / 200)),
         ("gpu_idle_dataloader", "medium", pytest.approx(30 / 200)),
         ("gpu_idle_host_sync", "low", pytest.approx(15 / 200)),
     ]
     # utilization 37.5 % is low, but without the 90 µs the three explain it would be
     # 75 / 110 = 68 %: low_gpu_utilization adds nothing and stays silent
-    dl = next(d for d in found if d["id"] == "gpu_idle_dataloader")
-    assert dl["evidence"]["idle_fraction_of_step_time"] == pytest.approx(30 / 200)
-    assert dl["evidence"]["steps_affected"] == 1 and dl["evidence"]["steps"] == 2
+    dl = next(d for d in found if d.id == "gpu_idle_dataloader")
+    assert dl.evidence["idle_fraction_of_step_time"] == pytest.approx(30 / 200)
+    assert dl.evidence["steps_affected"] == 1 and dl.evidence["steps"] == 2
     # issue 17 §7: a total says it is one
-    assert "(30 µs in total over 2 steps, mostly in 1 of them)" in dl["title"]
+    assert "(30 µs in total over 2 steps, mostly in 1 of them)" in dl.title
     strict = Thresholds().with_overrides(["min_impact_fraction=0.1"])
-    assert [d["id"] for d in diagnose(main_index, panels, strict)] == [
+    assert [d.id for d in diagnose(main_index, panels, strict)] == [
         "gpu_idle_host_untraced",
         "gpu_idle_dataloader",
     ]
     high = Thresholds().with_overrides(["impact_high_fraction=0.2"])
-    assert diagnose(main_index, panels, high)[0]["severity"] == "high"
+    assert diagnose(main_index, panels, high)[0].severity == "high"
     with pytest.raises(ValueError, match="expected NAME=VALUE"):
         Thresholds().with_overrides(["nope=1"])
 
@@ -202,9 +204,9 @@ def test_no_markers_gpu_only(tmp_path: Path) -> None:
     assert idx.steps.start_ns.tolist() == [10_000] and idx.steps.end_ns.tolist() == [40_000]
     steps = steps_summary(idx)
     idle = idle_summary(idx)
-    assert steps["gpu_utilization_fraction"] == pytest.approx(15 / 30)
-    assert idle["devices"][0]["causes"]["nothing_recorded"]["us"] == 15.0
-    ids = [d["id"] for d in diagnose(idx, {"steps": steps, "idle": idle})]
+    assert steps.gpu_utilization_fraction == pytest.approx(15 / 30)
+    assert idle.devices[0].causes["nothing_recorded"].us == 15.0
+    ids = [d.id for d in diagnose(idx, {"steps": steps, "idle": idle})]
     assert "no_step_markers" in ids
 
 
@@ -230,19 +232,19 @@ def test_pageable_memcpy_and_trace_data_loss(tmp_path: Path) -> None:
     panels = {
         "steps": steps_summary(idx),
         "idle": idle_summary(idx),
-        "health": trace.health.to_dict(),
+        "health": trace.health.panel(trace_quality_summary(idx)),
     }
-    found = {d["id"]: d for d in diagnose(idx, panels)}
+    found = {d.id: d for d in diagnose(idx, panels)}
     # 4 µs of pageable copy in a 100 µs step: 4 % < min_impact_fraction (5 %): silent
     assert "pageable_memcpy" not in found
     loose = Thresholds().with_overrides(["min_impact_fraction=0.01"])
-    page = next(d for d in diagnose(idx, panels, loose) if d["id"] == "pageable_memcpy")
-    assert page["evidence"]["count"] == 1 and page["evidence"]["time_us"] == 4.0
-    assert page["evidence"]["fraction_of_step_time"] == pytest.approx(0.04)
-    assert page["impact_fraction"] == pytest.approx(0.04) and page["severity"] == "low"
+    page = next(d for d in diagnose(idx, panels, loose) if d.id == "pageable_memcpy")
+    assert page.evidence["count"] == 1 and page.evidence["time_us"] == 4.0
+    assert page.evidence["fraction_of_step_time"] == pytest.approx(0.04)
+    assert page.impact_fraction == pytest.approx(0.04) and page.severity == "low"
     loss = found["trace_data_loss"]
-    assert loss["evidence"]["kineto_record_counts"] == {"Out-of-range": 12}
-    assert loss["severity"] == "low"
+    assert loss.evidence["kineto_record_counts"] == {"Out-of-range": 12}
+    assert loss.severity == "low"
 
 
 def test_trace_data_loss_on_real_trace(shared_traces: Path) -> None:
@@ -260,14 +262,12 @@ def test_trace_data_loss_counts_unusable_events(tmp_path: Path) -> None:
     panels = {
         "steps": steps_summary(idx),
         "idle": idle_summary(idx),
-        "health": trace.health.to_dict(),
+        "health": trace.health.panel(trace_quality_summary(idx)),
     }
-    loss = next(d for d in diagnose(idx, panels) if d["id"] == "trace_data_loss")
-    assert loss["evidence"]["skipped_events"] == 6 and loss["evidence"]["events"] == len(
-        MAIN_EVENTS
-    )
-    assert loss["severity"] == "medium"  # 6 of 21 events: >= 5 %, < 50 %
-    assert "6 of 21 events were unusable" in loss["title"]
+    loss = next(d for d in diagnose(idx, panels) if d.id == "trace_data_loss")
+    assert loss.evidence["skipped_events"] == 6 and loss.evidence["events"] == len(MAIN_EVENTS)
+    assert loss.severity == "medium"  # 6 of 21 events: >= 5 %, < 50 %
+    assert "6 of 21 events were unusable" in loss.title
     with pytest.raises(ValueError, match="finite number"):
         Thresholds().with_overrides(["short_kernel_us=-5"])
     with pytest.raises(ValueError, match="finite number"):
@@ -278,11 +278,11 @@ def test_nothing_usable_gives_only_trace_data_loss(tmp_path: Path) -> None:
     events = [{**e, "ts": "x"} for e in MAIN_EVENTS]
     trace = read_trace(str(write_trace(tmp_path / "t.json", events)))
     idx = build_index(trace)
-    health = trace.health.to_dict()
+    health = trace.health.panel(trace_quality_summary(idx))
     panels = {"steps": steps_summary(idx), "idle": idle_summary(idx), "health": health}
     (only,) = diagnose(idx, panels)
-    assert only["id"] == "trace_data_loss" and only["severity"] == "high"
-    assert only["evidence"]["unusable_fraction"] == 1.0
+    assert only.id == "trace_data_loss" and only.severity == "high"
+    assert only.evidence["unusable_fraction"] == 1.0
 
 
 def _launch_on(ts: float, dur: float, corr: int, tid: int) -> dict[str, Any]:
@@ -315,42 +315,40 @@ def test_host_untraced_vs_nothing_recorded(tmp_path: Path) -> None:
     aten::foo."""
     idx = build_index(read_trace(str(write_trace(tmp_path / "t.json", UNTRACED_EVENTS))))
     idle = idle_summary(idx)
-    (dev,) = idle["devices"]
-    assert dev["idle_us"] == 190.0
-    causes = {c: v["us"] for c, v in dev["causes"].items() if v["us"]}
+    (dev,) = idle.devices
+    assert dev.idle_us == 190.0
+    causes = {c: v.us for c, v in dev.causes.items() if v.us}
     assert causes == {"launching": 11.0, "host_untraced": 119.0, "nothing_recorded": 60.0}
-    assert dev["causes"]["host_untraced"]["fraction_of_step_time"] == pytest.approx(119 / 225)
-    assert idle["cause_order"][-2:] == ["host_untraced", "nothing_recorded"]
-    assert "untraced Python" in idle["cause_labels"]["host_untraced"]
-    gaps = {(g["step"], g["offset_us"]): g for g in dev["largest_gaps"]}
-    assert gaps[(1, 75.0)]["causes_us"] == {
+    assert dev.causes["host_untraced"].fraction_of_step_time == pytest.approx(119 / 225)
+    assert idle.cause_order[-2:] == ["host_untraced", "nothing_recorded"]
+    assert "untraced Python" in idle.cause_labels["host_untraced"]
+    gaps = {(g.step, g.offset_us): g for g in dev.largest_gaps}
+    assert gaps[(1, 75.0)].causes_us == {
         "launching": 2.0,
         "host_untraced": 23.0,
         "nothing_recorded": 20.0,
     }
-    assert gaps[(2, 10.0)]["causes_us"] == {
+    assert gaps[(2, 10.0)].causes_us == {
         "launching": 3.0,
         "host_untraced": 22.0,
         "nothing_recorded": 40.0,
     }
-    assert gaps[(2, 10.0)]["thread"] == {"pid": 100, "tid": 2}
-    found = {d["id"]: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
+    assert gaps[(2, 10.0)].thread == HostThread(pid=100, tid=2)
+    found = {d.id: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
     untraced = found["gpu_idle_host_untraced"]
-    assert untraced["severity"] == "high"  # 119 / 225 = 53 % of the step time
-    assert untraced["impact_fraction"] == pytest.approx(119 / 225)
-    assert untraced["evidence"]["idle_us_per_step"] == pytest.approx(59.5)
-    assert (
-        "with_stack=True" in untraced["recommendation"] and "py-spy" in untraced["recommendation"]
-    )
-    assert "time.sleep" in untraced["recommendation"]
+    assert untraced.severity == "high"  # 119 / 225 = 53 % of the step time
+    assert untraced.impact_fraction == pytest.approx(119 / 225)
+    assert untraced.evidence["idle_us_per_step"] == pytest.approx(59.5)
+    assert "with_stack=True" in untraced.recommendation and "py-spy" in untraced.recommendation
+    assert "time.sleep" in untraced.recommendation
 
 
 def test_no_markers_is_nothing_recorded_not_untraced(tmp_path: Path) -> None:
     events = [e for e in UNTRACED_EVENTS if not e["name"].startswith("ProfilerStep")]
     idx = build_index(read_trace(str(write_trace(tmp_path / "t.json", events))))
-    (dev,) = idle_summary(idx)["devices"]
-    assert dev["causes"]["host_untraced"]["us"] == 0.0
-    assert dev["causes"]["nothing_recorded"]["us"] > 0
+    (dev,) = idle_summary(idx).devices
+    assert dev.causes["host_untraced"].us == 0.0
+    assert dev.causes["nothing_recorded"].us > 0
 
 
 def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
@@ -362,15 +360,15 @@ def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
     base += [launch(55, 2, 2), kernel("K2", 60, 10, corr=2)]
     synced = base + [launch(25, 3, 99, name="cudaStreamSynchronize")]
     idx = build_index(read_trace(str(write_trace(tmp_path / "a.json", synced))))
-    (dev,) = idle_summary(idx)["devices"]
-    gap = next(g for g in dev["largest_gaps"] if g["offset_us"] == 20.0)
-    assert gap["opened_by_sync"] and gap["causes_us"] == {"host_sync": 40.0}
+    (dev,) = idle_summary(idx).devices
+    gap = next(g for g in dev.largest_gaps if g.offset_us == 20.0)
+    assert gap.opened_by_sync and gap.causes_us == {"host_sync": 40.0}
     cpu_item = base + [cpu("aten::item", 25, 3)]
     idx = build_index(read_trace(str(write_trace(tmp_path / "b.json", cpu_item))))
-    (dev,) = idle_summary(idx)["devices"]
-    gap = next(g for g in dev["largest_gaps"] if g["offset_us"] == 20.0)
-    assert not gap["opened_by_sync"]
-    assert gap["causes_us"] == {"host_sync": 3.0, "launching": 2.0, "host_untraced": 35.0}
+    (dev,) = idle_summary(idx).devices
+    gap = next(g for g in dev.largest_gaps if g.offset_us == 20.0)
+    assert not gap.opened_by_sync
+    assert gap.causes_us == {"host_sync": 3.0, "launching": 2.0, "host_untraced": 35.0}
 
 
 def _flood(long_gap_before: int | None = None) -> list[dict[str, Any]]:
@@ -498,10 +496,10 @@ def test_graph_launched_or_sync_opened_gaps_are_not_launch_bound(tmp_path: Path)
         kernel("short", 22, 3, corr=2),  # closes the gap [16, 22)
     ]
     idx = build_index(read_trace(str(write_trace(tmp_path / "s.json", events))))
-    (dev,) = idle_summary(idx)["devices"]
+    (dev,) = idle_summary(idx).devices
     # [16, 22) only; not [0, 1): the sync starts at 2, after that gap has closed
-    assert dev["sync_opened_gaps"] == 1
-    assert dev["short_kernels"]["launch_bound_gaps"] == 0
+    assert dev.sync_opened_gaps == 1
+    assert dev.short_kernels.launch_bound_gaps == 0
 
 
 def _untraced_steps(stalled_steps: set[int]) -> list[dict[str, Any]]:
@@ -527,10 +525,10 @@ def test_one_off_stall_is_not_a_steady_cost(tmp_path: Path, stalled: set[int], f
     path = write_trace(tmp_path / "t.json", _untraced_steps(stalled))
     idx = build_index(read_trace(str(path)))
     idle = idle_summary(idx)
-    (dev,) = idle["devices"]
-    assert dev["causes"]["host_untraced"]["us"] == 50.0 * len(stalled)
-    found = {d["id"]: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
+    (dev,) = idle.devices
+    assert dev.causes["host_untraced"].us == 50.0 * len(stalled)
+    found = {d.id: d for d in diagnose(idx, {"steps": steps_summary(idx), "idle": idle})}
     assert ("gpu_idle_host_untraced" in found) is fires
     if fires:
-        impact = found["gpu_idle_host_untraced"]["impact_fraction"]
-        assert impact == pytest.approx(50.0 * len(stalled) / dev["per_step"][0]["duration_us"] / 4)
+        impact = found["gpu_idle_host_untraced"].impact_fraction
+        assert impact == pytest.approx(50.0 * len(stalled) / dev.per_step[0].duration_us / 4)

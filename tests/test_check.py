@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import cpu, kernel, write_trace
 
@@ -44,7 +45,10 @@ def two_ranks(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _diagnosis(id_: str) -> dict[str, Any]:
-    return make_diagnosis(id_, "medium", f"injected {id_}", {}, "none", "test", 0.2)
+    diagnosis: dict[str, Any] = msgspec.to_builtins(
+        make_diagnosis(id_, "medium", f"injected {id_}", {}, "none", "test", 0.2)
+    )
+    return diagnosis
 
 
 def test_healthy_runs_have_no_diagnosis(two_ranks: tuple[Path, Path]) -> None:

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import cpu, kernel, write_trace
@@ -19,6 +20,8 @@ from tb_kineto_insights.analysis.communication import communication_diagnoses, c
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace.reader import read_trace
 
 # --- the classifier -------------------------------------------------------------------
@@ -284,8 +287,14 @@ SR = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, nc
 
 
 def summarise(tmp_path: Path, events: list[dict[str, Any]], **root: Any) -> dict[str, Any]:
+    """The communication panel of a tiny trace, as built-ins (the JSON a front end reads)."""
     trace = read_trace(str(write_trace(tmp_path / "t.json", events, **root)))
-    out = communication_summary(build_index(trace))
+    return _plain(communication_summary(build_index(trace)))
+
+
+def _plain(panel: CommunicationPanel) -> dict[str, Any]:
+    assert isinstance(panel, CommunicationPanel)
+    out: dict[str, Any] = msgspec.to_builtins(panel)
     json.dumps(out, allow_nan=False)  # plain JSON, no NaN
     return out
 
@@ -502,13 +511,16 @@ def test_kernels_of_one_call_are_one_collective(tmp_path: Path) -> None:
 
 
 def test_no_collectives(tmp_path: Path) -> None:
-    s = summarise(tmp_path, [step(1, 0, 100), kernel("gemm", 0, 50)])
+    path = write_trace(tmp_path / "t.json", [step(1, 0, 100), kernel("gemm", 0, 50)])
+    index = build_index(read_trace(str(path)))
+    panel = communication_summary(index)
+    s = _plain(panel)
     assert not s["has_collectives"]
     assert s["kinds"] == [] and s["sequence"] == [] and s["comm_us"] == 0.0
     assert s["steps"][0]["comm_fraction"] == 0.0
     assert s["overlap_fraction"] is None
     assert s["notes"] == ["No NCCL/RCCL communication kernels in this trace."]
-    assert communication_diagnoses(s, {"total_us": 100.0}) == []
+    assert communication_diagnoses(panel, steps_summary(index)) == []
 
 
 def test_host_collectives_without_kernels(tmp_path: Path) -> None:
@@ -538,7 +550,7 @@ def test_sequence_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert s["sequence_truncated"] and s["sequence_total"] == 5
 
 
-def _diag_inputs(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _diag_inputs(tmp_path: Path) -> tuple[CommunicationPanel, StepsPanel]:
     trace = read_trace(
         str(
             write_trace(
@@ -558,15 +570,15 @@ def _diag_inputs(tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def test_exposed_communication_diagnosis(tmp_path: Path) -> None:
     comm, steps = _diag_inputs(tmp_path)  # exposed 60 of 200 µs: 30 %
     (d,) = communication_diagnoses(comm, steps)
-    assert d["id"] == "exposed_communication" and d["severity"] == "high"
-    assert d["panel"] == "communication"
-    assert d["impact_fraction"] == pytest.approx(0.3)
-    assert d["evidence"]["exposed_fraction"] == pytest.approx(0.3)
-    assert d["evidence"]["exposed_us_per_step"] == 60.0
-    assert d["evidence"]["top_kind"] == "all_reduce"
+    assert d.id == "exposed_communication" and d.severity == "high"
+    assert d.panel == "communication"
+    assert d.impact_fraction == pytest.approx(0.3)
+    assert d.evidence["exposed_fraction"] == pytest.approx(0.3)
+    assert d.evidence["exposed_us_per_step"] == 60.0
+    assert d.evidence["top_kind"] == "all_reduce"
     for word in ("bucket_cap_mb", "gradient_as_bucket_view=True", "no_sync()", "prefetch"):
-        assert word in d["recommendation"]
-    assert set(d) == {
+        assert word in d.recommendation
+    assert set(msgspec.to_builtins(d)) == {
         "id",
         "severity",
         "title",
@@ -577,7 +589,7 @@ def test_exposed_communication_diagnosis(tmp_path: Path) -> None:
     }
     # severity follows the impact (30 % of the step: high from impact_high_fraction)
     medium = communication_diagnoses(comm, steps, Thresholds(impact_high_fraction=0.5))
-    assert medium[0]["severity"] == "medium"
+    assert medium[0].severity == "medium"
     assert communication_diagnoses(comm, steps, Thresholds(exposed_comm_fraction=0.31)) == []
 
 
@@ -591,18 +603,18 @@ def test_exposed_communication_that_is_mostly_waiting(tmp_path: Path) -> None:
     trace = read_trace(str(write_trace(tmp_path / "w.json", events)))
     index = build_index(trace)
     comm, steps = communication_summary(index), steps_summary(index)
-    assert comm["exposed_wait_estimate_us_per_step"] == 50.0
-    assert comm["exposed_transfer_estimate_us_per_step"] == 20.0
+    assert comm.exposed_wait_estimate_us_per_step == 50.0
+    assert comm.exposed_transfer_estimate_us_per_step == 20.0
     (d,) = communication_diagnoses(comm, steps)
-    assert "mostly waiting for other ranks" in d["title"]
-    assert "bucket_cap_mb" not in d["recommendation"]
-    assert "view across ranks" in d["recommendation"]
-    assert d["impact_fraction"] == pytest.approx(0.25) and d["severity"] == "medium"
-    assert d["evidence"]["exposed_wait_estimate_fraction"] == pytest.approx(100 / 140)
+    assert "mostly waiting for other ranks" in d.title
+    assert "bucket_cap_mb" not in d.recommendation
+    assert "view across ranks" in d.recommendation
+    assert d.impact_fraction == pytest.approx(0.25) and d.severity == "medium"
+    assert d.evidence["exposed_wait_estimate_fraction"] == pytest.approx(100 / 140)
     # the transfer case: exposed 20 % of the step, none of it waiting -> bucket advice
     comm2, steps2 = _diag_inputs(tmp_path)
     (d2,) = communication_diagnoses(comm2, steps2)
-    assert "bucket_cap_mb" in d2["recommendation"] and "transfer" in d2["title"]
+    assert "bucket_cap_mb" in d2.recommendation and "transfer" in d2.title
 
 
 def test_transfer_queued_behind_a_wait_counts_as_waiting(tmp_path: Path) -> None:
@@ -614,7 +626,7 @@ def test_transfer_queued_behind_a_wait_counts_as_waiting(tmp_path: Path) -> None
     [600, 620) (no queue) stays transfer. With 50 µs gaps (no queue) B [170, 190) and
     C [240, 260) keep their 40 µs as transfer."""
 
-    def run(gap_us: float) -> dict[str, Any]:
+    def run(gap_us: float) -> CommunicationPanel:
         events = [step(1, 0, 400), step(2, 400, 400), kernel("gemm", 0, 125, stream=7, corr=9)]
         times = ((0, 120), (120 + gap_us, 20), (140 + 2 * gap_us, 20), (600, 20))
         for i, (ts, dur) in enumerate(times):
@@ -623,17 +635,17 @@ def test_transfer_queued_behind_a_wait_counts_as_waiting(tmp_path: Path) -> None
         return communication_summary(index)
 
     queued = run(2.0)
-    step1, step2 = queued["steps"]
-    assert step1["exposed_us"] == 37.0
-    assert step1["wait_estimate_us"] == 100.0
-    assert step1["exposed_wait_estimate_us"] == 37.0
-    assert step1["exposed_transfer_estimate_us"] == 0.0
-    assert step2["exposed_wait_estimate_us"] == 0.0
-    assert step2["exposed_transfer_estimate_us"] == 20.0
-    apart = run(50.0)["steps"][0]
-    assert apart["exposed_us"] == 40.0
-    assert apart["exposed_wait_estimate_us"] == 0.0
-    assert apart["exposed_transfer_estimate_us"] == 40.0
+    step1, step2 = queued.steps
+    assert step1.exposed_us == 37.0
+    assert step1.wait_estimate_us == 100.0
+    assert step1.exposed_wait_estimate_us == 37.0
+    assert step1.exposed_transfer_estimate_us == 0.0
+    assert step2.exposed_wait_estimate_us == 0.0
+    assert step2.exposed_transfer_estimate_us == 20.0
+    apart = run(50.0).steps[0]
+    assert apart.exposed_us == 40.0
+    assert apart.exposed_wait_estimate_us == 0.0
+    assert apart.exposed_transfer_estimate_us == 40.0
 
 
 def test_waiting_rank_alone_is_told_it_waits(h200x2: Path) -> None:
@@ -644,11 +656,11 @@ def test_waiting_rank_alone_is_told_it_waits(h200x2: Path) -> None:
     (path,) = sorted((h200x2 / "ddp_straggler").glob("rank0*.pt.trace.json.gz"))
     index = build_index(read_trace(str(path)))
     comm = communication_summary(index)
-    assert 12_000 < comm["exposed_wait_estimate_us_per_step"] < 15_500
-    assert comm["exposed_wait_estimate_fraction"] > 0.8
+    assert 12_000 < comm.exposed_wait_estimate_us_per_step < 15_500
+    assert comm.exposed_wait_estimate_fraction > 0.8
     (d,) = communication_diagnoses(comm, steps_summary(index))
-    assert "mostly waiting for other ranks" in d["title"]
-    assert "bucket_cap_mb" not in d["recommendation"]
+    assert "mostly waiting for other ranks" in d.title
+    assert "bucket_cap_mb" not in d.recommendation
 
 
 def test_span_level_exposed_communication_on_real_runs(h200x2: Path) -> None:
@@ -661,7 +673,7 @@ def test_span_level_exposed_communication_on_real_runs(h200x2: Path) -> None:
             trace = read_trace(str(path))
             index = build_index(trace)
             comm = communication_summary(index)
-            assert comm["exposed_fraction"] < 0.06
+            assert comm.exposed_fraction < 0.06
             assert communication_diagnoses(comm, steps_summary(index)) == []
 
 
@@ -675,9 +687,7 @@ def _raw_events(path: Path) -> list[dict[str, Any]]:
 
 
 def _summary_of(path: Path) -> dict[str, Any]:
-    s = communication_summary(build_index(read_trace(str(path))))
-    json.dumps(s, allow_nan=False)
-    return s
+    return _plain(communication_summary(build_index(read_trace(str(path)))))
 
 
 def test_hta_nccl_a100(shared_traces: Path) -> None:

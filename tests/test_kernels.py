@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
@@ -23,6 +24,7 @@ from tb_kineto_insights.analysis.kernels import (
     kernels_summary,
 )
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.schema.kernels import HistogramBin, KernelsPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -38,14 +40,20 @@ def launch(ts: float, dur: float, corr: int, name: str = "cudaLaunchKernel") -> 
 
 
 def summarize(tmp_path: Path, events: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:
+    """The kernels panel of a tiny trace, as built-ins (the JSON a front end reads)."""
     trace = read_trace(str(write_trace(tmp_path / "t.json", events)))
     summary = kernels_summary(build_index(trace), **kw)
-    assert_plain_json(summary)
-    return summary
+    assert isinstance(summary, KernelsPanel)
+    plain: dict[str, Any] = msgspec.to_builtins(summary)
+    assert_plain_json(plain)
+    return plain
 
 
 def assert_plain_json(value: Any) -> None:
-    """Only plain JSON types (no numpy scalars), no NaN/inf, string keys."""
+    """Only plain JSON types (no numpy scalars: ``to_builtins`` refuses them), no NaN/inf,
+    string keys; a Struct is checked as the built-ins it encodes to."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
     if isinstance(value, dict):
         for key, item in value.items():
             assert type(key) is str
@@ -148,11 +156,11 @@ def test_histogram_edges_exact() -> None:
         dtype=np.int64,
     )
     hist = duration_histogram(dur)
-    counts = [r["count"] for r in hist]
+    counts = [r.count for r in hist]
     assert counts == [2, 2, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 2]
-    assert hist[-1] == {"lo_us": 10000.0, "hi_us": None, "count": 2, "time_us": 60_000.0}
-    assert hist[0]["time_us"] == 0.999
-    assert sum(r["count"] for r in duration_histogram(np.zeros(0, dtype=np.int64))) == 0
+    assert hist[-1] == HistogramBin(lo_us=10000.0, hi_us=None, count=2, time_us=60_000.0)
+    assert hist[0].time_us == 0.999
+    assert sum(r.count for r in duration_histogram(np.zeros(0, dtype=np.int64))) == 0
 
 
 def test_top_kernels_fold_template_instantiations(tmp_path: Path) -> None:
@@ -381,9 +389,9 @@ def test_cuda_graphs_small_kernels(shared_traces: Path) -> None:
     index = _index(shared_traces / "hta_cuda_graphs_small_kernels" / "rank0.json.gz")
     s = kernels_summary(index)
     assert_plain_json(s)
-    assert s["count"] == 6080  # HTA: 6,080 kernels
-    assert 0.80 <= s["short_count_fraction"] <= 0.95  # HTA: ~88 % under 10 µs
-    assert s["graph_launched_count"] > 0
+    assert s.count == 6080  # HTA: 6,080 kernels
+    assert 0.80 <= s.short_count_fraction <= 0.95  # HTA: ~88 % under 10 µs
+    assert s.graph_launched_count > 0
 
     # independent recount in plain Python from the table arrays
     trace = index.trace
@@ -393,22 +401,22 @@ def test_cuda_graphs_small_kernels(shared_traces: Path) -> None:
     in_step = [any(a <= t < b for a, b in windows) for t in starts]
     n_in = sum(in_step)
     n_short_in = sum(1 for d, ok in zip(durs, in_step, strict=True) if ok and d < 10_000)
-    assert s["count_in_steps"] == n_in
-    assert s["short_count_fraction"] == n_short_in / n_in
+    assert s.count_in_steps == n_in
+    assert s.short_count_fraction == n_short_in / n_in
     all_short = sum(1 for d in durs if d < 10_000) / len(durs)
     assert 0.85 <= all_short <= 0.90  # over ALL kernels too (every kernel is in a step)
     runtime_name = {
         c: trace.names[n] for c, n in zip(rt.correlation.tolist(), rt.name.tolist(), strict=True)
     }
     graph = sum(1 for c in k.correlation.tolist() if runtime_name.get(c) == "cudaGraphLaunch")
-    assert s["graph_launched_count"] == graph
+    assert s.graph_launched_count == graph
     unlinked = sum(1 for c in k.correlation.tolist() if c not in runtime_name)
-    assert s["launch"]["unlinked_kernels"] == unlinked
-    assert s["launch"]["one_to_one_count"] == n_in - graph - unlinked
-    assert sum(r["count"] for r in s["duration_histogram"]) == n_in
-    assert sum(r["count"] for r in s["per_step"]) == n_in
-    assert s["fusion_candidates"] and all(
-        c["occurrences"] >= 3 and c["length"] >= 3 for c in s["fusion_candidates"]
+    assert s.launch.unlinked_kernels == unlinked
+    assert s.launch.one_to_one_count == n_in - graph - unlinked
+    assert sum(r.count for r in s.duration_histogram) == n_in
+    assert sum(r.count for r in s.per_step) == n_in
+    assert s.fusion_candidates and all(
+        c.occurrences >= 3 and c.length >= 3 for c in s.fusion_candidates
     )
 
 
@@ -420,10 +428,10 @@ def test_eager_has_more_kernels_per_step_than_compile() -> None:
     eager = kernels_summary(_index(_one(eager_dir, "*.pt.trace.json.gz")))
     compiled = kernels_summary(_index(_one(compile_dir, "*.pt.trace.json.gz")))
     assert_plain_json(eager)
-    assert eager["short_count_fraction"] > 0.8
-    assert eager["mean_per_step"] > compiled["mean_per_step"]
-    assert eager["launch"]["unlinked_kernels"] == 0
-    assert eager["fusion_candidates"][0]["cpu_op"] is not None
+    assert eager.short_count_fraction > 0.8
+    assert eager.mean_per_step > compiled.mean_per_step
+    assert eager.launch.unlinked_kernels == 0
+    assert eager.fusion_candidates[0].cpu_op is not None
 
 
 @pytest.mark.parametrize(
@@ -433,8 +441,8 @@ def test_eager_has_more_kernels_per_step_than_compile() -> None:
 def test_traces_without_kernels(shared_traces: Path, folder: str) -> None:
     s = kernels_summary(_index(_one(shared_traces / folder, "*.json.gz")))
     assert_plain_json(s)
-    assert s["count"] == 0
-    assert s["notes"] and s["notes"][0].startswith(NO_KERNELS_NOTE)
+    assert s.count == 0
+    assert s.notes and s.notes[0].startswith(NO_KERNELS_NOTE)
 
 
 def test_amd_hip_launches_linked(shared_traces: Path) -> None:
@@ -442,13 +450,13 @@ def test_amd_hip_launches_linked(shared_traces: Path) -> None:
     s = kernels_summary(index)
     assert_plain_json(s)
     trace = index.trace
-    assert s["count"] == len(trace.kernels) > 0
-    assert s["launch"]["unlinked_kernels"] == 0
-    assert s["launch"]["launch_count"] > 0 and s["launch"]["mean_launch_us"] > 0
+    assert s.count == len(trace.kernels) > 0
+    assert s.launch.unlinked_kernels == 0
+    assert s.launch.launch_count > 0 and s.launch.mean_launch_us > 0
     launchers = {
         trace.names[int(trace.runtime.name[r])] for r in index.launch_row[m.KERNEL].tolist()
     }
     assert "hipLaunchKernel" in launchers
-    assert s["count_in_steps"] + s["outside_steps"]["count"] == s["count"]
-    assert 0.0 <= s["short_count_fraction"] <= 1.0
-    assert s["launch"]["one_to_one_count"] == s["count_in_steps"]
+    assert s.count_in_steps + s.outside_steps.count == s.count
+    assert 0.0 <= s.short_count_fraction <= 1.0
+    assert s.launch.one_to_one_count == s.count_in_steps

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
@@ -20,6 +21,8 @@ from tb_kineto_insights.analysis.memory import (
     memory_summary,
 )
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.memory import MemoryDevice, MemoryPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -63,19 +66,19 @@ def step(n: int, ts: float, dur: float = 1000.0) -> dict[str, Any]:
 
 def summarize(
     tmp_path: Path, events: list[dict[str, Any]], th: Any = DEFAULT_THRESHOLDS, **root: Any
-) -> dict[str, Any]:
+) -> MemoryPanel:
     trace = read_trace(str(write_trace(tmp_path / "t.json", events, **root)))
     s = memory_summary(build_index(trace), th)
-    json.dumps(s, allow_nan=False)  # plain, strict JSON
+    json.dumps(msgspec.to_builtins(s), allow_nan=False)  # plain, strict JSON
     return s
 
 
-def device(s: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(d for d in s["devices"] if d["device"] == name)
+def device(s: MemoryPanel, name: str) -> MemoryDevice:
+    return next(d for d in s.devices if d.device == name)
 
 
-def ids(diags: list[dict[str, Any]]) -> list[str]:
-    return [d["id"] for d in diags]
+def ids(diags: list[Diagnosis]) -> list[str]:
+    return [d.id for d in diags]
 
 
 # -- a leak of a fixed size per step ---------------------------------------------------
@@ -105,22 +108,22 @@ def leak_events(steps: int = 4) -> list[dict[str, Any]]:
 
 def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
     s = summarize(tmp_path, leak_events())
-    assert s["main_device"] == "CUDA:0" and s["notes"] == []
+    assert s.main_device == "CUDA:0" and s.notes == []
     d = device(s, "CUDA:0")
-    assert d["has_totals"] and d["has_addresses"] and not d["allocated_from_deltas"]
-    assert [
-        (p["number"], p["start_bytes"], p["peak_bytes"], p["end_bytes"]) for p in d["per_step"]
-    ] == [(k + 1, B + k * LEAK, B + (k + 1) * LEAK + TEMP, B + (k + 1) * LEAK) for k in range(4)]
-    assert all(p["peak_reserved_bytes"] == RES for p in d["per_step"])
-    g = d["growth"]
-    assert g["bytes_per_step"] == LEAK
-    assert g["r2"] == pytest.approx(1.0, abs=1e-12)
-    assert g["steps_used"] == 4 and g["steady"] is True
-    assert g["total_bytes"] == 3 * LEAK
+    assert d.has_totals and d.has_addresses and not d.allocated_from_deltas
+    assert [(p.number, p.start_bytes, p.peak_bytes, p.end_bytes) for p in d.per_step] == [
+        (k + 1, B + k * LEAK, B + (k + 1) * LEAK + TEMP, B + (k + 1) * LEAK) for k in range(4)
+    ]
+    assert all(p.peak_reserved_bytes == RES for p in d.per_step)
+    g = d.growth
+    assert g.bytes_per_step == LEAK
+    assert g.r2 == pytest.approx(1.0, abs=1e-12)
+    assert g.steps_used == 4 and g.steady is True
+    assert g.total_bytes == 3 * LEAK
     # allocations never freed: the four leaked blocks, made by the innermost op
-    live = d["live_at_end"]
-    assert live["count"] == 4 and live["bytes"] == 4 * LEAK
-    assert live["by_op"] == [
+    live = d.live_at_end
+    assert live.count == 4 and live.bytes == 4 * LEAK
+    assert msgspec.to_builtins(live.by_op) == [
         {
             "op": "aten::addmm",
             "input_shapes": "[[2, 3], [3, 4]]",
@@ -129,11 +132,11 @@ def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
             "steps": [1, 2, 3, 4],
         }
     ]
-    assert d["matching"]["allocations_freed"] == 4
-    assert d["freed_before_window"] == {"count": 0, "bytes": 0}
+    assert d.matching.allocations_freed == 4
+    assert msgspec.to_builtins(d.freed_before_window) == {"count": 0, "bytes": 0}
     # largest: the temporaries, from aten::linear (addmm had ended), freed after 130 µs
-    top = d["largest_allocations"][0]
-    assert top == {
+    top = d.largest_allocations[0]
+    assert msgspec.to_builtins(top) == {
         "bytes": TEMP,
         "op": "aten::linear",
         "input_shapes": None,
@@ -142,34 +145,32 @@ def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
         "freed": True,
         "lifetime_us": 130.0,
     }
-    assert [a["bytes"] for a in d["largest_allocations"]] == [TEMP] * 4 + [LEAK] * 4
-    assert d["largest_allocations"][4]["freed"] is False
-    assert d["largest_allocations"][4]["lifetime_us"] is None
+    assert [a.bytes for a in d.largest_allocations] == [TEMP] * 4 + [LEAK] * 4
+    assert d.largest_allocations[4].freed is False
+    assert d.largest_allocations[4].lifetime_us is None
     # peaks and fragmentation: reserved sits at its peak throughout; the most allocated
     # meanwhile is the last step's peak
-    assert d["peak_allocated_bytes"] == B + 4 * LEAK + TEMP
-    assert d["peak_reserved_bytes"] == RES
-    assert d["cached_free_at_reserved_peak_fraction"] == pytest.approx(
-        1 - (B + 4 * LEAK + TEMP) / RES
-    )
-    assert d["capacity_bytes"] is None and d["peak_fraction_of_capacity"] is None
+    assert d.peak_allocated_bytes == B + 4 * LEAK + TEMP
+    assert d.peak_reserved_bytes == RES
+    assert d.cached_free_at_reserved_peak_fraction == pytest.approx(1 - (B + 4 * LEAK + TEMP) / RES)
+    assert d.capacity_bytes is None and d.peak_fraction_of_capacity is None
     # reserved never grows: nothing the cache failed to serve
-    assert d["fragmentation"]["events"] == 0 and d["fragmentation"]["new_segment_events"] == 0
+    assert d.fragmentation.events == 0 and d.fragmentation.new_segment_events == 0
 
     diags = memory_diagnoses(s)
     assert ids(diags) == ["memory_growth"]
     growth = diags[0]
     # the device's memory is unknown, so is the deadline: medium, not high
-    assert growth["panel"] == "memory" and growth["severity"] == "medium"
-    assert growth["impact_fraction"] == 0.0
-    assert growth["evidence"]["steps_to_capacity"] is None
-    assert growth["evidence"]["bytes_per_step"] == LEAK
-    assert growth["evidence"]["op"] == "aten::addmm"
-    assert growth["evidence"]["op_input_shapes"] == "[[2, 3], [3, 4]]"
-    assert "aten::addmm" in growth["title"] and "4.0 MiB per step" in growth["title"]
-    rec = growth["recommendation"]
+    assert growth.panel == "memory" and growth.severity == "medium"
+    assert growth.impact_fraction == 0.0
+    assert growth.evidence["steps_to_capacity"] is None
+    assert growth.evidence["bytes_per_step"] == LEAK
+    assert growth.evidence["op"] == "aten::addmm"
+    assert growth.evidence["op_input_shapes"] == "[[2, 3], [3, 4]]"
+    assert "aten::addmm" in growth.title and "4.0 MiB per step" in growth.title
+    rec = growth.recommendation
     assert ".detach()" in rec and ".item()" in rec and "CPU" in rec
-    assert set(growth) == {
+    assert set(msgspec.to_builtins(growth)) == {
         "id",
         "severity",
         "title",
@@ -183,13 +184,13 @@ def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
 def test_growth_needs_enough_steps_and_bytes(tmp_path: Path) -> None:
     # two steps only: exact line, but fewer than memory_growth_min_steps (3)
     s = summarize(tmp_path, leak_events(steps=2))
-    g = device(s, "CUDA:0")["growth"]
-    assert g["bytes_per_step"] == LEAK and g["steps_used"] == 2 and g["steady"] is False
+    g = device(s, "CUDA:0").growth
+    assert g.bytes_per_step == LEAK and g.steps_used == 2 and g.steady is False
     assert memory_diagnoses(s) == []
     # the same leak with a higher byte threshold: not a diagnosis
     th = DEFAULT_THRESHOLDS.replace(memory_growth_min_bytes_per_step=8.0 * MIB)
     s = summarize(tmp_path, leak_events(), th)
-    assert device(s, "CUDA:0")["growth"]["steady"] is False
+    assert device(s, "CUDA:0").growth.steady is False
     assert memory_diagnoses(s, th) == []
 
 
@@ -201,10 +202,10 @@ def test_noisy_memory_is_not_steady_growth(tmp_path: Path) -> None:
         events.append(step(k, 1000.0 * k))
         events.append(mem(1000.0 * k + 500, MIB, addr=5000 + k, alloc=B + e * MIB, reserved=RES))
     s = summarize(tmp_path, events)
-    g = device(s, "CUDA:0")["growth"]
+    g = device(s, "CUDA:0").growth
     slope = np.polyfit(np.arange(5.0), np.array(ends, dtype=float) * MIB + B, 1)[0]
-    assert g["bytes_per_step"] == pytest.approx(slope)
-    assert g["bytes_per_step"] >= MIB and g["r2"] < 0.9 and g["steady"] is False
+    assert g.bytes_per_step == pytest.approx(slope)
+    assert g.bytes_per_step >= MIB and g.r2 < 0.9 and g.steady is False
     assert memory_diagnoses(s) == []
 
 
@@ -222,10 +223,10 @@ def test_free_of_block_allocated_before_window(tmp_path: Path) -> None:
         mem(1400, -MIB, addr=9, alloc=B, reserved=RES),  # also allocated before
     ]
     d = device(summarize(tmp_path, events), "CUDA:0")
-    assert d["freed_before_window"] == {"count": 2, "bytes": 3 * MIB}
+    assert msgspec.to_builtins(d.freed_before_window) == {"count": 2, "bytes": 3 * MIB}
     # the frees are not negative live memory: only the block at 1300 is still live
-    assert d["live_at_end"]["count"] == 1 and d["live_at_end"]["bytes"] == 3 * MIB
-    assert d["matching"] == {
+    assert d.live_at_end.count == 1 and d.live_at_end.bytes == 3 * MIB
+    assert msgspec.to_builtins(d.matching) == {
         "allocations_freed": 1,
         "allocations_live_at_end": 1,
         "reused_without_free": 0,
@@ -233,12 +234,12 @@ def test_free_of_block_allocated_before_window(tmp_path: Path) -> None:
         "events_without_addr": 0,
     }
     # the level before the first event is its total minus its own change
-    assert d["per_step"][0]["start_bytes"] == B
-    assert d["per_step"][0]["end_bytes"] == B - MIB
-    assert d["per_step"][1]["start_bytes"] == B - MIB
-    assert d["per_step"][1]["end_bytes"] == B
-    assert d["peak_allocated_bytes"] == B + MIB
-    assert d["live_at_end"]["by_op"][0]["op"] is None  # no op recorded around it
+    assert d.per_step[0].start_bytes == B
+    assert d.per_step[0].end_bytes == B - MIB
+    assert d.per_step[1].start_bytes == B - MIB
+    assert d.per_step[1].end_bytes == B
+    assert d.peak_allocated_bytes == B + MIB
+    assert d.live_at_end.by_op[0].op is None  # no op recorded around it
 
 
 def test_equal_timestamps(tmp_path: Path) -> None:
@@ -260,22 +261,22 @@ def test_equal_timestamps(tmp_path: Path) -> None:
         mem(510, MIB, addr=4, alloc=B + 4 * MIB, reserved=RES),
     ]
     d = device(summarize(tmp_path, events), "CUDA:0")
-    assert d["matching"] == {
+    assert msgspec.to_builtins(d.matching) == {
         "allocations_freed": 2,
         "allocations_live_at_end": 2,
         "reused_without_free": 1,
         "unmatched_frees": 1,
         "events_without_addr": 0,
     }
-    assert d["freed_before_window"] == {"count": 1, "bytes": MIB}
-    assert d["live_at_end"]["bytes"] == 4 * MIB + MIB
-    zero = next(a for a in d["largest_allocations"] if a["t_us"] == 105.0)
-    assert zero["freed"] is True and zero["lifetime_us"] == 0.0 and zero["op"] == "aten::empty"
-    four = d["largest_allocations"][0]
-    assert four["bytes"] == 4 * MIB and four["freed"] is False
-    two = d["largest_allocations"][1]
-    assert two["bytes"] == 2 * MIB and two["freed"] is True and two["lifetime_us"] == 100.0
-    assert d["peak_allocated_bytes"] == B + 4 * MIB
+    assert msgspec.to_builtins(d.freed_before_window) == {"count": 1, "bytes": MIB}
+    assert d.live_at_end.bytes == 4 * MIB + MIB
+    zero = next(a for a in d.largest_allocations if a.t_us == 105.0)
+    assert zero.freed is True and zero.lifetime_us == 0.0 and zero.op == "aten::empty"
+    four = d.largest_allocations[0]
+    assert four.bytes == 4 * MIB and four.freed is False
+    two = d.largest_allocations[1]
+    assert two.bytes == 2 * MIB and two.freed is True and two.lifetime_us == 100.0
+    assert d.peak_allocated_bytes == B + 4 * MIB
 
 
 def test_step_values_at_window_edges(tmp_path: Path) -> None:
@@ -289,9 +290,7 @@ def test_step_values_at_window_edges(tmp_path: Path) -> None:
         mem(1500, -MIB, addr=2, alloc=B + MIB, reserved=RES),
     ]
     d = device(summarize(tmp_path, events), "CUDA:0")
-    assert [
-        (p["start_bytes"], p["peak_bytes"], p["end_bytes"], p["events"]) for p in d["per_step"]
-    ] == [
+    assert [(p.start_bytes, p.peak_bytes, p.end_bytes, p.events) for p in d.per_step] == [
         (B, B + 2 * MIB, B + 2 * MIB, 2),
         (B + MIB, B + 2 * MIB, B + MIB, 2),
     ]
@@ -311,16 +310,16 @@ def test_downsampling_keeps_the_peak(tmp_path: Path) -> None:
         events.append(mem(1.0 + 9.0 * i, nbytes, addr=10**6 + i, alloc=level, reserved=RES + i))
     th = DEFAULT_THRESHOLDS.replace(memory_series_points=20)
     d = device(summarize(tmp_path, events, th), "CUDA:0")
-    alloc = d["series"]["allocated"]
-    assert d["series"]["points_in"] == 1000
-    assert len(alloc["t_us"]) <= 20 and len(alloc["t_us"]) == len(alloc["bytes"])
-    assert alloc["t_us"] == sorted(alloc["t_us"])
-    assert max(alloc["bytes"]) == B + MIB + 500 * MIB == d["peak_allocated_bytes"]
-    assert alloc["t_us"][alloc["bytes"].index(max(alloc["bytes"]))] == 1.0 + 9.0 * 617
-    assert alloc["t_us"][0] == 1.0 and alloc["t_us"][-1] == 1.0 + 9.0 * 999
-    reserved = d["series"]["reserved"]
-    assert len(reserved["t_us"]) <= 20 and max(reserved["bytes"]) == RES + 999
-    assert min(reserved["bytes"]) == RES
+    alloc = d.series.allocated
+    assert d.series.points_in == 1000
+    assert len(alloc.t_us) <= 20 and len(alloc.t_us) == len(alloc.bytes)
+    assert alloc.t_us == sorted(alloc.t_us)
+    assert max(alloc.bytes) == B + MIB + 500 * MIB == d.peak_allocated_bytes
+    assert alloc.t_us[alloc.bytes.index(max(alloc.bytes))] == 1.0 + 9.0 * 617
+    assert alloc.t_us[0] == 1.0 and alloc.t_us[-1] == 1.0 + 9.0 * 999
+    reserved = d.series.reserved
+    assert len(reserved.t_us) <= 20 and max(reserved.bytes) == RES + 999
+    assert min(reserved.bytes) == RES
 
 
 def test_downsample_bounds_and_extremes() -> None:
@@ -349,26 +348,26 @@ def test_cached_free_bytes_are_not_fragmentation_capacity_exact(tmp_path: Path) 
     props = [{"id": 0, "totalGlobalMem": 10 * GIB}, {"id": 1, "totalGlobalMem": 80 * GIB}]
     s = summarize(tmp_path, events, deviceProperties=props)
     d = device(s, "CUDA:0")
-    assert d["peak_reserved_bytes"] == 8 * GIB and d["peak_reserved_us"] == 200.0
-    assert d["allocated_at_reserved_peak_bytes"] == 3 * GIB
-    assert d["cached_free_at_reserved_peak_fraction"] == 1 - 3 / 8
-    assert d["capacity_bytes"] == 10 * GIB
-    assert d["peak_basis"] == "reserved" and d["peak_fraction_of_capacity"] == 0.8
+    assert d.peak_reserved_bytes == 8 * GIB and d.peak_reserved_us == 200.0
+    assert d.allocated_at_reserved_peak_bytes == 3 * GIB
+    assert d.cached_free_at_reserved_peak_fraction == 1 - 3 / 8
+    assert d.capacity_bytes == 10 * GIB
+    assert d.peak_basis == "reserved" and d.peak_fraction_of_capacity == 0.8
     # event 2 grows reserved by 7 GiB for 2 GiB, but only 0 bytes sat cached and free
-    f = d["fragmentation"]
-    assert f["new_segment_events"] == 1 and f["events"] == 0
+    f = d.fragmentation
+    assert f.new_segment_events == 1 and f.events == 0
     assert memory_diagnoses(s) == []
     # the same memory on a 8.5 GiB device: near capacity (reserved, not allocated)
     props = [{"id": 0, "totalGlobalMem": int(8.5 * GIB)}]
     s = summarize(tmp_path, events, deviceProperties=props)
-    assert device(s, "CUDA:0")["peak_fraction_of_capacity"] == 8 / 8.5
+    assert device(s, "CUDA:0").peak_fraction_of_capacity == 8 / 8.5
     diags = memory_diagnoses(s)
     assert ids(diags) == ["memory_near_capacity"]
     near = diags[0]
-    assert near["severity"] == "medium"  # allocated peak is 3/8.5 of the device
-    assert near["evidence"]["capacity_bytes"] == int(8.5 * GIB)
-    assert near["evidence"]["allocated_fraction_of_capacity"] == 3 / 8.5
-    assert "94 %" in near["title"] and "allocated 35 %" in near["title"]
+    assert near.severity == "medium"  # allocated peak is 3/8.5 of the device
+    assert near.evidence["capacity_bytes"] == int(8.5 * GIB)
+    assert near.evidence["allocated_fraction_of_capacity"] == 3 / 8.5
+    assert "94 %" in near.title and "allocated 35 %" in near.title
 
 
 # -- fragmentation: new segments while the cache held enough ---------------------------
@@ -414,19 +413,19 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     props = [{"id": 0, "totalGlobalMem": 10 * GIB}]
     s = summarize(tmp_path, frag_events(), deviceProperties=props)
     d = device(s, "CUDA:0")
-    f = d["fragmentation"]
-    assert f["events"] == 4 and f["new_segment_events"] == 4
-    assert f["requested_bytes"] == sum(SIZES) == f["reserved_growth_bytes"]
-    assert [(p["number"], p["events"], p["requested_bytes"]) for p in f["per_step"]] == [
+    f = d.fragmentation
+    assert f.events == 4 and f.new_segment_events == 4
+    assert f.requested_bytes == sum(SIZES) == f.reserved_growth_bytes
+    assert [(p.number, p.events, p.requested_bytes) for p in f.per_step] == [
         (k + 1, 1, SIZES[k]) for k in range(4)
     ]
     # before step 1's request the cache held R0 - A0 = 924 MiB; later ones more
-    assert f["min_cached_free_before_bytes"] == R0 - A0
-    assert f["steady_state_steps"] == [2, 3, 4]  # not step 1: the cache may warm up
-    assert f["reserved_growth_bytes_per_step"] == (40 + 48 + 56) * MIB / 3  # 48 MiB
-    assert f["allocated_peak_growth_bytes_per_step"] == (56 - 32) * MIB / 3  # 8 MiB
-    assert f["excess_reserved_growth_bytes_per_step"] == 40 * MIB
-    assert f["largest"][0] == {
+    assert f.min_cached_free_before_bytes == R0 - A0
+    assert f.steady_state_steps == [2, 3, 4]  # not step 1: the cache may warm up
+    assert f.reserved_growth_bytes_per_step == (40 + 48 + 56) * MIB / 3  # 48 MiB
+    assert f.allocated_peak_growth_bytes_per_step == (56 - 32) * MIB / 3  # 8 MiB
+    assert f.excess_reserved_growth_bytes_per_step == 40 * MIB
+    assert msgspec.to_builtins(f.largest[0]) == {
         "t_us": 3100.0,
         "step": 4,
         "requested_bytes": 56 * MIB,
@@ -439,66 +438,66 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     assert ids(diags) == ["memory_fragmentation"]
     frag = diags[0]
     # reserved peak 1 GiB + 176 MiB of 10 GiB; full in (10240 - 1200) / 48 steps
-    ev = frag["evidence"]
+    ev = frag.evidence
     assert ev["peak_reserved_bytes"] == R0 + sum(SIZES)
     assert ev["steps_to_capacity"] == pytest.approx((10 * GIB - R0 - sum(SIZES)) / (48 * MIB))
     assert ev["events_per_step"] == {"1": 1, "2": 1, "3": 1, "4": 1}
-    assert frag["severity"] == "medium" and frag["impact_fraction"] == 0.0
+    assert frag.severity == "medium" and frag.impact_fraction == 0.0
     # the title counts the steady-state steps only: 3 events (40 + 48 + 56 MiB) in 3
-    assert "3 times (0.14 GiB) in 3 steady-state steps" in frag["title"]
-    assert "924.0 MiB" in frag["title"]
-    assert "expandable_segments:True" in frag["recommendation"]
-    assert "pad" in frag["recommendation"]
+    assert "3 times (0.14 GiB) in 3 steady-state steps" in frag.title
+    assert "924.0 MiB" in frag.title
+    assert "expandable_segments:True" in frag.recommendation
+    assert "pad" in frag.recommendation
     # severity follows the memory at risk: reserved peak >= 75 % of the device: high ...
     s = summarize(
         tmp_path, frag_events(), deviceProperties=[{"id": 0, "totalGlobalMem": 1536 * MIB}]
     )
-    assert memory_diagnoses(s)[0]["severity"] == "high"  # 1200 / 1536 = 78 %
+    assert memory_diagnoses(s)[0].severity == "high"  # 1200 / 1536 = 78 %
     # ... full only in > 1000 steps at this rate, or device memory unknown: low
     s = summarize(
         tmp_path, frag_events(), deviceProperties=[{"id": 0, "totalGlobalMem": 100 * GIB}]
     )
-    assert memory_diagnoses(s)[0]["severity"] == "low"  # (102400 - 1200) / 48 = 2108 steps
+    assert memory_diagnoses(s)[0].severity == "low"  # (102400 - 1200) / 48 = 2108 steps
     s = summarize(tmp_path, frag_events())
-    assert memory_diagnoses(s)[0]["severity"] == "low"
+    assert memory_diagnoses(s)[0].severity == "low"
 
 
 def test_fragmentation_needs_evidence_the_cache_could_not_serve(tmp_path: Path) -> None:
     def frag(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
         s = summarize(tmp_path, events)
-        return device(s, "CUDA:0")["fragmentation"], ids(memory_diagnoses(s))
+        return device(s, "CUDA:0").fragmentation, ids(memory_diagnoses(s))
 
     # reserved grows by less than the request (expandable segments extend a free tail)
     f, found = frag(frag_events(shortfall=8 * MIB))
-    assert f["new_segment_events"] == 0 and f["events"] == 0 and found == []
+    assert f.new_segment_events == 0 and f.events == 0 and found == []
     # a leak: every block is kept, the cache holds 16 MiB < each request: nothing
     f, found = frag(frag_events(reserved0=A0 + 16 * MIB, keep=True))
-    assert f["new_segment_events"] == 4 and f["events"] == 0 and found == ["memory_growth"]
+    assert f.new_segment_events == 4 and f.events == 0 and found == ["memory_growth"]
     # small-pool requests (<= 1 MiB) never count, even with the cache full of free bytes
     f, found = frag(frag_events([MIB] * 4))
-    assert f["new_segment_events"] == 4 and f["events"] == 0 and found == []
+    assert f.new_segment_events == 4 and f.events == 0 and found == []
     # growth in the first profiled step only: the cache warming up
     f, found = frag(frag_events(first_step_only=True))
-    assert f["events"] == 1 and f["steady_state_steps"] == [] and found == []
+    assert f.events == 1 and f.steady_state_steps == [] and found == []
     # kept blocks that split the cache: new segments while 924+ MiB sit free, but the
     # reserved growth is what the allocated peak grows: no excess, the leak is the cause
     f, found = frag(frag_events([32 * MIB] * 4, keep=True))
-    assert f["events"] == 4 and f["steady_state_steps"] == [2, 3, 4]
-    assert f["reserved_growth_bytes_per_step"] == 32 * MIB
-    assert f["allocated_peak_growth_bytes_per_step"] == 32 * MIB
-    assert f["excess_reserved_growth_bytes_per_step"] == 0.0
+    assert f.events == 4 and f.steady_state_steps == [2, 3, 4]
+    assert f.reserved_growth_bytes_per_step == 32 * MIB
+    assert f.allocated_peak_growth_bytes_per_step == 32 * MIB
+    assert f.excess_reserved_growth_bytes_per_step == 0.0
     assert found == ["memory_growth"]
     # the same rising sizes as the positive case with a higher minimum request: nothing
     th = DEFAULT_THRESHOLDS.replace(fragmentation_min_request_bytes=64.0 * MIB)
     s = summarize(tmp_path, frag_events(), th)
-    assert device(s, "CUDA:0")["fragmentation"]["events"] == 0
+    assert device(s, "CUDA:0").fragmentation.events == 0
     assert memory_diagnoses(s, th) == []
 
 
 def test_no_reserved_total_no_fragmentation(tmp_path: Path) -> None:
     events = [step(1, 0), mem(100, MIB, addr=1, alloc=B + MIB)]
     d = device(summarize(tmp_path, events), "CUDA:0")
-    assert d["fragmentation"] is None and d["cached_free_at_reserved_peak_fraction"] is None
+    assert d.fragmentation is None and d.cached_free_at_reserved_peak_fraction is None
 
 
 # -- the host runs ahead of the GPU ----------------------------------------------------
@@ -543,17 +542,16 @@ def test_host_ahead_memory_uses_host_windows_exact(tmp_path: Path) -> None:
 
     s = memory_summary(index)
     d = device(s, "CUDA:0")
-    assert [
-        (p["number"], p["start_bytes"], p["peak_bytes"], p["end_bytes"], p["events"])
-        for p in d["per_step"]
-    ] == [(k + 1, B + k * LEAK, B + (k + 1) * LEAK + TEMP, B + (k + 1) * LEAK, 3) for k in range(4)]
-    g = d["growth"]
-    assert g["bytes_per_step"] == LEAK and g["steady"] is True
-    assert d["live_at_end"]["by_op"][0]["steps"] == [1, 2, 3, 4]
-    assert [a["step"] for a in d["largest_allocations"][:4]] == [1, 2, 3, 4]
+    assert [(p.number, p.start_bytes, p.peak_bytes, p.end_bytes, p.events) for p in d.per_step] == [
+        (k + 1, B + k * LEAK, B + (k + 1) * LEAK + TEMP, B + (k + 1) * LEAK, 3) for k in range(4)
+    ]
+    g = d.growth
+    assert g.bytes_per_step == LEAK and g.steady is True
+    assert d.live_at_end.by_op[0].steps == [1, 2, 3, 4]
+    assert [a.step for a in d.largest_allocations[:4]] == [1, 2, 3, 4]
     diags = memory_diagnoses(s)
     assert ids(diags) == ["memory_growth"]
-    assert diags[0]["evidence"]["op"] == "aten::mm"
+    assert diags[0].evidence["op"] == "aten::mm"
 
 
 def test_host_windows_never_overlap() -> None:
@@ -581,18 +579,18 @@ def test_devices_by_type_and_id(tmp_path: Path) -> None:
         mem(40, 4 * MIB, addr=4, alloc=4 * MIB, reserved=4 * MIB, dtype=42, did=0),
     ]
     s = summarize(tmp_path, events)
-    assert [d["device"] for d in s["devices"]] == ["CPU", "CUDA:1", "MTIA:3", "type 42:0"]
-    assert s["main_device"] == "type 42:0"  # highest allocated peak that is not the CPU
-    assert device(s, "CPU")["cached_free_at_reserved_peak_fraction"] is None  # none reserved
-    assert device(s, "type 42:0")["device_type_name"] is None
+    assert [d.device for d in s.devices] == ["CPU", "CUDA:1", "MTIA:3", "type 42:0"]
+    assert s.main_device == "type 42:0"  # highest allocated peak that is not the CPU
+    assert device(s, "CPU").cached_free_at_reserved_peak_fraction is None  # none reserved
+    assert device(s, "type 42:0").device_type_name is None
     assert device_name(1, 0) == "CUDA:0" and device_name(0, -1) == "CPU"
     assert device_name(19, 3) == "MTIA:3" and device_name(42, 0) == "type 42:0"
 
 
 def test_no_memory_events(tmp_path: Path) -> None:
     s = summarize(tmp_path, [step(1, 0), cpu("aten::mm", 10, 10)])
-    assert s["devices"] == [] and s["main_device"] is None
-    assert "profile_memory=True" in s["notes"][0]
+    assert s.devices == [] and s.main_device is None
+    assert "profile_memory=True" in s.notes[0]
     assert memory_diagnoses(s) == []
 
 
@@ -611,31 +609,31 @@ def test_old_events_without_addr_or_totals(tmp_path: Path) -> None:
     ]
     s = summarize(tmp_path, events)
     d = device(s, "CUDA:0")
-    assert d["allocated_from_deltas"] is True and d["has_totals"] is False
-    assert d["has_addresses"] is False
-    assert [(p["start_bytes"], p["peak_bytes"], p["end_bytes"]) for p in d["per_step"]] == [
+    assert d.allocated_from_deltas is True and d.has_totals is False
+    assert d.has_addresses is False
+    assert [(p.start_bytes, p.peak_bytes, p.end_bytes) for p in d.per_step] == [
         (0, 3 * MIB, -MIB),
         (-MIB, MIB, MIB),
     ]
-    assert d["series"]["allocated"]["bytes"] == [-MIB, 3 * MIB, -MIB, MIB]
-    assert d["series"]["reserved"] is None
-    assert d["peak_reserved_bytes"] is None and d["fragmentation"] is None
-    assert d["live_at_end"] is None and d["freed_before_window"] is None
-    big = d["largest_allocations"][0]
-    assert big["bytes"] == 4 * MIB and big["op"] == "aten::empty"
-    assert big["freed"] is None and big["lifetime_us"] is None
-    notes = " ".join(d["notes"])
+    assert d.series.allocated.bytes == [-MIB, 3 * MIB, -MIB, MIB]
+    assert d.series.reserved is None
+    assert d.peak_reserved_bytes is None and d.fragmentation is None
+    assert d.live_at_end is None and d.freed_before_window is None
+    big = d.largest_allocations[0]
+    assert big.bytes == 4 * MIB and big.op == "aten::empty"
+    assert big.freed is None and big.lifetime_us is None
+    notes = " ".join(d.notes)
     assert "Total Allocated" in notes and "Addr" in notes and "running sum" in notes
-    assert any(n.startswith("CUDA:0: ") for n in s["notes"])
+    assert any(n.startswith("CUDA:0: ") for n in s.notes)
     assert memory_diagnoses(s) == []
 
 
 def test_totals_without_addr(tmp_path: Path) -> None:
     events = [step(1, 0), mem(100, MIB, alloc=B + MIB, reserved=RES)]
     d = device(summarize(tmp_path, events), "CUDA:0")
-    assert d["has_totals"] and not d["allocated_from_deltas"]
-    assert len(d["notes"]) == 1 and "Addr" in d["notes"][0]
-    assert d["per_step"][0]["end_bytes"] == B + MIB
+    assert d.has_totals and not d.allocated_from_deltas
+    assert len(d.notes) == 1 and "Addr" in d.notes[0]
+    assert d.per_step[0].end_bytes == B + MIB
 
 
 # -- the op that made an allocation ----------------------------------------------------
@@ -691,22 +689,22 @@ def _one(folder: Path) -> str:
     return files[0].as_posix()
 
 
-def _real(path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _real(path: str) -> tuple[MemoryPanel, list[Diagnosis]]:
     s = memory_summary(build_index(read_trace(path)))
-    json.dumps(s, allow_nan=False)
+    json.dumps(msgspec.to_builtins(s), allow_nan=False)
     return s, memory_diagnoses(s)
 
 
 def test_hta_df_index_resolver_steady_memory_is_not_a_leak(shared_traces: Path) -> None:
     s, diags = _real(_one(shared_traces / "hta_df_index_resolver"))
-    assert sum(d["event_count"] for d in s["devices"]) == 28_010
-    assert s["main_device"] == "CUDA:1" and s["notes"] == []
+    assert sum(d.event_count for d in s.devices) == 28_010
+    assert s.main_device == "CUDA:1" and s.notes == []
     d = device(s, "CUDA:1")
-    assert d["growth"]["steps_used"] == 5 and d["growth"]["steady"] is False
-    assert abs(d["growth"]["bytes_per_step"]) < MIB
-    assert d["capacity_bytes"] == 34_089_730_048
-    assert len(d["series"]["allocated"]["t_us"]) <= DEFAULT_THRESHOLDS.memory_series_points
-    assert max(d["series"]["allocated"]["bytes"]) == d["peak_allocated_bytes"]
+    assert d.growth.steps_used == 5 and d.growth.steady is False
+    assert abs(d.growth.bytes_per_step) < MIB
+    assert d.capacity_bytes == 34_089_730_048
+    assert len(d.series.allocated.t_us) <= DEFAULT_THRESHOLDS.memory_series_points
+    assert max(d.series.allocated.bytes) == d.peak_allocated_bytes
     assert "memory_growth" not in ids(diags)
 
 
@@ -714,20 +712,20 @@ def test_sample_memory_leak() -> None:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
     s, diags = _real(_one(logs / "memory_leak"))
     d = device(s, "CUDA:0")
-    g = d["growth"]
-    assert g["bytes_per_step"] == 16_777_216  # 1024 x 4096 fp32 kept per step, exactly
-    assert g["steady"] is True and g["steps_used"] == 5
-    growth = next(x for x in diags if x["id"] == "memory_growth")
-    assert growth["evidence"]["device"] == "CUDA:0"
+    g = d.growth
+    assert g.bytes_per_step == 16_777_216  # 1024 x 4096 fp32 kept per step, exactly
+    assert g.steady is True and g.steps_used == 5
+    growth = next(x for x in diags if x.id == "memory_growth")
+    assert growth.evidence["device"] == "CUDA:0"
     # the non-detached Linear output: addmm of the second layer, one block per step
-    assert growth["evidence"]["op"] == "aten::addmm"
-    assert growth["evidence"]["op_live_bytes"] == 5 * 16_777_216
-    assert growth["evidence"]["op_steps"] == [2, 3, 4, 5, 6]
-    assert "aten::addmm" in growth["title"]
-    assert d["capacity_bytes"] == 150_109_880_320
+    assert growth.evidence["op"] == "aten::addmm"
+    assert growth.evidence["op_live_bytes"] == 5 * 16_777_216
+    assert growth.evidence["op_steps"] == [2, 3, 4, 5, 6]
+    assert "aten::addmm" in growth.title
+    assert d.capacity_bytes == 150_109_880_320
     # 139.8 GiB fill up at 16 MiB per step in ~8,900 steps (< 10,000): high
-    assert 8_500 < growth["evidence"]["steps_to_capacity"] < 9_000
-    assert growth["severity"] == "high"
+    assert 8_500 < growth.evidence["steps_to_capacity"] < 9_000
+    assert growth.severity == "high"
     assert "memory_fragmentation" not in ids(diags)
 
 
@@ -735,8 +733,8 @@ def test_sample_memory_fixed() -> None:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
     s, diags = _real(_one(logs / "memory_fixed"))
     d = device(s, "CUDA:0")
-    assert abs(d["growth"]["bytes_per_step"]) < MIB
-    assert d["growth"]["steady"] is False
+    assert abs(d.growth.bytes_per_step) < MIB
+    assert d.growth.steady is False
     assert "memory_growth" not in ids(diags)
 
 
@@ -744,9 +742,9 @@ def test_old_resnet50_trace_says_what_is_missing(shared_traces: Path) -> None:
     folder = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
     s, diags = _real(_one(folder))
     d = device(s, "CUDA:0")
-    assert d["allocated_from_deltas"] is True and d["live_at_end"] is None
-    assert d["peak_allocated_bytes"] > 0 and len(d["series"]["allocated"]["t_us"]) > 0
-    assert any("Addr" in n for n in d["notes"]) and any("Total Allocated" in n for n in d["notes"])
+    assert d.allocated_from_deltas is True and d.live_at_end is None
+    assert d.peak_allocated_bytes > 0 and len(d.series.allocated.t_us) > 0
+    assert any("Addr" in n for n in d.notes) and any("Total Allocated" in n for n in d.notes)
     assert "memory_growth" not in ids(diags)
 
 
@@ -783,31 +781,31 @@ def test_sample_memory_leak_async() -> None:
     assert leaked == 2048 * 4096 * 4  # 32 MiB
     assert set(info["measured_growth_bytes_per_step"]) == {leaked}
     d = device(s, "CUDA:0")
-    g = d["growth"]
-    assert g["bytes_per_step"] == pytest.approx(leaked, rel=0.10)  # measured: exactly
-    assert g["steady"] is True and g["steps_used"] == 5
+    g = d.growth
+    assert g.bytes_per_step == pytest.approx(leaked, rel=0.10)  # measured: exactly
+    assert g.steady is True and g.steps_used == 5
     # step ends from the host windows: 32 MiB apart (GPU windows gave 5 equal values)
-    ends = [p["end_bytes"] for p in d["per_step"]]
+    ends = [p.end_bytes for p in d.per_step]
     assert [b - a for a, b in zip(ends, ends[1:], strict=False)] == [leaked] * 4
-    growth = next(x for x in diags if x["id"] == "memory_growth")
-    assert growth["severity"] == "high"  # full in ~4,400 steps
-    assert growth["evidence"]["op"] == "aten::mm"
-    assert growth["evidence"]["op_input_shapes"] == "[[2048, 4096], [4096, 4096]]"
-    assert growth["evidence"]["op_live_bytes"] == 5 * leaked
-    assert growth["evidence"]["op_steps"] == [2, 3, 4, 5, 6]
+    growth = next(x for x in diags if x.id == "memory_growth")
+    assert growth.severity == "high"  # full in ~4,400 steps
+    assert growth.evidence["op"] == "aten::mm"
+    assert growth.evidence["op_input_shapes"] == "[[2048, 4096], [4096, 4096]]"
+    assert growth.evidence["op_live_bytes"] == 5 * leaked
+    assert growth.evidence["op_steps"] == [2, 3, 4, 5, 6]
     # kept blocks split the cache, so 64 MiB gradients need new segments (3 of them),
     # but reserved grows as the allocated peak does: the leak, not fragmentation
-    f = d["fragmentation"]
-    assert f["events"] == 3 and f["excess_reserved_growth_bytes_per_step"] == 0.0
+    f = d.fragmentation
+    assert f.events == 3 and f.excess_reserved_growth_bytes_per_step == 0.0
     assert ids(diags) == ["memory_growth"]
 
 
 def test_sample_memory_fixed_async() -> None:
     s, diags = _real(_one(require_dir(SAMPLE_LOGS, "sample_logs/") / "memory_fixed_async"))
     d = device(s, "CUDA:0")
-    assert d["growth"]["bytes_per_step"] == 0.0 and d["growth"]["steady"] is False
-    assert {p["end_bytes"] for p in d["per_step"]} == {369_099_264}
-    assert d["fragmentation"]["events"] == 0
+    assert d.growth.bytes_per_step == 0.0 and d.growth.steady is False
+    assert {p.end_bytes for p in d.per_step} == {369_099_264}
+    assert d.fragmentation.events == 0
     assert diags == []
 
 
@@ -816,44 +814,44 @@ def test_sample_memory_fragmentation() -> None:
     s, diags = _real(_one(logs / "memory_fragmentation"))
     info = _recording_info()["memory"]["memory_fragmentation"]
     d = device(s, "CUDA:0")
-    f = d["fragmentation"]
+    f = d.fragmentation
     # 4 activations per step, each larger than every cached block: 4 new segments a
     # step (3 in the first profiled step: the trace's first event has no "before")
-    assert [p["events"] for p in f["per_step"]] == [3, 4, 4, 4, 4]
-    assert f["steady_state_steps"] == [3, 4, 5, 6]
+    assert [p.events for p in f.per_step] == [3, 4, 4, 4, 4]
+    assert f.steady_state_steps == [3, 4, 5, 6]
     # profiled steps 3..6 are the run's steps 6..9 (3 warm-up, wait, warmup before)
     act = info["activation_bytes_per_step"]
-    assert [p["requested_bytes"] for p in f["per_step"][1:]] == [4 * a for a in act[6:10]]
-    assert f["requested_bytes"] == f["reserved_growth_bytes"] == 2_407_530_496
-    assert f["min_cached_free_before_bytes"] == 1_679_818_240  # 1.56 GiB cached and free
-    assert f["reserved_growth_bytes_per_step"] == 520_093_696.0
-    assert f["allocated_peak_growth_bytes_per_step"] == 4 * 8 * MIB  # 4 x 8 MiB more a step
+    assert [p.requested_bytes for p in f.per_step[1:]] == [4 * a for a in act[6:10]]
+    assert f.requested_bytes == f.reserved_growth_bytes == 2_407_530_496
+    assert f.min_cached_free_before_bytes == 1_679_818_240  # 1.56 GiB cached and free
+    assert f.reserved_growth_bytes_per_step == 520_093_696.0
+    assert f.allocated_peak_growth_bytes_per_step == 4 * 8 * MIB  # 4 x 8 MiB more a step
     # the allocator's own count: 4 segments per step, reserved 4.33 GB at the end
     stats = info["allocator_stats_after_each_step"]
     assert [
         b["segments_current"] - a["segments_current"]
         for a, b in zip(stats, stats[1:], strict=False)
     ] == [4] * 9
-    assert d["peak_reserved_bytes"] == stats[-1]["reserved_bytes"] == 4_330_618_880
+    assert d.peak_reserved_bytes == stats[-1]["reserved_bytes"] == 4_330_618_880
     assert ids(diags) == ["memory_fragmentation"]
     frag = diags[0]
-    assert frag["severity"] == "medium"  # 2.9 % of the H200, full in ~280 steps
-    assert 250 < frag["evidence"]["steps_to_capacity"] < 300
-    assert frag["evidence"]["events"] == 19
+    assert frag.severity == "medium"  # 2.9 % of the H200, full in ~280 steps
+    assert 250 < frag.evidence["steps_to_capacity"] < 300
+    assert frag.evidence["events"] == 19
     # the title's counts are those of the 4 steady-state steps (16 of the 19 events)
-    assert "reserved new memory 16 times" in frag["title"]
-    assert "in 4 steady-state steps" in frag["title"]
+    assert "reserved new memory 16 times" in frag.title
+    assert "in 4 steady-state steps" in frag.title
     # sizes in the unit that fits (units.py): was "at least 1,602.0 MiB" beside "(1.94 GiB)"
-    assert "(1.94 GiB) in 4" in frag["title"]
-    assert "at least 1.6 GiB sat cached and free" in frag["title"]
-    assert frag["evidence"]["largest"][0]["requested_bytes"] == 136 * MIB
+    assert "(1.94 GiB) in 4" in frag.title
+    assert "at least 1.6 GiB sat cached and free" in frag.title
+    assert frag.evidence["largest"][0]["requested_bytes"] == 136 * MIB
 
 
 @pytest.mark.parametrize("run", ["memory_fragmentation_fixed", "memory_fragmentation_expandable"])
 def test_sample_fragmentation_fixes(run: str) -> None:
     s, diags = _real(_one(require_dir(SAMPLE_LOGS, "sample_logs/") / run))
     d = device(s, "CUDA:0")
-    assert d["fragmentation"]["events"] == 0
+    assert d.fragmentation.events == 0
     assert diags == []
     info = _recording_info()["memory"][run]
     res = [x["reserved_bytes"] for x in info["allocator_stats_after_each_step"]]
@@ -883,12 +881,12 @@ def test_no_fragmentation_on_sample_logs(run: str) -> None:
     s, diags = _real(_one(require_dir(SAMPLE_LOGS, "sample_logs/") / run))
     assert "memory_fragmentation" not in ids(diags)
     # dataloader_workers0/4 and ddp were flagged by 1 - allocated/reserved >= 30 %
-    for d in s["devices"]:
-        f = d["fragmentation"]
+    for d in s.devices:
+        f = d.fragmentation
         assert (
             f is None
-            or len(f["steady_state_steps"]) < 2
-            or not (f["excess_reserved_growth_bytes_per_step"] or 0)
+            or len(f.steady_state_steps) < 2
+            or not (f.excess_reserved_growth_bytes_per_step or 0)
         )
 
 
@@ -899,11 +897,11 @@ def test_no_fragmentation_on_h200x2(h200x2: Path, run: str) -> None:
     for path in files:
         s, diags = _real(path.as_posix())
         assert "memory_fragmentation" not in ids(diags)
-        assert all((d["fragmentation"] or {}).get("events", 0) == 0 for d in s["devices"])
+        assert all((d.fragmentation.events if d.fragmentation else 0) == 0 for d in s.devices)
 
 
 def test_no_fragmentation_on_case_b0(shared_cases: Path) -> None:
     s, diags = _real(_one(shared_cases / "B0_baseline"))
     d = device(s, "CUDA:0")
-    assert d["fragmentation"]["events"] == 0
+    assert d.fragmentation.events == 0
     assert "memory_fragmentation" not in ids(diags)

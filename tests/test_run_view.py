@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import H200X2, cpu, kernel, write_trace
@@ -20,6 +21,7 @@ from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.run_view import binomial_tail, run_diagnoses, run_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.cli import build_report, write_text
 from tb_kineto_insights.summary import select_run_spans, summarize_file, summarize_run
 from tb_kineto_insights.trace.reader import read_trace
@@ -29,14 +31,17 @@ BC = "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclW
 
 
 def span_summary(path: Path) -> dict[str, Any]:
-    """The panels the run view reads, as summary.py builds them."""
+    """The panels the run view reads, as summary.py builds them (as built-ins)."""
     trace = read_trace(str(path))
     index = build_index(trace)
-    return {
-        "health": trace.health.to_dict(),
-        "steps": steps_summary(index),
-        "communication": communication_summary(index),
-    }
+    panels: dict[str, Any] = msgspec.to_builtins(
+        {
+            "health": trace.health.panel(trace_quality_summary(index)),
+            "steps": steps_summary(index),
+            "communication": communication_summary(index),
+        }
+    )
+    return panels
 
 
 def rank_trace(

@@ -65,6 +65,18 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.communication import (
+    BucketHistogram,
+    BucketSize,
+    CollectiveCall,
+    CollectiveKind,
+    CommunicationDevice,
+    CommunicationPanel,
+    CommunicationStep,
+    DdpBucketBytes,
+)
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.units import fmt_duration_us
 
@@ -510,36 +522,38 @@ def _time_sets(
     return comm_all, exposed_all, per_device
 
 
-def _bucket_distribution(sizes: I64) -> dict[str, Any]:
+def _bucket_distribution(sizes: I64) -> DdpBucketBytes:
     edges = np.asarray(BUCKET_EDGES_BYTES, dtype=np.int64)
     if sizes.size == 0:
-        return {
-            "count": 0,
-            "total_bytes": 0,
-            "min_bytes": None,
-            "median_bytes": None,
-            "max_bytes": None,
-            "histogram": {"edges_bytes": list(BUCKET_EDGES_BYTES), "counts": [0] * edges.size},
-            "distinct_count": 0,
-            "sizes": [],
-        }
+        return DdpBucketBytes(
+            count=0,
+            total_bytes=0,
+            min_bytes=None,
+            median_bytes=None,
+            max_bytes=None,
+            histogram=BucketHistogram(
+                edges_bytes=list(BUCKET_EDGES_BYTES), counts=[0] * edges.size
+            ),
+            distinct_count=0,
+            sizes=[],
+        )
     bins = np.searchsorted(edges, sizes, side="right") - 1
     counts = np.bincount(bins, minlength=edges.size)
     values, freq = np.unique(sizes, return_counts=True)
     top = np.lexsort((-values, -freq))[:BUCKET_SIZES_LISTED]
-    return {
-        "count": int(sizes.size),
-        "total_bytes": int(sizes.sum()),
-        "min_bytes": int(sizes.min()),
-        "median_bytes": float(np.median(sizes)),
-        "max_bytes": int(sizes.max()),
-        "histogram": {
-            "edges_bytes": list(BUCKET_EDGES_BYTES),
-            "counts": [int(c) for c in counts],
-        },
-        "distinct_count": int(values.size),
-        "sizes": [{"bytes": int(values[i]), "count": int(freq[i])} for i in top.tolist()],
-    }
+    return DdpBucketBytes(
+        count=int(sizes.size),
+        total_bytes=int(sizes.sum()),
+        min_bytes=int(sizes.min()),
+        median_bytes=float(np.median(sizes)),
+        max_bytes=int(sizes.max()),
+        histogram=BucketHistogram(
+            edges_bytes=list(BUCKET_EDGES_BYTES),
+            counts=[int(c) for c in counts],
+        ),
+        distinct_count=int(values.size),
+        sizes=[BucketSize(bytes=int(values[i]), count=int(freq[i])) for i in top.tolist()],
+    )
 
 
 def _least_wait_ns(c: _Collectives) -> I64:
@@ -586,8 +600,8 @@ def _bandwidth(kind: str, size: I64, group: I64, time_ns: I64) -> tuple[float | 
 
 def _kind_rows(
     c: _Collectives, least_ns: I64, n_steps: int, exposed: iv.Intervals
-) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+) -> list[CollectiveKind]:
+    rows: list[CollectiveKind] = []
     dur = c.dur_ns
     exposed_ns = iv.overlap_per_window(exposed, c.start_ns, c.end_ns)
     size = c.size_bytes
@@ -603,31 +617,31 @@ def _kind_rows(
         out_known = sel & (c.out_bytes >= 0)
         sources = np.bincount(c.kind_from[sel], minlength=len(_KIND_FROM))
         rows.append(
-            {
-                "kind": kind,
-                "count": count,
-                "calls_per_step": int((sel & c.in_step).sum()) / n_steps if n_steps else None,
-                "kernel_count": int(c.kernels[sel].sum()),
-                "bytes": int(c.in_bytes[in_known].sum()) if in_known.any() else None,
-                "out_bytes": int(c.out_bytes[out_known].sum()) if out_known.any() else None,
-                "sized_count": int(sized.sum()),
-                "median_bytes": float(np.median(size[sized])) if sized.any() else None,
-                "time_us": time_ns / 1000.0,
-                "mean_us": time_ns / 1000.0 / count,
-                "wait_estimate_us_total": int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
-                "exposed_us_per_step": (
+            CollectiveKind(
+                kind=kind,
+                count=count,
+                calls_per_step=int((sel & c.in_step).sum()) / n_steps if n_steps else None,
+                kernel_count=int(c.kernels[sel].sum()),
+                bytes=int(c.in_bytes[in_known].sum()) if in_known.any() else None,
+                out_bytes=int(c.out_bytes[out_known].sum()) if out_known.any() else None,
+                sized_count=int(sized.sum()),
+                median_bytes=float(np.median(size[sized])) if sized.any() else None,
+                time_us=time_ns / 1000.0,
+                mean_us=time_ns / 1000.0 / count,
+                wait_estimate_us_total=int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
+                exposed_us_per_step=(
                     int(exposed_ns[sel & c.in_step].sum()) / 1000.0 / n_steps if n_steps else None
                 ),
-                "algbw_gbps": algbw,
-                "busbw_gbps": busbw,
-                "busbw_basis": "least_wait_estimate",
-                "kernel_time_algbw_gbps": k_algbw,
-                "kernel_time_busbw_gbps": k_busbw,
-                "group_sizes": sorted(int(n) for n in np.unique(c.group[sel]) if n >= 0),
-                "kind_from": {_KIND_FROM[i]: int(v) for i, v in enumerate(sources.tolist()) if v},
-            }
+                algbw_gbps=algbw,
+                busbw_gbps=busbw,
+                busbw_basis="least_wait_estimate",
+                kernel_time_algbw_gbps=k_algbw,
+                kernel_time_busbw_gbps=k_busbw,
+                group_sizes=sorted(int(n) for n in np.unique(c.group[sel]) if n >= 0),
+                kind_from={_KIND_FROM[i]: int(v) for i, v in enumerate(sources.tolist()) if v},
+            )
         )
-    rows.sort(key=lambda r: (-float(r["time_us"]), co.KINDS.index(str(r["kind"]))))
+    rows.sort(key=lambda r: (-float(r.time_us), co.KINDS.index(r.kind)))
     return rows
 
 
@@ -653,7 +667,7 @@ def _exposed_pieces(exposed: iv.Intervals, c: _Collectives, n: int) -> list[list
     return out
 
 
-def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[dict[str, Any]], str]:
+def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[CollectiveCall], str]:
     with_seq = len(c) > 0 and bool(c.has_seq.all())
     nth: Counter[str] = Counter()
     out = []
@@ -675,21 +689,21 @@ def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[dict[str, An
         k = nth[pg]
         nth[pg] += 1
         out.append(
-            {
-                "pg": pg,
-                "seq": seqs[i] if with_seq else k,
-                "kind": co.KINDS[kinds[i]],
-                "start_us": starts[i] / 1000.0,
-                "start_ns": starts[i],
-                "end_ns": ends[i],
-                "dur_us": durs[i] / 1000.0,
-                "bytes": in_bytes[i] if in_bytes[i] >= 0 else None,
-                "size_bytes": sizes[i] if sizes[i] >= 0 else None,
-                "group_size": groups[i] if groups[i] > 0 else None,
-                "step": steps[i] if in_step[i] else None,
-                "exposed_us": exposed_ns[i] / 1000.0,
-                "exposed_ns": pieces[i],
-            }
+            CollectiveCall(
+                pg=pg,
+                seq=seqs[i] if with_seq else k,
+                kind=co.KINDS[kinds[i]],
+                start_us=starts[i] / 1000.0,
+                start_ns=starts[i],
+                end_ns=ends[i],
+                dur_us=durs[i] / 1000.0,
+                bytes=in_bytes[i] if in_bytes[i] >= 0 else None,
+                size_bytes=sizes[i] if sizes[i] >= 0 else None,
+                group_size=groups[i] if groups[i] > 0 else None,
+                step=steps[i] if in_step[i] else None,
+                exposed_us=exposed_ns[i] / 1000.0,
+                exposed_ns=pieces[i],
+            )
         )
     return out, "args" if with_seq else "order"
 
@@ -746,10 +760,12 @@ def _queued_exposed_wait(c: _Collectives, wait: I64, exposed_transfer: I64) -> I
 
 def communication_summary(
     index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
-    """``summary.communication`` (see the module docstring for every definition).
+) -> CommunicationPanel:
+    """``summary.communication``
+    (:class:`~tb_kineto_insights.schema.communication.CommunicationPanel`; see the module
+    docstring for every definition).
 
-    Keys: ``has_collectives``; ``kernel_count`` (communication kernels) and
+    Fields: ``has_collectives``; ``kernel_count`` (communication kernels) and
     ``collective_count`` (calls); ``world_size``; per step ``steps`` (``number``,
     ``comm_us``, ``overlapped_us``, ``exposed_us``, ``comm_fraction``,
     ``exposed_fraction``, denominator: the step's duration); totals inside the step
@@ -803,17 +819,17 @@ def communication_summary(
     for i in range(len(steps)):
         c, e, d = int(comm_step[i]), int(exposed_step[i]), int(dur[i])
         per_step.append(
-            {
-                "number": int(steps.number[i]),
-                "comm_us": c / 1000.0,
-                "overlapped_us": (c - e) / 1000.0,
-                "exposed_us": e / 1000.0,
-                "comm_fraction": _fraction(c, d),
-                "exposed_fraction": _fraction(e, d),
-                "wait_estimate_us": int(wait_step[i]) / 1000.0,
-                "exposed_wait_estimate_us": int(exp_wait_step[i]) / 1000.0,
-                "exposed_transfer_estimate_us": int(exp_transfer_step[i]) / 1000.0,
-            }
+            CommunicationStep(
+                number=int(steps.number[i]),
+                comm_us=c / 1000.0,
+                overlapped_us=(c - e) / 1000.0,
+                exposed_us=e / 1000.0,
+                comm_fraction=_fraction(c, d),
+                exposed_fraction=_fraction(e, d),
+                wait_estimate_us=int(wait_step[i]) / 1000.0,
+                exposed_wait_estimate_us=int(exp_wait_step[i]) / 1000.0,
+                exposed_transfer_estimate_us=int(exp_transfer_step[i]) / 1000.0,
+            )
         )
     total = steps.total_ns
     comm_total, exposed_total = int(comm_step.sum()), int(exposed_step.sum())
@@ -823,52 +839,52 @@ def communication_summary(
         c = int(iv.overlap_per_window(c_set, steps.start_ns, steps.end_ns).sum())
         e = int(iv.overlap_per_window(e_set, steps.start_ns, steps.end_ns).sum())
         devices.append(
-            {
-                "device": dev,
-                "comm_us": c / 1000.0,
-                "overlapped_us": (c - e) / 1000.0,
-                "exposed_us": e / 1000.0,
-                "comm_fraction": _fraction(c, total),
-                "exposed_fraction": _fraction(e, total),
-            }
+            CommunicationDevice(
+                device=dev,
+                comm_us=c / 1000.0,
+                overlapped_us=(c - e) / 1000.0,
+                exposed_us=e / 1000.0,
+                comm_fraction=_fraction(c, total),
+                exposed_fraction=_fraction(e, total),
+            )
         )
 
     sequence, seq_source = _sequence(colls, exposed_all)
     exp_wait, exp_transfer = int(exp_wait_step.sum()), int(exp_transfer_step.sum())
     op_count = _collective_op_count(index)
     all_reduce = (colls.kind == co.KINDS.index(co.ALL_REDUCE)) & (colls.in_bytes >= 0)
-    return {
-        "has_collectives": len(colls) > 0,
-        "kernel_count": int(rows.size),
-        "collective_count": len(colls),
-        "world_size": trace.world_size,
-        "steps": per_step,
-        "total_step_us": total / 1000.0,
-        "comm_us": comm_total / 1000.0,
-        "overlapped_us": (comm_total - exposed_total) / 1000.0,
-        "exposed_us": exposed_total / 1000.0,
-        "comm_fraction": _fraction(comm_total, total),
-        "exposed_fraction": _fraction(exposed_total, total),
-        "overlap_fraction": _fraction(comm_total - exposed_total, comm_total),
-        "mean_comm_us": comm_total / 1000.0 / n_steps,
-        "mean_overlapped_us": (comm_total - exposed_total) / 1000.0 / n_steps,
-        "mean_exposed_us": exposed_total / 1000.0 / n_steps,
-        "comm_outside_steps_us": (iv.total(comm_all) - comm_total) / 1000.0,
-        "wait_basis": "least_wait_estimate",
-        "wait_estimate_us_per_step": int(wait_step.sum()) / 1000.0 / n_steps,
-        "exposed_wait_estimate_us_per_step": exp_wait / 1000.0 / n_steps,
-        "exposed_transfer_estimate_us_per_step": exp_transfer / 1000.0 / n_steps,
-        "exposed_wait_estimate_fraction": _fraction(exp_wait, exp_wait + exp_transfer),
-        "devices": devices,
-        "kinds": _kind_rows(colls, least_ns, len(steps), exposed_all),
-        "ddp_bucket_bytes": _bucket_distribution(colls.in_bytes[all_reduce]),
-        "sequence": sequence,
-        "sequence_total": len(colls),
-        "sequence_truncated": len(colls) > SEQUENCE_LIMIT,
-        "seq_source": seq_source,
-        "collective_ops": op_count,
-        "notes": _notes(trace, colls, op_count),
-    }
+    return CommunicationPanel(
+        has_collectives=len(colls) > 0,
+        kernel_count=int(rows.size),
+        collective_count=len(colls),
+        world_size=trace.world_size,
+        steps=per_step,
+        total_step_us=total / 1000.0,
+        comm_us=comm_total / 1000.0,
+        overlapped_us=(comm_total - exposed_total) / 1000.0,
+        exposed_us=exposed_total / 1000.0,
+        comm_fraction=_fraction(comm_total, total),
+        exposed_fraction=_fraction(exposed_total, total),
+        overlap_fraction=_fraction(comm_total - exposed_total, comm_total),
+        mean_comm_us=comm_total / 1000.0 / n_steps,
+        mean_overlapped_us=(comm_total - exposed_total) / 1000.0 / n_steps,
+        mean_exposed_us=exposed_total / 1000.0 / n_steps,
+        comm_outside_steps_us=(iv.total(comm_all) - comm_total) / 1000.0,
+        wait_basis="least_wait_estimate",
+        wait_estimate_us_per_step=int(wait_step.sum()) / 1000.0 / n_steps,
+        exposed_wait_estimate_us_per_step=exp_wait / 1000.0 / n_steps,
+        exposed_transfer_estimate_us_per_step=exp_transfer / 1000.0 / n_steps,
+        exposed_wait_estimate_fraction=_fraction(exp_wait, exp_wait + exp_transfer),
+        devices=devices,
+        kinds=_kind_rows(colls, least_ns, len(steps), exposed_all),
+        ddp_bucket_bytes=_bucket_distribution(colls.in_bytes[all_reduce]),
+        sequence=sequence,
+        sequence_total=len(colls),
+        sequence_truncated=len(colls) > SEQUENCE_LIMIT,
+        seq_source=seq_source,
+        collective_ops=op_count,
+        notes=_notes(trace, colls, op_count),
+    )
 
 
 def _collective_op_count(index: TraceIndex) -> int:
@@ -944,10 +960,10 @@ def _notes(trace: m.Trace, c: _Collectives, op_count: int) -> list[str]:
 
 
 def communication_diagnoses(
-    comm: dict[str, Any],
-    steps: dict[str, Any],
+    comm: CommunicationPanel,
+    steps: StepsPanel,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[dict[str, Any]]:
+) -> list[Diagnosis]:
     """``exposed_communication`` from one trace: communication not hidden under compute
     takes at least ``exposed_comm_fraction`` of the step time (denominator: total
     step-window time).
@@ -964,24 +980,23 @@ def communication_diagnoses(
     (:func:`.run_view.run_diagnoses`) re-qualifies it with the exact split and replaces
     this diagnosis."""
     th = thresholds
-    if not comm.get("has_collectives"):
+    if not comm.has_collectives:
         return []
-    total_us = steps.get("total_us") or comm.get("total_step_us") or 0.0
-    exposed_us = comm.get("exposed_us") or 0.0
+    total_us = steps.total_us or comm.total_step_us or 0.0
+    exposed_us = comm.exposed_us or 0.0
     if total_us <= 0:
         return []
     share = exposed_us / total_us
     if share < th.exposed_comm_fraction:
         return []
-    kinds = comm.get("kinds") or []
-    top = kinds[0] if kinds else {}
-    comm_us = comm.get("comm_us") or 0.0
-    n_steps = max(len(comm.get("steps") or []), 1)
+    top = comm.kinds[0] if comm.kinds else None
+    comm_us = comm.comm_us or 0.0
+    n_steps = max(len(comm.steps), 1)
     step_us = total_us / n_steps
-    ew = float(comm.get("exposed_wait_estimate_us_per_step") or 0.0)
-    et = float(comm.get("exposed_transfer_estimate_us_per_step") or 0.0)
+    ew = float(comm.exposed_wait_estimate_us_per_step or 0.0)
+    et = float(comm.exposed_transfer_estimate_us_per_step or 0.0)
     wait_fraction = ew / (ew + et) if ew + et > 0 else 0.0
-    top_name = str(top.get("kind", "communication")).replace("_", " ")
+    top_name = (top.kind if top else "communication").replace("_", " ")
     evidence = {
         "exposed_fraction": share,
         "exposed_us_per_step": exposed_us / n_steps,
@@ -990,14 +1005,14 @@ def communication_diagnoses(
         "exposed_wait_estimate_fraction": wait_fraction,
         "wait_basis": "least_wait_estimate",
         "comm_fraction": comm_us / total_us,
-        "overlap_fraction": comm.get("overlap_fraction"),
-        "top_kind": top.get("kind"),
-        "top_kind_time_us": top.get("time_us"),
-        "top_kind_count": top.get("count"),
-        "top_kind_calls_per_step": top.get("calls_per_step"),
-        "top_kind_busbw_gbps": top.get("busbw_gbps"),
-        "top_kind_busbw_basis": top.get("busbw_basis"),
-        "allreduce_median_bytes": (comm.get("ddp_bucket_bytes") or {}).get("median_bytes"),
+        "overlap_fraction": comm.overlap_fraction,
+        "top_kind": top.kind if top else None,
+        "top_kind_time_us": top.time_us if top else None,
+        "top_kind_count": top.count if top else None,
+        "top_kind_calls_per_step": top.calls_per_step if top else None,
+        "top_kind_busbw_gbps": top.busbw_gbps if top else None,
+        "top_kind_busbw_basis": top.busbw_basis if top else None,
+        "allreduce_median_bytes": comm.ddp_bucket_bytes.median_bytes,
         "threshold_fraction": th.exposed_comm_fraction,
     }
     head = f"{100 * share:.0f} % of the step time is communication that compute does not hide"

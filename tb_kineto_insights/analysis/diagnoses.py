@@ -29,8 +29,10 @@ severity from what they put in doubt) from :mod:`.trace_quality`.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TypeVar
 
+import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
@@ -44,6 +46,13 @@ from tb_kineto_insights.analysis.findings import (
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
+from tb_kineto_insights.schema.kernels import KernelsPanel
+from tb_kineto_insights.schema.memory import MemoryPanel
+from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.units import fmt_duration_us
 
@@ -58,16 +67,18 @@ def _time(us: float) -> str:
     return fmt_duration_us(us, 1)
 
 
-def _main_idle(idle: dict[str, Any]) -> dict[str, Any] | None:
-    for dev in idle.get("devices", []):
-        if dev["device"] == idle.get("main_device"):
+def _main_idle(idle: IdlePanel | None) -> IdleDevice | None:
+    if idle is None:
+        return None
+    for dev in idle.devices:
+        if dev.device == idle.main_device:
             return dev
     return None
 
 
 def _small_kernel_flood(
-    kernels: dict[str, Any], idle: dict[str, Any], th: Thresholds
-) -> dict[str, Any] | None:
+    kernels: KernelsPanel | None, idle: IdlePanel | None, th: Thresholds
+) -> Diagnosis | None:
     """``small_kernel_flood``: many short kernels *and* the GPU pays for them.
 
     Raised when at least ``small_kernel_count_fraction`` of the kernels per step are
@@ -81,23 +92,25 @@ def _small_kernel_flood(
     of short kernels is not what limits the step. Severity follows the cost
     (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`).
     """
-    short = kernels.get("short_count_fraction")
-    per_step = kernels.get("mean_per_step")
+    if kernels is None:
+        return None
+    short = kernels.short_count_fraction
+    per_step = kernels.mean_per_step
     dev = _main_idle(idle)
-    if short is None or per_step is None or dev is None or "short_kernels" not in dev:
+    if short is None or per_step is None or dev is None:
         return None
     if short < th.small_kernel_count_fraction or per_step < th.small_kernel_min_per_step:
         return None
-    cost = dev["short_kernels"]
-    impact = cost["cost_fraction_of_step_time"]
+    cost = dev.short_kernels
+    impact = cost.cost_fraction_of_step_time
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
-    fusion = kernels.get("fusion_candidates") or []
-    issuer = fusion[0].get("cpu_op") if fusion else None
-    launch = kernels.get("launch") or {}
+    fusion = kernels.fusion_candidates
+    issuer = fusion[0].cpu_op if fusion else None
+    launch = kernels.launch
     where = f" The largest repeated run of short kernels comes from {issuer}." if issuer else ""
-    compiled = kernels.get("compiled_kernel_fraction") or 0.0
+    compiled = kernels.compiled_kernel_fraction or 0.0
     if compiled >= 0.2:  # already torch.compile'd (Triton kernels): the next steps differ
         advice = (
             "The model is already compiled (Triton kernels): capture whole steps with CUDA "
@@ -119,17 +132,17 @@ def _small_kernel_flood(
         f"launch-bound short kernels ({_pct(short)} of {per_step:.0f} kernels per step are "
         f"shorter than {th.short_kernel_us:g} µs)",
         {
-            "device": dev["device"],
-            "launch_bound_idle_us": cost["launch_bound_idle_us"],
-            "launch_bound_kernel_us": cost["launch_bound_kernel_us"],
-            "launch_bound_gaps": cost["launch_bound_gaps"],
-            "short_kernel_busy_us": cost["busy_us"],
+            "device": dev.device,
+            "launch_bound_idle_us": cost.launch_bound_idle_us,
+            "launch_bound_kernel_us": cost.launch_bound_kernel_us,
+            "launch_bound_gaps": cost.launch_bound_gaps,
+            "short_kernel_busy_us": cost.busy_us,
             "short_count_fraction": short,
-            "short_time_fraction": kernels.get("short_time_fraction"),
+            "short_time_fraction": kernels.short_time_fraction,
             "kernels_per_step": per_step,
-            "launch_bound_fraction": launch.get("launch_bound_fraction"),
-            "mean_launch_us": launch.get("mean_launch_us"),
-            "gpu_busy_fraction": dev["busy_fraction"],
+            "launch_bound_fraction": launch.launch_bound_fraction,
+            "mean_launch_us": launch.mean_launch_us,
+            "gpu_busy_fraction": dev.busy_fraction,
             "short_threshold_us": th.short_kernel_us,
         },
         advice + where,
@@ -139,13 +152,13 @@ def _small_kernel_flood(
 
 
 def _idle_cause(
-    idle: dict[str, Any],
+    idle: IdlePanel | None,
     cause: str,
     id_: str,
     th: Thresholds,
     title: str,
     recommendation: str,
-) -> dict[str, Any] | None:
+) -> Diagnosis | None:
     """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
 
     ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
@@ -157,21 +170,22 @@ def _idle_cause(
     queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
     """
     dev = _main_idle(idle)
-    if dev is None or cause not in dev["causes"]:
+    if dev is None or cause not in dev.causes:
         return None
-    share = dev["causes"][cause]["fraction_of_step_time"]
+    cost = dev.causes[cause]
+    share = cost.fraction_of_step_time
     severity = severity_for_impact(share, th)
     if severity is None:
         return None
-    gaps = [g for g in dev["largest_gaps"] if g["cause"] == cause]
-    op = next((g["op"] for g in gaps if g.get("op")), None)
-    per_step = dev.get("per_step") or []
+    gaps = [g for g in dev.largest_gaps if g.cause == cause]
+    op = next((g.op for g in gaps if g.op), None)
+    per_step = dev.per_step
     n_steps = len(per_step) or 1
     # steps where this cause alone idles the GPU for at least min_impact of the step
     hit = sum(
         1
         for st in per_step
-        if st["causes_us"].get(cause, 0.0) >= th.min_impact_fraction * st["duration_us"] > 0
+        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
     )
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
@@ -180,22 +194,21 @@ def _idle_cause(
         severity,
         title.format(
             share=_pct(share),
-            device=dev["device"],
-            when=f"{_time(dev['causes'][cause]['us'] / n_steps)} per step"
+            device=dev.device,
+            when=f"{_time(cost.us / n_steps)} per step"
             if hit >= len(per_step)
-            else f"{_time(dev['causes'][cause]['us'])} in total over {len(per_step)} steps, "
-            f"mostly in {hit} of them",
+            else f"{_time(cost.us)} in total over {len(per_step)} steps, mostly in {hit} of them",
         ),
         {
-            "device": dev["device"],
+            "device": dev.device,
             "idle_fraction_of_step_time": share,
-            "idle_us": dev["causes"][cause]["us"],
-            "idle_us_per_step": dev["causes"][cause]["us"] / n_steps,
+            "idle_us": cost.us,
+            "idle_us_per_step": cost.us / n_steps,
             "steps_affected": hit,
             "steps": len(per_step),
-            "fraction_of_idle": dev["causes"][cause]["fraction_of_idle"],
-            "gpu_busy_fraction": dev["busy_fraction"],
-            "largest_gap_us": gaps[0]["length_us"] if gaps else None,
+            "fraction_of_idle": cost.fraction_of_idle,
+            "gpu_busy_fraction": dev.busy_fraction,
+            "largest_gap_us": gaps[0].length_us if gaps else None,
             "op": op,
         },
         recommendation,
@@ -213,8 +226,8 @@ _CAUSE_DIAGNOSIS: dict[str, str] = {
 
 
 def _low_utilization(
-    steps: dict[str, Any], idle: dict[str, Any], raised: list[dict[str, Any]], th: Thresholds
-) -> dict[str, Any] | None:
+    steps: StepsPanel | None, idle: IdlePanel | None, raised: list[Diagnosis], th: Thresholds
+) -> Diagnosis | None:
     """``low_gpu_utilization``: idle that no cause-specific diagnosis explains.
 
     Rule (no double counting): the idle already claimed by raised diagnoses (each raised
@@ -231,22 +244,24 @@ def _low_utilization(
 
     It names the idle cause holding most of the unexplained idle.
     """
-    util = steps.get("gpu_utilization_fraction")
+    util = steps.gpu_utilization_fraction if steps is not None else None
     dev = _main_idle(idle)
-    if util is None or dev is None or util >= th.low_utilization:
+    if steps is None or idle is None or util is None or dev is None:
         return None
-    total_us = sum(c["us"] for c in dev["causes"].values())
-    idle_fraction = dev.get("idle_fraction") or 0.0
+    if util >= th.low_utilization:
+        return None
+    total_us = sum(c.us for c in dev.causes.values())
+    idle_fraction = dev.idle_fraction or 0.0
     scale = idle_fraction / total_us if total_us else 0.0  # idle µs -> share of step time
-    unclaimed_us = {cause: c["us"] for cause, c in dev["causes"].items()}
+    unclaimed_us = {cause: c.us for cause, c in dev.causes.items()}
     claimed: dict[str, float] = {}
-    ids = {d["id"] for d in raised}
+    ids = {d.id for d in raised}
     for cause, id_ in _CAUSE_DIAGNOSIS.items():
         if id_ in ids and cause in unclaimed_us:
             claimed[id_] = unclaimed_us[cause] * scale
             unclaimed_us[cause] = 0.0
     if "small_kernel_flood" in ids:
-        by_cause = (dev.get("short_kernels") or {}).get("launch_bound_idle_us_by_cause") or {}
+        by_cause = dev.short_kernels.launch_bound_idle_us_by_cause
         for cause, us in by_cause.items():
             unclaimed_us[cause] = max(unclaimed_us.get(cause, 0.0) - us, 0.0)
         claimed["small_kernel_flood"] = sum(by_cause.values()) * scale
@@ -259,12 +274,12 @@ def _low_utilization(
     if severity is None:
         return None
     top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
-    labels = idle.get("cause_labels") or {}
+    labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
-        f"GPU {dev['device']} is busy only {_pct(util)} of the step time; "
+        f"GPU {dev.device} is busy only {_pct(util)} of the step time; "
         f"{_pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else ""),
         {
@@ -275,7 +290,7 @@ def _low_utilization(
             "explained_by": claimed,
             "largest_unexplained_cause": top,
             "largest_unexplained_cause_fraction": unclaimed_us[top] * scale if top else None,
-            "mean_step_us": steps.get("mean_step_us"),
+            "mean_step_us": steps.mean_step_us,
         },
         "See the idle-gap panel for what the host did while the GPU waited"
         + (f" (mostly {top_label})" if top_label else "")
@@ -287,8 +302,8 @@ def _low_utilization(
 
 
 def _pageable_memcpy(
-    index: TraceIndex, steps: dict[str, Any], th: Thresholds
-) -> dict[str, Any] | None:
+    index: TraceIndex, steps: StepsPanel | None, th: Thresholds
+) -> Diagnosis | None:
     """``pageable_memcpy``: copies from pageable host memory (synchronous for the host).
 
     ``impact_fraction`` = summed duration of the pageable copies / summed step time;
@@ -300,7 +315,7 @@ def _pageable_memcpy(
     if not rows.any():
         return None
     time_us = float(copies.dur_ns[rows].sum()) / 1000.0
-    total_us = steps.get("total_us") or 0.0
+    total_us = (steps.total_us if steps is not None else 0.0) or 0.0
     share = time_us / total_us if total_us else 0.0
     severity = severity_for_impact(share, th)
     if severity is None:
@@ -325,11 +340,11 @@ def _pageable_memcpy(
     )
 
 
-def _no_step_markers(steps: dict[str, Any]) -> dict[str, Any] | None:
+def _no_step_markers(steps: StepsPanel | None) -> Diagnosis | None:
     """``no_step_markers``: not a cost in step time (``impact_fraction`` 0) but a limit on
     every per-step number; always ``medium``, since without steps the diff and every
     per-step value degrade to whole-trace values."""
-    if steps.get("has_markers"):
+    if steps is None or steps.has_markers:
         return None
     return make_diagnosis(
         "no_step_markers",
@@ -345,7 +360,7 @@ def _no_step_markers(steps: dict[str, Any]) -> dict[str, Any] | None:
 _LOSS_KEYS = ("Out-of-range", "CUPTI stopped early?", "Invalid ext correlations")
 
 
-def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
+def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
     """Events the trace lacks: Kineto's own loss counts and error lines, events skipped
     or quarantined by the reader (missing fields, broken timestamps), events lost to
     damaged JSON (``health.damage``), and GPU events whose duration ran over the next
@@ -353,22 +368,23 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
     the trace's events that are unusable (``unusable_fraction``, also the
     ``impact_fraction``): high ≥ 50 %, medium ≥ 5 % (or when CUPTI stopped early, Kineto
     logged errors, or the file itself is damaged), else low."""
-    counts = health.get("kineto_record_counts") or {}
+    if health is None:
+        return None
+    counts = health.kineto_record_counts
     lost = {k: v for k, v in counts.items() if k in _LOSS_KEYS and v}
     dropped_lines = [
-        line
-        for line in health.get("kineto_log", [])
-        if "drop" in line.lower() or line.startswith("ERROR")
+        line for line in health.kineto_log if "drop" in line.lower() or line.startswith("ERROR")
     ]
-    skipped = sum((health.get("skipped") or {}).values())
-    quarantined = sum((health.get("quarantined") or {}).values())
-    lost_events = int(health.get("lost_events") or 0)
-    damaged_regions = int(health.get("damaged_regions") or 0)
-    overran = int((health.get("stream_overlap_clipped") or {}).get("overran_whole_events") or 0)
+    skipped = sum(health.skipped.values())
+    quarantined = sum(health.quarantined.values())
+    lost_events = health.lost_events
+    damaged_regions = health.damaged_regions
+    clipped = health.stream_overlap_clipped
+    overran = clipped.overran_whole_events
     unusable_events = skipped + quarantined + lost_events + overran
     if not lost and not dropped_lines and not unusable_events and not damaged_regions:
         return None
-    events = (health.get("event_count") or 0) + lost_events
+    events = health.event_count + lost_events
     unusable = unusable_events / events if events else 0.0
     stopped = bool(counts.get("CUPTI stopped early?"))
     if unusable >= 0.5:
@@ -380,28 +396,27 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
     ended = next(
         (
             d
-            for d in health.get("damage") or []
-            if str(d.get("problem", "")).startswith(("gzip stream ends early", "corrupt gzip"))
-            and "check" not in str(d.get("problem", ""))  # a bad CRC/length: all was read
+            for d in health.damage
+            if d.problem.startswith(("gzip stream ends early", "corrupt gzip"))
+            and "check" not in d.problem  # a bad CRC/length: all was read
         ),
         None,
     )
     if ended is not None:  # what followed the end of the readable stream is unknown
         title = (
-            f"The trace file ends after {ended['offset']:,} bytes of JSON "
-            f"({ended['problem'].split(' (')[0]}): every event after that point is missing, and "
+            f"The trace file ends after {ended.offset:,} bytes of JSON "
+            f"({ended.problem.split(' (')[0]}): every event after that point is missing, and "
             f"{damaged_regions - 1} other damaged region(s) lost {lost_events} event(s)"
         )
     elif damaged_regions:
         title = (
             f"The trace file is damaged: {damaged_regions} damaged region(s), "
-            f"{lost_events} event(s) and {health.get('lost_bytes', 0)} bytes lost"
+            f"{lost_events} event(s) and {health.lost_bytes} bytes lost"
         )
     elif overran and unusable_events == overran:
-        clipped = health.get("stream_overlap_clipped") or {}
         title = (
             f"{overran} GPU event(s) had a duration running over the next event(s) on their "
-            f"stream: clipped, {_time(float(clipped.get('removed_ns') or 0) / 1e3)} removed "
+            f"stream: clipped, {_time(float(clipped.removed_ns) / 1e3)} removed "
             "(the recorded duration cannot be right)"
         )
     elif unusable_events:
@@ -420,11 +435,11 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
             "kineto_errors": dropped_lines[:5],
             "skipped_events": skipped,
             "quarantined_events": quarantined,
-            "quarantined_by_kind": health.get("quarantined_by_kind") or {},
+            "quarantined_by_kind": health.quarantined_by_kind,
             "lost_events": lost_events,
-            "lost_bytes": int(health.get("lost_bytes") or 0),
+            "lost_bytes": health.lost_bytes,
             "damaged_regions": damaged_regions,
-            "damage": (health.get("damage") or [])[:5],
+            "damage": msgspec.to_builtins(health.damage[:5]),
             "overran_stream_events": overran,
             "unusable_fraction": unusable,
             "events": events,
@@ -440,19 +455,48 @@ def _data_loss(health: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
+_P = TypeVar("_P", bound=msgspec.Struct)
+
+
+def _panel(panels: Mapping[str, msgspec.Struct], key: str, struct_type: type[_P]) -> _P | None:
+    """``panels[key]`` as ``struct_type``; ``None`` when absent.
+
+    Raises:
+        TypeError: the panel is there but not a ``struct_type``.
+    """
+    panel = panels.get(key)
+    if panel is None:
+        return None
+    if not isinstance(panel, struct_type):
+        raise TypeError(
+            f"diagnose: panel {key!r} is a {type(panel).__name__}, expected {struct_type.__name__}"
+        )
+    return panel
+
+
 def diagnose(
-    index: TraceIndex, panels: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[dict[str, Any]]:
-    """Diagnoses for one trace from its panels (``steps``, ``kernels``, ``idle``,
-    ``communication``, ``memory``, ``health``), most severe first, then by impact (share
-    of step time at stake)."""
+    index: TraceIndex,
+    panels: Mapping[str, msgspec.Struct],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> list[Diagnosis]:
+    """Diagnoses for one trace from its panels, most severe first, then by impact (share
+    of step time at stake).
+
+    ``panels``: panel name → its Struct (``steps`` :class:`StepsPanel`, ``kernels``
+    :class:`KernelsPanel`, ``idle`` :class:`IdlePanel`, ``communication``
+    :class:`CommunicationPanel`, ``memory`` :class:`MemoryPanel`, ``health``
+    :class:`HealthPanel`); a panel left out raises none of the diagnoses that read it.
+
+    Raises:
+        TypeError: a panel is not the Struct of its name.
+    """
     th = thresholds
-    steps, kernels, idle, health = (
-        panels.get("steps", {}),
-        panels.get("kernels", {}),
-        panels.get("idle", {}),
-        panels.get("health", {}),
-    )
+    steps = _panel(panels, "steps", StepsPanel)
+    kernels = _panel(panels, "kernels", KernelsPanel)
+    idle = _panel(panels, "idle", IdlePanel)
+    health = _panel(panels, "health", HealthPanel)
+    communication = _panel(panels, "communication", CommunicationPanel)
+    memory = _panel(panels, "memory", MemoryPanel)
     found = [
         _small_kernel_flood(kernels, idle, th),
         _idle_cause(
@@ -489,7 +533,7 @@ def diagnose(
                 "This trace has Python stacks: read the python_function ranges of that "
                 "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
                 "py-spy (py-spy record --native); "
-                if (health.get("flags") or {}).get("has_stacks")
+                if health is not None and health.flags.has_stacks
                 else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
                 "(py-spy record --native); "
             )
@@ -504,11 +548,13 @@ def diagnose(
     raised = [d for d in found if d is not None]
     found.append(_low_utilization(steps, idle, raised, th))
     out = [d for d in found if d is not None]
-    loss = next((d for d in out if d["id"] == "trace_data_loss"), None)
-    if loss is not None and loss["evidence"]["unusable_fraction"] >= 1.0:
+    loss = next((d for d in out if d.id == "trace_data_loss"), None)
+    if loss is not None and loss.evidence["unusable_fraction"] >= 1.0:
         return [loss]  # nothing usable: every other finding would be an artefact
-    if panels.get("communication"):
-        out.extend(communication_diagnoses(panels["communication"], steps, th))
-    out.extend(memory_diagnoses(panels.get("memory") or {}, th))
-    out.extend(trace_quality_diagnoses(health.get("trace_quality") or {}, th))
+    if communication is not None and steps is not None:
+        out.extend(communication_diagnoses(communication, steps, th))
+    if memory is not None:
+        out.extend(memory_diagnoses(memory, th))
+    if health is not None:
+        out.extend(trace_quality_diagnoses(health.trace_quality, th))
     return sort_diagnoses(out)

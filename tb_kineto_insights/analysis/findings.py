@@ -1,7 +1,8 @@
 """The shape of one diagnosis, shared by every panel that emits them.
 
-A diagnosis is ``{id, severity, title, evidence, recommendation, panel,
-impact_fraction}`` (DESIGN.md, Diagnoses): a stable ``id`` (add, never rename), a
+A diagnosis is a :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis`: ``id``,
+``severity``, ``title``, ``evidence``, ``recommendation``, ``panel``,
+``impact_fraction`` (DESIGN.md, Diagnoses): a stable ``id`` (add, never rename), a
 ``severity`` from :data:`SEVERITY_ORDER`, a one-line ``title``, the ``evidence`` numbers
 that triggered it, a concrete ``recommendation``, the summary ``panel`` with the details,
 and ``impact_fraction``, the share of step time at stake (0 when none is, e.g. memory).
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.schema.diagnoses import Diagnosis
 
 SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")
 #: Every diagnosis id the analysis can emit (stable: add, never rename).
@@ -45,25 +47,26 @@ def make_diagnosis(
     recommendation: str,
     panel: str,
     impact_fraction: float = 0.0,
-) -> dict[str, Any]:
-    """One diagnosis dict (see module docstring).
+) -> Diagnosis:
+    """One :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis` (see module docstring).
 
     Raises:
-        ValueError: ``severity`` is not one of :data:`SEVERITY_ORDER`.
+        ValueError: ``severity`` is not one of :data:`SEVERITY_ORDER`, or ``id_`` is not in
+            :data:`DIAGNOSIS_IDS`.
     """
     if severity not in SEVERITY_ORDER:
         raise ValueError(f"unknown severity {severity!r}")
     if id_ not in DIAGNOSIS_IDS:
         raise ValueError(f"unregistered diagnosis id {id_!r}: add it to DIAGNOSIS_IDS")
-    return {
-        "id": id_,
-        "severity": severity,
-        "title": title,
-        "evidence": evidence,
-        "recommendation": recommendation,
-        "panel": panel,
-        "impact_fraction": impact_fraction,
-    }
+    return Diagnosis(
+        id=id_,
+        severity=severity,
+        title=title,
+        evidence=evidence,
+        recommendation=recommendation,
+        panel=panel,
+        impact_fraction=impact_fraction,
+    )
 
 
 def severity_for_impact(impact_fraction: float, th: Thresholds) -> str | None:
@@ -80,6 +83,6 @@ def severity_for_impact(impact_fraction: float, th: Thresholds) -> str | None:
     return "low"
 
 
-def sort_diagnoses(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def sort_diagnoses(found: list[Diagnosis]) -> list[Diagnosis]:
     """Most severe first, then by impact (share of step time at stake)."""
-    return sorted(found, key=lambda d: (SEVERITY_ORDER.index(d["severity"]), -d["impact_fraction"]))
+    return sorted(found, key=lambda d: (SEVERITY_ORDER.index(d.severity), -d.impact_fraction))

@@ -37,7 +37,7 @@ Launch-bound idle before short kernels (``devices[].short_kernels``, the cost of
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +45,16 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.idle import (
+    HostThread,
+    IdleCause,
+    IdleDevice,
+    IdleGap,
+    IdlePanel,
+    IdleStep,
+    ShortKernelCost,
+)
+from tb_kineto_insights.schema.kernels import HistogramBin
 from tb_kineto_insights.trace import model as m
 
 CAUSES: tuple[str, ...] = (
@@ -263,7 +273,7 @@ def _opened_by_sync(
     return hit
 
 
-def _histogram(lengths_ns: np.ndarray) -> list[dict[str, Any]]:
+def _histogram(lengths_ns: np.ndarray) -> list[HistogramBin]:
     edges = np.array(GAP_EDGES_US, dtype=np.float64) * 1000.0
     lengths = lengths_ns.astype(np.float64)
     bins = np.searchsorted(edges, lengths, side="right") - 1
@@ -271,12 +281,12 @@ def _histogram(lengths_ns: np.ndarray) -> list[dict[str, Any]]:
     for b, lo in enumerate(GAP_EDGES_US):
         sel = bins == b
         out.append(
-            {
-                "lo_us": float(lo),
-                "hi_us": float(GAP_EDGES_US[b + 1]) if b + 1 < len(GAP_EDGES_US) else None,
-                "count": int(sel.sum()),
-                "time_us": float(lengths[sel].sum()) / 1000.0,
-            }
+            HistogramBin(
+                lo_us=float(lo),
+                hi_us=float(GAP_EDGES_US[b + 1]) if b + 1 < len(GAP_EDGES_US) else None,
+                count=int(sel.sum()),
+                time_us=float(lengths[sel].sum()) / 1000.0,
+            )
         )
     return out
 
@@ -370,12 +380,13 @@ def launch_bound_gaps(
     return out, closing
 
 
-def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
-    """``summary.idle``: per device, busy fraction, idle per step, idle by cause, gap
-    histogram and the largest gaps. Denominator of every ``_fraction`` of step time: the
-    summed step-window time; of ``fraction_of_idle``: the device's summed idle time.
+def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> IdlePanel:
+    """``summary.idle`` (:class:`~tb_kineto_insights.schema.idle.IdlePanel`): per device,
+    busy fraction, idle per step, idle by cause, gap histogram and the largest gaps.
+    Denominator of every ``_fraction`` of step time: the summed step-window time; of
+    ``fraction_of_idle``: the device's summed idle time.
 
-    Top-level keys: ``cause_order`` (:data:`CAUSES`), ``cause_labels``
+    Top-level fields: ``cause_order`` (:data:`CAUSES`), ``cause_labels``
     (:data:`CAUSE_LABELS`, cause → words), ``main_device`` (the busiest), ``devices``,
     ``notes``. Per device, besides busy/idle totals, ``causes`` (``{us,
     fraction_of_idle, fraction_of_step_time}`` per cause), ``per_step`` (``{number,
@@ -406,7 +417,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     tol_ns = int(thresholds.sync_return_tolerance_us * 1000)
     short_ns = float(thresholds.short_kernel_us) * 1000.0
     untraced_col = CAUSES.index("host_untraced")
-    devices: list[dict[str, Any]] = []
+    devices: list[IdleDevice] = []
     for dev in index.devices:
         busy = index.gpu_busy[dev]
         gaps = iv.split_at(iv.subtract(windows, busy), steps.start_ns)
@@ -465,78 +476,78 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
             outer, inner = _op_at(index, thread, int(gs[g] + glen[g] // 2))
             s_i = int(step_of[g])
             largest_gaps.append(
-                {
-                    "step": int(steps.number[s_i]) if s_i >= 0 else None,
-                    "offset_us": (int(gs[g]) - int(steps.start_ns[s_i])) / 1000.0
+                IdleGap(
+                    step=int(steps.number[s_i]) if s_i >= 0 else None,
+                    offset_us=(int(gs[g]) - int(steps.start_ns[s_i])) / 1000.0
                     if s_i >= 0
                     else None,
-                    "start_us": (int(gs[g]) - index.origin_ns) / 1000.0,
-                    "length_us": int(glen[g]) / 1000.0,
-                    "cause": CAUSES[int(dominant[g])],
-                    "opened_by_sync": bool(sync_opened[g]),
-                    "causes_us": {
+                    start_us=(int(gs[g]) - index.origin_ns) / 1000.0,
+                    length_us=int(glen[g]) / 1000.0,
+                    cause=CAUSES[int(dominant[g])],
+                    opened_by_sync=bool(sync_opened[g]),
+                    causes_us={
                         c: int(amounts[g, i]) / 1000.0
                         for i, c in enumerate(CAUSES)
                         if amounts[g, i]
                     },
-                    "op": outer,
-                    "innermost_op": inner,
-                    "thread": {"pid": thread[0], "tid": thread[1]},
-                }
+                    op=outer,
+                    innermost_op=inner,
+                    thread=HostThread(pid=thread[0], tid=thread[1]),
+                )
             )
         devices.append(
-            {
-                "device": dev,
-                "busy_us": busy_in / 1000.0,
-                "busy_fraction": busy_in / total_ns if total_ns else None,
-                "idle_us": idle_ns / 1000.0,
-                "idle_fraction": idle_ns / total_ns if total_ns else None,
-                "idle_us_per_step": idle_ns / 1000.0 / len(steps) if len(steps) else None,
-                "gap_count": int(gs.size),
-                "causes": {
-                    cause: {
-                        "us": int(per_cause[i]) / 1000.0,
-                        "fraction_of_idle": int(per_cause[i]) / idle_ns if idle_ns else 0.0,
-                        "fraction_of_step_time": int(per_cause[i]) / total_ns if total_ns else 0.0,
-                    }
+            IdleDevice(
+                device=dev,
+                busy_us=busy_in / 1000.0,
+                busy_fraction=busy_in / total_ns if total_ns else None,
+                idle_us=idle_ns / 1000.0,
+                idle_fraction=idle_ns / total_ns if total_ns else None,
+                idle_us_per_step=idle_ns / 1000.0 / len(steps) if len(steps) else None,
+                gap_count=int(gs.size),
+                causes={
+                    cause: IdleCause(
+                        us=int(per_cause[i]) / 1000.0,
+                        fraction_of_idle=int(per_cause[i]) / idle_ns if idle_ns else 0.0,
+                        fraction_of_step_time=int(per_cause[i]) / total_ns if total_ns else 0.0,
+                    )
                     for i, cause in enumerate(CAUSES)
                 },
-                "sync_opened_gaps": int(sync_opened.sum()),
-                "short_kernels": {
-                    "busy_us": short_busy_ns / 1000.0,
-                    "launch_bound_gaps": int((closing >= 0).sum()),
-                    "launch_bound_idle_us": launch_bound_ns / 1000.0,
-                    "launch_bound_idle_us_by_cause": {
+                sync_opened_gaps=int(sync_opened.sum()),
+                short_kernels=ShortKernelCost(
+                    busy_us=short_busy_ns / 1000.0,
+                    launch_bound_gaps=int((closing >= 0).sum()),
+                    launch_bound_idle_us=launch_bound_ns / 1000.0,
+                    launch_bound_idle_us_by_cause={
                         c: int(amounts[closing >= 0, CAUSES.index(c)].sum()) / 1000.0
                         for c in LAUNCH_PATH_CAUSES
                     },
-                    "launch_bound_kernel_us": closing_busy_ns / 1000.0,
-                    "cost_us": cost_ns / 1000.0,
-                    "cost_fraction_of_step_time": cost_ns / total_ns if total_ns else 0.0,
-                },
-                "per_step": [
-                    {
-                        "number": int(steps.number[i]),
-                        "duration_us": int(steps.dur_ns[i]) / 1000.0,
-                        "idle_us": int(idle_per_step[i]) / 1000.0,
-                        "busy_fraction": 1.0 - int(idle_per_step[i]) / int(steps.dur_ns[i])
+                    launch_bound_kernel_us=closing_busy_ns / 1000.0,
+                    cost_us=cost_ns / 1000.0,
+                    cost_fraction_of_step_time=cost_ns / total_ns if total_ns else 0.0,
+                ),
+                per_step=[
+                    IdleStep(
+                        number=int(steps.number[i]),
+                        duration_us=int(steps.dur_ns[i]) / 1000.0,
+                        idle_us=int(idle_per_step[i]) / 1000.0,
+                        busy_fraction=1.0 - int(idle_per_step[i]) / int(steps.dur_ns[i])
                         if int(steps.dur_ns[i])
                         else None,
-                        "causes_us": {
+                        causes_us={
                             c: int(cause_per_step[i, k]) / 1000.0 for k, c in enumerate(CAUSES)
                         },
-                    }
+                    )
                     for i in range(len(steps))
                 ],
-                "gap_histogram": _histogram(glen),
-                "largest_gaps": largest_gaps,
-            }
+                gap_histogram=_histogram(glen),
+                largest_gaps=largest_gaps,
+            )
         )
-    main = max(devices, key=lambda d: d["busy_us"], default=None)
-    return {
-        "cause_order": list(CAUSES),
-        "cause_labels": dict(CAUSE_LABELS),
-        "main_device": main["device"] if main else None,
-        "devices": devices,
-        "notes": notes,
-    }
+    main = max(devices, key=lambda d: d.busy_us, default=None)
+    return IdlePanel(
+        cause_order=list(CAUSES),
+        cause_labels=dict(CAUSE_LABELS),
+        main_device=main.device if main else None,
+        devices=devices,
+        notes=notes,
+    )

@@ -30,6 +30,16 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.kernels import (
+    FusionCandidate,
+    HistogramBin,
+    KernelDevice,
+    KernelLaunch,
+    KernelRow,
+    KernelsOutsideSteps,
+    KernelsPanel,
+    KernelStepCount,
+)
 from tb_kineto_insights.trace import model as m
 
 I64 = npt.NDArray[np.int64]
@@ -68,12 +78,11 @@ LAUNCH_BOUND_DENOMINATOR = (
 )
 
 
-def kernels_summary(
-    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
-    """Kernel-density panel (``summary.kernels``) of one trace; JSON-serialisable.
+def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> KernelsPanel:
+    """Kernel-density panel (``summary.kernels``) of one trace
+    (:class:`~tb_kineto_insights.schema.kernels.KernelsPanel`).
 
-    Keys (see the module docstring for which kernels each is over):
+    Fields (see the module docstring for which kernels each is over):
         count: every kernel in the trace.
         count_in_steps: kernels whose start lies in a step window.
         outside_steps: ``{count, time_us}`` of kernels starting in no step window.
@@ -124,12 +133,12 @@ def kernels_summary(
     per_time = _int_sums(step_in, dur[in_step], n_steps)
     per_short = np.bincount(step[short_in], minlength=n_steps)
     per_step = [
-        {
-            "number": int(steps.number[i]),
-            "count": int(per_count[i]),
-            "time_us": _us(per_time[i]),
-            "short_count": int(per_short[i]),
-        }
+        KernelStepCount(
+            number=int(steps.number[i]),
+            count=int(per_count[i]),
+            time_us=_us(per_time[i]),
+            short_count=int(per_short[i]),
+        )
         for i in range(n_steps)
     ]
     count_in_steps = int(in_step.sum())
@@ -152,51 +161,53 @@ def kernels_summary(
     is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
     launch_count = int(is_launch_call.sum())
     n_denominator = int(denominator.sum())
-    launch = {
-        "mean_launch_us": (_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
-        "launch_count": launch_count,
-        "one_to_one_count": n_denominator,
-        "launch_bound_count": int(launch_bound.sum()),
-        "launch_bound_fraction": _fraction(int(launch_bound.sum()), n_denominator),
-        "launch_bound_denominator": LAUNCH_BOUND_DENOMINATOR,
-        "unlinked_kernels": int((~linked).sum()),
-    }
+    launch = KernelLaunch(
+        mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
+        launch_count=launch_count,
+        one_to_one_count=n_denominator,
+        launch_bound_count=int(launch_bound.sum()),
+        launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
+        launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
+        unlinked_kernels=int((~linked).sum()),
+    )
 
     # --- short names ---------------------------------------------------------------
     groups = _short_groups(trace, k.name)
 
-    summary: dict[str, Any] = {
-        "count": len(k),
-        "count_in_steps": count_in_steps,
-        "outside_steps": {
-            "count": int(out_mask.sum()),
-            "time_us": _us(int(dur[out_mask].sum())),
-        },
-        "per_step": per_step,
-        "mean_per_step": count_in_steps / n_steps if n_steps else None,
-        "short_threshold_us": float(thresholds.short_kernel_us),
-        "short_count_fraction": _fraction(int(short_in.sum()), count_in_steps),
-        "short_time_fraction": _fraction(int(dur[short_in].sum()), time_in_steps),
-        "graph_launched_count": int(graph.sum()),
-        "compiled_kernel_fraction": _fraction(
+    top_by_count, top_by_time = _top_kernels(
+        groups, in_step, dur, short, trace.names, thresholds.top_kernels
+    )
+    return KernelsPanel(
+        count=len(k),
+        count_in_steps=count_in_steps,
+        outside_steps=KernelsOutsideSteps(
+            count=int(out_mask.sum()),
+            time_us=_us(int(dur[out_mask].sum())),
+        ),
+        per_step=per_step,
+        mean_per_step=count_in_steps / n_steps if n_steps else None,
+        short_threshold_us=float(thresholds.short_kernel_us),
+        short_count_fraction=_fraction(int(short_in.sum()), count_in_steps),
+        short_time_fraction=_fraction(int(dur[short_in].sum()), time_in_steps),
+        graph_launched_count=int(graph.sum()),
+        compiled_kernel_fraction=_fraction(
             int(index.rows_where(m.KERNEL, nm.is_compiled_kernel)[in_step].sum()), count_in_steps
         ),
-        "duration_histogram": duration_histogram(dur[in_step]),
-        "launch": launch,
-    }
-    summary.update(_top_kernels(groups, in_step, dur, short, trace.names, thresholds.top_kernels))
-    summary["fusion_candidates"] = _fusion_candidates(index, groups, step, short, thresholds)
-    summary["devices"] = _devices(k.device[in_step], dur[in_step], short[in_step])
-
-    summary["notes"] = _notes(
-        n_kernels=len(k),
-        n_runtime=len(rt),
-        n_linked=int(linked.sum()),
-        n_graph=int(graph.sum()),
-        n_outside=int(out_mask.sum()),
-        has_markers=steps.has_markers,
+        duration_histogram=duration_histogram(dur[in_step]),
+        launch=launch,
+        top_by_count=top_by_count,
+        top_by_time=top_by_time,
+        fusion_candidates=_fusion_candidates(index, groups, step, short, thresholds),
+        devices=_devices(k.device[in_step], dur[in_step], short[in_step]),
+        notes=_notes(
+            n_kernels=len(k),
+            n_runtime=len(rt),
+            n_linked=int(linked.sum()),
+            n_graph=int(graph.sum()),
+            n_outside=int(out_mask.sum()),
+            has_markers=steps.has_markers,
+        ),
     )
-    return summary
 
 
 def _notes(
@@ -247,11 +258,12 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def duration_histogram(dur_ns: I64) -> list[dict[str, Any]]:
+def duration_histogram(dur_ns: I64) -> list[HistogramBin]:
     """Kernel durations (int64 ns) in the bins of :data:`HISTOGRAM_EDGES_US`.
 
-    Returns one row per bin ``[lo_us, hi_us)``: ``{lo_us, hi_us (None for +∞), count,
-    time_us (summed durations in the bin)}``.
+    Returns one :class:`~tb_kineto_insights.schema.kernels.HistogramBin` per bin
+    ``[lo_us, hi_us)``: ``lo_us``, ``hi_us`` (None for +∞), ``count``, ``time_us``
+    (summed durations in the bin).
     """
     finite = np.array(HISTOGRAM_EDGES_US[1:-1], dtype=np.float64) * 1000.0
     n_bins = len(HISTOGRAM_EDGES_US) - 1
@@ -262,12 +274,12 @@ def duration_histogram(dur_ns: I64) -> list[dict[str, Any]]:
     for i in range(n_bins):
         hi = HISTOGRAM_EDGES_US[i + 1]
         rows.append(
-            {
-                "lo_us": float(HISTOGRAM_EDGES_US[i]),
-                "hi_us": None if hi == float("inf") else float(hi),
-                "count": int(counts[i]),
-                "time_us": _us(times[i]),
-            }
+            HistogramBin(
+                lo_us=float(HISTOGRAM_EDGES_US[i]),
+                hi_us=None if hi == float("inf") else float(hi),
+                count=int(counts[i]),
+                time_us=_us(times[i]),
+            )
         )
     return rows
 
@@ -278,7 +290,7 @@ def _fusion_candidates(
     step: I64,
     short: Mask,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[dict[str, Any]]:
+) -> list[FusionCandidate]:
     """Repeated sequences of short kernels inside one step: candidates for fusion.
 
     Per device, kernels (all streams) in start order within each step window; a *run* is
@@ -298,7 +310,8 @@ def _fusion_candidates(
         thresholds: fusion_min_length, fusion_min_repeats.
 
     Returns:
-        Up to :data:`FUSION_TOP` rows, largest ``total_time_us`` first: ``{kernels``
+        Up to :data:`FUSION_TOP` :class:`~tb_kineto_insights.schema.kernels.FusionCandidate`
+        rows, largest ``total_time_us`` first: ``{kernels``
         (short names, the first :data:`FUSION_SHOWN_KERNELS` of them), ``length``
         (kernels per occurrence), ``truncated`` (``kernels`` is cut short),
         ``occurrences``, ``per_step`` (occurrences / step windows), ``total_time_us``
@@ -382,22 +395,22 @@ def _fusion_candidates(
         if op is not None:
             per_key[key_id][op] += 1
 
-    n_steps = len(index.steps)
+    n_steps = len(index.steps)  # > 0: every run lies in a step window
     out = []
     for key_id in top.tolist():
         key = keys[key_id]
         ops = per_key[key_id]
         best = min(ops.items(), key=lambda kv: (-kv[1], kv[0]))[0] if ops else None
         out.append(
-            {
-                "kernels": [groups.names[g] for g in key[:FUSION_SHOWN_KERNELS]],
-                "length": len(key),
-                "truncated": len(key) > FUSION_SHOWN_KERNELS,
-                "occurrences": int(occ[key_id]),
-                "per_step": int(occ[key_id]) / n_steps if n_steps else None,
-                "total_time_us": _us(key_time[key_id]),
-                "cpu_op": best,
-            }
+            FusionCandidate(
+                kernels=[groups.names[g] for g in key[:FUSION_SHOWN_KERNELS]],
+                length=len(key),
+                truncated=len(key) > FUSION_SHOWN_KERNELS,
+                occurrences=int(occ[key_id]),
+                per_step=int(occ[key_id]) / n_steps,
+                total_time_us=_us(key_time[key_id]),
+                cpu_op=best,
+            )
         )
     return out
 
@@ -519,8 +532,8 @@ def _short_groups(trace: m.Trace, name_ids: npt.NDArray[np.int32]) -> _Groups:
 
 def _top_kernels(
     groups: _Groups, sel: Mask, dur: I64, short: Mask, names: list[str], top_n: int
-) -> dict[str, list[dict[str, Any]]]:
-    """``top_by_count`` and ``top_by_time`` over the kernel rows where ``sel``."""
+) -> tuple[list[KernelRow], list[KernelRow]]:
+    """``(top_by_count, top_by_time)`` over the kernel rows where ``sel``."""
     n_groups = len(groups.names)
     group = groups.of_row[sel]
     count = np.bincount(group, minlength=n_groups)
@@ -528,29 +541,26 @@ def _top_kernels(
     n_short = np.bincount(group[short[sel]], minlength=n_groups)
     present = np.nonzero(count > 0)[0]
 
-    def row(g: int) -> dict[str, Any]:
+    def row(g: int) -> KernelRow:
         c = int(count[g])
-        return {
-            "name": groups.names[g],
-            "full_name": names[int(groups.full_name[g])],
-            "count": c,
-            "time_us": _us(time[g]),
-            "mean_us": _us(time[g]) / c,
-            "short_fraction": int(n_short[g]) / c,
-            "is_communication": bool(groups.communication[g]),
-        }
+        return KernelRow(
+            name=groups.names[g],
+            full_name=names[int(groups.full_name[g])],
+            count=c,
+            time_us=_us(time[g]),
+            mean_us=_us(time[g]) / c,
+            short_fraction=int(n_short[g]) / c,
+            is_communication=bool(groups.communication[g]),
+        )
 
     # ties broken by the other measure, then by name (groups are in name order)
     by_count = present[np.lexsort((present, -time[present], -count[present]))][:top_n]
     by_time = present[np.lexsort((present, -count[present], -time[present]))][:top_n]
-    return {
-        "top_by_count": [row(int(g)) for g in by_count],
-        "top_by_time": [row(int(g)) for g in by_time],
-    }
+    return [row(int(g)) for g in by_count], [row(int(g)) for g in by_time]
 
 
-def _devices(device: I64, dur: I64, short: Mask) -> dict[str, dict[str, Any]]:
-    """Per device id (as a string): ``{count, time_us, short_count_fraction}``."""
+def _devices(device: I64, dur: I64, short: Mask) -> dict[str, KernelDevice]:
+    """Per device id (as a string): ``count``, ``time_us``, ``short_count_fraction``."""
     if device.size == 0:
         return {}
     ids, inverse = np.unique(device, return_inverse=True)
@@ -559,11 +569,11 @@ def _devices(device: I64, dur: I64, short: Mask) -> dict[str, dict[str, Any]]:
     time = _int_sums(inverse, dur, ids.size)
     n_short = np.bincount(inverse[short], minlength=ids.size)
     return {
-        str(int(d)): {
-            "count": int(count[i]),
-            "time_us": _us(time[i]),
-            "short_count_fraction": int(n_short[i]) / int(count[i]),
-        }
+        str(int(d)): KernelDevice(
+            count=int(count[i]),
+            time_us=_us(time[i]),
+            short_count_fraction=int(n_short[i]) / int(count[i]),
+        )
         for i, d in enumerate(ids.tolist())
     }
 

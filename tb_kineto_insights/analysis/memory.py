@@ -74,8 +74,9 @@ allocated curve is the running sum of ``Bytes`` from 0 before the first event
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -83,6 +84,23 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.memory import (
+    Allocation,
+    AllocationMatching,
+    Fragmentation,
+    FragmentationStep,
+    FreedBeforeWindow,
+    LiveAtEnd,
+    LiveByOp,
+    MemoryDevice,
+    MemoryGrowth,
+    MemoryPanel,
+    MemorySeries,
+    MemorySeriesPoints,
+    MemoryStep,
+    NewSegmentEvent,
+)
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.units import fmt_bytes
 
@@ -144,9 +162,9 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
     return out
 
 
-def _series(t_us: npt.NDArray[np.float64], v: I64, max_points: int, t: I64) -> dict[str, Any]:
+def _series(t_us: npt.NDArray[np.float64], v: I64, max_points: int, t: I64) -> MemorySeriesPoints:
     keep = downsample(t, v, max_points)
-    return {"t_us": t_us[keep].tolist(), "bytes": v[keep].tolist()}
+    return MemorySeriesPoints(t_us=t_us[keep].tolist(), bytes=v[keep].tolist())
 
 
 def innermost_op(ops: m.EventTable, pid: I64, tid: I64, ts: I64) -> I64:
@@ -247,16 +265,20 @@ class _Device:
         self.has_addr = self.addr != -1
 
 
+#: ``base`` of :func:`_level_before`: an int (allocated) or None (reserved)
+_Base = TypeVar("_Base", int, None)
+
+
 def _level_before(
-    d: _Device, values: I64, base: int | None, t: I64, side: Literal["left", "right"]
-) -> list[int | None]:
+    d: _Device, values: I64, base: _Base, t: I64, side: Literal["left", "right"]
+) -> list[int | _Base]:
     """Value of a step series at each time in ``t``: the last value at ``ts < t``
     (``side='left'``) or ``ts ≤ t`` (``side='right'``); ``base`` before the first event."""
     idx = np.searchsorted(d.ts, t, side=side) - 1
     return [int(values[i]) if i >= 0 else base for i in idx.tolist()]
 
 
-def _per_step(d: _Device, index: TraceIndex) -> list[dict[str, Any]]:
+def _per_step(d: _Device, index: TraceIndex) -> list[MemoryStep]:
     steps = index.host_steps
     h_start, h_end = steps.host_windows()
     start_vals = _level_before(d, d.allocated, d.base, h_start, "left")
@@ -281,22 +303,22 @@ def _per_step(d: _Device, index: TraceIndex) -> list[dict[str, Any]]:
                 rc.append(int(d.reserved[a:b].max()))
             res_peak = max(rc) if rc else None
         out.append(
-            {
-                "number": int(steps.number[i]),
-                "start_bytes": start_vals[i],
-                "peak_bytes": max(cands) if cands else None,
-                "end_bytes": end_vals[i],
-                "peak_reserved_bytes": res_peak,
-                "events": b - a,
-            }
+            MemoryStep(
+                number=int(steps.number[i]),
+                start_bytes=start_vals[i],
+                peak_bytes=max(cands) if cands else None,
+                end_bytes=end_vals[i],
+                peak_reserved_bytes=res_peak,
+                events=b - a,
+            )
         )
     return out
 
 
-def _growth(per_step: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
-    used = [s for s in per_step if s["end_bytes"] is not None]
-    x = np.array([s["number"] for s in used], dtype=np.float64)
-    y = np.array([s["end_bytes"] for s in used], dtype=np.float64)
+def _growth(per_step: list[MemoryStep], th: Thresholds) -> MemoryGrowth:
+    used = [s for s in per_step if s.end_bytes is not None]
+    x = np.array([s.number for s in used], dtype=np.float64)
+    y = np.array([s.end_bytes for s in used], dtype=np.float64)
     slope, r2 = _fit(x, y)
     steady = (
         slope is not None
@@ -305,22 +327,22 @@ def _growth(per_step: list[dict[str, Any]], th: Thresholds) -> dict[str, Any]:
         and r2 >= th.memory_growth_min_r2
         and slope >= th.memory_growth_min_bytes_per_step
     )
-    return {
-        "bytes_per_step": slope,
-        "r2": r2,
-        "steps_used": len(used),
-        "steady": bool(steady),
-        "total_bytes": int(y[-1] - y[0]) if y.size >= 2 else None,
-    }
+    return MemoryGrowth(
+        bytes_per_step=slope,
+        r2=r2,
+        steps_used=len(used),
+        steady=bool(steady),
+        total_bytes=int(y[-1] - y[0]) if y.size >= 2 else None,
+    )
 
 
 def _fragmentation(
     d: _Device,
     index: TraceIndex,
     t_us: npt.NDArray[np.float64],
-    per_step_memory: list[dict[str, Any]],
+    per_step_memory: list[MemoryStep],
     th: Thresholds,
-) -> tuple[dict[str, Any] | None, I64]:
+) -> tuple[Fragmentation | None, I64]:
     """``fragmentation`` of one device (see the module docstring) and the local indices
     of its :data:`FRAGMENTATION_LARGEST` largest events (their ``op`` is filled in by the
     caller); ``(None, [])`` without ``Total Reserved``."""
@@ -344,17 +366,17 @@ def _fragmentation(
     for k in range(len(steps)):
         sel = step_of == k
         per_step.append(
-            {
-                "number": int(steps.number[k]),
-                "events": int(sel.sum()),
-                "requested_bytes": int(requested[sel].sum()),
-                "reserved_growth_bytes": int(growth[sel].sum()),
-            }
+            FragmentationStep(
+                number=int(steps.number[k]),
+                events=int(sel.sum()),
+                requested_bytes=int(requested[sel].sum()),
+                reserved_growth_bytes=int(growth[sel].sum()),
+            )
         )
     later = per_step[1:] if steps.has_markers else []
-    steady = [p["number"] for p in later if p["events"] > 0]
-    rate = sum(p["reserved_growth_bytes"] for p in later) / len(later) if later else None
-    peaks = [p["peak_bytes"] for p in per_step_memory]
+    steady = [p.number for p in later if p.events > 0]
+    rate = sum(p.reserved_growth_bytes for p in later) / len(later) if later else None
+    peaks = [p.peak_bytes for p in per_step_memory]
     peak_rate: float | None = None
     if later and peaks[0] is not None and peaks[-1] is not None:
         peak_rate = (peaks[-1] - peaks[0]) / len(later)
@@ -363,30 +385,30 @@ def _fragmentation(
         excess = max(rate - max(peak_rate, 0.0), 0.0)
     top = np.argsort(-requested, kind="stable")[:FRAGMENTATION_LARGEST]
     largest = [
-        {
-            "t_us": float(t_us[idx[j]]),
-            "step": int(steps.number[step_of[j]]) if step_of[j] >= 0 else None,
-            "requested_bytes": int(requested[j]),
-            "cached_free_before_bytes": int(cached[j]),
-            "reserved_before_bytes": int(res[idx[j] - 1]),
-            "reserved_growth_bytes": int(growth[j]),
-            "op": None,
-        }
+        NewSegmentEvent(
+            t_us=float(t_us[idx[j]]),
+            step=int(steps.number[step_of[j]]) if step_of[j] >= 0 else None,
+            requested_bytes=int(requested[j]),
+            cached_free_before_bytes=int(cached[j]),
+            reserved_before_bytes=int(res[idx[j] - 1]),
+            reserved_growth_bytes=int(growth[j]),
+            op=None,
+        )
         for j in top.tolist()
     ]
-    return {
-        "events": int(idx.size),
-        "new_segment_events": int(new_segment.sum()),
-        "requested_bytes": int(requested.sum()),
-        "reserved_growth_bytes": int(growth.sum()),
-        "min_cached_free_before_bytes": int(cached.min()) if idx.size else None,
-        "per_step": per_step,
-        "steady_state_steps": steady,
-        "reserved_growth_bytes_per_step": rate,
-        "allocated_peak_growth_bytes_per_step": peak_rate,
-        "excess_reserved_growth_bytes_per_step": excess,
-        "largest": largest,
-    }, idx[top]
+    return Fragmentation(
+        events=int(idx.size),
+        new_segment_events=int(new_segment.sum()),
+        requested_bytes=int(requested.sum()),
+        reserved_growth_bytes=int(growth.sum()),
+        min_cached_free_before_bytes=int(cached.min()) if idx.size else None,
+        per_step=per_step,
+        steady_state_steps=steady,
+        reserved_growth_bytes_per_step=rate,
+        allocated_peak_growth_bytes_per_step=peak_rate,
+        excess_reserved_growth_bytes_per_step=excess,
+        largest=largest,
+    ), idx[top]
 
 
 def _match(d: _Device) -> dict[str, Any]:
@@ -429,23 +451,23 @@ def _match(d: _Device) -> dict[str, Any]:
         "freed_at": freed_at,
         "live": live_all,
         "known": usable,
-        "freed_before_window": {
-            "count": int(before_window.sum()),
-            "bytes": int(-b[before_window].sum()),
-        },
-        "matching": {
-            "allocations_freed": int(freed.sum()),
-            "allocations_live_at_end": int(live.sum()),
-            "reused_without_free": int(reused.sum()),
-            "unmatched_frees": int(unmatched_free.sum()),
-            "events_without_addr": int((~d.has_addr).sum()),
-        },
+        "freed_before_window": FreedBeforeWindow(
+            count=int(before_window.sum()),
+            bytes=int(-b[before_window].sum()),
+        ),
+        "matching": AllocationMatching(
+            allocations_freed=int(freed.sum()),
+            allocations_live_at_end=int(live.sum()),
+            reused_without_free=int(reused.sum()),
+            unmatched_frees=int(unmatched_free.sum()),
+            events_without_addr=int((~d.has_addr).sum()),
+        ),
     }
 
 
 def _device_summary(
     index: TraceIndex, mem: m.MemoryTable, rows: I64, dtype: int, did: int, th: Thresholds
-) -> dict[str, Any]:
+) -> MemoryDevice:
     trace = index.trace
     ops = trace.cpu_ops
     d = _Device(mem, rows)
@@ -475,11 +497,11 @@ def _device_summary(
         )
 
     pts = th.memory_series_points
-    series = {
-        "allocated": _series(t_us, d.allocated, pts, d.ts),
-        "reserved": _series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
-        "points_in": n,
-    }
+    series = MemorySeries(
+        allocated=_series(t_us, d.allocated, pts, d.ts),
+        reserved=_series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
+        points_in=n,
+    )
     per_step = _per_step(d, index)
     growth = _growth(per_step, th)
 
@@ -523,8 +545,13 @@ def _device_summary(
         return trace.names[int(ops.name[row])] if row >= 0 else None
 
     if frag is not None:
-        for row, event in zip(frag_top.tolist(), frag["largest"], strict=True):
-            event["op"] = op_name(int(op_rows[row]))
+        frag = msgspec.structs.replace(
+            frag,
+            largest=[
+                msgspec.structs.replace(event, op=op_name(int(op_rows[row])))
+                for row, event in zip(frag_top.tolist(), frag.largest, strict=True)
+            ],
+        )
 
     largest = []
     for i in top.tolist():
@@ -533,15 +560,15 @@ def _device_summary(
         known = bool(match["known"][i])
         s = int(step_of[i])
         largest.append(
-            {
-                "bytes": int(d.bytes[i]),
-                "op": op_name(row),
-                "input_shapes": _shapes(ops, row) if row >= 0 else None,
-                "step": int(index.host_steps.number[s]) if s >= 0 else None,
-                "t_us": float(t_us[i]),
-                "freed": (f >= 0) if known else None,
-                "lifetime_us": (int(d.ts[f]) - int(d.ts[i])) / 1000.0 if f >= 0 else None,
-            }
+            Allocation(
+                bytes=int(d.bytes[i]),
+                op=op_name(row),
+                input_shapes=_shapes(ops, row) if row >= 0 else None,
+                step=int(index.host_steps.number[s]) if s >= 0 else None,
+                t_us=float(t_us[i]),
+                freed=(f >= 0) if known else None,
+                lifetime_us=(int(d.ts[f]) - int(d.ts[i])) / 1000.0 if f >= 0 else None,
+            )
         )
 
     groups: dict[tuple[str | None, str | None], dict[str, Any]] = {}
@@ -562,71 +589,77 @@ def _device_summary(
             st = live_steps[inv == k]
             g["_steps"].update(int(index.host_steps.number[s]) for s in np.unique(st[st >= 0]))
     by_op = sorted(groups.values(), key=lambda g: (-g["bytes"], -g["count"], str(g["op"])))
-    for g in by_op:
-        g["steps"] = sorted(g.pop("_steps"))
-    live = {
-        "count": int(live_idx.size),
-        "bytes": int(d.bytes[live_idx].sum()),
-        "by_op": by_op[:LIVE_GROUPS],
-        "groups": len(by_op),
-    }
+    live = LiveAtEnd(
+        count=int(live_idx.size),
+        bytes=int(d.bytes[live_idx].sum()),
+        by_op=[
+            LiveByOp(
+                op=g["op"],
+                input_shapes=g["input_shapes"],
+                count=g["count"],
+                bytes=g["bytes"],
+                steps=sorted(g["_steps"]),
+            )
+            for g in by_op[:LIVE_GROUPS]
+        ],
+        groups=len(by_op),
+    )
 
-    return {
-        "device": name,
-        "device_type": dtype,
-        "device_type_name": m.DEVICE_TYPE_NAMES.get(dtype),
-        "device_id": did,
-        "event_count": n,
-        "allocation_count": int(alloc_idx.size),
-        "free_count": int((d.bytes < 0).sum()),
-        "has_totals": d.has_totals,
-        "has_addresses": addr_missing == 0,
-        "allocated_from_deltas": not d.has_totals,
-        "series": series,
-        "per_step": per_step,
-        "growth": growth,
-        "peak_allocated_bytes": peak_alloc,
-        "peak_allocated_us": float(t_us[peak_i]) if peak_alloc > d.base else float(t_us[0]),
-        "peak_reserved_bytes": peak_res,
-        "peak_reserved_us": peak_res_us,
-        "allocated_at_reserved_peak_bytes": alloc_at_res_peak,
-        "cached_free_at_reserved_peak_fraction": cached_frac,
-        "fragmentation": frag,
-        "capacity_bytes": capacity,
-        "peak_fraction_of_capacity": cap_fraction,
-        "peak_basis": basis,
-        "freed_before_window": match["freed_before_window"] if addr_missing < n else None,
-        "matching": match["matching"] if addr_missing < n else None,
-        "live_at_end": live if addr_missing < n else None,
-        "largest_allocations": largest,
-        "notes": notes,
-    }
+    return MemoryDevice(
+        device=name,
+        device_type=dtype,
+        device_type_name=m.DEVICE_TYPE_NAMES.get(dtype),
+        device_id=did,
+        event_count=n,
+        allocation_count=int(alloc_idx.size),
+        free_count=int((d.bytes < 0).sum()),
+        has_totals=d.has_totals,
+        has_addresses=addr_missing == 0,
+        allocated_from_deltas=not d.has_totals,
+        series=series,
+        per_step=per_step,
+        growth=growth,
+        peak_allocated_bytes=peak_alloc,
+        peak_allocated_us=float(t_us[peak_i]) if peak_alloc > d.base else float(t_us[0]),
+        peak_reserved_bytes=peak_res,
+        peak_reserved_us=peak_res_us,
+        allocated_at_reserved_peak_bytes=alloc_at_res_peak,
+        cached_free_at_reserved_peak_fraction=cached_frac,
+        fragmentation=frag,
+        capacity_bytes=capacity,
+        peak_fraction_of_capacity=cap_fraction,
+        peak_basis=basis,
+        freed_before_window=match["freed_before_window"] if addr_missing < n else None,
+        matching=match["matching"] if addr_missing < n else None,
+        live_at_end=live if addr_missing < n else None,
+        largest_allocations=largest,
+        notes=notes,
+    )
 
 
-def memory_summary(
-    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
-    """``summary.memory``: one entry per device in ``devices`` (sorted by device type, then
-    id), ``main_device`` (the non-CPU device with the highest allocated peak, else the
-    first) and ``notes``. Bytes are bytes; times are µs since ``index.origin_ns``; see the
-    module docstring for every definition and denominator.
+def memory_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> MemoryPanel:
+    """``summary.memory`` (:class:`~tb_kineto_insights.schema.memory.MemoryPanel`): one
+    entry per device in ``devices`` (sorted by device type, then id), ``main_device``
+    (the non-CPU device with the highest allocated peak, else the first) and ``notes``.
+    Bytes are bytes; times are µs since ``index.origin_ns``; see the module docstring for
+    every definition and denominator.
     """
     mem = index.trace.memory
     notes: list[str] = []
     if len(mem) == 0:
         notes.append("no [memory] events: profile with profile_memory=True to see memory")
-        return {"devices": [], "main_device": None, "notes": notes}
+        return MemoryPanel(devices=[], main_device=None, notes=notes)
     if not index.host_steps.has_markers:
         notes.append("no ProfilerStep markers: one pseudo-step, so no growth per step")
-    devices = []
+    devices: list[MemoryDevice] = []
     for dtype, did in _pairs(mem.device_type, mem.device_id):
         rows = np.nonzero((mem.device_type == dtype) & (mem.device_id == did))[0]
         dev = _device_summary(index, mem, rows, int(dtype), int(did), thresholds)
         devices.append(dev)
-        notes.extend(f"{dev['device']}: {note}" for note in dev["notes"])
-    gpu = [d for d in devices if d["device_type"] != 0]
-    main = max(gpu or devices, key=lambda d: d["peak_allocated_bytes"])
-    return {"devices": devices, "main_device": main["device"], "notes": notes}
+        notes.extend(f"{dev.device}: {note}" for note in dev.notes)
+    gpu = [d for d in devices if d.device_type != 0]
+    main = max(gpu or devices, key=lambda d: d.peak_allocated_bytes)
+    return MemoryPanel(devices=devices, main_device=main.device, notes=notes)
 
 
 # -- diagnoses -------------------------------------------------------------------------
@@ -653,25 +686,24 @@ def _steps(x: float) -> str:
 
 def _diag(
     id_: str, severity: str, title: str, evidence: dict[str, Any], recommendation: str
-) -> dict[str, Any]:
+) -> Diagnosis:
     return make_diagnosis(id_, severity, title, evidence, recommendation, "memory", 0.0)
 
 
-def _leaking_group(dev: dict[str, Any], min_steps: int) -> dict[str, Any] | None:
+def _leaking_group(dev: MemoryDevice, min_steps: int) -> LiveByOp | None:
     """The live-at-end group most likely to be the leak: allocations made in the most
     steps (at least ``min_steps`` or all the steps), then the most bytes."""
-    live = dev.get("live_at_end") or {}
-    groups = live.get("by_op") or []
+    groups = dev.live_at_end.by_op if dev.live_at_end is not None else []
     if not groups:
         return None
-    n_steps = len(dev.get("per_step") or [])
+    n_steps = len(dev.per_step)
     need = min(min_steps, n_steps) if n_steps else 1
-    spread = [g for g in groups if len(g["steps"]) >= max(need, 2)]
+    spread = [g for g in groups if len(g.steps) >= max(need, 2)]
     pool = spread or groups
-    return max(pool, key=lambda g: (g["bytes"], len(g["steps"])))
+    return max(pool, key=lambda g: (g.bytes, len(g.steps)))
 
 
-def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+def _growth_diag(devices: list[MemoryDevice], th: Thresholds) -> Diagnosis | None:
     """``memory_growth``: step-end allocated memory grows steadily (``growth.steady``).
 
     Severity follows how soon the growth fills the device: ``steps_to_capacity`` =
@@ -679,17 +711,18 @@ def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any
     ``th.memory_growth_high_steps_to_capacity``, else ``medium`` (also when the device's
     memory is unknown: a leak is a bug, its deadline is what is unknown).
     """
-    steady = [d for d in devices if d["growth"]["steady"]]
+    # steady implies a fitted slope (MemoryGrowth: steady needs bytes_per_step and r2)
+    steady = [d for d in devices if d.growth.steady and d.growth.bytes_per_step is not None]
     if not steady:
         return None
-    dev = max(steady, key=lambda d: d["growth"]["bytes_per_step"])
-    g = dev["growth"]
-    slope = float(g["bytes_per_step"])
+    dev = max(steady, key=lambda d: d.growth.bytes_per_step or 0.0)
+    g = dev.growth
+    slope = float(g.bytes_per_step or 0.0)
     group = _leaking_group(dev, th.memory_growth_min_steps)
     to_capacity = None
-    cap = dev.get("capacity_bytes")
-    if cap and dev["has_totals"]:
-        to_capacity = max(0.0, (cap - dev["peak_allocated_bytes"]) / slope)
+    cap = dev.capacity_bytes
+    if cap and dev.has_totals:
+        to_capacity = max(0.0, (cap - dev.peak_allocated_bytes) / slope)
     severity = (
         "high"
         if to_capacity is not None and to_capacity <= th.memory_growth_high_steps_to_capacity
@@ -697,7 +730,7 @@ def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any
     )
     where = ""
     if group is not None:
-        op = group["op"] or "code outside any recorded op"
+        op = group.op or "code outside any recorded op"
         where = f"; allocations made by {op} stay alive"
     full = (
         f"; at this rate the device's {_gib(cap)} are allocated in ~{_steps(to_capacity)} steps"
@@ -705,27 +738,27 @@ def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any
         else ""
     )
     title = (
-        f"Allocated memory on {dev['device']} grows {_mib(slope)} per step "
-        f"over {g['steps_used']} steps (r² {g['r2']:.2f}){where}{full}"
+        f"Allocated memory on {dev.device} grows {_mib(slope)} per step "
+        f"over {g.steps_used} steps (r² {g.r2:.2f}){where}{full}"
     )
     evidence: dict[str, Any] = {
-        "device": dev["device"],
+        "device": dev.device,
         "bytes_per_step": slope,
-        "r2": g["r2"],
-        "steps_used": g["steps_used"],
-        "step_end_bytes": [s["end_bytes"] for s in dev["per_step"]],
-        "live_at_end_bytes": (dev.get("live_at_end") or {}).get("bytes"),
-        "op": group["op"] if group else None,
-        "op_input_shapes": group["input_shapes"] if group else None,
-        "op_live_count": group["count"] if group else None,
-        "op_live_bytes": group["bytes"] if group else None,
-        "op_steps": group["steps"] if group else None,
-        "peak_allocated_bytes": dev["peak_allocated_bytes"],
+        "r2": g.r2,
+        "steps_used": g.steps_used,
+        "step_end_bytes": [s.end_bytes for s in dev.per_step],
+        "live_at_end_bytes": dev.live_at_end.bytes if dev.live_at_end is not None else None,
+        "op": group.op if group else None,
+        "op_input_shapes": group.input_shapes if group else None,
+        "op_live_count": group.count if group else None,
+        "op_live_bytes": group.bytes if group else None,
+        "op_steps": group.steps if group else None,
+        "peak_allocated_bytes": dev.peak_allocated_bytes,
         "capacity_bytes": cap,
         "steps_to_capacity": to_capacity,
         "high_steps_to_capacity": th.memory_growth_high_steps_to_capacity,
     }
-    op_hint = f" The tensors still alive come from {group['op']}." if group and group["op"] else ""
+    op_hint = f" The tensors still alive come from {group.op}." if group and group.op else ""
     return _diag(
         "memory_growth",
         severity,
@@ -740,7 +773,7 @@ def _growth_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any
     )
 
 
-def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+def _fragmentation_diag(devices: list[MemoryDevice], th: Thresholds) -> Diagnosis | None:
     """``memory_fragmentation``: the caching allocator reserved new segments although its
     cached free bytes covered the request, in at least ``th.fragmentation_min_steps``
     profiled steps after the first, and reserved memory grows faster than the allocated
@@ -755,20 +788,19 @@ def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[s
     device's memory is unknown.
     """
     hits = [
-        d
+        (d, d.fragmentation)
         for d in devices
-        if d.get("fragmentation")
-        and len(d["fragmentation"]["steady_state_steps"]) >= th.fragmentation_min_steps
-        and (d["fragmentation"]["excess_reserved_growth_bytes_per_step"] or 0.0)
+        if d.fragmentation is not None
+        and len(d.fragmentation.steady_state_steps) >= th.fragmentation_min_steps
+        and (d.fragmentation.excess_reserved_growth_bytes_per_step or 0.0)
         >= th.fragmentation_min_excess_bytes_per_step
     ]
     if not hits:
         return None
-    dev = max(hits, key=lambda d: d["fragmentation"]["reserved_growth_bytes"])
-    f = dev["fragmentation"]
-    cap = dev["capacity_bytes"]
-    peak = dev["peak_reserved_bytes"]
-    rate = f["reserved_growth_bytes_per_step"]
+    dev, f = max(hits, key=lambda hit: hit[1].reserved_growth_bytes)
+    cap = dev.capacity_bytes
+    peak = dev.peak_reserved_bytes
+    rate = f.reserved_growth_bytes_per_step
     share = peak / cap if cap and peak is not None else None
     to_capacity = max(0.0, (cap - peak) / rate) if cap and peak is not None and rate else None
     if share is not None and share >= th.fragmentation_high_capacity_fraction:
@@ -777,32 +809,32 @@ def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[s
         severity = "medium"
     else:
         severity = "low"
-    steady = set(f["steady_state_steps"])
-    in_steady = [p for p in f["per_step"] if p["number"] in steady]
-    n_events = sum(p["events"] for p in in_steady)
-    n_bytes = sum(p["reserved_growth_bytes"] for p in in_steady)
+    steady = set(f.steady_state_steps)
+    in_steady = [p for p in f.per_step if p.number in steady]
+    n_events = sum(p.events for p in in_steady)
+    n_bytes = sum(p.reserved_growth_bytes for p in in_steady)
     title = (
-        f"The caching allocator on {dev['device']} reserved new memory {n_events} times "
+        f"The caching allocator on {dev.device} reserved new memory {n_events} times "
         f"({_gib(n_bytes)}) in {len(steady)} steady-state steps although "
-        f"at least {_mib(f['min_cached_free_before_bytes'])} sat cached and free each time: "
+        f"at least {_mib(f.min_cached_free_before_bytes or 0)} sat cached and free each time: "
         "its free blocks did not fit the requests"
     )
     if to_capacity is not None:
         title += f" (at this rate the device is full in ~{_steps(to_capacity)} steps)"
     evidence = {
-        "device": dev["device"],
-        "events": f["events"],
-        "events_per_step": {str(p["number"]): p["events"] for p in f["per_step"]},
-        "steady_state_steps": f["steady_state_steps"],
-        "requested_bytes": f["requested_bytes"],
-        "reserved_growth_bytes": f["reserved_growth_bytes"],
-        "min_cached_free_before_bytes": f["min_cached_free_before_bytes"],
+        "device": dev.device,
+        "events": f.events,
+        "events_per_step": {str(p.number): p.events for p in f.per_step},
+        "steady_state_steps": f.steady_state_steps,
+        "requested_bytes": f.requested_bytes,
+        "reserved_growth_bytes": f.reserved_growth_bytes,
+        "min_cached_free_before_bytes": f.min_cached_free_before_bytes,
         "reserved_growth_bytes_per_step": rate,
-        "allocated_peak_growth_bytes_per_step": f["allocated_peak_growth_bytes_per_step"],
-        "excess_reserved_growth_bytes_per_step": f["excess_reserved_growth_bytes_per_step"],
-        "largest": f["largest"],
+        "allocated_peak_growth_bytes_per_step": f.allocated_peak_growth_bytes_per_step,
+        "excess_reserved_growth_bytes_per_step": f.excess_reserved_growth_bytes_per_step,
+        "largest": msgspec.to_builtins(f.largest),
         "peak_reserved_bytes": peak,
-        "peak_allocated_bytes": dev["peak_allocated_bytes"],
+        "peak_allocated_bytes": dev.peak_allocated_bytes,
         "capacity_bytes": cap,
         "peak_reserved_fraction_of_capacity": share,
         "steps_to_capacity": to_capacity,
@@ -824,7 +856,7 @@ def _fragmentation_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[s
     )
 
 
-def _capacity_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+def _capacity_diag(devices: list[MemoryDevice], th: Thresholds) -> Diagnosis | None:
     """``memory_near_capacity``: the peak reserved (allocated when reserved is unknown)
     is at least ``th.near_capacity_fraction`` of ``totalGlobalMem``.
 
@@ -833,29 +865,29 @@ def _capacity_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, A
     when only reserved is (the allocator frees its cached blocks and retries before it
     raises out-of-memory, but that flush synchronises and is slow).
     """
-    hits = [
-        d
-        for d in devices
-        if d["peak_fraction_of_capacity"] is not None
-        and d["peak_fraction_of_capacity"] >= th.near_capacity_fraction
-    ]
-    if not hits:
+    # peak_fraction_of_capacity is set only with a known capacity (_device_summary)
+    best: tuple[MemoryDevice, float, int] | None = None
+    for d in devices:
+        share, cap = d.peak_fraction_of_capacity, d.capacity_bytes
+        if share is None or not cap or share < th.near_capacity_fraction:
+            continue
+        if best is None or share > best[1]:  # the first of equal shares, as max() did
+            best = (d, share, cap)
+    if best is None:
         return None
-    dev = max(hits, key=lambda d: d["peak_fraction_of_capacity"])
-    share = dev["peak_fraction_of_capacity"]
-    cap = dev["capacity_bytes"]
-    alloc_share = dev["peak_allocated_bytes"] / cap
+    dev, share, cap = best
+    alloc_share = dev.peak_allocated_bytes / cap
     return _diag(
         "memory_near_capacity",
         "high" if alloc_share >= th.near_capacity_fraction else "medium",
-        f"Peak {dev['peak_basis']} memory on {dev['device']} is {100 * share:.0f} % of the "
+        f"Peak {dev.peak_basis} memory on {dev.device} is {100 * share:.0f} % of the "
         f"device's {_gib(cap)} (peak allocated {100 * alloc_share:.0f} %)",
         {
-            "device": dev["device"],
+            "device": dev.device,
             "peak_fraction_of_capacity": share,
-            "peak_basis": dev["peak_basis"],
-            "peak_reserved_bytes": dev["peak_reserved_bytes"],
-            "peak_allocated_bytes": dev["peak_allocated_bytes"],
+            "peak_basis": dev.peak_basis,
+            "peak_reserved_bytes": dev.peak_reserved_bytes,
+            "peak_allocated_bytes": dev.peak_allocated_bytes,
             "allocated_fraction_of_capacity": alloc_share,
             "capacity_bytes": cap,
             "threshold_fraction": th.near_capacity_fraction,
@@ -870,13 +902,13 @@ def _capacity_diag(devices: list[dict[str, Any]], th: Thresholds) -> dict[str, A
 
 
 def memory_diagnoses(
-    memory: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[dict[str, Any]]:
+    memory: MemoryPanel, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[Diagnosis]:
     """``memory_growth``, ``memory_fragmentation`` and ``memory_near_capacity`` from a
     :func:`memory_summary` result; at most one of each (the worst device), ``panel``
     ``"memory"``, ``impact_fraction`` 0: memory costs no step time directly; each
     diagnosis' severity follows the device memory at risk (see each ``_*_diag``)."""
-    devices = memory.get("devices") or []
+    devices = memory.devices
     found = [
         _growth_diag(devices, thresholds),
         _fragmentation_diag(devices, thresholds),

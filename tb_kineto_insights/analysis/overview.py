@@ -22,13 +22,12 @@ the mean of the per-step ratios, which lets a short step count as much as a long
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.schema.steps import Step, StepDevice, StepsPanel
 from tb_kineto_insights.trace import model as m
 
 BREAKDOWN_ORDER: tuple[str, ...] = (
@@ -103,10 +102,10 @@ def _spread(values_us: np.ndarray) -> dict[str, float | None]:
     }
 
 
-def steps_summary(index: TraceIndex) -> dict[str, Any]:
-    """``summary.steps``.
+def steps_summary(index: TraceIndex) -> StepsPanel:
+    """``summary.steps`` (:class:`~tb_kineto_insights.schema.steps.StepsPanel`).
 
-    Keys: ``count``; ``has_markers`` (False: one pseudo-step over the whole trace);
+    Fields: ``count``; ``has_markers`` (False: one pseudo-step over the whole trace);
     ``mean_step_us`` and spread (``std_step_us``, ``min_step_us``, ``max_step_us``,
     ``cv`` = std / mean); ``total_us``; ``breakdown_order``; ``mean_breakdown_us``
     (per category, mean over steps); ``gpu_utilization_fraction`` (the busiest device,
@@ -123,11 +122,11 @@ def steps_summary(index: TraceIndex) -> dict[str, Any]:
     }
     total_ns = steps.total_ns
     devices = [
-        {
-            "device": dev,
-            "busy_us": float(busy.sum()) / 1000.0,
-            "gpu_utilization_fraction": float(busy.sum()) / total_ns if total_ns else None,
-        }
+        StepDevice(
+            device=dev,
+            busy_us=float(busy.sum()) / 1000.0,
+            gpu_utilization_fraction=float(busy.sum()) / total_ns if total_ns else None,
+        )
         for dev, busy in per_device.items()
     ]
     main = max(per_device, key=lambda d: int(per_device[d].sum()), default=None)
@@ -136,35 +135,35 @@ def steps_summary(index: TraceIndex) -> dict[str, Any]:
     for i in range(len(steps)):
         d = int(steps.dur_ns[i])
         per_step.append(
-            {
-                "number": int(steps.number[i]),
-                "start_us": (int(steps.start_ns[i]) - origin) / 1000.0,
-                "duration_us": d / 1000.0,
-                "cpu_duration_us": int(steps.cpu_end_ns[i] - steps.cpu_start_ns[i]) / 1000.0,
-                "breakdown_us": {c: int(breakdown[c][i]) / 1000.0 for c in BREAKDOWN_ORDER},
-                "gpu_utilization_fraction": (
+            Step(
+                number=int(steps.number[i]),
+                start_us=(int(steps.start_ns[i]) - origin) / 1000.0,
+                duration_us=d / 1000.0,
+                cpu_duration_us=int(steps.cpu_end_ns[i] - steps.cpu_start_ns[i]) / 1000.0,
+                breakdown_us={c: int(breakdown[c][i]) / 1000.0 for c in BREAKDOWN_ORDER},
+                gpu_utilization_fraction=(
                     int(per_device[main][i]) / d if main is not None and d > 0 else None
                 ),
-            }
+            )
         )
     spread = _spread(dur_us)
-    return {
-        "count": len(steps),
-        "has_markers": steps.has_markers,
-        "mean_step_us": spread["mean_us"],
-        "std_step_us": spread["std_us"],
-        "min_step_us": spread["min_us"],
-        "max_step_us": spread["max_us"],
-        "cv": spread["cv"],
-        "total_us": total_ns / 1000.0,
-        "breakdown_order": list(BREAKDOWN_ORDER),
-        "mean_breakdown_us": {
+    return StepsPanel(
+        count=len(steps),
+        has_markers=steps.has_markers,
+        mean_step_us=spread["mean_us"],
+        std_step_us=spread["std_us"],
+        min_step_us=spread["min_us"],
+        max_step_us=spread["max_us"],
+        cv=spread["cv"],
+        total_us=total_ns / 1000.0,
+        breakdown_order=list(BREAKDOWN_ORDER),
+        mean_breakdown_us={
             c: float(breakdown[c].mean()) / 1000.0 if len(steps) else 0.0 for c in BREAKDOWN_ORDER
         },
-        "gpu_utilization_fraction": (
+        gpu_utilization_fraction=(
             float(per_device[main].sum()) / total_ns if main is not None and total_ns else None
         ),
-        "main_device": main,
-        "devices": devices,
-        "steps": per_step,
-    }
+        main_device=main,
+        devices=devices,
+        steps=per_step,
+    )

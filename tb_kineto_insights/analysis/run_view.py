@@ -92,11 +92,13 @@ import statistics
 from collections import Counter
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.units import fmt_duration_us
 
 #: Matched collectives listed in ``largest_skews``.
@@ -885,7 +887,7 @@ def run_diagnoses(
       ``ddp_straggler`` rank 0 it says waiting for rank 1.
     """
     th = thresholds
-    out: list[dict[str, Any]] = []
+    out: list[Diagnosis] = []
     s = run.get("straggler")
     if s and s.get("share_of_step") is not None:
         impact = float(s["share_of_step"])
@@ -926,10 +928,12 @@ def run_diagnoses(
         d = _exposed(run, row, th)
         if d is not None:
             out.append(d)
-    return out
+    # seam: make_diagnosis returns a Diagnosis Struct (h/s1); h/s2 returns them as they are
+    diagnoses: list[dict[str, Any]] = msgspec.to_builtins(out)
+    return diagnoses
 
 
-def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> dict[str, Any] | None:
+def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagnosis | None:
     step_us = row.get("mean_step_us")
     exposed_us = row.get("mean_exposed_us")
     ew, et = row.get("exposed_wait_us_per_step"), row.get("exposed_transfer_us_per_step")

@@ -7,27 +7,26 @@ that a diff can judge a change against the step-to-step noise of that very kerne
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.names import short_kernel_name
+from tb_kineto_insights.schema.tables import Table, TableRow, TablesPanel
 from tb_kineto_insights.trace import model as m
 
 #: Rows kept per table (by summed time); the rest is summed into ``other_time_us``.
 MAX_ROWS = 300
 
 
-def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str, Any]:
+def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> Table:
     trace = index.trace
     t = trace.tables[kind]
     steps = index.steps
     n_steps = len(steps)
     if len(t) == 0 or n_steps == 0:
-        return {"rows": [], "other_time_us": 0.0, "steps": n_steps}
+        return Table(rows=[], other_time_us=0.0, steps=n_steps)
     step = iv.window_index(t.start_ns, steps.start_ns, steps.end_ns)
     inside = step >= 0
     name_ids = t.name[inside]
@@ -52,20 +51,20 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str,
     order = np.argsort(-total_time, kind="stable")
     keep = order[:max_rows]
     rows = [
-        {
-            "name": str(uniq[g]),
-            "count": int(count[g].sum()),
-            "time_us": int(total_time[g]) / 1000.0,
-            "per_step_count": count[g].tolist(),
-            "per_step_time_us": (time[g] / 1000.0).tolist(),
-        }
+        TableRow(
+            name=str(uniq[g]),
+            count=int(count[g].sum()),
+            time_us=int(total_time[g]) / 1000.0,
+            per_step_count=count[g].tolist(),
+            per_step_time_us=(time[g] / 1000.0).tolist(),
+        )
         for g in keep
     ]
-    return {
-        "rows": rows,
-        "other_time_us": int(total_time[order[max_rows:]].sum()) / 1000.0,
-        "steps": n_steps,
-    }
+    return Table(
+        rows=rows,
+        other_time_us=int(total_time[order[max_rows:]].sum()) / 1000.0,
+        steps=n_steps,
+    )
 
 
 def _dataloader_iterators(index: TraceIndex) -> list[str]:
@@ -82,15 +81,16 @@ def _dataloader_iterators(index: TraceIndex) -> list[str]:
     return sorted(found)
 
 
-def tables_summary(index: TraceIndex, max_rows: int = MAX_ROWS) -> dict[str, Any]:
-    """``{"kernels": table, "ops": table, "dataloader_iterators": [str]}``; a table is
-    ``{"rows": [{name, count, time_us, per_step_count, per_step_time_us}],
-    "other_time_us", "steps"}`` with rows sorted by summed time (µs; summed durations,
+def tables_summary(index: TraceIndex, max_rows: int = MAX_ROWS) -> TablesPanel:
+    """:class:`~tb_kineto_insights.schema.tables.TablesPanel`: ``kernels`` and ``ops``
+    tables and ``dataloader_iterators`` (str); a :class:`~tb_kineto_insights.schema.tables.Table`
+    has ``rows`` (``name, count, time_us, per_step_count, per_step_time_us``),
+    ``other_time_us`` and ``steps``, with rows sorted by summed time (µs; summed durations,
     nested ops each count in full); ``dataloader_iterators``: see
     :func:`_dataloader_iterators` (the diff tells CPU ops that moved into DataLoader
     workers by it)."""
-    return {
-        "kernels": _table(index, m.KERNEL, True, max_rows),
-        "ops": _table(index, m.CPU_OP, False, max_rows),
-        "dataloader_iterators": _dataloader_iterators(index),
-    }
+    return TablesPanel(
+        kernels=_table(index, m.KERNEL, True, max_rows),
+        ops=_table(index, m.CPU_OP, False, max_rows),
+        dataloader_iterators=_dataloader_iterators(index),
+    )

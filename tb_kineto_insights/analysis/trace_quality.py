@@ -40,13 +40,13 @@ puts in doubt:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
 from tb_kineto_insights.trace import model as m
 
 #: Names Kineto gives its ``overhead`` activities (CUPTI overhead kinds).
@@ -65,13 +65,13 @@ OVERHEAD_NAMES: frozenset[str] = frozenset(
 )
 
 
-def _launch_blocking(index: TraceIndex) -> dict[str, Any]:
+def _launch_blocking(index: TraceIndex) -> LaunchBlocking:
     trace = index.trace
     kernels, runtime = trace.tables[m.KERNEL], trace.runtime
     rows = index.launch_row.get(m.KERNEL, np.zeros(0, dtype=np.int64))
     linked = rows >= 0
     if not linked.any():
-        return {"launches": 0, "ended_after_kernel": 0, "fraction": None}
+        return LaunchBlocking(launches=0, ended_after_kernel=0, fraction=None)
     is_launch = index.rows_where(m.RUNTIME, lambda n: "LaunchKernel" in n)
     rt_rows = rows[linked]
     launch = is_launch[rt_rows]
@@ -79,14 +79,14 @@ def _launch_blocking(index: TraceIndex) -> dict[str, Any]:
     k_end = kernels.end_ns[linked][launch]
     n = int(rt_rows.size)
     after = int((runtime.end_ns[rt_rows] >= k_end).sum()) if n else 0
-    return {
-        "launches": n,
-        "ended_after_kernel": after,
-        "fraction": round(after / n, 4) if n else None,
-    }
+    return LaunchBlocking(
+        launches=n,
+        ended_after_kernel=after,
+        fraction=round(after / n, 4) if n else None,
+    )
 
 
-def _profiler(index: TraceIndex, profiled_ns: int, n_steps: int) -> dict[str, Any]:
+def _profiler(index: TraceIndex, profiled_ns: int, n_steps: int) -> ProfilerCost:
     trace = index.trace
     other = trace.tables[m.OTHER]
     overhead_ns = 0
@@ -94,18 +94,19 @@ def _profiler(index: TraceIndex, profiled_ns: int, n_steps: int) -> dict[str, An
         mask = index.rows_where(m.OTHER, lambda n: n in OVERHEAD_NAMES)
         overhead_ns = int(other.dur_ns[mask].sum())
     per = max(n_steps, 1)
-    return {
-        "overhead_us": round(overhead_ns / 1000.0, 3),
-        "overhead_fraction": round(overhead_ns / profiled_ns, 4) if profiled_ns > 0 else None,
-        "python_function_events_per_step": round(len(trace.tables[m.PYTHON]) / per, 1),
-        "flow_events_per_step": round(len(trace.flows) / per, 1),
-    }
+    return ProfilerCost(
+        overhead_us=round(overhead_ns / 1000.0, 3),
+        overhead_fraction=round(overhead_ns / profiled_ns, 4) if profiled_ns > 0 else None,
+        python_function_events_per_step=round(len(trace.tables[m.PYTHON]) / per, 1),
+        flow_events_per_step=round(len(trace.flows) / per, 1),
+    )
 
 
 def trace_quality_summary(
     index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
-    """The ``health.trace_quality`` section (module docstring): ``steps``,
+) -> TraceQuality:
+    """The ``health.trace_quality`` section
+    (:class:`~tb_kineto_insights.schema.health.TraceQuality`, module docstring): ``steps``,
     ``steps_left_out``, ``step_us``,
     ``has_step_markers``, ``first_step_ratio``, ``step_cv``, ``launch_blocking``,
     ``profiler``. Durations in µs."""
@@ -122,32 +123,32 @@ def trace_quality_summary(
     cv: float | None = None
     if len(sample) >= 2 and np.mean(sample) > 0:
         cv = round(float(np.std(sample, ddof=1) / np.mean(sample)), 4)
-    return {
-        "steps": n,
-        "steps_left_out": len(index.trace.health.steps_without_gpu_data),
-        "has_step_markers": bool(steps.has_markers),
-        "step_us": [round(x, 3) for x in dur_us],
-        "first_step_ratio": ratio,
-        "step_cv": cv,
-        "launch_blocking": _launch_blocking(index),
-        "profiler": _profiler(index, steps.total_ns, n),
-    }
+    return TraceQuality(
+        steps=n,
+        steps_left_out=len(index.trace.health.steps_without_gpu_data),
+        has_step_markers=bool(steps.has_markers),
+        step_us=[round(x, 3) for x in dur_us],
+        first_step_ratio=ratio,
+        step_cv=cv,
+        launch_blocking=_launch_blocking(index),
+        profiler=_profiler(index, steps.total_ns, n),
+    )
 
 
 def trace_quality_diagnoses(
-    quality: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[dict[str, Any]]:
+    quality: TraceQuality, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[Diagnosis]:
     """Diagnoses from :func:`trace_quality_summary`'s section (module docstring for the
     rules and severities; every number in :mod:`.thresholds`)."""
     th = thresholds
-    out: list[dict[str, Any]] = []
-    n = int(quality.get("steps") or 0)
-    markers = bool(quality.get("has_step_markers"))
-    blocking = quality.get("launch_blocking") or {}
-    frac = blocking.get("fraction")
+    out: list[Diagnosis] = []
+    n = quality.steps
+    markers = quality.has_step_markers
+    blocking = quality.launch_blocking
+    frac = blocking.fraction
     if (
         frac is not None
-        and blocking.get("launches", 0) >= th.quality_blocking_min_launches
+        and blocking.launches >= th.quality_blocking_min_launches
         and frac >= th.quality_blocking_launch_fraction
     ):
         out.append(
@@ -155,10 +156,10 @@ def trace_quality_diagnoses(
                 "trace_cuda_launch_blocking",
                 "medium",
                 f"Kernel launches wait for their kernel ({100 * frac:.0f} % of "
-                f"{blocking['launches']} launches): recorded with CUDA_LAUNCH_BLOCKING=1?",
+                f"{blocking.launches} launches): recorded with CUDA_LAUNCH_BLOCKING=1?",
                 {
-                    "launches": blocking["launches"],
-                    "ended_after_kernel": blocking["ended_after_kernel"],
+                    "launches": blocking.launches,
+                    "ended_after_kernel": blocking.ended_after_kernel,
                     "fraction": frac,
                     "rule": f"fraction >= {th.quality_blocking_launch_fraction} with >= "
                     f"{th.quality_blocking_min_launches} launches",
@@ -170,7 +171,7 @@ def trace_quality_diagnoses(
             )
         )
     if markers and 0 < n < th.quality_min_steps:
-        left_out = int(quality.get("steps_left_out") or 0)
+        left_out = quality.steps_left_out
         out.append(
             make_diagnosis(
                 "trace_too_few_steps",
@@ -183,7 +184,7 @@ def trace_quality_diagnoses(
                 "health",
             )
         )
-    ratio = quality.get("first_step_ratio")
+    ratio = quality.first_step_ratio
     if markers and ratio is not None and ratio >= th.quality_warmup_ratio:
         out.append(
             make_diagnosis(
@@ -191,8 +192,8 @@ def trace_quality_diagnoses(
                 "low",
                 f"The first profiled step lasts {ratio:.1f}x the others: not a steady-state step",
                 {
-                    "first_step_us": quality["step_us"][0],
-                    "median_other_steps_us": round(float(np.median(quality["step_us"][1:])), 3),
+                    "first_step_us": quality.step_us[0],
+                    "median_other_steps_us": round(float(np.median(quality.step_us[1:])), 3),
                     "first_step_ratio": ratio,
                 },
                 "Means include this step. Profile after warm-up (schedule warmup=2 or more, "
@@ -202,7 +203,7 @@ def trace_quality_diagnoses(
                 "health",
             )
         )
-    cv = quality.get("step_cv")
+    cv = quality.step_cv
     n_cv = n - 1 if ratio is not None and ratio >= th.quality_warmup_ratio else n
     if (
         markers
@@ -215,15 +216,15 @@ def trace_quality_diagnoses(
                 "trace_unequal_steps",
                 "low",
                 f"Steps of very unequal length (coefficient of variation {cv:.2f})",
-                {"step_cv": cv, "steps": n_cv, "step_us": quality["step_us"]},
+                {"step_cv": cv, "steps": n_cv, "step_us": quality.step_us},
                 "Find what makes some steps long (data loading stalls, periodic "
                 "evaluation or checkpointing, garbage collection) or profile more "
                 "steps; a diff of such traces calls most changes within noise.",
                 "health",
             )
         )
-    prof = quality.get("profiler") or {}
-    over = float(prof.get("overhead_fraction") or 0.0)
+    prof = quality.profiler
+    over = float(prof.overhead_fraction or 0.0)
     severity = severity_for_impact(over, th) if markers else None
     if severity is not None:
         out.append(
@@ -232,10 +233,10 @@ def trace_quality_diagnoses(
                 severity,
                 f"The profiler's own overhead takes {100 * over:.1f} % of the profiled time",
                 {
-                    "overhead_us": prof["overhead_us"],
+                    "overhead_us": prof.overhead_us,
                     "overhead_fraction": over,
-                    "python_function_events_per_step": prof["python_function_events_per_step"],
-                    "flow_events_per_step": prof["flow_events_per_step"],
+                    "python_function_events_per_step": prof.python_function_events_per_step,
+                    "flow_events_per_step": prof.flow_events_per_step,
                 },
                 "Record fewer things (preset 'light': no stacks, shapes or memory) or fewer "
                 "active steps per cycle so CUPTI's buffers fill less within a step; the "

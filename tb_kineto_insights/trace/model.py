@@ -14,6 +14,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from tb_kineto_insights.schema.health import (
+    DamagedRegion,
+    HealthPanel,
+    StreamOverlapClipped,
+    TraceFlags,
+    TraceQuality,
+)
+
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
@@ -179,8 +187,8 @@ class FlowTable:
 
 @dataclass
 class TraceHealth:
-    """What the reader saw, skipped, repaired and was told by Kineto. JSON-serialisable
-    through :meth:`to_dict`.
+    """What the reader saw, skipped, repaired and was told by Kineto; the summary's
+    ``health`` panel through :meth:`panel`.
 
     Attributes:
         path: the file read.
@@ -262,37 +270,46 @@ class TraceHealth:
     string_ids: int = 0
     run_metadata: dict[str, Any] | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain ``dict`` (JSON-serialisable) of every attribute."""
-        return {
-            "path": self.path,
-            "compressed": self.compressed,
-            "file_bytes": self.file_bytes,
-            "json_bytes": self.json_bytes,
-            "root": self.root,
-            "event_count": self.event_count,
-            "category_counts": dict(self.category_counts),
-            "kind_counts": dict(self.kind_counts),
-            "skipped": dict(self.skipped),
-            "quarantined": dict(self.quarantined),
-            "quarantined_by_kind": {k: dict(v) for k, v in self.quarantined_by_kind.items()},
-            "stream_overlap_clipped": dict(self.stream_overlap_clipped),
-            "damage": [dict(d) for d in self.damage],
-            "damaged_regions": self.damaged_regions,
-            "lost_bytes": self.lost_bytes,
-            "lost_events": self.lost_events,
-            "steps_without_gpu_data": list(self.steps_without_gpu_data),
-            "repairs": dict(self.repairs),
-            "exact_ns_timestamps": self.exact_ns_timestamps,
-            "kineto_log": list(self.kineto_log),
-            "kineto_record_counts": dict(self.kineto_record_counts),
-            "flags": dict(self.flags),
-            "device_properties": list(self.device_properties),
-            "distributed_info": self.distributed_info,
-            "metadata": dict(self.metadata),
-            "string_ids": self.string_ids,
-            "run_metadata": self.run_metadata,
-        }
+    def panel(self, trace_quality: TraceQuality) -> HealthPanel:
+        """``summary.health``: every attribute above, in this order, as a
+        :class:`~tb_kineto_insights.schema.health.HealthPanel`, with ``trace_quality``
+        (``analysis.trace_quality.trace_quality_summary``) last. Containers are copied,
+        so the panel does not change if this object does.
+
+        Raises:
+            TypeError: ``stream_overlap_clipped``, ``flags`` or a ``damage`` entry lacks a
+                key of its Struct, or has one it does not name.
+        """
+        return HealthPanel(
+            path=self.path,
+            compressed=self.compressed,
+            file_bytes=self.file_bytes,
+            json_bytes=self.json_bytes,
+            root=self.root,
+            event_count=self.event_count,
+            category_counts=dict(self.category_counts),
+            kind_counts=dict(self.kind_counts),
+            skipped=dict(self.skipped),
+            quarantined=dict(self.quarantined),
+            quarantined_by_kind={k: dict(v) for k, v in self.quarantined_by_kind.items()},
+            stream_overlap_clipped=StreamOverlapClipped(**self.stream_overlap_clipped),
+            damage=[DamagedRegion(**d) for d in self.damage],
+            damaged_regions=self.damaged_regions,
+            lost_bytes=self.lost_bytes,
+            lost_events=self.lost_events,
+            steps_without_gpu_data=list(self.steps_without_gpu_data),
+            repairs=dict(self.repairs),
+            exact_ns_timestamps=self.exact_ns_timestamps,
+            kineto_log=list(self.kineto_log),
+            kineto_record_counts=dict(self.kineto_record_counts),
+            flags=TraceFlags(**self.flags),
+            device_properties=list(self.device_properties),
+            distributed_info=self.distributed_info,
+            metadata=dict(self.metadata),
+            string_ids=self.string_ids,
+            run_metadata=self.run_metadata,
+            trace_quality=trace_quality,
+        )
 
 
 @dataclass
