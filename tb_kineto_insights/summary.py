@@ -1,9 +1,11 @@
 """Summary of one trace: the small, JSON-serialisable result every front end shows.
 
 ``summarize_file(path)`` reads and analyses one file; the CLI, the plugin and the cache
-all call it. A summary is a plain ``dict`` with one key per panel in :data:`PANELS`; its
-shape is the :class:`~tb_kineto_insights.schema.Summary` Struct (one module per panel in
-``tb_kineto_insights/schema/``, published as ``docs/schema/summary.schema.json``):
+all call it. A summary is the :class:`~tb_kineto_insights.schema.Summary` Struct, one
+field per panel in :data:`PANELS`, built from the Struct each panel's builder returns (one
+module per panel in ``tb_kineto_insights/schema/``, published as
+``docs/schema/summary.schema.json``); :func:`summarize_trace` hands it on as built-ins
+(a ``dict``) until the consumers take the Struct:
 
 - ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`),
   with ``trace_quality``: is the trace representative (:mod:`.analysis.trace_quality`);

@@ -4,8 +4,10 @@
 ranks :class:`RunView`, the :class:`DiffDocument` (``tb_kineto_insights.diff/1``) and
 the :class:`Report` envelope (``tb_kineto_insights.report/1``).
 
-The analysis code builds plain dicts (built-ins are what it indexes internally); these
-Structs are the contract at the boundary: every summary the cache reads back is decoded
+The analysis builds them: each panel builder returns its Struct, ``make_diagnosis`` a
+:class:`~tb_kineto_insights.schema.diagnoses.Diagnosis`, ``summarize_trace`` the
+:class:`Summary` from them (handed on as built-ins until the consumers take the Struct).
+Every summary the cache reads back is decoded
 with :data:`SUMMARY_DECODER` (an entry that does not validate is dropped and computed
 again), ``docs/schema/*.json`` is generated from them (``make schema``,
 ``scripts/gen_schema.py``), and ``frontend/src/types.ts`` is generated from that JSON

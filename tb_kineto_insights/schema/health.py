@@ -1,4 +1,5 @@
-"""Shape of ``health``: filled by ``trace.model.TraceHealth.to_dict``.
+"""Shape of ``health``: built by ``trace.model.TraceHealth.panel`` (``trace_quality`` by
+``analysis.trace_quality.trace_quality_summary``).
 
 Kept in step with that code: tests round-trip every real summary through it.
 """

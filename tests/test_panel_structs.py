@@ -1,0 +1,126 @@
+"""Issue 16: every panel builder returns its ``schema`` Struct, ``diagnose`` reads them,
+and ``summarize_trace`` builds the :class:`Summary` from them; encoded, that Summary is
+byte for byte the summary every consumer reads, and decodes back to an equal Struct."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from conftest import cpu, kernel, write_trace
+
+from tb_kineto_insights.analysis.communication import communication_summary
+from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.diagnoses import diagnose
+from tb_kineto_insights.analysis.findings import make_diagnosis
+from tb_kineto_insights.analysis.idle import idle_summary
+from tb_kineto_insights.analysis.kernels import kernels_summary
+from tb_kineto_insights.analysis.memory import memory_summary
+from tb_kineto_insights.analysis.overview import steps_summary
+from tb_kineto_insights.analysis.tables import tables_summary
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
+from tb_kineto_insights.schema import SUMMARY_DECODER, Summary
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.health import HealthPanel, TraceQuality
+from tb_kineto_insights.schema.idle import IdlePanel
+from tb_kineto_insights.schema.kernels import KernelsPanel
+from tb_kineto_insights.schema.memory import MemoryPanel
+from tb_kineto_insights.schema.steps import StepsPanel
+from tb_kineto_insights.schema.tables import TablesPanel
+from tb_kineto_insights.summary import summarize_trace
+from tb_kineto_insights.trace.reader import read_trace
+
+MIB = 1024 * 1024
+
+
+def _rank0(h200x2: Path, run: str) -> Path:
+    (path,) = sorted((h200x2 / run).glob("rank0*.pt.trace.json.gz"))
+    return path
+
+
+def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -> None:
+    """h200x2 ddp_straggler rank 0 (the waiting rank): each builder returns its Struct,
+    the Summary built from them encodes to the very bytes of ``summarize_trace``'s
+    summary, decodes back equal, and carries the ``exposed_communication`` Diagnosis
+    (12-15.5 ms/step of estimated wait, test_communication)."""
+    trace = read_trace(str(_rank0(h200x2, "ddp_straggler")))
+    index = build_index(trace)
+    panels: dict[str, Any] = {
+        "steps": steps_summary(index),
+        "kernels": kernels_summary(index),
+        "idle": idle_summary(index),
+        "communication": communication_summary(index),
+        "memory": memory_summary(index),
+        "health": trace.health.panel(trace_quality_summary(index)),
+    }
+    for key, struct_type in (
+        ("steps", StepsPanel),
+        ("kernels", KernelsPanel),
+        ("idle", IdlePanel),
+        ("communication", CommunicationPanel),
+        ("memory", MemoryPanel),
+        ("health", HealthPanel),
+    ):
+        assert type(panels[key]) is struct_type, key
+    assert type(panels["health"].trace_quality) is TraceQuality
+    tables = tables_summary(index)
+    assert type(tables) is TablesPanel
+    found = diagnose(index, panels)
+    assert found and all(type(d) is Diagnosis for d in found)
+    exposed = next(d for d in found if d.id == "exposed_communication")
+    assert 12_000 < exposed.evidence["exposed_wait_estimate_us_per_step"] < 15_500
+    built = Summary(diagnoses=found, tables=tables, **panels)
+
+    encoded = msgspec.json.encode(built)
+    assert encoded == msgspec.json.encode(summarize_trace(trace))  # the seam changes nothing
+    assert SUMMARY_DECODER.decode(encoded) == built
+    # the Struct's numbers are the ones the panels computed
+    assert built.steps.count == len(index.steps) > 0
+    assert built.communication.has_collectives and built.communication.kinds[0].count > 0
+
+
+def test_unnamed_device_type_round_trips(tmp_path: Path) -> None:
+    """A ``[memory]`` event of ``Device Type`` 42 (no name in c10::DeviceType) gives
+    ``device_type_name`` null: the Summary accepts it (the Struct said ``str``, so the
+    cache's decoder dropped such a summary), and a named type keeps its name."""
+    events = [cpu("ProfilerStep#1", 0, 1000, cat="user_annotation"), kernel("k", 10, 5)]
+    for ts, dtype in ((20, 42), (30, 1)):
+        args = {"Device Type": dtype, "Device Id": 0, "Bytes": MIB, "Addr": ts}
+        args |= {"Total Allocated": MIB, "Total Reserved": 2 * MIB}
+        events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": 100, "tid": 1,
+                       "ts": ts, "args": args})  # fmt: skip
+    summary = summarize_trace(read_trace(str(write_trace(tmp_path / "m.json", events))))
+    decoded = SUMMARY_DECODER.decode(msgspec.json.encode(summary))
+    names = {d.device: d.device_type_name for d in decoded.memory.devices}
+    assert names == {"CUDA:0": "CUDA", "type 42:0": None}
+
+
+def test_diagnose_refuses_a_panel_that_is_not_its_struct(tmp_path: Path) -> None:
+    events = [cpu("ProfilerStep#1", 0, 100, cat="user_annotation"), kernel("k", 10, 5)]
+    index = build_index(read_trace(str(write_trace(tmp_path / "t.json", events))))
+    steps = steps_summary(index)
+    assert diagnose(index, {"steps": steps}) == []  # a panel left out raises nothing
+    with pytest.raises(TypeError, match="panel 'steps' is a dict, expected StepsPanel"):
+        diagnose(index, {"steps": msgspec.to_builtins(steps)})
+    with pytest.raises(TypeError, match="panel 'idle' is a StepsPanel, expected IdlePanel"):
+        diagnose(index, {"steps": steps, "idle": steps})
+
+
+def test_make_diagnosis_is_a_diagnosis() -> None:
+    d = make_diagnosis("no_step_markers", "medium", "t", {"steps": 0}, "r", "steps", 0.25)
+    assert d == Diagnosis(
+        id="no_step_markers",
+        severity="medium",
+        title="t",
+        evidence={"steps": 0},
+        recommendation="r",
+        panel="steps",
+        impact_fraction=0.25,
+    )
+    with pytest.raises(ValueError, match="unknown severity"):
+        make_diagnosis("no_step_markers", "urgent", "t", {}, "r", "steps")
+    with pytest.raises(ValueError, match="unregistered diagnosis id"):
+        make_diagnosis("made_up", "low", "t", {}, "r", "steps")
