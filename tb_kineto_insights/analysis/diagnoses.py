@@ -1,7 +1,8 @@
 """``summary.diagnoses``: what limits the job, with evidence and a concrete next step.
 
-Each diagnosis is ``{id, severity, title, evidence, recommendation, panel,
-impact_fraction}`` (:mod:`~tb_kineto_insights.analysis.findings`) with a stable ``id``
+Each diagnosis is a :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis` (``id``,
+``severity``, ``title``, ``evidence``, ``recommendation``, ``panel``, ``impact_fraction``;
+:mod:`~tb_kineto_insights.analysis.findings`), read from the panel Structs, with a stable ``id``
 (DESIGN.md: add ids, never rename). Every threshold comes from
 :class:`~tb_kineto_insights.analysis.thresholds.Thresholds`.
 
