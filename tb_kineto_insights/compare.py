@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import fsspec
-
 from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -39,6 +37,8 @@ class LoadedSide:
 def _exists(spec: str) -> tuple[bool, bool]:
     """(exists, is_file) for a local path or URL."""
     try:
+        import fsspec  # not at module level: 0.1 s of start-up (cli.py)
+
         fs, path = fsspec.core.url_to_fs(spec)
         return bool(fs.exists(path)), bool(fs.isfile(path))
     except (OSError, ValueError, ImportError):
