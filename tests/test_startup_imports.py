@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,6 +74,22 @@ def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Pat
     assert _loaded_after(code) == []
 
 
+def test_report_and_diff_of_local_folders_load_no_fsspec(tmp_path: Path) -> None:
+    _tiny_trace(tmp_path / "a")
+    _tiny_trace(tmp_path / "b")
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert c.main(['report', {str(tmp_path)!r}, '--cache', 'none']) == 0\n"
+        f"    assert c.main(['diff', {str(tmp_path / 'a')!r}, {str(tmp_path / 'b')!r},"
+        " '--cache', 'none']) == 0\n"
+    )
+    assert _loaded_after(code) == [
+        "tb_kineto_insights.analysis.diff",  # diff needs its machinery, not fsspec
+        "tb_kineto_insights.compare",
+    ]
+
+
 def test_report_of_a_url_does_load_fsspec(tmp_path: Path) -> None:
     """The negative control: the check above sees fsspec when it is imported."""
     path = _tiny_trace(tmp_path)
@@ -92,6 +109,38 @@ def test_local_path_is_what_fsspec_uses(tmp_path: Path, monkeypatch: pytest.Monk
         assert local_path(path) == fsspec.core.url_to_fs(path)[1], path
     for url in ("s3://b/k", "file:///a", "file:/a", "memory://x", "simplecache::s3://b/k"):
         assert local_path(url) is None, url
+
+
+def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
+    """discover() on LocalTree and on fsspec's local filesystem: the same spans, on a
+    folder with links inside and outside, a link to a folder, a broken link, a FIFO, a
+    hidden folder, an oddly named trace and an empty folder."""
+    fsspec = pytest.importorskip("fsspec")
+    from tb_kineto_insights import logdir
+
+    log, outside = tmp_path / "log", tmp_path / "outside"
+    trace = _tiny_trace(log / "run1" / "sub")
+    (log / "run1" / "sub" / "in.2.pt.trace.json").symlink_to(trace.name)
+    _tiny_trace(outside)
+    (log / "run1" / "out.3.pt.trace.json").symlink_to(outside / trace.name)
+    (log / "run1" / "folder_link").symlink_to(log / "run1" / "sub")
+    (log / "run1" / "broken.4.pt.trace.json").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(log / "run1" / "fifo.5.pt.trace.json")
+    _tiny_trace(log / ".hidden")
+    (log / "run2").mkdir()
+    write_trace(log / "run3" / "odd.json", [kernel("k", 0.0, 1.0)])
+
+    ours = logdir.discover(str(log))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            logdir,
+            "_open_fs",
+            lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1]),
+        )
+        theirs = logdir.discover(str(log))
+    assert ours == theirs
+    spans = sorted(s.path[len(str(log)) + 1 :] for r in ours for w in r.workers for s in w.spans)
+    assert spans == ["run1/sub/in.2.pt.trace.json", "run1/sub/w.1.pt.trace.json", "run3/odd.json"]
 
 
 def _stdlib(doc: object) -> str:
