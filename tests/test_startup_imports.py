@@ -190,3 +190,26 @@ def test_report_json_of_a_real_trace_is_the_stdlib_text() -> None:
     assert text == _stdlib(report)
     assert len(text) > 10_000  # a full report, not an error stub
     assert '"summary"' in text
+
+
+def test_bench_startup_prints_every_command(tmp_path: Path) -> None:
+    """benchmarks/bench_startup.py runs and prints one row per command, CPU <= wall * 2."""
+    trace = _tiny_trace(tmp_path)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_startup.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--startup", "--repeat", "1", "--no-compile"]
+        + ["--trace", str(trace)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    rows = {line.split("  ")[0].strip(): line.split()[-3:] for line in out.splitlines()[3:]}
+    assert list(rows) == [
+        "python -c pass",
+        "import numpy, msgspec",
+        "--version",
+        "report w.1.pt.trace.json --format json",
+    ]
+    for wall, cpu_s, fastest in rows.values():
+        assert 0 < float(fastest) <= float(wall) and 0 < float(cpu_s) <= 2 * float(wall) + 0.05
