@@ -67,10 +67,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from tb_kineto_insights import cache_store
+from tb_kineto_insights import cache_store, schema
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.content_id import content_key_cached
-from tb_kineto_insights.schema import SCHEMA_FINGERPRINT, SUMMARY_DECODER
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
@@ -273,7 +272,9 @@ def entry_key(ident: Identity, settings: str) -> str:
     Raises:
         TraceIOError: the file cannot be read to compute its content key.
     """
-    key = encode_json([CACHE_FORMAT, SCHEMA_FINGERPRINT, ident.content_key(), settings])
+    # SCHEMA_FINGERPRINT: made on first use (schema.schema_fingerprint), or as set here.
+    fingerprint = globals().get("SCHEMA_FINGERPRINT") or schema.schema_fingerprint()
+    key = encode_json([CACHE_FORMAT, fingerprint, ident.content_key(), settings])
     return hashlib.sha256(key).hexdigest()
 
 
@@ -374,7 +375,7 @@ def decode_entry(
             return None
         if validate:
             try:
-                SUMMARY_DECODER.decode(summary)
+                schema.summary_decoder().decode(summary)
             except msgspec.ValidationError as exc:
                 logger.warning("Kineto Insights: cached summary of %s: %s", ident.path, exc)
                 return None
@@ -568,7 +569,9 @@ _MOVED = {
 
 def __getattr__(name: str) -> Any:
     """``tb_kineto_insights.cache.SummaryLoader`` and the other names of :data:`_MOVED`,
-    from their new modules (PEP 562)."""
+    from their new modules (PEP 562); ``SCHEMA_FINGERPRINT``, made on first use."""
+    if name == "SCHEMA_FINGERPRINT":
+        return schema.schema_fingerprint()
     module = _MOVED.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

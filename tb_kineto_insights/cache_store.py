@@ -25,8 +25,6 @@ import secrets
 from pathlib import Path
 from typing import Protocol
 
-import fsspec
-
 __all__ = ["CacheStore", "FsspecStore", "LocalStore", "open_store"]
 
 
@@ -113,6 +111,8 @@ class FsspecStore:
     endpoint through fsspec's configuration (``FSSPEC_S3_ENDPOINT_URL`` ...)."""
 
     def __init__(self, url: str) -> None:
+        import fsspec  # a URL only: not at module level (0.1 s of start-up, cli.py)
+
         self.location = url.rstrip("/")
         self._fs, root = fsspec.core.url_to_fs(self.location)
         self._root = str(root).rstrip("/")

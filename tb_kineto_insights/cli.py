@@ -24,19 +24,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import fsspec
-
-from tb_kineto_insights import __version__, compare
+from tb_kineto_insights import __version__
 from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.cache import CACHE_DIR_ENV
 from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
+from tb_kineto_insights.json_output import write_json
+from tb_kineto_insights.local_paths import local_path
 from tb_kineto_insights.logdir import (
     LogdirError,
     Run,
@@ -56,13 +56,26 @@ from tb_kineto_insights.summary import (
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
+if TYPE_CHECKING:
+    from tb_kineto_insights import compare
+
+# Start-up: ``report`` imports neither fsspec (only for a URL: ``_is_file``, logdir,
+# trace/source.py import it when a path names a protocol) nor ``compare`` (the diff
+# machinery: imported by ``diff``/``check`` only, in ``_compare``/``_cmd_check``).
+# tests/test_startup_imports.py holds this.
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
 
 
 def _is_file(path: str) -> bool:
+    local = local_path(path)
+    if local is not None:
+        return os.path.isfile(local)
     try:
+        import fsspec  # a URL: only here (0.1 s of imports)
+
         fs, fs_path = fsspec.core.url_to_fs(path)
         return bool(fs.isfile(fs_path))
     except (OSError, ValueError, ImportError):
@@ -80,17 +93,6 @@ def _runs_for(path: str) -> list[Run]:
         dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
         for run in discover(path)
     ]
-
-
-def _clean(value: Any) -> Any:
-    """NaN/inf → None, recursively, so the JSON output is strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def _span_entry(
@@ -397,8 +399,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_UNUSABLE
     spans = _spans(report)
     if args.format == "json":
-        json.dump(_clean(report), out, indent=1, allow_nan=False)
-        out.write("\n")
+        write_json(report, out)
     else:
         write_text(report, out)
     if not spans:
@@ -414,6 +415,8 @@ def _compare(
     args: argparse.Namespace, err: TextIO
 ) -> tuple[dict[str, Any], compare.LoadedSide] | None:
     """Load both sides and diff them; None (after printing why) on unusable input."""
+    from tb_kineto_insights import compare  # diff machinery: diff/check only
+
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
@@ -428,19 +431,22 @@ def _compare(
 
 
 def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights import compare  # diff machinery: diff/check only
+
     result = _compare(args, err)
     if result is None:
         return EXIT_UNUSABLE
     doc = result[0]
     if args.format == "json":
-        json.dump(_clean(doc), out, indent=1, allow_nan=False)
-        out.write("\n")
+        write_json(doc, out)
     else:
         out.write(compare.diff_text(doc))
     return EXIT_OK
 
 
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights import compare  # diff machinery: diff/check only
+
     try:
         limit = compare.parse_fraction(args.max_step_time_regression)
     except ValueError as exc:
@@ -501,8 +507,6 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"error: --workers must be at least 1, got {args.workers}\n")
         return EXIT_UNUSABLE
     # Without --cache or the variable: the folder TensorBoard on this machine uses.
-    import os
-
     raw = args.cache if args.cache is not None else os.environ.get(CACHE_DIR_ENV, "")
     location = cli_cache_location(args.cache) or str(cache_dir_from_env())
     if raw.strip().lower() == "none":

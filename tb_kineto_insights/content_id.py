@@ -45,7 +45,6 @@ import threading
 from collections import OrderedDict
 from typing import IO
 
-import fsspec
 import xxhash
 
 from tb_kineto_insights.trace.confine import Rule, confined, open_local
@@ -85,6 +84,8 @@ def _head_and_tail(
                 return _read_ranges(handle, size_bytes)
         with open_local(local) as handle:
             return _read_ranges(handle, size_bytes)
+    import fsspec  # a URL only: not at module level (0.1 s of start-up, cli.py)
+
     fs, fs_path = fsspec.core.url_to_fs(path)
     if size_bytes <= 2 * HASH_BYTES:
         data = bytes(fs.cat_file(fs_path))

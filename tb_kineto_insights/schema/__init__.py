@@ -26,6 +26,7 @@ Struct invalidates cached summaries by itself.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from typing import Any, TypeVar
@@ -49,6 +50,8 @@ __all__ = [
     "Summary",
     "checked",
     "json_schemas",
+    "schema_fingerprint",
+    "summary_decoder",
     "validate_summary",
 ]
 
@@ -57,10 +60,14 @@ REPORT_SCHEMA = "tb_kineto_insights.report/1"
 #: Schema id of the diff document (:class:`DiffDocument`).
 DIFF_SCHEMA = "tb_kineto_insights.diff/1"
 
-#: Decodes one summary's JSON bytes into a :class:`Summary`; raises
-#: ``msgspec.ValidationError`` (a ``ValueError``) when a key is missing or of the wrong
-#: type, ``msgspec.DecodeError`` on malformed JSON.
-SUMMARY_DECODER = msgspec.json.Decoder(Summary)
+
+@functools.cache
+def summary_decoder() -> msgspec.json.Decoder[Summary]:
+    """Decodes one summary's JSON bytes into a :class:`Summary`; its ``decode`` raises
+    ``msgspec.ValidationError`` (a ``ValueError``) when a key is missing or of the wrong
+    type, ``msgspec.DecodeError`` on malformed JSON. Built on first use (also as
+    :data:`SUMMARY_DECODER`): a ``report --cache none`` never needs it."""
+    return msgspec.json.Decoder(Summary)
 
 
 def json_schemas() -> dict[str, dict[str, Any]]:
@@ -81,13 +88,29 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     return out
 
 
-#: SHA-256 (hex) of the JSON Schema of the Summary and the RunView: changes whenever a
-#: Struct of either changes (a field added, removed, renamed, retyped, made optional).
-#: Part of every summary's cache key, hence of every stored run view's key too (made
-#: from its spans' entry keys, ``index.run_view_key``).
-SCHEMA_FINGERPRINT = hashlib.sha256(
-    msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
-).hexdigest()
+@functools.cache
+def schema_fingerprint() -> str:
+    """SHA-256 (hex) of the JSON Schema of the Summary and the RunView: changes whenever
+    a Struct of either changes (a field added, removed, renamed, retyped, made optional).
+    Part of every summary's cache key, hence of every stored run view's key too (made
+    from its spans' entry keys, ``index.run_view_key``). Computed on first use (also as
+    :data:`SCHEMA_FINGERPRINT`): generating the JSON Schema took 15-50 ms of every
+    start-up when it was a module constant, and ``report --cache none`` never needs it."""
+    return hashlib.sha256(
+        msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
+    ).hexdigest()
+
+
+_LAZY = {"SCHEMA_FINGERPRINT": schema_fingerprint, "SUMMARY_DECODER": summary_decoder}
+
+
+def __getattr__(name: str) -> Any:
+    """``SCHEMA_FINGERPRINT`` (:func:`schema_fingerprint`) and ``SUMMARY_DECODER``
+    (:func:`summary_decoder`), made on first access (PEP 562)."""
+    make = _LAZY.get(name)
+    if make is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return make()
 
 
 def validate_summary(summary: Any) -> Summary:

@@ -26,10 +26,15 @@ imports the main module once), or set ``KINETO_INSIGHTS_READ_WORKERS=1``.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-from concurrent.futures import Executor, ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+# multiprocessing and concurrent.futures.process are imported where a pool is considered
+# (read_workers past the size test, start_pool): together 40 ms of every start-up, and
+# a file under PARALLEL_MIN_JSON_BYTES never needs them.
 
 #: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
 #: workers' start (about 0.1 s) is not paid back.
@@ -78,6 +83,8 @@ def read_workers(estimated_json_bytes: int, requested: int | None = None) -> int
             cores = 1
     if cores < 2 or estimated_json_bytes < PARALLEL_MIN_JSON_BYTES:
         return 0
+    import multiprocessing as mp
+
     if mp.current_process().daemon:  # daemonic processes cannot have children
         return 0
     if mp.parent_process() is not None:  # a multiprocessing child: never nest pools
@@ -88,6 +95,9 @@ def read_workers(estimated_json_bytes: int, requested: int | None = None) -> int
 def start_pool(workers: int) -> Executor | None:
     """A process pool of ``workers`` (forkserver, else spawn), or ``None`` when worker
     processes cannot be started here (the read is then serial)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
     methods = mp.get_all_start_methods()
     method = "forkserver" if "forkserver" in methods else "spawn"
     try:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import queue
 import threading
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-import fsspec
-
+from tb_kineto_insights.local_paths import local_path
 from tb_kineto_insights.trace.confine import open_local
 from tb_kineto_insights.trace.errors import TraceIOError, TraceTooLargeError
 
@@ -57,6 +57,8 @@ def reading_progress(callback: ProgressCallback | None) -> Iterator[None]:
 def _open(path: str) -> IO[bytes]:
     try:
         if "://" in path:
+            import fsspec  # a URL only: fsspec costs 0.1 s of imports (local_paths.py)
+
             return fsspec.open(path, "rb").open()
         return open_local(path)  # containment rules, when registered: see trace/confine.py
     except FileNotFoundError as exc:
@@ -72,6 +74,11 @@ def file_size(path: str) -> int:
         TraceIOError: the file cannot be found or asked about.
     """
     try:
+        local = local_path(path)
+        if local is not None:  # what fsspec's local filesystem answers, without importing it
+            return os.stat(local).st_size
+        import fsspec
+
         fs, fs_path = fsspec.core.url_to_fs(path)
         return int(fs.size(fs_path))
     except FileNotFoundError as exc:

@@ -1,0 +1,126 @@
+"""Plain local paths without importing fsspec.
+
+Importing fsspec costs about 0.12 s (it pulls in asyncio, its caching and compression
+registries); a ``report FILE`` on a local trace needs none of it. :func:`local_path`
+says whether a path is one fsspec would hand to its ``LocalFileSystem`` anyway, and
+gives the same absolute path fsspec would use (``fsspec.implementations.local.
+make_path_posix``: ``~`` expanded, a relative path joined to the working directory,
+trailing ``/`` dropped), so a stat or an open of it gives the same answer and the same
+error text. Anything that names a protocol (``s3://``, ``file://``, ``file:``,
+``local:``, a chain ``a::b``, ``data:``), and every path on Windows, returns ``None``:
+the caller then goes through fsspec as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["LocalTree", "local_path"]
+
+
+def local_path(path: str) -> str | None:
+    """The absolute POSIX path of a plain local ``path`` (as fsspec's local filesystem
+    strips it), or ``None`` when ``path`` is a URL or this is not a POSIX system.
+
+    >>> local_path("/data/run1/")
+    '/data/run1'
+    >>> local_path("s3://bucket/key") is None
+    True
+    """
+    if os.sep != "/" or "://" in path or "::" in path:
+        return None
+    if path.startswith(("data:", "file:", "local:")):
+        return None
+    if path.startswith("/"):
+        full = path
+    elif path.startswith("~"):
+        full = os.path.expanduser(path)
+    else:
+        rel = path[2:] if path.startswith("./") else ("" if path == "." else path)
+        full = f"{os.getcwd()}/{rel}"
+    return full.rstrip("/") or "/"
+
+
+class LocalTree:
+    """The part of fsspec's ``LocalFileSystem`` that listing a local log directory uses
+    (``logdir.discover``), on ``os.scandir``: so ``report``/``diff`` of a local folder
+    and the plugin on a local log directory do not import fsspec.
+
+    Same answers as fsspec 2024-2026 on a POSIX path: :meth:`isdir` and :meth:`exists`
+    follow links (a broken link does not exist); :meth:`walk` (``topdown``, detailed)
+    yields ``(folder, {name: info}, {name: info})`` per folder, sub-folders in
+    ``os.scandir`` order and only those left in the dict by the caller; an entry is a
+    ``"directory"`` or ``"file"`` when it is one without following links, else
+    ``"other"`` (a symlink to anything, a FIFO...), with ``islink``; an entry gone
+    while listing is left out; a folder that cannot be listed is reported to
+    ``on_error`` when it is the root and skipped silently below it (as fsspec's
+    recursive ``walk`` does). ``info`` holds ``name``, ``type`` and ``islink`` only:
+    the caller stats the files it keeps.
+    """
+
+    def invalidate_cache(self, path: str | None = None) -> None:
+        """Nothing is cached."""
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def walk(
+        self,
+        path: str,
+        *,
+        detail: bool = True,
+        topdown: bool = True,
+        on_error: Callable[[OSError], object] | None = None,
+    ) -> Iterator[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]:
+        """Folders under ``path`` (an absolute POSIX path, as :func:`local_path` gives),
+        top-down. ``detail`` and ``topdown`` must be True (what discovery asks)."""
+        if not (detail and topdown):
+            raise ValueError("LocalTree.walk lists top-down with details only")
+        root = path.rstrip("/") or "/"
+        try:
+            listing = self._listing(root)
+        except OSError as exc:
+            if on_error is not None:
+                on_error(exc)
+            return
+        yield from self._walk(root, listing)
+
+    def _walk(
+        self, folder: str, listing: list[dict[str, Any]]
+    ) -> Iterator[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]:
+        dirs: dict[str, dict[str, Any]] = {}
+        files: dict[str, dict[str, Any]] = {}
+        for info in listing:
+            name = info["name"].rsplit("/", 1)[-1]
+            (dirs if info["type"] == "directory" else files)[name] = info
+        yield folder, dirs, files
+        for info in dirs.values():
+            try:
+                below = self._listing(info["name"])
+            except OSError:
+                continue
+            yield from self._walk(info["name"], below)
+
+    @staticmethod
+    def _listing(folder: str) -> list[dict[str, Any]]:
+        out = []
+        prefix = folder if folder.endswith("/") else folder + "/"
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        kind = "directory"
+                    elif entry.is_file(follow_symlinks=False):
+                        kind = "file"
+                    else:
+                        kind = "other"
+                    islink = entry.is_symlink()
+                except FileNotFoundError:
+                    continue
+                out.append({"name": prefix + entry.name, "type": kind, "islink": islink})
+        return out

@@ -1,0 +1,215 @@
+"""Start-up cost of the CLI (issue 14): what ``report`` imports, and the JSON it writes.
+
+Not timing tests: they check which modules a command loads (in a fresh interpreter) and
+that the msgspec-encoded output is byte for byte the stdlib ``json`` text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+
+from tb_kineto_insights.json_output import dumps_json
+from tb_kineto_insights.local_paths import local_path
+
+#: Packages (and our modules) a ``report`` of a local file must not import.
+HEAVY = (
+    "fsspec",
+    "dask",
+    "distributed",
+    "watchdog",
+    "tensorboard",
+    "tb_kineto_insights.compare",
+    "tb_kineto_insights.plugin",
+    "tb_kineto_insights.analysis.diff",
+    "concurrent.futures.process",
+)
+
+_LOADED = (
+    "import sys\n"
+    "heavy = {heavy!r}\n"
+    "print(sorted(m for m in sys.modules if m in heavy or m.split('.')[0] in heavy))\n"
+)
+
+
+def _loaded_after(code: str) -> list[str]:
+    """The HEAVY modules loaded after running ``code`` in a fresh interpreter."""
+    script = code + "\n" + _LOADED.format(heavy=HEAVY)
+    out = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=120
+    )
+    return list(json.loads(out.stdout.strip().splitlines()[-1].replace("'", '"')))
+
+
+def _tiny_trace(tmp_path: Path) -> Path:
+    events = [
+        cpu("ProfilerStep#1", 0.0, 100.0, cat="user_annotation"),
+        kernel("k", 10.0, 50.0),
+    ]
+    return write_trace(tmp_path / "w.1.pt.trace.json", events)
+
+
+def test_importing_the_cli_loads_nothing_heavy() -> None:
+    assert _loaded_after("import tb_kineto_insights.cli") == []
+
+
+def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Path) -> None:
+    path = _tiny_trace(tmp_path)
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"    args = ['report', {str(path)!r}, '--format', 'json', '--cache', 'none']\n"
+        "    assert c.main(args) == 0\n"
+        "assert '\"event_count\": 2' in out.getvalue(), out.getvalue()[:2000]\n"
+    )
+    assert _loaded_after(code) == []
+
+
+def test_report_and_diff_of_local_folders_load_no_fsspec(tmp_path: Path) -> None:
+    _tiny_trace(tmp_path / "a")
+    _tiny_trace(tmp_path / "b")
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert c.main(['report', {str(tmp_path)!r}, '--cache', 'none']) == 0\n"
+        f"    assert c.main(['diff', {str(tmp_path / 'a')!r}, {str(tmp_path / 'b')!r},"
+        " '--cache', 'none']) == 0\n"
+    )
+    assert _loaded_after(code) == [
+        "tb_kineto_insights.analysis.diff",  # diff needs its machinery, not fsspec
+        "tb_kineto_insights.compare",
+    ]
+
+
+def test_report_of_a_url_does_load_fsspec(tmp_path: Path) -> None:
+    """The negative control: the check above sees fsspec when it is imported."""
+    path = _tiny_trace(tmp_path)
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert c.main(['report', 'file://' + {str(path)!r}, '--format', 'json',"
+        " '--cache', 'none']) == 0\n"
+    )
+    assert "fsspec" in _loaded_after(code)
+
+
+def test_local_path_is_what_fsspec_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.chdir(tmp_path)
+    for path in ("/a/b/", "x.json", "./x.json", ".", "~/q.json", "runs/r1/", "/", "a/../b"):
+        assert local_path(path) == fsspec.core.url_to_fs(path)[1], path
+    for url in ("s3://b/k", "file:///a", "file:/a", "memory://x", "simplecache::s3://b/k"):
+        assert local_path(url) is None, url
+
+
+def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
+    """discover() on LocalTree and on fsspec's local filesystem: the same spans, on a
+    folder with links inside and outside, a link to a folder, a broken link, a FIFO, a
+    hidden folder, an oddly named trace and an empty folder."""
+    fsspec = pytest.importorskip("fsspec")
+    from tb_kineto_insights import logdir
+
+    log, outside = tmp_path / "log", tmp_path / "outside"
+    trace = _tiny_trace(log / "run1" / "sub")
+    (log / "run1" / "sub" / "in.2.pt.trace.json").symlink_to(trace.name)
+    _tiny_trace(outside)
+    (log / "run1" / "out.3.pt.trace.json").symlink_to(outside / trace.name)
+    (log / "run1" / "folder_link").symlink_to(log / "run1" / "sub")
+    (log / "run1" / "broken.4.pt.trace.json").symlink_to(tmp_path / "nowhere")
+    os.mkfifo(log / "run1" / "fifo.5.pt.trace.json")
+    _tiny_trace(log / ".hidden")
+    (log / "run2").mkdir()
+    write_trace(log / "run3" / "odd.json", [kernel("k", 0.0, 1.0)])
+
+    ours = logdir.discover(str(log))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(
+            logdir,
+            "_open_fs",
+            lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1]),
+        )
+        theirs = logdir.discover(str(log))
+    assert ours == theirs
+    spans = sorted(s.path[len(str(log)) + 1 :] for r in ours for w in r.workers for s in w.spans)
+    assert spans == ["run1/sub/in.2.pt.trace.json", "run1/sub/w.1.pt.trace.json", "run3/odd.json"]
+
+
+def _stdlib(doc: object) -> str:
+    """What cli.py wrote before: NaN/inf → null, then json.dumps(indent=1)."""
+
+    def clean(value: object) -> object:
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(doc), indent=1, allow_nan=False)
+
+
+def test_json_output_spells_floats_and_strings_as_the_stdlib() -> None:
+    doc = {
+        "small": [1e-05, 4.5e-05, 1e-07, -2.5e-06, 0.0001, 0.00012],
+        "large": [1e16, 1.5e300, -1.2345678901234568e17, 9999999999999998.0, 1e15],
+        "plain": [0.1, -0.0, 0.0, 1.0, 123456.789, 2**63, -(2**70)],
+        "not finite": [math.nan, math.inf, -math.inf, np.float64("nan")],
+        "numpy": np.float64(1e-05),
+        "names é €": ['a\x00\x1f\x7f"\\/', "é€😀", '"key": 1e5,', "0.00001"],
+        "empty": [[], {}],
+        "nested": {"x": {"y": [None, True, False, "", {"1e16": 1e16}]}},
+    }
+    text = dumps_json(doc)
+    assert text == _stdlib(doc)
+    assert '"small": [\n  1e-05,\n  4.5e-05,\n  1e-07,\n  -2.5e-06,\n  0.0001,' in text
+    assert "1e+16" in text and "\\ud83d\\ude00" in text and "\\u007f" in text
+
+
+def test_json_output_falls_back_to_the_stdlib_for_a_lone_surrogate() -> None:
+    doc = {"name": "bad \ud800 name", "x": 1e-05}
+    assert dumps_json(doc) == _stdlib(doc) == '{\n "name": "bad \\ud800 name",\n "x": 1e-05\n}'
+
+
+def test_report_json_of_a_real_trace_is_the_stdlib_text() -> None:
+    """transformer_eager's whole report document, msgspec-encoded, is the stdlib text."""
+    from tb_kineto_insights.cli import build_report
+
+    trace_dir = SAMPLE_LOGS / "transformer_eager"
+    report = build_report(str(trace_dir))
+    text = dumps_json(report)
+    assert text == _stdlib(report)
+    assert len(text) > 10_000  # a full report, not an error stub
+    assert '"summary"' in text
+
+
+def test_bench_startup_prints_every_command(tmp_path: Path) -> None:
+    """benchmarks/bench_startup.py runs and prints one row per command, CPU <= wall * 2."""
+    trace = _tiny_trace(tmp_path)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_startup.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "--startup", "--repeat", "1", "--no-compile"]
+        + ["--trace", str(trace)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    rows = {line.split("  ")[0].strip(): line.split()[-3:] for line in out.splitlines()[3:]}
+    assert list(rows) == [
+        "python -c pass",
+        "import numpy, msgspec",
+        "--version",
+        "report w.1.pt.trace.json --format json",
+    ]
+    for wall, cpu_s, fastest in rows.values():
+        assert 0 < float(fastest) <= float(wall) and 0 < float(cpu_s) <= 2 * float(wall) + 0.05
