@@ -92,12 +92,12 @@ def test_matrix_path_equals_bytewise_path_on_mixed_literals() -> None:
     on 30,000 literals of every shape: Kineto's, short, long fractions (> 40 bytes),
     signs, exponents, junk bytes and empty ones, in one call."""
     rng = random.Random(1414)
-    junk = "0123456789" * 5 + ".-+eE nul\"x"
+    junk = "0123456789" * 5 + '.-+eE nul"x'
     literals = []
     for _ in range(30_000):
         r = rng.random()
         if r < 0.5:
-            text = "17121954955%05d.%03d" % (rng.randint(0, 99_999), rng.randint(0, 999))
+            text = f"17121954955{rng.randint(0, 99_999):05d}.{rng.randint(0, 999):03d}"
         elif r < 0.8:
             whole = rng.randint(0, 10 ** rng.randint(1, 18) - 1)
             frac = "".join(rng.choice("0123456789") for _ in range(rng.randint(0, 8)))
