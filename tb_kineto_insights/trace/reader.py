@@ -74,8 +74,10 @@ version of this design (one 1 MiB block per task): 104.5 / 261.6 / 523.7 / 1059 
 cores: serial 3.65 s; parallel 3.18 s (4 cores: 2.07 s), the workers busy only about
 half the time while the parent spent 1.56 CPU s on messages (1 MiB tasks), hence the
 ~4 MiB tasks now (:data:`~.parallel.PIECE_BYTES`); that version has not been timed on
-a quiet machine yet. The read is serial in both cases after the pieces (``_finish``:
-concatenation, sorting, clipping) and so is the analysis.
+a quiet machine yet, nor has the version with ``Input Dims`` as text (see
+:mod:`.parallel` for its CPU times on the shared machine). The read is serial in both
+cases after the pieces (``_finish``: concatenation, sorting, clipping) and so is the
+analysis.
 """
 
 from __future__ import annotations
