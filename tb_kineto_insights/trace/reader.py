@@ -40,6 +40,10 @@ to unpickle them. Measured on the shared 2-core machine (load 6-7, CPU time of t
 read, serial, before → after this and the matrix parse of
 :mod:`~tb_kineto_insights.trace.numbers`): GPT 149 MB 7.5-8.2 → 4.9-5.2 s, scaled
 ``transformer_eager`` 104 MB 6.5 → 4.7 s; peak RSS 190 → 143 MB and 183 → 136 MB.
+Parallel (2 workers), scaled 262 MB, two runs each, CPU of the parent + workers
+(sampled from ``/proc``): 21.3 / 17.3 → 12.3 / 13.9 s. Scaled 1059 MB, parallel, peak
+RSS of the process tree (``benchmarks/bench_parallel_read.py``, unpinned): 1502 → 960 MB
+(serial after: 882 MB).
 
 No Python runs per event on the normal path: fields are pulled out with
 ``map(attrgetter(...))``, events are routed by a dict keyed on (phase, category) and
