@@ -50,6 +50,18 @@ class Args(msgspec.Struct, frozen=True, gc=False):
 NO_ARGS = Args()
 
 
+class RawDimsArgs(Args, frozen=True, gc=False):
+    """As :class:`Args`, but ``Input Dims`` kept as its JSON text (``msgspec.Raw``;
+    empty when absent): the reader stores it as text and builds the nested list only
+    when asked (:mod:`~tb_kineto_insights.trace.rowjson`). Used by the typed decoders
+    (:class:`FastEvent`, :class:`RawTsEvent`); events decoded loosely keep :class:`Args`."""
+
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+
+
+NO_RAW_ARGS = RawDimsArgs()
+
+
 class Event(msgspec.Struct, gc=False):
     """One element of ``traceEvents``; ``ts``/``dur`` in µs as floats."""
 
@@ -62,6 +74,12 @@ class Event(msgspec.Struct, gc=False):
     dur: float | None = None
     id: Num = None
     args: Args = NO_ARGS
+
+
+class FastEvent(Event, gc=False):
+    """:class:`Event` with :class:`RawDimsArgs`: what the typed decoder reads."""
+
+    args: RawDimsArgs = NO_RAW_ARGS
 
 
 class ExactEvent(msgspec.Struct, gc=False):
@@ -94,7 +112,7 @@ class RawTsEvent(msgspec.Struct, gc=False):
     ts: msgspec.Raw = msgspec.Raw(b"")
     dur: float | None = None
     id: Num = None
-    args: Args = NO_ARGS
+    args: RawDimsArgs = NO_RAW_ARGS
 
 
 class Root(msgspec.Struct, gc=False):

@@ -8,6 +8,7 @@ means start and end are never rounded separately.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,7 +118,9 @@ class EventTable:
         external_id: ``int64`` link to the CPU op (``args["External id"]``), -1 if absent.
         comm: sparse collective arguments, row index → :class:`CommArgs`.
         input_dims: sparse ``Input Dims`` of CPU ops (``record_shapes=True``), row index →
-            the nested list as in the file.
+            the nested list as in the file (read-only; the reader's is a
+            :class:`~tb_kineto_insights.trace.rowjson.RowJson`, which builds a value
+            from its JSON text when it is looked up).
     """
 
     name: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -130,7 +133,7 @@ class EventTable:
     correlation: I64 = field(default_factory=_empty_i64)
     external_id: I64 = field(default_factory=_empty_i64)
     comm: dict[int, CommArgs] = field(default_factory=dict)
-    input_dims: dict[int, Any] = field(default_factory=dict)
+    input_dims: Mapping[int, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

@@ -15,6 +15,16 @@ literal as it was written (``msgspec.Raw``) and this module turns a list of them
 * any other literal (exponent, string, ``null``, more than 16 integer digits) is
   returned as *odd*: the caller converts those few one by one.
 
+How: the literals of one length ``L`` (Kineto writes one format, so usually one or
+three lengths) are one ``(k, L)`` ``uint8`` matrix, transposed so that each column is
+contiguous; the checks and the sum run column by column with one weight
+``10^(e + 3)`` per column (per distinct dot column). Literals longer than
+:data:`MAX_MATRIX_CHARS` (many fraction digits) take the byte-wise path over the joined
+bytes (:func:`_parse_joined`, the first version). Measured on 400,000 Kineto literals
+(``1712195495519689.047``) on the shared 2-core machine under load: 0.30-0.41 s against
+0.85-1.41 s byte-wise; the rest of the cost is Python's per-literal ``len`` and
+``b"".join`` (about 0.1 and 0.2 s).
+
 Check by hand: ``b"12.3456"`` → 12 345 ns; ``b"-0.0019"`` → -1 ns; ``b"7"`` → 7 000 ns.
 """
 
@@ -31,9 +41,106 @@ _ZERO = ord("0")
 #: Most integer digits a simple literal may have (10^16 µs · 1000 < 2^64 ns).
 MAX_INT_DIGITS = 16
 _POW10 = np.array([10**k for k in range(20)], dtype=np.uint64)
+#: Literals up to this many bytes are parsed as a (rows, length) matrix per length;
+#: longer ones (many fraction digits, rare) byte by byte over the joined bytes.
+MAX_MATRIX_CHARS = 40
 
 
 def parse_us_literals_to_ns(
+    literals: Sequence[bytes | memoryview | object],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """JSON number literals in µs → ns, truncated toward zero.
+
+    Args:
+        literals: ``n`` byte strings (or ``msgspec.Raw``), each one JSON value as written;
+            an empty one means "absent".
+
+    Returns:
+        ``(ns, empty, odd)``: ``ns`` int64 (n,) — the value for simple literals, 0 for
+        the others and for values of 2^63 ns or more (also flagged in ``odd``);
+        ``empty`` bool (n,) — the literal is empty; ``odd`` bool (n,) — not a simple
+        literal (see the module docstring), to be converted by the caller. When any
+        literal holds a comma (a string), every literal is flagged ``odd``.
+
+    Raises:
+        Nothing for any input bytes.
+    """
+    n = len(literals)
+    if n == 0:
+        empty0 = np.zeros(0, dtype=np.bool_)
+        return np.zeros(0, dtype=np.int64), empty0, empty0.copy()
+    lengths = np.fromiter(map(len, literals), np.int64, count=n)  # type: ignore[arg-type]
+    buf = np.frombuffer(b"".join(literals), dtype=np.uint8)  # type: ignore[arg-type]
+    if (buf == _COMMA).any():  # a string holding a comma: all one by one, as always
+        return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), np.ones(n, np.bool_)
+    ns = np.zeros(n, dtype=np.int64)
+    empty = lengths == 0
+    odd = np.zeros(n, dtype=np.bool_)
+    starts = np.cumsum(lengths) - lengths
+    widths = np.flatnonzero(np.bincount(lengths))
+    for width in widths.tolist():
+        if width == 0:
+            continue
+        rows = np.arange(n) if len(widths) == 1 else np.flatnonzero(lengths == width)
+        if width > MAX_MATRIX_CHARS:  # long literals (rare): the byte-wise path
+            ns[rows], _, odd[rows] = _parse_joined([literals[i] for i in rows.tolist()])
+            continue
+        if len(rows) == n:
+            matrix = buf.reshape(n, width)
+        else:
+            matrix = buf[starts[rows][:, None] + np.arange(width)]
+        ns[rows], odd[rows] = _parse_matrix(matrix)
+    return ns, empty, odd
+
+
+def _parse_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Literals of one length ``L``, one per row of ``matrix`` (uint8, (k, L), no empty
+    ones) → ``(ns, odd)`` as :func:`parse_us_literals_to_ns`.
+
+    Per row: ``dot`` = column of the ``.`` (``L`` when none), and the digit in column
+    ``c`` is worth ``10^(dot + 2 - c)`` ns left of the dot and ``10^(dot + 3 - c)`` ns
+    right of it; digits worth less than 1 ns are dropped (truncation toward zero).
+    Columns are worked on one at a time (the matrix transposed: each column
+    contiguous), which is what makes this fast for ``L`` of about 20."""
+    k, width = matrix.shape
+    cols = np.ascontiguousarray(matrix.T)  # (L, k)
+    digit = cols - np.uint8(_ZERO)  # wraps around for bytes below "0": not < 10
+    is_digit = digit < 10
+    is_dot = cols == _DOT
+    dots = np.count_nonzero(is_dot, axis=0)
+    has_dot = dots > 0
+    negative = cols[0] == _MINUS
+    col = np.arange(width)
+    # with one dot: its column; with none: L (with several: odd anyway)
+    dot_col = np.full(k, width, dtype=np.int64)
+    for c in range(width - 1, -1, -1):  # the first dot wins (several: odd anyway)
+        dot_col[is_dot[c]] = c
+    int_digits = dot_col - negative
+    frac_digits = np.where(has_dot, width - dot_col - 1, 0)
+    odd = (
+        (width - np.count_nonzero(is_digit, axis=0) != dots + negative)  # digits, a dot, a sign
+        | (dots > 1)
+        | (int_digits < 1)
+        | (int_digits > MAX_INT_DIGITS)
+        | (has_dot & (frac_digits < 1))
+    )
+    # exact: a simple literal's sum is < 10^19 < 2^64 (16 integer + 3 ns digits)
+    total = np.zeros(k, dtype=np.uint64)
+    digit = np.where(is_digit, digit, np.uint8(0))  # a sign or a dot adds nothing
+    dots_at = np.unique(dot_col[~odd]) if odd.any() else np.unique(dot_col)
+    for d in dots_at.tolist():  # usually one: Kineto writes one format
+        rows = None if len(dots_at) == 1 else (dot_col == d)
+        exp = d + 2 - col + (col > d)
+        for c in np.flatnonzero((exp >= 0) & (col != d)).tolist():
+            term = digit[c].astype(np.uint64) * _POW10[exp[c]]
+            total += term if rows is None else np.where(rows, term, np.uint64(0))
+    too_big = total >= np.uint64(2**63)
+    odd |= too_big
+    ns = np.where(odd, np.uint64(0), total).astype(np.int64)
+    return np.where(negative, -ns, ns), odd
+
+
+def _parse_joined(
     literals: Sequence[bytes | memoryview | object],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """JSON number literals in µs → ns, truncated toward zero.

@@ -31,6 +31,20 @@ file (exact mode) and converted per piece, vectorised, by
 zero: ``int(Decimal(ts).scaleb(3))``, the definition used before); a literal that is
 not a plain number is converted one by one as a ``Decimal``.
 
+``Input Dims`` (``record_shapes=True``, on most CPU ops) is decoded as its literal text
+(:class:`~tb_kineto_insights.trace.events.RawDimsArgs`) and kept per piece as one blob
+(:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list is built only when
+the analysis looks one up. Building them all was about half of the decode time of a
+``record_shapes`` trace's CPU ops, and in a parallel read the parent paid as much again
+to unpickle them. Measured on the shared 2-core machine (load 6-7, CPU time of the
+read, serial, before → after this and the matrix parse of
+:mod:`~tb_kineto_insights.trace.numbers`): GPT 149 MB 7.5-8.2 → 4.9-5.2 s, scaled
+``transformer_eager`` 104 MB 6.5 → 4.7 s; peak RSS 190 → 143 MB and 183 → 136 MB.
+Parallel (2 workers), scaled 262 MB, two runs each, CPU of the parent + workers
+(sampled from ``/proc``): 21.3 / 17.3 → 12.3 / 13.9 s. Scaled 1059 MB, parallel, peak
+RSS of the process tree (``benchmarks/bench_parallel_read.py``, unpinned): 1502 → 960 MB
+(serial after: 882 MB).
+
 No Python runs per event on the normal path: fields are pulled out with
 ``map(attrgetter(...))``, events are routed by a dict keyed on (phase, category) and
 numpy index arrays, names are interned once per distinct name, and counters are
@@ -64,8 +78,10 @@ version of this design (one 1 MiB block per task): 104.5 / 261.6 / 523.7 / 1059 
 cores: serial 3.65 s; parallel 3.18 s (4 cores: 2.07 s), the workers busy only about
 half the time while the parent spent 1.56 CPU s on messages (1 MiB tasks), hence the
 ~4 MiB tasks now (:data:`~.parallel.PIECE_BYTES`); that version has not been timed on
-a quiet machine yet. The read is serial in both cases after the pieces (``_finish``:
-concatenation, sorting, clipping) and so is the analysis.
+a quiet machine yet, nor has the version with ``Input Dims`` as text (see
+:mod:`.parallel` for its CPU times on the shared machine). The read is serial in both
+cases after the pieces (``_finish``: concatenation, sorting, clipping) and so is the
+analysis.
 """
 
 from __future__ import annotations
@@ -89,11 +105,13 @@ from tb_kineto_insights.trace.events import (
     Event,
     ExactEvent,
     ExactRoot,
+    FastEvent,
     RawTsEvent,
     Root,
 )
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.repair import passes_for_error, repair_json
+from tb_kineto_insights.trace.rowjson import RowJson
 from tb_kineto_insights.trace.salvage import (
     OK,
     SYNTAX,
@@ -161,7 +179,7 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
-_event_decoder = msgspec.json.Decoder(list[Event])
+_event_decoder = msgspec.json.Decoder(list[FastEvent])
 _exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
 _raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
 _root_decoder = msgspec.json.Decoder(Root)
@@ -236,6 +254,7 @@ _DEVICE_TYPE = attrgetter("device_type")
 _DEVICE_ID = attrgetter("device_id")
 _ADDR = attrgetter("addr")
 _MEMORY_NAME = "[memory]"
+_NULL = np.frombuffer(b"null", dtype=np.uint8)
 _FLOW_PHASE = {"s": 0, "f": 1}
 #: Where an event goes, by (phase, category): a duration kind's table, or one of these.
 _ROUTES: tuple[str, ...] = (
@@ -323,7 +342,7 @@ class _Columns:
         self.chunks: dict[str, list[np.ndarray]] = defaultdict(list)
         self.rows = 0
         self.comm: dict[int, m.CommArgs] = {}
-        self.input_dims: dict[int, Any] = {}
+        self.input_dims = RowJson()
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         n = 0
@@ -588,13 +607,32 @@ class _Builder:
             )
 
     def _input_dims(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
+        """``Input Dims`` of the kept rows: literal texts (``msgspec.Raw``, from the
+        typed decoders) joined into one blob (:class:`RowJson`), objects (from a loose
+        decode) as they are; absent (empty text, ``null``, ``None``) is left out."""
         dims = list(map(_INPUT_DIMS, args))
-        has = _present(dims) & keep
-        if not has.any():
-            return
+        n = len(dims)
         kept_rows = np.cumsum(keep) - 1 + table.rows
-        for i in np.flatnonzero(has).tolist():
-            table.input_dims[int(kept_rows[i])] = dims[i]
+        is_raw = np.fromiter(map(isinstance, dims, repeat(msgspec.Raw)), np.bool_, count=n)
+        raw_at = np.arange(n) if is_raw.all() else np.flatnonzero(is_raw)
+        if len(raw_at):
+            raws = dims if len(raw_at) == n else list(map(dims.__getitem__, raw_at.tolist()))
+            lengths = np.fromiter(map(len, raws), np.int64, count=len(raws))
+            has = (lengths > 0) & keep[raw_at]
+            if has.any():
+                blob = b"".join(raws)
+                ends = np.cumsum(lengths)
+                starts = ends - lengths
+                four = np.flatnonzero(has & (lengths == 4))
+                if len(four):  # a literal null is absent, as None was
+                    text = np.frombuffer(blob, dtype=np.uint8)
+                    at = starts[four][:, None] + np.arange(4)
+                    has[four[(text[at] == _NULL).all(axis=1)]] = False
+                table.input_dims.add_texts(kept_rows[raw_at[has]], starts[has], ends[has], blob)
+        if len(raw_at) < n:
+            objects = np.flatnonzero(~is_raw & keep & _present(dims))
+            for i in objects.tolist():
+                table.input_dims.add_object(int(kept_rows[i]), dims[i])
 
     def _instants(self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         names = list(map(_NAME, evs))
@@ -677,8 +715,8 @@ class _Builder:
                 if key == "name":
                     chunks = [np.take(remap, c) for c in chunks]
                 table.chunks[key].extend(chunks)
-            table.comm.update({base + r: c for r, c in cols.comm.items()})
-            table.input_dims.update({base + r: d for r, d in cols.input_dims.items()})
+            table.comm.update(zip(map(base.__add__, cols.comm), cols.comm.values(), strict=True))
+            table.input_dims.extend(cols.input_dims, base)
             table.rows += cols.rows
         for own, other in ((self.memory, piece.memory), (self.flows, piece.flows)):
             for key, chunks in other.chunks.items():
@@ -746,8 +784,8 @@ def _event_table(cols: _Columns) -> m.EventTable:
     if (comm or dims) and not in_order:
         new_row = np.empty_like(order)
         new_row[order] = np.arange(len(order))
-        comm = {int(new_row[r]): c for r, c in comm.items()}
-        dims = {int(new_row[r]): d for r, d in dims.items()}
+        comm = dict(zip(new_row[list(comm)].tolist(), comm.values(), strict=True))
+        dims = dims.renumbered(new_row)
     return m.EventTable(
         name=col("name", np.int32),
         start_ns=start if in_order else start[order],

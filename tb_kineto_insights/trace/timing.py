@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.trace.rowjson import renumber_rows
 
 #: Smallest gap (µs) between start times that can separate a broken timestamp from the
 #: trace: 5 minutes.
@@ -83,7 +84,7 @@ def take_rows(table: m.EventTable, keep: np.ndarray) -> m.EventTable:
         correlation=table.correlation[keep],
         external_id=table.external_id[keep],
         comm={int(new_row[r]): c for r, c in table.comm.items() if keep[r]},
-        input_dims={int(new_row[r]): d for r, d in table.input_dims.items() if keep[r]},
+        input_dims=renumber_rows(table.input_dims, new_row, keep),
     )
 
 
