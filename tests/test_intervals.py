@@ -69,3 +69,49 @@ def test_split_at() -> None:
         (20, 25),
         (25, 30),
     ]
+
+
+def _runs(points: set[int], cuts: frozenset[int] | set[int] = frozenset()) -> list[tuple[int, int]]:
+    """The canonical decomposition of a set of integer moments: maximal runs, also
+    broken at ``cuts``."""
+    out: list[tuple[int, int]] = []
+    for t in sorted(points):
+        if out and out[-1][1] == t and t not in cuts:
+            out[-1] = (out[-1][0], t + 1)
+        else:
+            out.append((t, t + 1))
+    return out
+
+
+def _touching(rng: np.random.Generator, n: int, k: int) -> iv.Intervals:
+    """Sorted, disjoint intervals of which some touch their neighbour (not normalised)."""
+    pts = np.sort(rng.choice(n, 2 * k, replace=False)).astype(np.int64)
+    s, e = pts[0::2].copy(), pts[1::2].copy()
+    if k > 1:
+        s[1:] = np.where(rng.random(k - 1) < 0.4, e[:-1], s[1:])
+    return s, e
+
+
+def test_intersect_subtract_split_exact_pairs_random() -> None:
+    """The results are the canonical (normalised) decomposition, pair for pair, also for
+    inputs whose intervals touch, and ``split_at`` cuts exactly at the points inside."""
+    rng = np.random.default_rng(11)
+    n = 80
+    for _ in range(400):
+        k_a, k_b = int(rng.integers(0, 10)), int(rng.integers(0, 10))
+        a = _touching(rng, n, k_a)
+        b = _touching(rng, n, k_b) if rng.random() < 0.5 else iv.union(*_touching(rng, n, k_b))
+        ca, cb = _cover(_as_pairs(a), n), _cover(_as_pairs(b), n)
+        assert _as_pairs(iv.intersect(a, b)) == _runs(ca & cb)
+        assert _as_pairs(iv.subtract(a, b)) == _runs(ca - cb)
+        cuts = set(rng.integers(-5, n + 5, int(rng.integers(0, 6))).tolist())
+        u = iv.union(*a)
+        assert _as_pairs(iv.split_at(u, sorted(cuts, reverse=True))) == _runs(ca, cuts)
+
+
+def test_union_sorted_and_unsorted_input_agree() -> None:
+    s = np.array([0, 2, 2, 9, 15, 15], dtype=np.int64)
+    e = np.array([3, 5, 4, 15, 15, 18], dtype=np.int64)
+    order = np.array([4, 1, 5, 0, 3, 2])
+    assert _as_pairs(iv.union(s, e)) == [(0, 5), (9, 18)]
+    assert _as_pairs(iv.union(s[order], e[order])) == [(0, 5), (9, 18)]

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.group_sums import int_sums
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 
@@ -426,15 +427,19 @@ def innermost_ops(cpu: m.EventTable, pid: I64, tid: I64, t_ns: I64) -> I64:
     }
     starts = cpu.start_ns[order]
     ends = cpu.end_ns[order]
-    q_threads: dict[tuple[int, int], list[int]] = {}
-    for i, key in enumerate(zip(pid.tolist(), tid.tolist(), strict=True)):
-        q_threads.setdefault(key, []).append(i)
-    for key, qs in q_threads.items():  # one iteration per launching thread
-        seg = segments.get(key)
+    # queries grouped by thread with one stable sort (not a Python loop per query)
+    q_order = np.lexsort((tid, pid))
+    q_pid, q_tid = pid[q_order], tid[q_order]
+    q_change = np.ones(q_order.size, dtype=np.bool_)
+    q_change[1:] = (q_pid[1:] != q_pid[:-1]) | (q_tid[1:] != q_tid[:-1])
+    q_lo = np.nonzero(q_change)[0]
+    q_hi = np.append(q_lo[1:], q_order.size)
+    for qa, qb in zip(q_lo.tolist(), q_hi.tolist(), strict=True):  # one per thread
+        seg = segments.get((int(q_pid[qa]), int(q_tid[qa])))
         if seg is None:
             continue
         a, b = seg
-        q = np.array(qs, dtype=np.int64)
+        q = q_order[qa:qb]
         found = _latest_open(starts[a:b], ends[a:b], t_ns[q])
         ok = found >= 0
         out[q[ok]] = order[a + found[ok]]
@@ -570,10 +575,7 @@ def _devices(device: I64, dur: I64, short: Mask) -> dict[str, dict[str, Any]]:
 
 def _int_sums(group: I64, values: I64, size: int) -> I64:
     """Exact int64 sums of ``values`` per ``group`` (0..size-1)."""
-    out = np.zeros(size, dtype=np.int64)
-    if group.size:
-        np.add.at(out, group, values)
-    return out
+    return int_sums(group, values, size)
 
 
 def _us(ns: int | float | np.integer[Any] | np.floating[Any]) -> float:

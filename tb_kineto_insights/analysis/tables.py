@@ -14,6 +14,7 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.group_sums import int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.trace import model as m
 
@@ -44,10 +45,9 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str,
     dur = t.dur_ns[inside]
     s = step[inside]
     n_groups = len(uniq)
-    count = np.zeros((n_groups, n_steps), dtype=np.int64)
-    time = np.zeros((n_groups, n_steps), dtype=np.int64)
-    np.add.at(count, (group, s), 1)
-    np.add.at(time, (group, s), dur)
+    cell = group * n_steps + s  # (group, step) flattened
+    count = np.bincount(cell, minlength=n_groups * n_steps).reshape(n_groups, n_steps)
+    time = int_sums(cell, dur, n_groups * n_steps).reshape(n_groups, n_steps)
     total_time = time.sum(axis=1)
     order = np.argsort(-total_time, kind="stable")
     keep = order[:max_rows]
