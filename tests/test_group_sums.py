@@ -41,3 +41,27 @@ def test_int_sums_2d() -> None:
     group = np.array([1, 0, 1], dtype=np.int64)
     values = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.int64)
     assert int_sums_2d(group, values, 3).tolist() == [[3, 4], [6, 8], [0, 0]]
+
+
+def test_distinct_and_inverse_equal_np_unique() -> None:
+    from tb_kineto_insights.analysis.group_sums import (
+        DISTINCT_RANGE_MAX,
+        distinct,
+        distinct_inverse,
+    )
+
+    rng = np.random.default_rng(8)
+    cases = [
+        np.array([5, -3, 5, 7, -3], dtype=np.int64),
+        np.array([2, 0, 2], dtype=np.int32),
+        np.zeros(0, dtype=np.int64),
+        np.array([0, DISTINCT_RANGE_MAX * 4, 3], dtype=np.int64),  # wide range: np.unique
+        rng.integers(-50, 50, 1000).astype(np.int64),
+    ]
+    for x in cases:
+        u, inv = np.unique(x, return_inverse=True)
+        d, dinv = distinct_inverse(x)
+        assert distinct(x).tolist() == u.tolist() and distinct(x).dtype == x.dtype
+        assert d.tolist() == u.tolist() and dinv.tolist() == inv.tolist()
+    assert distinct(np.array([5, -3, 5, 7, -3])).tolist() == [-3, 5, 7]
+    assert distinct_inverse(np.array([5, -3, 5, 7]))[1].tolist() == [1, 0, 1, 2]

@@ -115,3 +115,27 @@ def test_union_sorted_and_unsorted_input_agree() -> None:
     order = np.array([4, 1, 5, 0, 3, 2])
     assert _as_pairs(iv.union(s, e)) == [(0, 5), (9, 18)]
     assert _as_pairs(iv.union(s[order], e[order])) == [(0, 5), (9, 18)]
+
+
+def test_union_disjoint_equals_union() -> None:
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        a = iv.union(*_touching(rng, 60, int(rng.integers(0, 8))))
+        b = iv.subtract(iv.union(*_touching(rng, 60, int(rng.integers(0, 8)))), a)
+        want = iv.union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+        assert _as_pairs(iv.union_disjoint(a, b)) == _as_pairs(want)
+        assert _as_pairs(iv.union_disjoint(b, a)) == _as_pairs(want)
+    a = iv.union([0, 10], [5, 12])
+    assert _as_pairs(iv.union_disjoint(a, iv.union([5, 20], [10, 25]))) == [(0, 12), (20, 25)]
+
+
+def test_longest_gaps_first_equals_the_stable_sort() -> None:
+    from tb_kineto_insights.analysis.idle import _longest_first
+
+    rng = np.random.default_rng(21)
+    for _ in range(500):
+        lengths = rng.integers(1, 6, int(rng.integers(0, 40))).astype(np.int64)  # many ties
+        k = int(rng.integers(-1, 12))
+        want = np.argsort(-lengths, kind="stable")[:k]
+        assert _longest_first(lengths, k).tolist() == want.tolist()
+    assert _longest_first(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]

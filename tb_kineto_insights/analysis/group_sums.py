@@ -1,4 +1,5 @@
-"""Exact per-group sums of int64 columns: ``out[g] = sum(values[group == g])``.
+"""Exact per-group sums of int64 columns: ``out[g] = sum(values[group == g])``; and the
+distinct values of a small-range int column (ids, pids, tids, devices) without a sort.
 
 ``np.add.at`` does this exactly but slowly (about 300 ns per element with int64 on
 numpy 2.4, measured on the kernel table of a 250 MB trace: 28 ms for 86k kernels).
@@ -52,4 +53,44 @@ def int_sums_2d(group: npt.NDArray[np.integer], values: I64, size: int) -> I64:
     return out
 
 
-__all__ = ["int_sums", "int_sums_2d"]
+#: Widest value range (max - min) that :func:`distinct` counts in a table (32 MiB of
+#: int64 counts at most) instead of calling ``np.unique``.
+DISTINCT_RANGE_MAX = 1 << 22
+
+
+def distinct(values: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
+    """Sorted distinct values of an int array, as ``np.unique(values)`` returns them.
+
+    When the values span fewer than :data:`DISTINCT_RANGE_MAX` integers (interned name
+    ids, pids, tids, device ids), one ``np.bincount`` over ``values - min`` marks the
+    present ones in O(n); else ``np.unique`` (hash, then sort of the distinct values).
+    Measured on the 1.4M CPU ops of a 1 GB trace: 0.12 s for ``np.unique`` of the pid
+    column, 4 ms this way."""
+    if values.size == 0:
+        return np.unique(values)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= DISTINCT_RANGE_MAX:
+        return np.unique(values)
+    present = np.flatnonzero(np.bincount(values - lo if lo else values)) + lo
+    return present.astype(values.dtype)
+
+
+def distinct_inverse(
+    values: npt.NDArray[np.integer],
+) -> tuple[npt.NDArray[np.integer], npt.NDArray[np.intp]]:
+    """``np.unique(values, return_inverse=True)`` for a 1-D int array: the sorted distinct
+    values and, per element, the index of its value among them. Small value ranges (see
+    :func:`distinct`) go through a lookup table in O(n) instead of a sort."""
+    if values.size == 0:
+        return np.unique(values, return_inverse=True)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo >= DISTINCT_RANGE_MAX:
+        return np.unique(values, return_inverse=True)
+    shifted = values - lo if lo else values
+    present = np.bincount(shifted) > 0
+    lookup = np.cumsum(present, dtype=np.intp) - 1
+    uniq = (np.flatnonzero(present) + lo).astype(values.dtype)
+    return uniq, lookup[shifted]
+
+
+__all__ = ["int_sums", "int_sums_2d", "distinct", "distinct_inverse", "DISTINCT_RANGE_MAX"]

@@ -324,6 +324,19 @@ def _op_at(
     )
 
 
+def _longest_first(lengths: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest ``lengths``, largest first, ties in index order: the
+    first ``k`` of ``np.argsort(-lengths, kind="stable")``, without sorting every gap
+    (a partition finds the k-th largest; only the gaps at least that long are sorted)."""
+    n = int(lengths.size)
+    neg = -lengths
+    if k <= 0 or n <= k:
+        return np.argsort(neg, kind="stable")[:k]
+    kth = np.partition(neg, k - 1)[k - 1]
+    cand = np.flatnonzero(neg <= kth)  # ascending: ties stay in index order
+    return cand[np.argsort(neg[cand], kind="stable")][:k]
+
+
 def _by_thread(threads: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
     """Rows of an ``(n, 2)`` array of (pid, tid) grouped by thread: ``((pid, tid),
     ascending row indices)`` in (pid, tid) order, as ``np.unique(threads, axis=0)`` and
@@ -491,7 +504,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         idle_per_step = int_sums(step_of[in_step], glen[in_step], len(steps))
         cause_per_step = int_sums_2d(step_of[in_step], amounts[in_step], len(steps))
         dominant = np.argmax(amounts, axis=1) if gs.size else np.zeros(0, dtype=np.int64)
-        largest = np.argsort(-glen, kind="stable")[: thresholds.largest_gaps]
+        largest = _longest_first(glen, thresholds.largest_gaps)
         largest_gaps = []
         thread_rows: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for g in largest:

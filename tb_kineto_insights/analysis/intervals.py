@@ -44,6 +44,19 @@ def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> Intervals:
     return s[first], running_end[last]
 
 
+def union_disjoint(a: Intervals, b: Intervals) -> Intervals:
+    """Normalised ``a ∪ b`` for normalised ``a`` and ``b`` that do not overlap each other
+    (they may touch): a merge of two sorted runs (``np.insert`` at ``searchsorted``
+    positions) instead of :func:`union`'s sort; equal to ``union`` of the concatenation.
+    """
+    if a[0].size == 0:
+        return b
+    if b[0].size == 0:
+        return a
+    at = np.searchsorted(a[0], b[0])
+    return _merge_touching(np.insert(a[0], at, b[0]), np.insert(a[1], at, b[1]))
+
+
 def total(iv: Intervals) -> int:
     """Summed length (ns) of a normalised set."""
     return int((iv[1] - iv[0]).sum())

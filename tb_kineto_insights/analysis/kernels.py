@@ -29,7 +29,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.group_sums import int_sums
+from tb_kineto_insights.analysis.group_sums import distinct, int_sums
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 
@@ -467,7 +467,7 @@ def _thread_start_order(cpu: m.EventTable) -> I64:
     if tie.any():  # equal-start runs are contiguous: sort inside them by -dur
         rows = np.nonzero(tie)[0]
         base[rows] = rows[np.lexsort((-dur[rows], start[rows]))]
-    pids, tids = np.unique(cpu.pid), np.unique(cpu.tid)
+    pids, tids = distinct(cpu.pid), distinct(cpu.tid)
     if pids.size == 1 and tids.size == 1:
         return base
     key = np.searchsorted(pids, cpu.pid) * tids.size + np.searchsorted(tids, cpu.tid)

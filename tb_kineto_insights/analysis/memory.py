@@ -82,6 +82,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
+from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.units import fmt_bytes
@@ -113,8 +114,8 @@ def device_name(device_type: int, device_id: int) -> str:
 def _pairs(a: I64, b: I64) -> list[tuple[int, int]]:
     """Distinct ``(a[i], b[i])`` pairs, sorted (cheaper than ``np.unique(axis=0)``)."""
     out: list[tuple[int, int]] = []
-    for x in np.unique(a).tolist():
-        out.extend((int(x), int(y)) for y in np.unique(b[a == x]).tolist())
+    for x in distinct(a).tolist():
+        out.extend((int(x), int(y)) for y in distinct(b[a == x]).tolist())
     return out
 
 

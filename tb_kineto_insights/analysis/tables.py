@@ -14,7 +14,7 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.group_sums import int_sums
+from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.trace import model as m
 
@@ -33,7 +33,7 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> dict[str,
     inside = step >= 0
     name_ids = t.name[inside]
     # group by label through the (few) distinct name ids, never per row as strings
-    ids, id_group_of_row = np.unique(name_ids, return_inverse=True)
+    ids, id_group_of_row = distinct_inverse(name_ids)
     labels = [short_kernel_name(trace.names[i]) if fold else trace.names[i] for i in ids]
     group_of_label: dict[str, int] = {}
     group_of_id = np.array(
