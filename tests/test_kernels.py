@@ -476,3 +476,17 @@ def test_thread_start_order_equals_the_four_key_lexsort() -> None:
         )
         want = np.lexsort((-table.dur_ns, table.start_ns, table.tid, table.pid))
         assert _thread_start_order(table).tolist() == want.tolist()
+
+
+def test_device_start_order_equals_lexsort() -> None:
+    from tb_kineto_insights.analysis.kernels import _device_start_order
+
+    rng = np.random.default_rng(17)
+    for it in range(400):
+        n = int(rng.integers(0, 40))
+        start = rng.integers(0, 12, n).astype(np.int64)
+        if it % 4:
+            start = np.sort(start)
+        device = rng.integers(-1, 3 if it % 3 else 0, n).astype(np.int64)
+        want = np.lexsort((start, device))
+        assert _device_start_order(start, device).tolist() == want.tolist()

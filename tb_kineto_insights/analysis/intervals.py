@@ -5,6 +5,16 @@ half-open ``[start, end)``. Functions that return a set return it *normalised*: 
 non-overlapping, non-touching, no empty intervals. Inputs may be unsorted and
 overlapping unless a function says otherwise. Every function is O(n log n) or better
 and loops in numpy, never per interval in Python.
+
+Cost (the idle panel calls ``intersect``/``subtract`` about 20 times per device on sets
+of up to a few 100k intervals): on two normalised sets both are a pairwise overlap found
+with two ``searchsorted`` calls and no sort (:func:`_pairwise_intersect`); ``subtract``
+intersects with the complement. ``union`` skips its sort when the starts are sorted
+already (event tables are start-sorted). ``split_at`` only sorts the cut points. Before
+(sort of the four boundary runs, then a membership test of every elementary segment),
+the idle panel of a 250 MB trace (86k kernels, 90k gaps) took 0.77 s CPU; 0.30 s after
+these changes (with the others of that commit). The results are the same arrays: a
+normalised set has one representation.
 """
 
 from __future__ import annotations
@@ -46,15 +56,22 @@ def union(starts: npt.ArrayLike, ends: npt.ArrayLike) -> Intervals:
 
 def union_disjoint(a: Intervals, b: Intervals) -> Intervals:
     """Normalised ``a ∪ b`` for normalised ``a`` and ``b`` that do not overlap each other
-    (they may touch): a merge of two sorted runs (``np.insert`` at ``searchsorted``
-    positions) instead of :func:`union`'s sort; equal to ``union`` of the concatenation.
+    (they may touch): a merge of two sorted runs at ``searchsorted`` positions instead of
+    :func:`union`'s sort; equal to ``union`` of the concatenation.
     """
     if a[0].size == 0:
         return b
     if b[0].size == 0:
         return a
+    # b's interval j lands before a's interval at[j]: at index at[j] + j of the merge
     at = np.searchsorted(a[0], b[0])
-    return _merge_touching(np.insert(a[0], at, b[0]), np.insert(a[1], at, b[1]))
+    from_b = np.zeros(a[0].size + b[0].size, dtype=np.bool_)
+    from_b[at + np.arange(b[0].size)] = True
+    starts = np.empty(from_b.size, dtype=np.int64)
+    ends = np.empty(from_b.size, dtype=np.int64)
+    starts[from_b], ends[from_b] = b
+    starts[~from_b], ends[~from_b] = a
+    return _merge_touching(starts, ends)
 
 
 def total(iv: Intervals) -> int:

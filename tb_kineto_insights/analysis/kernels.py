@@ -314,7 +314,7 @@ def _fusion_candidates(
     rows_in = np.nonzero((step >= 0) & ~communication)[0]
     if rows_in.size == 0:
         return []
-    order = rows_in[np.lexsort((k.start_ns[rows_in], k.device[rows_in]))]
+    order = rows_in[_device_start_order(k.start_ns[rows_in], k.device[rows_in])]
     s = short[order]
     st = step[order]
     dv = k.device[order]
@@ -444,6 +444,22 @@ def innermost_ops(cpu: m.EventTable, pid: I64, tid: I64, t_ns: I64) -> I64:
         ok = found >= 0
         out[q[ok]] = order[a + found[ok]]
     return out
+
+
+def _device_start_order(start: I64, device: I64) -> I64:
+    """``np.lexsort((start, device))``: by device, then start, then position. Kernel rows
+    come start-sorted (the table's order), so one stable sort by a dense device key does
+    it (a radix sort of ``uint16``); unsorted input takes the ``lexsort``."""
+    n = int(start.size)
+    if n > 1 and not bool((start[1:] >= start[:-1]).all()):
+        return np.lexsort((start, device)).astype(np.int64)
+    devices = distinct(device)
+    if devices.size <= 1:
+        return np.arange(n, dtype=np.int64)
+    key = np.searchsorted(devices, device)
+    if devices.size < 2**16:
+        key = key.astype(np.uint16)
+    return np.argsort(key, kind="stable").astype(np.int64)
 
 
 def _thread_start_order(cpu: m.EventTable) -> I64:
