@@ -33,6 +33,15 @@ Attribution (DESIGN.md, Metric definitions):
 
 Launch-bound idle before short kernels (``devices[].short_kernels``, the cost of
 ``small_kernel_flood``): see :func:`launch_bound_gaps`.
+
+Cost: numpy throughout; the Python loops run once per launching thread, per cause and
+per listed gap, never per gap or event. Gaps are grouped by thread with one stable
+``lexsort`` (:func:`_by_thread`; ``np.unique(axis=0)`` sorted the rows as records), the
+listed largest gaps come from a partition (:func:`_longest_first`), a listed gap's
+thread rows are selected once (:func:`_op_at`), sums per step are exact ``bincount``
+sums (:mod:`.group_sums`). The panel took 0.77 s CPU on a 250 MB trace (90k gaps) and
+0.32 s on the GPT trace (149 MB) before these changes, 0.30 s and 0.12 s after; what
+is left is mostly ``searchsorted`` in the interval algebra.
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ in full, so a time can exceed the wall-clock span. A kernel is *short* when its 
 is below ``Thresholds.short_kernel_us``. Graph-launched kernels (one ``cudaGraphLaunch``,
 many kernels) count in every metric like any other kernel; they are only left out of the
 launch-bound share, which needs one launch call per kernel.
+
+Cost: event tables are start-sorted, so the orders this panel needs (CPU ops by
+thread then start, :func:`_thread_start_order`; kernels by device then start,
+:func:`_device_start_order`) are one stable sort of a small dense key instead of a
+multi-key ``lexsort`` (150 ms for the 4-key one over the 358k CPU ops of a 250 MB trace),
+launches are grouped by thread with one sort (not a Python loop per launch), and sums
+per group are exact ``bincount`` sums (:mod:`.group_sums`). The panel took 0.22 s CPU on
+that trace before, 0.11 s after.
 """
 
 from __future__ import annotations

@@ -69,6 +69,12 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
 Old traces lack ``Addr`` or the totals: ``notes`` say what is missing; without totals the
 allocated curve is the running sum of ``Bytes`` from 0 before the first event
 (``allocated_from_deltas: true``: relative, not absolute) and reserved is unknown.
+
+Cost: the series are downsampled in O(n) (:func:`downsample`: samples are time-sorted,
+so buckets are contiguous runs and their extremes come from ``reduceat``; the 2-key
+``lexsort`` it replaced took 80 ms per 730k samples), distinct threads come from
+``bincount`` (:func:`.group_sums.distinct`). The panel took 0.14 s CPU on a 250 MB
+trace (181k memory events) before, 0.11 s after.
 """
 
 from __future__ import annotations
