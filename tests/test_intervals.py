@@ -69,3 +69,73 @@ def test_split_at() -> None:
         (20, 25),
         (25, 30),
     ]
+
+
+def _runs(points: set[int], cuts: frozenset[int] | set[int] = frozenset()) -> list[tuple[int, int]]:
+    """The canonical decomposition of a set of integer moments: maximal runs, also
+    broken at ``cuts``."""
+    out: list[tuple[int, int]] = []
+    for t in sorted(points):
+        if out and out[-1][1] == t and t not in cuts:
+            out[-1] = (out[-1][0], t + 1)
+        else:
+            out.append((t, t + 1))
+    return out
+
+
+def _touching(rng: np.random.Generator, n: int, k: int) -> iv.Intervals:
+    """Sorted, disjoint intervals of which some touch their neighbour (not normalised)."""
+    pts = np.sort(rng.choice(n, 2 * k, replace=False)).astype(np.int64)
+    s, e = pts[0::2].copy(), pts[1::2].copy()
+    if k > 1:
+        s[1:] = np.where(rng.random(k - 1) < 0.4, e[:-1], s[1:])
+    return s, e
+
+
+def test_intersect_subtract_split_exact_pairs_random() -> None:
+    """The results are the canonical (normalised) decomposition, pair for pair, also for
+    inputs whose intervals touch, and ``split_at`` cuts exactly at the points inside."""
+    rng = np.random.default_rng(11)
+    n = 80
+    for _ in range(400):
+        k_a, k_b = int(rng.integers(0, 10)), int(rng.integers(0, 10))
+        a = _touching(rng, n, k_a)
+        b = _touching(rng, n, k_b) if rng.random() < 0.5 else iv.union(*_touching(rng, n, k_b))
+        ca, cb = _cover(_as_pairs(a), n), _cover(_as_pairs(b), n)
+        assert _as_pairs(iv.intersect(a, b)) == _runs(ca & cb)
+        assert _as_pairs(iv.subtract(a, b)) == _runs(ca - cb)
+        cuts = set(rng.integers(-5, n + 5, int(rng.integers(0, 6))).tolist())
+        u = iv.union(*a)
+        assert _as_pairs(iv.split_at(u, sorted(cuts, reverse=True))) == _runs(ca, cuts)
+
+
+def test_union_sorted_and_unsorted_input_agree() -> None:
+    s = np.array([0, 2, 2, 9, 15, 15], dtype=np.int64)
+    e = np.array([3, 5, 4, 15, 15, 18], dtype=np.int64)
+    order = np.array([4, 1, 5, 0, 3, 2])
+    assert _as_pairs(iv.union(s, e)) == [(0, 5), (9, 18)]
+    assert _as_pairs(iv.union(s[order], e[order])) == [(0, 5), (9, 18)]
+
+
+def test_union_disjoint_equals_union() -> None:
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        a = iv.union(*_touching(rng, 60, int(rng.integers(0, 8))))
+        b = iv.subtract(iv.union(*_touching(rng, 60, int(rng.integers(0, 8)))), a)
+        want = iv.union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+        assert _as_pairs(iv.union_disjoint(a, b)) == _as_pairs(want)
+        assert _as_pairs(iv.union_disjoint(b, a)) == _as_pairs(want)
+    a = iv.union([0, 10], [5, 12])
+    assert _as_pairs(iv.union_disjoint(a, iv.union([5, 20], [10, 25]))) == [(0, 12), (20, 25)]
+
+
+def test_longest_gaps_first_equals_the_stable_sort() -> None:
+    from tb_kineto_insights.analysis.idle import _longest_first
+
+    rng = np.random.default_rng(21)
+    for _ in range(500):
+        lengths = rng.integers(1, 6, int(rng.integers(0, 40))).astype(np.int64)  # many ties
+        k = int(rng.integers(-1, 12))
+        want = np.argsort(-lengths, kind="stable")[:k]
+        assert _longest_first(lengths, k).tolist() == want.tolist()
+    assert _longest_first(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]

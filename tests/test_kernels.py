@@ -460,3 +460,41 @@ def test_amd_hip_launches_linked(shared_traces: Path) -> None:
     assert s.count_in_steps + s.outside_steps.count == s.count
     assert 0.0 <= s.short_count_fraction <= 1.0
     assert s.launch.one_to_one_count == s.count_in_steps
+
+
+def test_thread_start_order_equals_the_four_key_lexsort() -> None:
+    """``innermost_ops``' row order (pid, tid, start, -dur, row), built from the table's
+    start order, is exactly ``np.lexsort((-dur, start, tid, pid))``: with equal starts,
+    several threads, huge tids, and a table that is not start-sorted."""
+    from tb_kineto_insights.analysis.kernels import _thread_start_order
+
+    rng = np.random.default_rng(9)
+    for it in range(400):
+        n = int(rng.integers(0, 50))
+        start = rng.integers(0, 15, n).astype(np.int64)
+        if it % 4:
+            start = np.sort(start)
+        table = m.EventTable(
+            name=np.zeros(n, dtype=np.int32),
+            start_ns=start,
+            dur_ns=rng.integers(0, 6, n).astype(np.int64),
+            pid=rng.integers(-2, 2 if it % 3 else -1, n).astype(np.int64),
+            tid=rng.integers(0, 3 if it % 2 else 1, n).astype(np.int64)
+            * (2**40 if it % 5 == 0 else 1),
+        )
+        want = np.lexsort((-table.dur_ns, table.start_ns, table.tid, table.pid))
+        assert _thread_start_order(table).tolist() == want.tolist()
+
+
+def test_device_start_order_equals_lexsort() -> None:
+    from tb_kineto_insights.analysis.kernels import _device_start_order
+
+    rng = np.random.default_rng(17)
+    for it in range(400):
+        n = int(rng.integers(0, 40))
+        start = rng.integers(0, 12, n).astype(np.int64)
+        if it % 4:
+            start = np.sort(start)
+        device = rng.integers(-1, 3 if it % 3 else 0, n).astype(np.int64)
+        want = np.lexsort((start, device))
+        assert _device_start_order(start, device).tolist() == want.tolist()

@@ -905,3 +905,35 @@ def test_no_fragmentation_on_case_b0(shared_cases: Path) -> None:
     d = device(s, "CUDA:0")
     assert d.fragmentation.events == 0
     assert "memory_fragmentation" not in ids(diags)
+
+
+def test_downsample_exact_picks_with_ties() -> None:
+    # 10 points, 3 buckets over t in [0, 90]: bucket = floor(t * 3 / 91)
+    t = np.arange(10, dtype=np.int64) * 10
+    v = np.array([5, 1, 1, 9, 9, 3, 4, 7, 0, 7], dtype=np.int64)
+    # buckets: [0..3] (t 0..30), [4..6] (t 40..60), [7..9] (t 70..90)
+    # per bucket the earliest lowest and the latest highest: 1 (v=1), 3 (v=9) | 5 (3),
+    # 4 (9) | 8 (0), 9 (7, the later of the two 7s); plus the first and last samples
+    assert downsample(t, v, 8).tolist() == [0, 1, 3, 4, 5, 8, 9]
+
+
+def test_downsample_sorted_fast_path_matches_the_sort() -> None:
+    """The O(n) per-bucket pick equals the (bucket, value, index) sort it replaced."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, points = int(rng.integers(1, 120)), int(rng.integers(4, 30))
+        t = np.sort(rng.integers(0, int(rng.integers(1, 500)), n)).astype(np.int64)
+        v = rng.integers(-3, 4, n).astype(np.int64)  # many ties
+        buckets = max((points - 2) // 2, 1)
+        span = int(t[-1]) - int(t[0])
+        bucket = np.minimum(
+            ((t - t[0]).astype(np.float64) * buckets / (span + 1)).astype(np.int64), buckets - 1
+        )
+        order = np.lexsort((v, bucket))
+        b = bucket[order]
+        first = np.r_[True, b[1:] != b[:-1]]
+        last = np.r_[b[1:] != b[:-1], True]
+        want = np.unique(np.concatenate([order[first], order[last], [0, n - 1]]))
+        if n <= points:
+            want = np.arange(n)
+        assert downsample(t, v, points).tolist() == want.tolist()

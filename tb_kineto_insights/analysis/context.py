@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.steps import profiler_steps
 from tb_kineto_insights.trace import model as m
 
@@ -210,7 +211,7 @@ def build_index(trace: m.Trace) -> TraceIndex:
     steps = _without_lost_gpu_steps(trace, all_steps)
     devices: set[int] = set()
     for kind in GPU_WORK_KINDS:
-        devices.update(int(d) for d in np.unique(trace.tables[kind].device))
+        devices.update(int(d) for d in distinct(trace.tables[kind].device))
     busy: dict[int, iv.Intervals] = {}
     for dev in sorted(devices):
         starts, ends = [], []

@@ -16,6 +16,14 @@ in full, so a time can exceed the wall-clock span. A kernel is *short* when its 
 is below ``Thresholds.short_kernel_us``. Graph-launched kernels (one ``cudaGraphLaunch``,
 many kernels) count in every metric like any other kernel; they are only left out of the
 launch-bound share, which needs one launch call per kernel.
+
+Cost: event tables are start-sorted, so the orders this panel needs (CPU ops by
+thread then start, :func:`_thread_start_order`; kernels by device then start,
+:func:`_device_start_order`) are one stable sort of a small dense key instead of a
+multi-key ``lexsort`` (150 ms for the 4-key one over the 358k CPU ops of a 250 MB trace),
+launches are grouped by thread with one sort (not a Python loop per launch), and sums
+per group are exact ``bincount`` sums (:mod:`.group_sums`). The panel took 0.22 s CPU on
+that trace before, 0.11 s after.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.group_sums import distinct, int_sums
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.kernels import (
     FusionCandidate,
@@ -326,7 +335,7 @@ def _fusion_candidates(
     rows_in = np.nonzero((step >= 0) & ~communication)[0]
     if rows_in.size == 0:
         return []
-    order = rows_in[np.lexsort((k.start_ns[rows_in], k.device[rows_in]))]
+    order = rows_in[_device_start_order(k.start_ns[rows_in], k.device[rows_in])]
     s = short[order]
     st = step[order]
     dv = k.device[order]
@@ -427,7 +436,7 @@ def innermost_ops(cpu: m.EventTable, pid: I64, tid: I64, t_ns: I64) -> I64:
     out = np.full(t_ns.size, -1, dtype=np.int64)
     if t_ns.size == 0 or len(cpu) == 0:
         return out
-    order = np.lexsort((-cpu.dur_ns, cpu.start_ns, cpu.tid, cpu.pid))
+    order = _thread_start_order(cpu)
     op_pid, op_tid = cpu.pid[order], cpu.tid[order]
     change = np.ones(order.size, dtype=np.bool_)
     change[1:] = (op_pid[1:] != op_pid[:-1]) | (op_tid[1:] != op_tid[:-1])
@@ -439,19 +448,70 @@ def innermost_ops(cpu: m.EventTable, pid: I64, tid: I64, t_ns: I64) -> I64:
     }
     starts = cpu.start_ns[order]
     ends = cpu.end_ns[order]
-    q_threads: dict[tuple[int, int], list[int]] = {}
-    for i, key in enumerate(zip(pid.tolist(), tid.tolist(), strict=True)):
-        q_threads.setdefault(key, []).append(i)
-    for key, qs in q_threads.items():  # one iteration per launching thread
-        seg = segments.get(key)
+    # queries grouped by thread with one stable sort (not a Python loop per query)
+    q_order = np.lexsort((tid, pid))
+    q_pid, q_tid = pid[q_order], tid[q_order]
+    q_change = np.ones(q_order.size, dtype=np.bool_)
+    q_change[1:] = (q_pid[1:] != q_pid[:-1]) | (q_tid[1:] != q_tid[:-1])
+    q_lo = np.nonzero(q_change)[0]
+    q_hi = np.append(q_lo[1:], q_order.size)
+    for qa, qb in zip(q_lo.tolist(), q_hi.tolist(), strict=True):  # one per thread
+        seg = segments.get((int(q_pid[qa]), int(q_tid[qa])))
         if seg is None:
             continue
         a, b = seg
-        q = np.array(qs, dtype=np.int64)
+        q = q_order[qa:qb]
         found = _latest_open(starts[a:b], ends[a:b], t_ns[q])
         ok = found >= 0
         out[q[ok]] = order[a + found[ok]]
     return out
+
+
+def _device_start_order(start: I64, device: I64) -> I64:
+    """``np.lexsort((start, device))``: by device, then start, then position. Kernel rows
+    come start-sorted (the table's order), so one stable sort by a dense device key does
+    it (a radix sort of ``uint16``); unsorted input takes the ``lexsort``."""
+    n = int(start.size)
+    if n > 1 and not bool((start[1:] >= start[:-1]).all()):
+        return np.lexsort((start, device)).astype(np.int64)
+    devices = distinct(device)
+    if devices.size <= 1:
+        return np.arange(n, dtype=np.int64)
+    key = np.searchsorted(devices, device)
+    if devices.size < 2**16:
+        key = key.astype(np.uint16)
+    return np.argsort(key, kind="stable").astype(np.int64)
+
+
+def _thread_start_order(cpu: m.EventTable) -> I64:
+    """Rows of a start-sorted table ordered by ``(pid, tid, start_ns, -dur_ns, row)``:
+    the same permutation as ``np.lexsort((-dur_ns, start_ns, tid, pid))``, built from
+    the table's own start order. Rows with equal starts (few, or none with ns
+    timestamps) are sorted by ``-dur_ns`` among themselves; then one stable sort by a
+    dense thread key (``uint16`` when there are < 65536 (pid, tid) combinations: a radix
+    sort). Measured on the 358k CPU ops of a 250 MB trace: 150 ms for the 4-key
+    ``lexsort``, under 15 ms this way."""
+    n = len(cpu)
+    start, dur = cpu.start_ns, cpu.dur_ns
+    base = np.arange(n, dtype=np.int64)
+    if n > 1 and not bool((start[1:] >= start[:-1]).all()):  # not start-sorted: general case
+        return np.lexsort((-dur, start, cpu.tid, cpu.pid)).astype(np.int64)
+    tie = np.zeros(n, dtype=np.bool_)
+    if n > 1:
+        eq = start[1:] == start[:-1]
+        tie[1:] = eq
+        tie[:-1] |= eq
+    if tie.any():  # equal-start runs are contiguous: sort inside them by -dur
+        rows = np.nonzero(tie)[0]
+        base[rows] = rows[np.lexsort((-dur[rows], start[rows]))]
+    pids, tids = distinct(cpu.pid), distinct(cpu.tid)
+    if pids.size == 1 and tids.size == 1:
+        return base
+    key = np.searchsorted(pids, cpu.pid) * tids.size + np.searchsorted(tids, cpu.tid)
+    key_base = key[base]
+    if pids.size * tids.size < 2**16:
+        key_base = key_base.astype(np.uint16)
+    return base[np.argsort(key_base, kind="stable")]
 
 
 def _latest_open(starts: I64, ends: I64, t: I64) -> I64:
@@ -580,10 +640,7 @@ def _devices(device: I64, dur: I64, short: Mask) -> dict[str, KernelDevice]:
 
 def _int_sums(group: I64, values: I64, size: int) -> I64:
     """Exact int64 sums of ``values`` per ``group`` (0..size-1)."""
-    out = np.zeros(size, dtype=np.int64)
-    if group.size:
-        np.add.at(out, group, values)
-    return out
+    return int_sums(group, values, size)
 
 
 def _us(ns: int | float | np.integer[Any] | np.floating[Any]) -> float:

@@ -69,6 +69,12 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
 Old traces lack ``Addr`` or the totals: ``notes`` say what is missing; without totals the
 allocated curve is the running sum of ``Bytes`` from 0 before the first event
 (``allocated_from_deltas: true``: relative, not absolute) and reserved is unknown.
+
+Cost: the series are downsampled in O(n) (:func:`downsample`: samples are time-sorted,
+so buckets are contiguous runs and their extremes come from ``reduceat``; the 2-key
+``lexsort`` it replaced took 80 ms per 730k samples), distinct threads come from
+``bincount`` (:func:`.group_sums.distinct`). The panel took 0.14 s CPU on a 250 MB
+trace (181k memory events) before, 0.11 s after.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
+from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.memory import (
@@ -131,8 +138,8 @@ def device_name(device_type: int, device_id: int) -> str:
 def _pairs(a: I64, b: I64) -> list[tuple[int, int]]:
     """Distinct ``(a[i], b[i])`` pairs, sorted (cheaper than ``np.unique(axis=0)``)."""
     out: list[tuple[int, int]] = []
-    for x in np.unique(a).tolist():
-        out.extend((int(x), int(y)) for y in np.unique(b[a == x]).tolist())
+    for x in distinct(a).tolist():
+        out.extend((int(x), int(y)) for y in distinct(b[a == x]).tolist())
     return out
 
 
@@ -148,14 +155,27 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
     span = int(t[-1]) - int(t[0])
     rel = (t - t[0]).astype(np.float64)
     bucket = np.minimum((rel * buckets / (span + 1)).astype(np.int64), buckets - 1)
-    # within each bucket by value (ties: earlier first), buckets in order
-    order = np.lexsort((v, bucket))
-    b_sorted = bucket[order]
-    first = np.ones(n, dtype=np.bool_)
-    first[1:] = b_sorted[1:] != b_sorted[:-1]
-    last = np.ones(n, dtype=np.bool_)
-    last[:-1] = b_sorted[1:] != b_sorted[:-1]
-    keep = np.concatenate([order[first], order[last], [0, n - 1]])
+    if n > 1 and not bool((bucket[1:] >= bucket[:-1]).all()):  # t not sorted after all
+        # within each bucket by value (ties: earlier first), buckets in order
+        order = np.lexsort((v, bucket))
+        b_sorted = bucket[order]
+        first = np.ones(n, dtype=np.bool_)
+        first[1:] = b_sorted[1:] != b_sorted[:-1]
+        last = np.ones(n, dtype=np.bool_)
+        last[:-1] = b_sorted[1:] != b_sorted[:-1]
+        keep = np.concatenate([order[first], order[last], [0, n - 1]])
+    else:
+        # t sorted: buckets are contiguous runs; per run the earliest lowest sample and
+        # the latest highest one (what a sort by (bucket, value, index) puts first and
+        # last), in O(n) instead of a 2-key lexsort (80 ms per 730k samples)
+        run_lo = np.concatenate([[0], np.flatnonzero(bucket[1:] != bucket[:-1]) + 1])
+        run = np.repeat(np.arange(run_lo.size), np.diff(np.append(run_lo, n)))
+        lowest = np.flatnonzero(v == np.minimum.reduceat(v, run_lo)[run])
+        highest = np.flatnonzero(v == np.maximum.reduceat(v, run_lo)[run])
+        r_lo, r_hi = run[lowest], run[highest]
+        first_lowest = lowest[np.concatenate([[True], r_lo[1:] != r_lo[:-1]])]
+        last_highest = highest[np.concatenate([r_hi[1:] != r_hi[:-1], [True]])]
+        keep = np.concatenate([first_lowest, last_highest, [0, n - 1]])
     out = np.unique(keep).astype(np.int64)
     if out.size > max_points:  # max_points < 4: fall back to the extremes only
         out = np.unique(np.array([int(np.argmin(v)), int(np.argmax(v))], dtype=np.int64))
@@ -192,8 +212,9 @@ def innermost_op(ops: m.EventTable, pid: I64, tid: I64, ts: I64) -> I64:
         step = 1
         while step < rows.size:
             prev = table[-1]
-            nxt = prev.copy()
-            nxt[step:] = np.maximum(prev[step:], prev[:-step])
+            nxt = np.empty_like(prev)
+            nxt[:step] = prev[:step]
+            np.maximum(prev[step:], prev[:-step], out=nxt[step:])
             table.append(nxt)
             step *= 2
         pts = ts[q]

@@ -83,7 +83,7 @@ def exclusive_breakdown(index: TraceIndex) -> dict[str, np.ndarray]:
         own = iv.subtract(sets[cat], taken)
         out[cat] = iv.overlap_per_window(own, steps.start_ns, steps.end_ns)
         used += out[cat]
-        taken = iv.union(np.concatenate([taken[0], own[0]]), np.concatenate([taken[1], own[1]]))
+        taken = iv.union_disjoint(taken, own)  # own lies outside taken
     out["other"] = steps.dur_ns - used
     return out
 

@@ -12,6 +12,7 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.schema.tables import Table, TableRow, TablesPanel
 from tb_kineto_insights.trace import model as m
@@ -31,7 +32,7 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> Table:
     inside = step >= 0
     name_ids = t.name[inside]
     # group by label through the (few) distinct name ids, never per row as strings
-    ids, id_group_of_row = np.unique(name_ids, return_inverse=True)
+    ids, id_group_of_row = distinct_inverse(name_ids)
     labels = [short_kernel_name(trace.names[i]) if fold else trace.names[i] for i in ids]
     group_of_label: dict[str, int] = {}
     group_of_id = np.array(
@@ -43,10 +44,9 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> Table:
     dur = t.dur_ns[inside]
     s = step[inside]
     n_groups = len(uniq)
-    count = np.zeros((n_groups, n_steps), dtype=np.int64)
-    time = np.zeros((n_groups, n_steps), dtype=np.int64)
-    np.add.at(count, (group, s), 1)
-    np.add.at(time, (group, s), dur)
+    cell = group * n_steps + s  # (group, step) flattened
+    count = np.bincount(cell, minlength=n_groups * n_steps).reshape(n_groups, n_steps)
+    time = int_sums(cell, dur, n_groups * n_steps).reshape(n_groups, n_steps)
     total_time = time.sum(axis=1)
     order = np.argsort(-total_time, kind="stable")
     keep = order[:max_rows]
