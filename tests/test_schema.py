@@ -14,7 +14,17 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import CASES, H200X2, REPO, SAMPLE_LOGS, SHARED_TRACES, cpu, kernel, write_trace
+from conftest import (
+    CASES,
+    H200X2,
+    REPO,
+    SAMPLE_LOGS,
+    SHARED_TRACES,
+    as_json,
+    cpu,
+    kernel,
+    write_trace,
+)
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.cache import _entry_bytes, encode_json
@@ -49,10 +59,11 @@ def _id(path: Path) -> str:
 @pytest.mark.parametrize("path", _trace_files(), ids=_id)
 def test_every_real_summary_round_trips_through_the_schema(path: Path) -> None:
     """A summary of every trace of sample_logs/, ../shared/traces/public,
-    ../shared/traces/h200x2 and ../shared/cases: decoded with
-    msgspec.json.Decoder(Summary), it encodes back to exactly the bytes of the plain-dict
-    summary (same keys, order, types, values). A case the reader rejects must be
-    rejected with its typed error (nothing to round-trip)."""
+    ../shared/traces/h200x2 and ../shared/cases: its JSON (what the cache stores),
+    decoded with msgspec.json.Decoder(Summary) (what the cache reads back), is an equal
+    Struct and encodes back to exactly the same bytes (same keys, order, types, values:
+    an int where the Struct says float would come back as a float). A case the reader
+    rejects must be rejected with its typed error (nothing to round-trip)."""
     summary, error = try_summarize_file(str(path))
     if summary is None:
         assert error is not None and CASES in path.parents, error
@@ -60,7 +71,7 @@ def test_every_real_summary_round_trips_through_the_schema(path: Path) -> None:
         return
     raw = encode_json(summary)
     decoded = schema.SUMMARY_DECODER.decode(raw)
-    assert isinstance(decoded, schema.Summary)
+    assert isinstance(decoded, schema.Summary) and decoded == summary
     assert msgspec.json.encode(decoded) == raw
 
 
@@ -146,13 +157,13 @@ EDGE_TRACES: dict[str, list[dict[str, Any]]] = {
 def test_degenerate_summaries_fit_the_schema(tmp_path: Path, name: str) -> None:
     summary, error = try_summarize_file(str(write_trace(tmp_path / "t.json", EDGE_TRACES[name])))
     assert error is None and summary is not None
-    assert isinstance(schema.validate_summary(json.loads(json.dumps(summary))), schema.Summary)
+    assert isinstance(schema.validate_summary(as_json(summary)), schema.Summary)
 
 
 def test_a_summary_that_lacks_a_panel_or_has_a_wrong_type_does_not_validate(
     tmp_path: Path,
 ) -> None:
-    good = summarize_file(str(_tiny(tmp_path)))
+    good = as_json(summarize_file(str(_tiny(tmp_path))))
     assert list(good) == list(PANELS)
     assert schema.validate_summary(good).steps.count == 3
     missing = {k: v for k, v in good.items() if k != "idle"}
@@ -182,7 +193,7 @@ def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
     assert summaries.cache is not None
     ident = identity_of(span)
     key = summaries.cache.key(ident)
-    bad = json.loads(json.dumps(first))
+    bad = as_json(first)
     bad["steps"]["mean_step_us"] = "fast"
     summaries.cache.store_entry(
         ident, _entry_bytes(ident, summaries.settings, summary=bad, key=key), is_error=False

@@ -4,10 +4,13 @@
 ranks :class:`RunView`, the :class:`DiffDocument` (``tb_kineto_insights.diff/1``) and
 the :class:`Report` envelope (``tb_kineto_insights.report/1``).
 
-The analysis code builds plain dicts (built-ins are what it indexes internally); these
-Structs are the contract at the boundary: every summary the cache reads back is decoded
-with :data:`SUMMARY_DECODER` (an entry that does not validate is dropped and computed
-again), ``docs/schema/*.json`` is generated from them (``make schema``,
+These Structs are the values the code passes around: ``summary.summarize_file`` returns
+a :class:`Summary`, ``summary.summarize_run`` a :class:`RunView`, ``analysis.diff.diff``
+a :class:`DiffDocument`, ``cli.build_report`` a :class:`Report` (each made with
+``msgspec.convert``, which checks every field's type), and consumers read them by
+attribute. Every summary the cache reads back is decoded with :data:`SUMMARY_DECODER`
+(an entry that does not validate is dropped and computed again); built-ins are made
+only where JSON goes out. ``docs/schema/*.json`` is generated from them (``make schema``,
 ``scripts/gen_schema.py``), and ``frontend/src/types.ts`` is generated from that JSON
 Schema. Conventions: units are in field names (``_us`` microseconds, ``_ns``
 nanoseconds, ``_bytes``, ``_fraction`` a share in [0, 1], ``_gbps`` 10^9 bytes/s,
@@ -25,8 +28,7 @@ Struct invalidates cached summaries by itself.
 from __future__ import annotations
 
 import hashlib
-import os
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -36,7 +38,6 @@ from tb_kineto_insights.schema.run_view import RunView
 from tb_kineto_insights.schema.summary import Summary
 
 __all__ = [
-    "CHECK_SCHEMA_ENV",
     "DIFF_SCHEMA",
     "REPORT_SCHEMA",
     "SCHEMA_FINGERPRINT",
@@ -45,7 +46,6 @@ __all__ = [
     "Report",
     "RunView",
     "Summary",
-    "checked",
     "json_schemas",
     "validate_summary",
 ]
@@ -95,19 +95,3 @@ def validate_summary(summary: Any) -> Summary:
     `$.steps.mean_step_us```)."""
     return msgspec.convert(summary, Summary, strict=True)
 
-
-#: ``KINETO_INSIGHTS_CHECK_SCHEMA=1``: every summary, run view, diff and report is
-#: checked against its Struct as it is built (:func:`checked`); the test suite sets it,
-#: so a shape the Structs do not describe fails a test instead of drifting silently.
-CHECK_SCHEMA_ENV = "KINETO_INSIGHTS_CHECK_SCHEMA"
-
-_T = TypeVar("_T")
-
-
-def checked(value: _T, struct_type: type[msgspec.Struct]) -> _T:
-    """``value`` unchanged; when ``KINETO_INSIGHTS_CHECK_SCHEMA=1``, first checked
-    against ``struct_type`` (raises ``msgspec.ValidationError`` naming the key that does
-    not fit). Off by default: a user's report never fails on a schema gap."""
-    if os.environ.get(CHECK_SCHEMA_ENV) == "1":
-        msgspec.convert(value, struct_type, strict=True)
-    return value
