@@ -94,4 +94,3 @@ def validate_summary(summary: Any) -> Summary:
     first key that does not fit (e.g. ``Expected `float`, got `str` - at
     `$.steps.mean_step_us```)."""
     return msgspec.convert(summary, Summary, strict=True)
-
