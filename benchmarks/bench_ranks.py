@@ -52,7 +52,7 @@ def child(n: int, balanced: bool, profile: bool) -> None:
         prof.disable()
         pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
     body = encode_json(run)
-    s = run["straggler"]
+    s = run.straggler
     print(
         json.dumps(
             {
@@ -61,8 +61,8 @@ def child(n: int, balanced: bool, profile: bool) -> None:
                 "rss_before_mib": round(before, 1),
                 "peak_rss_mib": round(_rss_mib(), 1),
                 "json_bytes": len(body),
-                "matched": run["matched_count"],
-                "straggler": None if s is None else s["rank"],
+                "matched": run.matched_count,
+                "straggler": None if s is None else s.rank,
             }
         )
     )

@@ -70,6 +70,7 @@ import numpy as np
 from tb_kineto_insights import cache_store, schema
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.content_id import content_key_cached
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
@@ -232,32 +233,47 @@ class _Entry(msgspec.Struct, forbid_unknown_fields=False):
 
 _ENTRY_DECODER = msgspec.json.Decoder(_Entry)
 _PANELS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
+#: Panel name → a decoder of that panel's Struct (``Summary``'s field types).
+_PANEL_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    f.name: msgspec.json.Decoder(f.type) for f in msgspec.structs.fields(Summary)
+}
 
 
 @dataclass(frozen=True)
 class LoadResult:
     """A loaded summary (``summary`` and ``panels`` are raw JSON, ready to send) or a
-    reader error (``error``, the TraceError's message, naming the file)."""
+    reader error (``error``, the TraceError's message, naming the file). ``struct``:
+    the :class:`~tb_kineto_insights.schema.Summary` when :func:`decode_entry` already
+    decoded it (a validated cache entry), else None (decoded on demand)."""
 
     summary: bytes | None
     panels: Mapping[str, bytes]
     error: str | None
     error_type: str | None
     size: int
+    struct: Summary | None = field(default=None, repr=False, compare=False)
 
-    def decoded(self) -> dict[str, Any]:
-        """The summary as Python objects (raises ValueError for an error result)."""
+    def decoded(self) -> Summary:
+        """The :class:`~tb_kineto_insights.schema.Summary`. Raises ValueError for an
+        error result, ``msgspec.ValidationError`` (a ValueError) when the JSON does not
+        fit the Struct."""
+        if self.struct is not None:
+            return self.struct
         if self.summary is None:
             raise ValueError(self.error or "no summary")
-        value = msgspec.json.decode(self.summary)
-        if not isinstance(value, dict):
-            raise ValueError("summary is not a JSON object")
-        return value
+        return schema.summary_decoder().decode(self.summary)
 
     def panel(self, name: str) -> Any:
-        """One panel as Python objects, or None when absent."""
+        """One panel as its Struct (``Summary``'s field of that name, e.g.
+        :class:`~tb_kineto_insights.schema.health.HealthPanel` for ``health``), or None
+        when absent. Raises ``msgspec.ValidationError`` when it does not fit."""
         raw = self.panels.get(name)
-        return None if raw is None else msgspec.json.decode(raw)
+        if raw is None:
+            return None
+        if self.struct is not None:
+            return getattr(self.struct, name)
+        decoder = _PANEL_DECODERS.get(name)
+        return msgspec.json.decode(raw) if decoder is None else decoder.decode(raw)
 
 
 def entry_key(ident: Identity, settings: str) -> str:
@@ -344,7 +360,7 @@ def decode_entry(
     it), or it records an error that is not about the file's content (an I/O error).
     The path recorded in the entry is not checked: a copy of the file elsewhere is the
     same content. With ``validate`` (entries read from a cache folder), the summary is
-    also decoded with ``schema.SUMMARY_DECODER`` (``msgspec.json.Decoder(Summary)``):
+    also decoded with ``schema.summary_decoder()`` (``msgspec.json.Decoder(Summary)``):
     one that does not fit the :class:`~tb_kineto_insights.schema.Summary` Struct (a key
     missing, of another type; written by other code under the same key) is None too, so
     it is dropped and computed again. ``validate=False``: a summary this process's worker
@@ -373,18 +389,22 @@ def decode_entry(
         summary = bytes(entry.summary)
         if summary == b"null":
             return None
+        struct = None
         if validate:
             try:
-                schema.summary_decoder().decode(summary)
+                struct = schema.summary_decoder().decode(summary)
             except msgspec.ValidationError as exc:
                 logger.warning("Kineto Insights: cached summary of %s: %s", ident.path, exc)
                 return None
         panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
         if entry.path != ident.path:
             summary = _relabelled(panels, ident.path)
+            if struct is not None:
+                health = msgspec.structs.replace(struct.health, path=ident.path)
+                struct = msgspec.structs.replace(struct, health=health)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
         return None
-    return LoadResult(summary, panels, None, None, len(data))
+    return LoadResult(summary, panels, None, None, len(data), struct)
 
 
 def _relabelled(panels: dict[str, bytes], path: str) -> bytes:

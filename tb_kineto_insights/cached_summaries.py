@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -30,6 +29,7 @@ from tb_kineto_insights.cache import (
     settings_fingerprint,
 )
 from tb_kineto_insights.logdir import Span
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -37,7 +37,7 @@ __all__ = ["CachedSummaries", "cli_cache_location", "identity_of"]
 
 logger = logging.getLogger(__name__)
 
-SummaryOrError = tuple[dict[str, Any] | None, dict[str, str] | None]
+SummaryOrError = tuple[Summary | None, dict[str, str] | None]
 
 
 def cli_cache_location(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:

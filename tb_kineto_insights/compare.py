@@ -11,13 +11,16 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+import msgspec
 
 from tb_kineto_insights.analysis.comparability import format_comparability
 from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.local_paths import local_path
 from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
+from tb_kineto_insights.schema import DiffDocument, Summary
+from tb_kineto_insights.schema.diff import ByRankPair, DdpBucketStats, DiffMetric, DiffOps, DiffRow
 from tb_kineto_insights.summary import try_summarize_file
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
@@ -32,7 +35,7 @@ class LoadedSide:
     """``summaries``: ``(worker/span label, summary)`` pairs; ``errors``: unreadable spans."""
 
     spec: str
-    summaries: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    summaries: list[tuple[str, Summary]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -84,7 +87,7 @@ def load_side(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-    summarize: Callable[[Span], tuple[dict[str, Any] | None, dict[str, str] | None]] | None = None,
+    summarize: Callable[[Span], tuple[Summary | None, dict[str, str] | None]] | None = None,
 ) -> LoadedSide:
     """Resolve and summarise a side; unreadable spans are listed in ``errors``.
     ``summarize(span) -> (summary, error)``: where summaries come from (e.g.
@@ -106,7 +109,7 @@ def load_side(
         if summary is None:
             side.errors.append(error["message"] if error else span.path)
             continue
-        if not (summary["steps"].get("total_us") or 0) > 0:
+        if not summary.steps.total_us > 0:
             side.errors.append(f"{span.path}: no usable events (nothing to compare)")
             continue
         side.summaries.append((f"{span.worker}/{span.span}", summary))
@@ -117,7 +120,7 @@ def load_side(
 
 def compare(
     base: LoadedSide, exp: LoadedSide, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
+) -> DiffDocument:
     """The diff document of two loaded sides, with their read errors as warnings."""
     doc = diff(
         base.summaries,
@@ -126,8 +129,8 @@ def compare(
         exp_label=exp.spec,
         thresholds=thresholds,
     )
-    doc["warnings"] += [f"base: {e}" for e in base.errors] + [f"exp: {e}" for e in exp.errors]
-    return doc
+    read_errors = [f"base: {e}" for e in base.errors] + [f"exp: {e}" for e in exp.errors]
+    return msgspec.structs.replace(doc, warnings=doc.warnings + read_errors)
 
 
 def _fmt(value: float | None, unit: str) -> str:
@@ -145,27 +148,27 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:.1f}"
 
 
-def _rel_text(m: dict[str, Any]) -> str:
-    if m["unit"] == "fraction":  # shares change in percentage points
-        return f"{100 * m['delta']:+.1f} pp"
-    rel = m["change_fraction"]
+def _rel_text(m: DiffMetric) -> str:
+    if m.unit == "fraction":  # shares change in percentage points
+        return f"{100 * m.delta:+.1f} pp"
+    rel = m.change_fraction
     return f"{100 * rel:+.1f} %" if rel is not None else "new"
 
 
-def _by_rank_text(by_rank: dict[str, dict[str, float]]) -> str:
+def _by_rank_text(by_rank: ByRankPair) -> str:
     def one(values: dict[str, float]) -> str:
         return ", ".join(f"rank {r} {_fmt(v, 'µs')}" for r, v in values.items()) or "-"
 
-    return f"base {one(by_rank.get('base') or {})}; exp {one(by_rank.get('exp') or {})}"
+    return f"base {one(by_rank.base)}; exp {one(by_rank.exp)}"
 
 
-def _buckets_text(b: dict[str, Any] | None) -> str:
+def _buckets_text(b: DdpBucketStats | None) -> str:
     if not b:
         return "none"
-    per_step = b.get("count_per_step")
-    head = f"{per_step:.1f} /step" if per_step is not None else f"{b['count']} total"
-    sizes = ", ".join(f"{fmt_bytes(x['bytes'], 2)} x{x['count']}" for x in b.get("sizes", []))
-    return f"{head}, median {_fmt(b.get('median_bytes'), 'bytes')} per collective ({sizes})"
+    per_step = b.count_per_step
+    head = f"{per_step:.1f} /step" if per_step is not None else f"{b.count} total"
+    sizes = ", ".join(f"{fmt_bytes(x.bytes, 2)} x{x.count}" for x in b.sizes)
+    return f"{head}, median {_fmt(b.median_bytes, 'bytes')} per collective ({sizes})"
 
 
 #: Text heading of each group of a kernels/ops comparison.
@@ -178,12 +181,12 @@ _GROUP_HEADINGS = {
 }
 
 
-def _table_text(table: dict[str, Any], noun: str) -> list[str]:
+def _table_text(table: DiffOps, noun: str) -> list[str]:
     """The changed, added, removed and moved-out rows of one table, time /step."""
-    groups: dict[str, list[dict[str, Any]]] = {"changed": table.get("changed") or []}
-    groups["added"] = table.get("added") or []
-    for r in table.get("removed") or []:
-        groups.setdefault(r.get("status") or "removed", []).append(r)
+    groups: dict[str, list[DiffRow]] = {"changed": table.changed}
+    groups["added"] = table.added
+    for r in table.removed:
+        groups.setdefault(r.status or "removed", []).append(r)
     lines = []
     for group, heading in _GROUP_HEADINGS.items():
         rows = groups.get(group, [])[:8]
@@ -191,84 +194,84 @@ def _table_text(table: dict[str, Any], noun: str) -> list[str]:
             continue
         lines.append(f"\n{noun} {heading} (time /step):")
         for r in rows:
-            t = r["time_us_per_step"]
-            before = "-" if group == "added" else _fmt(t["base"], "µs")
-            after = _fmt(t["exp"], "µs") if group in ("changed", "added") else "-"
-            lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
+            t = r.time_us_per_step
+            before = "-" if group == "added" else _fmt(t.base, "µs")
+            after = _fmt(t.exp, "µs") if group in ("changed", "added") else "-"
+            lines.append(f"  {before:>12s} -> {after:>12s}  {t.verdict:12s} {r.name}")
     return lines
 
 
-def diff_text(doc: dict[str, Any]) -> str:
+def diff_text(doc: DiffDocument) -> str:
     """Terminal rendering: unlike-for-like recording differences first, then the
     headline, then the largest changes, metrics (with the communication rows), DDP
     buckets, kernels (communication kernels apart, not judged), diagnoses
     gained/lost/kept (span- and run-level) and warnings."""
-    h = doc["headline"]
-    speed = h["speedup"]
+    h = doc.headline
+    speed = h.speedup
     # unlike-for-like recordings first: they qualify every number below
-    lines = format_comparability(doc.get("comparability") or []) + [
-        f"step time {_fmt(h['base_step_us'], 'µs')} -> {_fmt(h['exp_step_us'], 'µs')}"
+    lines = format_comparability(doc.comparability) + [
+        f"step time {_fmt(h.base_step_us, 'µs')} -> {_fmt(h.exp_step_us, 'µs')}"
         + (
             f"  ({speed:.2f}x faster)"
             if speed and speed >= 1
             else (f"  ({1 / speed:.2f}x slower)" if speed else "")
         )
-        + f"  [{h['verdict']}]",
-        f"base: {doc['base']['label']}   exp: {doc['exp']['label']}",
+        + f"  [{h.verdict}]",
+        f"base: {doc.base.label}   exp: {doc.exp.label}",
     ]
-    for w in doc["warnings"]:
+    for w in doc.warnings:
         lines.append(f"warning: {w}")
     lines.append("\nLargest changes (time /step):")
-    for c in doc["largest_changes"]:
-        delta = c["delta_us_per_step"]
+    for c in doc.largest_changes:
+        delta = c.delta_us_per_step
         signed = ("+" if delta >= 0 else "") + fmt_duration_us(delta)
-        lines.append(f"  {signed:>12s}  {c['what']:6s} {c['name']}  [{c['verdict']}]")
+        lines.append(f"  {signed:>12s}  {c.what:6s} {c.name}  [{c.verdict}]")
     lines.append("\nMetrics:")
     notes = []
-    for m in doc["metrics"]:
-        before, after = _fmt(m["base"], m["unit"]), _fmt(m["exp"], m["unit"])
+    for m in doc.metrics:
+        before, after = _fmt(m.base, m.unit), _fmt(m.exp, m.unit)
         lines.append(
-            f"  {m['label']:54s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m['verdict']}"
+            f"  {m.label:54s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m.verdict}"
         )
-        if m.get("note"):
-            notes.append(f"  {m['label']}: {m['note']}")
-        if m.get("by_rank"):
-            lines.append("      by rank: " + _by_rank_text(m["by_rank"]))
+        if m.note:
+            notes.append(f"  {m.label}: {m.note}")
+        if m.by_rank:
+            lines.append("      by rank: " + _by_rank_text(m.by_rank))
     if notes:
         lines.append("Not judged:")
         lines.extend(notes)
-    comm = doc.get("communication") or {}
-    buckets = comm.get("ddp_buckets") or {}
-    if buckets.get("base") or buckets.get("exp"):
+    comm = doc.communication
+    buckets = comm.ddp_buckets
+    if buckets.base or buckets.exp:
         lines.append("\nDDP buckets (AllReduce sizes):")
-        lines.append(f"  base: {_buckets_text(buckets.get('base'))}")
-        lines.append(f"  exp:  {_buckets_text(buckets.get('exp'))}")
-    if comm.get("rank_rows_from") not in (None, "run_view"):
-        lines.append(f"\nWaited/transfer rows: none ({comm['rank_rows_from']})")
-    for table, noun in (("kernels", "Kernels"), ("ops", "CPU ops")):
-        lines.extend(_table_text(doc.get(table) or {}, noun))
-    comm_kernels = doc["kernels"].get("communication") or []
+        lines.append(f"  base: {_buckets_text(buckets.base)}")
+        lines.append(f"  exp:  {_buckets_text(buckets.exp)}")
+    if comm.rank_rows_from != "run_view":
+        lines.append(f"\nWaited/transfer rows: none ({comm.rank_rows_from})")
+    for table, noun in ((doc.kernels, "Kernels"), (doc.ops, "CPU ops")):
+        lines.extend(_table_text(table, noun))
+    comm_kernels = doc.kernels.communication
     if comm_kernels:
         lines.append(
             "\nCommunication kernels (time /step includes waiting for the other ranks; "
             "not judged: see the waited/transfer rows):"
         )
         for r in comm_kernels[:8]:
-            t = r["time_us_per_step"]
-            before, after = _fmt(t["base"], "µs"), _fmt(t["exp"], "µs")
-            lines.append(f"  {before:>12s} -> {after:>12s}  {t['verdict']:12s} {r['name']}")
-    d = doc["diagnoses"]
+            t = r.time_us_per_step
+            before, after = _fmt(t.base, "µs"), _fmt(t.exp, "µs")
+            lines.append(f"  {before:>12s} -> {after:>12s}  {t.verdict:12s} {r.name}")
+    d = doc.diagnoses
     lines.append(
         "\nDiagnoses: appeared "
-        + (", ".join(d["appeared"]) or "none")
+        + (", ".join(d.appeared) or "none")
         + "; disappeared "
-        + (", ".join(d["disappeared"]) or "none")
+        + (", ".join(d.disappeared) or "none")
         + "; kept "
-        + (", ".join(d["kept"]) or "none")
+        + (", ".join(d.kept) or "none")
     )
-    for f in d.get("found", {}).get("exp", []):
-        lines.append(f"  exp [{str(f['severity']).upper()}] {f['id']} ({f['where']}): {f['title']}")
-    lines.append(f"Noise rule: {doc['noise_rule']}")
+    for f in d.found.exp:
+        lines.append(f"  exp [{f.severity.upper()}] {f.id} ({f.where}): {f.title}")
+    lines.append(f"Noise rule: {doc.noise_rule}")
     return "\n".join(lines) + "\n"
 
 
@@ -293,30 +296,30 @@ def parse_fraction(text: str) -> float:
 
 
 def check(
-    doc: dict[str, Any], exp: LoadedSide, max_step_time_regression: float, fail_on: list[str]
+    doc: DiffDocument, exp: LoadedSide, max_step_time_regression: float, fail_on: list[str]
 ) -> list[str]:
     """Reasons to fail a CI pipeline (empty: pass): step time regressed beyond noise by
     more than ``max_step_time_regression`` (fraction), or the experiment has a diagnosis
     listed in ``fail_on``, on any of its spans or in its run view across ranks
-    (``doc["diagnoses"]["found"]["exp"]``, e.g. ``communication_straggler``)."""
+    (``doc.diagnoses.found.exp``, e.g. ``communication_straggler``)."""
     reasons = []
-    h = doc["headline"]
-    rel = h["change_fraction"]
-    if h["verdict"] == "regressed" and rel is not None and rel > max_step_time_regression:
+    h = doc.headline
+    rel = h.change_fraction
+    if h.verdict == "regressed" and rel is not None and rel > max_step_time_regression:
         reasons.append(
-            f"step time regressed {100 * rel:.1f} % ({_fmt(h['base_step_us'], 'µs')} -> "
-            f"{_fmt(h['exp_step_us'], 'µs')}), beyond noise and over the "
+            f"step time regressed {100 * rel:.1f} % ({_fmt(h.base_step_us, 'µs')} -> "
+            f"{_fmt(h.exp_step_us, 'µs')}), beyond noise and over the "
             f"{100 * max_step_time_regression:.1f} % limit"
         )
-    found = doc["diagnoses"].get("found", {}).get("exp", [])
+    found = doc.diagnoses.found.exp
     for wanted in fail_on:
-        hits = [f for f in found if f["id"] == wanted]
+        hits = [f for f in found if f.id == wanted]
         if hits:
             first = hits[0]
-            where = ", ".join(sorted({str(f["where"]) for f in hits}))
+            where = ", ".join(sorted({f.where for f in hits}))
             reasons.append(
                 f"diagnosis {wanted} present in {exp.spec} ({where}): "
-                f"[{str(first['severity']).upper()}] {first['title']}"
+                f"[{first.severity.upper()}] {first.title}"
             )
     return reasons
 

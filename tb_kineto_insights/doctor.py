@@ -214,12 +214,10 @@ def run_doctor(out: TextIO, err: TextIO) -> int:
         started = time.perf_counter()
         summary = summarize_file(path)
         elapsed = time.perf_counter() - started
-        steps = summary.get("steps", {})
-        health = summary.get("health", {})
         line(
             "ok",
             "parse",
-            f"{description}: {health.get('event_count')} events, {steps.get('count')} steps "
+            f"{description}: {summary.health.event_count} events, {summary.steps.count} steps "
             f"in {elapsed:.2f} s",
         )
     except Exception as exc:

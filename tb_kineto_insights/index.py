@@ -62,11 +62,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+import msgspec
+
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import Identity, _sealed, encode_json, entry_key, json_safe
+from tb_kineto_insights.cache import Identity, _sealed, encode_json, entry_key
 from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.logdir import LogdirError, Run, Span, discover
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -234,7 +237,7 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
     name = _run_view_name(task.key)
     if cache.backend.exists(name):
         return SpanOutcome(task.run, 0, CACHED, elapsed_s=time.perf_counter() - started)
-    per_worker: dict[str, list[dict[str, Any]]] = {}
+    per_worker: dict[str, list[Summary]] = {}
     span_of: dict[int, str] = {}
     errors: dict[str, str] = {}
     for worker, idents in task.workers:
@@ -253,7 +256,7 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
     side, notes = summary_module.select_run_spans(list(per_worker.items()), task.span_index)
     view = summary_module.summarize_run(side, task.thresholds)
     if notes:
-        view["notes"] = notes + list(view.get("notes") or [])
+        view = msgspec.structs.replace(view, notes=notes + view.notes)
     doc = {
         "format": RUN_VIEW_FORMAT,
         "analysis_version": summary_module.ANALYSIS_VERSION,
@@ -262,7 +265,7 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
         "span_index": task.span_index,
         "spans": [{"worker": w, "path": span_of.get(id(s), "")} for w, s in side],
         "errors": errors,
-        "summary": json_safe(view),
+        "summary": view,
     }
     try:
         cache.backend.write(name, _sealed(encode_json(doc)))

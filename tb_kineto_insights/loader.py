@@ -448,7 +448,8 @@ class SummaryLoader:
         with self._cv:
             if stored is not None and stored.error is None:
                 if self._states.get(ident) == READY:
-                    self._remember_locked(ident, stored)
+                    # kept as JSON only: the decoded Summary is several times its size
+                    self._remember_locked(ident, dataclasses.replace(stored, struct=None))
                 return stored
             if stored is not None:
                 self._set_error_locked(ident, ERROR_TRACE, stored.error or "unknown error")

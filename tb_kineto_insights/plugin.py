@@ -41,15 +41,17 @@ How it stays fast and safe:
 
 Hooks (swap them by assigning the module attribute, or pass them to the constructor):
 
-- :data:`RUN_SUMMARY_HOOK` ``(side) -> dict``: the run-level view across workers for
-  ``/run_summary``; ``side`` is a list of ``(worker name, summary dict)``, one span per
+- :data:`RUN_SUMMARY_HOOK` ``(side) -> RunView``: the run-level view across workers for
+  ``/run_summary``; ``side`` is a list of ``(worker name, summary)``, one span per
   worker (per rank when a worker holds several ranks), chosen by
   :func:`tb_kineto_insights.summary.select_run_spans`. The default is
   :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
   straggler and the run-level diagnoses); it is given only the panels it reads
-  (:data:`RUN_VIEW_PANELS`), any other hook whole summaries.
-- :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> dict``: the
-  diff for ``/diff``; sides are lists of ``("worker/span", summary dict)``. Default:
+  (:data:`RUN_VIEW_PANELS`, as an object with those three attributes), any other hook
+  whole :class:`~tb_kineto_insights.schema.Summary` Structs. A hook may return a Struct
+  or built-ins; the answer is its JSON (msgspec).
+- :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> DiffDocument``:
+  the diff for ``/diff``; sides are lists of ``("worker/span", Summary)``. Default:
   :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
   be imported (or the hook is set to None), ``/diff`` answers 501.
 """
@@ -72,12 +74,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.diff import diff
+from tb_kineto_insights.analysis.run_view import RunViewSpan
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cache import (
     CACHE_DIR_ENV,
@@ -101,6 +105,10 @@ from tb_kineto_insights.logdir import (
     folder_name,
     parse_span_index,
 )
+from tb_kineto_insights.schema import DiffDocument, RunView
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.summary import summarize_file, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 from tb_kineto_insights.watch import folder_identity, start_watcher, watch_from_env
@@ -167,7 +175,7 @@ ROUTES: tuple[str, ...] = (
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
 _FALSE = frozenset({"0", "false", "no", "off"})
 
-Side = list[tuple[str, dict[str, Any]]]
+Side = list[tuple[str, RunViewSpan]]
 RunSummaryHook = Callable[[Side], Any]
 DiffHook = Callable[..., Any]
 
@@ -320,13 +328,24 @@ _EMPTY = _Snapshot((), {}, {}, None, False)
 RUN_VIEW_PANELS = ("health", "steps", "communication")
 
 
-def _run_view_input(result: LoadResult, whole: bool) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _RunViewPanels:
+    """The :data:`RUN_VIEW_PANELS` of one span, each decoded into its Struct: what the
+    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`)."""
+
+    health: HealthPanel
+    steps: StepsPanel
+    communication: CommunicationPanel
+
+
+def _run_view_input(result: LoadResult, whole: bool) -> RunViewSpan:
     """One span's summary for the run-summary hook: its :data:`RUN_VIEW_PANELS` only,
-    unless ``whole`` or one of them is missing (then the whole summary)."""
+    unless ``whole`` or one of them is missing (then the whole
+    :class:`~tb_kineto_insights.schema.Summary`)."""
     if not whole:
-        parts = {name: result.panel(name) for name in RUN_VIEW_PANELS}
-        if all(v is not None for v in parts.values()):
-            return parts
+        health, steps, comm = (result.panel(name) for name in RUN_VIEW_PANELS)
+        if health is not None and steps is not None and comm is not None:
+            return _RunViewPanels(health=health, steps=steps, communication=comm)
     return result.decoded()
 
 
@@ -928,13 +947,15 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         if body is None:
             whole = hook is not summarize_run  # another hook may read any panel
             decoded = [(span, _run_view_input(result, whole)) for span, result in ready]
-            per_worker: dict[str, list[dict[str, Any]]] = {}
+            per_worker: dict[str, list[RunViewSpan]] = {}
             for span, summary in decoded:
                 per_worker.setdefault(span.worker, []).append(summary)
             side, notes = summary_module.select_run_spans(list(per_worker.items()), span_index)
             span_of = {id(summary): span for span, summary in decoded}
             result_doc = hook(side)
-            if notes and isinstance(result_doc, dict):
+            if notes and isinstance(result_doc, RunView):
+                result_doc = msgspec.structs.replace(result_doc, notes=notes + result_doc.notes)
+            elif notes and isinstance(result_doc, dict):
                 result_doc["notes"] = notes + list(result_doc.get("notes") or [])
             doc = {
                 "run": run.name,
@@ -1014,7 +1035,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 diffed: Any = hook(b, e, base_label=labels[0], exp_label=labels[1])
             except ValueError as exc:  # e.g. no steps on one side: the input's problem
                 raise _ApiError(422, str(exc)) from None
-            if isinstance(diffed, dict) and warnings:
+            if isinstance(diffed, DiffDocument) and warnings:
+                diffed = msgspec.structs.replace(diffed, warnings=[*diffed.warnings, *warnings])
+            elif isinstance(diffed, dict) and warnings:
                 diffed = {**diffed, "warnings": [*diffed.get("warnings", []), *warnings]}
             body = encode_json(diffed)
             self._derived_put(key, body)

@@ -1,11 +1,11 @@
 """Summary of one trace: the small, JSON-serialisable result every front end shows.
 
 ``summarize_file(path)`` reads and analyses one file; the CLI, the plugin and the cache
-all call it. A summary is the :class:`~tb_kineto_insights.schema.Summary` Struct, one
-field per panel in :data:`PANELS`, built from the Struct each panel's builder returns (one
-module per panel in ``tb_kineto_insights/schema/``, published as
-``docs/schema/summary.schema.json``); :func:`summarize_trace` hands it on as built-ins
-(a ``dict``) until the consumers take the Struct:
+all call it. A summary is a :class:`~tb_kineto_insights.schema.Summary` Struct (frozen;
+one field per panel in :data:`PANELS`, one schema module per panel in
+``tb_kineto_insights/schema/``, published as ``docs/schema/summary.schema.json``); code
+reads it by attribute (``summary.steps.mean_step_us``) and writes it as JSON with
+msgspec (``cache.encode_json``):
 
 - ``health``: what the reader saw (:class:`~tb_kineto_insights.trace.model.TraceHealth`),
   with ``trace_quality``: is the trace representative (:mod:`.analysis.trace_quality`);
@@ -23,9 +23,8 @@ module per panel in ``tb_kineto_insights/schema/``, published as
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
+from collections.abc import Sequence
+from typing import TypeVar
 
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
@@ -34,17 +33,12 @@ from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
-from tb_kineto_insights.analysis.run_view import (
-    run_diagnoses,
-    run_summary,
-    run_view_inputs,
-    superseded_span_diagnoses,
-)
+from tb_kineto_insights.analysis.run_view import RunViewSpan, run_view, run_view_inputs
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
-from tb_kineto_insights.schema import RunView, Summary, checked
+from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
@@ -65,10 +59,11 @@ PANELS: tuple[str, ...] = (
 )
 
 
-def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any]:
-    """Analyse a read trace; returns ``{panel: ...}`` for every panel in :data:`PANELS`
-    (the :class:`~tb_kineto_insights.schema.Summary` built from each panel's Struct, as
-    built-ins until the consumers take the Struct: see the seam below)."""
+def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Summary:
+    """Analyse a read trace; returns its :class:`~tb_kineto_insights.schema.Summary` (one
+    field per panel in :data:`PANELS`), built from the Struct each panel's builder returns
+    (constructed, not validated: ``tests/test_schema.py`` round-trips every real summary
+    through the schema)."""
     index = build_index(trace)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
@@ -85,7 +80,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "memory": memory,
         "health": health,
     }
-    summary_struct = Summary(
+    return Summary(
         diagnoses=diagnose(index, panels, thresholds),
         steps=steps,
         kernels=kernels,
@@ -95,8 +90,6 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         health=health,
         tables=tables,
     )
-    # seam: h/s2 makes consumers take the Struct; returns the Struct after the merge
-    return checked(msgspec.to_builtins(summary_struct), Summary)
 
 
 def summarize_file(
@@ -104,8 +97,9 @@ def summarize_file(
     *,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> dict[str, Any]:
-    """Read and analyse one trace file (local path or fsspec URL).
+) -> Summary:
+    """Read and analyse one trace file (local path or fsspec URL): its
+    :class:`~tb_kineto_insights.schema.Summary`.
 
     Raises:
         TraceError: (and its subclasses) when the file cannot be read; the message names
@@ -115,23 +109,25 @@ def summarize_file(
 
 
 def summarize_run(
-    workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> dict[str, Any]:
+    workers: Sequence[tuple[str, RunViewSpan]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> RunView:
     """Run-level view across the workers (ranks) of one run, from one span summary per
-    worker (choose them with :func:`select_run_spans`):
-    :func:`~tb_kineto_insights.analysis.run_view.run_summary` plus its ``diagnoses``
+    worker (a :class:`~tb_kineto_insights.schema.Summary`, or any object with its
+    ``health``, ``steps`` and ``communication`` panels; choose them with
+    :func:`select_run_spans`): the :class:`~tb_kineto_insights.schema.RunView` of
+    :func:`~tb_kineto_insights.analysis.run_view.run_view`, with its ``diagnoses``
     (``communication_straggler``, per-rank ``exposed_communication``) and
     ``superseded_span_diagnoses`` (``{worker, rank, id}`` of the span-level diagnoses the
     run-level ones replace)."""
-    run = run_summary(workers, thresholds)
-    run["diagnoses"] = run_diagnoses(run, thresholds)
-    run["superseded_span_diagnoses"] = superseded_span_diagnoses(run["diagnoses"])
-    return checked(run, RunView)
+    return run_view(workers, thresholds)
+
+
+_S = TypeVar("_S", bound=RunViewSpan)
 
 
 def select_run_spans(
-    workers: list[tuple[str, list[dict[str, Any]]]], span_index: int = -1
-) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    workers: list[tuple[str, list[_S]]], span_index: int = -1
+) -> tuple[list[tuple[str, _S]], list[str]]:
     """The one place that chooses the view across ranks' input from a run's readable
     span summaries per worker (CLI and plugin): ``spans[span_index]`` per worker, and one
     entry per rank for a worker that holds several ranks' spans in the same time window
@@ -145,7 +141,7 @@ def try_summarize_file(
     *,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> tuple[dict[str, Any] | None, dict[str, str] | None]:
+) -> tuple[Summary | None, dict[str, str] | None]:
     """``(summary, None)``, or ``(None, {"type", "message"})`` when the file cannot be
     read (the reader's typed error) or the analysis fails on it (``AnalysisError``, a bug
     to report): one bad file never stops a report over many."""

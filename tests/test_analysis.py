@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
@@ -250,7 +250,7 @@ def test_pageable_memcpy_and_trace_data_loss(tmp_path: Path) -> None:
 def test_trace_data_loss_on_real_trace(shared_traces: Path) -> None:
     from tb_kineto_insights.summary import summarize_file
 
-    s = summarize_file(str(shared_traces / "hta_nccl_a100" / "nccl_data.json.gz"))
+    s = as_json(summarize_file(str(shared_traces / "hta_nccl_a100" / "nccl_data.json.gz")))
     loss = next(d for d in s["diagnoses"] if d["id"] == "trace_data_loss")
     assert loss["evidence"]["kineto_record_counts"]["Out-of-range"] == 4181
 
@@ -393,7 +393,7 @@ def _flood(long_gap_before: int | None = None) -> list[dict[str, Any]]:
 def _diagnose_events(tmp_path: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
     from tb_kineto_insights.summary import summarize_trace
 
-    return summarize_trace(read_trace(str(write_trace(tmp_path / "t.json", events))))
+    return as_json(summarize_trace(read_trace(str(write_trace(tmp_path / "t.json", events)))))
 
 
 def test_small_kernel_flood_impact_exact(tmp_path: Path) -> None:
@@ -426,7 +426,7 @@ def test_small_kernel_flood_impact_exact(tmp_path: Path) -> None:
     from tb_kineto_insights.summary import summarize_trace
 
     trace = read_trace(str(write_trace(tmp_path / "t.json", _flood(long_gap_before=125))))
-    wider = summarize_trace(trace, loose)["idle"]["devices"][0]["short_kernels"]
+    wider = as_json(summarize_trace(trace, loose))["idle"]["devices"][0]["short_kernels"]
     assert wider["launch_bound_gaps"] == 250
     assert wider["launch_bound_idle_us"] == 1745 + 307
 

@@ -582,9 +582,9 @@ def test_flipped_value_in_cache_is_recomputed_not_served(
     fresh.note_discovered([ident], preload=False)
     status, result = fresh.get(ident, wait_s=30)
     assert status.state == "ready" and result is not None
-    assert result.decoded()["steps"]["mean_step_us"] == 1000.0
+    assert result.decoded().steps.mean_step_us == 1000.0
     rewritten = decode_entry(path.read_bytes(), ident, SETTINGS)  # the true value again
-    assert rewritten is not None and rewritten.decoded()["steps"]["mean_step_us"] == 1000.0
+    assert rewritten is not None and rewritten.decoded().steps.mean_step_us == 1000.0
 
 
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, as_json
 
 from tb_kineto_insights import capture
 
@@ -119,7 +119,7 @@ def test_each_preset_records_a_trace_we_read_with_its_metadata(tmp_path: Path, p
 
     torch = _need_torch()
     path = _loop(tmp_path, f"run_{preset}", preset)
-    s = summarize_file(str(path))
+    s = as_json(summarize_file(str(path)))
     meta = s["health"]["run_metadata"]
     assert meta["preset"] == preset
     assert meta["settings"] == capture.settings_for(preset)
@@ -141,7 +141,7 @@ def test_override_changes_the_schedule(tmp_path: Path) -> None:
     from tb_kineto_insights.summary import summarize_file
 
     path = _loop(tmp_path, "short", "light", active=3)
-    s = summarize_file(str(path))
+    s = as_json(summarize_file(str(path)))
     assert s["health"]["run_metadata"]["settings"]["active"] == 3
     assert s["health"]["trace_quality"]["steps"] == 3
 

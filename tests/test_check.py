@@ -7,12 +7,16 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import as_json, cpu, kernel, real_summary, write_trace
+from msgspec.structs import replace
 
 from tb_kineto_insights import compare, summary
 from tb_kineto_insights.analysis.diff import diagnoses_found, run_view_of
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, make_diagnosis
 from tb_kineto_insights.cli import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
+from tb_kineto_insights.schema import RunView, Summary
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.run_view import SupersededDiagnosis
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:
@@ -44,17 +48,25 @@ def two_ranks(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path / "base", tmp_path / "exp"
 
 
-def _diagnosis(id_: str) -> dict[str, Any]:
-    diagnosis: dict[str, Any] = msgspec.to_builtins(
-        make_diagnosis(id_, "medium", f"injected {id_}", {}, "none", "test", 0.2)
-    )
-    return diagnosis
+def _diagnosis(id_: str) -> Diagnosis:
+    return make_diagnosis(id_, "medium", f"injected {id_}", {}, "none", "test", 0.2)
+
+
+def _summary(*ids: str) -> Summary:
+    """A real summary of a tiny trace, with these diagnoses."""
+    return replace(msgspec.convert(real_summary(), Summary), diagnoses=[_diagnosis(i) for i in ids])
+
+
+def _view(**fields: Any) -> RunView:
+    """The run view of two tiny real spans (no collectives), with ``fields`` replaced."""
+    run = summary.summarize_run([("r0", _summary()), ("r1", _summary())])
+    return replace(run, **fields)
 
 
 def test_healthy_runs_have_no_diagnosis(two_ranks: tuple[Path, Path]) -> None:
     base, exp = two_ranks
     doc = compare.compare(compare.load_side(str(base)), compare.load_side(str(exp)))
-    assert doc["diagnoses"]["found"] == {"base": [], "exp": []}
+    assert as_json(doc.diagnoses.found) == {"base": [], "exp": []}
 
 
 @pytest.mark.parametrize("scope", ["span", "run"])
@@ -80,25 +92,26 @@ def test_fail_on_every_id(
             def with_diagnosis(path: str, **kw: Any) -> Any:
                 s, err = real(path, **kw)
                 if s is not None and Path(path).parent == into and "w1." in path:
-                    s["diagnoses"] = [*s["diagnoses"], _diagnosis(id_)]
+                    s = replace(s, diagnoses=[*s.diagnoses, _diagnosis(id_)])
                 return s, err
 
             monkeypatch.setattr(compare, "try_summarize_file", with_diagnosis)
         else:
             real_run = summary.summarize_run
+            on_side: set[int] = set()  # id() of the summaries of the side ``into``
 
-            def run_with_diagnosis(workers: Any, thresholds: Any = None) -> dict[str, Any]:
+            def run_with_diagnosis(workers: Any, thresholds: Any = None) -> RunView:
                 run = real_run(workers, thresholds) if thresholds else real_run(workers)
-                if workers and workers[0][1].get("_side") == "exp":
-                    run["diagnoses"] = [*run["diagnoses"], _diagnosis(id_)]
+                if workers and id(workers[0][1]) in on_side:
+                    run = replace(run, diagnoses=[*run.diagnoses, _diagnosis(id_)])
                 return run
 
             real = compare.try_summarize_file
 
             def tagged(path: str, **kw: Any) -> Any:
                 s, err = real(path, **kw)
-                if s is not None:
-                    s["_side"] = "exp" if Path(path).parent == into else "base"
+                if s is not None and Path(path).parent == into:
+                    on_side.add(id(s))
                 return s, err
 
             monkeypatch.setattr(compare, "try_summarize_file", tagged)
@@ -153,8 +166,8 @@ def test_run_level_diagnoses_in_gained_lost(h200x2: Path) -> None:
     rank0 = next(run.glob("rank0.*.pt.trace.json.gz"))
     one, both = compare.load_side(str(rank0)), compare.load_side(str(run))
     doc = compare.compare(one, both)
-    assert "communication_straggler" in doc["diagnoses"]["appeared"]
-    found = doc["diagnoses"]["found"]["exp"]
+    assert "communication_straggler" in doc.diagnoses.appeared
+    found = as_json(doc.diagnoses.found.exp)
     runs = [f for f in found if f["scope"] == "run"]
     assert sorted(f["id"] for f in runs) == ["communication_straggler", "exposed_communication"]
     assert {f["where"] for f in runs} == {"all ranks"}
@@ -162,7 +175,7 @@ def test_run_level_diagnoses_in_gained_lost(h200x2: Path) -> None:
     spans = [(f["id"], f["where"].partition("/")[0]) for f in found if f["scope"] == "span"]
     assert ("exposed_communication", "rank0") not in spans
     back = compare.compare(both, one)
-    assert "communication_straggler" in back["diagnoses"]["disappeared"]
+    assert "communication_straggler" in back.diagnoses.disappeared
     assert "communication_straggler" in compare.diff_text(doc)
 
 
@@ -171,18 +184,17 @@ def test_superseded_span_diagnoses_are_left_out() -> None:
     split) lists it in ``superseded_span_diagnoses``: rank 0's span-level one is left
     out of what check sees, rank 1's and every other stay."""
 
-    def span(*ids: str) -> dict[str, Any]:
-        return {"diagnoses": [_diagnosis(i) for i in ids]}
-
     side = [
-        ("r0/1", span("exposed_communication", "small_kernel_flood")),
-        ("r1/1", span("exposed_communication")),
+        ("r0/1", _summary("exposed_communication", "small_kernel_flood")),
+        ("r1/1", _summary("exposed_communication")),
     ]
-    run = {
-        "diagnoses": [_diagnosis("exposed_communication")],
-        "superseded_span_diagnoses": [{"worker": "r0", "rank": 0, "id": "exposed_communication"}],
-    }
-    found = [(f["id"], f["where"]) for f in diagnoses_found(side, run)]
+    run = _view(
+        diagnoses=[_diagnosis("exposed_communication")],
+        superseded_span_diagnoses=[
+            SupersededDiagnosis(worker="r0", rank=0, id="exposed_communication")
+        ],
+    )
+    found = [(f.id, f.where) for f in diagnoses_found(side, run)]
     assert found == [
         ("small_kernel_flood", "r0/1"),
         ("exposed_communication", "r1/1"),
@@ -200,14 +212,16 @@ def test_run_view_input_chosen_like_report(monkeypatch: pytest.MonkeyPatch) -> N
         seen.append([(w, [s["tag"] for s in spans]) for w, spans in workers])
         return [(w, spans[-1]) for w, spans in workers], ["chosen: latest spans"]
 
-    def fake_run(workers: Any, thresholds: Any = None) -> dict[str, Any]:
+    view_of_fake = _view(notes=["view note"])
+
+    def fake_run(workers: Any, thresholds: Any = None) -> RunView:
         seen.append([(name, s["tag"]) for name, s in workers])
-        return {"diagnoses": [], "notes": ["view note"]}
+        return view_of_fake
 
     monkeypatch.setattr(summary, "select_run_spans", select)
     monkeypatch.setattr(summary, "summarize_run", fake_run)
     side = [("a/1", {"tag": "a1"}), ("a/2", {"tag": "a2"}), ("b/1", {"tag": "b1"})]
     view = run_view_of(side)
-    assert view == {"diagnoses": [], "notes": ["chosen: latest spans", "view note"]}
+    assert view == replace(view_of_fake, notes=["chosen: latest spans", "view note"])
     assert seen == [[("a", ["a1", "a2"]), ("b", ["b1"])], [("a", "a2"), ("b", "b1")]]
     assert run_view_of(side[:2]) is None

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
+from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
 from tb_kineto_insights.cli import main
 from tb_kineto_insights.summary import PANELS, REPORT_SCHEMA
@@ -126,7 +126,7 @@ def test_json_is_strict(tmp_path: Path) -> None:
     buf = io.StringIO()
     from tb_kineto_insights.cli import build_report
 
-    json.dump(build_report(str(path)), buf, allow_nan=False)
+    json.dump(as_json(build_report(str(path))), buf, allow_nan=False)
     assert json.loads(buf.getvalue())["runs"][0]["workers"][0]["spans"][0]["summary"]
 
 

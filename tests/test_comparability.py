@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.comparability import comparability, format_comparability
 from tb_kineto_insights.cli import main
 from tb_kineto_insights.compare import compare, load_side
+from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.schema.diff import ComparabilityItem
 from tb_kineto_insights.summary import summarize_file
 
 
@@ -66,14 +68,14 @@ def _run(path: Path, *, stack: bool = False, **root: Any) -> Path:
     return write_trace(path, events, **root)
 
 
-def _side(path: Path) -> list[tuple[str, dict[str, Any]]]:
+def _side(path: Path) -> list[tuple[str, Summary]]:
     return [("w", summarize_file(str(path)))]
 
 
 def test_same_recording_is_comparable(tmp_path: Path) -> None:
     a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
     b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=_meta())
-    assert comparability(_side(a), _side(b)) == []
+    assert as_json(comparability(_side(a), _side(b))) == []
 
 
 def test_metadata_differences_are_each_named(tmp_path: Path) -> None:
@@ -88,7 +90,7 @@ def test_metadata_differences_are_each_named(tmp_path: Path) -> None:
             env={"OMP_NUM_THREADS": "4", "CUDA_LAUNCH_BLOCKING": "1"},
         ),
     )
-    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    found = {e["field"]: e for e in as_json(comparability(_side(a), _side(b)))}
     assert set(found) == {"preset", "with_stack", "cuda_version", "env.CUDA_LAUNCH_BLOCKING"}
     assert (found["preset"]["base"], found["preset"]["new"]) == ("standard", "full")
     assert (found["with_stack"]["base"], found["with_stack"]["new"]) == (False, True)
@@ -108,7 +110,7 @@ def test_without_metadata_the_trace_itself_is_read(tmp_path: Path) -> None:
         cuda_runtime_version=13000,
         deviceProperties=[{"id": 0, "name": "NVIDIA H200"}],
     )
-    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    found = {e["field"]: e for e in as_json(comparability(_side(a), _side(b)))}
     assert set(found) == {"with_stack", "cuda_runtime_version", "gpu_model"}
     assert (found["cuda_runtime_version"]["base"], found["cuda_runtime_version"]["new"]) == (
         12080,
@@ -123,11 +125,11 @@ def test_metadata_on_one_side_only_is_said(tmp_path: Path) -> None:
     meta = _meta(record_shapes=False, profile_memory=False)
     a = _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=meta)
     b = _run(tmp_path / "b/w.1.pt.trace.json")
-    found = comparability(_side(a), _side(b))
+    found = as_json(comparability(_side(a), _side(b)))
     assert [e["field"] for e in found] == ["run_metadata"]
     # metadata that says shapes were recorded, against a trace without them: named too
     c = _run(tmp_path / "c/w.1.pt.trace.json", tb_kineto_insights=_meta())
-    fields = [e["field"] for e in comparability(_side(c), _side(b))]
+    fields = [e["field"] for e in as_json(comparability(_side(c), _side(b)))]
     assert fields == ["run_metadata", "record_shapes", "profile_memory"]
     assert (found[0]["base"], found[0]["new"]) == ("present", "absent")
 
@@ -136,7 +138,7 @@ def test_diff_json_and_text_carry_it(tmp_path: Path, capsys: pytest.CaptureFixtu
     _run(tmp_path / "a/w.1.pt.trace.json", tb_kineto_insights=_meta())
     _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=_meta(torch_version="2.12.0"))
     doc = compare(load_side(str(tmp_path / "a")), load_side(str(tmp_path / "b")))
-    assert [e["field"] for e in doc["comparability"]] == ["torch_version"]
+    assert [e["field"] for e in as_json(doc.comparability)] == ["torch_version"]
     assert main(["diff", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("not like for like: torch_version 2.11.0 -> 2.12.0")
@@ -146,7 +148,7 @@ def test_real_light_full_pair_warns_about_the_settings() -> None:
     doc = compare(
         load_side(str(SAMPLE_LOGS / "capture_light")), load_side(str(SAMPLE_LOGS / "capture_full"))
     )
-    found = {e["field"]: e for e in doc["comparability"]}
+    found = {e["field"]: e for e in as_json(doc.comparability)}
     assert (found["preset"]["base"], found["preset"]["new"]) == ("light", "full")
     for key in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
         assert (found[key]["base"], found[key]["new"]) == (False, True), key
@@ -161,7 +163,7 @@ def test_real_light_full_pair_warns_about_the_settings() -> None:
     }
     # said once: the old "different profiler settings: with_stack differs" warnings
     # repeated three of these lines in diff, check and the tab
-    assert not [w for w in doc["warnings"] if "profiler settings" in w]
+    assert not [w for w in doc.warnings if "profiler settings" in w]
 
 
 def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Path) -> None:
@@ -171,8 +173,8 @@ def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Pa
     a = _run(tmp_path / "a/w.1.pt.trace.json", stack=True, tb_kineto_insights=meta)
     b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=meta)
     doc = compare(load_side(str(a.parent)), load_side(str(b.parent)))
-    assert "with_stack" not in {e["field"] for e in doc["comparability"]}
-    assert "different profiler settings: with_stack differs (changes timings)" in doc["warnings"]
+    assert "with_stack" not in {e["field"] for e in as_json(doc.comparability)}
+    assert "different profiler settings: with_stack differs (changes timings)" in doc.warnings
 
 
 def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
@@ -180,7 +182,7 @@ def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
         load_side(str(SAMPLE_LOGS / "capture_light")),
         load_side(str(SAMPLE_LOGS / "capture_blocking")),
     )
-    found = {e["field"]: e for e in doc["comparability"]}
+    found = {e["field"]: e for e in as_json(doc.comparability)}
     env = found["env.CUDA_LAUNCH_BLOCKING"]
     assert (env["base"], env["new"], env["source"]) == (None, "1", "metadata")
     seen = found["cuda_launch_blocking"]
@@ -189,9 +191,10 @@ def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
 
 
 def test_text_names_an_unset_variable() -> None:
-    line = format_comparability(
-        [{"field": "env.CUDA_LAUNCH_BLOCKING", "base": None, "new": "1", "why": "w"}]
+    item = ComparabilityItem(
+        field="env.CUDA_LAUNCH_BLOCKING", base=None, new="1", why="w", source="metadata"
     )
+    line = format_comparability([item])
     assert line == ["not like for like: env.CUDA_LAUNCH_BLOCKING unset -> 1 (w)"]
 
 
@@ -211,7 +214,7 @@ def test_metadata_of_the_wrong_types_is_compared_not_a_crash(
     }
     b = _run(tmp_path / "b/w.1.pt.trace.json", tb_kineto_insights=odd)
     c = _run(tmp_path / "c/w.1.pt.trace.json", tb_kineto_insights={"settings": "x", "env": ["a"]})
-    found = {e["field"]: e for e in comparability(_side(a), _side(b))}
+    found = {e["field"]: e for e in as_json(comparability(_side(a), _side(b)))}
     assert found["preset"]["new"] == '{"name": "standard"}'
     assert found["gpu_count"]["new"] == "[1, 2]"
     assert found["container"]["new"] == '["img"]'
@@ -221,7 +224,7 @@ def test_metadata_of_the_wrong_types_is_compared_not_a_crash(
     )
     assert "with_stack" not in found  # "no" is not a bool: unknown, not True
     assert "torch_version" not in found
-    against_c = {e["field"]: e for e in comparability(_side(a), _side(c))}
+    against_c = {e["field"]: e for e in as_json(comparability(_side(a), _side(c)))}
     assert against_c["preset"]["new"] is None and "schedule" not in against_c  # settings "x"
     assert main(["diff", str(a.parent), str(c.parent)]) == 0
     assert "not like for like: preset standard -> unset" in capsys.readouterr().out

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
+from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
 from tb_kineto_insights.analysis.diff import judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
@@ -51,7 +51,7 @@ def test_judge_rules() -> None:
 def test_one_kernel_twice_as_slow(tmp_path: Path) -> None:
     _run(tmp_path / "base", b_dur=20)
     _run(tmp_path / "exp", b_dur=40)
-    doc = compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp")))
+    doc = as_json(compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp"))))
     changed = doc["kernels"]["changed"]
     assert [r["name"] for r in changed] == ["B"]
     b = changed[0]["time_us_per_step"]
@@ -68,7 +68,7 @@ def test_one_kernel_twice_as_slow(tmp_path: Path) -> None:
 
 def test_identical_runs_are_unchanged_or_within_noise(tmp_path: Path) -> None:
     _run(tmp_path / "a", b_dur=20, jitter=3)
-    doc = compare(load_side(str(tmp_path / "a")), load_side(str(tmp_path / "a")))
+    doc = as_json(compare(load_side(str(tmp_path / "a")), load_side(str(tmp_path / "a"))))
     verdicts = {m["verdict"] for m in doc["metrics"]}
     assert verdicts <= {"unchanged", "within noise"}
     assert doc["kernels"]["changed"] == [] and doc["ops"]["changed"] == []
@@ -116,7 +116,7 @@ def test_sample_log_pairs_direction() -> None:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
 
     def pair(a: str, b: str) -> dict[str, Any]:
-        return compare(load_side(str(logs / a)), load_side(str(logs / b)))
+        return as_json(compare(load_side(str(logs / a)), load_side(str(logs / b))))
 
     compiled = pair("transformer_eager", "transformer_compile")
     assert compiled["headline"]["verdict"] == "improved"
@@ -136,7 +136,7 @@ def test_sample_log_pairs_direction() -> None:
 
 def test_hardware_warning_across_jobs(shared_traces: Path) -> None:
     root = shared_traces / "hta_trace_diff"
-    doc = compare(load_side(str(root / "control")), load_side(str(root / "test")))
+    doc = as_json(compare(load_side(str(root / "control")), load_side(str(root / "test"))))
     text = " ".join(doc["warnings"])
     assert "different devices" in text and "A100" in text and "V100" in text
     assert "different world sizes" in text
@@ -163,7 +163,7 @@ def test_side_specs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_communication_metrics_in_diff(shared_traces: Path) -> None:
     side = load_side(str(shared_traces / "hta_nccl_a100"))
-    doc = compare(side, side)
+    doc = as_json(compare(side, side))
     metrics = {m["key"]: m for m in doc["metrics"]}
     for key in (
         "communication.exposed_us",
@@ -228,7 +228,7 @@ def test_small_change_edges_of_the_step(
     utilization moves 0.45 pp vs 0.55 pp: the same edge for a share."""
     _run(tmp_path / "base", b_dur=20)
     _run(tmp_path / "exp", b_dur=b_dur)
-    doc = compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp")))
+    doc = as_json(compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp"))))
     metrics = {m["key"]: m for m in doc["metrics"]}
     kernel_time = metrics["breakdown.kernel_us"]
     assert kernel_time["delta"] == pytest.approx(b_dur - 20)
@@ -272,7 +272,7 @@ def test_world_size_warning_only_when_both_sides_know_it(tmp_path: Path) -> None
     unknown = load_side(str(_with_world_size(tmp_path / "unknown", None).parent))
     four = load_side(str(_with_world_size(tmp_path / "four", 4).parent))
     for base, exp in ((one, unknown), (unknown, one)):
-        assert not [w for w in compare(base, exp)["warnings"] if "world size" in w]
-    assert [w for w in compare(one, four)["warnings"] if "world size" in w] == [
+        assert not [w for w in compare(base, exp).warnings if "world size" in w]
+    assert [w for w in compare(one, four).warnings if "world size" in w] == [
         "different world sizes: ['1'] vs ['4']"
     ]

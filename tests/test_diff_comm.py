@@ -3,24 +3,26 @@ buckets, bandwidth with its basis and unit, waited vs transfer per step."""
 
 from __future__ import annotations
 
-import copy
 import json
 import statistics
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.diff_comm import communication_rows
 from tb_kineto_insights.compare import compare, diff_text, load_side
+from tb_kineto_insights.schema import RunView, Summary
+from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.summary import summarize_file
 
 MIB = 2**20
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Summary:
     """A real summary of a tiny trace: 5 steps (numbers 1..5) of 200 µs, no collectives."""
     events: list[dict[str, Any]] = []
     for s in range(5):
@@ -32,15 +34,15 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _with_comm(
-    plain: dict[str, Any],
+    plain: Summary,
     sizes_per_step: list[int],
     *,
     busbw_gbps: float | None = None,
     basis: str | None = None,
-) -> dict[str, Any]:
-    """``plain`` with a hand-built ``communication`` section: the same AllReduce sizes in
-    each of its 5 steps (DDP buckets)."""
-    s = copy.deepcopy(plain)
+) -> Summary:
+    """``plain`` with a hand-built ``communication`` panel: the same AllReduce sizes in
+    each of its 5 steps (DDP buckets); ``basis`` None: a bandwidth that states no basis
+    (``""``, read as kernel time)."""
     seq = []
     for step in range(1, 6):
         for b in sizes_per_step:
@@ -48,18 +50,32 @@ def _with_comm(
             seq.append(
                 {"pg": "0", "seq": len(seq), "kind": "all_reduce", "bytes": b, "step": step}
                 | {"start_us": t, "start_ns": int(t * 1000), "dur_us": 1.0}
+                | {"end_ns": int(t * 1000) + 1000, "size_bytes": b, "group_size": None}
+                | {"exposed_us": 0.0, "exposed_ns": None}
             )
     sizes = sorted(sizes_per_step * 5)
     kind: dict[str, Any] = {
         "kind": "all_reduce",
         "count": len(seq),
+        "calls_per_step": None,
+        "kernel_count": len(seq),
         "bytes": sum(sizes),
+        "out_bytes": None,
         "sized_count": len(seq),
+        "median_bytes": None,
+        "time_us": float(len(seq)),
+        "mean_us": 1.0,
+        "wait_estimate_us_total": 0.0,
+        "exposed_us_per_step": None,
+        "algbw_gbps": None,
         "busbw_gbps": busbw_gbps,
+        "busbw_basis": basis or "",
+        "kernel_time_algbw_gbps": None,
+        "kernel_time_busbw_gbps": None,
+        "group_sizes": [],
+        "kind_from": {},
     }
-    if basis:
-        kind["busbw_basis"] = basis
-    s["communication"] = {
+    comm = as_json(plain.communication) | {
         "has_collectives": True,
         "collective_count": len(seq),
         "kinds": [kind],
@@ -67,14 +83,77 @@ def _with_comm(
         "sequence_truncated": False,
         "ddp_bucket_bytes": {
             "count": len(seq),
+            "total_bytes": sum(sizes),
             "median_bytes": float(sizes[len(sizes) // 2]),
             "min_bytes": sizes[0],
             "max_bytes": sizes[-1],
+            "histogram": {"edges_bytes": [], "counts": []},
             "distinct_count": len(set(sizes)),
             "sizes": [{"bytes": b, "count": 5 * sizes_per_step.count(b)} for b in set(sizes)],
         },
     }
-    return s
+    return msgspec.structs.replace(plain, communication=msgspec.convert(comm, CommunicationPanel))
+
+
+_NO_STATS = {"count": 0, "mean_us": None, "median_us": None, "p90_us": None, "max_us": None}
+
+
+def _run_view(kinds: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> RunView:
+    """A run view with these ``kinds`` (``kind``, ``busbw_gbps``, ``busbw_basis``) and
+    ``ranks`` rows (the keys :func:`_ranks` gives), the rest empty."""
+    rank_row = {
+        "worker": "w",
+        "step_count": 5,
+        "mean_step_us": 200.0,
+        "mean_comm_us": 0.0,
+        "mean_exposed_us": 0.0,
+        "exposed_fraction": None,
+        "collective_count": 0,
+        "matched_count": 0,
+        "last_count": 0,
+        "last_fraction": None,
+        "wait_us_total": 0.0,
+        "wait_us_per_collective": None,
+        "lateness_us_per_collective": None,
+        "wait_us_per_step": None,
+        "transfer_us_per_step": None,
+        "exposed_wait_us_per_step": None,
+        "exposed_transfer_us_per_step": None,
+        "delay_caused_us_per_step": None,
+    }
+    kind_row = {
+        "matched_count": 0,
+        "calls_per_step": None,
+        "median_bytes": None,
+        "total_bytes": 0,
+        "median_transfer_us": 0.0,
+        "transfer_us_total": 0.0,
+        "algbw_gbps": None,
+        "group_sizes": None,
+    }
+    view = {
+        "worker_count": len(ranks),
+        "world_size": len(ranks),
+        "rank_source": "distributed_info",
+        "match_key": "seq",
+        "ranks": [rank_row | r for r in ranks],
+        "process_groups": [],
+        "matched_count": 0,
+        "unmatched_count": 0,
+        "kind_mismatches": 0,
+        "matched_step_count": 5,
+        "skew_us": _NO_STATS | {"total_us": 0.0},
+        "transfer_us": _NO_STATS | {"total_us": 0.0},
+        "kinds": [kind_row | k for k in kinds],
+        "largest_skews": [],
+        "steps": [],
+        "straggler": None,
+        "straggler_test": None,
+        "notes": [],
+        "diagnoses": [],
+        "superseded_span_diagnoses": [],
+    }
+    return msgspec.convert(view, RunView)
 
 
 def _ranks(*rows: tuple[float, float, float, float]) -> list[dict[str, Any]]:
@@ -93,7 +172,7 @@ def _rows(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["key"]: r for r in rows}
 
 
-def test_rows_from_run_views(plain: dict[str, Any]) -> None:
+def test_rows_from_run_views(plain: Summary) -> None:
     """Two ranks each side; 3 buckets per step (32, 32, 16 MiB) → 1 bucket of 96 MiB;
     matched-transfer busbw 240 → 266.4 GB/s (+11 %); waited 4 ms/0 → 0.5 ms/0."""
     base_s = _with_comm(plain, [32 * MIB, 32 * MIB, 16 * MIB])
@@ -101,15 +180,16 @@ def test_rows_from_run_views(plain: dict[str, Any]) -> None:
     base = [("r0/1", base_s), ("r1/1", base_s)]
     exp = [("r0/1", exp_s), ("r1/1", exp_s)]
     bw = {"kind": "all_reduce", "busbw_basis": "matched_transfer"}
-    base_run = {
-        "kinds": [{**bw, "busbw_gbps": 240.0}],
-        "ranks": _ranks((4000.0, 1000.0, 3000.0, 500.0), (0.0, 1000.0, 0.0, 500.0)),
-    }
-    exp_run = {
-        "kinds": [{**bw, "busbw_gbps": 266.4}],
-        "ranks": _ranks((500.0, 850.0, 300.0, 400.0), (0.0, 850.0, 0.0, 400.0)),
-    }
-    rows, section = communication_rows(base, exp, base_run, exp_run, step_floor_us=1.0)
+    base_run = _run_view(
+        [{**bw, "busbw_gbps": 240.0}],
+        _ranks((4000.0, 1000.0, 3000.0, 500.0), (0.0, 1000.0, 0.0, 500.0)),
+    )
+    exp_run = _run_view(
+        [{**bw, "busbw_gbps": 266.4}],
+        _ranks((500.0, 850.0, 300.0, 400.0), (0.0, 850.0, 0.0, 400.0)),
+    )
+    rows, parts = communication_rows(base, exp, base_run, exp_run, step_floor_us=1.0)
+    section = as_json(parts)
     r = _rows(rows)
     calls = r["communication.calls_per_step.all_reduce"]
     assert (calls["base"], calls["exp"], calls["base_n"], calls["exp_n"]) == (3.0, 1.0, 10, 10)
@@ -149,7 +229,7 @@ def test_rows_from_run_views(plain: dict[str, Any]) -> None:
     }
 
 
-def test_bandwidth_basis_decides_the_verdict(plain: dict[str, Any]) -> None:
+def test_bandwidth_basis_decides_the_verdict(plain: Summary) -> None:
     """A lone rank's least-wait estimate is judged; the old kernel-time bandwidth (no
     basis: it counts the wait) and a comparison across bases are not."""
     sizes = [32 * MIB]
@@ -173,21 +253,22 @@ def test_bandwidth_basis_decides_the_verdict(plain: dict[str, Any]) -> None:
     assert mixed["verdict"] == "not judged" and "bases" in mixed["note"]
 
 
-def test_waited_from_older_run_view_and_lone_rank(plain: dict[str, Any]) -> None:
-    """An older run view (``wait_us`` total, ``step_count``) still gives waited /step; a
-    side of one rank gives no waited/transfer rows and says why."""
+def test_waited_from_wait_total_and_lone_rank(plain: Summary) -> None:
+    """A run view without a waited /step (no matched steps: ``wait_us_per_step`` None)
+    gives it as ``wait_us_total`` / ``step_count``; a side of one rank gives no
+    waited/transfer rows and says why."""
     s = _with_comm(plain, [32 * MIB])
     side = [("r0/1", s), ("r1/1", s)]
-    old = {"ranks": [{"wait_us": 1000.0, "step_count": 5}, {"wait_us": 0.0, "step_count": 5}]}
-    new = {"ranks": [{"wait_us": 3000.0, "step_count": 5}, {"wait_us": 0.0, "step_count": 5}]}
+    old = _run_view([], [{"rank": 0, "wait_us_total": 1000.0}, {"rank": 1}])
+    new = _run_view([], [{"rank": 0, "wait_us_total": 3000.0}, {"rank": 1}])
     rows, section = communication_rows(side, side, old, new, step_floor_us=1.0)
     r = _rows(rows)
     waited = r["communication.waited_us_per_step"]
     assert (waited["base"], waited["exp"], waited["verdict"]) == (100.0, 300.0, "regressed")
     assert "communication.transfer_us_per_step" not in r
-    rows, section = communication_rows(side[:1], side, None, new, step_floor_us=1.0)
+    rows, parts = communication_rows(side[:1], side, None, new, step_floor_us=1.0)
     assert "communication.waited_us_per_step" not in _rows(rows)
-    assert section["rank_rows_from"].startswith("a side is one rank")
+    assert parts["rank_rows_from"].startswith("a side is one rank")
 
 
 def test_ddp_default_vs_tuned(h200x2: Path) -> None:
@@ -196,7 +277,8 @@ def test_ddp_default_vs_tuned(h200x2: Path) -> None:
     recount of the wait from the collective sequences."""
     before, after = h200x2 / "ddp_default", h200x2 / "ddp_tuned"
     base, exp = load_side(str(before)), load_side(str(after))
-    doc = compare(base, exp)
+    diffed = compare(base, exp)
+    doc = as_json(diffed)
     r = _rows(doc["metrics"])
     truth = [json.loads((p / "recording_info.json").read_text()) for p in (before, after)]
     ddp = [t["ranks"]["rank0"]["ddp"] for t in truth]
@@ -217,7 +299,7 @@ def test_ddp_default_vs_tuned(h200x2: Path) -> None:
     # independently: bytes / (earliest end - latest start) per matched all-reduce, median
     # (n = 2: busbw = algbw); the issue measured ~244-270 GB/s, a change of about +11 %
     for key, side in (("base", base), ("exp", exp)):
-        seqs = [s["communication"]["sequence"] for _, s in side.summaries]
+        seqs = [as_json(s.communication.sequence) for _, s in side.summaries]
         rates, transfer_us = [], 0.0
         for a, b in zip(*seqs, strict=True):
             start = max(a["start_ns"], b["start_ns"])
@@ -230,7 +312,7 @@ def test_ddp_default_vs_tuned(h200x2: Path) -> None:
     assert 230 < busbw["base"] < 255 and 255 < busbw["exp"] < 285
     assert busbw["change_fraction"] == pytest.approx(0.11, abs=0.03)
     assert busbw["verdict"] == "improved"
-    text = diff_text(doc)
+    text = diff_text(diffed)
     line = next(x for x in text.splitlines() if x.strip().startswith("busbw all_reduce"))
     assert line.count("GB/s") == 2
     assert "all_reduce calls /step" in text and "13.0 ->          4.0" in text
@@ -243,7 +325,7 @@ def test_ddp_default_vs_tuned(h200x2: Path) -> None:
     assert not any("nccl" in c["name"].lower() for c in doc["largest_changes"])
     # waited /step: latest start − this rank's start, per matched collective, per step
     for key, side in (("base", base), ("exp", exp)):
-        seqs = [s["communication"]["sequence"] for _, s in side.summaries]
+        seqs = [as_json(s.communication.sequence) for _, s in side.summaries]
         waits = [0.0, 0.0]
         for a, b in zip(*seqs, strict=True):
             assert (a["step"], a["kind"]) == (b["step"], b["kind"])
@@ -263,7 +345,7 @@ def test_ranks_saved_under_one_worker_name(shared_cases: Path) -> None:
     /step, and rank 1 nothing. The diff sees two ranks, not one worker."""
     side = load_side(str(shared_cases / "B13_same_worker_prefix_all_ranks"))
     assert len({label.partition("/")[0] for label, _ in side.summaries}) == 1
-    doc = compare(side, side)
+    doc = as_json(compare(side, side))
     assert doc["communication"]["rank_rows_from"] == "run_view"
     waited = _rows(doc["metrics"])["communication.waited_us_per_step"]
     assert waited["by_rank"]["base"] == pytest.approx({"0": 150.0, "1": 0.0}, abs=0.5)

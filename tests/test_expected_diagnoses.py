@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO, SHARED, require_dir
+from conftest import REPO, SHARED, as_json, require_dir
 
 from tb_kineto_insights.cli import build_report
 
@@ -60,7 +60,7 @@ def test_table_covers_every_run() -> None:
 
 @pytest.mark.parametrize(("run", "ids"), ROWS, ids=[r for r, _ in ROWS])
 def test_run_gets_exactly_the_listed_diagnoses(run: str, ids: frozenset[str]) -> None:
-    report = build_report(str(_path(run)))
+    report = as_json(build_report(str(_path(run))))
     found = set()
     for r in report["runs"]:
         for worker in r["workers"]:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
+from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
 from tb_kineto_insights import compare
 from tb_kineto_insights.cli import build_report, main, write_text
+from tb_kineto_insights.schema import DiffDocument
 
 
 def _steps_trace(
@@ -54,17 +55,17 @@ def test_a_run_folder_given_directly_is_named_by_its_folder(
     _steps_trace(run / "rank0.1.pt.trace.json", [(100, [("A", 0, 50)])])
     for given in (str(run), str(run) + "/"):
         report = build_report(given)
-        assert [r["run"] for r in report["runs"]] == ["my_run"]
+        assert [r.run for r in report.runs] == ["my_run"]
         buf = io.StringIO()
         write_text(report, buf)
         text = buf.getvalue()
         assert "== run my_run\n" in text
         assert "== run .\n" not in text and "./rank0" not in text
     monkeypatch.chdir(run)  # `report .` inside the run folder
-    assert [r["run"] for r in build_report(".")["runs"]] == ["my_run"]
+    assert [r["run"] for r in as_json(build_report("."))["runs"]] == ["my_run"]
     # a log directory of several runs keeps their relative names
     _steps_trace(tmp_path / "other" / "rank0.1.pt.trace.json", [(100, [("A", 0, 50)])])
-    assert [r["run"] for r in build_report(str(tmp_path))["runs"]] == ["my_run", "other"]
+    assert [r["run"] for r in as_json(build_report(str(tmp_path)))["runs"]] == ["my_run", "other"]
 
 
 def test_report_on_the_ddp_sample_names_its_run_ddp(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,7 +98,7 @@ def test_gpu_utilization_is_one_ratio_of_totals_in_report_and_diff(
     util_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     base, exp = util_pair
-    report = build_report(str(base))
+    report = as_json(build_report(str(base)))
     steps = report["runs"][0]["workers"][0]["spans"][0]["summary"]["steps"]
     assert steps["gpu_utilization_fraction"] == pytest.approx(0.30)
     assert [s["gpu_utilization_fraction"] for s in steps["steps"]] == pytest.approx([0.9, 0.1])
@@ -133,7 +134,10 @@ def test_added_removed_and_moved_out_rows_get_no_verdict(tmp_path: Path) -> None
         [(100, [("A", 10, 20), ("triton_poi_fused_add_0", 40, 5)])] * 3,
         ops=[("aten::mul", "cpu_op"), (multi, "user_annotation")],
     )
-    doc = compare.compare(compare.load_side(str(base.parent)), compare.load_side(str(exp.parent)))
+    diffed = compare.compare(
+        compare.load_side(str(base.parent)), compare.load_side(str(exp.parent))
+    )
+    doc = as_json(diffed)
     kernels, ops = doc["kernels"], doc["ops"]
     (added,) = kernels["added"]
     assert added["name"] == "triton_poi_fused_add_0" and added["status"] == "added"
@@ -159,7 +163,7 @@ def test_added_removed_and_moved_out_rows_get_no_verdict(tmp_path: Path) -> None
     assert not verdicts & {"improved", "regressed"}
     largest = {r["name"]: r["verdict"] for r in doc["largest_changes"] if r["what"] == "kernel"}
     assert largest["B"] == "removed" and largest["triton_poi_fused_add_0"] == "added"
-    text = compare.diff_text(doc)
+    text = compare.diff_text(diffed)
     assert "Kernels added (only in exp; not judged)" in text
     assert "Kernels removed (only in base; not judged)" in text
     assert "CPU ops removed, or moved out of the traced threads" in text
@@ -169,16 +173,18 @@ def test_added_removed_and_moved_out_rows_get_no_verdict(tmp_path: Path) -> None
         [(100, [("A", 10, 20)])] * 3,
         ops=[("aten::mul", "cpu_op"), (single, "user_annotation")],
     )
-    doc2 = compare.compare(compare.load_side(str(base.parent)), compare.load_side(str(same.parent)))
+    doc2 = as_json(
+        compare.compare(compare.load_side(str(base.parent)), compare.load_side(str(same.parent)))
+    )
     (stack2,) = [r for r in doc2["ops"]["removed"] if r["name"] == "aten::stack"]
     assert stack2["status"] == "removed" and "note" not in stack2
 
 
 @pytest.fixture(scope="module")
-def sample_diffs() -> dict[str, dict[str, Any]]:
+def sample_diffs() -> dict[str, DiffDocument]:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
 
-    def pair(a: str, b: str) -> dict[str, Any]:
+    def pair(a: str, b: str) -> DiffDocument:
         return compare.compare(compare.load_side(str(logs / a)), compare.load_side(str(logs / b)))
 
     return {
@@ -192,7 +198,7 @@ def test_dataloader_workers_diff_moves_the_transforms_out(
 ) -> None:
     """workers0 → workers4: the data transforms (aten::stack, aten::cat, …) leave the
     traced process for the DataLoader workers: 'moved out', no 'improved'."""
-    doc = sample_diffs["loader"]
+    doc = as_json(sample_diffs["loader"])
     removed = {r["name"]: r for r in doc["ops"]["removed"]}
     assert {"aten::stack", "aten::cat", "aten::mkldnn_convolution"} <= set(removed)
     assert {r["status"] for r in removed.values()} == {"moved_out"}
@@ -202,7 +208,9 @@ def test_dataloader_workers_diff_moves_the_transforms_out(
     util = {m["key"]: m for m in doc["metrics"]}["gpu_utilization_fraction"]
     # the ratio of totals, as `report` prints it (34.8 %, not the 35.1 % mean of ratios)
     assert util["base"] == pytest.approx(0.348, abs=0.002)
-    assert "CPU ops removed, or moved out of the traced threads" in compare.diff_text(doc)
+    assert "CPU ops removed, or moved out of the traced threads" in compare.diff_text(
+        sample_diffs["loader"]
+    )
 
 
 def test_compile_diff_lists_triton_kernels_as_added(
@@ -210,7 +218,7 @@ def test_compile_diff_lists_triton_kernels_as_added(
 ) -> None:
     """transformer_eager → transformer_compile: the Triton kernels are new, not
     'regressed'; the eager layer-norm kernels are removed, not 'improved'."""
-    doc = sample_diffs["compile"]
+    doc = as_json(sample_diffs["compile"])
     added = doc["kernels"]["added"]
     triton = [r for r in added if r["name"].startswith("triton_")]
     assert len(triton) >= 5

@@ -24,7 +24,7 @@ from conftest import SAMPLE_LOGS, Parses, cpu, kernel, write_trace
 
 from tb_kineto_insights import cli
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.cache import READY
+from tb_kineto_insights.cache import READY, encode_json
 from tb_kineto_insights.index import IndexSetupError, Progress, run_index
 from tb_kineto_insights.logdir import discover
 from tb_kineto_insights.summary import ANALYSIS_VERSION
@@ -212,7 +212,7 @@ def test_copies_are_one_entry_and_a_broken_trace_fails_with_its_reason(tmp_path:
     view = json.loads(view_file.read_bytes().split(b"\n", 1)[1])
     assert view["run"] == "run" and [s["worker"] for s in view["spans"]] == ["w0", "w1"]
     assert view["summary"] == json.loads(
-        json.dumps(
+        encode_json(
             summary_module.summarize_run(
                 [
                     (

@@ -9,16 +9,16 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, as_json
 from werkzeug.test import Client
 
 from tb_kineto_insights.analysis.run_view import LARGEST_SKEW_RANKS
 from tb_kineto_insights.cache import LoadResult, encode_json
 from tb_kineto_insights.plugin import RUN_VIEW_PANELS, KinetoInsightsPlugin
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import summarize_file, summarize_run
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -30,7 +30,7 @@ STRAGGLER = 341
 
 
 @pytest.fixture(scope="module")
-def straggler_workers(h200x2_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+def straggler_workers(h200x2_dir: Path) -> list[tuple[str, Summary]]:
     return synth_ranks.straggler_run(N, STRAGGLER)
 
 
@@ -42,9 +42,9 @@ def h200x2_dir() -> Path:
 
 
 def test_1024_ranks_find_the_one_straggler(
-    straggler_workers: list[tuple[str, dict[str, Any]]],
+    straggler_workers: list[tuple[str, Summary]],
 ) -> None:
-    run = summarize_run(straggler_workers)
+    run = as_json(summarize_run(straggler_workers))
     # ddp_default: 13 all-reduces per step, 5 profiled steps, every one on every rank
     assert run["worker_count"] == N and run["world_size"] == N
     assert run["rank_source"] == "distributed_info"
@@ -74,10 +74,11 @@ def test_1024_ranks_find_the_one_straggler(
     assert waiting == set(range(N)) - {STRAGGLER}
 
 
-def test_1024_ranks_json_is_bounded(straggler_workers: list[tuple[str, dict[str, Any]]]) -> None:
-    run = summarize_run(straggler_workers)
-    body = encode_json(run)
+def test_1024_ranks_json_is_bounded(straggler_workers: list[tuple[str, Summary]]) -> None:
+    view = summarize_run(straggler_workers)
+    body = encode_json(view)
     assert len(body) < 3_000_000  # measured 2.05 MB: 1,024 rank rows + 1,023 diagnoses
+    run = as_json(view)
     largest = run["largest_skews"]
     assert len(largest) == 20
     top = largest[0]
@@ -87,7 +88,7 @@ def test_1024_ranks_json_is_bounded(straggler_workers: list[tuple[str, dict[str,
     # independent recount from the input: the same collective (same seq) on every rank
     starts = np.array(
         [
-            next(e["start_ns"] for e in w["communication"]["sequence"] if e["seq"] == top["seq"])
+            next(e.start_ns for e in w.communication.sequence if e.seq == top["seq"])
             for _, w in straggler_workers
         ]
     )
@@ -103,18 +104,19 @@ def test_1024_ranks_json_is_bounded(straggler_workers: list[tuple[str, dict[str,
 
 
 def test_1024_balanced_ranks_have_no_straggler(h200x2_dir: Path) -> None:
-    run = summarize_run(synth_ranks.balanced_run(N))
+    view = summarize_run(synth_ranks.balanced_run(N))
+    run = as_json(view)
     assert run["matched_count"] == 65 and run["unmatched_count"] == 0
     assert run["straggler"] is None
     test = run["straggler_test"]
     assert test is not None and not test["consistent"] and test["p_value"] == 1.0
     assert test["delay_us_per_step"] < 1000.0  # jitter of 50 µs, no sleeping rank
     assert "communication_straggler" not in [d["id"] for d in run["diagnoses"]]
-    assert len(encode_json(run)) < 1_000_000  # measured 637 KiB
+    assert len(encode_json(view)) < 1_000_000  # measured 637 KiB
 
 
 def test_few_ranks_list_every_offset(h200x2_dir: Path) -> None:
-    run = summarize_run(synth_ranks.straggler_run(LARGEST_SKEW_RANKS, 3))
+    run = as_json(summarize_run(synth_ranks.straggler_run(LARGEST_SKEW_RANKS, 3)))
     assert run["straggler"] is not None and run["straggler"]["rank"] == 3
     for item in run["largest_skews"]:
         assert item["ranks_not_listed"] == 0
@@ -194,7 +196,7 @@ def test_run_summary_route_reads_three_panels_same_view(
     try:
         assert plugin.rescan(timeout=120)
 
-        def whole_decode(self: LoadResult) -> dict[str, Any]:
+        def whole_decode(self: LoadResult) -> Summary:
             raise AssertionError("the whole summary was decoded")
 
         monkeypatch.setattr(LoadResult, "decoded", whole_decode)
@@ -206,7 +208,7 @@ def test_run_summary_route_reads_three_panels_same_view(
         plugin.close()
     files = sorted((h200x2_dir / "ddp_straggler").glob("*.pt.trace.json.gz"))
     whole = [(f.name.split(".")[0], summarize_file(str(f))) for f in files]
-    assert set(whole[0][1]) > set(RUN_VIEW_PANELS)
+    assert set(whole[0][1].__struct_fields__) > set(RUN_VIEW_PANELS)
     expected = json.loads(encode_json(summarize_run(whole)))
     assert doc["summary"] == expected
     assert doc["summary"]["straggler"]["rank"] == 1

@@ -858,7 +858,7 @@ def test_run_summary_202_then_hook_swapped(
     monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", hook)
     body = strict_json(ranks_client.get(url("run_summary", run="faster", wait=WAIT)))
     assert body["summary"] == {"ranks": ["rank0", "rank1"], "nan": None}
-    assert seen[0][0][1]["steps"]["count"] == 3  # whole summaries reach the hook
+    assert seen[0][0][1].steps.count == 3  # whole summaries reach the hook
     monkeypatch.setattr(plugin_module, "RUN_SUMMARY_HOOK", None)
     assert ranks_client.get(url("run_summary", run="faster")).status_code == 501
     assert ranks_client.get(url("run_summary", run="nope")).status_code == 404

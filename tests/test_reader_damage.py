@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import H200X2, SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import H200X2, SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.cli import main as cli_main
 from tb_kineto_insights.logdir import parse_span_index
@@ -91,8 +91,8 @@ def test_b5_kernels_ts_zero(shared_cases: Path) -> None:
     }
     assert int(tr.kernels.start_ns.min()) > 4_000_000_000 * 1000  # none left at ts 0
     assert tr.quarantined_correlations.size == 30
-    b5 = summarize_file(path)
-    b0 = summarize_file(_one(shared_cases / "B0_baseline"))
+    b5 = as_json(summarize_file(path))
+    b0 = as_json(summarize_file(_one(shared_cases / "B0_baseline")))
     # the two steps whose kernels lost their timestamps are left out of every panel:
     # their GPU time is unknown, and counting it as idle gave 37.5 % utilization
     assert b5["health"]["steps_without_gpu_data"] == [10, 11]  # ProfilerStep#10, #11
@@ -149,8 +149,8 @@ def test_b7_kernel_dur_overflow(shared_cases: Path) -> None:
     clipped = tr.health.stream_overlap_clipped
     assert clipped["events"] == 1 and clipped["overran_whole_events"] == 1
     assert 1_599_000_000 < clipped["removed_ns"] < 1_600_000_000  # 1.6 s less ~300 µs
-    b7 = summarize_file(path)
-    b0 = summarize_file(_one(shared_cases / "B0_baseline"))
+    b7 = as_json(summarize_file(path))
+    b0 = as_json(summarize_file(_one(shared_cases / "B0_baseline")))
     assert b7["steps"]["count"] == b0["steps"]["count"] == 4
     assert b7["steps"]["min_step_us"] > 0
     assert b7["steps"]["max_step_us"] == pytest.approx(b0["steps"]["max_step_us"], rel=0.02)
@@ -185,7 +185,7 @@ def test_real_partial_overlaps_are_small() -> None:
     clip = h.stream_overlap_clipped
     assert 100 <= clip["events"] <= 300 and clip["overran_whole_events"] == 0
     assert clip["removed_ns"] < clip["events"] * 5_000
-    assert "trace_data_loss" not in _ids(summarize_file(path))
+    assert "trace_data_loss" not in _ids(as_json(summarize_file(path)))
 
 
 # -- damaged files ----------------------------------------------------------------------
@@ -204,7 +204,7 @@ def test_b1_unescaped_quote_is_salvaged(shared_cases: Path) -> None:
     _same_tables(good, clean)
     _same_tables(bad, clean)  # only the extra python_function event was lost
     assert "trace_data_loss" in _ids(
-        summarize_file(str(folder / "worker0.1700000000000.pt.trace.json"))
+        as_json(summarize_file(str(folder / "worker0.1700000000000.pt.trace.json")))
     )
 
 
@@ -215,7 +215,7 @@ def test_b4_empty_value_is_salvaged(shared_cases: Path) -> None:
     assert (h.damaged_regions, h.lost_events, h.event_count) == (2, 2, 434)
     assert [d["offset"] for d in h.damage] == [1067, 2025]  # each ", " after the key
     assert h.lost_bytes == 376 + 772
-    s = summarize_file(path)
+    s = as_json(summarize_file(path))
     loss = [d for d in s["diagnoses"] if d["id"] == "trace_data_loss"]
     assert loss and loss[0]["evidence"]["lost_events"] == 2
     assert loss[0]["severity"] == "medium"
@@ -239,7 +239,9 @@ def test_truncated_gzip_of_a_real_trace(tmp_path: Path, capsys: pytest.CaptureFi
     kept = set(zip(ops_part.start_ns.tolist(), ops_part.dur_ns.tolist(), strict=True))
     assert kept and kept <= whole
     # the diagnosis says the rest is missing, and a diff against the file warns
-    loss = next(d for d in summarize_file(str(cut))["diagnoses"] if d["id"] == "trace_data_loss")
+    loss = next(
+        d for d in as_json(summarize_file(str(cut)))["diagnoses"] if d["id"] == "trace_data_loss"
+    )
     assert "every event after that point is missing" in loss["title"]
     (ended,) = [d for d in part.health.damage if d["problem"].startswith("gzip stream ends")]
     assert f"ends after {ended['offset']:,} bytes of JSON" in loss["title"]

@@ -11,37 +11,25 @@ import math
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import numpy as np
 import pytest
-from conftest import H200X2, cpu, kernel, write_trace
+from conftest import H200X2, as_json, cpu, kernel, write_trace
+from msgspec.structs import replace
 
-from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.context import build_index
-from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.run_view import binomial_tail, run_diagnoses, run_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
-from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.cli import build_report, write_text
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import select_run_spans, summarize_file, summarize_run
-from tb_kineto_insights.trace.reader import read_trace
 
 AR = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
 BC = "ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
 
 
-def span_summary(path: Path) -> dict[str, Any]:
-    """The panels the run view reads, as summary.py builds them (as built-ins)."""
-    trace = read_trace(str(path))
-    index = build_index(trace)
-    panels: dict[str, Any] = msgspec.to_builtins(
-        {
-            "health": trace.health.panel(trace_quality_summary(index)),
-            "steps": steps_summary(index),
-            "communication": communication_summary(index),
-        }
-    )
-    return panels
+def span_summary(path: Path) -> Summary:
+    """The span's summary, as summary.py builds it (the run view reads its health,
+    steps and communication panels)."""
+    return summarize_file(str(path))
 
 
 def rank_trace(
@@ -51,7 +39,7 @@ def rank_trace(
     rank: int | None,
     world: int = 2,
     steps: tuple[tuple[int, float, float], ...] = ((1, 0, 1000),),
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, Summary]:
     events: list[dict[str, Any]] = [
         cpu(f"ProfilerStep#{n}", ts, dur, cat="user_annotation") for n, ts, dur in steps
     ]
@@ -277,7 +265,7 @@ MB_ARGS = {
 }
 
 
-def _pair(tmp_path: Path) -> list[tuple[str, dict[str, Any]]]:
+def _pair(tmp_path: Path) -> list[tuple[str, Summary]]:
     """Two ranks, two steps of 1000 µs, one 1 MiB all-reduce per step.
 
     step 1: rank 0 [100, 300), rank 1 [150, 300): skew 50, rank 0 waits 50, transfer
@@ -339,7 +327,7 @@ def test_span_level_least_wait_estimate(tmp_path: Path) -> None:
     """Rank 0 alone: its fastest 1 MiB all-reduce took 100 µs, so the 200 µs one is
     estimated to have waited 100 µs at its start, where [100, 200) is exposed."""
     (_, s0), (_, s1) = _pair(tmp_path)
-    comm = s0["communication"]
+    comm = as_json(s0)["communication"]
     (kind,) = comm["kinds"]
     assert kind["busbw_basis"] == "least_wait_estimate"
     assert kind["busbw_gbps"] == pytest.approx(2 * 1048576 / 200_000, rel=1e-12)
@@ -369,7 +357,7 @@ def test_least_wait_uses_larger_messages_too(tmp_path: Path) -> None:
         ev["args"].update(args)
         events.append(ev)
     path = write_trace(tmp_path / "t.json", events, distributedInfo={"rank": 0, "world_size": 2})
-    comm = span_summary(path)["communication"]
+    comm = as_json(span_summary(path))["communication"]
     (kind,) = comm["kinds"]
     assert kind["wait_estimate_us_total"] == 380.0
     assert kind["median_bytes"] == 1.5 * 1048576
@@ -401,14 +389,15 @@ def test_binomial_tail_values_and_errors() -> None:
 
 
 @functools.cache
-def _real(folder: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+def _real(folder: str) -> tuple[tuple[str, Summary], ...]:
     """(worker, full span summary) of each rank of an h200x2 run, rank order."""
     paths = sorted((H200X2 / folder).glob("rank*.pt.trace.json.gz"))
     return tuple((p.name.split(".")[0], summarize_file(str(p))) for p in paths)
 
 
 def _real_run(folder: str) -> dict[str, Any]:
-    return summarize_run(list(_real(folder)))
+    """The run view of an h200x2 run, as the JSON a user sees."""
+    return as_json(summarize_run(list(_real(folder))))
 
 
 def _raw_nccl(folder: Path) -> list[list[dict[str, Any]]]:
@@ -466,14 +455,14 @@ def test_busbw_from_the_matched_transfer(h200x2: Path, folder: str) -> None:
     # on a rank that waits in every collective (ddp_straggler rank 0, whose fastest
     # all-reduce still waited ~0.8 ms: only the view across ranks can see that)
     for worker, summary in _real(folder):
-        span_kinds = {k["kind"]: k for k in summary["communication"]["kinds"]}
+        span_kinds = {k.kind: k for k in summary.communication.kinds}
         for name, value in expected.items():
-            k = span_kinds[_KIND[name]]
-            assert k["busbw_basis"] == "least_wait_estimate"
+            sk = span_kinds[_KIND[name]]
+            assert sk.busbw_basis == "least_wait_estimate" and sk.busbw_gbps is not None
             if folder == "ddp_straggler" and worker == "rank0":
-                assert k["busbw_gbps"] < 0.5 * value
+                assert sk.busbw_gbps < 0.5 * value
             else:
-                assert k["busbw_gbps"] == pytest.approx(value, rel=0.2)
+                assert sk.busbw_gbps == pytest.approx(value, rel=0.2)
 
 
 def test_calls_per_step_and_bytes(h200x2: Path) -> None:
@@ -556,12 +545,11 @@ def test_fsdp_waiting_is_seen_from_one_trace_too(h200x2: Path) -> None:
     estimate (one trace alone) and the exact split agree that the exposed time is wait."""
     run = _real_run("fsdp")
     for (_, summary), row in zip(_real("fsdp"), run["ranks"], strict=True):
-        comm = summary["communication"]
-        estimate = comm["exposed_wait_estimate_us_per_step"]
+        estimate = summary.communication.exposed_wait_estimate_us_per_step
         assert estimate == pytest.approx(row["exposed_wait_us_per_step"], rel=0.1)
-        (d,) = [d for d in summary["diagnoses"] if d["id"] == "exposed_communication"]
-        assert "mostly waiting for other ranks" in d["title"]
-        assert "bucket_cap_mb" not in d["recommendation"]
+        (span_d,) = [d for d in summary.diagnoses if d.id == "exposed_communication"]
+        assert "mostly waiting for other ranks" in span_d.title
+        assert "bucket_cap_mb" not in span_d.recommendation
     # across ranks, rank 0 is told whom it waits for and why that rank is not called a
     # straggler (last in 4 of 5 steps: with 2 ranks that could be chance)
     by_rank = {d["evidence"]["rank"]: d for d in run["diagnoses"]}
@@ -576,15 +564,15 @@ def test_fsdp_waiting_is_seen_from_one_trace_too(h200x2: Path) -> None:
 
 
 def _synthetic(
-    base: dict[str, Any], n: int, rng: np.random.Generator, late_rank: int | None, late_us: float
-) -> list[tuple[str, dict[str, Any]]]:
+    base: Summary, n: int, rng: np.random.Generator, late_rank: int | None, late_us: float
+) -> list[tuple[str, Summary]]:
     """``n`` ranks that replay ``base``'s collectives (ddp_tuned rank 0: 4 all-reduces in
     each of 5 steps). Each rank arrives at each collective with its own random jitter
     (exponential, mean 300 µs: heavier than measured between the two real ranks); every
     rank's kernel ends 150 µs after the last arrival. ``late_rank`` arrives ``late_us``
     later at every collective (a rank that is late every step)."""
-    seq = [e for e in base["communication"]["sequence"] if e["step"] is not None]
-    starts = np.array([e["start_ns"] for e in seq], dtype=np.int64)
+    seq = [e for e in base.communication.sequence if e.step is not None]
+    starts = np.array([e.start_ns for e in seq], dtype=np.int64)
     arrive = starts[None, :] + (rng.exponential(300_000.0, size=(n, len(seq)))).astype(np.int64)
     if late_rank is not None:
         arrive[late_rank] += int(late_us * 1000)
@@ -592,38 +580,32 @@ def _synthetic(
     workers = []
     for r in range(n):
         sequence = [
-            {
-                "pg": e["pg"],
-                "seq": e["seq"],
-                "kind": e["kind"],
-                "step": e["step"],
-                "start_ns": int(arrive[r, j]),
-                "end_ns": int(ends[j]),
-                "size_bytes": e["size_bytes"],
-                "group_size": n,
-                "exposed_us": 0.0,
-                "exposed_ns": None,
-            }
+            replace(
+                e,
+                start_ns=int(arrive[r, j]),
+                end_ns=int(ends[j]),
+                group_size=n,
+                exposed_us=0.0,
+                exposed_ns=None,
+            )
             for j, e in enumerate(seq)
         ]
-        summary = {
-            "health": {"distributed_info": {"rank": r, "world_size": n}},
-            "steps": base["steps"],
-            "communication": {
-                "sequence": sequence,
-                "seq_source": "order",
-                "collective_count": len(sequence),
-                "mean_exposed_us": 0.0,
-            },
-        }
-        workers.append((f"w{r}", summary))
+        health = replace(base.health, distributed_info={"rank": r, "world_size": n})
+        comm = replace(
+            base.communication,
+            sequence=sequence,
+            seq_source="order",
+            collective_count=len(sequence),
+            mean_exposed_us=0.0,
+        )
+        workers.append((f"w{r}", replace(base, health=health, communication=comm)))
     return workers
 
 
 @pytest.mark.parametrize("n", [8, 64])
 def test_synthetic_runs_of_many_ranks(h200x2: Path, n: int) -> None:
     base = dict(_real("ddp_tuned"))["rank0"]
-    step_us = base["steps"]["mean_step_us"]  # 18.1 ms
+    step_us = base.steps.mean_step_us  # 18.1 ms
     rng = np.random.default_rng(11 + n)
     for _ in range(200):  # jitter only: never a straggler
         run = run_summary(_synthetic(base, n, rng, None, 0.0))
@@ -653,7 +635,7 @@ def test_ranks_under_one_worker_name_are_split(shared_cases: Path) -> None:
         "r0-2025-3-14-14-46 (rank 1)",
     ]
     assert "holds spans of ranks 0, 1 in the same time window" in notes[0]
-    run = summarize_run(chosen)
+    run = as_json(summarize_run(chosen))
     assert [r["rank"] for r in run["ranks"]] == [0, 1] and run["rank_source"] == "distributed_info"
     # 4 all-reduces with Seq; rank 1 is 300 µs late in 2 of the 4 steps
     assert run["match_key"] == "seq" and run["matched_count"] == 4
@@ -661,7 +643,7 @@ def test_ranks_under_one_worker_name_are_split(shared_cases: Path) -> None:
     assert run["straggler"] is None and run["straggler_test"]["rank"] == 1
     # the CLI builds its view through the same function
     report = build_report(str(folder))
-    view = report["runs"][0]["run_summary"]
+    view = as_json(report.runs[0].run_summary)
     assert view["worker_count"] == 2 and view["matched_count"] == 4
     assert any("each rank is treated as its own worker" in n for n in view["notes"])
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, SAMPLE_LOGS, kernel, write_trace
+from conftest import REPO, SAMPLE_LOGS, as_json, kernel, write_trace
 
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
@@ -50,7 +50,7 @@ def _check_scaled(src: Path, tmp_path: Path, rel: float, breakdown_share: float)
     out = tmp_path / "x3.json.gz"
     _scale(src, out, "--repeat", "3")
     t1, t3 = read_trace(str(src)), read_trace(str(out))
-    s1, s3 = summarize_trace(t1), summarize_trace(t3)
+    s1, s3 = as_json(summarize_trace(t1)), as_json(summarize_trace(t3))
     assert s3["steps"]["count"] == 3 * s1["steps"]["count"]
     numbers = [s["number"] for s in s3["steps"]["steps"]]
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # renumbered

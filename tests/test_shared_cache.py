@@ -285,7 +285,7 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
     outcome = worker_pool._run_task(task)
     assert outcome.from_cache and outcome.data is not None
     result = decode_entry(outcome.data, ident, SETTINGS)
-    assert result is not None and result.decoded()["steps"]["count"] == summary["steps"]["count"]
+    assert result is not None and result.decoded().steps.count == summary.steps.count
 
 
 def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
         t.join()
     result = cache.load(ident)
     assert result is not None  # a whole, valid entry: one of the writers' (last wins)
-    assert result.decoded()["steps"]["count"] in range(8)
+    assert result.decoded().steps.count in range(8)
     folder = cache.summary_file(ident).parent
     assert [p.name for p in folder.iterdir()] == [cache.summary_file(ident).name]  # no .tmp
 

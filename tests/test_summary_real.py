@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, require_dir
+from conftest import SAMPLE_LOGS, as_json, require_dir
 
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.summary import PANELS, summarize_file, summarize_trace
@@ -33,7 +33,7 @@ def _main_idle(summary: dict[str, Any]) -> dict[str, Any]:
 
 def test_resnet50_num_workers_pair(shared_traces: Path) -> None:
     for path in sorted((shared_traces / "kineto_resnet50" / "resnet50_num_workers_0").iterdir()):
-        s = summarize_file(str(path))
+        s = as_json(summarize_file(str(path)))
         assert "gpu_idle_dataloader" in _ids(s), path.name
         dev = _main_idle(s)
         # the old plugin showed DataLoader at about a third of the step time
@@ -41,15 +41,15 @@ def test_resnet50_num_workers_pair(shared_traces: Path) -> None:
         assert dev["causes"]["data_loading"]["fraction_of_idle"] >= 0.5
         assert s["steps"]["mean_breakdown_us"]["data_loading"] >= 0.2 * s["steps"]["mean_step_us"]
     for path in sorted((shared_traces / "kineto_resnet50" / "resnet50_num_workers_4").iterdir()):
-        s = summarize_file(str(path))
+        s = as_json(summarize_file(str(path)))
         assert "gpu_idle_dataloader" not in _ids(s), path.name
         assert _main_idle(s)["causes"]["data_loading"]["fraction_of_step_time"] < 0.03
 
 
 def test_sample_dataloader_pair() -> None:
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
-    before = summarize_file(_one(logs / "dataloader_workers0"))
-    after = summarize_file(_one(logs / "dataloader_workers4"))
+    before = as_json(summarize_file(_one(logs / "dataloader_workers0")))
+    after = as_json(summarize_file(_one(logs / "dataloader_workers4")))
     assert before["diagnoses"][0]["id"] == "gpu_idle_dataloader"
     assert before["diagnoses"][0]["severity"] == "high"
     assert _main_idle(before)["causes"]["data_loading"]["fraction_of_idle"] > 0.8
@@ -69,7 +69,7 @@ def test_sample_transformer_eager_small_kernel_flood() -> None:
     100.1 ms of launch-bound idle + 5.36 ms of the kernels closing those gaps over 160.8
     ms of steps = 0.656 of the step time (GPU busy 7.4 %)."""
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
-    eager = summarize_file(_one(logs / "transformer_eager"))
+    eager = as_json(summarize_file(_one(logs / "transformer_eager")))
     flood = eager["diagnoses"][0]
     assert flood["id"] == "small_kernel_flood" and flood["severity"] == "high"
     assert flood["evidence"]["short_count_fraction"] > 0.8
@@ -81,7 +81,7 @@ def test_sample_transformer_eager_small_kernel_flood() -> None:
     )
     assert dev["short_kernels"]["launch_bound_idle_us_by_cause"]["optimizer_step"] > 0
     assert "torch.compile" in flood["recommendation"] and "fused=True" in flood["recommendation"]
-    compiled = summarize_file(_one(logs / "transformer_compile"))
+    compiled = as_json(summarize_file(_one(logs / "transformer_compile")))
     assert compiled["steps"]["mean_step_us"] < eager["steps"]["mean_step_us"]
     assert compiled["kernels"]["mean_per_step"] < eager["kernels"]["mean_per_step"]
     # compiled but not CUDA-graphed: still launch-bound (measured 0.469), smaller cost
@@ -96,7 +96,7 @@ def test_sample_ddp_low_utilization_names_cpu_ops() -> None:
     autograd thread between backward ops), launching 10.8 %. The untraced share is its
     own diagnosis; the rest (64.4 %) is low utilization, mostly other CPU ops."""
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
-    s = summarize_file(_one(logs / "ddp"))
+    s = as_json(summarize_file(_one(logs / "ddp")))
     found = {d["id"]: d for d in s["diagnoses"]}
     # (+ the 3.5 ms CUPTI buffer request in step 6, 10 % of the profiled time)
     assert list(found) == [
@@ -117,7 +117,7 @@ def test_sample_ddp_low_utilization_names_cpu_ops() -> None:
 
 def _h200x2(h200x2: Path, run: str, rank: int) -> dict[str, Any]:
     (path,) = sorted((h200x2 / run).glob(f"rank{rank}.*.pt.trace.json.gz"))
-    return summarize_file(str(path))
+    return as_json(summarize_file(str(path)))
 
 
 @pytest.mark.parametrize("run", ["ddp_tuned", "ddp_default"])
@@ -168,7 +168,9 @@ def test_cuda_graphs_small_kernels_cost_nothing(shared_traces: Path) -> None:
     """hta_cuda_graphs_small_kernels: 88 % of 1216 kernels per step under 10 µs, but
     launched by cudaGraphLaunch, so no host launch per kernel: measured launch-bound cost
     0.0012 of the step time: no small_kernel_flood."""
-    s = summarize_file(str(shared_traces / "hta_cuda_graphs_small_kernels" / "rank0.json.gz"))
+    s = as_json(
+        summarize_file(str(shared_traces / "hta_cuda_graphs_small_kernels" / "rank0.json.gz"))
+    )
     assert s["kernels"]["short_count_fraction"] > 0.8 and s["kernels"]["mean_per_step"] > 1000
     assert _main_idle(s)["short_kernels"]["cost_fraction_of_step_time"] < 0.01
     assert "small_kernel_flood" not in _ids(s)
@@ -189,7 +191,7 @@ def test_no_untraced_host_alarm_on_sample_runs(run: str) -> None:
     """The sample loops run no untraced host work of note inside their steps: measured
     host_untraced share 0.3-4.3 % (dataloader_workers4: 0.34-3.92 ms of ~42 ms steps)."""
     logs = require_dir(SAMPLE_LOGS, "sample_logs/")
-    s = summarize_file(_one(logs / run))
+    s = as_json(summarize_file(_one(logs / run)))
     assert _main_idle(s)["causes"]["host_untraced"]["fraction_of_step_time"] < 0.05
     assert "gpu_idle_host_untraced" not in _ids(s)
 
@@ -206,7 +208,7 @@ def test_no_untraced_host_alarm_on_sample_runs(run: str) -> None:
 def test_unusual_traces_give_sane_summaries(
     shared_traces: Path, folder: str, expect_note: str | None
 ) -> None:
-    s = summarize_file(_one(shared_traces / folder))
+    s = as_json(summarize_file(_one(shared_traces / folder)))
     assert list(s) == list(PANELS)
     json.dumps(s, allow_nan=False)  # strict JSON: no NaN or inf anywhere
     assert s["steps"]["count"] >= 1
@@ -229,7 +231,7 @@ def test_no_step_markers_on_a_gpu_only_cut(tmp_path: Path, shared_traces: Path) 
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     path = tmp_path / "gpu_only.json"
     path.write_text(json.dumps(doc))
-    s = summarize_file(str(path))
+    s = as_json(summarize_file(str(path)))
     assert "no_step_markers" in _ids(s)
     assert s["steps"]["has_markers"] is False and s["steps"]["count"] == 1
 
@@ -252,7 +254,7 @@ def test_busy_and_idle_cross_checked_in_plain_python(shared_traces: Path) -> Non
     """GPU busy inside the steps from a plain-Python sweep over the raw table rows."""
     path = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
     trace = read_trace(_one(path))
-    s = summarize_trace(trace)
+    s = as_json(summarize_trace(trace))
     windows = [(x["start_us"], x["duration_us"]) for x in s["steps"]["steps"]]
     pairs: list[tuple[int, int]] = []
     for kind in ("kernel", "memcpy", "memset"):
@@ -289,7 +291,7 @@ def test_sample_memory_pair_both_sync_every_step() -> None:
         ("memory_leak", 0.08, 0.15, 5),
         ("memory_fixed", 0.11, 0.20, 15),
     ):
-        s = summarize_file(_one(logs / run))
+        s = as_json(summarize_file(_one(logs / run)))
         sync = next(d for d in s["diagnoses"] if d["id"] == "gpu_idle_host_sync")
         assert sync["severity"] == "medium" and lo <= sync["impact_fraction"] <= hi, run
         assert _main_idle(s)["sync_opened_gaps"] == opened, run
@@ -302,7 +304,7 @@ def test_untraced_host_advice_knows_when_the_trace_already_has_stacks() -> None:
 
     def untraced(run: str) -> dict[str, Any]:
         [path] = (SAMPLE_LOGS / run).glob("*.pt.trace.json.gz")
-        s = summarize_file(str(path))
+        s = as_json(summarize_file(str(path)))
         return next(d for d in s["diagnoses"] if d["id"] == "gpu_idle_host_untraced")
 
     full, light = untraced("capture_full"), untraced("capture_light")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
@@ -65,7 +65,7 @@ def _ids(summary: dict[str, Any]) -> set[str]:
 
 
 def test_steady_trace_is_clean(tmp_path: Path) -> None:
-    s = summarize_file(str(_trace(tmp_path / "a.json", [200.0] * 5)))
+    s = as_json(summarize_file(str(_trace(tmp_path / "a.json", [200.0] * 5))))
     q = s["health"]["trace_quality"]
     assert q["steps"] == 5
     assert q["step_us"] == [200.0] * 5
@@ -77,7 +77,7 @@ def test_steady_trace_is_clean(tmp_path: Path) -> None:
 
 
 def test_blocking_launches_are_recognised(tmp_path: Path) -> None:
-    s = summarize_file(str(_trace(tmp_path / "b.json", [200.0] * 5, blocking=True)))
+    s = as_json(summarize_file(str(_trace(tmp_path / "b.json", [200.0] * 5, blocking=True))))
     q = s["health"]["trace_quality"]["launch_blocking"]
     assert q == {"launches": 25, "ended_after_kernel": 25, "fraction": 1.0}
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_cuda_launch_blocking")
@@ -88,21 +88,23 @@ def test_blocking_launches_are_recognised(tmp_path: Path) -> None:
 
 def test_blocking_needs_enough_launches(tmp_path: Path) -> None:
     # 3 steps x 5 = 15 launches, all blocking: under the 20-launch minimum
-    s = summarize_file(str(_trace(tmp_path / "c.json", [200.0] * 3, blocking=True)))
+    s = as_json(summarize_file(str(_trace(tmp_path / "c.json", [200.0] * 3, blocking=True))))
     assert s["health"]["trace_quality"]["launch_blocking"]["fraction"] == 1.0
     assert "trace_cuda_launch_blocking" not in _ids(s)
 
 
 def test_too_few_steps(tmp_path: Path) -> None:
-    s = summarize_file(str(_trace(tmp_path / "d.json", [200.0, 200.0])))
+    s = as_json(summarize_file(str(_trace(tmp_path / "d.json", [200.0, 200.0]))))
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_too_few_steps")
     assert d["evidence"] == {"steps": 2, "steps_left_out": 0, "min_steps": 3}
-    s3 = summarize_file(str(_trace(tmp_path / "e.json", [200.0] * 3)))
+    s3 = as_json(summarize_file(str(_trace(tmp_path / "e.json", [200.0] * 3))))
     assert "trace_too_few_steps" not in _ids(s3)
 
 
 def test_warmup_step(tmp_path: Path) -> None:
-    s = summarize_file(str(_trace(tmp_path / "f.json", [900.0, 200.0, 210.0, 190.0, 200.0])))
+    s = as_json(
+        summarize_file(str(_trace(tmp_path / "f.json", [900.0, 200.0, 210.0, 190.0, 200.0])))
+    )
     q = s["health"]["trace_quality"]
     assert q["first_step_ratio"] == 4.5  # 900 / median(200, 210, 190, 200)
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_warmup_step")
@@ -110,14 +112,14 @@ def test_warmup_step(tmp_path: Path) -> None:
     # the warm-up step is left out of the spread: the others are steady
     assert q["step_cv"] == pytest.approx(0.0408, abs=1e-4)
     assert "trace_unequal_steps" not in _ids(s)
-    s2 = summarize_file(str(_trace(tmp_path / "g.json", [390.0, 200.0, 210.0, 190.0])))
+    s2 = as_json(summarize_file(str(_trace(tmp_path / "g.json", [390.0, 200.0, 210.0, 190.0]))))
     assert s2["health"]["trace_quality"]["first_step_ratio"] == 1.95
     assert "trace_warmup_step" not in _ids(s2)
 
 
 def test_unequal_steps(tmp_path: Path) -> None:
     steps = [200.0, 200.0, 800.0, 200.0, 900.0]
-    s = summarize_file(str(_trace(tmp_path / "h.json", steps)))
+    s = as_json(summarize_file(str(_trace(tmp_path / "h.json", steps))))
     q = s["health"]["trace_quality"]
     # mean 460, sample sd = sqrt((3 x 260^2 + 340^2 + 440^2) / 4) = sqrt(128000) = 357.77
     assert q["step_cv"] == pytest.approx(357.7709 / 460, abs=1e-4)
@@ -125,7 +127,7 @@ def test_unequal_steps(tmp_path: Path) -> None:
 
 
 def test_profiler_overhead(tmp_path: Path) -> None:
-    s = summarize_file(str(_trace(tmp_path / "i.json", [200.0] * 5, overhead_us=120.0)))
+    s = as_json(summarize_file(str(_trace(tmp_path / "i.json", [200.0] * 5, overhead_us=120.0))))
     q = s["health"]["trace_quality"]["profiler"]
     assert q["overhead_us"] == 120.0
     assert q["overhead_fraction"] == 0.12  # 120 / 1000 µs profiled
@@ -134,7 +136,7 @@ def test_profiler_overhead(tmp_path: Path) -> None:
     assert (d["impact_fraction"], d["severity"]) == (0.12, "medium")
     # "12.0 %" with a space, as every other percentage the report prints (was "12.0%")
     assert d["title"] == "The profiler's own overhead takes 12.0 % of the profiled time"
-    s2 = summarize_file(str(_trace(tmp_path / "j.json", [200.0] * 5, overhead_us=40.0)))
+    s2 = as_json(summarize_file(str(_trace(tmp_path / "j.json", [200.0] * 5, overhead_us=40.0))))
     assert s2["health"]["trace_quality"]["profiler"]["overhead_fraction"] == 0.04
     assert "trace_profiler_overhead" not in _ids(s2)  # under min_impact_fraction (5 %)
 
@@ -151,7 +153,7 @@ def test_thresholds_are_overridable(tmp_path: Path) -> None:
 def _summary_of(run: str) -> dict[str, Any]:
     files = sorted((SAMPLE_LOGS / run).glob("*.pt.trace.json.gz"))
     assert files, f"no trace in sample_logs/{run}"
-    return summarize_file(str(files[0]))
+    return as_json(summarize_file(str(files[0])))
 
 
 def test_real_blocking_recording_gets_the_diagnosis() -> None:

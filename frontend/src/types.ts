@@ -1197,6 +1197,10 @@ export interface ComparabilityItem {
  * via the `definition` "DiffMetric".
  */
 export interface DiffMetric {
+  key: string;
+  label: string;
+  unit: string;
+  better: string;
   base: number;
   exp: number;
   delta: number;
@@ -1208,10 +1212,6 @@ export interface DiffMetric {
   exp_n: number;
   min_delta: number;
   verdict: string;
-  key: string;
-  label: string;
-  unit: string;
-  better: string;
   basis?: SidePair;
   note?: string;
   by_rank?: ByRankPair;

@@ -25,7 +25,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-Side = Sequence[tuple[str, dict[str, Any]]]
+from tb_kineto_insights.schema.diff import ComparabilityItem
+from tb_kineto_insights.schema.summary import Summary
+
+Side = Sequence[tuple[str, Summary]]
 
 _TIMING = "changes what is measured: timings are not comparable"
 #: Why a difference matters, per field (``env.NAME`` fields use :data:`_ENV_WHY`).
@@ -75,16 +78,16 @@ _META_FIELDS = (
 )
 
 
-def _trace_facts(s: dict[str, Any]) -> dict[str, Any]:
-    health = s.get("health") or {}
-    meta = health.get("metadata") or {}
-    flags = health.get("flags") or {}
-    dist = health.get("distributed_info") or {}
+def _trace_facts(s: Summary) -> dict[str, Any]:
+    health = s.health
+    meta = health.metadata
+    flags = health.flags
+    dist = health.distributed_info or {}
     facts: dict[str, Any] = {}
-    names = sorted({str(p["name"]) for p in health.get("device_properties") or [] if "name" in p})
+    names = sorted({str(p["name"]) for p in health.device_properties if "name" in p})
     if names:
         facts["gpu_model"] = ", ".join(names)
-        facts["gpu_count"] = len(health.get("device_properties") or [])
+        facts["gpu_count"] = len(health.device_properties)
     for key in ("cuda_runtime_version", "cuda_driver_version"):
         if meta.get(key) is not None:
             facts[key] = meta[key]
@@ -93,13 +96,11 @@ def _trace_facts(s: dict[str, Any]) -> dict[str, Any]:
             facts[key] = dist[src]
     if dist.get("nccl_version") is not None:
         facts["nccl_version"] = str(dist["nccl_version"])
-    if flags:
-        facts["with_stack"] = bool(flags.get("has_stacks"))
-        facts["record_shapes"] = bool(flags.get("has_shapes"))
-        facts["profile_memory"] = bool(flags.get("has_memory"))
-    blocking = (health.get("trace_quality") or {}).get("launch_blocking") or {}
-    if blocking.get("fraction") is not None:  # the diagnosis applies the thresholds
-        ids = {d.get("id") for d in s.get("diagnoses") or []}
+    facts["with_stack"] = flags.has_stacks
+    facts["record_shapes"] = flags.has_shapes
+    facts["profile_memory"] = flags.has_memory
+    if health.trace_quality.launch_blocking.fraction is not None:  # thresholds: the diagnosis
+        ids = {d.id for d in s.diagnoses}
         facts["cuda_launch_blocking"] = "trace_cuda_launch_blocking" in ids
     return facts
 
@@ -149,7 +150,7 @@ def _side_facts(side: Side) -> tuple[dict[str, set[Any]], dict[str, str], bool, 
     all_meta = bool(side)
     env_names: set[str] = set()
     for _, s in side:
-        run = (s.get("health") or {}).get("run_metadata")
+        run = s.health.run_metadata
         facts = _trace_facts(s)
         src = dict.fromkeys(facts, "trace")
         if isinstance(run, dict):
@@ -171,22 +172,22 @@ def _shown(vals: set[Any]) -> Any:
     return sorted(vals, key=str)
 
 
-def comparability(base: Side, exp: Side) -> list[dict[str, Any]]:
+def comparability(base: Side, exp: Side) -> list[ComparabilityItem]:
     """Unlike-for-like differences between the two sides (module docstring), in a stable
     order: run metadata presence, then settings, versions, hardware, environment.
     Empty when nothing known differs."""
     bv, bsrc, bmeta, benv = _side_facts(base)
     ev, esrc, emeta, eenv = _side_facts(exp)
-    out: list[dict[str, Any]] = []
+    out: list[ComparabilityItem] = []
     if bmeta != emeta:
         out.append(
-            {
-                "field": "run_metadata",
-                "base": "present" if bmeta else "absent",
-                "new": "present" if emeta else "absent",
-                "why": WHY["run_metadata"],
-                "source": "metadata",
-            }
+            ComparabilityItem(
+                field="run_metadata",
+                base="present" if bmeta else "absent",
+                new="present" if emeta else "absent",
+                why=WHY["run_metadata"],
+                source="metadata",
+            )
         )
     if bmeta and emeta:  # recorded by capture on both sides: an absent env var is unset
         for name in benv | eenv:
@@ -209,18 +210,14 @@ def comparability(base: Side, exp: Side) -> list[dict[str, Any]]:
             why = WHY[field]
         source = "metadata" if "metadata" in (bsrc.get(field), esrc.get(field)) else "trace"
         out.append(
-            {
-                "field": field,
-                "base": _shown(bv[field]),
-                "new": _shown(ev[field]),
-                "why": why,
-                "source": source,
-            }
+            ComparabilityItem(
+                field=field, base=_shown(bv[field]), new=_shown(ev[field]), why=why, source=source
+            )
         )
     return out
 
 
-def format_comparability(entries: list[dict[str, Any]]) -> list[str]:
+def format_comparability(entries: list[ComparabilityItem]) -> list[str]:
     """One text line per entry: ``not like for like: FIELD BASE -> NEW (WHY)``; a value
     of ``None`` (an environment variable not set) reads ``unset``."""
 
@@ -228,6 +225,5 @@ def format_comparability(entries: list[dict[str, Any]]) -> list[str]:
         return "unset" if v is None else str(v)
 
     return [
-        f"not like for like: {e['field']} {shown(e['base'])} -> {shown(e['new'])} ({e['why']})"
-        for e in entries
+        f"not like for like: {e.field} {shown(e.base)} -> {shown(e.new)} ({e.why})" for e in entries
     ]

@@ -27,19 +27,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
 from tb_kineto_insights.analysis.comparability import comparability
 from tb_kineto_insights.analysis.diff_comm import communication_rows
 from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, checked
+from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, RunView, Summary
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.diff import FoundDiagnosis
+from tb_kineto_insights.schema.idle import IdleDevice
+from tb_kineto_insights.schema.memory import MemoryDevice
+from tb_kineto_insights.schema.steps import Step
 
-Side = Sequence[tuple[str, dict[str, Any]]]
-Extractor = Callable[[dict[str, Any]], list[float] | None]
+Side = Sequence[tuple[str, Summary]]
+Extractor = Callable[[Summary], list[float] | None]
 
 
 #: ``(base side, step floor µs, thresholds)`` → the row's smallest change that matters.
-Floor = Callable[[Sequence[tuple[str, dict[str, Any]]], float, Thresholds], float]
+Floor = Callable[[Sequence[tuple[str, Summary]], float, Thresholds], float]
 
 
 @dataclass(frozen=True)
@@ -55,56 +62,56 @@ class Metric:
     #: Per step ``(numerator, denominator)`` for a row whose value is a ratio of totals
     #: (sum of numerators / sum of denominators over the side's steps), not a mean of
     #: the per-step ratios ``extract`` gives (those still give the noise).
-    totals: Callable[[dict[str, Any]], list[tuple[float, float]] | None] | None = None
+    totals: Callable[[Summary], list[tuple[float, float]] | None] | None = None
 
 
-def _steps(s: dict[str, Any]) -> list[dict[str, Any]]:
-    return s.get("steps", {}).get("steps", []) or []
+def _steps(s: Summary) -> list[Step]:
+    return s.steps.steps
 
 
-def _main_idle(s: dict[str, Any]) -> dict[str, Any] | None:
-    idle = s.get("idle", {})
-    return next(
-        (d for d in idle.get("devices", []) if d.get("device") == idle.get("main_device")), None
-    )
+def _main_idle(s: Summary) -> IdleDevice | None:
+    idle = s.idle
+    return next((d for d in idle.devices if d.device == idle.main_device), None)
 
 
 def _breakdown(cat: str) -> Extractor:
-    return lambda s: [x["breakdown_us"][cat] for x in _steps(s)]
+    return lambda s: [x.breakdown_us[cat] for x in _steps(s)]
 
 
 def _idle_cause(cause: str) -> Extractor:
-    def get(s: dict[str, Any]) -> list[float] | None:
+    def get(s: Summary) -> list[float] | None:
         dev = _main_idle(s)
-        return None if dev is None else [x["causes_us"][cause] for x in dev["per_step"]]
+        return None if dev is None else [x.causes_us[cause] for x in dev.per_step]
 
     return get
 
 
-def _utilization(s: dict[str, Any]) -> list[float] | None:
-    vals = [x["gpu_utilization_fraction"] for x in _steps(s)]
-    return None if any(v is None for v in vals) else vals
+def _utilization(s: Summary) -> list[float] | None:
+    vals = [x.gpu_utilization_fraction for x in _steps(s)]
+    return None if any(v is None for v in vals) else [v for v in vals if v is not None]
 
 
-def _utilization_totals(s: dict[str, Any]) -> list[tuple[float, float]] | None:
+def _utilization_totals(s: Summary) -> list[tuple[float, float]] | None:
     """Per step (busy µs, step µs) of the main device: GPU utilization is their ratio of
     totals (:mod:`.overview`), the same number ``report`` and the tab show."""
-    steps = _steps(s)
-    if any(x["gpu_utilization_fraction"] is None for x in steps):
+    pairs = []
+    for x in _steps(s):
+        if x.gpu_utilization_fraction is None:
+            return None
+        pairs.append((x.gpu_utilization_fraction * x.duration_us, x.duration_us))
+    return pairs
+
+
+def _kernels_per_step(s: Summary) -> list[float] | None:
+    per = s.kernels.per_step
+    return None if not per else [float(x.count) for x in per]
+
+
+def _short_share(s: Summary) -> list[float] | None:
+    per = s.kernels.per_step
+    if not per or any(x.count == 0 for x in per):
         return None
-    return [(x["gpu_utilization_fraction"] * x["duration_us"], x["duration_us"]) for x in steps]
-
-
-def _kernels_per_step(s: dict[str, Any]) -> list[float] | None:
-    per = s.get("kernels", {}).get("per_step")
-    return None if not per else [float(x["count"]) for x in per]
-
-
-def _short_share(s: dict[str, Any]) -> list[float] | None:
-    per = s.get("kernels", {}).get("per_step")
-    if not per or any(x["count"] == 0 for x in per):
-        return None
-    return [x["short_count"] / x["count"] for x in per]
+    return [x.short_count / x.count for x in per]
 
 
 def _short_share_floor(base: Side, step_floor_us: float, th: Thresholds) -> float:
@@ -113,9 +120,9 @@ def _short_share_floor(base: Side, step_floor_us: float, th: Thresholds) -> floa
     from ``step_floor_us`` of such time, i.e. Δ ≥ step_floor_us / (kernels per step ×
     threshold); never under the 0.5 pp of any share."""
     per_step = [
-        float(s["kernels"]["mean_per_step"]) * float(s["kernels"].get("short_threshold_us") or 0)
+        float(s.kernels.mean_per_step) * float(s.kernels.short_threshold_us or 0)
         for _, s in base
-        if (s.get("kernels") or {}).get("mean_per_step")
+        if s.kernels.mean_per_step
     ]
     kernel_us = sum(per_step) / len(per_step) if per_step else 0.0
     share = step_floor_us / kernel_us if kernel_us > 0 else 0.0
@@ -123,34 +130,37 @@ def _short_share_floor(base: Side, step_floor_us: float, th: Thresholds) -> floa
 
 
 def _comm(key: str) -> Extractor:
-    def get(s: dict[str, Any]) -> list[float] | None:
-        comm = s.get("communication") or {}
-        per = comm.get("steps")
-        if not per or not comm.get("has_collectives"):
+    """Per step ``key`` (a field of ``communication.steps[]``) of a span with
+    collectives."""
+
+    def get(s: Summary) -> list[float] | None:
+        comm = s.communication
+        per = comm.steps
+        if not per or not comm.has_collectives:
             return None
-        return [float(x[key]) for x in per]
+        return [float(getattr(x, key)) for x in per]
 
     return get
 
 
-def _memory_device(s: dict[str, Any]) -> dict[str, Any] | None:
-    devices = (s.get("memory") or {}).get("devices") or []
-    gpu = [d for d in devices if d.get("device_type") not in (0, None)]
+def _memory_device(s: Summary) -> MemoryDevice | None:
+    devices = s.memory.devices
+    gpu = [d for d in devices if d.device_type != 0]
     pool = gpu or devices
-    return max(pool, key=lambda d: d.get("peak_allocated_bytes") or 0, default=None)
+    return max(pool, key=lambda d: d.peak_allocated_bytes or 0, default=None)
 
 
-def _memory_peak(s: dict[str, Any]) -> list[float] | None:
+def _memory_peak(s: Summary) -> list[float] | None:
     dev = _memory_device(s)
-    per = (dev or {}).get("per_step")
+    per = dev.per_step if dev is not None else None
     if not per:
         return None
-    return [float(x["peak_bytes"]) for x in per if x.get("peak_bytes") is not None] or None
+    return [float(x.peak_bytes) for x in per if x.peak_bytes is not None] or None
 
 
-def _memory_growth(s: dict[str, Any]) -> list[float] | None:
-    growth = ((_memory_device(s) or {}).get("growth")) or {}
-    slope = growth.get("bytes_per_step")
+def _memory_growth(s: Summary) -> list[float] | None:
+    dev = _memory_device(s)
+    slope = dev.growth.bytes_per_step if dev is not None else None
     return None if slope is None else [float(slope)]
 
 
@@ -163,7 +173,7 @@ METRICS: tuple[Metric, ...] = (
         "step time",
         "µs",
         "lower",
-        lambda s: [x["duration_us"] for x in _steps(s)],
+        lambda s: [x.duration_us for x in _steps(s)],
     ),
     Metric(
         "gpu_utilization_fraction",
@@ -235,7 +245,7 @@ def _pool(side: Side, extract: Extractor) -> list[float] | None:
 
 
 def _pool_totals(
-    side: Side, totals: Callable[[dict[str, Any]], list[tuple[float, float]] | None]
+    side: Side, totals: Callable[[Summary], list[tuple[float, float]] | None]
 ) -> float | None:
     """Sum of numerators / sum of denominators over every step of the side's spans."""
     num = den = 0.0
@@ -254,13 +264,14 @@ def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]
     rows: dict[str, dict[str, list[float]]] = {}
     offset = 0
     for _, summary in side:
-        t = (summary.get("tables") or {}).get(table) or {}
-        n = int(t.get("steps") or len(_steps(summary)))
-        for row in t.get("rows", []):
-            entry = rows.setdefault(row["name"], {"time": [], "count": []})
-            for key, src in (("time", "per_step_time_us"), ("count", "per_step_count")):
+        t = summary.tables.kernels if table == "kernels" else summary.tables.ops
+        n = int(t.steps or len(_steps(summary)))
+        for row in t.rows:
+            entry = rows.setdefault(row.name, {"time": [], "count": []})
+            per_step: list[float] | list[int]
+            for key, per_step in (("time", row.per_step_time_us), ("count", row.per_step_count)):
                 entry[key].extend([0.0] * (offset - len(entry[key])))
-                entry[key].extend(float(v) for v in row[src])
+                entry[key].extend(float(v) for v in per_step)
         offset += n
     for entry in rows.values():
         for key in ("time", "count"):
@@ -288,7 +299,7 @@ def _loads_in_workers(side: Side) -> bool:
     return any(
         _MULTIPROCESS_LOADER in name
         for _, summary in side
-        for name in (summary.get("tables") or {}).get("dataloader_iterators") or []
+        for name in summary.tables.dataloader_iterators
     )
 
 
@@ -381,8 +392,8 @@ def _compare_table(
     return out
 
 
-def _setting(s: dict[str, Any], key: str) -> Any:
-    return (s.get("health", {}).get("metadata") or {}).get(key)
+def _setting(s: Summary, key: str) -> Any:
+    return s.health.metadata.get(key)
 
 
 def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list[str]:
@@ -392,21 +403,19 @@ def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list
     def devices(side: Side) -> set[str]:
         names = set()
         for _, s in side:
-            for p in s.get("health", {}).get("device_properties") or []:
+            for p in s.health.device_properties:
                 if p.get("name"):
                     names.add(str(p["name"]))
         return names
 
     def world(side: Side) -> set[Any]:
-        return {
-            (s.get("health", {}).get("distributed_info") or {}).get("world_size") for _, s in side
-        }
+        return {(s.health.distributed_info or {}).get("world_size") for _, s in side}
 
     def values(side: Side, key: str) -> set[Any]:
         return {_setting(s, key) for _, s in side}
 
     def flags(side: Side, key: str) -> set[Any]:
-        return {bool((s.get("health", {}).get("flags") or {}).get(key)) for _, s in side}
+        return {bool(getattr(s.health.flags, key)) for _, s in side}
 
     out = []
     bd, ed = devices(base), devices(exp)
@@ -430,11 +439,7 @@ def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list
     if len(base) != len(exp):
         out.append(f"different number of workers/spans: {len(base)} vs {len(exp)}")
     for name, side in (("base", base), ("experiment", exp)):
-        lossy = [
-            label
-            for label, s in side
-            if any(d.get("id") == "trace_data_loss" for d in s.get("diagnoses") or [])
-        ]
+        lossy = [label for label, s in side if any(d.id == "trace_data_loss" for d in s.diagnoses)]
         if lossy:
             out.append(
                 f"the {name} side lost trace data ({', '.join(lossy[:3])}"
@@ -449,7 +454,7 @@ def _worker_of(label: str) -> str:
     return label.partition("/")[0]
 
 
-def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, Any] | None:
+def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunView | None:
     """The run view across the ranks of a side (labels are ``worker/span``), or None
     when the side holds fewer than two ranks. Its input is chosen as ``report`` chooses
     it, by ``summary.select_run_spans`` (the latest span of each worker; one entry per
@@ -458,7 +463,7 @@ def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict
     # summary.py sits above the analysis modules; imported here, where it is used
     from tb_kineto_insights import summary as summary_module
 
-    grouped: dict[str, list[dict[str, Any]]] = {}
+    grouped: dict[str, list[Summary]] = {}
     for label, s in side:
         grouped.setdefault(_worker_of(label), []).append(s)
     chosen, notes = summary_module.select_run_spans(list(grouped.items()))
@@ -466,34 +471,37 @@ def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict
         return None
     run = summary_module.summarize_run(chosen, thresholds)
     if notes:
-        run["notes"] = [*notes, *run.get("notes", [])]
+        run = msgspec.structs.replace(run, notes=[*notes, *run.notes])
     return run
 
 
-def diagnoses_found(side: Side, run: dict[str, Any] | None) -> list[dict[str, Any]]:
+def diagnoses_found(side: Side, run: RunView | None) -> list[FoundDiagnosis]:
     """Every diagnosis of a side: span-level (``scope`` ``span``, ``where`` = its
     ``worker/span``) and run-level from the run view (``scope`` ``run``, ``where`` =
     ``all ranks``); each ``{id, scope, where, severity, title, impact_fraction}``. A
     span-level diagnosis the run view supersedes (its ``superseded_span_diagnoses``:
     ``{worker, id}``, e.g. a rank's ``exposed_communication`` whose wait/transfer split
     the view across ranks states exactly) is left out, as ``report`` leaves it out."""
-    replaced = {
-        (str(x.get("worker")), str(x.get("id")))
-        for x in (run or {}).get("superseded_span_diagnoses") or []
-    }
+    replaced = {(x.worker, x.id) for x in run.superseded_span_diagnoses} if run else set()
     found = []
     for label, s in side:
-        for d in s.get("diagnoses", []):
-            if (_worker_of(label), d.get("id")) not in replaced:
-                found.append({**_brief(d), "scope": "span", "where": label})
-    for d in (run or {}).get("diagnoses", []):
-        found.append({**_brief(d), "scope": "run", "where": "all ranks"})
+        for d in s.diagnoses:
+            if (_worker_of(label), d.id) not in replaced:
+                found.append(_brief(d, "span", label))
+    for d in run.diagnoses if run is not None else []:
+        found.append(_brief(d, "run", "all ranks"))
     return found
 
 
-def _brief(d: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "severity", "title", "impact_fraction")
-    return {k: d.get(k) for k in keys}
+def _brief(d: Diagnosis, scope: str, where: str) -> FoundDiagnosis:
+    return FoundDiagnosis(
+        id=d.id,
+        severity=d.severity,
+        title=d.title,
+        impact_fraction=d.impact_fraction,
+        scope=scope,
+        where=where,
+    )
 
 
 def _unit_floor(unit: str, step_floor_us: float, th: Thresholds) -> float:
@@ -512,8 +520,10 @@ def diff(
     base_label: str = "base",
     exp_label: str = "exp",
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> dict[str, Any]:
-    """Compare two sides; returns the ``tb_kineto_insights.diff/1`` document.
+) -> DiffDocument:
+    """Compare two sides (span summaries, read by attribute); returns the
+    ``tb_kineto_insights.diff/1`` document, a :class:`~tb_kineto_insights.schema.DiffDocument`
+    (built from its parts with ``msgspec.convert``).
 
     Keys: ``headline`` (step time before → after, ``speedup`` = base / exp, verdict),
     ``metrics`` (one row per metric both sides have: means, ``delta``,
@@ -582,7 +592,7 @@ def diff(
     kernels = _compare_table(base, exp, "kernels", **table_args)
     ops = _compare_table(base, exp, "ops", **table_args)
     b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
-    b_ids, e_ids = {d["id"] for d in b_found}, {d["id"] for d in e_found}
+    b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
     largest = sorted(
         [
             {
@@ -612,7 +622,7 @@ def diff(
         "base": {"label": base_label, "workers": [w for w, _ in base]},
         "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
         "headline": headline,
-        "warnings": _warnings(base, exp, frozenset(c["field"] for c in unlike)),
+        "warnings": _warnings(base, exp, frozenset(c.field for c in unlike)),
         "comparability": unlike,
         "metrics": metrics,
         "communication": comm_section,
@@ -628,16 +638,16 @@ def diff(
         "largest_changes": largest,
         "noise_rule": NOISE_RULE,
     }
-    return checked(doc, DiffDocument)
+    return msgspec.convert(doc, DiffDocument)
 
 
-def _rank(summary: dict[str, Any]) -> Any:
-    return (summary.get("health", {}).get("distributed_info") or {}).get("rank")
+def _rank(summary: Summary) -> Any:
+    return (summary.health.distributed_info or {}).get("rank")
 
 
 def _per_rank(base: Side, exp: Side, step_floor_us: float, th: Thresholds) -> list[dict[str, Any]]:
-    by_b: dict[Any, list[tuple[str, dict[str, Any]]]] = {}
-    by_e: dict[Any, list[tuple[str, dict[str, Any]]]] = {}
+    by_b: dict[Any, list[tuple[str, Summary]]] = {}
+    by_e: dict[Any, list[tuple[str, Summary]]] = {}
     for side, into in ((base, by_b), (exp, by_e)):
         for label, s in side:
             into.setdefault(_rank(s), []).append((label, s))

@@ -44,8 +44,12 @@ from typing import Any
 
 from tb_kineto_insights.analysis.diff_rules import judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.communication import CollectiveKind, CommunicationPanel
+from tb_kineto_insights.schema.diff import DdpBucketStats
+from tb_kineto_insights.schema.run_view import RunView
+from tb_kineto_insights.schema.summary import Summary
 
-Side = Sequence[tuple[str, dict[str, Any]]]
+Side = Sequence[tuple[str, Summary]]
 #: Bandwidth bases whose values can be compared (they leave the waiting out).
 TRUSTED_BASES: tuple[str, ...] = ("matched_transfer", "least_wait_estimate")
 #: Basis assumed for a bandwidth whose summary does not state one.
@@ -54,25 +58,22 @@ LEGACY_BASIS = "kernel_time"
 BUCKET_SIZES_LISTED = 8
 
 
-def _comm(s: dict[str, Any]) -> dict[str, Any]:
-    return s.get("communication") or {}
+def _comm(s: Summary) -> CommunicationPanel:
+    return s.communication
 
 
-def _kinds(s: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(_comm(s).get("kinds") or [])
+def _kinds(s: Summary) -> list[CollectiveKind]:
+    return s.communication.kinds
 
 
-def _step_numbers(s: dict[str, Any]) -> list[int]:
-    return [int(x["number"]) for x in (s.get("steps") or {}).get("steps") or []]
+def _step_numbers(s: Summary) -> list[int]:
+    return [x.number for x in s.steps.steps]
 
 
 def _calls_per_step(side: Side) -> tuple[dict[str, list[float]], bool]:
     """kind → calls per step (per-step samples when every span has a full sequence,
     else one value per span); and whether the samples are per step."""
-    usable = all(
-        _comm(s).get("sequence") is not None and not _comm(s).get("sequence_truncated")
-        for _, s in side
-    )
+    usable = all(not _comm(s).sequence_truncated for _, s in side)
     out: dict[str, list[float]] = {}
     filled = 0  # samples already taken, so a kind first seen later gets zeros before
     for _, s in side:
@@ -80,19 +81,19 @@ def _calls_per_step(side: Side) -> tuple[dict[str, list[float]], bool]:
         if usable:
             per: dict[str, list[float]] = {}
             index = {n: i for i, n in enumerate(steps)}
-            for entry in _comm(s).get("sequence") or []:
-                i = index.get(entry.get("step"))
-                if i is not None and entry.get("kind"):
-                    per.setdefault(str(entry["kind"]), [0.0] * len(steps))[i] += 1.0
+            for entry in _comm(s).sequence:
+                i = index.get(entry.step) if entry.step is not None else None
+                if i is not None and entry.kind:
+                    per.setdefault(entry.kind, [0.0] * len(steps))[i] += 1.0
             width = len(steps)
         else:
             per = {}
             for k in _kinds(s):
-                value = k.get("calls_per_step")
+                value = k.calls_per_step
                 if value is None and steps:
-                    value = float(k.get("count") or 0) / len(steps)
+                    value = float(k.count) / len(steps)
                 if value is not None:
-                    per[str(k["kind"])] = [float(value)]
+                    per[k.kind] = [float(value)]
             width = 1
         for kind in set(out) | set(per):
             row = out.setdefault(kind, [0.0] * filled)
@@ -104,24 +105,22 @@ def _calls_per_step(side: Side) -> tuple[dict[str, list[float]], bool]:
 def _bytes_per_collective(side: Side) -> dict[str, tuple[float, str]]:
     """kind → (message size per collective in bytes, statistic: median or mean)."""
     sizes: dict[str, list[float]] = {}
-    from_sequence = all(_comm(s).get("sequence") for _, s in side)
+    from_sequence = all(_comm(s).sequence for _, s in side)
     if from_sequence:
         for _, s in side:
-            for entry in _comm(s).get("sequence") or []:
-                if entry.get("kind") and isinstance(entry.get("bytes"), (int, float)):
-                    sizes.setdefault(str(entry["kind"]), []).append(float(entry["bytes"]))
+            for entry in _comm(s).sequence:
+                if entry.kind and entry.bytes is not None:
+                    sizes.setdefault(entry.kind, []).append(float(entry.bytes))
         return {k: (float(statistics.median(v)), "median") for k, v in sizes.items() if v}
     out: dict[str, tuple[float, str]] = {}
     medians: dict[str, list[float]] = {}
     means: dict[str, list[float]] = {}
     for _, s in side:
         for k in _kinds(s):
-            if k.get("median_bytes") is not None:
-                medians.setdefault(str(k["kind"]), []).append(float(k["median_bytes"]))
-            elif k.get("bytes") is not None and k.get("sized_count"):
-                means.setdefault(str(k["kind"]), []).append(
-                    float(k["bytes"]) / float(k["sized_count"])
-                )
+            if k.median_bytes is not None:
+                medians.setdefault(k.kind, []).append(float(k.median_bytes))
+            elif k.bytes is not None and k.sized_count:
+                means.setdefault(k.kind, []).append(float(k.bytes) / float(k.sized_count))
     for kind, values in means.items():
         out[kind] = (float(statistics.mean(values)), "mean")
     for kind, values in medians.items():
@@ -129,63 +128,61 @@ def _bytes_per_collective(side: Side) -> dict[str, tuple[float, str]]:
     return out
 
 
-def _buckets(side: Side) -> dict[str, Any] | None:
+def _buckets(side: Side) -> DdpBucketStats | None:
     """DDP buckets of a side: the first span with AllReduce sizes (every rank of a DDP
     job has the same buckets)."""
     for _, s in side:
-        b = _comm(s).get("ddp_bucket_bytes") or {}
-        if b.get("count"):
+        b = _comm(s).ddp_bucket_bytes
+        if b.count and b.median_bytes is not None:
             steps = len(_step_numbers(s))
-            return {
-                "count": b["count"],
-                "count_per_step": b["count"] / steps if steps else None,
-                "median_bytes": b.get("median_bytes"),
-                "min_bytes": b.get("min_bytes"),
-                "max_bytes": b.get("max_bytes"),
-                "distinct_count": b.get("distinct_count"),
-                "sizes": list(b.get("sizes") or [])[:BUCKET_SIZES_LISTED],
-            }
+            return DdpBucketStats(
+                count=b.count,
+                count_per_step=b.count / steps if steps else None,
+                median_bytes=b.median_bytes,
+                min_bytes=b.min_bytes if b.min_bytes is not None else 0,
+                max_bytes=b.max_bytes if b.max_bytes is not None else 0,
+                distinct_count=b.distinct_count,
+                sizes=b.sizes[:BUCKET_SIZES_LISTED],
+            )
     return None
 
 
-def _busbw(side: Side, run: dict[str, Any] | None) -> dict[str, tuple[list[float], str]]:
+def _busbw(side: Side, run: RunView | None) -> dict[str, tuple[list[float], str]]:
     """kind → (bus bandwidth values in GB/s, basis)."""
     out: dict[str, tuple[list[float], str]] = {}
-    for k in (run or {}).get("kinds") or []:
-        if k.get("busbw_gbps") is not None and k.get("busbw_basis") == "matched_transfer":
-            out[str(k["kind"])] = ([float(k["busbw_gbps"])], "matched_transfer")
+    for rk in run.kinds if run is not None else []:
+        if rk.busbw_gbps is not None and rk.busbw_basis == "matched_transfer":
+            out[rk.kind] = ([float(rk.busbw_gbps)], "matched_transfer")
     if out:
         return out
     for _, s in side:
         for k in _kinds(s):
-            if k.get("busbw_gbps") is None:
+            if k.busbw_gbps is None:
                 continue
-            basis = str(k.get("busbw_basis") or LEGACY_BASIS)
-            values, seen = out.get(str(k["kind"]), ([], basis))
-            out[str(k["kind"])] = (
-                values + [float(k["busbw_gbps"])],
-                basis if seen == basis else "mixed",
-            )
+            basis = k.busbw_basis or LEGACY_BASIS
+            values, seen = out.get(k.kind, ([], basis))
+            out[k.kind] = (values + [float(k.busbw_gbps)], basis if seen == basis else "mixed")
     return out
 
 
-def _by_rank(run: dict[str, Any] | None, key: str) -> dict[str, float]:
+def _by_rank(run: RunView | None, key: str) -> dict[str, float]:
     """``{rank: value}`` of :func:`_per_rank` (empty when it is None)."""
     values = _per_rank(run, key) or []
-    ranks = (run or {}).get("ranks") or []
-    return {str(r.get("rank", i)): v for i, (r, v) in enumerate(zip(ranks, values, strict=False))}
+    ranks = run.ranks if run is not None else []
+    return {str(r.rank): v for r, v in zip(ranks, values, strict=False)}
 
 
-def _per_rank(run: dict[str, Any] | None, key: str) -> list[float] | None:
-    """One value per rank of ``ranks[].key``; the older run view's ``wait_us`` /
-    ``step_count`` stands in for ``wait_us_per_step``. None when any rank lacks it."""
-    ranks = (run or {}).get("ranks") or []
+def _per_rank(run: RunView | None, key: str) -> list[float] | None:
+    """One value per rank of ``ranks[].key`` (a field of
+    :class:`~tb_kineto_insights.schema.run_view.RankRow`); ``wait_us_total`` /
+    ``step_count`` stands in for a ``wait_us_per_step`` of None. None when any rank
+    lacks it."""
+    ranks = run.ranks if run is not None else []
     values = []
     for r in ranks:
-        value = r.get(key)
-        total = r.get("wait_us_total", r.get("wait_us"))
-        if value is None and key == "wait_us_per_step" and r.get("step_count"):
-            value = None if total is None else total / r["step_count"]
+        value = getattr(r, key)
+        if value is None and key == "wait_us_per_step" and r.step_count:
+            value = r.wait_us_total / r.step_count
         if value is None:
             return None
         values.append(float(value))
@@ -211,8 +208,8 @@ _RANK_ROWS: tuple[tuple[str, str, str], ...] = (
 def communication_rows(
     base: Side,
     exp: Side,
-    base_run: dict[str, Any] | None,
-    exp_run: dict[str, Any] | None,
+    base_run: RunView | None,
+    exp_run: RunView | None,
     *,
     step_floor_us: float,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
@@ -269,8 +266,8 @@ def communication_rows(
             False,
         )
     b_buckets, e_buckets = _buckets(base), _buckets(exp)
-    b_median = (b_buckets or {}).get("median_bytes")
-    e_median = (e_buckets or {}).get("median_bytes")
+    b_median = b_buckets.median_bytes if b_buckets is not None else None
+    e_median = e_buckets.median_bytes if e_buckets is not None else None
     if b_median is not None and e_median is not None:
         add(
             "communication.ddp_bucket_median_bytes",

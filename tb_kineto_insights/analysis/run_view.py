@@ -90,7 +90,8 @@ import itertools
 import math
 import statistics
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import numpy as np
@@ -98,8 +99,30 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.run_view import RunView, SupersededDiagnosis
+from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.units import fmt_duration_us
+
+
+class RunViewSpan(Protocol):
+    """What the view across ranks reads of a span summary: its ``health``, ``steps``
+    and ``communication`` panels. A :class:`~tb_kineto_insights.schema.Summary` is one;
+    the plugin passes just these three panels at many ranks (``plugin.RUN_VIEW_PANELS``)."""
+
+    @property
+    def health(self) -> HealthPanel: ...
+
+    @property
+    def steps(self) -> StepsPanel: ...
+
+    @property
+    def communication(self) -> CommunicationPanel: ...
+
+
+_S = TypeVar("_S", bound=RunViewSpan)
 
 #: Matched collectives listed in ``largest_skews``.
 LARGEST_SKEWS = 20
@@ -136,8 +159,8 @@ def binomial_tail(k: int, n: int, p: float) -> float:
     return min(total, 1.0)
 
 
-def _rank_of(summary: dict[str, Any]) -> tuple[int | None, int | None]:
-    info = (summary.get("health") or {}).get("distributed_info") or {}
+def _rank_of(summary: RunViewSpan) -> tuple[int | None, int | None]:
+    info = summary.health.distributed_info or {}
     rank, world = info.get("rank"), info.get("world_size")
     return (
         rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
@@ -145,18 +168,18 @@ def _rank_of(summary: dict[str, Any]) -> tuple[int | None, int | None]:
     )
 
 
-def _time_range_ns(summary: dict[str, Any]) -> tuple[int, int] | None:
+def _time_range_ns(summary: RunViewSpan) -> tuple[int, int] | None:
     """First collective start to last collective end on the trace's clock (ns); ``None``
     without collectives (step times in a summary are relative to its first step)."""
-    seq = (summary.get("communication") or {}).get("sequence") or []
+    seq = summary.communication.sequence
     if not seq:
         return None
     return _start_ns(seq[0]), max(_end_ns(e) for e in seq)
 
 
 def run_view_inputs(
-    workers: list[tuple[str, list[dict[str, Any]]]], span_index: int = -1
-) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    workers: list[tuple[str, list[_S]]], span_index: int = -1
+) -> tuple[list[tuple[str, _S]], list[str]]:
     """The ``(name, span summary)`` pairs the view across ranks compares, from each
     worker's readable span summaries (in span order), and notes.
 
@@ -169,10 +192,10 @@ def run_view_inputs(
     without collectives are never split (there is nothing to match across ranks).
     Workers without a span at ``span_index`` are left out.
     """
-    out: list[tuple[str, dict[str, Any]]] = []
+    out: list[tuple[str, _S]] = []
     notes: list[str] = []
     for name, spans in workers:
-        by_rank: dict[int, list[dict[str, Any]]] = {}
+        by_rank: dict[int, list[_S]] = {}
         for s in spans:
             rank, _ = _rank_of(s)
             if rank is not None:
@@ -195,14 +218,14 @@ def run_view_inputs(
     return out, notes
 
 
-def _pick(spans: list[dict[str, Any]], index: int) -> dict[str, Any] | None:
+def _pick(spans: list[_S], index: int) -> _S | None:
     try:
         return spans[index]
     except IndexError:
         return None
 
 
-def _overlapping(by_rank: dict[int, list[dict[str, Any]]]) -> bool:
+def _overlapping(by_rank: dict[int, list[_S]]) -> bool:
     """Do spans of two different ranks overlap in time?"""
     ranges = [
         (rank, r)
@@ -238,25 +261,39 @@ def _stats(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
-def _start_ns(entry: dict[str, Any]) -> int:
-    """Start in ns: the exact ``start_ns`` when present (a float µs on an epoch clock
-    keeps only about a quarter µs), else ``start_us``."""
-    ns = entry.get("start_ns")
-    return ns if isinstance(ns, int) else round(float(entry["start_us"]) * 1000.0)
+def _start_ns(entry: CollectiveCall) -> int:
+    """Start in ns: the exact ``start_ns`` (a float µs on an epoch clock keeps only
+    about a quarter µs)."""
+    return entry.start_ns
 
 
-def _end_ns(entry: dict[str, Any]) -> int:
-    """End in ns: ``end_ns`` when present, else start + ``dur_us``."""
-    ns = entry.get("end_ns")
-    if isinstance(ns, int):
-        return ns
-    return _start_ns(entry) + round(float(entry.get("dur_us") or 0.0) * 1000.0)
+def _end_ns(entry: CollectiveCall) -> int:
+    """End in ns: ``end_ns``."""
+    return entry.end_ns
+
+
+def run_view(
+    workers: Sequence[tuple[str, RunViewSpan]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> RunView:
+    """The view across ranks as a :class:`~tb_kineto_insights.schema.RunView`:
+    :func:`run_summary`, its :func:`run_diagnoses` and
+    :func:`superseded_span_diagnoses`. ``workers``: ``(name, span summary)`` pairs, one
+    per rank (:func:`run_view_inputs`). Raises ``msgspec.ValidationError`` when a part
+    does not fit its Struct (a bug)."""
+    run = run_summary(workers, thresholds)
+    diagnoses = run_diagnoses(run, thresholds)
+    run["diagnoses"] = diagnoses
+    run["superseded_span_diagnoses"] = superseded_span_diagnoses(diagnoses)
+    return msgspec.convert(run, RunView)
 
 
 def run_summary(
-    workers: list[tuple[str, dict[str, Any]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+    workers: Sequence[tuple[str, RunViewSpan]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> dict[str, Any]:
-    """The run-level view (every definition in the module docstring).
+    """The run-level view (every definition in the module docstring), before its
+    diagnoses, as the dict :func:`run_diagnoses` reads (:func:`run_view` makes the
+    :class:`~tb_kineto_insights.schema.RunView` of it). Span summaries are read by
+    attribute (:class:`RunViewSpan`).
 
     Keys: ``worker_count``; ``world_size`` (from distributedInfo, if any);
     ``rank_source`` (``distributed_info`` or ``worker_order``); ``match_key``
@@ -313,13 +350,11 @@ def run_summary(
             "the ranks not profiled (bandwidth is then a lower bound)."
         )
 
-    comms = [s.get("communication") or {} for _, s in workers]
-    sequences = [list(c.get("sequence") or []) for c in comms]
-    by_seq = bool(workers) and all(
-        c.get("seq_source") == "args" for c in comms if c.get("sequence")
-    )
-    by_seq = by_seq and any(c.get("sequence") for c in comms)
-    counts = [int(c.get("collective_count") or 0) for c in comms]
+    comms = [s.communication for _, s in workers]
+    sequences = [c.sequence for c in comms]
+    by_seq = bool(workers) and all(c.seq_source == "args" for c in comms if c.sequence)
+    by_seq = by_seq and any(c.sequence for c in comms)
+    counts = [c.collective_count for c in comms]
     if len(set(counts)) > 1:
         listed = ", ".join(f"rank {r}: {n}" for r, n in sorted(zip(rank_list, counts, strict=True)))
         notes.append(
@@ -327,7 +362,7 @@ def run_summary(
             "numbers, and only collectives found on every rank of their process group are "
             "matched."
         )
-    if any(c.get("sequence_truncated") for c in comms):
+    if any(c.sequence_truncated for c in comms):
         notes.append("Some workers list only part of their collectives: matching uses those.")
 
     n_workers = len(workers)
@@ -346,18 +381,18 @@ def run_summary(
     n_steps = len(m.step_keys)
     rows = []
     for i, (name, summary) in enumerate(workers):
-        steps = summary.get("steps") or {}
+        steps = summary.steps
         comm = comms[i]
         matched = m.matched_of[i]
         rows.append(
             {
                 "rank": rank_list[i],
                 "worker": name,
-                "step_count": steps.get("count"),
-                "mean_step_us": steps.get("mean_step_us"),
-                "mean_comm_us": comm.get("mean_comm_us"),
-                "mean_exposed_us": comm.get("mean_exposed_us"),
-                "exposed_fraction": comm.get("exposed_fraction"),
+                "step_count": steps.count,
+                "mean_step_us": steps.mean_step_us,
+                "mean_comm_us": comm.mean_comm_us,
+                "mean_exposed_us": comm.mean_exposed_us,
+                "exposed_fraction": comm.exposed_fraction,
                 "collective_count": counts[i],
                 "matched_count": matched,
                 "last_count": m.last_count[i],
@@ -457,9 +492,9 @@ class _Columns:
     offsets from the entry's start), 2 = ``exposed`` ns split in proportion to time.
     """
 
-    def __init__(self, sequences: list[list[dict[str, Any]]], by_seq: bool) -> None:
+    def __init__(self, sequences: list[list[CollectiveCall]], by_seq: bool) -> None:
         self.index: list[dict[tuple[Any, ...], int]] = []
-        self.entries: list[dict[str, Any]] = []
+        self.entries: list[CollectiveCall] = []
         start: list[int] = []
         end: list[int] = []
         mode: list[int] = []
@@ -474,12 +509,11 @@ class _Columns:
             keyed: dict[tuple[Any, ...], int] = {}
             nth: dict[tuple[Any, ...], int] = {}
             for entry in sequence:
-                pg = entry.get("pg", "0")
-                pg = pg if isinstance(pg, str) else str(pg)
+                pg = entry.pg
                 if by_seq:
-                    key: tuple[Any, ...] = (pg, entry.get("seq"))
+                    key: tuple[Any, ...] = (pg, entry.seq)
                 else:
-                    grp = (pg, entry.get("kind"), entry.get("step"))
+                    grp = (pg, entry.kind, entry.step)
                     k = nth.get(grp, 0)
                     nth[grp] = k + 1
                     key = (*grp, k)
@@ -488,16 +522,10 @@ class _Columns:
                 g = len(self.entries)
                 keyed[key] = g
                 self.entries.append(entry)
-                s = _start_ns(entry)
-                start.append(s)
-                ns = entry.get("end_ns")
-                end.append(
-                    ns
-                    if isinstance(ns, int)
-                    else s + round(float(entry.get("dur_us") or 0.0) * 1000.0)
-                )
-                pieces = entry.get("exposed_ns")
-                if pieces is None and not entry.get("exposed_us"):
+                start.append(entry.start_ns)
+                end.append(entry.end_ns)
+                pieces = entry.exposed_ns
+                if pieces is None and not entry.exposed_us:
                     mode.append(0)
                     exposed.append(0)
                 elif isinstance(pieces, list):
@@ -508,13 +536,13 @@ class _Columns:
                         piece_lists.append(pieces)
                 else:
                     mode.append(2)
-                    exposed.append(round(float(entry.get("exposed_us") or 0.0) * 1000.0))
-                kind.append(entry.get("kind"))
-                v = entry.get("size_bytes")
-                size.append(v if isinstance(v, int) else -1)
-                v = entry.get("group_size")
-                group.append(v if isinstance(v, int) else -1)
-                step.append(entry.get("step"))
+                    exposed.append(round(entry.exposed_us * 1000.0))
+                kind.append(entry.kind)
+                v = entry.size_bytes
+                size.append(v if v is not None else -1)
+                v = entry.group_size
+                group.append(v if v is not None else -1)
+                step.append(entry.step)
             self.index.append(keyed)
         i64 = np.int64
         self.start = np.array(start, dtype=i64)
@@ -524,9 +552,9 @@ class _Columns:
         codes: dict[Any, int] = {}
         self.kind_code = np.array([codes.setdefault(k, len(codes)) for k in kind], dtype=i64)
         self.size = np.array(size, dtype=i64)
-        self.has_size = np.array([isinstance(e.get("size_bytes"), int) for e in self.entries])
+        self.has_size = np.array([e.size_bytes is not None for e in self.entries])
         self.group = np.array(group, dtype=i64)
-        self.has_group = np.array([isinstance(e.get("group_size"), int) for e in self.entries])
+        self.has_group = np.array([e.group_size is not None for e in self.entries])
         self.step = step
         self.has_step = np.array([s is not None for s in step], dtype=bool)
         counts = np.array([len(p) for p in piece_lists], dtype=i64)
@@ -539,7 +567,7 @@ class _Columns:
         self.piece_a, self.piece_b = flat[0::2], flat[1::2]
 
 
-def _match(sequences: list[list[dict[str, Any]]], by_seq: bool, rank_list: list[int]) -> _Matched:
+def _match(sequences: list[list[CollectiveCall]], by_seq: bool, rank_list: list[int]) -> _Matched:
     n = len(sequences)
     m = _Matched(n)
     cols = _Columns(sequences, by_seq)
@@ -661,7 +689,7 @@ def _group(
     skew_l, transfer_l = skew.tolist(), transfer.tolist()
     for k in k_rows.tolist():
         first = cols.entries[int(gid[k, 0])]
-        m.per_kind.setdefault(str(first.get("kind")), []).append(
+        m.per_kind.setdefault(first.kind, []).append(
             (
                 size[k] if has_size[k] else None,
                 transfer_l[k],
@@ -670,9 +698,9 @@ def _group(
         )
         item: dict[str, Any] = {
             "pg": pg,
-            "kind": first.get("kind"),
-            "step": first.get("step"),
-            "seq": first.get("seq"),
+            "kind": first.kind,
+            "step": first.step,
+            "seq": first.seq,
             "skew_us": skew_l[k] / 1000.0,
             "transfer_us": transfer_l[k] / 1000.0,
             "last_rank": rank_list[members[int(last_j[k])]] if unique_last[k] else None,
@@ -748,7 +776,7 @@ def _kinds(m: _Matched, n_steps: int) -> list[dict[str, Any]]:
 def _straggler_test(
     m: _Matched,
     rows: list[dict[str, Any]],
-    workers: list[tuple[str, dict[str, Any]]],
+    workers: Sequence[tuple[str, RunViewSpan]],
     rank_list: list[int],
     th: Thresholds,
 ) -> dict[str, Any] | None:
@@ -818,11 +846,10 @@ def _straggler_test(
     }
 
 
-def _step_times(workers: list[tuple[str, dict[str, Any]]], ranks: list[int]) -> list[Any]:
+def _step_times(workers: Sequence[tuple[str, RunViewSpan]], ranks: list[int]) -> list[Any]:
     per_worker: list[dict[int, float]] = []
     for _, summary in workers:
-        steps = (summary.get("steps") or {}).get("steps") or []
-        per_worker.append({int(s["number"]): float(s["duration_us"]) for s in steps})
+        per_worker.append({s.number: s.duration_us for s in summary.steps.steps})
     if len(per_worker) < 2:
         return []
     common = set.intersection(*(set(d) for d in per_worker))
@@ -867,7 +894,7 @@ _TRANSFER_ADVICE = (
 
 def run_diagnoses(
     run: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[dict[str, Any]]:
+) -> list[Diagnosis]:
     """Run-level diagnoses (definitions in the module docstring).
 
     - ``communication_straggler``: ``run["straggler"]`` is set (consistent and costly);
@@ -928,9 +955,7 @@ def run_diagnoses(
         d = _exposed(run, row, th)
         if d is not None:
             out.append(d)
-    # seam: make_diagnosis returns a Diagnosis Struct (h/s1); h/s2 returns them as they are
-    diagnoses: list[dict[str, Any]] = msgspec.to_builtins(out)
-    return diagnoses
+    return out
 
 
 def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagnosis | None:
@@ -1018,12 +1043,12 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
     return make_diagnosis("exposed_communication", severity, title, evidence, advice, "run", impact)
 
 
-def superseded_span_diagnoses(diagnoses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def superseded_span_diagnoses(diagnoses: list[Diagnosis]) -> list[SupersededDiagnosis]:
     """The span-level diagnoses the run-level ones replace: ``{worker, rank, id}`` for
     each run-level ``exposed_communication`` (the exact wait/transfer split of that rank
     replaces the estimate of its own trace). Front ends hide or mark those."""
     return [
-        {"worker": d["evidence"]["worker"], "rank": d["evidence"]["rank"], "id": d["id"]}
+        SupersededDiagnosis(worker=d.evidence["worker"], rank=d.evidence["rank"], id=d.id)
         for d in diagnoses
-        if d["id"] == "exposed_communication" and d.get("panel") == "run"
+        if d.id == "exposed_communication" and d.panel == "run"
     ]

@@ -4,12 +4,16 @@
 ranks :class:`RunView`, the :class:`DiffDocument` (``tb_kineto_insights.diff/1``) and
 the :class:`Report` envelope (``tb_kineto_insights.report/1``).
 
-The analysis builds them: each panel builder returns its Struct, ``make_diagnosis`` a
-:class:`~tb_kineto_insights.schema.diagnoses.Diagnosis`, ``summarize_trace`` the
-:class:`Summary` from them (handed on as built-ins until the consumers take the Struct).
-Every summary the cache reads back is decoded
-with :data:`SUMMARY_DECODER` (an entry that does not validate is dropped and computed
-again), ``docs/schema/*.json`` is generated from them (``make schema``,
+These Structs are the values the code passes around. The analysis builds them: each
+panel builder returns its Struct, ``make_diagnosis`` a
+:class:`~tb_kineto_insights.schema.diagnoses.Diagnosis`, ``summary.summarize_trace`` the
+:class:`Summary` from them; ``summary.summarize_run`` returns a :class:`RunView`,
+``analysis.diff.diff`` a :class:`DiffDocument`, ``cli.build_report`` a :class:`Report`
+(these three are made with ``msgspec.convert``, which checks every field's type), and
+consumers read them by attribute. Every summary the cache reads back is decoded with
+:func:`summary_decoder` (an entry that does not validate is dropped and computed again);
+built-ins are made only where JSON goes out. ``docs/schema/*.json`` is generated from
+them (``make schema``,
 ``scripts/gen_schema.py``), and ``frontend/src/types.ts`` is generated from that JSON
 Schema. Conventions: units are in field names (``_us`` microseconds, ``_ns``
 nanoseconds, ``_bytes``, ``_fraction`` a share in [0, 1], ``_gbps`` 10^9 bytes/s,
@@ -28,8 +32,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -39,7 +42,6 @@ from tb_kineto_insights.schema.run_view import RunView
 from tb_kineto_insights.schema.summary import Summary
 
 __all__ = [
-    "CHECK_SCHEMA_ENV",
     "DIFF_SCHEMA",
     "REPORT_SCHEMA",
     "SCHEMA_FINGERPRINT",
@@ -48,7 +50,6 @@ __all__ = [
     "Report",
     "RunView",
     "Summary",
-    "checked",
     "json_schemas",
     "schema_fingerprint",
     "summary_decoder",
@@ -119,20 +120,3 @@ def validate_summary(summary: Any) -> Summary:
     first key that does not fit (e.g. ``Expected `float`, got `str` - at
     `$.steps.mean_step_us```)."""
     return msgspec.convert(summary, Summary, strict=True)
-
-
-#: ``KINETO_INSIGHTS_CHECK_SCHEMA=1``: every summary, run view, diff and report is
-#: checked against its Struct as it is built (:func:`checked`); the test suite sets it,
-#: so a shape the Structs do not describe fails a test instead of drifting silently.
-CHECK_SCHEMA_ENV = "KINETO_INSIGHTS_CHECK_SCHEMA"
-
-_T = TypeVar("_T")
-
-
-def checked(value: _T, struct_type: type[msgspec.Struct]) -> _T:
-    """``value`` unchanged; when ``KINETO_INSIGHTS_CHECK_SCHEMA=1``, first checked
-    against ``struct_type`` (raises ``msgspec.ValidationError`` naming the key that does
-    not fit). Off by default: a user's report never fails on a schema gap."""
-    if os.environ.get(CHECK_SCHEMA_ENV) == "1":
-        msgspec.convert(value, struct_type, strict=True)
-    return value

@@ -5,8 +5,9 @@ Kept in step with that code: tests round-trip every real summary through it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from tb_kineto_insights.schema._base import Out
@@ -93,11 +94,10 @@ class Change(Out, frozen=True, kw_only=True):
     verdict: str
 
 
-class DiffMetric(Change, frozen=True, kw_only=True):
-    """One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,
-    ``unit``, which direction is ``better``); the communication rows
-    (``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)
-    and, when not judged, a ``note`` saying why; ``by_rank``: rank → value per side."""
+class _MetricRow(Change, frozen=True, kw_only=True):
+    """The fields of :data:`DiffMetric`, declared once: a subclass of :class:`Change`
+    lists them after the Change's fields; :data:`DiffMetric` is built from them in the
+    order of the row's JSON."""
 
     key: str
     label: str
@@ -106,6 +106,43 @@ class DiffMetric(Change, frozen=True, kw_only=True):
     basis: SidePair | UnsetType = UNSET
     note: str | UnsetType = UNSET
     by_rank: ByRankPair | UnsetType = UNSET
+
+
+def _in_json_order() -> type[msgspec.Struct]:
+    """:class:`_MetricRow` with ``key``, ``label``, ``unit``, ``better`` first, then the
+    :class:`Change`'s fields, then ``basis``, ``note``, ``by_rank``: the order in which
+    the diff writes a metric row."""
+    fields = {f.name: f for f in msgspec.structs.fields(_MetricRow)}
+    head = ("key", "label", "unit", "better")
+    order = [*head, *Change.__struct_fields__]
+    order += [name for name in _MetricRow.__struct_fields__ if name not in order]
+    spec = [
+        (n, fields[n].type)
+        if fields[n].default is msgspec.NODEFAULT
+        else (n, fields[n].type, fields[n].default)
+        for n in order
+    ]
+    return msgspec.defstruct(
+        "DiffMetric",
+        spec,
+        bases=(Out,),
+        module=__name__,
+        frozen=True,
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+
+
+if TYPE_CHECKING:
+    DiffMetric = _MetricRow
+else:
+    DiffMetric = _in_json_order()
+    DiffMetric.__doc__ = (
+        "One row of ``diff.metrics``: a :class:`Change` of one metric (``key``, ``label``,\n"
+        "``unit``, which direction is ``better``); the communication rows\n"
+        "(``analysis.diff_comm``) carry ``basis`` (what each side's value is computed from)\n"
+        "and, when not judged, a ``note`` saying why; ``by_rank``: rank → value per side."
+    )
 
 
 class DiffRow(Out, frozen=True, kw_only=True):

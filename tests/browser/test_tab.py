@@ -761,7 +761,7 @@ def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
     doc = {
         "run": server.two_ranks,
         "span_index": -1,
-        "spans": [{"worker": r["worker"], "span": "1"} for r in view["ranks"]],
+        "spans": [{"worker": r.worker, "span": "1"} for r in view.ranks],
         "errors": {},
         "summary": view,
     }
