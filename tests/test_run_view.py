@@ -107,7 +107,7 @@ def test_two_ranks_known_skew_and_last_rank(tmp_path: Path) -> None:
     # with a test that accepts any p the rule holds: 50 µs of a 1000 µs step
     loose = run_summary([r1, r0], Thresholds(straggler_alpha=1.0))
     assert loose["straggler"] is not None and loose["straggler"]["rank"] == 1
-    (d,) = run_diagnoses(loose, Thresholds(straggler_alpha=1.0))
+    (d,) = as_json(run_diagnoses(loose, Thresholds(straggler_alpha=1.0)))
     assert d["id"] == "communication_straggler" and d["panel"] == "run"
     assert d["evidence"]["rank"] == 1 and d["evidence"]["delay_us_per_step"] == 50.0
     assert d["evidence"]["p_value"] == 1.0 and d["evidence"]["share_of_step"] == 0.05
@@ -245,7 +245,7 @@ def test_hta_sampled_2ranks(shared_traces: Path) -> None:
     assert (test["last_steps"], test["tested_steps"]) == (1, 2)
     assert test["p_value_one_rank"] == 0.75 and test["p_value"] == 1.0
     assert test["verdict"] == "not consistent"
-    found = run_diagnoses(run)
+    found = as_json(run_diagnoses(run))
     assert "communication_straggler" not in [d["id"] for d in found]
     # 2 of 128 ranks: what looks like transfer may be waiting for the ranks not profiled
     exposed = [d for d in found if d["id"] == "exposed_communication"]
@@ -619,7 +619,7 @@ def test_synthetic_runs_of_many_ranks(h200x2: Path, n: int) -> None:
         assert s is not None and s["rank"] == late
         assert s["delay_us_per_step"] == pytest.approx(5000.0, abs=3000.0)
         assert s["share_of_step"] == pytest.approx(s["delay_us_per_step"] / step_us, rel=1e-9)
-        (d,) = run_diagnoses(run)
+        (d,) = as_json(run_diagnoses(run))
         assert d["id"] == "communication_straggler" and d["evidence"]["rank"] == late
 
 
