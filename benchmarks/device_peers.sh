@@ -6,6 +6,7 @@
 #
 #   benchmarks/device_peers.sh [--tools "ours hta tbp"] [--repeat 3] [--out DIR]
 #                              [--merge-json FILE] [--sequential] [--limit-s S]
+#                              [--no-scaled]
 #
 # ROOT = the folder above this script. It must hold:
 #   ROOT/tb_kineto_insights/      our package source
@@ -31,6 +32,7 @@ DEST=${OUT:-$ROOT/benchmarks}
 MERGE=""
 PARALLEL=1
 LIMIT=""
+SCALED=1
 while [ $# -gt 0 ]; do
   case $1 in
     --tools) TOOLS=$2; shift 2 ;;
@@ -38,7 +40,8 @@ while [ $# -gt 0 ]; do
     --out) DEST=$2; shift 2 ;;
     --merge-json) MERGE=$2; shift 2 ;;
     --sequential) PARALLEL=0; shift ;;
-    --limit-s) LIMIT=$2; shift 2 ;;  # Ctrl-C compare_peers after S s: it writes what it has
+    --limit-s) LIMIT=$2; shift 2 ;;
+    --no-scaled) SCALED=0; shift ;;  # the real inputs only (no scaled traces, no profile)  # Ctrl-C compare_peers after S s: it writes what it has
     *) echo "device_peers.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,7 +71,10 @@ echo "== ours into $T/ours"
   "$ROOT"/whl_ours/*.whl
 cp -r "$ROOT/tb_kineto_insights" "$T/ours/"
 "$PY" -m compileall -q "$T/ours/tb_kineto_insights"
-printf 'import sys\nfrom tb_kineto_insights.cli import main\nsys.exit(main())\n' \
+# The same guard as pip's console script: the reader's decode workers start by forkserver,
+# which imports the main script in each worker; unguarded, each of them ran the whole
+# report again (the run of 2026-12-01 04:00 measured that: GPT 3.9 s instead of 2.4 s).
+printf 'import sys\nfrom tb_kineto_insights.cli import main\nif __name__ == "__main__":\n    sys.exit(main())\n' \
   >"$T/ours/bin/tb_kineto_insights_main.py"
 printf '#!/bin/sh\nPYTHONPATH=%s exec %s %s "$@"\n' "$T/ours" "$PY" \
   "$T/ours/bin/tb_kineto_insights_main.py" >"$T/ours/bin/tb-kineto-insights"
@@ -102,20 +108,21 @@ EOF
 fi
 
 SRC=$(ls "$ROOT"/sample_logs/transformer_eager/*.json.gz | head -1)
-STEM=$(basename "$SRC"); STEM=${STEM%%.*}
-echo "== scaled traces from $SRC (in parallel, on CPUs 10-15)"
-mkdir -p "$T/data/scaled"
-PIDS=()
-for mib in 100 250 500 1000; do
-  (taskset -c 10-15 "$T/ours/bin/python" "$ROOT/benchmarks/scale_trace.py" "$SRC" \
-     -o "$T/data/scaled/${STEM}_x${mib}mib.part.gz" --target-mb "$mib" --level 1 &&
-   mv "$T/data/scaled/${STEM}_x${mib}mib.part.gz" "$T/data/scaled/${STEM}_x${mib}mib.json.gz") &
-  PIDS+=($!)
-done
-wait "${PIDS[@]}"  # not a bare wait: that would also wait for the tee above, forever
-date -u
-ls -la "$T/data/scaled"
-
+if [ "$SCALED" = 1 ]; then
+  STEM=$(basename "$SRC"); STEM=${STEM%%.*}
+  echo "== scaled traces from $SRC (in parallel, on CPUs 10-15)"
+  mkdir -p "$T/data/scaled"
+  PIDS=()
+  for mib in 100 250 500 1000; do
+    (taskset -c 10-15 "$T/ours/bin/python" "$ROOT/benchmarks/scale_trace.py" "$SRC" \
+       -o "$T/data/scaled/${STEM}_x${mib}mib.part.gz" --target-mb "$mib" --level 1 &&
+     mv "$T/data/scaled/${STEM}_x${mib}mib.part.gz" "$T/data/scaled/${STEM}_x${mib}mib.json.gz") &
+    PIDS+=($!)
+  done
+  wait "${PIDS[@]}"  # not a bare wait: that would also wait for the tee above, forever
+  date -u
+  ls -la "$T/data/scaled"
+fi
 echo "== compare_peers"; date -u
 ARGS=(--repeat "$REPEAT" --inputs "$ROOT/data" "$ROOT/sample_logs/transformer_eager"
       --data-dir "$T/data" --scale-src "$SRC" --scale-script "$ROOT/benchmarks/scale_trace.py"
@@ -133,6 +140,7 @@ for t in $TOOLS; do
 done
 [ "$PARALLEL" = 1 ] && ARGS+=(--parallel --cpus "${CPUS[@]}") || ARGS+=(--cpus ours=0,1 hta=0,1 tbp=0,1)
 [ -n "$MERGE" ] && ARGS+=(--merge-json "$MERGE")
+[ "$SCALED" = 0 ] && ARGS+=(--no-scaled --no-profile)
 cd "$ROOT"
 if [ -n "$LIMIT" ]; then
   timeout -s INT "$LIMIT" "$PY" benchmarks/compare_peers.py "${ARGS[@]}" || echo "compare_peers: exit $?"
