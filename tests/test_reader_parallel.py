@@ -242,3 +242,38 @@ def test_worker_errors_fall_back_to_serial(
     monkeypatch.setattr(parallel, "start_pool", lambda workers: Breaking(workers))
     _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
     assert 0 < len(merged) - first_run <= 10  # pieces before the break came from workers
+
+
+def test_unguarded_script_reads_once_and_says_why(tmp_path: Path) -> None:
+    """A script without ``if __name__ == "__main__":`` that reads a trace with decode
+    workers: each worker imports the main module and reaches the read while it does, which
+    raises (BOOTSTRAP_MESSAGE on stderr); the pool breaks and the parent reads serially.
+    The script's read runs once (one ``done`` line, not one per worker as before) and its
+    result is the serial read's."""
+    trace = next((SAMPLE_LOGS / "transformer_eager").glob("*.json.gz"))
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from tb_kineto_insights.trace.reader import read_trace\n"
+        f"t = read_trace({str(trace)!r}, workers=2)\n"
+        "print('done', t.kernels.start_ns.size, int(t.kernels.start_ns.sum()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    serial = read_trace(str(trace), workers=1)
+    want = f"done {serial.kernels.start_ns.size} {int(serial.kernels.start_ns.sum())}"
+    assert out.stdout.splitlines() == [want]
+    assert parallel.BOOTSTRAP_MESSAGE in out.stderr
+    assert "reading on serially" in out.stderr
+
+
+def test_read_workers_refuses_while_the_main_module_is_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import multiprocessing as mp
+
+    assert parallel.read_workers(1 << 40, None) >= 0  # not bootstrapping: no error
+    monkeypatch.setattr(mp.current_process(), "_inheriting", True, raising=False)
+    with pytest.raises(RuntimeError, match="guard the script's top level"):
+        parallel.read_workers(1 << 40, 2)

@@ -86,6 +86,7 @@ analysis.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter, defaultdict, deque
 from concurrent.futures import Future
@@ -179,6 +180,7 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
+_logger = logging.getLogger(__name__)
 _event_decoder = msgspec.json.Decoder(list[FastEvent])
 _exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
 _raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
@@ -1169,7 +1171,13 @@ class _Reader:
         future, state, _ = pending[0]
         try:
             result = future.result()
-        except Exception:  # noqa: BLE001 (a worker died or broke: serial from here)
+        except Exception as exc:  # noqa: BLE001 (a worker died or broke: serial from here)
+            _logger.warning(
+                "Kineto Insights: %s: a decode worker failed (%s: %s); reading on serially",
+                self.path,
+                type(exc).__name__,
+                exc,
+            )
             result = None
         if result is None:
             return state
