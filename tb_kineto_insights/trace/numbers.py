@@ -143,21 +143,9 @@ def _parse_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _parse_joined(
     literals: Sequence[bytes | memoryview | object],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """JSON number literals in µs → ns, truncated toward zero.
-
-    Args:
-        literals: ``n`` byte strings (or ``msgspec.Raw``), each one JSON value as written;
-            an empty one means "absent".
-
-    Returns:
-        ``(ns, empty, odd)``: ``ns`` int64 (n,) — the value for simple literals, 0 for
-        the others and for values of 2^63 ns or more (also flagged in ``odd``);
-        ``empty`` bool (n,) — the literal is empty; ``odd`` bool (n,) — not a simple
-        literal (see the module docstring), to be converted by the caller.
-
-    Raises:
-        Nothing for any input bytes.
-    """
+    """The byte-wise pass over the joined literals: the arguments and result of
+    :func:`parse_us_literals_to_ns`, which uses it for literals over
+    :data:`MAX_MATRIX_CHARS` bytes (and whose tests compare the two)."""
     n = len(literals)
     if n == 0:
         empty0 = np.zeros(0, dtype=np.bool_)
