@@ -152,7 +152,7 @@ def test_light_vs_full_diff_names_the_settings(tmp_path: Path) -> None:
     _loop(tmp_path, "light", "light")
     _loop(tmp_path, "full", "full")
     doc = compare(load_side(str(tmp_path / "light")), load_side(str(tmp_path / "full")))
-    fields = {e["field"] for e in doc["comparability"]}
+    fields = {e.field for e in doc.comparability}
     assert {"preset", "with_stack", "record_shapes", "profile_memory"} <= fields
 
 
