@@ -132,10 +132,35 @@ def _enc_hook(obj: Any) -> Any:
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
+def _valid_text(obj: Any) -> Any:
+    """``obj`` (built-ins) with every string made valid Unicode: the lone surrogates
+    U+DC80..U+DCFF that stand for the bytes of a name that is not UTF-8 (Python's
+    ``surrogateescape``, how ``os.scandir`` gives such a file or folder name) become
+    those bytes decoded with U+FFFD for each invalid one (``b"bad\\xffrun"`` →
+    ``"bad\\ufffdrun"``, as a terminal shows it); any other lone surrogate becomes
+    ``?``."""
+    if isinstance(obj, str):
+        try:
+            return obj.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_valid_text(v) for v in obj]
+    return obj
+
+
 def encode_json(obj: Any) -> bytes:
     """Strict JSON bytes (UTF-8): NaN and ±inf are written as ``null``, numpy values as
-    numbers and lists, non-string keys as strings."""
-    return _ENCODER.encode(obj)
+    numbers and lists, non-string keys as strings. A string UTF-8 cannot hold (a lone
+    surrogate: a file or folder name that is not UTF-8, e.g. in ``/runs`` or a summary's
+    ``health.path``) is written as :func:`_valid_text` makes it, not raised: one such
+    name answered every ``/runs`` with a 500 and stopped ``report --cache``."""
+    try:
+        return _ENCODER.encode(obj)
+    except UnicodeEncodeError:
+        return _ENCODER.encode(_valid_text(msgspec.to_builtins(obj, enc_hook=_enc_hook)))
 
 
 # --------------------------------------------------------------------------- entries

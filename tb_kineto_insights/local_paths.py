@@ -54,7 +54,9 @@ class LocalTree:
     ``os.scandir`` order and only those left in the dict by the caller; an entry is a
     ``"directory"`` or ``"file"`` when it is one without following links, else
     ``"other"`` (a symlink to anything, a FIFO...), with ``islink``; an entry gone
-    while listing is left out; a folder that cannot be listed is reported to
+    while listing is left out; every entry is ``lstat``-ed as fsspec does, so a folder
+    whose entries cannot be (read but not searchable: ``r--``) cannot be listed; a
+    folder that cannot be listed is reported to
     ``on_error`` when it is the root and skipped silently below it (as fsspec's
     recursive ``walk`` does). ``info`` holds ``name``, ``type`` and ``islink`` only:
     the caller stats the files it keeps.
@@ -113,6 +115,9 @@ class LocalTree:
         with os.scandir(folder) as entries:
             for entry in entries:
                 try:
+                    # as fsspec's ``info``: an entry that cannot be stat'ed (a folder
+                    # that may be read but not searched) fails the whole listing
+                    entry.stat(follow_symlinks=False)
                     if entry.is_dir(follow_symlinks=False):
                         kind = "directory"
                     elif entry.is_file(follow_symlinks=False):

@@ -496,6 +496,20 @@ def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _not_a_folder(root: str) -> str:
+    """Why a local ``root`` that is not a folder cannot be listed: ``"is not a folder"``,
+    ``"does not exist"`` (nor does a symlink's target), or the error of its ``stat``
+    (``"cannot be read: Permission denied"`` under a folder that may not be searched;
+    ``os.path.exists`` says False there as for a missing path)."""
+    try:
+        os.stat(root)
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return "is not a folder"
+
+
 def _list_remote(fs: Any, root: str) -> dict[str, dict[str, Any]]:
     """Files under a root on any other filesystem, in one recursive listing."""
     found = fs.find(root, detail=True, withdirs=False)
@@ -556,8 +570,7 @@ def discover(
     try:
         if _is_local(fs):
             if not fs.isdir(root):
-                problem = "is not a folder" if fs.exists(root) else "does not exist"
-                raise LogdirError(logdir, problem)
+                raise LogdirError(logdir, _not_a_folder(root))
             listing = _list_local(fs, root)
         else:
             # Object storage: one recursive listing per scan (paged by the driver), not

@@ -166,6 +166,19 @@ def test_encode_json_is_strict() -> None:
     }
 
 
+def test_encode_json_writes_names_that_are_not_utf8_instead_of_raising() -> None:
+    """A file name with the byte 0xff reaches Python as U+DCFF (surrogateescape); UTF-8
+    cannot hold it: the byte is written as U+FFFD (what a terminal shows), any other
+    lone surrogate as ``?``; everything else as before."""
+    name = os.fsdecode(b"/logs/bad\xffrun/w\xfe.7.pt.trace.json")
+    assert name == "/logs/bad\udcffrun/w\udcfe.7.pt.trace.json"
+    data = encode_json({"path": name, "other": ["\ud800", "\u00e9", math.nan, np.int64(3)]})
+    assert data == (
+        b'{"path":"/logs/bad\xef\xbf\xbdrun/w\xef\xbf\xbd.7.pt.trace.json",'
+        b'"other":["?","\xc3\xa9",null,3]}'
+    )
+
+
 # --------------------------------------------------------------------------- disk cache
 
 

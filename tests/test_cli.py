@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,31 @@ def test_report_json_schema_and_broken_span(
     assert "summary" not in broken
     assert broken["error"]["type"] == "TraceFormatError"
     assert str(bad) in broken["error"]["message"] and "truncated" in broken["error"]["message"]
+
+
+def test_report_with_a_cache_reads_a_file_whose_name_is_not_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``report --cache`` of a folder holding a file named with the byte 0xff: exit 0 and
+    the same document twice (computed, then from the cache) as without a cache; the
+    name is kept as Python reads it (``\\udcff`` in the JSON, as the stdlib writes it).
+    It used to stop with a UnicodeEncodeError traceback while writing the entry."""
+    logs = tmp_path / "logs"
+    try:
+        odd = os.fsdecode(str(logs).encode() + b"/run/w\xff.100.pt.trace.json")
+        write_trace(Path(odd), _good_events())
+    except (OSError, UnicodeError):
+        pytest.skip("this filesystem refuses names that are not UTF-8")
+    args = ["report", str(logs), "--format", "json"]
+    code, plain, _ = run_cli([*args, "--cache", "none"], capsys)
+    assert code == 0
+    for _ in range(2):  # computed and stored, then read back
+        code, cached, err = run_cli([*args, "--cache", str(tmp_path / "cache")], capsys)
+        assert code == 0, err
+        assert json.loads(cached) == json.loads(plain)
+    span = json.loads(plain)["runs"][0]["workers"][0]["spans"][0]
+    assert span["file"] == odd and "\\udcff" in plain
+    assert span["summary"]["steps"]["count"] == 2
 
 
 def test_report_text_starts_with_diagnoses(

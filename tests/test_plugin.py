@@ -335,6 +335,39 @@ def test_runs_lists_both_runs_not_loaded_without_preload(client: Client) -> None
     assert span_entry(body, BAD_RUN, BAD_WORKER, BAD_SPAN)["state"] == "not_loaded"
 
 
+def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
+    """A run folder and a file named with bytes that are not UTF-8 (Linux allows it):
+    ``/runs`` answers 200 with the name as a terminal shows it (U+FFFD for the bad byte)
+    and the other runs intact, and the span is read (its cache entry written): one such
+    name used to make every ``/runs`` a 500 ("surrogates not allowed")."""
+    logdir = tmp_path / "logs"
+    good = write_good(logdir / GOOD_RUN / GOOD_FILE)
+    try:
+        odd = os.fsdecode(str(logdir).encode() + b"/bad\xffrun")
+        bad = write_good(Path(odd) / os.fsdecode(b"w\xfe.7.pt.trace.json.gz"), (1000.0, 2000.0))
+    except (OSError, UnicodeError):
+        pytest.skip("this filesystem refuses names that are not UTF-8")
+    for path in (good, bad):
+        os.utime(path, (1e9, 1e9))  # settled long ago: preloaded at once
+    cache = tmp_path / "cache"
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache)))
+    deadline = time.monotonic() + 30
+    while True:
+        response = app_client.get(f"{PREFIX}/runs")
+        assert response.status_code == 200, response.get_data(as_text=True)
+        body = strict_json(response)
+        states = [s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]]
+        if states == ["ready", "ready"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [(r["run"], r["workers"][0]["worker"]) for r in body["runs"]] == [
+        ("bad\ufffdrun", "w\ufffd"),
+        (GOOD_RUN, GOOD_WORKER),
+    ]
+    assert states == ["ready", "ready"]
+    assert len(list((cache / f"v{summary_module.ANALYSIS_VERSION}").glob("*.summary"))) == 2
+
+
 def test_preload_reads_every_span_in_the_background(logdir: Path, cache_dir: Path) -> None:
     os.utime(logdir / GOOD_RUN / GOOD_FILE, (1e9, 1e9))  # settled long ago
     os.utime(logdir / BAD_RUN / BAD_FILE, (1e9, 1e9))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import msgspec
@@ -144,6 +146,79 @@ def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
     assert spans == ["run1/sub/in.2.pt.trace.json", "run1/sub/w.1.pt.trace.json", "run3/odd.json"]
 
 
+#: Run in a child process (as ``nobody`` when the tests run as root, who reads every
+#: folder): ``discover`` of each path through LocalTree and through fsspec's local
+#: filesystem; prints ``[[ours, theirs], ...]``, each the span paths or the error.
+_DISCOVER_BOTH = """
+import json, sys
+import fsspec
+from tb_kineto_insights import logdir
+def spans(path):
+    try:
+        runs = logdir.discover(path)
+    except logdir.LogdirError as exc:
+        return "LogdirError: " + str(exc)
+    return sorted(s.path for r in runs for w in r.workers for s in w.spans)
+own = logdir._open_fs
+out = []
+for path in sys.argv[1:]:
+    ours = spans(path)
+    logdir._open_fs = lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1])
+    theirs = spans(path)
+    logdir._open_fs = own
+    out.append([ours, theirs])
+print(json.dumps(out))
+"""
+
+
+def test_local_tree_fails_as_fsspec_does_on_folders_that_cannot_be_searched(
+    tmp_path: Path,
+) -> None:
+    """A folder that may be read but not searched (``r--``): as the log directory, both
+    listings fail with fsspec's error (LocalTree listed its names and found no trace);
+    below the log directory, both skip it; a trace inside it names the real problem
+    (``Permission denied``), not "does not exist"."""
+    pytest.importorskip("fsspec")
+    root = Path(tempfile.mkdtemp(prefix="kineto-insights-perm-"))  # nobody can enter it
+    try:
+        root.chmod(0o755)
+        log = root / "log"
+        _tiny_trace(log / "ok")
+        hidden = _tiny_trace(log / "noexec")
+        (log / "noexec").chmod(0o744)
+        as_nobody: list[str] = []
+        if os.geteuid() == 0:  # root reads every folder: run the listings as nobody
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv to drop privileges")
+            as_nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        paths = [str(log / "noexec"), str(log), str(hidden)]
+        done = subprocess.run(
+            [*as_nobody, sys.executable, "-c", _DISCOVER_BOTH, *paths],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=root,
+            check=True,
+            env={**os.environ, "HOME": str(root)},
+        )
+        (noexec_ours, noexec_theirs), (log_ours, log_theirs), (file_ours, file_theirs) = json.loads(
+            done.stdout.strip().splitlines()[-1]
+        )
+    finally:
+        (root / "log" / "noexec").chmod(0o755)
+        shutil.rmtree(root, ignore_errors=True)
+    denied = f"[Errno 13] Permission denied: '{hidden}'"
+    assert noexec_ours == noexec_theirs
+    assert noexec_ours.startswith("LogdirError: ") and noexec_ours.endswith(denied)
+    assert log_ours == log_theirs == [str(log / "ok" / "w.1.pt.trace.json")]
+    assert (
+        file_ours
+        == file_theirs
+        == (f"LogdirError: log directory '{hidden}': cannot be read: Permission denied")
+    )
+
+
 def _stdlib(doc: object) -> str:
     """What cli.py wrote before: NaN/inf → null, then json.dumps(indent=1)."""
 
@@ -173,7 +248,11 @@ def test_json_output_has_the_stdlib_values_in_ascii() -> None:
     text = dumps_json(doc)
     assert text.isascii()
     assert json.loads(text) == json.loads(_stdlib(doc))
-    assert text.startswith('{\n "small": [\n  0.00001,\n  0.000045,\n  1e-7,')  # msgspec's spelling
+    # msgspec's spelling, which its version decides (0.23.0 writes 0.00001, not the 1e-5
+    # this test once pinned), not the stdlib's 1e-05
+    spelled = [msgspec.json.encode(x).decode() for x in (1e-05, 4.5e-05)]
+    assert spelled != ["1e-05", "4.5e-05"]
+    assert text.startswith('{\n "small": [\n  ' + ",\n  ".join(spelled) + ",")
     assert '"not finite": [\n  null,\n  null,\n  null,\n  null\n ]' in text
     assert "\\ud83d\\ude00" in text and "\\u007f" in text and "\\u00e9" in text
 
