@@ -337,6 +337,10 @@ class _Piece(list):
     ts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
+#: (phase, category) of an event, one tuple per event built in C: the route key.
+_PH_CAT = attrgetter("ph", "cat")
+
+
 class _Columns:
     """Accumulates numpy column chunks for one table."""
 
@@ -380,18 +384,45 @@ class _Builder:
         self.thread_names: dict[tuple[int, int], str] = {}
         self.string_id_count = 0
         self._name_lookup: dict[object, int] = {None: -1}
-        self._routes: dict[tuple[object, object], int] = {}
+        # each distinct (phase, category) seen, numbered in first-seen order: its
+        # route (index in _ROUTES) and its category (the key of category_counts)
+        self._pairs: dict[tuple[object, object], int] = {}
+        self._pair_route: list[int] = []
+        self._pair_cat: list[object] = []
+        self._pair_routes = np.zeros(0, dtype=np.int16)
         self._launch_cache: dict[object, bool] = {}
 
     # -- columns -----------------------------------------------------------------------
-    def _ids(self, values: list[object], missing: int = MISSING_ID) -> np.ndarray:
-        """int64 column from id-like values (ints, numeric or hex strings, None)."""
+    def _ids_of(self, get: Any, objs: list[Any], missing: int = MISSING_ID) -> np.ndarray:
+        """:meth:`_ids` of ``list(map(get, objs))`` (``get``: an ``attrgetter``), the
+        common case (all ints) in one pass without the list."""
         try:
-            return np.array(values, dtype=np.int64)
+            return np.fromiter(map(get, objs), np.int64, count=len(objs))
         except (TypeError, ValueError, OverflowError):
-            pass
+            return self._ids(list(map(get, objs)), missing, ints_tried=True)
+
+    def _ids(
+        self, values: list[object], missing: int = MISSING_ID, ints_tried: bool = False
+    ) -> np.ndarray:
+        """int64 column from id-like values (ints, numeric or hex strings, None):
+        ``missing`` where a value is ``None``; a non-numeric string is interned as a
+        negative number (:func:`_as_int`) and counted in ``string_id_count``.
+
+        One C call in the common cases: all ints (``np.fromiter``: numpy's own
+        conversion, the same as ``np.array(values, dtype=np.int64)`` value for value),
+        all ``None`` (``list.count``); ints mixed with ``None`` go through float64
+        (exact below 2^53), anything else value by value. ``ints_tried``: the caller
+        already failed to convert them as ints."""
+        n = len(values)
+        if not ints_tried:
+            try:
+                return np.fromiter(values, np.int64, count=n)
+            except (TypeError, ValueError, OverflowError):
+                pass
+        if values.count(None) == n:
+            return np.full(n, missing, dtype=np.int64)
         try:
-            arr = np.array(values, dtype=np.float64)
+            arr = np.fromiter(values, np.float64, count=n)
             if np.all(np.abs(arr[~np.isnan(arr)]) < 2.0**53):
                 out = np.where(np.isnan(arr), float(missing), arr)
                 return out.astype(np.int64)
@@ -405,9 +436,19 @@ class _Builder:
             out_list.append(missing if iv == MISSING_ID else iv)
         return np.array(out_list, dtype=np.int64)
 
-    def _floats(self, values: list[object]) -> np.ndarray:
+    def _floats_of(self, get: Any, objs: list[Any]) -> np.ndarray:
+        """:meth:`_floats` of ``list(map(get, objs))``, in one pass when all convert."""
         try:
-            return np.array(values, dtype=np.float64)
+            return np.fromiter(map(get, objs), np.float64, count=len(objs))
+        except (TypeError, ValueError, OverflowError):
+            return self._floats(list(map(get, objs)))
+
+    def _floats(self, values: list[object]) -> np.ndarray:
+        """float64 column; ``None`` and values that are not numbers → NaN.
+        ``np.fromiter`` converts as ``np.array(values, dtype=np.float64)`` does (``None``
+        → NaN, numeric strings parsed) without its type discovery pass."""
+        try:
+            return np.fromiter(values, np.float64, count=len(values))
         except (TypeError, ValueError, OverflowError):
             out = []
             for v in values:
@@ -460,10 +501,17 @@ class _Builder:
             self.quarantined[reason] += n
             self.quarantined_by_kind[kind][reason] += n
 
-    def _name_ids(self, values: list[object]) -> np.ndarray:
-        """Name ids: each distinct name is interned once (first-seen order); the
-        per-event lookup runs in C (``map`` over the dict's ``__getitem__``)."""
-        names, lookup = self.names, self._name_lookup
+    def _name_ids(self, evs: list[Any]) -> np.ndarray:
+        """Name ids of events: each distinct name is interned once (first-seen order);
+        the per-event lookup runs in C (``map`` over the dict's ``__getitem__``), in one
+        pass when the piece brings no new name (most pieces)."""
+        lookup = self._name_lookup
+        try:
+            return np.fromiter(map(lookup.__getitem__, map(_NAME, evs)), np.int64, count=len(evs))
+        except KeyError:
+            pass
+        values = list(map(_NAME, evs))
+        names = self.names
         for name in dict.fromkeys(values):
             if name not in lookup:
                 lookup[name] = names.setdefault(name, len(names))
@@ -479,14 +527,25 @@ class _Builder:
         if not n:
             return
         self.event_count += n
-        phs = list(map(_PH, events))
-        cats = list(map(_CAT, events))
-        self.category_counts.update(cats)
-        keys = list(zip(phs, cats, strict=True))
-        routes = self._routes
-        for key in set(keys) - routes.keys():
-            routes[key] = _route(*key)
-        code = np.fromiter(map(routes.__getitem__, keys), np.int16, count=n)
+        pairs = self._pairs
+        try:  # most pieces bring no new (phase, category): one pass
+            pair = np.fromiter(map(pairs.__getitem__, map(_PH_CAT, events)), np.intp, count=n)
+        except KeyError:
+            for key in dict.fromkeys(map(_PH_CAT, events)):  # first-seen order
+                if key not in pairs:
+                    pairs[key] = len(pairs)
+                    self._pair_route.append(_route(*key))
+                    self._pair_cat.append(key[1])
+            self._pair_routes = np.array(self._pair_route, dtype=np.int16)
+            pair = np.fromiter(map(pairs.__getitem__, map(_PH_CAT, events)), np.intp, count=n)
+        per_pair = np.bincount(pair, minlength=len(pairs))
+        # categories in first-seen order, as Counter.update(cats) made them: pairs are
+        # numbered in first-seen order and a new category comes with a new pair
+        category_counts, pair_cat = self.category_counts, self._pair_cat
+        seen = np.flatnonzero(per_pair)
+        for p, count in zip(seen.tolist(), per_pair[seen].tolist(), strict=True):
+            category_counts[pair_cat[p]] += count
+        code = self._pair_routes[pair]
         counts = np.bincount(code, minlength=len(_ROUTES))
         present, first_at = np.unique(code, return_index=True)
         # the order the reader always used: metadata and skips as met, then each
@@ -513,7 +572,7 @@ class _Builder:
             assert ts_all is not None
             evs, ts = _take(events, at), _take_ts(ts_all, at)
             if route == "flow":
-                self._flows(evs, ts)
+                self._flows(evs, ts, pair if len(at) == n else pair[at])
             elif route == "instant":
                 self._instants(evs, ts)
             else:
@@ -536,8 +595,8 @@ class _Builder:
         start_ns, ts_missing, ts_huge = ts
         if ts_huge.any():
             self._quarantine(kind, "ts_out_of_range", int(ts_huge.sum()))
-        dur_us = self._floats(list(map(_DUR, evs)))
-        name = self._name_ids(list(map(_NAME, evs)))
+        dur_us = self._floats_of(_DUR, evs)
+        name = self._name_ids(evs)
         dur_missing = ~np.isfinite(dur_us)
         name_missing = name < 0
         bad = name_missing | ts_missing | dur_missing
@@ -555,8 +614,8 @@ class _Builder:
         if not keep.any():
             return
         args = list(map(_ARGS, evs))
-        pid = self._ids(list(map(_PID, evs)))
-        tid = self._ids(list(map(_TID, evs)))
+        pid = self._ids_of(_PID, evs)
+        tid = self._ids_of(_TID, evs)
         dur_ns = np.rint(np.where(keep, dur_us, 0.0) * 1000.0).astype(np.int64)
         cols: dict[str, np.ndarray] = {
             "name": name,
@@ -564,13 +623,13 @@ class _Builder:
             "dur_ns": dur_ns,
             "pid": pid,
             "tid": tid,
-            "external_id": self._ids(list(map(_EXTERNAL_ID, args)), -1),
+            "external_id": self._ids_of(_EXTERNAL_ID, args, -1),
         }
         if kind in m.GPU_KINDS or kind == m.RUNTIME:
-            cols["correlation"] = self._ids(list(map(_CORRELATION, args)), -1)
+            cols["correlation"] = self._ids_of(_CORRELATION, args, -1)
         if kind in m.GPU_KINDS:
-            device = self._ids(list(map(_DEVICE, args)))
-            stream = self._ids(list(map(_STREAM, args)))
+            device = self._ids_of(_DEVICE, args)
+            stream = self._ids_of(_STREAM, args)
             cols["device"] = np.where(device == MISSING_ID, pid, device)
             cols["stream"] = np.where(stream == MISSING_ID, tid, stream)
         table = self.tables[kind]
@@ -587,10 +646,12 @@ class _Builder:
         self.kind_counts[kind] += n
 
     def _comm(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
-        has = _present(list(map(_COLLECTIVE_NAME, args))) | _present(
-            list(map(_IN_MSG_NELEMS, args))
-        )
-        has &= keep
+        collective = list(map(_COLLECTIVE_NAME, args))
+        nelems = list(map(_IN_MSG_NELEMS, args))
+        n = len(args)
+        if collective.count(None) == n and nelems.count(None) == n:  # most pieces
+            return
+        has = (_present(collective) | _present(nelems)) & keep
         if not has.any():
             return
         kept_rows = np.cumsum(keep) - 1 + table.rows
@@ -637,8 +698,8 @@ class _Builder:
                 table.input_dims.add_object(int(kept_rows[i]), dims[i])
 
     def _instants(self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        names = list(map(_NAME, evs))
-        is_mem = np.fromiter(map(_MEMORY_NAME.__eq__, names), np.bool_, count=len(names))
+        # str.__eq__ gives NotImplemented (true) for a name that is not a string
+        is_mem = np.fromiter(map(_MEMORY_NAME.__eq__, map(_NAME, evs)), np.bool_, count=len(evs))
         others = len(evs) - int(is_mem.sum())
         if others:
             self.kind_counts["instant"] += others
@@ -655,42 +716,46 @@ class _Builder:
         args = list(map(_ARGS, mem))
         cols = {
             "ts_ns": ts_ns,
-            "bytes": self._ids(list(map(_BYTES, args)), 0),
-            "total_allocated_bytes": self._ids(list(map(_TOTAL_ALLOCATED, args)), -1),
-            "total_reserved_bytes": self._ids(list(map(_TOTAL_RESERVED, args)), -1),
-            "device_type": self._ids(list(map(_DEVICE_TYPE, args)), -1),
-            "device_id": self._ids(list(map(_DEVICE_ID, args)), -1),
-            "addr": self._ids(list(map(_ADDR, args)), -1),
-            "pid": self._ids(list(map(_PID, mem))),
-            "tid": self._ids(list(map(_TID, mem))),
+            "bytes": self._ids_of(_BYTES, args, 0),
+            "total_allocated_bytes": self._ids_of(_TOTAL_ALLOCATED, args, -1),
+            "total_reserved_bytes": self._ids_of(_TOTAL_RESERVED, args, -1),
+            "device_type": self._ids_of(_DEVICE_TYPE, args, -1),
+            "device_id": self._ids_of(_DEVICE_ID, args, -1),
+            "addr": self._ids_of(_ADDR, args, -1),
+            "pid": self._ids_of(_PID, mem),
+            "tid": self._ids_of(_TID, mem),
         }
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         self.memory.add(cols)
         self.kind_counts["memory"] += int(keep.sum())
 
-    def _flows(self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _flows(
+        self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray], pair: np.ndarray
+    ) -> None:
+        """Flow events (``pair``: their (phase, category) numbers, which give the phase
+        and whether the flow is a launch without reading either field again)."""
         ts_ns, missing, huge = ts
         if huge.any():
             self._quarantine("flow", "ts_out_of_range", int(huge.sum()))
-        ids = self._ids(list(map(_ID, evs)))
+        ids = self._ids_of(_ID, evs)
         keep = ~missing & ~huge & (ids != MISSING_ID)
         if (~keep & ~huge).any():
             self.skipped["flow_missing_id_or_ts"] += int((~keep & ~huge).sum())
-        n = len(evs)
-        phase = np.fromiter(map(_FLOW_PHASE.get, map(_PH, evs), repeat(2)), np.int8, count=n)
-        cats = list(map(_CAT, evs))
         launch_of = self._launch_cache
-        for cat in set(cats) - launch_of.keys():
-            launch_of[cat] = str(cat).lower() in LAUNCH_FLOW_CATEGORIES
-        launch = np.fromiter(map(launch_of.__getitem__, cats), np.bool_, count=n)
+        phase_of, launch_of_pair = [], []
+        for ph, cat in self._pairs:  # in number order
+            phase_of.append(_FLOW_PHASE.get(ph, 2))  # type: ignore[call-overload]
+            if cat not in launch_of:
+                launch_of[cat] = str(cat).lower() in LAUNCH_FLOW_CATEGORIES
+            launch_of_pair.append(launch_of[cat])
         cols = {
             "id": ids,
             "ts_ns": ts_ns,
-            "pid": self._ids(list(map(_PID, evs))),
-            "tid": self._ids(list(map(_TID, evs))),
-            "phase": phase,
-            "launch": launch,
+            "pid": self._ids_of(_PID, evs),
+            "tid": self._ids_of(_TID, evs),
+            "phase": np.array(phase_of, dtype=np.int8)[pair],
+            "launch": np.array(launch_of_pair, dtype=np.bool_)[pair],
         }
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
@@ -884,7 +949,9 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | No
         return None
     if cut is None:
         return None
-    builder._routes.clear()  # caches: not needed by merge, smaller to send back
+    builder._pairs = {}  # caches: not needed by merge, smaller to send back
+    builder._pair_route, builder._pair_cat = [], []
+    builder._pair_routes = np.zeros(0, dtype=np.int16)
     builder._name_lookup = {}
     builder._launch_cache.clear()
     return builder
