@@ -1,56 +1,100 @@
-"""CPU time of the reader's column building (``_Builder``) alone, on one trace.
+"""CPU time of the reader's column building (``_Builder``) alone, old against new.
 
-Reads FILE serially once, keeping every decoded piece that reaches
-``_Builder.add_events``; then builds the columns from those pieces REPEAT times into a
-fresh builder (``add_events`` for every piece, then ``tables_out``/``memory_out``/
-``flows_out``) and prints the CPU seconds (``time.process_time``) of each repeat, and
-the serial ``read_trace`` CPU seconds. Run it with PYTHONPATH pointing at the
-checkout to measure (old and new in alternation, from a folder outside both)::
+Reads FILE serially once with this checkout's reader, keeping every decoded piece that
+reaches ``_Builder.add_events``. Then, in turn (A B A B ...), builds the columns from
+those same pieces with this checkout's ``_Builder`` and with the ``_Builder`` of
+another checkout's ``trace/reader.py`` (``--old PATH``; loaded as a separate module,
+the rest of the package shared), ``add_events`` for every piece and then
+``tables_out``/``memory_out``/``flows_out``, and prints the CPU seconds
+(``time.process_time``) of each build, their minimum and median, and whether the two
+builders' results are equal (every column, name, count). Both run in one process, so a
+busy machine slows both alike::
 
-    cd /tmp && PYTHONPATH=/path/to/checkout python bench_builder.py FILE [REPEAT]
+    python benchmarks/bench_builder.py FILE --old /path/to/old/tb_kineto_insights/trace/reader.py
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
+import importlib.util
+import statistics
 import sys
 import time
+from typing import Any
+
+import numpy as np
 
 from tb_kineto_insights.trace import reader
 
 
+def _load(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("old_reader", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["old_reader"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(module: Any, pieces: list[Any], exact: bool) -> tuple[float, Any]:
+    gc.collect()
+    t = time.process_time()
+    b = module._Builder(exact)
+    for p in pieces:
+        b.add_events(p)
+    out = (b.tables_out(), b.memory_out(), b.flows_out())
+    return time.process_time() - t, (b, out)
+
+
+def _same(x: Any, y: Any) -> bool:
+    (bx, (tx, mx, fx)), (by, (ty, my, fy)) = x, y
+    for a, b in ((mx, my), (fx, fy), *((tx[k], ty[k]) for k in tx)):
+        for f in a.__dataclass_fields__:
+            va, vb = getattr(a, f), getattr(b, f)
+            if isinstance(va, np.ndarray):
+                if not np.array_equal(va, vb):
+                    return False
+            elif dict(va) != dict(vb):
+                return False
+    return all(
+        getattr(bx, k) == getattr(by, k) and list(getattr(bx, k)) == list(getattr(by, k))
+        for k in ("names", "strings", "category_counts", "kind_counts", "skipped", "quarantined")
+    )
+
+
 def main() -> None:
-    path = sys.argv[1]
-    repeat = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    pieces: list[object] = []
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file")
+    ap.add_argument("--old", required=True, help="another checkout's trace/reader.py")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    old = _load(args.old)
+    pieces: list[Any] = []
     original = reader._Builder.add_events
 
-    def keep(self: reader._Builder, events: list[object]) -> None:
+    def keep(self: reader._Builder, events: list[Any]) -> None:
         pieces.append(events)
         original(self, events)
 
-    t = time.process_time()
-    reader.read_trace(path, workers=1)
-    read_s = time.process_time() - t
     reader._Builder.add_events = keep  # type: ignore[method-assign]
-    reader.read_trace(path, workers=1)
+    reader.read_trace(args.file, workers=1)
     reader._Builder.add_events = original  # type: ignore[method-assign]
     exact = any(getattr(p, "ts", None) is not None for p in pieces)
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t = time.process_time()
-        b = reader._Builder(exact)
-        for p in pieces:
-            b.add_events(p)  # type: ignore[arg-type]
-        b.tables_out()
-        b.memory_out()
-        b.flows_out()
-        times.append(time.process_time() - t)
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    results = {}
+    for _ in range(args.repeat):
+        for label, module in (("old", old), ("new", reader)):
+            t, results[label] = _build(module, pieces, exact)
+            times[label].append(t)
+    for label, ts in times.items():
+        print(
+            f"{label}: build_cpu_s {' '.join(f'{x:.3f}' for x in ts)} "
+            f"min {min(ts):.3f} median {statistics.median(ts):.3f}"
+        )
     print(
-        f"{reader.__file__} read_cpu_s={read_s:.3f} "
-        f"build_cpu_s={' '.join(f'{x:.3f}' for x in times)} min={min(times):.3f} "
-        f"events={b.event_count}"
+        f"events {sum(map(len, pieces))} pieces {len(pieces)} exact {exact} "
+        f"equal {_same(results['old'], results['new'])}"
     )
 
 

@@ -337,8 +337,28 @@ class _Piece(list):
     ts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
-#: (phase, category) of an event, one tuple per event built in C: the route key.
-_PH_CAT = attrgetter("ph", "cat")
+#: (phase, category, name) of an event, one tuple per event built in C: the event's key.
+_EVENT_KEY = attrgetter("ph", "cat", "name")
+
+
+#: The args that make an event a collective (:meth:`_Builder._comm`), absent.
+_COMM_KEYS = attrgetter("collective_name", "in_msg_nelems")
+_NO_COMM = (None, None)
+
+
+class _FirstSeen(dict):
+    """Numbers keys in first-seen order as they are looked up: a missing key gets the
+    next number (``__missing__``: Python runs once per distinct key, the lookups of
+    known keys stay in C) and is listed in ``new`` until the caller takes it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.new: list[Any] = []
+
+    def __missing__(self, key: Any) -> int:
+        number = self[key] = len(self)
+        self.new.append(key)
+        return number
 
 
 class _Columns:
@@ -383,14 +403,25 @@ class _Builder:
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[tuple[int, int], str] = {}
         self.string_id_count = 0
-        self._name_lookup: dict[object, int] = {None: -1}
-        # each distinct (phase, category) seen, numbered in first-seen order: its
-        # route (index in _ROUTES) and its category (the key of category_counts)
+        self._launch_cache: dict[object, bool] = {}
+        self._clear_keys()
+
+    def _clear_keys(self) -> None:
+        """Empty the per-key caches (:meth:`add_events`); :meth:`merge` needs none."""
+        # each distinct (phase, category, name), numbered in first-seen order: its
+        # (phase, category) number, its name, and the name's id (-1: no name; -2: not
+        # interned yet: names are interned when a duration kind's events are added)
+        self._keys = _FirstSeen()
+        self._key_pair = np.zeros(0, dtype=np.intp)
+        self._key_name: list[object] = []
+        self._key_name_id = np.zeros(0, dtype=np.int64)
+        self._key_is_memory = np.zeros(0, dtype=np.bool_)
+        # each distinct (phase, category), numbered in first-seen order: its route
+        # (index in _ROUTES) and its category (the key of category_counts)
         self._pairs: dict[tuple[object, object], int] = {}
         self._pair_route: list[int] = []
         self._pair_cat: list[object] = []
         self._pair_routes = np.zeros(0, dtype=np.int16)
-        self._launch_cache: dict[object, bool] = {}
 
     # -- columns -----------------------------------------------------------------------
     def _ids_of(self, get: Any, objs: list[Any], missing: int = MISSING_ID) -> np.ndarray:
@@ -501,21 +532,45 @@ class _Builder:
             self.quarantined[reason] += n
             self.quarantined_by_kind[kind][reason] += n
 
-    def _name_ids(self, evs: list[Any]) -> np.ndarray:
-        """Name ids of events: each distinct name is interned once (first-seen order);
-        the per-event lookup runs in C (``map`` over the dict's ``__getitem__``), in one
-        pass when the piece brings no new name (most pieces)."""
-        lookup = self._name_lookup
-        try:
-            return np.fromiter(map(lookup.__getitem__, map(_NAME, evs)), np.int64, count=len(evs))
-        except KeyError:
-            pass
-        values = list(map(_NAME, evs))
-        names = self.names
-        for name in dict.fromkeys(values):
-            if name not in lookup:
-                lookup[name] = names.setdefault(name, len(names))
-        return np.fromiter(map(lookup.__getitem__, values), np.int64, count=len(values))
+    def _name_ids(self, keys: np.ndarray) -> np.ndarray:
+        """Name ids of events given their key numbers (:meth:`add_events`): a name not
+        interned yet gets the next id, in the order its events come (first-seen order,
+        as looking names up one by one would give); Python runs per new key only."""
+        ids = self._key_name_id[keys]
+        new = ids == -2
+        if new.any():
+            todo = keys[new]
+            unique, first_at = np.unique(todo, return_index=True)
+            names, key_name, key_name_id = self.names, self._key_name, self._key_name_id
+            for k in unique[np.argsort(first_at, kind="stable")].tolist():
+                key_name_id[k] = names.setdefault(key_name[k], len(names))
+            ids = key_name_id[keys]
+        return ids
+
+    def _add_keys(self) -> None:
+        """Number the (phase, category) pairs and note the names of the keys that the
+        last piece brought (in first-seen order)."""
+        new, self._keys.new = self._keys.new, []
+        pairs = self._pairs
+        pair_of, name_id, is_memory = [], [], []
+        for ph, cat, name in new:
+            pair = pairs.get((ph, cat))
+            if pair is None:
+                pair = pairs[(ph, cat)] = len(pairs)
+                self._pair_route.append(_route(ph, cat))
+                self._pair_cat.append(cat)
+            pair_of.append(pair)
+            self._key_name.append(name)
+            name_id.append(-1 if name is None else -2)
+            # as `"[memory]".__eq__(name)` was taken: NotImplemented (a name that is not
+            # a string, or none) counted as true
+            is_memory.append(name == _MEMORY_NAME or not isinstance(name, str))
+        self._pair_routes = np.array(self._pair_route, dtype=np.int16)
+        self._key_pair = np.concatenate([self._key_pair, np.array(pair_of, dtype=np.intp)])
+        self._key_name_id = np.concatenate([self._key_name_id, np.array(name_id, dtype=np.int64)])
+        self._key_is_memory = np.concatenate(
+            [self._key_is_memory, np.array(is_memory, dtype=np.bool_)]
+        )
 
     # -- pieces -------------------------------------------------------------------------
     def add_events(self, events: list[Any]) -> None:
@@ -527,18 +582,12 @@ class _Builder:
         if not n:
             return
         self.event_count += n
-        pairs = self._pairs
-        try:  # most pieces bring no new (phase, category): one pass
-            pair = np.fromiter(map(pairs.__getitem__, map(_PH_CAT, events)), np.intp, count=n)
-        except KeyError:
-            for key in dict.fromkeys(map(_PH_CAT, events)):  # first-seen order
-                if key not in pairs:
-                    pairs[key] = len(pairs)
-                    self._pair_route.append(_route(*key))
-                    self._pair_cat.append(key[1])
-            self._pair_routes = np.array(self._pair_route, dtype=np.int16)
-            pair = np.fromiter(map(pairs.__getitem__, map(_PH_CAT, events)), np.intp, count=n)
-        per_pair = np.bincount(pair, minlength=len(pairs))
+        keys = self._keys
+        key = np.fromiter(map(keys.__getitem__, map(_EVENT_KEY, events)), np.intp, count=n)
+        if keys.new:
+            self._add_keys()
+        pair = self._key_pair[key]
+        per_pair = np.bincount(pair, minlength=len(self._pairs))
         # categories in first-seen order, as Counter.update(cats) made them: pairs are
         # numbered in first-seen order and a new category comes with a new pair
         category_counts, pair_cat = self.category_counts, self._pair_cat
@@ -574,9 +623,9 @@ class _Builder:
             if route == "flow":
                 self._flows(evs, ts, pair if len(at) == n else pair[at])
             elif route == "instant":
-                self._instants(evs, ts)
+                self._instants(evs, ts, key if len(at) == n else key[at])
             else:
-                self._duration(route, evs, ts)
+                self._duration(route, evs, ts, key if len(at) == n else key[at])
 
     def _metadata(self, e: Any) -> None:
         self.kind_counts["metadata"] += 1
@@ -590,13 +639,20 @@ class _Builder:
             self.thread_names[(pid, _as_int(e.tid, self.strings))] = label
 
     def _duration(
-        self, kind: str, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray]
+        self,
+        kind: str,
+        evs: list[Any],
+        ts: tuple[np.ndarray, np.ndarray, np.ndarray],
+        keys: np.ndarray,
     ) -> None:
+        """Events of one duration kind (``keys``: their key numbers, which give their
+        names) → rows of its table; events without name, ts or dur are skipped, broken
+        ones quarantined."""
         start_ns, ts_missing, ts_huge = ts
         if ts_huge.any():
             self._quarantine(kind, "ts_out_of_range", int(ts_huge.sum()))
         dur_us = self._floats_of(_DUR, evs)
-        name = self._name_ids(evs)
+        name = self._name_ids(keys)
         dur_missing = ~np.isfinite(dur_us)
         name_missing = name < 0
         bad = name_missing | ts_missing | dur_missing
@@ -646,12 +702,13 @@ class _Builder:
         self.kind_counts[kind] += n
 
     def _comm(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
-        collective = list(map(_COLLECTIVE_NAME, args))
-        nelems = list(map(_IN_MSG_NELEMS, args))
-        n = len(args)
-        if collective.count(None) == n and nelems.count(None) == n:  # most pieces
+        # one pass, one tuple per event; list.count compares in C
+        if list(map(_COMM_KEYS, args)).count(_NO_COMM) == len(args):  # most pieces
             return
-        has = (_present(collective) | _present(nelems)) & keep
+        has = _present(list(map(_COLLECTIVE_NAME, args))) | _present(
+            list(map(_IN_MSG_NELEMS, args))
+        )
+        has &= keep
         if not has.any():
             return
         kept_rows = np.cumsum(keep) - 1 + table.rows
@@ -676,14 +733,21 @@ class _Builder:
         dims = list(map(_INPUT_DIMS, args))
         n = len(dims)
         kept_rows = np.cumsum(keep) - 1 + table.rows
-        is_raw = np.fromiter(map(isinstance, dims, repeat(msgspec.Raw)), np.bool_, count=n)
+        try:  # all texts (the typed decoders), the common case: no type test per value
+            joined: bytes | None = b"".join(dims)
+        except TypeError:  # objects from a loose decode (a list, None) among them
+            joined = None
+        if joined is not None:
+            is_raw = np.ones(n, dtype=np.bool_)
+        else:
+            is_raw = np.fromiter(map(isinstance, dims, repeat(msgspec.Raw)), np.bool_, count=n)
         raw_at = np.arange(n) if is_raw.all() else np.flatnonzero(is_raw)
         if len(raw_at):
             raws = dims if len(raw_at) == n else list(map(dims.__getitem__, raw_at.tolist()))
             lengths = np.fromiter(map(len, raws), np.int64, count=len(raws))
             has = (lengths > 0) & keep[raw_at]
             if has.any():
-                blob = b"".join(raws)
+                blob = joined if joined is not None else b"".join(raws)
                 ends = np.cumsum(lengths)
                 starts = ends - lengths
                 four = np.flatnonzero(has & (lengths == 4))
@@ -697,9 +761,12 @@ class _Builder:
             for i in objects.tolist():
                 table.input_dims.add_object(int(kept_rows[i]), dims[i])
 
-    def _instants(self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-        # str.__eq__ gives NotImplemented (true) for a name that is not a string
-        is_mem = np.fromiter(map(_MEMORY_NAME.__eq__, map(_NAME, evs)), np.bool_, count=len(evs))
+    def _instants(
+        self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray], keys: np.ndarray
+    ) -> None:
+        """Instant events (``keys``: their key numbers): ``[memory]`` ones → rows of the
+        memory table, the others only counted."""
+        is_mem = self._key_is_memory[keys]
         others = len(evs) - int(is_mem.sum())
         if others:
             self.kind_counts["instant"] += others
@@ -949,10 +1016,7 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | No
         return None
     if cut is None:
         return None
-    builder._pairs = {}  # caches: not needed by merge, smaller to send back
-    builder._pair_route, builder._pair_cat = [], []
-    builder._pair_routes = np.zeros(0, dtype=np.int16)
-    builder._name_lookup = {}
+    builder._clear_keys()  # caches: not needed by merge, smaller to send back
     builder._launch_cache.clear()
     return builder
 

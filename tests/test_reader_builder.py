@@ -1,0 +1,135 @@
+"""The reader's column building (``reader._Builder``): orders and counts that its
+per-distinct-key bookkeeping must reproduce exactly (names interned in first-seen
+order, categories counted in first-seen order, flow phase and launch taken from the
+(phase, category) pair, instants sorted by name), on tiny hand-written traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from conftest import cpu, kernel, write_trace
+
+from tb_kineto_insights.trace.reader import _Builder, _event_decoder, read_trace
+
+
+def _decoded(events: list[dict[str, Any]]) -> list[Any]:
+    return _event_decoder.decode(json.dumps(events).encode())
+
+
+def test_names_are_interned_by_kind_within_a_piece_and_in_piece_order_across() -> None:
+    """Within one piece, names are interned kind by kind (kinds in order of first
+    appearance), each kind's events in order; a later piece adds its new names after.
+    A name shared by two kinds and two categories of one kind gets one id."""
+    one = [
+        kernel("k1", 10, 1),
+        cpu("c1", 11, 1),
+        kernel("k2", 12, 1),
+        cpu("k2", 13, 1),  # same name as a kernel: same id
+        {**cpu("launch", 14, 1, cat="cuda_runtime")},
+        {**cpu("launch", 15, 1, cat="cuda_driver")},  # runtime too: same name, same id
+    ]
+    two = [cpu("c2", 20, 1), kernel("k1", 21, 1), kernel("k3", 22, 1), cpu("c1", 23, 1)]
+    b = _Builder(exact=False)
+    b.add_events(_decoded(one))
+    assert list(b.names) == ["k1", "k2", "c1", "launch"]
+    b.add_events(_decoded(two))
+    assert list(b.names) == ["k1", "k2", "c1", "launch", "c2", "k3"]
+    tables = b.tables_out()
+    names = list(b.names)
+    assert [names[i] for i in tables["kernel"].name.tolist()] == ["k1", "k2", "k1", "k3"]
+    assert [names[i] for i in tables["cpu_op"].name.tolist()] == ["c1", "k2", "c2", "c1"]
+    assert [names[i] for i in tables["runtime"].name.tolist()] == ["launch", "launch"]
+
+
+def test_category_counts_keep_first_seen_order_across_pieces(tmp_path: Path) -> None:
+    """Categories counted per (phase, category) pair, listed in the order their first
+    event came, whatever phase brought them (as ``Counter.update`` over every event)."""
+    b = _Builder(exact=False)
+    b.add_events(
+        _decoded(
+            [
+                cpu("a", 1, 1),
+                {"ph": "i", "cat": "cpu_instant_event", "name": "x", "ts": 2, "pid": 1, "tid": 1},
+                kernel("k", 3, 1),
+                {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 1, "ts": 1, "pid": 1, "tid": 1},
+            ]
+        )
+    )
+    b.add_events(
+        _decoded(
+            [
+                {"ph": "i", "cat": "cpu_op", "name": "y", "ts": 4, "pid": 1, "tid": 1},
+                {"ph": "X", "name": "no category", "ts": 5, "dur": 1, "pid": 1, "tid": 1},
+                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 1, "ts": 4, "pid": 0, "tid": 7},
+                cpu("b", 6, 1, cat="Trace"),  # a new category, first met in this piece
+                kernel("k", 7, 1),
+            ]
+        )
+    )
+    assert list(b.category_counts.items()) == [
+        ("cpu_op", 2),
+        ("cpu_instant_event", 1),
+        ("kernel", 2),
+        ("ac2g", 2),
+        (None, 1),
+        ("Trace", 1),
+    ]
+    assert b.skipped == {"missing_cat": 1}
+    assert b.kind_counts == {"cpu_op": 1, "instant": 2, "kernel": 2, "flow": 2, "other": 1}
+
+
+def test_flow_phase_and_launch_come_from_the_pair(tmp_path: Path) -> None:
+    """``s`` → 0, ``f`` → 1, ``t`` → 2; launch for ac2g/async/async_cpu_to_gpu in any
+    case, not for fwdbwd."""
+
+    def flow(ph: str, cat: str, ts: float) -> dict[str, Any]:
+        return {"ph": ph, "cat": cat, "name": cat, "id": 5, "ts": ts, "pid": 1, "tid": 2}
+
+    events = [
+        flow("s", "ac2g", 1),
+        flow("f", "AC2G", 2),
+        flow("t", "fwdbwd", 3),
+        flow("s", "fwdbwd", 4),
+        flow("f", "async_cpu_to_gpu", 5),
+        kernel("k", 6, 1),
+    ]
+    tr = read_trace(str(write_trace(tmp_path / "t.json", events)))
+    assert tr.flows.phase.tolist() == [0, 1, 2, 0, 1]
+    assert tr.flows.launch.tolist() == [True, True, False, False, True]
+    assert tr.flows.ts_ns.tolist() == [1000, 2000, 3000, 4000, 5000]
+
+
+def test_instants_without_a_string_name_are_memory_rows_as_before(tmp_path: Path) -> None:
+    """Pins the rule the reader has always applied (``"[memory]".__eq__(name)``, whose
+    NotImplemented counts as true): an instant whose name is missing or not a string
+    becomes a memory row; other named instants are only counted."""
+    mem = {"ph": "i", "cat": "cpu_instant_event", "ts": 1, "pid": 1, "tid": 1}
+    events = [
+        {**mem, "name": "[memory]", "args": {"Bytes": 512, "Total Allocated": 512}},
+        {**mem, "ts": 2, "args": {"Bytes": 64}},  # no name
+        {**mem, "ts": 3, "name": 7, "args": {"Bytes": 32}},  # not a string
+        {**mem, "ts": 4, "name": "[memory] "},  # another name: counted only
+        kernel("k", 5, 1),
+    ]
+    tr = read_trace(str(write_trace(tmp_path / "t.json", events)))
+    assert tr.memory.bytes.tolist() == [512, 64, 32]
+    assert tr.memory.total_allocated_bytes.tolist() == [512, -1, -1]
+    assert tr.health.kind_counts["memory"] == 3
+    assert tr.health.kind_counts["instant"] == 1
+
+
+def test_id_columns_all_ints_all_missing_mixed_and_large() -> None:
+    """``_ids``: ints exactly (also beyond 2^53), all ``None`` → the missing value,
+    ints with ``None`` through float64, large ints with ``None`` value by value."""
+    b = _Builder(exact=False)
+    big = 2**60 + 1
+    assert b._ids([1, 2, big]).tolist() == [1, 2, big]
+    assert b._ids([None, None], -1).tolist() == [-1, -1]
+    assert b._ids([None, 3, 4.0], -1).tolist() == [-1, 3, 4]
+    assert b._ids([big, None], -1).tolist() == [big, -1]
+    assert b._ids(["0x10", None, "12"], -1).tolist() == [16, -1, 12]
+    assert b.string_id_count == 2
+    assert np.array_equal(b._ids([]), np.zeros(0, dtype=np.int64))
