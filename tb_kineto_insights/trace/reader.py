@@ -45,10 +45,38 @@ Parallel (2 workers), scaled 262 MB, two runs each, CPU of the parent + workers
 RSS of the process tree (``benchmarks/bench_parallel_read.py``, unpinned): 1502 → 960 MB
 (serial after: 882 MB).
 
-No Python runs per event on the normal path: fields are pulled out with
-``map(attrgetter(...))``, events are routed by a dict keyed on (phase, category) and
-numpy index arrays, names are interned once per distinct name, and counters are
-updated by ``Counter.update`` over whole columns (all loops in C).
+No Python runs per event on the normal path (:class:`_Builder`; all loops in C):
+
+- One lookup per event: its key (phase, category, name), one tuple from an
+  ``attrgetter``, in a dict that numbers new keys in first-seen order
+  (``__missing__``: Python runs once per distinct key). Per key the builder holds its
+  route (duration kind, flow, instant, ...), its category, its name's id and whether
+  it is a ``[memory]`` instant, so routing (numpy index arrays), category counts
+  (``np.bincount`` per (phase, category), added in first-seen order: the order
+  ``Counter.update`` over every event gave), name ids (interned kind by kind in the
+  order their events come, when a duration kind's events are added) and the memory
+  test cost no further pass over the events.
+- One pass per column: ``np.fromiter(map(attrgetter(field), events), dtype)``, no
+  list in between and no type-discovery pass (``np.fromiter`` converts each value as
+  ``np.array(values, dtype)`` does; checked value by value on ints, floats, bools,
+  ``None``, numeric, hex, padded and non-ASCII strings; a column that does not
+  convert falls back to the list path as before). A column of ``None`` only (say
+  ``External id`` of Python functions) is one ``list.count``; collective args are
+  found absent with one tuple per event and ``list.count``; ``Input Dims`` texts are
+  joined without a type test per value (a join that fails means objects from a loose
+  decode: tested value by value as before).
+
+Fetching several fields per event at once (``attrgetter`` of five fields, or
+``msgspec.structs.astuple``) and transposing was slower, not faster: on GPT's 130,288
+CPU ops, five fields took 0.52 µs per event as five passes and 0.89-0.90 µs as one
+tuple per event (the shared 2-core machine, load 2-3); each field costs about the
+same memory traffic either way and the tuples cost more. Measured
+(``benchmarks/bench_builder.py``: the same decoded pieces built by the old and the new
+builder in one process, alternated, CPU seconds, median of 5; load 4-6 on the 2-core
+machine): GPT (465,436 events) 2.67 → 1.84 s; ``te_250mb`` (956,190 events) 5.74 →
+4.05 s. What remains is about one attribute access plus one conversion per (event,
+field) on objects the decoder just made (100-200 ns each here) and the key lookup,
+which hashes three fresh strings per event.
 
 Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL), so
 reading a ``.gz`` uses a second core for the inflate. The msgspec decode itself does
@@ -385,7 +413,9 @@ class _Columns:
 
 
 class _Builder:
-    """Turns decoded event pieces into columns and counts."""
+    """Turns decoded event pieces into columns and counts (:meth:`add_events`, one
+    piece at a time, or :meth:`merge` of a builder made elsewhere); the ``*_out``
+    methods give the tables."""
 
     def __init__(self, exact: bool) -> None:
         self.exact = exact
@@ -575,9 +605,9 @@ class _Builder:
     # -- pieces -------------------------------------------------------------------------
     def add_events(self, events: list[Any]) -> None:
         """One decoded piece (a list, or a :class:`_Piece` with its timestamps) →
-        columns. Per-event work runs in C (``map`` with
-        ``attrgetter``, dict lookups, numpy); Python runs per kind and per distinct
-        (phase, category), not per event."""
+        columns. Per-event work runs in C (``map`` with ``attrgetter``, dict lookups,
+        numpy); Python runs per kind and per distinct (phase, category, name), not per
+        event (see the module docstring)."""
         n = len(events)
         if not n:
             return
