@@ -70,11 +70,13 @@ Fetching several fields per event at once (``attrgetter`` of five fields, or
 ``msgspec.structs.astuple``) and transposing was slower, not faster: on GPT's 130,288
 CPU ops, five fields took 0.52 µs per event as five passes and 0.89-0.90 µs as one
 tuple per event (the shared 2-core machine, load 2-3); each field costs about the
-same memory traffic either way and the tuples cost more. Measured
-(``benchmarks/bench_builder.py``: the same decoded pieces built by the old and the new
-builder in one process, alternated, CPU seconds, median of 5; load 4-6 on the 2-core
-machine): GPT (465,436 events) 2.67 → 1.84 s; ``te_250mb`` (956,190 events) 5.74 →
-4.05 s. What remains is about one attribute access plus one conversion per (event,
+same memory traffic either way and the tuples cost more. So was one (pid, tid) key per
+event in place of the two columns (0.58-0.75 against 0.34-0.46 µs per event on GPT).
+Measured (``benchmarks/bench_builder.py``: the same decoded pieces built by the old
+and the new builder in one process, alternated, CPU seconds, median of 5, on the
+shared 2-core machine): GPT (465,436 events) 2.67 → 1.84 s at load 4-6, 2.24 → 1.64 s
+at load 0.6-0.9; ``te_250mb`` (956,190 events) 5.74 → 4.05 s at load 4-6, 4.43 →
+2.51 s at load 0.7-0.9. What remains is about one attribute access plus one conversion per (event,
 field) on objects the decoder just made (100-200 ns each here) and the key lookup,
 which hashes three fresh strings per event.
 
