@@ -321,6 +321,24 @@ def _raw_decimal(raw: Any) -> Decimal | None:
     return _decimal_ts_decoder.decode(raw)
 
 
+def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ts`` literals (``msgspec.Raw``, all of them) → (int64 ns, missing mask,
+    out-of-range mask) as :meth:`_Builder._ts_ns`: plain numbers vectorised
+    (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`), the odd ones
+    (exponent, string, ``null``) one by one as a ``Decimal``. Raises
+    ``msgspec.ValidationError`` when an odd literal is not a number at all."""
+    ns, missing, odd = parse_us_literals_to_ns(literals)
+    huge = np.abs(ns) >= _MAX_TS_NS
+    if huge.any():
+        ns = np.where(huge, 0, ns)
+        huge &= ~odd
+    else:
+        huge = np.zeros(len(ns), dtype=np.bool_)
+    for i in np.flatnonzero(odd).tolist():
+        ns[i], missing[i], huge[i] = _decimal_ns(_raw_decimal(literals[i]))
+    return ns, missing, huge
+
+
 def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
     """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
     if v is None:
@@ -431,27 +449,16 @@ class _Builder:
             huge = ~missing & ~(np.abs(us) < MAX_TS_US)
             return _us_to_ns(np.where(missing | huge, 0.0, us)), missing, huge
         is_raw = np.fromiter(map(isinstance, values, repeat(msgspec.Raw)), np.bool_, count=n)
+        if is_raw.all():
+            return _literals_ns(values)
         ns = np.zeros(n, dtype=np.int64)
         missing = np.zeros(n, dtype=np.bool_)
         huge = np.zeros(n, dtype=np.bool_)
-        one_by_one = np.flatnonzero(~is_raw)
-        if is_raw.any():
-            raw_at = np.flatnonzero(is_raw) if len(one_by_one) else None
-            raws = values if raw_at is None else list(map(values.__getitem__, raw_at.tolist()))
-            r_ns, r_empty, r_odd = parse_us_literals_to_ns(raws)
-            r_huge = np.abs(r_ns) >= _MAX_TS_NS
-            sel = slice(None) if raw_at is None else raw_at
-            ns[sel] = np.where(r_huge, 0, r_ns)
-            missing[sel] = r_empty
-            huge[sel] = r_huge & ~r_odd
-            odd = np.flatnonzero(r_odd)
-            if len(odd):
-                at = odd if raw_at is None else raw_at[odd]
-                odd_values = [_raw_decimal(values[i]) for i in at.tolist()]
-                for i, v in zip(at.tolist(), odd_values, strict=True):
-                    values_ns, m_, h_ = _decimal_ns(v)
-                    ns[i], missing[i], huge[i] = values_ns, m_, h_
-        for i in one_by_one.tolist():  # Decimal (or None) from a loosely decoded piece
+        raw_at = np.flatnonzero(is_raw)
+        if len(raw_at):
+            raws = list(map(values.__getitem__, raw_at.tolist()))
+            ns[raw_at], missing[raw_at], huge[raw_at] = _literals_ns(raws)
+        for i in np.flatnonzero(~is_raw).tolist():  # Decimal (or None): a loose decode
             ns[i], missing[i], huge[i] = _decimal_ns(values[i])
         return ns, missing, huge
 
@@ -836,7 +843,7 @@ def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> li
     if builder.exact:  # ts as literal text, converted vectorised
         try:
             piece = _Piece(_raw_ts_event_decoder.decode(data))
-            piece.ts = builder._ts_ns(list(map(_TS, piece)))
+            piece.ts = _literals_ns(list(map(_TS, piece)))
             return piece
         except msgspec.ValidationError:
             pass  # a field of an unexpected type: as below, event by event
