@@ -105,9 +105,13 @@ from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
     Event,
     ExactEvent,
+    ExactPhaseRoot,
     ExactRoot,
     FastEvent,
+    PhaseEvent,
+    PhaseRoot,
     RawTsEvent,
+    RawTsPhaseEvent,
     Root,
 )
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
@@ -184,8 +188,29 @@ _logger = logging.getLogger(__name__)
 _event_decoder = msgspec.json.Decoder(list[FastEvent])
 _exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
 _raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
-_root_decoder = msgspec.json.Decoder(Root)
-_exact_root_decoder = msgspec.json.Decoder(ExactRoot)
+_phase_event_decoder = msgspec.json.Decoder(list[PhaseEvent])
+_raw_ts_phase_event_decoder = msgspec.json.Decoder(list[RawTsPhaseEvent])
+
+
+class _ByPhaseFirst:
+    """A decoder that tries ``first`` (events decoded by phase) and, when that raises
+    ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
+    struct for every event, as before) returns or raises: errors are ``then``'s."""
+
+    def __init__(self, first: msgspec.json.Decoder[Any], then: msgspec.json.Decoder[Any]):
+        self.first, self.then = first, then
+
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+        try:
+            return self.first.decode(data)
+        except msgspec.DecodeError:
+            return self.then.decode(data)
+
+
+_root_decoder = _ByPhaseFirst(msgspec.json.Decoder(PhaseRoot), msgspec.json.Decoder(Root))
+_exact_root_decoder = _ByPhaseFirst(
+    msgspec.json.Decoder(ExactPhaseRoot), msgspec.json.Decoder(ExactRoot)
+)
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
@@ -839,7 +864,23 @@ def _opt_str(v: object) -> str | None:
 def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> list[Any]:
     """A JSON array of events → typed event structs (in exact mode a :class:`_Piece`
     with its timestamps converted). Raises ``msgspec.DecodeError`` (bad JSON) or
-    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely)."""
+    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely).
+
+    First by phase (:data:`~tb_kineto_insights.trace.events.PhaseEvent`: only the
+    fields read for each phase); a piece that does not decode so (an event without a
+    ``ph`` or with one that is not a Chrome trace phase, a field of an odd type, bad
+    JSON) is decoded exactly as before, with one struct for every event
+    (:class:`~tb_kineto_insights.trace.events.FastEvent` /
+    :class:`~tb_kineto_insights.trace.events.RawTsEvent`), whose errors are the ones
+    raised and repaired."""
+    try:
+        if not builder.exact:
+            return _phase_event_decoder.decode(data)
+        piece = _Piece(_raw_ts_phase_event_decoder.decode(data))
+        piece.ts = _literals_ns(list(map(_TS, piece)))
+        return piece
+    except msgspec.DecodeError:  # a ValidationError too: the decoders below decide
+        pass
     if builder.exact:  # ts as literal text, converted vectorised
         try:
             piece = _Piece(_raw_ts_event_decoder.decode(data))
