@@ -185,32 +185,39 @@ _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 _logger = logging.getLogger(__name__)
-_event_decoder = msgspec.json.Decoder(list[FastEvent])
-_exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
-_raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
-_phase_event_decoder = msgspec.json.Decoder(list[PhaseEvent])
-_raw_ts_phase_event_decoder = msgspec.json.Decoder(list[RawTsPhaseEvent])
 
 
 class _ByPhaseFirst:
-    """A decoder that tries ``first`` (events decoded by phase) and, when that raises
+    """A decoder that tries ``first`` (a type whose events are decoded by phase; its
+    decoder is built on first use: a union of 25 structs takes msgspec about 3 ms,
+    which a process that reads no trace need not pay) and, when that raises
     ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
     struct for every event, as before) returns or raises: errors are ``then``'s."""
 
-    def __init__(self, first: msgspec.json.Decoder[Any], then: msgspec.json.Decoder[Any]):
-        self.first, self.then = first, then
+    def __init__(self, first: Any, then: msgspec.json.Decoder[Any]) -> None:
+        self.first_type, self.then = first, then
+        self.first: msgspec.json.Decoder[Any] | None = None
+
+    def decode_first(self, data: bytes | bytearray | memoryview) -> Any:
+        """Decode with ``first`` only (raises its errors)."""
+        if self.first is None:
+            self.first = msgspec.json.Decoder(self.first_type)
+        return self.first.decode(data)
 
     def decode(self, data: bytes | bytearray | memoryview) -> Any:
         try:
-            return self.first.decode(data)
+            return self.decode_first(data)
         except msgspec.DecodeError:
             return self.then.decode(data)
 
 
-_root_decoder = _ByPhaseFirst(msgspec.json.Decoder(PhaseRoot), msgspec.json.Decoder(Root))
-_exact_root_decoder = _ByPhaseFirst(
-    msgspec.json.Decoder(ExactPhaseRoot), msgspec.json.Decoder(ExactRoot)
-)
+_event_decoder = msgspec.json.Decoder(list[FastEvent])
+_exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
+_raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
+_phase_event_decoder = _ByPhaseFirst(list[PhaseEvent], _event_decoder)
+_raw_ts_phase_event_decoder = _ByPhaseFirst(list[RawTsPhaseEvent], _raw_ts_event_decoder)
+_root_decoder = _ByPhaseFirst(PhaseRoot, msgspec.json.Decoder(Root))
+_exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, msgspec.json.Decoder(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
@@ -875,8 +882,8 @@ def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> li
     raised and repaired."""
     try:
         if not builder.exact:
-            return _phase_event_decoder.decode(data)
-        piece = _Piece(_raw_ts_phase_event_decoder.decode(data))
+            return _phase_event_decoder.decode_first(data)
+        piece = _Piece(_raw_ts_phase_event_decoder.decode_first(data))
         piece.ts = _literals_ns(list(map(_TS, piece)))
         return piece
     except msgspec.DecodeError:  # a ValidationError too: the decoders below decide
