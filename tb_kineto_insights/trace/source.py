@@ -10,9 +10,10 @@ Inflate: `zlib-ng <https://github.com/pycompression/python-zlib-ng>`_'s ``zlib_n
 module (a drop-in for the stdlib's ``zlib``: ``decompressobj``, ``copy`` for the
 damage bisection, ``error``; it releases the GIL as zlib does) when it imports, else
 the stdlib's ``zlib``. Measured on GPT (8.5 MB ``.gz``, 149 MB JSON), the loop below
-(64 KiB of input per call, 1 MiB of output at most), CPU s, min / median of 5,
-alternated, shared 2-core machine at load 2.2: zlib 0.62 / 0.66, zlib-ng 0.37 / 0.39
-(ISA-L's ``isal_zlib`` 0.31 / 0.38, but its decompressor has no ``copy``). Both give
+(64 KiB of input per call, 1 MiB of output at most), CPU s, min / median of 5 rounds
+alternated, shared 2-core machine: at load 2.2 zlib 0.62 / 0.66, zlib-ng 0.37 / 0.39
+(ISA-L's ``isal_zlib`` 0.31 / 0.38, but its decompressor has no ``copy``); at load 3.6
+(``benchmarks/bench_inflate.py``) zlib 0.50 / 0.57, zlib-ng 0.25 / 0.27. Both give
 the same blocks, byte for byte, and the same damage (offset and zlib's message) on
 whole, truncated and corrupt files (``tests/test_source_inflate.py``).
 """
