@@ -25,6 +25,9 @@ setup(
         # Filesystem events: a new trace in a local log directory is listed within
         # about a second instead of at the next 30 s rescan (plugin.py, watch.py).
         "watchdog>=3.0",
+        # gzip inflate about 1.7x faster than the stdlib's zlib, same API; trace/source.py
+        # falls back to zlib when it does not import.
+        "zlib-ng>=0.4",
     ],
     extras_require={
         "record": ["torch>=2.1"],

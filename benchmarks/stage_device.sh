@@ -33,7 +33,7 @@ done
 PLAT=(--python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64
       --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: "${PLAT[@]}" -d "$@"; }
-dl "$DEST/whl_ours" msgspec==0.23.0 watchdog==7.1.0
+dl "$DEST/whl_ours" msgspec==0.23.0 watchdog==7.1.0 zlib-ng==1.1.0
 if [ "$PEERS" = 1 ]; then
   dl "$DEST/whl_peers" HolisticTraceAnalysis==0.5.0 torch-tb-profiler==0.4.3 plotly==7.1.0 pydot==4.0.1
 fi

@@ -125,3 +125,46 @@ def test_one_format_with_different_dot_columns() -> None:
     ns, empty, odd = parse_us_literals_to_ns([b"1234.5", b"12.345", b"-1.2345", b"123456"])
     assert ns.tolist() == [1_234_500, 12_345, -1_234, 123_456_000]
     assert not odd.any() and not empty.any()
+
+
+def test_one_format_batches_equal_decimal_and_the_bytewise_path() -> None:
+    """Batches in one plain format (the fast whole-matrix path: same integer and
+    fraction digit counts, no sign) for every shape from 1 to 17 integer digits and 0
+    to 6 fraction digits, 24,000+ literals, equal int(Decimal(ts).scaleb(3)); a batch
+    with one spoiled row (sign, second dot, exponent, a space) leaves the fast path
+    and still equals the byte-wise parse."""
+    rng = random.Random(2314)
+    checked = 0
+    for int_digits in range(1, 18):
+        for frac_digits in range(0, 7):
+            texts = []
+            for _ in range(200):
+                whole = "".join(rng.choice("0123456789") for _ in range(int_digits))
+                frac = "".join(rng.choice("0123456789") for _ in range(frac_digits))
+                texts.append(whole + ("." + frac if frac_digits else ""))
+            raws = [msgspec.Raw(t.encode()) for t in texts]
+            ns, empty, odd = parse_us_literals_to_ns(raws)
+            assert not empty.any()
+            for text, value, is_odd in zip(texts, ns.tolist(), odd.tolist(), strict=True):
+                want = int(Decimal(text).scaleb(3))
+                if int_digits > 16 or abs(want) >= 2**63:
+                    assert is_odd and value == 0
+                else:
+                    assert not is_odd and value == want
+                    checked += 1
+            spoiled = list(texts)
+            at = rng.randrange(len(spoiled))
+            spoiled[at] = rng.choice(["-", " ", "e", "."]) + spoiled[at][1:]
+            raws = [msgspec.Raw(t.encode()) for t in spoiled]
+            for g, w in zip(parse_us_literals_to_ns(raws), _parse_joined(raws), strict=True):
+                assert np.array_equal(g, w)
+    assert checked >= 20_000
+
+
+def test_kineto_literals_one_format() -> None:
+    """Kineto's ``ts`` shape (13 integer, 3 fraction digits), hand-checked."""
+    ns, empty, odd = parse_us_literals_to_ns(
+        [b"5225059340331.845", b"5225059340367.542", b"0000000000001.001"]
+    )
+    assert ns.tolist() == [5_225_059_340_331_845, 5_225_059_340_367_542, 1_001]
+    assert not odd.any() and not empty.any()

@@ -15,15 +15,23 @@ literal as it was written (``msgspec.Raw``) and this module turns a list of them
 * any other literal (exponent, string, ``null``, more than 16 integer digits) is
   returned as *odd*: the caller converts those few one by one.
 
-How: the literals of one length ``L`` (Kineto writes one format, so usually one or
-three lengths) are one ``(k, L)`` ``uint8`` matrix, transposed so that each column is
-contiguous; the checks and the sum run column by column with one weight
-``10^(e + 3)`` per column (per distinct dot column). Literals longer than
+How: the literals are joined once with ``,`` (``b",".join``, no per-literal ``len``);
+the ``n - 1`` commas give every literal's bounds (a count other than ``n - 1`` means a
+string holding a comma: all are odd). When all have one length ``L`` (Kineto writes one
+format) the rows of ``L + 1`` bytes are a strided view of the joined bytes, and when
+they also share one plain shape (no sign, the dot in one column) each value is one
+dot product of the digits with the weights ``10^(e + 3)`` (:func:`_parse_one_format`,
+3 whole-matrix numpy calls). Otherwise the literals of each length are one ``(k, L)``
+``uint8`` matrix, transposed so that each column is contiguous, and the checks and the
+sum run column by column (:func:`_parse_matrix`); literals longer than
 :data:`MAX_MATRIX_CHARS` (many fraction digits) take the byte-wise path over the joined
-bytes (:func:`_parse_joined`, the first version). Measured on 400,000 Kineto literals
-(``1712195495519689.047``) on the shared 2-core machine under load: 0.30-0.41 s against
-0.85-1.41 s byte-wise; the rest of the cost is Python's per-literal ``len`` and
-``b"".join`` (about 0.1 and 0.2 s).
+bytes (:func:`_parse_joined`, the first version).
+
+Measured on GPT's 465,435 ``ts`` literals (``5225059340331.845``, 143 pieces of 1 MiB,
+``benchmarks/bench_decode_pieces.py``), CPU s, best of 3, three runs alternated with
+the previous version on the shared 2-core machine at load 2.9-3.6: the timestamp stage
+as the reader runs it 0.30 / 0.43 / 0.43 s before (per-literal ``len`` and
+``isinstance``, ``b"".join``, column-wise matrix) → 0.11 / 0.13 / 0.14 s now.
 
 Check by hand: ``b"12.3456"`` → 12 345 ns; ``b"-0.0019"`` → -1 ns; ``b"7"`` → 7 000 ns.
 """
@@ -69,27 +77,37 @@ def parse_us_literals_to_ns(
     if n == 0:
         empty0 = np.zeros(0, dtype=np.bool_)
         return np.zeros(0, dtype=np.int64), empty0, empty0.copy()
-    lengths = np.fromiter(map(len, literals), np.int64, count=n)  # type: ignore[arg-type]
-    buf = np.frombuffer(b"".join(literals), dtype=np.uint8)  # type: ignore[arg-type]
-    if (buf == _COMMA).any():  # a string holding a comma: all one by one, as always
+    # one join; the n - 1 commas give every literal's bounds (no per-literal len())
+    joined = b",".join(literals)  # type: ignore[arg-type]
+    buf = np.frombuffer(joined, dtype=np.uint8)
+    commas = np.flatnonzero(buf == _COMMA)
+    if len(commas) != n - 1:  # a string holding a comma: all one by one, as always
         return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), np.ones(n, np.bool_)
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = commas + 1
+    lengths = np.empty(n, dtype=np.int64)
+    lengths[:-1] = commas
+    lengths[-1] = len(buf)
+    lengths -= starts
+    width = int(lengths[0])
+    if 0 < width <= MAX_MATRIX_CHARS and bool((lengths == width).all()):
+        # one length (Kineto's usual case): the rows of width + 1 bytes (literal and
+        # comma) are a strided view of the joined bytes, no gather
+        rows_view = np.frombuffer(joined + b",", dtype=np.uint8).reshape(n, width + 1)
+        ns, odd = _parse_matrix(rows_view[:, :width])
+        return ns, np.zeros(n, dtype=np.bool_), odd
     ns = np.zeros(n, dtype=np.int64)
     empty = lengths == 0
     odd = np.zeros(n, dtype=np.bool_)
-    starts = np.cumsum(lengths) - lengths
-    widths = np.flatnonzero(np.bincount(lengths))
-    for width in widths.tolist():
-        if width == 0:
+    for w in np.flatnonzero(np.bincount(lengths)).tolist():
+        if w == 0:
             continue
-        rows = np.arange(n) if len(widths) == 1 else np.flatnonzero(lengths == width)
-        if width > MAX_MATRIX_CHARS:  # long literals (rare): the byte-wise path
+        rows = np.flatnonzero(lengths == w)
+        if w > MAX_MATRIX_CHARS:  # long literals (rare): the byte-wise path
             ns[rows], _, odd[rows] = _parse_joined([literals[i] for i in rows.tolist()])
             continue
-        if len(rows) == n:
-            matrix = buf.reshape(n, width)
-        else:
-            matrix = buf[starts[rows][:, None] + np.arange(width)]
-        ns[rows], odd[rows] = _parse_matrix(matrix)
+        ns[rows], odd[rows] = _parse_matrix(buf[starts[rows][:, None] + np.arange(w)])
     return ns, empty, odd
 
 
@@ -101,7 +119,11 @@ def _parse_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``c`` is worth ``10^(dot + 2 - c)`` ns left of the dot and ``10^(dot + 3 - c)`` ns
     right of it; digits worth less than 1 ns are dropped (truncation toward zero).
     Columns are worked on one at a time (the matrix transposed: each column
-    contiguous), which is what makes this fast for ``L`` of about 20."""
+    contiguous), which is what makes this fast for ``L`` of about 20. Rows that all
+    share one plain format take :func:`_parse_one_format` instead."""
+    one_format = _parse_one_format(matrix)
+    if one_format is not None:
+        return one_format
     k, width = matrix.shape
     cols = np.ascontiguousarray(matrix.T)  # (L, k)
     digit = cols - np.uint8(_ZERO)  # wraps around for bytes below "0": not < 10
@@ -138,6 +160,36 @@ def _parse_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     odd |= too_big
     ns = np.where(odd, np.uint64(0), total).astype(np.int64)
     return np.where(negative, -ns, ns), odd
+
+
+def _parse_one_format(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_parse_matrix` when every row has the first row's shape: no sign, digits
+    only, the dot (if any) in the same column ``d`` with 1 to :data:`MAX_INT_DIGITS`
+    digits before it and at least one after it (Kineto writes every ``ts`` so, e.g.
+    ``5225059340331.845``). Then the value of every row is one dot product of its
+    digits with the weights ``10^(d + 2 - c)`` (``c < d``) and ``10^(d + 3 - c)``
+    (``c > d``), weight 0 for the dot and for digits below 1 ns: 3 whole-matrix numpy
+    calls instead of a dozen per column. Returns ``None`` when the rows do not all
+    have that shape (the caller's column-wise path decides them)."""
+    k, width = matrix.shape
+    first = matrix[0].tobytes()
+    dot = first.find(b".")
+    if dot < 0:
+        dot = width
+    elif dot == width - 1 or not bool((matrix[:, dot] == _DOT).all()):
+        return None
+    if not 1 <= dot <= MAX_INT_DIGITS:
+        return None
+    digit = matrix - np.uint8(_ZERO)  # wraps around for bytes below "0": not < 10
+    if np.count_nonzero(digit < 10) != k * (width - (dot < width)):
+        return None  # a sign, a second dot, an exponent, ...: not this format
+    col = np.arange(width)
+    exp = dot + 2 - col + (col > dot)
+    weights = np.where((exp >= 0) & (col != dot), _POW10[np.maximum(exp, 0)], np.uint64(0))
+    # exact: a row's sum is < 10^19 < 2^64 (16 integer + 3 ns digits)
+    total = digit.astype(np.uint64) @ weights
+    odd = total >= np.uint64(2**63)
+    return np.where(odd, np.uint64(0), total).astype(np.int64), odd
 
 
 def _parse_joined(

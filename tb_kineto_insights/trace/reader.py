@@ -135,9 +135,13 @@ from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
     Event,
     ExactEvent,
+    ExactPhaseRoot,
     ExactRoot,
     FastEvent,
+    PhaseEvent,
+    PhaseRoot,
     RawTsEvent,
+    RawTsPhaseEvent,
     Root,
 )
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
@@ -211,11 +215,39 @@ _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 _logger = logging.getLogger(__name__)
+
+
+class _ByPhaseFirst:
+    """A decoder that tries ``first`` (a type whose events are decoded by phase; its
+    decoder is built on first use: a union of 25 structs takes msgspec about 3 ms,
+    which a process that reads no trace need not pay) and, when that raises
+    ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
+    struct for every event, as before) returns or raises: errors are ``then``'s."""
+
+    def __init__(self, first: Any, then: msgspec.json.Decoder[Any]) -> None:
+        self.first_type, self.then = first, then
+        self.first: msgspec.json.Decoder[Any] | None = None
+
+    def decode_first(self, data: bytes | bytearray | memoryview) -> Any:
+        """Decode with ``first`` only (raises its errors)."""
+        if self.first is None:
+            self.first = msgspec.json.Decoder(self.first_type)
+        return self.first.decode(data)
+
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+        try:
+            return self.decode_first(data)
+        except msgspec.DecodeError:
+            return self.then.decode(data)
+
+
 _event_decoder = msgspec.json.Decoder(list[FastEvent])
 _exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
 _raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
-_root_decoder = msgspec.json.Decoder(Root)
-_exact_root_decoder = msgspec.json.Decoder(ExactRoot)
+_phase_event_decoder = _ByPhaseFirst(list[PhaseEvent], _event_decoder)
+_raw_ts_phase_event_decoder = _ByPhaseFirst(list[RawTsPhaseEvent], _raw_ts_event_decoder)
+_root_decoder = _ByPhaseFirst(PhaseRoot, msgspec.json.Decoder(Root))
+_exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, msgspec.json.Decoder(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
@@ -349,6 +381,24 @@ def _raw_decimal(raw: Any) -> Decimal | None:
     if not len(raw):
         return None
     return _decimal_ts_decoder.decode(raw)
+
+
+def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ts`` literals (``msgspec.Raw``, all of them) → (int64 ns, missing mask,
+    out-of-range mask) as :meth:`_Builder._ts_ns`: plain numbers vectorised
+    (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`), the odd ones
+    (exponent, string, ``null``) one by one as a ``Decimal``. Raises
+    ``msgspec.ValidationError`` when an odd literal is not a number at all."""
+    ns, missing, odd = parse_us_literals_to_ns(literals)
+    huge = np.abs(ns) >= _MAX_TS_NS
+    if huge.any():
+        ns = np.where(huge, 0, ns)
+        huge &= ~odd
+    else:
+        huge = np.zeros(len(ns), dtype=np.bool_)
+    for i in np.flatnonzero(odd).tolist():
+        ns[i], missing[i], huge[i] = _decimal_ns(_raw_decimal(literals[i]))
+    return ns, missing, huge
 
 
 def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
@@ -535,27 +585,16 @@ class _Builder:
             huge = ~missing & ~(np.abs(us) < MAX_TS_US)
             return _us_to_ns(np.where(missing | huge, 0.0, us)), missing, huge
         is_raw = np.fromiter(map(isinstance, values, repeat(msgspec.Raw)), np.bool_, count=n)
+        if is_raw.all():
+            return _literals_ns(values)
         ns = np.zeros(n, dtype=np.int64)
         missing = np.zeros(n, dtype=np.bool_)
         huge = np.zeros(n, dtype=np.bool_)
-        one_by_one = np.flatnonzero(~is_raw)
-        if is_raw.any():
-            raw_at = np.flatnonzero(is_raw) if len(one_by_one) else None
-            raws = values if raw_at is None else list(map(values.__getitem__, raw_at.tolist()))
-            r_ns, r_empty, r_odd = parse_us_literals_to_ns(raws)
-            r_huge = np.abs(r_ns) >= _MAX_TS_NS
-            sel = slice(None) if raw_at is None else raw_at
-            ns[sel] = np.where(r_huge, 0, r_ns)
-            missing[sel] = r_empty
-            huge[sel] = r_huge & ~r_odd
-            odd = np.flatnonzero(r_odd)
-            if len(odd):
-                at = odd if raw_at is None else raw_at[odd]
-                odd_values = [_raw_decimal(values[i]) for i in at.tolist()]
-                for i, v in zip(at.tolist(), odd_values, strict=True):
-                    values_ns, m_, h_ = _decimal_ns(v)
-                    ns[i], missing[i], huge[i] = values_ns, m_, h_
-        for i in one_by_one.tolist():  # Decimal (or None) from a loosely decoded piece
+        raw_at = np.flatnonzero(is_raw)
+        if len(raw_at):
+            raws = list(map(values.__getitem__, raw_at.tolist()))
+            ns[raw_at], missing[raw_at], huge[raw_at] = _literals_ns(raws)
+        for i in np.flatnonzero(~is_raw).tolist():  # Decimal (or None): a loose decode
             ns[i], missing[i], huge[i] = _decimal_ns(values[i])
         return ns, missing, huge
 
@@ -996,11 +1035,27 @@ def _opt_str(v: object) -> str | None:
 def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> list[Any]:
     """A JSON array of events → typed event structs (in exact mode a :class:`_Piece`
     with its timestamps converted). Raises ``msgspec.DecodeError`` (bad JSON) or
-    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely)."""
+    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely).
+
+    First by phase (:data:`~tb_kineto_insights.trace.events.PhaseEvent`: only the
+    fields read for each phase); a piece that does not decode so (an event without a
+    ``ph`` or with one that is not a Chrome trace phase, a field of an odd type, bad
+    JSON) is decoded exactly as before, with one struct for every event
+    (:class:`~tb_kineto_insights.trace.events.FastEvent` /
+    :class:`~tb_kineto_insights.trace.events.RawTsEvent`), whose errors are the ones
+    raised and repaired."""
+    try:
+        if not builder.exact:
+            return _phase_event_decoder.decode_first(data)
+        piece = _Piece(_raw_ts_phase_event_decoder.decode_first(data))
+        piece.ts = _literals_ns(list(map(_TS, piece)))
+        return piece
+    except msgspec.DecodeError:  # a ValidationError too: the decoders below decide
+        pass
     if builder.exact:  # ts as literal text, converted vectorised
         try:
             piece = _Piece(_raw_ts_event_decoder.decode(data))
-            piece.ts = builder._ts_ns(list(map(_TS, piece)))
+            piece.ts = _literals_ns(list(map(_TS, piece)))
             return piece
         except msgspec.ValidationError:
             pass  # a field of an unexpected type: as below, event by event

@@ -1,0 +1,135 @@
+"""Events decoded by phase (trace/events.py ``PhaseEvent`` / ``RawTsPhaseEvent``, a
+tagged union on ``ph``): the fields the reader reads equal the one-struct decode on a
+real trace; pieces that do not decode by phase take the one-struct path as before."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import msgspec
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+
+from tb_kineto_insights.trace import reader as r
+from tb_kineto_insights.trace.events import (
+    NO_ARGS,
+    NO_RAW_ARGS,
+    ExactEvent,
+    ExactPhaseEvent,
+    FastEvent,
+    PhaseEvent,
+    RawTsEvent,
+    RawTsPhaseEvent,
+)
+from tb_kineto_insights.trace.reader import read_trace
+
+#: Event fields each phase declares (the others read as for an absent key).
+READ = {
+    "X": ("cat", "name", "pid", "tid", "ts", "dur"),
+    "i": ("cat", "name", "pid", "tid", "ts"),
+    "s": ("cat", "pid", "tid", "ts", "id"),
+    "f": ("cat", "pid", "tid", "ts", "id"),
+    "M": ("cat", "name", "pid", "tid", "ts"),
+}
+ARGS_READ = {
+    "X": (
+        "external_id", "device", "stream", "correlation", "collective_name",
+        "in_msg_nelems", "out_msg_nelems", "in_msg_size", "dtype", "group_size",
+        "pg_name", "pg_ranks", "seq", "input_dims",
+    ),
+    "i": ("bytes", "total_allocated", "total_reserved", "device_type", "device_id", "addr"),
+    "M": ("name",),
+}  # fmt: skip
+
+
+def _events_array(path: Path) -> bytes:
+    data = gzip.decompress(path.read_bytes())
+    start = data.index(b"[", data.index(b'"traceEvents"'))
+    end = data.rindex(b"]")
+    return data[start : end + 1]
+
+
+def _value(v: object) -> object:
+    return bytes(v) if isinstance(v, msgspec.Raw) else v
+
+
+@pytest.mark.parametrize(
+    ("by_phase", "one_struct"),
+    [(RawTsPhaseEvent, RawTsEvent), (PhaseEvent, FastEvent), (ExactPhaseEvent, ExactEvent)],
+)
+def test_by_phase_equals_one_struct_on_a_real_trace(by_phase: object, one_struct: object) -> None:
+    """transformer_eager (12.7 MB, every Kineto phase): each event's phase, declared
+    fields and args fields equal the one-struct decode's; undeclared ones read as
+    absent."""
+    array = _events_array(sorted((SAMPLE_LOGS / "transformer_eager").glob("*.json.gz"))[0])
+    fast = msgspec.json.decode(array, type=list[by_phase])  # type: ignore[valid-type]
+    slow = msgspec.json.decode(array, type=list[one_struct])  # type: ignore[valid-type]
+    assert len(fast) == len(slow) > 30_000
+    phases: dict[str, int] = {}
+    for a, b in zip(fast, slow, strict=True):
+        assert a.ph == b.ph
+        phases[a.ph] = phases.get(a.ph, 0) + 1
+        for field in READ[a.ph]:
+            assert _value(getattr(a, field)) == _value(getattr(b, field)), (a.ph, field)
+        for field in ARGS_READ.get(a.ph, ()):
+            assert _value(getattr(a.args, field)) == _value(getattr(b.args, field)), field
+        absent = NO_RAW_ARGS if one_struct is not ExactEvent else NO_ARGS
+        for field in absent.__struct_fields__:  # undeclared: as absent
+            if field not in ARGS_READ.get(a.ph, ()) and field != "input_dims":
+                assert _value(getattr(a.args, field)) == _value(getattr(absent, field))
+    assert set(phases) == {"X", "i", "s", "f", "M"}
+    assert phases["X"] > 20_000 and phases["s"] > 1_000 and phases["f"] > 1_000
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_pieces_that_do_not_decode_by_phase_take_the_one_struct_path(exact: bool) -> None:
+    base = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}'
+    one = RawTsEvent if exact else FastEvent
+    builder = r._Builder(exact)
+    assert not isinstance(r._decode_typed(b"[" + base + b"]", builder)[0], one)
+    for odd in (
+        b'{"cat": "cpu_op", "name": "no phase", "ts": 1}',
+        b'{"ph": "Q", "name": "not a Chrome trace phase", "ts": 1}',
+        b'{"ph": 7, "name": "phase not a string", "ts": 1}',
+    ):
+        events = r._decode_typed(b"[" + base + b"," + odd + b"]", builder)
+        assert [type(e) for e in events] == [one, one]
+    with pytest.raises(msgspec.DecodeError) as bad:  # bad JSON: the one-struct error
+        r._decode_typed(b"[" + base + b",{]", builder)
+    with pytest.raises(msgspec.DecodeError) as old:
+        (r._raw_ts_event_decoder if exact else r._event_decoder).decode(b"[" + base + b",{]")
+    assert str(bad.value) == str(old.value)
+
+
+def test_reader_counts_with_odd_phases(tmp_path: Path) -> None:
+    """A trace with a missing phase, an unknown one and a counter (C) among kernels and
+    CPU ops: the same counts whichever decoder reads each piece."""
+    events = [kernel("k", 10, 5), cpu("op", 8, 10)]
+    events += [{"cat": "cpu_op", "name": "x", "ts": 1}, {"ph": "Q", "name": "y", "ts": 2}]
+    events += [{"ph": "C", "name": "counter", "pid": 1, "ts": 3, "args": {"v": 1}}]
+    trace = read_trace(str(write_trace(tmp_path / "w.1.pt.trace.json", events)))
+    assert len(trace.kernels) == 1 and len(trace.cpu_ops) == 1
+    assert trace.health.skipped == {
+        "missing_ph": 1,
+        "unsupported_phase_Q": 1,
+        "unsupported_phase_C": 1,
+    }
+    events = [kernel("k", 10, 5), cpu("op", 8, 10)]
+    events += [{"ph": "C", "name": "counter", "pid": 1, "ts": 3, "args": {"v": 1}}]
+    trace = read_trace(str(write_trace(tmp_path / "w.2.pt.trace.json", events)))
+    assert trace.health.skipped == {"unsupported_phase_C": 1}
+
+
+def test_field_not_read_for_its_phase_no_longer_drops_the_event(tmp_path: Path) -> None:
+    """A flow's ``name`` is not read; one of an odd type (a list) used to send the whole
+    piece to the loose path, where that flow was dropped as ``invalid_field_type``.
+    Decoded by phase it is kept; the same odd ``name`` on a kernel still drops it."""
+    flow = {"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": 9, "cat": "ac2g", "name": [1]}
+    trace = read_trace(str(write_trace(tmp_path / "a.json", [kernel("k", 10, 5), flow])))
+    assert len(trace.flows.id) == 1
+    assert "invalid_field_type" not in trace.health.skipped
+    bad_kernel = {**kernel("k2", 20, 5), "name": [1]}
+    trace = read_trace(str(write_trace(tmp_path / "b.json", [kernel("k", 10, 5), bad_kernel])))
+    assert len(trace.kernels) == 1
+    assert trace.health.skipped.get("invalid_field_type") == 1
