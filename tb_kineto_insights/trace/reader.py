@@ -1046,6 +1046,9 @@ class _Reader:
             pool = parallel.start_pool(workers)
         executor = pool  # shut down at the end even if it broke on the way
         in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
+        held = workers * parallel.HELD_PER_WORKER
+        workers_up = False  # a worker has decoded a piece: the parent stops decoding
+        here: set[Future[Any]] = set()  # pieces decoded by the parent (while workers start)
         # pieces sent to workers, in file order: (future, state before it, its blocks)
         pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]] = deque()
         replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
@@ -1088,12 +1091,19 @@ class _Reader:
                     if cut is not None:
                         end_of_piece, next_start = cut
                         view = memoryview(block)
-                        try:
-                            future = pool.submit(
-                                parallel.decode_pieces, bytes(tail), group, self.builder.exact
-                            )
-                        except RuntimeError:  # the pool broke: serial from here on
-                            pool = None
+                        if not workers_up:  # has a worker decoded a piece yet?
+                            workers_up = any(f.done() for f, _, _ in pending if f not in here)
+                        if not workers_up and _workers_busy(pending) >= in_flight:
+                            # the workers are still starting: decode this piece here
+                            future = _decoded_here(bytes(tail), group, self.builder.exact)
+                            here.add(future)
+                        else:
+                            try:
+                                future = pool.submit(
+                                    parallel.decode_pieces, bytes(tail), group, self.builder.exact
+                                )
+                            except RuntimeError:  # the pool broke: serial from here on
+                                pool = None
                     if future is None:  # merge what is in flight; this group serially
                         while pending:
                             back = self._collect(pending)
@@ -1108,7 +1118,10 @@ class _Reader:
                     tail = bytearray(view[next_start:])
                     retry_at = 0
                     group = []
-                    if len(pending) >= in_flight:  # backpressure: merge the oldest
+                    # merge what is done, in file order; wait for the oldest only when
+                    # too many pieces are held (backpressure: bounded memory)
+                    while pending and (pending[0][0].done() or len(pending) >= held):
+                        workers_up = workers_up or pending[0][0] not in here
                         back = self._collect(pending)
                         if back is not None:
                             tail, consumed, retry_at = back
@@ -1443,6 +1456,22 @@ def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
             if j < n and buf[j] == 0x7B:  # "{"
                 return pos + 1, j
     return None
+
+
+def _workers_busy(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> int:
+    """Pieces sent to workers and not yet decoded (those decoded here are done)."""
+    return sum(not future.done() for future, _, _ in pending)
+
+
+def _decoded_here(tail: bytes, blocks: list[bytes], exact: bool) -> Future[Any]:
+    """:func:`build_pieces` run in this process, as a finished future (its result or its
+    exception, as a worker's would be): merged in file order like a worker's piece."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(build_pieces(tail, blocks, exact))
+    except Exception as exc:  # noqa: BLE001 (as in a worker: the serial path decides)
+        future.set_exception(exc)
+    return future
 
 
 def _abandon(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> list[bytes]:
