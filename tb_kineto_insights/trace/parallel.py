@@ -176,7 +176,9 @@ def _context() -> Any:
         # the reader (and cli, which the console script, the workers' main module,
         # imports), not the main module itself (the default), so that an unguarded
         # script does not run in the server, where no bootstrapping flag stops it
-        preload = ["tb_kineto_insights.trace.reader"]
+        # numpy.ma too: numpy >= 2.3 imports it at the first plain ``np.unique`` (40 ms;
+        # the timestamp parser calls one in every worker)
+        preload = ["tb_kineto_insights.trace.reader", "numpy.ma"]
         if "tb_kineto_insights.cli" in sys.modules:
             preload.append("tb_kineto_insights.cli")
         ctx.set_forkserver_preload(preload)

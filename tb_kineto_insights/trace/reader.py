@@ -1061,6 +1061,21 @@ class _Reader:
                 else:
                     nxt = next(blocks, None)
                     if nxt is None:  # merge what is in flight, then the last group serially
+                        if group and (cut := _last_event_boundary(group[-1])) is not None:
+                            # the last group's pieces: decoded here while the workers end
+                            assert self.builder is not None
+                            last = group[-1]
+                            pending.append(
+                                (
+                                    _decoded_here(bytes(tail), group, self.builder.exact),
+                                    group_state,
+                                    group,
+                                )
+                            )
+                            consumed += len(tail) + sum(map(len, group)) - len(last) + cut[1]
+                            tail = bytearray(memoryview(last)[cut[1] :])
+                            retry_at = 0
+                            group = []
                         if pending:
                             back = self._collect(pending)
                             if back is None:
