@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 # Start-up (issue 14): this module imports only what the parser needs (argparse, the
 # threshold names, the default size limit); each command imports its machinery when it
 # runs: ``report`` the reader, the analysis and the JSON output (``cli_report.py``), and
-# the cache (``cache.py``, 45 ms) only when one is used; ``diff``/``check`` ``compare``;
+# the cache (``cache.py``: 28-45 ms of its own, its msgspec decoders) only when one
+# is used; ``diff``/``check`` ``compare``;
 # ``index`` Dask; fsspec only for a URL. ``--version`` loads neither numpy nor msgspec.
 # The decode workers of a large read import this module too (through the console
 # script, their main module), so what is imported here is paid once per worker.
@@ -51,9 +52,9 @@ EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
 
 #: Set (unless the user set it) by :func:`main` before numpy is imported: numpy's
-#: OpenBLAS starts one thread per core at import (import numpy + msgspec took 0.29 s
-#: instead of 0.20-0.23 s on a 2-core machine), and nothing here uses BLAS (no
-#: ``linalg``, ``dot`` or ``matmul``); the decode workers inherit it.
+#: OpenBLAS starts one thread per core at import (import numpy + msgspec: median 0.27 s,
+#: 0.20 s with one thread; 5 runs each, 2-core machine at load 3), and nothing here uses
+#: BLAS (no ``linalg``, ``dot`` or ``matmul``); the decode workers inherit it.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS",)
 
 
