@@ -92,8 +92,9 @@ PIECE_BYTES = 4 * 1024 * 1024
 #: has decoded a piece yet, decodes the next piece itself.
 IN_FLIGHT_PER_WORKER = 2
 #: Pieces held per worker (sent to workers or decoded by the parent, not yet merged)
-#: before the parent waits for the oldest: bounds memory, and the work thrown away when
-#: a piece fails in a worker (every later piece is then read again serially).
+#: before the parent waits for the oldest, while no worker has decoded a piece (after
+#: that: :data:`IN_FLIGHT_PER_WORKER`): bounds memory, and the work thrown away when a
+#: piece fails in a worker (every later piece is then read again serially).
 HELD_PER_WORKER = 4
 #: Environment variable: the number of cores one read may use (``1``: serial).
 WORKERS_ENV = "KINETO_INSIGHTS_READ_WORKERS"

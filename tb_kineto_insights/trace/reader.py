@@ -1060,7 +1060,7 @@ class _Reader:
                     block, serial = replay.popleft(), True
                 else:
                     nxt = next(blocks, None)
-                    if nxt is None:  # merge what is in flight, then the last group serially
+                    if nxt is None:  # the last group here, merge what is held, the rest serially
                         if group and (cut := _last_event_boundary(group[-1])) is not None:
                             # the last group's pieces: decoded here while the workers end
                             assert self.builder is not None
@@ -1133,9 +1133,12 @@ class _Reader:
                     tail = bytearray(view[next_start:])
                     retry_at = 0
                     group = []
-                    # merge what is done, in file order; wait for the oldest only when
-                    # too many pieces are held (backpressure: bounded memory)
-                    while pending and (pending[0][0].done() or len(pending) >= held):
+                    # merge what is done, in file order; wait for the oldest when too
+                    # many pieces are held (backpressure: bounded memory): more while
+                    # the parent decodes, as before once the workers do
+                    while pending and (
+                        pending[0][0].done() or len(pending) >= (in_flight if workers_up else held)
+                    ):
                         workers_up = workers_up or pending[0][0] not in here
                         back = self._collect(pending)
                         if back is not None:
