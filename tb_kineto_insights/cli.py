@@ -45,7 +45,10 @@ if TYPE_CHECKING:
 # ``index`` Dask; fsspec only for a URL. ``--version`` loads neither numpy nor msgspec.
 # The decode workers of a large read import this module too (through the console
 # script, their main module), so what is imported here is paid once per worker.
-# tests/test_startup_imports.py holds this.
+# tests/test_startup_imports.py holds this. Measured (console script, 5 runs each in
+# alternation with the code before, 2-core machine at load 3.7-3.9; medians): --version
+# 0.92 -> 0.20 s wall, 0.60 -> 0.16 s CPU; report of transformer_eager (12.7 MB of JSON)
+# 1.76 -> 1.52 s wall, 1.18 -> 1.09 s CPU.
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
