@@ -70,14 +70,13 @@ import numpy as np
 from tb_kineto_insights import cache_store, schema
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.content_id import content_key_cached
+from tb_kineto_insights.env_settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
 logger = logging.getLogger(__name__)
 
-#: Environment variable: the cache folder.
-CACHE_DIR_ENV = "KINETO_INSIGHTS_CACHE_DIR"
 #: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
 #: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
 #: in the identity. 3: keyed on the content identity (``content_id.py``), not the path.

@@ -15,19 +15,17 @@ computed, and the other way round.
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Mapping
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.cache import (
-    CACHE_DIR_ENV,
     DiskCache,
     Identity,
     _entry_bytes,
     entry_key,
     settings_fingerprint,
 )
+from tb_kineto_insights.env_settings import cli_cache_location as cli_cache_location
 from tb_kineto_insights.logdir import Span
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -38,17 +36,6 @@ __all__ = ["CachedSummaries", "cli_cache_location", "identity_of"]
 logger = logging.getLogger(__name__)
 
 SummaryOrError = tuple[Summary | None, dict[str, str] | None]
-
-
-def cli_cache_location(flag: str | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """The cache the command line uses: ``flag`` (``--cache``), else
-    ``KINETO_INSIGHTS_CACHE_DIR``, else None (no cache); ``none`` (any case) is None."""
-    env = os.environ if environ is None else environ
-    raw = flag if flag is not None and flag.strip() else env.get(CACHE_DIR_ENV)
-    if raw is None or not raw.strip() or raw.strip().lower() == "none":
-        return None
-    raw = raw.strip()
-    return raw if "://" in raw or "::" in raw else os.path.expanduser(raw)
 
 
 def identity_of(span: Span, root: str = "") -> Identity:

@@ -33,8 +33,14 @@ HEAVY = (
     "tb_kineto_insights.compare",
     "tb_kineto_insights.plugin",
     "tb_kineto_insights.analysis.diff",
+    "tb_kineto_insights.cache",
+    "tb_kineto_insights.cached_summaries",
     "concurrent.futures.process",
+    "multiprocessing",
 )
+#: What ``--version`` (the console script up to argparse) must not import either: the
+#: libraries and the analysis a command imports when it runs.
+ANALYSIS = (*HEAVY, "numpy", "msgspec", "tb_kineto_insights.summary", "tb_kineto_insights.schema")
 
 _LOADED = (
     "import sys\n"
@@ -43,9 +49,9 @@ _LOADED = (
 )
 
 
-def _loaded_after(code: str) -> list[str]:
-    """The HEAVY modules loaded after running ``code`` in a fresh interpreter."""
-    script = code + "\n" + _LOADED.format(heavy=HEAVY)
+def _loaded_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``heavy`` modules loaded after running ``code`` in a fresh interpreter."""
+    script = code + "\n" + _LOADED.format(heavy=heavy)
     out = subprocess.run(
         [sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=120
     )
@@ -61,7 +67,20 @@ def _tiny_trace(tmp_path: Path) -> Path:
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
-    assert _loaded_after("import tb_kineto_insights.cli") == []
+    assert _loaded_after("import tb_kineto_insights.cli", ANALYSIS) == []
+
+
+def test_version_loads_neither_numpy_nor_the_analysis() -> None:
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    assert c.main(['--version']) == 0\n"
+        "assert out.getvalue().startswith('tb-kineto-insights '), out.getvalue()\n"
+    )
+    assert _loaded_after(code, ANALYSIS) == []
+    # the negative control: a report does load them
+    assert "numpy" in _loaded_after(code + "c.main(['report', '/nonexistent'])", ANALYSIS)
 
 
 def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Path) -> None:

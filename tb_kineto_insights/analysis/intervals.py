@@ -159,13 +159,14 @@ def overlap_per_window(iv: Intervals, win_starts: I64, win_ends: I64) -> I64:
     """
     if iv[0].size == 0 or win_starts.size == 0:
         return np.zeros(win_starts.size, dtype=np.int64)
-    return _covered_before(iv, win_ends) - _covered_before(iv, win_starts)
+    cum = np.concatenate([[0], np.cumsum(iv[1] - iv[0])])  # once for both ends
+    return _covered_before(iv, win_ends, cum) - _covered_before(iv, win_starts, cum)
 
 
-def _covered_before(iv: Intervals, t: I64) -> I64:
-    """Covered length of a normalised set in ``(-inf, t)`` for each ``t``."""
+def _covered_before(iv: Intervals, t: I64, cum: I64) -> I64:
+    """Covered length of a normalised set in ``(-inf, t)`` for each ``t``; ``cum``: the
+    set's lengths summed before each interval (``[0, cumsum(lengths)]``)."""
     s, e = iv
-    cum = np.concatenate([[0], np.cumsum(e - s)])
     k = np.searchsorted(s, t, side="right")  # intervals starting at or before t
     full = cum[np.maximum(k - 1, 0)]  # intervals entirely before the k-1th
     last_s = s[np.maximum(k - 1, 0)]

@@ -41,6 +41,41 @@ work, so two workers on two cores, with the parent mostly waiting, stays the cho
 ``decompressobj.copy()`` (the damage bisection of :mod:`.source` needs it) and may cut
 its output differently (block boundaries decide piece cuts, hence salvage regions), so
 it is not used.
+
+Timeline of a ``report`` of the GPT trace (2 workers, the shared 2-core machine at load
+2.3; seconds from the interpreter's start; one run each, instrumented): before, the
+read began at 0.90 s and started the pool, but the forkserver (a fresh interpreter
+importing numpy, msgspec and the reader) forked the first worker only at 1.88 s, and
+each worker then imported its main module, the console script, i.e. ``cli`` and with it
+the whole package (0.3 s): the workers took their first piece at 2.19 and 2.32 s, so
+the parent's inflate ran alone for 1.3 s; then both were busy 3.97 s each until
+6.74/6.81 s (the parent waited 4.15 s of its 6.1 s read in ``_collect``), ``_finish``
+took 0.12 s and the analysis 0.36 s. What changed:
+
+- ``cli`` imports only what its parser needs (the workers' import of it is now cheap),
+  and the server preloads it with the reader when the parent has loaded it;
+- the command line calls :func:`warm_up` before it imports the analysis, so the server
+  starts while the parent imports (measured: warm-up at 0.06 s, read from 0.67 s, the
+  workers' first pieces at 0.83 and 0.94 s; read 4.4 s instead of 6.1 s, at load 3.7);
+- until a worker has decoded a piece, the parent decodes pieces itself once
+  :data:`IN_FLIGHT_PER_WORKER` pieces per worker wait (a read without a warm-up, e.g.
+  a library call, no longer idles while the workers start); once one has, the parent
+  only cuts, sends and merges, since on 2 cores a third decoder only takes time from
+  the two workers. Pieces decoded in the parent are merged in file order like the
+  workers' (the same :func:`~tb_kineto_insights.trace.reader.build_pieces`), so the
+  result is still the serial read's, bit for bit;
+- at the end of the input, the last group of blocks (up to :data:`PIECE_BYTES`) is
+  decoded in the parent while the workers finish, instead of serially after every
+  piece is merged;
+- the server also preloads ``numpy.ma``: numpy >= 2.3 imports it at the first plain
+  ``np.unique`` (40-50 ms here), which the timestamp parser of every worker calls.
+
+After (GPT, same instrumentation, load 3.3, two runs): read 4.4-4.9 s from 0.48-0.57 s,
+the workers' first pieces at 0.73-0.82 s, both busy 3.4-3.9 s until 4.8-5.3 s,
+``_finish`` 0.09 s, analysis 0.25 s. A worker's time between pieces (receiving 4 MiB,
+sending its columns back, and, at that load, waiting for a core) is outside its busy
+time: 0.6 s of each worker's 4.0-4.5 s from first piece to last; what may be gained
+next is there (larger pieces, fewer messages) and in the decode itself.
 """
 
 from __future__ import annotations
@@ -65,9 +100,14 @@ GZIP_RATIO_ESTIMATE = 8
 #: Uncompressed bytes sent to a worker at a time (whole blocks, cut at the last event
 #: boundary): fewer, larger pieces spend less of the parent's time on messages.
 PIECE_BYTES = 4 * 1024 * 1024
-#: Pieces in flight per worker (backpressure: memory holds at most
-#: ``workers x IN_FLIGHT_PER_WORKER`` pieces not yet merged).
+#: Pieces sent to each worker and not yet decoded before the parent, while no worker
+#: has decoded a piece yet, decodes the next piece itself.
 IN_FLIGHT_PER_WORKER = 2
+#: Pieces held per worker (sent to workers or decoded by the parent, not yet merged)
+#: before the parent waits for the oldest, while no worker has decoded a piece (after
+#: that: :data:`IN_FLIGHT_PER_WORKER`): bounds memory, and the work thrown away when a
+#: piece fails in a worker (every later piece is then read again serially).
+HELD_PER_WORKER = 4
 #: Environment variable: the number of cores one read may use (``1``: serial).
 WORKERS_ENV = "KINETO_INSIGHTS_READ_WORKERS"
 
@@ -136,23 +176,69 @@ def _refuse_while_bootstrapping() -> None:
         raise RuntimeError(BOOTSTRAP_MESSAGE)
 
 
+def _context() -> Any:
+    """The multiprocessing context of the decode workers: ``forkserver`` (its server
+    preloads the reader, and the command line when it is loaded, so that a worker forked
+    from it only imports its main module, which is then already loaded), else
+    ``spawn``."""
+    import multiprocessing as mp
+
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    ctx: Any = mp.get_context(method)
+    if method == "forkserver":
+        # the reader (and cli, which the console script, the workers' main module,
+        # imports), not the main module itself (the default), so that an unguarded
+        # script does not run in the server, where no bootstrapping flag stops it
+        # numpy.ma too: numpy >= 2.3 imports it at the first plain ``np.unique`` (40 ms;
+        # the timestamp parser calls one in every worker)
+        preload = ["tb_kineto_insights.trace.reader", "numpy.ma"]
+        if "tb_kineto_insights.cli" in sys.modules:
+            preload.append("tb_kineto_insights.cli")
+        ctx.set_forkserver_preload(preload)
+    return ctx
+
+
 def start_pool(workers: int) -> Executor | None:
     """A process pool of ``workers`` (forkserver, else spawn), or ``None`` when worker
     processes cannot be started here (the read is then serial)."""
-    import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    methods = mp.get_all_start_methods()
-    method = "forkserver" if "forkserver" in methods else "spawn"
     try:
-        ctx: Any = mp.get_context(method)
-        if method == "forkserver":
-            # the reader only: not the main module (the default), so that an unguarded
-            # script does not run in the server, where no bootstrapping flag stops it
-            ctx.set_forkserver_preload(["tb_kineto_insights.trace.reader"])
-        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        return ProcessPoolExecutor(max_workers=workers, mp_context=_context())
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
+
+
+def warm_up(path: str) -> bool:
+    """Start the forkserver now when a read of the local file ``path`` will use worker
+    processes (:func:`read_workers` of its estimated size); returns whether it did.
+
+    The server is a fresh interpreter that imports numpy, msgspec and the reader before
+    it can fork a worker: 0.5-0.9 s on a 2-core machine, during which a read that starts
+    it waits for its first worker (timeline of a GPT ``report``, 149 MB of JSON: the
+    read began at 0.90 s, the first worker process existed at 1.88 s and took its first
+    piece at 2.19 s). The command line calls this before it imports the analysis, so
+    that the server's start overlaps the parent's own imports. Raises nothing: a file
+    that cannot be read or a server that cannot start only means no warm-up."""
+    try:
+        with open(path, "rb") as fh:
+            compressed = fh.read(2) == b"\x1f\x8b"
+            size = os.fstat(fh.fileno()).st_size
+    except OSError:
+        return False
+    estimated = size * (GZIP_RATIO_ESTIMATE if compressed else 1)
+    try:
+        if not read_workers(estimated):
+            return False
+        ctx = _context()
+        if ctx.get_start_method() != "forkserver":
+            return False
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    except (OSError, ValueError, RuntimeError, AssertionError):
+        return False
+    return True
 
 
 def decode_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Any:

@@ -1264,6 +1264,9 @@ class _Reader:
             pool = parallel.start_pool(workers)
         executor = pool  # shut down at the end even if it broke on the way
         in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
+        held = workers * parallel.HELD_PER_WORKER
+        workers_up = False  # a worker has decoded a piece: the parent stops decoding
+        here: set[Future[Any]] = set()  # pieces decoded by the parent (while workers start)
         # pieces sent to workers, in file order: (future, state before it, its blocks)
         pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]] = deque()
         replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
@@ -1275,7 +1278,22 @@ class _Reader:
                     block, serial = replay.popleft(), True
                 else:
                     nxt = next(blocks, None)
-                    if nxt is None:  # merge what is in flight, then the last group serially
+                    if nxt is None:  # the last group here, merge what is held, the rest serially
+                        if group and (cut := _last_event_boundary(group[-1])) is not None:
+                            # the last group's pieces: decoded here while the workers end
+                            assert self.builder is not None
+                            last = group[-1]
+                            pending.append(
+                                (
+                                    _decoded_here(bytes(tail), group, self.builder.exact),
+                                    group_state,
+                                    group,
+                                )
+                            )
+                            consumed += len(tail) + sum(map(len, group)) - len(last) + cut[1]
+                            tail = bytearray(memoryview(last)[cut[1] :])
+                            retry_at = 0
+                            group = []
                         if pending:
                             back = self._collect(pending)
                             if back is None:
@@ -1306,12 +1324,19 @@ class _Reader:
                     if cut is not None:
                         end_of_piece, next_start = cut
                         view = memoryview(block)
-                        try:
-                            future = pool.submit(
-                                parallel.decode_pieces, bytes(tail), group, self.builder.exact
-                            )
-                        except RuntimeError:  # the pool broke: serial from here on
-                            pool = None
+                        if not workers_up:  # has a worker decoded a piece yet?
+                            workers_up = any(f.done() for f, _, _ in pending if f not in here)
+                        if not workers_up and _workers_busy(pending) >= in_flight:
+                            # the workers are still starting: decode this piece here
+                            future = _decoded_here(bytes(tail), group, self.builder.exact)
+                            here.add(future)
+                        else:
+                            try:
+                                future = pool.submit(
+                                    parallel.decode_pieces, bytes(tail), group, self.builder.exact
+                                )
+                            except RuntimeError:  # the pool broke: serial from here on
+                                pool = None
                     if future is None:  # merge what is in flight; this group serially
                         while pending:
                             back = self._collect(pending)
@@ -1326,7 +1351,13 @@ class _Reader:
                     tail = bytearray(view[next_start:])
                     retry_at = 0
                     group = []
-                    if len(pending) >= in_flight:  # backpressure: merge the oldest
+                    # merge what is done, in file order; wait for the oldest when too
+                    # many pieces are held (backpressure: bounded memory): more while
+                    # the parent decodes, as before once the workers do
+                    while pending and (
+                        pending[0][0].done() or len(pending) >= (in_flight if workers_up else held)
+                    ):
+                        workers_up = workers_up or pending[0][0] not in here
                         back = self._collect(pending)
                         if back is not None:
                             tail, consumed, retry_at = back
@@ -1661,6 +1692,22 @@ def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
             if j < n and buf[j] == 0x7B:  # "{"
                 return pos + 1, j
     return None
+
+
+def _workers_busy(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> int:
+    """Pieces sent to workers and not yet decoded (those decoded here are done)."""
+    return sum(not future.done() for future, _, _ in pending)
+
+
+def _decoded_here(tail: bytes, blocks: list[bytes], exact: bool) -> Future[Any]:
+    """:func:`build_pieces` run in this process, as a finished future (its result or its
+    exception, as a worker's would be): merged in file order like a worker's piece."""
+    future: Future[Any] = Future()
+    try:
+        future.set_result(build_pieces(tail, blocks, exact))
+    except Exception as exc:  # noqa: BLE001 (as in a worker: the serial path decides)
+        future.set_exception(exc)
+    return future
 
 
 def _abandon(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> list[bytes]:

@@ -47,8 +47,12 @@ def trace_window_ns(starts: list[np.ndarray]) -> tuple[int, int] | None:
     parts = [s for s in starts if s.size]
     if not parts:
         return None
-    ts = np.sort(np.concatenate(parts), kind="stable")
     min_gap = int(FAR_GAP_MIN_US * 1000)
+    # no two starts further apart than min_gap: no break (the sort of every start, 0.03 s
+    # on the 465,000 events of a 149 MB trace, is left for traces that may have one)
+    if max(int(s.max()) for s in parts) - min(int(s.min()) for s in parts) <= min_gap:
+        return None
+    ts = np.sort(np.concatenate(parts), kind="stable")
     breaks = np.nonzero(np.diff(ts) > min_gap)[0]
     if breaks.size == 0:
         return None

@@ -1,0 +1,401 @@
+"""The ``report`` command's work (split from ``cli.py`` so that ``--version``, ``diff``
+and the decode workers, which import ``cli`` through the console script, do not load
+the analysis): the ``tb_kineto_insights.report/1`` document and its text form.
+``cli.build_report``/``cli.write_text`` call these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from typing import TYPE_CHECKING, TextIO
+
+import msgspec
+
+from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.env_settings import CACHE_DIR_ENV, cli_cache_location
+from tb_kineto_insights.json_output import write_json
+from tb_kineto_insights.local_paths import local_path
+from tb_kineto_insights.logdir import (
+    LogdirError,
+    Run,
+    Span,
+    Worker,
+    discover,
+    folder_name,
+    span_for_file,
+)
+from tb_kineto_insights.schema import Report, RunView, Summary
+from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.report import ReportRun, ReportSpan, ReportWorker, SpanError
+from tb_kineto_insights.summary import (
+    REPORT_SCHEMA,
+    select_run_spans,
+    summarize_run,
+    try_summarize_file,
+)
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
+
+if TYPE_CHECKING:
+    from tb_kineto_insights.cached_summaries import CachedSummaries
+
+EXIT_OK = 0
+EXIT_UNUSABLE = 2
+
+
+def _is_file(path: str) -> bool:
+    local = local_path(path)
+    if local is not None:
+        return os.path.isfile(local)
+    try:
+        import fsspec  # a URL: only here (0.1 s of imports)
+
+        fs, fs_path = fsspec.core.url_to_fs(path)
+        return bool(fs.isfile(fs_path))
+    except (OSError, ValueError, ImportError):
+        return False
+
+
+def _runs_for(path: str) -> list[Run]:
+    """Runs under a log directory or run folder, or the one span of a trace file. The
+    traces directly in ``path`` (discovery's run ``"."``) are named by the folder's own
+    name (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
+    if _is_file(path):
+        span = span_for_file(path)
+        return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
+    return [
+        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
+        for run in discover(path)
+    ]
+
+
+def _span_entry(
+    span: Span, max_json_bytes: int, thresholds: Thresholds, summaries: CachedSummaries | None
+) -> ReportSpan:
+    if summaries is not None:
+        summary, error = summaries.summarize(span)
+    else:
+        summary, error = try_summarize_file(
+            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
+        )
+    if summary is not None:
+        return ReportSpan(span=span.span, file=span.path, summary=summary)
+    problem = SpanError(**error) if error is not None else SpanError(type="", message="")
+    return ReportSpan(span=span.span, file=span.path, error=problem)
+
+
+def _summary_of(span: ReportSpan) -> Summary | None:
+    """The span's summary, None when it could not be read."""
+    return span.summary if isinstance(span.summary, Summary) else None
+
+
+def build_report(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    summaries: CachedSummaries | None = None,
+) -> Report:
+    """The ``tb_kineto_insights.report/1`` document (a :class:`~tb_kineto_insights.schema.Report`)
+    for a log directory, run folder or file.
+    ``summaries``: where span summaries come from (a shared cache); None: read every file
+    (``max_json_bytes`` and ``thresholds`` then apply; otherwise ``summaries``' own).
+
+    Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
+    "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
+    across ranks (latest readable span of each worker) for runs of several workers, else
+    ``None``; the latest readable span of each worker (of each rank, when one worker
+    holds several ranks: :func:`~tb_kineto_insights.summary.select_run_spans`).
+
+    Raises:
+        LogdirError: ``path`` does not exist or its storage cannot be listed.
+    """
+    runs = []
+    for run in _runs_for(path):
+        workers: list[ReportWorker] = []
+        readable: list[tuple[str, list[Summary]]] = []
+        for worker in run.workers:
+            spans = [_span_entry(s, max_json_bytes, thresholds, summaries) for s in worker.spans]
+            workers.append(ReportWorker(worker=worker.name, spans=spans))
+            readable.append((worker.name, [x for s in spans if (x := _summary_of(s))]))
+        chosen, notes = select_run_spans(readable)
+        run_summary = None
+        if len(chosen) > 1:
+            run_summary = summarize_run(chosen, thresholds)
+            run_summary = msgspec.structs.replace(run_summary, notes=notes + run_summary.notes)
+        runs.append(ReportRun(run=run.name, workers=workers, run_summary=run_summary))
+    return Report(schema=REPORT_SCHEMA, path=path, runs=runs)
+
+
+def _spans(report: Report) -> list[ReportSpan]:
+    return [s for r in report.runs for w in r.workers for s in w.spans]
+
+
+_fmt_us = fmt_duration_us
+
+
+def _fmt_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _all_diagnoses(report: Report) -> list[tuple[str, Diagnosis]]:
+    """(``run/worker/span``, diagnosis) over every span, most severe first."""
+    found = []
+    for run in report.runs:
+        replaced = _superseded(run)
+        for worker in run.workers:
+            for span in worker.spans:
+                where = f"{run.run}/{worker.worker}/{span.span}"
+                summary = _summary_of(span)
+                for d in summary.diagnoses if summary is not None else []:
+                    if (worker.worker, d.id) not in replaced:
+                        found.append((where, d))
+        for d in run.run_summary.diagnoses if run.run_summary is not None else []:
+            found.append((f"{run.run} (all ranks)", d))
+    found.sort(key=lambda wd: (SEVERITY_ORDER.index(wd[1].severity), -wd[1].impact_fraction))
+    return found
+
+
+def _superseded(run: ReportRun) -> set[tuple[str, str]]:
+    """(worker, diagnosis id) of span-level diagnoses the view across ranks replaces
+    (listed once, at run level). A worker split into ranks keeps its span diagnoses."""
+    view = run.run_summary
+    return {(s.worker, s.id) for s in view.superseded_span_diagnoses} if view else set()
+
+
+def write_text(report: Report, out: TextIO) -> None:
+    """Human-readable report: every diagnosis first (most severe first), then one block
+    per span."""
+    spans = _spans(report)
+    ok = sum(_summary_of(s) is not None for s in spans)
+    out.write(f"tb-kineto-insights report: {report.path}\n")
+    out.write(f"{len(report.runs)} run(s), {len(spans)} span(s), {len(spans) - ok} error(s)\n")
+    found = _all_diagnoses(report)
+    out.write(f"\nDiagnoses ({len(found)}):\n")
+    for where, d in found:
+        out.write(f"  [{d.severity.upper():6s}] {d.id:22s} {where}: {d.title}\n")
+    if not found:
+        out.write("  none\n")
+    for run in report.runs:
+        out.write(f"\n== run {run.run}\n")
+        if run.run_summary is not None:
+            _write_run_summary(run.run_summary, out)
+        for worker in run.workers:
+            for span in worker.spans:
+                out.write(f"-- worker {worker.worker}  span {span.span}  ({span.file})\n")
+                summary = _summary_of(span)
+                if summary is None:
+                    error = span.error if isinstance(span.error, SpanError) else None
+                    kind, message = (error.type, error.message) if error else ("", "")
+                    out.write(f"   ERROR {kind}: {message}\n")
+                    continue
+                _write_summary(summary, out, _superseded(run), worker.worker)
+
+
+_fmt_bytes = fmt_bytes
+
+
+def _fmt_gbps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} GB/s"
+
+
+def _write_run_summary(run: RunView, out: TextIO) -> None:
+    """The view across ranks: per kind (calls/step, bytes per collective, bandwidth from
+    the matched transfer), skew, per rank wait vs transfer /step, the straggler verdict."""
+    skew = run.skew_us
+    median, worst = _fmt_us(skew.median_us), _fmt_us(skew.max_us)
+    out.write(
+        f"   across {run.worker_count} ranks: {run.matched_count} collectives matched"
+        f" over {run.matched_step_count} steps"
+        + (f"; skew per collective median {median}, max {worst}" if skew.count else "")
+        + "\n"
+    )
+    for k in run.kinds:
+        calls = k.calls_per_step
+        out.write(
+            f"   {k.kind}: {calls:.1f} calls/step, " if calls is not None else f"   {k.kind}: "
+        )
+        out.write(
+            f"{_fmt_bytes(k.median_bytes)} per collective (median), transfer "
+            f"{_fmt_us(k.median_transfer_us)} per collective (median), busbw "
+            f"{_fmt_gbps(k.busbw_gbps)} (algbw {_fmt_gbps(k.algbw_gbps)}; "
+            "from the matched transfer)\n"
+        )
+    for r in run.ranks:
+        out.write(
+            f"   rank {r.rank} ({r.worker}): step {_fmt_us(r.mean_step_us)}; "
+            f"/step: wait {_fmt_us(r.wait_us_per_step)}, transfer "
+            f"{_fmt_us(r.transfer_us_per_step)}, exposed wait "
+            f"{_fmt_us(r.exposed_wait_us_per_step)}, exposed transfer "
+            f"{_fmt_us(r.exposed_transfer_us_per_step)}; last in {r.last_count} "
+            f"of {r.matched_count} collectives\n"
+        )
+    straggler, test = run.straggler, run.straggler_test
+    if straggler:
+        out.write(
+            f"   straggler: rank {straggler.rank}, costs the others "
+            f"{_fmt_us(straggler.delay_us_per_step)}/step "
+            f"({100 * (straggler.share_of_step or 0.0):.0f} % of their step), last in "
+            f"{straggler.last_steps} of {straggler.tested_steps} steps "
+            f"(p = {straggler.p_value:.3g})\n"
+        )
+    elif test:
+        share = test.share_of_step
+        out.write(
+            f"   no straggler: best candidate rank {test.rank} is last in "
+            f"{test.last_steps} of {test.tested_steps} steps (p = {test.p_value:.3g}, "
+            f"needs <= {test.alpha:g}) and costs the others "
+            f"{_fmt_us(test.delay_us_per_step)}/step"
+            + (f" ({100 * share:.1f} % of their step, needs >= " if share is not None else " (")
+            + f"{100 * (test.min_share_of_step or 0.0):g} %): {test.verdict}\n"
+        )
+    for note in run.notes:
+        out.write(f"   note: {note}\n")
+
+
+def _write_communication(comm: CommunicationPanel, out: TextIO) -> None:
+    """Communication of one span: per kind calls/step, bytes per collective, busbw
+    (least-wait estimate), and exposed time /step split by the wait estimate."""
+    if not comm.has_collectives:
+        return
+    out.write(
+        f"   communication /step: {_fmt_us(comm.mean_comm_us)}, exposed "
+        f"{_fmt_us(comm.mean_exposed_us)} (estimated: wait "
+        f"{_fmt_us(comm.exposed_wait_estimate_us_per_step)}, transfer "
+        f"{_fmt_us(comm.exposed_transfer_estimate_us_per_step)})\n"
+    )
+    for k in comm.kinds:
+        calls = k.calls_per_step
+        out.write(
+            f"   {k.kind}: "
+            + (
+                f"{calls:.1f} calls/step ({k.count} in total)"
+                if calls is not None
+                else f"{k.count} calls in total"
+            )
+            + f", {_fmt_bytes(k.median_bytes)} per collective (median), exposed "
+            f"{_fmt_us(k.exposed_us_per_step)}/step, busbw at least "
+            f"{_fmt_gbps(k.busbw_gbps)} (least-wait estimate from this trace: a rank "
+            "that waits in every collective looks slower; the view across ranks measures it; "
+            f"kernel time alone: {_fmt_gbps(k.kernel_time_busbw_gbps)})\n"
+        )
+
+
+def _write_diagnoses(diagnoses: list[Diagnosis], out: TextIO) -> None:
+    if not diagnoses:
+        out.write("   diagnoses: none\n")
+        return
+    for d in diagnoses:
+        out.write(f"   [{d.severity.upper()}] {d.id}: {d.title}\n")
+        out.write(f"      -> {d.recommendation}\n")
+
+
+def _write_summary(
+    summary: Summary,
+    out: TextIO,
+    superseded: set[tuple[str, str]] | None = None,
+    worker: str = "",
+) -> None:
+    replaced = superseded or set()
+    shown = [d for d in summary.diagnoses if (worker, d.id) not in replaced]
+    _write_diagnoses(shown, out)
+    for d in summary.diagnoses:
+        if (worker, d.id) in replaced:
+            out.write(f"   ({d.id}: see the view across ranks, which measures it exactly)\n")
+    health = summary.health
+    steps = summary.steps
+    gz = " gzip" if health.compressed else ""
+    out.write(f"   {health.event_count} events, {fmt_bytes(health.json_bytes)} JSON{gz}\n")
+    kinds = {k: v for k, v in health.kind_counts.items() if k != "metadata"}
+    out.write(f"   events: {_fmt_counts(kinds)}\n")
+    if steps.count:
+        out.write(
+            f"   steps: {steps.count}, mean {_fmt_us(steps.mean_step_us)}"
+            f" (min {_fmt_us(steps.min_step_us)}, max {_fmt_us(steps.max_step_us)})\n"
+        )
+    else:
+        out.write("   steps: no ProfilerStep markers\n")
+    util = steps.gpu_utilization_fraction
+    if util is not None:
+        bd = steps.mean_breakdown_us
+        parts = ", ".join(f"{k} {_fmt_us(v)}" for k, v in bd.items() if v >= 0.5)
+        out.write(f"   GPU utilization {100 * util:.1f} % of step time; per step: {parts}\n")
+    kernels = summary.kernels
+    if kernels.count:
+        short = kernels.short_count_fraction
+        threshold = _fmt_us(kernels.short_threshold_us)
+        short_txt = f", {100 * short:.0f} % shorter than {threshold}" if short is not None else ""
+        out.write(
+            f"   kernels: {kernels.mean_per_step or 0:.0f} per step"
+            + short_txt
+            + f" ({kernels.count} in the trace, total)\n"
+        )
+    _write_communication(summary.communication, out)
+    n_steps = max(steps.count, 1)
+    for dev in summary.idle.devices:
+        causes = {k: v.us for k, v in dev.causes.items() if v.us > 0}
+        top = sorted(causes.items(), key=lambda kv: -kv[1])[:3]
+        out.write(
+            f"   GPU {dev.device} idle {_fmt_us(dev.idle_us_per_step)} per step: "
+            + ", ".join(f"{k.replace('_', ' ')} {_fmt_us(v / n_steps)}" for k, v in top)
+            + "\n"
+        )
+    for label, counts in (("skipped", health.skipped), ("quarantined", health.quarantined)):
+        if counts:
+            out.write(f"   {label}: {_fmt_counts(counts)}\n")
+    if health.repairs:
+        out.write(f"   repaired JSON: {_fmt_counts(health.repairs)}\n")
+    lost = {k: v for k, v in health.kineto_record_counts.items() if v}
+    if lost:
+        out.write(f"   Kineto record counts: {_fmt_counts(lost)}\n")
+    flags = msgspec.structs.asdict(health.flags)
+    missing = [k.removeprefix("has_") for k, v in flags.items() if not v]
+    if missing:
+        out.write(f"   not in this trace: {', '.join(missing)}\n")
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``report``: see ``cli.py``; returns the exit code."""
+    try:
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    location = cli_cache_location(args.cache)
+    summaries = None
+    if location is not None:  # the cache machinery (cache.py: 45 ms of imports) only here
+        from tb_kineto_insights.cached_summaries import CachedSummaries
+
+        try:
+            summaries = CachedSummaries(
+                location, max_json_bytes=args.max_json_bytes, thresholds=thresholds
+            )
+        except (ValueError, ImportError) as exc:  # unknown protocol, missing driver
+            err.write(f"error: --cache {args.cache or '$' + CACHE_DIR_ENV}: {exc}\n")
+            return EXIT_UNUSABLE
+    try:
+        report = build_report(
+            args.path,
+            max_json_bytes=args.max_json_bytes,
+            thresholds=thresholds,
+            summaries=summaries,
+        )
+    except LogdirError as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    spans = _spans(report)
+    if args.format == "json":
+        write_json(report, out)
+    else:
+        write_text(report, out)
+    if not spans:
+        err.write(f"error: no Kineto trace files found under {args.path}\n")
+        return EXIT_UNUSABLE
+    if not any(_summary_of(s) is not None for s in spans):
+        err.write("error: no trace could be read\n")
+        return EXIT_UNUSABLE
+    return EXIT_OK
