@@ -96,6 +96,26 @@ def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Pat
     assert _loaded_after(code) == []
 
 
+def test_report_of_real_traces_loads_no_numpy_ma(h200x2: Path) -> None:
+    """numpy >= 2.3 imports ``numpy.ma`` (50-55 ms) at the first plain ``np.unique`` or
+    float ``np.median``; the report path uses ``plain_numpy`` instead. The negative
+    control: the same check sees ``numpy.ma`` once a plain ``np.unique`` runs."""
+    files = [
+        str(next((SAMPLE_LOGS / "transformer_eager").glob("*.pt.trace.json.gz"))),
+        str(next((h200x2 / "fsdp").glob("rank0.*.pt.trace.json.gz"))),
+        str(SAMPLE_LOGS / "memory_leak"),
+    ]
+    code = (
+        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    for f in {files!r}:\n"
+        "        assert c.main(['report', f, '--format', 'json', '--cache', 'none']) == 0\n"
+    )
+    assert _loaded_after(code, ("numpy.ma",)) == []
+    control = code + "import numpy as np\nnp.unique(np.arange(3))\n"
+    assert _loaded_after(control, ("numpy.ma",)) != []
+
+
 def test_report_and_diff_of_local_folders_load_no_fsspec(tmp_path: Path) -> None:
     _tiny_trace(tmp_path / "a")
     _tiny_trace(tmp_path / "b")
