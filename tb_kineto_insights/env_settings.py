@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Mapping
-
-logger = logging.getLogger(__name__)
 
 #: The shared summary cache's folder or URL (the TensorBoard plugin's cache; the command
 #: line's default when ``--cache`` is not given). Here, not in ``cache.py``, so that the
@@ -38,6 +35,10 @@ def seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        logger.warning("%s=%r is not a number of seconds >= 0; using %s", name, raw, default)
+        import logging  # here: 8-10 ms of start-up, for a rare warning
+
+        logging.getLogger(__name__).warning(
+            "%s=%r is not a number of seconds >= 0; using %s", name, raw, default
+        )
         return default
     return value

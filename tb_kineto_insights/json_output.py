@@ -21,7 +21,6 @@ know) falls back to the stdlib encoder.
 from __future__ import annotations
 
 import codecs
-import json
 import math
 from typing import Any, TextIO
 
@@ -86,6 +85,8 @@ def dumps_json(doc: Any) -> str:
     try:
         data = msgspec.json.format(_ENCODER.encode(doc), indent=1)
     except (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeError, OverflowError):
+        import json  # only here (a lone surrogate): 3-5 ms of every start-up otherwise
+
         return json.dumps(
             _clean(msgspec.to_builtins(doc, enc_hook=_enc_hook)), indent=1, allow_nan=False
         )

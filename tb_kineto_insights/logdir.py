@@ -33,13 +33,11 @@ key back to a file and never builds a path from user input.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import re
 import threading
 import zlib
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -299,6 +297,8 @@ def _read_head(fs: Any, path: str, sniff_bytes: int, root: str = "") -> bytes:
         raw.seek(0)
         if magic != _GZIP_MAGIC:
             return bytes(raw.read(sniff_bytes))
+        import gzip  # a gzip file of an odd name: only here
+
         out = bytearray()
         with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
             try:
@@ -638,6 +638,9 @@ def discover(
         )
 
     if odd:
+        # imported here: concurrent.futures (with logging) is 12 ms of every start-up
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
             verdicts = list(
                 pool.map(

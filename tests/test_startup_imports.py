@@ -41,6 +41,10 @@ HEAVY = (
 #: What ``--version`` (the console script up to argparse) must not import either: the
 #: libraries and the analysis a command imports when it runs.
 ANALYSIS = (*HEAVY, "numpy", "msgspec", "tb_kineto_insights.summary", "tb_kineto_insights.schema")
+#: Standard-library modules a ``report`` of a small local trace file does not need
+#: (imported where they are used: a warning, a parallel read, an oddly named file in a
+#: log directory, a cache key, a run of several workers, a lone surrogate in the output).
+UNUSED_STDLIB = ("logging", "concurrent", "hashlib", "statistics", "numpy.ma")
 
 _LOADED = (
     "import sys\n"
@@ -94,12 +98,14 @@ def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Pat
         "assert '\"event_count\": 2' in out.getvalue(), out.getvalue()[:2000]\n"
     )
     assert _loaded_after(code) == []
+    assert _loaded_after(code, UNUSED_STDLIB) == []
 
 
 def test_report_of_real_traces_loads_no_numpy_ma(h200x2: Path) -> None:
     """numpy >= 2.3 imports ``numpy.ma`` (50-55 ms) at the first plain ``np.unique`` or
-    float ``np.median``; the report path uses ``plain_numpy`` instead. The negative
-    control: the same check sees ``numpy.ma`` once a plain ``np.unique`` runs."""
+    float ``np.median``; the report path uses ``plain_numpy`` instead. Nor do these
+    reports load the other :data:`UNUSED_STDLIB`. The negative control: the same check
+    sees ``numpy.ma`` once a plain ``np.unique`` runs."""
     files = [
         str(next((SAMPLE_LOGS / "transformer_eager").glob("*.pt.trace.json.gz"))),
         str(next((h200x2 / "fsdp").glob("rank0.*.pt.trace.json.gz"))),
@@ -111,7 +117,7 @@ def test_report_of_real_traces_loads_no_numpy_ma(h200x2: Path) -> None:
         f"    for f in {files!r}:\n"
         "        assert c.main(['report', f, '--format', 'json', '--cache', 'none']) == 0\n"
     )
-    assert _loaded_after(code, ("numpy.ma",)) == []
+    assert _loaded_after(code, UNUSED_STDLIB) == []
     control = code + "import numpy as np\nnp.unique(np.arange(3))\n"
     assert _loaded_after(control, ("numpy.ma",)) != []
 

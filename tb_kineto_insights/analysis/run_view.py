@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
@@ -130,6 +129,15 @@ LARGEST_SKEWS = 20
 #: Ranks listed in one ``largest_skews`` entry's ``start_offsets_us`` (the latest ones and
 #: the earliest): bounds that listing at thousands of ranks.
 LARGEST_SKEW_RANKS = 16
+
+
+def _exact_median(values: list[int]) -> float:
+    """``statistics.median`` (exact on ints: the mean of the middle two as a float),
+    imported here: ``statistics`` costs 6-8 ms of every start-up and only runs of
+    several workers need it."""
+    import statistics
+
+    return statistics.median(values)
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -408,7 +416,7 @@ def run_summary(
                 "exposed_wait_us_per_step": _per_step(m.in_step_ns[i, 2], n_steps),
                 "exposed_transfer_us_per_step": _per_step(m.in_step_ns[i, 3], n_steps),
                 "delay_caused_us_per_step": (
-                    statistics.median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
+                    _exact_median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
                     if n_steps
                     else None
                 ),
@@ -795,7 +803,7 @@ def _straggler_test(
 
     def delay_of(i: int) -> float:
         values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
-        return statistics.median(values) / 1000.0 if values else 0.0
+        return _exact_median(values) / 1000.0 if values else 0.0
 
     candidates = [i for i, c in enumerate(m.matched_of) if c]
     most = max(last_of_step[i] for i in candidates)

@@ -31,7 +31,6 @@ Struct invalidates cached summaries by itself.
 from __future__ import annotations
 
 import functools
-import hashlib
 from typing import Any
 
 import msgspec
@@ -97,6 +96,8 @@ def schema_fingerprint() -> str:
     from its spans' entry keys, ``index.run_view_key``). Computed on first use (also as
     :data:`SCHEMA_FINGERPRINT`): generating the JSON Schema took 15-50 ms of every
     start-up when it was a module constant, and ``report --cache none`` never needs it."""
+    import hashlib  # here: 5-9 ms of every start-up otherwise
+
     return hashlib.sha256(
         msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
     ).hexdigest()

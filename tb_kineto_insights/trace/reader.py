@@ -116,14 +116,12 @@ analysis.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import Counter, defaultdict, deque
-from concurrent.futures import Future
 from decimal import Decimal
 from itertools import repeat
 from operator import attrgetter, is_not
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 import numpy as np
@@ -214,7 +212,23 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
-_logger = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+
+class _Logger:
+    """This module's ``logging`` logger, imported on first use: ``logging`` (8-10 ms) and
+    ``concurrent.futures`` (which imports it: 12 ms with it, measured after numpy and
+    msgspec on the shared 2-core machine) are not imported by a read that warns of
+    nothing and starts no worker."""
+
+    def warning(self, msg: str, *args: object) -> None:
+        import logging
+
+        logging.getLogger(__name__).warning(msg, *args)
+
+
+_logger = _Logger()
 
 
 class _ByPhaseFirst:
@@ -1702,6 +1716,8 @@ def _workers_busy(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> int:
 def _decoded_here(tail: bytes, blocks: list[bytes], exact: bool) -> Future[Any]:
     """:func:`build_pieces` run in this process, as a finished future (its result or its
     exception, as a worker's would be): merged in file order like a worker's piece."""
+    from concurrent.futures import Future  # a parallel read: the pool imported it
+
     future: Future[Any] = Future()
     try:
         future.set_result(build_pieces(tail, blocks, exact))
