@@ -31,14 +31,17 @@ Struct invalidates cached summaries by itself.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from tb_kineto_insights.schema.diff import DiffDocument
 from tb_kineto_insights.schema.report import Report
 from tb_kineto_insights.schema.run_view import RunView
 from tb_kineto_insights.schema.summary import Summary
+
+if TYPE_CHECKING:
+    from tb_kineto_insights.schema.diff import DiffDocument
 
 __all__ = [
     "DIFF_SCHEMA",
@@ -79,7 +82,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     for name, typ in (
         ("summary", Summary),
         ("run_view", RunView),
-        ("diff", DiffDocument),
+        ("diff", _diff_document()),
         ("report", Report),
     ):
         schema = msgspec.json.schema(typ)
@@ -103,12 +106,24 @@ def schema_fingerprint() -> str:
     ).hexdigest()
 
 
-_LAZY = {"SCHEMA_FINGERPRINT": schema_fingerprint, "SUMMARY_DECODER": summary_decoder}
+def _diff_document() -> type[DiffDocument]:
+    """:class:`~tb_kineto_insights.schema.diff.DiffDocument`, imported on first use: a
+    ``report`` never needs the diff's Structs (3-4 ms of its start-up)."""
+    from tb_kineto_insights.schema.diff import DiffDocument
+
+    return DiffDocument
+
+
+_LAZY: dict[str, Callable[[], Any]] = {
+    "SCHEMA_FINGERPRINT": schema_fingerprint,
+    "SUMMARY_DECODER": summary_decoder,
+    "DiffDocument": _diff_document,
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``SCHEMA_FINGERPRINT`` (:func:`schema_fingerprint`) and ``SUMMARY_DECODER``
-    (:func:`summary_decoder`), made on first access (PEP 562)."""
+    """``SCHEMA_FINGERPRINT`` (:func:`schema_fingerprint`), ``SUMMARY_DECODER``
+    (:func:`summary_decoder`) and ``DiffDocument``, made on first access (PEP 562)."""
     make = _LAZY.get(name)
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -231,6 +231,24 @@ class _Logger:
 _logger = _Logger()
 
 
+class _Lazy:
+    """``msgspec.json.Decoder(typ)``, built at its first ``decode``: the one-struct
+    decoders below serve only pieces the by-phase decode refuses (and damaged files), so
+    most reads never use them; building the five at import took 7.5 ms of every start-up
+    (msgspec's type info for :class:`~.events.FastEvent`, :class:`~.events.ExactEvent`,
+    :class:`~.events.Root`...; measured after numpy and msgspec on the shared 2-core
+    machine). Decoding raises what the decoder raises."""
+
+    def __init__(self, typ: Any) -> None:
+        self.typ = typ
+        self.decoder: msgspec.json.Decoder[Any] | None = None
+
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+        if self.decoder is None:
+            self.decoder = msgspec.json.Decoder(self.typ)
+        return self.decoder.decode(data)
+
+
 class _ByPhaseFirst:
     """A decoder that tries ``first`` (a type whose events are decoded by phase; its
     decoder is built on first use: a union of 25 structs takes msgspec about 3 ms,
@@ -238,7 +256,7 @@ class _ByPhaseFirst:
     ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
     struct for every event, as before) returns or raises: errors are ``then``'s."""
 
-    def __init__(self, first: Any, then: msgspec.json.Decoder[Any]) -> None:
+    def __init__(self, first: Any, then: _Lazy) -> None:
         self.first_type, self.then = first, then
         self.first: msgspec.json.Decoder[Any] | None = None
 
@@ -255,13 +273,13 @@ class _ByPhaseFirst:
             return self.then.decode(data)
 
 
-_event_decoder = msgspec.json.Decoder(list[FastEvent])
-_exact_event_decoder = msgspec.json.Decoder(list[ExactEvent])
-_raw_ts_event_decoder = msgspec.json.Decoder(list[RawTsEvent])
+_event_decoder = _Lazy(list[FastEvent])
+_exact_event_decoder = _Lazy(list[ExactEvent])
+_raw_ts_event_decoder = _Lazy(list[RawTsEvent])
 _phase_event_decoder = _ByPhaseFirst(list[PhaseEvent], _event_decoder)
 _raw_ts_phase_event_decoder = _ByPhaseFirst(list[RawTsPhaseEvent], _raw_ts_event_decoder)
-_root_decoder = _ByPhaseFirst(PhaseRoot, msgspec.json.Decoder(Root))
-_exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, msgspec.json.Decoder(ExactRoot))
+_root_decoder = _ByPhaseFirst(PhaseRoot, _Lazy(Root))
+_exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, _Lazy(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
