@@ -28,12 +28,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tb_kineto_insights import __version__
-from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.env_settings import CACHE_DIR_ENV, cli_cache_location
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 if TYPE_CHECKING:
     from tb_kineto_insights import compare
+    from tb_kineto_insights.analysis.thresholds import Thresholds
     from tb_kineto_insights.cached_summaries import CachedSummaries
     from tb_kineto_insights.schema import DiffDocument, Report
 
@@ -49,7 +48,11 @@ if TYPE_CHECKING:
 # alternation with the code before, 2-core machine at load 3.7-3.9; medians): --version
 # 0.92 -> 0.20 s wall, 0.60 -> 0.16 s CPU; report of transformer_eager (12.7 MB of JSON)
 # 1.76 -> 1.52 s wall, 1.18 -> 1.09 s CPU.
+# The thresholds (``dataclasses``, with it ``inspect``: 25-35 ms before numpy has loaded
+# it) and the reader's size limit (``trace.source``: threading, queue, 5-8 ms) are
+# imported by the parser, which ``--version`` alone does not build (:func:`main`).
 
+PROG = "tb-kineto-insights"
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
@@ -64,17 +67,23 @@ BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS",)
 def build_report(
     path: str,
     *,
-    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    max_json_bytes: int | None = None,
+    thresholds: Thresholds | None = None,
     summaries: CachedSummaries | None = None,
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or
     file: :func:`tb_kineto_insights.cli_report.build_report` (which documents its shape
-    and errors)."""
+    and errors). ``max_json_bytes`` None: ``trace.source.DEFAULT_MAX_JSON_BYTES``;
+    ``thresholds`` None: ``DEFAULT_THRESHOLDS``."""
     from tb_kineto_insights import cli_report
+    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
     return cli_report.build_report(
-        path, max_json_bytes=max_json_bytes, thresholds=thresholds, summaries=summaries
+        path,
+        max_json_bytes=DEFAULT_MAX_JSON_BYTES if max_json_bytes is None else max_json_bytes,
+        thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
+        summaries=summaries,
     )
 
 
@@ -100,6 +109,7 @@ def _compare(
 ) -> tuple[DiffDocument, compare.LoadedSide] | None:
     """Load both sides and diff them; None (after printing why) on unusable input."""
     from tb_kineto_insights import compare  # diff machinery: diff/check only
+    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
     from tb_kineto_insights.logdir import LogdirError
 
     try:
@@ -189,6 +199,7 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import json
 
     from tb_kineto_insights import index as index_module
+    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
     from tb_kineto_insights.cache import cache_dir_from_env
 
     try:
@@ -230,6 +241,8 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _add_index_parser(sub: Any, cache_help: str) -> None:
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
     cmd = sub.add_parser(
         "index",
         help="precompute every missing summary (and run view) into the cache, on Dask",
@@ -264,8 +277,11 @@ def _add_index_parser(sub: Any, cache_help: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
     parser = argparse.ArgumentParser(
-        prog="tb-kineto-insights",
+        prog=PROG,
         description="Why is my GPU job slow? Kineto trace analysis (CLI and TensorBoard tab).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -334,6 +350,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
     for name in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(name, "1")
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # what argparse's version action prints, without building the parser
+        sys.stdout.write(f"{PROG} {__version__}\n")
+        return EXIT_OK
     parser = _parser()
     try:
         args = parser.parse_args(argv)
