@@ -4,12 +4,13 @@ numpy >= 2.3 answers a plain ``np.unique(x)`` (no ``return_*``, no ``axis``) wit
 ``np.ma.is_masked(x)`` first, and ``np.median`` of a float array checks its NaN with
 ``np.ma.isMaskedArray``; the first such call of a process imports ``numpy.ma``
 (``numpy.ma.core`` builds its wrappers with ``inspect.signature``, which tokenizes
-docstrings). Measured on the shared 2-core machine (cProfile of one ``report`` of
-``transformer_eager``, numpy 2.4.6): that import cost 50-55 ms of the report's 0.59 s,
-more than the analysis of most panels; a ``report`` needs nothing else from
-``numpy.ma``. The calls of ``np.unique`` with ``return_index``, ``return_inverse`` or
-``return_counts`` and ``np.median`` of integers do not import it, nor does
-``np.percentile``.
+docstrings). Measured on the shared 2-core machine (numpy 2.4.6): ``import numpy.ma``
+after numpy and msgspec took 22-29 ms (3 runs; 50-55 ms of a ``report`` of
+``transformer_eager`` under cProfile), more than the analysis of most panels; a
+``report`` needs nothing else from ``numpy.ma``. The calls of ``np.unique`` with
+``return_index``, ``return_inverse`` or ``return_counts`` and ``np.median`` of integers
+do not import it; ``np.percentile`` does (it calls a plain ``np.unique`` on its
+indices): the run view of several workers still pays it (its ``p90_us``).
 
 :func:`sorted_unique` gives the same array, bit for bit, for the integer and boolean
 columns the reader and the analysis pass (ids, pids, tids, name ids, timestamps, kinds):
