@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 # imported by the parser, which ``--version`` alone does not build (:func:`main`):
 # --version 0.183 -> 0.109 s wall, 0.179 -> 0.108 s CPU (console script's code through
 # a launcher, 7 runs each alternated with main 4f2ef4d, medians, load 1.3). With the
-# other cuts of that round (no numpy.ma, logging, concurrent.futures, hashlib,
+# other cuts of that round (no logging, concurrent.futures, hashlib,
 # statistics on a report; fallback decoders built on first use), report --format json
 # --cache none of transformer_eager: 1.026 -> 0.956 s wall, 1.003 -> 0.941 s CPU (15
 # runs each alternated, medians, load 2.0-2.1).

@@ -65,7 +65,6 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.plain_numpy import median, sorted_unique
 from tb_kineto_insights.schema.communication import (
     BucketHistogram,
     BucketSize,
@@ -210,7 +209,7 @@ def _enclosing(ops: _Ops, pid: I64, tid: I64, t: I64) -> tuple[I64, I64, I64]:
     if n == 0 or len(ops) == 0:
         return inner, with_kind, with_args
     # one integer per (pid, tid) thread of the ops; launches on other threads get -1
-    pids, tids = sorted_unique(ops.pid), sorted_unique(ops.tid)
+    pids, tids = np.unique(ops.pid), np.unique(ops.tid)
 
     def thread_key(p: I64, t_: I64) -> I64:
         pi = np.minimum(np.searchsorted(pids, p), pids.size - 1)
@@ -224,7 +223,7 @@ def _enclosing(ops: _Ops, pid: I64, tid: I64, t: I64) -> tuple[I64, I64, I64]:
     q_key = thread_key(pid, tid)
     q_order = np.argsort(q_key, kind="stable")
     q_sorted = q_key[q_order]
-    for c in sorted_unique(q_key).tolist():
+    for c in np.unique(q_key).tolist():
         if c < 0:
             continue
         lo, hi = np.searchsorted(sorted_keys, [c, c + 1])
@@ -504,7 +503,7 @@ def _time_sets(
     """(union of communication, union of exposed communication, per device both)."""
     k = index.trace.kernels
     per_device: dict[int, tuple[iv.Intervals, iv.Intervals]] = {}
-    for dev in sorted_unique(k.device[comm_rows]).tolist():
+    for dev in np.unique(k.device[comm_rows]).tolist():
         on = k.device == dev
         c = on & comm_rows
         comp = on & ~comm_rows
@@ -546,7 +545,7 @@ def _bucket_distribution(sizes: I64) -> DdpBucketBytes:
         count=int(sizes.size),
         total_bytes=int(sizes.sum()),
         min_bytes=int(sizes.min()),
-        median_bytes=float(median(sizes)),
+        median_bytes=float(np.median(sizes)),
         max_bytes=int(sizes.max()),
         histogram=BucketHistogram(
             edges_bytes=list(BUCKET_EDGES_BYTES),
@@ -567,7 +566,7 @@ def _least_wait_ns(c: _Collectives) -> I64:
     dur = c.dur_ns
     out = dur.copy()
     size = c.size_bytes
-    for code in sorted_unique(c.kind).tolist():
+    for code in np.unique(c.kind).tolist():
         sel = np.nonzero(c.kind == code)[0]
         unsized = sel[size[sel] < 0]
         if unsized.size:
@@ -591,7 +590,7 @@ def _bandwidth(kind: str, size: I64, group: I64, time_ns: I64) -> tuple[float | 
         return None, None
     algbw = float(size.sum()) / total_ns
     factors = np.full(size.size, np.nan)
-    for n in sorted_unique(group).tolist():
+    for n in np.unique(group).tolist():
         f = co.bus_bandwidth_factor(kind, int(n) if n >= 0 else None)
         factors[group == n] = np.nan if f is None else f
     if np.isnan(factors).any():
@@ -606,7 +605,7 @@ def _kind_rows(
     dur = c.dur_ns
     exposed_ns = iv.overlap_per_window(exposed, c.start_ns, c.end_ns)
     size = c.size_bytes
-    for code in sorted_unique(c.kind).tolist():
+    for code in np.unique(c.kind).tolist():
         kind = co.KINDS[code]
         sel = c.kind == code
         time_ns = int(dur[sel].sum())
@@ -626,7 +625,7 @@ def _kind_rows(
                 bytes=int(c.in_bytes[in_known].sum()) if in_known.any() else None,
                 out_bytes=int(c.out_bytes[out_known].sum()) if out_known.any() else None,
                 sized_count=int(sized.sum()),
-                median_bytes=float(median(size[sized])) if sized.any() else None,
+                median_bytes=float(np.median(size[sized])) if sized.any() else None,
                 time_us=time_ns / 1000.0,
                 mean_us=time_ns / 1000.0 / count,
                 wait_estimate_us_total=int((dur[sel] - least_ns[sel]).sum()) / 1000.0,
@@ -638,7 +637,7 @@ def _kind_rows(
                 busbw_basis="least_wait_estimate",
                 kernel_time_algbw_gbps=k_algbw,
                 kernel_time_busbw_gbps=k_busbw,
-                group_sizes=sorted(int(n) for n in sorted_unique(c.group[sel]) if n >= 0),
+                group_sizes=sorted(int(n) for n in np.unique(c.group[sel]) if n >= 0),
                 kind_from={_KIND_FROM[i]: int(v) for i, v in enumerate(sources.tolist()) if v},
             )
         )

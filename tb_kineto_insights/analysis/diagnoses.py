@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import TypeVar
 
 import msgspec
+import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.communication import communication_diagnoses
@@ -46,7 +47,6 @@ from tb_kineto_insights.analysis.findings import (
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
-from tb_kineto_insights.plain_numpy import sorted_unique
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import HealthPanel
@@ -321,7 +321,7 @@ def _pageable_memcpy(
     severity = severity_for_impact(share, th)
     if severity is None:
         return None
-    kinds = sorted({index.trace.names[int(i)] for i in sorted_unique(copies.name[rows])})
+    kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
     return make_diagnosis(
         "pageable_memcpy",
         severity,

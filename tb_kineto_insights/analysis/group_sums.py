@@ -16,8 +16,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from tb_kineto_insights.plain_numpy import sorted_unique
-
 I64 = npt.NDArray[np.int64]
 
 #: Largest magnitude float64 holds every integer up to.
@@ -69,10 +67,10 @@ def distinct(values: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
     Measured on the 1.4M CPU ops of a 1 GB trace: 0.12 s for ``np.unique`` of the pid
     column, 4 ms this way."""
     if values.size == 0:
-        return sorted_unique(values)
+        return np.unique(values)
     lo, hi = int(values.min()), int(values.max())
     if hi - lo >= DISTINCT_RANGE_MAX:
-        return sorted_unique(values)
+        return np.unique(values)
     present = np.flatnonzero(np.bincount(values - lo if lo else values)) + lo
     return present.astype(values.dtype)
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from tb_kineto_insights.plain_numpy import sorted_unique
-
 I64 = npt.NDArray[np.int64]
 Intervals = tuple[I64, I64]
 
@@ -199,7 +197,7 @@ def split_at(iv: Intervals, points: npt.ArrayLike) -> Intervals:
     if iv[0].size == 0:
         return empty()
     s, e = iv
-    p = sorted_unique(p)
+    p = np.unique(p)
     idx = np.searchsorted(s, p, side="right") - 1
     ok = idx >= 0
     inside = np.zeros(p.size, dtype=np.bool_)

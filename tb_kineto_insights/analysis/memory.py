@@ -91,7 +91,6 @@ from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.plain_numpy import sorted_unique
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.memory import (
     Allocation,
@@ -177,9 +176,9 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
         first_lowest = lowest[np.concatenate([[True], r_lo[1:] != r_lo[:-1]])]
         last_highest = highest[np.concatenate([r_hi[1:] != r_hi[:-1], [True]])]
         keep = np.concatenate([first_lowest, last_highest, [0, n - 1]])
-    out = sorted_unique(keep).astype(np.int64)
+    out = np.unique(keep).astype(np.int64)
     if out.size > max_points:  # max_points < 4: fall back to the extremes only
-        out = sorted_unique(np.array([int(np.argmin(v)), int(np.argmax(v))], dtype=np.int64))
+        out = np.unique(np.array([int(np.argmin(v)), int(np.argmax(v))], dtype=np.int64))
     return out
 
 
@@ -557,7 +556,7 @@ def _device_summary(
     live_idx = np.nonzero(match["live"])[0]
     top = alloc_idx[np.argsort(-d.bytes[alloc_idx], kind="stable")[:LARGEST_ALLOCATIONS]]
     frag, frag_top = _fragmentation(d, index, t_us, per_step, th)
-    need = sorted_unique(np.concatenate([live_idx, top, frag_top]))
+    need = np.unique(np.concatenate([live_idx, top, frag_top]))
     op_rows = np.full(n, -1, dtype=np.int64)
     op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
     # allocations are host events: host windows (module docstring)
@@ -609,7 +608,7 @@ def _device_summary(
             g["count"] += int(counts[k])
             g["bytes"] += int(sizes[k])
             st = live_steps[inv == k]
-            g["_steps"].update(int(index.host_steps.number[s]) for s in sorted_unique(st[st >= 0]))
+            g["_steps"].update(int(index.host_steps.number[s]) for s in np.unique(st[st >= 0]))
     by_op = sorted(groups.values(), key=lambda g: (-g["bytes"], -g["count"], str(g["op"])))
     live = LiveAtEnd(
         count=int(live_idx.size),

@@ -98,7 +98,6 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.plain_numpy import median
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import HealthPanel
@@ -263,7 +262,7 @@ def _stats(values: list[float]) -> dict[str, float | int | None]:
     return {
         "count": int(arr.size),
         "mean_us": float(arr.mean()),
-        "median_us": float(median(arr)),
+        "median_us": float(np.median(arr)),
         "p90_us": float(np.percentile(arr, 90)),
         "max_us": float(arr.max()),
         "total_us": float(arr.sum()),
@@ -768,9 +767,9 @@ def _kinds(m: _Matched, n_steps: int) -> list[dict[str, Any]]:
                 "kind": kind,
                 "matched_count": len(items),
                 "calls_per_step": len(items) / n_steps if n_steps else None,
-                "median_bytes": float(median([s for s, _, _ in sized])) if sized else None,
+                "median_bytes": float(np.median([s for s, _, _ in sized])) if sized else None,
                 "total_bytes": total_bytes,
-                "median_transfer_us": float(median([t for _, t, _ in items])) / 1000.0,
+                "median_transfer_us": float(np.median([t for _, t, _ in items])) / 1000.0,
                 "transfer_us_total": sum(t for _, t, _ in items) / 1000.0,
                 "algbw_gbps": algbw,
                 "busbw_gbps": busbw,

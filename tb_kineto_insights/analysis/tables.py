@@ -14,7 +14,6 @@ from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
-from tb_kineto_insights.plain_numpy import sorted_unique
 from tb_kineto_insights.schema.tables import Table, TableRow, TablesPanel
 from tb_kineto_insights.trace import model as m
 
@@ -78,7 +77,7 @@ def _dataloader_iterators(index: TraceIndex) -> list[str]:
     for kind in (m.CPU_OP, m.USER_ANNOTATION):
         t = trace.tables[kind]
         rows = index.rows_where(kind, nm.is_dataloader)
-        found.update(trace.names[int(i)] for i in sorted_unique(t.name[rows]))
+        found.update(trace.names[int(i)] for i in np.unique(t.name[rows]))
     return sorted(found)
 
 

@@ -45,7 +45,6 @@ import numpy as np
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.plain_numpy import median
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
 from tb_kineto_insights.trace import model as m
@@ -117,7 +116,7 @@ def trace_quality_summary(
     n = len(dur_us)
     ratio: float | None = None
     if n >= th.quality_warmup_min_steps:
-        rest = float(median(dur_us[1:]))
+        rest = float(np.median(dur_us[1:]))
         ratio = round(dur_us[0] / rest, 3) if rest > 0 else None
     warm = ratio is not None and ratio >= th.quality_warmup_ratio
     sample = dur_us[1:] if warm else dur_us
@@ -194,7 +193,7 @@ def trace_quality_diagnoses(
                 f"The first profiled step lasts {ratio:.1f}x the others: not a steady-state step",
                 {
                     "first_step_us": quality.step_us[0],
-                    "median_other_steps_us": round(float(median(quality.step_us[1:])), 3),
+                    "median_other_steps_us": round(float(np.median(quality.step_us[1:])), 3),
                     "first_step_ratio": ratio,
                 },
                 "Means include this step. Profile after warm-up (schedule warmup=2 or more, "

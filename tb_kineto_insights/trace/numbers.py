@@ -42,8 +42,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tb_kineto_insights.plain_numpy import sorted_unique
-
 _COMMA = ord(",")
 _DOT = ord(".")
 _MINUS = ord("-")
@@ -151,7 +149,7 @@ def _parse_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # exact: a simple literal's sum is < 10^19 < 2^64 (16 integer + 3 ns digits)
     total = np.zeros(k, dtype=np.uint64)
     digit = np.where(is_digit, digit, np.uint8(0))  # a sign or a dot adds nothing
-    dots_at = sorted_unique(dot_col[~odd]) if odd.any() else sorted_unique(dot_col)
+    dots_at = np.unique(dot_col[~odd]) if odd.any() else np.unique(dot_col)
     for d in dots_at.tolist():  # usually one: Kineto writes one format
         rows = None if len(dots_at) == 1 else (dot_col == d)
         exp = d + 2 - col + (col > d)

@@ -67,9 +67,8 @@ took 0.12 s and the analysis 0.36 s. What changed:
 - at the end of the input, the last group of blocks (up to :data:`PIECE_BYTES`) is
   decoded in the parent while the workers finish, instead of serially after every
   piece is merged;
-- the server also preloaded ``numpy.ma``: numpy >= 2.3 imports it at the first plain
-  ``np.unique`` (40-50 ms here), which the timestamp parser of every worker called; it
-  now calls :func:`~tb_kineto_insights.plain_numpy.sorted_unique`, which does not.
+- the server also preloads ``numpy.ma``: numpy >= 2.3 imports it at the first plain
+  ``np.unique`` (40-50 ms here), which the timestamp parser of every worker calls.
 
 After (GPT, same instrumentation, load 3.3, two runs): read 4.4-4.9 s from 0.48-0.57 s,
 the workers' first pieces at 0.73-0.82 s, both busy 3.4-3.9 s until 4.8-5.3 s,
@@ -190,9 +189,9 @@ def _context() -> Any:
         # the reader (and cli, which the console script, the workers' main module,
         # imports), not the main module itself (the default), so that an unguarded
         # script does not run in the server, where no bootstrapping flag stops it
-        # (numpy.ma no more: the timestamp parser's distinct values come from
-        # ``plain_numpy.sorted_unique``, which does not import it)
-        preload = ["tb_kineto_insights.trace.reader"]
+        # and numpy.ma (numpy >= 2.3 imports it at the first plain np.unique, which
+        # every worker's timestamp parser calls: 40-50 ms a worker)
+        preload = ["tb_kineto_insights.trace.reader", "numpy.ma"]
         if "tb_kineto_insights.cli" in sys.modules:
             preload.append("tb_kineto_insights.cli")
         ctx.set_forkserver_preload(preload)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_kineto_insights.plain_numpy import sorted_unique
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.rowjson import renumber_rows
 
@@ -135,7 +134,7 @@ def quarantine_far_events(
         flows = m.FlowTable(
             **{name: getattr(flows, name)[keep] for name in flows.__dataclass_fields__}
         )
-    return out, memory, flows, counts, sorted_unique(np.concatenate(lost_corr))
+    return out, memory, flows, counts, np.unique(np.concatenate(lost_corr))
 
 
 def clip_stream_overlaps(tables: dict[str, m.EventTable]) -> dict[str, int]:
