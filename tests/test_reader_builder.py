@@ -137,8 +137,9 @@ def test_id_columns_all_ints_all_missing_mixed_and_large() -> None:
 
 def test_string_ids_are_converted_once_per_distinct_value_in_first_seen_order() -> None:
     """``_ids`` on old Kineto thread ids: numeric and hex strings parsed, other strings
-    interned as ``-1 - index`` in the order they first come, every string counted, equal
-    values (``1``, ``1.0``, ``True``) the same id; an unhashable value still converts."""
+    interned as ``-1 - index`` in the order they first come, every string counted;
+    ``1``, ``1.0``, ``True`` the same id, ``-2**63`` kept but ``-2.0**63`` missing (as
+    :func:`_as_int` gives them one by one); an unhashable value still converts."""
     b = _Builder(exact=False)
     values: list[object] = ["stream 7", "5555", "stream 7", 1, True, 1.0, None, "0x10", "b", "5555"]
     assert b._ids(values, -1).tolist() == [-1, 5555, -1, 1, 1, 1, -1, 16, -2, 5555]
@@ -148,6 +149,8 @@ def test_string_ids_are_converted_once_per_distinct_value_in_first_seen_order() 
     assert b.strings == {"stream 7": 0, "b": 1, "c": 2}
     assert b._ids([[1], "c", 2**70], -1).tolist() == [-4, -3, -1]  # a list: str() interned
     assert b.string_id_count == 10
+    # equal values of different types convert apart: the int is in range, the float not
+    assert b._ids([-(2**63), -(2.0**63), "d"], -1).tolist() == [-(2**63), -1, -5]
 
 
 def _metadata_one_by_one(events: list[Any]) -> _Builder:

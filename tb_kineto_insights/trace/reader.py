@@ -542,9 +542,8 @@ class _Builder:
         (exact below 2^53), anything else value by value. ``ints_tried``: the caller
         already failed to convert them as ints.
 
-        Otherwise :func:`_as_int` runs once per distinct value (``dict.fromkeys``), not
-        per value: values that compare equal (``1``, ``1.0``, ``True``, ``Decimal(1)``)
-        give the same id, so one conversion serves them all. Old Kineto traces name
+        Otherwise :func:`_as_int` runs once per distinct (type, value) pair
+        (``dict.fromkeys``), not per value. Old Kineto traces name
         threads ``"stream 7"`` or ``"5555"`` (``kineto_resnet50``: 51,168 string
         ``tid`` values, 5 distinct); converting each, with two caught exceptions per
         non-numeric string, took 0.26 of 0.90 s of that read."""
@@ -564,15 +563,19 @@ class _Builder:
         except (TypeError, ValueError, OverflowError):
             pass
         self.string_id_count += sum(map(isinstance, values, repeat(str)))
-        try:  # each distinct value once, in first-seen order (strings interned as before)
-            distinct = dict.fromkeys(values)
+        # each distinct (type, value) once, in first-seen order (strings interned as
+        # before); the type in the key keeps -2**63 (int, kept) apart from -2.0**63
+        # (float, missing), which compare equal
+        typed = list(zip(map(type, values), values, strict=True))
+        try:
+            distinct = dict.fromkeys(typed)
         except TypeError:  # an unhashable value (a list from a loose decode)
             distinct = None
         if distinct is not None:
-            for v in distinct:
-                iv = _as_int(v, self.strings)
-                distinct[v] = missing if iv == MISSING_ID else iv
-            return np.fromiter(map(distinct.__getitem__, values), np.int64, count=n)
+            for key in distinct:
+                iv = _as_int(key[1], self.strings)
+                distinct[key] = missing if iv == MISSING_ID else iv
+            return np.fromiter(map(distinct.__getitem__, typed), np.int64, count=n)
         out_list = []
         for v in values:
             iv = _as_int(v, self.strings)
