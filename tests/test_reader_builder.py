@@ -209,6 +209,20 @@ def test_metadata_names_match_the_event_by_event_path() -> None:
         ref.strings,
     )
 
+    # int pids, a string tid: event by event; a thread without a string label interns
+    # nothing
+    tids = [
+        meta("thread_name", 1, "no label", None),
+        meta("thread_name", 1, "stream 7", "stream"),
+        meta("process_name", 1, 0, "p"),
+        meta("thread_name", 1, 4, "four"),
+    ]
+    b = _Builder(exact=False)
+    b.add_events(_decoded(tids))
+    assert b.strings == {"stream 7": 0}
+    assert b.thread_names == {(1, -1): "stream", (1, 4): "four"}
+    assert b.process_names == {1: "p"}
+
 
 def _json_events(path: Path) -> list[dict[str, Any]]:
     import gzip
