@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from conftest import cpu, kernel, write_trace
 
-from tb_kineto_insights.trace.reader import _Builder, _event_decoder, read_trace
+from tb_kineto_insights.trace.reader import MISSING_ID, _Builder, _event_decoder, read_trace
 
 
 def _decoded(events: list[dict[str, Any]]) -> list[Any]:
@@ -133,3 +133,128 @@ def test_id_columns_all_ints_all_missing_mixed_and_large() -> None:
     assert b._ids(["0x10", None, "12"], -1).tolist() == [16, -1, 12]
     assert b.string_id_count == 2
     assert np.array_equal(b._ids([]), np.zeros(0, dtype=np.int64))
+
+
+def test_string_ids_are_converted_once_per_distinct_value_in_first_seen_order() -> None:
+    """``_ids`` on old Kineto thread ids: numeric and hex strings parsed, other strings
+    interned as ``-1 - index`` in the order they first come, every string counted;
+    ``1``, ``1.0``, ``True`` the same id, ``-2**63`` kept but ``-2.0**63`` missing (as
+    :func:`_as_int` gives them one by one); an unhashable value still converts."""
+    b = _Builder(exact=False)
+    values: list[object] = ["stream 7", "5555", "stream 7", 1, True, 1.0, None, "0x10", "b", "5555"]
+    assert b._ids(values, -1).tolist() == [-1, 5555, -1, 1, 1, 1, -1, 16, -2, 5555]
+    assert b.strings == {"stream 7": 0, "b": 1}
+    assert b.string_id_count == 6
+    assert b._ids(["b", "c", "stream 7"]).tolist() == [-2, -3, -1]
+    assert b.strings == {"stream 7": 0, "b": 1, "c": 2}
+    assert b._ids([[1], "c", 2**70], -1).tolist() == [-4, -3, -1]  # a list: str() interned
+    assert b.string_id_count == 10
+    # equal values of different types convert apart: the int is in range, the float not
+    assert b._ids([-(2**63), -(2.0**63), "d"], -1).tolist() == [-(2**63), -1, -5]
+
+
+def _metadata_one_by_one(events: list[Any]) -> _Builder:
+    ref = _Builder(exact=False)
+    for e in events:
+        ref.kind_counts["metadata"] += 1
+        ref._metadata_label(e)
+    return ref
+
+
+def test_metadata_names_match_the_event_by_event_path() -> None:
+    """Process and thread names: the last label of an id wins, ids keep first-seen
+    order, events whose label is not a string are ignored, other metadata names
+    (``process_labels``, sort indexes) change nothing; the same dicts as event by event
+    on ints (the vectorised path) and on string, float and huge ids (the fallback, which
+    interns string ids in event order)."""
+
+    def meta(name: str, pid: object, tid: object, label: object) -> dict[str, Any]:
+        return {"ph": "M", "name": name, "pid": pid, "tid": tid, "ts": 0, "args": {"name": label}}
+
+    ints = [
+        meta("process_name", 9, 0, "MTIA 9"),
+        meta("process_labels", 9, 0, None),
+        meta("thread_name", 9, 3, "queue 3"),
+        meta("process_name", 2, 0, "CPU"),
+        meta("process_name", 9, 0, "MTIA 9 again"),
+        meta("thread_name", 9, 3, 17),  # not a string: ignored
+        meta("thread_sort_index", 9, 3, "x"),
+        meta("thread_name", 2, 5, "main"),
+    ]
+    b = _Builder(exact=False)
+    b.add_events(_decoded(ints))
+    assert b.process_names == {9: "MTIA 9 again", 2: "CPU"}
+    assert list(b.process_names) == [9, 2]
+    assert b.thread_names == {(9, 3): "queue 3", (2, 5): "main"}
+    assert b.kind_counts["metadata"] == 8
+    ref = _metadata_one_by_one(_decoded(ints))
+    assert (b.process_names, b.thread_names) == (ref.process_names, ref.thread_names)
+
+    odd = [
+        meta("process_labels", "Traces", 0, "x"),  # interned first, though no name
+        meta("thread_name", 1, "stream 7", "stream"),
+        meta("process_name", "Traces", 0, "traces"),
+        meta("process_name", 3.0, 0, "float pid"),
+        meta("process_name", 2**64, 0, "huge pid"),
+    ]
+    b = _Builder(exact=False)
+    b.add_events(_decoded(odd))
+    assert b.strings == {"Traces": 0, "stream 7": 1}
+    assert b.process_names == {-1: "traces", 3: "float pid", MISSING_ID: "huge pid"}
+    assert b.thread_names == {(1, -2): "stream"}
+    ref = _metadata_one_by_one(_decoded(odd))
+    assert (b.process_names, b.thread_names, b.strings) == (
+        ref.process_names,
+        ref.thread_names,
+        ref.strings,
+    )
+
+    # int pids, a string tid: event by event; a thread without a string label interns
+    # nothing
+    tids = [
+        meta("thread_name", 1, "no label", None),
+        meta("thread_name", 1, "stream 7", "stream"),
+        meta("process_name", 1, 0, "p"),
+        meta("thread_name", 1, 4, "four"),
+    ]
+    b = _Builder(exact=False)
+    b.add_events(_decoded(tids))
+    assert b.strings == {"stream 7": 0}
+    assert b.thread_names == {(1, -1): "stream", (1, 4): "four"}
+    assert b.process_names == {1: "p"}
+
+
+def _json_events(path: Path) -> list[dict[str, Any]]:
+    import gzip
+
+    with gzip.open(path) as fh:
+        events: list[dict[str, Any]] = json.load(fh)["traceEvents"]
+    return events
+
+
+def test_real_string_tids_and_metadata_names_match_the_json(shared_traces: Path) -> None:
+    """Real traces on both new paths, checked against the JSON read with ``json``:
+    ``kineto_resnet50`` (old Kineto: tids ``"5555"``, ``"stream 7"``) keeps numeric
+    string tids as ints and interns the others; ``hta_mtia`` (310,046 ``M`` events)
+    gets every process and thread name, the last label of an id winning (its 310,046
+    ``M`` events repeat the names of 2 processes and their threads per piece)."""
+    run = shared_traces / "kineto_resnet50/resnet50_num_workers_4"
+    path = run / "worker0.1623212756351.pt.trace.json.gz"
+    tr = read_trace(str(path), workers=1)
+    want: set[int] = set()
+    for e in _json_events(path):
+        if e.get("ph") == "X" and e.get("cat") == "Operator":
+            t = e["tid"]
+            want.add(int(t) if isinstance(t, int) or t.isdigit() else -1 - tr.string_ids.index(t))
+    got = set(tr.tables["cpu_op"].tid.tolist())
+    assert got == want
+    assert {5555, 5786} <= got
+
+    # hta_mtia: the names below are those the JSON gives (checked with ``json`` once:
+    # with it, this test took 33 s here, too long for every run)
+    tr = read_trace(str(shared_traces / "hta_mtia/mtia_rank_0.json.gz"), workers=1)
+    assert tr.health.kind_counts["metadata"] == 310_046
+    named = {k: v for k, v in tr.process_names.items() if k >= 0}
+    assert sorted(named) == [9, 3100453]  # 62,111 process_name events name these 2 again
+    assert named[9] == "MTIA 9"
+    assert len(tr.thread_names) == 7

@@ -92,7 +92,15 @@ if TYPE_CHECKING:
 # a file under PARALLEL_MIN_JSON_BYTES never needs them.
 
 #: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
-#: workers' start (about 0.1 s) is not paid back.
+#: workers' start (about 0.1 s) is not paid back. Checked on the mid-size public traces
+#: (issue 14, round 2; the shared 2-core machine at load 1.2-2.5, ``report --format
+#: json --cache none``, the workers forced on by a threshold of 0 against off, alternated,
+#: median wall of 3): ``hta_cuda_graphs_small_kernels`` 25.8 MB 1.69 s serial / 1.78 s
+#: parallel, ``hta_trace_diff`` control 34.8 MB 1.74 / 1.87 s, ``hta_df_index_resolver``
+#: 53.7 MB 3.47 / 4.65 s, ``hta_mtia`` 86.9 MB 3.43 / 3.72 s: the workers do not pay back
+#: up to 90 MB there, so the threshold and :data:`GZIP_RATIO_ESTIMATE` stay (those files
+#: compress 18-29x, so they are estimated at 9-24 MB and read serially; GPT, 8.5 MB
+#: stored, 149 MB of JSON, is estimated at 68 MB and read with workers).
 PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
 #: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
 #: about 10x; a low guess only makes a mid-size file read serially).
