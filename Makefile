@@ -13,7 +13,7 @@ NPM ?= npm
 CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),$(shell command -v chromium-browser 2>/dev/null),/usr/bin/chromium)
 FRONTEND_DEPS := frontend/node_modules/.package-lock.json
 
-.PHONY: venv demo test test-plan lint typecheck unit capture-test bench bench-setup bench-peers clean frontend frontend-test browser-deps schema
+.PHONY: venv demo test test-plan lint typecheck unit quick capture-test bench bench-setup bench-peers clean frontend frontend-test browser-deps schema
 
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,21 @@ demo: venv
 lint: venv
 	$(VENV)/bin/ruff check tb_kineto_insights tests scripts benchmarks
 	$(VENV)/bin/ruff format --check tb_kineto_insights tests scripts benchmarks
+	$(VENV)/bin/lint-imports
 
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# The whole suite, in parallel (pytest-xdist, one process per core); the 10 slowest tests
+# are printed at the end.
+PYTEST_WORKERS ?= auto
 unit: venv
-	KINETO_INSIGHTS_CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest -q
+	KINETO_INSIGHTS_CHROMIUM=$(CHROMIUM) $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) --durations=10
+
+# The edit-test loop: lint, mypy and the unit tests on tiny hand-written traces (no real
+# traces, browser or torch); about a minute.
+quick: lint typecheck
+	$(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not real and not slow" -p no:cacheprovider
 
 # Before `unit`: the frontend's own tests, and what the browser tests need. test-plan
 # first says what will be installed (before anything is).

@@ -42,6 +42,10 @@ setup(
             "pytest>=7",
             "ruff>=0.6",
             "mypy>=1.10",
+            # the layers of docs/architecture.md, checked by `make lint` (lint-imports)
+            "import-linter>=2.1",
+            # the test suite in parallel (make test: pytest -n auto)
+            "pytest-xdist>=3.5",
             "s3fs>=2023.1",
             "moto[server]>=5",
             "hypothesis>=6",
@@ -49,9 +53,9 @@ setup(
         ],
     },
     entry_points={
-        "console_scripts": ["tb-kineto-insights=tb_kineto_insights.cli:main"],
+        "console_scripts": ["tb-kineto-insights=tb_kineto_insights.cli.main:main"],
         "tensorboard_plugins": [
-            "kineto_insights=tb_kineto_insights.plugin_loader:KinetoInsightsLoader",
+            "kineto_insights=tb_kineto_insights.serve.plugin_loader:KinetoInsightsLoader",
         ],
     },
 )

@@ -42,8 +42,8 @@ from tensorboard.backend import application  # noqa: E402
 from tensorboard.plugins.core import core_plugin  # noqa: E402
 from werkzeug.test import Client  # noqa: E402
 
-from tb_kineto_insights.plugin import KinetoInsightsPlugin  # noqa: E402
-from tb_kineto_insights.plugin_loader import KinetoInsightsLoader  # noqa: E402
+from tb_kineto_insights.serve.plugin import KinetoInsightsPlugin  # noqa: E402
+from tb_kineto_insights.serve.plugin_loader import KinetoInsightsLoader  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "traces" / "public" / "hta_mtia" / "mtia_rank_0.json.gz"

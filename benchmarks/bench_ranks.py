@@ -34,7 +34,7 @@ def child(n: int, balanced: bool, profile: bool) -> None:
     sys.path.insert(0, str(HERE))
     import synth_ranks
 
-    from tb_kineto_insights.cache import encode_json
+    from tb_kineto_insights.store.cache import encode_json
     from tb_kineto_insights.summary import summarize_run
 
     workers = synth_ranks.balanced_run(n) if balanced else synth_ranks.straggler_run(n, n // 3)

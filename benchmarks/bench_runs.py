@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 from werkzeug.test import Client
 
-from tb_kineto_insights.plugin import KinetoInsightsPlugin
+from tb_kineto_insights.serve.plugin import KinetoInsightsPlugin
 
 EMPTY_TRACE = b'{"traceEvents": []}'
 

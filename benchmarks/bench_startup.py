@@ -39,7 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = next(iter(sorted((REPO / "sample_logs/transformer_eager").glob("*.json*"))), None)
-MAIN = "import sys; from tb_kineto_insights.cli import main; sys.exit(main())"
+MAIN = "import sys; from tb_kineto_insights.cli.main import main; sys.exit(main())"
 
 
 def _commands(trace: Path) -> dict[str, list[str]]:

@@ -130,7 +130,7 @@ print("OK profiles=%d" % len(profiles))
 
 PROFILE_CHILD = r"""
 import cProfile, io, pstats, sys, contextlib
-from tb_kineto_insights.cli import main
+from tb_kineto_insights.cli.main import main
 pr = cProfile.Profile()
 with open(sys.argv[2], "w") as out, contextlib.redirect_stdout(out):
     pr.enable()

@@ -51,6 +51,36 @@ def shared_cases() -> Path:
     return require_dir(CASES, "../shared/cases")
 
 
+#: Fixtures that mean a test reads real traces (``make quick`` leaves such tests out).
+_REAL_FIXTURES = frozenset({"shared_traces", "h200x2", "shared_cases", "s3_server"})
+#: Modules whose tests read sample_logs/ or ../shared, drive a browser or need torch.
+_REAL_MODULES = frozenset(
+    {
+        "test_real_traces",
+        "test_summary_real",
+        "test_expected_diagnoses",
+        "test_many_ranks",
+        "test_capture",
+        "test_record_scripts",
+        "test_compare_peers",
+        "test_first_use",
+        "test_frontend_build",
+        "test_make_test_plan",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``real`` every test that reads real traces, drives the browser or needs
+    torch, so that ``make quick`` (``-m "not real and not slow"``) runs only the unit
+    tests on tiny hand-written traces."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if module in _REAL_MODULES or fixtures & _REAL_FIXTURES or "browser" in item.path.parts:
+            item.add_marker(pytest.mark.real)
+
+
 # --------------------------------------------------------------------------- S3 (moto)
 
 
@@ -154,7 +184,7 @@ def cpu(name: str, ts: float, dur: float, *, cat: str = "cpu_op", tid: int = 1) 
 
 @functools.lru_cache(maxsize=1)
 def _real_summary_bytes() -> bytes:
-    from tb_kineto_insights.cache import encode_json
+    from tb_kineto_insights.store.cache import encode_json
     from tb_kineto_insights.summary import summarize_file
 
     folder = Path(tempfile.mkdtemp(prefix="kineto-insights-summary-"))

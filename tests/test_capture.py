@@ -147,7 +147,7 @@ def test_override_changes_the_schedule(tmp_path: Path) -> None:
 
 
 def test_light_vs_full_diff_names_the_settings(tmp_path: Path) -> None:
-    from tb_kineto_insights.compare import compare, load_side
+    from tb_kineto_insights.compare.before_after import compare, load_side
 
     _loop(tmp_path, "light", "light")
     _loop(tmp_path, "full", "full")

@@ -10,10 +10,11 @@ import pytest
 from conftest import as_json, cpu, kernel, real_summary, write_trace
 from msgspec.structs import replace
 
-from tb_kineto_insights import compare, summary
-from tb_kineto_insights.analysis.diff import diagnoses_found, run_view_of
+from tb_kineto_insights import summary
 from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, make_diagnosis
-from tb_kineto_insights.cli import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
+from tb_kineto_insights.cli.main import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
+from tb_kineto_insights.compare import before_after as compare
+from tb_kineto_insights.compare.diff import diagnoses_found, run_view_of
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.run_view import SupersededDiagnosis

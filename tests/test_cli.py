@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.cli import main
+from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.summary import PANELS, REPORT_SCHEMA
 
 
@@ -150,7 +150,7 @@ def test_console_script_on_sample_logs() -> None:
 def test_json_is_strict(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.json", _good_events())
     buf = io.StringIO()
-    from tb_kineto_insights.cli import build_report
+    from tb_kineto_insights.cli.main import build_report
 
     json.dump(as_json(build_report(str(path))), buf, allow_nan=False)
     assert json.loads(buf.getvalue())["runs"][0]["workers"][0]["spans"][0]["summary"]

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.comparability import comparability, format_comparability
-from tb_kineto_insights.cli import main
-from tb_kineto_insights.compare import compare, load_side
+from tb_kineto_insights.cli.main import main
+from tb_kineto_insights.compare.before_after import compare, load_side
+from tb_kineto_insights.compare.comparability import comparability, format_comparability
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.diff import ComparabilityItem
 from tb_kineto_insights.summary import summarize_file

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.diff import judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cli import main
-from tb_kineto_insights.compare import SideError, compare, load_side, resolve_side
+from tb_kineto_insights.cli.main import main
+from tb_kineto_insights.compare.before_after import SideError, compare, load_side, resolve_side
+from tb_kineto_insights.compare.diff import judge
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:

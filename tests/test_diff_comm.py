@@ -12,8 +12,8 @@ import msgspec
 import pytest
 from conftest import as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.diff_comm import communication_rows
-from tb_kineto_insights.compare import compare, diff_text, load_side
+from tb_kineto_insights.compare.before_after import compare, diff_text, load_side
+from tb_kineto_insights.compare.diff_comm import communication_rows
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.summary import summarize_file

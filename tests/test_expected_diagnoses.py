@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, SHARED, as_json, require_dir
 
-from tb_kineto_insights.cli import build_report
+from tb_kineto_insights.cli.main import build_report
 
 README = REPO / "sample_logs" / "README.md"
 _ROW = re.compile(r"^\|\s*`(?P<run>[^`]+)`\s*\|(?P<ids>[^|]*)\|")

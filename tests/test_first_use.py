@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights import compare
-from tb_kineto_insights.cli import build_report, main, write_text
+from tb_kineto_insights.cli.main import build_report, main, write_text
+from tb_kineto_insights.compare import before_after as compare
 from tb_kineto_insights.schema import DiffDocument
 
 

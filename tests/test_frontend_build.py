@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from tb_kineto_insights.plugin import _STATIC_FILES
+from tb_kineto_insights.serve.plugin import _STATIC_FILES
 
 STATIC = REPO / "tb_kineto_insights" / "static"
 FRONTEND = REPO / "frontend"

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, Parses, cpu, kernel, write_trace
 
-from tb_kineto_insights import cli
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.cache import READY, encode_json
-from tb_kineto_insights.index import IndexSetupError, Progress, run_index
-from tb_kineto_insights.logdir import discover
+from tb_kineto_insights.cli import main as cli
+from tb_kineto_insights.cli.index import IndexSetupError, Progress, run_index
+from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.serve.loader import READY
+from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 
 pytest.importorskip("dask.distributed")
@@ -118,7 +119,7 @@ def test_tensorboard_then_parses_nothing(
 ) -> None:
     """The plugin over an indexed log directory with that cache: every span is ready
     from the scan on, and no load is ever started (preloading on)."""
-    from tb_kineto_insights import plugin as plugin_module
+    from tb_kineto_insights.serve import plugin as plugin_module
 
     logdir = indexed["traces"] / "h200x2"
 
@@ -155,7 +156,7 @@ def test_killed_half_way_then_resumed(tmp_path: Path) -> None:
     command = [
         sys.executable,
         "-m",
-        "tb_kineto_insights.cli",
+        "tb_kineto_insights.cli.main",
         "index",
         str(SAMPLE_LOGS),
         "--cache",
@@ -304,7 +305,7 @@ def test_index_runs_from_a_fresh_interpreter_on_processes(tmp_path: Path) -> Non
         [
             sys.executable,
             "-m",
-            "tb_kineto_insights.cli",
+            "tb_kineto_insights.cli.main",
             "index",
             str(logdir),
             "--cache",
@@ -362,8 +363,8 @@ def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
     accepted (each entry is computed or found by each run), never a corrupt entry."""
     import threading
 
-    from tb_kineto_insights.cached_summaries import CachedSummaries
-    from tb_kineto_insights.logdir import span_for_file
+    from tb_kineto_insights.logdir.discovery import span_for_file
+    from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
     logdir = tmp_path / "logs"
     files = [
@@ -394,7 +395,7 @@ def test_a_file_unreadable_for_its_key_fails_with_the_os_reason(
 ) -> None:
     """The failed entry says why the file could not be read (it used to say only
     "cannot be read for its content key"); the other file is still computed."""
-    from tb_kineto_insights import content_id
+    from tb_kineto_insights.store import content_id
 
     logdir = tmp_path / "logs"
     tiny_trace(logdir / "run" / "w0.1.pt.trace.json", 0, 300.0)

@@ -1,4 +1,4 @@
-"""Tests for tb_kineto_insights.logdir: discovery of runs / workers / spans."""
+"""Tests for tb_kineto_insights.logdir.discovery: discovery of runs / workers / spans."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 import fsspec
 import pytest
 
-from tb_kineto_insights import logdir as logdir_module
-from tb_kineto_insights.logdir import (
+from tb_kineto_insights.logdir import discovery as logdir_module
+from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
     Span,

@@ -16,9 +16,9 @@ from conftest import REPO, as_json
 from werkzeug.test import Client
 
 from tb_kineto_insights.analysis.run_view import LARGEST_SKEW_RANKS
-from tb_kineto_insights.cache import LoadResult, encode_json
-from tb_kineto_insights.plugin import RUN_VIEW_PANELS, KinetoInsightsPlugin
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.serve.plugin import RUN_VIEW_PANELS, KinetoInsightsPlugin
+from tb_kineto_insights.store.cache import LoadResult, encode_json
 from tb_kineto_insights.summary import summarize_file, summarize_run
 
 sys.path.insert(0, str(REPO / "benchmarks"))

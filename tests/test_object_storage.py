@@ -29,9 +29,9 @@ from test_plugin import (
     tail,
 )
 
-from tb_kineto_insights import cli
-from tb_kineto_insights.cache import encode_json
-from tb_kineto_insights.logdir import LogdirError, discover
+from tb_kineto_insights.cli import main as cli
+from tb_kineto_insights.logdir.discovery import LogdirError, discover
+from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.summary import summarize_file
 
 #: Two real 2-rank runs (2 x H200, ~430 KB each file): a healthy DDP run, a straggler.

@@ -34,12 +34,11 @@ from tensorboard.plugins import base_plugin
 from tensorboard.plugins.core import core_plugin
 from werkzeug.test import Client, TestResponse
 
-from tb_kineto_insights import plugin as plugin_module
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.cache import DiskCache, LoadDeadline
-from tb_kineto_insights.doctor import run_doctor
-from tb_kineto_insights.logdir import discover
-from tb_kineto_insights.plugin import (
+from tb_kineto_insights.cli.doctor import run_doctor
+from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.serve import plugin as plugin_module
+from tb_kineto_insights.serve.plugin import (
     PRELOAD_ENV,
     RESCAN_ENV,
     ROUTES,
@@ -50,7 +49,9 @@ from tb_kineto_insights.plugin import (
     preload_from_env,
     rescan_interval_from_env,
 )
-from tb_kineto_insights.plugin_loader import KinetoInsightsLoader
+from tb_kineto_insights.serve.plugin_loader import KinetoInsightsLoader
+from tb_kineto_insights.serve.worker_pool import LoadDeadline
+from tb_kineto_insights.store.cache import DiskCache
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_LOGS = REPO / "sample_logs"
@@ -1018,9 +1019,9 @@ def test_loader_returns_none_and_warns_when_import_fails(
     logdir: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A None entry in sys.modules makes `import` raise ImportError.
-    monkeypatch.setitem(sys.modules, "tb_kineto_insights.plugin", None)
-    monkeypatch.delattr("tb_kineto_insights.plugin", raising=False)
-    with caplog.at_level(logging.WARNING, logger="tb_kineto_insights.plugin_loader"):
+    monkeypatch.setitem(sys.modules, "tb_kineto_insights.serve.plugin", None)
+    monkeypatch.delattr("tb_kineto_insights.serve.plugin", raising=False)
+    with caplog.at_level(logging.WARNING, logger="tb_kineto_insights.serve.plugin_loader"):
         app = make_app(logdir)
     assert "Kineto Insights plugin disabled" in caplog.text
     assert "None in sys.modules" in caplog.text  # the reason, as Python words it
@@ -1037,18 +1038,18 @@ def test_loader_survives_broken_dependency(
         def __getattr__(self, name: str) -> Any:
             raise RuntimeError("broken native library")
 
-    monkeypatch.setitem(sys.modules, "tb_kineto_insights.plugin", Exploding())
-    monkeypatch.delattr("tb_kineto_insights.plugin", raising=False)
+    monkeypatch.setitem(sys.modules, "tb_kineto_insights.serve.plugin", Exploding())
+    monkeypatch.delattr("tb_kineto_insights.serve.plugin", raising=False)
     context = SimpleNamespace(logdir="/nonexistent", flags=None)
-    with caplog.at_level(logging.WARNING, logger="tb_kineto_insights.plugin_loader"):
+    with caplog.at_level(logging.WARNING, logger="tb_kineto_insights.serve.plugin_loader"):
         assert KinetoInsightsLoader().load(context) is None
     assert "broken native library" in caplog.text
 
 
 def test_loader_module_imports_nothing_heavy() -> None:
     code = (
-        "import sys, tb_kineto_insights.plugin_loader as m; "
-        "heavy = [n for n in ('numpy', 'msgspec', 'fsspec', 'tb_kineto_insights.plugin') "
+        "import sys, tb_kineto_insights.serve.plugin_loader as m; "
+        "heavy = [n for n in ('numpy', 'msgspec', 'fsspec', 'tb_kineto_insights.serve.plugin') "
         "if n in sys.modules]; print(heavy)"
     )
     out = subprocess.run(

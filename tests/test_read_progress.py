@@ -9,7 +9,8 @@ from pathlib import Path
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cache import Identity, settings_fingerprint
+from tb_kineto_insights.serve.worker_pool import _Slot, _Task
+from tb_kineto_insights.store.cache import Identity, settings_fingerprint
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import (
@@ -18,7 +19,6 @@ from tb_kineto_insights.trace.source import (
     DEFAULT_MAX_JSON_BYTES,
     reading_progress,
 )
-from tb_kineto_insights.worker_pool import _Slot, _Task
 
 
 def _big_trace(path: Path, n: int, gz: bool = False) -> None:

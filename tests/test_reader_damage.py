@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import H200X2, SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.cli import main as cli_main
-from tb_kineto_insights.logdir import parse_span_index
+from tb_kineto_insights.cli.main import main as cli_main
+from tb_kineto_insights.logdir.discovery import parse_span_index
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace import reader as reader_module
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError

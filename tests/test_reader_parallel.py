@@ -221,7 +221,7 @@ def test_worker_errors_fall_back_to_serial(
     between tasks: the blocks from that task on are read serially, same result. The
     pool is a thread pool here so that the failures can be planted."""
     serial = read_trace(str(scaled_sample), workers=1, block_bytes=SMALL_BLOCK)
-    real = parallel.decode_pieces
+    real = reader.build_pieces
     calls: list[int] = []
 
     def flaky(tail: bytes, blocks: list[bytes], exact: bool) -> object:
@@ -230,7 +230,7 @@ def test_worker_errors_fall_back_to_serial(
             raise OSError("worker died")
         return real(tail, blocks, exact)
 
-    monkeypatch.setattr(parallel, "decode_pieces", flaky)
+    monkeypatch.setattr(reader, "decode_in_worker", flaky)
     monkeypatch.setattr(parallel, "start_pool", lambda workers: ThreadPoolExecutor(workers))
     _assert_same(serial, read_trace(str(scaled_sample), workers=2, block_bytes=SMALL_BLOCK))
     assert len(calls) > 10 and len(merged) > 5  # workers before and after the failure
@@ -301,14 +301,14 @@ def test_parent_decodes_pieces_while_the_workers_start(
         return real_here(tail, blocks, exact)
 
     started = threading.Event()
-    real = parallel.decode_pieces
+    real = reader.build_pieces
 
     def slow_start(tail: bytes, blocks: list[bytes], exact: bool) -> object:
         started.wait(timeout=60)
         return real(tail, blocks, exact)
 
     monkeypatch.setattr(reader, "_decoded_here", counted)
-    monkeypatch.setattr(parallel, "decode_pieces", slow_start)
+    monkeypatch.setattr(reader, "decode_in_worker", slow_start)
     monkeypatch.setattr(parallel, "start_pool", lambda workers: ThreadPoolExecutor(workers))
     monkeypatch.setattr(
         parallel, "HELD_PER_WORKER", parallel.IN_FLIGHT_PER_WORKER + 3

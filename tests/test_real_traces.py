@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS
 
-from tb_kineto_insights.logdir import discover
+from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.trace.reader import read_trace
 
 KIND_OF = {

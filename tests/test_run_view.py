@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from tb_kineto_insights.analysis.run_view import binomial_tail, run_diagnoses, run_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
-from tb_kineto_insights.cli import build_report, write_text
+from tb_kineto_insights.cli.main import build_report, write_text
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import select_run_spans, summarize_file, summarize_run
 

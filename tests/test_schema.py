@@ -27,10 +27,10 @@ from conftest import (
 )
 
 from tb_kineto_insights import schema
-from tb_kineto_insights.cache import _entry_bytes, encode_json
-from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
-from tb_kineto_insights.cli import build_report
-from tb_kineto_insights.logdir import span_for_file
+from tb_kineto_insights.cli.main import build_report
+from tb_kineto_insights.logdir.discovery import span_for_file
+from tb_kineto_insights.store.cache import _entry_bytes, encode_json
+from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.summary import PANELS, summarize_file, try_summarize_file
 
 FRONTEND = REPO / "frontend"
@@ -208,7 +208,7 @@ def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
 def test_schema_fingerprint_is_part_of_the_cache_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tb_kineto_insights import cache as cache_module
+    from tb_kineto_insights.store import cache as cache_module
 
     path = _tiny(tmp_path)
     ident = identity_of(span_for_file(str(path)))

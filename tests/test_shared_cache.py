@@ -24,19 +24,20 @@ import xxhash
 from conftest import Parses, S3Server, real_summary
 from werkzeug.test import Client
 
-from tb_kineto_insights import cache as cache_module
-from tb_kineto_insights import cli, worker_pool
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cache import (
+from tb_kineto_insights.cli import main as cli
+from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.serve import worker_pool
+from tb_kineto_insights.store import cache as cache_module
+from tb_kineto_insights.store.cache import (
     CACHE_DIR_ENV,
     DiskCache,
     Identity,
     decode_entry,
     settings_fingerprint,
 )
-from tb_kineto_insights.cached_summaries import CachedSummaries, cli_cache_location
-from tb_kineto_insights.content_id import HASH_BYTES, content_key
-from tb_kineto_insights.logdir import discover
+from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
+from tb_kineto_insights.store.content_id import HASH_BYTES, content_key
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -179,7 +180,7 @@ def test_tensorboard_on_the_copy_serves_from_the_cache(
     """A teammate's TensorBoard on the other mount point: ready without reading."""
     from test_plugin import PRELOAD_ENV, RecordingLoader, make_app, summary_url, the_plugin
 
-    from tb_kineto_insights import plugin as plugin_module
+    from tb_kineto_insights.serve import plugin as plugin_module
 
     first, second = two_copies
     cache = tmp_path / "shared-cache"

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
-from tb_kineto_insights.json_output import dumps_json
-from tb_kineto_insights.local_paths import local_path
+from tb_kineto_insights.cli.json_output import dumps_json
+from tb_kineto_insights.trace.local_paths import local_path
 
 #: Packages (and our modules) a ``report`` of a local file must not import.
 HEAVY = (
@@ -30,11 +30,11 @@ HEAVY = (
     "distributed",
     "watchdog",
     "tensorboard",
-    "tb_kineto_insights.compare",
-    "tb_kineto_insights.plugin",
-    "tb_kineto_insights.analysis.diff",
-    "tb_kineto_insights.cache",
-    "tb_kineto_insights.cached_summaries",
+    "tb_kineto_insights.compare.before_after",
+    "tb_kineto_insights.serve.plugin",
+    "tb_kineto_insights.compare.diff",
+    "tb_kineto_insights.store.cache",
+    "tb_kineto_insights.store.cached_summaries",
     "concurrent.futures.process",
     "multiprocessing",
 )
@@ -80,12 +80,12 @@ def _tiny_trace(tmp_path: Path) -> Path:
 
 
 def test_importing_the_cli_loads_nothing_heavy() -> None:
-    assert _loaded_after("import tb_kineto_insights.cli", VERSION_UNUSED) == []
+    assert _loaded_after("import tb_kineto_insights.cli.main", VERSION_UNUSED) == []
 
 
 def test_version_loads_neither_numpy_nor_the_analysis() -> None:
     code = (
-        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    assert c.main(['--version']) == 0\n"
@@ -100,7 +100,7 @@ def test_version_loads_neither_numpy_nor_the_analysis() -> None:
 def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Path) -> None:
     path = _tiny_trace(tmp_path)
     code = (
-        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         f"    args = ['report', {str(path)!r}, '--format', 'json', '--cache', 'none']\n"
@@ -120,7 +120,7 @@ def test_report_of_real_traces_loads_no_unused_stdlib(h200x2: Path) -> None:
         str(SAMPLE_LOGS / "memory_leak"),
     ]
     code = (
-        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    for f in {files!r}:\n"
         "        assert c.main(['report', f, '--format', 'json', '--cache', 'none']) == 0\n"
@@ -134,15 +134,15 @@ def test_report_and_diff_of_local_folders_load_no_fsspec(tmp_path: Path) -> None
     _tiny_trace(tmp_path / "a")
     _tiny_trace(tmp_path / "b")
     code = (
-        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert c.main(['report', {str(tmp_path)!r}, '--cache', 'none']) == 0\n"
         f"    assert c.main(['diff', {str(tmp_path / 'a')!r}, {str(tmp_path / 'b')!r},"
         " '--cache', 'none']) == 0\n"
     )
     assert _loaded_after(code) == [
-        "tb_kineto_insights.analysis.diff",  # diff needs its machinery, not fsspec
-        "tb_kineto_insights.compare",
+        "tb_kineto_insights.compare.before_after",  # diff needs its machinery, not fsspec
+        "tb_kineto_insights.compare.diff",
     ]
 
 
@@ -150,7 +150,7 @@ def test_report_of_a_url_does_load_fsspec(tmp_path: Path) -> None:
     """The negative control: the check above sees fsspec when it is imported."""
     path = _tiny_trace(tmp_path)
     code = (
-        "import io, contextlib, tb_kineto_insights.cli as c\n"
+        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert c.main(['report', 'file://' + {str(path)!r}, '--format', 'json',"
         " '--cache', 'none']) == 0\n"
@@ -172,7 +172,7 @@ def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
     folder with links inside and outside, a link to a folder, a broken link, a FIFO, a
     hidden folder, an oddly named trace and an empty folder."""
     fsspec = pytest.importorskip("fsspec")
-    from tb_kineto_insights import logdir
+    from tb_kineto_insights.logdir import discovery as logdir
 
     log, outside = tmp_path / "log", tmp_path / "outside"
     trace = _tiny_trace(log / "run1" / "sub")
@@ -205,7 +205,7 @@ def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
 _DISCOVER_BOTH = """
 import json, sys
 import fsspec
-from tb_kineto_insights import logdir
+from tb_kineto_insights.logdir import discovery as logdir
 def spans(path):
     try:
         runs = logdir.discover(path)
@@ -318,7 +318,7 @@ def test_json_output_falls_back_to_the_stdlib_for_a_lone_surrogate() -> None:
 def test_report_json_of_a_real_trace_has_the_stdlib_values() -> None:
     """transformer_eager's whole report document (a Struct), msgspec-encoded, holds the
     values the stdlib writes of its built-ins."""
-    from tb_kineto_insights.cli import build_report
+    from tb_kineto_insights.cli.main import build_report
 
     trace_dir = SAMPLE_LOGS / "transformer_eager"
     report = build_report(str(trace_dir))

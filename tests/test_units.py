@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
 
 
 @pytest.mark.parametrize(

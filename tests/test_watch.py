@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import cpu, kernel, write_trace
 
-from tb_kineto_insights import plugin as plugin_module
-from tb_kineto_insights import watch
+from tb_kineto_insights.logdir import watch
+from tb_kineto_insights.serve import plugin as plugin_module
 
 
 def tiny(path: Path) -> Path:

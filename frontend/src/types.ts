@@ -1123,7 +1123,7 @@ export interface SupersededDiagnosis {
   id: string;
 }
 /**
- * ``tb_kineto_insights.diff/1`` (``analysis.diff.diff``): two sides (one or
+ * ``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
  * more span summaries each) compared: the headline step time, metric rows judged
  * against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
  * appeared/disappeared, per-rank step time, the largest changes, ``warnings``.

@@ -1,1 +1,10 @@
-"""Analysis: pure functions over a :class:`~tb_kineto_insights.trace.model.Trace`."""
+"""Analysis: pure functions over a :class:`~tb_kineto_insights.trace.model.Trace`.
+
+One module per panel (``overview`` steps, ``kernels``, ``idle``, ``communication``,
+``memory``, ``tables``, ``trace_quality``), the shared index (``context``), interval
+math (``intervals``), the diagnoses (``diagnoses``, ``findings``), their thresholds
+(``thresholds``) and the view across ranks (``run_view``). Each gives its ``schema``
+Struct; nothing here does I/O.
+
+May import: ``trace``, ``schema`` and libraries; nothing above.
+"""

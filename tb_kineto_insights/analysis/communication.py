@@ -65,6 +65,7 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import (
     BucketHistogram,
     BucketSize,
@@ -78,7 +79,6 @@ from tb_kineto_insights.schema.communication import (
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.units import fmt_duration_us
 
 I64 = npt.NDArray[np.int64]
 

@@ -47,6 +47,7 @@ from tb_kineto_insights.analysis.findings import (
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
+from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import HealthPanel
@@ -55,7 +56,6 @@ from tb_kineto_insights.schema.kernels import KernelsPanel
 from tb_kineto_insights.schema.memory import MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.units import fmt_duration_us
 
 
 def _pct(x: float) -> str:
@@ -63,7 +63,7 @@ def _pct(x: float) -> str:
 
 
 def _time(us: float) -> str:
-    """A duration for a title (:func:`~tb_kineto_insights.units.fmt_duration_us`: µs
+    """A duration for a title (:func:`~tb_kineto_insights.analysis.units.fmt_duration_us`: µs
     below 1 ms, ms below 1 s, else s; one decimal in ms and s)."""
     return fmt_duration_us(us, 1)
 

@@ -1,12 +1,12 @@
 """Exact per-group sums of int64 columns: ``out[g] = sum(values[group == g])``; and the
 distinct values of a small-range int column (ids, pids, tids, devices) without a sort.
 
-``np.add.at`` does this exactly but slowly (about 300 ns per element with int64 on
-numpy 2.4, measured on the kernel table of a 250 MB trace: 28 ms for 86k kernels).
-``np.bincount(group, weights=values)`` is 20 to 50x faster but sums in float64; that
-is still exact (bit for bit the integer sum) when every partial sum stays below 2**53,
-which holds when ``len(values) * max(|values|) < 2**53`` (with ns durations: 10**6
-events of up to 104 days each). That bound is checked on every call; beyond it, the
+``np.add.at`` does this exactly but slowly (hundreds of ns per element with int64;
+figures in ``benchmarks/RESULTS.md``). ``np.bincount(group, weights=values)`` is more
+than an order of magnitude faster but sums in float64; that is still exact (bit for bit
+the integer sum) when every partial sum stays below 2**53, which holds when
+``len(values) * max(|values|) < 2**53`` (with ns durations: 10**6 events of up to 104
+days each). That bound is checked on every call; beyond it, the
 sums fall back to ``np.add.at``. Integer addition is associative, so the result does
 not depend on the order of summation either way.
 """
@@ -64,8 +64,8 @@ def distinct(values: npt.NDArray[np.integer]) -> npt.NDArray[np.integer]:
     When the values span fewer than :data:`DISTINCT_RANGE_MAX` integers (interned name
     ids, pids, tids, device ids), one ``np.bincount`` over ``values - min`` marks the
     present ones in O(n); else ``np.unique`` (hash, then sort of the distinct values).
-    Measured on the 1.4M CPU ops of a 1 GB trace: 0.12 s for ``np.unique`` of the pid
-    column, 4 ms this way."""
+    On a large table this is much faster than ``np.unique`` (see
+    ``benchmarks/RESULTS.md``)."""
     if values.size == 0:
         return np.unique(values)
     lo, hi = int(values.min()), int(values.max())

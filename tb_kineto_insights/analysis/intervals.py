@@ -10,11 +10,11 @@ Cost (the idle panel calls ``intersect``/``subtract`` about 20 times per device 
 of up to a few 100k intervals): on two normalised sets both are a pairwise overlap found
 with two ``searchsorted`` calls and no sort (:func:`_pairwise_intersect`); ``subtract``
 intersects with the complement. ``union`` skips its sort when the starts are sorted
-already (event tables are start-sorted). ``split_at`` only sorts the cut points. Before
-(sort of the four boundary runs, then a membership test of every elementary segment),
-the idle panel of a 250 MB trace (86k kernels, 90k gaps) took 0.77 s CPU; 0.30 s after
-these changes (with the others of that commit). The results are the same arrays: a
-normalised set has one representation.
+already (event tables are start-sorted). ``split_at`` only sorts the cut points. Before,
+both sorted the four boundary runs and tested every elementary segment for membership,
+which made the idle panel of a large trace several times slower (figures in
+``benchmarks/RESULTS.md``). The results are the same arrays: a normalised set has one
+representation.
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ def _pairwise_intersect(a: Intervals, b: Intervals) -> Intervals:
     it starts; ``hi_i``: the first starting at or after it ends), and each overlapping
     pair gives the piece ``[max(starts), min(ends))``. Pieces come out sorted; pairs
     overlap strictly, so none is empty. O((n + m) log m + k) for ``k`` pieces (at most
-    ``n + m``). Measured on the idle panel of a 250 MB trace: 4 to 6x faster than
-    sorting the four boundary runs and testing each elementary segment."""
+    ``n + m``). Several times faster than sorting the four boundary runs and testing each
+    elementary segment (see ``benchmarks/RESULTS.md``)."""
     a_s, a_e = a
     b_s, b_e = b
     lo = np.searchsorted(b_e, a_s, side="right")

@@ -20,10 +20,10 @@ launch-bound share, which needs one launch call per kernel.
 Cost: event tables are start-sorted, so the orders this panel needs (CPU ops by
 thread then start, :func:`_thread_start_order`; kernels by device then start,
 :func:`_device_start_order`) are one stable sort of a small dense key instead of a
-multi-key ``lexsort`` (150 ms for the 4-key one over the 358k CPU ops of a 250 MB trace),
-launches are grouped by thread with one sort (not a Python loop per launch), and sums
-per group are exact ``bincount`` sums (:mod:`.group_sums`). The panel took 0.22 s CPU on
-that trace before, 0.11 s after.
+multi-key ``lexsort`` (an order of magnitude slower on a large trace), launches are
+grouped by thread with one sort (not a Python loop per launch), and sums per group are
+exact ``bincount`` sums (:mod:`.group_sums`). Figures (a 250 MB trace, before and after)
+are in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -489,8 +489,8 @@ def _thread_start_order(cpu: m.EventTable) -> I64:
     the table's own start order. Rows with equal starts (few, or none with ns
     timestamps) are sorted by ``-dur_ns`` among themselves; then one stable sort by a
     dense thread key (``uint16`` when there are < 65536 (pid, tid) combinations: a radix
-    sort). Measured on the 358k CPU ops of a 250 MB trace: 150 ms for the 4-key
-    ``lexsort``, under 15 ms this way."""
+    sort), an order of magnitude faster than the 4-key ``lexsort`` on a large trace
+    (see ``benchmarks/RESULTS.md``)."""
     n = len(cpu)
     start, dur = cpu.start_ns, cpu.dur_ns
     base = np.arange(n, dtype=np.int64)

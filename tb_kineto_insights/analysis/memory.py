@@ -91,6 +91,7 @@ from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.memory import (
     Allocation,
@@ -109,7 +110,6 @@ from tb_kineto_insights.schema.memory import (
     NewSegmentEvent,
 )
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.units import fmt_bytes
 
 I64 = npt.NDArray[np.int64]
 

@@ -98,12 +98,12 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.run_view import RunView, SupersededDiagnosis
 from tb_kineto_insights.schema.steps import StepsPanel
-from tb_kineto_insights.units import fmt_duration_us
 
 
 class RunViewSpan(Protocol):
@@ -875,7 +875,7 @@ def _step_times(workers: Sequence[tuple[str, RunViewSpan]], ranks: list[int]) ->
 
 
 def _ms(us: float | None) -> str:
-    """A duration in the unit that fits it (:mod:`~tb_kineto_insights.units`)."""
+    """A duration in the unit that fits it (:mod:`~tb_kineto_insights.analysis.units`)."""
     return fmt_duration_us(us)
 
 

@@ -8,7 +8,7 @@ These Structs are the values the code passes around. The analysis builds them: e
 panel builder returns its Struct, ``make_diagnosis`` a
 :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis`, ``summary.summarize_trace`` the
 :class:`Summary` from them; ``summary.summarize_run`` returns a :class:`RunView`,
-``analysis.diff.diff`` a :class:`DiffDocument`, ``cli.build_report`` a :class:`Report`
+``compare.diff.diff`` a :class:`DiffDocument`, ``cli.main.build_report`` a :class:`Report`
 (these three are made with ``msgspec.convert``, which checks every field's type), and
 consumers read them by attribute. Every summary the cache reads back is decoded with
 :func:`summary_decoder` (an entry that does not validate is dropped and computed again);

@@ -1,4 +1,4 @@
-"""Shape of ``diff``: filled by ``analysis.diff.diff``.
+"""Shape of ``diff``: filled by ``compare.diff.diff``.
 
 Kept in step with that code: tests round-trip every real summary through it.
 """
@@ -237,7 +237,7 @@ class ComparabilityItem(Out, frozen=True, kw_only=True):
 
 
 class DiffDocument(Out, frozen=True, kw_only=True):
-    """``tb_kineto_insights.diff/1`` (``analysis.diff.diff``): two sides (one or
+    """``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
     more span summaries each) compared: the headline step time, metric rows judged
     against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
     appeared/disappeared, per-rank step time, the largest changes, ``warnings``."""

@@ -1,4 +1,4 @@
-"""Shape of ``report``: filled by ``cli.build_report``.
+"""Shape of ``report``: filled by ``cli.main.build_report``.
 
 Kept in step with that code: tests round-trip every real summary through it.
 """
@@ -45,7 +45,7 @@ class ReportRun(Out, frozen=True, kw_only=True):
 
 
 class Report(Out, frozen=True, kw_only=True):
-    """``tb_kineto_insights.report/1`` (``cli.build_report``, ``report --format
+    """``tb_kineto_insights.report/1`` (``cli.main.build_report``, ``report --format
     json``): every run, worker and span under a path, each span with its ``summary`` or
     its ``error``, and per run the view across ranks (``run_summary``, None for a run of
     one worker)."""

@@ -22,15 +22,13 @@ follows: a field the reader does not read for that phase (a flow's ``name``) is 
 type-checked any more, so an odd value there no longer sends its piece to the loose
 path nor drops the event as ``invalid_field_type``.
 
-Measured on GPT's 465,435 events (143 pieces of 1 MiB, CPU s of the typed decode,
-``benchmarks/bench_decode_pieces.py``, shared 2-core machine at load 2.4-3.2): the
-whole file, best of 3, three runs alternated: one struct 0.98 / 1.05 / 1.26, by phase
-0.97 / 0.99 / 0.92; every second piece, 7 rounds alternated: one struct min 0.76
-(median 0.87), by phase min 0.59 (median 0.79). Declaring every field in every phase
-(a tagged union without the narrowing) was no faster than one struct: the gain is the
-fields and ``args`` keys not built or matched (a flow's name, an ``X`` event's memory
-fields). For reference, a decode that keeps only ``ph`` costs about 0.6 s: msgspec
-scans every byte.
+The decode by phase is somewhat faster than one struct for every event
+(``benchmarks/bench_decode_pieces.py``; figures in ``benchmarks/RESULTS.md``).
+Declaring every field in every phase (a tagged union without the narrowing) was no
+faster than one struct: the gain is the fields and ``args`` keys not built or matched
+(a flow's name, an ``X`` event's memory fields). Much of the decode's time is fixed,
+though: a decode that keeps only ``ph`` already costs well over half as much, since
+msgspec scans every byte.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Decode pieces of one large trace in worker processes (issue 14).
 
 Why processes, not threads: msgspec's decode holds the GIL (two threads decoding the
-same 300,000 events took 2.2x the time of one), and so does building the numpy columns
+same events take about twice the time of one), and so does building the numpy columns
 of a piece (many small numpy and ``map`` calls), so threads cannot share that work.
 Worker processes each decode a whole piece (a few MiB of ``traceEvents``) into a local
 :class:`~tb_kineto_insights.trace.reader._Builder` (local name ids, counts, columns)
@@ -22,44 +22,32 @@ processes started with ``subprocess`` (not daemonic), so a large file read there
 workers too. As with any use of ``multiprocessing``, a script that reads a large
 trace must guard its top level with ``if __name__ == "__main__":`` (each worker imports
 the main module), or set ``KINETO_INSIGHTS_READ_WORKERS=1``. Unguarded, each worker used
-to run the whole script again (measured: a ``report`` through an unguarded script took
-3.8 s instead of 2.4 s on the GPT trace); now a worker that reaches a read while it imports
-the main module raises (:func:`_refuse_while_bootstrapping`), and the parent reads
-serially and logs why.
+to run the whole script again (a ``report`` through an unguarded script was much slower);
+now a worker that reaches a read while it imports the main module raises
+(:func:`_refuse_while_bootstrapping`), and the parent reads serially and logs why.
 
-Where the time goes (GPT trace, 149 MB of JSON, 2 workers, the shared 2-core machine at
-load 6-9, so CPU times, not wall): the parent's CPU during the read was 1.7-2.0 s, of
-which about 0.7 s is the gzip inflate (stdlib zlib, 149 MB) and most of the rest was
-unpickling the workers' ``Input Dims`` nested lists and re-keying them row by row in
-:meth:`~tb_kineto_insights.trace.reader._Builder.merge`. With ``Input Dims`` sent back
-as one text blob per piece (:mod:`~tb_kineto_insights.trace.rowjson`) and no per-row
-Python in the merge, the parent takes 0.8-1.0 s (inflate included) and its peak RSS
-fell from 213-231 MB to 159-172 MB; the workers' CPU fell from 6.8 to 5.5 s (one
-sampled run). The workers' decode (msgspec and the columns) is now nearly all of the
-work, so two workers on two cores, with the parent mostly waiting, stays the choice.
-``isal`` inflates the same file in 0.47 s against zlib's 0.73 s, but it has no
-``decompressobj.copy()`` (the damage bisection of :mod:`.source` needs it) and may cut
-its output differently (block boundaries decide piece cuts, hence salvage regions), so
-it is not used.
+Where the time goes: most of the parent's CPU during the read is the gzip inflate; the
+rest is cutting, sending and merging. ``Input Dims`` come back as one text blob per
+piece (:mod:`~tb_kineto_insights.trace.rowjson`) and the merge runs no Python per row:
+unpickling nested lists and re-keying them row by row was most of the parent's other
+work before. The workers' decode (msgspec and the columns) is nearly all of the work, so two
+workers on two cores, with the parent mostly waiting, stays the choice. ``isal``
+inflates faster than zlib, but it has no ``decompressobj.copy()`` (the damage bisection
+of :mod:`.source` needs it) and may cut its output differently (block boundaries decide
+piece cuts, hence salvage regions), so it is not used.
 
-Timeline of a ``report`` of the GPT trace (2 workers, the shared 2-core machine at load
-2.3; seconds from the interpreter's start; one run each, instrumented): before, the
-read began at 0.90 s and started the pool, but the forkserver (a fresh interpreter
-importing numpy, msgspec and the reader) forked the first worker only at 1.88 s, and
-each worker then imported its main module, the console script, i.e. ``cli`` and with it
-the whole package (0.3 s): the workers took their first piece at 2.19 and 2.32 s, so
-the parent's inflate ran alone for 1.3 s; then both were busy 3.97 s each until
-6.74/6.81 s (the parent waited 4.15 s of its 6.1 s read in ``_collect``), ``_finish``
-took 0.12 s and the analysis 0.36 s. What changed:
+Start-up: the forkserver is a fresh interpreter that imports numpy, msgspec and the
+reader before it forks the first worker, and each worker then imports its main module
+(the console script: ``cli``); a read that starts the pool itself leaves the parent's
+inflate running alone until the workers take their first pieces. Hence:
 
-- ``cli`` imports only what its parser needs (the workers' import of it is now cheap),
+- ``cli`` imports only what its parser needs (the workers' import of it is cheap),
   and the server preloads it with the reader when the parent has loaded it;
 - the command line calls :func:`warm_up` before it imports the analysis, so the server
-  starts while the parent imports (measured: warm-up at 0.06 s, read from 0.67 s, the
-  workers' first pieces at 0.83 and 0.94 s; read 4.4 s instead of 6.1 s, at load 3.7);
+  starts while the parent imports;
 - until a worker has decoded a piece, the parent decodes pieces itself once
   :data:`IN_FLIGHT_PER_WORKER` pieces per worker wait (a read without a warm-up, e.g.
-  a library call, no longer idles while the workers start); once one has, the parent
+  a library call, does not idle while the workers start); once one has, the parent
   only cuts, sends and merges, since on 2 cores a third decoder only takes time from
   the two workers. Pieces decoded in the parent are merged in file order like the
   workers' (the same :func:`~tb_kineto_insights.trace.reader.build_pieces`), so the
@@ -68,14 +56,13 @@ took 0.12 s and the analysis 0.36 s. What changed:
   decoded in the parent while the workers finish, instead of serially after every
   piece is merged;
 - the server also preloads ``numpy.ma``: numpy >= 2.3 imports it at the first plain
-  ``np.unique`` (40-50 ms here), which the timestamp parser of every worker calls.
+  ``np.unique``, which the timestamp parser of every worker calls.
 
-After (GPT, same instrumentation, load 3.3, two runs): read 4.4-4.9 s from 0.48-0.57 s,
-the workers' first pieces at 0.73-0.82 s, both busy 3.4-3.9 s until 4.8-5.3 s,
-``_finish`` 0.09 s, analysis 0.25 s. A worker's time between pieces (receiving 4 MiB,
-sending its columns back, and, at that load, waiting for a core) is outside its busy
-time: 0.6 s of each worker's 4.0-4.5 s from first piece to last; what may be gained
-next is there (larger pieces, fewer messages) and in the decode itself.
+A worker's time between pieces (receiving a piece, sending its columns back, waiting for
+a core) is outside its busy time; what may be gained next is there (larger pieces, fewer
+messages) and in the decode itself. The timelines and CPU times behind this design are
+in ``benchmarks/RESULTS.md`` (``benchmarks/bench_parallel_read.py`` for wall time and
+peak RSS).
 """
 
 from __future__ import annotations
@@ -93,14 +80,11 @@ if TYPE_CHECKING:
 
 #: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
 #: workers' start (about 0.1 s) is not paid back. Checked on the mid-size public traces
-#: (issue 14, round 2; the shared 2-core machine at load 1.2-2.5, ``report --format
-#: json --cache none``, the workers forced on by a threshold of 0 against off, alternated,
-#: median wall of 3): ``hta_cuda_graphs_small_kernels`` 25.8 MB 1.69 s serial / 1.78 s
-#: parallel, ``hta_trace_diff`` control 34.8 MB 1.74 / 1.87 s, ``hta_df_index_resolver``
-#: 53.7 MB 3.47 / 4.65 s, ``hta_mtia`` 86.9 MB 3.43 / 3.72 s: the workers do not pay back
-#: up to 90 MB there, so the threshold and :data:`GZIP_RATIO_ESTIMATE` stay (those files
-#: compress 18-29x, so they are estimated at 9-24 MB and read serially; GPT, 8.5 MB
-#: stored, 149 MB of JSON, is estimated at 68 MB and read with workers).
+#: (issue 14, round 2; ``report --format json --cache none``, workers forced on against
+#: off; figures in ``benchmarks/RESULTS.md``): the workers do not pay back up to 90 MB
+#: there, so the threshold and :data:`GZIP_RATIO_ESTIMATE` stay (those files compress
+#: 18-29x, so they are estimated at 9-24 MB and read serially; GPT, 8.5 MB stored,
+#: 149 MB of JSON, is estimated at 68 MB and read with workers).
 PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
 #: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
 #: about 10x; a low guess only makes a mid-size file read serially).
@@ -200,8 +184,8 @@ def _context() -> Any:
         # and numpy.ma (numpy >= 2.3 imports it at the first plain np.unique, which
         # every worker's timestamp parser calls: 40-50 ms a worker)
         preload = ["tb_kineto_insights.trace.reader", "numpy.ma"]
-        if "tb_kineto_insights.cli" in sys.modules:
-            preload.append("tb_kineto_insights.cli")
+        if "tb_kineto_insights.cli.main" in sys.modules:
+            preload.append("tb_kineto_insights.cli.main")
         ctx.set_forkserver_preload(preload)
     return ctx
 
@@ -222,11 +206,10 @@ def warm_up(path: str) -> bool:
     processes (:func:`read_workers` of its estimated size); returns whether it did.
 
     The server is a fresh interpreter that imports numpy, msgspec and the reader before
-    it can fork a worker: 0.5-0.9 s on a 2-core machine, during which a read that starts
-    it waits for its first worker (timeline of a GPT ``report``, 149 MB of JSON: the
-    read began at 0.90 s, the first worker process existed at 1.88 s and took its first
-    piece at 2.19 s). The command line calls this before it imports the analysis, so
-    that the server's start overlaps the parent's own imports. Raises nothing: a file
+    it can fork a worker, a large part of a second on a small machine, during which a
+    read that starts it waits for its first worker (a timeline of a GPT ``report`` is in
+    ``benchmarks/RESULTS.md``). The command line calls this before it imports the
+    analysis, so that the server's start overlaps the parent's own imports. Raises nothing: a file
     that cannot be read or a server that cannot start only means no warm-up."""
     try:
         with open(path, "rb") as fh:
@@ -247,12 +230,3 @@ def warm_up(path: str) -> bool:
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
-
-
-def decode_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Any:
-    """In a worker: the pending bytes and the blocks after them → a local ``_Builder``
-    (columns, local name ids, counts), or ``None`` when they need the parent's serial
-    path (see :func:`~tb_kineto_insights.trace.reader.build_pieces`)."""
-    from tb_kineto_insights.trace.reader import build_pieces
-
-    return build_pieces(tail, blocks, exact)

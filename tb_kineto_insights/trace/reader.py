@@ -5,118 +5,60 @@ How it reads:
 1. :class:`~tb_kineto_insights.trace.source.BlockReader` yields uncompressed blocks
    (gzip found by magic bytes; total capped).
 2. The ``traceEvents`` array is cut into pieces at event boundaries (``}`` ``,`` ``{``)
-   and each piece is decoded by msgspec into small typed structs that hold only the
-   fields the analysis uses. A cut that lands inside a string cannot decode (the string
-   never closes), so such a piece simply waits for the next block.
+   and msgspec decodes each piece into small typed structs (:mod:`.events`) that hold
+   only the fields the analysis uses.
 3. Each decoded piece is turned into numpy columns at once and dropped, so memory holds
    one piece of objects at a time plus the columns.
-4. A piece that fails to decode is repaired (``repair.repair_json``, the passes the
-   error points at) and decoded again; damage that stays is salvaged
-   (``salvage.salvage_events``: every event that reads is kept, each damaged region is
-   recorded in ``TraceHealth.damage`` with its byte offset). A truncated file or gzip
-   stream keeps its complete events. Only a file with nothing usable raises
-   :class:`TraceFormatError` (file and byte offset); ``read_trace`` raises nothing but
-   :class:`TraceError` subclasses.
-5. A piece cut inside an event (a boundary inside a string) waits until the pending
-   bytes grow :data:`RETRY_GROWTH` times before it is decoded again, so a long stretch
-   without a real event boundary costs linear, not quadratic, time.
+4. A piece that fails to decode is repaired (``repair.repair_json``) and decoded again;
+   damage that stays is salvaged (``salvage.salvage_events``: every event that reads is
+   kept, each damaged region recorded with its byte offset in ``TraceHealth.damage``),
+   and a truncated file keeps its complete events. Only a file with nothing usable raises
+   :class:`TraceFormatError`; ``read_trace`` raises only :class:`TraceError` subclasses.
+5. A cut inside a string cannot decode (the string never closes), so such a piece waits
+   until the pending bytes grow :data:`RETRY_GROWTH` times: a long stretch without a
+   real event boundary costs linear, not quadratic, time.
 6. Broken timestamps are quarantined and GPU work overlapping on a stream is clipped
    (``timing``).
 
-Timestamps become ``int64`` nanoseconds. Epoch-scale timestamps with ns digits
-(``1712195495519689.047``) have more digits than a float64 keeps, so when the first
-piece shows them, ``ts`` is kept as its literal text (``msgspec.Raw``) for the whole
-file (exact mode) and converted per piece, vectorised, by
-:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns` (truncated toward
-zero: ``int(Decimal(ts).scaleb(3))``, the definition used before); a literal that is
-not a plain number is converted one by one as a ``Decimal``.
+Timestamps become ``int64`` ns. Epoch-scale ones with ns digits (``1712195495519689.047``)
+have more digits than a float64 keeps, so when the first piece shows them, ``ts`` is
+kept as its literal text (``msgspec.Raw``) for the whole file (exact mode) and converted
+per piece, vectorised, by :func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`
+(truncated toward zero: ``int(Decimal(ts).scaleb(3))``); a literal that is not a plain
+number is converted one by one as a ``Decimal``.
 
-``Input Dims`` (``record_shapes=True``, on most CPU ops) is decoded as its literal text
-(:class:`~tb_kineto_insights.trace.events.RawDimsArgs`) and kept per piece as one blob
-(:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list is built only when
-the analysis looks one up. Building them all was about half of the decode time of a
-``record_shapes`` trace's CPU ops, and in a parallel read the parent paid as much again
-to unpickle them. Measured on the shared 2-core machine (load 6-7, CPU time of the
-read, serial, before → after this and the matrix parse of
-:mod:`~tb_kineto_insights.trace.numbers`): GPT 149 MB 7.5-8.2 → 4.9-5.2 s, scaled
-``transformer_eager`` 104 MB 6.5 → 4.7 s; peak RSS 190 → 143 MB and 183 → 136 MB.
-Parallel (2 workers), scaled 262 MB, two runs each, CPU of the parent + workers
-(sampled from ``/proc``): 21.3 / 17.3 → 12.3 / 13.9 s. Scaled 1059 MB, parallel, peak
-RSS of the process tree (``benchmarks/bench_parallel_read.py``, unpinned): 1502 → 960 MB
-(serial after: 882 MB).
+``Input Dims`` (``record_shapes=True``, on most CPU ops) is kept as its literal text,
+one blob per piece (:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list
+is built only when the analysis looks one up. Building them all was the largest single
+cost of decoding such a trace, and a parallel read paid as much again to unpickle them.
 
-No Python runs per event on the normal path (:class:`_Builder`; all loops in C):
+No Python runs per event on the normal path (:class:`_Builder`; all loops in C). An
+event costs one dict lookup of its key (phase, category, name; one ``attrgetter``
+tuple); Python runs once per distinct key (``__missing__``, numbering keys in first-seen
+order), fixing its route (duration kind, flow, instant), category, name id and whether
+it is a ``[memory]`` instant, so routing, counts and name ids need no pass over the
+events. A column is one ``np.fromiter(map(attrgetter(field), events), dtype)``: no list
+in between, no type discovery (a column that does not convert takes the list path).
+Fetching several fields per event at once (one tuple per event,
+``msgspec.structs.astuple``) and transposing is slower: each field costs the same memory
+traffic either way and the tuples cost more; so is one (pid, tid) key per event.
 
-- One lookup per event: its key (phase, category, name), one tuple from an
-  ``attrgetter``, in a dict that numbers new keys in first-seen order
-  (``__missing__``: Python runs once per distinct key). Per key the builder holds its
-  route (duration kind, flow, instant, ...), its category, its name's id and whether
-  it is a ``[memory]`` instant, so routing (numpy index arrays), category counts
-  (``np.bincount`` per (phase, category), added in first-seen order: the order
-  ``Counter.update`` over every event gave), name ids (interned kind by kind in the
-  order their events come, when a duration kind's events are added) and the memory
-  test cost no further pass over the events.
-- One pass per column: ``np.fromiter(map(attrgetter(field), events), dtype)``, no
-  list in between and no type-discovery pass (``np.fromiter`` converts each value as
-  ``np.array(values, dtype)`` does; checked value by value on ints, floats, bools,
-  ``None``, numeric, hex, padded and non-ASCII strings; a column that does not
-  convert falls back to the list path as before). A column of ``None`` only (say
-  ``External id`` of Python functions) is one ``list.count``; collective args are
-  found absent with one tuple per event and ``list.count``; ``Input Dims`` texts are
-  joined without a type test per value (a join that fails means objects from a loose
-  decode: tested value by value as before).
-- Metadata (``M``) events: process and thread names go into their dicts with one
-  ``dict.update`` per piece when every id is a plain int (:meth:`_Builder._metadata_events`;
-  ``hta_mtia`` has 310,046 of them, one process and thread name per device and queue).
-- Id columns that are not all ints (old Kineto's ``"stream 7"`` or ``"5555"`` thread ids)
-  convert each distinct value once (:meth:`_Builder._ids`), not each value.
+Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL); the
+msgspec decode and the column building hold it, so a large file (:mod:`.parallel`) is
+decoded in worker **processes**, not threads. The parent inflates and sends about
+:data:`~.parallel.PIECE_BYTES` of blocks at a time (smaller tasks spend the parent's
+time on messages); a worker cuts them into the serial loop's pieces and builds a local
+:class:`_Builder`, which the parent merges in file order (:meth:`_Builder.merge`): the
+result is the serial read's, bit for bit. At most 2 tasks per worker are in flight, so
+progress (``reading_progress``: stored bytes the parent read) runs at most that far
+ahead of the merged result. A task that fails in a worker is dropped with every later
+one in flight, and their blocks go through the serial path from the state before it:
+repairs, salvage and damage offsets are a serial read's. ``_finish`` (concatenation,
+sorting, clipping) and the analysis are serial.
 
-Fetching several fields per event at once (``attrgetter`` of five fields, or
-``msgspec.structs.astuple``) and transposing was slower, not faster: on GPT's 130,288
-CPU ops, five fields took 0.52 µs per event as five passes and 0.89-0.90 µs as one
-tuple per event (the shared 2-core machine, load 2-3); each field costs about the
-same memory traffic either way and the tuples cost more. So was one (pid, tid) key per
-event in place of the two columns (0.58-0.75 against 0.34-0.46 µs per event on GPT).
-Measured (``benchmarks/bench_builder.py``: the same decoded pieces built by the old
-and the new builder in one process, alternated, CPU seconds, median of 5, on the
-shared 2-core machine): GPT (465,436 events) 2.67 → 1.84 s at load 4-6, 2.24 → 1.64 s
-at load 0.6-0.9; ``te_250mb`` (956,190 events) 5.74 → 4.05 s at load 4-6, 4.43 →
-2.51 s at load 0.7-0.9. What remains is about one attribute access plus one conversion per (event,
-field) on objects the decoder just made (100-200 ns each here) and the key lookup,
-which hashes three fresh strings per event.
-
-Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL), so
-reading a ``.gz`` uses a second core for the inflate. The msgspec decode itself does
-*not* release the GIL (measured: two threads decoding the same 300,000 events took
-2.2x the time of one: 0.45 s against 0.20 s), and neither does building the columns,
-so pieces are not decoded on threads. A large file (:mod:`.parallel`: at least 32 MiB
-of JSON, estimated) is decoded in worker **processes**: the parent inflates and sends
-about 4 MiB of blocks at a time to a worker, which cuts them into the same pieces as
-the serial loop below (each block at its last event boundary), decodes them and
-builds their columns into a local :class:`_Builder` (local name ids, counts); the
-parent merges the builders in file order (:meth:`_Builder.merge`, one ``np.take`` per
-name column), so the result is bit-identical to the serial read. At most 2 tasks per
-worker are in flight (memory stays bounded). A task that fails in a worker (damaged
-JSON, a piece cut short, a field of an odd type, a string id) is dropped with every
-later one in flight, and their blocks go through the serial path, from the state
-before that task: repairs, salvage and damage offsets are those of a serial read.
-Progress (``reading_progress``) still counts the stored bytes read by the parent,
-which runs at most ``2 x workers`` tasks ahead of the merged result.
-
-Measured (GPU machine's CPUs, ``benchmarks/bench_parallel_read.py``, scaled
-``transformer_eager``, read + analysis, pinned with ``taskset -c 0,1``), with the first
-version of this design (one 1 MiB block per task): 104.5 / 261.6 / 523.7 / 1059 MB took
-1.72 / 6.37 / 10.23 / 21.99 s serial and 1.75 / 6.80 / 9.73 / 23.29 s parallel (slopes
-20.6 and 21.8 s/GB; that machine was slower than in earlier runs: 17.05 s serial at
-1 GB before), peak RSS of the process tree 1.34 GB at 1 GB either way; on 4 cores the
-1 GB file read in 14.71 s (18.50 s with analysis). Under cProfile, the 261.6 MB read on 2
-cores: serial 3.65 s; parallel 3.18 s (4 cores: 2.07 s), the workers busy only about
-half the time while the parent spent 1.56 CPU s on messages (1 MiB tasks), hence the
-~4 MiB tasks now (:data:`~.parallel.PIECE_BYTES`); that version has not been timed on
-a quiet machine yet, nor has the version with ``Input Dims`` as text (see
-:mod:`.parallel` for its CPU times on the shared machine). The read is serial in both
-cases after the pieces (``_finish``: concatenation, sorting, clipping) and so is the
-analysis.
+Figures (date, machine, load) are in ``benchmarks/RESULTS.md``: ``benchmarks/bench_builder.py``
+(column building), ``benchmarks/bench_parallel_read.py`` (serial against parallel) and
+``benchmarks/bench_decode_pieces.py`` (typed decode, timestamp parse) reproduce them.
 """
 
 from __future__ import annotations
@@ -222,10 +164,10 @@ if TYPE_CHECKING:
 
 
 class _Logger:
-    """This module's ``logging`` logger, imported on first use: ``logging`` (8-10 ms) and
-    ``concurrent.futures`` (which imports it: 12 ms with it, measured after numpy and
-    msgspec on the shared 2-core machine) are not imported by a read that warns of
-    nothing and starts no worker."""
+    """This module's ``logging`` logger, imported on first use: ``logging`` and
+    ``concurrent.futures`` (which imports it) are a noticeable share of start-up (see
+    ``benchmarks/RESULTS.md``), and a read that warns of nothing and starts no worker
+    need not import them."""
 
     def warning(self, msg: str, *args: object) -> None:
         import logging
@@ -239,10 +181,10 @@ _logger = _Logger()
 class _Lazy:
     """``msgspec.json.Decoder(typ)``, built at its first ``decode``: the one-struct
     decoders below serve only pieces the by-phase decode refuses (and damaged files), so
-    most reads never use them; building the five at import took 7.5 ms of every start-up
-    (msgspec's type info for :class:`~.events.FastEvent`, :class:`~.events.ExactEvent`,
-    :class:`~.events.Root`...; measured after numpy and msgspec on the shared 2-core
-    machine). Decoding raises what the decoder raises."""
+    most reads never use them, and building the five at import (msgspec's type info for
+    :class:`~.events.FastEvent`, :class:`~.events.ExactEvent`, :class:`~.events.Root`...)
+    added to every start-up (see ``benchmarks/RESULTS.md``). Decoding raises what the
+    decoder raises."""
 
     def __init__(self, typ: Any) -> None:
         self.typ = typ
@@ -580,7 +522,7 @@ class _Builder:
         (``dict.fromkeys``), not per value. Old Kineto traces name
         threads ``"stream 7"`` or ``"5555"`` (``kineto_resnet50``: 51,168 string
         ``tid`` values, 5 distinct); converting each, with two caught exceptions per
-        non-numeric string, took 0.26 of 0.90 s of that read."""
+        non-numeric string, was a large share of that read (see ``benchmarks/RESULTS.md``)."""
         n = len(values)
         if not ints_tried:
             try:
@@ -777,10 +719,8 @@ class _Builder:
         events whose key names ``process_name`` / ``thread_name`` are looked at, and each
         dict takes one ``dict.update``. Anything else (a string id, a float, a huge int)
         goes event by event, as before. ``hta_mtia`` has 310,046 metadata events (of
-        455,739), repeating the names of 2 processes and their threads: one by one they
-        took 0.39 s of CPU here (in a process of its own, ``add_events`` on those events
-        only, min of 5: 0.55-0.63 s, of which about 0.28 s is the key of each event);
-        this way 0.39-0.50 s."""
+        455,739), repeating the names of 2 processes and their threads, so reading them
+        one by one was a measurable part of its read (see ``benchmarks/RESULTS.md``)."""
         self.kind_counts["metadata"] += len(evs)
         pids = list(map(_PID, evs))
         if not _plain_int64s(pids):
@@ -1217,6 +1157,11 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | No
     return builder
 
 
+#: What a decode worker runs on its pieces (:func:`build_pieces`, sent to the pool by
+#: reference; a test may plant another function here).
+decode_in_worker = build_pieces
+
+
 class _Reader:
     def __init__(
         self, path: str, max_json_bytes: int, block_bytes: int, workers: int | None = None
@@ -1442,7 +1387,7 @@ class _Reader:
                         else:
                             try:
                                 future = pool.submit(
-                                    parallel.decode_pieces, bytes(tail), group, self.builder.exact
+                                    decode_in_worker, bytes(tail), group, self.builder.exact
                                 )
                             except RuntimeError:  # the pool broke: serial from here on
                                 pool = None

@@ -12,10 +12,9 @@ before) only when it is looked up. ``RowJson`` is a read-only ``Mapping[int, Any
 (row index → value): ``get``, ``[]``, ``in``, ``len``, iteration (rows in increasing
 order), ``items()`` and ``==`` with a ``dict`` behave as the ``dict`` it replaces.
 
-Measured on the GPT trace (149 MB of JSON, ``with_stack`` + ``record_shapes``), first
-20 MB of events (CPU ops): decode 0.35-0.44 s with ``Input Dims`` as ``Any`` against
-0.18-0.20 s as ``Raw``; unpickling one worker's builder of 16 MiB of events took
-0.26 s, most of it the nested lists.
+Decoding ``Input Dims`` as ``Raw`` takes about half the time of building the lists,
+and the nested lists were most of the time of unpickling a worker's builder (figures,
+on the GPT trace, in ``benchmarks/RESULTS.md``).
 
 Values that reach the reader as Python objects (an event decoded loosely after a field
 of an unexpected type) are kept as objects, as before.

@@ -9,13 +9,12 @@ stored file's size, so ``bytes_read / file_bytes`` is the share of the file read
 Inflate: `zlib-ng <https://github.com/pycompression/python-zlib-ng>`_'s ``zlib_ng``
 module (a drop-in for the stdlib's ``zlib``: ``decompressobj``, ``copy`` for the
 damage bisection, ``error``; it releases the GIL as zlib does) when it imports, else
-the stdlib's ``zlib``. Measured on GPT (8.5 MB ``.gz``, 149 MB JSON), the loop below
-(64 KiB of input per call, 1 MiB of output at most), CPU s, min / median of 5 rounds
-alternated, shared 2-core machine: at load 2.2 zlib 0.62 / 0.66, zlib-ng 0.37 / 0.39
-(ISA-L's ``isal_zlib`` 0.31 / 0.38, but its decompressor has no ``copy``); at load 3.6
-(``benchmarks/bench_inflate.py``) zlib 0.50 / 0.57, zlib-ng 0.25 / 0.27. Both give
-the same blocks, byte for byte, and the same damage (offset and zlib's message) on
-whole, truncated and corrupt files (``tests/test_source_inflate.py``).
+the stdlib's ``zlib``. On the loop below (64 KiB of input per call, 1 MiB of output at
+most) zlib-ng takes markedly less CPU than zlib (``benchmarks/bench_inflate.py``;
+figures in ``benchmarks/RESULTS.md``); ISA-L's ``isal_zlib`` is about as fast, but its
+decompressor has no ``copy``. Both give the same blocks, byte for byte, and the same
+damage (offset and zlib's message) on whole, truncated and corrupt files
+(``tests/test_source_inflate.py``).
 """
 
 from __future__ import annotations
@@ -28,9 +27,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from tb_kineto_insights.local_paths import local_path
 from tb_kineto_insights.trace.confine import open_local
 from tb_kineto_insights.trace.errors import TraceIOError, TraceTooLargeError
+from tb_kineto_insights.trace.local_paths import local_path
 
 #: The inflate module: zlib-ng's (the same API as the stdlib's: ``decompressobj``,
 #: ``copy``, ``error``; faster, see the module docstring), else the stdlib's ``zlib``.

@@ -752,7 +752,7 @@ def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import synth_ranks
 
-    from tb_kineto_insights.cache import encode_json
+    from tb_kineto_insights.store.cache import encode_json
     from tb_kineto_insights.summary import summarize_run
 
     if not synth_ranks.H200X2.is_dir():

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tb_kineto_insights.local_paths import LocalTree, local_path
 from tb_kineto_insights.trace.confine import Rule, confined, open_local
+from tb_kineto_insights.trace.local_paths import LocalTree, local_path
 
 __all__ = [
     "LogdirError",

@@ -42,8 +42,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from tb_kineto_insights.analysis.diff_rules import judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.compare.diff_rules import judge
 from tb_kineto_insights.schema.communication import CollectiveKind, CommunicationPanel
 from tb_kineto_insights.schema.diff import DdpBucketStats
 from tb_kineto_insights.schema.run_view import RunView

@@ -3,7 +3,7 @@ and command line that points at the same folder.
 
 The code around it is split by job: this module (the entries and the folder),
 ``worker_pool.py`` (the worker processes that read traces, killed on a deadline) and
-``loader.py`` (:class:`~tb_kineto_insights.loader.SummaryLoader`: states, priorities,
+``loader.py`` (:class:`~tb_kineto_insights.serve.loader.SummaryLoader`: states, priorities,
 the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
 
 :class:`DiskCache`
@@ -54,7 +54,6 @@ written against the old layout.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import math
 import os
@@ -67,11 +66,12 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from tb_kineto_insights import cache_store, schema
+from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.thresholds import Thresholds
-from tb_kineto_insights.content_id import content_key_cached
-from tb_kineto_insights.env_settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.store import backends as cache_store
+from tb_kineto_insights.store.content_id import content_key_cached
+from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
@@ -201,7 +201,7 @@ class Identity:
     content: str = ""
 
     def content_key(self) -> str:
-        """The file's content key (:func:`tb_kineto_insights.content_id.content_key`),
+        """The file's content key (:func:`tb_kineto_insights.store.content_id.content_key`),
         computed once per identity and process.
 
         Raises:
@@ -563,60 +563,8 @@ class DiskCache:
         self.store_entry(ident, data, is_error=is_error)
 
 
-# --------------------------------------------------------------------------- old layout
-
-#: Names that moved out of this module when it was split (issue 16), and where to.
-_MOVED = {
-    **dict.fromkeys(
-        (
-            "WORKERS_ENV",
-            "DEFAULT_WORKERS",
-            "LOAD_TIMEOUT_ENV",
-            "LOAD_TIMEOUT_PER_MIB_ENV",
-            "DEFAULT_LOAD_TIMEOUT_S",
-            "DEFAULT_LOAD_TIMEOUT_S_PER_MIB",
-            "LoadDeadline",
-            "default_workers",
-            "workers_from_env",
-            "load_deadline_from_env",
-            "ERROR_TRACE",
-            "ERROR_INTERNAL",
-            "ERROR_WORKER",
-            "ERROR_IO",
-            "ERROR_TIMEOUT",
-            "worker_main",
-            "WORKER_START_TIMEOUT_S",
-            "PROGRESS_INTERVAL_S",
-            "_Task",
-            "_Outcome",
-            "_run_task",
-            "_Slot",
-        ),
-        "tb_kineto_insights.worker_pool",
-    ),
-    **dict.fromkeys(
-        (
-            "SummaryLoader",
-            "SpanStatus",
-            "PRIORITY_REQUEST",
-            "PRIORITY_PRELOAD",
-            "QUEUED",
-            "LOADING",
-            "READY",
-            "ERROR",
-            "NOT_LOADED",
-        ),
-        "tb_kineto_insights.loader",
-    ),
-}
-
-
 def __getattr__(name: str) -> Any:
-    """``tb_kineto_insights.cache.SummaryLoader`` and the other names of :data:`_MOVED`,
-    from their new modules (PEP 562); ``SCHEMA_FINGERPRINT``, made on first use."""
+    """``SCHEMA_FINGERPRINT``, made on first use (PEP 562)."""
     if name == "SCHEMA_FINGERPRINT":
         return schema.schema_fingerprint()
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

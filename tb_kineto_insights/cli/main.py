@@ -28,35 +28,27 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tb_kineto_insights import __version__
-from tb_kineto_insights.env_settings import CACHE_DIR_ENV, cli_cache_location
+from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 
 if TYPE_CHECKING:
-    from tb_kineto_insights import compare
     from tb_kineto_insights.analysis.thresholds import Thresholds
-    from tb_kineto_insights.cached_summaries import CachedSummaries
+    from tb_kineto_insights.compare import before_after as compare
     from tb_kineto_insights.schema import DiffDocument, Report
+    from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
 # Start-up (issue 14): this module imports only what the parser needs (argparse, the
 # threshold names, the default size limit); each command imports its machinery when it
-# runs: ``report`` the reader, the analysis and the JSON output (``cli_report.py``), and
-# the cache (``cache.py``: 28-45 ms of its own, its msgspec decoders) only when one
-# is used; ``diff``/``check`` ``compare``;
-# ``index`` Dask; fsspec only for a URL. ``--version`` loads neither numpy nor msgspec.
-# The decode workers of a large read import this module too (through the console
-# script, their main module), so what is imported here is paid once per worker.
-# tests/test_startup_imports.py holds this. Measured (console script, 5 runs each in
-# alternation with the code before, 2-core machine at load 3.7-3.9; medians): --version
-# 0.92 -> 0.20 s wall, 0.60 -> 0.16 s CPU; report of transformer_eager (12.7 MB of JSON)
-# 1.76 -> 1.52 s wall, 1.18 -> 1.09 s CPU.
-# The thresholds (``dataclasses``, with it ``inspect``: 25-35 ms before numpy has loaded
-# it) and the reader's size limit (``trace.source``: threading, queue, 5-8 ms) are
-# imported by the parser, which ``--version`` alone does not build (:func:`main`):
-# --version 0.183 -> 0.109 s wall, 0.179 -> 0.108 s CPU (console script's code through
-# a launcher, 7 runs each alternated with main 4f2ef4d, medians, load 1.3). With the
-# other cuts of that round (no logging, concurrent.futures, hashlib,
-# statistics on a report; fallback decoders built on first use), report --format json
-# --cache none of transformer_eager: 1.026 -> 0.956 s wall, 1.003 -> 0.941 s CPU (15
-# runs each alternated, medians, load 2.0-2.1).
+# runs: ``report`` the reader, the analysis and the JSON output (``cli/report.py``), and
+# the cache (``store/cache.py``, with its msgspec decoders) only when one is used;
+# ``diff``/``check`` ``compare``; ``index`` Dask; fsspec only for a URL. ``--version``
+# loads neither numpy nor msgspec. The decode workers of a large read import this module
+# too (through the console script, their main module), so what is imported here is paid
+# once per worker. tests/test_startup_imports.py holds this.
+# The thresholds (``dataclasses``, with it ``inspect``) and the reader's size limit
+# (``trace.source``: threading, queue) are imported by the parser, which ``--version``
+# alone does not build (:func:`main`). The gains of each cut (``--version`` and a small
+# ``report``, before against after) are in benchmarks/RESULTS.md; measure them with
+# ``python benchmarks/bench_startup.py --startup --pythonpath DIR``.
 
 PROG = "tb-kineto-insights"
 EXIT_OK = 0
@@ -64,9 +56,9 @@ EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
 
 #: Set (unless the user set it) by :func:`main` before numpy is imported: numpy's
-#: OpenBLAS starts one thread per core at import (import numpy + msgspec: median 0.27 s,
-#: 0.20 s with one thread; 5 runs each, 2-core machine at load 3), and nothing here uses
-#: BLAS (no ``linalg``, ``dot`` or ``matmul``); the decode workers inherit it.
+#: OpenBLAS starts one thread per core at import, which makes the import measurably
+#: slower (see benchmarks/RESULTS.md), and nothing here uses BLAS (no ``linalg``,
+#: ``dot`` or ``matmul``); the decode workers inherit it.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS",)
 
 
@@ -78,11 +70,11 @@ def build_report(
     summaries: CachedSummaries | None = None,
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or
-    file: :func:`tb_kineto_insights.cli_report.build_report` (which documents its shape
+    file: :func:`tb_kineto_insights.cli.report.build_report` (which documents its shape
     and errors). ``max_json_bytes`` None: ``trace.source.DEFAULT_MAX_JSON_BYTES``;
     ``thresholds`` None: ``DEFAULT_THRESHOLDS``."""
-    from tb_kineto_insights import cli_report
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+    from tb_kineto_insights.cli import report as cli_report
     from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
     return cli_report.build_report(
@@ -94,8 +86,8 @@ def build_report(
 
 
 def write_text(report: Report, out: TextIO) -> None:
-    """Human-readable report: :func:`tb_kineto_insights.cli_report.write_text`."""
-    from tb_kineto_insights import cli_report
+    """Human-readable report: :func:`tb_kineto_insights.cli.report.write_text`."""
+    from tb_kineto_insights.cli import report as cli_report
 
     cli_report.write_text(report, out)
 
@@ -105,7 +97,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     # a large file: the decode workers' server starts while this process imports
     parallel.warm_up(args.path)
-    from tb_kineto_insights import cli_report
+    from tb_kineto_insights.cli import report as cli_report
 
     return cli_report.cmd_report(args, out, err)
 
@@ -114,9 +106,11 @@ def _compare(
     args: argparse.Namespace, err: TextIO
 ) -> tuple[DiffDocument, compare.LoadedSide] | None:
     """Load both sides and diff them; None (after printing why) on unusable input."""
-    from tb_kineto_insights import compare  # diff machinery: diff/check only
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-    from tb_kineto_insights.logdir import LogdirError
+    from tb_kineto_insights.compare import (
+        before_after as compare,  # diff machinery: diff/check only
+    )
+    from tb_kineto_insights.logdir.discovery import LogdirError
 
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
@@ -124,7 +118,7 @@ def _compare(
         location = cli_cache_location(args.cache)
         summarize = None
         if location is not None:
-            from tb_kineto_insights.cached_summaries import CachedSummaries
+            from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
             summarize = CachedSummaries(location, thresholds=thresholds).summarize
         base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
@@ -136,8 +130,10 @@ def _compare(
 
 
 def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tb_kineto_insights import compare  # diff machinery: diff/check only
-    from tb_kineto_insights.json_output import write_json
+    from tb_kineto_insights.cli.json_output import write_json
+    from tb_kineto_insights.compare import (
+        before_after as compare,  # diff machinery: diff/check only
+    )
 
     result = _compare(args, err)
     if result is None:
@@ -151,10 +147,12 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tb_kineto_insights import compare  # diff machinery: diff/check only
-    from tb_kineto_insights.analysis.comparability import format_comparability
     from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS
-    from tb_kineto_insights.units import fmt_duration_us as _fmt_us
+    from tb_kineto_insights.analysis.units import fmt_duration_us as _fmt_us
+    from tb_kineto_insights.compare import (
+        before_after as compare,  # diff machinery: diff/check only
+    )
+    from tb_kineto_insights.compare.comparability import format_comparability
 
     try:
         limit = compare.parse_fraction(args.max_step_time_regression)
@@ -190,7 +188,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tb_kineto_insights.doctor import run_doctor  # imports TensorBoard: only here
+    from tb_kineto_insights.cli.doctor import run_doctor  # imports TensorBoard: only here
 
     return run_doctor(out, err)
 
@@ -204,9 +202,9 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     setup error (no Dask, unreachable scheduler, bad log directory or cache)."""
     import json
 
-    from tb_kineto_insights import index as index_module
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-    from tb_kineto_insights.cache import cache_dir_from_env
+    from tb_kineto_insights.cli import index as index_module
+    from tb_kineto_insights.store.cache import cache_dir_from_env
 
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)

@@ -21,7 +21,7 @@ No path, device, inode or log-directory root goes in: the same file mounted at
 ``/mnt/a/logs`` on one machine and ``/home/me/logs`` on another, or copied with its
 times to another folder, has the same key, so a teammate's TensorBoard (or ``report``)
 finds the summary another one computed. Those (``st_dev``, ``st_ino``, ``st_mtime_ns``,
-root) stay in :class:`~tb_kineto_insights.cache.Identity` for deciding whether a listed
+root) stay in :class:`~tb_kineto_insights.store.cache.Identity` for deciding whether a listed
 file changed and for the containment rule of ``trace/confine.py``; a local file's head
 and tail are read under that same rule.
 

@@ -30,10 +30,10 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
-from tb_kineto_insights.analysis.comparability import comparability
-from tb_kineto_insights.analysis.diff_comm import communication_rows
-from tb_kineto_insights.analysis.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.compare.comparability import comparability
+from tb_kineto_insights.compare.diff_comm import communication_rows
+from tb_kineto_insights.compare.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.diff import FoundDiagnosis

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from tb_kineto_insights.analysis.comparability import format_comparability
-from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.local_paths import local_path
-from tb_kineto_insights.logdir import LogdirError, Span, discover, span_for_file
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.compare.comparability import format_comparability
+from tb_kineto_insights.compare.diff import diff
+from tb_kineto_insights.logdir.discovery import LogdirError, Span, discover, span_for_file
 from tb_kineto_insights.schema import DiffDocument, Summary
 from tb_kineto_insights.schema.diff import ByRankPair, DdpBucketStats, DiffMetric, DiffOps, DiffRow
 from tb_kineto_insights.summary import try_summarize_file
+from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
 
 class SideError(ValueError):
@@ -91,7 +91,7 @@ def load_side(
 ) -> LoadedSide:
     """Resolve and summarise a side; unreadable spans are listed in ``errors``.
     ``summarize(span) -> (summary, error)``: where summaries come from (e.g.
-    :meth:`tb_kineto_insights.cached_summaries.CachedSummaries.summarize`, through the
+    :meth:`tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize`, through the
     shared cache); None: :func:`~tb_kineto_insights.summary.try_summarize_file`.
 
     Raises:

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
-from tb_kineto_insights.cache import DiskCache, Identity, _entry_bytes
-from tb_kineto_insights.env_settings import seconds_from_env
+from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
@@ -215,7 +215,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
 _FRAME = struct.Struct("<Q")
 #: The command a worker process runs (``python -c``): no ``__main__`` re-import, no
 #: ``if __name__ == "__main__"`` needed in whatever program embeds TensorBoard.
-_WORKER_CODE = "from tb_kineto_insights.worker_pool import worker_main; worker_main()"
+_WORKER_CODE = "from tb_kineto_insights.serve.worker_pool import worker_main; worker_main()"
 
 
 def _write_frame(out: IO[bytes], obj: Any) -> None:
@@ -291,7 +291,7 @@ def worker_main() -> None:
 def _child_env() -> dict[str, str]:
     """The worker's environment: this one, with this package importable."""
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
     paths = [root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     return env

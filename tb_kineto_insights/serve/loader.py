@@ -38,18 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import (
-    DiskCache,
-    Identity,
-    LoadResult,
-    decode_entry,
-    entry_key,
-    settings_fingerprint,
-)
-from tb_kineto_insights.summary import summarize_file
-from tb_kineto_insights.trace.errors import TraceIOError
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.worker_pool import (
+from tb_kineto_insights.serve.worker_pool import (
     DEFAULT_WORKERS,
     ERROR_INTERNAL,
     ERROR_IO,
@@ -61,6 +50,17 @@ from tb_kineto_insights.worker_pool import (
     _Task,
     load_deadline_from_env,
 )
+from tb_kineto_insights.store.cache import (
+    DiskCache,
+    Identity,
+    LoadResult,
+    decode_entry,
+    entry_key,
+    settings_fingerprint,
+)
+from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.trace.errors import TraceIOError
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 logger = logging.getLogger(__name__)
 

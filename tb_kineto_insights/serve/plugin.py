@@ -15,7 +15,7 @@ How it stays fast and safe:
   directory is also watched for filesystem events (``watch.py``, ``watchdog``): a new
   or finished trace starts a scan within about a second (``KINETO_INSIGHTS_WATCH=0``
   turns this off; object storage has no events and keeps the interval).
-- Summaries are loaded by :class:`tb_kineto_insights.loader.SummaryLoader`: at most
+- Summaries are loaded by :class:`tb_kineto_insights.serve.loader.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
   ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
   results cached on disk (flag ``--kineto_insights_cache_dir``, environment
@@ -35,7 +35,7 @@ How it stays fast and safe:
   the file as it is now is loaded, and a re-scan is started. Errors about a file's
   content are remembered until the file changes; I/O errors, dead workers, loads past
   their deadline and bugs are retried when the span is asked for again.
-- JSON comes from :func:`tb_kineto_insights.cache.encode_json` (NaN and infinities are
+- JSON comes from :func:`tb_kineto_insights.store.cache.encode_json` (NaN and infinities are
   written as ``null``) and goes out through TensorBoard's ``http_util.Respond``. Input
   problems are 4xx JSON answers; only a bug in this package gives a 500 (JSON too).
 
@@ -52,7 +52,7 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
   or built-ins; the answer is its JSON (msgspec).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> DiffDocument``:
   the diff for ``/diff``; sides are lists of ``("worker/span", Summary)``. Default:
-  :func:`tb_kineto_insights.analysis.diff.diff`, imported when first used; when it cannot
+  :func:`tb_kineto_insights.compare.diff.diff`, imported when first used; when it cannot
   be imported (or the hook is set to None), ``/diff`` answers 501.
 """
 
@@ -80,23 +80,10 @@ from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request
 
 from tb_kineto_insights import summary as summary_module
-from tb_kineto_insights.analysis.diff import diff
 from tb_kineto_insights.analysis.run_view import RunViewSpan
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cache import (
-    CACHE_DIR_ENV,
-    DiskCache,
-    Identity,
-    LoadResult,
-    cache_dir_from_env,
-    encode_json,
-    json_safe,
-    settings_fingerprint,
-)
-from tb_kineto_insights.cached_summaries import identity_of
-from tb_kineto_insights.env_settings import seconds_from_env
-from tb_kineto_insights.loader import ERROR, READY, SpanStatus, SummaryLoader
-from tb_kineto_insights.logdir import (
+from tb_kineto_insights.compare.diff import diff
+from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
     Span,
@@ -105,14 +92,13 @@ from tb_kineto_insights.logdir import (
     folder_name,
     parse_span_index,
 )
+from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watch_from_env
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.steps import StepsPanel
-from tb_kineto_insights.summary import summarize_file, summarize_run
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.watch import folder_identity, start_watcher, watch_from_env
-from tb_kineto_insights.worker_pool import (
+from tb_kineto_insights.serve.loader import ERROR, READY, SpanStatus, SummaryLoader
+from tb_kineto_insights.serve.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
     ERROR_TIMEOUT,
@@ -122,6 +108,20 @@ from tb_kineto_insights.worker_pool import (
     load_deadline_from_env,
     workers_from_env,
 )
+from tb_kineto_insights.store.cache import (
+    CACHE_DIR_ENV,
+    DiskCache,
+    Identity,
+    LoadResult,
+    cache_dir_from_env,
+    encode_json,
+    json_safe,
+    settings_fingerprint,
+)
+from tb_kineto_insights.store.cached_summaries import identity_of
+from tb_kineto_insights.store.settings import seconds_from_env
+from tb_kineto_insights.summary import summarize_file, summarize_run
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -369,7 +369,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
     Args (each defaults to its TensorBoard flag, then environment variable, then default):
         context: TensorBoard's ``TBContext``.
         rescan_s: seconds between re-scans of the log directories.
-        workers: worker processes that load traces (0: a thread of this process).
+        workers: worker processes loading traces (0: a thread of this process).
         cache_dir: the disk-cache folder; ``"none"`` (or a cache that cannot be used)
             keeps summaries in memory only.
         preload: load every discovered span in the background (requested ones first).
@@ -382,7 +382,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         diff: overrides :data:`DIFF_HOOK`.
         load_timeout_s, load_timeout_s_per_mib: a load's deadline in a worker process,
             ``load_timeout_s + load_timeout_s_per_mib × file MiB`` seconds (see
-            :class:`tb_kineto_insights.worker_pool.LoadDeadline`); flags
+            :class:`tb_kineto_insights.serve.worker_pool.LoadDeadline`); flags
             ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
             environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
             120 s + 2 s per MiB.

@@ -1,7 +1,7 @@
-"""The ``report`` command's work (split from ``cli.py`` so that ``--version``, ``diff``
+"""The ``report`` command's work (split from ``cli/main.py`` so that ``--version``, ``diff``
 and the decode workers, which import ``cli`` through the console script, do not load
 the analysis): the ``tb_kineto_insights.report/1`` document and its text form.
-``cli.build_report``/``cli.write_text`` call these.
+``cli.main.build_report``/``cli.write_text`` call these.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import msgspec
 
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.env_settings import CACHE_DIR_ENV, cli_cache_location
-from tb_kineto_insights.json_output import write_json
-from tb_kineto_insights.local_paths import local_path
-from tb_kineto_insights.logdir import (
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.cli.json_output import write_json
+from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
     Span,
@@ -31,17 +30,18 @@ from tb_kineto_insights.schema import Report, RunView, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.report import ReportRun, ReportSpan, ReportWorker, SpanError
+from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
     select_run_spans,
     summarize_run,
     try_summarize_file,
 )
+from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.units import fmt_bytes, fmt_duration_us
 
 if TYPE_CHECKING:
-    from tb_kineto_insights.cached_summaries import CachedSummaries
+    from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 2
@@ -368,7 +368,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     location = cli_cache_location(args.cache)
     summaries = None
     if location is not None:  # the cache machinery (cache.py: 45 ms of imports) only here
-        from tb_kineto_insights.cached_summaries import CachedSummaries
+        from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
         try:
             summaries = CachedSummaries(

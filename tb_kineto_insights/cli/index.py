@@ -3,7 +3,7 @@
 What it does, for one or more log directories (local paths or fsspec URLs) and one cache
 (a folder or an fsspec URL, the same one TensorBoard and ``report`` read):
 
-1. Lists every span (:func:`~tb_kineto_insights.logdir.discover`) and, on this machine,
+1. Lists every span (:func:`~tb_kineto_insights.logdir.discovery.discover`) and, on this machine,
    computes each file's cache key (its first and last MiB, ``content_id.py``) and asks
    the cache whether an entry is there (a few at once: I/O only). Files with the same
    content (a copy made with its times) share one key and are counted once: an *entry*
@@ -66,10 +66,10 @@ import msgspec
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import Identity, _sealed, encode_json, entry_key
-from tb_kineto_insights.cached_summaries import CachedSummaries, identity_of
-from tb_kineto_insights.logdir import LogdirError, Run, Span, discover
+from tb_kineto_insights.logdir.discovery import LogdirError, Run, Span, discover
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.store.cache import Identity, _sealed, encode_json, entry_key
+from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 
 class KinetoInsightsLoader(base_plugin.TBLoader):
-    """Loads :class:`tb_kineto_insights.plugin.KinetoInsightsPlugin` lazily."""
+    """Loads :class:`tb_kineto_insights.serve.plugin.KinetoInsightsPlugin` lazily."""
 
     def define_flags(self, parser: argparse.ArgumentParser) -> None:
         group = parser.add_argument_group("kineto_insights")
@@ -115,7 +115,7 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             import msgspec  # noqa: F401
             import numpy  # noqa: F401
 
-            from tb_kineto_insights import plugin
+            from tb_kineto_insights.serve import plugin
         except Exception as exc:  # ImportError, or any error from a broken dependency
             logger.warning(
                 "Kineto Insights plugin disabled: cannot import its dependencies (%s: %s)",

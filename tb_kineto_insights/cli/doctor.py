@@ -84,9 +84,9 @@ def _check_entry_point(ep: metadata.EntryPoint) -> str | None:
 def _sample_trace() -> tuple[str, str]:
     """``(path, description)``: the smallest trace of sample_logs/, else a built-in one
     (written to a temporary file)."""
-    from tb_kineto_insights.logdir import discover
+    from tb_kineto_insights.logdir.discovery import discover
 
-    for folder in (Path(__file__).resolve().parents[1] / "sample_logs", Path.cwd() / "sample_logs"):
+    for folder in (Path(__file__).resolve().parents[2] / "sample_logs", Path.cwd() / "sample_logs"):
         if not folder.is_dir():
             continue
         try:
@@ -170,7 +170,7 @@ def run_doctor(out: TextIO, err: TextIO) -> int:
         problem = _check_entry_point(ours)
         if problem is None:
             try:
-                from tb_kineto_insights import plugin  # noqa: F401  (the heavy dependencies)
+                from tb_kineto_insights.serve import plugin  # noqa: F401  (the heavy dependencies)
             except Exception as exc:
                 problem = f"its plugin module cannot be imported ({type(exc).__name__}: {exc})"
         if problem is None:
@@ -194,7 +194,7 @@ def run_doctor(out: TextIO, err: TextIO) -> int:
         line("info", "other tensorboard plugins", ", ".join(others))
 
     try:
-        from tb_kineto_insights.cache import cache_dir_from_env
+        from tb_kineto_insights.store.cache import cache_dir_from_env
 
         folder = cache_dir_from_env()
         folder.mkdir(parents=True, exist_ok=True)
@@ -231,7 +231,7 @@ def run_doctor(out: TextIO, err: TextIO) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":  # python -m tb_kineto_insights.doctor
+if __name__ == "__main__":  # python -m tb_kineto_insights.cli.doctor
     import sys
 
     sys.exit(run_doctor(sys.stdout, sys.stderr))

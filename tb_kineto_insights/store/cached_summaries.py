@@ -18,16 +18,16 @@ import logging
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.cache import (
+from tb_kineto_insights.logdir.discovery import Span
+from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.store.cache import (
     DiskCache,
     Identity,
     _entry_bytes,
     entry_key,
     settings_fingerprint,
 )
-from tb_kineto_insights.env_settings import cli_cache_location as cli_cache_location
-from tb_kineto_insights.logdir import Span
-from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -56,7 +56,7 @@ def identity_of(span: Span, root: str = "") -> Identity:
 
 
 class CachedSummaries:
-    """Summaries of spans, through a :class:`~tb_kineto_insights.cache.DiskCache` when
+    """Summaries of spans, through a :class:`~tb_kineto_insights.store.cache.DiskCache` when
     ``location`` is given.
 
     Attributes (counters, for the caller's log and for tests):
