@@ -273,6 +273,10 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
                 r.abort()
 
         context.route("**/*", route)
+        # every wait, navigation included, as patient as the explicit ones: on one slow
+        # core TensorBoard's first page can take longer than Playwright's default 30 s
+        context.set_default_timeout(TIMEOUT_MS)
+        context.set_default_navigation_timeout(TIMEOUT_MS)
         page = context.new_page()
 
         def console(msg: Any) -> None:
