@@ -220,7 +220,14 @@ def test_untraced_names_frame_and_no_stack_advice(tmp_path: Path) -> None:
         "idle_us_per_step": 32.0,
         "fraction_of_cause": pytest.approx(32 / untraced.evidence["idle_us"]),
         "after_sync_us_per_step": 0.0,
+        "launches_gpu_work": False,
     }
+    # log_metrics holds 32 of 69 µs, under python_frame_dominant_fraction: named, not "the" cost
+    assert "named in the title" in untraced.recommendation
+    th = Thresholds().replace(python_frame_dominant_fraction=0.4)
+    found = {d.id: d for d in diagnose(idx, panels, th)}
+    advice = found["gpu_idle_host_untraced"].recommendation
+    assert "spends 32 µs per step in " + LOG in advice and "every N steps" in advice
     assert "with_stack" not in untraced.recommendation
     assert "py-spy" not in untraced.recommendation
 

@@ -159,7 +159,9 @@ def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str,
     ``python_frame_min_fraction`` of it, largest first: ``frame`` (Kineto's name),
     ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
     ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
-    0 for the other causes). Empty without stacks."""
+    0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
+    call during some idle: it is the loop that feeds the GPU, not a call of its own).
+    Empty without stacks."""
     cost_us = dev.causes[cause].us
     n_steps = len(dev.per_step) or 1
     if cost_us <= 0:
@@ -178,6 +180,7 @@ def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str,
                 "after_sync_us_per_step": f.after_sync_us / n_steps
                 if cause == "host_sync"
                 else 0.0,
+                "launches_gpu_work": f.causes_us.get("launching", 0.0) > 0,
             }
         )
     return out
@@ -193,9 +196,15 @@ def _frames_title(frames: list[dict[str, Any]]) -> str:
 
 
 def _dominant(frames: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
-    """The first named frame when it holds at least ``python_frame_dominant_fraction`` of
-    the cause's idle, else ``None``."""
-    if frames and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction:
+    """The first named frame when it is *the* cost, a call of its own: it holds at least
+    ``python_frame_dominant_fraction`` of the cause's idle and launched no GPU work
+    while the GPU idled (the training step's own frame launches kernels: its idle is
+    the loop's Python overhead, not a call to move elsewhere); else ``None``."""
+    if (
+        frames
+        and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction
+        and not frames[0]["launches_gpu_work"]
+    ):
         return frames[0]
     return None
 
