@@ -126,7 +126,7 @@ def test_overlap_pieces_exact() -> None:
 def test_timeline_folds_library_frames(tmp_path: Path) -> None:
     idx = _index(tmp_path, EVENTS)
     frames = FrameIndex(idx.trace)
-    tl = frames.timeline((100, 1), 0, 100_000)
+    tl = frames.timeline((100, 1), np.array([0]), np.array([2**62]))
     names = idx.trace.names
     got = [
         ((s - idx.origin_ns) / 1000, (e - idx.origin_ns) / 1000, names[frames.stacks[k][-1]])
@@ -261,3 +261,75 @@ def test_minor_frames_not_named(tmp_path: Path) -> None:
     untraced = found["gpu_idle_host_untraced"]
     assert untraced.evidence["python_frames"] == []
     assert "log_metrics" not in untraced.title
+
+
+def _random_frames(rng: np.random.Generator, tid: int) -> list[dict[str, Any]]:
+    """A random call tree: nested python_function ranges on one thread (integer µs),
+    names drawn from a few user and library frames (user under library and back)."""
+    pool = [MAIN, STEP, LOG, SLEEP, TORCH, "/home/u/model.py(9): forward", "typing.py(3): cast"]
+    out: list[dict[str, Any]] = []
+
+    def node(lo: int, hi: int, depth: int) -> None:
+        t = lo
+        while t < hi and depth < 6:
+            a = int(rng.integers(t, hi))
+            b = int(rng.integers(a, hi + 1))
+            if b > a and rng.random() < 0.8:
+                out.append(py(pool[int(rng.integers(len(pool)))], a, b - a, tid=tid))
+                node(a, b, depth + 1)
+            t = b + int(rng.integers(0, 3))
+
+    node(0, 400, 0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nested_matches_the_sweep(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numpy path (properly nested frames) gives the pieces of the plain-Python sweep,
+    stack by stack, on random call trees."""
+    rng = np.random.default_rng(seed)
+    events = [step(1, 0, 400), *_random_frames(rng, 1)]
+    idx = _index(tmp_path, events)
+    windows = (np.array([idx.origin_ns]), np.array([idx.origin_ns + 400_000]))
+
+    def resolved(frames: FrameIndex) -> list[tuple[int, int, tuple[str, ...]]]:
+        tl = frames.timeline((100, 1), *windows)
+        names = idx.trace.names
+        return [
+            (a, b, tuple(names[n] for n in frames.stacks[k]))
+            for a, b, k in zip(
+                tl.start_ns.tolist(), tl.end_ns.tolist(), tl.stack.tolist(), strict=True
+            )
+        ]
+
+    real_nested = FrameIndex._nested
+    took: list[bool] = []
+
+    def spy(self: FrameIndex, *a: Any) -> Any:
+        out = real_nested(self, *a)
+        took.append(out is not None)
+        return out
+
+    monkeypatch.setattr(FrameIndex, "_nested", spy)
+    fast = resolved(FrameIndex(idx.trace))
+    assert took == [True]  # the numpy path ran
+    monkeypatch.setattr(FrameIndex, "_nested", lambda self, *a: None)
+    assert fast == resolved(FrameIndex(idx.trace))
+    assert len(fast) > 0
+
+
+def test_frames_that_overlap_without_nesting_are_clipped(tmp_path: Path) -> None:
+    """A damaged trace: log_metrics [15, 70) ends after train_step [1, 58) around it. It
+    is clipped to 58; main holds [58, 100)."""
+    events = [step(1, 0, 100), py(MAIN, 0, 100), py(STEP, 1, 57), py(LOG, 15, 55)]
+    idx = _index(tmp_path, events)
+    frames = FrameIndex(idx.trace)
+    tl = frames.timeline((100, 1), np.array([idx.origin_ns]), np.array([idx.origin_ns + 10**9]))
+    names = idx.trace.names
+    got = [
+        ((a - idx.origin_ns) / 1000, (b - idx.origin_ns) / 1000, names[frames.stacks[k][-1]])
+        for a, b, k in zip(tl.start_ns.tolist(), tl.end_ns.tolist(), tl.stack.tolist(), strict=True)
+    ]
+    assert got == [(0.0, 1.0, MAIN), (1.0, 15.0, STEP), (15.0, 58.0, LOG), (58.0, 100.0, MAIN)]

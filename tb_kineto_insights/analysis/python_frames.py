@@ -32,9 +32,11 @@ Definitions (DESIGN.md, Metric definitions, Idle gap):
 Frames on one thread are nested (a call stack). Ranges that overlap without nesting
 (damaged or truncated traces) are clipped to the range around them.
 
-Cost: one stable sort per thread; a Python loop over the thread's *candidate* frames
-(user frames and outermost frames, library calls never) overlapping the idle gaps;
-the intersection with the idle pieces is numpy (:func:`overlap_pieces`).
+Cost: one sort per thread; a Python loop over the thread's *candidate* frames (user
+frames and outermost frames, library calls never) that overlap its idle gaps, a few
+list operations each (stacks are interned by (parent, frame)); the intersection with
+the idle pieces is numpy (:func:`overlap_pieces`). Measured by
+``benchmarks/bench_python_frames.py`` (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -136,6 +138,9 @@ class FrameIndex:
         t = trace.tables[m.PYTHON]
         self.table = t
         self.stacks: list[tuple[int, ...]] = []
+        #: per stack id, its innermost frame's name id (``stacks[i][-1]``)
+        self.frame_of_stack: list[int] = []
+        self._frame_arr = np.zeros(0, dtype=np.int64)
         self._stack_id: dict[tuple[int, ...], int] = {}
         names = trace.names
         used = np.unique(t.name) if len(t) else np.zeros(0, dtype=np.int64)
@@ -160,21 +165,34 @@ class FrameIndex:
     def __len__(self) -> int:
         return len(self.table)
 
-    def _stack(self, frames: Sequence[int]) -> int:
-        key = tuple(frames)
+    def frame_array(self) -> np.ndarray:
+        """:attr:`frame_of_stack` as an int64 array (rebuilt only when stacks were
+        added since the last call)."""
+        if self._frame_arr.size != len(self.frame_of_stack):
+            self._frame_arr = np.asarray(self.frame_of_stack, dtype=np.int64)
+        return self._frame_arr
+
+    def _child(self, parent: int, name: int) -> int:
+        """The id of the stack ``stacks[parent] + (name,)`` (``parent`` -1: ``(name,)``)."""
+        key = (parent, name)
         sid = self._stack_id.get(key)
         if sid is None:
             sid = len(self.stacks)
-            self.stacks.append(key)
+            self.stacks.append((self.stacks[parent] if parent >= 0 else ()) + (name,))
+            self.frame_of_stack.append(name)
             self._stack_id[key] = sid
         return sid
 
-    def timeline(self, thread: tuple[int, int], lo_ns: int, hi_ns: int) -> FrameTimeline:
-        """The frame pieces of ``thread`` inside ``[lo_ns, hi_ns)`` (see
-        :class:`FrameTimeline`); frames that lie wholly outside are skipped (cost)."""
+    def timeline(
+        self, thread: tuple[int, int], within_start_ns: np.ndarray, within_end_ns: np.ndarray
+    ) -> FrameTimeline:
+        """The frame pieces of ``thread`` (see :class:`FrameTimeline`) that overlap the
+        windows ``[within_start_ns, within_end_ns)`` (int64 ns, sorted, disjoint): the
+        frames that overlap none are skipped (the frames around a kept frame overlap the
+        same window, so every kept piece has its whole stack)."""
         rows = self._rows.get(thread)
         empty = np.zeros(0, dtype=np.int64)
-        if rows is None:
+        if rows is None or within_start_ns.size == 0:
             return FrameTimeline(empty, empty, empty)
         t = self.table
         s = t.start_ns[rows]
@@ -186,48 +204,156 @@ class FrameIndex:
         prev_end = np.maximum.accumulate(e)
         root = np.ones(s.size, dtype=np.bool_)
         root[1:] = s[1:] >= prev_end[:-1]
-        cand = (self._user[name] | root) & (e > lo_ns) & (s < hi_ns)
-        user = self._user[name][cand]
-        s, e, name = s[cand].tolist(), e[cand].tolist(), name[cand].tolist()
+        # overlaps a window: the first window ending after the frame starts begins before
+        # the frame ends
+        w = np.searchsorted(within_end_ns, s, side="right")
+        hit = w < within_start_ns.size
+        hit[hit] = within_start_ns[w[hit]] < e[hit]
+        cand = (self._user[name] | root) & hit & (e > s)
+        s, e, name, user = s[cand], e[cand], name[cand], self._user[name][cand]
+        fast = self._nested(s, e, name, user)
+        return fast if fast is not None else self._sweep(s, e, name, user)
+
+    def _labels(
+        self, name: np.ndarray, user: np.ndarray, parent: np.ndarray, depth: np.ndarray
+    ) -> np.ndarray:
+        """Per frame, the id of its piece's stack (:attr:`stacks`): for a user frame, the
+        user frames from the outermost down to it; for an outermost library frame, its
+        own name. ``parent``: index of the enclosing candidate frame (-1: none);
+        ``depth``: 1 for outermost frames. Stacks are interned once per distinct
+        (parent stack, frame name) pair of each depth, level by level."""
+        n = name.size
+        users = np.full(n, -1, dtype=np.int64)  # id of the user-frame stack (-1: none)
+        label = np.full(n, -1, dtype=np.int64)
+        by_depth = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max()) + 2))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            level = by_depth[lo:hi]
+            par = parent[level]
+            par_users = np.where(par >= 0, users[np.maximum(par, 0)], -1)
+            u = user[level]
+            lib = level[~u]
+            for k in np.unique(name[lib]).tolist():
+                label[lib[name[lib] == k]] = self._child(-1, k)
+            mine = level[u]
+            if mine.size:
+                # one int64 key per (parent stack, name) pair: np.unique(axis=0) sorts rows
+                # as records, about 10x slower
+                width = int(name.max()) + 1
+                pair = (par_users[u] + 1) * width + name[mine]
+                uniq, inv = np.unique(pair, return_inverse=True)
+                sid = np.array(
+                    [self._child(int(k // width) - 1, int(k % width)) for k in uniq.tolist()],
+                    dtype=np.int64,
+                )
+                users[mine] = sid[inv.reshape(-1)]
+                label[mine] = users[mine]
+            users[lib] = -1
+        return label
+
+    def _nested(
+        self, s: np.ndarray, e: np.ndarray, name: np.ndarray, user: np.ndarray
+    ) -> FrameTimeline | None:
+        """The pieces of properly nested frames, in numpy (``None`` when some frame ends
+        after the frame around it: :meth:`_sweep` clips those).
+
+        The frames' starts (+1) and ends (-1) in time order (at equal times ends first,
+        inner ends first, outer starts first) give the depth after each event; the
+        innermost frame open after event ``k`` is the one opened by the last start event
+        ``j <= k`` at the same depth, and a frame's parent the innermost one open just
+        before its start."""
+        n = s.size
+        if n == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return FrameTimeline(z, z, z)
+        t = np.concatenate([s, e])
+        typ = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
+        frame = np.concatenate([np.arange(n), np.arange(n)])
+        # ties: ends (typ -1) before starts; ends: larger start first; starts: longer first
+        tie = np.where(typ > 0, -e[frame], -s[frame])
+        order = np.lexsort((tie, typ, t))
+        t, typ, frame = t[order], typ[order], frame[order]
+        depth = np.cumsum(typ)
+        starts = np.nonzero(typ > 0)[0]
+        m = 2 * n + 1
+        keys = depth[starts] * m + starts  # sorted: by depth, then position
+        key_order = np.argsort(keys, kind="stable")
+        keys, starts = keys[key_order], starts[key_order]
+
+        def opener(d: np.ndarray, pos: np.ndarray) -> np.ndarray:
+            """Frame opened by the last start event at depth ``d`` at or before ``pos``
+            (-1 where none)."""
+            q = np.searchsorted(keys, d * m + pos, side="right") - 1
+            ok = (q >= 0) & (d > 0)
+            ok[ok] = keys[q[ok]] // m == d[ok]
+            return np.where(ok, frame[starts[np.maximum(q, 0)]], -1)
+
+        frame_depth = np.empty(n, dtype=np.int64)
+        start_pos = np.empty(n, dtype=np.int64)
+        frame_depth[frame[typ > 0]] = depth[typ > 0]
+        start_pos[frame[typ > 0]] = np.nonzero(typ > 0)[0]
+        parent = opener(frame_depth - 1, start_pos - 1)
+        has = parent >= 0
+        if np.any(e[has] > e[parent[has]]):
+            return None  # not nested: clip in the sweep
+        seg = np.nonzero((depth[:-1] > 0) & (t[1:] > t[:-1]))[0]
+        inner = opener(depth[seg], seg)
+        label = self._labels(name, user, parent, frame_depth)
+        return FrameTimeline(t[seg], t[seg + 1], label[inner])
+
+    def _sweep(
+        self, s: np.ndarray, e: np.ndarray, name: np.ndarray, user: np.ndarray
+    ) -> FrameTimeline:
+        """The pieces by a sweep with a stack of open frames: the reference for
+        :meth:`_nested`, and the path for frames that overlap without nesting (each is
+        clipped to the end of the frame around it)."""
         out_s: list[int] = []
         out_e: list[int] = []
         out_k: list[int] = []
-        # open frames: (end_ns, name id, is user), outermost first
-        open_: list[tuple[int, int, bool]] = []
-        sid = -1  # the stack id of the open frames (valid while open_ is not empty)
+        # the open frames, outermost first: end, stack id of the piece (label), and id of
+        # the stack of user frames alone (-1: none)
+        open_end: list[int] = []
+        open_label: list[int] = []
+        open_user: list[int] = []
         cur = 0
-
-        def emit(upto: int) -> None:
-            if upto > cur:
+        for start, end, n, is_user in zip(
+            s.tolist(), e.tolist(), name.tolist(), user.tolist(), strict=True
+        ):
+            while open_end and open_end[-1] <= start:
+                stop = open_end.pop()
+                label = open_label.pop()
+                open_user.pop()
+                if stop > cur:
+                    out_s.append(cur)
+                    out_e.append(stop)
+                    out_k.append(label)
+                    cur = stop
+            if open_end and start > cur:
                 out_s.append(cur)
-                out_e.append(upto)
-                out_k.append(sid)
-
-        def stack_id() -> int:
-            users = [n for _, n, u in open_ if u]
-            return self._stack(users if users else [open_[0][1]])
-
-        for i, start in enumerate(s):
-            while open_ and open_[-1][0] <= start:
-                end = open_[-1][0]
-                emit(end)
-                cur = end
-                open_.pop()
-                if open_:
-                    sid = stack_id()
-            if open_:
-                emit(start)
+                out_e.append(start)
+                out_k.append(open_label[-1])
             cur = start
-            end = e[i] if not open_ else min(e[i], open_[-1][0])
-            open_.append((end, name[i], bool(user[i])))
-            sid = stack_id()
-        while open_:
-            end = open_[-1][0]
-            emit(end)
-            cur = end
-            open_.pop()
-            if open_:
-                sid = stack_id()
+            parent = open_user[-1] if open_user else -1
+            if open_end and end > open_end[-1]:
+                end = open_end[-1]  # overlapping without nesting: clipped
+            if is_user:
+                users = self._child(parent, n)
+                label = users
+            else:  # an outermost library frame (no frame around it)
+                users = parent
+                label = self._child(-1, n)
+            open_end.append(end)
+            open_label.append(label)
+            open_user.append(users)
+        while open_end:
+            stop = open_end.pop()
+            label = open_label.pop()
+            open_user.pop()
+            if stop > cur:
+                out_s.append(cur)
+                out_e.append(stop)
+                out_k.append(label)
+                cur = stop
         return FrameTimeline(
             np.asarray(out_s, dtype=np.int64),
             np.asarray(out_e, dtype=np.int64),
@@ -306,7 +432,7 @@ def thread_pieces(
     empty = IdlePieces.concat([])
     if idle_start_ns.size == 0 or gaps.size == 0:
         return empty
-    tl = frames.timeline(thread, int(gap_start_ns[gaps[0]]), int(gap_end_ns[gaps[-1]]))
+    tl = frames.timeline(thread, gap_start_ns[gaps], gap_end_ns[gaps])
     if tl.start_ns.size == 0:
         return empty
     order = np.argsort(idle_start_ns, kind="stable")
@@ -352,8 +478,7 @@ def frame_summaries(
     if pieces.dur_ns.size == 0:
         return []
     names = frames.trace.names
-    frame_of_stack = np.array([st[-1] for st in frames.stacks], dtype=np.int64)
-    frame = frame_of_stack[pieces.stack]
+    frame = frames.frame_array()[pieces.stack]
     uniq, inv = np.unique(frame, return_inverse=True)
     dur = pieces.dur_ns
     total = np.bincount(inv, weights=dur, minlength=uniq.size)
@@ -396,12 +521,12 @@ def frame_summaries(
 
 
 def gap_frame(frames: FrameIndex, pieces: IdlePieces, gap: int) -> str | None:
-    """The frame holding most of gap ``gap``'s idle (ties: the earlier stack), else
+    """The frame holding most of gap ``gap``'s idle (ties: the smaller name id), else
     ``None`` when no recorded frame covers any of it."""
     sel = pieces.gap == gap
     if not sel.any():
         return None
-    frame_of_stack = np.array([frames.stacks[int(s)][-1] for s in pieces.stack[sel]])
-    uniq, inv = np.unique(frame_of_stack, return_inverse=True)
+    frame = frames.frame_array()[pieces.stack[sel]]
+    uniq, inv = np.unique(frame, return_inverse=True)
     t = np.bincount(inv, weights=pieces.dur_ns[sel])
     return frames.trace.names[int(uniq[int(np.argmax(t))])]
