@@ -13,7 +13,10 @@ time of the main device) and what its severity follows:
   own time (:func:`_small_kernel_flood`);
 * ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
   idle attributed to data loading / host synchronization / host work outside traced
-  ops (:func:`_idle_cause`);
+  ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
+  (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
+  it (:func:`_sync_recommendation`, :func:`_untraced_recommendation`); the advice to
+  record stacks appears only when the trace has none;
 * ``low_gpu_utilization``: the idle no other raised diagnosis explains
   (:func:`_low_utilization`);
 * ``pageable_memcpy``: the pageable copies' duration (:func:`_pageable_memcpy`).

@@ -31,6 +31,15 @@ Attribution (DESIGN.md, Metric definitions):
    ``python_function`` ranges (``with_stack=True``) are not ops here: Python code shows
    as ``host_untraced``.
 
+With Python stacks, each idle nanosecond also goes to the user Python frame the
+launching thread was in at that moment, with its cause (:mod:`.python_frames`: library
+frames folded into the nearest user frame): ``devices[].python_frames``, and the frame
+that held most of each listed gap (``largest_gaps[].python_frame``). A sync-opened gap's
+time in another frame than the one open as it opened (the frame that synchronised) is
+``after_sync_us``: what the host did after the sync. The causes and their numbers do not
+depend on the frames (proved on ``sample_logs/stacks_*`` and ``capture_full`` with and
+without their ``python_function`` events, ``tests/test_stacks_real.py``).
+
 Launch-bound idle before short kernels (``devices[].short_kernels``, the cost of
 ``small_kernel_flood``): see :func:`launch_bound_gaps`.
 
@@ -461,6 +470,11 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     * ``launch_bound_kernel_us``: wall time of the short kernels closing those gaps;
     * ``cost_us`` = launch-bound idle + those kernels' time, and
       ``cost_fraction_of_step_time`` = ``cost_us`` / summed step time.
+
+    With Python stacks (``python_stacks``), per device ``python_idle_us`` (idle inside
+    any recorded frame) and ``python_frames``: the ``python_frames_listed`` frames
+    holding the most idle (:func:`.python_frames.frame_summaries`), and per listed gap
+    ``python_frame``; without stacks ``[]``, ``0`` and ``None``.
 
     Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
