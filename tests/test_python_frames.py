@@ -199,7 +199,9 @@ def test_sync_then_blocking_call(tmp_path: Path) -> None:
     panels = {"steps": steps_summary(idx), "idle": idle}
     found = {d.id: d for d in diagnose(idx, panels)}
     sync = found["gpu_idle_host_sync"]
-    assert "train.py(40): log_metrics" in sync.title
+    assert (
+        "; after the sync the host was in train.py(40): log_metrics (31 µs per step)" in sync.title
+    )
     assert sync.evidence["python_frames"][0]["frame"] == LOG
     assert sync.evidence["python_frames"][0]["idle_us_per_step"] == 31.0
     assert sync.evidence["python_frames"][0]["after_sync_us_per_step"] == 31.0

@@ -159,7 +159,8 @@ def _small_kernel_flood(
 def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
     """The Python frames (``idle.devices[].python_frames``) that hold the most of
     ``cause``'s idle: at most ``python_frames_named``, each at least
-    ``python_frame_min_fraction`` of it, largest first: ``frame`` (Kineto's name),
+    ``python_frame_min_fraction`` of it, largest first, among the listed frames
+    (``python_frames_listed``, by total idle): ``frame`` (Kineto's name),
     ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
     ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
     0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
@@ -189,11 +190,14 @@ def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str,
     return out
 
 
-def _frames_title(frames: list[dict[str, Any]]) -> str:
-    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames)."""
+def _frames_title(frames: list[dict[str, Any]], cause: str) -> str:
+    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames);
+    for ``host_sync``, ``; after the sync the host was in …`` (a sync-opened gap is all
+    time after the sync returned)."""
     if not frames:
         return ""
-    return "; the host was in " + ", ".join(
+    lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
+    return lead + ", ".join(
         f"{short_frame(f['frame'])} ({_time(f['idle_us_per_step'])} per step)" for f in frames
     )
 
@@ -341,7 +345,7 @@ def _idle_cause(
             if hit >= len(per_step)
             else f"{_time(cost.us)} in total over {len(per_step)} steps, mostly in {hit} of them",
         )
-        + _frames_title(frames),
+        + _frames_title(frames, cause),
         {
             **evidence_frames,
             "device": dev.device,
