@@ -32,10 +32,12 @@ Definitions (DESIGN.md, Metric definitions, Idle gap):
 Frames on one thread are nested (a call stack). Ranges that overlap without nesting
 (damaged or truncated traces) are clipped to the range around them.
 
-Cost: one sort per thread; a Python loop over the thread's *candidate* frames (user
-frames and outermost frames, library calls never) that overlap its idle gaps, a few
-list operations each (stacks are interned by (parent, frame)); the intersection with
-the idle pieces is numpy (:func:`overlap_pieces`). Measured by
+Cost: only the thread's *candidate* frames (user frames and outermost frames, library
+calls never) that overlap its idle gaps are placed, in numpy (:meth:`FrameIndex._nested`:
+two sorts and a few ``searchsorted`` over their start and end events; stacks interned
+once per distinct (parent stack, frame) pair of each depth); the plain-Python sweep
+(:meth:`FrameIndex._sweep`) runs only for frames that overlap without nesting. The
+intersection with the idle pieces is numpy too (:func:`overlap_pieces`). Measured by
 ``benchmarks/bench_python_frames.py`` (``benchmarks/RESULTS.md``).
 """
 
