@@ -257,7 +257,8 @@ class FrameIndex:
         self, s: np.ndarray, e: np.ndarray, name: np.ndarray, user: np.ndarray
     ) -> FrameTimeline | None:
         """The pieces of properly nested frames, in numpy (``None`` when some frame ends
-        after the frame around it: :meth:`_sweep` clips those).
+        after the frame around it: :meth:`_sweep` clips those). The frames come sorted
+        by start, the longer first at equal starts.
 
         The frames' starts (+1) and ends (-1) in time order (at equal times ends first,
         inner ends first, outer starts first) give the depth after each event; the
@@ -268,19 +269,25 @@ class FrameIndex:
         if n == 0:
             z = np.zeros(0, dtype=np.int64)
             return FrameTimeline(z, z, z)
-        t = np.concatenate([s, e])
-        typ = np.concatenate([np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)])
-        frame = np.concatenate([np.arange(n), np.arange(n)])
-        # ties: ends (typ -1) before starts; ends: larger start first; starts: longer first
-        tie = np.where(typ > 0, -e[frame], -s[frame])
-        order = np.lexsort((tie, typ, t))
-        t, typ, frame = t[order], typ[order], frame[order]
+        # merge the starts (already by start, longer first) with the ends (by end, the
+        # later start first); at equal times ends come first
+        end_order = np.lexsort((-s, e))
+        e_sorted = e[end_order]
+        idx = np.arange(n)
+        pos_start = idx + np.searchsorted(e_sorted, s, side="right")
+        pos_end = idx + np.searchsorted(s, e_sorted, side="left")
+        t = np.empty(2 * n, dtype=np.int64)
+        typ = np.empty(2 * n, dtype=np.int64)
+        frame = np.empty(2 * n, dtype=np.int64)
+        t[pos_start], t[pos_end] = s, e_sorted
+        typ[pos_start], typ[pos_end] = 1, -1
+        frame[pos_start], frame[pos_end] = idx, end_order
         depth = np.cumsum(typ)
-        starts = np.nonzero(typ > 0)[0]
+        starts = pos_start  # increasing
         m = 2 * n + 1
-        keys = depth[starts] * m + starts  # sorted: by depth, then position
-        key_order = np.argsort(keys, kind="stable")
-        keys, starts = keys[key_order], starts[key_order]
+        by_depth = np.argsort(depth[starts], kind="stable")  # then by position
+        starts = starts[by_depth]
+        keys = depth[starts] * m + starts
 
         def opener(d: np.ndarray, pos: np.ndarray) -> np.ndarray:
             """Frame opened by the last start event at depth ``d`` at or before ``pos``
@@ -290,10 +297,8 @@ class FrameIndex:
             ok[ok] = keys[q[ok]] // m == d[ok]
             return np.where(ok, frame[starts[np.maximum(q, 0)]], -1)
 
-        frame_depth = np.empty(n, dtype=np.int64)
-        start_pos = np.empty(n, dtype=np.int64)
-        frame_depth[frame[typ > 0]] = depth[typ > 0]
-        start_pos[frame[typ > 0]] = np.nonzero(typ > 0)[0]
+        frame_depth = depth[pos_start]
+        start_pos = pos_start
         parent = opener(frame_depth - 1, start_pos - 1)
         has = parent >= 0
         if np.any(e[has] > e[parent[has]]):
