@@ -87,6 +87,11 @@ def test_blocking_call_after_sync_is_the_cost() -> None:
     frame = top.evidence["python_frames"][0]
     assert frame["after_sync_us_per_step"] == pytest.approx(frame["idle_us_per_step"])
     assert "not the sync itself" in top.recommendation
+    # the idle left to low_gpu_utilization is mostly CPU ops, in the loop's own step()
+    low = next(d for d in summary.diagnoses if d.id == "low_gpu_utilization")
+    assert low.evidence["largest_unexplained_cause"] == "cpu_ops"
+    assert low.evidence["python_frames"][0]["frame"].endswith(": step")
+    assert "mostly other CPU ops; the host was in record_stacks.py(95): step" in low.title
 
 
 def test_loop_frame_is_named_but_not_moved() -> None:

@@ -390,7 +390,8 @@ def _low_utilization(
       idle, they are the claim and this one adds nothing, and
     * the unexplained idle reaches ``min_impact_fraction``; severity follows it.
 
-    It names the idle cause holding most of the unexplained idle.
+    It names the idle cause holding most of the unexplained idle and, with Python
+    stacks, the frames holding most of that cause (:func:`_cause_frames`).
     """
     util = steps.gpu_utilization_fraction if steps is not None else None
     dev = _main_idle(idle)
@@ -424,13 +425,16 @@ def _low_utilization(
     top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
+    frames = _cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {_pct(util)} of the step time; "
         f"{_pct(unexplained)} of it idles for other reasons"
-        + (f", mostly {top_label}" if top_label else ""),
+        + (f", mostly {top_label}" if top_label else "")
+        + (_frames_title(frames, top) if top else ""),
         {
+            **({"python_frames": frames} if idle.python_stacks else {}),
             "gpu_utilization_fraction": util,
             "idle_fraction_of_step_time": idle_fraction,
             "unexplained_idle_fraction": unexplained,
