@@ -374,6 +374,37 @@ def _by_thread(threads: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
     ]
 
 
+class IdlePieces(NamedTuple):
+    """One device's idle time inside the step windows as attributed by
+    :func:`idle_summary`: disjoint intervals sorted by start, none crossing a step start
+    (``start_ns``, ``end_ns`` int64 ns), and each one's cause (``cause``: int64 index
+    into :data:`CAUSES`). Their lengths summed per step and cause are the panel's
+    ``per_step[].causes_us``, to the ns."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray
+
+
+def _pieces(collected: list[tuple[iv.Intervals, int]], step_starts: np.ndarray) -> IdlePieces:
+    """The attributed intervals of one device as :class:`IdlePieces`: each cause's set
+    cut at the step starts (a set of one cause may join two gaps that touch at a step
+    boundary), all sorted by start."""
+    starts, ends, causes = [], [], []
+    for part, cause in collected:
+        s, e = iv.split_at(part, step_starts)
+        starts.append(s)
+        ends.append(e)
+        causes.append(np.full(s.size, cause, dtype=np.int64))
+    if not starts:
+        z = np.zeros(0, dtype=np.int64)
+        return IdlePieces(z, z.copy(), z.copy())
+    s, e, c = np.concatenate(starts), np.concatenate(ends), np.concatenate(causes)
+    keep = e > s
+    order = np.argsort(s[keep], kind="stable")
+    return IdlePieces(s[keep][order], e[keep][order], c[keep][order])
+
+
 #: Causes during which a host is on the launch path: in a traced op or runtime call.
 LAUNCH_PATH_CAUSES: tuple[str, ...] = ("optimizer_step", "launching", "cpu_ops")
 
@@ -440,7 +471,11 @@ def launch_bound_gaps(
     return out, closing
 
 
-def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> IdlePanel:
+def idle_summary(
+    index: TraceIndex,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    pieces: dict[int, IdlePieces] | None = None,
+) -> IdlePanel:
     """``summary.idle`` (:class:`~tb_kineto_insights.schema.idle.IdlePanel`): per device,
     busy fraction, idle per step, idle by cause, gap histogram and the largest gaps.
     Denominator of every ``_fraction`` of step time: the summed step-window time; of
@@ -460,6 +495,10 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     * ``launch_bound_kernel_us``: wall time of the short kernels closing those gaps;
     * ``cost_us`` = launch-bound idle + those kernels' time, and
       ``cost_fraction_of_step_time`` = ``cost_us`` / summed step time.
+
+    ``pieces``: when given, filled per device with the idle time as attributed, as
+    intervals (:class:`IdlePieces`): the timeline's idle band (``analysis.timeline``)
+    draws exactly the time this panel counts, cause by cause.
 
     Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
@@ -488,6 +527,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         threads = _launch_threads(index, events, gs, ge)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
+        collected: list[tuple[iv.Intervals, int]] = []
         for thread, idx in _by_thread(threads):
             sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
             rest = idx[~sync_opened[idx]]
@@ -498,6 +538,8 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
             for c, cause in enumerate(TRACED_CAUSES):
                 part = iv.intersect(remaining, sets[cause])
                 amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
+                if pieces is not None:
+                    collected.append((part, c))
                 remaining = iv.subtract(remaining, sets[cause])
             # nothing traced on the launching thread: untraced host work when inside a
             # host ProfilerStep range and the step thread is not in a traced op either
@@ -506,8 +548,14 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                 untraced = iv.subtract(untraced, activity.traced(step_thread))
             amounts[rest, untraced_col] = iv.overlap_per_window(untraced, gs[rest], ge[rest])
             amounts[rest, -1] = glen[rest] - amounts[rest, :-1].sum(axis=1)
+            if pieces is not None:
+                collected.append((untraced, untraced_col))
+                collected.append((iv.subtract(remaining, untraced), len(CAUSES) - 1))
         amounts[sync_opened] = 0
         amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        if pieces is not None:
+            collected.append(((gs[sync_opened], ge[sync_opened]), CAUSES.index("host_sync")))
+            pieces[dev] = _pieces(collected, steps.start_ns)
         launch_bound, closing = launch_bound_gaps(
             index, events, gaps, amounts, sync_opened, thresholds.launch_bound_max_gap_us * 1000
         )

@@ -42,6 +42,7 @@ from tb_kineto_insights.schema.summary import Summary
 
 if TYPE_CHECKING:
     from tb_kineto_insights.schema.diff import DiffDocument
+    from tb_kineto_insights.schema.timeline import TimelineStep
 
 __all__ = [
     "DIFF_SCHEMA",
@@ -75,7 +76,8 @@ def summary_decoder() -> msgspec.json.Decoder[Summary]:
 
 def json_schemas() -> dict[str, dict[str, Any]]:
     """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
-    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json`` (JSON Schema
+    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json``,
+    ``timeline.schema.json`` (one step's timeline, ``/timeline``) (JSON Schema
     2020-12, as written by ``msgspec.json.schema``; Struct docstrings become
     ``description``)."""
     out: dict[str, dict[str, Any]] = {}
@@ -84,6 +86,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("run_view", RunView),
         ("diff", _diff_document()),
         ("report", Report),
+        ("timeline", _timeline_step()),
     ):
         schema = msgspec.json.schema(typ)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -104,6 +107,13 @@ def schema_fingerprint() -> str:
     return hashlib.sha256(
         msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
     ).hexdigest()
+
+
+def _timeline_step() -> type[TimelineStep]:
+    """:class:`~tb_kineto_insights.schema.timeline.TimelineStep`, imported on first use."""
+    from tb_kineto_insights.schema.timeline import TimelineStep
+
+    return TimelineStep
 
 
 def _diff_document() -> type[DiffDocument]:

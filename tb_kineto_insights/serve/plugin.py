@@ -3,7 +3,8 @@
 Every route is listed, with its parameters, answers and errors, in ``docs/api.md`` (a
 test checks that the routes served here are exactly the documented ones). In short,
 under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
-``/run_summary``, ``/diff``, and the frontend files ``/index.js``, ``/echarts.js`` and
+``/run_summary``, ``/diff``, ``/timeline`` (one step's timeline, stored beside the
+summary), and the frontend files ``/index.js``, ``/echarts.js`` and
 ``/style.css``.
 
 How it stays fast and safe:
@@ -67,6 +68,7 @@ import re
 import threading
 import time
 import urllib.parse
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,6 +84,7 @@ from werkzeug.wrappers import Request
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.run_view import RunViewSpan
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.timeline import decode_store, find_step, load_step
 from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
@@ -120,7 +123,7 @@ from tb_kineto_insights.store.cache import (
 )
 from tb_kineto_insights.store.cached_summaries import identity_of
 from tb_kineto_insights.store.settings import seconds_from_env
-from tb_kineto_insights.summary import summarize_file, summarize_run
+from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_run
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = [
@@ -150,6 +153,8 @@ PRELOAD_ENV = "KINETO_INSIGHTS_PRELOAD"
 DEFAULT_RESCAN_S = 30.0
 #: The background scanner never re-scans more often than this (seconds).
 MIN_RESCAN_S = 0.25
+#: What a ``step`` query may be: ASCII digits.
+_STEP_NUMBER = re.compile(r"[0-9]{1,18}")
 #: Longest ``wait`` a request may ask for (seconds).
 MAX_WAIT_S = 60.0
 #: What a ``wait`` query may be: seconds in ASCII digits, with an optional fraction.
@@ -169,6 +174,7 @@ ROUTES: tuple[str, ...] = (
     "/health",
     "/run_summary",
     "/diff",
+    "/timeline",
     *_STATIC_FILES,
 )
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
@@ -373,7 +379,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         cache_dir: the disk-cache folder; ``"none"`` (or a cache that cannot be used)
             keeps summaries in memory only.
         preload: load every discovered span in the background (requested ones first).
-        summarize: the analysis function (default :func:`summary.summarize_file`; tests
+        summarize: the analysis function (default
+            :func:`summary.summarize_file_with_timeline`; tests
             count its calls); a module-level function when ``workers > 0``.
         max_json_bytes: the reader's cap on uncompressed bytes per file.
         first_scan_wait_s: how long the first ``is_active`` / ``/runs`` waits for the
@@ -426,7 +433,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._loader = SummaryLoader(
             cache=cache,
             workers=workers,
-            summarize=summarize or summarize_file,
+            summarize=summarize or summarize_file_with_timeline,
             max_json_bytes=max_json_bytes,
             deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
         )
@@ -559,6 +566,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/health": self._route(self._serve_health),
             "/run_summary": self._route(self._serve_run_summary),
             "/diff": self._route(self._serve_diff),
+            "/timeline": self._route(self._serve_timeline),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -886,6 +894,32 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 400, f"unknown panel {panel!r}; one of: {', '.join(summary_module.PANELS)}"
             )
         return self._span_response(request, span, panel)
+
+    def _serve_timeline(self, request: Request) -> Any:
+        """One step's timeline (``analysis/timeline.py``): loaded as ``/summary`` (same
+        ``wait`` and error answers), then the step's stored document, decompressed."""
+        span = self._span(request)
+        raw_step = self._required(request, "step")
+        if not _STEP_NUMBER.fullmatch(raw_step):
+            raise _ApiError(400, "step must be a whole number (N of ProfilerStep#N)")
+        status, result = self._loader.get(self._request_identity(span), self._wait(request))
+        if result is None or result.summary is None:
+            return self._failed(request, status)
+        if result.timeline is None:
+            raise _ApiError(404, "no timeline is stored for this span (summarised without one)")
+        try:
+            store = decode_store(result.timeline)
+            position = find_step(store, int(raw_step))
+            if position is None:
+                raise _ApiError(
+                    404,
+                    f"no step {raw_step} in this span; its steps: "
+                    + ", ".join(str(n) for n in store.steps),
+                )
+            body = encode_json(load_step(store, position))
+        except (ValueError, zlib.error) as exc:  # a damaged store: a bug or a bad disk
+            raise _ApiError(500, f"the stored timeline of this span is damaged ({exc})") from exc
+        return _respond(request, body)
 
     def _serve_health(self, request: Request) -> Any:
         return self._span_response(request, self._span(request), "health")

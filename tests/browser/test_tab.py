@@ -48,7 +48,7 @@ PREFIX = "/data/plugin/kineto_insights"
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 README_SCREENSHOT = REPO / "docs" / "screenshot.png"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-SPAN_PANELS = ("overview", "kernels", "idle", "communication", "memory", "health")
+SPAN_PANELS = ("overview", "kernels", "idle", "timeline", "communication", "memory", "health")
 EVIL = '<img src=x onerror="window.__kiPwned=1">'
 TIMEOUT_MS = 60_000
 TALL = 2400  # px: every panel fits in the plugin's iframe, for whole-panel screenshots
@@ -403,6 +403,114 @@ def test_each_panel_shows_data(server: Server, open_page: Any, run: str) -> None
         assert "aten::addmm" in memory.inner_text()
     for name in ("diagnoses", *SPAN_PANELS):
         shoot(frame, run, name)
+
+
+def _timeline_shown(frame: Any, step: int | None = None) -> dict[str, str]:
+    """The timeline's data attributes once a step is drawn (that ``step`` when given)."""
+    want = "" if step is None else f"[data-step='{step}']"
+    frame.wait_for_selector(f"#ki-timeline-info{want}", timeout=TIMEOUT_MS)
+    frame.wait_for_selector("#ki-timeline-chart[data-rows]", timeout=TIMEOUT_MS)
+    return frame.evaluate(
+        "() => ({...document.querySelector('#ki-timeline-info').dataset,"
+        " ...document.querySelector('#ki-timeline-chart').dataset})"
+    )
+
+
+@pytest.mark.parametrize("run", ["dataloader_workers0", "transformer_eager"])
+def test_timeline_shows_every_kernel_and_the_idle_band(
+    server: Server, open_page: Any, run: str
+) -> None:
+    """Issue 28: the timeline of a step (the median one by default) draws every kernel
+    the summary counts in it, and its idle band adds up to the Idle panel's figure."""
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    shown = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, steps = server.get("summary", run=run, worker=worker, span=span, panel="steps")
+    durations = sorted(s["duration_us"] for s in steps["steps"])
+    median = durations[(len(durations) - 1) // 2]
+    expected_step = min(steps["steps"], key=lambda s: abs(s["duration_us"] - median))["number"]
+    assert int(shown["step"]) == expected_step
+    _, kernels = server.get("summary", run=run, worker=worker, span=span, panel="kernels")
+    per_step = {s["number"]: s["count"] for s in kernels["per_step"]}
+    assert int(shown["kernels"]) == per_step[expected_step] > 0
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    idle_us = {s["number"]: s["idle_us"] for s in device["per_step"]}[expected_step]
+    assert float(shown["idleUs"]) == pytest.approx(idle_us, abs=1e-3)
+    assert int(shown["rows"]) > 0
+    assert frame.locator("#ki-panel-timeline .chart canvas").count() >= 1
+    # another step from the picker: its own kernels
+    other = next(n for n in per_step if n != expected_step)
+    frame.select_option("#ki-timeline-step", str(other))
+    assert int(_timeline_shown(frame, other)["kernels"]) == per_step[other]
+    assert hash_of(page)["ki_step"] == str(other)
+    shoot(frame, run, "timeline")
+
+
+def test_largest_gap_opens_the_timeline_back_and_a_pasted_link_restore(
+    server: Server, open_page: Any
+) -> None:
+    """Issue 28: a Largest-gaps row opens the timeline at that gap, highlighted; Back
+    returns to the view before; a link pasted into the open tab shows what it names."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    before = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gap = device["largest_gaps"][0]
+    frame.locator("#ki-panel-idle button.gap-open").first.click()
+    at_gap = _timeline_shown(frame, gap["step"])
+    start, end = gap["offset_us"], gap["offset_us"] + gap["length_us"]
+    mark = [float(v) for v in at_gap["mark"].split("~")]
+    assert mark == pytest.approx([start, end], abs=1e-3)
+    lo, hi = (float(v) for v in at_gap["window"].split("~"))
+    assert lo < start and hi > end and hi - lo < 3 * gap["length_us"] + 40
+    state = hash_of(page)
+    assert state["ki_step"] == str(gap["step"]) and "ki_mark" in state and "ki_window" in state
+    # Back: the view before the click (the median step, nothing marked)
+    page.go_back()
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark === ''",
+        timeout=TIMEOUT_MS,
+    )
+    back = _timeline_shown(frame, int(before["step"]))
+    assert back["window"] == before["window"]
+    assert "ki_step" not in hash_of(page)
+    # a pasted link: another step, zoomed
+    other = next(s["number"] for s in device["per_step"] if s["number"] != int(before["step"]))
+    page.evaluate(
+        "([step]) => { location.hash = location.hash.split('&ki_step')[0]"
+        " + `&ki_step=${step}&ki_window=10~250`; }",
+        [other],
+    )
+    pasted = _timeline_shown(frame, other)
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.window === '10~250'",
+        timeout=TIMEOUT_MS,
+    )
+    assert frame.locator("#ki-timeline-step").input_value() == str(other)
+    assert pasted["mark"] == ""
+
+
+def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    _timeline_shown(frame)
+    frame.evaluate("() => document.getElementById('ki-panel-timeline').scrollIntoView()")
+    box = frame.locator("#ki-timeline-chart").bounding_box()
+    # the first GPU stream lane is the top one: click along it until a kernel answers
+    for x in range(200, int(box["width"]) - 30, 4):
+        frame.locator("#ki-timeline-chart").click(position={"x": x, "y": 18})
+        text = frame.locator("#ki-timeline-launch").inner_text()
+        if text:
+            break
+    assert "launched by" in text or "not in this step" in text, text
 
 
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:
