@@ -328,8 +328,9 @@ _COLUMNS: tuple[str, ...] = (
 
 
 class PackedLane(msgspec.Struct, frozen=True, array_like=True):
-    """A lane as stored: its identity and ``columns``, the little-endian int64 arrays
-    of :data:`_COLUMNS` one after the other (``n`` values each)."""
+    """A lane as stored: its identity and ``columns``, the arrays of :data:`_COLUMNS`
+    one after the other (``n`` values each), each little-endian in the fewest bytes
+    that hold it (``widths``: 1, 2, 4 or 8 per column; :func:`_narrow`)."""
 
     kind: str
     label: str
@@ -338,7 +339,24 @@ class PackedLane(msgspec.Struct, frozen=True, array_like=True):
     pid: int | None
     tid: int | None
     n: int
+    widths: list[int]
     columns: bytes
+
+
+_DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
+
+
+def _narrow(column: I64) -> tuple[int, bytes]:
+    """A column in the narrowest little-endian signed integer type holding every value:
+    ``(bytes per value, data)``."""
+    if column.size == 0:
+        return 1, b""
+    lo, hi = int(column.min()), int(column.max())
+    for width in (1, 2, 4):
+        limit = 1 << (8 * width - 1)
+        if -limit <= lo and hi < limit:
+            return width, column.astype(_DTYPES[width]).tobytes()
+    return 8, column.astype("<i8").tobytes()
 
 
 class PackedStep(msgspec.Struct, frozen=True, array_like=True):
@@ -361,11 +379,10 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
     steps = index.steps
     block_ns = int(round(thresholds.timeline_block_us * 1000))
     lo, hi = int(steps.start_ns[i]), int(steps.end_ns[i])
-    names: dict[str, int] = {}
     kernel_count = 0
     idle_ns: dict[str, int] = {}
     merged_any = False
-    packed = []
+    collected: list[tuple[_Lane, I64, I64, I64, I64, I64, I64, I64]] = []
     for lane in lanes:
         rows = _rows_in(lane, lo, hi)
         if rows.size == 0:
@@ -396,30 +413,35 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
                 cls = cls[first]  # a block of several classes keeps its first's
                 corr = np.where(block, -1, corr[first])
                 depth = depth[first]
-        uniq, inverse = np.unique(name_ids, return_inverse=True)
-        mapped = np.array(
-            [
-                -1
-                if nid == -1
-                else names.setdefault(
-                    CAUSES[-2 - nid] if nid <= -2 else trace.names[nid], len(names)
-                )
-                for nid in uniq.tolist()
-            ],
-            dtype=np.int64,
-        )
+        collected.append((lane, s, e, name_ids, cls, count, corr, depth))
+    # the step's names, interned: an id of the trace's names (or -1 a mixed block, -2 - c
+    # the name of cause c) → its index in this step's ``names``, in id order
+    shift = 1 + len(CAUSES)
+    used = np.zeros(len(trace.names) + shift, dtype=np.bool_)
+    for item in collected:
+        used[item[3] + shift] = True
+    used[shift - 1] = False  # -1: no name
+    keys = np.flatnonzero(used)
+    lookup = np.full(used.size, -1, dtype=np.int64)
+    lookup[keys] = np.arange(keys.size)
+    names = [
+        CAUSES[-2 - (k - shift)] if k < shift else trace.names[k - shift] for k in keys.tolist()
+    ]
+    packed = []
+    for lane, s, e, name_ids, cls, count, corr, depth in collected:
         offset = s - lo
-        columns = np.stack(
-            [
+        narrowed = [
+            _narrow(np.asarray(c, dtype=np.int64))
+            for c in (
                 np.diff(offset, prepend=0),
                 e - s,
-                mapped[inverse.reshape(-1)],
+                lookup[name_ids + shift],
                 cls,
                 count,
                 np.diff(corr, prepend=0),
                 depth,
-            ]
-        ).astype("<i8")
+            )
+        ]
         packed.append(
             PackedLane(
                 kind=lane.kind,
@@ -429,7 +451,8 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
                 pid=lane.ident.get("pid"),
                 tid=lane.ident.get("tid"),
                 n=int(s.size),
-                columns=columns.tobytes(),
+                widths=[w for w, _ in narrowed],
+                columns=b"".join(data for _, data in narrowed),
             )
         )
     return PackedStep(
@@ -438,7 +461,7 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
         end_ns=hi - index.origin_ns,
         kernel_count=kernel_count,
         idle_ns=idle_ns,
-        names=list(names),
+        names=names,
         block_ns=block_ns if merged_any else 0,
         lanes=packed,
     )
@@ -449,7 +472,15 @@ def unpack_step(packed: PackedStep) -> TimelineStep:
     step (µs, exact to the ns: three decimals)."""
     lanes = []
     for lane in packed.lanes:
-        cols = np.frombuffer(lane.columns, dtype="<i8").reshape(len(_COLUMNS), lane.n)
+        cols = []
+        at = 0
+        for width in lane.widths:
+            cols.append(
+                np.frombuffer(lane.columns, dtype=_DTYPES[width], count=lane.n, offset=at).astype(
+                    np.int64
+                )
+            )
+            at += width * lane.n
         offset = np.cumsum(cols[0])
         corr = np.cumsum(cols[5])
         lanes.append(
@@ -500,7 +531,9 @@ def timeline_store(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> TimelineStore:
     """The timelines of every step window of ``index`` (module docstring), as the cache
-    keeps them: per step a :class:`PackedStep`, msgpack then zlib (level 6).
+    keeps them: per step a :class:`PackedStep`, msgpack then zlib (level 1: the columns
+    are narrow integers already; a higher level costs more time than it saves bytes,
+    see ``benchmarks/bench_timeline.py``).
 
     Args:
         index: the trace index the summary was built from.
@@ -512,7 +545,7 @@ def timeline_store(
     return TimelineStore(
         steps=[int(n) for n in steps.number],
         blobs=[
-            zlib.compress(_PACK.encode(_pack_step(index, lanes, i, thresholds)), 6)
+            zlib.compress(_PACK.encode(_pack_step(index, lanes, i, thresholds)), 1)
             for i in range(len(steps))
         ],
     )
