@@ -530,6 +530,80 @@ def test_timeline_errors_as_summary(client: Client) -> None:
     assert client.get(timeline_url("1", wait="nope")).status_code == 400
 
 
+def test_window_of_a_step_cut_from_the_file(client: Client) -> None:
+    # step 2: ts 3000-7000 µs on the trace's clock, ± 10 % (400 µs)
+    response = client.get(
+        url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", wait=WAIT)
+    )
+    assert response.status_code == 200
+    assert response.headers["X-Window-Start-Ns"] == "2600000"
+    assert response.headers["X-Window-End-Ns"] == "7400000"
+    assert response.headers["X-Window-Moved-Events"] == "0"
+    assert "Content-Disposition" not in response.headers
+    doc = strict_json(response)
+    kept = [(e["name"], e["ts"]) for e in doc["traceEvents"]]
+    assert kept == [
+        ("ProfilerStep#1", 1000.0),  # ends at 3000, inside the margin
+        ("ProfilerStep#2", 3000.0),
+        ("void gemm_kernel<float>()", 3100.0),
+        ("ProfilerStep#3", 7000.0),
+        ("void gemm_kernel<float>()", 7100.0),
+    ]
+    assert doc["schemaVersion"] == 1
+    narrow = client.get(
+        url(
+            "window",
+            run=GOOD_RUN,
+            worker=GOOD_WORKER,
+            span=GOOD_SPAN,
+            step="2",
+            start_us="0",
+            end_us="120.5",
+            download="1",
+        )
+    )
+    assert narrow.status_code == 200
+    assert [e["name"] for e in strict_json(narrow)["traceEvents"]] == [
+        "ProfilerStep#2",
+        "void gemm_kernel<float>()",
+    ]
+    assert narrow.headers["X-Window-End-Ns"] == "3120500"
+    disposition = narrow.headers["Content-Disposition"]
+    assert disposition == f'attachment; filename="{GOOD_WORKER}.{GOOD_SPAN}.step2.window.json"'
+    for bad in (
+        {"start_us": "0"},
+        {"start_us": "5", "end_us": "5"},
+        {"start_us": "x", "end_us": "1"},
+    ):
+        response = client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", **bad)
+        )
+        assert response.status_code == 400, bad
+    assert (
+        client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="9")
+        ).status_code
+        == 404
+    )
+    broken = client.get(
+        url("window", run=BAD_RUN, worker=BAD_WORKER, span=BAD_SPAN, step="1", wait=WAIT)
+    )
+    assert broken.status_code == 422
+
+
+def test_perfetto_url_flag_and_environment(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_PERFETTO_URL", "http://perfetto.example/env")
+    app = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    assert strict_json(app.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://perfetto.example/env"
+    flagged = Client(make_app(logdir, "--kineto_insights_perfetto_url", "http://127.0.0.1:9/ui"))
+    assert strict_json(flagged.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://127.0.0.1:9/ui"
+    with pytest.raises(base_plugin.FlagsError, match="perfetto_url must be an http"):
+        make_app(logdir, "--kineto_insights_perfetto_url", "javascript:alert(1)")
+
+
 def test_timeline_of_an_entry_without_one_is_404(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -637,7 +711,12 @@ def test_slow_first_scan_blocks_only_the_first_caller(
         t0 = time.perf_counter()
         body = strict_json(app_client.get("/"))
         assert time.perf_counter() - t0 < 0.2  # later callers do not wait
-        assert body == {"runs": [], "error": None, "scanning": True}
+        assert body == {
+            "runs": [],
+            "error": None,
+            "scanning": True,
+            "perfetto_url": "https://ui.perfetto.dev",
+        }
         gate.set()
         assert plugin.rescan()
         assert plugin.is_active()

@@ -108,6 +108,7 @@ export class App {
   private runsTimer: number | null = null;
   private idleDevice: string | undefined;
   private timeline: TimelineView | null = null;
+  private perfettoUrl: string | null = null;
   private memoryDevice: string | undefined;
   private readonly pluginName: string;
 
@@ -257,6 +258,7 @@ export class App {
       return;
     }
     const body = answer.body;
+    this.perfettoUrl = body.perfetto_url ?? null;
     const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
     this.runs = body.runs ?? [];
     const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
@@ -616,6 +618,7 @@ export class App {
     const timeline = new TimelineView(summary, {
       pal: this.pal,
       span: { run: s.run, worker: s.worker, span: s.span },
+      perfettoUrl: this.perfettoUrl,
       changed: (target, push) => {
         this.state.run.step = target.step;
         this.state.run.window = target.window;

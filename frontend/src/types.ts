@@ -1413,7 +1413,9 @@ export interface LargestChange {
  * The timeline of one step window (``analysis.context``'s windows, the ones every
  * per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
  * ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
- * start_us``), ``duration_us``; ``kernel_count`` (the kernels whose start lies in the
+ * start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
+ * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
+ * ``kernel_count`` (the kernels whose start lies in the
  * window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
  * ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
  * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
@@ -1427,6 +1429,7 @@ export interface TimelineStep {
   step: number;
   start_us: number;
   end_us: number;
+  trace_start_ns: number;
   duration_us: number;
   kernel_count: number;
   idle_us: {

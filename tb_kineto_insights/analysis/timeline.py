@@ -366,6 +366,7 @@ class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     step: int
     start_ns: int
     end_ns: int
+    origin_ns: int
     kernel_count: int
     idle_ns: dict[str, int]
     names: list[str]
@@ -459,6 +460,7 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
         step=int(steps.number[i]),
         start_ns=lo - index.origin_ns,
         end_ns=hi - index.origin_ns,
+        origin_ns=index.origin_ns,
         kernel_count=kernel_count,
         idle_ns=idle_ns,
         names=names,
@@ -504,6 +506,7 @@ def unpack_step(packed: PackedStep) -> TimelineStep:
         step=packed.step,
         start_us=packed.start_ns / 1000.0,
         end_us=packed.end_ns / 1000.0,
+        trace_start_ns=packed.origin_ns + packed.start_ns,
         duration_us=(packed.end_ns - packed.start_ns) / 1000.0,
         kernel_count=packed.kernel_count,
         idle_us={dev: ns / 1000.0 for dev, ns in packed.idle_ns.items()},

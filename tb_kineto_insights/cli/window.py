@@ -19,10 +19,7 @@ from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import WindowCut, cut_window, write_window
-
-#: Share of the step window added on each side by default.
-DEFAULT_MARGIN_FRACTION = 0.10
+from tb_kineto_insights.trace.window import WindowCut, cut_window, window_bounds, write_window
 
 
 @dataclass(frozen=True)
@@ -66,17 +63,10 @@ def window_of_step(
         ValueError: only one of ``start_us``/``end_us`` given, or ``end_us <= start_us``.
     """
     w = step_window(path, step, max_json_bytes)
-    if (start_us is None) != (end_us is None):
-        raise ValueError("give both --start-us and --end-us, or neither")
-    if start_us is None or end_us is None:
-        margin = int((w.end_ns - w.start_ns) * DEFAULT_MARGIN_FRACTION)
-        lo, hi = w.start_ns - margin, w.end_ns + margin
-    else:
-        if end_us <= start_us:
-            raise ValueError(f"--end-us ({end_us}) must be after --start-us ({start_us})")
-        lo = w.start_ns + round(start_us * 1000)
-        hi = w.start_ns + round(end_us * 1000)
-    return cut_window(path, lo, hi, max_json_bytes=max_json_bytes)
+    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us)
+    if bounds is None:
+        raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    return cut_window(path, *bounds, max_json_bytes=max_json_bytes)
 
 
 def run_window(

@@ -47,7 +47,9 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     """The timeline of one step window (``analysis.context``'s windows, the ones every
     per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
     ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
-    start_us``), ``duration_us``; ``kernel_count`` (the kernels whose start lies in the
+    start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
+    file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
+    ``kernel_count`` (the kernels whose start lies in the
     window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
     ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
     strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
@@ -57,6 +59,7 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     step: int
     start_us: float
     end_us: float
+    trace_start_ns: int
     duration_us: float
     kernel_count: int
     idle_us: dict[str, float]

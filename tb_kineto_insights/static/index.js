@@ -2779,6 +2779,20 @@ ${more.trim()}` : ""));
       const median = medianStep(summary);
       const slowest = slowestStep(summary);
       const gap = worstGap(summary);
+      this.download = el(
+        "a",
+        { className: "link", id: "ki-timeline-download", title: "The shown window cut from the trace file (every event kept, partial overlaps on sibling tracks): open it in Perfetto UI or chrome://tracing by hand." },
+        "Download window"
+      );
+      this.download.setAttribute("download", "");
+      const perfetto = el(
+        "button",
+        { type: "button", className: "link", id: "ki-timeline-perfetto", title: `Open the shown window in Perfetto UI (${host.perfettoUrl ?? "not configured"}), zoomed to it.` },
+        "Open in Perfetto"
+      );
+      perfetto.disabled = !host.perfettoUrl;
+      perfetto.addEventListener("click", () => this.openPerfetto());
+      this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
       this.info = el("p", { className: "note", id: "ki-timeline-info" });
       this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
       this.body = el("div", { className: "timeline-body" });
@@ -2791,7 +2805,10 @@ ${more.trim()}` : ""));
           el("label", { className: "field" }, el("span", { className: "field-label" }, "Step"), this.picker),
           median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
           slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
-          gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? void 0, ...gapView(gap) })) : null
+          gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? void 0, ...gapView(gap) })) : null,
+          perfetto,
+          this.download,
+          this.perfettoStatus
         ),
         this.info,
         this.body,
@@ -2962,12 +2979,76 @@ ${more.trim()}` : ""));
       const [lo, hi] = this.range();
       const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
       this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
+      this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
       const chartNode = this.body.querySelector("#ki-timeline-chart");
       if (chartNode) {
         chartNode.dataset.rows = String(rows.length);
         chartNode.dataset.window = `${lo}~${hi}`;
         chartNode.dataset.mark = this.mark ? `${this.mark[0]}~${this.mark[1]}` : "";
       }
+    }
+    // The window sent to Perfetto: the zoomed range, else the server's default (the step
+    // with 10 % of its length on each side).
+    windowParams() {
+      return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+    }
+    // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
+    // user's gesture), PING until it answers PONG, then post the window's bytes with a
+    // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
+    openPerfetto() {
+      const doc = this.doc;
+      const base3 = this.host.perfettoUrl;
+      if (!doc || !base3) return;
+      const margin = Math.trunc(Math.round(doc.duration_us * 1e3) * 0.1);
+      const [startNs, endNs] = this.window ? [doc.trace_start_ns + Math.round(this.window[0] * 1e3), doc.trace_start_ns + Math.round(this.window[1] * 1e3)] : [doc.trace_start_ns - margin, doc.trace_start_ns + Math.round(doc.duration_us * 1e3) + margin];
+      let target;
+      try {
+        target = new URL(base3, window.location.href);
+      } catch {
+        this.perfettoStatus.textContent = `Not a valid Perfetto address: ${base3}`;
+        return;
+      }
+      target.searchParams.set("visStart", String(startNs));
+      target.searchParams.set("visEnd", String(endNs));
+      const handle = window.open(target.href, "_blank");
+      if (!handle) {
+        this.perfettoStatus.textContent = "The browser blocked the new tab: allow pop-ups for this page, or use Download window.";
+        return;
+      }
+      const span = this.host.span;
+      const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+      const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+      const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then(
+        (r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))
+      );
+      this.perfettoStatus.textContent = "Opening Perfetto UI…";
+      const origin = target.origin;
+      let answered = false;
+      const ping = window.setInterval(() => handle.postMessage("PING", origin), 50);
+      const stop = () => {
+        window.clearInterval(ping);
+        window.removeEventListener("message", onMessage);
+      };
+      const onMessage = (event) => {
+        if (event.source !== handle || event.data !== "PONG") return;
+        answered = true;
+        stop();
+        bytes.then(
+          (buffer) => {
+            handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
+            this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+          },
+          (err) => {
+            this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
+          }
+        );
+      };
+      window.addEventListener("message", onMessage);
+      window.setTimeout(() => {
+        if (answered) return;
+        stop();
+        this.perfettoStatus.textContent = `Perfetto UI did not answer at ${origin}; use Download window.`;
+      }, 3e4);
     }
     applyView() {
       if (!this.instance || !this.doc) return;
@@ -3366,6 +3447,7 @@ ${more.trim()}` : ""));
       this.controller = null;
       this.runsTimer = null;
       this.timeline = null;
+      this.perfettoUrl = null;
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
       this.linkNotice = null;
@@ -3492,6 +3574,7 @@ ${more.trim()}` : ""));
         return;
       }
       const body = answer.body;
+      this.perfettoUrl = body.perfetto_url ?? null;
       const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
       this.runs = body.runs ?? [];
       const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
@@ -3821,6 +3904,7 @@ ${more.trim()}` : ""));
       const timeline = new TimelineView(summary, {
         pal: this.pal,
         span: { run: s.run, worker: s.worker, span: s.span },
+        perfettoUrl: this.perfettoUrl,
         changed: (target, push) => {
           this.state.run.step = target.step;
           this.state.run.window = target.window;

@@ -99,6 +99,25 @@ class WindowCut:
     sibling_tracks: list[tuple[Any, Any, int]] = field(default_factory=list)
 
 
+#: Share of the step window added on each side of a default window.
+DEFAULT_MARGIN_FRACTION = 0.10
+
+
+def window_bounds(
+    step_start_ns: int, step_ns: int, start_us: float | None, end_us: float | None
+) -> tuple[int, int] | None:
+    """The window to cut, ns on the trace's clock, for a step window starting at
+    ``step_start_ns`` and ``step_ns`` long: ``[start_us, end_us)`` µs after its start
+    when both are given, else the step with :data:`DEFAULT_MARGIN_FRACTION` of its
+    length on each side. None when only one of them is given, or ``end_us <= start_us``."""
+    if start_us is None and end_us is None:
+        margin = int(step_ns * DEFAULT_MARGIN_FRACTION)
+        return step_start_ns - margin, step_start_ns + step_ns + margin
+    if start_us is None or end_us is None or end_us <= start_us:
+        return None
+    return step_start_ns + round(start_us * 1000), step_start_ns + round(end_us * 1000)
+
+
 def _key(value: Any) -> Any:
     """A pid or tid as a dict key (lists and dicts, which no trace should have, as
     their JSON text)."""

@@ -113,12 +113,44 @@ def _html_names_run(root: Path) -> str:
     return "html_names"
 
 
+#: A stand-in for Perfetto UI on loopback (``--kineto_insights_perfetto_url``): it
+#: answers PING with PONG as the real UI does and keeps what it is posted.
+FAKE_PERFETTO = """<!doctype html><meta charset="utf-8"><title>fake perfetto</title>
+<script>
+window.__pings = 0;
+window.__got = null;
+addEventListener("message", (e) => {
+  if (e.data === "PING") { window.__pings += 1; e.source.postMessage("PONG", "*"); return; }
+  const p = e.data && e.data.perfetto;
+  if (p) {
+    window.__got = { title: p.title, fileName: p.fileName, url: p.url,
+      bytes: p.buffer.byteLength, text: new TextDecoder().decode(p.buffer) };
+  }
+});
+</script>"""
+
+
+def _fake_perfetto(root: Path) -> tuple[str, Any]:
+    """Serve ``FAKE_PERFETTO`` on loopback; returns its address and the server."""
+    import functools
+    import http.server
+    import threading
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "perfetto.html").write_text(FAKE_PERFETTO, encoding="utf-8")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/perfetto.html", httpd
+
+
 @dataclass
 class Server:
     base: str
     logdir: Path
     two_ranks: str
     runs: dict[str, Any] = field(default_factory=dict)
+    perfetto_url: str = ""
 
     def get(self, route: str, **params: str) -> tuple[int, Any]:
         query = urllib.parse.urlencode(params)
@@ -160,6 +192,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = _free_port()
     tensorboard = _tensorboard()
     assert tensorboard is not None
+    perfetto_url, perfetto = _fake_perfetto(root / "fake-perfetto")
     cmd = [
         tensorboard,
         "--logdir",
@@ -171,15 +204,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--load_fast=false",
         "--kineto_insights_cache_dir",
         str(root / "cache"),
+        "--kineto_insights_perfetto_url",
+        perfetto_url,
     ]
     log_path = root / "tensorboard.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks)
+        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks, perfetto_url=perfetto_url)
         try:
             _wait_until_ready(server, proc, log_path)
             yield server
         finally:
+            perfetto.shutdown()
             proc.terminate()
             try:
                 proc.wait(timeout=15)
@@ -511,6 +547,57 @@ def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
         if text:
             break
     assert "launched by" in text or "not in this step" in text, text
+
+
+def test_open_in_perfetto_posts_the_window(server: Server, open_page: Any) -> None:
+    """Issue 28: "Open in Perfetto" opens the configured Perfetto UI (here a fake one on
+    loopback), PINGs until PONG, posts the window with a title, zoomed by its address;
+    the posted window parses as Chrome trace JSON, covers the step, keeps every kernel of
+    the cut, and has no partially overlapping complete events, on a with_stack=True
+    trace (capture_full has such overlaps)."""
+    import gzip
+
+    from tb_kineto_insights.trace.reader import read_trace
+    from tb_kineto_insights.trace.window import partial_overlaps
+
+    run = "capture_full"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    shown = _timeline_shown(frame)
+    step = int(shown["step"])
+    with page.context.expect_page(timeout=TIMEOUT_MS) as popup_info:
+        frame.click("#ki-timeline-perfetto")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__got !== null", timeout=TIMEOUT_MS)
+    got = popup.evaluate("() => window.__got")
+    assert popup.evaluate("() => window.__pings") >= 1
+    assert popup.url.startswith(server.perfetto_url + "?")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(popup.url).query)
+    vis_start, vis_end = int(query["visStart"][0]), int(query["visEnd"][0])
+    worker, span = server.span_of(run)
+    assert got["title"] == f"{run}/{worker} step #{step}"
+    assert got["fileName"] == f"{worker}.{span}.step{step}.window.json"
+    data = got["text"].encode()
+    doc = json.loads(data)
+    assert partial_overlaps(data) == 0
+    path = next((server.logdir / run).glob("*.pt.trace.json.gz"))
+    assert partial_overlaps(gzip.decompress(path.read_bytes())) > 0  # the file has some
+    # covers the step: its own marker is there, and the zoom is the step ± 10 %
+    assert f"ProfilerStep#{step}" in {e.get("name") for e in doc["traceEvents"]}
+    _, timeline = server.get("timeline", run=run, worker=worker, span=span, step=str(step))
+    step_ns = round(timeline["duration_us"] * 1000)
+    assert vis_start == timeline["trace_start_ns"] - step_ns // 10
+    assert vis_end == timeline["trace_start_ns"] + step_ns + step_ns // 10
+    # every kernel of the cut [visStart, visEnd) that the file has
+    k = read_trace(str(path)).kernels
+    inside = (k.start_ns < vis_end) & (k.start_ns + k.dur_ns > vis_start)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == int(inside.sum()) > 0
+    assert "Sent to Perfetto UI" in frame.locator("#ki-timeline-perfetto-status").inner_text()
+    # the download link names the same window
+    href = frame.get_attribute("#ki-timeline-download", "href") or ""
+    assert "/window?" in href and f"step={step}" in href and "download=1" in href
 
 
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:

@@ -3,7 +3,7 @@
 // bundled ECharts custom series; zoom and pan (wheel, drag, the slider), hover details,
 // click a kernel to see (and highlight) the op that launched it.
 
-import { getReady } from "../api";
+import { apiUrl, getReady } from "../api";
 import { type Chart, chart } from "../charts";
 import { el, spinner } from "../dom";
 import { fmtCount, fmtDuration } from "../format";
@@ -36,6 +36,7 @@ export interface TimelineTarget {
 export interface TimelineHost {
   pal: Palette;
   span: { run?: string; worker?: string; span?: string };
+  perfettoUrl: string | null; // Perfetto UI (the server's --kineto_insights_perfetto_url)
   // the view changed by the user: keep it in the address bar (`push`: a new history
   // entry, for a step or a gap picked; a zoom replaces the current one)
   changed(target: TimelineTarget, push: boolean): void;
@@ -77,6 +78,8 @@ export class TimelineView {
   private readonly picker: HTMLSelectElement;
   private readonly info: HTMLElement;
   private readonly launch: HTMLElement;
+  private readonly download: HTMLAnchorElement;
+  private readonly perfettoStatus: HTMLElement;
   private controller: AbortController | null = null;
 
   constructor(
@@ -98,6 +101,20 @@ export class TimelineView {
     const median = medianStep(summary);
     const slowest = slowestStep(summary);
     const gap = worstGap(summary);
+    this.download = el(
+      "a",
+      { className: "link", id: "ki-timeline-download", title: "The shown window cut from the trace file (every event kept, partial overlaps on sibling tracks): open it in Perfetto UI or chrome://tracing by hand." },
+      "Download window",
+    );
+    this.download.setAttribute("download", "");
+    const perfetto = el(
+      "button",
+      { type: "button", className: "link", id: "ki-timeline-perfetto", title: `Open the shown window in Perfetto UI (${host.perfettoUrl ?? "not configured"}), zoomed to it.` },
+      "Open in Perfetto",
+    );
+    perfetto.disabled = !host.perfettoUrl;
+    perfetto.addEventListener("click", () => this.openPerfetto());
+    this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
     this.info = el("p", { className: "note", id: "ki-timeline-info" });
     this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
     this.body = el("div", { className: "timeline-body" });
@@ -111,6 +128,9 @@ export class TimelineView {
         median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
         slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
         gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? undefined, ...gapView(gap) })) : null,
+        perfetto,
+        this.download,
+        this.perfettoStatus,
       ),
       this.info,
       this.body,
@@ -289,12 +309,80 @@ export class TimelineView {
     const [lo, hi] = this.range();
     const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
     this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
+    this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
     const chartNode = this.body.querySelector<HTMLElement>("#ki-timeline-chart");
     if (chartNode) {
       chartNode.dataset.rows = String(rows.length);
       chartNode.dataset.window = `${lo}~${hi}`;
       chartNode.dataset.mark = this.mark ? `${this.mark[0]}~${this.mark[1]}` : "";
     }
+  }
+
+  // The window sent to Perfetto: the zoomed range, else the server's default (the step
+  // with 10 % of its length on each side).
+  private windowParams(): { start_us?: number; end_us?: number } {
+    return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+  }
+
+  // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
+  // user's gesture), PING until it answers PONG, then post the window's bytes with a
+  // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
+  private openPerfetto(): void {
+    const doc = this.doc;
+    const base = this.host.perfettoUrl;
+    if (!doc || !base) return;
+    const margin = Math.trunc(Math.round(doc.duration_us * 1000) * 0.1);
+    const [startNs, endNs] = this.window
+      ? [doc.trace_start_ns + Math.round(this.window[0] * 1000), doc.trace_start_ns + Math.round(this.window[1] * 1000)]
+      : [doc.trace_start_ns - margin, doc.trace_start_ns + Math.round(doc.duration_us * 1000) + margin];
+    let target: URL;
+    try {
+      target = new URL(base, window.location.href);
+    } catch {
+      this.perfettoStatus.textContent = `Not a valid Perfetto address: ${base}`;
+      return;
+    }
+    target.searchParams.set("visStart", String(startNs));
+    target.searchParams.set("visEnd", String(endNs));
+    const handle = window.open(target.href, "_blank");
+    if (!handle) {
+      this.perfettoStatus.textContent = "The browser blocked the new tab: allow pop-ups for this page, or use Download window.";
+      return;
+    }
+    const span = this.host.span;
+    const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+    const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+    const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then((r) =>
+      r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`)),
+    );
+    this.perfettoStatus.textContent = "Opening Perfetto UI…";
+    const origin = target.origin;
+    let answered = false;
+    const ping = window.setInterval(() => handle.postMessage("PING", origin), 50);
+    const stop = () => {
+      window.clearInterval(ping);
+      window.removeEventListener("message", onMessage);
+    };
+    const onMessage = (event: MessageEvent) => {
+      if (event.source !== handle || event.data !== "PONG") return;
+      answered = true;
+      stop();
+      bytes.then(
+        (buffer) => {
+          handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
+          this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+        },
+        (err: unknown) => {
+          this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
+        },
+      );
+    };
+    window.addEventListener("message", onMessage);
+    window.setTimeout(() => {
+      if (answered) return;
+      stop();
+      this.perfettoStatus.textContent = `Perfetto UI did not answer at ${origin}; use Download window.`;
+    }, 30000);
   }
 
   private applyView(): void {
