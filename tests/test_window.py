@@ -170,3 +170,19 @@ def test_window_command_errors(tmp_path: Path, capsys: Any) -> None:
     ]
     assert main(only_start) == 2
     assert "give both --start-us and --end-us" in capsys.readouterr().err
+
+
+def test_odd_events_and_a_bare_array(tmp_path: Path) -> None:
+    # an event that is not an object, a ts that is no number, a list tid: the cut reads
+    # them one by one and leaves out what has no time; a legacy bare array works alike
+    text = (
+        '[5, {"ph": "X", "name": "na", "pid": 1, "tid": 1, "ts": "N/A", "dur": 3},'
+        ' {"ph": "X", "name": "a", "pid": 1, "tid": [2], "ts": 1, "dur": 3},'
+        ' {"ph": "X", "name": "b", "pid": 1, "tid": [2], "ts": 2, "dur": 3},'
+        ' {"ph": "i", "name": "i", "pid": 1, "tid": 1, "ts": 1.5}]'
+    )
+    path = write_trace(tmp_path / "t.json", text=text)
+    cut = cut_window(str(path), 0, 10_000)
+    kept = [e["name"] for e in _events(cut)]
+    assert kept == ["a", "b", "i", "thread_name"]
+    assert cut.moved == 1 and cut.sibling_tracks == [(1, "[2]", 2)]  # above tid 1

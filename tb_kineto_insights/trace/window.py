@@ -21,8 +21,12 @@ after its end). A sibling track gets a new integer ``tid`` (above every tid of t
 and a ``thread_name`` that says so: ``"<name> (partially overlapping events, moved from
 tid <tid>)"``. No event is dropped or changed but for its ``tid``.
 
-Timestamps are compared exactly, in integer ns parsed from the JSON text (a float µs
-near 1.8e15 cannot hold the ns digits).
+Timestamps are compared exactly, in integer ns parsed from the JSON text as the reader
+parses them (``trace/numbers.py``: a float µs near 1.8e15 cannot hold the ns digits).
+Cost: two decodes of the whole document in msgspec (the raw events, and the few fields
+of each that the cut needs) and numpy for the selection; per-event Python work is a
+few list comprehensions. The whole JSON is held in memory (not bounded like the
+reader's).
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from tb_kineto_insights.trace.errors import TraceFormatError
+from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
 
@@ -47,8 +54,8 @@ class _Head(msgspec.Struct):
     """The fields of an event the cut needs; the rest stays in the raw text."""
 
     ph: Any = ""
-    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
-    dur: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    ts: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b""))  # b"": absent
+    dur: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b""))
     pid: Any = None
     tid: Any = None
     cat: Any = None
@@ -57,6 +64,7 @@ class _Head(msgspec.Struct):
 
 _ROOT = msgspec.json.Decoder(_Root)
 _HEAD = msgspec.json.Decoder(_Head)
+_HEADS = msgspec.json.Decoder(list[_Head])
 _OTHER_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 
 #: Categories of GPU kernels (Kineto's old and new names).
@@ -65,7 +73,8 @@ KERNEL_CATEGORIES = frozenset({"kernel", "Kernel"})
 
 def ns_of(raw: msgspec.Raw) -> int | None:
     """A JSON number of µs (the text of ``ts`` or ``dur``) as integer ns, exact for
-    decimals; None when absent (``null``) or not a finite number (``"N/A"``, ``NaN``)."""
+    decimals, truncated toward zero; None when absent (empty, ``null``) or not a finite
+    number (``"N/A"``, ``NaN``)."""
     text = bytes(raw).strip().strip(b'"')
     try:
         value = Decimal(text.decode("ascii"))
@@ -73,7 +82,7 @@ def ns_of(raw: msgspec.Raw) -> int | None:
         return None
     if not value.is_finite():
         return None
-    return int((value * 1000).to_integral_value())
+    return int(value.scaleb(3))  # truncated toward zero, as the reader does
 
 
 @dataclass
@@ -120,8 +129,8 @@ def window_bounds(
 
 def _key(value: Any) -> Any:
     """A pid or tid as a dict key (lists and dicts, which no trace should have, as
-    their JSON text)."""
-    return value if isinstance(value, (int, float, str)) or value is None else repr(value)
+    their text)."""
+    return repr(value) if isinstance(value, (list, dict)) else value
 
 
 def _read_bytes(path: str, max_json_bytes: int) -> bytes:
@@ -131,6 +140,49 @@ def _read_bytes(path: str, max_json_bytes: int) -> bytes:
         offset, problem = reader.stream_damage
         raise TraceFormatError(path, f"cannot cut a window of a damaged file: {problem}", offset)
     return data
+
+
+#: ``ts`` of an event without a usable one (absent, a string, NaN): left out.
+_ABSENT = np.iinfo(np.int64).min
+
+
+class _HeadsRoot(msgspec.Struct):
+    traceEvents: list[_Head] = msgspec.field(default_factory=list)  # noqa: N815
+
+
+_HEADS_ROOT = msgspec.json.Decoder(_HeadsRoot)
+
+
+def _heads(data: bytes, events: list[msgspec.Raw], array_root: bool) -> list[_Head | None]:
+    """Each event's fields the cut needs: in one decode of the document (C speed), else,
+    when one event does not fit (not an object, a field of an odd type), one by one
+    (such an event is None: left out, as the reader leaves it out)."""
+    try:
+        decoded = _HEADS.decode(data) if array_root else _HEADS_ROOT.decode(data).traceEvents
+        return list[_Head | None](decoded)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        pass
+    out: list[_Head | None] = []
+    for raw in events:
+        try:
+            out.append(_HEAD.decode(raw))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(None)
+    return out
+
+
+def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
+    """µs literals → int64 ns as the reader parses them
+    (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`: exact, truncated
+    toward zero); the odd ones (``null``, strings, exponents) one by one with
+    :func:`ns_of`; :data:`_ABSENT` where there is no number."""
+    ns, empty, odd = parse_us_literals_to_ns(literals)
+    out = ns.astype(np.int64)
+    out[empty] = _ABSENT
+    for i in np.flatnonzero(odd).tolist():
+        value = ns_of(literals[i])
+        out[i] = _ABSENT if value is None else value
+    return out
 
 
 def cut_window(
@@ -149,7 +201,8 @@ def cut_window(
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
     data = _read_bytes(path, max_json_bytes)
     try:
-        if data.lstrip()[:1] == b"[":
+        array_root = data.lstrip()[:1] == b"["
+        if array_root:
             events = msgspec.json.decode(data, type=list[msgspec.Raw])
             others: dict[str, msgspec.Raw] = {}
         else:
@@ -159,39 +212,41 @@ def cut_window(
         raise TraceFormatError(path, f"not a readable JSON trace ({exc})") from exc
     except msgspec.ValidationError as exc:
         raise TraceFormatError(path, f"not a Kineto trace ({exc})") from exc
-    kept: list[msgspec.Raw | dict[str, Any]] = []
+    heads = _heads(data, events, array_root)
+    if len(heads) != len(events):
+        raise TraceFormatError(path, "the events could not be read twice alike")
+    blank = _Head()
+    filled = [h or blank for h in heads]
+    ts = _ns_column([h.ts for h in filled])
+    dur = np.maximum(_ns_column([h.dur for h in filled]), 0)
+    ph = [h.ph for h in filled]
+    is_meta = np.fromiter((p == "M" for p in ph), dtype=np.bool_, count=len(ph))
+    is_x = np.fromiter((p == "X" for p in ph), dtype=np.bool_, count=len(ph))
+    has_ts = ts != _ABSENT
+    end = ts + np.where(is_x, dur, 0)
+    inside_x = has_ts & (ts < end_ns) & ((end > start_ns) | ((end == ts) & (ts >= start_ns)))
+    inside = has_ts & (ts >= start_ns) & (ts < end_ns)
+    keep = is_meta | np.where(is_x, inside_x, inside & ~is_meta)
+    keep &= np.fromiter((h is not None for h in heads), dtype=np.bool_, count=len(heads))
+    rows = np.flatnonzero(keep).tolist()
+    kept: list[msgspec.Raw | dict[str, Any]] = [events[i] for i in rows]
     complete: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
     thread_names: dict[tuple[Any, Any], str] = {}
-    max_tid = 0
+    int_tids = [h.tid for h in filled if type(h.tid) is int]
+    max_tid = max(int_tids, default=0)
     kernels = 0
-    for raw in events:
-        try:
-            head = _HEAD.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue  # an event the reader would skip too (not an object, odd types)
-        if isinstance(head.tid, int) and not isinstance(head.tid, bool):
-            max_tid = max(max_tid, head.tid)
-        if head.ph == "M":
-            kept.append(raw)
+    for position, i in enumerate(rows):
+        head = filled[i]
+        if is_meta[i]:
             if head.name == "thread_name":
-                label = msgspec.json.decode(raw).get("args", {}).get("name")
+                label = msgspec.json.decode(events[i]).get("args", {}).get("name")
                 if isinstance(label, str):
                     thread_names[(_key(head.pid), _key(head.tid))] = label
             continue
-        ts = ns_of(head.ts)
-        if ts is None:
-            continue
-        if head.ph == "X":
-            dur = max(0, ns_of(head.dur) or 0)
-            inside = ts < end_ns and (ts + dur > start_ns or (dur == 0 and ts >= start_ns))
-            if not inside:
-                continue
-            complete[(_key(head.pid), _key(head.tid))].append((ts, ts + dur, len(kept)))
+        if is_x[i]:
+            complete[(_key(head.pid), _key(head.tid))].append((int(ts[i]), int(end[i]), position))
             if head.cat in KERNEL_CATEGORIES:
                 kernels += 1
-        elif not start_ns <= ts < end_ns:
-            continue
-        kept.append(raw)
     cut = WindowCut({}, start_ns, end_ns, events=len(kept), kernels=kernels)
     next_tid = max_tid + 1
     names: list[dict[str, Any]] = []
