@@ -18,7 +18,7 @@ import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
-import { gapView } from "./timeline";
+import { gapView, momentOf } from "./timeline";
 import type { Diagnosis, DiffDocument, IdleGap, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
@@ -232,6 +232,14 @@ export class App {
   private timelineTarget(): TimelineTarget {
     const r = this.state.run;
     return { step: r.step, window: r.window, mark: r.mark };
+  }
+
+  // A diagnosis with a place in time opens the timeline there.
+  private momentOpener(summary: Summary): (d: Diagnosis) => (() => void) | null {
+    return (d) => {
+      const gap = momentOf(d, summary);
+      return gap ? () => this.openGap(gap) : null;
+    };
   }
 
   // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
@@ -598,7 +606,7 @@ export class App {
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
     this.spanDiag = diag;
-    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
     const onGap = (g: IdleGap) => this.openGap(g);
@@ -682,7 +690,7 @@ export class App {
     const loaded = this.loaded;
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
-      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
     }
     const box = this.win.document.getElementById("ki-across-ranks");
     const fresh = this.acrossRanksBlock();

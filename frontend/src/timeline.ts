@@ -2,7 +2,7 @@
 // to show first, the rows of the custom series with level of detail, the idle band's
 // totals, and the op that launched a kernel (correlation id).
 
-import type { IdleGap, Summary, TimelineLane, TimelineStep } from "./types";
+import type { Diagnosis, IdleGap, Summary, TimelineLane, TimelineStep } from "./types";
 
 export type Range = [number, number];
 
@@ -36,6 +36,32 @@ export function worstGap(summary: Summary): IdleGap | null {
   const device = idle?.devices?.find((d) => d.device === idle.main_device) ?? idle?.devices?.[0];
   const gap = device?.largest_gaps?.[0];
   return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
+}
+
+// The idle cause each idle diagnosis is about (null: any cause).
+export const DIAGNOSIS_CAUSES: Record<string, string | null> = {
+  gpu_idle_dataloader: "data_loading",
+  gpu_idle_host_sync: "host_sync",
+  gpu_idle_host_untraced: "host_untraced",
+  optimizer_step_bound: "optimizer_step",
+  low_gpu_utilization: null,
+};
+
+// A diagnosis's moment on the timeline: the longest of the main GPU's listed gaps with
+// the diagnosis's cause (any cause for low utilization); null for a diagnosis without
+// a place in time here, or when no listed gap has that cause.
+export function momentOf(d: Diagnosis, summary: Summary): IdleGap | null {
+  if (!(d.id in DIAGNOSIS_CAUSES)) return null;
+  const cause = DIAGNOSIS_CAUSES[d.id];
+  const idle = summary.idle;
+  const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
+  let best: IdleGap | null = null;
+  for (const g of device?.largest_gaps ?? []) {
+    if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
+    if (cause !== null && g.cause !== cause) continue;
+    if (!best || g.length_us > best.length_us) best = g;
+  }
+  return best;
 }
 
 // The view range for a gap: the gap with half its length (at least 10 µs) on each side,

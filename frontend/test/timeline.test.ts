@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, medianStep, slowestStep, visibleRows, worstGap } from "../src/timeline";
-import type { Summary, TimelineStep } from "../src/types";
+import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, visibleRows, worstGap } from "../src/timeline";
+import type { Diagnosis, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
 const CLASSES = ["compute", "communication", "memcpy", "memset", "data_loading", "host_sync", "optimizer_step", "launching", "cpu_ops", "idle:data_loading", "idle:host_untraced"];
@@ -116,4 +116,29 @@ test("step shortcuts: the median, the slowest, the main GPU's worst gap", () => 
   assert.equal(gap?.step, 4);
   assert.deepEqual(gapView(gap!), { window: [10, 38], mark: [20, 28] });
   assert.equal(medianStep(partial<Summary>({ steps: { steps: [] } })), null);
+});
+
+test("a diagnosis's moment: the longest listed gap with its cause on the main GPU", () => {
+  const summary = partial<Summary>({
+    idle: {
+      main_device: 0,
+      devices: [
+        {
+          device: 0,
+          largest_gaps: [
+            { step: 2, offset_us: 0, length_us: 50, cause: "host_sync" },
+            { step: 3, offset_us: 5, length_us: 30, cause: "data_loading" },
+            { step: 1, offset_us: 9, length_us: 40, cause: "data_loading" },
+            { step: null, offset_us: null, length_us: 90, cause: "data_loading" },
+          ],
+        },
+      ],
+    },
+  });
+  const d = (id: string) => partial<Diagnosis>({ id });
+  assert.equal(momentOf(d("gpu_idle_dataloader"), summary)?.step, 1);
+  assert.equal(momentOf(d("gpu_idle_host_sync"), summary)?.step, 2);
+  assert.equal(momentOf(d("low_gpu_utilization"), summary)?.step, 2); // any cause
+  assert.equal(momentOf(d("gpu_idle_host_untraced"), summary), null); // no such gap listed
+  assert.equal(momentOf(d("memory_growth"), summary), null); // no place in time here
 });

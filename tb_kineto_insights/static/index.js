@@ -1775,7 +1775,7 @@ var __kinetoInsights = (() => {
     health: "Trace health",
     ranks: "Across ranks"
   };
-  function diagnosesList(list, go, allRanks = false, stepCount) {
+  function diagnosesList(list, go, allRanks = false, stepCount, moment) {
     const sorted = sortDiagnoses(list);
     if (!sorted.length) {
       return [
@@ -1786,9 +1786,21 @@ var __kinetoInsights = (() => {
         )
       ];
     }
-    return sorted.map((d) => card(d, go, allRanks, stepCount));
+    return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null));
   }
-  function card(d, go, allRanks, stepCount) {
+  function momentButton(openMoment) {
+    const b = el(
+      "button",
+      { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+      "See it on the timeline →"
+    );
+    b.addEventListener("click", (event) => {
+      event.stopPropagation();
+      openMoment();
+    });
+    return b;
+  }
+  function card(d, go, allRanks, stepCount, openMoment = null) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
     const open = el(
@@ -1819,7 +1831,8 @@ var __kinetoInsights = (() => {
         ])
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-      open
+      open,
+      openMoment ? momentButton(openMoment) : null
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -2648,6 +2661,26 @@ ${more.trim()}` : ""));
     const device = idle?.devices?.find((d) => d.device === idle.main_device) ?? idle?.devices?.[0];
     const gap = device?.largest_gaps?.[0];
     return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
+  }
+  var DIAGNOSIS_CAUSES = {
+    gpu_idle_dataloader: "data_loading",
+    gpu_idle_host_sync: "host_sync",
+    gpu_idle_host_untraced: "host_untraced",
+    optimizer_step_bound: "optimizer_step",
+    low_gpu_utilization: null
+  };
+  function momentOf(d, summary) {
+    if (!(d.id in DIAGNOSIS_CAUSES)) return null;
+    const cause = DIAGNOSIS_CAUSES[d.id];
+    const idle = summary.idle;
+    const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
+    let best = null;
+    for (const g of device?.largest_gaps ?? []) {
+      if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
+      if (cause !== null && g.cause !== cause) continue;
+      if (!best || g.length_us > best.length_us) best = g;
+    }
+    return best;
   }
   function gapView(gap) {
     const start = gap.offset_us ?? 0;
@@ -3552,6 +3585,13 @@ ${more.trim()}` : ""));
       const r = this.state.run;
       return { step: r.step, window: r.window, mark: r.mark };
     }
+    // A diagnosis with a place in time opens the timeline there.
+    momentOpener(summary) {
+      return (d) => {
+        const gap = momentOf(d, summary);
+        return gap ? () => this.openGap(gap) : null;
+      };
+    }
     // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
     openGap(gap) {
       if (typeof gap.step !== "number") return;
@@ -3883,7 +3923,7 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       const onGap = (g) => this.openGap(g);
@@ -3965,7 +4005,7 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();

@@ -533,6 +533,32 @@ def test_largest_gap_opens_the_timeline_back_and_a_pasted_link_restore(
     assert pasted["mark"] == ""
 
 
+def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page: Any) -> None:
+    """Issue 28 §3: an idle diagnosis points at its moment: the longest listed gap with
+    its cause opens on the timeline, highlighted."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "timeline"))
+    _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gaps = [g for g in device["largest_gaps"] if g["cause"] == "data_loading"]
+    gap = max(gaps, key=lambda g: g["length_us"])
+    frame.locator('[data-diagnosis-id="gpu_idle_dataloader"] button.moment').click()
+    at = _timeline_shown(frame, gap["step"])
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, gap["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    assert mark == pytest.approx([gap["offset_us"], gap["offset_us"] + gap["length_us"]], abs=1e-3)
+    # a diagnosis without a place in time has no such button
+    assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
+
+
 def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
     page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
     frame = tab(page)
