@@ -627,6 +627,9 @@ export class App {
       pal: this.pal,
       span: { run: s.run, worker: s.worker, span: s.span },
       perfettoUrl: this.perfettoUrl,
+      peers: (this.run(s.run)?.workers ?? [])
+        .filter((w) => w.worker !== s.worker && w.spans.length)
+        .map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
       changed: (target, push) => {
         this.state.run.step = target.step;
         this.state.run.window = target.window;

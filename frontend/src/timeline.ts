@@ -172,3 +172,22 @@ export function visibleRows(doc: TimelineStep, lo: number, hi: number, usPerPx: 
   });
   return rows;
 }
+
+// Two steps' timelines stacked, aligned on their step windows' starts (offsets are µs
+// after each window's start already): `a`'s lanes, then `b`'s, each label prefixed with
+// its side's name; `b`'s name indices shifted past `a`'s names. The counts (kernels,
+// idle) stay `a`'s: the stacked side is for comparison.
+export function stackSteps(a: TimelineStep, aName: string, b: TimelineStep, bName: string): TimelineStep {
+  const shift = a.names.length;
+  const relabel = (lane: TimelineLane, name: string, offset: number): TimelineLane => ({
+    ...lane,
+    label: `${name}: ${lane.label}`,
+    name: offset ? lane.name.map((n) => (n >= 0 ? n + offset : n)) : lane.name,
+  });
+  return {
+    ...a,
+    duration_us: Math.max(a.duration_us, b.duration_us),
+    names: [...a.names, ...b.names],
+    lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))],
+  };
+}

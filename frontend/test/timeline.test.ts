@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, visibleRows, worstGap } from "../src/timeline";
+import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, stackSteps, visibleRows, worstGap } from "../src/timeline";
 import type { Diagnosis, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
@@ -141,4 +141,24 @@ test("a diagnosis's moment: the longest listed gap with its cause on the main GP
   assert.equal(momentOf(d("low_gpu_utilization"), summary)?.step, 2); // any cause
   assert.equal(momentOf(d("gpu_idle_host_untraced"), summary), null); // no such gap listed
   assert.equal(momentOf(d("memory_growth"), summary), null); // no place in time here
+});
+
+test("two ranks' steps stacked: lanes of both, names shifted, the first side's counts", () => {
+  const other = partial<TimelineStep>({
+    ...DOC,
+    step: 3,
+    duration_us: 150,
+    names: ["X"],
+    lanes: [lane("gpu_stream", "GPU 1 stream 7", [[0, 5, 5, 0, 1, 1, 0], [-1, 20, 1, 0, 4, -1, 0]])],
+  });
+  const both = stackSteps(DOC, "rank0", other, "rank1");
+  assert.equal(both.lanes.length, DOC.lanes.length + 1);
+  assert.equal(both.lanes[0].label, "rank0: GPU 0 stream 7");
+  const last = both.lanes[both.lanes.length - 1];
+  assert.equal(last.label, "rank1: GPU 1 stream 7");
+  assert.deepEqual(last.name, [DOC.names.length, -1]); // "X" after DOC's names; a block stays -1
+  assert.equal(both.names[last.name[0]], "X");
+  assert.equal(both.duration_us, 150);
+  assert.equal(kernelCount(both), kernelCount(DOC) + 5); // both sides drawn
+  assert.equal(both.kernel_count, DOC.kernel_count);
 });

@@ -2762,6 +2762,20 @@ ${more.trim()}` : ""));
     });
     return rows;
   }
+  function stackSteps(a, aName, b, bName) {
+    const shift = a.names.length;
+    const relabel = (lane, name, offset) => ({
+      ...lane,
+      label: `${name}: ${lane.label}`,
+      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name
+    });
+    return {
+      ...a,
+      duration_us: Math.max(a.duration_us, b.duration_us),
+      names: [...a.names, ...b.names],
+      lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))]
+    };
+  }
 
   // src/panels/timeline.ts
   var GRID_LEFT = 170;
@@ -2796,6 +2810,9 @@ ${more.trim()}` : ""));
       this.highlight = /* @__PURE__ */ new Set();
       // "lane:index"
       this.selectedKernel = null;
+      this.own = null;
+      // this span's step (doc: with a stacked rank)
+      this.peer = null;
       this.controller = null;
       const steps = summary.steps?.steps ?? [];
       this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
@@ -2826,6 +2843,17 @@ ${more.trim()}` : ""));
       perfetto.disabled = !host.perfettoUrl;
       perfetto.addEventListener("click", () => this.openPerfetto());
       this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
+      let peerPicker = null;
+      if (host.peers.length) {
+        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+        select.append(el("option", { value: "" }, "none"));
+        for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
+        select.addEventListener("change", () => {
+          this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+          void this.loadPeer();
+        });
+        peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
+      }
       this.info = el("p", { className: "note", id: "ki-timeline-info" });
       this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
       this.body = el("div", { className: "timeline-body" });
@@ -2839,6 +2867,7 @@ ${more.trim()}` : ""));
           median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
           slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
           gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? void 0, ...gapView(gap) })) : null,
+          peerPicker,
           perfetto,
           this.download,
           this.perfettoStatus
@@ -2888,7 +2917,37 @@ ${more.trim()}` : ""));
         this.body.replaceChildren(el("div", { className: "state error", role: "alert" }, answer.error ?? "unknown error"));
         return;
       }
+      this.own = answer.body;
       this.doc = answer.body;
+      if (this.peer) await this.loadPeer();
+      else this.draw();
+    }
+    // Stack the chosen rank's same step under this one (or go back to this span alone).
+    async loadPeer() {
+      const own = this.own;
+      if (!own) return;
+      const peer = this.peer;
+      if (!peer) {
+        this.doc = own;
+        this.draw();
+        return;
+      }
+      const span = { run: this.host.span.run, worker: peer.worker, span: peer.span };
+      const controller = new AbortController();
+      let answer;
+      try {
+        answer = await getReady("timeline", { ...span, step: own.step }, controller.signal, () => void 0);
+      } catch {
+        return;
+      }
+      if (this.own !== own || this.peer !== peer) return;
+      if (!answer.ok || !answer.body) {
+        this.doc = own;
+        this.draw();
+        this.launch.replaceChildren(`${peer.worker} has no step #${own.step} to stack: ${answer.error ?? "unknown error"}`);
+        return;
+      }
+      this.doc = stackSteps(own, this.host.span.worker ?? "this rank", answer.body, peer.worker);
       this.draw();
     }
     range() {
@@ -2897,8 +2956,9 @@ ${more.trim()}` : ""));
     }
     draw() {
       const doc = this.doc;
-      const kernels = kernelCount(doc);
-      const idle = idleTotals(doc);
+      const own = this.own ?? doc;
+      const kernels = kernelCount(own);
+      const idle = idleTotals(own);
       const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
       this.info.replaceChildren(
         `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
@@ -2910,6 +2970,8 @@ ${more.trim()}` : ""));
       this.info.dataset.kernels = String(kernels);
       this.info.dataset.idleUs = String(idle.get(mainDevice2 ?? -1)?.total ?? 0);
       this.info.dataset.step = String(doc.step);
+      this.info.dataset.lanes = String(doc.lanes.length);
+      this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
       const labels = doc.lanes.map((l) => l.label);
       const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
       const [lo, hi] = this.range();
@@ -3945,6 +4007,7 @@ ${more.trim()}` : ""));
         pal: this.pal,
         span: { run: s.run, worker: s.worker, span: s.span },
         perfettoUrl: this.perfettoUrl,
+        peers: (this.run(s.run)?.workers ?? []).filter((w) => w.worker !== s.worker && w.spans.length).map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
         changed: (target, push) => {
           this.state.run.step = target.step;
           this.state.run.window = target.window;

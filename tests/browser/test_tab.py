@@ -559,6 +559,31 @@ def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page:
     assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
 
 
+def test_another_rank_stacks_under_the_timeline(server: Server, open_page: Any) -> None:
+    """Issue 28 §1: in a run of several ranks, the same step of another rank (here the
+    straggler run's rank1) stacks under this one, aligned on the step start."""
+    run = "ddp2_straggler"
+    entry = next(r for r in server.runs["runs"] if r["run"] == run)
+    (mine, mine_span), (other, other_span) = [
+        (w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]
+    ]
+    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={mine}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    alone = _timeline_shown(frame)
+    step = alone["step"]
+    frame.select_option("#ki-timeline-peer", other)
+    frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
+    stacked = _timeline_shown(frame, int(step))
+    _, own_doc = server.get("timeline", run=run, worker=mine, span=mine_span, step=step)
+    _, peer_doc = server.get("timeline", run=run, worker=other, span=other_span, step=step)
+    assert int(stacked["lanes"]) == len(own_doc["lanes"]) + len(peer_doc["lanes"])
+    assert stacked["kernels"] == alone["kernels"]  # the counts stay this rank's
+    frame.select_option("#ki-timeline-peer", "")
+    frame.wait_for_selector("#ki-timeline-info[data-stacked='']", timeout=TIMEOUT_MS)
+    assert _timeline_shown(frame)["lanes"] == str(len(own_doc["lanes"]))
+
+
 def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
     page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
     frame = tab(page)

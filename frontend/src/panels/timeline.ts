@@ -20,6 +20,7 @@ import {
   launchingOp,
   medianStep,
   slowestStep,
+  stackSteps,
   subRows,
   visibleRows,
   worstGap,
@@ -37,6 +38,9 @@ export interface TimelineHost {
   pal: Palette;
   span: { run?: string; worker?: string; span?: string };
   perfettoUrl: string | null; // Perfetto UI (the server's --kineto_insights_perfetto_url)
+  // the other workers (ranks) of the run, each with its last span: one can be stacked
+  // under this one, the same step aligned on the step start
+  peers: { worker: string; span: string }[];
   // the view changed by the user: keep it in the address bar (`push`: a new history
   // entry, for a step or a gap picked; a zoom replaces the current one)
   changed(target: TimelineTarget, push: boolean): void;
@@ -80,6 +84,8 @@ export class TimelineView {
   private readonly launch: HTMLElement;
   private readonly download: HTMLAnchorElement;
   private readonly perfettoStatus: HTMLElement;
+  private own: TimelineStep | null = null; // this span's step (doc: with a stacked rank)
+  private peer: { worker: string; span: string } | null = null;
   private controller: AbortController | null = null;
 
   constructor(
@@ -115,6 +121,17 @@ export class TimelineView {
     perfetto.disabled = !host.perfettoUrl;
     perfetto.addEventListener("click", () => this.openPerfetto());
     this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
+    let peerPicker: HTMLElement | null = null;
+    if (host.peers.length) {
+      const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+      select.append(el("option", { value: "" }, "none"));
+      for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
+      select.addEventListener("change", () => {
+        this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+        void this.loadPeer();
+      });
+      peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
+    }
     this.info = el("p", { className: "note", id: "ki-timeline-info" });
     this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
     this.body = el("div", { className: "timeline-body" });
@@ -128,6 +145,7 @@ export class TimelineView {
         median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
         slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
         gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? undefined, ...gapView(gap) })) : null,
+        peerPicker,
         perfetto,
         this.download,
         this.perfettoStatus,
@@ -180,7 +198,38 @@ export class TimelineView {
       this.body.replaceChildren(el("div", { className: "state error", role: "alert" }, answer.error ?? "unknown error"));
       return;
     }
+    this.own = answer.body;
     this.doc = answer.body;
+    if (this.peer) await this.loadPeer();
+    else this.draw();
+  }
+
+  // Stack the chosen rank's same step under this one (or go back to this span alone).
+  private async loadPeer(): Promise<void> {
+    const own = this.own;
+    if (!own) return;
+    const peer = this.peer;
+    if (!peer) {
+      this.doc = own;
+      this.draw();
+      return;
+    }
+    const span = { run: this.host.span.run, worker: peer.worker, span: peer.span };
+    const controller = new AbortController();
+    let answer;
+    try {
+      answer = await getReady<TimelineStep>("timeline", { ...span, step: own.step }, controller.signal, () => undefined);
+    } catch {
+      return;
+    }
+    if (this.own !== own || this.peer !== peer) return; // another step or rank meanwhile
+    if (!answer.ok || !answer.body) {
+      this.doc = own;
+      this.draw();
+      this.launch.replaceChildren(`${peer.worker} has no step #${own.step} to stack: ${answer.error ?? "unknown error"}`);
+      return;
+    }
+    this.doc = stackSteps(own, this.host.span.worker ?? "this rank", answer.body, peer.worker);
     this.draw();
   }
 
@@ -191,8 +240,9 @@ export class TimelineView {
 
   private draw(): void {
     const doc = this.doc as TimelineStep;
-    const kernels = kernelCount(doc);
-    const idle = idleTotals(doc);
+    const own = this.own ?? doc;
+    const kernels = kernelCount(own);
+    const idle = idleTotals(own);
     const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
     this.info.replaceChildren(
       `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
@@ -204,6 +254,8 @@ export class TimelineView {
     this.info.dataset.kernels = String(kernels);
     this.info.dataset.idleUs = String(idle.get(mainDevice ?? -1)?.total ?? 0);
     this.info.dataset.step = String(doc.step);
+    this.info.dataset.lanes = String(doc.lanes.length);
+    this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
     const labels = doc.lanes.map((l) => l.label);
     const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
     const [lo, hi] = this.range();
