@@ -361,7 +361,8 @@ def _narrow(column: I64) -> tuple[int, bytes]:
 
 class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     """A step as stored (msgpack, then zlib): :class:`TimelineStep`'s fields with its
-    lanes packed and times in ns."""
+    lanes packed and times in ns. Stored in cache entries: a change of this layout (or
+    of :class:`PackedLane`'s) needs a bump of ``summary.ANALYSIS_VERSION``."""
 
     step: int
     start_ns: int

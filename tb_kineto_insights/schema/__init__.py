@@ -96,8 +96,9 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def schema_fingerprint() -> str:
-    """SHA-256 (hex) of the JSON Schema of the Summary and the RunView: changes whenever
-    a Struct of either changes (a field added, removed, renamed, retyped, made optional).
+    """SHA-256 (hex) of the JSON Schema of the Summary, the RunView and the TimelineStep
+    (stored beside the summary in a cache entry): changes whenever a Struct of these
+    changes (a field added, removed, renamed, retyped, made optional).
     Part of every summary's cache key, hence of every stored run view's key too (made
     from its spans' entry keys, ``index.run_view_key``). Computed on first use (also as
     :data:`SCHEMA_FINGERPRINT`): generating the JSON Schema took 15-50 ms of every
@@ -105,7 +106,9 @@ def schema_fingerprint() -> str:
     import hashlib  # here: 5-9 ms of every start-up otherwise
 
     return hashlib.sha256(
-        msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
+        msgspec.json.encode(
+            msgspec.json.schema_components([Summary, RunView, _timeline_step()]), order="sorted"
+        )
     ).hexdigest()
 
 
