@@ -487,20 +487,151 @@ def test_each_panel_and_health_route(client: Client) -> None:
     assert "unknown panel" in strict_json(response)["error"]
 
 
+def timeline_url(step: str, run: str = GOOD_RUN, **extra: str) -> str:
+    worker, span = (GOOD_WORKER, GOOD_SPAN) if run == GOOD_RUN else (BAD_WORKER, BAD_SPAN)
+    return url("timeline", run=run, worker=worker, span=span, step=step, **extra)
+
+
+def test_timeline_of_a_step(client: Client) -> None:
+    response = client.get(timeline_url("2", wait=WAIT))
+    assert response.status_code == 200
+    doc = strict_json(response)
+    assert (doc["step"], doc["start_us"], doc["end_us"]) == (2, 2000.0, 6000.0)
+    assert doc["kernel_count"] == 1
+    (gpu,) = [lane for lane in doc["lanes"] if lane["kind"] == "gpu_stream"]
+    assert (gpu["device"], gpu["stream"]) == (0, 7)
+    assert [doc["names"][n] for n in gpu["name"]] == ["void gemm_kernel<float>()"]
+    assert (gpu["offset_us"], gpu["dur_us"], gpu["correlation"]) == ([100.0], [50.0], [2])
+    idle = strict_json(client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, panel="idle")))
+    per_step = idle["devices"][0]["per_step"][1]
+    (band,) = [lane for lane in doc["lanes"] if lane["kind"] == "idle"]
+    assert doc["idle_us"] == {"0": per_step["idle_us"]} == {"0": 3950.0}
+    assert sum(band["dur_us"]) == 3950.0
+    # the same document from the cache after a restart of the loader's memory
+    the_plugin().loader._memory.clear()
+    assert strict_json(client.get(timeline_url("2"))) == doc
+
+
+@pytest.mark.parametrize(
+    ("step", "code", "words"),
+    [("9", 404, "its steps: 1, 2, 3"), ("x", 400, "whole number"), ("-1", 400, "whole number")],
+)
+def test_timeline_bad_step(client: Client, step: str, code: int, words: str) -> None:
+    response = client.get(timeline_url(step, wait=WAIT))
+    assert response.status_code == code
+    assert words in strict_json(response)["error"]
+
+
+def test_timeline_errors_as_summary(client: Client) -> None:
+    missing = client.get(url("timeline", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN))
+    assert missing.status_code == 400 and "step" in strict_json(missing)["error"]
+    broken = client.get(timeline_url("1", run=BAD_RUN, wait=WAIT))
+    assert broken.status_code == 422 and BAD_FILE in strict_json(broken)["error"]
+    assert client.get(timeline_url("1", wait="nope")).status_code == 400
+
+
+def test_window_of_a_step_cut_from_the_file(client: Client) -> None:
+    # step 2: ts 3000-7000 µs on the trace's clock, ± 10 % (400 µs)
+    response = client.get(
+        url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", wait=WAIT)
+    )
+    assert response.status_code == 200
+    assert response.headers["X-Window-Start-Ns"] == "2600000"
+    assert response.headers["X-Window-End-Ns"] == "7400000"
+    assert response.headers["X-Window-Moved-Events"] == "0"
+    assert "Content-Disposition" not in response.headers
+    doc = strict_json(response)
+    kept = [(e["name"], e["ts"]) for e in doc["traceEvents"]]
+    assert kept == [
+        ("ProfilerStep#1", 1000.0),  # ends at 3000, inside the margin
+        ("ProfilerStep#2", 3000.0),
+        ("void gemm_kernel<float>()", 3100.0),
+        ("ProfilerStep#3", 7000.0),
+        ("void gemm_kernel<float>()", 7100.0),
+    ]
+    assert doc["schemaVersion"] == 1
+    narrow = client.get(
+        url(
+            "window",
+            run=GOOD_RUN,
+            worker=GOOD_WORKER,
+            span=GOOD_SPAN,
+            step="2",
+            start_us="0",
+            end_us="120.5",
+            download="1",
+        )
+    )
+    assert narrow.status_code == 200
+    assert [e["name"] for e in strict_json(narrow)["traceEvents"]] == [
+        "ProfilerStep#2",
+        "void gemm_kernel<float>()",
+    ]
+    assert narrow.headers["X-Window-End-Ns"] == "3120500"
+    disposition = narrow.headers["Content-Disposition"]
+    assert disposition == f'attachment; filename="{GOOD_WORKER}.{GOOD_SPAN}.step2.window.json"'
+    for bad in (
+        {"start_us": "0"},
+        {"start_us": "5", "end_us": "5"},
+        {"start_us": "x", "end_us": "1"},
+    ):
+        response = client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", **bad)
+        )
+        assert response.status_code == 400, bad
+    assert (
+        client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="9")
+        ).status_code
+        == 404
+    )
+    broken = client.get(
+        url("window", run=BAD_RUN, worker=BAD_WORKER, span=BAD_SPAN, step="1", wait=WAIT)
+    )
+    assert broken.status_code == 422
+
+
+def test_perfetto_url_flag_and_environment(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_PERFETTO_URL", "http://perfetto.example/env")
+    app = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    assert strict_json(app.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://perfetto.example/env"
+    flagged = Client(make_app(logdir, "--kineto_insights_perfetto_url", "http://127.0.0.1:9/ui"))
+    assert strict_json(flagged.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://127.0.0.1:9/ui"
+    with pytest.raises(base_plugin.FlagsError, match="perfetto_url must be an http"):
+        make_app(logdir, "--kineto_insights_perfetto_url", "javascript:alert(1)")
+
+
+def test_timeline_of_an_entry_without_one_is_404(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    without = summary_module.summarize_file  # an entry as an older version wrote it
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", without)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    summary = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert summary.status_code == 200
+    response = app_client.get(timeline_url("1"))
+    assert response.status_code == 404
+    assert "no timeline is stored" in strict_json(response)["error"]
+
+
 def test_summary_is_202_while_loading_and_runs_answers_at_once(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
     started = threading.Event()
-    real = summary_module.summarize_file
+    real = summary_module.summarize_file_with_timeline
 
-    def slow(path: str, **kwargs: Any) -> dict[str, Any]:
+    def slow(path: str, **kwargs: Any) -> Any:
         started.set()
         assert gate.wait(30)
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", slow)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", slow)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     try:
         first = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
@@ -580,7 +711,12 @@ def test_slow_first_scan_blocks_only_the_first_caller(
         t0 = time.perf_counter()
         body = strict_json(app_client.get("/"))
         assert time.perf_counter() - t0 < 0.2  # later callers do not wait
-        assert body == {"runs": [], "error": None, "scanning": True}
+        assert body == {
+            "runs": [],
+            "error": None,
+            "scanning": True,
+            "perfetto_url": "https://ui.perfetto.dev",
+        }
         gate.set()
         assert plugin.rescan()
         assert plugin.is_active()
@@ -615,14 +751,14 @@ def test_disk_cache_survives_a_restart(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = summary_module.summarize_file
+    real = summary_module.summarize_file_with_timeline
 
     def counting(path: str, **kwargs: Any) -> dict[str, Any]:
         calls.append(path)
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", counting)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", counting)
     first = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = first.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)).get_data()
     assert first.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT)).status_code == 422
@@ -676,7 +812,7 @@ def test_non_finite_numbers_become_null(
             "health": {"event_count": np.int64(3), "ratio": np.float32(0.5)},
         }
 
-    monkeypatch.setattr(plugin_module, "summarize_file", fake_summary)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", fake_summary)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = strict_json(app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)))
     assert body == {
@@ -695,7 +831,7 @@ def test_unexpected_analysis_error_is_json_500_and_retried(
         raise RuntimeError("analysis bug")
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", broken)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", broken)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     plugin = the_plugin()
     with caplog.at_level(logging.ERROR):
@@ -720,7 +856,7 @@ def test_unexpected_analysis_error_is_json_500_and_retried(
         (GOOD_RUN.upper(), GOOD_WORKER, GOOD_SPAN),
     ],
 )
-@pytest.mark.parametrize("route", ["summary", "health"])
+@pytest.mark.parametrize("route", ["summary", "health", "timeline"])
 def test_unknown_keys_are_404(client: Client, route: str, run: str, worker: str, span: str) -> None:
     response = client.get(url(route, run=run, worker=worker, span=span))
     assert response.status_code == 404

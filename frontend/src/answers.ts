@@ -36,6 +36,7 @@ export interface RunsAnswer {
   runs?: RunEntry[];
   error?: string | null;
   scanning?: boolean;
+  perfetto_url?: string; // where "Open in Perfetto" sends a step's window
 }
 
 export interface RunSummaryAnswer {

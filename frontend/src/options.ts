@@ -2,7 +2,7 @@
 // Pure (tooltips build DOM only when shown), so the options are unit-tested in Node.
 // Every axis is named with its unit; every tooltip value carries its unit.
 
-import type { BarSeriesOption, LineSeriesOption } from "echarts/charts";
+import type { BarSeriesOption, CustomSeriesOption, LineSeriesOption } from "echarts/charts";
 import type {
   DataZoomComponentOption,
   GridComponentOption,
@@ -21,6 +21,7 @@ import type { RankRow } from "./types";
 
 export type ChartOption = ComposeOption<
   | BarSeriesOption
+  | CustomSeriesOption
   | LineSeriesOption
   | GridComponentOption
   | TooltipComponentOption

@@ -5,6 +5,7 @@ export interface KinetoInsightsDocuments {
   summary: Summary;
   run_view: RunView;
   diff: DiffDocument;
+  timeline: TimelineStep;
 }
 /**
  * One span's summary (``summary.summarize_trace``): one key per panel, in
@@ -1454,4 +1455,66 @@ export interface LargestChange {
   name: string;
   delta_us_per_step: number;
   verdict: string;
+}
+/**
+ * The timeline of one step window (``analysis.context``'s windows, the ones every
+ * per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
+ * ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
+ * start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
+ * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
+ * ``kernel_count`` (the kernels whose start lies in the
+ * window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
+ * ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
+ * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
+ * than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
+ * ``lanes``: GPU streams, host threads, data-loading threads, idle bands.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "TimelineStep".
+ */
+export interface TimelineStep {
+  step: number;
+  start_us: number;
+  end_us: number;
+  trace_start_ns: number;
+  duration_us: number;
+  kernel_count: number;
+  idle_us: {
+    [k: string]: number | undefined;
+  };
+  names: string[];
+  classes: string[];
+  block_us: number;
+  lanes: TimelineLane[];
+}
+/**
+ * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
+ * thread that launches GPU work (``host_thread``: ``pid``, ``tid``), a thread that only
+ * loads data (``dataloader_thread``), or a device's idle band (``idle``: ``device``;
+ * class = the idle cause, as in ``summary.idle``).
+ *
+ * Columns, all of length n: ``name`` (index into ``TimelineStep.names``; -1 for a
+ * merged block of several names), ``offset_us``, ``dur_us``, ``event_class`` (index into
+ * ``TimelineStep.classes``), ``count`` (1 for an event; the number of events a merged
+ * block stands for), ``correlation`` (kernel ↔ runtime call id, -1 when none or a
+ * block), ``depth`` (host lanes: 0 a top-level op, 1 an op inside it, 2 a runtime call;
+ * 0 elsewhere).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "TimelineLane".
+ */
+export interface TimelineLane {
+  kind: string;
+  label: string;
+  device?: number | null;
+  stream?: number | null;
+  pid?: number | null;
+  tid?: number | null;
+  name: number[];
+  offset_us: number[];
+  dur_us: number[];
+  event_class: number[];
+  count: number[];
+  correlation: number[];
+  depth: number[];
 }

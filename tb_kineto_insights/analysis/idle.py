@@ -384,6 +384,37 @@ def _by_thread(threads: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
     ]
 
 
+class IdlePieces(NamedTuple):
+    """One device's idle time inside the step windows as attributed by
+    :func:`idle_summary`: disjoint intervals sorted by start, none crossing a step start
+    (``start_ns``, ``end_ns`` int64 ns), and each one's cause (``cause``: int64 index
+    into :data:`CAUSES`). Their lengths summed per step and cause are the panel's
+    ``per_step[].causes_us``, to the ns."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray
+
+
+def _pieces(collected: list[tuple[iv.Intervals, int]], step_starts: np.ndarray) -> IdlePieces:
+    """The attributed intervals of one device as :class:`IdlePieces`: each cause's set
+    cut at the step starts (a set of one cause may join two gaps that touch at a step
+    boundary), all sorted by start."""
+    starts, ends, causes = [], [], []
+    for part, cause in collected:
+        s, e = iv.split_at(part, step_starts)
+        starts.append(s)
+        ends.append(e)
+        causes.append(np.full(s.size, cause, dtype=np.int64))
+    if not starts:
+        z = np.zeros(0, dtype=np.int64)
+        return IdlePieces(z, z.copy(), z.copy())
+    s, e, c = np.concatenate(starts), np.concatenate(ends), np.concatenate(causes)
+    keep = e > s
+    order = np.argsort(s[keep], kind="stable")
+    return IdlePieces(s[keep][order], e[keep][order], c[keep][order])
+
+
 #: Causes during which a host is on the launch path: in a traced op or runtime call.
 LAUNCH_PATH_CAUSES: tuple[str, ...] = ("optimizer_step", "launching", "cpu_ops")
 
@@ -450,7 +481,11 @@ def launch_bound_gaps(
     return out, closing
 
 
-def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> IdlePanel:
+def idle_summary(
+    index: TraceIndex,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    pieces: dict[int, IdlePieces] | None = None,
+) -> IdlePanel:
     """``summary.idle`` (:class:`~tb_kineto_insights.schema.idle.IdlePanel`): per device,
     busy fraction, idle per step, idle by cause, gap histogram and the largest gaps.
     Denominator of every ``_fraction`` of step time: the summed step-window time; of
@@ -475,6 +510,10 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     any recorded frame) and ``python_frames``: the ``python_frames_listed`` frames
     holding the most idle (:func:`.python_frames.frame_summaries`), and per listed gap
     ``python_frame``; without stacks ``[]``, ``0`` and ``None``.
+
+    ``pieces``: when given, filled per device with the idle time as attributed, as
+    intervals (:class:`IdlePieces`): the timeline's idle band (``analysis.timeline``)
+    draws exactly the time this panel counts, cause by cause.
 
     Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
@@ -507,6 +546,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
         piece_parts: list[pf.IdlePieces] = []
+        collected: list[tuple[iv.Intervals, int]] = []
         for thread, idx in _by_thread(threads):
             sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
             # this thread's idle intervals by cause, for the Python frames
@@ -522,6 +562,8 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                     amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
                     remaining = iv.subtract(remaining, sets[cause])
                     labelled.append((part[0], part[1], c))
+                    if pieces is not None:
+                        collected.append((part, c))
                 # nothing traced on the launching thread: untraced host work when inside a
                 # host ProfilerStep range and the step thread is not in a traced op either
                 untraced = iv.intersect(remaining, host_steps)
@@ -532,6 +574,9 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                 labelled.append((untraced[0], untraced[1], untraced_col))
                 nothing = iv.subtract(remaining, untraced)
                 labelled.append((nothing[0], nothing[1], len(CAUSES) - 1))
+                if pieces is not None:
+                    collected.append((untraced, untraced_col))
+                    collected.append((nothing, len(CAUSES) - 1))
             if has_stacks:
                 piece_parts.append(
                     pf.thread_pieces(
@@ -548,9 +593,12 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                         sync_opened,
                     )
                 )
-        pieces = pf.IdlePieces.concat(piece_parts)
+        frame_pieces = pf.IdlePieces.concat(piece_parts)
         amounts[sync_opened] = 0
         amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        if pieces is not None:
+            collected.append(((gs[sync_opened], ge[sync_opened]), CAUSES.index("host_sync")))
+            pieces[dev] = _pieces(collected, steps.start_ns)
         launch_bound, closing = launch_bound_gaps(
             index, events, gaps, amounts, sync_opened, thresholds.launch_bound_max_gap_us * 1000
         )
@@ -592,7 +640,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                     op=outer,
                     innermost_op=inner,
                     thread=HostThread(pid=thread[0], tid=thread[1]),
-                    python_frame=pf.gap_frame(frames, pieces, int(g)) if has_stacks else None,
+                    python_frame=pf.gap_frame(frames, frame_pieces, int(g)) if has_stacks else None,
                 )
             )
         devices.append(
@@ -641,10 +689,10 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                 ],
                 gap_histogram=_histogram(glen),
                 largest_gaps=largest_gaps,
-                python_idle_us=int(pieces.dur_ns.sum()) / 1000.0,
+                python_idle_us=int(frame_pieces.dur_ns.sum()) / 1000.0,
                 python_frames=pf.frame_summaries(
                     frames,
-                    pieces,
+                    frame_pieces,
                     step_of,
                     len(steps),
                     CAUSES,

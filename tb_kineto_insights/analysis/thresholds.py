@@ -143,6 +143,14 @@ class Thresholds:
     #: the sync, in another frame than the one that synchronised, the call, not the
     #: sync, idles the GPU).
     python_frame_dominant_fraction: float = 0.5
+    #: Timeline level of detail: in a GPU stream lane with more than
+    #: ``timeline_lod_min_events`` events in one step, each run of consecutive events
+    #: shorter than this (µs), separated by less than it, is stored as one block with
+    #: its count (a flood of tiny kernels stays countable and small to send).
+    timeline_block_us: float = 1.0
+    #: ... only in lanes with more events than this in one step (smaller lanes are kept
+    #: event by event).
+    timeline_lod_min_events: int = 20000
 
     def replace(self, **changes: Any) -> Thresholds:
         """A copy with some fields changed; unknown names raise ``ValueError``."""

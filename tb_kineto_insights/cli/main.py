@@ -10,6 +10,8 @@
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
+- ``window TRACE --step N [--start-us A --end-us B] --out FILE.json.gz``: one step's
+  window cut from the file for Perfetto UI (``window.py``); exit 0 written, 2 otherwise.
 
 Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
 driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
@@ -244,6 +246,48 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return result.exit_code
 
 
+def _cmd_window(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights.cli.window import run_window
+
+    return run_window(
+        args.trace,
+        args.step,
+        args.out,
+        args.start_us,
+        args.end_us,
+        out,
+        err,
+        max_json_bytes=args.max_json_bytes,
+    )
+
+
+def _add_window_parser(sub: Any) -> None:
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+    cmd = sub.add_parser(
+        "window",
+        help="cut one step's window of a trace (every event kept, partial overlaps moved to "
+        "sibling tracks) for Perfetto UI or chrome://tracing",
+    )
+    cmd.add_argument("trace", help="trace file (path or URL)")
+    cmd.add_argument("--step", type=int, required=True, help="N of ProfilerStep#N")
+    cmd.add_argument(
+        "--start-us",
+        type=float,
+        default=None,
+        help="window start, µs after the step window's start (default: -10 %% of the step)",
+    )
+    cmd.add_argument(
+        "--end-us",
+        type=float,
+        default=None,
+        help="window end, µs after the step window's start (default: the step + 10 %%)",
+    )
+    cmd.add_argument("--out", required=True, help="output file (.json, or .json.gz compressed)")
+    cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
+    cmd.set_defaults(func=_cmd_window)
+
+
 def _add_index_parser(sub: Any, cache_help: str) -> None:
     from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -347,6 +391,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor_cmd.set_defaults(func=_cmd_doctor)
     _add_index_parser(sub, cache_help)
+    _add_window_parser(sub)
     return parser
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -181,9 +182,13 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             if done is not None:
                 return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
+        timeline: bytes | None = None
         try:
             with reading_progress(progress):
                 summary = _summarize_confined(task)
+            if isinstance(summary, tuple):  # (summary, timeline store)
+                summary, store = summary
+                timeline = encode_store(store)
         except TraceIOError as exc:
             return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
@@ -191,7 +196,13 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             summary = None
         elapsed = time.perf_counter() - started
         data = _entry_bytes(
-            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed, key=task.key
+            task.ident,
+            task.settings,
+            summary=summary,
+            error=error,
+            elapsed_s=elapsed,
+            key=task.key,
+            timeline=timeline,
         )
     except Exception as exc:  # a bug in the analysis, or out of memory
         logger.exception("Kineto Insights: analysing %s failed", task.ident.path)

@@ -220,15 +220,15 @@ var __kinetoInsights = (() => {
   function preloadCharts() {
     loadVendor().catch(() => void 0);
   }
-  function chart(option, label, height = 260) {
+  function chart(option, label, height = 260, onInit) {
     const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
     node.style.height = `${height}px`;
     const ready = loadVendor().then(
       (lib) => {
         if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
         }
-        draw(lib, node, option);
+        draw(lib, node, option, onInit);
         return void 0;
       },
       (err) => {
@@ -238,9 +238,10 @@ var __kinetoInsights = (() => {
     );
     return { node, ready };
   }
-  function draw(lib, node, option) {
+  function draw(lib, node, option, onInit) {
     const instance = lib.init(node, null, { renderer: "canvas" });
     instance.setOption(option);
+    onInit?.(instance);
     node.dataset.chartReady = "1";
     let observer = null;
     if (typeof ResizeObserver !== "undefined") {
@@ -1796,7 +1797,7 @@ var __kinetoInsights = (() => {
     health: "Trace health",
     ranks: "Across ranks"
   };
-  function diagnosesList(list, go, allRanks = false, stepCount) {
+  function diagnosesList(list, go, allRanks = false, stepCount, moment) {
     const sorted = sortDiagnoses(list);
     if (!sorted.length) {
       return [
@@ -1807,9 +1808,21 @@ var __kinetoInsights = (() => {
         )
       ];
     }
-    return sorted.map((d) => card(d, go, allRanks, stepCount));
+    return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null));
   }
-  function card(d, go, allRanks, stepCount) {
+  function momentButton(openMoment) {
+    const b = el(
+      "button",
+      { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+      "See it on the timeline →"
+    );
+    b.addEventListener("click", (event) => {
+      event.stopPropagation();
+      openMoment();
+    });
+    return b;
+  }
+  function card(d, go, allRanks, stepCount, openMoment = null) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
     const open = el(
@@ -1840,7 +1853,8 @@ var __kinetoInsights = (() => {
         ])
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-      open
+      open,
+      openMoment ? momentButton(openMoment) : null
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -2160,7 +2174,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
 
   // src/panels/idle.ts
-  function idlePanel(s, p, deviceKey, onDevice) {
+  function idlePanel(s, p, deviceKey, onDevice, onGap) {
     const idle = s.idle;
     if (!idle) return "This summary has no idle-gap data.";
     const devices = idle.devices ?? [];
@@ -2242,7 +2256,17 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           subhead("Largest gaps", "The longest idle gaps and what the launching host thread was doing."),
           gaps.length ? table(
             [
-              { header: "Step", cell: (g) => isNum(g.step) ? `#${g.step}` : "n/a" },
+              {
+                header: "Step",
+                title: "Click to open the timeline at this gap.",
+                cell: (g) => {
+                  if (!isNum(g.step)) return "n/a";
+                  if (!onGap) return `#${g.step}`;
+                  const b = el("button", { type: "button", className: "link gap-open", title: "Open the timeline of this step at this gap, highlighted." }, `#${g.step}`);
+                  b.addEventListener("click", () => onGap(g));
+                  return b;
+                }
+              },
               { header: "At", numeric: true, title: "Start of the gap, from the start of its step.", cell: (g) => fmtDuration(g.offset_us) },
               { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
               {
@@ -2696,6 +2720,579 @@ ${more.trim()}` : ""));
     return out;
   }
 
+  // src/timeline.ts
+  var KERNEL_CLASSES = /* @__PURE__ */ new Set(["compute", "communication"]);
+  function medianStep(summary) {
+    const steps = summary.steps?.steps ?? [];
+    if (!steps.length) return null;
+    const sorted = steps.map((s) => s.duration_us).sort((a, b) => a - b);
+    const median = sorted[Math.floor((sorted.length - 1) / 2)];
+    let best = steps[0];
+    for (const s of steps) if (Math.abs(s.duration_us - median) < Math.abs(best.duration_us - median)) best = s;
+    return best.number;
+  }
+  function slowestStep(summary) {
+    const steps = summary.steps?.steps ?? [];
+    if (!steps.length) return null;
+    return steps.reduce((a, b) => b.duration_us > a.duration_us ? b : a).number;
+  }
+  function worstGap(summary) {
+    const idle = summary.idle;
+    const device = idle?.devices?.find((d) => d.device === idle.main_device) ?? idle?.devices?.[0];
+    const gap = device?.largest_gaps?.[0];
+    return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
+  }
+  var DIAGNOSIS_CAUSES = {
+    gpu_idle_dataloader: "data_loading",
+    gpu_idle_host_sync: "host_sync",
+    gpu_idle_host_untraced: "host_untraced",
+    optimizer_step_bound: "optimizer_step",
+    low_gpu_utilization: null
+  };
+  function momentOf(d, summary) {
+    if (!(d.id in DIAGNOSIS_CAUSES)) return null;
+    const cause = DIAGNOSIS_CAUSES[d.id];
+    const idle = summary.idle;
+    const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
+    let best = null;
+    for (const g of device?.largest_gaps ?? []) {
+      if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
+      if (cause !== null && g.cause !== cause) continue;
+      if (!best || g.length_us > best.length_us) best = g;
+    }
+    return best;
+  }
+  function gapView(gap) {
+    const start = gap.offset_us ?? 0;
+    const end = start + gap.length_us;
+    const pad = Math.max(gap.length_us / 2, 10);
+    return { window: [start - pad, end + pad], mark: [start, end] };
+  }
+  function kernelCount(doc) {
+    let n = 0;
+    for (const lane of doc.lanes) {
+      if (lane.kind !== "gpu_stream") continue;
+      lane.event_class.forEach((c, i) => {
+        if (KERNEL_CLASSES.has(doc.classes[c])) n += lane.count[i];
+      });
+    }
+    return n;
+  }
+  function idleTotals(doc) {
+    const out = /* @__PURE__ */ new Map();
+    for (const lane of doc.lanes) {
+      if (lane.kind !== "idle") continue;
+      const device = lane.device ?? -1;
+      const entry = out.get(device) ?? { total: 0, causes: /* @__PURE__ */ new Map() };
+      lane.dur_us.forEach((d, i) => {
+        const cause = doc.classes[lane.event_class[i]].replace(/^idle:/, "");
+        entry.total += d;
+        entry.causes.set(cause, (entry.causes.get(cause) ?? 0) + d);
+      });
+      out.set(device, entry);
+    }
+    for (const entry of out.values()) entry.total = Math.round(entry.total * 1e3) / 1e3;
+    return out;
+  }
+  function launchingOp(doc, correlation) {
+    if (correlation < 0) return null;
+    for (let l = 0; l < doc.lanes.length; l += 1) {
+      const lane = doc.lanes[l];
+      if (lane.kind !== "host_thread") continue;
+      for (let i = 0; i < lane.correlation.length; i += 1) {
+        if (lane.correlation[i] !== correlation || lane.depth[i] !== 2) continue;
+        const t = lane.offset_us[i];
+        const ops = [];
+        const opIndices = [];
+        for (let j = 0; j < lane.offset_us.length; j += 1) {
+          if (lane.depth[j] < 2 && lane.offset_us[j] <= t && t < lane.offset_us[j] + lane.dur_us[j]) {
+            ops.push(lane.name[j] >= 0 ? doc.names[lane.name[j]] : "(several ops)");
+            opIndices.push(j);
+          }
+        }
+        return { lane: l, index: i, call: doc.names[lane.name[i]] ?? "", ops, opIndices };
+      }
+    }
+    return null;
+  }
+  function subRows(lane) {
+    return lane.kind === "host_thread" || lane.kind === "dataloader_thread" ? 3 : 1;
+  }
+  function visibleRows(doc, lo, hi, usPerPx) {
+    const rows = [];
+    doc.lanes.forEach((lane, l) => {
+      const open = /* @__PURE__ */ new Map();
+      for (let i = 0; i < lane.offset_us.length; i += 1) {
+        const start = lane.offset_us[i];
+        const end = start + lane.dur_us[i];
+        if (end < lo || start > hi) continue;
+        const sub = lane.kind === "host_thread" || lane.kind === "dataloader_thread" ? Math.min(lane.depth[i], 2) : 0;
+        const narrow = end - start < usPerPx;
+        const last = open.get(sub);
+        if (narrow && last && last[2] - last[1] < usPerPx * 4 && start - last[2] < usPerPx && (last[5] === -1 || lane.dur_us[last[5]] < usPerPx)) {
+          last[2] = Math.max(last[2], end);
+          last[5] = -1;
+          last[6] += lane.count[i];
+          continue;
+        }
+        const row2 = [l, start, end, sub, lane.event_class[i], i, lane.count[i]];
+        rows.push(row2);
+        open.set(sub, row2);
+      }
+    });
+    return rows;
+  }
+  function stackSteps(a, aName, b, bName) {
+    const shift = a.names.length;
+    const relabel = (lane, name, offset) => ({
+      ...lane,
+      label: `${name}: ${lane.label}`,
+      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name
+    });
+    return {
+      ...a,
+      duration_us: Math.max(a.duration_us, b.duration_us),
+      names: [...a.names, ...b.names],
+      lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))]
+    };
+  }
+
+  // src/panels/timeline.ts
+  var GRID_LEFT = 170;
+  function colorOf2(cls, p) {
+    if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
+    const map = {
+      compute: p.breakdown.kernel,
+      communication: p.breakdown.communication,
+      memcpy: p.breakdown.memcpy,
+      memset: p.breakdown.memset,
+      data_loading: p.idle.data_loading,
+      host_sync: p.idle.host_sync,
+      optimizer_step: p.idle.optimizer_step,
+      launching: p.breakdown.runtime,
+      cpu_ops: p.breakdown.cpu_exec
+    };
+    return map[cls] ?? p.neutral;
+  }
+  function classLabel(cls) {
+    if (cls.startsWith("idle:")) return `idle: ${IDLE_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
+    return cls.replace("_", " ");
+  }
+  var TimelineView = class {
+    constructor(summary, host) {
+      this.summary = summary;
+      this.host = host;
+      this.doc = null;
+      this.step = null;
+      this.window = null;
+      this.mark = null;
+      this.instance = null;
+      this.highlight = /* @__PURE__ */ new Set();
+      // "lane:index"
+      this.selectedKernel = null;
+      this.own = null;
+      // this span's step (doc: with a stacked rank)
+      this.peer = null;
+      this.controller = null;
+      const steps = summary.steps?.steps ?? [];
+      this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
+      for (const s of steps) this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration_us)})`));
+      this.picker.addEventListener("change", () => this.pick({ step: Number(this.picker.value) }));
+      const button = (id, text, title, target) => {
+        const b = el("button", { type: "button", className: "link", id, title }, text);
+        b.addEventListener("click", () => {
+          const t = target();
+          if (t) this.pick(t);
+        });
+        return b;
+      };
+      const median = medianStep(summary);
+      const slowest = slowestStep(summary);
+      const gap = worstGap(summary);
+      this.download = el(
+        "a",
+        { className: "link", id: "ki-timeline-download", title: "The shown window cut from the trace file (every event kept, partial overlaps on sibling tracks): open it in Perfetto UI or chrome://tracing by hand." },
+        "Download window"
+      );
+      this.download.setAttribute("download", "");
+      const perfetto = el(
+        "button",
+        { type: "button", className: "link", id: "ki-timeline-perfetto", title: `Open the shown window in Perfetto UI (${host.perfettoUrl ?? "not configured"}), zoomed to it.` },
+        "Open in Perfetto"
+      );
+      perfetto.disabled = !host.perfettoUrl;
+      perfetto.addEventListener("click", () => this.openPerfetto());
+      this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
+      let peerPicker = null;
+      if (host.peers.length) {
+        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+        select.append(el("option", { value: "" }, "none"));
+        for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
+        select.addEventListener("change", () => {
+          this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+          void this.loadPeer();
+        });
+        peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
+      }
+      this.info = el("p", { className: "note", id: "ki-timeline-info" });
+      this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
+      this.body = el("div", { className: "timeline-body" });
+      this.node = el(
+        "div",
+        { className: "timeline", id: "ki-timeline" },
+        el(
+          "div",
+          { className: "timeline-controls" },
+          el("label", { className: "field" }, el("span", { className: "field-label" }, "Step"), this.picker),
+          median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
+          slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
+          gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? void 0, ...gapView(gap) })) : null,
+          peerPicker,
+          perfetto,
+          this.download,
+          this.perfettoStatus
+        ),
+        this.info,
+        this.body,
+        this.launch
+      );
+    }
+    // The default view: the median step.
+    defaultStep() {
+      return medianStep(this.summary);
+    }
+    pick(target) {
+      this.host.changed(target, true);
+      void this.show(target);
+    }
+    // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
+    // highlighted.
+    async show(target) {
+      const step = target.step ?? this.defaultStep();
+      if (step === null) {
+        this.body.replaceChildren(el("div", { className: "state empty" }, "No steps to show."));
+        return;
+      }
+      this.window = target.window ?? null;
+      this.mark = target.mark ?? null;
+      this.picker.value = String(step);
+      if (this.doc && this.step === step) {
+        this.applyView();
+        return;
+      }
+      this.step = step;
+      this.doc = null;
+      this.controller?.abort();
+      const controller = new AbortController();
+      this.controller = controller;
+      this.body.replaceChildren(spinner(`Loading step #${step}…`));
+      let answer;
+      try {
+        answer = await getReady("timeline", { ...this.host.span, step }, controller.signal, () => void 0);
+      } catch {
+        return;
+      }
+      if (controller.signal.aborted || this.step !== step) return;
+      if (!answer.ok || !answer.body) {
+        this.body.replaceChildren(el("div", { className: "state error", role: "alert" }, answer.error ?? "unknown error"));
+        return;
+      }
+      this.own = answer.body;
+      this.doc = answer.body;
+      if (this.peer) await this.loadPeer();
+      else this.draw();
+    }
+    // Stack the chosen rank's same step under this one (or go back to this span alone).
+    async loadPeer() {
+      const own = this.own;
+      if (!own) return;
+      const peer = this.peer;
+      if (!peer) {
+        this.doc = own;
+        this.draw();
+        return;
+      }
+      const span = { run: this.host.span.run, worker: peer.worker, span: peer.span };
+      const controller = new AbortController();
+      let answer;
+      try {
+        answer = await getReady("timeline", { ...span, step: own.step }, controller.signal, () => void 0);
+      } catch {
+        return;
+      }
+      if (this.own !== own || this.peer !== peer) return;
+      if (!answer.ok || !answer.body) {
+        this.doc = own;
+        this.draw();
+        this.launch.replaceChildren(`${peer.worker} has no step #${own.step} to stack: ${answer.error ?? "unknown error"}`);
+        return;
+      }
+      this.doc = stackSteps(own, this.host.span.worker ?? "this rank", answer.body, peer.worker);
+      this.draw();
+    }
+    range() {
+      const doc = this.doc;
+      return this.window ?? [0, doc.duration_us];
+    }
+    draw() {
+      const doc = this.doc;
+      const own = this.own ?? doc;
+      const kernels = kernelCount(own);
+      const idle = idleTotals(own);
+      const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
+      this.info.replaceChildren(
+        `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
+        idleText ? `, ${idleText}` : "",
+        doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
+        ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it."
+      );
+      const mainDevice2 = this.summary.idle?.main_device ?? [...idle.keys()][0];
+      this.info.dataset.kernels = String(kernels);
+      this.info.dataset.idleUs = String(idle.get(mainDevice2 ?? -1)?.total ?? 0);
+      this.info.dataset.step = String(doc.step);
+      this.info.dataset.lanes = String(doc.lanes.length);
+      this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
+      const labels = doc.lanes.map((l) => l.label);
+      const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
+      const [lo, hi] = this.range();
+      const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
+        this.instance = instance;
+        instance.on("datazoom", () => this.zoomed());
+        instance.on("click", (params) => this.clicked(params));
+        this.setViewData();
+      });
+      box.node.id = "ki-timeline-chart";
+      this.body.replaceChildren(box.node);
+      this.launch.replaceChildren();
+      this.highlight.clear();
+      this.selectedKernel = null;
+    }
+    usPerPx(lo, hi) {
+      const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+      return (hi - lo) / width;
+    }
+    option(labels, lo, hi) {
+      const doc = this.doc;
+      const p = this.host.pal;
+      const subs = doc.lanes.map(subRows);
+      const min = Math.min(0, ...doc.lanes.map((l) => l.offset_us.length ? Math.min(...l.offset_us) : 0));
+      return {
+        animation: false,
+        backgroundColor: "transparent",
+        textStyle: { color: p.text },
+        grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+        xAxis: {
+          type: "value",
+          min,
+          max: doc.duration_us,
+          name: "time after the step window's start",
+          nameLocation: "middle",
+          nameGap: 24,
+          axisLabel: { color: p.muted, formatter: (v) => fmtDuration(v) },
+          splitLine: { lineStyle: { color: p.split } }
+        },
+        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+        dataZoom: [
+          { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
+          { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v) => fmtDuration(v) }
+        ],
+        tooltip: { trigger: "item", confine: true, formatter: (params) => this.tip(params) },
+        series: [
+          {
+            id: "mark",
+            type: "custom",
+            silent: true,
+            data: [],
+            renderItem: (params, api) => {
+              const a = api.coord([api.value(0), 0]);
+              const b = api.coord([api.value(1), 0]);
+              const cs = params.coordSys;
+              const x0 = Math.max(cs.x, Math.min(a[0], b[0]));
+              const x1 = Math.min(cs.x + cs.width, Math.max(a[0], b[0]));
+              if (x1 <= x0) return null;
+              return { type: "rect", shape: { x: x0, y: cs.y, width: Math.max(2, x1 - x0), height: cs.height }, style: { fill: p.accent, opacity: 0.15, stroke: p.accent, lineWidth: 1 } };
+            }
+          },
+          {
+            id: "events",
+            type: "custom",
+            data: [],
+            encode: { x: [1, 2], y: 0 },
+            progressive: 2e4,
+            renderItem: (params, api) => {
+              const lane = api.value(0);
+              const a = api.coord([api.value(1), lane]);
+              const b = api.coord([api.value(2), lane]);
+              const band = (api.size?.([0, 1]))[1];
+              const n = subs[lane] ?? 1;
+              const h = band * 0.8 / n;
+              const y = a[1] - band * 0.4 + api.value(3) * h;
+              const cs = params.coordSys;
+              const x0 = Math.max(cs.x, a[0]);
+              const x1 = Math.min(cs.x + cs.width, Math.max(b[0], a[0] + 1));
+              if (x1 <= x0) return null;
+              const key = `${lane}:${api.value(5)}`;
+              const lit = this.highlight.has(key);
+              return {
+                type: "rect",
+                shape: { x: x0, y, width: Math.max(1, x1 - x0), height: Math.max(1, h - 1) },
+                style: {
+                  fill: colorOf2(doc.classes[api.value(4)] ?? "", p),
+                  stroke: lit ? p.text : void 0,
+                  lineWidth: lit ? 2 : 0,
+                  opacity: this.highlight.size && !lit ? 0.45 : 1
+                }
+              };
+            }
+          }
+        ]
+      };
+    }
+    // Data for the range shown (level of detail), and the address bar's view.
+    setViewData() {
+      if (!this.instance || !this.doc) return;
+      const [lo, hi] = this.range();
+      const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
+      this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
+      this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+      const chartNode = this.body.querySelector("#ki-timeline-chart");
+      if (chartNode) {
+        chartNode.dataset.rows = String(rows.length);
+        chartNode.dataset.window = `${lo}~${hi}`;
+        chartNode.dataset.mark = this.mark ? `${this.mark[0]}~${this.mark[1]}` : "";
+      }
+    }
+    // The window sent to Perfetto: the zoomed range, else the server's default (the step
+    // with 10 % of its length on each side).
+    windowParams() {
+      return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+    }
+    // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
+    // user's gesture), PING until it answers PONG, then post the window's bytes with a
+    // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
+    openPerfetto() {
+      const doc = this.doc;
+      const base3 = this.host.perfettoUrl;
+      if (!doc || !base3) return;
+      const margin = Math.trunc(Math.round(doc.duration_us * 1e3) * 0.1);
+      const [startNs, endNs] = this.window ? [doc.trace_start_ns + Math.round(this.window[0] * 1e3), doc.trace_start_ns + Math.round(this.window[1] * 1e3)] : [doc.trace_start_ns - margin, doc.trace_start_ns + Math.round(doc.duration_us * 1e3) + margin];
+      let target;
+      try {
+        target = new URL(base3, window.location.href);
+      } catch {
+        this.perfettoStatus.textContent = `Not a valid Perfetto address: ${base3}`;
+        return;
+      }
+      target.searchParams.set("visStart", String(startNs));
+      target.searchParams.set("visEnd", String(endNs));
+      const handle = window.open(target.href, "_blank");
+      if (!handle) {
+        this.perfettoStatus.textContent = "The browser blocked the new tab: allow pop-ups for this page, or use Download window.";
+        return;
+      }
+      const span = this.host.span;
+      const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+      const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+      const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then(
+        (r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))
+      );
+      this.perfettoStatus.textContent = "Opening Perfetto UI…";
+      const origin = target.origin;
+      let answered = false;
+      const ping = window.setInterval(() => handle.postMessage("PING", origin), 50);
+      const stop = () => {
+        window.clearInterval(ping);
+        window.removeEventListener("message", onMessage);
+      };
+      const onMessage = (event) => {
+        if (event.source !== handle || event.data !== "PONG") return;
+        answered = true;
+        stop();
+        bytes.then(
+          (buffer) => {
+            handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
+            this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+          },
+          (err) => {
+            this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
+          }
+        );
+      };
+      window.addEventListener("message", onMessage);
+      window.setTimeout(() => {
+        if (answered) return;
+        stop();
+        this.perfettoStatus.textContent = `Perfetto UI did not answer at ${origin}; use Download window.`;
+      }, 3e4);
+    }
+    applyView() {
+      if (!this.instance || !this.doc) return;
+      const [lo, hi] = this.range();
+      this.instance.dispatchAction({ type: "dataZoom", startValue: lo, endValue: hi });
+      this.setViewData();
+    }
+    zoomed() {
+      if (!this.instance || !this.doc) return;
+      const zoom = this.instance.getOption().dataZoom?.[0];
+      if (!zoom || typeof zoom.startValue !== "number" || typeof zoom.endValue !== "number") return;
+      const window2 = [zoom.startValue, zoom.endValue];
+      const [lo, hi] = this.range();
+      if (Math.abs(window2[0] - lo) < 1e-6 && Math.abs(window2[1] - hi) < 1e-6) return;
+      this.window = window2;
+      this.setViewData();
+      this.host.changed({ step: this.step ?? void 0, window: window2, mark: this.mark ?? void 0 }, false);
+    }
+    event(row2) {
+      const doc = this.doc;
+      const lane = doc.lanes[row2[0]];
+      const index = row2[5];
+      const name = index >= 0 ? doc.names[lane.name[index]] ?? "" : `${fmtCount(row2[6])} events (zoom in to see each)`;
+      return { lane, name, cls: doc.classes[row2[4]] ?? "" };
+    }
+    tip(params) {
+      const row2 = params.data;
+      if (params.seriesId !== "events" || !row2 || !this.doc) return "";
+      const { lane, name, cls } = this.event(row2);
+      const rows = [
+        { label: "class", value: classLabel(cls), color: colorOf2(cls, this.host.pal) },
+        { label: "start", value: `${fmtDuration(row2[1])} after the step start` },
+        { label: "duration", value: fmtDuration(row2[2] - row2[1]) },
+        { label: "lane", value: lane.label }
+      ];
+      if (row2[5] >= 0 && lane.kind === "gpu_stream") {
+        const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
+        rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: void 0 });
+      }
+      if (row2[6] > 1) rows.push({ label: "events", value: fmtCount(row2[6]) });
+      return tipNode(name, rows);
+    }
+    clicked(params) {
+      const row2 = params.data;
+      if (params.seriesId !== "events" || !row2 || !this.doc || row2[5] < 0) return;
+      const { lane, name, cls } = this.event(row2);
+      const key = `${row2[0]}:${row2[5]}`;
+      this.highlight.clear();
+      if (lane.kind !== "gpu_stream" || !KERNEL_CLASSES.has(cls) || this.selectedKernel === key) {
+        this.selectedKernel = null;
+        this.launch.replaceChildren();
+        this.setViewData();
+        return;
+      }
+      this.selectedKernel = key;
+      this.highlight.add(key);
+      const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
+      if (launch) {
+        this.highlight.add(`${launch.lane}:${launch.index}`);
+        for (const j of launch.opIndices) this.highlight.add(`${launch.lane}:${j}`);
+        this.launch.replaceChildren(`${name}: launched by ${launch.call}`, launch.ops.length ? ` in ${launch.ops.join(" › ")}` : "", ` (${this.doc.lanes[launch.lane].label}). Click it again to clear.`);
+      } else {
+        this.launch.replaceChildren(`${name}: its launch is not in this step's window (launched earlier, or no correlation id).`);
+      }
+      this.launch.dataset.kernel = name;
+      this.setViewData();
+    }
+  };
+
   // src/theme.ts
   var LIGHT = {
     dark: false,
@@ -2846,6 +3443,14 @@ ${more.trim()}` : ""));
     const state = emptyState();
     state.mode = get("mode") === "diff" ? "diff" : "run";
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
+    const step = Number(get("step"));
+    if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
+      state.run.step = step;
+      const window2 = parseRange(get("window"));
+      if (window2) state.run.window = window2;
+      const mark = parseRange(get("mark"));
+      if (mark) state.run.mark = mark;
+    }
     if (get("ranks") === "all") {
       state.run.allRanks = true;
       const index = Number(get("span_index"));
@@ -2863,13 +3468,20 @@ ${more.trim()}` : ""));
       if (value !== void 0 && value !== "") out.push([PREFIX + key, String(value)]);
     };
     if (state.mode === "diff") put("mode", "diff");
-    put("run", state.run.run);
-    if (state.run.allRanks) {
-      put("ranks", "all");
-      if (state.run.spanIndex !== void 0 && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
-    } else {
-      put("worker", state.run.worker);
-      put("span", state.run.span);
+    if (state.mode === "run") {
+      put("run", state.run.run);
+      if (state.run.allRanks) {
+        put("ranks", "all");
+        if (state.run.spanIndex !== void 0 && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
+      } else {
+        put("worker", state.run.worker);
+        put("span", state.run.span);
+        if (state.run.step !== void 0) {
+          put("step", state.run.step);
+          if (state.run.window) put("window", formatRange(state.run.window));
+          if (state.run.mark) put("mark", formatRange(state.run.mark));
+        }
+      }
     }
     if (state.mode === "diff") {
       for (const [name, side] of [
@@ -2884,6 +3496,21 @@ ${more.trim()}` : ""));
       }
     }
     return out;
+  }
+  function formatRange(range) {
+    const num = (v) => String(Math.round(v * 1e3) / 1e3);
+    return `${num(range[0])}~${num(range[1])}`;
+  }
+  function parseRange(text) {
+    if (!text) return null;
+    const m = /^(-?\d+(?:\.\d+)?)~(-?\d+(?:\.\d+)?)$/.exec(text);
+    if (!m) return null;
+    const a = Number(m[1]);
+    const b = Number(m[2]);
+    return Number.isFinite(a) && Number.isFinite(b) && b > a ? [a, b] : null;
+  }
+  function sameState(a, b) {
+    return JSON.stringify(paramsFromState(a)) === JSON.stringify(paramsFromState(b));
   }
   function mergeHash(hash, state) {
     const parsed = parseHash(hash);
@@ -2963,6 +3590,11 @@ ${more.trim()}` : ""));
     ["overview", "Overview", "Where each step's time goes (exclusive breakdown of the step window) and how busy the GPU is."],
     ["kernels", "Kernel density", "How many kernels, how short, how launch-bound; which ones dominate; which short sequences could be fused."],
     ["idle", "Idle gaps", "When the GPU waits inside a step, and what the host was doing then."],
+    [
+      "timeline",
+      "Timeline",
+      "One step at a time: each GPU stream's kernels, the host threads that launch them, data loading, and the GPU's idle time by cause (the Idle panel's figures)."
+    ],
     ["communication", "Communication", "Collective time per step, how much of it compute hides, bandwidth per kind, and skew across ranks."],
     ["memory", "Memory", "Allocated and reserved memory over time, per step, and what is still alive at the end."],
     ["health", "Trace health", "What the reader found in the file: events, damage, and Kineto's own warnings."]
@@ -2989,6 +3621,8 @@ ${more.trim()}` : ""));
       this.spanDiag = null;
       this.controller = null;
       this.runsTimer = null;
+      this.timeline = null;
+      this.perfettoUrl = null;
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
       this.linkNotice = null;
@@ -3025,6 +3659,9 @@ ${more.trim()}` : ""));
         this.banner,
         this.main
       );
+      const target = this.hashWindow();
+      target.addEventListener("hashchange", () => this.fromAddressBar());
+      target.addEventListener("popstate", () => this.fromAddressBar());
       watchTheme(win, (dark) => {
         this.pal = palette(dark);
         this.applyTheme();
@@ -3055,17 +3692,56 @@ ${more.trim()}` : ""));
       }
       return this.win;
     }
-    writeHash() {
+    // `push`: a new history entry (Back returns to the view before), else the current one
+    // is replaced.
+    writeHash(push = false) {
       const target = this.hashWindow();
       try {
         let hash = mergeHash(target.location.hash, this.state);
         if (target !== this.win && !parseHash(hash).tab) hash = `${this.pluginName}${hash ? `&${hash}` : ""}`;
         const url = new URL(target.location.href);
         url.hash = hash;
-        if (url.href !== target.location.href) target.history.replaceState(target.history.state, "", url.href);
+        if (url.href === target.location.href) return;
+        if (push) target.history.pushState(target.history.state, "", url.href);
+        else target.history.replaceState(target.history.state, "", url.href);
       } catch (err) {
         console.warn("kineto-insights: cannot keep the selection in the URL", err);
       }
+    }
+    // The address bar changed under the page (a pasted link, Back, Forward): show what it
+    // names. Our own writes (replaceState/pushState) fire neither event.
+    fromAddressBar() {
+      const next = stateFromHash(this.hashWindow().location.hash);
+      if (sameState(next, this.state) || !this.runs.length) return;
+      const key = this.viewKey();
+      this.state = next;
+      this.linkNotice = null;
+      this.showBanner(null);
+      this.resolve();
+      this.drawControls();
+      this.updateLoadState();
+      if (this.viewKey() === key && this.timeline && this.main.dataset.view === key) void this.timeline.show(this.timelineTarget());
+      else void this.load(false);
+    }
+    timelineTarget() {
+      const r = this.state.run;
+      return { step: r.step, window: r.window, mark: r.mark };
+    }
+    // A diagnosis with a place in time opens the timeline there.
+    momentOpener(summary) {
+      return (d) => {
+        const gap = momentOf(d, summary);
+        return gap ? () => this.openGap(gap) : null;
+      };
+    }
+    // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
+    openGap(gap) {
+      if (typeof gap.step !== "number") return;
+      const target = { step: gap.step, ...gapView(gap) };
+      Object.assign(this.state.run, target);
+      this.writeHash(true);
+      void this.timeline?.show(target);
+      this.go("timeline");
     }
     // ---------------------------------------------------------------- runs
     async refreshRuns(reloadView) {
@@ -3080,6 +3756,7 @@ ${more.trim()}` : ""));
         return;
       }
       const body = answer.body;
+      this.perfettoUrl = body.perfetto_url ?? null;
       const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
       this.runs = body.runs ?? [];
       const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
@@ -3226,7 +3903,7 @@ ${more.trim()}` : ""));
           (worker?.spans ?? []).map((x) => [x.span, spanLabel(x)]),
           s.run.span ?? "",
           (v) => {
-            s.run.span = v;
+            s.run = { run: s.run.run, worker: s.run.worker, span: v };
             this.changed();
           },
           "One trace file (profiling window) of this worker."
@@ -3388,16 +4065,39 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
+      const onGap = (g) => this.openGap(g);
       fill(
         byId.idle,
-        () => idlePanel(summary, this.pal, this.idleDevice, (d) => {
-          this.idleDevice = d;
-          fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice));
-        })
+        () => idlePanel(
+          summary,
+          this.pal,
+          this.idleDevice,
+          (d) => {
+            this.idleDevice = d;
+            fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice, void 0, onGap));
+          },
+          onGap
+        )
       );
+      const s = this.state.run;
+      const timeline = new TimelineView(summary, {
+        pal: this.pal,
+        span: { run: s.run, worker: s.worker, span: s.span },
+        perfettoUrl: this.perfettoUrl,
+        peers: (this.run(s.run)?.workers ?? []).filter((w) => w.worker !== s.worker && w.spans.length).map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+        changed: (target, push) => {
+          this.state.run.step = target.step;
+          this.state.run.window = target.window;
+          this.state.run.mark = target.mark;
+          this.writeHash(push);
+        }
+      });
+      this.timeline = timeline;
+      fill(byId.timeline, () => [timeline.node]);
+      void timeline.show(this.timelineTarget());
       fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
       const drawMemory = () => fill(
         byId.memory,
@@ -3448,7 +4148,7 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();

@@ -48,7 +48,7 @@ PREFIX = "/data/plugin/kineto_insights"
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 README_SCREENSHOT = REPO / "docs" / "screenshot.png"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-SPAN_PANELS = ("overview", "kernels", "idle", "communication", "memory", "health")
+SPAN_PANELS = ("overview", "kernels", "idle", "timeline", "communication", "memory", "health")
 EVIL = '<img src=x onerror="window.__kiPwned=1">'
 TIMEOUT_MS = 60_000
 TALL = 2400  # px: every panel fits in the plugin's iframe, for whole-panel screenshots
@@ -113,12 +113,44 @@ def _html_names_run(root: Path) -> str:
     return "html_names"
 
 
+#: A stand-in for Perfetto UI on loopback (``--kineto_insights_perfetto_url``): it
+#: answers PING with PONG as the real UI does and keeps what it is posted.
+FAKE_PERFETTO = """<!doctype html><meta charset="utf-8"><title>fake perfetto</title>
+<script>
+window.__pings = 0;
+window.__got = null;
+addEventListener("message", (e) => {
+  if (e.data === "PING") { window.__pings += 1; e.source.postMessage("PONG", "*"); return; }
+  const p = e.data && e.data.perfetto;
+  if (p) {
+    window.__got = { title: p.title, fileName: p.fileName, url: p.url,
+      bytes: p.buffer.byteLength, text: new TextDecoder().decode(p.buffer) };
+  }
+});
+</script>"""
+
+
+def _fake_perfetto(root: Path) -> tuple[str, Any]:
+    """Serve ``FAKE_PERFETTO`` on loopback; returns its address and the server."""
+    import functools
+    import http.server
+    import threading
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "perfetto.html").write_text(FAKE_PERFETTO, encoding="utf-8")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/perfetto.html", httpd
+
+
 @dataclass
 class Server:
     base: str
     logdir: Path
     two_ranks: str
     runs: dict[str, Any] = field(default_factory=dict)
+    perfetto_url: str = ""
 
     def get(self, route: str, **params: str) -> tuple[int, Any]:
         query = urllib.parse.urlencode(params)
@@ -160,6 +192,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = _free_port()
     tensorboard = _tensorboard()
     assert tensorboard is not None
+    perfetto_url, perfetto = _fake_perfetto(root / "fake-perfetto")
     cmd = [
         tensorboard,
         "--logdir",
@@ -171,15 +204,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--load_fast=false",
         "--kineto_insights_cache_dir",
         str(root / "cache"),
+        "--kineto_insights_perfetto_url",
+        perfetto_url,
     ]
     log_path = root / "tensorboard.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks)
+        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks, perfetto_url=perfetto_url)
         try:
             _wait_until_ready(server, proc, log_path)
             yield server
         finally:
+            perfetto.shutdown()
             proc.terminate()
             try:
                 proc.wait(timeout=15)
@@ -407,6 +443,216 @@ def test_each_panel_shows_data(server: Server, open_page: Any, run: str) -> None
         assert "aten::addmm" in memory.inner_text()
     for name in ("diagnoses", *SPAN_PANELS):
         shoot(frame, run, name)
+
+
+def _timeline_shown(frame: Any, step: int | None = None) -> dict[str, str]:
+    """The timeline's data attributes once a step is drawn (that ``step`` when given)."""
+    want = "" if step is None else f"[data-step='{step}']"
+    frame.wait_for_selector(f"#ki-timeline-info{want}", timeout=TIMEOUT_MS)
+    frame.wait_for_selector("#ki-timeline-chart[data-rows]", timeout=TIMEOUT_MS)
+    return frame.evaluate(
+        "() => ({...document.querySelector('#ki-timeline-info').dataset,"
+        " ...document.querySelector('#ki-timeline-chart').dataset})"
+    )
+
+
+@pytest.mark.parametrize("run", ["dataloader_workers0", "transformer_eager"])
+def test_timeline_shows_every_kernel_and_the_idle_band(
+    server: Server, open_page: Any, run: str
+) -> None:
+    """Issue 28: the timeline of a step (the median one by default) draws every kernel
+    the summary counts in it, and its idle band adds up to the Idle panel's figure."""
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    shown = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, steps = server.get("summary", run=run, worker=worker, span=span, panel="steps")
+    durations = sorted(s["duration_us"] for s in steps["steps"])
+    median = durations[(len(durations) - 1) // 2]
+    expected_step = min(steps["steps"], key=lambda s: abs(s["duration_us"] - median))["number"]
+    assert int(shown["step"]) == expected_step
+    _, kernels = server.get("summary", run=run, worker=worker, span=span, panel="kernels")
+    per_step = {s["number"]: s["count"] for s in kernels["per_step"]}
+    assert int(shown["kernels"]) == per_step[expected_step] > 0
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    idle_us = {s["number"]: s["idle_us"] for s in device["per_step"]}[expected_step]
+    assert float(shown["idleUs"]) == pytest.approx(idle_us, abs=1e-3)
+    assert int(shown["rows"]) > 0
+    assert frame.locator("#ki-panel-timeline .chart canvas").count() >= 1
+    # another step from the picker: its own kernels
+    other = next(n for n in per_step if n != expected_step)
+    frame.select_option("#ki-timeline-step", str(other))
+    assert int(_timeline_shown(frame, other)["kernels"]) == per_step[other]
+    assert hash_of(page)["ki_step"] == str(other)
+    shoot(frame, run, "timeline")
+
+
+def test_largest_gap_opens_the_timeline_back_and_a_pasted_link_restore(
+    server: Server, open_page: Any
+) -> None:
+    """Issue 28: a Largest-gaps row opens the timeline at that gap, highlighted; Back
+    returns to the view before; a link pasted into the open tab shows what it names."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    before = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gap = device["largest_gaps"][0]
+    frame.locator("#ki-panel-idle button.gap-open").first.click()
+    at_gap = _timeline_shown(frame, gap["step"])
+    start, end = gap["offset_us"], gap["offset_us"] + gap["length_us"]
+    mark = [float(v) for v in at_gap["mark"].split("~")]
+    assert mark == pytest.approx([start, end], abs=1e-3)
+    lo, hi = (float(v) for v in at_gap["window"].split("~"))
+    assert lo < start and hi > end and hi - lo < 3 * gap["length_us"] + 40
+    state = hash_of(page)
+    assert state["ki_step"] == str(gap["step"]) and "ki_mark" in state and "ki_window" in state
+    # Back: the view before the click (the median step, nothing marked)
+    page.go_back()
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark === ''",
+        timeout=TIMEOUT_MS,
+    )
+    back = _timeline_shown(frame, int(before["step"]))
+    assert back["window"] == before["window"]
+    assert "ki_step" not in hash_of(page)
+    # a pasted link: another step, zoomed
+    other = next(s["number"] for s in device["per_step"] if s["number"] != int(before["step"]))
+    page.evaluate(
+        "([step]) => { location.hash = location.hash.split('&ki_step')[0]"
+        " + `&ki_step=${step}&ki_window=10~250`; }",
+        [other],
+    )
+    pasted = _timeline_shown(frame, other)
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.window === '10~250'",
+        timeout=TIMEOUT_MS,
+    )
+    assert frame.locator("#ki-timeline-step").input_value() == str(other)
+    assert pasted["mark"] == ""
+
+
+def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page: Any) -> None:
+    """Issue 28 §3: an idle diagnosis points at its moment: the longest listed gap with
+    its cause opens on the timeline, highlighted."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "timeline"))
+    _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gaps = [g for g in device["largest_gaps"] if g["cause"] == "data_loading"]
+    gap = max(gaps, key=lambda g: g["length_us"])
+    frame.locator('[data-diagnosis-id="gpu_idle_dataloader"] button.moment').click()
+    at = _timeline_shown(frame, gap["step"])
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, gap["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    assert mark == pytest.approx([gap["offset_us"], gap["offset_us"] + gap["length_us"]], abs=1e-3)
+    # a diagnosis without a place in time has no such button
+    assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
+
+
+def test_another_rank_stacks_under_the_timeline(server: Server, open_page: Any) -> None:
+    """Issue 28 §1: in a run of several ranks, the same step of another rank (here the
+    straggler run's rank1) stacks under this one, aligned on the step start."""
+    run = "ddp2_straggler"
+    entry = next(r for r in server.runs["runs"] if r["run"] == run)
+    (mine, mine_span), (other, other_span) = [
+        (w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]
+    ]
+    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={mine}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    alone = _timeline_shown(frame)
+    step = alone["step"]
+    frame.select_option("#ki-timeline-peer", other)
+    frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
+    stacked = _timeline_shown(frame, int(step))
+    _, own_doc = server.get("timeline", run=run, worker=mine, span=mine_span, step=step)
+    _, peer_doc = server.get("timeline", run=run, worker=other, span=other_span, step=step)
+    assert int(stacked["lanes"]) == len(own_doc["lanes"]) + len(peer_doc["lanes"])
+    assert stacked["kernels"] == alone["kernels"]  # the counts stay this rank's
+    frame.select_option("#ki-timeline-peer", "")
+    frame.wait_for_selector("#ki-timeline-info[data-stacked='']", timeout=TIMEOUT_MS)
+    assert _timeline_shown(frame)["lanes"] == str(len(own_doc["lanes"]))
+
+
+def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    _timeline_shown(frame)
+    frame.evaluate("() => document.getElementById('ki-panel-timeline').scrollIntoView()")
+    box = frame.locator("#ki-timeline-chart").bounding_box()
+    # the first GPU stream lane is the top one: click along it until a kernel answers
+    for x in range(200, int(box["width"]) - 30, 4):
+        frame.locator("#ki-timeline-chart").click(position={"x": x, "y": 18})
+        text = frame.locator("#ki-timeline-launch").inner_text()
+        if text:
+            break
+    assert "launched by" in text or "not in this step" in text, text
+
+
+def test_open_in_perfetto_posts_the_window(server: Server, open_page: Any) -> None:
+    """Issue 28: "Open in Perfetto" opens the configured Perfetto UI (here a fake one on
+    loopback), PINGs until PONG, posts the window with a title, zoomed by its address;
+    the posted window parses as Chrome trace JSON, covers the step, keeps every kernel of
+    the cut, and has no partially overlapping complete events, on a with_stack=True
+    trace (capture_full has such overlaps)."""
+    import gzip
+
+    from tb_kineto_insights.trace.reader import read_trace
+    from tb_kineto_insights.trace.window import partial_overlaps
+
+    run = "capture_full"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    shown = _timeline_shown(frame)
+    step = int(shown["step"])
+    with page.context.expect_page(timeout=TIMEOUT_MS) as popup_info:
+        frame.click("#ki-timeline-perfetto")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__got !== null", timeout=TIMEOUT_MS)
+    got = popup.evaluate("() => window.__got")
+    assert popup.evaluate("() => window.__pings") >= 1
+    assert popup.url.startswith(server.perfetto_url + "?")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(popup.url).query)
+    vis_start, vis_end = int(query["visStart"][0]), int(query["visEnd"][0])
+    worker, span = server.span_of(run)
+    assert got["title"] == f"{run}/{worker} step #{step}"
+    assert got["fileName"] == f"{worker}.{span}.step{step}.window.json"
+    data = got["text"].encode()
+    doc = json.loads(data)
+    assert partial_overlaps(data) == 0
+    path = next((server.logdir / run).glob("*.pt.trace.json.gz"))
+    assert partial_overlaps(gzip.decompress(path.read_bytes())) > 0  # the file has some
+    # covers the step: its own marker is there, and the zoom is the step ± 10 %
+    assert f"ProfilerStep#{step}" in {e.get("name") for e in doc["traceEvents"]}
+    _, timeline = server.get("timeline", run=run, worker=worker, span=span, step=str(step))
+    step_ns = round(timeline["duration_us"] * 1000)
+    assert vis_start == timeline["trace_start_ns"] - step_ns // 10
+    assert vis_end == timeline["trace_start_ns"] + step_ns + step_ns // 10
+    # every kernel of the cut [visStart, visEnd) that the file has
+    k = read_trace(str(path)).kernels
+    inside = (k.start_ns < vis_end) & (k.start_ns + k.dur_ns > vis_start)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == int(inside.sum()) > 0
+    assert "Sent to Perfetto UI" in frame.locator("#ki-timeline-perfetto-status").inner_text()
+    # the download link names the same window
+    href = frame.get_attribute("#ki-timeline-download", "href") or ""
+    assert "/window?" in href and f"step={step}" in href and "download=1" in href
 
 
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:

@@ -17,7 +17,14 @@ const PANEL_NAMES: Record<string, string> = {
 };
 
 // stepCount: the profiled steps of the span, for evidence given as a total over them.
-export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string) => void, allRanks = false, stepCount?: number): HTMLElement[] {
+// moment: for a diagnosis with a place in time, what opens the timeline there (else null).
+export function diagnosesList(
+  list: Diagnosis[] | undefined,
+  go: (panel: string) => void,
+  allRanks = false,
+  stepCount?: number,
+  moment?: (d: Diagnosis) => (() => void) | null,
+): HTMLElement[] {
   const sorted = sortDiagnoses(list);
   if (!sorted.length) {
     return [
@@ -28,10 +35,23 @@ export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string)
       ),
     ];
   }
-  return sorted.map((d) => card(d, go, allRanks, stepCount));
+  return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null));
 }
 
-function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number): HTMLElement {
+function momentButton(openMoment: () => void): HTMLElement {
+  const b = el(
+    "button",
+    { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+    "See it on the timeline →",
+  );
+  b.addEventListener("click", (event) => {
+    event.stopPropagation(); // not the card's own jump to its panel
+    openMoment();
+  });
+  return b;
+}
+
+function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
   const evidence = evidenceItems(d.evidence, stepCount);
   const open = el(
@@ -65,6 +85,7 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
       : null,
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
     open,
+    openMoment ? momentButton(openMoment) : null,
   );
   const activate = (event: Event) => {
     // selecting text in the card should not jump away

@@ -9,7 +9,8 @@ import type { Palette } from "../theme";
 import type { IdleDevice, IdleGap, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
-export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?: (d: string) => void): Node[] | string {
+// `onGap`: a "Largest gaps" row's step was clicked (opens the timeline at the gap).
+export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?: (d: string) => void, onGap?: (g: IdleGap) => void): Node[] | string {
   const idle = s.idle;
   if (!idle) return "This summary has no idle-gap data.";
   const devices = idle.devices ?? [];
@@ -94,7 +95,17 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
         gaps.length
           ? table<IdleGap>(
               [
-                { header: "Step", cell: (g) => (isNum(g.step) ? `#${g.step}` : "n/a") },
+                {
+                  header: "Step",
+                  title: "Click to open the timeline at this gap.",
+                  cell: (g) => {
+                    if (!isNum(g.step)) return "n/a";
+                    if (!onGap) return `#${g.step}`;
+                    const b = el("button", { type: "button", className: "link gap-open", title: "Open the timeline of this step at this gap, highlighted." }, `#${g.step}`);
+                    b.addEventListener("click", () => onGap(g));
+                    return b;
+                  },
+                },
                 { header: "At", numeric: true, title: "Start of the gap, from the start of its step.", cell: (g) => fmtDuration(g.offset_us) },
                 { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
                 {
