@@ -1050,7 +1050,9 @@ export interface CollectiveSkew {
   ranks_not_listed: number;
 }
 /**
- * ``run_summary.steps[]``.
+ * ``run_summary.steps[]``: per rank (key: rank) the step's duration and its
+ * lateness (µs: how far behind the first rank it arrived at the step's collective where
+ * it was furthest behind, ``analysis.straggler``), and the spread of the durations.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "RunStep".
@@ -1061,6 +1063,9 @@ export interface RunStep {
     [k: string]: number | undefined;
   };
   spread_us: number;
+  lateness_us: {
+    [k: string]: number | undefined;
+  };
 }
 /**
  * ``run_summary.straggler``: the rank that holds the others back, when the test
@@ -1077,15 +1082,21 @@ export interface Straggler {
   last_fraction: number | null;
   last_steps: number;
   tested_steps: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
   p_value: number;
   delay_us_per_step: number | null;
   share_of_step: number | null;
   others_wait_us_per_step: number | null;
 }
 /**
- * ``run_summary.straggler_test``: the binomial test of the rank most often last
- * (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
- * correction for testing every rank, against ``alpha``) and its cost.
+ * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
+ * the largest mean lateness (``analysis.straggler``): its excess lateness over the
+ * other ranks' (µs per step), the step-to-step noise of lateness (residual standard
+ * deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
+ * ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
+ * ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
+ * rank, against ``alpha``; and its cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -1099,7 +1110,10 @@ export interface StragglerTest {
   last_steps: number;
   tested_steps: number;
   ranks_tested: number;
-  p0: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
+  t_statistic: number | null;
+  degrees_of_freedom: number;
   p_value_one_rank: number;
   p_value: number;
   alpha: number;

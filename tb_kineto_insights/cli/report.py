@@ -239,16 +239,19 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
         out.write(
             f"   straggler: rank {straggler.rank}, costs the others "
             f"{_fmt_us(straggler.delay_us_per_step)}/step "
-            f"({100 * (straggler.share_of_step or 0.0):.0f} % of their step), last in "
-            f"{straggler.last_steps} of {straggler.tested_steps} steps "
+            f"({100 * (straggler.share_of_step or 0.0):.0f} % of their step), "
+            f"{_fmt_us(straggler.lateness_excess_us_per_step)}/step later than the others "
+            f"(noise {_fmt_us(straggler.lateness_noise_us)}) in "
+            f"{straggler.tested_steps} steps, last in {straggler.last_steps} "
             f"(p = {straggler.p_value:.3g})\n"
         )
     elif test:
         share = test.share_of_step
         out.write(
-            f"   no straggler: best candidate rank {test.rank} is last in "
-            f"{test.last_steps} of {test.tested_steps} steps (p = {test.p_value:.3g}, "
-            f"needs <= {test.alpha:g}) and costs the others "
+            f"   no straggler: best candidate rank {test.rank} is "
+            f"{_fmt_us(test.lateness_excess_us_per_step)}/step later than the others "
+            f"(noise {_fmt_us(test.lateness_noise_us)}) in {test.tested_steps} steps "
+            f"(p = {test.p_value:.3g}, needs <= {test.alpha:g}) and costs the others "
             f"{_fmt_us(test.delay_us_per_step)}/step"
             + (f" ({100 * share:.1f} % of their step, needs >= " if share is not None else " (")
             + f"{100 * (test.min_share_of_step or 0.0):g} %): {test.verdict}\n"

@@ -88,11 +88,14 @@ class CollectiveSkew(Out, frozen=True, kw_only=True):
 
 
 class RunStep(Out, frozen=True, kw_only=True):
-    """``run_summary.steps[]``."""
+    """``run_summary.steps[]``: per rank (key: rank) the step's duration and its
+    lateness (µs: how far behind the first rank it arrived at the step's collective where
+    it was furthest behind, ``analysis.straggler``), and the spread of the durations."""
 
     number: int
     durations_us: dict[str, float]
     spread_us: float
+    lateness_us: dict[str, float]
 
 
 class _LastArrivals(Out, frozen=True, kw_only=True):
@@ -112,6 +115,8 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler``: the rank that holds the others back, when the test
     (:class:`StragglerTest`) says so; costs per step in µs."""
 
+    lateness_excess_us_per_step: float | None
+    lateness_noise_us: float | None
     p_value: float
     delay_us_per_step: float | None
     share_of_step: float | None
@@ -119,12 +124,19 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
 
 
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
-    """``run_summary.straggler_test``: the binomial test of the rank most often last
-    (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
-    correction for testing every rank, against ``alpha``) and its cost."""
+    """``run_summary.straggler_test``: the test on per-step lateness of the rank with
+    the largest mean lateness (``analysis.straggler``): its excess lateness over the
+    other ranks' (µs per step), the step-to-step noise of lateness (residual standard
+    deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
+    ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
+    ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
+    rank, against ``alpha``; and its cost."""
 
     ranks_tested: int
-    p0: float
+    lateness_excess_us_per_step: float | None
+    lateness_noise_us: float | None
+    t_statistic: float | None
+    degrees_of_freedom: int
     p_value_one_rank: float
     p_value: float
     alpha: float
