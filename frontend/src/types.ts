@@ -1088,6 +1088,45 @@ export interface Straggler {
   delay_us_per_step: number | null;
   share_of_step: number | null;
   others_wait_us_per_step: number | null;
+  cause: StragglerCause | null;
+}
+/**
+ * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
+ * per-step time (``gpu_compute``, ``host_untraced``, ``data_loading``, ``host_sync``,
+ * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
+ * median of the other ranks most, in µs per step (``us_per_step``; its own and the
+ * median rank's), as a share of the delay it causes; ``class``/``label`` are null
+ * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
+ * kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "StragglerCause".
+ */
+export interface StragglerCause {
+  class: string | null;
+  label: string | null;
+  us_per_step: number;
+  straggler_us_per_step: number;
+  median_rank_us_per_step: number;
+  share_of_delay: number | null;
+  top: CauseName[];
+  classes: {
+    [k: string]: number | undefined;
+  };
+  launches_per_step_excess: number;
+  reference_ranks: number;
+}
+/**
+ * ``run_summary.straggler.cause.top[]``: a kernel or CPU op the straggler spends
+ * longer on per step than the median rank (``us_per_step``: the excess, µs).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CauseName".
+ */
+export interface CauseName {
+  kind: string;
+  name: string;
+  us_per_step: number;
 }
 /**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
@@ -1124,6 +1163,7 @@ export interface StragglerTest {
   costly: boolean;
   others_wait_us_per_step: number | null;
   verdict: string;
+  cause: StragglerCause | null;
 }
 /**
  * ``run_summary.superseded_span_diagnoses[]``.

@@ -97,6 +97,7 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import straggler as st
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
@@ -440,6 +441,7 @@ def run_summary(
                 "delay_us_per_step",
                 "share_of_step",
                 "others_wait_us_per_step",
+                "cause",
             )
         }
     order = sorted(range(n_workers), key=lambda i: rank_list[i])
@@ -848,6 +850,10 @@ def _straggler_test(
     else:
         verdict = "not costly"
     matched = m.matched_of[top]
+    cause = None
+    if verdict == "straggler":
+        others_of = [workers[j][1] for j in candidates if j != top]
+        cause = straggler_cause(workers[top][1], others_of, delay, th)
     return {
         "rank": rank_list[top],
         "worker": workers[top][0],
@@ -871,6 +877,7 @@ def _straggler_test(
         "costly": costly,
         "others_wait_us_per_step": float(np.mean(waits)) if waits else None,
         "verdict": verdict,
+        "cause": cause,
     }
 
 
@@ -930,6 +937,59 @@ _TRANSFER_ADVICE = (
 )
 
 
+def _straggler_title(s: dict[str, Any], impact: float) -> str:
+    """``communication_straggler``'s title: who, what it costs, and why (the cause class
+    with its excess over the median rank, and the top kernel or op), from the evidence."""
+    head = (
+        f"Rank {s['rank']} holds the other ranks back {_ms(s['delay_us_per_step'])}/step "
+        f"({100 * impact:.0f} % of their step)"
+    )
+    cause = s.get("cause") or {}
+    if cause.get("class"):
+        text = (
+            f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
+        )
+        top = cause.get("top") or []
+        if top:
+            text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
+        return text
+    return (
+        f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
+        f"{s['tested_steps']} steps, last in {s['last_steps']}"
+    )
+
+
+_CAUSE_ADVICE = {
+    "gpu_compute": (
+        "It runs more GPU kernel time per step than the median rank: uneven work (shard "
+        "sizes, sequence lengths, a branch only this rank takes) or a slower GPU "
+        "(nvidia-smi clocks, temperature, ECC)."
+    ),
+    "host_untraced": (
+        "Its host is busy outside traced ops before it launches its work: untraced Python, "
+        "a sleep, I/O, logging or checkpointing on this rank only. Profile with "
+        "with_stack=True (or py-spy) to see the frames."
+    ),
+    "data_loading": (
+        "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
+        "faster data path on its host."
+    ),
+    "host_sync": (
+        "Its host synchronizes with the GPU more (.item(), .cpu(), synchronize): remove "
+        "the syncs that run on this rank only."
+    ),
+    "optimizer_step": "Its optimizer step takes longer: compare the optimizer's state and work.",
+    "launching": "It spends longer launching kernels: host contention (CPU affinity, NUMA).",
+    "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
+}
+
+
+def _cause_advice(s: dict[str, Any]) -> str:
+    cause = s.get("cause") or {}
+    advice = _CAUSE_ADVICE.get(cause.get("class") or "")
+    return f"{advice} " if advice else ""
+
+
 def run_diagnoses(
     run: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> list[Diagnosis]:
@@ -962,12 +1022,7 @@ def run_diagnoses(
                 make_diagnosis(
                     "communication_straggler",
                     severity,
-                    (
-                        f"Rank {s['rank']} holds the other ranks back "
-                        f"{_ms(s['delay_us_per_step'])}/step ({100 * impact:.0f} % of their "
-                        f"step): {_ms(s['lateness_excess_us_per_step'])}/step later than the "
-                        f"others in {s['tested_steps']} steps, last in {s['last_steps']}"
-                    ),
+                    _straggler_title(s, impact),
                     {
                         "rank": s["rank"],
                         "worker": s["worker"],
@@ -984,8 +1039,10 @@ def run_diagnoses(
                         "others_wait_us_per_step": s["others_wait_us_per_step"],
                         "ranks_profiled": run.get("worker_count"),
                         "world_size": run.get("world_size"),
+                        "cause": s.get("cause"),
                     },
                     f"The other ranks wait in their collectives for rank {s['rank']}. "
+                    + _cause_advice(s)
                     + _STRAGGLER_ADVICE,
                     "run",
                     impact,

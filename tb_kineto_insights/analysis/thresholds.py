@@ -69,6 +69,10 @@ class Thresholds:
     #: ... and costly: what the other ranks lose to it per step (median over steps) /
     #: their mean step time, at least.
     straggler_min_share_of_step: float = 0.05
+    #: communication_straggler names a cause (what the straggler spends longer on than
+    #: the median rank, per step: analysis/straggler_cause.py) only when that excess is at
+    #: least this share of the delay it causes the others.
+    straggler_cause_min_share_of_delay: float = 0.25
     #: memory_growth: steady growth over at least this many steps ...
     memory_growth_min_steps: int = 3
     #: ... of at least this many bytes per step (step-end allocated, least squares) ...

@@ -245,6 +245,21 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
             f"{straggler.tested_steps} steps, last in {straggler.last_steps} "
             f"(p = {straggler.p_value:.3g})\n"
         )
+        cause = straggler.cause
+        if cause is not None and cause.class_ is not None:
+            top = "".join(f"; {t.kind} {t.name} +{_fmt_us(t.us_per_step)}/step" for t in cause.top)
+            out.write(
+                f"   why: {cause.label}, +{_fmt_us(cause.us_per_step)}/step against the "
+                f"median of {cause.reference_ranks} other rank(s) "
+                f"({_fmt_us(cause.straggler_us_per_step)} against "
+                f"{_fmt_us(cause.median_rank_us_per_step)}){top}\n"
+            )
+        elif cause is not None:
+            out.write(
+                "   why: not in its traced time (GPU compute, host outside traced ops, data "
+                "loading, sync, optimizer, launches, CPU ops): the largest excess over the "
+                f"median rank is {_fmt_us(cause.us_per_step)}/step\n"
+            )
     elif test:
         share = test.share_of_step
         out.write(

@@ -5,6 +5,8 @@ Kept in step with that code: tests round-trip every real summary through it.
 
 from __future__ import annotations
 
+import msgspec
+
 from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 
@@ -111,6 +113,36 @@ class _LastArrivals(Out, frozen=True, kw_only=True):
     tested_steps: int
 
 
+class CauseName(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler.cause.top[]``: a kernel or CPU op the straggler spends
+    longer on per step than the median rank (``us_per_step``: the excess, µs)."""
+
+    kind: str
+    name: str
+    us_per_step: float
+
+
+class StragglerCause(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
+    per-step time (``gpu_compute``, ``host_untraced``, ``data_loading``, ``host_sync``,
+    ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
+    median of the other ranks most, in µs per step (``us_per_step``; its own and the
+    median rank's), as a share of the delay it causes; ``class``/``label`` are null
+    when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
+    kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess."""
+
+    class_: str | None = msgspec.field(name="class")
+    label: str | None
+    us_per_step: float
+    straggler_us_per_step: float
+    median_rank_us_per_step: float
+    share_of_delay: float | None
+    top: list[CauseName]
+    classes: dict[str, float]
+    launches_per_step_excess: float
+    reference_ranks: int
+
+
 class Straggler(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler``: the rank that holds the others back, when the test
     (:class:`StragglerTest`) says so; costs per step in µs."""
@@ -121,6 +153,7 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     delay_us_per_step: float | None
     share_of_step: float | None
     others_wait_us_per_step: float | None
+    cause: StragglerCause | None
 
 
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
@@ -147,6 +180,7 @@ class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     costly: bool
     others_wait_us_per_step: float | None
     verdict: str
+    cause: StragglerCause | None
 
 
 class SupersededDiagnosis(Out, frozen=True, kw_only=True):
