@@ -162,3 +162,61 @@ def test_report_text_says_why(tmp_path: Path) -> None:
     _write_run_summary(run_view(q), buf)
     assert "   why: not in its traced time" in buf.getvalue()
     assert "the largest excess over the median rank is 40.0 µs/step" in buf.getvalue()
+
+
+def test_one_breakdown_of_what_the_others_lose() -> None:
+    """ddp2_straggler: rank 0 waits 29.11 ms/step for rank 1, 16.27 ms of it under its
+    own compute and 12.84 ms exposed; the cost is the 19.56 ms/step they could all start
+    earlier without it. The three numbers once shown side by side now add up."""
+    if not (SAMPLE_LOGS / "ddp2_straggler").is_dir():
+        pytest.skip("sample_logs/ddp2_straggler is not there")
+    run = _ddp2_straggler()
+    s = run["straggler"]
+    rank0 = run["ranks"][0]
+    assert s["others_wait_us_per_step"] == rank0["wait_us_per_step"]
+    assert s["others_exposed_wait_us_per_step"] == rank0["exposed_wait_us_per_step"]
+    assert s["others_hidden_wait_us_per_step"] + s["others_exposed_wait_us_per_step"] == (
+        pytest.approx(s["others_wait_us_per_step"])
+    )
+    assert 28_000 < s["others_wait_us_per_step"] < 30_000
+    assert 12_000 < s["others_exposed_wait_us_per_step"] < 14_000
+    (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
+    for key in ("others_hidden_wait_us_per_step", "others_exposed_wait_us_per_step"):
+        assert d["evidence"][key] == s[key]
+
+
+@functools.cache
+def _report_text(folder: str) -> str:
+    import io
+
+    from tb_kineto_insights.cli.main import build_report, write_text
+
+    buf = io.StringIO()
+    write_text(build_report(folder), buf)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("folder", ["ddp_default", "ddp_tuned", "ddp_straggler", "fsdp"])
+def test_every_rank_shows_the_matched_busbw(folder: str) -> None:
+    """Each rank's communication text shows the run's busbw from the matched transfer,
+    the same on every rank; the lone-rank lower bound only for a rank profiled alone."""
+    import re
+
+    from conftest import H200X2
+
+    if not (H200X2 / folder).is_dir():
+        pytest.skip("../shared/traces/h200x2 is not there")
+    text = _report_text(str(H200X2 / folder))
+    run_line = re.findall(r"   (\w+): [\d.]+ calls/step, .* busbw ([\d.]+ GB/s) \(algbw", text)
+    per_rank = re.findall(
+        r"   (\w+): [\d.]+ calls/step \(\d+ in total\), .* busbw ([\d.]+ GB/s) \(from the "
+        r"matched transfer across the 2 ranks, the same on every rank\)",
+        text,
+    )
+    kinds = dict(run_line)
+    assert kinds and len(per_rank) == 2 * len(kinds)
+    assert all(kinds[kind] == value for kind, value in per_rank)
+    assert "busbw at least" not in text
+    alone = next((H200X2 / folder).glob("rank0.*.pt.trace.json.gz"))
+    text = _report_text(str(alone))
+    assert "busbw at least" in text and "peers not profiled: a lower bound" in text

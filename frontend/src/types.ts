@@ -1069,7 +1069,9 @@ export interface RunStep {
 }
 /**
  * ``run_summary.straggler``: the rank that holds the others back, when the test
- * (:class:`StragglerTest`) says so; costs per step in µs.
+ * (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
+ * (``delay_us_per_step``), and their wait for it, split into the part hidden behind
+ * their own compute and the exposed rest.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Straggler".
@@ -1088,6 +1090,8 @@ export interface Straggler {
   delay_us_per_step: number | null;
   share_of_step: number | null;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
   cause: StragglerCause | null;
 }
 /**
@@ -1162,6 +1166,8 @@ export interface StragglerTest {
   min_share_of_step: number | null;
   costly: boolean;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
   verdict: string;
   cause: StragglerCause | null;
 }

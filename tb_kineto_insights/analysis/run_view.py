@@ -70,7 +70,12 @@ is both
   step (0 in steps where it is never last), median over the steps; the largest and not
   the sum because the ranks blocked in its first collective reach their next ones late
   too, so the sum counts its remaining work again, work they did meanwhile
-  (``others_wait_us_per_step``, the others' mean wait, is the upper bound).
+  (``others_wait_us_per_step``, the others' mean wait, is the upper bound). What the
+  others lose, explained in one breakdown: they wait ``others_wait_us_per_step`` in
+  their collectives for it, of which ``others_hidden_wait_us_per_step`` is hidden
+  behind their own compute and ``others_exposed_wait_us_per_step`` is exposed (their
+  exposed wait, the part that lengthens their step); the cost, ``delay_us_per_step``, is
+  how much earlier all of them could start without it.
   ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
   when at least ``straggler_min_share_of_step``.
 
@@ -441,6 +446,8 @@ def run_summary(
                 "delay_us_per_step",
                 "share_of_step",
                 "others_wait_us_per_step",
+                "others_hidden_wait_us_per_step",
+                "others_exposed_wait_us_per_step",
                 "cause",
             )
         }
@@ -837,6 +844,18 @@ def _straggler_test(
     mean_step = float(np.mean(step_us)) if step_us else None
     share = delay / mean_step if mean_step else None
     waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
+    exposed_waits = [
+        r["exposed_wait_us_per_step"]
+        for r in others
+        if r.get("exposed_wait_us_per_step") is not None
+    ]
+    others_wait = float(np.mean(waits)) if waits else None
+    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
+    others_hidden = (
+        max(0.0, others_wait - others_exposed)
+        if others_wait is not None and others_exposed is not None
+        else None
+    )
     excess = test["excess_us"] if tested_keys else None
     consistent = bool(tested_keys) and excess is not None and excess > 0
     consistent = consistent and p_value <= th.straggler_alpha
@@ -875,7 +894,9 @@ def _straggler_test(
         "share_of_step": share,
         "min_share_of_step": th.straggler_min_share_of_step,
         "costly": costly,
-        "others_wait_us_per_step": float(np.mean(waits)) if waits else None,
+        "others_wait_us_per_step": others_wait,
+        "others_hidden_wait_us_per_step": others_hidden,
+        "others_exposed_wait_us_per_step": others_exposed,
         "verdict": verdict,
         "cause": cause,
     }
@@ -1037,6 +1058,8 @@ def run_diagnoses(
                         "matched_count": s["matched_count"],
                         "last_fraction": s["last_fraction"],
                         "others_wait_us_per_step": s["others_wait_us_per_step"],
+                        "others_hidden_wait_us_per_step": s["others_hidden_wait_us_per_step"],
+                        "others_exposed_wait_us_per_step": s["others_exposed_wait_us_per_step"],
                         "ranks_profiled": run.get("worker_count"),
                         "world_size": run.get("world_size"),
                         "cause": s.get("cause"),

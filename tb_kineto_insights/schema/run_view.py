@@ -145,7 +145,9 @@ class StragglerCause(Out, frozen=True, kw_only=True):
 
 class Straggler(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler``: the rank that holds the others back, when the test
-    (:class:`StragglerTest`) says so; costs per step in µs."""
+    (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
+    (``delay_us_per_step``), and their wait for it, split into the part hidden behind
+    their own compute and the exposed rest."""
 
     lateness_excess_us_per_step: float | None
     lateness_noise_us: float | None
@@ -153,6 +155,8 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     delay_us_per_step: float | None
     share_of_step: float | None
     others_wait_us_per_step: float | None
+    others_hidden_wait_us_per_step: float | None
+    others_exposed_wait_us_per_step: float | None
     cause: StragglerCause | None
 
 
@@ -179,6 +183,8 @@ class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     min_share_of_step: float | None
     costly: bool
     others_wait_us_per_step: float | None
+    others_hidden_wait_us_per_step: float | None
+    others_exposed_wait_us_per_step: float | None
     verdict: str
     cause: StragglerCause | None
 

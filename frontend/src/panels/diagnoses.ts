@@ -17,7 +17,15 @@ const PANEL_NAMES: Record<string, string> = {
 };
 
 // stepCount: the profiled steps of the span, for evidence given as a total over them.
-export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string) => void, allRanks = false, stepCount?: number): HTMLElement[] {
+// openWorker: opens one worker's own panels (a run-level diagnosis about one rank, such
+// as the straggler, links to that rank's span); omitted where there is nowhere to go.
+export function diagnosesList(
+  list: Diagnosis[] | undefined,
+  go: (panel: string) => void,
+  allRanks = false,
+  stepCount?: number,
+  openWorker?: (worker: string) => boolean,
+): HTMLElement[] {
   const sorted = sortDiagnoses(list);
   if (!sorted.length) {
     return [
@@ -28,10 +36,10 @@ export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string)
       ),
     ];
   }
-  return sorted.map((d) => card(d, go, allRanks, stepCount));
+  return sorted.map((d) => card(d, go, allRanks, stepCount, openWorker));
 }
 
-function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number): HTMLElement {
+function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openWorker?: (worker: string) => boolean): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
   const evidence = evidenceItems(d.evidence, stepCount);
   const open = el(
@@ -65,6 +73,7 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
       : null,
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
     open,
+    spanLink(d, openWorker),
   );
   const activate = (event: Event) => {
     // selecting text in the card should not jump away
@@ -80,4 +89,21 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
     }
   });
   return node;
+}
+
+// The straggler's own span: where its idle gaps and kernels show why it is late.
+function spanLink(d: Diagnosis, openWorker?: (worker: string) => boolean): HTMLElement | null {
+  const worker = d.evidence?.worker;
+  if (!openWorker || d.id !== "communication_straggler" || typeof worker !== "string") return null;
+  const rank = d.evidence?.rank;
+  const link = el(
+    "button",
+    { type: "button", className: "link goto open-span", title: `Open the panels of worker ${worker}` },
+    `Open rank ${typeof rank === "number" ? rank : worker}'s span →`,
+  );
+  link.addEventListener("click", (event) => {
+    event.stopPropagation();
+    openWorker(worker);
+  });
+  return link;
 }
