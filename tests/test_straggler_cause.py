@@ -220,3 +220,27 @@ def test_every_rank_shows_the_matched_busbw(folder: str) -> None:
     alone = next((H200X2 / folder).glob("rank0.*.pt.trace.json.gz"))
     text = _report_text(str(alone))
     assert "busbw at least" in text and "peers not profiled: a lower bound" in text
+
+
+def test_diff_headline_names_a_gained_straggler() -> None:
+    """ddp_default → ddp_straggler: the headline says rank 1 became a straggler, what it
+    costs and why; the other way round (and the same run twice) it says nothing."""
+    from conftest import H200X2
+
+    from tb_kineto_insights.compare.before_after import compare, diff_text, load_side
+
+    if not H200X2.is_dir():
+        pytest.skip("../shared/traces/h200x2 is not there")
+    default = load_side(str(H200X2 / "ddp_default"))
+    straggler = load_side(str(H200X2 / "ddp_straggler"))
+    doc = compare(default, straggler)
+    g = doc.headline.straggler_gained
+    assert g is not None and (g.rank, g.worker) == (1, "rank1")
+    assert g.cause == "host time outside traced ops"
+    assert g.cause_us_per_step is not None and 18_000 < g.cause_us_per_step < 20_000
+    assert g.share_of_step is not None and 0.4 < g.share_of_step < 0.6
+    assert g.title.startswith("Rank 1 holds the other ranks back")
+    text = diff_text(doc)
+    assert text.splitlines()[1] == f"gained a straggler: {g.title} (not in the base)"
+    assert compare(straggler, default).headline.straggler_gained is None
+    assert compare(straggler, straggler).headline.straggler_gained is None

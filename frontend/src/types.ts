@@ -1218,7 +1218,8 @@ export interface DiffSide {
   workers: string[];
 }
 /**
- * ``diff.headline``.
+ * ``diff.headline``: step time before → after, and a straggler the experiment
+ * gained (``straggler_gained``, null when none).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Headline".
@@ -1229,6 +1230,26 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+  straggler_gained?: GainedStraggler | null;
+}
+/**
+ * ``diff.headline.straggler_gained``: a straggler the experiment has and the base
+ * has not (or not on that rank): its ``rank`` and ``worker``, what it costs the others
+ * (``delay_us_per_step``, ``share_of_step``), why it is late (``cause``: the cause
+ * class's words, ``cause_us_per_step``: its excess over the median rank; null when no
+ * traced class explains it), and ``title``, the experiment's diagnosis title.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "GainedStraggler".
+ */
+export interface GainedStraggler {
+  rank: number;
+  worker: string;
+  delay_us_per_step: number | null;
+  share_of_step: number | null;
+  cause: string | null;
+  cause_us_per_step: number | null;
+  title: string;
 }
 /**
  * One unlike-for-like recording difference between the sides
