@@ -885,6 +885,12 @@ var __kinetoInsights = (() => {
     if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
     return basis.replace(/_/g, " ");
   }
+  function stragglerStory(s) {
+    if (!s || !isNum(s.others_wait_us_per_step)) return null;
+    const cause = s.cause;
+    const why = cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.` : "";
+    return `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` + why;
+  }
   var MANY_RANKS = 32;
   var WORST_RANKS = 10;
   var RANK_TABLE_LIMIT = 50;
@@ -1661,21 +1667,15 @@ var __kinetoInsights = (() => {
         {
           label: "straggler",
           value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
-          sub: delay !== null ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
+          sub: delay !== null ? `costs the others ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
           definition: "A rank whose per-step lateness stands out from the other ranks' beyond the step-to-step noise, and whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
           tone: straggler ? "bad" : "good"
         }
       ])
     );
-    if (straggler && isNum(straggler.others_wait_us_per_step)) {
-      const cause = straggler.cause;
-      out.push(
-        el(
-          "p",
-          { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` },
-          `The other ranks wait ${fmtDuration(straggler.others_wait_us_per_step)}/step in their collectives for rank ${straggler.rank}: ${fmtDuration(straggler.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(straggler.others_exposed_wait_us_per_step)} exposed. Without it they could all start ${fmtDuration(delay)}/step earlier (its cost, ${fmtPercent(straggler.share_of_step, 0)} of their step).` + (cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.` : "")
-        )
-      );
+    const story = stragglerStory(straggler);
+    if (story) {
+      out.push(el("p", { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` }, story));
     }
     if (ranks.length) {
       const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));

@@ -12,6 +12,7 @@ import {
   latenessPerCollective,
   rankDistribution,
   rankPerStep,
+  stragglerStory,
   worstRanks,
 } from "../shape";
 import type { Palette } from "../theme";
@@ -134,7 +135,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
         value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
         sub:
           delay !== null
-            ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}`
+            ? `costs the others ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}`
             : straggler && isNum(straggler.last_fraction)
               ? `last in ${fmtPercent(straggler.last_fraction, 0)}`
               : undefined,
@@ -143,21 +144,10 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
       },
     ]),
   );
-  if (straggler && isNum(straggler.others_wait_us_per_step)) {
+  const story = stragglerStory(straggler);
+  if (story) {
     // one explained breakdown of what the others lose, then why the rank is late
-    const cause = straggler.cause;
-    out.push(
-      el(
-        "p",
-        { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` },
-        `The other ranks wait ${fmtDuration(straggler.others_wait_us_per_step)}/step in their collectives for rank ${straggler.rank}: ` +
-          `${fmtDuration(straggler.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(straggler.others_exposed_wait_us_per_step)} exposed. ` +
-          `Without it they could all start ${fmtDuration(delay)}/step earlier (its cost, ${fmtPercent(straggler.share_of_step, 0)} of their step).` +
-          (cause && cause.class
-            ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.`
-            : ""),
-      ),
-    );
+    out.push(el("p", { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` }, story));
   }
   if (ranks.length) {
     const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
