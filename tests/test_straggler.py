@@ -288,6 +288,10 @@ def test_cut_straggler_runs_name_rank_1(source: str, keep: int, cut_dir: str) ->
     assert 0.4 < s["share_of_step"] < 0.6 and s["p_value"] < 1e-3
     (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
     assert d["severity"] == "high" and d["impact_fraction"] == s["share_of_step"]
+    # and why, from the cut steps alone: host time outside traced ops (the sleep)
+    assert s["cause"]["class"] == "host_untraced"
+    assert 17_000 < s["cause"]["us_per_step"] < 21_000
+    assert "host time outside traced ops" in d["title"]
 
 
 @pytest.mark.parametrize("folder", ["ddp_default", "ddp_tuned", "fsdp"])
