@@ -82,7 +82,13 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
           title: "Median message size of one call (mean when the median is not in the summary).",
           cell: (k) => (isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"),
         },
-        { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
+        {
+          header: "Alg. BW",
+          numeric: true,
+          title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s); with several ranks, time = the matched transfer.",
+          cell: (k) => fmtBandwidth(matched ? (matched.get(k.kind)?.algbw_gbps ?? null) : k.algbw_gbps),
+          cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis),
+        },
         {
           header: matched ? "Bus BW (all ranks)" : "Bus BW (lower bound)",
           numeric: true,
