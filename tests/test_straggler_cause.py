@@ -23,21 +23,26 @@ def _runtime(name: str, ts: float, dur: float, corr: int) -> dict[str, Any]:
     return ev
 
 
-def _rank(tmp_path: Path, rank: int, extra_us: float) -> tuple[str, Any]:
+def _rank(tmp_path: Path, rank: int, extra_us: float, extra_cat: str = "kernel") -> tuple[str, Any]:
     """3 steps of 2000 µs. Each step: ``gemm`` (300 µs from 100 µs into the step), on rank
-    1 then ``extra_gemm`` of ``extra_us``, then the all-reduce, launched when the GPU
-    work before it is done and ending at 1500 µs on both ranks."""
+    1 then ``extra_gemm`` of ``extra_us`` (a ``gpu_memcpy`` named ``Memcpy HtoD`` with
+    ``extra_cat="gpu_memcpy"``), then the all-reduce, launched when the GPU work before
+    it is done and ending at 1500 µs on both ranks."""
     events: list[dict[str, Any]] = []
     corr = 0
     for j in range(3):
         base = 2000.0 * j
         events.append(cpu(f"ProfilerStep#{j + 1}", base, 2000, cat="user_annotation"))
-        work = [("gemm", 300.0)] + ([("extra_gemm", extra_us)] if extra_us else [])
+        extra = "extra_gemm" if extra_cat == "kernel" else "Memcpy HtoD (Pageable -> Device)"
+        work = [("gemm", 300.0)] + ([(extra, extra_us)] if extra_us else [])
         t = base + 100.0
         for name, dur in work:
             corr += 1
             events.append(_runtime("cudaLaunchKernel", t - 20, 10, corr))
-            events.append(kernel(name, t, dur, stream=7, corr=corr))
+            ev = kernel(name, t, dur, stream=7, corr=corr)
+            if name == extra and extra_cat != "kernel":
+                ev["cat"] = extra_cat
+            events.append(ev)
             t += dur
         corr += 1
         events.append(_runtime("cudaLaunchKernel", t - 20, 10, corr))
@@ -71,6 +76,20 @@ def test_extra_gpu_kernel_time_is_named_gpu_compute(tmp_path: Path) -> None:
     )
     assert d["evidence"]["cause"] == cause and d["evidence"]["worker"] == "r1"
     assert "more GPU kernel time" in d["recommendation"]
+
+
+def test_extra_memcpy_time_is_named_memcpy(tmp_path: Path) -> None:
+    """Rank 1 copies 400 µs more per step (a pageable host-to-device memcpy) before its
+    all-reduce: the cause is memory copies, +400 µs/step; GPU compute is the same."""
+    r0, r1 = _rank(tmp_path, 0, 0.0), _rank(tmp_path, 1, 400.0, "gpu_memcpy")
+    run = as_json(summarize_run([r0, r1]))
+    s = run["straggler"]
+    assert s is not None and s["rank"] == 1 and s["delay_us_per_step"] == 400.0
+    cause = s["cause"]
+    assert cause["class"] == "memcpy" and cause["us_per_step"] == pytest.approx(400.0)
+    assert abs(cause["classes"]["gpu_compute"]) < 1e-9
+    (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
+    assert "memory copies and sets, +400" in d["title"] and "pin_memory" in d["recommendation"]
 
 
 def _queued_rank(tmp_path: Path, rank: int, gpu_delay_us: float) -> tuple[str, Any]:

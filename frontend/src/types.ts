@@ -1096,7 +1096,7 @@ export interface Straggler {
 }
 /**
  * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
- * per-step time (``gpu_compute``, ``host_untraced``, ``data_loading``, ``host_sync``,
+ * per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
  * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
  * median of the other ranks most, in µs per step (``us_per_step``; its own and the
  * median rank's), as a share of the delay it causes; ``class``/``label`` are null

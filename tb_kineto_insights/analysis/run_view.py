@@ -986,6 +986,10 @@ _CAUSE_ADVICE = {
         "sizes, sequence lengths, a branch only this rank takes) or a slower GPU "
         "(nvidia-smi clocks, temperature, ECC)."
     ),
+    "memcpy": (
+        "Its GPU spends longer in memory copies and sets: extra or pageable host-device "
+        "copies on this rank (pin_memory, non_blocking=True), or more data to move."
+    ),
     "host_untraced": (
         "Its host is busy outside traced ops before it launches its work: untraced Python, "
         "a sleep, I/O, logging or checkpointing on this rank only. Profile with "

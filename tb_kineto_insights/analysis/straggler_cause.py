@@ -6,6 +6,7 @@ on something before them. Per profiled step, on each rank's own span summary:
 - ``gpu_compute``: GPU time in kernels that are not communication (``tables.kernels``:
   every row but NCCL/RCCL kernels, plus the time of the names not kept); per kernel name
   too, for the top kernels;
+- ``memcpy``: GPU memcpy and memset time (``steps.mean_breakdown_us``);
 - the host-side causes of GPU idle time on the rank's main device (``idle``, the
   launching thread's state during each idle µs): ``host_untraced`` (host busy outside
   traced ops: untraced Python, sleep, I/O), ``data_loading``, ``host_sync``,
@@ -42,6 +43,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 #: Classes in the order they are told when tied, with their words.
 CAUSE_CLASSES: dict[str, str] = {
     "gpu_compute": "GPU compute",
+    "memcpy": "memory copies and sets",
     "host_untraced": "host time outside traced ops",
     "data_loading": "data loading",
     "host_sync": "host synchronization",
@@ -49,7 +51,7 @@ CAUSE_CLASSES: dict[str, str] = {
     "launching": "kernel launch calls",
     "cpu_ops": "CPU ops",
 }
-_IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k != "gpu_compute")
+_IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k not in ("gpu_compute", "memcpy"))
 #: Names listed in ``top``.
 TOP_NAMES = 3
 #: The median rank is the median of at most this many other ranks, evenly spaced in
@@ -90,6 +92,12 @@ def rank_profile(summary: Any) -> dict[str, Any] | None:
         classes["gpu_compute"] = sum(kernels.values()) + float(table.other_time_us) / steps
         for row in tables.ops.rows:
             ops[row.name] = _mean(row.per_step_time_us)
+    steps_panel = getattr(summary, "steps", None)
+    if steps_panel is not None and steps_panel.mean_breakdown_us:
+        breakdown = steps_panel.mean_breakdown_us
+        classes["memcpy"] = float(breakdown.get("memcpy", 0.0)) + float(
+            breakdown.get("memset", 0.0)
+        )
     if idle is not None and idle.devices:
         device = next((d for d in idle.devices if d.device == idle.main_device), idle.devices[0])
         if device.per_step:

@@ -265,8 +265,8 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
             )
         elif cause is not None:
             out.write(
-                "   why: not in its traced time (GPU compute, host outside traced ops, data "
-                "loading, sync, optimizer, launches, CPU ops): the largest excess over the "
+                "   why: not in its traced time (GPU compute, memcpy, host outside traced ops, "
+                "data loading, sync, optimizer, launches, CPU ops): the largest excess over the "
                 f"median rank is {_fmt_us(cause.us_per_step)}/step\n"
             )
     elif test:
