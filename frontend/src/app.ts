@@ -19,7 +19,7 @@ import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
 import { gapView, momentOf } from "./timeline";
-import type { Diagnosis, DiffDocument, IdleGap, Summary } from "./types";
+import type { Diagnosis, DiffDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -104,6 +104,7 @@ export class App {
   private current: string | null = null; // key of the view being loaded or shown
   private runView: { key: string; answer: RunSummaryAnswer | null; error: string | null } | null = null;
   private spanDiag: Panel | null = null;
+  private drawComm: (() => void) | null = null;
   private controller: AbortController | null = null;
   private runsTimer: number | null = null;
   private idleDevice: string | undefined;
@@ -640,7 +641,8 @@ export class App {
     this.timeline = timeline;
     fill(byId.timeline, () => [timeline.node]);
     void timeline.show(this.timelineTarget());
-    fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
+    this.drawComm = () => fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock(), this.runKinds()));
+    this.drawComm();
     const drawMemory = () =>
       fill(byId.memory, () =>
         memoryPanel(summary, this.pal, this.memoryDevice, (d) => {
@@ -664,6 +666,14 @@ export class App {
     if (!replaced.size) return summary.diagnoses;
     const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
     return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
+  }
+
+  // The run's bandwidth per kind from the matched transfer, once the view across ranks
+  // of this (multi-worker) run has arrived; null before or without one.
+  private runKinds(): RunCollectiveKind[] | null {
+    const rv = this.runView;
+    const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+    return view && view.worker_count > 1 && view.kinds?.length ? view.kinds : null;
   }
 
   // The per-rank section inside the communication panel of a multi-worker run.
@@ -694,6 +704,12 @@ export class App {
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
       fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+    }
+    if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
+      // every rank shows the run's matched bandwidth: redraw with it (and the box)
+      this.drawComm();
+      disposeDetached();
+      return;
     }
     const box = this.win.document.getElementById("ki-across-ranks");
     const fresh = this.acrossRanksBlock();
@@ -726,8 +742,17 @@ export class App {
     void this.refreshRunsQuietly();
   }
 
+  // Switch from the view across ranks to one worker's own span (false: no such worker).
+  private openWorker(worker: string): boolean {
+    const run = this.run(this.state.run.run);
+    if (!run || !run.workers.some((w) => w.worker === worker)) return false;
+    this.state.run = { run: run.run, worker };
+    this.changed();
+    return true;
+  }
+
   private drawRanks(diag: Panel, ranks: Panel, answer: RunSummaryAnswer): void {
-    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true));
+    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, undefined, undefined, (w) => this.openWorker(w)));
     fill(ranks, () => {
       if (!answer.summary) return "No view across ranks for this run.";
       const spans = answer.spans ?? [];

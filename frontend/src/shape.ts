@@ -22,7 +22,7 @@ import {
   SEVERITY_ORDER,
 } from "./labels";
 import type { Num, SpanEntry } from "./answers";
-import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel } from "./types";
+import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel, Straggler } from "./types";
 
 // ------------------------------------------------------------------ diagnoses
 
@@ -106,9 +106,14 @@ const NAME_KEYS = new Set(["worker", "op", "device", "kinds", "op_input_shapes",
 
 const EVIDENCE_LABELS: Record<string, string> = {
   last_fraction: "Arrives last in",
-  delay_us_per_step: "Others lose to it",
+  delay_us_per_step: "Delay it causes the others (its cost)",
+  others_wait_us_per_step: "Others wait for it in collectives",
+  others_hidden_wait_us_per_step: "… of it hidden behind their compute",
+  others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
+  lateness_excess_us_per_step: "Later than the others",
+  lateness_noise_us: "Step-to-step noise of lateness",
+  p_value: "Chance of lateness this consistent",
   share_of_step: "Of step time",
-  p_value: "Chance of being last this often",
   last_count: "Last at",
   matched_count: "Matched collectives",
   short_count_fraction: "Short kernels",
@@ -573,6 +578,25 @@ export function busbwBasisText(basis: string | null | undefined): string {
     return "a lower bound estimated on this rank from its collectives with the least waiting (a rank that waits in every collective looks slower; the view across ranks measures it)";
   if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
   return basis.replace(/_/g, " ");
+}
+
+// The straggler in one explained breakdown: what the other ranks wait for it (hidden
+// behind their compute + exposed), what it costs them (how much earlier all could
+// start), and why it is late (the cause class against the median rank). Null without a
+// straggler or without the others' wait.
+export function stragglerStory(s: Straggler | null | undefined): string | null {
+  if (!s || !isNum(s.others_wait_us_per_step)) return null;
+  const cause = s.cause;
+  const why =
+    cause && cause.class
+      ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.`
+      : "";
+  return (
+    `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ` +
+    `${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. ` +
+    `Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` +
+    why
+  );
 }
 
 // ------------------------------------------------------------------ many ranks

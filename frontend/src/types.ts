@@ -1098,7 +1098,9 @@ export interface CollectiveSkew {
   ranks_not_listed: number;
 }
 /**
- * ``run_summary.steps[]``.
+ * ``run_summary.steps[]``: per rank (key: rank) the step's duration and its
+ * lateness (µs: how far behind the first rank it arrived at the step's collective where
+ * it was furthest behind, ``analysis.straggler``), and the spread of the durations.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "RunStep".
@@ -1109,10 +1111,15 @@ export interface RunStep {
     [k: string]: number | undefined;
   };
   spread_us: number;
+  lateness_us: {
+    [k: string]: number | undefined;
+  };
 }
 /**
  * ``run_summary.straggler``: the rank that holds the others back, when the test
- * (:class:`StragglerTest`) says so; costs per step in µs.
+ * (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
+ * (``delay_us_per_step``), and their wait for it, split into the part hidden behind
+ * their own compute and the exposed rest.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Straggler".
@@ -1125,15 +1132,62 @@ export interface Straggler {
   last_fraction: number | null;
   last_steps: number;
   tested_steps: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
   p_value: number;
   delay_us_per_step: number | null;
   share_of_step: number | null;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
+  cause: StragglerCause | null;
 }
 /**
- * ``run_summary.straggler_test``: the binomial test of the rank most often last
- * (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
- * correction for testing every rank, against ``alpha``) and its cost.
+ * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
+ * per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
+ * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
+ * median of the other ranks most, in µs per step (``us_per_step``; its own and the
+ * median rank's), as a share of the delay it causes; ``class``/``label`` are null
+ * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
+ * kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "StragglerCause".
+ */
+export interface StragglerCause {
+  class: string | null;
+  label: string | null;
+  us_per_step: number;
+  straggler_us_per_step: number;
+  median_rank_us_per_step: number;
+  share_of_delay: number | null;
+  top: CauseName[];
+  classes: {
+    [k: string]: number | undefined;
+  };
+  launches_per_step_excess: number;
+  reference_ranks: number;
+}
+/**
+ * ``run_summary.straggler.cause.top[]``: a kernel or CPU op the straggler spends
+ * longer on per step than the median rank (``us_per_step``: the excess, µs).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CauseName".
+ */
+export interface CauseName {
+  kind: string;
+  name: string;
+  us_per_step: number;
+}
+/**
+ * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
+ * the largest mean lateness (``analysis.straggler``): its excess lateness over the
+ * other ranks' (µs per step), the step-to-step noise of lateness (residual standard
+ * deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
+ * ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
+ * ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
+ * rank, against ``alpha``; and its cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -1147,7 +1201,10 @@ export interface StragglerTest {
   last_steps: number;
   tested_steps: number;
   ranks_tested: number;
-  p0: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
+  t_statistic: number | null;
+  degrees_of_freedom: number;
   p_value_one_rank: number;
   p_value: number;
   alpha: number;
@@ -1157,7 +1214,10 @@ export interface StragglerTest {
   min_share_of_step: number | null;
   costly: boolean;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
   verdict: string;
+  cause: StragglerCause | null;
 }
 /**
  * ``run_summary.superseded_span_diagnoses[]``.
@@ -1206,7 +1266,8 @@ export interface DiffSide {
   workers: string[];
 }
 /**
- * ``diff.headline``.
+ * ``diff.headline``: step time before → after, and a straggler the experiment
+ * gained (``straggler_gained``, null when none).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Headline".
@@ -1217,6 +1278,26 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+  straggler_gained?: GainedStraggler | null;
+}
+/**
+ * ``diff.headline.straggler_gained``: a straggler the experiment has and the base
+ * has not (or not on that rank): its ``rank`` and ``worker``, what it costs the others
+ * (``delay_us_per_step``, ``share_of_step``), why it is late (``cause``: the cause
+ * class's words, ``cause_us_per_step``: its excess over the median rank; null when no
+ * traced class explains it), and ``title``, the experiment's diagnosis title.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "GainedStraggler".
+ */
+export interface GainedStraggler {
+  rank: number;
+  worker: string;
+  delay_us_per_step: number | null;
+  share_of_step: number | null;
+  cause: string | null;
+  cause_us_per_step: number | null;
+  title: string;
 }
 /**
  * One unlike-for-like recording difference between the sides

@@ -58,14 +58,21 @@ class Thresholds:
     #: interconnect advice) when at least this share of the exposed communication is
     #: wait (run view: exact; one trace alone: the least-wait estimate).
     exposed_wait_mostly_fraction: float = 0.5
-    #: communication_straggler, consistency: one-sided binomial test of "last in k of N
-    #: steps" against chance (1/n for n ranks), times n (the candidate is picked among n
-    #: ranks); consistent when that p-value is at most ... (0.1: with 2 ranks and the
-    #: usual 5 profiled steps the best possible p-value is 2/32)
-    straggler_alpha: float = 0.1
+    #: communication_straggler, consistency: the rank with the largest mean per-step
+    #: lateness against the others', Student's t on the ranks × steps residuals (2 ranks:
+    #: the paired t-test), one-sided, times n (the candidate is picked among n ranks:
+    #: analysis/straggler.py); consistent when that p-value is at most this. It is the
+    #: false-alarm rate of consistency alone under normal noise; with the cost bar below,
+    #: balanced runs synthesised from the real h200x2 jitter alarm in under 1 % of the
+    #: trials at every size (benchmarks/RESULTS.md, "Straggler rule").
+    straggler_alpha: float = 0.01
     #: ... and costly: what the other ranks lose to it per step (median over steps) /
     #: their mean step time, at least.
     straggler_min_share_of_step: float = 0.05
+    #: communication_straggler names a cause (what the straggler spends longer on than
+    #: the median rank, per step: analysis/straggler_cause.py) only when that excess is at
+    #: least this share of the delay it causes the others.
+    straggler_cause_min_share_of_delay: float = 0.25
     #: memory_growth: steady growth over at least this many steps ...
     memory_growth_min_steps: int = 3
     #: ... of at least this many bytes per step (step-end allocated, least squares) ...

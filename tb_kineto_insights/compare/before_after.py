@@ -219,6 +219,9 @@ def diff_text(doc: DiffDocument) -> str:
         + f"  [{h.verdict}]",
         f"base: {doc.base.label}   exp: {doc.exp.label}",
     ]
+    gained = h.straggler_gained
+    if gained is not None:
+        lines.insert(len(lines) - 1, f"gained a straggler: {gained.title} (not in the base)")
     for w in doc.warnings:
         lines.append(f"warning: {w}")
     lines.append("\nLargest changes (time /step):")

@@ -475,6 +475,36 @@ def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunV
     return run
 
 
+def gained_straggler(base_run: RunView | None, exp_run: RunView | None) -> dict[str, Any] | None:
+    """The straggler the experiment's run view names when the base's does not name one
+    on that rank (``diff.headline.straggler_gained``): rank, worker, cost, cause and the
+    experiment's ``communication_straggler`` title; None otherwise."""
+    s = exp_run.straggler if exp_run is not None else None
+    if s is None:
+        return None
+    before = base_run.straggler if base_run is not None else None
+    if before is not None and before.rank == s.rank:
+        return None
+    title = (
+        next(
+            (d.title for d in exp_run.diagnoses if d.id == "communication_straggler"),
+            f"Rank {s.rank} holds the other ranks back",
+        )
+        if exp_run is not None
+        else ""
+    )
+    cause = s.cause if s.cause is not None and s.cause.class_ is not None else None
+    return {
+        "rank": s.rank,
+        "worker": s.worker,
+        "delay_us_per_step": s.delay_us_per_step,
+        "share_of_step": s.share_of_step,
+        "cause": cause.label if cause is not None else None,
+        "cause_us_per_step": cause.us_per_step if cause is not None else None,
+        "title": title,
+    }
+
+
 def diagnoses_found(side: Side, run: RunView | None) -> list[FoundDiagnosis]:
     """Every diagnosis of a side: span-level (``scope`` ``span``, ``where`` = its
     ``worker/span``) and run-level from the run view (``scope`` ``run``, ``where`` =
@@ -587,6 +617,7 @@ def diff(
         "speedup": step["base"] / step["exp"] if step["exp"] else None,
         "change_fraction": step["change_fraction"],
         "verdict": step["verdict"],
+        "straggler_gained": gained_straggler(base_run, exp_run),
     }
     table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
     kernels = _compare_table(base, exp, "kernels", **table_args)

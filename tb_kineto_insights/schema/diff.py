@@ -21,14 +21,32 @@ class DiffSide(Out, frozen=True, kw_only=True):
     workers: list[str]
 
 
+class GainedStraggler(Out, frozen=True, kw_only=True):
+    """``diff.headline.straggler_gained``: a straggler the experiment has and the base
+    has not (or not on that rank): its ``rank`` and ``worker``, what it costs the others
+    (``delay_us_per_step``, ``share_of_step``), why it is late (``cause``: the cause
+    class's words, ``cause_us_per_step``: its excess over the median rank; null when no
+    traced class explains it), and ``title``, the experiment's diagnosis title."""
+
+    rank: int
+    worker: str
+    delay_us_per_step: float | None
+    share_of_step: float | None
+    cause: str | None
+    cause_us_per_step: float | None
+    title: str
+
+
 class Headline(Out, frozen=True, kw_only=True):
-    """``diff.headline``."""
+    """``diff.headline``: step time before → after, and a straggler the experiment
+    gained (``straggler_gained``, null when none)."""
 
     base_step_us: float
     exp_step_us: float
     speedup: float | None
     change_fraction: float | None
     verdict: str
+    straggler_gained: GainedStraggler | None = None
 
 
 class SidePair(Out, frozen=True, kw_only=True):

@@ -48,7 +48,7 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
   :func:`tb_kineto_insights.summary.select_run_spans`. The default is
   :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
   straggler and the run-level diagnoses); it is given only the panels it reads
-  (:data:`RUN_VIEW_PANELS`, as an object with those three attributes), any other hook
+  (:data:`RUN_VIEW_PANELS`, as an object with those attributes), any other hook
   whole :class:`~tb_kineto_insights.schema.Summary` Structs. A hook may return a Struct
   or built-ins; the answer is its JSON (msgspec).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> DiffDocument``:
@@ -99,7 +99,9 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
+from tb_kineto_insights.schema.tables import TablesPanel
 from tb_kineto_insights.schema.timeline import TimelineStep
 from tb_kineto_insights.serve.loader import ERROR, READY, SpanStatus, SummaryLoader
 from tb_kineto_insights.serve.worker_pool import (
@@ -360,19 +362,23 @@ class _Snapshot:
 _EMPTY = _Snapshot((), {}, {}, None, False)
 
 
-#: The panels the view across ranks reads (:mod:`.analysis.run_view`): at thousands of
-#: ranks ``/run_summary`` decodes these only (a fifth of a real rank's summary).
-RUN_VIEW_PANELS = ("health", "steps", "communication")
+#: The panels the view across ranks reads (:mod:`.analysis.run_view`; ``idle`` and
+#: ``tables`` for why a straggler is late, :mod:`.analysis.straggler_cause`): at
+#: thousands of ranks ``/run_summary`` decodes these only.
+RUN_VIEW_PANELS = ("health", "steps", "communication", "idle", "tables")
 
 
 @dataclass(frozen=True)
 class _RunViewPanels:
     """The :data:`RUN_VIEW_PANELS` of one span, each decoded into its Struct: what the
-    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`)."""
+    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`;
+    ``idle`` and ``tables`` may be None)."""
 
     health: HealthPanel
     steps: StepsPanel
     communication: CommunicationPanel
+    idle: IdlePanel | None
+    tables: TablesPanel | None
 
 
 def _run_view_input(result: LoadResult, whole: bool) -> RunViewSpan:
@@ -380,9 +386,11 @@ def _run_view_input(result: LoadResult, whole: bool) -> RunViewSpan:
     unless ``whole`` or one of them is missing (then the whole
     :class:`~tb_kineto_insights.schema.Summary`)."""
     if not whole:
-        health, steps, comm = (result.panel(name) for name in RUN_VIEW_PANELS)
+        health, steps, comm, idle, tables = (result.panel(name) for name in RUN_VIEW_PANELS)
         if health is not None and steps is not None and comm is not None:
-            return _RunViewPanels(health=health, steps=steps, communication=comm)
+            return _RunViewPanels(
+                health=health, steps=steps, communication=comm, idle=idle, tables=tables
+            )
     return result.decoded()
 
 

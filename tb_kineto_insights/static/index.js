@@ -534,8 +534,12 @@ var __kinetoInsights = (() => {
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
     mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
     mean_skew_when_last_us: "Skew per collective (latest − earliest start), mean over the collectives this rank arrived at last.",
-    others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step).",
-    delay_us_per_step: "What the other ranks lose to this rank per step (/step): median over steps of their wait for it.",
+    others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step): the hidden part plus the exposed part.",
+    others_hidden_wait_us_per_step: "Of the others' wait for this rank, the part their own compute kernels ran under (no step time lost), per step.",
+    others_exposed_wait_us_per_step: "Of the others' wait for this rank, the part no compute hid: it lengthens their step, per step.",
+    lateness_excess_us_per_step: "Mean per-step lateness of this rank minus the other ranks' mean (lateness of a step: how far behind the first rank it arrived at the step's collective where it was furthest behind).",
+    lateness_noise_us: "Step-to-step spread of lateness once rank and step effects are taken out (residual standard deviation of ranks × steps); consistency is judged against it.",
+    delay_us_per_step: "What the other ranks lose to this rank per step (/step): how much earlier all of them could start without it (its latest arrival − the next latest), median over steps.",
     share_of_step: "delay_us_per_step ÷ mean step time.",
     p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
     skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",
@@ -609,9 +613,14 @@ var __kinetoInsights = (() => {
   var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
   var EVIDENCE_LABELS = {
     last_fraction: "Arrives last in",
-    delay_us_per_step: "Others lose to it",
+    delay_us_per_step: "Delay it causes the others (its cost)",
+    others_wait_us_per_step: "Others wait for it in collectives",
+    others_hidden_wait_us_per_step: "… of it hidden behind their compute",
+    others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
+    lateness_excess_us_per_step: "Later than the others",
+    lateness_noise_us: "Step-to-step noise of lateness",
+    p_value: "Chance of lateness this consistent",
     share_of_step: "Of step time",
-    p_value: "Chance of being last this often",
     last_count: "Last at",
     matched_count: "Matched collectives",
     short_count_fraction: "Short kernels",
@@ -898,6 +907,12 @@ var __kinetoInsights = (() => {
       return "a lower bound estimated on this rank from its collectives with the least waiting (a rank that waits in every collective looks slower; the view across ranks measures it)";
     if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
     return basis.replace(/_/g, " ");
+  }
+  function stragglerStory(s) {
+    if (!s || !isNum(s.others_wait_us_per_step)) return null;
+    const cause = s.cause;
+    const why = cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.` : "";
+    return `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` + why;
   }
   var MANY_RANKS = 32;
   var WORST_RANKS = 10;
@@ -1572,7 +1587,7 @@ var __kinetoInsights = (() => {
   }
 
   // src/panels/communication.ts
-  function communicationPanel(s, p, acrossRanks) {
+  function communicationPanel(s, p, acrossRanks, runKinds) {
     const c = s.communication;
     if (!c) return "This summary has no communication data.";
     const out = [];
@@ -1609,6 +1624,7 @@ var __kinetoInsights = (() => {
         chart(commOption(data, p), "Communication per step: exposed and overlapped with compute").node
       );
     }
+    const matched = runKinds?.length ? new Map(runKinds.map((k) => [k.kind, k])) : null;
     out.push(
       subhead("Per collective kind", "Bandwidth as nccl-tests reports it: algorithm bandwidth = message size ÷ collective time; bus bandwidth = algorithm bandwidth × 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ReduceScatter, AllToAll, 1 for Broadcast and Reduce."),
       table(
@@ -1630,13 +1646,19 @@ var __kinetoInsights = (() => {
             title: "Median message size of one call (mean when the median is not in the summary).",
             cell: (k) => isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"
           },
-          { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
           {
-            header: "Bus BW",
+            header: "Alg. BW",
             numeric: true,
-            title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak. Hover a value for what it was computed from.",
-            cell: (k) => fmtBandwidth(k.busbw_gbps),
-            cellTitle: (k) => busbwBasisText(k.busbw_basis)
+            title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s); with several ranks, time = the matched transfer.",
+            cell: (k) => fmtBandwidth(matched ? matched.get(k.kind)?.algbw_gbps ?? null : k.algbw_gbps),
+            cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis)
+          },
+          {
+            header: matched ? "Bus BW (all ranks)" : "Bus BW (lower bound)",
+            numeric: true,
+            title: matched ? "Bus bandwidth from the matched transfer across the ranks of this run (the time every rank is inside the collective), the same on every rank; × the nccl-tests factor for the kind and group size n." : "Bus bandwidth estimated from this trace alone (peers not profiled): a lower bound from the collectives that waited least; × the nccl-tests factor for the kind and group size n. Hover a value for what it was computed from.",
+            cell: (k) => fmtBandwidth(matched ? matched.get(k.kind)?.busbw_gbps ?? null : k.busbw_gbps),
+            cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis)
           },
           { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
         ],
@@ -1674,12 +1696,16 @@ var __kinetoInsights = (() => {
         {
           label: "straggler",
           value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
-          sub: delay !== null ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
-          definition: "A rank last more often than chance allows, whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
+          sub: delay !== null ? `costs the others ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
+          definition: "A rank whose per-step lateness stands out from the other ranks' beyond the step-to-step noise, and whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
           tone: straggler ? "bad" : "good"
         }
       ])
     );
+    const story = stragglerStory(straggler);
+    if (story) {
+      out.push(el("p", { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` }, story));
+    }
     if (ranks.length) {
       const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
       const perStep = (part) => (r) => fmtDuration(rankPerStep(r, part));
@@ -1797,7 +1823,7 @@ var __kinetoInsights = (() => {
     health: "Trace health",
     ranks: "Across ranks"
   };
-  function diagnosesList(list, go, allRanks = false, stepCount, moment) {
+  function diagnosesList(list, go, allRanks = false, stepCount, moment, openWorker) {
     const sorted = sortDiagnoses(list);
     if (!sorted.length) {
       return [
@@ -1808,7 +1834,7 @@ var __kinetoInsights = (() => {
         )
       ];
     }
-    return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null));
+    return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
   }
   function momentButton(openMoment) {
     const b = el(
@@ -1822,7 +1848,7 @@ var __kinetoInsights = (() => {
     });
     return b;
   }
-  function card(d, go, allRanks, stepCount, openMoment = null) {
+  function card(d, go, allRanks, stepCount, openMoment = null, openWorker) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
     const open = el(
@@ -1854,7 +1880,8 @@ var __kinetoInsights = (() => {
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
       open,
-      openMoment ? momentButton(openMoment) : null
+      openMoment ? momentButton(openMoment) : null,
+      spanLink(d, openWorker)
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -1869,6 +1896,21 @@ var __kinetoInsights = (() => {
       }
     });
     return node;
+  }
+  function spanLink(d, openWorker) {
+    const worker = d.evidence?.worker;
+    if (!openWorker || d.id !== "communication_straggler" || typeof worker !== "string") return null;
+    const rank = d.evidence?.rank;
+    const link = el(
+      "button",
+      { type: "button", className: "link goto open-span", title: `Open the panels of worker ${worker}` },
+      `Open rank ${typeof rank === "number" ? rank : worker}'s span →`
+    );
+    link.addEventListener("click", (event) => {
+      event.stopPropagation();
+      openWorker(worker);
+    });
+    return link;
   }
 
   // src/panels/diff.ts
@@ -1900,6 +1942,14 @@ var __kinetoInsights = (() => {
         " ",
         verdictBadge(h.verdict)
       ),
+      doc.headline?.straggler_gained ? el(
+        "div",
+        {
+          className: "headline-straggler",
+          title: "A rank the experiment's view across ranks calls a straggler, and the base's does not: who, what it costs the others, and why it is late."
+        },
+        `Gained a straggler: ${doc.headline.straggler_gained.title}`
+      ) : null,
       el(
         "div",
         { className: "headline-sides" },
@@ -3619,6 +3669,7 @@ ${more.trim()}` : ""));
       // key of the view being loaded or shown
       this.runView = null;
       this.spanDiag = null;
+      this.drawComm = null;
       this.controller = null;
       this.runsTimer = null;
       this.timeline = null;
@@ -4098,7 +4149,8 @@ ${more.trim()}` : ""));
       this.timeline = timeline;
       fill(byId.timeline, () => [timeline.node]);
       void timeline.show(this.timelineTarget());
-      fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
+      this.drawComm = () => fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock(), this.runKinds()));
+      this.drawComm();
       const drawMemory = () => fill(
         byId.memory,
         () => memoryPanel(summary, this.pal, this.memoryDevice, (d) => {
@@ -4121,6 +4173,13 @@ ${more.trim()}` : ""));
       if (!replaced.size) return summary.diagnoses;
       const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
       return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
+    }
+    // The run's bandwidth per kind from the matched transfer, once the view across ranks
+    // of this (multi-worker) run has arrived; null before or without one.
+    runKinds() {
+      const rv = this.runView;
+      const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+      return view && view.worker_count > 1 && view.kinds?.length ? view.kinds : null;
     }
     // The per-rank section inside the communication panel of a multi-worker run.
     acrossRanksBlock() {
@@ -4149,6 +4208,11 @@ ${more.trim()}` : ""));
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
         fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+      }
+      if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
+        this.drawComm();
+        disposeDetached();
+        return;
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();
@@ -4179,8 +4243,16 @@ ${more.trim()}` : ""));
       this.drawRanks(diag, ranks, answer.body);
       void this.refreshRunsQuietly();
     }
+    // Switch from the view across ranks to one worker's own span (false: no such worker).
+    openWorker(worker) {
+      const run = this.run(this.state.run.run);
+      if (!run || !run.workers.some((w) => w.worker === worker)) return false;
+      this.state.run = { run: run.run, worker };
+      this.changed();
+      return true;
+    }
     drawRanks(diag, ranks, answer) {
-      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true));
+      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, void 0, (w) => this.openWorker(w)));
       fill(ranks, () => {
         if (!answer.summary) return "No view across ranks for this run.";
         const spans = answer.spans ?? [];

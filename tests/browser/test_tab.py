@@ -910,6 +910,55 @@ def test_waiting_rank_is_told_it_waits(server: Server, open_page: Any) -> None:
     assert "bucket_cap_mb" not in text, text
 
 
+def test_straggler_card_says_why_and_opens_its_span(server: Server, open_page: Any) -> None:
+    """Issue 27, sample_logs/ddp2_straggler: the straggler card's title says why rank 1 is
+    late and its link opens rank 1's span; the across-ranks section tells what the others
+    lose in one breakdown; every rank's per-kind table shows the run's busbw from the
+    matched transfer, the same on both ranks; the diff headline names the straggler."""
+    run = "ddp2_straggler"
+    if not (server.logdir / run).is_dir():
+        pytest.skip("sample_logs/ddp2_straggler is missing")
+    status, view = server.get("run_summary", run=run, wait="60")
+    assert status == 200
+    (kind,) = view["summary"]["kinds"]
+    busbw = f"{kind['busbw_gbps']:.0f} GB/s"  # 241.6: three significant digits
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    card = frame.locator('#ki-panel-diagnoses [data-diagnosis-id="communication_straggler"]')
+    assert "host time outside traced ops" in card.inner_text()
+    story = frame.locator("#ki-panel-ranks .straggler-breakdown").inner_text()
+    assert "hidden behind their own compute" in story and "Why it is late" in story, story
+    card.locator("button.open-span").click()
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    assert frame.locator("#ki-worker").input_value() == "rank1"
+    shown = []
+    for worker in ("rank1", "rank0"):
+        if worker != "rank1":
+            frame.select_option("#ki-worker", worker)
+            wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+        frame.wait_for_selector("#ki-across-ranks table.grid", timeout=TIMEOUT_MS)
+        comm = frame.locator("#ki-panel-communication")
+        frame.wait_for_function(
+            "() => document.querySelector('#ki-panel-communication')"
+            "?.innerText.includes('Bus BW (all ranks)')",
+            timeout=TIMEOUT_MS,
+        )
+        grid = comm.locator("table.grid").first
+        headers = [h.inner_text().strip() for h in grid.locator("thead th").all()]
+        cells = [c.inner_text().strip() for c in grid.locator("tbody tr").first.locator("td").all()]
+        shown.append(cells[headers.index("Bus BW (all ranks)")])
+    # the same on every rank, the run's value (not rank 0's lone-rank 35.6 GB/s)
+    assert shown == [busbw, busbw], (busbw, shown)
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run=ddp2_default&ki_exp_run={run}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary",))
+    headline = frame.locator(".headline-straggler").inner_text()
+    assert headline.startswith("Gained a straggler: Rank 1 holds the other ranks back")
+
+
 def test_loading_progress_then_error_state(open_page: Any) -> None:
     """While the backend answers 202 the panels show the progress it reports; an
     unreadable trace (422) becomes an error in every panel, not a broken page."""

@@ -18,12 +18,15 @@ const PANEL_NAMES: Record<string, string> = {
 
 // stepCount: the profiled steps of the span, for evidence given as a total over them.
 // moment: for a diagnosis with a place in time, what opens the timeline there (else null).
+// openWorker: opens one worker's own panels (a run-level diagnosis about one rank, such
+// as the straggler, links to that rank's span); omitted where there is nowhere to go.
 export function diagnosesList(
   list: Diagnosis[] | undefined,
   go: (panel: string) => void,
   allRanks = false,
   stepCount?: number,
   moment?: (d: Diagnosis) => (() => void) | null,
+  openWorker?: (worker: string) => boolean,
 ): HTMLElement[] {
   const sorted = sortDiagnoses(list);
   if (!sorted.length) {
@@ -35,7 +38,7 @@ export function diagnosesList(
       ),
     ];
   }
-  return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null));
+  return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
 }
 
 function momentButton(openMoment: () => void): HTMLElement {
@@ -51,7 +54,7 @@ function momentButton(openMoment: () => void): HTMLElement {
   return b;
 }
 
-function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null): HTMLElement {
+function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null, openWorker?: (worker: string) => boolean): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
   const evidence = evidenceItems(d.evidence, stepCount);
   const open = el(
@@ -86,6 +89,7 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
     open,
     openMoment ? momentButton(openMoment) : null,
+    spanLink(d, openWorker),
   );
   const activate = (event: Event) => {
     // selecting text in the card should not jump away
@@ -101,4 +105,21 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
     }
   });
   return node;
+}
+
+// The straggler's own span: where its idle gaps and kernels show why it is late.
+function spanLink(d: Diagnosis, openWorker?: (worker: string) => boolean): HTMLElement | null {
+  const worker = d.evidence?.worker;
+  if (!openWorker || d.id !== "communication_straggler" || typeof worker !== "string") return null;
+  const rank = d.evidence?.rank;
+  const link = el(
+    "button",
+    { type: "button", className: "link goto open-span", title: `Open the panels of worker ${worker}` },
+    `Open rank ${typeof rank === "number" ? rank : worker}'s span →`,
+  );
+  link.addEventListener("click", (event) => {
+    event.stopPropagation();
+    openWorker(worker);
+  });
+  return link;
 }

@@ -40,6 +40,16 @@ export function diffHeadline(doc: DiffDocument): Node[] {
       " ",
       verdictBadge(h.verdict),
     ),
+    doc.headline?.straggler_gained
+      ? el(
+          "div",
+          {
+            className: "headline-straggler",
+            title: "A rank the experiment's view across ranks calls a straggler, and the base's does not: who, what it costs the others, and why it is late.",
+          },
+          `Gained a straggler: ${doc.headline.straggler_gained.title}`,
+        )
+      : null,
     el(
       "div",
       { className: "headline-sides" },
