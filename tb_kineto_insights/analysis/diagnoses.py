@@ -134,6 +134,7 @@ def _small_kernel_flood(
         f"shorter than {th.short_kernel_us:g} µs)",
         {
             "device": dev.device,
+            "launch_bound_cost_fraction_of_step_time": impact,
             "launch_bound_idle_us": cost.launch_bound_idle_us,
             "launch_bound_kernel_us": cost.launch_bound_kernel_us,
             "launch_bound_gaps": cost.launch_bound_gaps,
@@ -284,6 +285,7 @@ def _low_utilization(
         f"{_pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else ""),
         {
+            "device": dev.device,
             "gpu_utilization_fraction": util,
             "idle_fraction_of_step_time": idle_fraction,
             "unexplained_idle_fraction": unexplained,
@@ -442,6 +444,7 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             "damaged_regions": damaged_regions,
             "damage": msgspec.to_builtins(health.damage[:5]),
             "overran_stream_events": overran,
+            "overran_clipped_us": float(clipped.removed_ns) / 1e3,
             "unusable_fraction": unusable,
             "events": events,
         },

@@ -528,7 +528,7 @@ var __kinetoInsights = (() => {
     capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
     steps_to_capacity: "Steps until the growth would fill the device memory.",
     cached_free_at_reserved_peak_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
-    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
+    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested; counted in the steady-state steps (every profiled step after the first that has any; the first may still be warming the cache up), as in the diagnosis.",
     peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
     mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
@@ -2486,11 +2486,11 @@ ${more.trim()}` : ""));
     const steady = f.steady_state_steps ?? [];
     const excess = f.excess_reserved_growth_bytes_per_step;
     return {
-      label: "new segments despite cache",
-      value: fmtCount(f.events),
-      sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : void 0,
+      label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state steps)`,
+      value: fmtCount(f.steady_state_events),
+      sub: steady.length ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated` : void 0,
       definition: DEFINITIONS.fragmentation_events,
-      tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : ""
+      tone: isNum(f.steady_state_events) && f.steady_state_events > 0 ? "warn" : ""
     };
   }
 
