@@ -180,7 +180,8 @@ export function histogramOption(
   const perStep = data.timesUs.map((t) => t / steps);
   const unit = durationAxisUnit(Math.max(0, ...perStep));
   const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
-  const countName = `${what.noun} (count)`;
+  // counts are over every profiled step: the axis says so (the cards say per step)
+  const countName = isNum(what.steps) && what.steps > 0 ? `${what.noun}, total (${fmtCount(what.steps)} steps)` : `${what.noun}, total`;
   return {
     ...base(p),
     grid: grid(false, { top: 10 }),
@@ -266,7 +267,7 @@ export function kernelsPerStepOption(
       ]);
     }),
     xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
-    yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+    yAxis: { type: "value", name: "kernels in the step", ...axisStyle(p) },
     series: [
       { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
       { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other },

@@ -40,7 +40,7 @@ test("every value axis is named with its unit", () => {
   ];
   for (const option of options) {
     for (const axis of [...axes(option.xAxis), ...axes(option.yAxis)]) {
-      if (axis.type === "value") assert.match(axis.name ?? "", /\((ms|%|count|µs|MiB)\)|(ms|µs) per step/, JSON.stringify(axis.name));
+      if (axis.type === "value") assert.match(axis.name ?? "", /\((ms|%|count|µs|MiB)\)|(ms|µs) per step|, total \(\d+ steps\)|, total$|in the step$/, JSON.stringify(axis.name));
     }
   }
 });
@@ -128,7 +128,7 @@ test("idle-gap histogram: bars are idle time per step, so the few long gaps that
   // the count is still there, as the line on the right axis
   assert.deepEqual(series[1].data, [400, 0, 5]);
   assert.equal(series[1].yAxisIndex, 1);
-  assert.equal(axes(option.yAxis)[1].name, "gaps (count)");
+  assert.equal(axes(option.yAxis)[1].name, "gaps, total (5 steps)");
   // the kernel histogram keeps count bars
   const kernels = histogramOption(hist, light, { noun: "kernels", axis: "kernel duration", scope: "" });
   assert.deepEqual((kernels.series as { data: { value: number }[] }[])[0].data.map((b) => b.value), [400, 0, 5]);

@@ -584,8 +584,32 @@ var __kinetoInsights = (() => {
         return "overview";
     }
   }
+  function isRecord(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  }
+  function evidenceTable(records) {
+    const keys = [];
+    for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+    return {
+      columns: keys.map((k) => ({
+        key: k,
+        label: evidenceLabel(k),
+        definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
+        numeric: records.some((r) => isNum(r[k]))
+      })),
+      rows: records.map((r) => keys.map((k) => formatByKey(k, r[k])))
+    };
+  }
+  function formatRecord(parentKey, record) {
+    const entries = Object.entries(record).filter(([, v]) => v !== null && v !== void 0);
+    if (!entries.length) return "none";
+    const steps = entries.every(([k]) => /^\d+$/.test(k));
+    const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
+    return entries.map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`).join(", ");
+  }
   function formatByKey(key, value) {
     if (value === null || value === void 0) return NA;
+    if (isRecord(value)) return formatRecord(key, value);
     if (Array.isArray(value)) {
       const items = value.slice(0, 8).map((v) => formatByKey(key, v));
       return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
@@ -593,7 +617,7 @@ var __kinetoInsights = (() => {
     if (typeof value === "boolean") return value ? "yes" : "no";
     if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
     if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+    if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
       return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
     }
     if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
@@ -601,7 +625,7 @@ var __kinetoInsights = (() => {
     if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
     if (/_gbps$/.test(key)) return fmtBandwidth(value);
     if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+    if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
     if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
     return fmtCount(value);
   }
@@ -625,6 +649,11 @@ var __kinetoInsights = (() => {
     comm_fraction: "Communication / step time",
     overlap_fraction: "Overlapped",
     threshold_fraction: "Threshold",
+    // thresholds that ride in the evidence say so: they are the rule, not a measurement
+    high_steps_to_capacity: "Threshold: high severity when full within",
+    short_threshold_us: "Threshold: short kernel under",
+    min_steps: "Threshold: steps needed",
+    rule: "Threshold",
     r2: "r²",
     steps_used: "Steps"
   };
@@ -652,13 +681,16 @@ var __kinetoInsights = (() => {
     const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
       if (value === null || value === void 0) continue;
-      if (typeof value === "object" && !Array.isArray(value)) continue;
+      if (Array.isArray(value) && !value.length) continue;
+      if (isRecord(value) && !Object.keys(value).length) continue;
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
+      const records = Array.isArray(value) && value.every(isRecord) ? value : null;
       out.push({
         key,
         label: evidenceLabel(key) + total2,
-        text: formatByKey(key, value),
-        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
+        text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
+        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+        ...records ? { table: evidenceTable(records) } : {}
       });
     }
     return out;
@@ -1093,7 +1125,7 @@ var __kinetoInsights = (() => {
     const perStep = data.timesUs.map((t) => t / steps);
     const unit = durationAxisUnit(Math.max(0, ...perStep));
     const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
-    const countName = `${what.noun} (count)`;
+    const countName = isNum(what.steps) && what.steps > 0 ? `${what.noun}, total (${fmtCount(what.steps)} steps)` : `${what.noun}, total`;
     return {
       ...base2(p),
       grid: grid(false, { top: 10 }),
@@ -1169,7 +1201,7 @@ var __kinetoInsights = (() => {
         ]);
       }),
       xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
-      yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+      yAxis: { type: "value", name: "kernels in the step", ...axisStyle(p) },
       series: [
         { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
         { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other }
@@ -1615,7 +1647,7 @@ var __kinetoInsights = (() => {
             cell: (k) => fmtBandwidth(k.busbw_gbps),
             cellTitle: (k) => busbwBasisText(k.busbw_basis)
           },
-          { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
+          { header: "Group size", numeric: true, title: "Ranks n in the process groups of this kind's collectives (the n of the bus-bandwidth factor).", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
         ],
         c.kinds ?? []
       )
@@ -1743,7 +1775,7 @@ var __kinetoInsights = (() => {
           [
             { header: "Step", cell: (r) => isNum(r.step) ? `#${r.step}` : "n/a" },
             { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
-            { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
+            { header: "Process group", cell: (r) => r.pg ?? "n/a", title: "The process group (Process Group Name) the collective ran in." },
             { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
             { header: "Last rank", numeric: true, cell: (r) => isNum(r.last_rank) ? String(r.last_rank) : "n/a" },
             {
@@ -1787,6 +1819,19 @@ var __kinetoInsights = (() => {
     }
     return sorted.map((d) => card(d, go, allRanks, stepCount));
   }
+  function recordsTable(t) {
+    return table(
+      t.columns.map((c, i) => ({
+        header: c.label,
+        title: c.definition,
+        numeric: c.numeric,
+        cell: (row2) => row2[i],
+        cellTitle: (row2) => row2[i]
+      })),
+      t.rows,
+      { className: "evidence-table" }
+    );
+  }
   function card(d, go, allRanks, stepCount) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
@@ -1814,7 +1859,7 @@ var __kinetoInsights = (() => {
         { className: "evidence" },
         ...evidence.flatMap((e) => [
           el("dt", { title: e.definition }, e.label),
-          el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
+          e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
         ])
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
@@ -2087,7 +2132,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         { label: "skipped", value: fmtCount(skipped), definition: "Events the reader dropped (unknown or unusable), by reason below.", tone: skipped ? "warn" : "good" },
         { label: "quarantined", value: fmtCount(quarantined), definition: "Events with damaged values (absurd durations, bad timestamps) kept out of the analysis.", tone: quarantined ? "warn" : "good" },
         { label: "repaired", value: fmtCount(repaired), definition: "Damage the reader fixed (N/A, NaN tokens, lone backslashes, …).", tone: repaired ? "warn" : "" },
-        { label: "file", value: fmtBytes(h.file_bytes), sub: `${h.compressed ? "gzip, " : ""}${fmtBytes(h.json_bytes)} JSON`, definition: "Size of the trace file on disk, and of its JSON text." }
+        { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." }
       ])
     ];
     const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
@@ -2224,7 +2269,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
               { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
               {
                 header: "Cause",
-                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync && g.cause !== "host_sync" ? " (opened by a sync)" : ""),
                 cellTitle: (g) => gapCauseTitle(g)
               },
               {
@@ -2303,7 +2348,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         col(
           subhead("Kernel duration histogram", "Kernels that start in a step window, by duration (log-spaced bins), all steps together."),
           hist.labels.length ? chart(
-            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps." }),
+            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps.", steps: s.steps?.count ?? void 0 }),
             `Histogram of kernel durations; bins shorter than ${fmtDuration(shortUs)} highlighted`
           ).node : el("p", { className: "muted" }, "No kernels in the step windows."),
           el(
@@ -2486,7 +2531,7 @@ ${more.trim()}` : ""));
     const steady = f.steady_state_steps ?? [];
     const excess = f.excess_reserved_growth_bytes_per_step;
     return {
-      label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state steps)`,
+      label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state ${steady.length === 1 ? "step" : "steps"})`,
       value: fmtCount(f.steady_state_events),
       sub: steady.length ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated` : void 0,
       definition: DEFINITIONS.fragmentation_events,

@@ -1,9 +1,10 @@
 // Diagnoses first: severity, title, the numbers that triggered it, what to do; a click
 // scrolls to the panel with the details.
 
-import { badge, el } from "../dom";
+import { badge, el, table } from "../dom";
 import { DIAGNOSIS_NAMES } from "../labels";
 import { evidenceItems, panelForDiagnosis, sortDiagnoses } from "../shape";
+import type { EvidenceTable } from "../shape";
 import type { Diagnosis } from "../types";
 
 const PANEL_NAMES: Record<string, string> = {
@@ -29,6 +30,22 @@ export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string)
     ];
   }
   return sorted.map((d) => card(d, go, allRanks, stepCount));
+}
+
+// A list of records of the evidence (the largest events, the damaged regions) as a small
+// table; names in full on hover.
+function recordsTable(t: EvidenceTable): HTMLElement {
+  return table<string[]>(
+    t.columns.map((c, i) => ({
+      header: c.label,
+      title: c.definition,
+      numeric: c.numeric,
+      cell: (row) => row[i],
+      cellTitle: (row) => row[i],
+    })),
+    t.rows,
+    { className: "evidence-table" },
+  );
 }
 
 function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number): HTMLElement {
@@ -59,7 +76,9 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
           { className: "evidence" },
           ...evidence.flatMap((e) => [
             el("dt", { title: e.definition }, e.label),
-            el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
+            e.table
+              ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table))
+              : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
           ]),
         )
       : null,

@@ -57,7 +57,7 @@ export function kernelsPanel(s: Summary, p: Palette): Node[] | string {
         subhead("Kernel duration histogram", "Kernels that start in a step window, by duration (log-spaced bins), all steps together."),
         hist.labels.length
           ? chart(
-              histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps." }),
+              histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps.", steps: s.steps?.count ?? undefined }),
               `Histogram of kernel durations; bins shorter than ${fmtDuration(shortUs)} highlighted`,
             ).node
           : el("p", { className: "muted" }, "No kernels in the step windows."),

@@ -113,7 +113,7 @@ function fragmentationKpi(device: MemoryDevice): Kpi {
   // the diagnosis's numbers: the steady-state steps' count (the first profiled step may
   // still be warming the cache up; its events are in the per-step counts only)
   return {
-    label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state steps)`,
+    label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state ${steady.length === 1 ? "step" : "steps"})`,
     value: fmtCount(f.steady_state_events),
     sub: steady.length
       ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated`
