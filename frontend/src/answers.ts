@@ -36,6 +36,8 @@ export interface RunsAnswer {
   runs?: RunEntry[];
   error?: string | null;
   scanning?: boolean;
+  logdirs?: string[]; // the log directories served (named on the empty page)
+  watched?: boolean; // local folders watched for new files (else rescanned)
 }
 
 export interface RunSummaryAnswer {

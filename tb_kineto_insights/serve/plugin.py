@@ -567,7 +567,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether the log directories hold at least one trace, from the last scan."""
+        """Whether the tab is shown: at once when a local log directory exists (an empty
+        one too: the page names the folder it watches and lists traces as they arrive;
+        TensorBoard would otherwise keep the tab under INACTIVE after they do), else when
+        the last scan found a trace (object storage, a folder not there yet)."""
+        if any(_URI.match(s.path) is None and os.path.isdir(s.path) for s in self._sources):
+            return True
         return bool(self._current().runs)
 
     def frontend_metadata(self) -> Any:
@@ -836,7 +841,14 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             if label != run_name:
                 entry["label"] = label
             out.append(entry)
-        doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
+        doc = {
+            "runs": out,
+            "error": snapshot.error,
+            "scanning": scanning,
+            # what the page names when it finds nothing, and how it learns of new files
+            "logdirs": [s.path for s in self._sources],
+            "watched": bool(self._watch_folders),
+        }
         body = encode_json(doc)
         with self._derived_lock:
             self._runs_body = (layout, scanning, statuses, body)

@@ -3053,14 +3053,8 @@ ${more.trim()}` : ""));
       if (!this.runs.length) {
         this.controls.replaceChildren();
         this.nav.replaceChildren();
-        this.main.replaceChildren(
-          el(
-            "div",
-            { className: "state empty" },
-            body.scanning ? "Still looking for traces in the log directory…" : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it."
-          )
-        );
-        this.scheduleRuns(body.scanning ? 1e3 : 1e4);
+        this.main.replaceChildren(emptyLogdir(body));
+        this.scheduleRuns(body.scanning ? 1e3 : EMPTY_RECHECK_MS);
         return;
       }
       const changed = before !== after || this.current === null;
@@ -3520,6 +3514,29 @@ ${more.trim()}` : ""));
       this.win.scrollTo(0, scroll);
     }
   };
+  var EMPTY_RECHECK_MS = 5e3;
+  function emptyLogdir(body) {
+    const dirs = body.logdirs ?? [];
+    const where = dirs.length ? dirs.join(", ") : "the log directory";
+    return el(
+      "div",
+      { className: "state empty", dataset: { logdirs: dirs.join("\n") } },
+      el(
+        "p",
+        null,
+        body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+        el("code", { className: "logdir" }, where),
+        "."
+      ),
+      body.scanning ? null : el(
+        "p",
+        null,
+        `This page updates by itself when traces arrive (${body.watched ? "the folder is watched for new files" : "the folder is scanned again periodically"}). Profile with torch.profiler.tensorboard_trace_handler(`,
+        el("code", null, dirs[0] ?? "logdir"),
+        "), or point TensorBoard at the folder that holds the traces."
+      )
+    );
+  }
 
   // src/index.ts
   function addStylesheet(href) {
