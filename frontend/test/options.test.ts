@@ -8,6 +8,8 @@ import {
   idleCausesOption,
   idlePerStepOption,
   memoryOption,
+  fitLegend,
+  legendRows,
   overviewOption,
   verdictColor,
 } from "../src/options";
@@ -145,4 +147,22 @@ test("memory chart: step labels start at their line and run right, clear of the 
   assert.equal(mark.label?.align, "left");
   assert.equal(mark.label?.position, "end");
   assert.deepEqual(mark.data?.map((d) => d.name), ["#2", "#3"]);
+});
+
+test("legends wrap instead of paging, and the plot moves down for their rows", () => {
+  assert.equal(legendRows([], 500), 0);
+  assert.equal(legendRows(["a", "b"], 500), 1);
+  // 7 idle causes do not fit one row of 500 px: two rows, nothing hidden behind "1/2"
+  const causes = ["Data loading", "Host sync", "Optimizer step", "Kernel launching", "Other CPU ops", "Host busy, untraced", "Nothing recorded"];
+  assert.equal(legendRows(causes, 500), 2);
+  assert.equal(legendRows(causes, 2000), 1);
+  const option = idlePerStepOption(
+    { steps: ["#1"], series: causes.map((label, i) => ({ key: `k${i}`, label, valuesMs: [1] })) },
+    light,
+  );
+  assert.equal((option.legend as { type?: string }).type, "plain");
+  const wide = fitLegend(option, 2000);
+  assert.equal(wide, option, "one row: unchanged");
+  const narrow = fitLegend(option, 500);
+  assert.equal((narrow.grid as { top: number }).top, (option.grid as { top: number }).top + 22);
 });

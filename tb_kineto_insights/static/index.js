@@ -201,66 +201,6 @@ var __kinetoInsights = (() => {
     return el("div", { className: "state loading", role: "status" }, el("span", { className: "spin", attrs: { "aria-hidden": "true" } }), el("span", null, text));
   }
 
-  // src/charts.ts
-  var vendorUrl = "";
-  var vendor = null;
-  var live = /* @__PURE__ */ new Set();
-  function setChartsUrl(url) {
-    vendorUrl = url;
-  }
-  function loadVendor() {
-    if (!vendor) {
-      vendor = import(vendorUrl);
-      vendor.catch(() => {
-        vendor = null;
-      });
-    }
-    return vendor;
-  }
-  function preloadCharts() {
-    loadVendor().catch(() => void 0);
-  }
-  function chart(option, label, height = 260) {
-    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
-    node.style.height = `${height}px`;
-    const ready = loadVendor().then(
-      (lib) => {
-        if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
-        }
-        draw(lib, node, option);
-        return void 0;
-      },
-      (err) => {
-        node.classList.add("chart-error");
-        node.textContent = `Charts could not be loaded: ${String(err)}`;
-      }
-    );
-    return { node, ready };
-  }
-  function draw(lib, node, option) {
-    const instance = lib.init(node, null, { renderer: "canvas" });
-    instance.setOption(option);
-    node.dataset.chartReady = "1";
-    let observer = null;
-    if (typeof ResizeObserver !== "undefined") {
-      observer = new ResizeObserver(() => {
-        if (!instance.isDisposed()) instance.resize();
-      });
-      observer.observe(node);
-    }
-    live.add({ chart: instance, observer, node });
-  }
-  function disposeDetached() {
-    for (const entry of Array.from(live)) {
-      if (!entry.node.isConnected) {
-        entry.observer?.disconnect();
-        entry.chart.dispose();
-        live.delete(entry);
-      }
-    }
-  }
-
   // src/format.ts
   var NA = "n/a";
   function isNum(value) {
@@ -403,6 +343,39 @@ var __kinetoInsights = (() => {
     const words = key.split(/[_.]+/).filter(Boolean).map((w) => WORDS[w] ?? w);
     const text = words.join(" ");
     return text.charAt(0).toUpperCase() + text.slice(1);
+  }
+  var NAME_MAX = 48;
+  function shortenNames(names, max = NAME_MAX, head = 14) {
+    const common = (a, b) => {
+      const n = Math.min(a.length, b.length);
+      let i = 0;
+      while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i += 1;
+      return i;
+    };
+    const room = max - head - 1;
+    const cut = (name, prefix) => {
+      if (name.length <= max) return name;
+      if (prefix <= head) return `${name.slice(0, head)}…${name.slice(name.length - room)}`;
+      const start = Math.min(Math.max(head, prefix - 4), name.length - room + 1);
+      const end = start + room - 1;
+      return end >= name.length ? `${name.slice(0, head)}…${name.slice(name.length - room)}` : `${name.slice(0, head)}…${name.slice(start, end)}…`;
+    };
+    const closest = (name, among) => among.reduce((best, other) => other !== name ? Math.max(best, common(name, other)) : best, 0);
+    const out = names.map((name) => cut(name, closest(name, names)));
+    for (let round = 0; round < 3; round += 1) {
+      const groups = /* @__PURE__ */ new Map();
+      out.forEach((text, i) => groups.set(text, [...groups.get(text) ?? [], i]));
+      let again = false;
+      for (const members of groups.values()) {
+        const distinct = new Set(members.map((i) => names[i]));
+        if (distinct.size < 2) continue;
+        const group = [...distinct];
+        for (const i of members) out[i] = cut(names[i], closest(names[i], group));
+        again = true;
+      }
+      if (!again) break;
+    }
+    return out;
   }
 
   // src/labels.ts
@@ -1036,7 +1009,7 @@ var __kinetoInsights = (() => {
   }
   function legend(p, names) {
     return {
-      type: "scroll",
+      type: "plain",
       top: 0,
       left: 0,
       data: names,
@@ -1529,6 +1502,100 @@ var __kinetoInsights = (() => {
         }
       ]
     };
+  }
+  var LEGEND_CHAR_PX = 7;
+  var LEGEND_ITEM_PX = 14 + 5 + 10;
+  var LEGEND_ROW_PX = 22;
+  function legendRows(names, widthPx) {
+    if (!names.length) return 0;
+    let rows = 1;
+    let x = 0;
+    for (const name of names) {
+      const w = LEGEND_ITEM_PX + name.length * LEGEND_CHAR_PX;
+      if (x > 0 && x + w > widthPx) {
+        rows += 1;
+        x = 0;
+      }
+      x += w;
+    }
+    return rows;
+  }
+  function fitLegend(option, widthPx) {
+    const legendOpt = option.legend;
+    const gridOpt = option.grid;
+    if (!legendOpt || Array.isArray(legendOpt) || !gridOpt || Array.isArray(gridOpt) || !(widthPx > 0)) return option;
+    const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
+    const names = legendOpt.data ?? series.map((s) => typeof s.name === "string" ? s.name : "").filter(Boolean);
+    const rows = legendRows(names, widthPx);
+    if (rows <= 1) return option;
+    const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
+    return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
+  }
+
+  // src/charts.ts
+  var vendorUrl = "";
+  var vendor = null;
+  var live = /* @__PURE__ */ new Set();
+  function setChartsUrl(url) {
+    vendorUrl = url;
+  }
+  function loadVendor() {
+    if (!vendor) {
+      vendor = import(vendorUrl);
+      vendor.catch(() => {
+        vendor = null;
+      });
+    }
+    return vendor;
+  }
+  function preloadCharts() {
+    loadVendor().catch(() => void 0);
+  }
+  function chart(option, label, height = 260) {
+    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
+    node.style.height = `${height}px`;
+    const ready = loadVendor().then(
+      (lib) => {
+        if (!node.isConnected) {
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
+        }
+        draw(lib, node, option);
+        return void 0;
+      },
+      (err) => {
+        node.classList.add("chart-error");
+        node.textContent = `Charts could not be loaded: ${String(err)}`;
+      }
+    );
+    return { node, ready };
+  }
+  function draw(lib, node, option) {
+    const instance = lib.init(node, null, { renderer: "canvas" });
+    let width = node.clientWidth;
+    instance.setOption(fitLegend(option, width));
+    node.dataset.chartReady = "1";
+    let observer = null;
+    if (typeof ResizeObserver !== "undefined") {
+      observer = new ResizeObserver(() => {
+        if (instance.isDisposed()) return;
+        if (node.clientWidth !== width) {
+          width = node.clientWidth;
+          instance.setOption(fitLegend(option, width));
+        }
+        instance.resize();
+      });
+      observer.observe(node);
+    }
+    live.add({ chart: instance, observer, node });
+  }
+  function disposeDetached() {
+    for (const entry of Array.from(live)) {
+      if (!entry.node.isConnected) {
+        entry.observer?.disconnect();
+        entry.chart.dispose();
+        live.delete(entry);
+      }
+    }
   }
 
   // src/panels/shell.ts
@@ -2038,11 +2105,13 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     ]) {
       const rows = oneSidedRows(side, 12);
       if (!rows.length) continue;
+      const cut = shortenNames(rows.map((x) => x.name));
+      const shortNames = new Map(rows.map((r, i) => [r.name, cut[i]]));
       out.push(
         subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
         table(
           [
-            { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+            { header: noun, className: "name-col", cell: (r) => nameCell(shortNames.get(r.name) ?? r.name, r.name) },
             { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
             { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) }
           ],
@@ -2371,8 +2440,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const stepCount = s.steps?.count;
     const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : k.per_step?.length ?? 0;
     const perStep = (v) => isNum(v) && nSteps > 0 ? v / nSteps : null;
+    const listed = [...k.top_by_time ?? [], ...k.top_by_count ?? []].map((r) => r.name);
+    const cut = shortenNames(listed);
+    const shown = new Map(listed.map((name, i) => [name, cut[i]]));
     const kernelColumns = [
-      { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name, r.full_name ?? r.name) },
+      { header: "Kernel", className: "name-col", cell: (r) => nameCell(shown.get(r.name) ?? r.name, r.full_name ?? r.name) },
       { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtCount(perStep(r.count), 1) },
       { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtDuration(perStep(r.time_us)) },
       { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r) => fmtDuration(r.mean_us) },

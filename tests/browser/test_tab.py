@@ -920,3 +920,19 @@ def test_evidence_records_show_as_tables(open_page: Any) -> None:
     assert damage.count() == 1
     assert "file ends early" in damage.first.inner_text()
     assert "[object Object]" not in card.inner_text()
+
+
+def test_long_kernel_names_are_cut_in_the_middle(open_page: Any) -> None:
+    """transformer_eager's three sm80_xmma GEMMs differ only in the middle of 121
+    characters: the table shows each cut where it differs (all distinct, at most 48
+    characters), the full name on hover."""
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("kernels", "idle"))
+    names = frame.locator("#ki-panel-kernels table.grid").first.locator("td.name-col .name")
+    shown = [n.inner_text() for n in names.all()]
+    full = [n.get_attribute("data-full") or "" for n in names.all()]
+    gemms = [s for s, f in zip(shown, full, strict=True) if f.startswith("sm80_xmma_gemm")]
+    assert len(gemms) >= 2 and len(set(gemms)) == len(gemms), gemms
+    assert all(len(s) <= 48 and "…" in s for s in gemms), gemms
+    assert len(set(shown)) == len(shown)
