@@ -67,6 +67,8 @@ _REAL_MODULES = frozenset(
         "test_first_use",
         "test_frontend_build",
         "test_make_test_plan",
+        "test_diff_sums",
+        "test_title_numbers",
     }
 )
 

@@ -286,9 +286,13 @@ def test_served_routes_are_exactly_the_documented_ones(client: Client) -> None:
 # --------------------------------------------------------------------------- runs
 
 
-def test_inactive_without_traces(tmp_path: Path) -> None:
+def test_active_on_an_empty_logdir_inactive_on_a_missing_one(tmp_path: Path) -> None:
+    """Issue 30: the tab is listed from the start when its log directory exists (it
+    names the folder and waits for traces there); not when there is no such folder."""
     (tmp_path / "empty").mkdir()
     listing = strict_json(Client(make_app(tmp_path / "empty")).get("/data/plugins_listing"))
+    assert listing["kineto_insights"]["enabled"] is True
+    listing = strict_json(Client(make_app(tmp_path / "missing")).get("/data/plugins_listing"))
     assert listing["kineto_insights"]["enabled"] is False
 
 
@@ -393,7 +397,8 @@ def test_logdir_created_after_start_is_empty_not_an_error(tmp_path: Path) -> Non
     (tmp_path / "logs").mkdir()  # TensorBoard itself does not need it to exist
     write_good(tmp_path / "logs" / GOOD_RUN / GOOD_FILE)
     listing = strict_json(app_client.get("/data/plugins_listing"))
-    assert listing["kineto_insights"]["enabled"] is False  # until the next scan
+    # the folder exists now: active at once; its trace is known after the next scan
+    assert listing["kineto_insights"]["enabled"] is True
     assert app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)).status_code == 404
     assert the_plugin().rescan()
     listing = strict_json(app_client.get("/data/plugins_listing"))
@@ -706,17 +711,17 @@ def test_slow_first_scan_blocks_only_the_first_caller(
     try:
         app_client = Client(plugin.get_plugin_apps()["/runs"])
         t0 = time.perf_counter()
-        assert not plugin.is_active()  # waited for the first scan, then gave up
+        assert plugin.is_active()  # the log directory exists: active at once, no scan
+        assert time.perf_counter() - t0 < 0.2
+        t0 = time.perf_counter()
+        body = strict_json(app_client.get("/"))  # waited for the first scan, then gave up
         assert 0.25 < time.perf_counter() - t0 < 2.0
         t0 = time.perf_counter()
         body = strict_json(app_client.get("/"))
         assert time.perf_counter() - t0 < 0.2  # later callers do not wait
-        assert body == {
-            "runs": [],
-            "error": None,
-            "scanning": True,
-            "perfetto_url": "https://ui.perfetto.dev",
-        }
+        assert (body["runs"], body["error"], body["scanning"]) == ([], None, True)
+        assert body["logdirs"] == [os.path.realpath(logdir)]
+        assert body["perfetto_url"] == "https://ui.perfetto.dev"
         gate.set()
         assert plugin.rescan()
         assert plugin.is_active()
@@ -1271,6 +1276,40 @@ def test_preload_from_env(raw: str, expected: bool) -> None:
 def test_logdir_sources(logdir: str, spec: str, expected: list[LogdirSource]) -> None:
     context = SimpleNamespace(logdir=logdir, flags=SimpleNamespace(logdir_spec=spec))
     assert logdir_sources(context) == expected
+
+
+def test_empty_logdir_is_active_and_named(tmp_path: Path) -> None:
+    """An existing, empty log directory: the tab is active from the start (TensorBoard
+    asks is_active rarely; a tab under INACTIVE stays there after traces arrive), /runs
+    names the folder watched, and lists a trace once a scan finds it."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(logs), flags=None), workers=0, preload=False
+    )
+    try:
+        assert plugin.is_active()
+        app_client = Client(plugin.get_plugin_apps()["/runs"])
+        assert plugin.rescan()
+        body = strict_json(app_client.get("/"))
+        assert body["runs"] == [] and body["logdirs"] == [os.path.realpath(logs)]
+        assert isinstance(body["watched"], bool)
+        write_good(logs / GOOD_RUN / GOOD_FILE)
+        assert plugin.rescan()
+        body = strict_json(app_client.get("/"))
+        assert [r["run"] for r in body["runs"]] == [GOOD_RUN]
+    finally:
+        plugin.close()
+
+
+def test_missing_logdir_is_inactive(tmp_path: Path) -> None:
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(tmp_path / "nope"), flags=None), workers=0, preload=False
+    )
+    try:
+        assert not plugin.is_active()
+    finally:
+        plugin.close()
 
 
 def test_no_logdir_is_inactive() -> None:

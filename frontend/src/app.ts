@@ -276,16 +276,9 @@ export class App {
     if (!this.runs.length) {
       this.controls.replaceChildren();
       this.nav.replaceChildren();
-      this.main.replaceChildren(
-        el(
-          "div",
-          { className: "state empty" },
-          body.scanning
-            ? "Still looking for traces in the log directory…"
-            : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it.",
-        ),
-      );
-      this.scheduleRuns(body.scanning ? 1000 : 10000);
+      this.main.replaceChildren(emptyLogdir(body));
+      // the page looks again by itself: traces that arrive show up without a reload
+      this.scheduleRuns(body.scanning ? 1000 : EMPTY_RECHECK_MS);
       return;
     }
     const changed = before !== after || this.current === null;
@@ -831,4 +824,35 @@ export class App {
     }
     this.win.scrollTo(0, scroll);
   }
+}
+
+// How often an empty page asks for the runs again (the plugin learns of new files within
+// about a second when it watches a local folder, else at its rescan interval).
+const EMPTY_RECHECK_MS = 5000;
+
+// The empty page: which folder(s) the plugin reads, that it is waiting, and how to get
+// traces there.
+export function emptyLogdir(body: RunsAnswer): HTMLElement {
+  const dirs = body.logdirs ?? [];
+  const where = dirs.length ? dirs.join(", ") : "the log directory";
+  return el(
+    "div",
+    { className: "state empty", dataset: { logdirs: dirs.join("\n") } },
+    el(
+      "p",
+      null,
+      body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+      el("code", { className: "logdir" }, where),
+      ".",
+    ),
+    body.scanning
+      ? null
+      : el(
+          "p",
+          null,
+          `This page updates by itself when traces arrive (${body.watched ? "the folder is watched for new files" : "the folder is scanned again periodically"}). Profile with torch.profiler.tensorboard_trace_handler(`,
+          el("code", null, dirs[0] ?? "logdir"),
+          "), or point TensorBoard at the folder that holds the traces.",
+        ),
+  );
 }

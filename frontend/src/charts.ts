@@ -4,6 +4,7 @@
 
 import type * as Vendor from "./vendor/echarts";
 import { el } from "./dom";
+import { fitLegend } from "./options";
 import type { ChartOption } from "./options";
 
 type VendorModule = typeof Vendor;
@@ -62,13 +63,19 @@ export function chart(option: ChartOption, label: string, height = 260, onInit?:
 
 function draw(lib: VendorModule, node: HTMLElement, option: ChartOption, onInit?: (chart: Chart) => void): void {
   const instance = lib.init(node, null, { renderer: "canvas" });
-  instance.setOption(option);
+  let width = node.clientWidth;
+  instance.setOption(fitLegend(option, width));
   onInit?.(instance);
   node.dataset.chartReady = "1";
   let observer: ResizeObserver | null = null;
   if (typeof ResizeObserver !== "undefined") {
     observer = new ResizeObserver(() => {
-      if (!instance.isDisposed()) instance.resize();
+      if (instance.isDisposed()) return;
+      if (node.clientWidth !== width) {
+        width = node.clientWidth;
+        instance.setOption(fitLegend(option, width)); // the legend may wrap differently
+      }
+      instance.resize();
     });
     observer.observe(node);
   }

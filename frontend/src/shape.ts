@@ -69,17 +69,60 @@ export function panelForDiagnosis(panel: string | undefined, allRanks = false): 
   }
 }
 
+export interface EvidenceTable {
+  columns: { key: string; label: string; definition: string; numeric: boolean }[];
+  rows: string[][];
+}
+
+// One evidence value: `text` always (a table's text is a one-line summary: "3 rows"), and
+// `table` for a list of records (each record a row, its keys the columns, each cell
+// formatted by the unit its column key names).
 export interface EvidenceItem {
   key: string;
   label: string;
   text: string;
   definition: string;
+  table?: EvidenceTable;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+// A list of records as a table: the union of their keys (first-seen order) as columns,
+// a cell per key formatted by that key's unit (a missing key shows "n/a").
+export function evidenceTable(records: Record<string, unknown>[]): EvidenceTable {
+  const keys: string[] = [];
+  for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+  return {
+    columns: keys.map((k) => ({
+      key: k,
+      label: evidenceLabel(k),
+      definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
+      numeric: records.some((r) => isNum(r[k])),
+    })),
+    rows: records.map((r) => keys.map((k) => formatByKey(k, r[k]))),
+  };
+}
+
+// {key: value} as "label value, …": the values take the unit of the parent key (a
+// `busbw_gbps` by kind is in GB/s); step numbers as keys read "#2: 3".
+function formatRecord(parentKey: string, record: Record<string, unknown>): string {
+  const entries = Object.entries(record).filter(([, v]) => v !== null && v !== undefined);
+  if (!entries.length) return "none";
+  const steps = entries.every(([k]) => /^\d+$/.test(k));
+  // per-step counts keyed by step: the value is that step's count, not a rate
+  const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
+  return entries
+    .map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`)
+    .join(", ");
 }
 
 // Format one value by the unit its key names (DESIGN.md conventions: _us, _bytes,
 // _fraction, _per_step, _gbps).
 export function formatByKey(key: string, value: unknown): string {
   if (value === null || value === undefined) return NA;
+  if (isRecord(value)) return formatRecord(key, value);
   if (Array.isArray(value)) {
     const items = value.slice(0, 8).map((v) => formatByKey(key, v));
     return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
@@ -89,7 +132,7 @@ export function formatByKey(key: string, value: unknown): string {
   // (workers, ops, kernels) stay exactly as recorded
   if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
   if (!isNum(value)) return String(value);
-  if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+  if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
     return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
   }
   if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
@@ -97,7 +140,7 @@ export function formatByKey(key: string, value: unknown): string {
   if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
   if (/_gbps$/.test(key)) return fmtBandwidth(value);
   if (key === "r2") return value.toFixed(2);
-  if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+  if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
   if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
   return fmtCount(value);
 }
@@ -128,6 +171,11 @@ const EVIDENCE_LABELS: Record<string, string> = {
   comm_fraction: "Communication / step time",
   overlap_fraction: "Overlapped",
   threshold_fraction: "Threshold",
+  // thresholds that ride in the evidence say so: they are the rule, not a measurement
+  high_steps_to_capacity: "Threshold: high severity when full within",
+  short_threshold_us: "Threshold: short kernel under",
+  min_steps: "Threshold: steps needed",
+  rule: "Threshold",
   r2: "r²",
   steps_used: "Steps",
 };
@@ -164,13 +212,17 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
   const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
   for (const [key, value] of Object.entries(evidence ?? {})) {
     if (value === null || value === undefined) continue;
-    if (typeof value === "object" && !Array.isArray(value)) continue;
+    // an empty list or object says nothing (no errors logged, no damage listed)
+    if (Array.isArray(value) && !value.length) continue;
+    if (isRecord(value) && !Object.keys(value).length) continue;
     const total = TOTAL_EVIDENCE_KEYS.has(key) ? (steps !== null ? `, total over ${steps} steps` : ", total") : "";
+    const records = Array.isArray(value) && value.every(isRecord) ? (value as Record<string, unknown>[]) : null;
     out.push({
       key,
       label: evidenceLabel(key) + total,
-      text: formatByKey(key, value),
+      text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
       definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+      ...(records ? { table: evidenceTable(records) } : {}),
     });
   }
   return out;

@@ -678,6 +678,8 @@ export interface Fragmentation {
   min_cached_free_before_bytes: number | null;
   per_step: FragmentationStep[];
   steady_state_steps: number[];
+  steady_state_events: number;
+  steady_state_reserved_growth_bytes: number;
   reserved_growth_bytes_per_step: number | null;
   allocated_peak_growth_bytes_per_step: number | null;
   excess_reserved_growth_bytes_per_step: number | null;

@@ -102,7 +102,7 @@ test("evidence is formatted by the unit its key names, with a definition", () =>
   assert.equal(byKey.worker.text, "sampled_rank-1", "names keep their underscores");
   assert.equal(byKey.r2.text, "1.00");
   assert.ok(!("top_kind_busbw_gbps" in byKey), "null evidence is left out");
-  assert.ok(!("nested" in byKey));
+  assert.equal(byKey.nested.text, "Ignored: yes", "objects are shown as their pairs");
   assert.equal(formatByKey("steps_to_capacity", 8915.87), "8,916 steps");
 });
 
@@ -388,4 +388,52 @@ test("the straggler in one explained breakdown, with why it is late", () => {
   assert.ok(stragglerStory(unexplained)?.endsWith("of their step)."));
   assert.equal(stragglerStory(null), null);
   assert.equal(stragglerStory({ ...s, others_wait_us_per_step: null }), null);
+});
+
+test("every evidence shape renders: records as a table, objects as pairs, no [object Object]", () => {
+  const items = evidenceItems({
+    largest: [
+      { t_us: 42738.432, step: 6, requested_bytes: 142606336, op: "aten::empty" },
+      { t_us: 40000, step: 5, requested_bytes: 1048576, op: null, extra_fraction: 0.5 },
+    ],
+    damage: [{ offset: 109296, bytes: 321, events: 1, problem: "JSON is malformed: expected ',' or '}'" }],
+    events_per_step: { "2": 3, "3": 4 },
+    busbw_gbps: { all_reduce: 241.586 },
+    explained_fraction_by_diagnosis: { gpu_idle_host_untraced: 0.25 },
+    kineto_errors: [],
+    quarantined_by_kind: {},
+    deep: { a: { b: 1 } },
+  });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  const largest = byKey.largest.table;
+  assert.ok(largest);
+  assert.deepEqual(
+    largest.columns.map((c) => c.key),
+    ["t_us", "step", "requested_bytes", "op", "extra_fraction"],
+  );
+  assert.deepEqual(largest.rows[0], ["42.7 ms", "6", "136 MiB", "aten::empty", "n/a"]);
+  assert.deepEqual(largest.rows[1], ["40 ms", "5", "1 MiB", "n/a", "50.0 %"]);
+  assert.equal(byKey.largest.text, "2 rows");
+  assert.equal(largest.columns[2].numeric, true);
+  assert.equal(largest.columns[3].numeric, false);
+  assert.deepEqual(byKey.damage.table?.rows[0], ["109,296", "321 B", "1", "JSON is malformed: expected ',' or '}'"]);
+  assert.equal(byKey.events_per_step.text, "#2: 3, #3: 4");
+  assert.equal(byKey.busbw_gbps.text, "All reduce: 242 GB/s");
+  assert.equal(byKey.explained_fraction_by_diagnosis.text, "GPU idle host untraced: 25.0 %");
+  assert.ok(!("kineto_errors" in byKey) && !("quarantined_by_kind" in byKey), "empty values are left out");
+  for (const item of items) {
+    const all = [item.text, ...(item.table?.rows.flat() ?? [])].join(" ");
+    assert.doesNotMatch(all, /\[object Object\]|undefined|NaN/, item.key);
+  }
+  assert.equal(formatByKey("x", { a: { b: 1 } }), "A: B: 1");
+});
+
+test("thresholds that ride in the evidence are labelled as thresholds", () => {
+  const items = evidenceItems({ high_steps_to_capacity: 10000, steps_to_capacity: 280.4, short_threshold_us: 10 });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  assert.match(byKey.high_steps_to_capacity.label, /^Threshold/);
+  assert.equal(byKey.high_steps_to_capacity.text, "10,000 steps");
+  assert.match(byKey.short_threshold_us.label, /^Threshold/);
+  assert.equal(byKey.steps_to_capacity.text, "280 steps");
+  assert.doesNotMatch(byKey.steps_to_capacity.label, /Threshold/);
 });

@@ -1133,6 +1133,9 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
                     else "its own lateness costs the others under "
                     f"{100 * th.straggler_min_share_of_step:.0f} % of the step"
                 )
+                evidence["last_rank"] = test["rank"]
+                evidence["last_rank_last_steps"] = test.get("last_steps")
+                evidence["last_rank_tested_steps"] = test.get("tested_steps")
                 whom = (
                     f"rank {test['rank']}, last to arrive in {test.get('last_steps')} of "
                     f"{test.get('tested_steps')} steps (not called a straggler: {why})"
@@ -1155,6 +1158,7 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
         advice = _TRANSFER_ADVICE
         world, profiled = run.get("world_size"), run.get("worker_count") or 0
         if world is not None and profiled < world:
+            evidence["ranks_not_profiled"] = world - profiled
             title += f" (or waiting for the {world - profiled} ranks not profiled)"
             advice = (
                 f"Only {profiled} of {world} ranks were profiled: the transfer measured here "

@@ -7,6 +7,7 @@ Override from the CLI with ``--threshold NAME=VALUE`` (repeatable), or in code w
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -179,8 +180,10 @@ class Thresholds:
             name, sep, value = item.partition("=")
             name = name.strip()
             if not sep or name not in types:
+                close = difflib.get_close_matches(name, list(types), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
                 raise ValueError(
-                    f"bad --threshold {item!r}: expected NAME=VALUE with NAME one of "
+                    f"bad --threshold {item!r}: {hint}expected NAME=VALUE with NAME one of "
                     + ", ".join(sorted(types))
                 )
             try:

@@ -143,6 +143,10 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     doc = result[0]
     if args.format == "json":
         write_json(doc, out)
+    elif args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import diff_markdown
+
+        out.write(diff_markdown(doc))
     else:
         out.write(compare.diff_text(doc))
     return EXIT_OK
@@ -164,8 +168,12 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     fail_on = [i.strip() for item in args.fail_on for i in item.split(",") if i.strip()]
     unknown = sorted(set(fail_on) - set(DIAGNOSIS_IDS))
     if unknown:
+        import difflib
+
+        close = [m for u in unknown for m in difflib.get_close_matches(u, DIAGNOSIS_IDS, n=1)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
         err.write(
-            f"error: unknown diagnosis id(s) {', '.join(unknown)}; known: "
+            f"error: unknown diagnosis id(s) {', '.join(unknown)}{hint} Known: "
             + ", ".join(DIAGNOSIS_IDS)
             + "\n"
         )
@@ -175,6 +183,11 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_UNUSABLE
     doc, exp = result
     reasons = compare.check(doc, exp, limit, fail_on)
+    if args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import check_markdown
+
+        out.write(check_markdown(doc, reasons))
+        return EXIT_REGRESSION if reasons else EXIT_OK
     h = doc.headline
     for line in format_comparability(doc.comparability):
         out.write(line + "\n")
@@ -338,7 +351,12 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="summarise the traces of a log directory, run folder or trace file"
     )
     report.add_argument("path", help="log directory, run folder or trace file (path or URL)")
-    report.add_argument("--format", choices=("text", "json"), default="text")
+    report.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="markdown: GitHub-flavoured, for a PR comment or $GITHUB_STEP_SUMMARY",
+    )
     report.add_argument(
         "--max-json-bytes",
         type=int,
@@ -370,7 +388,18 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("exp", help=f"EXP: {side_help}")
         cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
         cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
-    diff_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    diff_cmd.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="markdown: GitHub-flavoured, for a PR comment or $GITHUB_STEP_SUMMARY",
+    )
+    check_cmd.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="markdown: the verdict and the diff, for $GITHUB_STEP_SUMMARY",
+    )
     diff_cmd.set_defaults(func=_cmd_diff)
     check_cmd.add_argument(
         "--max-step-time-regression",
@@ -395,6 +424,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps them there; no public accessor
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args`` whose mistakes name a fix: an unknown command or flag gets
+    ``did you mean`` (``difflib``), and a subcommand's unknown flag is reported with that
+    subcommand's usage (argparse itself reports it with the top-level usage).
+
+    Raises:
+        SystemExit: 2 on a usage error (after printing it), 0 after ``--help``.
+    """
+    import difflib
+
+    commands = _subparsers(parser)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is not None and first not in commands and argv and argv[0] == first:
+        close = difflib.get_close_matches(first, list(commands), n=1)
+        if close:
+            parser.error(f"unknown command {first!r}; did you mean {close[0]}?")
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = commands.get(getattr(args, "command", None) or "", parser)
+        known = [o for a in command._actions for o in a.option_strings]
+        hints = [
+            f"{x} (did you mean {close[0]}?)"
+            if (close := difflib.get_close_matches(x, known, n=1))
+            else x
+            for x in extras
+        ]
+        command.error(f"unrecognized arguments: {' '.join(hints)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
     for name in BLAS_THREAD_VARIABLES:
@@ -405,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     try:

@@ -197,6 +197,30 @@ def write_text(report: Report, out: TextIO) -> None:
                 _write_summary(summary, out, _superseded(run), worker.worker, _matched_kinds(run))
 
 
+def _span_errors(report: Report) -> list[tuple[str, str]]:
+    """``(run/worker/span, "Type: message")`` of every span that could not be read."""
+    out = []
+    for run in report.runs:
+        for worker in run.workers:
+            for span in worker.spans:
+                if _summary_of(span) is None:
+                    error = span.error if isinstance(span.error, SpanError) else None
+                    text = f"{error.type}: {error.message}" if error else "unknown error"
+                    out.append((f"{run.run}/{worker.worker}/{span.span}", text))
+    return out
+
+
+def _write_errors_only(report: Report, out: TextIO) -> None:
+    """When no trace could be read: each file and why, nothing else (no empty
+    diagnoses list that reads like a healthy result)."""
+    for run in report.runs:
+        for worker in run.workers:
+            for span in worker.spans:
+                error = span.error if isinstance(span.error, SpanError) else None
+                kind, message = (error.type, error.message) if error else ("", "")
+                out.write(f"{span.file}: {kind}: {message}\n")
+
+
 _fmt_bytes = fmt_bytes
 
 
@@ -439,17 +463,28 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             summaries=summaries,
         )
     except LogdirError as exc:
-        err.write(f"error: {exc}\n")
+        from tb_kineto_insights.compare.before_after import path_hint
+
+        err.write(f"error: {exc}{path_hint(args.path)}\n")
         return EXIT_UNUSABLE
     spans = _spans(report)
+    # the error first, then what was found (the text report lists each file's error)
+    problem = None
+    if not spans:
+        problem = f"error: no Kineto trace files found under {args.path}\n"
+    elif not any(_summary_of(s) is not None for s in spans):
+        problem = "error: no trace could be read; the reasons, per file, follow\n"
+    if problem:
+        err.write(problem)
+        err.flush()
     if args.format == "json":
         write_json(report, out)
+    elif args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import report_markdown
+
+        out.write(report_markdown(report, _all_diagnoses(report), _span_errors(report)))
+    elif problem and spans:
+        _write_errors_only(report, out)
     else:
         write_text(report, out)
-    if not spans:
-        err.write(f"error: no Kineto trace files found under {args.path}\n")
-        return EXIT_UNUSABLE
-    if not any(_summary_of(s) is not None for s in spans):
-        err.write("error: no trace could be read\n")
-        return EXIT_UNUSABLE
-    return EXIT_OK
+    return EXIT_UNUSABLE if problem else EXIT_OK

@@ -7,6 +7,7 @@ directory by its discovered name). A folder holding several runs must be narrowe
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Callable
@@ -53,6 +54,21 @@ def _exists(spec: str) -> tuple[bool, bool]:
         return False, False
 
 
+def path_hint(path: str) -> str:
+    """``"; did you mean PARENT/NAME?"`` for a local ``path`` that does not exist when its
+    folder holds a close name (``difflib``, e.g. ``dataloader_worker0`` →
+    ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close)."""
+    if "://" in path or os.path.exists(path):
+        return ""
+    parent, name = os.path.split(os.path.normpath(path))
+    try:
+        entries = sorted(os.listdir(parent or "."))
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(name, entries, n=1)
+    return f"; did you mean {os.path.join(parent, close[0])}?" if close else ""
+
+
 def resolve_side(spec: str) -> list[Span]:
     """The spans a side names (see module docstring).
 
@@ -74,10 +90,13 @@ def resolve_side(spec: str) -> list[Span]:
     else:
         logdir, sep, name = spec.rpartition(":")
         if not sep or not logdir or not _exists(logdir)[0]:
-            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN")
-        run_match = next((r for r in discover(logdir) if r.name == name), None)
+            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN{path_hint(spec)}")
+        found = discover(logdir)
+        run_match = next((r for r in found if r.name == name), None)
         if run_match is None:
-            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}")
+            close = difflib.get_close_matches(name, [r.name for r in found], n=1)
+            hint = f"; did you mean {logdir}:{close[0]}?" if close else ""
+            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}{hint}")
         run = run_match
     return [s for w in run.workers for s in w.spans]
 

@@ -30,6 +30,8 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
+from tb_kineto_insights.analysis.idle import CAUSES as IDLE_CAUSES
+from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import comparability
 from tb_kineto_insights.compare.diff_comm import communication_rows
@@ -164,8 +166,13 @@ def _memory_growth(s: Summary) -> list[float] | None:
     return None if slope is None else [float(slope)]
 
 
-_CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec")
-_CAUSES = ("data_loading", "host_sync", "optimizer_step", "launching", "cpu_ops")
+#: Every category of the step breakdown, ``other`` included: the breakdown is exclusive and
+#: covers the whole step window (:mod:`..analysis.overview`), so the rows' deltas add up to
+#: the step-time delta; leaving a category out leaves part of the change unexplained.
+_CATEGORIES = BREAKDOWN_ORDER
+#: Every idle cause of the Idle panel (:data:`..analysis.idle.CAUSES`): their deltas add up
+#: to the change of the main device's idle time.
+_CAUSES = IDLE_CAUSES
 
 METRICS: tuple[Metric, ...] = (
     Metric(

@@ -616,7 +616,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether the log directories hold at least one trace, from the last scan."""
+        """Whether the tab is shown: at once when a local log directory exists (an empty
+        one too: the page names the folder it watches and lists traces as they arrive;
+        TensorBoard would otherwise keep the tab under INACTIVE after they do), else when
+        the last scan found a trace (object storage, a folder not there yet)."""
+        if any(_URI.match(s.path) is None and os.path.isdir(s.path) for s in self._sources):
+            return True
         return bool(self._current().runs)
 
     def frontend_metadata(self) -> Any:
@@ -890,6 +895,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "error": snapshot.error,
             "scanning": scanning,
             "perfetto_url": self.perfetto_url,
+            # what the page names when it finds nothing, and how it learns of new files
+            "logdirs": [s.path for s in self._sources],
+            "watched": bool(self._watch_folders),
         }
         body = encode_json(doc)
         with self._derived_lock:

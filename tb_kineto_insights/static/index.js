@@ -201,67 +201,6 @@ var __kinetoInsights = (() => {
     return el("div", { className: "state loading", role: "status" }, el("span", { className: "spin", attrs: { "aria-hidden": "true" } }), el("span", null, text));
   }
 
-  // src/charts.ts
-  var vendorUrl = "";
-  var vendor = null;
-  var live = /* @__PURE__ */ new Set();
-  function setChartsUrl(url) {
-    vendorUrl = url;
-  }
-  function loadVendor() {
-    if (!vendor) {
-      vendor = import(vendorUrl);
-      vendor.catch(() => {
-        vendor = null;
-      });
-    }
-    return vendor;
-  }
-  function preloadCharts() {
-    loadVendor().catch(() => void 0);
-  }
-  function chart(option, label, height = 260, onInit) {
-    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
-    node.style.height = `${height}px`;
-    const ready = loadVendor().then(
-      (lib) => {
-        if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
-        }
-        draw(lib, node, option, onInit);
-        return void 0;
-      },
-      (err) => {
-        node.classList.add("chart-error");
-        node.textContent = `Charts could not be loaded: ${String(err)}`;
-      }
-    );
-    return { node, ready };
-  }
-  function draw(lib, node, option, onInit) {
-    const instance = lib.init(node, null, { renderer: "canvas" });
-    instance.setOption(option);
-    onInit?.(instance);
-    node.dataset.chartReady = "1";
-    let observer = null;
-    if (typeof ResizeObserver !== "undefined") {
-      observer = new ResizeObserver(() => {
-        if (!instance.isDisposed()) instance.resize();
-      });
-      observer.observe(node);
-    }
-    live.add({ chart: instance, observer, node });
-  }
-  function disposeDetached() {
-    for (const entry of Array.from(live)) {
-      if (!entry.node.isConnected) {
-        entry.observer?.disconnect();
-        entry.chart.dispose();
-        live.delete(entry);
-      }
-    }
-  }
-
   // src/format.ts
   var NA = "n/a";
   function isNum(value) {
@@ -405,6 +344,39 @@ var __kinetoInsights = (() => {
     const text = words.join(" ");
     return text.charAt(0).toUpperCase() + text.slice(1);
   }
+  var NAME_MAX = 48;
+  function shortenNames(names, max = NAME_MAX, head = 14) {
+    const common = (a, b) => {
+      const n = Math.min(a.length, b.length);
+      let i = 0;
+      while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i += 1;
+      return i;
+    };
+    const room = max - head - 1;
+    const cut = (name, prefix) => {
+      if (name.length <= max) return name;
+      if (prefix <= head) return `${name.slice(0, head)}…${name.slice(name.length - room)}`;
+      const start = Math.min(Math.max(head, prefix - 4), name.length - room + 1);
+      const end = start + room - 1;
+      return end >= name.length ? `${name.slice(0, head)}…${name.slice(name.length - room)}` : `${name.slice(0, head)}…${name.slice(start, end)}…`;
+    };
+    const closest = (name, among) => among.reduce((best, other) => other !== name ? Math.max(best, common(name, other)) : best, 0);
+    const out = names.map((name) => cut(name, closest(name, names)));
+    for (let round = 0; round < 3; round += 1) {
+      const groups = /* @__PURE__ */ new Map();
+      out.forEach((text, i) => groups.set(text, [...groups.get(text) ?? [], i]));
+      let again = false;
+      for (const members of groups.values()) {
+        const distinct = new Set(members.map((i) => names[i]));
+        if (distinct.size < 2) continue;
+        const group = [...distinct];
+        for (const i of members) out[i] = cut(names[i], closest(names[i], group));
+        again = true;
+      }
+      if (!again) break;
+    }
+    return out;
+  }
 
   // src/labels.ts
   var BREAKDOWN_ORDER = [
@@ -529,7 +501,7 @@ var __kinetoInsights = (() => {
     capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
     steps_to_capacity: "Steps until the growth would fill the device memory.",
     cached_free_at_reserved_peak_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
-    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
+    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested; counted in the steady-state steps (every profiled step after the first that has any; the first may still be warming the cache up), as in the diagnosis.",
     peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
     mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
@@ -589,8 +561,32 @@ var __kinetoInsights = (() => {
         return "overview";
     }
   }
+  function isRecord(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  }
+  function evidenceTable(records) {
+    const keys = [];
+    for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+    return {
+      columns: keys.map((k) => ({
+        key: k,
+        label: evidenceLabel(k),
+        definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
+        numeric: records.some((r) => isNum(r[k]))
+      })),
+      rows: records.map((r) => keys.map((k) => formatByKey(k, r[k])))
+    };
+  }
+  function formatRecord(parentKey, record) {
+    const entries = Object.entries(record).filter(([, v]) => v !== null && v !== void 0);
+    if (!entries.length) return "none";
+    const steps = entries.every(([k]) => /^\d+$/.test(k));
+    const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
+    return entries.map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`).join(", ");
+  }
   function formatByKey(key, value) {
     if (value === null || value === void 0) return NA;
+    if (isRecord(value)) return formatRecord(key, value);
     if (Array.isArray(value)) {
       const items = value.slice(0, 8).map((v) => formatByKey(key, v));
       return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
@@ -598,7 +594,7 @@ var __kinetoInsights = (() => {
     if (typeof value === "boolean") return value ? "yes" : "no";
     if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
     if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+    if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
       return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
     }
     if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
@@ -606,7 +602,7 @@ var __kinetoInsights = (() => {
     if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
     if (/_gbps$/.test(key)) return fmtBandwidth(value);
     if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+    if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
     if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
     return fmtCount(value);
   }
@@ -635,6 +631,11 @@ var __kinetoInsights = (() => {
     comm_fraction: "Communication / step time",
     overlap_fraction: "Overlapped",
     threshold_fraction: "Threshold",
+    // thresholds that ride in the evidence say so: they are the rule, not a measurement
+    high_steps_to_capacity: "Threshold: high severity when full within",
+    short_threshold_us: "Threshold: short kernel under",
+    min_steps: "Threshold: steps needed",
+    rule: "Threshold",
     r2: "r²",
     steps_used: "Steps"
   };
@@ -662,13 +663,16 @@ var __kinetoInsights = (() => {
     const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
       if (value === null || value === void 0) continue;
-      if (typeof value === "object" && !Array.isArray(value)) continue;
+      if (Array.isArray(value) && !value.length) continue;
+      if (isRecord(value) && !Object.keys(value).length) continue;
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
+      const records = Array.isArray(value) && value.every(isRecord) ? value : null;
       out.push({
         key,
         label: evidenceLabel(key) + total2,
-        text: formatByKey(key, value),
-        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
+        text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
+        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+        ...records ? { table: evidenceTable(records) } : {}
       });
     }
     return out;
@@ -1042,7 +1046,7 @@ var __kinetoInsights = (() => {
   }
   function legend(p, names) {
     return {
-      type: "scroll",
+      type: "plain",
       top: 0,
       left: 0,
       data: names,
@@ -1131,7 +1135,7 @@ var __kinetoInsights = (() => {
     const perStep = data.timesUs.map((t) => t / steps);
     const unit = durationAxisUnit(Math.max(0, ...perStep));
     const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
-    const countName = `${what.noun} (count)`;
+    const countName = isNum(what.steps) && what.steps > 0 ? `${what.noun}, total (${fmtCount(what.steps)} steps)` : `${what.noun}, total`;
     return {
       ...base2(p),
       grid: grid(false, { top: 10 }),
@@ -1207,7 +1211,7 @@ var __kinetoInsights = (() => {
         ]);
       }),
       xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
-      yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+      yAxis: { type: "value", name: "kernels in the step", ...axisStyle(p) },
       series: [
         { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
         { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other }
@@ -1536,6 +1540,101 @@ var __kinetoInsights = (() => {
       ]
     };
   }
+  var LEGEND_CHAR_PX = 7;
+  var LEGEND_ITEM_PX = 14 + 5 + 10;
+  var LEGEND_ROW_PX = 22;
+  function legendRows(names, widthPx) {
+    if (!names.length) return 0;
+    let rows = 1;
+    let x = 0;
+    for (const name of names) {
+      const w = LEGEND_ITEM_PX + name.length * LEGEND_CHAR_PX;
+      if (x > 0 && x + w > widthPx) {
+        rows += 1;
+        x = 0;
+      }
+      x += w;
+    }
+    return rows;
+  }
+  function fitLegend(option, widthPx) {
+    const legendOpt = option.legend;
+    const gridOpt = option.grid;
+    if (!legendOpt || Array.isArray(legendOpt) || !gridOpt || Array.isArray(gridOpt) || !(widthPx > 0)) return option;
+    const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
+    const names = legendOpt.data ?? series.map((s) => typeof s.name === "string" ? s.name : "").filter(Boolean);
+    const rows = legendRows(names, widthPx);
+    if (rows <= 1) return option;
+    const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
+    return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
+  }
+
+  // src/charts.ts
+  var vendorUrl = "";
+  var vendor = null;
+  var live = /* @__PURE__ */ new Set();
+  function setChartsUrl(url) {
+    vendorUrl = url;
+  }
+  function loadVendor() {
+    if (!vendor) {
+      vendor = import(vendorUrl);
+      vendor.catch(() => {
+        vendor = null;
+      });
+    }
+    return vendor;
+  }
+  function preloadCharts() {
+    loadVendor().catch(() => void 0);
+  }
+  function chart(option, label, height = 260, onInit) {
+    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
+    node.style.height = `${height}px`;
+    const ready = loadVendor().then(
+      (lib) => {
+        if (!node.isConnected) {
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
+        }
+        draw(lib, node, option, onInit);
+        return void 0;
+      },
+      (err) => {
+        node.classList.add("chart-error");
+        node.textContent = `Charts could not be loaded: ${String(err)}`;
+      }
+    );
+    return { node, ready };
+  }
+  function draw(lib, node, option, onInit) {
+    const instance = lib.init(node, null, { renderer: "canvas" });
+    let width = node.clientWidth;
+    instance.setOption(fitLegend(option, width));
+    onInit?.(instance);
+    node.dataset.chartReady = "1";
+    let observer = null;
+    if (typeof ResizeObserver !== "undefined") {
+      observer = new ResizeObserver(() => {
+        if (instance.isDisposed()) return;
+        if (node.clientWidth !== width) {
+          width = node.clientWidth;
+          instance.setOption(fitLegend(option, width));
+        }
+        instance.resize();
+      });
+      observer.observe(node);
+    }
+    live.add({ chart: instance, observer, node });
+  }
+  function disposeDetached() {
+    for (const entry of Array.from(live)) {
+      if (!entry.node.isConnected) {
+        entry.observer?.disconnect();
+        entry.chart.dispose();
+        live.delete(entry);
+      }
+    }
+  }
 
   // src/panels/shell.ts
   function panel(id, title, help) {
@@ -1660,7 +1759,7 @@ var __kinetoInsights = (() => {
             cell: (k) => fmtBandwidth(matched ? matched.get(k.kind)?.busbw_gbps ?? null : k.busbw_gbps),
             cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis)
           },
-          { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
+          { header: "Group size", numeric: true, title: "Ranks n in the process groups of this kind's collectives (the n of the bus-bandwidth factor).", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
         ],
         c.kinds ?? []
       )
@@ -1792,7 +1891,7 @@ var __kinetoInsights = (() => {
           [
             { header: "Step", cell: (r) => isNum(r.step) ? `#${r.step}` : "n/a" },
             { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
-            { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
+            { header: "Process group", cell: (r) => r.pg ?? "n/a", title: "The process group (Process Group Name) the collective ran in." },
             { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
             { header: "Last rank", numeric: true, cell: (r) => isNum(r.last_rank) ? String(r.last_rank) : "n/a" },
             {
@@ -1848,6 +1947,19 @@ var __kinetoInsights = (() => {
     });
     return b;
   }
+  function recordsTable(t) {
+    return table(
+      t.columns.map((c, i) => ({
+        header: c.label,
+        title: c.definition,
+        numeric: c.numeric,
+        cell: (row2) => row2[i],
+        cellTitle: (row2) => row2[i]
+      })),
+      t.rows,
+      { className: "evidence-table" }
+    );
+  }
   function card(d, go, allRanks, stepCount, openMoment = null, openWorker) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
@@ -1875,7 +1987,7 @@ var __kinetoInsights = (() => {
         { className: "evidence" },
         ...evidence.flatMap((e) => [
           el("dt", { title: e.definition }, e.label),
-          el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
+          e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
         ])
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
@@ -2079,11 +2191,13 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     ]) {
       const rows = oneSidedRows(side, 12);
       if (!rows.length) continue;
+      const cut = shortenNames(rows.map((x) => x.name));
+      const shortNames = new Map(rows.map((r, i) => [r.name, cut[i]]));
       out.push(
         subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
         table(
           [
-            { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+            { header: noun, className: "name-col", cell: (r) => nameCell(shortNames.get(r.name) ?? r.name, r.name) },
             { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
             { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) }
           ],
@@ -2173,7 +2287,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         { label: "skipped", value: fmtCount(skipped), definition: "Events the reader dropped (unknown or unusable), by reason below.", tone: skipped ? "warn" : "good" },
         { label: "quarantined", value: fmtCount(quarantined), definition: "Events with damaged values (absurd durations, bad timestamps) kept out of the analysis.", tone: quarantined ? "warn" : "good" },
         { label: "repaired", value: fmtCount(repaired), definition: "Damage the reader fixed (N/A, NaN tokens, lone backslashes, …).", tone: repaired ? "warn" : "" },
-        { label: "file", value: fmtBytes(h.file_bytes), sub: `${h.compressed ? "gzip, " : ""}${fmtBytes(h.json_bytes)} JSON`, definition: "Size of the trace file on disk, and of its JSON text." }
+        { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." }
       ])
     ];
     const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
@@ -2321,7 +2435,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
               { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
               {
                 header: "Cause",
-                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync && g.cause !== "host_sync" ? " (opened by a sync)" : ""),
                 cellTitle: (g) => gapCauseTitle(g)
               },
               ...idle.python_stacks ? [
@@ -2457,7 +2571,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         col(
           subhead("Kernel duration histogram", "Kernels that start in a step window, by duration (log-spaced bins), all steps together."),
           hist.labels.length ? chart(
-            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps." }),
+            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps.", steps: s.steps?.count ?? void 0 }),
             `Histogram of kernel durations; bins shorter than ${fmtDuration(shortUs)} highlighted`
           ).node : el("p", { className: "muted" }, "No kernels in the step windows."),
           el(
@@ -2480,8 +2594,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const stepCount = s.steps?.count;
     const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : k.per_step?.length ?? 0;
     const perStep = (v) => isNum(v) && nSteps > 0 ? v / nSteps : null;
+    const listed = [...k.top_by_time ?? [], ...k.top_by_count ?? []].map((r) => r.name);
+    const cut = shortenNames(listed);
+    const shown = new Map(listed.map((name, i) => [name, cut[i]]));
     const kernelColumns = [
-      { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name, r.full_name ?? r.name) },
+      { header: "Kernel", className: "name-col", cell: (r) => nameCell(shown.get(r.name) ?? r.name, r.full_name ?? r.name) },
       { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtCount(perStep(r.count), 1) },
       { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtDuration(perStep(r.time_us)) },
       { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r) => fmtDuration(r.mean_us) },
@@ -2640,11 +2757,11 @@ ${more.trim()}` : ""));
     const steady = f.steady_state_steps ?? [];
     const excess = f.excess_reserved_growth_bytes_per_step;
     return {
-      label: "new segments despite cache",
-      value: fmtCount(f.events),
-      sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : void 0,
+      label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state ${steady.length === 1 ? "step" : "steps"})`,
+      value: fmtCount(f.steady_state_events),
+      sub: steady.length ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated` : void 0,
       definition: DEFINITIONS.fragmentation_events,
-      tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : ""
+      tone: isNum(f.steady_state_events) && f.steady_state_events > 0 ? "warn" : ""
     };
   }
 
@@ -3816,14 +3933,8 @@ ${more.trim()}` : ""));
       if (!this.runs.length) {
         this.controls.replaceChildren();
         this.nav.replaceChildren();
-        this.main.replaceChildren(
-          el(
-            "div",
-            { className: "state empty" },
-            body.scanning ? "Still looking for traces in the log directory…" : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it."
-          )
-        );
-        this.scheduleRuns(body.scanning ? 1e3 : 1e4);
+        this.main.replaceChildren(emptyLogdir(body));
+        this.scheduleRuns(body.scanning ? 1e3 : EMPTY_RECHECK_MS);
         return;
       }
       const changed = before !== after || this.current === null;
@@ -4327,6 +4438,29 @@ ${more.trim()}` : ""));
       this.win.scrollTo(0, scroll);
     }
   };
+  var EMPTY_RECHECK_MS = 5e3;
+  function emptyLogdir(body) {
+    const dirs = body.logdirs ?? [];
+    const where = dirs.length ? dirs.join(", ") : "the log directory";
+    return el(
+      "div",
+      { className: "state empty", dataset: { logdirs: dirs.join("\n") } },
+      el(
+        "p",
+        null,
+        body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+        el("code", { className: "logdir" }, where),
+        "."
+      ),
+      body.scanning ? null : el(
+        "p",
+        null,
+        `This page updates by itself when traces arrive (${body.watched ? "the folder is watched for new files" : "the folder is scanned again periodically"}). Profile with torch.profiler.tensorboard_trace_handler(`,
+        el("code", null, dirs[0] ?? "logdir"),
+        "), or point TensorBoard at the folder that holds the traces."
+      )
+    );
+  }
 
   // src/index.ts
   function addStylesheet(href) {

@@ -144,6 +144,21 @@ def _fake_perfetto(root: Path) -> tuple[str, Any]:
     return f"http://127.0.0.1:{httpd.server_address[1]}/perfetto.html", httpd
 
 
+def _truncated_run(root: Path) -> str:
+    """Six steps, the file cut at 80 %: a trace_data_loss with a damaged region (its
+    evidence holds a list of records)."""
+    events: list[dict[str, Any]] = []
+    for step in range(6):
+        t0 = 1000.0 + step * 1000.0
+        events.append(cpu(f"ProfilerStep#{step + 1}", t0, 900.0, cat="user_annotation"))
+        for i in range(20):
+            events.append(kernel(f"k{i}", t0 + 50 + i * 30, 10.0, corr=step * 100 + i))
+    path = write_trace(root / "truncated" / "worker0.1700000000000.pt.trace.json", events)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * 0.8)])
+    return "truncated"
+
+
 @dataclass
 class Server:
     base: str
@@ -183,6 +198,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             shutil.copytree(run, logdir / run.name)
     two_ranks = _two_worker_run(logdir)
     _html_names_run(logdir)
+    _truncated_run(logdir)
     # Old modification times: the plugin reads files at once (it waits a few seconds
     # for files modified just now, which may still be being written).
     old = time.time() - 3600
@@ -1113,3 +1129,134 @@ def test_idle_panel_names_python_frames(server: Server, open_page: Any) -> None:
     frame = tab(page)
     wait_panels(frame, ("idle",))
     assert "with_stack=True" in frame.locator("#ki-panel-idle").inner_text()
+
+
+# --------------------------------------------------------------------------- sweep
+
+#: Text that means a value was not rendered: a JavaScript object or a missing or
+#: non-numeric value turned into a string ("NaN tokens" is the hover text naming damage).
+BAD_TEXT = r"\[object Object\]|\bundefined\b|\bNaN\b(?! tokens)"
+
+#: Every problem on the page: bad text in what is shown or in a hover text, an empty
+#: number (a KPI value, a numeric table cell, an evidence value), a panel in error.
+_PROBLEMS_JS = """(bad) => {
+  const re = new RegExp(bad);
+  const out = [];
+  const text = document.body.innerText;
+  const m = text.match(new RegExp(`.{0,60}(${bad}).{0,60}`));
+  if (m) out.push(`text: ${m[0]}`);
+  for (const node of document.querySelectorAll("[title]")) {
+    const title = node.getAttribute("title");
+    if (re.test(title)) out.push(`hover: ${title.slice(0, 160)}`);
+  }
+  for (const node of document.querySelectorAll(".kpi-value, td.n, .evidence dd, .headline")) {
+    if (!node.closest("[hidden]") && !node.textContent.trim()) {
+      const panel = node.closest("[id^=ki-panel-]");
+      out.push(`empty number in ${panel ? panel.id : "page"}: ${node.className}`);
+    }
+  }
+  for (const panel of document.querySelectorAll("[id^=ki-panel-][data-state=error]")) {
+    out.push(`${panel.id} in error: ${panel.innerText.slice(0, 200)}`);
+  }
+  return out;
+}"""
+
+_SETTLED_JS = """() => {
+  const panels = [...document.querySelectorAll('[id^="ki-panel-"]')];
+  return panels.length > 0
+    && panels.every(p => p.dataset.state && p.dataset.state !== 'loading')
+    && !document.querySelector('#ki-main .state.loading')
+    && [...document.querySelectorAll('.chart')].every(c => c.dataset.chartReady);
+}"""
+
+SWEEP_DIFFS = [
+    ("dataloader_workers0", "dataloader_workers4"),
+    ("transformer_eager", "transformer_compile"),
+    ("memory_leak", "memory_fixed"),
+    ("memory_fragmentation", "memory_fragmentation_fixed"),
+    ("ddp2_default", "ddp2_straggler"),
+]
+
+
+def _sweep(frame: Any, first: tuple[str, ...], what: str) -> list[str]:
+    wait_panels(frame, first)
+    frame.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
+    return [f"{what}: {p}" for p in frame.evaluate(_PROBLEMS_JS, BAD_TEXT)]
+
+
+def test_sweep_every_run_panel_and_diff(server: Server, open_page: Any) -> None:
+    """Every run of the log dir (each worker of a run of several, and its view across
+    ranks), every panel, and the diff of each sample pair: no "[object Object]",
+    "undefined" or "NaN", no empty number, no panel in error."""
+    problems: list[str] = []
+    page = open_page(height=TALL)
+    base_url = page.url.split("#")[0]
+    seen = 0
+    for entry in server.runs["runs"]:
+        run = entry["run"]
+        if entry["workers"] and all(
+            s["state"] == "error" for w in entry["workers"] for s in w["spans"]
+        ):
+            continue
+        workers = [w["worker"] for w in entry["workers"]]
+        views = [
+            (
+                f"ki_run={run}",
+                ("diagnoses", "ranks") if len(workers) > 1 else ("diagnoses", *SPAN_PANELS),
+            )
+        ]
+        if len(workers) > 1:
+            views += [(f"ki_run={run}&ki_worker={w}", ("diagnoses", *SPAN_PANELS)) for w in workers]
+        for query, first in views:
+            page.goto("about:blank")
+            page.goto(f"{base_url}#kineto_insights&{query}")
+            problems += _sweep(tab(page), first, query)
+            seen += 1
+    for base, exp in SWEEP_DIFFS:
+        query = f"ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}"
+        page.goto("about:blank")
+        page.goto(f"{base_url}#kineto_insights&{query}")
+        problems += _sweep(
+            tab(page), ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"), query
+        )
+        seen += 1
+    assert seen >= len(server.runs["runs"]) + len(SWEEP_DIFFS)
+    assert problems == [], "\n".join(problems)
+
+
+def test_evidence_records_show_as_tables(open_page: Any) -> None:
+    """Lists of records in the evidence (the largest fragmentation events, a damaged
+    region) are small tables with a unit in each cell."""
+    page = open_page("#kineto_insights&ki_run=memory_fragmentation", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    card = frame.locator('[data-diagnosis-id="memory_fragmentation"]')
+    rows = card.locator('dd[data-key="largest"] table tbody tr')
+    assert rows.count() >= 1
+    first = rows.first.inner_text()
+    assert "MiB" in first and " ms" in first and "aten::" in first
+    assert "[object Object]" not in card.inner_text()
+    page = open_page("#kineto_insights&ki_run=truncated", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    card = frame.locator('[data-diagnosis-id="trace_data_loss"]')
+    damage = card.locator('dd[data-key="damage"] table tbody tr')
+    assert damage.count() == 1
+    assert "file ends early" in damage.first.inner_text()
+    assert "[object Object]" not in card.inner_text()
+
+
+def test_long_kernel_names_are_cut_in_the_middle(open_page: Any) -> None:
+    """transformer_eager's three sm80_xmma GEMMs differ only in the middle of 121
+    characters: the table shows each cut where it differs (all distinct, at most 48
+    characters), the full name on hover."""
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("kernels", "idle"))
+    names = frame.locator("#ki-panel-kernels table.grid").first.locator("td.name-col .name")
+    shown = [n.inner_text() for n in names.all()]
+    full = [n.get_attribute("data-full") or "" for n in names.all()]
+    gemms = [s for s, f in zip(shown, full, strict=True) if f.startswith("sm80_xmma_gemm")]
+    assert len(gemms) >= 2 and len(set(gemms)) == len(gemms), gemms
+    assert all(len(s) <= 48 and "…" in s for s in gemms), gemms
+    assert len(set(shown)) == len(shown)

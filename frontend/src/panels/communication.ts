@@ -98,7 +98,7 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
           cell: (k) => fmtBandwidth(matched ? (matched.get(k.kind)?.busbw_gbps ?? null) : k.busbw_gbps),
           cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis),
         },
-        { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => (k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a") },
+        { header: "Group size", numeric: true, title: "Ranks n in the process groups of this kind's collectives (the n of the bus-bandwidth factor).", cell: (k) => (k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a") },
       ],
       c.kinds ?? [],
     ),
@@ -244,7 +244,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
         [
           { header: "Step", cell: (r) => (isNum(r.step) ? `#${r.step}` : "n/a") },
           { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
-          { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
+          { header: "Process group", cell: (r) => r.pg ?? "n/a", title: "The process group (Process Group Name) the collective ran in." },
           { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
           { header: "Last rank", numeric: true, cell: (r) => (isNum(r.last_rank) ? String(r.last_rank) : "n/a") },
           {

@@ -1,9 +1,10 @@
 // Diagnoses first: severity, title, the numbers that triggered it, what to do; a click
 // scrolls to the panel with the details.
 
-import { badge, el } from "../dom";
+import { badge, el, table } from "../dom";
 import { DIAGNOSIS_NAMES } from "../labels";
 import { evidenceItems, panelForDiagnosis, sortDiagnoses } from "../shape";
+import type { EvidenceTable } from "../shape";
 import type { Diagnosis } from "../types";
 
 const PANEL_NAMES: Record<string, string> = {
@@ -54,6 +55,22 @@ function momentButton(openMoment: () => void): HTMLElement {
   return b;
 }
 
+// A list of records of the evidence (the largest events, the damaged regions) as a small
+// table; names in full on hover.
+function recordsTable(t: EvidenceTable): HTMLElement {
+  return table<string[]>(
+    t.columns.map((c, i) => ({
+      header: c.label,
+      title: c.definition,
+      numeric: c.numeric,
+      cell: (row) => row[i],
+      cellTitle: (row) => row[i],
+    })),
+    t.rows,
+    { className: "evidence-table" },
+  );
+}
+
 function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null, openWorker?: (worker: string) => boolean): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
   const evidence = evidenceItems(d.evidence, stepCount);
@@ -82,7 +99,9 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
           { className: "evidence" },
           ...evidence.flatMap((e) => [
             el("dt", { title: e.definition }, e.label),
-            el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
+            e.table
+              ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table))
+              : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
           ]),
         )
       : null,

@@ -3,7 +3,7 @@
 
 import { chart } from "../charts";
 import { badge, el, nameCell, table } from "../dom";
-import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
+import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum, shortenNames } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
 import { type OneSidedRow, headlineParts, largestChanges, oneSidedRows, verdictCounts } from "../shape";
@@ -194,11 +194,13 @@ export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
   ] as const) {
     const rows = oneSidedRows(side, 12);
     if (!rows.length) continue;
+    const cut = shortenNames(rows.map((x) => x.name));
+    const shortNames = new Map(rows.map((r, i) => [r.name, cut[i]]));
     out.push(
       subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
       table<OneSidedRow>(
         [
-          { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+          { header: noun, className: "name-col", cell: (r) => nameCell(shortNames.get(r.name) ?? r.name, r.name) },
           { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
           { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) },
         ],

@@ -110,7 +110,7 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
                 { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
                 {
                   header: "Cause",
-                  cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                  cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync && g.cause !== "host_sync" ? " (opened by a sync)" : ""),
                   cellTitle: (g) => gapCauseTitle(g),
                 },
                 ...(idle.python_stacks
