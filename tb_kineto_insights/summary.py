@@ -16,6 +16,8 @@ msgspec (``cache.encode_json``):
   to match ranks (:mod:`.analysis.communication`);
 - ``memory``: allocated/reserved over time, growth, live allocations by op
   (:mod:`.analysis.memory`);
+- ``efficiency``: kernel efficiency per op group against the device's roofline
+  (:mod:`.analysis.efficiency`);
 - ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
@@ -29,6 +31,7 @@ from typing import TypeVar
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
+from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
@@ -45,7 +48,7 @@ from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 7
+ANALYSIS_VERSION = 8
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
@@ -54,6 +57,7 @@ PANELS: tuple[str, ...] = (
     "idle",
     "communication",
     "memory",
+    "efficiency",
     "health",
     "tables",
 )
@@ -70,6 +74,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
     idle = idle_summary(index, thresholds)
     communication = communication_summary(index, thresholds)
     memory = memory_summary(index, thresholds)
+    efficiency = efficiency_summary(index, thresholds)
     tables = tables_summary(index)
     health = trace.health.panel(trace_quality_summary(index, thresholds))
     panels = {
@@ -78,6 +83,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "idle": idle,
         "communication": communication,
         "memory": memory,
+        "efficiency": efficiency,
         "health": health,
     }
     return Summary(
@@ -87,6 +93,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         idle=idle,
         communication=communication,
         memory=memory,
+        efficiency=efficiency,
         health=health,
         tables=tables,
     )

@@ -27,7 +27,8 @@ per piece, vectorised, by :func:`~tb_kineto_insights.trace.numbers.parse_us_lite
 (truncated toward zero: ``int(Decimal(ts).scaleb(3))``); a literal that is not a plain
 number is converted one by one as a ``Decimal``.
 
-``Input Dims`` (``record_shapes=True``, on most CPU ops) is kept as its literal text,
+``Input Dims``, ``Input type`` and ``Concrete Inputs`` (``record_shapes=True``, on most
+CPU ops) are kept as their literal texts,
 one blob per piece (:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list
 is built only when the analysis looks one up. Building them all was the largest single
 cost of decoding such a trace, and a parallel read paid as much again to unpickle them.
@@ -300,6 +301,8 @@ _STREAM = attrgetter("stream")
 _COLLECTIVE_NAME = attrgetter("collective_name")
 _IN_MSG_NELEMS = attrgetter("in_msg_nelems")
 _INPUT_DIMS = attrgetter("input_dims")
+_INPUT_TYPE = attrgetter("input_type")
+_CONCRETE_INPUTS = attrgetter("concrete_inputs")
 _BYTES = attrgetter("bytes")
 _TOTAL_ALLOCATED = attrgetter("total_allocated")
 _TOTAL_RESERVED = attrgetter("total_reserved")
@@ -438,6 +441,8 @@ class _Columns:
         self.rows = 0
         self.comm: dict[int, m.CommArgs] = {}
         self.input_dims = RowJson()
+        self.input_types = RowJson()
+        self.concrete_inputs = RowJson()
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         n = 0
@@ -812,7 +817,10 @@ class _Builder:
         if kind in (m.KERNEL, m.CPU_OP, m.USER_ANNOTATION):
             self._comm(table, args, keep)
         if kind == m.CPU_OP:
-            self._input_dims(table, args, keep)
+            self._input_dims(table.input_dims, list(map(_INPUT_DIMS, args)), keep, table.rows)
+            self._input_dims(table.input_types, list(map(_INPUT_TYPE, args)), keep, table.rows)
+            concrete = list(map(_CONCRETE_INPUTS, args))
+            self._input_dims(table.concrete_inputs, concrete, keep, table.rows)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         n = int(keep.sum())
@@ -846,13 +854,13 @@ class _Builder:
                 seq=_opt_int(a.seq),
             )
 
-    def _input_dims(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
-        """``Input Dims`` of the kept rows: literal texts (``msgspec.Raw``, from the
+    def _input_dims(self, into: RowJson, dims: list[Any], keep: np.ndarray, rows: int) -> None:
+        """``Input Dims`` (or ``Input type``) of the kept rows into ``into`` (row numbers
+        after the table's first ``rows``): literal texts (``msgspec.Raw``, from the
         typed decoders) joined into one blob (:class:`RowJson`), objects (from a loose
         decode) as they are; absent (empty text, ``null``, ``None``) is left out."""
-        dims = list(map(_INPUT_DIMS, args))
         n = len(dims)
-        kept_rows = np.cumsum(keep) - 1 + table.rows
+        kept_rows = np.cumsum(keep) - 1 + rows
         try:  # all texts (the typed decoders), the common case: no type test per value
             joined: bytes | None = b"".join(dims)
         except TypeError:  # objects from a loose decode (a list, None) among them
@@ -875,11 +883,11 @@ class _Builder:
                     text = np.frombuffer(blob, dtype=np.uint8)
                     at = starts[four][:, None] + np.arange(4)
                     has[four[(text[at] == _NULL).all(axis=1)]] = False
-                table.input_dims.add_texts(kept_rows[raw_at[has]], starts[has], ends[has], blob)
+                into.add_texts(kept_rows[raw_at[has]], starts[has], ends[has], blob)
         if len(raw_at) < n:
             objects = np.flatnonzero(~is_raw & keep & _present(dims))
             for i in objects.tolist():
-                table.input_dims.add_object(int(kept_rows[i]), dims[i])
+                into.add_object(int(kept_rows[i]), dims[i])
 
     def _instants(
         self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray], keys: np.ndarray
@@ -971,6 +979,8 @@ class _Builder:
                 table.chunks[key].extend(chunks)
             table.comm.update(zip(map(base.__add__, cols.comm), cols.comm.values(), strict=True))
             table.input_dims.extend(cols.input_dims, base)
+            table.input_types.extend(cols.input_types, base)
+            table.concrete_inputs.extend(cols.concrete_inputs, base)
             table.rows += cols.rows
         for own, other in ((self.memory, piece.memory), (self.flows, piece.flows)):
             for key, chunks in other.chunks.items():
@@ -1034,12 +1044,15 @@ def _event_table(cols: _Columns) -> m.EventTable:
         arr = cols.concat(key, dtype)
         return arr if in_order else arr[order]
 
-    comm, dims = cols.comm, cols.input_dims
-    if (comm or dims) and not in_order:
+    comm, dims, types = cols.comm, cols.input_dims, cols.input_types
+    concrete = cols.concrete_inputs
+    if (comm or dims or types or concrete) and not in_order:
         new_row = np.empty_like(order)
         new_row[order] = np.arange(len(order))
         comm = dict(zip(new_row[list(comm)].tolist(), comm.values(), strict=True))
         dims = dims.renumbered(new_row)
+        types = types.renumbered(new_row)
+        concrete = concrete.renumbered(new_row)
     return m.EventTable(
         name=col("name", np.int32),
         start_ns=start if in_order else start[order],
@@ -1052,6 +1065,8 @@ def _event_table(cols: _Columns) -> m.EventTable:
         external_id=col("external_id", np.int64),
         comm=comm,
         input_dims=dims,
+        input_types=types,
+        concrete_inputs=concrete,
     )
 
 
