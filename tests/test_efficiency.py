@@ -13,15 +13,19 @@ import numpy as np
 import pytest
 from conftest import REPO, cpu, kernel, require_dir, write_trace
 
+from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.efficiency import (
     conv_out_size,
+    launching_op,
     match_peaks,
     op_work,
     peak_table,
 )
+from tb_kineto_insights.analysis.memory import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace
+from tb_kineto_insights.trace.rowjson import RowJson
 
 F32, BF16 = "float", "c10::BFloat16"
 H200 = {"id": 0, "name": "NVIDIA H200", "numSms": 132, "totalGlobalMem": 150109880320}
@@ -491,3 +495,36 @@ def test_launch_bound_and_compiled_runs_stay_quiet() -> None:
             if d.id in ("matmul_without_tensor_cores", "low_kernel_efficiency")
         ]
         assert all(d.severity not in ("high", "medium") for d in found), run
+
+
+@pytest.mark.parametrize(
+    "run", ["transformer_eager", "transformer_compile", "eff_mlp_fp32", "shared:ddp_default"]
+)
+def test_external_id_names_the_innermost_launching_op(run: str, h200x2: Path) -> None:
+    """The fast path of launching_op (the kernel's External id) gives, for every kernel,
+    the op the definition gives: correlation → runtime call → innermost op."""
+    if run.startswith("shared:"):
+        path = next((h200x2 / run.removeprefix("shared:")).glob("rank0*.json.gz"))
+    else:
+        path = next((SAMPLES / run).glob("*.json.gz"))
+    trace = read_trace(str(path))
+    index = build_index(trace)
+    rows = np.arange(len(trace.kernels), dtype=np.int64)
+    fast = launching_op(index, rows)
+    launch = index.launch_row["kernel"]
+    ok = launch >= 0
+    rt = trace.runtime
+    slow = innermost_op(
+        trace.cpu_ops, rt.pid[launch[ok]], rt.tid[launch[ok]], rt.start_ns[launch[ok]]
+    )
+    assert ok.sum() > 100 and (slow >= 0).all()
+    assert np.array_equal(fast[ok], slow)
+
+
+def test_rowjson_texts_match_lookups() -> None:
+    values = RowJson()
+    blob = b'[1, 2]"a"[[3]]'
+    values.add_texts(np.array([2, 5, 9]), np.array([0, 6, 9]), np.array([6, 9, 14]), blob)
+    values.add_object(7, {"x": 1})
+    texts = values.texts(np.array([9, 0, 2, 7, 5, 11]))
+    assert texts == [b"[[3]]", None, b"[1, 2]", b'{"x":1}', b'"a"', None]

@@ -5,7 +5,8 @@ Definitions, in the order they are applied:
 
 1. **Kernel → op.** A kernel's launching CPU op is the innermost CPU op on the thread
    of the runtime call that launched it (same ``correlation``), at the call's start
-   (:func:`~tb_kineto_insights.analysis.memory.innermost_op`, as for allocations).
+   (:func:`~tb_kineto_insights.analysis.memory.innermost_op`, as for allocations); the
+   kernel's ``External id`` names that same op and is used first (:func:`launching_op`).
    ``aten::linear`` / ``aten::matmul`` reach their child GEMM op (``aten::addmm``,
    ``aten::mm``, ``aten::bmm``) this way. Only kernels on the analysed device (the one
    with the most kernel time) that start inside a step window count.
@@ -77,6 +78,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
@@ -88,6 +90,7 @@ from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.efficiency import EfficiencyPanel, EfficiencyPeak, EfficiencyRow
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.trace.rowjson import RowJson
 
 #: ``Input type`` strings → (dtype short name, bytes per element).
 DTYPES: dict[str, tuple[str, int]] = {
@@ -457,6 +460,80 @@ def _has_formula(name: str) -> bool:
     )
 
 
+def _texts(values: Any, rows: np.ndarray) -> list[bytes | None]:
+    """JSON text per row of a sparse column (a :class:`RowJson`, or a ``dict`` of values
+    built by hand), ``None`` where absent."""
+    if isinstance(values, RowJson):
+        return values.texts(rows)
+    return [msgspec.json.encode(values[r]) if r in values else None for r in rows.tolist()]
+
+
+def _needs_scalars(name: str) -> bool:
+    return name in _CONV_ARGS or name == "aten::convolution_backward" or name in _ATTENTION
+
+
+def _scalar_texts(index: TraceIndex, rows: np.ndarray) -> list[bytes | None]:
+    """``Concrete Inputs`` texts of the op rows whose formula reads scalars
+    (convolution, attention), ``None`` for the others (they do not split groups)."""
+    ops = index.trace.cpu_ops
+    out: list[bytes | None] = [None] * rows.size
+    need = np.flatnonzero(index.name_class(_needs_scalars)[ops.name[rows]])
+    if need.size:
+        for j, text in zip(need.tolist(), _texts(ops.concrete_inputs, rows[need]), strict=True):
+            out[j] = text
+    return out
+
+
+def _work_of(
+    op: str, dims: bytes | None, types: bytes | None, concrete: bytes | None
+) -> tuple[Work, tuple[Any, ...], str] | None:
+    """:func:`op_work` from the JSON texts of the op's arguments, with its group key
+    (op, dims text, dtype) and shapes text; ``None`` without a formula or on bad JSON."""
+    if dims is None or types is None:
+        return None
+    try:
+        dims_v = msgspec.json.decode(dims)
+        types_v = msgspec.json.decode(types)
+        concrete_v = None if concrete is None else msgspec.json.decode(concrete)
+    except msgspec.DecodeError:
+        return None
+    work = op_work(op, dims_v, types_v, concrete_v)
+    if work is None:
+        return None
+    return work, (op, dims, work.dtype), json.dumps(dims_v, separators=(", ", ": "))
+
+
+def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
+    """Row of the CPU op (``cpu_ops``) that launched each kernel of ``kernel_rows``
+    (int64), -1 where unknown. Kineto gives a kernel the ``External id`` of the innermost
+    CPU op on the launching thread; where a kernel lacks it (or no op has it), the
+    definition itself: correlation → runtime call → innermost CPU op on that thread at
+    the call's start (:func:`~tb_kineto_insights.analysis.memory.innermost_op`). The two
+    agree on every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
+    h200x2/ddp_default (tests/test_efficiency.py); the first is one vectorised search."""
+    trace = index.trace
+    ops = trace.cpu_ops
+    out = np.full(kernel_rows.size, -1, dtype=np.int64)
+    if kernel_rows.size == 0 or len(ops) == 0:
+        return out
+    ext = trace.kernels.external_id[kernel_rows]
+    valid = np.flatnonzero(ops.external_id >= 0)
+    if valid.size:
+        order = valid[np.argsort(ops.external_id[valid], kind="stable")]
+        ids = ops.external_id[order]
+        pos = np.minimum(np.searchsorted(ids, ext), ids.size - 1)
+        hit = (ids[pos] == ext) & (ext >= 0)
+        out[hit] = order[pos[hit]]
+    miss = np.flatnonzero(out < 0)
+    if miss.size:
+        launch = index.launch_row[m.KERNEL][kernel_rows[miss]]
+        ok = launch >= 0
+        rt = trace.runtime
+        rows = launch[ok]
+        out[miss[ok]] = innermost_op(ops, rt.pid[rows], rt.tid[rows], rt.start_ns[rows])
+    return out
+
+
 # -- peaks -------------------------------------------------------------------------------
 
 
@@ -684,55 +761,62 @@ def efficiency_summary(
             "FLOPs, bytes or efficiency. Profile with record_shapes=True."
         )
         return _empty(notes, n_steps, device, name, peak, kernel_us)
-    launch = index.launch_row[m.KERNEL][sel]
-    linked = launch >= 0
-    ksel, launch = sel[linked], launch[linked]
-    rt = trace.runtime
-    op_row = innermost_op(ops, rt.pid[launch], rt.tid[launch], rt.start_ns[launch])
+    op_row = launching_op(index, sel)
     has_op = op_row >= 0
-    ksel, op_row = ksel[has_op], op_row[has_op]
+    ksel, op_row = sel[has_op], op_row[has_op]
     if op_row.size == 0:
         notes.append("No kernel could be tied to the CPU op that launched it (no correlation).")
         return _empty(notes, n_steps, device, name, peak, kernel_us)
     formula = index.name_class(_has_formula)[ops.name[op_row]]
     ksel, op_row = ksel[formula], op_row[formula]
-    groups: dict[tuple[Any, ...], _Group] = {}
-    rows, first, inverse = np.unique(op_row, return_index=True, return_inverse=True)
-    del first
-    row_time = np.bincount(inverse, weights=k.dur_ns[ksel].astype(np.float64))
-    # every kernel name per op row (for the unit and the display), with its count
-    n_names = len(trace.names) + 1
-    pair, pair_count = np.unique(inverse * n_names + k.name[ksel], return_counts=True)
-    names_of: dict[int, dict[int, int]] = {}
-    for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
-        names_of.setdefault(p // n_names, {})[p % n_names] = c
-    work_cache: dict[tuple[Any, ...], Work | None] = {}
-    concrete_all = ops.concrete_inputs
-    for i, row in enumerate(rows.tolist()):
-        op = trace.names[int(ops.name[row])]
-        dims = ops.input_dims.get(row)
-        types = ops.input_types.get(row)
-        concrete = concrete_all.get(row)
-        key = (op, repr(dims), repr(types), repr(concrete))
-        if key not in work_cache:
-            work_cache[key] = op_work(op, dims, types, concrete)
-        work = work_cache[key]
-        if work is None:
+    rows, inverse = np.unique(op_row, return_inverse=True)
+    # op rows keyed by their texts: each distinct (op, dims, types, scalars) decoded once
+    key_ids: dict[tuple[Any, ...], int] = {}
+    keys = zip(
+        ops.name[rows].tolist(),
+        _texts(ops.input_dims, rows),
+        _texts(ops.input_types, rows),
+        _scalar_texts(index, rows),
+        strict=True,
+    )
+    row_key = np.array([key_ids.setdefault(key, len(key_ids)) for key in keys], dtype=np.int64)
+    # key → group (op, dims text, dtype), -1 without a formula
+    groups: list[_Group] = []
+    group_ids: dict[tuple[Any, ...], int] = {}
+    key_group = np.full(len(key_ids), -1, dtype=np.int64)
+    for key, kid in key_ids.items():
+        found = _work_of(trace.names[key[0]], key[1], key[2], key[3])
+        if found is None:
             continue
-        gkey = (op, repr(dims), work.dtype)
-        g = groups.get(gkey)
-        if g is None:
-            shapes = json.dumps(dims, separators=(", ", ": "))
-            g = groups[gkey] = _Group(op, shapes, work.dtype, work, kernel_names={})
-        g.calls += 1
-        g.time_ns += int(row_time[i])
-        assert g.kernel_names is not None
-        for kn, c in names_of.get(i, {}).items():
-            g.kernel_names[kn] = g.kernel_names.get(kn, 0) + c
+        work, gkey, shapes = found
+        gid = group_ids.get(gkey)
+        if gid is None:
+            gid = group_ids[gkey] = len(groups)
+            groups.append(_Group(gkey[0], shapes, work.dtype, work, kernel_names={}))
+        key_group[kid] = gid
+    row_group = key_group[row_key] if row_key.size else row_key
+    kernel_group = row_group[inverse]
+    kept = kernel_group >= 0
+    if groups:
+        n_groups = len(groups)
+        calls = np.bincount(row_group[row_group >= 0], minlength=n_groups)
+        time_ns = np.bincount(
+            kernel_group[kept], weights=k.dur_ns[ksel][kept].astype(np.float64), minlength=n_groups
+        )
+        n_names = len(trace.names) + 1
+        pair, pair_count = np.unique(
+            kernel_group[kept] * n_names + k.name[ksel][kept], return_counts=True
+        )
+        for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
+            g = groups[p // n_names]
+            assert g.kernel_names is not None
+            g.kernel_names[p % n_names] = c
+        for g, n, t in zip(groups, calls.tolist(), time_ns.tolist(), strict=True):
+            g.calls, g.time_ns = int(n), int(t)
     num_sms = props.get("numSms") if props else None
     out: list[EfficiencyRow] = []
     covered_ns = 0
-    for g in groups.values():
+    for g in groups:
         if g.time_ns <= 0:
             continue
         covered_ns += g.time_ns

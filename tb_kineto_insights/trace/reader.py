@@ -115,6 +115,12 @@ from tb_kineto_insights.trace.source import (
 #: ``oversized_<key>``; Kineto's and ``capture``'s own are a few KiB.
 ROOT_OBJECT_MAX_BYTES = 64 * 1024
 
+#: CPU ops whose ``Concrete Inputs`` (scalar arguments as strings) are kept: those whose
+#: FLOPs depend on them (convolution stride/padding/dilation/groups, attention
+#: ``is_causal``; ``analysis.efficiency``). Every other op's are skipped: keeping them
+#: all cost the read several per cent.
+SCALAR_ARG_OPS = re.compile(r"convolution|attention")
+
 #: Category (as written by any Kineto version) → reader kind.
 CATEGORY_KIND: dict[str, str] = {
     "kernel": m.KERNEL,
@@ -466,6 +472,8 @@ class _Builder:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.names: dict[object, int] = {}
+        self._scalar_flags: list[bool] = []
+        self._scalar_flag_array = np.zeros(1, dtype=np.bool_)
         self.strings: dict[str, int] = {}
         self.tables: dict[str, _Columns] = {kind: _Columns() for kind in m.DURATION_KINDS}
         self.memory = _Columns()
@@ -819,8 +827,12 @@ class _Builder:
         if kind == m.CPU_OP:
             self._input_dims(table.input_dims, list(map(_INPUT_DIMS, args)), keep, table.rows)
             self._input_dims(table.input_types, list(map(_INPUT_TYPE, args)), keep, table.rows)
-            concrete = list(map(_CONCRETE_INPUTS, args))
-            self._input_dims(table.concrete_inputs, concrete, keep, table.rows)
+            scalar_ops = np.flatnonzero(self._scalar_arg_names()[name] & keep)
+            if scalar_ops.size:  # Concrete Inputs only where the analysis reads them
+                concrete: list[Any] = [b""] * len(args)
+                for i in scalar_ops.tolist():
+                    concrete[i] = _CONCRETE_INPUTS(args[i])
+                self._input_dims(table.concrete_inputs, concrete, keep, table.rows)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         n = int(keep.sum())
@@ -828,6 +840,16 @@ class _Builder:
             cols.setdefault(key, np.full(n, -1, dtype=np.int64))
         table.add(cols)
         self.kind_counts[kind] += n
+
+    def _scalar_arg_names(self) -> np.ndarray:
+        """Bool per name id (one extra slot for a missing name, -1): the name matches
+        :data:`SCALAR_ARG_OPS`, so its ``Concrete Inputs`` are kept."""
+        flags = self._scalar_flags
+        if len(flags) < len(self.names):
+            for name in list(self.names)[len(flags) :]:
+                flags.append(isinstance(name, str) and SCALAR_ARG_OPS.search(name) is not None)
+            self._scalar_flag_array = np.array([*flags, False], dtype=np.bool_)
+        return self._scalar_flag_array
 
     def _comm(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
         # one pass, one tuple per event; list.count compares in C
