@@ -789,3 +789,26 @@ def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
     assert "+1,008 ranks not listed" in text
     assert "rank7 / 1 and 1,016 more (1,024 in all)" in text and "rank8 / 1" not in text
     shoot(frame, "all-ranks-1024", "ranks")
+
+
+def test_efficiency_panel_roofline_and_sortable_table(open_page: Any) -> None:
+    """sample_logs/eff_mlp_fp32: the matmul_without_tensor_cores card points at the
+    efficiency panel, which draws the roofline and a table sorted by time that re-sorts
+    on a header click; the datasheet-ceiling note is said."""
+    page = open_page("#kineto_insights&ki_run=eff_mlp_fp32", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS, "efficiency"))
+    card = frame.locator('[data-diagnosis-id="matmul_without_tensor_cores"]')
+    assert card.get_attribute("data-target") == "efficiency"
+    panel = frame.locator("#ki-panel-efficiency")
+    assert panel.get_attribute("data-state") == "ready"
+    assert panel.locator(".chart canvas").count() >= 1
+    text = panel.inner_text()
+    assert "H200 SXM" in text and "ceilings" in text
+    rows = panel.locator("table.efficiency-table tbody tr")
+    assert rows.count() >= 4
+    assert rows.first.inner_text().startswith("aten::mm")  # most time first
+    panel.locator("table.efficiency-table th", has_text="calls / step").click()
+    first = panel.locator("table.efficiency-table tbody tr").first.inner_text()
+    assert first.startswith("aten::mm") and "15" in first  # 15 mm calls per step
+    shoot(frame, "eff_mlp_fp32", "efficiency")
