@@ -23,6 +23,8 @@ from tb_kineto_insights.analysis.efficiency import (
 )
 from tb_kineto_insights.analysis.memory import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.compare.before_after import diff_text
+from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.rowjson import RowJson
@@ -528,3 +530,20 @@ def test_rowjson_texts_match_lookups() -> None:
     values.add_object(7, {"x": 1})
     texts = values.texts(np.array([9, 0, 2, 7, 5, 11]))
     assert texts == [b"[[3]]", None, b"[1, 2]", b'{"x":1}', b'"a"', None]
+
+
+def test_diff_rows_match_op_groups_across_dtypes() -> None:
+    """fp32 MLP → the same under bf16 autocast: the mm group (same op and shapes) is
+    one row, fp32 → bf16, its TFLOP/s before → after; the verdict is lost."""
+    base, exp = _summary("eff_mlp_fp32"), _summary("eff_mlp_bf16")
+    doc = diff([("w", base)], [("w", exp)])
+    mm = next(r for r in doc.efficiency if r.op == "aten::mm")
+    assert (mm.base_dtype, mm.exp_dtype) == ("fp32", "bf16")
+    b_row = next(r for r in base.efficiency.rows if r.op == "aten::mm")
+    e_row = next(r for r in exp.efficiency.rows if r.op == "aten::mm")
+    assert mm.base_achieved_flops_per_s == pytest.approx(b_row.achieved_flops_per_s)
+    assert mm.exp_achieved_flops_per_s == pytest.approx(e_row.achieved_flops_per_s)
+    assert mm.exp_time_us_per_step == e_row.time_us_per_step
+    assert "matmul_without_tensor_cores" in doc.diagnoses.disappeared
+    text = diff_text(doc)
+    assert "fp32 -> bf16  aten::mm" in text

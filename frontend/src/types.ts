@@ -1213,7 +1213,8 @@ export interface SupersededDiagnosis {
  * ``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
  * more span summaries each) compared: the headline step time, metric rows judged
  * against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
- * appeared/disappeared, per-rank step time, the largest changes, ``warnings``.
+ * appeared/disappeared, per-rank step time, the largest changes, kernel efficiency per op
+ * group (``efficiency``), ``warnings``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffDocument".
@@ -1232,6 +1233,7 @@ export interface DiffDocument {
   diagnoses: DiffDiagnoses;
   per_rank: DiffRankRow[];
   largest_changes: LargestChange[];
+  efficiency: DiffEfficiencyRow[];
   noise_rule: string;
 }
 /**
@@ -1494,4 +1496,26 @@ export interface LargestChange {
   name: string;
   delta_us_per_step: number;
   verdict: string;
+}
+/**
+ * One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
+ * dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
+ * ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
+ * shape, or that side has no efficiency panel). No verdict: a summary keeps one value
+ * per group, not one per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "DiffEfficiencyRow".
+ */
+export interface DiffEfficiencyRow {
+  op: string;
+  shapes: string;
+  base_dtype: string | null;
+  exp_dtype: string | null;
+  base_time_us_per_step: number | null;
+  exp_time_us_per_step: number | null;
+  base_achieved_flops_per_s: number | null;
+  exp_achieved_flops_per_s: number | null;
+  base_roof_fraction: number | null;
+  exp_roof_fraction: number | null;
 }
