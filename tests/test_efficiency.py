@@ -547,3 +547,25 @@ def test_diff_rows_match_op_groups_across_dtypes() -> None:
     assert "matmul_without_tensor_cores" in doc.diagnoses.disappeared
     text = diff_text(doc)
     assert "fp32 -> bf16  aten::mm" in text
+
+
+def test_reader_keeps_input_types_and_scalars_of_conv_and_attention_only(tmp_path: Path) -> None:
+    """``Input type`` is kept for every op with it; ``Concrete Inputs`` only for ops
+    whose name says convolution or attention (reader.SCALAR_ARG_OPS), in typed and
+    loose decodes alike (the loose one: an odd field type elsewhere in the piece)."""
+    conv = _op(
+        "aten::cudnn_convolution", 0, 10, [[1, 2, 4, 4], [2, 2, 1, 1]], [F32, F32],
+        **{"Concrete Inputs": ["", "", "[0, 0]", "[1, 1]", "[1, 1]", "1"]},
+    )  # fmt: skip
+    add = _op("aten::add", 20, 10, [[4], [4], []], [F32, F32, "Scalar"],
+              **{"Concrete Inputs": ["", "", "1"]})  # fmt: skip
+    for name, extra in (("typed", {}), ("loose", {"stream": [1]})):
+        odd = cpu("aten::empty", 40, 1)
+        odd["args"] = extra
+        trace = read_trace(str(write_trace(tmp_path / f"{name}.json", [conv, add, odd])))
+        ops = trace.cpu_ops
+        rows = {trace.names[int(n)]: i for i, n in enumerate(ops.name)}
+        assert ops.input_types[rows["aten::add"]] == [F32, F32, "Scalar"]
+        assert ops.input_types[rows["aten::cudnn_convolution"]] == [F32, F32]
+        assert ops.concrete_inputs[rows["aten::cudnn_convolution"]][3] == "[1, 1]"
+        assert rows["aten::add"] not in ops.concrete_inputs

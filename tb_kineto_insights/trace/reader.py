@@ -316,6 +316,7 @@ _DEVICE_TYPE = attrgetter("device_type")
 _DEVICE_ID = attrgetter("device_id")
 _ADDR = attrgetter("addr")
 _MEMORY_NAME = "[memory]"
+_NO_TEXT = msgspec.Raw(b"")  # an absent JSON-text arg (typed decoders' default)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 _FLOW_PHASE = {"s": 0, "f": 1}
 #: Where an event goes, by (phase, category): a duration kind's table, or one of these.
@@ -829,7 +830,7 @@ class _Builder:
             self._input_dims(table.input_types, list(map(_INPUT_TYPE, args)), keep, table.rows)
             scalar_ops = np.flatnonzero(self._scalar_arg_names()[name] & keep)
             if scalar_ops.size:  # Concrete Inputs only where the analysis reads them
-                concrete: list[Any] = [b""] * len(args)
+                concrete: list[Any] = [_NO_TEXT] * len(args)
                 for i in scalar_ops.tolist():
                     concrete[i] = _CONCRETE_INPUTS(args[i])
                 self._input_dims(table.concrete_inputs, concrete, keep, table.rows)
