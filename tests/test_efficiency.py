@@ -110,6 +110,8 @@ def test_convolution_forward_uses_stride_padding_dilation() -> None:
         ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "4"],
     )
     assert wg is not None and wg.flops == 2.0 * 2 * 16 * 100 * 2 * 9
+    bad_groups = [*conv[:8], "2"]  # 8 input channels, 8 per group in w, 2 groups: no claim
+    assert op_work("aten::convolution", dims, types, bad_groups) is None
     transposed = [*conv[:6], "True", *conv[7:]]
     assert op_work("aten::convolution", dims, types, transposed) is None
     assert op_work("aten::cudnn_convolution", dims, types, None) is None  # no scalars

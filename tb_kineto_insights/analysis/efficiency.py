@@ -345,6 +345,8 @@ def _conv(name: str, dims: list[Any], types: list[Any], concrete: list[Any] | No
     groups = _ints(concrete[groups_at])
     if stride is None or pad is None or dil is None or groups is None:
         return None
+    if x[1] != w[1] * groups[0]:  # C/g is the weight's second dim: inconsistent, no claim
+        return None
     stride, pad, dil = ([v[0]] * nsp if len(v) == 1 else v for v in (stride, pad, dil))
     if len(stride) != nsp or len(pad) != nsp or len(dil) != nsp:
         return None
@@ -354,7 +356,6 @@ def _conv(name: str, dims: list[Any], types: list[Any], concrete: list[Any] | No
     flops = 2.0 * x[0] * w[0] * _numel(out_sp) * w[1] * _numel(w[2:])
     e = t[0][2]
     byt = e * (_numel(x) + _numel(w) + x[0] * w[0] * _numel(out_sp))
-    del groups  # C/g is w[1]: the weight's second dim
     return Work("conv", flops, float(byt), t[0][1], (x[0], x[1], w[0], 0))
 
 
