@@ -553,7 +553,7 @@ def test_diff_rows_match_op_groups_across_dtypes() -> None:
 
 def test_reader_keeps_input_types_and_scalars_of_conv_and_attention_only(tmp_path: Path) -> None:
     """``Input type`` is kept for every op with it; ``Concrete Inputs`` only for ops
-    whose name says convolution or attention (reader.SCALAR_ARG_OPS), in typed and
+    of convolution and attention ops (trace.op_names.needs_scalars), in typed and
     loose decodes alike (the loose one: an odd field type elsewhere in the piece)."""
     conv = _op(
         "aten::cudnn_convolution", 0, 10, [[1, 2, 4, 4], [2, 2, 1, 1]], [F32, F32],
@@ -571,3 +571,16 @@ def test_reader_keeps_input_types_and_scalars_of_conv_and_attention_only(tmp_pat
         assert ops.input_types[rows["aten::cudnn_convolution"]] == [F32, F32]
         assert ops.concrete_inputs[rows["aten::cudnn_convolution"]][3] == "[1, 1]"
         assert rows["aten::add"] not in ops.concrete_inputs
+
+
+def test_every_formula_op_gets_its_arguments_from_the_reader() -> None:
+    """The reader keeps Input type / Concrete Inputs by trace.op_names; every op the
+    efficiency formulas read scalars for is listed there."""
+    from tb_kineto_insights.analysis import efficiency as eff
+    from tb_kineto_insights.trace import op_names
+
+    for name in (*eff._CONV_ARGS, *eff._ATTENTION, "aten::convolution_backward"):
+        assert op_names.needs_scalars(name) and op_names.has_formula(name), name
+    for name in ("aten::mm", "aten::linear", "aten::add", "aten::_foreach_add_"):
+        assert op_names.has_formula(name) and not op_names.needs_scalars(name)
+    assert not op_names.has_formula("aten::view")

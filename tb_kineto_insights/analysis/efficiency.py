@@ -90,6 +90,15 @@ from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.efficiency import EfficiencyPanel, EfficiencyPeak, EfficiencyRow
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
+from tb_kineto_insights.trace.op_names import (
+    CONV_OPS,
+    ELEMENTWISE_OPS,
+    GEMM_OPS,
+    REDUCTION_OPS,
+    WRITE_ONLY_OPS,
+    has_formula,
+    needs_scalars,
+)
 from tb_kineto_insights.trace.rowjson import RowJson
 
 #: ``Input type`` strings → (dtype short name, bytes per element).
@@ -130,15 +139,6 @@ UNITS: tuple[str, ...] = (
 MATMUL_CLASS = ("matmul", "conv", "attention")
 
 _CUDA_CORE = re.compile(r"sgemm|ffma|simt|f32f32")
-_GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_scaled_mm"}
-_CONV_OPS = {
-    "aten::convolution",
-    "aten::_convolution",
-    "aten::cudnn_convolution",
-    "aten::convolution_overrideable",
-    "aten::miopen_convolution",
-    "aten::mkldnn_convolution",
-}
 # Concrete Inputs positions: (stride, padding, dilation, transposed or None, groups)
 _CONV_ARGS: dict[str, tuple[int, int, int, int | None, int]] = {
     "aten::convolution": (3, 4, 5, 6, 8),
@@ -172,39 +172,6 @@ _ATTENTION: dict[str, _Attention] = {
     "aten::_scaled_dot_product_cudnn_attention_backward": _Attention("bhsd", 1, 2, 3, 11, 2.5),
     "aten::_flash_attention_backward": _Attention("bshd", 1, 2, 3, 11, 2.5),
 }
-_REDUCTIONS = {
-    "aten::sum",
-    "aten::mean",
-    "aten::amax",
-    "aten::amin",
-    "aten::max",
-    "aten::min",
-    "aten::norm",
-    "aten::linalg_vector_norm",
-    "aten::var_mean",
-    "aten::std_mean",
-    "aten::argmax",
-    "aten::prod",
-}
-_WRITE_ONLY = {"aten::fill_", "aten::zero_", "aten::normal_", "aten::uniform_"}
-_ELEMENTWISE = {
-    "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::mul", "aten::mul_",
-    "aten::div", "aten::div_", "aten::relu", "aten::relu_", "aten::gelu",
-    "aten::gelu_backward", "aten::silu", "aten::silu_", "aten::silu_backward",
-    "aten::sigmoid", "aten::sigmoid_backward", "aten::tanh", "aten::tanh_backward",
-    "aten::clamp_min", "aten::clamp_min_", "aten::clamp", "aten::threshold_backward",
-    "aten::pow", "aten::neg", "aten::exp", "aten::log", "aten::sqrt", "aten::rsqrt",
-    "aten::where", "aten::masked_fill", "aten::masked_fill_", "aten::native_dropout",
-    "aten::native_dropout_backward", "aten::addcmul_", "aten::addcdiv_", "aten::lerp_",
-    "aten::copy_", "aten::square", "aten::reciprocal", "aten::abs", "aten::sign",
-    "aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
-    "aten::_log_softmax_backward_data", "aten::native_layer_norm",
-    "aten::native_layer_norm_backward", "aten::native_batch_norm",
-    "aten::native_batch_norm_backward", "aten::cudnn_batch_norm",
-    "aten::cudnn_batch_norm_backward", "aten::_fused_rms_norm",
-    "aten::_fused_rms_norm_backward", "aten::embedding_dense_backward",
-    "aten::index_select", "aten::gather", "aten::cat", "aten::stack",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -413,13 +380,13 @@ def _memory_op(name: str, dims: list[Any], types: list[Any]) -> Work | None:
     t = _tensors(dims, types)
     if not t:
         return None
-    if name in _WRITE_ONLY:
+    if name in WRITE_ONLY_OPS:
         return Work("memory", None, float(t[0][2] * _numel(t[0][0])), t[0][1])
     if name == "aten::copy_" and len(t) >= 2:  # copy_(dst, src): read src, write dst
         (dst, _, e_dst), (src, _, e_src) = t[0], t[1]
         return Work("memory", None, float(e_src * _numel(src) + e_dst * _numel(dst)), t[1][1])
     read = sum(_numel(s) * e for s, _, e in t)
-    if name in _REDUCTIONS:
+    if name in REDUCTION_OPS:
         return Work("memory", None, float(read), t[0][1])
     largest = max(_numel(s) for s, _, _ in t)
     return Work("memory", None, float(read + largest * t[0][2]), t[0][1])
@@ -434,13 +401,13 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any = None) -> Work | No
         return None
     if not isinstance(concrete, list):
         concrete = None
-    if name in _GEMM_OPS or name == "aten::linear":
+    if name in GEMM_OPS or name == "aten::linear":
         return _gemm(name, dims, types)
-    if name in _CONV_OPS or name == "aten::convolution_backward":
+    if name in CONV_OPS or name == "aten::convolution_backward":
         return _conv(name, dims, types, concrete)
     if name in _ATTENTION:
         return _attention(name, dims, types, concrete)
-    if name in _ELEMENTWISE or name in _REDUCTIONS or name in _WRITE_ONLY:
+    if name in ELEMENTWISE_OPS or name in REDUCTION_OPS or name in WRITE_ONLY_OPS:
         return _memory_op(name, dims, types)
     if name.startswith("aten::_foreach_"):
         return _memory_op(name, dims, types)
@@ -448,17 +415,7 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any = None) -> Work | No
 
 
 def _has_formula(name: str) -> bool:
-    return (
-        name in _GEMM_OPS
-        or name == "aten::linear"
-        or name in _CONV_OPS
-        or name == "aten::convolution_backward"
-        or name in _ATTENTION
-        or name in _ELEMENTWISE
-        or name in _REDUCTIONS
-        or name in _WRITE_ONLY
-        or name.startswith("aten::_foreach_")
-    )
+    return has_formula(name)
 
 
 def _texts(values: Any, rows: np.ndarray) -> list[bytes | None]:
@@ -470,7 +427,7 @@ def _texts(values: Any, rows: np.ndarray) -> list[bytes | None]:
 
 
 def _needs_scalars(name: str) -> bool:
-    return name in _CONV_ARGS or name == "aten::convolution_backward" or name in _ATTENTION
+    return needs_scalars(name)
 
 
 def _scalar_texts(index: TraceIndex, rows: np.ndarray) -> list[bytes | None]:

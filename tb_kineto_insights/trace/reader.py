@@ -27,8 +27,9 @@ per piece, vectorised, by :func:`~tb_kineto_insights.trace.numbers.parse_us_lite
 (truncated toward zero: ``int(Decimal(ts).scaleb(3))``); a literal that is not a plain
 number is converted one by one as a ``Decimal``.
 
-``Input Dims``, ``Input type`` and ``Concrete Inputs`` (``record_shapes=True``, on most
-CPU ops) are kept as their literal texts,
+``Input Dims`` (``record_shapes=True``, on most CPU ops), and ``Input type`` and
+``Concrete Inputs`` of the ops the analysis reads them for (:mod:`.op_names`), are kept
+as their literal texts,
 one blob per piece (:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list
 is built only when the analysis looks one up. Building them all was the largest single
 cost of decoding such a trace, and a parallel read paid as much again to unpickle them.
@@ -75,7 +76,7 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.trace import parallel, timing
+from tb_kineto_insights.trace import op_names, parallel, timing
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
@@ -115,11 +116,6 @@ from tb_kineto_insights.trace.source import (
 #: ``oversized_<key>``; Kineto's and ``capture``'s own are a few KiB.
 ROOT_OBJECT_MAX_BYTES = 64 * 1024
 
-#: CPU ops whose ``Concrete Inputs`` (scalar arguments as strings) are kept: those whose
-#: FLOPs depend on them (convolution stride/padding/dilation/groups, attention
-#: ``is_causal``; ``analysis.efficiency``). Every other op's are skipped: keeping them
-#: all cost the read several per cent.
-SCALAR_ARG_OPS = re.compile(r"convolution|attention")
 
 #: Category (as written by any Kineto version) → reader kind.
 CATEGORY_KIND: dict[str, str] = {
@@ -473,8 +469,8 @@ class _Builder:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.names: dict[object, int] = {}
-        self._scalar_flags: list[bool] = []
-        self._scalar_flag_array = np.zeros(1, dtype=np.bool_)
+        self._arg_flags: list[tuple[bool, bool]] = []
+        self._arg_flag_arrays = (np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.bool_))
         self.strings: dict[str, int] = {}
         self.tables: dict[str, _Columns] = {kind: _Columns() for kind in m.DURATION_KINDS}
         self.memory = _Columns()
@@ -827,13 +823,18 @@ class _Builder:
             self._comm(table, args, keep)
         if kind == m.CPU_OP:
             self._input_dims(table.input_dims, list(map(_INPUT_DIMS, args)), keep, table.rows)
-            self._input_dims(table.input_types, list(map(_INPUT_TYPE, args)), keep, table.rows)
-            scalar_ops = np.flatnonzero(self._scalar_arg_names()[name] & keep)
-            if scalar_ops.size:  # Concrete Inputs only where the analysis reads them
-                concrete: list[Any] = [_NO_TEXT] * len(args)
-                for i in scalar_ops.tolist():
-                    concrete[i] = _CONCRETE_INPUTS(args[i])
-                self._input_dims(table.concrete_inputs, concrete, keep, table.rows)
+            # Input type and Concrete Inputs only where the analysis reads them
+            typed, scalars = self._arg_names()
+            for flags, getter, into in (
+                (typed, _INPUT_TYPE, table.input_types),
+                (scalars, _CONCRETE_INPUTS, table.concrete_inputs),
+            ):
+                wanted = np.flatnonzero(flags[name] & keep)
+                if wanted.size:
+                    texts: list[Any] = [_NO_TEXT] * len(args)
+                    for i in wanted.tolist():
+                        texts[i] = getter(args[i])
+                    self._input_dims(into, texts, keep, table.rows)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         n = int(keep.sum())
@@ -842,15 +843,18 @@ class _Builder:
         table.add(cols)
         self.kind_counts[kind] += n
 
-    def _scalar_arg_names(self) -> np.ndarray:
-        """Bool per name id (one extra slot for a missing name, -1): the name matches
-        :data:`SCALAR_ARG_OPS`, so its ``Concrete Inputs`` are kept."""
-        flags = self._scalar_flags
+    def _arg_names(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bool per name id (one extra slot, False, for a missing name, -1): the op's
+        ``Input type`` is kept (:func:`~.op_names.has_formula`), its ``Concrete Inputs``
+        are kept (:func:`~.op_names.needs_scalars`); extended as names are interned."""
+        flags = self._arg_flags
         if len(flags) < len(self.names):
             for name in list(self.names)[len(flags) :]:
-                flags.append(isinstance(name, str) and SCALAR_ARG_OPS.search(name) is not None)
-            self._scalar_flag_array = np.array([*flags, False], dtype=np.bool_)
-        return self._scalar_flag_array
+                text = name if isinstance(name, str) else ""
+                flags.append((op_names.has_formula(text), op_names.needs_scalars(text)))
+            table = np.array([*flags, (False, False)], dtype=np.bool_).reshape(-1, 2)
+            self._arg_flag_arrays = (table[:, 0].copy(), table[:, 1].copy())
+        return self._arg_flag_arrays
 
     def _comm(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
         # one pass, one tuple per event; list.count compares in C
