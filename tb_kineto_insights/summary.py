@@ -16,6 +16,8 @@ msgspec (``cache.encode_json``):
   to match ranks (:mod:`.analysis.communication`);
 - ``memory``: allocated/reserved over time, growth, live allocations by op
   (:mod:`.analysis.memory`);
+- ``efficiency``: kernel efficiency per op group against the device's roofline
+  (:mod:`.analysis.efficiency`);
 - ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
@@ -33,6 +35,7 @@ from typing import TypeVar
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
+from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
@@ -60,6 +63,7 @@ PANELS: tuple[str, ...] = (
     "idle",
     "communication",
     "memory",
+    "efficiency",
     "health",
     "tables",
 )
@@ -96,6 +100,7 @@ def _summarize(
     idle = idle_summary(index, thresholds, pieces=pieces)
     communication = communication_summary(index, thresholds)
     memory = memory_summary(index, thresholds)
+    efficiency = efficiency_summary(index, thresholds)
     tables = tables_summary(index)
     health = trace.health.panel(trace_quality_summary(index, thresholds))
     panels = {
@@ -104,6 +109,7 @@ def _summarize(
         "idle": idle,
         "communication": communication,
         "memory": memory,
+        "efficiency": efficiency,
         "health": health,
     }
     summary = Summary(
@@ -113,6 +119,7 @@ def _summarize(
         idle=idle,
         communication=communication,
         memory=memory,
+        efficiency=efficiency,
         health=health,
         tables=tables,
     )

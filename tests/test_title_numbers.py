@@ -2,7 +2,7 @@
 evidence values, in the title's unit and to the title's precision.
 
 The check (:func:`unmatched_numbers`) reads each number of the title with the unit that
-follows it (``%``, ``ms``/``µs``/``ns``/``s``, ``B``…``TiB``, ``x``, ``GB/s``, none) and
+follows it (``%``, ``ms``/``µs``/``ns``/``s``, ``B``…``TiB``, ``x``, ``GB/s``, ``TFLOP/s``, none) and
 looks for an evidence value (any number in the evidence, nested lists and objects
 included, and the length of a list) that shows as that number: ``%`` from a fraction
 (× 100), a duration from µs, a size from bytes (IEC), the rest as they are; within half
@@ -29,9 +29,11 @@ from tb_kineto_insights.cli.main import build_report
 
 _NUMBER = re.compile(
     r"(?<![\w.:=#/\-])(\d[\d,]*(?:\.\d+)?)(?![\w.]*[=_])"
-    r"\s?(%|ms|µs|us|ns|s|B|KiB|MiB|GiB|TiB|x|×|GB/s)?(?!\w)"
+    r"\s?(%|ms|µs|us|ns|s|B|KiB|MiB|GiB|TiB|x|×|GB/s|TFLOP/s)?(?!\w)"
 )
 _FRAME_LINE = re.compile(r"\.py\(\d+\)")
+#: An op group's input shapes (``[[32, 96, 128, 128], [], ...]``) are part of its name.
+_SHAPES = re.compile(r"\[[\d,\s\[\]]*\]")
 _SCALE: dict[str, list[float]] = {
     "%": [100.0],
     "ms": [1e-3],
@@ -46,7 +48,8 @@ _SCALE: dict[str, list[float]] = {
     "TiB": [1 / 1024**4],
     "x": [1.0],
     "×": [1.0],
-    "GB/s": [1.0],
+    "GB/s": [1.0, 1e-9],
+    "TFLOP/s": [1e-12],
     "": [1.0],
 }
 
@@ -76,7 +79,7 @@ def unmatched_numbers(title: str, evidence: dict[str, Any]) -> list[str]:
     missing = []
     # a Python frame's line number is part of its name (``train.py(42): step``), not a
     # figure: the evidence carries the name as text
-    title = _FRAME_LINE.sub(".py()", title)
+    title = _SHAPES.sub("[]", _FRAME_LINE.sub(".py()", title))
     for match in _NUMBER.finditer(title):
         text, unit = match.group(1), match.group(2) or ""
         shown = float(text.replace(",", ""))

@@ -11,6 +11,7 @@ import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } fr
 import { healthPanel } from "./panels/health";
 import { idlePanel } from "./panels/idle";
 import { kernelsPanel } from "./panels/kernels";
+import { efficiencyPanel } from "./panels/efficiency";
 import { memoryPanel } from "./panels/memory";
 import { overviewPanel } from "./panels/overview";
 import { type TimelineTarget, TimelineView } from "./panels/timeline";
@@ -81,6 +82,7 @@ const SPAN_PANELS: [string, string, string][] = [
   ],
   ["communication", "Communication", "Collective time per step, how much of it compute hides, bandwidth per kind, and skew across ranks."],
   ["memory", "Memory", "Allocated and reserved memory over time, per step, and what is still alive at the end."],
+  ["efficiency", "Efficiency", "Busy but slow? Each op group's achieved FLOP/s and bytes/s against this GPU's roofline."],
   ["health", "Trace health", "What the reader found in the file: events, damage, and Kineto's own warnings."],
 ];
 
@@ -644,6 +646,7 @@ export class App {
         }),
       );
     drawMemory();
+    fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
     fill(byId.health, () => healthPanel(summary));
   }
 

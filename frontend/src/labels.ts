@@ -87,6 +87,8 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   trace_unequal_steps: "Steps of very unequal length",
   trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
   trace_profiler_overhead: "Profiler overhead in the trace",
+  matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
+  low_kernel_efficiency: "Kernels far below the roofline",
 };
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {

@@ -43,7 +43,7 @@ export function sortDiagnoses(list: Diagnosis[] | null | undefined): Diagnosis[]
   });
 }
 
-export const PANEL_IDS = ["overview", "kernels", "idle", "communication", "memory", "health"] as const;
+export const PANEL_IDS = ["overview", "kernels", "idle", "communication", "memory", "efficiency", "health"] as const;
 export type PanelId = (typeof PANEL_IDS)[number] | "ranks";
 
 // A diagnosis's `panel` (summary key) → the page's panel.
@@ -60,6 +60,8 @@ export function panelForDiagnosis(panel: string | undefined, allRanks = false): 
       return "communication";
     case "memory":
       return "memory";
+    case "efficiency":
+      return "efficiency";
     case "health":
       return "health";
     case "run":

@@ -22,6 +22,7 @@ export interface Summary {
   idle: IdlePanel;
   communication: CommunicationPanel;
   memory: MemoryPanel;
+  efficiency: EfficiencyPanel;
   health: HealthPanel;
   tables: TablesPanel;
 }
@@ -776,6 +777,92 @@ export interface Allocation {
   lifetime_us: number | null;
 }
 /**
+ * ``summary.efficiency`` (``analysis.efficiency.efficiency_summary``): kernel
+ * efficiency per op group against the roofline of the device's datasheet peaks.
+ *
+ * ``device``: the device analysed (the one with the most kernel time), ``None`` without
+ * kernels. ``kernel_time_us_per_step``: its kernel time per step; ``covered_fraction``:
+ * the share of it in ``rows`` (op groups with a formula and shapes); ``rows``: the op
+ * groups by time, at most ``max_rows``; ``headline``: one line on the matmul work
+ * (e.g. "matmuls reach 74 % of the bf16 tensor roof"), ``None`` when there is none;
+ * ``notes``: why no claim is made where none is (no shapes, unknown GPU, no kernels).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyPanel".
+ */
+export interface EfficiencyPanel {
+  device: number | null;
+  device_name: string | null;
+  peak: EfficiencyPeak | null;
+  steps: number;
+  kernel_time_us_per_step: number;
+  covered_fraction: number;
+  headline: string | null;
+  rows: EfficiencyRow[];
+  notes: string[];
+}
+/**
+ * ``summary.efficiency.peak``: the roof used, per unit in FLOP/s (``None`` where the
+ * GPU has no such unit) and bytes/s. ``source``: the datasheet the figures come from
+ * (or ``"--threshold"`` for peaks given by the user); ``model``: the table's row (or
+ * the device's own name for user peaks). Datasheet peaks are ceilings.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyPeak".
+ */
+export interface EfficiencyPeak {
+  device_name: string;
+  model: string;
+  source: string;
+  fp64_flops_per_s: number | null;
+  fp64_tensor_flops_per_s: number | null;
+  fp32_flops_per_s: number | null;
+  tf32_tensor_flops_per_s: number | null;
+  bf16_tensor_flops_per_s: number | null;
+  fp16_tensor_flops_per_s: number | null;
+  fp8_tensor_flops_per_s: number | null;
+  memory_bytes_per_s: number;
+}
+/**
+ * One op group of ``summary.efficiency.rows[]``: op name + input shapes + dtype.
+ *
+ * ``category``: ``matmul``, ``conv``, ``attention`` (FLOPs from shapes) or ``memory``
+ * (element-wise, reduction, norm, copy: bytes only). ``unit``: the roof used
+ * (``fp32``, ``tf32_tensor``, ``bf16_tensor``, ``fp16_tensor``, ``fp8_tensor``,
+ * ``fp64``, ``fp64_tensor``, ``memory``). Rates are per second of the group's own
+ * kernel time; ``arithmetic_intensity`` = FLOPs / bytes; ``attainable_flops_per_s`` =
+ * min(peak of its unit, intensity × memory bandwidth); ``roof_fraction`` = achieved
+ * FLOP/s / attainable (memory ops: achieved bytes/s / bandwidth); ``bound``:
+ * ``compute`` or ``memory``. ``None`` where no claim is possible (no peak for this GPU
+ * or unit). ``cuda_cores``: an fp32 matmul/conv whose kernels run on CUDA cores (names
+ * with ``sgemm``/``ffma``/``simt``/``f32f32`` and no ``tf32``). ``reason``: why a
+ * compute-bound group is far below its roof, when its shapes show it.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyRow".
+ */
+export interface EfficiencyRow {
+  op: string;
+  shapes: string;
+  dtype: string;
+  category: string;
+  unit: string | null;
+  kernels: string[];
+  calls_per_step: number;
+  time_us_per_step: number;
+  flops_per_call: number | null;
+  bytes_per_call: number;
+  achieved_flops_per_s: number | null;
+  achieved_bytes_per_s: number;
+  arithmetic_intensity: number | null;
+  peak_flops_per_s: number | null;
+  attainable_flops_per_s: number | null;
+  roof_fraction: number | null;
+  bound: string | null;
+  cuda_cores: boolean;
+  reason: string | null;
+}
+/**
  * ``summary.health``: what the reader saw
  * (:class:`~tb_kineto_insights.trace.model.TraceHealth`, whose docstring defines each
  * field). ``device_properties``, ``distributed_info`` and ``metadata`` are copied from
@@ -1236,7 +1323,8 @@ export interface SupersededDiagnosis {
  * ``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
  * more span summaries each) compared: the headline step time, metric rows judged
  * against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
- * appeared/disappeared, per-rank step time, the largest changes, ``warnings``.
+ * appeared/disappeared, per-rank step time, the largest changes, kernel efficiency per op
+ * group (``efficiency``), ``warnings``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffDocument".
@@ -1255,6 +1343,7 @@ export interface DiffDocument {
   diagnoses: DiffDiagnoses;
   per_rank: DiffRankRow[];
   largest_changes: LargestChange[];
+  efficiency: DiffEfficiencyRow[];
   noise_rule: string;
 }
 /**
@@ -1538,6 +1627,28 @@ export interface LargestChange {
   name: string;
   delta_us_per_step: number;
   verdict: string;
+}
+/**
+ * One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
+ * dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
+ * ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
+ * shape, or that side has no efficiency panel). No verdict: a summary keeps one value
+ * per group, not one per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "DiffEfficiencyRow".
+ */
+export interface DiffEfficiencyRow {
+  op: string;
+  shapes: string;
+  base_dtype: string | null;
+  exp_dtype: string | null;
+  base_time_us_per_step: number | null;
+  exp_time_us_per_step: number | null;
+  base_achieved_flops_per_s: number | null;
+  exp_achieved_flops_per_s: number | null;
+  base_roof_fraction: number | null;
+  exp_roof_fraction: number | null;
 }
 /**
  * The timeline of one step window (``analysis.context``'s windows, the ones every

@@ -26,7 +26,8 @@ These raise nothing below ``min_impact_fraction`` and take their severity from
 costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
 per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
 events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
-Memory and communication diagnoses come from their own modules, and the trace-quality
+Memory, communication and efficiency (``matmul_without_tensor_cores``,
+``low_kernel_efficiency``) diagnoses come from their own modules, and the trace-quality
 ones (``trace_*`` but ``trace_data_loss``: is the trace representative; impact 0,
 severity from what they put in doubt) from :mod:`.trace_quality`.
 """
@@ -42,6 +43,7 @@ import numpy as np
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
 from tb_kineto_insights.analysis.findings import (
     make_diagnosis,
     severity_for_impact,
@@ -54,6 +56,7 @@ from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.efficiency import EfficiencyPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
 from tb_kineto_insights.schema.kernels import KernelsPanel
@@ -640,7 +643,8 @@ def diagnose(
     ``panels``: panel name → its Struct (``steps`` :class:`StepsPanel`, ``kernels``
     :class:`KernelsPanel`, ``idle`` :class:`IdlePanel`, ``communication``
     :class:`CommunicationPanel`, ``memory`` :class:`MemoryPanel`, ``health``
-    :class:`HealthPanel`); a panel left out raises none of the diagnoses that read it.
+    :class:`HealthPanel`, ``efficiency`` :class:`EfficiencyPanel`); a panel left out
+    raises none of the diagnoses that read it.
 
     Raises:
         TypeError: a panel is not the Struct of its name.
@@ -702,6 +706,9 @@ def diagnose(
         out.extend(communication_diagnoses(communication, steps, th))
     if memory is not None:
         out.extend(memory_diagnoses(memory, th))
+    efficiency = _panel(panels, "efficiency", EfficiencyPanel)
+    if efficiency is not None and steps is not None:
+        out.extend(efficiency_diagnoses(efficiency, steps, th))
     if health is not None:
         out.extend(trace_quality_diagnoses(health.trace_quality, th))
     return sort_diagnoses(out)

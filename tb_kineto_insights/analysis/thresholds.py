@@ -131,6 +131,24 @@ class Thresholds:
     quality_blocking_launch_fraction: float = 0.9
     #: ... among at least this many launches linked to a kernel.
     quality_blocking_min_launches: int = 20
+    #: low_kernel_efficiency: a matmul/conv/attention op group (tensor cores, or any unit
+    #: but fp32 on CUDA cores, which has its own verdict) reaching less than this share of
+    #: its roofline (min(peak, intensity × bandwidth)) ...
+    low_kernel_efficiency_roof_fraction: float = 0.30
+    #: ... costs the time above what it would take at this share of the same roof: what
+    #: cuBLAS reaches on large aligned GEMMs (eff_gemm_aligned, bf16 4096³: 0.80 of the
+    #: H200's bf16 peak; 0.6 leaves a margin). matmul_without_tensor_cores uses the same
+    #: cap on the efficiency it assumes on tensor cores.
+    efficiency_reachable_roof_fraction: float = 0.60
+    #: Roofline peaks for a GPU that the table (analysis/data/gpu_peaks.json) does not
+    #: know, or to replace its figures: dense 16-bit tensor-core FLOP/s (bf16/fp16), fp32
+    #: FLOP/s on CUDA cores, and memory bytes/s. 0 = from the table; the user's peaks are
+    #: used when the bandwidth and at least one FLOP/s figure are given.
+    peak_tensor_flops_per_s: float = 0.0
+    peak_fp32_flops_per_s: float = 0.0
+    peak_memory_bytes_per_s: float = 0.0
+    #: Op groups listed in ``efficiency.rows`` (by time per step).
+    efficiency_max_rows: int = 40
     #: Points per memory series sent for display (peaks kept).
     memory_series_points: int = 2000
     #: Gaps listed in ``idle.largest_gaps`` per device.

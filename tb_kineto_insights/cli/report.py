@@ -412,6 +412,11 @@ def _write_summary(
             + short_txt
             + f" ({kernels.count} in the trace, total)\n"
         )
+    efficiency = getattr(summary, "efficiency", None)  # absent from older summaries
+    if efficiency is not None and efficiency.device is not None:
+        gpu = efficiency.peak.model if efficiency.peak else (efficiency.device_name or "?")
+        said = efficiency.headline or "; ".join(efficiency.notes) or "no op group with FLOPs"
+        out.write(f"   efficiency ({gpu}): {said}\n")
     _write_communication(summary.communication, out, matched)
     n_steps = max(steps.count, 1)
     for dev in summary.idle.devices:

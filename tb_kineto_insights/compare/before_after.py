@@ -220,11 +220,15 @@ def _table_text(table: DiffOps, noun: str) -> list[str]:
     return lines
 
 
+def _tflops(flops_per_s: float | None) -> str:
+    return "-" if flops_per_s is None else f"{flops_per_s / 1e12:.0f}"
+
+
 def diff_text(doc: DiffDocument) -> str:
     """Terminal rendering: unlike-for-like recording differences first, then the
-    headline, then the largest changes, metrics (with the communication rows), DDP
-    buckets, kernels (communication kernels apart, not judged), diagnoses
-    gained/lost/kept (span- and run-level) and warnings."""
+    headline, then the largest changes, the matmul-class op groups' TFLOP/s, metrics
+    (with the communication rows), DDP buckets, kernels (communication kernels apart,
+    not judged), diagnoses gained/lost/kept (span- and run-level) and warnings."""
     h = doc.headline
     speed = h.speedup
     # unlike-for-like recordings first: they qualify every number below
@@ -248,6 +252,18 @@ def diff_text(doc: DiffDocument) -> str:
         delta = c.delta_us_per_step
         signed = ("+" if delta >= 0 else "") + fmt_duration_us(delta)
         lines.append(f"  {signed:>12s}  {c.what:6s} {c.name}  [{c.verdict}]")
+    matmuls = [
+        g for g in doc.efficiency if g.base_achieved_flops_per_s or g.exp_achieved_flops_per_s
+    ]
+    if matmuls:
+        lines.append("\nKernel efficiency (matmul/conv/attention groups, TFLOP/s; no verdict):")
+        for g in matmuls[:8]:
+            before = _tflops(g.base_achieved_flops_per_s)
+            after = _tflops(g.exp_achieved_flops_per_s)
+            lines.append(
+                f"  {before:>6s} -> {after:>6s}  {g.base_dtype or '-'} -> {g.exp_dtype or '-'}"
+                f"  {g.op} {g.shapes[:60]}"
+            )
     lines.append("\nMetrics:")
     notes = []
     for m in doc.metrics:

@@ -574,7 +574,8 @@ def diff(
     size, CUDA versions, profiler settings), ``comparability`` (unlike-for-like
     recording differences ``{field, base, new, why, source}``,
     :mod:`.comparability`), ``per_rank`` (runs with matching ranks),
-    ``largest_changes`` and ``noise_rule``.
+    ``largest_changes``, ``efficiency`` (op groups matched by op + shapes:
+    :func:`efficiency_rows`) and ``noise_rule``.
 
     Raises:
         ValueError: a side has no summaries or no steps.
@@ -674,9 +675,76 @@ def diff(
         },
         "per_rank": _per_rank(base, exp, step_floor_us, th),
         "largest_changes": largest,
+        "efficiency": efficiency_rows(base, exp),
         "noise_rule": NOISE_RULE,
     }
     return msgspec.convert(doc, DiffDocument)
+
+
+#: Op groups listed in ``diff.efficiency`` (by the larger side's time per step).
+EFFICIENCY_DIFF_ROWS = 20
+
+
+def _efficiency_groups(side: Side) -> dict[tuple[str, str], dict[str, Any]]:
+    """(op, shapes) → dtype, time per step (mean over the side's spans), achieved FLOP/s
+    (FLOPs over kernel time, pooled) and roof fraction (time-weighted) of one side."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    spans = 0
+    for _, summary in side:
+        panel = getattr(summary, "efficiency", None)
+        if panel is None:
+            continue
+        spans += 1
+        for r in panel.rows:
+            a = acc.setdefault(
+                (r.op, r.shapes),
+                {"dtype": r.dtype, "time": 0.0, "flops": 0.0, "has_flops": False, "roof": 0.0,
+                 "roof_time": 0.0},
+            )  # fmt: skip
+            a["time"] += r.time_us_per_step
+            if r.flops_per_call is not None:
+                a["flops"] += r.flops_per_call * r.calls_per_step
+                a["has_flops"] = True
+            if r.roof_fraction is not None:
+                a["roof"] += r.roof_fraction * r.time_us_per_step
+                a["roof_time"] += r.time_us_per_step
+    out = {}
+    for key, a in acc.items():
+        time_us = a["time"] / max(spans, 1)
+        out[key] = {
+            "dtype": a["dtype"],
+            "time_us_per_step": time_us,
+            "achieved_flops_per_s": a["flops"] / (a["time"] / 1e6)
+            if a["has_flops"] and a["time"] > 0
+            else None,
+            "roof_fraction": a["roof"] / a["roof_time"] if a["roof_time"] > 0 else None,
+        }
+    return out
+
+
+def efficiency_rows(base: Side, exp: Side) -> list[dict[str, Any]]:
+    """``diff.efficiency``: op groups matched by op + input shapes (so an fp32 GEMM and
+    its bf16 version after autocast are one row, the dtype shown per side), the
+    :data:`EFFICIENCY_DIFF_ROWS` with the most time per step on either side."""
+    b, e = _efficiency_groups(base), _efficiency_groups(exp)
+    keys = sorted(
+        set(b) | set(e),
+        key=lambda k: (
+            -max(
+                b.get(k, {}).get("time_us_per_step", 0.0), e.get(k, {}).get("time_us_per_step", 0.0)
+            )
+        ),
+    )[:EFFICIENCY_DIFF_ROWS]
+    rows = []
+    for op, shapes in keys:
+        row: dict[str, Any] = {"op": op, "shapes": shapes}
+        for side, groups in (("base", b), ("exp", e)):
+            g = groups.get((op, shapes))
+            row[f"{side}_dtype"] = g["dtype"] if g else None
+            for field in ("time_us_per_step", "achieved_flops_per_s", "roof_fraction"):
+                row[f"{side}_{field}"] = g[field] if g else None
+        rows.append(row)
+    return rows
 
 
 def _rank(summary: Summary) -> Any:

@@ -1260,3 +1260,46 @@ def test_long_kernel_names_are_cut_in_the_middle(open_page: Any) -> None:
     assert len(gemms) >= 2 and len(set(gemms)) == len(gemms), gemms
     assert all(len(s) <= 48 and "…" in s for s in gemms), gemms
     assert len(set(shown)) == len(shown)
+
+
+def test_efficiency_panel_roofline_and_sortable_table(open_page: Any) -> None:
+    """sample_logs/eff_mlp_fp32: the matmul_without_tensor_cores card points at the
+    efficiency panel, which draws the roofline and a table sorted by time that re-sorts
+    on a header click; the datasheet-ceiling note is said."""
+    page = open_page("#kineto_insights&ki_run=eff_mlp_fp32", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS, "efficiency"))
+    card = frame.locator('[data-diagnosis-id="matmul_without_tensor_cores"]')
+    assert card.get_attribute("data-target") == "efficiency"
+    panel = frame.locator("#ki-panel-efficiency")
+    assert panel.get_attribute("data-state") == "ready"
+    assert panel.locator(".chart canvas").count() >= 1
+    text = panel.inner_text()
+    assert "H200 SXM" in text and "ceilings" in text
+    rows = panel.locator("table.efficiency-table tbody tr")
+    assert rows.count() >= 4
+    assert rows.first.inner_text().startswith("aten::mm")  # most time first
+    panel.locator("table.efficiency-table th", has_text="calls / step").click()
+    first = panel.locator("table.efficiency-table tbody tr").first.inner_text()
+    assert first.startswith("aten::mm") and "15" in first  # 15 mm calls per step
+    shoot(frame, "eff_mlp_fp32", "efficiency")
+
+
+def test_diff_shows_efficiency_per_op_group(open_page: Any) -> None:
+    """eff_mlp_fp32 → eff_mlp_bf16: the mm group is one row, fp32 → bf16, with its
+    achieved TFLOP/s on both sides, and matmul_without_tensor_cores is lost."""
+    base, exp = "eff_mlp_fp32", "eff_mlp_bf16"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"))
+    rows = frame.locator("#ki-panel-diff-changes table.efficiency-diff tbody tr")
+    assert rows.count() >= 2
+    mm = rows.filter(has_text="aten::mm").first.inner_text()
+    assert "fp32 → bf16" in mm and "TFLOP/s" in mm
+    assert "matmul_without_tensor_cores" in frame.locator(
+        "#ki-panel-diff-diagnoses"
+    ).inner_text() or (
+        "fp32 matmuls on CUDA cores" in frame.locator("#ki-panel-diff-diagnoses").inner_text()
+    )

@@ -13,6 +13,7 @@ const PANEL_NAMES: Record<string, string> = {
   idle: "Idle gaps",
   communication: "Communication",
   memory: "Memory",
+  efficiency: "Efficiency",
   health: "Trace health",
   ranks: "Across ranks",
 };

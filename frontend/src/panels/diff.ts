@@ -3,12 +3,13 @@
 
 import { chart } from "../charts";
 import { badge, el, nameCell, table } from "../dom";
-import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum, shortenNames } from "../format";
+import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtPercent, fmtSignedPercent, fmtSpeedup, isNum, shortenNames } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
 import { type OneSidedRow, headlineParts, largestChanges, oneSidedRows, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
-import type { DdpBucketStats, DiffDocument, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
+import type { DdpBucketStats, DiffDocument, DiffEfficiencyRow, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
+import { fmtRate } from "./efficiency";
 import { col, row, subhead } from "./shell";
 
 export function verdictBadge(verdict: string | undefined): HTMLElement {
@@ -206,6 +207,24 @@ export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
         ],
         rows,
         { className: "one-sided" },
+      ),
+    );
+  }
+  const eff = (doc.efficiency ?? []).filter((r) => isNum(r.base_achieved_flops_per_s) || isNum(r.exp_achieved_flops_per_s));
+  if (eff.length) {
+    out.push(
+      subhead("Kernel efficiency by op group", "Matmul, convolution and attention groups matched by op and input shapes: achieved FLOP/s (FLOPs from the shapes ÷ kernel time) and share of the roof on each side. No verdict: a summary keeps one value per group, not one per step."),
+      table<DiffEfficiencyRow>(
+        [
+          { header: "Op group", className: "name-col", cell: (r) => nameCell(`${r.op} ${r.shapes}`) },
+          { header: "dtype", cell: (r) => `${r.base_dtype ?? "–"} → ${r.exp_dtype ?? "–"}` },
+          { header: "Base", numeric: true, title: "Achieved FLOP/s in the base.", cell: (r) => fmtRate(r.base_achieved_flops_per_s, "FLOP/s") },
+          { header: "Experiment", numeric: true, title: "Achieved FLOP/s in the experiment.", cell: (r) => fmtRate(r.exp_achieved_flops_per_s, "FLOP/s") },
+          { header: "Of roof", numeric: true, title: "Achieved ÷ attainable under this GPU's roofline, base → experiment.", cell: (r) => `${fmtPercent(r.base_roof_fraction)} → ${fmtPercent(r.exp_roof_fraction)}` },
+          { header: "Time /step", numeric: true, cell: (r) => `${fmtDuration(r.base_time_us_per_step)} → ${fmtDuration(r.exp_time_us_per_step)}` },
+        ],
+        eff.slice(0, 12),
+        { className: "efficiency-diff" },
       ),
     );
   }
