@@ -37,6 +37,7 @@ export const BREAKDOWN_DEFINITIONS: Record<string, string> = {
 export const IDLE_ORDER = [
   "data_loading",
   "host_sync",
+  "allocator",
   "optimizer_step",
   "launching",
   "cpu_ops",
@@ -47,6 +48,7 @@ export const IDLE_ORDER = [
 export const IDLE_LABELS: Record<string, string> = {
   data_loading: "Data loading",
   host_sync: "Host sync",
+  allocator: "Memory allocation calls",
   optimizer_step: "Optimizer step",
   launching: "Kernel launching",
   cpu_ops: "Other CPU ops",
@@ -58,6 +60,8 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
   host_sync:
     "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+  allocator:
+    "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
   cpu_ops: "The host was running other CPU ops while the GPU waited.",

@@ -247,7 +247,9 @@ export interface IdlePanel {
 /**
  * One GPU's idle time: totals, time by cause (``causes``: cause →
  * :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
- * the host was doing, and the cost of short kernels (``short_kernels``).
+ * the host was doing, the cost of short kernels (``short_kernels``) and of the
+ * optimizer step (``optimizer``), and the ops holding the ``cpu_ops`` idle, most idle
+ * first (``cpu_ops_top``: the outermost CPU op on the launching thread).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -265,6 +267,8 @@ export interface IdleDevice {
   };
   sync_opened_gaps: number;
   short_kernels: ShortKernelCost;
+  optimizer: OptimizerStepCost;
+  cpu_ops_top: OpIdle[];
   per_step: IdleStep[];
   gap_histogram: HistogramBin[];
   largest_gaps: IdleGap[];
@@ -297,6 +301,57 @@ export interface ShortKernelCost {
   launch_bound_kernel_us: number;
   cost_us: number;
   cost_fraction_of_step_time: number;
+}
+/**
+ * ``summary.idle.devices[].optimizer``: what the optimizer step costs this device.
+ *
+ * ``idle_us``: GPU idle while the launching thread is inside ``Optimizer.step#…`` /
+ * ``Optimizer.zero_grad#…`` (the ``optimizer_step`` idle cause); ``busy_us``: wall
+ * time of the GPU work launched from inside those ranges (launch call inside one, by
+ * correlation); ``cost_us`` = the two, ``cost_fraction_of_step_time`` over the summed
+ * step time. ``mode``: ``per_parameter``, ``foreach``, ``fused``, ``compiled`` or
+ * ``none`` (read from its kernels: :func:`tb_kineto_insights.analysis.idle.optimizer_mode`).
+ * ``launch_bound_idle_us`` / ``launch_bound_kernel_us``: the part of the short-kernel
+ * cost (``short_kernels``) that lies in the optimizer step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OptimizerStepCost".
+ */
+export interface OptimizerStepCost {
+  ranges_per_step: number;
+  host_us: number;
+  idle_us: number;
+  busy_us: number;
+  cost_us: number;
+  cost_fraction_of_step_time: number;
+  idle_fraction_of_step_time: number;
+  kernels_per_step: number;
+  mode: string;
+  top_kernels: OptimizerKernel[];
+  launch_bound_idle_us: number;
+  launch_bound_kernel_us: number;
+}
+/**
+ * A kernel launched from the optimizer step: short name, count and time per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OptimizerKernel".
+ */
+export interface OptimizerKernel {
+  name: string;
+  count_per_step: number;
+  us_per_step: number;
+}
+/**
+ * An op and the GPU idle time it overlaps (``us``, its share of step time).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OpIdle".
+ */
+export interface OpIdle {
+  name: string;
+  us: number;
+  fraction_of_step_time: number;
 }
 /**
  * ``summary.idle.devices[].per_step[]``.

@@ -36,6 +36,9 @@ DIAGNOSIS_IDS: tuple[str, ...] = (
     "trace_unequal_steps",
     "trace_cuda_launch_blocking",
     "trace_profiler_overhead",
+    "optimizer_step_bound",
+    "allocator_churn",
+    "cudnn_autotune_in_step",
 )
 
 

@@ -439,6 +439,7 @@ var __kinetoInsights = (() => {
   var IDLE_ORDER = [
     "data_loading",
     "host_sync",
+    "allocator",
     "optimizer_step",
     "launching",
     "cpu_ops",
@@ -448,6 +449,7 @@ var __kinetoInsights = (() => {
   var IDLE_LABELS = {
     data_loading: "Data loading",
     host_sync: "Host sync",
+    allocator: "Memory allocation calls",
     optimizer_step: "Optimizer step",
     launching: "Kernel launching",
     cpu_ops: "Other CPU ops",
@@ -457,6 +459,7 @@ var __kinetoInsights = (() => {
   var IDLE_DEFINITIONS = {
     data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
     host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+    allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
     optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
     launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
     cpu_ops: "The host was running other CPU ops while the GPU waited.",
@@ -2196,6 +2199,8 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     } else {
       out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
     }
+    const extra = hostDetail(device, steps);
+    if (extra) out.push(extra);
     const hist = histogramChart(device.gap_histogram);
     const gaps = device.largest_gaps ?? [];
     out.push(
@@ -2255,6 +2260,49 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     }
     select.addEventListener("change", () => onDevice(select.value));
     return el("label", { className: "picker" }, "Device ", select);
+  }
+  var MODE_WORDS = {
+    per_parameter: "one parameter at a time (a kernel chain per tensor)",
+    foreach: "foreach (multi_tensor_apply)",
+    fused: "fused",
+    compiled: "compiled (Triton)",
+    none: "no GPU kernel"
+  };
+  function hostDetail(device, steps) {
+    const per = (us) => fmtDuration(steps ? us / steps : us);
+    const ops = device.cpu_ops_top ?? [];
+    const opt = device.optimizer;
+    const cols = [];
+    if (ops.length) {
+      cols.push(
+        col(
+          subhead("Other CPU ops: which", "The outermost CPU ops on the launching thread during the idle attributed to other CPU ops, most idle first."),
+          table(
+            [
+              { header: "Op", className: "name-col", cell: (o) => nameCell(o.name, o.name) },
+              { header: "Idle per step", numeric: true, title: "GPU idle overlapping this op ÷ number of steps.", cell: (o) => per(o.us) },
+              { header: "Of step time", numeric: true, title: DEFINITIONS.fraction_of_step_time, cell: (o) => fmtPercent(o.fraction_of_step_time) }
+            ],
+            ops
+          )
+        )
+      );
+    }
+    if (opt && opt.cost_us > 0) {
+      cols.push(
+        col(
+          subhead("Optimizer step", "GPU idle while the host is in Optimizer.step / zero_grad, plus the GPU work launched from inside it."),
+          kpis([
+            { label: "optimizer step", value: fmtPercent(opt.cost_fraction_of_step_time), sub: `of step time, ${per(opt.cost_us)} per step`, definition: "(GPU idle in the optimizer step + its GPU work) ÷ step time." },
+            { label: "GPU idle in it", value: per(opt.idle_us), sub: "per step", definition: "GPU idle while the launching thread is inside the optimizer step." },
+            { label: "kernels", value: fmtCount(opt.kernels_per_step), sub: "per step", definition: "Kernels launched from inside the optimizer step." },
+            { label: "runs", value: MODE_WORDS[opt.mode] ?? opt.mode, definition: "Read from its kernels: multi_tensor_apply = foreach, a fused kernel = fused, Triton = compiled, else one kernel chain per parameter." }
+          ])
+        )
+      );
+    }
+    if (!cols.length) return null;
+    return row(...cols);
   }
 
   // src/panels/kernels.ts
@@ -2639,6 +2687,7 @@ ${more.trim()}` : ""));
     idle: {
       data_loading: "#d63c3c",
       host_sync: "#b8457a",
+      allocator: "#2a9d8f",
       optimizer_step: "#8250c4",
       launching: "#e8871e",
       cpu_ops: "#d4a72c",
@@ -2676,6 +2725,7 @@ ${more.trim()}` : ""));
     idle: {
       data_loading: "#f07070",
       host_sync: "#e27aab",
+      allocator: "#5cc8b8",
       optimizer_step: "#b28cf0",
       launching: "#f5a54a",
       cpu_ops: "#e9c85e",
