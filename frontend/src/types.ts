@@ -689,6 +689,7 @@ export interface Fragmentation {
   allocated_peak_growth_bytes_per_step: number | null;
   excess_reserved_growth_bytes_per_step: number | null;
   largest: NewSegmentEvent[];
+  stale_events_ignored: number;
 }
 /**
  * ``summary.memory.devices[].fragmentation.per_step[]``.

@@ -58,7 +58,12 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   second (minus 0 when the peak falls; never below 0), the reserved growth live memory
   does not need. A leak fragments the cache too (kept blocks split cached ones), but
   then reserved grows as the allocated peak does and the excess is about 0.
-  ``largest``: the biggest events with their time, step, bytes and op. Two caveats make
+  ``largest``: the biggest events with their time, step, bytes and op. An event with a
+  device-memory release (a ``cudaFree``/``cuMemFree``/``hipFree`` runtime call) between
+  it and the event before does not count (``stale_events_ignored``): the release
+  (``torch.cuda.empty_cache()``, an out-of-memory retry) emits no ``[memory]`` event, so
+  ``reserved[i-1]`` still holds the released segments and the "cached free" bytes no
+  longer exist. Two caveats make
   it say *more* than there is: the allocator keeps free blocks per CUDA stream, so bytes
   cached for another stream count as free here; a ``torch.cuda.empty_cache()`` between
   two events is invisible (reserved drops with no event), so the next event's "before"
@@ -87,6 +92,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
+from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
@@ -378,6 +384,16 @@ def _fragmentation(
     free_before = res[:-1] - (d.allocated[1:] - nbytes)
     new_segment = (nbytes > 0) & grew
     hit = new_segment & (nbytes > th.fragmentation_min_request_bytes) & (free_before >= nbytes)
+    # a release between the two events (cudaFree: torch.cuda.empty_cache(), an OOM
+    # retry) leaves the earlier Total Reserved stale: the "cached free" bytes are gone
+    rt = index.trace.runtime
+    frees = index.rows_where(m.RUNTIME, lambda n: nm.is_allocator_call(n) and "Free" in n)
+    free_t = np.sort(rt.start_ns[frees])
+    released = np.searchsorted(free_t, d.ts[1:], side="right") > np.searchsorted(
+        free_t, d.ts[:-1], side="right"
+    )
+    stale = hit & released
+    hit &= ~released
     idx = np.nonzero(hit)[0] + 1  # local event index
     growth = (res[idx] - res[idx - 1]).astype(np.int64)
     requested = d.bytes[idx]
@@ -429,6 +445,7 @@ def _fragmentation(
         allocated_peak_growth_bytes_per_step=peak_rate,
         excess_reserved_growth_bytes_per_step=excess,
         largest=largest,
+        stale_events_ignored=int(stale.sum()),
     ), idx[top]
 
 
