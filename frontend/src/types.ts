@@ -910,6 +910,7 @@ export interface TraceQuality {
   step_cv: number | null;
   launch_blocking: LaunchBlocking;
   profiler: ProfilerCost;
+  lost: LostData;
 }
 /**
  * ``summary.health.trace_quality.launch_blocking``: ``launches`` (runtime calls
@@ -939,6 +940,21 @@ export interface ProfilerCost {
   overhead_fraction: number | null;
   python_function_events_per_step: number;
   flow_events_per_step: number;
+}
+/**
+ * ``summary.health.trace_quality.lost``: what a file cut short lost
+ * (``analysis.lost.lost_data``, whose module docstring defines each field).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "LostData".
+ */
+export interface LostData {
+  file_ends_at_byte: number | null;
+  launches: number;
+  launches_without_gpu_event: number;
+  gpu_events_lost: boolean;
+  incomplete_steps: number[];
+  lost: string[];
 }
 /**
  * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name

@@ -607,8 +607,9 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
     damaged JSON (``health.damage``), and GPU events whose duration ran over the next
     event on their stream (clipped). Not about step time: severity follows the share of
     the trace's events that are unusable (``unusable_fraction``, also the
-    ``impact_fraction``): high ≥ 50 %, medium ≥ 5 % (or when CUPTI stopped early, Kineto
-    logged errors, or the file itself is damaged), else low."""
+    ``impact_fraction``): high ≥ 50 %, or when the file ends before its GPU events
+    (every GPU event lost: ``health.trace_quality.lost``), medium ≥ 5 % (or when CUPTI
+    stopped early, Kineto logged errors, or the file itself is damaged), else low."""
     if health is None:
         return None
     counts = health.kineto_record_counts
@@ -628,7 +629,8 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
     events = health.event_count + lost_events
     unusable = unusable_events / events if events else 0.0
     stopped = bool(counts.get("CUPTI stopped early?"))
-    if unusable >= 0.5:
+    cut = health.trace_quality.lost
+    if unusable >= 0.5 or cut.gpu_events_lost:
         severity = "high"
     elif unusable >= 0.05 or stopped or dropped_lines or damaged_regions:
         severity = "medium"
@@ -643,7 +645,19 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
         ),
         None,
     )
-    if ended is not None:  # what followed the end of the readable stream is unknown
+    if cut.gpu_events_lost and cut.file_ends_at_byte is not None:
+        title = (
+            f"The trace file ends at byte {cut.file_ends_at_byte:,}, before its GPU events: "
+            "all GPU events are lost"
+            + (f" ({cut.launches} launch calls without their work)" if cut.launches else "")
+            + "; no GPU number in this trace can be trusted"
+        )
+    elif cut.file_ends_at_byte is not None and ended is None:
+        title = (
+            f"The trace file ends at byte {cut.file_ends_at_byte:,} (cut short): lost "
+            + "; ".join(cut.lost)
+        )
+    elif ended is not None:  # what followed the end of the readable stream is unknown
         title = (
             f"The trace file ends after {ended.offset:,} bytes of JSON "
             f"({ended.problem.split(' (')[0]}): every event after that point is missing, and "
@@ -684,6 +698,11 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             "overran_stream_events": overran,
             "unusable_fraction": unusable,
             "events": events,
+            "file_ends_at_byte": cut.file_ends_at_byte,
+            "gpu_events_lost": cut.gpu_events_lost,
+            "launches_without_gpu_event": cut.launches_without_gpu_event,
+            "incomplete_steps": cut.incomplete_steps,
+            "lost": cut.lost,
         },
         "Numbers near the trace's edges may be off, and every panel misses what was "
         "dropped (see Trace health for why). Profile fewer steps per trace (schedule "

@@ -61,6 +61,7 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.group_sums import int_sums, int_sums_2d
+from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.idle import (
     HostThread,
@@ -659,7 +660,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     total_ns = steps.total_ns
     notes: list[str] = []
     if not index.devices:
-        notes.append("no GPU activity in this trace: nothing to be idle")
+        notes.append(gpu_lost_note(index) or "no GPU activity in this trace: nothing to be idle")
     if not steps.has_markers:
         notes.append("no ProfilerStep markers: the whole trace is one pseudo-step")
     activity = _ThreadActivity(index)

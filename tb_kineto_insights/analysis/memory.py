@@ -25,7 +25,8 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   its end (the last total at ``ts ≤ end``); the reserved peak likewise.
 - ``growth``: least-squares slope of step-end allocated bytes over the step number (bytes
   per step), its r² and whether it is *steady* (enough steps, slope and r² over the
-  thresholds).
+  thresholds). Only complete steps count: in a file cut short, the steps whose host
+  events after the cut are lost (``analysis.lost``: ``incomplete_steps``) are left out.
 - allocations matched to frees by ``Addr``: an allocation (``Bytes > 0``) is freed by the
   next event at the same address when that event is a free. A free whose address has no
   earlier event frees a block allocated before the trace window: counted in
@@ -96,6 +97,7 @@ from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
+from tb_kineto_insights.analysis.lost import lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -541,7 +543,21 @@ def _device_summary(
         points_in=n,
     )
     per_step = _per_step(d, index)
-    growth = _growth(per_step, th)
+    cut = lost_data(index)
+    incomplete = set(cut.incomplete_steps)
+    growth = _growth([p for p in per_step if p.number not in incomplete], th)
+    if cut.file_ends_at_byte is not None:
+        notes.append(
+            f"the file ends at byte {cut.file_ends_at_byte:,}: events written after it are "
+            "lost"
+            + (
+                "; step(s) "
+                + ", ".join(f"#{k}" for k in sorted(incomplete))
+                + " lack their host events after the cut and are left out of the growth"
+                if incomplete
+                else ""
+            )
+        )
 
     # peaks, cached free bytes, capacity
     peak_i = int(np.argmax(d.allocated))

@@ -2093,6 +2093,32 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         { label: "file", value: fmtBytes(h.file_bytes), sub: `${h.compressed ? "gzip, " : ""}${fmtBytes(h.json_bytes)} JSON`, definition: "Size of the trace file on disk, and of its JSON text." }
       ])
     ];
+    const cut = h.trace_quality?.lost;
+    if (cut && isNum(cut.file_ends_at_byte)) {
+      out.push(
+        el(
+          "div",
+          { className: "state warning" },
+          `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`
+        )
+      );
+    }
+    const damage = h.damage ?? [];
+    if (damage.length) {
+      out.push(
+        subhead("Damaged regions", `Every region of the file the reader could not read (${fmtCount(h.damaged_regions)} in all, ${fmtBytes(h.lost_bytes)} and ${fmtCount(h.lost_events)} events lost), by byte offset.`),
+        table(
+          [
+            { header: "Byte offset", numeric: true, cell: (d) => fmtCount(d.offset) },
+            { header: "Bytes", numeric: true, title: "Length of the damaged region.", cell: (d) => fmtCount(d.bytes) },
+            { header: "Events lost", numeric: true, cell: (d) => fmtCount(d.events) },
+            { header: "Problem", className: "name-col", cell: (d) => nameCell(d.problem, d.problem) }
+          ],
+          damage,
+          { limit: 20 }
+        )
+      );
+    }
     const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
     if (lost || logProblems) {
       out.push(
