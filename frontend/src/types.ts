@@ -1230,7 +1230,10 @@ export interface DiffSide {
   workers: string[];
 }
 /**
- * ``diff.headline``.
+ * ``diff.headline``: step time before → after, ``speedup`` (base / exp), the step
+ * time's ``verdict``, the high/medium diagnoses the experiment gained (``gained``) and
+ * the whole story in one line (``text``: "1.10x faster, but memory_growth (high)
+ * appeared").
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Headline".
@@ -1241,6 +1244,20 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+  gained: GainedDiagnosis[];
+  text: string;
+}
+/**
+ * ``diff.headline.gained[]``: a high or medium diagnosis the experiment has and the
+ * base has not (by id), with its severity and title on the experiment.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "GainedDiagnosis".
+ */
+export interface GainedDiagnosis {
+  id: string;
+  severity: string;
+  title: string;
 }
 /**
  * One unlike-for-like recording difference between the sides

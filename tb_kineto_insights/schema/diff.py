@@ -21,14 +21,28 @@ class DiffSide(Out, frozen=True, kw_only=True):
     workers: list[str]
 
 
+class GainedDiagnosis(Out, frozen=True, kw_only=True):
+    """``diff.headline.gained[]``: a high or medium diagnosis the experiment has and the
+    base has not (by id), with its severity and title on the experiment."""
+
+    id: str
+    severity: str
+    title: str
+
+
 class Headline(Out, frozen=True, kw_only=True):
-    """``diff.headline``."""
+    """``diff.headline``: step time before → after, ``speedup`` (base / exp), the step
+    time's ``verdict``, the high/medium diagnoses the experiment gained (``gained``) and
+    the whole story in one line (``text``: "1.10x faster, but memory_growth (high)
+    appeared")."""
 
     base_step_us: float
     exp_step_us: float
     speedup: float | None
     change_fraction: float | None
     verdict: str
+    gained: list[GainedDiagnosis]
+    text: str
 
 
 class SidePair(Out, frozen=True, kw_only=True):

@@ -492,7 +492,9 @@ var __kinetoInsights = (() => {
     regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
     changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
     "within noise": "A difference, but not beyond the step-to-step noise.",
-    unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
+    negligible: "A change of at least 1 % of the base value, but under 0.5 % of the base step time (0.5 pp for shares): real for this row, too small to matter for the step.",
+    unchanged: "Too small to matter: under 1 % of the base value.",
+    "moved partly": "Shrank while the experiment's DataLoader moved into worker processes, which the profiler does not trace: part of the op most likely runs there now. Not faster: moved.",
     "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
     added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
     removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",
@@ -839,7 +841,7 @@ var __kinetoInsights = (() => {
     return rows.slice(0, limit);
   }
   function verdictCounts(doc) {
-    const out = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
+    const out = { improved: 0, regressed: 0, changed: 0, "within noise": 0, negligible: 0, unchanged: 0, "not judged": 0 };
     for (const m of doc?.metrics ?? []) {
       const v = m.verdict;
       if (v in out) out[v] += 1;
@@ -854,7 +856,9 @@ var __kinetoInsights = (() => {
       exp: fmtDuration(h.exp_step_us),
       speedup: isNum(h.speedup) ? h.speedup : null,
       change: isNum(h.change_fraction) ? h.change_fraction : null,
-      verdict: h.verdict ?? "within noise"
+      verdict: h.verdict ?? "within noise",
+      text: typeof h.text === "string" && h.text ? h.text : null,
+      gained: h.gained ?? []
     };
   }
   function countRows(counts) {
@@ -1867,6 +1871,12 @@ var __kinetoInsights = (() => {
         " ",
         verdictBadge(h.verdict)
       ),
+      h.text ? el(
+        "div",
+        { className: `headline-text${h.gained.length ? " gained" : ""}`, title: "The step time's change in words, and the high or medium diagnoses the experiment gained." },
+        h.text
+      ) : null,
+      ...h.gained.map((g) => el("div", { className: `headline-gained sev-${g.severity}`, title: g.title }, `${g.id} (${g.severity}): ${g.title}`)),
       el(
         "div",
         { className: "headline-sides" },
@@ -1878,7 +1888,7 @@ var __kinetoInsights = (() => {
       el(
         "div",
         { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-        ...["regressed", "improved", "changed", "within noise", "unchanged", "not judged"].map(
+        ...["regressed", "improved", "changed", "within noise", "negligible", "unchanged", "not judged"].map(
           (v) => el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`)
         )
       )

@@ -40,6 +40,14 @@ export function diffHeadline(doc: DiffDocument): Node[] {
       " ",
       verdictBadge(h.verdict),
     ),
+    h.text
+      ? el(
+          "div",
+          { className: `headline-text${h.gained.length ? " gained" : ""}`, title: "The step time's change in words, and the high or medium diagnoses the experiment gained." },
+          h.text,
+        )
+      : null,
+    ...h.gained.map((g) => el("div", { className: `headline-gained sev-${g.severity}`, title: g.title }, `${g.id} (${g.severity}): ${g.title}`)),
     el(
       "div",
       { className: "headline-sides" },
@@ -51,7 +59,7 @@ export function diffHeadline(doc: DiffDocument): Node[] {
     el(
       "div",
       { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-      ...(["regressed", "improved", "changed", "within noise", "unchanged", "not judged"] as const).map((v) =>
+      ...(["regressed", "improved", "changed", "within noise", "negligible", "unchanged", "not judged"] as const).map((v) =>
         el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`),
       ),
     ),
