@@ -37,20 +37,27 @@ Usage (on a machine with a CUDA GPU)::
 
 from __future__ import annotations
 
-import argparse
-import gc
-import json
 import os
-import platform
-import random
-import shutil
-import statistics
-import time
-from collections.abc import Callable
-from pathlib import Path
 
-import torch
-from torch import nn
+# NVLink multicast stays off on shared multi-GPU hosts (as in every recording script),
+# set before torch is imported.
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 ACTIVE = 4
 WAIT, WARMUP = 1, 1
