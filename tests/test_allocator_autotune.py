@@ -208,3 +208,22 @@ def test_recorded_cudnn_autotune_within_a_quarter_of_its_cost() -> None:
     assert "low_gpu_utilization" not in found
     fixed = _recorded("cudnn_autotune_fixed")
     assert fixed["diagnoses"] == []
+
+
+def test_diff_of_the_recorded_pair_shows_the_allocator_idle_gone() -> None:
+    """allocator_empty_cache → allocator_cached: the allocator idle per step (1.8 ms) goes
+    to 0 and is judged improved; allocator_churn is among the diagnoses that
+    disappeared."""
+    from tb_kineto_insights.compare.before_after import compare, load_side
+
+    logs = REPO / "sample_logs"
+    doc = as_json(
+        compare(
+            load_side(str(logs / "allocator_empty_cache")),
+            load_side(str(logs / "allocator_cached")),
+        )
+    )
+    row = {m["key"]: m for m in doc["metrics"]}["idle.allocator_us"]
+    assert 1500 <= row["base"] <= 2200 and row["exp"] == 0.0
+    assert row["verdict"] == "improved"
+    assert "allocator_churn" in doc["diagnoses"]["disappeared"]

@@ -166,7 +166,7 @@ def _memory_growth(s: Summary) -> list[float] | None:
 
 
 _CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec")
-_CAUSES = ("data_loading", "host_sync", "optimizer_step", "launching", "cpu_ops")
+_CAUSES = ("data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops")
 
 METRICS: tuple[Metric, ...] = (
     Metric(
