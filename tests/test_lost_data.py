@@ -71,6 +71,18 @@ def test_cut_in_the_gpu_section_keeps_the_host_verdicts(tmp_path: Path, into_gpu
     assert loss["severity"] == "medium"
     assert f"ends at byte {end:,}" in loss["title"]
     assert s["kernels"]["notes"] == [] or not s["kernels"]["notes"][0].startswith("GPU events lost")
+    # the steps whose launches or GPU events were cut off are left out of the step
+    # panels: the cut trace gets the whole file's diagnoses, the loss, and (one step left
+    # of five) too few steps
+    early = into_gpu == 0.3
+    assert s["health"]["steps_without_gpu_data"] == ([3, 4, 5, 6] if early else [6])
+    whole = _cut_ids(tmp_path, len(RAW))
+    extra = {"trace_data_loss"} | ({"trace_too_few_steps"} if early else set())
+    assert {d["id"] for d in s["diagnoses"]} == whole | extra
+
+
+def _cut_ids(tmp_path: Path, n: int) -> set[str]:
+    return {d["id"] for d in _cut(tmp_path, n)["diagnoses"]}
 
 
 def test_whole_file_loses_nothing(tmp_path: Path) -> None:
