@@ -50,7 +50,10 @@ export interface Diagnosis {
  * windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
  * None with fewer than 2 steps), the mean time per step by category
  * (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
- * kernel time / step time, per device and overall).
+ * kernel time / step time, per device and overall). ``origin_ns``: the first step's
+ * start on the trace's own clock (Kineto ``ts`` × 1000, counted from the file's
+ * ``baseTimeNanoseconds`` when it has one; ``steps[].start_us`` count from it), None
+ * without steps.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StepsPanel".
@@ -72,6 +75,7 @@ export interface StepsPanel {
   main_device: number | null;
   devices: StepDevice[];
   steps: Step[];
+  origin_ns: number | null;
 }
 /**
  * ``summary.steps.devices[]``.

@@ -75,7 +75,8 @@ def summary_decoder() -> msgspec.json.Decoder[Summary]:
 
 def json_schemas() -> dict[str, dict[str, Any]]:
     """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
-    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json`` (JSON Schema
+    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json``,
+    ``history.schema.json`` (JSON Schema
     2020-12, as written by ``msgspec.json.schema``; Struct docstrings become
     ``description``)."""
     out: dict[str, dict[str, Any]] = {}
@@ -84,6 +85,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("run_view", RunView),
         ("diff", _diff_document()),
         ("report", Report),
+        ("history", _history_document()),
     ):
         schema = msgspec.json.schema(typ)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -112,6 +114,13 @@ def _diff_document() -> type[DiffDocument]:
     from tb_kineto_insights.schema.diff import DiffDocument
 
     return DiffDocument
+
+
+def _history_document() -> type[Any]:
+    """:class:`~tb_kineto_insights.schema.history.HistoryDocument`, imported on first use."""
+    from tb_kineto_insights.schema.history import HistoryDocument
+
+    return HistoryDocument
 
 
 _LAZY: dict[str, Callable[[], Any]] = {

@@ -20,11 +20,13 @@ from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store.cache import (
     DiskCache,
     Identity,
     _entry_bytes,
     entry_key,
+    headline_of,
     settings_fingerprint,
 )
 from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
@@ -63,6 +65,7 @@ class CachedSummaries:
         parsed: spans read and analysed here.
         from_cache: spans answered from the cache.
         store_failures: entries that could not be written (the first is logged).
+        headlines_read: headline records answered from the cache (:meth:`headline`).
 
     Raises (constructor):
         ValueError, ImportError: ``location`` is a URL whose protocol is unknown or
@@ -83,6 +86,7 @@ class CachedSummaries:
         self.parsed = 0
         self.from_cache = 0
         self.store_failures = 0
+        self.headlines_read = 0
 
     def cached(self, span: Span) -> bool:
         """Whether the cache holds an entry (summary or reader error) for the span's
@@ -110,6 +114,36 @@ class CachedSummaries:
                     return None, {"type": kind, "message": stored.error}
                 return stored.decoded(), None
         return self._parse(span, ident, key)
+
+    def headline(self, span: Span) -> tuple[SpanHeadline | None, dict[str, str] | None]:
+        """``(headline, None)`` or ``(None, {"type", "message"})``: the span's headline
+        record (:class:`~tb_kineto_insights.schema.history.SpanHeadline`). With a cache,
+        first by the listed file (path, size, mtime: no byte of the trace read), then by
+        content key (the file's first and last MiB), then from the cached summary, else
+        the trace is summarised (and its summary and headline stored). Without a cache,
+        from :meth:`summarize`."""
+        ident = identity_of(span)
+        if self.cache is not None:
+            found = self.cache.load_file_headline(ident)
+            if found is not None:
+                self.headlines_read += 1
+                return found, None
+            key = self.cache.key(ident)
+            if key is not None:
+                found = self.cache.load_headline(ident, key)
+                if found is not None:
+                    self.headlines_read += 1
+                    return found, None
+        summary, error = self.summarize(span)
+        if summary is None:
+            return None, error
+        headline = headline_of(summary, ident)
+        if self.cache is not None and self.cache.key(ident) is not None:
+            try:
+                self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
+            except OSError:
+                self.store_failures += 1
+        return headline, None
 
     def _parse(self, span: Span, ident: Identity, key: str | None) -> SummaryOrError:
         self.parsed += 1
