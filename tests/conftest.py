@@ -66,6 +66,7 @@ _REAL_MODULES = frozenset(
         "test_first_use",
         "test_frontend_build",
         "test_make_test_plan",
+        "test_history_real",
     }
 )
 
