@@ -194,6 +194,9 @@ def one(name: str, h: SpanHeadline) -> RunHeadlines:
         ("nightly_20261130", "nightly", "name"),
         ("resnet-v12", "resnet", "name"),
         ("bench_2026-11-30T02-00", "bench", "name"),
+        ("run_20261130-0200", "run", "name"),
+        ("resnet50_001", "resnet50", "name"),
+        ("job0_00001", "job0", "name"),
         ("baseline", "logs", "logdir"),
         ("42", "logs", "logdir"),
     ],
@@ -442,3 +445,27 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     odd = tiny_trace(tmp_path / "odd" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
     code, _, err = run("check", str(odd.parent), "--against-history", str(logdir), "--cache", cache)
     assert code == 2 and "no series 'other'" in err
+
+
+def test_index_fills_the_headlines(tmp_path: Path) -> None:
+    """``index`` computes summaries through the cache's store: each gets its headline,
+    so the history that follows reads no trace."""
+    pytest.importorskip("dask.distributed")
+    from tb_kineto_insights.cli.index import run_index
+
+    logdir = tmp_path / "logs"
+    for i in range(2):
+        tiny_trace(logdir / f"exp_{i}" / "w.1.pt.trace.json", 200.0 + i, T0 + i * DAY_NS)
+    cache = str(tmp_path / "cache")
+    result = run_index([str(logdir)], cache, workers=1, processes=False)
+    assert result.exit_code == 0
+    summaries = CachedSummaries(cache)
+    runs, _ = collect_runs_of(logdir, summaries)
+    assert summaries.parsed == 0 and summaries.headlines_read == 2
+    assert [r.workers["w"].mean_step_us for r in runs] == [200.0, 201.0]
+
+
+def collect_runs_of(logdir: Path, summaries: CachedSummaries) -> tuple[list[RunHeadlines], Any]:
+    from tb_kineto_insights.cli.history import collect_runs
+
+    return collect_runs(discover(str(logdir)), summaries)

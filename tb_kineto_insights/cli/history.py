@@ -8,6 +8,7 @@ and no read of its trace; a run added since is summarised (and stored) alone.
 from __future__ import annotations
 
 import argparse
+import gc
 from datetime import datetime, timezone
 from typing import TextIO
 
@@ -87,11 +88,17 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``history``: exit 0, or 2 on unusable input (bad log directory, option)."""
     from tb_kineto_insights.cli.json_output import write_json
 
+    # The run records and headlines form no reference cycles; the cyclic garbage
+    # collector's passes over tens of thousands of new objects cost a quarter of the
+    # CPU time of a history of 10,000 runs (benchmarks/RESULTS.md), so it is off here.
+    gc.disable()
     try:
         doc = build(args)
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
+    finally:
+        gc.enable()
     if args.format == "json":
         write_json(doc, out)
     else:

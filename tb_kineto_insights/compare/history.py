@@ -91,8 +91,10 @@ RULE = (
     "back on it: outliers"
 )
 
+#: One trailing number or date (with its separator): ``_007``, ``-2026-11-30``,
+#: ``_20261130-0200``, ``-v12``; only one, so ``resnet50_001`` stays ``resnet50``.
 _TRAILING = re.compile(
-    r"(?:[-_. ]*(?:\d{4}-?\d{2}-?\d{2}(?:[T_-]?\d{2}[:-]?\d{2}(?:[:-]?\d{2})?)?|v?\d+))+$"
+    r"[-_. ]*(?:\d{4}-?\d{2}-?\d{2}(?:[T_-]?\d{2}[:-]?\d{2}(?:[:-]?\d{2})?)?|v?\d+)$"
 )
 
 
@@ -413,7 +415,7 @@ def build_history(
         how, members = groups[name]
         members.sort(key=lambda m: (m[0].start_ns, m[0].run))
         values = [_values(m[0]) for m in members]
-        marks: list[dict[str, list[str]]] = [{"outlier": [], "change": []} for _ in members]
+        marks: dict[int, dict[str, list[str]]] = {}
         changes: list[tuple[int, HistoryChange]] = []
         for metric in metrics:
             events, _ = find_changes([_sample(v, metric) for v in values], metric, thresholds)
@@ -443,14 +445,15 @@ def build_history(
                         ),
                     )
                 )
-                marks[i]["outlier" if verdict == "outlier" else "change"].append(metric)
+                mark = marks.setdefault(i, {"outlier": [], "change": []})
+                mark["outlier" if verdict == "outlier" else "change"].append(metric)
         changes.sort(key=lambda c: (c[0], list(metrics).index(c[1].metric)))
         shown = [i for i, m in enumerate(members) if since_ns is None or m[0].start_ns >= since_ns]
         if not shown:
             continue
         keep = set(shown)
         out_runs = [
-            _with_marks(members[i][0], marks[i]["outlier"], marks[i]["change"]) for i in shown
+            _with_marks(members[i][0], **marks[i]) if i in marks else members[i][0] for i in shown
         ]
         series.append(
             HistorySeries(

@@ -75,12 +75,12 @@ import numpy as np
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.headline import span_headline
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.content_id import content_key_cached
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
-from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,9 @@ logger = logging.getLogger(__name__)
 #: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
 #: in the identity. 3: keyed on the content identity (``content_id.py``), not the path.
 CACHE_FORMAT = 3
+#: Version of the stored headline record's wrapper and file name
+#: (``headlines/v<ANALYSIS_VERSION>/``).
+HEADLINE_FORMAT = 1
 
 # --------------------------------------------------------------------------- settings
 
@@ -595,10 +598,11 @@ class DiskCache:
 
     def file_headline_name(self, ident: Identity) -> str:
         """Where the headline of a listed file is found without reading the file:
-        ``headlines/v<ANALYSIS_VERSION>/files/<SHA-256 of [CACHE_FORMAT, schema
-        fingerprint, settings, path, size, mtime, ETag]>.headline``."""
-        fingerprint = globals().get("SCHEMA_FINGERPRINT") or schema.schema_fingerprint()
-        listed = [CACHE_FORMAT, fingerprint, self.settings, ident.path, ident.size_bytes]
+        ``headlines/v<ANALYSIS_VERSION>/files/<SHA-256 of [HEADLINE_FORMAT, settings,
+        path, size, mtime, ETag]>.headline``. (No schema fingerprint: computing it costs
+        a ``history`` more than reading a thousand headlines, and a stored headline must
+        fit :class:`~tb_kineto_insights.schema.history.SpanHeadline` to be used.)"""
+        listed = [HEADLINE_FORMAT, self.settings, ident.path, ident.size_bytes]
         digest = hashlib.sha256(encode_json([*listed, ident.mtime, ident.version]))
         return f"headlines/{self._versioned}/files/{digest.hexdigest()}.headline"
 

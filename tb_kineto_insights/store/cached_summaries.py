@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 
-from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
@@ -149,6 +148,8 @@ class CachedSummaries:
         self.parsed += 1
         logger.info("Kineto Insights: reading %s", span.path)
         try:
+            from tb_kineto_insights import summary as summary_module  # the analysis: only here
+
             summary = summary_module.summarize_file(
                 span.path, max_json_bytes=self.max_json_bytes, thresholds=self.thresholds
             )
