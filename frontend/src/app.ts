@@ -9,6 +9,7 @@ import { communicationPanel, ranksSection } from "./panels/communication";
 import { diagnosesList } from "./panels/diagnoses";
 import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } from "./panels/diff";
 import { healthPanel } from "./panels/health";
+import { historyPanel } from "./panels/history";
 import { idlePanel } from "./panels/idle";
 import { kernelsPanel } from "./panels/kernels";
 import { memoryPanel } from "./panels/memory";
@@ -17,7 +18,7 @@ import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
-import type { Diagnosis, DiffDocument, Summary } from "./types";
+import type { Diagnosis, DiffDocument, HistoryDocument, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -25,7 +26,11 @@ const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all 
 type Loaded =
   | { kind: "span"; key: string; summary: Summary }
   | { kind: "ranks"; key: string; answer: RunSummaryAnswer }
-  | { kind: "diff"; key: string; doc: DiffDocument };
+  | { kind: "diff"; key: string; doc: DiffDocument }
+  | { kind: "history"; key: string; doc: HistoryDocument };
+
+const HISTORY_HELP =
+  "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
 
 const DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
 const RANKS_DIAG_HELP =
@@ -106,6 +111,7 @@ export class App {
   private readonly root: HTMLElement;
   private readonly modeRun: HTMLButtonElement;
   private readonly modeDiff: HTMLButtonElement;
+  private readonly modeHistory: HTMLButtonElement;
   private readonly controls: HTMLElement;
   private readonly loadState: HTMLElement;
   private readonly nav: HTMLElement;
@@ -124,6 +130,8 @@ export class App {
     this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
     this.modeRun.addEventListener("click", () => this.setMode("run"));
     this.modeDiff.addEventListener("click", () => this.setMode("diff"));
+    this.modeHistory = el("button", { type: "button", className: "mode", id: "ki-mode-history" }, "History");
+    this.modeHistory.addEventListener("click", () => this.setMode("history"));
     this.controls = el("div", { className: "controls" });
     this.loadState = el("div", { className: "loadstate", id: "ki-loadstate", role: "status", attrs: { "aria-live": "polite" } });
     const reload = el("button", { type: "button", className: "reload", title: "Scan the log directory again and reload this view." }, "Reload");
@@ -138,7 +146,7 @@ export class App {
         "header",
         { className: "top" },
         el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
-        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff),
+        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff, this.modeHistory),
         this.controls,
         reload,
         this.loadState,
@@ -316,8 +324,11 @@ export class App {
     this.modeDiff.classList.toggle("active", s.mode === "diff");
     this.modeRun.setAttribute("aria-pressed", String(s.mode === "run"));
     this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
+    this.modeHistory.classList.toggle("active", s.mode === "history");
+    this.modeHistory.setAttribute("aria-pressed", String(s.mode === "history"));
     if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
-    else this.controls.replaceChildren(...this.diffControls());
+    else if (s.mode === "diff") this.controls.replaceChildren(...this.diffControls());
+    else this.controls.replaceChildren();
   }
 
   private select(id: string, label: string, options: [string, string][], value: string, onChange: (v: string) => void, title?: string): HTMLElement {
@@ -413,7 +424,7 @@ export class App {
     return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
   }
 
-  private setMode(mode: "run" | "diff"): void {
+  private setMode(mode: "run" | "diff" | "history"): void {
     if (this.state.mode === mode) return;
     this.state.mode = mode;
     this.changed();
@@ -452,6 +463,7 @@ export class App {
   private viewKey(): string {
     const s = this.state;
     if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
+    if (s.mode === "history") return JSON.stringify(["history"]);
     if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
     return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
   }
@@ -468,6 +480,7 @@ export class App {
     const s = this.state;
     try {
       if (s.mode === "diff") await this.loadDiff(key, controller.signal);
+      else if (s.mode === "history") await this.loadHistory(key, controller.signal);
       else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
       else await this.loadSpan(key, controller.signal);
     } catch (err) {
@@ -704,6 +717,45 @@ export class App {
     fill(changes, () => diffChanges(doc, this.pal));
   }
 
+  // /history until no run is loading (drawn after each answer), at most 60 answers.
+  private async loadHistory(key: string, signal: AbortSignal): Promise<void> {
+    const p = panel("history", "History", HISTORY_HELP);
+    this.jump([["history", "History"]]);
+    this.mount(key, [p]);
+    setLoading(p, "Reading the history of the log directory…");
+    for (let i = 0; i < 60 && !signal.aborted; i += 1) {
+      const answer = await getJson<HistoryDocument>(apiUrl("history"), signal);
+      if (signal.aborted || this.main.dataset.view !== key) return;
+      if (!answer.ok || !answer.body) {
+        setError(p, answer.error ?? "unknown error");
+        return;
+      }
+      const doc = answer.body;
+      this.loaded = { kind: "history", key, doc };
+      this.drawHistory(p, doc);
+      if (!Object.values(doc.skipped).includes("loading")) return;
+      await new Promise((resolve) => this.win.setTimeout(resolve, 1000));
+    }
+  }
+
+  private drawHistory(p: Panel, doc: HistoryDocument): void {
+    fill(p, () =>
+      historyPanel(doc, this.pal, {
+        openRun: (run) => {
+          this.state.mode = "run";
+          this.state.run = { run };
+          this.changed();
+        },
+        diffRuns: (base, exp) => {
+          this.state.mode = "diff";
+          this.state.base = { run: base };
+          this.state.exp = { run: exp };
+          this.changed();
+        },
+      }),
+    );
+  }
+
   // Draw the loaded data again (theme change) without asking the server.
   private redraw(): void {
     const loaded = this.loaded;
@@ -717,6 +769,10 @@ export class App {
       const { diag, ranks } = ranksPanels();
       this.mount(loaded.key, [diag, ranks]);
       this.drawRanks(diag, ranks, loaded.answer);
+    } else if (loaded.kind === "history") {
+      const p = panel("history", "History", HISTORY_HELP);
+      this.mount(loaded.key, [p]);
+      this.drawHistory(p, loaded.doc);
     } else {
       const all = diffPanels();
       this.mount(loaded.key, all);

@@ -22,7 +22,7 @@ export interface Side {
 }
 
 export interface ViewState {
-  mode: "run" | "diff";
+  mode: "run" | "diff" | "history";
   run: Side & { allRanks?: boolean; spanIndex?: number };
   base: Side;
   exp: Side;
@@ -74,7 +74,8 @@ export function stateFromParams(params: [string, string][]): ViewState {
     return hit ? hit[1] : undefined;
   };
   const state = emptyState();
-  state.mode = get("mode") === "diff" ? "diff" : "run";
+  const mode = get("mode");
+  state.mode = mode === "diff" || mode === "history" ? mode : "run";
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
   if (get("ranks") === "all") {
     state.run.allRanks = true;
@@ -93,7 +94,7 @@ export function paramsFromState(state: ViewState): [string, string][] {
   const put = (key: string, value: string | number | undefined) => {
     if (value !== undefined && value !== "") out.push([PREFIX + key, String(value)]);
   };
-  if (state.mode === "diff") put("mode", "diff");
+  if (state.mode !== "run") put("mode", state.mode);
   put("run", state.run.run);
   if (state.run.allRanks) {
     put("ranks", "all");
