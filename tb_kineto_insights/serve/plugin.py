@@ -447,6 +447,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
         #: ``/history``: headline records made here from loaded summaries, by identity
         self._headlines: dict[Identity, SpanHeadline] = {}
+        #: ``/history``'s last complete answer: (scan, (group_by, metrics), body)
+        self._history_body: tuple[_Snapshot, tuple[str | None, tuple[str, ...]], bytes] | None
+        self._history_body = None
         self._watcher = None
         #: local log directories to watch (none when events are off)
         self._watch_folders: list[str] = []
@@ -1076,13 +1079,19 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         directory (``compare.history.build_history``) from each worker's latest span's
         headline record; optional ``group_by`` and ``metric`` (comma-separated) as the
         CLI's. Spans not summarised yet are queued and named in ``skipped`` (with
-        ``"loading"``) until they are."""
+        ``"loading"``) until they are. A complete answer is kept until the next scan of
+        the log directory."""
         from tb_kineto_insights.compare import history as hist
 
         group_by = self._param(request, "group_by", required=False) or None
         raw_metrics = self._param(request, "metric", required=False) or ""
         metrics = [m.strip() for m in raw_metrics.split(",") if m.strip()] or list(hist.METRICS)
         snapshot = self._current()
+        params = (group_by, tuple(metrics))
+        with self._derived_lock:
+            last = self._history_body
+        if last is not None and last[0] is snapshot and last[1] == params:
+            return _respond(request, last[2])  # same scan, every run was read: same answer
         runs: list[hist.RunHeadlines] = []
         skipped: dict[str, str] = {}
         for run in snapshot.runs:
@@ -1104,7 +1113,11 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             )
         except ValueError as exc:
             raise _ApiError(400, str(exc)) from None
-        return _respond(request, encode_json(doc))
+        body = encode_json(doc)
+        if not skipped:
+            with self._derived_lock:
+                self._history_body = (snapshot, params, body)
+        return _respond(request, body)
 
     def _run_label(self, run: str) -> str:
         """A run as the user sees it: traces directly in --logdir (a run folder given
