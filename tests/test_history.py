@@ -469,3 +469,22 @@ def collect_runs_of(logdir: Path, summaries: CachedSummaries) -> tuple[list[RunH
     from tb_kineto_insights.cli.history import collect_runs
 
     return collect_runs(discover(str(logdir)), summaries)
+
+
+def test_a_cached_summary_without_headline_gets_one(tmp_path: Path) -> None:
+    """A summary cached before headlines existed (or whose headline was lost): the
+    headline is made from the cached summary, no trace parsed, and stored for next time."""
+    import shutil
+
+    tiny_trace(tmp_path / "logs" / "r_1" / "w.1.pt.trace.json", 200.0, T0)
+    cache = tmp_path / "cache"
+    span = discover(str(tmp_path / "logs"))[0].workers[0].spans[0]
+    CachedSummaries(str(cache)).summarize(span)
+    shutil.rmtree(cache / "headlines")
+    first = CachedSummaries(str(cache))
+    h, error = first.headline(span)
+    assert error is None and h is not None and h.mean_step_us == 200.0
+    assert first.parsed == 0 and first.from_cache == 1 and first.headlines_read == 0
+    again = CachedSummaries(str(cache))
+    assert again.headline(span)[0] == h
+    assert again.headlines_read == 1 and again.from_cache == 0

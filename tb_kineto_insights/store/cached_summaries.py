@@ -133,11 +133,14 @@ class CachedSummaries:
                 if found is not None:
                     self.headlines_read += 1
                     return found, None
+        parsed_before = self.parsed
         summary, error = self.summarize(span)
         if summary is None:
             return None, error
         headline = headline_of(summary, ident)
-        if self.cache is not None and self.cache.key(ident) is not None:
+        # parsed here: its store (DiskCache.store_entry) wrote the headline already
+        stored = self.parsed > parsed_before
+        if not stored and self.cache is not None and self.cache.key(ident) is not None:
             try:
                 self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
             except OSError:
