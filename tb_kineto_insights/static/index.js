@@ -220,15 +220,15 @@ var __kinetoInsights = (() => {
   function preloadCharts() {
     loadVendor().catch(() => void 0);
   }
-  function chart(option, label, height = 260) {
+  function chart(option, label, height = 260, onClick) {
     const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
     node.style.height = `${height}px`;
     const ready = loadVendor().then(
       (lib) => {
         if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onClick))));
         }
-        draw(lib, node, option);
+        draw(lib, node, option, onClick);
         return void 0;
       },
       (err) => {
@@ -238,9 +238,14 @@ var __kinetoInsights = (() => {
     );
     return { node, ready };
   }
-  function draw(lib, node, option) {
+  function draw(lib, node, option, onClick) {
     const instance = lib.init(node, null, { renderer: "canvas" });
     instance.setOption(option);
+    if (onClick) {
+      instance.on("click", (params) => {
+        if (typeof params.dataIndex === "number") onClick(params.seriesName ?? "", params.dataIndex);
+      });
+    }
     node.dataset.chartReady = "1";
     let observer = null;
     if (typeof ResizeObserver !== "undefined") {
@@ -2138,6 +2143,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
 
   // src/panels/history.ts
+  var MEDIAN = "median step time";
   var FONT2 = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
   function historyPoints(series) {
     const runs = series.runs;
@@ -2195,7 +2201,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     };
     const median = {
       type: "line",
-      name: "median step time",
+      name: MEDIAN,
       symbol: "circle",
       symbolSize: 6,
       lineStyle: { width: 1.5, color: p.accent },
@@ -2283,7 +2289,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           `Grouped by ${s.grouped_by}. ${doc.rule}`
         )
       );
-      out.push(chart(historyOption(s, p), `Step time of the runs of ${s.name} over time, with change points`, 240).node);
+      const open = (series, index) => {
+        if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+      };
+      const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
+      out.push(chart(historyOption(s, p), label, 240, open).node);
       out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
     }
     return out;

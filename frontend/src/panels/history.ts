@@ -1,8 +1,9 @@
 // The History view: one chart per series of runs (median step time over time, the
 // run's step-to-step spread as a band, change points marked, outliers coloured; hover
-// gives the run and its top diagnosis) and the table of change points, each with a
-// button to open the run and one to diff it against the run before it. The document is
-// /history's (compare/history.py); nothing is computed here but the chart's shape.
+// gives the run and its top diagnosis, a click opens it) and the table of change
+// points, each with a button to open the run and one to diff it against the run before
+// it. The document is /history's (compare/history.py); nothing is computed here but the
+// chart's shape.
 
 import type { LineSeriesOption } from "echarts/charts";
 
@@ -20,6 +21,7 @@ export interface HistoryActions {
   diffRuns: (base: string, exp: string) => void;
 }
 
+const MEDIAN = "median step time";
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
 
 // x: start time (ms since the epoch); y: ms.
@@ -90,7 +92,7 @@ export function historyOption(series: HistorySeries, p: Palette): ChartOption {
   };
   const median: LineSeriesOption = {
     type: "line",
-    name: "median step time",
+    name: MEDIAN,
     symbol: "circle",
     symbolSize: 6,
     lineStyle: { width: 1.5, color: p.accent },
@@ -183,7 +185,11 @@ export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryA
         `Grouped by ${s.grouped_by}. ${doc.rule}`,
       ),
     );
-    out.push(chart(historyOption(s, p), `Step time of the runs of ${s.name} over time, with change points`, 240).node);
+    const open = (series: string, index: number) => {
+      if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+    };
+    const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
+    out.push(chart(historyOption(s, p), label, 240, open).node);
     out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
   }
   return out;
