@@ -148,8 +148,8 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
     pct = result["change_fraction"]
     shown = "" if pct is None else f" ({100 * pct:+.1f} %)"
     out.write(
-        f"step time {fmt_duration_us(result['base'])} (level of {series.name}, "
-        f"{len(series.runs)} runs) -> {fmt_duration_us(result['exp'])}{shown} "
+        f"step time {fmt_duration_us(result['base'])} (current level of {series.name}: "
+        f"{level[2]} steps since its last change) -> {fmt_duration_us(result['exp'])}{shown} "
         f"[{result['verdict']}]\n"
     )
     if result["verdict"] == "regressed":
