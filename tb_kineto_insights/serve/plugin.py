@@ -3,7 +3,7 @@
 Every route is listed, with its parameters, answers and errors, in ``docs/api.md`` (a
 test checks that the routes served here are exactly the documented ones). In short,
 under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
-``/run_summary``, ``/diff``, and the frontend files ``/index.js``, ``/echarts.js`` and
+``/run_summary``, ``/diff``, ``/history``, and the frontend files ``/index.js``, ``/echarts.js`` and
 ``/style.css``.
 
 How it stays fast and safe:
@@ -171,6 +171,7 @@ ROUTES: tuple[str, ...] = (
     "/health",
     "/run_summary",
     "/diff",
+    "/history",
     *_STATIC_FILES,
 )
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
