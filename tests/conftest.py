@@ -59,6 +59,7 @@ _REAL_MODULES = frozenset(
         "test_real_traces",
         "test_summary_real",
         "test_expected_diagnoses",
+        "test_stacks_real",
         "test_many_ranks",
         "test_capture",
         "test_record_scripts",

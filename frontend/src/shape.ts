@@ -296,6 +296,44 @@ export function idleCauses(device: IdleDevice | null | undefined, order?: string
     });
 }
 
+export interface PythonFrameRow {
+  frame: string; // as Kineto names it: path/file.py(42): function
+  short: string; // the file's folder dropped: file.py(42): function
+  perStepUs: number;
+  fractionOfIdle: number | null;
+  mainCause: string | null; // the idle cause holding most of the frame's idle
+  afterSyncUs: number;
+  perStepUsList: number[];
+  callers: { path: string[]; us: number }[]; // nearest caller first
+}
+
+// "path/to/train.py(42): step" -> "train.py(42): step" (other names unchanged).
+export function shortFrame(name: string): string {
+  const m = /^(.*)\((\d+)\): (.+)$/.exec(name);
+  if (!m) return name;
+  const file = m[1].split(/[/\\]/).pop() ?? m[1];
+  return `${file}(${m[2]}): ${m[3]}`;
+}
+
+// Rows of "Python the host was in while the GPU idled", in the backend's order
+// (largest idle first).
+export function pythonFrameRows(device: IdleDevice | null | undefined): PythonFrameRow[] {
+  return (device?.python_frames ?? []).map((f) => {
+    const causes = Object.entries(f.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0) as [string, number][];
+    causes.sort((a, b) => b[1] - a[1]);
+    return {
+      frame: f.frame,
+      short: shortFrame(f.frame),
+      perStepUs: isNum(f.idle_us_per_step) ? f.idle_us_per_step : 0,
+      fractionOfIdle: isNum(f.fraction_of_idle) ? f.fraction_of_idle : null,
+      mainCause: causes.length ? causes[0][0] : null,
+      afterSyncUs: isNum(f.after_sync_us) ? f.after_sync_us : 0,
+      perStepUsList: (f.per_step_us ?? []).filter(isNum),
+      callers: (f.callers ?? []).map((c) => ({ path: c.callers ?? [], us: isNum(c.idle_us) ? c.idle_us : 0 })),
+    };
+  });
+}
+
 export interface IdlePerStepChart {
   steps: string[];
   series: { key: string; label: string; valuesMs: number[] }[];

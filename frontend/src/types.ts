@@ -235,7 +235,8 @@ export interface KernelDevice {
 /**
  * ``summary.idle`` (``analysis.idle.idle_summary``): GPU idle gaps inside
  * steps and their host-side cause, per device (``devices``); causes are keys of
- * ``cause_order``, with display names in ``cause_labels``.
+ * ``cause_order``, with display names in ``cause_labels``. ``python_stacks``: the trace
+ * holds ``python_function`` ranges (recorded with ``with_stack=True``).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdlePanel".
@@ -247,12 +248,16 @@ export interface IdlePanel {
   };
   main_device: number | null;
   devices: IdleDevice[];
+  python_stacks: boolean;
   notes: string[];
 }
 /**
  * One GPU's idle time: totals, time by cause (``causes``: cause →
  * :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
- * the host was doing, and the cost of short kernels (``short_kernels``).
+ * the host was doing, the cost of short kernels (``short_kernels``) and, with Python
+ * stacks, the user frames the launching threads were in while it idled
+ * (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
+ * frame).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -273,6 +278,8 @@ export interface IdleDevice {
   per_step: IdleStep[];
   gap_histogram: HistogramBin[];
   largest_gaps: IdleGap[];
+  python_idle_us: number;
+  python_frames: PythonFrame[];
 }
 /**
  * Idle time of one cause: ``us`` in total over the steps analysed, its
@@ -321,7 +328,8 @@ export interface IdleStep {
 /**
  * One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
  * ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
- * op open on the host (``op``, ``innermost_op``) and its ``thread``.
+ * op open on the host (``op``, ``innermost_op``), its ``thread`` and, with Python
+ * stacks, the user frame that held most of it (``python_frame``, else null).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleGap".
@@ -339,6 +347,7 @@ export interface IdleGap {
   op: string | null;
   innermost_op: string | null;
   thread: HostThread;
+  python_frame: string | null;
 }
 /**
  * ``summary.idle.devices[].largest_gaps[].thread``.
@@ -349,6 +358,44 @@ export interface IdleGap {
 export interface HostThread {
   pid: number;
   tid: number;
+}
+/**
+ * ``summary.idle.devices[].python_frames[]``: a user Python frame (``frame``, as
+ * Kineto names it: ``path/file.py(42): function``) the launching thread was in while
+ * the GPU idled (``analysis.python_frames``: library frames folded into the nearest
+ * user frame). ``idle_us`` over the steps analysed, ``idle_us_per_step``, its share of
+ * the device's idle and of step time, by idle cause (``causes_us``), per step
+ * (``per_step_us``, in ``per_step`` order), ``after_sync_us``: the part in gaps opened
+ * by a host synchronization made from another frame (the host had moved on from the
+ * frame that synchronised), and its call paths (``callers``, largest first).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PythonFrame".
+ */
+export interface PythonFrame {
+  frame: string;
+  idle_us: number;
+  idle_us_per_step: number;
+  fraction_of_idle: number;
+  fraction_of_step_time: number;
+  causes_us: {
+    [k: string]: number | undefined;
+  };
+  after_sync_us: number;
+  per_step_us: number[];
+  callers: PythonCallers[];
+}
+/**
+ * ``summary.idle.devices[].python_frames[].callers[]``: one call path to the frame,
+ * ``callers`` the user frames around it, nearest first (Kineto's names), and the idle
+ * time (µs, over the steps analysed) the frame held on that path.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PythonCallers".
+ */
+export interface PythonCallers {
+  callers: string[];
+  idle_us: number;
 }
 /**
  * ``summary.communication``

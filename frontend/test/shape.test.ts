@@ -17,6 +17,8 @@ import {
   oneSidedRows,
   memoryChart,
   panelForDiagnosis,
+  pythonFrameRows,
+  shortFrame,
   sortDiagnoses,
   spanLabel,
   stepBoundariesMs,
@@ -305,4 +307,45 @@ test("straggler evidence: cost /step, share of step, a p-value that stays readab
   assert.equal(formatByKey("p_value", 2.7e-20), "2.7e-20");
   assert.equal(formatByKey("p_value", 0.31), "0.31");
   assert.equal(formatByKey("p_value", 0), "0.0");
+});
+
+test("python frames: backend order, short names, the main cause and the call paths", () => {
+  const device = partial<IdleDevice>({
+    device: 0,
+    python_frames: [
+      {
+        frame: "/home/u/train.py(40): log_metrics",
+        idle_us: 24000,
+        idle_us_per_step: 12000,
+        fraction_of_idle: 0.8,
+        fraction_of_step_time: 0.6,
+        causes_us: { host_sync: 23000, host_untraced: 1000 },
+        after_sync_us: 22000,
+        per_step_us: [12500, 11500],
+        callers: [{ callers: ["train.py(20): step", "train.py(5): main"], idle_us: 24000 }],
+      },
+      {
+        frame: "<built-in function sleep>",
+        idle_us: 10,
+        idle_us_per_step: 5,
+        fraction_of_idle: 0.0005,
+        fraction_of_step_time: 0.0002,
+        causes_us: {},
+        after_sync_us: 0,
+        per_step_us: [5, 5],
+        callers: [],
+      },
+    ],
+  });
+  const rows = pythonFrameRows(device);
+  assert.deepEqual(
+    rows.map((r) => [r.short, r.perStepUs, r.mainCause, r.afterSyncUs, r.perStepUsList]),
+    [
+      ["train.py(40): log_metrics", 12000, "host_sync", 22000, [12500, 11500]],
+      ["<built-in function sleep>", 5, null, 0, [5, 5]],
+    ],
+  );
+  assert.deepEqual(rows[0].callers, [{ path: ["train.py(20): step", "train.py(5): main"], us: 24000 }]);
+  assert.equal(shortFrame("C:\\work\\train.py(7): step"), "train.py(7): step");
+  assert.deepEqual(pythonFrameRows(partial<IdleDevice>({ device: 0 })), []);
 });

@@ -138,6 +138,20 @@ class Thresholds:
     largest_gaps: int = 10
     #: Rows in top-kernel tables.
     top_kernels: int = 15
+    #: Python frames listed in ``idle.devices[].python_frames`` (with stacks) ...
+    python_frames_listed: int = 20
+    #: ... and call paths listed per frame (``callers``).
+    python_callers_listed: int = 5
+    #: An idle-cause diagnosis names at most this many Python frames ...
+    python_frames_named: int = 3
+    #: ... each holding at least this share of the cause's idle (a frame with less is
+    #: one of many places, not the place to look).
+    python_frame_min_fraction: float = 0.10
+    #: A frame holding at least this share of a cause's idle is *the* cost: the
+    #: recommendation is about that frame (for host_sync: when the host spent it after
+    #: the sync, in another frame than the one that synchronised, the call, not the
+    #: sync, idles the GPU).
+    python_frame_dominant_fraction: float = 0.5
 
     def replace(self, **changes: Any) -> Thresholds:
         """A copy with some fields changed; unknown names raise ``ValueError``."""

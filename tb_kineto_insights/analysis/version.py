@@ -4,4 +4,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
 #: 8: ``steps.origin_ns`` (the first step on the trace's clock, for ``history``).
-ANALYSIS_VERSION = 8
+#: 9: ``steps.origin_ns`` and issue 35's Python frames (both made version 8 apart).
+ANALYSIS_VERSION = 9

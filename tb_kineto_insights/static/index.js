@@ -745,6 +745,28 @@ var __kinetoInsights = (() => {
       ];
     });
   }
+  function shortFrame(name) {
+    const m = /^(.*)\((\d+)\): (.+)$/.exec(name);
+    if (!m) return name;
+    const file = m[1].split(/[/\\]/).pop() ?? m[1];
+    return `${file}(${m[2]}): ${m[3]}`;
+  }
+  function pythonFrameRows(device) {
+    return (device?.python_frames ?? []).map((f) => {
+      const causes = Object.entries(f.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0);
+      causes.sort((a, b) => b[1] - a[1]);
+      return {
+        frame: f.frame,
+        short: shortFrame(f.frame),
+        perStepUs: isNum(f.idle_us_per_step) ? f.idle_us_per_step : 0,
+        fractionOfIdle: isNum(f.fraction_of_idle) ? f.fraction_of_idle : null,
+        mainCause: causes.length ? causes[0][0] : null,
+        afterSyncUs: isNum(f.after_sync_us) ? f.after_sync_us : 0,
+        perStepUsList: (f.per_step_us ?? []).filter(isNum),
+        callers: (f.callers ?? []).map((c) => ({ path: c.callers ?? [], us: isNum(c.idle_us) ? c.idle_us : 0 }))
+      };
+    });
+  }
   function idlePerStep(device, order) {
     const rows = device?.per_step ?? [];
     const keys = order?.length ? order : IDLE_ORDER;
@@ -2358,6 +2380,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     } else {
       out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
     }
+    out.push(pythonFrames(device, steps, idle.python_stacks === true));
     const hist = histogramChart(device.gap_histogram);
     const gaps = device.largest_gaps ?? [];
     out.push(
@@ -2389,6 +2412,14 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
                 cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
                 cellTitle: (g) => gapCauseTitle(g)
               },
+              ...idle.python_stacks ? [
+                {
+                  header: "Python",
+                  className: "name-col",
+                  title: "The user Python frame of the launching thread that held most of the gap (library frames folded into it).",
+                  cell: (g) => g.python_frame ? nameCell(shortFrame(g.python_frame), g.python_frame) : "none recorded"
+                }
+              ] : [],
               {
                 header: "Host was in",
                 className: "name-col",
@@ -2405,6 +2436,55 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const n = notes(idle.notes);
     if (n) out.push(n);
     return out;
+  }
+  function pythonFrames(device, steps, hasStacks) {
+    const head = subhead(
+      "Python the host was in while the GPU idled",
+      "Per frame: GPU idle time while the launching thread was in this user Python function (library, torch and standard-library frames folded into the nearest user frame) ÷ number of steps."
+    );
+    if (!hasStacks) {
+      return col(
+        head,
+        el("p", { className: "muted" }, "This trace has no Python stacks: record with torch.profiler.profile(with_stack=True) to see which Python functions the GPU waited for.")
+      );
+    }
+    const rows = pythonFrameRows(device);
+    if (!rows.length) return col(head, el("p", { className: "muted" }, "No recorded Python frame on the launching threads during the idle gaps."));
+    return col(
+      head,
+      table(
+        [
+          { header: "Function", className: "name-col", title: "As Kineto names it: file(first line): function.", cell: (r) => nameCell(r.short, r.frame) },
+          { header: "Per step", numeric: true, title: "GPU idle time while the host was in this frame ÷ number of steps.", cell: (r) => fmtDuration(r.perStepUs) },
+          { header: "Of idle", numeric: true, title: DEFINITIONS.fraction_of_idle, cell: (r) => fmtPercent(r.fractionOfIdle) },
+          {
+            header: "Mostly",
+            title: "The idle cause holding most of this frame's idle time.",
+            cell: (r) => r.mainCause ? el("span", null, el("span", { className: `swatch idle-${r.mainCause}` }), IDLE_LABELS[r.mainCause] ?? r.mainCause) : "n/a"
+          },
+          {
+            header: "After a sync",
+            numeric: true,
+            title: "Per step: idle in gaps opened by a host synchronisation, spent after the host left the frame that synchronised.",
+            cell: (r) => r.afterSyncUs > 0 ? fmtDuration(steps ? r.afterSyncUs / steps : r.afterSyncUs) : "–"
+          },
+          { header: "Per step, each", numeric: true, title: "Idle in this frame in each profiled step.", cell: (r) => r.perStepUsList.map((v) => fmtDuration(v)).join(" · ") },
+          { header: "Called from", className: "name-col", cell: (r) => callersCell(r, steps) }
+        ],
+        rows,
+        { limit: 10 }
+      )
+    );
+  }
+  function callersCell(r, steps) {
+    if (!r.callers.length || r.callers.every((c) => !c.path.length)) return el("span", { className: "muted" }, "(outermost)");
+    const details = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
+    const list = el("ol", { className: "callers" });
+    for (const c of r.callers) {
+      list.append(el("li", { title: c.path.join("\n") }, `${fmtDuration(steps ? c.us / steps : c.us)} per step: `, c.path.map(shortFrame).join(" ‹ ") || "(outermost)"));
+    }
+    details.append(list);
+    return details;
   }
   function gapCauseTitle(g) {
     const parts = Object.entries(g.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0).map(([k, v]) => `${IDLE_LABELS[k] ?? k}: ${fmtDuration(v)}`);

@@ -273,6 +273,10 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
                 r.abort()
 
         context.route("**/*", route)
+        # every wait, navigation included, as patient as the explicit ones: on one slow
+        # core TensorBoard's first page can take longer than Playwright's default 30 s
+        context.set_default_timeout(TIMEOUT_MS)
+        context.set_default_navigation_timeout(TIMEOUT_MS)
         page = context.new_page()
 
         def console(msg: Any) -> None:
@@ -824,3 +828,28 @@ def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
     assert "+1,008 ranks not listed" in text
     assert "rank7 / 1 and 1,016 more (1,024 in all)" in text and "rank8 / 1" not in text
     shoot(frame, "all-ranks-1024", "ranks")
+
+
+def test_idle_panel_names_python_frames(server: Server, open_page: Any) -> None:
+    """Issue 35: with stacks the idle panel lists the Python frames the host was in while
+    the GPU idled, each expandable to its callers; without stacks it says how to record
+    them."""
+    page = open_page("#kineto_insights&ki_run=stacks_blocking_log", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle",))
+    panel = frame.locator("#ki-panel-idle")
+    text = panel.inner_text()
+    assert "Python the host was in while the GPU idled" in text
+    assert "record_stacks.py(57): log_metrics" in text
+    assert "with_stack=True" not in text
+    details = panel.locator("details").first
+    assert not details.locator("ol").is_visible()
+    details.locator("summary").click()
+    assert details.locator("ol").is_visible()
+    assert "record_stacks.py(95): step" in details.locator("ol").inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    panel.screenshot(path=str(SCREENSHOTS / "idle_python_frames.png"))
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle",))
+    assert "with_stack=True" in frame.locator("#ki-panel-idle").inner_text()
