@@ -25,6 +25,7 @@ const ROOTS = {
   run_view: "RunView",
   diff: "DiffDocument",
   timeline: "TimelineStep",
+  history: "HistoryDocument",
 };
 
 export async function generate() {

@@ -45,6 +45,7 @@ from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import timeline_store
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
+from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VERSION
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.timeline import TimelineStore
@@ -53,8 +54,8 @@ from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
-#: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 9
+#: Bumped whenever a summary's content changes (``analysis/version.py``).
+ANALYSIS_VERSION = _ANALYSIS_VERSION
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",

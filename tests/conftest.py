@@ -69,6 +69,7 @@ _REAL_MODULES = frozenset(
         "test_make_test_plan",
         "test_diff_sums",
         "test_title_numbers",
+        "test_history_real",
     }
 )
 

@@ -284,8 +284,11 @@ def test_plugin_cache_folder_on_s3(
         response = first.get(target)
         assert response.status_code == 200
         stored = fs.find(f"{bucket}/tb-cache")
-        assert [p.rsplit("/", 2)[-2] for p in stored] == [f"v{ANALYSIS_VERSION}"]
-        assert stored[0].endswith(".summary")
+        summaries = [p for p in stored if "/headlines/" not in p]
+        assert [p.rsplit("/", 2)[-2] for p in summaries] == [f"v{ANALYSIS_VERSION}"]
+        assert summaries[0].endswith(".summary")
+        # and the span's headline record for `history` (issue 31), beside it
+        assert any(f"/headlines/v{ANALYSIS_VERSION}/" in p for p in stored), stored
 
         moved = local_logdir.parent / "mounted-elsewhere"
         shutil.copytree(local_logdir, moved)

@@ -1707,8 +1707,10 @@ def test_real_tensorboard_never_serves_a_corrupt_cache_entry(
         first = [get_json(base + route) for route in routes]
     assert [status for status, _ in first] == [200, 200, 200]
     assert first[0][1]["steps"]["mean_step_us"] == 2000.0
-    entries = sorted(p for p in cache.rglob("*") if p.is_file())
+    entries = sorted(p for p in cache.rglob("*") if p.is_file() and "headlines" not in p.parts)
     assert len(entries) == 6  # every span of job and faster
+    # and each summary's headline record, by content key and by listed file
+    assert len([p for p in cache.rglob("*.headline") if p.is_file()]) == 12
     for i, entry in enumerate(entries):
         data = entry.read_bytes()
         entry.write_bytes(corrupt_value(data) if i % 2 else corrupt_utf8(data))

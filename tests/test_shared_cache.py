@@ -233,7 +233,10 @@ def test_cache_folder_on_s3(
     parses = Parses(monkeypatch)
     assert cli_run(["report", str(first), "--cache", url])[0] == 0
     assert len(parses.paths) == 4
-    stored = fs.find(f"{bucket}/team/cache")
+    found = fs.find(f"{bucket}/team/cache")
+    headlines = [p for p in found if p.startswith(f"{bucket}/team/cache/headlines/")]
+    stored = [p for p in found if p not in headlines]
+    assert len(headlines) == 8  # each summary's headline, by content key and by file
     assert len(stored) == 4
     assert all(p.startswith(f"{bucket}/team/cache/v{ANALYSIS_VERSION}/") for p in stored)
     assert all(p.endswith(".summary") for p in stored)

@@ -9,6 +9,7 @@ import { communicationPanel, ranksSection } from "./panels/communication";
 import { diagnosesList } from "./panels/diagnoses";
 import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } from "./panels/diff";
 import { healthPanel } from "./panels/health";
+import { historyPanel } from "./panels/history";
 import { idlePanel } from "./panels/idle";
 import { kernelsPanel } from "./panels/kernels";
 import { efficiencyPanel } from "./panels/efficiency";
@@ -20,7 +21,7 @@ import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
 import { gapView, momentOf } from "./timeline";
-import type { Diagnosis, DiffDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
+import type { Diagnosis, DiffDocument, HistoryDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
 import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -28,7 +29,11 @@ const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all 
 type Loaded =
   | { kind: "span"; key: string; summary: Summary }
   | { kind: "ranks"; key: string; answer: RunSummaryAnswer }
-  | { kind: "diff"; key: string; doc: DiffDocument };
+  | { kind: "diff"; key: string; doc: DiffDocument }
+  | { kind: "history"; key: string; doc: HistoryDocument };
+
+const HISTORY_HELP =
+  "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
 
 const DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
 const RANKS_DIAG_HELP =
@@ -118,6 +123,7 @@ export class App {
   private readonly root: HTMLElement;
   private readonly modeRun: HTMLButtonElement;
   private readonly modeDiff: HTMLButtonElement;
+  private readonly modeHistory: HTMLButtonElement;
   private readonly controls: HTMLElement;
   private readonly loadState: HTMLElement;
   private readonly nav: HTMLElement;
@@ -136,6 +142,8 @@ export class App {
     this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
     this.modeRun.addEventListener("click", () => this.setMode("run"));
     this.modeDiff.addEventListener("click", () => this.setMode("diff"));
+    this.modeHistory = el("button", { type: "button", className: "mode", id: "ki-mode-history" }, "History");
+    this.modeHistory.addEventListener("click", () => this.setMode("history"));
     this.controls = el("div", { className: "controls" });
     this.loadState = el("div", { className: "loadstate", id: "ki-loadstate", role: "status", attrs: { "aria-live": "polite" } });
     const reload = el("button", { type: "button", className: "reload", title: "Scan the log directory again and reload this view." }, "Reload");
@@ -150,7 +158,7 @@ export class App {
         "header",
         { className: "top" },
         el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
-        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff),
+        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff, this.modeHistory),
         this.controls,
         reload,
         this.loadState,
@@ -369,8 +377,11 @@ export class App {
     this.modeDiff.classList.toggle("active", s.mode === "diff");
     this.modeRun.setAttribute("aria-pressed", String(s.mode === "run"));
     this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
+    this.modeHistory.classList.toggle("active", s.mode === "history");
+    this.modeHistory.setAttribute("aria-pressed", String(s.mode === "history"));
     if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
-    else this.controls.replaceChildren(...this.diffControls());
+    else if (s.mode === "diff") this.controls.replaceChildren(...this.diffControls());
+    else this.controls.replaceChildren();
   }
 
   private select(id: string, label: string, options: [string, string][], value: string, onChange: (v: string) => void, title?: string): HTMLElement {
@@ -466,7 +477,7 @@ export class App {
     return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
   }
 
-  private setMode(mode: "run" | "diff"): void {
+  private setMode(mode: "run" | "diff" | "history"): void {
     if (this.state.mode === mode) return;
     this.state.mode = mode;
     this.changed();
@@ -505,6 +516,7 @@ export class App {
   private viewKey(): string {
     const s = this.state;
     if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
+    if (s.mode === "history") return JSON.stringify(["history"]);
     if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
     return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
   }
@@ -521,6 +533,7 @@ export class App {
     const s = this.state;
     try {
       if (s.mode === "diff") await this.loadDiff(key, controller.signal);
+      else if (s.mode === "history") await this.loadHistory(key, controller.signal);
       else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
       else await this.loadSpan(key, controller.signal);
     } catch (err) {
@@ -807,6 +820,45 @@ export class App {
     fill(changes, () => diffChanges(doc, this.pal));
   }
 
+  // /history until no run is loading (drawn after each answer), at most 60 answers.
+  private async loadHistory(key: string, signal: AbortSignal): Promise<void> {
+    const p = panel("history", "History", HISTORY_HELP);
+    this.jump([["history", "History"]]);
+    this.mount(key, [p]);
+    setLoading(p, "Reading the history of the log directory…");
+    for (let i = 0; i < 60 && !signal.aborted; i += 1) {
+      const answer = await getJson<HistoryDocument>(apiUrl("history"), signal);
+      if (signal.aborted || this.main.dataset.view !== key) return;
+      if (!answer.ok || !answer.body) {
+        setError(p, answer.error ?? "unknown error");
+        return;
+      }
+      const doc = answer.body;
+      this.loaded = { kind: "history", key, doc };
+      this.drawHistory(p, doc);
+      if (!Object.values(doc.skipped).includes("loading")) return;
+      await new Promise((resolve) => this.win.setTimeout(resolve, 1000));
+    }
+  }
+
+  private drawHistory(p: Panel, doc: HistoryDocument): void {
+    fill(p, () =>
+      historyPanel(doc, this.pal, {
+        openRun: (run) => {
+          this.state.mode = "run";
+          this.state.run = { run };
+          this.changed();
+        },
+        diffRuns: (base, exp) => {
+          this.state.mode = "diff";
+          this.state.base = { run: base };
+          this.state.exp = { run: exp };
+          this.changed();
+        },
+      }),
+    );
+  }
+
   // Draw the loaded data again (theme change) without asking the server.
   private redraw(): void {
     const loaded = this.loaded;
@@ -820,6 +872,10 @@ export class App {
       const { diag, ranks } = ranksPanels();
       this.mount(loaded.key, [diag, ranks]);
       this.drawRanks(diag, ranks, loaded.answer);
+    } else if (loaded.kind === "history") {
+      const p = panel("history", "History", HISTORY_HELP);
+      this.mount(loaded.key, [p]);
+      this.drawHistory(p, loaded.doc);
     } else {
       const all = diffPanels();
       this.mount(loaded.key, all);

@@ -38,19 +38,29 @@ export interface ChartBox {
   ready: Promise<void>;
 }
 
+// What a click on a data point says: its series and its index in that series' data.
+export type ChartClick = (seriesName: string, dataIndex: number) => void;
+
 // A chart container; the chart is drawn once the library is there. `label` describes the
 // chart for screen readers and is the chart's accessible name.
-// `onInit` is given the chart instance once drawn (events, later setOption calls).
-export function chart(option: ChartOption, label: string, height = 260, onInit?: (chart: Chart) => void): ChartBox {
+// `onInit` is given the chart instance once drawn (events, later setOption calls);
+// `onClick`, when given, is called for a click on a data point.
+export function chart(
+  option: ChartOption,
+  label: string,
+  height = 260,
+  onInit?: (chart: Chart) => void,
+  onClick?: ChartClick,
+): ChartBox {
   const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
   node.style.height = `${height}px`;
   const ready = loadVendor().then(
     (lib) => {
       if (!node.isConnected) {
         // drawn before being placed: wait a frame so the container has its size
-        return new Promise<void>((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
+        return new Promise<void>((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit, onClick))));
       }
-      draw(lib, node, option, onInit);
+      draw(lib, node, option, onInit, onClick);
       return undefined;
     },
     (err: unknown) => {
@@ -61,11 +71,16 @@ export function chart(option: ChartOption, label: string, height = 260, onInit?:
   return { node, ready };
 }
 
-function draw(lib: VendorModule, node: HTMLElement, option: ChartOption, onInit?: (chart: Chart) => void): void {
+function draw(lib: VendorModule, node: HTMLElement, option: ChartOption, onInit?: (chart: Chart) => void, onClick?: ChartClick): void {
   const instance = lib.init(node, null, { renderer: "canvas" });
   let width = node.clientWidth;
   instance.setOption(fitLegend(option, width));
   onInit?.(instance);
+  if (onClick) {
+    instance.on("click", (params: { seriesName?: string; dataIndex?: number }) => {
+      if (typeof params.dataIndex === "number") onClick(params.seriesName ?? "", params.dataIndex);
+    });
+  }
   node.dataset.chartReady = "1";
   let observer: ResizeObserver | null = null;
   if (typeof ResizeObserver !== "undefined") {

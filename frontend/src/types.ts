@@ -6,6 +6,7 @@ export interface KinetoInsightsDocuments {
   run_view: RunView;
   diff: DiffDocument;
   timeline: TimelineStep;
+  history: HistoryDocument;
 }
 /**
  * One span's summary (``summary.summarize_trace``): one key per panel, in
@@ -52,7 +53,10 @@ export interface Diagnosis {
  * windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
  * None with fewer than 2 steps), the mean time per step by category
  * (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
- * kernel time / step time, per device and overall).
+ * kernel time / step time, per device and overall). ``origin_ns``: the first step's
+ * start on the trace's own clock (Kineto ``ts`` × 1000, counted from the file's
+ * ``baseTimeNanoseconds`` when it has one; ``steps[].start_us`` count from it), None
+ * without steps.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StepsPanel".
@@ -74,6 +78,7 @@ export interface StepsPanel {
   main_device: number | null;
   devices: StepDevice[];
   steps: Step[];
+  origin_ns: number | null;
 }
 /**
  * ``summary.steps.devices[]``.
@@ -1800,4 +1805,131 @@ export interface TimelineLane {
   count: number[];
   correlation: number[];
   depth: number[];
+}
+/**
+ * ``history --format json`` (``tb_kineto_insights.history/1``): the log directory,
+ * the ``metrics`` judged, the noise ``rule`` in words, the ``series``, and
+ * ``skipped``: runs left out with the reason (no readable span).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "HistoryDocument".
+ */
+export interface HistoryDocument {
+  schema: string;
+  logdir: string;
+  metrics: string[];
+  rule: string;
+  series: HistorySeries[];
+  skipped: {
+    [k: string]: string | undefined;
+  };
+}
+/**
+ * One series: runs of the same job (``name``, found by ``grouped_by``: ``label``,
+ * ``name``, ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change
+ * points (outliers included) in run order.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "HistorySeries".
+ */
+export interface HistorySeries {
+  name: string;
+  grouped_by: string;
+  runs: HistoryRun[];
+  changes: HistoryChange[];
+}
+/**
+ * One run of a series (``series[].runs[]``), from its workers' latest headlines.
+ *
+ * ``run``: the run's name in the log directory. ``start_ns`` (ns since the epoch) and
+ * ``start_time`` (ISO 8601, UTC) from ``time_source``: ``"trace"``
+ * (``baseTimeNanoseconds`` + first step, the earliest rank) or ``"file"`` (the
+ * trace file's modification time). ``ranks``: workers; ``world_size`` as recorded.
+ * Step time in µs of the slowest rank (``slowest_worker``: the largest mean step
+ * time): ``median_step_us``, ``mean_step_us``, ``std_step_us`` over its ``steps``.
+ * ``gpu_utilization_fraction``, ``breakdown_us`` of that rank;
+ * ``memory_peak_bytes`` (largest allocated peak over ranks) and
+ * ``memory_growth_bytes_per_step`` (largest); ``diagnoses`` over all ranks (per id the
+ * largest impact), largest impact first; ``top_diagnosis`` the first id. ``metadata``:
+ * label, preset, git commit, torch and CUDA versions when recorded. ``outlier``: the
+ * metrics for which this run is a one-off outlier against its level; ``change``: the
+ * metrics whose level changed at this run.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "HistoryRun".
+ */
+export interface HistoryRun {
+  run: string;
+  start_ns: number;
+  start_time: string;
+  time_source: string;
+  ranks: number;
+  world_size: number | null;
+  gpu_model: string | null;
+  slowest_worker: string | null;
+  steps: number;
+  median_step_us: number | null;
+  mean_step_us: number | null;
+  std_step_us: number | null;
+  gpu_utilization_fraction: number | null;
+  breakdown_us: {
+    [k: string]: number | undefined;
+  };
+  memory_peak_bytes: number | null;
+  memory_growth_bytes_per_step: number | null;
+  diagnoses: HeadlineDiagnosis[];
+  top_diagnosis: string | null;
+  metadata: {
+    [k: string]: string | undefined;
+  };
+  outlier: string[];
+  change: string[];
+}
+/**
+ * A diagnosis as the history keeps it: stable ``id``, ``severity``, the share of step
+ * time it explains (``impact_fraction``) and its ``title``.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "HeadlineDiagnosis".
+ */
+export interface HeadlineDiagnosis {
+  id: string;
+  severity: string;
+  impact_fraction: number;
+  title: string;
+}
+/**
+ * A change point (``series[].changes[]``): the first ``run`` whose ``metric`` left
+ * the previous level beyond noise (``compare.history`` module docstring: the diff's
+ * Welch rule, a minimum effect, a minimum number of runs per level), or a one-off
+ * ``outlier``.
+ *
+ * ``before``: the previous level (mean over its ``before_runs`` runs; for step time the
+ * mean over all their steps, µs); ``after``: the new level (the mean over the runs that
+ * confirm it, ``after_runs``) or, for an outlier, the run's own value.
+ * ``change_fraction``: (after − before) / before. ``verdict``: ``regressed``,
+ * ``improved`` or ``outlier``; ``confirmed``: False when the series ends before enough
+ * runs confirm the new level (``history_min_runs_per_level``). ``previous_run``: the run
+ * before it (what a diff of the change compares against). ``gained``/``lost``:
+ * diagnosis ids present at this run and not at the previous one, and the reverse.
+ * ``settings_changed``: recording differences from the previous run
+ * (``compare.comparability`` fields).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "HistoryChange".
+ */
+export interface HistoryChange {
+  run: string;
+  previous_run: string | null;
+  metric: string;
+  before: number;
+  after: number;
+  change_fraction: number | null;
+  before_runs: number;
+  after_runs: number;
+  verdict: string;
+  confirmed: boolean;
+  gained: string[];
+  lost: string[];
+  settings_changed: ComparabilityItem[];
 }

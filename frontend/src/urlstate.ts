@@ -25,7 +25,7 @@ export interface Side {
 export type Range = [number, number];
 
 export interface ViewState {
-  mode: "run" | "diff";
+  mode: "run" | "diff" | "history";
   // step: the timeline's step (N of ProfilerStep#N); window: its zoom; mark: the range
   // highlighted on it (a gap opened from the Idle panel).
   run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range };
@@ -79,7 +79,8 @@ export function stateFromParams(params: [string, string][]): ViewState {
     return hit ? hit[1] : undefined;
   };
   const state = emptyState();
-  state.mode = get("mode") === "diff" ? "diff" : "run";
+  const mode = get("mode");
+  state.mode = mode === "diff" || mode === "history" ? mode : "run";
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
   const step = Number(get("step"));
   if (get("step") !== undefined && Number.isInteger(step) && step >= 0) {
@@ -106,7 +107,7 @@ export function paramsFromState(state: ViewState): [string, string][] {
   const put = (key: string, value: string | number | undefined) => {
     if (value !== undefined && value !== "") out.push([PREFIX + key, String(value)]);
   };
-  if (state.mode === "diff") put("mode", "diff");
+  if (state.mode !== "run") put("mode", state.mode);
   // Compare mode: only the two sides; the single-run keys would be stale in a link.
   if (state.mode === "run") {
     put("run", state.run.run);

@@ -111,7 +111,10 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
     (per category, mean over steps); ``gpu_utilization_fraction`` (the busiest device,
     denominator: total step-window time) and ``devices`` (per device); ``steps``: per step
     ``number``, ``start_us`` (from the first step's start), ``duration_us``,
-    ``cpu_duration_us`` (the marker alone), ``breakdown_us``, ``gpu_utilization_fraction``.
+    ``cpu_duration_us`` (the marker alone), ``breakdown_us``, ``gpu_utilization_fraction``;
+    ``origin_ns``: the first step's start on the trace's own clock (Kineto's ``ts`` in ns,
+    counted from the file's ``baseTimeNanoseconds`` when it has one), None without steps:
+    with ``baseTimeNanoseconds`` it dates the run (``compare/history.py`` orders runs by it).
     """
     steps = index.steps
     dur_us = steps.dur_ns.astype(np.float64) / 1000.0
@@ -166,4 +169,5 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
         main_device=main,
         devices=devices,
         steps=per_step,
+        origin_ns=origin if len(steps) else None,
     )

@@ -131,6 +131,15 @@ class Thresholds:
     #: this relative change up; between ``diff_min_change_fraction`` and this it is
     #: ``within noise``.
     diff_single_value_verdict_fraction: float = 0.10
+    #: history: a run starts a new level of a metric only when it moves the metric by at
+    #: least this share of the previous level (on top of the diff's rules: beyond the
+    #: step-to-step noise, and ``diff_min_change_fraction``): runs of one job on shared
+    #: machines differ from run to run by more than their steps differ from each other.
+    history_min_change_fraction: float = 0.05
+    #: history: a new level holds for at least this many consecutive runs (the changed
+    #: run included); fewer runs off the level, followed by a run back on it, are
+    #: outliers. A level is judged against only once it has this many runs.
+    history_min_runs_per_level: int = 2
     #: trace_too_few_steps: fewer profiled steps than this leave the diff's noise rule
     #: (Welch, n >= 2 per side) without a usable step-to-step deviation.
     quality_min_steps: int = 3

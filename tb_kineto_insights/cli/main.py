@@ -7,6 +7,10 @@
   limit is crossed, 1 on a regression or when EXP has a ``--fail-on`` diagnosis (on any
   span, or across its ranks for a run of several workers, e.g.
   ``communication_straggler``), 2 on unusable input or an unknown id; prints why.
+- ``check RUN --against-history LOGDIR [--group-by ...]``: exit 1 when RUN's step time
+  regressed against the current level of its series in LOGDIR (``cli/history.py``).
+- ``history LOGDIR [--group-by ...] [--metric ...] [--since DATE] [--format text|json]``:
+  the runs as series over time and the runs where a level changed (``compare/history.py``).
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
@@ -152,7 +156,23 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def _cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights.cli import history
+
+    return history.cmd_history(args, out, err)
+
+
 def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.against_history is not None:
+        if args.exp is not None:
+            err.write("error: check RUN --against-history LOGDIR takes one run, not BASE EXP\n")
+            return EXIT_UNUSABLE
+        from tb_kineto_insights.cli import history
+
+        return history.cmd_check_against_history(args, out, err)
+    if args.exp is None:
+        err.write("error: check needs BASE and EXP (or RUN --against-history LOGDIR)\n")
+        return EXIT_UNUSABLE
     from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS
     from tb_kineto_insights.analysis.units import fmt_duration_us as _fmt_us
     from tb_kineto_insights.compare import (
@@ -387,7 +407,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     for cmd in (diff_cmd, check_cmd):
         cmd.add_argument("base", help=f"BASE: {side_help}")
-        cmd.add_argument("exp", help=f"EXP: {side_help}")
+        if cmd is diff_cmd:
+            cmd.add_argument("exp", help=f"EXP: {side_help}")
+        else:
+            cmd.add_argument("exp", nargs="?", default=None, help=f"EXP: {side_help}")
         cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
         cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     diff_cmd.add_argument(
@@ -416,7 +439,42 @@ def _parser() -> argparse.ArgumentParser:
         help="fail when EXP has this diagnosis, on any span or across its ranks (repeatable, "
         "or comma-separated), e.g. memory_growth, communication_straggler",
     )
+    check_cmd.add_argument(
+        "--against-history",
+        metavar="LOGDIR",
+        default=None,
+        help="check one run (BASE) against the current step-time level of its series in "
+        "LOGDIR (the history's rule): exit 1 when it regressed",
+    )
+    check_cmd.add_argument(
+        "--group-by", default=None, help="with --against-history: as history --group-by"
+    )
     check_cmd.set_defaults(func=_cmd_check)
+    hist_cmd = sub.add_parser(
+        "history",
+        help="every run of a log directory over time, per series, and the runs where step "
+        "time (or another headline metric) changed level",
+    )
+    hist_cmd.add_argument("logdir", help="log directory (path or URL)")
+    hist_cmd.add_argument(
+        "--group-by",
+        default=None,
+        help="series by a regex on the run name (its first group) or key:NAME (a run "
+        "metadata field, e.g. key:git_commit); default: label, else the run name without "
+        "its trailing number/date, else the log directory",
+    )
+    hist_cmd.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        help="metric(s) to judge: step_time, gpu_utilization, memory_peak (repeatable or "
+        "comma-separated; default: all)",
+    )
+    hist_cmd.add_argument("--since", default=None, help="show runs from this date (ISO, UTC)")
+    hist_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    hist_cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    hist_cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+    hist_cmd.set_defaults(func=_cmd_history)
     doctor_cmd = sub.add_parser(
         "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
     )

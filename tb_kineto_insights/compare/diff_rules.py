@@ -103,16 +103,47 @@ def judge(
         raise ValueError("judge needs at least one value on each side")
     if better not in ("lower", "higher", "none"):
         raise ValueError(f"better must be lower, higher or none, not {better!r}")
-    th = thresholds
     mb, sb = _mean_std(base)
     me, se = _mean_std(exp)
     if means is not None:
         mb, me = means
+    return judge_stats(
+        (mb, sb, len(base)),
+        (me, se, len(exp)),
+        better,
+        per_step,
+        min_abs_delta=min_abs_delta,
+        thresholds=thresholds,
+    )
+
+
+def judge_stats(
+    base: tuple[float, float, int],
+    exp: tuple[float, float, int],
+    better: str,
+    per_step: bool = True,
+    *,
+    min_abs_delta: float = 0.0,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> dict[str, Any]:
+    """:func:`judge` from each side's ``(mean, standard deviation, n)`` instead of its
+    samples (the same rules; the history's levels pool many runs' steps and keep only
+    these three numbers). Returns what :func:`judge` returns.
+
+    Raises:
+        ValueError: a side has ``n < 1``, or ``better`` is unknown.
+    """
+    (mb, sb, nb), (me, se, ne) = base, exp
+    if nb < 1 or ne < 1:
+        raise ValueError("judge needs at least one value on each side")
+    if better not in ("lower", "higher", "none"):
+        raise ValueError(f"better must be lower, higher or none, not {better!r}")
+    th = thresholds
     delta = me - mb
     rel = delta / abs(mb) if mb else (0.0 if delta == 0 else math.copysign(math.inf, delta))
-    stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))
+    stderr = math.sqrt(sb * sb / nb + se * se / ne)
     min_delta = max(th.diff_min_change_fraction * abs(mb), min_abs_delta)
-    by_steps = per_step and len(base) > 1 and len(exp) > 1
+    by_steps = per_step and nb > 1 and ne > 1
     if delta == 0 or abs(delta) < th.diff_min_change_fraction * abs(mb):
         verdict = "unchanged"
     elif abs(delta) < min_delta:
@@ -131,8 +162,8 @@ def judge(
         "base_noise": sb,
         "exp_noise": se,
         "stderr": stderr if by_steps else None,
-        "base_n": len(base),
-        "exp_n": len(exp),
+        "base_n": nb,
+        "exp_n": ne,
         "min_delta": min_delta,
         "verdict": verdict,
     }

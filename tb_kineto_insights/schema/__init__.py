@@ -77,9 +77,9 @@ def summary_decoder() -> msgspec.json.Decoder[Summary]:
 def json_schemas() -> dict[str, dict[str, Any]]:
     """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
     ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json``,
-    ``timeline.schema.json`` (one step's timeline, ``/timeline``) (JSON Schema
-    2020-12, as written by ``msgspec.json.schema``; Struct docstrings become
-    ``description``)."""
+    ``timeline.schema.json`` (one step's timeline, ``/timeline``),
+    ``history.schema.json`` (JSON Schema 2020-12, as written by ``msgspec.json.schema``;
+    Struct docstrings become ``description``)."""
     out: dict[str, dict[str, Any]] = {}
     for name, typ in (
         ("summary", Summary),
@@ -87,6 +87,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("diff", _diff_document()),
         ("report", Report),
         ("timeline", _timeline_step()),
+        ("history", _history_document()),
     ):
         schema = msgspec.json.schema(typ)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -125,6 +126,13 @@ def _diff_document() -> type[DiffDocument]:
     from tb_kineto_insights.schema.diff import DiffDocument
 
     return DiffDocument
+
+
+def _history_document() -> type[Any]:
+    """:class:`~tb_kineto_insights.schema.history.HistoryDocument`, imported on first use."""
+    from tb_kineto_insights.schema.history import HistoryDocument
+
+    return HistoryDocument
 
 
 _LAZY: dict[str, Callable[[], Any]] = {

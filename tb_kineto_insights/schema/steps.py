@@ -34,7 +34,10 @@ class StepsPanel(Out, frozen=True, kw_only=True):
     windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
     None with fewer than 2 steps), the mean time per step by category
     (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
-    kernel time / step time, per device and overall)."""
+    kernel time / step time, per device and overall). ``origin_ns``: the first step's
+    start on the trace's own clock (Kineto ``ts`` × 1000, counted from the file's
+    ``baseTimeNanoseconds`` when it has one; ``steps[].start_us`` count from it), None
+    without steps."""
 
     count: int
     has_markers: bool
@@ -50,3 +53,4 @@ class StepsPanel(Out, frozen=True, kw_only=True):
     main_device: int | None
     devices: list[StepDevice]
     steps: list[Step]
+    origin_ns: int | None

@@ -4,7 +4,7 @@ Every route is listed, with its parameters, answers and errors, in ``docs/api.md
 test checks that the routes served here are exactly the documented ones). In short,
 under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
 ``/run_summary``, ``/diff``, ``/timeline`` (one step's timeline, stored beside the
-summary), and the frontend files ``/index.js``, ``/echarts.js`` and
+summary), ``/history``, and the frontend files ``/index.js``, ``/echarts.js`` and
 ``/style.css``.
 
 How it stays fast and safe:
@@ -99,6 +99,7 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
@@ -121,6 +122,7 @@ from tb_kineto_insights.store.cache import (
     LoadResult,
     cache_dir_from_env,
     encode_json,
+    headline_of,
     json_safe,
     settings_fingerprint,
 )
@@ -208,6 +210,7 @@ ROUTES: tuple[str, ...] = (
     "/diff",
     "/timeline",
     "/window",
+    "/history",
     *_STATIC_FILES,
 )
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
@@ -490,6 +493,11 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._layout: _RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
+        #: ``/history``: headline records made here from loaded summaries, by identity
+        self._headlines: dict[Identity, SpanHeadline] = {}
+        #: ``/history``'s last complete answer: (scan, (group_by, metrics), body)
+        self._history_body: tuple[_Snapshot, tuple[str | None, tuple[str, ...]], bytes] | None
+        self._history_body = None
         self._watcher = None
         #: local log directories to watch (none when events are off)
         self._watch_folders: list[str] = []
@@ -608,6 +616,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/diff": self._route(self._serve_diff),
             "/timeline": self._route(self._serve_timeline),
             "/window": self._route(self._serve_window),
+            "/history": self._route(self._serve_history),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -1173,6 +1182,74 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 diffed = {**diffed, "warnings": [*diffed.get("warnings", []), *warnings]}
             body = encode_json(diffed)
             self._derived_put(key, body)
+        return _respond(request, body)
+
+    def _history_headline(self, ident: Identity) -> SpanHeadline | None:
+        """A span's headline record for ``/history``, without reading the trace here:
+        from the cache folder (written with its summary), else from a summary the loader
+        holds (made once, remembered), else None, and the span is queued for loading
+        (``/history`` answers with the spans still pending)."""
+        with self._derived_lock:
+            known = self._headlines.get(ident)
+        if known is not None:
+            return known
+        cache = self._loader.cache
+        headline = None if cache is None else cache.load_file_headline(ident)
+        if headline is None:
+            _, result = self._loader.get(ident, 0.0)
+            if result is None or result.summary is None:
+                return None
+            try:
+                headline = headline_of(result.decoded(), ident)
+            except (ValueError, TypeError, KeyError):
+                return None
+        with self._derived_lock:
+            self._headlines[ident] = headline
+        return headline
+
+    def _serve_history(self, request: Request) -> Any:
+        """``/history``: the ``tb_kineto_insights.history/1`` document of the log
+        directory (``compare.history.build_history``) from each worker's latest span's
+        headline record; optional ``group_by`` and ``metric`` (comma-separated) as the
+        CLI's. Spans not summarised yet are queued and named in ``skipped`` (with
+        ``"loading"``) until they are. A complete answer is kept until the next scan of
+        the log directory."""
+        from tb_kineto_insights.compare import history as hist
+
+        group_by = self._param(request, "group_by", required=False) or None
+        raw_metrics = self._param(request, "metric", required=False) or ""
+        metrics = [m.strip() for m in raw_metrics.split(",") if m.strip()] or list(hist.METRICS)
+        snapshot = self._current()
+        params = (group_by, tuple(metrics))
+        with self._derived_lock:
+            last = self._history_body
+        if last is not None and last[0] is snapshot and last[1] == params:
+            return _respond(request, last[2])  # same scan, every run was read: same answer
+        runs: list[hist.RunHeadlines] = []
+        skipped: dict[str, str] = {}
+        for run in snapshot.runs:
+            workers: dict[str, SpanHeadline] = {}
+            for worker in run.workers:
+                if not worker.spans:
+                    continue
+                headline = self._history_headline(self._request_identity(worker.spans[-1]))
+                if headline is None:
+                    skipped[self._run_label(run.name)] = "loading"
+                else:
+                    workers[worker.name] = headline
+            if workers and self._run_label(run.name) not in skipped:
+                runs.append(hist.RunHeadlines(self._run_label(run.name), workers))
+        logdir = ", ".join(src.path for src in self._sources)
+        try:
+            doc = hist.build_history(
+                runs, logdir=logdir, group_by=group_by, metrics=metrics, skipped=skipped
+            )
+        except ValueError as exc:
+            raise _ApiError(400, str(exc)) from None
+        body = encode_json(doc)
+        if not skipped:
+            with self._derived_lock:
+                self._history_body = (snapshot, params, body)
         return _respond(request, body)
 
     def _run_label(self, run: str) -> str:

@@ -43,6 +43,7 @@ from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
+from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -216,7 +217,11 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
     if task.cache_folder is not None:
         try:
             DiskCache(task.cache_folder, task.settings).store_entry(
-                task.ident, data, is_error=error is not None, key=task.key
+                task.ident,
+                data,
+                is_error=error is not None,
+                key=task.key,
+                summary=summary if isinstance(summary, Summary) else None,
             )
         except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
@@ -269,6 +274,11 @@ def worker_main() -> None:
     tasks = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # keep the answer channel clean
+    # The reader and the analysis (what a task's ``summarize`` names), imported before
+    # READY: the store no longer imports them, and their import must not count against
+    # the first load's deadline.
+    import tb_kineto_insights.summary  # noqa: F401
+
     try:
         _write_frame(answers, _READY)  # imports done: load deadlines start from here
     except OSError:

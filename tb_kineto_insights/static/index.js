@@ -1599,15 +1599,15 @@ var __kinetoInsights = (() => {
   function preloadCharts() {
     loadVendor().catch(() => void 0);
   }
-  function chart(option, label, height = 260, onInit) {
+  function chart(option, label, height = 260, onInit, onClick) {
     const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
     node.style.height = `${height}px`;
     const ready = loadVendor().then(
       (lib) => {
         if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit, onClick))));
         }
-        draw(lib, node, option, onInit);
+        draw(lib, node, option, onInit, onClick);
         return void 0;
       },
       (err) => {
@@ -1617,11 +1617,16 @@ var __kinetoInsights = (() => {
     );
     return { node, ready };
   }
-  function draw(lib, node, option, onInit) {
+  function draw(lib, node, option, onInit, onClick) {
     const instance = lib.init(node, null, { renderer: "canvas" });
     let width = node.clientWidth;
     instance.setOption(fitLegend(option, width));
     onInit?.(instance);
+    if (onClick) {
+      instance.on("click", (params) => {
+        if (typeof params.dataIndex === "number") onClick(params.seriesName ?? "", params.dataIndex);
+      });
+    }
     node.dataset.chartReady = "1";
     let observer = null;
     if (typeof ResizeObserver !== "undefined") {
@@ -2614,6 +2619,163 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       out.push(subhead("Kineto's log"), el("pre", { className: "log" }, h.kineto_log.join("\n")));
     }
     if (lost) out.push(subhead("Kineto record counts"), countsTable(h.kineto_record_counts, "records"));
+    return out;
+  }
+
+  // src/panels/history.ts
+  var MEDIAN = "median step time";
+  var FONT2 = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+  function historyPoints(series) {
+    const runs = series.runs;
+    const x = (r) => r.start_ns / 1e6;
+    const median = (r) => isNum(r.median_step_us) ? r.median_step_us / 1e3 : null;
+    const std = (r) => isNum(r.std_step_us) ? r.std_step_us / 1e3 : 0;
+    return {
+      runs,
+      medianMs: runs.map((r) => [x(r), median(r)]),
+      lowMs: runs.map((r) => {
+        const m = median(r);
+        return [x(r), m === null ? null : Math.max(0, m - std(r))];
+      }),
+      bandMs: runs.map((r) => {
+        const m = median(r);
+        return [x(r), m === null ? null : m + std(r) - Math.max(0, m - std(r))];
+      })
+    };
+  }
+  function changeColor(verdict, p) {
+    if (verdict === "regressed") return p.bad;
+    if (verdict === "improved") return p.good;
+    return p.warn;
+  }
+  function historyOption(series, p) {
+    const pts = historyPoints(series);
+    const stepChanges = series.changes.filter((c) => c.metric === "step_time" && c.verdict !== "outlier");
+    const byRun = new Map(series.runs.map((r) => [r.run, r]));
+    const axisStyle2 = {
+      axisLine: { lineStyle: { color: p.axis } },
+      axisLabel: { color: p.muted, fontFamily: FONT2 },
+      nameTextStyle: { color: p.muted, fontFamily: FONT2 },
+      splitLine: { lineStyle: { color: p.split } }
+    };
+    const low = {
+      type: "line",
+      name: "band low",
+      stack: "band",
+      symbol: "none",
+      lineStyle: { opacity: 0 },
+      data: pts.lowMs,
+      silent: true,
+      tooltip: { show: false }
+    };
+    const band = {
+      type: "line",
+      name: "step-to-step spread (± std)",
+      stack: "band",
+      symbol: "none",
+      lineStyle: { opacity: 0 },
+      areaStyle: { color: p.accent, opacity: 0.18 },
+      data: pts.bandMs,
+      silent: true,
+      tooltip: { show: false }
+    };
+    const median = {
+      type: "line",
+      name: MEDIAN,
+      symbol: "circle",
+      symbolSize: 6,
+      lineStyle: { width: 1.5, color: p.accent },
+      itemStyle: {
+        color: (params) => series.runs[params.dataIndex]?.outlier.includes("step_time") ? p.warn : p.accent
+      },
+      data: pts.medianMs,
+      markLine: {
+        symbol: "none",
+        silent: true,
+        label: { color: p.text, fontFamily: FONT2, formatter: (m) => m.name ?? "" },
+        data: stepChanges.filter((c) => byRun.has(c.run)).map((c) => ({
+          name: `${c.verdict} ${fmtSignedPercent(c.change_fraction)}`,
+          xAxis: byRun.get(c.run).start_ns / 1e6,
+          lineStyle: { color: changeColor(c.verdict, p), type: c.confirmed ? "solid" : "dashed", width: 1.5 }
+        }))
+      }
+    };
+    return {
+      animation: false,
+      backgroundColor: "transparent",
+      textStyle: { color: p.text, fontFamily: FONT2 },
+      grid: { left: 4, right: 12, top: 24, bottom: 4, outerBoundsMode: "same", outerBoundsContain: "all" },
+      tooltip: {
+        trigger: "item",
+        confine: true,
+        backgroundColor: p.tooltipBackground,
+        borderColor: p.tooltipBorder,
+        textStyle: { color: p.text, fontFamily: FONT2, fontSize: 12 },
+        formatter: ((params) => {
+          const r = series.runs[params.dataIndex ?? 0];
+          const rows = [
+            { label: "started", value: r.start_time.replace("T", " ").replace("+00:00", " UTC") },
+            { label: "median step", value: `${fmtDuration(r.median_step_us)} ± ${fmtDuration(r.std_step_us)}`, strong: true },
+            { label: "GPU utilization", value: fmtPercent(r.gpu_utilization_fraction) },
+            { label: "memory peak", value: fmtBytes(r.memory_peak_bytes) },
+            { label: "top diagnosis", value: r.top_diagnosis ?? "none" }
+          ];
+          const marks = [...r.change.map((m) => `${m} changed here`), ...r.outlier.map((m) => `${m}: outlier`)];
+          return tipNode(r.run, rows, marks.join("; ") || void 0);
+        })
+      },
+      xAxis: { type: "time", name: "run start (UTC)", nameLocation: "middle", nameGap: 24, ...axisStyle2 },
+      yAxis: { type: "value", name: "step time (ms)", min: 0, ...axisStyle2 },
+      series: [low, band, median]
+    };
+  }
+  function changesTable(series, actions) {
+    const fmt = (c, v) => c.metric === "step_time" ? fmtDuration(v) : c.metric === "gpu_utilization" ? fmtPercent(v) : fmtBytes(v);
+    return table(
+      [
+        { header: "run", cell: (c) => c.run },
+        { header: "metric", cell: (c) => c.metric },
+        { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
+        { header: "before → after", numeric: true, cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
+        { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
+        { header: "diagnoses", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
+        { header: "settings changed", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" },
+        {
+          header: "",
+          cell: (c) => {
+            const open = el("button", { type: "button", className: "link" }, "open run");
+            open.addEventListener("click", () => actions.openRun(c.run));
+            const diff = el("button", { type: "button", className: "link", disabled: !c.previous_run }, "diff with previous");
+            diff.addEventListener("click", () => c.previous_run && actions.diffRuns(c.previous_run, c.run));
+            return el("span", null, open, " ", diff);
+          }
+        }
+      ],
+      series.changes,
+      { limit: 20, className: "history-changes" }
+    );
+  }
+  function historyPanel(doc, p, actions) {
+    if (!doc.series.length) return "No run with a readable trace yet.";
+    const out = [];
+    const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
+    if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+    for (const s of doc.series) {
+      const found = s.changes.filter((c) => c.verdict !== "outlier").length;
+      const outliers = s.changes.length - found;
+      out.push(
+        subhead(
+          `${s.name} — ${s.runs.length} runs, ${found} change points, ${outliers} outliers`,
+          `Grouped by ${s.grouped_by}. ${doc.rule}`
+        )
+      );
+      const open = (series, index) => {
+        if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+      };
+      const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
+      out.push(chart(historyOption(s, p), label, 240, void 0, open).node);
+      out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+    }
     return out;
   }
 
@@ -3935,7 +4097,8 @@ ${more.trim()}` : ""));
       return hit ? hit[1] : void 0;
     };
     const state = emptyState();
-    state.mode = get("mode") === "diff" ? "diff" : "run";
+    const mode = get("mode");
+    state.mode = mode === "diff" || mode === "history" ? mode : "run";
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
     const step = Number(get("step"));
     if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
@@ -3961,7 +4124,7 @@ ${more.trim()}` : ""));
     const put = (key, value) => {
       if (value !== void 0 && value !== "") out.push([PREFIX + key, String(value)]);
     };
-    if (state.mode === "diff") put("mode", "diff");
+    if (state.mode !== "run") put("mode", state.mode);
     if (state.mode === "run") {
       put("run", state.run.run);
       if (state.run.allRanks) {
@@ -4045,6 +4208,7 @@ ${more.trim()}` : ""));
 
   // src/app.ts
   var ALL = "\0all";
+  var HISTORY_HELP = "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
   var DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
   var RANKS_DIAG_HELP = "Problems visible only when the ranks are compared, most severe first. Pick one worker above for its own diagnoses.";
   var RANKS_HELP = "Step time and communication per rank; the same collective matched across ranks to find who arrives last.";
@@ -4132,6 +4296,8 @@ ${more.trim()}` : ""));
       this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
       this.modeRun.addEventListener("click", () => this.setMode("run"));
       this.modeDiff.addEventListener("click", () => this.setMode("diff"));
+      this.modeHistory = el("button", { type: "button", className: "mode", id: "ki-mode-history" }, "History");
+      this.modeHistory.addEventListener("click", () => this.setMode("history"));
       this.controls = el("div", { className: "controls" });
       this.loadState = el("div", { className: "loadstate", id: "ki-loadstate", role: "status", attrs: { "aria-live": "polite" } });
       const reload = el("button", { type: "button", className: "reload", title: "Scan the log directory again and reload this view." }, "Reload");
@@ -4146,7 +4312,7 @@ ${more.trim()}` : ""));
           "header",
           { className: "top" },
           el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
-          el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff),
+          el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff, this.modeHistory),
           this.controls,
           reload,
           this.loadState,
@@ -4340,8 +4506,11 @@ ${more.trim()}` : ""));
       this.modeDiff.classList.toggle("active", s.mode === "diff");
       this.modeRun.setAttribute("aria-pressed", String(s.mode === "run"));
       this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
+      this.modeHistory.classList.toggle("active", s.mode === "history");
+      this.modeHistory.setAttribute("aria-pressed", String(s.mode === "history"));
       if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
-      else this.controls.replaceChildren(...this.diffControls());
+      else if (s.mode === "diff") this.controls.replaceChildren(...this.diffControls());
+      else this.controls.replaceChildren();
     }
     select(id, label, options, value, onChange, title) {
       const node = el("select", { id, title });
@@ -4467,6 +4636,7 @@ ${more.trim()}` : ""));
     viewKey() {
       const s = this.state;
       if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
+      if (s.mode === "history") return JSON.stringify(["history"]);
       if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
       return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
     }
@@ -4481,6 +4651,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       try {
         if (s.mode === "diff") await this.loadDiff(key, controller.signal);
+        else if (s.mode === "history") await this.loadHistory(key, controller.signal);
         else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
         else await this.loadSpan(key, controller.signal);
       } catch (err) {
@@ -4746,6 +4917,44 @@ ${more.trim()}` : ""));
       });
       fill(changes, () => diffChanges(doc, this.pal));
     }
+    // /history until no run is loading (drawn after each answer), at most 60 answers.
+    async loadHistory(key, signal) {
+      const p = panel("history", "History", HISTORY_HELP);
+      this.jump([["history", "History"]]);
+      this.mount(key, [p]);
+      setLoading(p, "Reading the history of the log directory…");
+      for (let i = 0; i < 60 && !signal.aborted; i += 1) {
+        const answer = await getJson(apiUrl("history"), signal);
+        if (signal.aborted || this.main.dataset.view !== key) return;
+        if (!answer.ok || !answer.body) {
+          setError(p, answer.error ?? "unknown error");
+          return;
+        }
+        const doc = answer.body;
+        this.loaded = { kind: "history", key, doc };
+        this.drawHistory(p, doc);
+        if (!Object.values(doc.skipped).includes("loading")) return;
+        await new Promise((resolve) => this.win.setTimeout(resolve, 1e3));
+      }
+    }
+    drawHistory(p, doc) {
+      fill(
+        p,
+        () => historyPanel(doc, this.pal, {
+          openRun: (run) => {
+            this.state.mode = "run";
+            this.state.run = { run };
+            this.changed();
+          },
+          diffRuns: (base3, exp) => {
+            this.state.mode = "diff";
+            this.state.base = { run: base3 };
+            this.state.exp = { run: exp };
+            this.changed();
+          }
+        })
+      );
+    }
     // Draw the loaded data again (theme change) without asking the server.
     redraw() {
       const loaded = this.loaded;
@@ -4759,6 +4968,10 @@ ${more.trim()}` : ""));
         const { diag, ranks } = ranksPanels();
         this.mount(loaded.key, [diag, ranks]);
         this.drawRanks(diag, ranks, loaded.answer);
+      } else if (loaded.kind === "history") {
+        const p = panel("history", "History", HISTORY_HELP);
+        this.mount(loaded.key, [p]);
+        this.drawHistory(p, loaded.doc);
       } else {
         const all = diffPanels();
         this.mount(loaded.key, all);

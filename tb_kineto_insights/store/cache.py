@@ -16,6 +16,11 @@ the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
         <folder>/v<ANALYSIS_VERSION>/<key>.summary  a summary
         <folder>/v<ANALYSIS_VERSION>/<key>.error    a verdict about the file's content
                                                     (a TraceError other than TraceIOError)
+        <folder>/headlines/v<ANALYSIS_VERSION>/<key>.headline  the summary's headline
+                        record (``analysis/headline.py``), written with each summary,
+                        for ``history``
+        <folder>/headlines/v<ANALYSIS_VERSION>/files/<sha>.headline  the same, by the
+                        listed file (path, size, mtime): found without reading the file
 
     So one cache folder serves a log directory wherever it is mounted: a teammate's
     TensorBoard on ``/mnt/team/logs``, another's on ``/data/logs``, ``report`` and
@@ -53,6 +58,7 @@ written against the old layout.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -67,12 +73,14 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights import schema
+from tb_kineto_insights.analysis.headline import span_headline
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.content_id import content_key_cached
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
-from tb_kineto_insights.summary import ANALYSIS_VERSION
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 
 logger = logging.getLogger(__name__)
@@ -81,6 +89,9 @@ logger = logging.getLogger(__name__)
 #: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
 #: in the identity. 3: keyed on the content identity (``content_id.py``), not the path.
 CACHE_FORMAT = 3
+#: Version of the stored headline record's wrapper and file name
+#: (``headlines/v<ANALYSIS_VERSION>/``).
+HEADLINE_FORMAT = 1
 
 # --------------------------------------------------------------------------- settings
 
@@ -259,6 +270,22 @@ class _Entry(msgspec.Struct, forbid_unknown_fields=False):
 
 
 _ENTRY_DECODER = msgspec.json.Decoder(_Entry)
+
+
+class _StoredHeadline(msgspec.Struct):
+    key: str
+    headline: SpanHeadline
+
+
+_HEADLINE_DECODER = msgspec.json.Decoder(_StoredHeadline)
+
+
+def headline_of(summary: Summary, ident: Identity) -> SpanHeadline:
+    """The headline record of a span's summary
+    (:func:`tb_kineto_insights.analysis.headline.span_headline`) for the listed file."""
+    return span_headline(summary, path=ident.path, size_bytes=ident.size_bytes, mtime=ident.mtime)
+
+
 _PANELS_DECODER = msgspec.json.Decoder(dict[str, msgspec.Raw])
 #: Panel name → a decoder of that panel's Struct (``Summary``'s field types).
 _PANEL_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
@@ -553,12 +580,19 @@ class DiskCache:
         return None if data is None else decode_entry(data, ident, self.settings, key)
 
     def store_entry(
-        self, ident: Identity, data: bytes, *, is_error: bool, key: str | None = None
+        self,
+        ident: Identity,
+        data: bytes,
+        *,
+        is_error: bool,
+        key: str | None = None,
+        summary: Summary | None = None,
     ) -> None:
         """Write an entry (from :func:`_entry_bytes`) atomically (rename in a local
         folder, one PUT on object storage), and drop the other kind of entry for the
-        same content. Raises OSError when the folder is not writable or the file cannot
-        be read for its key."""
+        same content; then the span's headline record for ``history``, from ``summary``
+        when the caller has the Struct (else decoded from ``data``). Raises OSError when
+        the folder is not writable or the file cannot be read for its key."""
         key = key or self.key(ident)
         if key is None:
             raise OSError(f"{ident.path}: cannot be read for its cache key")
@@ -567,6 +601,83 @@ class DiskCache:
         self.backend.write(target, data)
         if self.backend.exists(other):
             self.backend.delete(other)
+        if is_error:
+            return
+        try:
+            if summary is None:
+                result = decode_entry(data, ident, self.settings, key, validate=False)
+                if result is None or result.summary is None:
+                    return
+                summary = result.decoded()
+            headline = headline_of(summary, ident)
+        except (ValueError, TypeError, KeyError) as exc:  # a bug: keep the summary
+            logger.warning("Kineto Insights: no headline for %s: %s", ident.path, exc)
+            return
+        self.store_headline(ident, key, headline)
+
+    # ------------------------------------------------------------------ headlines
+
+    def file_headline_name(self, ident: Identity) -> str:
+        """Where the headline of a listed file is found without reading the file:
+        ``headlines/v<ANALYSIS_VERSION>/files/<SHA-256 of [HEADLINE_FORMAT, settings,
+        path, size, mtime, ETag]>.headline``. (No schema fingerprint: computing it costs
+        a ``history`` more than reading a thousand headlines, and a stored headline must
+        fit :class:`~tb_kineto_insights.schema.history.SpanHeadline` to be used.)"""
+        listed = [HEADLINE_FORMAT, self.settings, ident.path, ident.size_bytes]
+        digest = hashlib.sha256(encode_json([*listed, ident.mtime, ident.version]))
+        return f"headlines/{self._versioned}/files/{digest.hexdigest()}.headline"
+
+    def _headline_name(self, key: str) -> str:
+        return f"headlines/{self._versioned}/{key}.headline"
+
+    def store_headline(self, ident: Identity, key: str, headline: SpanHeadline) -> None:
+        """Write a span's headline record twice, sealed like an entry: by content key
+        (``headlines/v<ANALYSIS_VERSION>/<key>.headline``: found from any path of the
+        same content) and by listed file (:meth:`file_headline_name`: found from a listing
+        alone, no byte of the trace read). Raises OSError when the folder is not
+        writable."""
+        data = _sealed(encode_json({"key": key, "headline": headline}))
+        self.backend.write(self._headline_name(key), data)
+        self.backend.write(self.file_headline_name(ident), data)
+
+    def _read_headline(self, name: str, key: str | None) -> SpanHeadline | None:
+        try:
+            data = self.backend.read(name)
+        except OSError:
+            return None
+        body = None if data is None else _unsealed(data)
+        if body is None:
+            return None
+        try:
+            stored = _HEADLINE_DECODER.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        if key is not None and stored.key != key:
+            return None
+        return stored.headline
+
+    def load_file_headline(self, ident: Identity) -> SpanHeadline | None:
+        """The headline stored for this listed file (path, size, mtime, ETag), or None;
+        reads one small file of the cache and nothing of the trace."""
+        return self._read_headline(self.file_headline_name(ident), None)
+
+    def load_headline(self, ident: Identity, key: str) -> SpanHeadline | None:
+        """The headline stored for this content key, or None. When found, it is also
+        written under :meth:`file_headline_name` (the next lookup of this file reads
+        nothing of the trace); its ``path``/``size_bytes``/``mtime`` become the listed
+        file's."""
+        headline = self._read_headline(self._headline_name(key), key)
+        if headline is None:
+            return None
+        headline = msgspec.structs.replace(
+            headline, path=ident.path, size_bytes=ident.size_bytes, mtime=ident.mtime
+        )
+        with contextlib.suppress(OSError):  # only a shortcut for the next lookup
+            self.backend.write(
+                self.file_headline_name(ident),
+                _sealed(encode_json({"key": key, "headline": headline})),
+            )
+        return headline
 
     def store(self, ident: Identity, data: bytes, *, is_error: bool) -> None:
         """:meth:`store_entry` with the key computed here."""

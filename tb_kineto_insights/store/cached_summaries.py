@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import logging
 
-from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store.cache import (
     DiskCache,
     Identity,
     _entry_bytes,
     entry_key,
+    headline_of,
     settings_fingerprint,
 )
 from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
@@ -64,6 +65,7 @@ class CachedSummaries:
         parsed: spans read and analysed here.
         from_cache: spans answered from the cache.
         store_failures: entries that could not be written (the first is logged).
+        headlines_read: headline records answered from the cache (:meth:`headline`).
 
     Raises (constructor):
         ValueError, ImportError: ``location`` is a URL whose protocol is unknown or
@@ -84,6 +86,7 @@ class CachedSummaries:
         self.parsed = 0
         self.from_cache = 0
         self.store_failures = 0
+        self.headlines_read = 0
 
     def cached(self, span: Span) -> bool:
         """Whether the cache holds an entry (summary or reader error) for the span's
@@ -112,10 +115,45 @@ class CachedSummaries:
                 return stored.decoded(), None
         return self._parse(span, ident, key)
 
+    def headline(self, span: Span) -> tuple[SpanHeadline | None, dict[str, str] | None]:
+        """``(headline, None)`` or ``(None, {"type", "message"})``: the span's headline
+        record (:class:`~tb_kineto_insights.schema.history.SpanHeadline`). With a cache,
+        first by the listed file (path, size, mtime: no byte of the trace read), then by
+        content key (the file's first and last MiB), then from the cached summary, else
+        the trace is summarised (and its summary and headline stored). Without a cache,
+        from :meth:`summarize`."""
+        ident = identity_of(span)
+        if self.cache is not None:
+            found = self.cache.load_file_headline(ident)
+            if found is not None:
+                self.headlines_read += 1
+                return found, None
+            key = self.cache.key(ident)
+            if key is not None:
+                found = self.cache.load_headline(ident, key)
+                if found is not None:
+                    self.headlines_read += 1
+                    return found, None
+        parsed_before = self.parsed
+        summary, error = self.summarize(span)
+        if summary is None:
+            return None, error
+        headline = headline_of(summary, ident)
+        # parsed here: its store (DiskCache.store_entry) wrote the headline already
+        stored = self.parsed > parsed_before
+        if not stored and self.cache is not None and self.cache.key(ident) is not None:
+            try:
+                self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
+            except OSError:
+                self.store_failures += 1
+        return headline, None
+
     def _parse(self, span: Span, ident: Identity, key: str | None) -> SummaryOrError:
         self.parsed += 1
         logger.info("Kineto Insights: reading %s", span.path)
         try:
+            from tb_kineto_insights import summary as summary_module  # the analysis: only here
+
             summary, store = summary_module.summarize_file_with_timeline(
                 span.path, max_json_bytes=self.max_json_bytes, thresholds=self.thresholds
             )
@@ -132,14 +170,21 @@ class CachedSummaries:
             data = _entry_bytes(
                 ident, self.settings, summary=summary, key=key, timeline=encode_store(store)
             )
-            self._store(ident, key, data, False)
+            self._store(ident, key, data, False, summary)
         return summary, None
 
-    def _store(self, ident: Identity, key: str | None, data: bytes, is_error: bool) -> None:
+    def _store(
+        self,
+        ident: Identity,
+        key: str | None,
+        data: bytes,
+        is_error: bool,
+        summary: Summary | None = None,
+    ) -> None:
         if self.cache is None:
             return
         try:
-            self.cache.store_entry(ident, data, is_error=is_error, key=key)
+            self.cache.store_entry(ident, data, is_error=is_error, key=key, summary=summary)
         except (OSError, ValueError) as exc:
             self.store_failures += 1
             if self.store_failures == 1:

@@ -788,6 +788,41 @@ def test_diff_mode_shows_the_headline(server: Server, open_page: Any) -> None:
     assert f"{base}/{worker}/{span}" in frame.locator(".headline-sides").inner_text()
 
 
+def test_history_view_charts_the_series_and_opens_a_change(server: Server, open_page: Any) -> None:
+    """Issue 31: the History view draws one chart per series of /history's document and
+    lists its change points; "open run" shows that run."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:  # every run summarised (the view polls too; this keeps the test exact)
+        status, doc = server.get("history")
+        assert status == 200
+        if not doc["skipped"]:
+            break
+        assert time.monotonic() < deadline, doc["skipped"]
+        time.sleep(0.5)
+    page = open_page("#kineto_insights&ki_mode=history", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("history",))
+    heads = frame.locator("#ki-panel-history h3").all_inner_texts()
+    assert [h.split(" — ")[0] for h in heads] == [s["name"] for s in doc["series"]]
+    assert frame.locator("#ki-panel-history .chart canvas").count() == len(doc["series"])
+    changes = [c for s in doc["series"] for c in s["changes"]]
+    assert changes, "sample_logs as one series has change points"
+    rows = frame.locator("#ki-panel-history table.history-changes tbody tr")
+    assert rows.count() == len(changes)
+    assert hash_of(page)["ki_mode"] == "history"
+    shoot(frame, "history", "history")
+    first = changes[0]
+    frame.locator(
+        "#ki-panel-history table.history-changes button", has_text="open run"
+    ).first.click()
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-main').dataset.view.includes('span')",
+        timeout=TIMEOUT_MS,
+    )
+    state = hash_of(page)
+    assert "ki_mode" not in state and state["ki_run"] == first["run"]
+
+
 def test_a_link_to_a_missing_run_says_so(open_page: Any) -> None:
     """Issue 17 §2: a link naming a run that is not there says so (it used to show the
     first run silently and rewrite the URL); the notice goes once the user picks."""

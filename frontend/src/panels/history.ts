@@ -1,0 +1,196 @@
+// The History view: one chart per series of runs (median step time over time, the
+// run's step-to-step spread as a band, change points marked, outliers coloured; hover
+// gives the run and its top diagnosis, a click opens it) and the table of change
+// points, each with a button to open the run and one to diff it against the run before
+// it. The document is /history's (compare/history.py); nothing is computed here but the
+// chart's shape.
+
+import type { LineSeriesOption } from "echarts/charts";
+
+import { chart } from "../charts";
+import { el, muted, table } from "../dom";
+import { fmtBytes, fmtDuration, fmtPercent, fmtSignedPercent, isNum } from "../format";
+import type { ChartOption } from "../options";
+import type { Palette } from "../theme";
+import { tipNode } from "../tooltip";
+import type { HistoryChange, HistoryDocument, HistoryRun, HistorySeries } from "../types";
+import { subhead } from "./shell";
+
+export interface HistoryActions {
+  openRun: (run: string) => void;
+  diffRuns: (base: string, exp: string) => void;
+}
+
+const MEDIAN = "median step time";
+const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+
+// x: start time (ms since the epoch); y: ms.
+export interface HistoryPoints {
+  runs: HistoryRun[];
+  medianMs: [number, number | null][];
+  lowMs: [number, number | null][];
+  bandMs: [number, number | null][];
+}
+
+export function historyPoints(series: HistorySeries): HistoryPoints {
+  const runs = series.runs;
+  const x = (r: HistoryRun) => r.start_ns / 1e6;
+  const median = (r: HistoryRun) => (isNum(r.median_step_us) ? r.median_step_us / 1000 : null);
+  const std = (r: HistoryRun) => (isNum(r.std_step_us) ? r.std_step_us / 1000 : 0);
+  return {
+    runs,
+    medianMs: runs.map((r) => [x(r), median(r)]),
+    lowMs: runs.map((r) => {
+      const m = median(r);
+      return [x(r), m === null ? null : Math.max(0, m - std(r))];
+    }),
+    bandMs: runs.map((r) => {
+      const m = median(r);
+      return [x(r), m === null ? null : m + std(r) - Math.max(0, m - std(r))];
+    }),
+  };
+}
+
+function changeColor(verdict: string, p: Palette): string {
+  if (verdict === "regressed") return p.bad;
+  if (verdict === "improved") return p.good;
+  return p.warn;
+}
+
+// Step time of each run over time: the median (line and points; outliers in the warning
+// colour), median ± std as a band, and a vertical line at each step-time change point.
+export function historyOption(series: HistorySeries, p: Palette): ChartOption {
+  const pts = historyPoints(series);
+  const stepChanges = series.changes.filter((c) => c.metric === "step_time" && c.verdict !== "outlier");
+  const byRun = new Map(series.runs.map((r) => [r.run, r]));
+  const axisStyle = {
+    axisLine: { lineStyle: { color: p.axis } },
+    axisLabel: { color: p.muted, fontFamily: FONT },
+    nameTextStyle: { color: p.muted, fontFamily: FONT },
+    splitLine: { lineStyle: { color: p.split } },
+  };
+  const low: LineSeriesOption = {
+    type: "line",
+    name: "band low",
+    stack: "band",
+    symbol: "none",
+    lineStyle: { opacity: 0 },
+    data: pts.lowMs,
+    silent: true,
+    tooltip: { show: false },
+  };
+  const band: LineSeriesOption = {
+    type: "line",
+    name: "step-to-step spread (± std)",
+    stack: "band",
+    symbol: "none",
+    lineStyle: { opacity: 0 },
+    areaStyle: { color: p.accent, opacity: 0.18 },
+    data: pts.bandMs,
+    silent: true,
+    tooltip: { show: false },
+  };
+  const median: LineSeriesOption = {
+    type: "line",
+    name: MEDIAN,
+    symbol: "circle",
+    symbolSize: 6,
+    lineStyle: { width: 1.5, color: p.accent },
+    itemStyle: {
+      color: (params: { dataIndex: number }) => (series.runs[params.dataIndex]?.outlier.includes("step_time") ? p.warn : p.accent),
+    } as unknown as LineSeriesOption["itemStyle"],
+    data: pts.medianMs,
+    markLine: {
+      symbol: "none",
+      silent: true,
+      label: { color: p.text, fontFamily: FONT, formatter: (m: { name?: string }) => m.name ?? "" },
+      data: stepChanges
+        .filter((c) => byRun.has(c.run))
+        .map((c) => ({
+          name: `${c.verdict} ${fmtSignedPercent(c.change_fraction)}`,
+          xAxis: (byRun.get(c.run) as HistoryRun).start_ns / 1e6,
+          lineStyle: { color: changeColor(c.verdict, p), type: c.confirmed ? "solid" : "dashed", width: 1.5 },
+        })),
+    } as unknown as LineSeriesOption["markLine"],
+  };
+  return {
+    animation: false,
+    backgroundColor: "transparent",
+    textStyle: { color: p.text, fontFamily: FONT },
+    grid: { left: 4, right: 12, top: 24, bottom: 4, outerBoundsMode: "same", outerBoundsContain: "all" },
+    tooltip: {
+      trigger: "item",
+      confine: true,
+      backgroundColor: p.tooltipBackground,
+      borderColor: p.tooltipBorder,
+      textStyle: { color: p.text, fontFamily: FONT, fontSize: 12 },
+      formatter: ((params: { dataIndex?: number }) => {
+        const r = series.runs[params.dataIndex ?? 0];
+        const rows = [
+          { label: "started", value: r.start_time.replace("T", " ").replace("+00:00", " UTC") },
+          { label: "median step", value: `${fmtDuration(r.median_step_us)} ± ${fmtDuration(r.std_step_us)}`, strong: true },
+          { label: "GPU utilization", value: fmtPercent(r.gpu_utilization_fraction) },
+          { label: "memory peak", value: fmtBytes(r.memory_peak_bytes) },
+          { label: "top diagnosis", value: r.top_diagnosis ?? "none" },
+        ];
+        const marks = [...r.change.map((m) => `${m} changed here`), ...r.outlier.map((m) => `${m}: outlier`)];
+        return tipNode(r.run, rows, marks.join("; ") || undefined);
+      }) as unknown as string,
+    },
+    xAxis: { type: "time", name: "run start (UTC)", nameLocation: "middle", nameGap: 24, ...axisStyle },
+    yAxis: { type: "value", name: "step time (ms)", min: 0, ...axisStyle },
+    series: [low, band, median],
+  };
+}
+
+function changesTable(series: HistorySeries, actions: HistoryActions): HTMLElement {
+  const fmt = (c: HistoryChange, v: number) =>
+    c.metric === "step_time" ? fmtDuration(v) : c.metric === "gpu_utilization" ? fmtPercent(v) : fmtBytes(v);
+  return table<HistoryChange>(
+    [
+      { header: "run", cell: (c) => c.run },
+      { header: "metric", cell: (c) => c.metric },
+      { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
+      { header: "before → after", numeric: true, cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
+      { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
+      { header: "diagnoses", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
+      { header: "settings changed", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" },
+      {
+        header: "",
+        cell: (c) => {
+          const open = el("button", { type: "button", className: "link" }, "open run");
+          open.addEventListener("click", () => actions.openRun(c.run));
+          const diff = el("button", { type: "button", className: "link", disabled: !c.previous_run }, "diff with previous");
+          diff.addEventListener("click", () => c.previous_run && actions.diffRuns(c.previous_run, c.run));
+          return el("span", null, open, " ", diff);
+        },
+      },
+    ],
+    series.changes,
+    { limit: 20, className: "history-changes" },
+  );
+}
+
+export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryActions): Node[] | string {
+  if (!doc.series.length) return "No run with a readable trace yet.";
+  const out: Node[] = [];
+  const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
+  if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+  for (const s of doc.series) {
+    const found = s.changes.filter((c) => c.verdict !== "outlier").length;
+    const outliers = s.changes.length - found;
+    out.push(
+      subhead(
+        `${s.name} — ${s.runs.length} runs, ${found} change points, ${outliers} outliers`,
+        `Grouped by ${s.grouped_by}. ${doc.rule}`,
+      ),
+    );
+    const open = (series: string, index: number) => {
+      if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+    };
+    const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
+    out.push(chart(historyOption(s, p), label, 240, undefined, open).node);
+    out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+  }
+  return out;
+}

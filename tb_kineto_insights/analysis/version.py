@@ -1,0 +1,9 @@
+"""The version of what a summary contains, in a module of its own so that code that only
+names it (the cache's folder ``v<ANALYSIS_VERSION>``, ``history`` reading headline
+records) need not import the analysis itself (``summary.py`` re-exports it)."""
+
+#: Bumped whenever a summary's content changes, so cached summaries are recomputed.
+#: 8: ``steps.origin_ns`` (the first step on the trace's clock, for ``history``).
+#: 9: ``steps.origin_ns`` and issue 35's Python frames (both made version 8 apart).
+#: 10: issues 26-31 merged (efficiency, timeline, straggler cause, new verdicts, history).
+ANALYSIS_VERSION = 10

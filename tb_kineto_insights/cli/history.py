@@ -1,0 +1,159 @@
+"""``tb-kineto-insights history LOGDIR`` and ``check --against-history LOGDIR RUN``:
+the runs of a log directory as series over time, with the runs where a level changed
+(``compare/history.py``), from the headline records the cache keeps beside each summary
+(``store/cache.py``): a run whose headline is stored costs one small read of the cache
+and no read of its trace; a run added since is summarised (and stored) alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+from datetime import datetime, timezone
+from typing import TextIO
+
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.units import fmt_duration_us
+from tb_kineto_insights.compare import history as hist
+from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
+from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_UNUSABLE = 2
+
+
+def collect_runs(
+    runs: list[Run], summaries: CachedSummaries
+) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
+    """Per run, the headline of each worker's latest span (:meth:`CachedSummaries.headline`);
+    runs none of whose workers could be read go to the second value with the first reason."""
+    out: list[hist.RunHeadlines] = []
+    skipped: dict[str, str] = {}
+    for run in runs:
+        workers = {}
+        reason = ""
+        for worker in run.workers:
+            if not worker.spans:
+                continue
+            headline, error = summaries.headline(worker.spans[-1])
+            if headline is not None:
+                workers[worker.name] = headline
+            elif error is not None and not reason:
+                reason = f"{error['type']}: {error['message']}"
+        if workers:
+            out.append(hist.RunHeadlines(run.name, workers))
+        else:
+            skipped[run.name] = reason or "no trace"
+    return out, skipped
+
+
+def parse_since(text: str | None) -> int | None:
+    """``--since``: an ISO 8601 date or time (UTC when no zone is given) as ns since the
+    epoch; None when not given. Raises ValueError for anything else."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ValueError(f"--since {text!r}: expected a date such as 2026-11-30 ({exc})") from exc
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return round(when.timestamp() * 1e9)
+
+
+def _metrics(items: list[str]) -> list[str]:
+    names = [m.strip() for item in items for m in item.split(",") if m.strip()]
+    return names or list(hist.METRICS)
+
+
+def build(args: argparse.Namespace) -> hist.HistoryDocument:
+    """The history document for ``args`` (``logdir``, ``group_by``, ``metric``,
+    ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input."""
+    thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+    summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
+    runs, skipped = collect_runs(discover(args.logdir), summaries)
+    return hist.build_history(
+        runs,
+        logdir=args.logdir,
+        group_by=args.group_by,
+        metrics=_metrics(args.metric),
+        since_ns=parse_since(args.since),
+        thresholds=thresholds,
+        skipped=skipped,
+    )
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``history``: exit 0, or 2 on unusable input (bad log directory, option)."""
+    from tb_kineto_insights.cli.json_output import write_json
+
+    # The run records and headlines form no reference cycles; the cyclic garbage
+    # collector's passes over tens of thousands of new objects cost a quarter of the
+    # CPU time of a history of 10,000 runs (benchmarks/RESULTS.md), so it is off here.
+    gc.disable()
+    try:
+        doc = build(args)
+    except (ValueError, LogdirError, ImportError) as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    finally:
+        gc.enable()
+    if args.format == "json":
+        write_json(doc, out)
+    else:
+        out.write(hist.history_text(doc))
+    return EXIT_OK
+
+
+def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``check RUN --against-history LOGDIR``: exit 1 when RUN's step time regressed
+    against the current level of its series in LOGDIR (the history's rule), 0 when not,
+    2 on unusable input (no series for it, unreadable run). A run of LOGDIR with the same
+    name as RUN is left out of the level."""
+    try:
+        thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
+        summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
+        new_runs, skipped = collect_runs(discover(args.base), summaries)
+        if not new_runs:
+            err.write(f"error: no readable trace in {args.base} ({skipped})\n")
+            return EXIT_UNUSABLE
+        new = new_runs[0]
+        if new.name == ".":
+            new = hist.RunHeadlines(args.base.rstrip("/").rsplit("/", 1)[-1], new.workers)
+        runs, _ = collect_runs(discover(args.against_history), summaries)
+        runs = [r for r in runs if r.name != new.name]
+        logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]
+        key = hist.series_key(new, logdir_name, args.group_by)[0]
+        doc = hist.build_history(
+            runs,
+            logdir=args.against_history,
+            group_by=args.group_by,
+            metrics=["step_time"],
+            thresholds=thresholds,
+        )
+    except (ValueError, LogdirError, ImportError) as exc:
+        err.write(f"error: {exc}\n")
+        return EXIT_UNUSABLE
+    series = next((s for s in doc.series if s.name == key), None)
+    level = None if series is None else hist.current_level(series, "step_time", thresholds)
+    if series is None or level is None:
+        err.write(f"error: no series {key!r} with a step time in {args.against_history}\n")
+        return EXIT_UNUSABLE
+    run = hist.combine_run(new)
+    result = hist.judge_against_level(level, run, "step_time", thresholds)
+    if result is None:
+        err.write(f"error: {args.base} has no step time\n")
+        return EXIT_UNUSABLE
+    pct = result["change_fraction"]
+    shown = "" if pct is None else f" ({100 * pct:+.1f} %)"
+    out.write(
+        f"step time {fmt_duration_us(result['base'])} (current level of {series.name}: "
+        f"{level[2]} steps since its last change) -> {fmt_duration_us(result['exp'])}{shown} "
+        f"[{result['verdict']}]\n"
+    )
+    if result["verdict"] == "regressed":
+        out.write(f"FAIL: step time regressed against the history of {series.name}\n")
+        return EXIT_REGRESSION
+    out.write("OK: no regression against the history\n")
+    return EXIT_OK

@@ -1,0 +1,167 @@
+"""Shape of the history of a log directory (``tb_kineto_insights.history/1``): the
+per-span headline record stored beside each summary in the cache
+(``analysis.headline.span_headline``), and the document ``history`` writes
+(``compare.history.build_history``): series of runs in time order, and the runs where a
+metric's level changed.
+
+Kept in step with that code: tests round-trip headlines and documents through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tb_kineto_insights.schema._base import Out
+from tb_kineto_insights.schema.diff import ComparabilityItem
+
+
+class HeadlineDiagnosis(Out, frozen=True, kw_only=True):
+    """A diagnosis as the history keeps it: stable ``id``, ``severity``, the share of step
+    time it explains (``impact_fraction``) and its ``title``."""
+
+    id: str
+    severity: str
+    impact_fraction: float
+    title: str
+
+
+class SpanHeadline(Out, frozen=True, kw_only=True):
+    """One span's headline record, a few hundred bytes, written beside its summary in the
+    cache (``<key>.headline``) so that a history of many runs reads no summary or trace.
+
+    ``path``/``size_bytes``/``mtime``: the file it was computed from (seconds since the
+    epoch). ``start_ns``: the trace's own clock, ``baseTimeNanoseconds`` + the first
+    step's ``ts`` (ns since the epoch), None when the file has no
+    ``baseTimeNanoseconds``. ``rank``/``world_size`` from ``distributedInfo`` (or the run
+    metadata). Step times over the profiled steps in µs: ``steps`` counted, their
+    ``median``/``mean``/``std`` (sample standard deviation; 0 for one step).
+    ``gpu_utilization_fraction``: busy kernel time of the busiest device / step time.
+    ``breakdown_us``: mean time per step by category. Memory of the main device:
+    ``memory_peak_allocated_bytes``, ``memory_peak_reserved_bytes``,
+    ``memory_growth_bytes_per_step`` (least-squares slope of step-end allocated bytes;
+    None when not known). ``facts``: how it was recorded (``analysis.run_facts``: the
+    fields ``compare.comparability`` compares), ``fact_sources`` where each came from
+    (``trace`` or ``metadata``). ``label``/``preset``/``git_commit``/
+    ``torch_version``/``cuda_version``: from the run metadata
+    (``tb_kineto_insights.capture``), None when absent."""
+
+    path: str
+    size_bytes: int
+    mtime: float
+    start_ns: int | None
+    rank: int | None
+    world_size: int | None
+    gpu_model: str | None
+    steps: int
+    median_step_us: float | None
+    mean_step_us: float | None
+    std_step_us: float | None
+    gpu_utilization_fraction: float | None
+    breakdown_us: dict[str, float]
+    memory_peak_allocated_bytes: int | None
+    memory_peak_reserved_bytes: int | None
+    memory_growth_bytes_per_step: float | None
+    diagnoses: list[HeadlineDiagnosis]
+    facts: dict[str, Any]
+    fact_sources: dict[str, str]
+    label: str | None
+    preset: str | None
+    git_commit: str | None
+    torch_version: str | None
+    cuda_version: str | None
+
+
+class HistoryRun(Out, frozen=True, kw_only=True):
+    """One run of a series (``series[].runs[]``), from its workers' latest headlines.
+
+    ``run``: the run's name in the log directory. ``start_ns`` (ns since the epoch) and
+    ``start_time`` (ISO 8601, UTC) from ``time_source``: ``"trace"``
+    (``baseTimeNanoseconds`` + first step, the earliest rank) or ``"file"`` (the
+    trace file's modification time). ``ranks``: workers; ``world_size`` as recorded.
+    Step time in µs of the slowest rank (``slowest_worker``: the largest mean step
+    time): ``median_step_us``, ``mean_step_us``, ``std_step_us`` over its ``steps``.
+    ``gpu_utilization_fraction``, ``breakdown_us`` of that rank;
+    ``memory_peak_bytes`` (largest allocated peak over ranks) and
+    ``memory_growth_bytes_per_step`` (largest); ``diagnoses`` over all ranks (per id the
+    largest impact), largest impact first; ``top_diagnosis`` the first id. ``metadata``:
+    label, preset, git commit, torch and CUDA versions when recorded. ``outlier``: the
+    metrics for which this run is a one-off outlier against its level; ``change``: the
+    metrics whose level changed at this run."""
+
+    run: str
+    start_ns: int
+    start_time: str
+    time_source: str
+    ranks: int
+    world_size: int | None
+    gpu_model: str | None
+    slowest_worker: str | None
+    steps: int
+    median_step_us: float | None
+    mean_step_us: float | None
+    std_step_us: float | None
+    gpu_utilization_fraction: float | None
+    breakdown_us: dict[str, float]
+    memory_peak_bytes: int | None
+    memory_growth_bytes_per_step: float | None
+    diagnoses: list[HeadlineDiagnosis]
+    top_diagnosis: str | None
+    metadata: dict[str, str]
+    outlier: list[str]
+    change: list[str]
+
+
+class HistoryChange(Out, frozen=True, kw_only=True):
+    """A change point (``series[].changes[]``): the first ``run`` whose ``metric`` left
+    the previous level beyond noise (``compare.history`` module docstring: the diff's
+    Welch rule, a minimum effect, a minimum number of runs per level), or a one-off
+    ``outlier``.
+
+    ``before``: the previous level (mean over its ``before_runs`` runs; for step time the
+    mean over all their steps, µs); ``after``: the new level (the mean over the runs that
+    confirm it, ``after_runs``) or, for an outlier, the run's own value.
+    ``change_fraction``: (after − before) / before. ``verdict``: ``regressed``,
+    ``improved`` or ``outlier``; ``confirmed``: False when the series ends before enough
+    runs confirm the new level (``history_min_runs_per_level``). ``previous_run``: the run
+    before it (what a diff of the change compares against). ``gained``/``lost``:
+    diagnosis ids present at this run and not at the previous one, and the reverse.
+    ``settings_changed``: recording differences from the previous run
+    (``compare.comparability`` fields)."""
+
+    run: str
+    previous_run: str | None
+    metric: str
+    before: float
+    after: float
+    change_fraction: float | None
+    before_runs: int
+    after_runs: int
+    verdict: str
+    confirmed: bool
+    gained: list[str]
+    lost: list[str]
+    settings_changed: list[ComparabilityItem]
+
+
+class HistorySeries(Out, frozen=True, kw_only=True):
+    """One series: runs of the same job (``name``, found by ``grouped_by``: ``label``,
+    ``name``, ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change
+    points (outliers included) in run order."""
+
+    name: str
+    grouped_by: str
+    runs: list[HistoryRun]
+    changes: list[HistoryChange]
+
+
+class HistoryDocument(Out, frozen=True, kw_only=True):
+    """``history --format json`` (``tb_kineto_insights.history/1``): the log directory,
+    the ``metrics`` judged, the noise ``rule`` in words, the ``series``, and
+    ``skipped``: runs left out with the reason (no readable span)."""
+
+    schema: str
+    logdir: str
+    metrics: list[str]
+    rule: str
+    series: list[HistorySeries]
+    skipped: dict[str, str]
