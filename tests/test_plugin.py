@@ -1581,8 +1581,10 @@ def test_real_tensorboard_stopped_worker_hits_the_deadline(
 ) -> None:
     """Issue 13 §4: a worker stopped (SIGSTOP) in the middle of a load is killed at the
     load's deadline (3 s here), the span answers 503 naming the deadline, and asking
-    again loads it with a fresh worker."""
+    again loads it with a fresh worker (no back-off here: KINETO_INSIGHTS_RETRY_BACKOFF_S=0;
+    the back-off is tested in test_cache.py)."""
     monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_RETRY_BACKOFF_S", "0")
     write_good(logdir / "second" / "host_3.1700000000003.pt.trace.json.gz", (2500.0,))
     cache = tmp_path / "tb-cache"
     log_path = tmp_path / "tensorboard.log"

@@ -107,7 +107,8 @@ class LoadDeadline:
     """How long one load in a worker process may take: ``base_s + per_mib_s × (stored
     file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
     is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
-    span is an error of kind ``timeout`` that the next request retries.
+    span is an error of kind ``timeout`` that a request retries after the
+    loader's back-off (``serve/loader.py``).
 
     The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
     trace reads at tens of MiB of stored file per second, and the pathological inputs
