@@ -1620,3 +1620,44 @@ def test_real_tensorboard_stopped_worker_hits_the_deadline(
         assert status == 200, doc
         assert doc["steps"]["mean_step_us"] == 2500.0
         assert tensorboard_workers(procs[0]) != [worker]
+
+
+# --------------------------------------------------------------------------- issue 32 §4
+
+
+def test_a_failed_listing_keeps_the_last_good_one(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing that fails for a moment (503 SlowDown, EMFILE) used to empty /runs and
+    make loaded spans 404: the last good listing stays, with the error beside it."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    first = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert sorted(r["run"] for r in first["runs"]) == [BAD_RUN, GOOD_RUN] and not first["error"]
+
+    def failing(path: str, **kwargs: Any) -> Any:
+        raise plugin_module.LogdirError(
+            path, "cannot list: OSError: [Errno 24] Too many open files"
+        )
+
+    monkeypatch.setattr(plugin_module, "discover", failing)
+    assert the_plugin().rescan()
+    again = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in again["runs"]] == [r["run"] for r in first["runs"]]
+    assert "Too many open files" in again["error"] and "showing its listing of" in again["error"]
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200  # not 404
+
+
+def test_deep_folders_are_reported_beside_the_runs(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders past the depth cap (3 here; 64 by default, see test_logdir.py for the
+    1,000-folder reproduction) are skipped, the runs listed, the skip reported."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_MAX_FOLDER_DEPTH", "3")
+    (logdir / "a" / "a" / "a" / "a" / "a").mkdir(parents=True)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert sorted(r["run"] for r in runs["runs"]) == [BAD_RUN, GOOD_RUN]
+    assert "skipped 1 folder(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]

@@ -22,6 +22,7 @@ from tb_kineto_insights.logdir.discovery import (
     Run,
     Span,
     Worker,
+    describe_skipped,
     discover,
     folder_name,
     span_for_file,
@@ -67,9 +68,14 @@ def _runs_for(path: str) -> list[Run]:
     if _is_file(path):
         span = span_for_file(path)
         return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
+    skipped: list[tuple[str, str]] = []
+    runs = discover(path, skipped=skipped)
+    if skipped:
+        import logging
+
+        logging.getLogger(__name__).warning("warning: %s: %s", path, describe_skipped(skipped))
     return [
-        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
-        for run in discover(path)
+        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run for run in runs
     ]
 
 

@@ -88,6 +88,7 @@ from tb_kineto_insights.logdir.discovery import (
     Run,
     Span,
     Worker,
+    describe_skipped,
     discover,
     folder_name,
     parse_span_index,
@@ -431,6 +432,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
         )
         self._snapshot = _EMPTY
+        # source path → (its last listing that succeeded, when: "HH:MM:SS")
+        self._last_good: dict[str, tuple[list[Run], str]] = {}
         self._scan_cv = threading.Condition()
         self._scans_started = 0
         self._scans_done = 0
@@ -634,14 +637,23 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         seen: dict[str, str] = {}
         errors: list[str] = []
         for source in self._sources:
+            skipped: list[tuple[str, str]] = []
             try:
-                found = discover(source.path)
-            except LogdirError as exc:
-                errors.append(str(exc))
-                continue
-            except Exception as exc:  # a storage driver's own error: report, keep serving
-                errors.append(f"log directory {source.path!r}: {exc}")
-                continue
+                found = discover(source.path, skipped=skipped)
+            except Exception as exc:  # LogdirError, or a storage driver's own error
+                message = str(exc) if isinstance(exc, LogdirError) else f"{source.path!r}: {exc}"
+                kept = self._last_good.get(source.path)
+                if kept is None:
+                    errors.append(message)
+                    continue
+                # a listing that failed (503 SlowDown, EMFILE, a folder gone for a
+                # moment) never empties the run list: the last good one stays, with why
+                found, listed_at = kept
+                errors.append(f"{message}; showing its listing of {listed_at}")
+            else:
+                self._last_good[source.path] = (found, time.strftime("%H:%M:%S"))
+                if skipped:
+                    errors.append(f"log directory {source.path!r}: {describe_skipped(skipped)}")
             for run in found:
                 name = run.name
                 if source.name is not None:
