@@ -26,6 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+import msgspec
+
+from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
@@ -39,13 +42,13 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 7
+ANALYSIS_VERSION = 8
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
@@ -80,7 +83,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "memory": memory,
         "health": health,
     }
-    return Summary(
+    summary = Summary(
         diagnoses=diagnose(index, panels, thresholds),
         steps=steps,
         kernels=kernels,
@@ -90,6 +93,15 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         health=health,
         tables=tables,
     )
+    try:
+        schema.check_summary(summary)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, NotImplementedError) as exc:
+        raise SummarySchemaError(
+            trace.health.path or "trace",
+            f"the analysis gave a summary that does not fit its schema ({exc}); an odd "
+            "value in the trace reached it: please report this file",
+        ) from exc
+    return summary
 
 
 def summarize_file(

@@ -54,6 +54,7 @@ __all__ = [
     "Summary",
     "json_schemas",
     "schema_fingerprint",
+    "check_summary",
     "summary_decoder",
     "validate_summary",
 ]
@@ -128,6 +129,30 @@ def __getattr__(name: str) -> Any:
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return make()
+
+
+def _to_json_hook(obj: Any) -> Any:
+    """numpy scalars and arrays (their ``tolist``), as the cache writes them."""
+    tolist = getattr(obj, "tolist", None)
+    if tolist is None:
+        raise NotImplementedError(f"cannot write {type(obj).__name__} as JSON")
+    return tolist()
+
+
+@functools.lru_cache(maxsize=1)
+def _checking_encoder() -> msgspec.json.Encoder:
+    return msgspec.json.Encoder(enc_hook=_to_json_hook)
+
+
+def check_summary(summary: Summary) -> None:
+    """Check that a built :class:`Summary` (constructed, so not type-checked) fits its
+    schema as JSON: encoded as the cache and the server write it (NaN as ``null``,
+    numpy values as numbers) and decoded with :func:`summary_decoder`. Raises
+    ``msgspec.ValidationError`` naming the first key that does not fit (a boolean from
+    the trace in ``communication.world_size`` was one: issue 32 §8),
+    ``msgspec.EncodeError``/``TypeError``/``NotImplementedError`` for a value JSON
+    cannot hold."""
+    summary_decoder().decode(_checking_encoder().encode(summary))
 
 
 def validate_summary(summary: Any) -> Summary:

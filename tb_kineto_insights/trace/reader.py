@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict, deque
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 from itertools import repeat
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -229,7 +229,17 @@ _exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, _Lazy(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
-_exact_any_decoder = msgspec.json.Decoder(float_hook=Decimal)
+def _decimal_or_float(text: str) -> Decimal | float:
+    """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
+    is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
+    (0.0 or ±inf) instead of ``decimal.InvalidOperation`` (issue 32 §8)."""
+    try:
+        return Decimal(text)
+    except DecimalException:
+        return float(text)
+
+
+_exact_any_decoder = msgspec.json.Decoder(float_hook=_decimal_or_float)
 
 
 def kind_of_category(cat: object) -> str | None:
@@ -368,7 +378,10 @@ def _raw_decimal(raw: Any) -> Decimal | None:
     not a number at all (the piece is then decoded the old way)."""
     if not len(raw):
         return None
-    return _decimal_ts_decoder.decode(raw)
+    try:
+        return _decimal_ts_decoder.decode(raw)
+    except DecimalException:  # an exponent past decimal's limits: out of range
+        return Decimal("Infinity")
 
 
 def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -393,9 +406,12 @@ def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
     """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
     if v is None:
         return 0, True, False
-    if not (v.is_finite() and abs(v) < MAX_TS_US):
+    try:  # (abs and scaleb apply the context: 1e999999999999999999 overflows there)
+        if not (v.is_finite() and abs(v) < MAX_TS_US):
+            return 0, False, True
+        return int(v.scaleb(3)), False, False
+    except DecimalException:
         return 0, False, True
-    return int(v.scaleb(3)), False, False
 
 
 class _Piece(list):
@@ -1062,18 +1078,24 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
 
 
 def _opt_int(v: object) -> int | None:
+    """An args value as an int (``bool``, ``int``, finite ``float``, a numeric string),
+    None when it is none of these or does not fit int64 (a 20-digit ``In msg nelems``
+    used to overflow the int64 columns: issue 32 §8)."""
+    out: int | None = None
     if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and np.isfinite(v):
-        return int(v)
-    if isinstance(v, str):
+        out = int(v)
+    elif isinstance(v, int):
+        out = v
+    elif isinstance(v, float) and np.isfinite(v):
+        out = int(v)
+    elif isinstance(v, str):
         try:
-            return int(v, 0)
+            out = int(v, 0)
         except ValueError:
             return None
-    return None
+    if out is None or not -m.INT64_MAX <= out <= m.INT64_MAX:
+        return None
+    return out
 
 
 def _opt_str(v: object) -> str | None:
