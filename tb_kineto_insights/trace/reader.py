@@ -155,6 +155,9 @@ RETRY_GROWTH = 4
 MAX_DAMAGE_LISTED = 20
 #: Longest run of bytes the reader holds without finding the end of an event.
 MAX_EVENT_BYTES = 64 * 1024 * 1024
+#: Bytes of a piece cut short that are handed back to wait for more input, at most;
+#: a longer one is salvaged where it is (an event longer than this is lost as damage).
+MAX_PENDING_BYTES = 4 * 1024 * 1024
 _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
@@ -412,6 +415,11 @@ def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
         return int(v.scaleb(3)), False, False
     except DecimalException:
         return 0, False, True
+
+
+#: The decode error of an event nested too deeply (no byte offset: the salvage then
+#: reads the piece event by event, and loses the deep one).
+NESTED_TOO_DEEP = "JSON nested too deeply to read"
 
 
 class _Piece(list):
@@ -1203,10 +1211,16 @@ class _Reader:
         decoded loosely. Raises ``msgspec.DecodeError`` (bad JSON) only."""
         assert self.builder is not None  # set before any event is decoded
         try:
-            return _decode_typed(data, self.builder)
-        except msgspec.ValidationError:
-            untyped = _exact_any_decoder if self.builder.exact else _any_decoder
-            return self._convert_events(untyped.decode(data))
+            try:
+                return _decode_typed(data, self.builder)
+            except msgspec.ValidationError:
+                untyped = _exact_any_decoder if self.builder.exact else _any_decoder
+                return self._convert_events(untyped.decode(data))
+        except RecursionError:
+            # an event nested deeper than msgspec decodes (~1,000 levels in ``args``):
+            # bad JSON to the salvage, which then finds the event and loses it alone
+            # (it used to reject the whole trace: issue 32 §7)
+            raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
 
     def _decode_root(self, data: bytes) -> Root:
         """The top-level object (events included). Raises ``msgspec.DecodeError`` only."""
@@ -1286,7 +1300,23 @@ class _Reader:
         if status == OK:
             return Salvaged(events=events)
         if status == TRUNCATED:
-            return Salvaged(leftover=1)
+            # Cut short: its last event is (a cut at a "},{" inside a string or inside
+            # an event's args), or a bracket opened earlier never closes (a stray
+            # "["). Up to MAX_PENDING_BYTES it is handed back for more input, as a big
+            # event needs; past that, the piece without its last segment is decoded,
+            # else salvaged here: handing back every piece made the pending bytes grow
+            # to the end of the file (issue 32 §7: a stray "[" cost 10-90x a clean
+            # read, and past MAX_EVENT_BYTES the whole file was lost).
+            if len(buf) <= MAX_PENDING_BYTES:
+                return Salvaged(leftover=1)
+            cut = _last_event_boundary(buf)
+            if cut is None:
+                return Salvaged(leftover=1)
+            head = bytearray(memoryview(buf)[: cut[0]])
+            head.append(0x5D)  # "]"
+            status, events = self._repaired(self._decode_list, head, final)
+            if status == OK:
+                return Salvaged(events=events, leftover=cut[1])
         out = salvage_events(buf, origin, final, self._decode_list, self._repair_one)
         self.damage.extend(out.damage)
         return out
