@@ -231,6 +231,8 @@ _root_decoder = _ByPhaseFirst(PhaseRoot, _Lazy(Root))
 _exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, _Lazy(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
+
+
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
 def _decimal_or_float(text: str) -> Decimal | float:
     """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
