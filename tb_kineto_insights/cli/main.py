@@ -171,9 +171,12 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             + "\n"
         )
         return EXIT_UNUSABLE
+    from tb_kineto_insights.analysis.units import TerminalLines
+
     result = _compare(args, err)
     if result is None:
         return EXIT_UNUSABLE
+    out = TerminalLines(out)  # type: ignore[assignment]  # names from traces: escaped
     doc, exp = result
     reasons = compare.check(doc, exp, limit, fail_on)
     h = doc.headline

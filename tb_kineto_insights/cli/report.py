@@ -15,7 +15,7 @@ import msgspec
 
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
 from tb_kineto_insights.cli.json_output import write_json
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
@@ -175,7 +175,9 @@ def _superseded(run: ReportRun) -> set[tuple[str, str]]:
 
 def write_text(report: Report, out: TextIO) -> None:
     """Human-readable report: every diagnosis first (most severe first), then one block
-    per span."""
+    per span. Names from the traces are printed with their control characters escaped
+    (:class:`~tb_kineto_insights.analysis.units.TerminalLines`)."""
+    out = TerminalLines(out)  # type: ignore[assignment]
     spans = _spans(report)
     ok = sum(_summary_of(s) is not None for s in spans)
     out.write(f"tb-kineto-insights report: {report.path}\n")

@@ -233,7 +233,6 @@ _exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, _Lazy(ExactRoot))
 _any_decoder = msgspec.json.Decoder(float_hook=float)
 
 
-#: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
 def _decimal_or_float(text: str) -> Decimal | float:
     """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
     is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
@@ -244,6 +243,7 @@ def _decimal_or_float(text: str) -> Decimal | float:
         return float(text)
 
 
+#: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
 _exact_any_decoder = msgspec.json.Decoder(float_hook=_decimal_or_float)
 
 
