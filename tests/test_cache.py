@@ -811,3 +811,32 @@ def test_files_that_timed_out_leave_a_slot_to_good_ones(
     assert json.loads(result.panels["steps"])["count"] == 3
     states = [s.state for s in loader.statuses(bad)]
     assert sorted(states) == ["loading", "queued"], states  # one bad file at a time
+
+
+# --------------------------------------------------------------------------- issue 32 §9
+
+
+def test_temporaries_left_by_killed_writers_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer killed between create and rename leaves ``.NAME.<hex>.tmp``; one older
+    than an hour is removed by the next write in that folder (a young one may be a
+    writer at work; other files are never touched)."""
+    from tb_kineto_insights.store import backends
+
+    folder = tmp_path / "cache" / "v1"
+    folder.mkdir(parents=True)
+    old = folder / ".abc.json.0123456789abcdef.tmp"
+    young = folder / ".abd.json.fedcba9876543210.tmp"
+    other = folder / ".notes.tmp"  # not one of ours
+    for path in (old, young, other):
+        path.write_bytes(b"x")
+    two_hours_ago = time.time() - 7200
+    for path in (old, other):
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    monkeypatch.setattr(backends, "_last_sweep", {})
+    backends.write_atomic(folder / "entry.json", b"{}")
+    assert not old.exists() and young.exists() and other.exists()
+    assert (folder / "entry.json").read_bytes() == b"{}"
+    assert backends.remove_stale_temporaries(folder, now=time.time() + 7200) == 1  # young
+    assert backends.remove_stale_temporaries(tmp_path / "missing") == 0
