@@ -685,3 +685,20 @@ def test_a_folder_that_cannot_be_listed_is_skipped_and_reported(
     skipped: list[tuple[str, str]] = []
     assert [r.name for r in discover(str(root), skipped=skipped)] == ["good"]
     assert skipped == [(f"{root}/locked", "cannot be listed: Permission denied")]
+
+
+def test_names_that_are_not_utf8_are_escaped_not_replaced(tmp_path: Path) -> None:
+    """Issue 32 §9: bytes that are not UTF-8 in a run or worker name become ``\\xff``
+    (so the name in /runs is the name a request sends back); the path stays real."""
+    root = tmp_path / "logs"
+    try:
+        folder = Path(os.fsdecode(str(root).encode() + b"/r\xffun"))
+        trace = _trace(folder / os.fsdecode(b"w\xfe.7.pt.trace.json"))
+    except (OSError, UnicodeError):
+        pytest.skip("this filesystem refuses names that are not UTF-8")
+    (run,) = discover(str(root))
+    assert run.name == "r\\xffun" and run.workers[0].name == "w\\xfe"
+    span = find_span([run], "r\\xffun", "w\\xfe", "7")
+    assert span is not None and span.path == str(trace)
+    assert logdir_module.escaped_name("ok ✓") == "ok ✓"
+    assert logdir_module.escaped_name("a\ud800b") == "a\\ud800b"

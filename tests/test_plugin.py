@@ -338,9 +338,10 @@ def test_runs_lists_both_runs_not_loaded_without_preload(client: Client) -> None
 
 def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
     """A run folder and a file named with bytes that are not UTF-8 (Linux allows it):
-    ``/runs`` answers 200 with the name as a terminal shows it (U+FFFD for the bad byte)
-    and the other runs intact, and the span is read (its cache entry written): one such
-    name used to make every ``/runs`` a 500 ("surrogates not allowed")."""
+    ``/runs`` answers 200 with the name's bad bytes escaped (``\\xff``), the other runs
+    intact, ``/summary`` finds it by that name, and the span is read (its cache entry
+    written): one such name used to make every ``/runs`` a 500 ("surrogates not
+    allowed"), then, shown with U+FFFD, a 404 when asked for."""
     logdir = tmp_path / "logs"
     good = write_good(logdir / GOOD_RUN / GOOD_FILE)
     try:
@@ -362,10 +363,14 @@ def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
             break
         time.sleep(0.05)
     assert [(r["run"], r["workers"][0]["worker"]) for r in body["runs"]] == [
-        ("bad\ufffdrun", "w\ufffd"),
+        ("bad\\xffrun", "w\\xfe"),  # the bytes escaped (issue 32 §9; was U+FFFD)
         (GOOD_RUN, GOOD_WORKER),
     ]
     assert states == ["ready", "ready"]
+    # asked for by the name /runs gave, it is found (with U+FFFD it answered 404)
+    response = app_client.get(summary_url("bad\\xffrun", "w\\xfe", "7", wait=WAIT))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert strict_json(response)["steps"]["count"] == 2
     assert len(list((cache / f"v{summary_module.ANALYSIS_VERSION}").glob("*.summary"))) == 2
 
 

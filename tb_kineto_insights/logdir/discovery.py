@@ -146,6 +146,23 @@ def _strip_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
     return None
 
 
+def escaped_name(text: str) -> str:
+    """A file or folder name as a run or worker name: valid UTF-8 as it is; the bytes
+    that are not UTF-8 (Python's ``surrogateescape``: ``os.scandir`` gives ``b"\\xff"`` as
+    U+DCFF) written as ``\\xff``. The name is then the same in ``/runs`` and in the
+    URL that asks for it: shown with U+FFFD, such a run was listed but answered 404
+    (issue 32 §9). The file's path is kept as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # another lone surrogate: as Python escapes it
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+    return text
+
+
 def _parse_named(filename: str) -> tuple[str, str] | None:
     """``(worker, span)`` for ``<worker>[.<timestamp>].pt.trace.json[.gz]``, else None."""
     base = _strip_suffix(filename, _NAMED_SUFFIXES)
@@ -661,16 +678,16 @@ def discover(
         parts = rel.split("/")
         if any(not part or _hidden(part) for part in parts):
             continue
-        folder, filename = "/".join(parts[:-1]) or ".", parts[-1]
+        folder, filename = escaped_name("/".join(parts[:-1])) or ".", parts[-1]
         parsed = _parse_named(filename)
         if parsed is not None:
-            worker, span_id = parsed
+            worker, span_id = escaped_name(parsed[0]), parsed[1]
             bucket, is_named = named, True
         else:
             odd_worker = _odd_worker(filename)
             if odd_worker is None:
                 continue
-            worker, span_id = odd_worker, "0"
+            worker, span_id = escaped_name(odd_worker), "0"
             bucket, is_named = odd, False
         bucket.append(
             _Candidate(
@@ -708,7 +725,7 @@ def discover(
     for cand in ordered:
         worker = cand.worker
         if (cand.run, worker, cand.span) in spans:
-            worker = cand.filename
+            worker = escaped_name(cand.filename)
             if (cand.run, worker, cand.span) in spans:
                 continue
         rel = cand.filename if cand.run == "." else f"{cand.run}/{cand.filename}"
