@@ -1666,3 +1666,38 @@ def test_deep_folders_are_reported_beside_the_runs(
     runs = strict_json(app_client.get(f"{PREFIX}/runs"))
     assert sorted(r["run"] for r in runs["runs"]) == [BAD_RUN, GOOD_RUN]
     assert "skipped 1 folder(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
+
+
+# --------------------------------------------------------------------------- issue 32 (memory)
+
+
+def test_concurrent_diffs_of_one_pair_are_computed_once(ranks_client: Client) -> None:
+    """Single-flight: 4 concurrent /diff requests for the same runs wait for one
+    computation (4 concurrent diffs over 1,000 ranks each built the view: 5.4 GB)."""
+    import threading
+
+    plugin = the_plugin()
+    calls: list[int] = []
+
+    def slow_diff(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        time.sleep(0.5)
+        return plugin_module.DIFF_HOOK(*args, **kwargs)  # type: ignore[misc]
+
+    target = url("diff", base_run="job", exp_run="faster", wait=WAIT)
+    assert ranks_client.get(target.replace("faster", "job")).status_code == 200  # loads all
+    plugin._diff_override = slow_diff
+    bodies: list[tuple[int, bytes]] = []
+
+    def ask() -> None:
+        response = Client(ranks_client.application).get(target)
+        bodies.append((response.status_code, response.get_data()))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [code for code, _ in bodies] == [200] * 4
+    assert len({body for _, body in bodies}) == 1
+    assert len(calls) == 1

@@ -151,6 +151,9 @@ PRELOAD_ENV = "KINETO_INSIGHTS_PRELOAD"
 DEFAULT_RESCAN_S = 30.0
 #: The background scanner never re-scans more often than this (seconds).
 MIN_RESCAN_S = 0.25
+#: Seconds a request waits at a time for another computing the same run view or diff
+#: (then it looks again: done, or its turn to compute).
+DERIVED_WAIT_S = 1.0
 #: Longest ``wait`` a request may ask for (seconds).
 MAX_WAIT_S = 60.0
 #: What a ``wait`` query may be: seconds in ASCII digits, with an optional fraction.
@@ -443,6 +446,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._gave_up_waiting = False
         self._derived_lock = threading.Lock()
         self._derived: OrderedDict[Any, bytes] = OrderedDict()
+        self._derived_running: dict[Any, threading.Event] = {}  # key → done
         self._layout: _RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
@@ -787,18 +791,37 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             results.append(result)
         return idents, statuses, results
 
-    def _derived_get(self, key: Any) -> bytes | None:
-        with self._derived_lock:
-            body = self._derived.get(key)
-            if body is not None:
-                self._derived.move_to_end(key)
-            return body
-
     def _derived_put(self, key: Any, body: bytes) -> None:
         with self._derived_lock:
             self._derived[key] = body
             while len(self._derived) > 32:
                 self._derived.popitem(last=False)
+
+    def _derived_once(self, key: Any, compute: Callable[[], bytes]) -> bytes:
+        """The derived document of ``key`` (a run view, a diff): from the cache of the
+        last 32, else computed by ``compute`` once for all concurrent requests
+        (single-flight): the others wait for it instead of computing it too (issue 32:
+        4 concurrent /diff over 1,000 ranks each built the whole view, 5.4 GB). A
+        computation that raises is not shared: the next waiter computes again."""
+        while True:
+            with self._derived_lock:
+                body = self._derived.get(key)
+                if body is not None:
+                    self._derived.move_to_end(key)
+                    return body
+                running = self._derived_running.get(key)
+                if running is None:
+                    running = self._derived_running[key] = threading.Event()
+                    break
+            running.wait(DERIVED_WAIT_S)
+        try:
+            body = compute()
+            self._derived_put(key, body)
+            return body
+        finally:
+            with self._derived_lock:
+                self._derived_running.pop(key, None)
+            running.set()
 
     # ------------------------------------------------------------------ routes
 
@@ -955,8 +978,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             tuple(used),
             tuple(sorted(errors.items())),
         )
-        body = self._derived_get(key)
-        if body is None:
+
+        def compute() -> bytes:
             whole = hook is not summarize_run  # another hook may read any panel
             decoded = [(span, _run_view_input(result, whole)) for span, result in ready]
             per_worker: dict[str, list[RunViewSpan]] = {}
@@ -978,9 +1001,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 "errors": errors,
                 "summary": result_doc,
             }
-            body = encode_json(doc)
-            self._derived_put(key, body)
-        return _respond(request, body)
+            return encode_json(doc)
+
+        return _respond(request, self._derived_once(key, compute))
 
     def _side(self, request: Request, prefix: str) -> list[Span]:
         """The spans one side of a diff names: a span, all spans of a worker, or all
@@ -1040,8 +1063,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             tuple((i, r is not None) for i, r in zip(idents, results, strict=True)),
             tuple(warnings),
         )
-        body = self._derived_get(key)
-        if body is None:
+
+        def compute() -> bytes:
             b, e = ([(f"{s.worker}/{s.span}", r.decoded()) for s, r in side] for side in sides)
             try:
                 diffed: Any = hook(b, e, base_label=labels[0], exp_label=labels[1])
@@ -1051,9 +1074,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 diffed = msgspec.structs.replace(diffed, warnings=[*diffed.warnings, *warnings])
             elif isinstance(diffed, dict) and warnings:
                 diffed = {**diffed, "warnings": [*diffed.get("warnings", []), *warnings]}
-            body = encode_json(diffed)
-            self._derived_put(key, body)
-        return _respond(request, body)
+            return encode_json(diffed)
+
+        return _respond(request, self._derived_once(key, compute))
 
     def _run_label(self, run: str) -> str:
         """A run as the user sees it: traces directly in --logdir (a run folder given
