@@ -389,6 +389,16 @@ def _mtime(info: Mapping[str, Any]) -> float:
     return 0.0
 
 
+def object_version(url: str, fs_options: Mapping[str, Any] | None = None) -> str:
+    """The object's version now (:func:`_version` of a fresh ``info``: ETag, and its
+    version id when listed), as discovery lists it; ``""`` when the store gives none.
+    Raises OSError (or the driver's error) when it cannot be asked."""
+    fs, path = _open_fs(url, dict(fs_options or {}))
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+    return _version(fs.info(path))
+
+
 def _version(info: Mapping[str, Any]) -> str:
     """The object's ETag (``ETag``/``etag``), with ``@`` and its version id
     (``VersionId``, ``generation``, ``version_id``) when listed; ``""`` when none."""
