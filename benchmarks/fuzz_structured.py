@@ -370,6 +370,17 @@ def check_one(path: Path) -> tuple[str, str | None]:
     return "summary", None
 
 
+def replay(seed: int, index: int) -> tuple[str, str | None, list[str]]:
+    """Input ``index`` of the run from ``seed`` alone: ``(kind, failure, mutations)``
+    as :func:`check_one` gives them (a failure found overnight becomes a test)."""
+    bases = base_traces()
+    rng = random.Random(seed * 1_000_003 + index)
+    inp = make_input(rng, bases)
+    with tempfile.TemporaryDirectory(prefix="fuzz-structured-") as tmp:
+        kind, failure = check_one(write_input(inp, rng, Path(tmp)))
+    return kind, failure, inp.notes
+
+
 def run(
     count: int, seed: int, seconds: float | None = None, out: Any = None
 ) -> Result:  # pragma: no cover - exercised by the test on a budget

@@ -135,6 +135,22 @@ def test_a_summary_that_fails_its_schema_is_a_typed_error(
     assert "world_size" in str(info.value) and str(tmp_path / "t.json") in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("seed", "index"),
+    [
+        (7, 13402),  # Decimal numbers in a loosely decoded ``Input Dims`` (exact ts)
+    ],
+)
+def test_inputs_the_fuzzer_found_are_fixed(
+    monkeypatch: pytest.MonkeyPatch, seed: int, index: int
+) -> None:
+    """Failures of longer fuzz runs (benchmarks/RESULTS.md), replayed alone."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    kind, failure, notes = _fuzzer().replay(seed, index)
+    assert failure is None, (failure, notes)
+    assert kind == "summary"
+
+
 def test_structure_aware_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutated real traces (seed 32; as many as 15 s allow): no untyped exception, no
     summary outside its schema, none slower than 5 s."""

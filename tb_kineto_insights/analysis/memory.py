@@ -234,7 +234,9 @@ def _shapes(ops: m.EventTable, row: int) -> str | None:
     dims = ops.input_dims.get(row)
     if dims is None:
         return None
-    text = json.dumps(dims, separators=(", ", ": "))
+    # default=str: in an exact-timestamp trace the numbers of a loosely decoded
+    # ``Input Dims`` are Decimals (issue 32 §8, found by benchmarks/fuzz_structured.py)
+    text = json.dumps(dims, separators=(", ", ": "), default=str)
     return text if len(text) <= MAX_SHAPES_CHARS else text[: MAX_SHAPES_CHARS - 1] + "…"
 
 
