@@ -135,6 +135,7 @@ def test_a_summary_that_fails_its_schema_is_a_typed_error(
     assert "world_size" in str(info.value) and str(tmp_path / "t.json") in str(info.value)
 
 
+@pytest.mark.real  # reads sample_logs
 @pytest.mark.parametrize(
     ("seed", "index"),
     [
@@ -151,6 +152,7 @@ def test_inputs_the_fuzzer_found_are_fixed(
     assert kind == "summary"
 
 
+@pytest.mark.real  # reads sample_logs
 def test_structure_aware_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutated real traces (seed 32; as many as 15 s allow): no untyped exception, no
     summary outside its schema, none slower than 5 s."""
