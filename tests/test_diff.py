@@ -13,6 +13,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.compare.before_after import SideError, compare, load_side, resolve_side
 from tb_kineto_insights.compare.diff import judge
+from tb_kineto_insights.compare.diff_rules import VERDICTS
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:
@@ -276,3 +277,15 @@ def test_world_size_warning_only_when_both_sides_know_it(tmp_path: Path) -> None
     assert [w for w in compare(one, four).warnings if "world size" in w] == [
         "different world sizes: ['1'] vs ['4']"
     ]
+
+
+def test_judge_takes_extreme_values_without_overflow() -> None:
+    """Issue 32 §8: ``(x - mean) ** 2`` raised OverflowError past 1.8e308 (an odd cached
+    value such as 1e300); any finite or infinite inputs give a verdict."""
+    import itertools
+
+    values = [1e300, -1e300, 1e308, -1e308, 1.0, 0.0, float("inf"), float("nan")]
+    for a, b, c, d in itertools.product(values, repeat=4):
+        for better in ("lower", "higher", "none"):
+            assert judge([a, b], [c, d], better)["verdict"] in VERDICTS
+    assert judge([1e300, -1e300], [1.0, 2.0], "lower")["base_noise"] == float("inf")
