@@ -346,8 +346,11 @@ def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
 
 def _kill_own_group(signum: int, frame: Any) -> None:
     """SIGTERM in a worker process: kill its whole process group (itself and its decode
-    processes) at once."""
-    os.killpg(0, signal.SIGKILL)
+    processes) at once; only when it leads that group (the loader starts it so), never
+    the group of whoever started it otherwise."""
+    if os.getpgid(0) == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 #: ``prctl`` option: the signal a process gets when its parent (thread) exits.
