@@ -23,14 +23,35 @@ $(VENV)/.installed: setup.py pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The demo needs the package and its runtime dependencies only (no test tools): a venv
+# that `make test` later completes with the [dev] extra, or one it already made.
+$(VENV)/.runtime: setup.py pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+# A busy port is said in one line before anything is installed or started (TensorBoard
+# would print a traceback per plugin loader after its own error). Checked when make reads
+# this file, so that make's own "Error 1" line does not follow it; not under `make -n`.
+ifneq ($(filter demo,$(MAKECMDGOALS)),)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+ifeq ($(shell $(PYTHON) -c "import socket; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $(PORT)))" 2>/dev/null || echo busy),busy)
+$(error port $(PORT) on 127.0.0.1 is in use (another TensorBoard?): stop it, or run make demo PORT=6007)
+endif
+endif
+endif
+
 # The PyTorch Profiler tab (torch-tb-profiler) sits beside ours; it is optional: when it
-# cannot be installed, the demo still starts, with our tab only.
-demo: venv
+# cannot be installed, the demo still starts, with our tab only. Its INFO log (about 90
+# lines at start) is turned down to warnings, so the address line is the last thing
+# printed before TensorBoard's own.
+demo: $(VENV)/.runtime
 	@$(PY) -c "import torch_tb_profiler" 2>/dev/null || $(PY) -m pip install -q torch-tb-profiler \
 		|| echo "warning: torch-tb-profiler could not be installed; no PyTorch Profiler tab"
 	@$(VENV)/bin/tb-kineto-insights doctor || true
 	@echo "Open http://127.0.0.1:$(PORT)/#kineto_insights"
-	$(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
+	TORCH_PROFILER_LOG_LEVEL=WARNING $(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
 
 lint: venv
 	$(VENV)/bin/ruff check tb_kineto_insights tests scripts benchmarks
@@ -60,17 +81,18 @@ test-plan:
 	@echo "  - $(VENV)/: this package and its test tools (pip, from PyPI)"
 	@echo "  - frontend/node_modules/: the frontend's build and test tools (npm ci), when node and npm are found"
 	@echo "  - playwright for Python (pip), for the browser tests (not its browser download)"
-	@echo "  - $(TORCH_VENV)/: $(TORCH_SPEC) (CPU build, about 200 MB) and this package, for the capture tests"
+	@echo "  - $(TORCH_VENV)/: $(TORCH_SPEC) (CPU build, about 1.1 GB installed) and this package, for the capture tests"
 	@if [ -x "$(CHROMIUM)" ]; then \
 		echo "  - Chromium: uses $(CHROMIUM) (nothing to install)"; \
 	else \
-		echo "  - Chromium: $(CHROMIUM) is missing: Debian's chromium package with apt-get, as root or"; \
-		echo "    through sudo (about 115 Debian packages). To use a Chromium you have instead:"; \
+		echo "  - Chromium: $(CHROMIUM) is missing: Debian's chromium package with apt-get"; \
+		echo "    --no-install-recommends, as root or through sudo (its dependencies only, no"; \
+		echo "    recommended packages). To use a Chromium you have instead:"; \
 		echo "    make test CHROMIUM=/path/to/chromium"; \
 	fi
 
 # tb_kineto_insights.capture records with torch, which the package does not depend on:
-# its tests run in a separate venv with the CPU build of torch (about 200 MB), where a
+# its tests run in a separate venv with the CPU build of torch (about 1.1 GB), where a
 # missing torch fails them (KINETO_INSIGHTS_TORCH_TESTS=1) instead of skipping.
 TORCH_VENV ?= .venv-torch
 TORCH_SPEC ?= torch==2.13.0
@@ -131,8 +153,8 @@ browser-deps: venv
 	@if [ ! -x "$(CHROMIUM)" ]; then \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo -n"; \
 		else echo "browser-deps: $(CHROMIUM) is missing and apt-get needs root: apt-get install chromium, or CHROMIUM=/path/to/chromium" >&2; exit 0; fi; \
-		echo "browser-deps: $(CHROMIUM) is missing: installing Debian's chromium with apt-get (about 115 packages; CHROMIUM=/path/to/chromium uses yours)"; \
-		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+		echo "browser-deps: $(CHROMIUM) is missing: installing Debian's chromium with apt-get --no-install-recommends (CHROMIUM=/path/to/chromium uses yours)"; \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; \
 	fi
 
 bench: venv

@@ -14,7 +14,7 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.10",
     packages=find_packages(include=["tb_kineto_insights", "tb_kineto_insights.*"]),
-    package_data={"tb_kineto_insights": ["static/*", "py.typed"]},
+    package_data={"tb_kineto_insights": ["static/*", "py.typed", "analysis/data/*.json"]},
     install_requires=[
         "tensorboard>=2.21",
         "werkzeug>=2.2",

@@ -20,7 +20,12 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const SCHEMA_DIR = resolve(HERE, "..", "docs", "schema");
 const OUT = join(HERE, "src", "types.ts");
 // The documents the tab reads; their $defs are merged (one Struct, one definition).
-const ROOTS = { summary: "Summary", run_view: "RunView", diff: "DiffDocument" };
+const ROOTS = {
+  summary: "Summary",
+  run_view: "RunView",
+  diff: "DiffDocument",
+  timeline: "TimelineStep",
+};
 
 export async function generate() {
   const definitions = {};

@@ -16,9 +16,15 @@ msgspec (``cache.encode_json``):
   to match ranks (:mod:`.analysis.communication`);
 - ``memory``: allocated/reserved over time, growth, live allocations by op
   (:mod:`.analysis.memory`);
+- ``efficiency``: kernel efficiency per op group against the device's roofline
+  (:mod:`.analysis.efficiency`);
 - ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
+
+Beside the summary, from the same read and the same index: the per-step timelines
+(:mod:`.analysis.timeline`, a :class:`~tb_kineto_insights.schema.timeline.TimelineStore`)
+of :func:`summarize_trace_with_timeline`, which the cache stores next to the summary.
 """
 
 from __future__ import annotations
@@ -30,25 +36,28 @@ import msgspec
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
-from tb_kineto_insights.analysis.idle import idle_summary
+from tb_kineto_insights.analysis.efficiency import efficiency_summary
+from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.run_view import RunViewSpan, run_view, run_view_inputs
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.timeline import timeline_store
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
+from tb_kineto_insights.schema.timeline import TimelineStore
 from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 #: Bumped whenever a summary's content changes, so cached summaries are recomputed.
-ANALYSIS_VERSION = 8
+ANALYSIS_VERSION = 10
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
@@ -57,6 +66,7 @@ PANELS: tuple[str, ...] = (
     "idle",
     "communication",
     "memory",
+    "efficiency",
     "health",
     "tables",
 )
@@ -67,12 +77,33 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
     field per panel in :data:`PANELS`), built from the Struct each panel's builder returns
     (constructed, not validated: ``tests/test_schema.py`` round-trips every real summary
     through the schema)."""
+    return _summarize(trace, thresholds, None)[0]
+
+
+def summarize_trace_with_timeline(
+    trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> tuple[Summary, TimelineStore]:
+    """:func:`summarize_trace` and, from the same index and the idle panel's attributed
+    intervals, the span's per-step timelines
+    (:func:`~tb_kineto_insights.analysis.timeline.timeline_store`): the idle band of each
+    step is the idle panel's figure for it."""
+    pieces: dict[int, IdlePieces] = {}
+    summary, index = _summarize(trace, thresholds, pieces)
+    return summary, timeline_store(index, pieces, thresholds)
+
+
+def _summarize(
+    trace: Trace, thresholds: Thresholds, pieces: dict[int, IdlePieces] | None
+) -> tuple[Summary, TraceIndex]:
+    """The summary and the index it was built from; ``pieces``: filled by the idle
+    panel (``idle_summary(pieces=)``) when given."""
     index = build_index(trace)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
-    idle = idle_summary(index, thresholds)
+    idle = idle_summary(index, thresholds, pieces=pieces)
     communication = communication_summary(index, thresholds)
     memory = memory_summary(index, thresholds)
+    efficiency = efficiency_summary(index, thresholds)
     tables = tables_summary(index)
     health = trace.health.panel(trace_quality_summary(index, thresholds))
     panels = {
@@ -81,6 +112,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         "idle": idle,
         "communication": communication,
         "memory": memory,
+        "efficiency": efficiency,
         "health": health,
     }
     summary = Summary(
@@ -90,6 +122,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
         idle=idle,
         communication=communication,
         memory=memory,
+        efficiency=efficiency,
         health=health,
         tables=tables,
     )
@@ -101,7 +134,7 @@ def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -
             f"the analysis gave a summary that does not fit its schema ({exc}); an odd "
             "value in the trace reached it: please report this file",
         ) from exc
-    return summary
+    return summary, index
 
 
 def summarize_file(
@@ -118,6 +151,20 @@ def summarize_file(
             the file, the problem and, for malformed JSON, the byte offset.
     """
     return summarize_trace(read_trace(path, max_json_bytes=max_json_bytes), thresholds)
+
+
+def summarize_file_with_timeline(
+    path: str,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> tuple[Summary, TimelineStore]:
+    """:func:`summarize_file` and the span's per-step timelines, from one read
+    (:func:`summarize_trace_with_timeline`); what the plugin's loader and the cache-filling
+    commands store. Raises as :func:`summarize_file`."""
+    return summarize_trace_with_timeline(
+        read_trace(path, max_json_bytes=max_json_bytes), thresholds
+    )
 
 
 def summarize_run(

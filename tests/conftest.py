@@ -59,6 +59,7 @@ _REAL_MODULES = frozenset(
         "test_real_traces",
         "test_summary_real",
         "test_expected_diagnoses",
+        "test_stacks_real",
         "test_many_ranks",
         "test_capture",
         "test_record_scripts",
@@ -66,6 +67,8 @@ _REAL_MODULES = frozenset(
         "test_first_use",
         "test_frontend_build",
         "test_make_test_plan",
+        "test_diff_sums",
+        "test_title_numbers",
     }
 )
 
@@ -218,18 +221,19 @@ def real_summary(**steps: Any) -> dict[str, Any]:
 
 
 class Parses:
-    """Counts (and names) the files analysed, by wrapping ``summary.summarize_file`` (what
-    CachedSummaries calls; threads of this process, as the index tests' clusters are, are
-    seen too)."""
+    """Counts (and names) the files analysed, by wrapping ``summary.summarize_file`` and
+    ``summary.summarize_file_with_timeline`` (what CachedSummaries calls; threads of this
+    process, as the index tests' clusters are, are seen too)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from tb_kineto_insights import summary as summary_module
 
         self.paths: list[str] = []
-        real = summary_module.summarize_file
+        for name in ("summarize_file", "summarize_file_with_timeline"):
+            real = getattr(summary_module, name)
 
-        def counting(path: str, **kwargs: Any) -> Any:
-            self.paths.append(path)
-            return real(path, **kwargs)
+            def counting(path: str, _real: Any = real, **kwargs: Any) -> Any:
+                self.paths.append(path)
+                return _real(path, **kwargs)
 
-        monkeypatch.setattr(summary_module, "summarize_file", counting)
+            monkeypatch.setattr(summary_module, name, counting)

@@ -470,7 +470,7 @@ def test_low_utilization_names_the_unexplained_cause(tmp_path: Path) -> None:
     assert low["id"] == "low_gpu_utilization" and low["severity"] == "high"
     assert low["impact_fraction"] == pytest.approx(0.81)
     assert low["evidence"]["largest_unexplained_cause"] == "cpu_ops"
-    assert low["evidence"]["explained_by"] == {}
+    assert low["evidence"]["explained_fraction_by_diagnosis"] == {}
     assert "mostly other CPU ops" in low["title"]
 
 

@@ -285,7 +285,7 @@ def test_progress_line(monkeypatch: pytest.MonkeyPatch) -> None:
     bar.start()
     clock[0] = 102.0
     bar.advance(10_000_000)  # 10 MB in 2 s: 5 MB/s, 30 MB left: 6 s
-    assert bar.line() == "[#####...............] 1/4 files  5.0 MB/s  ETA 0:00:06"
+    assert bar.line() == "[#####...............] 1/4 files  5.0 MB/s of files read  ETA 0:00:06"
     assert stream.getvalue().splitlines()[0].startswith("[....................] 0/4 files")
     assert len(stream.getvalue().splitlines()) == 1  # not a terminal: one line per 5 s
     for _ in range(3):

@@ -4,6 +4,7 @@ Chromium that is already there (``CHROMIUM=``) instead of apt-get."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_make_test_prints_its_plan_first() -> None:
 
 def test_plan_names_apt_get_only_when_chromium_is_missing(tmp_path: Path) -> None:
     missing = _make("test-plan", "CHROMIUM=/nonexistent/chromium")
-    assert "apt-get" in missing and "about 115 Debian packages" in missing
+    assert "apt-get" in missing and "--no-install-recommends" in missing
     assert "CHROMIUM=/path/to/chromium" in missing
     mine = tmp_path / "my-chromium"
     mine.write_text("#!/bin/sh\n")
@@ -60,3 +61,44 @@ def test_readme_quick_start_says_what_make_test_installs() -> None:
     plan = _make("test-plan", "CHROMIUM=/usr/bin/true")
     for folder, said in ((".venv-torch/", ".venv-torch"), ("frontend/node_modules/", "npm ci")):
         assert folder in plan and said in quick, folder
+
+
+def test_demo_installs_the_runtime_package_only() -> None:
+    """`make -n demo` on a checkout without .venv: pip installs `-e .`, never the [dev]
+    extra (pytest, ruff, mypy, moto, dask… are test tools); the address line comes last,
+    just before TensorBoard, whose PyTorch Profiler log is turned down."""
+    dry = _make("-n", "demo", "VENV=/nonexistent/venv")
+    assert "[dev]" not in dry and "pip install -q -e ." in dry
+    lines = [line for line in dry.splitlines() if line.strip()]
+    assert lines[-2].startswith('echo "Open http://127.0.0.1:6006/#kineto_insights"')
+    assert "TORCH_PROFILER_LOG_LEVEL=WARNING" in lines[-1] and "tensorboard --logdir" in lines[-1]
+
+
+def test_demo_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        done = subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-C",
+                str(REPO),
+                "demo",
+                f"PORT={port}",
+                f"VENV={tmp_path / 'venv'}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {port} on 127.0.0.1 is in use" in lines[0]
+    assert not (tmp_path / "venv").exists(), "nothing was installed"
+
+
+def test_browser_deps_installs_no_recommended_packages() -> None:
+    dry = _make("-n", "browser-deps", "CHROMIUM=/nonexistent/chromium", "VENV=/nonexistent/venv")
+    assert "apt-get install -y -q --no-install-recommends chromium" in dry

@@ -422,6 +422,8 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     # before step 1's request the cache held R0 - A0 = 924 MiB; later ones more
     assert f.min_cached_free_before_bytes == R0 - A0
     assert f.steady_state_steps == [2, 3, 4]  # not step 1: the cache may warm up
+    assert f.steady_state_events == 3
+    assert f.steady_state_reserved_growth_bytes == (40 + 48 + 56) * MIB
     assert f.reserved_growth_bytes_per_step == (40 + 48 + 56) * MIB / 3  # 48 MiB
     assert f.allocated_peak_growth_bytes_per_step == (56 - 32) * MIB / 3  # 8 MiB
     assert f.excess_reserved_growth_bytes_per_step == 40 * MIB
@@ -442,6 +444,9 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     assert ev["peak_reserved_bytes"] == R0 + sum(SIZES)
     assert ev["steps_to_capacity"] == pytest.approx((10 * GIB - R0 - sum(SIZES)) / (48 * MIB))
     assert ev["events_per_step"] == {"1": 1, "2": 1, "3": 1, "4": 1}
+    assert ev["steady_state_events"] == 3
+    assert ev["steady_state_reserved_growth_bytes"] == (40 + 48 + 56) * MIB
+    assert "reserved new memory 3 times (0.14 GiB) in 3 steady-state steps" in frag.title
     assert frag.severity == "medium" and frag.impact_fraction == 0.0
     # the title counts the steady-state steps only: 3 events (40 + 48 + 56 MiB) in 3
     assert "3 times (0.14 GiB) in 3 steady-state steps" in frag.title
@@ -837,8 +842,14 @@ def test_sample_memory_fragmentation() -> None:
     frag = diags[0]
     assert frag.severity == "medium"  # 2.9 % of the H200, full in ~280 steps
     assert 250 < frag.evidence["steps_to_capacity"] < 300
-    assert frag.evidence["events"] == 19
-    # the title's counts are those of the 4 steady-state steps (16 of the 19 events)
+    # one count per fact: the title, the evidence and the panel's struct say 16 (the 4
+    # steady-state steps); the first step's 3 are in events_per_step only
+    assert f.events == 19 and f.steady_state_events == 16
+    assert frag.evidence["steady_state_events"] == 16
+    assert "events" not in frag.evidence and "reserved_growth_bytes" not in frag.evidence
+    assert sum(frag.evidence["events_per_step"].values()) == 19
+    gib = frag.evidence["steady_state_reserved_growth_bytes"] / 2**30
+    assert gib == pytest.approx(1.94, abs=0.005)
     assert "reserved new memory 16 times" in frag.title
     assert "in 4 steady-state steps" in frag.title
     # sizes in the unit that fits (units.py): was "at least 1,602.0 MiB" beside "(1.94 GiB)"

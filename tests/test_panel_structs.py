@@ -14,6 +14,7 @@ from conftest import cpu, kernel, write_trace
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
+from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
@@ -24,6 +25,7 @@ from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import SUMMARY_DECODER, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.efficiency import EfficiencyPanel
 from tb_kineto_insights.schema.health import HealthPanel, TraceQuality
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.kernels import KernelsPanel
@@ -54,6 +56,7 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
         "idle": idle_summary(index),
         "communication": communication_summary(index),
         "memory": memory_summary(index),
+        "efficiency": efficiency_summary(index),
         "health": trace.health.panel(trace_quality_summary(index)),
     }
     for key, struct_type in (
@@ -62,6 +65,7 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
         ("idle", IdlePanel),
         ("communication", CommunicationPanel),
         ("memory", MemoryPanel),
+        ("efficiency", EfficiencyPanel),
         ("health", HealthPanel),
     ):
         assert type(panels[key]) is struct_type, key

@@ -286,9 +286,13 @@ def test_served_routes_are_exactly_the_documented_ones(client: Client) -> None:
 # --------------------------------------------------------------------------- runs
 
 
-def test_inactive_without_traces(tmp_path: Path) -> None:
+def test_active_on_an_empty_logdir_inactive_on_a_missing_one(tmp_path: Path) -> None:
+    """Issue 30: the tab is listed from the start when its log directory exists (it
+    names the folder and waits for traces there); not when there is no such folder."""
     (tmp_path / "empty").mkdir()
     listing = strict_json(Client(make_app(tmp_path / "empty")).get("/data/plugins_listing"))
+    assert listing["kineto_insights"]["enabled"] is True
+    listing = strict_json(Client(make_app(tmp_path / "missing")).get("/data/plugins_listing"))
     assert listing["kineto_insights"]["enabled"] is False
 
 
@@ -398,7 +402,8 @@ def test_logdir_created_after_start_is_empty_not_an_error(tmp_path: Path) -> Non
     (tmp_path / "logs").mkdir()  # TensorBoard itself does not need it to exist
     write_good(tmp_path / "logs" / GOOD_RUN / GOOD_FILE)
     listing = strict_json(app_client.get("/data/plugins_listing"))
-    assert listing["kineto_insights"]["enabled"] is False  # until the next scan
+    # the folder exists now: active at once; its trace is known after the next scan
+    assert listing["kineto_insights"]["enabled"] is True
     assert app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN)).status_code == 404
     assert the_plugin().rescan()
     listing = strict_json(app_client.get("/data/plugins_listing"))
@@ -492,20 +497,151 @@ def test_each_panel_and_health_route(client: Client) -> None:
     assert "unknown panel" in strict_json(response)["error"]
 
 
+def timeline_url(step: str, run: str = GOOD_RUN, **extra: str) -> str:
+    worker, span = (GOOD_WORKER, GOOD_SPAN) if run == GOOD_RUN else (BAD_WORKER, BAD_SPAN)
+    return url("timeline", run=run, worker=worker, span=span, step=step, **extra)
+
+
+def test_timeline_of_a_step(client: Client) -> None:
+    response = client.get(timeline_url("2", wait=WAIT))
+    assert response.status_code == 200
+    doc = strict_json(response)
+    assert (doc["step"], doc["start_us"], doc["end_us"]) == (2, 2000.0, 6000.0)
+    assert doc["kernel_count"] == 1
+    (gpu,) = [lane for lane in doc["lanes"] if lane["kind"] == "gpu_stream"]
+    assert (gpu["device"], gpu["stream"]) == (0, 7)
+    assert [doc["names"][n] for n in gpu["name"]] == ["void gemm_kernel<float>()"]
+    assert (gpu["offset_us"], gpu["dur_us"], gpu["correlation"]) == ([100.0], [50.0], [2])
+    idle = strict_json(client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, panel="idle")))
+    per_step = idle["devices"][0]["per_step"][1]
+    (band,) = [lane for lane in doc["lanes"] if lane["kind"] == "idle"]
+    assert doc["idle_us"] == {"0": per_step["idle_us"]} == {"0": 3950.0}
+    assert sum(band["dur_us"]) == 3950.0
+    # the same document from the cache after a restart of the loader's memory
+    the_plugin().loader._memory.clear()
+    assert strict_json(client.get(timeline_url("2"))) == doc
+
+
+@pytest.mark.parametrize(
+    ("step", "code", "words"),
+    [("9", 404, "its steps: 1, 2, 3"), ("x", 400, "whole number"), ("-1", 400, "whole number")],
+)
+def test_timeline_bad_step(client: Client, step: str, code: int, words: str) -> None:
+    response = client.get(timeline_url(step, wait=WAIT))
+    assert response.status_code == code
+    assert words in strict_json(response)["error"]
+
+
+def test_timeline_errors_as_summary(client: Client) -> None:
+    missing = client.get(url("timeline", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN))
+    assert missing.status_code == 400 and "step" in strict_json(missing)["error"]
+    broken = client.get(timeline_url("1", run=BAD_RUN, wait=WAIT))
+    assert broken.status_code == 422 and BAD_FILE in strict_json(broken)["error"]
+    assert client.get(timeline_url("1", wait="nope")).status_code == 400
+
+
+def test_window_of_a_step_cut_from_the_file(client: Client) -> None:
+    # step 2: ts 3000-7000 µs on the trace's clock, ± 10 % (400 µs)
+    response = client.get(
+        url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", wait=WAIT)
+    )
+    assert response.status_code == 200
+    assert response.headers["X-Window-Start-Ns"] == "2600000"
+    assert response.headers["X-Window-End-Ns"] == "7400000"
+    assert response.headers["X-Window-Moved-Events"] == "0"
+    assert "Content-Disposition" not in response.headers
+    doc = strict_json(response)
+    kept = [(e["name"], e["ts"]) for e in doc["traceEvents"]]
+    assert kept == [
+        ("ProfilerStep#1", 1000.0),  # ends at 3000, inside the margin
+        ("ProfilerStep#2", 3000.0),
+        ("void gemm_kernel<float>()", 3100.0),
+        ("ProfilerStep#3", 7000.0),
+        ("void gemm_kernel<float>()", 7100.0),
+    ]
+    assert doc["schemaVersion"] == 1
+    narrow = client.get(
+        url(
+            "window",
+            run=GOOD_RUN,
+            worker=GOOD_WORKER,
+            span=GOOD_SPAN,
+            step="2",
+            start_us="0",
+            end_us="120.5",
+            download="1",
+        )
+    )
+    assert narrow.status_code == 200
+    assert [e["name"] for e in strict_json(narrow)["traceEvents"]] == [
+        "ProfilerStep#2",
+        "void gemm_kernel<float>()",
+    ]
+    assert narrow.headers["X-Window-End-Ns"] == "3120500"
+    disposition = narrow.headers["Content-Disposition"]
+    assert disposition == f'attachment; filename="{GOOD_WORKER}.{GOOD_SPAN}.step2.window.json"'
+    for bad in (
+        {"start_us": "0"},
+        {"start_us": "5", "end_us": "5"},
+        {"start_us": "x", "end_us": "1"},
+    ):
+        response = client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", **bad)
+        )
+        assert response.status_code == 400, bad
+    assert (
+        client.get(
+            url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="9")
+        ).status_code
+        == 404
+    )
+    broken = client.get(
+        url("window", run=BAD_RUN, worker=BAD_WORKER, span=BAD_SPAN, step="1", wait=WAIT)
+    )
+    assert broken.status_code == 422
+
+
+def test_perfetto_url_flag_and_environment(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_PERFETTO_URL", "http://perfetto.example/env")
+    app = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    assert strict_json(app.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://perfetto.example/env"
+    flagged = Client(make_app(logdir, "--kineto_insights_perfetto_url", "http://127.0.0.1:9/ui"))
+    assert strict_json(flagged.get(f"{PREFIX}/runs"))["perfetto_url"] == "http://127.0.0.1:9/ui"
+    with pytest.raises(base_plugin.FlagsError, match="perfetto_url must be an http"):
+        make_app(logdir, "--kineto_insights_perfetto_url", "javascript:alert(1)")
+
+
+def test_timeline_of_an_entry_without_one_is_404(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    without = summary_module.summarize_file  # an entry as an older version wrote it
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", without)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    summary = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert summary.status_code == 200
+    response = app_client.get(timeline_url("1"))
+    assert response.status_code == 404
+    assert "no timeline is stored" in strict_json(response)["error"]
+
+
 def test_summary_is_202_while_loading_and_runs_answers_at_once(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
     started = threading.Event()
-    real = summary_module.summarize_file
+    real = summary_module.summarize_file_with_timeline
 
-    def slow(path: str, **kwargs: Any) -> dict[str, Any]:
+    def slow(path: str, **kwargs: Any) -> Any:
         started.set()
         assert gate.wait(30)
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", slow)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", slow)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     try:
         first = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
@@ -580,12 +716,17 @@ def test_slow_first_scan_blocks_only_the_first_caller(
     try:
         app_client = Client(plugin.get_plugin_apps()["/runs"])
         t0 = time.perf_counter()
-        assert not plugin.is_active()  # waited for the first scan, then gave up
+        assert plugin.is_active()  # the log directory exists: active at once, no scan
+        assert time.perf_counter() - t0 < 0.2
+        t0 = time.perf_counter()
+        body = strict_json(app_client.get("/"))  # waited for the first scan, then gave up
         assert 0.25 < time.perf_counter() - t0 < 2.0
         t0 = time.perf_counter()
         body = strict_json(app_client.get("/"))
         assert time.perf_counter() - t0 < 0.2  # later callers do not wait
-        assert body == {"runs": [], "error": None, "scanning": True}
+        assert (body["runs"], body["error"], body["scanning"]) == ([], None, True)
+        assert body["logdirs"] == [os.path.realpath(logdir)]
+        assert body["perfetto_url"] == "https://ui.perfetto.dev"
         gate.set()
         assert plugin.rescan()
         assert plugin.is_active()
@@ -620,14 +761,14 @@ def test_disk_cache_survives_a_restart(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = summary_module.summarize_file
+    real = summary_module.summarize_file_with_timeline
 
     def counting(path: str, **kwargs: Any) -> dict[str, Any]:
         calls.append(path)
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", counting)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", counting)
     first = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = first.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)).get_data()
     assert first.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT)).status_code == 422
@@ -681,7 +822,7 @@ def test_non_finite_numbers_become_null(
             "health": {"event_count": np.int64(3), "ratio": np.float32(0.5)},
         }
 
-    monkeypatch.setattr(plugin_module, "summarize_file", fake_summary)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", fake_summary)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = strict_json(app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)))
     assert body == {
@@ -700,7 +841,7 @@ def test_unexpected_analysis_error_is_json_500_and_retried(
         raise RuntimeError("analysis bug")
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file", broken)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", broken)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     plugin = the_plugin()
     with caplog.at_level(logging.ERROR):
@@ -725,7 +866,7 @@ def test_unexpected_analysis_error_is_json_500_and_retried(
         (GOOD_RUN.upper(), GOOD_WORKER, GOOD_SPAN),
     ],
 )
-@pytest.mark.parametrize("route", ["summary", "health"])
+@pytest.mark.parametrize("route", ["summary", "health", "timeline"])
 def test_unknown_keys_are_404(client: Client, route: str, run: str, worker: str, span: str) -> None:
     response = client.get(url(route, run=run, worker=worker, span=span))
     assert response.status_code == 404
@@ -1140,6 +1281,40 @@ def test_preload_from_env(raw: str, expected: bool) -> None:
 def test_logdir_sources(logdir: str, spec: str, expected: list[LogdirSource]) -> None:
     context = SimpleNamespace(logdir=logdir, flags=SimpleNamespace(logdir_spec=spec))
     assert logdir_sources(context) == expected
+
+
+def test_empty_logdir_is_active_and_named(tmp_path: Path) -> None:
+    """An existing, empty log directory: the tab is active from the start (TensorBoard
+    asks is_active rarely; a tab under INACTIVE stays there after traces arrive), /runs
+    names the folder watched, and lists a trace once a scan finds it."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(logs), flags=None), workers=0, preload=False
+    )
+    try:
+        assert plugin.is_active()
+        app_client = Client(plugin.get_plugin_apps()["/runs"])
+        assert plugin.rescan()
+        body = strict_json(app_client.get("/"))
+        assert body["runs"] == [] and body["logdirs"] == [os.path.realpath(logs)]
+        assert isinstance(body["watched"], bool)
+        write_good(logs / GOOD_RUN / GOOD_FILE)
+        assert plugin.rescan()
+        body = strict_json(app_client.get("/"))
+        assert [r["run"] for r in body["runs"]] == [GOOD_RUN]
+    finally:
+        plugin.close()
+
+
+def test_missing_logdir_is_inactive(tmp_path: Path) -> None:
+    plugin = KinetoInsightsPlugin(
+        SimpleNamespace(logdir=str(tmp_path / "nope"), flags=None), workers=0, preload=False
+    )
+    try:
+        assert not plugin.is_active()
+    finally:
+        plugin.close()
 
 
 def test_no_logdir_is_inactive() -> None:

@@ -66,6 +66,8 @@ def _assert_same(serial: Trace, par: Trace) -> None:
             assert np.array_equal(a, b), (kind, col)
         assert other.comm == table.comm, kind
         assert other.input_dims == table.input_dims, kind
+        assert other.input_types == table.input_types, kind
+        assert other.concrete_inputs == table.concrete_inputs, kind
     for col in ("ts_ns", "bytes", "total_allocated_bytes", "total_reserved_bytes", "addr"):
         assert np.array_equal(getattr(par.memory, col), getattr(serial.memory, col)), col
     for col in ("id", "ts_ns", "pid", "tid", "phase", "launch"):

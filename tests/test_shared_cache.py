@@ -187,13 +187,13 @@ def test_tensorboard_on_the_copy_serves_from_the_cache(
     assert cli_run(["report", str(first), "--cache", str(cache)])[0] == 0  # fills the cache
 
     parses: list[str] = []
-    real = plugin_module.summarize_file
+    real = plugin_module.summarize_file_with_timeline
 
-    def counting(path: str, **kwargs: Any) -> dict[str, Any]:
+    def counting(path: str, **kwargs: Any) -> Any:
         parses.append(path)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(plugin_module, "summarize_file", counting)
+    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", counting)
     monkeypatch.setenv(PRELOAD_ENV, "1")
     RecordingLoader.made = []
     try:

@@ -300,7 +300,8 @@ def test_sample_memory_pair_both_sync_every_step() -> None:
 
 def test_untraced_host_advice_knows_when_the_trace_already_has_stacks() -> None:
     """capture_full was recorded with_stack=True (python_function events): advising
-    with_stack=True there was wrong; capture_light (no stacks) keeps that advice."""
+    with_stack=True there was wrong; it names the frame instead (issue 35);
+    capture_light (no stacks) keeps that advice."""
 
     def untraced(run: str) -> dict[str, Any]:
         [path] = (SAMPLE_LOGS / run).glob("*.pt.trace.json.gz")
@@ -309,7 +310,8 @@ def test_untraced_host_advice_knows_when_the_trace_already_has_stacks() -> None:
 
     full, light = untraced("capture_full"), untraced("capture_light")
     assert "with_stack=True" not in full["recommendation"]
-    assert "This trace has Python stacks" in full["recommendation"]
+    assert "py-spy" not in full["recommendation"]
+    assert "record_capture_presets.py(61): step" in full["title"]
     assert "torch.profiler.profile(with_stack=True)" in light["recommendation"]
     assert "This trace has Python stacks" not in light["recommendation"]
     # same measured cost as sample_logs/README.md: 700 µs/step (full), 483 µs/step (light)

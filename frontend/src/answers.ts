@@ -36,6 +36,9 @@ export interface RunsAnswer {
   runs?: RunEntry[];
   error?: string | null;
   scanning?: boolean;
+  perfetto_url?: string; // where "Open in Perfetto" sends a step's window
+  logdirs?: string[]; // the log directories served (named on the empty page)
+  watched?: boolean; // local folders watched for new files (else rescanned)
 }
 
 export interface RunSummaryAnswer {

@@ -11,14 +11,17 @@ import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } fr
 import { healthPanel } from "./panels/health";
 import { idlePanel } from "./panels/idle";
 import { kernelsPanel } from "./panels/kernels";
+import { efficiencyPanel } from "./panels/efficiency";
 import { memoryPanel } from "./panels/memory";
 import { overviewPanel } from "./panels/overview";
+import { type TimelineTarget, TimelineView } from "./panels/timeline";
 import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
-import type { Diagnosis, DiffDocument, Summary } from "./types";
-import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, stateFromHash } from "./urlstate";
+import { gapView, momentOf } from "./timeline";
+import type { Diagnosis, DiffDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
+import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
 
@@ -72,8 +75,14 @@ const SPAN_PANELS: [string, string, string][] = [
   ["overview", "Overview", "Where each step's time goes (exclusive breakdown of the step window) and how busy the GPU is."],
   ["kernels", "Kernel density", "How many kernels, how short, how launch-bound; which ones dominate; which short sequences could be fused."],
   ["idle", "Idle gaps", "When the GPU waits inside a step, and what the host was doing then."],
+  [
+    "timeline",
+    "Timeline",
+    "One step at a time: each GPU stream's kernels, the host threads that launch them, data loading, and the GPU's idle time by cause (the Idle panel's figures).",
+  ],
   ["communication", "Communication", "Collective time per step, how much of it compute hides, bandwidth per kind, and skew across ranks."],
   ["memory", "Memory", "Allocated and reserved memory over time, per step, and what is still alive at the end."],
+  ["efficiency", "Efficiency", "Busy but slow? Each op group's achieved FLOP/s and bytes/s against this GPU's roofline."],
   ["health", "Trace health", "What the reader found in the file: events, damage, and Kineto's own warnings."],
 ];
 
@@ -97,9 +106,12 @@ export class App {
   private current: string | null = null; // key of the view being loaded or shown
   private runView: { key: string; answer: RunSummaryAnswer | null; error: string | null } | null = null;
   private spanDiag: Panel | null = null;
+  private drawComm: (() => void) | null = null;
   private controller: AbortController | null = null;
   private runsTimer: number | null = null;
   private idleDevice: string | undefined;
+  private timeline: TimelineView | null = null;
+  private perfettoUrl: string | null = null;
   private memoryDevice: string | undefined;
   private readonly pluginName: string;
 
@@ -147,6 +159,10 @@ export class App {
       this.banner,
       this.main,
     );
+    // The address bar is the state: a pasted link, Back and Forward apply it.
+    const target = this.hashWindow();
+    target.addEventListener("hashchange", () => this.fromAddressBar());
+    target.addEventListener("popstate", () => this.fromAddressBar());
     watchTheme(win, (dark) => {
       this.pal = palette(dark);
       this.applyTheme();
@@ -183,17 +199,60 @@ export class App {
     return this.win;
   }
 
-  private writeHash(): void {
+  // `push`: a new history entry (Back returns to the view before), else the current one
+  // is replaced.
+  private writeHash(push = false): void {
     const target = this.hashWindow();
     try {
       let hash = mergeHash(target.location.hash, this.state);
       if (target !== this.win && !parseHash(hash).tab) hash = `${this.pluginName}${hash ? `&${hash}` : ""}`;
       const url = new URL(target.location.href);
       url.hash = hash;
-      if (url.href !== target.location.href) target.history.replaceState(target.history.state, "", url.href);
+      if (url.href === target.location.href) return;
+      if (push) target.history.pushState(target.history.state, "", url.href);
+      else target.history.replaceState(target.history.state, "", url.href);
     } catch (err) {
       console.warn("kineto-insights: cannot keep the selection in the URL", err);
     }
+  }
+
+  // The address bar changed under the page (a pasted link, Back, Forward): show what it
+  // names. Our own writes (replaceState/pushState) fire neither event.
+  private fromAddressBar(): void {
+    const next = stateFromHash(this.hashWindow().location.hash);
+    if (sameState(next, this.state) || !this.runs.length) return;
+    const key = this.viewKey();
+    this.state = next;
+    this.linkNotice = null;
+    this.showBanner(null);
+    this.resolve();
+    this.drawControls();
+    this.updateLoadState();
+    if (this.viewKey() === key && this.timeline && this.main.dataset.view === key) void this.timeline.show(this.timelineTarget());
+    else void this.load(false);
+  }
+
+  private timelineTarget(): TimelineTarget {
+    const r = this.state.run;
+    return { step: r.step, window: r.window, mark: r.mark };
+  }
+
+  // A diagnosis with a place in time opens the timeline there.
+  private momentOpener(summary: Summary): (d: Diagnosis) => (() => void) | null {
+    return (d) => {
+      const gap = momentOf(d, summary);
+      return gap ? () => this.openGap(gap) : null;
+    };
+  }
+
+  // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
+  private openGap(gap: IdleGap): void {
+    if (typeof gap.step !== "number") return;
+    const target: TimelineTarget = { step: gap.step, ...gapView(gap) };
+    Object.assign(this.state.run, target);
+    this.writeHash(true);
+    void this.timeline?.show(target);
+    this.go("timeline");
   }
 
   // ---------------------------------------------------------------- runs
@@ -210,6 +269,7 @@ export class App {
       return;
     }
     const body = answer.body;
+    this.perfettoUrl = body.perfetto_url ?? null;
     const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
     this.runs = body.runs ?? [];
     const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
@@ -218,16 +278,9 @@ export class App {
     if (!this.runs.length) {
       this.controls.replaceChildren();
       this.nav.replaceChildren();
-      this.main.replaceChildren(
-        el(
-          "div",
-          { className: "state empty" },
-          body.scanning
-            ? "Still looking for traces in the log directory…"
-            : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it.",
-        ),
-      );
-      this.scheduleRuns(body.scanning ? 1000 : 10000);
+      this.main.replaceChildren(emptyLogdir(body));
+      // the page looks again by itself: traces that arrive show up without a reload
+      this.scheduleRuns(body.scanning ? 1000 : EMPTY_RECHECK_MS);
       return;
     }
     const changed = before !== after || this.current === null;
@@ -371,7 +424,7 @@ export class App {
         (worker?.spans ?? []).map((x) => [x.span, spanLabel(x)]),
         s.run.span ?? "",
         (v) => {
-          s.run.span = v;
+          s.run = { run: s.run.run, worker: s.run.worker, span: v };
           this.changed();
         },
         "One trace file (profiling window) of this worker.",
@@ -549,16 +602,42 @@ export class App {
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
     this.spanDiag = diag;
-    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
+    const onGap = (g: IdleGap) => this.openGap(g);
     fill(byId.idle, () =>
-      idlePanel(summary, this.pal, this.idleDevice, (d) => {
-        this.idleDevice = d;
-        fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice));
-      }),
+      idlePanel(
+        summary,
+        this.pal,
+        this.idleDevice,
+        (d) => {
+          this.idleDevice = d;
+          fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice, undefined, onGap));
+        },
+        onGap,
+      ),
     );
-    fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
+    const s = this.state.run;
+    const timeline = new TimelineView(summary, {
+      pal: this.pal,
+      span: { run: s.run, worker: s.worker, span: s.span },
+      perfettoUrl: this.perfettoUrl,
+      peers: (this.run(s.run)?.workers ?? [])
+        .filter((w) => w.worker !== s.worker && w.spans.length)
+        .map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+      changed: (target, push) => {
+        this.state.run.step = target.step;
+        this.state.run.window = target.window;
+        this.state.run.mark = target.mark;
+        this.writeHash(push);
+      },
+    });
+    this.timeline = timeline;
+    fill(byId.timeline, () => [timeline.node]);
+    void timeline.show(this.timelineTarget());
+    this.drawComm = () => fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock(), this.runKinds()));
+    this.drawComm();
     const drawMemory = () =>
       fill(byId.memory, () =>
         memoryPanel(summary, this.pal, this.memoryDevice, (d) => {
@@ -567,6 +646,7 @@ export class App {
         }),
       );
     drawMemory();
+    fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
     fill(byId.health, () => healthPanel(summary));
   }
 
@@ -582,6 +662,14 @@ export class App {
     if (!replaced.size) return summary.diagnoses;
     const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
     return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
+  }
+
+  // The run's bandwidth per kind from the matched transfer, once the view across ranks
+  // of this (multi-worker) run has arrived; null before or without one.
+  private runKinds(): RunCollectiveKind[] | null {
+    const rv = this.runView;
+    const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+    return view && view.worker_count > 1 && view.kinds?.length ? view.kinds : null;
   }
 
   // The per-rank section inside the communication panel of a multi-worker run.
@@ -611,7 +699,13 @@ export class App {
     const loaded = this.loaded;
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
-      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+    }
+    if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
+      // every rank shows the run's matched bandwidth: redraw with it (and the box)
+      this.drawComm();
+      disposeDetached();
+      return;
     }
     const box = this.win.document.getElementById("ki-across-ranks");
     const fresh = this.acrossRanksBlock();
@@ -644,8 +738,17 @@ export class App {
     void this.refreshRunsQuietly();
   }
 
+  // Switch from the view across ranks to one worker's own span (false: no such worker).
+  private openWorker(worker: string): boolean {
+    const run = this.run(this.state.run.run);
+    if (!run || !run.workers.some((w) => w.worker === worker)) return false;
+    this.state.run = { run: run.run, worker };
+    this.changed();
+    return true;
+  }
+
   private drawRanks(diag: Panel, ranks: Panel, answer: RunSummaryAnswer): void {
-    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true));
+    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, undefined, undefined, (w) => this.openWorker(w)));
     fill(ranks, () => {
       if (!answer.summary) return "No view across ranks for this run.";
       const spans = answer.spans ?? [];
@@ -724,4 +827,35 @@ export class App {
     }
     this.win.scrollTo(0, scroll);
   }
+}
+
+// How often an empty page asks for the runs again (the plugin learns of new files within
+// about a second when it watches a local folder, else at its rescan interval).
+const EMPTY_RECHECK_MS = 5000;
+
+// The empty page: which folder(s) the plugin reads, that it is waiting, and how to get
+// traces there.
+export function emptyLogdir(body: RunsAnswer): HTMLElement {
+  const dirs = body.logdirs ?? [];
+  const where = dirs.length ? dirs.join(", ") : "the log directory";
+  return el(
+    "div",
+    { className: "state empty", dataset: { logdirs: dirs.join("\n") } },
+    el(
+      "p",
+      null,
+      body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+      el("code", { className: "logdir" }, where),
+      ".",
+    ),
+    body.scanning
+      ? null
+      : el(
+          "p",
+          null,
+          `This page updates by itself when traces arrive (${body.watched ? "the folder is watched for new files" : "the folder is scanned again periodically"}). Profile with torch.profiler.tensorboard_trace_handler(`,
+          el("code", null, dirs[0] ?? "logdir"),
+          "), or point TensorBoard at the folder that holds the traces.",
+        ),
+  );
 }

@@ -4,10 +4,11 @@
 
 import type * as Vendor from "./vendor/echarts";
 import { el } from "./dom";
+import { fitLegend } from "./options";
 import type { ChartOption } from "./options";
 
 type VendorModule = typeof Vendor;
-type Chart = ReturnType<VendorModule["init"]>;
+export type Chart = ReturnType<VendorModule["init"]>;
 
 let vendorUrl = "";
 let vendor: Promise<VendorModule> | null = null;
@@ -39,16 +40,17 @@ export interface ChartBox {
 
 // A chart container; the chart is drawn once the library is there. `label` describes the
 // chart for screen readers and is the chart's accessible name.
-export function chart(option: ChartOption, label: string, height = 260): ChartBox {
+// `onInit` is given the chart instance once drawn (events, later setOption calls).
+export function chart(option: ChartOption, label: string, height = 260, onInit?: (chart: Chart) => void): ChartBox {
   const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
   node.style.height = `${height}px`;
   const ready = loadVendor().then(
     (lib) => {
       if (!node.isConnected) {
         // drawn before being placed: wait a frame so the container has its size
-        return new Promise<void>((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
+        return new Promise<void>((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
       }
-      draw(lib, node, option);
+      draw(lib, node, option, onInit);
       return undefined;
     },
     (err: unknown) => {
@@ -59,14 +61,21 @@ export function chart(option: ChartOption, label: string, height = 260): ChartBo
   return { node, ready };
 }
 
-function draw(lib: VendorModule, node: HTMLElement, option: ChartOption): void {
+function draw(lib: VendorModule, node: HTMLElement, option: ChartOption, onInit?: (chart: Chart) => void): void {
   const instance = lib.init(node, null, { renderer: "canvas" });
-  instance.setOption(option);
+  let width = node.clientWidth;
+  instance.setOption(fitLegend(option, width));
+  onInit?.(instance);
   node.dataset.chartReady = "1";
   let observer: ResizeObserver | null = null;
   if (typeof ResizeObserver !== "undefined") {
     observer = new ResizeObserver(() => {
-      if (!instance.isDisposed()) instance.resize();
+      if (instance.isDisposed()) return;
+      if (node.clientWidth !== width) {
+        width = node.clientWidth;
+        instance.setOption(fitLegend(option, width)); // the legend may wrap differently
+      }
+      instance.resize();
     });
     observer.observe(node);
   }

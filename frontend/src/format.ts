@@ -190,3 +190,50 @@ export function humanize(key: string): string {
   return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
+
+// Names (kernels, ops) shortened in the middle so that names that look alike stay apart.
+// A name up to `max` characters is kept. A longer one keeps its first `head` characters
+// (what it is) and then the part that tells it from the most similar other name of the
+// list: from just before the first character where it differs from that name (the
+// longest common prefix), as much as fits; "…" marks each cut. Without a similar name
+// the kept part is the end of the name (its distinguishing tail). The full name stays on
+// hover (nameCell).
+export const NAME_MAX = 48;
+
+export function shortenNames(names: string[], max = NAME_MAX, head = 14): string[] {
+  const common = (a: string, b: string): number => {
+    const n = Math.min(a.length, b.length);
+    let i = 0;
+    while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i += 1;
+    return i;
+  };
+  const room = max - head - 1; // after the head and its "…"
+  // `name` cut to show where it differs from a name sharing its first `prefix` characters
+  const cut = (name: string, prefix: number): string => {
+    if (name.length <= max) return name;
+    if (prefix <= head) return `${name.slice(0, head)}…${name.slice(name.length - room)}`;
+    // start a little before the difference, so it reads in context
+    const start = Math.min(Math.max(head, prefix - 4), name.length - room + 1);
+    const end = start + room - 1;
+    return end >= name.length ? `${name.slice(0, head)}…${name.slice(name.length - room)}` : `${name.slice(0, head)}…${name.slice(start, end)}…`;
+  };
+  const closest = (name: string, among: string[]): number =>
+    among.reduce((best, other) => (other !== name ? Math.max(best, common(name, other)) : best), 0);
+  const out = names.map((name) => cut(name, closest(name, names)));
+  // two names cut alike (each cut where it differs from a third one): cut each where it
+  // differs from the other(s) of its group instead
+  for (let round = 0; round < 3; round += 1) {
+    const groups = new Map<string, number[]>();
+    out.forEach((text, i) => groups.set(text, [...(groups.get(text) ?? []), i]));
+    let again = false;
+    for (const members of groups.values()) {
+      const distinct = new Set(members.map((i) => names[i]));
+      if (distinct.size < 2) continue;
+      const group = [...distinct];
+      for (const i of members) out[i] = cut(names[i], closest(names[i], group));
+      again = true;
+    }
+    if (!again) break;
+  }
+  return out;
+}

@@ -87,6 +87,8 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   trace_unequal_steps: "Steps of very unequal length",
   trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
   trace_profiler_overhead: "Profiler overhead in the trace",
+  matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
+  low_kernel_efficiency: "Kernels far below the roofline",
 };
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {
@@ -142,13 +144,17 @@ export const DEFINITIONS: Record<string, string> = {
   cached_free_at_reserved_peak_fraction:
     "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
   fragmentation_events:
-    "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
+    "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested; counted in the steady-state steps (every profiled step after the first that has any; the first may still be warming the cache up), as in the diagnosis.",
   peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
   last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
   mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
   mean_skew_when_last_us: "Skew per collective (latest − earliest start), mean over the collectives this rank arrived at last.",
-  others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step).",
-  delay_us_per_step: "What the other ranks lose to this rank per step (/step): median over steps of their wait for it.",
+  others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step): the hidden part plus the exposed part.",
+  others_hidden_wait_us_per_step: "Of the others' wait for this rank, the part their own compute kernels ran under (no step time lost), per step.",
+  others_exposed_wait_us_per_step: "Of the others' wait for this rank, the part no compute hid: it lengthens their step, per step.",
+  lateness_excess_us_per_step: "Mean per-step lateness of this rank minus the other ranks' mean (lateness of a step: how far behind the first rank it arrived at the step's collective where it was furthest behind).",
+  lateness_noise_us: "Step-to-step spread of lateness once rank and step effects are taken out (residual standard deviation of ranks × steps); consistency is judged against it.",
+  delay_us_per_step: "What the other ranks lose to this rank per step (/step): how much earlier all of them could start without it (its latest arrival − the next latest), median over steps.",
   share_of_step: "delay_us_per_step ÷ mean step time.",
   p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
   skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",

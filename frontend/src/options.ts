@@ -2,7 +2,7 @@
 // Pure (tooltips build DOM only when shown), so the options are unit-tested in Node.
 // Every axis is named with its unit; every tooltip value carries its unit.
 
-import type { BarSeriesOption, LineSeriesOption } from "echarts/charts";
+import type { BarSeriesOption, CustomSeriesOption, LineSeriesOption } from "echarts/charts";
 import type {
   DataZoomComponentOption,
   GridComponentOption,
@@ -21,6 +21,7 @@ import type { RankRow } from "./types";
 
 export type ChartOption = ComposeOption<
   | BarSeriesOption
+  | CustomSeriesOption
   | LineSeriesOption
   | GridComponentOption
   | TooltipComponentOption
@@ -69,9 +70,11 @@ function axisStyle(p: Palette) {
   };
 }
 
+// A plain legend wraps onto more rows instead of paging ("1/2" hid entries); fitLegend
+// makes room for its rows above the plot.
 function legend(p: Palette, names?: string[]): LegendComponentOption {
   return {
-    type: "scroll",
+    type: "plain",
     top: 0,
     left: 0,
     data: names,
@@ -180,7 +183,8 @@ export function histogramOption(
   const perStep = data.timesUs.map((t) => t / steps);
   const unit = durationAxisUnit(Math.max(0, ...perStep));
   const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
-  const countName = `${what.noun} (count)`;
+  // counts are over every profiled step: the axis says so (the cards say per step)
+  const countName = isNum(what.steps) && what.steps > 0 ? `${what.noun}, total (${fmtCount(what.steps)} steps)` : `${what.noun}, total`;
   return {
     ...base(p),
     grid: grid(false, { top: 10 }),
@@ -266,7 +270,7 @@ export function kernelsPerStepOption(
       ]);
     }),
     xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
-    yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+    yAxis: { type: "value", name: "kernels in the step", ...axisStyle(p) },
     series: [
       { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
       { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other },
@@ -617,4 +621,40 @@ export function changesOption(rows: ChangeBar[], p: Palette, noun: string): Char
       },
     ],
   };
+}
+
+// Legend layout estimate (px): a 14 px swatch, 5 px to the text, about 7 px per character
+// of 12 px text, 10 px between items; one row is 22 px tall.
+const LEGEND_CHAR_PX = 7;
+const LEGEND_ITEM_PX = 14 + 5 + 10;
+const LEGEND_ROW_PX = 22;
+
+// Rows a plain legend of these entries takes in `widthPx` (greedy, as ECharts lays it out).
+export function legendRows(names: string[], widthPx: number): number {
+  if (!names.length) return 0;
+  let rows = 1;
+  let x = 0;
+  for (const name of names) {
+    const w = LEGEND_ITEM_PX + name.length * LEGEND_CHAR_PX;
+    if (x > 0 && x + w > widthPx) {
+      rows += 1;
+      x = 0;
+    }
+    x += w;
+  }
+  return rows;
+}
+
+// The option with its grid moved down by the legend's extra rows at this width, so that
+// a wrapped legend never covers the plot. Options without a legend are returned as they are.
+export function fitLegend(option: ChartOption, widthPx: number): ChartOption {
+  const legendOpt = option.legend as LegendComponentOption | undefined;
+  const gridOpt = option.grid as GridComponentOption | undefined;
+  if (!legendOpt || Array.isArray(legendOpt) || !gridOpt || Array.isArray(gridOpt) || !(widthPx > 0)) return option;
+  const series = (Array.isArray(option.series) ? option.series : option.series ? [option.series] : []) as { name?: unknown }[];
+  const names = (legendOpt.data as string[] | undefined) ?? series.map((s) => (typeof s.name === "string" ? s.name : "")).filter(Boolean);
+  const rows = legendRows(names, widthPx);
+  if (rows <= 1) return option;
+  const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
+  return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
 }

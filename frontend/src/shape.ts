@@ -22,7 +22,7 @@ import {
   SEVERITY_ORDER,
 } from "./labels";
 import type { Num, SpanEntry } from "./answers";
-import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel } from "./types";
+import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel, Straggler } from "./types";
 
 // ------------------------------------------------------------------ diagnoses
 
@@ -43,7 +43,7 @@ export function sortDiagnoses(list: Diagnosis[] | null | undefined): Diagnosis[]
   });
 }
 
-export const PANEL_IDS = ["overview", "kernels", "idle", "communication", "memory", "health"] as const;
+export const PANEL_IDS = ["overview", "kernels", "idle", "communication", "memory", "efficiency", "health"] as const;
 export type PanelId = (typeof PANEL_IDS)[number] | "ranks";
 
 // A diagnosis's `panel` (summary key) → the page's panel.
@@ -60,6 +60,8 @@ export function panelForDiagnosis(panel: string | undefined, allRanks = false): 
       return "communication";
     case "memory":
       return "memory";
+    case "efficiency":
+      return "efficiency";
     case "health":
       return "health";
     case "run":
@@ -69,17 +71,60 @@ export function panelForDiagnosis(panel: string | undefined, allRanks = false): 
   }
 }
 
+export interface EvidenceTable {
+  columns: { key: string; label: string; definition: string; numeric: boolean }[];
+  rows: string[][];
+}
+
+// One evidence value: `text` always (a table's text is a one-line summary: "3 rows"), and
+// `table` for a list of records (each record a row, its keys the columns, each cell
+// formatted by the unit its column key names).
 export interface EvidenceItem {
   key: string;
   label: string;
   text: string;
   definition: string;
+  table?: EvidenceTable;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+// A list of records as a table: the union of their keys (first-seen order) as columns,
+// a cell per key formatted by that key's unit (a missing key shows "n/a").
+export function evidenceTable(records: Record<string, unknown>[]): EvidenceTable {
+  const keys: string[] = [];
+  for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+  return {
+    columns: keys.map((k) => ({
+      key: k,
+      label: evidenceLabel(k),
+      definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
+      numeric: records.some((r) => isNum(r[k])),
+    })),
+    rows: records.map((r) => keys.map((k) => formatByKey(k, r[k]))),
+  };
+}
+
+// {key: value} as "label value, …": the values take the unit of the parent key (a
+// `busbw_gbps` by kind is in GB/s); step numbers as keys read "#2: 3".
+function formatRecord(parentKey: string, record: Record<string, unknown>): string {
+  const entries = Object.entries(record).filter(([, v]) => v !== null && v !== undefined);
+  if (!entries.length) return "none";
+  const steps = entries.every(([k]) => /^\d+$/.test(k));
+  // per-step counts keyed by step: the value is that step's count, not a rate
+  const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
+  return entries
+    .map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`)
+    .join(", ");
 }
 
 // Format one value by the unit its key names (DESIGN.md conventions: _us, _bytes,
 // _fraction, _per_step, _gbps).
 export function formatByKey(key: string, value: unknown): string {
   if (value === null || value === undefined) return NA;
+  if (isRecord(value)) return formatRecord(key, value);
   if (Array.isArray(value)) {
     const items = value.slice(0, 8).map((v) => formatByKey(key, v));
     return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
@@ -89,7 +134,7 @@ export function formatByKey(key: string, value: unknown): string {
   // (workers, ops, kernels) stay exactly as recorded
   if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
   if (!isNum(value)) return String(value);
-  if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+  if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
     return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
   }
   if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
@@ -97,7 +142,7 @@ export function formatByKey(key: string, value: unknown): string {
   if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
   if (/_gbps$/.test(key)) return fmtBandwidth(value);
   if (key === "r2") return value.toFixed(2);
-  if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+  if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
   if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
   return fmtCount(value);
 }
@@ -106,9 +151,14 @@ const NAME_KEYS = new Set(["worker", "op", "device", "kinds", "op_input_shapes",
 
 const EVIDENCE_LABELS: Record<string, string> = {
   last_fraction: "Arrives last in",
-  delay_us_per_step: "Others lose to it",
+  delay_us_per_step: "Delay it causes the others (its cost)",
+  others_wait_us_per_step: "Others wait for it in collectives",
+  others_hidden_wait_us_per_step: "… of it hidden behind their compute",
+  others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
+  lateness_excess_us_per_step: "Later than the others",
+  lateness_noise_us: "Step-to-step noise of lateness",
+  p_value: "Chance of lateness this consistent",
   share_of_step: "Of step time",
-  p_value: "Chance of being last this often",
   last_count: "Last at",
   matched_count: "Matched collectives",
   short_count_fraction: "Short kernels",
@@ -123,6 +173,11 @@ const EVIDENCE_LABELS: Record<string, string> = {
   comm_fraction: "Communication / step time",
   overlap_fraction: "Overlapped",
   threshold_fraction: "Threshold",
+  // thresholds that ride in the evidence say so: they are the rule, not a measurement
+  high_steps_to_capacity: "Threshold: high severity when full within",
+  short_threshold_us: "Threshold: short kernel under",
+  min_steps: "Threshold: steps needed",
+  rule: "Threshold",
   r2: "r²",
   steps_used: "Steps",
 };
@@ -159,13 +214,17 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
   const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
   for (const [key, value] of Object.entries(evidence ?? {})) {
     if (value === null || value === undefined) continue;
-    if (typeof value === "object" && !Array.isArray(value)) continue;
+    // an empty list or object says nothing (no errors logged, no damage listed)
+    if (Array.isArray(value) && !value.length) continue;
+    if (isRecord(value) && !Object.keys(value).length) continue;
     const total = TOTAL_EVIDENCE_KEYS.has(key) ? (steps !== null ? `, total over ${steps} steps` : ", total") : "";
+    const records = Array.isArray(value) && value.every(isRecord) ? (value as Record<string, unknown>[]) : null;
     out.push({
       key,
       label: evidenceLabel(key) + total,
-      text: formatByKey(key, value),
+      text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
       definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+      ...(records ? { table: evidenceTable(records) } : {}),
     });
   }
   return out;
@@ -294,6 +353,44 @@ export function idleCauses(device: IdleDevice | null | undefined, order?: string
         },
       ];
     });
+}
+
+export interface PythonFrameRow {
+  frame: string; // as Kineto names it: path/file.py(42): function
+  short: string; // the file's folder dropped: file.py(42): function
+  perStepUs: number;
+  fractionOfIdle: number | null;
+  mainCause: string | null; // the idle cause holding most of the frame's idle
+  afterSyncUs: number;
+  perStepUsList: number[];
+  callers: { path: string[]; us: number }[]; // nearest caller first
+}
+
+// "path/to/train.py(42): step" -> "train.py(42): step" (other names unchanged).
+export function shortFrame(name: string): string {
+  const m = /^(.*)\((\d+)\): (.+)$/.exec(name);
+  if (!m) return name;
+  const file = m[1].split(/[/\\]/).pop() ?? m[1];
+  return `${file}(${m[2]}): ${m[3]}`;
+}
+
+// Rows of "Python the host was in while the GPU idled", in the backend's order
+// (largest idle first).
+export function pythonFrameRows(device: IdleDevice | null | undefined): PythonFrameRow[] {
+  return (device?.python_frames ?? []).map((f) => {
+    const causes = Object.entries(f.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0) as [string, number][];
+    causes.sort((a, b) => b[1] - a[1]);
+    return {
+      frame: f.frame,
+      short: shortFrame(f.frame),
+      perStepUs: isNum(f.idle_us_per_step) ? f.idle_us_per_step : 0,
+      fractionOfIdle: isNum(f.fraction_of_idle) ? f.fraction_of_idle : null,
+      mainCause: causes.length ? causes[0][0] : null,
+      afterSyncUs: isNum(f.after_sync_us) ? f.after_sync_us : 0,
+      perStepUsList: (f.per_step_us ?? []).filter(isNum),
+      callers: (f.callers ?? []).map((c) => ({ path: c.callers ?? [], us: isNum(c.idle_us) ? c.idle_us : 0 })),
+    };
+  });
 }
 
 export interface IdlePerStepChart {
@@ -535,6 +632,25 @@ export function busbwBasisText(basis: string | null | undefined): string {
     return "a lower bound estimated on this rank from its collectives with the least waiting (a rank that waits in every collective looks slower; the view across ranks measures it)";
   if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
   return basis.replace(/_/g, " ");
+}
+
+// The straggler in one explained breakdown: what the other ranks wait for it (hidden
+// behind their compute + exposed), what it costs them (how much earlier all could
+// start), and why it is late (the cause class against the median rank). Null without a
+// straggler or without the others' wait.
+export function stragglerStory(s: Straggler | null | undefined): string | null {
+  if (!s || !isNum(s.others_wait_us_per_step)) return null;
+  const cause = s.cause;
+  const why =
+    cause && cause.class
+      ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.`
+      : "";
+  return (
+    `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ` +
+    `${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. ` +
+    `Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` +
+    why
+  );
 }
 
 // ------------------------------------------------------------------ many ranks

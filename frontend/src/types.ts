@@ -5,6 +5,7 @@ export interface KinetoInsightsDocuments {
   summary: Summary;
   run_view: RunView;
   diff: DiffDocument;
+  timeline: TimelineStep;
 }
 /**
  * One span's summary (``summary.summarize_trace``): one key per panel, in
@@ -21,6 +22,7 @@ export interface Summary {
   idle: IdlePanel;
   communication: CommunicationPanel;
   memory: MemoryPanel;
+  efficiency: EfficiencyPanel;
   health: HealthPanel;
   tables: TablesPanel;
 }
@@ -230,7 +232,8 @@ export interface KernelDevice {
 /**
  * ``summary.idle`` (``analysis.idle.idle_summary``): GPU idle gaps inside
  * steps and their host-side cause, per device (``devices``); causes are keys of
- * ``cause_order``, with display names in ``cause_labels``.
+ * ``cause_order``, with display names in ``cause_labels``. ``python_stacks``: the trace
+ * holds ``python_function`` ranges (recorded with ``with_stack=True``).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdlePanel".
@@ -242,12 +245,16 @@ export interface IdlePanel {
   };
   main_device: number | null;
   devices: IdleDevice[];
+  python_stacks: boolean;
   notes: string[];
 }
 /**
  * One GPU's idle time: totals, time by cause (``causes``: cause →
  * :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
- * the host was doing, and the cost of short kernels (``short_kernels``).
+ * the host was doing, the cost of short kernels (``short_kernels``) and, with Python
+ * stacks, the user frames the launching threads were in while it idled
+ * (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
+ * frame).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -268,6 +275,8 @@ export interface IdleDevice {
   per_step: IdleStep[];
   gap_histogram: HistogramBin[];
   largest_gaps: IdleGap[];
+  python_idle_us: number;
+  python_frames: PythonFrame[];
 }
 /**
  * Idle time of one cause: ``us`` in total over the steps analysed, its
@@ -316,7 +325,8 @@ export interface IdleStep {
 /**
  * One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
  * ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
- * op open on the host (``op``, ``innermost_op``) and its ``thread``.
+ * op open on the host (``op``, ``innermost_op``), its ``thread`` and, with Python
+ * stacks, the user frame that held most of it (``python_frame``, else null).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleGap".
@@ -334,6 +344,7 @@ export interface IdleGap {
   op: string | null;
   innermost_op: string | null;
   thread: HostThread;
+  python_frame: string | null;
 }
 /**
  * ``summary.idle.devices[].largest_gaps[].thread``.
@@ -344,6 +355,44 @@ export interface IdleGap {
 export interface HostThread {
   pid: number;
   tid: number;
+}
+/**
+ * ``summary.idle.devices[].python_frames[]``: a user Python frame (``frame``, as
+ * Kineto names it: ``path/file.py(42): function``) the launching thread was in while
+ * the GPU idled (``analysis.python_frames``: library frames folded into the nearest
+ * user frame). ``idle_us`` over the steps analysed, ``idle_us_per_step``, its share of
+ * the device's idle and of step time, by idle cause (``causes_us``), per step
+ * (``per_step_us``, in ``per_step`` order), ``after_sync_us``: the part in gaps opened
+ * by a host synchronization made from another frame (the host had moved on from the
+ * frame that synchronised), and its call paths (``callers``, largest first).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PythonFrame".
+ */
+export interface PythonFrame {
+  frame: string;
+  idle_us: number;
+  idle_us_per_step: number;
+  fraction_of_idle: number;
+  fraction_of_step_time: number;
+  causes_us: {
+    [k: string]: number | undefined;
+  };
+  after_sync_us: number;
+  per_step_us: number[];
+  callers: PythonCallers[];
+}
+/**
+ * ``summary.idle.devices[].python_frames[].callers[]``: one call path to the frame,
+ * ``callers`` the user frames around it, nearest first (Kineto's names), and the idle
+ * time (µs, over the steps analysed) the frame held on that path.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PythonCallers".
+ */
+export interface PythonCallers {
+  callers: string[];
+  idle_us: number;
 }
 /**
  * ``summary.communication``
@@ -630,6 +679,8 @@ export interface Fragmentation {
   min_cached_free_before_bytes: number | null;
   per_step: FragmentationStep[];
   steady_state_steps: number[];
+  steady_state_events: number;
+  steady_state_reserved_growth_bytes: number;
   reserved_growth_bytes_per_step: number | null;
   allocated_peak_growth_bytes_per_step: number | null;
   excess_reserved_growth_bytes_per_step: number | null;
@@ -724,6 +775,92 @@ export interface Allocation {
   t_us: number;
   freed: boolean | null;
   lifetime_us: number | null;
+}
+/**
+ * ``summary.efficiency`` (``analysis.efficiency.efficiency_summary``): kernel
+ * efficiency per op group against the roofline of the device's datasheet peaks.
+ *
+ * ``device``: the device analysed (the one with the most kernel time), ``None`` without
+ * kernels. ``kernel_time_us_per_step``: its kernel time per step; ``covered_fraction``:
+ * the share of it in ``rows`` (op groups with a formula and shapes); ``rows``: the op
+ * groups by time, at most ``max_rows``; ``headline``: one line on the matmul work
+ * (e.g. "matmuls reach 74 % of the bf16 tensor roof"), ``None`` when there is none;
+ * ``notes``: why no claim is made where none is (no shapes, unknown GPU, no kernels).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyPanel".
+ */
+export interface EfficiencyPanel {
+  device: number | null;
+  device_name: string | null;
+  peak: EfficiencyPeak | null;
+  steps: number;
+  kernel_time_us_per_step: number;
+  covered_fraction: number;
+  headline: string | null;
+  rows: EfficiencyRow[];
+  notes: string[];
+}
+/**
+ * ``summary.efficiency.peak``: the roof used, per unit in FLOP/s (``None`` where the
+ * GPU has no such unit) and bytes/s. ``source``: the datasheet the figures come from
+ * (or ``"--threshold"`` for peaks given by the user); ``model``: the table's row (or
+ * the device's own name for user peaks). Datasheet peaks are ceilings.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyPeak".
+ */
+export interface EfficiencyPeak {
+  device_name: string;
+  model: string;
+  source: string;
+  fp64_flops_per_s: number | null;
+  fp64_tensor_flops_per_s: number | null;
+  fp32_flops_per_s: number | null;
+  tf32_tensor_flops_per_s: number | null;
+  bf16_tensor_flops_per_s: number | null;
+  fp16_tensor_flops_per_s: number | null;
+  fp8_tensor_flops_per_s: number | null;
+  memory_bytes_per_s: number;
+}
+/**
+ * One op group of ``summary.efficiency.rows[]``: op name + input shapes + dtype.
+ *
+ * ``category``: ``matmul``, ``conv``, ``attention`` (FLOPs from shapes) or ``memory``
+ * (element-wise, reduction, norm, copy: bytes only). ``unit``: the roof used
+ * (``fp32``, ``tf32_tensor``, ``bf16_tensor``, ``fp16_tensor``, ``fp8_tensor``,
+ * ``fp64``, ``fp64_tensor``, ``memory``). Rates are per second of the group's own
+ * kernel time; ``arithmetic_intensity`` = FLOPs / bytes; ``attainable_flops_per_s`` =
+ * min(peak of its unit, intensity × memory bandwidth); ``roof_fraction`` = achieved
+ * FLOP/s / attainable (memory ops: achieved bytes/s / bandwidth); ``bound``:
+ * ``compute`` or ``memory``. ``None`` where no claim is possible (no peak for this GPU
+ * or unit). ``cuda_cores``: an fp32 matmul/conv whose kernels run on CUDA cores (names
+ * with ``sgemm``/``ffma``/``simt``/``f32f32`` and no ``tf32``). ``reason``: why a
+ * compute-bound group is far below its roof, when its shapes show it.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyRow".
+ */
+export interface EfficiencyRow {
+  op: string;
+  shapes: string;
+  dtype: string;
+  category: string;
+  unit: string | null;
+  kernels: string[];
+  calls_per_step: number;
+  time_us_per_step: number;
+  flops_per_call: number | null;
+  bytes_per_call: number;
+  achieved_flops_per_s: number | null;
+  achieved_bytes_per_s: number;
+  arithmetic_intensity: number | null;
+  peak_flops_per_s: number | null;
+  attainable_flops_per_s: number | null;
+  roof_fraction: number | null;
+  bound: string | null;
+  cuda_cores: boolean;
+  reason: string | null;
 }
 /**
  * ``summary.health``: what the reader saw
@@ -1050,7 +1187,9 @@ export interface CollectiveSkew {
   ranks_not_listed: number;
 }
 /**
- * ``run_summary.steps[]``.
+ * ``run_summary.steps[]``: per rank (key: rank) the step's duration and its
+ * lateness (µs: how far behind the first rank it arrived at the step's collective where
+ * it was furthest behind, ``analysis.straggler``), and the spread of the durations.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "RunStep".
@@ -1061,10 +1200,15 @@ export interface RunStep {
     [k: string]: number | undefined;
   };
   spread_us: number;
+  lateness_us: {
+    [k: string]: number | undefined;
+  };
 }
 /**
  * ``run_summary.straggler``: the rank that holds the others back, when the test
- * (:class:`StragglerTest`) says so; costs per step in µs.
+ * (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
+ * (``delay_us_per_step``), and their wait for it, split into the part hidden behind
+ * their own compute and the exposed rest.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Straggler".
@@ -1077,15 +1221,62 @@ export interface Straggler {
   last_fraction: number | null;
   last_steps: number;
   tested_steps: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
   p_value: number;
   delay_us_per_step: number | null;
   share_of_step: number | null;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
+  cause: StragglerCause | null;
 }
 /**
- * ``run_summary.straggler_test``: the binomial test of the rank most often last
- * (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
- * correction for testing every rank, against ``alpha``) and its cost.
+ * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
+ * per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
+ * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
+ * median of the other ranks most, in µs per step (``us_per_step``; its own and the
+ * median rank's), as a share of the delay it causes; ``class``/``label`` are null
+ * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
+ * kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "StragglerCause".
+ */
+export interface StragglerCause {
+  class: string | null;
+  label: string | null;
+  us_per_step: number;
+  straggler_us_per_step: number;
+  median_rank_us_per_step: number;
+  share_of_delay: number | null;
+  top: CauseName[];
+  classes: {
+    [k: string]: number | undefined;
+  };
+  launches_per_step_excess: number;
+  reference_ranks: number;
+}
+/**
+ * ``run_summary.straggler.cause.top[]``: a kernel or CPU op the straggler spends
+ * longer on per step than the median rank (``us_per_step``: the excess, µs).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CauseName".
+ */
+export interface CauseName {
+  kind: string;
+  name: string;
+  us_per_step: number;
+}
+/**
+ * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
+ * the largest mean lateness (``analysis.straggler``): its excess lateness over the
+ * other ranks' (µs per step), the step-to-step noise of lateness (residual standard
+ * deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
+ * ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
+ * ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
+ * rank, against ``alpha``; and its cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -1099,7 +1290,10 @@ export interface StragglerTest {
   last_steps: number;
   tested_steps: number;
   ranks_tested: number;
-  p0: number;
+  lateness_excess_us_per_step: number | null;
+  lateness_noise_us: number | null;
+  t_statistic: number | null;
+  degrees_of_freedom: number;
   p_value_one_rank: number;
   p_value: number;
   alpha: number;
@@ -1109,7 +1303,10 @@ export interface StragglerTest {
   min_share_of_step: number | null;
   costly: boolean;
   others_wait_us_per_step: number | null;
+  others_hidden_wait_us_per_step: number | null;
+  others_exposed_wait_us_per_step: number | null;
   verdict: string;
+  cause: StragglerCause | null;
 }
 /**
  * ``run_summary.superseded_span_diagnoses[]``.
@@ -1126,7 +1323,8 @@ export interface SupersededDiagnosis {
  * ``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
  * more span summaries each) compared: the headline step time, metric rows judged
  * against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
- * appeared/disappeared, per-rank step time, the largest changes, ``warnings``.
+ * appeared/disappeared, per-rank step time, the largest changes, kernel efficiency per op
+ * group (``efficiency``), ``warnings``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffDocument".
@@ -1145,6 +1343,7 @@ export interface DiffDocument {
   diagnoses: DiffDiagnoses;
   per_rank: DiffRankRow[];
   largest_changes: LargestChange[];
+  efficiency: DiffEfficiencyRow[];
   noise_rule: string;
 }
 /**
@@ -1158,7 +1357,8 @@ export interface DiffSide {
   workers: string[];
 }
 /**
- * ``diff.headline``.
+ * ``diff.headline``: step time before → after, and a straggler the experiment
+ * gained (``straggler_gained``, null when none).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Headline".
@@ -1169,6 +1369,26 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+  straggler_gained?: GainedStraggler | null;
+}
+/**
+ * ``diff.headline.straggler_gained``: a straggler the experiment has and the base
+ * has not (or not on that rank): its ``rank`` and ``worker``, what it costs the others
+ * (``delay_us_per_step``, ``share_of_step``), why it is late (``cause``: the cause
+ * class's words, ``cause_us_per_step``: its excess over the median rank; null when no
+ * traced class explains it), and ``title``, the experiment's diagnosis title.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "GainedStraggler".
+ */
+export interface GainedStraggler {
+  rank: number;
+  worker: string;
+  delay_us_per_step: number | null;
+  share_of_step: number | null;
+  cause: string | null;
+  cause_us_per_step: number | null;
+  title: string;
 }
 /**
  * One unlike-for-like recording difference between the sides
@@ -1407,4 +1627,88 @@ export interface LargestChange {
   name: string;
   delta_us_per_step: number;
   verdict: string;
+}
+/**
+ * One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
+ * dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
+ * ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
+ * shape, or that side has no efficiency panel). No verdict: a summary keeps one value
+ * per group, not one per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "DiffEfficiencyRow".
+ */
+export interface DiffEfficiencyRow {
+  op: string;
+  shapes: string;
+  base_dtype: string | null;
+  exp_dtype: string | null;
+  base_time_us_per_step: number | null;
+  exp_time_us_per_step: number | null;
+  base_achieved_flops_per_s: number | null;
+  exp_achieved_flops_per_s: number | null;
+  base_roof_fraction: number | null;
+  exp_roof_fraction: number | null;
+}
+/**
+ * The timeline of one step window (``analysis.context``'s windows, the ones every
+ * per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
+ * ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
+ * start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
+ * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
+ * ``kernel_count`` (the kernels whose start lies in the
+ * window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
+ * ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
+ * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
+ * than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
+ * ``lanes``: GPU streams, host threads, data-loading threads, idle bands.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "TimelineStep".
+ */
+export interface TimelineStep {
+  step: number;
+  start_us: number;
+  end_us: number;
+  trace_start_ns: number;
+  duration_us: number;
+  kernel_count: number;
+  idle_us: {
+    [k: string]: number | undefined;
+  };
+  names: string[];
+  classes: string[];
+  block_us: number;
+  lanes: TimelineLane[];
+}
+/**
+ * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
+ * thread that launches GPU work (``host_thread``: ``pid``, ``tid``), a thread that only
+ * loads data (``dataloader_thread``), or a device's idle band (``idle``: ``device``;
+ * class = the idle cause, as in ``summary.idle``).
+ *
+ * Columns, all of length n: ``name`` (index into ``TimelineStep.names``; -1 for a
+ * merged block of several names), ``offset_us``, ``dur_us``, ``event_class`` (index into
+ * ``TimelineStep.classes``), ``count`` (1 for an event; the number of events a merged
+ * block stands for), ``correlation`` (kernel ↔ runtime call id, -1 when none or a
+ * block), ``depth`` (host lanes: 0 a top-level op, 1 an op inside it, 2 a runtime call;
+ * 0 elsewhere).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "TimelineLane".
+ */
+export interface TimelineLane {
+  kind: string;
+  label: string;
+  device?: number | null;
+  stream?: number | null;
+  pid?: number | null;
+  tid?: number | null;
+  name: number[];
+  offset_us: number[];
+  dur_us: number[];
+  event_class: number[];
+  count: number[];
+  correlation: number[];
+  depth: number[];
 }

@@ -21,9 +21,14 @@ export interface Side {
   span?: string; // undefined in a diff side: every span of the worker
 }
 
+// A time range inside a step's window: µs after the step window's start.
+export type Range = [number, number];
+
 export interface ViewState {
   mode: "run" | "diff";
-  run: Side & { allRanks?: boolean; spanIndex?: number };
+  // step: the timeline's step (N of ProfilerStep#N); window: its zoom; mark: the range
+  // highlighted on it (a gap opened from the Idle panel).
+  run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range };
   base: Side;
   exp: Side;
 }
@@ -76,6 +81,14 @@ export function stateFromParams(params: [string, string][]): ViewState {
   const state = emptyState();
   state.mode = get("mode") === "diff" ? "diff" : "run";
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
+  const step = Number(get("step"));
+  if (get("step") !== undefined && Number.isInteger(step) && step >= 0) {
+    state.run.step = step;
+    const window = parseRange(get("window"));
+    if (window) state.run.window = window;
+    const mark = parseRange(get("mark"));
+    if (mark) state.run.mark = mark;
+  }
   if (get("ranks") === "all") {
     state.run.allRanks = true;
     const index = Number(get("span_index"));
@@ -94,13 +107,21 @@ export function paramsFromState(state: ViewState): [string, string][] {
     if (value !== undefined && value !== "") out.push([PREFIX + key, String(value)]);
   };
   if (state.mode === "diff") put("mode", "diff");
-  put("run", state.run.run);
-  if (state.run.allRanks) {
-    put("ranks", "all");
-    if (state.run.spanIndex !== undefined && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
-  } else {
-    put("worker", state.run.worker);
-    put("span", state.run.span);
+  // Compare mode: only the two sides; the single-run keys would be stale in a link.
+  if (state.mode === "run") {
+    put("run", state.run.run);
+    if (state.run.allRanks) {
+      put("ranks", "all");
+      if (state.run.spanIndex !== undefined && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
+    } else {
+      put("worker", state.run.worker);
+      put("span", state.run.span);
+      if (state.run.step !== undefined) {
+        put("step", state.run.step);
+        if (state.run.window) put("window", formatRange(state.run.window));
+        if (state.run.mark) put("mark", formatRange(state.run.mark));
+      }
+    }
   }
   if (state.mode === "diff") {
     for (const [name, side] of [
@@ -115,6 +136,26 @@ export function paramsFromState(state: ViewState): [string, string][] {
     }
   }
   return out;
+}
+
+// "a~b" (µs, at most 3 decimals) ↔ [a, b]; null for anything else or an empty range.
+export function formatRange(range: Range): string {
+  const num = (v: number) => String(Math.round(v * 1000) / 1000);
+  return `${num(range[0])}~${num(range[1])}`;
+}
+
+export function parseRange(text: string | undefined): Range | null {
+  if (!text) return null;
+  const m = /^(-?\d+(?:\.\d+)?)~(-?\d+(?:\.\d+)?)$/.exec(text);
+  if (!m) return null;
+  const a = Number(m[1]);
+  const b = Number(m[2]);
+  return Number.isFinite(a) && Number.isFinite(b) && b > a ? [a, b] : null;
+}
+
+// Whether two states name the same view (the same keys in the address bar).
+export function sameState(a: ViewState, b: ViewState): boolean {
+  return JSON.stringify(paramsFromState(a)) === JSON.stringify(paramsFromState(b));
 }
 
 // The hash with our keys replaced by `state`'s; the tab and foreign keys are kept.

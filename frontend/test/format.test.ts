@@ -17,6 +17,8 @@ import {
   fmtSpeedup,
   humanize,
   scaleDuration,
+  NAME_MAX,
+  shortenNames,
 } from "../src/format";
 
 test("durations pick a readable unit and always carry it", () => {
@@ -104,4 +106,37 @@ test("keys become labels", () => {
   assert.equal(humanize("cpu_ops"), "CPU ops");
   assert.equal(humanize("data_loading"), "Data loading");
   assert.equal(humanize("all_to_all"), "All to all");
+});
+
+test("long names are shortened in the middle, alike names stay apart", () => {
+  const a = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+  const b = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+  const c = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+  const short = "at::native::vectorized_elementwise_kernel<…>";
+  const out = shortenNames([a, b, c, short]);
+  assert.equal(out[3], short, "a name that fits is kept");
+  assert.equal(new Set(out).size, 4, "no two shortened names are alike");
+  for (const s of out.slice(0, 3)) {
+    assert.ok(s.length <= NAME_MAX, s);
+    assert.ok(s.startsWith("sm80_xmma_gemm"), s);
+  }
+  assert.equal(out[0], "sm80_xmma_gemm…f32_nn_n_tilesize64x64x8_stage3_…");
+  assert.match(out[1], /size32x32/);
+  assert.match(out[2], /size64x64/);
+  // a long name with nothing like it keeps its tail
+  const lone = "void some::very::long::namespace::kernel_name_that_goes_on_and_on_until_the_end(float*)";
+  const [s] = shortenNames([lone]);
+  assert.equal(s.length, NAME_MAX);
+  assert.ok(s.startsWith("void some::ver…") && s.endsWith("until_the_end(float*)"), s);
+});
+
+test("names cut alike are cut again where they differ from each other", () => {
+  const tail = "_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+  const nn32 = `sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8${tail}`;
+  const tn32 = `sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8${tail}`;
+  const tn64 = `sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x64x8${tail}`;
+  const nn64 = `sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8${tail}`;
+  const out = shortenNames([nn32, tn32, tn64, nn64]);
+  assert.equal(new Set(out).size, 4, out.join("\n"));
+  assert.ok(out.every((s) => s.length <= NAME_MAX));
 });

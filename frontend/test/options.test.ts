@@ -8,6 +8,8 @@ import {
   idleCausesOption,
   idlePerStepOption,
   memoryOption,
+  fitLegend,
+  legendRows,
   overviewOption,
   verdictColor,
 } from "../src/options";
@@ -40,7 +42,7 @@ test("every value axis is named with its unit", () => {
   ];
   for (const option of options) {
     for (const axis of [...axes(option.xAxis), ...axes(option.yAxis)]) {
-      if (axis.type === "value") assert.match(axis.name ?? "", /\((ms|%|count|µs|MiB)\)|(ms|µs) per step/, JSON.stringify(axis.name));
+      if (axis.type === "value") assert.match(axis.name ?? "", /\((ms|%|count|µs|MiB)\)|(ms|µs) per step|, total \(\d+ steps\)|, total$|in the step$/, JSON.stringify(axis.name));
     }
   }
 });
@@ -128,7 +130,7 @@ test("idle-gap histogram: bars are idle time per step, so the few long gaps that
   // the count is still there, as the line on the right axis
   assert.deepEqual(series[1].data, [400, 0, 5]);
   assert.equal(series[1].yAxisIndex, 1);
-  assert.equal(axes(option.yAxis)[1].name, "gaps (count)");
+  assert.equal(axes(option.yAxis)[1].name, "gaps, total (5 steps)");
   // the kernel histogram keeps count bars
   const kernels = histogramOption(hist, light, { noun: "kernels", axis: "kernel duration", scope: "" });
   assert.deepEqual((kernels.series as { data: { value: number }[] }[])[0].data.map((b) => b.value), [400, 0, 5]);
@@ -145,4 +147,22 @@ test("memory chart: step labels start at their line and run right, clear of the 
   assert.equal(mark.label?.align, "left");
   assert.equal(mark.label?.position, "end");
   assert.deepEqual(mark.data?.map((d) => d.name), ["#2", "#3"]);
+});
+
+test("legends wrap instead of paging, and the plot moves down for their rows", () => {
+  assert.equal(legendRows([], 500), 0);
+  assert.equal(legendRows(["a", "b"], 500), 1);
+  // 7 idle causes do not fit one row of 500 px: two rows, nothing hidden behind "1/2"
+  const causes = ["Data loading", "Host sync", "Optimizer step", "Kernel launching", "Other CPU ops", "Host busy, untraced", "Nothing recorded"];
+  assert.equal(legendRows(causes, 500), 2);
+  assert.equal(legendRows(causes, 2000), 1);
+  const option = idlePerStepOption(
+    { steps: ["#1"], series: causes.map((label, i) => ({ key: `k${i}`, label, valuesMs: [1] })) },
+    light,
+  );
+  assert.equal((option.legend as { type?: string }).type, "plain");
+  const wide = fitLegend(option, 2000);
+  assert.equal(wide, option, "one row: unchanged");
+  const narrow = fitLegend(option, 500);
+  assert.equal((narrow.grid as { top: number }).top, (option.grid as { top: number }).top + 22);
 });

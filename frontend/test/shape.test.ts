@@ -17,9 +17,12 @@ import {
   oneSidedRows,
   memoryChart,
   panelForDiagnosis,
+  pythonFrameRows,
+  shortFrame,
   sortDiagnoses,
   spanLabel,
   stepBoundariesMs,
+  stragglerStory,
   busbwBasisText,
   latenessPerCollective,
   rankPerStep,
@@ -34,6 +37,7 @@ import type {
   MemoryDevice,
   RankRow,
   StepsPanel,
+  Straggler,
 } from "../src/types";
 import { partial } from "./fixture";
 
@@ -98,7 +102,7 @@ test("evidence is formatted by the unit its key names, with a definition", () =>
   assert.equal(byKey.worker.text, "sampled_rank-1", "names keep their underscores");
   assert.equal(byKey.r2.text, "1.00");
   assert.ok(!("top_kind_busbw_gbps" in byKey), "null evidence is left out");
-  assert.ok(!("nested" in byKey));
+  assert.equal(byKey.nested.text, "Ignored: yes", "objects are shown as their pairs");
   assert.equal(formatByKey("steps_to_capacity", 8915.87), "8,916 steps");
 });
 
@@ -305,4 +309,131 @@ test("straggler evidence: cost /step, share of step, a p-value that stays readab
   assert.equal(formatByKey("p_value", 2.7e-20), "2.7e-20");
   assert.equal(formatByKey("p_value", 0.31), "0.31");
   assert.equal(formatByKey("p_value", 0), "0.0");
+});
+
+test("python frames: backend order, short names, the main cause and the call paths", () => {
+  const device = partial<IdleDevice>({
+    device: 0,
+    python_frames: [
+      {
+        frame: "/home/u/train.py(40): log_metrics",
+        idle_us: 24000,
+        idle_us_per_step: 12000,
+        fraction_of_idle: 0.8,
+        fraction_of_step_time: 0.6,
+        causes_us: { host_sync: 23000, host_untraced: 1000 },
+        after_sync_us: 22000,
+        per_step_us: [12500, 11500],
+        callers: [{ callers: ["train.py(20): step", "train.py(5): main"], idle_us: 24000 }],
+      },
+      {
+        frame: "<built-in function sleep>",
+        idle_us: 10,
+        idle_us_per_step: 5,
+        fraction_of_idle: 0.0005,
+        fraction_of_step_time: 0.0002,
+        causes_us: {},
+        after_sync_us: 0,
+        per_step_us: [5, 5],
+        callers: [],
+      },
+    ],
+  });
+  const rows = pythonFrameRows(device);
+  assert.deepEqual(
+    rows.map((r) => [r.short, r.perStepUs, r.mainCause, r.afterSyncUs, r.perStepUsList]),
+    [
+      ["train.py(40): log_metrics", 12000, "host_sync", 22000, [12500, 11500]],
+      ["<built-in function sleep>", 5, null, 0, [5, 5]],
+    ],
+  );
+  assert.deepEqual(rows[0].callers, [{ path: ["train.py(20): step", "train.py(5): main"], us: 24000 }]);
+  assert.equal(shortFrame("C:\\work\\train.py(7): step"), "train.py(7): step");
+  assert.deepEqual(pythonFrameRows(partial<IdleDevice>({ device: 0 })), []);
+});
+
+test("the straggler in one explained breakdown, with why it is late", () => {
+  // ddp2_straggler: rank 0 waits 29.11 ms/step for rank 1 (16.27 hidden, 12.84 exposed);
+  // the cost is 19.56 ms/step; rank 1 spends 18.63 ms/step more outside traced ops
+  const s = partial<Straggler>({
+    rank: 1,
+    delay_us_per_step: 19_560,
+    share_of_step: 0.51,
+    others_wait_us_per_step: 29_110,
+    others_hidden_wait_us_per_step: 16_270,
+    others_exposed_wait_us_per_step: 12_840,
+    cause: {
+      class: "host_untraced",
+      label: "host time outside traced ops",
+      us_per_step: 18_630,
+      straggler_us_per_step: 18_730,
+      median_rank_us_per_step: 100,
+      share_of_delay: 0.95,
+      top: [],
+      classes: {},
+      launches_per_step_excess: 0,
+      reference_ranks: 1,
+    },
+  });
+  assert.equal(
+    stragglerStory(s),
+    "The other ranks wait 29.1 ms/step in their collectives for rank 1: 16.3 ms of it hidden behind their own compute, 12.8 ms exposed. " +
+      "Without it they could all start 19.6 ms/step earlier (its cost, 51 % of their step). " +
+      "Why it is late: host time outside traced ops, +18.6 ms/step against the median rank.",
+  );
+  const gpu = { ...s, cause: { ...s.cause!, class: "gpu_compute", label: "GPU compute", us_per_step: 400, top: [{ kind: "kernel", name: "extra_gemm", us_per_step: 400 }] } };
+  assert.match(stragglerStory(gpu) ?? "", /Why it is late: GPU compute, \+400(\.0)? µs\/step against the median rank, most in extra_gemm\.$/);
+  // no traced class explains it: the breakdown alone
+  const unexplained = { ...s, cause: { ...s.cause!, class: null, label: null } };
+  assert.ok(stragglerStory(unexplained)?.endsWith("of their step)."));
+  assert.equal(stragglerStory(null), null);
+  assert.equal(stragglerStory({ ...s, others_wait_us_per_step: null }), null);
+});
+
+test("every evidence shape renders: records as a table, objects as pairs, no [object Object]", () => {
+  const items = evidenceItems({
+    largest: [
+      { t_us: 42738.432, step: 6, requested_bytes: 142606336, op: "aten::empty" },
+      { t_us: 40000, step: 5, requested_bytes: 1048576, op: null, extra_fraction: 0.5 },
+    ],
+    damage: [{ offset: 109296, bytes: 321, events: 1, problem: "JSON is malformed: expected ',' or '}'" }],
+    events_per_step: { "2": 3, "3": 4 },
+    busbw_gbps: { all_reduce: 241.586 },
+    explained_fraction_by_diagnosis: { gpu_idle_host_untraced: 0.25 },
+    kineto_errors: [],
+    quarantined_by_kind: {},
+    deep: { a: { b: 1 } },
+  });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  const largest = byKey.largest.table;
+  assert.ok(largest);
+  assert.deepEqual(
+    largest.columns.map((c) => c.key),
+    ["t_us", "step", "requested_bytes", "op", "extra_fraction"],
+  );
+  assert.deepEqual(largest.rows[0], ["42.7 ms", "6", "136 MiB", "aten::empty", "n/a"]);
+  assert.deepEqual(largest.rows[1], ["40 ms", "5", "1 MiB", "n/a", "50.0 %"]);
+  assert.equal(byKey.largest.text, "2 rows");
+  assert.equal(largest.columns[2].numeric, true);
+  assert.equal(largest.columns[3].numeric, false);
+  assert.deepEqual(byKey.damage.table?.rows[0], ["109,296", "321 B", "1", "JSON is malformed: expected ',' or '}'"]);
+  assert.equal(byKey.events_per_step.text, "#2: 3, #3: 4");
+  assert.equal(byKey.busbw_gbps.text, "All reduce: 242 GB/s");
+  assert.equal(byKey.explained_fraction_by_diagnosis.text, "GPU idle host untraced: 25.0 %");
+  assert.ok(!("kineto_errors" in byKey) && !("quarantined_by_kind" in byKey), "empty values are left out");
+  for (const item of items) {
+    const all = [item.text, ...(item.table?.rows.flat() ?? [])].join(" ");
+    assert.doesNotMatch(all, /\[object Object\]|undefined|NaN/, item.key);
+  }
+  assert.equal(formatByKey("x", { a: { b: 1 } }), "A: B: 1");
+});
+
+test("thresholds that ride in the evidence are labelled as thresholds", () => {
+  const items = evidenceItems({ high_steps_to_capacity: 10000, steps_to_capacity: 280.4, short_threshold_us: 10 });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  assert.match(byKey.high_steps_to_capacity.label, /^Threshold/);
+  assert.equal(byKey.high_steps_to_capacity.text, "10,000 steps");
+  assert.match(byKey.short_threshold_us.label, /^Threshold/);
+  assert.equal(byKey.steps_to_capacity.text, "280 steps");
+  assert.doesNotMatch(byKey.steps_to_capacity.label, /Threshold/);
 });

@@ -1,7 +1,18 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { emptyState, formatHash, mergeHash, missingFromLink, paramsFromState, parseHash, stateFromHash } from "../src/urlstate";
+import {
+  emptyState,
+  formatHash,
+  formatRange,
+  mergeHash,
+  missingFromLink,
+  paramsFromState,
+  parseHash,
+  parseRange,
+  sameState,
+  stateFromHash,
+} from "../src/urlstate";
 
 test("TensorBoard's hash format: the tab first, then encoded key=value pairs", () => {
   const parsed = parseHash("#kineto_insights&ki_run=a%2Fb&tagFilter=loss");
@@ -39,11 +50,9 @@ test("all ranks and diff sides", () => {
   state.run = { run: "ddp", allRanks: true, spanIndex: 0 };
   state.base = { run: "dataloader_workers0" };
   state.exp = { run: "dataloader_workers4", worker: "worker0", span: "1795951038997337053" };
+  // Compare mode: only the two sides, no stale single-run keys
   assert.deepEqual(paramsFromState(state), [
     ["ki_mode", "diff"],
-    ["ki_run", "ddp"],
-    ["ki_ranks", "all"],
-    ["ki_span_index", "0"],
     ["ki_base_run", "dataloader_workers0"],
     ["ki_exp_run", "dataloader_workers4"],
     ["ki_exp_worker", "worker0"],
@@ -51,9 +60,42 @@ test("all ranks and diff sides", () => {
   ]);
   const back = stateFromHash(`#x&${formatHash({ tab: null, params: paramsFromState(state) })}`);
   assert.equal(back.mode, "diff");
-  assert.deepEqual(back.run, { run: "ddp", worker: undefined, span: undefined, allRanks: true, spanIndex: 0 });
+  assert.deepEqual(back.run, { run: undefined, worker: undefined, span: undefined });
   assert.deepEqual(back.base, { run: "dataloader_workers0", worker: undefined, span: undefined });
   assert.deepEqual(back.exp, state.exp);
+  state.mode = "run";
+  assert.deepEqual(paramsFromState(state), [
+    ["ki_run", "ddp"],
+    ["ki_ranks", "all"],
+    ["ki_span_index", "0"],
+  ]);
+  const ranks = stateFromHash(`#x&${formatHash({ tab: null, params: paramsFromState(state) })}`);
+  assert.deepEqual(ranks.run, { run: "ddp", worker: undefined, span: undefined, allRanks: true, spanIndex: 0 });
+});
+
+test("the timeline's step, window and mark ride in the hash", () => {
+  const state = emptyState();
+  state.run = { run: "r", worker: "w", span: "1", step: 7, window: [-12.5, 1040.1234], mark: [100, 200.25] };
+  const params = paramsFromState(state);
+  assert.deepEqual(params.slice(3), [
+    ["ki_step", "7"],
+    ["ki_window", "-12.5~1040.123"],
+    ["ki_mark", "100~200.25"],
+  ]);
+  const back = stateFromHash(`#kineto_insights&${formatHash({ tab: null, params })}`);
+  assert.deepEqual(back.run, { ...state.run, window: [-12.5, 1040.123] });
+  assert.ok(sameState(back, state));
+  // junk or empty ranges are dropped; no step, no window
+  assert.equal(parseRange("5~5"), null);
+  assert.equal(parseRange("a~b"), null);
+  assert.equal(parseRange("3-4"), null);
+  assert.deepEqual(parseRange("3~4"), [3, 4]);
+  const junk = stateFromHash("#k&ki_run=r&ki_step=x&ki_window=1~2");
+  assert.equal(junk.run.step, undefined);
+  assert.equal(junk.run.window, undefined);
+  assert.equal(formatRange([1 / 3, 2]), "0.333~2");
+  // another step is another state
+  assert.ok(!sameState(back, { ...state, run: { ...state.run, step: 8 } }));
 });
 
 test("an empty or foreign hash gives the default view", () => {

@@ -13,7 +13,10 @@ time of the main device) and what its severity follows:
   own time (:func:`_small_kernel_flood`);
 * ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
   idle attributed to data loading / host synchronization / host work outside traced
-  ops (:func:`_idle_cause`);
+  ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
+  (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
+  it (:func:`_sync_recommendation`, :func:`_untraced_recommendation`); the advice to
+  record stacks appears only when the trace has none;
 * ``low_gpu_utilization``: the idle no other raised diagnosis explains
   (:func:`_low_utilization`);
 * ``pageable_memcpy``: the pageable copies' duration (:func:`_pageable_memcpy`).
@@ -23,15 +26,16 @@ These raise nothing below ``min_impact_fraction`` and take their severity from
 costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
 per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
 events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
-Memory and communication diagnoses come from their own modules, and the trace-quality
+Memory, communication and efficiency (``matmul_without_tensor_cores``,
+``low_kernel_efficiency``) diagnoses come from their own modules, and the trace-quality
 ones (``trace_*`` but ``trace_data_loss``: is the trace representative; impact 0,
 severity from what they put in doubt) from :mod:`.trace_quality`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -39,17 +43,20 @@ import numpy as np
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
 from tb_kineto_insights.analysis.findings import (
     make_diagnosis,
     severity_for_impact,
     sort_diagnoses,
 )
 from tb_kineto_insights.analysis.memory import memory_diagnoses
+from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.efficiency import EfficiencyPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
 from tb_kineto_insights.schema.kernels import KernelsPanel
@@ -134,6 +141,7 @@ def _small_kernel_flood(
         f"shorter than {th.short_kernel_us:g} µs)",
         {
             "device": dev.device,
+            "launch_bound_cost_fraction_of_step_time": impact,
             "launch_bound_idle_us": cost.launch_bound_idle_us,
             "launch_bound_kernel_us": cost.launch_bound_kernel_us,
             "launch_bound_gaps": cost.launch_bound_gaps,
@@ -152,13 +160,146 @@ def _small_kernel_flood(
     )
 
 
+def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
+    """The Python frames (``idle.devices[].python_frames``) that hold the most of
+    ``cause``'s idle: at most ``python_frames_named``, each at least
+    ``python_frame_min_fraction`` of it, largest first, among the listed frames
+    (``python_frames_listed``, by total idle): ``frame`` (Kineto's name),
+    ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
+    ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
+    0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
+    call during some idle: it is the loop that feeds the GPU, not a call of its own).
+    Empty without stacks."""
+    cost_us = dev.causes[cause].us
+    n_steps = len(dev.per_step) or 1
+    if cost_us <= 0:
+        return []
+    ranked = sorted(dev.python_frames, key=lambda f: -f.causes_us.get(cause, 0.0))
+    out = []
+    for f in ranked[: th.python_frames_named]:
+        us = f.causes_us.get(cause, 0.0)
+        if us < th.python_frame_min_fraction * cost_us:
+            break
+        out.append(
+            {
+                "frame": f.frame,
+                "idle_us_per_step": us / n_steps,
+                "fraction_of_cause": us / cost_us,
+                "after_sync_us_per_step": f.after_sync_us / n_steps
+                if cause == "host_sync"
+                else 0.0,
+                "launches_gpu_work": f.causes_us.get("launching", 0.0) > 0,
+            }
+        )
+    return out
+
+
+def _frames_title(frames: list[dict[str, Any]], cause: str) -> str:
+    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames);
+    for ``host_sync``, ``; after the sync the host was in …`` (a sync-opened gap is all
+    time after the sync returned)."""
+    if not frames:
+        return ""
+    lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
+    return lead + ", ".join(
+        f"{short_frame(f['frame'])} ({_time(f['idle_us_per_step'])} per step)" for f in frames
+    )
+
+
+def _dominant(frames: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
+    """The first named frame when it is *the* cost, a call of its own: it holds at least
+    ``python_frame_dominant_fraction`` of the cause's idle and launched no GPU work
+    while the GPU idled (the training step's own frame launches kernels: its idle is
+    the loop's Python overhead, not a call to move elsewhere); else ``None``."""
+    if (
+        frames
+        and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction
+        and not frames[0]["launches_gpu_work"]
+    ):
+        return frames[0]
+    return None
+
+
+def _dataloader_frame_advice(frames: list[dict[str, Any]], th: Thresholds) -> str:
+    """A sentence naming the frame that holds most of the data-loading idle (the
+    dataset or transform code to make cheaper or move into the workers), else empty."""
+    top = _dominant(frames, th)
+    if top is None:
+        return ""
+    return (
+        f" Most of the wait is in {top['frame']} ({_time(top['idle_us_per_step'])} per "
+        "step): make it cheaper or run it in the workers."
+    )
+
+
+def _sync_recommendation(frames: list[dict[str, Any]], th: Thresholds) -> str:
+    """``gpu_idle_host_sync``'s advice: about the call the host made after the sync
+    when that call, in another frame than the one that synchronised, holds most of the
+    idle (the sync only drained the queue; the call is the cost); else about syncs."""
+    top = _dominant(frames, th)
+    if top is not None and top["after_sync_us_per_step"] >= (
+        th.python_frame_dominant_fraction * top["idle_us_per_step"]
+    ):
+        return (
+            f"After the sync the host spends {_time(top['after_sync_us_per_step'])} per step "
+            f"in {top['frame']}: that call, not the sync itself, keeps the GPU idle, and "
+            "removing the .item() alone would not hide it behind the GPU work. If it logs or "
+            "pushes metrics, log every N steps or off the training thread (a background "
+            "thread or process) and keep running metrics on the GPU until then; if it "
+            "checkpoints or does I/O, make it asynchronous."
+        )
+    return (
+        "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
+        "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
+        "the GPU and read them every N steps; use non_blocking copies from pinned memory."
+    )
+
+
+def _untraced_recommendation(frames: list[dict[str, Any]], has_stacks: bool, th: Thresholds) -> str:
+    """``gpu_idle_host_untraced``'s advice: about the named frames when stacks name
+    them; to read the stacks when they are recorded but no frame stands out; to record
+    them (``with_stack=True`` or py-spy) only when the trace has none."""
+    move = (
+        "move it off the training thread (DataLoader workers, a background thread or "
+        "process), do it every N steps, or do it on the GPU."
+    )
+    top = _dominant(frames, th)
+    if top is not None:
+        return (
+            f"The thread that launches the GPU work spends {_time(top['idle_us_per_step'])} "
+            f"per step in {top['frame']}, outside every PyTorch op, while the GPU waits: " + move
+        )
+    if frames:
+        return (
+            "The thread that launches the GPU work is in the Python frames named in the "
+            "title, outside every PyTorch op, while the GPU waits: look there for "
+            "time.sleep, logging or printing, checkpoint or metrics I/O, and Python-side "
+            "work between forward and backward; " + move
+        )
+    return (
+        "The host thread that launches the GPU work was inside the step but in no "
+        "PyTorch op or CUDA call: find what it ran. "
+        + (
+            "This trace has Python stacks: read the python_function ranges of that "
+            "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
+            "py-spy (py-spy record --native); "
+            if has_stacks
+            else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
+            "(py-spy record --native); "
+        )
+        + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
+        "Python-side work between forward and backward; move it off the training "
+        "thread or do it every N steps."
+    )
+
+
 def _idle_cause(
     idle: IdlePanel | None,
     cause: str,
     id_: str,
     th: Thresholds,
     title: str,
-    recommendation: str,
+    recommendation: str | Callable[[list[dict[str, Any]]], str],
 ) -> Diagnosis | None:
     """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
 
@@ -169,6 +310,10 @@ def _idle_cause(
     ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
     ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
     queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
+
+    With Python stacks the title names the frames that hold the cause's idle and the
+    evidence lists them (``python_frames``, :func:`_cause_frames`); ``recommendation``
+    may be a function of those frames. Without stacks the diagnosis is as before.
     """
     dev = _main_idle(idle)
     if dev is None or cause not in dev.causes:
@@ -190,6 +335,10 @@ def _idle_cause(
     )
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
+    frames = _cause_frames(dev, cause, th)
+    evidence_frames: dict[str, Any] = (
+        {"python_frames": frames} if idle and idle.python_stacks else {}
+    )
     return make_diagnosis(
         id_,
         severity,
@@ -199,8 +348,10 @@ def _idle_cause(
             when=f"{_time(cost.us / n_steps)} per step"
             if hit >= len(per_step)
             else f"{_time(cost.us)} in total over {len(per_step)} steps, mostly in {hit} of them",
-        ),
+        )
+        + _frames_title(frames, cause),
         {
+            **evidence_frames,
             "device": dev.device,
             "idle_fraction_of_step_time": share,
             "idle_us": cost.us,
@@ -212,7 +363,7 @@ def _idle_cause(
             "largest_gap_us": gaps[0].length_us if gaps else None,
             "op": op,
         },
-        recommendation,
+        recommendation if isinstance(recommendation, str) else recommendation(frames),
         "idle",
         impact_fraction=share,
     )
@@ -243,7 +394,8 @@ def _low_utilization(
       idle, they are the claim and this one adds nothing, and
     * the unexplained idle reaches ``min_impact_fraction``; severity follows it.
 
-    It names the idle cause holding most of the unexplained idle.
+    It names the idle cause holding most of the unexplained idle and, with Python
+    stacks, the frames holding most of that cause (:func:`_cause_frames`).
     """
     util = steps.gpu_utilization_fraction if steps is not None else None
     dev = _main_idle(idle)
@@ -277,18 +429,22 @@ def _low_utilization(
     top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
+    frames = _cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {_pct(util)} of the step time; "
         f"{_pct(unexplained)} of it idles for other reasons"
-        + (f", mostly {top_label}" if top_label else ""),
+        + (f", mostly {top_label}" if top_label else "")
+        + (_frames_title(frames, top) if top else ""),
         {
+            **({"python_frames": frames} if idle.python_stacks else {}),
+            "device": dev.device,
             "gpu_utilization_fraction": util,
             "idle_fraction_of_step_time": idle_fraction,
             "unexplained_idle_fraction": unexplained,
-            "utilization_without_explained_idle": util / rest,
-            "explained_by": claimed,
+            "utilization_without_explained_idle_fraction": util / rest,
+            "explained_fraction_by_diagnosis": claimed,
             "largest_unexplained_cause": top,
             "largest_unexplained_cause_fraction": unclaimed_us[top] * scale if top else None,
             "mean_step_us": steps.mean_step_us,
@@ -442,6 +598,7 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             "damaged_regions": damaged_regions,
             "damage": msgspec.to_builtins(health.damage[:5]),
             "overran_stream_events": overran,
+            "overran_clipped_us": float(clipped.removed_ns) / 1e3,
             "unusable_fraction": unusable,
             "events": events,
         },
@@ -486,7 +643,8 @@ def diagnose(
     ``panels``: panel name → its Struct (``steps`` :class:`StepsPanel`, ``kernels``
     :class:`KernelsPanel`, ``idle`` :class:`IdlePanel`, ``communication``
     :class:`CommunicationPanel`, ``memory`` :class:`MemoryPanel`, ``health``
-    :class:`HealthPanel`); a panel left out raises none of the diagnoses that read it.
+    :class:`HealthPanel`, ``efficiency`` :class:`EfficiencyPanel`); a panel left out
+    raises none of the diagnoses that read it.
 
     Raises:
         TypeError: a panel is not the Struct of its name.
@@ -498,6 +656,7 @@ def diagnose(
     health = _panel(panels, "health", HealthPanel)
     communication = _panel(panels, "communication", CommunicationPanel)
     memory = _panel(panels, "memory", MemoryPanel)
+    has_stacks = health is not None and health.flags.has_stacks
     found = [
         _small_kernel_flood(kernels, idle, th),
         _idle_cause(
@@ -506,10 +665,13 @@ def diagnose(
             "gpu_idle_dataloader",
             th,
             "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
-            "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. the CPU cores "
-            "per GPU), pin_memory=True, prefetch_factor=2..4, persistent_workers=True, and "
-            ".to(device, non_blocking=True); move heavy per-sample transforms to the GPU "
-            "or precompute them.",
+            lambda frames: (
+                "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. "
+                "the CPU cores per GPU), pin_memory=True, prefetch_factor=2..4, "
+                "persistent_workers=True, and .to(device, non_blocking=True); move heavy "
+                "per-sample transforms to the GPU or precompute them."
+                + _dataloader_frame_advice(frames, th)
+            ),
         ),
         _idle_cause(
             idle,
@@ -517,9 +679,7 @@ def diagnose(
             "gpu_idle_host_sync",
             th,
             "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
-            "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
-            "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
-            "the GPU and read them every N steps; use non_blocking copies from pinned memory.",
+            lambda frames: _sync_recommendation(frames, th),
         ),
         _idle_cause(
             idle,
@@ -528,19 +688,9 @@ def diagnose(
             th,
             "GPU {device} idles {share} of the step time ({when}) while the host is busy "
             "outside traced ops (untraced Python, a sleep, I/O)",
-            "The host thread that launches the GPU work was inside the step but in no "
-            "PyTorch op or CUDA call: find what it ran. "
-            + (
-                "This trace has Python stacks: read the python_function ranges of that "
-                "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
-                "py-spy (py-spy record --native); "
-                if health is not None and health.flags.has_stacks
-                else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
-                "(py-spy record --native); "
-            )
-            + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
-            "Python-side work between forward and backward; move it off the training "
-            "thread or do it every N steps.",
+            lambda frames: _untraced_recommendation(
+                frames, bool(idle is not None and idle.python_stacks) or has_stacks, th
+            ),
         ),
         _pageable_memcpy(index, steps, th),
         _no_step_markers(steps),
@@ -556,6 +706,9 @@ def diagnose(
         out.extend(communication_diagnoses(communication, steps, th))
     if memory is not None:
         out.extend(memory_diagnoses(memory, th))
+    efficiency = _panel(panels, "efficiency", EfficiencyPanel)
+    if efficiency is not None and steps is not None:
+        out.extend(efficiency_diagnoses(efficiency, steps, th))
     if health is not None:
         out.extend(trace_quality_diagnoses(health.trace_quality, th))
     return sort_diagnoses(out)

@@ -36,6 +36,8 @@ DIAGNOSIS_IDS: tuple[str, ...] = (
     "trace_unequal_steps",
     "trace_cuda_launch_blocking",
     "trace_profiler_overhead",
+    "matmul_without_tensor_cores",
+    "low_kernel_efficiency",
 )
 
 

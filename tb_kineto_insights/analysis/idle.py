@@ -31,6 +31,15 @@ Attribution (DESIGN.md, Metric definitions):
    ``python_function`` ranges (``with_stack=True``) are not ops here: Python code shows
    as ``host_untraced``.
 
+With Python stacks, each idle nanosecond also goes to the user Python frame the
+launching thread was in at that moment, with its cause (:mod:`.python_frames`: library
+frames folded into the nearest user frame): ``devices[].python_frames``, and the frame
+that held most of each listed gap (``largest_gaps[].python_frame``). A sync-opened gap's
+time in another frame than the one open as it opened (the frame that synchronised) is
+``after_sync_us``: what the host did after the sync. The causes and their numbers do not
+depend on the frames (proved on ``sample_logs/stacks_*`` and ``capture_full`` with and
+without their ``python_function`` events, ``tests/test_stacks_real.py``).
+
 Launch-bound idle before short kernels (``devices[].short_kernels``, the cost of
 ``small_kernel_flood``): see :func:`launch_bound_gaps`.
 
@@ -52,6 +61,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis import python_frames as pf
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.group_sums import int_sums, int_sums_2d
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -374,6 +384,37 @@ def _by_thread(threads: np.ndarray) -> list[tuple[tuple[int, int], np.ndarray]]:
     ]
 
 
+class IdlePieces(NamedTuple):
+    """One device's idle time inside the step windows as attributed by
+    :func:`idle_summary`: disjoint intervals sorted by start, none crossing a step start
+    (``start_ns``, ``end_ns`` int64 ns), and each one's cause (``cause``: int64 index
+    into :data:`CAUSES`). Their lengths summed per step and cause are the panel's
+    ``per_step[].causes_us``, to the ns."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    cause: np.ndarray
+
+
+def _pieces(collected: list[tuple[iv.Intervals, int]], step_starts: np.ndarray) -> IdlePieces:
+    """The attributed intervals of one device as :class:`IdlePieces`: each cause's set
+    cut at the step starts (a set of one cause may join two gaps that touch at a step
+    boundary), all sorted by start."""
+    starts, ends, causes = [], [], []
+    for part, cause in collected:
+        s, e = iv.split_at(part, step_starts)
+        starts.append(s)
+        ends.append(e)
+        causes.append(np.full(s.size, cause, dtype=np.int64))
+    if not starts:
+        z = np.zeros(0, dtype=np.int64)
+        return IdlePieces(z, z.copy(), z.copy())
+    s, e, c = np.concatenate(starts), np.concatenate(ends), np.concatenate(causes)
+    keep = e > s
+    order = np.argsort(s[keep], kind="stable")
+    return IdlePieces(s[keep][order], e[keep][order], c[keep][order])
+
+
 #: Causes during which a host is on the launch path: in a traced op or runtime call.
 LAUNCH_PATH_CAUSES: tuple[str, ...] = ("optimizer_step", "launching", "cpu_ops")
 
@@ -440,7 +481,11 @@ def launch_bound_gaps(
     return out, closing
 
 
-def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> IdlePanel:
+def idle_summary(
+    index: TraceIndex,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    pieces: dict[int, IdlePieces] | None = None,
+) -> IdlePanel:
     """``summary.idle`` (:class:`~tb_kineto_insights.schema.idle.IdlePanel`): per device,
     busy fraction, idle per step, idle by cause, gap histogram and the largest gaps.
     Denominator of every ``_fraction`` of step time: the summed step-window time; of
@@ -461,6 +506,15 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     * ``cost_us`` = launch-bound idle + those kernels' time, and
       ``cost_fraction_of_step_time`` = ``cost_us`` / summed step time.
 
+    With Python stacks (``python_stacks``), per device ``python_idle_us`` (idle inside
+    any recorded frame) and ``python_frames``: the ``python_frames_listed`` frames
+    holding the most idle (:func:`.python_frames.frame_summaries`), and per listed gap
+    ``python_frame``; without stacks ``[]``, ``0`` and ``None``.
+
+    ``pieces``: when given, filled per device with the idle time as attributed, as
+    intervals (:class:`IdlePieces`): the timeline's idle band (``analysis.timeline``)
+    draws exactly the time this panel counts, cause by cause.
+
     Raises nothing on well-formed input (a :class:`TraceIndex` from ``build_index``).
     """
     steps = index.steps
@@ -477,6 +531,9 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
     tol_ns = int(thresholds.sync_return_tolerance_us * 1000)
     short_ns = float(thresholds.short_kernel_us) * 1000.0
     untraced_col = CAUSES.index("host_untraced")
+    sync_col = CAUSES.index("host_sync")
+    frames = pf.FrameIndex(index.trace)
+    has_stacks = len(frames) > 0
     devices: list[IdleDevice] = []
     for dev in index.devices:
         busy = index.gpu_busy[dev]
@@ -488,26 +545,60 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         threads = _launch_threads(index, events, gs, ge)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
+        piece_parts: list[pf.IdlePieces] = []
+        collected: list[tuple[iv.Intervals, int]] = []
         for thread, idx in _by_thread(threads):
             sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
+            # this thread's idle intervals by cause, for the Python frames
+            labelled: list[tuple[np.ndarray, np.ndarray, int]] = []
+            opened = idx[sync_opened[idx]]
+            labelled.append((gs[opened], ge[opened], sync_col))
             rest = idx[~sync_opened[idx]]
-            if rest.size == 0:
-                continue
-            remaining = (gs[rest], ge[rest])  # disjoint and sorted already
-            sets = activity.sets(thread)
-            for c, cause in enumerate(TRACED_CAUSES):
-                part = iv.intersect(remaining, sets[cause])
-                amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
-                remaining = iv.subtract(remaining, sets[cause])
-            # nothing traced on the launching thread: untraced host work when inside a
-            # host ProfilerStep range and the step thread is not in a traced op either
-            untraced = iv.intersect(remaining, host_steps)
-            if thread != step_thread:
-                untraced = iv.subtract(untraced, activity.traced(step_thread))
-            amounts[rest, untraced_col] = iv.overlap_per_window(untraced, gs[rest], ge[rest])
-            amounts[rest, -1] = glen[rest] - amounts[rest, :-1].sum(axis=1)
+            if rest.size:
+                remaining = (gs[rest], ge[rest])  # disjoint and sorted already
+                sets = activity.sets(thread)
+                for c, cause in enumerate(TRACED_CAUSES):
+                    part = iv.intersect(remaining, sets[cause])
+                    amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
+                    remaining = iv.subtract(remaining, sets[cause])
+                    labelled.append((part[0], part[1], c))
+                    if pieces is not None:
+                        collected.append((part, c))
+                # nothing traced on the launching thread: untraced host work when inside a
+                # host ProfilerStep range and the step thread is not in a traced op either
+                untraced = iv.intersect(remaining, host_steps)
+                if thread != step_thread:
+                    untraced = iv.subtract(untraced, activity.traced(step_thread))
+                amounts[rest, untraced_col] = iv.overlap_per_window(untraced, gs[rest], ge[rest])
+                amounts[rest, -1] = glen[rest] - amounts[rest, :-1].sum(axis=1)
+                labelled.append((untraced[0], untraced[1], untraced_col))
+                nothing = iv.subtract(remaining, untraced)
+                labelled.append((nothing[0], nothing[1], len(CAUSES) - 1))
+                if pieces is not None:
+                    collected.append((untraced, untraced_col))
+                    collected.append((nothing, len(CAUSES) - 1))
+            if has_stacks:
+                piece_parts.append(
+                    pf.thread_pieces(
+                        frames,
+                        thread,
+                        np.concatenate([p[0] for p in labelled]),
+                        np.concatenate([p[1] for p in labelled]),
+                        np.concatenate(
+                            [np.full(p[0].size, p[2], dtype=np.int64) for p in labelled]
+                        ),
+                        gs,
+                        ge,
+                        idx,
+                        sync_opened,
+                    )
+                )
+        frame_pieces = pf.IdlePieces.concat(piece_parts)
         amounts[sync_opened] = 0
         amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        if pieces is not None:
+            collected.append(((gs[sync_opened], ge[sync_opened]), CAUSES.index("host_sync")))
+            pieces[dev] = _pieces(collected, steps.start_ns)
         launch_bound, closing = launch_bound_gaps(
             index, events, gaps, amounts, sync_opened, thresholds.launch_bound_max_gap_us * 1000
         )
@@ -549,6 +640,7 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                     op=outer,
                     innermost_op=inner,
                     thread=HostThread(pid=thread[0], tid=thread[1]),
+                    python_frame=pf.gap_frame(frames, frame_pieces, int(g)) if has_stacks else None,
                 )
             )
         devices.append(
@@ -597,6 +689,18 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
                 ],
                 gap_histogram=_histogram(glen),
                 largest_gaps=largest_gaps,
+                python_idle_us=int(frame_pieces.dur_ns.sum()) / 1000.0,
+                python_frames=pf.frame_summaries(
+                    frames,
+                    frame_pieces,
+                    step_of,
+                    len(steps),
+                    CAUSES,
+                    idle_ns,
+                    total_ns,
+                    thresholds.python_frames_listed,
+                    thresholds.python_callers_listed,
+                ),
             )
         )
     main = max(devices, key=lambda d: d.busy_us, default=None)
@@ -605,5 +709,6 @@ def idle_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS)
         cause_labels=dict(CAUSE_LABELS),
         main_device=main.device if main else None,
         devices=devices,
+        python_stacks=has_stacks,
         notes=notes,
     )

@@ -51,7 +51,9 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   ``requested_bytes``, ``reserved_growth_bytes`` and ``min_cached_free_before_bytes``;
   ``per_step`` (host windows): count, bytes requested, reserved growth;
   ``steady_state_steps``: the steps after the first profiled one that have any (the
-  first may still be warming the cache up); ``reserved_growth_bytes_per_step``: their
+  first may still be warming the cache up), ``steady_state_events`` and
+  ``steady_state_reserved_growth_bytes`` their count and reserved growth (the numbers
+  the diagnosis and the Memory panel state); ``reserved_growth_bytes_per_step``: their
   reserved growth in the steps after the first / the number of those steps;
   ``allocated_peak_growth_bytes_per_step``: (last step's allocated peak − first step's)
   / the same number; ``excess_reserved_growth_bytes_per_step``: the first minus the
@@ -398,6 +400,7 @@ def _fragmentation(
         )
     later = per_step[1:] if steps.has_markers else []
     steady = [p.number for p in later if p.events > 0]
+    in_steady = [p for p in later if p.events > 0]
     rate = sum(p.reserved_growth_bytes for p in later) / len(later) if later else None
     peaks = [p.peak_bytes for p in per_step_memory]
     peak_rate: float | None = None
@@ -427,6 +430,8 @@ def _fragmentation(
         min_cached_free_before_bytes=int(cached.min()) if idx.size else None,
         per_step=per_step,
         steady_state_steps=steady,
+        steady_state_events=sum(p.events for p in in_steady),
+        steady_state_reserved_growth_bytes=sum(p.reserved_growth_bytes for p in in_steady),
         reserved_growth_bytes_per_step=rate,
         allocated_peak_growth_bytes_per_step=peak_rate,
         excess_reserved_growth_bytes_per_step=excess,
@@ -832,13 +837,14 @@ def _fragmentation_diag(devices: list[MemoryDevice], th: Thresholds) -> Diagnosi
         severity = "medium"
     else:
         severity = "low"
-    steady = set(f.steady_state_steps)
-    in_steady = [p for p in f.per_step if p.number in steady]
-    n_events = sum(p.events for p in in_steady)
-    n_bytes = sum(p.reserved_growth_bytes for p in in_steady)
+    # one set of numbers: the title states the steady-state steps' count and growth, the
+    # evidence and the Memory panel the same fields (the first step's are in
+    # events_per_step only)
+    n_events = f.steady_state_events
+    n_bytes = f.steady_state_reserved_growth_bytes
     title = (
         f"The caching allocator on {dev.device} reserved new memory {n_events} times "
-        f"({_gib(n_bytes)}) in {len(steady)} steady-state steps although "
+        f"({_gib(n_bytes)}) in {len(f.steady_state_steps)} steady-state steps although "
         f"at least {_mib(f.min_cached_free_before_bytes or 0)} sat cached and free each time: "
         "its free blocks did not fit the requests"
     )
@@ -846,11 +852,10 @@ def _fragmentation_diag(devices: list[MemoryDevice], th: Thresholds) -> Diagnosi
         title += f" (at this rate the device is full in ~{_steps(to_capacity)} steps)"
     evidence = {
         "device": dev.device,
-        "events": f.events,
-        "events_per_step": {str(p.number): p.events for p in f.per_step},
+        "steady_state_events": n_events,
+        "steady_state_reserved_growth_bytes": n_bytes,
         "steady_state_steps": f.steady_state_steps,
-        "requested_bytes": f.requested_bytes,
-        "reserved_growth_bytes": f.reserved_growth_bytes,
+        "events_per_step": {str(p.number): p.events for p in f.per_step},
         "min_cached_free_before_bytes": f.min_cached_free_before_bytes,
         "reserved_growth_bytes_per_step": rate,
         "allocated_peak_growth_bytes_per_step": f.allocated_peak_growth_bytes_per_step,

@@ -54,23 +54,28 @@ are 1e9 bytes per second.
 Straggler (``straggler``, ``straggler_test``): a rank holds the others back only when it
 is both
 
-- **consistent**: the unit is the step, not the collective. Within a step, collectives
-  are not independent: once a rank blocks in one, its later collectives queue behind
-  it, so one late arrival makes it "last" in every collective of the step. Per step,
-  the rank that causes the largest delay in that step is that step's last rank. With no
-  straggler every rank is equally likely to be a step's last, ``p0 = 1/n`` (``n`` ranks
-  matched). The candidate is the rank that is last in most steps, ``k`` of ``N`` steps
-  with a last rank. It is picked after looking, so its one-sided binomial tail
-  ``P(X ≥ k)``, ``X ~ Binomial(N, 1/n)`` (``p_value_one_rank``), is multiplied by ``n``
-  (Bonferroni over the ``n`` ranks that could have been picked): ``p_value =
-  min(1, n · P(X ≥ k))``; consistent when ``p_value ≤ straggler_alpha``. With 2 ranks
-  and 5 steps the smallest possible p-value is 2/32; with 8 ranks the candidate must be
-  last in 4 of 5 steps, with 64 ranks in 3.
+- **consistent**: its per-step lateness stands out from the others' beyond the
+  step-to-step noise (:mod:`.straggler`): per step, each rank's lateness is how far behind
+  the first rank it arrived at the step's collective where it was furthest behind; the
+  candidate is the rank with the largest mean lateness; a two-way (ranks × steps)
+  Student's t of its excess over the other ranks' mean, one-sided and times ``n``
+  (Bonferroni over the ranks that could have been picked; 2 ranks: the paired t-test),
+  ``p_value ≤ straggler_alpha``. Steps where some tested rank has no matched collective
+  are left out of it. Under normal noise with no straggler, at most ``straggler_alpha``
+  of runs show a consistent rank, at any number of ranks and steps ≥ 2; h200x2
+  ``ddp_straggler`` cut to 3 steps (rank 1 19.5 ms/step later, noise 0.55 ms) gives
+  t = 43 on 2 degrees of freedom, p = 5e-4. ``last_steps`` of
+  ``tested_steps`` (the steps where it caused the largest delay) is told, not tested.
 - **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
   step (0 in steps where it is never last), median over the steps; the largest and not
   the sum because the ranks blocked in its first collective reach their next ones late
   too, so the sum counts its remaining work again, work they did meanwhile
-  (``others_wait_us_per_step``, the others' mean wait, is the upper bound).
+  (``others_wait_us_per_step``, the others' mean wait, is the upper bound). What the
+  others lose, explained in one breakdown: they wait ``others_wait_us_per_step`` in
+  their collectives for it, of which ``others_hidden_wait_us_per_step`` is hidden
+  behind their own compute and ``others_exposed_wait_us_per_step`` is exposed (their
+  exposed wait, the part that lengthens their step); the cost, ``delay_us_per_step``, is
+  how much earlier all of them could start without it.
   ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
   when at least ``straggler_min_share_of_step``.
 
@@ -88,7 +93,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -96,7 +100,9 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import collectives as co
+from tb_kineto_insights.analysis import straggler as st
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
@@ -434,10 +440,15 @@ def run_summary(
                 "last_fraction",
                 "last_steps",
                 "tested_steps",
+                "lateness_excess_us_per_step",
+                "lateness_noise_us",
                 "p_value",
                 "delay_us_per_step",
                 "share_of_step",
                 "others_wait_us_per_step",
+                "others_hidden_wait_us_per_step",
+                "others_exposed_wait_us_per_step",
+                "cause",
             )
         }
     order = sorted(range(n_workers), key=lambda i: rank_list[i])
@@ -456,7 +467,7 @@ def run_summary(
         "transfer_us": _stats(m.transfers),
         "kinds": _kinds(m, n_steps),
         "largest_skews": sorted(m.largest, key=lambda d: -d["skew_us"])[:LARGEST_SKEWS],
-        "steps": _step_times(workers, rank_list),
+        "steps": _step_times(workers, rank_list, m),
         "straggler": straggler,
         "straggler_test": test,
         "notes": notes,
@@ -479,6 +490,8 @@ class _Matched:
         #: exposed wait, exposed transfer
         self.in_step_ns = np.zeros((n, 4), dtype=np.int64)
         self.step_delay: list[dict[Any, int]] = [{} for _ in range(n)]
+        #: per worker, per step key: its lateness (:func:`.straggler.step_lateness`)
+        self.step_late: list[dict[Any, int]] = [{} for _ in range(n)]
         self.step_keys: list[Any] = []
         self.skews: list[float] = []
         self.transfers: list[float] = []
@@ -665,8 +678,6 @@ def _group(
     at_latest = start == latest[:, None]
     unique_last = (skew > 0) & (at_latest.sum(axis=1) == 1)
     last_j = np.argmax(start, axis=1)
-    second = np.sort(start, axis=1)[:, -2]
-    delay = latest - second
     exp_wait, exp_transfer = _exposed_matrix(cols, gid, start, end, latest)
     has_step, step_col = _first_valid(cols.has_step[gid])
     steps = [cols.step[int(gid[k, step_col[k]])] if has_step[k] else None for k in k_rows.tolist()]
@@ -678,14 +689,24 @@ def _group(
         m.lateness_ns[i] += int((start[:, j] - earliest).sum())
         m.last_count[i] += int((unique_last & (last_j == j)).sum())
     in_step = [k for k, s in enumerate(steps) if s is not None]
-    for step in {steps[k] for k in in_step}:
+    local_steps = list({steps[k] for k in in_step})
+    column = {step: c for c, step in enumerate(local_steps)}
+    step_index = np.array([column[s] if s is not None else -1 for s in steps], dtype=np.int64)
+    late_ms, delay_ms = st.step_lateness(start, step_index, len(local_steps))
+    for c, step in enumerate(local_steps):
         step_keys.add(step)
-        sel = np.array([k for k in in_step if steps[k] == step], dtype=np.int64)
+        sel = np.flatnonzero(step_index == c)
         for col, values in enumerate((wait, own_transfer, exp_wait, exp_transfer)):
             m.in_step_ns[members, col] += values[sel].sum(axis=0)
-        for k in sel[unique_last[sel]].tolist():
-            delays = m.step_delay[members[int(last_j[k])]]
-            delays[step] = max(delays.get(step, 0), int(delay[k]))
+        for j, i in enumerate(members):
+            value = int(late_ms[j, c])
+            if value >= 0:
+                lates = m.step_late[i]
+                lates[step] = max(lates.get(step, 0), value)
+            caused = int(delay_ms[j, c])
+            if caused > 0:
+                delays = m.step_delay[i]
+                delays[step] = max(delays.get(step, 0), caused)
     kind_code = cols.kind_code[gid]
     m.kind_mismatches += int((kind_code != kind_code[:, :1]).any(axis=1).sum())
     # the same collective on every rank: the first rank that says its size and group
@@ -788,39 +809,56 @@ def _straggler_test(
     rank_list: list[int],
     th: Thresholds,
 ) -> dict[str, Any] | None:
-    """The best straggler candidate and its two tests (module docstring)."""
-    n = sum(1 for c in m.matched_of if c)
+    """The best straggler candidate and its two tests (module docstring;
+    :func:`.straggler.lateness_test` on the ranks' per-step lateness)."""
+    candidates = [i for i, c in enumerate(m.matched_of) if c]
+    n = len(candidates)
     if n < 2 or not m.skews:
         return None
-    last_of_step: Counter[int] = Counter()
-    for step in m.step_keys:
-        delays = [(d.get(step, 0), i) for i, d in enumerate(m.step_delay)]
-        best, who = max(delays)
-        if best > 0:
-            last_of_step[who] += 1
-    tested = sum(last_of_step.values())
+    # steps where every tested rank has a matched collective (the test needs no gaps)
+    tested_keys = [k for k in m.step_keys if all(k in m.step_late[i] for i in candidates)]
+    lateness_us = np.array(
+        [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
+        dtype=np.float64,
+    ).reshape(n, len(tested_keys))
+    test = st.lateness_test(lateness_us) if tested_keys else st.lateness_test(lateness_us[:, :0])
 
     def delay_of(i: int) -> float:
         values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
         return _exact_median(values) / 1000.0 if values else 0.0
 
-    candidates = [i for i, c in enumerate(m.matched_of) if c]
-    most = max(last_of_step[i] for i in candidates)
-    top = max(
-        (i for i in candidates if last_of_step[i] == most),
-        key=lambda i: (delay_of(i), m.last_count[i]),
-    )
-    k = last_of_step[top]
-    p0 = 1.0 / n
-    p_one = binomial_tail(k, tested, p0) if tested else 1.0
-    p_value = min(1.0, n * p_one)
+    if test["candidate"] is not None and tested_keys:
+        top = candidates[test["candidate"]]
+    else:  # no step with every rank: the rank that causes the most delay
+        top = max(candidates, key=lambda i: (delay_of(i), m.last_count[i]))
+    last_steps = 0
+    for step in tested_keys:
+        delays = [(m.step_delay[i].get(step, 0), i) for i in candidates]
+        best, who = max(delays)
+        if best > 0 and who == top:
+            last_steps += 1
+    p_value = float(test["p_value"])
     delay = delay_of(top) if m.step_keys else 0.0
     others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
     step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
     mean_step = float(np.mean(step_us)) if step_us else None
     share = delay / mean_step if mean_step else None
     waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
-    consistent = tested > 0 and p_value <= th.straggler_alpha
+    exposed_waits = [
+        r["exposed_wait_us_per_step"]
+        for r in others
+        if r.get("exposed_wait_us_per_step") is not None
+    ]
+    others_wait = float(np.mean(waits)) if waits else None
+    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
+    others_hidden = (
+        max(0.0, others_wait - others_exposed)
+        if others_wait is not None and others_exposed is not None
+        else None
+    )
+    excess = test["excess_us"] if tested_keys else None
+    consistent = bool(tested_keys) and excess is not None and excess > 0
+    consistent = consistent and p_value <= th.straggler_alpha
     costly = share is not None and share >= th.straggler_min_share_of_step
     if consistent and costly:
         verdict = "straggler"
@@ -831,17 +869,24 @@ def _straggler_test(
     else:
         verdict = "not costly"
     matched = m.matched_of[top]
+    cause = None
+    if verdict == "straggler":
+        others_of = [workers[j][1] for j in candidates if j != top]
+        cause = straggler_cause(workers[top][1], others_of, delay, th)
     return {
         "rank": rank_list[top],
         "worker": workers[top][0],
         "last_count": m.last_count[top],
         "matched_count": matched,
         "last_fraction": m.last_count[top] / matched if matched else None,
-        "last_steps": k,
-        "tested_steps": tested,
+        "last_steps": last_steps,
+        "tested_steps": len(tested_keys),
         "ranks_tested": n,
-        "p0": p0,
-        "p_value_one_rank": p_one,
+        "lateness_excess_us_per_step": excess,
+        "lateness_noise_us": test["noise_us"],
+        "t_statistic": test["t"] if test["t"] is not None and math.isfinite(test["t"]) else None,
+        "degrees_of_freedom": test["df"],
+        "p_value_one_rank": float(test["p_value_one_rank"]),
         "p_value": p_value,
         "alpha": th.straggler_alpha,
         "consistent": consistent,
@@ -849,12 +894,20 @@ def _straggler_test(
         "share_of_step": share,
         "min_share_of_step": th.straggler_min_share_of_step,
         "costly": costly,
-        "others_wait_us_per_step": float(np.mean(waits)) if waits else None,
+        "others_wait_us_per_step": others_wait,
+        "others_hidden_wait_us_per_step": others_hidden,
+        "others_exposed_wait_us_per_step": others_exposed,
         "verdict": verdict,
+        "cause": cause,
     }
 
 
-def _step_times(workers: Sequence[tuple[str, RunViewSpan]], ranks: list[int]) -> list[Any]:
+def _step_times(
+    workers: Sequence[tuple[str, RunViewSpan]], ranks: list[int], m: _Matched
+) -> list[Any]:
+    """Per step number common to all workers: each rank's duration, their spread, and
+    each rank's lateness in that step (µs; ranks without a matched collective in it are
+    left out of ``lateness_us``)."""
     per_worker: list[dict[int, float]] = []
     for _, summary in workers:
         per_worker.append({s.number: s.duration_us for s in summary.steps.steps})
@@ -869,6 +922,11 @@ def _step_times(workers: Sequence[tuple[str, RunViewSpan]], ranks: list[int]) ->
                 "number": number,
                 "durations_us": {str(r): v for r, v in zip(ranks, durations, strict=True)},
                 "spread_us": max(durations) - min(durations),
+                "lateness_us": {
+                    str(r): late[number] / 1000.0
+                    for r, late in zip(ranks, m.step_late, strict=True)
+                    if number in late
+                },
             }
         )
     return out
@@ -898,6 +956,63 @@ _TRANSFER_ADVICE = (
     "matched transfer, see the view across ranks) is far below the interconnect's peak, "
     "check NCCL's transport (NVLink / InfiniBand) and message sizes."
 )
+
+
+def _straggler_title(s: dict[str, Any], impact: float) -> str:
+    """``communication_straggler``'s title: who, what it costs, and why (the cause class
+    with its excess over the median rank, and the top kernel or op), from the evidence."""
+    head = (
+        f"Rank {s['rank']} holds the other ranks back {_ms(s['delay_us_per_step'])}/step "
+        f"({100 * impact:.0f} % of their step)"
+    )
+    cause = s.get("cause") or {}
+    if cause.get("class"):
+        text = (
+            f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
+        )
+        top = cause.get("top") or []
+        if top:
+            text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
+        return text
+    return (
+        f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
+        f"{s['tested_steps']} steps, last in {s['last_steps']}"
+    )
+
+
+_CAUSE_ADVICE = {
+    "gpu_compute": (
+        "It runs more GPU kernel time per step than the median rank: uneven work (shard "
+        "sizes, sequence lengths, a branch only this rank takes) or a slower GPU "
+        "(nvidia-smi clocks, temperature, ECC)."
+    ),
+    "memcpy": (
+        "Its GPU spends longer in memory copies and sets: extra or pageable host-device "
+        "copies on this rank (pin_memory, non_blocking=True), or more data to move."
+    ),
+    "host_untraced": (
+        "Its host is busy outside traced ops before it launches its work: untraced Python, "
+        "a sleep, I/O, logging or checkpointing on this rank only. Profile with "
+        "with_stack=True (or py-spy) to see the frames."
+    ),
+    "data_loading": (
+        "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
+        "faster data path on its host."
+    ),
+    "host_sync": (
+        "Its host synchronizes with the GPU more (.item(), .cpu(), synchronize): remove "
+        "the syncs that run on this rank only."
+    ),
+    "optimizer_step": "Its optimizer step takes longer: compare the optimizer's state and work.",
+    "launching": "It spends longer launching kernels: host contention (CPU affinity, NUMA).",
+    "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
+}
+
+
+def _cause_advice(s: dict[str, Any]) -> str:
+    cause = s.get("cause") or {}
+    advice = _CAUSE_ADVICE.get(cause.get("class") or "")
+    return f"{advice} " if advice else ""
 
 
 def run_diagnoses(
@@ -932,28 +1047,29 @@ def run_diagnoses(
                 make_diagnosis(
                     "communication_straggler",
                     severity,
-                    (
-                        f"Rank {s['rank']} holds the other ranks back "
-                        f"{_ms(s['delay_us_per_step'])}/step ({100 * impact:.0f} % of their "
-                        f"step): it arrives last in {s['last_steps']} of {s['tested_steps']} "
-                        "steps"
-                    ),
+                    _straggler_title(s, impact),
                     {
                         "rank": s["rank"],
                         "worker": s["worker"],
                         "delay_us_per_step": s["delay_us_per_step"],
                         "share_of_step": impact,
                         "p_value": s["p_value"],
+                        "lateness_excess_us_per_step": s["lateness_excess_us_per_step"],
+                        "lateness_noise_us": s["lateness_noise_us"],
                         "last_steps": s["last_steps"],
                         "tested_steps": s["tested_steps"],
                         "last_count": s["last_count"],
                         "matched_count": s["matched_count"],
                         "last_fraction": s["last_fraction"],
                         "others_wait_us_per_step": s["others_wait_us_per_step"],
+                        "others_hidden_wait_us_per_step": s["others_hidden_wait_us_per_step"],
+                        "others_exposed_wait_us_per_step": s["others_exposed_wait_us_per_step"],
                         "ranks_profiled": run.get("worker_count"),
                         "world_size": run.get("world_size"),
+                        "cause": s.get("cause"),
                     },
                     f"The other ranks wait in their collectives for rank {s['rank']}. "
+                    + _cause_advice(s)
                     + _STRAGGLER_ADVICE,
                     "run",
                     impact,
@@ -1012,11 +1128,14 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
             if test.get("rank") is not None and test["rank"] != rank:
                 # name who arrived last, and why it is not called a straggler
                 why = (
-                    "could be chance"
+                    "its lateness is within the step-to-step noise"
                     if not test.get("consistent")
                     else "its own lateness costs the others under "
                     f"{100 * th.straggler_min_share_of_step:.0f} % of the step"
                 )
+                evidence["last_rank"] = test["rank"]
+                evidence["last_rank_last_steps"] = test.get("last_steps")
+                evidence["last_rank_tested_steps"] = test.get("tested_steps")
                 whom = (
                     f"rank {test['rank']}, last to arrive in {test.get('last_steps')} of "
                     f"{test.get('tested_steps')} steps (not called a straggler: {why})"
@@ -1027,8 +1146,8 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
             advice = (
                 f"This is not slow communication: rank {rank} waits in its collectives for "
                 "ranks that arrive later. No rank is consistently last and costly enough to "
-                "be called a straggler (see straggler_test in the view across ranks: with 2 "
-                "ranks it takes 5 or more profiled steps to be sure). Look for uneven work "
+                "be called a straggler (see straggler_test in the view across ranks: its "
+                "lateness against the step-to-step noise, and its cost). Look for uneven work "
                 "across ranks (data, sequence lengths, host-side work) in the step panels "
                 "of the ranks, and the largest skews in the view across ranks."
             )
@@ -1039,6 +1158,7 @@ def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagno
         advice = _TRANSFER_ADVICE
         world, profiled = run.get("world_size"), run.get("worker_count") or 0
         if world is not None and profiled < world:
+            evidence["ranks_not_profiled"] = world - profiled
             title += f" (or waiting for the {world - profiled} ranks not profiled)"
             advice = (
                 f"Only {profiled} of {world} ranks were profiled: the transfer measured here "

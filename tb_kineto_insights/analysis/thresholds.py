@@ -7,6 +7,7 @@ Override from the CLI with ``--threshold NAME=VALUE`` (repeatable), or in code w
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +59,21 @@ class Thresholds:
     #: interconnect advice) when at least this share of the exposed communication is
     #: wait (run view: exact; one trace alone: the least-wait estimate).
     exposed_wait_mostly_fraction: float = 0.5
-    #: communication_straggler, consistency: one-sided binomial test of "last in k of N
-    #: steps" against chance (1/n for n ranks), times n (the candidate is picked among n
-    #: ranks); consistent when that p-value is at most ... (0.1: with 2 ranks and the
-    #: usual 5 profiled steps the best possible p-value is 2/32)
-    straggler_alpha: float = 0.1
+    #: communication_straggler, consistency: the rank with the largest mean per-step
+    #: lateness against the others', Student's t on the ranks × steps residuals (2 ranks:
+    #: the paired t-test), one-sided, times n (the candidate is picked among n ranks:
+    #: analysis/straggler.py); consistent when that p-value is at most this. It is the
+    #: false-alarm rate of consistency alone under normal noise; with the cost bar below,
+    #: balanced runs synthesised from the real h200x2 jitter alarm in under 1 % of the
+    #: trials at every size (benchmarks/RESULTS.md, "Straggler rule").
+    straggler_alpha: float = 0.01
     #: ... and costly: what the other ranks lose to it per step (median over steps) /
     #: their mean step time, at least.
     straggler_min_share_of_step: float = 0.05
+    #: communication_straggler names a cause (what the straggler spends longer on than
+    #: the median rank, per step: analysis/straggler_cause.py) only when that excess is at
+    #: least this share of the delay it causes the others.
+    straggler_cause_min_share_of_delay: float = 0.25
     #: memory_growth: steady growth over at least this many steps ...
     memory_growth_min_steps: int = 3
     #: ... of at least this many bytes per step (step-end allocated, least squares) ...
@@ -123,12 +131,52 @@ class Thresholds:
     quality_blocking_launch_fraction: float = 0.9
     #: ... among at least this many launches linked to a kernel.
     quality_blocking_min_launches: int = 20
+    #: low_kernel_efficiency: a matmul/conv/attention op group (tensor cores, or any unit
+    #: but fp32 on CUDA cores, which has its own verdict) reaching less than this share of
+    #: its roofline (min(peak, intensity × bandwidth)) ...
+    low_kernel_efficiency_roof_fraction: float = 0.30
+    #: ... costs the time above what it would take at this share of the same roof: what
+    #: cuBLAS reaches on large aligned GEMMs (eff_gemm_aligned, bf16 4096³: 0.80 of the
+    #: H200's bf16 peak; 0.6 leaves a margin). matmul_without_tensor_cores uses the same
+    #: cap on the efficiency it assumes on tensor cores.
+    efficiency_reachable_roof_fraction: float = 0.60
+    #: Roofline peaks for a GPU that the table (analysis/data/gpu_peaks.json) does not
+    #: know, or to replace its figures: dense 16-bit tensor-core FLOP/s (bf16/fp16), fp32
+    #: FLOP/s on CUDA cores, and memory bytes/s. 0 = from the table; the user's peaks are
+    #: used when the bandwidth and at least one FLOP/s figure are given.
+    peak_tensor_flops_per_s: float = 0.0
+    peak_fp32_flops_per_s: float = 0.0
+    peak_memory_bytes_per_s: float = 0.0
+    #: Op groups listed in ``efficiency.rows`` (by time per step).
+    efficiency_max_rows: int = 40
     #: Points per memory series sent for display (peaks kept).
     memory_series_points: int = 2000
     #: Gaps listed in ``idle.largest_gaps`` per device.
     largest_gaps: int = 10
     #: Rows in top-kernel tables.
     top_kernels: int = 15
+    #: Python frames listed in ``idle.devices[].python_frames`` (with stacks) ...
+    python_frames_listed: int = 20
+    #: ... and call paths listed per frame (``callers``).
+    python_callers_listed: int = 5
+    #: An idle-cause diagnosis names at most this many Python frames ...
+    python_frames_named: int = 3
+    #: ... each holding at least this share of the cause's idle (a frame with less is
+    #: one of many places, not the place to look).
+    python_frame_min_fraction: float = 0.10
+    #: A frame holding at least this share of a cause's idle is *the* cost: the
+    #: recommendation is about that frame (for host_sync: when the host spent it after
+    #: the sync, in another frame than the one that synchronised, the call, not the
+    #: sync, idles the GPU).
+    python_frame_dominant_fraction: float = 0.5
+    #: Timeline level of detail: in a GPU stream lane with more than
+    #: ``timeline_lod_min_events`` events in one step, each run of consecutive events
+    #: shorter than this (µs), separated by less than it, is stored as one block with
+    #: its count (a flood of tiny kernels stays countable and small to send).
+    timeline_block_us: float = 1.0
+    #: ... only in lanes with more events than this in one step (smaller lanes are kept
+    #: event by event).
+    timeline_lod_min_events: int = 20000
 
     def replace(self, **changes: Any) -> Thresholds:
         """A copy with some fields changed; unknown names raise ``ValueError``."""
@@ -150,8 +198,10 @@ class Thresholds:
             name, sep, value = item.partition("=")
             name = name.strip()
             if not sep or name not in types:
+                close = difflib.get_close_matches(name, list(types), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
                 raise ValueError(
-                    f"bad --threshold {item!r}: expected NAME=VALUE with NAME one of "
+                    f"bad --threshold {item!r}: {hint}expected NAME=VALUE with NAME one of "
                     + ", ".join(sorted(types))
                 )
             try:

@@ -308,7 +308,8 @@ class Progress:
         self._write(force=self.done_files == self.total_files)
 
     def line(self) -> str:
-        """The progress line, e.g. ``[#####.....] 12/24 files  41.0 MB/s  ETA 0:00:07``."""
+        """The progress line, e.g. ``[#####.....] 12/24 files  41.0 MB/s read  ETA 0:00:07``
+        (bytes of the files as stored: compressed bytes for gzip)."""
         elapsed = max(time.monotonic() - self._started, 1e-9)
         fraction = self.done_bytes / self.total_bytes if self.total_bytes else 1.0
         if not self.total_bytes and self.total_files:
@@ -321,7 +322,7 @@ class Progress:
             eta = f"{left_s // 3600}:{left_s // 60 % 60:02d}:{left_s % 60:02d}"
         return (
             f"[{'#' * filled}{'.' * (20 - filled)}] {self.done_files}/{self.total_files} files"
-            f"  {rate / 1e6:.1f} MB/s  ETA {eta}"
+            f"  {rate / 1e6:.1f} MB/s of files read  ETA {eta}"
         )
 
     def _write(self, force: bool = False) -> None:

@@ -13,6 +13,8 @@
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
+- ``window TRACE --step N [--start-us A --end-us B] --out FILE.json.gz``: one step's
+  window cut from the file for Perfetto UI (``window.py``); exit 0 written, 2 otherwise.
 
 Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
 driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
@@ -144,6 +146,10 @@ def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     doc = result[0]
     if args.format == "json":
         write_json(doc, out)
+    elif args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import diff_markdown
+
+        out.write(diff_markdown(doc))
     else:
         out.write(compare.diff_text(doc))
     return EXIT_OK
@@ -165,8 +171,12 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     fail_on = [i.strip() for item in args.fail_on for i in item.split(",") if i.strip()]
     unknown = sorted(set(fail_on) - set(DIAGNOSIS_IDS))
     if unknown:
+        import difflib
+
+        close = [m for u in unknown for m in difflib.get_close_matches(u, DIAGNOSIS_IDS, n=1)]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
         err.write(
-            f"error: unknown diagnosis id(s) {', '.join(unknown)}; known: "
+            f"error: unknown diagnosis id(s) {', '.join(unknown)}{hint} Known: "
             + ", ".join(DIAGNOSIS_IDS)
             + "\n"
         )
@@ -176,9 +186,14 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     result = _compare(args, err)
     if result is None:
         return EXIT_UNUSABLE
-    out = TerminalLines(out)  # type: ignore[assignment]  # names from traces: escaped
     doc, exp = result
     reasons = compare.check(doc, exp, limit, fail_on)
+    if args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import check_markdown
+
+        out.write(check_markdown(doc, reasons))
+        return EXIT_REGRESSION if reasons else EXIT_OK
+    out = TerminalLines(out)  # type: ignore[assignment]  # names from traces: escaped
     h = doc.headline
     for line in format_comparability(doc.comparability):
         out.write(line + "\n")
@@ -248,6 +263,48 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not result.spans:  # e.g. a mistyped path in a cron line: say so, as report does
         err.write(f"warning: no Kineto trace files found under {', '.join(args.logdir)}\n")
     return result.exit_code
+
+
+def _cmd_window(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from tb_kineto_insights.cli.window import run_window
+
+    return run_window(
+        args.trace,
+        args.step,
+        args.out,
+        args.start_us,
+        args.end_us,
+        out,
+        err,
+        max_json_bytes=args.max_json_bytes,
+    )
+
+
+def _add_window_parser(sub: Any) -> None:
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+    cmd = sub.add_parser(
+        "window",
+        help="cut one step's window of a trace (every event kept, partial overlaps moved to "
+        "sibling tracks) for Perfetto UI or chrome://tracing",
+    )
+    cmd.add_argument("trace", help="trace file (path or URL)")
+    cmd.add_argument("--step", type=int, required=True, help="N of ProfilerStep#N")
+    cmd.add_argument(
+        "--start-us",
+        type=float,
+        default=None,
+        help="window start, µs after the step window's start (default: -10 %% of the step)",
+    )
+    cmd.add_argument(
+        "--end-us",
+        type=float,
+        default=None,
+        help="window end, µs after the step window's start (default: the step + 10 %%)",
+    )
+    cmd.add_argument("--out", required=True, help="output file (.json, or .json.gz compressed)")
+    cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
+    cmd.set_defaults(func=_cmd_window)
 
 
 def _add_index_parser(sub: Any, cache_help: str) -> None:
@@ -328,7 +385,12 @@ def _parser() -> argparse.ArgumentParser:
         "report", help="summarise the traces of a log directory, run folder or trace file"
     )
     report.add_argument("path", help="log directory, run folder or trace file (path or URL)")
-    report.add_argument("--format", choices=("text", "json"), default="text")
+    report.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="markdown: GitHub-flavoured, for a PR comment or $GITHUB_STEP_SUMMARY",
+    )
     report.add_argument(
         "--max-json-bytes",
         type=int,
@@ -362,7 +424,18 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
         cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
         _add_timeout(cmd)
-    diff_cmd.add_argument("--format", choices=("text", "json"), default="text")
+    diff_cmd.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="markdown: GitHub-flavoured, for a PR comment or $GITHUB_STEP_SUMMARY",
+    )
+    check_cmd.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="markdown: the verdict and the diff, for $GITHUB_STEP_SUMMARY",
+    )
     diff_cmd.set_defaults(func=_cmd_diff)
     check_cmd.add_argument(
         "--max-step-time-regression",
@@ -383,7 +456,45 @@ def _parser() -> argparse.ArgumentParser:
     )
     doctor_cmd.set_defaults(func=_cmd_doctor)
     _add_index_parser(sub, cache_help)
+    _add_window_parser(sub)
     return parser
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # argparse keeps them there; no public accessor
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args`` whose mistakes name a fix: an unknown command or flag gets
+    ``did you mean`` (``difflib``), and a subcommand's unknown flag is reported with that
+    subcommand's usage (argparse itself reports it with the top-level usage).
+
+    Raises:
+        SystemExit: 2 on a usage error (after printing it), 0 after ``--help``.
+    """
+    import difflib
+
+    commands = _subparsers(parser)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first is not None and first not in commands and argv and argv[0] == first:
+        close = difflib.get_close_matches(first, list(commands), n=1)
+        if close:
+            parser.error(f"unknown command {first!r}; did you mean {close[0]}?")
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = commands.get(getattr(args, "command", None) or "", parser)
+        known = [o for a in command._actions for o in a.option_strings]
+        hints = [
+            f"{x} (did you mean {close[0]}?)"
+            if (close := difflib.get_close_matches(x, known, n=1))
+            else x
+            for x in extras
+        ]
+        command.error(f"unrecognized arguments: {' '.join(hints)}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -396,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None

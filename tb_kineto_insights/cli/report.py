@@ -31,6 +31,7 @@ from tb_kineto_insights.schema import Report, RunView, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.report import ReportRun, ReportSpan, ReportWorker, SpanError
+from tb_kineto_insights.schema.run_view import RunCollectiveKind
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
@@ -201,7 +202,31 @@ def write_text(report: Report, out: TextIO) -> None:
                     kind, message = (error.type, error.message) if error else ("", "")
                     out.write(f"   ERROR {kind}: {message}\n")
                     continue
-                _write_summary(summary, out, _superseded(run), worker.worker)
+                _write_summary(summary, out, _superseded(run), worker.worker, _matched_kinds(run))
+
+
+def _span_errors(report: Report) -> list[tuple[str, str]]:
+    """``(run/worker/span, "Type: message")`` of every span that could not be read."""
+    out = []
+    for run in report.runs:
+        for worker in run.workers:
+            for span in worker.spans:
+                if _summary_of(span) is None:
+                    error = span.error if isinstance(span.error, SpanError) else None
+                    text = f"{error.type}: {error.message}" if error else "unknown error"
+                    out.append((f"{run.run}/{worker.worker}/{span.span}", text))
+    return out
+
+
+def _write_errors_only(report: Report, out: TextIO) -> None:
+    """When no trace could be read: each file and why, nothing else (no empty
+    diagnoses list that reads like a healthy result)."""
+    for run in report.runs:
+        for worker in run.workers:
+            for span in worker.spans:
+                error = span.error if isinstance(span.error, SpanError) else None
+                kind, message = (error.type, error.message) if error else ("", "")
+                out.write(f"{span.file}: {kind}: {message}\n")
 
 
 _fmt_bytes = fmt_bytes
@@ -247,16 +272,42 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
         out.write(
             f"   straggler: rank {straggler.rank}, costs the others "
             f"{_fmt_us(straggler.delay_us_per_step)}/step "
-            f"({100 * (straggler.share_of_step or 0.0):.0f} % of their step), last in "
-            f"{straggler.last_steps} of {straggler.tested_steps} steps "
+            f"({100 * (straggler.share_of_step or 0.0):.0f} % of their step), "
+            f"{_fmt_us(straggler.lateness_excess_us_per_step)}/step later than the others "
+            f"(noise {_fmt_us(straggler.lateness_noise_us)}) in "
+            f"{straggler.tested_steps} steps, last in {straggler.last_steps} "
             f"(p = {straggler.p_value:.3g})\n"
         )
+        if straggler.others_wait_us_per_step is not None:
+            out.write(
+                f"   what the others lose: they wait {_fmt_us(straggler.others_wait_us_per_step)}"
+                f"/step in collectives for it, {_fmt_us(straggler.others_hidden_wait_us_per_step)}"
+                " of it hidden behind their own compute and "
+                f"{_fmt_us(straggler.others_exposed_wait_us_per_step)} exposed; without it "
+                f"they could all start {_fmt_us(straggler.delay_us_per_step)}/step earlier\n"
+            )
+        cause = straggler.cause
+        if cause is not None and cause.class_ is not None:
+            top = "".join(f"; {t.kind} {t.name} +{_fmt_us(t.us_per_step)}/step" for t in cause.top)
+            out.write(
+                f"   why: {cause.label}, +{_fmt_us(cause.us_per_step)}/step against the "
+                f"median of {cause.reference_ranks} other rank(s) "
+                f"({_fmt_us(cause.straggler_us_per_step)} against "
+                f"{_fmt_us(cause.median_rank_us_per_step)}){top}\n"
+            )
+        elif cause is not None:
+            out.write(
+                "   why: not in its traced time (GPU compute, memcpy, host outside traced ops, "
+                "data loading, sync, optimizer, launches, CPU ops): the largest excess over the "
+                f"median rank is {_fmt_us(cause.us_per_step)}/step\n"
+            )
     elif test:
         share = test.share_of_step
         out.write(
-            f"   no straggler: best candidate rank {test.rank} is last in "
-            f"{test.last_steps} of {test.tested_steps} steps (p = {test.p_value:.3g}, "
-            f"needs <= {test.alpha:g}) and costs the others "
+            f"   no straggler: best candidate rank {test.rank} is "
+            f"{_fmt_us(test.lateness_excess_us_per_step)}/step later than the others "
+            f"(noise {_fmt_us(test.lateness_noise_us)}) in {test.tested_steps} steps "
+            f"(p = {test.p_value:.3g}, needs <= {test.alpha:g}) and costs the others "
             f"{_fmt_us(test.delay_us_per_step)}/step"
             + (f" ({100 * share:.1f} % of their step, needs >= " if share is not None else " (")
             + f"{100 * (test.min_share_of_step or 0.0):g} %): {test.verdict}\n"
@@ -265,9 +316,26 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
         out.write(f"   note: {note}\n")
 
 
-def _write_communication(comm: CommunicationPanel, out: TextIO) -> None:
-    """Communication of one span: per kind calls/step, bytes per collective, busbw
-    (least-wait estimate), and exposed time /step split by the wait estimate."""
+def _matched_kinds(run: ReportRun) -> tuple[dict[str, RunCollectiveKind], int] | None:
+    """The run's bandwidth per kind from the matched transfer (view across ranks) and the
+    ranks it was measured on, when the run has several ranks with matched collectives:
+    every rank's text shows these, the same on every rank."""
+    view = run.run_summary
+    if view is None or view.worker_count < 2 or not view.kinds:
+        return None
+    return {k.kind: k for k in view.kinds}, view.worker_count
+
+
+def _write_communication(
+    comm: CommunicationPanel,
+    out: TextIO,
+    matched: tuple[dict[str, RunCollectiveKind], int] | None = None,
+) -> None:
+    """Communication of one span: per kind calls/step, bytes per collective, busbw, and
+    exposed time /step split by the wait estimate. busbw: from the matched transfer of
+    the view across ranks (``matched``) when the run has several ranks, the same on
+    every rank; else the least-wait estimate of this trace alone, a lower bound (a rank
+    that waits for peers not profiled looks slower)."""
     if not comm.has_collectives:
         return
     out.write(
@@ -286,11 +354,20 @@ def _write_communication(comm: CommunicationPanel, out: TextIO) -> None:
                 else f"{k.count} calls in total"
             )
             + f", {_fmt_bytes(k.median_bytes)} per collective (median), exposed "
-            f"{_fmt_us(k.exposed_us_per_step)}/step, busbw at least "
-            f"{_fmt_gbps(k.busbw_gbps)} (least-wait estimate from this trace: a rank "
-            "that waits in every collective looks slower; the view across ranks measures it; "
-            f"kernel time alone: {_fmt_gbps(k.kernel_time_busbw_gbps)})\n"
+            f"{_fmt_us(k.exposed_us_per_step)}/step, "
         )
+        run_kind = matched[0].get(k.kind) if matched else None
+        if matched and run_kind is not None and run_kind.busbw_gbps is not None:
+            out.write(
+                f"busbw {_fmt_gbps(run_kind.busbw_gbps)} (from the matched transfer across "
+                f"the {matched[1]} ranks, the same on every rank)\n"
+            )
+        else:
+            out.write(
+                f"busbw at least {_fmt_gbps(k.busbw_gbps)} (peers not profiled: a lower "
+                "bound estimated from this trace alone, from the collectives that waited "
+                f"least; kernel time alone: {_fmt_gbps(k.kernel_time_busbw_gbps)})\n"
+            )
 
 
 def _write_diagnoses(diagnoses: list[Diagnosis], out: TextIO) -> None:
@@ -307,6 +384,7 @@ def _write_summary(
     out: TextIO,
     superseded: set[tuple[str, str]] | None = None,
     worker: str = "",
+    matched: tuple[dict[str, RunCollectiveKind], int] | None = None,
 ) -> None:
     replaced = superseded or set()
     shown = [d for d in summary.diagnoses if (worker, d.id) not in replaced]
@@ -342,7 +420,12 @@ def _write_summary(
             + short_txt
             + f" ({kernels.count} in the trace, total)\n"
         )
-    _write_communication(summary.communication, out)
+    efficiency = getattr(summary, "efficiency", None)  # absent from older summaries
+    if efficiency is not None and efficiency.device is not None:
+        gpu = efficiency.peak.model if efficiency.peak else (efficiency.device_name or "?")
+        said = efficiency.headline or "; ".join(efficiency.notes) or "no op group with FLOPs"
+        out.write(f"   efficiency ({gpu}): {said}\n")
+    _write_communication(summary.communication, out, matched)
     n_steps = max(steps.count, 1)
     for dev in summary.idle.devices:
         causes = {k: v.us for k, v in dev.causes.items() if v.us > 0}
@@ -393,17 +476,28 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             summaries=summaries,
         )
     except LogdirError as exc:
-        err.write(f"error: {exc}\n")
+        from tb_kineto_insights.compare.before_after import path_hint
+
+        err.write(f"error: {exc}{path_hint(args.path)}\n")
         return EXIT_UNUSABLE
     spans = _spans(report)
+    # the error first, then what was found (the text report lists each file's error)
+    problem = None
+    if not spans:
+        problem = f"error: no Kineto trace files found under {args.path}\n"
+    elif not any(_summary_of(s) is not None for s in spans):
+        problem = "error: no trace could be read; the reasons, per file, follow\n"
+    if problem:
+        err.write(problem)
+        err.flush()
     if args.format == "json":
         write_json(report, out)
+    elif args.format == "markdown":
+        from tb_kineto_insights.cli.markdown import report_markdown
+
+        out.write(report_markdown(report, _all_diagnoses(report), _span_errors(report)))
+    elif problem and spans:
+        _write_errors_only(report, out)
     else:
         write_text(report, out)
-    if not spans:
-        err.write(f"error: no Kineto trace files found under {args.path}\n")
-        return EXIT_UNUSABLE
-    if not any(_summary_of(s) is not None for s in spans):
-        err.write("error: no trace could be read\n")
-        return EXIT_UNUSABLE
-    return EXIT_OK
+    return EXIT_UNUSABLE if problem else EXIT_OK

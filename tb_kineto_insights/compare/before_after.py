@@ -7,6 +7,7 @@ directory by its discovered name). A folder holding several runs must be narrowe
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Callable
@@ -53,6 +54,21 @@ def _exists(spec: str) -> tuple[bool, bool]:
         return False, False
 
 
+def path_hint(path: str) -> str:
+    """``"; did you mean PARENT/NAME?"`` for a local ``path`` that does not exist when its
+    folder holds a close name (``difflib``, e.g. ``dataloader_worker0`` →
+    ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close)."""
+    if "://" in path or os.path.exists(path):
+        return ""
+    parent, name = os.path.split(os.path.normpath(path))
+    try:
+        entries = sorted(os.listdir(parent or "."))
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(name, entries, n=1)
+    return f"; did you mean {os.path.join(parent, close[0])}?" if close else ""
+
+
 def resolve_side(spec: str) -> list[Span]:
     """The spans a side names (see module docstring).
 
@@ -74,10 +90,13 @@ def resolve_side(spec: str) -> list[Span]:
     else:
         logdir, sep, name = spec.rpartition(":")
         if not sep or not logdir or not _exists(logdir)[0]:
-            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN")
-        run_match = next((r for r in discover(logdir) if r.name == name), None)
+            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN{path_hint(spec)}")
+        found = discover(logdir)
+        run_match = next((r for r in found if r.name == name), None)
         if run_match is None:
-            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}")
+            close = difflib.get_close_matches(name, [r.name for r in found], n=1)
+            hint = f"; did you mean {logdir}:{close[0]}?" if close else ""
+            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}{hint}")
         run = run_match
     return [s for w in run.workers for s in w.spans]
 
@@ -201,11 +220,15 @@ def _table_text(table: DiffOps, noun: str) -> list[str]:
     return lines
 
 
+def _tflops(flops_per_s: float | None) -> str:
+    return "-" if flops_per_s is None else f"{flops_per_s / 1e12:.0f}"
+
+
 def diff_text(doc: DiffDocument) -> str:
     """Terminal rendering: unlike-for-like recording differences first, then the
-    headline, then the largest changes, metrics (with the communication rows), DDP
-    buckets, kernels (communication kernels apart, not judged), diagnoses
-    gained/lost/kept (span- and run-level) and warnings."""
+    headline, then the largest changes, the matmul-class op groups' TFLOP/s, metrics
+    (with the communication rows), DDP buckets, kernels (communication kernels apart,
+    not judged), diagnoses gained/lost/kept (span- and run-level) and warnings."""
     h = doc.headline
     speed = h.speedup
     # unlike-for-like recordings first: they qualify every number below
@@ -219,6 +242,9 @@ def diff_text(doc: DiffDocument) -> str:
         + f"  [{h.verdict}]",
         f"base: {doc.base.label}   exp: {doc.exp.label}",
     ]
+    gained = h.straggler_gained
+    if gained is not None:
+        lines.insert(len(lines) - 1, f"gained a straggler: {gained.title} (not in the base)")
     for w in doc.warnings:
         lines.append(f"warning: {w}")
     lines.append("\nLargest changes (time /step):")
@@ -226,6 +252,18 @@ def diff_text(doc: DiffDocument) -> str:
         delta = c.delta_us_per_step
         signed = ("+" if delta >= 0 else "") + fmt_duration_us(delta)
         lines.append(f"  {signed:>12s}  {c.what:6s} {c.name}  [{c.verdict}]")
+    matmuls = [
+        g for g in doc.efficiency if g.base_achieved_flops_per_s or g.exp_achieved_flops_per_s
+    ]
+    if matmuls:
+        lines.append("\nKernel efficiency (matmul/conv/attention groups, TFLOP/s; no verdict):")
+        for g in matmuls[:8]:
+            before = _tflops(g.base_achieved_flops_per_s)
+            after = _tflops(g.exp_achieved_flops_per_s)
+            lines.append(
+                f"  {before:>6s} -> {after:>6s}  {g.base_dtype or '-'} -> {g.exp_dtype or '-'}"
+                f"  {g.op} {g.shapes[:60]}"
+            )
     lines.append("\nMetrics:")
     notes = []
     for m in doc.metrics:

@@ -30,6 +30,8 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
+from tb_kineto_insights.analysis.idle import CAUSES as IDLE_CAUSES
+from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import comparability
 from tb_kineto_insights.compare.diff_comm import communication_rows
@@ -164,8 +166,13 @@ def _memory_growth(s: Summary) -> list[float] | None:
     return None if slope is None else [float(slope)]
 
 
-_CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "data_loading", "cpu_exec")
-_CAUSES = ("data_loading", "host_sync", "optimizer_step", "launching", "cpu_ops")
+#: Every category of the step breakdown, ``other`` included: the breakdown is exclusive and
+#: covers the whole step window (:mod:`..analysis.overview`), so the rows' deltas add up to
+#: the step-time delta; leaving a category out leaves part of the change unexplained.
+_CATEGORIES = BREAKDOWN_ORDER
+#: Every idle cause of the Idle panel (:data:`..analysis.idle.CAUSES`): their deltas add up
+#: to the change of the main device's idle time.
+_CAUSES = IDLE_CAUSES
 
 METRICS: tuple[Metric, ...] = (
     Metric(
@@ -475,6 +482,36 @@ def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunV
     return run
 
 
+def gained_straggler(base_run: RunView | None, exp_run: RunView | None) -> dict[str, Any] | None:
+    """The straggler the experiment's run view names when the base's does not name one
+    on that rank (``diff.headline.straggler_gained``): rank, worker, cost, cause and the
+    experiment's ``communication_straggler`` title; None otherwise."""
+    s = exp_run.straggler if exp_run is not None else None
+    if s is None:
+        return None
+    before = base_run.straggler if base_run is not None else None
+    if before is not None and before.rank == s.rank:
+        return None
+    title = (
+        next(
+            (d.title for d in exp_run.diagnoses if d.id == "communication_straggler"),
+            f"Rank {s.rank} holds the other ranks back",
+        )
+        if exp_run is not None
+        else ""
+    )
+    cause = s.cause if s.cause is not None and s.cause.class_ is not None else None
+    return {
+        "rank": s.rank,
+        "worker": s.worker,
+        "delay_us_per_step": s.delay_us_per_step,
+        "share_of_step": s.share_of_step,
+        "cause": cause.label if cause is not None else None,
+        "cause_us_per_step": cause.us_per_step if cause is not None else None,
+        "title": title,
+    }
+
+
 def diagnoses_found(side: Side, run: RunView | None) -> list[FoundDiagnosis]:
     """Every diagnosis of a side: span-level (``scope`` ``span``, ``where`` = its
     ``worker/span``) and run-level from the run view (``scope`` ``run``, ``where`` =
@@ -537,7 +574,8 @@ def diff(
     size, CUDA versions, profiler settings), ``comparability`` (unlike-for-like
     recording differences ``{field, base, new, why, source}``,
     :mod:`.comparability`), ``per_rank`` (runs with matching ranks),
-    ``largest_changes`` and ``noise_rule``.
+    ``largest_changes``, ``efficiency`` (op groups matched by op + shapes:
+    :func:`efficiency_rows`) and ``noise_rule``.
 
     Raises:
         ValueError: a side has no summaries or no steps.
@@ -587,6 +625,7 @@ def diff(
         "speedup": step["base"] / step["exp"] if step["exp"] else None,
         "change_fraction": step["change_fraction"],
         "verdict": step["verdict"],
+        "straggler_gained": gained_straggler(base_run, exp_run),
     }
     table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
     kernels = _compare_table(base, exp, "kernels", **table_args)
@@ -636,9 +675,76 @@ def diff(
         },
         "per_rank": _per_rank(base, exp, step_floor_us, th),
         "largest_changes": largest,
+        "efficiency": efficiency_rows(base, exp),
         "noise_rule": NOISE_RULE,
     }
     return msgspec.convert(doc, DiffDocument)
+
+
+#: Op groups listed in ``diff.efficiency`` (by the larger side's time per step).
+EFFICIENCY_DIFF_ROWS = 20
+
+
+def _efficiency_groups(side: Side) -> dict[tuple[str, str], dict[str, Any]]:
+    """(op, shapes) → dtype, time per step (mean over the side's spans), achieved FLOP/s
+    (FLOPs over kernel time, pooled) and roof fraction (time-weighted) of one side."""
+    acc: dict[tuple[str, str], dict[str, Any]] = {}
+    spans = 0
+    for _, summary in side:
+        panel = getattr(summary, "efficiency", None)
+        if panel is None:
+            continue
+        spans += 1
+        for r in panel.rows:
+            a = acc.setdefault(
+                (r.op, r.shapes),
+                {"dtype": r.dtype, "time": 0.0, "flops": 0.0, "has_flops": False, "roof": 0.0,
+                 "roof_time": 0.0},
+            )  # fmt: skip
+            a["time"] += r.time_us_per_step
+            if r.flops_per_call is not None:
+                a["flops"] += r.flops_per_call * r.calls_per_step
+                a["has_flops"] = True
+            if r.roof_fraction is not None:
+                a["roof"] += r.roof_fraction * r.time_us_per_step
+                a["roof_time"] += r.time_us_per_step
+    out = {}
+    for key, a in acc.items():
+        time_us = a["time"] / max(spans, 1)
+        out[key] = {
+            "dtype": a["dtype"],
+            "time_us_per_step": time_us,
+            "achieved_flops_per_s": a["flops"] / (a["time"] / 1e6)
+            if a["has_flops"] and a["time"] > 0
+            else None,
+            "roof_fraction": a["roof"] / a["roof_time"] if a["roof_time"] > 0 else None,
+        }
+    return out
+
+
+def efficiency_rows(base: Side, exp: Side) -> list[dict[str, Any]]:
+    """``diff.efficiency``: op groups matched by op + input shapes (so an fp32 GEMM and
+    its bf16 version after autocast are one row, the dtype shown per side), the
+    :data:`EFFICIENCY_DIFF_ROWS` with the most time per step on either side."""
+    b, e = _efficiency_groups(base), _efficiency_groups(exp)
+    keys = sorted(
+        set(b) | set(e),
+        key=lambda k: (
+            -max(
+                b.get(k, {}).get("time_us_per_step", 0.0), e.get(k, {}).get("time_us_per_step", 0.0)
+            )
+        ),
+    )[:EFFICIENCY_DIFF_ROWS]
+    rows = []
+    for op, shapes in keys:
+        row: dict[str, Any] = {"op": op, "shapes": shapes}
+        for side, groups in (("base", b), ("exp", e)):
+            g = groups.get((op, shapes))
+            row[f"{side}_dtype"] = g["dtype"] if g else None
+            for field in ("time_us_per_step", "achieved_flops_per_s", "roof_fraction"):
+                row[f"{side}_{field}"] = g[field] if g else None
+        rows.append(row)
+    return rows
 
 
 def _rank(summary: Summary) -> Any:

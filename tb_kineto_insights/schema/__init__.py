@@ -42,6 +42,7 @@ from tb_kineto_insights.schema.summary import Summary
 
 if TYPE_CHECKING:
     from tb_kineto_insights.schema.diff import DiffDocument
+    from tb_kineto_insights.schema.timeline import TimelineStep
 
 __all__ = [
     "DIFF_SCHEMA",
@@ -76,7 +77,8 @@ def summary_decoder() -> msgspec.json.Decoder[Summary]:
 
 def json_schemas() -> dict[str, dict[str, Any]]:
     """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
-    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json`` (JSON Schema
+    ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json``,
+    ``timeline.schema.json`` (one step's timeline, ``/timeline``) (JSON Schema
     2020-12, as written by ``msgspec.json.schema``; Struct docstrings become
     ``description``)."""
     out: dict[str, dict[str, Any]] = {}
@@ -85,6 +87,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("run_view", RunView),
         ("diff", _diff_document()),
         ("report", Report),
+        ("timeline", _timeline_step()),
     ):
         schema = msgspec.json.schema(typ)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -94,8 +97,9 @@ def json_schemas() -> dict[str, dict[str, Any]]:
 
 @functools.cache
 def schema_fingerprint() -> str:
-    """SHA-256 (hex) of the JSON Schema of the Summary and the RunView: changes whenever
-    a Struct of either changes (a field added, removed, renamed, retyped, made optional).
+    """SHA-256 (hex) of the JSON Schema of the Summary, the RunView and the TimelineStep
+    (stored beside the summary in a cache entry): changes whenever a Struct of these
+    changes (a field added, removed, renamed, retyped, made optional).
     Part of every summary's cache key, hence of every stored run view's key too (made
     from its spans' entry keys, ``index.run_view_key``). Computed on first use (also as
     :data:`SCHEMA_FINGERPRINT`): generating the JSON Schema took 15-50 ms of every
@@ -103,8 +107,17 @@ def schema_fingerprint() -> str:
     import hashlib  # here: 5-9 ms of every start-up otherwise
 
     return hashlib.sha256(
-        msgspec.json.encode(msgspec.json.schema_components([Summary, RunView]), order="sorted")
+        msgspec.json.encode(
+            msgspec.json.schema_components([Summary, RunView, _timeline_step()]), order="sorted"
+        )
     ).hexdigest()
+
+
+def _timeline_step() -> type[TimelineStep]:
+    """:class:`~tb_kineto_insights.schema.timeline.TimelineStep`, imported on first use."""
+    from tb_kineto_insights.schema.timeline import TimelineStep
+
+    return TimelineStep
 
 
 def _diff_document() -> type[DiffDocument]:

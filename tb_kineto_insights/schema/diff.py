@@ -21,14 +21,32 @@ class DiffSide(Out, frozen=True, kw_only=True):
     workers: list[str]
 
 
+class GainedStraggler(Out, frozen=True, kw_only=True):
+    """``diff.headline.straggler_gained``: a straggler the experiment has and the base
+    has not (or not on that rank): its ``rank`` and ``worker``, what it costs the others
+    (``delay_us_per_step``, ``share_of_step``), why it is late (``cause``: the cause
+    class's words, ``cause_us_per_step``: its excess over the median rank; null when no
+    traced class explains it), and ``title``, the experiment's diagnosis title."""
+
+    rank: int
+    worker: str
+    delay_us_per_step: float | None
+    share_of_step: float | None
+    cause: str | None
+    cause_us_per_step: float | None
+    title: str
+
+
 class Headline(Out, frozen=True, kw_only=True):
-    """``diff.headline``."""
+    """``diff.headline``: step time before → after, and a straggler the experiment
+    gained (``straggler_gained``, null when none)."""
 
     base_step_us: float
     exp_step_us: float
     speedup: float | None
     change_fraction: float | None
     verdict: str
+    straggler_gained: GainedStraggler | None = None
 
 
 class SidePair(Out, frozen=True, kw_only=True):
@@ -236,11 +254,31 @@ class ComparabilityItem(Out, frozen=True, kw_only=True):
     source: str
 
 
+class DiffEfficiencyRow(Out, frozen=True, kw_only=True):
+    """One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
+    dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
+    ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
+    shape, or that side has no efficiency panel). No verdict: a summary keeps one value
+    per group, not one per step."""
+
+    op: str
+    shapes: str
+    base_dtype: str | None
+    exp_dtype: str | None
+    base_time_us_per_step: float | None
+    exp_time_us_per_step: float | None
+    base_achieved_flops_per_s: float | None
+    exp_achieved_flops_per_s: float | None
+    base_roof_fraction: float | None
+    exp_roof_fraction: float | None
+
+
 class DiffDocument(Out, frozen=True, kw_only=True):
     """``tb_kineto_insights.diff/1`` (``compare.diff.diff``): two sides (one or
     more span summaries each) compared: the headline step time, metric rows judged
     against step-to-step noise (``noise_rule``), kernel and op tables, diagnoses that
-    appeared/disappeared, per-rank step time, the largest changes, ``warnings``."""
+    appeared/disappeared, per-rank step time, the largest changes, kernel efficiency per op
+    group (``efficiency``), ``warnings``."""
 
     schema: str
     base: DiffSide
@@ -255,4 +293,5 @@ class DiffDocument(Out, frozen=True, kw_only=True):
     diagnoses: DiffDiagnoses
     per_rank: list[DiffRankRow]
     largest_changes: list[LargestChange]
+    efficiency: list[DiffEfficiencyRow]
     noise_rule: str

@@ -47,10 +47,41 @@ class HostThread(Out, frozen=True, kw_only=True):
     tid: int
 
 
+class PythonCallers(Out, frozen=True, kw_only=True):
+    """``summary.idle.devices[].python_frames[].callers[]``: one call path to the frame,
+    ``callers`` the user frames around it, nearest first (Kineto's names), and the idle
+    time (µs, over the steps analysed) the frame held on that path."""
+
+    callers: list[str]
+    idle_us: float
+
+
+class PythonFrame(Out, frozen=True, kw_only=True):
+    """``summary.idle.devices[].python_frames[]``: a user Python frame (``frame``, as
+    Kineto names it: ``path/file.py(42): function``) the launching thread was in while
+    the GPU idled (``analysis.python_frames``: library frames folded into the nearest
+    user frame). ``idle_us`` over the steps analysed, ``idle_us_per_step``, its share of
+    the device's idle and of step time, by idle cause (``causes_us``), per step
+    (``per_step_us``, in ``per_step`` order), ``after_sync_us``: the part in gaps opened
+    by a host synchronization made from another frame (the host had moved on from the
+    frame that synchronised), and its call paths (``callers``, largest first)."""
+
+    frame: str
+    idle_us: float
+    idle_us_per_step: float
+    fraction_of_idle: float
+    fraction_of_step_time: float
+    causes_us: dict[str, float]
+    after_sync_us: float
+    per_step_us: list[float]
+    callers: list[PythonCallers]
+
+
 class IdleGap(Out, frozen=True, kw_only=True):
     """One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
     ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
-    op open on the host (``op``, ``innermost_op``) and its ``thread``."""
+    op open on the host (``op``, ``innermost_op``), its ``thread`` and, with Python
+    stacks, the user frame that held most of it (``python_frame``, else null)."""
 
     step: int | None
     offset_us: float | None
@@ -62,12 +93,16 @@ class IdleGap(Out, frozen=True, kw_only=True):
     op: str | None
     innermost_op: str | None
     thread: HostThread
+    python_frame: str | None
 
 
 class IdleDevice(Out, frozen=True, kw_only=True):
     """One GPU's idle time: totals, time by cause (``causes``: cause →
     :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
-    the host was doing, and the cost of short kernels (``short_kernels``)."""
+    the host was doing, the cost of short kernels (``short_kernels``) and, with Python
+    stacks, the user frames the launching threads were in while it idled
+    (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
+    frame)."""
 
     device: int
     busy_us: float
@@ -82,15 +117,19 @@ class IdleDevice(Out, frozen=True, kw_only=True):
     per_step: list[IdleStep]
     gap_histogram: list[HistogramBin]
     largest_gaps: list[IdleGap]
+    python_idle_us: float
+    python_frames: list[PythonFrame]
 
 
 class IdlePanel(Out, frozen=True, kw_only=True):
     """``summary.idle`` (``analysis.idle.idle_summary``): GPU idle gaps inside
     steps and their host-side cause, per device (``devices``); causes are keys of
-    ``cause_order``, with display names in ``cause_labels``."""
+    ``cause_order``, with display names in ``cause_labels``. ``python_stacks``: the trace
+    holds ``python_function`` ranges (recorded with ``with_stack=True``)."""
 
     cause_order: list[str]
     cause_labels: dict[str, str]
     main_device: int | None
     devices: list[IdleDevice]
+    python_stacks: bool
     notes: list[str]

@@ -78,6 +78,8 @@ class Fragmentation(Out, frozen=True, kw_only=True):
     min_cached_free_before_bytes: int | None
     per_step: list[FragmentationStep]
     steady_state_steps: list[int]
+    steady_state_events: int
+    steady_state_reserved_growth_bytes: int
     reserved_growth_bytes_per_step: float | None
     allocated_peak_growth_bytes_per_step: float | None
     excess_reserved_growth_bytes_per_step: float | None

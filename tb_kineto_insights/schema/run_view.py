@@ -5,6 +5,8 @@ Kept in step with that code: tests round-trip every real summary through it.
 
 from __future__ import annotations
 
+import msgspec
+
 from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 
@@ -88,11 +90,14 @@ class CollectiveSkew(Out, frozen=True, kw_only=True):
 
 
 class RunStep(Out, frozen=True, kw_only=True):
-    """``run_summary.steps[]``."""
+    """``run_summary.steps[]``: per rank (key: rank) the step's duration and its
+    lateness (µs: how far behind the first rank it arrived at the step's collective where
+    it was furthest behind, ``analysis.straggler``), and the spread of the durations."""
 
     number: int
     durations_us: dict[str, float]
     spread_us: float
+    lateness_us: dict[str, float]
 
 
 class _LastArrivals(Out, frozen=True, kw_only=True):
@@ -108,23 +113,67 @@ class _LastArrivals(Out, frozen=True, kw_only=True):
     tested_steps: int
 
 
+class CauseName(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler.cause.top[]``: a kernel or CPU op the straggler spends
+    longer on per step than the median rank (``us_per_step``: the excess, µs)."""
+
+    kind: str
+    name: str
+    us_per_step: float
+
+
+class StragglerCause(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
+    per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
+    ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
+    median of the other ranks most, in µs per step (``us_per_step``; its own and the
+    median rank's), as a share of the delay it causes; ``class``/``label`` are null
+    when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
+    kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess."""
+
+    class_: str | None = msgspec.field(name="class")
+    label: str | None
+    us_per_step: float
+    straggler_us_per_step: float
+    median_rank_us_per_step: float
+    share_of_delay: float | None
+    top: list[CauseName]
+    classes: dict[str, float]
+    launches_per_step_excess: float
+    reference_ranks: int
+
+
 class Straggler(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler``: the rank that holds the others back, when the test
-    (:class:`StragglerTest`) says so; costs per step in µs."""
+    (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
+    (``delay_us_per_step``), and their wait for it, split into the part hidden behind
+    their own compute and the exposed rest."""
 
+    lateness_excess_us_per_step: float | None
+    lateness_noise_us: float | None
     p_value: float
     delay_us_per_step: float | None
     share_of_step: float | None
     others_wait_us_per_step: float | None
+    others_hidden_wait_us_per_step: float | None
+    others_exposed_wait_us_per_step: float | None
+    cause: StragglerCause | None
 
 
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
-    """``run_summary.straggler_test``: the binomial test of the rank most often last
-    (``p0`` = 1 / ranks tested, ``p_value_one_rank`` before and ``p_value`` after the
-    correction for testing every rank, against ``alpha``) and its cost."""
+    """``run_summary.straggler_test``: the test on per-step lateness of the rank with
+    the largest mean lateness (``analysis.straggler``): its excess lateness over the
+    other ranks' (µs per step), the step-to-step noise of lateness (residual standard
+    deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
+    ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
+    ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
+    rank, against ``alpha``; and its cost."""
 
     ranks_tested: int
-    p0: float
+    lateness_excess_us_per_step: float | None
+    lateness_noise_us: float | None
+    t_statistic: float | None
+    degrees_of_freedom: int
     p_value_one_rank: float
     p_value: float
     alpha: float
@@ -134,7 +183,10 @@ class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     min_share_of_step: float | None
     costly: bool
     others_wait_us_per_step: float | None
+    others_hidden_wait_us_per_step: float | None
+    others_exposed_wait_us_per_step: float | None
     verdict: str
+    cause: StragglerCause | None
 
 
 class SupersededDiagnosis(Out, frozen=True, kw_only=True):

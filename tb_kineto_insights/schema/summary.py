@@ -8,6 +8,7 @@ from __future__ import annotations
 from tb_kineto_insights.schema._base import Out
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.efficiency import EfficiencyPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.kernels import KernelsPanel
@@ -27,5 +28,6 @@ class Summary(Out, frozen=True, kw_only=True):
     idle: IdlePanel
     communication: CommunicationPanel
     memory: MemoryPanel
+    efficiency: EfficiencyPanel
     health: HealthPanel
     tables: TablesPanel

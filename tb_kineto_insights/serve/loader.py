@@ -62,7 +62,7 @@ from tb_kineto_insights.store.cache import (
     settings_fingerprint,
 )
 from tb_kineto_insights.store.settings import seconds_from_env
-from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.summary import summarize_file_with_timeline
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -113,8 +113,11 @@ class SummaryLoader:
     Args:
         cache: the disk cache, or None for memory only.
         workers: worker processes (0: one background thread in this process).
-        summarize: ``summarize(path, max_json_bytes=, thresholds=) -> dict``; with
-            worker processes it must be a module-level function (it is pickled).
+        summarize: ``summarize(path, max_json_bytes=, thresholds=)``: a summary, or
+            ``(summary, timeline store)`` (the default,
+            :func:`~tb_kineto_insights.summary.summarize_file_with_timeline`: the
+            timelines are stored beside the summary); with worker processes it must be a
+            module-level function (it is pickled).
         max_json_bytes: the reader's cap on uncompressed bytes.
         thresholds: analysis thresholds.
         memory_items: how many loaded results to keep in memory ...
@@ -139,7 +142,7 @@ class SummaryLoader:
         *,
         cache: DiskCache | None,
         workers: int = DEFAULT_WORKERS,
-        summarize: Callable[..., Any] = summarize_file,
+        summarize: Callable[..., Any] = summarize_file_with_timeline,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         memory_items: int = 64,

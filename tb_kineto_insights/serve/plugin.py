@@ -3,7 +3,8 @@
 Every route is listed, with its parameters, answers and errors, in ``docs/api.md`` (a
 test checks that the routes served here are exactly the documented ones). In short,
 under ``/data/plugin/kineto_insights``: ``/runs``, ``/summary``, ``/health``,
-``/run_summary``, ``/diff``, and the frontend files ``/index.js``, ``/echarts.js`` and
+``/run_summary``, ``/diff``, ``/timeline`` (one step's timeline, stored beside the
+summary), and the frontend files ``/index.js``, ``/echarts.js`` and
 ``/style.css``.
 
 How it stays fast and safe:
@@ -47,7 +48,7 @@ Hooks (swap them by assigning the module attribute, or pass them to the construc
   :func:`tb_kineto_insights.summary.select_run_spans`. The default is
   :func:`tb_kineto_insights.summary.summarize_run` (matching, skew, wait and transfer,
   straggler and the run-level diagnoses); it is given only the panels it reads
-  (:data:`RUN_VIEW_PANELS`, as an object with those three attributes), any other hook
+  (:data:`RUN_VIEW_PANELS`, as an object with those attributes), any other hook
   whole :class:`~tb_kineto_insights.schema.Summary` Structs. A hook may return a Struct
   or built-ins; the answer is its JSON (msgspec).
 - :data:`DIFF_HOOK` ``(base_side, exp_side, *, base_label, exp_label) -> DiffDocument``:
@@ -67,6 +68,7 @@ import re
 import threading
 import time
 import urllib.parse
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -82,6 +84,7 @@ from werkzeug.wrappers import Request
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.run_view import RunViewSpan
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.timeline import decode_store, find_step, load_step
 from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
@@ -97,7 +100,10 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
+from tb_kineto_insights.schema.tables import TablesPanel
+from tb_kineto_insights.schema.timeline import TimelineStep
 from tb_kineto_insights.serve.loader import ERROR, READY, SpanStatus, SummaryLoader
 from tb_kineto_insights.serve.worker_pool import (
     ERROR_INTERNAL,
@@ -121,8 +127,11 @@ from tb_kineto_insights.store.cache import (
 )
 from tb_kineto_insights.store.cached_summaries import identity_of
 from tb_kineto_insights.store.settings import seconds_from_env
-from tb_kineto_insights.summary import summarize_file, summarize_run
+from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_run
+from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.trace.window import cut_window, window_bounds
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -154,6 +163,34 @@ MIN_RESCAN_S = 0.25
 #: Seconds a request waits at a time for another computing the same run view or diff
 #: (then it looks again: done, or its turn to compute).
 DERIVED_WAIT_S = 1.0
+
+
+def _number(raw: str | None, name: str) -> float | None:
+    """A query parameter as a finite float (ASCII decimal, optional sign); None when
+    absent. Raises _ApiError 400 otherwise."""
+    if raw is None:
+        return None
+    if not _SIGNED_DECIMAL.fullmatch(raw):
+        raise _ApiError(400, f"{name} must be a number of µs")
+    return float(raw)
+
+
+def perfetto_url_from(flag: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """Perfetto UI's address: the flag ``--kineto_insights_perfetto_url``, else
+    ``KINETO_INSIGHTS_PERFETTO_URL``, else :data:`DEFAULT_PERFETTO_URL` (a self-hosted
+    or offline copy of the UI for machines without the internet)."""
+    env = os.environ if environ is None else environ
+    value = (flag or env.get(PERFETTO_URL_ENV) or "").strip()
+    return value or DEFAULT_PERFETTO_URL
+
+
+#: Perfetto UI, where "Open in Perfetto" sends a step's window.
+DEFAULT_PERFETTO_URL = "https://ui.perfetto.dev"
+#: Environment variable: Perfetto UI's address (the flag wins).
+PERFETTO_URL_ENV = "KINETO_INSIGHTS_PERFETTO_URL"
+_SIGNED_DECIMAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,9})?")
+#: What a ``step`` query may be: ASCII digits.
+_STEP_NUMBER = re.compile(r"[0-9]{1,18}")
 #: Longest ``wait`` a request may ask for (seconds).
 MAX_WAIT_S = 60.0
 #: What a ``wait`` query may be: seconds in ASCII digits, with an optional fraction.
@@ -173,6 +210,8 @@ ROUTES: tuple[str, ...] = (
     "/health",
     "/run_summary",
     "/diff",
+    "/timeline",
+    "/window",
     *_STATIC_FILES,
 )
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
@@ -327,19 +366,23 @@ class _Snapshot:
 _EMPTY = _Snapshot((), {}, {}, None, False)
 
 
-#: The panels the view across ranks reads (:mod:`.analysis.run_view`): at thousands of
-#: ranks ``/run_summary`` decodes these only (a fifth of a real rank's summary).
-RUN_VIEW_PANELS = ("health", "steps", "communication")
+#: The panels the view across ranks reads (:mod:`.analysis.run_view`; ``idle`` and
+#: ``tables`` for why a straggler is late, :mod:`.analysis.straggler_cause`): at
+#: thousands of ranks ``/run_summary`` decodes these only.
+RUN_VIEW_PANELS = ("health", "steps", "communication", "idle", "tables")
 
 
 @dataclass(frozen=True)
 class _RunViewPanels:
     """The :data:`RUN_VIEW_PANELS` of one span, each decoded into its Struct: what the
-    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`)."""
+    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`;
+    ``idle`` and ``tables`` may be None)."""
 
     health: HealthPanel
     steps: StepsPanel
     communication: CommunicationPanel
+    idle: IdlePanel | None
+    tables: TablesPanel | None
 
 
 def _run_view_input(result: LoadResult, whole: bool) -> RunViewSpan:
@@ -347,9 +390,11 @@ def _run_view_input(result: LoadResult, whole: bool) -> RunViewSpan:
     unless ``whole`` or one of them is missing (then the whole
     :class:`~tb_kineto_insights.schema.Summary`)."""
     if not whole:
-        health, steps, comm = (result.panel(name) for name in RUN_VIEW_PANELS)
+        health, steps, comm, idle, tables = (result.panel(name) for name in RUN_VIEW_PANELS)
         if health is not None and steps is not None and comm is not None:
-            return _RunViewPanels(health=health, steps=steps, communication=comm)
+            return _RunViewPanels(
+                health=health, steps=steps, communication=comm, idle=idle, tables=tables
+            )
     return result.decoded()
 
 
@@ -377,7 +422,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         cache_dir: the disk-cache folder; ``"none"`` (or a cache that cannot be used)
             keeps summaries in memory only.
         preload: load every discovered span in the background (requested ones first).
-        summarize: the analysis function (default :func:`summary.summarize_file`; tests
+        summarize: the analysis function (default
+            :func:`summary.summarize_file_with_timeline`; tests
             count its calls); a module-level function when ``workers > 0``.
         max_json_bytes: the reader's cap on uncompressed bytes per file.
         first_scan_wait_s: how long the first ``is_active`` / ``/runs`` waits for the
@@ -424,13 +470,14 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._first_scan_wait_s = first_scan_wait_s
         self._run_summary_override = run_summary
         self._diff_override = diff
+        self.perfetto_url = perfetto_url_from(_flag(context, "kineto_insights_perfetto_url"))
 
         settings = settings_fingerprint(max_json_bytes, DEFAULT_THRESHOLDS)
         cache = self._cache(self._cache_folder(context, cache_dir), settings)
         self._loader = SummaryLoader(
             cache=cache,
             workers=workers,
-            summarize=summarize or summarize_file,
+            summarize=summarize or summarize_file_with_timeline,
             max_json_bytes=max_json_bytes,
             deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
         )
@@ -566,6 +613,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/health": self._route(self._serve_health),
             "/run_summary": self._route(self._serve_run_summary),
             "/diff": self._route(self._serve_diff),
+            "/timeline": self._route(self._serve_timeline),
+            "/window": self._route(self._serve_window),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -574,7 +623,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return apps
 
     def is_active(self) -> bool:
-        """Whether the log directories hold at least one trace, from the last scan."""
+        """Whether the tab is shown: at once when a local log directory exists (an empty
+        one too: the page names the folder it watches and lists traces as they arrive;
+        TensorBoard would otherwise keep the tab under INACTIVE after they do), else when
+        the last scan found a trace (object storage, a folder not there yet)."""
+        if any(_URI.match(s.path) is None and os.path.isdir(s.path) for s in self._sources):
+            return True
         return bool(self._current().runs)
 
     def frontend_metadata(self) -> Any:
@@ -871,7 +925,15 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             if label != run_name:
                 entry["label"] = label
             out.append(entry)
-        doc = {"runs": out, "error": snapshot.error, "scanning": scanning}
+        doc = {
+            "runs": out,
+            "error": snapshot.error,
+            "scanning": scanning,
+            "perfetto_url": self.perfetto_url,
+            # what the page names when it finds nothing, and how it learns of new files
+            "logdirs": [s.path for s in self._sources],
+            "watched": bool(self._watch_folders),
+        }
         body = encode_json(doc)
         with self._derived_lock:
             self._runs_body = (layout, scanning, statuses, body)
@@ -921,6 +983,76 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 400, f"unknown panel {panel!r}; one of: {', '.join(summary_module.PANELS)}"
             )
         return self._span_response(request, span, panel)
+
+    def _step_timeline(self, request: Request, span: Span) -> TimelineStep | Any:
+        """The step's :class:`TimelineStep` (the ``step`` parameter) from the span's
+        stored timelines, loaded as ``/summary`` (same ``wait``); else the response to
+        send (202 while loading, the load's error). Raises _ApiError for a bad or
+        unknown step, a span stored without timelines, a damaged store."""
+        raw_step = self._required(request, "step")
+        if not _STEP_NUMBER.fullmatch(raw_step):
+            raise _ApiError(400, "step must be a whole number (N of ProfilerStep#N)")
+        status, result = self._loader.get(self._request_identity(span), self._wait(request))
+        if result is None or result.summary is None:
+            return self._failed(request, status)
+        if result.timeline is None:
+            raise _ApiError(404, "no timeline is stored for this span (summarised without one)")
+        try:
+            store = decode_store(result.timeline)
+            position = find_step(store, int(raw_step))
+            if position is None:
+                raise _ApiError(
+                    404,
+                    f"no step {raw_step} in this span; its steps: "
+                    + ", ".join(str(n) for n in store.steps),
+                )
+            return load_step(store, position)
+        except (ValueError, zlib.error) as exc:  # a damaged store: a bug or a bad disk
+            raise _ApiError(500, f"the stored timeline of this span is damaged ({exc})") from exc
+
+    def _serve_timeline(self, request: Request) -> Any:
+        """One step's timeline (``analysis/timeline.py``): loaded as ``/summary`` (same
+        ``wait`` and error answers), then the step's stored document."""
+        doc = self._step_timeline(request, self._span(request))
+        if not isinstance(doc, TimelineStep):
+            return doc
+        return _respond(request, encode_json(doc))
+
+    def _serve_window(self, request: Request) -> Any:
+        """A step's window cut from the trace file (``trace/window.py``) for Perfetto UI:
+        the step window ± 10 %, or ``[start_us, end_us)`` µs after its start; the file is
+        opened under the same rule as a load (inside the log directory, the file
+        discovery listed)."""
+        span = self._span(request)
+        doc = self._step_timeline(request, span)
+        if not isinstance(doc, TimelineStep):
+            return doc
+        start_us = _number(self._param(request, "start_us", required=False), "start_us")
+        end_us = _number(self._param(request, "end_us", required=False), "end_us")
+        step_ns = round(doc.duration_us * 1000)
+        window = window_bounds(doc.trace_start_ns, step_ns, start_us, end_us)
+        if window is None:
+            raise _ApiError(400, "give both start_us and end_us (end after start), or neither")
+        ident = self._request_identity(span)
+        try:
+            if ident.root:
+                with confined(ident.path, Rule(ident.root, ident.file_identity())):
+                    cut = cut_window(ident.path, *window)
+            else:
+                cut = cut_window(ident.path, *window)
+        except TraceError as exc:
+            raise _ApiError(422, str(exc)) from exc
+        body = msgspec.json.encode(cut.document)
+        headers = [
+            ("X-Window-Start-Ns", str(cut.start_ns)),
+            ("X-Window-End-Ns", str(cut.end_ns)),
+            ("X-Window-Moved-Events", str(cut.moved)),
+        ]
+        if request.args.get("download"):
+            name = f"{span.worker}.{span.span}.step{doc.step}.window.json"
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+            headers.append(("Content-Disposition", f'attachment; filename="{safe}"'))
+        return http_util.Respond(request, body, _JSON, headers=headers)
 
     def _serve_health(self, request: Request) -> Any:
         return self._span_response(request, self._span(request), "health")

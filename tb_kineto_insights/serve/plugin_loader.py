@@ -96,6 +96,16 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             "$KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB, else 2.",
         )
 
+        group.add_argument(
+            "--kineto_insights_perfetto_url",
+            metavar="URL",
+            type=str,
+            default=None,
+            help="Kineto Insights: Perfetto UI, where 'Open in Perfetto' sends a step's "
+            "window (a self-hosted or offline copy). Default: $KINETO_INSIGHTS_PERFETTO_URL, "
+            "else https://ui.perfetto.dev.",
+        )
+
     def fix_flags(self, flags: argparse.Namespace) -> None:
         workers = getattr(flags, "kineto_insights_workers", None)
         if workers is not None and workers < 0:
@@ -103,6 +113,9 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         rescan = getattr(flags, "kineto_insights_rescan_s", None)
         if rescan is not None and (not math.isfinite(rescan) or rescan < 0):
             raise base_plugin.FlagsError("--kineto_insights_rescan_s must be a number >= 0")
+        url = getattr(flags, "kineto_insights_perfetto_url", None)
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise base_plugin.FlagsError("--kineto_insights_perfetto_url must be an http(s) URL")
         for name in ("kineto_insights_load_timeout_s", "kineto_insights_load_timeout_s_per_mib"):
             value = getattr(flags, name, None)
             if value is not None and (not math.isfinite(value) or value < 0):

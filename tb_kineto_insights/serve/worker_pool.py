@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -191,9 +192,13 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             if done is not None:
                 return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
+        timeline: bytes | None = None
         try:
             with reading_progress(progress):
                 summary = _summarize_confined(task)
+            if isinstance(summary, tuple):  # (summary, timeline store)
+                summary, store = summary
+                timeline = encode_store(store)
         except TraceIOError as exc:
             return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
@@ -204,7 +209,13 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         if changed is not None:
             return _Outcome(None, ERROR_IO, changed, elapsed)
         data = _entry_bytes(
-            task.ident, task.settings, summary=summary, error=error, elapsed_s=elapsed, key=task.key
+            task.ident,
+            task.settings,
+            summary=summary,
+            error=error,
+            elapsed_s=elapsed,
+            key=task.key,
+            timeline=timeline,
         )
     except Exception as exc:  # a bug in the analysis, or out of memory
         logger.exception("Kineto Insights: analysing %s failed", task.ident.path)

@@ -201,66 +201,6 @@ var __kinetoInsights = (() => {
     return el("div", { className: "state loading", role: "status" }, el("span", { className: "spin", attrs: { "aria-hidden": "true" } }), el("span", null, text));
   }
 
-  // src/charts.ts
-  var vendorUrl = "";
-  var vendor = null;
-  var live = /* @__PURE__ */ new Set();
-  function setChartsUrl(url) {
-    vendorUrl = url;
-  }
-  function loadVendor() {
-    if (!vendor) {
-      vendor = import(vendorUrl);
-      vendor.catch(() => {
-        vendor = null;
-      });
-    }
-    return vendor;
-  }
-  function preloadCharts() {
-    loadVendor().catch(() => void 0);
-  }
-  function chart(option, label, height = 260) {
-    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
-    node.style.height = `${height}px`;
-    const ready = loadVendor().then(
-      (lib) => {
-        if (!node.isConnected) {
-          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option))));
-        }
-        draw(lib, node, option);
-        return void 0;
-      },
-      (err) => {
-        node.classList.add("chart-error");
-        node.textContent = `Charts could not be loaded: ${String(err)}`;
-      }
-    );
-    return { node, ready };
-  }
-  function draw(lib, node, option) {
-    const instance = lib.init(node, null, { renderer: "canvas" });
-    instance.setOption(option);
-    node.dataset.chartReady = "1";
-    let observer = null;
-    if (typeof ResizeObserver !== "undefined") {
-      observer = new ResizeObserver(() => {
-        if (!instance.isDisposed()) instance.resize();
-      });
-      observer.observe(node);
-    }
-    live.add({ chart: instance, observer, node });
-  }
-  function disposeDetached() {
-    for (const entry of Array.from(live)) {
-      if (!entry.node.isConnected) {
-        entry.observer?.disconnect();
-        entry.chart.dispose();
-        live.delete(entry);
-      }
-    }
-  }
-
   // src/format.ts
   var NA = "n/a";
   function isNum(value) {
@@ -404,6 +344,39 @@ var __kinetoInsights = (() => {
     const text = words.join(" ");
     return text.charAt(0).toUpperCase() + text.slice(1);
   }
+  var NAME_MAX = 48;
+  function shortenNames(names, max = NAME_MAX, head = 14) {
+    const common = (a, b) => {
+      const n = Math.min(a.length, b.length);
+      let i = 0;
+      while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i += 1;
+      return i;
+    };
+    const room = max - head - 1;
+    const cut = (name, prefix) => {
+      if (name.length <= max) return name;
+      if (prefix <= head) return `${name.slice(0, head)}…${name.slice(name.length - room)}`;
+      const start = Math.min(Math.max(head, prefix - 4), name.length - room + 1);
+      const end = start + room - 1;
+      return end >= name.length ? `${name.slice(0, head)}…${name.slice(name.length - room)}` : `${name.slice(0, head)}…${name.slice(start, end)}…`;
+    };
+    const closest = (name, among) => among.reduce((best, other) => other !== name ? Math.max(best, common(name, other)) : best, 0);
+    const out = names.map((name) => cut(name, closest(name, names)));
+    for (let round = 0; round < 3; round += 1) {
+      const groups = /* @__PURE__ */ new Map();
+      out.forEach((text, i) => groups.set(text, [...groups.get(text) ?? [], i]));
+      let again = false;
+      for (const members of groups.values()) {
+        const distinct = new Set(members.map((i) => names[i]));
+        if (distinct.size < 2) continue;
+        const group = [...distinct];
+        for (const i of members) out[i] = cut(names[i], closest(names[i], group));
+        again = true;
+      }
+      if (!again) break;
+    }
+    return out;
+  }
 
   // src/labels.ts
   var BREAKDOWN_ORDER = [
@@ -482,7 +455,9 @@ var __kinetoInsights = (() => {
     trace_warmup_step: "First step still warming up",
     trace_unequal_steps: "Steps of very unequal length",
     trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
-    trace_profiler_overhead: "Profiler overhead in the trace"
+    trace_profiler_overhead: "Profiler overhead in the trace",
+    matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
+    low_kernel_efficiency: "Kernels far below the roofline"
   };
   var VERDICT_DEFINITIONS = {
     improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
@@ -528,13 +503,17 @@ var __kinetoInsights = (() => {
     capacity_bytes: "Device memory (deviceProperties.totalGlobalMem).",
     steps_to_capacity: "Steps until the growth would fill the device memory.",
     cached_free_at_reserved_peak_fraction: "1 − allocated ÷ reserved, at the moment reserved memory peaks: the caching allocator's cache, not by itself fragmentation.",
-    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested.",
+    fragmentation_events: "Allocations (> 1 MiB) at which the allocator reserved a new segment although its cached free bytes (reserved − allocated) were at least the size requested; counted in the steady-state steps (every profiled step after the first that has any; the first may still be warming the cache up), as in the diagnosis.",
     peak_fraction_of_capacity: "Peak memory ÷ device memory (deviceProperties.totalGlobalMem).",
     last_fraction: "Matched collectives this rank arrived at last ÷ matched collectives it takes part in.",
     mean_lateness_us: "Lateness per collective: mean of (this rank's start − the earliest rank's start) over matched collectives.",
     mean_skew_when_last_us: "Skew per collective (latest − earliest start), mean over the collectives this rank arrived at last.",
-    others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step).",
-    delay_us_per_step: "What the other ranks lose to this rank per step (/step): median over steps of their wait for it.",
+    others_wait_us_per_step: "What the other ranks waited for this rank in collectives, per step (/step): the hidden part plus the exposed part.",
+    others_hidden_wait_us_per_step: "Of the others' wait for this rank, the part their own compute kernels ran under (no step time lost), per step.",
+    others_exposed_wait_us_per_step: "Of the others' wait for this rank, the part no compute hid: it lengthens their step, per step.",
+    lateness_excess_us_per_step: "Mean per-step lateness of this rank minus the other ranks' mean (lateness of a step: how far behind the first rank it arrived at the step's collective where it was furthest behind).",
+    lateness_noise_us: "Step-to-step spread of lateness once rank and step effects are taken out (residual standard deviation of ranks × steps); consistency is judged against it.",
+    delay_us_per_step: "What the other ranks lose to this rank per step (/step): how much earlier all of them could start without it (its latest arrival − the next latest), median over steps.",
     share_of_step: "delay_us_per_step ÷ mean step time.",
     p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
     skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",
@@ -576,6 +555,8 @@ var __kinetoInsights = (() => {
         return "communication";
       case "memory":
         return "memory";
+      case "efficiency":
+        return "efficiency";
       case "health":
         return "health";
       case "run":
@@ -584,8 +565,32 @@ var __kinetoInsights = (() => {
         return "overview";
     }
   }
+  function isRecord(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  }
+  function evidenceTable(records) {
+    const keys = [];
+    for (const r of records) for (const k of Object.keys(r)) if (!keys.includes(k)) keys.push(k);
+    return {
+      columns: keys.map((k) => ({
+        key: k,
+        label: evidenceLabel(k),
+        definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
+        numeric: records.some((r) => isNum(r[k]))
+      })),
+      rows: records.map((r) => keys.map((k) => formatByKey(k, r[k])))
+    };
+  }
+  function formatRecord(parentKey, record) {
+    const entries = Object.entries(record).filter(([, v]) => v !== null && v !== void 0);
+    if (!entries.length) return "none";
+    const steps = entries.every(([k]) => /^\d+$/.test(k));
+    const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
+    return entries.map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`).join(", ");
+  }
   function formatByKey(key, value) {
     if (value === null || value === void 0) return NA;
+    if (isRecord(value)) return formatRecord(key, value);
     if (Array.isArray(value)) {
       const items = value.slice(0, 8).map((v) => formatByKey(key, v));
       return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
@@ -593,7 +598,7 @@ var __kinetoInsights = (() => {
     if (typeof value === "boolean") return value ? "yes" : "no";
     if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
     if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
+    if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
       return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
     }
     if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
@@ -601,16 +606,21 @@ var __kinetoInsights = (() => {
     if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
     if (/_gbps$/.test(key)) return fmtBandwidth(value);
     if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to")) return `${fmtCount(Math.round(value))} steps`;
+    if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
     if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
     return fmtCount(value);
   }
   var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
   var EVIDENCE_LABELS = {
     last_fraction: "Arrives last in",
-    delay_us_per_step: "Others lose to it",
+    delay_us_per_step: "Delay it causes the others (its cost)",
+    others_wait_us_per_step: "Others wait for it in collectives",
+    others_hidden_wait_us_per_step: "… of it hidden behind their compute",
+    others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
+    lateness_excess_us_per_step: "Later than the others",
+    lateness_noise_us: "Step-to-step noise of lateness",
+    p_value: "Chance of lateness this consistent",
     share_of_step: "Of step time",
-    p_value: "Chance of being last this often",
     last_count: "Last at",
     matched_count: "Matched collectives",
     short_count_fraction: "Short kernels",
@@ -625,6 +635,11 @@ var __kinetoInsights = (() => {
     comm_fraction: "Communication / step time",
     overlap_fraction: "Overlapped",
     threshold_fraction: "Threshold",
+    // thresholds that ride in the evidence say so: they are the rule, not a measurement
+    high_steps_to_capacity: "Threshold: high severity when full within",
+    short_threshold_us: "Threshold: short kernel under",
+    min_steps: "Threshold: steps needed",
+    rule: "Threshold",
     r2: "r²",
     steps_used: "Steps"
   };
@@ -652,13 +667,16 @@ var __kinetoInsights = (() => {
     const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
       if (value === null || value === void 0) continue;
-      if (typeof value === "object" && !Array.isArray(value)) continue;
+      if (Array.isArray(value) && !value.length) continue;
+      if (isRecord(value) && !Object.keys(value).length) continue;
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
+      const records = Array.isArray(value) && value.every(isRecord) ? value : null;
       out.push({
         key,
         label: evidenceLabel(key) + total2,
-        text: formatByKey(key, value),
-        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`
+        text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
+        definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
+        ...records ? { table: evidenceTable(records) } : {}
       });
     }
     return out;
@@ -738,6 +756,28 @@ var __kinetoInsights = (() => {
           fractionOfStep: isNum(cause.fraction_of_step_time) ? cause.fraction_of_step_time : null
         }
       ];
+    });
+  }
+  function shortFrame(name) {
+    const m = /^(.*)\((\d+)\): (.+)$/.exec(name);
+    if (!m) return name;
+    const file = m[1].split(/[/\\]/).pop() ?? m[1];
+    return `${file}(${m[2]}): ${m[3]}`;
+  }
+  function pythonFrameRows(device) {
+    return (device?.python_frames ?? []).map((f) => {
+      const causes = Object.entries(f.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0);
+      causes.sort((a, b) => b[1] - a[1]);
+      return {
+        frame: f.frame,
+        short: shortFrame(f.frame),
+        perStepUs: isNum(f.idle_us_per_step) ? f.idle_us_per_step : 0,
+        fractionOfIdle: isNum(f.fraction_of_idle) ? f.fraction_of_idle : null,
+        mainCause: causes.length ? causes[0][0] : null,
+        afterSyncUs: isNum(f.after_sync_us) ? f.after_sync_us : 0,
+        perStepUsList: (f.per_step_us ?? []).filter(isNum),
+        callers: (f.callers ?? []).map((c) => ({ path: c.callers ?? [], us: isNum(c.idle_us) ? c.idle_us : 0 }))
+      };
     });
   }
   function idlePerStep(device, order) {
@@ -876,6 +916,12 @@ var __kinetoInsights = (() => {
     if (basis === "kernel_time" || !basis) return "from this rank's kernel time, which includes waiting for the other ranks";
     return basis.replace(/_/g, " ");
   }
+  function stragglerStory(s) {
+    if (!s || !isNum(s.others_wait_us_per_step)) return null;
+    const cause = s.cause;
+    const why = cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.` : "";
+    return `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` + why;
+  }
   var MANY_RANKS = 32;
   var WORST_RANKS = 10;
   var RANK_TABLE_LIMIT = 50;
@@ -1004,7 +1050,7 @@ var __kinetoInsights = (() => {
   }
   function legend(p, names) {
     return {
-      type: "scroll",
+      type: "plain",
       top: 0,
       left: 0,
       data: names,
@@ -1093,7 +1139,7 @@ var __kinetoInsights = (() => {
     const perStep = data.timesUs.map((t) => t / steps);
     const unit = durationAxisUnit(Math.max(0, ...perStep));
     const timeName = `${what.noun === "gaps" ? "idle time" : "time"} per step (${unit.unit})`;
-    const countName = `${what.noun} (count)`;
+    const countName = isNum(what.steps) && what.steps > 0 ? `${what.noun}, total (${fmtCount(what.steps)} steps)` : `${what.noun}, total`;
     return {
       ...base2(p),
       grid: grid(false, { top: 10 }),
@@ -1169,7 +1215,7 @@ var __kinetoInsights = (() => {
         ]);
       }),
       xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: steps, ...axisStyle(p) },
-      yAxis: { type: "value", name: "kernels (count)", ...axisStyle(p) },
+      yAxis: { type: "value", name: "kernels in the step", ...axisStyle(p) },
       series: [
         { type: "bar", name: shortLabel, stack: "k", barMaxWidth: 56, itemStyle: { color: p.short }, data: short },
         { type: "bar", name: "Other kernels", stack: "k", barMaxWidth: 56, itemStyle: { color: p.accent }, data: other }
@@ -1498,6 +1544,101 @@ var __kinetoInsights = (() => {
       ]
     };
   }
+  var LEGEND_CHAR_PX = 7;
+  var LEGEND_ITEM_PX = 14 + 5 + 10;
+  var LEGEND_ROW_PX = 22;
+  function legendRows(names, widthPx) {
+    if (!names.length) return 0;
+    let rows = 1;
+    let x = 0;
+    for (const name of names) {
+      const w = LEGEND_ITEM_PX + name.length * LEGEND_CHAR_PX;
+      if (x > 0 && x + w > widthPx) {
+        rows += 1;
+        x = 0;
+      }
+      x += w;
+    }
+    return rows;
+  }
+  function fitLegend(option, widthPx) {
+    const legendOpt = option.legend;
+    const gridOpt = option.grid;
+    if (!legendOpt || Array.isArray(legendOpt) || !gridOpt || Array.isArray(gridOpt) || !(widthPx > 0)) return option;
+    const series = Array.isArray(option.series) ? option.series : option.series ? [option.series] : [];
+    const names = legendOpt.data ?? series.map((s) => typeof s.name === "string" ? s.name : "").filter(Boolean);
+    const rows = legendRows(names, widthPx);
+    if (rows <= 1) return option;
+    const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
+    return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
+  }
+
+  // src/charts.ts
+  var vendorUrl = "";
+  var vendor = null;
+  var live = /* @__PURE__ */ new Set();
+  function setChartsUrl(url) {
+    vendorUrl = url;
+  }
+  function loadVendor() {
+    if (!vendor) {
+      vendor = import(vendorUrl);
+      vendor.catch(() => {
+        vendor = null;
+      });
+    }
+    return vendor;
+  }
+  function preloadCharts() {
+    loadVendor().catch(() => void 0);
+  }
+  function chart(option, label, height = 260, onInit) {
+    const node = el("div", { className: "chart", attrs: { role: "img", "aria-label": label } });
+    node.style.height = `${height}px`;
+    const ready = loadVendor().then(
+      (lib) => {
+        if (!node.isConnected) {
+          return new Promise((resolve) => requestAnimationFrame(() => resolve(draw(lib, node, option, onInit))));
+        }
+        draw(lib, node, option, onInit);
+        return void 0;
+      },
+      (err) => {
+        node.classList.add("chart-error");
+        node.textContent = `Charts could not be loaded: ${String(err)}`;
+      }
+    );
+    return { node, ready };
+  }
+  function draw(lib, node, option, onInit) {
+    const instance = lib.init(node, null, { renderer: "canvas" });
+    let width = node.clientWidth;
+    instance.setOption(fitLegend(option, width));
+    onInit?.(instance);
+    node.dataset.chartReady = "1";
+    let observer = null;
+    if (typeof ResizeObserver !== "undefined") {
+      observer = new ResizeObserver(() => {
+        if (instance.isDisposed()) return;
+        if (node.clientWidth !== width) {
+          width = node.clientWidth;
+          instance.setOption(fitLegend(option, width));
+        }
+        instance.resize();
+      });
+      observer.observe(node);
+    }
+    live.add({ chart: instance, observer, node });
+  }
+  function disposeDetached() {
+    for (const entry of Array.from(live)) {
+      if (!entry.node.isConnected) {
+        entry.observer?.disconnect();
+        entry.chart.dispose();
+        live.delete(entry);
+      }
+    }
+  }
 
   // src/panels/shell.ts
   function panel(id, title, help) {
@@ -1549,7 +1690,7 @@ var __kinetoInsights = (() => {
   }
 
   // src/panels/communication.ts
-  function communicationPanel(s, p, acrossRanks) {
+  function communicationPanel(s, p, acrossRanks, runKinds) {
     const c = s.communication;
     if (!c) return "This summary has no communication data.";
     const out = [];
@@ -1586,6 +1727,7 @@ var __kinetoInsights = (() => {
         chart(commOption(data, p), "Communication per step: exposed and overlapped with compute").node
       );
     }
+    const matched = runKinds?.length ? new Map(runKinds.map((k) => [k.kind, k])) : null;
     out.push(
       subhead("Per collective kind", "Bandwidth as nccl-tests reports it: algorithm bandwidth = message size ÷ collective time; bus bandwidth = algorithm bandwidth × 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ReduceScatter, AllToAll, 1 for Broadcast and Reduce."),
       table(
@@ -1607,15 +1749,21 @@ var __kinetoInsights = (() => {
             title: "Median message size of one call (mean when the median is not in the summary).",
             cell: (k) => isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"
           },
-          { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
           {
-            header: "Bus BW",
+            header: "Alg. BW",
             numeric: true,
-            title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak. Hover a value for what it was computed from.",
-            cell: (k) => fmtBandwidth(k.busbw_gbps),
-            cellTitle: (k) => busbwBasisText(k.busbw_basis)
+            title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s); with several ranks, time = the matched transfer.",
+            cell: (k) => fmtBandwidth(matched ? matched.get(k.kind)?.algbw_gbps ?? null : k.algbw_gbps),
+            cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis)
           },
-          { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
+          {
+            header: matched ? "Bus BW (all ranks)" : "Bus BW (lower bound)",
+            numeric: true,
+            title: matched ? "Bus bandwidth from the matched transfer across the ranks of this run (the time every rank is inside the collective), the same on every rank; × the nccl-tests factor for the kind and group size n." : "Bus bandwidth estimated from this trace alone (peers not profiled): a lower bound from the collectives that waited least; × the nccl-tests factor for the kind and group size n. Hover a value for what it was computed from.",
+            cell: (k) => fmtBandwidth(matched ? matched.get(k.kind)?.busbw_gbps ?? null : k.busbw_gbps),
+            cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis)
+          },
+          { header: "Group size", numeric: true, title: "Ranks n in the process groups of this kind's collectives (the n of the bus-bandwidth factor).", cell: (k) => k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a" }
         ],
         c.kinds ?? []
       )
@@ -1651,12 +1799,16 @@ var __kinetoInsights = (() => {
         {
           label: "straggler",
           value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
-          sub: delay !== null ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
-          definition: "A rank last more often than chance allows, whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
+          sub: delay !== null ? `costs the others ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}` : straggler && isNum(straggler.last_fraction) ? `last in ${fmtPercent(straggler.last_fraction, 0)}` : void 0,
+          definition: "A rank whose per-step lateness stands out from the other ranks' beyond the step-to-step noise, and whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
           tone: straggler ? "bad" : "good"
         }
       ])
     );
+    const story = stragglerStory(straggler);
+    if (story) {
+      out.push(el("p", { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` }, story));
+    }
     if (ranks.length) {
       const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
       const perStep = (part) => (r) => fmtDuration(rankPerStep(r, part));
@@ -1743,7 +1895,7 @@ var __kinetoInsights = (() => {
           [
             { header: "Step", cell: (r) => isNum(r.step) ? `#${r.step}` : "n/a" },
             { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
-            { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
+            { header: "Process group", cell: (r) => r.pg ?? "n/a", title: "The process group (Process Group Name) the collective ran in." },
             { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
             { header: "Last rank", numeric: true, cell: (r) => isNum(r.last_rank) ? String(r.last_rank) : "n/a" },
             {
@@ -1771,10 +1923,11 @@ var __kinetoInsights = (() => {
     idle: "Idle gaps",
     communication: "Communication",
     memory: "Memory",
+    efficiency: "Efficiency",
     health: "Trace health",
     ranks: "Across ranks"
   };
-  function diagnosesList(list, go, allRanks = false, stepCount) {
+  function diagnosesList(list, go, allRanks = false, stepCount, moment, openWorker) {
     const sorted = sortDiagnoses(list);
     if (!sorted.length) {
       return [
@@ -1785,9 +1938,34 @@ var __kinetoInsights = (() => {
         )
       ];
     }
-    return sorted.map((d) => card(d, go, allRanks, stepCount));
+    return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
   }
-  function card(d, go, allRanks, stepCount) {
+  function momentButton(openMoment) {
+    const b = el(
+      "button",
+      { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+      "See it on the timeline →"
+    );
+    b.addEventListener("click", (event) => {
+      event.stopPropagation();
+      openMoment();
+    });
+    return b;
+  }
+  function recordsTable(t) {
+    return table(
+      t.columns.map((c, i) => ({
+        header: c.label,
+        title: c.definition,
+        numeric: c.numeric,
+        cell: (row2) => row2[i],
+        cellTitle: (row2) => row2[i]
+      })),
+      t.rows,
+      { className: "evidence-table" }
+    );
+  }
+  function card(d, go, allRanks, stepCount, openMoment = null, openWorker) {
     const target = panelForDiagnosis(d.panel, allRanks);
     const evidence = evidenceItems(d.evidence, stepCount);
     const open = el(
@@ -1814,11 +1992,13 @@ var __kinetoInsights = (() => {
         { className: "evidence" },
         ...evidence.flatMap((e) => [
           el("dt", { title: e.definition }, e.label),
-          el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
+          e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
         ])
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-      open
+      open,
+      openMoment ? momentButton(openMoment) : null,
+      spanLink(d, openWorker)
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -1833,6 +2013,239 @@ var __kinetoInsights = (() => {
       }
     });
     return node;
+  }
+  function spanLink(d, openWorker) {
+    const worker = d.evidence?.worker;
+    if (!openWorker || d.id !== "communication_straggler" || typeof worker !== "string") return null;
+    const rank = d.evidence?.rank;
+    const link = el(
+      "button",
+      { type: "button", className: "link goto open-span", title: `Open the panels of worker ${worker}` },
+      `Open rank ${typeof rank === "number" ? rank : worker}'s span →`
+    );
+    link.addEventListener("click", (event) => {
+      event.stopPropagation();
+      openWorker(worker);
+    });
+    return link;
+  }
+
+  // src/panels/efficiency.ts
+  var CEILING_NOTE = "Datasheet peaks are ceilings (boost clocks, ideal kernels): well-shaped large GEMMs reach about 70–85 % of them; a fraction is against that ceiling, not against what this kernel could do.";
+  var UNIT_LABEL = {
+    fp64: "FP64",
+    fp64_tensor: "FP64 tensor",
+    fp32: "FP32 (CUDA cores)",
+    tf32_tensor: "TF32 tensor",
+    bf16_tensor: "BF16 tensor",
+    fp16_tensor: "FP16 tensor",
+    fp8_tensor: "FP8 tensor",
+    memory: "memory"
+  };
+  function fmtRate(perS, unit) {
+    if (!isNum(perS)) return "–";
+    const scales = [
+      [1e15, "P"],
+      [1e12, "T"],
+      [1e9, "G"],
+      [1e6, "M"]
+    ];
+    for (const [div, prefix] of scales) if (Math.abs(perS) >= div) return `${(perS / div).toFixed(perS / div >= 100 ? 0 : 1)} ${prefix}${unit}`;
+    return `${perS.toFixed(0)} ${unit}`;
+  }
+  function peakOf(peak, unit) {
+    const key = `${unit}_flops_per_s`;
+    const v = peak[key];
+    return typeof v === "number" ? v : null;
+  }
+  function rooflineOption(e, p) {
+    const peak = e.peak;
+    const pts = e.rows.filter((r) => isNum(r.arithmetic_intensity) && isNum(r.achieved_flops_per_s) && r.arithmetic_intensity > 0);
+    if (!peak || !pts.length) return null;
+    const bw = peak.memory_bytes_per_s;
+    const xs = pts.map((r) => r.arithmetic_intensity);
+    const xMin = Math.min(0.1, ...xs) / 2;
+    const xMax = Math.max(2e3, ...xs) * 2;
+    const units = Array.from(/* @__PURE__ */ new Set([...pts.map((r) => r.unit ?? ""), "bf16_tensor", "fp32"])).filter((u) => u && peakOf(peak, u) !== null);
+    const colors = [p.accent, p.accent2, p.warn, p.good, p.bad, p.neutral];
+    const series = units.map((u, i) => {
+      const top = peakOf(peak, u);
+      const ridge = top / bw;
+      const line = [
+        [xMin, xMin * bw / 1e12],
+        [Math.max(xMin, Math.min(ridge, xMax)), Math.min(top, Math.min(ridge, xMax) * bw) / 1e12],
+        [xMax, top / 1e12]
+      ];
+      return {
+        type: "line",
+        name: `${UNIT_LABEL[u] ?? u} roof`,
+        data: line,
+        showSymbol: false,
+        silent: true,
+        lineStyle: { color: colors[i % colors.length], width: 1.5, type: u === "fp32" ? "dashed" : "solid" },
+        itemStyle: { color: colors[i % colors.length] }
+      };
+    });
+    const total2 = pts.reduce((a, r) => a + r.time_us_per_step, 0) || 1;
+    const unitIndex = (u) => Math.max(0, units.indexOf(u ?? ""));
+    series.push({
+      type: "line",
+      name: "op groups",
+      data: pts.map((r) => ({
+        value: [r.arithmetic_intensity, r.achieved_flops_per_s / 1e12],
+        symbolSize: 6 + 30 * Math.sqrt(r.time_us_per_step / total2),
+        itemStyle: { color: colors[unitIndex(r.unit) % colors.length], opacity: 0.8 }
+      })),
+      showSymbol: true,
+      symbol: "circle",
+      lineStyle: { opacity: 0, width: 0 },
+      emphasis: { scale: 1.2 }
+    });
+    return {
+      animation: false,
+      grid: { left: 70, right: 20, top: 36, bottom: 50 },
+      legend: { top: 0, textStyle: { color: p.text }, data: series.map((s) => String(s.name)) },
+      tooltip: {
+        trigger: "item",
+        confine: true,
+        backgroundColor: p.tooltipBackground,
+        borderColor: p.tooltipBorder,
+        textStyle: { color: p.text, fontSize: 12 },
+        formatter: ((params) => {
+          if (params.seriesName !== "op groups" || !isNum(params.dataIndex)) return "";
+          const r = pts[params.dataIndex];
+          return tipNode(`${r.op} ${r.shapes} (${r.dtype})`, [
+            { label: "time per step", value: fmtDuration(r.time_us_per_step), strong: true },
+            { label: "calls per step", value: fmtCount(r.calls_per_step) },
+            { label: "achieved", value: fmtRate(r.achieved_flops_per_s, "FLOP/s") },
+            { label: "bytes moved", value: fmtRate(r.achieved_bytes_per_s, "B/s") },
+            { label: "intensity", value: `${fmtCount(r.arithmetic_intensity)} FLOP/B` },
+            { label: "attainable", value: fmtRate(r.attainable_flops_per_s, "FLOP/s") },
+            { label: "of roof", value: fmtPercent(r.roof_fraction) },
+            { label: "roof", value: `${UNIT_LABEL[r.unit ?? ""] ?? r.unit ?? "–"}, ${r.bound ?? "–"}-bound` }
+          ], r.reason ?? void 0);
+        })
+      },
+      xAxis: {
+        type: "log",
+        name: "arithmetic intensity (FLOP/byte)",
+        nameLocation: "middle",
+        nameGap: 28,
+        min: xMin,
+        max: xMax,
+        axisLabel: { color: p.muted },
+        splitLine: { lineStyle: { color: p.split } }
+      },
+      yAxis: {
+        type: "log",
+        name: "achieved TFLOP/s",
+        nameLocation: "middle",
+        nameGap: 50,
+        axisLabel: { color: p.muted },
+        splitLine: { lineStyle: { color: p.split } }
+      },
+      series
+    };
+  }
+  var COLUMNS = [
+    {
+      header: "op",
+      key: "op",
+      title: "The CPU op that launched the kernels, its input shapes and dtype (hover: in full, with its kernels).",
+      numeric: false,
+      cell: (r) => el(
+        "span",
+        { className: "op-group", title: `${r.op} ${r.shapes} ${r.dtype}
+kernels: ${r.kernels.join(", ")}` },
+        el("strong", null, r.op),
+        " ",
+        el("span", { className: "muted" }, r.shapes.length > 48 ? `${r.shapes.slice(0, 47)}…` : r.shapes),
+        ` ${r.dtype}`
+      )
+    },
+    { header: "time / step", key: "time_us_per_step", title: "Summed duration of the group's kernels per step.", numeric: true, cell: (r) => fmtDuration(r.time_us_per_step) },
+    { header: "calls / step", key: "calls_per_step", title: "Ops of the group that launched a kernel, per step.", numeric: true, cell: (r) => fmtCount(r.calls_per_step) },
+    { header: "achieved", key: "achieved_flops_per_s", title: "FLOPs (from the shapes) ÷ kernel time.", numeric: true, cell: (r) => fmtRate(r.achieved_flops_per_s, "FLOP/s") },
+    { header: "bytes", key: "achieved_bytes_per_s", title: "Bytes read and written (from the shapes) ÷ kernel time.", numeric: true, cell: (r) => fmtRate(r.achieved_bytes_per_s, "B/s") },
+    { header: "FLOP/B", key: "arithmetic_intensity", title: "Arithmetic intensity: FLOPs ÷ bytes.", numeric: true, cell: (r) => isNum(r.arithmetic_intensity) ? fmtCount(r.arithmetic_intensity) : "–" },
+    {
+      header: "of roof",
+      key: "roof_fraction",
+      title: "Achieved ÷ attainable, attainable = min(peak of its unit, intensity × bandwidth); memory ops: bytes/s ÷ bandwidth.",
+      numeric: true,
+      cell: (r) => {
+        const text = r.category === "memory" ? `${fmtPercent(r.roof_fraction)} of bandwidth` : `${fmtPercent(r.roof_fraction)} ${UNIT_LABEL[r.unit ?? ""] ?? ""}${r.bound ? `, ${r.bound}-bound` : ""}`;
+        const low = isNum(r.roof_fraction) && r.roof_fraction < 0.3 && r.category !== "memory";
+        return el("span", { className: low || r.cuda_cores ? "bad" : "", title: r.reason ?? (r.cuda_cores ? "fp32 on CUDA cores" : "") }, text);
+      }
+    }
+  ];
+  function sortValue(r, key) {
+    if (key === "op") return r.op;
+    const v = r[key];
+    return isNum(v) ? v : -Infinity;
+  }
+  function sortableTable(rows) {
+    const wrap = el("div", { className: "table-wrap" });
+    let key = "time_us_per_step";
+    let desc = true;
+    const draw2 = () => {
+      const sorted = [...rows].sort((a, b) => {
+        const x = sortValue(a, key);
+        const y = sortValue(b, key);
+        const c = x < y ? -1 : x > y ? 1 : 0;
+        return desc ? -c : c;
+      });
+      const head = el(
+        "tr",
+        null,
+        ...COLUMNS.map((c) => {
+          const mark = c.key === key ? desc ? " ▼" : " ▲" : "";
+          const th = el("th", { className: c.numeric ? "n sortable" : "sortable", title: c.title, scope: "col", attrs: { "aria-sort": c.key === key ? desc ? "descending" : "ascending" : "none" } }, `${c.header}${mark}`);
+          th.addEventListener("click", () => {
+            desc = c.key === key ? !desc : c.numeric;
+            key = c.key;
+            draw2();
+          });
+          return th;
+        })
+      );
+      const body = el("tbody", null, ...sorted.map((r) => el("tr", null, ...COLUMNS.map((c) => el("td", { className: c.numeric ? "n" : "" }, c.cell(r))))));
+      wrap.replaceChildren(el("table", { className: "grid efficiency-table" }, el("thead", null, head), body));
+    };
+    draw2();
+    return wrap;
+  }
+  function efficiencyPanel(s, p) {
+    const e = s.efficiency;
+    if (!e) return "This summary has no efficiency data (made by an older version: reload to re-analyse).";
+    if (e.device === null || e.device === void 0) return e.notes.join(" ") || "No GPU kernels in this trace.";
+    const peak = e.peak;
+    const out = [
+      kpis([
+        { label: "GPU", value: peak ? peak.model : e.device_name ?? "unknown", sub: peak ? "peaks from its datasheet" : "no peak table entry", definition: peak ? `Peaks: ${peak.source}` : "Unknown GPU: give its peaks with --threshold peak_tensor_flops_per_s / peak_fp32_flops_per_s / peak_memory_bytes_per_s." },
+        { label: "kernel time per step", value: fmtDuration(e.kernel_time_us_per_step), definition: "Summed kernel durations on this device, per step window." },
+        { label: "covered by op groups", value: fmtPercent(e.covered_fraction), sub: "of kernel time", definition: "Share of the kernel time launched by ops with a FLOPs or bytes formula and recorded shapes." },
+        ...peak ? [
+          { label: "BF16 tensor peak", value: fmtRate(peak.bf16_tensor_flops_per_s, "FLOP/s"), definition: CEILING_NOTE },
+          { label: "memory bandwidth", value: fmtRate(peak.memory_bytes_per_s, "B/s"), definition: CEILING_NOTE }
+        ] : []
+      ])
+    ];
+    if (e.headline) out.push(el("p", { className: "headline" }, e.headline));
+    const n = notes([...e.notes, CEILING_NOTE]);
+    if (n) out.push(n);
+    const option = rooflineOption(e, p);
+    out.push(
+      row(
+        col(
+          subhead("Roofline", "Each point: one op group (op + shapes + dtype), placed by its arithmetic intensity and achieved FLOP/s, sized by its time; lines: this GPU's roofs."),
+          option ? chart(option, "Roofline: achieved FLOP/s against arithmetic intensity, with the GPU's roofs", 340).node : el("p", { className: "muted" }, peak ? "No op group with FLOPs (matmul, convolution, attention)." : "No roofline without the GPU's peaks.")
+        )
+      )
+    );
+    if (e.rows.length) out.push(subhead("Op groups", "By time per step; click a header to sort."), sortableTable(e.rows));
+    return out;
   }
 
   // src/panels/diff.ts
@@ -1864,6 +2277,14 @@ var __kinetoInsights = (() => {
         " ",
         verdictBadge(h.verdict)
       ),
+      doc.headline?.straggler_gained ? el(
+        "div",
+        {
+          className: "headline-straggler",
+          title: "A rank the experiment's view across ranks calls a straggler, and the base's does not: who, what it costs the others, and why it is late."
+        },
+        `Gained a straggler: ${doc.headline.straggler_gained.title}`
+      ) : null,
       el(
         "div",
         { className: "headline-sides" },
@@ -1993,16 +2414,36 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     ]) {
       const rows = oneSidedRows(side, 12);
       if (!rows.length) continue;
+      const cut = shortenNames(rows.map((x) => x.name));
+      const shortNames = new Map(rows.map((r, i) => [r.name, cut[i]]));
       out.push(
         subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
         table(
           [
-            { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+            { header: noun, className: "name-col", cell: (r) => nameCell(shortNames.get(r.name) ?? r.name, r.name) },
             { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
             { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) }
           ],
           rows,
           { className: "one-sided" }
+        )
+      );
+    }
+    const eff = (doc.efficiency ?? []).filter((r) => isNum(r.base_achieved_flops_per_s) || isNum(r.exp_achieved_flops_per_s));
+    if (eff.length) {
+      out.push(
+        subhead("Kernel efficiency by op group", "Matmul, convolution and attention groups matched by op and input shapes: achieved FLOP/s (FLOPs from the shapes ÷ kernel time) and share of the roof on each side. No verdict: a summary keeps one value per group, not one per step."),
+        table(
+          [
+            { header: "Op group", className: "name-col", cell: (r) => nameCell(`${r.op} ${r.shapes}`) },
+            { header: "dtype", cell: (r) => `${r.base_dtype ?? "–"} → ${r.exp_dtype ?? "–"}` },
+            { header: "Base", numeric: true, title: "Achieved FLOP/s in the base.", cell: (r) => fmtRate(r.base_achieved_flops_per_s, "FLOP/s") },
+            { header: "Experiment", numeric: true, title: "Achieved FLOP/s in the experiment.", cell: (r) => fmtRate(r.exp_achieved_flops_per_s, "FLOP/s") },
+            { header: "Of roof", numeric: true, title: "Achieved ÷ attainable under this GPU's roofline, base → experiment.", cell: (r) => `${fmtPercent(r.base_roof_fraction)} → ${fmtPercent(r.exp_roof_fraction)}` },
+            { header: "Time /step", numeric: true, cell: (r) => `${fmtDuration(r.base_time_us_per_step)} → ${fmtDuration(r.exp_time_us_per_step)}` }
+          ],
+          eff.slice(0, 12),
+          { className: "efficiency-diff" }
         )
       );
     }
@@ -2087,7 +2528,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         { label: "skipped", value: fmtCount(skipped), definition: "Events the reader dropped (unknown or unusable), by reason below.", tone: skipped ? "warn" : "good" },
         { label: "quarantined", value: fmtCount(quarantined), definition: "Events with damaged values (absurd durations, bad timestamps) kept out of the analysis.", tone: quarantined ? "warn" : "good" },
         { label: "repaired", value: fmtCount(repaired), definition: "Damage the reader fixed (N/A, NaN tokens, lone backslashes, …).", tone: repaired ? "warn" : "" },
-        { label: "file", value: fmtBytes(h.file_bytes), sub: `${h.compressed ? "gzip, " : ""}${fmtBytes(h.json_bytes)} JSON`, definition: "Size of the trace file on disk, and of its JSON text." }
+        { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." }
       ])
     ];
     const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
@@ -2138,7 +2579,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
 
   // src/panels/idle.ts
-  function idlePanel(s, p, deviceKey, onDevice) {
+  function idlePanel(s, p, deviceKey, onDevice, onGap) {
     const idle = s.idle;
     if (!idle) return "This summary has no idle-gap data.";
     const devices = idle.devices ?? [];
@@ -2196,6 +2637,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     } else {
       out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
     }
+    out.push(pythonFrames(device, steps, idle.python_stacks === true));
     const hist = histogramChart(device.gap_histogram);
     const gaps = device.largest_gaps ?? [];
     out.push(
@@ -2219,14 +2661,32 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           subhead("Largest gaps", "The longest idle gaps and what the launching host thread was doing."),
           gaps.length ? table(
             [
-              { header: "Step", cell: (g) => isNum(g.step) ? `#${g.step}` : "n/a" },
+              {
+                header: "Step",
+                title: "Click to open the timeline at this gap.",
+                cell: (g) => {
+                  if (!isNum(g.step)) return "n/a";
+                  if (!onGap) return `#${g.step}`;
+                  const b = el("button", { type: "button", className: "link gap-open", title: "Open the timeline of this step at this gap, highlighted." }, `#${g.step}`);
+                  b.addEventListener("click", () => onGap(g));
+                  return b;
+                }
+              },
               { header: "At", numeric: true, title: "Start of the gap, from the start of its step.", cell: (g) => fmtDuration(g.offset_us) },
               { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
               {
                 header: "Cause",
-                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync && g.cause !== "host_sync" ? " (opened by a sync)" : ""),
                 cellTitle: (g) => gapCauseTitle(g)
               },
+              ...idle.python_stacks ? [
+                {
+                  header: "Python",
+                  className: "name-col",
+                  title: "The user Python frame of the launching thread that held most of the gap (library frames folded into it).",
+                  cell: (g) => g.python_frame ? nameCell(shortFrame(g.python_frame), g.python_frame) : "none recorded"
+                }
+              ] : [],
               {
                 header: "Host was in",
                 className: "name-col",
@@ -2243,6 +2703,55 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const n = notes(idle.notes);
     if (n) out.push(n);
     return out;
+  }
+  function pythonFrames(device, steps, hasStacks) {
+    const head = subhead(
+      "Python the host was in while the GPU idled",
+      "Per frame: GPU idle time while the launching thread was in this user Python function (library, torch and standard-library frames folded into the nearest user frame) ÷ number of steps."
+    );
+    if (!hasStacks) {
+      return col(
+        head,
+        el("p", { className: "muted" }, "This trace has no Python stacks: record with torch.profiler.profile(with_stack=True) to see which Python functions the GPU waited for.")
+      );
+    }
+    const rows = pythonFrameRows(device);
+    if (!rows.length) return col(head, el("p", { className: "muted" }, "No recorded Python frame on the launching threads during the idle gaps."));
+    return col(
+      head,
+      table(
+        [
+          { header: "Function", className: "name-col", title: "As Kineto names it: file(first line): function.", cell: (r) => nameCell(r.short, r.frame) },
+          { header: "Per step", numeric: true, title: "GPU idle time while the host was in this frame ÷ number of steps.", cell: (r) => fmtDuration(r.perStepUs) },
+          { header: "Of idle", numeric: true, title: DEFINITIONS.fraction_of_idle, cell: (r) => fmtPercent(r.fractionOfIdle) },
+          {
+            header: "Mostly",
+            title: "The idle cause holding most of this frame's idle time.",
+            cell: (r) => r.mainCause ? el("span", null, el("span", { className: `swatch idle-${r.mainCause}` }), IDLE_LABELS[r.mainCause] ?? r.mainCause) : "n/a"
+          },
+          {
+            header: "After a sync",
+            numeric: true,
+            title: "Per step: idle in gaps opened by a host synchronisation, spent after the host left the frame that synchronised.",
+            cell: (r) => r.afterSyncUs > 0 ? fmtDuration(steps ? r.afterSyncUs / steps : r.afterSyncUs) : "–"
+          },
+          { header: "Per step, each", numeric: true, title: "Idle in this frame in each profiled step.", cell: (r) => r.perStepUsList.map((v) => fmtDuration(v)).join(" · ") },
+          { header: "Called from", className: "name-col", cell: (r) => callersCell(r, steps) }
+        ],
+        rows,
+        { limit: 10 }
+      )
+    );
+  }
+  function callersCell(r, steps) {
+    if (!r.callers.length || r.callers.every((c) => !c.path.length)) return el("span", { className: "muted" }, "(outermost)");
+    const details = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
+    const list = el("ol", { className: "callers" });
+    for (const c of r.callers) {
+      list.append(el("li", { title: c.path.join("\n") }, `${fmtDuration(steps ? c.us / steps : c.us)} per step: `, c.path.map(shortFrame).join(" ‹ ") || "(outermost)"));
+    }
+    details.append(list);
+    return details;
   }
   function gapCauseTitle(g) {
     const parts = Object.entries(g.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0).map(([k, v]) => `${IDLE_LABELS[k] ?? k}: ${fmtDuration(v)}`);
@@ -2303,7 +2812,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         col(
           subhead("Kernel duration histogram", "Kernels that start in a step window, by duration (log-spaced bins), all steps together."),
           hist.labels.length ? chart(
-            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps." }),
+            histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps.", steps: s.steps?.count ?? void 0 }),
             `Histogram of kernel durations; bins shorter than ${fmtDuration(shortUs)} highlighted`
           ).node : el("p", { className: "muted" }, "No kernels in the step windows."),
           el(
@@ -2326,8 +2835,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const stepCount = s.steps?.count;
     const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : k.per_step?.length ?? 0;
     const perStep = (v) => isNum(v) && nSteps > 0 ? v / nSteps : null;
+    const listed = [...k.top_by_time ?? [], ...k.top_by_count ?? []].map((r) => r.name);
+    const cut = shortenNames(listed);
+    const shown = new Map(listed.map((name, i) => [name, cut[i]]));
     const kernelColumns = [
-      { header: "Kernel", className: "name-col", cell: (r) => nameCell(r.name, r.full_name ?? r.name) },
+      { header: "Kernel", className: "name-col", cell: (r) => nameCell(shown.get(r.name) ?? r.name, r.full_name ?? r.name) },
       { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtCount(perStep(r.count), 1) },
       { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r) => fmtDuration(perStep(r.time_us)) },
       { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r) => fmtDuration(r.mean_us) },
@@ -2486,11 +2998,11 @@ ${more.trim()}` : ""));
     const steady = f.steady_state_steps ?? [];
     const excess = f.excess_reserved_growth_bytes_per_step;
     return {
-      label: "new segments despite cache",
-      value: fmtCount(f.events),
-      sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : void 0,
+      label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state ${steady.length === 1 ? "step" : "steps"})`,
+      value: fmtCount(f.steady_state_events),
+      sub: steady.length ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated` : void 0,
       definition: DEFINITIONS.fragmentation_events,
-      tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : ""
+      tone: isNum(f.steady_state_events) && f.steady_state_events > 0 ? "warn" : ""
     };
   }
 
@@ -2615,6 +3127,579 @@ ${more.trim()}` : ""));
     }
     return out;
   }
+
+  // src/timeline.ts
+  var KERNEL_CLASSES = /* @__PURE__ */ new Set(["compute", "communication"]);
+  function medianStep(summary) {
+    const steps = summary.steps?.steps ?? [];
+    if (!steps.length) return null;
+    const sorted = steps.map((s) => s.duration_us).sort((a, b) => a - b);
+    const median = sorted[Math.floor((sorted.length - 1) / 2)];
+    let best = steps[0];
+    for (const s of steps) if (Math.abs(s.duration_us - median) < Math.abs(best.duration_us - median)) best = s;
+    return best.number;
+  }
+  function slowestStep(summary) {
+    const steps = summary.steps?.steps ?? [];
+    if (!steps.length) return null;
+    return steps.reduce((a, b) => b.duration_us > a.duration_us ? b : a).number;
+  }
+  function worstGap(summary) {
+    const idle = summary.idle;
+    const device = idle?.devices?.find((d) => d.device === idle.main_device) ?? idle?.devices?.[0];
+    const gap = device?.largest_gaps?.[0];
+    return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
+  }
+  var DIAGNOSIS_CAUSES = {
+    gpu_idle_dataloader: "data_loading",
+    gpu_idle_host_sync: "host_sync",
+    gpu_idle_host_untraced: "host_untraced",
+    optimizer_step_bound: "optimizer_step",
+    low_gpu_utilization: null
+  };
+  function momentOf(d, summary) {
+    if (!(d.id in DIAGNOSIS_CAUSES)) return null;
+    const cause = DIAGNOSIS_CAUSES[d.id];
+    const idle = summary.idle;
+    const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
+    let best = null;
+    for (const g of device?.largest_gaps ?? []) {
+      if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
+      if (cause !== null && g.cause !== cause) continue;
+      if (!best || g.length_us > best.length_us) best = g;
+    }
+    return best;
+  }
+  function gapView(gap) {
+    const start = gap.offset_us ?? 0;
+    const end = start + gap.length_us;
+    const pad = Math.max(gap.length_us / 2, 10);
+    return { window: [start - pad, end + pad], mark: [start, end] };
+  }
+  function kernelCount(doc) {
+    let n = 0;
+    for (const lane of doc.lanes) {
+      if (lane.kind !== "gpu_stream") continue;
+      lane.event_class.forEach((c, i) => {
+        if (KERNEL_CLASSES.has(doc.classes[c])) n += lane.count[i];
+      });
+    }
+    return n;
+  }
+  function idleTotals(doc) {
+    const out = /* @__PURE__ */ new Map();
+    for (const lane of doc.lanes) {
+      if (lane.kind !== "idle") continue;
+      const device = lane.device ?? -1;
+      const entry = out.get(device) ?? { total: 0, causes: /* @__PURE__ */ new Map() };
+      lane.dur_us.forEach((d, i) => {
+        const cause = doc.classes[lane.event_class[i]].replace(/^idle:/, "");
+        entry.total += d;
+        entry.causes.set(cause, (entry.causes.get(cause) ?? 0) + d);
+      });
+      out.set(device, entry);
+    }
+    for (const entry of out.values()) entry.total = Math.round(entry.total * 1e3) / 1e3;
+    return out;
+  }
+  function launchingOp(doc, correlation) {
+    if (correlation < 0) return null;
+    for (let l = 0; l < doc.lanes.length; l += 1) {
+      const lane = doc.lanes[l];
+      if (lane.kind !== "host_thread") continue;
+      for (let i = 0; i < lane.correlation.length; i += 1) {
+        if (lane.correlation[i] !== correlation || lane.depth[i] !== 2) continue;
+        const t = lane.offset_us[i];
+        const ops = [];
+        const opIndices = [];
+        for (let j = 0; j < lane.offset_us.length; j += 1) {
+          if (lane.depth[j] < 2 && lane.offset_us[j] <= t && t < lane.offset_us[j] + lane.dur_us[j]) {
+            ops.push(lane.name[j] >= 0 ? doc.names[lane.name[j]] : "(several ops)");
+            opIndices.push(j);
+          }
+        }
+        return { lane: l, index: i, call: doc.names[lane.name[i]] ?? "", ops, opIndices };
+      }
+    }
+    return null;
+  }
+  function subRows(lane) {
+    return lane.kind === "host_thread" || lane.kind === "dataloader_thread" ? 3 : 1;
+  }
+  function visibleRows(doc, lo, hi, usPerPx) {
+    const rows = [];
+    doc.lanes.forEach((lane, l) => {
+      const open = /* @__PURE__ */ new Map();
+      for (let i = 0; i < lane.offset_us.length; i += 1) {
+        const start = lane.offset_us[i];
+        const end = start + lane.dur_us[i];
+        if (end < lo || start > hi) continue;
+        const sub = lane.kind === "host_thread" || lane.kind === "dataloader_thread" ? Math.min(lane.depth[i], 2) : 0;
+        const narrow = end - start < usPerPx;
+        const last = open.get(sub);
+        if (narrow && last && last[2] - last[1] < usPerPx * 4 && start - last[2] < usPerPx && (last[5] === -1 || lane.dur_us[last[5]] < usPerPx)) {
+          last[2] = Math.max(last[2], end);
+          last[5] = -1;
+          last[6] += lane.count[i];
+          continue;
+        }
+        const row2 = [l, start, end, sub, lane.event_class[i], i, lane.count[i]];
+        rows.push(row2);
+        open.set(sub, row2);
+      }
+    });
+    return rows;
+  }
+  function stackSteps(a, aName, b, bName) {
+    const shift = a.names.length;
+    const relabel = (lane, name, offset) => ({
+      ...lane,
+      label: `${name}: ${lane.label}`,
+      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name
+    });
+    return {
+      ...a,
+      duration_us: Math.max(a.duration_us, b.duration_us),
+      names: [...a.names, ...b.names],
+      lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))]
+    };
+  }
+
+  // src/panels/timeline.ts
+  var GRID_LEFT = 170;
+  function colorOf2(cls, p) {
+    if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
+    const map = {
+      compute: p.breakdown.kernel,
+      communication: p.breakdown.communication,
+      memcpy: p.breakdown.memcpy,
+      memset: p.breakdown.memset,
+      data_loading: p.idle.data_loading,
+      host_sync: p.idle.host_sync,
+      optimizer_step: p.idle.optimizer_step,
+      launching: p.breakdown.runtime,
+      cpu_ops: p.breakdown.cpu_exec
+    };
+    return map[cls] ?? p.neutral;
+  }
+  function classLabel(cls) {
+    if (cls.startsWith("idle:")) return `idle: ${IDLE_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
+    return cls.replace("_", " ");
+  }
+  var TimelineView = class {
+    constructor(summary, host) {
+      this.summary = summary;
+      this.host = host;
+      this.doc = null;
+      this.step = null;
+      this.window = null;
+      this.mark = null;
+      this.instance = null;
+      this.highlight = /* @__PURE__ */ new Set();
+      // "lane:index"
+      this.selectedKernel = null;
+      this.own = null;
+      // this span's step (doc: with a stacked rank)
+      this.peer = null;
+      this.controller = null;
+      const steps = summary.steps?.steps ?? [];
+      this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
+      for (const s of steps) this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration_us)})`));
+      this.picker.addEventListener("change", () => this.pick({ step: Number(this.picker.value) }));
+      const button = (id, text, title, target) => {
+        const b = el("button", { type: "button", className: "link", id, title }, text);
+        b.addEventListener("click", () => {
+          const t = target();
+          if (t) this.pick(t);
+        });
+        return b;
+      };
+      const median = medianStep(summary);
+      const slowest = slowestStep(summary);
+      const gap = worstGap(summary);
+      this.download = el(
+        "a",
+        { className: "link", id: "ki-timeline-download", title: "The shown window cut from the trace file (every event kept, partial overlaps on sibling tracks): open it in Perfetto UI or chrome://tracing by hand." },
+        "Download window"
+      );
+      this.download.setAttribute("download", "");
+      const perfetto = el(
+        "button",
+        { type: "button", className: "link", id: "ki-timeline-perfetto", title: `Open the shown window in Perfetto UI (${host.perfettoUrl ?? "not configured"}), zoomed to it.` },
+        "Open in Perfetto"
+      );
+      perfetto.disabled = !host.perfettoUrl;
+      perfetto.addEventListener("click", () => this.openPerfetto());
+      this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
+      let peerPicker = null;
+      if (host.peers.length) {
+        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+        select.append(el("option", { value: "" }, "none"));
+        for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
+        select.addEventListener("change", () => {
+          this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+          void this.loadPeer();
+        });
+        peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
+      }
+      this.info = el("p", { className: "note", id: "ki-timeline-info" });
+      this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
+      this.body = el("div", { className: "timeline-body" });
+      this.node = el(
+        "div",
+        { className: "timeline", id: "ki-timeline" },
+        el(
+          "div",
+          { className: "timeline-controls" },
+          el("label", { className: "field" }, el("span", { className: "field-label" }, "Step"), this.picker),
+          median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
+          slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
+          gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? void 0, ...gapView(gap) })) : null,
+          peerPicker,
+          perfetto,
+          this.download,
+          this.perfettoStatus
+        ),
+        this.info,
+        this.body,
+        this.launch
+      );
+    }
+    // The default view: the median step.
+    defaultStep() {
+      return medianStep(this.summary);
+    }
+    pick(target) {
+      this.host.changed(target, true);
+      void this.show(target);
+    }
+    // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
+    // highlighted.
+    async show(target) {
+      const step = target.step ?? this.defaultStep();
+      if (step === null) {
+        this.body.replaceChildren(el("div", { className: "state empty" }, "No steps to show."));
+        return;
+      }
+      this.window = target.window ?? null;
+      this.mark = target.mark ?? null;
+      this.picker.value = String(step);
+      if (this.doc && this.step === step) {
+        this.applyView();
+        return;
+      }
+      this.step = step;
+      this.doc = null;
+      this.controller?.abort();
+      const controller = new AbortController();
+      this.controller = controller;
+      this.body.replaceChildren(spinner(`Loading step #${step}…`));
+      let answer;
+      try {
+        answer = await getReady("timeline", { ...this.host.span, step }, controller.signal, () => void 0);
+      } catch {
+        return;
+      }
+      if (controller.signal.aborted || this.step !== step) return;
+      if (!answer.ok || !answer.body) {
+        this.body.replaceChildren(el("div", { className: "state error", role: "alert" }, answer.error ?? "unknown error"));
+        return;
+      }
+      this.own = answer.body;
+      this.doc = answer.body;
+      if (this.peer) await this.loadPeer();
+      else this.draw();
+    }
+    // Stack the chosen rank's same step under this one (or go back to this span alone).
+    async loadPeer() {
+      const own = this.own;
+      if (!own) return;
+      const peer = this.peer;
+      if (!peer) {
+        this.doc = own;
+        this.draw();
+        return;
+      }
+      const span = { run: this.host.span.run, worker: peer.worker, span: peer.span };
+      const controller = new AbortController();
+      let answer;
+      try {
+        answer = await getReady("timeline", { ...span, step: own.step }, controller.signal, () => void 0);
+      } catch {
+        return;
+      }
+      if (this.own !== own || this.peer !== peer) return;
+      if (!answer.ok || !answer.body) {
+        this.doc = own;
+        this.draw();
+        this.launch.replaceChildren(`${peer.worker} has no step #${own.step} to stack: ${answer.error ?? "unknown error"}`);
+        return;
+      }
+      this.doc = stackSteps(own, this.host.span.worker ?? "this rank", answer.body, peer.worker);
+      this.draw();
+    }
+    range() {
+      const doc = this.doc;
+      return this.window ?? [0, doc.duration_us];
+    }
+    draw() {
+      const doc = this.doc;
+      const own = this.own ?? doc;
+      const kernels = kernelCount(own);
+      const idle = idleTotals(own);
+      const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
+      this.info.replaceChildren(
+        `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
+        idleText ? `, ${idleText}` : "",
+        doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
+        ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it."
+      );
+      const mainDevice2 = this.summary.idle?.main_device ?? [...idle.keys()][0];
+      this.info.dataset.kernels = String(kernels);
+      this.info.dataset.idleUs = String(idle.get(mainDevice2 ?? -1)?.total ?? 0);
+      this.info.dataset.step = String(doc.step);
+      this.info.dataset.lanes = String(doc.lanes.length);
+      this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
+      const labels = doc.lanes.map((l) => l.label);
+      const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
+      const [lo, hi] = this.range();
+      const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
+        this.instance = instance;
+        instance.on("datazoom", () => this.zoomed());
+        instance.on("click", (params) => this.clicked(params));
+        this.setViewData();
+      });
+      box.node.id = "ki-timeline-chart";
+      this.body.replaceChildren(box.node);
+      this.launch.replaceChildren();
+      this.highlight.clear();
+      this.selectedKernel = null;
+    }
+    usPerPx(lo, hi) {
+      const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+      return (hi - lo) / width;
+    }
+    option(labels, lo, hi) {
+      const doc = this.doc;
+      const p = this.host.pal;
+      const subs = doc.lanes.map(subRows);
+      const min = Math.min(0, ...doc.lanes.map((l) => l.offset_us.length ? Math.min(...l.offset_us) : 0));
+      return {
+        animation: false,
+        backgroundColor: "transparent",
+        textStyle: { color: p.text },
+        grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+        xAxis: {
+          type: "value",
+          min,
+          max: doc.duration_us,
+          name: "time after the step window's start",
+          nameLocation: "middle",
+          nameGap: 24,
+          axisLabel: { color: p.muted, formatter: (v) => fmtDuration(v) },
+          splitLine: { lineStyle: { color: p.split } }
+        },
+        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+        dataZoom: [
+          { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
+          { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v) => fmtDuration(v) }
+        ],
+        tooltip: { trigger: "item", confine: true, formatter: (params) => this.tip(params) },
+        series: [
+          {
+            id: "mark",
+            type: "custom",
+            silent: true,
+            data: [],
+            renderItem: (params, api) => {
+              const a = api.coord([api.value(0), 0]);
+              const b = api.coord([api.value(1), 0]);
+              const cs = params.coordSys;
+              const x0 = Math.max(cs.x, Math.min(a[0], b[0]));
+              const x1 = Math.min(cs.x + cs.width, Math.max(a[0], b[0]));
+              if (x1 <= x0) return null;
+              return { type: "rect", shape: { x: x0, y: cs.y, width: Math.max(2, x1 - x0), height: cs.height }, style: { fill: p.accent, opacity: 0.15, stroke: p.accent, lineWidth: 1 } };
+            }
+          },
+          {
+            id: "events",
+            type: "custom",
+            data: [],
+            encode: { x: [1, 2], y: 0 },
+            progressive: 2e4,
+            renderItem: (params, api) => {
+              const lane = api.value(0);
+              const a = api.coord([api.value(1), lane]);
+              const b = api.coord([api.value(2), lane]);
+              const band = (api.size?.([0, 1]))[1];
+              const n = subs[lane] ?? 1;
+              const h = band * 0.8 / n;
+              const y = a[1] - band * 0.4 + api.value(3) * h;
+              const cs = params.coordSys;
+              const x0 = Math.max(cs.x, a[0]);
+              const x1 = Math.min(cs.x + cs.width, Math.max(b[0], a[0] + 1));
+              if (x1 <= x0) return null;
+              const key = `${lane}:${api.value(5)}`;
+              const lit = this.highlight.has(key);
+              return {
+                type: "rect",
+                shape: { x: x0, y, width: Math.max(1, x1 - x0), height: Math.max(1, h - 1) },
+                style: {
+                  fill: colorOf2(doc.classes[api.value(4)] ?? "", p),
+                  stroke: lit ? p.text : void 0,
+                  lineWidth: lit ? 2 : 0,
+                  opacity: this.highlight.size && !lit ? 0.45 : 1
+                }
+              };
+            }
+          }
+        ]
+      };
+    }
+    // Data for the range shown (level of detail), and the address bar's view.
+    setViewData() {
+      if (!this.instance || !this.doc) return;
+      const [lo, hi] = this.range();
+      const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
+      this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
+      this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+      const chartNode = this.body.querySelector("#ki-timeline-chart");
+      if (chartNode) {
+        chartNode.dataset.rows = String(rows.length);
+        chartNode.dataset.window = `${lo}~${hi}`;
+        chartNode.dataset.mark = this.mark ? `${this.mark[0]}~${this.mark[1]}` : "";
+      }
+    }
+    // The window sent to Perfetto: the zoomed range, else the server's default (the step
+    // with 10 % of its length on each side).
+    windowParams() {
+      return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+    }
+    // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
+    // user's gesture), PING until it answers PONG, then post the window's bytes with a
+    // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
+    openPerfetto() {
+      const doc = this.doc;
+      const base3 = this.host.perfettoUrl;
+      if (!doc || !base3) return;
+      const margin = Math.trunc(Math.round(doc.duration_us * 1e3) * 0.1);
+      const [startNs, endNs] = this.window ? [doc.trace_start_ns + Math.round(this.window[0] * 1e3), doc.trace_start_ns + Math.round(this.window[1] * 1e3)] : [doc.trace_start_ns - margin, doc.trace_start_ns + Math.round(doc.duration_us * 1e3) + margin];
+      let target;
+      try {
+        target = new URL(base3, window.location.href);
+      } catch {
+        this.perfettoStatus.textContent = `Not a valid Perfetto address: ${base3}`;
+        return;
+      }
+      target.searchParams.set("visStart", String(startNs));
+      target.searchParams.set("visEnd", String(endNs));
+      const handle = window.open(target.href, "_blank");
+      if (!handle) {
+        this.perfettoStatus.textContent = "The browser blocked the new tab: allow pop-ups for this page, or use Download window.";
+        return;
+      }
+      const span = this.host.span;
+      const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+      const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+      const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then(
+        (r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))
+      );
+      this.perfettoStatus.textContent = "Opening Perfetto UI…";
+      const origin = target.origin;
+      let answered = false;
+      const ping = window.setInterval(() => handle.postMessage("PING", origin), 50);
+      const stop = () => {
+        window.clearInterval(ping);
+        window.removeEventListener("message", onMessage);
+      };
+      const onMessage = (event) => {
+        if (event.source !== handle || event.data !== "PONG") return;
+        answered = true;
+        stop();
+        bytes.then(
+          (buffer) => {
+            handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
+            this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+          },
+          (err) => {
+            this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
+          }
+        );
+      };
+      window.addEventListener("message", onMessage);
+      window.setTimeout(() => {
+        if (answered) return;
+        stop();
+        this.perfettoStatus.textContent = `Perfetto UI did not answer at ${origin}; use Download window.`;
+      }, 3e4);
+    }
+    applyView() {
+      if (!this.instance || !this.doc) return;
+      const [lo, hi] = this.range();
+      this.instance.dispatchAction({ type: "dataZoom", startValue: lo, endValue: hi });
+      this.setViewData();
+    }
+    zoomed() {
+      if (!this.instance || !this.doc) return;
+      const zoom = this.instance.getOption().dataZoom?.[0];
+      if (!zoom || typeof zoom.startValue !== "number" || typeof zoom.endValue !== "number") return;
+      const window2 = [zoom.startValue, zoom.endValue];
+      const [lo, hi] = this.range();
+      if (Math.abs(window2[0] - lo) < 1e-6 && Math.abs(window2[1] - hi) < 1e-6) return;
+      this.window = window2;
+      this.setViewData();
+      this.host.changed({ step: this.step ?? void 0, window: window2, mark: this.mark ?? void 0 }, false);
+    }
+    event(row2) {
+      const doc = this.doc;
+      const lane = doc.lanes[row2[0]];
+      const index = row2[5];
+      const name = index >= 0 ? doc.names[lane.name[index]] ?? "" : `${fmtCount(row2[6])} events (zoom in to see each)`;
+      return { lane, name, cls: doc.classes[row2[4]] ?? "" };
+    }
+    tip(params) {
+      const row2 = params.data;
+      if (params.seriesId !== "events" || !row2 || !this.doc) return "";
+      const { lane, name, cls } = this.event(row2);
+      const rows = [
+        { label: "class", value: classLabel(cls), color: colorOf2(cls, this.host.pal) },
+        { label: "start", value: `${fmtDuration(row2[1])} after the step start` },
+        { label: "duration", value: fmtDuration(row2[2] - row2[1]) },
+        { label: "lane", value: lane.label }
+      ];
+      if (row2[5] >= 0 && lane.kind === "gpu_stream") {
+        const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
+        rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: void 0 });
+      }
+      if (row2[6] > 1) rows.push({ label: "events", value: fmtCount(row2[6]) });
+      return tipNode(name, rows);
+    }
+    clicked(params) {
+      const row2 = params.data;
+      if (params.seriesId !== "events" || !row2 || !this.doc || row2[5] < 0) return;
+      const { lane, name, cls } = this.event(row2);
+      const key = `${row2[0]}:${row2[5]}`;
+      this.highlight.clear();
+      if (lane.kind !== "gpu_stream" || !KERNEL_CLASSES.has(cls) || this.selectedKernel === key) {
+        this.selectedKernel = null;
+        this.launch.replaceChildren();
+        this.setViewData();
+        return;
+      }
+      this.selectedKernel = key;
+      this.highlight.add(key);
+      const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
+      if (launch) {
+        this.highlight.add(`${launch.lane}:${launch.index}`);
+        for (const j of launch.opIndices) this.highlight.add(`${launch.lane}:${j}`);
+        this.launch.replaceChildren(`${name}: launched by ${launch.call}`, launch.ops.length ? ` in ${launch.ops.join(" › ")}` : "", ` (${this.doc.lanes[launch.lane].label}). Click it again to clear.`);
+      } else {
+        this.launch.replaceChildren(`${name}: its launch is not in this step's window (launched earlier, or no correlation id).`);
+      }
+      this.launch.dataset.kernel = name;
+      this.setViewData();
+    }
+  };
 
   // src/theme.ts
   var LIGHT = {
@@ -2766,6 +3851,14 @@ ${more.trim()}` : ""));
     const state = emptyState();
     state.mode = get("mode") === "diff" ? "diff" : "run";
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
+    const step = Number(get("step"));
+    if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
+      state.run.step = step;
+      const window2 = parseRange(get("window"));
+      if (window2) state.run.window = window2;
+      const mark = parseRange(get("mark"));
+      if (mark) state.run.mark = mark;
+    }
     if (get("ranks") === "all") {
       state.run.allRanks = true;
       const index = Number(get("span_index"));
@@ -2783,13 +3876,20 @@ ${more.trim()}` : ""));
       if (value !== void 0 && value !== "") out.push([PREFIX + key, String(value)]);
     };
     if (state.mode === "diff") put("mode", "diff");
-    put("run", state.run.run);
-    if (state.run.allRanks) {
-      put("ranks", "all");
-      if (state.run.spanIndex !== void 0 && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
-    } else {
-      put("worker", state.run.worker);
-      put("span", state.run.span);
+    if (state.mode === "run") {
+      put("run", state.run.run);
+      if (state.run.allRanks) {
+        put("ranks", "all");
+        if (state.run.spanIndex !== void 0 && state.run.spanIndex !== -1) put("span_index", state.run.spanIndex);
+      } else {
+        put("worker", state.run.worker);
+        put("span", state.run.span);
+        if (state.run.step !== void 0) {
+          put("step", state.run.step);
+          if (state.run.window) put("window", formatRange(state.run.window));
+          if (state.run.mark) put("mark", formatRange(state.run.mark));
+        }
+      }
     }
     if (state.mode === "diff") {
       for (const [name, side] of [
@@ -2804,6 +3904,21 @@ ${more.trim()}` : ""));
       }
     }
     return out;
+  }
+  function formatRange(range) {
+    const num = (v) => String(Math.round(v * 1e3) / 1e3);
+    return `${num(range[0])}~${num(range[1])}`;
+  }
+  function parseRange(text) {
+    if (!text) return null;
+    const m = /^(-?\d+(?:\.\d+)?)~(-?\d+(?:\.\d+)?)$/.exec(text);
+    if (!m) return null;
+    const a = Number(m[1]);
+    const b = Number(m[2]);
+    return Number.isFinite(a) && Number.isFinite(b) && b > a ? [a, b] : null;
+  }
+  function sameState(a, b) {
+    return JSON.stringify(paramsFromState(a)) === JSON.stringify(paramsFromState(b));
   }
   function mergeHash(hash, state) {
     const parsed = parseHash(hash);
@@ -2883,8 +3998,14 @@ ${more.trim()}` : ""));
     ["overview", "Overview", "Where each step's time goes (exclusive breakdown of the step window) and how busy the GPU is."],
     ["kernels", "Kernel density", "How many kernels, how short, how launch-bound; which ones dominate; which short sequences could be fused."],
     ["idle", "Idle gaps", "When the GPU waits inside a step, and what the host was doing then."],
+    [
+      "timeline",
+      "Timeline",
+      "One step at a time: each GPU stream's kernels, the host threads that launch them, data loading, and the GPU's idle time by cause (the Idle panel's figures)."
+    ],
     ["communication", "Communication", "Collective time per step, how much of it compute hides, bandwidth per kind, and skew across ranks."],
     ["memory", "Memory", "Allocated and reserved memory over time, per step, and what is still alive at the end."],
+    ["efficiency", "Efficiency", "Busy but slow? Each op group's achieved FLOP/s and bytes/s against this GPU's roofline."],
     ["health", "Trace health", "What the reader found in the file: events, damage, and Kineto's own warnings."]
   ];
   function progressText(p) {
@@ -2907,8 +4028,11 @@ ${more.trim()}` : ""));
       // key of the view being loaded or shown
       this.runView = null;
       this.spanDiag = null;
+      this.drawComm = null;
       this.controller = null;
       this.runsTimer = null;
+      this.timeline = null;
+      this.perfettoUrl = null;
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
       this.linkNotice = null;
@@ -2945,6 +4069,9 @@ ${more.trim()}` : ""));
         this.banner,
         this.main
       );
+      const target = this.hashWindow();
+      target.addEventListener("hashchange", () => this.fromAddressBar());
+      target.addEventListener("popstate", () => this.fromAddressBar());
       watchTheme(win, (dark) => {
         this.pal = palette(dark);
         this.applyTheme();
@@ -2975,17 +4102,56 @@ ${more.trim()}` : ""));
       }
       return this.win;
     }
-    writeHash() {
+    // `push`: a new history entry (Back returns to the view before), else the current one
+    // is replaced.
+    writeHash(push = false) {
       const target = this.hashWindow();
       try {
         let hash = mergeHash(target.location.hash, this.state);
         if (target !== this.win && !parseHash(hash).tab) hash = `${this.pluginName}${hash ? `&${hash}` : ""}`;
         const url = new URL(target.location.href);
         url.hash = hash;
-        if (url.href !== target.location.href) target.history.replaceState(target.history.state, "", url.href);
+        if (url.href === target.location.href) return;
+        if (push) target.history.pushState(target.history.state, "", url.href);
+        else target.history.replaceState(target.history.state, "", url.href);
       } catch (err) {
         console.warn("kineto-insights: cannot keep the selection in the URL", err);
       }
+    }
+    // The address bar changed under the page (a pasted link, Back, Forward): show what it
+    // names. Our own writes (replaceState/pushState) fire neither event.
+    fromAddressBar() {
+      const next = stateFromHash(this.hashWindow().location.hash);
+      if (sameState(next, this.state) || !this.runs.length) return;
+      const key = this.viewKey();
+      this.state = next;
+      this.linkNotice = null;
+      this.showBanner(null);
+      this.resolve();
+      this.drawControls();
+      this.updateLoadState();
+      if (this.viewKey() === key && this.timeline && this.main.dataset.view === key) void this.timeline.show(this.timelineTarget());
+      else void this.load(false);
+    }
+    timelineTarget() {
+      const r = this.state.run;
+      return { step: r.step, window: r.window, mark: r.mark };
+    }
+    // A diagnosis with a place in time opens the timeline there.
+    momentOpener(summary) {
+      return (d) => {
+        const gap = momentOf(d, summary);
+        return gap ? () => this.openGap(gap) : null;
+      };
+    }
+    // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
+    openGap(gap) {
+      if (typeof gap.step !== "number") return;
+      const target = { step: gap.step, ...gapView(gap) };
+      Object.assign(this.state.run, target);
+      this.writeHash(true);
+      void this.timeline?.show(target);
+      this.go("timeline");
     }
     // ---------------------------------------------------------------- runs
     async refreshRuns(reloadView) {
@@ -3000,6 +4166,7 @@ ${more.trim()}` : ""));
         return;
       }
       const body = answer.body;
+      this.perfettoUrl = body.perfetto_url ?? null;
       const before = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
       this.runs = body.runs ?? [];
       const after = JSON.stringify(this.runs.map((r) => [r.run, r.workers.map((w) => [w.worker, w.spans.map((s) => s.span)])]));
@@ -3008,14 +4175,8 @@ ${more.trim()}` : ""));
       if (!this.runs.length) {
         this.controls.replaceChildren();
         this.nav.replaceChildren();
-        this.main.replaceChildren(
-          el(
-            "div",
-            { className: "state empty" },
-            body.scanning ? "Still looking for traces in the log directory…" : "No PyTorch profiler traces (*.pt.trace.json[.gz]) in the log directory. Profile with torch.profiler.tensorboard_trace_handler(logdir) and point TensorBoard at it."
-          )
-        );
-        this.scheduleRuns(body.scanning ? 1e3 : 1e4);
+        this.main.replaceChildren(emptyLogdir(body));
+        this.scheduleRuns(body.scanning ? 1e3 : EMPTY_RECHECK_MS);
         return;
       }
       const changed = before !== after || this.current === null;
@@ -3146,7 +4307,7 @@ ${more.trim()}` : ""));
           (worker?.spans ?? []).map((x) => [x.span, spanLabel(x)]),
           s.run.span ?? "",
           (v) => {
-            s.run.span = v;
+            s.run = { run: s.run.run, worker: s.run.worker, span: v };
             this.changed();
           },
           "One trace file (profiling window) of this worker."
@@ -3308,17 +4469,41 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
+      const onGap = (g) => this.openGap(g);
       fill(
         byId.idle,
-        () => idlePanel(summary, this.pal, this.idleDevice, (d) => {
-          this.idleDevice = d;
-          fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice));
-        })
+        () => idlePanel(
+          summary,
+          this.pal,
+          this.idleDevice,
+          (d) => {
+            this.idleDevice = d;
+            fill(byId.idle, () => idlePanel(summary, this.pal, this.idleDevice, void 0, onGap));
+          },
+          onGap
+        )
       );
-      fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock()));
+      const s = this.state.run;
+      const timeline = new TimelineView(summary, {
+        pal: this.pal,
+        span: { run: s.run, worker: s.worker, span: s.span },
+        perfettoUrl: this.perfettoUrl,
+        peers: (this.run(s.run)?.workers ?? []).filter((w) => w.worker !== s.worker && w.spans.length).map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+        changed: (target, push) => {
+          this.state.run.step = target.step;
+          this.state.run.window = target.window;
+          this.state.run.mark = target.mark;
+          this.writeHash(push);
+        }
+      });
+      this.timeline = timeline;
+      fill(byId.timeline, () => [timeline.node]);
+      void timeline.show(this.timelineTarget());
+      this.drawComm = () => fill(byId.communication, () => communicationPanel(summary, this.pal, this.acrossRanksBlock(), this.runKinds()));
+      this.drawComm();
       const drawMemory = () => fill(
         byId.memory,
         () => memoryPanel(summary, this.pal, this.memoryDevice, (d) => {
@@ -3327,6 +4512,7 @@ ${more.trim()}` : ""));
         })
       );
       drawMemory();
+      fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
       fill(byId.health, () => healthPanel(summary));
     }
     // A span's own diagnoses, with those the view across ranks replaces (its exact
@@ -3341,6 +4527,13 @@ ${more.trim()}` : ""));
       if (!replaced.size) return summary.diagnoses;
       const fromRun = (view.diagnoses ?? []).filter((d) => replaced.has(d.id) && d.evidence?.worker === worker);
       return [...summary.diagnoses.filter((d) => !replaced.has(d.id)), ...fromRun];
+    }
+    // The run's bandwidth per kind from the matched transfer, once the view across ranks
+    // of this (multi-worker) run has arrived; null before or without one.
+    runKinds() {
+      const rv = this.runView;
+      const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+      return view && view.worker_count > 1 && view.kinds?.length ? view.kinds : null;
     }
     // The per-rank section inside the communication panel of a multi-worker run.
     acrossRanksBlock() {
@@ -3368,7 +4561,12 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+      }
+      if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
+        this.drawComm();
+        disposeDetached();
+        return;
       }
       const box = this.win.document.getElementById("ki-across-ranks");
       const fresh = this.acrossRanksBlock();
@@ -3399,8 +4597,16 @@ ${more.trim()}` : ""));
       this.drawRanks(diag, ranks, answer.body);
       void this.refreshRunsQuietly();
     }
+    // Switch from the view across ranks to one worker's own span (false: no such worker).
+    openWorker(worker) {
+      const run = this.run(this.state.run.run);
+      if (!run || !run.workers.some((w) => w.worker === worker)) return false;
+      this.state.run = { run: run.run, worker };
+      this.changed();
+      return true;
+    }
     drawRanks(diag, ranks, answer) {
-      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true));
+      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, void 0, (w) => this.openWorker(w)));
       fill(ranks, () => {
         if (!answer.summary) return "No view across ranks for this run.";
         const spans = answer.spans ?? [];
@@ -3475,6 +4681,29 @@ ${more.trim()}` : ""));
       this.win.scrollTo(0, scroll);
     }
   };
+  var EMPTY_RECHECK_MS = 5e3;
+  function emptyLogdir(body) {
+    const dirs = body.logdirs ?? [];
+    const where = dirs.length ? dirs.join(", ") : "the log directory";
+    return el(
+      "div",
+      { className: "state empty", dataset: { logdirs: dirs.join("\n") } },
+      el(
+        "p",
+        null,
+        body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+        el("code", { className: "logdir" }, where),
+        "."
+      ),
+      body.scanning ? null : el(
+        "p",
+        null,
+        `This page updates by itself when traces arrive (${body.watched ? "the folder is watched for new files" : "the folder is scanned again periodically"}). Profile with torch.profiler.tensorboard_trace_handler(`,
+        el("code", null, dirs[0] ?? "logdir"),
+        "), or point TensorBoard at the folder that holds the traces."
+      )
+    );
+  }
 
   // src/index.ts
   function addStylesheet(href) {

@@ -253,6 +253,9 @@ class _Entry(msgspec.Struct, forbid_unknown_fields=False):
     elapsed_s: float = 0.0
     summary: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
     error: _ErrorInfo | None = None
+    #: the span's per-step timelines (``analysis.timeline.encode_store``), base64 in the
+    #: JSON; None when the summary was made without them
+    timeline: bytes | None = None
 
 
 _ENTRY_DECODER = msgspec.json.Decoder(_Entry)
@@ -266,7 +269,8 @@ _PANEL_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
 @dataclass(frozen=True)
 class LoadResult:
     """A loaded summary (``summary`` and ``panels`` are raw JSON, ready to send) or a
-    reader error (``error``, the TraceError's message, naming the file). ``struct``:
+    reader error (``error``, the TraceError's message, naming the file); ``timeline``:
+    the span's stored per-step timelines, when the entry holds them. ``struct``:
     the :class:`~tb_kineto_insights.schema.Summary` when :func:`decode_entry` already
     decoded it (a validated cache entry), else None (decoded on demand)."""
 
@@ -276,6 +280,9 @@ class LoadResult:
     error_type: str | None
     size: int
     struct: Summary | None = field(default=None, repr=False, compare=False)
+    #: the span's timelines as stored (``analysis.timeline.decode_store`` reads them),
+    #: None when the entry has none
+    timeline: bytes | None = field(default=None, repr=False, compare=False)
 
     def decoded(self) -> Summary:
         """The :class:`~tb_kineto_insights.schema.Summary`. Raises ValueError for an
@@ -346,11 +353,12 @@ def _entry_bytes(
     error: TraceError | None = None,
     elapsed_s: float = 0.0,
     key: str | None = None,
+    timeline: bytes | None = None,
 ) -> bytes:
     """A cache entry: a checksum line, then the JSON wrapper (format, versions, the
     identity's :func:`entry_key` (``key`` when already computed), the path it was
     computed from (for people reading the folder; not checked), and the summary or the
-    reader's error)."""
+    reader's error, with the span's ``timeline`` store beside the summary when given)."""
     wrapper: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "analysis_version": ANALYSIS_VERSION,
@@ -366,6 +374,8 @@ def _entry_bytes(
         wrapper["error"] = {"type": type(error).__name__, "message": str(error)}
     else:
         wrapper["summary"] = summary
+        if timeline is not None:
+            wrapper["timeline"] = timeline
     return _sealed(encode_json(wrapper))
 
 
@@ -428,7 +438,7 @@ def decode_entry(
                 struct = msgspec.structs.replace(struct, health=health)
     except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
         return None
-    return LoadResult(summary, panels, None, None, len(data), struct)
+    return LoadResult(summary, panels, None, None, len(data), struct, entry.timeline)
 
 
 def _relabelled(panels: dict[str, bytes], path: str) -> bytes:

@@ -18,6 +18,7 @@ import logging
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import (
@@ -115,7 +116,7 @@ class CachedSummaries:
         self.parsed += 1
         logger.info("Kineto Insights: reading %s", span.path)
         try:
-            summary = summary_module.summarize_file(
+            summary, store = summary_module.summarize_file_with_timeline(
                 span.path, max_json_bytes=self.max_json_bytes, thresholds=self.thresholds
             )
         except TraceIOError as exc:  # never stored: retried next time
@@ -127,7 +128,10 @@ class CachedSummaries:
             message = f"{span.path}: internal error while analysing ({type(exc).__name__}: {exc})"
             return None, {"type": "AnalysisError", "message": message}
         if self.cache is not None:
-            data = _entry_bytes(ident, self.settings, summary=summary, key=key)
+            # the timelines too, so a TensorBoard sharing the cache finds them
+            data = _entry_bytes(
+                ident, self.settings, summary=summary, key=key, timeline=encode_store(store)
+            )
             self._store(ident, key, data, False)
         return summary, None
 

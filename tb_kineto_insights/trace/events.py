@@ -68,6 +68,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     seq: Num = msgspec.field(default=None, name="Seq")
     # record_shapes=True: the op's input shapes (nested lists)
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    # record_shapes=True: the op's input dtypes (a list of strings)
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    # record_shapes=True: scalar arguments as strings (strides, padding, is_causal)
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
     # metadata events (process_name / thread_name)
     name: Num = None
 
@@ -76,12 +80,15 @@ NO_ARGS = Args()
 
 
 class RawDimsArgs(Args, frozen=True, gc=False):
-    """As :class:`Args`, but ``Input Dims`` kept as its JSON text (``msgspec.Raw``;
-    empty when absent): the reader stores it as text and builds the nested list only
-    when asked (:mod:`~tb_kineto_insights.trace.rowjson`). Used by the typed decoders
-    (:class:`FastEvent`, :class:`RawTsEvent`); events decoded loosely keep :class:`Args`."""
+    """As :class:`Args`, but ``Input Dims``, ``Input type`` and ``Concrete Inputs`` kept
+    as their JSON texts (``msgspec.Raw``; empty when absent): the reader stores them as
+    text and builds the lists only when asked (:mod:`~tb_kineto_insights.trace.rowjson`).
+    Used by the typed decoders (:class:`FastEvent`, :class:`RawTsEvent`); events decoded
+    loosely keep :class:`Args`."""
 
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
 
 
 NO_RAW_ARGS = RawDimsArgs()
@@ -173,6 +180,9 @@ class DurationArgs(msgspec.Struct, frozen=True, gc=False):
     pg_name: Num = msgspec.field(default=None, name="Process Group Name")
     pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
     seq: Num = msgspec.field(default=None, name="Seq")
+    # Kineto writes "Concrete Inputs", "Input type", "Input Dims" in this order
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
@@ -198,6 +208,8 @@ class DurationObjectArgs(DurationArgs, frozen=True, gc=False):
     (the events of the top-level decode: :class:`PhaseRoot`)."""
 
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 for _cls in (DurationArgs, MemoryArgs, MetadataArgs):

@@ -136,6 +136,11 @@ class EventTable:
             the nested list as in the file (read-only; the reader's is a
             :class:`~tb_kineto_insights.trace.rowjson.RowJson`, which builds a value
             from its JSON text when it is looked up).
+        input_types: sparse ``Input type`` of CPU ops, row index → the list of dtype
+            names as in the file (``"float"``, ``"c10::BFloat16"``, ``"Scalar"``, …),
+            kept as ``input_dims`` is.
+        concrete_inputs: sparse ``Concrete Inputs`` of CPU ops, row index → the list of
+            scalar arguments as strings (``"[1, 1]"``, ``"True"``, ``""`` for tensors).
     """
 
     name: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -149,6 +154,8 @@ class EventTable:
     external_id: I64 = field(default_factory=_empty_i64)
     comm: dict[int, CommArgs] = field(default_factory=dict)
     input_dims: Mapping[int, Any] = field(default_factory=dict)
+    input_types: Mapping[int, Any] = field(default_factory=dict)
+    concrete_inputs: Mapping[int, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

@@ -27,7 +27,9 @@ per piece, vectorised, by :func:`~tb_kineto_insights.trace.numbers.parse_us_lite
 (truncated toward zero: ``int(Decimal(ts).scaleb(3))``); a literal that is not a plain
 number is converted one by one as a ``Decimal``.
 
-``Input Dims`` (``record_shapes=True``, on most CPU ops) is kept as its literal text,
+``Input Dims`` (``record_shapes=True``, on most CPU ops), and ``Input type`` and
+``Concrete Inputs`` of the ops the analysis reads them for (:mod:`.op_names`), are kept
+as their literal texts,
 one blob per piece (:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list
 is built only when the analysis looks one up. Building them all was the largest single
 cost of decoding such a trace, and a parallel read paid as much again to unpickle them.
@@ -74,7 +76,7 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.trace import parallel, timing
+from tb_kineto_insights.trace import op_names, parallel, timing
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
@@ -113,6 +115,7 @@ from tb_kineto_insights.trace.source import (
 #: a bigger one is left out and counted in ``TraceHealth.skipped`` as
 #: ``oversized_<key>``; Kineto's and ``capture``'s own are a few KiB.
 ROOT_OBJECT_MAX_BYTES = 64 * 1024
+
 
 #: Category (as written by any Kineto version) → reader kind.
 CATEGORY_KIND: dict[str, str] = {
@@ -314,6 +317,8 @@ _STREAM = attrgetter("stream")
 _COLLECTIVE_NAME = attrgetter("collective_name")
 _IN_MSG_NELEMS = attrgetter("in_msg_nelems")
 _INPUT_DIMS = attrgetter("input_dims")
+_INPUT_TYPE = attrgetter("input_type")
+_CONCRETE_INPUTS = attrgetter("concrete_inputs")
 _BYTES = attrgetter("bytes")
 _TOTAL_ALLOCATED = attrgetter("total_allocated")
 _TOTAL_RESERVED = attrgetter("total_reserved")
@@ -321,6 +326,7 @@ _DEVICE_TYPE = attrgetter("device_type")
 _DEVICE_ID = attrgetter("device_id")
 _ADDR = attrgetter("addr")
 _MEMORY_NAME = "[memory]"
+_NO_TEXT = msgspec.Raw(b"")  # an absent JSON-text arg (typed decoders' default)
 _NULL = np.frombuffer(b"null", dtype=np.uint8)
 _FLOW_PHASE = {"s": 0, "f": 1}
 #: Where an event goes, by (phase, category): a duration kind's table, or one of these.
@@ -463,6 +469,8 @@ class _Columns:
         self.rows = 0
         self.comm: dict[int, m.CommArgs] = {}
         self.input_dims = RowJson()
+        self.input_types = RowJson()
+        self.concrete_inputs = RowJson()
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         n = 0
@@ -486,6 +494,8 @@ class _Builder:
     def __init__(self, exact: bool) -> None:
         self.exact = exact
         self.names: dict[object, int] = {}
+        self._arg_flags: list[tuple[bool, bool]] = []
+        self._arg_flag_arrays = (np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.bool_))
         self.strings: dict[str, int] = {}
         self.tables: dict[str, _Columns] = {kind: _Columns() for kind in m.DURATION_KINDS}
         self.memory = _Columns()
@@ -837,7 +847,19 @@ class _Builder:
         if kind in (m.KERNEL, m.CPU_OP, m.USER_ANNOTATION):
             self._comm(table, args, keep)
         if kind == m.CPU_OP:
-            self._input_dims(table, args, keep)
+            self._input_dims(table.input_dims, list(map(_INPUT_DIMS, args)), keep, table.rows)
+            # Input type and Concrete Inputs only where the analysis reads them
+            typed, scalars = self._arg_names()
+            for flags, getter, into in (
+                (typed, _INPUT_TYPE, table.input_types),
+                (scalars, _CONCRETE_INPUTS, table.concrete_inputs),
+            ):
+                wanted = np.flatnonzero(flags[name] & keep)
+                if wanted.size:
+                    texts: list[Any] = [_NO_TEXT] * len(args)
+                    for i in wanted.tolist():
+                        texts[i] = getter(args[i])
+                    self._input_dims(into, texts, keep, table.rows)
         if not keep.all():
             cols = {k: v[keep] for k, v in cols.items()}
         n = int(keep.sum())
@@ -845,6 +867,19 @@ class _Builder:
             cols.setdefault(key, np.full(n, -1, dtype=np.int64))
         table.add(cols)
         self.kind_counts[kind] += n
+
+    def _arg_names(self) -> tuple[np.ndarray, np.ndarray]:
+        """Bool per name id (one extra slot, False, for a missing name, -1): the op's
+        ``Input type`` is kept (:func:`~.op_names.has_formula`), its ``Concrete Inputs``
+        are kept (:func:`~.op_names.needs_scalars`); extended as names are interned."""
+        flags = self._arg_flags
+        if len(flags) < len(self.names):
+            for name in list(self.names)[len(flags) :]:
+                text = name if isinstance(name, str) else ""
+                flags.append((op_names.has_formula(text), op_names.needs_scalars(text)))
+            table = np.array([*flags, (False, False)], dtype=np.bool_).reshape(-1, 2)
+            self._arg_flag_arrays = (table[:, 0].copy(), table[:, 1].copy())
+        return self._arg_flag_arrays
 
     def _comm(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
         # one pass, one tuple per event; list.count compares in C
@@ -871,13 +906,13 @@ class _Builder:
                 seq=_opt_int(a.seq),
             )
 
-    def _input_dims(self, table: _Columns, args: list[Any], keep: np.ndarray) -> None:
-        """``Input Dims`` of the kept rows: literal texts (``msgspec.Raw``, from the
+    def _input_dims(self, into: RowJson, dims: list[Any], keep: np.ndarray, rows: int) -> None:
+        """``Input Dims`` (or ``Input type``) of the kept rows into ``into`` (row numbers
+        after the table's first ``rows``): literal texts (``msgspec.Raw``, from the
         typed decoders) joined into one blob (:class:`RowJson`), objects (from a loose
         decode) as they are; absent (empty text, ``null``, ``None``) is left out."""
-        dims = list(map(_INPUT_DIMS, args))
         n = len(dims)
-        kept_rows = np.cumsum(keep) - 1 + table.rows
+        kept_rows = np.cumsum(keep) - 1 + rows
         try:  # all texts (the typed decoders), the common case: no type test per value
             joined: bytes | None = b"".join(dims)
         except TypeError:  # objects from a loose decode (a list, None) among them
@@ -900,11 +935,11 @@ class _Builder:
                     text = np.frombuffer(blob, dtype=np.uint8)
                     at = starts[four][:, None] + np.arange(4)
                     has[four[(text[at] == _NULL).all(axis=1)]] = False
-                table.input_dims.add_texts(kept_rows[raw_at[has]], starts[has], ends[has], blob)
+                into.add_texts(kept_rows[raw_at[has]], starts[has], ends[has], blob)
         if len(raw_at) < n:
             objects = np.flatnonzero(~is_raw & keep & _present(dims))
             for i in objects.tolist():
-                table.input_dims.add_object(int(kept_rows[i]), dims[i])
+                into.add_object(int(kept_rows[i]), dims[i])
 
     def _instants(
         self, evs: list[Any], ts: tuple[np.ndarray, np.ndarray, np.ndarray], keys: np.ndarray
@@ -996,6 +1031,8 @@ class _Builder:
                 table.chunks[key].extend(chunks)
             table.comm.update(zip(map(base.__add__, cols.comm), cols.comm.values(), strict=True))
             table.input_dims.extend(cols.input_dims, base)
+            table.input_types.extend(cols.input_types, base)
+            table.concrete_inputs.extend(cols.concrete_inputs, base)
             table.rows += cols.rows
         for own, other in ((self.memory, piece.memory), (self.flows, piece.flows)):
             for key, chunks in other.chunks.items():
@@ -1059,12 +1096,15 @@ def _event_table(cols: _Columns) -> m.EventTable:
         arr = cols.concat(key, dtype)
         return arr if in_order else arr[order]
 
-    comm, dims = cols.comm, cols.input_dims
-    if (comm or dims) and not in_order:
+    comm, dims, types = cols.comm, cols.input_dims, cols.input_types
+    concrete = cols.concrete_inputs
+    if (comm or dims or types or concrete) and not in_order:
         new_row = np.empty_like(order)
         new_row[order] = np.arange(len(order))
         comm = dict(zip(new_row[list(comm)].tolist(), comm.values(), strict=True))
         dims = dims.renumbered(new_row)
+        types = types.renumbered(new_row)
+        concrete = concrete.renumbered(new_row)
     return m.EventTable(
         name=col("name", np.int32),
         start_ns=start if in_order else start[order],
@@ -1077,6 +1117,8 @@ def _event_table(cols: _Columns) -> m.EventTable:
         external_id=col("external_id", np.int64),
         comm=comm,
         input_dims=dims,
+        input_types=types,
+        concrete_inputs=concrete,
     )
 
 

@@ -48,7 +48,7 @@ PREFIX = "/data/plugin/kineto_insights"
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 README_SCREENSHOT = REPO / "docs" / "screenshot.png"
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-SPAN_PANELS = ("overview", "kernels", "idle", "communication", "memory", "health")
+SPAN_PANELS = ("overview", "kernels", "idle", "timeline", "communication", "memory", "health")
 EVIL = '<img src=x onerror="window.__kiPwned=1">'
 TIMEOUT_MS = 60_000
 TALL = 2400  # px: every panel fits in the plugin's iframe, for whole-panel screenshots
@@ -113,12 +113,59 @@ def _html_names_run(root: Path) -> str:
     return "html_names"
 
 
+#: A stand-in for Perfetto UI on loopback (``--kineto_insights_perfetto_url``): it
+#: answers PING with PONG as the real UI does and keeps what it is posted.
+FAKE_PERFETTO = """<!doctype html><meta charset="utf-8"><title>fake perfetto</title>
+<script>
+window.__pings = 0;
+window.__got = null;
+addEventListener("message", (e) => {
+  if (e.data === "PING") { window.__pings += 1; e.source.postMessage("PONG", "*"); return; }
+  const p = e.data && e.data.perfetto;
+  if (p) {
+    window.__got = { title: p.title, fileName: p.fileName, url: p.url,
+      bytes: p.buffer.byteLength, text: new TextDecoder().decode(p.buffer) };
+  }
+});
+</script>"""
+
+
+def _fake_perfetto(root: Path) -> tuple[str, Any]:
+    """Serve ``FAKE_PERFETTO`` on loopback; returns its address and the server."""
+    import functools
+    import http.server
+    import threading
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "perfetto.html").write_text(FAKE_PERFETTO, encoding="utf-8")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}/perfetto.html", httpd
+
+
+def _truncated_run(root: Path) -> str:
+    """Six steps, the file cut at 80 %: a trace_data_loss with a damaged region (its
+    evidence holds a list of records)."""
+    events: list[dict[str, Any]] = []
+    for step in range(6):
+        t0 = 1000.0 + step * 1000.0
+        events.append(cpu(f"ProfilerStep#{step + 1}", t0, 900.0, cat="user_annotation"))
+        for i in range(20):
+            events.append(kernel(f"k{i}", t0 + 50 + i * 30, 10.0, corr=step * 100 + i))
+    path = write_trace(root / "truncated" / "worker0.1700000000000.pt.trace.json", events)
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * 0.8)])
+    return "truncated"
+
+
 @dataclass
 class Server:
     base: str
     logdir: Path
     two_ranks: str
     runs: dict[str, Any] = field(default_factory=dict)
+    perfetto_url: str = ""
 
     def get(self, route: str, **params: str) -> tuple[int, Any]:
         query = urllib.parse.urlencode(params)
@@ -151,6 +198,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             shutil.copytree(run, logdir / run.name)
     two_ranks = _two_worker_run(logdir)
     _html_names_run(logdir)
+    _truncated_run(logdir)
     # Old modification times: the plugin reads files at once (it waits a few seconds
     # for files modified just now, which may still be being written).
     old = time.time() - 3600
@@ -160,6 +208,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     port = _free_port()
     tensorboard = _tensorboard()
     assert tensorboard is not None
+    perfetto_url, perfetto = _fake_perfetto(root / "fake-perfetto")
     cmd = [
         tensorboard,
         "--logdir",
@@ -171,15 +220,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--load_fast=false",
         "--kineto_insights_cache_dir",
         str(root / "cache"),
+        "--kineto_insights_perfetto_url",
+        perfetto_url,
     ]
     log_path = root / "tensorboard.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks)
+        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks, perfetto_url=perfetto_url)
         try:
             _wait_until_ready(server, proc, log_path)
             yield server
         finally:
+            perfetto.shutdown()
             proc.terminate()
             try:
                 proc.wait(timeout=15)
@@ -273,6 +325,10 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
                 r.abort()
 
         context.route("**/*", route)
+        # every wait, navigation included, as patient as the explicit ones: on one slow
+        # core TensorBoard's first page can take longer than Playwright's default 30 s
+        context.set_default_timeout(TIMEOUT_MS)
+        context.set_default_navigation_timeout(TIMEOUT_MS)
         page = context.new_page()
 
         def console(msg: Any) -> None:
@@ -403,6 +459,216 @@ def test_each_panel_shows_data(server: Server, open_page: Any, run: str) -> None
         assert "aten::addmm" in memory.inner_text()
     for name in ("diagnoses", *SPAN_PANELS):
         shoot(frame, run, name)
+
+
+def _timeline_shown(frame: Any, step: int | None = None) -> dict[str, str]:
+    """The timeline's data attributes once a step is drawn (that ``step`` when given)."""
+    want = "" if step is None else f"[data-step='{step}']"
+    frame.wait_for_selector(f"#ki-timeline-info{want}", timeout=TIMEOUT_MS)
+    frame.wait_for_selector("#ki-timeline-chart[data-rows]", timeout=TIMEOUT_MS)
+    return frame.evaluate(
+        "() => ({...document.querySelector('#ki-timeline-info').dataset,"
+        " ...document.querySelector('#ki-timeline-chart').dataset})"
+    )
+
+
+@pytest.mark.parametrize("run", ["dataloader_workers0", "transformer_eager"])
+def test_timeline_shows_every_kernel_and_the_idle_band(
+    server: Server, open_page: Any, run: str
+) -> None:
+    """Issue 28: the timeline of a step (the median one by default) draws every kernel
+    the summary counts in it, and its idle band adds up to the Idle panel's figure."""
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    shown = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, steps = server.get("summary", run=run, worker=worker, span=span, panel="steps")
+    durations = sorted(s["duration_us"] for s in steps["steps"])
+    median = durations[(len(durations) - 1) // 2]
+    expected_step = min(steps["steps"], key=lambda s: abs(s["duration_us"] - median))["number"]
+    assert int(shown["step"]) == expected_step
+    _, kernels = server.get("summary", run=run, worker=worker, span=span, panel="kernels")
+    per_step = {s["number"]: s["count"] for s in kernels["per_step"]}
+    assert int(shown["kernels"]) == per_step[expected_step] > 0
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    idle_us = {s["number"]: s["idle_us"] for s in device["per_step"]}[expected_step]
+    assert float(shown["idleUs"]) == pytest.approx(idle_us, abs=1e-3)
+    assert int(shown["rows"]) > 0
+    assert frame.locator("#ki-panel-timeline .chart canvas").count() >= 1
+    # another step from the picker: its own kernels
+    other = next(n for n in per_step if n != expected_step)
+    frame.select_option("#ki-timeline-step", str(other))
+    assert int(_timeline_shown(frame, other)["kernels"]) == per_step[other]
+    assert hash_of(page)["ki_step"] == str(other)
+    shoot(frame, run, "timeline")
+
+
+def test_largest_gap_opens_the_timeline_back_and_a_pasted_link_restore(
+    server: Server, open_page: Any
+) -> None:
+    """Issue 28: a Largest-gaps row opens the timeline at that gap, highlighted; Back
+    returns to the view before; a link pasted into the open tab shows what it names."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle", "timeline"))
+    before = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gap = device["largest_gaps"][0]
+    frame.locator("#ki-panel-idle button.gap-open").first.click()
+    at_gap = _timeline_shown(frame, gap["step"])
+    start, end = gap["offset_us"], gap["offset_us"] + gap["length_us"]
+    mark = [float(v) for v in at_gap["mark"].split("~")]
+    assert mark == pytest.approx([start, end], abs=1e-3)
+    lo, hi = (float(v) for v in at_gap["window"].split("~"))
+    assert lo < start and hi > end and hi - lo < 3 * gap["length_us"] + 40
+    state = hash_of(page)
+    assert state["ki_step"] == str(gap["step"]) and "ki_mark" in state and "ki_window" in state
+    # Back: the view before the click (the median step, nothing marked)
+    page.go_back()
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark === ''",
+        timeout=TIMEOUT_MS,
+    )
+    back = _timeline_shown(frame, int(before["step"]))
+    assert back["window"] == before["window"]
+    assert "ki_step" not in hash_of(page)
+    # a pasted link: another step, zoomed
+    other = next(s["number"] for s in device["per_step"] if s["number"] != int(before["step"]))
+    page.evaluate(
+        "([step]) => { location.hash = location.hash.split('&ki_step')[0]"
+        " + `&ki_step=${step}&ki_window=10~250`; }",
+        [other],
+    )
+    pasted = _timeline_shown(frame, other)
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.window === '10~250'",
+        timeout=TIMEOUT_MS,
+    )
+    assert frame.locator("#ki-timeline-step").input_value() == str(other)
+    assert pasted["mark"] == ""
+
+
+def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page: Any) -> None:
+    """Issue 28 §3: an idle diagnosis points at its moment: the longest listed gap with
+    its cause opens on the timeline, highlighted."""
+    run = "dataloader_workers0"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "timeline"))
+    _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, idle = server.get("summary", run=run, worker=worker, span=span, panel="idle")
+    device = next(d for d in idle["devices"] if d["device"] == idle["main_device"])
+    gaps = [g for g in device["largest_gaps"] if g["cause"] == "data_loading"]
+    gap = max(gaps, key=lambda g: g["length_us"])
+    frame.locator('[data-diagnosis-id="gpu_idle_dataloader"] button.moment').click()
+    at = _timeline_shown(frame, gap["step"])
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, gap["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    assert mark == pytest.approx([gap["offset_us"], gap["offset_us"] + gap["length_us"]], abs=1e-3)
+    # a diagnosis without a place in time has no such button
+    assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
+
+
+def test_another_rank_stacks_under_the_timeline(server: Server, open_page: Any) -> None:
+    """Issue 28 §1: in a run of several ranks, the same step of another rank (here the
+    straggler run's rank1) stacks under this one, aligned on the step start."""
+    run = "ddp2_straggler"
+    entry = next(r for r in server.runs["runs"] if r["run"] == run)
+    (mine, mine_span), (other, other_span) = [
+        (w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]
+    ]
+    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={mine}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    alone = _timeline_shown(frame)
+    step = alone["step"]
+    frame.select_option("#ki-timeline-peer", other)
+    frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
+    stacked = _timeline_shown(frame, int(step))
+    _, own_doc = server.get("timeline", run=run, worker=mine, span=mine_span, step=step)
+    _, peer_doc = server.get("timeline", run=run, worker=other, span=other_span, step=step)
+    assert int(stacked["lanes"]) == len(own_doc["lanes"]) + len(peer_doc["lanes"])
+    assert stacked["kernels"] == alone["kernels"]  # the counts stay this rank's
+    frame.select_option("#ki-timeline-peer", "")
+    frame.wait_for_selector("#ki-timeline-info[data-stacked='']", timeout=TIMEOUT_MS)
+    assert _timeline_shown(frame)["lanes"] == str(len(own_doc["lanes"]))
+
+
+def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    _timeline_shown(frame)
+    frame.evaluate("() => document.getElementById('ki-panel-timeline').scrollIntoView()")
+    box = frame.locator("#ki-timeline-chart").bounding_box()
+    # the first GPU stream lane is the top one: click along it until a kernel answers
+    for x in range(200, int(box["width"]) - 30, 4):
+        frame.locator("#ki-timeline-chart").click(position={"x": x, "y": 18})
+        text = frame.locator("#ki-timeline-launch").inner_text()
+        if text:
+            break
+    assert "launched by" in text or "not in this step" in text, text
+
+
+def test_open_in_perfetto_posts_the_window(server: Server, open_page: Any) -> None:
+    """Issue 28: "Open in Perfetto" opens the configured Perfetto UI (here a fake one on
+    loopback), PINGs until PONG, posts the window with a title, zoomed by its address;
+    the posted window parses as Chrome trace JSON, covers the step, keeps every kernel of
+    the cut, and has no partially overlapping complete events, on a with_stack=True
+    trace (capture_full has such overlaps)."""
+    import gzip
+
+    from tb_kineto_insights.trace.reader import read_trace
+    from tb_kineto_insights.trace.window import partial_overlaps
+
+    run = "capture_full"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    shown = _timeline_shown(frame)
+    step = int(shown["step"])
+    with page.context.expect_page(timeout=TIMEOUT_MS) as popup_info:
+        frame.click("#ki-timeline-perfetto")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__got !== null", timeout=TIMEOUT_MS)
+    got = popup.evaluate("() => window.__got")
+    assert popup.evaluate("() => window.__pings") >= 1
+    assert popup.url.startswith(server.perfetto_url + "?")
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(popup.url).query)
+    vis_start, vis_end = int(query["visStart"][0]), int(query["visEnd"][0])
+    worker, span = server.span_of(run)
+    assert got["title"] == f"{run}/{worker} step #{step}"
+    assert got["fileName"] == f"{worker}.{span}.step{step}.window.json"
+    data = got["text"].encode()
+    doc = json.loads(data)
+    assert partial_overlaps(data) == 0
+    path = next((server.logdir / run).glob("*.pt.trace.json.gz"))
+    assert partial_overlaps(gzip.decompress(path.read_bytes())) > 0  # the file has some
+    # covers the step: its own marker is there, and the zoom is the step ± 10 %
+    assert f"ProfilerStep#{step}" in {e.get("name") for e in doc["traceEvents"]}
+    _, timeline = server.get("timeline", run=run, worker=worker, span=span, step=str(step))
+    step_ns = round(timeline["duration_us"] * 1000)
+    assert vis_start == timeline["trace_start_ns"] - step_ns // 10
+    assert vis_end == timeline["trace_start_ns"] + step_ns + step_ns // 10
+    # every kernel of the cut [visStart, visEnd) that the file has
+    k = read_trace(str(path)).kernels
+    inside = (k.start_ns < vis_end) & (k.start_ns + k.dur_ns > vis_start)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == int(inside.sum()) > 0
+    assert "Sent to Perfetto UI" in frame.locator("#ki-timeline-perfetto-status").inner_text()
+    # the download link names the same window
+    href = frame.get_attribute("#ki-timeline-download", "href") or ""
+    assert "/window?" in href and f"step={step}" in href and "download=1" in href
 
 
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:
@@ -660,6 +926,55 @@ def test_waiting_rank_is_told_it_waits(server: Server, open_page: Any) -> None:
     assert "bucket_cap_mb" not in text, text
 
 
+def test_straggler_card_says_why_and_opens_its_span(server: Server, open_page: Any) -> None:
+    """Issue 27, sample_logs/ddp2_straggler: the straggler card's title says why rank 1 is
+    late and its link opens rank 1's span; the across-ranks section tells what the others
+    lose in one breakdown; every rank's per-kind table shows the run's busbw from the
+    matched transfer, the same on both ranks; the diff headline names the straggler."""
+    run = "ddp2_straggler"
+    if not (server.logdir / run).is_dir():
+        pytest.skip("sample_logs/ddp2_straggler is missing")
+    status, view = server.get("run_summary", run=run, wait="60")
+    assert status == 200
+    (kind,) = view["summary"]["kinds"]
+    busbw = f"{kind['busbw_gbps']:.0f} GB/s"  # 241.6: three significant digits
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    card = frame.locator('#ki-panel-diagnoses [data-diagnosis-id="communication_straggler"]')
+    assert "host time outside traced ops" in card.inner_text()
+    story = frame.locator("#ki-panel-ranks .straggler-breakdown").inner_text()
+    assert "hidden behind their own compute" in story and "Why it is late" in story, story
+    card.locator("button.open-span").click()
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    assert frame.locator("#ki-worker").input_value() == "rank1"
+    shown = []
+    for worker in ("rank1", "rank0"):
+        if worker != "rank1":
+            frame.select_option("#ki-worker", worker)
+            wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+        frame.wait_for_selector("#ki-across-ranks table.grid", timeout=TIMEOUT_MS)
+        comm = frame.locator("#ki-panel-communication")
+        frame.wait_for_function(
+            "() => document.querySelector('#ki-panel-communication')"
+            "?.innerText.includes('Bus BW (all ranks)')",
+            timeout=TIMEOUT_MS,
+        )
+        grid = comm.locator("table.grid").first
+        headers = [h.inner_text().strip() for h in grid.locator("thead th").all()]
+        cells = [c.inner_text().strip() for c in grid.locator("tbody tr").first.locator("td").all()]
+        shown.append(cells[headers.index("Bus BW (all ranks)")])
+    # the same on every rank, the run's value (not rank 0's lone-rank 35.6 GB/s)
+    assert shown == [busbw, busbw], (busbw, shown)
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run=ddp2_default&ki_exp_run={run}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary",))
+    headline = frame.locator(".headline-straggler").inner_text()
+    assert headline.startswith("Gained a straggler: Rank 1 holds the other ranks back")
+
+
 def test_loading_progress_then_error_state(open_page: Any) -> None:
     """While the backend answers 202 the panels show the progress it reports; an
     unreadable trace (422) becomes an error in every panel, not a broken page."""
@@ -789,3 +1104,202 @@ def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:
     assert "+1,008 ranks not listed" in text
     assert "rank7 / 1 and 1,016 more (1,024 in all)" in text and "rank8 / 1" not in text
     shoot(frame, "all-ranks-1024", "ranks")
+
+
+def test_idle_panel_names_python_frames(server: Server, open_page: Any) -> None:
+    """Issue 35: with stacks the idle panel lists the Python frames the host was in while
+    the GPU idled, each expandable to its callers; without stacks it says how to record
+    them."""
+    page = open_page("#kineto_insights&ki_run=stacks_blocking_log", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle",))
+    panel = frame.locator("#ki-panel-idle")
+    text = panel.inner_text()
+    assert "Python the host was in while the GPU idled" in text
+    assert "record_stacks.py(57): log_metrics" in text
+    assert "with_stack=True" not in text
+    details = panel.locator("details").first
+    assert not details.locator("ol").is_visible()
+    details.locator("summary").click()
+    assert details.locator("ol").is_visible()
+    assert "record_stacks.py(95): step" in details.locator("ol").inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    panel.screenshot(path=str(SCREENSHOTS / "idle_python_frames.png"))
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("idle",))
+    assert "with_stack=True" in frame.locator("#ki-panel-idle").inner_text()
+
+
+# --------------------------------------------------------------------------- sweep
+
+#: Text that means a value was not rendered: a JavaScript object or a missing or
+#: non-numeric value turned into a string ("NaN tokens" is the hover text naming damage).
+BAD_TEXT = r"\[object Object\]|\bundefined\b|\bNaN\b(?! tokens)"
+
+#: Every problem on the page: bad text in what is shown or in a hover text, an empty
+#: number (a KPI value, a numeric table cell, an evidence value), a panel in error.
+_PROBLEMS_JS = """(bad) => {
+  const re = new RegExp(bad);
+  const out = [];
+  const text = document.body.innerText;
+  const m = text.match(new RegExp(`.{0,60}(${bad}).{0,60}`));
+  if (m) out.push(`text: ${m[0]}`);
+  for (const node of document.querySelectorAll("[title]")) {
+    const title = node.getAttribute("title");
+    if (re.test(title)) out.push(`hover: ${title.slice(0, 160)}`);
+  }
+  for (const node of document.querySelectorAll(".kpi-value, td.n, .evidence dd, .headline")) {
+    if (!node.closest("[hidden]") && !node.textContent.trim()) {
+      const panel = node.closest("[id^=ki-panel-]");
+      out.push(`empty number in ${panel ? panel.id : "page"}: ${node.className}`);
+    }
+  }
+  for (const panel of document.querySelectorAll("[id^=ki-panel-][data-state=error]")) {
+    out.push(`${panel.id} in error: ${panel.innerText.slice(0, 200)}`);
+  }
+  return out;
+}"""
+
+_SETTLED_JS = """() => {
+  const panels = [...document.querySelectorAll('[id^="ki-panel-"]')];
+  return panels.length > 0
+    && panels.every(p => p.dataset.state && p.dataset.state !== 'loading')
+    && !document.querySelector('#ki-main .state.loading')
+    && [...document.querySelectorAll('.chart')].every(c => c.dataset.chartReady);
+}"""
+
+SWEEP_DIFFS = [
+    ("dataloader_workers0", "dataloader_workers4"),
+    ("transformer_eager", "transformer_compile"),
+    ("memory_leak", "memory_fixed"),
+    ("memory_fragmentation", "memory_fragmentation_fixed"),
+    ("ddp2_default", "ddp2_straggler"),
+]
+
+
+def _sweep(frame: Any, first: tuple[str, ...], what: str) -> list[str]:
+    wait_panels(frame, first)
+    frame.wait_for_function(_SETTLED_JS, timeout=TIMEOUT_MS)
+    return [f"{what}: {p}" for p in frame.evaluate(_PROBLEMS_JS, BAD_TEXT)]
+
+
+def test_sweep_every_run_panel_and_diff(server: Server, open_page: Any) -> None:
+    """Every run of the log dir (each worker of a run of several, and its view across
+    ranks), every panel, and the diff of each sample pair: no "[object Object]",
+    "undefined" or "NaN", no empty number, no panel in error."""
+    problems: list[str] = []
+    page = open_page(height=TALL)
+    base_url = page.url.split("#")[0]
+    seen = 0
+    for entry in server.runs["runs"]:
+        run = entry["run"]
+        if entry["workers"] and all(
+            s["state"] == "error" for w in entry["workers"] for s in w["spans"]
+        ):
+            continue
+        workers = [w["worker"] for w in entry["workers"]]
+        views = [
+            (
+                f"ki_run={run}",
+                ("diagnoses", "ranks") if len(workers) > 1 else ("diagnoses", *SPAN_PANELS),
+            )
+        ]
+        if len(workers) > 1:
+            views += [(f"ki_run={run}&ki_worker={w}", ("diagnoses", *SPAN_PANELS)) for w in workers]
+        for query, first in views:
+            page.goto("about:blank")
+            page.goto(f"{base_url}#kineto_insights&{query}")
+            problems += _sweep(tab(page), first, query)
+            seen += 1
+    for base, exp in SWEEP_DIFFS:
+        query = f"ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}"
+        page.goto("about:blank")
+        page.goto(f"{base_url}#kineto_insights&{query}")
+        problems += _sweep(
+            tab(page), ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"), query
+        )
+        seen += 1
+    assert seen >= len(server.runs["runs"]) + len(SWEEP_DIFFS)
+    assert problems == [], "\n".join(problems)
+
+
+def test_evidence_records_show_as_tables(open_page: Any) -> None:
+    """Lists of records in the evidence (the largest fragmentation events, a damaged
+    region) are small tables with a unit in each cell."""
+    page = open_page("#kineto_insights&ki_run=memory_fragmentation", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    card = frame.locator('[data-diagnosis-id="memory_fragmentation"]')
+    rows = card.locator('dd[data-key="largest"] table tbody tr')
+    assert rows.count() >= 1
+    first = rows.first.inner_text()
+    assert "MiB" in first and " ms" in first and "aten::" in first
+    assert "[object Object]" not in card.inner_text()
+    page = open_page("#kineto_insights&ki_run=truncated", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    card = frame.locator('[data-diagnosis-id="trace_data_loss"]')
+    damage = card.locator('dd[data-key="damage"] table tbody tr')
+    assert damage.count() == 1
+    assert "file ends early" in damage.first.inner_text()
+    assert "[object Object]" not in card.inner_text()
+
+
+def test_long_kernel_names_are_cut_in_the_middle(open_page: Any) -> None:
+    """transformer_eager's three sm80_xmma GEMMs differ only in the middle of 121
+    characters: the table shows each cut where it differs (all distinct, at most 48
+    characters), the full name on hover."""
+    page = open_page("#kineto_insights&ki_run=transformer_eager", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("kernels", "idle"))
+    names = frame.locator("#ki-panel-kernels table.grid").first.locator("td.name-col .name")
+    shown = [n.inner_text() for n in names.all()]
+    full = [n.get_attribute("data-full") or "" for n in names.all()]
+    gemms = [s for s, f in zip(shown, full, strict=True) if f.startswith("sm80_xmma_gemm")]
+    assert len(gemms) >= 2 and len(set(gemms)) == len(gemms), gemms
+    assert all(len(s) <= 48 and "…" in s for s in gemms), gemms
+    assert len(set(shown)) == len(shown)
+
+
+def test_efficiency_panel_roofline_and_sortable_table(open_page: Any) -> None:
+    """sample_logs/eff_mlp_fp32: the matmul_without_tensor_cores card points at the
+    efficiency panel, which draws the roofline and a table sorted by time that re-sorts
+    on a header click; the datasheet-ceiling note is said."""
+    page = open_page("#kineto_insights&ki_run=eff_mlp_fp32", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", *SPAN_PANELS, "efficiency"))
+    card = frame.locator('[data-diagnosis-id="matmul_without_tensor_cores"]')
+    assert card.get_attribute("data-target") == "efficiency"
+    panel = frame.locator("#ki-panel-efficiency")
+    assert panel.get_attribute("data-state") == "ready"
+    assert panel.locator(".chart canvas").count() >= 1
+    text = panel.inner_text()
+    assert "H200 SXM" in text and "ceilings" in text
+    rows = panel.locator("table.efficiency-table tbody tr")
+    assert rows.count() >= 4
+    assert rows.first.inner_text().startswith("aten::mm")  # most time first
+    panel.locator("table.efficiency-table th", has_text="calls / step").click()
+    first = panel.locator("table.efficiency-table tbody tr").first.inner_text()
+    assert first.startswith("aten::mm") and "15" in first  # 15 mm calls per step
+    shoot(frame, "eff_mlp_fp32", "efficiency")
+
+
+def test_diff_shows_efficiency_per_op_group(open_page: Any) -> None:
+    """eff_mlp_fp32 → eff_mlp_bf16: the mm group is one row, fp32 → bf16, with its
+    achieved TFLOP/s on both sides, and matmul_without_tensor_cores is lost."""
+    base, exp = "eff_mlp_fp32", "eff_mlp_bf16"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"))
+    rows = frame.locator("#ki-panel-diff-changes table.efficiency-diff tbody tr")
+    assert rows.count() >= 2
+    mm = rows.filter(has_text="aten::mm").first.inner_text()
+    assert "fp32 → bf16" in mm and "TFLOP/s" in mm
+    assert "matmul_without_tensor_cores" in frame.locator(
+        "#ki-panel-diff-diagnoses"
+    ).inner_text() or (
+        "fp32 matmuls on CUDA cores" in frame.locator("#ki-panel-diff-diagnoses").inner_text()
+    )

@@ -12,13 +12,18 @@ import {
   latenessPerCollective,
   rankDistribution,
   rankPerStep,
+  stragglerStory,
   worstRanks,
 } from "../shape";
 import type { Palette } from "../theme";
 import type { CollectiveKind, RankRow, RunCollectiveKind, RunView, Summary } from "../types";
 import { subhead } from "./shell";
 
-export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElement | null): Node[] | string {
+// runKinds: the run's bandwidth per kind from the matched transfer (view across ranks),
+// when the run has several ranks and the view has arrived: every rank shows these, the
+// same on every rank. Without it the trace's own least-wait estimate is shown as what
+// it is: a lower bound, peers not profiled.
+export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElement | null, runKinds?: RunCollectiveKind[] | null): Node[] | string {
   const c = s.communication;
   if (!c) return "This summary has no communication data.";
   const out: Node[] = [];
@@ -55,6 +60,7 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
       chart(commOption(data, p), "Communication per step: exposed and overlapped with compute").node,
     );
   }
+  const matched = runKinds?.length ? new Map(runKinds.map((k) => [k.kind, k])) : null;
   out.push(
     subhead("Per collective kind", "Bandwidth as nccl-tests reports it: algorithm bandwidth = message size ÷ collective time; bus bandwidth = algorithm bandwidth × 2(n−1)/n for AllReduce, (n−1)/n for AllGather, ReduceScatter, AllToAll, 1 for Broadcast and Reduce."),
     table<CollectiveKind>(
@@ -76,15 +82,23 @@ export function communicationPanel(s: Summary, p: Palette, acrossRanks: HTMLElem
           title: "Median message size of one call (mean when the median is not in the summary).",
           cell: (k) => (isNum(k.median_bytes) ? fmtBytes(k.median_bytes) : isNum(k.bytes) && isNum(k.sized_count) && k.sized_count > 0 ? `${fmtBytes(k.bytes / k.sized_count)} (mean)` : "n/a"),
         },
-        { header: "Alg. BW", numeric: true, title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s).", cell: (k) => fmtBandwidth(k.algbw_gbps), cellTitle: (k) => busbwBasisText(k.busbw_basis) },
         {
-          header: "Bus BW",
+          header: "Alg. BW",
           numeric: true,
-          title: "Bus bandwidth: algorithm bandwidth × the nccl-tests factor for the kind and group size n; compare with the link's peak. Hover a value for what it was computed from.",
-          cell: (k) => fmtBandwidth(k.busbw_gbps),
-          cellTitle: (k) => busbwBasisText(k.busbw_basis),
+          title: "Algorithm bandwidth: bytes ÷ time, GB/s (1e9 bytes/s); with several ranks, time = the matched transfer.",
+          cell: (k) => fmtBandwidth(matched ? (matched.get(k.kind)?.algbw_gbps ?? null) : k.algbw_gbps),
+          cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis),
         },
-        { header: "Group", numeric: true, title: "Group sizes n seen for this kind.", cell: (k) => (k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a") },
+        {
+          header: matched ? "Bus BW (all ranks)" : "Bus BW (lower bound)",
+          numeric: true,
+          title: matched
+            ? "Bus bandwidth from the matched transfer across the ranks of this run (the time every rank is inside the collective), the same on every rank; × the nccl-tests factor for the kind and group size n."
+            : "Bus bandwidth estimated from this trace alone (peers not profiled): a lower bound from the collectives that waited least; × the nccl-tests factor for the kind and group size n. Hover a value for what it was computed from.",
+          cell: (k) => fmtBandwidth(matched ? (matched.get(k.kind)?.busbw_gbps ?? null) : k.busbw_gbps),
+          cellTitle: (k) => busbwBasisText(matched?.get(k.kind) ? "matched_transfer" : k.busbw_basis),
+        },
+        { header: "Group size", numeric: true, title: "Ranks n in the process groups of this kind's collectives (the n of the bus-bandwidth factor).", cell: (k) => (k.group_sizes?.length ? k.group_sizes.join(", ") : "n/a") },
       ],
       c.kinds ?? [],
     ),
@@ -127,15 +141,20 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
         value: straggler && isNum(straggler.rank) ? `rank ${straggler.rank}` : "none",
         sub:
           delay !== null
-            ? `others wait ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}`
+            ? `costs the others ${fmtDuration(delay)}/step${isNum(straggler?.share_of_step) ? ` (${fmtPercent(straggler?.share_of_step, 0)} of step)` : ""}`
             : straggler && isNum(straggler.last_fraction)
               ? `last in ${fmtPercent(straggler.last_fraction, 0)}`
               : undefined,
-        definition: "A rank last more often than chance allows, whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
+        definition: "A rank whose per-step lateness stands out from the other ranks' beyond the step-to-step noise, and whose lateness costs the others a share of the step. " + DEFINITIONS.delay_us_per_step,
         tone: straggler ? "bad" : "good",
       },
     ]),
   );
+  const story = stragglerStory(straggler);
+  if (story) {
+    // one explained breakdown of what the others lose, then why the rank is late
+    out.push(el("p", { className: "note straggler-breakdown", title: `${DEFINITIONS.others_wait_us_per_step} ${DEFINITIONS.delay_us_per_step}` }, story));
+  }
   if (ranks.length) {
     const hasTransfer = ranks.some((r) => isNum(rankPerStep(r, "transfer")));
     const perStep = (part: "wait" | "transfer" | "exposed_wait" | "exposed_transfer") => (r: RankRow) => fmtDuration(rankPerStep(r, part));
@@ -225,7 +244,7 @@ export function ranksSection(view: RunView | null | undefined, p: Palette, error
         [
           { header: "Step", cell: (r) => (isNum(r.step) ? `#${r.step}` : "n/a") },
           { header: "Kind", cell: (r) => humanize(r.kind ?? "") },
-          { header: "Group", cell: (r) => r.pg ?? "n/a", title: "Process group." },
+          { header: "Process group", cell: (r) => r.pg ?? "n/a", title: "The process group (Process Group Name) the collective ran in." },
           { header: "Skew per collective", numeric: true, title: "Latest − earliest start of this collective across ranks.", cell: (r) => fmtDuration(r.skew_us) },
           { header: "Last rank", numeric: true, cell: (r) => (isNum(r.last_rank) ? String(r.last_rank) : "n/a") },
           {

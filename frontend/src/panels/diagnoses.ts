@@ -1,9 +1,10 @@
 // Diagnoses first: severity, title, the numbers that triggered it, what to do; a click
 // scrolls to the panel with the details.
 
-import { badge, el } from "../dom";
+import { badge, el, table } from "../dom";
 import { DIAGNOSIS_NAMES } from "../labels";
 import { evidenceItems, panelForDiagnosis, sortDiagnoses } from "../shape";
+import type { EvidenceTable } from "../shape";
 import type { Diagnosis } from "../types";
 
 const PANEL_NAMES: Record<string, string> = {
@@ -12,12 +13,23 @@ const PANEL_NAMES: Record<string, string> = {
   idle: "Idle gaps",
   communication: "Communication",
   memory: "Memory",
+  efficiency: "Efficiency",
   health: "Trace health",
   ranks: "Across ranks",
 };
 
 // stepCount: the profiled steps of the span, for evidence given as a total over them.
-export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string) => void, allRanks = false, stepCount?: number): HTMLElement[] {
+// moment: for a diagnosis with a place in time, what opens the timeline there (else null).
+// openWorker: opens one worker's own panels (a run-level diagnosis about one rank, such
+// as the straggler, links to that rank's span); omitted where there is nowhere to go.
+export function diagnosesList(
+  list: Diagnosis[] | undefined,
+  go: (panel: string) => void,
+  allRanks = false,
+  stepCount?: number,
+  moment?: (d: Diagnosis) => (() => void) | null,
+  openWorker?: (worker: string) => boolean,
+): HTMLElement[] {
   const sorted = sortDiagnoses(list);
   if (!sorted.length) {
     return [
@@ -28,10 +40,39 @@ export function diagnosesList(list: Diagnosis[] | undefined, go: (panel: string)
       ),
     ];
   }
-  return sorted.map((d) => card(d, go, allRanks, stepCount));
+  return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
 }
 
-function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number): HTMLElement {
+function momentButton(openMoment: () => void): HTMLElement {
+  const b = el(
+    "button",
+    { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+    "See it on the timeline →",
+  );
+  b.addEventListener("click", (event) => {
+    event.stopPropagation(); // not the card's own jump to its panel
+    openMoment();
+  });
+  return b;
+}
+
+// A list of records of the evidence (the largest events, the damaged regions) as a small
+// table; names in full on hover.
+function recordsTable(t: EvidenceTable): HTMLElement {
+  return table<string[]>(
+    t.columns.map((c, i) => ({
+      header: c.label,
+      title: c.definition,
+      numeric: c.numeric,
+      cell: (row) => row[i],
+      cellTitle: (row) => row[i],
+    })),
+    t.rows,
+    { className: "evidence-table" },
+  );
+}
+
+function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null, openWorker?: (worker: string) => boolean): HTMLElement {
   const target = panelForDiagnosis(d.panel, allRanks);
   const evidence = evidenceItems(d.evidence, stepCount);
   const open = el(
@@ -59,12 +100,16 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
           { className: "evidence" },
           ...evidence.flatMap((e) => [
             el("dt", { title: e.definition }, e.label),
-            el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
+            e.table
+              ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table))
+              : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
           ]),
         )
       : null,
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
     open,
+    openMoment ? momentButton(openMoment) : null,
+    spanLink(d, openWorker),
   );
   const activate = (event: Event) => {
     // selecting text in the card should not jump away
@@ -80,4 +125,21 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
     }
   });
   return node;
+}
+
+// The straggler's own span: where its idle gaps and kernels show why it is late.
+function spanLink(d: Diagnosis, openWorker?: (worker: string) => boolean): HTMLElement | null {
+  const worker = d.evidence?.worker;
+  if (!openWorker || d.id !== "communication_straggler" || typeof worker !== "string") return null;
+  const rank = d.evidence?.rank;
+  const link = el(
+    "button",
+    { type: "button", className: "link goto open-span", title: `Open the panels of worker ${worker}` },
+    `Open rank ${typeof rank === "number" ? rank : worker}'s span →`,
+  );
+  link.addEventListener("click", (event) => {
+    event.stopPropagation();
+    openWorker(worker);
+  });
+  return link;
 }

@@ -3,12 +3,13 @@
 
 import { chart } from "../charts";
 import { badge, el, nameCell, table } from "../dom";
-import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtSignedPercent, fmtSpeedup, isNum } from "../format";
+import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtPercent, fmtSignedPercent, fmtSpeedup, isNum, shortenNames } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
 import { type OneSidedRow, headlineParts, largestChanges, oneSidedRows, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
-import type { DdpBucketStats, DiffDocument, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
+import type { DdpBucketStats, DiffDocument, DiffEfficiencyRow, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
+import { fmtRate } from "./efficiency";
 import { col, row, subhead } from "./shell";
 
 export function verdictBadge(verdict: string | undefined): HTMLElement {
@@ -40,6 +41,16 @@ export function diffHeadline(doc: DiffDocument): Node[] {
       " ",
       verdictBadge(h.verdict),
     ),
+    doc.headline?.straggler_gained
+      ? el(
+          "div",
+          {
+            className: "headline-straggler",
+            title: "A rank the experiment's view across ranks calls a straggler, and the base's does not: who, what it costs the others, and why it is late.",
+          },
+          `Gained a straggler: ${doc.headline.straggler_gained.title}`,
+        )
+      : null,
     el(
       "div",
       { className: "headline-sides" },
@@ -184,16 +195,36 @@ export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
   ] as const) {
     const rows = oneSidedRows(side, 12);
     if (!rows.length) continue;
+    const cut = shortenNames(rows.map((x) => x.name));
+    const shortNames = new Map(rows.map((r, i) => [r.name, cut[i]]));
     out.push(
       subhead(title, "Names that only one side runs: added (experiment only), removed (base only), moved out (base only, and the experiment's DataLoader loads in worker processes the profiler does not trace). No verdict: a new or vanished name is not a faster or slower version of anything."),
       table<OneSidedRow>(
         [
-          { header: noun, className: "name-col", cell: (r) => nameCell(r.name) },
+          { header: noun, className: "name-col", cell: (r) => nameCell(shortNames.get(r.name) ?? r.name, r.name) },
           { header: "Status", cell: (r) => verdictBadge(r.label), cellTitle: (r) => r.note ?? VERDICT_DEFINITIONS[r.label] ?? "" },
           { header: "Time /step", numeric: true, title: "Time per step on the side that has it.", cell: (r) => fmtDuration(r.perStepUs) },
         ],
         rows,
         { className: "one-sided" },
+      ),
+    );
+  }
+  const eff = (doc.efficiency ?? []).filter((r) => isNum(r.base_achieved_flops_per_s) || isNum(r.exp_achieved_flops_per_s));
+  if (eff.length) {
+    out.push(
+      subhead("Kernel efficiency by op group", "Matmul, convolution and attention groups matched by op and input shapes: achieved FLOP/s (FLOPs from the shapes ÷ kernel time) and share of the roof on each side. No verdict: a summary keeps one value per group, not one per step."),
+      table<DiffEfficiencyRow>(
+        [
+          { header: "Op group", className: "name-col", cell: (r) => nameCell(`${r.op} ${r.shapes}`) },
+          { header: "dtype", cell: (r) => `${r.base_dtype ?? "–"} → ${r.exp_dtype ?? "–"}` },
+          { header: "Base", numeric: true, title: "Achieved FLOP/s in the base.", cell: (r) => fmtRate(r.base_achieved_flops_per_s, "FLOP/s") },
+          { header: "Experiment", numeric: true, title: "Achieved FLOP/s in the experiment.", cell: (r) => fmtRate(r.exp_achieved_flops_per_s, "FLOP/s") },
+          { header: "Of roof", numeric: true, title: "Achieved ÷ attainable under this GPU's roofline, base → experiment.", cell: (r) => `${fmtPercent(r.base_roof_fraction)} → ${fmtPercent(r.exp_roof_fraction)}` },
+          { header: "Time /step", numeric: true, cell: (r) => `${fmtDuration(r.base_time_us_per_step)} → ${fmtDuration(r.exp_time_us_per_step)}` },
+        ],
+        eff.slice(0, 12),
+        { className: "efficiency-diff" },
       ),
     );
   }

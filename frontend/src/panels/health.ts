@@ -34,7 +34,7 @@ export function healthPanel(s: Summary): Node[] | string {
       { label: "skipped", value: fmtCount(skipped), definition: "Events the reader dropped (unknown or unusable), by reason below.", tone: skipped ? "warn" : "good" },
       { label: "quarantined", value: fmtCount(quarantined), definition: "Events with damaged values (absurd durations, bad timestamps) kept out of the analysis.", tone: quarantined ? "warn" : "good" },
       { label: "repaired", value: fmtCount(repaired), definition: "Damage the reader fixed (N/A, NaN tokens, lone backslashes, …).", tone: repaired ? "warn" : "" },
-      { label: "file", value: fmtBytes(h.file_bytes), sub: `${h.compressed ? "gzip, " : ""}${fmtBytes(h.json_bytes)} JSON`, definition: "Size of the trace file on disk, and of its JSON text." },
+      { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." },
     ]),
   ];
   const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;

@@ -3,12 +3,14 @@ import { el, kpis, nameCell, notes, table } from "../dom";
 import { fmtCount, fmtDuration, fmtPercent, isNum } from "../format";
 import { DEFINITIONS, IDLE_DEFINITIONS, IDLE_LABELS } from "../labels";
 import { histogramOption, idleCausesOption, idlePerStepOption } from "../options";
-import { histogramChart, idleCauses, idlePerStep, mainDevice } from "../shape";
+import { histogramChart, idleCauses, idlePerStep, mainDevice, pythonFrameRows, shortFrame } from "../shape";
+import type { PythonFrameRow } from "../shape";
 import type { Palette } from "../theme";
 import type { IdleDevice, IdleGap, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
-export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?: (d: string) => void): Node[] | string {
+// `onGap`: a "Largest gaps" row's step was clicked (opens the timeline at the gap).
+export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?: (d: string) => void, onGap?: (g: IdleGap) => void): Node[] | string {
   const idle = s.idle;
   if (!idle) return "This summary has no idle-gap data.";
   const devices = idle.devices ?? [];
@@ -66,6 +68,7 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
   } else {
     out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
   }
+  out.push(pythonFrames(device, steps, idle.python_stacks === true));
   const hist = histogramChart(device.gap_histogram);
   const gaps = device.largest_gaps ?? [];
   out.push(
@@ -92,14 +95,34 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
         gaps.length
           ? table<IdleGap>(
               [
-                { header: "Step", cell: (g) => (isNum(g.step) ? `#${g.step}` : "n/a") },
+                {
+                  header: "Step",
+                  title: "Click to open the timeline at this gap.",
+                  cell: (g) => {
+                    if (!isNum(g.step)) return "n/a";
+                    if (!onGap) return `#${g.step}`;
+                    const b = el("button", { type: "button", className: "link gap-open", title: "Open the timeline of this step at this gap, highlighted." }, `#${g.step}`);
+                    b.addEventListener("click", () => onGap(g));
+                    return b;
+                  },
+                },
                 { header: "At", numeric: true, title: "Start of the gap, from the start of its step.", cell: (g) => fmtDuration(g.offset_us) },
                 { header: "Length", numeric: true, title: "Duration of the idle gap.", cell: (g) => fmtDuration(g.length_us) },
                 {
                   header: "Cause",
-                  cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync ? " (sync)" : ""),
+                  cell: (g) => el("span", null, el("span", { className: `swatch idle-${g.cause ?? ""}` }), IDLE_LABELS[g.cause ?? ""] ?? g.cause ?? "n/a", g.opened_by_sync && g.cause !== "host_sync" ? " (opened by a sync)" : ""),
                   cellTitle: (g) => gapCauseTitle(g),
                 },
+                ...(idle.python_stacks
+                  ? [
+                      {
+                        header: "Python",
+                        className: "name-col",
+                        title: "The user Python frame of the launching thread that held most of the gap (library frames folded into it).",
+                        cell: (g: IdleGap) => (g.python_frame ? nameCell(shortFrame(g.python_frame), g.python_frame) : "none recorded"),
+                      },
+                    ]
+                  : []),
                 {
                   header: "Host was in",
                   className: "name-col",
@@ -117,6 +140,59 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
   const n = notes(idle.notes);
   if (n) out.push(n);
   return out;
+}
+
+// "Python the host was in while the GPU idled": frames by idle time per step, each
+// expandable (a <details>) to the call paths that led to it.
+function pythonFrames(device: IdleDevice, steps: number, hasStacks: boolean): HTMLElement {
+  const head = subhead(
+    "Python the host was in while the GPU idled",
+    "Per frame: GPU idle time while the launching thread was in this user Python function (library, torch and standard-library frames folded into the nearest user frame) ÷ number of steps.",
+  );
+  if (!hasStacks) {
+    return col(
+      head,
+      el("p", { className: "muted" }, "This trace has no Python stacks: record with torch.profiler.profile(with_stack=True) to see which Python functions the GPU waited for."),
+    );
+  }
+  const rows = pythonFrameRows(device);
+  if (!rows.length) return col(head, el("p", { className: "muted" }, "No recorded Python frame on the launching threads during the idle gaps."));
+  return col(
+    head,
+    table<PythonFrameRow>(
+      [
+        { header: "Function", className: "name-col", title: "As Kineto names it: file(first line): function.", cell: (r) => nameCell(r.short, r.frame) },
+        { header: "Per step", numeric: true, title: "GPU idle time while the host was in this frame ÷ number of steps.", cell: (r) => fmtDuration(r.perStepUs) },
+        { header: "Of idle", numeric: true, title: DEFINITIONS.fraction_of_idle, cell: (r) => fmtPercent(r.fractionOfIdle) },
+        {
+          header: "Mostly",
+          title: "The idle cause holding most of this frame's idle time.",
+          cell: (r) => (r.mainCause ? el("span", null, el("span", { className: `swatch idle-${r.mainCause}` }), IDLE_LABELS[r.mainCause] ?? r.mainCause) : "n/a"),
+        },
+        {
+          header: "After a sync",
+          numeric: true,
+          title: "Per step: idle in gaps opened by a host synchronisation, spent after the host left the frame that synchronised.",
+          cell: (r) => (r.afterSyncUs > 0 ? fmtDuration(steps ? r.afterSyncUs / steps : r.afterSyncUs) : "–"),
+        },
+        { header: "Per step, each", numeric: true, title: "Idle in this frame in each profiled step.", cell: (r) => r.perStepUsList.map((v) => fmtDuration(v)).join(" · ") },
+        { header: "Called from", className: "name-col", cell: (r) => callersCell(r, steps) },
+      ],
+      rows,
+      { limit: 10 },
+    ),
+  );
+}
+
+function callersCell(r: PythonFrameRow, steps: number): Node {
+  if (!r.callers.length || r.callers.every((c) => !c.path.length)) return el("span", { className: "muted" }, "(outermost)");
+  const details = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
+  const list = el("ol", { className: "callers" });
+  for (const c of r.callers) {
+    list.append(el("li", { title: c.path.join("\n") }, `${fmtDuration(steps ? c.us / steps : c.us)} per step: `, c.path.map(shortFrame).join(" ‹ ") || "(outermost)"));
+  }
+  details.append(list);
+  return details;
 }
 
 function gapCauseTitle(g: IdleGap): string {

@@ -1,6 +1,6 @@
 import { chart } from "../charts";
 import { el, kpis, nameCell, notes, table } from "../dom";
-import { fmtCount, fmtDuration, fmtPercent, isNum } from "../format";
+import { fmtCount, fmtDuration, fmtPercent, isNum, shortenNames } from "../format";
 import { DEFINITIONS } from "../labels";
 import { histogramOption, kernelsPerStepOption } from "../options";
 import { histogramChart } from "../shape";
@@ -57,7 +57,7 @@ export function kernelsPanel(s: Summary, p: Palette): Node[] | string {
         subhead("Kernel duration histogram", "Kernels that start in a step window, by duration (log-spaced bins), all steps together."),
         hist.labels.length
           ? chart(
-              histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps." }),
+              histogramOption(hist, p, { noun: "kernels", axis: "kernel duration", scope: "Kernels starting in a step window, all steps.", steps: s.steps?.count ?? undefined }),
               `Histogram of kernel durations; bins shorter than ${fmtDuration(shortUs)} highlighted`,
             ).node
           : el("p", { className: "muted" }, "No kernels in the step windows."),
@@ -84,8 +84,12 @@ export function kernelsPanel(s: Summary, p: Palette): Node[] | string {
   const stepCount = s.steps?.count;
   const nSteps = isNum(stepCount) && stepCount > 0 ? stepCount : (k.per_step?.length ?? 0);
   const perStep = (v: Num): Num => (isNum(v) && nSteps > 0 ? v / nSteps : null);
+  // names cut in the middle where alike ones differ (format.shortenNames), full on hover
+  const listed = [...(k.top_by_time ?? []), ...(k.top_by_count ?? [])].map((r) => r.name);
+  const cut = shortenNames(listed);
+  const shown = new Map(listed.map((name, i) => [name, cut[i]]));
   const kernelColumns = [
-    { header: "Kernel", className: "name-col", cell: (r: KernelRow) => nameCell(r.name, r.full_name ?? r.name) },
+    { header: "Kernel", className: "name-col", cell: (r: KernelRow) => nameCell(shown.get(r.name) ?? r.name, r.full_name ?? r.name) },
     { header: "Count /step", numeric: true, title: `Launches that start in a step window ÷ ${fmtCount(nSteps)} steps.`, cell: (r: KernelRow) => fmtCount(perStep(r.count), 1) },
     { header: "Time /step", numeric: true, title: `Summed kernel duration in the step windows ÷ ${fmtCount(nSteps)} steps.`, cell: (r: KernelRow) => fmtDuration(perStep(r.time_us)) },
     { header: "Mean", numeric: true, title: "Mean duration of one launch: total time ÷ count.", cell: (r: KernelRow) => fmtDuration(r.mean_us) },

@@ -110,11 +110,15 @@ function fragmentationKpi(device: MemoryDevice): Kpi {
   if (!f) return { label: "fragmentation", value: "n/a", definition: "No Total Reserved in the [memory] events: fragmentation cannot be judged." };
   const steady = f.steady_state_steps ?? [];
   const excess = f.excess_reserved_growth_bytes_per_step;
+  // the diagnosis's numbers: the steady-state steps' count (the first profiled step may
+  // still be warming the cache up; its events are in the per-step counts only)
   return {
-    label: "new segments despite cache",
-    value: fmtCount(f.events),
-    sub: steady.length ? `in ${fmtCount(steady.length)} steady steps; reserved +${fmtBytes(excess)}/step beyond allocated` : undefined,
+    label: `new segments despite cache, total (${fmtCount(steady.length)} steady-state ${steady.length === 1 ? "step" : "steps"})`,
+    value: fmtCount(f.steady_state_events),
+    sub: steady.length
+      ? `reserved +${fmtBytes(f.steady_state_reserved_growth_bytes)} in them; +${fmtBytes(excess)}/step beyond allocated`
+      : undefined,
     definition: DEFINITIONS.fragmentation_events,
-    tone: isNum(f.events) && f.events > 0 && steady.length > 0 ? "warn" : "",
+    tone: isNum(f.steady_state_events) && f.steady_state_events > 0 ? "warn" : "",
   };
 }

@@ -1,0 +1,510 @@
+// The step timeline: one step at a time (/timeline), lanes of GPU streams, launching
+// host threads, data-loading threads and the GPU's idle band by cause, drawn with the
+// bundled ECharts custom series; zoom and pan (wheel, drag, the slider), hover details,
+// click a kernel to see (and highlight) the op that launched it.
+
+import { apiUrl, getReady } from "../api";
+import { type Chart, chart } from "../charts";
+import { el, spinner } from "../dom";
+import { fmtCount, fmtDuration } from "../format";
+import { IDLE_LABELS } from "../labels";
+import type { ChartOption } from "../options";
+import type { Palette } from "../theme";
+import {
+  KERNEL_CLASSES,
+  type Range,
+  type TimelineRow,
+  gapView,
+  idleTotals,
+  kernelCount,
+  launchingOp,
+  medianStep,
+  slowestStep,
+  stackSteps,
+  subRows,
+  visibleRows,
+  worstGap,
+} from "../timeline";
+import { tipNode } from "../tooltip";
+import type { Summary, TimelineStep } from "../types";
+
+export interface TimelineTarget {
+  step?: number;
+  window?: Range;
+  mark?: Range;
+}
+
+export interface TimelineHost {
+  pal: Palette;
+  span: { run?: string; worker?: string; span?: string };
+  perfettoUrl: string | null; // Perfetto UI (the server's --kineto_insights_perfetto_url)
+  // the other workers (ranks) of the run, each with its last span: one can be stacked
+  // under this one, the same step aligned on the step start
+  peers: { worker: string; span: string }[];
+  // the view changed by the user: keep it in the address bar (`push`: a new history
+  // entry, for a step or a gap picked; a zoom replaces the current one)
+  changed(target: TimelineTarget, push: boolean): void;
+}
+
+const GRID_LEFT = 170;
+
+function colorOf(cls: string, p: Palette): string {
+  if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
+  const map: Record<string, string | undefined> = {
+    compute: p.breakdown.kernel,
+    communication: p.breakdown.communication,
+    memcpy: p.breakdown.memcpy,
+    memset: p.breakdown.memset,
+    data_loading: p.idle.data_loading,
+    host_sync: p.idle.host_sync,
+    optimizer_step: p.idle.optimizer_step,
+    launching: p.breakdown.runtime,
+    cpu_ops: p.breakdown.cpu_exec,
+  };
+  return map[cls] ?? p.neutral;
+}
+
+function classLabel(cls: string): string {
+  if (cls.startsWith("idle:")) return `idle: ${IDLE_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
+  return cls.replace("_", " ");
+}
+
+export class TimelineView {
+  readonly node: HTMLElement;
+  private doc: TimelineStep | null = null;
+  private step: number | null = null;
+  private window: Range | null = null;
+  private mark: Range | null = null;
+  private instance: Chart | null = null;
+  private highlight = new Set<string>(); // "lane:index"
+  private selectedKernel: string | null = null;
+  private readonly body: HTMLElement;
+  private readonly picker: HTMLSelectElement;
+  private readonly info: HTMLElement;
+  private readonly launch: HTMLElement;
+  private readonly download: HTMLAnchorElement;
+  private readonly perfettoStatus: HTMLElement;
+  private own: TimelineStep | null = null; // this span's step (doc: with a stacked rank)
+  private peer: { worker: string; span: string } | null = null;
+  private controller: AbortController | null = null;
+
+  constructor(
+    private readonly summary: Summary,
+    private readonly host: TimelineHost,
+  ) {
+    const steps = summary.steps?.steps ?? [];
+    this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
+    for (const s of steps) this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration_us)})`));
+    this.picker.addEventListener("change", () => this.pick({ step: Number(this.picker.value) }));
+    const button = (id: string, text: string, title: string, target: () => TimelineTarget | null) => {
+      const b = el("button", { type: "button", className: "link", id, title }, text);
+      b.addEventListener("click", () => {
+        const t = target();
+        if (t) this.pick(t);
+      });
+      return b;
+    };
+    const median = medianStep(summary);
+    const slowest = slowestStep(summary);
+    const gap = worstGap(summary);
+    this.download = el(
+      "a",
+      { className: "link", id: "ki-timeline-download", title: "The shown window cut from the trace file (every event kept, partial overlaps on sibling tracks): open it in Perfetto UI or chrome://tracing by hand." },
+      "Download window",
+    );
+    this.download.setAttribute("download", "");
+    const perfetto = el(
+      "button",
+      { type: "button", className: "link", id: "ki-timeline-perfetto", title: `Open the shown window in Perfetto UI (${host.perfettoUrl ?? "not configured"}), zoomed to it.` },
+      "Open in Perfetto",
+    );
+    perfetto.disabled = !host.perfettoUrl;
+    perfetto.addEventListener("click", () => this.openPerfetto());
+    this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
+    let peerPicker: HTMLElement | null = null;
+    if (host.peers.length) {
+      const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+      select.append(el("option", { value: "" }, "none"));
+      for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
+      select.addEventListener("change", () => {
+        this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+        void this.loadPeer();
+      });
+      peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
+    }
+    this.info = el("p", { className: "note", id: "ki-timeline-info" });
+    this.launch = el("p", { className: "note", id: "ki-timeline-launch" });
+    this.body = el("div", { className: "timeline-body" });
+    this.node = el(
+      "div",
+      { className: "timeline", id: "ki-timeline" },
+      el(
+        "div",
+        { className: "timeline-controls" },
+        el("label", { className: "field" }, el("span", { className: "field-label" }, "Step"), this.picker),
+        median !== null ? button("ki-timeline-median", "median step", "The step whose duration is closest to the median.", () => ({ step: median })) : null,
+        slowest !== null ? button("ki-timeline-slowest", "slowest step", "The longest step window.", () => ({ step: slowest })) : null,
+        gap ? button("ki-timeline-worst-gap", "worst gap", "The longest idle gap of the main GPU, highlighted.", () => ({ step: gap.step ?? undefined, ...gapView(gap) })) : null,
+        peerPicker,
+        perfetto,
+        this.download,
+        this.perfettoStatus,
+      ),
+      this.info,
+      this.body,
+      this.launch,
+    );
+  }
+
+  // The default view: the median step.
+  defaultStep(): number | null {
+    return medianStep(this.summary);
+  }
+
+  private pick(target: TimelineTarget): void {
+    this.host.changed(target, true);
+    void this.show(target);
+  }
+
+  // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
+  // highlighted.
+  async show(target: TimelineTarget): Promise<void> {
+    const step = target.step ?? this.defaultStep();
+    if (step === null) {
+      this.body.replaceChildren(el("div", { className: "state empty" }, "No steps to show."));
+      return;
+    }
+    this.window = target.window ?? null;
+    this.mark = target.mark ?? null;
+    this.picker.value = String(step);
+    if (this.doc && this.step === step) {
+      this.applyView();
+      return;
+    }
+    this.step = step;
+    this.doc = null;
+    this.controller?.abort();
+    const controller = new AbortController();
+    this.controller = controller;
+    this.body.replaceChildren(spinner(`Loading step #${step}…`));
+    let answer;
+    try {
+      answer = await getReady<TimelineStep>("timeline", { ...this.host.span, step }, controller.signal, () => undefined);
+    } catch {
+      return; // cancelled: another step was asked for
+    }
+    if (controller.signal.aborted || this.step !== step) return;
+    if (!answer.ok || !answer.body) {
+      this.body.replaceChildren(el("div", { className: "state error", role: "alert" }, answer.error ?? "unknown error"));
+      return;
+    }
+    this.own = answer.body;
+    this.doc = answer.body;
+    if (this.peer) await this.loadPeer();
+    else this.draw();
+  }
+
+  // Stack the chosen rank's same step under this one (or go back to this span alone).
+  private async loadPeer(): Promise<void> {
+    const own = this.own;
+    if (!own) return;
+    const peer = this.peer;
+    if (!peer) {
+      this.doc = own;
+      this.draw();
+      return;
+    }
+    const span = { run: this.host.span.run, worker: peer.worker, span: peer.span };
+    const controller = new AbortController();
+    let answer;
+    try {
+      answer = await getReady<TimelineStep>("timeline", { ...span, step: own.step }, controller.signal, () => undefined);
+    } catch {
+      return;
+    }
+    if (this.own !== own || this.peer !== peer) return; // another step or rank meanwhile
+    if (!answer.ok || !answer.body) {
+      this.doc = own;
+      this.draw();
+      this.launch.replaceChildren(`${peer.worker} has no step #${own.step} to stack: ${answer.error ?? "unknown error"}`);
+      return;
+    }
+    this.doc = stackSteps(own, this.host.span.worker ?? "this rank", answer.body, peer.worker);
+    this.draw();
+  }
+
+  private range(): Range {
+    const doc = this.doc as TimelineStep;
+    return this.window ?? [0, doc.duration_us];
+  }
+
+  private draw(): void {
+    const doc = this.doc as TimelineStep;
+    const own = this.own ?? doc;
+    const kernels = kernelCount(own);
+    const idle = idleTotals(own);
+    const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
+    this.info.replaceChildren(
+      `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
+      idleText ? `, ${idleText}` : "",
+      doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
+      ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it.",
+    );
+    const mainDevice = this.summary.idle?.main_device ?? [...idle.keys()][0];
+    this.info.dataset.kernels = String(kernels);
+    this.info.dataset.idleUs = String(idle.get(mainDevice ?? -1)?.total ?? 0);
+    this.info.dataset.step = String(doc.step);
+    this.info.dataset.lanes = String(doc.lanes.length);
+    this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
+    const labels = doc.lanes.map((l) => l.label);
+    const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
+    const [lo, hi] = this.range();
+    const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
+      this.instance = instance;
+      instance.on("datazoom", () => this.zoomed());
+      instance.on("click", (params: unknown) => this.clicked(params as { seriesId?: string; data?: TimelineRow }));
+      this.setViewData();
+    });
+    box.node.id = "ki-timeline-chart";
+    this.body.replaceChildren(box.node);
+    this.launch.replaceChildren();
+    this.highlight.clear();
+    this.selectedKernel = null;
+  }
+
+  private usPerPx(lo: number, hi: number): number {
+    const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+    return (hi - lo) / width;
+  }
+
+  private option(labels: string[], lo: number, hi: number): ChartOption {
+    const doc = this.doc as TimelineStep;
+    const p = this.host.pal;
+    const subs = doc.lanes.map(subRows);
+    const min = Math.min(0, ...doc.lanes.map((l) => (l.offset_us.length ? Math.min(...l.offset_us) : 0)));
+    return {
+      animation: false,
+      backgroundColor: "transparent",
+      textStyle: { color: p.text },
+      grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+      xAxis: {
+        type: "value",
+        min,
+        max: doc.duration_us,
+        name: "time after the step window's start",
+        nameLocation: "middle",
+        nameGap: 24,
+        axisLabel: { color: p.muted, formatter: (v: number) => fmtDuration(v) },
+        splitLine: { lineStyle: { color: p.split } },
+      },
+      yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+      dataZoom: [
+        { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
+        { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v: number) => fmtDuration(v) },
+      ],
+      tooltip: { trigger: "item", confine: true, formatter: (params: unknown) => this.tip(params as { seriesId?: string; data?: TimelineRow }) },
+      series: [
+        {
+          id: "mark",
+          type: "custom",
+          silent: true,
+          data: [],
+          renderItem: (params, api) => {
+            const a = api.coord([api.value(0) as number, 0]);
+            const b = api.coord([api.value(1) as number, 0]);
+            const cs = params.coordSys as unknown as { x: number; y: number; width: number; height: number };
+            const x0 = Math.max(cs.x, Math.min(a[0], b[0]));
+            const x1 = Math.min(cs.x + cs.width, Math.max(a[0], b[0]));
+            if (x1 <= x0) return null;
+            return { type: "rect", shape: { x: x0, y: cs.y, width: Math.max(2, x1 - x0), height: cs.height }, style: { fill: p.accent, opacity: 0.15, stroke: p.accent, lineWidth: 1 } };
+          },
+        },
+        {
+          id: "events",
+          type: "custom",
+          data: [],
+          encode: { x: [1, 2], y: 0 },
+          progressive: 20000,
+          renderItem: (params, api) => {
+            const lane = api.value(0) as number;
+            const a = api.coord([api.value(1) as number, lane]);
+            const b = api.coord([api.value(2) as number, lane]);
+            const band = (api.size?.([0, 1]) as number[])[1];
+            const n = subs[lane] ?? 1;
+            const h = (band * 0.8) / n;
+            const y = a[1] - band * 0.4 + (api.value(3) as number) * h;
+            const cs = params.coordSys as unknown as { x: number; y: number; width: number; height: number };
+            const x0 = Math.max(cs.x, a[0]);
+            const x1 = Math.min(cs.x + cs.width, Math.max(b[0], a[0] + 1));
+            if (x1 <= x0) return null;
+            const key = `${lane}:${api.value(5) as number}`;
+            const lit = this.highlight.has(key);
+            return {
+              type: "rect",
+              shape: { x: x0, y, width: Math.max(1, x1 - x0), height: Math.max(1, h - 1) },
+              style: {
+                fill: colorOf(doc.classes[api.value(4) as number] ?? "", p),
+                stroke: lit ? p.text : undefined,
+                lineWidth: lit ? 2 : 0,
+                opacity: this.highlight.size && !lit ? 0.45 : 1,
+              },
+            };
+          },
+        },
+      ],
+    };
+  }
+
+  // Data for the range shown (level of detail), and the address bar's view.
+  private setViewData(): void {
+    if (!this.instance || !this.doc) return;
+    const [lo, hi] = this.range();
+    const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
+    this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
+    this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+    const chartNode = this.body.querySelector<HTMLElement>("#ki-timeline-chart");
+    if (chartNode) {
+      chartNode.dataset.rows = String(rows.length);
+      chartNode.dataset.window = `${lo}~${hi}`;
+      chartNode.dataset.mark = this.mark ? `${this.mark[0]}~${this.mark[1]}` : "";
+    }
+  }
+
+  // The window sent to Perfetto: the zoomed range, else the server's default (the step
+  // with 10 % of its length on each side).
+  private windowParams(): { start_us?: number; end_us?: number } {
+    return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+  }
+
+  // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
+  // user's gesture), PING until it answers PONG, then post the window's bytes with a
+  // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
+  private openPerfetto(): void {
+    const doc = this.doc;
+    const base = this.host.perfettoUrl;
+    if (!doc || !base) return;
+    const margin = Math.trunc(Math.round(doc.duration_us * 1000) * 0.1);
+    const [startNs, endNs] = this.window
+      ? [doc.trace_start_ns + Math.round(this.window[0] * 1000), doc.trace_start_ns + Math.round(this.window[1] * 1000)]
+      : [doc.trace_start_ns - margin, doc.trace_start_ns + Math.round(doc.duration_us * 1000) + margin];
+    let target: URL;
+    try {
+      target = new URL(base, window.location.href);
+    } catch {
+      this.perfettoStatus.textContent = `Not a valid Perfetto address: ${base}`;
+      return;
+    }
+    target.searchParams.set("visStart", String(startNs));
+    target.searchParams.set("visEnd", String(endNs));
+    const handle = window.open(target.href, "_blank");
+    if (!handle) {
+      this.perfettoStatus.textContent = "The browser blocked the new tab: allow pop-ups for this page, or use Download window.";
+      return;
+    }
+    const span = this.host.span;
+    const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+    const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+    const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then((r) =>
+      r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`)),
+    );
+    this.perfettoStatus.textContent = "Opening Perfetto UI…";
+    const origin = target.origin;
+    let answered = false;
+    const ping = window.setInterval(() => handle.postMessage("PING", origin), 50);
+    const stop = () => {
+      window.clearInterval(ping);
+      window.removeEventListener("message", onMessage);
+    };
+    const onMessage = (event: MessageEvent) => {
+      if (event.source !== handle || event.data !== "PONG") return;
+      answered = true;
+      stop();
+      bytes.then(
+        (buffer) => {
+          handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
+          this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+        },
+        (err: unknown) => {
+          this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
+        },
+      );
+    };
+    window.addEventListener("message", onMessage);
+    window.setTimeout(() => {
+      if (answered) return;
+      stop();
+      this.perfettoStatus.textContent = `Perfetto UI did not answer at ${origin}; use Download window.`;
+    }, 30000);
+  }
+
+  private applyView(): void {
+    if (!this.instance || !this.doc) return;
+    const [lo, hi] = this.range();
+    this.instance.dispatchAction({ type: "dataZoom", startValue: lo, endValue: hi });
+    this.setViewData();
+  }
+
+  private zoomed(): void {
+    if (!this.instance || !this.doc) return;
+    const zoom = (this.instance.getOption() as { dataZoom?: { startValue?: number; endValue?: number }[] }).dataZoom?.[0];
+    if (!zoom || typeof zoom.startValue !== "number" || typeof zoom.endValue !== "number") return;
+    const window: Range = [zoom.startValue, zoom.endValue];
+    const [lo, hi] = this.range();
+    if (Math.abs(window[0] - lo) < 1e-6 && Math.abs(window[1] - hi) < 1e-6) return;
+    this.window = window;
+    this.setViewData();
+    this.host.changed({ step: this.step ?? undefined, window, mark: this.mark ?? undefined }, false);
+  }
+
+  private event(row: TimelineRow): { lane: TimelineStep["lanes"][number]; name: string; cls: string } {
+    const doc = this.doc as TimelineStep;
+    const lane = doc.lanes[row[0]];
+    const index = row[5];
+    const name = index >= 0 ? doc.names[lane.name[index]] ?? "" : `${fmtCount(row[6])} events (zoom in to see each)`;
+    return { lane, name, cls: doc.classes[row[4]] ?? "" };
+  }
+
+  private tip(params: { seriesId?: string; data?: TimelineRow }): HTMLElement | string {
+    const row = params.data;
+    if (params.seriesId !== "events" || !row || !this.doc) return "";
+    const { lane, name, cls } = this.event(row);
+    const rows = [
+      { label: "class", value: classLabel(cls), color: colorOf(cls, this.host.pal) },
+      { label: "start", value: `${fmtDuration(row[1])} after the step start` },
+      { label: "duration", value: fmtDuration(row[2] - row[1]) },
+      { label: "lane", value: lane.label },
+    ];
+    if (row[5] >= 0 && lane.kind === "gpu_stream") {
+      const launch = launchingOp(this.doc, lane.correlation[row[5]]);
+      rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: undefined });
+    }
+    if (row[6] > 1) rows.push({ label: "events", value: fmtCount(row[6]) });
+    return tipNode(name, rows);
+  }
+
+  private clicked(params: { seriesId?: string; data?: TimelineRow }): void {
+    const row = params.data;
+    if (params.seriesId !== "events" || !row || !this.doc || row[5] < 0) return;
+    const { lane, name, cls } = this.event(row);
+    const key = `${row[0]}:${row[5]}`;
+    this.highlight.clear();
+    if (lane.kind !== "gpu_stream" || !KERNEL_CLASSES.has(cls) || this.selectedKernel === key) {
+      this.selectedKernel = null; // a second click on the kernel: back
+      this.launch.replaceChildren();
+      this.setViewData();
+      return;
+    }
+    this.selectedKernel = key;
+    this.highlight.add(key);
+    const launch = launchingOp(this.doc, lane.correlation[row[5]]);
+    if (launch) {
+      this.highlight.add(`${launch.lane}:${launch.index}`);
+      for (const j of launch.opIndices) this.highlight.add(`${launch.lane}:${j}`);
+      this.launch.replaceChildren(`${name}: launched by ${launch.call}`, launch.ops.length ? ` in ${launch.ops.join(" › ")}` : "", ` (${this.doc.lanes[launch.lane].label}). Click it again to clear.`);
+    } else {
+      this.launch.replaceChildren(`${name}: its launch is not in this step's window (launched earlier, or no correlation id).`);
+    }
+    this.launch.dataset.kernel = name;
+    this.setViewData();
+  }
+}

@@ -1,0 +1,597 @@
+"""Per-step timelines: what the GPU streams, the launching host threads and the
+data-loading threads did in each step window, and the GPU's idle time by cause.
+
+Built from the :class:`~.context.TraceIndex` the summary is built from (same read, no
+second pass over the file) and from the idle panel's attributed intervals
+(:class:`~.idle.IdlePieces`), so the idle band of a step is, cause by cause and to the
+ns, ``summary.idle.devices[].per_step[].causes_us``.
+
+Per step window ``[start, end)`` (the windows every per-step figure uses):
+
+* ``gpu_stream`` lanes, one per (device, stream): the kernels, memcpys and memsets whose
+  start lies in the window (the kernels ``kernels.per_step[].count`` counts), class
+  ``compute``, ``communication`` (NCCL/RCCL), ``memcpy`` or ``memset``, with their
+  correlation id;
+* ``host_thread`` lanes, one per thread that launched GPU work in the trace (else the
+  thread of the ProfilerStep markers): the CPU ops and annotations overlapping the
+  window at nesting depth 0 and 1 (ProfilerStep markers left out), and every runtime
+  call (depth 2), classed as the idle causes class host time (``data_loading``,
+  ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``);
+* ``dataloader_thread`` lanes: other threads that run ``enumerate(DataLoader)#…``;
+* ``idle`` lanes, one per device: the idle intervals as attributed, class = cause.
+
+Level of detail: in a lane of more than ``Thresholds.timeline_lod_min_events`` events,
+each run of two or more consecutive events, each shorter than
+``Thresholds.timeline_block_us`` and separated by less than that, is one block
+(``count`` = the events it stands for), so the total of ``count`` over a GPU lane is
+still its number of events.
+
+Nesting depth: with the ranges of one thread sorted by start (longer first on a tie), a
+range's depth is the number of earlier ranges still open at its start (for properly
+nested ranges, its number of ancestors); computed with two ``searchsorted`` calls, no
+per-event Python loop.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
+from tb_kineto_insights.analysis.idle import CAUSES, IdlePieces, _step_thread
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep, TimelineStore
+from tb_kineto_insights.trace import model as m
+
+I64 = npt.NDArray[np.int64]
+
+#: Classes of GPU events.
+GPU_CLASSES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
+#: Classes of host ranges: the causes of :mod:`.idle` that a traced range gives.
+HOST_CLASSES: tuple[str, ...] = CAUSES[:5]
+#: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
+#: then the idle causes as ``idle:<cause>``.
+CLASSES: tuple[str, ...] = GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSES)
+_IDLE_BASE = len(GPU_CLASSES) + len(HOST_CLASSES)
+
+
+@dataclass
+class _Lane:
+    """A lane's columns over the whole trace (ns), sorted by start."""
+
+    kind: str
+    label: str
+    ident: dict[str, int]
+    name: npt.NDArray[np.int32]
+    start_ns: I64
+    end_ns: I64
+    event_class: I64
+    correlation: I64
+    depth: I64
+    merge: bool = False
+    #: host lanes: running maximum of ``end_ns`` (finds ranges still open at a time)
+    max_end: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def nesting_depth(start_ns: I64, end_ns: I64) -> I64:
+    """Depth of each range among ranges of one thread: the number of other ranges open
+    at its start that began before it (start order, longer first on equal starts).
+
+    Args:
+        start_ns, end_ns: int64 arrays of equal length, any order.
+
+    Returns:
+        int64 array, same order as the input; 0 for a top-level range. For properly
+        nested ranges this is the number of ancestors; a range partially overlapping an
+        earlier one counts it too.
+    """
+    n = start_ns.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((-(end_ns - start_ns), start_ns))
+    s, e = start_ns[order], end_ns[order]
+    k = np.arange(n)
+    # ranges ending at or before s[k]: all come before k in this order, except the
+    # zero-length ranges at s[k] from k on (they sort last among equal starts)
+    ended = np.searchsorted(np.sort(e), s, side="right")
+    zero = np.concatenate([[0], np.cumsum(e == s)])
+    group_end = np.searchsorted(s, s, side="right")
+    zeros_from_k = zero[group_end] - zero[k]
+    out = np.empty(n, dtype=np.int64)
+    out[order] = np.maximum(k - ended + zeros_from_k, 0)
+    return out
+
+
+def merge_narrow_runs(start_ns: I64, end_ns: I64, block_ns: int) -> tuple[I64, I64, I64]:
+    """Runs of narrow events merged into blocks (level of detail).
+
+    Args:
+        start_ns, end_ns: int64 arrays of one lane, sorted by start.
+        block_ns: an event narrower than this (ns) is narrow; two narrow neighbours
+            separated by less than it join one run.
+
+    Returns:
+        ``(first, last, count)`` per output item: the index of its first and last event
+        and how many events it stands for (1: a single event kept as is); the items in
+        start order. Every event belongs to exactly one item.
+    """
+    n = start_ns.size
+    if n == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy(), z.copy()
+    narrow = (end_ns - start_ns) < block_ns
+    link = np.zeros(n, dtype=np.bool_)  # link[i]: event i joins event i - 1
+    if n > 1:
+        running_end = np.maximum.accumulate(end_ns)
+        link[1:] = narrow[1:] & narrow[:-1] & ((start_ns[1:] - running_end[:-1]) < block_ns)
+    first = np.flatnonzero(~link)
+    last = np.append(first[1:], n) - 1
+    return first.astype(np.int64), last.astype(np.int64), (last - first + 1).astype(np.int64)
+
+
+def _gpu_lanes(index: TraceIndex) -> list[_Lane]:
+    trace = index.trace
+    comm = index.name_class(nm.is_communication_kernel)
+    lanes: list[_Lane] = []
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("name", "s", "e", "c", "corr", "d", "st")}
+    for kind in GPU_WORK_KINDS:
+        t = trace.tables[kind]
+        if not len(t):
+            continue
+        if kind == m.KERNEL:
+            cls = np.where(comm[t.name], 1, 0)
+        else:
+            cls = np.full(len(t), GPU_CLASSES.index(kind), dtype=np.int64)
+        for key, col in (
+            ("name", t.name),
+            ("s", t.start_ns),
+            ("e", t.end_ns),
+            ("c", cls),
+            ("corr", t.correlation),
+            ("d", t.device),
+            ("st", t.stream),
+        ):
+            cols[key].append(col)
+    if not cols["s"]:
+        return lanes
+    name, s, e, c, corr, d, st = (np.concatenate(cols[k]) for k in cols)
+    order = np.lexsort((s, st, d))
+    name, s, e, c, corr, d, st = (a[order] for a in (name, s, e, c, corr, d, st))
+    change = np.ones(s.size, dtype=np.bool_)
+    change[1:] = (d[1:] != d[:-1]) | (st[1:] != st[:-1])
+    lo = np.flatnonzero(change)
+    hi = np.append(lo[1:], s.size)
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        dev, stream = int(d[a]), int(st[a])
+        lanes.append(
+            _Lane(
+                kind="gpu_stream",
+                label=f"GPU {dev} stream {stream}",
+                ident={"device": dev, "stream": stream},
+                name=name[a:b],
+                start_ns=s[a:b],
+                end_ns=e[a:b],
+                event_class=c[a:b].astype(np.int64),
+                correlation=corr[a:b],
+                depth=np.zeros(b - a, dtype=np.int64),
+                merge=True,
+            )
+        )
+    return lanes
+
+
+def _host_class(index: TraceIndex, kind: str) -> I64:
+    """Per row of a host table, its class (index into :data:`CLASSES`)."""
+    n = len(index.trace.tables[kind])
+    if kind == m.RUNTIME:
+        cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("launching"), dtype=np.int64)
+        cls[index.rows_where(kind, nm.is_sync)] = len(GPU_CLASSES) + HOST_CLASSES.index("host_sync")
+        return cls
+    cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("cpu_ops"), dtype=np.int64)
+    for cause, pred in (
+        ("optimizer_step", nm.is_optimizer),
+        ("host_sync", nm.is_sync),
+        ("data_loading", nm.is_dataloader),
+    ):  # lowest priority first: the highest wins
+        cls[index.rows_where(kind, pred)] = len(GPU_CLASSES) + HOST_CLASSES.index(cause)
+    return cls
+
+
+def _host_lanes(index: TraceIndex) -> list[_Lane]:
+    trace = index.trace
+    rt = trace.runtime
+    launch_threads: set[tuple[int, int]] = set()
+    for kind in GPU_WORK_KINDS:
+        rows = index.launch_row[kind]
+        rows = np.unique(rows[rows >= 0])
+        if rows.size:
+            pairs = np.unique(np.stack([rt.pid[rows], rt.tid[rows]], axis=1), axis=0)
+            launch_threads.update((int(p), int(t)) for p, t in pairs)
+    if not launch_threads:
+        step_thread = _step_thread(index)
+        if step_thread[0] != -(2**62):
+            launch_threads.add(step_thread)
+    loader_threads: set[tuple[int, int]] = set()
+    for kind in (m.CPU_OP, m.USER_ANNOTATION):
+        t = trace.tables[kind]
+        sel = index.rows_where(kind, nm.is_dataloader)
+        loader_threads.update(zip(t.pid[sel].tolist(), t.tid[sel].tolist(), strict=True))
+    loader_threads -= launch_threads
+    not_marker = {
+        kind: index.rows_where(kind, lambda n: not n.startswith("ProfilerStep#"))
+        for kind in (m.CPU_OP, m.USER_ANNOTATION)
+    }
+    classes = {kind: _host_class(index, kind) for kind in (m.CPU_OP, m.USER_ANNOTATION, m.RUNTIME)}
+    lanes = []
+    for kind_label, threads in (
+        ("host_thread", sorted(launch_threads)),
+        ("dataloader_thread", sorted(loader_threads)),
+    ):
+        for pid, tid in threads:
+            parts: list[tuple[np.ndarray, ...]] = []
+            for kind in (m.CPU_OP, m.USER_ANNOTATION):
+                t = trace.tables[kind]
+                sel = (t.pid == pid) & (t.tid == tid) & not_marker[kind]
+                parts.append(
+                    (
+                        t.name[sel],
+                        t.start_ns[sel],
+                        t.end_ns[sel],
+                        classes[kind][sel],
+                        t.correlation[sel],
+                    )
+                )
+            name = np.concatenate([p[0] for p in parts]).astype(np.int32)
+            s: I64 = np.concatenate([p[1] for p in parts])
+            e: I64 = np.concatenate([p[2] for p in parts])
+            c: I64 = np.concatenate([p[3] for p in parts])
+            corr: I64 = np.concatenate([p[4] for p in parts])
+            depth = nesting_depth(s, e)
+            keep = depth <= 1
+            name = name[keep]
+            s, e, c, corr, depth = s[keep], e[keep], c[keep], corr[keep], depth[keep]
+            if kind_label == "host_thread":
+                sel = (rt.pid == pid) & (rt.tid == tid)
+                name = np.concatenate([name, rt.name[sel]]).astype(np.int32)
+                s = np.concatenate([s, rt.start_ns[sel]])
+                e = np.concatenate([e, rt.end_ns[sel]])
+                c = np.concatenate([c, classes[m.RUNTIME][sel]])
+                corr = np.concatenate([corr, rt.correlation[sel]])
+                depth = np.concatenate([depth, np.full(int(sel.sum()), 2, dtype=np.int64)])
+            if s.size == 0:
+                continue
+            order = np.argsort(s, kind="stable")
+            thread_name = trace.thread_names.get((pid, tid))
+            label = thread_name or f"thread {tid}"  # Kineto's names say "thread N (...)"
+            lanes.append(
+                _Lane(
+                    kind=kind_label,
+                    label=label,
+                    ident={"pid": pid, "tid": tid},
+                    name=name[order],
+                    start_ns=s[order],
+                    end_ns=e[order],
+                    event_class=c[order].astype(np.int64),
+                    correlation=corr[order],
+                    depth=depth[order],
+                    max_end=np.maximum.accumulate(e[order]),
+                )
+            )
+    return lanes
+
+
+def _idle_lanes(pieces: dict[int, IdlePieces]) -> list[_Lane]:
+    return [
+        _Lane(
+            kind="idle",
+            label=f"GPU {dev} idle",
+            ident={"device": dev},
+            name=np.full(p.start_ns.size, -2, dtype=np.int32),  # -2: the cause's name
+            start_ns=p.start_ns,
+            end_ns=p.end_ns,
+            event_class=_IDLE_BASE + p.cause,
+            correlation=np.full(p.start_ns.size, -1, dtype=np.int64),
+            depth=np.zeros(p.start_ns.size, dtype=np.int64),
+        )
+        for dev, p in sorted(pieces.items())
+    ]
+
+
+def _rows_in(lane: _Lane, lo: int, hi: int) -> np.ndarray:
+    """Rows of the lane in window ``[lo, hi)``: GPU and idle lanes by start (as the
+    per-step counts assign them), host lanes every range overlapping it (from the first
+    row whose running maximum end passes ``lo``: no range before it is still open)."""
+    b = int(np.searchsorted(lane.start_ns, hi, side="left"))
+    if lane.kind in ("gpu_stream", "idle"):
+        return np.arange(int(np.searchsorted(lane.start_ns, lo, side="left")), b)
+    a = int(np.searchsorted(lane.max_end, lo, side="right"))
+    rows = np.arange(a, max(a, b))
+    return rows[lane.end_ns[rows] > lo]
+
+
+#: The columns of a packed lane, in order (``offset_ns`` and ``correlation``
+#: delta-coded: each value minus the previous one).
+_COLUMNS: tuple[str, ...] = (
+    "offset_ns",
+    "dur_ns",
+    "name",
+    "event_class",
+    "count",
+    "correlation",
+    "depth",
+)
+
+
+class PackedLane(msgspec.Struct, frozen=True, array_like=True):
+    """A lane as stored: its identity and ``columns``, the arrays of :data:`_COLUMNS`
+    one after the other (``n`` values each), each little-endian in the fewest bytes
+    that hold it (``widths``: 1, 2, 4 or 8 per column; :func:`_narrow`)."""
+
+    kind: str
+    label: str
+    device: int | None
+    stream: int | None
+    pid: int | None
+    tid: int | None
+    n: int
+    widths: list[int]
+    columns: bytes
+
+
+_DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
+
+
+def _narrow(column: I64) -> tuple[int, bytes]:
+    """A column in the narrowest little-endian signed integer type holding every value:
+    ``(bytes per value, data)``."""
+    if column.size == 0:
+        return 1, b""
+    lo, hi = int(column.min()), int(column.max())
+    for width in (1, 2, 4):
+        limit = 1 << (8 * width - 1)
+        if -limit <= lo and hi < limit:
+            return width, column.astype(_DTYPES[width]).tobytes()
+    return 8, column.astype("<i8").tobytes()
+
+
+class PackedStep(msgspec.Struct, frozen=True, array_like=True):
+    """A step as stored (msgpack, then zlib): :class:`TimelineStep`'s fields with its
+    lanes packed and times in ns. Stored in cache entries: a change of this layout (or
+    of :class:`PackedLane`'s) needs a bump of ``summary.ANALYSIS_VERSION``."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    origin_ns: int
+    kernel_count: int
+    idle_ns: dict[str, int]
+    names: list[str]
+    block_ns: int
+    lanes: list[PackedLane]
+
+
+def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> PackedStep:
+    """Step ``i``'s rows of every lane, merged for level of detail and packed."""
+    trace = index.trace
+    steps = index.steps
+    block_ns = int(round(thresholds.timeline_block_us * 1000))
+    lo, hi = int(steps.start_ns[i]), int(steps.end_ns[i])
+    kernel_count = 0
+    idle_ns: dict[str, int] = {}
+    merged_any = False
+    collected: list[tuple[_Lane, I64, I64, I64, I64, I64, I64, I64]] = []
+    for lane in lanes:
+        rows = _rows_in(lane, lo, hi)
+        if rows.size == 0:
+            continue
+        s, e = lane.start_ns[rows], lane.end_ns[rows]
+        name_ids = lane.name[rows].astype(np.int64)
+        cls = lane.event_class[rows]
+        corr = lane.correlation[rows]
+        depth = lane.depth[rows]
+        count = np.ones(rows.size, dtype=np.int64)
+        if lane.kind == "gpu_stream":
+            kernel_count += int((cls <= 1).sum())
+        if lane.kind == "idle":
+            dev = str(lane.ident["device"])
+            idle_ns[dev] = idle_ns.get(dev, 0) + int((e - s).sum())
+            name_ids = -2 - (cls - _IDLE_BASE)  # -2 - cause: the cause's name
+        if lane.merge and block_ns > 0 and rows.size > thresholds.timeline_lod_min_events:
+            first, _, count = merge_narrow_runs(s, e, block_ns)
+            block = count > 1
+            if block.any():
+                merged_any = True
+                ends = np.maximum.reduceat(e, first)
+                same_name = np.minimum.reduceat(name_ids, first) == np.maximum.reduceat(
+                    name_ids, first
+                )
+                s, e = s[first], ends
+                name_ids = np.where(block & ~same_name, -1, name_ids[first])
+                cls = cls[first]  # a block of several classes keeps its first's
+                corr = np.where(block, -1, corr[first])
+                depth = depth[first]
+        collected.append((lane, s, e, name_ids, cls, count, corr, depth))
+    # the step's names, interned: an id of the trace's names (or -1 a mixed block, -2 - c
+    # the name of cause c) → its index in this step's ``names``, in id order
+    shift = 1 + len(CAUSES)
+    used = np.zeros(len(trace.names) + shift, dtype=np.bool_)
+    for item in collected:
+        used[item[3] + shift] = True
+    used[shift - 1] = False  # -1: no name
+    keys = np.flatnonzero(used)
+    lookup = np.full(used.size, -1, dtype=np.int64)
+    lookup[keys] = np.arange(keys.size)
+    names = [
+        CAUSES[-2 - (k - shift)] if k < shift else trace.names[k - shift] for k in keys.tolist()
+    ]
+    packed = []
+    for lane, s, e, name_ids, cls, count, corr, depth in collected:
+        offset = s - lo
+        narrowed = [
+            _narrow(np.asarray(c, dtype=np.int64))
+            for c in (
+                np.diff(offset, prepend=0),
+                e - s,
+                lookup[name_ids + shift],
+                cls,
+                count,
+                np.diff(corr, prepend=0),
+                depth,
+            )
+        ]
+        packed.append(
+            PackedLane(
+                kind=lane.kind,
+                label=lane.label,
+                device=lane.ident.get("device"),
+                stream=lane.ident.get("stream"),
+                pid=lane.ident.get("pid"),
+                tid=lane.ident.get("tid"),
+                n=int(s.size),
+                widths=[w for w, _ in narrowed],
+                columns=b"".join(data for _, data in narrowed),
+            )
+        )
+    return PackedStep(
+        step=int(steps.number[i]),
+        start_ns=lo - index.origin_ns,
+        end_ns=hi - index.origin_ns,
+        origin_ns=index.origin_ns,
+        kernel_count=kernel_count,
+        idle_ns=idle_ns,
+        names=names,
+        block_ns=block_ns if merged_any else 0,
+        lanes=packed,
+    )
+
+
+def unpack_step(packed: PackedStep) -> TimelineStep:
+    """The served :class:`~tb_kineto_insights.schema.timeline.TimelineStep` of a stored
+    step (µs, exact to the ns: three decimals)."""
+    lanes = []
+    for lane in packed.lanes:
+        cols = []
+        at = 0
+        for width in lane.widths:
+            cols.append(
+                np.frombuffer(lane.columns, dtype=_DTYPES[width], count=lane.n, offset=at).astype(
+                    np.int64
+                )
+            )
+            at += width * lane.n
+        offset = np.cumsum(cols[0])
+        corr = np.cumsum(cols[5])
+        lanes.append(
+            TimelineLane(
+                kind=lane.kind,
+                label=lane.label,
+                device=lane.device,
+                stream=lane.stream,
+                pid=lane.pid,
+                tid=lane.tid,
+                name=cols[2].tolist(),
+                offset_us=_us_list(offset),
+                dur_us=_us_list(cols[1]),
+                event_class=cols[3].tolist(),
+                count=cols[4].tolist(),
+                correlation=corr.tolist(),
+                depth=cols[6].tolist(),
+            )
+        )
+    return TimelineStep(
+        step=packed.step,
+        start_us=packed.start_ns / 1000.0,
+        end_us=packed.end_ns / 1000.0,
+        trace_start_ns=packed.origin_ns + packed.start_ns,
+        duration_us=(packed.end_ns - packed.start_ns) / 1000.0,
+        kernel_count=packed.kernel_count,
+        idle_us={dev: ns / 1000.0 for dev, ns in packed.idle_ns.items()},
+        names=packed.names,
+        classes=list(CLASSES),
+        block_us=packed.block_ns / 1000.0,
+        lanes=lanes,
+    )
+
+
+def _us_list(ns: I64) -> list[float]:
+    """ns → µs, exact to the ns (three decimals)."""
+    return [v / 1000.0 for v in ns.tolist()]
+
+
+_PACK = msgspec.msgpack.Encoder()
+_UNPACK = msgspec.msgpack.Decoder(PackedStep)
+_STORE_ENCODER = msgspec.msgpack.Encoder()
+_STORE_DECODER = msgspec.msgpack.Decoder(TimelineStore)
+
+
+def timeline_store(
+    index: TraceIndex,
+    pieces: dict[int, IdlePieces],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> TimelineStore:
+    """The timelines of every step window of ``index`` (module docstring), as the cache
+    keeps them: per step a :class:`PackedStep`, msgpack then zlib (level 1: the columns
+    are narrow integers already; a higher level costs more time than it saves bytes,
+    see ``benchmarks/bench_timeline.py``).
+
+    Args:
+        index: the trace index the summary was built from.
+        pieces: per device, the idle intervals ``idle_summary(..., pieces=)`` filled.
+        thresholds: ``timeline_block_us``, ``timeline_lod_min_events``.
+    """
+    lanes = _gpu_lanes(index) + _host_lanes(index) + _idle_lanes(pieces)
+    steps = index.steps
+    return TimelineStore(
+        steps=[int(n) for n in steps.number],
+        blobs=[
+            zlib.compress(_PACK.encode(_pack_step(index, lanes, i, thresholds)), 1)
+            for i in range(len(steps))
+        ],
+    )
+
+
+def step_timelines(
+    index: TraceIndex,
+    pieces: dict[int, IdlePieces],
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> list[TimelineStep]:
+    """Every step's :class:`~tb_kineto_insights.schema.timeline.TimelineStep`, in window
+    order (what :func:`timeline_store` stores, unpacked)."""
+    store = timeline_store(index, pieces, thresholds)
+    return [load_step(store, i) for i in range(len(store.steps))]
+
+
+def load_step(store: TimelineStore, position: int) -> TimelineStep:
+    """The step at ``position`` (in window order) of a store, unpacked.
+
+    Raises:
+        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged blob.
+    """
+    return unpack_step(_UNPACK.decode(zlib.decompress(store.blobs[position])))
+
+
+def encode_store(store: TimelineStore) -> bytes:
+    """A store as msgpack bytes (its blobs as raw bytes)."""
+    return _STORE_ENCODER.encode(store)
+
+
+def decode_store(data: bytes) -> TimelineStore:
+    """A :class:`TimelineStore` from :func:`encode_store`'s bytes.
+
+    Raises:
+        msgspec.DecodeError, msgspec.ValidationError: (ValueErrors) when it does not fit.
+    """
+    return _STORE_DECODER.decode(data)
+
+
+def find_step(store: TimelineStore, step: int) -> int | None:
+    """Position in the store of step number ``step``, or None."""
+    try:
+        return store.steps.index(step)
+    except ValueError:
+        return None

@@ -1,0 +1,191 @@
+"""``--format markdown`` of ``report``, ``diff`` and ``check``: GitHub-flavoured Markdown
+for a PR comment or a CI step summary (``>> $GITHUB_STEP_SUMMARY``).
+
+What each holds: the headline first (``report``: runs, spans, errors; ``diff``/``check``:
+step time before → after with its verdict, and ``check``'s pass/fail with the reasons),
+then the diagnoses, each with its evidence in a collapsed ``<details>`` table (values in
+the unit their key names: ``_us``, ``_bytes``, ``_fraction``), then for a diff the
+largest changes per step and the metrics judged beyond noise. Table cells escape ``|``
+and line breaks; names stay as recorded, in code spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.compare.before_after import _fmt, _rel_text
+from tb_kineto_insights.schema import DiffDocument
+from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.report import Report
+
+#: Largest changes listed by ``diff``/``check`` (the document holds ten).
+LARGEST_CHANGES = 10
+
+
+def cell(text: Any) -> str:
+    """``text`` safe inside a table cell: ``|`` escaped, line breaks as spaces."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+
+
+def _code(text: str) -> str:
+    return f"`{text.replace('`', '')}`"
+
+
+def fmt_value(key: str, value: Any) -> str:
+    """One evidence value by the unit its key names (DESIGN.md conventions); lists and
+    objects as compact JSON."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float):
+        per_step = "/step" if key.endswith("_per_step") else ""
+        base = key.removesuffix("_per_step")
+        if base.endswith("_us"):
+            return fmt_duration_us(value) + per_step
+        if base.endswith("_bytes") or base == "bytes":
+            return fmt_bytes(value) + per_step
+        if "fraction" in base:
+            return f"{100 * value:.1f} %"
+        if base.endswith("_gbps"):
+            return f"{value:.1f} GB/s"
+        text = f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
+        return text + per_step
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):  # values in the parent key's unit; step numbers as "#N"
+        inner = key.removesuffix("_per_step") if all(str(k).isdigit() for k in value) else key
+        return ", ".join(
+            f"{'#' if str(k).isdigit() else ''}{k}: {fmt_value(inner, v)}" for k, v in value.items()
+        )
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        # a list of records: one line each, every field in its own unit
+        return "<br>".join(
+            ", ".join(f"{k} {fmt_value(k, v)}" for k, v in record.items() if v is not None)
+            for record in value
+        )
+    if isinstance(value, list):
+        return ", ".join(fmt_value(key, v) for v in value)
+    return msgspec.json.encode(value).decode()
+
+
+def _evidence(evidence: dict[str, Any]) -> list[str]:
+    rows = [(k, v) for k, v in evidence.items() if v not in (None, [], {})]
+    if not rows:
+        return []
+    lines = ["<details><summary>Evidence</summary>", "", "| | |", "| --- | --- |"]
+    lines += [f"| {cell(k)} | {cell(fmt_value(k, v))} |" for k, v in rows]
+    return [*lines, "", "</details>", ""]
+
+
+def _diagnoses(found: Iterable[tuple[str, Diagnosis]]) -> list[str]:
+    lines: list[str] = []
+    for where, d in found:
+        impact = f" ({100 * d.impact_fraction:.1f} % of step time)" if d.impact_fraction else ""
+        lines.append(
+            f"- **{d.severity.upper()}** {_code(d.id)} in {_code(where)}: {d.title}{impact}"
+        )
+        lines += ["", *[f"  {x}" if x else "" for x in _evidence(d.evidence)]]
+        if d.recommendation:
+            lines += [f"  *What to do:* {d.recommendation}", ""]
+    return lines
+
+
+def report_markdown(
+    report: Report, found: list[tuple[str, Diagnosis]], errors: list[tuple[str, str]]
+) -> str:
+    """The ``report`` document as Markdown (see module docstring): ``found`` its
+    diagnoses as ``(where, diagnosis)``, most severe first; ``errors`` the unreadable
+    spans as ``(where, "Type: message")``."""
+    spans = [s for run in report.runs for w in run.workers for s in w.spans]
+    ok = len(spans) - len(errors)
+    lines = [
+        f"## tb-kineto-insights report: {_code(report.path)}",
+        "",
+        f"{len(report.runs)} run(s), {len(spans)} span(s), {len(spans) - ok} error(s); "
+        f"{len(found)} diagnosis(es), most severe first.",
+        "",
+    ]
+    if found:
+        lines += ["### Diagnoses", "", *_diagnoses(found)]
+    else:
+        lines += ["No diagnosis crossed its threshold." if ok else "No trace could be read.", ""]
+    if errors:
+        lines += ["### Errors", "", "| span | error |", "| --- | --- |"]
+        for where, text in errors:
+            lines.append(f"| {cell(where)} | {cell(text)} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _headline(doc: DiffDocument) -> list[str]:
+    h = doc.headline
+    speed = ""
+    if h.speedup and abs(h.speedup - 1) < 0.005:
+        speed = " (same speed)"
+    elif h.speedup:
+        speed = (
+            f" ({h.speedup:.2f}× faster)" if h.speedup >= 1 else f" ({1 / h.speedup:.2f}× slower)"
+        )
+    return [
+        f"**Step time {_fmt(h.base_step_us, 'µs')} → {_fmt(h.exp_step_us, 'µs')}{speed}: "
+        f"{h.verdict}**",
+        "",
+        f"base: {_code(doc.base.label)} · exp: {_code(doc.exp.label)}",
+        "",
+    ]
+
+
+def _diff_body(doc: DiffDocument) -> list[str]:
+    lines: list[str] = []
+    for warning in doc.warnings:
+        lines.append(f"> ⚠️ {warning}")
+    if doc.warnings:
+        lines.append("")
+    d = doc.diagnoses
+    if d.appeared or d.disappeared:
+        lines += ["### Diagnoses", ""]
+        exp_titles = {f.id: f.title for f in d.found.exp}
+        base_titles = {f.id: f.title for f in d.found.base}
+        lines += [f"- appeared {_code(i)}: {exp_titles.get(i, '')}" for i in d.appeared]
+        lines += [f"- disappeared {_code(i)}: {base_titles.get(i, '')}" for i in d.disappeared]
+        lines.append("")
+    largest = [c for c in doc.largest_changes if c.delta_us_per_step][:LARGEST_CHANGES]
+    if largest:
+        lines += ["### Largest changes (time per step)", "", "| Δ /step | what | verdict |"]
+        lines.append("| ---: | --- | --- |")
+        for c in largest:
+            delta = ("+" if c.delta_us_per_step > 0 else "") + fmt_duration_us(c.delta_us_per_step)
+            lines.append(f"| {cell(delta)} | {c.what} {cell(_code(c.name))} | {c.verdict} |")
+        lines.append("")
+    judged = [m for m in doc.metrics if m.verdict in ("improved", "regressed", "changed")]
+    if judged:
+        lines += ["### Metrics beyond noise", "", "| metric | base | exp | change | verdict |"]
+        lines.append("| --- | ---: | ---: | ---: | --- |")
+        for m in judged:
+            lines.append(
+                f"| {cell(m.label)} | {cell(_fmt(m.base, m.unit))} | {cell(_fmt(m.exp, m.unit))} "
+                f"| {cell(_rel_text(m))} | {m.verdict} |"
+            )
+        lines.append("")
+    return lines
+
+
+def diff_markdown(doc: DiffDocument) -> str:
+    """The ``diff`` document as Markdown (see module docstring)."""
+    lines = ["## tb-kineto-insights diff", "", *_headline(doc), *_diff_body(doc)]
+    return "\n".join(lines) + "\n"
+
+
+def check_markdown(doc: DiffDocument, reasons: list[str]) -> str:
+    """``check``'s verdict (``reasons``: why it fails; empty: it passes) and the diff, as
+    Markdown."""
+    verdict = ["### ❌ FAIL", "", *[f"- {r}" for r in reasons]] if reasons else ["### ✅ OK"]
+    lines = ["## tb-kineto-insights check", "", *_headline(doc), *verdict, ""]
+    if not reasons:
+        lines += ["No limit crossed.", ""]
+    return "\n".join([*lines, *_diff_body(doc)]) + "\n"

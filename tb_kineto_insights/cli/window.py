@@ -1,0 +1,101 @@
+"""``window TRACE --step N [--start-us A --end-us B] --out FILE.json.gz``: one step's
+window of a trace, cut from the file, for Perfetto UI or chrome://tracing.
+
+The step window is the one every per-step figure uses (``analysis.context``: the CPU
+``ProfilerStep#N`` range extended to the end of the GPU work it launched). Without
+``--start-us``/``--end-us`` the cut is that window with 10 % of its length added on each
+side; with them, ``[A, B)`` µs after the window's start (the timeline's ``offset_us``,
+and the ``ki_window`` of the tab's address bar). The cut itself is
+:func:`tb_kineto_insights.trace.window.cut_window`: every event of the window kept as in
+the file, partially overlapping complete events moved to named sibling tracks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TextIO
+
+from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.reader import read_trace
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.trace.window import WindowCut, cut_window, window_bounds, write_window
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """A step's window on the trace's clock (ns)."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+
+
+def step_window(path: str, step: int, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> StepWindow:
+    """The window of step ``step`` (N of ``ProfilerStep#N``; 0: the pseudo-step of a
+    trace without markers) of the trace file.
+
+    Raises:
+        TraceError: the file cannot be read, or it has no such step (the message lists
+            its steps).
+    """
+    index = build_index(read_trace(path, max_json_bytes=max_json_bytes))
+    numbers = [int(n) for n in index.steps.number]
+    if step not in numbers:
+        listed = ", ".join(str(n) for n in numbers) or "none"
+        raise TraceError(path, f"no step {step}; its steps: {listed}")
+    i = numbers.index(step)
+    return StepWindow(step, int(index.steps.start_ns[i]), int(index.steps.end_ns[i]))
+
+
+def window_of_step(
+    path: str,
+    step: int,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> WindowCut:
+    """Cut step ``step``'s window (module docstring) from the trace file.
+
+    Raises:
+        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`.
+        ValueError: only one of ``start_us``/``end_us`` given, or ``end_us <= start_us``.
+    """
+    w = step_window(path, step, max_json_bytes)
+    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us)
+    if bounds is None:
+        raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    return cut_window(path, *bounds, max_json_bytes=max_json_bytes)
+
+
+def run_window(
+    path: str,
+    step: int,
+    out_path: str,
+    start_us: float | None,
+    end_us: float | None,
+    out: TextIO,
+    err: TextIO,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> int:
+    """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
+    missing step, a bad range or an unwritable output (the message says which)."""
+    try:
+        cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
+        size = write_window(cut, out_path)
+    except (TraceError, ValueError, OSError) as exc:
+        err.write(f"error: {exc}\n")
+        return 2
+    moved = (
+        f"; {cut.moved} partially overlapping events moved to {len(cut.sibling_tracks)} "
+        "sibling tracks"
+        if cut.moved
+        else ""
+    )
+    out.write(
+        f"{out_path}: step {step}, ts {cut.start_ns / 1000:.3f} to {cut.end_ns / 1000:.3f} µs"
+        f" ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): {cut.events} events, "
+        f"{cut.kernels} kernels{moved}; {size} bytes\n"
+    )
+    return 0

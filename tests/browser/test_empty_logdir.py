@@ -1,0 +1,105 @@
+"""An empty log directory in a real TensorBoard and Chromium (issue 30): the tab is listed
+from the start (not under INACTIVE), the page names the folder it watches, and a trace
+written afterwards shows up without a reload."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cpu, kernel, write_trace
+from test_tab import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    TIMEOUT_MS,
+    _browser_tools,  # noqa: F401  (autouse: skips without Playwright/Chromium)
+    _free_port,
+    _tail,
+    _tensorboard,
+    tab,
+)
+
+
+@pytest.fixture(scope="module")
+def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    import urllib.request
+
+    root = tmp_path_factory.mktemp("empty")
+    logdir = root / "logs"
+    logdir.mkdir()
+    port = _free_port()
+    tensorboard = _tensorboard()
+    assert tensorboard is not None
+    log_path = root / "tensorboard.log"
+    cmd = [
+        tensorboard,
+        "--logdir",
+        str(logdir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--load_fast=false",
+        "--kineto_insights_cache_dir",
+        str(root / "cache"),
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"tensorboard exited:\n{_tail(log_path)}")
+                try:
+                    with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=10):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"tensorboard did not start:\n{_tail(log_path)}")
+                    time.sleep(0.5)
+            yield base, logdir
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+
+def _trace(path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    for step in range(3):
+        t0 = 1000.0 + step * 1000.0
+        events.append(cpu(f"ProfilerStep#{step + 1}", t0, 900.0, cat="user_annotation"))
+        events.append(kernel("k", t0 + 50, 100.0, corr=step + 1))
+    write_trace(path, events)
+    old = time.time() - 3600  # not a file still being written
+    os.utime(path, (old, old))
+
+
+def test_empty_logdir_names_the_folder_and_updates(empty_server: tuple[str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, logdir = empty_server
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(f"{base}/#kineto_insights")
+            frame = tab(page)  # listed and opened: not under INACTIVE
+            empty = frame.wait_for_selector(".state.empty .logdir", timeout=TIMEOUT_MS)
+            assert empty.inner_text() == os.path.realpath(logdir)
+            assert "updates by itself" in frame.locator(".state.empty").inner_text()
+            _trace(logdir / "run_a" / "worker0.1700000000000.pt.trace.json")
+            frame.wait_for_selector("#ki-run", timeout=TIMEOUT_MS)
+            runs = [o.get_attribute("value") for o in frame.locator("#ki-run option").all()]
+            assert runs == ["run_a"]
+        finally:
+            browser.close()

@@ -1,0 +1,133 @@
+"""CLI mistakes name their fix (difflib "did you mean" for runs, thresholds, diagnosis ids,
+commands and flags; a subcommand's usage on its own error; the error first when nothing
+could be read), and ``--format markdown`` of report / diff / check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import cpu, kernel, write_trace
+
+from tb_kineto_insights.cli.main import main
+from tb_kineto_insights.cli.markdown import cell, fmt_value
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _run(folder: Path, kernel_us: float, sync: bool = False) -> Path:
+    """4 steps of 1 ms + ``kernel_us``: a kernel of ``kernel_us`` µs; with ``sync``, a
+    600 µs cudaDeviceSynchronize after it (the GPU idles after it returns)."""
+    events: list[dict[str, Any]] = []
+    for n in range(4):
+        t0 = 1000.0 + n * 5000.0
+        events.append(cpu(f"ProfilerStep#{n + 1}", t0, 1000.0 + kernel_us, cat="user_annotation"))
+        launch = cpu("cudaLaunchKernel", t0 + 5.0, 2.0, cat="cuda_runtime")
+        launch["args"] = {"correlation": n + 1}
+        events.append(launch)
+        events.append(kernel("k|pipe", t0 + 10.0, kernel_us, corr=n + 1))
+        if sync:
+            events.append(cpu("cudaDeviceSynchronize", t0 + 12.0, 600.0, cat="cuda_runtime"))
+    return write_trace(folder / "w.1.pt.trace.json", events)
+
+
+# --------------------------------------------------------------------------- did you mean
+
+
+def test_a_mistyped_run_gets_the_close_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _run(tmp_path / "logs" / "dataloader_workers0", 100.0)
+    code, _, err = run_cli(["report", str(tmp_path / "logs" / "dataloader_worker0")], capsys)
+    assert code == 2
+    assert f"did you mean {tmp_path / 'logs' / 'dataloader_workers0'}?" in err
+    # diff: a missing side, and LOGDIR:RUN with a mistyped run
+    side = str(tmp_path / "logs" / "dataloader_workers0")
+    code, _, err = run_cli(["diff", str(tmp_path / "logs" / "dataloader_worker0"), side], capsys)
+    assert code == 2 and "did you mean" in err and "dataloader_workers0" in err
+    code, _, err = run_cli(["diff", f"{tmp_path / 'logs'}:dataloader_worker0", side], capsys)
+    assert code == 2
+    assert f"did you mean {tmp_path / 'logs'}:dataloader_workers0?" in err
+    # nothing close: no guess
+    code, _, err = run_cli(["report", str(tmp_path / "logs" / "zzzzzz")], capsys)
+    assert code == 2 and "did you mean" not in err
+
+
+def test_a_mistyped_threshold_or_id_gets_the_close_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _run(tmp_path / "run", 100.0)
+    code, _, err = run_cli(["report", str(trace), "--threshold", "short_kernel=3"], capsys)
+    assert code == 2 and "did you mean short_kernel_us?" in err
+    code, _, err = run_cli(["check", str(trace), str(trace), "--fail-on", "memory_grwth"], capsys)
+    assert code == 2 and "did you mean memory_growth?" in err
+
+
+def test_a_mistyped_flag_gets_the_subcommands_usage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _run(tmp_path / "run", 100.0)
+    code, out, err = run_cli(["report", "--formt", "json", str(trace)], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("usage: tb-kineto-insights report ")
+    assert "--formt (did you mean --format?)" in err
+    code, _, err = run_cli(["diff", str(trace), str(trace), "--treshold", "x=1"], capsys)
+    assert code == 2 and err.startswith("usage: tb-kineto-insights diff ")
+    assert "did you mean --threshold?" in err
+    code, _, err = run_cli(["reprot", str(trace)], capsys)
+    assert code == 2 and "unknown command 'reprot'; did you mean report?" in err
+
+
+def test_nothing_readable_says_so_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a trace\n")
+    code, out, err = run_cli(["report", str(readme)], capsys)
+    assert code == 2
+    assert err.startswith("error: no trace could be read")
+    assert "Diagnoses (0)" not in out and "none" not in out
+    assert "TraceFormatError" in out and "README.md" in out
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def test_markdown_helpers() -> None:
+    assert cell("a|b\nc") == "a\\|b c"
+    assert fmt_value("idle_us_per_step", 2470.0) == "2.47 ms/step"
+    assert fmt_value("peak_bytes", 2**30) == "1.0 GiB"
+    assert fmt_value("idle_fraction_of_step_time", 0.247) == "24.7 %"
+    assert fmt_value("events_per_step", {"2": 3, "3": 4}) == "#2: 3, #3: 4"
+    assert fmt_value("largest", [{"t_us": 1500.0, "op": "aten::mm"}]) == "t_us 1.50 ms, op aten::mm"
+
+
+def test_report_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _run(tmp_path / "run", 100.0, sync=True)
+    code, out, _ = run_cli(["report", str(trace), "--format", "markdown"], capsys)
+    assert code == 0
+    assert out.startswith("## tb-kineto-insights report: `")
+    assert "### Diagnoses" in out
+    assert "`gpu_idle_host_sync`" in out and "<details><summary>Evidence</summary>" in out
+    assert "| idle_us_per_step |" in out and "*What to do:*" in out
+
+
+def test_diff_and_check_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _run(tmp_path / "base", 100.0).parent
+    exp = _run(tmp_path / "exp", 400.0).parent
+    code, out, _ = run_cli(["diff", str(base), str(exp), "--format", "markdown"], capsys)
+    assert code == 0
+    assert out.startswith("## tb-kineto-insights diff")
+    assert "**Step time " in out and ": regressed**" in out
+    assert "### Largest changes (time per step)" in out
+    assert "| +300.0 µs | kernel `k\\|pipe` | regressed |" in out
+    assert "### Metrics beyond noise" in out
+    assert "| 0.0 µs |" not in out, "no change is no largest change"
+    code, out, _ = run_cli(["check", str(base), str(exp), "--format", "markdown"], capsys)
+    assert code == 1
+    assert "### ❌ FAIL" in out and "step time regressed" in out
+    code, out, _ = run_cli(["check", str(base), str(base), "--format", "markdown"], capsys)
+    assert code == 0 and "### ✅ OK" in out and "No limit crossed." in out

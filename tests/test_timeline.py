@@ -1,0 +1,291 @@
+"""Per-step timelines (``analysis.timeline``): exact lanes on the tiny trace of
+``test_analysis.py``, the idle band against the idle panel, level of detail and nesting
+depth on hand-made cases, and ranges on real traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+from test_analysis import MAIN_EVENTS, launch, step
+
+from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.idle import idle_summary
+from tb_kineto_insights.analysis.kernels import kernels_summary
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.timeline import (
+    decode_store,
+    encode_store,
+    find_step,
+    load_step,
+    merge_narrow_runs,
+    nesting_depth,
+    step_timelines,
+    timeline_store,
+)
+from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep
+from tb_kineto_insights.trace.reader import read_trace
+
+DEFAULT = Thresholds()
+
+
+def _timelines(path: Path, thresholds: Thresholds = DEFAULT) -> tuple[Any, list[TimelineStep]]:
+    index = build_index(read_trace(str(path)))
+    pieces: dict[int, Any] = {}
+    idle = idle_summary(index, thresholds, pieces=pieces)
+    return (index, idle), step_timelines(index, pieces, thresholds)
+
+
+def _events(doc: TimelineStep, lane: TimelineLane) -> list[tuple[Any, ...]]:
+    """(name, offset_us, dur_us, class, depth, correlation, count) per event."""
+    return [
+        (
+            doc.names[n] if n >= 0 else None,
+            o,
+            d,
+            doc.classes[c],
+            depth,
+            corr,
+            count,
+        )
+        for n, o, d, c, depth, corr, count in zip(
+            lane.name,
+            lane.offset_us,
+            lane.dur_us,
+            lane.event_class,
+            lane.depth,
+            lane.correlation,
+            lane.count,
+            strict=True,
+        )
+    ]
+
+
+def test_lanes_of_the_tiny_trace_exact(tmp_path: Path) -> None:
+    (index, idle), (one, two) = _timelines(write_trace(tmp_path / "w.1.pt.trace.json", MAIN_EVENTS))
+    assert (one.step, one.start_us, one.end_us, one.duration_us) == (1, 0.0, 100.0, 100.0)
+    assert (two.step, two.start_us, two.end_us) == (2, 100.0, 200.0)
+    assert one.kernel_count == 3 and two.kernel_count == 2  # K7 lies in no step
+    lanes = {(lane.kind, lane.label): lane for lane in one.lanes}
+    assert list(lanes) == [
+        ("gpu_stream", "GPU 0 stream 7"),
+        ("gpu_stream", "GPU 0 stream 8"),
+        ("host_thread", "thread 1"),
+        ("idle", "GPU 0 idle"),
+    ]
+    s7 = lanes[("gpu_stream", "GPU 0 stream 7")]
+    assert (s7.device, s7.stream, s7.pid) == (0, 7, None)
+    assert _events(one, s7) == [
+        ("K1", 40.0, 20.0, "compute", 0, 1, 1),
+        ("K3", 80.0, 5.0, "compute", 0, 3, 1),
+    ]
+    assert _events(one, lanes[("gpu_stream", "GPU 0 stream 8")]) == [
+        ("K2", 50.0, 20.0, "compute", 0, 2, 1)
+    ]
+    host = lanes[("host_thread", "thread 1")]
+    assert (host.pid, host.tid) == (100, 1)
+    dl = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    assert _events(one, host) == [
+        (dl, 0.0, 30.0, "data_loading", 0, -1, 1),
+        ("aten::conv2d", 30.0, 20.0, "cpu_ops", 0, -1, 1),
+        ("cudaLaunchKernel", 32.0, 3.0, "launching", 2, 1, 1),
+        ("cudaLaunchKernel", 36.0, 2.0, "launching", 2, 2, 1),
+        ("Optimizer.step#SGD.step", 70.0, 20.0, "optimizer_step", 0, -1, 1),
+        ("cudaLaunchKernel", 72.0, 2.0, "launching", 2, 3, 1),
+    ]
+    band = _events(one, lanes[("idle", "GPU 0 idle")])
+    assert [(n, o, d, c) for n, o, d, c, *_ in band] == [
+        ("data_loading", 0.0, 30.0, "idle:data_loading"),
+        ("cpu_ops", 30.0, 2.0, "idle:cpu_ops"),
+        ("launching", 32.0, 3.0, "idle:launching"),
+        ("cpu_ops", 35.0, 1.0, "idle:cpu_ops"),
+        ("launching", 36.0, 2.0, "idle:launching"),
+        ("cpu_ops", 38.0, 2.0, "idle:cpu_ops"),
+        ("optimizer_step", 70.0, 10.0, "idle:optimizer_step"),
+        ("optimizer_step", 85.0, 5.0, "idle:optimizer_step"),
+        ("host_untraced", 90.0, 10.0, "idle:host_untraced"),
+    ]
+    # the band is the idle panel, cause by cause
+    (dev,) = idle.devices
+    for doc, per_step in zip((one, two), dev.per_step, strict=True):
+        assert doc.idle_us == {"0": per_step.idle_us}
+        band_lane = next(lane for lane in doc.lanes if lane.kind == "idle")
+        by_cause: dict[str, float] = {}
+        for n, _, d, *_ in _events(doc, band_lane):
+            by_cause[n] = by_cause.get(n, 0.0) + d
+        assert by_cause == {c: us for c, us in per_step.causes_us.items() if us}
+    # step 2: the sync-opened gap is host_sync whole; a host range open across the
+    # window start is kept (none here), the step-1 ranges are not
+    band2 = _events(two, next(lane for lane in two.lanes if lane.kind == "idle"))
+    assert ("host_sync", 40.0, 15.0) in [(n, o, d) for n, o, d, *_ in band2]
+    host2 = next(lane for lane in two.lanes if lane.kind == "host_thread")
+    assert _events(two, host2)[0][:3] == ("aten::mm", 0.0, 10.0)
+    assert ("cudaStreamSynchronize", 18.0, 24.0, "host_sync", 2, 99, 1) in _events(two, host2)
+
+
+def test_host_lane_two_levels_and_ranges_open_at_the_window_start(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        cpu("outer", 0, 90),
+        cpu("mid", 5, 50),
+        cpu("deep", 10, 10),  # depth 2: left out
+        launch(12, 2, 1),
+        kernel("K", 20, 10, corr=1),
+        cpu("long", 80, 60),  # open across the step boundary
+        step(2, 100, 100),
+        launch(150, 2, 2),
+        kernel("K", 160, 10, corr=2),
+    ]
+    _, (one, two) = _timelines(write_trace(tmp_path / "t.json", events))
+    host1 = next(lane for lane in one.lanes if lane.kind == "host_thread")
+    assert [(n, o, depth) for n, o, _, _, depth, *_ in _events(one, host1)] == [
+        ("outer", 0.0, 0),
+        ("mid", 5.0, 1),
+        ("cudaLaunchKernel", 12.0, 2),
+        ("long", 80.0, 1),  # inside outer [0, 90)
+    ]
+    host2 = next(lane for lane in two.lanes if lane.kind == "host_thread")
+    assert [(n, o, d) for n, o, d, *_ in _events(two, host2)] == [
+        ("long", -20.0, 60.0),
+        ("cudaLaunchKernel", 50.0, 2.0),
+    ]
+
+
+def test_dataloader_thread_lane(tmp_path: Path) -> None:
+    dl = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"
+    events = [
+        step(1, 0, 100),
+        launch(10, 2, 1),
+        kernel("K", 20, 10, corr=1),
+        cpu(dl, 30, 40, cat="user_annotation", tid=5),
+        cpu("pin_memory", 35, 10, tid=5),
+        cpu("unrelated", 0, 10, tid=9),  # neither launches nor loads data: no lane
+    ]
+    _, (one,) = _timelines(write_trace(tmp_path / "t.json", events))
+    kinds = [(lane.kind, lane.tid) for lane in one.lanes]
+    assert kinds == [
+        ("gpu_stream", None),
+        ("host_thread", 1),
+        ("dataloader_thread", 5),
+        ("idle", None),
+    ]
+    loader = one.lanes[2]
+    assert [(n, c, depth) for n, _, _, c, depth, *_ in _events(one, loader)] == [
+        (dl, "data_loading", 0),
+        ("pin_memory", "cpu_ops", 1),
+    ]
+
+
+def test_communication_memcpy_memset_classes(tmp_path: Path) -> None:
+    events = [
+        step(1, 0, 100),
+        kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 10, 20, stream=9, corr=1),
+        {**kernel("Memcpy HtoD (Pageable -> Device)", 40, 5, corr=2), "cat": "gpu_memcpy"},
+        {**kernel("Memset (Device)", 50, 1, corr=3), "cat": "gpu_memset"},
+    ]
+    _, (one,) = _timelines(write_trace(tmp_path / "t.json", events))
+    got = {
+        (lane.stream, one.names[n], one.classes[c])
+        for lane in one.lanes
+        if lane.kind == "gpu_stream"
+        for n, c in zip(lane.name, lane.event_class, strict=True)
+    }
+    assert got == {
+        (9, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "communication"),
+        (7, "Memcpy HtoD (Pageable -> Device)", "memcpy"),
+        (7, "Memset (Device)", "memset"),
+    }
+    assert one.kernel_count == 1  # memcpy and memset are not kernels
+
+
+def test_merge_narrow_runs_exact() -> None:
+    s = np.array([0, 2, 4, 10, 30, 31, 100], dtype=np.int64)
+    e = np.array([1, 3, 5, 20, 30, 32, 101], dtype=np.int64)
+    first, last, count = merge_narrow_runs(s, e, 2)
+    # [0,1) [2,3) [4,5) narrow, 1 apart: one block; [10,20) wide; [30,30) and [31,32):
+    # a block; [100,101) alone (69 after the previous end)
+    assert first.tolist() == [0, 3, 4, 6]
+    assert last.tolist() == [2, 3, 5, 6]
+    assert count.tolist() == [3, 1, 2, 1]
+    # a gap of exactly the threshold separates
+    f2, _, c2 = merge_narrow_runs(np.array([0, 3]), np.array([1, 4]), 2)
+    assert f2.tolist() == [0, 1] and c2.tolist() == [1, 1]
+    none = np.zeros(0, np.int64)
+    assert [a.size for a in merge_narrow_runs(none, none, 5)] == [0, 0, 0]
+
+
+def test_level_of_detail_keeps_the_kernel_count(tmp_path: Path) -> None:
+    events: list[dict[str, Any]] = [step(1, 0, 1000)]
+    for i in range(30):  # 30 kernels of 0.5 µs, 0.5 µs apart, then one of 100 µs
+        events.append(kernel("tiny", 10 + i, 0.5, corr=0))
+    events.append(kernel("big", 100, 100, corr=0))
+    events.append(kernel("tiny2", 300, 0.5, corr=0))
+    path = write_trace(tmp_path / "t.json", events)
+    lod = Thresholds().replace(timeline_lod_min_events=10, timeline_block_us=1.0)
+    _, (one,) = _timelines(path, lod)
+    (lane,) = [lane for lane in one.lanes if lane.kind == "gpu_stream"]
+    assert lane.count == [30, 1, 1] and sum(lane.count) == one.kernel_count == 32
+    assert lane.offset_us == [10.0, 100.0, 300.0] and lane.dur_us == [29.5, 100.0, 0.5]
+    assert one.names[lane.name[0]] == "tiny" and lane.correlation[0] == -1
+    assert one.block_us == 1.0
+    _, (plain,) = _timelines(path)  # below the default lane size: event by event
+    (lane,) = [lane for lane in plain.lanes if lane.kind == "gpu_stream"]
+    assert lane.count == [1] * 32 and plain.block_us == 0.0
+
+
+def test_nesting_depth_exact() -> None:
+    s = np.array([0, 0, 5, 10, 10, 20, 50, 50], dtype=np.int64)
+    e = np.array([100, 40, 8, 10, 30, 25, 60, 50], dtype=np.int64)
+    # 0:[0,100) top; 1:[0,40) in 0; 2:[5,8) in 1; 4:[10,30) in 1; 3:[10,10)
+    # zero-length at 4's start: sorts after 4 (longer first), so inside it; 5:[20,25) in
+    # 4; 6:[50,60) in 0; 7:[50,50) zero-length, inside 6
+    assert nesting_depth(s, e).tolist() == [0, 1, 2, 3, 2, 3, 1, 2]
+    shuffled = np.array([7, 2, 5, 0, 3, 6, 1, 4])
+    assert nesting_depth(s[shuffled], e[shuffled]).tolist() == [2, 2, 3, 0, 3, 1, 1, 2]
+    assert nesting_depth(np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
+
+
+def test_store_round_trip_and_lookup(tmp_path: Path) -> None:
+    index = build_index(read_trace(str(write_trace(tmp_path / "w.json", MAIN_EVENTS))))
+    pieces: dict[int, Any] = {}
+    idle_summary(index, pieces=pieces)
+    store = decode_store(encode_store(timeline_store(index, pieces)))
+    assert store.steps == [1, 2]
+    assert find_step(store, 2) == 1 and find_step(store, 3) is None
+    assert load_step(store, 1) == step_timelines(index, pieces)[1]
+
+
+def test_real_traces_kernel_counts_and_idle_band_match_the_panels() -> None:
+    paths = sorted(SAMPLE_LOGS.glob("*/*.pt.trace.json.gz"))
+    if not paths:
+        pytest.skip("no sample_logs")
+    for path in paths[:8]:
+        index = build_index(read_trace(str(path)))
+        pieces: dict[int, Any] = {}
+        idle = idle_summary(index, pieces=pieces)
+        kernels = kernels_summary(index)
+        docs = step_timelines(index, pieces)
+        assert [d.step for d in docs] == [s.number for s in kernels.per_step]
+        for doc, per_step in zip(docs, kernels.per_step, strict=True):
+            assert doc.kernel_count == per_step.count > 0, path
+            counted = sum(
+                n
+                for lane in doc.lanes
+                if lane.kind == "gpu_stream"
+                for n, c in zip(lane.count, lane.event_class, strict=True)
+                if doc.classes[c] in ("compute", "communication")
+            )
+            assert counted == per_step.count
+        for dev in idle.devices:
+            for doc, per_step in zip(docs, dev.per_step, strict=True):
+                band = sum(
+                    sum(lane.dur_us)
+                    for lane in doc.lanes
+                    if lane.kind == "idle" and lane.device == dev.device
+                )
+                assert band == pytest.approx(per_step.idle_us, abs=1e-6)
+                assert doc.idle_us.get(str(dev.device), 0.0) == pytest.approx(per_step.idle_us)
+        assert any(lane.kind == "host_thread" for doc in docs for lane in doc.lanes), path

@@ -1,0 +1,188 @@
+"""``trace/window.py`` and the ``window`` command: a window cut from the file keeps every
+event of the window as it is, and moves partially overlapping complete events to named
+sibling tracks; exact on a tiny trace, checked on a ``with_stack=True`` sample."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+
+from tb_kineto_insights.cli.main import main
+from tb_kineto_insights.cli.window import step_window
+from tb_kineto_insights.trace.errors import TraceError, TraceFormatError, TraceIOError
+from tb_kineto_insights.trace.reader import read_trace
+from tb_kineto_insights.trace.window import cut_window, ns_of, partial_overlaps, write_window
+
+WITH_STACK = SAMPLE_LOGS / "capture_full" / "vm_520.1796082237887330460.pt.trace.json.gz"
+
+
+def _events(cut: Any) -> list[dict[str, Any]]:
+    return json.loads(msgspec.json.encode(cut.document))["traceEvents"]
+
+
+def test_cut_keeps_the_window_and_moves_partial_overlaps(tmp_path: Path) -> None:
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 100, "tid": 1, "args": {"name": "python 1"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+        cpu("A", 0, 10),
+        cpu("B", 5, 10),  # starts inside A, ends after it: moved
+        cpu("C", 6, 1),  # inside A (and B): stays
+        cpu("late", 25, 5),  # outside [0, 20)
+        cpu("early", -10, 12, tid=2),  # overlaps the window's start: kept
+        kernel("K", 2, 1),
+        kernel("K2", 50, 10),  # outside
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 100, "tid": 1, "ts": 4, "args": {}},
+        {"ph": "i", "s": "t", "name": "[memory]", "pid": 100, "tid": 1, "ts": 30, "args": {}},
+        {"ph": "X", "name": "no ts", "pid": 100, "tid": 1, "dur": 3},
+    ]
+    path = write_trace(tmp_path / "t.json", events, deviceProperties=[{"id": 0}], schemaVersion=1)
+    cut = cut_window(str(path), 0, 20_000)
+    kept = _events(cut)
+    names = [e["name"] for e in kept]
+    assert names == [
+        "thread_name",
+        "process_name",
+        "A",
+        "B",
+        "C",
+        "early",
+        "K",
+        "[memory]",
+        "thread_name",  # the sibling track's name, last
+    ]
+    assert cut.document["deviceProperties"] == msgspec.Raw(b'[{"id": 0}]')
+    assert (cut.events, cut.kernels, cut.moved) == (8, 1, 1)
+    b = kept[3]
+    assert b["tid"] == 8 and b["ts"] == 5 and b["dur"] == 10  # above every tid (1, 7)
+    assert cut.sibling_tracks == [(100, 1, 8)]
+    assert kept[-1] == {
+        "ph": "M",
+        "name": "thread_name",
+        "pid": 100,
+        "tid": 8,
+        "args": {"name": "python 1 (partially overlapping events, moved from tid 1)"},
+    }
+    assert kept[2] == cpu("A", 0, 10)  # everything else exactly as in the file
+    original = json.dumps({"traceEvents": events}).encode()
+    assert partial_overlaps(original) == 1
+    assert partial_overlaps(msgspec.json.encode(cut.document)) == 0
+    out = tmp_path / "w.json.gz"
+    assert write_window(cut, str(out)) == out.stat().st_size
+    assert json.loads(gzip.decompress(out.read_bytes()))["traceEvents"] == kept
+
+
+def test_overlaps_are_decided_in_exact_ns(tmp_path: Path) -> None:
+    # 1.8e15 µs: a float cannot hold the ns; [x.460, x.462) and [x.461, x.463) overlap
+    # by 1 ns, [x.462, x.464) only touches the first
+    text = (
+        '{"traceEvents": ['
+        '{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1796082237887330.460, "dur": 0.002},'
+        '{"ph": "X", "name": "b", "pid": 1, "tid": 1, "ts": 1796082237887330.461, "dur": 0.002},'
+        '{"ph": "X", "name": "c", "pid": 1, "tid": 2, "ts": 1796082237887330.460, "dur": 0.002},'
+        '{"ph": "X", "name": "d", "pid": 1, "tid": 2, "ts": 1796082237887330.462, "dur": 0.002}'
+        "]}"
+    )
+    path = write_trace(tmp_path / "t.json", text=text)
+    assert ns_of(msgspec.Raw(b"1796082237887330.461")) == 1796082237887330461
+    assert ns_of(msgspec.Raw(b'"N/A"')) is None and ns_of(msgspec.Raw(b"null")) is None
+    assert partial_overlaps(text.encode()) == 1
+    cut = cut_window(str(path), 0, 2**62)
+    assert cut.moved == 1 and cut.sibling_tracks == [(1, 1, 3)]
+    assert partial_overlaps(msgspec.json.encode(cut.document)) == 0
+
+
+def test_bad_input_is_a_typed_error(tmp_path: Path) -> None:
+    with pytest.raises(TraceIOError, match="file not found"):
+        cut_window(str(tmp_path / "missing.json"), 0, 10)
+    bad = write_trace(tmp_path / "bad.json", text='{"traceEvents": [')
+    with pytest.raises(TraceFormatError, match="bad.json: not a readable JSON trace"):
+        cut_window(str(bad), 0, 10)
+    good = write_trace(tmp_path / "good.json", [cpu("A", 0, 10)])
+    with pytest.raises(TraceFormatError, match="empty window"):
+        cut_window(str(good), 10, 10)
+    with pytest.raises(TraceError, match="no step 4; its steps: 0"):
+        step_window(str(good), 4)
+
+
+@pytest.mark.skipif(not WITH_STACK.exists(), reason="sample_logs/capture_full missing")
+def test_window_command_on_a_with_stack_trace(tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "w.json.gz"
+    trace = read_trace(str(WITH_STACK))
+    assert trace.health.flags["has_stacks"]
+    assert partial_overlaps(gzip.decompress(WITH_STACK.read_bytes())) > 0  # what Perfetto drops
+    for step in (3, 5):
+        code = main(["window", str(WITH_STACK), "--step", str(step), "--out", str(out)])
+        assert code == 0
+        said = capsys.readouterr().out
+        w = step_window(str(WITH_STACK), step)
+        margin = (w.end_ns - w.start_ns) // 10
+        lo, hi = w.start_ns - margin, w.end_ns + margin
+        data = gzip.decompress(out.read_bytes())
+        assert partial_overlaps(data) == 0
+        doc = json.loads(data)
+        k = trace.kernels
+        inside = (k.start_ns < hi) & (k.start_ns + k.dur_ns > lo)
+        kept = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+        assert len(kept) == int(inside.sum()) > 0
+        names = sorted(trace.names[int(n)] for n in k.name[inside])
+        assert sorted(e["name"] for e in kept) == names
+        # the step's own CPU marker is in the cut
+        assert f"ProfilerStep#{step}" in {e["name"] for e in doc["traceEvents"]}
+        assert f"{len(kept)} kernels" in said
+    # a window given in µs after the step window's start
+    code = main(
+        ["window", str(WITH_STACK), "--step", "3", "--start-us", "0", "--end-us", "100"]
+        + ["--out", str(out)]
+    )
+    assert code == 0
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    w = step_window(str(WITH_STACK), 3)
+    ts_ns = [
+        ns_of(msgspec.Raw(json.dumps(e["ts"]).encode())) for e in doc["traceEvents"] if "ts" in e
+    ]
+    assert all(t is not None and t < w.start_ns + 100_000 + 1000 for t in ts_ns)
+    assert np.any(np.array([t for t in ts_ns if t is not None]) >= w.start_ns)
+
+
+def test_window_command_errors(tmp_path: Path, capsys: Any) -> None:
+    args = ["window", str(tmp_path / "nope.json"), "--step", "1", "--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    assert "file not found" in capsys.readouterr().err
+    good = write_trace(
+        tmp_path / "good.json", [cpu("ProfilerStep#1", 0, 10, cat="user_annotation")]
+    )
+    only_start = [
+        "window",
+        str(good),
+        "--step",
+        "1",
+        "--start-us",
+        "3",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(only_start) == 2
+    assert "give both --start-us and --end-us" in capsys.readouterr().err
+
+
+def test_odd_events_and_a_bare_array(tmp_path: Path) -> None:
+    # an event that is not an object, a ts that is no number, a list tid: the cut reads
+    # them one by one and leaves out what has no time; a legacy bare array works alike
+    text = (
+        '[5, {"ph": "X", "name": "na", "pid": 1, "tid": 1, "ts": "N/A", "dur": 3},'
+        ' {"ph": "X", "name": "a", "pid": 1, "tid": [2], "ts": 1, "dur": 3},'
+        ' {"ph": "X", "name": "b", "pid": 1, "tid": [2], "ts": 2, "dur": 3},'
+        ' {"ph": "i", "name": "i", "pid": 1, "tid": 1, "ts": 1.5}]'
+    )
+    path = write_trace(tmp_path / "t.json", text=text)
+    cut = cut_window(str(path), 0, 10_000)
+    kept = [e["name"] for e in _events(cut)]
+    assert kept == ["a", "b", "i", "thread_name"]
+    assert cut.moved == 1 and cut.sibling_tracks == [(1, "[2]", 2)]  # above tid 1
