@@ -143,6 +143,7 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
     assert causes == {
         "data_loading": 30.0,
         "host_sync": 15.0,
+        "allocator": 0.0,
         "optimizer_step": 15.0,
         "launching": 9.0,
         "cpu_ops": 11.0,

@@ -8,8 +8,10 @@ diagnosis counts when any span of the run, or the run view across ranks, raises 
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, SHARED, as_json, require_dir
@@ -58,13 +60,30 @@ def test_table_covers_every_run() -> None:
     assert listed - runs == set(), "rows for runs that do not exist"
 
 
-@pytest.mark.parametrize(("run", "ids"), ROWS, ids=[r for r, _ in ROWS])
-def test_run_gets_exactly_the_listed_diagnoses(run: str, ids: frozenset[str]) -> None:
+@functools.cache
+def _diagnoses(run: str) -> list[list[dict[str, Any]]]:
+    """The diagnoses of every span summary and view across ranks of ``run`` (cached:
+    both tests below read them; only the diagnoses are kept)."""
     report = as_json(build_report(str(_path(run))))
-    found = set()
+    out = []
     for r in report["runs"]:
         for worker in r["workers"]:
-            for span in worker["spans"]:
-                found.update(d["id"] for d in span.get("summary", {}).get("diagnoses", []))
-        found.update(d["id"] for d in (r.get("run_summary") or {}).get("diagnoses", []))
+            out += [span.get("summary", {}).get("diagnoses", []) for span in worker["spans"]]
+        out.append((r.get("run_summary") or {}).get("diagnoses", []))
+    return out
+
+
+@pytest.mark.parametrize(("run", "ids"), ROWS, ids=[r for r, _ in ROWS])
+def test_run_gets_exactly_the_listed_diagnoses(run: str, ids: frozenset[str]) -> None:
+    found = {d["id"] for diagnoses in _diagnoses(run) for d in diagnoses}
     assert found == set(ids)
+
+
+@pytest.mark.parametrize("run", [r for r, _ in ROWS])
+def test_diagnosis_impacts_never_add_past_the_step(run: str) -> None:
+    """Each diagnosis' ``impact_fraction`` is the share of step time it explains, and no
+    two diagnoses claim the same time: their sum is at most the whole step, in every
+    span's summary and in every view across ranks of every real run."""
+    for diagnoses in _diagnoses(run):
+        impacts = [(d["id"], d["impact_fraction"]) for d in diagnoses]
+        assert sum(f for _, f in impacts) <= 1.0 + 1e-9, impacts

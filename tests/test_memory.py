@@ -499,6 +499,36 @@ def test_fragmentation_needs_evidence_the_cache_could_not_serve(tmp_path: Path) 
     assert memory_diagnoses(s, th) == []
 
 
+def test_fragmentation_ignores_reserved_totals_left_stale_by_a_release(tmp_path: Path) -> None:
+    """``torch.cuda.empty_cache()`` at the end of each step: its cudaFree (at +700 µs)
+    returns the segment to the driver without a ``[memory]`` event, so the next request's
+    "cached free before" is read from a stale Total Reserved. Steps 2-4's new segments
+    follow a release and do not count (3 ignored); step 1's does (nothing was released
+    before it) but one step is the cache warming up: no memory_fragmentation."""
+    events = frag_events()
+    for k in range(4):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaFree",
+                "pid": 100,
+                "tid": 1,
+                "ts": 1000.0 * k + 700,
+                "dur": 30,
+                "args": {"correlation": 0},
+            }
+        )
+    s = summarize(tmp_path, events)
+    f = device(s, "CUDA:0").fragmentation
+    assert f.new_segment_events == 4 and f.events == 1 and f.stale_events_ignored == 3
+    assert f.steady_state_steps == []
+    assert memory_diagnoses(s) == []
+    assert (
+        device(summarize(tmp_path, frag_events()), "CUDA:0").fragmentation.stale_events_ignored == 0
+    )
+
+
 def test_no_reserved_total_no_fragmentation(tmp_path: Path) -> None:
     events = [step(1, 0), mem(100, MIB, addr=1, alloc=B + MIB)]
     d = device(summarize(tmp_path, events), "CUDA:0")

@@ -242,9 +242,12 @@ def test_truncated_gzip_of_a_real_trace(tmp_path: Path, capsys: pytest.CaptureFi
     loss = next(
         d for d in as_json(summarize_file(str(cut)))["diagnoses"] if d["id"] == "trace_data_loss"
     )
-    assert "every event after that point is missing" in loss["title"]
+    # half of the gzip holds only the host section: every GPU event is lost (high)
     (ended,) = [d for d in part.health.damage if d["problem"].startswith("gzip stream ends")]
-    assert f"ends after {ended['offset']:,} bytes of JSON" in loss["title"]
+    end = loss["evidence"]["file_ends_at_byte"]  # the start of the cut event
+    assert ended["offset"] - 1000 < end <= ended["offset"]
+    assert f"ends at byte {end:,}, before its GPU events" in loss["title"]
+    assert loss["severity"] == "high" and loss["evidence"]["gpu_events_lost"] is True
     assert cli_main(["diff", str(cut), str(path)]) in (0, 1)
     assert "warning: the base side lost trace data" in capsys.readouterr().out
 

@@ -2,12 +2,12 @@
 evidence values, in the title's unit and to the title's precision.
 
 The check (:func:`unmatched_numbers`) reads each number of the title with the unit that
-follows it (``%``, ``ms``/``µs``/``ns``/``s``, ``B``…``TiB``, ``x``, ``GB/s``, ``TFLOP/s``, none) and
-looks for an evidence value (any number in the evidence, nested lists and objects
-included, and the length of a list) that shows as that number: ``%`` from a fraction
-(× 100), a duration from µs, a size from bytes (IEC), the rest as they are; within half
-a unit of the title's last digit. Numbers glued to a name (``CUDA:0``, ``f32``,
-``ProfilerStep#2``, ``X=1``) are names, not numbers.
+follows it (``%``, ``ms``/``µs``/``ns``/``s``, ``B``…``TiB``, ``x``, ``GB/s``,
+``TFLOP/s``, none) and looks for an evidence value (any number in the evidence, nested
+lists and objects included, and the length of a list) that shows as that number: ``%``
+from a fraction (× 100), a duration from µs, a size from bytes (IEC), the rest as they
+are; within half a unit of the title's last digit. Numbers glued to a name (``CUDA:0``,
+``f32``, ``ProfilerStep#2``, ``X=1``) are names, not numbers.
 
 Run per diagnosis id over every diagnosis of ``sample_logs/`` and ``../shared`` (span
 and run level); an id that no real trace raises is skipped, and says so.

@@ -37,6 +37,7 @@ export const BREAKDOWN_DEFINITIONS: Record<string, string> = {
 export const IDLE_ORDER = [
   "data_loading",
   "host_sync",
+  "allocator",
   "optimizer_step",
   "launching",
   "cpu_ops",
@@ -47,6 +48,7 @@ export const IDLE_ORDER = [
 export const IDLE_LABELS: Record<string, string> = {
   data_loading: "Data loading",
   host_sync: "Host sync",
+  allocator: "Memory allocation calls",
   optimizer_step: "Optimizer step",
   launching: "Kernel launching",
   cpu_ops: "Other CPU ops",
@@ -58,6 +60,8 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
   host_sync:
     "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+  allocator:
+    "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
   cpu_ops: "The host was running other CPU ops while the GPU waited.",
@@ -96,7 +100,10 @@ export const VERDICT_DEFINITIONS: Record<string, string> = {
   regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
   changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
   "within noise": "A difference, but not beyond the step-to-step noise.",
-  unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
+  negligible: "A change of at least 1 % of the base value, but under 0.5 % of the base step time (0.5 pp for shares): real for this row, too small to matter for the step.",
+  unchanged: "Too small to matter: under 1 % of the base value.",
+  "moved partly":
+    "Shrank while the experiment's DataLoader moved into worker processes, which the profiler does not trace: part of the op most likely runs there now. Not faster: moved.",
   "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
   added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
   removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",

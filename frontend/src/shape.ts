@@ -562,12 +562,13 @@ export interface VerdictCounts {
   regressed: number;
   changed: number;
   "within noise": number;
+  negligible: number;
   unchanged: number;
   "not judged": number;
 }
 
 export function verdictCounts(doc: DiffDocument | null | undefined): VerdictCounts {
-  const out: VerdictCounts = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
+  const out: VerdictCounts = { improved: 0, regressed: 0, changed: 0, "within noise": 0, negligible: 0, unchanged: 0, "not judged": 0 };
   for (const m of doc?.metrics ?? []) {
     const v = m.verdict as keyof VerdictCounts;
     if (v in out) out[v] += 1;
@@ -582,6 +583,8 @@ export function headlineParts(doc: DiffDocument | null | undefined): {
   speedup: number | null;
   change: number | null;
   verdict: string;
+  text: string | null;
+  gained: { id: string; severity: string; title: string }[];
 } | null {
   const h = doc?.headline;
   if (!h) return null;
@@ -591,6 +594,8 @@ export function headlineParts(doc: DiffDocument | null | undefined): {
     speedup: isNum(h.speedup) ? h.speedup : null,
     change: isNum(h.change_fraction) ? h.change_fraction : null,
     verdict: h.verdict ?? "within noise",
+    text: typeof h.text === "string" && h.text ? h.text : null,
+    gained: h.gained ?? [],
   };
 }
 

@@ -45,6 +45,7 @@ const LIGHT: Palette = {
   idle: {
     data_loading: "#d63c3c",
     host_sync: "#b8457a",
+    allocator: "#2a9d8f",
     optimizer_step: "#8250c4",
     launching: "#e8871e",
     cpu_ops: "#d4a72c",
@@ -83,6 +84,7 @@ const DARK: Palette = {
   idle: {
     data_loading: "#f07070",
     host_sync: "#e27aab",
+    allocator: "#5cc8b8",
     optimizer_step: "#b28cf0",
     launching: "#f5a54a",
     cpu_ops: "#e9c85e",

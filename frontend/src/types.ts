@@ -251,8 +251,10 @@ export interface IdlePanel {
 /**
  * One GPU's idle time: totals, time by cause (``causes``: cause →
  * :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
- * the host was doing, the cost of short kernels (``short_kernels``) and, with Python
- * stacks, the user frames the launching threads were in while it idled
+ * the host was doing, the cost of short kernels (``short_kernels``) and of the
+ * optimizer step (``optimizer``), the ops holding the ``cpu_ops`` idle, most idle
+ * first (``cpu_ops_top``: the outermost CPU op on the launching thread), and, with
+ * Python stacks, the user frames the launching threads were in while it idled
  * (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
  * frame).
  *
@@ -272,6 +274,8 @@ export interface IdleDevice {
   };
   sync_opened_gaps: number;
   short_kernels: ShortKernelCost;
+  optimizer: OptimizerStepCost;
+  cpu_ops_top: OpIdle[];
   per_step: IdleStep[];
   gap_histogram: HistogramBin[];
   largest_gaps: IdleGap[];
@@ -306,6 +310,57 @@ export interface ShortKernelCost {
   launch_bound_kernel_us: number;
   cost_us: number;
   cost_fraction_of_step_time: number;
+}
+/**
+ * ``summary.idle.devices[].optimizer``: what the optimizer step costs this device.
+ *
+ * ``idle_us``: GPU idle while the launching thread is inside ``Optimizer.step#…`` /
+ * ``Optimizer.zero_grad#…`` (the ``optimizer_step`` idle cause); ``busy_us``: wall
+ * time of the GPU work launched from inside those ranges (launch call inside one, by
+ * correlation); ``cost_us`` = the two, ``cost_fraction_of_step_time`` over the summed
+ * step time. ``mode``: ``per_parameter``, ``foreach``, ``fused``, ``compiled`` or
+ * ``none`` (read from its kernels: :func:`tb_kineto_insights.analysis.idle.optimizer_mode`).
+ * ``launch_bound_idle_us`` / ``launch_bound_kernel_us``: the part of the short-kernel
+ * cost (``short_kernels``) that lies in the optimizer step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OptimizerStepCost".
+ */
+export interface OptimizerStepCost {
+  ranges_per_step: number;
+  host_us: number;
+  idle_us: number;
+  busy_us: number;
+  cost_us: number;
+  cost_fraction_of_step_time: number;
+  idle_fraction_of_step_time: number;
+  kernels_per_step: number;
+  mode: string;
+  top_kernels: OptimizerKernel[];
+  launch_bound_idle_us: number;
+  launch_bound_kernel_us: number;
+}
+/**
+ * A kernel launched from the optimizer step: short name, count and time per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OptimizerKernel".
+ */
+export interface OptimizerKernel {
+  name: string;
+  count_per_step: number;
+  us_per_step: number;
+}
+/**
+ * An op and the GPU idle time it overlaps (``us``, its share of step time).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "OpIdle".
+ */
+export interface OpIdle {
+  name: string;
+  us: number;
+  fraction_of_step_time: number;
 }
 /**
  * ``summary.idle.devices[].per_step[]``.
@@ -685,6 +740,7 @@ export interface Fragmentation {
   allocated_peak_growth_bytes_per_step: number | null;
   excess_reserved_growth_bytes_per_step: number | null;
   largest: NewSegmentEvent[];
+  stale_events_ignored: number;
 }
 /**
  * ``summary.memory.devices[].fragmentation.per_step[]``.
@@ -991,6 +1047,7 @@ export interface TraceQuality {
   step_cv: number | null;
   launch_blocking: LaunchBlocking;
   profiler: ProfilerCost;
+  lost: LostData;
 }
 /**
  * ``summary.health.trace_quality.launch_blocking``: ``launches`` (runtime calls
@@ -1020,6 +1077,21 @@ export interface ProfilerCost {
   overhead_fraction: number | null;
   python_function_events_per_step: number;
   flow_events_per_step: number;
+}
+/**
+ * ``summary.health.trace_quality.lost``: what a file cut short lost
+ * (``analysis.lost.lost_data``, whose module docstring defines each field).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "LostData".
+ */
+export interface LostData {
+  file_ends_at_byte: number | null;
+  launches: number;
+  launches_without_gpu_event: number;
+  gpu_events_lost: boolean;
+  incomplete_steps: number[];
+  lost: string[];
 }
 /**
  * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
@@ -1357,8 +1429,11 @@ export interface DiffSide {
   workers: string[];
 }
 /**
- * ``diff.headline``: step time before → after, and a straggler the experiment
- * gained (``straggler_gained``, null when none).
+ * ``diff.headline``: step time before → after, ``speedup`` (base / exp), the step
+ * time's ``verdict``, the high/medium diagnoses the experiment gained (``gained``), the
+ * whole story in one line (``text``: "1.10x faster, but memory_growth (high)
+ * appeared"), and a straggler the experiment gained (``straggler_gained``, null when
+ * none).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Headline".
@@ -1369,7 +1444,21 @@ export interface Headline {
   speedup: number | null;
   change_fraction: number | null;
   verdict: string;
+  gained: GainedDiagnosis[];
+  text: string;
   straggler_gained?: GainedStraggler | null;
+}
+/**
+ * ``diff.headline.gained[]``: a high or medium diagnosis the experiment has and the
+ * base has not (by id), with its severity and title on the experiment.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "GainedDiagnosis".
+ */
+export interface GainedDiagnosis {
+  id: string;
+  severity: string;
+  title: string;
 }
 /**
  * ``diff.headline.straggler_gained``: a straggler the experiment has and the base

@@ -271,10 +271,17 @@ test("diff headline and verdict counts", () => {
   assert.equal(h.base, "115 ms");
   assert.equal(h.exp, "42.2 ms");
   assert.equal(h.verdict, "improved");
-  assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, changed: 0, "within noise": 1, unchanged: 1, "not judged": 0 });
+  assert.deepEqual(verdictCounts(DIFF), { improved: 2, regressed: 1, changed: 0, "within noise": 1, negligible: 0, unchanged: 1, "not judged": 0 });
   const comm = partial<DiffDocument>({ metrics: [{ key: "a", label: "a", unit: "count", verdict: "changed" }, { key: "b", label: "b", unit: "GB/s", verdict: "not judged" }] });
-  assert.deepEqual(verdictCounts(comm), { improved: 0, regressed: 0, changed: 1, "within noise": 0, unchanged: 0, "not judged": 1 });
+  assert.deepEqual(verdictCounts(comm), { improved: 0, regressed: 0, changed: 1, "within noise": 0, negligible: 0, unchanged: 0, "not judged": 1 });
   assert.equal(headlineParts(partial<DiffDocument>({})), null);
+  assert.equal(h.text, null);
+  assert.deepEqual(h.gained, []);
+  const gained = { id: "memory_growth", severity: "high", title: "Allocated memory grows 16 MiB per step" };
+  const told = headlineParts(partial<DiffDocument>({ headline: { ...DIFF.headline, text: "1.10x faster, but memory_growth (high) appeared", gained: [gained] } }));
+  assert.ok(told);
+  assert.equal(told.text, "1.10x faster, but memory_growth (high) appeared");
+  assert.deepEqual(told.gained, [gained]);
 });
 
 test("a rank's value per step: its own key, else the wait total ÷ steps (waited only)", () => {

@@ -169,17 +169,30 @@ def _step_windows(trace: m.Trace, launch_row: dict[str, I64]) -> StepWindows:
 
 def _without_lost_gpu_steps(trace: m.Trace, steps: StepWindows) -> StepWindows:
     """Leave out the steps whose CPU range launched GPU work the reader quarantined
-    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown), so
-    no panel counts that time as idle; their numbers go to
-    ``health.steps_without_gpu_data``. Kept as they are when every step is affected."""
-    lost = trace.quarantined_correlations
-    if not steps.has_markers or lost.size == 0:
+    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown) or, in
+    a file cut short inside its GPU section, whose CPU range ends after the last
+    surviving runtime call (Kineto writes runtime calls and GPU events together, in time
+    order, after the host section: the step's later launches and their GPU work were cut
+    off) or that holds a launch call whose GPU event was cut off (CUPTI flushes its
+    buffers one after another, each in time order), so no panel counts that time as
+    idle; their numbers go to
+    ``health.steps_without_gpu_data``. Kept as they are when every step is affected (a
+    cut before the GPU section: ``analysis.lost`` says so)."""
+    if not steps.has_markers:
         return steps
     rt = trace.runtime
-    launches = rt.start_ns[np.isin(rt.correlation, lost)]
-    hit = _containing(launches, steps.cpu_start_ns, steps.cpu_end_ns)
     bad = np.zeros(len(steps), dtype=np.bool_)
-    bad[hit[hit >= 0]] = True
+    lost = trace.quarantined_correlations
+    if lost.size:
+        launches = rt.start_ns[np.isin(rt.correlation, lost)]
+        hit = _containing(launches, steps.cpu_start_ns, steps.cpu_end_ns)
+        bad[hit[hit >= 0]] = True
+    gpu_events = sum(len(trace.tables[kind]) for kind in GPU_WORK_KINDS)
+    if len(rt) and gpu_events and _file_cut_short(trace):
+        bad |= steps.cpu_end_ns > int(rt.start_ns.max())
+        orphans = rt.start_ns[_launches_without_gpu_event(trace)]
+        hit = _containing(orphans, steps.cpu_start_ns, steps.cpu_end_ns)
+        bad[hit[hit >= 0]] = True
     if not bad.any() or bad.all():
         return steps
     trace.health.steps_without_gpu_data = [int(n) for n in steps.number[bad]]
@@ -192,6 +205,32 @@ def _without_lost_gpu_steps(trace: m.Trace, steps: StepWindows) -> StepWindows:
         steps.end_ns[keep],
         True,
     )
+
+
+def _file_cut_short(trace: m.Trace) -> bool:
+    """The reader found the file ending early (``health.damage``: truncated JSON or
+    gzip; a bad CRC or length after a whole stream does not count)."""
+    return any(
+        str(d.get("problem", "")).startswith(
+            ("file ends early", "gzip stream ends early", "corrupt gzip")
+        )
+        and "check" not in str(d.get("problem", ""))
+        for d in trace.health.damage
+    )
+
+
+def _launches_without_gpu_event(trace: m.Trace) -> npt.NDArray[np.bool_]:
+    """Rows of the runtime calls that launch GPU work (kernel, copy, memset; a
+    correlation id) whose correlation no GPU event of the trace carries."""
+    rt = trace.runtime
+    names = trace.names
+    launch_ids = [int(i) for i in distinct(rt.name) if nm.is_launch(names[int(i)])]
+    launch = np.isin(rt.name, np.asarray(launch_ids, dtype=rt.name.dtype))
+    launch &= rt.correlation >= 0
+    seen = np.concatenate([trace.tables[kind].correlation for kind in GPU_WORK_KINDS])
+    out = np.zeros(len(rt), dtype=np.bool_)
+    out[launch] = ~np.isin(rt.correlation[launch], seen)
+    return out
 
 
 def _containing(points: I64, starts: I64, ends: I64) -> I64:

@@ -40,7 +40,9 @@ from typing import Any, TypeVar
 import msgspec
 import numpy as np
 
+from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.autotune import conv_autotune
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
@@ -84,8 +86,113 @@ def _main_idle(idle: IdlePanel | None) -> IdleDevice | None:
     return None
 
 
+_OPTIMIZER_ADVICE: dict[str, str] = {
+    "per_parameter": (
+        "The optimizer runs a loop over the parameters, a few small kernels per tensor: "
+        "use its multi-tensor form, torch.optim.AdamW(..., foreach=True) or fused=True "
+        "(one kernel per group of tensors); keep fewer, larger parameter tensors (fuse "
+        "QKV projections, do not split weights); or torch.compile the optimizer step."
+    ),
+    "foreach": (
+        "The optimizer already runs foreach (multi_tensor_apply); fused=True moves the "
+        "whole update into one kernel per tensor group, and torch.compile of the step "
+        "(or CUDA-graph capture with capturable=True) removes its Python overhead."
+    ),
+    "fused": (
+        "The optimizer is already fused; what is left is its Python overhead (grouping "
+        "tensors, launches): torch.compile the optimizer step, or capture it in a CUDA "
+        "graph (capturable=True), and keep fewer, larger parameter tensors."
+    ),
+    "compiled": (
+        "The optimizer step is compiled; capture it in a CUDA graph "
+        "(torch.compile(mode='reduce-overhead')) and keep fewer, larger parameter tensors."
+    ),
+    "none": (
+        "The host spends this time in the optimizer step while the GPU waits: move the "
+        "optimizer state to the GPU, use a foreach or fused optimizer, or torch.compile "
+        "the step."
+    ),
+}
+
+_MODE_WORDS = {
+    "per_parameter": "one parameter at a time",
+    "foreach": "foreach (multi_tensor_apply)",
+    "fused": "fused",
+    "compiled": "compiled",
+    "none": "with no GPU kernel",
+}
+
+
+def _optimizer_step_bound(idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+    """``optimizer_step_bound``: the step waits on the optimizer step.
+
+    ``impact_fraction`` = the main device's ``idle.devices[].optimizer
+    .cost_fraction_of_step_time``: GPU idle while the launching thread is inside
+    ``Optimizer.step#…`` (the ``optimizer_step`` idle cause) plus the wall time of the
+    GPU work launched from inside it, over the summed step time. Raised when the idle
+    part alone reaches ``optimizer_idle_min_fraction`` (the host's optimizer time is
+    exposed: a GPU-bound loop hides it behind queued work;
+    ``optimizer_tuned_idle_min_fraction`` for a foreach, fused or compiled optimizer) and
+    the impact reaches
+    ``min_impact_fraction``; severity follows the impact. The advice follows how the
+    optimizer runs (``mode``, read from its kernels).
+    """
+    dev = _main_idle(idle)
+    if dev is None:
+        return None
+    opt = dev.optimizer
+    tuned = opt.mode in ("foreach", "fused", "compiled")
+    bar = th.optimizer_tuned_idle_min_fraction if tuned else th.optimizer_idle_min_fraction
+    if opt.idle_fraction_of_step_time < bar:
+        return None
+    impact = opt.cost_fraction_of_step_time
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
+    n_steps = len(dev.per_step) or 1
+    return make_diagnosis(
+        "optimizer_step_bound",
+        severity,
+        f"The optimizer step takes {_pct(impact)} of the step time "
+        f"({_time(opt.cost_us / n_steps)} per step: GPU idle "
+        f"{_time(opt.idle_us / n_steps)}, its kernels {_time(opt.busy_us / n_steps)}); "
+        f"it runs {_MODE_WORDS.get(opt.mode, opt.mode)}, "
+        f"{opt.kernels_per_step:.0f} kernels per step",
+        {
+            "device": dev.device,
+            "mode": opt.mode,
+            "cost_us_per_step": opt.cost_us / n_steps,
+            "idle_us_per_step": opt.idle_us / n_steps,
+            "busy_us_per_step": opt.busy_us / n_steps,
+            "host_us_per_step": opt.host_us / n_steps,
+            "idle_fraction_of_step_time": opt.idle_fraction_of_step_time,
+            "cost_fraction_of_step_time": impact,
+            "kernels_per_step": opt.kernels_per_step,
+            "optimizer_steps_per_step": opt.ranges_per_step,
+            "top_kernels": [k.name for k in opt.top_kernels[:3]],
+        },
+        _OPTIMIZER_ADVICE.get(opt.mode, _OPTIMIZER_ADVICE["none"]),
+        "idle",
+        impact_fraction=impact,
+    )
+
+
+def cpu_ops_named(dev: IdleDevice, k: int = 3) -> str:
+    """The ops holding a device's ``cpu_ops`` idle, most first, with their idle time per
+    step: ``"aten::linear 1.8 ms, aten::layer_norm 0.5 ms per step"`` (the first ``k`` of
+    ``dev.cpu_ops_top``); empty when none is known."""
+    n_steps = len(dev.per_step) or 1
+    ops = dev.cpu_ops_top[:k]
+    if not ops:
+        return ""
+    return ", ".join(f"{o.name} {_time(o.us / n_steps)}" for o in ops) + " per step"
+
+
 def _small_kernel_flood(
-    kernels: KernelsPanel | None, idle: IdlePanel | None, th: Thresholds
+    kernels: KernelsPanel | None,
+    idle: IdlePanel | None,
+    th: Thresholds,
+    optimizer_raised: bool = False,
 ) -> Diagnosis | None:
     """``small_kernel_flood``: many short kernels *and* the GPU pays for them.
 
@@ -111,6 +218,11 @@ def _small_kernel_flood(
         return None
     cost = dev.short_kernels
     impact = cost.cost_fraction_of_step_time
+    opt_us = 0.0
+    if optimizer_raised and cost.cost_us > 0:
+        opt = dev.optimizer
+        opt_us = min(opt.launch_bound_idle_us + opt.launch_bound_kernel_us, cost.cost_us)
+        impact *= 1.0 - opt_us / cost.cost_us
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -137,7 +249,9 @@ def _small_kernel_flood(
         "small_kernel_flood",
         severity,
         f"The GPU waits on kernel launches: {_pct(impact)} of the step time goes to "
-        f"launch-bound short kernels ({_pct(short)} of {per_step:.0f} kernels per step are "
+        f"launch-bound short kernels"
+        + (" outside the optimizer step" if opt_us else "")
+        + f" ({_pct(short)} of {per_step:.0f} kernels per step are "
         f"shorter than {th.short_kernel_us:g} µs)",
         {
             "device": dev.device,
@@ -153,6 +267,7 @@ def _small_kernel_flood(
             "mean_launch_us": launch.mean_launch_us,
             "gpu_busy_fraction": dev.busy_fraction,
             "short_threshold_us": th.short_kernel_us,
+            "optimizer_step_cost_left_out_us": opt_us,
         },
         advice + where,
         "kernels",
@@ -374,6 +489,8 @@ _CAUSE_DIAGNOSIS: dict[str, str] = {
     "data_loading": "gpu_idle_dataloader",
     "host_sync": "gpu_idle_host_sync",
     "host_untraced": "gpu_idle_host_untraced",
+    "optimizer_step": "optimizer_step_bound",
+    "allocator": "allocator_churn",
 }
 
 
@@ -414,10 +531,15 @@ def _low_utilization(
             claimed[id_] = unclaimed_us[cause] * scale
             unclaimed_us[cause] = 0.0
     if "small_kernel_flood" in ids:
-        by_cause = dev.short_kernels.launch_bound_idle_us_by_cause
+        by_cause = dict(dev.short_kernels.launch_bound_idle_us_by_cause)
+        if "optimizer_step_bound" in ids:  # claimed by optimizer_step_bound already
+            by_cause.pop("optimizer_step", None)
         for cause, us in by_cause.items():
             unclaimed_us[cause] = max(unclaimed_us.get(cause, 0.0) - us, 0.0)
         claimed["small_kernel_flood"] = sum(by_cause.values()) * scale
+    for d in raised:  # idle claimed outside the cause split (cuDNN benchmark time)
+        if d.id == "cudnn_autotune_in_step":
+            claimed[d.id] = float(d.evidence["idle_fraction_of_step_time"])
     claimed_fraction = sum(claimed.values())
     unexplained = max(idle_fraction - claimed_fraction, 0.0)
     rest = 1.0 - claimed_fraction
@@ -429,6 +551,8 @@ def _low_utilization(
     top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
+    if top == "cpu_ops" and dev.cpu_ops_top:
+        top_label = f"{top_label} ({cpu_ops_named(dev)})"
     frames = _cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
@@ -447,6 +571,10 @@ def _low_utilization(
             "explained_fraction_by_diagnosis": claimed,
             "largest_unexplained_cause": top,
             "largest_unexplained_cause_fraction": unclaimed_us[top] * scale if top else None,
+            "cpu_ops_top": [
+                {"name": o.name, "idle_us_per_step": o.us / (len(dev.per_step) or 1)}
+                for o in dev.cpu_ops_top
+            ],
             "mean_step_us": steps.mean_step_us,
         },
         "See the idle-gap panel for what the host did while the GPU waited"
@@ -455,6 +583,122 @@ def _low_utilization(
         "and keep the host ahead of it (no synchronisation inside the step).",
         "steps",
         impact_fraction=unexplained,
+    )
+
+
+def _allocator_churn(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+    """``allocator_churn``: the caching allocator goes to the driver inside the steps.
+
+    The cost is the ``allocator`` idle cause (:mod:`.idle`): gaps that open while the
+    launching thread is in ``cudaMalloc``/``cudaFree`` (or HIP's), wholly — ``cudaFree``
+    synchronises the device, so the GPU loses the work the host had queued ahead — plus
+    the idle during such calls elsewhere. ``impact_fraction`` is that idle over the
+    summed step time; raised as every idle-cause diagnosis (:func:`_idle_cause`: at least
+    ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
+    counts the calls per step and their host time inside the host step windows.
+    """
+    rt = index.trace.runtime
+    rows = index.rows_where(m.RUNTIME, nm.is_allocator_call)
+    if not rows.any():
+        return None
+    steps = index.steps
+    n_steps = max(len(steps), 1)
+    host = (
+        iv.union(*steps.host_windows())
+        if steps.has_markers
+        else iv.union(steps.start_ns, steps.end_ns)
+    )
+    rows &= iv.window_index(rt.start_ns, *host) >= 0
+    counts: dict[str, float] = {}
+    for i in np.nonzero(rows)[0].tolist():
+        name = index.trace.names[int(rt.name[i])]
+        counts[name] = counts.get(name, 0.0) + 1.0 / n_steps
+    host_us = float(rt.dur_ns[rows].sum()) / 1000.0 / n_steps
+    calls = ", ".join(f"{c:.0f} {n}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
+    found = _idle_cause(
+        idle,
+        "allocator",
+        "allocator_churn",
+        th,
+        "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
+        f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
+        f"{_time(host_us)} of host time)",
+        "The caching allocator returns memory to the driver and asks for it again inside "
+        "the loop; cudaFree waits for the GPU, so the host loses its lead. Remove "
+        "torch.cuda.empty_cache() from the training loop (call it, if at all, between "
+        "phases); unset PYTORCH_NO_CUDA_MEMORY_CACHING (it disables the cache); if the "
+        "process is capped (torch.cuda.set_per_process_memory_fraction, a small MIG "
+        "slice, other processes on the GPU) give it more memory or allocate less per "
+        "step (smaller batch, activation checkpointing), and reuse buffers of one size.",
+    )
+    if found is None:
+        return None
+    evidence = {**found.evidence, "calls_per_step": counts, "host_us_per_step": host_us}
+    return msgspec.structs.replace(found, evidence=evidence)
+
+
+def _cudnn_autotune(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+    """``cudnn_autotune_in_step``: cuDNN benchmarks convolutions again in steady steps.
+
+    From :func:`~tb_kineto_insights.analysis.autotune.conv_autotune`: ``impact_fraction``
+    = wall time of the convolution ops that synchronise (the benchmark: trial kernels,
+    each waited for) in the tuning steps, over the summed step time; raised when at
+    least ``idle_cause_min_steps`` steps tune (when the profile has more steps than
+    that; once is the warm-up of a new shape) and the impact reaches
+    ``min_impact_fraction``; severity follows it. Its ``idle_us`` (the GPU idle inside
+    that time) is claimed from ``low_gpu_utilization``.
+    """
+    main = idle.main_device if idle is not None else None
+    found = conv_autotune(index, main, th.cudnn_autotune_min_syncs)
+    if found is None or found.tuning_steps == 0:
+        return None
+    need = min(th.idle_cause_min_steps, found.steps)
+    if found.tuning_steps < need:
+        return None
+    impact = found.cost_fraction_of_step_time
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
+    n = found.steps
+    new_every = all(x > 0 for x in found.new_shapes_per_step[1:]) and n > 1
+    shapes = (
+        f"; the convolutions see new input shapes in every step "
+        f"({sum(found.new_shapes_per_step)} distinct over {n} steps)"
+        if new_every
+        else ""
+    )
+    ops = ", ".join(f"{name} {_time(us / n)}" for name, us in found.top_ops)
+    return make_diagnosis(
+        "cudnn_autotune_in_step",
+        severity,
+        f"cuDNN autotunes convolutions in {found.tuning_steps} of {n} steps: "
+        f"{_pct(impact)} of the step time ({_time(found.cost_us / n)} per step) goes to "
+        f"benchmark runs inside {ops} per step, "
+        f"{sum(found.syncs_per_step) / n:.0f} synchronisations per step{shapes}",
+        {
+            "tuning_steps": found.tuning_steps,
+            "steps": n,
+            "cost_us_per_step": found.cost_us / n,
+            "cost_fraction_of_step_time": impact,
+            "idle_us_per_step": found.idle_us / n,
+            "idle_fraction_of_step_time": found.idle_us * 1000.0 / index.steps.total_ns
+            if index.steps.total_ns
+            else 0.0,
+            "syncs_per_step": found.syncs_per_step,
+            "tuning_us_per_step": found.tuning_us_per_step,
+            "kernels_in_tuning_per_step": found.kernels_in_tuning / n,
+            "conv_input_shapes_per_step": found.shapes_per_step,
+            "new_conv_input_shapes_per_step": found.new_shapes_per_step,
+            "top_ops": [{"op": name, "us_per_step": us / n} for name, us in found.top_ops],
+            "syncs_per_step_mean": sum(found.syncs_per_step) / n,
+            "distinct_conv_input_shapes": sum(found.new_shapes_per_step),
+        },
+        "torch.backends.cudnn.benchmark=True tunes every new input shape again. Keep the "
+        "shapes fixed (pad to one length) or bucket them into a few sizes so each is "
+        "tuned once; with shapes that keep changing, set torch.backends.cudnn.benchmark="
+        "False (cuDNN's heuristics pick an algorithm without trials).",
+        "idle",
+        impact_fraction=impact,
     )
 
 
@@ -523,8 +767,9 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
     damaged JSON (``health.damage``), and GPU events whose duration ran over the next
     event on their stream (clipped). Not about step time: severity follows the share of
     the trace's events that are unusable (``unusable_fraction``, also the
-    ``impact_fraction``): high ≥ 50 %, medium ≥ 5 % (or when CUPTI stopped early, Kineto
-    logged errors, or the file itself is damaged), else low."""
+    ``impact_fraction``): high ≥ 50 %, or when the file ends before its GPU events
+    (every GPU event lost: ``health.trace_quality.lost``), medium ≥ 5 % (or when CUPTI
+    stopped early, Kineto logged errors, or the file itself is damaged), else low."""
     if health is None:
         return None
     counts = health.kineto_record_counts
@@ -544,7 +789,8 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
     events = health.event_count + lost_events
     unusable = unusable_events / events if events else 0.0
     stopped = bool(counts.get("CUPTI stopped early?"))
-    if unusable >= 0.5:
+    cut = health.trace_quality.lost
+    if unusable >= 0.5 or cut.gpu_events_lost:
         severity = "high"
     elif unusable >= 0.05 or stopped or dropped_lines or damaged_regions:
         severity = "medium"
@@ -559,7 +805,19 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
         ),
         None,
     )
-    if ended is not None:  # what followed the end of the readable stream is unknown
+    if cut.gpu_events_lost and cut.file_ends_at_byte is not None:
+        title = (
+            f"The trace file ends at byte {cut.file_ends_at_byte:,}, before its GPU events: "
+            "all GPU events are lost"
+            + (f" ({cut.launches} launch calls without their work)" if cut.launches else "")
+            + "; no GPU number in this trace can be trusted"
+        )
+    elif cut.file_ends_at_byte is not None and ended is None:
+        title = (
+            f"The trace file ends at byte {cut.file_ends_at_byte:,} (cut short): lost "
+            + "; ".join(cut.lost)
+        )
+    elif ended is not None:  # what followed the end of the readable stream is unknown
         title = (
             f"The trace file ends after {ended.offset:,} bytes of JSON "
             f"({ended.problem.split(' (')[0]}): every event after that point is missing, and "
@@ -601,6 +859,11 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             "overran_clipped_us": float(clipped.removed_ns) / 1e3,
             "unusable_fraction": unusable,
             "events": events,
+            "file_ends_at_byte": cut.file_ends_at_byte,
+            "gpu_events_lost": cut.gpu_events_lost,
+            "launches_without_gpu_event": cut.launches_without_gpu_event,
+            "incomplete_steps": cut.incomplete_steps,
+            "lost": cut.lost,
         },
         "Numbers near the trace's edges may be off, and every panel misses what was "
         "dropped (see Trace health for why). Profile fewer steps per trace (schedule "
@@ -656,9 +919,11 @@ def diagnose(
     health = _panel(panels, "health", HealthPanel)
     communication = _panel(panels, "communication", CommunicationPanel)
     memory = _panel(panels, "memory", MemoryPanel)
+    optimizer = _optimizer_step_bound(idle, th)
     has_stacks = health is not None and health.flags.has_stacks
     found = [
-        _small_kernel_flood(kernels, idle, th),
+        optimizer,
+        _small_kernel_flood(kernels, idle, th, optimizer is not None),
         _idle_cause(
             idle,
             "data_loading",
@@ -692,6 +957,8 @@ def diagnose(
                 frames, bool(idle is not None and idle.python_stacks) or has_stacks, th
             ),
         ),
+        _allocator_churn(index, idle, th),
+        _cudnn_autotune(index, idle, th),
         _pageable_memcpy(index, steps, th),
         _no_step_markers(steps),
         _data_loss(health),

@@ -38,6 +38,9 @@ DIAGNOSIS_IDS: tuple[str, ...] = (
     "trace_profiler_overhead",
     "matmul_without_tensor_cores",
     "low_kernel_efficiency",
+    "optimizer_step_bound",
+    "allocator_churn",
+    "cudnn_autotune_in_step",
 )
 
 

@@ -8,7 +8,12 @@ before it, else the thread of the ProfilerStep markers, the *step thread*).
 Attribution (DESIGN.md, Metric definitions):
 
 1. A gap that opens as a host synchronization on that thread returns belongs wholly to
-   ``host_sync``: the host drained the queue instead of running ahead. "Opens as it
+   ``host_sync``: the host drained the queue instead of running ahead. Likewise a gap
+   that opens while the thread is inside a device-memory allocation call (``cudaFree``,
+   ``cudaMalloc``, HIP's: :func:`~tb_kineto_insights.analysis.names.is_allocator_call`)
+   belongs wholly to ``allocator``: ``cudaFree`` synchronises the device (the caching
+   allocator releasing its cache: ``torch.cuda.empty_cache()``), and what the host does
+   until the GPU has work again is the price of that release. "Opens as it
    returns": the sync range returned within ``sync_return_tolerance_us`` of the gap's
    start and started no later than the gap (for a CUDA runtime sync call, no later than
    that tolerance after it: ``x.cpu()`` copies, then synchronizes; see
@@ -16,7 +21,8 @@ Attribution (DESIGN.md, Metric definitions):
 2. Otherwise each idle microsecond goes to what the thread was doing then, first match
    in :data:`CAUSES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
    ``host_sync`` (``*Synchronize``, synchronous copies, ``aten::item``,
-   ``aten::_local_scalar_dense``), ``optimizer_step`` (``Optimizer.step#…``),
+   ``aten::_local_scalar_dense``), ``allocator`` (``cudaMalloc``/``cudaFree`` calls),
+   ``optimizer_step`` (``Optimizer.step#…``),
    ``launching`` (any runtime call), ``cpu_ops`` (any other op), then, when no traced
    range covers the moment:
 
@@ -55,6 +61,7 @@ is left is mostly ``searchsorted`` in the interval algebra.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -64,6 +71,7 @@ from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.group_sums import int_sums, int_sums_2d
+from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.idle import (
     HostThread,
@@ -72,6 +80,9 @@ from tb_kineto_insights.schema.idle import (
     IdleGap,
     IdlePanel,
     IdleStep,
+    OpIdle,
+    OptimizerKernel,
+    OptimizerStepCost,
     ShortKernelCost,
 )
 from tb_kineto_insights.schema.kernels import HistogramBin
@@ -80,6 +91,7 @@ from tb_kineto_insights.trace import model as m
 CAUSES: tuple[str, ...] = (
     "data_loading",
     "host_sync",
+    "allocator",
     "optimizer_step",
     "launching",
     "cpu_ops",
@@ -92,6 +104,7 @@ TRACED_CAUSES: tuple[str, ...] = CAUSES[:-2]
 CAUSE_LABELS: dict[str, str] = {
     "data_loading": "data loading",
     "host_sync": "host synchronization",
+    "allocator": "device memory allocation calls (cudaMalloc / cudaFree)",
     "optimizer_step": "the optimizer step",
     "launching": "kernel launch calls",
     "cpu_ops": "other CPU ops",
@@ -129,6 +142,7 @@ class _ThreadActivity:
             add("optimizer_step", kind, index.rows_where(kind, nm.is_optimizer))
             add("cpu_ops", kind, index.rows_where(kind, _not_step_marker))
         add("host_sync", m.RUNTIME, index.rows_where(m.RUNTIME, nm.is_sync))
+        add("allocator", m.RUNTIME, index.rows_where(m.RUNTIME, nm.is_allocator_call))
         rt_sync = index.rows_where(m.RUNTIME, nm.is_sync)
         self._runtime_sync = (
             self.rt.pid[rt_sync],
@@ -182,18 +196,20 @@ def _concat(
 
 class _DeviceEvents(NamedTuple):
     """Every GPU event on one device, sorted by start: start/end (ns), the row of the
-    runtime call that launched it (-1: unknown), and whether it is a *short compute
-    kernel* (a kernel, not NCCL/RCCL, shorter than ``Thresholds.short_kernel_us``)."""
+    runtime call that launched it (-1: unknown), whether it is a *short compute
+    kernel* (a kernel, not NCCL/RCCL, shorter than ``Thresholds.short_kernel_us``) and
+    whether it is a communication (NCCL/RCCL) kernel."""
 
     start_ns: np.ndarray
     end_ns: np.ndarray
     launch_row: np.ndarray
     short_kernel: np.ndarray
+    communication: np.ndarray
 
 
 def _gpu_events(index: TraceIndex, device: int, short_ns: float) -> _DeviceEvents:
     """The GPU events of ``device`` (see :class:`_DeviceEvents`)."""
-    starts, ends, rows, short = [], [], [], []
+    starts, ends, rows, short, comm = [], [], [], [], []
     for kind in GPU_WORK_KINDS:
         t = index.trace.tables[kind]
         sel = t.device == device
@@ -203,11 +219,19 @@ def _gpu_events(index: TraceIndex, device: int, short_ns: float) -> _DeviceEvent
         if kind == m.KERNEL:
             compute = ~index.rows_where(m.KERNEL, nm.is_communication_kernel)[sel]
             short.append(compute & (t.dur_ns[sel] < short_ns))
+            comm.append(~compute)
         else:
             short.append(np.zeros(int(sel.sum()), dtype=np.bool_))
+            comm.append(np.zeros(int(sel.sum()), dtype=np.bool_))
     s, e, r = np.concatenate(starts), np.concatenate(ends), np.concatenate(rows)
     order = np.argsort(s, kind="stable")
-    return _DeviceEvents(s[order], e[order], r[order], np.concatenate(short)[order])
+    return _DeviceEvents(
+        s[order],
+        e[order],
+        r[order],
+        np.concatenate(short)[order],
+        np.concatenate(comm)[order],
+    )
 
 
 def _step_thread(index: TraceIndex) -> tuple[int, int]:
@@ -481,6 +505,175 @@ def launch_bound_gaps(
     return out, closing
 
 
+_FUSED_KERNEL = re.compile(r"fused", re.IGNORECASE)
+
+
+def optimizer_mode(kernel_names: list[str], kernels_per_range: float) -> str:
+    """How an optimizer step runs, from the kernels it launches (demangled names):
+
+    * ``compiled``: most are Inductor (Triton) kernels (a ``torch.compile``'d step);
+    * ``fused``: else, a kernel whose name says fused (``FusedAdamMathFunctor``,
+      ``fused_adam``...: ``torch.optim.Adam(fused=True)``, apex ``FusedAdam``);
+    * ``foreach``: else, any ``multi_tensor_apply`` kernel (``foreach=True``: a few
+      kernels per tensor group; a distributed optimizer adds its own GEMMs and
+      collectives around them);
+    * ``per_parameter``: none of those and at least 2 kernels per optimizer range (the
+      ``for p in params`` loop: a small kernel chain per parameter tensor);
+    * ``none``: no kernel at all (an optimizer on the CPU, or none traced).
+
+    ``kernels_per_range``: kernels per ``Optimizer.step#…`` range.
+    """
+    if not kernel_names:
+        return "none"
+    n = len(kernel_names)
+    if sum(nm.is_compiled_kernel(k) for k in kernel_names) * 2 >= n:
+        return "compiled"  # Inductor names its kernels triton_poi_fused_...: first
+    if any(_FUSED_KERNEL.search(k) for k in kernel_names):
+        return "fused"
+    if any("multi_tensor_apply" in k for k in kernel_names):
+        return "foreach"
+    return "per_parameter" if kernels_per_range >= 2 else "none"
+
+
+def _inside(sets: iv.Intervals, t: np.ndarray) -> np.ndarray:
+    """Per point: inside one of the normalised intervals."""
+    k = np.searchsorted(sets[0], t, side="right") - 1
+    ok = k >= 0
+    ok[ok] = t[ok] < sets[1][k[ok]]
+    return ok
+
+
+def _optimizer_cost(
+    index: TraceIndex,
+    activity: _ThreadActivity,
+    dev: int,
+    events: _DeviceEvents,
+    windows: iv.Intervals,
+    closing_ev: np.ndarray,
+    idle_ns: int,
+    launch_bound_idle_ns: int,
+    th: Thresholds,
+) -> OptimizerStepCost:
+    """:class:`~tb_kineto_insights.schema.idle.OptimizerStepCost` of device ``dev``.
+
+    GPU work is *launched from the optimizer* when its launch call (correlation) starts
+    inside an ``Optimizer.step#…`` / ``Optimizer.zero_grad#…`` range of its own thread;
+    communication kernels (a sharded optimizer's collectives) are left out: their time
+    is the communication panel's claim.
+    ``busy_us`` is the wall time those events cover inside the step windows,
+    ``idle_us`` the ``optimizer_step`` idle cause (``idle_ns``), ``host_us`` the summed
+    length of the ranges inside the host windows; per-step values divide by the steps.
+    """
+    steps = index.steps
+    n_steps = max(len(steps), 1)
+    total_ns = steps.total_ns
+    rt = index.trace.runtime
+    in_opt_rt = np.zeros(len(rt), dtype=np.bool_)
+    pid, tid, s, e = activity.parts["optimizer_step"]
+    host = iv.union(*steps.host_windows()) if steps.has_markers else windows
+    host_ns = 0
+    if s.size:
+        threads = np.unique(np.stack([pid, tid], axis=1), axis=0)
+        for p, t in threads.tolist():
+            sel = (pid == p) & (tid == t)
+            opt = iv.union(s[sel], e[sel])
+            host_ns += iv.total(iv.intersect(opt, host))
+            on = (rt.pid == p) & (rt.tid == t)
+            in_opt_rt[on] = _inside(opt, rt.start_ns[on])
+    n_ranges = 0
+    for kind in (m.CPU_OP, m.USER_ANNOTATION):
+        tab = index.trace.tables[kind]
+        is_step = index.rows_where(kind, lambda n: n.startswith("Optimizer.step#"))
+        n_ranges += int((iv.window_index(tab.start_ns[is_step], *host) >= 0).sum())
+    row = events.launch_row
+    from_opt = np.zeros(row.size, dtype=np.bool_)
+    ok = row >= 0
+    from_opt[ok] = in_opt_rt[row[ok]]
+    from_opt &= ~events.communication  # collectives are the communication panel's claim
+    busy_ns = _busy_in(events, from_opt, windows)
+    lb_kernel_ns = _busy_in(events, from_opt & closing_ev, windows)
+    kt = index.trace.tables[m.KERNEL]
+    krow = index.launch_row[m.KERNEL]
+    ksel = (kt.device == dev) & (krow >= 0)
+    ksel[ksel] = in_opt_rt[krow[ksel]]
+    ksel &= iv.window_index(kt.start_ns, *windows) >= 0
+    ksel &= ~index.rows_where(m.KERNEL, nm.is_communication_kernel)
+    names = kt.name[ksel]
+    count = int(ksel.sum())
+    top: list[OptimizerKernel] = []
+    if count:
+        ids, counts = np.unique(names, return_counts=True)
+        durs = np.bincount(np.searchsorted(ids, names), weights=kt.dur_ns[ksel].astype(float))
+        by_name: dict[str, list[float]] = {}
+        for i, c, d in zip(ids.tolist(), counts.tolist(), durs.tolist(), strict=True):
+            short = nm.short_kernel_name(index.trace.names[int(i)])
+            acc = by_name.setdefault(short, [0.0, 0.0])
+            acc[0] += c
+            acc[1] += d
+        for name, (c, d) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[: th.idle_top_ops]:
+            top.append(
+                OptimizerKernel(
+                    name=name, count_per_step=c / n_steps, us_per_step=d / 1000.0 / n_steps
+                )
+            )
+    all_names = [index.trace.names[int(i)] for i in names]
+    mode = optimizer_mode(all_names, count / n_ranges if n_ranges else 0.0)
+    cost_ns = idle_ns + busy_ns
+    return OptimizerStepCost(
+        ranges_per_step=n_ranges / n_steps,
+        host_us=host_ns / 1000.0,
+        idle_us=idle_ns / 1000.0,
+        busy_us=busy_ns / 1000.0,
+        cost_us=cost_ns / 1000.0,
+        cost_fraction_of_step_time=cost_ns / total_ns if total_ns else 0.0,
+        idle_fraction_of_step_time=idle_ns / total_ns if total_ns else 0.0,
+        kernels_per_step=count / n_steps,
+        mode=mode,
+        top_kernels=top,
+        launch_bound_idle_us=launch_bound_idle_ns / 1000.0,
+        launch_bound_kernel_us=lb_kernel_ns / 1000.0,
+    )
+
+
+def _cpu_ops_top(
+    index: TraceIndex,
+    parts: list[tuple[tuple[int, int], iv.Intervals]],
+    total_ns: int,
+    k: int,
+) -> list[OpIdle]:
+    """The ops holding the ``cpu_ops`` idle: per launching thread, its idle attributed to
+    ``cpu_ops`` (``parts``) is split over the thread's *outermost* CPU ops (a ``cpu_op``
+    range not inside another one of that thread: ``aten::conv2d``, not the
+    ``aten::cudnn_convolution`` inside it), summed by op name, the ``k`` largest."""
+    t = index.trace.tables[m.CPU_OP]
+    by_name: dict[int, int] = {}
+    for thread, part in parts:
+        if part[0].size == 0:
+            continue
+        rows = np.nonzero((t.pid == thread[0]) & (t.tid == thread[1]))[0]
+        if rows.size == 0:
+            continue
+        st = t.start_ns[rows]
+        en = st + t.dur_ns[rows]
+        order = np.lexsort((-en, st))
+        st, en, nid = st[order], en[order], t.name[rows][order]
+        prev_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], en[:-1]]))
+        top = st >= prev_max
+        ov = iv.overlap_per_window(part, st[top], en[top])
+        hit = ov > 0
+        for i, us in zip(nid[top][hit].tolist(), ov[hit].tolist(), strict=True):
+            by_name[int(i)] = by_name.get(int(i), 0) + int(us)
+    best = sorted(by_name.items(), key=lambda kv: -kv[1])[:k]
+    return [
+        OpIdle(
+            name=index.trace.names[i],
+            us=ns / 1000.0,
+            fraction_of_step_time=ns / total_ns if total_ns else 0.0,
+        )
+        for i, ns in best
+    ]
+
+
 def idle_summary(
     index: TraceIndex,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
@@ -521,7 +714,7 @@ def idle_summary(
     total_ns = steps.total_ns
     notes: list[str] = []
     if not index.devices:
-        notes.append("no GPU activity in this trace: nothing to be idle")
+        notes.append(gpu_lost_note(index) or "no GPU activity in this trace: nothing to be idle")
     if not steps.has_markers:
         notes.append("no ProfilerStep markers: the whole trace is one pseudo-step")
     activity = _ThreadActivity(index)
@@ -545,15 +738,23 @@ def idle_summary(
         threads = _launch_threads(index, events, gs, ge)
         amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
+        cpu_parts: list[tuple[tuple[int, int], iv.Intervals]] = []
+        alloc_opened = np.zeros(gs.size, dtype=np.bool_)
+        alloc_col = CAUSES.index("allocator")
         piece_parts: list[pf.IdlePieces] = []
         collected: list[tuple[iv.Intervals, int]] = []
         for thread, idx in _by_thread(threads):
             sync_opened[idx] = _opened_by_sync(activity, thread, gs[idx], ge[idx], tol_ns)
+            alloc_opened[idx] = ~sync_opened[idx] & _inside(
+                activity.sets(thread)["allocator"], gs[idx]
+            )
             # this thread's idle intervals by cause, for the Python frames
             labelled: list[tuple[np.ndarray, np.ndarray, int]] = []
             opened = idx[sync_opened[idx]]
             labelled.append((gs[opened], ge[opened], sync_col))
-            rest = idx[~sync_opened[idx]]
+            in_alloc = idx[alloc_opened[idx]]
+            labelled.append((gs[in_alloc], ge[in_alloc], alloc_col))
+            rest = idx[~sync_opened[idx] & ~alloc_opened[idx]]
             if rest.size:
                 remaining = (gs[rest], ge[rest])  # disjoint and sorted already
                 sets = activity.sets(thread)
@@ -564,6 +765,8 @@ def idle_summary(
                     labelled.append((part[0], part[1], c))
                     if pieces is not None:
                         collected.append((part, c))
+                    if cause == "cpu_ops":
+                        cpu_parts.append((thread, part))
                 # nothing traced on the launching thread: untraced host work when inside a
                 # host ProfilerStep range and the step thread is not in a traced op either
                 untraced = iv.intersect(remaining, host_steps)
@@ -596,8 +799,11 @@ def idle_summary(
         frame_pieces = pf.IdlePieces.concat(piece_parts)
         amounts[sync_opened] = 0
         amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        amounts[alloc_opened] = 0
+        amounts[alloc_opened, CAUSES.index("allocator")] = glen[alloc_opened]
         if pieces is not None:
             collected.append(((gs[sync_opened], ge[sync_opened]), CAUSES.index("host_sync")))
+            collected.append(((gs[alloc_opened], ge[alloc_opened]), alloc_col))
             pieces[dev] = _pieces(collected, steps.start_ns)
         launch_bound, closing = launch_bound_gaps(
             index, events, gaps, amounts, sync_opened, thresholds.launch_bound_max_gap_us * 1000
@@ -661,6 +867,18 @@ def idle_summary(
                     for i, cause in enumerate(CAUSES)
                 },
                 sync_opened_gaps=int(sync_opened.sum()),
+                optimizer=_optimizer_cost(
+                    index,
+                    activity,
+                    dev,
+                    events,
+                    windows,
+                    closing_ev,
+                    int(per_cause[CAUSES.index("optimizer_step")]),
+                    int(amounts[closing >= 0, CAUSES.index("optimizer_step")].sum()),
+                    thresholds,
+                ),
+                cpu_ops_top=_cpu_ops_top(index, cpu_parts, total_ns, thresholds.idle_top_ops),
                 short_kernels=ShortKernelCost(
                     busy_us=short_busy_ns / 1000.0,
                     launch_bound_gaps=int((closing >= 0).sum()),

@@ -38,6 +38,7 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.group_sums import distinct, int_sums
+from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.kernels import (
     FusionCandidate,
@@ -209,6 +210,7 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
         fusion_candidates=_fusion_candidates(index, groups, step, short, thresholds),
         devices=_devices(k.device[in_step], dur[in_step], short[in_step]),
         notes=_notes(
+            lost_note=gpu_lost_note(index),
             n_kernels=len(k),
             n_runtime=len(rt),
             n_linked=int(linked.sum()),
@@ -227,8 +229,11 @@ def _notes(
     n_graph: int,
     n_outside: int,
     has_markers: bool,
+    lost_note: str | None = None,
 ) -> list[str]:
     """What the panel could not measure or left out, in words."""
+    if n_kernels == 0 and lost_note:
+        return [lost_note]
     if n_kernels == 0:
         if n_runtime:
             return [

@@ -25,7 +25,8 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   its end (the last total at ``ts ≤ end``); the reserved peak likewise.
 - ``growth``: least-squares slope of step-end allocated bytes over the step number (bytes
   per step), its r² and whether it is *steady* (enough steps, slope and r² over the
-  thresholds).
+  thresholds). Only complete steps count: in a file cut short, the steps whose host
+  events after the cut are lost (``analysis.lost``: ``incomplete_steps``) are left out.
 - allocations matched to frees by ``Addr``: an allocation (``Bytes > 0``) is freed by the
   next event at the same address when that event is a free. A free whose address has no
   earlier event frees a block allocated before the trace window: counted in
@@ -60,7 +61,12 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   second (minus 0 when the peak falls; never below 0), the reserved growth live memory
   does not need. A leak fragments the cache too (kept blocks split cached ones), but
   then reserved grows as the allocated peak does and the excess is about 0.
-  ``largest``: the biggest events with their time, step, bytes and op. Two caveats make
+  ``largest``: the biggest events with their time, step, bytes and op. An event with a
+  device-memory release (a ``cudaFree``/``cuMemFree``/``hipFree`` runtime call) between
+  it and the event before does not count (``stale_events_ignored``): the release
+  (``torch.cuda.empty_cache()``, an out-of-memory retry) emits no ``[memory]`` event, so
+  ``reserved[i-1]`` still holds the released segments and the "cached free" bytes no
+  longer exist. Two caveats make
   it say *more* than there is: the allocator keeps free blocks per CUDA stream, so bytes
   cached for another stream count as free here; a ``torch.cuda.empty_cache()`` between
   two events is invisible (reserved drops with no event), so the next event's "before"
@@ -89,9 +95,11 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
+from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
+from tb_kineto_insights.analysis.lost import lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -382,6 +390,16 @@ def _fragmentation(
     free_before = res[:-1] - (d.allocated[1:] - nbytes)
     new_segment = (nbytes > 0) & grew
     hit = new_segment & (nbytes > th.fragmentation_min_request_bytes) & (free_before >= nbytes)
+    # a release between the two events (cudaFree: torch.cuda.empty_cache(), an OOM
+    # retry) leaves the earlier Total Reserved stale: the "cached free" bytes are gone
+    rt = index.trace.runtime
+    frees = index.rows_where(m.RUNTIME, lambda n: nm.is_allocator_call(n) and "Free" in n)
+    free_t = np.sort(rt.start_ns[frees])
+    released = np.searchsorted(free_t, d.ts[1:], side="right") > np.searchsorted(
+        free_t, d.ts[:-1], side="right"
+    )
+    stale = hit & released
+    hit &= ~released
     idx = np.nonzero(hit)[0] + 1  # local event index
     growth = (res[idx] - res[idx - 1]).astype(np.int64)
     requested = d.bytes[idx]
@@ -436,6 +454,7 @@ def _fragmentation(
         allocated_peak_growth_bytes_per_step=peak_rate,
         excess_reserved_growth_bytes_per_step=excess,
         largest=largest,
+        stale_events_ignored=int(stale.sum()),
     ), idx[top]
 
 
@@ -531,7 +550,21 @@ def _device_summary(
         points_in=n,
     )
     per_step = _per_step(d, index)
-    growth = _growth(per_step, th)
+    cut = lost_data(index)
+    incomplete = set(cut.incomplete_steps)
+    growth = _growth([p for p in per_step if p.number not in incomplete], th)
+    if cut.file_ends_at_byte is not None:
+        notes.append(
+            f"the file ends at byte {cut.file_ends_at_byte:,}: events written after it are "
+            "lost"
+            + (
+                "; step(s) "
+                + ", ".join(f"#{k}" for k in sorted(incomplete))
+                + " lack their host events after the cut and are left out of the growth"
+                if incomplete
+                else ""
+            )
+        )
 
     # peaks, cached free bytes, capacity
     peak_i = int(np.argmax(d.allocated))

@@ -70,6 +70,12 @@ _SYNC_RUNTIME = re.compile(
     r"Memcpy|Memcpy2D|Memcpy3D|MemcpyDtoH|MemcpyHtoD|MemcpyDtoD|MemcpyPeer|Memset|"
     r"StreamWaitEvent_sync)(?:_v\d+|_ptds)?$"
 )
+#: Device-memory allocation calls of the runtime/driver (not the stream-ordered
+#: ``cudaMallocAsync``/``cudaFreeAsync`` pool, which neither blocks nor synchronises).
+_ALLOCATOR_CALL = re.compile(
+    r"^(?:cuda|cu|hip)(?:Malloc|Free|MemAlloc|MemFree|MallocManaged|ExtMallocWithFlags)"
+    r"(?:_v\d+|_v2)?$"
+)
 _SYNC_OPS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::nonzero"})
 _DATALOADER = re.compile(r"^enumerate\((?:DataLoader|DataPipe)\)#")
 _OPTIMIZER = re.compile(r"^Optimizer\.(?:step|zero_grad)#")
@@ -93,6 +99,13 @@ def is_graph_launch(name: str) -> bool:
 def is_sync(name: str) -> bool:
     """A host call or op that blocks until the GPU catches up."""
     return bool(_SYNC_RUNTIME.match(name)) or name in _SYNC_OPS
+
+
+def is_allocator_call(name: str) -> bool:
+    """``cudaMalloc`` / ``cudaFree`` (``cuMemAlloc``/``cuMemFree``, HIP ``hipMalloc``/
+    ``hipFree``...): a caching allocator going to the driver. ``cudaFree`` waits for the
+    device to finish its work (an implicit synchronisation)."""
+    return bool(_ALLOCATOR_CALL.match(name))
 
 
 def is_dataloader(name: str) -> bool:

@@ -49,6 +49,24 @@ class Thresholds:
     #: first profiled step starting on an empty GPU queue, a one-off checkpoint) is listed
     #: among the largest gaps but is not a steady cost to act on.
     idle_cause_min_steps: int = 2
+    #: optimizer_step_bound: the GPU idles while the host is in the optimizer step for at
+    #: least this share of the step time (its host time is exposed, not hidden behind
+    #: queued GPU work); its impact is that idle plus the GPU work the step launches.
+    #: transformer_eager (per-parameter AdamW): 41 %; transformer_compile (fused AdamW,
+    #: the grouping of tensors in Python): 5.5 %, below the bar on purpose: the fix the
+    #: card gives (foreach/fused) is already taken.
+    optimizer_idle_min_fraction: float = 0.10
+    #: ... and, for an optimizer already in its multi-tensor form (mode foreach, fused or
+    #: compiled), at least this share: the fix the card gives first (foreach/fused) is
+    #: taken, and what is left is Python overhead of the same kind as every other op's in
+    #: a launch-bound loop (small_kernel_flood, low_gpu_utilization say that); named only
+    #: when it is a major cost (the foreach twin of sample_logs/optimizer_per_param: 13 %).
+    optimizer_tuned_idle_min_fraction: float = 0.30
+    #: cudnn_autotune_in_step: host synchronizations inside convolution ops that make a
+    #: step a tuning step (cuDNN's benchmark waits for each trial; an ordinary
+    #: convolution waits for nothing). Raised when at least ``idle_cause_min_steps``
+    #: steps tune (once is warm-up) and the tuning time reaches ``min_impact_fraction``.
+    cudnn_autotune_min_syncs: int = 2
     #: low_gpu_utilization: busiest device's busy time / step time below this (and its
     #: idle not explained by other diagnoses at least ``min_impact_fraction``).
     low_utilization: float = 0.50
@@ -155,6 +173,9 @@ class Thresholds:
     largest_gaps: int = 10
     #: Rows in top-kernel tables.
     top_kernels: int = 15
+    #: Ops listed per device in ``idle.devices[].cpu_ops_top`` (and named in titles:
+    #: the first 3) and kernels in ``idle.devices[].optimizer.top_kernels``.
+    idle_top_ops: int = 5
     #: Python frames listed in ``idle.devices[].python_frames`` (with stacks) ...
     python_frames_listed: int = 20
     #: ... and call paths listed per frame (``callers``).

@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
-from tb_kineto_insights.analysis.idle import CAUSES, IdlePieces, _step_thread
+from tb_kineto_insights.analysis.idle import CAUSES, TRACED_CAUSES, IdlePieces, _step_thread
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep, TimelineStore
 from tb_kineto_insights.trace import model as m
@@ -53,7 +53,7 @@ I64 = npt.NDArray[np.int64]
 #: Classes of GPU events.
 GPU_CLASSES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
 #: Classes of host ranges: the causes of :mod:`.idle` that a traced range gives.
-HOST_CLASSES: tuple[str, ...] = CAUSES[:5]
+HOST_CLASSES: tuple[str, ...] = TRACED_CAUSES
 #: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
 #: then the idle causes as ``idle:<cause>``.
 CLASSES: tuple[str, ...] = GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSES)

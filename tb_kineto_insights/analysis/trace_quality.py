@@ -44,6 +44,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.lost import lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
@@ -109,7 +110,8 @@ def trace_quality_summary(
     (:class:`~tb_kineto_insights.schema.health.TraceQuality`, module docstring): ``steps``,
     ``steps_left_out``, ``step_us``,
     ``has_step_markers``, ``first_step_ratio``, ``step_cv``, ``launch_blocking``,
-    ``profiler``. Durations in µs."""
+    ``profiler``, ``lost`` (:func:`~tb_kineto_insights.analysis.lost.lost_data`).
+    Durations in µs."""
     th = thresholds
     steps = index.steps
     dur_us = [float(x) / 1000.0 for x in steps.dur_ns]
@@ -132,6 +134,7 @@ def trace_quality_summary(
         step_cv=cv,
         launch_blocking=_launch_blocking(index),
         profiler=_profiler(index, steps.total_ns, n),
+        lost=lost_data(index),
     )
 
 

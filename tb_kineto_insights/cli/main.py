@@ -197,6 +197,8 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     h = doc.headline
     for line in format_comparability(doc.comparability):
         out.write(line + "\n")
+    if h.gained:  # the step time alone would tell half the story
+        out.write(f"{h.text}\n")
     out.write(f"step time {_fmt_us(h.base_step_us)} -> {_fmt_us(h.exp_step_us)} [{h.verdict}]\n")
     for warning in doc.warnings:
         out.write(f"warning: {warning}\n")

@@ -233,6 +233,7 @@ def diff_text(doc: DiffDocument) -> str:
     speed = h.speedup
     # unlike-for-like recordings first: they qualify every number below
     lines = format_comparability(doc.comparability) + [
+        h.text,
         f"step time {_fmt(h.base_step_us, 'µs')} -> {_fmt(h.exp_step_us, 'µs')}"
         + (
             f"  ({speed:.2f}x faster)"

@@ -5,15 +5,16 @@ worker, or every worker (rank) of a run. Per-step values of all its spans and wo
 are pooled, so a run's numbers are the ranks averaged; :func:`diff` also compares rank
 by rank when both sides are runs with the same ranks.
 
-Verdicts (:mod:`.diff_rules`, :data:`NOISE_RULE`): a change under 1 % of the base, or
-under 0.5 % of the base step time (0.5 pp for shares), is too small to matter
-(``unchanged``); otherwise rows with per-step samples get ``improved``/``regressed``
-only beyond the step-to-step noise (Welch, 2 standard errors), and rows with one value
-per side from a 10 % change (both numbers in :mod:`.thresholds`). Communication rows
-(collectives per step, bytes per collective, DDP buckets, bandwidth with its basis,
-waited vs transfer per step) come from :mod:`.diff_comm`; when a side is a run of
-several workers, the run view across its ranks (:func:`..summary.summarize_run`, latest
-span of each worker) supplies the rows across ranks and its run-level diagnoses.
+Verdicts (:mod:`.diff_rules`, :data:`NOISE_RULE`): a change under 1 % of the base
+(``unchanged``), or under 0.5 % of the base step time (0.5 pp for shares:
+``negligible``), is too small to matter; otherwise rows with per-step samples get
+``improved``/``regressed`` only beyond the step-to-step noise (Welch, 2 standard
+errors), and rows with one value per side from a 10 % change (both numbers in
+:mod:`.thresholds`). Communication rows (collectives per step, bytes per collective,
+DDP buckets, bandwidth with its basis, waited vs transfer per step) come from
+:mod:`.diff_comm`; when a side is a run of several workers, the run view across its
+ranks (:func:`..summary.summarize_run`, latest span of each worker) supplies the rows
+across ranks and its run-level diagnoses.
 
 NCCL/RCCL kernels are kept out of the kernel-time verdicts: an NCCL kernel runs from
 its rank's arrival until the last rank's, so its time is mostly waiting when ranks
@@ -35,7 +36,7 @@ from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import comparability
 from tb_kineto_insights.compare.diff_comm import communication_rows
-from tb_kineto_insights.compare.diff_rules import NOISE_RULE, judge
+from tb_kineto_insights.compare.diff_rules import NOISE_RULE, TOO_SMALL, judge
 from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.diff import FoundDiagnosis
@@ -291,6 +292,7 @@ ONE_SIDED_STATUS: dict[str, str] = {
     "added": "added",
     "removed": "removed",
     "moved_out": "moved out",
+    "moved_partly": "moved partly",
 }
 
 #: CPU op of the main process's iterator when a DataLoader has ``num_workers > 0``
@@ -330,6 +332,51 @@ def _one_sided(row: dict[str, Any], status: str) -> None:
         )
 
 
+#: Severities a gained diagnosis must have to reach the headline.
+HEADLINE_SEVERITIES: tuple[str, ...] = ("high", "medium")
+
+
+def gained_diagnoses(
+    base: Sequence[FoundDiagnosis], exp: Sequence[FoundDiagnosis]
+) -> list[dict[str, str]]:
+    """The ``high``/``medium`` diagnoses of ``exp`` whose id ``base`` does not have, most
+    severe first (one per id: its most severe occurrence, span or run level), as
+    ``{id, severity, title}``: what the headline must say beside the step time, since a
+    faster step that gained a memory leak is not simply an improvement."""
+    have = {d.id for d in base}
+    best: dict[str, FoundDiagnosis] = {}
+    for d in exp:
+        if d.id in have or d.severity not in HEADLINE_SEVERITIES:
+            continue
+        old = best.get(d.id)
+        if old is None or HEADLINE_SEVERITIES.index(d.severity) < HEADLINE_SEVERITIES.index(
+            old.severity
+        ):
+            best[d.id] = d
+    ordered = sorted(best.values(), key=lambda d: (HEADLINE_SEVERITIES.index(d.severity), d.id))
+    return [{"id": d.id, "severity": d.severity, "title": d.title} for d in ordered]
+
+
+def headline_text(speedup: float | None, verdict: str, gained: Sequence[dict[str, str]]) -> str:
+    """One line for the headline: the step-time change in words (``"1.10x faster"`` /
+    ``"1.25x slower"`` when beyond noise, else ``"step time within noise (1.02x)"`` or
+    ``"step time unchanged"``), then ``", but memory_growth (high) appeared"`` for the
+    gained diagnoses (``"and …"`` when the step time regressed)."""
+    if verdict == "improved" and speedup:
+        text = f"{speedup:.2f}x faster"
+    elif verdict == "regressed" and speedup:
+        text = f"{1 / speedup:.2f}x slower"
+    elif verdict == "within noise" and speedup:
+        text = f"step time within noise ({speedup:.2f}x)"
+    else:
+        text = f"step time {verdict}"
+    if gained:
+        what = ", ".join(f"{g['id']} ({g['severity']})" for g in gained)
+        joint = ", and " if verdict == "regressed" else ", but "
+        text += joint + what + " appeared"
+    return text
+
+
 def _compare_table(
     base: Side,
     exp: Side,
@@ -364,7 +411,7 @@ def _compare_table(
             "delta_time_us_per_step": t["delta"],
         }
         if table == "kernels" and is_communication_kernel(name):
-            if t["verdict"] != "unchanged":
+            if t["verdict"] not in TOO_SMALL:
                 t["verdict"] = "not judged"
             row["status"] = (
                 "added" if name not in b_rows else "removed" if name not in e_rows else "both"
@@ -380,6 +427,17 @@ def _compare_table(
         elif name not in e_rows:
             _one_sided(row, "moved_out" if moved_out else "removed")
             removed.append(row)
+        elif moved_out and t["verdict"] == "improved":
+            # the op shrank as data loading moved into worker processes the profiler
+            # does not trace: most likely part of it runs there now, not faster
+            row["status"] = "moved_partly"
+            t["verdict"] = ONE_SIDED_STATUS["moved_partly"]
+            row["note"] = (
+                "shrank while exp's DataLoader moved into worker processes, which the "
+                "profiler does not trace: part of it most likely runs there now (not "
+                "faster); the model's own calls of it are in both numbers"
+            )
+            changed.append(row)
         elif t["verdict"] in ("improved", "regressed") or c["verdict"] in ("improved", "regressed"):
             changed.append(row)
         else:
@@ -562,7 +620,8 @@ def diff(
     ``tb_kineto_insights.diff/1`` document, a :class:`~tb_kineto_insights.schema.DiffDocument`
     (built from its parts with ``msgspec.convert``).
 
-    Keys: ``headline`` (step time before → after, ``speedup`` = base / exp, verdict),
+    Keys: ``headline`` (step time before → after, ``speedup`` = base / exp, verdict, the
+    high/medium diagnoses gained (:func:`gained_diagnoses`) and :func:`headline_text`),
     ``metrics`` (one row per metric both sides have: means, ``delta``,
     ``change_fraction`` (relative to base), noise, ``min_delta``, ``verdict``; the
     communication rows of :mod:`.diff_comm` carry ``basis``/``note`` where they have
@@ -619,19 +678,23 @@ def diff(
     )
     metrics.extend(comm_rows)
     step = metrics[0]
-    headline = {
-        "base_step_us": step["base"],
-        "exp_step_us": step["exp"],
-        "speedup": step["base"] / step["exp"] if step["exp"] else None,
-        "change_fraction": step["change_fraction"],
-        "verdict": step["verdict"],
-        "straggler_gained": gained_straggler(base_run, exp_run),
-    }
     table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
     kernels = _compare_table(base, exp, "kernels", **table_args)
     ops = _compare_table(base, exp, "ops", **table_args)
     b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
     b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    speedup = step["base"] / step["exp"] if step["exp"] else None
+    gained = gained_diagnoses(b_found, e_found)
+    headline = {
+        "base_step_us": step["base"],
+        "exp_step_us": step["exp"],
+        "speedup": speedup,
+        "change_fraction": step["change_fraction"],
+        "verdict": step["verdict"],
+        "gained": gained,
+        "text": headline_text(speedup, step["verdict"], gained),
+        "straggler_gained": gained_straggler(base_run, exp_run),
+    }
     largest = sorted(
         [
             {

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.compare.diff_rules import judge
+from tb_kineto_insights.compare.diff_rules import TOO_SMALL, judge
 from tb_kineto_insights.schema.communication import CollectiveKind, CommunicationPanel
 from tb_kineto_insights.schema.diff import DdpBucketStats
 from tb_kineto_insights.schema.run_view import RunView
@@ -296,7 +296,7 @@ def communication_rows(
             basis={"base": b_basis, "exp": e_basis},
         )
         trusted = b_basis == e_basis and b_basis in TRUSTED_BASES
-        if not trusted and row["verdict"] != "unchanged":
+        if not trusted and row["verdict"] not in TOO_SMALL:
             row["verdict"] = "not judged"
             row["note"] = (
                 "different bandwidth bases on the two sides"

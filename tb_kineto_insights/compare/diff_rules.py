@@ -2,14 +2,16 @@
 
 Rules, in order (:data:`NOISE_RULE` is the one-line form shown to users):
 
-1. *Too small to matter* → ``unchanged``, whatever the noise test says: the change
+1. *Too small to matter*, whatever the noise test says: the change
    ``|mean(exp) − mean(base)|`` is under ``diff_min_change_fraction`` (1 %) of the base
-   value, or under a row-specific floor ``min_abs_delta``. The diff sets that floor to
-   ``diff_min_step_fraction`` (0.5 %) of the base's mean step time for a time per step,
-   and to ``diff_min_step_fraction`` itself (0.5 percentage points) for a share. So a
-   change gets a verdict only when it clears both bars: ≥ 1 % of the base *and* ≥ 0.5 %
-   of the step. (A 1.1 µs kernel that moves 0.05 µs, or a share that moves 0.3 pp, is
-   unchanged.)
+   value → ``unchanged``; or it clears that bar but is under a row-specific floor
+   ``min_abs_delta`` → ``negligible`` (a real change of the row, too small against the
+   step to matter: a 20 µs op that drops 71 % in a 100 ms step). The diff sets that
+   floor to ``diff_min_step_fraction`` (0.5 %) of the base's mean step time for a time
+   per step, and to ``diff_min_step_fraction`` itself (0.5 percentage points) for a
+   share. So a change gets a verdict only when it clears both bars: ≥ 1 % of the base
+   *and* ≥ 0.5 % of the step. (A 1.1 µs kernel that moves 0.05 µs is negligible; a share
+   that moves 0.3 pp of 40 % is unchanged.)
 2. Rows with per-step samples on both sides (n ≥ 2 each): *beyond noise* when
    ``|Δmean| > 2 · sqrt(s_base²/n_base + s_exp²/n_exp)``, ``s`` = each side's
    step-to-step standard deviation (Welch's standard error; about a 95 % two-sided
@@ -31,8 +33,8 @@ from typing import Any
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 NOISE_RULE = (
-    "too small to matter (unchanged): under 1 % of the base, or under 0.5 % of the base "
-    "step time (0.5 pp for shares); else beyond noise when |mean(exp) - mean(base)| > "
+    "too small to matter: under 1 % of the base (unchanged), or under 0.5 % of the base "
+    "step time (0.5 pp for shares: negligible); else beyond noise when |mean(exp) - mean(base)| > "
     "2 x sqrt(s_base^2/n_base + s_exp^2/n_exp), s = step-to-step standard deviation of "
     "each side (Welch); single values: a verdict from 10 %, else within noise"
 )
@@ -42,9 +44,13 @@ VERDICTS: tuple[str, ...] = (
     "regressed",
     "changed",
     "within noise",
+    "negligible",
     "unchanged",
     "not judged",
+    "moved partly",
 )
+#: Verdicts that say a change is too small to matter.
+TOO_SMALL: frozenset[str] = frozenset({"unchanged", "negligible"})
 
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
@@ -79,7 +85,8 @@ def judge(
         base, exp: per-step values (``per_step``) or one value per span/rank, non-empty.
         better: ``"lower"``, ``"higher"`` or ``"none"`` (a setting: ``changed``).
         min_abs_delta: the row's floor in its own unit (0.5 % of the step time for a
-            time per step); a smaller change is ``unchanged``.
+            time per step); a smaller change is ``negligible`` (``unchanged`` under 1 %
+            of the base).
         means: ``(base, exp)`` values to compare instead of the samples' means, for a
             row whose value is not a mean of its samples (GPU utilization: a ratio of
             totals, see :mod:`.overview`); the samples still give the noise.
@@ -108,8 +115,10 @@ def judge(
     stderr = math.sqrt(sb * sb / len(base) + se * se / len(exp))
     min_delta = max(th.diff_min_change_fraction * abs(mb), min_abs_delta)
     by_steps = per_step and len(base) > 1 and len(exp) > 1
-    if delta == 0 or abs(delta) < min_delta:
+    if delta == 0 or abs(delta) < th.diff_min_change_fraction * abs(mb):
         verdict = "unchanged"
+    elif abs(delta) < min_delta:
+        verdict = "negligible"
     elif by_steps:
         verdict = _direction(delta, better) if abs(delta) > 2 * stderr else "within noise"
     elif abs(rel) >= th.diff_single_value_verdict_fraction:

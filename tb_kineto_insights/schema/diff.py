@@ -37,15 +37,29 @@ class GainedStraggler(Out, frozen=True, kw_only=True):
     title: str
 
 
+class GainedDiagnosis(Out, frozen=True, kw_only=True):
+    """``diff.headline.gained[]``: a high or medium diagnosis the experiment has and the
+    base has not (by id), with its severity and title on the experiment."""
+
+    id: str
+    severity: str
+    title: str
+
+
 class Headline(Out, frozen=True, kw_only=True):
-    """``diff.headline``: step time before → after, and a straggler the experiment
-    gained (``straggler_gained``, null when none)."""
+    """``diff.headline``: step time before → after, ``speedup`` (base / exp), the step
+    time's ``verdict``, the high/medium diagnoses the experiment gained (``gained``), the
+    whole story in one line (``text``: "1.10x faster, but memory_growth (high)
+    appeared"), and a straggler the experiment gained (``straggler_gained``, null when
+    none)."""
 
     base_step_us: float
     exp_step_us: float
     speedup: float | None
     change_fraction: float | None
     verdict: str
+    gained: list[GainedDiagnosis]
+    text: str
     straggler_gained: GainedStraggler | None = None
 
 

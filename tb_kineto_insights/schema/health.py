@@ -69,6 +69,18 @@ class ProfilerCost(Out, frozen=True, kw_only=True):
     flow_events_per_step: float
 
 
+class LostData(Out, frozen=True, kw_only=True):
+    """``summary.health.trace_quality.lost``: what a file cut short lost
+    (``analysis.lost.lost_data``, whose module docstring defines each field)."""
+
+    file_ends_at_byte: int | None
+    launches: int
+    launches_without_gpu_event: int
+    gpu_events_lost: bool
+    incomplete_steps: list[int]
+    lost: list[str]
+
+
 class TraceQuality(Out, frozen=True, kw_only=True):
     """``summary.health.trace_quality`` (``analysis.trace_quality``): is the trace
     representative? ``steps`` analysed and their durations (``step_us``), steps left out
@@ -84,6 +96,7 @@ class TraceQuality(Out, frozen=True, kw_only=True):
     step_cv: float | None
     launch_blocking: LaunchBlocking
     profiler: ProfilerCost
+    lost: LostData
 
 
 class HealthPanel(Out, frozen=True, kw_only=True):

@@ -30,6 +30,48 @@ class ShortKernelCost(Out, frozen=True, kw_only=True):
     cost_fraction_of_step_time: float
 
 
+class OpIdle(Out, frozen=True, kw_only=True):
+    """An op and the GPU idle time it overlaps (``us``, its share of step time)."""
+
+    name: str
+    us: float
+    fraction_of_step_time: float
+
+
+class OptimizerKernel(Out, frozen=True, kw_only=True):
+    """A kernel launched from the optimizer step: short name, count and time per step."""
+
+    name: str
+    count_per_step: float
+    us_per_step: float
+
+
+class OptimizerStepCost(Out, frozen=True, kw_only=True):
+    """``summary.idle.devices[].optimizer``: what the optimizer step costs this device.
+
+    ``idle_us``: GPU idle while the launching thread is inside ``Optimizer.step#…`` /
+    ``Optimizer.zero_grad#…`` (the ``optimizer_step`` idle cause); ``busy_us``: wall
+    time of the GPU work launched from inside those ranges (launch call inside one, by
+    correlation); ``cost_us`` = the two, ``cost_fraction_of_step_time`` over the summed
+    step time. ``mode``: ``per_parameter``, ``foreach``, ``fused``, ``compiled`` or
+    ``none`` (read from its kernels: :func:`tb_kineto_insights.analysis.idle.optimizer_mode`).
+    ``launch_bound_idle_us`` / ``launch_bound_kernel_us``: the part of the short-kernel
+    cost (``short_kernels``) that lies in the optimizer step."""
+
+    ranges_per_step: float
+    host_us: float
+    idle_us: float
+    busy_us: float
+    cost_us: float
+    cost_fraction_of_step_time: float
+    idle_fraction_of_step_time: float
+    kernels_per_step: float
+    mode: str
+    top_kernels: list[OptimizerKernel]
+    launch_bound_idle_us: float
+    launch_bound_kernel_us: float
+
+
 class IdleStep(Out, frozen=True, kw_only=True):
     """``summary.idle.devices[].per_step[]``."""
 
@@ -99,8 +141,10 @@ class IdleGap(Out, frozen=True, kw_only=True):
 class IdleDevice(Out, frozen=True, kw_only=True):
     """One GPU's idle time: totals, time by cause (``causes``: cause →
     :class:`IdleCause`), per step, the gap-length histogram, the largest gaps with what
-    the host was doing, the cost of short kernels (``short_kernels``) and, with Python
-    stacks, the user frames the launching threads were in while it idled
+    the host was doing, the cost of short kernels (``short_kernels``) and of the
+    optimizer step (``optimizer``), the ops holding the ``cpu_ops`` idle, most idle
+    first (``cpu_ops_top``: the outermost CPU op on the launching thread), and, with
+    Python stacks, the user frames the launching threads were in while it idled
     (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
     frame)."""
 
@@ -114,6 +158,8 @@ class IdleDevice(Out, frozen=True, kw_only=True):
     causes: dict[str, IdleCause]
     sync_opened_gaps: int
     short_kernels: ShortKernelCost
+    optimizer: OptimizerStepCost
+    cpu_ops_top: list[OpIdle]
     per_step: list[IdleStep]
     gap_histogram: list[HistogramBin]
     largest_gaps: list[IdleGap]

@@ -84,6 +84,7 @@ class Fragmentation(Out, frozen=True, kw_only=True):
     allocated_peak_growth_bytes_per_step: float | None
     excess_reserved_growth_bytes_per_step: float | None
     largest: list[NewSegmentEvent]
+    stale_events_ignored: int
 
 
 class FreedBeforeWindow(Out, frozen=True, kw_only=True):

@@ -412,6 +412,7 @@ var __kinetoInsights = (() => {
   var IDLE_ORDER = [
     "data_loading",
     "host_sync",
+    "allocator",
     "optimizer_step",
     "launching",
     "cpu_ops",
@@ -421,6 +422,7 @@ var __kinetoInsights = (() => {
   var IDLE_LABELS = {
     data_loading: "Data loading",
     host_sync: "Host sync",
+    allocator: "Memory allocation calls",
     optimizer_step: "Optimizer step",
     launching: "Kernel launching",
     cpu_ops: "Other CPU ops",
@@ -430,6 +432,7 @@ var __kinetoInsights = (() => {
   var IDLE_DEFINITIONS = {
     data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
     host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+    allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
     optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
     launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
     cpu_ops: "The host was running other CPU ops while the GPU waited.",
@@ -464,7 +467,9 @@ var __kinetoInsights = (() => {
     regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
     changed: "A setting (collectives /step, message or bucket size) that changed beyond noise: neither better nor worse by itself.",
     "within noise": "A difference, but not beyond the step-to-step noise.",
-    unchanged: "Too small to matter: under 1 % of the base value, or under 0.5 % of the base step time (0.5 pp for shares).",
+    negligible: "A change of at least 1 % of the base value, but under 0.5 % of the base step time (0.5 pp for shares): real for this row, too small to matter for the step.",
+    unchanged: "Too small to matter: under 1 % of the base value.",
+    "moved partly": "Shrank while the experiment's DataLoader moved into worker processes, which the profiler does not trace: part of the op most likely runs there now. Not faster: moved.",
     "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
     added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
     removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",
@@ -876,7 +881,7 @@ var __kinetoInsights = (() => {
     return rows.slice(0, limit);
   }
   function verdictCounts(doc) {
-    const out = { improved: 0, regressed: 0, changed: 0, "within noise": 0, unchanged: 0, "not judged": 0 };
+    const out = { improved: 0, regressed: 0, changed: 0, "within noise": 0, negligible: 0, unchanged: 0, "not judged": 0 };
     for (const m of doc?.metrics ?? []) {
       const v = m.verdict;
       if (v in out) out[v] += 1;
@@ -891,7 +896,9 @@ var __kinetoInsights = (() => {
       exp: fmtDuration(h.exp_step_us),
       speedup: isNum(h.speedup) ? h.speedup : null,
       change: isNum(h.change_fraction) ? h.change_fraction : null,
-      verdict: h.verdict ?? "within noise"
+      verdict: h.verdict ?? "within noise",
+      text: typeof h.text === "string" && h.text ? h.text : null,
+      gained: h.gained ?? []
     };
   }
   function countRows(counts) {
@@ -2277,6 +2284,12 @@ kernels: ${r.kernels.join(", ")}` },
         " ",
         verdictBadge(h.verdict)
       ),
+      h.text ? el(
+        "div",
+        { className: `headline-text${h.gained.length ? " gained" : ""}`, title: "The step time's change in words, and the high or medium diagnoses the experiment gained." },
+        h.text
+      ) : null,
+      ...h.gained.map((g) => el("div", { className: `headline-gained sev-${g.severity}`, title: g.title }, `${g.id} (${g.severity}): ${g.title}`)),
       doc.headline?.straggler_gained ? el(
         "div",
         {
@@ -2296,7 +2309,7 @@ kernels: ${r.kernels.join(", ")}` },
       el(
         "div",
         { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-        ...["regressed", "improved", "changed", "within noise", "unchanged", "not judged"].map(
+        ...["regressed", "improved", "changed", "within noise", "negligible", "unchanged", "not judged"].map(
           (v) => el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`)
         )
       )
@@ -2531,6 +2544,32 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." }
       ])
     ];
+    const cut = h.trace_quality?.lost;
+    if (cut && isNum(cut.file_ends_at_byte)) {
+      out.push(
+        el(
+          "div",
+          { className: "state warning" },
+          `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`
+        )
+      );
+    }
+    const damage = h.damage ?? [];
+    if (damage.length) {
+      out.push(
+        subhead("Damaged regions", `Every region of the file the reader could not read (${fmtCount(h.damaged_regions)} in all, ${fmtBytes(h.lost_bytes)} and ${fmtCount(h.lost_events)} events lost), by byte offset.`),
+        table(
+          [
+            { header: "Byte offset", numeric: true, cell: (d) => fmtCount(d.offset) },
+            { header: "Bytes", numeric: true, title: "Length of the damaged region.", cell: (d) => fmtCount(d.bytes) },
+            { header: "Events lost", numeric: true, cell: (d) => fmtCount(d.events) },
+            { header: "Problem", className: "name-col", cell: (d) => nameCell(d.problem, d.problem) }
+          ],
+          damage,
+          { limit: 20 }
+        )
+      );
+    }
     const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
     if (lost || logProblems) {
       out.push(
@@ -2637,6 +2676,8 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     } else {
       out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
     }
+    const extra = hostDetail(device, steps);
+    if (extra) out.push(extra);
     out.push(pythonFrames(device, steps, idle.python_stacks === true));
     const hist = histogramChart(device.gap_histogram);
     const gaps = device.largest_gaps ?? [];
@@ -2764,6 +2805,49 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     }
     select.addEventListener("change", () => onDevice(select.value));
     return el("label", { className: "picker" }, "Device ", select);
+  }
+  var MODE_WORDS = {
+    per_parameter: "one parameter at a time (a kernel chain per tensor)",
+    foreach: "foreach (multi_tensor_apply)",
+    fused: "fused",
+    compiled: "compiled (Triton)",
+    none: "no GPU kernel"
+  };
+  function hostDetail(device, steps) {
+    const per = (us) => fmtDuration(steps ? us / steps : us);
+    const ops = device.cpu_ops_top ?? [];
+    const opt = device.optimizer;
+    const cols = [];
+    if (ops.length) {
+      cols.push(
+        col(
+          subhead("Other CPU ops: which", "The outermost CPU ops on the launching thread during the idle attributed to other CPU ops, most idle first."),
+          table(
+            [
+              { header: "Op", className: "name-col", cell: (o) => nameCell(o.name, o.name) },
+              { header: "Idle per step", numeric: true, title: "GPU idle overlapping this op ÷ number of steps.", cell: (o) => per(o.us) },
+              { header: "Of step time", numeric: true, title: DEFINITIONS.fraction_of_step_time, cell: (o) => fmtPercent(o.fraction_of_step_time) }
+            ],
+            ops
+          )
+        )
+      );
+    }
+    if (opt && opt.cost_us > 0) {
+      cols.push(
+        col(
+          subhead("Optimizer step", "GPU idle while the host is in Optimizer.step / zero_grad, plus the GPU work launched from inside it."),
+          kpis([
+            { label: "optimizer step", value: fmtPercent(opt.cost_fraction_of_step_time), sub: `of step time, ${per(opt.cost_us)} per step`, definition: "(GPU idle in the optimizer step + its GPU work) ÷ step time." },
+            { label: "GPU idle in it", value: per(opt.idle_us), sub: "per step", definition: "GPU idle while the launching thread is inside the optimizer step." },
+            { label: "kernels", value: fmtCount(opt.kernels_per_step), sub: "per step", definition: "Kernels launched from inside the optimizer step." },
+            { label: "runs", value: MODE_WORDS[opt.mode] ?? opt.mode, definition: "Read from its kernels: multi_tensor_apply = foreach, a fused kernel = fused, Triton = compiled, else one kernel chain per parameter." }
+          ])
+        )
+      );
+    }
+    if (!cols.length) return null;
+    return row(...cols);
   }
 
   // src/panels/kernels.ts
@@ -3724,6 +3808,7 @@ ${more.trim()}` : ""));
     idle: {
       data_loading: "#d63c3c",
       host_sync: "#b8457a",
+      allocator: "#2a9d8f",
       optimizer_step: "#8250c4",
       launching: "#e8871e",
       cpu_ops: "#d4a72c",
@@ -3761,6 +3846,7 @@ ${more.trim()}` : ""));
     idle: {
       data_loading: "#f07070",
       host_sync: "#e27aab",
+      allocator: "#5cc8b8",
       optimizer_step: "#b28cf0",
       launching: "#f5a54a",
       cpu_ops: "#e9c85e",

@@ -720,6 +720,28 @@ def test_selection_is_kept_in_the_url(server: Server, open_page: Any) -> None:
     assert "active" in (frame.get_attribute("#ki-mode-diff", "class") or "")
 
 
+def test_diff_headline_box_says_what_the_experiment_gained(server: Server, open_page: Any) -> None:
+    """memory_fixed → memory_leak is faster but gains a HIGH leak: the headline box says
+    both in one line, and names the gained diagnosis."""
+    base, exp = "memory_fixed", "memory_leak"
+    page = open_page(
+        f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("diff-summary",))
+    status, doc = server.get("diff", base_run=base, exp_run=exp)
+    assert status == 200
+    assert doc["headline"]["text"].endswith("but memory_growth (high) appeared")
+    told = frame.locator(".headline .headline-text")
+    assert told.inner_text() == doc["headline"]["text"]
+    assert "gained" in (told.get_attribute("class") or "")
+    assert (
+        frame.locator(".headline .headline-gained")
+        .inner_text()
+        .startswith("memory_growth (high): ")
+    )
+
+
 def test_diff_mode_shows_the_headline(server: Server, open_page: Any) -> None:
     base, exp = "dataloader_workers0", "dataloader_workers4"
     page = open_page(

@@ -41,6 +41,14 @@ export function diffHeadline(doc: DiffDocument): Node[] {
       " ",
       verdictBadge(h.verdict),
     ),
+    h.text
+      ? el(
+          "div",
+          { className: `headline-text${h.gained.length ? " gained" : ""}`, title: "The step time's change in words, and the high or medium diagnoses the experiment gained." },
+          h.text,
+        )
+      : null,
+    ...h.gained.map((g) => el("div", { className: `headline-gained sev-${g.severity}`, title: g.title }, `${g.id} (${g.severity}): ${g.title}`)),
     doc.headline?.straggler_gained
       ? el(
           "div",
@@ -62,7 +70,7 @@ export function diffHeadline(doc: DiffDocument): Node[] {
     el(
       "div",
       { className: "verdict-counts", title: "Metrics by verdict (see the table below)." },
-      ...(["regressed", "improved", "changed", "within noise", "unchanged", "not judged"] as const).map((v) =>
+      ...(["regressed", "improved", "changed", "within noise", "negligible", "unchanged", "not judged"] as const).map((v) =>
         el("span", { className: `vc vc-${v.replace(/\s+/g, "-")}`, title: VERDICT_DEFINITIONS[v] }, `${counts[v]} ${v}`),
       ),
     ),

@@ -1,7 +1,7 @@
 import { el, kpis, kvTable, nameCell, table } from "../dom";
 import { fmtBytes, fmtCount, humanize, isNum } from "../format";
 import { countRows } from "../shape";
-import type { HealthPanel, Summary } from "../types";
+import type { DamagedRegion, HealthPanel, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
 function total(counts: Record<string, unknown> | null | undefined): number {
@@ -37,6 +37,32 @@ export function healthPanel(s: Summary): Node[] | string {
       { label: "file", value: fmtBytes(h.file_bytes), sub: h.compressed ? `gzip; ${fmtBytes(h.json_bytes)} of JSON once inflated` : `${fmtBytes(h.json_bytes)} of JSON`, definition: "Size of the trace file on disk, and of its JSON text (after gzip decompression for a .gz file)." },
     ]),
   ];
+  const cut = h.trace_quality?.lost;
+  if (cut && isNum(cut.file_ends_at_byte)) {
+    out.push(
+      el(
+        "div",
+        { className: "state warning" },
+        `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`,
+      ),
+    );
+  }
+  const damage = h.damage ?? [];
+  if (damage.length) {
+    out.push(
+      subhead("Damaged regions", `Every region of the file the reader could not read (${fmtCount(h.damaged_regions)} in all, ${fmtBytes(h.lost_bytes)} and ${fmtCount(h.lost_events)} events lost), by byte offset.`),
+      table(
+        [
+          { header: "Byte offset", numeric: true, cell: (d: DamagedRegion) => fmtCount(d.offset) },
+          { header: "Bytes", numeric: true, title: "Length of the damaged region.", cell: (d: DamagedRegion) => fmtCount(d.bytes) },
+          { header: "Events lost", numeric: true, cell: (d: DamagedRegion) => fmtCount(d.events) },
+          { header: "Problem", className: "name-col", cell: (d: DamagedRegion) => nameCell(d.problem, d.problem) },
+        ],
+        damage,
+        { limit: 20 },
+      ),
+    );
+  }
   const logProblems = (h.kineto_log ?? []).filter((line) => /\b(ERROR|WARNING)\b/.test(line)).length;
   if (lost || logProblems) {
     out.push(

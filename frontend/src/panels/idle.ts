@@ -6,7 +6,7 @@ import { histogramOption, idleCausesOption, idlePerStepOption } from "../options
 import { histogramChart, idleCauses, idlePerStep, mainDevice, pythonFrameRows, shortFrame } from "../shape";
 import type { PythonFrameRow } from "../shape";
 import type { Palette } from "../theme";
-import type { IdleDevice, IdleGap, Summary } from "../types";
+import type { IdleDevice, IdleGap, OpIdle, Summary } from "../types";
 import { col, row, subhead } from "./shell";
 
 // `onGap`: a "Largest gaps" row's step was clicked (opens the timeline at the gap).
@@ -68,6 +68,8 @@ export function idlePanel(s: Summary, p: Palette, deviceKey?: string, onDevice?:
   } else {
     out.push(el("div", { className: "state empty ok" }, "This GPU never idles inside the step windows."));
   }
+  const extra = hostDetail(device, steps);
+  if (extra) out.push(extra);
   out.push(pythonFrames(device, steps, idle.python_stacks === true));
   const hist = histogramChart(device.gap_histogram);
   const gaps = device.largest_gaps ?? [];
@@ -209,4 +211,50 @@ function devicePicker(devices: IdleDevice[], current: IdleDevice, onDevice: (d: 
   }
   select.addEventListener("change", () => onDevice(select.value));
   return el("label", { className: "picker" }, "Device ", select);
+}
+
+const MODE_WORDS: Record<string, string> = {
+  per_parameter: "one parameter at a time (a kernel chain per tensor)",
+  foreach: "foreach (multi_tensor_apply)",
+  fused: "fused",
+  compiled: "compiled (Triton)",
+  none: "no GPU kernel",
+};
+
+/** The ops holding the "other CPU ops" idle, and what the optimizer step costs. */
+function hostDetail(device: IdleDevice, steps: number): Node | null {
+  const per = (us: number) => fmtDuration(steps ? us / steps : us);
+  const ops = device.cpu_ops_top ?? [];
+  const opt = device.optimizer;
+  const cols: Node[] = [];
+  if (ops.length) {
+    cols.push(
+      col(
+        subhead("Other CPU ops: which", "The outermost CPU ops on the launching thread during the idle attributed to other CPU ops, most idle first."),
+        table<OpIdle>(
+          [
+            { header: "Op", className: "name-col", cell: (o) => nameCell(o.name, o.name) },
+            { header: "Idle per step", numeric: true, title: "GPU idle overlapping this op ÷ number of steps.", cell: (o) => per(o.us) },
+            { header: "Of step time", numeric: true, title: DEFINITIONS.fraction_of_step_time, cell: (o) => fmtPercent(o.fraction_of_step_time) },
+          ],
+          ops,
+        ),
+      ),
+    );
+  }
+  if (opt && opt.cost_us > 0) {
+    cols.push(
+      col(
+        subhead("Optimizer step", "GPU idle while the host is in Optimizer.step / zero_grad, plus the GPU work launched from inside it."),
+        kpis([
+          { label: "optimizer step", value: fmtPercent(opt.cost_fraction_of_step_time), sub: `of step time, ${per(opt.cost_us)} per step`, definition: "(GPU idle in the optimizer step + its GPU work) ÷ step time." },
+          { label: "GPU idle in it", value: per(opt.idle_us), sub: "per step", definition: "GPU idle while the launching thread is inside the optimizer step." },
+          { label: "kernels", value: fmtCount(opt.kernels_per_step), sub: "per step", definition: "Kernels launched from inside the optimizer step." },
+          { label: "runs", value: MODE_WORDS[opt.mode] ?? opt.mode, definition: "Read from its kernels: multi_tensor_apply = foreach, a fused kernel = fused, Triton = compiled, else one kernel chain per parameter." },
+        ]),
+      ),
+    );
+  }
+  if (!cols.length) return null;
+  return row(...cols);
 }
