@@ -32,6 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypeVar
 
+import msgspec
+
+from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
@@ -49,7 +52,7 @@ from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VE
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.timeline import TimelineStore
-from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -124,6 +127,14 @@ def _summarize(
         health=health,
         tables=tables,
     )
+    try:
+        schema.check_summary(summary)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, NotImplementedError) as exc:
+        raise SummarySchemaError(
+            trace.health.path or "trace",
+            f"the analysis gave a summary that does not fit its schema ({exc}); an odd "
+            "value in the trace reached it: please report this file",
+        ) from exc
     return summary, index
 
 

@@ -468,7 +468,7 @@ def test_dead_worker_fails_only_its_file_and_is_retried(
     doomed = write_trace(tmp_path / "logs" / "doomed.1.pt.trace.json.gz")
     marker = Path(str(doomed) + ".die")
     marker.write_text("x")
-    loader = SummaryLoader(cache=None, workers=1, summarize=dies_when_marked)
+    loader = SummaryLoader(cache=None, workers=1, summarize=dies_when_marked, retry_backoff_s=0.0)
     loaders.append(loader)
     status, result = loader.get(ident_of(doomed), wait_s=30)
     assert result is None
@@ -672,7 +672,9 @@ def test_stopped_worker_is_killed_at_the_deadline_and_retried(
     with a ``timeout`` error naming it, the worker is replaced, asking again reads."""
     first = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz", steps=2)
     second = write_trace(tmp_path / "logs" / "b.1.pt.trace.json.gz", steps=3)
-    loader = SummaryLoader(cache=None, workers=1, deadline=LoadDeadline(1.5, 0.0))
+    loader = SummaryLoader(
+        cache=None, workers=1, deadline=LoadDeadline(1.5, 0.0), retry_backoff_s=0.0
+    )
     loaders.append(loader)
     assert loader.get(ident_of(first), wait_s=60)[0].state == "ready"
     (pid,) = loader.worker_pids
@@ -718,7 +720,7 @@ def test_worker_stopped_in_the_middle_of_a_real_load_is_killed_at_the_deadline(
     trace = shared_traces / "kineto_resnet50" / "resnet50_num_workers_0"
     trace = trace / "worker0.1623143089861.pt.trace.json.gz"
     warm = write_trace(tmp_path / "logs" / "a.1.pt.trace.json.gz")
-    loader = SummaryLoader(cache=None, workers=1)
+    loader = SummaryLoader(cache=None, workers=1, retry_backoff_s=0.0)
     loaders.append(loader)
     assert loader.get(ident_of(warm), wait_s=60)[0].state == "ready"  # a worker is ready
     loader.deadline = LoadDeadline(2.0, 0.0)
@@ -735,3 +737,106 @@ def test_worker_stopped_in_the_middle_of_a_real_load_is_killed_at_the_deadline(
     status, result = loader.get(ident, wait_s=120)
     assert status.state == "ready" and result is not None
     assert json.loads(result.panels["steps"])["count"] > 0
+
+
+# --------------------------------------------------------------------------- issue 32 §3
+
+
+def sleeps_when_bad(path: str, **kwargs: Any) -> Any:
+    """Runs in a worker process: a file named ``bad*`` never finishes (as the 1.8 KB
+    trace whose regex backtracked for minutes); others are summarised."""
+    if Path(path).name.startswith("bad"):
+        time.sleep(3600)
+    from tb_kineto_insights.summary import summarize_file
+
+    return summarize_file(path, **kwargs)
+
+
+def test_a_timed_out_file_is_not_retried_by_every_poll(
+    tmp_path: Path, loaders: list[SummaryLoader], tests_importable: None
+) -> None:
+    """Past its deadline a file is not read again by each request of a polling page:
+    for ``retry_backoff_s`` (then 2x, 4x, ...) requests answer its error, which says so."""
+    bad = ident_of(write_trace(tmp_path / "logs" / "bad.1.pt.trace.json.gz"))
+    loader = SummaryLoader(
+        cache=None,
+        workers=1,
+        summarize=sleeps_when_bad,
+        deadline=LoadDeadline(1.0, 0.0),
+        retry_backoff_s=2.0,
+    )
+    loaders.append(loader)
+    status, _ = loader.get(bad, wait_s=60)
+    failed_at = time.monotonic()
+    assert status.error_kind == "timeout", status
+    assert "failed so once: asking again within 2 s answers this error" in (status.error or "")
+    started = loader.loads_started
+    for _ in range(5):  # a page polling
+        assert loader.request(bad).state == "error"
+    assert loader.loads_started == started  # not read again
+    time.sleep(max(0.0, failed_at + 2.1 - time.monotonic()))
+    assert loader.request(bad).state in ("queued", "loading")  # after the back-off: again
+    status, _ = loader.get(bad, wait_s=60)
+    assert loader.loads_started == started + 1
+    assert "2 times in a row: asking again within 4 s" in (status.error or ""), status
+
+
+def test_files_that_timed_out_leave_a_slot_to_good_ones(
+    tmp_path: Path, loaders: list[SummaryLoader], tests_importable: None
+) -> None:
+    """Issue 32 §3's reproduction: two files that time out, asked for again with a good
+    one by a polling page. Retries run in all slots but one, behind first requests, so
+    the good file is read while the bad ones still hold their slot (it used to wait for
+    their deadlines)."""
+    bad = [ident_of(write_trace(tmp_path / "logs" / f"bad{i}.1.pt.trace.json.gz")) for i in (1, 2)]
+    good = ident_of(write_trace(tmp_path / "logs" / "good.1.pt.trace.json.gz", steps=3))
+    loader = SummaryLoader(
+        cache=None,
+        workers=2,
+        summarize=sleeps_when_bad,
+        deadline=LoadDeadline(8.0, 0.0),
+        retry_backoff_s=0.0,
+    )
+    loaders.append(loader)
+    loader.deadline = LoadDeadline(1.0, 0.0)  # the first failures, quickly
+    for ident in bad:
+        loader.request(ident)
+    for ident in bad:
+        assert loader.get(ident, wait_s=60)[0].error_kind == "timeout"
+    loader.deadline = LoadDeadline(8.0, 0.0)
+    for ident in bad:  # asked again first ...
+        loader.request(ident)
+    status, result = loader.get(good, wait_s=60)  # ... then the good file
+    assert status.state == "ready" and result is not None
+    assert json.loads(result.panels["steps"])["count"] == 3
+    states = [s.state for s in loader.statuses(bad)]
+    assert sorted(states) == ["loading", "queued"], states  # one bad file at a time
+
+
+# --------------------------------------------------------------------------- issue 32 §9
+
+
+def test_temporaries_left_by_killed_writers_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer killed between create and rename leaves ``.NAME.<hex>.tmp``; one older
+    than an hour is removed by the next write in that folder (a young one may be a
+    writer at work; other files are never touched)."""
+    from tb_kineto_insights.store import backends
+
+    folder = tmp_path / "cache" / "v1"
+    folder.mkdir(parents=True)
+    old = folder / ".abc.json.0123456789abcdef.tmp"
+    young = folder / ".abd.json.fedcba9876543210.tmp"
+    other = folder / ".notes.tmp"  # not one of ours
+    for path in (old, young, other):
+        path.write_bytes(b"x")
+    two_hours_ago = time.time() - 7200
+    for path in (old, other):
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    monkeypatch.setattr(backends, "_last_sweep", {})
+    backends.write_atomic(folder / "entry.json", b"{}")
+    assert not old.exists() and young.exists() and other.exists()
+    assert (folder / "entry.json").read_bytes() == b"{}"
+    assert backends.remove_stale_temporaries(folder, now=time.time() + 7200) == 1  # young
+    assert backends.remove_stale_temporaries(tmp_path / "missing") == 0

@@ -181,3 +181,42 @@ def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "[ok  ] plugin kineto_insights" in out and "tensorboard" in out
     assert "parse:" in out
+
+
+# --------------------------------------------------------------------------- issue 32 §9
+
+FORGED = "\x1b]0;owned\x07\x1b[2J\u202eevil\r\nFAIL: step time regressed 90%"
+
+
+def _forged_events() -> list[dict[str, object]]:
+    events = [cpu(f"ProfilerStep#{n}", 1000.0 * n, 1000, cat="user_annotation") for n in (1, 2, 3)]
+    events += [kernel(FORGED, 1000.0 * n + 10, 900, corr=n) for n in (1, 2, 3)]
+    return events
+
+
+def test_terminal_safe_escapes_what_a_terminal_acts_on() -> None:
+    from tb_kineto_insights.analysis.units import terminal_safe
+
+    assert terminal_safe("aten::mm\tok µs ✓") == "aten::mm\tok µs ✓"
+    assert terminal_safe(FORGED) == (
+        "\\x1b]0;owned\\x07\\x1b[2J\\u202eevil\\x0d\\x0aFAIL: step time regressed 90%"
+    )
+    assert terminal_safe("\x7f\x85\u2066") == "\\x7f\\x85\\u2066"
+
+
+@pytest.mark.parametrize("command", ["report", "diff", "check"])
+def test_text_output_escapes_control_characters_from_trace_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A run folder and a kernel named with ESC/OSC sequences, an RLO and a newline:
+    the text output holds the names escaped, never raw (no forged line, no terminal
+    command)."""
+    folder = tmp_path / "run\x1b]0;owned\x07\u202e\nFAIL: forged"
+    trace = write_trace(folder / "w.1.pt.trace.json", _forged_events())
+    args = [str(trace)] if command == "report" else [str(trace), str(trace)]
+    code, out, _ = run_cli([command, *args], capsys)
+    assert code == 0, out
+    assert not any(c in out for c in "\x1b\x07\r\u202e")
+    assert not any(line.startswith("FAIL") for line in out.splitlines())
+    if command == "report":  # the run's name is shown, escaped
+        assert "== run run\\x1b]0;owned\\x07\\u202e\\x0aFAIL: forged" in out

@@ -13,6 +13,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.compare.before_after import SideError, compare, load_side, resolve_side
 from tb_kineto_insights.compare.diff import headline_text, judge
+from tb_kineto_insights.compare.diff_rules import VERDICTS
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:
@@ -347,3 +348,15 @@ def test_ops_that_moved_partly_into_dataloader_workers_are_not_improved() -> Non
         )
     )
     assert not any(r.get("status") == "moved_partly" for r in back["ops"]["changed"])
+
+
+def test_judge_takes_extreme_values_without_overflow() -> None:
+    """Issue 32 §8: ``(x - mean) ** 2`` raised OverflowError past 1.8e308 (an odd cached
+    value such as 1e300); any finite or infinite inputs give a verdict."""
+    import itertools
+
+    values = [1e300, -1e300, 1e308, -1e308, 1.0, 0.0, float("inf"), float("nan")]
+    for a, b, c, d in itertools.product(values, repeat=4):
+        for better in ("lower", "higher", "none"):
+            assert judge([a, b], [c, d], better)["verdict"] in VERDICTS
+    assert judge([1e300, -1e300], [1.0, 2.0], "lower")["base_noise"] == float("inf")

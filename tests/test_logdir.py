@@ -20,6 +20,7 @@ from tb_kineto_insights.logdir.discovery import (
     Run,
     Span,
     Worker,
+    describe_skipped,
     discover,
     find_span,
     is_kineto_head,
@@ -588,8 +589,8 @@ def test_sniffing_never_blocks_on_a_fifo_nor_leaves_the_logdir(
     os.mkfifo(tmp_path / "fifo")
     real_list = logdir_module._list_local
 
-    def swapped_after_listing(fs: Any, root: str) -> dict[str, dict[str, Any]]:
-        listing = real_list(fs, root)
+    def swapped_after_listing(fs: Any, root: str, *args: Any) -> dict[str, dict[str, Any]]:
+        listing = real_list(fs, root, *args)
         (logdir / "run" / "odd.json").unlink()
         os.symlink(tmp_path / "fifo", logdir / "run" / "odd.json")
         (logdir / "run" / "link.json").unlink()
@@ -599,3 +600,105 @@ def test_sniffing_never_blocks_on_a_fifo_nor_leaves_the_logdir(
     monkeypatch.setattr(logdir_module, "_list_local", swapped_after_listing)
     logdir_module._SNIFF_CACHE.clear()
     assert discover(str(logdir)) == []
+
+
+# --------------------------------------------------------------------------- issue 32 §4
+
+
+def _nested(root: Path, depth: int) -> Path:
+    """``depth`` nested folders ``a/a/...`` under ``root`` (made one by one:
+    ``os.makedirs`` itself recurses)."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root
+    for _ in range(depth):
+        path = path / "a"
+        path.mkdir()
+    return path
+
+
+def remove_nested(deepest: Path, root: Path) -> None:
+    """Remove the empty chain ``root/a/.../deepest`` bottom up (pytest's clean-up of
+    ``tmp_path``, ``shutil.rmtree``, recurses and fails on 1,000 levels)."""
+    path = deepest
+    while path != root:
+        path.rmdir()
+        path = path.parent
+
+
+def _trace(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": []}))
+    return path
+
+
+@pytest.mark.parametrize("url", [False, True], ids=["local", "file_url"])
+def test_a_thousand_nested_folders_hide_no_run(tmp_path: Path, url: bool) -> None:
+    """The reproduction: 1,000 nested empty folders in a log directory made the walk
+    raise RecursionError and list no run. Now the runs are listed and the chain is
+    cut at 64 folders, and reported (local paths)."""
+    root = tmp_path / "logs"
+    _trace(root / "good" / "w.1.pt.trace.json")
+    deepest = _nested(root, 1000)
+    skipped: list[tuple[str, str]] = []
+    try:
+        runs = discover(f"file://{root}" if url else str(root), skipped=skipped)
+    finally:
+        remove_nested(deepest, root)
+    assert [r.name for r in runs] == ["good"]
+    if not url:
+        assert skipped == [(str(root) + "/a" * 65, "deeper than 64 folders")]
+        assert describe_skipped(skipped).startswith("skipped 1 folder(s) not listed: ")
+
+
+def test_folder_depth_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "logs"
+    _trace(_nested(root, 3) / "w.1.pt.trace.json")  # in a/a/a: depth 3
+    assert [r.name for r in discover(str(root))] == ["a/a/a"]
+    skipped: list[tuple[str, str]] = []
+    assert discover(str(root), max_depth=2, skipped=skipped) == []
+    assert skipped == [(f"{root}/a/a/a", "deeper than 2 folders")]
+    assert [r.name for r in discover(str(root), max_depth=3)] == ["a/a/a"]
+    monkeypatch.setenv("KINETO_INSIGHTS_MAX_FOLDER_DEPTH", "2")
+    assert discover(str(root)) == []
+    monkeypatch.setenv("KINETO_INSIGHTS_MAX_FOLDER_DEPTH", "zero")  # not a number: 64
+    assert [r.name for r in discover(str(root))] == ["a/a/a"]
+
+
+def test_a_folder_that_cannot_be_listed_is_skipped_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Tests run as root, where permissions do not stop a listing: the listing of one
+    folder fails by a patch instead.)"""
+    from tb_kineto_insights.trace.local_paths import LocalTree
+
+    root = tmp_path / "logs"
+    _trace(root / "good" / "w.1.pt.trace.json")
+    _trace(root / "locked" / "inner" / "w.1.pt.trace.json")
+    listing = LocalTree._listing
+
+    def refuse(folder: str) -> list[dict[str, Any]]:
+        if folder.endswith("/locked"):
+            raise PermissionError(13, "Permission denied", folder)
+        return listing(folder)
+
+    monkeypatch.setattr(LocalTree, "_listing", staticmethod(refuse))
+    skipped: list[tuple[str, str]] = []
+    assert [r.name for r in discover(str(root), skipped=skipped)] == ["good"]
+    assert skipped == [(f"{root}/locked", "cannot be listed: Permission denied")]
+
+
+def test_names_that_are_not_utf8_are_escaped_not_replaced(tmp_path: Path) -> None:
+    """Issue 32 §9: bytes that are not UTF-8 in a run or worker name become ``\\xff``
+    (so the name in /runs is the name a request sends back); the path stays real."""
+    root = tmp_path / "logs"
+    try:
+        folder = Path(os.fsdecode(str(root).encode() + b"/r\xffun"))
+        trace = _trace(folder / os.fsdecode(b"w\xfe.7.pt.trace.json"))
+    except (OSError, UnicodeError):
+        pytest.skip("this filesystem refuses names that are not UTF-8")
+    (run,) = discover(str(root))
+    assert run.name == "r\\xffun" and run.workers[0].name == "w\\xfe"
+    span = find_span([run], "r\\xffun", "w\\xfe", "7")
+    assert span is not None and span.path == str(trace)
+    assert logdir_module.escaped_name("ok ✓") == "ok ✓"
+    assert logdir_module.escaped_name("a\ud800b") == "a\\ud800b"

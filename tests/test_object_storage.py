@@ -303,3 +303,55 @@ def test_plugin_cache_folder_on_s3(
     finally:
         for instance in RecordingLoader.made:
             instance.close()
+
+
+# --------------------------------------------------------------------------- issue 32 §5
+
+_OVERWRITE: dict[str, bytes] = {}
+
+
+def summarize_then_overwrite(path: str, **kwargs: Any) -> Any:
+    """Summarise, then overwrite the object (another writer, while the read ran)."""
+    summary = summarize_file(path, **kwargs)
+    if path in _OVERWRITE:
+        s3fs_client().pipe_file(path.removeprefix("s3://"), _OVERWRITE.pop(path))
+    return summary
+
+
+def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The summary of an object whose ETag changed during the read is neither stored
+    under the listed version's key nor served: an io error (not a verdict), and the
+    next listing (new ETag) reads the new bytes."""
+    from test_cache import SETTINGS, write_trace
+
+    from tb_kineto_insights.serve import plugin as plugin_module
+    from tb_kineto_insights.serve.loader import SummaryLoader
+    from tb_kineto_insights.store.cache import DiskCache
+
+    bucket = f"logs-{secrets.token_hex(4)}"
+    fs = s3fs_client()
+    fs.mkdir(bucket)
+    first = write_trace(tmp_path / "a.json.gz", steps=2).read_bytes()
+    second = write_trace(tmp_path / "b.json.gz", steps=3).read_bytes()
+    fs.pipe_file(f"{bucket}/run/w.1.pt.trace.json.gz", first)
+    url = f"s3://{bucket}"
+    span = discover(url)[0].workers[0].spans[0]
+    ident = plugin_module._identity(span)
+    assert ident.version  # listed with its ETag
+    _OVERWRITE[span.path] = second
+    cache = DiskCache(tmp_path / "cache", SETTINGS)
+    loader = SummaryLoader(cache=cache, workers=0, summarize=summarize_then_overwrite)
+    try:
+        status, result = loader.get(ident, wait_s=60)
+        assert result is None and status.error_kind == "io", status
+        assert "changed while it was read" in (status.error or "")
+        assert not cache.has(ident)  # nothing stored under the old version
+        again = plugin_module._identity(discover(url)[0].workers[0].spans[0])
+        assert again.version != ident.version
+        status, result = loader.get(again, wait_s=60)
+        assert status.state == "ready" and result is not None
+        assert json.loads(result.panels["steps"])["count"] == 3
+    finally:
+        loader.close()

@@ -342,9 +342,10 @@ def test_runs_lists_both_runs_not_loaded_without_preload(client: Client) -> None
 
 def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
     """A run folder and a file named with bytes that are not UTF-8 (Linux allows it):
-    ``/runs`` answers 200 with the name as a terminal shows it (U+FFFD for the bad byte)
-    and the other runs intact, and the span is read (its cache entry written): one such
-    name used to make every ``/runs`` a 500 ("surrogates not allowed")."""
+    ``/runs`` answers 200 with the name's bad bytes escaped (``\\xff``), the other runs
+    intact, ``/summary`` finds it by that name, and the span is read (its cache entry
+    written): one such name used to make every ``/runs`` a 500 ("surrogates not
+    allowed"), then, shown with U+FFFD, a 404 when asked for."""
     logdir = tmp_path / "logs"
     good = write_good(logdir / GOOD_RUN / GOOD_FILE)
     try:
@@ -366,10 +367,14 @@ def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
             break
         time.sleep(0.05)
     assert [(r["run"], r["workers"][0]["worker"]) for r in body["runs"]] == [
-        ("bad\ufffdrun", "w\ufffd"),
+        ("bad\\xffrun", "w\\xfe"),  # the bytes escaped (issue 32 §9; was U+FFFD)
         (GOOD_RUN, GOOD_WORKER),
     ]
     assert states == ["ready", "ready"]
+    # asked for by the name /runs gave, it is found (with U+FFFD it answered 404)
+    response = app_client.get(summary_url("bad\\xffrun", "w\\xfe", "7", wait=WAIT))
+    assert response.status_code == 200, response.get_data(as_text=True)
+    assert strict_json(response)["steps"]["count"] == 2
     assert len(list((cache / f"v{summary_module.ANALYSIS_VERSION}").glob("*.summary"))) == 2
 
 
@@ -1758,8 +1763,10 @@ def test_real_tensorboard_stopped_worker_hits_the_deadline(
 ) -> None:
     """Issue 13 §4: a worker stopped (SIGSTOP) in the middle of a load is killed at the
     load's deadline (3 s here), the span answers 503 naming the deadline, and asking
-    again loads it with a fresh worker."""
+    again loads it with a fresh worker (no back-off here: KINETO_INSIGHTS_RETRY_BACKOFF_S=0;
+    the back-off is tested in test_cache.py)."""
     monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_RETRY_BACKOFF_S", "0")
     write_good(logdir / "second" / "host_3.1700000000003.pt.trace.json.gz", (2500.0,))
     cache = tmp_path / "tb-cache"
     log_path = tmp_path / "tensorboard.log"
@@ -1795,3 +1802,79 @@ def test_real_tensorboard_stopped_worker_hits_the_deadline(
         assert status == 200, doc
         assert doc["steps"]["mean_step_us"] == 2500.0
         assert tensorboard_workers(procs[0]) != [worker]
+
+
+# --------------------------------------------------------------------------- issue 32 §4
+
+
+def test_a_failed_listing_keeps_the_last_good_one(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing that fails for a moment (503 SlowDown, EMFILE) used to empty /runs and
+    make loaded spans 404: the last good listing stays, with the error beside it."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    first = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert sorted(r["run"] for r in first["runs"]) == [BAD_RUN, GOOD_RUN] and not first["error"]
+
+    def failing(path: str, **kwargs: Any) -> Any:
+        raise plugin_module.LogdirError(
+            path, "cannot list: OSError: [Errno 24] Too many open files"
+        )
+
+    monkeypatch.setattr(plugin_module, "discover", failing)
+    assert the_plugin().rescan()
+    again = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert [r["run"] for r in again["runs"]] == [r["run"] for r in first["runs"]]
+    assert "Too many open files" in again["error"] and "showing its listing of" in again["error"]
+    response = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
+    assert response.status_code == 200  # not 404
+
+
+def test_deep_folders_are_reported_beside_the_runs(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders past the depth cap (3 here; 64 by default, see test_logdir.py for the
+    1,000-folder reproduction) are skipped, the runs listed, the skip reported."""
+    monkeypatch.setenv(PRELOAD_ENV, "0")
+    monkeypatch.setenv("KINETO_INSIGHTS_MAX_FOLDER_DEPTH", "3")
+    (logdir / "a" / "a" / "a" / "a" / "a").mkdir(parents=True)
+    app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
+    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+    assert sorted(r["run"] for r in runs["runs"]) == [BAD_RUN, GOOD_RUN]
+    assert "skipped 1 folder(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
+
+
+# --------------------------------------------------------------------------- issue 32 (memory)
+
+
+def test_concurrent_diffs_of_one_pair_are_computed_once(ranks_client: Client) -> None:
+    """Single-flight: 4 concurrent /diff requests for the same runs wait for one
+    computation (4 concurrent diffs over 1,000 ranks each built the view: 5.4 GB)."""
+    import threading
+
+    plugin = the_plugin()
+    calls: list[int] = []
+
+    def slow_diff(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        time.sleep(0.5)
+        return plugin_module.DIFF_HOOK(*args, **kwargs)  # type: ignore[misc]
+
+    target = url("diff", base_run="job", exp_run="faster", wait=WAIT)
+    assert ranks_client.get(target.replace("faster", "job")).status_code == 200  # loads all
+    plugin._diff_override = slow_diff
+    bodies: list[tuple[int, bytes]] = []
+
+    def ask() -> None:
+        response = Client(ranks_client.application).get(target)
+        bodies.append((response.status_code, response.get_data()))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [code for code, _ in bodies] == [200] * 4
+    assert len({body for _, body in bodies}) == 1
+    assert len(calls) == 1

@@ -254,6 +254,29 @@ def test_kineto_log_and_record_counts(tmp_path: Path) -> None:
     assert tr.health.kineto_log[-1] == "ERROR: lost 3 events"
 
 
+def test_record_counts_line_of_spaces_reads_in_linear_time(tmp_path: Path) -> None:
+    """Issue 32 §3, the reproduction: an INFO line ``Record counts: x<1500 spaces>x``
+    (1.8 KB) made the record-count regex backtrack for minutes; now no count, at once,
+    and 100x the spaces stays linear."""
+    import time
+
+    from tb_kineto_insights.trace.reader import record_counts
+
+    line = "Record counts: x" + " " * 1500 + "x"
+    p = write_trace(tmp_path / "t.json", [kernel("k", 1, 1)], INFO=[line])
+    started = time.perf_counter()
+    tr = read_trace(str(p))
+    assert tr.health.kineto_record_counts == {}
+    assert record_counts("Record counts: x" + " " * 150_000 + "x") == {}
+    assert record_counts("Record counts: " + "a " * 100_000 + "= 1") == {"a " * 99_999 + "a": 1}
+    assert time.perf_counter() - started < 2.0
+    assert record_counts("no counts = 3") == {}
+    assert record_counts("Record counts: a = 12x, = 3, b, c=, d = 99999999999999999999") == {
+        "a": 12
+    }
+    assert record_counts("Record counts: a=1\nb=2") == {"a": 1}
+
+
 def test_invalid_field_types_decode_loosely(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "strdur", "pid": 1, "tid": 1, "ts": 1, "dur": "2.5"},

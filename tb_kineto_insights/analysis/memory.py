@@ -244,7 +244,9 @@ def _shapes(ops: m.EventTable, row: int) -> str | None:
     dims = ops.input_dims.get(row)
     if dims is None:
         return None
-    text = json.dumps(dims, separators=(", ", ": "))
+    # default=str: in an exact-timestamp trace the numbers of a loosely decoded
+    # ``Input Dims`` are Decimals (issue 32 §8, found by benchmarks/fuzz_structured.py)
+    text = json.dumps(dims, separators=(", ", ": "), default=str)
     return text if len(text) <= MAX_SHAPES_CHARS else text[: MAX_SHAPES_CHARS - 1] + "…"
 
 
@@ -580,8 +582,8 @@ def _device_summary(
     capacity: int | None = None
     if dtype in _GPU_DEVICE_TYPES:
         for prop in trace.health.device_properties:
-            mem_total = prop.get("totalGlobalMem")
-            if prop.get("id") == did and isinstance(mem_total, int) and mem_total > 0:
+            mem_total = m.int_in_range(prop.get("totalGlobalMem"), 1, m.INT64_MAX)
+            if m.int_in_range(prop.get("id"), 0, m.INT64_MAX) == did and mem_total is not None:
                 capacity = mem_total
                 break
     basis = "reserved" if peak_res is not None else "allocated"

@@ -48,6 +48,8 @@ def profiler_steps(trace: m.Trace) -> list[Step]:
                 number = int(suffix)
             except ValueError:
                 continue
+            if not -m.INT64_MAX <= number <= m.INT64_MAX:
+                continue  # ProfilerStep#<20 digits>: no step number (int64 columns)
             key = (number, int(table.start_ns[r]))
             seen.setdefault(key, Step(number, key[1], int(table.dur_ns[r])))
         if seen:

@@ -16,8 +16,9 @@ Rules (the tab's ``frontend/src/format.ts`` follows the same ones):
 from __future__ import annotations
 
 import math
+from typing import Any
 
-__all__ = ["fmt_bytes", "fmt_duration_us"]
+__all__ = ["TerminalLines", "fmt_bytes", "fmt_duration_us", "terminal_safe"]
 
 _IEC = ("KiB", "MiB", "GiB", "TiB")
 
@@ -53,3 +54,43 @@ def fmt_bytes(n: float | None, digits: int = 1) -> str:
             break
         value, unit = value / 1024, next_unit
     return f"{value:.{digits}f} {unit}"
+
+
+#: Characters a terminal or CI log acts on, never printed raw from a trace: C0 controls
+#: (ESC starts colour, cursor and OSC title/hyperlink sequences; CR and newline forge
+#: lines), DEL, C1 controls, and the bidirectional overrides/isolates (a right-to-left
+#: override shows text reversed).
+_TERMINAL_ESCAPES = {
+    **{c: f"\\x{c:02x}" for c in range(0x20) if c not in (0x09,)},
+    0x7F: "\\x7f",
+    **{c: f"\\x{c:02x}" for c in range(0x80, 0xA0)},
+    **{c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character a terminal acts on written as an escape
+    (``\\x1b``, ``\\n``-as-``\\x0a``, ``\\u202e``); tabs and printable text unchanged.
+    For names from a trace printed in report/diff/check text (issue 32 §9: an ESC, OSC
+    or RLO sequence or a newline in a kernel name forged lines in a terminal or CI
+    log)."""
+    return text.translate(_TERMINAL_ESCAPES)
+
+
+class TerminalLines:
+    """A text stream wrapper for line-oriented output: in each ``write``, newlines at
+    the start and end are kept (the writer's own line structure) and every other
+    control character, newlines inside included, is escaped (:func:`terminal_safe`)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        lead = len(text) - len(text.lstrip("\n"))
+        if lead == len(text):
+            return int(self._out.write(text))
+        end = len(text.rstrip("\n"))
+        return int(self._out.write(text[:lead] + terminal_safe(text[lead:end]) + text[end:]))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)

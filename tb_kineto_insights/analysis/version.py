@@ -6,4 +6,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 8: ``steps.origin_ns`` (the first step on the trace's clock, for ``history``).
 #: 9: ``steps.origin_ns`` and issue 35's Python frames (both made version 8 apart).
 #: 10: issues 26-31 merged (efficiency, timeline, straggler cause, new verdicts, history).
-ANALYSIS_VERSION = 10
+#: 11: issue 32 (schema-checked summaries, numbers that overflowed) merged with them.
+ANALYSIS_VERSION = 11

@@ -11,6 +11,9 @@
   regressed against the current level of its series in LOGDIR (``cli/history.py``).
 - ``history LOGDIR [--group-by ...] [--metric ...] [--since DATE] [--format text|json]``:
   the runs as series over time and the runs where a level changed (``compare/history.py``).
+- ``report``, ``diff``, ``check`` and ``index`` take ``--timeout SECONDS`` (default:
+  120 s + 2 s per MiB of the local input; ``0``: none): past it the command stops with
+  exit 124 and says so (``budget.py``).
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
@@ -198,6 +201,8 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             + "\n"
         )
         return EXIT_UNUSABLE
+    from tb_kineto_insights.analysis.units import TerminalLines
+
     result = _compare(args, err)
     if result is None:
         return EXIT_UNUSABLE
@@ -208,6 +213,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
         out.write(check_markdown(doc, reasons))
         return EXIT_REGRESSION if reasons else EXIT_OK
+    out = TerminalLines(out)  # type: ignore[assignment]  # names from traces: escaped
     h = doc.headline
     for line in format_comparability(doc.comparability):
         out.write(line + "\n")
@@ -356,7 +362,35 @@ def _add_index_parser(sub: Any, cache_help: str) -> None:
     cmd.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
     cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    _add_timeout(cmd)
     cmd.set_defaults(func=_cmd_index)
+
+
+def _add_timeout(cmd: argparse.ArgumentParser) -> None:
+    from tb_kineto_insights.cli.budget import (
+        DEFAULT_TIMEOUT_S,
+        DEFAULT_TIMEOUT_S_PER_MIB,
+        timeout_arg,
+    )
+
+    cmd.add_argument(
+        "--timeout",
+        type=timeout_arg,
+        default=None,
+        metavar="SECONDS",
+        help=f"stop (exit 124) after this many seconds; 0: no limit. Default: "
+        f"{DEFAULT_TIMEOUT_S:g} s + {DEFAULT_TIMEOUT_S_PER_MIB:g} s per MiB of the local "
+        "input's stored size",
+    )
+
+
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """The paths a command reads (for its default time budget)."""
+    if args.command == "report":
+        return [args.path]
+    if args.command in ("diff", "check"):
+        return [args.base, args.exp]
+    return list(getattr(args, "logdir", []))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -400,6 +434,7 @@ def _parser() -> argparse.ArgumentParser:
         "when set, else no cache"
     )
     report.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+    _add_timeout(report)
     side_help = "run folder, trace file, or LOGDIR:RUN"
     diff_cmd = sub.add_parser("diff", help="compare two runs, workers or traces (before → after)")
     check_cmd = sub.add_parser(
@@ -413,6 +448,7 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("exp", nargs="?", default=None, help=f"EXP: {side_help}")
         cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
         cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+        _add_timeout(cmd)
     diff_cmd.add_argument(
         "--format",
         choices=("text", "json", "markdown"),
@@ -534,10 +570,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
+    budget = None
+    if hasattr(args, "timeout"):
+        from tb_kineto_insights.cli.budget import start_budget
+
+        budget = start_budget(args.command, args.timeout, _inputs(args), sys.stderr)
     try:
         return int(args.func(args, sys.stdout, sys.stderr))
     except BrokenPipeError:  # e.g. `report ... | head`
         return EXIT_OK
+    finally:
+        if budget is not None:
+            budget.cancel()
 
 
 if __name__ == "__main__":

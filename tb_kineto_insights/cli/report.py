@@ -15,13 +15,14 @@ import msgspec
 
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
 from tb_kineto_insights.cli.json_output import write_json
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
     Span,
     Worker,
+    describe_skipped,
     discover,
     folder_name,
     span_for_file,
@@ -68,9 +69,14 @@ def _runs_for(path: str) -> list[Run]:
     if _is_file(path):
         span = span_for_file(path)
         return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
+    skipped: list[tuple[str, str]] = []
+    runs = discover(path, skipped=skipped)
+    if skipped:
+        import logging
+
+        logging.getLogger(__name__).warning("warning: %s: %s", path, describe_skipped(skipped))
     return [
-        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run
-        for run in discover(path)
+        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run for run in runs
     ]
 
 
@@ -170,7 +176,9 @@ def _superseded(run: ReportRun) -> set[tuple[str, str]]:
 
 def write_text(report: Report, out: TextIO) -> None:
     """Human-readable report: every diagnosis first (most severe first), then one block
-    per span."""
+    per span. Names from the traces are printed with their control characters escaped
+    (:class:`~tb_kineto_insights.analysis.units.TerminalLines`)."""
+    out = TerminalLines(out)  # type: ignore[assignment]
     spans = _spans(report)
     ok = sum(_summary_of(s) is not None for s in spans)
     out.write(f"tb-kineto-insights report: {report.path}\n")

@@ -46,7 +46,9 @@ from tb_kineto_insights.trace.confine import Rule, confined, open_local
 from tb_kineto_insights.trace.local_paths import LocalTree, local_path
 
 __all__ = [
+    "MAX_FOLDER_DEPTH",
     "LogdirError",
+    "describe_skipped",
     "folder_name",
     "Run",
     "Span",
@@ -142,6 +144,23 @@ def _strip_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
         if lower.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return None
+
+
+def escaped_name(text: str) -> str:
+    """A file or folder name as a run or worker name: valid UTF-8 as it is; the bytes
+    that are not UTF-8 (Python's ``surrogateescape``: ``os.scandir`` gives ``b"\\xff"`` as
+    U+DCFF) written as ``\\xff``. The name is then the same in ``/runs`` and in the
+    URL that asks for it: shown with U+FFFD, such a run was listed but answered 404
+    (issue 32 §9). The file's path is kept as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            raw = text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # another lone surrogate: as Python escapes it
+            return text.encode("utf-8", "backslashreplace").decode("utf-8")
+        return raw.decode("utf-8", "backslashreplace")
+    return text
 
 
 def _parse_named(filename: str) -> tuple[str, str] | None:
@@ -370,6 +389,16 @@ def _mtime(info: Mapping[str, Any]) -> float:
     return 0.0
 
 
+def object_version(url: str, fs_options: Mapping[str, Any] | None = None) -> str:
+    """The object's version now (:func:`_version` of a fresh ``info``: ETag, and its
+    version id when listed), as discovery lists it; ``""`` when the store gives none.
+    Raises OSError (or the driver's error) when it cannot be asked."""
+    fs, path = _open_fs(url, dict(fs_options or {}))
+    with contextlib.suppress(Exception):
+        fs.invalidate_cache(path)
+    return _version(fs.info(path))
+
+
 def _version(info: Mapping[str, Any]) -> str:
     """The object's ETag (``ETag``/``etag``), with ``@`` and its version id
     (``VersionId``, ``generation``, ``version_id``) when listed; ``""`` when none."""
@@ -451,19 +480,50 @@ def _is_local(fs: Any) -> bool:
     return isinstance(fs, fsspec.implementations.local.LocalFileSystem)
 
 
-def _list_local(fs: Any, root: str) -> dict[str, dict[str, Any]]:
+#: Folders below the log directory that are listed, at most (deeper ones are skipped and
+#: reported): a chain of ~1,000 nested folders made the recursive walk raise
+#: ``RecursionError`` and hid every run (issue 32 §4). ``$KINETO_INSIGHTS_MAX_FOLDER_DEPTH``
+#: or ``discover(max_depth=)`` change it.
+MAX_FOLDER_DEPTH = 64
+MAX_FOLDER_DEPTH_ENV = "KINETO_INSIGHTS_MAX_FOLDER_DEPTH"
+
+
+def max_folder_depth(environ: Mapping[str, str] | None = None) -> int:
+    """``$KINETO_INSIGHTS_MAX_FOLDER_DEPTH`` when it is a whole number >= 1, else
+    :data:`MAX_FOLDER_DEPTH`."""
+    raw = (os.environ if environ is None else environ).get(MAX_FOLDER_DEPTH_ENV, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        return MAX_FOLDER_DEPTH
+    return value if value >= 1 else MAX_FOLDER_DEPTH
+
+
+def _list_local(
+    fs: Any,
+    root: str,
+    max_depth: int = MAX_FOLDER_DEPTH,
+    skipped: list[tuple[str, str]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Files under a local root: ``{path: info}``. Walks top-down so hidden folders are
     not entered at all; symlinked folders are never entered (fsspec lists them as
     ``other``); a symlinked file is kept only when it resolves to a regular file inside
     the log directory. Size and times are those of the file itself (a symlink's target,
     ``os.stat``), with ``device``, ``inode`` and ``mtime_ns`` added. Unreadable
-    sub-folders (and files gone while listing) are skipped; an unreadable root raises
-    the OSError."""
+    sub-folders, folders more than ``max_depth`` below the root (both appended to
+    ``skipped`` as ``(folder, reason)`` when listed by :class:`LocalTree`) and files gone
+    while listing are skipped; an unreadable root raises the OSError."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
     errors: list[OSError] = []
     listed_root = False
-    for _, dirs, files in fs.walk(root, detail=True, topdown=True, on_error=errors.append):
+    extra: dict[str, Any] = {}
+    if isinstance(fs, LocalTree) and skipped is not None:
+        extra["on_skip"] = lambda folder, reason: skipped.append((folder, reason))
+    walk = fs.walk(
+        root, detail=True, topdown=True, maxdepth=max_depth + 1, on_error=errors.append, **extra
+    )
+    for _, dirs, files in walk:
         listed_root = True
         for name in [d for d in dirs if _hidden(d)]:
             del dirs[name]
@@ -534,8 +594,23 @@ class _Candidate:
     version: str = ""  # ETag[@version] on object storage
 
 
+def describe_skipped(skipped: list[tuple[str, str]], shown: int = 3) -> str:
+    """One line about the folders :func:`discover` skipped: their count, the first
+    ``shown`` (path and reason); ``""`` when none."""
+    if not skipped:
+        return ""
+    listed = "; ".join(f"{folder} ({reason})" for folder, reason in skipped[:shown])
+    more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    return f"skipped {len(skipped)} folder(s) not listed: {listed}{more}"
+
+
 def discover(
-    logdir: str, *, sniff_bytes: int = 4096, fs_options: dict[str, Any] | None = None
+    logdir: str,
+    *,
+    sniff_bytes: int = 4096,
+    fs_options: dict[str, Any] | None = None,
+    max_depth: int | None = None,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> list[Run]:
     """List the runs, workers and spans under a log directory, as they are now.
 
@@ -547,6 +622,11 @@ def discover(
         sniff_bytes: how many (decompressed) bytes to read from oddly named
             ``*.json[.gz]`` files to decide whether they are Kineto traces. Must be > 0.
         fs_options: keyword arguments for the fsspec filesystem (credentials, endpoint).
+        max_depth: folders at most this deep below the log directory are listed (local
+            log directories); None: :func:`max_folder_depth`.
+        skipped: when given, ``(folder, reason)`` is appended for each local folder not
+            listed: it cannot be listed (permission, gone), or it is deeper than
+            ``max_depth``. The rest is listed as usual.
 
     Returns:
         Runs ordered by name (``"."`` first, then natural order folder by folder); runs
@@ -571,7 +651,8 @@ def discover(
         if _is_local(fs):
             if not fs.isdir(root):
                 raise LogdirError(logdir, _not_a_folder(root))
-            listing = _list_local(fs, root)
+            depth = max_folder_depth() if max_depth is None else max(1, max_depth)
+            listing = _list_local(fs, root, depth, skipped)
         else:
             # Object storage: one recursive listing per scan (paged by the driver), not
             # one request per file or folder; the folder checks only when it is empty.
@@ -607,16 +688,16 @@ def discover(
         parts = rel.split("/")
         if any(not part or _hidden(part) for part in parts):
             continue
-        folder, filename = "/".join(parts[:-1]) or ".", parts[-1]
+        folder, filename = escaped_name("/".join(parts[:-1])) or ".", parts[-1]
         parsed = _parse_named(filename)
         if parsed is not None:
-            worker, span_id = parsed
+            worker, span_id = escaped_name(parsed[0]), parsed[1]
             bucket, is_named = named, True
         else:
             odd_worker = _odd_worker(filename)
             if odd_worker is None:
                 continue
-            worker, span_id = odd_worker, "0"
+            worker, span_id = escaped_name(odd_worker), "0"
             bucket, is_named = odd, False
         bucket.append(
             _Candidate(
@@ -654,7 +735,7 @@ def discover(
     for cand in ordered:
         worker = cand.worker
         if (cand.run, worker, cand.span) in spans:
-            worker = cand.filename
+            worker = escaped_name(cand.filename)
             if (cand.run, worker, cand.span) in spans:
                 continue
         rel = cand.filename if cand.run == "." else f"{cand.run}/{cand.filename}"

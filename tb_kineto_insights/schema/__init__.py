@@ -55,6 +55,7 @@ __all__ = [
     "Summary",
     "json_schemas",
     "schema_fingerprint",
+    "check_summary",
     "summary_decoder",
     "validate_summary",
 ]
@@ -149,6 +150,47 @@ def __getattr__(name: str) -> Any:
     if make is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return make()
+
+
+def _to_json_hook(obj: Any) -> Any:
+    """numpy scalars and arrays (their ``tolist``), as the cache writes them."""
+    tolist = getattr(obj, "tolist", None)
+    if tolist is None:
+        raise NotImplementedError(f"cannot write {type(obj).__name__} as JSON")
+    return tolist()
+
+
+@functools.lru_cache(maxsize=1)
+def _checking_encoder() -> msgspec.json.Encoder:
+    return msgspec.json.Encoder(enc_hook=_to_json_hook)
+
+
+def check_summary(summary: Summary) -> None:
+    """Check that a built :class:`Summary` (constructed, so not type-checked) fits its
+    schema as JSON: encoded as the cache and the server write it (NaN as ``null``,
+    numpy values as numbers) and decoded with :func:`summary_decoder`. Raises
+    ``msgspec.ValidationError`` naming the first key that does not fit (a boolean from
+    the trace in ``communication.world_size`` was one: issue 32 §8),
+    ``msgspec.EncodeError``/``TypeError``/``NotImplementedError`` for a value JSON
+    cannot hold."""
+    try:
+        data = _checking_encoder().encode(summary)
+    except UnicodeEncodeError:  # a lone surrogate: a file name that is not UTF-8
+        builtins = msgspec.to_builtins(summary, enc_hook=_to_json_hook)
+        data = _checking_encoder().encode(_without_surrogates(builtins))
+    summary_decoder().decode(data)
+
+
+def _without_surrogates(obj: Any) -> Any:
+    """Built-ins with every string made encodable (lone surrogates backslash-escaped), as
+    the cache writes such names (only their text differs, not the shape checked)."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_without_surrogates(v) for v in obj]
+    return obj
 
 
 def validate_summary(summary: Any) -> Summary:

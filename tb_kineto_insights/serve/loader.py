@@ -15,9 +15,10 @@
     process. A load in a worker process has a deadline (:class:`LoadDeadline`: base
     seconds plus seconds per MiB of file, counted from when the worker is ready); past
     it the worker is killed (stopped or stuck alike) and replaced, and the span is an
-    error that the next request retries. A file whose identity carries a ``root`` is
-    opened under ``trace/confine.py``'s rule: inside that folder, and the very file
-    discovery listed.
+    error that a request retries after a back-off (``retry_backoff_s``, doubled at each
+    failure in a row; retries queue behind first requests and leave one slot free). A
+    file whose identity carries a ``root`` is opened under ``trace/confine.py``'s rule:
+    inside that folder, and the very file discovery listed.
     Status questions never wait for a load: they are dictionary look-ups under a lock
     that is never held during I/O or analysis.
 """
@@ -29,6 +30,7 @@ import functools
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +44,7 @@ from tb_kineto_insights.serve.worker_pool import (
     DEFAULT_WORKERS,
     ERROR_INTERNAL,
     ERROR_IO,
+    ERROR_TIMEOUT,
     ERROR_TRACE,
     ERROR_WORKER,
     LoadDeadline,
@@ -58,15 +61,26 @@ from tb_kineto_insights.store.cache import (
     entry_key,
     settings_fingerprint,
 )
+from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.summary import summarize_file_with_timeline
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 logger = logging.getLogger(__name__)
 
-#: Priorities: a page waiting for a span goes first, preloading after.
+#: Priorities: a page waiting for a span goes first, then a file asked for again after
+#: its load timed out or killed its worker (a retry: it cost a slot its deadline
+#: before), preloading last.
 PRIORITY_REQUEST = 0
-PRIORITY_PRELOAD = 1
+PRIORITY_RETRY = 1
+PRIORITY_PRELOAD = 2
+
+#: Environment variable: seconds before a file whose load timed out or whose worker died
+#: is read again when asked for (doubled at each failure in a row, at most
+#: :data:`MAX_RETRY_BACKOFF_S`); 0: at once.
+RETRY_BACKOFF_ENV = "KINETO_INSIGHTS_RETRY_BACKOFF_S"
+DEFAULT_RETRY_BACKOFF_S = 30.0
+MAX_RETRY_BACKOFF_S = 900.0
 
 QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
 
@@ -111,6 +125,16 @@ class SummaryLoader:
         idle_shutdown_s: a worker process idle this long exits.
         deadline: how long one load in a worker process may take (see
             :class:`LoadDeadline`); None: from the environment, else the defaults.
+        retry_backoff_s: seconds before a file whose load timed out or killed its
+            worker is read again when asked for, doubled at each such failure in a row
+            (at most :data:`MAX_RETRY_BACKOFF_S`); until then every request answers the
+            error, which says when it is retried (issue 32 §3: a pathological file
+            asked for by a polling page used to hold a worker for good). None:
+            ``$KINETO_INSIGHTS_RETRY_BACKOFF_S``, else :data:`DEFAULT_RETRY_BACKOFF_S`.
+
+    Fairness: a file asked for again after such a failure is queued behind first
+    requests (:data:`PRIORITY_RETRY`), and with two or more slots at most all but one
+    read such files at once: one user's bad files cannot keep good ones waiting.
     """
 
     def __init__(
@@ -125,6 +149,7 @@ class SummaryLoader:
         memory_bytes: int = 256 * 1024**2,
         idle_shutdown_s: float = 120.0,
         deadline: LoadDeadline | None = None,
+        retry_backoff_s: float | None = None,
     ) -> None:
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
@@ -140,6 +165,14 @@ class SummaryLoader:
         self._memory_bytes = max(1, memory_bytes)
         self._idle_shutdown_s = idle_shutdown_s
         self.deadline = load_deadline_from_env() if deadline is None else deadline
+        self.retry_backoff_s = (
+            seconds_from_env(os.environ, RETRY_BACKOFF_ENV, DEFAULT_RETRY_BACKOFF_S)
+            if retry_backoff_s is None
+            else retry_backoff_s
+        )
+        # ident → (failures in a row, monotonic time before which it is not read again)
+        self._failures: dict[Identity, tuple[int, float]] = {}
+        self._retries_running = 0  # loads of files that failed before, running now
         self._cv = threading.Condition()
         self._closed = False
         self._states: dict[Identity, str] = {}
@@ -263,6 +296,7 @@ class SummaryLoader:
 
     def _forget_locked(self, ident: Identity) -> None:
         self._states.pop(ident, None)
+        self._failures.pop(ident, None)
         self._errors.pop(ident, None)
         self._queued_priority.pop(ident, None)
         self._started.pop(ident, None)
@@ -278,12 +312,16 @@ class SummaryLoader:
         failed with a reader error. A file that failed for another reason (a bug, a
         dead worker) is queued again."""
         with self._cv:
+            now = time.monotonic()
             state = self._states.get(ident, NOT_LOADED)
             if state == ERROR and self._errors.get(ident, (ERROR_INTERNAL, ""))[0] != ERROR_TRACE:
-                state = NOT_LOADED
+                _, retry_at = self._failures.get(ident, (0, 0.0))
+                if now >= retry_at:  # a timeout or a dead worker: after its back-off
+                    state = NOT_LOADED
             if state in (NOT_LOADED, QUEUED):
-                self._enqueue_locked(ident, PRIORITY_REQUEST)
-            return self._status_locked(ident, time.monotonic())
+                retry = ident in self._failures
+                self._enqueue_locked(ident, PRIORITY_RETRY if retry else PRIORITY_REQUEST)
+            return self._status_locked(ident, now)
 
     def _enqueue_locked(self, ident: Identity, priority: int) -> None:
         if self._states.get(ident) == QUEUED and self._queued_priority.get(ident, 99) <= priority:
@@ -298,39 +336,58 @@ class SummaryLoader:
         deadline = time.monotonic() + timeout
         with self._cv:
             while not self._closed:
-                while self._heap:
-                    priority, _, _, ident = heapq.heappop(self._heap)
-                    if (
-                        self._states.get(ident) != QUEUED
-                        or self._queued_priority.get(ident) != priority
-                    ):
-                        continue  # taken, superseded by a higher priority, or forgotten
-                    if (
-                        priority == PRIORITY_PRELOAD
-                        and self._current is not None
-                        and ident not in self._current
-                    ):
-                        self._forget_locked(ident)
-                        continue
-                    self._states[ident] = LOADING
-                    self._queued_priority.pop(ident, None)
-                    self._started[ident] = time.monotonic()
-                    self.loads_started += 1
-                    self._cv.notify_all()
-                    return _Task(
-                        ident=ident,
-                        max_json_bytes=self._max_json_bytes,
-                        thresholds=self._thresholds,
-                        settings=self.settings,
-                        cache_folder=None if self.cache is None else self.cache.location,
-                        summarize=self._summarize,
-                        deadline_s=self._deadline_locked(ident),
-                    )
+                task = self._pop_task_locked()
+                if task is not None:
+                    return task
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
                 self._cv.wait(remaining)
         return None
+
+    def _pop_task_locked(self) -> _Task | None:
+        """The next queued file as a task (now ``loading``), or None. A file that failed
+        before (:attr:`_failures`) waits while all slots but one read such files."""
+        held_back: list[tuple[int, int, int, Identity]] = []
+        try:
+            while self._heap:
+                item = heapq.heappop(self._heap)
+                priority, _, _, ident = item
+                if (
+                    self._states.get(ident) != QUEUED
+                    or self._queued_priority.get(ident) != priority
+                ):
+                    continue  # taken, superseded by a higher priority, or forgotten
+                if (
+                    priority == PRIORITY_PRELOAD
+                    and self._current is not None
+                    and ident not in self._current
+                ):
+                    self._forget_locked(ident)
+                    continue
+                if ident in self._failures:
+                    if self._retries_running >= max(1, len(self._slots) - 1):
+                        held_back.append(item)  # a slot stays for files that never failed
+                        continue
+                    self._retries_running += 1
+                self._states[ident] = LOADING
+                self._queued_priority.pop(ident, None)
+                self._started[ident] = time.monotonic()
+                self.loads_started += 1
+                self._cv.notify_all()
+                return _Task(
+                    ident=ident,
+                    max_json_bytes=self._max_json_bytes,
+                    thresholds=self._thresholds,
+                    settings=self.settings,
+                    cache_folder=None if self.cache is None else self.cache.location,
+                    summarize=self._summarize,
+                    deadline_s=self._deadline_locked(ident),
+                )
+            return None
+        finally:
+            for item in held_back:
+                heapq.heappush(self._heap, item)
 
     def _slot_loop(self, slot: _Slot) -> None:
         while True:
@@ -376,8 +433,13 @@ class SummaryLoader:
         with self._cv:
             self._started.pop(ident, None)
             self._read_fraction.pop(ident, None)
+            failures, _ = self._failures.pop(ident, (0, 0.0))
+            if failures:
+                self._retries_running = max(0, self._retries_running - 1)
             if result is None:
                 message = outcome.message or f"{ident.path}: the analysis gave no readable result"
+                if outcome.kind in (ERROR_TIMEOUT, ERROR_WORKER):
+                    message = self._back_off_locked(ident, failures + 1, message)
                 self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)
             elif result.error is not None:
                 self._set_error_locked(ident, ERROR_TRACE, result.error)
@@ -390,6 +452,20 @@ class SummaryLoader:
                         rate if self._throughput is None else 0.7 * self._throughput + 0.3 * rate
                     )
             self._cv.notify_all()
+
+    def _back_off_locked(self, ident: Identity, failures: int, message: str) -> str:
+        """Remember the ``failures``-th timeout or worker death of ``ident`` in a row:
+        not read again for ``retry_backoff_s x 2^(failures-1)`` seconds (at most
+        :data:`MAX_RETRY_BACKOFF_S`); returns ``message`` saying so."""
+        wait_s = min(MAX_RETRY_BACKOFF_S, self.retry_backoff_s * 2.0 ** min(failures - 1, 30))
+        self._failures[ident] = (failures, time.monotonic() + wait_s)
+        if wait_s <= 0:
+            return message
+        times = "once" if failures == 1 else f"{failures} times in a row"
+        return (
+            f"{message}. It failed so {times}: asking again within {wait_s:.0f} s answers "
+            "this error; after that it is read again (behind files that never failed)"
+        )
 
     def _set_error_locked(self, ident: Identity, kind: str, message: str) -> None:
         self._states[ident] = ERROR

@@ -91,6 +91,7 @@ from tb_kineto_insights.logdir.discovery import (
     Run,
     Span,
     Worker,
+    describe_skipped,
     discover,
     folder_name,
     parse_span_index,
@@ -161,6 +162,9 @@ PRELOAD_ENV = "KINETO_INSIGHTS_PRELOAD"
 DEFAULT_RESCAN_S = 30.0
 #: The background scanner never re-scans more often than this (seconds).
 MIN_RESCAN_S = 0.25
+#: Seconds a request waits at a time for another computing the same run view or diff
+#: (then it looks again: done, or its turn to compute).
+DERIVED_WAIT_S = 1.0
 
 
 def _number(raw: str | None, name: str) -> float | None:
@@ -481,6 +485,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
         )
         self._snapshot = _EMPTY
+        # source path → (its last listing that succeeded, when: "HH:MM:SS")
+        self._last_good: dict[str, tuple[list[Run], str]] = {}
         self._scan_cv = threading.Condition()
         self._scans_started = 0
         self._scans_done = 0
@@ -490,6 +496,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._gave_up_waiting = False
         self._derived_lock = threading.Lock()
         self._derived: OrderedDict[Any, bytes] = OrderedDict()
+        self._derived_running: dict[Any, threading.Event] = {}  # key → done
         self._layout: _RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
@@ -697,14 +704,23 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         seen: dict[str, str] = {}
         errors: list[str] = []
         for source in self._sources:
+            skipped: list[tuple[str, str]] = []
             try:
-                found = discover(source.path)
-            except LogdirError as exc:
-                errors.append(str(exc))
-                continue
-            except Exception as exc:  # a storage driver's own error: report, keep serving
-                errors.append(f"log directory {source.path!r}: {exc}")
-                continue
+                found = discover(source.path, skipped=skipped)
+            except Exception as exc:  # LogdirError, or a storage driver's own error
+                message = str(exc) if isinstance(exc, LogdirError) else f"{source.path!r}: {exc}"
+                kept = self._last_good.get(source.path)
+                if kept is None:
+                    errors.append(message)
+                    continue
+                # a listing that failed (503 SlowDown, EMFILE, a folder gone for a
+                # moment) never empties the run list: the last good one stays, with why
+                found, listed_at = kept
+                errors.append(f"{message}; showing its listing of {listed_at}")
+            else:
+                self._last_good[source.path] = (found, time.strftime("%H:%M:%S"))
+                if skipped:
+                    errors.append(f"log directory {source.path!r}: {describe_skipped(skipped)}")
             for run in found:
                 name = run.name
                 if source.name is not None:
@@ -838,18 +854,37 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             results.append(result)
         return idents, statuses, results
 
-    def _derived_get(self, key: Any) -> bytes | None:
-        with self._derived_lock:
-            body = self._derived.get(key)
-            if body is not None:
-                self._derived.move_to_end(key)
-            return body
-
     def _derived_put(self, key: Any, body: bytes) -> None:
         with self._derived_lock:
             self._derived[key] = body
             while len(self._derived) > 32:
                 self._derived.popitem(last=False)
+
+    def _derived_once(self, key: Any, compute: Callable[[], bytes]) -> bytes:
+        """The derived document of ``key`` (a run view, a diff): from the cache of the
+        last 32, else computed by ``compute`` once for all concurrent requests
+        (single-flight): the others wait for it instead of computing it too (issue 32:
+        4 concurrent /diff over 1,000 ranks each built the whole view, 5.4 GB). A
+        computation that raises is not shared: the next waiter computes again."""
+        while True:
+            with self._derived_lock:
+                body = self._derived.get(key)
+                if body is not None:
+                    self._derived.move_to_end(key)
+                    return body
+                running = self._derived_running.get(key)
+                if running is None:
+                    running = self._derived_running[key] = threading.Event()
+                    break
+            running.wait(DERIVED_WAIT_S)
+        try:
+            body = compute()
+            self._derived_put(key, body)
+            return body
+        finally:
+            with self._derived_lock:
+                self._derived_running.pop(key, None)
+            running.set()
 
     # ------------------------------------------------------------------ routes
 
@@ -1084,8 +1119,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             tuple(used),
             tuple(sorted(errors.items())),
         )
-        body = self._derived_get(key)
-        if body is None:
+
+        def compute() -> bytes:
             whole = hook is not summarize_run  # another hook may read any panel
             decoded = [(span, _run_view_input(result, whole)) for span, result in ready]
             per_worker: dict[str, list[RunViewSpan]] = {}
@@ -1107,9 +1142,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 "errors": errors,
                 "summary": result_doc,
             }
-            body = encode_json(doc)
-            self._derived_put(key, body)
-        return _respond(request, body)
+            return encode_json(doc)
+
+        return _respond(request, self._derived_once(key, compute))
 
     def _side(self, request: Request, prefix: str) -> list[Span]:
         """The spans one side of a diff names: a span, all spans of a worker, or all
@@ -1169,8 +1204,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             tuple((i, r is not None) for i, r in zip(idents, results, strict=True)),
             tuple(warnings),
         )
-        body = self._derived_get(key)
-        if body is None:
+
+        def compute() -> bytes:
             b, e = ([(f"{s.worker}/{s.span}", r.decoded()) for s, r in side] for side in sides)
             try:
                 diffed: Any = hook(b, e, base_label=labels[0], exp_label=labels[1])
@@ -1180,9 +1215,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 diffed = msgspec.structs.replace(diffed, warnings=[*diffed.warnings, *warnings])
             elif isinstance(diffed, dict) and warnings:
                 diffed = {**diffed, "warnings": [*diffed.get("warnings", []), *warnings]}
-            body = encode_json(diffed)
-            self._derived_put(key, body)
-        return _respond(request, body)
+            return encode_json(diffed)
+
+        return _respond(request, self._derived_once(key, compute))
 
     def _history_headline(self, ident: Identity) -> SpanHeadline | None:
         """A span's headline record for ``/history``, without reading the trace here:

@@ -21,9 +21,10 @@ applies):
 - ``--kineto_insights_rescan_s S``: seconds between re-scans of the log directory;
   environment ``KINETO_INSIGHTS_RESCAN_S``, default 30.
 - ``--kineto_insights_load_timeout_s S`` and ``--kineto_insights_load_timeout_s_per_mib
-  S``: a load in a worker process is killed (and the span answers an error that the
-  next request retries) after ``S + S_per_mib × file size in MiB`` seconds; environment
-  ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``,
+  S``: a load in a worker process is killed (and the span answers an error that a
+  request retries after a back-off: ``KINETO_INSIGHTS_RETRY_BACKOFF_S``, default 30 s,
+  doubled at each failure in a row) after ``S + S_per_mib × file size in MiB`` seconds;
+  environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``,
   default 120 and 2; both 0: no deadline.
 """
 

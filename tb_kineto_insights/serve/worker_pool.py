@@ -10,6 +10,14 @@ deadline), sends one task and waits for the answer until the task's deadline
 ``SIGSTOP`` alike) and the load is an error of kind ``timeout``. A process that dies
 (killed for memory) fails only the task it was running.
 
+A worker is its own session and process group, together with the decode processes of a
+parallel read (``trace/parallel.py``) that it starts: the group is killed at once at the
+deadline, when the worker dies, and when the loader stops it; the decode processes get
+no copy of the worker's pipes (:func:`_private_pipes`), so the loader sees EOF as soon
+as the worker dies, and a watch thread also polls the worker's exit. A worker whose
+parent dies (TensorBoard killed or stopped by SIGTERM) kills its group
+(:func:`_die_with_parent`).
+
 Why not a library pool: ``concurrent.futures.ProcessPoolExecutor`` cannot cancel a
 running task, and a worker killed under it breaks the whole pool (``BrokenProcessPool``
 for every pending future); ``loky``'s reusable executor has the same unit of failure
@@ -30,6 +38,7 @@ import logging
 import math
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -100,7 +109,8 @@ class LoadDeadline:
     """How long one load in a worker process may take: ``base_s + per_mib_s × (stored
     file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
     is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
-    span is an error of kind ``timeout`` that the next request retries.
+    span is an error of kind ``timeout`` that a request retries after the
+    loader's back-off (``serve/loader.py``).
 
     The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
     trace reads at tens of MiB of stored file per second, and the pathological inputs
@@ -196,6 +206,9 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             error = exc
             summary = None
         elapsed = time.perf_counter() - started
+        changed = _changed_while_read(task.ident)
+        if changed is not None:
+            return _Outcome(None, ERROR_IO, changed, elapsed)
         data = _entry_bytes(
             task.ident,
             task.settings,
@@ -226,6 +239,28 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
     return _Outcome(data, None, None, elapsed, warning)
+
+
+def _changed_while_read(ident: Identity) -> str | None:
+    """For an object listed with a version (ETag/VersionId): a message when its version
+    is no longer the listed one after the read, else None. The summary of bytes that
+    may be another version's is then neither stored under the listed version's key nor
+    served (issue 32 §5: an object overwritten while it was read got the new bytes'
+    summary cached under the old key); the next scan lists the new version."""
+    if not ident.version or "://" not in ident.path:
+        return None
+    from tb_kineto_insights.logdir.discovery import object_version
+
+    try:
+        now = object_version(ident.path)
+    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
+        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
+    if now == ident.version:
+        return None
+    return (
+        f"{ident.path}: the object changed while it was read (listed version "
+        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
+    )
 
 
 _FRAME = struct.Struct("<Q")
@@ -271,9 +306,8 @@ def worker_main() -> None:
     input, answers each on standard output, until standard input closes or a ``None``
     task arrives. Anything the analysis prints goes to standard error."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    tasks = sys.stdin.buffer
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    sys.stdout = sys.stderr  # keep the answer channel clean
+    tasks, answers = _private_pipes()
+    _die_with_parent()
     # The reader and the analysis (what a task's ``summarize`` names), imported before
     # READY: the store no longer imports them, and their import must not count against
     # the first load's deadline.
@@ -309,6 +343,70 @@ def worker_main() -> None:
             return
 
 
+def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
+    """The task and answer pipes as private, non-inheritable copies; file descriptors 0
+    and 1 become ``/dev/null`` and standard error.
+
+    Why: the decode processes of a parallel read (``trace/parallel.py``: a forkserver,
+    its resource tracker and the pool) inherit descriptors 0-2 of this process. Holding
+    the loader's pipes, they kept its read open after this process died, so the loader
+    never saw EOF and the span stayed ``loading`` (issue 32 §1). ``os.dup`` makes
+    non-inheritable copies (PEP 446), which no child gets."""
+    tasks = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb")
+    with contextlib.suppress(OSError):
+        sys.stdin.close()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # anything printed goes to standard error
+    sys.stdin = open(os.devnull)  # noqa: SIM115 (lives as long as the process)
+    sys.stdout = sys.stderr  # keep the answer channel clean
+    return tasks, answers
+
+
+def _kill_own_group(signum: int, frame: Any) -> None:
+    """SIGTERM in a worker process: kill its whole process group (itself and its decode
+    processes) at once; only when it leads that group (the loader starts it so), never
+    the group of whoever started it otherwise."""
+    if os.getpgid(0) == os.getpid():
+        os.killpg(0, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+#: ``prctl`` option: the signal a process gets when its parent (thread) exits.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Ask for SIGTERM when the parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``) and make
+    SIGTERM kill this worker's process group: TensorBoard killed by any means (SIGKILL,
+    SIGTERM without ``atexit``) leaves no worker or decode process behind. The parent
+    is the loader thread that started the process (a slot thread, which lives until the
+    loader closes, after it has stopped its worker). Elsewhere a no-op."""
+    signal.signal(signal.SIGTERM, _kill_own_group)
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the request: do as it would
+        _kill_own_group(signal.SIGTERM, None)
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group of a worker process (started as its own session, so the
+    group is the worker and every decode process under it), then the worker itself.
+    The group id is the worker's pid, which Linux does not reuse while any member of
+    the group lives, so this is safe also after the worker died."""
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+
+
 def _child_env() -> dict[str, str]:
     """The worker's environment: this one, with this package importable."""
     env = dict(os.environ)
@@ -330,11 +428,43 @@ def _stop_workers_at_exit() -> None:
 
 
 def _expire(proc: subprocess.Popen[bytes], expired: threading.Event) -> None:
-    """The watchdog's action: the load is over its deadline; kill its worker (a stopped
-    process dies too), which ends the pending read with EOF."""
+    """The watchdog's action: the load is over its deadline; kill its worker and its
+    decode processes (a stopped process dies too), which ends the pending read with EOF."""
     expired.set()
-    with contextlib.suppress(OSError):
-        proc.kill()
+    kill_group(proc)
+
+
+#: Seconds between two looks of the watch thread at its worker process.
+WATCH_INTERVAL_S = 0.1
+
+
+class _Watch:
+    """Watches one load's worker process from a thread: at the deadline (``deadline_s``
+    seconds from the start, None: none) it kills the worker's process group
+    (:func:`_expire`); when the worker exits before that (killed by hand or for memory)
+    it kills what is left of its group. Either way every process that could hold the
+    answer pipe dies, so the pending read ends with EOF: the loader does not rely on
+    EOF alone (issue 32 §1)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], deadline_s: float | None) -> None:
+        self.proc = proc
+        self.expired = threading.Event()
+        self._done = threading.Event()
+        self._end = None if deadline_s is None else time.monotonic() + deadline_s
+        self._thread = threading.Thread(target=self._run, name="kineto-insights-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(WATCH_INTERVAL_S):
+            if self.proc.poll() is not None:
+                kill_group(self.proc)
+                return
+            if self._end is not None and time.monotonic() >= self._end:
+                _expire(self.proc, self.expired)
+                return
+
+    def cancel(self) -> None:
+        self._done.set()
 
 
 def _await_ready(proc: subprocess.Popen[bytes]) -> None:
@@ -388,17 +518,13 @@ class _Slot:
             return _run_task(task, progress)
         started = time.perf_counter()
         proc = None
-        expired = threading.Event()
-        watchdog: threading.Timer | None = None
+        watch: _Watch | None = None
         try:
             proc = self._ensure_process()
             if proc.stdin is None or proc.stdout is None:
                 raise OSError("the worker process has no pipes")
             started = time.perf_counter()  # a new process's start-up is not the file's
-            if task.deadline_s is not None:
-                watchdog = threading.Timer(task.deadline_s, _expire, args=(proc, expired))
-                watchdog.daemon = True
-                watchdog.start()
+            watch = _Watch(proc, task.deadline_s)
             _write_frame(proc.stdin, task)
             outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
             while isinstance(outcome, tuple) and outcome[:1] == (_PROGRESS,):
@@ -411,11 +537,13 @@ class _Slot:
         except (EOFError, OSError, pickle.PickleError, struct.error) as exc:
             code = None
             if proc is not None:
+                if proc.poll() is not None:  # dead: its decode processes go with it
+                    kill_group(proc)
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     code = proc.wait(timeout=1.0)
             self.stop(kill=True)
             elapsed = time.perf_counter() - started
-            if expired.is_set():
+            if watch is not None and watch.expired.is_set():
                 return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
@@ -426,8 +554,8 @@ class _Slot:
                 elapsed,
             )
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            if watch is not None:
+                watch.cancel()
 
     def _ensure_process(self) -> subprocess.Popen[bytes]:
         with self._lock:
@@ -439,6 +567,7 @@ class _Slot:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=_child_env(),
+            start_new_session=True,  # its own process group: killed with its decoders
         )
         with self._lock:
             self._proc = proc
@@ -459,17 +588,16 @@ class _Slot:
         if proc is None:
             return
         if kill:
-            with contextlib.suppress(OSError):
-                proc.kill()
+            kill_group(proc)
         with contextlib.suppress(OSError):
             if proc.stdin is not None:
                 proc.stdin.close()
         try:
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                proc.kill()
+            kill_group(proc)
             proc.wait(timeout=5.0)
+        kill_group(proc)  # decode processes left by a worker that exited on its own
         with contextlib.suppress(OSError):
             if proc.stdout is not None:
                 proc.stdout.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -60,6 +61,54 @@ def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary name in {folder}")
 
 
+#: A writer's temporary file older than this is left over by a killed writer (a write
+#: takes well under a second): removed (issue 32 §9).
+STALE_TEMPORARY_S = 3600.0
+#: Seconds between two sweeps of one folder for stale temporaries, per process.
+SWEEP_INTERVAL_S = 600.0
+_last_sweep: dict[str, float] = {}
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_temporary(name: str) -> bool:
+    """Whether ``name`` is one of :func:`_create_temporary`'s: ``.NAME.<16 hex>.tmp``."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    token = name[:-4].rpartition(".")[2]
+    return len(token) == 16 and set(token) <= _HEX
+
+
+def remove_stale_temporaries(
+    folder: Path, max_age_s: float = STALE_TEMPORARY_S, now: float | None = None
+) -> int:
+    """Remove the temporary files of :func:`write_atomic` in ``folder`` whose last change
+    is more than ``max_age_s`` seconds old (a writer killed between create and rename
+    leaves one; nothing else ever removes it). Returns how many were removed; raises
+    nothing (a folder that cannot be listed, a file gone meanwhile: skipped)."""
+    now = time.time() if now is None else now
+    removed = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if not _is_temporary(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                if now - entry.stat(follow_symlinks=False).st_mtime > max_age_s:
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed
+
+
+def _sweep_now_and_then(folder: Path) -> None:
+    """:func:`remove_stale_temporaries` of ``folder``, at most every
+    :data:`SWEEP_INTERVAL_S` seconds per folder and process."""
+    now = time.monotonic()
+    key = str(folder)
+    if now - _last_sweep.get(key, -SWEEP_INTERVAL_S) < SWEEP_INTERVAL_S:
+        return
+    _last_sweep[key] = now
+    remove_stale_temporaries(folder)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
     the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
@@ -74,6 +123,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    _sweep_now_and_then(path.parent)
 
 
 class LocalStore:

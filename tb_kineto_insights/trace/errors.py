@@ -34,5 +34,10 @@ class TraceTooLargeError(TraceError):
     trace larger than this installation is set up to read)."""
 
 
+class SummarySchemaError(TraceError):
+    """The analysis of the file gave a summary that does not fit its schema (an odd
+    value in the trace reached it): never cached or served as a summary (issue 32 §8)."""
+
+
 class TraceIOError(TraceError):
     """The file could not be opened or read (missing, permission denied, storage error)."""

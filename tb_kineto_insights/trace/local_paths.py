@@ -57,8 +57,8 @@ class LocalTree:
     while listing is left out; every entry is ``lstat``-ed as fsspec does, so a folder
     whose entries cannot be (read but not searchable: ``r--``) cannot be listed; a
     folder that cannot be listed is reported to
-    ``on_error`` when it is the root and skipped silently below it (as fsspec's
-    recursive ``walk`` does). ``info`` holds ``name``, ``type`` and ``islink`` only:
+    ``on_error`` when it is the root and skipped below it (as fsspec's ``walk`` does),
+    told to ``on_skip`` when given. ``info`` holds ``name``, ``type`` and ``islink`` only:
     the caller stats the files it keeps.
     """
 
@@ -77,12 +77,22 @@ class LocalTree:
         *,
         detail: bool = True,
         topdown: bool = True,
+        maxdepth: int | None = None,
         on_error: Callable[[OSError], object] | None = None,
+        on_skip: Callable[[str, str], object] | None = None,
     ) -> Iterator[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]:
         """Folders under ``path`` (an absolute POSIX path, as :func:`local_path` gives),
-        top-down. ``detail`` and ``topdown`` must be True (what discovery asks)."""
+        top-down, depth first, iteratively (no recursion: any depth of folders is safe;
+        a recursive walk raised ``RecursionError`` at about 1,000, issue 32 §4).
+        ``detail`` and ``topdown`` must be True (what discovery asks). ``maxdepth`` as
+        fsspec's: ``1`` lists ``path`` alone; None: no limit. ``on_skip(folder,
+        reason)`` (optional) is told of each folder below ``path`` that is not listed:
+        it cannot be listed (``reason`` the error), or it lies deeper than ``maxdepth``.
+        """
         if not (detail and topdown):
             raise ValueError("LocalTree.walk lists top-down with details only")
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
         root = path.rstrip("/") or "/"
         try:
             listing = self._listing(root)
@@ -90,23 +100,40 @@ class LocalTree:
             if on_error is not None:
                 on_error(exc)
             return
-        yield from self._walk(root, listing)
+        dirs, files = self._split(listing)
+        yield root, dirs, files
+        # one iterator over the sub-folders (those the caller left) per open level
+        stack = [iter(list(dirs.values()))]
+        while stack:
+            info = next(stack[-1], None)
+            if info is None:
+                stack.pop()
+                continue
+            folder = info["name"]
+            if maxdepth is not None and len(stack) >= maxdepth:
+                if on_skip is not None:
+                    on_skip(folder, f"deeper than {maxdepth - 1} folders")
+                continue
+            try:
+                below = self._listing(folder)
+            except OSError as exc:
+                if on_skip is not None:
+                    on_skip(folder, f"cannot be listed: {exc.strerror or exc}")
+                continue
+            dirs, files = self._split(below)
+            yield folder, dirs, files
+            stack.append(iter(list(dirs.values())))
 
-    def _walk(
-        self, folder: str, listing: list[dict[str, Any]]
-    ) -> Iterator[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]:
+    @staticmethod
+    def _split(
+        listing: list[dict[str, Any]],
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
         dirs: dict[str, dict[str, Any]] = {}
         files: dict[str, dict[str, Any]] = {}
         for info in listing:
             name = info["name"].rsplit("/", 1)[-1]
             (dirs if info["type"] == "directory" else files)[name] = info
-        yield folder, dirs, files
-        for info in dirs.values():
-            try:
-                below = self._listing(info["name"])
-            except OSError:
-                continue
-            yield from self._walk(info["name"], below)
+        return dirs, files
 
     @staticmethod
     def _listing(folder: str) -> list[dict[str, Any]]:

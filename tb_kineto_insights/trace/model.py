@@ -79,6 +79,21 @@ DEVICE_TYPE_NAMES: dict[int, str] = {
 }
 
 
+#: Largest int64: numbers from a trace that go into int64 columns must fit.
+INT64_MAX = 2**63 - 1
+
+
+def int_in_range(value: object, lo: int, hi: int) -> int | None:
+    """``value`` when it is an ``int`` (not a ``bool``: JSON ``true`` is no count)
+    with ``lo <= value <= hi``, else None. Trace metadata (``distributedInfo``,
+    ``deviceProperties``) is taken as written, and a boolean or a 20-digit number there
+    used to reach int64 arrays (``OverflowError``) or the summary (failing its schema:
+    issue 32 §8)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if lo <= value <= hi else None
+
+
 def _empty_i64() -> I64:
     return np.zeros(0, dtype=np.int64)
 
@@ -369,12 +384,11 @@ class Trace:
     def rank(self) -> int | None:
         """``distributedInfo.rank`` as an int, or ``None``."""
         info = self.health.distributed_info or {}
-        rank = info.get("rank")
-        return rank if isinstance(rank, int) else None
+        return int_in_range(info.get("rank"), 0, 2**31 - 1)
 
     @property
     def world_size(self) -> int | None:
-        """``distributedInfo.world_size`` as an int, or ``None``."""
+        """``distributedInfo.world_size`` as an int (1 to 2**31 - 1; a boolean is
+        none), or ``None``."""
         info = self.health.distributed_info or {}
-        size = info.get("world_size")
-        return size if isinstance(size, int) else None
+        return int_in_range(info.get("world_size"), 1, 2**31 - 1)

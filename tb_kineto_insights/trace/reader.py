@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict, deque
-from decimal import Decimal
+from decimal import Decimal, DecimalException
 from itertools import repeat
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -146,8 +146,7 @@ MISSING_ID = -(2**62)
 
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EXACT_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
-_RECORD_COUNTS = re.compile(r"Record counts:\s*(.*)")
-_COUNT_ITEM = re.compile(r"\s*([^=,]+?)\s*=\s*(\d+)")
+_RECORD_COUNTS = "Record counts:"
 _MAX_HEAD_BYTES = 256 * 1024 * 1024
 #: Names longer than this (characters) are cut, with "…" appended, and counted.
 MAX_NAME_CHARS = 16384
@@ -159,6 +158,9 @@ RETRY_GROWTH = 4
 MAX_DAMAGE_LISTED = 20
 #: Longest run of bytes the reader holds without finding the end of an event.
 MAX_EVENT_BYTES = 64 * 1024 * 1024
+#: Bytes of a piece cut short that are handed back to wait for more input, at most;
+#: a longer one is salvaged where it is (an event longer than this is lost as damage).
+MAX_PENDING_BYTES = 4 * 1024 * 1024
 _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
@@ -232,8 +234,20 @@ _root_decoder = _ByPhaseFirst(PhaseRoot, _Lazy(Root))
 _exact_root_decoder = _ByPhaseFirst(ExactPhaseRoot, _Lazy(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
 _any_decoder = msgspec.json.Decoder(float_hook=float)
+
+
+def _decimal_or_float(text: str) -> Decimal | float:
+    """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
+    is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
+    (0.0 or ±inf) instead of ``decimal.InvalidOperation`` (issue 32 §8)."""
+    try:
+        return Decimal(text)
+    except DecimalException:
+        return float(text)
+
+
 #: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
-_exact_any_decoder = msgspec.json.Decoder(float_hook=Decimal)
+_exact_any_decoder = msgspec.json.Decoder(float_hook=_decimal_or_float)
 
 
 def kind_of_category(cat: object) -> str | None:
@@ -375,7 +389,10 @@ def _raw_decimal(raw: Any) -> Decimal | None:
     not a number at all (the piece is then decoded the old way)."""
     if not len(raw):
         return None
-    return _decimal_ts_decoder.decode(raw)
+    try:
+        return _decimal_ts_decoder.decode(raw)
+    except DecimalException:  # an exponent past decimal's limits: out of range
+        return Decimal("Infinity")
 
 
 def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -400,9 +417,17 @@ def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
     """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
     if v is None:
         return 0, True, False
-    if not (v.is_finite() and abs(v) < MAX_TS_US):
+    try:  # (abs and scaleb apply the context: 1e999999999999999999 overflows there)
+        if not (v.is_finite() and abs(v) < MAX_TS_US):
+            return 0, False, True
+        return int(v.scaleb(3)), False, False
+    except DecimalException:
         return 0, False, True
-    return int(v.scaleb(3)), False, False
+
+
+#: The decode error of an event nested too deeply (no byte offset: the salvage then
+#: reads the piece event by event, and loses the deep one).
+NESTED_TOO_DEEP = "JSON nested too deeply to read"
 
 
 class _Piece(list):
@@ -1105,18 +1130,24 @@ def _us_to_ns(us: np.ndarray) -> np.ndarray:
 
 
 def _opt_int(v: object) -> int | None:
+    """An args value as an int (``bool``, ``int``, finite ``float``, a numeric string),
+    None when it is none of these or does not fit int64 (a 20-digit ``In msg nelems``
+    used to overflow the int64 columns: issue 32 §8)."""
+    out: int | None = None
     if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and np.isfinite(v):
-        return int(v)
-    if isinstance(v, str):
+        out = int(v)
+    elif isinstance(v, int):
+        out = v
+    elif isinstance(v, float) and np.isfinite(v):
+        out = int(v)
+    elif isinstance(v, str):
         try:
-            return int(v, 0)
+            out = int(v, 0)
         except ValueError:
             return None
-    return None
+    if out is None or not -m.INT64_MAX <= out <= m.INT64_MAX:
+        return None
+    return out
 
 
 def _opt_str(v: object) -> str | None:
@@ -1224,10 +1255,16 @@ class _Reader:
         decoded loosely. Raises ``msgspec.DecodeError`` (bad JSON) only."""
         assert self.builder is not None  # set before any event is decoded
         try:
-            return _decode_typed(data, self.builder)
-        except msgspec.ValidationError:
-            untyped = _exact_any_decoder if self.builder.exact else _any_decoder
-            return self._convert_events(untyped.decode(data))
+            try:
+                return _decode_typed(data, self.builder)
+            except msgspec.ValidationError:
+                untyped = _exact_any_decoder if self.builder.exact else _any_decoder
+                return self._convert_events(untyped.decode(data))
+        except RecursionError:
+            # an event nested deeper than msgspec decodes (~1,000 levels in ``args``):
+            # bad JSON to the salvage, which then finds the event and loses it alone
+            # (it used to reject the whole trace: issue 32 §7)
+            raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
 
     def _decode_root(self, data: bytes) -> Root:
         """The top-level object (events included). Raises ``msgspec.DecodeError`` only."""
@@ -1307,7 +1344,23 @@ class _Reader:
         if status == OK:
             return Salvaged(events=events)
         if status == TRUNCATED:
-            return Salvaged(leftover=1)
+            # Cut short: its last event is (a cut at a "},{" inside a string or inside
+            # an event's args), or a bracket opened earlier never closes (a stray
+            # "["). Up to MAX_PENDING_BYTES it is handed back for more input, as a big
+            # event needs; past that, the piece without its last segment is decoded,
+            # else salvaged here: handing back every piece made the pending bytes grow
+            # to the end of the file (issue 32 §7: a stray "[" cost 10-90x a clean
+            # read, and past MAX_EVENT_BYTES the whole file was lost).
+            if len(buf) <= MAX_PENDING_BYTES:
+                return Salvaged(leftover=1)
+            cut = _last_event_boundary(buf)
+            if cut is None:
+                return Salvaged(leftover=1)
+            head = bytearray(memoryview(buf)[: cut[0]])
+            head.append(0x5D)  # "]"
+            status, events = self._repaired(self._decode_list, head, final)
+            if status == OK:
+                return Salvaged(events=events, leftover=cut[1])
         out = salvage_events(buf, origin, final, self._decode_list, self._repair_one)
         self.damage.extend(out.damage)
         return out
@@ -1724,10 +1777,7 @@ class _Reader:
         for level in ("INFO", "WARNING", "ERROR"):
             for line in fields.get(level, []):
                 health.kineto_log.append(line if line.startswith(level) else f"{level}: {line}")
-                counts = _RECORD_COUNTS.search(line)
-                if counts:
-                    for key, value in _COUNT_ITEM.findall(counts.group(1)):
-                        health.kineto_record_counts[key.strip()] = int(value)
+                health.kineto_record_counts.update(record_counts(line))
         python = tables[m.PYTHON]
         health.flags = {
             "has_kernels": len(tables[m.KERNEL]) > 0,
@@ -1817,6 +1867,35 @@ def _abandon(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> list[bytes
         blocks.extend(group)
     pending.clear()
     return blocks
+
+
+#: Digits read of one record count (larger numbers are no count Kineto writes).
+_MAX_COUNT_DIGITS = 18
+
+
+def record_counts(line: str) -> dict[str, int]:
+    """The counts of a Kineto log line ``... Record counts: name = 12, other = 3``:
+    ``{"name": 12, "other": 3}`` (names stripped; an item without ``=`` and digits, or
+    with more than 18 digits, is left out; text after the first newline is not read).
+
+    Parsed by hand in one pass (``str.find``/``split``), not with a regex: the former
+    pattern ``\\s*([^=,]+?)\\s*=`` backtracked polynomially on a line of spaces
+    without ``=`` (issue 32 §3: 1.8 KB of trace text cost minutes of CPU)."""
+    at = line.find(_RECORD_COUNTS)
+    if at < 0:
+        return {}
+    rest = line[at + len(_RECORD_COUNTS) :].split("\n", 1)[0]
+    counts: dict[str, int] = {}
+    for item in rest.split(","):
+        key, equals, value = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            continue
+        value = value.lstrip()
+        digits = len(value) - len(value.lstrip("0123456789"))
+        if 0 < digits <= _MAX_COUNT_DIGITS:
+            counts[key] = int(value[:digits])
+    return counts
 
 
 def read_trace(

@@ -209,13 +209,23 @@ class _Salvager:
         inside the damaged event); returns the first segment of the damaged unit, or
         ``None`` when no prefix within :data:`MAX_STEP_BACK` segments decodes."""
         kk = k
-        for _ in range(MAX_STEP_BACK):
+        for step in range(MAX_STEP_BACK):
             if kk <= i:
                 return i
             status, _, events = self._try(i, kk - 1)
             if status == OK:
                 self.out.events.extend(events)
                 return kk
+            # a bracket or quote opened in i..k-1 never closes: when it opened in the
+            # first half, stepping back from k cannot help (a stray "[": each step
+            # decoded the whole piece again, issue 32 §7)
+            if (
+                step == 0
+                and status == TRUNCATED
+                and k - i > 2 * MAX_STEP_BACK
+                and self._try(i, i + (k - i) // 2)[0] != OK
+            ):
+                return None
             kk -= 1
         return None
 

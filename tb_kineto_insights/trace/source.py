@@ -198,6 +198,7 @@ class BlockReader:
                                 break
                             produced += len(out)
                             yield out
+                    if not inflater.eof:  # (the flush may end the member's stream)
                         self.stream_damage = (
                             produced,
                             "gzip stream ends early (truncated file, or still being written)",
@@ -213,16 +214,25 @@ class BlockReader:
                     yield out
                 self.stream_damage = (produced, f"corrupt gzip data ({exc})")
                 return
-            pending = inflater.unconsumed_tail + later
             if out:
                 produced += len(out)
                 yield out
-            if inflater.eof:  # another member may follow (`cat a.gz b.gz` is valid gzip)
-                rest = (inflater.unused_data + pending) or self._read(raw, COMPRESSED_READ_BYTES)
-                if rest[:2] != GZIP_MAGIC:
-                    return  # end of file, or trailing padding as gzip(1) tolerates
-                inflater = zlib.decompressobj(wbits=31)
-                pending = rest
+            if not inflater.eof:
+                pending = inflater.unconsumed_tail + later
+                continue
+            # The member ended: RFC 1952 members follow each other (`cat a.gz b.gz` is
+            # valid gzip). The input after its trailer is `unused_data` alone: at the
+            # end of a stream CPython's zlib leaves a stale copy of it in
+            # `unconsumed_tail` (3.11: when the previous call was cut by max_length),
+            # which must not be fed again (issue 32 §2: a member read twice, or
+            # forever).
+            rest = (inflater.unused_data + later) or self._read(raw, COMPRESSED_READ_BYTES)
+            if rest[:1] == GZIP_MAGIC[:1] and len(rest) < 2:
+                rest += self._read(raw, COMPRESSED_READ_BYTES)
+            if rest[:2] != GZIP_MAGIC:
+                return  # end of file, or trailing padding as gzip(1) tolerates
+            inflater = zlib.decompressobj(wbits=31)
+            pending = rest
 
 
 def _inflate_until_damage(inflater: Any, piece: bytes) -> Iterator[bytes]:

@@ -1,0 +1,158 @@
+"""A time budget for a command (``report``, ``diff``, ``check``, ``index``), as the
+plugin has for each load (issue 32 §3).
+
+``--timeout SECONDS`` sets it (``0``: none); by default it is
+:data:`DEFAULT_TIMEOUT_S` plus :data:`DEFAULT_TIMEOUT_S_PER_MIB` seconds per MiB of the
+input's stored bytes (the trace files under the paths given; compressed size for
+gzip), the defaults of the plugin's per-load deadline
+(``serve.worker_pool.LoadDeadline``): a wide margin over real reads (tens of MiB of
+stored file per second), so only a pathological input reaches it. An input whose size is
+unknown (an fsspec URL) gets the base alone.
+
+Past the budget a watchdog thread prints what ran out to standard error, kills the
+command's child processes (decode workers of a parallel read, a local Dask cluster of
+``index``) and ends the process with :data:`EXIT_TIMEOUT` (124, as ``timeout(1)``): a
+Python thread cannot be stopped from outside, and a read in C code (a regex, a decode)
+would not see an exception, so the process itself ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import threading
+from collections.abc import Iterable
+from typing import TextIO
+
+#: Seconds every command may take, whatever its input (the plugin's default base).
+DEFAULT_TIMEOUT_S = 120.0
+#: Seconds more per MiB of stored input (the plugin's default per MiB).
+DEFAULT_TIMEOUT_S_PER_MIB = 2.0
+#: Exit status of a command stopped by its budget (as ``timeout(1)``).
+EXIT_TIMEOUT = 124
+#: Entries looked at while sizing a folder, at most (then the size found so far counts).
+MAX_SIZED_ENTRIES = 200_000
+_MIB = 1024**2
+_URL_MARK = "://"
+
+
+def _path_of(arg: str) -> str | None:
+    """The local path an argument names (``LOGDIR:RUN`` sides: the log directory), or
+    None for a URL or a path that does not exist."""
+    if _URL_MARK in arg:
+        return None
+    if os.path.exists(arg):
+        return arg
+    head, sep, _ = arg.rpartition(":")
+    if sep and head and os.path.exists(head):
+        return head
+    return None
+
+
+def input_bytes(args: Iterable[str]) -> int | None:
+    """Stored bytes of the files under the local paths ``args`` (a file: its size; a
+    folder: the files under it, walked iteratively, at most :data:`MAX_SIZED_ENTRIES`
+    entries; what cannot be listed counts 0); None when no argument is a local path."""
+    total, seen, any_local = 0, 0, False
+    for arg in args:
+        path = _path_of(arg)
+        if path is None:
+            continue
+        any_local = True
+        stack = [path]
+        while stack and seen < MAX_SIZED_ENTRIES:
+            current = stack.pop()
+            with contextlib.suppress(OSError):
+                if not os.path.isdir(current):
+                    total += os.stat(current).st_size
+                    seen += 1
+                    continue
+                with os.scandir(current) as entries:
+                    for entry in entries:
+                        seen += 1
+                        with contextlib.suppress(OSError):
+                            if entry.is_dir(follow_symlinks=False):
+                                stack.append(entry.path)
+                            elif entry.is_file():
+                                total += entry.stat().st_size
+    return total if any_local else None
+
+
+def default_timeout_s(args: Iterable[str]) -> float:
+    """:data:`DEFAULT_TIMEOUT_S` + :data:`DEFAULT_TIMEOUT_S_PER_MIB` x MiB of
+    :func:`input_bytes` (0 MiB when unknown)."""
+    size = input_bytes(args) or 0
+    return DEFAULT_TIMEOUT_S + DEFAULT_TIMEOUT_S_PER_MIB * size / _MIB
+
+
+def timeout_arg(text: str) -> float:
+    """``--timeout``'s type: a finite number of seconds >= 0 (0: no budget)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (math.isfinite(value) and value >= 0):
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds >= 0: {text!r}")
+    return value
+
+
+def _kill_children() -> None:
+    """SIGKILL this process's descendants (psutil, a dependency of Dask, when it is
+    installed; else the direct children ``/proc`` lists). Raises nothing."""
+    try:
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(Exception):
+                child.kill()
+        return
+    except Exception:  # noqa: BLE001 (no psutil, or it failed: the fallback)
+        pass
+    import signal
+
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{os.getpid()}/task"):
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
+                for pid in fh.read().split():
+                    with contextlib.suppress(OSError):
+                        os.kill(int(pid), signal.SIGKILL)
+
+
+def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
+    with contextlib.suppress(Exception):
+        err.write(
+            f"error: {command} did not finish within its time budget of {seconds:.1f} s "
+            f"({how}); stopped. Give --timeout SECONDS for more (0: no limit)\n"
+        )
+        err.flush()
+    _kill_children()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(EXIT_TIMEOUT)
+
+
+def start_budget(
+    command: str, timeout_s: float | None, inputs: list[str], err: TextIO
+) -> threading.Timer | None:
+    """Start the watchdog of ``command``: ``timeout_s`` seconds (None: the default from
+    ``inputs``; ``<= 0``: no budget, returns None). The returned timer is a daemon:
+    cancel it when the command returns."""
+    if timeout_s is None:
+        size = (input_bytes(inputs) or 0) / _MIB
+        seconds = DEFAULT_TIMEOUT_S + DEFAULT_TIMEOUT_S_PER_MIB * size
+        how = (
+            f"default: {DEFAULT_TIMEOUT_S:g} s + {DEFAULT_TIMEOUT_S_PER_MIB:g} s per MiB "
+            f"x {size:.1f} MiB of input"
+        )
+    else:
+        seconds, how = timeout_s, "--timeout"
+    if not (seconds > 0 and math.isfinite(seconds)):
+        return None
+    timer = threading.Timer(seconds, _expire, args=(command, seconds, how, err))
+    timer.daemon = True
+    timer.start()
+    return timer

@@ -1,0 +1,91 @@
+"""Issue 32 §3: every command has a time budget (``--timeout``, default from the input's
+size) and stops with exit 124, saying so, past it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import kernel, write_trace
+
+from tb_kineto_insights.cli import budget
+from tb_kineto_insights.cli.main import main
+from tb_kineto_insights.serve.worker_pool import LoadDeadline
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, timeout: float = 120) -> tuple[int, str, str, float]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tb_kineto_insights.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    return proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started
+
+
+def big_trace(path: Path, kernels: int = 150_000) -> Path:
+    """About 20 MB of plain JSON: seconds to read, far more than 0.2 s."""
+    events = [kernel(f"k{i % 13}", 1000 + 2 * i, 1, corr=i) for i in range(kernels)]
+    return write_trace(path, events)
+
+
+def test_defaults_match_the_plugins_load_deadline() -> None:
+    assert (
+        LoadDeadline().base_s,
+        LoadDeadline().per_mib_s,
+    ) == (budget.DEFAULT_TIMEOUT_S, budget.DEFAULT_TIMEOUT_S_PER_MIB)
+
+
+def test_default_budget_from_the_stored_size(tmp_path: Path) -> None:
+    run = tmp_path / "logs" / "run"
+    (run / "deep" / "er").mkdir(parents=True)
+    (run / "a.pt.trace.json").write_bytes(b"x" * (3 * 1024**2))
+    (run / "deep" / "er" / "b.pt.trace.json.gz").write_bytes(b"y" * 1024**2)
+    assert budget.input_bytes([str(run)]) == 4 * 1024**2
+    assert budget.input_bytes([f"{tmp_path / 'logs'}:run"]) == 4 * 1024**2  # LOGDIR:RUN
+    assert budget.input_bytes(["s3://bucket/logs", str(tmp_path / "missing")]) is None
+    assert budget.default_timeout_s([str(run), str(run / "a.pt.trace.json")]) == 120.0 + 2.0 * 7
+    assert budget.default_timeout_s(["s3://bucket/logs"]) == 120.0
+
+
+@pytest.mark.parametrize("bad", ["-1", "nan", "inf", "soon"])
+def test_bad_timeout_is_a_usage_error(tmp_path: Path, bad: str) -> None:
+    assert main(["report", str(tmp_path), "--timeout", bad]) == 2
+    assert main(["diff", str(tmp_path), str(tmp_path), "--timeout", bad]) == 2
+    assert main(["check", str(tmp_path), str(tmp_path), "--timeout", bad]) == 2
+    assert main(["index", str(tmp_path), "--timeout", bad]) == 2
+
+
+def test_report_past_its_budget_stops_with_124(tmp_path: Path) -> None:
+    trace = big_trace(tmp_path / "w.1.pt.trace.json")
+    code, out, err, elapsed = cli("report", str(trace), "--timeout", "0.2", "--cache", "none")
+    assert code == budget.EXIT_TIMEOUT, err
+    assert "report did not finish within its time budget of 0.2 s (--timeout)" in err
+    assert elapsed < 0.2 + 10.0  # interpreter start-up and imports included
+    assert out == ""
+
+
+@pytest.mark.parametrize("command", ["diff", "check"])
+def test_diff_and_check_past_their_budget_stop_with_124(tmp_path: Path, command: str) -> None:
+    trace = big_trace(tmp_path / "w.1.pt.trace.json")
+    code, _, err, _ = cli(command, str(trace), str(trace), "--timeout", "0.2", "--cache", "none")
+    assert code == budget.EXIT_TIMEOUT and "within its time budget of 0.2 s" in err, err
+
+
+def test_report_within_its_budget(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "w.1.pt.trace.json", [kernel("k", 1000, 5)])
+    code, out, err, _ = cli("report", str(trace), "--format", "json", "--timeout", "60")
+    assert code == 0, err
+    assert json.loads(out)["runs"]
+    code, out, err, _ = cli("report", str(trace), "--timeout", "0")  # 0: no budget
+    assert code == 0, err

@@ -1,0 +1,224 @@
+"""Issue 32 §1: a load worker that dies during a parallel read takes its decode
+processes with it, and the loader sees it at once.
+
+The reproduction was an 87 MB plain-JSON trace read with a forkserver pool inside the
+load worker, under a 0.5 s deadline: the pool's processes held the loader's pipe, so
+the span stayed ``loading`` long past the deadline, the slot was lost and 4 processes
+survived. Here the parallel path is forced on an 8 MB file through the size threshold
+(``PARALLEL_MIN_JSON_BYTES = 0``), and the pool's two processes are first given a task
+that sleeps, so that the read is certainly in progress, waiting on its decode
+processes, when the worker is killed (SIGKILL), stopped (SIGSTOP) or runs past its
+deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tb_kineto_insights.serve.loader import SummaryLoader
+from tb_kineto_insights.serve.plugin import _ERROR_CODES
+from tb_kineto_insights.serve.worker_pool import LoadDeadline
+from tb_kineto_insights.store.cache import Identity
+
+TESTS = Path(__file__).resolve().parent
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def stuck_in_parallel_read(path: str, **kwargs: Any) -> Any:
+    """Runs in a load worker: a file named ``stuck*`` is read with 2 decode processes
+    (forced by the size threshold) whose first tasks sleep for an hour, so the read
+    waits on them; other files are summarised as usual."""
+    from tb_kineto_insights.summary import summarize_file
+    from tb_kineto_insights.trace import parallel
+
+    if Path(path).name.startswith("stuck"):
+        parallel.PARALLEL_MIN_JSON_BYTES = 0
+        parallel.PIECE_BYTES = 0  # one block a piece: several pieces go to the pool
+        os.environ[parallel.WORKERS_ENV] = "2"
+        start_pool = parallel.start_pool
+
+        def sleeping_pool(workers: int) -> Any:
+            pool = start_pool(workers)
+            assert pool is not None
+            for _ in range(workers):
+                pool.submit(time.sleep, 3600)
+            return pool
+
+        parallel.start_pool = sleeping_pool
+    return summarize_file(path, **kwargs)
+
+
+def write_plain_trace(path: Path, steps: int, kernels_per_step: int) -> Path:
+    """A plain-JSON trace of ``steps`` steps of 1000 us with many short kernels."""
+    events: list[dict[str, Any]] = []
+    for n in range(1, steps + 1):
+        ts = 1000.0 + (n - 1) * 1000.0
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1,
+             "tid": 1, "ts": ts, "dur": 1000.0}
+        )  # fmt: skip
+        for k in range(kernels_per_step):
+            events.append(
+                {"ph": "X", "cat": "kernel", "name": f"kernel_{k % 7}", "pid": 0, "tid": 7,
+                 "ts": ts + 10.0 + k * 0.5, "dur": 0.25,
+                 "args": {"device": 0, "stream": 7, "correlation": n * 100000 + k}}
+            )  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def ident_of(path: Path) -> Identity:
+    st = path.stat()
+    return Identity(
+        str(path),
+        st.st_size,
+        st.st_mtime,
+        device=st.st_dev,
+        inode=st.st_ino,
+        mtime_ns=st.st_mtime_ns,
+        root=str(path.parent.resolve()),
+    )
+
+
+def session_members(sid: int) -> list[int]:
+    """Live (not zombie) processes of session ``sid``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:  # state, ppid, pgrp, session
+            members.append(int(stat.parent.name))
+    return members
+
+
+@pytest.fixture
+def stuck_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SummaryLoader]:
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), old) if p))
+    loader = SummaryLoader(
+        cache=None, workers=1, summarize=stuck_in_parallel_read, deadline=LoadDeadline(3.0, 0.0)
+    )
+    warm = ident_of(write_plain_trace(tmp_path / "logs" / "warm.1.pt.trace.json", 2, 2))
+    assert loader.get(warm, wait_s=60)[0].state == "ready"  # a worker is up and ready
+    yield loader
+    loader.close()
+
+
+def start_stuck_read(tmp_path: Path, loader: SummaryLoader) -> tuple[Identity, int]:
+    """Queue the stuck file; return its identity and the worker's pid once the worker
+    has its decode processes (forkserver, resource tracker, 2 pool processes)."""
+    stuck = ident_of(write_plain_trace(tmp_path / "logs" / "stuck.1.pt.trace.json", 40, 1500))
+    assert stuck.size_bytes > 6 * 1024**2  # several 1 MiB blocks: pieces for the pool
+    loader.request(stuck)
+    deadline = time.monotonic() + 60
+    while True:
+        pids = loader.worker_pids
+        if pids and loader.status(stuck).state == "loading" and len(session_members(pids[0])) >= 4:
+            return stuck, pids[0]
+        assert time.monotonic() < deadline, (pids, loader.status(stuck))
+        time.sleep(0.02)
+
+
+def assert_clean_end(
+    loader: SummaryLoader, tmp_path: Path, stuck: Identity, worker: int, kinds: set[str]
+) -> SummaryLoader:
+    status = loader.status(stuck)  # (get would queue it again: such errors are retried)
+    assert status.state == "error" and status.error_kind in kinds, status
+    assert _ERROR_CODES[status.error_kind] == 503  # what /summary answers
+    gone_by = time.monotonic() + 2.0
+    while session_members(worker) and time.monotonic() < gone_by:
+        time.sleep(0.05)
+    assert session_members(worker) == []  # no decode process left
+    good = ident_of(write_plain_trace(tmp_path / "logs" / "good.1.pt.trace.json", 3, 2))
+    status, result = loader.get(good, wait_s=60)  # the slot is back
+    assert status.state == "ready" and result is not None, status
+    assert json.loads(result.panels["steps"])["count"] == 3
+    return loader
+
+
+def test_worker_killed_during_a_parallel_read(tmp_path: Path, stuck_loader: SummaryLoader) -> None:
+    stuck, worker = start_stuck_read(tmp_path, stuck_loader)
+    killed = time.monotonic()
+    os.kill(worker, signal.SIGKILL)
+    status, _ = stuck_loader.get(stuck, wait_s=10)
+    assert time.monotonic() - killed < 2.0, status
+    assert status.error_kind == "worker" and "died" in (status.error or ""), status
+    assert_clean_end(stuck_loader, tmp_path, stuck, worker, {"worker"})
+
+
+def loading_for_s(loader: SummaryLoader, ident: Identity) -> float:
+    """Seconds the load of ``ident`` has run (the loader's clock, from when the task
+    was taken: at least the worker's own, since the worker is already up)."""
+    progress = loader.status(ident).progress
+    assert progress is not None
+    return float(progress["elapsed_s"] or 0.0)
+
+
+@pytest.mark.parametrize("stop", [False, True], ids=["running", "sigstop"])
+def test_parallel_read_past_its_deadline(
+    tmp_path: Path, stuck_loader: SummaryLoader, stop: bool
+) -> None:
+    """The load ends with ``timeout`` (503) within its deadline (3 s) + 2 s, whether the
+    worker runs (waiting on its decode processes) or is stopped."""
+    stuck, worker = start_stuck_read(tmp_path, stuck_loader)
+    if stop:
+        os.kill(worker, signal.SIGSTOP)
+    at, already = time.monotonic(), loading_for_s(stuck_loader, stuck)
+    status, _ = stuck_loader.get(stuck, wait_s=20)
+    assert already + time.monotonic() - at < 3.0 + 2.0, status
+    assert status.error_kind == "timeout" and "deadline of 3.0 s" in (status.error or ""), status
+    assert_clean_end(stuck_loader, tmp_path, stuck, worker, {"timeout"})
+
+
+HOST_SCRIPT = """
+import sys, time
+from pathlib import Path
+import test_worker_death as t
+from tb_kineto_insights.serve.loader import SummaryLoader
+loader = SummaryLoader(cache=None, workers=1, summarize=t.stuck_in_parallel_read)
+stuck, worker = t.start_stuck_read(Path(sys.argv[1]), loader)
+print(worker, flush=True)
+time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["sigkill", "sigterm"])
+def test_host_killed_during_a_parallel_read_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: int
+) -> None:
+    """The program that holds the loader (TensorBoard) dies, by SIGKILL or by SIGTERM
+    (which runs no ``atexit``), in the middle of a parallel read: within 2 s no worker or
+    decode process is left (the worker's parent-death signal kills its group)."""
+    import subprocess
+    import sys
+
+    old = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), old) if p))
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST_SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert host.stdout is not None
+        worker = int(host.stdout.readline())
+        assert len(session_members(worker)) >= 4
+        host.send_signal(sig)
+        host.wait(timeout=10)
+        killed = time.monotonic()
+        while session_members(worker) and time.monotonic() - killed < 2.0:
+            time.sleep(0.05)
+        assert session_members(worker) == []
+    finally:
+        host.kill()
+        host.wait()
