@@ -151,6 +151,7 @@ def test_ddp2_straggler_is_late_from_host_time_outside_traced_ops() -> None:
     run = _ddp2_straggler()
     cause = run["straggler"]["cause"]
     assert cause["class"] == "host_untraced" and cause["top"] == []
+    assert cause["frames"] == []  # recorded without stacks: nothing to name
     assert 18_000 < cause["us_per_step"] < 20_000
     assert 0.9 < cause["share_of_delay"] < 1.0
     # rank 0's GEMMs run longer while its NCCL kernel spins beside them: GPU compute is
@@ -264,3 +265,83 @@ def test_diff_headline_names_a_gained_straggler() -> None:
     assert f"gained a straggler: {g.title} (not in the base)" in text.splitlines()[:3]
     assert compare(straggler, default).headline.straggler_gained is None
     assert compare(straggler, straggler).headline.straggler_gained is None
+
+
+STEP_FRAME = "/home/u/train.py(20): train_step"
+LOG_FRAME = "/home/u/train.py(40): log_metrics"
+
+
+def _py(name: str, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1,
+            "ts": ts, "dur": dur, "args": {}}  # fmt: skip
+
+
+def _host_rank(tmp_path: Path, rank: int, blocked_us: float, stacks: bool) -> tuple[str, Any]:
+    """3 steps of 2000 µs: ``gemm`` (300 µs at 100 µs), then the host, in
+    ``train_step``, calls ``log_metrics`` (``blocked_us`` µs from 400 µs, a sleep: no
+    traced op) and launches the all-reduce 20 µs after it returns; the all-reduce kernel
+    starts 30 µs after that launch begins and ends at 1500 µs on both ranks."""
+    events: list[dict[str, Any]] = []
+    for j in range(3):
+        base = 2000.0 * j
+        events.append(cpu(f"ProfilerStep#{j + 1}", base, 2000, cat="user_annotation"))
+        events.append(_runtime("cudaLaunchKernel", base + 80, 10, 2 * j + 1))
+        events.append(kernel("gemm", base + 100, 300, stream=7, corr=2 * j + 1))
+        launch = base + 400 + blocked_us + 20
+        events.append(_runtime("cudaLaunchKernel", launch, 10, 2 * j + 2))
+        ev = kernel(AR, launch + 30, base + 1500 - launch - 30, stream=20, corr=2 * j + 2)
+        ev["args"].update({"Collective name": "allreduce", "Group size": 2})
+        events.append(ev)
+        if stacks:
+            events.append(_py(STEP_FRAME, base + 50, 1900))
+            if blocked_us:
+                events.append(_py(LOG_FRAME, base + 400, blocked_us))
+                events.append(_py("<built-in function sleep>", base + 401, blocked_us - 2))
+    for ev in events:
+        ev["pid"], ev["tid"] = (ev["pid"], ev["tid"]) if ev["cat"] == "kernel" else (1, 1)
+    path = write_trace(
+        tmp_path / f"h{rank}_{stacks}.json", events, distributedInfo={"rank": rank, "world_size": 2}
+    )
+    return f"h{rank}", summarize_file(str(path))
+
+
+def test_host_side_cause_names_the_stragglers_python_frames(tmp_path: Path) -> None:
+    """Rank 1 blocks 400 µs per step in ``log_metrics`` before it launches the
+    all-reduce: the cause is host time outside traced ops, and with stacks its evidence
+    names log_metrics with exactly the 400 µs/step of idle it held; train_step, where both
+    ranks spend the same 530 µs/step of that cause (before the launches, after the
+    all-reduce), is not named. The title and advice name the frame."""
+    run = as_json(
+        summarize_run([_host_rank(tmp_path, 0, 0.0, True), _host_rank(tmp_path, 1, 400.0, True)])
+    )
+    s = run["straggler"]
+    assert s is not None and s["rank"] == 1
+    cause = s["cause"]
+    assert cause["class"] == "host_untraced" and cause["top"] == []
+    assert cause["frames"] == [
+        {"frame": LOG_FRAME, "us_per_step": 400.0, "straggler_us_per_step": 400.0}
+    ]
+    (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
+    assert d["evidence"]["cause"]["frames"] == cause["frames"]
+    assert d["title"].endswith(", in Python train.py(40): log_metrics (+400.0 µs/step)")
+    assert "train.py(40): log_metrics (+400.0 µs/step); start there" in d["recommendation"]
+    assert "with_stack=True" not in d["recommendation"]
+
+
+def test_host_side_cause_without_stacks_names_no_frames(tmp_path: Path) -> None:
+    """The same ranks without python_function events: same cause, no frames, and the
+    advice to record stacks."""
+    run = as_json(
+        summarize_run([_host_rank(tmp_path, 0, 0.0, False), _host_rank(tmp_path, 1, 400.0, False)])
+    )
+    cause = run["straggler"]["cause"]
+    assert cause["class"] == "host_untraced" and cause["frames"] == []
+    (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
+    assert "in Python" not in d["title"] and "with_stack=True" in d["recommendation"]
+
+
+def test_gpu_side_cause_names_no_frames_even_with_stacks(tmp_path: Path) -> None:
+    """Extra GPU kernel time is not a host-side cause: no frames, whatever the stacks."""
+    r0, r1 = _rank(tmp_path, 0, 0.0), _rank(tmp_path, 1, 400.0)
+    cause = as_json(summarize_run([r0, r1]))["straggler"]["cause"]
+    assert cause["class"] == "gpu_compute" and cause["frames"] == []

@@ -289,3 +289,62 @@ def test_real_traces_kernel_counts_and_idle_band_match_the_panels() -> None:
                 assert band == pytest.approx(per_step.idle_us, abs=1e-6)
                 assert doc.idle_us.get(str(dev.device), 0.0) == pytest.approx(per_step.idle_us)
         assert any(lane.kind == "host_thread" for doc in docs for lane in doc.lanes), path
+
+
+def test_python_frames_lane_exact(tmp_path: Path) -> None:
+    """The launching thread's innermost user frames, library frames folded in, touching
+    pieces of one frame merged, a frame across the step boundary in both steps; a thread
+    that launches no GPU work gets no frames lane."""
+    from test_python_frames import LOG, LOOP, SLEEP, STEP, TORCH, py
+
+    events = [
+        *MAIN_EVENTS,
+        py(STEP, 0, 95),
+        py(TORCH, 10, 10),  # library: folded into train_step
+        py(LOG, 40, 10),
+        py(SLEEP, 42, 6),  # library: folded into log_metrics
+        py(LOG, 50, 10),  # a second call right after: one run with the first
+        py(STEP, 98, 32),  # straddles the step boundary at 100
+        py(LOOP, 0, 50, tid=2),  # a thread without launches: no lane
+    ]
+    _, (one, two) = _timelines(write_trace(tmp_path / "w.1.pt.trace.json", events))
+    kinds = [(lane.kind, lane.label) for lane in one.lanes]
+    assert kinds == [
+        ("gpu_stream", "GPU 0 stream 7"),
+        ("gpu_stream", "GPU 0 stream 8"),
+        ("host_thread", "thread 1"),
+        ("python_frames", "thread 1 Python"),
+        ("idle", "GPU 0 idle"),
+    ]
+    lane = one.lanes[3]
+    assert (lane.pid, lane.tid) == (100, 1)
+    assert _events(one, lane) == [
+        (STEP, 0.0, 40.0, "python_frame", 0, -1, 1),
+        (LOG, 40.0, 20.0, "python_frame", 0, -1, 1),
+        (STEP, 60.0, 35.0, "python_frame", 0, -1, 1),
+        (STEP, 98.0, 32.0, "python_frame", 0, -1, 1),
+    ]
+    (lane2,) = [lane for lane in two.lanes if lane.kind == "python_frames"]
+    assert _events(two, lane2) == [(STEP, -2.0, 32.0, "python_frame", 0, -1, 1)]
+
+
+def test_no_python_frames_lane_without_stacks(tmp_path: Path) -> None:
+    _, docs = _timelines(write_trace(tmp_path / "w.1.pt.trace.json", MAIN_EVENTS))
+    assert all(lane.kind != "python_frames" for doc in docs for lane in doc.lanes)
+    assert all(doc.classes[-1] == "python_frame" for doc in docs)
+
+
+def test_python_frames_lane_on_the_blocking_recording() -> None:
+    """sample_logs/stacks_blocking_log: log_metrics blocks ~12 ms after .item() in every
+    step; the frames lane of the launching thread holds it, in every step."""
+    path = next((SAMPLE_LOGS / "stacks_blocking_log").rglob("*.pt.trace.json*"))
+    _, docs = _timelines(path)
+    assert docs
+    for doc in docs:
+        (lane,) = [lane for lane in doc.lanes if lane.kind == "python_frames"]
+        log = [
+            d
+            for n, _, d, *_ in _events(doc, lane)
+            if n is not None and n.endswith("record_stacks.py(57): log_metrics")
+        ]
+        assert log and 10_000 <= max(log) <= 20_000, (doc.step, log)

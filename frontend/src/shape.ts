@@ -648,7 +648,7 @@ export function stragglerStory(s: Straggler | null | undefined): string | null {
   const cause = s.cause;
   const why =
     cause && cause.class
-      ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.`
+      ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}${cause.frames?.length ? `, in Python ${shortFrame(cause.frames[0].frame)} (+${fmtDuration(cause.frames[0].us_per_step)}/step)` : ""}.`
       : "";
   return (
     `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ` +

@@ -1315,7 +1315,11 @@ export interface Straggler {
  * median of the other ranks most, in µs per step (``us_per_step``; its own and the
  * median rank's), as a share of the delay it causes; ``class``/``label`` are null
  * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
- * kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess.
+ * kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+ * host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
+ * the straggler's Python frames with the largest excess of that time (else empty);
+ * ``classes``: every
+ * class's excess.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerCause".
@@ -1328,6 +1332,7 @@ export interface StragglerCause {
   median_rank_us_per_step: number;
   share_of_delay: number | null;
   top: CauseName[];
+  frames?: CauseFrame[];
   classes: {
     [k: string]: number | undefined;
   };
@@ -1345,6 +1350,20 @@ export interface CauseName {
   kind: string;
   name: string;
   us_per_step: number;
+}
+/**
+ * ``run_summary.straggler.cause.frames[]``: a user Python frame (``frame``, as Kineto
+ * names it) where the straggler's host spends more of the cause's time than the median
+ * rank: ``us_per_step`` the excess, ``straggler_us_per_step`` its own time (µs per
+ * step).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CauseFrame".
+ */
+export interface CauseFrame {
+  frame: string;
+  us_per_step: number;
+  straggler_us_per_step: number;
 }
 /**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
@@ -1778,8 +1797,11 @@ export interface TimelineStep {
 /**
  * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
  * thread that launches GPU work (``host_thread``: ``pid``, ``tid``), a thread that only
- * loads data (``dataloader_thread``), or a device's idle band (``idle``: ``device``;
- * class = the idle cause, as in ``summary.idle``).
+ * loads data (``dataloader_thread``), a device's idle band (``idle``: ``device``;
+ * class = the idle cause, as in ``summary.idle``), or the Python frames of a
+ * ``host_thread`` (``python_frames``: ``pid``, ``tid``; only when the trace has
+ * ``python_function`` events: per event the thread's innermost user frame, as
+ * ``analysis.python_frames`` folds library frames, class ``python_frame``).
  *
  * Columns, all of length n: ``name`` (index into ``TimelineStep.names``; -1 for a
  * merged block of several names), ``offset_us``, ``dur_us``, ``event_class`` (index into

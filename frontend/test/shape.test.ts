@@ -390,6 +390,9 @@ test("the straggler in one explained breakdown, with why it is late", () => {
   );
   const gpu = { ...s, cause: { ...s.cause!, class: "gpu_compute", label: "GPU compute", us_per_step: 400, top: [{ kind: "kernel", name: "extra_gemm", us_per_step: 400 }] } };
   assert.match(stragglerStory(gpu) ?? "", /Why it is late: GPU compute, \+400(\.0)? µs\/step against the median rank, most in extra_gemm\.$/);
+  // with Python stacks: the frame with the largest excess, its folder dropped
+  const framed = { ...s, cause: { ...s.cause!, frames: [{ frame: "/home/u/train.py(40): log_metrics", us_per_step: 18_300, straggler_us_per_step: 18_400 }] } };
+  assert.ok(stragglerStory(framed)?.endsWith("against the median rank, in Python train.py(40): log_metrics (+18.3 ms/step)."));
   // no traced class explains it: the breakdown alone
   const unexplained = { ...s, cause: { ...s.cause!, class: null, label: null } };
   assert.ok(stragglerStory(unexplained)?.endsWith("of their step)."));

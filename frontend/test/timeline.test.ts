@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, stackSteps, visibleRows, worstGap } from "../src/timeline";
+import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
 import type { Diagnosis, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
@@ -89,6 +89,18 @@ test("level of detail: narrow neighbours merge below a pixel and part when zoome
   assert.equal(visibleRows(DOC, 60, 100, 1).filter((r) => r[0] === 0).length, 0);
   // host sub-rows by depth
   assert.deepEqual(fine.filter((r) => r[0] === 2).map((r) => r[3]), [0, 1, 2, 2]);
+});
+
+test("a Python frames lane: one sub-row, its frames drawn as they are, not a launching op", () => {
+  const frames = lane("python_frames", "thread 1 Python", [
+    [8, 0, 40, 11, 1, -1, 0],
+    [9, 40, 20, 11, 1, -1, 0],
+  ], { pid: 1, tid: 1 });
+  const doc = { ...DOC, names: [...DOC.names, "train.py(20): train_step", "train.py(40): log_metrics"], classes: [...CLASSES, "python_frame"], lanes: [...DOC.lanes, frames] } as TimelineStep;
+  assert.equal(subRows(frames as TimelineStep["lanes"][number]), 1);
+  const rows = visibleRows(doc, 0, 100, 1).filter((r) => r[0] === 4);
+  assert.deepEqual(rows, [[4, 0, 40, 0, 11, 0, 1], [4, 40, 60, 0, 11, 1, 1]]);
+  assert.equal(kernelCount(doc), kernelCount(DOC));
 });
 
 const SUMMARY = partial<Summary>({

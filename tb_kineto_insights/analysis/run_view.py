@@ -102,6 +102,7 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import straggler as st
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
@@ -973,6 +974,12 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
         top = cause.get("top") or []
         if top:
             text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
+        frames = cause.get("frames") or []
+        if frames:  # with Python stacks: the frame with the largest excess
+            text += (
+                f", in Python {short_frame(frames[0]['frame'])} "
+                f"(+{_ms(frames[0]['us_per_step'])}/step)"
+            )
         return text
     return (
         f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
@@ -992,8 +999,7 @@ _CAUSE_ADVICE = {
     ),
     "host_untraced": (
         "Its host is busy outside traced ops before it launches its work: untraced Python, "
-        "a sleep, I/O, logging or checkpointing on this rank only. Profile with "
-        "with_stack=True (or py-spy) to see the frames."
+        "a sleep, I/O, logging or checkpointing on this rank only."
     ),
     "data_loading": (
         "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
@@ -1012,7 +1018,17 @@ _CAUSE_ADVICE = {
 def _cause_advice(s: dict[str, Any]) -> str:
     cause = s.get("cause") or {}
     advice = _CAUSE_ADVICE.get(cause.get("class") or "")
-    return f"{advice} " if advice else ""
+    if not advice:
+        return ""
+    frames = cause.get("frames") or []
+    if frames:
+        listed = ", ".join(
+            f"{short_frame(f['frame'])} (+{_ms(f['us_per_step'])}/step)" for f in frames
+        )
+        advice += f" The Python frames where it spends that time longer: {listed}; start there."
+    elif cause.get("class") == "host_untraced":
+        advice += " Profile with with_stack=True (or py-spy) to see the frames."
+    return f"{advice} "
 
 
 def run_diagnoses(

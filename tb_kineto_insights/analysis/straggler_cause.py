@@ -25,6 +25,16 @@ before the profiled window). The panels cover the whole step, not only the time 
 the collectives it is late to: a rank whose extra work comes after its last collective
 delays no one, and is not a straggler in the first place.
 
+With Python stacks (a trace recorded with ``with_stack=True``): when the cause is one
+the host spends (:data:`HOST_FRAME_CLASSES`), ``frames`` names the straggler's user
+Python frames that hold more of that cause's idle time on its main device than on the
+median rank, largest excess first, in µs per step (per frame
+``idle.devices[].python_frames[].causes_us[class]`` over the steps of
+``idle.devices[].per_step``; frames as :mod:`.python_frames` folds them, matched across
+ranks by name). The frames every rank spends the same time in (the training loop's own
+frame) are left out: they do not make this rank late. Without stacks on the straggler,
+or for a GPU-side cause, ``frames`` is empty.
+
 Real traces: h200x2 ``ddp_straggler`` rank 1 sleeps 20 ms before ``backward()``: the
 cause is ``host_untraced`` (+18.6 ms/step); on rank 0 the GEMM kernels run longer
 (sharing the GPU with the NCCL kernel that waits), so GPU compute is not its excess.
@@ -52,7 +62,9 @@ CAUSE_CLASSES: dict[str, str] = {
     "cpu_ops": "CPU ops",
 }
 _IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k not in ("gpu_compute", "memcpy"))
-#: Names listed in ``top``.
+#: Causes the host spends, so that the straggler's Python frames can say where.
+HOST_FRAME_CLASSES: tuple[str, ...] = ("host_untraced", "data_loading", "host_sync", "cpu_ops")
+#: Names listed in ``top`` (and frames in ``frames``).
 TOP_NAMES = 3
 #: The median rank is the median of at most this many other ranks, evenly spaced in
 #: their order: enough for a median, and bounded at thousands of ranks.
@@ -106,6 +118,46 @@ def rank_profile(summary: Any) -> dict[str, Any] | None:
     return {"classes": classes, "kernels": kernels, "ops": ops, "launches": launches}
 
 
+def frame_times(summary: Any, cause: str) -> dict[str, float]:
+    """Per user Python frame, the µs per step of ``cause``'s idle time it held on a
+    rank's main device: the frame's ``idle.devices[].python_frames[].causes_us[cause]``
+    ÷ the steps of the device's ``per_step``. Empty without stacks or steps."""
+    idle = getattr(summary, "idle", None)
+    if idle is None or not idle.devices:
+        return {}
+    device = next((d for d in idle.devices if d.device == idle.main_device), idle.devices[0])
+    steps = len(device.per_step)
+    if not steps:
+        return {}
+    return {
+        f.frame: f.causes_us[cause] / steps for f in device.python_frames if cause in f.causes_us
+    }
+
+
+def cause_frames(
+    straggler: Any, others: Sequence[Any], cause: str, listed: int = TOP_NAMES
+) -> list[dict[str, Any]]:
+    """The ``listed`` user Python frames where the straggler spends the most more of
+    ``cause``'s time than the median rank (:func:`frame_times`; a frame a rank lacks
+    counts 0), largest excess first (ties by name), only positive excesses:
+    ``[{"frame", "us_per_step" (the excess), "straggler_us_per_step"}]``. Empty when
+    the straggler's trace has no stacks."""
+    mine = frame_times(straggler, cause)
+    if not mine:
+        return []
+    refs = [frame_times(o, cause) for o in others]
+    rows = []
+    for frame, us in mine.items():
+        median = float(np.median([r.get(frame, 0.0) for r in refs])) if refs else 0.0
+        rows.append((us - median, frame, us))
+    rows.sort(key=lambda t: (-t[0], t[1]))
+    return [
+        {"frame": f, "us_per_step": d, "straggler_us_per_step": us}
+        for d, f, us in rows[:listed]
+        if d > 0
+    ]
+
+
 def _median_of(profiles: list[dict[str, Any]], part: str, key: str) -> float:
     return float(np.median([p[part].get(key, 0.0) for p in profiles]))
 
@@ -124,7 +176,8 @@ def straggler_cause(
     ``{"class", "label", "us_per_step" (its excess over the median rank, µs per step),
     "straggler_us_per_step", "median_rank_us_per_step", "share_of_delay", "top"
     (``[{"kind": "kernel" | "op", "name", "us_per_step"}]``, the names with the largest
-    excess behind the class: kernels for ``gpu_compute``, CPU ops otherwise),
+    excess behind the class: kernels for ``gpu_compute``, CPU ops otherwise), "frames"
+    (:func:`cause_frames` for a host-side class, module docstring; else empty),
     "classes" (class → excess, µs per step), "launches_per_step_excess",
     "reference_ranks"}``; ``class`` / ``label`` are ``None`` when no class reaches
     ``straggler_cause_min_share_of_delay`` of the delay."""
@@ -159,6 +212,9 @@ def straggler_cause(
         "median_rank_us_per_step": _median_of(refs, "classes", best),
         "share_of_delay": share,
         "top": top if named else [],
+        "frames": (
+            cause_frames(straggler, others, best) if named and best in HOST_FRAME_CLASSES else []
+        ),
         "classes": excess,
         "launches_per_step_excess": mine["launches"]
         - float(np.median([p["launches"] for p in refs])),

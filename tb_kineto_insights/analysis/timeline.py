@@ -18,7 +18,14 @@ Per step window ``[start, end)`` (the windows every per-step figure uses):
   call (depth 2), classed as the idle causes class host time (``data_loading``,
   ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``);
 * ``dataloader_thread`` lanes: other threads that run ``enumerate(DataLoader)#…``;
-* ``idle`` lanes, one per device: the idle intervals as attributed, class = cause.
+* ``idle`` lanes, one per device: the idle intervals as attributed, class = cause;
+* ``python_frames`` lanes, one per ``host_thread`` lane whose thread has
+  ``python_function`` events (a trace recorded with ``with_stack=True``): the thread's
+  innermost user frame over time, by :mod:`.python_frames`' folding rule (library
+  frames folded into the nearest user frame around them), consecutive pieces of one
+  frame merged into one run; class ``python_frame``, name the frame as Kineto names it
+  (``record_stacks.py(57): log_metrics``). Only threads that launch GPU work get one,
+  so the store stays small.
 
 Level of detail: in a lane of more than ``Thresholds.timeline_lod_min_events`` events,
 each run of two or more consecutive events, each shorter than
@@ -42,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis import python_frames as pf
 from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.idle import CAUSES, TRACED_CAUSES, IdlePieces, _step_thread
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -55,9 +63,14 @@ GPU_CLASSES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
 #: Classes of host ranges: the causes of :mod:`.idle` that a traced range gives.
 HOST_CLASSES: tuple[str, ...] = TRACED_CAUSES
 #: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
-#: then the idle causes as ``idle:<cause>``.
-CLASSES: tuple[str, ...] = GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSES)
+#: the idle causes as ``idle:<cause>``,
+#: then the Python frames' class (``python_frame``, last so that the others keep their
+#: index).
+CLASSES: tuple[str, ...] = (
+    GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSES) + ("python_frame",)
+)
 _IDLE_BASE = len(GPU_CLASSES) + len(HOST_CLASSES)
+_PYTHON_CLASS = CLASSES.index("python_frame")
 
 
 @dataclass
@@ -282,6 +295,53 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
                     max_end=np.maximum.accumulate(e[order]),
                 )
             )
+    return lanes
+
+
+def _frame_lanes(index: TraceIndex, host: list[_Lane]) -> list[_Lane]:
+    """Per ``host_thread`` lane with ``python_function`` events, its ``python_frames``
+    lane (module docstring): the frame pieces of :meth:`.python_frames.FrameIndex.
+    timeline` over the step windows, each labelled by its innermost frame's name, and
+    runs of touching pieces of one frame merged (a call into a library frame and back
+    is one run of the user frame around it)."""
+    if not len(index.trace.tables[m.PYTHON]):
+        return []
+    frames = pf.FrameIndex(index.trace)
+    steps = index.steps
+    if len(steps) == 0:
+        return []
+    order = np.argsort(steps.start_ns, kind="stable")
+    lo = steps.start_ns[order].astype(np.int64)
+    hi = steps.end_ns[order].astype(np.int64)
+    lanes = []
+    for lane in host:
+        if lane.kind != "host_thread":
+            continue
+        tl = frames.timeline((lane.ident["pid"], lane.ident["tid"]), lo, hi)
+        if tl.start_ns.size == 0:
+            continue
+        name = frames.frame_array()[tl.stack]
+        new_run = np.ones(name.size, dtype=np.bool_)
+        new_run[1:] = (name[1:] != name[:-1]) | (tl.start_ns[1:] != tl.end_ns[:-1])
+        first = np.flatnonzero(new_run)
+        last = np.append(first[1:], name.size) - 1
+        s, e = tl.start_ns[first], tl.end_ns[last]
+        n = first.size
+        lanes.append(
+            _Lane(
+                kind="python_frames",
+                label=f"{lane.label} Python",
+                ident=dict(lane.ident),
+                name=name[first].astype(np.int32),
+                start_ns=s,
+                end_ns=e,
+                event_class=np.full(n, _PYTHON_CLASS, dtype=np.int64),
+                correlation=np.full(n, -1, dtype=np.int64),
+                depth=np.zeros(n, dtype=np.int64),
+                merge=True,
+                max_end=np.maximum.accumulate(e),
+            )
+        )
     return lanes
 
 
@@ -544,7 +604,10 @@ def timeline_store(
         pieces: per device, the idle intervals ``idle_summary(..., pieces=)`` filled.
         thresholds: ``timeline_block_us``, ``timeline_lod_min_events``.
     """
-    lanes = _gpu_lanes(index) + _host_lanes(index) + _idle_lanes(pieces)
+    host: list[_Lane] = []
+    for lane in _host_lanes(index):  # each frames lane right after its thread's lane
+        host += [lane, *_frame_lanes(index, [lane])]
+    lanes = _gpu_lanes(index) + host + _idle_lanes(pieces)
     steps = index.steps
     return TimelineStore(
         steps=[int(n) for n in steps.number],

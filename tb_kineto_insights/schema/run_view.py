@@ -122,6 +122,17 @@ class CauseName(Out, frozen=True, kw_only=True):
     us_per_step: float
 
 
+class CauseFrame(Out, frozen=True, kw_only=True):
+    """``run_summary.straggler.cause.frames[]``: a user Python frame (``frame``, as Kineto
+    names it) where the straggler's host spends more of the cause's time than the median
+    rank: ``us_per_step`` the excess, ``straggler_us_per_step`` its own time (µs per
+    step)."""
+
+    frame: str
+    us_per_step: float
+    straggler_us_per_step: float
+
+
 class StragglerCause(Out, frozen=True, kw_only=True):
     """``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
     per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
@@ -129,7 +140,11 @@ class StragglerCause(Out, frozen=True, kw_only=True):
     median of the other ranks most, in µs per step (``us_per_step``; its own and the
     median rank's), as a share of the delay it causes; ``class``/``label`` are null
     when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
-    kernels (GPU compute) or CPU ops behind it; ``classes``: every class's excess."""
+    kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+    host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
+    the straggler's Python frames with the largest excess of that time (else empty);
+    ``classes``: every
+    class's excess."""
 
     class_: str | None = msgspec.field(name="class")
     label: str | None
@@ -138,6 +153,7 @@ class StragglerCause(Out, frozen=True, kw_only=True):
     median_rank_us_per_step: float
     share_of_delay: float | None
     top: list[CauseName]
+    frames: list[CauseFrame] = msgspec.field(default_factory=list)
     classes: dict[str, float]
     launches_per_step_excess: float
     reference_ranks: int

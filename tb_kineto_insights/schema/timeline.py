@@ -18,8 +18,11 @@ from tb_kineto_insights.schema._base import Out
 class TimelineLane(Out, frozen=True, kw_only=True):
     """One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
     thread that launches GPU work (``host_thread``: ``pid``, ``tid``), a thread that only
-    loads data (``dataloader_thread``), or a device's idle band (``idle``: ``device``;
-    class = the idle cause, as in ``summary.idle``).
+    loads data (``dataloader_thread``), a device's idle band (``idle``: ``device``;
+    class = the idle cause, as in ``summary.idle``), or the Python frames of a
+    ``host_thread`` (``python_frames``: ``pid``, ``tid``; only when the trace has
+    ``python_function`` events: per event the thread's innermost user frame, as
+    ``analysis.python_frames`` folds library frames, class ``python_frame``).
 
     Columns, all of length n: ``name`` (index into ``TimelineStep.names``; -1 for a
     merged block of several names), ``offset_us``, ``dur_us``, ``event_class`` (index into

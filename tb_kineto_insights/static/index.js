@@ -926,7 +926,7 @@ var __kinetoInsights = (() => {
   function stragglerStory(s) {
     if (!s || !isNum(s.others_wait_us_per_step)) return null;
     const cause = s.cause;
-    const why = cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}.` : "";
+    const why = cause && cause.class ? ` Why it is late: ${cause.label}, +${fmtDuration(cause.us_per_step)}/step against the median rank${cause.top?.length ? `, most in ${cause.top[0].name}` : ""}${cause.frames?.length ? `, in Python ${shortFrame(cause.frames[0].frame)} (+${fmtDuration(cause.frames[0].us_per_step)}/step)` : ""}.` : "";
     return `The other ranks wait ${fmtDuration(s.others_wait_us_per_step)}/step in their collectives for rank ${s.rank}: ${fmtDuration(s.others_hidden_wait_us_per_step)} of it hidden behind their own compute, ${fmtDuration(s.others_exposed_wait_us_per_step)} exposed. Without it they could all start ${fmtDuration(s.delay_us_per_step)}/step earlier (its cost, ${fmtPercent(s.share_of_step, 0)} of their step).` + why;
   }
   var MANY_RANKS = 32;
@@ -3524,7 +3524,10 @@ ${more.trim()}` : ""));
       host_sync: p.idle.host_sync,
       optimizer_step: p.idle.optimizer_step,
       launching: p.breakdown.runtime,
-      cpu_ops: p.breakdown.cpu_exec
+      cpu_ops: p.breakdown.cpu_exec,
+      // the launching thread's Python frames (with_stack=True): the colour of host time
+      // outside traced ops, which these frames most often explain
+      python_frame: p.idle.host_untraced
     };
     return map[cls] ?? p.neutral;
   }

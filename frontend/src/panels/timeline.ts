@@ -60,6 +60,9 @@ function colorOf(cls: string, p: Palette): string {
     optimizer_step: p.idle.optimizer_step,
     launching: p.breakdown.runtime,
     cpu_ops: p.breakdown.cpu_exec,
+    // the launching thread's Python frames (with_stack=True): the colour of host time
+    // outside traced ops, which these frames most often explain
+    python_frame: p.idle.host_untraced,
   };
   return map[cls] ?? p.neutral;
 }
