@@ -7,4 +7,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 9: ``steps.origin_ns`` and issue 35's Python frames (both made version 8 apart).
 #: 10: issues 26-31 merged (efficiency, timeline, straggler cause, new verdicts, history).
 #: 11: issue 32 (schema-checked summaries, numbers that overflowed) merged with them.
-ANALYSIS_VERSION = 11
+#: 12: issue 28's timeline store packed smaller (byte-planed columns, gap-coded starts,
+#: names once per store).
+ANALYSIS_VERSION = 12
