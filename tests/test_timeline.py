@@ -4,9 +4,11 @@ depth on hand-made cases, and ranges on real traces."""
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
@@ -17,6 +19,12 @@ from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import (
+    _UNPACK,
+    _correlation_code,
+    _correlation_decode,
+    _gap_decode,
+    _narrow,
+    _widen,
     decode_store,
     encode_store,
     find_step,
@@ -24,7 +32,9 @@ from tb_kineto_insights.analysis.timeline import (
     merge_narrow_runs,
     nesting_depth,
     step_timelines,
+    store_names,
     timeline_store,
+    unpack_step,
 )
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep
 from tb_kineto_insights.trace.reader import read_trace
@@ -348,3 +358,113 @@ def test_python_frames_lane_on_the_blocking_recording() -> None:
             if n is not None and n.endswith("record_stacks.py(57): log_metrics")
         ]
         assert log and 10_000 <= max(log) <= 20_000, (doc.step, log)
+
+
+def test_column_codec_exact() -> None:
+    """Byte-planed narrow columns, the correlation code and the gap code invert exactly."""
+    for values, width in (
+        ([0, 0, 0], 0),  # a column of zeros: no bytes
+        ([1, -1, 127, -128], 1),
+        ([300, -2, 0], 2),
+        ([70_000, -5, 1], 4),
+        ([2**40, -(2**40), 3], 8),
+    ):
+        column = np.array(values, dtype=np.int64)
+        w, data = _narrow(column)
+        assert w == width and len(data) == width * column.size
+        assert _widen(data, w, column.size, 0).tolist() == values
+    # byte planes: the low bytes of every value first, then the high bytes
+    assert _narrow(np.array([0x0102, 0x0304], dtype=np.int64))[1] == b"\x02\x04\x01\x03"
+    rising = np.array([-1, 5, -1, 0, 9, 12], dtype=np.int64)
+    has, code = _correlation_code(rising)
+    assert has.tolist() == [0] * 6 and code.tolist() == [-1, 5, -1, 0, 4, 3]
+    assert _correlation_decode(has, code).tolist() == rising.tolist()
+    falling = np.array([9, -1, 5, 5], dtype=np.int64)
+    has, code = _correlation_code(falling)
+    assert has.tolist() == [1, 0, 1, 1] and code.tolist() == [9, -1, -4, 0]
+    assert _correlation_decode(has, code).tolist() == falling.tolist()
+    # gap code: start minus the running maximum end before it; event 2 nests in event 1
+    # (ends earlier), so event 3's gap is to event 1's end
+    offset = np.array([10, 20, 25, 100], dtype=np.int64)
+    dur = np.array([5, 50, 5, 1], dtype=np.int64)
+    gap = np.array([10, 5, -45, 30], dtype=np.int64)
+    assert _gap_decode(gap, dur).tolist() == offset.tolist()
+    assert _gap_decode(np.array([10, 5, 5]), np.array([5, 50, 1])).tolist() == [10, 20, 75]
+
+
+def test_store_names_once_and_gap_coded_lanes_exact(tmp_path: Path) -> None:
+    """Two steps with the same kernel names: the store holds each name once, each step
+    serves the names it uses; offsets, durations and correlations come back to the ns
+    (the reader ends a kernel where the next on its stream starts, so gemm is cut at
+    inner's start)."""
+    events = [
+        step(1, 0, 100),
+        step(2, 100, 100),
+        kernel("gemm", 10, 50, corr=1),
+        kernel("inner", 20.001, 5, corr=2),  # inside gemm, on the same stream
+        kernel("relu", 80, 3.5, corr=3),
+        kernel("gemm", 110, 20, corr=4),
+    ]
+    path = write_trace(tmp_path / "o.json", events)
+    index = build_index(read_trace(str(path)))
+    pieces: dict[int, Any] = {}
+    idle_summary(index, pieces=pieces)
+    store = decode_store(encode_store(timeline_store(index, pieces)))
+    names = store_names(store)
+    assert sorted(n for n in names if n in ("gemm", "inner", "relu")) == ["gemm", "inner", "relu"]
+    assert len(names) == len(set(names))
+    one, two = (load_step(store, i) for i in range(2))
+    (lane,) = [lane for lane in one.lanes if lane.kind == "gpu_stream"]
+    assert [one.names[n] for n in lane.name] == ["gemm", "inner", "relu"]
+    assert lane.offset_us == [10.0, 20.001, 80.0] and lane.dur_us == [10.001, 5.0, 3.5]
+    assert lane.correlation == [1, 2, 3]
+    (lane,) = [lane for lane in two.lanes if lane.kind == "gpu_stream"]
+    assert "inner" not in two.names and [two.names[n] for n in lane.name] == ["gemm"]
+    assert lane.offset_us == [10.0] and lane.dur_us == [20.0]
+    # the idle band: [0,10) and [60,80) of step 1 to the ns
+    (idle,) = [lane for lane in one.lanes if lane.kind == "idle"]
+    assert sum(idle.dur_us) == pytest.approx(one.idle_us["0"]) and one.idle_us["0"] > 0
+
+
+def test_damaged_lane_is_a_value_error(tmp_path: Path) -> None:
+    index = build_index(read_trace(str(write_trace(tmp_path / "w.json", MAIN_EVENTS))))
+    pieces: dict[int, Any] = {}
+    idle_summary(index, pieces=pieces)
+    store = timeline_store(index, pieces)
+    packed = _UNPACK.decode(zlib.decompress(store.blobs[0]))
+    lane = packed.lanes[0]
+    cut = msgspec.structs.replace(lane, columns=lane.columns[:-1])
+    with pytest.raises(ValueError, match="column bytes"):
+        unpack_step(msgspec.structs.replace(packed, lanes=[cut]), store_names(store))
+    with pytest.raises(ValueError, match="widths"):
+        bad = msgspec.structs.replace(lane, widths=[3] * len(lane.widths))
+        unpack_step(msgspec.structs.replace(packed, lanes=[bad]), store_names(store))
+
+
+#: sample trace → the most its store may be, as a fraction of its gzip size; the store
+#: before byte-planed, gap-coded columns and names interned per store took 0.167, 0.172,
+#: 0.243 and 0.315 of these (issue 28 asks for 0.10 on a 1 GB trace: GPT's is 0.099,
+#: benchmarks/RESULTS.md; these small traces carry more fixed cost per step).
+STORE_FRACTION_MAX = {
+    "transformer_eager": 0.12,
+    "ddp2_straggler": 0.12,
+    "optimizer_per_param": 0.16,
+    "cudnn_autotune_varying": 0.22,
+}
+
+
+def test_store_of_real_traces_against_their_gzip() -> None:
+    """Issue 28: the timeline store against the trace's gzip size, on sample traces."""
+    paths = [
+        p
+        for p in sorted(SAMPLE_LOGS.glob("*/*.pt.trace.json.gz"))
+        if p.parent.name in STORE_FRACTION_MAX
+    ]
+    if not paths:
+        pytest.skip("no sample_logs")
+    for path in paths:
+        index = build_index(read_trace(str(path)))
+        pieces: dict[int, Any] = {}
+        idle_summary(index, pieces=pieces)
+        size = len(encode_store(timeline_store(index, pieces)))
+        assert 0 < size <= STORE_FRACTION_MAX[path.parent.name] * path.stat().st_size, path

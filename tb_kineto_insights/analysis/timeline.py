@@ -374,23 +374,40 @@ def _rows_in(lane: _Lane, lo: int, hi: int) -> np.ndarray:
     return rows[lane.end_ns[rows] > lo]
 
 
-#: The columns of a packed lane, in order (``offset_ns`` and ``correlation``
-#: delta-coded: each value minus the previous one).
+#: The columns of a packed lane, in order. ``offset_ns``: in ``host_thread`` and
+#: ``dataloader_thread`` lanes each start minus the previous one (nested ranges: the gap
+#: to the previous end would be negative and wide); in ``gpu_stream`` and ``idle`` lanes
+#: each start minus the running maximum end of the earlier events (the gap: the stream's
+#: or the device's idle or busy time, narrower than a start-to-start delta).
+#: ``has_correlation``: 1 where the correlation id is positive, or all 0 where the
+#: positive ids rise strictly (then a positive ``correlation`` value marks them);
+#: ``correlation``: where positive, the id minus the previous positive one, elsewhere
+#: the id as is (-1 or 0). ``name``: an index into the store's ``names``; ``count``:
+#: the events an item stands for, minus 1; ``event_class`` of an ``idle`` lane: 0, the
+#: class follows from the cause that is its name.
 _COLUMNS: tuple[str, ...] = (
     "offset_ns",
     "dur_ns",
     "name",
     "event_class",
     "count",
+    "has_correlation",
     "correlation",
     "depth",
 )
+#: Lane kinds whose ``offset_ns`` column is a gap to the previous end (else a delta of
+#: starts).
+_GAP_CODED: frozenset[str] = frozenset({"gpu_stream", "idle"})
 
 
 class PackedLane(msgspec.Struct, frozen=True, array_like=True):
     """A lane as stored: its identity and ``columns``, the arrays of :data:`_COLUMNS`
     one after the other (``n`` values each), each little-endian in the fewest bytes
-    that hold it (``widths``: 1, 2, 4 or 8 per column; :func:`_narrow`)."""
+    that hold it (``widths``: 1, 2, 4 or 8 per column, 0 for a column of zeros, stored as
+    no bytes; :func:`_narrow`) and byte-planed
+    (the values' first bytes, then their second bytes, ...: the high bytes of small
+    values, all 0 or all 0xFF, become long runs that zlib compresses to almost
+    nothing)."""
 
     kind: str
     label: str
@@ -407,22 +424,66 @@ _DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
 
 
 def _narrow(column: I64) -> tuple[int, bytes]:
-    """A column in the narrowest little-endian signed integer type holding every value:
-    ``(bytes per value, data)``."""
+    """A column in the narrowest little-endian signed integer type holding every value,
+    byte-planed (:class:`PackedLane`): ``(bytes per value, data)``."""
     if column.size == 0:
         return 1, b""
     lo, hi = int(column.min()), int(column.max())
-    for width in (1, 2, 4):
-        limit = 1 << (8 * width - 1)
+    if lo == hi == 0:
+        return 0, b""
+    width = 8
+    for w in (1, 2, 4):
+        limit = 1 << (8 * w - 1)
         if -limit <= lo and hi < limit:
-            return width, column.astype(_DTYPES[width]).tobytes()
-    return 8, column.astype("<i8").tobytes()
+            width = w
+            break
+    data = column.astype(_DTYPES[width])
+    if width == 1:
+        return 1, data.tobytes()
+    return width, data.view(np.uint8).reshape(-1, width).T.tobytes()
+
+
+def _widen(data: bytes, width: int, n: int, at: int) -> I64:
+    """:func:`_narrow`'s inverse: ``n`` values of ``width`` bytes from byte ``at``."""
+    if width == 0:
+        return np.zeros(n, dtype=np.int64)
+    planes = np.frombuffer(data, dtype=np.uint8, count=width * n, offset=at)
+    if width == 1:
+        return planes.view(np.int8).astype(np.int64)
+    values = np.ascontiguousarray(planes.reshape(width, n).T).view(_DTYPES[width])
+    return values.reshape(n).astype(np.int64)
+
+
+def _previous_end(start_ns: I64, end_ns: I64) -> I64:
+    """Per event, the running maximum end of the events before it (0 for the first)."""
+    if start_ns.size == 0:
+        return start_ns
+    return np.concatenate([[0], np.maximum.accumulate(end_ns)[:-1]])
+
+
+def _correlation_code(corr: I64) -> tuple[I64, I64]:
+    """``(has_correlation, correlation)`` columns of :data:`_COLUMNS` from the ids."""
+    has = corr > 0
+    code = corr.copy()
+    code[has] = np.diff(corr[has], prepend=0)
+    if bool((code[has] > 0).all()):  # rising: code > 0 marks them (the usual case)
+        return np.zeros(corr.size, dtype=np.int64), code
+    return has.astype(np.int64), code
+
+
+def _correlation_decode(has: I64, code: I64) -> I64:
+    """:func:`_correlation_code`'s inverse."""
+    corr = code.copy()
+    sel = has.astype(np.bool_) if has.any() else code > 0
+    corr[sel] = np.cumsum(code[sel])
+    return corr
 
 
 class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     """A step as stored (msgpack, then zlib): :class:`TimelineStep`'s fields with its
-    lanes packed and times in ns. Stored in cache entries: a change of this layout (or
-    of :class:`PackedLane`'s) needs a bump of ``summary.ANALYSIS_VERSION``."""
+    lanes packed and times in ns; the names are the store's (``TimelineStore.names``).
+    Stored in cache entries: a change of this layout (or of :class:`PackedLane`'s)
+    needs a bump of ``ANALYSIS_VERSION``."""
 
     step: int
     start_ns: int
@@ -430,21 +491,39 @@ class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     origin_ns: int
     kernel_count: int
     idle_ns: dict[str, int]
-    names: list[str]
     block_ns: int
     lanes: list[PackedLane]
 
 
-def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> PackedStep:
-    """Step ``i``'s rows of every lane, merged for level of detail and packed."""
-    trace = index.trace
+_Collected = tuple[_Lane, I64, I64, I64, I64, I64, I64, I64]
+
+
+@dataclass
+class _StepRows:
+    """A step's rows of every lane after level of detail, before packing."""
+
+    lo: int
+    hi: int
+    kernel_count: int
+    idle_ns: dict[str, int]
+    merged_any: bool
+    collected: list[_Collected]
+
+
+#: Shift of name ids: ``-2 - c`` (the name of idle cause ``c``) .. ``-1`` (no name) →
+#: ``0 .. len(CAUSES)``, a trace name id ``k`` → ``k + _NAME_SHIFT``.
+_NAME_SHIFT = 1 + len(CAUSES)
+
+
+def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> _StepRows:
+    """Step ``i``'s rows of every lane, merged for level of detail."""
     steps = index.steps
     block_ns = int(round(thresholds.timeline_block_us * 1000))
     lo, hi = int(steps.start_ns[i]), int(steps.end_ns[i])
     kernel_count = 0
     idle_ns: dict[str, int] = {}
     merged_any = False
-    collected: list[tuple[_Lane, I64, I64, I64, I64, I64, I64, I64]] = []
+    collected: list[_Collected] = []
     for lane in lanes:
         rows = _rows_in(lane, lo, hi)
         if rows.size == 0:
@@ -476,31 +555,32 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
                 corr = np.where(block, -1, corr[first])
                 depth = depth[first]
         collected.append((lane, s, e, name_ids, cls, count, corr, depth))
-    # the step's names, interned: an id of the trace's names (or -1 a mixed block, -2 - c
-    # the name of cause c) → its index in this step's ``names``, in id order
-    shift = 1 + len(CAUSES)
-    used = np.zeros(len(trace.names) + shift, dtype=np.bool_)
-    for item in collected:
-        used[item[3] + shift] = True
-    used[shift - 1] = False  # -1: no name
-    keys = np.flatnonzero(used)
-    lookup = np.full(used.size, -1, dtype=np.int64)
-    lookup[keys] = np.arange(keys.size)
-    names = [
-        CAUSES[-2 - (k - shift)] if k < shift else trace.names[k - shift] for k in keys.tolist()
-    ]
+    return _StepRows(lo, hi, kernel_count, idle_ns, merged_any, collected)
+
+
+def _pack_step(
+    index: TraceIndex, rows: _StepRows, lookup: I64, thresholds: Thresholds, i: int
+) -> PackedStep:
+    """A step's rows packed; ``lookup``: shifted name id → index in the store's names."""
+    block_ns = int(round(thresholds.timeline_block_us * 1000))
     packed = []
-    for lane, s, e, name_ids, cls, count, corr, depth in collected:
-        offset = s - lo
+    for lane, s, e, name_ids, cls, count, corr, depth in rows.collected:
+        if lane.kind in _GAP_CODED:
+            offset = s - rows.lo - np.maximum(_previous_end(s, e) - rows.lo, 0)
+            offset[0] = s[0] - rows.lo
+        else:
+            offset = np.diff(s - rows.lo, prepend=0)
+        has, code = _correlation_code(corr)
         narrowed = [
             _narrow(np.asarray(c, dtype=np.int64))
             for c in (
-                np.diff(offset, prepend=0),
+                offset,
                 e - s,
-                lookup[name_ids + shift],
-                cls,
-                count,
-                np.diff(corr, prepend=0),
+                lookup[name_ids + _NAME_SHIFT],
+                np.zeros_like(cls) if lane.kind == "idle" else cls,
+                count - 1,
+                has,
+                code,
                 depth,
             )
         ]
@@ -518,34 +598,56 @@ def _pack_step(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
             )
         )
     return PackedStep(
-        step=int(steps.number[i]),
-        start_ns=lo - index.origin_ns,
-        end_ns=hi - index.origin_ns,
+        step=int(index.steps.number[i]),
+        start_ns=rows.lo - index.origin_ns,
+        end_ns=rows.hi - index.origin_ns,
         origin_ns=index.origin_ns,
-        kernel_count=kernel_count,
-        idle_ns=idle_ns,
-        names=names,
-        block_ns=block_ns if merged_any else 0,
+        kernel_count=rows.kernel_count,
+        idle_ns=rows.idle_ns,
+        block_ns=block_ns if rows.merged_any else 0,
         lanes=packed,
     )
 
 
-def unpack_step(packed: PackedStep) -> TimelineStep:
+def unpack_step(packed: PackedStep, store_names: list[str]) -> TimelineStep:
     """The served :class:`~tb_kineto_insights.schema.timeline.TimelineStep` of a stored
-    step (µs, exact to the ns: three decimals)."""
-    lanes = []
+    step (µs, exact to the ns: three decimals); its ``names`` are the store's names the
+    step uses, in store order.
+
+    Raises:
+        ValueError: a lane whose columns do not fit its ``n`` and ``widths``.
+    """
+    decoded: list[tuple[PackedLane, list[I64]]] = []
     for lane in packed.lanes:
+        if len(lane.widths) != len(_COLUMNS) or any(
+            w not in _DTYPES and w != 0 for w in lane.widths
+        ):
+            raise ValueError(f"timeline lane {lane.label!r}: bad column widths {lane.widths}")
+        if sum(lane.widths) * lane.n != len(lane.columns):
+            raise ValueError(f"timeline lane {lane.label!r}: {len(lane.columns)} column bytes")
         cols = []
         at = 0
         for width in lane.widths:
-            cols.append(
-                np.frombuffer(lane.columns, dtype=_DTYPES[width], count=lane.n, offset=at).astype(
-                    np.int64
-                )
-            )
+            cols.append(_widen(lane.columns, width, lane.n, at))
             at += width * lane.n
-        offset = np.cumsum(cols[0])
-        corr = np.cumsum(cols[5])
+        decoded.append((lane, cols))
+    used_names = np.unique(
+        np.concatenate([cols[2] for _, cols in decoded] + [np.zeros(0, dtype=np.int64)])
+    )
+    used_names = used_names[used_names >= 0]
+    if used_names.size and int(used_names[-1]) >= len(store_names):
+        raise ValueError(f"timeline step {packed.step}: a name index past the store's names")
+    lanes = []
+    for lane, cols in decoded:
+        dur = cols[1]
+        offset = _gap_decode(cols[0], dur) if lane.kind in _GAP_CODED else np.cumsum(cols[0])
+        name = cols[2]
+        event_class = cols[3]
+        if lane.kind == "idle":
+            uniq, inverse = np.unique(name, return_inverse=True)
+            causes = np.array([_cause_of(store_names, k) for k in uniq.tolist()], dtype=np.int64)
+            event_class = _IDLE_BASE + causes[inverse.reshape(-1)]
+        name = np.where(name >= 0, np.searchsorted(used_names, name), -1)
         lanes.append(
             TimelineLane(
                 kind=lane.kind,
@@ -554,13 +656,13 @@ def unpack_step(packed: PackedStep) -> TimelineStep:
                 stream=lane.stream,
                 pid=lane.pid,
                 tid=lane.tid,
-                name=cols[2].tolist(),
+                name=name.tolist(),
                 offset_us=_us_list(offset),
-                dur_us=_us_list(cols[1]),
-                event_class=cols[3].tolist(),
-                count=cols[4].tolist(),
-                correlation=corr.tolist(),
-                depth=cols[6].tolist(),
+                dur_us=_us_list(dur),
+                event_class=event_class.tolist(),
+                count=(cols[4] + 1).tolist(),
+                correlation=_correlation_decode(cols[5], cols[6]).tolist(),
+                depth=cols[7].tolist(),
             )
         )
     return TimelineStep(
@@ -571,11 +673,46 @@ def unpack_step(packed: PackedStep) -> TimelineStep:
         duration_us=(packed.end_ns - packed.start_ns) / 1000.0,
         kernel_count=packed.kernel_count,
         idle_us={dev: ns / 1000.0 for dev, ns in packed.idle_ns.items()},
-        names=packed.names,
+        names=[store_names[k] for k in used_names.tolist()],
         classes=list(CLASSES),
         block_us=packed.block_ns / 1000.0,
         lanes=lanes,
     )
+
+
+def _cause_of(store_names: list[str], k: int) -> int:
+    """The idle cause (index into ``CAUSES``) whose name is store name ``k``.
+
+    Raises:
+        ValueError: the name is no cause's (a damaged store).
+    """
+    if 0 <= k < len(store_names) and store_names[k] in CAUSES:
+        return CAUSES.index(store_names[k])
+    raise ValueError(f"timeline idle lane: name index {k} is no idle cause")
+
+
+def _gap_decode(gap: I64, dur: I64) -> I64:
+    """Offsets from gap coding (:data:`_COLUMNS`): ``offset[k] = gap[k] +
+    max(0, max(offset[j] + dur[j] for j < k))``. Sequential where an event ends before
+    an earlier one (a nested or overlapping event); a plain cumulative sum otherwise."""
+    n = gap.size
+    if n == 0:
+        return gap
+    # fast path: each event ends at or after the previous ones, so the running maximum
+    # end is the previous event's end: offset[k] = offset[k-1] + dur[k-1] + gap[k]
+    step = gap.copy()
+    step[1:] += dur[:-1]
+    offset = np.cumsum(step)
+    end = offset + dur
+    if n < 2 or bool((end[1:] >= np.maximum.accumulate(end)[:-1]).all()):
+        return offset
+    out = np.empty(n, dtype=np.int64)
+    running = 0
+    for k, (g, d) in enumerate(zip(gap.tolist(), dur.tolist(), strict=True)):
+        o = g + running
+        out[k] = o
+        running = max(running, o + d)
+    return out
 
 
 def _us_list(ns: I64) -> list[float]:
@@ -585,6 +722,11 @@ def _us_list(ns: I64) -> list[float]:
 
 _PACK = msgspec.msgpack.Encoder()
 _UNPACK = msgspec.msgpack.Decoder(PackedStep)
+_NAMES = msgspec.msgpack.Decoder(list[str])
+#: zlib level of the stored blobs: the byte-planed columns compress at level 6 to about
+#: 6 % less than at level 1, for a small share of the analysis time
+#: (``benchmarks/bench_timeline.py``, ``benchmarks/RESULTS.md``).
+ZLIB_LEVEL = 6
 _STORE_ENCODER = msgspec.msgpack.Encoder()
 _STORE_DECODER = msgspec.msgpack.Decoder(TimelineStore)
 
@@ -595,9 +737,8 @@ def timeline_store(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> TimelineStore:
     """The timelines of every step window of ``index`` (module docstring), as the cache
-    keeps them: per step a :class:`PackedStep`, msgpack then zlib (level 1: the columns
-    are narrow integers already; a higher level costs more time than it saves bytes,
-    see ``benchmarks/bench_timeline.py``).
+    keeps them: the names every step uses, once (msgpack, zlib), and per step a
+    :class:`PackedStep`, msgpack then zlib at :data:`ZLIB_LEVEL`.
 
     Args:
         index: the trace index the summary was built from.
@@ -609,12 +750,31 @@ def timeline_store(
         host += [lane, *_frame_lanes(index, [lane])]
     lanes = _gpu_lanes(index) + host + _idle_lanes(pieces)
     steps = index.steps
+    trace = index.trace
+    rows = [_step_rows(index, lanes, i, thresholds) for i in range(len(steps))]
+    # the names, interned once: a shifted name id (see _NAME_SHIFT) → its index in the
+    # store's names, in id order (the causes' names first)
+    used = np.zeros(len(trace.names) + _NAME_SHIFT, dtype=np.bool_)
+    for step_rows in rows:
+        for item in step_rows.collected:
+            used[item[3] + _NAME_SHIFT] = True
+    used[_NAME_SHIFT - 1] = False  # -1: no name
+    keys = np.flatnonzero(used)
+    lookup = np.full(used.size, -1, dtype=np.int64)
+    lookup[keys] = np.arange(keys.size)
+    names = [
+        CAUSES[-2 - (k - _NAME_SHIFT)] if k < _NAME_SHIFT else trace.names[k - _NAME_SHIFT]
+        for k in keys.tolist()
+    ]
     return TimelineStore(
         steps=[int(n) for n in steps.number],
         blobs=[
-            zlib.compress(_PACK.encode(_pack_step(index, lanes, i, thresholds)), 1)
-            for i in range(len(steps))
+            zlib.compress(
+                _PACK.encode(_pack_step(index, step_rows, lookup, thresholds, i)), ZLIB_LEVEL
+            )
+            for i, step_rows in enumerate(rows)
         ],
+        names=zlib.compress(_PACK.encode(names), ZLIB_LEVEL) if rows else b"",
     )
 
 
@@ -626,7 +786,8 @@ def step_timelines(
     """Every step's :class:`~tb_kineto_insights.schema.timeline.TimelineStep`, in window
     order (what :func:`timeline_store` stores, unpacked)."""
     store = timeline_store(index, pieces, thresholds)
-    return [load_step(store, i) for i in range(len(store.steps))]
+    names = store_names(store)
+    return [unpack_step(_UNPACK.decode(zlib.decompress(blob)), names) for blob in store.blobs]
 
 
 def load_step(store: TimelineStore, position: int) -> TimelineStep:
@@ -635,7 +796,16 @@ def load_step(store: TimelineStore, position: int) -> TimelineStep:
     Raises:
         zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged blob.
     """
-    return unpack_step(_UNPACK.decode(zlib.decompress(store.blobs[position])))
+    return unpack_step(_UNPACK.decode(zlib.decompress(store.blobs[position])), store_names(store))
+
+
+def store_names(store: TimelineStore) -> list[str]:
+    """The names a store's steps refer to (``TimelineStore.names`` decoded).
+
+    Raises:
+        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged table.
+    """
+    return _NAMES.decode(zlib.decompress(store.names)) if store.names else []
 
 
 def encode_store(store: TimelineStore) -> bytes:

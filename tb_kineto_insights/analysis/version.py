@@ -8,4 +8,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 10: issues 26-31 merged (efficiency, timeline, straggler cause, new verdicts, history).
 #: 11: issue 32 (schema-checked summaries, numbers that overflowed) merged with them.
 #: 12: issue 35's frames in the timeline (``python_frames`` lanes) and straggler cause.
-ANALYSIS_VERSION = 12
+#: 13: issue 28's timeline store packed smaller (byte-planed columns, gap-coded starts,
+#: names once per store).
+ANALYSIS_VERSION = 13

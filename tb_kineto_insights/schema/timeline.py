@@ -74,8 +74,11 @@ class TimelineStep(Out, frozen=True, kw_only=True):
 
 class TimelineStore(Out, frozen=True, kw_only=True):
     """What the cache keeps beside a summary: per step (``steps``: the step numbers, in
-    window order), its :class:`TimelineStep` as zlib-compressed JSON (``blobs``), so that
-    one step is served without decoding the others."""
+    window order), its :class:`TimelineStep` packed and zlib-compressed (``blobs``), so
+    that one step is served without decoding the others; ``names``: the event names
+    every step refers to, interned once for the whole trace (zlib-compressed msgpack
+    list of strings; empty for a store without steps)."""
 
     steps: list[int]
     blobs: list[bytes] = msgspec.field(default_factory=list)
+    names: bytes = b""
