@@ -2,7 +2,7 @@
 // Pure (tooltips build DOM only when shown), so the options are unit-tested in Node.
 // Every axis is named with its unit; every tooltip value carries its unit.
 
-import type { BarSeriesOption, CustomSeriesOption, LineSeriesOption } from "echarts/charts";
+import type { BarSeriesOption, CustomSeriesOption, LineSeriesOption, ScatterSeriesOption } from "echarts/charts";
 import type {
   DataZoomComponentOption,
   GridComponentOption,
@@ -23,6 +23,7 @@ export type ChartOption = ComposeOption<
   | BarSeriesOption
   | CustomSeriesOption
   | LineSeriesOption
+  | ScatterSeriesOption
   | GridComponentOption
   | TooltipComponentOption
   | LegendComponentOption

@@ -41,8 +41,20 @@ test("history chart: a line at each step-time level change, none at an outlier, 
   assert.equal(lines[0].lineStyle.color, light.bad);
   assert.equal(lines[0].lineStyle.type, "solid");
   assert.match(lines[0].name, /regressed \+20\.0 %/);
-  assert.equal(median.itemStyle.color({ dataIndex: 2 }), light.warn);
-  assert.equal(median.itemStyle.color({ dataIndex: 1 }), light.accent);
+  assert.equal(median.symbol, "none"); // the points are the scatter series below
+  const [points, outliers] = [option.series[3], option.series[4]];
+  assert.equal(points.type, "scatter");
+  assert.equal(points.name, median.name); // a click on a point opens its run
+  assert.equal(points.large, true);
+  assert.equal(points.largeThreshold, 200); // large mode (one path) from 200 runs on
+  assert.equal(points.itemStyle.color, light.accent);
+  assert.equal(points.data.length, 5);
+  // one entry per run, so that dataIndex is the run's index; only exp_2 is drawn
+  assert.deepEqual(
+    outliers.data.map((d: [number, number | null]) => d[1]),
+    [null, null, 30, null, null],
+  );
+  assert.equal(outliers.itemStyle.color, light.warn);
   assert.equal(option.yAxis.name, "step time (ms)");
   assert.equal(option.xAxis.type, "time");
 });

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import logging
 import math
 import os
@@ -100,7 +101,7 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
-from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.schema.history import HistoryDocument, SpanHeadline
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
@@ -1260,6 +1261,30 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             last = self._history_body
         if last is not None and last[0] is snapshot and last[1] == params:
             return _respond(request, last[2])  # same scan, every run was read: same answer
+        # The headlines and run records form no reference cycles; the cyclic garbage
+        # collector's passes over tens of thousands of new objects, in a process that
+        # holds TensorBoard's, cost about a third of a first answer on 10,000 runs
+        # (benchmarks/RESULTS.md), so it is off while the answer is built, as in the CLI.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            doc, skipped = self._history_document(snapshot, group_by, metrics)
+        finally:
+            if collecting:
+                gc.enable()
+        body = encode_json(doc)
+        if not skipped:
+            with self._derived_lock:
+                self._history_body = (snapshot, params, body)
+        return _respond(request, body)
+
+    def _history_document(
+        self, snapshot: _Snapshot, group_by: str | None, metrics: list[str]
+    ) -> tuple[HistoryDocument, dict[str, str]]:
+        """``/history``'s document from the headline records of ``snapshot``'s runs, and
+        the runs skipped (run → reason). Raises _ApiError (400) on a bad ``group_by``."""
+        from tb_kineto_insights.compare import history as hist
+
         runs: list[hist.RunHeadlines] = []
         skipped: dict[str, str] = {}
         for run in snapshot.runs:
@@ -1281,11 +1306,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             )
         except ValueError as exc:
             raise _ApiError(400, str(exc)) from None
-        body = encode_json(doc)
-        if not skipped:
-            with self._derived_lock:
-                self._history_body = (snapshot, params, body)
-        return _respond(request, body)
+        return doc, skipped
 
     def _run_label(self, run: str) -> str:
         """A run as the user sees it: traces directly in --logdir (a run folder given

@@ -2624,6 +2624,8 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
 
   // src/panels/history.ts
   var MEDIAN = "median step time";
+  var OUTLIER = "outlier";
+  var LARGE_POINTS = 200;
   var FONT2 = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
   function historyPoints(series) {
     const runs = series.runs;
@@ -2682,12 +2684,10 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const median = {
       type: "line",
       name: MEDIAN,
-      symbol: "circle",
-      symbolSize: 6,
+      symbol: "none",
+      silent: true,
+      tooltip: { show: false },
       lineStyle: { width: 1.5, color: p.accent },
-      itemStyle: {
-        color: (params) => series.runs[params.dataIndex]?.outlier.includes("step_time") ? p.warn : p.accent
-      },
       data: pts.medianMs,
       markLine: {
         symbol: "none",
@@ -2699,6 +2699,23 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           lineStyle: { color: changeColor(c.verdict, p), type: c.confirmed ? "solid" : "dashed", width: 1.5 }
         }))
       }
+    };
+    const points = {
+      type: "scatter",
+      name: MEDIAN,
+      symbolSize: 6,
+      large: true,
+      largeThreshold: LARGE_POINTS,
+      itemStyle: { color: p.accent },
+      data: pts.medianMs
+    };
+    const outliers = {
+      type: "scatter",
+      name: OUTLIER,
+      symbolSize: 6,
+      itemStyle: { color: p.warn },
+      // one entry per run (null where not an outlier) so that dataIndex is the run's index
+      data: pts.medianMs.map(([x, y], i) => [x, series.runs[i].outlier.includes("step_time") ? y : null])
     };
     return {
       animation: false,
@@ -2726,7 +2743,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       },
       xAxis: { type: "time", name: "run start (UTC)", nameLocation: "middle", nameGap: 24, ...axisStyle2 },
       yAxis: { type: "value", name: "step time (ms)", min: 0, ...axisStyle2 },
-      series: [low, band, median]
+      series: [low, band, median, points, outliers]
     };
   }
   function changesTable(series, actions) {
@@ -2770,7 +2787,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         )
       );
       const open = (series, index) => {
-        if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+        if ((series === MEDIAN || series === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
       };
       const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
       out.push(chart(historyOption(s, p), label, 240, void 0, open).node);

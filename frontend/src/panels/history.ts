@@ -5,7 +5,7 @@
 // it. The document is /history's (compare/history.py); nothing is computed here but the
 // chart's shape.
 
-import type { LineSeriesOption } from "echarts/charts";
+import type { LineSeriesOption, ScatterSeriesOption } from "echarts/charts";
 
 import { chart } from "../charts";
 import { el, muted, table } from "../dom";
@@ -22,6 +22,9 @@ export interface HistoryActions {
 }
 
 const MEDIAN = "median step time";
+const OUTLIER = "outlier";
+// runs per series from which the points are drawn as one path (ECharts' large mode)
+const LARGE_POINTS = 200;
 const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
 
 // x: start time (ms since the epoch); y: ms.
@@ -90,15 +93,17 @@ export function historyOption(series: HistorySeries, p: Palette): ChartOption {
     silent: true,
     tooltip: { show: false },
   };
+  // The line carries no symbols: 1,000 runs as 1,000 symbol elements per chart were most
+  // of the view's drawing time (benchmarks/RESULTS.md). The runs' points are a
+  // large-mode scatter (one path, hover and click still give the run's index); the
+  // outliers, few, are drawn over them in the warning colour.
   const median: LineSeriesOption = {
     type: "line",
     name: MEDIAN,
-    symbol: "circle",
-    symbolSize: 6,
+    symbol: "none",
+    silent: true,
+    tooltip: { show: false },
     lineStyle: { width: 1.5, color: p.accent },
-    itemStyle: {
-      color: (params: { dataIndex: number }) => (series.runs[params.dataIndex]?.outlier.includes("step_time") ? p.warn : p.accent),
-    } as unknown as LineSeriesOption["itemStyle"],
     data: pts.medianMs,
     markLine: {
       symbol: "none",
@@ -112,6 +117,23 @@ export function historyOption(series: HistorySeries, p: Palette): ChartOption {
           lineStyle: { color: changeColor(c.verdict, p), type: c.confirmed ? "solid" : "dashed", width: 1.5 },
         })),
     } as unknown as LineSeriesOption["markLine"],
+  };
+  const points: ScatterSeriesOption = {
+    type: "scatter",
+    name: MEDIAN,
+    symbolSize: 6,
+    large: true,
+    largeThreshold: LARGE_POINTS,
+    itemStyle: { color: p.accent },
+    data: pts.medianMs,
+  };
+  const outliers: ScatterSeriesOption = {
+    type: "scatter",
+    name: OUTLIER,
+    symbolSize: 6,
+    itemStyle: { color: p.warn },
+    // one entry per run (null where not an outlier) so that dataIndex is the run's index
+    data: pts.medianMs.map(([x, y], i) => [x, series.runs[i].outlier.includes("step_time") ? y : null]),
   };
   return {
     animation: false,
@@ -139,7 +161,7 @@ export function historyOption(series: HistorySeries, p: Palette): ChartOption {
     },
     xAxis: { type: "time", name: "run start (UTC)", nameLocation: "middle", nameGap: 24, ...axisStyle },
     yAxis: { type: "value", name: "step time (ms)", min: 0, ...axisStyle },
-    series: [low, band, median],
+    series: [low, band, median, points, outliers],
   };
 }
 
@@ -186,7 +208,7 @@ export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryA
       ),
     );
     const open = (series: string, index: number) => {
-      if (series === MEDIAN && s.runs[index]) actions.openRun(s.runs[index].run);
+      if ((series === MEDIAN || series === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
     };
     const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
     out.push(chart(historyOption(s, p), label, 240, undefined, open).node);

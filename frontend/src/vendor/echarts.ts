@@ -1,10 +1,11 @@
 // The chart library, bundled into its own file (static/echarts.js) and loaded by
 // index.js with a dynamic import. Only what the page uses is registered, so the rest of
-// Apache ECharts is tree-shaken away: bar and line charts (LTTB sampling on lines),
+// Apache ECharts is tree-shaken away: bar, line and scatter charts (LTTB sampling on
+// lines; the History view's run points are one large-mode scatter path),
 // grid, tooltip, legend, dataZoom, markLine, on the canvas renderer (no SVG, no fonts);
 // the custom series draws the step timeline's rectangles.
 
-import { BarChart, CustomChart, LineChart } from "echarts/charts";
+import { BarChart, CustomChart, LineChart, ScatterChart } from "echarts/charts";
 import {
   DataZoomComponent,
   GridComponent,
@@ -19,6 +20,7 @@ use([
   BarChart,
   CustomChart,
   LineChart,
+  ScatterChart,
   GridComponent,
   TooltipComponent,
   LegendComponent,
