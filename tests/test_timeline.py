@@ -189,6 +189,25 @@ def test_dataloader_thread_lane(tmp_path: Path) -> None:
     ]
 
 
+def test_runtime_calls_are_classed_as_the_idle_band_names_them(tmp_path: Path) -> None:
+    """A cudaFree (allocator), a cudaStreamSynchronize (host sync) and a launch on the
+    host lane get the classes the idle band uses for the same time."""
+    events = [
+        step(1, 0, 100),
+        launch(10, 2, 1),
+        kernel("K", 20, 10, corr=1),
+        cpu("cudaFree", 40, 20, cat="cuda_runtime"),
+        cpu("cudaStreamSynchronize", 70, 5, cat="cuda_runtime"),
+    ]
+    _, (one,) = _timelines(write_trace(tmp_path / "t.json", events))
+    host = next(lane for lane in one.lanes if lane.kind == "host_thread")
+    assert [(n, c) for n, _, _, c, *_ in _events(one, host)] == [
+        ("cudaLaunchKernel", "launching"),
+        ("cudaFree", "allocator"),
+        ("cudaStreamSynchronize", "host_sync"),
+    ]
+
+
 def test_communication_memcpy_memset_classes(tmp_path: Path) -> None:
     events = [
         step(1, 0, 100),

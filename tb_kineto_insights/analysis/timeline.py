@@ -204,6 +204,9 @@ def _host_class(index: TraceIndex, kind: str) -> I64:
     if kind == m.RUNTIME:
         cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("launching"), dtype=np.int64)
         cls[index.rows_where(kind, nm.is_sync)] = len(GPU_CLASSES) + HOST_CLASSES.index("host_sync")
+        # cudaMalloc/cudaFree (and HIP's): the idle band's "allocator" cause, not a launch
+        alloc = index.rows_where(kind, nm.is_allocator_call)
+        cls[alloc] = len(GPU_CLASSES) + HOST_CLASSES.index("allocator")
         return cls
     cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("cpu_ops"), dtype=np.int64)
     for cause, pred in (

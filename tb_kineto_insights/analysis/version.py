@@ -10,4 +10,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 12: issue 35's frames in the timeline (``python_frames`` lanes) and straggler cause.
 #: 13: issue 28's timeline store packed smaller (byte-planed columns, gap-coded starts,
 #: names once per store).
-ANALYSIS_VERSION = 13
+#: 14: the timeline classes cudaMalloc/cudaFree as allocator, as the idle band does.
+ANALYSIS_VERSION = 14
