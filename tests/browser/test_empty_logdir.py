@@ -5,7 +5,6 @@ written afterwards shows up without a reload."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,10 +17,9 @@ from test_tab import (
     CHROMIUM_ARGS,
     TIMEOUT_MS,
     _browser_tools,  # noqa: F401  (autouse: skips without Playwright/Chromium)
-    _free_port,
     _tail,
-    _tensorboard,
     tab,
+    tensorboard_process,
 )
 
 
@@ -32,45 +30,19 @@ def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     root = tmp_path_factory.mktemp("empty")
     logdir = root / "logs"
     logdir.mkdir()
-    port = _free_port()
-    tensorboard = _tensorboard()
-    assert tensorboard is not None
-    log_path = root / "tensorboard.log"
-    cmd = [
-        tensorboard,
-        "--logdir",
-        str(logdir),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--load_fast=false",
-        "--kineto_insights_cache_dir",
-        str(root / "cache"),
-    ]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"tensorboard exited:\n{_tail(log_path)}")
-                try:
-                    with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=10):
-                        break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        pytest.fail(f"tensorboard did not start:\n{_tail(log_path)}")
-                    time.sleep(0.5)
-            yield base, logdir
-        finally:
-            proc.terminate()
+    with tensorboard_process(logdir, root) as (base, proc, log_path):
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"tensorboard exited:\n{_tail(log_path)}")
             try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=15)
+                with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=10):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"tensorboard did not start:\n{_tail(log_path)}")
+                time.sleep(0.5)
+        yield base, logdir
 
 
 def _trace(path: Path) -> None:

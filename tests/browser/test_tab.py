@@ -15,6 +15,7 @@ browser download is not used).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -205,10 +206,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     for path in logdir.rglob("*"):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
         os.utime(path, (old, old))
+    perfetto_url, perfetto = _fake_perfetto(root / "fake-perfetto")
+    flags = ["--kineto_insights_perfetto_url", perfetto_url]
+    try:
+        with tensorboard_process(logdir, root, *flags) as (base, proc, log_path):
+            server = Server(base, logdir, two_ranks, perfetto_url=perfetto_url)
+            _wait_until_ready(server, proc, log_path)
+            yield server
+    finally:
+        perfetto.shutdown()
+
+
+@contextlib.contextmanager
+def tensorboard_process(
+    logdir: Path, root: Path, *flags: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
+    """A real ``tensorboard`` on a free loopback port over ``logdir`` (cache and log under
+    ``root``, more ``flags`` appended): ``(base URL, process, log path)``; stopped (then
+    killed) on exit. It may not answer yet: the caller waits for what it needs."""
     port = _free_port()
     tensorboard = _tensorboard()
     assert tensorboard is not None
-    perfetto_url, perfetto = _fake_perfetto(root / "fake-perfetto")
     cmd = [
         tensorboard,
         "--logdir",
@@ -220,18 +238,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--load_fast=false",
         "--kineto_insights_cache_dir",
         str(root / "cache"),
-        "--kineto_insights_perfetto_url",
-        perfetto_url,
+        *flags,
     ]
     log_path = root / "tensorboard.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        server = Server(f"http://127.0.0.1:{port}", logdir, two_ranks, perfetto_url=perfetto_url)
         try:
-            _wait_until_ready(server, proc, log_path)
-            yield server
+            yield f"http://127.0.0.1:{port}", proc, log_path
         finally:
-            perfetto.shutdown()
             proc.terminate()
             try:
                 proc.wait(timeout=15)
