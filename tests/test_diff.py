@@ -360,3 +360,17 @@ def test_judge_takes_extreme_values_without_overflow() -> None:
         for better in ("lower", "higher", "none"):
             assert judge([a, b], [c, d], better)["verdict"] in VERDICTS
     assert judge([1e300, -1e300], [1.0, 2.0], "lower")["base_noise"] == float("inf")
+
+
+def test_diff_text_keeps_its_blank_lines() -> None:
+    """The text's sections are separated by real blank lines, not a written ``\\x0a``
+    (the escaping of names from traces once escaped the writer's own newlines)."""
+    from tb_kineto_insights.compare.before_after import compare, diff_text, load_side
+
+    text = diff_text(
+        compare(
+            load_side(str(SAMPLE_LOGS / "memory_fixed")),
+            load_side(str(SAMPLE_LOGS / "memory_leak")),
+        )
+    )
+    assert "\\x0a" not in text and "\n\nLargest changes (time /step):\n" in text

@@ -20,6 +20,7 @@ from tb_kineto_insights.compare.history import (
     combine_run,
     current_level,
     find_changes,
+    history_text,
     judge_against_level,
     series_key,
 )
@@ -489,3 +490,27 @@ def test_a_cached_summary_without_headline_gets_one(tmp_path: Path) -> None:
     again = CachedSummaries(str(cache))
     assert again.headline(span)[0] == h
     assert again.headlines_read == 1 and again.from_cache == 0
+
+
+def test_history_text_escapes_control_characters_in_run_names() -> None:
+    """A run folder named with an ESC sequence and a newline (the attack run printed them
+    raw) is written escaped, on its own one line."""
+    runs = [
+        one(name, headline(100, start_ns=T0 + i)) for i, name in enumerate(["a", "b\x1b[31m\nx"])
+    ]
+    text = history_text(build_history(runs, logdir="l", metrics=["step_time"]))
+    assert "\x1b" not in text and "b\\x1b[31m\\x0ax" in text
+
+
+def test_a_trace_with_no_usable_event_has_no_step_time(tmp_path: Path) -> None:
+    """Its one pseudo-step spans nothing: no step time in its headline (a 0 µs level read
+    as a 100 % improvement in the attack run), so no change point at it."""
+    from tb_kineto_insights.analysis.headline import span_headline
+
+    text = (
+        '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "huge", "pid": 1, '
+        '"tid": 1, "ts": 1e400, "dur": 5}]}'
+    )
+    path = write_trace(tmp_path / "w.1.pt.trace.json", text=text)
+    h = span_headline(summarize_file(str(path)), path=str(path), size_bytes=1, mtime=0.0)
+    assert (h.steps, h.median_step_us, h.mean_step_us) == (0, None, None)

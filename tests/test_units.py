@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe_line
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,11 @@ def test_duration_digits() -> None:
 def test_sizes_in_iec_units(n: float | None, text: str) -> None:
     assert fmt_bytes(n) == text
     assert "MB" not in fmt_bytes(n) and "kB" not in fmt_bytes(n)
+
+
+def test_terminal_safe_line_keeps_the_writers_newlines_only() -> None:
+    """A section written as ``"\\nLargest changes"`` keeps its blank line (the diff text
+    printed ``\\x0aLargest changes`` before); a newline or ESC inside is escaped."""
+    assert terminal_safe_line("\nLargest changes:\n") == "\nLargest changes:\n"
+    assert terminal_safe_line("\n\n") == "\n\n"
+    assert terminal_safe_line("\nk\x1b[2Jx\ny\n") == "\nk\\x1b[2Jx\\x0ay\n"

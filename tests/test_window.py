@@ -111,6 +111,21 @@ def test_bad_input_is_a_typed_error(tmp_path: Path) -> None:
         step_window(str(good), 4)
 
 
+def test_timestamps_beyond_int64_ns_are_left_out_not_a_crash(tmp_path: Path) -> None:
+    """``ts`` of ``1e400`` or ``9.3e18`` µs does not fit int64 ns: those events are left
+    out of the cut (the reader quarantines them too), the rest is cut as usual (the
+    attack run found an OverflowError here)."""
+    events = [cpu("A", 0, 10), kernel("K", 2, 3, corr=1)]
+    text = json.dumps({"traceEvents": events})[:-2] + (
+        ', {"ph": "X", "cat": "cpu_op", "name": "huge", "ts": 1e400, "dur": 1, "pid": 1, '
+        '"tid": 1}, {"ph": "X", "cat": "cpu_op", "name": "huge2", "ts": 9.3e18, "dur": 1, '
+        '"pid": 1, "tid": 1}]}'
+    )
+    path = write_trace(tmp_path / "w.1.pt.trace.json", text=text)
+    cut = cut_window(str(path), 0, 20_000)
+    assert sorted(e["name"] for e in _events(cut) if e.get("ph") == "X") == ["A", "K"]
+
+
 @pytest.mark.skipif(not WITH_STACK.exists(), reason="sample_logs/capture_full missing")
 def test_window_command_on_a_with_stack_trace(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "w.json.gz"

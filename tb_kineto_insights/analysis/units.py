@@ -18,7 +18,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["TerminalLines", "fmt_bytes", "fmt_duration_us", "terminal_safe"]
+__all__ = [
+    "TerminalLines",
+    "fmt_bytes",
+    "fmt_duration_us",
+    "terminal_safe",
+    "terminal_safe_line",
+]
 
 _IEC = ("KiB", "MiB", "GiB", "TiB")
 
@@ -77,6 +83,17 @@ def terminal_safe(text: str) -> str:
     return text.translate(_TERMINAL_ESCAPES)
 
 
+def terminal_safe_line(text: str) -> str:
+    """:func:`terminal_safe` of one output line (or block of lines written at once), the
+    newlines at its start and end kept: they are the writer's own line structure, not
+    text from a trace."""
+    lead = len(text) - len(text.lstrip("\n"))
+    if lead == len(text):
+        return text
+    end = len(text.rstrip("\n"))
+    return text[:lead] + terminal_safe(text[lead:end]) + text[end:]
+
+
 class TerminalLines:
     """A text stream wrapper for line-oriented output: in each ``write``, newlines at
     the start and end are kept (the writer's own line structure) and every other
@@ -86,11 +103,7 @@ class TerminalLines:
         self._out = out
 
     def write(self, text: str) -> int:
-        lead = len(text) - len(text.lstrip("\n"))
-        if lead == len(text):
-            return int(self._out.write(text))
-        end = len(text.rstrip("\n"))
-        return int(self._out.write(text[:lead] + terminal_safe(text[lead:end]) + text[end:]))
+        return int(self._out.write(terminal_safe_line(text)))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._out, name)

@@ -11,4 +11,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 13: issue 28's timeline store packed smaller (byte-planed columns, gap-coded starts,
 #: names once per store).
 #: 14: the timeline classes cudaMalloc/cudaFree as allocator, as the idle band does.
-ANALYSIS_VERSION = 14
+#: 15: headlines leave out steps of no length (no step time for an empty trace).
+ANALYSIS_VERSION = 15

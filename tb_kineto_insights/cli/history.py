@@ -86,7 +86,10 @@ def build(args: argparse.Namespace) -> hist.HistoryDocument:
 
 def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``history``: exit 0, or 2 on unusable input (bad log directory, option)."""
+    from tb_kineto_insights.analysis.units import TerminalLines
     from tb_kineto_insights.cli.json_output import write_json
+
+    err = TerminalLines(err)  # type: ignore[assignment]  # paths from the user: escaped
 
     # The run records and headlines form no reference cycles; the cyclic garbage
     # collector's passes over tens of thousands of new objects cost a quarter of the

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -80,7 +81,9 @@ def run_window(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
 ) -> int:
     """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
-    missing step, a bad range or an unwritable output (the message says which)."""
+    missing step, a bad range or an unwritable output (the message says which). Paths
+    and names are written with their control characters escaped."""
+    out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
     try:
         cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
         size = write_window(cut, out_path)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe_line
 from tb_kineto_insights.compare.comparability import format_comparability
 from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.logdir.discovery import LogdirError, Span, discover, span_for_file
@@ -311,7 +311,8 @@ def diff_text(doc: DiffDocument) -> str:
     for f in d.found.exp:
         lines.append(f"  exp [{f.severity.upper()}] {f.id} ({f.where}): {f.title}")
     lines.append(f"Noise rule: {doc.noise_rule}")
-    return "\n".join(map(terminal_safe, lines)) + "\n"  # names from traces: escaped
+    # names from traces escaped; each line's own leading newline (a blank line) kept
+    return "\n".join(map(terminal_safe_line, lines)) + "\n"
 
 
 def parse_fraction(text: str) -> float:

@@ -521,8 +521,10 @@ def history_text(doc: HistoryDocument) -> str:
     """The text form of a history: per series, its change points first (run, metric,
     before → after, verdict, diagnoses gained/lost, settings changed), then one line per
     run (run, start time, step time median ± std, change or outlier marks, top
-    diagnosis)."""
-    from tb_kineto_insights.analysis.units import fmt_duration_us
+    diagnosis). Run and series names come from folder names and traces: each line is
+    passed through :func:`~..analysis.units.terminal_safe` (a newline or an ESC sequence
+    in a name is written as an escape, never acted on)."""
+    from tb_kineto_insights.analysis.units import fmt_duration_us, terminal_safe
 
     lines: list[str] = []
     for s in doc.series:
@@ -557,4 +559,4 @@ def history_text(doc: HistoryDocument) -> str:
         lines.append("no runs")
     for run, why in doc.skipped.items():
         lines.append(f"skipped {run}: {why}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(terminal_safe, lines)) + "\n"

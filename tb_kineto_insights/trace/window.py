@@ -171,17 +171,22 @@ def _heads(data: bytes, events: list[msgspec.Raw], array_root: bool) -> list[_He
     return out
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
     """µs literals → int64 ns as the reader parses them
     (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`: exact, truncated
     toward zero); the odd ones (``null``, strings, exponents) one by one with
-    :func:`ns_of`; :data:`_ABSENT` where there is no number."""
+    :func:`ns_of`; :data:`_ABSENT` where there is no number, or one that does not fit
+    int64 ns (``1e400``, ``9.3e18``: the reader quarantines those events too)."""
     ns, empty, odd = parse_us_literals_to_ns(literals)
     out = ns.astype(np.int64)
     out[empty] = _ABSENT
     for i in np.flatnonzero(odd).tolist():
         value = ns_of(literals[i])
-        out[i] = _ABSENT if value is None else value
+        fits = value is not None and _INT64_MIN < value <= _INT64_MAX
+        out[i] = value if value is not None and fits else _ABSENT
     return out
 
 
