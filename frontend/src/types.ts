@@ -1094,6 +1094,7 @@ export interface LostData {
   file_ends_at_byte: number | null;
   launches: number;
   launches_without_gpu_event: number;
+  gpu_events_set_aside: number;
   gpu_events_lost: boolean;
   incomplete_steps: number[];
   lost: string[];
