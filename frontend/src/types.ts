@@ -1101,7 +1101,9 @@ export interface LostData {
 }
 /**
  * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
- * and per op name, count and time per step, for the diff.
+ * and per op name, count and time per step, for the diff; ``ops_elsewhere``: the ops
+ * on threads other than the step's (a prefetch thread, a thread pool), already in
+ * ``ops``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "TablesPanel".
@@ -1109,6 +1111,7 @@ export interface LostData {
 export interface TablesPanel {
   kernels: Table;
   ops: Table;
+  ops_elsewhere: Table;
   dataloader_iterators: string[];
 }
 /**

@@ -207,7 +207,7 @@ def _steps_cut_off(trace: m.Trace, steps: StepWindows) -> Mask:
     np.maximum.at(last, inverse.ravel(), rt.start_ns[launch])
     bad |= steps.cpu_end_ns > int(last.min())
     launching = {(int(p), int(t)) for p, t in keys}
-    if not _always_launching_threads(trace) <= launching:
+    if not step_threads(trace) <= launching:
         bad[:] = True
         return bad
     orphans = rt.start_ns[_launches_without_gpu_event(trace)]
@@ -216,16 +216,21 @@ def _steps_cut_off(trace: m.Trace, steps: StepWindows) -> Mask:
     return bad
 
 
-def _always_launching_threads(trace: m.Trace) -> set[tuple[int, int]]:
-    """``(pid, tid)`` of the threads that launch GPU work in every step of a GPU
-    training loop: the thread of the ``ProfilerStep#N`` markers and the autograd
-    engine's threads (``autograd::engine::evaluate_function: …`` CPU ops)."""
+def step_threads(trace: m.Trace) -> set[tuple[int, int]]:
+    """``(pid, tid)`` of the threads that run the training step: the thread of the
+    ``ProfilerStep#N`` markers and the autograd engine's threads (``autograd::engine::
+    evaluate_function: …`` CPU ops; backward runs there on a GPU). They launch GPU work
+    in every step of a GPU training loop; a CPU op elsewhere runs beside the step (a
+    prefetching loader's thread, a thread pool). Empty without ``ProfilerStep`` markers
+    (no step thread to tell them from)."""
     out: set[tuple[int, int]] = set()
     ann = trace.tables[m.USER_ANNOTATION]
     if len(ann):
         step_ids = [i for i in distinct(ann.name) if _name_starts(trace, int(i), "ProfilerStep#")]
         rows = np.isin(ann.name, np.asarray(step_ids, dtype=ann.name.dtype))
         out.update(zip(ann.pid[rows].tolist(), ann.tid[rows].tolist(), strict=True))
+    if not out:
+        return out
     ops = trace.tables[m.CPU_OP]
     if len(ops):
         engine = [
@@ -371,4 +376,4 @@ def build_index(trace: m.Trace) -> TraceIndex:
     )
 
 
-__all__ = ["TraceIndex", "StepWindows", "build_index", "GPU_WORK_KINDS", "nm"]
+__all__ = ["TraceIndex", "StepWindows", "build_index", "step_threads", "GPU_WORK_KINDS", "nm"]
