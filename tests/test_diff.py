@@ -317,6 +317,25 @@ def test_headline_says_what_the_experiment_gained() -> None:
     assert back["headline"]["text"].endswith("slower")
 
 
+def test_negligible_on_a_recorded_pair() -> None:
+    """memory_fixed → memory_leak (3.45 ms steps, so the floor is 17 µs/step): memcpy
+    10.5 → 7.5 µs/step (−29 %, beyond 1 % of the row, under the floor) is
+    ``negligible``, not ``unchanged``; kernel time −0.2 % is ``unchanged``; the
+    runtime's −61 % (163 → 64 µs/step) clears the floor and is judged."""
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    doc = as_json(
+        compare(load_side(str(logs / "memory_fixed")), load_side(str(logs / "memory_leak")))
+    )
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    memcpy = metrics["breakdown.memcpy_us"]
+    assert -0.35 < memcpy["change_fraction"] < -0.2
+    assert abs(memcpy["delta"]) < memcpy["min_delta"] < 20.0
+    assert memcpy["verdict"] == "negligible"
+    assert metrics["breakdown.kernel_us"]["verdict"] == "unchanged"
+    runtime = metrics["breakdown.runtime_us"]
+    assert runtime["change_fraction"] < -0.5 and runtime["verdict"] == "improved"
+
+
 def test_ops_that_moved_partly_into_dataloader_workers_are_not_improved() -> None:
     """dataloader_workers0 → 4: the blur's aten::conv2d on the CPU moved into the worker
     processes (36 → 3 ms/step on the traced thread; the model's convolutions stay): marked
