@@ -263,13 +263,9 @@ def _without_gpu_events(trace: m.Trace) -> tuple[m.Trace, int]:
 
 def _without_lost_gpu_steps(trace: m.Trace, steps: StepWindows) -> StepWindows:
     """Leave out the steps whose CPU range launched GPU work the reader quarantined
-    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown) or, in
-    a file cut short inside its GPU section, whose CPU range ends after the last
-    surviving runtime call (Kineto writes runtime calls and GPU events together, in time
-    order, after the host section: the step's later launches and their GPU work were cut
-    off) or that holds a launch call whose GPU event was cut off (CUPTI flushes its
-    buffers one after another, each in time order), so no panel counts that time as
-    idle; their numbers go to
+    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown) or
+    whose GPU work a file cut short inside its GPU section lost (:func:`_steps_cut_off`),
+    so no panel counts that time as idle; their numbers go to
     ``health.steps_without_gpu_data``. Kept as they are when every step is affected
     (:func:`build_index` has set a cut file's GPU events aside then; quarantined GPU
     work in every step is said by ``trace_data_loss``)."""
