@@ -21,6 +21,11 @@ claims can be checked against a measured one (``recording_info.json`` →
   (a size never seen before: cuDNN benchmarks every convolution again, inside
   ``aten::convolution`` / ``aten::convolution_backward``: ``cudnn_autotune_in_step``);
   the twin keeps one size (tuned once, before profiling).
+* ``allocator_no_caching`` / ``allocator_caching``: the ``allocator_cached`` loop (no
+  ``empty_cache``) run with ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (the caching allocator
+  is off: every tensor freed is a ``cudaFree``, every new one a ``cudaMalloc``:
+  ``allocator_churn``) and, as its twin, without it; each in a process of its own (the
+  variable is read once, at the first allocation), one after the other.
 
 Every run: ``torch.profiler.profile(activities=[CPU, CUDA], schedule=schedule(wait=1,
 warmup=1, active=ACTIVE), record_shapes=True, profile_memory=True)`` written by
@@ -52,6 +57,9 @@ import platform  # noqa: E402
 import random  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -139,13 +147,26 @@ def profile(run_dir: Path, step: Callable[[int], None], first: int) -> dict[str,
     }
 
 
+def _reserved_bytes() -> int | None:
+    """The caching allocator's reserved bytes now (``None`` where it cannot say)."""
+    try:
+        return int(torch.cuda.memory_reserved())
+    except RuntimeError:
+        return None
+
+
 def record(out: Path, name: str, step: Callable[[int], None], info: dict) -> None:
     print(f"== {name}", flush=True)
     for i in range(WARM_STEPS):
         step(i)
     m = measure(step, WARM_STEPS, MEASURE_STEPS)
     p = profile(out / name, step, WARM_STEPS + MEASURE_STEPS)
-    info[name] = {**m, **p}
+    info[name] = {
+        **m,
+        **p,
+        "no_cuda_memory_caching": os.environ.get("PYTORCH_NO_CUDA_MEMORY_CACHING"),
+        "memory_reserved_bytes_after": _reserved_bytes(),
+    }
     print(
         f"   mean {m['mean_step_ms']:.3f} ms/step unprofiled; profiled walls "
         f"{[round(w, 3) for w in p['profiled_step_wall_ms']]} ms; files {p['files']}",
@@ -243,10 +264,41 @@ def conv_step(varying: bool, sizes_seen: list[int]) -> Callable[[int], None]:
     return step
 
 
+#: Runs recorded in a process of their own, with these environment variables (``None``:
+#: the variable removed), so that an allocator setting read once per process holds.
+OWN_PROCESS: dict[str, dict[str, str | None]] = {
+    "allocator_no_caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"},
+    "allocator_caching": {"PYTORCH_NO_CUDA_MEMORY_CACHING": None},
+}
+
+
+def record_in_own_process(out: Path, name: str, info: dict) -> None:
+    """Run this script for ``name`` alone in a child process with ``OWN_PROCESS[name]``'s
+    environment; its run record is merged into ``info``."""
+    env = dict(os.environ)
+    for k, v in OWN_PROCESS[name].items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    with tempfile.TemporaryDirectory() as tmp:
+        child_info = Path(tmp) / "info.json"
+        cmd = [sys.executable, __file__, "--out", str(out), "--only", name]
+        cmd += ["--child-info", str(child_info)]
+        done = subprocess.run(cmd, env=env, check=False)
+        if done.returncode != 0 or not child_info.exists():
+            info[name] = {"error": f"child process exited {done.returncode}"}
+            return
+        info.update(json.loads(child_info.read_text()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--only", default="", help="comma-separated run names")
+    ap.add_argument(
+        "--child-info", type=Path, default=None, help=argparse.SUPPRESS
+    )  # set by record_in_own_process: record here, write the run record there
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     only = {s for s in args.only.split(",") if s}
@@ -260,9 +312,14 @@ def main() -> int:
         ("allocator_cached", lambda: allocator_step(False)),
         ("cudnn_autotune_varying", lambda: conv_step(True, sizes.setdefault("varying", []))),
         ("cudnn_autotune_fixed", lambda: conv_step(False, sizes.setdefault("fixed", []))),
+        ("allocator_no_caching", lambda: allocator_step(False)),
+        ("allocator_caching", lambda: allocator_step(False)),
     ]
     for name, make in runs:
         if only and name not in only:
+            continue
+        if name in OWN_PROCESS and args.child_info is None:
+            record_in_own_process(args.out, name, info)
             continue
         try:
             record(args.out, name, make(), info)
@@ -270,11 +327,15 @@ def main() -> int:
             print(f"   {name} FAILED: {exc!r}", flush=True)
             info[name] = {"error": repr(exc)}
         _free()
+    if args.child_info is not None:
+        args.child_info.write_text(json.dumps(info))
+        return 0
     pairs = [
         ("optimizer_per_param", "optimizer_foreach"),
         ("optimizer_per_param", "optimizer_fused"),
         ("allocator_empty_cache", "allocator_cached"),
         ("cudnn_autotune_varying", "cudnn_autotune_fixed"),
+        ("allocator_no_caching", "allocator_caching"),
     ]
     costs = {}
     for bad, good in pairs:
@@ -297,7 +358,7 @@ def main() -> int:
         print(f"cost {bad} vs {good}: {json.dumps(costs[f'{bad}-{good}'])}", flush=True)
     doc = {
         "command": "python scripts/record_verdicts.py "
-        + " ".join(f"{k} {v}" for k, v in [("--out", args.out)]),
+        + " ".join(f"{k} {v}" for k, v in [("--out", args.out), ("--only", args.only)] if v),
         "environment": {
             "python": platform.python_version(),
             "torch": torch.__version__,

@@ -191,6 +191,62 @@ def test_recorded_empty_cache_churn_within_a_quarter_of_its_cost() -> None:
     assert 0.05 <= unprofiled["unprofiled_cost_fraction"] <= 0.15
 
 
+def test_recorded_no_caching_churn_within_a_quarter_of_its_cost() -> None:
+    """``allocator_no_caching``: the ``allocator_cached`` loop under
+    ``PYTORCH_NO_CUDA_MEMORY_CACHING=1`` (its own process; the allocator reserved 0
+    bytes after it), every tensor a ``cudaMalloc`` and every free a ``cudaFree``. The
+    claim (43 %) is within 25 % of the cost measured against its twin recorded beside it
+    in a process of its own (un-profiled 1 − 10.84 ÷ 19.29 ms = 43.8 %; the traces'
+    steady steps 1 − 10.58 ÷ 20.70 ms = 48.9 %); high; the twin is quiet."""
+    info = json.loads((REPO / "sample_logs" / "recording_info.json").read_text())
+    runs = info["verdicts"]["runs"]
+    assert runs["allocator_no_caching"]["no_cuda_memory_caching"] == "1"
+    assert runs["allocator_no_caching"]["memory_reserved_bytes_after"] == 0
+    assert runs["allocator_caching"]["no_cuda_memory_caching"] is None
+    assert runs["allocator_caching"]["memory_reserved_bytes_after"] > 0
+    unprofiled = info["verdicts"]["costs"]["allocator_no_caching-allocator_caching"]
+    measured = unprofiled["unprofiled_cost_fraction"]
+    assert 0.40 <= measured <= 0.48
+    churn_run = _recorded("allocator_no_caching")
+    twin = _recorded("allocator_caching")
+    in_trace = 1 - _steady_step_us(twin) / _steady_step_us(churn_run)
+    assert 0.45 <= in_trace <= 0.53
+    found = {d["id"]: d for d in churn_run["diagnoses"]}
+    churn = found["allocator_churn"]
+    assert churn["severity"] == "high"
+    for cost in (measured, in_trace):
+        assert abs(churn["impact_fraction"] - cost) <= 0.25 * cost
+    # 8 layers: every activation, gradient and workspace is allocated and freed each step
+    assert churn["evidence"]["calls_per_step"] == {"cudaMalloc": 48.0, "cudaFree": 48.0}
+    assert 12_000 <= churn["evidence"]["host_us_per_step"] <= 18_000
+    assert "48 cudaMalloc, 48 cudaFree per step" in churn["title"]
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in churn["recommendation"]
+    # the allocator idle is claimed once: nothing else is raised on it
+    assert set(found) == {"allocator_churn"}
+    assert twin["diagnoses"] == []
+
+
+def test_diff_of_the_no_caching_pair_gains_allocator_churn_in_the_headline() -> None:
+    """allocator_caching → allocator_no_caching (turning the cache off): about 2x slower,
+    and the headline names allocator_churn (high), gained."""
+    from tb_kineto_insights.compare.before_after import compare, load_side
+
+    logs = REPO / "sample_logs"
+    doc = as_json(
+        compare(
+            load_side(str(logs / "allocator_caching")),
+            load_side(str(logs / "allocator_no_caching")),
+        )
+    )
+    head = doc["headline"]
+    assert head["verdict"] == "regressed"
+    assert [g["id"] for g in head["gained"]] == ["allocator_churn"]
+    assert head["text"].endswith(", and allocator_churn (high) appeared")
+    row = {m["key"]: m for m in doc["metrics"]}["idle.allocator_us"]
+    assert row["base"] == 0.0 and 8000 <= row["exp"] <= 10_000
+    assert row["verdict"] == "regressed"
+
+
 def test_recorded_cudnn_autotune_within_a_quarter_of_its_cost() -> None:
     """``cudnn_autotune_varying``: new image sizes every step with benchmark=True; the
     claim is within 25 % of the measured cost (99.6 %), the twin at one size is quiet

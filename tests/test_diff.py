@@ -14,6 +14,7 @@ from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.compare.before_after import SideError, compare, load_side, resolve_side
 from tb_kineto_insights.compare.diff import headline_text, judge
 from tb_kineto_insights.compare.diff_rules import VERDICTS
+from tb_kineto_insights.summary import summarize_file
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:
@@ -316,6 +317,25 @@ def test_headline_says_what_the_experiment_gained() -> None:
     assert back["headline"]["text"].endswith("slower")
 
 
+def test_negligible_on_a_recorded_pair() -> None:
+    """memory_fixed → memory_leak (3.45 ms steps, so the floor is 17 µs/step): memcpy
+    10.5 → 7.5 µs/step (−29 %, beyond 1 % of the row, under the floor) is
+    ``negligible``, not ``unchanged``; kernel time −0.2 % is ``unchanged``; the
+    runtime's −61 % (163 → 64 µs/step) clears the floor and is judged."""
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    doc = as_json(
+        compare(load_side(str(logs / "memory_fixed")), load_side(str(logs / "memory_leak")))
+    )
+    metrics = {m["key"]: m for m in doc["metrics"]}
+    memcpy = metrics["breakdown.memcpy_us"]
+    assert -0.35 < memcpy["change_fraction"] < -0.2
+    assert abs(memcpy["delta"]) < memcpy["min_delta"] < 20.0
+    assert memcpy["verdict"] == "negligible"
+    assert metrics["breakdown.kernel_us"]["verdict"] == "unchanged"
+    runtime = metrics["breakdown.runtime_us"]
+    assert runtime["change_fraction"] < -0.5 and runtime["verdict"] == "improved"
+
+
 def test_ops_that_moved_partly_into_dataloader_workers_are_not_improved() -> None:
     """dataloader_workers0 → 4: the blur's aten::conv2d on the CPU moved into the worker
     processes (36 → 3 ms/step on the traced thread; the model's convolutions stay): marked
@@ -348,6 +368,109 @@ def test_ops_that_moved_partly_into_dataloader_workers_are_not_improved() -> Non
         )
     )
     assert not any(r.get("status") == "moved_partly" for r in back["ops"]["changed"])
+
+
+def _preprocess_run(folder: Path, on_step_thread: int, elsewhere_us: float, where: int) -> Path:
+    """5 steps of 1000 µs. The step thread (tid 1) runs ``on_step_thread`` × 200 µs of
+    ``aten::conv2d`` (the preprocessing) and 100 µs of ``aten::linear``; the autograd
+    engine's thread (tid 2) runs 100 µs of backward; thread ``where`` runs one
+    ``aten::conv2d`` of ``elsewhere_us`` per step (none when 0)."""
+    events: list[dict[str, Any]] = []
+    for i in range(5):
+        t0 = 1000.0 * i
+        events.append(cpu(f"ProfilerStep#{i + 1}", t0, 1000, cat="user_annotation"))
+        for k in range(on_step_thread):
+            events.append(cpu("aten::conv2d", t0 + 10 + 210 * k, 200))
+        events.append(cpu("aten::linear", t0 + 500, 100))
+        events.append(cpu("autograd::engine::evaluate_function: MmBackward0", t0 + 650, 100, tid=2))
+        if elsewhere_us:
+            events.append(cpu("aten::conv2d", t0 + 20, elsewhere_us, tid=where))
+    return write_trace(folder / "w.1.pt.trace.json", events)
+
+
+def _conv_row(tmp_path: Path, base: tuple[int, float, int], exp: tuple[int, float, int]) -> Any:
+    _preprocess_run(tmp_path / "base", *base)
+    _preprocess_run(tmp_path / "exp", *exp)
+    doc = as_json(compare(load_side(str(tmp_path / "base")), load_side(str(tmp_path / "exp"))))
+    rows = doc["ops"]["changed"]
+    return next((r for r in rows if r["name"] == "aten::conv2d"), None), rows
+
+
+def test_op_that_moved_to_another_thread_is_moved_partly_exact(tmp_path: Path) -> None:
+    """Base: 2 × 200 µs of aten::conv2d per step on the step thread. Exp: 1 there, and one
+    of 150 µs on thread 7 (a prefetch thread). Its total 400 → 350 µs/step alone would
+    be ``improved``; it moved, so ``moved partly``, and the note gives both places."""
+    conv, rows = _conv_row(tmp_path, (2, 0.0, 7), (1, 150.0, 7))
+    t = conv["time_us_per_step"]
+    assert (t["base"], t["exp"]) == (400.0, 350.0)
+    assert conv["status"] == "moved_partly" and t["verdict"] == "moved partly"
+    assert conv["note"].startswith(
+        "moved off the step's threads: on them 400 → 200 µs/step (2.0 → 1.0 calls), on "
+        "other threads of the process (a prefetch thread, a thread pool) 0 → 150 µs/step"
+    )
+    assert [r["name"] for r in rows] == ["aten::conv2d"]  # nothing else changed
+    # the exp's table of ops off the step's threads: the conv2d on thread 7 only (the
+    # autograd thread's backward is the step's own work)
+    summary = summarize_file(str(tmp_path / "exp" / "w.1.pt.trace.json"))
+    (row,) = summary.tables.ops_elsewhere.rows
+    assert (row.name, row.per_step_count, row.per_step_time_us) == (
+        "aten::conv2d",
+        [1] * 5,
+        [150.0] * 5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("base", "exp"),
+    [
+        ((2, 0.0, 7), (1, 0.0, 7)),  # shrank on the step thread, appeared nowhere
+        ((2, 150.0, 7), (1, 150.0, 7)),  # the other thread's share did not grow
+        ((2, 0.0, 2), (1, 150.0, 2)),  # "elsewhere" is the autograd thread: the step's
+    ],
+    ids=["nowhere-else", "elsewhere-unchanged", "autograd-thread"],
+)
+def test_op_that_only_shrank_is_improved_not_moved(
+    tmp_path: Path, base: tuple[int, float, int], exp: tuple[int, float, int]
+) -> None:
+    conv, _ = _conv_row(tmp_path, base, exp)
+    assert conv["time_us_per_step"]["verdict"] == "improved"
+    assert "status" not in conv or conv["status"] != "moved_partly"
+
+
+def test_recorded_preprocessing_moved_to_a_prefetch_thread() -> None:
+    """``moved_preprocess_main`` → ``moved_preprocess_thread`` (scripts/record_moved_work.py,
+    CPU, every thread profiled): the blur's aten::conv2d left the training thread (2 → 1
+    calls per step) and runs on the prefetch thread (0 → 1 per step): ``moved partly``
+    with the convolution's inner ops, never ``improved``; the model's ops are not marked.
+    The other way round nothing moved off the step's threads."""
+    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
+    doc = as_json(
+        compare(
+            load_side(str(logs / "moved_preprocess_main")),
+            load_side(str(logs / "moved_preprocess_thread")),
+        )
+    )
+    moved = {r["name"]: r for r in doc["ops"]["changed"] if r.get("status") == "moved_partly"}
+    assert set(moved) == {
+        "aten::conv2d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::mkldnn_convolution",
+    }
+    note = moved["aten::conv2d"]["note"]
+    assert "(2.0 → 1.0 calls)" in note and "other threads of the process" in note
+    assert moved["aten::conv2d"]["count_per_step"]["base"] == 2.0
+    assert moved["aten::conv2d"]["count_per_step"]["exp"] == 2.0  # both places together
+    assert not any(r["time_us_per_step"]["verdict"] == "improved" for r in doc["ops"]["changed"])
+    back = as_json(
+        compare(
+            load_side(str(logs / "moved_preprocess_thread")),
+            load_side(str(logs / "moved_preprocess_main")),
+        )
+    )
+    assert not any(r.get("status") == "moved_partly" for r in back["ops"]["changed"])
+    (trace,) = (logs / "moved_preprocess_main").glob("*.pt.trace.json.gz")
+    assert summarize_file(str(trace)).tables.ops_elsewhere.rows == []
 
 
 def test_judge_takes_extreme_values_without_overflow() -> None:

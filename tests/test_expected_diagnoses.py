@@ -61,16 +61,26 @@ def test_table_covers_every_run() -> None:
 
 
 @functools.cache
-def _diagnoses(run: str) -> list[list[dict[str, Any]]]:
-    """The diagnoses of every span summary and view across ranks of ``run`` (cached:
-    both tests below read them; only the diagnoses are kept)."""
+def _facts(run: str) -> tuple[list[list[dict[str, Any]]], frozenset[str]]:
+    """The diagnoses of every span summary and view across ranks of ``run``, and the
+    names of the CPU ops its spans ran off the step's threads (``tables.ops_elsewhere``)
+    (cached: the tests below read them; only these are kept)."""
     report = as_json(build_report(str(_path(run))))
     out = []
+    elsewhere: set[str] = set()
     for r in report["runs"]:
         for worker in r["workers"]:
-            out += [span.get("summary", {}).get("diagnoses", []) for span in worker["spans"]]
+            summaries = [span.get("summary", {}) for span in worker["spans"]]
+            out += [s.get("diagnoses", []) for s in summaries]
+            for s in summaries:
+                rows = s.get("tables", {}).get("ops_elsewhere", {}).get("rows", [])
+                elsewhere.update(row["name"] for row in rows)
         out.append((r.get("run_summary") or {}).get("diagnoses", []))
-    return out
+    return out, frozenset(elsewhere)
+
+
+def _diagnoses(run: str) -> list[list[dict[str, Any]]]:
+    return _facts(run)[0]
 
 
 @pytest.mark.parametrize(("run", "ids"), ROWS, ids=[r for r, _ in ROWS])
@@ -87,3 +97,25 @@ def test_diagnosis_impacts_never_add_past_the_step(run: str) -> None:
     for diagnoses in _diagnoses(run):
         impacts = [(d["id"], d["impact_fraction"]) for d in diagnoses]
         assert sum(f for _, f in impacts) <= 1.0 + 1e-9, impacts
+
+
+@pytest.mark.parametrize("run", [r for r, _ in ROWS])
+def test_ops_off_the_step_threads_only_where_work_runs_beside_the_step(run: str) -> None:
+    """``tables.ops_elsewhere`` (what the diff's "moved partly" reads for work moved to
+    another thread) is empty in every real trace but the one that preprocesses on a
+    prefetch thread (and one public trace whose marker sits under another pid): backward
+    on the autograd engine's threads is the step's own work, so no GPU training run
+    here has CPU ops "elsewhere"."""
+    names = _facts(run)[1]
+    if run == "sample_logs/moved_preprocess_thread":
+        assert "aten::conv2d" in names
+    elif run == "shared/traces/public/hta_triton":
+        # its one ProfilerStep marker is written under another pid (3100453) than every
+        # op (1670242): those ops are off the marker's thread, as the definition says
+        assert names == {
+            "Torch-Compiled Region: 0/0",
+            "triton_poi_fused_add_cos_sin_0",
+            "TorchDynamo Cache Lookup",
+        }
+    else:
+        assert names == frozenset(), names

@@ -103,7 +103,7 @@ export const VERDICT_DEFINITIONS: Record<string, string> = {
   negligible: "A change of at least 1 % of the base value, but under 0.5 % of the base step time (0.5 pp for shares): real for this row, too small to matter for the step.",
   unchanged: "Too small to matter: under 1 % of the base value.",
   "moved partly":
-    "Shrank while the experiment's DataLoader moved into worker processes, which the profiler does not trace: part of the op most likely runs there now. Not faster: moved.",
+    "Moved, not faster: the op left the step's threads and appeared on another thread of the process (a prefetch thread, a thread pool; the note gives both places), or it shrank while the experiment's DataLoader moved into worker processes, which the profiler does not trace.",
   "not judged": "No verdict: the number includes waiting for other ranks, or the two sides measure it differently (see its note).",
   added: "Only in the experiment: a name the base does not run (e.g. Triton kernels after torch.compile). Not a regression by itself: compare the step time.",
   removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",

@@ -1094,13 +1094,16 @@ export interface LostData {
   file_ends_at_byte: number | null;
   launches: number;
   launches_without_gpu_event: number;
+  gpu_events_set_aside: number;
   gpu_events_lost: boolean;
   incomplete_steps: number[];
   lost: string[];
 }
 /**
  * ``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
- * and per op name, count and time per step, for the diff.
+ * and per op name, count and time per step, for the diff; ``ops_elsewhere``: the ops
+ * on threads other than the step's (a prefetch thread, a thread pool), already in
+ * ``ops``.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "TablesPanel".
@@ -1108,6 +1111,7 @@ export interface LostData {
 export interface TablesPanel {
   kernels: Table;
   ops: Table;
+  ops_elsewhere: Table;
   dataloader_iterators: string[];
 }
 /**

@@ -10,6 +10,7 @@ pseudo-step from the first to the last event (``has_markers`` is False).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -84,6 +85,10 @@ class TraceIndex:
     #: every step, also those whose GPU work was lost: for host-side events ([memory]
     #: allocations), which a broken kernel timestamp does not touch
     host_steps: StepWindows
+    #: GPU events (kernels, copies, memsets, GPU annotations) read from a file cut short
+    #: inside its GPU section that covers no step whole (every step lost some of its GPU
+    #: work): set aside, as if lost (:func:`build_index`; ``analysis.lost`` says so)
+    gpu_events_set_aside: int = 0
     _name_masks: dict[object, Mask] = field(default_factory=dict)
 
     def name_class(self, predicate: Callable[[str], bool]) -> Mask:
@@ -167,31 +172,111 @@ def _step_windows(trace: m.Trace, launch_row: dict[str, I64]) -> StepWindows:
     return StepWindows(number, cpu_start, cpu_end, start, end, True)
 
 
+def _steps_cut_off(trace: m.Trace, steps: StepWindows) -> Mask:
+    """Per step: whether a file cut short inside its GPU section (some GPU event
+    survived) lost GPU work of that step. Kineto writes the GPU section after the host
+    section as one block per launching thread (its runtime calls in time order, each
+    launch's GPU event beside it; ``sample_logs/optimizer_per_param``: the autograd
+    thread's block, then the main thread's), so a cut keeps the blocks written before
+    it whole, the block it falls in up to some moment, and loses the blocks after it.
+    A step has lost GPU work when
+
+    * its CPU range ends after the last launch call kept on some launching thread (the
+      earliest such moment bounds what is known whole: the thread cut off, or one that
+      launches no more), or
+    * it holds a launch call whose GPU event was cut off, or
+    * a thread that launches work in every GPU training step kept no launch call at all
+      (its block came after the cut): the ``ProfilerStep`` thread, or an autograd engine
+      thread (``autograd::engine::evaluate_function: …`` ops): then every step.
+
+    All false for a whole file, or a cut before the GPU section."""
+    rt = trace.runtime
+    bad = np.zeros(len(steps), dtype=np.bool_)
+    gpu_events = sum(len(trace.tables[kind]) for kind in GPU_WORK_KINDS)
+    if not (steps.has_markers and len(rt) and gpu_events and _file_cut_short(trace)):
+        return bad
+    names = trace.names
+    launch_ids = [int(i) for i in distinct(rt.name) if nm.is_launch(names[int(i)])]
+    launch = np.isin(rt.name, np.asarray(launch_ids, dtype=rt.name.dtype))
+    if not launch.any():
+        bad[:] = True
+        return bad
+    threads = np.stack([rt.pid[launch], rt.tid[launch]], axis=1)
+    keys, inverse = np.unique(threads, axis=0, return_inverse=True)
+    last = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, inverse.ravel(), rt.start_ns[launch])
+    bad |= steps.cpu_end_ns > int(last.min())
+    launching = {(int(p), int(t)) for p, t in keys}
+    if not step_threads(trace) <= launching:
+        bad[:] = True
+        return bad
+    orphans = rt.start_ns[_launches_without_gpu_event(trace)]
+    hit = _containing(orphans, steps.cpu_start_ns, steps.cpu_end_ns)
+    bad[hit[hit >= 0]] = True
+    return bad
+
+
+def step_threads(trace: m.Trace) -> set[tuple[int, int]]:
+    """``(pid, tid)`` of the threads that run the training step: the thread of the
+    ``ProfilerStep#N`` markers and the autograd engine's threads (``autograd::engine::
+    evaluate_function: …`` CPU ops; backward runs there on a GPU). They launch GPU work
+    in every step of a GPU training loop; a CPU op elsewhere runs beside the step (a
+    prefetching loader's thread, a thread pool). Empty without ``ProfilerStep`` markers
+    (no step thread to tell them from)."""
+    out: set[tuple[int, int]] = set()
+    ann = trace.tables[m.USER_ANNOTATION]
+    if len(ann):
+        step_ids = [i for i in distinct(ann.name) if _name_starts(trace, int(i), "ProfilerStep#")]
+        rows = np.isin(ann.name, np.asarray(step_ids, dtype=ann.name.dtype))
+        out.update(zip(ann.pid[rows].tolist(), ann.tid[rows].tolist(), strict=True))
+    if not out:
+        return out
+    ops = trace.tables[m.CPU_OP]
+    if len(ops):
+        engine = [
+            i
+            for i in distinct(ops.name)
+            if _name_starts(trace, int(i), "autograd::engine::evaluate_function")
+        ]
+        rows = np.isin(ops.name, np.asarray(engine, dtype=ops.name.dtype))
+        out.update(zip(ops.pid[rows].tolist(), ops.tid[rows].tolist(), strict=True))
+    return out
+
+
+def _name_starts(trace: m.Trace, name_id: int, prefix: str) -> bool:
+    """Whether interned name ``name_id`` of ``trace`` starts with ``prefix``."""
+    return trace.names[name_id].startswith(prefix)
+
+
+def _without_gpu_events(trace: m.Trace) -> tuple[m.Trace, int]:
+    """``trace`` with its GPU events (``m.GPU_KINDS``: kernels, copies, memsets, GPU
+    annotations and syncs) left out, and how many there were; the host side, health
+    and names shared with ``trace``, which is not changed."""
+    tables = dict(trace.tables)
+    dropped = 0
+    for kind in m.GPU_KINDS:
+        if kind in tables:
+            dropped += len(tables[kind])
+            tables[kind] = m.EventTable()
+    return dataclasses.replace(trace, tables=tables), dropped
+
+
 def _without_lost_gpu_steps(trace: m.Trace, steps: StepWindows) -> StepWindows:
     """Leave out the steps whose CPU range launched GPU work the reader quarantined
-    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown) or, in
-    a file cut short inside its GPU section, whose CPU range ends after the last
-    surviving runtime call (Kineto writes runtime calls and GPU events together, in time
-    order, after the host section: the step's later launches and their GPU work were cut
-    off) or that holds a launch call whose GPU event was cut off (CUPTI flushes its
-    buffers one after another, each in time order), so no panel counts that time as
-    idle; their numbers go to
-    ``health.steps_without_gpu_data``. Kept as they are when every step is affected (a
-    cut before the GPU section: ``analysis.lost`` says so)."""
+    (``Trace.quarantined_correlations``: a broken timestamp, its GPU time unknown) or
+    whose GPU work a file cut short inside its GPU section lost (:func:`_steps_cut_off`),
+    so no panel counts that time as idle; their numbers go to
+    ``health.steps_without_gpu_data``. Kept as they are when every step is affected
+    (:func:`build_index` has set a cut file's GPU events aside then; quarantined GPU
+    work in every step is said by ``trace_data_loss``)."""
     if not steps.has_markers:
         return steps
     rt = trace.runtime
-    bad = np.zeros(len(steps), dtype=np.bool_)
+    bad = _steps_cut_off(trace, steps)
     lost = trace.quarantined_correlations
     if lost.size:
         launches = rt.start_ns[np.isin(rt.correlation, lost)]
         hit = _containing(launches, steps.cpu_start_ns, steps.cpu_end_ns)
-        bad[hit[hit >= 0]] = True
-    gpu_events = sum(len(trace.tables[kind]) for kind in GPU_WORK_KINDS)
-    if len(rt) and gpu_events and _file_cut_short(trace):
-        bad |= steps.cpu_end_ns > int(rt.start_ns.max())
-        orphans = rt.start_ns[_launches_without_gpu_event(trace)]
-        hit = _containing(orphans, steps.cpu_start_ns, steps.cpu_end_ns)
         bad[hit[hit >= 0]] = True
     if not bad.any() or bad.all():
         return steps
@@ -244,9 +329,22 @@ def _containing(points: I64, starts: I64, ends: I64) -> I64:
 
 
 def build_index(trace: m.Trace) -> TraceIndex:
-    """Precompute the shared views of ``trace``. O(n log n) in the number of events."""
+    """Precompute the shared views of ``trace``. O(n log n) in the number of events.
+
+    A file cut short inside its GPU section where every step lost some of its GPU work
+    (:func:`_steps_cut_off` true for all: the cut fell in the first step's GPU events)
+    has no step whose GPU numbers can be read; its GPU events are set aside
+    (``gpu_events_set_aside``; the index's ``trace`` is a copy without them), so the GPU
+    panels say their input was lost instead of reading idle from the missing work. The
+    host section before the cut is whole and is kept."""
     launch_row = _launch_rows(trace)
     all_steps = _step_windows(trace, launch_row)
+    set_aside = 0
+    cut = _steps_cut_off(trace, all_steps)
+    if cut.size and cut.all():
+        trace, set_aside = _without_gpu_events(trace)
+        launch_row = _launch_rows(trace)
+        all_steps = _step_windows(trace, launch_row)
     steps = _without_lost_gpu_steps(trace, all_steps)
     devices: set[int] = set()
     for kind in GPU_WORK_KINDS:
@@ -270,7 +368,8 @@ def build_index(trace: m.Trace) -> TraceIndex:
         gpu_busy=busy,
         launch_row=launch_row,
         host_steps=all_steps,
+        gpu_events_set_aside=set_aside,
     )
 
 
-__all__ = ["TraceIndex", "StepWindows", "build_index", "GPU_WORK_KINDS", "nm"]
+__all__ = ["TraceIndex", "StepWindows", "build_index", "step_threads", "GPU_WORK_KINDS", "nm"]

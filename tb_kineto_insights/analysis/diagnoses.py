@@ -805,7 +805,14 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
         ),
         None,
     )
-    if cut.gpu_events_lost and cut.file_ends_at_byte is not None:
+    if cut.gpu_events_lost and cut.file_ends_at_byte is not None and cut.gpu_events_set_aside:
+        title = (
+            f"The trace file ends at byte {cut.file_ends_at_byte:,}, inside its GPU events: "
+            "every step lost part of its GPU work, so the "
+            f"{cut.gpu_events_set_aside} GPU events read are not used; no GPU number in "
+            "this trace can be trusted"
+        )
+    elif cut.gpu_events_lost and cut.file_ends_at_byte is not None:
         title = (
             f"The trace file ends at byte {cut.file_ends_at_byte:,}, before its GPU events: "
             "all GPU events are lost"
@@ -861,6 +868,7 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             "events": events,
             "file_ends_at_byte": cut.file_ends_at_byte,
             "gpu_events_lost": cut.gpu_events_lost,
+            "gpu_events_set_aside": cut.gpu_events_set_aside,
             "launches_without_gpu_event": cut.launches_without_gpu_event,
             "incomplete_steps": cut.incomplete_steps,
             "lost": cut.lost,

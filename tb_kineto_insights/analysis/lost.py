@@ -14,16 +14,22 @@ Definitions (:func:`lost_data`):
   at the very end lost nothing and does not count); ``None`` when the file is whole;
 * ``launches`` / ``launches_without_gpu_event``: runtime launch calls (kernel, copy,
   memset launches with a correlation id) and those whose GPU event is not in the trace;
-* ``gpu_events_lost``: the file ends early, not one GPU event survived, and the trace
-  was recorded with a GPU (launch calls, ``deviceProperties`` or a ``cupti_version`` in
-  the header): every panel built on GPU events (kernels, idle, utilization) has no
-  input, and says so instead of "not recorded";
+* ``gpu_events_set_aside``: GPU events that were read from a file cut inside its GPU
+  section but cover no step whole (the cut fell in the first step's GPU work, so every
+  step lost some of it: ``analysis.context.build_index`` sets them aside; a step's GPU
+  numbers read from part of its work would call the rest idle);
+* ``gpu_events_lost``: the file ends early, not one usable GPU event survived (none was
+  read, or those read were set aside), and the trace was recorded with a GPU (launch
+  calls, ``deviceProperties`` or a ``cupti_version`` in the header): every panel built
+  on GPU events (kernels, idle, utilization) has no input, and says so instead of "not
+  recorded";
 * ``incomplete_steps``: with a cut file that kept no GPU event, every step: the cut lies
   in the host section, whose events Kineto does not write in time order (CPU ops,
   ``[memory]`` events and step markers interleave), so no step can be shown complete and
   per-step memory levels (growth, leak) must not be judged. A cut inside the GPU section
   leaves the host section whole; the steps whose GPU work it lost are left out already
-  (``health.steps_without_gpu_data``);
+  (``health.steps_without_gpu_data``), or, when that is every step, the GPU events are
+  set aside;
 * ``lost``: what is missing, in words, for Trace health.
 """
 
@@ -68,14 +74,20 @@ def lost_data(index: TraceIndex) -> LostData:
     recorded_gpu = (
         launches > 0 or bool(health.device_properties) or "cupti_version" in health.metadata
     )
+    set_aside = index.gpu_events_set_aside
     gpu_lost = end is not None and gpu_events == 0 and recorded_gpu
     incomplete: list[int] = []
-    if end is not None and gpu_events == 0 and index.steps.has_markers:
+    if end is not None and gpu_events == 0 and not set_aside and index.steps.has_markers:
         incomplete = [int(n) for n in index.steps.number]
     lost: list[str] = []
     if end is not None:
         lost.append(f"every event written after byte {end:,}")
-        if gpu_lost:
+        if gpu_lost and set_aside:
+            lost.append(
+                f"part of the GPU events of every step: the {set_aside} read cover no "
+                "step whole and are not used"
+            )
+        elif gpu_lost:
             lost.append(f"all GPU events ({_launches_words(launches)})")
         elif orphan:
             lost.append(f"the GPU events of {orphan} of {launches} launch calls")
@@ -93,6 +105,7 @@ def lost_data(index: TraceIndex) -> LostData:
         file_ends_at_byte=end,
         launches=launches,
         launches_without_gpu_event=orphan,
+        gpu_events_set_aside=set_aside,
         gpu_events_lost=gpu_lost,
         incomplete_steps=incomplete,
         lost=lost,
@@ -105,6 +118,12 @@ def gpu_lost_note(index: TraceIndex) -> str | None:
     found = lost_data(index)
     if not found.gpu_events_lost or found.file_ends_at_byte is None:
         return None
+    if found.gpu_events_set_aside:
+        return (
+            f"GPU events lost: the file ends at byte {found.file_ends_at_byte:,}, inside "
+            f"its GPU events, and every step lost some of them (the "
+            f"{found.gpu_events_set_aside} read are not used; see Trace health)"
+        )
     return (
         f"GPU events lost: the file ends at byte {found.file_ends_at_byte:,}, before its "
         f"GPU events ({_launches_words(found.launches)}; see Trace health)"

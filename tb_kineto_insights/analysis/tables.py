@@ -11,7 +11,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.context import Mask, TraceIndex, step_threads
 from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.schema.tables import Table, TableRow, TablesPanel
@@ -21,7 +21,12 @@ from tb_kineto_insights.trace import model as m
 MAX_ROWS = 300
 
 
-def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> Table:
+def _table(
+    index: TraceIndex, kind: str, fold: bool, max_rows: int, only: Mask | None = None
+) -> Table:
+    """Per name of table ``kind`` (kernel names folded when ``fold``): count and summed
+    duration inside the step windows, per step; only the rows where ``only`` (bool per
+    row of the table) when given."""
     trace = index.trace
     t = trace.tables[kind]
     steps = index.steps
@@ -30,6 +35,8 @@ def _table(index: TraceIndex, kind: str, fold: bool, max_rows: int) -> Table:
         return Table(rows=[], other_time_us=0.0, steps=n_steps)
     step = iv.window_index(t.start_ns, steps.start_ns, steps.end_ns)
     inside = step >= 0
+    if only is not None:
+        inside &= only
     name_ids = t.name[inside]
     # group by label through the (few) distinct name ids, never per row as strings
     ids, id_group_of_row = distinct_inverse(name_ids)
@@ -81,6 +88,21 @@ def _dataloader_iterators(index: TraceIndex) -> list[str]:
     return sorted(found)
 
 
+def _off_step_threads(index: TraceIndex) -> Mask:
+    """Per CPU-op row: on a thread other than the step's
+    (:func:`~tb_kineto_insights.analysis.context.step_threads`); all false without
+    ``ProfilerStep`` markers."""
+    ops = index.trace.tables[m.CPU_OP]
+    threads = step_threads(index.trace)
+    if not threads or len(ops) == 0:
+        return np.zeros(len(ops), dtype=np.bool_)
+    pairs = np.asarray(sorted(threads), dtype=np.int64)
+    on = np.zeros(len(ops), dtype=np.bool_)
+    for pid, tid in pairs.tolist():
+        on |= (ops.pid == pid) & (ops.tid == tid)
+    return ~on
+
+
 def tables_summary(index: TraceIndex, max_rows: int = MAX_ROWS) -> TablesPanel:
     """:class:`~tb_kineto_insights.schema.tables.TablesPanel`: ``kernels`` and ``ops``
     tables and ``dataloader_iterators`` (str); a :class:`~tb_kineto_insights.schema.tables.Table`
@@ -88,9 +110,12 @@ def tables_summary(index: TraceIndex, max_rows: int = MAX_ROWS) -> TablesPanel:
     ``other_time_us`` and ``steps``, with rows sorted by summed time (µs; summed durations,
     nested ops each count in full); ``dataloader_iterators``: see
     :func:`_dataloader_iterators` (the diff tells CPU ops that moved into DataLoader
-    workers by it)."""
+    workers by it); ``ops_elsewhere``: the same as ``ops`` for the CPU ops on threads
+    other than the step's (:func:`_off_step_threads`; empty in most traces), which the
+    diff reads to tell work moved off the step's threads."""
     return TablesPanel(
         kernels=_table(index, m.KERNEL, True, max_rows),
         ops=_table(index, m.CPU_OP, False, max_rows),
+        ops_elsewhere=_table(index, m.CPU_OP, False, max_rows, _off_step_threads(index)),
         dataloader_iterators=_dataloader_iterators(index),
     )

@@ -12,4 +12,7 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: names once per store).
 #: 14: the timeline classes cudaMalloc/cudaFree as allocator, as the idle band does.
 #: 15: headlines leave out steps of no length (no step time for an empty trace).
-ANALYSIS_VERSION = 15
+#: 16: a file cut in its first step's GPU events sets them aside
+#: (``lost.gpu_events_set_aside``); a cut's steps are judged per launching thread's block;
+#: ``tables.ops_elsewhere`` (CPU ops off the step's threads, for "moved partly").
+ANALYSIS_VERSION = 16

@@ -268,11 +268,12 @@ def _pool_totals(
 
 def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]]], int]:
     """name → {"time": per-step µs, "count": per-step count}, pooled over the side's spans
-    (a span lacking a name contributes zeros for its steps); and the pooled step count."""
+    (a span lacking a name contributes zeros for its steps); and the pooled step count.
+    ``table``: ``kernels``, ``ops`` or ``ops_elsewhere`` (a field of ``summary.tables``)."""
     rows: dict[str, dict[str, list[float]]] = {}
     offset = 0
     for _, summary in side:
-        t = summary.tables.kernels if table == "kernels" else summary.tables.ops
+        t = getattr(summary.tables, table)
         n = int(t.steps or len(_steps(summary)))
         for row in t.rows:
             entry = rows.setdefault(row.name, {"time": [], "count": []})
@@ -330,6 +331,60 @@ def _one_sided(row: dict[str, Any], status: str) -> None:
             "removed from the traced threads, or moved out of them: exp loads data in "
             "DataLoader worker processes, which the profiler does not trace"
         )
+
+
+def _moved_off_step_threads(
+    both: tuple[dict[str, list[float]], dict[str, list[float]]],
+    elsewhere: tuple[dict[str, list[float]] | None, dict[str, list[float]] | None],
+    *,
+    step_floor_us: float,
+    thresholds: Thresholds,
+) -> str | None:
+    """The note of a CPU op that moved (partly) off the step's threads, else ``None``.
+
+    ``both``: the op's per-step ``time``/``count`` on base and exp (every thread);
+    ``elsewhere``: the same on threads other than the step's (``tables.ops_elsewhere``:
+    a prefetch thread, a thread pool; ``None``: none there). Moved when its time
+    elsewhere grew (judged as a time per step, the step floor applying: ``regressed``)
+    while on the step's threads (every thread less elsewhere) its time or its count per
+    step fell (``improved``): the work appeared in another place of the process as it
+    left the step's threads, so it did not get faster (the count is the steady sign when
+    threads compete for cores and times move with the load)."""
+    (b, e), (b_else, e_else) = both, elsewhere
+    if b_else is None and e_else is None:
+        return None
+
+    def part(rows: dict[str, list[float]] | None, key: str, n: int) -> list[float]:
+        return rows[key] if rows is not None else [0.0] * n
+
+    nb, ne = len(b["time"]), len(e["time"])
+    grew = judge(
+        part(b_else, "time", nb),
+        part(e_else, "time", ne),
+        "lower",
+        min_abs_delta=step_floor_us,
+        thresholds=thresholds,
+    )
+    if grew["verdict"] != "regressed":
+        return None
+    on: dict[str, tuple[list[float], list[float]]] = {}
+    for key in ("time", "count"):
+        on[key] = (
+            [x - y for x, y in zip(b[key], part(b_else, key, nb), strict=True)],
+            [x - y for x, y in zip(e[key], part(e_else, key, ne), strict=True)],
+        )
+    fell_time = judge(*on["time"], "lower", min_abs_delta=step_floor_us, thresholds=thresholds)
+    fell_count = judge(*on["count"], "lower", thresholds=thresholds)
+    if "improved" not in (fell_time["verdict"], fell_count["verdict"]):
+        return None
+    return (
+        "moved off the step's threads: on them "
+        f"{fell_time['base']:.0f} → {fell_time['exp']:.0f} µs/step "
+        f"({fell_count['base']:.1f} → {fell_count['exp']:.1f} calls), on other threads of "
+        f"the process (a prefetch thread, a thread pool) {grew['base']:.0f} → "
+        f"{grew['exp']:.0f} µs/step: part of the work runs there now, it did not get "
+        "faster; both are in the row's numbers"
+    )
 
 
 #: Severities a gained diagnosis must have to reach the headline.
@@ -398,6 +453,8 @@ def _compare_table(
         return out
     changed, added, removed, comm = [], [], [], []
     moved_out = table == "ops" and _loads_in_workers(exp) and not _loads_in_workers(base)
+    b_else, _ = _table_rows(base, "ops_elsewhere") if table == "ops" else ({}, b_n)
+    e_else, _ = _table_rows(exp, "ops_elsewhere") if table == "ops" else ({}, e_n)
     unchanged = 0
     for name in sorted(set(b_rows) | set(e_rows)):
         b = b_rows.get(name, {"time": [0.0] * b_n, "count": [0.0] * b_n})
@@ -427,6 +484,20 @@ def _compare_table(
         elif name not in e_rows:
             _one_sided(row, "moved_out" if moved_out else "removed")
             removed.append(row)
+        elif (
+            moved := _moved_off_step_threads(
+                (b, e),
+                (b_else.get(name), e_else.get(name)),
+                step_floor_us=step_floor_us,
+                thresholds=thresholds,
+            )
+        ) is not None:
+            # the op left the step's threads and appeared on another thread of the
+            # process: the work moved there (whatever its total did), not faster
+            row["status"] = "moved_partly"
+            t["verdict"] = ONE_SIDED_STATUS["moved_partly"]
+            row["note"] = moved
+            changed.append(row)
         elif moved_out and t["verdict"] == "improved":
             # the op shrank as data loading moved into worker processes the profiler
             # does not trace: most likely part of it runs there now, not faster

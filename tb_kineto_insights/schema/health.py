@@ -76,6 +76,7 @@ class LostData(Out, frozen=True, kw_only=True):
     file_ends_at_byte: int | None
     launches: int
     launches_without_gpu_event: int
+    gpu_events_set_aside: int
     gpu_events_lost: bool
     incomplete_steps: list[int]
     lost: list[str]

@@ -30,8 +30,11 @@ class Table(Out, frozen=True, kw_only=True):
 
 class TablesPanel(Out, frozen=True, kw_only=True):
     """``summary.tables`` (``analysis.tables.tables_summary``): per kernel name
-    and per op name, count and time per step, for the diff."""
+    and per op name, count and time per step, for the diff; ``ops_elsewhere``: the ops
+    on threads other than the step's (a prefetch thread, a thread pool), already in
+    ``ops``."""
 
     kernels: Table
     ops: Table
+    ops_elsewhere: Table
     dataloader_iterators: list[str]
