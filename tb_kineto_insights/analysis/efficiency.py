@@ -38,6 +38,13 @@ Definitions, in the order they are applied:
      bytes only, the tensors read (every tensor input) plus the one written (the size
      of the largest input; none for reductions, whose output is small; fill/zero write
      only; ``copy_(dst, src)`` reads src and writes dst).
+   - the trace's own count: a matmul-class op with a ``flops`` arg (a positive number)
+     takes that count (``flops_source="trace"``), the formula's kept beside it and a
+     note where the two differ by more than 1 % (:func:`with_trace_flops`). No
+     ``torch.profiler`` up to 2.11 writes one: ``with_flops=True`` keeps its count in
+     ``FunctionEvent.flops`` only; the recordings' ``profiler_flops`` (that count, per op
+     and shapes) equal our formulas for every ``mm``/``addmm`` and ``conv2d``
+     (tests/test_efficiency.py).
 
 4. **Roof.** Peaks per GPU model come from ``analysis/data/gpu_peaks.json`` (dense
    datasheet rates, each row citing its datasheet; matched by
@@ -53,19 +60,29 @@ Definitions, in the order they are applied:
 No claim (``None``, and a note saying why) without shapes, for an unknown GPU, or for a
 unit the GPU lacks. Datasheet peaks are ceilings: boost clocks, ideal kernels.
 
-Verdicts (:func:`efficiency_diagnoses`):
+``per_step``: each step's matmul-class FLOPs, kernel time and tensor-core time (a call
+belongs to the step where its first kernel starts), the samples the diff judges the
+run's achieved TFLOP/s and tensor-core share on.
+
+Verdicts (:func:`efficiency_diagnoses`). Every saving assumes a slow group can reach
+what its kind reaches on this GPU (:func:`reachable_roof_fraction`, each measured:
+GEMMs 0.6 of the roof, channels_last convolutions 0.3, flash attention 0.28):
 
 - ``matmul_without_tensor_cores``: fp32 matmul/conv groups on CUDA cores. Cost: the time
   they would save at the same share of the bf16 tensor-core roof (bounded by the memory
-  roof at half the bytes, and capped at ``efficiency_reachable_roof_fraction``), per
-  step, times the GPU's busy share of the step (on a launch-bound run faster kernels do
-  not shorten the step). Proven on ``sample_logs/eff_mlp_fp32`` (fires), quiet on
-  ``eff_mlp_tf32`` / ``eff_mlp_bf16``.
+  roof at half the bytes, and capped at the reachable share), per step, times the GPU's
+  busy share of the step (on a launch-bound run faster kernels do not shorten the
+  step). Fires on ``sample_logs/eff_mlp_fp32``, ``eff_ddp_fp32`` and the shared fp32
+  DDP runs; quiet on ``eff_mlp_tf32`` / ``eff_mlp_bf16`` / ``eff_ddp_tf32`` /
+  ``eff_ddp_bf16``.
 - ``low_kernel_efficiency``: matmul-class groups below
-  ``low_kernel_efficiency_roof_fraction`` of their roof; cost: the time above what they
-  would take at ``efficiency_reachable_roof_fraction`` of it, times the busy share.
-  Fires on ``eff_gemm_odd`` (4095³), quiet on ``eff_gemm_aligned`` (4096³) and on
-  ``eff_gemm_skinny`` (M = 16: memory-bound, near its bandwidth roof).
+  ``low_kernel_efficiency_roof_fraction`` of their roof and below what their kind
+  reaches; cost: the time above what they would take at that reachable share, times
+  the busy share. Fires on ``eff_gemm_odd`` (4095³), the NCHW fp32 convolutions
+  (``eff_cnn_fp32_nchw``, ``cudnn_autotune_fixed``: no more than channels_last measures)
+  and memory-efficient attention (``eff_sdpa_efficient_bf16``); quiet on
+  ``eff_gemm_aligned``, ``eff_gemm_skinny`` (M = 16: memory-bound, near its bandwidth
+  roof), channels_last convolutions and flash attention (``eff_sdpa_flash_bf16``).
 """
 
 from __future__ import annotations
