@@ -357,9 +357,11 @@ def test_ops_that_moved_partly_into_dataloader_workers_are_not_improved() -> Non
     assert not any(r["time_us_per_step"]["verdict"] == "improved" for r in rows.values())
     assert {r["status"] for r in doc["ops"]["removed"]} == {"moved_out"}
     assert doc["headline"]["verdict"] == "improved"
-    # once the DataLoader no longer stalls the GPU, its NCHW fp32 convolutions are the
-    # cost (issue 26): the only high/medium diagnosis the experiment gains
-    assert [g["id"] for g in doc["headline"]["gained"]] == ["low_kernel_efficiency"]
+    # once the DataLoader no longer stalls the GPU, its NCHW fp32 convolutions are a
+    # cost (issue 26), claimed at what channels_last reaches: low, so not a headline gain
+    assert doc["headline"]["gained"] == []
+    exp_found = {d["id"]: d["severity"] for d in doc["diagnoses"]["found"]["exp"]}
+    assert exp_found.get("low_kernel_efficiency") == "low"
     # the same pair the other way round moves nothing out: no such marks
     back = as_json(
         compare(

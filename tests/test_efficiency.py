@@ -297,21 +297,36 @@ def _launch(ts: float, corr: int) -> dict[str, Any]:
 
 
 def _gemm_trace(
-    tmp_path: Path, kernel_name: str, types: list[str], kernel_us: float, props: Any = H200
+    tmp_path: Path,
+    kernel_name: str,
+    types: list[str],
+    kernel_us: float,
+    props: Any = H200,
+    mm_args: dict[str, Any] | None = None,
+    add_args: dict[str, Any] | None = None,
+    extra: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Two steps of 1000 µs; in each, aten::linear → aten::mm (M=N=K=4096) launching one
-    kernel of ``kernel_us`` µs and an aten::add launching an 8 µs kernel."""
+    kernel of ``kernel_us`` µs and an aten::add launching an 8 µs kernel (``mm_args`` /
+    ``add_args``: more args of those ops; ``extra``: more events)."""
     dims = [[4096, 4096], [4096, 4096]]
-    events: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = list(extra or [])
     for n in (1, 2):
         t0 = 1000.0 * n
         events += [
             cpu(f"ProfilerStep#{n}", t0, 1000.0, cat="user_annotation"),
             _op("aten::linear", t0 + 10, 50, [*dims, []], [*types, ""]),
-            _op("aten::mm", t0 + 20, 30, dims, types),
+            _op("aten::mm", t0 + 20, 30, dims, types, **(mm_args or {})),
             _launch(t0 + 25, 10 * n),
             kernel(kernel_name, t0 + 30, kernel_us, corr=10 * n),
-            _op("aten::add", t0 + 70, 20, [[4096, 4096], [4096, 4096], []], [*types, "Scalar"]),
+            _op(
+                "aten::add",
+                t0 + 70,
+                20,
+                [[4096, 4096], [4096, 4096], []],
+                [*types, "Scalar"],
+                **(add_args or {}),
+            ),  # fmt: skip
             _launch(t0 + 75, 10 * n + 1),
             kernel("vectorized_elementwise_kernel", t0 + 40 + kernel_us, 8.0, corr=10 * n + 1),
         ]
@@ -548,7 +563,7 @@ def test_diff_rows_match_op_groups_across_dtypes() -> None:
     assert mm.exp_time_us_per_step == e_row.time_us_per_step
     assert "matmul_without_tensor_cores" in doc.diagnoses.disappeared
     text = diff_text(doc)
-    assert "fp32 -> bf16  aten::mm" in text
+    assert "fp32 -> bf16  aten::mm" in text and "[improved]" in text
 
 
 def test_reader_keeps_input_types_and_scalars_of_conv_and_attention_only(tmp_path: Path) -> None:
@@ -584,3 +599,270 @@ def test_every_formula_op_gets_its_arguments_from_the_reader() -> None:
     for name in ("aten::mm", "aten::linear", "aten::add", "aten::_foreach_add_"):
         assert op_names.has_formula(name) and not op_names.needs_scalars(name)
     assert not op_names.has_formula("aten::view")
+
+
+# -- the trace's own FLOP count (a ``flops`` arg) ------------------------------------------
+
+FLOPS_4096 = 2.0 * 4096**3
+
+
+@pytest.mark.parametrize("decode", ["typed", "loose"])
+def test_trace_flops_arg_is_used_and_cross_checked(tmp_path: Path, decode: str) -> None:
+    """An op's ``flops`` arg is the count used (``flops_source="trace"``), the formula's
+    kept beside it; a difference over 1 % is said in a note; memory ops and values that
+    are not a positive number keep the formula. Typed and loose decodes alike (the
+    loose one: an odd field type elsewhere in the piece)."""
+    odd = cpu("aten::empty", 5, 1)
+    odd["args"] = {"stream": [1]} if decode == "loose" else {}
+    name = "nvjet_sm90_tst_256x128"
+    same = summarize_file(str(_gemm_trace(
+        tmp_path / "same", name, [BF16, BF16], 200.0, mm_args={"flops": FLOPS_4096},
+        add_args={"flops": 4096 * 4096}, extra=[odd],
+    )))  # fmt: skip
+    mm = next(r for r in same.efficiency.rows if r.op == "aten::mm")
+    assert (mm.flops_source, mm.flops_per_call, mm.shapes_flops_per_call) == (
+        "trace", FLOPS_4096, FLOPS_4096,
+    )  # fmt: skip
+    assert mm.achieved_flops_per_s == pytest.approx(FLOPS_4096 / 200e-6)
+    add = next(r for r in same.efficiency.rows if r.op == "aten::add")
+    assert (add.flops_source, add.flops_per_call) == ("shapes", None)
+    assert not any("flops arg" in n for n in same.efficiency.notes)
+    more = summarize_file(str(_gemm_trace(
+        tmp_path / "more", name, [BF16, BF16], 200.0, mm_args={"flops": 1.5 * FLOPS_4096},
+        extra=[odd],
+    )))  # fmt: skip
+    mm = next(r for r in more.efficiency.rows if r.op == "aten::mm")
+    assert (mm.flops_per_call, mm.shapes_flops_per_call) == (1.5 * FLOPS_4096, FLOPS_4096)
+    assert mm.achieved_flops_per_s == pytest.approx(1.5 * FLOPS_4096 / 200e-6)
+    assert mm.roof_fraction == pytest.approx(1.5 * FLOPS_4096 / 200e-6 / 989e12, abs=1e-4)
+    assert [n for n in more.efficiency.notes if "flops arg" in n] == [
+        "aten::mm [[4096, 4096], [4096, 4096]]: the trace's flops arg (2.062e+11 per call) "
+        "differs from the shapes formula (1.374e+11) by +50 %; the trace's count is used."
+    ]
+    assert more.efficiency.per_step[0].matmul_flops == 1.5 * FLOPS_4096
+    for i, bad in enumerate(("N/A", -5, True, None, [1])):
+        s = summarize_file(str(_gemm_trace(
+            tmp_path / f"bad{i}", name, [BF16, BF16], 200.0, mm_args={"flops": bad},
+            extra=[odd],
+        )))  # fmt: skip
+        mm = next(r for r in s.efficiency.rows if r.op == "aten::mm")
+        assert (mm.flops_source, mm.flops_per_call) == ("shapes", FLOPS_4096), bad
+
+
+def test_torch_writes_no_flops_arg_and_its_own_count_equals_ours() -> None:
+    """``with_flops=True`` on torch 2.11 (the recordings' torch): no event of any trace
+    carries a ``flops`` (or Inductor's ``kernel_flop``) arg, so the formulas are what
+    counts. The profiler's own count (``FunctionEvent.flops``, kept by
+    ``record_efficiency.py`` under ``profiler_flops``) equals our formula for every
+    ``mm``/``addmm`` and, for ``conv2d``, our count of the ``cudnn_convolution`` it
+    launches with the same input and weight shapes."""
+    runs = {k: v for k, v in _all_info().items() if "trace_flops_args" in v}
+    assert len(runs) >= 11
+    gemms = convs = 0
+    for run, rec in runs.items():
+        args = rec["trace_flops_args"]
+        assert args["events_with_flops_arg"] == 0 and args["events_with_kernel_flop_arg"] == 0
+        assert "flops" not in args["cpu_op_arg_keys"] and "Input Dims" in args["cpu_op_arg_keys"]
+        summary = None
+        for e in rec["profiler_flops"]:
+            shapes = e["input_shapes"]
+            if e["op"] in ("aten::mm", "aten::addmm"):
+                work = op_work(e["op"], shapes, [F32] * len(shapes))
+                assert work is not None and work.flops == e["flops_per_call"], (run, e)
+                gemms += 1
+            elif e["op"] == "aten::conv2d":
+                summary = summary or _summary(run)
+                for r in summary.efficiency.rows:
+                    if r.op == "aten::cudnn_convolution" and json.loads(r.shapes)[:2] == shapes[:2]:
+                        assert r.flops_per_call == e["flops_per_call"], (run, e)
+                        convs += 1
+    assert gemms >= 40 and convs >= 35
+
+
+def test_efficient_attention_backward_formula() -> None:
+    """``_efficient_attention_backward`` (grad_out, q, k, v, bias, out, …; causal from
+    ``custom_mask_type``, position 14): 2.5 × the forward's 2·B·H·Sq·Sk·(D + Dv), halved
+    when causal; bytes of q, k, v and the output."""
+    q = [2, 64, 4, 32]  # B, S, H, D (bshd)
+    dims = [q, q, q, q, [], q, [], [], [], [], [2, 4, 64], *[[]] * 9]
+    types = [BF16, BF16, BF16, BF16, "", BF16] + [""] * 14
+    concrete = [""] * 20
+    for mask, causal in (("0", False), ("1", True)):
+        concrete[14] = mask
+        w = op_work("aten::_efficient_attention_backward", dims, types, concrete)
+        assert w is not None and w.category == "attention"
+        flops = 2.5 * 2.0 * 2 * 4 * 64 * 64 * (32 + 32) / (2.0 if causal else 1.0)
+        assert w.flops == flops and w.bytes == 2.0 * 4 * (2 * 64 * 4 * 32)
+
+
+def _all_info() -> dict[str, Any]:
+    info = json.loads((SAMPLES / "recording_info.json").read_text(encoding="utf-8"))
+    runs: dict[str, Any] = info["efficiency"]["runs"]
+    return runs
+
+
+def _diag(summary: Any, diag_id: str) -> Any:
+    return next((d for d in summary.diagnoses if d.id == diag_id), None)
+
+
+# -- attention on real recordings ----------------------------------------------------------
+
+
+def test_sdpa_flops_attribution_and_verdicts() -> None:
+    """Flash (causal) and memory-efficient (not causal) SDPA, bf16, forward + backward:
+    each kernel sits in its attention op's row; our FLOPs are torch.utils.flop_counter's
+    (which counts the whole square: half of it when causal) and the forward's rate is
+    within 15 % of the event-timed one. The flash run (what attention reaches on this
+    GPU) gets no efficiency verdict; the memory-efficient one is claimed at the flash
+    rate, not more than the flash backend's time on the same work would save."""
+    flash, eff = _summary("eff_sdpa_flash_bf16"), _summary("eff_sdpa_efficient_bf16")
+    runs = {"eff_sdpa_flash_bf16": (flash, 0.5), "eff_sdpa_efficient_bf16": (eff, 1.0)}
+    attention_us = {}
+    for run, (s, causal_share) in runs.items():
+        counter = _info(run)["flop_counter"]["forward_backward"]["by_op"]
+        fwd_count = next(v for k, v in counter.items() if not k.endswith("_backward"))
+        bwd_count = next(v for k, v in counter.items() if k.endswith("_backward"))
+        rows = {r.op: r for r in s.efficiency.rows if r.category == "attention"}
+        fwd = next(r for op, r in rows.items() if not op.endswith("_backward"))
+        bwd = next(r for op, r in rows.items() if op.endswith("_backward"))
+        assert fwd.flops_per_call == fwd_count * causal_share
+        assert bwd.flops_per_call == bwd_count * causal_share
+        assert fwd.calls_per_step == bwd.calls_per_step == 1.0
+        timed = _info(run)["event_timed"]
+        assert fwd.achieved_flops_per_s == pytest.approx(timed["tflops_per_s"] * 1e12, rel=0.15)
+        attention_us[run] = fwd.time_us_per_step + bwd.time_us_per_step
+        # every attention kernel of the trace is in these two rows
+        trace = read_trace(str(next((SAMPLES / run).glob("*.gz"))))
+        k = trace.kernels
+        names = [trace.names[i].lower() for i in k.name]
+        is_attn = np.array(["flash" in n or "fmha" in n or "attention" in n for n in names])
+        assert is_attn.sum() > 0
+        covered = float(k.dur_ns[is_attn].sum()) / 1000.0 / s.efficiency.steps
+        assert attention_us[run] == pytest.approx(covered, rel=1e-3)
+    assert not {"low_kernel_efficiency", "matmul_without_tensor_cores"} & _ids(flash)
+    d = _diag(eff, "low_kernel_efficiency")
+    assert d is not None and d.evidence["groups"][0]["op"] == "aten::_efficient_attention_backward"
+    assert "flash backend" in d.recommendation and "Pad matmul dims" not in d.recommendation
+    claimed_us = d.impact_fraction * eff.steps.mean_step_us
+    # the flash backend on the non-causal work: twice its causal kernels' time
+    flash_us = attention_us["eff_sdpa_efficient_bf16"] - 2 * attention_us["eff_sdpa_flash_bf16"]
+    assert 0.5 * flash_us <= claimed_us <= 1.2 * flash_us
+
+
+# -- DDP ------------------------------------------------------------------------------------
+
+
+def test_ddp_fp32_fires_and_tensor_core_ddp_runs_are_quiet(h200x2: Path) -> None:
+    """The residual MLP of the shared h200x2 DDP runs, recorded at world size 1: fp32
+    (TF32 off) gets matmul_without_tensor_cores, within 1.5x of the saving TF32
+    measures; with TF32 or bf16 autocast the GEMMs run on tensor cores and neither
+    efficiency verdict fires. The shared fp32 DDP runs (both ranks) get it too."""
+    fp32 = _summary("eff_ddp_fp32")
+    d = _diag(fp32, "matmul_without_tensor_cores")
+    assert d is not None and d.severity in ("medium", "high")
+    measured = 1.0 - _info("eff_ddp_tf32")["step_ms"] / _info("eff_ddp_fp32")["step_ms"]
+    assert measured / 1.5 <= d.impact_fraction <= measured * 1.5
+    for run in ("eff_ddp_tf32", "eff_ddp_bf16"):
+        s = _summary(run)
+        assert not {"matmul_without_tensor_cores", "low_kernel_efficiency"} & _ids(s), run
+        gemm = [r for r in s.efficiency.rows if r.category == "matmul"]
+        assert len(gemm) >= 5 and not any(r.cuda_cores for r in gemm), run
+        # all but the tiny classifier head (N = 16: a cutlass::Kernel2 of unknown unit)
+        on_tensor = sum(r.time_us_per_step for r in gemm if (r.unit or "").endswith("_tensor"))
+        assert on_tensor >= 0.99 * sum(r.time_us_per_step for r in gemm), run
+    for run in ("ddp_default", "ddp_tuned", "ddp_straggler"):
+        for path in sorted((h200x2 / run).glob("rank*.json.gz")):
+            d = _diag(summarize_file(str(path)), "matmul_without_tensor_cores")
+            assert d is not None and d.severity in ("medium", "high"), path.name
+
+
+# -- convolutions: the claim against channels_last ------------------------------------------
+
+
+@pytest.mark.parametrize("model", ["cnn", "resnet"])
+def test_conv_claim_does_not_overstate_channels_last(model: str) -> None:
+    """low_kernel_efficiency on NCHW fp32 convolutions claims no more than channels_last
+    wins (CUDA-event step times of the same model, recorded beside it): the claimed
+    share of the step ≤ 1.2 × the measured one. channels_last (fp32 or bf16) is quiet."""
+    nchw = _summary(f"eff_{model}_fp32_nchw")
+    d = _diag(nchw, "low_kernel_efficiency")
+    assert d is not None and "channels_last" in d.recommendation
+    assert "NCHW" in (d.evidence["groups"][0]["reason"] or "")
+    measured = (
+        1.0 - _info(f"eff_{model}_fp32_cl")["step_ms"] / _info(f"eff_{model}_fp32_nchw")["step_ms"]
+    )
+    assert 0.0 < d.impact_fraction <= 1.2 * measured
+    for run in (f"eff_{model}_fp32_cl", f"eff_{model}_bf16_cl"):
+        assert not {"low_kernel_efficiency", "matmul_without_tensor_cores"} & _ids(_summary(run))
+
+
+@pytest.mark.parametrize(("run", "model"), [("cudnn_autotune_fixed", "cnn"),
+                                            ("dataloader_workers4", "resnet")])  # fmt: skip
+def test_shared_conv_runs_claim_within_channels_last(run: str, model: str) -> None:
+    """The runs the conv claim was questioned on (same models, recorded with their own
+    settings) claim no more than channels_last measures on that model."""
+    d = _diag(_summary(run), "low_kernel_efficiency")
+    assert d is not None
+    measured = (
+        1.0 - _info(f"eff_{model}_fp32_cl")["step_ms"] / _info(f"eff_{model}_fp32_nchw")["step_ms"]
+    )
+    assert d.impact_fraction <= 1.2 * measured
+
+
+# -- the diff's efficiency verdicts -----------------------------------------------------------
+
+
+def test_per_step_matmul_work_exact(tmp_path: Path) -> None:
+    """``efficiency.per_step``: each step's matmul FLOPs (the mm call), its kernel time
+    and the part on tensor cores (none for an sgemm kernel, all for nvjet)."""
+    cuda = summarize_file(str(_gemm_trace(tmp_path / "a", "cutlass_80_simt_sgemm", [F32, F32],
+                                          900.0)))  # fmt: skip
+    tensor = summarize_file(str(_gemm_trace(tmp_path / "b", "nvjet_sm90_tst", [BF16, BF16],
+                                            200.0)))  # fmt: skip
+    assert [(x.matmul_flops, x.matmul_time_us, x.tensor_core_time_us)
+            for x in cuda.efficiency.per_step] == [(FLOPS_4096, 900.0, 0.0)] * 2  # fmt: skip
+    assert [(x.matmul_flops, x.matmul_time_us, x.tensor_core_time_us)
+            for x in tensor.efficiency.per_step] == [(FLOPS_4096, 200.0, 200.0)] * 2  # fmt: skip
+    doc = diff([("a", cuda)], [("b", tensor)])
+    rows = {m.key: m for m in doc.metrics}
+    rate = rows["efficiency.matmul_tflops_per_s"]
+    assert rate.base == pytest.approx(FLOPS_4096 / 900e-6 / 1e12)
+    assert rate.exp == pytest.approx(FLOPS_4096 / 200e-6 / 1e12)
+    assert rate.verdict == "improved" and rate.unit == "TFLOP/s"
+    share = rows["efficiency.tensor_core_time_fraction"]
+    assert (share.base, share.exp, share.verdict) == (0.0, 1.0, "improved")
+    mm = next(r for r in doc.efficiency if r.op == "aten::mm")
+    assert mm.verdict == "improved"
+    # 2 % faster GEMM, 2 µs of a ~1000 µs step: beyond 1 %, under the 0.5 % step floor
+    a = summarize_file(str(_gemm_trace(tmp_path / "c", "nvjet_sm90_tst", [BF16, BF16], 100.0)))
+    b = summarize_file(str(_gemm_trace(tmp_path / "d", "nvjet_sm90_tst", [BF16, BF16], 98.0)))
+    small = diff([("a", a)], [("b", b)])
+    assert {m.key: m.verdict for m in small.metrics}["efficiency.matmul_tflops_per_s"] == (
+        "negligible"
+    )
+    assert next(r for r in small.efficiency if r.op == "aten::mm").verdict == "negligible"
+
+
+def test_diff_efficiency_verdicts_on_real_pair_and_self_diff() -> None:
+    """fp32 MLP → bf16 autocast: the run's matmul TFLOP/s and tensor-core share improve
+    beyond the step-to-step noise, each GEMM group improves; a self-diff changes
+    nothing: every efficiency row and metric is unchanged (or not judged)."""
+    base, exp = _summary("eff_mlp_fp32"), _summary("eff_mlp_bf16")
+    doc = diff([("w", base)], [("w", exp)])
+    rows = {m.key: m for m in doc.metrics}
+    rate = rows["efficiency.matmul_tflops_per_s"]
+    assert rate.verdict == "improved" and rate.stderr is not None
+    assert 45 <= rate.base <= 60 and 750 <= rate.exp <= 900
+    share = rows["efficiency.tensor_core_time_fraction"]
+    assert (share.base, share.exp, share.verdict) == (0.0, 1.0, "improved")
+    assert {r.verdict for r in doc.efficiency if r.op in ("aten::mm", "aten::addmm")} == {
+        "improved"
+    }
+    back = diff([("w", exp)], [("w", base)])
+    assert {m.key: m.verdict for m in back.metrics}["efficiency.matmul_tflops_per_s"] == (
+        "regressed"
+    )
+    same = diff([("w", base)], [("w", base)])
+    assert {m.verdict for m in same.metrics if m.key.startswith("efficiency.")} == {"unchanged"}
+    assert {r.verdict for r in same.efficiency} <= {"unchanged", "not judged"}
+    assert any(r.verdict == "unchanged" for r in same.efficiency)

@@ -33,12 +33,12 @@ READ = {
     "M": ("cat", "name", "pid", "tid", "ts"),
 }
 #: args kept as their JSON text (empty when absent) by the typed decoders
-RAW_TEXT_ARGS = ("input_dims", "input_type", "concrete_inputs")
+RAW_TEXT_ARGS = ("input_dims", "input_type", "concrete_inputs", "flops")
 ARGS_READ = {
     "X": (
         "external_id", "device", "stream", "correlation", "collective_name",
         "in_msg_nelems", "out_msg_nelems", "in_msg_size", "dtype", "group_size",
-        "pg_name", "pg_ranks", "seq", "input_dims", "input_type", "concrete_inputs",
+        "pg_name", "pg_ranks", "seq", "input_dims", "input_type", "concrete_inputs", "flops",
     ),
     "i": ("bytes", "total_allocated", "total_reserved", "device_type", "device_id", "addr"),
     "M": ("name",),

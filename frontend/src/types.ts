@@ -847,6 +847,8 @@ export interface Allocation {
  * groups by time, at most ``max_rows``; ``headline``: one line on the matmul work
  * (e.g. "matmuls reach 74 % of the bf16 tensor roof"), ``None`` when there is none;
  * ``notes``: why no claim is made where none is (no shapes, unknown GPU, no kernels).
+ * ``per_step``: the matmul-class work of each step (:class:`EfficiencyStep`), empty
+ * without it.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "EfficiencyPanel".
@@ -861,6 +863,7 @@ export interface EfficiencyPanel {
   headline: string | null;
   rows: EfficiencyRow[];
   notes: string[];
+  per_step?: EfficiencyStep[];
 }
 /**
  * ``summary.efficiency.peak``: the roof used, per unit in FLOP/s (``None`` where the
@@ -898,6 +901,10 @@ export interface EfficiencyPeak {
  * or unit). ``cuda_cores``: an fp32 matmul/conv whose kernels run on CUDA cores (names
  * with ``sgemm``/``ffma``/``simt``/``f32f32`` and no ``tf32``). ``reason``: why a
  * compute-bound group is far below its roof, when its shapes show it.
+ * ``flops_source``: ``shapes`` (the formula of ``analysis.efficiency``) or ``trace``
+ * (the ops' ``flops`` arg, used when the trace has one); ``shapes_flops_per_call``: the
+ * formula's count beside the trace's (the cross-check), ``None`` when the formula's is
+ * the one used.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "EfficiencyRow".
@@ -922,6 +929,23 @@ export interface EfficiencyRow {
   bound: string | null;
   cuda_cores: boolean;
   reason: string | null;
+  flops_source?: string;
+  shapes_flops_per_call?: number | null;
+}
+/**
+ * One step of ``summary.efficiency.per_step[]``: the matmul/conv/attention work of
+ * the step (op calls whose first kernel starts in it): ``matmul_flops``, their kernel
+ * time ``matmul_time_us`` and the part of it on tensor cores ``tensor_core_time_us``
+ * (groups whose roof is a ``*_tensor`` unit). Per-step samples for the diff's
+ * efficiency verdicts.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "EfficiencyStep".
+ */
+export interface EfficiencyStep {
+  matmul_flops: number;
+  matmul_time_us: number;
+  tensor_core_time_us: number;
 }
 /**
  * ``summary.health``: what the reader saw
@@ -1749,8 +1773,12 @@ export interface LargestChange {
  * One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
  * dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
  * ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
- * shape, or that side has no efficiency panel). No verdict: a summary keeps one value
- * per group, not one per step.
+ * shape, or that side has no efficiency panel). ``verdict`` of the achieved FLOP/s
+ * (``compare.diff.efficiency_rows``): a summary keeps one value per group, not one per
+ * step, so the single-value rule (10 %), ``negligible`` when the group's time moves
+ * less than 0.5 % of the base step, ``added``/``removed``, ``not judged`` for memory
+ * ops. The run-wide rates (achieved TFLOP/s, tensor-core share) are metric rows judged
+ * against the step-to-step noise.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffEfficiencyRow".
@@ -1766,6 +1794,7 @@ export interface DiffEfficiencyRow {
   exp_achieved_flops_per_s: number | null;
   base_roof_fraction: number | null;
   exp_roof_fraction: number | null;
+  verdict?: string;
 }
 /**
  * The timeline of one step window (``analysis.context``'s windows, the ones every

@@ -167,6 +167,17 @@ class Thresholds:
     #: H200's bf16 peak; 0.6 leaves a margin). matmul_without_tensor_cores uses the same
     #: cap on the efficiency it assumes on tensor cores.
     efficiency_reachable_roof_fraction: float = 0.60
+    #: The same for convolutions: what cuDNN reaches in the layout the advice names
+    #: (channels_last). Measured on H200 (sample_logs/eff_cnn_* and eff_resnet_*, the conv
+    #: models of cudnn_autotune_fixed and dataloader_workers4): their 64–96-channel
+    #: backward convolutions reach 0.28–0.30 of the TF32 roof in channels_last, 0.17–0.21
+    #: in NCHW; the step times say channels_last saves 0.72 ms of 4.15 (cnn) and 10.7 of
+    #: 38.1 ms (resnet). 0.6 claimed 1.4 ms for the cnn, twice what channels_last wins.
+    efficiency_reachable_conv_roof_fraction: float = 0.30
+    #: The same for attention: what PyTorch's flash backend reaches on H200 in bf16
+    #: (sample_logs/eff_sdpa_flash_bf16: forward 0.31, backward 0.28 of the bf16 roof,
+    #: FLOPs of the causal half); the memory-efficient backend reaches 0.17.
+    efficiency_reachable_attention_roof_fraction: float = 0.28
     #: Roofline peaks for a GPU that the table (analysis/data/gpu_peaks.json) does not
     #: know, or to replace its figures: dense 16-bit tensor-core FLOP/s (bf16/fp16), fp32
     #: FLOP/s on CUDA cores, and memory bytes/s. 0 = from the table; the user's peaks are

@@ -15,4 +15,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 16: a file cut in its first step's GPU events sets them aside
 #: (``lost.gpu_events_set_aside``); a cut's steps are judged per launching thread's block;
 #: ``tables.ops_elsewhere`` (CPU ops off the step's threads, for "moved partly").
-ANALYSIS_VERSION = 16
+#: 17: per-step matmul/conv/attention work (diff efficiency verdicts), the trace's ``flops`` arg,
+#: the reachable roof per kind (conv 0.30, attention 0.28).
+ANALYSIS_VERSION = 17

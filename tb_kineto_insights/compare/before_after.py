@@ -164,6 +164,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return fmt_bytes(value) + unit[5:]
     if unit == "GB/s":
         return f"{value:.1f} GB/s"
+    if unit == "TFLOP/s":
+        return f"{value:.1f} TFLOP/s"
     return f"{value:.1f}"
 
 
@@ -257,13 +259,13 @@ def diff_text(doc: DiffDocument) -> str:
         g for g in doc.efficiency if g.base_achieved_flops_per_s or g.exp_achieved_flops_per_s
     ]
     if matmuls:
-        lines.append("\nKernel efficiency (matmul/conv/attention groups, TFLOP/s; no verdict):")
+        lines.append("\nKernel efficiency (matmul/conv/attention groups, TFLOP/s):")
         for g in matmuls[:8]:
             before = _tflops(g.base_achieved_flops_per_s)
             after = _tflops(g.exp_achieved_flops_per_s)
             lines.append(
                 f"  {before:>6s} -> {after:>6s}  {g.base_dtype or '-'} -> {g.exp_dtype or '-'}"
-                f"  {g.op} {g.shapes[:60]}"
+                f"  {g.op} {g.shapes[:60]}  [{g.verdict}]"
             )
     lines.append("\nMetrics:")
     notes = []

@@ -24,6 +24,7 @@ waited/transfer rows say what changed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +168,55 @@ def _memory_growth(s: Summary) -> list[float] | None:
     return None if slope is None else [float(slope)]
 
 
+def _matmul_steps(s: Summary) -> list[Any] | None:
+    """``efficiency.per_step`` of a span with matmul-class work in every step."""
+    panel = getattr(s, "efficiency", None)
+    per = panel.per_step if panel is not None else None
+    if not per or any(x.matmul_time_us <= 0 for x in per):
+        return None
+    return list(per)
+
+
+def _matmul_tflops(s: Summary) -> list[float] | None:
+    per = _matmul_steps(s)
+    return None if per is None else [x.matmul_flops / x.matmul_time_us / 1e6 for x in per]
+
+
+def _matmul_tflops_totals(s: Summary) -> list[tuple[float, float]] | None:
+    """Per step (TFLOP, µs × 1e-6): achieved TFLOP/s is their ratio of totals."""
+    per = _matmul_steps(s)
+    return None if per is None else [(x.matmul_flops / 1e12, x.matmul_time_us / 1e6) for x in per]
+
+
+def _matmul_tflops_floor(base: Side, step_floor_us: float, th: Thresholds) -> float:
+    """The smallest rate change that matters: the base's matmul FLOPs per step at rate r
+    take F/r; a rate r + δ saves ``step_floor_us`` when δ = 1/(1/r − s/F) − r (µs and
+    TFLOP/s as they are); ``inf`` when even an infinite rate would save less."""
+    flops = time_us = 0.0
+    for _, summary in base:
+        per = _matmul_steps(summary)
+        if per:
+            flops += sum(x.matmul_flops for x in per) / 1e12
+            time_us += sum(x.matmul_time_us for x in per)
+    if flops <= 0 or time_us <= 0:
+        return math.inf
+    rate = flops / (time_us / 1e6)  # TFLOP/s
+    n = sum(len(_matmul_steps(s) or []) for _, s in base) or 1
+    per_step_tflop = flops / n
+    inv = 1.0 / rate - (step_floor_us / 1e6) / per_step_tflop
+    return math.inf if inv <= 0 else 1.0 / inv - rate
+
+
+def _tensor_core_share(s: Summary) -> list[float] | None:
+    per = _matmul_steps(s)
+    return None if per is None else [x.tensor_core_time_us / x.matmul_time_us for x in per]
+
+
+def _tensor_core_totals(s: Summary) -> list[tuple[float, float]] | None:
+    per = _matmul_steps(s)
+    return None if per is None else [(x.tensor_core_time_us, x.matmul_time_us) for x in per]
+
+
 #: Every category of the step breakdown, ``other`` included: the breakdown is exclusive and
 #: covers the whole step window (:mod:`..analysis.overview`), so the rows' deltas add up to
 #: the step-time delta; leaving a category out leaves part of the change unexplained.
@@ -229,6 +279,23 @@ METRICS: tuple[Metric, ...] = (
         "µs",
         "higher",
         _comm("overlapped_us"),
+    ),
+    Metric(
+        "efficiency.matmul_tflops_per_s",
+        "matmul/conv/attention achieved TFLOP/s",
+        "TFLOP/s",
+        "higher",
+        _matmul_tflops,
+        floor=_matmul_tflops_floor,
+        totals=_matmul_tflops_totals,
+    ),
+    Metric(
+        "efficiency.tensor_core_time_fraction",
+        "tensor-core share of matmul/conv/attention time",
+        "fraction",
+        "higher",
+        _tensor_core_share,
+        totals=_tensor_core_totals,
     ),
     Metric("memory.peak_allocated_bytes", "memory peak", "bytes", "lower", _memory_peak),
     Metric(
@@ -809,7 +876,7 @@ def diff(
         },
         "per_rank": _per_rank(base, exp, step_floor_us, th),
         "largest_changes": largest,
-        "efficiency": efficiency_rows(base, exp),
+        "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
         "noise_rule": NOISE_RULE,
     }
     return msgspec.convert(doc, DiffDocument)
@@ -856,10 +923,22 @@ def _efficiency_groups(side: Side) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def efficiency_rows(base: Side, exp: Side) -> list[dict[str, Any]]:
+def efficiency_rows(
+    base: Side,
+    exp: Side,
+    *,
+    step_floor_us: float = 0.0,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> list[dict[str, Any]]:
     """``diff.efficiency``: op groups matched by op + input shapes (so an fp32 GEMM and
     its bf16 version after autocast are one row, the dtype shown per side), the
-    :data:`EFFICIENCY_DIFF_ROWS` with the most time per step on either side."""
+    :data:`EFFICIENCY_DIFF_ROWS` with the most time per step on either side.
+
+    ``verdict`` (of the achieved FLOP/s; :func:`efficiency_row_verdict`): a summary keeps
+    one value per group, so the single-value rule of :mod:`.diff_rules` (a verdict from
+    a 10 % change), and ``negligible`` when the group's time per step moves less than
+    ``step_floor_us`` (0.5 % of the base step); ``added``/``removed`` for a group only one
+    side ran; ``not judged`` without FLOPs (memory ops: bandwidth, no FLOP rate)."""
     b, e = _efficiency_groups(base), _efficiency_groups(exp)
     keys = sorted(
         set(b) | set(e),
@@ -877,8 +956,24 @@ def efficiency_rows(base: Side, exp: Side) -> list[dict[str, Any]]:
             row[f"{side}_dtype"] = g["dtype"] if g else None
             for field in ("time_us_per_step", "achieved_flops_per_s", "roof_fraction"):
                 row[f"{side}_{field}"] = g[field] if g else None
+        row["verdict"] = efficiency_row_verdict(row, step_floor_us, thresholds)
         rows.append(row)
     return rows
+
+
+def efficiency_row_verdict(row: dict[str, Any], step_floor_us: float, th: Thresholds) -> str:
+    """The verdict of one ``diff.efficiency`` row (see :func:`efficiency_rows`)."""
+    b_time, e_time = row["base_time_us_per_step"], row["exp_time_us_per_step"]
+    if b_time is None or e_time is None:
+        return "added" if b_time is None else "removed"
+    b_rate, e_rate = row["base_achieved_flops_per_s"], row["exp_achieved_flops_per_s"]
+    if not b_rate or not e_rate:
+        return "not judged"
+    judged = judge([b_rate], [e_rate], "higher", per_step=False, thresholds=th)
+    verdict: str = judged["verdict"]
+    if verdict != "unchanged" and abs(e_time - b_time) < step_floor_us:
+        return "negligible"  # too small to matter comes first, as in judge()
+    return verdict
 
 
 def _rank(summary: Summary) -> Any:

@@ -272,8 +272,12 @@ class DiffEfficiencyRow(Out, frozen=True, kw_only=True):
     """One op group (op + input shapes) of ``diff.efficiency[]`` (``compare.diff``): its
     dtype, kernel time per step, achieved FLOP/s (``None`` for memory ops) and
     ``roof_fraction`` on each side (``None`` on a side without it: the op ran in another
-    shape, or that side has no efficiency panel). No verdict: a summary keeps one value
-    per group, not one per step."""
+    shape, or that side has no efficiency panel). ``verdict`` of the achieved FLOP/s
+    (``compare.diff.efficiency_rows``): a summary keeps one value per group, not one per
+    step, so the single-value rule (10 %), ``negligible`` when the group's time moves
+    less than 0.5 % of the base step, ``added``/``removed``, ``not judged`` for memory
+    ops. The run-wide rates (achieved TFLOP/s, tensor-core share) are metric rows judged
+    against the step-to-step noise."""
 
     op: str
     shapes: str
@@ -285,6 +289,7 @@ class DiffEfficiencyRow(Out, frozen=True, kw_only=True):
     exp_achieved_flops_per_s: float | None
     base_roof_fraction: float | None
     exp_roof_fraction: float | None
+    verdict: str = "not judged"
 
 
 class DiffDocument(Out, frozen=True, kw_only=True):

@@ -40,7 +40,11 @@ class EfficiencyRow(Out, frozen=True, kw_only=True):
     ``compute`` or ``memory``. ``None`` where no claim is possible (no peak for this GPU
     or unit). ``cuda_cores``: an fp32 matmul/conv whose kernels run on CUDA cores (names
     with ``sgemm``/``ffma``/``simt``/``f32f32`` and no ``tf32``). ``reason``: why a
-    compute-bound group is far below its roof, when its shapes show it."""
+    compute-bound group is far below its roof, when its shapes show it.
+    ``flops_source``: ``shapes`` (the formula of ``analysis.efficiency``) or ``trace``
+    (the ops' ``flops`` arg, used when the trace has one); ``shapes_flops_per_call``: the
+    formula's count beside the trace's (the cross-check), ``None`` when the formula's is
+    the one used."""
 
     op: str
     shapes: str
@@ -61,6 +65,20 @@ class EfficiencyRow(Out, frozen=True, kw_only=True):
     bound: str | None
     cuda_cores: bool
     reason: str | None
+    flops_source: str = "shapes"
+    shapes_flops_per_call: float | None = None
+
+
+class EfficiencyStep(Out, frozen=True, kw_only=True):
+    """One step of ``summary.efficiency.per_step[]``: the matmul/conv/attention work of
+    the step (op calls whose first kernel starts in it): ``matmul_flops``, their kernel
+    time ``matmul_time_us`` and the part of it on tensor cores ``tensor_core_time_us``
+    (groups whose roof is a ``*_tensor`` unit). Per-step samples for the diff's
+    efficiency verdicts."""
+
+    matmul_flops: float
+    matmul_time_us: float
+    tensor_core_time_us: float
 
 
 class EfficiencyPanel(Out, frozen=True, kw_only=True):
@@ -72,7 +90,9 @@ class EfficiencyPanel(Out, frozen=True, kw_only=True):
     the share of it in ``rows`` (op groups with a formula and shapes); ``rows``: the op
     groups by time, at most ``max_rows``; ``headline``: one line on the matmul work
     (e.g. "matmuls reach 74 % of the bf16 tensor roof"), ``None`` when there is none;
-    ``notes``: why no claim is made where none is (no shapes, unknown GPU, no kernels)."""
+    ``notes``: why no claim is made where none is (no shapes, unknown GPU, no kernels).
+    ``per_step``: the matmul-class work of each step (:class:`EfficiencyStep`), empty
+    without it."""
 
     device: int | None
     device_name: str | None
@@ -83,3 +103,4 @@ class EfficiencyPanel(Out, frozen=True, kw_only=True):
     headline: str | None
     rows: list[EfficiencyRow]
     notes: list[str]
+    per_step: list[EfficiencyStep] = []

@@ -2450,7 +2450,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const eff = (doc.efficiency ?? []).filter((r) => isNum(r.base_achieved_flops_per_s) || isNum(r.exp_achieved_flops_per_s));
     if (eff.length) {
       out.push(
-        subhead("Kernel efficiency by op group", "Matmul, convolution and attention groups matched by op and input shapes: achieved FLOP/s (FLOPs from the shapes ÷ kernel time) and share of the roof on each side. No verdict: a summary keeps one value per group, not one per step."),
+        subhead("Kernel efficiency by op group", "Matmul, convolution and attention groups matched by op and input shapes: achieved FLOP/s (FLOPs from the shapes ÷ kernel time) and share of the roof on each side. A summary keeps one value per group, not one per step: the verdict comes from a 10 % change of the achieved FLOP/s (negligible when the group's time moves less than 0.5 % of the base step); the run-wide achieved TFLOP/s and tensor-core share are metric rows, judged against the step-to-step noise."),
         table(
           [
             { header: "Op group", className: "name-col", cell: (r) => nameCell(`${r.op} ${r.shapes}`) },
@@ -2458,7 +2458,8 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
             { header: "Base", numeric: true, title: "Achieved FLOP/s in the base.", cell: (r) => fmtRate(r.base_achieved_flops_per_s, "FLOP/s") },
             { header: "Experiment", numeric: true, title: "Achieved FLOP/s in the experiment.", cell: (r) => fmtRate(r.exp_achieved_flops_per_s, "FLOP/s") },
             { header: "Of roof", numeric: true, title: "Achieved ÷ attainable under this GPU's roofline, base → experiment.", cell: (r) => `${fmtPercent(r.base_roof_fraction)} → ${fmtPercent(r.exp_roof_fraction)}` },
-            { header: "Time /step", numeric: true, cell: (r) => `${fmtDuration(r.base_time_us_per_step)} → ${fmtDuration(r.exp_time_us_per_step)}` }
+            { header: "Time /step", numeric: true, cell: (r) => `${fmtDuration(r.base_time_us_per_step)} → ${fmtDuration(r.exp_time_us_per_step)}` },
+            { header: "Verdict", cell: (r) => verdictBadge(r.verdict), className: "verdict-col" }
           ],
           eff.slice(0, 12),
           { className: "efficiency-diff" }

@@ -72,6 +72,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     input_type: Any = msgspec.field(default=None, name="Input type")
     # record_shapes=True: scalar arguments as strings (strides, padding, is_causal)
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+    # a FLOP count of the op written by the tool that made the trace (no torch.profiler
+    # up to 2.11 writes one: with_flops=True keeps it in FunctionEvent.flops only)
+    flops: Any = None
     # metadata events (process_name / thread_name)
     name: Num = None
 
@@ -89,6 +92,7 @@ class RawDimsArgs(Args, frozen=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    flops: msgspec.Raw = msgspec.Raw(b"")
 
 
 NO_RAW_ARGS = RawDimsArgs()
@@ -184,6 +188,7 @@ class DurationArgs(msgspec.Struct, frozen=True, gc=False):
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    flops: msgspec.Raw = msgspec.Raw(b"")
 
 
 class MemoryArgs(msgspec.Struct, frozen=True, gc=False):
@@ -210,6 +215,7 @@ class DurationObjectArgs(DurationArgs, frozen=True, gc=False):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
+    flops: Any = None
 
 
 for _cls in (DurationArgs, MemoryArgs, MetadataArgs):

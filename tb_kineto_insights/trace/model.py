@@ -141,6 +141,10 @@ class EventTable:
             kept as ``input_dims`` is.
         concrete_inputs: sparse ``Concrete Inputs`` of CPU ops, row index → the list of
             scalar arguments as strings (``"[1, 1]"``, ``"True"``, ``""`` for tensors).
+        flops: sparse ``flops`` arg of CPU ops with a FLOPs formula, row index → the
+            value as in the file (a FLOP count per call written by the tool that made
+            the trace; torch.profiler's ``with_flops=True`` does not write it, up to
+            torch 2.11 at least).
     """
 
     name: I32 = field(default_factory=lambda: np.zeros(0, dtype=np.int32))
@@ -156,6 +160,7 @@ class EventTable:
     input_dims: Mapping[int, Any] = field(default_factory=dict)
     input_types: Mapping[int, Any] = field(default_factory=dict)
     concrete_inputs: Mapping[int, Any] = field(default_factory=dict)
+    flops: Mapping[int, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.start_ns.shape[0])

@@ -66,6 +66,7 @@ ATTENTION_OPS = frozenset(
         "aten::_scaled_dot_product_efficient_attention_backward",
         "aten::_scaled_dot_product_cudnn_attention_backward",
         "aten::_flash_attention_backward",
+        "aten::_efficient_attention_backward",
     }
 )
 FOREACH_PREFIX = "aten::_foreach_"

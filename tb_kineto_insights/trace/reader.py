@@ -319,6 +319,7 @@ _IN_MSG_NELEMS = attrgetter("in_msg_nelems")
 _INPUT_DIMS = attrgetter("input_dims")
 _INPUT_TYPE = attrgetter("input_type")
 _CONCRETE_INPUTS = attrgetter("concrete_inputs")
+_FLOPS = attrgetter("flops")
 _BYTES = attrgetter("bytes")
 _TOTAL_ALLOCATED = attrgetter("total_allocated")
 _TOTAL_RESERVED = attrgetter("total_reserved")
@@ -471,6 +472,7 @@ class _Columns:
         self.input_dims = RowJson()
         self.input_types = RowJson()
         self.concrete_inputs = RowJson()
+        self.flops = RowJson()
 
     def add(self, cols: dict[str, np.ndarray]) -> None:
         n = 0
@@ -853,6 +855,7 @@ class _Builder:
             for flags, getter, into in (
                 (typed, _INPUT_TYPE, table.input_types),
                 (scalars, _CONCRETE_INPUTS, table.concrete_inputs),
+                (typed, _FLOPS, table.flops),
             ):
                 wanted = np.flatnonzero(flags[name] & keep)
                 if wanted.size:
@@ -1033,6 +1036,7 @@ class _Builder:
             table.input_dims.extend(cols.input_dims, base)
             table.input_types.extend(cols.input_types, base)
             table.concrete_inputs.extend(cols.concrete_inputs, base)
+            table.flops.extend(cols.flops, base)
             table.rows += cols.rows
         for own, other in ((self.memory, piece.memory), (self.flows, piece.flows)):
             for key, chunks in other.chunks.items():
@@ -1097,14 +1101,15 @@ def _event_table(cols: _Columns) -> m.EventTable:
         return arr if in_order else arr[order]
 
     comm, dims, types = cols.comm, cols.input_dims, cols.input_types
-    concrete = cols.concrete_inputs
-    if (comm or dims or types or concrete) and not in_order:
+    concrete, flops = cols.concrete_inputs, cols.flops
+    if (comm or dims or types or concrete or flops) and not in_order:
         new_row = np.empty_like(order)
         new_row[order] = np.arange(len(order))
         comm = dict(zip(new_row[list(comm)].tolist(), comm.values(), strict=True))
         dims = dims.renumbered(new_row)
         types = types.renumbered(new_row)
         concrete = concrete.renumbered(new_row)
+        flops = flops.renumbered(new_row)
     return m.EventTable(
         name=col("name", np.int32),
         start_ns=start if in_order else start[order],
@@ -1119,6 +1124,7 @@ def _event_table(cols: _Columns) -> m.EventTable:
         input_dims=dims,
         input_types=types,
         concrete_inputs=concrete,
+        flops=flops,
     )
 
 

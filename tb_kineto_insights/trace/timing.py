@@ -75,7 +75,7 @@ def trace_window_ns(starts: list[np.ndarray]) -> tuple[int, int] | None:
 
 def take_rows(table: m.EventTable, keep: np.ndarray) -> m.EventTable:
     """The rows of ``table`` where ``keep`` (bool, length n) is true, sparse columns
-    (``comm``, ``input_dims``, ``input_types``, ``concrete_inputs``) renumbered."""
+    (``comm``, ``input_dims``, ``input_types``, ``concrete_inputs``, ``flops``) renumbered."""
     new_row = np.cumsum(keep) - 1
     return m.EventTable(
         name=table.name[keep],
@@ -91,6 +91,7 @@ def take_rows(table: m.EventTable, keep: np.ndarray) -> m.EventTable:
         input_dims=renumber_rows(table.input_dims, new_row, keep),
         input_types=renumber_rows(table.input_types, new_row, keep),
         concrete_inputs=renumber_rows(table.concrete_inputs, new_row, keep),
+        flops=renumber_rows(table.flops, new_row, keep),
     )
 
 

@@ -1358,7 +1358,8 @@ def test_efficiency_panel_roofline_and_sortable_table(open_page: Any) -> None:
 
 def test_diff_shows_efficiency_per_op_group(open_page: Any) -> None:
     """eff_mlp_fp32 → eff_mlp_bf16: the mm group is one row, fp32 → bf16, with its
-    achieved TFLOP/s on both sides, and matmul_without_tensor_cores is lost."""
+    achieved TFLOP/s on both sides and its verdict (improved), and
+    matmul_without_tensor_cores is lost."""
     base, exp = "eff_mlp_fp32", "eff_mlp_bf16"
     page = open_page(
         f"#kineto_insights&ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}", height=TALL
@@ -1368,7 +1369,7 @@ def test_diff_shows_efficiency_per_op_group(open_page: Any) -> None:
     rows = frame.locator("#ki-panel-diff-changes table.efficiency-diff tbody tr")
     assert rows.count() >= 2
     mm = rows.filter(has_text="aten::mm").first.inner_text()
-    assert "fp32 → bf16" in mm and "TFLOP/s" in mm
+    assert "fp32 → bf16" in mm and "TFLOP/s" in mm and "improved" in mm.lower()
     assert "matmul_without_tensor_cores" in frame.locator(
         "#ki-panel-diff-diagnoses"
     ).inner_text() or (
