@@ -1878,3 +1878,36 @@ def test_concurrent_diffs_of_one_pair_are_computed_once(ranks_client: Client) ->
     assert [code for code, _ in bodies] == [200] * 4
     assert len({body for _, body in bodies}) == 1
     assert len(calls) == 1
+
+
+def window_url(step: str, **extra: str) -> str:
+    return url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step=step, **extra)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "words"),
+    [
+        # the attack run's reproduction: an exponent was "must be a number of µs"
+        ("0", "1e20", "end_us must be a decimal number of µs (digits, an optional '-'"),
+        ("0", "1e20", "within ±1,000,000,000,000 of the step's start (got '1e20')"),
+        ("nan", "10", "start_us must be a decimal number of µs"),
+        ("0", "100000000000000", "end_us must be within ±1,000,000,000,000 µs of the step's"),
+    ],
+)
+def test_window_offsets_past_the_limit_name_the_option(
+    client: Client, start: str, end: str, words: str
+) -> None:
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    response = client.get(window_url("2", start_us=start, end_us=end))
+    assert response.status_code == 400
+    assert words in strict_json(response)["error"]
+
+
+def test_window_offsets_inside_the_limit_are_cut(client: Client) -> None:
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    response = client.get(window_url("2", start_us="0", end_us="1000000000000"))
+    assert response.status_code == 200
+    assert (
+        int(response.headers["X-Window-End-Ns"]) - int(response.headers["X-Window-Start-Ns"])
+        == 10**15
+    )

@@ -134,7 +134,12 @@ from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_r
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import cut_window, window_bounds
+from tb_kineto_insights.trace.window import (
+    WINDOW_OFFSET_LIMIT_US,
+    check_offset_us,
+    cut_window,
+    window_bounds,
+)
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -174,8 +179,18 @@ def _number(raw: str | None, name: str) -> float | None:
     if raw is None:
         return None
     if not _SIGNED_DECIMAL.fullmatch(raw):
-        raise _ApiError(400, f"{name} must be a number of µs")
-    return float(raw)
+        raise _ApiError(
+            400,
+            f"{name} must be a decimal number of µs (digits, an optional '-' and fraction, "
+            f"no exponent), within ±{WINDOW_OFFSET_LIMIT_US:,} of the step's start "
+            f"(got {raw[:40]!r})",
+        )
+    value = float(raw)
+    try:
+        check_offset_us(value, name)
+    except ValueError as exc:
+        raise _ApiError(400, str(exc)) from exc
+    return value
 
 
 def perfetto_url_from(flag: str | None, environ: Mapping[str, str] | None = None) -> str:
