@@ -1211,6 +1211,8 @@ def test_loader_module_imports_nothing_heavy() -> None:
         ("--kineto_insights_rescan_s", "-2"),
         ("--kineto_insights_load_timeout_s", "-1"),
         ("--kineto_insights_load_timeout_s_per_mib", "nan"),
+        ("--kineto_insights_retry_backoff_s", "-5"),
+        ("--kineto_insights_load_max_rss_mib", "inf"),
     ],
 )
 def test_bad_flags_are_rejected_by_tensorboard(flag: str, value: str) -> None:
@@ -1225,6 +1227,29 @@ def test_load_deadline_flags_reach_the_loader(
     monkeypatch.setenv("KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB", "0.25")
     make_app(logdir, "--kineto_insights_load_timeout_s", "7")
     assert the_plugin().loader.deadline == LoadDeadline(7.0, 0.25)  # flag, then environment
+
+
+def test_back_off_and_memory_cap_flags_reach_the_loader(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The back-off and the memory cap are TensorBoard flags (each over its environment
+    variable), not only environment variables."""
+    monkeypatch.setenv("KINETO_INSIGHTS_RETRY_BACKOFF_S", "99")
+    monkeypatch.setenv("KINETO_INSIGHTS_LOAD_MAX_RSS_MIB", "99")
+    make_app(
+        logdir,
+        "--kineto_insights_retry_backoff_s",
+        "7",
+        "--kineto_insights_load_max_rss_mib",
+        "300",
+    )
+    loader = the_plugin().loader
+    assert loader.retry_backoff_s == 7.0
+    assert loader.memory_cap.max_rss_bytes == 300 * 1024**2
+    make_app(logdir)  # no flags: the environment
+    loader = the_plugin().loader
+    assert loader.retry_backoff_s == 99.0
+    assert loader.memory_cap.max_rss_bytes == 99 * 1024**2
 
 
 # --------------------------------------------------------------------------- units
