@@ -44,6 +44,7 @@ from typing import Any
 
 from tb_kineto_insights.trace.confine import Rule, confined, open_local
 from tb_kineto_insights.trace.local_paths import LocalTree, local_path
+from tb_kineto_insights.trace.source import object_version_of
 
 __all__ = [
     "MAX_FOLDER_DEPTH",
@@ -399,15 +400,7 @@ def object_version(url: str, fs_options: Mapping[str, Any] | None = None) -> str
     return _version(fs.info(path))
 
 
-def _version(info: Mapping[str, Any]) -> str:
-    """The object's ETag (``ETag``/``etag``), with ``@`` and its version id
-    (``VersionId``, ``generation``, ``version_id``) when listed; ``""`` when none."""
-    etag = info.get("ETag") or info.get("etag") or ""
-    version = info.get("VersionId") or info.get("generation") or info.get("version_id") or ""
-    text = str(etag).strip('"')
-    if version and str(version) != "null":
-        text = f"{text}@{version}"
-    return text
+_version = object_version_of  # (ETag@version id; trace/source.py reads by it)
 
 
 def _size(info: Mapping[str, Any]) -> int:

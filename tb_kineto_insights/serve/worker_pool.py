@@ -57,6 +57,7 @@ from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.store.cached_summaries import changed_while_read
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -320,7 +321,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             error = exc
             summary = None
         elapsed = time.perf_counter() - started
-        changed = _changed_while_read(task.ident)
+        changed = changed_while_read(task.ident)
         if changed is not None:
             return _Outcome(None, ERROR_IO, changed, elapsed)
         data = _entry_bytes(
@@ -353,28 +354,6 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
     return _Outcome(data, None, None, elapsed, warning)
-
-
-def _changed_while_read(ident: Identity) -> str | None:
-    """For an object listed with a version (ETag/VersionId): a message when its version
-    is no longer the listed one after the read, else None. The summary of bytes that
-    may be another version's is then neither stored under the listed version's key nor
-    served (issue 32 §5: an object overwritten while it was read got the new bytes'
-    summary cached under the old key); the next scan lists the new version."""
-    if not ident.version or "://" not in ident.path:
-        return None
-    from tb_kineto_insights.logdir.discovery import object_version
-
-    try:
-        now = object_version(ident.path)
-    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
-        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
-    if now == ident.version:
-        return None
-    return (
-        f"{ident.path}: the object changed while it was read (listed version "
-        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
-    )
 
 
 _FRAME = struct.Struct("<Q")
