@@ -106,8 +106,8 @@ def _pin_version(opened: Any, fs: Any, fs_path: str, path: str) -> None:
     mixed bytes). Files without a ranged cache (local, memory) are read from one copy;
     drivers that pin on the server (:data:`_SERVER_PINNED_MODULES`) are left as they
     are; an object whose store gives no version cannot be checked. One ``info`` call
-    per fetch (a fetch is at least the driver's block size, 5 MiB for most)."""
-    cache = getattr(opened, "cache", None)
+    per fetch (a fetch is at least the file's block size: fsspec's default is 5 MiB)."""
+    cache: Any = getattr(opened, "cache", None)
     fetcher = getattr(cache, "fetcher", None)
     if fetcher is None or type(opened).__module__.split(".")[0] in _SERVER_PINNED_MODULES:
         return
@@ -139,7 +139,7 @@ def _open(path: str) -> IO[bytes]:
             handle = fsspec.open(path, "rb")
             opened = handle.open()
             _pin_version(opened, handle.fs, handle.path, path)
-            return opened  # type: ignore[no-any-return]
+            return opened
         return open_local(path)  # containment rules, when registered: see trace/confine.py
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
