@@ -1867,7 +1867,7 @@ def test_deep_folders_are_reported_beside_the_runs(
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     runs = strict_json(app_client.get(f"{PREFIX}/runs"))
     assert sorted(r["run"] for r in runs["runs"]) == [BAD_RUN, GOOD_RUN]
-    assert "skipped 1 folder(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
+    assert "skipped 1 path(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
 
 
 # --------------------------------------------------------------------------- issue 32 (memory)
