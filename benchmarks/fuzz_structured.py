@@ -26,8 +26,19 @@ decodes with ``schema.summary_decoder()`` (fits the schema); it takes at most 5 
 Prints counts and every failure (kind, message, seed, mutation), exit 1 on any.
 
     python benchmarks/fuzz_structured.py [--count 100000] [--seed 0] [--seconds S]
+        [--events 400] [--workers N]
 
-tests/test_fuzz_structured.py runs it on a fixed budget; the overnight figure (inputs,
+Everything runs in-process (no subprocess per input): each input is decoded afresh
+from the base trace's msgspec bytes (not ``copy.deepcopy``), written to ``/dev/shm``
+where there is one, and summarised by the calling process. ``--workers N`` forks N
+processes; worker ``w`` takes inputs ``w, w + N, w + 2N, ...`` of the one index space,
+so input ``i`` is the same whatever N is and :func:`replay` finds it from ``(seed, i,
+events)``. ``--events`` keeps fewer events of each base trace (smaller, cheaper inputs:
+the 10^6 run uses 60 with ``--coherent``, which picks kernels with their runtime calls
+and CPU ops instead of the first events: see :func:`_coherent_pick`). An input still
+running after :data:`HARD_SECONDS` is stopped by ``SIGALRM`` and counted as a failure.
+
+tests/test_fuzz_structured.py runs it on a fixed budget; the large figure (inputs,
 seed, result) goes to benchmarks/RESULTS.md.
 """
 
@@ -40,8 +51,10 @@ import itertools
 import json
 import os
 import random
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import Counter
@@ -55,6 +68,8 @@ REPO = Path(__file__).resolve().parents[1]
 BASE_EVENTS = 400
 #: An input that takes longer than this is a failure.
 MAX_SECONDS = 5.0
+#: ... and one still running after this is stopped (SIGALRM) so the run goes on.
+HARD_SECONDS = 60
 
 HUGE_INTS = [10**20, -(10**20), 2**63, 2**64, -(2**63) - 1, 10**30]
 EXTREMES: list[Any] = [
@@ -290,10 +305,56 @@ BASE_MAX_STORED_BYTES = 120_000
 BASE_EXTRA = ("ddp2_straggler/rank0.",)
 
 
-def base_traces() -> list[dict[str, Any]]:
-    """The metadata events and first :data:`BASE_EVENTS` other events (and every
-    top-level key) of the small ``sample_logs`` traces (:data:`BASE_MAX_STORED_BYTES`,
-    :data:`BASE_EXTRA`)."""
+_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+
+
+def _coherent_pick(events: list[Any], n: int) -> list[Any]:
+    """About ``n`` non-metadata events that still form a small trace of every kind: the
+    first 3 ``ProfilerStep#`` annotations, the first GPU events (``n // 4``) and the
+    first 2 NCCL kernels, the runtime calls and flow events that share their
+    ``correlation``, the CPU ops whose ``External id`` those calls carry, then the first
+    other events up to ``n``; in the file's order. (The first ``n`` events of a Kineto
+    trace are CPU ops alone: a small input needs its kernels picked.)"""
+
+    def args(e: Any) -> dict[str, Any]:
+        a = e.get("args") if isinstance(e, dict) else None
+        return a if isinstance(a, dict) else {}
+
+    rows = [e for e in events if isinstance(e, dict)]
+    keep: set[int] = set()
+    steps = [i for i, e in enumerate(rows) if str(e.get("name", "")).startswith("ProfilerStep#")]
+    keep.update(steps[:3])
+    gpu = [i for i, e in enumerate(rows) if e.get("cat") in _GPU_CATS]
+    nccl = [i for i in gpu if "nccl" in str(rows[i].get("name", "")).lower()]
+    keep.update(gpu[: max(1, n // 4)] + nccl[:2])
+    corr = {args(rows[i]).get("correlation") for i in keep} - {None}
+    linked = [
+        i
+        for i, e in enumerate(rows)
+        if args(e).get("correlation") in corr or (e.get("cat") == "ac2g" and e.get("id") in corr)
+    ]
+    keep.update(linked)
+    external = {args(rows[i]).get("External id") for i in linked} - {None}
+    keep.update(
+        i
+        for i, e in enumerate(rows)
+        if e.get("cat") in ("cpu_op", "user_annotation") and args(e).get("External id") in external
+    )
+    for i in range(len(rows)):
+        if len(keep) >= n:
+            break
+        keep.add(i)
+    return [rows[i] for i in sorted(keep)]
+
+
+def base_traces(events: int = BASE_EVENTS, coherent: bool = False) -> list[bytes]:
+    """The metadata events and first ``events`` other events (and every top-level key)
+    of the small ``sample_logs`` traces (:data:`BASE_MAX_STORED_BYTES`,
+    :data:`BASE_EXTRA`) (``coherent``: :func:`_coherent_pick`'s ``events`` instead of
+    the first), each as msgspec JSON bytes (decoded afresh per input: a deep
+    copy for a fraction of ``copy.deepcopy``'s time)."""
+    import msgspec
+
     files = [
         path
         for path in sorted((REPO / "sample_logs").rglob("*.pt.trace.json*"))
@@ -305,19 +366,21 @@ def base_traces() -> list[dict[str, Any]]:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt") as fh:  # type: ignore[operator]
             doc = json.load(fh)
-        events = doc.get("traceEvents", [])
+        all_events = doc.get("traceEvents", [])
         # every metadata event and a stretch of the rest (steps, ops, kernels)
-        meta = [e for e in events if isinstance(e, dict) and e.get("ph") == "M"]
-        rest = [e for e in events if not (isinstance(e, dict) and e.get("ph") == "M")]
-        doc["traceEvents"] = meta + rest[:BASE_EVENTS]
-        bases.append(doc)
+        meta = [e for e in all_events if isinstance(e, dict) and e.get("ph") == "M"]
+        rest = [e for e in all_events if not (isinstance(e, dict) and e.get("ph") == "M")]
+        doc["traceEvents"] = meta + (_coherent_pick(rest, events) if coherent else rest[:events])
+        bases.append(msgspec.json.encode(doc))
     if not bases:
         raise SystemExit("no base traces found under sample_logs/")
     return bases
 
 
-def make_input(rng: random.Random, bases: list[dict[str, Any]]) -> Input:
-    inp = Input(copy.deepcopy(rng.choice(bases)))
+def make_input(rng: random.Random, bases: list[bytes]) -> Input:
+    import msgspec
+
+    inp = Input(msgspec.json.decode(rng.choice(bases)))
     for _ in range(rng.randint(1, 4)):
         rng.choice(MUTATORS)(rng, inp)
     return inp
@@ -334,7 +397,8 @@ def write_input(inp: Input, rng: random.Random, folder: Path) -> Path:
     cuts = sorted(rng.randrange(len(data) + 1) for _ in range(rng.randint(0, 2)))
     bounds = [0, *cuts, len(data)]
     path = folder / "w.1.pt.trace.json.gz"
-    path.write_bytes(b"".join(gzip.compress(data[a:b]) for a, b in itertools.pairwise(bounds)))
+    members = (gzip.compress(data[a:b], compresslevel=1) for a, b in itertools.pairwise(bounds))
+    path.write_bytes(b"".join(members))
     inp.notes.append(f"gzip members={len(bounds) - 1}")
     return path
 
@@ -370,10 +434,13 @@ def check_one(path: Path) -> tuple[str, str | None]:
     return "summary", None
 
 
-def replay(seed: int, index: int) -> tuple[str, str | None, list[str]]:
-    """Input ``index`` of the run from ``seed`` alone: ``(kind, failure, mutations)``
-    as :func:`check_one` gives them (a failure found overnight becomes a test)."""
-    bases = base_traces()
+def replay(
+    seed: int, index: int, events: int = BASE_EVENTS, coherent: bool = False
+) -> tuple[str, str | None, list[str]]:
+    """Input ``index`` of the run from ``seed`` (with ``events`` per base trace) alone:
+    ``(kind, failure, mutations)`` as :func:`check_one` gives them (a failure found in a
+    long run becomes a test)."""
+    bases = base_traces(events, coherent)
     rng = random.Random(seed * 1_000_003 + index)
     inp = make_input(rng, bases)
     with tempfile.TemporaryDirectory(prefix="fuzz-structured-") as tmp:
@@ -381,24 +448,58 @@ def replay(seed: int, index: int) -> tuple[str, str | None, list[str]]:
     return kind, failure, inp.notes
 
 
+class _HardTimeout(BaseException):
+    """Raised by SIGALRM in an input past :data:`HARD_SECONDS` (a BaseException, so no
+    ``except Exception`` in the code under test swallows it)."""
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise _HardTimeout
+
+
+def _scratch_dir() -> str | None:
+    """``/dev/shm`` where there is one (inputs never touch a disk), else the default."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 def run(
-    count: int, seed: int, seconds: float | None = None, out: Any = None
+    count: int,
+    seed: int,
+    seconds: float | None = None,
+    out: Any = None,
+    *,
+    events: int = BASE_EVENTS,
+    coherent: bool = False,
+    worker: int = 0,
+    workers: int = 1,
 ) -> Result:  # pragma: no cover - exercised by the test on a budget
-    """Fuzz ``count`` inputs (or until ``seconds`` pass) from ``seed``; one RNG per input
-    (``random.Random(seed * 1_000_003 + i)``), so any failure is replayed alone."""
+    """Fuzz inputs ``worker, worker + workers, ...`` below ``count`` (or until ``seconds``
+    pass) from ``seed``; one RNG per input (``random.Random(seed * 1_000_003 + i)``), so
+    any failure is replayed alone (:func:`replay`)."""
     started = time.monotonic()  # (the budget includes parsing the base traces)
-    bases = base_traces()
+    bases = base_traces(events, coherent)
     result = Result()
-    with tempfile.TemporaryDirectory(prefix="fuzz-structured-") as tmp:
+    hard_alarm = threading.current_thread() is threading.main_thread()
+    if hard_alarm:
+        signal.signal(signal.SIGALRM, _alarm)
+    with tempfile.TemporaryDirectory(prefix="fuzz-structured-", dir=_scratch_dir()) as tmp:
         folder = Path(tmp)
-        for i in range(count):
+        for i in range(worker, count, workers):
             if seconds is not None and time.monotonic() - started > seconds:
                 break
             rng = random.Random(seed * 1_000_003 + i)
             inp = make_input(rng, bases)
             path = write_input(inp, rng, folder)
             t0 = time.monotonic()
-            kind, failure = check_one(path)
+            if hard_alarm:
+                signal.alarm(HARD_SECONDS)
+            try:
+                kind, failure = check_one(path)
+            except _HardTimeout:
+                kind, failure = "untyped", f"still running after {HARD_SECONDS} s (stopped)"
+            finally:
+                if hard_alarm:
+                    signal.alarm(0)
             took = time.monotonic() - t0
             path.unlink()
             result.inputs += 1
@@ -410,11 +511,46 @@ def run(
             if took > MAX_SECONDS:
                 failure = (failure + "; " if failure else "") + f"took {took:.1f} s"
             if failure is not None:
-                line = f"input {i} (seed {seed}): {failure} [{', '.join(inp.notes)}]"
+                made = f"seed {seed}, events {events}{', coherent' if coherent else ''}"
+                line = f"input {i} ({made}): {failure} [{', '.join(inp.notes)}]"
                 result.failures.append(line)
                 if out is not None:
                     print(line, file=out, flush=True)
     return result
+
+
+def _run_worker(job: tuple[int, int, float | None, int, bool, int, int]) -> Result:
+    count, seed, seconds, events, coherent, worker, workers = job
+    return run(
+        count,
+        seed,
+        seconds,
+        sys.stdout,
+        events=events,
+        coherent=coherent,
+        worker=worker,
+        workers=workers,
+    )
+
+
+def run_parallel(
+    count: int, seed: int, seconds: float | None, *, events: int, coherent: bool, workers: int
+) -> Result:  # pragma: no cover - the device run
+    """:func:`run` over ``workers`` forked processes (one index space, split by residue),
+    their results added."""
+    import multiprocessing
+
+    jobs = [(count, seed, seconds, events, coherent, w, workers) for w in range(workers)]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        parts = pool.map(_run_worker, jobs, chunksize=1)
+    total = Result()
+    for part in parts:
+        total.inputs += part.inputs
+        total.summaries += part.summaries
+        total.trace_errors.update(part.trace_errors)
+        total.failures.extend(part.failures)
+        total.slowest_s = max(total.slowest_s, part.slowest_s)
+    return total
 
 
 def main() -> int:  # pragma: no cover
@@ -422,12 +558,34 @@ def main() -> int:  # pragma: no cover
     parser.add_argument("--count", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--events", type=int, default=BASE_EVENTS)
+    parser.add_argument("--coherent", action="store_true", help="pick kernels and their calls")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     os.environ.setdefault("KINETO_INSIGHTS_READ_WORKERS", "1")
     started = time.monotonic()
-    result = run(args.count, args.seed, args.seconds, out=sys.stdout)
+    if args.workers > 1:
+        result = run_parallel(
+            args.count,
+            args.seed,
+            args.seconds,
+            events=args.events,
+            coherent=args.coherent,
+            workers=args.workers,
+        )
+    else:
+        result = run(
+            args.count,
+            args.seed,
+            args.seconds,
+            out=sys.stdout,
+            events=args.events,
+            coherent=args.coherent,
+        )
     print(
-        f"{result.inputs} inputs (seed {args.seed}) in {time.monotonic() - started:.0f} s: "
+        f"{result.inputs} inputs (seed {args.seed}, events {args.events}"
+        f"{' coherent' if args.coherent else ''}, "
+        f"workers {args.workers}) in {time.monotonic() - started:.0f} s: "
         f"{result.summaries} summaries, trace errors {dict(result.trace_errors)}, "
         f"{len(result.failures)} failures, slowest {result.slowest_s:.2f} s"
     )

@@ -220,3 +220,46 @@ def test_text_output_escapes_control_characters_from_trace_names(
     assert not any(line.startswith("FAIL") for line in out.splitlines())
     if command == "report":  # the run's name is shown, escaped
         assert "== run run\\x1b]0;owned\\x07\\u202e\\x0aFAIL: forged" in out
+
+
+def _report_merged(path: Path) -> tuple[int, str]:
+    """``report PATH`` as a terminal shows it: stderr and stdout in one stream."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        timeout=120,
+    )
+    return done.returncode, done.stdout
+
+
+def test_unreadable_input_prints_the_error_first(tmp_path: Path) -> None:
+    """Attack run: random bytes named ``.json.gz`` (the reproduction): the error comes
+    first, then the file and why ("not gzip"), and nothing that reads like a report."""
+    run = tmp_path / "run1"
+    run.mkdir()
+    bad = run / "w.pt.trace.json.gz"
+    bad.write_bytes(b"\x9c" + bytes(range(256)) * 19)
+    code, text = _report_merged(run)
+    assert code == 2
+    assert text == (
+        "error: no trace could be read; the reasons, per file, follow\n"
+        f"{bad}: TraceFormatError: {bad}: not gzip (named .gz, but it does not start with "
+        "the gzip magic 1f 8b) and not a JSON trace either at byte 0\n"
+    )
+
+
+def test_a_folder_named_like_a_trace_is_said_once_then_the_error(tmp_path: Path) -> None:
+    """Attack run: a folder named ``w.pt.trace.json`` and nothing else: one warning
+    naming it, the error, and no empty "0 run(s)" report."""
+    run = tmp_path / "run2"
+    (run / "w.pt.trace.json").mkdir(parents=True)
+    code, text = _report_merged(run)
+    assert code == 2
+    assert text == (
+        f"warning: {run}: skipped 1 path(s): {run / 'w.pt.trace.json'} (a folder named like "
+        "a trace file, not read)\n"
+        f"error: no Kineto trace files found under {run}\n"
+    )

@@ -164,3 +164,20 @@ def test_structure_aware_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch)
     assert result.failures == []
     assert result.inputs >= 20  # the budget ran inputs
     assert result.summaries > result.inputs // 2  # most mutations keep the trace readable
+
+
+@pytest.mark.real  # reads sample_logs
+def test_fuzz_workers_share_one_index_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers N``: worker ``w`` runs inputs ``w, w + N, ...`` of the one index
+    space, so the device run's input ``i`` is replayed alone; ``--coherent`` small
+    inputs keep kernels with their runtime calls."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    fuzz = _fuzzer()
+    part = fuzz.run(6, seed=3, events=20, coherent=True, worker=1, workers=3)
+    assert part.inputs == 2 and part.failures == []  # inputs 1 and 4
+    for index in (1, 4):
+        kind, failure, notes = fuzz.replay(3, index, events=20, coherent=True)
+        assert failure is None and notes, (kind, notes)
+    bases = [msgspec.json.decode(b) for b in fuzz.base_traces(20, coherent=True)]
+    with_kernels = [b for b in bases if any(e.get("cat") == "kernel" for e in b["traceEvents"])]
+    assert len(with_kernels) >= len(bases) // 2  # (the first 20 events have none)

@@ -647,7 +647,7 @@ def test_a_thousand_nested_folders_hide_no_run(tmp_path: Path, url: bool) -> Non
     assert [r.name for r in runs] == ["good"]
     if not url:
         assert skipped == [(str(root) + "/a" * 65, "deeper than 64 folders")]
-        assert describe_skipped(skipped).startswith("skipped 1 folder(s) not listed: ")
+        assert describe_skipped(skipped).startswith("skipped 1 path(s): ")
 
 
 def test_folder_depth_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -702,3 +702,50 @@ def test_names_that_are_not_utf8_are_escaped_not_replaced(tmp_path: Path) -> Non
     assert span is not None and span.path == str(trace)
     assert logdir_module.escaped_name("ok ✓") == "ok ✓"
     assert logdir_module.escaped_name("a\ud800b") == "a\\ud800b"
+
+
+def test_a_folder_named_like_a_trace_is_reported_once(tmp_path: Path) -> None:
+    """Attack run: a folder ``w.pt.trace.json`` was passed over silently; now it is
+    named once in ``skipped`` (and the good trace beside it is listed)."""
+    root = tmp_path / "logs"
+    _trace(root / "run" / "good.1.pt.trace.json")
+    (root / "run" / "w.pt.trace.json").mkdir()
+    skipped: list[tuple[str, str]] = []
+    runs = discover(str(root), skipped=skipped)
+    assert [(r.name, [w.name for w in r.workers]) for r in runs] == [("run", ["good"])]
+    folder = str(root / "run" / "w.pt.trace.json")
+    assert skipped == [(folder, "a folder named like a trace file, not read")]
+    assert describe_skipped(skipped) == (
+        f"skipped 1 path(s): {folder} (a folder named like a trace file, not read)"
+    )
+
+
+def test_a_dangling_symlink_is_reported_once(tmp_path: Path) -> None:
+    """Attack run: a symlink ``dangling.pt.trace.json`` to a missing file was passed
+    over silently; now it is named in ``skipped``. A link named like no trace (``notes``)
+    and a good link stay quiet."""
+    root = tmp_path / "logs"
+    good = _trace(root / "run" / "good.1.pt.trace.json")
+    (root / "run" / "dangling.pt.trace.json").symlink_to(tmp_path / "missing.json")
+    (root / "run" / "outside.pt.trace.json").symlink_to(_trace(tmp_path / "else.json"))
+    (root / "run" / "notes").symlink_to(tmp_path / "missing.txt")
+    (root / "run" / "link.2.pt.trace.json").symlink_to(good)
+    skipped: list[tuple[str, str]] = []
+    runs = discover(str(root), skipped=skipped)
+    assert [w.name for w in runs[0].workers] == ["good", "link"]
+    assert sorted(skipped) == [
+        (str(root / "run" / "dangling.pt.trace.json"), "a symlink to a missing file, not read"),
+        (
+            str(root / "run" / "outside.pt.trace.json"),
+            "a symlink to a file outside the log directory, not read",
+        ),
+    ]
+
+
+def test_a_clean_log_directory_reports_nothing_skipped(tmp_path: Path) -> None:
+    root = tmp_path / "logs"
+    _trace(root / "run" / "good.1.pt.trace.json")
+    (root / "run" / "sub").mkdir()
+    skipped: list[tuple[str, str]] = []
+    discover(str(root), skipped=skipped)
+    assert skipped == []

@@ -33,6 +33,7 @@ from tb_kineto_insights.cli import main as cli
 from tb_kineto_insights.logdir.discovery import LogdirError, discover
 from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.summary import summarize_file
+from tb_kineto_insights.trace.errors import TraceError
 
 #: Two real 2-rank runs (2 x H200, ~430 KB each file): a healthy DDP run, a straggler.
 RUNS = ("ddp_default", "ddp_straggler")
@@ -355,3 +356,43 @@ def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version
         assert json.loads(result.panels["steps"])["count"] == 3
     finally:
         loader.close()
+
+
+def test_an_object_overwritten_between_two_ranged_gets_is_named(
+    s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """s3fs pins each ranged GET to the ETag it opened (``If-Match``); when the object
+    is overwritten between two GETs of one read, the error says the object changed
+    while it was read (it was "cannot read: ... pre-conditions")."""
+    import fsspec.config
+    import s3fs
+    from test_worker_death import write_plain_trace
+
+    s3_conf = {**fsspec.config.conf.get("s3", {}), "default_block_size": 256 * 1024}
+    monkeypatch.setitem(fsspec.config.conf, "s3", s3_conf)
+    bucket = f"logs-{secrets.token_hex(4)}"
+    fs = s3fs_client()
+    fs.mkdir(bucket)
+    first = write_plain_trace(tmp_path / "a.json", 40, 1500).read_bytes()
+    second = write_plain_trace(tmp_path / "b.json", 41, 1500).read_bytes()
+    key = f"{bucket}/run/w.1.pt.trace.json"
+    fs.pipe_file(key, first)
+    original = s3fs.S3FileSystem._call_s3
+    gets: list[int] = []
+
+    async def overwrite_after_first_get(self: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        answer = await original(self, method, *args, **kwargs)
+        if method == "get_object":
+            gets.append(1)
+            if len(gets) == 1:
+                await original(self, "put_object", Bucket=bucket, Key=key.split("/", 1)[1],
+                               Body=second)  # fmt: skip
+        return answer
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", overwrite_after_first_get)
+    url = f"s3://{key}"
+    with pytest.raises(TraceError) as caught:
+        summarize_file(url)
+    assert "the object changed while it was read" in str(caught.value), str(caught.value)
+    assert len(gets) == 1  # the second GET was refused by its If-Match
+    assert "when opened, another after byte" in str(caught.value)

@@ -1211,6 +1211,8 @@ def test_loader_module_imports_nothing_heavy() -> None:
         ("--kineto_insights_rescan_s", "-2"),
         ("--kineto_insights_load_timeout_s", "-1"),
         ("--kineto_insights_load_timeout_s_per_mib", "nan"),
+        ("--kineto_insights_retry_backoff_s", "-5"),
+        ("--kineto_insights_load_max_rss_mib", "inf"),
     ],
 )
 def test_bad_flags_are_rejected_by_tensorboard(flag: str, value: str) -> None:
@@ -1225,6 +1227,29 @@ def test_load_deadline_flags_reach_the_loader(
     monkeypatch.setenv("KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB", "0.25")
     make_app(logdir, "--kineto_insights_load_timeout_s", "7")
     assert the_plugin().loader.deadline == LoadDeadline(7.0, 0.25)  # flag, then environment
+
+
+def test_back_off_and_memory_cap_flags_reach_the_loader(
+    logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The back-off and the memory cap are TensorBoard flags (each over its environment
+    variable), not only environment variables."""
+    monkeypatch.setenv("KINETO_INSIGHTS_RETRY_BACKOFF_S", "99")
+    monkeypatch.setenv("KINETO_INSIGHTS_LOAD_MAX_RSS_MIB", "99")
+    make_app(
+        logdir,
+        "--kineto_insights_retry_backoff_s",
+        "7",
+        "--kineto_insights_load_max_rss_mib",
+        "300",
+    )
+    loader = the_plugin().loader
+    assert loader.retry_backoff_s == 7.0
+    assert loader.memory_cap.max_rss_bytes == 300 * 1024**2
+    make_app(logdir)  # no flags: the environment
+    loader = the_plugin().loader
+    assert loader.retry_backoff_s == 99.0
+    assert loader.memory_cap.max_rss_bytes == 99 * 1024**2
 
 
 # --------------------------------------------------------------------------- units
@@ -1842,7 +1867,7 @@ def test_deep_folders_are_reported_beside_the_runs(
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     runs = strict_json(app_client.get(f"{PREFIX}/runs"))
     assert sorted(r["run"] for r in runs["runs"]) == [BAD_RUN, GOOD_RUN]
-    assert "skipped 1 folder(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
+    assert "skipped 1 path(s)" in runs["error"] and "deeper than 3 folders" in runs["error"]
 
 
 # --------------------------------------------------------------------------- issue 32 (memory)
@@ -1878,3 +1903,36 @@ def test_concurrent_diffs_of_one_pair_are_computed_once(ranks_client: Client) ->
     assert [code for code, _ in bodies] == [200] * 4
     assert len({body for _, body in bodies}) == 1
     assert len(calls) == 1
+
+
+def window_url(step: str, **extra: str) -> str:
+    return url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step=step, **extra)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "words"),
+    [
+        # the attack run's reproduction: an exponent was "must be a number of µs"
+        ("0", "1e20", "end_us must be a decimal number of µs (digits, an optional '-'"),
+        ("0", "1e20", "within ±1,000,000,000,000 of the step's start (got '1e20')"),
+        ("nan", "10", "start_us must be a decimal number of µs"),
+        ("0", "100000000000000", "end_us must be within ±1,000,000,000,000 µs of the step's"),
+    ],
+)
+def test_window_offsets_past_the_limit_name_the_option(
+    client: Client, start: str, end: str, words: str
+) -> None:
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    response = client.get(window_url("2", start_us=start, end_us=end))
+    assert response.status_code == 400
+    assert words in strict_json(response)["error"]
+
+
+def test_window_offsets_inside_the_limit_are_cut(client: Client) -> None:
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    response = client.get(window_url("2", start_us="0", end_us="1000000000000"))
+    assert response.status_code == 200
+    assert (
+        int(response.headers["X-Window-End-Ns"]) - int(response.headers["X-Window-Start-Ns"])
+        == 10**15
+    )

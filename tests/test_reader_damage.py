@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import zlib
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,12 @@ def test_truncated_gzip_of_a_real_trace(tmp_path: Path, capsys: pytest.CaptureFi
     (ended,) = [d for d in part.health.damage if d["problem"].startswith("gzip stream ends")]
     end = loss["evidence"]["file_ends_at_byte"]  # the start of the cut event
     assert ended["offset"] - 1000 < end <= ended["offset"]
-    assert f"ends at byte {end:,}, before its GPU events" in loss["title"]
+    # a gzip file says which bytes count: the compressed file's end and the inflated
+    # JSON's offset (the attack run found an inflated offset past the file's end)
+    assert loss["title"].startswith(
+        f"The gzip file ends at byte {len(raw) // 2:,} (compressed; its JSON breaks at "
+        f"byte {end:,}, inflated), before its GPU events"
+    )
     assert loss["severity"] == "high" and loss["evidence"]["gpu_events_lost"] is True
     assert cli_main(["diff", str(cut), str(path)]) in (0, 1)
     assert "warning: the base side lost trace data" in capsys.readouterr().out
@@ -516,3 +522,32 @@ def test_an_over_deep_event_is_skipped_and_counted(tmp_path: Path, depth: int, l
     if lost:
         assert "nested too deeply" in tr.health.damage[0]["problem"]
     assert len(tr.cpu_ops) == 1 - lost
+
+
+def test_random_bytes_named_gz_are_not_gzip(tmp_path: Path) -> None:
+    """Attack run: random bytes named ``.json.gz`` were called "not a JSON trace"; the
+    name promises gzip, so the error says it is not gzip (and not JSON). The same bytes
+    named ``.json`` stay "not a JSON trace"."""
+    data = bytes([0x9C]) + random.Random(32).randbytes(4999)  # neither 1f 8b nor { or [
+    gz = tmp_path / "w.pt.trace.json.gz"
+    gz.write_bytes(data)
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(str(gz))
+    assert str(caught.value) == (
+        f"{gz}: not gzip (named .gz, but it does not start with the gzip magic 1f 8b) "
+        "and not a JSON trace either at byte 0"
+    )
+    plain = tmp_path / "w.pt.trace.json"
+    plain.write_bytes(data)
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(str(plain))
+    assert "not a JSON trace (does not start with '{' or '[')" in str(caught.value)
+    assert "gzip" not in str(caught.value)
+
+
+def test_plain_json_named_gz_is_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "w.pt.trace.json.gz"
+    path.write_text(
+        '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}'
+    )
+    assert read_trace(str(path)).health.event_count == 1

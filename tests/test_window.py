@@ -201,3 +201,29 @@ def test_odd_events_and_a_bare_array(tmp_path: Path) -> None:
     kept = [e["name"] for e in _events(cut)]
     assert kept == ["a", "b", "i", "thread_name"]
     assert cut.moved == 1 and cut.sibling_tracks == [(1, "[2]", 2)]  # above tid 1
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--start-us", "nan", "--start-us must be a finite number of µs (got nan)"),
+        ("--end-us", "inf", "--end-us must be a finite number of µs (got inf)"),
+        ("--end-us", "1e20", "--end-us must be within ±1,000,000,000,000 µs of the step's start"),
+    ],
+)
+def test_window_command_names_the_option_and_its_limit(
+    tmp_path: Path, capsys: Any, option: str, value: str, words: str
+) -> None:
+    """Attack run: ``--start-us nan`` ended in "cannot convert float NaN to integer"
+    and ``--end-us 1e20`` cut a window of 10^20 µs."""
+    good = write_trace(
+        tmp_path / "good.json", [cpu("ProfilerStep#1", 0, 10, cat="user_annotation")]
+    )
+    other = "--end-us" if option == "--start-us" else "--start-us"
+    args = ["window", str(good), "--step", "1", option, value, other, "5"]
+    if option == "--end-us":
+        args[-1] = "0"
+    assert main([*args, "--out", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {words}\n" or err.startswith(f"error: {words}")
+    assert not (tmp_path / "o.json").exists()

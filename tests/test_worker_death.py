@@ -222,3 +222,80 @@ def test_host_killed_during_a_parallel_read_leaves_no_process(
     finally:
         host.kill()
         host.wait()
+
+
+#: Loaded in every process of the TensorBoard below (``PYTHONPATH``): when
+#: ``KINETO_TEST_STUCK_READ`` is set, reads go parallel and the decode pool's first tasks
+#: sleep for an hour, as :func:`stuck_in_parallel_read` arranges inside one worker.
+STUCK_SITECUSTOMIZE = """
+import os
+if os.environ.get("KINETO_TEST_STUCK_READ") == "1":
+    import time
+    from tb_kineto_insights.trace import parallel
+
+    parallel.PARALLEL_MIN_JSON_BYTES = 0
+    parallel.PIECE_BYTES = 0
+    os.environ[parallel.WORKERS_ENV] = "2"
+    _start_pool = parallel.start_pool
+
+    def _sleeping_pool(workers):
+        pool = _start_pool(workers)
+        for _ in range(workers):
+            pool.submit(time.sleep, 3600)
+        return pool
+
+    parallel.start_pool = _sleeping_pool
+"""
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(c) for c in children.read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def test_real_tensorboard_exits_on_sigterm_during_a_parallel_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32 §1's last fault, on a real ``tensorboard`` process: SIGTERM while its
+    load worker waits on its decode processes. TensorBoard exits within 2 s, and within
+    2 s more no worker or decode process of its is left."""
+    from test_plugin import TENSORBOARD, running_tensorboard, tail
+
+    if TENSORBOARD is None:
+        pytest.skip("needs the tensorboard executable")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STUCK_SITECUSTOMIZE)
+    old = os.environ.get("PYTHONPATH", "")
+    root = str(TESTS.parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(site), root, old) if p))
+    monkeypatch.setenv("KINETO_TEST_STUCK_READ", "1")
+    logdir = tmp_path / "logs"
+    write_plain_trace(logdir / "run" / "stuck.1.pt.trace.json", 40, 1500)
+    log_path = tmp_path / "tensorboard.log"
+    procs: list[Any] = []
+    with running_tensorboard(
+        logdir, log_path, tmp_path / "cache", "30", "--kineto_insights_workers", "1", procs=procs
+    ):
+        (tb,) = procs
+        deadline = time.monotonic() + 90  # the preload starts the read
+        while True:
+            workers = [pid for pid in _children(tb.pid) if len(session_members(pid)) >= 4]
+            if workers:
+                break
+            assert time.monotonic() < deadline, tail(log_path)
+            time.sleep(0.1)
+        (worker,) = workers
+        tb.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        tb.wait(timeout=10)
+        assert time.monotonic() - sent < 2.0, tail(log_path)
+        gone_by = time.monotonic() + 2.0
+        while session_members(worker) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        assert session_members(worker) == [], tail(log_path)

@@ -51,6 +51,7 @@ from tb_kineto_insights.analysis.findings import (
     severity_for_impact,
     sort_diagnoses,
 )
+from tb_kineto_insights.analysis.lost import where_file_ends
 from tb_kineto_insights.analysis.memory import memory_diagnoses
 from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -805,25 +806,31 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
         ),
         None,
     )
+    where = ""
+    if cut.file_ends_at_byte is not None:
+        where = where_file_ends(
+            cut.file_ends_at_byte,
+            compressed=health.compressed,
+            file_bytes=health.file_bytes,
+            corrupt=ended is not None and ended.problem.startswith("corrupt gzip"),
+        )
+        where = "T" + where.replace("the file ends", "the trace file ends", 1)[1:]
     if cut.gpu_events_lost and cut.file_ends_at_byte is not None and cut.gpu_events_set_aside:
         title = (
-            f"The trace file ends at byte {cut.file_ends_at_byte:,}, inside its GPU events: "
+            f"{where}, inside its GPU events: "
             "every step lost part of its GPU work, so the "
             f"{cut.gpu_events_set_aside} GPU events read are not used; no GPU number in "
             "this trace can be trusted"
         )
     elif cut.gpu_events_lost and cut.file_ends_at_byte is not None:
         title = (
-            f"The trace file ends at byte {cut.file_ends_at_byte:,}, before its GPU events: "
+            f"{where}, before its GPU events: "
             "all GPU events are lost"
             + (f" ({cut.launches} launch calls without their work)" if cut.launches else "")
             + "; no GPU number in this trace can be trusted"
         )
     elif cut.file_ends_at_byte is not None and ended is None:
-        title = (
-            f"The trace file ends at byte {cut.file_ends_at_byte:,} (cut short): lost "
-            + "; ".join(cut.lost)
-        )
+        title = f"{where} (cut short): lost " + "; ".join(cut.lost)
     elif ended is not None:  # what followed the end of the readable stream is unknown
         title = (
             f"The trace file ends after {ended.offset:,} bytes of JSON "

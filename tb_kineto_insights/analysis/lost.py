@@ -55,6 +55,47 @@ def file_ends_at_byte(index: TraceIndex) -> int | None:
     return None
 
 
+def where_file_ends(end: int, *, compressed: bool, file_bytes: int, corrupt: bool) -> str:
+    """Where a file cut short ends, in words (lower case), saying which bytes count.
+
+    Args:
+        end: ``file_ends_at_byte``, a byte of the *inflated* JSON for gzip.
+        compressed: the file is gzip (``health.compressed``).
+        file_bytes: the stored file's size (``health.file_bytes``).
+        corrupt: the gzip data is corrupt (not merely cut short).
+
+    Returns:
+        ``"the file ends at byte N"`` for plain JSON; for gzip ``"the gzip file ends at
+        byte F (compressed; its JSON breaks at byte N, inflated)"`` when the stream ends
+        early, ``"the gzip data is corrupt (its JSON breaks at byte N, inflated; the
+        compressed file has F bytes)"`` otherwise. (An inflated offset given as the
+        file's byte pointed past the end of a cut file: issue 32's attack run.)
+    """
+    if not compressed:
+        return f"the file ends at byte {end:,}"
+    if corrupt:
+        return (
+            f"the gzip data is corrupt (its JSON breaks at byte {end:,}, inflated; "
+            f"the compressed file has {file_bytes:,} bytes)"
+        )
+    return (
+        f"the gzip file ends at byte {file_bytes:,} (compressed; its JSON breaks "
+        f"at byte {end:,}, inflated)"
+    )
+
+
+def _where(index: TraceIndex, end: int) -> str:
+    """:func:`where_file_ends` for the trace of ``index``."""
+    health = index.trace.health
+    corrupt = any(
+        str(d.get("problem", "")).startswith("corrupt gzip") and int(d.get("offset", -1)) == end
+        for d in health.damage
+    )
+    return where_file_ends(
+        end, compressed=health.compressed, file_bytes=health.file_bytes, corrupt=corrupt
+    )
+
+
 def lost_data(index: TraceIndex) -> LostData:
     """:class:`~tb_kineto_insights.schema.health.LostData` of the trace (module
     docstring)."""
@@ -112,6 +153,12 @@ def lost_data(index: TraceIndex) -> LostData:
     )
 
 
+def file_end_note(index: TraceIndex, end: int) -> str:
+    """``"the file ends at byte N"`` or its gzip form (:func:`where_file_ends`) for the
+    trace of ``index``."""
+    return _where(index, end)
+
+
 def gpu_lost_note(index: TraceIndex) -> str | None:
     """The note a panel built on GPU events shows when they were all lost to a cut file
     (``"GPU events lost: the file ends at byte N …"``), else ``None``."""
@@ -125,7 +172,7 @@ def gpu_lost_note(index: TraceIndex) -> str | None:
             f"{found.gpu_events_set_aside} read are not used; see Trace health)"
         )
     return (
-        f"GPU events lost: the file ends at byte {found.file_ends_at_byte:,}, before its "
+        f"GPU events lost: {_where(index, found.file_ends_at_byte)}, before its "
         f"GPU events ({_launches_words(found.launches)}; see Trace health)"
     )
 

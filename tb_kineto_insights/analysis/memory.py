@@ -99,7 +99,7 @@ from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis
 from tb_kineto_insights.analysis.group_sums import distinct
-from tb_kineto_insights.analysis.lost import lost_data
+from tb_kineto_insights.analysis.lost import file_end_note, lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -555,7 +555,7 @@ def _device_summary(
     growth = _growth([p for p in per_step if p.number not in incomplete], th)
     if cut.file_ends_at_byte is not None:
         notes.append(
-            f"the file ends at byte {cut.file_ends_at_byte:,}: events written after it are "
+            f"{file_end_note(index, cut.file_ends_at_byte)}: events written after it are "
             "lost"
             + (
                 "; step(s) "

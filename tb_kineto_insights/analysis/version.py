@@ -17,4 +17,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: ``tables.ops_elsewhere`` (CPU ops off the step's threads, for "moved partly").
 #: 17: per-step matmul/conv/attention work (diff efficiency verdicts), the trace's ``flops`` arg,
 #: the reachable roof per kind (conv 0.30, attention 0.28).
-ANALYSIS_VERSION = 17
+#: 18: a cut gzip file's end given as its compressed size and the inflated JSON offset.
+ANALYSIS_VERSION = 18

@@ -496,7 +496,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from tb_kineto_insights.cli.markdown import report_markdown
 
         out.write(report_markdown(report, _all_diagnoses(report), _span_errors(report)))
-    elif problem and spans:
+    elif problem:  # the error, then each file's reason; no empty report that reads healthy
         _write_errors_only(report, out)
     else:
         write_text(report, out)

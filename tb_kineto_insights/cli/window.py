@@ -61,10 +61,14 @@ def window_of_step(
 
     Raises:
         TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`.
-        ValueError: only one of ``start_us``/``end_us`` given, or ``end_us <= start_us``.
+        ValueError: only one of ``start_us``/``end_us`` given, ``end_us <= start_us``, or
+            one is not finite or past ``WINDOW_OFFSET_LIMIT_US`` (the message names the
+            option and the limit).
     """
     w = step_window(path, step, max_json_bytes)
-    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us)
+    bounds = window_bounds(
+        w.start_ns, w.end_ns - w.start_ns, start_us, end_us, ("--start-us", "--end-us")
+    )
     if bounds is None:
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
     return cut_window(path, *bounds, max_json_bytes=max_json_bytes)

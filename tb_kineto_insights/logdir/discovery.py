@@ -44,6 +44,7 @@ from typing import Any
 
 from tb_kineto_insights.trace.confine import Rule, confined, open_local
 from tb_kineto_insights.trace.local_paths import LocalTree, local_path
+from tb_kineto_insights.trace.source import object_version_of
 
 __all__ = [
     "MAX_FOLDER_DEPTH",
@@ -399,15 +400,7 @@ def object_version(url: str, fs_options: Mapping[str, Any] | None = None) -> str
     return _version(fs.info(path))
 
 
-def _version(info: Mapping[str, Any]) -> str:
-    """The object's ETag (``ETag``/``etag``), with ``@`` and its version id
-    (``VersionId``, ``generation``, ``version_id``) when listed; ``""`` when none."""
-    etag = info.get("ETag") or info.get("etag") or ""
-    version = info.get("VersionId") or info.get("generation") or info.get("version_id") or ""
-    text = str(etag).strip('"')
-    if version and str(version) != "null":
-        text = f"{text}@{version}"
-    return text
+_version = object_version_of  # (ETag@version id; trace/source.py reads by it)
 
 
 def _size(info: Mapping[str, Any]) -> int:
@@ -512,7 +505,10 @@ def _list_local(
     ``os.stat``), with ``device``, ``inode`` and ``mtime_ns`` added. Unreadable
     sub-folders, folders more than ``max_depth`` below the root (both appended to
     ``skipped`` as ``(folder, reason)`` when listed by :class:`LocalTree`) and files gone
-    while listing are skipped; an unreadable root raises the OSError."""
+    while listing are skipped; an unreadable root raises the OSError. A folder named
+    like a trace file (listed as a folder) and a symlink named like one whose target is
+    missing, outside the log directory or no file are appended to ``skipped`` too, once
+    per listing, by path (they were passed over silently: issue 32's attack run)."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
     errors: list[OSError] = []
@@ -523,10 +519,18 @@ def _list_local(
     walk = fs.walk(
         root, detail=True, topdown=True, maxdepth=max_depth + 1, on_error=errors.append, **extra
     )
+
+    def note(path: str, reason: str) -> None:
+        if skipped is not None:
+            skipped.append((path, reason))
+
     for _, dirs, files in walk:
         listed_root = True
         for name in [d for d in dirs if _hidden(d)]:
             del dirs[name]
+        for name, info in dirs.items():
+            if _looks_like_trace(os.path.basename(str(info.get("name", name)))):
+                note(str(info.get("name", name)), "a folder named like a trace file, not read")
         for info in files.values():
             kind = info.get("type")
             name = str(info.get("name", ""))
@@ -536,6 +540,8 @@ def _list_local(
                 target = os.path.realpath(name)
                 inside = os.path.commonpath([real_root, target]) == real_root
                 if not inside or not os.path.isfile(target):
+                    if _looks_like_trace(os.path.basename(name)):
+                        note(name, _bad_link(target, inside))
                     continue
             elif kind != "file":
                 continue  # fifo, socket, device: never open those
@@ -554,6 +560,22 @@ def _list_local(
     if not listed_root and errors:
         raise errors[0]  # the log directory itself could not be listed
     return out
+
+
+def _looks_like_trace(filename: str) -> bool:
+    """Whether discovery would read a file of this name (named, or ``*.json[.gz]`` to
+    sniff)."""
+    return _parse_named(filename) is not None or _odd_worker(filename) is not None
+
+
+def _bad_link(target: str, inside: bool) -> str:
+    """Why a symlink in a log directory is not read (its target as the reason's
+    subject)."""
+    if not os.path.lexists(target):
+        return "a symlink to a missing file, not read"
+    if not inside:
+        return "a symlink to a file outside the log directory, not read"
+    return "a symlink to something that is not a file, not read"
 
 
 def _not_a_folder(root: str) -> str:
@@ -595,13 +617,13 @@ class _Candidate:
 
 
 def describe_skipped(skipped: list[tuple[str, str]], shown: int = 3) -> str:
-    """One line about the folders :func:`discover` skipped: their count, the first
-    ``shown`` (path and reason); ``""`` when none."""
+    """One line about the folders and files :func:`discover` skipped: their count, the
+    first ``shown`` (path, non-UTF-8 bytes escaped, and reason); ``""`` when none."""
     if not skipped:
         return ""
-    listed = "; ".join(f"{folder} ({reason})" for folder, reason in skipped[:shown])
+    listed = "; ".join(f"{escaped_name(path)} ({reason})" for path, reason in skipped[:shown])
     more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
-    return f"skipped {len(skipped)} folder(s) not listed: {listed}{more}"
+    return f"skipped {len(skipped)} path(s): {listed}{more}"
 
 
 def discover(
@@ -624,9 +646,11 @@ def discover(
         fs_options: keyword arguments for the fsspec filesystem (credentials, endpoint).
         max_depth: folders at most this deep below the log directory are listed (local
             log directories); None: :func:`max_folder_depth`.
-        skipped: when given, ``(folder, reason)`` is appended for each local folder not
+        skipped: when given, ``(path, reason)`` is appended for each local folder not
             listed: it cannot be listed (permission, gone), or it is deeper than
-            ``max_depth``. The rest is listed as usual.
+            ``max_depth``; for a folder named like a trace file; and for a symlink named
+            like a trace file that points to nothing readable. The rest is listed as
+            usual.
 
     Returns:
         Runs ordered by name (``"."`` first, then natural order folder by folder); runs

@@ -44,14 +44,17 @@ from tb_kineto_insights.serve.worker_pool import (
     DEFAULT_WORKERS,
     ERROR_INTERNAL,
     ERROR_IO,
+    ERROR_MEMORY,
     ERROR_TIMEOUT,
     ERROR_TRACE,
     ERROR_WORKER,
     LoadDeadline,
+    LoadMemoryCap,
     _Outcome,
     _Slot,
     _Task,
     load_deadline_from_env,
+    load_memory_cap_from_env,
 )
 from tb_kineto_insights.store.cache import (
     DiskCache,
@@ -125,6 +128,10 @@ class SummaryLoader:
         idle_shutdown_s: a worker process idle this long exits.
         deadline: how long one load in a worker process may take (see
             :class:`LoadDeadline`); None: from the environment, else the defaults.
+        memory_cap: how much memory one load in a worker process may hold (see
+            :class:`LoadMemoryCap`; past it the load fails with an error of kind
+            ``memory``); None: ``$KINETO_INSIGHTS_LOAD_MAX_RSS_MIB``, else half the
+            machine's memory.
         retry_backoff_s: seconds before a file whose load timed out or killed its
             worker is read again when asked for, doubled at each such failure in a row
             (at most :data:`MAX_RETRY_BACKOFF_S`); until then every request answers the
@@ -150,6 +157,7 @@ class SummaryLoader:
         idle_shutdown_s: float = 120.0,
         deadline: LoadDeadline | None = None,
         retry_backoff_s: float | None = None,
+        memory_cap: LoadMemoryCap | None = None,
     ) -> None:
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
@@ -165,6 +173,7 @@ class SummaryLoader:
         self._memory_bytes = max(1, memory_bytes)
         self._idle_shutdown_s = idle_shutdown_s
         self.deadline = load_deadline_from_env() if deadline is None else deadline
+        self.memory_cap = load_memory_cap_from_env() if memory_cap is None else memory_cap
         self.retry_backoff_s = (
             seconds_from_env(os.environ, RETRY_BACKOFF_ENV, DEFAULT_RETRY_BACKOFF_S)
             if retry_backoff_s is None
@@ -383,6 +392,7 @@ class SummaryLoader:
                     cache_folder=None if self.cache is None else self.cache.location,
                     summarize=self._summarize,
                     deadline_s=self._deadline_locked(ident),
+                    max_rss_bytes=self.memory_cap.max_rss_bytes if self.workers > 0 else None,
                 )
             return None
         finally:
@@ -438,7 +448,7 @@ class SummaryLoader:
                 self._retries_running = max(0, self._retries_running - 1)
             if result is None:
                 message = outcome.message or f"{ident.path}: the analysis gave no readable result"
-                if outcome.kind in (ERROR_TIMEOUT, ERROR_WORKER):
+                if outcome.kind in (ERROR_TIMEOUT, ERROR_WORKER, ERROR_MEMORY):
                     message = self._back_off_locked(ident, failures + 1, message)
                 self._set_error_locked(ident, outcome.kind or ERROR_INTERNAL, message)
             elif result.error is not None:

@@ -110,11 +110,14 @@ from tb_kineto_insights.serve.loader import ERROR, READY, SpanStatus, SummaryLoa
 from tb_kineto_insights.serve.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
+    ERROR_MEMORY,
     ERROR_TIMEOUT,
     ERROR_TRACE,
     ERROR_WORKER,
     LoadDeadline,
+    LoadMemoryCap,
     load_deadline_from_env,
+    load_memory_cap_from_env,
     workers_from_env,
 )
 from tb_kineto_insights.store.cache import (
@@ -134,7 +137,12 @@ from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_r
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import cut_window, window_bounds
+from tb_kineto_insights.trace.window import (
+    WINDOW_OFFSET_LIMIT_US,
+    check_offset_us,
+    cut_window,
+    window_bounds,
+)
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -174,8 +182,18 @@ def _number(raw: str | None, name: str) -> float | None:
     if raw is None:
         return None
     if not _SIGNED_DECIMAL.fullmatch(raw):
-        raise _ApiError(400, f"{name} must be a number of µs")
-    return float(raw)
+        raise _ApiError(
+            400,
+            f"{name} must be a decimal number of µs (digits, an optional '-' and fraction, "
+            f"no exponent), within ±{WINDOW_OFFSET_LIMIT_US:,} of the step's start "
+            f"(got {raw[:40]!r})",
+        )
+    value = float(raw)
+    try:
+        check_offset_us(value, name)
+    except ValueError as exc:
+        raise _ApiError(400, str(exc)) from exc
+    return value
 
 
 def perfetto_url_from(flag: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -323,6 +341,7 @@ _ERROR_CODES = {
     ERROR_IO: 422,
     ERROR_WORKER: 503,
     ERROR_TIMEOUT: 503,
+    ERROR_MEMORY: 503,
     ERROR_INTERNAL: 500,
 }
 
@@ -442,6 +461,13 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             120 s + 2 s per MiB.
         watch: watch local log directories for filesystem events (``watch.py``);
             default: ``KINETO_INSIGHTS_WATCH``, else on. Without ``watchdog``, rescans.
+        retry_backoff_s: seconds before a file whose load failed that way is read
+            again (``serve/loader.py``); flag ``--kineto_insights_retry_backoff_s``,
+            environment ``KINETO_INSIGHTS_RETRY_BACKOFF_S``, default 30.
+        load_max_rss_mib: a load's memory cap
+            (:class:`~tb_kineto_insights.serve.worker_pool.LoadMemoryCap`); flag
+            ``--kineto_insights_load_max_rss_mib``, environment
+            ``KINETO_INSIGHTS_LOAD_MAX_RSS_MIB``, default half the machine's memory.
     """
 
     plugin_name = PLUGIN_NAME
@@ -462,6 +488,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         load_timeout_s: float | None = None,
         load_timeout_s_per_mib: float | None = None,
         watch: bool | None = None,
+        retry_backoff_s: float | None = None,
+        load_max_rss_mib: float | None = None,
     ) -> None:
         self._sources = logdir_sources(context)
         if rescan_s is None:
@@ -484,6 +512,12 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             summarize=summarize or summarize_file_with_timeline,
             max_json_bytes=max_json_bytes,
             deadline=self._deadline(context, load_timeout_s, load_timeout_s_per_mib),
+            retry_backoff_s=(
+                _flag(context, "kineto_insights_retry_backoff_s")
+                if retry_backoff_s is None
+                else retry_backoff_s
+            ),
+            memory_cap=self._memory_cap(context, load_max_rss_mib),
         )
         self._snapshot = _EMPTY
         # source path → (its last listing that succeeded, when: "HH:MM:SS")
@@ -559,6 +593,15 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             env.base_s if base_s is None else float(base_s),
             env.per_mib_s if per_mib_s is None else float(per_mib_s),
         )
+
+    @staticmethod
+    def _memory_cap(context: Any, max_rss_mib: float | None) -> LoadMemoryCap:
+        """The argument, else the flag, else the environment (or the default)."""
+        if max_rss_mib is None:
+            max_rss_mib = _flag(context, "kineto_insights_load_max_rss_mib")
+        if max_rss_mib is None:
+            return load_memory_cap_from_env()
+        return LoadMemoryCap(float(max_rss_mib))
 
     @staticmethod
     def _cache(folder: Path | str | None, settings: str) -> DiskCache | None:

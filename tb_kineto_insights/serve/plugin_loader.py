@@ -26,6 +26,13 @@ applies):
   doubled at each failure in a row) after ``S + S_per_mib × file size in MiB`` seconds;
   environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB``,
   default 120 and 2; both 0: no deadline.
+- ``--kineto_insights_retry_backoff_s S``: seconds before a file whose load timed out,
+  passed its memory cap or killed its worker is read again (doubled at each failure in
+  a row, at most 900); environment ``KINETO_INSIGHTS_RETRY_BACKOFF_S``, default 30.
+- ``--kineto_insights_load_max_rss_mib MIB``: a load whose worker process (with its
+  decode processes) holds more resident memory is stopped, and the span answers an
+  error naming the cap; environment ``KINETO_INSIGHTS_LOAD_MAX_RSS_MIB``, default half
+  the machine's memory; 0: no cap.
 """
 
 from __future__ import annotations
@@ -97,6 +104,27 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         )
 
         group.add_argument(
+            "--kineto_insights_retry_backoff_s",
+            metavar="SECONDS",
+            type=float,
+            default=None,
+            help="Kineto Insights: seconds before a file whose load timed out, passed its "
+            "memory cap or killed its worker is read again (doubled at each failure in a "
+            "row, at most 900; until then asking answers the error). Default: "
+            "$KINETO_INSIGHTS_RETRY_BACKOFF_S, else 30.",
+        )
+        group.add_argument(
+            "--kineto_insights_load_max_rss_mib",
+            metavar="MIB",
+            type=float,
+            default=None,
+            help="Kineto Insights: memory cap of one trace load, MiB of resident memory of "
+            "its worker process and decode processes together; a load over it is stopped "
+            "and reported (0: no cap). Default: $KINETO_INSIGHTS_LOAD_MAX_RSS_MIB, else "
+            "half the machine's memory.",
+        )
+
+        group.add_argument(
             "--kineto_insights_perfetto_url",
             metavar="URL",
             type=str,
@@ -116,7 +144,12 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         url = getattr(flags, "kineto_insights_perfetto_url", None)
         if url is not None and not url.startswith(("http://", "https://")):
             raise base_plugin.FlagsError("--kineto_insights_perfetto_url must be an http(s) URL")
-        for name in ("kineto_insights_load_timeout_s", "kineto_insights_load_timeout_s_per_mib"):
+        for name in (
+            "kineto_insights_load_timeout_s",
+            "kineto_insights_load_timeout_s_per_mib",
+            "kineto_insights_retry_backoff_s",
+            "kineto_insights_load_max_rss_mib",
+        ):
             value = getattr(flags, name, None)
             if value is not None and (not math.isfinite(value) or value < 0):
                 raise base_plugin.FlagsError(f"--{name} must be a number >= 0")

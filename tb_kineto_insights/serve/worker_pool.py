@@ -16,7 +16,10 @@ deadline, when the worker dies, and when the loader stops it; the decode process
 no copy of the worker's pipes (:func:`_private_pipes`), so the loader sees EOF as soon
 as the worker dies, and a watch thread also polls the worker's exit. A worker whose
 parent dies (TensorBoard killed or stopped by SIGTERM) kills its group
-(:func:`_die_with_parent`).
+(:func:`_die_with_parent`). The same watch caps a load's memory (:class:`LoadMemoryCap`):
+when the resident memory of the worker and its decode processes passes the cap, the
+group is killed and the load is an error of kind ``memory`` naming the cap; the other
+slots' loads go on, and the next load gets a fresh worker.
 
 Why not a library pool: ``concurrent.futures.ProcessPoolExecutor`` cannot cancel a
 running task, and a worker killed under it breaks the whole pool (``BrokenProcessPool``
@@ -54,6 +57,7 @@ from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.store.cached_summaries import changed_while_read
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -80,6 +84,15 @@ MIB = 1024**2
 #: all but ``trace`` are kept in memory only and retried when the span is asked for again.
 ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
 ERROR_IO, ERROR_TIMEOUT = "io", "timeout"
+#: ... and ``memory``: the load's worker passed its memory cap and was killed (kept in
+#: memory only and retried after the back-off, as ``timeout``).
+ERROR_MEMORY = "memory"
+
+#: Environment variable: a load's memory cap, MiB of resident memory of its worker
+#: process and decode processes together; 0: no cap.
+LOAD_MAX_RSS_ENV = "KINETO_INSIGHTS_LOAD_MAX_RSS_MIB"
+#: Default cap: this share of the machine's physical memory for one load.
+DEFAULT_LOAD_MAX_RSS_FRACTION = 0.5
 
 
 def default_workers() -> int:
@@ -137,6 +150,107 @@ def load_deadline_from_env(environ: Mapping[str, str] | None = None) -> LoadDead
     )
 
 
+def physical_memory_bytes() -> int | None:
+    """The machine's physical memory (``sysconf``), None where it cannot be read."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@dataclass(frozen=True)
+class LoadMemoryCap:
+    """How much memory one load in a worker process may hold: ``max_rss_mib`` MiB of
+    resident memory of the worker and its decode processes together (summed, so pages
+    a fork shares count once per process: a cap, not an accounting); 0 or less: none.
+
+    Why: a trace that makes a worker grow (20 requests for 2 GB-JSON traces peaked at
+    7.2 GB, 2 workers x 3.5 GB; issue 32 §6) must fail alone, with an error that names
+    the cap, before the kernel's OOM killer picks a process, which may be TensorBoard.
+    The default, :data:`DEFAULT_LOAD_MAX_RSS_FRACTION` of physical memory, stops only
+    loads that would starve the machine; set it lower on a shared host.
+    """
+
+    max_rss_mib: float = 0.0
+
+    @property
+    def max_rss_bytes(self) -> int | None:
+        """The cap in bytes, or None (no cap)."""
+        if not math.isfinite(self.max_rss_mib) or self.max_rss_mib <= 0:
+            return None
+        return int(self.max_rss_mib * MIB)
+
+
+def default_load_memory_cap() -> LoadMemoryCap:
+    """:data:`DEFAULT_LOAD_MAX_RSS_FRACTION` of physical memory (none where unknown)."""
+    total = physical_memory_bytes()
+    return LoadMemoryCap(0.0 if not total else total * DEFAULT_LOAD_MAX_RSS_FRACTION / MIB)
+
+
+def load_memory_cap_from_env(environ: Mapping[str, str] | None = None) -> LoadMemoryCap:
+    """``KINETO_INSIGHTS_LOAD_MAX_RSS_MIB`` (a finite number >= 0, 0: no cap); the
+    default (:func:`default_load_memory_cap`) when unset, with a warning when it is
+    not such a number."""
+    env = os.environ if environ is None else environ
+    raw = env.get(LOAD_MAX_RSS_ENV)
+    if raw is None or not raw.strip():
+        return default_load_memory_cap()
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        default = default_load_memory_cap()
+        logger.warning(
+            "%s=%r is not a number of MiB >= 0; using %.0f",
+            LOAD_MAX_RSS_ENV,
+            raw,
+            default.max_rss_mib,
+        )
+        return default
+    return LoadMemoryCap(value)
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of one process (``/proc/PID/statm``), 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid`` (``/proc/PID/task/TID/children`` of each thread)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
+                out.extend(int(c) for c in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and every process below it (a load worker and the
+    forkserver, resource tracker and pool of its parallel read), summed, in bytes; 0
+    without ``/proc``. Iterative: a tree of any depth."""
+    total, seen, todo = 0, set(), [pid]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        total += _rss_bytes(current)
+        todo.extend(_children(current))
+    return total
+
+
 # --------------------------------------------------------------------------- one load
 
 
@@ -150,6 +264,7 @@ class _Task:
     summarize: Callable[..., Any]
     deadline_s: float | None = None  # seconds the load may take (worker processes)
     key: str | None = None  # the entry key (computed once, by the loading thread)
+    max_rss_bytes: int | None = None  # memory the load may hold (worker processes)
 
 
 @dataclass(frozen=True)
@@ -206,7 +321,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             error = exc
             summary = None
         elapsed = time.perf_counter() - started
-        changed = _changed_while_read(task.ident)
+        changed = changed_while_read(task.ident)
         if changed is not None:
             return _Outcome(None, ERROR_IO, changed, elapsed)
         data = _entry_bytes(
@@ -239,28 +354,6 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
     return _Outcome(data, None, None, elapsed, warning)
-
-
-def _changed_while_read(ident: Identity) -> str | None:
-    """For an object listed with a version (ETag/VersionId): a message when its version
-    is no longer the listed one after the read, else None. The summary of bytes that
-    may be another version's is then neither stored under the listed version's key nor
-    served (issue 32 §5: an object overwritten while it was read got the new bytes'
-    summary cached under the old key); the next scan lists the new version."""
-    if not ident.version or "://" not in ident.path:
-        return None
-    from tb_kineto_insights.logdir.discovery import object_version
-
-    try:
-        now = object_version(ident.path)
-    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
-        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
-    if now == ident.version:
-        return None
-    return (
-        f"{ident.path}: the object changed while it was read (listed version "
-        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
-    )
 
 
 _FRAME = struct.Struct("<Q")
@@ -441,14 +534,23 @@ WATCH_INTERVAL_S = 0.1
 class _Watch:
     """Watches one load's worker process from a thread: at the deadline (``deadline_s``
     seconds from the start, None: none) it kills the worker's process group
-    (:func:`_expire`); when the worker exits before that (killed by hand or for memory)
-    it kills what is left of its group. Either way every process that could hold the
-    answer pipe dies, so the pending read ends with EOF: the loader does not rely on
-    EOF alone (issue 32 §1)."""
+    (:func:`_expire`); when the resident memory of the worker and its children passes
+    ``max_rss_bytes`` (None: no cap) it kills the group too and keeps the size seen in
+    ``over_rss_bytes``; when the worker exits before that (killed by hand or by the
+    kernel for memory) it kills what is left of its group. Either way every process
+    that could hold the answer pipe dies, so the pending read ends with EOF: the loader
+    does not rely on EOF alone (issue 32 §1)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], deadline_s: float | None) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        deadline_s: float | None,
+        max_rss_bytes: int | None = None,
+    ) -> None:
         self.proc = proc
         self.expired = threading.Event()
+        self.over_rss_bytes: int | None = None
+        self._max_rss_bytes = max_rss_bytes
         self._done = threading.Event()
         self._end = None if deadline_s is None else time.monotonic() + deadline_s
         self._thread = threading.Thread(target=self._run, name="kineto-insights-watch", daemon=True)
@@ -462,6 +564,12 @@ class _Watch:
             if self._end is not None and time.monotonic() >= self._end:
                 _expire(self.proc, self.expired)
                 return
+            if self._max_rss_bytes is not None:
+                rss = tree_rss_bytes(self.proc.pid)
+                if rss > self._max_rss_bytes:
+                    self.over_rss_bytes = rss
+                    kill_group(self.proc)
+                    return
 
     def cancel(self) -> None:
         self._done.set()
@@ -488,6 +596,15 @@ def _await_ready(proc: subprocess.Popen[bytes]) -> None:
         raise
     finally:
         watchdog.cancel()
+
+
+def _memory_message(task: _Task, rss_bytes: int) -> str:
+    cap = task.max_rss_bytes or 0
+    return (
+        f"{task.ident.path}: the load used {rss_bytes / MIB:,.0f} MiB of memory, over its "
+        f"cap of {cap / MIB:,.0f} MiB (--kineto_insights_load_max_rss_mib); its worker "
+        "process was stopped and replaced, other loads go on"
+    )
 
 
 def _timeout_message(task: _Task, elapsed_s: float) -> str:
@@ -524,7 +641,7 @@ class _Slot:
             if proc.stdin is None or proc.stdout is None:
                 raise OSError("the worker process has no pipes")
             started = time.perf_counter()  # a new process's start-up is not the file's
-            watch = _Watch(proc, task.deadline_s)
+            watch = _Watch(proc, task.deadline_s, task.max_rss_bytes)
             _write_frame(proc.stdin, task)
             outcome = _read_frame(proc.stdout)  # EOF when the process dies or is killed
             while isinstance(outcome, tuple) and outcome[:1] == (_PROGRESS,):
@@ -545,6 +662,9 @@ class _Slot:
             elapsed = time.perf_counter() - started
             if watch is not None and watch.expired.is_set():
                 return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
+            if watch is not None and watch.over_rss_bytes is not None:
+                message = _memory_message(task, watch.over_rss_bytes)
+                return _Outcome(None, ERROR_MEMORY, message, elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
             return _Outcome(

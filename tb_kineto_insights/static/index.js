@@ -2556,7 +2556,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         el(
           "div",
           { className: "state warning" },
-          `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`
+          `${h.compressed ? `The gzip file (${fmtCount(h.file_bytes)} bytes compressed) is cut short or damaged; its JSON breaks at byte ${fmtCount(cut.file_ends_at_byte)} once inflated` : `The file ends at byte ${fmtCount(cut.file_ends_at_byte)}`} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`
         )
       );
     }

@@ -57,6 +57,29 @@ def identity_of(span: Span, root: str = "") -> Identity:
     )
 
 
+def changed_while_read(ident: Identity) -> str | None:
+    """For an object listed with a version (ETag/VersionId): a message when its version
+    is no longer the listed one after the read, else None (the plugin's workers and the
+    CLI's cache path both ask before storing a summary). The summary of bytes that
+    may be another version's is then neither stored under the listed version's key nor
+    served (issue 32 §5: an object overwritten while it was read got the new bytes'
+    summary cached under the old key); the next scan lists the new version."""
+    if not ident.version or "://" not in ident.path:
+        return None
+    from tb_kineto_insights.logdir.discovery import object_version
+
+    try:
+        now = object_version(ident.path)
+    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
+        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
+    if now == ident.version:
+        return None
+    return (
+        f"{ident.path}: the object changed while it was read (listed version "
+        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
+    )
+
+
 class CachedSummaries:
     """Summaries of spans, through a :class:`~tb_kineto_insights.store.cache.DiskCache` when
     ``location`` is given.
@@ -165,6 +188,9 @@ class CachedSummaries:
         except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
             message = f"{span.path}: internal error while analysing ({type(exc).__name__}: {exc})"
             return None, {"type": "AnalysisError", "message": message}
+        changed = changed_while_read(ident)
+        if changed is not None:  # another version's bytes: neither stored nor answered
+            return None, {"type": "TraceIOError", "message": changed}
         if self.cache is not None:
             # the timelines too, so a TensorBoard sharing the cache finds them
             data = _entry_bytes(

@@ -1371,6 +1371,17 @@ class _Reader:
         self.damage.extend(out.damage)
         return out
 
+    def _not_a_trace(self) -> str:
+        """Why a file whose first byte is neither ``{`` nor ``[`` is no trace: a file
+        named ``.gz`` without the gzip magic is "not gzip" (a plain JSON file so named is
+        read as it is), any other "not a JSON trace"."""
+        if not self.source.compressed and self.path.lower().rstrip("/").endswith(".gz"):
+            return (
+                "not gzip (named .gz, but it does not start with the gzip magic 1f 8b) "
+                "and not a JSON trace either"
+            )
+        return "not a JSON trace (does not start with '{' or '[')"
+
     # -- the pass over the file -------------------------------------------------------
     def read(self) -> m.Trace:
         blocks = iter(self.source)
@@ -1393,7 +1404,7 @@ class _Reader:
                     break
                 if block[:1] != b"{":
                     raise TraceFormatError(  # never quote a non-trace file's bytes
-                        self.path, "not a JSON trace (does not start with '{' or '[')", consumed
+                        self.path, self._not_a_trace(), consumed
                     )
             buf += block
             match = _TRACE_EVENTS_KEY.search(buf, max(0, searched - 64))

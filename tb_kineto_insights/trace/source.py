@@ -24,7 +24,7 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 from tb_kineto_insights.trace.confine import open_local
@@ -72,12 +72,74 @@ def reading_progress(callback: ProgressCallback | None) -> Iterator[None]:
         _progress.reset(token)
 
 
+def object_version_of(info: Mapping[str, Any]) -> str:
+    """An object's version from its fsspec ``info``: the ETag (``ETag``/``etag``), with
+    ``@`` and its version id (``VersionId``, ``generation``, ``version_id``) when given;
+    ``""`` when the store gives none (discovery lists spans by it too)."""
+    etag = info.get("ETag") or info.get("etag") or ""
+    version = info.get("VersionId") or info.get("generation") or info.get("version_id") or ""
+    text = str(etag).strip('"')
+    if version and str(version) != "null":
+        text = f"{text}@{version}"
+    return text
+
+
+#: fsspec drivers whose ranged reads are pinned to the version opened by the store
+#: itself: s3fs sends ``If-Match: <ETag>`` with every ranged GET and raises
+#: ``FileExpired`` when the object changed. Other drivers' files are checked here.
+_SERVER_PINNED_MODULES = ("s3fs",)
+
+
+def _changed_message(opened: str, now: str, at_byte: int) -> str:
+    return (
+        f"the object changed while it was read (version {opened or 'none'} when opened, "
+        f"{now or 'none'} after byte {at_byte:,}): its pieces would mix two versions; "
+        "not read, read again at the next scan"
+    )
+
+
+def _pin_version(opened: Any, fs: Any, fs_path: str, path: str) -> None:
+    """Make every ranged fetch of the fsspec file ``opened`` check that the object is
+    still the version it was opened at (``details``' ETag/version), raising
+    :class:`TraceIOError` when it is not: the pieces of one read must come from one
+    version (issue 32 §5: an object overwritten while it was read gave a summary of
+    mixed bytes). Files without a ranged cache (local, memory) are read from one copy;
+    drivers that pin on the server (:data:`_SERVER_PINNED_MODULES`) are left as they
+    are; an object whose store gives no version cannot be checked. One ``info`` call
+    per fetch (a fetch is at least the file's block size: fsspec's default is 5 MiB)."""
+    cache: Any = getattr(opened, "cache", None)
+    fetcher = getattr(cache, "fetcher", None)
+    if fetcher is None or type(opened).__module__.split(".")[0] in _SERVER_PINNED_MODULES:
+        return
+    details = getattr(opened, "details", None) or {}
+    pinned = object_version_of(details)
+    if not pinned:
+        return
+
+    def checked_fetch(start: int, end: int) -> bytes:
+        data = fetcher(start, end)
+        with contextlib.suppress(Exception):  # a filesystem without a listings cache
+            fs.invalidate_cache(fs_path)
+        try:
+            now = object_version_of(fs.info(fs_path))
+        except FileNotFoundError:
+            now = ""
+        if now != pinned:
+            raise TraceIOError(path, _changed_message(pinned, now, start))
+        return bytes(data)
+
+    cache.fetcher = checked_fetch
+
+
 def _open(path: str) -> IO[bytes]:
     try:
         if "://" in path:
             import fsspec  # a URL only: fsspec costs 0.1 s of imports (local_paths.py)
 
-            return fsspec.open(path, "rb").open()
+            handle = fsspec.open(path, "rb")
+            opened = handle.open()
+            _pin_version(opened, handle.fs, handle.path, path)
+            return opened
         return open_local(path)  # containment rules, when registered: see trace/confine.py
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
@@ -166,6 +228,10 @@ class BlockReader:
         try:
             data = raw.read(size)
         except OSError as exc:
+            if type(exc).__name__ == "FileExpired":  # s3fs: If-Match failed (changed)
+                opened = object_version_of(getattr(raw, "details", None) or {})
+                message = _changed_message(opened, "another", self.bytes_read)
+                raise TraceIOError(self.path, message) from exc
             raise TraceIOError(self.path, f"cannot read: {exc}") from exc
         self.bytes_read += len(data)
         if self._progress is not None and self._file_bytes > 0:

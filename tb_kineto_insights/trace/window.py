@@ -32,6 +32,7 @@ reader's).
 from __future__ import annotations
 
 import gzip
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -112,13 +113,45 @@ class WindowCut:
 DEFAULT_MARGIN_FRACTION = 0.10
 
 
+#: Largest ``start_us``/``end_us`` (either sign), µs from the step window's start: about
+#: 11.6 days, far past any profiled step, and far inside int64 ns (a window of ``1e20``
+#: µs was cut as asked: issue 32's attack run).
+WINDOW_OFFSET_LIMIT_US = 10**12
+
+
+def check_offset_us(value: float, option: str) -> None:
+    """Raise ValueError, naming ``option`` (``--start-us`` or ``start_us``) and the
+    limit, when ``value`` is not a finite number of µs within
+    ±:data:`WINDOW_OFFSET_LIMIT_US` of the step's start."""
+    if not math.isfinite(value):
+        raise ValueError(f"{option} must be a finite number of µs (got {value})")
+    if abs(value) > WINDOW_OFFSET_LIMIT_US:
+        raise ValueError(
+            f"{option} must be within ±{WINDOW_OFFSET_LIMIT_US:,} µs of the step's start "
+            f"(got {value:g})"
+        )
+
+
 def window_bounds(
-    step_start_ns: int, step_ns: int, start_us: float | None, end_us: float | None
+    step_start_ns: int,
+    step_ns: int,
+    start_us: float | None,
+    end_us: float | None,
+    options: tuple[str, str] = ("start_us", "end_us"),
 ) -> tuple[int, int] | None:
     """The window to cut, ns on the trace's clock, for a step window starting at
     ``step_start_ns`` and ``step_ns`` long: ``[start_us, end_us)`` µs after its start
     when both are given, else the step with :data:`DEFAULT_MARGIN_FRACTION` of its
-    length on each side. None when only one of them is given, or ``end_us <= start_us``."""
+    length on each side. None when only one of them is given, or ``end_us <= start_us``.
+
+    Raises:
+        ValueError: ``start_us`` or ``end_us`` is NaN, infinite or past
+            :data:`WINDOW_OFFSET_LIMIT_US` (the message names the option, as
+            ``options`` spells it, and the limit).
+    """
+    for value, option in zip((start_us, end_us), options, strict=True):
+        if value is not None:
+            check_offset_us(value, option)
     if start_us is None and end_us is None:
         margin = int(step_ns * DEFAULT_MARGIN_FRACTION)
         return step_start_ns - margin, step_start_ns + step_ns + margin

@@ -43,7 +43,7 @@ export function healthPanel(s: Summary): Node[] | string {
       el(
         "div",
         { className: "state warning" },
-        `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`,
+        `${h.compressed ? `The gzip file (${fmtCount(h.file_bytes)} bytes compressed) is cut short or damaged; its JSON breaks at byte ${fmtCount(cut.file_ends_at_byte)} once inflated` : `The file ends at byte ${fmtCount(cut.file_ends_at_byte)}`} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`,
       ),
     );
   }
