@@ -1299,6 +1299,7 @@ export interface Straggler {
   last_steps: number;
   tested_steps: number;
   lateness_excess_us_per_step: number | null;
+  lateness_min_excess_us: number | null;
   lateness_noise_us: number | null;
   p_value: number;
   delay_us_per_step: number | null;
@@ -1368,11 +1369,15 @@ export interface CauseFrame {
 /**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
  * the largest mean lateness (``analysis.straggler``): its excess lateness over the
- * other ranks' (µs per step), the step-to-step noise of lateness (residual standard
- * deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
- * ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
- * ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
- * rank, against ``alpha``; and its cost.
+ * other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
+ * mean test used (``lateness_noise_us``: the run's residual standard deviation of the
+ * ranks × steps fit, ``run_noise_us``, pooled with the reference noise of balanced
+ * ranks, ``reference_noise_us`` on ``reference_degrees_of_freedom``), Student's
+ * ``t_statistic`` with ``degrees_of_freedom`` (``None`` when the lateness repeats
+ * exactly) and its ``p_value_mean``, the every-step test's ``p_value_min`` (``None``
+ * without a reference), ``p_value_one_rank`` (the better of the two, × 2) before and
+ * ``p_value`` after the correction for testing every rank, against ``alpha``; and its
+ * cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -1387,9 +1392,15 @@ export interface StragglerTest {
   tested_steps: number;
   ranks_tested: number;
   lateness_excess_us_per_step: number | null;
+  lateness_min_excess_us: number | null;
   lateness_noise_us: number | null;
+  run_noise_us: number | null;
+  reference_noise_us: number | null;
+  reference_degrees_of_freedom: number;
   t_statistic: number | null;
   degrees_of_freedom: number;
+  p_value_mean: number;
+  p_value_min: number | null;
   p_value_one_rank: number;
   p_value: number;
   alpha: number;

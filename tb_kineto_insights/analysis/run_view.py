@@ -57,15 +57,19 @@ is both
 - **consistent**: its per-step lateness stands out from the others' beyond the
   step-to-step noise (:mod:`.straggler`): per step, each rank's lateness is how far behind
   the first rank it arrived at the step's collective where it was furthest behind; the
-  candidate is the rank with the largest mean lateness; a two-way (ranks × steps)
-  Student's t of its excess over the other ranks' mean, one-sided and times ``n``
-  (Bonferroni over the ranks that could have been picked; 2 ranks: the paired t-test),
-  ``p_value ≤ straggler_alpha``. Steps where some tested rank has no matched collective
-  are left out of it. Under normal noise with no straggler, at most ``straggler_alpha``
-  of runs show a consistent rank, at any number of ranks and steps ≥ 2; h200x2
-  ``ddp_straggler`` cut to 3 steps (rank 1 19.5 ms/step later, noise 0.55 ms) gives
-  t = 43 on 2 degrees of freedom, p = 5e-4. ``last_steps`` of
-  ``tested_steps`` (the steps where it caused the largest delay) is told, not tested.
+  candidate is the rank with the largest mean lateness; its mean excess over the other
+  ranks (Student's t against the run's two-way residual noise pooled with the reference
+  noise of balanced ranks, ``straggler_reference_noise_share_of_step`` of the tested
+  ranks' mean step on ``straggler_reference_noise_df`` degrees of freedom) and its
+  smallest per-step excess (against the reference), the better p-value × 2, × ``n``
+  (Bonferroni over the ranks that could have been picked), ``p_value ≤
+  straggler_alpha``. Steps where some tested rank has no matched collective are left
+  out of it. Under normal noise of the reference's size with no straggler, at most
+  ``straggler_alpha`` of runs show a consistent rank, at any number of ranks and steps
+  ≥ 2; h200x2 ``ddp_straggler`` cut to its last 3 steps (rank 1 19.5 ms/step later, the
+  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.4 on 14 degrees of freedom, p = 5e-9;
+  the balanced runs cut the same way p ≥ 0.33. ``last_steps`` of ``tested_steps`` (the
+  steps where it caused the largest delay) is told, not tested.
 - **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
   step (0 in steps where it is never last), median over the steps; the largest and not
   the sum because the ranks blocked in its first collective reach their next ones late
@@ -442,6 +446,7 @@ def run_summary(
                 "last_steps",
                 "tested_steps",
                 "lateness_excess_us_per_step",
+                "lateness_min_excess_us",
                 "lateness_noise_us",
                 "p_value",
                 "delay_us_per_step",
@@ -822,7 +827,20 @@ def _straggler_test(
         [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
         dtype=np.float64,
     ).reshape(n, len(tested_keys))
-    test = st.lateness_test(lateness_us) if tested_keys else st.lateness_test(lateness_us[:, :0])
+    # the reference noise in µs: its share of the step × the tested ranks' mean step
+    tested_steps_us = [
+        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
+    ]
+    reference_us = (
+        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
+        if len(tested_steps_us) == n
+        else None
+    )
+    test = st.lateness_test(
+        lateness_us if tested_keys else lateness_us[:, :0],
+        reference_us,
+        th.straggler_reference_noise_df,
+    )
 
     def delay_of(i: int) -> float:
         values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
@@ -884,9 +902,17 @@ def _straggler_test(
         "tested_steps": len(tested_keys),
         "ranks_tested": n,
         "lateness_excess_us_per_step": excess,
+        "lateness_min_excess_us": test["min_excess_us"] if tested_keys else None,
         "lateness_noise_us": test["noise_us"],
+        "run_noise_us": test["run_noise_us"],
+        "reference_noise_us": test["reference_noise_us"],
+        "reference_degrees_of_freedom": (
+            th.straggler_reference_noise_df if test["reference_noise_us"] is not None else 0
+        ),
         "t_statistic": test["t"] if test["t"] is not None and math.isfinite(test["t"]) else None,
         "degrees_of_freedom": test["df"],
+        "p_value_mean": float(test["p_value_mean"]),
+        "p_value_min": test["p_value_min"],
         "p_value_one_rank": float(test["p_value_one_rank"]),
         "p_value": p_value,
         "alpha": th.straggler_alpha,

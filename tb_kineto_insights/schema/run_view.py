@@ -166,6 +166,7 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     their own compute and the exposed rest."""
 
     lateness_excess_us_per_step: float | None
+    lateness_min_excess_us: float | None
     lateness_noise_us: float | None
     p_value: float
     delay_us_per_step: float | None
@@ -179,17 +180,27 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler_test``: the test on per-step lateness of the rank with
     the largest mean lateness (``analysis.straggler``): its excess lateness over the
-    other ranks' (µs per step), the step-to-step noise of lateness (residual standard
-    deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
-    ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
-    ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
-    rank, against ``alpha``; and its cost."""
+    other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
+    mean test used (``lateness_noise_us``: the run's residual standard deviation of the
+    ranks × steps fit, ``run_noise_us``, pooled with the reference noise of balanced
+    ranks, ``reference_noise_us`` on ``reference_degrees_of_freedom``), Student's
+    ``t_statistic`` with ``degrees_of_freedom`` (``None`` when the lateness repeats
+    exactly) and its ``p_value_mean``, the every-step test's ``p_value_min`` (``None``
+    without a reference), ``p_value_one_rank`` (the better of the two, × 2) before and
+    ``p_value`` after the correction for testing every rank, against ``alpha``; and its
+    cost."""
 
     ranks_tested: int
     lateness_excess_us_per_step: float | None
+    lateness_min_excess_us: float | None
     lateness_noise_us: float | None
+    run_noise_us: float | None
+    reference_noise_us: float | None
+    reference_degrees_of_freedom: int
     t_statistic: float | None
     degrees_of_freedom: int
+    p_value_mean: float
+    p_value_min: float | None
     p_value_one_rank: float
     p_value: float
     alpha: float
