@@ -619,6 +619,10 @@ export interface CollectiveCall {
   step: number | null;
   exposed_us: number;
   exposed_ns: number[][] | null;
+  lead_up_us?: {
+    [k: string]: number | undefined;
+  } | null;
+  lead_up_kernels?: number | null;
 }
 /**
  * ``summary.memory`` (``analysis.memory.memory_summary``): per device
@@ -1311,16 +1315,19 @@ export interface Straggler {
 }
 /**
  * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
- * per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
- * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
- * median of the other ranks most, in µs per step (``us_per_step``; its own and the
- * median rank's), as a share of the delay it causes; ``class``/``label`` are null
- * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
- * kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+ * time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``,
+ * ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``, ``allocator``,
+ * ``launches``) where the straggler exceeds the median of the other ranks most, in µs
+ * per step (``us_per_step``; its own and the median rank's), as a share of the delay it
+ * causes; ``basis``: ``before_late_collectives`` (measured on what each rank did
+ * between its previous collective and the ``late_collectives`` the straggler is late
+ * to, one per step) or ``whole_step``; ``class``/``label`` are null when no class
+ * explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the kernels (GPU
+ * compute) or CPU ops behind it, over whole steps; ``frames``: with Python stacks and a
  * host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
  * the straggler's Python frames with the largest excess of that time (else empty);
- * ``classes``: every
- * class's excess.
+ * ``classes``: every class's excess; ``launches_per_step_excess``: compute kernels
+ * started per step beyond the median rank's.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerCause".
@@ -1328,6 +1335,8 @@ export interface Straggler {
 export interface StragglerCause {
   class: string | null;
   label: string | null;
+  basis?: string;
+  late_collectives?: number;
   us_per_step: number;
   straggler_us_per_step: number;
   median_rank_us_per_step: number;

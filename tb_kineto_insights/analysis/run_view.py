@@ -498,6 +498,11 @@ class _Matched:
         self.step_delay: list[dict[Any, int]] = [{} for _ in range(n)]
         #: per worker, per step key: its lateness (:func:`.straggler.step_lateness`)
         self.step_late: list[dict[Any, int]] = [{} for _ in range(n)]
+        #: per worker, per step key: the matched collective where it caused the largest
+        #: delay in that step, ``(delay ns, worker indexes, their entries)``
+        self.late_at: list[dict[Any, tuple[int, list[int], list[CollectiveCall]]]] = [
+            {} for _ in range(n)
+        ]
         self.step_keys: list[Any] = []
         self.skews: list[float] = []
         self.transfers: list[float] = []
@@ -713,6 +718,20 @@ def _group(
             if caused > 0:
                 delays = m.step_delay[i]
                 delays[step] = max(delays.get(step, 0), caused)
+    # per rank and step, the collective where it caused the largest delay (its late one)
+    if len(members) >= 2:
+        second = np.sort(start, axis=1)[:, -2]
+        gap_l = (latest - second).tolist()
+        last_l = last_j.tolist()
+        for k in np.flatnonzero(unique_last).tolist():
+            step = steps[k]
+            if step is None:
+                continue
+            i = members[last_l[k]]
+            best = m.late_at[i].get(step)
+            if best is None or gap_l[k] > best[0]:
+                row = gid[k].tolist()
+                m.late_at[i][step] = (gap_l[k], members, [cols.entries[g] for g in row])
     kind_code = cols.kind_code[gid]
     m.kind_mismatches += int((kind_code != kind_code[:, :1]).any(axis=1).sum())
     # the same collective on every rank: the first rank that says its size and group
@@ -891,7 +910,17 @@ def _straggler_test(
     cause = None
     if verdict == "straggler":
         others_of = [workers[j][1] for j in candidates if j != top]
-        cause = straggler_cause(workers[top][1], others_of, delay, th)
+        # the collectives it is late to: per tested step, where it caused the most delay
+        late_collectives = []
+        for step in tested_keys:
+            found = m.late_at[top].get(step)
+            if found is not None:
+                _, members_of, entries = found
+                mine = entries[members_of.index(top)]
+                late_collectives.append(
+                    (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
+                )
+        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
     return {
         "rank": rank_list[top],
         "worker": workers[top][0],
@@ -997,6 +1026,10 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
         text = (
             f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
         )
+        if cause.get("basis") == "before_late_collectives":
+            text += " before the collectives it is late to"
+        if cause["class"] == "launches":
+            text += f" ({cause['launches_per_step_excess']:+.0f} kernels/step)"
         top = cause.get("top") or []
         if top:
             text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
@@ -1037,6 +1070,15 @@ _CAUSE_ADVICE = {
     ),
     "optimizer_step": "Its optimizer step takes longer: compare the optimizer's state and work.",
     "launching": "It spends longer launching kernels: host contention (CPU affinity, NUMA).",
+    "launches": (
+        "Its host spends longer in kernel launch calls: more kernels on this rank (a "
+        "branch, unfused ops: torch.compile or CUDA graphs cut launches) or slower "
+        "launches (host contention: CPU affinity, NUMA)."
+    ),
+    "allocator": (
+        "Its GPU waits for the caching allocator (cudaMalloc/cudaFree): memory pressure "
+        "on this rank; see the memory panel."
+    ),
     "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
 }
 

@@ -135,19 +135,24 @@ class CauseFrame(Out, frozen=True, kw_only=True):
 
 class StragglerCause(Out, frozen=True, kw_only=True):
     """``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
-    per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
-    ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
-    median of the other ranks most, in µs per step (``us_per_step``; its own and the
-    median rank's), as a share of the delay it causes; ``class``/``label`` are null
-    when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
-    kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+    time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``,
+    ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``, ``allocator``,
+    ``launches``) where the straggler exceeds the median of the other ranks most, in µs
+    per step (``us_per_step``; its own and the median rank's), as a share of the delay it
+    causes; ``basis``: ``before_late_collectives`` (measured on what each rank did
+    between its previous collective and the ``late_collectives`` the straggler is late
+    to, one per step) or ``whole_step``; ``class``/``label`` are null when no class
+    explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the kernels (GPU
+    compute) or CPU ops behind it, over whole steps; ``frames``: with Python stacks and a
     host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
     the straggler's Python frames with the largest excess of that time (else empty);
-    ``classes``: every
-    class's excess."""
+    ``classes``: every class's excess; ``launches_per_step_excess``: compute kernels
+    started per step beyond the median rank's."""
 
     class_: str | None = msgspec.field(name="class")
     label: str | None
+    basis: str = "whole_step"
+    late_collectives: int = 0
     us_per_step: float
     straggler_us_per_step: float
     median_rank_us_per_step: float
