@@ -1140,6 +1140,7 @@ def run_diagnoses(
                         "p_value": s["p_value"],
                         "lateness_excess_us_per_step": s["lateness_excess_us_per_step"],
                         "lateness_noise_us": s["lateness_noise_us"],
+                        "lateness_min_excess_us": s["lateness_min_excess_us"],
                         "last_steps": s["last_steps"],
                         "tested_steps": s["tested_steps"],
                         "last_count": s["last_count"],
