@@ -67,7 +67,7 @@ is both
   out of it. Under normal noise of the reference's size with no straggler, at most
   ``straggler_alpha`` of runs show a consistent rank, at any number of ranks and steps
   ≥ 2; h200x2 ``ddp_straggler`` cut to its last 3 steps (rank 1 19.5 ms/step later, the
-  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.4 on 14 degrees of freedom, p = 5e-9;
+  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.5 on 14 degrees of freedom, p = 4e-9;
   the balanced runs cut the same way p ≥ 0.33. ``last_steps`` of ``tested_steps`` (the
   steps where it caused the largest delay) is told, not tested.
 - **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
