@@ -336,13 +336,17 @@ def run_summary(
     ``ranks_not_listed``, how many ranks of the group are left out); ``steps`` (step
     numbers common to all workers: per rank ``durations_us`` and ``spread_us``);
     ``straggler`` (``rank``, ``worker``, ``last_count``, ``matched_count``,
-    ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``, ``p_value``,
-    ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``) when the rule
-    holds, else ``None``; ``straggler_test`` (the best candidate and why it is or is not
-    a straggler: the same keys plus ``ranks_tested``, ``p0``, ``p_value_one_rank``,
-    ``alpha``,
-    ``consistent``, ``min_share_of_step``, ``costly``, ``verdict``) or ``None`` without
-    matched collectives; ``notes``.
+    ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``,
+    ``lateness_excess_us_per_step``, ``lateness_min_excess_us``, ``lateness_noise_us``,
+    ``p_value``, ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``,
+    ``others_hidden_wait_us_per_step``, ``others_exposed_wait_us_per_step``, ``cause``
+    (:func:`.straggler_cause.straggler_cause`, on the lead-ups of the collectives it is
+    late to)) when the rule holds, else ``None``; ``straggler_test`` (the best candidate
+    and why it is or is not a straggler: the same keys plus ``ranks_tested``,
+    ``run_noise_us``, ``reference_noise_us``, ``reference_degrees_of_freedom``,
+    ``t_statistic``, ``degrees_of_freedom``, ``p_value_mean``, ``p_value_min``,
+    ``p_value_one_rank``, ``alpha``, ``consistent``, ``min_share_of_step``, ``costly``,
+    ``verdict``) or ``None`` without matched collectives; ``notes``.
     """
     th = thresholds
     notes: list[str] = []
