@@ -2,22 +2,32 @@
 from the real ranks of ``../shared/traces/h200x2``.
 
 Jitter from the real runs: in each balanced two-rank run (``ddp_default``, ``ddp_tuned``,
-``fsdp``) and each profiled step, the two ranks' lateness (``run_view`` ``steps[].
-lateness_us``, :func:`tb_kineto_insights.analysis.straggler.step_lateness`) gives each
-rank's arrival *offset* in that step: its lateness minus the mean of the two, as a share
-of the run's mean step time (up to ±6.6 % of the step; 30 values, symmetric). A
-synthetic run of ``n`` ranks and ``N`` steps draws every rank's offset in every step from
-that pool (a smoothed bootstrap, :func:`draw`; seeded), so the step-to-step spread of
-lateness is the real one. A straggler arrives at least ``late_fraction`` of the step
-after the latest other rank in every step (the delay it causes the others), plus the real
-spread between two ranks (the absolute difference of two draws from the pool): late by
-at least that share of the step in every step. Each step holds one collective whose
-arrivals are the offsets (the lateness of a step is the lateness at its one
-collective); the rule then runs unchanged on them:
+``fsdp``) and each profiled step, the difference of the two ranks' lateness (``run_view``
+``steps[].lateness_us``, :func:`tb_kineto_insights.analysis.straggler.step_lateness`) as
+a share of the run's mean step time: ``d`` (15 values, up to 13 % of the step). A rank's
+arrival *offset* in a step is drawn from the symmetric pool ``±d/√2`` (30 values), so
+that the difference of two independent ranks' offsets has the variance of the real
+``d`` (offsets of ``±d/2``, what the two ranks of one real step had, would give two
+independent ranks half the real variance of their difference). A synthetic run of ``n``
+ranks and ``N`` steps draws every rank's offset in every step from that pool (a
+smoothed bootstrap that keeps the pool's variance, :func:`draw`; seeded), so the
+step-to-step spread of lateness is the real one (``--jitter-scale`` multiplies it: a
+noisier cluster than the reference). A straggler arrives at least ``late_fraction`` of
+the step after the latest other rank in every step (the delay it causes the others),
+plus the real spread between two ranks (the absolute difference of two draws from the
+pool): late by at least that share of the step in every step. Each step holds one
+collective whose arrivals are the offsets (the lateness of a step is the lateness at
+its one collective); the rule then runs unchanged on them:
 :func:`~tb_kineto_insights.analysis.straggler.step_lateness` →
-:func:`~tb_kineto_insights.analysis.straggler.lateness_test` (consistent: ``p_value ≤
-straggler_alpha``) and costly (median delay over the steps ≥
-``straggler_min_share_of_step`` of the step), as ``run_view._straggler_test`` does.
+:func:`~tb_kineto_insights.analysis.straggler.lateness_test` with the reference noise of
+the thresholds (consistent: ``p_value ≤ straggler_alpha``) and costly (median delay over
+the steps ≥ ``straggler_min_share_of_step`` of the step), as ``run_view._straggler_test``
+does.
+
+The reference noise (``straggler_reference_noise_share_of_step`` on
+``straggler_reference_noise_df`` degrees of freedom) is measured here too
+(:func:`reference_noise`: the pooled two-way residual standard deviation of the three
+balanced runs' lateness, as a share of each run's mean step) and printed first.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/straggler_false_alarms.py [--trials 500]``;
 prints the table of ``benchmarks/RESULTS.md`` ("Straggler rule").
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 from pathlib import Path
 
@@ -45,37 +56,71 @@ STEP_US = 10_000.0
 
 
 @functools.cache
-def real_offsets(h200x2: Path = H200X2) -> np.ndarray:
-    """The pool of per-rank, per-step arrival offsets (shares of the step) of the balanced
-    h200x2 runs (module docstring); 1-D float64.
+def balanced_lateness(h200x2: Path = H200X2) -> tuple[tuple[np.ndarray, float], ...]:
+    """Per balanced h200x2 run: its ranks × steps lateness (µs, 2 × 5) and its mean step
+    time (µs, the mean of the ranks' ``mean_step_us``), as ``run_view`` tests them.
 
     Raises:
-        FileNotFoundError: a run folder is missing.
+        FileNotFoundError: a run folder does not hold 2 rank traces.
     """
     from tb_kineto_insights.summary import summarize_file, summarize_run
 
-    pool: list[float] = []
+    out = []
     for folder in BALANCED:
         paths = sorted((h200x2 / folder).glob("rank*.pt.trace.json.gz"))
         if len(paths) != 2:
             raise FileNotFoundError(f"{h200x2 / folder}: expected 2 rank traces")
         run = summarize_run([(p.name, summarize_file(str(p))) for p in paths])
         step_us = float(np.mean([r.mean_step_us for r in run.ranks]))
-        for step in run.steps:
-            late = np.array(list(step.lateness_us.values()), dtype=np.float64)
-            if late.size == 2:
-                pool.extend(((late - late.mean()) / step_us).tolist())
+        ranks = [str(r.rank) for r in run.ranks]
+        late = np.array(
+            [[step.lateness_us[r] for step in run.steps] for r in ranks], dtype=np.float64
+        )
+        out.append((late, step_us))
+    return tuple(out)
+
+
+def reference_noise(h200x2: Path = H200X2) -> tuple[float, int]:
+    """``(share of the step, degrees of freedom)``: the residual standard deviation of
+    the two-way (ranks × steps) fit of the balanced runs' lateness, pooled over the runs
+    with each run's sum of squares divided by its mean step squared:
+    ``√(Σ_runs SS / T² ÷ Σ_runs (n − 1)(N − 1))``."""
+    ss, df = 0.0, 0
+    for late, step_us in balanced_lateness(h200x2):
+        resid = late - late.mean(1, keepdims=True) - late.mean(0, keepdims=True) + late.mean()
+        ss += float((resid**2).sum()) / step_us**2
+        df += (late.shape[0] - 1) * (late.shape[1] - 1)
+    return math.sqrt(ss / df), df
+
+
+@functools.cache
+def real_offsets(h200x2: Path = H200X2) -> np.ndarray:
+    """The pool of per-rank, per-step arrival offsets (shares of the step): ``±d/√2`` for
+    each real step's difference ``d`` of the two ranks' lateness (module docstring);
+    1-D float64, symmetric.
+
+    Raises:
+        FileNotFoundError: a run folder is missing.
+    """
+    pool: list[float] = []
+    for late, step_us in balanced_lateness(h200x2):
+        d = (late[1] - late[0]) / step_us / math.sqrt(2.0)
+        pool.extend(d.tolist())
+        pool.extend((-d).tolist())
     return np.array(pool, dtype=np.float64)
 
 
 def draw(pool: np.ndarray, size: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """A smoothed bootstrap from ``pool``: a value drawn with replacement plus normal noise
-    of Silverman's bandwidth ``1.06 σ m^(-1/5)`` (``m`` values; 0.019 of the step for the
-    real pool). Without it, 30 distinct values repeat exactly, and a lateness repeated to
-    the nanosecond in every step has no noise at all (t = inf), which real clocks never
-    show."""
-    bandwidth = 1.06 * float(pool.std()) * pool.size ** (-0.2)
-    return rng.choice(pool, size=size) + rng.normal(0.0, bandwidth, size=size)
+    """A smoothed bootstrap from ``pool`` that keeps its variance (Silverman 1986,
+    §6.4.1, the shrunk smoothed bootstrap): a value drawn with replacement plus normal
+    noise of Silverman's bandwidth ``h = 1.06 σ m^(-1/5)`` (``m`` values), divided by
+    ``√(1 + h²/σ²)`` (the pool's mean is 0). Without the noise, 30 distinct values repeat
+    exactly, and a lateness repeated to the nanosecond in every step has no noise at all
+    (t = inf), which real clocks never show."""
+    sigma = float(pool.std())
+    bandwidth = 1.06 * sigma * pool.size ** (-0.2)
+    value = rng.choice(pool, size=size) + rng.normal(0.0, bandwidth, size=size)
+    return value / math.sqrt(1.0 + (bandwidth / sigma) ** 2)
 
 
 def trial(
@@ -96,7 +141,8 @@ def trial(
         offsets[:, late_rank] = others + late_fraction + own
     start_ns = np.rint(offsets * STEP_US * 1000.0).astype(np.int64)
     lateness, delay = st.step_lateness(start_ns, np.arange(steps), steps)
-    test = st.lateness_test(lateness / 1000.0)
+    reference_us = th.straggler_reference_noise_share_of_step * STEP_US
+    test = st.lateness_test(lateness / 1000.0, reference_us, th.straggler_reference_noise_df)
     c = test["candidate"]
     if c is None or test["excess_us"] <= 0 or test["p_value"] > th.straggler_alpha:
         return None
@@ -125,25 +171,38 @@ def cell(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the table: per ranks × steps, balanced alarms and stragglers named."""
+    """Print the reference noise, then the table: per ranks × steps, balanced alarms and
+    stragglers named."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--late", type=float, default=0.10, help="straggler's lateness, share")
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument(
+        "--jitter-scale", type=float, default=1.0, help="multiply the real jitter by this"
+    )
+    parser.add_argument("--ranks", type=int, nargs="*", default=list(RANKS))
+    parser.add_argument("--steps", type=int, nargs="*", default=list(STEPS))
     args = parser.parse_args(argv)
-    pool = real_offsets()
+    share, df = reference_noise()
+    th = DEFAULT_THRESHOLDS
+    print(
+        f"reference noise of the balanced runs: {share:.4f} of the step on {df} degrees of "
+        f"freedom (thresholds: {th.straggler_reference_noise_share_of_step} on "
+        f"{th.straggler_reference_noise_df})"
+    )
+    pool = real_offsets() * args.jitter_scale
     print(
         f"pool: {pool.size} offsets, |offset| median {np.median(np.abs(pool)):.3f}, "
-        f"max {np.abs(pool).max():.3f} of the step; alpha {DEFAULT_THRESHOLDS.straggler_alpha}, "
-        f"min share {DEFAULT_THRESHOLDS.straggler_min_share_of_step}; {args.trials} trials, "
-        f"straggler late by {args.late:.0%} of the step"
+        f"max {np.abs(pool).max():.3f} of the step (jitter x{args.jitter_scale:g}); "
+        f"alpha {th.straggler_alpha}, min share {th.straggler_min_share_of_step}; "
+        f"{args.trials} trials, straggler late by {args.late:.0%} of the step"
     )
     print("| ranks | steps | balanced: alarms | straggler: named |")
     print("| ---: | ---: | ---: | ---: |")
-    for n in RANKS:
-        for steps in STEPS:
+    for n in args.ranks:
+        for steps in args.steps:
             alarms, named = cell(
-                pool, n, steps, args.trials, args.seed + 1000 * n + steps, args.late
+                pool, n, steps, args.trials, args.seed + 1000 * n + steps, args.late, th
             )
             print(
                 f"| {n} | {steps} | {alarms}/{args.trials} ({100 * alarms / args.trials:.1f} %) "

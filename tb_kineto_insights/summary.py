@@ -101,8 +101,13 @@ def _summarize(
     index = build_index(trace)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
+    pieces = {} if pieces is None else pieces
     idle = idle_summary(index, thresholds, pieces=pieces)
-    communication = communication_summary(index, thresholds)
+    # each collective's lead-up on the main GPU, with the idle time as attributed
+    main = idle.main_device
+    communication = communication_summary(
+        index, thresholds, main, pieces.get(main) if main is not None else None
+    )
     memory = memory_summary(index, thresholds)
     efficiency = efficiency_summary(index, thresholds)
     tables = tables_summary(index)

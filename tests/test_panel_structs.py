@@ -50,11 +50,18 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
     (12-15.5 ms/step of estimated wait, test_communication)."""
     trace = read_trace(str(_rank0(h200x2, "ddp_straggler")))
     index = build_index(trace)
+    # the idle panel's attributed idle of the main GPU feeds each collective's lead-up
+    pieces: dict[int, Any] = {}
+    idle = idle_summary(index, pieces=pieces)
+    main = idle.main_device
+    assert main is not None
     panels: dict[str, Any] = {
         "steps": steps_summary(index),
         "kernels": kernels_summary(index),
-        "idle": idle_summary(index),
-        "communication": communication_summary(index),
+        "idle": idle,
+        "communication": communication_summary(
+            index, lead_up_device=main, lead_up_pieces=pieces[main]
+        ),
         "memory": memory_summary(index),
         "efficiency": efficiency_summary(index),
         "health": trace.health.panel(trace_quality_summary(index)),

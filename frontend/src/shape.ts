@@ -9,6 +9,7 @@ import {
   fmtBytes,
   fmtCount,
   fmtDuration,
+  fmtDurationAsTitle,
   fmtPercent,
   humanize,
   isNum,
@@ -156,7 +157,8 @@ const EVIDENCE_LABELS: Record<string, string> = {
   others_hidden_wait_us_per_step: "… of it hidden behind their compute",
   others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
   lateness_excess_us_per_step: "Later than the others",
-  lateness_noise_us: "Step-to-step noise of lateness",
+  lateness_noise_us: "Noise of lateness (run pooled with reference)",
+  lateness_min_excess_us: "Late in every step by at least",
   p_value: "Chance of lateness this consistent",
   share_of_step: "Of step time",
   last_count: "Last at",
@@ -207,6 +209,74 @@ export const TOTAL_EVIDENCE_KEYS: ReadonlySet<string> = new Set([
   "wait_us",
 ]);
 
+// A straggler's cause (`evidence.cause`) as its own evidence items, each in its unit,
+// with the same numbers as the diagnosis title ("host time outside traced ops,
+// +18.56 ms/step against the median rank before the collectives it is late to").
+function causeItems(cause: Record<string, unknown>): EvidenceItem[] {
+  const item = (key: string, label: string, text: string): EvidenceItem => ({
+    key,
+    label,
+    text,
+    definition: DEFINITIONS[key] ?? label,
+  });
+  const named = typeof cause.label === "string" && cause.label;
+  const out = [item("cause", "Why it is late", named ? (cause.label as string) : "not in its traced time")];
+  const late = isNum(cause.late_collectives) ? cause.late_collectives : 0;
+  out.push(
+    item(
+      "cause_basis",
+      "Measured on",
+      cause.basis === "before_late_collectives"
+        ? `the time before the ${fmtCount(late)} collectives it is late to`
+        : "whole steps",
+    ),
+  );
+  if (isNum(cause.us_per_step)) {
+    const sign = cause.us_per_step >= 0 ? "+" : "−";
+    out.push(item("cause_us_per_step", "More than the median rank", `${sign}${fmtDurationAsTitle(Math.abs(cause.us_per_step))}/step`));
+  }
+  if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", `${fmtDurationAsTitle(cause.straggler_us_per_step)}/step`));
+  if (isNum(cause.median_rank_us_per_step))
+    out.push(item("cause_median_rank_us_per_step", "On the median rank", `${fmtDurationAsTitle(cause.median_rank_us_per_step)}/step`));
+  if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", fmtPercent(cause.share_of_delay, 0)));
+  if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess !== 0) {
+    const n = cause.launches_per_step_excess;
+    out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", `${n > 0 ? "+" : "−"}${fmtCount(Math.abs(n))}/step`));
+  }
+  for (const [field, label] of [
+    ["top", "Behind it"],
+    ["frames", "In Python frames"],
+  ] as const) {
+    const rows = cause[field];
+    if (Array.isArray(rows) && rows.length && rows.every(isRecord)) {
+      // `us_per_step` is the excess over the median rank: named so that it reads in µs
+      const records: Record<string, unknown>[] = (rows as Record<string, unknown>[]).map(({ us_per_step, ...rest }) => ({
+        ...rest,
+        excess_us_per_step: us_per_step,
+      }));
+      const table = evidenceTable(records);
+      // µs per step as the title writes them ("+400.0 µs/step" there, "400.0 µs/step" here)
+      table.rows = records.map((r) =>
+        table.columns.map((c) =>
+          /_us_per_step$/.test(c.key) && isNum(r[c.key]) ? `${fmtDurationAsTitle(r[c.key] as number)}/step` : formatByKey(c.key, r[c.key]),
+        ),
+      );
+      out.push({
+        ...item(`cause_${field}`, label, `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}`),
+        table,
+      });
+    }
+  }
+  if (isRecord(cause.classes)) {
+    const text = Object.entries(cause.classes)
+      .filter(([, v]) => isNum(v))
+      .map(([k, v]) => `${humanize(k)}: ${(v as number) >= 0 ? "+" : "−"}${fmtDurationAsTitle(Math.abs(v as number))}/step`)
+      .join(", ");
+    out.push(item("cause_classes", "Every class against the median rank", text || NA));
+  }
+  return out;
+}
+
 // stepCount: the profiled steps the totals cover (else the evidence's own `steps`).
 export function evidenceItems(evidence: Record<string, unknown> | null | undefined, stepCount?: Num): EvidenceItem[] {
   const out: EvidenceItem[] = [];
@@ -217,6 +287,10 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
     // an empty list or object says nothing (no errors logged, no damage listed)
     if (Array.isArray(value) && !value.length) continue;
     if (isRecord(value) && !Object.keys(value).length) continue;
+    if (key === "cause" && isRecord(value)) {
+      out.push(...causeItems(value));
+      continue;
+    }
     const total = TOTAL_EVIDENCE_KEYS.has(key) ? (steps !== null ? `, total over ${steps} steps` : ", total") : "";
     const records = Array.isArray(value) && value.every(isRecord) ? (value as Record<string, unknown>[]) : null;
     out.push({

@@ -619,6 +619,10 @@ export interface CollectiveCall {
   step: number | null;
   exposed_us: number;
   exposed_ns: number[][] | null;
+  lead_up_us?: {
+    [k: string]: number | undefined;
+  } | null;
+  lead_up_kernels?: number | null;
 }
 /**
  * ``summary.memory`` (``analysis.memory.memory_summary``): per device
@@ -1327,6 +1331,7 @@ export interface Straggler {
   last_steps: number;
   tested_steps: number;
   lateness_excess_us_per_step: number | null;
+  lateness_min_excess_us: number | null;
   lateness_noise_us: number | null;
   p_value: number;
   delay_us_per_step: number | null;
@@ -1338,16 +1343,19 @@ export interface Straggler {
 }
 /**
  * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
- * per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
- * ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
- * median of the other ranks most, in µs per step (``us_per_step``; its own and the
- * median rank's), as a share of the delay it causes; ``class``/``label`` are null
- * when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
- * kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+ * time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``,
+ * ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``, ``allocator``,
+ * ``launches``) where the straggler exceeds the median of the other ranks most, in µs
+ * per step (``us_per_step``; its own and the median rank's), as a share of the delay it
+ * causes; ``basis``: ``before_late_collectives`` (measured on what each rank did
+ * between its previous collective and the ``late_collectives`` the straggler is late
+ * to, one per step) or ``whole_step``; ``class``/``label`` are null when no class
+ * explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the kernels (GPU
+ * compute) or CPU ops behind it, over whole steps; ``frames``: with Python stacks and a
  * host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
  * the straggler's Python frames with the largest excess of that time (else empty);
- * ``classes``: every
- * class's excess.
+ * ``classes``: every class's excess; ``launches_per_step_excess``: compute kernels
+ * started per step beyond the median rank's.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerCause".
@@ -1355,6 +1363,8 @@ export interface Straggler {
 export interface StragglerCause {
   class: string | null;
   label: string | null;
+  basis?: string;
+  late_collectives?: number;
   us_per_step: number;
   straggler_us_per_step: number;
   median_rank_us_per_step: number;
@@ -1396,11 +1406,15 @@ export interface CauseFrame {
 /**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
  * the largest mean lateness (``analysis.straggler``): its excess lateness over the
- * other ranks' (µs per step), the step-to-step noise of lateness (residual standard
- * deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
- * ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
- * ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
- * rank, against ``alpha``; and its cost.
+ * other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
+ * mean test used (``lateness_noise_us``: the run's residual standard deviation of the
+ * ranks × steps fit, ``run_noise_us``, pooled with the reference noise of balanced
+ * ranks, ``reference_noise_us`` on ``reference_degrees_of_freedom``), Student's
+ * ``t_statistic`` with ``degrees_of_freedom`` (``None`` when the lateness repeats
+ * exactly) and its ``p_value_mean``, the every-step test's ``p_value_min`` (``None``
+ * without a reference), ``p_value_one_rank`` (the better of the two, × 2) before and
+ * ``p_value`` after the correction for testing every rank, against ``alpha``; and its
+ * cost.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "StragglerTest".
@@ -1415,9 +1429,15 @@ export interface StragglerTest {
   tested_steps: number;
   ranks_tested: number;
   lateness_excess_us_per_step: number | null;
+  lateness_min_excess_us: number | null;
   lateness_noise_us: number | null;
+  run_noise_us: number | null;
+  reference_noise_us: number | null;
+  reference_degrees_of_freedom: number;
   t_statistic: number | null;
   degrees_of_freedom: number;
+  p_value_mean: number;
+  p_value_min: number | null;
   p_value_one_rank: number;
   p_value: number;
   alpha: number;

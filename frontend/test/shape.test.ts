@@ -400,6 +400,60 @@ test("the straggler in one explained breakdown, with why it is late", () => {
   assert.equal(stragglerStory({ ...s, others_wait_us_per_step: null }), null);
 });
 
+test("a straggler's cause as evidence items, the numbers as the title writes them", () => {
+  // ddp2_straggler's cause (run_view): the title says "host time outside traced ops,
+  // +18.56 ms/step against the median rank before the collectives it is late to"
+  const title =
+    "Rank 1 holds the other ranks back 19.56 ms/step (51 % of their step): host time outside traced ops, +18.56 ms/step against the median rank before the collectives it is late to";
+  const items = evidenceItems({
+    rank: 1,
+    cause: {
+      class: "host_untraced",
+      label: "host time outside traced ops",
+      basis: "before_late_collectives",
+      late_collectives: 5,
+      us_per_step: 18562.7476,
+      straggler_us_per_step: 18662.5286,
+      median_rank_us_per_step: 99.781,
+      share_of_delay: 0.9489,
+      top: [],
+      frames: [],
+      classes: { gpu_compute: -13.4354, host_untraced: 18562.7476 },
+      launches_per_step_excess: -1,
+      reference_ranks: 1,
+    },
+  });
+  const byKey = Object.fromEntries(items.map((i) => [i.key, i]));
+  assert.equal(byKey.cause.label, "Why it is late");
+  assert.equal(byKey.cause.text, "host time outside traced ops");
+  assert.equal(byKey.cause_us_per_step.text, "+18.56 ms/step");
+  assert.ok(title.includes(`${byKey.cause.text}, ${byKey.cause_us_per_step.text} against the median rank`));
+  assert.equal(byKey.cause_straggler_us_per_step.text, "18.66 ms/step");
+  assert.equal(byKey.cause_median_rank_us_per_step.text, "99.8 µs/step");
+  assert.equal(byKey.cause_share_of_delay.text, "95 %");
+  assert.equal(byKey.cause_basis.text, "the time before the 5 collectives it is late to");
+  assert.equal(byKey.cause_launches_per_step_excess.text, "−1/step");
+  assert.equal(byKey.cause_classes.text, "GPU compute: −13.4 µs/step, Host untraced: +18.56 ms/step");
+  assert.ok(!items.some((i) => i.text.includes("[object Object]")));
+  assert.ok(byKey.cause.definition.startsWith("Why it is late"));
+  // a GPU-compute cause: its kernels as a table, the excess in µs
+  const gpu = evidenceItems({
+    cause: {
+      class: "gpu_compute",
+      label: "GPU compute",
+      basis: "whole_step",
+      us_per_step: 400,
+      top: [{ kind: "kernel", name: "extra_gemm", us_per_step: 400 }],
+    },
+  });
+  const g = Object.fromEntries(gpu.map((i) => [i.key, i]));
+  assert.equal(g.cause_us_per_step.text, "+400.0 µs/step");
+  assert.equal(g.cause_basis.text, "whole steps");
+  assert.deepEqual(g.cause_top.table?.rows, [["kernel", "extra_gemm", "400.0 µs/step"]]);
+  // no class explains it
+  assert.equal(evidenceItems({ cause: { class: null, label: null, us_per_step: 40 } })[0].text, "not in its traced time");
+});
+
 test("every evidence shape renders: records as a table, objects as pairs, no [object Object]", () => {
   const items = evidenceItems({
     largest: [

@@ -64,6 +64,8 @@ from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.idle import IdlePieces
+from tb_kineto_insights.analysis.lead_up import lead_ups
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import (
@@ -667,7 +669,11 @@ def _exposed_pieces(exposed: iv.Intervals, c: _Collectives, n: int) -> list[list
     return out
 
 
-def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[CollectiveCall], str]:
+def _sequence(
+    c: _Collectives,
+    exposed: iv.Intervals,
+    leads: list[tuple[dict[str, float], int] | None] | None = None,
+) -> tuple[list[CollectiveCall], str]:
     with_seq = len(c) > 0 and bool(c.has_seq.all())
     nth: Counter[str] = Counter()
     out = []
@@ -703,6 +709,8 @@ def _sequence(c: _Collectives, exposed: iv.Intervals) -> tuple[list[CollectiveCa
                 step=steps[i] if in_step[i] else None,
                 exposed_us=exposed_ns[i] / 1000.0,
                 exposed_ns=pieces[i],
+                lead_up_us=lead[0] if (lead := leads[i] if leads else None) else None,
+                lead_up_kernels=lead[1] if lead else None,
             )
         )
     return out, "args" if with_seq else "order"
@@ -759,7 +767,10 @@ def _queued_exposed_wait(c: _Collectives, wait: I64, exposed_transfer: I64) -> I
 
 
 def communication_summary(
-    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    index: TraceIndex,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    lead_up_device: int | None = None,
+    lead_up_pieces: IdlePieces | None = None,
 ) -> CommunicationPanel:
     """``summary.communication``
     (:class:`~tb_kineto_insights.schema.communication.CommunicationPanel`; see the module
@@ -789,8 +800,10 @@ def communication_summary(
     clock and the exact ``start_ns``, ``end_ns``, ``dur_us``, ``bytes`` (input),
     ``size_bytes`` (nccl-tests size), ``group_size``, ``step``, ``exposed_us`` and
     ``exposed_ns``: the exposed pieces as ``[from, to]`` ns offsets from its start, or
-    ``None`` beyond :data:`EXPOSED_PIECES_LIMIT` pieces),
-    ``sequence_total``, ``sequence_truncated``,
+    ``None`` beyond :data:`EXPOSED_PIECES_LIMIT` pieces, and ``lead_up_us`` /
+    ``lead_up_kernels``: what the rank did on ``lead_up_device`` since its previous
+    collective, :func:`.lead_up.lead_ups` with the idle panel's ``lead_up_pieces``;
+    ``None`` without a device), ``sequence_total``, ``sequence_truncated``,
     ``seq_source`` (``args``: ``Seq``; ``order``: k-th collective of its process group);
     ``collective_ops`` (collective ops recorded on the host); ``notes``.
     """
@@ -849,7 +862,15 @@ def communication_summary(
             )
         )
 
-    sequence, seq_source = _sequence(colls, exposed_all)
+    n_listed = min(len(colls), SEQUENCE_LIMIT)
+    leads = lead_ups(
+        index,
+        lead_up_device,
+        lead_up_pieces,
+        colls.start_ns[:n_listed],
+        colls.end_ns[:n_listed],
+    )
+    sequence, seq_source = _sequence(colls, exposed_all, leads)
     exp_wait, exp_transfer = int(exp_wait_step.sum()), int(exp_transfer_step.sum())
     op_count = _collective_op_count(index)
     all_reduce = (colls.kind == co.KINDS.index(co.ALL_REDUCE)) & (colls.in_bytes >= 0)

@@ -57,15 +57,19 @@ is both
 - **consistent**: its per-step lateness stands out from the others' beyond the
   step-to-step noise (:mod:`.straggler`): per step, each rank's lateness is how far behind
   the first rank it arrived at the step's collective where it was furthest behind; the
-  candidate is the rank with the largest mean lateness; a two-way (ranks × steps)
-  Student's t of its excess over the other ranks' mean, one-sided and times ``n``
-  (Bonferroni over the ranks that could have been picked; 2 ranks: the paired t-test),
-  ``p_value ≤ straggler_alpha``. Steps where some tested rank has no matched collective
-  are left out of it. Under normal noise with no straggler, at most ``straggler_alpha``
-  of runs show a consistent rank, at any number of ranks and steps ≥ 2; h200x2
-  ``ddp_straggler`` cut to 3 steps (rank 1 19.5 ms/step later, noise 0.55 ms) gives
-  t = 43 on 2 degrees of freedom, p = 5e-4. ``last_steps`` of
-  ``tested_steps`` (the steps where it caused the largest delay) is told, not tested.
+  candidate is the rank with the largest mean lateness; its mean excess over the other
+  ranks (Student's t against the run's two-way residual noise pooled with the reference
+  noise of balanced ranks, ``straggler_reference_noise_share_of_step`` of the tested
+  ranks' mean step on ``straggler_reference_noise_df`` degrees of freedom) and its
+  smallest per-step excess (against the reference), the better p-value × 2, × ``n``
+  (Bonferroni over the ranks that could have been picked), ``p_value ≤
+  straggler_alpha``. Steps where some tested rank has no matched collective are left
+  out of it. Under normal noise of the reference's size with no straggler, at most
+  ``straggler_alpha`` of runs show a consistent rank, at any number of ranks and steps
+  ≥ 2; h200x2 ``ddp_straggler`` cut to its last 3 steps (rank 1 19.5 ms/step later, the
+  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.5 on 14 degrees of freedom, p = 4e-9;
+  the balanced runs cut the same way p ≥ 0.33. ``last_steps`` of ``tested_steps`` (the
+  steps where it caused the largest delay) is told, not tested.
 - **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
   step (0 in steps where it is never last), median over the steps; the largest and not
   the sum because the ranks blocked in its first collective reach their next ones late
@@ -332,13 +336,17 @@ def run_summary(
     ``ranks_not_listed``, how many ranks of the group are left out); ``steps`` (step
     numbers common to all workers: per rank ``durations_us`` and ``spread_us``);
     ``straggler`` (``rank``, ``worker``, ``last_count``, ``matched_count``,
-    ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``, ``p_value``,
-    ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``) when the rule
-    holds, else ``None``; ``straggler_test`` (the best candidate and why it is or is not
-    a straggler: the same keys plus ``ranks_tested``, ``p0``, ``p_value_one_rank``,
-    ``alpha``,
-    ``consistent``, ``min_share_of_step``, ``costly``, ``verdict``) or ``None`` without
-    matched collectives; ``notes``.
+    ``last_fraction`` (collectives), ``last_steps``, ``tested_steps``,
+    ``lateness_excess_us_per_step``, ``lateness_min_excess_us``, ``lateness_noise_us``,
+    ``p_value``, ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``,
+    ``others_hidden_wait_us_per_step``, ``others_exposed_wait_us_per_step``, ``cause``
+    (:func:`.straggler_cause.straggler_cause`, on the lead-ups of the collectives it is
+    late to)) when the rule holds, else ``None``; ``straggler_test`` (the best candidate
+    and why it is or is not a straggler: the same keys plus ``ranks_tested``,
+    ``run_noise_us``, ``reference_noise_us``, ``reference_degrees_of_freedom``,
+    ``t_statistic``, ``degrees_of_freedom``, ``p_value_mean``, ``p_value_min``,
+    ``p_value_one_rank``, ``alpha``, ``consistent``, ``min_share_of_step``, ``costly``,
+    ``verdict``) or ``None`` without matched collectives; ``notes``.
     """
     th = thresholds
     notes: list[str] = []
@@ -442,6 +450,7 @@ def run_summary(
                 "last_steps",
                 "tested_steps",
                 "lateness_excess_us_per_step",
+                "lateness_min_excess_us",
                 "lateness_noise_us",
                 "p_value",
                 "delay_us_per_step",
@@ -493,6 +502,11 @@ class _Matched:
         self.step_delay: list[dict[Any, int]] = [{} for _ in range(n)]
         #: per worker, per step key: its lateness (:func:`.straggler.step_lateness`)
         self.step_late: list[dict[Any, int]] = [{} for _ in range(n)]
+        #: per worker, per step key: the matched collective where it caused the largest
+        #: delay in that step, ``(delay ns, worker indexes, their entries)``
+        self.late_at: list[dict[Any, tuple[int, list[int], list[CollectiveCall]]]] = [
+            {} for _ in range(n)
+        ]
         self.step_keys: list[Any] = []
         self.skews: list[float] = []
         self.transfers: list[float] = []
@@ -708,6 +722,20 @@ def _group(
             if caused > 0:
                 delays = m.step_delay[i]
                 delays[step] = max(delays.get(step, 0), caused)
+    # per rank and step, the collective where it caused the largest delay (its late one)
+    if len(members) >= 2:
+        second = np.sort(start, axis=1)[:, -2]
+        gap_l = (latest - second).tolist()
+        last_l = last_j.tolist()
+        for k in np.flatnonzero(unique_last).tolist():
+            step = steps[k]
+            if step is None:
+                continue
+            i = members[last_l[k]]
+            best = m.late_at[i].get(step)
+            if best is None or gap_l[k] > best[0]:
+                row = gid[k].tolist()
+                m.late_at[i][step] = (gap_l[k], members, [cols.entries[g] for g in row])
     kind_code = cols.kind_code[gid]
     m.kind_mismatches += int((kind_code != kind_code[:, :1]).any(axis=1).sum())
     # the same collective on every rank: the first rank that says its size and group
@@ -822,7 +850,20 @@ def _straggler_test(
         [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
         dtype=np.float64,
     ).reshape(n, len(tested_keys))
-    test = st.lateness_test(lateness_us) if tested_keys else st.lateness_test(lateness_us[:, :0])
+    # the reference noise in µs: its share of the step × the tested ranks' mean step
+    tested_steps_us = [
+        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
+    ]
+    reference_us = (
+        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
+        if len(tested_steps_us) == n
+        else None
+    )
+    test = st.lateness_test(
+        lateness_us if tested_keys else lateness_us[:, :0],
+        reference_us,
+        th.straggler_reference_noise_df,
+    )
 
     def delay_of(i: int) -> float:
         values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
@@ -873,7 +914,17 @@ def _straggler_test(
     cause = None
     if verdict == "straggler":
         others_of = [workers[j][1] for j in candidates if j != top]
-        cause = straggler_cause(workers[top][1], others_of, delay, th)
+        # the collectives it is late to: per tested step, where it caused the most delay
+        late_collectives = []
+        for step in tested_keys:
+            found = m.late_at[top].get(step)
+            if found is not None:
+                _, members_of, entries = found
+                mine = entries[members_of.index(top)]
+                late_collectives.append(
+                    (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
+                )
+        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
     return {
         "rank": rank_list[top],
         "worker": workers[top][0],
@@ -884,9 +935,17 @@ def _straggler_test(
         "tested_steps": len(tested_keys),
         "ranks_tested": n,
         "lateness_excess_us_per_step": excess,
+        "lateness_min_excess_us": test["min_excess_us"] if tested_keys else None,
         "lateness_noise_us": test["noise_us"],
+        "run_noise_us": test["run_noise_us"],
+        "reference_noise_us": test["reference_noise_us"],
+        "reference_degrees_of_freedom": (
+            th.straggler_reference_noise_df if test["reference_noise_us"] is not None else 0
+        ),
         "t_statistic": test["t"] if test["t"] is not None and math.isfinite(test["t"]) else None,
         "degrees_of_freedom": test["df"],
+        "p_value_mean": float(test["p_value_mean"]),
+        "p_value_min": test["p_value_min"],
         "p_value_one_rank": float(test["p_value_one_rank"]),
         "p_value": p_value,
         "alpha": th.straggler_alpha,
@@ -971,6 +1030,10 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
         text = (
             f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
         )
+        if cause.get("basis") == "before_late_collectives":
+            text += " before the collectives it is late to"
+        if cause["class"] == "launches":
+            text += f" ({cause['launches_per_step_excess']:+.0f} kernels/step)"
         top = cause.get("top") or []
         if top:
             text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
@@ -1011,6 +1074,15 @@ _CAUSE_ADVICE = {
     ),
     "optimizer_step": "Its optimizer step takes longer: compare the optimizer's state and work.",
     "launching": "It spends longer launching kernels: host contention (CPU affinity, NUMA).",
+    "launches": (
+        "Its host spends longer in kernel launch calls: more kernels on this rank (a "
+        "branch, unfused ops: torch.compile or CUDA graphs cut launches) or slower "
+        "launches (host contention: CPU affinity, NUMA)."
+    ),
+    "allocator": (
+        "Its GPU waits for the caching allocator (cudaMalloc/cudaFree): memory pressure "
+        "on this rank; see the memory panel."
+    ),
     "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
 }
 
@@ -1072,6 +1144,7 @@ def run_diagnoses(
                         "p_value": s["p_value"],
                         "lateness_excess_us_per_step": s["lateness_excess_us_per_step"],
                         "lateness_noise_us": s["lateness_noise_us"],
+                        "lateness_min_excess_us": s["lateness_min_excess_us"],
                         "last_steps": s["last_steps"],
                         "tested_steps": s["tested_steps"],
                         "last_count": s["last_count"],

@@ -18,4 +18,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 17: per-step matmul/conv/attention work (diff efficiency verdicts), the trace's ``flops`` arg,
 #: the reachable roof per kind (conv 0.30, attention 0.28).
 #: 18: a cut gzip file's end given as its compressed size and the inflated JSON offset.
-ANALYSIS_VERSION = 18
+#: 19: straggler cause on the lead-ups to the late collectives (``communication.sequence``
+#: lead-ups), reference noise in the lateness test.
+ANALYSIS_VERSION = 19

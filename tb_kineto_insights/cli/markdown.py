@@ -73,12 +73,47 @@ def fmt_value(key: str, value: Any) -> str:
     return msgspec.json.encode(value).decode()
 
 
+#: A straggler's cause (``evidence.cause``) row by row: its fields and the unit key each
+#: is formatted by (``classes``: every class's excess, µs per step).
+_CAUSE_ROWS: dict[str, str] = {
+    "label": "label",
+    "basis": "basis",
+    "late_collectives": "late_collectives",
+    "us_per_step": "excess_us_per_step",
+    "straggler_us_per_step": "straggler_us_per_step",
+    "median_rank_us_per_step": "median_rank_us_per_step",
+    "share_of_delay": "share_of_delay_fraction",
+    "launches_per_step_excess": "launches_per_step_excess",
+    "top": "top",
+    "frames": "frames",
+    "classes": "excess_us_per_step",
+    "reference_ranks": "reference_ranks",
+}
+
+
+def _evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(label, value)`` per evidence key; a straggler's ``cause`` one row per field
+    (``cause.us_per_step``, …), each in its own unit, so the numbers read as the title's."""
+    rows: list[tuple[str, str]] = []
+    for k, v in evidence.items():
+        if v in (None, [], {}):
+            continue
+        if k == "cause" and isinstance(v, dict):
+            for field, unit_key in _CAUSE_ROWS.items():
+                value = v.get(field)
+                if value not in (None, [], {}):
+                    rows.append((f"cause.{field}", fmt_value(unit_key, value)))
+            continue
+        rows.append((k, fmt_value(k, v)))
+    return rows
+
+
 def _evidence(evidence: dict[str, Any]) -> list[str]:
-    rows = [(k, v) for k, v in evidence.items() if v not in (None, [], {})]
+    rows = _evidence_rows(evidence)
     if not rows:
         return []
     lines = ["<details><summary>Evidence</summary>", "", "| | |", "| --- | --- |"]
-    lines += [f"| {cell(k)} | {cell(fmt_value(k, v))} |" for k, v in rows]
+    lines += [f"| {cell(k)} | {cell(v)} |" for k, v in rows]
     return [*lines, "", "</details>", ""]
 
 

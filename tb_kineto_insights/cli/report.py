@@ -287,19 +287,27 @@ def _write_run_summary(run: RunView, out: TextIO) -> None:
                 f"they could all start {_fmt_us(straggler.delay_us_per_step)}/step earlier\n"
             )
         cause = straggler.cause
+        where = (
+            f" in the time before the {cause.late_collectives} collectives it is late to"
+            if cause is not None and cause.basis == "before_late_collectives"
+            else " over whole steps"
+        )
         if cause is not None and cause.class_ is not None:
             top = "".join(f"; {t.kind} {t.name} +{_fmt_us(t.us_per_step)}/step" for t in cause.top)
+            if cause.class_ == "launches":
+                top += f"; {cause.launches_per_step_excess:+.0f} kernels/step"
             out.write(
                 f"   why: {cause.label}, +{_fmt_us(cause.us_per_step)}/step against the "
-                f"median of {cause.reference_ranks} other rank(s) "
+                f"median of {cause.reference_ranks} other rank(s){where} "
                 f"({_fmt_us(cause.straggler_us_per_step)} against "
-                f"{_fmt_us(cause.median_rank_us_per_step)}){top}\n"
+                f"{_fmt_us(cause.median_rank_us_per_step)}, "
+                f"{100 * (cause.share_of_delay or 0.0):.0f} % of its delay){top}\n"
             )
         elif cause is not None:
             out.write(
                 "   why: not in its traced time (GPU compute, memcpy, host outside traced ops, "
                 "data loading, sync, optimizer, launches, CPU ops): the largest excess over the "
-                f"median rank is {_fmt_us(cause.us_per_step)}/step\n"
+                f"median rank{where} is {_fmt_us(cause.us_per_step)}/step\n"
             )
     elif test:
         share = test.share_of_step

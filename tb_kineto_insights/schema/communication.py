@@ -105,6 +105,13 @@ class CollectiveCall(Out, frozen=True, kw_only=True):
     step: int | None
     exposed_us: float
     exposed_ns: list[list[int]] | None
+    #: what the rank did on its main GPU between its previous collective and this one
+    #: (``analysis.lead_up``): µs by part (``gpu_compute``, ``memcpy``,
+    #: ``communication``, the idle causes, ``unattributed``; 0 parts left out) and the
+    #: host time in kernel launch calls (``launch_api``); ``None`` without a window
+    lead_up_us: dict[str, float] | None = None
+    #: compute kernels that start in that window
+    lead_up_kernels: int | None = None
 
 
 class CommunicationPanel(Out, frozen=True, kw_only=True):

@@ -135,19 +135,24 @@ class CauseFrame(Out, frozen=True, kw_only=True):
 
 class StragglerCause(Out, frozen=True, kw_only=True):
     """``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
-    per-step time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``, ``host_sync``,
-    ``optimizer_step``, ``launching``, ``cpu_ops``) where the straggler exceeds the
-    median of the other ranks most, in µs per step (``us_per_step``; its own and the
-    median rank's), as a share of the delay it causes; ``class``/``label`` are null
-    when no class explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the
-    kernels (GPU compute) or CPU ops behind it; ``frames``: with Python stacks and a
+    time (``gpu_compute``, ``memcpy``, ``host_untraced``, ``data_loading``,
+    ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``, ``allocator``,
+    ``launches``) where the straggler exceeds the median of the other ranks most, in µs
+    per step (``us_per_step``; its own and the median rank's), as a share of the delay it
+    causes; ``basis``: ``before_late_collectives`` (measured on what each rank did
+    between its previous collective and the ``late_collectives`` the straggler is late
+    to, one per step) or ``whole_step``; ``class``/``label`` are null when no class
+    explains ``straggler_cause_min_share_of_delay`` of it. ``top``: the kernels (GPU
+    compute) or CPU ops behind it, over whole steps; ``frames``: with Python stacks and a
     host-side class (``host_untraced``, ``data_loading``, ``host_sync``, ``cpu_ops``),
     the straggler's Python frames with the largest excess of that time (else empty);
-    ``classes``: every
-    class's excess."""
+    ``classes``: every class's excess; ``launches_per_step_excess``: compute kernels
+    started per step beyond the median rank's."""
 
     class_: str | None = msgspec.field(name="class")
     label: str | None
+    basis: str = "whole_step"
+    late_collectives: int = 0
     us_per_step: float
     straggler_us_per_step: float
     median_rank_us_per_step: float
@@ -166,6 +171,7 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     their own compute and the exposed rest."""
 
     lateness_excess_us_per_step: float | None
+    lateness_min_excess_us: float | None
     lateness_noise_us: float | None
     p_value: float
     delay_us_per_step: float | None
@@ -179,17 +185,27 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler_test``: the test on per-step lateness of the rank with
     the largest mean lateness (``analysis.straggler``): its excess lateness over the
-    other ranks' (µs per step), the step-to-step noise of lateness (residual standard
-    deviation of the ranks × steps fit, µs), Student's ``t_statistic`` with
-    ``degrees_of_freedom`` (``None`` when the lateness repeats exactly),
-    ``p_value_one_rank`` before and ``p_value`` after the correction for testing every
-    rank, against ``alpha``; and its cost."""
+    other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
+    mean test used (``lateness_noise_us``: the run's residual standard deviation of the
+    ranks × steps fit, ``run_noise_us``, pooled with the reference noise of balanced
+    ranks, ``reference_noise_us`` on ``reference_degrees_of_freedom``), Student's
+    ``t_statistic`` with ``degrees_of_freedom`` (``None`` when the lateness repeats
+    exactly) and its ``p_value_mean``, the every-step test's ``p_value_min`` (``None``
+    without a reference), ``p_value_one_rank`` (the better of the two, × 2) before and
+    ``p_value`` after the correction for testing every rank, against ``alpha``; and its
+    cost."""
 
     ranks_tested: int
     lateness_excess_us_per_step: float | None
+    lateness_min_excess_us: float | None
     lateness_noise_us: float | None
+    run_noise_us: float | None
+    reference_noise_us: float | None
+    reference_degrees_of_freedom: int
     t_statistic: float | None
     degrees_of_freedom: int
+    p_value_mean: float
+    p_value_min: float | None
     p_value_one_rank: float
     p_value: float
     alpha: float

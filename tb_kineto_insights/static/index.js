@@ -227,6 +227,13 @@ var __kinetoInsights = (() => {
     const s = scaleDuration(us);
     return `${s.value} ${s.unit}`;
   }
+  function fmtDurationAsTitle(us) {
+    if (!isNum(us)) return NA;
+    const size = Math.abs(us);
+    if (size < 1e3) return `${us.toFixed(1)} µs`;
+    if (size < 1e6) return `${(us / 1e3).toFixed(2)} ms`;
+    return `${(us / 1e6).toFixed(2)} s`;
+  }
   function fmtMs(us, digits = 2) {
     return isNum(us) ? `${(us / 1e3).toFixed(digits)} ms` : NA;
   }
@@ -517,10 +524,21 @@ var __kinetoInsights = (() => {
     others_hidden_wait_us_per_step: "Of the others' wait for this rank, the part their own compute kernels ran under (no step time lost), per step.",
     others_exposed_wait_us_per_step: "Of the others' wait for this rank, the part no compute hid: it lengthens their step, per step.",
     lateness_excess_us_per_step: "Mean per-step lateness of this rank minus the other ranks' mean (lateness of a step: how far behind the first rank it arrived at the step's collective where it was furthest behind).",
-    lateness_noise_us: "Step-to-step spread of lateness once rank and step effects are taken out (residual standard deviation of ranks × steps); consistency is judged against it.",
+    lateness_noise_us: "The noise the mean lateness is judged against: the step-to-step spread of lateness once rank and step effects are taken out (residual standard deviation of ranks × steps), pooled with the reference spread of balanced ranks (a share of the step, measured on balanced H200 runs).",
+    lateness_min_excess_us: "This rank's smallest per-step excess lateness over the other ranks' mean: late by at least this much in every tested step (judged against the reference spread of balanced ranks).",
+    cause: "Why it is late: the class of time where this rank exceeds the median of the other ranks most, measured on what each rank did between its previous collective and the collectives this rank is late to (or over whole steps when those are not known).",
+    cause_us_per_step: "How much more of that time this rank spends per step than the median rank, in the time before the collectives it is late to.",
+    cause_straggler_us_per_step: "That time on this rank, per step.",
+    cause_median_rank_us_per_step: "That time on the median of the other ranks, per step.",
+    cause_share_of_delay: "The excess ÷ the delay this rank causes the others (its cost): how much of its lateness the cause explains.",
+    cause_basis: "What the ranks were compared on: the time between each rank's previous collective and the collectives this rank is late to (one per step), or whole steps.",
+    cause_launches_per_step_excess: "Compute kernels this rank starts per step beyond the median rank, in the same time.",
+    cause_classes: "Every class's excess over the median rank, per step (negative: less than the median rank).",
+    cause_top: "The kernels (GPU compute) or CPU ops this rank spends the most more time in than the median rank, per step over whole steps.",
+    cause_frames: "With Python stacks: the user frames where this rank's host spends more of the cause's time than the median rank's, per step.",
     delay_us_per_step: "What the other ranks lose to this rank per step (/step): how much earlier all of them could start without it (its latest arrival − the next latest), median over steps.",
     share_of_step: "delay_us_per_step ÷ mean step time.",
-    p_value: "Chance of being last this often if every rank were equally likely to be last (binomial test).",
+    p_value: "Chance of a lateness this consistent if no rank were late: the better of the mean-excess t-test and the every-step test, × 2, × the ranks (Bonferroni); consistent at 0.01 or less.",
     skew_median_us: "Skew per collective (latest − earliest start of the same collective across ranks), median.",
     wait_us: "Waited, total: this rank's (latest start − its start) summed over matched collectives of the whole profile.",
     mean_wait_us: "Waited per collective: (latest start − this rank's start), mean over matched collectives.",
@@ -623,7 +641,8 @@ var __kinetoInsights = (() => {
     others_hidden_wait_us_per_step: "… of it hidden behind their compute",
     others_exposed_wait_us_per_step: "… of it exposed (lengthens their step)",
     lateness_excess_us_per_step: "Later than the others",
-    lateness_noise_us: "Step-to-step noise of lateness",
+    lateness_noise_us: "Noise of lateness (run pooled with reference)",
+    lateness_min_excess_us: "Late in every step by at least",
     p_value: "Chance of lateness this consistent",
     share_of_step: "Of step time",
     last_count: "Last at",
@@ -666,6 +685,63 @@ var __kinetoInsights = (() => {
     "op_live_count",
     "wait_us"
   ]);
+  function causeItems(cause) {
+    const item = (key, label, text) => ({
+      key,
+      label,
+      text,
+      definition: DEFINITIONS[key] ?? label
+    });
+    const named = typeof cause.label === "string" && cause.label;
+    const out = [item("cause", "Why it is late", named ? cause.label : "not in its traced time")];
+    const late = isNum(cause.late_collectives) ? cause.late_collectives : 0;
+    out.push(
+      item(
+        "cause_basis",
+        "Measured on",
+        cause.basis === "before_late_collectives" ? `the time before the ${fmtCount(late)} collectives it is late to` : "whole steps"
+      )
+    );
+    if (isNum(cause.us_per_step)) {
+      const sign = cause.us_per_step >= 0 ? "+" : "−";
+      out.push(item("cause_us_per_step", "More than the median rank", `${sign}${fmtDurationAsTitle(Math.abs(cause.us_per_step))}/step`));
+    }
+    if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", `${fmtDurationAsTitle(cause.straggler_us_per_step)}/step`));
+    if (isNum(cause.median_rank_us_per_step))
+      out.push(item("cause_median_rank_us_per_step", "On the median rank", `${fmtDurationAsTitle(cause.median_rank_us_per_step)}/step`));
+    if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", fmtPercent(cause.share_of_delay, 0)));
+    if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess !== 0) {
+      const n = cause.launches_per_step_excess;
+      out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", `${n > 0 ? "+" : "−"}${fmtCount(Math.abs(n))}/step`));
+    }
+    for (const [field, label] of [
+      ["top", "Behind it"],
+      ["frames", "In Python frames"]
+    ]) {
+      const rows = cause[field];
+      if (Array.isArray(rows) && rows.length && rows.every(isRecord)) {
+        const records = rows.map(({ us_per_step, ...rest }) => ({
+          ...rest,
+          excess_us_per_step: us_per_step
+        }));
+        const table2 = evidenceTable(records);
+        table2.rows = records.map(
+          (r) => table2.columns.map(
+            (c) => /_us_per_step$/.test(c.key) && isNum(r[c.key]) ? `${fmtDurationAsTitle(r[c.key])}/step` : formatByKey(c.key, r[c.key])
+          )
+        );
+        out.push({
+          ...item(`cause_${field}`, label, `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}`),
+          table: table2
+        });
+      }
+    }
+    if (isRecord(cause.classes)) {
+      const text = Object.entries(cause.classes).filter(([, v]) => isNum(v)).map(([k, v]) => `${humanize(k)}: ${v >= 0 ? "+" : "−"}${fmtDurationAsTitle(Math.abs(v))}/step`).join(", ");
+      out.push(item("cause_classes", "Every class against the median rank", text || NA));
+    }
+    return out;
+  }
   function evidenceItems(evidence, stepCount) {
     const out = [];
     const own = evidence?.steps;
@@ -674,6 +750,10 @@ var __kinetoInsights = (() => {
       if (value === null || value === void 0) continue;
       if (Array.isArray(value) && !value.length) continue;
       if (isRecord(value) && !Object.keys(value).length) continue;
+      if (key === "cause" && isRecord(value)) {
+        out.push(...causeItems(value));
+        continue;
+      }
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
       const records = Array.isArray(value) && value.every(isRecord) ? value : null;
       out.push({

@@ -999,7 +999,8 @@ def test_waiting_rank_is_told_it_waits(server: Server, open_page: Any) -> None:
 
 def test_straggler_card_says_why_and_opens_its_span(server: Server, open_page: Any) -> None:
     """Issue 27, sample_logs/ddp2_straggler: the straggler card's title says why rank 1 is
-    late and its link opens rank 1's span; the across-ranks section tells what the others
+    late, its evidence items say it with the same numbers, and its link opens rank 1's
+    span; the across-ranks section tells what the others
     lose in one breakdown; every rank's per-kind table shows the run's busbw from the
     matched transfer, the same on both ranks; the diff headline names the straggler."""
     run = "ddp2_straggler"
@@ -1014,6 +1015,14 @@ def test_straggler_card_says_why_and_opens_its_span(server: Server, open_page: A
     wait_panels(frame, ("diagnoses", "ranks"))
     card = frame.locator('#ki-panel-diagnoses [data-diagnosis-id="communication_straggler"]')
     assert "host time outside traced ops" in card.inner_text()
+    # the cause as evidence items, the numbers the title says
+    title = card.locator(".diagnosis-title").inner_text()
+    why = card.locator('dd[data-key="cause"]').inner_text()
+    excess = card.locator('dd[data-key="cause_us_per_step"]').inner_text()
+    assert why == "host time outside traced ops" and excess.startswith("+18."), excess
+    assert f"{why}, {excess} against the median rank" in title, (title, excess)
+    basis = card.locator('dd[data-key="cause_basis"]').inner_text()
+    assert basis == "the time before the 5 collectives it is late to", basis
     story = frame.locator("#ki-panel-ranks .straggler-breakdown").inner_text()
     assert "hidden behind their own compute" in story and "Why it is late" in story, story
     card.locator("button.open-span").click()
