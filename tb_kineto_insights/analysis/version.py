@@ -12,4 +12,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: names once per store).
 #: 14: the timeline classes cudaMalloc/cudaFree as allocator, as the idle band does.
 #: 15: headlines leave out steps of no length (no step time for an empty trace).
-ANALYSIS_VERSION = 15
+#: 16: one headline index per log directory in the cache (store/headline_index.py).
+ANALYSIS_VERSION = 16
