@@ -145,7 +145,6 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]
-        key = hist.series_key(new, logdir_name, args.group_by)[0]
         doc = hist.build_history(
             runs,
             logdir=args.against_history,
@@ -153,6 +152,9 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
             metrics=["step_time"],
             thresholds=thresholds,
         )
+        # the new run joins the series of its name's stem when the history has one
+        stems = {s.name for s in doc.series if s.grouped_by == "name"}
+        key = hist.series_key(new, logdir_name, args.group_by, stems)[0]
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE

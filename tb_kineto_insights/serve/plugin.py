@@ -217,8 +217,11 @@ ROUTES: tuple[str, ...] = (
     "/timeline",
     "/window",
     "/history",
+    "/across_runs",
     *_STATIC_FILES,
 )
+#: ``/across_runs``: rows per page by default, and at most.
+ACROSS_RUNS_LIMIT, ACROSS_RUNS_MAX_LIMIT = 50, 500
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -523,6 +526,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._index: HeadlineIndex | None = None
         self._run_headlines_memo: _RunHeadlines | None = None
         self._history_lock = threading.Lock()
+        #: ``/across_runs``' ranking of the last complete pass: (scan, rows)
+        self._ranked: tuple[_Snapshot, list[Any]] | None = None
         #: ``/history``'s last complete answer: (scan, (group_by, metrics), body)
         self._history_body: tuple[_Snapshot, tuple[str | None, tuple[str, ...]], bytes] | None
         self._history_body = None
@@ -645,6 +650,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/timeline": self._route(self._serve_timeline),
             "/window": self._route(self._serve_window),
             "/history": self._route(self._serve_history),
+            "/across_runs": self._route(self._serve_across_runs),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -1246,7 +1252,11 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         if self._index is None:
             cache = self._loader.cache
             settings = self._settings if cache is None else cache.settings
-            root = encode_json([src.path for src in self._sources]).decode()
+            paths = [src.path for src in self._sources]
+            if len(paths) == 1:  # as the CLI names it: the two share the index
+                root = paths[0] if _URI.match(paths[0]) else os.path.abspath(paths[0])
+            else:
+                root = encode_json(paths).decode()
             self._index = HeadlineIndex(None if cache is None else cache.backend, settings, root)
         return self._index
 
@@ -1363,6 +1373,49 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             with self._derived_lock:
                 self._history_body = (snapshot, params, body)
         return _respond(request, body)
+
+    def _serve_across_runs(self, request: Request) -> Any:
+        """``/across_runs``: one page of every run ranked worst first
+        (``compare.across_runs``: ``tb_kineto_insights.across_runs/1``) from the same
+        headline records as ``/history`` (:meth:`_run_headlines`); ``q`` filters (words
+        in the run name or a diagnosis id), ``offset`` and ``limit`` (default 50, at
+        most 500) page. Runs still being read are listed last as ``loading`` (ask
+        again); unreadable ones with their error. The ranking of a complete pass is kept
+        until the next scan."""
+        from tb_kineto_insights.compare import across_runs
+
+        query = self._param(request, "q", required=False) or ""
+        offset = self._count(request, "offset", 0)
+        limit = self._count(request, "limit", ACROSS_RUNS_LIMIT)
+        if not 1 <= limit <= ACROSS_RUNS_MAX_LIMIT:
+            raise _ApiError(400, f"limit must be from 1 to {ACROSS_RUNS_MAX_LIMIT}")
+        snapshot = self._current()
+        with self._derived_lock:
+            ranked = self._ranked
+        if ranked is None or ranked[0] is not snapshot:
+            collecting = gc.isenabled()
+            gc.disable()  # as /history: no reference cycles among these records
+            try:
+                heads = self._run_headlines(snapshot)
+                rows = across_runs.rank_runs(heads.runs, heads.skipped)
+            finally:
+                if collecting:
+                    gc.enable()
+            ranked = (snapshot, rows)
+            if heads.complete:
+                with self._derived_lock:
+                    self._ranked = ranked
+        page = across_runs.page_of(ranked[1], query, offset, limit)
+        return _respond(request, encode_json(page))
+
+    @staticmethod
+    def _count(request: Request, name: str, default: int) -> int:
+        raw = request.args.get(name)
+        if raw is None or raw == "":
+            return default
+        if not _STEP_NUMBER.fullmatch(raw):
+            raise _ApiError(400, f"{name} must be a whole number")
+        return int(raw)
 
     def _run_label(self, run: str) -> str:
         """A run as the user sees it: traces directly in --logdir (a run folder given
