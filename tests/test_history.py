@@ -579,3 +579,35 @@ def test_a_trace_with_no_usable_event_has_no_step_time(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "w.1.pt.trace.json", text=text)
     h = span_headline(summarize_file(str(path)), path=str(path), size_bytes=1, mtime=0.0)
     assert (h.steps, h.median_step_us, h.mean_step_us) == (0, None, None)
+
+
+def test_a_run_of_one_worker_combines_as_the_general_rule() -> None:
+    """combine_run's shortcut for one worker gives what the reductions over ranks give
+    (the general path, made to run on one worker)."""
+    from tb_kineto_insights.compare import history as hist
+
+    class TwoLong(dict):  # type: ignore[type-arg]  # len() says 2: the general path
+        def __len__(self) -> int:
+            return 2
+
+    cases = [
+        headline(),
+        headline(start_ns=None, mtime=5.5),
+        headline(ids=("b", "a", "c")),
+        headline(peak=None, util=None),
+        msgspec.structs.replace(
+            headline(),
+            mean_step_us=None,
+            gpu_model="",
+            world_size=4,
+            diagnoses=[
+                HeadlineDiagnosis(id="x", severity="high", impact_fraction=0.1, title="t"),
+                HeadlineDiagnosis(id="x", severity="low", impact_fraction=0.3, title="t2"),
+            ],
+        ),
+    ]
+    for h in cases:
+        run = one("r", h)
+        general = hist.combine_run(RunHeadlines("r", TwoLong(run.workers)))
+        assert hist.combine_run(run) == general
+    assert [d.id for d in hist.combine_run(one("r", cases[2])).diagnoses] == ["c", "a", "b"]
