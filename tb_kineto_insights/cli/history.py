@@ -135,7 +135,8 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
-        new_runs, skipped = collect_runs(discover(args.base), summaries, args.base)
+        # the new run alone: no headline index of its own folder (one per CI run)
+        new_runs, skipped = collect_runs(discover(args.base), summaries)
         if not new_runs:
             err.write(f"error: no readable trace in {args.base} ({skipped})\n")
             return EXIT_UNUSABLE
