@@ -3,7 +3,8 @@ view from the cache, fast on 10,000 runs).
 
 Serves LOGDIR with CACHE (the folders ``bench_history.py --work DIR`` leaves: 10,000
 runs and their headline records) through TensorBoard's own WSGI app, in this process,
-waits for the plugin's first scan, then asks ``/history`` ``--repeat`` times: wall and
+waits for the plugin's first scan, then asks ``/history`` (or, with ``--route
+across_runs``, the landing view's first page) ``--repeat`` times: wall and
 CPU time of each answer (CPU of the whole process: the plugin's background threads
 count too), its size, and the process's peak RSS.
 
@@ -35,6 +36,12 @@ def main() -> int:
     parser.add_argument("logdir")
     parser.add_argument("cache")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--route",
+        choices=("history", "across_runs"),
+        default="history",
+        help="which route to ask (across_runs: the tab's landing view, its first page)",
+    )
     args = parser.parse_args()
     os.environ[PRELOAD_ENV] = "0"  # /history asks for what it needs
     tb = program.TensorBoard(plugins=[core_plugin.CorePluginLoader(), KinetoInsightsLoader()])
@@ -50,9 +57,16 @@ def main() -> int:
     print(f"first scan: {time.perf_counter() - started:.1f} s, {len(runs['runs'])} runs")
     for i in range(args.repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        answer = client.get(f"{ROUTE}/history")
+        answer = client.get(f"{ROUTE}/{args.route}")
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         doc = json.loads(answer.data)
+        if args.route == "across_runs":
+            print(
+                f"/across_runs #{i + 1}: {wall:.3f} s wall, {cpu:.3f} s CPU, "
+                f"{len(answer.data) / 1e3:.1f} kB, {doc['total']} runs ranked, "
+                f"{len(doc['rows'])} rows, {doc['loading']} loading"
+            )
+            continue
         changes = sum(len(s["changes"]) for s in doc["series"])
         size_mb = len(answer.data) / 1e6
         print(

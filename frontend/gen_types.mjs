@@ -26,6 +26,7 @@ const ROOTS = {
   diff: "DiffDocument",
   timeline: "TimelineStep",
   history: "HistoryDocument",
+  across_runs: "AcrossRunsPage",
 };
 
 export async function generate() {

@@ -11,7 +11,7 @@ import pytest
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.main import main
-from tb_kineto_insights.cli.markdown import cell, fmt_value
+from tb_kineto_insights.cli.markdown import cell, code, fmt_value, md_text
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -131,3 +131,77 @@ def test_diff_and_check_markdown(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "### ❌ FAIL" in out and "step time regressed" in out
     code, out, _ = run_cli(["check", str(base), str(base), "--format", "markdown"], capsys)
     assert code == 0 and "### ✅ OK" in out and "No limit crossed." in out
+
+
+# --------------------------------------------------------------------------- hostile names
+
+HOSTILE = (
+    '<img src=x onerror="alert(1)"> @octocat\n# Owned *bold* [link](http://x) `tick` \x1b[31m|'
+)
+
+
+def test_markdown_text_and_code_spans_of_hostile_names() -> None:
+    text = md_text(HOSTILE)
+    assert "\n" not in text and "\x1b" not in text
+    assert text.startswith('\\<img src=x onerror="alert(1)"\\> @\u200boctocat')
+    assert "\\\\x0a\\# Owned \\*bold\\* \\[link\\](http://x) \\`tick\\` \\\\x1b\\[31m\\|" in text
+    span = code("a`b``c\nd")
+    assert span == "```a`b``c\\x0ad```"  # one backtick more than the longest run inside
+    assert code("`x") == "`` `x ``" and code("plain") == "`plain`"
+    # in a table cell: a pipe in a code span escaped, an escaped one left as it is
+    assert cell(code("k|pipe")) == "`k\\|pipe`" and cell(md_text("a|b")) == "a\\|b"
+    # evidence strings and keys from the data are escaped; numbers and units are ours
+    assert fmt_value("largest", [{"op": "<b>@x</b>", "t_us": 1500.0}], md_text) == (
+        "op \\<b\\>@\u200bx\\</b\\>, t_us 1.50 ms"
+    )
+
+
+def _outside_code(markdown: str) -> str:
+    """The Markdown with its code spans removed (what GitHub renders as markup)."""
+    import re
+
+    return re.sub(r"(`+)(?:(?!\1).)*?\1", "", markdown, flags=re.S)
+
+
+def _assert_inert(markdown: str, our_headings: int) -> None:
+    import re
+
+    assert "\x1b" not in markdown and "\u202e" not in markdown
+    plain = _outside_code(markdown)
+    assert re.search(r"(?<!\\)<(?!br>|/?details>|/?summary>)", plain) is None, "raw HTML"
+    assert re.search(r"@(?!\u200b)", plain) is None, "a mention"
+    headings = [line for line in markdown.splitlines() if line.lstrip().startswith("#")]
+    assert len(headings) == our_headings, headings
+    assert all(h.startswith(("## tb-kineto-insights", "### ")) for h in headings)
+
+
+def test_markdown_of_hostile_run_and_kernel_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run folders and kernel names with HTML, @mentions, newlines and ESC: the
+    Markdown of report, diff and check shows them as text, in code spans or escaped,
+    and forges no heading, tag or mention."""
+    folder = '@octocat <img src=x onerror="alert(1)">\n# Owned\x1b[31m'
+    events: list[dict[str, Any]] = []
+    for n in range(4):
+        t0 = 1000.0 + n * 5000.0
+        events.append(cpu(f"ProfilerStep#{n + 1}", t0, 1200.0, cat="user_annotation"))
+        launch = cpu("cudaLaunchKernel", t0 + 5.0, 2.0, cat="cuda_runtime")
+        launch["args"] = {"correlation": n + 1}
+        events.append(launch)
+        events.append(kernel(HOSTILE, t0 + 10.0, 200.0 + 300.0 * (n >= 0), corr=n + 1))
+        events.append(cpu("cudaDeviceSynchronize", t0 + 12.0, 600.0, cat="cuda_runtime"))
+    bad = write_trace(tmp_path / folder / "w.1.pt.trace.json", events)
+    base = _run(tmp_path / "base @octocat", 100.0).parent
+    code_, out, _ = run_cli(["report", str(bad.parent), "--format", "markdown"], capsys)
+    assert code_ == 0 and "### Diagnoses" in out
+    _assert_inert(out, our_headings=2)
+    code_, out, _ = run_cli(["diff", str(base), str(bad.parent), "--format", "markdown"], capsys)
+    assert code_ == 0 and "### Largest changes (time per step)" in out
+    # the kernel (its template arguments folded by the analysis) in a code span, the
+    # newline shown as an escape
+    assert "kernel `<…> @octocat\\x0a# Owned *bold* [link]`" in out
+    _assert_inert(out, our_headings=out.count("\n### ") + 1)
+    code_, out, _ = run_cli(["check", str(base), str(bad.parent), "--format", "markdown"], capsys)
+    assert code_ == 1
+    _assert_inert(out, our_headings=out.count("\n### ") + 1)

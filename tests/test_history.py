@@ -22,7 +22,9 @@ from tb_kineto_insights.compare.history import (
     find_changes,
     history_text,
     judge_against_level,
+    name_stem,
     series_key,
+    series_keys,
 )
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, HistoryDocument, SpanHeadline
@@ -188,22 +190,85 @@ def one(name: str, h: SpanHeadline) -> RunHeadlines:
 
 
 @pytest.mark.parametrize(
-    ("name", "key", "how"),
+    ("name", "stem"),
     [
-        ("exp_007", "exp", "name"),
-        ("nightly-2026-11-30", "nightly", "name"),
-        ("nightly_20261130", "nightly", "name"),
-        ("resnet-v12", "resnet", "name"),
-        ("bench_2026-11-30T02-00", "bench", "name"),
-        ("run_20261130-0200", "run", "name"),
-        ("resnet50_001", "resnet50", "name"),
-        ("job0_00001", "job0", "name"),
-        ("baseline", "logs", "logdir"),
-        ("42", "logs", "logdir"),
+        ("exp_007", "exp"),
+        ("nightly-2026-11-30", "nightly"),
+        ("nightly_20261130", "nightly"),
+        ("resnet-v12", "resnet"),
+        ("bert_run3", "bert"),
+        ("bert-v2", "bert"),
+        ("bench_2026-11-30T02-00", "bench"),
+        ("run_20261130-0200", "run"),
+        ("resnet50_001", "resnet50"),
+        ("job0_00001", "job0"),
+        ("42", ""),
+        ("2026-11-30", ""),
+        ("run3", ""),
+        # digits that are part of a name: no counter
+        ("eff_mlp_fp32", None),
+        ("eff_conv_bf16", None),
+        ("dataloader_workers4", None),
+        ("resnet50", None),
+        ("baseline", None),
     ],
 )
-def test_series_by_name(name: str, key: str, how: str) -> None:
-    assert series_key(one(name, headline()), "logs", None) == (key, how)
+def test_name_stem(name: str, stem: str | None) -> None:
+    assert name_stem(name) == stem
+
+
+def test_series_by_name_only_when_the_counter_varies_within_a_group() -> None:
+    names = ["exp_007", "exp_008", "nightly-2026-11-30", "nightly-2026-12-01", "bert_v2"]
+    names += ["eff_mlp_fp32", "eff_mlp_tf32", "baseline", "42"]
+    runs = [one(n, headline()) for n in names]
+    assert series_keys(runs, "logs", None) == [
+        ("exp", "name"),
+        ("exp", "name"),
+        ("nightly", "name"),
+        ("nightly", "name"),
+        ("bert_v2", "run"),  # a counter no sibling shares: kept
+        ("eff_mlp_fp32", "run"),
+        ("eff_mlp_tf32", "run"),
+        ("baseline", "run"),
+        ("logs", "logdir"),  # nothing but a counter
+    ]
+    # one run alone, judged against a history whose series are known
+    assert series_key(one("exp_009", headline()), "logs", None, {"exp"}) == ("exp", "name")
+    assert series_key(one("exp_009", headline()), "logs", None) == ("exp_009", "run")
+
+
+def test_sample_logs_runs_are_not_grouped_by_accident() -> None:
+    """The demo runs of sample_logs are different jobs: none shares a counter stem, so
+    each is a series of its own, by its whole name (they were one series
+    ``sample_logs``, and ``eff_mlp_fp32`` was shown as ``eff_mlp_fp``)."""
+    from conftest import SAMPLE_LOGS
+
+    names = sorted(p.name for p in SAMPLE_LOGS.iterdir() if p.is_dir())
+    assert {"eff_mlp_fp32", "eff_conv_bf16", "dataloader_workers0", "ddp2_default"} <= set(names)
+    runs = [one(n, headline(100, start_ns=T0 + i)) for i, n in enumerate(names)]
+    keys = series_keys(runs, "sample_logs", None)
+    assert keys == [(n, "run") for n in names]
+    doc = build_history(runs, logdir="sample_logs", metrics=["step_time"])
+    assert [s.name for s in doc.series] == names
+    assert all(len(s.runs) == 1 and s.changes == [] for s in doc.series)
+
+
+def test_a_synthetic_series_with_a_counter_is_one_series_beside_a_lone_run() -> None:
+    """Six nightly runs (the step time rises by 20 % at the fourth) and a lone
+    ``resnet50`` run: the nightly runs form one series with its change point, the other
+    run stays apart, its digits kept."""
+    steps = [100, 100, 100, 120, 120, 120]
+    runs = [
+        one(f"nightly_run{i + 1}", headline(m, start_ns=T0 + i * DAY_NS))
+        for i, m in enumerate(steps)
+    ]
+    runs.append(one("resnet50", headline(500, start_ns=T0)))
+    doc = build_history(runs, logdir="logs", metrics=["step_time"])
+    assert [(s.name, s.grouped_by, len(s.runs)) for s in doc.series] == [
+        ("nightly", "name", 6),
+        ("resnet50", "run", 1),
+    ]
+    assert [(c.run, c.verdict) for c in doc.series[0].changes] == [("nightly_run4", "regressed")]
 
 
 def test_series_by_label_regex_and_metadata_key() -> None:
@@ -446,7 +511,7 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     # a run of no series in the log directory
     odd = tiny_trace(tmp_path / "odd" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
     code, _, err = run("check", str(odd.parent), "--against-history", str(logdir), "--cache", cache)
-    assert code == 2 and "no series 'other'" in err
+    assert code == 2 and "no series 'other_1'" in err  # no sibling: its own name
 
 
 def test_index_fills_the_headlines(tmp_path: Path) -> None:
@@ -514,3 +579,35 @@ def test_a_trace_with_no_usable_event_has_no_step_time(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "w.1.pt.trace.json", text=text)
     h = span_headline(summarize_file(str(path)), path=str(path), size_bytes=1, mtime=0.0)
     assert (h.steps, h.median_step_us, h.mean_step_us) == (0, None, None)
+
+
+def test_a_run_of_one_worker_combines_as_the_general_rule() -> None:
+    """combine_run's shortcut for one worker gives what the reductions over ranks give
+    (the general path, made to run on one worker)."""
+    from tb_kineto_insights.compare import history as hist
+
+    class TwoLong(dict):  # type: ignore[type-arg]  # len() says 2: the general path
+        def __len__(self) -> int:
+            return 2
+
+    cases = [
+        headline(),
+        headline(start_ns=None, mtime=5.5),
+        headline(ids=("b", "a", "c")),
+        headline(peak=None, util=None),
+        msgspec.structs.replace(
+            headline(),
+            mean_step_us=None,
+            gpu_model="",
+            world_size=4,
+            diagnoses=[
+                HeadlineDiagnosis(id="x", severity="high", impact_fraction=0.1, title="t"),
+                HeadlineDiagnosis(id="x", severity="low", impact_fraction=0.3, title="t2"),
+            ],
+        ),
+    ]
+    for h in cases:
+        run = one("r", h)
+        general = hist.combine_run(RunHeadlines("r", TwoLong(run.workers)))
+        assert hist.combine_run(run) == general
+    assert [d.id for d in hist.combine_run(one("r", cases[2])).diagnoses] == ["c", "a", "b"]

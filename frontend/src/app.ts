@@ -9,6 +9,7 @@ import { communicationPanel, ranksSection } from "./panels/communication";
 import { diagnosesList } from "./panels/diagnoses";
 import { diffChanges, diffDiagnoses, diffHeadline, diffMetrics, diffPerRank } from "./panels/diff";
 import { healthPanel } from "./panels/health";
+import { acrossPanel } from "./panels/across";
 import { historyPanel } from "./panels/history";
 import { idlePanel } from "./panels/idle";
 import { kernelsPanel } from "./panels/kernels";
@@ -21,8 +22,8 @@ import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
 import { gapView, momentOf } from "./timeline";
-import type { Diagnosis, DiffDocument, HistoryDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
-import { type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
+import type { AcrossRunsPage, Diagnosis, DiffDocument, HistoryDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
+import { type Mode, type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
 
@@ -30,7 +31,13 @@ type Loaded =
   | { kind: "span"; key: string; summary: Summary }
   | { kind: "ranks"; key: string; answer: RunSummaryAnswer }
   | { kind: "diff"; key: string; doc: DiffDocument }
-  | { kind: "history"; key: string; doc: HistoryDocument };
+  | { kind: "history"; key: string; doc: HistoryDocument }
+  | { kind: "runs"; key: string; page: AcrossRunsPage };
+
+const RUNS_HELP =
+  "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in). Click a run to open it.";
+// Rows per page of the view across runs.
+const RUNS_PAGE = 50;
 
 const HISTORY_HELP =
   "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
@@ -121,6 +128,7 @@ export class App {
   private readonly pluginName: string;
 
   private readonly root: HTMLElement;
+  private readonly modeRuns: HTMLButtonElement;
   private readonly modeRun: HTMLButtonElement;
   private readonly modeDiff: HTMLButtonElement;
   private readonly modeHistory: HTMLButtonElement;
@@ -132,12 +140,16 @@ export class App {
   // What a link (or a selection kept while the log directory changed) named that is not
   // there; shown until the user picks something else.
   private linkNotice: string | null = null;
+  // the filter had the focus when it asked for a new page: give it back once drawn
+  private refocusFilter = false;
 
   constructor(private readonly win: Window) {
     this.pluginName = new URLSearchParams(win.location.search).get("name") || "kineto_insights";
     this.state = stateFromHash(this.hashWindow().location.hash);
     this.pal = palette(detectDark(win));
     this.applyTheme();
+    this.modeRuns = el("button", { type: "button", className: "mode", id: "ki-mode-runs", title: "Every run, worst first." }, "All runs");
+    this.modeRuns.addEventListener("click", () => this.setMode("runs"));
     this.modeRun = el("button", { type: "button", className: "mode", id: "ki-mode-run" }, "Single run");
     this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
     this.modeRun.addEventListener("click", () => this.setMode("run"));
@@ -158,7 +170,7 @@ export class App {
         "header",
         { className: "top" },
         el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
-        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff, this.modeHistory),
+        el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRuns, this.modeRun, this.modeDiff, this.modeHistory),
         this.controls,
         reload,
         this.loadState,
@@ -379,6 +391,8 @@ export class App {
     this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
     this.modeHistory.classList.toggle("active", s.mode === "history");
     this.modeHistory.setAttribute("aria-pressed", String(s.mode === "history"));
+    this.modeRuns.classList.toggle("active", s.mode === "runs");
+    this.modeRuns.setAttribute("aria-pressed", String(s.mode === "runs"));
     if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
     else if (s.mode === "diff") this.controls.replaceChildren(...this.diffControls());
     else this.controls.replaceChildren();
@@ -477,7 +491,7 @@ export class App {
     return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
   }
 
-  private setMode(mode: "run" | "diff" | "history"): void {
+  private setMode(mode: Mode): void {
     if (this.state.mode === mode) return;
     this.state.mode = mode;
     this.changed();
@@ -517,6 +531,7 @@ export class App {
     const s = this.state;
     if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
     if (s.mode === "history") return JSON.stringify(["history"]);
+    if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0]);
     if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
     return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
   }
@@ -534,6 +549,7 @@ export class App {
     try {
       if (s.mode === "diff") await this.loadDiff(key, controller.signal);
       else if (s.mode === "history") await this.loadHistory(key, controller.signal);
+      else if (s.mode === "runs") await this.loadAcross(key, controller.signal);
       else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
       else await this.loadSpan(key, controller.signal);
     } catch (err) {
@@ -841,6 +857,50 @@ export class App {
     }
   }
 
+  // /across_runs (one page) until no run is being read (drawn after each answer).
+  private async loadAcross(key: string, signal: AbortSignal): Promise<void> {
+    const p = panel("runs", "All runs", RUNS_HELP);
+    this.jump([["runs", "All runs"]]);
+    this.mount(key, [p]);
+    setLoading(p, "Ranking the runs of the log directory…");
+    const { q, offset } = this.state.list;
+    for (let i = 0; i < 60 && !signal.aborted; i += 1) {
+      const answer = await getJson<AcrossRunsPage>(apiUrl("across_runs", { q: q || undefined, offset: offset || undefined, limit: RUNS_PAGE }), signal);
+      if (signal.aborted || this.main.dataset.view !== key) return;
+      if (!answer.ok || !answer.body) {
+        setError(p, answer.error ?? "unknown error");
+        return;
+      }
+      this.loaded = { kind: "runs", key, page: answer.body };
+      this.drawAcross(p, answer.body);
+      if (!answer.body.loading) return;
+      await new Promise((resolve) => this.win.setTimeout(resolve, 2000));
+    }
+  }
+
+  private drawAcross(p: Panel, page: AcrossRunsPage): void {
+    fill(p, () =>
+      acrossPanel(page, {
+        openRun: (run) => {
+          this.state.mode = "run";
+          this.state.run = { run };
+          this.changed();
+        },
+        query: (q, offset) => {
+          this.refocusFilter = this.win.document.activeElement?.id === "ki-runs-filter";
+          this.state.list = { q: q || undefined, offset: offset || undefined };
+          this.changed();
+        },
+      }),
+    );
+    if (this.refocusFilter) {
+      this.refocusFilter = false;
+      const input = this.win.document.getElementById("ki-runs-filter") as HTMLInputElement | null;
+      input?.focus();
+      input?.setSelectionRange(input.value.length, input.value.length);
+    }
+  }
+
   private drawHistory(p: Panel, doc: HistoryDocument): void {
     fill(p, () =>
       historyPanel(doc, this.pal, {
@@ -872,6 +932,10 @@ export class App {
       const { diag, ranks } = ranksPanels();
       this.mount(loaded.key, [diag, ranks]);
       this.drawRanks(diag, ranks, loaded.answer);
+    } else if (loaded.kind === "runs") {
+      const p = panel("runs", "All runs", RUNS_HELP);
+      this.mount(loaded.key, [p]);
+      this.drawAcross(p, loaded.page);
     } else if (loaded.kind === "history") {
       const p = panel("history", "History", HISTORY_HELP);
       this.mount(loaded.key, [p]);

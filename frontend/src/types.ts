@@ -7,6 +7,7 @@ export interface KinetoInsightsDocuments {
   diff: DiffDocument;
   timeline: TimelineStep;
   history: HistoryDocument;
+  across_runs: AcrossRunsPage;
 }
 /**
  * One span's summary (``summary.summarize_trace``): one key per panel, in
@@ -1901,8 +1902,9 @@ export interface HistoryDocument {
 }
 /**
  * One series: runs of the same job (``name``, found by ``grouped_by``: ``label``,
- * ``name``, ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change
- * points (outliers included) in run order.
+ * ``name`` (the run name's stem, shared by several runs), ``run`` (a run of its own),
+ * ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change points
+ * (outliers included) in run order.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "HistorySeries".
@@ -2007,4 +2009,56 @@ export interface HistoryChange {
   gained: string[];
   lost: string[];
   settings_changed: ComparabilityItem[];
+}
+/**
+ * ``/across_runs`` (``tb_kineto_insights.across_runs/1``): one page of the ranked
+ * runs. ``total``: runs in the log directory; ``matched``: those the ``query`` matched
+ * (every whitespace-separated word in the run name or a diagnosis id, case-insensitive;
+ * ``""``: all); ``offset``/``limit``: the page's place in the matched list; ``loading``:
+ * runs still being read (the page asks again); ``rule``: the ranking in words.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "AcrossRunsPage".
+ */
+export interface AcrossRunsPage {
+  schema: string;
+  query: string;
+  total: number;
+  matched: number;
+  offset: number;
+  limit: number;
+  loading: number;
+  rule: string;
+  rows: AcrossRunsRow[];
+}
+/**
+ * One run of the view across runs (``/across_runs``, the tab's landing view), from
+ * its workers' latest headline records.
+ *
+ * ``position``: its place in the ranking, 1 = worst (``compare.across_runs``: the
+ * CLI's order of diagnoses, most severe then largest impact first, applied to each
+ * run's worst diagnosis). ``state``: ``ready``, ``loading`` (its traces are being read;
+ * no numbers yet) or ``error`` (none of its workers could be read: ``error`` says why,
+ * naming the file). ``ranks``: workers read; ``world_size`` as recorded. Step time in
+ * µs of the slowest rank (``median_step_us``, ``steps``), its
+ * ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses (every rank's, per
+ * id the largest impact), most severe first, at most three; ``diagnosis_ids``: the ids
+ * of all of them, in that order.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "AcrossRunsRow".
+ */
+export interface AcrossRunsRow {
+  position: number;
+  run: string;
+  state: string;
+  error: string | null;
+  ranks: number;
+  world_size: number | null;
+  gpu_model: string | null;
+  steps: number;
+  median_step_us: number | null;
+  gpu_utilization_fraction: number | null;
+  diagnoses: HeadlineDiagnosis[];
+  diagnosis_ids: string[];
 }

@@ -24,13 +24,18 @@ export interface Side {
 // A time range inside a step's window: µs after the step window's start.
 export type Range = [number, number];
 
+export type Mode = "runs" | "run" | "diff" | "history";
+
 export interface ViewState {
-  mode: "run" | "diff" | "history";
+  // runs: the view across runs (the landing view when a link names no run and no mode)
+  mode: Mode;
   // step: the timeline's step (N of ProfilerStep#N); window: its zoom; mark: the range
   // highlighted on it (a gap opened from the Idle panel).
   run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range };
   base: Side;
   exp: Side;
+  // the view across runs: its filter and the first row of its page (0-based)
+  list: { q?: string; offset?: number };
 }
 
 export interface ParsedHash {
@@ -70,7 +75,7 @@ export function formatHash(parsed: ParsedHash): string {
 }
 
 export function emptyState(): ViewState {
-  return { mode: "run", run: {}, base: {}, exp: {} };
+  return { mode: "run", run: {}, base: {}, exp: {}, list: {} };
 }
 
 export function stateFromParams(params: [string, string][]): ViewState {
@@ -80,7 +85,11 @@ export function stateFromParams(params: [string, string][]): ViewState {
   };
   const state = emptyState();
   const mode = get("mode");
-  state.mode = mode === "diff" || mode === "history" ? mode : "run";
+  // no mode and no run (a bare "#kineto_insights"): the landing view across runs
+  if (mode === "diff" || mode === "history" || mode === "runs" || mode === "run") state.mode = mode;
+  else state.mode = get("run") === undefined ? "runs" : "run";
+  const offset = Number(get("offset"));
+  state.list = { q: get("q") || undefined, offset: Number.isInteger(offset) && offset > 0 ? offset : undefined };
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
   const step = Number(get("step"));
   if (get("step") !== undefined && Number.isInteger(step) && step >= 0) {
@@ -108,6 +117,10 @@ export function paramsFromState(state: ViewState): [string, string][] {
     if (value !== undefined && value !== "") out.push([PREFIX + key, String(value)]);
   };
   if (state.mode !== "run") put("mode", state.mode);
+  if (state.mode === "runs") {
+    put("q", state.list.q);
+    if (state.list.offset) put("offset", state.list.offset);
+  }
   // Compare mode: only the two sides; the single-run keys would be stale in a link.
   if (state.mode === "run") {
     put("run", state.run.run);

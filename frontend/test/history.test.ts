@@ -63,5 +63,6 @@ test("the History mode survives the URL", () => {
   const state = stateFromParams([["ki_mode", "history"]]);
   assert.equal(state.mode, "history");
   assert.deepEqual(paramsFromState(state), [["ki_mode", "history"]]);
-  assert.equal(stateFromParams([["ki_mode", "nonsense"]]).mode, "run");
+  assert.equal(stateFromParams([["ki_mode", "nonsense"]]).mode, "runs");
+  assert.equal(stateFromParams([["ki_mode", "nonsense"], ["ki_run", "a"]]).mode, "run");
 });

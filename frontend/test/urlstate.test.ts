@@ -98,9 +98,9 @@ test("the timeline's step, window and mark ride in the hash", () => {
   assert.ok(!sameState(back, { ...state, run: { ...state.run, step: 8 } }));
 });
 
-test("an empty or foreign hash gives the default view", () => {
+test("an empty or foreign hash gives the default view: the runs ranked", () => {
   const s = stateFromHash("#scalars&run=x");
-  assert.equal(s.mode, "run");
+  assert.equal(s.mode, "runs");
   assert.deepEqual(s.base, {});
   assert.equal(s.run.run, undefined);
 });
@@ -120,4 +120,21 @@ test("a link naming a run that is not there is said, not silently replaced", () 
   assert.equal(missingFromLink(stateFromHash("#kineto_insights"), runs), null);
   // diff sides too
   assert.match(missingFromLink(stateFromHash("#kineto_insights&ki_mode=diff&ki_run=dataloader_workers0&ki_base_run=dataloader_workers0&ki_exp_run=old"), runs) ?? "", /[Tt]he experiment run "old" is not \(or no longer\)/);
+});
+
+test("the view across runs keeps its filter and page in the URL", () => {
+  const s = stateFromHash("#kineto_insights&ki_mode=runs&ki_q=memory%20leak&ki_offset=50");
+  assert.equal(s.mode, "runs");
+  assert.deepEqual(s.list, { q: "memory leak", offset: 50 });
+  assert.deepEqual(paramsFromState(s), [
+    ["ki_mode", "runs"],
+    ["ki_q", "memory leak"],
+    ["ki_offset", "50"],
+  ]);
+  // a run named without a mode is that run; a junk offset is the first page
+  assert.equal(stateFromHash("#kineto_insights&ki_run=a").mode, "run");
+  assert.equal(stateFromHash("#kineto_insights&ki_mode=runs&ki_offset=-3").list.offset, undefined);
+  // the filter is not kept when another view is shown
+  s.mode = "history";
+  assert.deepEqual(paramsFromState(s), [["ki_mode", "history"]]);
 });

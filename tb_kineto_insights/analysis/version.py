@@ -20,4 +20,5 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 18: a cut gzip file's end given as its compressed size and the inflated JSON offset.
 #: 19: straggler cause on the lead-ups to the late collectives (``communication.sequence``
 #: lead-ups), reference noise in the lateness test.
-ANALYSIS_VERSION = 19
+#: 20: one headline index per log directory in the cache (store/headline_index.py).
+ANALYSIS_VERSION = 20

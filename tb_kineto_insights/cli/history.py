@@ -24,10 +24,17 @@ EXIT_UNUSABLE = 2
 
 
 def collect_runs(
-    runs: list[Run], summaries: CachedSummaries
+    runs: list[Run], summaries: CachedSummaries, logdir: str | None = None
 ) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
-    """Per run, the headline of each worker's latest span (:meth:`CachedSummaries.headline`);
-    runs none of whose workers could be read go to the second value with the first reason."""
+    """Per run, the headline of each worker's latest span; runs none of whose workers
+    could be read go to the second value with the first reason.
+
+    With ``logdir`` (the log directory ``runs`` were listed from) and a cache, the
+    headlines come from the log directory's headline index first
+    (``store/headline_index.py``: one file), else from
+    :meth:`CachedSummaries.headline` (the per-file headline, the summary, or a parse),
+    and the index is saved again when any was added or dropped."""
+    index = None if logdir is None else summaries.headline_index(logdir)
     out: list[hist.RunHeadlines] = []
     skipped: dict[str, str] = {}
     for run in runs:
@@ -36,7 +43,16 @@ def collect_runs(
         for worker in run.workers:
             if not worker.spans:
                 continue
-            headline, error = summaries.headline(worker.spans[-1])
+            span = worker.spans[-1]
+            listed = (span.path, span.size_bytes, span.mtime, span.version)
+            headline = None if index is None else index.get(listed)
+            if headline is None:
+                headline, error = summaries.headline(span)
+                if headline is not None and index is not None:
+                    index.put(listed, headline)
+            else:
+                error = None
+                summaries.headlines_read += 1
             if headline is not None:
                 workers[worker.name] = headline
             elif error is not None and not reason:
@@ -45,6 +61,8 @@ def collect_runs(
             out.append(hist.RunHeadlines(run.name, workers))
         else:
             skipped[run.name] = reason or "no trace"
+    if index is not None:
+        index.save()
     return out, skipped
 
 
@@ -72,7 +90,7 @@ def build(args: argparse.Namespace) -> hist.HistoryDocument:
     ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input."""
     thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
     summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
-    runs, skipped = collect_runs(discover(args.logdir), summaries)
+    runs, skipped = collect_runs(discover(args.logdir), summaries, args.logdir)
     return hist.build_history(
         runs,
         logdir=args.logdir,
@@ -117,6 +135,7 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
+        # the new run alone: no headline index of its own folder (one per CI run)
         new_runs, skipped = collect_runs(discover(args.base), summaries)
         if not new_runs:
             err.write(f"error: no readable trace in {args.base} ({skipped})\n")
@@ -124,10 +143,9 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         new = new_runs[0]
         if new.name == ".":
             new = hist.RunHeadlines(args.base.rstrip("/").rsplit("/", 1)[-1], new.workers)
-        runs, _ = collect_runs(discover(args.against_history), summaries)
+        runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]
-        key = hist.series_key(new, logdir_name, args.group_by)[0]
         doc = hist.build_history(
             runs,
             logdir=args.against_history,
@@ -135,6 +153,9 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
             metrics=["step_time"],
             thresholds=thresholds,
         )
+        # the new run joins the series of its name's stem when the history has one
+        stems = {s.name for s in doc.series if s.grouped_by == "name"}
+        key = hist.series_key(new, logdir_name, args.group_by, stems)[0]
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE

@@ -5,18 +5,29 @@ What each holds: the headline first (``report``: runs, spans, errors; ``diff``/`
 step time before → after with its verdict, and ``check``'s pass/fail with the reasons),
 then the diagnoses, each with its evidence in a collapsed ``<details>`` table (values in
 the unit their key names: ``_us``, ``_bytes``, ``_fraction``), then for a diff the
-largest changes per step and the metrics judged beyond noise. Table cells escape ``|``
-and line breaks; names stay as recorded, in code spans.
+largest changes per step and the metrics judged beyond noise.
+
+Names and text from the traces and the file system (run, worker and file names, kernel
+and op names, titles and evidence that quote them, reader errors) are untrusted: a
+folder named ``<img src=x onerror=…>``, ``@team``, or with a newline and ``# heading``
+in it must not become HTML, ping anyone, or forge lines in a PR comment. Names go into
+code spans (:func:`code`: a fence longer than any backtick run inside, so nothing closes
+it early; HTML and mentions are inert there); other text through :func:`md_text`
+(Markdown and HTML punctuation backslash-escaped, ``@`` followed by a zero-width space so
+that GitHub links no mention). In both, control characters (newline, ESC, RLO) are
+written as visible escapes (``\x0a``, ``\x1b``: ``analysis.units.terminal_safe``).
+Table cells also escape ``|`` (:func:`cell`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
 
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe
 from tb_kineto_insights.compare.before_after import _fmt, _rel_text
 from tb_kineto_insights.schema import DiffDocument
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -26,18 +37,50 @@ from tb_kineto_insights.schema.report import Report
 LARGEST_CHANGES = 10
 
 
+#: Characters that start Markdown or HTML markup inline (CommonMark lets any ASCII
+#: punctuation be backslash-escaped; these are the ones that can change what renders).
+_MARKUP = re.compile(r"([\\`*_\[\]<>&~|!#])")
+_PIPE = re.compile(r"(?<!\\)\|")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
+
+
+def md_text(value: Any) -> str:
+    """Untrusted text as inline Markdown that renders as exactly that text: control
+    characters as visible escapes, markup punctuation backslash-escaped, ``@`` followed
+    by a zero-width space (no mention)."""
+    text = _MARKUP.sub(r"\\\1", terminal_safe(str(value)))
+    return text.replace("@", "@\u200b")
+
+
+def code(value: Any) -> str:
+    """An untrusted name as a code span: control characters as visible escapes, fenced
+    with one backtick more than its longest run of backticks (padded with a space when
+    it starts or ends with one), so nothing in it ends the span."""
+    text = terminal_safe(str(value))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def cell(text: Any) -> str:
-    """``text`` safe inside a table cell: ``|`` escaped, line breaks as spaces."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").strip()
+    """Markdown (already escaped: :func:`md_text`, :func:`code`, or this module's own)
+    safe inside a table cell: each ``|`` not already escaped written ``\\|`` (GFM
+    tables honour that inside code spans too), line breaks as spaces."""
+    return _PIPE.sub(r"\\|", str(text).replace("\n", " ")).strip()
 
 
-def _code(text: str) -> str:
-    return f"`{text.replace('`', '')}`"
+def _key(key: Any, escape: Callable[[Any], str] = md_text) -> str:
+    """An evidence key (or a record's field): this package's identifiers as they are,
+    anything else (a name from the data) through ``escape``."""
+    text = str(key)
+    return text if _IDENTIFIER.fullmatch(text) else escape(text)
 
 
-def fmt_value(key: str, value: Any) -> str:
+def fmt_value(key: str, value: Any, escape: Callable[[Any], str] = str) -> str:
     """One evidence value by the unit its key names (DESIGN.md conventions); lists and
-    objects as compact JSON."""
+    objects as compact JSON. ``escape``: applied to every text from the data (strings,
+    keys of a mapping or a record), e.g. :func:`md_text`; numbers and units are ours."""
     if value is None:
         return "n/a"
     if isinstance(value, bool):
@@ -56,21 +99,26 @@ def fmt_value(key: str, value: Any) -> str:
         text = f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
         return text + per_step
     if isinstance(value, str):
-        return value
+        return escape(value)
     if isinstance(value, dict):  # values in the parent key's unit; step numbers as "#N"
         inner = key.removesuffix("_per_step") if all(str(k).isdigit() for k in value) else key
         return ", ".join(
-            f"{'#' if str(k).isdigit() else ''}{k}: {fmt_value(inner, v)}" for k, v in value.items()
+            f"{'#' if str(k).isdigit() else ''}{_key(k, escape)}: {fmt_value(inner, v, escape)}"
+            for k, v in value.items()
         )
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         # a list of records: one line each, every field in its own unit
         return "<br>".join(
-            ", ".join(f"{k} {fmt_value(k, v)}" for k, v in record.items() if v is not None)
+            ", ".join(
+                f"{_key(k, escape)} {fmt_value(str(k), v, escape)}"
+                for k, v in record.items()
+                if v is not None
+            )
             for record in value
         )
     if isinstance(value, list):
-        return ", ".join(fmt_value(key, v) for v in value)
-    return msgspec.json.encode(value).decode()
+        return ", ".join(fmt_value(key, v, escape) for v in value)
+    return escape(msgspec.json.encode(value).decode())
 
 
 #: A straggler's cause (``evidence.cause``) row by row: its fields and the unit key each
@@ -102,9 +150,9 @@ def _evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
             for field, unit_key in _CAUSE_ROWS.items():
                 value = v.get(field)
                 if value not in (None, [], {}):
-                    rows.append((f"cause.{field}", fmt_value(unit_key, value)))
+                    rows.append((f"cause.{field}", fmt_value(unit_key, value, md_text)))
             continue
-        rows.append((k, fmt_value(k, v)))
+        rows.append((k, fmt_value(k, v, md_text)))
     return rows
 
 
@@ -113,7 +161,7 @@ def _evidence(evidence: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     lines = ["<details><summary>Evidence</summary>", "", "| | |", "| --- | --- |"]
-    lines += [f"| {cell(k)} | {cell(v)} |" for k, v in rows]
+    lines += [f"| {cell(_key(k))} | {cell(v)} |" for k, v in rows]
     return [*lines, "", "</details>", ""]
 
 
@@ -122,11 +170,12 @@ def _diagnoses(found: Iterable[tuple[str, Diagnosis]]) -> list[str]:
     for where, d in found:
         impact = f" ({100 * d.impact_fraction:.1f} % of step time)" if d.impact_fraction else ""
         lines.append(
-            f"- **{d.severity.upper()}** {_code(d.id)} in {_code(where)}: {d.title}{impact}"
+            f"- **{md_text(d.severity.upper())}** {code(d.id)} in {code(where)}: "
+            f"{md_text(d.title)}{impact}"
         )
         lines += ["", *[f"  {x}" if x else "" for x in _evidence(d.evidence)]]
         if d.recommendation:
-            lines += [f"  *What to do:* {d.recommendation}", ""]
+            lines += [f"  *What to do:* {md_text(d.recommendation)}", ""]
     return lines
 
 
@@ -139,7 +188,7 @@ def report_markdown(
     spans = [s for run in report.runs for w in run.workers for s in w.spans]
     ok = len(spans) - len(errors)
     lines = [
-        f"## tb-kineto-insights report: {_code(report.path)}",
+        f"## tb-kineto-insights report: {code(report.path)}",
         "",
         f"{len(report.runs)} run(s), {len(spans)} span(s), {len(spans) - ok} error(s); "
         f"{len(found)} diagnosis(es), most severe first.",
@@ -152,7 +201,7 @@ def report_markdown(
     if errors:
         lines += ["### Errors", "", "| span | error |", "| --- | --- |"]
         for where, text in errors:
-            lines.append(f"| {cell(where)} | {cell(text)} |")
+            lines.append(f"| {cell(code(where))} | {cell(md_text(text))} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -168,9 +217,9 @@ def _headline(doc: DiffDocument) -> list[str]:
         )
     return [
         f"**Step time {_fmt(h.base_step_us, 'µs')} → {_fmt(h.exp_step_us, 'µs')}{speed}: "
-        f"{h.verdict}**",
+        f"{md_text(h.verdict)}**",
         "",
-        f"base: {_code(doc.base.label)} · exp: {_code(doc.exp.label)}",
+        f"base: {code(doc.base.label)} · exp: {code(doc.exp.label)}",
         "",
     ]
 
@@ -178,7 +227,7 @@ def _headline(doc: DiffDocument) -> list[str]:
 def _diff_body(doc: DiffDocument) -> list[str]:
     lines: list[str] = []
     for warning in doc.warnings:
-        lines.append(f"> ⚠️ {warning}")
+        lines.append(f"> ⚠️ {md_text(warning)}")
     if doc.warnings:
         lines.append("")
     d = doc.diagnoses
@@ -186,8 +235,10 @@ def _diff_body(doc: DiffDocument) -> list[str]:
         lines += ["### Diagnoses", ""]
         exp_titles = {f.id: f.title for f in d.found.exp}
         base_titles = {f.id: f.title for f in d.found.base}
-        lines += [f"- appeared {_code(i)}: {exp_titles.get(i, '')}" for i in d.appeared]
-        lines += [f"- disappeared {_code(i)}: {base_titles.get(i, '')}" for i in d.disappeared]
+        lines += [f"- appeared {code(i)}: {md_text(exp_titles.get(i, ''))}" for i in d.appeared]
+        lines += [
+            f"- disappeared {code(i)}: {md_text(base_titles.get(i, ''))}" for i in d.disappeared
+        ]
         lines.append("")
     largest = [c for c in doc.largest_changes if c.delta_us_per_step][:LARGEST_CHANGES]
     if largest:
@@ -195,7 +246,10 @@ def _diff_body(doc: DiffDocument) -> list[str]:
         lines.append("| ---: | --- | --- |")
         for c in largest:
             delta = ("+" if c.delta_us_per_step > 0 else "") + fmt_duration_us(c.delta_us_per_step)
-            lines.append(f"| {cell(delta)} | {c.what} {cell(_code(c.name))} | {c.verdict} |")
+            lines.append(
+                f"| {cell(delta)} | {cell(md_text(c.what))} {cell(code(c.name))} "
+                f"| {cell(md_text(c.verdict))} |"
+            )
         lines.append("")
     judged = [m for m in doc.metrics if m.verdict in ("improved", "regressed", "changed")]
     if judged:
@@ -203,8 +257,9 @@ def _diff_body(doc: DiffDocument) -> list[str]:
         lines.append("| --- | ---: | ---: | ---: | --- |")
         for m in judged:
             lines.append(
-                f"| {cell(m.label)} | {cell(_fmt(m.base, m.unit))} | {cell(_fmt(m.exp, m.unit))} "
-                f"| {cell(_rel_text(m))} | {m.verdict} |"
+                f"| {cell(md_text(m.label))} | {cell(md_text(_fmt(m.base, m.unit)))} "
+                f"| {cell(md_text(_fmt(m.exp, m.unit)))} | {cell(md_text(_rel_text(m)))} "
+                f"| {cell(md_text(m.verdict))} |"
             )
         lines.append("")
     return lines
@@ -219,7 +274,9 @@ def diff_markdown(doc: DiffDocument) -> str:
 def check_markdown(doc: DiffDocument, reasons: list[str]) -> str:
     """``check``'s verdict (``reasons``: why it fails; empty: it passes) and the diff, as
     Markdown."""
-    verdict = ["### ❌ FAIL", "", *[f"- {r}" for r in reasons]] if reasons else ["### ✅ OK"]
+    verdict = (
+        ["### ❌ FAIL", "", *[f"- {md_text(r)}" for r in reasons]] if reasons else ["### ✅ OK"]
+    )
     lines = ["## tb-kineto-insights check", "", *_headline(doc), *verdict, ""]
     if not reasons:
         lines += ["No limit crossed.", ""]

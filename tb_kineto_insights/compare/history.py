@@ -5,14 +5,18 @@ Input: per run, the headline record of each worker's latest span
 (:class:`~tb_kineto_insights.schema.history.SpanHeadline`, stored beside each summary in
 the cache: ``store/cache.py``), so a history reads no summary and no trace.
 
-**Series** (:func:`series_key`): by ``--group-by`` when given (a regex on the run name:
+**Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name:
 its first group, else the whole match; or ``key:NAME``, a run-metadata field such as
 ``key:git_commit``); else by the run metadata label (``capture.profile(..., label=...)``);
-else by the run name without its trailing number or date (``exp_007`` → ``exp``,
-``nightly-2026-11-30`` → ``nightly``); else (a name with neither) the whole log
-directory is one series. Runs are ordered by the trace's own clock
-(``baseTimeNanoseconds`` + the first step, earliest rank), else by the file's
-modification time, ties by name.
+else by the run name without its run counter (:func:`name_stem`: a trailing date or
+time, or a number after a separator, ``_007``, ``_run3``, ``-v2``; ``exp_007`` →
+``exp``, ``nightly-2026-11-30`` → ``nightly``) when at least two runs share that stem
+(the counter varies within the series); else the run is a series of its own, named by
+its whole name (``eff_mlp_fp32`` stays ``eff_mlp_fp32``: digits that are part of a
+name, or a counter no sibling shares, are never stripped); a name that is nothing but a
+counter (``2026-11-30``, ``0042``) joins the log directory's series. Runs are ordered
+by the trace's own clock (``baseTimeNanoseconds`` + the first step, earliest rank), else
+by the file's modification time, ties by name.
 
 **A run's values**: step time of the slowest rank (the largest mean step time) as
 ``(mean, standard deviation, steps)``; GPU utilization of that rank; memory peak
@@ -44,7 +48,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -72,7 +76,9 @@ __all__ = [
     "build_history",
     "combine_run",
     "find_changes",
+    "name_stem",
     "series_key",
+    "series_keys",
 ]
 
 #: Schema id of ``history --format json``.
@@ -91,10 +97,15 @@ RULE = (
     "back on it: outliers"
 )
 
-#: One trailing number or date (with its separator): ``_007``, ``-2026-11-30``,
-#: ``_20261130-0200``, ``-v12``; only one, so ``resnet50_001`` stays ``resnet50``.
-_TRAILING = re.compile(
-    r"[-_. ]*(?:\d{4}-?\d{2}-?\d{2}(?:[T_-]?\d{2}[:-]?\d{2}(?:[:-]?\d{2})?)?|v?\d+)$"
+#: A run counter at the end of a name: a date or time (``-2026-11-30``, ``_20261130-0200``,
+#: ``_2026-11-30T02-00``), or a number after a separator, optionally after a counter word
+#: (``_007``, ``-12``, ``_run3``, ``-v12``, ``.r2``); only one, so ``resnet50_001`` stays
+#: ``resnet50``. Digits glued to a word (``fp32``, ``workers4``, ``resnet50``) are not one.
+_COUNTER = re.compile(
+    r"(?:[-_. ]*\d{4}-?\d{2}-?\d{2}(?:[T_-]?\d{2}[:-]?\d{2}(?:[:-]?\d{2})?)?"
+    r"|[-_. ]+(?:run|rep|trial|try|attempt|iter|seed|exp|v|r|#)?\d+"
+    r"|^(?:run|v|r|#)?\d+)$",
+    re.IGNORECASE,
 )
 
 
@@ -117,8 +128,25 @@ def _metadata(run: RunHeadlines) -> dict[str, str]:
     return out
 
 
-def series_key(run: RunHeadlines, logdir_name: str, group_by: str | None) -> tuple[str, str]:
-    """``(series name, grouped_by)`` of a run (module docstring).
+def name_stem(name: str) -> str | None:
+    """The run name without its run counter (:data:`_COUNTER`): ``"exp"`` for
+    ``exp_007``, ``""`` for a name that is only a counter (``2026-11-30``), None when the
+    name ends in no counter (``eff_mlp_fp32``, ``baseline``)."""
+    m = _COUNTER.search(name)
+    return None if m is None else name[: m.start()]
+
+
+def series_key(
+    run: RunHeadlines,
+    logdir_name: str,
+    group_by: str | None,
+    shared_stems: Collection[str] = (),
+) -> tuple[str, str]:
+    """``(series name, grouped_by)`` of a run (module docstring). ``shared_stems``: the
+    name stems that at least two runs share (:func:`series_keys` counts them; a caller
+    judging one new run against a history passes the history's series names): the run
+    joins the series of its stem only when the stem is one of them, else it is a series
+    of its own (``grouped_by`` ``"run"``).
 
     Raises:
         ValueError: ``group_by`` is neither ``key:NAME`` nor a valid regex.
@@ -143,10 +171,41 @@ def series_key(run: RunHeadlines, logdir_name: str, group_by: str | None) -> tup
     label = _metadata(run).get("label")
     if label:
         return label, "label"
-    stripped = _TRAILING.sub("", run.name)
-    if stripped and stripped != run.name:
-        return stripped, "name"
-    return logdir_name, "logdir"
+    stem = name_stem(run.name)
+    if stem == "":
+        return logdir_name, "logdir"
+    if stem is not None and stem in shared_stems:
+        return stem, "name"
+    return run.name, "run"
+
+
+def series_keys(
+    runs: Sequence[RunHeadlines], logdir_name: str, group_by: str | None
+) -> list[tuple[str, str]]:
+    """:func:`series_key` of each run, with the name stems shared by at least two runs
+    of ``runs`` that have no label (the runs a name decides)."""
+    if group_by:
+        return [series_key(run, logdir_name, group_by) for run in runs]
+    # the default rule, each run's label and stem found once
+    found = []
+    counts: dict[str, int] = {}
+    for run in runs:
+        label = _metadata(run).get("label")
+        stem = None if label else name_stem(run.name)
+        if stem:
+            counts[stem] = counts.get(stem, 0) + 1
+        found.append((run, label, stem))
+    out: list[tuple[str, str]] = []
+    for run, label, stem in found:
+        if label:
+            out.append((label, "label"))
+        elif stem == "":
+            out.append((logdir_name, "logdir"))
+        elif stem is not None and counts.get(stem, 0) >= 2:
+            out.append((stem, "name"))
+        else:
+            out.append((run.name, "run"))
+    return out
 
 
 @dataclass
@@ -170,6 +229,42 @@ def _union_diagnoses(heads: Sequence[SpanHeadline]) -> list[HeadlineDiagnosis]:
     return sorted(best.values(), key=lambda d: (-d.impact_fraction, d.id))
 
 
+def _combine_one(run: RunHeadlines) -> HistoryRun:
+    """:func:`combine_run` of a run of one worker (most runs): the same fields, without
+    the reductions over ranks (a fifth of a history of 10,000 runs went to them)."""
+    ((name, h),) = run.workers.items()
+    if h.start_ns is not None:
+        start_ns, source = h.start_ns, "trace"
+    else:
+        start_ns, source = round(h.mtime * 1e9), "file"
+    diagnoses = h.diagnoses
+    if len(diagnoses) > 1:
+        diagnoses = _union_diagnoses([h])
+    return HistoryRun(
+        run=run.name,
+        start_ns=start_ns,
+        start_time=_iso(start_ns),
+        time_source=source,
+        ranks=1,
+        world_size=h.world_size,
+        gpu_model=h.gpu_model or None,
+        slowest_worker=name if h.mean_step_us is not None else None,
+        steps=h.steps,
+        median_step_us=h.median_step_us,
+        mean_step_us=h.mean_step_us,
+        std_step_us=h.std_step_us,
+        gpu_utilization_fraction=h.gpu_utilization_fraction,
+        breakdown_us=dict(h.breakdown_us),
+        memory_peak_bytes=h.memory_peak_allocated_bytes,
+        memory_growth_bytes_per_step=h.memory_growth_bytes_per_step,
+        diagnoses=list(diagnoses),
+        top_diagnosis=diagnoses[0].id if diagnoses else None,
+        metadata=_metadata(run),
+        outlier=[],
+        change=[],
+    )
+
+
 def combine_run(run: RunHeadlines) -> HistoryRun:
     """A :class:`HistoryRun` from a run's worker headlines (no change or outlier marks
     yet). Step time, GPU utilization and breakdown are the slowest rank's (largest mean
@@ -180,6 +275,8 @@ def combine_run(run: RunHeadlines) -> HistoryRun:
     """
     if not run.workers:
         raise ValueError(f"run {run.name!r} has no worker")
+    if len(run.workers) == 1:
+        return _combine_one(run)
     heads = list(run.workers.items())
     timed = [(n, h) for n, h in heads if h.mean_step_us is not None]
     slowest_name, slowest = max(timed, key=lambda nh: (nh[1].mean_step_us, nh[0]), default=heads[0])
@@ -405,10 +502,8 @@ def build_history(
         raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
     logdir_name = logdir.rstrip("/").rsplit("/", 1)[-1] or logdir
     groups: dict[str, tuple[str, list[tuple[HistoryRun, RunHeadlines]]]] = {}
-    for run in runs:
-        if not run.workers:
-            continue
-        name, how = series_key(run, logdir_name, group_by)
+    runs = [run for run in runs if run.workers]
+    for run, (name, how) in zip(runs, series_keys(runs, logdir_name, group_by), strict=True):
         groups.setdefault(name, (how, []))[1].append((combine_run(run), run))
     series: list[HistorySeries] = []
     for name in sorted(groups):

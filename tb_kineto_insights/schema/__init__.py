@@ -79,7 +79,8 @@ def json_schemas() -> dict[str, dict[str, Any]]:
     """``{file name: JSON Schema}`` for ``docs/schema/``: ``summary.schema.json``,
     ``run_view.schema.json``, ``diff.schema.json``, ``report.schema.json``,
     ``timeline.schema.json`` (one step's timeline, ``/timeline``),
-    ``history.schema.json`` (JSON Schema 2020-12, as written by ``msgspec.json.schema``;
+    ``history.schema.json``, ``across_runs.schema.json`` (``/across_runs``)
+    (JSON Schema 2020-12, as written by ``msgspec.json.schema``;
     Struct docstrings become ``description``)."""
     out: dict[str, dict[str, Any]] = {}
     for name, typ in (
@@ -89,6 +90,7 @@ def json_schemas() -> dict[str, dict[str, Any]]:
         ("report", Report),
         ("timeline", _timeline_step()),
         ("history", _history_document()),
+        ("across_runs", _across_runs_page()),
     ):
         schema = msgspec.json.schema(typ)
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
@@ -134,6 +136,13 @@ def _history_document() -> type[Any]:
     from tb_kineto_insights.schema.history import HistoryDocument
 
     return HistoryDocument
+
+
+def _across_runs_page() -> type[Any]:
+    """:class:`~tb_kineto_insights.schema.history.AcrossRunsPage`, imported on first use."""
+    from tb_kineto_insights.schema.history import AcrossRunsPage
+
+    return AcrossRunsPage
 
 
 _LAZY: dict[str, Callable[[], Any]] = {

@@ -145,8 +145,9 @@ class HistoryChange(Out, frozen=True, kw_only=True):
 
 class HistorySeries(Out, frozen=True, kw_only=True):
     """One series: runs of the same job (``name``, found by ``grouped_by``: ``label``,
-    ``name``, ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change
-    points (outliers included) in run order."""
+    ``name`` (the run name's stem, shared by several runs), ``run`` (a run of its own),
+    ``logdir``, ``regex`` or ``metadata:KEY``), in time order, and its change points
+    (outliers included) in run order."""
 
     name: str
     grouped_by: str
@@ -165,3 +166,49 @@ class HistoryDocument(Out, frozen=True, kw_only=True):
     rule: str
     series: list[HistorySeries]
     skipped: dict[str, str]
+
+
+class AcrossRunsRow(Out, frozen=True, kw_only=True):
+    """One run of the view across runs (``/across_runs``, the tab's landing view), from
+    its workers' latest headline records.
+
+    ``position``: its place in the ranking, 1 = worst (``compare.across_runs``: the
+    CLI's order of diagnoses, most severe then largest impact first, applied to each
+    run's worst diagnosis). ``state``: ``ready``, ``loading`` (its traces are being read;
+    no numbers yet) or ``error`` (none of its workers could be read: ``error`` says why,
+    naming the file). ``ranks``: workers read; ``world_size`` as recorded. Step time in
+    µs of the slowest rank (``median_step_us``, ``steps``), its
+    ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses (every rank's, per
+    id the largest impact), most severe first, at most three; ``diagnosis_ids``: the ids
+    of all of them, in that order."""
+
+    position: int
+    run: str
+    state: str
+    error: str | None
+    ranks: int
+    world_size: int | None
+    gpu_model: str | None
+    steps: int
+    median_step_us: float | None
+    gpu_utilization_fraction: float | None
+    diagnoses: list[HeadlineDiagnosis]
+    diagnosis_ids: list[str]
+
+
+class AcrossRunsPage(Out, frozen=True, kw_only=True):
+    """``/across_runs`` (``tb_kineto_insights.across_runs/1``): one page of the ranked
+    runs. ``total``: runs in the log directory; ``matched``: those the ``query`` matched
+    (every whitespace-separated word in the run name or a diagnosis id, case-insensitive;
+    ``""``: all); ``offset``/``limit``: the page's place in the matched list; ``loading``:
+    runs still being read (the page asks again); ``rule``: the ranking in words."""
+
+    schema: str
+    query: str
+    total: int
+    matched: int
+    offset: int
+    limit: int
+    loading: int
+    rule: str
+    rows: list[AcrossRunsRow]

@@ -101,7 +101,7 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
-from tb_kineto_insights.schema.history import HistoryDocument, SpanHeadline
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
@@ -132,6 +132,7 @@ from tb_kineto_insights.store.cache import (
     settings_fingerprint,
 )
 from tb_kineto_insights.store.cached_summaries import identity_of
+from tb_kineto_insights.store.headline_index import HeadlineIndex
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_run
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -234,8 +235,11 @@ ROUTES: tuple[str, ...] = (
     "/timeline",
     "/window",
     "/history",
+    "/across_runs",
     *_STATIC_FILES,
 )
+#: ``/across_runs``: rows per page by default, and at most.
+ACROSS_RUNS_LIMIT, ACROSS_RUNS_MAX_LIMIT = 50, 500
 # TensorBoard's own rule for `--logdir_spec` entries (name:path, URL, or bare path).
 _URI = re.compile(r"[a-zA-Z][0-9a-zA-Z.]*://.*")
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -388,6 +392,21 @@ class _Snapshot:
 
 _EMPTY = _Snapshot((), {}, {}, None, False)
 
+#: ``/history``'s and ``/across_runs``' reason for a run whose traces are being read.
+LOADING = "loading"
+
+
+@dataclass(frozen=True)
+class _RunHeadlines:
+    """The headline records of one snapshot's runs (``KinetoInsightsPlugin._run_headlines``):
+    ``runs`` with at least one readable worker, ``skipped`` (run → ``"loading"`` or the
+    error), ``complete`` when none is loading."""
+
+    snapshot: _Snapshot
+    runs: list[Any]  # compare.history.RunHeadlines, imported when first used
+    skipped: dict[str, str]
+    complete: bool
+
 
 #: The panels the view across ranks reads (:mod:`.analysis.run_view`; ``idle`` and
 #: ``tables`` for why a straggler is late, :mod:`.analysis.straggler_cause`): at
@@ -535,8 +554,14 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         self._layout: _RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[_RunsLayout, bool, list[SpanStatus], bytes] | None = None
-        #: ``/history``: headline records made here from loaded summaries, by identity
-        self._headlines: dict[Identity, SpanHeadline] = {}
+        self._settings = settings
+        #: ``/history`` and ``/across_runs``: the log directories' headline index (read
+        #: once), the last complete pass over a scan's runs, and the lock of both
+        self._index: HeadlineIndex | None = None
+        self._run_headlines_memo: _RunHeadlines | None = None
+        self._history_lock = threading.Lock()
+        #: ``/across_runs``' ranking of the last complete pass: (scan, rows)
+        self._ranked: tuple[_Snapshot, list[Any]] | None = None
         #: ``/history``'s last complete answer: (scan, (group_by, metrics), body)
         self._history_body: tuple[_Snapshot, tuple[str | None, tuple[str, ...]], bytes] | None
         self._history_body = None
@@ -668,6 +693,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/timeline": self._route(self._serve_timeline),
             "/window": self._route(self._serve_window),
             "/history": self._route(self._serve_history),
+            "/across_runs": self._route(self._serve_across_runs),
         }
         for route, (filename, content_type) in _STATIC_FILES.items():
             apps[route] = Request.application(
@@ -1263,36 +1289,95 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
         return _respond(request, self._derived_once(key, compute))
 
-    def _history_headline(self, ident: Identity) -> SpanHeadline | None:
-        """A span's headline record for ``/history``, without reading the trace here:
-        from the cache folder (written with its summary), else from a summary the loader
-        holds (made once, remembered), else None, and the span is queued for loading
-        (``/history`` answers with the spans still pending)."""
-        with self._derived_lock:
-            known = self._headlines.get(ident)
-        if known is not None:
-            return known
+    def _headline_index(self) -> HeadlineIndex:
+        """The log directories' headline index (``store/headline_index.py``), read from
+        the cache folder once per process (memory only without a cache folder)."""
+        if self._index is None:
+            cache = self._loader.cache
+            settings = self._settings if cache is None else cache.settings
+            paths = [src.path for src in self._sources]
+            if len(paths) == 1:  # as the CLI names it: the two share the index
+                root = paths[0] if _URI.match(paths[0]) else os.path.abspath(paths[0])
+            else:
+                root = encode_json(paths).decode()
+            self._index = HeadlineIndex(None if cache is None else cache.backend, settings, root)
+        return self._index
+
+    def _span_headline(self, index: HeadlineIndex, span: Span) -> tuple[SpanHeadline | None, str]:
+        """A span's headline record and, when there is none yet, why: ``"loading"``
+        (queued for loading: ``/history`` answers with it pending) or the load's error
+        (``error (KIND): message``, naming the file, as ``history`` prints it). From the
+        headline index, else the cache's per-file headline, else a summary the loader
+        holds; never reads the trace in this thread. The span is taken as the scan
+        listed it (no ``stat``: these views are of the last scan, as ``/runs``)."""
+        listed = (span.path, span.size_bytes, span.mtime, span.version)
+        found = index.get(listed)
+        if found is not None:
+            return found, ""
+        ident = _identity(span)
         cache = self._loader.cache
         headline = None if cache is None else cache.load_file_headline(ident)
         if headline is None:
-            _, result = self._loader.get(ident, 0.0)
+            status, result = self._loader.get(ident, 0.0)
+            if status.state == ERROR:
+                kind = status.error_kind or ERROR_INTERNAL
+                return None, f"error ({kind}): {status.error or 'unknown error'}"
             if result is None or result.summary is None:
-                return None
+                return None, LOADING
             try:
                 headline = headline_of(result.decoded(), ident)
-            except (ValueError, TypeError, KeyError):
-                return None
-        with self._derived_lock:
-            self._headlines[ident] = headline
-        return headline
+            except (ValueError, TypeError, KeyError) as exc:  # a bug: say so, do not wait
+                return None, f"error (internal): {span.path}: no headline ({exc})"
+        index.put(listed, headline)
+        return headline, ""
+
+    def _run_headlines(self, snapshot: _Snapshot) -> _RunHeadlines:
+        """Per run of ``snapshot`` (shown by its label), the headline of each worker's
+        latest span, and the runs left out (run → ``"loading"`` or the error of its
+        first unreadable worker). A complete pass (none loading) is kept for the
+        snapshot and saves the headline index when anything was added or dropped;
+        ``/history`` and ``/across_runs`` share it."""
+        from tb_kineto_insights.compare import history as hist
+
+        with self._history_lock:
+            last = self._run_headlines_memo
+            if last is not None and last.snapshot is snapshot:
+                return last
+            index = self._headline_index()
+            runs: list[hist.RunHeadlines] = []
+            skipped: dict[str, str] = {}
+            for run in snapshot.runs:
+                label = self._run_label(run.name)
+                workers: dict[str, SpanHeadline] = {}
+                reasons: list[str] = []
+                for worker in run.workers:
+                    if not worker.spans:
+                        continue
+                    headline, why = self._span_headline(index, worker.spans[-1])
+                    if headline is None:
+                        reasons.append(why)
+                    else:
+                        workers[worker.name] = headline
+                if LOADING in reasons:
+                    skipped[label] = LOADING  # asked again until every worker is read
+                elif workers:
+                    runs.append(hist.RunHeadlines(label, workers))
+                elif reasons:
+                    skipped[label] = reasons[0]
+            done = _RunHeadlines(snapshot, runs, skipped, LOADING not in skipped.values())
+            if done.complete:
+                index.save()
+                self._run_headlines_memo = done
+            return done
 
     def _serve_history(self, request: Request) -> Any:
         """``/history``: the ``tb_kineto_insights.history/1`` document of the log
         directory (``compare.history.build_history``) from each worker's latest span's
-        headline record; optional ``group_by`` and ``metric`` (comma-separated) as the
-        CLI's. Spans not summarised yet are queued and named in ``skipped`` (with
-        ``"loading"``) until they are. A complete answer is kept until the next scan of
-        the log directory."""
+        headline record (:meth:`_run_headlines`); optional ``group_by`` and ``metric``
+        (comma-separated) as the CLI's. Spans not summarised yet are queued and named in
+        ``skipped`` (with ``"loading"``) until they are; a run none of whose workers can
+        be read is named there with the error. A complete answer is kept until the next
+        scan of the log directory."""
         from tb_kineto_insights.compare import history as hist
 
         group_by = self._param(request, "group_by", required=False) or None
@@ -1311,45 +1396,69 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         collecting = gc.isenabled()
         gc.disable()
         try:
-            doc, skipped = self._history_document(snapshot, group_by, metrics)
+            heads = self._run_headlines(snapshot)
+            logdir = ", ".join(src.path for src in self._sources)
+            try:
+                doc = hist.build_history(
+                    heads.runs,
+                    logdir=logdir,
+                    group_by=group_by,
+                    metrics=metrics,
+                    skipped=heads.skipped,
+                )
+            except ValueError as exc:
+                raise _ApiError(400, str(exc)) from None
         finally:
             if collecting:
                 gc.enable()
         body = encode_json(doc)
-        if not skipped:
+        if heads.complete:
             with self._derived_lock:
                 self._history_body = (snapshot, params, body)
         return _respond(request, body)
 
-    def _history_document(
-        self, snapshot: _Snapshot, group_by: str | None, metrics: list[str]
-    ) -> tuple[HistoryDocument, dict[str, str]]:
-        """``/history``'s document from the headline records of ``snapshot``'s runs, and
-        the runs skipped (run → reason). Raises _ApiError (400) on a bad ``group_by``."""
-        from tb_kineto_insights.compare import history as hist
+    def _serve_across_runs(self, request: Request) -> Any:
+        """``/across_runs``: one page of every run ranked worst first
+        (``compare.across_runs``: ``tb_kineto_insights.across_runs/1``) from the same
+        headline records as ``/history`` (:meth:`_run_headlines`); ``q`` filters (words
+        in the run name or a diagnosis id), ``offset`` and ``limit`` (default 50, at
+        most 500) page. Runs still being read are listed last as ``loading`` (ask
+        again); unreadable ones with their error. The ranking of a complete pass is kept
+        until the next scan."""
+        from tb_kineto_insights.compare import across_runs
 
-        runs: list[hist.RunHeadlines] = []
-        skipped: dict[str, str] = {}
-        for run in snapshot.runs:
-            workers: dict[str, SpanHeadline] = {}
-            for worker in run.workers:
-                if not worker.spans:
-                    continue
-                headline = self._history_headline(self._request_identity(worker.spans[-1]))
-                if headline is None:
-                    skipped[self._run_label(run.name)] = "loading"
-                else:
-                    workers[worker.name] = headline
-            if workers and self._run_label(run.name) not in skipped:
-                runs.append(hist.RunHeadlines(self._run_label(run.name), workers))
-        logdir = ", ".join(src.path for src in self._sources)
-        try:
-            doc = hist.build_history(
-                runs, logdir=logdir, group_by=group_by, metrics=metrics, skipped=skipped
-            )
-        except ValueError as exc:
-            raise _ApiError(400, str(exc)) from None
-        return doc, skipped
+        query = self._param(request, "q", required=False) or ""
+        offset = self._count(request, "offset", 0)
+        limit = self._count(request, "limit", ACROSS_RUNS_LIMIT)
+        if not 1 <= limit <= ACROSS_RUNS_MAX_LIMIT:
+            raise _ApiError(400, f"limit must be from 1 to {ACROSS_RUNS_MAX_LIMIT}")
+        snapshot = self._current()
+        with self._derived_lock:
+            ranked = self._ranked
+        if ranked is None or ranked[0] is not snapshot:
+            collecting = gc.isenabled()
+            gc.disable()  # as /history: no reference cycles among these records
+            try:
+                heads = self._run_headlines(snapshot)
+                rows = across_runs.rank_runs(heads.runs, heads.skipped)
+            finally:
+                if collecting:
+                    gc.enable()
+            ranked = (snapshot, rows)
+            if heads.complete:
+                with self._derived_lock:
+                    self._ranked = ranked
+        page = across_runs.page_of(ranked[1], query, offset, limit)
+        return _respond(request, encode_json(page))
+
+    @staticmethod
+    def _count(request: Request, name: str, default: int) -> int:
+        raw = request.args.get(name)
+        if raw is None or raw == "":
+            return default
+        if not _STEP_NUMBER.fullmatch(raw):
+            raise _ApiError(400, f"{name} must be a whole number")
+        return int(raw)
 
     def _run_label(self, run: str) -> str:
         """A run as the user sees it: traces directly in --logdir (a run folder given

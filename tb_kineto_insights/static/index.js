@@ -2703,6 +2703,98 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     return out;
   }
 
+  // src/panels/across.ts
+  function pageText(page) {
+    if (!page.matched) return page.query ? `No run matches “${page.query}” (of ${fmtCount(page.total)} runs).` : "No runs.";
+    const first = page.offset + 1;
+    const last = page.offset + page.rows.length;
+    const of = page.matched === page.total ? `${fmtCount(page.total)} runs` : `${fmtCount(page.matched)} matching runs (of ${fmtCount(page.total)})`;
+    return `Runs ${fmtCount(first)}–${fmtCount(last)} of ${of}, worst first.`;
+  }
+  function quiet(text) {
+    return el("span", { className: "muted" }, text);
+  }
+  function runCell(row2, actions) {
+    const open = el("button", { type: "button", className: "link run-link", title: `Open run ${row2.run}`, dataset: { run: row2.run } }, row2.run);
+    open.addEventListener("click", () => actions.openRun(row2.run));
+    return open;
+  }
+  function diagnosesCell(row2) {
+    if (row2.state === "loading") return quiet("reading its traces…");
+    if (row2.state === "error") return el("span", { className: "state-error" }, row2.error ?? "unreadable");
+    if (!row2.diagnoses.length) return quiet("none");
+    const more = row2.diagnosis_ids.length - row2.diagnoses.length;
+    return el(
+      "span",
+      { className: "top-diagnoses" },
+      ...row2.diagnoses.map(
+        (d) => el(
+          "span",
+          { className: "top-diagnosis", title: `${d.title} (explains ${fmtPercent(d.impact_fraction)} of step time)`, dataset: { diagnosisId: d.id } },
+          badge(d.severity, d.severity, `Severity: ${d.severity}`),
+          " ",
+          d.id
+        )
+      ),
+      more > 0 ? quiet(` +${more} more`) : null
+    );
+  }
+  function acrossPanel(page, actions) {
+    const filter = el("input", {
+      type: "search",
+      id: "ki-runs-filter",
+      value: page.query,
+      placeholder: "Filter: run name or diagnosis id",
+      title: "Words that must all appear in the run name or one of its diagnosis ids (case-insensitive).",
+      attrs: { "aria-label": "Filter the runs" }
+    });
+    let timer;
+    filter.addEventListener("input", () => {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => actions.query(filter.value.trim(), 0), 250);
+    });
+    const prev = el("button", { type: "button", className: "link", id: "ki-runs-prev", disabled: page.offset <= 0 }, "‹ previous");
+    prev.addEventListener("click", () => actions.query(page.query, Math.max(0, page.offset - page.limit)));
+    const next = el("button", { type: "button", className: "link", id: "ki-runs-next", disabled: page.offset + page.rows.length >= page.matched }, "next ›");
+    next.addEventListener("click", () => actions.query(page.query, page.offset + page.limit));
+    const status = el("span", { className: "page-text", id: "ki-runs-count" }, pageText(page));
+    const out = [el("div", { className: "runs-tools" }, filter, " ", status, " ", prev, " ", next)];
+    if (page.loading) out.push(el("div", { className: "state" }, `${fmtCount(page.loading)} runs are still being read; they are ranked when ready.`));
+    if (!page.rows.length) return out;
+    out.push(
+      table(
+        [
+          { header: "#", numeric: true, title: "Place in the ranking, 1 = worst.", cell: (r) => String(r.position) },
+          { header: "Run", cell: (r) => runCell(r, actions) },
+          {
+            header: "Step time",
+            numeric: true,
+            title: "Median step time of the slowest rank (the largest mean step time).",
+            cell: (r) => isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–",
+            cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0
+          },
+          {
+            header: "GPU utilization",
+            numeric: true,
+            title: "Busy kernel time of the busiest GPU / step time, of the slowest rank.",
+            cell: (r) => isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"
+          },
+          {
+            header: "World size",
+            numeric: true,
+            title: "Ranks of the job as recorded (distributedInfo); the workers read when not recorded.",
+            cell: (r) => r.state !== "ready" ? "–" : String(isNum(r.world_size) ? r.world_size : r.ranks),
+            cellTitle: (r) => r.state === "ready" ? `${r.ranks} worker trace(s) read` : void 0
+          },
+          { header: "Top diagnoses", title: "Most severe first, then the largest share of step time.", cell: diagnosesCell }
+        ],
+        page.rows,
+        { className: "across-runs" }
+      )
+    );
+    return out;
+  }
+
   // src/panels/history.ts
   var MEDIAN = "median step time";
   var OUTLIER = "outlier";
@@ -2853,11 +2945,30 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       { limit: 20, className: "history-changes" }
     );
   }
+  function unreadableRuns(doc) {
+    const rows = Object.entries(doc.skipped).filter((e) => typeof e[1] === "string" && e[1] !== "loading");
+    if (!rows.length) return null;
+    return el(
+      "div",
+      { className: "history-unreadable" },
+      el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${rows.length} run${rows.length === 1 ? "" : "s"} could not be read:`),
+      table(
+        [
+          { header: "Run", cell: ([run]) => run },
+          { header: "Why", cell: ([, why]) => why }
+        ],
+        rows,
+        { limit: 20, className: "history-skipped" }
+      )
+    );
+  }
   function historyPanel(doc, p, actions) {
-    if (!doc.series.length) return "No run with a readable trace yet.";
+    const unreadable = unreadableRuns(doc);
+    if (!doc.series.length && !unreadable) return "No run with a readable trace yet.";
     const out = [];
     const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
     if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+    if (unreadable) out.push(unreadable);
     for (const s of doc.series) {
       const found = s.changes.filter((c) => c.verdict !== "outlier").length;
       const outliers = s.changes.length - found;
@@ -4190,7 +4301,7 @@ ${more.trim()}` : ""));
     return parts.join("&");
   }
   function emptyState() {
-    return { mode: "run", run: {}, base: {}, exp: {} };
+    return { mode: "run", run: {}, base: {}, exp: {}, list: {} };
   }
   function stateFromParams(params) {
     const get = (key) => {
@@ -4199,7 +4310,10 @@ ${more.trim()}` : ""));
     };
     const state = emptyState();
     const mode = get("mode");
-    state.mode = mode === "diff" || mode === "history" ? mode : "run";
+    if (mode === "diff" || mode === "history" || mode === "runs" || mode === "run") state.mode = mode;
+    else state.mode = get("run") === void 0 ? "runs" : "run";
+    const offset = Number(get("offset"));
+    state.list = { q: get("q") || void 0, offset: Number.isInteger(offset) && offset > 0 ? offset : void 0 };
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
     const step = Number(get("step"));
     if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
@@ -4226,6 +4340,10 @@ ${more.trim()}` : ""));
       if (value !== void 0 && value !== "") out.push([PREFIX + key, String(value)]);
     };
     if (state.mode !== "run") put("mode", state.mode);
+    if (state.mode === "runs") {
+      put("q", state.list.q);
+      if (state.list.offset) put("offset", state.list.offset);
+    }
     if (state.mode === "run") {
       put("run", state.run.run);
       if (state.run.allRanks) {
@@ -4309,6 +4427,8 @@ ${more.trim()}` : ""));
 
   // src/app.ts
   var ALL = "\0all";
+  var RUNS_HELP = "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in). Click a run to open it.";
+  var RUNS_PAGE = 50;
   var HISTORY_HELP = "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
   var DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
   var RANKS_DIAG_HELP = "Problems visible only when the ranks are compared, most severe first. Pick one worker above for its own diagnoses.";
@@ -4387,12 +4507,16 @@ ${more.trim()}` : ""));
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
       this.linkNotice = null;
+      // the filter had the focus when it asked for a new page: give it back once drawn
+      this.refocusFilter = false;
       // ---------------------------------------------------------------- header
       this.controlsSignature = "";
       this.pluginName = new URLSearchParams(win.location.search).get("name") || "kineto_insights";
       this.state = stateFromHash(this.hashWindow().location.hash);
       this.pal = palette(detectDark(win));
       this.applyTheme();
+      this.modeRuns = el("button", { type: "button", className: "mode", id: "ki-mode-runs", title: "Every run, worst first." }, "All runs");
+      this.modeRuns.addEventListener("click", () => this.setMode("runs"));
       this.modeRun = el("button", { type: "button", className: "mode", id: "ki-mode-run" }, "Single run");
       this.modeDiff = el("button", { type: "button", className: "mode", id: "ki-mode-diff" }, "Compare runs");
       this.modeRun.addEventListener("click", () => this.setMode("run"));
@@ -4413,7 +4537,7 @@ ${more.trim()}` : ""));
           "header",
           { className: "top" },
           el("h1", { title: "Why is this GPU job slow? Diagnoses first, then the evidence." }, "Kineto Insights"),
-          el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRun, this.modeDiff, this.modeHistory),
+          el("div", { className: "modes", attrs: { role: "group", "aria-label": "Mode" } }, this.modeRuns, this.modeRun, this.modeDiff, this.modeHistory),
           this.controls,
           reload,
           this.loadState,
@@ -4609,6 +4733,8 @@ ${more.trim()}` : ""));
       this.modeDiff.setAttribute("aria-pressed", String(s.mode === "diff"));
       this.modeHistory.classList.toggle("active", s.mode === "history");
       this.modeHistory.setAttribute("aria-pressed", String(s.mode === "history"));
+      this.modeRuns.classList.toggle("active", s.mode === "runs");
+      this.modeRuns.setAttribute("aria-pressed", String(s.mode === "runs"));
       if (s.mode === "run") this.controls.replaceChildren(...this.runControls());
       else if (s.mode === "diff") this.controls.replaceChildren(...this.diffControls());
       else this.controls.replaceChildren();
@@ -4738,6 +4864,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
       if (s.mode === "history") return JSON.stringify(["history"]);
+      if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0]);
       if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
       return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
     }
@@ -4753,6 +4880,7 @@ ${more.trim()}` : ""));
       try {
         if (s.mode === "diff") await this.loadDiff(key, controller.signal);
         else if (s.mode === "history") await this.loadHistory(key, controller.signal);
+        else if (s.mode === "runs") await this.loadAcross(key, controller.signal);
         else if (s.run.allRanks) await this.loadRanks(key, controller.signal);
         else await this.loadSpan(key, controller.signal);
       } catch (err) {
@@ -5038,6 +5166,49 @@ ${more.trim()}` : ""));
         await new Promise((resolve) => this.win.setTimeout(resolve, 1e3));
       }
     }
+    // /across_runs (one page) until no run is being read (drawn after each answer).
+    async loadAcross(key, signal) {
+      const p = panel("runs", "All runs", RUNS_HELP);
+      this.jump([["runs", "All runs"]]);
+      this.mount(key, [p]);
+      setLoading(p, "Ranking the runs of the log directory…");
+      const { q, offset } = this.state.list;
+      for (let i = 0; i < 60 && !signal.aborted; i += 1) {
+        const answer = await getJson(apiUrl("across_runs", { q: q || void 0, offset: offset || void 0, limit: RUNS_PAGE }), signal);
+        if (signal.aborted || this.main.dataset.view !== key) return;
+        if (!answer.ok || !answer.body) {
+          setError(p, answer.error ?? "unknown error");
+          return;
+        }
+        this.loaded = { kind: "runs", key, page: answer.body };
+        this.drawAcross(p, answer.body);
+        if (!answer.body.loading) return;
+        await new Promise((resolve) => this.win.setTimeout(resolve, 2e3));
+      }
+    }
+    drawAcross(p, page) {
+      fill(
+        p,
+        () => acrossPanel(page, {
+          openRun: (run) => {
+            this.state.mode = "run";
+            this.state.run = { run };
+            this.changed();
+          },
+          query: (q, offset) => {
+            this.refocusFilter = this.win.document.activeElement?.id === "ki-runs-filter";
+            this.state.list = { q: q || void 0, offset: offset || void 0 };
+            this.changed();
+          }
+        })
+      );
+      if (this.refocusFilter) {
+        this.refocusFilter = false;
+        const input = this.win.document.getElementById("ki-runs-filter");
+        input?.focus();
+        input?.setSelectionRange(input.value.length, input.value.length);
+      }
+    }
     drawHistory(p, doc) {
       fill(
         p,
@@ -5069,6 +5240,10 @@ ${more.trim()}` : ""));
         const { diag, ranks } = ranksPanels();
         this.mount(loaded.key, [diag, ranks]);
         this.drawRanks(diag, ranks, loaded.answer);
+      } else if (loaded.kind === "runs") {
+        const p = panel("runs", "All runs", RUNS_HELP);
+        this.mount(loaded.key, [p]);
+        this.drawAcross(p, loaded.page);
       } else if (loaded.kind === "history") {
         const p = panel("history", "History", HISTORY_HELP);
         this.mount(loaded.key, [p]);

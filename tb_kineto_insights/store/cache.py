@@ -21,6 +21,9 @@ the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
                         for ``history``
         <folder>/headlines/v<ANALYSIS_VERSION>/files/<sha>.headline  the same, by the
                         listed file (path, size, mtime): found without reading the file
+        <folder>/headlines/v<ANALYSIS_VERSION>/index/<sha>.index  every listed run's
+                        headline of one log directory, in one file
+                        (``headline_index.py``)
 
     So one cache folder serves a log directory wherever it is mounted: a teammate's
     TensorBoard on ``/mnt/team/logs``, another's on ``/data/logs``, ``report`` and

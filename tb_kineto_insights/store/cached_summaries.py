@@ -15,6 +15,7 @@ computed, and the other way round.
 from __future__ import annotations
 
 import logging
+import os
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
@@ -29,6 +30,7 @@ from tb_kineto_insights.store.cache import (
     headline_of,
     settings_fingerprint,
 )
+from tb_kineto_insights.store.headline_index import HeadlineIndex
 from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -170,6 +172,14 @@ class CachedSummaries:
             except OSError:
                 self.store_failures += 1
         return headline, None
+
+    def headline_index(self, logdir: str) -> HeadlineIndex:
+        """The headline index of log directory ``logdir`` in the cache
+        (``store/headline_index.py``; in memory only without a cache). A local folder is
+        named by its absolute path, a URL as given."""
+        root = logdir if "://" in logdir else os.path.abspath(logdir)
+        backend = None if self.cache is None else self.cache.backend
+        return HeadlineIndex(backend, self.settings, root)
 
     def _parse(self, span: Span, ident: Identity, key: str | None) -> SummaryOrError:
         self.parsed += 1

@@ -70,8 +70,13 @@ def test_empty_logdir_names_the_folder_and_updates(empty_server: tuple[str, Path
             assert empty.inner_text() == os.path.realpath(logdir)
             assert "updates by itself" in frame.locator(".state.empty").inner_text()
             _trace(logdir / "run_a" / "worker0.1700000000000.pt.trace.json")
-            frame.wait_for_selector("#ki-run", timeout=TIMEOUT_MS)
-            runs = [o.get_attribute("value") for o in frame.locator("#ki-run option").all()]
+            # the landing view (every run ranked) lists it once it is read
+            frame.wait_for_selector("#ki-panel-runs .run-link", timeout=TIMEOUT_MS)
+            frame.wait_for_function(
+                "() => !document.querySelector('#ki-panel-runs').innerText.includes('reading')",
+                timeout=TIMEOUT_MS,
+            )
+            runs = frame.locator("#ki-panel-runs .run-link").all_inner_texts()
             assert runs == ["run_a"]
         finally:
             browser.close()

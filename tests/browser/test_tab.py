@@ -101,6 +101,16 @@ def _two_worker_run(root: Path) -> str:
     return "two_ranks"
 
 
+def _nightly_series(root: Path) -> None:
+    """A series for the History view: ``nightly_run1..5``, copies of memory_fixed (3)
+    then memory_leak (2) with their clocks an hour apart (an improvement at run 4)."""
+    from test_history_real import HOUR_NS, T0, _copy_run
+
+    plan = ["memory_fixed"] * 3 + ["memory_leak"] * 2
+    for i, source in enumerate(plan):
+        _copy_run(SAMPLE_LOGS / source, root / f"nightly_run{i + 1}", T0 + i * HOUR_NS, 2e9)
+
+
 def _html_names_run(root: Path) -> str:
     """Two steps whose kernels and ops are named like HTML."""
     events: list[dict[str, Any]] = []
@@ -198,6 +208,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         if run.is_dir():
             shutil.copytree(run, logdir / run.name)
     two_ranks = _two_worker_run(logdir)
+    _nightly_series(logdir)
     _html_names_run(logdir)
     _truncated_run(logdir)
     # Old modification times: the plugin reads files at once (it waits a few seconds
@@ -427,6 +438,20 @@ def test_tab_is_listed(server: Server, open_page: Any) -> None:
     page = open_page("#kineto_insights")
     page.get_by_text("Kineto Insights", exact=False).first.wait_for(timeout=TIMEOUT_MS)
     frame = tab(page)
+    # the landing view (issue 30): every run, worst first, one page of at most 50
+    wait_panels(frame, ("runs",))
+    assert hash_of(page)["ki_mode"] == "runs"
+    status, ranked = server.get("across_runs", limit="500")
+    assert status == 200 and ranked["loading"] == 0
+    listed = frame.locator("#ki-panel-runs .run-link").all_inner_texts()
+    assert listed == [r["run"] for r in ranked["rows"]][:50]
+    assert sorted(r["run"] for r in ranked["rows"]) == sorted(
+        r.get("label", r["run"]) for r in server.runs["runs"]
+    )
+    # a run with a high-severity diagnosis comes before any without one
+    severities = [r["diagnoses"][0]["severity"] if r["diagnoses"] else None for r in ranked["rows"]]
+    assert severities[0] == "high" and severities.index(None) > severities.index("high")
+    frame.click("#ki-mode-run")
     frame.wait_for_selector("#ki-run", timeout=TIMEOUT_MS)
     runs = [o.get_attribute("value") for o in frame.locator("#ki-run option").all()]
     assert runs == [r["run"] for r in server.runs["runs"]]
@@ -820,7 +845,10 @@ def test_history_view_charts_the_series_and_opens_a_change(server: Server, open_
     assert [h.split(" — ")[0] for h in heads] == [s["name"] for s in doc["series"]]
     assert frame.locator("#ki-panel-history .chart canvas").count() == len(doc["series"])
     changes = [c for s in doc["series"] for c in s["changes"]]
-    assert changes, "sample_logs as one series has change points"
+    nightly = next(s for s in doc["series"] if s["name"] == "nightly")
+    assert [(c["run"], c["verdict"]) for c in nightly["changes"] if c["metric"] == "step_time"] == [
+        ("nightly_run4", "improved")
+    ]
     rows = frame.locator("#ki-panel-history table.history-changes tbody tr")
     assert rows.count() == len(changes)
     assert hash_of(page)["ki_mode"] == "history"
@@ -1292,6 +1320,11 @@ def test_sweep_every_run_panel_and_diff(server: Server, open_page: Any) -> None:
             page.goto(f"{base_url}#kineto_insights&{query}")
             problems += _sweep(tab(page), first, query)
             seen += 1
+    for query, first in (("ki_mode=runs", ("runs",)), ("ki_mode=history", ("history",))):
+        page.goto("about:blank")
+        page.goto(f"{base_url}#kineto_insights&{query}")
+        problems += _sweep(tab(page), first, query)
+        seen += 1
     for base, exp in SWEEP_DIFFS:
         query = f"ki_mode=diff&ki_base_run={base}&ki_exp_run={exp}"
         page.goto("about:blank")
@@ -1300,7 +1333,7 @@ def test_sweep_every_run_panel_and_diff(server: Server, open_page: Any) -> None:
             tab(page), ("diff-summary", "diff-diagnoses", "diff-metrics", "diff-changes"), query
         )
         seen += 1
-    assert seen >= len(server.runs["runs"]) + len(SWEEP_DIFFS)
+    assert seen >= len(server.runs["runs"]) + len(SWEEP_DIFFS) + 2
     assert problems == [], "\n".join(problems)
 
 

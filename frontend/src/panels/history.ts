@@ -193,11 +193,33 @@ function changesTable(series: HistorySeries, actions: HistoryActions): HTMLEleme
   );
 }
 
+// Runs left out of the history because none of their traces could be read, with why
+// (the reader's error, naming the file); null when there are none.
+function unreadableRuns(doc: HistoryDocument): HTMLElement | null {
+  const rows = Object.entries(doc.skipped).filter((e): e is [string, string] => typeof e[1] === "string" && e[1] !== "loading");
+  if (!rows.length) return null;
+  return el(
+    "div",
+    { className: "history-unreadable" },
+    el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${rows.length} run${rows.length === 1 ? "" : "s"} could not be read:`),
+    table<[string, string]>(
+      [
+        { header: "Run", cell: ([run]) => run },
+        { header: "Why", cell: ([, why]) => why },
+      ],
+      rows,
+      { limit: 20, className: "history-skipped" },
+    ),
+  );
+}
+
 export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryActions): Node[] | string {
-  if (!doc.series.length) return "No run with a readable trace yet.";
+  const unreadable = unreadableRuns(doc);
+  if (!doc.series.length && !unreadable) return "No run with a readable trace yet.";
   const out: Node[] = [];
   const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
   if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+  if (unreadable) out.push(unreadable);
   for (const s of doc.series) {
     const found = s.changes.filter((c) => c.verdict !== "outlier").length;
     const outliers = s.changes.length - found;

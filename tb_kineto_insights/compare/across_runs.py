@@ -1,0 +1,136 @@
+"""The view across runs (the tab's landing view, ``/across_runs``): every run of the log
+directory with its step time, GPU utilization, world size and top diagnoses, worst
+first, from the same headline records as the history (``compare/history.py``), so it
+reads no summary and no trace.
+
+**Ranking** (:func:`rank_runs`), the order ``report LOGDIR`` lists its diagnoses in
+(``analysis/findings.py``: most severe first, then the largest share of step time):
+a run's place is decided by its worst diagnosis, ``(severity order, -impact_fraction)``;
+ties by more diagnoses first, then the longer median step time, then the name. Runs with
+no diagnosis follow, longest step first; then runs still being read; then runs that
+could not be read.
+
+**Filter** (:func:`page_of`): every whitespace-separated word of the query must occur,
+case-insensitively, in the run name or in one of its diagnosis ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
+from tb_kineto_insights.compare.history import RunHeadlines, combine_run
+from tb_kineto_insights.schema.history import AcrossRunsPage, AcrossRunsRow, HeadlineDiagnosis
+
+__all__ = ["ACROSS_RUNS_SCHEMA", "RULE", "TOP_DIAGNOSES", "page_of", "rank_runs"]
+
+#: Schema id of ``/across_runs``.
+ACROSS_RUNS_SCHEMA = "tb_kineto_insights.across_runs/1"
+#: Diagnoses shown per run.
+TOP_DIAGNOSES = 3
+RULE = (
+    "worst first: by each run's most severe diagnosis (high, medium, low, info), then the "
+    "largest share of step time it explains, as report lists diagnoses; runs without a "
+    "diagnosis after, longest step first"
+)
+_LOADING = "loading"
+
+
+def _severity(d: HeadlineDiagnosis) -> tuple[int, float]:
+    order = (
+        SEVERITY_ORDER.index(d.severity) if d.severity in SEVERITY_ORDER else len(SEVERITY_ORDER)
+    )
+    return order, -d.impact_fraction
+
+
+def rank_runs(
+    runs: Sequence[RunHeadlines], skipped: Mapping[str, str] | None = None
+) -> list[AcrossRunsRow]:
+    """Every run as an :class:`AcrossRunsRow`, ranked (module docstring).
+
+    Args:
+        runs: runs with at least one readable worker (any order).
+        skipped: runs without a headline: run → ``"loading"`` or the error (naming the
+            file), as ``/history``'s ``skipped``.
+    """
+    ready = []
+    for run in runs:
+        if not run.workers:
+            continue
+        combined = combine_run(run)
+        diagnoses = sorted(combined.diagnoses, key=_severity)
+        step = combined.median_step_us
+        key = (
+            0 if diagnoses else 1,
+            _severity(diagnoses[0]) if diagnoses else (0, 0.0),
+            -len(diagnoses),
+            -(step if step is not None else -1.0),
+            run.name,
+        )
+        ready.append((key, run, combined, diagnoses))
+    ready.sort(key=lambda item: item[0])
+    rows: list[AcrossRunsRow] = []
+    for _, run, combined, diagnoses in ready:
+        rows.append(
+            AcrossRunsRow(
+                position=len(rows) + 1,
+                run=run.name,
+                state="ready",
+                error=None,
+                ranks=combined.ranks,
+                world_size=combined.world_size,
+                gpu_model=combined.gpu_model,
+                steps=combined.steps,
+                median_step_us=combined.median_step_us,
+                gpu_utilization_fraction=combined.gpu_utilization_fraction,
+                diagnoses=diagnoses[:TOP_DIAGNOSES],
+                diagnosis_ids=[d.id for d in diagnoses],
+            )
+        )
+    left = sorted((skipped or {}).items(), key=lambda kv: (kv[1] != _LOADING, kv[0]))
+    for name, why in left:
+        rows.append(
+            AcrossRunsRow(
+                position=len(rows) + 1,
+                run=name,
+                state=_LOADING if why == _LOADING else "error",
+                error=None if why == _LOADING else why,
+                ranks=0,
+                world_size=None,
+                gpu_model=None,
+                steps=0,
+                median_step_us=None,
+                gpu_utilization_fraction=None,
+                diagnoses=[],
+                diagnosis_ids=[],
+            )
+        )
+    return rows
+
+
+def _matches(row: AcrossRunsRow, words: list[str]) -> bool:
+    name = row.run.lower()
+    ids = [i.lower() for i in row.diagnosis_ids]
+    return all(w in name or any(w in i for i in ids) for w in words)
+
+
+def page_of(rows: Sequence[AcrossRunsRow], query: str, offset: int, limit: int) -> AcrossRunsPage:
+    """One page of the ranked ``rows``: those matching ``query`` (module docstring),
+    from ``offset`` (0-based, in the matched list), at most ``limit``. ``position`` stays
+    the place in the whole ranking. Raises ValueError for a negative offset or a limit
+    below 1."""
+    if offset < 0 or limit < 1:
+        raise ValueError("offset must be 0 or more and limit 1 or more")
+    words = query.lower().split()
+    matched = [r for r in rows if _matches(r, words)] if words else list(rows)
+    return AcrossRunsPage(
+        schema=ACROSS_RUNS_SCHEMA,
+        query=query,
+        total=len(rows),
+        matched=len(matched),
+        offset=offset,
+        limit=limit,
+        loading=sum(r.state == _LOADING for r in rows),
+        rule=RULE,
+        rows=matched[offset : offset + limit],
+    )

@@ -1,0 +1,166 @@
+"""One headline index per scanned log directory: the headline records
+(:class:`~tb_kineto_insights.schema.history.SpanHeadline`) of every listed span a
+``history`` or the tab's views across runs used, in one file of the cache folder, so that
+a history of 10,000 runs opens one file, not 10,000.
+
+Layout (beside the per-span headlines of ``cache.py``)::
+
+    <folder>/headlines/v<ANALYSIS_VERSION>/index/<SHA-256 of [INDEX_FORMAT, settings, root]>.index
+
+One line with the hex SHA-256 of the rest, then the JSON wrapper ``{"format",
+"analysis_version", "settings", "root", "entries": [[etag, headline], ...]}``. An entry is
+used only for the listed file it was made from: the same path, size, mtime and ETag
+(``etag``: the object store's version, ``""`` on a filesystem), as the per-file headline
+(``DiskCache.file_headline_name``). A file whose checksum, format, analysis version,
+settings or root differ, or whose entries do not fit the Struct, is ignored as a whole
+(and written again on the next :meth:`HeadlineIndex.save`).
+
+Keeping it current: the caller looks each listed span up (:meth:`HeadlineIndex.get`),
+finds the missing ones elsewhere (the per-file headline, the summary, or a new parse;
+``CachedSummaries.headline``) and :meth:`~HeadlineIndex.put` s them; :meth:`save` then
+writes the index again when anything was added, or when an entry of a file no longer
+listed (changed, removed) is to be dropped. A run added to the log directory costs its
+own headline and one rewrite of the index; no other run's headline is computed or read
+again. Two processes saving at once: the last rename (or PUT) wins, and the entries only
+the other one added are found again by the next history from their per-file headlines
+(one small read each) and saved then: the index is a shortcut, never the only copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+import msgspec
+
+from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
+from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.store import backends as cache_store
+from tb_kineto_insights.store.cache import _sealed, _unsealed, encode_json
+
+logger = logging.getLogger(__name__)
+
+#: Version of the index file's wrapper.
+INDEX_FORMAT = 1
+
+#: (path, size in bytes, mtime in s, ETag) of a listed file: what an entry is valid for.
+ListedFile = tuple[str, int, float, str]
+
+
+class _IndexFile(msgspec.Struct):
+    format: int
+    analysis_version: int
+    settings: str
+    root: str
+    entries: list[tuple[str, SpanHeadline]]
+
+
+_DECODER = msgspec.json.Decoder(_IndexFile)
+
+
+def index_name(settings: str, root: str) -> str:
+    """The index's name in the cache folder for log directory ``root`` (as the caller
+    lists it: an absolute local path or a URL) under analysis ``settings``."""
+    digest = hashlib.sha256(encode_json([INDEX_FORMAT, settings, root])).hexdigest()
+    return f"headlines/v{ANALYSIS_VERSION}/index/{digest}.index"
+
+
+class HeadlineIndex:
+    """The headline index of one log directory in a cache folder (module docstring).
+
+    Args:
+        backend: the cache folder's store (``DiskCache.backend``); None: kept in memory
+            only (no cache folder), :meth:`save` writes nothing.
+        settings: the analysis settings' fingerprint (``cache.settings_fingerprint``).
+        root: the log directory as listed (absolute local path, or URL).
+
+    Attributes:
+        loaded: entries read from the index file (0 when there was none, or it was
+            stale or damaged).
+        added: entries :meth:`put` since it was read.
+    """
+
+    def __init__(self, backend: cache_store.CacheStore | None, settings: str, root: str) -> None:
+        self.backend = backend
+        self.settings = settings
+        self.root = root
+        self.name = index_name(settings, root)
+        self._entries: dict[ListedFile, SpanHeadline] = {}
+        self._used: set[ListedFile] = set()
+        self.added = 0
+        self.loaded = 0
+        if backend is not None:
+            self._entries = self._read(backend)
+            self.loaded = len(self._entries)
+
+    def _read(self, backend: cache_store.CacheStore) -> dict[ListedFile, SpanHeadline]:
+        try:
+            data = backend.read(self.name)
+        except OSError as exc:
+            logger.warning("Kineto Insights: cannot read the headline index %s: %s", self.name, exc)
+            return {}
+        body = None if data is None else _unsealed(data)
+        if body is None:
+            return {}
+        try:
+            stored = _DECODER.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            logger.warning("Kineto Insights: ignoring the headline index %s: %s", self.name, exc)
+            return {}
+        if (
+            stored.format != INDEX_FORMAT
+            or stored.analysis_version != ANALYSIS_VERSION
+            or stored.settings != self.settings
+            or stored.root != self.root
+        ):
+            return {}
+        return {(h.path, h.size_bytes, h.mtime, etag): h for etag, h in stored.entries}
+
+    def get(self, listed: ListedFile) -> SpanHeadline | None:
+        """The headline stored for this listed file (path, size, mtime, ETag), or None;
+        marks the entry as in use (kept by :meth:`save`)."""
+        found = self._entries.get(listed)
+        if found is not None:
+            self._used.add(listed)
+        return found
+
+    def put(self, listed: ListedFile, headline: SpanHeadline) -> None:
+        """Add (or replace) the headline of a listed file; its ``path``/``size_bytes``/
+        ``mtime`` become the listed file's."""
+        path, size, mtime, _ = listed
+        if (headline.path, headline.size_bytes, headline.mtime) != (path, size, mtime):
+            headline = msgspec.structs.replace(headline, path=path, size_bytes=size, mtime=mtime)
+        if self._entries.get(listed) != headline:
+            self.added += 1
+        self._entries[listed] = headline
+        self._used.add(listed)
+
+    def save(self) -> bool:
+        """Write the index again (atomically: one rename or PUT) with the entries looked
+        up or added since the last save (or the read), when any was added or any stored
+        one went unused (a file changed or removed); True when written. Either way the
+        next pass of look-ups starts afresh. A folder that cannot be written
+        is logged, not raised: the index is only a shortcut."""
+        stale = len(self._entries) - len(self._used)
+        if self.backend is None or (self.added == 0 and stale == 0):
+            self._used = set()
+            return False
+        kept = [(listed[3], self._entries[listed]) for listed in sorted(self._used)]
+        wrapper = {
+            "format": INDEX_FORMAT,
+            "analysis_version": ANALYSIS_VERSION,
+            "settings": self.settings,
+            "root": self.root,
+            "entries": kept,
+        }
+        try:
+            self.backend.write(self.name, _sealed(encode_json(wrapper)))
+        except OSError as exc:
+            logger.warning(
+                "Kineto Insights: cannot write the headline index %s: %s", self.name, exc
+            )
+            return False
+        self._entries = {k: self._entries[k] for k in self._used}
+        self._used = set()
+        self.added = 0
+        return True
