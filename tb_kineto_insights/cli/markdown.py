@@ -41,7 +41,7 @@ LARGEST_CHANGES = 10
 #: punctuation be backslash-escaped; these are the ones that can change what renders).
 _MARKUP = re.compile(r"([\\`*_\[\]<>&~|!#])")
 _PIPE = re.compile(r"(?<!\\)\|")
-_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*")
+_IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 
 
 def md_text(value: Any) -> str:
