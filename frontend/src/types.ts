@@ -31,8 +31,9 @@ export interface Summary {
  * One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
  * (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
  * ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
- * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``.
- * (Also ``run_summary.diagnoses[]``.)
+ * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``;
+ * ``moment``: where to see it on the timeline, for a diagnosis with a place in time
+ * (absent otherwise). (Also ``run_summary.diagnoses[]``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Diagnosis".
@@ -47,6 +48,24 @@ export interface Diagnosis {
   recommendation: string;
   panel: string;
   impact_fraction: number;
+  moment?: Moment;
+}
+/**
+ * Where a diagnosis can be seen on the timeline (``analysis.moments``): step
+ * ``step`` (N of ``ProfilerStep#N``), the window ``[offset_us, offset_us + length_us)``
+ * µs after that step window's start (the timeline's ``offset_us``), ``what`` is there
+ * in words, and ``worker`` for a diagnosis across ranks (the rank's worker; null on a
+ * span's own diagnoses).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "Moment".
+ */
+export interface Moment {
+  step: number;
+  offset_us: number;
+  length_us: number;
+  what: string;
+  worker?: string | null;
 }
 /**
  * ``summary.steps`` (``analysis.overview.steps_summary``): the ProfilerStep

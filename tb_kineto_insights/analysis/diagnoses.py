@@ -46,6 +46,7 @@ from tb_kineto_insights.analysis.autotune import conv_autotune
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
+from tb_kineto_insights.analysis.moments import with_moments
 from tb_kineto_insights.analysis.findings import (
     make_diagnosis,
     severity_for_impact,
@@ -978,4 +979,4 @@ def diagnose(
         out.extend(efficiency_diagnoses(efficiency, steps, th))
     if health is not None:
         out.extend(trace_quality_diagnoses(health.trace_quality, th))
-    return sort_diagnoses(out)
+    return sort_diagnoses(with_moments(out, index, panels))

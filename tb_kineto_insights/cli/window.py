@@ -8,6 +8,11 @@ side; with them, ``[A, B)`` µs after the window's start (the timeline's ``offse
 and the ``ki_window`` of the tab's address bar). The cut itself is
 :func:`tb_kineto_insights.trace.window.cut_window`: every event of the window kept as in
 the file, partially overlapping complete events moved to named sibling tracks.
+
+The file is read once: the read that finds the step window also notes where the events
+lie (:class:`~tb_kineto_insights.trace.window.WindowIndex`), and the cut reads back only
+the pieces of the JSON that meet the window (and those with metadata) from the
+inflater's checkpoints.
 """
 
 from __future__ import annotations
@@ -19,8 +24,13 @@ from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.reader import read_trace
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import WindowCut, cut_window, window_bounds, write_window
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
+from tb_kineto_insights.trace.window import (
+    WindowCut,
+    WindowIndex,
+    window_bounds,
+    write_window,
+)
 
 
 @dataclass(frozen=True)
@@ -32,15 +42,29 @@ class StepWindow:
     end_ns: int
 
 
-def step_window(path: str, step: int, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> StepWindow:
+def step_window(
+    path: str,
+    step: int,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    where: WindowIndex | None = None,
+) -> StepWindow:
     """The window of step ``step`` (N of ``ProfilerStep#N``; 0: the pseudo-step of a
-    trace without markers) of the trace file.
+    trace without markers) of the trace file. ``where``: a
+    :class:`~tb_kineto_insights.trace.window.WindowIndex` filled by the same read (its
+    ``source`` is the read's).
 
     Raises:
         TraceError: the file cannot be read, or it has no such step (the message lists
             its steps).
     """
-    index = build_index(read_trace(path, max_json_bytes=max_json_bytes))
+    if where is None:
+        trace = read_trace(path, max_json_bytes=max_json_bytes)
+    else:
+        trace = read_trace(
+            path, max_json_bytes=max_json_bytes, source=where.source, on_block=where.block
+        )
+    index = build_index(trace)
+    del trace
     numbers = [int(n) for n in index.steps.number]
     if step not in numbers:
         listed = ", ".join(str(n) for n in numbers) or "none"
@@ -63,11 +87,15 @@ def window_of_step(
         TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`.
         ValueError: only one of ``start_us``/``end_us`` given, or ``end_us <= start_us``.
     """
-    w = step_window(path, step, max_json_bytes)
-    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us)
-    if bounds is None:
+    if (start_us is None) != (end_us is None) or (
+        start_us is not None and end_us is not None and end_us <= start_us
+    ):
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
-    return cut_window(path, *bounds, max_json_bytes=max_json_bytes)
+    where = WindowIndex(BlockReader(path, max_json_bytes, checkpoints=True))
+    w = step_window(path, step, max_json_bytes, where)
+    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us)
+    assert bounds is not None  # the arguments were checked above
+    return where.cut(*bounds)
 
 
 def run_window(

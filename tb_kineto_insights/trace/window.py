@@ -32,9 +32,12 @@ reader's).
 from __future__ import annotations
 
 import gzip
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from itertools import repeat
+from operator import attrgetter, eq
 from typing import Any
 
 import msgspec
@@ -43,6 +46,13 @@ import numpy.typing as npt
 
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
+from tb_kineto_insights.trace.reader import (
+    _BOM_AND_WS,
+    _MAX_HEAD_BYTES,
+    _TRACE_EVENTS_KEY,
+    MAX_EVENT_BYTES,
+    _last_event_boundary,
+)
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
 
@@ -133,45 +143,14 @@ def _key(value: Any) -> Any:
     return repr(value) if isinstance(value, (list, dict)) else value
 
 
-def _read_bytes(path: str, max_json_bytes: int) -> bytes:
-    reader = BlockReader(path, max_json_bytes)
-    data = b"".join(reader)
-    if reader.stream_damage is not None:
-        offset, problem = reader.stream_damage
-        raise TraceFormatError(path, f"cannot cut a window of a damaged file: {problem}", offset)
-    return data
-
-
 #: ``ts`` of an event without a usable one (absent, a string, NaN): left out.
 _ABSENT = np.iinfo(np.int64).min
 
-
-class _HeadsRoot(msgspec.Struct):
-    traceEvents: list[_Head] = msgspec.field(default_factory=list)  # noqa: N815
-
-
-_HEADS_ROOT = msgspec.json.Decoder(_HeadsRoot)
-
-
-def _heads(data: bytes, events: list[msgspec.Raw], array_root: bool) -> list[_Head | None]:
-    """Each event's fields the cut needs: in one decode of the document (C speed), else,
-    when one event does not fit (not an object, a field of an odd type), one by one
-    (such an event is None: left out, as the reader leaves it out)."""
-    try:
-        decoded = _HEADS.decode(data) if array_root else _HEADS_ROOT.decode(data).traceEvents
-        return list[_Head | None](decoded)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    out: list[_Head | None] = []
-    for raw in events:
-        try:
-            out.append(_HEAD.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            out.append(None)
-    return out
-
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+#: Uncompressed bytes of events gathered before a piece is decoded (a piece is cut at
+#: the last event boundary after this much).
+PIECE_BYTES = 4 * 1024 * 1024
 
 
 def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
@@ -190,11 +169,257 @@ def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
     return out
 
 
+@dataclass
+class _Heads:
+    """The cut's fields of one piece's events, as columns (``ok``: the event is an
+    object with fields of usable types; an event that is not is left out)."""
+
+    raws: list[msgspec.Raw] | None
+    heads: list[_Head]
+    ok: npt.NDArray[np.bool_]
+    ts: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    is_meta: npt.NDArray[np.bool_]
+    is_x: npt.NDArray[np.bool_]
+    max_tid: int
+
+
+_BLANK = _Head()
+_GET_TS, _GET_DUR, _GET_PH, _GET_TID = (attrgetter(f) for f in ("ts", "dur", "ph", "tid"))
+
+
+def _decode_heads(doc: bytes) -> _Heads:
+    """The fields the cut needs of every event of ``doc`` (a JSON array of events): one
+    typed decode (C speed), else, when one event does not fit (not an object, a field
+    of an odd type), one by one.
+
+    Raises:
+        msgspec.DecodeError: ``doc`` is not valid JSON (a piece cut inside a string).
+    """
+    raws: list[msgspec.Raw] | None = None
+    try:
+        heads = _HEADS.decode(doc)
+        ok = np.ones(len(heads), dtype=np.bool_)
+    except msgspec.ValidationError:
+        raws = _RAWS.decode(doc)
+        heads, flags = [], []
+        for raw in raws:
+            try:
+                heads.append(_HEAD.decode(raw))
+                flags.append(True)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                heads.append(_BLANK)
+                flags.append(False)
+        ok = np.array(flags, dtype=np.bool_)
+    n = len(heads)
+    ts = _ns_column(list(map(_GET_TS, heads)))
+    phs = list(map(_GET_PH, heads))
+    is_meta = np.fromiter(map(eq, phs, repeat("M")), dtype=np.bool_, count=n) & ok
+    is_x = np.fromiter(map(eq, phs, repeat("X")), dtype=np.bool_, count=n) & ok
+    dur = np.maximum(_ns_column(list(map(_GET_DUR, heads))), 0)
+    has_ts = (ts != _ABSENT) & ok
+    ts[~has_ts] = _ABSENT
+    end = np.where(has_ts, ts + np.where(is_x, dur, 0), _ABSENT)
+    tids = [t for t in map(_GET_TID, heads) if type(t) is int]
+    return _Heads(raws, heads, ok, ts, end, is_meta, is_x, max(tids, default=0))
+
+
+class _Cutter:
+    """The cut's state while the pieces of one file go by, in file order."""
+
+    def __init__(self, path: str, start_ns: int, end_ns: int) -> None:
+        self.path = path
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self.kept: list[bytes | dict[str, Any]] = []
+        self.complete: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.max_tid = 0
+        self.kernels = 0
+
+    def add(self, doc: bytes, h: _Heads | None = None) -> None:
+        """The kept events of ``doc`` (a JSON array of events; ``h``: its heads when
+        already decoded). Raises msgspec.DecodeError as :func:`_decode_heads`."""
+        if h is None:
+            h = _decode_heads(doc)
+        self.max_tid = max(self.max_tid, h.max_tid)
+        ts, end = h.ts, h.end
+        has_ts = ts != _ABSENT
+        lo, hi = self.start_ns, self.end_ns
+        inside_x = has_ts & (ts < hi) & ((end > lo) | ((end == ts) & (ts >= lo)))
+        inside = has_ts & (ts >= lo) & (ts < hi)
+        keep = h.is_meta | np.where(h.is_x, inside_x, inside & ~h.is_meta)
+        rows = np.flatnonzero(keep).tolist()
+        if not rows:
+            return
+        raws = h.raws if h.raws is not None else _RAWS.decode(doc)
+        for i in rows:
+            head = h.heads[i]
+            position = len(self.kept)
+            self.kept.append(bytes(raws[i]))  # a copy: the piece's buffer is let go
+            if h.is_meta[i]:
+                if head.name == "thread_name":
+                    label = msgspec.json.decode(raws[i]).get("args", {}).get("name")
+                    if isinstance(label, str):
+                        self.thread_names[(_key(head.pid), _key(head.tid))] = label
+                continue
+            if h.is_x[i]:
+                key = (_key(head.pid), _key(head.tid))
+                self.complete[key].append((int(ts[i]), int(end[i]), position))
+                if head.cat in KERNEL_CATEGORIES:
+                    self.kernels += 1
+
+    def finish(self, others: dict[str, msgspec.Raw]) -> WindowCut:
+        """The cut: kept events, partial overlaps moved to sibling tracks."""
+        kept = self.kept
+        cut = WindowCut({}, self.start_ns, self.end_ns, events=len(kept), kernels=self.kernels)
+        next_tid = self.max_tid + 1
+        names: list[dict[str, Any]] = []
+        for (pid, tid), ranges in self.complete.items():
+            lanes = _lay_out(ranges)
+            siblings: dict[int, int] = {}
+            for position, lane in lanes.items():
+                if lane == 0:
+                    continue
+                if lane not in siblings:
+                    siblings[lane] = next_tid
+                    cut.sibling_tracks.append((pid, tid, next_tid))
+                    base = self.thread_names.get((pid, tid)) or f"thread {tid}"
+                    names.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": pid,
+                            "tid": next_tid,
+                            "args": {
+                                "name": f"{base} (partially overlapping events, moved from "
+                                f"tid {tid})"
+                            },
+                        }
+                    )
+                    next_tid += 1
+                event = msgspec.json.decode(kept[position])  # type: ignore[arg-type]
+                event["tid"] = siblings[lane]
+                kept[position] = event
+                cut.moved += 1
+        cut.document = {
+            **others,
+            "traceEvents": [msgspec.Raw(k) if isinstance(k, bytes) else k for k in kept] + names,
+        }
+        return cut
+
+
+class _Pieces:
+    """The ``traceEvents`` array of a stream of uncompressed blocks, cut into pieces at
+    event boundaries (``}`` ``,`` ``{``), each handed to ``take(offset, text)``: the
+    events' text (no brackets) and its offset in the JSON. ``take`` raises
+    msgspec.DecodeError when the piece does not decode (a boundary found inside a
+    string): the bytes then wait for more until they have doubled. After the last block
+    (:meth:`finish`), the rest (the last events, the keys after the array) is decoded
+    with the keys before it: :meth:`finish` returns the top-level keys other than
+    ``traceEvents`` and hands the last events to ``take``."""
+
+    def __init__(self, path: str, take: Any) -> None:
+        self.path = path
+        self.take = take
+        self.head = b""  # the root object up to the traceEvents key
+        self.array_root = False
+        self.found = False
+        self.buf = bytearray()
+        self.offset = 0  # JSON offset of buf[0]
+        self.retry_at = 0
+
+    def feed(self, block: bytes) -> None:
+        self.buf += block
+        if not self.found:
+            self._find_events()
+            if not self.found:
+                return
+        while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
+            limit = max(PIECE_BYTES, self.retry_at)
+            cut = _last_event_boundary(memoryview(self.buf)[:limit].tobytes())
+            if cut is None:
+                cut = _last_event_boundary(self.buf)  # an event longer than a piece
+                if cut is None:
+                    return
+            end, next_start = cut
+            piece = bytes(self.buf[:end])
+            try:
+                self.take(self.offset, piece)
+            except msgspec.DecodeError:
+                self.retry_at = 2 * len(self.buf)
+                if len(self.buf) > 2 * MAX_EVENT_BYTES:
+                    raise TraceFormatError(
+                        self.path, "not a readable JSON trace", self.offset
+                    ) from None
+                return
+            del self.buf[:next_start]
+            self.offset += next_start
+            self.retry_at = 0
+
+    def _find_events(self) -> None:
+        stripped = bytes(self.buf).lstrip(_BOM_AND_WS)
+        if not stripped:
+            return
+        if stripped[:1] == b"[":
+            self.array_root = True
+            skip = len(self.buf) - len(stripped) + 1
+        elif stripped[:1] != b"{":
+            raise TraceFormatError(self.path, "not a JSON trace (does not start with '{' or '[')")
+        else:
+            match = _TRACE_EVENTS_KEY.search(self.buf)
+            if match is None:
+                if len(self.buf) > _MAX_HEAD_BYTES:
+                    raise TraceFormatError(self.path, "no traceEvents array in the head")
+                return
+            self.head = bytes(self.buf[: match.start()])
+            skip = match.end()
+        self.found = True
+        del self.buf[:skip]
+        self.offset += skip
+
+    def finish(self) -> dict[str, msgspec.Raw]:
+        """The keys other than ``traceEvents``; the last events handed to ``take``.
+
+        Raises:
+            TraceFormatError: the rest is not valid JSON, or the events are not a list.
+        """
+        rest = bytes(self.buf)
+        try:
+            if self.array_root:
+                events = _RAWS.decode(b"[" + rest)
+                others: dict[str, msgspec.Raw] = {}
+            else:
+                whole = self.head.lstrip(_BOM_AND_WS) + b'"traceEvents":[' + rest
+                if not self.found:
+                    whole = rest  # no traceEvents key: decode what there is
+                events = _ROOT.decode(whole).traceEvents
+                others = {k: v for k, v in _OTHER_KEYS.decode(whole).items() if k != "traceEvents"}
+        except msgspec.DecodeError as exc:
+            raise TraceFormatError(self.path, f"not a readable JSON trace ({exc})") from exc
+        except msgspec.ValidationError as exc:
+            raise TraceFormatError(self.path, f"not a Kineto trace ({exc})") from exc
+        if events:
+            self.take(self.offset, b",".join(bytes(e) for e in events))
+        return others
+
+
+def _checked_blocks(reader: BlockReader) -> Any:
+    for block in reader:
+        yield block
+    if reader.stream_damage is not None:
+        offset, problem = reader.stream_damage
+        raise TraceFormatError(
+            reader.path, f"cannot cut a window of a damaged file: {problem}", offset
+        )
+
+
 def cut_window(
     path: str, start_ns: int, end_ns: int, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES
 ) -> WindowCut:
     """The events of ``[start_ns, end_ns)`` (ns on the trace's clock) of the trace file
-    ``path``, partial overlaps moved to sibling tracks (module docstring).
+    ``path``, partial overlaps moved to sibling tracks (module docstring). One pass over
+    the file in pieces of about :data:`PIECE_BYTES`: memory holds one piece and the
+    kept events.
 
     Raises:
         TraceIOError: the file cannot be opened or read.
@@ -204,88 +429,139 @@ def cut_window(
     """
     if end_ns <= start_ns:
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
-    data = _read_bytes(path, max_json_bytes)
-    try:
-        array_root = data.lstrip()[:1] == b"["
-        if array_root:
-            events = msgspec.json.decode(data, type=list[msgspec.Raw])
-            others: dict[str, msgspec.Raw] = {}
+    cutter = _Cutter(path, start_ns, end_ns)
+    pieces = _Pieces(path, lambda _offset, text: cutter.add(b"[" + text + b"]"))
+    for block in _checked_blocks(BlockReader(path, max_json_bytes)):
+        pieces.feed(block)
+    return cutter.finish(pieces.finish())
+
+
+class _Bound(msgspec.Struct):
+    """What :class:`WindowIndex` notes of an event: µs as floats (a superset of the exact
+    range is enough to choose the pieces to read back)."""
+
+    ph: Any = ""
+    ts: float = math.nan
+    dur: float = 0.0
+    tid: Any = None
+
+
+_BOUNDS = msgspec.json.Decoder(list[_Bound])
+
+
+@dataclass
+class _PieceBounds:
+    """Where a piece lies in the JSON and in time (its events' earliest ``ts``, latest
+    end), and whether it holds metadata events (kept by every cut)."""
+
+    offset: int
+    length: int
+    first_ns: int
+    last_ns: int
+    has_meta: bool
+    text: bytes | None = None  # the last piece, kept (it is not at a checkpoint's reach)
+
+
+class WindowIndex:
+    """Where the events of a file lie, gathered from the blocks of one read (pass
+    :meth:`block` to :func:`~tb_kineto_insights.trace.reader.read_trace` as
+    ``on_block``, with a :class:`BlockReader` made with ``checkpoints=True`` as
+    ``source``), so that a window found only after the read (a step's, from the read
+    trace's index) is cut without reading the file again: :meth:`cut` reads back only
+    the pieces whose time range meets the window, or that hold metadata, from the
+    source's checkpoints. Memory: a few numbers per piece of :data:`PIECE_BYTES`."""
+
+    def __init__(self, source: BlockReader) -> None:
+        self.source = source
+        self.path = source.path
+        self.bounds: list[_PieceBounds] = []
+        self.max_tid = 0
+        self._pieces = _Pieces(self.path, self._take)
+        self._others: dict[str, msgspec.Raw] | None = None
+        self._final = False
+
+    def _take(self, offset: int, text: bytes) -> None:
+        doc = b"[" + text + b"]"
+        try:
+            bounds = _BOUNDS.decode(doc)
+        except msgspec.ValidationError:  # an odd event: the cut's own reading
+            h = _decode_heads(doc)
+            timed = h.ts != _ABSENT
+            first = int(h.ts[timed].min()) if timed.any() else 0
+            last = int(h.end[timed].max()) if timed.any() else -1
+            has_meta, max_tid = bool(h.is_meta.any()), h.max_tid
         else:
-            events = _ROOT.decode(data).traceEvents
-            others = {k: v for k, v in _OTHER_KEYS.decode(data).items() if k != "traceEvents"}
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(path, f"not a readable JSON trace ({exc})") from exc
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(path, f"not a Kineto trace ({exc})") from exc
-    heads = _heads(data, events, array_root)
-    if len(heads) != len(events):
-        raise TraceFormatError(path, "the events could not be read twice alike")
-    blank = _Head()
-    filled = [h or blank for h in heads]
-    ts = _ns_column([h.ts for h in filled])
-    dur = np.maximum(_ns_column([h.dur for h in filled]), 0)
-    ph = [h.ph for h in filled]
-    is_meta = np.fromiter((p == "M" for p in ph), dtype=np.bool_, count=len(ph))
-    is_x = np.fromiter((p == "X" for p in ph), dtype=np.bool_, count=len(ph))
-    has_ts = ts != _ABSENT
-    end = ts + np.where(is_x, dur, 0)
-    inside_x = has_ts & (ts < end_ns) & ((end > start_ns) | ((end == ts) & (ts >= start_ns)))
-    inside = has_ts & (ts >= start_ns) & (ts < end_ns)
-    keep = is_meta | np.where(is_x, inside_x, inside & ~is_meta)
-    keep &= np.fromiter((h is not None for h in heads), dtype=np.bool_, count=len(heads))
-    rows = np.flatnonzero(keep).tolist()
-    kept: list[msgspec.Raw | dict[str, Any]] = [events[i] for i in rows]
-    complete: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
-    thread_names: dict[tuple[Any, Any], str] = {}
-    int_tids = [h.tid for h in filled if type(h.tid) is int]
-    max_tid = max(int_tids, default=0)
-    kernels = 0
-    for position, i in enumerate(rows):
-        head = filled[i]
-        if is_meta[i]:
-            if head.name == "thread_name":
-                label = msgspec.json.decode(events[i]).get("args", {}).get("name")
-                if isinstance(label, str):
-                    thread_names[(_key(head.pid), _key(head.tid))] = label
-            continue
-        if is_x[i]:
-            complete[(_key(head.pid), _key(head.tid))].append((int(ts[i]), int(end[i]), position))
-            if head.cat in KERNEL_CATEGORIES:
-                kernels += 1
-    cut = WindowCut({}, start_ns, end_ns, events=len(kept), kernels=kernels)
-    next_tid = max_tid + 1
-    names: list[dict[str, Any]] = []
-    for (pid, tid), ranges in complete.items():
-        lanes = _lay_out(ranges)
-        siblings: dict[int, int] = {}
-        for position, lane in lanes.items():
-            if lane == 0:
+            n = len(bounds)
+            ts = np.fromiter(map(_GET_TS, bounds), dtype=np.float64, count=n)
+            dur = np.fromiter(map(_GET_DUR, bounds), dtype=np.float64, count=n)
+            end = ts + np.maximum(np.nan_to_num(dur), 0)
+            timed = np.isfinite(ts) & np.isfinite(end)
+            # µs as floats: a superset of the exact range (2 µs either side covers the
+            # rounding of epoch-scale timestamps, 0.25 µs at 1.8e15 µs)
+            first = int((ts[timed].min() - 2) * 1000) if timed.any() else 0
+            last = int((end[timed].max() + 2) * 1000) if timed.any() else -1
+            has_meta = "M" in set(map(_GET_PH, bounds))
+            max_tid = max((t for t in map(_GET_TID, bounds) if type(t) is int), default=0)
+        self.max_tid = max(self.max_tid, max_tid)
+        text_kept = text if self._final else None
+        self.bounds.append(_PieceBounds(offset, len(text), first, last, has_meta, text_kept))
+
+    def block(self, block: bytes) -> None:
+        """One uncompressed block of the file, in order."""
+        self._pieces.feed(block)
+
+    def finish(self) -> None:
+        """After the last block. Raises TraceFormatError as :func:`cut_window`."""
+        if self.source.stream_damage is not None:
+            offset, problem = self.source.stream_damage
+            raise TraceFormatError(
+                self.path, f"cannot cut a window of a damaged file: {problem}", offset
+            )
+        self._final = True
+        self._others = self._pieces.finish()
+
+    def cut(self, start_ns: int, end_ns: int) -> WindowCut:
+        """The cut of ``[start_ns, end_ns)``, as :func:`cut_window` gives it.
+
+        Raises:
+            TraceFormatError: an empty window.
+            TraceIOError: the file cannot be read again.
+        """
+        if end_ns <= start_ns:
+            raise TraceFormatError(self.path, f"empty window [{start_ns}, {end_ns}) ns")
+        if self._others is None:
+            self.finish()
+        cutter = _Cutter(self.path, start_ns, end_ns)
+        wanted = [
+            b
+            for b in self.bounds
+            if b.has_meta or not (b.last_ns < start_ns or b.first_ns >= end_ns)
+        ]
+        # neighbouring pieces are read back together (one inflate from a checkpoint)
+        runs: list[list[_PieceBounds]] = []
+        for b in wanted:
+            last = runs[-1][-1] if runs else None
+            if last is not None and last.text is None and b.text is None and (
+                b.offset - (last.offset + last.length) < 64
+            ):
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        for run in runs:
+            first, last = run[0], run[-1]
+            if first.text is not None:
+                cutter.add(b"[" + first.text + b"]")
                 continue
-            if lane not in siblings:
-                siblings[lane] = next_tid
-                cut.sibling_tracks.append((pid, tid, next_tid))
-                base = thread_names.get((pid, tid)) or f"thread {tid}"
-                names.append(
-                    {
-                        "ph": "M",
-                        "name": "thread_name",
-                        "pid": pid,
-                        "tid": next_tid,
-                        "args": {
-                            "name": f"{base} (partially overlapping events, moved from tid {tid})"
-                        },
-                    }
-                )
-                next_tid += 1
-            event = msgspec.json.decode(kept[position])  # type: ignore[arg-type]
-            event["tid"] = siblings[lane]
-            kept[position] = event
-            cut.moved += 1
-    cut.document = {
-        **{k: v for k, v in others.items()},
-        "traceEvents": [*kept, *names],
-    }
-    return cut
+            try:
+                data = self.source.json_range(first.offset, last.offset + last.length)
+            except ValueError as exc:
+                raise TraceFormatError(self.path, str(exc)) from exc
+            for b in run:
+                at = b.offset - first.offset
+                cutter.add(b"[" + data[at : at + b.length] + b"]")
+        cutter.max_tid = max(cutter.max_tid, self.max_tid)
+        assert self._others is not None
+        return cutter.finish(self._others)
 
 
 def _lay_out(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
