@@ -1790,7 +1790,7 @@ export interface DiffEfficiencyRow {
  * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
  * ``kernel_count`` (the kernels whose start lies in the
  * window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
- * ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
+ * ``idle.devices[].per_step[].idle_us``), ``names``, ``classes`` and ``shapes`` (the interned
  * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
  * than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
  * ``lanes``: GPU streams, host threads, data-loading threads, idle bands.
@@ -1812,6 +1812,7 @@ export interface TimelineStep {
   classes: string[];
   block_us: number;
   lanes: TimelineLane[];
+  shapes?: string[];
 }
 /**
  * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
@@ -1846,6 +1847,7 @@ export interface TimelineLane {
   count: number[];
   correlation: number[];
   depth: number[];
+  shape?: number[];
 }
 /**
  * ``history --format json`` (``tb_kineto_insights.history/1``): the log directory,

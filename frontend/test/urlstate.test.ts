@@ -121,3 +121,16 @@ test("a link naming a run that is not there is said, not silently replaced", () 
   // diff sides too
   assert.match(missingFromLink(stateFromHash("#kineto_insights&ki_mode=diff&ki_run=dataloader_workers0&ki_base_run=dataloader_workers0&ki_exp_run=old"), runs) ?? "", /[Tt]he experiment run "old" is not \(or no longer\)/);
 });
+
+test("the stacked rank lives in the address bar: a worker, or none; absent means the tab's choice", () => {
+  const state = emptyState();
+  state.run = { run: "ddp", worker: "rank0", step: 3, stack: "rank1" };
+  const hash = mergeHash("#kineto_insights", state);
+  assert.ok(hash.includes("ki_stack=rank1"));
+  assert.equal(stateFromHash(hash).run.stack, "rank1");
+  state.run.stack = "none";
+  assert.equal(stateFromHash(mergeHash("#kineto_insights", state)).run.stack, "none");
+  state.run.stack = undefined;
+  assert.equal(stateFromHash(mergeHash("#kineto_insights", state)).run.stack, undefined);
+  assert.ok(!mergeHash("#kineto_insights", state).includes("ki_stack"));
+});

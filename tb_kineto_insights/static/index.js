@@ -1952,10 +1952,12 @@ var __kinetoInsights = (() => {
     }
     return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
   }
-  function momentButton(openMoment) {
+  function momentButton(openMoment, d) {
+    const m = d.moment;
+    const where = m ? `${m.what}: step ${m.step}${m.worker ? ` of ${m.worker}` : ""}` : "";
     const b = el(
       "button",
-      { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+      { type: "button", className: "link goto moment", title: `Open the timeline at ${where}, highlighted.` },
       "See it on the timeline →"
     );
     b.addEventListener("click", (event) => {
@@ -2009,7 +2011,7 @@ var __kinetoInsights = (() => {
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
       open,
-      openMoment ? momentButton(openMoment) : null,
+      openMoment ? momentButton(openMoment, d) : null,
       spanLink(d, openWorker)
     );
     const activate = (event) => {
@@ -3413,25 +3415,11 @@ ${more.trim()}` : ""));
     const gap = device?.largest_gaps?.[0];
     return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
   }
-  var DIAGNOSIS_CAUSES = {
-    gpu_idle_dataloader: "data_loading",
-    gpu_idle_host_sync: "host_sync",
-    gpu_idle_host_untraced: "host_untraced",
-    optimizer_step_bound: "optimizer_step",
-    low_gpu_utilization: null
-  };
-  function momentOf(d, summary) {
-    if (!(d.id in DIAGNOSIS_CAUSES)) return null;
-    const cause = DIAGNOSIS_CAUSES[d.id];
-    const idle = summary.idle;
-    const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
-    let best = null;
-    for (const g of device?.largest_gaps ?? []) {
-      if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
-      if (cause !== null && g.cause !== cause) continue;
-      if (!best || g.length_us > best.length_us) best = g;
-    }
-    return best;
+  function momentOf(d) {
+    return d.moment ?? null;
+  }
+  function momentView(m) {
+    return gapView({ offset_us: m.offset_us, length_us: m.length_us });
   }
   function gapView(gap) {
     const start = gap.offset_us ?? 0;
@@ -3515,17 +3503,32 @@ ${more.trim()}` : ""));
   }
   function stackSteps(a, aName, b, bName) {
     const shift = a.names.length;
-    const relabel = (lane, name, offset) => ({
+    const shapeShift = (a.shapes ?? []).length;
+    const relabel = (lane, name, offset, shapeOffset) => ({
       ...lane,
       label: `${name}: ${lane.label}`,
-      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name
+      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name,
+      shape: shapeOffset && lane.shape ? lane.shape.map((k) => k >= 0 ? k + shapeOffset : k) : lane.shape
     });
     return {
       ...a,
       duration_us: Math.max(a.duration_us, b.duration_us),
       names: [...a.names, ...b.names],
-      lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))]
+      shapes: [...a.shapes ?? [], ...b.shapes ?? []],
+      lanes: [...a.lanes.map((l) => relabel(l, aName, 0, 0)), ...b.lanes.map((l) => relabel(l, bName, shift, shapeShift))]
     };
+  }
+  function shapesOf(doc, lane, i) {
+    const k = lane.shape?.[i] ?? -1;
+    return k >= 0 ? doc.shapes?.[k] ?? null : null;
+  }
+  function launchShapes(doc, launch) {
+    const lane = doc.lanes[launch.lane];
+    for (let j = launch.opIndices.length - 1; j >= 0; j -= 1) {
+      const found = shapesOf(doc, lane, launch.opIndices[j]);
+      if (found) return found;
+    }
+    return null;
   }
 
   // src/panels/timeline.ts
@@ -3567,6 +3570,8 @@ ${more.trim()}` : ""));
       this.own = null;
       // this span's step (doc: with a stacked rank)
       this.peer = null;
+      this.stack = void 0;
+      // as the address bar says
       this.controller = null;
       const steps = summary.steps?.steps ?? [];
       this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
@@ -3598,14 +3603,18 @@ ${more.trim()}` : ""));
       perfetto.addEventListener("click", () => this.openPerfetto());
       this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
       let peerPicker = null;
+      this.peerSelect = null;
       if (host.peers.length) {
-        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start (first: the straggler, or the median rank)." });
         select.append(el("option", { value: "" }, "none"));
         for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
         select.addEventListener("change", () => {
           this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+          this.stack = this.peer ? this.peer.worker : "none";
+          this.host.changed(this.target(), true);
           void this.loadPeer();
         });
+        this.peerSelect = select;
         peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
       }
       this.info = el("p", { className: "note", id: "ki-timeline-info" });
@@ -3636,8 +3645,13 @@ ${more.trim()}` : ""));
       return medianStep(this.summary);
     }
     pick(target) {
-      this.host.changed(target, true);
-      void this.show(target);
+      const t = { ...target, stack: target.stack ?? this.stack };
+      this.host.changed(t, true);
+      void this.show(t);
+    }
+    // What is shown, as the address bar keeps it.
+    target() {
+      return { step: this.step ?? void 0, window: this.window ?? void 0, mark: this.mark ?? void 0, stack: this.stack };
     }
     // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
     // highlighted.
@@ -3650,8 +3664,10 @@ ${more.trim()}` : ""));
       this.window = target.window ?? null;
       this.mark = target.mark ?? null;
       this.picker.value = String(step);
+      const peerChanged = this.choosePeer(target.stack);
       if (this.doc && this.step === step) {
-        this.applyView();
+        if (peerChanged) await this.loadPeer();
+        else this.applyView();
         return;
       }
       this.step = step;
@@ -3675,6 +3691,24 @@ ${more.trim()}` : ""));
       this.doc = answer.body;
       if (this.peer) await this.loadPeer();
       else this.draw();
+    }
+    // The rank to stack for `stack` (the address bar's: a worker, "none", or absent: the
+    // host's preselection); true when it is another than the one shown.
+    choosePeer(stack) {
+      this.stack = stack;
+      if (!this.host.peers.length) return false;
+      const want = stack === "none" ? null : stack ?? this.host.preselect();
+      const peer = want ? this.host.peers.find((p) => p.worker === want) ?? null : null;
+      if (this.peerSelect) this.peerSelect.value = peer ? peer.worker : "";
+      const changed = (peer?.worker ?? null) !== (this.peer?.worker ?? null);
+      this.peer = peer;
+      return changed;
+    }
+    // The preselected rank may be known only now (the view across ranks arrived): stack
+    // it when the address bar chose none.
+    async preselected() {
+      if (this.stack !== void 0) return;
+      if (this.choosePeer(void 0)) await this.loadPeer();
     }
     // Stack the chosen rank's same step under this one (or go back to this span alone).
     async loadPeer() {
@@ -3914,7 +3948,7 @@ ${more.trim()}` : ""));
       if (Math.abs(window2[0] - lo) < 1e-6 && Math.abs(window2[1] - hi) < 1e-6) return;
       this.window = window2;
       this.setViewData();
-      this.host.changed({ step: this.step ?? void 0, window: window2, mark: this.mark ?? void 0 }, false);
+      this.host.changed(this.target(), false);
     }
     event(row2) {
       const doc = this.doc;
@@ -3936,6 +3970,11 @@ ${more.trim()}` : ""));
       if (row2[5] >= 0 && lane.kind === "gpu_stream") {
         const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
         rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: void 0 });
+        const shapes = launch ? launchShapes(this.doc, launch) : null;
+        if (shapes) rows.push({ label: "input shapes", value: shapes, color: void 0 });
+      } else if (row2[5] >= 0) {
+        const shapes = shapesOf(this.doc, lane, row2[5]);
+        if (shapes) rows.push({ label: "input shapes", value: shapes, color: void 0 });
       }
       if (row2[6] > 1) rows.push({ label: "events", value: fmtCount(row2[6]) });
       return tipNode(name, rows);
@@ -4128,6 +4167,8 @@ ${more.trim()}` : ""));
       const mark = parseRange(get("mark"));
       if (mark) state.run.mark = mark;
     }
+    const stack = get("stack");
+    if (stack) state.run.stack = stack;
     if (get("ranks") === "all") {
       state.run.allRanks = true;
       const index = Number(get("span_index"));
@@ -4153,6 +4194,7 @@ ${more.trim()}` : ""));
       } else {
         put("worker", state.run.worker);
         put("span", state.run.span);
+        put("stack", state.run.stack);
         if (state.run.step !== void 0) {
           put("step", state.run.step);
           if (state.run.window) put("window", formatRange(state.run.window));
@@ -4302,6 +4344,8 @@ ${more.trim()}` : ""));
       this.controller = null;
       this.runsTimer = null;
       this.timeline = null;
+      // the panel to scroll to once the next span is drawn (a moment on another worker)
+      this.pendingPanel = null;
       this.perfettoUrl = null;
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
@@ -4407,14 +4451,32 @@ ${more.trim()}` : ""));
     }
     timelineTarget() {
       const r = this.state.run;
-      return { step: r.step, window: r.window, mark: r.mark };
+      return { step: r.step, window: r.window, mark: r.mark, stack: r.stack };
     }
-    // A diagnosis with a place in time opens the timeline there.
-    momentOpener(summary) {
+    // A diagnosis with a place in time opens the timeline there (on the moment's worker,
+    // for a diagnosis across ranks).
+    momentOpener() {
       return (d) => {
-        const gap = momentOf(d, summary);
-        return gap ? () => this.openGap(gap) : null;
+        const m = momentOf(d);
+        return m ? () => this.openMoment(m) : null;
       };
+    }
+    openMoment(m) {
+      const target = { step: m.step, ...momentView(m) };
+      const s = this.state.run;
+      if (m.worker && (m.worker !== s.worker || s.allRanks)) {
+        const run = this.run(s.run);
+        if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
+        this.state.run = { run: run.run, worker: m.worker, ...target };
+        this.pendingPanel = "timeline";
+        this.writeHash(true);
+        this.changed();
+        return;
+      }
+      Object.assign(this.state.run, target);
+      this.writeHash(true);
+      void this.timeline?.show(target);
+      this.go("timeline");
     }
     // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
     openGap(gap) {
@@ -4746,7 +4808,7 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       const onGap = (g) => this.openGap(g);
@@ -4769,10 +4831,12 @@ ${more.trim()}` : ""));
         span: { run: s.run, worker: s.worker, span: s.span },
         perfettoUrl: this.perfettoUrl,
         peers: (this.run(s.run)?.workers ?? []).filter((w) => w.worker !== s.worker && w.spans.length).map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+        preselect: () => this.defaultPeer(),
         changed: (target, push) => {
           this.state.run.step = target.step;
           this.state.run.window = target.window;
           this.state.run.mark = target.mark;
+          this.state.run.stack = target.stack;
           this.writeHash(push);
         }
       });
@@ -4791,6 +4855,24 @@ ${more.trim()}` : ""));
       drawMemory();
       fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
       fill(byId.health, () => healthPanel(summary));
+      if (this.pendingPanel) {
+        const id = this.pendingPanel;
+        this.pendingPanel = null;
+        this.go(id);
+      }
+    }
+    // The rank the timeline stacks when the address bar names none: the straggler, or,
+    // on the straggler itself or without one, the other rank of median mean step time;
+    // null until the view across ranks is there.
+    defaultPeer() {
+      const rv = this.runView;
+      const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+      const me = this.state.run.worker;
+      if (!view || !me) return null;
+      const straggler = view.straggler?.worker;
+      if (straggler && straggler !== me) return straggler;
+      const others = (view.ranks ?? []).filter((r) => r.worker !== me).sort((a, b) => a.mean_step_us - b.mean_step_us || a.rank - b.rank);
+      return others.length ? others[others.length - 1 >> 1].worker : null;
     }
     // A span's own diagnoses, with those the view across ranks replaces (its exact
     // wait/transfer split of this rank beats the estimate from this trace alone) swapped
@@ -4838,8 +4920,9 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
       }
+      if (loaded?.kind === "span") void this.timeline?.preselected();
       if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
         this.drawComm();
         disposeDetached();
@@ -4883,7 +4966,7 @@ ${more.trim()}` : ""));
       return true;
     }
     drawRanks(diag, ranks, answer) {
-      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, void 0, (w) => this.openWorker(w)));
+      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, this.momentOpener(), (w) => this.openWorker(w)));
       fill(ranks, () => {
         if (!answer.summary) return "No view across ranks for this run.";
         const spans = answer.spans ?? [];
