@@ -328,3 +328,58 @@ def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any
             assert (cut.start_ns, cut.end_ns) == (lo, hi)
             assert _doc_bytes(cut) == _doc_bytes(cut_window(str(path), lo, hi))
             assert cut.kernels > 0
+
+
+DDP2 = SAMPLE_LOGS / "ddp2_straggler"
+
+
+@pytest.mark.skipif(not DDP2.is_dir(), reason="sample_logs/ddp2_straggler missing")
+def test_window_of_every_rank_merges_them(tmp_path: Path, capsys: Any) -> None:
+    """``window RANK0 RANK1 --step N``: one trace holding each rank's window of the step,
+    each rank's processes apart (their own pids, names prefixed with the rank), every
+    kernel of each rank's cut kept, no partial overlaps on any track."""
+    from tb_kineto_insights.cli.window import window_of_step
+
+    paths = sorted(str(p) for p in DDP2.glob("rank*.pt.trace.json.gz"))
+    assert len(paths) == 2
+    step = int(build_steps(paths[0])[1])
+    out = tmp_path / "ranks.json.gz"
+    assert main(["window", *paths, "--step", str(step), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    data = gzip.decompress(out.read_bytes())
+    assert partial_overlaps(data) == 0
+    doc = json.loads(data)
+    events = doc["traceEvents"]
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    for k, path in enumerate(paths):
+        cut = window_of_step(path, step)
+        label = f"rank {k}"
+        assert f"{label}: step {step}" in said and f"{cut.kernels} kernels" in said
+        own = {p for p, n in names.items() if n.startswith(f"{label}: ")}
+        assert own, names
+        kernels = sorted(
+            (e["name"], e["ts"])
+            for e in events
+            if e.get("cat") == "kernel" and e["pid"] in own
+        )
+        expected = sorted(
+            (e["name"], e["ts"])
+            for e in _events(cut)
+            if e.get("cat") == "kernel"
+        )
+        assert kernels == expected and len(kernels) == cut.kernels > 0
+    # the ranks' processes are apart: every pid belongs to one rank
+    owners = [{p for p, n in names.items() if n.startswith(f"rank {k}: ")} for k in (0, 1)]
+    assert not owners[0] & owners[1]
+    assert {e["pid"] for e in events} <= owners[0] | owners[1]
+    assert doc["traceName"] == "ranks: rank 0, rank 1"
+
+
+def build_steps(path: str) -> list[int]:
+    from tb_kineto_insights.analysis.context import build_index
+
+    return [int(n) for n in build_index(read_trace(path)).steps.number]

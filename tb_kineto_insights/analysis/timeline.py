@@ -108,12 +108,19 @@ def nesting_depth(start_ns: I64, end_ns: I64) -> I64:
     n = start_ns.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((-(end_ns - start_ns), start_ns))
-    s, e = start_ns[order], end_ns[order]
+    # start order, longer first on equal starts; a stable sort of nearly sorted starts
+    # (a thread's ops come in start order) is close to linear, a lexsort is not
+    order = np.argsort(start_ns, kind="stable")
+    s = start_ns[order]
+    tie = s[1:] == s[:-1]
+    if tie.any():
+        order = np.lexsort((-(end_ns - start_ns), start_ns))
+        s = start_ns[order]
+    e = end_ns[order]
     k = np.arange(n)
     # ranges ending at or before s[k]: all come before k in this order, except the
     # zero-length ranges at s[k] from k on (they sort last among equal starts)
-    ended = np.searchsorted(np.sort(e), s, side="right")
+    ended = np.searchsorted(np.sort(e, kind="stable"), s, side="right")
     zero = np.concatenate([[0], np.cumsum(e == s)])
     group_end = np.searchsorted(s, s, side="right")
     zeros_from_k = zero[group_end] - zero[k]
@@ -220,27 +227,27 @@ def _host_class(index: TraceIndex, kind: str) -> I64:
     return cls
 
 
-def _op_shapes(index: TraceIndex, rows: I64, ids: dict[bytes, int]) -> I64:
+def _op_shapes(
+    index: TraceIndex, rows: I64, ids: dict[bytes | None, int], texts_out: list[bytes]
+) -> I64:
     """The ``Input Dims`` of CPU-op rows ``rows`` (``record_shapes=True``) interned in
-    ``ids`` (text → 1 + its index, first seen first): per row its id (0: none, or only
-    empty lists)."""
+    ``ids`` (text → its id: 0 for none or only empty lists, else 1 + its index in
+    ``texts_out``, where a new one is appended): per row its id."""
     dims = index.trace.cpu_ops.input_dims
-    out = np.zeros(rows.size, dtype=np.int64)
     if not len(dims) or rows.size == 0:
-        return out
+        return np.zeros(rows.size, dtype=np.int64)
     texts_of = getattr(dims, "texts", None)
     if texts_of is not None:
         texts = texts_of(rows)
     else:
         texts = [msgspec.json.encode(dims[r]) if r in dims else None for r in rows.tolist()]
-    for j, text in enumerate(texts):
+    for text in set(texts).difference(ids):  # each distinct text once
         if not text or text.strip(b"[], ") == b"":
-            continue
-        k = ids.get(text)
-        if k is None:
-            k = ids[text] = len(ids) + 1
-        out[j] = k
-    return out
+            ids[text] = 0
+        else:
+            texts_out.append(text)
+            ids[text] = len(texts_out)
+    return np.fromiter(map(ids.__getitem__, texts), dtype=np.int64, count=len(texts))
 
 
 def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lane]:
@@ -248,14 +255,19 @@ def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lan
     input shapes the lanes' ``shape`` columns refer to."""
     trace = index.trace
     rt = trace.runtime
-    shape_ids: dict[bytes, int] = {}
+    # text → 1 + index in the shapes (0: empty; None → 0 too)
+    shape_ids: dict[bytes | None, int] = {None: 0}
+    shape_texts: list[bytes] = []
     launch_threads: set[tuple[int, int]] = set()
+    launched = np.zeros(len(rt), dtype=np.bool_)
     for kind in GPU_WORK_KINDS:
         rows = index.launch_row[kind]
-        rows = np.unique(rows[rows >= 0])
-        if rows.size:
-            pairs = np.unique(np.stack([rt.pid[rows], rt.tid[rows]], axis=1), axis=0)
-            launch_threads.update((int(p), int(t)) for p, t in pairs)
+        launched[rows[rows >= 0]] = True
+    if launched.any():  # few threads: a 1-D unique per pid, no sort of pairs
+        pids = rt.pid[launched]
+        tids = rt.tid[launched]
+        for p in np.unique(pids).tolist():
+            launch_threads.update((int(p), int(t)) for t in np.unique(tids[pids == p]).tolist())
     if not launch_threads:
         step_thread = _step_thread(index)
         if step_thread[0] != -(2**62):
@@ -307,7 +319,7 @@ def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lan
             shape = np.zeros(op_row.size, dtype=np.int64)
             if shapes is not None:
                 has = op_row >= 0
-                shape[has] = _op_shapes(index, op_row[has], shape_ids)
+                shape[has] = _op_shapes(index, op_row[has], shape_ids, shape_texts)
             if kind_label == "host_thread":
                 sel = (rt.pid == pid) & (rt.tid == tid)
                 name = np.concatenate([name, rt.name[sel]]).astype(np.int32)
@@ -338,7 +350,7 @@ def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lan
                 )
             )
     if shapes is not None:
-        shapes.extend(t.decode("utf-8", "replace") for t in shape_ids)
+        shapes.extend(t.decode("utf-8", "replace") for t in shape_texts)
     return lanes
 
 

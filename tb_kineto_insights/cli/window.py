@@ -17,8 +17,11 @@ inflater's checkpoints.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TextIO
+
+import msgspec
 
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
@@ -28,7 +31,9 @@ from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
     WindowCut,
     WindowIndex,
+    merge_windows,
     window_bounds,
+    write_document,
     write_window,
 )
 
@@ -98,8 +103,22 @@ def window_of_step(
     return where.cut(*bounds)
 
 
+def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str:
+    """A rank's label in a merged window: ``rank N`` from the trace's ``distributedInfo``
+    when it says, else ``fallback`` (the file's worker name)."""
+    info = cut_document.get("distributedInfo")
+    if isinstance(info, msgspec.Raw):
+        try:
+            info = msgspec.json.decode(info)
+        except msgspec.DecodeError:
+            info = None
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return f"rank {info['rank']}"
+    return fallback
+
+
 def run_window(
-    path: str,
+    paths: str | list[str],
     step: int,
     out_path: str,
     start_us: float | None,
@@ -109,24 +128,37 @@ def run_window(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
 ) -> int:
     """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
-    missing step, a bad range or an unwritable output (the message says which). Paths
-    and names are written with their control characters escaped."""
+    missing step, a bad range or an unwritable output (the message says which). Several
+    ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
+    window), merged (:func:`~tb_kineto_insights.trace.window.merge_windows`). Paths and
+    names are written with their control characters escaped."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    cuts: list[tuple[str, WindowCut]] = []
     try:
-        cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
-        size = write_window(cut, out_path)
+        for path in paths:
+            cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
+            worker = os.path.basename(path).split(".")[0] or path
+            cuts.append((rank_label(path, cut.document, worker), cut))
+        if len(cuts) == 1:
+            size = write_window(cuts[0][1], out_path)
+        else:
+            size = write_document(merge_windows(cuts), out_path)
     except (TraceError, ValueError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return 2
-    moved = (
-        f"; {cut.moved} partially overlapping events moved to {len(cut.sibling_tracks)} "
-        "sibling tracks"
-        if cut.moved
-        else ""
-    )
-    out.write(
-        f"{out_path}: step {step}, ts {cut.start_ns / 1000:.3f} to {cut.end_ns / 1000:.3f} µs"
-        f" ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): {cut.events} events, "
-        f"{cut.kernels} kernels{moved}; {size} bytes\n"
-    )
+    for label, cut in cuts:
+        moved = (
+            f"; {cut.moved} partially overlapping events moved to {len(cut.sibling_tracks)} "
+            "sibling tracks"
+            if cut.moved
+            else ""
+        )
+        who = f"{label}: " if len(cuts) > 1 else ""
+        out.write(
+            f"{out_path}: {who}step {step}, ts {cut.start_ns / 1000:.3f} to "
+            f"{cut.end_ns / 1000:.3f} µs ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): "
+            f"{cut.events} events, {cut.kernels} kernels{moved}\n"
+        )
+    out.write(f"{out_path}: {size} bytes\n")
     return 0

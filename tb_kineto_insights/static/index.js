@@ -3600,7 +3600,25 @@ ${more.trim()}` : ""));
         "Open in Perfetto"
       );
       perfetto.disabled = !host.perfettoUrl;
-      perfetto.addEventListener("click", () => this.openPerfetto());
+      perfetto.addEventListener("click", () => this.openPerfetto(false));
+      let ranks = null;
+      this.downloadRanks = null;
+      if (host.peers.length) {
+        const b = el(
+          "button",
+          { type: "button", className: "link", id: "ki-timeline-perfetto-ranks", title: `Open the shown window of every rank of the run, merged into one trace (each rank's processes named after it), in Perfetto UI (${host.perfettoUrl ?? "not configured"}).` },
+          "Open ranks"
+        );
+        b.disabled = !host.perfettoUrl;
+        b.addEventListener("click", () => this.openPerfetto(true));
+        this.downloadRanks = el(
+          "a",
+          { className: "link", id: "ki-timeline-download-ranks", title: "The shown window of every rank, merged into one trace: open it in Perfetto UI or chrome://tracing by hand." },
+          "Download ranks"
+        );
+        this.downloadRanks.setAttribute("download", "");
+        ranks = el("span", null, b, " ", this.downloadRanks);
+      }
       this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
       let peerPicker = null;
       this.peerSelect = null;
@@ -3633,6 +3651,7 @@ ${more.trim()}` : ""));
           peerPicker,
           perfetto,
           this.download,
+          ranks,
           this.perfettoStatus
         ),
         this.info,
@@ -3863,6 +3882,7 @@ ${more.trim()}` : ""));
       const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
       this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
       this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+      if (this.downloadRanks) this.downloadRanks.href = apiUrl("window_ranks", { run: this.host.span.run, step: this.doc.step, ...this.windowParams(), download: 1 });
       const chartNode = this.body.querySelector("#ki-timeline-chart");
       if (chartNode) {
         chartNode.dataset.rows = String(rows.length);
@@ -3878,7 +3898,9 @@ ${more.trim()}` : ""));
     // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
     // user's gesture), PING until it answers PONG, then post the window's bytes with a
     // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
-    openPerfetto() {
+    // `ranks`: every rank's window of the step, merged (/window_ranks; zoomed to this
+    // rank's window).
+    openPerfetto(ranks) {
       const doc = this.doc;
       const base3 = this.host.perfettoUrl;
       if (!doc || !base3) return;
@@ -3899,10 +3921,11 @@ ${more.trim()}` : ""));
         return;
       }
       const span = this.host.span;
-      const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
-      const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
-      const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then(
-        (r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))
+      const title = ranks ? `${span.run ?? ""} every rank, step #${doc.step}` : `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+      const fileName = ranks ? `${span.run ?? "run"}.step${doc.step}.ranks.json` : `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+      const source = ranks ? apiUrl("window_ranks", { run: span.run, step: doc.step, ...this.windowParams(), wait: 60 }) : apiUrl("window", { ...span, step: doc.step, ...this.windowParams() });
+      const bytes = fetch(source, { credentials: "same-origin" }).then(
+        (r) => r.status === 200 ? r.arrayBuffer() : Promise.reject(new Error(r.status === 202 ? "the other ranks are still being read; try again shortly" : `HTTP ${r.status}`))
       );
       this.perfettoStatus.textContent = "Opening Perfetto UI…";
       const origin = target.origin;

@@ -764,6 +764,49 @@ def test_open_in_perfetto_posts_the_window(server: Server, open_page: Any) -> No
     assert "/window?" in href and f"step={step}" in href and "download=1" in href
 
 
+def test_open_ranks_posts_every_rank_merged(server: Server, open_page: Any) -> None:
+    """Issue 28 §4: "Open ranks" posts the shown step of every rank of the run, merged
+    into one trace (each rank's processes named after its worker), to the fake Perfetto
+    page; the posted trace parses and holds each rank's kernels of the step."""
+    run = "ddp2_straggler"
+    entry = next(r for r in server.runs["runs"] if r["run"] == run)
+    workers = [(w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]]
+    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={workers[0][0]}&ki_stack=none", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    step = int(_timeline_shown(frame)["step"])
+    with page.context.expect_page(timeout=TIMEOUT_MS) as popup_info:
+        frame.click("#ki-timeline-perfetto-ranks")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__got !== null", timeout=TIMEOUT_MS)
+    got = popup.evaluate("() => window.__got")
+    assert got["title"] == f"{run} every rank, step #{step}"
+    doc = json.loads(got["text"])
+    events = doc["traceEvents"]
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    for worker, span in workers:
+        status, own = server.get(
+            "window", run=run, worker=worker, span=span, step=str(step), wait="60"
+        )
+        assert status == 200
+        expected = sorted(
+            (e["name"], e["ts"]) for e in own["traceEvents"] if e.get("cat") == "kernel"
+        )
+        pids = {p for p, n in names.items() if n.startswith(f"{worker}: ")}
+        kernels = sorted(
+            (e["name"], e["ts"])
+            for e in events
+            if e.get("cat") == "kernel" and e["pid"] in pids
+        )
+        assert kernels == expected and kernels, worker
+    href = frame.get_attribute("#ki-timeline-download-ranks", "href") or ""
+    assert "/window_ranks?" in href and f"step={step}" in href
+
+
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:
     page = open_page("#kineto_insights&ki_run=memory_leak", height=700)
     frame = tab(page)

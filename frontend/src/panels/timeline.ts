@@ -93,6 +93,7 @@ export class TimelineView {
   private readonly info: HTMLElement;
   private readonly launch: HTMLElement;
   private readonly download: HTMLAnchorElement;
+  private downloadRanks: HTMLAnchorElement | null;
   private readonly perfettoStatus: HTMLElement;
   private own: TimelineStep | null = null; // this span's step (doc: with a stacked rank)
   private peer: { worker: string; span: string } | null = null;
@@ -131,7 +132,25 @@ export class TimelineView {
       "Open in Perfetto",
     );
     perfetto.disabled = !host.perfettoUrl;
-    perfetto.addEventListener("click", () => this.openPerfetto());
+    perfetto.addEventListener("click", () => this.openPerfetto(false));
+    let ranks: HTMLElement | null = null;
+    this.downloadRanks = null;
+    if (host.peers.length) {
+      const b = el(
+        "button",
+        { type: "button", className: "link", id: "ki-timeline-perfetto-ranks", title: `Open the shown window of every rank of the run, merged into one trace (each rank's processes named after it), in Perfetto UI (${host.perfettoUrl ?? "not configured"}).` },
+        "Open ranks",
+      );
+      b.disabled = !host.perfettoUrl;
+      b.addEventListener("click", () => this.openPerfetto(true));
+      this.downloadRanks = el(
+        "a",
+        { className: "link", id: "ki-timeline-download-ranks", title: "The shown window of every rank, merged into one trace: open it in Perfetto UI or chrome://tracing by hand." },
+        "Download ranks",
+      );
+      this.downloadRanks.setAttribute("download", "");
+      ranks = el("span", null, b, " ", this.downloadRanks);
+    }
     this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
     let peerPicker: HTMLElement | null = null;
     this.peerSelect = null;
@@ -164,6 +183,7 @@ export class TimelineView {
         peerPicker,
         perfetto,
         this.download,
+        ranks,
         this.perfettoStatus,
       ),
       this.info,
@@ -406,6 +426,7 @@ export class TimelineView {
     const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
     this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
     this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+    if (this.downloadRanks) this.downloadRanks.href = apiUrl("window_ranks", { run: this.host.span.run, step: this.doc.step, ...this.windowParams(), download: 1 });
     const chartNode = this.body.querySelector<HTMLElement>("#ki-timeline-chart");
     if (chartNode) {
       chartNode.dataset.rows = String(rows.length);
@@ -423,7 +444,9 @@ export class TimelineView {
   // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
   // user's gesture), PING until it answers PONG, then post the window's bytes with a
   // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
-  private openPerfetto(): void {
+  // `ranks`: every rank's window of the step, merged (/window_ranks; zoomed to this
+  // rank's window).
+  private openPerfetto(ranks: boolean): void {
     const doc = this.doc;
     const base = this.host.perfettoUrl;
     if (!doc || !base) return;
@@ -446,10 +469,13 @@ export class TimelineView {
       return;
     }
     const span = this.host.span;
-    const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
-    const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
-    const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then((r) =>
-      r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`)),
+    const title = ranks ? `${span.run ?? ""} every rank, step #${doc.step}` : `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+    const fileName = ranks ? `${span.run ?? "run"}.step${doc.step}.ranks.json` : `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+    const source = ranks
+      ? apiUrl("window_ranks", { run: span.run, step: doc.step, ...this.windowParams(), wait: 60 })
+      : apiUrl("window", { ...span, step: doc.step, ...this.windowParams() });
+    const bytes = fetch(source, { credentials: "same-origin" }).then((r) =>
+      r.status === 200 ? r.arrayBuffer() : Promise.reject(new Error(r.status === 202 ? "the other ranks are still being read; try again shortly" : `HTTP ${r.status}`)),
     );
     this.perfettoStatus.textContent = "Opening Perfetto UI…";
     const origin = target.origin;
