@@ -1,18 +1,22 @@
 """What cutting a window costs against a plain read (issue 28), per trace, each in a
 fresh process (so that its peak RSS is its own):
 
-* ``read``: ``read_trace`` (the reader's default: worker processes for a large file);
+* ``read``: ``read_trace`` (``--workers``: the reader's worker processes; default 1, a
+  serial read, whose CPU time is all in the process measured);
 * ``cut``: ``trace.window.cut_window`` of the middle step's window ± 10 % (the plugin's
-  ``/window``: the window is known from the stored timeline, one pass over the file);
+  ``/window``: the window is known from the stored timeline; one pass over the file);
 * ``window``: the CLI's ``window_of_step`` (one read that finds the step window and notes
   where the events lie, then the window's pieces read back from the inflater's
-  checkpoints);
+  checkpoints), with the same ``--workers`` as the read;
 * ``cut all``: ``cut_window`` of the whole trace (every event kept: the worst case).
 
-    python benchmarks/bench_window.py TRACE... [--repeat 3]
+    python benchmarks/bench_window.py TRACE... [--repeat 3] [--workers 1]
 
-Wall seconds, medians of ``--repeat`` runs; peak RSS is the largest ``ru_maxrss`` of the
-process over its runs (MiB), and of its worker processes (the parallel read's) apart.
+Per measurement: wall seconds and CPU seconds of the process (``time.process_time``;
+the better figure on a loaded machine, where wall time mostly measures the others),
+medians of ``--repeat`` runs; peak RSS is the largest ``ru_maxrss`` of the process over
+its runs (MiB). The window's bounds are found once in the parent and handed to the cut
+processes, so their RSS is the cut's alone.
 """
 
 from __future__ import annotations
@@ -27,55 +31,48 @@ import sys
 import time
 
 
-def _one(kind: str, path: str, step: int) -> None:
-    """Run one measurement here and print ``{"s": wall seconds, ...}`` as JSON."""
-    from tb_kineto_insights.cli.window import step_window, window_of_step
+def _one(kind: str, path: str, step: int, lo: int, hi: int) -> None:
+    """Run one measurement here and print ``{"s", "cpu_s", "rss_mib", "events"}``."""
+    from tb_kineto_insights.cli.window import window_of_step
     from tb_kineto_insights.trace.reader import read_trace
-    from tb_kineto_insights.trace.window import cut_window, window_bounds
+    from tb_kineto_insights.trace.window import cut_window
 
-    bounds = (0, 0)
-    if kind in ("cut", "all"):
-        w = step_window(path, step)  # not timed
-        bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, None, None) or bounds
-        if kind == "all":
-            bounds = (0, 2**62)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if kind == "read":
         read_trace(path)
         events = 0
     elif kind == "window":
         events = window_of_step(path, step).events
+    elif kind == "all":
+        events = cut_window(path, 0, 2**62).events
     else:
-        events = cut_window(path, *bounds).events
-    wall = time.perf_counter() - t0
+        events = cut_window(path, lo, hi).events
     print(
         json.dumps(
             {
-                "s": wall,
+                "s": time.perf_counter() - t0,
+                "cpu_s": time.process_time() - c0,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                "rss_before_mib": before / 1024,
-                "workers_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
                 "events": events,
             }
         )
     )
 
 
-def _measure(kind: str, path: str, step: int, repeat: int) -> dict[str, float]:
+def _measure(
+    kind: str, path: str, step: int, bounds: tuple[int, int], repeat: int, workers: int
+) -> dict[str, float]:
+    env = {**os.environ, "KINETO_INSIGHTS_READ_WORKERS": str(workers)}
     runs = []
     for _ in range(repeat):
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", kind, path, "--step", str(step)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        args = [sys.executable, __file__, "--one", kind, path, "--step", str(step)]
+        args += ["--bounds", f"{bounds[0]}:{bounds[1]}"]
+        out = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {
         "s": statistics.median(r["s"] for r in runs),
+        "cpu_s": statistics.median(r["cpu_s"] for r in runs),
         "rss_mib": max(r["rss_mib"] for r in runs),
-        "workers_rss_mib": max(r["workers_rss_mib"] for r in runs),
         "events": runs[-1]["events"],
     }
 
@@ -84,37 +81,52 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("traces", nargs="+")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1, help="the reader's worker processes")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--step", type=int, default=-1, help="step number (default: middle)")
+    parser.add_argument("--bounds", default="0:1", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        _one(args.one, args.traces[0], args.step)
+        lo, hi = (int(v) for v in args.bounds.split(":"))
+        _one(args.one, args.traces[0], args.step, lo, hi)
         return
+    from tb_kineto_insights.cli.window import step_window
+    from tb_kineto_insights.trace.window import window_bounds
+
     print(
-        "| trace | stored MB | read s (peak RSS MiB: parent / workers) | cut one step s "
-        "(RSS) | cut / read | CLI window s (RSS) | window / read | cut all s (RSS) | "
-        "events in the step's cut |"
+        "| trace | stored MB | JSON MB | read: wall s / CPU s (peak RSS MiB) | cut one step "
+        "| cut ÷ read (wall / CPU) | CLI window | window ÷ read (wall / CPU) | cut all |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for path in args.traces:
-        step = args.step
-        if step < 0:
-            from tb_kineto_insights.analysis.context import build_index
-            from tb_kineto_insights.trace.reader import read_trace
+        from tb_kineto_insights.analysis.context import build_index
+        from tb_kineto_insights.trace.reader import read_trace
 
-            steps = build_index(read_trace(path)).steps
-            step = int(steps.number[len(steps) // 2])
-        read = _measure("read", path, step, args.repeat)
-        cut = _measure("cut", path, step, args.repeat)
-        window = _measure("window", path, step, args.repeat)
-        every = _measure("all", path, step, 1)
+        trace = read_trace(path)
+        steps = build_index(trace).steps
+        json_mb = trace.health.json_bytes / 1e6
+        del trace
+        step = args.step if args.step >= 0 else int(steps.number[len(steps) // 2])
+        w = step_window(path, step)
+        bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, None, None) or (0, 1)
+        m = {
+            kind: _measure(
+                kind, path, step, bounds, args.repeat if kind != "all" else 1, args.workers
+            )
+            for kind in ("read", "cut", "window", "all")
+        }
+
+        cell = {k: f"{v['s']:.2f} / {v['cpu_s']:.2f} ({v['rss_mib']:.0f})" for k, v in m.items()}
+        ratio = {
+            k: f"{v['s'] / m['read']['s']:.2f} / {v['cpu_s'] / m['read']['cpu_s']:.2f}"
+            for k, v in m.items()
+        }
+
         print(
-            f"| {os.path.basename(path)} | {os.path.getsize(path) / 1e6:.2f} | "
-            f"{read['s']:.2f} ({read['rss_mib']:.0f} / {read['workers_rss_mib']:.0f}) | "
-            f"{cut['s']:.2f} ({cut['rss_mib']:.0f}) | {cut['s'] / read['s']:.2f} | "
-            f"{window['s']:.2f} ({window['rss_mib']:.0f} / {window['workers_rss_mib']:.0f}) | "
-            f"{window['s'] / read['s']:.2f} | {every['s']:.2f} ({every['rss_mib']:.0f}) | "
-            f"{cut['events']} |"
+            f"| {os.path.basename(path)} (step {step}: {m['cut']['events']} events) | "
+            f"{os.path.getsize(path) / 1e6:.2f} | {json_mb:.0f} | {cell['read']} | "
+            f"{cell['cut']} | {ratio['cut']} | {cell['window']} | {ratio['window']} | "
+            f"{cell['all']} |"
         )
 
 

@@ -5,12 +5,12 @@ none."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import H200X2, SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import H200X2, SAMPLE_LOGS, kernel, write_trace
 from test_analysis import launch, step
 
 from tb_kineto_insights.analysis.context import build_index
@@ -21,7 +21,7 @@ from tb_kineto_insights.summary import summarize_file, summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 
 
-@lru_cache(maxsize=None)
+@cache
 def _summary(folder: str) -> Summary:
     path = next((SAMPLE_LOGS / folder).glob("*.pt.trace.json.gz"))
     return summarize_file(str(path))
@@ -68,7 +68,9 @@ def test_pageable_copy_and_unequal_steps_point_at_their_event(tmp_path: Path) ->
     assert page.moment == Moment(
         step=2, offset_us=10.0, length_us=30.0, what="the longest pageable copy, 30.0 µs"
     )
-    assert "trace_unequal_steps" not in by_id or isinstance(by_id["trace_unequal_steps"].moment, Moment)
+    assert "trace_unequal_steps" not in by_id or isinstance(
+        by_id["trace_unequal_steps"].moment, Moment
+    )
 
 
 def test_unequal_steps_and_warmup_point_at_their_step() -> None:
@@ -127,7 +129,9 @@ def test_small_kernel_flood_points_at_its_busiest_step() -> None:
     summary = _summary("optimizer_per_param")
     d = _diagnosis("optimizer_per_param", "small_kernel_flood")
     top = max(summary.kernels.per_step, key=lambda s: s.count)
-    assert isinstance(d.moment, Moment) and d.moment.step == top.number and d.moment.offset_us == 0.0
+    assert (
+        isinstance(d.moment, Moment) and d.moment.step == top.number and d.moment.offset_us == 0.0
+    )
     window = next(s for s in summary.steps.steps if s.number == top.number)
     assert d.moment.length_us == pytest.approx(window.duration_us, abs=1e-3)
     assert f"({top.count})" in d.moment.what
@@ -192,7 +196,9 @@ def test_straggler_points_at_its_worst_collective_on_its_rank() -> None:
     )
     start = next(s["start_us"] for s in summary["steps"]["steps"] if s["number"] == call["step"])
     origin = summary["steps"]["origin_ns"]
-    assert moment["offset_us"] == pytest.approx((call["start_ns"] - origin) / 1000 - start, abs=2e-3)
+    assert moment["offset_us"] == pytest.approx(
+        (call["start_ns"] - origin) / 1000 - start, abs=2e-3
+    )
     exposed = [d for d in run["diagnoses"] if d["id"] == "exposed_communication"]
     assert exposed and all(d["moment"]["worker"] == d["evidence"]["worker"] for d in exposed)
 

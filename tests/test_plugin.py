@@ -1894,12 +1894,22 @@ def test_window_of_every_rank_merged(ranks_client: Client) -> None:
         for e in events
         if e["ph"] == "M" and e["name"] == "process_name"
     }
-    assert sorted(names.values()) == ["rank0: pid 0", "rank0: pid 100", "rank1: pid 0", "rank1: pid 100"]
+    assert sorted(names.values()) == [
+        "rank0: pid 0",
+        "rank0: pid 100",
+        "rank1: pid 0",
+        "rank1: pid 100",
+    ]
     kernels = sorted((names[e["pid"]], e["ts"]) for e in events if e.get("cat") == "kernel")
     # rank0's span 200 (steps of 2000 µs): step 2 at 3000; rank1's span 201 (4000 µs): 5000
     assert kernels == [("rank0: pid 0", 3100.0), ("rank1: pid 0", 5100.0)]
-    steps = sorted((names[e["pid"]], e["name"]) for e in events if e.get("cat") == "user_annotation")
-    assert ("rank0: pid 100", "ProfilerStep#2") in steps and ("rank1: pid 100", "ProfilerStep#2") in steps
+    steps = sorted(
+        (names[e["pid"]], e["name"]) for e in events if e.get("cat") == "user_annotation"
+    )
+    assert ("rank0: pid 100", "ProfilerStep#2") in steps and (
+        "rank1: pid 100",
+        "ProfilerStep#2",
+    ) in steps
     assert doc["traceName"] == "ranks: rank0, rank1"
     missing = ranks_client.get(url("window_ranks", run="job", step="7", wait=WAIT))
     assert missing.status_code == 404 and "has that step" in strict_json(missing)["error"]

@@ -498,9 +498,7 @@ def test_nesting_depth_random_against_the_definition() -> None:
         e = s + rng.integers(0, 50, n)
         order = sorted(range(n), key=lambda i: (s[i], -(e[i] - s[i])))
         rank = {i: k for k, i in enumerate(order)}
-        want = [
-            sum(1 for j in range(n) if rank[j] < rank[i] and e[j] > s[i]) for i in range(n)
-        ]
+        want = [sum(1 for j in range(n) if rank[j] < rank[i] and e[j] > s[i]) for i in range(n)]
         assert nesting_depth(s, e).tolist() == want
 
 
@@ -524,9 +522,10 @@ def test_host_lanes_in_100_ns_and_shapes_of_ops(tmp_path: Path) -> None:
     names = [doc.names[k] for k in host.name]
     i = names.index("aten::mm")
     assert host.offset_us[i] == 10.0 and host.dur_us[i] == pytest.approx(20.1)  # 10.0-30.1
-    assert doc.shapes[host.shape[i]] == "[[16,512],[512,512]]" or doc.shapes[
-        host.shape[i]
-    ].replace(" ", "") == "[[16,512],[512,512]]"
+    assert (
+        doc.shapes[host.shape[i]] == "[[16,512],[512,512]]"
+        or doc.shapes[host.shape[i]].replace(" ", "") == "[[16,512],[512,512]]"
+    )
     assert host.shape[names.index("aten::add")] == -1
     assert host.shape[names.index("cudaLaunchKernel")] == -1
     gpu = next(lane for lane in doc.lanes if lane.kind == "gpu_stream")

@@ -362,15 +362,9 @@ def test_window_of_every_rank_merges_them(tmp_path: Path, capsys: Any) -> None:
         own = {p for p, n in names.items() if n.startswith(f"{label}: ")}
         assert own, names
         kernels = sorted(
-            (e["name"], e["ts"])
-            for e in events
-            if e.get("cat") == "kernel" and e["pid"] in own
+            (e["name"], e["ts"]) for e in events if e.get("cat") == "kernel" and e["pid"] in own
         )
-        expected = sorted(
-            (e["name"], e["ts"])
-            for e in _events(cut)
-            if e.get("cat") == "kernel"
-        )
+        expected = sorted((e["name"], e["ts"]) for e in _events(cut) if e.get("cat") == "kernel")
         assert kernels == expected and len(kernels) == cut.kernels > 0
     # the ranks' processes are apart: every pid belongs to one rank
     owners = [{p for p, n in names.items() if n.startswith(f"rank {k}: ")} for k in (0, 1)]

@@ -46,13 +46,13 @@ from tb_kineto_insights.analysis.autotune import conv_autotune
 from tb_kineto_insights.analysis.communication import communication_diagnoses
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
-from tb_kineto_insights.analysis.moments import with_moments
 from tb_kineto_insights.analysis.findings import (
     make_diagnosis,
     severity_for_impact,
     sort_diagnoses,
 )
 from tb_kineto_insights.analysis.memory import memory_diagnoses
+from tb_kineto_insights.analysis.moments import with_moments
 from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses

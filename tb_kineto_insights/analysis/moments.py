@@ -176,7 +176,9 @@ def _segment(index: TraceIndex, memory: MemoryPanel | None) -> Moment | None:
     top = max(frag.largest, key=lambda e: e.reserved_growth_bytes)
     at = index.origin_ns + round(top.t_us * 1000)
     mib = top.reserved_growth_bytes / 2**20
-    return moment_at(index, at, at + 1000, f"the new segment that grew reserved memory most (+{mib:.1f} MiB)")
+    return moment_at(
+        index, at, at + 1000, f"the new segment that grew reserved memory most (+{mib:.1f} MiB)"
+    )
 
 
 def _peak(index: TraceIndex, memory: MemoryPanel | None) -> Moment | None:
@@ -237,9 +239,7 @@ def with_moments(
     return out
 
 
-def _span_moment(
-    steps: StepsPanel, call: CollectiveCall, what: str, worker: str
-) -> Moment | None:
+def _span_moment(steps: StepsPanel, call: CollectiveCall, what: str, worker: str) -> Moment | None:
     """A collective of a rank's span as a moment on that rank's timeline."""
     if call.step is None or steps.origin_ns is None:
         return None

@@ -12,4 +12,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: names once per store).
 #: 14: the timeline classes cudaMalloc/cudaFree as allocator, as the idle band does.
 #: 15: headlines leave out steps of no length (no step time for an empty trace).
-ANALYSIS_VERSION = 15
+#: 16: issue 28: ``Diagnosis.moment``; the timeline store's host lanes to 100 ns and
+#: the ops' input shapes (``PackedLane.quantum_ns``, a ``shape`` column).
+ANALYSIS_VERSION = 16

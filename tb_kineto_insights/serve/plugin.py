@@ -1035,9 +1035,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return doc
         return _respond(request, encode_json(doc))
 
-    def _cut_span_window(
-        self, request: Request, span: Span, doc: TimelineStep
-    ) -> WindowCut:
+    def _cut_span_window(self, request: Request, span: Span, doc: TimelineStep) -> WindowCut:
         """The window of ``doc``'s step (± 10 %, or the request's ``start_us``/``end_us``
         µs after its start) cut from ``span``'s file, opened under the same rule as a
         load (inside the log directory, the file discovery listed)."""
@@ -1079,7 +1077,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return http_util.Respond(request, body, _JSON, headers=headers)
 
     def _serve_window_ranks(self, request: Request) -> Any:
-        """"Open ranks": step ``step``'s window of every worker (rank) of run ``run``,
+        """ "Open ranks": step ``step``'s window of every worker (rank) of run ``run``,
         each its last span's, cut from its file as ``/window`` cuts one and merged into
         one trace (:func:`~tb_kineto_insights.trace.window.merge_windows`: each rank's
         processes named after its worker). A worker still loading: 202 as ``/summary``;

@@ -238,7 +238,9 @@ class BlockReader:
                     raw.seek(at.raw_offset)
                 except OSError as exc:
                     raise TraceIOError(self.path, f"cannot read: {exc}") from exc
-                inflater = zlib.decompressobj(wbits=31) if at.inflater is None else at.inflater.copy()
+                inflater = (
+                    zlib.decompressobj(wbits=31) if at.inflater is None else at.inflater.copy()
+                )
                 out = bytearray()
                 offset = at.json_offset
                 for block in self._gunzip(raw, b"", inflater, offset, record=False):

@@ -17,23 +17,34 @@ importer drops an event that starts inside another and ends after it (google/per
 overlaps). So the kept complete events of each track are laid out, in order of start
 (longer first on a tie), on the track itself or on sibling tracks: an event goes on the
 first of them where it nests (the ranges still open there at its start all end at or
-after its end). A sibling track gets a new integer ``tid`` (above every tid of the file)
-and a ``thread_name`` that says so: ``"<name> (partially overlapping events, moved from
+after its end). A sibling track gets a new integer ``tid`` (above every integer tid of
+the events kept) and a ``thread_name`` that says so: ``"<name> (partially overlapping events, moved from
 tid <tid>)"``. No event is dropped or changed but for its ``tid``.
 
 Timestamps are compared exactly, in integer ns parsed from the JSON text as the reader
 parses them (``trace/numbers.py``: a float µs near 1.8e15 cannot hold the ns digits).
-Cost: two decodes of the whole document in msgspec (the raw events, and the few fields
-of each that the cut needs) and numpy for the selection; per-event Python work is a
-few list comprehensions. The whole JSON is held in memory (not bounded like the
-reader's).
+
+Cost, bounded memory: the file is read once in pieces of about :data:`PIECE_BYTES` cut
+at event boundaries (as the reader cuts them); each piece is decoded once for the few
+fields the cut needs (msgspec, C speed) and selected in numpy, and only a piece that
+keeps an event is decoded again for the kept events' raw texts, which are copied out:
+memory holds one piece and the kept events. When the window is known only after a read
+(the CLI's step window), :class:`WindowIndex` notes during that read, per piece, its
+place in the JSON and its time range, and the cut reads back only the pieces that meet
+the window from the inflater's checkpoints (``trace/source.py``): one read of the
+file. Figures: ``benchmarks/bench_window.py``, ``benchmarks/RESULTS.md``.
+
+Several ranks: :func:`merge_windows` merges the windows of one step of every rank into
+one trace, each rank's processes renumbered and named after it.
 """
 
 from __future__ import annotations
 
 import gzip
 import math
+import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from itertools import repeat
@@ -181,11 +192,10 @@ class _Heads:
     end: npt.NDArray[np.int64]
     is_meta: npt.NDArray[np.bool_]
     is_x: npt.NDArray[np.bool_]
-    max_tid: int
 
 
 _BLANK = _Head()
-_GET_TS, _GET_DUR, _GET_PH, _GET_TID = (attrgetter(f) for f in ("ts", "dur", "ph", "tid"))
+_GET_TS, _GET_DUR, _GET_PH = (attrgetter(f) for f in ("ts", "dur", "ph"))
 
 
 def _decode_heads(doc: bytes) -> _Heads:
@@ -220,8 +230,7 @@ def _decode_heads(doc: bytes) -> _Heads:
     has_ts = (ts != _ABSENT) & ok
     ts[~has_ts] = _ABSENT
     end = np.where(has_ts, ts + np.where(is_x, dur, 0), _ABSENT)
-    tids = [t for t in map(_GET_TID, heads) if type(t) is int]
-    return _Heads(raws, heads, ok, ts, end, is_meta, is_x, max(tids, default=0))
+    return _Heads(raws, heads, ok, ts, end, is_meta, is_x)
 
 
 class _Cutter:
@@ -241,7 +250,6 @@ class _Cutter:
         already decoded). Raises msgspec.DecodeError as :func:`_decode_heads`."""
         if h is None:
             h = _decode_heads(doc)
-        self.max_tid = max(self.max_tid, h.max_tid)
         ts, end = h.ts, h.end
         has_ts = ts != _ABSENT
         lo, hi = self.start_ns, self.end_ns
@@ -252,6 +260,8 @@ class _Cutter:
         if not rows:
             return
         raws = h.raws if h.raws is not None else _RAWS.decode(doc)
+        tids = [t for t in (h.heads[i].tid for i in rows) if type(t) is int]
+        self.max_tid = max(self.max_tid, max(tids, default=0))
         for i in rows:
             head = h.heads[i]
             position = len(self.kept)
@@ -310,8 +320,9 @@ class _Cutter:
 
 class _Pieces:
     """The ``traceEvents`` array of a stream of uncompressed blocks, cut into pieces at
-    event boundaries (``}`` ``,`` ``{``), each handed to ``take(offset, text)``: the
-    events' text (no brackets) and its offset in the JSON. ``take`` raises
+    event boundaries (``}`` ``,`` ``{``), each handed to ``take(offset, doc)``: the
+    events as a JSON array (their text in brackets, one copy) and the offset of the
+    text in the JSON. ``take`` raises
     msgspec.DecodeError when the piece does not decode (a boundary found inside a
     string): the bytes then wait for more until they have doubled. After the last block
     (:meth:`finish`), the rest (the last events, the keys after the array) is decoded
@@ -336,13 +347,14 @@ class _Pieces:
                 return
         while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
             limit = max(PIECE_BYTES, self.retry_at)
-            cut = _last_event_boundary(memoryview(self.buf)[:limit].tobytes())
+            cut = _boundary_before(self.buf, limit)
             if cut is None:
                 cut = _last_event_boundary(self.buf)  # an event longer than a piece
                 if cut is None:
                     return
             end, next_start = cut
-            piece = bytes(self.buf[:end])
+            with memoryview(self.buf) as view:
+                piece = b"".join((b"[", view[:end], b"]"))
             try:
                 self.take(self.offset, piece)
             except msgspec.DecodeError:
@@ -399,13 +411,35 @@ class _Pieces:
         except msgspec.ValidationError as exc:
             raise TraceFormatError(self.path, f"not a Kineto trace ({exc})") from exc
         if events:
-            self.take(self.offset, b",".join(bytes(e) for e in events))
+            self.take(self.offset, b"[" + b",".join(bytes(e) for e in events) + b"]")
         return others
 
 
-def _checked_blocks(reader: BlockReader) -> Any:
-    for block in reader:
-        yield block
+def _boundary_before(buf: bytearray, limit: int) -> tuple[int, int] | None:
+    """The last event boundary ``}`` ``,`` ``{`` that ends before ``limit``: (end of the
+    piece after the ``}``, start of the next event at the ``{``), or None (searched
+    in place: no copy of the buffer)."""
+    pos = min(limit, len(buf))
+    n = len(buf)
+    for _ in range(10_000):
+        pos = buf.rfind(b"}", 0, pos)
+        if pos < 0:
+            return None
+        j = pos + 1
+        while j < n and buf[j] in b" \t\r\n":
+            j += 1
+        if j < n and buf[j] == 0x2C:  # ","
+            j += 1
+            while j < n and buf[j] in b" \t\r\n":
+                j += 1
+            if j < n and buf[j] == 0x7B:  # "{"
+                return pos + 1, j
+    return None
+
+
+def _checked_blocks(reader: BlockReader) -> Iterator[bytes]:
+    """The reader's blocks; TraceFormatError after them when the stream was damaged."""
+    yield from reader
     if reader.stream_damage is not None:
         offset, problem = reader.stream_damage
         raise TraceFormatError(
@@ -430,7 +464,7 @@ def cut_window(
     if end_ns <= start_ns:
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
     cutter = _Cutter(path, start_ns, end_ns)
-    pieces = _Pieces(path, lambda _offset, text: cutter.add(b"[" + text + b"]"))
+    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc))
     for block in _checked_blocks(BlockReader(path, max_json_bytes)):
         pieces.feed(block)
     return cutter.finish(pieces.finish())
@@ -440,26 +474,40 @@ class _Bound(msgspec.Struct):
     """What :class:`WindowIndex` notes of an event: µs as floats (a superset of the exact
     range is enough to choose the pieces to read back)."""
 
-    ph: Any = ""
     ts: float = math.nan
     dur: float = 0.0
-    tid: Any = None
 
 
 _BOUNDS = msgspec.json.Decoder(list[_Bound])
+#: A piece's time cover: the ``_BIN_NS`` bins its short events touch, and its longer
+#: events one by one.
+_BIN_NS = 1_000_000
+_META = re.compile(rb'"ph"\s*:\s*"M"')
 
 
 @dataclass
 class _PieceBounds:
-    """Where a piece lies in the JSON and in time (its events' earliest ``ts``, latest
-    end), and whether it holds metadata events (kept by every cut)."""
+    """Where a piece lies in the JSON, when in time (``bins``: the sorted
+    :data:`_BIN_NS` bins its events shorter than a bin touch; ``long_lo_ns`` /
+    ``long_hi_ns``: its longer events' ranges; all widened to hold the exact ones),
+    and whether it holds metadata events (kept by every cut)."""
 
     offset: int
     length: int
-    first_ns: int
-    last_ns: int
+    bins: npt.NDArray[np.int64]
+    long_lo_ns: npt.NDArray[np.int64]
+    long_hi_ns: npt.NDArray[np.int64]
     has_meta: bool
-    text: bytes | None = None  # the last piece, kept (it is not at a checkpoint's reach)
+
+    def meets(self, start_ns: int, end_ns: int) -> bool:
+        """Whether an event of the piece may lie in ``[start_ns, end_ns)``."""
+        if self.has_meta:
+            return True
+        a = int(np.searchsorted(self.bins, start_ns // _BIN_NS, side="left"))
+        if a < self.bins.size and int(self.bins[a]) <= (end_ns - 1) // _BIN_NS:
+            return True
+        return bool(((self.long_lo_ns < end_ns) & (self.long_hi_ns >= start_ns)).any())
+    doc: bytes | None = None  # the last piece (in brackets), kept: not read back
 
 
 class WindowIndex:
@@ -475,36 +523,36 @@ class WindowIndex:
         self.source = source
         self.path = source.path
         self.bounds: list[_PieceBounds] = []
-        self.max_tid = 0
         self._pieces = _Pieces(self.path, self._take)
         self._others: dict[str, msgspec.Raw] | None = None
         self._final = False
 
-    def _take(self, offset: int, text: bytes) -> None:
-        doc = b"[" + text + b"]"
+    def _take(self, offset: int, doc: bytes) -> None:
         try:
             bounds = _BOUNDS.decode(doc)
         except msgspec.ValidationError:  # an odd event: the cut's own reading
             h = _decode_heads(doc)
             timed = h.ts != _ABSENT
-            first = int(h.ts[timed].min()) if timed.any() else 0
-            last = int(h.end[timed].max()) if timed.any() else -1
-            has_meta, max_tid = bool(h.is_meta.any()), h.max_tid
+            ts_us = h.ts[timed] / 1000.0
+            end_us = h.end[timed] / 1000.0
         else:
             n = len(bounds)
             ts = np.fromiter(map(_GET_TS, bounds), dtype=np.float64, count=n)
             dur = np.fromiter(map(_GET_DUR, bounds), dtype=np.float64, count=n)
             end = ts + np.maximum(np.nan_to_num(dur), 0)
             timed = np.isfinite(ts) & np.isfinite(end)
-            # µs as floats: a superset of the exact range (2 µs either side covers the
-            # rounding of epoch-scale timestamps, 0.25 µs at 1.8e15 µs)
-            first = int((ts[timed].min() - 2) * 1000) if timed.any() else 0
-            last = int((end[timed].max() + 2) * 1000) if timed.any() else -1
-            has_meta = "M" in set(map(_GET_PH, bounds))
-            max_tid = max((t for t in map(_GET_TID, bounds) if type(t) is int), default=0)
-        self.max_tid = max(self.max_tid, max_tid)
-        text_kept = text if self._final else None
-        self.bounds.append(_PieceBounds(offset, len(text), first, last, has_meta, text_kept))
+            ts_us, end_us = ts[timed], end[timed]
+        # µs as floats: widened by 2 µs either side, a superset of the exact ranges
+        # (epoch-scale timestamps round to 0.25 µs at 1.8e15 µs)
+        lo = ((ts_us - 2) * 1000).astype(np.int64)
+        hi = ((end_us + 2) * 1000).astype(np.int64)
+        short = hi - lo < _BIN_NS  # covers its start's bin and at most the next
+        bins = np.unique(np.concatenate([lo[short] // _BIN_NS, hi[short] // _BIN_NS]))
+        has_meta = _META.search(doc) is not None  # a false hit costs a read back only
+        kept = doc if self._final else None
+        self.bounds.append(
+            _PieceBounds(offset, len(doc) - 2, bins, lo[~short], hi[~short], has_meta, kept)
+        )
 
     def block(self, block: bytes) -> None:
         """One uncompressed block of the file, in order."""
@@ -532,25 +580,24 @@ class WindowIndex:
         if self._others is None:
             self.finish()
         cutter = _Cutter(self.path, start_ns, end_ns)
-        wanted = [
-            b
-            for b in self.bounds
-            if b.has_meta or not (b.last_ns < start_ns or b.first_ns >= end_ns)
-        ]
+        wanted = [b for b in self.bounds if b.meets(start_ns, end_ns)]
         # neighbouring pieces are read back together (one inflate from a checkpoint)
         runs: list[list[_PieceBounds]] = []
         for b in wanted:
             last = runs[-1][-1] if runs else None
-            if last is not None and last.text is None and b.text is None and (
-                b.offset - (last.offset + last.length) < 64
+            if (
+                last is not None
+                and last.doc is None
+                and b.doc is None
+                and (b.offset - (last.offset + last.length) < 64)
             ):
                 runs[-1].append(b)
             else:
                 runs.append([b])
         for run in runs:
             first, last = run[0], run[-1]
-            if first.text is not None:
-                cutter.add(b"[" + first.text + b"]")
+            if first.doc is not None:
+                cutter.add(first.doc)
                 continue
             try:
                 data = self.source.json_range(first.offset, last.offset + last.length)
@@ -559,7 +606,6 @@ class WindowIndex:
             for b in run:
                 at = b.offset - first.offset
                 cutter.add(b"[" + data[at : at + b.length] + b"]")
-        cutter.max_tid = max(cutter.max_tid, self.max_tid)
         assert self._others is not None
         return cutter.finish(self._others)
 
@@ -646,7 +692,8 @@ def merge_windows(parts: list[tuple[str, WindowCut]]) -> dict[str, Any]:
             original = event.get("pid")
             event["pid"] = pid
             if event.get("ph") == "M" and event.get("name") == "process_name":
-                args = event.get("args") if isinstance(event.get("args"), dict) else {}
+                given = event.get("args")
+                args: dict[str, Any] = given if isinstance(given, dict) else {}
                 event["args"] = {**args, "name": f"{label}: {args.get('name', original)}"}
                 named.add(pid)
             elif event.get("ph") == "M" and event.get("name") == "process_sort_index":

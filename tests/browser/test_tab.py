@@ -771,7 +771,9 @@ def test_open_ranks_posts_every_rank_merged(server: Server, open_page: Any) -> N
     run = "ddp2_straggler"
     entry = next(r for r in server.runs["runs"] if r["run"] == run)
     workers = [(w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]]
-    page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={workers[0][0]}&ki_stack=none", height=TALL)
+    page = open_page(
+        f"#kineto_insights&ki_run={run}&ki_worker={workers[0][0]}&ki_stack=none", height=TALL
+    )
     frame = tab(page)
     wait_panels(frame, ("timeline",))
     step = int(_timeline_shown(frame)["step"])
@@ -798,9 +800,7 @@ def test_open_ranks_posts_every_rank_merged(server: Server, open_page: Any) -> N
         )
         pids = {p for p, n in names.items() if n.startswith(f"{worker}: ")}
         kernels = sorted(
-            (e["name"], e["ts"])
-            for e in events
-            if e.get("cat") == "kernel" and e["pid"] in pids
+            (e["name"], e["ts"]) for e in events if e.get("cat") == "kernel" and e["pid"] in pids
         )
         assert kernels == expected and kernels, worker
     href = frame.get_attribute("#ki-timeline-download-ranks", "href") or ""
