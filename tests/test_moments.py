@@ -217,3 +217,44 @@ def test_a_quiet_trace_has_no_moment_to_show() -> None:
     ids = {d.id for d in _summary("dataloader_workers4").diagnoses}
     assert not ids & set(IDLE_CAUSE_OF)
     assert all(d.moment is msgspec.UNSET for d in _summary("dataloader_workers4").diagnoses)
+
+
+def _fake(id_: str, panel: str = "memory") -> Diagnosis:
+    return Diagnosis(
+        id=id_,
+        severity="low",
+        title="",
+        evidence={},
+        recommendation="",
+        panel=panel,
+        impact_fraction=0.0,
+    )
+
+
+def test_near_capacity_points_at_the_peak_and_span_exposure_at_its_collective() -> None:
+    """``memory_near_capacity`` (no sample raises it: the same moment as
+    ``memory_growth``, the reserved peak) and the span-level ``exposed_communication``
+    (the collective with the most exposed time), on real traces."""
+    from tb_kineto_insights.analysis.moments import diagnosis_moment
+
+    summary = _summary("memory_leak")
+    path = next((SAMPLE_LOGS / "memory_leak").glob("*.pt.trace.json.gz"))
+    idx = build_index(read_trace(str(path)))
+    panels = {"memory": summary.memory, "idle": summary.idle}
+    near = diagnosis_moment(_fake("memory_near_capacity"), idx, panels)
+    growth = _diagnosis("memory_leak", "memory_growth").moment
+    assert isinstance(near, Moment) and near == growth
+    rank0 = next((SAMPLE_LOGS / "ddp2_straggler").glob("rank0*.pt.trace.json.gz"))
+    s0 = summarize_file(str(rank0))
+    i0 = build_index(read_trace(str(rank0)))
+    found = diagnosis_moment(
+        _fake("exposed_communication", "communication"), i0, {"communication": s0.communication}
+    )
+    top = max(s0.communication.sequence, key=lambda c: c.exposed_us)
+    assert isinstance(found, Moment) and found.step == top.step
+    assert found.length_us == (top.end_ns - top.start_ns) / 1000.0
+    start_us = next(s.start_us for s in s0.steps.steps if s.number == top.step)
+    at_us = (top.start_ns - s0.steps.origin_ns) / 1000.0
+    assert found.offset_us == pytest.approx(at_us - start_us, abs=2e-3)
+    # no sequence: no moment
+    assert diagnosis_moment(_fake("exposed_communication", "communication"), i0, {}) is None

@@ -507,6 +507,7 @@ class _PieceBounds:
         if a < self.bins.size and int(self.bins[a]) <= (end_ns - 1) // _BIN_NS:
             return True
         return bool(((self.long_lo_ns < end_ns) & (self.long_hi_ns >= start_ns)).any())
+
     doc: bytes | None = None  # the last piece (in brackets), kept: not read back
 
 
