@@ -15,7 +15,7 @@ fresh process (so that its peak RSS is its own):
 Per measurement: wall seconds and CPU seconds of the process (``time.process_time``;
 the better figure on a loaded machine, where wall time mostly measures the others),
 medians of ``--repeat`` runs; peak RSS is the largest ``ru_maxrss`` of the process over
-its runs (MiB). The window's bounds are found once in the parent and handed to the cut
+its runs (MiB, ``VmHWM``). The window's bounds are found once in the parent and handed to the cut
 processes, so their RSS is the cut's alone.
 """
 
@@ -29,6 +29,16 @@ import statistics
 import subprocess
 import sys
 import time
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak RSS (``VmHWM``: of its own address space, unlike
+    ``ru_maxrss``, which Linux carries over ``execve`` from the parent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _one(kind: str, path: str, step: int, lo: int, hi: int) -> None:
@@ -52,7 +62,7 @@ def _one(kind: str, path: str, step: int, lo: int, hi: int) -> None:
             {
                 "s": time.perf_counter() - t0,
                 "cpu_s": time.process_time() - c0,
-                "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_mib": _peak_rss_mib(),
                 "events": events,
             }
         )

@@ -485,6 +485,21 @@ _BIN_NS = 1_000_000
 _META = re.compile(rb'"ph"\s*:\s*"M"')
 
 
+def _touched_bins(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sorted distinct values of ``a`` and ``b``: marked in a table over their range
+    (a piece spans a few thousand bins: linear, no sort), else ``np.unique``."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo = min(int(a.min()), int(b.min()))
+    span = max(int(a.max()), int(b.max())) - lo + 1
+    if span > 4 * (a.size + b.size) + 65536:
+        return np.unique(np.concatenate([a, b]))
+    mark = np.zeros(span, dtype=np.bool_)
+    mark[a - lo] = True
+    mark[b - lo] = True
+    return np.flatnonzero(mark) + lo
+
+
 @dataclass
 class _PieceBounds:
     """Where a piece lies in the JSON, when in time (``bins``: the sorted
@@ -548,7 +563,7 @@ class WindowIndex:
         lo = ((ts_us - 2) * 1000).astype(np.int64)
         hi = ((end_us + 2) * 1000).astype(np.int64)
         short = hi - lo < _BIN_NS  # covers its start's bin and at most the next
-        bins = np.unique(np.concatenate([lo[short] // _BIN_NS, hi[short] // _BIN_NS]))
+        bins = _touched_bins(lo[short] // _BIN_NS, hi[short] // _BIN_NS)
         has_meta = _META.search(doc) is not None  # a false hit costs a read back only
         kept = doc if self._final else None
         self.bounds.append(
