@@ -132,18 +132,19 @@ def _flood_step(kernels: KernelsPanel | None, index: TraceIndex) -> Moment | Non
     return _step_moment(index, top.number, f"the step with the most kernels ({top.count})")
 
 
-def _autotune_step(index: TraceIndex, main: int | None) -> Moment | None:
-    from tb_kineto_insights.analysis.autotune import conv_autotune
-
-    found = conv_autotune(index, main, 1)
-    if found is None or not found.tuning_us_per_step or max(found.tuning_us_per_step) <= 0:
+def _autotune_step(index: TraceIndex, d: Diagnosis) -> Moment | None:
+    """The step with the most autotuning time, from the diagnosis's own evidence
+    (``tuning_us_per_step``, one value per step window in order)."""
+    tuning = d.evidence.get("tuning_us_per_step")
+    if not isinstance(tuning, list) or not tuning or len(tuning) != len(index.steps):
         return None
-    i = int(np.argmax(found.tuning_us_per_step))
-    if i >= len(index.steps):
+    i = max(range(len(tuning)), key=lambda k: (tuning[k], -k))
+    if not tuning[i] > 0:
         return None
-    us = found.tuning_us_per_step[i]
     return _step_moment(
-        index, int(index.steps.number[i]), f"the step with the most autotuning ({us:.0f} µs)"
+        index,
+        int(index.steps.number[i]),
+        f"the step with the most autotuning ({tuning[i]:.0f} µs)",
     )
 
 
@@ -207,7 +208,7 @@ def diagnosis_moment(
         kernels = panels.get("kernels")
         return _flood_step(kernels if isinstance(kernels, KernelsPanel) else None, index)
     if d.id == "cudnn_autotune_in_step":
-        return _autotune_step(index, idle.main_device if idle is not None else None)
+        return _autotune_step(index, d)
     if d.id == "pageable_memcpy":
         rows = index.rows_where(m.MEMCPY, nm.is_pageable_memcpy)
         return _longest_event(index, m.MEMCPY, rows, "the longest pageable copy")
