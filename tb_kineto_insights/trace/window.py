@@ -18,8 +18,8 @@ overlaps). So the kept complete events of each track are laid out, in order of s
 (longer first on a tie), on the track itself or on sibling tracks: an event goes on the
 first of them where it nests (the ranges still open there at its start all end at or
 after its end). A sibling track gets a new integer ``tid`` (above every integer tid of
-the events kept) and a ``thread_name`` that says so: ``"<name> (partially overlapping events, moved from
-tid <tid>)"``. No event is dropped or changed but for its ``tid``.
+the events kept) and a ``thread_name`` that says so: ``"<name> (partially overlapping
+events, moved from tid <tid>)"``. No event is dropped or changed but for its ``tid``.
 
 Timestamps are compared exactly, in integer ns parsed from the JSON text as the reader
 parses them (``trace/numbers.py``: a float µs near 1.8e15 cannot hold the ns digits).
