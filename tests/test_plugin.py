@@ -1936,3 +1936,41 @@ def test_window_offsets_inside_the_limit_are_cut(client: Client) -> None:
         int(response.headers["X-Window-End-Ns"]) - int(response.headers["X-Window-Start-Ns"])
         == 10**15
     )
+
+
+def test_window_of_every_rank_merged(ranks_client: Client) -> None:
+    """``/window_ranks``: step 2's window of each worker's last span, merged: each rank's
+    processes renumbered apart and named after its worker; every kernel kept."""
+    response = ranks_client.get(url("window_ranks", run="job", step="2", wait=WAIT))
+    assert response.status_code == 200
+    assert response.headers["X-Window-Ranks"] == "rank0,rank1"
+    assert "X-Window-Ranks-Missing" not in response.headers
+    doc = strict_json(response)
+    events = doc["traceEvents"]
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
+    assert sorted(names.values()) == [
+        "rank0: pid 0",
+        "rank0: pid 100",
+        "rank1: pid 0",
+        "rank1: pid 100",
+    ]
+    kernels = sorted((names[e["pid"]], e["ts"]) for e in events if e.get("cat") == "kernel")
+    # rank0's span 200 (steps of 2000 µs): step 2 at 3000; rank1's span 201 (4000 µs): 5000
+    assert kernels == [("rank0: pid 0", 3100.0), ("rank1: pid 0", 5100.0)]
+    steps = sorted(
+        (names[e["pid"]], e["name"]) for e in events if e.get("cat") == "user_annotation"
+    )
+    assert ("rank0: pid 100", "ProfilerStep#2") in steps and (
+        "rank1: pid 100",
+        "ProfilerStep#2",
+    ) in steps
+    assert doc["traceName"] == "ranks: rank0, rank1"
+    missing = ranks_client.get(url("window_ranks", run="job", step="7", wait=WAIT))
+    assert missing.status_code == 404 and "has that step" in strict_json(missing)["error"]
+    assert ranks_client.get(url("window_ranks", run="nope", step="1")).status_code == 404
+    bad = ranks_client.get(url("window_ranks", run="job", step="2", start_us="1", wait=WAIT))
+    assert bad.status_code == 400

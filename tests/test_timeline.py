@@ -487,3 +487,47 @@ def test_store_of_real_traces_against_their_gzip() -> None:
         idle_summary(index, pieces=pieces)
         size = len(encode_store(timeline_store(index, pieces)))
         assert 0 < size <= STORE_FRACTION_MAX[path.parent.name] * path.stat().st_size, path
+
+
+def test_nesting_depth_random_against_the_definition() -> None:
+    """The stable-sort path (no equal starts) and the lexsort path (equal starts) against
+    a plain-Python count of the earlier ranges still open at each start."""
+    rng = np.random.default_rng(3)
+    for n, spread in ((60, 10**6), (60, 40), (300, 200)):  # few ties, many ties
+        s = rng.integers(0, spread, n)
+        e = s + rng.integers(0, 50, n)
+        order = sorted(range(n), key=lambda i: (s[i], -(e[i] - s[i])))
+        rank = {i: k for k, i in enumerate(order)}
+        want = [sum(1 for j in range(n) if rank[j] < rank[i] and e[j] > s[i]) for i in range(n)]
+        assert nesting_depth(s, e).tolist() == want
+
+
+def test_host_lanes_in_100_ns_and_shapes_of_ops(tmp_path: Path) -> None:
+    """Host lanes are stored to HOST_QUANTUM_NS, start rounded down and end up (the op
+    still holds its runtime call); an op's ``Input Dims`` are its ``shape``, a kernel
+    lane carries none."""
+    from tb_kineto_insights.analysis.timeline import HOST_QUANTUM_NS
+
+    assert HOST_QUANTUM_NS == 100
+    mm = cpu("aten::mm", 10.0504, 20.0)  # [10050.4, 30050.4) ns after 0
+    mm["args"] = {"Input Dims": [[16, 512], [512, 512]]}
+    add = cpu("aten::add", 40, 5)
+    add["args"] = {"Input Dims": [[], []]}  # only empty lists: no shape
+    events = [step(1, 0, 100), mm, add, launch(12.0, 3.0, 1), kernel("k", 50, 5, corr=1)]
+    index = build_index(read_trace(str(write_trace(tmp_path / "w.json", events))))
+    pieces: dict[int, Any] = {}
+    idle_summary(index, pieces=pieces)
+    (doc,) = step_timelines(index, pieces)
+    host = next(lane for lane in doc.lanes if lane.kind == "host_thread")
+    names = [doc.names[k] for k in host.name]
+    i = names.index("aten::mm")
+    assert host.offset_us[i] == 10.0 and host.dur_us[i] == pytest.approx(20.1)  # 10.0-30.1
+    assert (
+        doc.shapes[host.shape[i]] == "[[16,512],[512,512]]"
+        or doc.shapes[host.shape[i]].replace(" ", "") == "[[16,512],[512,512]]"
+    )
+    assert host.shape[names.index("aten::add")] == -1
+    assert host.shape[names.index("cudaLaunchKernel")] == -1
+    gpu = next(lane for lane in doc.lanes if lane.kind == "gpu_stream")
+    assert gpu.shape == [-1] and gpu.offset_us == [50.0]  # exact
+    assert len(doc.shapes) == 1

@@ -227,3 +227,179 @@ def test_window_command_names_the_option_and_its_limit(
     err = capsys.readouterr().err
     assert err == f"error: {words}\n" or err.startswith(f"error: {words}")
     assert not (tmp_path / "o.json").exists()
+
+
+def _doc_bytes(cut: Any) -> bytes:
+    return msgspec.json.encode(cut.document)
+
+
+@pytest.mark.skipif(not WITH_STACK.exists(), reason="sample_logs/capture_full missing")
+def test_the_cut_in_small_pieces_is_the_cut_in_one(tmp_path: Path, monkeypatch: Any) -> None:
+    """The streamed cut (pieces of ``PIECE_BYTES``) gives the same document, byte for
+    byte, with pieces of 2 KiB (the file is 400 KiB) as with one piece; plain and gzip
+    files alike."""
+    from tb_kineto_insights.trace import window as win
+
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(WITH_STACK.read_bytes()))
+    w = step_window(str(WITH_STACK), 4)
+    windows = [(w.start_ns, w.end_ns), (0, 2**62), (w.start_ns - 1, w.start_ns + 1)]
+    whole = {bounds: _doc_bytes(cut_window(str(WITH_STACK), *bounds)) for bounds in windows}
+    monkeypatch.setattr(win, "PIECE_BYTES", 2048)
+    for path in (WITH_STACK, plain):
+        for bounds in windows:
+            assert _doc_bytes(cut_window(str(path), *bounds)) == whole[bounds]
+
+
+def test_a_piece_boundary_inside_a_string_waits_for_more(tmp_path: Path, monkeypatch: Any) -> None:
+    from tb_kineto_insights.trace import window as win
+
+    odd = 'x"}, {"ph": "X"' * 200  # looks like event boundaries, inside a name
+    events = [cpu(f"op{i}", i * 10, 5) for i in range(300)]
+    events[150]["name"] = odd
+    path = write_trace(tmp_path / "t.json", events)
+    monkeypatch.setattr(win, "PIECE_BYTES", 256)
+    cut = cut_window(str(path), 1495_000, 1510_000)
+    assert [e["name"] for e in _events(cut)] == [odd]
+
+
+def test_json_range_reads_back_from_checkpoints(tmp_path: Path, monkeypatch: Any) -> None:
+    """``BlockReader.json_range`` after a read with checkpoints gives the bytes of the
+    uncompressed JSON, from a checkpoint near the range, on a two-member gzip file."""
+    import random
+
+    from tb_kineto_insights.trace import source
+
+    monkeypatch.setattr(source, "CHECKPOINT_SPACING_BYTES", 50_000)
+    rng = random.Random(7)
+    data = b"".join(b"%d," % rng.randrange(10**9) for _ in range(200_000))
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(data[:700_000]) + gzip.compress(data[700_000:]))
+    reader = source.BlockReader(str(path), block_bytes=65536, checkpoints=True)
+    assert b"".join(reader) == data
+    assert len(reader.checkpoints) >= 20
+    for _ in range(50):
+        a = rng.randrange(len(data))
+        b = min(len(data), a + rng.randrange(1, 200_000))
+        assert reader.json_range(a, b) == data[a:b]
+    assert reader.json_range(len(data) - 5, len(data)) == data[-5:]
+    with pytest.raises(ValueError, match="no longer in the file"):
+        reader.json_range(len(data) - 5, len(data) + 5)
+
+
+@pytest.mark.skipif(not WITH_STACK.exists(), reason="sample_logs/capture_full missing")
+def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """``window`` finds the step and cuts it from one read of the file: the cut reads back
+    only the pieces that meet the window (from the inflater's checkpoints), and gives
+    the document ``cut_window`` gives. The with_stack sample repeated 12 times (60
+    steps, 5 MB of JSON), pieces of 64 KiB, a checkpoint every 128 KiB."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    from tb_kineto_insights.cli.window import window_of_step
+    from tb_kineto_insights.trace import source
+    from tb_kineto_insights.trace import window as win
+
+    scaled = tmp_path / "scaled.json.gz"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "scale_trace.py"), str(WITH_STACK)]
+        + ["-o", str(scaled), "--repeat", "12"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    monkeypatch.setattr(win, "PIECE_BYTES", 64 * 1024)
+    monkeypatch.setattr(source, "CHECKPOINT_SPACING_BYTES", 128 * 1024)
+    monkeypatch.setattr(source, "COMPRESSED_READ_BYTES", 4096)  # reads as small as that
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(gzip.decompress(scaled.read_bytes()))
+    read: list[int] = []
+    opened = source._open
+
+    class Counted:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            read.append(len(data))
+            return data
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+        def __enter__(self) -> Any:
+            self.f.__enter__()
+            return self
+
+        def __exit__(self, *exc: Any) -> Any:
+            return self.f.__exit__(*exc)
+
+    monkeypatch.setattr(source, "_open", lambda p: Counted(opened(p)))
+    for path in (scaled, plain):
+        for step, bounds in ((30, None), (41, (100.0, 900.0))):
+            read.clear()
+            cut = window_of_step(str(path), step, *(bounds or (None, None)))
+            size = path.stat().st_size
+            assert size <= sum(read) < 1.3 * size  # the read, and the pieces read back
+            w = step_window(str(path), step)
+            if bounds is None:
+                margin = (w.end_ns - w.start_ns) // 10
+                lo, hi = w.start_ns - margin, w.end_ns + margin
+            else:
+                lo, hi = w.start_ns + 100_000, w.start_ns + 900_000
+            assert (cut.start_ns, cut.end_ns) == (lo, hi)
+            assert _doc_bytes(cut) == _doc_bytes(cut_window(str(path), lo, hi))
+            assert cut.kernels > 0
+
+
+DDP2 = SAMPLE_LOGS / "ddp2_straggler"
+
+
+@pytest.mark.skipif(not DDP2.is_dir(), reason="sample_logs/ddp2_straggler missing")
+def test_window_of_every_rank_merges_them(tmp_path: Path, capsys: Any) -> None:
+    """``window RANK0 RANK1 --step N``: one trace holding each rank's window of the step,
+    each rank's processes apart (their own pids, names prefixed with the rank), every
+    kernel of each rank's cut kept, no partial overlaps on any track."""
+    from tb_kineto_insights.cli.window import window_of_step
+
+    paths = sorted(str(p) for p in DDP2.glob("rank*.pt.trace.json.gz"))
+    assert len(paths) == 2
+    step = int(build_steps(paths[0])[1])
+    out = tmp_path / "ranks.json.gz"
+    assert main(["window", *paths, "--step", str(step), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    data = gzip.decompress(out.read_bytes())
+    assert partial_overlaps(data) == 0
+    doc = json.loads(data)
+    events = doc["traceEvents"]
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    for k, path in enumerate(paths):
+        cut = window_of_step(path, step)
+        label = f"rank {k}"
+        assert f"{label}: step {step}" in said and f"{cut.kernels} kernels" in said
+        own = {p for p, n in names.items() if n.startswith(f"{label}: ")}
+        assert own, names
+        kernels = sorted(
+            (e["name"], e["ts"]) for e in events if e.get("cat") == "kernel" and e["pid"] in own
+        )
+        expected = sorted((e["name"], e["ts"]) for e in _events(cut) if e.get("cat") == "kernel")
+        assert kernels == expected and len(kernels) == cut.kernels > 0
+    # the ranks' processes are apart: every pid belongs to one rank
+    owners = [{p for p, n in names.items() if n.startswith(f"rank {k}: ")} for k in (0, 1)]
+    assert not owners[0] & owners[1]
+    assert {e["pid"] for e in events} <= owners[0] | owners[1]
+    assert doc["traceName"] == "ranks: rank 0, rank 1"
+
+
+def build_steps(path: str) -> list[int]:
+    from tb_kineto_insights.analysis.context import build_index
+
+    return [int(n) for n in build_index(read_trace(path)).steps.number]

@@ -21,8 +21,8 @@ import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
 import type { PendingAnswer, RunEntry, RunSummaryAnswer, RunsAnswer, SpanEntry } from "./answers";
-import { gapView, momentOf } from "./timeline";
-import type { AcrossRunsPage, Diagnosis, DiffDocument, HistoryDocument, IdleGap, RunCollectiveKind, Summary } from "./types";
+import { gapView, momentOf, momentView } from "./timeline";
+import type { AcrossRunsPage, Diagnosis, DiffDocument, HistoryDocument, IdleGap, Moment, RunCollectiveKind, Summary } from "./types";
 import { type Mode, type Side, type ViewState, mergeHash, missingFromLink, parseHash, sameState, stateFromHash } from "./urlstate";
 
 const ALL = "\u0000all"; // select value for "all ranks" / "all workers" / "all spans"
@@ -123,6 +123,8 @@ export class App {
   private runsTimer: number | null = null;
   private idleDevice: string | undefined;
   private timeline: TimelineView | null = null;
+  // the panel to scroll to once the next span is drawn (a moment on another worker)
+  private pendingPanel: string | null = null;
   private perfettoUrl: string | null = null;
   private memoryDevice: string | undefined;
   private readonly pluginName: string;
@@ -254,15 +256,34 @@ export class App {
 
   private timelineTarget(): TimelineTarget {
     const r = this.state.run;
-    return { step: r.step, window: r.window, mark: r.mark };
+    return { step: r.step, window: r.window, mark: r.mark, stack: r.stack };
   }
 
-  // A diagnosis with a place in time opens the timeline there.
-  private momentOpener(summary: Summary): (d: Diagnosis) => (() => void) | null {
+  // A diagnosis with a place in time opens the timeline there (on the moment's worker,
+  // for a diagnosis across ranks).
+  private momentOpener(): (d: Diagnosis) => (() => void) | null {
     return (d) => {
-      const gap = momentOf(d, summary);
-      return gap ? () => this.openGap(gap) : null;
+      const m = momentOf(d);
+      return m ? () => this.openMoment(m) : null;
     };
+  }
+
+  private openMoment(m: Moment): void {
+    const target: TimelineTarget = { step: m.step, ...momentView(m) };
+    const s = this.state.run;
+    if (m.worker && (m.worker !== s.worker || s.allRanks)) {
+      const run = this.run(s.run);
+      if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
+      this.state.run = { run: run.run, worker: m.worker, ...target };
+      this.pendingPanel = "timeline";
+      this.writeHash(true);
+      this.changed();
+      return;
+    }
+    Object.assign(this.state.run, target);
+    this.writeHash(true);
+    void this.timeline?.show(target);
+    this.go("timeline");
   }
 
   // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
@@ -631,7 +652,7 @@ export class App {
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
     this.spanDiag = diag;
-    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
     const onGap = (g: IdleGap) => this.openGap(g);
@@ -655,10 +676,12 @@ export class App {
       peers: (this.run(s.run)?.workers ?? [])
         .filter((w) => w.worker !== s.worker && w.spans.length)
         .map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+      preselect: () => this.defaultPeer(),
       changed: (target, push) => {
         this.state.run.step = target.step;
         this.state.run.window = target.window;
         this.state.run.mark = target.mark;
+        this.state.run.stack = target.stack;
         this.writeHash(push);
       },
     });
@@ -677,6 +700,25 @@ export class App {
     drawMemory();
     fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
     fill(byId.health, () => healthPanel(summary));
+    if (this.pendingPanel) {
+      const id = this.pendingPanel;
+      this.pendingPanel = null;
+      this.go(id);
+    }
+  }
+
+  // The rank the timeline stacks when the address bar names none: the straggler, or,
+  // on the straggler itself or without one, the other rank of median mean step time;
+  // null until the view across ranks is there.
+  private defaultPeer(): string | null {
+    const rv = this.runView;
+    const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+    const me = this.state.run.worker;
+    if (!view || !me) return null;
+    const straggler = view.straggler?.worker;
+    if (straggler && straggler !== me) return straggler;
+    const others = (view.ranks ?? []).filter((r) => r.worker !== me).sort((a, b) => a.mean_step_us - b.mean_step_us || a.rank - b.rank);
+    return others.length ? others[(others.length - 1) >> 1].worker : null;
   }
 
   // A span's own diagnoses, with those the view across ranks replaces (its exact
@@ -728,8 +770,9 @@ export class App {
     const loaded = this.loaded;
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
-      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
     }
+    if (loaded?.kind === "span") void this.timeline?.preselected();
     if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
       // every rank shows the run's matched bandwidth: redraw with it (and the box)
       this.drawComm();
@@ -777,7 +820,7 @@ export class App {
   }
 
   private drawRanks(diag: Panel, ranks: Panel, answer: RunSummaryAnswer): void {
-    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, undefined, undefined, (w) => this.openWorker(w)));
+    fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, undefined, this.momentOpener(), (w) => this.openWorker(w)));
     fill(ranks, () => {
       if (!answer.summary) return "No view across ranks for this run.";
       const spans = answer.spans ?? [];

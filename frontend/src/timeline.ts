@@ -2,7 +2,7 @@
 // to show first, the rows of the custom series with level of detail, the idle band's
 // totals, and the op that launched a kernel (correlation id).
 
-import type { Diagnosis, IdleGap, Summary, TimelineLane, TimelineStep } from "./types";
+import type { Diagnosis, IdleGap, Moment, Summary, TimelineLane, TimelineStep } from "./types";
 
 export type Range = [number, number];
 
@@ -38,30 +38,15 @@ export function worstGap(summary: Summary): IdleGap | null {
   return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
 }
 
-// The idle cause each idle diagnosis is about (null: any cause).
-export const DIAGNOSIS_CAUSES: Record<string, string | null> = {
-  gpu_idle_dataloader: "data_loading",
-  gpu_idle_host_sync: "host_sync",
-  gpu_idle_host_untraced: "host_untraced",
-  optimizer_step_bound: "optimizer_step",
-  low_gpu_utilization: null,
-};
+// A diagnosis's moment on the timeline (``Diagnosis.moment``, set by the analysis for
+// every diagnosis with a place in time): null for one without.
+export function momentOf(d: Diagnosis): Moment | null {
+  return d.moment ?? null;
+}
 
-// A diagnosis's moment on the timeline: the longest of the main GPU's listed gaps with
-// the diagnosis's cause (any cause for low utilization); null for a diagnosis without
-// a place in time here, or when no listed gap has that cause.
-export function momentOf(d: Diagnosis, summary: Summary): IdleGap | null {
-  if (!(d.id in DIAGNOSIS_CAUSES)) return null;
-  const cause = DIAGNOSIS_CAUSES[d.id];
-  const idle = summary.idle;
-  const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
-  let best: IdleGap | null = null;
-  for (const g of device?.largest_gaps ?? []) {
-    if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
-    if (cause !== null && g.cause !== cause) continue;
-    if (!best || g.length_us > best.length_us) best = g;
-  }
-  return best;
+// The view range for a moment: as for a gap (below), the moment itself highlighted.
+export function momentView(m: Moment): { window: Range; mark: Range } {
+  return gapView({ offset_us: m.offset_us, length_us: m.length_us } as IdleGap);
 }
 
 // The view range for a gap: the gap with half its length (at least 10 µs) on each side,
@@ -179,15 +164,36 @@ export function visibleRows(doc: TimelineStep, lo: number, hi: number, usPerPx: 
 // idle) stay `a`'s: the stacked side is for comparison.
 export function stackSteps(a: TimelineStep, aName: string, b: TimelineStep, bName: string): TimelineStep {
   const shift = a.names.length;
-  const relabel = (lane: TimelineLane, name: string, offset: number): TimelineLane => ({
+  const shapeShift = (a.shapes ?? []).length;
+  const relabel = (lane: TimelineLane, name: string, offset: number, shapeOffset: number): TimelineLane => ({
     ...lane,
     label: `${name}: ${lane.label}`,
     name: offset ? lane.name.map((n) => (n >= 0 ? n + offset : n)) : lane.name,
+    shape: shapeOffset && lane.shape ? lane.shape.map((k) => (k >= 0 ? k + shapeOffset : k)) : lane.shape,
   });
   return {
     ...a,
     duration_us: Math.max(a.duration_us, b.duration_us),
     names: [...a.names, ...b.names],
-    lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))],
+    shapes: [...(a.shapes ?? []), ...(b.shapes ?? [])],
+    lanes: [...a.lanes.map((l) => relabel(l, aName, 0, 0)), ...b.lanes.map((l) => relabel(l, bName, shift, shapeShift))],
   };
+}
+
+// The input shapes of event `i` of a lane (host ops of a trace recorded with
+// record_shapes=True), or null.
+export function shapesOf(doc: TimelineStep, lane: TimelineLane, i: number): string | null {
+  const k = lane.shape?.[i] ?? -1;
+  return k >= 0 ? doc.shapes?.[k] ?? null : null;
+}
+
+// The input shapes of the op that launched a kernel: the innermost op around its
+// runtime call that has some.
+export function launchShapes(doc: TimelineStep, launch: Launch): string | null {
+  const lane = doc.lanes[launch.lane];
+  for (let j = launch.opIndices.length - 1; j >= 0; j -= 1) {
+    const found = shapesOf(doc, lane, launch.opIndices[j]);
+    if (found) return found;
+  }
+  return null;
 }

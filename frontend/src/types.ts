@@ -32,8 +32,9 @@ export interface Summary {
  * One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
  * (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
  * ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
- * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``.
- * (Also ``run_summary.diagnoses[]``.)
+ * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``;
+ * ``moment``: where to see it on the timeline, for a diagnosis with a place in time
+ * (absent otherwise). (Also ``run_summary.diagnoses[]``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Diagnosis".
@@ -48,6 +49,24 @@ export interface Diagnosis {
   recommendation: string;
   panel: string;
   impact_fraction: number;
+  moment?: Moment;
+}
+/**
+ * Where a diagnosis can be seen on the timeline (``analysis.moments``): step
+ * ``step`` (N of ``ProfilerStep#N``), the window ``[offset_us, offset_us + length_us)``
+ * µs after that step window's start (the timeline's ``offset_us``), ``what`` is there
+ * in words, and ``worker`` for a diagnosis across ranks (the rank's worker; null on a
+ * span's own diagnoses).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "Moment".
+ */
+export interface Moment {
+  step: number;
+  offset_us: number;
+  length_us: number;
+  what: string;
+  worker?: string | null;
 }
 /**
  * ``summary.steps`` (``analysis.overview.steps_summary``): the ProfilerStep
@@ -1825,7 +1844,7 @@ export interface DiffEfficiencyRow {
  * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
  * ``kernel_count`` (the kernels whose start lies in the
  * window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
- * ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
+ * ``idle.devices[].per_step[].idle_us``), ``names``, ``classes`` and ``shapes`` (the interned
  * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
  * than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
  * ``lanes``: GPU streams, host threads, data-loading threads, idle bands.
@@ -1847,6 +1866,7 @@ export interface TimelineStep {
   classes: string[];
   block_us: number;
   lanes: TimelineLane[];
+  shapes?: string[];
 }
 /**
  * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host
@@ -1881,6 +1901,7 @@ export interface TimelineLane {
   count: number[];
   correlation: number[];
   depth: number[];
+  shape?: number[];
 }
 /**
  * ``history --format json`` (``tb_kineto_insights.history/1``): the log directory,

@@ -31,7 +31,9 @@ export interface ViewState {
   mode: Mode;
   // step: the timeline's step (N of ProfilerStep#N); window: its zoom; mark: the range
   // highlighted on it (a gap opened from the Idle panel).
-  run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range };
+  // stack: the rank stacked under the timeline (a worker; "none": none; absent: the
+  // tab's choice, the straggler or the median rank).
+  run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range; stack?: string };
   base: Side;
   exp: Side;
   // the view across runs: its filter and the first row of its page (0-based)
@@ -99,6 +101,8 @@ export function stateFromParams(params: [string, string][]): ViewState {
     const mark = parseRange(get("mark"));
     if (mark) state.run.mark = mark;
   }
+  const stack = get("stack");
+  if (stack) state.run.stack = stack;
   if (get("ranks") === "all") {
     state.run.allRanks = true;
     const index = Number(get("span_index"));
@@ -130,6 +134,7 @@ export function paramsFromState(state: ViewState): [string, string][] {
     } else {
       put("worker", state.run.worker);
       put("span", state.run.span);
+      put("stack", state.run.stack);
       if (state.run.step !== undefined) {
         put("step", state.run.step);
         if (state.run.window) put("window", formatRange(state.run.window));

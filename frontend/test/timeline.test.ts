@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, medianStep, momentOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
+import { gapView, idleTotals, kernelCount, launchingOp, launchShapes, medianStep, momentOf, momentView, shapesOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
 import type { Diagnosis, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
@@ -130,7 +130,7 @@ test("step shortcuts: the median, the slowest, the main GPU's worst gap", () => 
   assert.equal(medianStep(partial<Summary>({ steps: { steps: [] } })), null);
 });
 
-test("a diagnosis's moment: the longest listed gap with its cause on the main GPU", () => {
+test("a diagnosis's moment: the one the analysis set (none without a place in time), shown with a margin", () => {
   const summary = partial<Summary>({
     idle: {
       main_device: 0,
@@ -147,12 +147,11 @@ test("a diagnosis's moment: the longest listed gap with its cause on the main GP
       ],
     },
   });
-  const d = (id: string) => partial<Diagnosis>({ id });
-  assert.equal(momentOf(d("gpu_idle_dataloader"), summary)?.step, 1);
-  assert.equal(momentOf(d("gpu_idle_host_sync"), summary)?.step, 2);
-  assert.equal(momentOf(d("low_gpu_utilization"), summary)?.step, 2); // any cause
-  assert.equal(momentOf(d("gpu_idle_host_untraced"), summary), null); // no such gap listed
-  assert.equal(momentOf(d("memory_growth"), summary), null); // no place in time here
+  assert.ok(summary);
+  const moment = { step: 4, offset_us: 100, length_us: 40, what: "the longest pageable copy" };
+  assert.deepEqual(momentOf(partial<Diagnosis>({ id: "pageable_memcpy", moment })), moment);
+  assert.equal(momentOf(partial<Diagnosis>({ id: "matmul_without_tensor_cores" })), null); // none
+  assert.deepEqual(momentView(moment), { window: [80, 160], mark: [100, 140] });
 });
 
 test("two ranks' steps stacked: lanes of both, names shifted, the first side's counts", () => {
@@ -173,4 +172,20 @@ test("two ranks' steps stacked: lanes of both, names shifted, the first side's c
   assert.equal(both.duration_us, 150);
   assert.equal(kernelCount(both), kernelCount(DOC) + 5); // both sides drawn
   assert.equal(both.kernel_count, DOC.kernel_count);
+});
+
+test("input shapes on hover: a host op's own, a kernel's from the op that launched it", () => {
+  const host = DOC.lanes[2];
+  const doc = partial<TimelineStep>({ ...DOC, shapes: ["[[16, 512], [512, 512]]", "[[8]]"], lanes: [DOC.lanes[0], DOC.lanes[1], { ...host, shape: [-1, 0, -1, -1] }, DOC.lanes[3]] });
+  assert.equal(shapesOf(doc, doc.lanes[2], 1), "[[16, 512], [512, 512]]"); // aten::mm
+  assert.equal(shapesOf(doc, doc.lanes[2], 0), null); // forward: none recorded
+  assert.equal(shapesOf(DOC, DOC.lanes[2], 1), null); // a trace without shapes
+  const launch = launchingOp(doc, 11);
+  assert.ok(launch);
+  assert.equal(launchShapes(doc, launch), "[[16, 512], [512, 512]]"); // the innermost op with shapes
+  // stacked: the second side's shape indices are shifted past the first's
+  const b = partial<TimelineStep>({ ...doc, shapes: ["[[1]]"], lanes: [{ ...host, shape: [0, -1, -1, -1] }] });
+  const both = stackSteps(doc, "rank0", b, "rank1");
+  assert.deepEqual(both.shapes, ["[[16, 512], [512, 512]]", "[[8]]", "[[1]]"]);
+  assert.equal(shapesOf(both, both.lanes[4], 0), "[[1]]");
 });

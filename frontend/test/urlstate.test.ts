@@ -138,3 +138,16 @@ test("the view across runs keeps its filter and page in the URL", () => {
   s.mode = "history";
   assert.deepEqual(paramsFromState(s), [["ki_mode", "history"]]);
 });
+
+test("the stacked rank lives in the address bar: a worker, or none; absent means the tab's choice", () => {
+  const state = emptyState();
+  state.run = { run: "ddp", worker: "rank0", step: 3, stack: "rank1" };
+  const hash = mergeHash("#kineto_insights", state);
+  assert.ok(hash.includes("ki_stack=rank1"));
+  assert.equal(stateFromHash(hash).run.stack, "rank1");
+  state.run.stack = "none";
+  assert.equal(stateFromHash(mergeHash("#kineto_insights", state)).run.stack, "none");
+  state.run.stack = undefined;
+  assert.equal(stateFromHash(mergeHash("#kineto_insights", state)).run.stack, undefined);
+  assert.ok(!mergeHash("#kineto_insights", state).includes("ki_stack"));
+});

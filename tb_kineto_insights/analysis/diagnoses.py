@@ -53,6 +53,7 @@ from tb_kineto_insights.analysis.findings import (
 )
 from tb_kineto_insights.analysis.lost import where_file_ends
 from tb_kineto_insights.analysis.memory import memory_diagnoses
+from tb_kineto_insights.analysis.moments import with_moments
 from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
@@ -993,4 +994,4 @@ def diagnose(
         out.extend(efficiency_diagnoses(efficiency, steps, th))
     if health is not None:
         out.extend(trace_quality_diagnoses(health.trace_quality, th))
-    return sort_diagnoses(out)
+    return sort_diagnoses(with_moments(out, index, panels))

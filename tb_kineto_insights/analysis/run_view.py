@@ -106,6 +106,7 @@ import numpy as np
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import straggler as st
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
+from tb_kineto_insights.analysis.moments import run_moment
 from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
@@ -300,7 +301,10 @@ def run_view(
     per rank (:func:`run_view_inputs`). Raises ``msgspec.ValidationError`` when a part
     does not fit its Struct (a bug)."""
     run = run_summary(workers, thresholds)
-    diagnoses = run_diagnoses(run, thresholds)
+    diagnoses = []
+    for d in run_diagnoses(run, thresholds):
+        found = run_moment(d, run, workers)
+        diagnoses.append(d if found is None else msgspec.structs.replace(d, moment=found))
     run["diagnoses"] = diagnoses
     run["superseded_span_diagnoses"] = superseded_span_diagnoses(diagnoses)
     return msgspec.convert(run, RunView)

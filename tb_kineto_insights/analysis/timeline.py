@@ -89,6 +89,8 @@ class _Lane:
     merge: bool = False
     #: host lanes: running maximum of ``end_ns`` (finds ranges still open at a time)
     max_end: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: host lanes: per event, 1 + its index in the store's shapes (0: none)
+    shape: I64 | None = None
 
 
 def nesting_depth(start_ns: I64, end_ns: I64) -> I64:
@@ -106,12 +108,19 @@ def nesting_depth(start_ns: I64, end_ns: I64) -> I64:
     n = start_ns.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((-(end_ns - start_ns), start_ns))
-    s, e = start_ns[order], end_ns[order]
+    # start order, longer first on equal starts; a stable sort of nearly sorted starts
+    # (a thread's ops come in start order) is close to linear, a lexsort is not
+    order = np.argsort(start_ns, kind="stable")
+    s = start_ns[order]
+    tie = s[1:] == s[:-1]
+    if tie.any():
+        order = np.lexsort((-(end_ns - start_ns), start_ns))
+        s = start_ns[order]
+    e = end_ns[order]
     k = np.arange(n)
     # ranges ending at or before s[k]: all come before k in this order, except the
     # zero-length ranges at s[k] from k on (they sort last among equal starts)
-    ended = np.searchsorted(np.sort(e), s, side="right")
+    ended = np.searchsorted(np.sort(e, kind="stable"), s, side="right")
     zero = np.concatenate([[0], np.cumsum(e == s)])
     group_end = np.searchsorted(s, s, side="right")
     zeros_from_k = zero[group_end] - zero[k]
@@ -218,16 +227,47 @@ def _host_class(index: TraceIndex, kind: str) -> I64:
     return cls
 
 
-def _host_lanes(index: TraceIndex) -> list[_Lane]:
+def _op_shapes(
+    index: TraceIndex, rows: I64, ids: dict[bytes | None, int], texts_out: list[bytes]
+) -> I64:
+    """The ``Input Dims`` of CPU-op rows ``rows`` (``record_shapes=True``) interned in
+    ``ids`` (text → its id: 0 for none or only empty lists, else 1 + its index in
+    ``texts_out``, where a new one is appended): per row its id."""
+    dims = index.trace.cpu_ops.input_dims
+    if not len(dims) or rows.size == 0:
+        return np.zeros(rows.size, dtype=np.int64)
+    texts_of = getattr(dims, "texts", None)
+    if texts_of is not None:
+        texts = texts_of(rows)
+    else:
+        texts = [msgspec.json.encode(dims[r]) if r in dims else None for r in rows.tolist()]
+    for text in set(texts).difference(ids):  # each distinct text once
+        if not text or text.strip(b"[], ") == b"":
+            ids[text] = 0
+        else:
+            texts_out.append(text)
+            ids[text] = len(texts_out)
+    return np.fromiter(map(ids.__getitem__, texts), dtype=np.int64, count=len(texts))
+
+
+def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lane]:
+    """The host-thread and data-loading lanes; ``shapes``: filled with the interned
+    input shapes the lanes' ``shape`` columns refer to."""
     trace = index.trace
     rt = trace.runtime
+    # text → 1 + index in the shapes (0: empty; None → 0 too)
+    shape_ids: dict[bytes | None, int] = {None: 0}
+    shape_texts: list[bytes] = []
     launch_threads: set[tuple[int, int]] = set()
+    launched = np.zeros(len(rt), dtype=np.bool_)
     for kind in GPU_WORK_KINDS:
         rows = index.launch_row[kind]
-        rows = np.unique(rows[rows >= 0])
-        if rows.size:
-            pairs = np.unique(np.stack([rt.pid[rows], rt.tid[rows]], axis=1), axis=0)
-            launch_threads.update((int(p), int(t)) for p, t in pairs)
+        launched[rows[rows >= 0]] = True
+    if launched.any():  # few threads: a 1-D unique per pid, no sort of pairs
+        pids = rt.pid[launched]
+        tids = rt.tid[launched]
+        for p in np.unique(pids).tolist():
+            launch_threads.update((int(p), int(t)) for t in np.unique(tids[pids == p]).tolist())
     if not launch_threads:
         step_thread = _step_thread(index)
         if step_thread[0] != -(2**62):
@@ -253,6 +293,8 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
             for kind in (m.CPU_OP, m.USER_ANNOTATION):
                 t = trace.tables[kind]
                 sel = (t.pid == pid) & (t.tid == tid) & not_marker[kind]
+                # CPU-op rows (for their shapes), -1 for annotations
+                row = np.flatnonzero(sel) if kind == m.CPU_OP else np.full(int(sel.sum()), -1)
                 parts.append(
                     (
                         t.name[sel],
@@ -260,6 +302,7 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
                         t.end_ns[sel],
                         classes[kind][sel],
                         t.correlation[sel],
+                        row,
                     )
                 )
             name = np.concatenate([p[0] for p in parts]).astype(np.int32)
@@ -267,10 +310,16 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
             e: I64 = np.concatenate([p[2] for p in parts])
             c: I64 = np.concatenate([p[3] for p in parts])
             corr: I64 = np.concatenate([p[4] for p in parts])
+            op_row: I64 = np.concatenate([p[5] for p in parts]).astype(np.int64)
             depth = nesting_depth(s, e)
             keep = depth <= 1
             name = name[keep]
             s, e, c, corr, depth = s[keep], e[keep], c[keep], corr[keep], depth[keep]
+            op_row = op_row[keep]
+            shape = np.zeros(op_row.size, dtype=np.int64)
+            if shapes is not None:
+                has = op_row >= 0
+                shape[has] = _op_shapes(index, op_row[has], shape_ids, shape_texts)
             if kind_label == "host_thread":
                 sel = (rt.pid == pid) & (rt.tid == tid)
                 name = np.concatenate([name, rt.name[sel]]).astype(np.int32)
@@ -279,6 +328,7 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
                 c = np.concatenate([c, classes[m.RUNTIME][sel]])
                 corr = np.concatenate([corr, rt.correlation[sel]])
                 depth = np.concatenate([depth, np.full(int(sel.sum()), 2, dtype=np.int64)])
+                shape = np.concatenate([shape, np.zeros(int(sel.sum()), dtype=np.int64)])
             if s.size == 0:
                 continue
             order = np.argsort(s, kind="stable")
@@ -296,8 +346,11 @@ def _host_lanes(index: TraceIndex) -> list[_Lane]:
                     correlation=corr[order],
                     depth=depth[order],
                     max_end=np.maximum.accumulate(e[order]),
+                    shape=shape[order],
                 )
             )
+    if shapes is not None:
+        shapes.extend(t.decode("utf-8", "replace") for t in shape_texts)
     return lanes
 
 
@@ -397,7 +450,14 @@ _COLUMNS: tuple[str, ...] = (
     "has_correlation",
     "correlation",
     "depth",
+    "shape",
 )
+#: Time unit of host, data-loading and Python-frame lanes in the store (ns): starts
+#: rounded down to it, ends up (a range keeps holding what it held, so nesting and the
+#: op around a runtime call stay). Their ns digits are the largest part of a store
+#: (``benchmarks/RESULTS.md``, timeline store); GPU streams and the idle band stay exact
+#: (kernel counts and idle totals are checked against the summary to the ns).
+HOST_QUANTUM_NS = 100
 #: Lane kinds whose ``offset_ns`` column is a gap to the previous end (else a delta of
 #: starts).
 _GAP_CODED: frozenset[str] = frozenset({"gpu_stream", "idle"})
@@ -421,6 +481,7 @@ class PackedLane(msgspec.Struct, frozen=True, array_like=True):
     n: int
     widths: list[int]
     columns: bytes
+    quantum_ns: int = 1
 
 
 _DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
@@ -498,7 +559,7 @@ class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     lanes: list[PackedLane]
 
 
-_Collected = tuple[_Lane, I64, I64, I64, I64, I64, I64, I64]
+_Collected = tuple[_Lane, I64, I64, I64, I64, I64, I64, I64, I64]
 
 
 @dataclass
@@ -536,6 +597,7 @@ def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
         cls = lane.event_class[rows]
         corr = lane.correlation[rows]
         depth = lane.depth[rows]
+        shape = lane.shape[rows] if lane.shape is not None else np.zeros(rows.size, np.int64)
         count = np.ones(rows.size, dtype=np.int64)
         if lane.kind == "gpu_stream":
             kernel_count += int((cls <= 1).sum())
@@ -557,7 +619,8 @@ def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
                 cls = cls[first]  # a block of several classes keeps its first's
                 corr = np.where(block, -1, corr[first])
                 depth = depth[first]
-        collected.append((lane, s, e, name_ids, cls, count, corr, depth))
+                shape = np.where(block, 0, shape[first])
+        collected.append((lane, s, e, name_ids, cls, count, corr, depth, shape))
     return _StepRows(lo, hi, kernel_count, idle_ns, merged_any, collected)
 
 
@@ -567,12 +630,17 @@ def _pack_step(
     """A step's rows packed; ``lookup``: shifted name id → index in the store's names."""
     block_ns = int(round(thresholds.timeline_block_us * 1000))
     packed = []
-    for lane, s, e, name_ids, cls, count, corr, depth in rows.collected:
+    for lane, s, e, name_ids, cls, count, corr, depth, shape in rows.collected:
+        quantum = 1
         if lane.kind in _GAP_CODED:
             offset = s - rows.lo - np.maximum(_previous_end(s, e) - rows.lo, 0)
             offset[0] = s[0] - rows.lo
         else:
-            offset = np.diff(s - rows.lo, prepend=0)
+            quantum = HOST_QUANTUM_NS
+            qs = np.floor_divide(s - rows.lo, quantum)
+            qe = -np.floor_divide(-(e - rows.lo), quantum)
+            offset = np.diff(qs, prepend=0)
+            s, e = qs, qe
         has, code = _correlation_code(corr)
         narrowed = [
             _narrow(np.asarray(c, dtype=np.int64))
@@ -585,6 +653,7 @@ def _pack_step(
                 has,
                 code,
                 depth,
+                shape,
             )
         ]
         packed.append(
@@ -598,6 +667,7 @@ def _pack_step(
                 n=int(s.size),
                 widths=[w for w, _ in narrowed],
                 columns=b"".join(data for _, data in narrowed),
+                quantum_ns=quantum,
             )
         )
     return PackedStep(
@@ -612,7 +682,9 @@ def _pack_step(
     )
 
 
-def unpack_step(packed: PackedStep, store_names: list[str]) -> TimelineStep:
+def unpack_step(
+    packed: PackedStep, store_names: list[str], store_shapes: list[str] | None = None
+) -> TimelineStep:
     """The served :class:`~tb_kineto_insights.schema.timeline.TimelineStep` of a stored
     step (µs, exact to the ns: three decimals); its ``names`` are the store's names the
     step uses, in store order.
@@ -641,9 +713,17 @@ def unpack_step(packed: PackedStep, store_names: list[str]) -> TimelineStep:
     if used_names.size and int(used_names[-1]) >= len(store_names):
         raise ValueError(f"timeline step {packed.step}: a name index past the store's names")
     lanes = []
+    shapes_all = store_shapes or []
+    used_shapes = np.unique(
+        np.concatenate([cols[8] for _, cols in decoded] + [np.zeros(0, dtype=np.int64)])
+    )
+    used_shapes = used_shapes[used_shapes > 0]
+    if used_shapes.size and int(used_shapes[-1]) > len(shapes_all):
+        raise ValueError(f"timeline step {packed.step}: a shape index past the store's shapes")
     for lane, cols in decoded:
-        dur = cols[1]
-        offset = _gap_decode(cols[0], dur) if lane.kind in _GAP_CODED else np.cumsum(cols[0])
+        q = max(1, lane.quantum_ns)
+        dur = cols[1] * q
+        offset = _gap_decode(cols[0], dur) if lane.kind in _GAP_CODED else np.cumsum(cols[0]) * q
         name = cols[2]
         event_class = cols[3]
         if lane.kind == "idle":
@@ -666,6 +746,7 @@ def unpack_step(packed: PackedStep, store_names: list[str]) -> TimelineStep:
                 count=(cols[4] + 1).tolist(),
                 correlation=_correlation_decode(cols[5], cols[6]).tolist(),
                 depth=cols[7].tolist(),
+                shape=np.where(cols[8] > 0, np.searchsorted(used_shapes, cols[8]), -1).tolist(),
             )
         )
     return TimelineStep(
@@ -680,6 +761,7 @@ def unpack_step(packed: PackedStep, store_names: list[str]) -> TimelineStep:
         classes=list(CLASSES),
         block_us=packed.block_ns / 1000.0,
         lanes=lanes,
+        shapes=[shapes_all[k - 1] for k in used_shapes.tolist()],
     )
 
 
@@ -749,7 +831,8 @@ def timeline_store(
         thresholds: ``timeline_block_us``, ``timeline_lod_min_events``.
     """
     host: list[_Lane] = []
-    for lane in _host_lanes(index):  # each frames lane right after its thread's lane
+    shapes: list[str] = []
+    for lane in _host_lanes(index, shapes):  # each frames lane right after its thread's lane
         host += [lane, *_frame_lanes(index, [lane])]
     lanes = _gpu_lanes(index) + host + _idle_lanes(pieces)
     steps = index.steps
@@ -778,6 +861,7 @@ def timeline_store(
             for i, step_rows in enumerate(rows)
         ],
         names=zlib.compress(_PACK.encode(names), ZLIB_LEVEL) if rows else b"",
+        shapes=zlib.compress(_PACK.encode(shapes), ZLIB_LEVEL) if shapes and rows else b"",
     )
 
 
@@ -789,8 +873,10 @@ def step_timelines(
     """Every step's :class:`~tb_kineto_insights.schema.timeline.TimelineStep`, in window
     order (what :func:`timeline_store` stores, unpacked)."""
     store = timeline_store(index, pieces, thresholds)
-    names = store_names(store)
-    return [unpack_step(_UNPACK.decode(zlib.decompress(blob)), names) for blob in store.blobs]
+    names, shapes = store_names(store), store_shapes(store)
+    return [
+        unpack_step(_UNPACK.decode(zlib.decompress(blob)), names, shapes) for blob in store.blobs
+    ]
 
 
 def load_step(store: TimelineStore, position: int) -> TimelineStep:
@@ -799,7 +885,11 @@ def load_step(store: TimelineStore, position: int) -> TimelineStep:
     Raises:
         zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged blob.
     """
-    return unpack_step(_UNPACK.decode(zlib.decompress(store.blobs[position])), store_names(store))
+    return unpack_step(
+        _UNPACK.decode(zlib.decompress(store.blobs[position])),
+        store_names(store),
+        store_shapes(store),
+    )
 
 
 def store_names(store: TimelineStore) -> list[str]:
@@ -809,6 +899,15 @@ def store_names(store: TimelineStore) -> list[str]:
         zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged table.
     """
     return _NAMES.decode(zlib.decompress(store.names)) if store.names else []
+
+
+def store_shapes(store: TimelineStore) -> list[str]:
+    """The input shapes a store's steps refer to (``TimelineStore.shapes`` decoded).
+
+    Raises:
+        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged table.
+    """
+    return _NAMES.decode(zlib.decompress(store.shapes)) if store.shapes else []
 
 
 def encode_store(store: TimelineStore) -> bytes:

@@ -21,4 +21,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 19: straggler cause on the lead-ups to the late collectives (``communication.sequence``
 #: lead-ups), reference noise in the lateness test.
 #: 20: one headline index per log directory in the cache (store/headline_index.py).
-ANALYSIS_VERSION = 20
+#: 21: issue 28: ``Diagnosis.moment``; the timeline store's host lanes to 100 ns and
+#: the ops' input shapes (``PackedLane.quantum_ns``, a ``shape`` column).
+ANALYSIS_VERSION = 21

@@ -17,8 +17,10 @@
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
-- ``window TRACE --step N [--start-us A --end-us B] --out FILE.json.gz``: one step's
-  window cut from the file for Perfetto UI (``window.py``); exit 0 written, 2 otherwise.
+- ``window TRACE [TRACE ...] --step N [--start-us A --end-us B] --out FILE.json.gz``: one
+  step's window cut from the file for Perfetto UI (``window.py``); several traces (the
+  ranks of a run): each rank's window, merged into one trace; exit 0 written, 2
+  otherwise.
 
 Paths may be local or fsspec URLs (``s3://bucket/logs``, ``gs://``, ``abfs://``; the
 driver from the ``s3``/``gcs``/``azure`` extra, endpoint and credentials through fsspec's
@@ -310,7 +312,12 @@ def _add_window_parser(sub: Any) -> None:
         help="cut one step's window of a trace (every event kept, partial overlaps moved to "
         "sibling tracks) for Perfetto UI or chrome://tracing",
     )
-    cmd.add_argument("trace", help="trace file (path or URL)")
+    cmd.add_argument(
+        "trace",
+        nargs="+",
+        help="trace file (path or URL); several (one per rank): their windows merged into "
+        "one trace, each rank's processes named after it",
+    )
     cmd.add_argument("--step", type=int, required=True, help="N of ProfilerStep#N")
     cmd.add_argument(
         "--start-us",

@@ -8,19 +8,35 @@ side; with them, ``[A, B)`` µs after the window's start (the timeline's ``offse
 and the ``ki_window`` of the tab's address bar). The cut itself is
 :func:`tb_kineto_insights.trace.window.cut_window`: every event of the window kept as in
 the file, partially overlapping complete events moved to named sibling tracks.
+
+The file is read once: the read that finds the step window also notes where the events
+lie (:class:`~tb_kineto_insights.trace.window.WindowIndex`), and the cut reads back only
+the pieces of the JSON that meet the window (and those with metadata) from the
+inflater's checkpoints.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TextIO
+
+import msgspec
 
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.reader import read_trace
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import WindowCut, cut_window, window_bounds, write_window
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
+from tb_kineto_insights.trace.window import (
+    WindowCut,
+    WindowIndex,
+    check_offset_us,
+    merge_windows,
+    window_bounds,
+    write_document,
+    write_window,
+)
 
 
 @dataclass(frozen=True)
@@ -32,15 +48,29 @@ class StepWindow:
     end_ns: int
 
 
-def step_window(path: str, step: int, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> StepWindow:
+def step_window(
+    path: str,
+    step: int,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    where: WindowIndex | None = None,
+) -> StepWindow:
     """The window of step ``step`` (N of ``ProfilerStep#N``; 0: the pseudo-step of a
-    trace without markers) of the trace file.
+    trace without markers) of the trace file. ``where``: a
+    :class:`~tb_kineto_insights.trace.window.WindowIndex` filled by the same read (its
+    ``source`` is the read's).
 
     Raises:
         TraceError: the file cannot be read, or it has no such step (the message lists
             its steps).
     """
-    index = build_index(read_trace(path, max_json_bytes=max_json_bytes))
+    if where is None:
+        trace = read_trace(path, max_json_bytes=max_json_bytes)
+    else:
+        trace = read_trace(
+            path, max_json_bytes=max_json_bytes, source=where.source, on_block=where.block
+        )
+    index = build_index(trace)
+    del trace
     numbers = [int(n) for n in index.steps.number]
     if step not in numbers:
         listed = ", ".join(str(n) for n in numbers) or "none"
@@ -65,17 +95,38 @@ def window_of_step(
             one is not finite or past ``WINDOW_OFFSET_LIMIT_US`` (the message names the
             option and the limit).
     """
-    w = step_window(path, step, max_json_bytes)
-    bounds = window_bounds(
-        w.start_ns, w.end_ns - w.start_ns, start_us, end_us, ("--start-us", "--end-us")
-    )
-    if bounds is None:
+    options = ("--start-us", "--end-us")
+    for value, option in zip((start_us, end_us), options, strict=True):
+        if value is not None:
+            check_offset_us(value, option)  # before the file is read
+    if (start_us is None) != (end_us is None) or (
+        start_us is not None and end_us is not None and end_us <= start_us
+    ):
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
-    return cut_window(path, *bounds, max_json_bytes=max_json_bytes)
+    where = WindowIndex(BlockReader(path, max_json_bytes, checkpoints=True))
+    w = step_window(path, step, max_json_bytes, where)
+    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us, options)
+    if bounds is None:  # cannot happen: the arguments were checked above
+        raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    return where.cut(*bounds)
+
+
+def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str:
+    """A rank's label in a merged window: ``rank N`` from the trace's ``distributedInfo``
+    when it says, else ``fallback`` (the file's worker name)."""
+    info = cut_document.get("distributedInfo")
+    if isinstance(info, msgspec.Raw):
+        try:
+            info = msgspec.json.decode(info)
+        except msgspec.DecodeError:
+            info = None
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return f"rank {info['rank']}"
+    return fallback
 
 
 def run_window(
-    path: str,
+    paths: str | list[str],
     step: int,
     out_path: str,
     start_us: float | None,
@@ -85,24 +136,37 @@ def run_window(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
 ) -> int:
     """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
-    missing step, a bad range or an unwritable output (the message says which). Paths
-    and names are written with their control characters escaped."""
+    missing step, a bad range or an unwritable output (the message says which). Several
+    ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
+    window), merged (:func:`~tb_kineto_insights.trace.window.merge_windows`). Paths and
+    names are written with their control characters escaped."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    cuts: list[tuple[str, WindowCut]] = []
     try:
-        cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
-        size = write_window(cut, out_path)
+        for path in paths:
+            cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
+            worker = os.path.basename(path).split(".")[0] or path
+            cuts.append((rank_label(path, cut.document, worker), cut))
+        if len(cuts) == 1:
+            size = write_window(cuts[0][1], out_path)
+        else:
+            size = write_document(merge_windows(cuts), out_path)
     except (TraceError, ValueError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return 2
-    moved = (
-        f"; {cut.moved} partially overlapping events moved to {len(cut.sibling_tracks)} "
-        "sibling tracks"
-        if cut.moved
-        else ""
-    )
-    out.write(
-        f"{out_path}: step {step}, ts {cut.start_ns / 1000:.3f} to {cut.end_ns / 1000:.3f} µs"
-        f" ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): {cut.events} events, "
-        f"{cut.kernels} kernels{moved}; {size} bytes\n"
-    )
+    for label, cut in cuts:
+        moved = (
+            f"; {cut.moved} partially overlapping events moved to {len(cut.sibling_tracks)} "
+            "sibling tracks"
+            if cut.moved
+            else ""
+        )
+        who = f"{label}: " if len(cuts) > 1 else ""
+        out.write(
+            f"{out_path}: {who}step {step}, ts {cut.start_ns / 1000:.3f} to "
+            f"{cut.end_ns / 1000:.3f} µs ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): "
+            f"{cut.events} events, {cut.kernels} kernels{moved}\n"
+        )
+    out.write(f"{out_path}: {size} bytes\n")
     return 0

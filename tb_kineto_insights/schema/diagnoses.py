@@ -7,15 +7,32 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from tb_kineto_insights.schema._base import Out
+
+
+class Moment(Out, frozen=True, kw_only=True):
+    """Where a diagnosis can be seen on the timeline (``analysis.moments``): step
+    ``step`` (N of ``ProfilerStep#N``), the window ``[offset_us, offset_us + length_us)``
+    µs after that step window's start (the timeline's ``offset_us``), ``what`` is there
+    in words, and ``worker`` for a diagnosis across ranks (the rank's worker; null on a
+    span's own diagnoses)."""
+
+    step: int
+    offset_us: float
+    length_us: float
+    what: str
+    worker: str | None = None
 
 
 class Diagnosis(Out, frozen=True, kw_only=True):
     """One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
     (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
     ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
-    of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``.
-    (Also ``run_summary.diagnoses[]``.)"""
+    of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``;
+    ``moment``: where to see it on the timeline, for a diagnosis with a place in time
+    (absent otherwise). (Also ``run_summary.diagnoses[]``.)"""
 
     id: str
     severity: str
@@ -24,3 +41,4 @@ class Diagnosis(Out, frozen=True, kw_only=True):
     recommendation: str
     panel: str
     impact_fraction: float
+    moment: Moment | msgspec.UnsetType = msgspec.UNSET

@@ -44,6 +44,7 @@ class TimelineLane(Out, frozen=True, kw_only=True):
     count: list[int]
     correlation: list[int]
     depth: list[int]
+    shape: list[int] = msgspec.field(default_factory=list)
 
 
 class TimelineStep(Out, frozen=True, kw_only=True):
@@ -54,7 +55,7 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
     ``kernel_count`` (the kernels whose start lies in the
     window: ``kernels.per_step[].count``), ``idle_us`` per device (the idle band's total:
-    ``idle.devices[].per_step[].idle_us``), ``names`` and ``classes`` (the interned
+    ``idle.devices[].per_step[].idle_us``), ``names``, ``classes`` and ``shapes`` (the interned
     strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
     than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
     ``lanes``: GPU streams, host threads, data-loading threads, idle bands."""
@@ -70,6 +71,7 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     classes: list[str]
     block_us: float
     lanes: list[TimelineLane]
+    shapes: list[str] = msgspec.field(default_factory=list)
 
 
 class TimelineStore(Out, frozen=True, kw_only=True):
@@ -77,8 +79,10 @@ class TimelineStore(Out, frozen=True, kw_only=True):
     window order), its :class:`TimelineStep` packed and zlib-compressed (``blobs``), so
     that one step is served without decoding the others; ``names``: the event names
     every step refers to, interned once for the whole trace (zlib-compressed msgpack
-    list of strings; empty for a store without steps)."""
+    list of strings; empty for a store without steps); ``shapes``: the ops' input shapes
+    the steps refer to, likewise."""
 
     steps: list[int]
     blobs: list[bytes] = msgspec.field(default_factory=list)
     names: bytes = b""
+    shapes: bytes = b""

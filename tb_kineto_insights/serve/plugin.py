@@ -140,8 +140,10 @@ from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 from tb_kineto_insights.trace.window import (
     WINDOW_OFFSET_LIMIT_US,
+    WindowCut,
     check_offset_us,
     cut_window,
+    merge_windows,
     window_bounds,
 )
 
@@ -234,6 +236,7 @@ ROUTES: tuple[str, ...] = (
     "/diff",
     "/timeline",
     "/window",
+    "/window_ranks",
     "/history",
     "/across_runs",
     *_STATIC_FILES,
@@ -330,6 +333,11 @@ class _ApiError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _header_text(text: str) -> str:
+    """A name in an HTTP header: percent-encoded outside printable ASCII (and ``,``)."""
+    return urllib.parse.quote(text, safe=" !#$%&'()*+-./:;<=>?@[]^_`{|}~")
 
 
 def _respond(request: Request, body: bytes, code: int = 200) -> Any:
@@ -692,6 +700,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             "/diff": self._route(self._serve_diff),
             "/timeline": self._route(self._serve_timeline),
             "/window": self._route(self._serve_window),
+            "/window_ranks": self._route(self._serve_window_ranks),
             "/history": self._route(self._serve_history),
             "/across_runs": self._route(self._serve_across_runs),
         }
@@ -1097,15 +1106,10 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return doc
         return _respond(request, encode_json(doc))
 
-    def _serve_window(self, request: Request) -> Any:
-        """A step's window cut from the trace file (``trace/window.py``) for Perfetto UI:
-        the step window ± 10 %, or ``[start_us, end_us)`` µs after its start; the file is
-        opened under the same rule as a load (inside the log directory, the file
-        discovery listed)."""
-        span = self._span(request)
-        doc = self._step_timeline(request, span)
-        if not isinstance(doc, TimelineStep):
-            return doc
+    def _cut_span_window(self, request: Request, span: Span, doc: TimelineStep) -> WindowCut:
+        """The window of ``doc``'s step (± 10 %, or the request's ``start_us``/``end_us``
+        µs after its start) cut from ``span``'s file, opened under the same rule as a
+        load (inside the log directory, the file discovery listed)."""
         start_us = _number(self._param(request, "start_us", required=False), "start_us")
         end_us = _number(self._param(request, "end_us", required=False), "end_us")
         step_ns = round(doc.duration_us * 1000)
@@ -1116,11 +1120,21 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         try:
             if ident.root:
                 with confined(ident.path, Rule(ident.root, ident.file_identity())):
-                    cut = cut_window(ident.path, *window)
-            else:
-                cut = cut_window(ident.path, *window)
+                    return cut_window(ident.path, *window)
+            return cut_window(ident.path, *window)
         except TraceError as exc:
             raise _ApiError(422, str(exc)) from exc
+
+    def _serve_window(self, request: Request) -> Any:
+        """A step's window cut from the trace file (``trace/window.py``) for Perfetto UI:
+        the step window ± 10 %, or ``[start_us, end_us)`` µs after its start; the file is
+        opened under the same rule as a load (inside the log directory, the file
+        discovery listed)."""
+        span = self._span(request)
+        doc = self._step_timeline(request, span)
+        if not isinstance(doc, TimelineStep):
+            return doc
+        cut = self._cut_span_window(request, span, doc)
         body = msgspec.json.encode(cut.document)
         headers = [
             ("X-Window-Start-Ns", str(cut.start_ns)),
@@ -1129,6 +1143,42 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         ]
         if request.args.get("download"):
             name = f"{span.worker}.{span.span}.step{doc.step}.window.json"
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+            headers.append(("Content-Disposition", f'attachment; filename="{safe}"'))
+        return http_util.Respond(request, body, _JSON, headers=headers)
+
+    def _serve_window_ranks(self, request: Request) -> Any:
+        """ "Open ranks": step ``step``'s window of every worker (rank) of run ``run``,
+        each its last span's, cut from its file as ``/window`` cuts one and merged into
+        one trace (:func:`~tb_kineto_insights.trace.window.merge_windows`: each rank's
+        processes named after its worker). A worker still loading: 202 as ``/summary``;
+        a worker without that step is left out and named in ``X-Window-Ranks-Missing``;
+        none with it: 404."""
+        run = self._run(request, "run")
+        parts: list[tuple[str, WindowCut]] = []
+        missing: list[str] = []
+        for worker in run.workers:
+            if not worker.spans:
+                continue
+            span = worker.spans[-1]
+            try:
+                doc = self._step_timeline(request, span)
+            except _ApiError as exc:
+                if exc.code == 404:
+                    missing.append(worker.name)
+                    continue
+                raise
+            if not isinstance(doc, TimelineStep):
+                return doc  # still loading, or the load's error
+            parts.append((worker.name, self._cut_span_window(request, span, doc)))
+        if not parts:
+            raise _ApiError(404, f"no worker of run {run.name!r} has that step")
+        body = msgspec.json.encode(merge_windows(parts))
+        headers = [("X-Window-Ranks", ",".join(_header_text(n) for n, _ in parts))]
+        if missing:
+            headers.append(("X-Window-Ranks-Missing", ",".join(_header_text(n) for n in missing)))
+        if request.args.get("download"):
+            name = f"{run.name}.step{self._required(request, 'step')}.ranks.json"
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
             headers.append(("Content-Disposition", f'attachment; filename="{safe}"'))
         return http_util.Respond(request, body, _JSON, headers=headers)

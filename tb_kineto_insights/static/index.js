@@ -2032,10 +2032,12 @@ var __kinetoInsights = (() => {
     }
     return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
   }
-  function momentButton(openMoment) {
+  function momentButton(openMoment, d) {
+    const m = d.moment;
+    const where = m ? `${m.what}: step ${m.step}${m.worker ? ` of ${m.worker}` : ""}` : "";
     const b = el(
       "button",
-      { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+      { type: "button", className: "link goto moment", title: `Open the timeline at ${where}, highlighted.` },
       "See it on the timeline →"
     );
     b.addEventListener("click", (event) => {
@@ -2089,7 +2091,7 @@ var __kinetoInsights = (() => {
       ) : null,
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
       open,
-      openMoment ? momentButton(openMoment) : null,
+      openMoment ? momentButton(openMoment, d) : null,
       spanLink(d, openWorker)
     );
     const activate = (event) => {
@@ -3605,25 +3607,11 @@ ${more.trim()}` : ""));
     const gap = device?.largest_gaps?.[0];
     return gap && typeof gap.step === "number" && typeof gap.offset_us === "number" ? gap : null;
   }
-  var DIAGNOSIS_CAUSES = {
-    gpu_idle_dataloader: "data_loading",
-    gpu_idle_host_sync: "host_sync",
-    gpu_idle_host_untraced: "host_untraced",
-    optimizer_step_bound: "optimizer_step",
-    low_gpu_utilization: null
-  };
-  function momentOf(d, summary) {
-    if (!(d.id in DIAGNOSIS_CAUSES)) return null;
-    const cause = DIAGNOSIS_CAUSES[d.id];
-    const idle = summary.idle;
-    const device = idle?.devices?.find((x) => x.device === idle.main_device) ?? idle?.devices?.[0];
-    let best = null;
-    for (const g of device?.largest_gaps ?? []) {
-      if (typeof g.step !== "number" || typeof g.offset_us !== "number") continue;
-      if (cause !== null && g.cause !== cause) continue;
-      if (!best || g.length_us > best.length_us) best = g;
-    }
-    return best;
+  function momentOf(d) {
+    return d.moment ?? null;
+  }
+  function momentView(m) {
+    return gapView({ offset_us: m.offset_us, length_us: m.length_us });
   }
   function gapView(gap) {
     const start = gap.offset_us ?? 0;
@@ -3707,17 +3695,32 @@ ${more.trim()}` : ""));
   }
   function stackSteps(a, aName, b, bName) {
     const shift = a.names.length;
-    const relabel = (lane, name, offset) => ({
+    const shapeShift = (a.shapes ?? []).length;
+    const relabel = (lane, name, offset, shapeOffset) => ({
       ...lane,
       label: `${name}: ${lane.label}`,
-      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name
+      name: offset ? lane.name.map((n) => n >= 0 ? n + offset : n) : lane.name,
+      shape: shapeOffset && lane.shape ? lane.shape.map((k) => k >= 0 ? k + shapeOffset : k) : lane.shape
     });
     return {
       ...a,
       duration_us: Math.max(a.duration_us, b.duration_us),
       names: [...a.names, ...b.names],
-      lanes: [...a.lanes.map((l) => relabel(l, aName, 0)), ...b.lanes.map((l) => relabel(l, bName, shift))]
+      shapes: [...a.shapes ?? [], ...b.shapes ?? []],
+      lanes: [...a.lanes.map((l) => relabel(l, aName, 0, 0)), ...b.lanes.map((l) => relabel(l, bName, shift, shapeShift))]
     };
+  }
+  function shapesOf(doc, lane, i) {
+    const k = lane.shape?.[i] ?? -1;
+    return k >= 0 ? doc.shapes?.[k] ?? null : null;
+  }
+  function launchShapes(doc, launch) {
+    const lane = doc.lanes[launch.lane];
+    for (let j = launch.opIndices.length - 1; j >= 0; j -= 1) {
+      const found = shapesOf(doc, lane, launch.opIndices[j]);
+      if (found) return found;
+    }
+    return null;
   }
 
   // src/panels/timeline.ts
@@ -3759,6 +3762,8 @@ ${more.trim()}` : ""));
       this.own = null;
       // this span's step (doc: with a stacked rank)
       this.peer = null;
+      this.stack = void 0;
+      // as the address bar says
       this.controller = null;
       const steps = summary.steps?.steps ?? [];
       this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
@@ -3787,17 +3792,39 @@ ${more.trim()}` : ""));
         "Open in Perfetto"
       );
       perfetto.disabled = !host.perfettoUrl;
-      perfetto.addEventListener("click", () => this.openPerfetto());
+      perfetto.addEventListener("click", () => this.openPerfetto(false));
+      let ranks = null;
+      this.downloadRanks = null;
+      if (host.peers.length) {
+        const b = el(
+          "button",
+          { type: "button", className: "link", id: "ki-timeline-perfetto-ranks", title: `Open the shown window of every rank of the run, merged into one trace (each rank's processes named after it), in Perfetto UI (${host.perfettoUrl ?? "not configured"}).` },
+          "Open ranks"
+        );
+        b.disabled = !host.perfettoUrl;
+        b.addEventListener("click", () => this.openPerfetto(true));
+        this.downloadRanks = el(
+          "a",
+          { className: "link", id: "ki-timeline-download-ranks", title: "The shown window of every rank, merged into one trace: open it in Perfetto UI or chrome://tracing by hand." },
+          "Download ranks"
+        );
+        this.downloadRanks.setAttribute("download", "");
+        ranks = el("span", null, b, " ", this.downloadRanks);
+      }
       this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
       let peerPicker = null;
+      this.peerSelect = null;
       if (host.peers.length) {
-        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+        const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start (first: the straggler, or the median rank)." });
         select.append(el("option", { value: "" }, "none"));
         for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
         select.addEventListener("change", () => {
           this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+          this.stack = this.peer ? this.peer.worker : "none";
+          this.host.changed(this.target(), true);
           void this.loadPeer();
         });
+        this.peerSelect = select;
         peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
       }
       this.info = el("p", { className: "note", id: "ki-timeline-info" });
@@ -3816,6 +3843,7 @@ ${more.trim()}` : ""));
           peerPicker,
           perfetto,
           this.download,
+          ranks,
           this.perfettoStatus
         ),
         this.info,
@@ -3828,8 +3856,13 @@ ${more.trim()}` : ""));
       return medianStep(this.summary);
     }
     pick(target) {
-      this.host.changed(target, true);
-      void this.show(target);
+      const t = { ...target, stack: target.stack ?? this.stack };
+      this.host.changed(t, true);
+      void this.show(t);
+    }
+    // What is shown, as the address bar keeps it.
+    target() {
+      return { step: this.step ?? void 0, window: this.window ?? void 0, mark: this.mark ?? void 0, stack: this.stack };
     }
     // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
     // highlighted.
@@ -3842,8 +3875,10 @@ ${more.trim()}` : ""));
       this.window = target.window ?? null;
       this.mark = target.mark ?? null;
       this.picker.value = String(step);
+      const peerChanged = this.choosePeer(target.stack);
       if (this.doc && this.step === step) {
-        this.applyView();
+        if (peerChanged) await this.loadPeer();
+        else this.applyView();
         return;
       }
       this.step = step;
@@ -3867,6 +3902,24 @@ ${more.trim()}` : ""));
       this.doc = answer.body;
       if (this.peer) await this.loadPeer();
       else this.draw();
+    }
+    // The rank to stack for `stack` (the address bar's: a worker, "none", or absent: the
+    // host's preselection); true when it is another than the one shown.
+    choosePeer(stack) {
+      this.stack = stack;
+      if (!this.host.peers.length) return false;
+      const want = stack === "none" ? null : stack ?? this.host.preselect();
+      const peer = want ? this.host.peers.find((p) => p.worker === want) ?? null : null;
+      if (this.peerSelect) this.peerSelect.value = peer ? peer.worker : "";
+      const changed = (peer?.worker ?? null) !== (this.peer?.worker ?? null);
+      this.peer = peer;
+      return changed;
+    }
+    // The preselected rank may be known only now (the view across ranks arrived): stack
+    // it when the address bar chose none.
+    async preselected() {
+      if (this.stack !== void 0) return;
+      if (this.choosePeer(void 0)) await this.loadPeer();
     }
     // Stack the chosen rank's same step under this one (or go back to this span alone).
     async loadPeer() {
@@ -4021,6 +4074,7 @@ ${more.trim()}` : ""));
       const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
       this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
       this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+      if (this.downloadRanks) this.downloadRanks.href = apiUrl("window_ranks", { run: this.host.span.run, step: this.doc.step, ...this.windowParams(), download: 1 });
       const chartNode = this.body.querySelector("#ki-timeline-chart");
       if (chartNode) {
         chartNode.dataset.rows = String(rows.length);
@@ -4036,7 +4090,9 @@ ${more.trim()}` : ""));
     // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
     // user's gesture), PING until it answers PONG, then post the window's bytes with a
     // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
-    openPerfetto() {
+    // `ranks`: every rank's window of the step, merged (/window_ranks; zoomed to this
+    // rank's window).
+    openPerfetto(ranks) {
       const doc = this.doc;
       const base3 = this.host.perfettoUrl;
       if (!doc || !base3) return;
@@ -4057,10 +4113,11 @@ ${more.trim()}` : ""));
         return;
       }
       const span = this.host.span;
-      const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
-      const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
-      const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then(
-        (r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`))
+      const title = ranks ? `${span.run ?? ""} every rank, step #${doc.step}` : `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+      const fileName = ranks ? `${span.run ?? "run"}.step${doc.step}.ranks.json` : `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+      const source = ranks ? apiUrl("window_ranks", { run: span.run, step: doc.step, ...this.windowParams(), wait: 60 }) : apiUrl("window", { ...span, step: doc.step, ...this.windowParams() });
+      const bytes = fetch(source, { credentials: "same-origin" }).then(
+        (r) => r.status === 200 ? r.arrayBuffer() : Promise.reject(new Error(r.status === 202 ? "the other ranks are still being read; try again shortly" : `HTTP ${r.status}`))
       );
       this.perfettoStatus.textContent = "Opening Perfetto UI…";
       const origin = target.origin;
@@ -4106,7 +4163,7 @@ ${more.trim()}` : ""));
       if (Math.abs(window2[0] - lo) < 1e-6 && Math.abs(window2[1] - hi) < 1e-6) return;
       this.window = window2;
       this.setViewData();
-      this.host.changed({ step: this.step ?? void 0, window: window2, mark: this.mark ?? void 0 }, false);
+      this.host.changed(this.target(), false);
     }
     event(row2) {
       const doc = this.doc;
@@ -4128,6 +4185,11 @@ ${more.trim()}` : ""));
       if (row2[5] >= 0 && lane.kind === "gpu_stream") {
         const launch = launchingOp(this.doc, lane.correlation[row2[5]]);
         rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: void 0 });
+        const shapes = launch ? launchShapes(this.doc, launch) : null;
+        if (shapes) rows.push({ label: "input shapes", value: shapes, color: void 0 });
+      } else if (row2[5] >= 0) {
+        const shapes = shapesOf(this.doc, lane, row2[5]);
+        if (shapes) rows.push({ label: "input shapes", value: shapes, color: void 0 });
       }
       if (row2[6] > 1) rows.push({ label: "events", value: fmtCount(row2[6]) });
       return tipNode(name, rows);
@@ -4323,6 +4385,8 @@ ${more.trim()}` : ""));
       const mark = parseRange(get("mark"));
       if (mark) state.run.mark = mark;
     }
+    const stack = get("stack");
+    if (stack) state.run.stack = stack;
     if (get("ranks") === "all") {
       state.run.allRanks = true;
       const index = Number(get("span_index"));
@@ -4352,6 +4416,7 @@ ${more.trim()}` : ""));
       } else {
         put("worker", state.run.worker);
         put("span", state.run.span);
+        put("stack", state.run.stack);
         if (state.run.step !== void 0) {
           put("step", state.run.step);
           if (state.run.window) put("window", formatRange(state.run.window));
@@ -4503,6 +4568,8 @@ ${more.trim()}` : ""));
       this.controller = null;
       this.runsTimer = null;
       this.timeline = null;
+      // the panel to scroll to once the next span is drawn (a moment on another worker)
+      this.pendingPanel = null;
       this.perfettoUrl = null;
       // What a link (or a selection kept while the log directory changed) named that is not
       // there; shown until the user picks something else.
@@ -4612,14 +4679,32 @@ ${more.trim()}` : ""));
     }
     timelineTarget() {
       const r = this.state.run;
-      return { step: r.step, window: r.window, mark: r.mark };
+      return { step: r.step, window: r.window, mark: r.mark, stack: r.stack };
     }
-    // A diagnosis with a place in time opens the timeline there.
-    momentOpener(summary) {
+    // A diagnosis with a place in time opens the timeline there (on the moment's worker,
+    // for a diagnosis across ranks).
+    momentOpener() {
       return (d) => {
-        const gap = momentOf(d, summary);
-        return gap ? () => this.openGap(gap) : null;
+        const m = momentOf(d);
+        return m ? () => this.openMoment(m) : null;
       };
+    }
+    openMoment(m) {
+      const target = { step: m.step, ...momentView(m) };
+      const s = this.state.run;
+      if (m.worker && (m.worker !== s.worker || s.allRanks)) {
+        const run = this.run(s.run);
+        if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
+        this.state.run = { run: run.run, worker: m.worker, ...target };
+        this.pendingPanel = "timeline";
+        this.writeHash(true);
+        this.changed();
+        return;
+      }
+      Object.assign(this.state.run, target);
+      this.writeHash(true);
+      void this.timeline?.show(target);
+      this.go("timeline");
     }
     // A "Largest gaps" row: the timeline at that gap, highlighted (a new history entry).
     openGap(gap) {
@@ -4955,7 +5040,7 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       const onGap = (g) => this.openGap(g);
@@ -4978,10 +5063,12 @@ ${more.trim()}` : ""));
         span: { run: s.run, worker: s.worker, span: s.span },
         perfettoUrl: this.perfettoUrl,
         peers: (this.run(s.run)?.workers ?? []).filter((w) => w.worker !== s.worker && w.spans.length).map((w) => ({ worker: w.worker, span: w.spans[w.spans.length - 1].span })),
+        preselect: () => this.defaultPeer(),
         changed: (target, push) => {
           this.state.run.step = target.step;
           this.state.run.window = target.window;
           this.state.run.mark = target.mark;
+          this.state.run.stack = target.stack;
           this.writeHash(push);
         }
       });
@@ -5000,6 +5087,24 @@ ${more.trim()}` : ""));
       drawMemory();
       fill(byId.efficiency, () => efficiencyPanel(summary, this.pal));
       fill(byId.health, () => healthPanel(summary));
+      if (this.pendingPanel) {
+        const id = this.pendingPanel;
+        this.pendingPanel = null;
+        this.go(id);
+      }
+    }
+    // The rank the timeline stacks when the address bar names none: the straggler, or,
+    // on the straggler itself or without one, the other rank of median mean step time;
+    // null until the view across ranks is there.
+    defaultPeer() {
+      const rv = this.runView;
+      const view = rv?.key === this.state.run.run ? rv?.answer?.summary : null;
+      const me = this.state.run.worker;
+      if (!view || !me) return null;
+      const straggler = view.straggler?.worker;
+      if (straggler && straggler !== me) return straggler;
+      const others = (view.ranks ?? []).filter((r) => r.worker !== me).sort((a, b) => a.mean_step_us - b.mean_step_us || a.rank - b.rank);
+      return others.length ? others[others.length - 1 >> 1].worker : null;
     }
     // A span's own diagnoses, with those the view across ranks replaces (its exact
     // wait/transfer split of this rank beats the estimate from this trace alone) swapped
@@ -5047,8 +5152,9 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener(summary)));
+        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
       }
+      if (loaded?.kind === "span") void this.timeline?.preselected();
       if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {
         this.drawComm();
         disposeDetached();
@@ -5092,7 +5198,7 @@ ${more.trim()}` : ""));
       return true;
     }
     drawRanks(diag, ranks, answer) {
-      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, void 0, (w) => this.openWorker(w)));
+      fill(diag, () => diagnosesList(answer.summary?.diagnoses, (id) => this.go(id), true, void 0, this.momentOpener(), (w) => this.openWorker(w)));
       fill(ranks, () => {
         if (!answer.summary) return "No view across ranks for this run.";
         const spans = answer.spans ?? [];

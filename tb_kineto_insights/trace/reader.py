@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterator
 from decimal import Decimal, DecimalException
 from itertools import repeat
 from operator import attrgetter, is_not
@@ -1243,11 +1244,18 @@ decode_in_worker = build_pieces
 
 class _Reader:
     def __init__(
-        self, path: str, max_json_bytes: int, block_bytes: int, workers: int | None = None
+        self,
+        path: str,
+        max_json_bytes: int,
+        block_bytes: int,
+        workers: int | None = None,
+        source: BlockReader | None = None,
+        on_block: Callable[[bytes], None] | None = None,
     ) -> None:
         self.path = path
         self.workers = workers
-        self.source = BlockReader(path, max_json_bytes, block_bytes)
+        self.source = source or BlockReader(path, max_json_bytes, block_bytes)
+        self.on_block = on_block
         self.repairs: Counter[str] = Counter()
         self.invalid_events = 0  # events whose fields have unusable types
         self.builder: _Builder | None = None
@@ -1385,6 +1393,8 @@ class _Reader:
     # -- the pass over the file -------------------------------------------------------
     def read(self) -> m.Trace:
         blocks = iter(self.source)
+        if self.on_block is not None:
+            blocks = _tapped(blocks, self.on_block)
         buf = bytearray()
         consumed = 0  # file offset of buf[0]
         searched = 0  # bytes of buf already searched for the traceEvents key
@@ -1857,6 +1867,13 @@ def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
     return None
 
 
+def _tapped(blocks: Iterator[bytes], on_block: Callable[[bytes], None]) -> Iterator[bytes]:
+    """``blocks``, each handed to ``on_block`` first (once, in file order)."""
+    for block in blocks:
+        on_block(block)
+        yield block
+
+
 def _workers_busy(pending: deque[tuple[Future[Any], Any, list[bytes]]]) -> int:
     """Pieces sent to workers and not yet decoded (those decoded here are done)."""
     return sum(not future.done() for future, _, _ in pending)
@@ -1921,6 +1938,8 @@ def read_trace(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     block_bytes: int = BLOCK_BYTES,
     workers: int | None = None,
+    source: BlockReader | None = None,
+    on_block: Callable[[bytes], None] | None = None,
 ) -> m.Trace:
     """Read one Kineto trace file (plain or gzipped JSON, local path or fsspec URL).
 
@@ -1932,6 +1951,11 @@ def read_trace(
             decide by size and cores (``$KINETO_INSIGHTS_READ_WORKERS``), ``<= 1`` =
             serial, ``n >= 2`` = ``n`` workers whatever the size. The result is the same
             in every case.
+        source: the file's blocks (default: a :class:`BlockReader` of ``path`` with
+            ``max_json_bytes`` and ``block_bytes``), e.g. one that keeps checkpoints.
+        on_block: called with every uncompressed block, in file order, as it is read
+            (``trace.window.WindowIndex.block``: the window cut's index from the same
+            read).
 
     Returns:
         A :class:`Trace` with columnar tables (ns times) and :class:`TraceHealth`.
@@ -1945,7 +1969,7 @@ def read_trace(
         TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
     """
     try:
-        return _Reader(path, max_json_bytes, block_bytes, workers).read()
+        return _Reader(path, max_json_bytes, block_bytes, workers, source, on_block).read()
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:

@@ -25,6 +25,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import IO, Any
 
 from tb_kineto_insights.trace.confine import open_local
@@ -167,6 +168,28 @@ def file_size(path: str) -> int:
         raise TraceIOError(path, f"cannot stat: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """A place to resume inflating a file from (:meth:`BlockReader.json_range`).
+
+    Attributes:
+        json_offset: uncompressed offset of the next byte the inflater produces.
+        raw_offset: offset in the stored file of the next byte it takes.
+        inflater: the decompressor's state there (never used itself: copied to resume),
+            ``None`` for a plain file (the two offsets are then equal).
+    """
+
+    json_offset: int
+    raw_offset: int
+    inflater: Any = None
+
+
+#: Uncompressed bytes between two :class:`Checkpoint` of a gzip file: a zlib state is
+#: about 45 KB (its 32 KiB window), so a 1 GB trace keeps about 5 MB of them, and
+#: reading a range again inflates at most this much before it.
+CHECKPOINT_SPACING_BYTES = 8 * 1024 * 1024
+
+
 class BlockReader:
     """Iterates over uncompressed blocks of a trace file.
 
@@ -174,7 +197,10 @@ class BlockReader:
     ``json_bytes`` (uncompressed bytes produced so far), ``stream_damage``: ``None``, or
     ``(offset, problem)`` when a truncated or corrupt gzip stream ended the blocks early
     (offset in the uncompressed data where it broke; every byte before it was yielded,
-    so the reader can keep the complete events).
+    so the reader can keep the complete events); ``checkpoints`` (with
+    ``checkpoints=True``): where :meth:`json_range` can resume inflating, one every
+    :data:`CHECKPOINT_SPACING_BYTES` of output, so a range of the uncompressed JSON is
+    read again without inflating the file from its start.
 
     Raises, while iterating:
         TraceIOError: open/read failures.
@@ -186,8 +212,12 @@ class BlockReader:
         path: str,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
         block_bytes: int = BLOCK_BYTES,
+        *,
+        checkpoints: bool = False,
     ) -> None:
         self.path = path
+        self.keep_checkpoints = checkpoints
+        self.checkpoints: list[Checkpoint] = []
         self.max_json_bytes = max_json_bytes
         self.block_bytes = block_bytes
         self.compressed = False
@@ -244,12 +274,70 @@ class BlockReader:
             yield data
             data = self._read(raw, self.block_bytes)
 
-    def _gunzip(self, raw: IO[bytes], first: bytes) -> Iterator[bytes]:
+    def json_range(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the uncompressed JSON, read again from the file after
+        an iteration with ``checkpoints=True``: a plain file from ``start``, a gzip file
+        from the last checkpoint at or before ``start``.
+
+        Raises:
+            TraceIOError: the file cannot be opened or read.
+            ValueError: the range is not one this reader produced (it has changed).
+        """
+        if end <= start:
+            return b""
+        with _open(self.path) as raw:
+            if not self.compressed:
+                try:
+                    raw.seek(start)
+                except OSError as exc:
+                    raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+                data = self._read(raw, end - start)
+            else:
+                at = None
+                for cp in self.checkpoints:
+                    if cp.json_offset > start:
+                        break
+                    at = cp
+                if at is None:
+                    at = Checkpoint(0, 0, None)
+                try:
+                    raw.seek(at.raw_offset)
+                except OSError as exc:
+                    raise TraceIOError(self.path, f"cannot read: {exc}") from exc
+                inflater = (
+                    zlib.decompressobj(wbits=31) if at.inflater is None else at.inflater.copy()
+                )
+                out = bytearray()
+                offset = at.json_offset
+                for block in self._gunzip(raw, b"", inflater, offset, record=False):
+                    lo, hi = max(start - offset, 0), min(end - offset, len(block))
+                    if lo < hi:
+                        out += block[lo:hi]
+                    offset += len(block)
+                    if offset >= end:
+                        break
+                data = bytes(out)
+        if len(data) != end - start:
+            raise ValueError(f"{self.path}: bytes {start}-{end} are no longer in the file")
+        return data
+
+    def _gunzip(
+        self,
+        raw: IO[bytes],
+        first: bytes,
+        inflater: Any = None,
+        produced: int = 0,
+        record: bool = True,
+    ) -> Iterator[bytes]:
         """Decompress gzip members one after another (``cat a.gz b.gz`` is valid gzip),
-        never producing more than ``block_bytes`` at once, so a bomb stops at the cap."""
-        inflater = zlib.decompressobj(wbits=31)
+        never producing more than ``block_bytes`` at once, so a bomb stops at the cap.
+        ``inflater``/``produced``: resume from a checkpoint (``first`` then empty, the
+        file at its ``raw_offset``)."""
+        if inflater is None:
+            inflater = zlib.decompressobj(wbits=31)
         pending = first
-        produced = 0
+        record = record and self.keep_checkpoints
+        next_checkpoint = produced + CHECKPOINT_SPACING_BYTES
         while True:
             if not pending:
                 pending = self._read(raw, COMPRESSED_READ_BYTES)
@@ -272,6 +360,11 @@ class BlockReader:
                     return
             piece, later = pending[:INFLATE_STEP_BYTES], pending[INFLATE_STEP_BYTES:]
             saved = inflater.copy()
+            if record and produced >= next_checkpoint:
+                self.checkpoints.append(
+                    Checkpoint(produced, self.bytes_read - len(pending), saved.copy())
+                )
+                next_checkpoint = produced + CHECKPOINT_SPACING_BYTES
             try:
                 out = inflater.decompress(piece, self.block_bytes)
             except zlib.error as exc:

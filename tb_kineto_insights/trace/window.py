@@ -17,25 +17,38 @@ importer drops an event that starts inside another and ends after it (google/per
 overlaps). So the kept complete events of each track are laid out, in order of start
 (longer first on a tie), on the track itself or on sibling tracks: an event goes on the
 first of them where it nests (the ranges still open there at its start all end at or
-after its end). A sibling track gets a new integer ``tid`` (above every tid of the file)
-and a ``thread_name`` that says so: ``"<name> (partially overlapping events, moved from
-tid <tid>)"``. No event is dropped or changed but for its ``tid``.
+after its end). A sibling track gets a new integer ``tid`` (above every integer tid of
+the events kept) and a ``thread_name`` that says so: ``"<name> (partially overlapping
+events, moved from tid <tid>)"``. No event is dropped or changed but for its ``tid``.
 
 Timestamps are compared exactly, in integer ns parsed from the JSON text as the reader
 parses them (``trace/numbers.py``: a float µs near 1.8e15 cannot hold the ns digits).
-Cost: two decodes of the whole document in msgspec (the raw events, and the few fields
-of each that the cut needs) and numpy for the selection; per-event Python work is a
-few list comprehensions. The whole JSON is held in memory (not bounded like the
-reader's).
+
+Cost, bounded memory: the file is read once in pieces of about :data:`PIECE_BYTES` cut
+at event boundaries (as the reader cuts them); each piece is decoded once for the few
+fields the cut needs (msgspec, C speed) and selected in numpy, and only a piece that
+keeps an event is decoded again for the kept events' raw texts, which are copied out:
+memory holds one piece and the kept events. When the window is known only after a read
+(the CLI's step window), :class:`WindowIndex` notes during that read, per piece, its
+place in the JSON and its time range, and the cut reads back only the pieces that meet
+the window from the inflater's checkpoints (``trace/source.py``): one read of the
+file. Figures: ``benchmarks/bench_window.py``, ``benchmarks/RESULTS.md``.
+
+Several ranks: :func:`merge_windows` merges the windows of one step of every rank into
+one trace, each rank's processes renumbered and named after it.
 """
 
 from __future__ import annotations
 
 import gzip
 import math
+import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+from itertools import repeat
+from operator import attrgetter, eq
 from typing import Any
 
 import msgspec
@@ -44,6 +57,13 @@ import numpy.typing as npt
 
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
+from tb_kineto_insights.trace.reader import (
+    _BOM_AND_WS,
+    _MAX_HEAD_BYTES,
+    _TRACE_EVENTS_KEY,
+    MAX_EVENT_BYTES,
+    _last_event_boundary,
+)
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
 
@@ -166,45 +186,14 @@ def _key(value: Any) -> Any:
     return repr(value) if isinstance(value, (list, dict)) else value
 
 
-def _read_bytes(path: str, max_json_bytes: int) -> bytes:
-    reader = BlockReader(path, max_json_bytes)
-    data = b"".join(reader)
-    if reader.stream_damage is not None:
-        offset, problem = reader.stream_damage
-        raise TraceFormatError(path, f"cannot cut a window of a damaged file: {problem}", offset)
-    return data
-
-
 #: ``ts`` of an event without a usable one (absent, a string, NaN): left out.
 _ABSENT = np.iinfo(np.int64).min
 
-
-class _HeadsRoot(msgspec.Struct):
-    traceEvents: list[_Head] = msgspec.field(default_factory=list)  # noqa: N815
-
-
-_HEADS_ROOT = msgspec.json.Decoder(_HeadsRoot)
-
-
-def _heads(data: bytes, events: list[msgspec.Raw], array_root: bool) -> list[_Head | None]:
-    """Each event's fields the cut needs: in one decode of the document (C speed), else,
-    when one event does not fit (not an object, a field of an odd type), one by one
-    (such an event is None: left out, as the reader leaves it out)."""
-    try:
-        decoded = _HEADS.decode(data) if array_root else _HEADS_ROOT.decode(data).traceEvents
-        return list[_Head | None](decoded)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        pass
-    out: list[_Head | None] = []
-    for raw in events:
-        try:
-            out.append(_HEAD.decode(raw))
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            out.append(None)
-    return out
-
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+#: Uncompressed bytes of events gathered before a piece is decoded (a piece is cut at
+#: the last event boundary after this much).
+PIECE_BYTES = 4 * 1024 * 1024
 
 
 def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
@@ -223,11 +212,280 @@ def _ns_column(literals: list[msgspec.Raw]) -> npt.NDArray[np.int64]:
     return out
 
 
+@dataclass
+class _Heads:
+    """The cut's fields of one piece's events, as columns (``ok``: the event is an
+    object with fields of usable types; an event that is not is left out)."""
+
+    raws: list[msgspec.Raw] | None
+    heads: list[_Head]
+    ok: npt.NDArray[np.bool_]
+    ts: npt.NDArray[np.int64]
+    end: npt.NDArray[np.int64]
+    is_meta: npt.NDArray[np.bool_]
+    is_x: npt.NDArray[np.bool_]
+
+
+_BLANK = _Head()
+_GET_TS, _GET_DUR, _GET_PH = (attrgetter(f) for f in ("ts", "dur", "ph"))
+
+
+def _decode_heads(doc: bytes) -> _Heads:
+    """The fields the cut needs of every event of ``doc`` (a JSON array of events): one
+    typed decode (C speed), else, when one event does not fit (not an object, a field
+    of an odd type), one by one.
+
+    Raises:
+        msgspec.DecodeError: ``doc`` is not valid JSON (a piece cut inside a string).
+    """
+    raws: list[msgspec.Raw] | None = None
+    try:
+        heads = _HEADS.decode(doc)
+        ok = np.ones(len(heads), dtype=np.bool_)
+    except msgspec.ValidationError:
+        raws = _RAWS.decode(doc)
+        heads, flags = [], []
+        for raw in raws:
+            try:
+                heads.append(_HEAD.decode(raw))
+                flags.append(True)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                heads.append(_BLANK)
+                flags.append(False)
+        ok = np.array(flags, dtype=np.bool_)
+    n = len(heads)
+    ts = _ns_column(list(map(_GET_TS, heads)))
+    phs = list(map(_GET_PH, heads))
+    is_meta = np.fromiter(map(eq, phs, repeat("M")), dtype=np.bool_, count=n) & ok
+    is_x = np.fromiter(map(eq, phs, repeat("X")), dtype=np.bool_, count=n) & ok
+    dur = np.maximum(_ns_column(list(map(_GET_DUR, heads))), 0)
+    has_ts = (ts != _ABSENT) & ok
+    ts[~has_ts] = _ABSENT
+    end = np.where(has_ts, ts + np.where(is_x, dur, 0), _ABSENT)
+    return _Heads(raws, heads, ok, ts, end, is_meta, is_x)
+
+
+class _Cutter:
+    """The cut's state while the pieces of one file go by, in file order."""
+
+    def __init__(self, path: str, start_ns: int, end_ns: int) -> None:
+        self.path = path
+        self.start_ns, self.end_ns = start_ns, end_ns
+        self.kept: list[bytes | dict[str, Any]] = []
+        self.complete: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
+        self.thread_names: dict[tuple[Any, Any], str] = {}
+        self.max_tid = 0
+        self.kernels = 0
+
+    def add(self, doc: bytes, h: _Heads | None = None) -> None:
+        """The kept events of ``doc`` (a JSON array of events; ``h``: its heads when
+        already decoded). Raises msgspec.DecodeError as :func:`_decode_heads`."""
+        if h is None:
+            h = _decode_heads(doc)
+        ts, end = h.ts, h.end
+        has_ts = ts != _ABSENT
+        lo, hi = self.start_ns, self.end_ns
+        inside_x = has_ts & (ts < hi) & ((end > lo) | ((end == ts) & (ts >= lo)))
+        inside = has_ts & (ts >= lo) & (ts < hi)
+        keep = h.is_meta | np.where(h.is_x, inside_x, inside & ~h.is_meta)
+        rows = np.flatnonzero(keep).tolist()
+        if not rows:
+            return
+        raws = h.raws if h.raws is not None else _RAWS.decode(doc)
+        tids = [t for t in (h.heads[i].tid for i in rows) if type(t) is int]
+        self.max_tid = max(self.max_tid, max(tids, default=0))
+        for i in rows:
+            head = h.heads[i]
+            position = len(self.kept)
+            self.kept.append(bytes(raws[i]))  # a copy: the piece's buffer is let go
+            if h.is_meta[i]:
+                if head.name == "thread_name":
+                    label = msgspec.json.decode(raws[i]).get("args", {}).get("name")
+                    if isinstance(label, str):
+                        self.thread_names[(_key(head.pid), _key(head.tid))] = label
+                continue
+            if h.is_x[i]:
+                key = (_key(head.pid), _key(head.tid))
+                self.complete[key].append((int(ts[i]), int(end[i]), position))
+                if head.cat in KERNEL_CATEGORIES:
+                    self.kernels += 1
+
+    def finish(self, others: dict[str, msgspec.Raw]) -> WindowCut:
+        """The cut: kept events, partial overlaps moved to sibling tracks."""
+        kept = self.kept
+        cut = WindowCut({}, self.start_ns, self.end_ns, events=len(kept), kernels=self.kernels)
+        next_tid = self.max_tid + 1
+        names: list[dict[str, Any]] = []
+        for (pid, tid), ranges in self.complete.items():
+            lanes = _lay_out(ranges)
+            siblings: dict[int, int] = {}
+            for position, lane in lanes.items():
+                if lane == 0:
+                    continue
+                if lane not in siblings:
+                    siblings[lane] = next_tid
+                    cut.sibling_tracks.append((pid, tid, next_tid))
+                    base = self.thread_names.get((pid, tid)) or f"thread {tid}"
+                    names.append(
+                        {
+                            "ph": "M",
+                            "name": "thread_name",
+                            "pid": pid,
+                            "tid": next_tid,
+                            "args": {
+                                "name": f"{base} (partially overlapping events, moved from "
+                                f"tid {tid})"
+                            },
+                        }
+                    )
+                    next_tid += 1
+                event = msgspec.json.decode(kept[position])  # type: ignore[arg-type]
+                event["tid"] = siblings[lane]
+                kept[position] = event
+                cut.moved += 1
+        cut.document = {
+            **others,
+            "traceEvents": [msgspec.Raw(k) if isinstance(k, bytes) else k for k in kept] + names,
+        }
+        return cut
+
+
+class _Pieces:
+    """The ``traceEvents`` array of a stream of uncompressed blocks, cut into pieces at
+    event boundaries (``}`` ``,`` ``{``), each handed to ``take(offset, doc)``: the
+    events as a JSON array (their text in brackets, one copy) and the offset of the
+    text in the JSON. ``take`` raises
+    msgspec.DecodeError when the piece does not decode (a boundary found inside a
+    string): the bytes then wait for more until they have doubled. After the last block
+    (:meth:`finish`), the rest (the last events, the keys after the array) is decoded
+    with the keys before it: :meth:`finish` returns the top-level keys other than
+    ``traceEvents`` and hands the last events to ``take``."""
+
+    def __init__(self, path: str, take: Any) -> None:
+        self.path = path
+        self.take = take
+        self.head = b""  # the root object up to the traceEvents key
+        self.array_root = False
+        self.found = False
+        self.buf = bytearray()
+        self.offset = 0  # JSON offset of buf[0]
+        self.retry_at = 0
+
+    def feed(self, block: bytes) -> None:
+        self.buf += block
+        if not self.found:
+            self._find_events()
+            if not self.found:
+                return
+        while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
+            limit = max(PIECE_BYTES, self.retry_at)
+            cut = _boundary_before(self.buf, limit)
+            if cut is None:
+                cut = _last_event_boundary(self.buf)  # an event longer than a piece
+                if cut is None:
+                    return
+            end, next_start = cut
+            with memoryview(self.buf) as view:
+                piece = b"".join((b"[", view[:end], b"]"))
+            try:
+                self.take(self.offset, piece)
+            except msgspec.DecodeError:
+                self.retry_at = 2 * len(self.buf)
+                if len(self.buf) > 2 * MAX_EVENT_BYTES:
+                    raise TraceFormatError(
+                        self.path, "not a readable JSON trace", self.offset
+                    ) from None
+                return
+            del self.buf[:next_start]
+            self.offset += next_start
+            self.retry_at = 0
+
+    def _find_events(self) -> None:
+        stripped = bytes(self.buf).lstrip(_BOM_AND_WS)
+        if not stripped:
+            return
+        if stripped[:1] == b"[":
+            self.array_root = True
+            skip = len(self.buf) - len(stripped) + 1
+        elif stripped[:1] != b"{":
+            raise TraceFormatError(self.path, "not a JSON trace (does not start with '{' or '[')")
+        else:
+            match = _TRACE_EVENTS_KEY.search(self.buf)
+            if match is None:
+                if len(self.buf) > _MAX_HEAD_BYTES:
+                    raise TraceFormatError(self.path, "no traceEvents array in the head")
+                return
+            self.head = bytes(self.buf[: match.start()])
+            skip = match.end()
+        self.found = True
+        del self.buf[:skip]
+        self.offset += skip
+
+    def finish(self) -> dict[str, msgspec.Raw]:
+        """The keys other than ``traceEvents``; the last events handed to ``take``.
+
+        Raises:
+            TraceFormatError: the rest is not valid JSON, or the events are not a list.
+        """
+        rest = bytes(self.buf)
+        try:
+            if self.array_root:
+                events = _RAWS.decode(b"[" + rest)
+                others: dict[str, msgspec.Raw] = {}
+            else:
+                whole = self.head.lstrip(_BOM_AND_WS) + b'"traceEvents":[' + rest
+                if not self.found:
+                    whole = rest  # no traceEvents key: decode what there is
+                events = _ROOT.decode(whole).traceEvents
+                others = {k: v for k, v in _OTHER_KEYS.decode(whole).items() if k != "traceEvents"}
+        except msgspec.DecodeError as exc:
+            raise TraceFormatError(self.path, f"not a readable JSON trace ({exc})") from exc
+        except msgspec.ValidationError as exc:
+            raise TraceFormatError(self.path, f"not a Kineto trace ({exc})") from exc
+        if events:
+            self.take(self.offset, b"[" + b",".join(bytes(e) for e in events) + b"]")
+        return others
+
+
+def _boundary_before(buf: bytearray, limit: int) -> tuple[int, int] | None:
+    """The last event boundary ``}`` ``,`` ``{`` that ends before ``limit``: (end of the
+    piece after the ``}``, start of the next event at the ``{``), or None (searched
+    in place: no copy of the buffer)."""
+    pos = min(limit, len(buf))
+    n = len(buf)
+    for _ in range(10_000):
+        pos = buf.rfind(b"}", 0, pos)
+        if pos < 0:
+            return None
+        j = pos + 1
+        while j < n and buf[j] in b" \t\r\n":
+            j += 1
+        if j < n and buf[j] == 0x2C:  # ","
+            j += 1
+            while j < n and buf[j] in b" \t\r\n":
+                j += 1
+            if j < n and buf[j] == 0x7B:  # "{"
+                return pos + 1, j
+    return None
+
+
+def _checked_blocks(reader: BlockReader) -> Iterator[bytes]:
+    """The reader's blocks; TraceFormatError after them when the stream was damaged."""
+    yield from reader
+    if reader.stream_damage is not None:
+        offset, problem = reader.stream_damage
+        raise TraceFormatError(
+            reader.path, f"cannot cut a window of a damaged file: {problem}", offset
+        )
+
+
 def cut_window(
     path: str, start_ns: int, end_ns: int, *, max_json_bytes: int = DEFAULT_MAX_JSON_BYTES
 ) -> WindowCut:
     """The events of ``[start_ns, end_ns)`` (ns on the trace's clock) of the trace file
-    ``path``, partial overlaps moved to sibling tracks (module docstring).
+    ``path``, partial overlaps moved to sibling tracks (module docstring). One pass over
+    the file in pieces of about :data:`PIECE_BYTES`: memory holds one piece and the
+    kept events.
 
     Raises:
         TraceIOError: the file cannot be opened or read.
@@ -237,88 +495,167 @@ def cut_window(
     """
     if end_ns <= start_ns:
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
-    data = _read_bytes(path, max_json_bytes)
-    try:
-        array_root = data.lstrip()[:1] == b"["
-        if array_root:
-            events = msgspec.json.decode(data, type=list[msgspec.Raw])
-            others: dict[str, msgspec.Raw] = {}
+    cutter = _Cutter(path, start_ns, end_ns)
+    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc))
+    for block in _checked_blocks(BlockReader(path, max_json_bytes)):
+        pieces.feed(block)
+    return cutter.finish(pieces.finish())
+
+
+class _Bound(msgspec.Struct):
+    """What :class:`WindowIndex` notes of an event: µs as floats (a superset of the exact
+    range is enough to choose the pieces to read back)."""
+
+    ts: float = math.nan
+    dur: float = 0.0
+
+
+_BOUNDS = msgspec.json.Decoder(list[_Bound])
+#: A piece's time cover: the ``_BIN_NS`` bins its short events touch, and its longer
+#: events one by one.
+_BIN_NS = 1_000_000
+_META = re.compile(rb'"ph"\s*:\s*"M"')
+
+
+def _touched_bins(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The sorted distinct values of ``a`` and ``b``: marked in a table over their range
+    (a piece spans a few thousand bins: linear, no sort), else ``np.unique``."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo = min(int(a.min()), int(b.min()))
+    span = max(int(a.max()), int(b.max())) - lo + 1
+    if span > 4 * (a.size + b.size) + 65536:
+        return np.unique(np.concatenate([a, b]))
+    mark = np.zeros(span, dtype=np.bool_)
+    mark[a - lo] = True
+    mark[b - lo] = True
+    return np.flatnonzero(mark) + lo
+
+
+@dataclass
+class _PieceBounds:
+    """Where a piece lies in the JSON, when in time (``bins``: the sorted
+    :data:`_BIN_NS` bins its events shorter than a bin touch; ``long_lo_ns`` /
+    ``long_hi_ns``: its longer events' ranges; all widened to hold the exact ones),
+    and whether it holds metadata events (kept by every cut)."""
+
+    offset: int
+    length: int
+    bins: npt.NDArray[np.int64]
+    long_lo_ns: npt.NDArray[np.int64]
+    long_hi_ns: npt.NDArray[np.int64]
+    has_meta: bool
+
+    def meets(self, start_ns: int, end_ns: int) -> bool:
+        """Whether an event of the piece may lie in ``[start_ns, end_ns)``."""
+        if self.has_meta:
+            return True
+        a = int(np.searchsorted(self.bins, start_ns // _BIN_NS, side="left"))
+        if a < self.bins.size and int(self.bins[a]) <= (end_ns - 1) // _BIN_NS:
+            return True
+        return bool(((self.long_lo_ns < end_ns) & (self.long_hi_ns >= start_ns)).any())
+
+    doc: bytes | None = None  # the last piece (in brackets), kept: not read back
+
+
+class WindowIndex:
+    """Where the events of a file lie, gathered from the blocks of one read (pass
+    :meth:`block` to :func:`~tb_kineto_insights.trace.reader.read_trace` as
+    ``on_block``, with a :class:`BlockReader` made with ``checkpoints=True`` as
+    ``source``), so that a window found only after the read (a step's, from the read
+    trace's index) is cut without reading the file again: :meth:`cut` reads back only
+    the pieces whose time range meets the window, or that hold metadata, from the
+    source's checkpoints. Memory: a few numbers per piece of :data:`PIECE_BYTES`."""
+
+    def __init__(self, source: BlockReader) -> None:
+        self.source = source
+        self.path = source.path
+        self.bounds: list[_PieceBounds] = []
+        self._pieces = _Pieces(self.path, self._take)
+        self._others: dict[str, msgspec.Raw] | None = None
+        self._final = False
+
+    def _take(self, offset: int, doc: bytes) -> None:
+        try:
+            bounds = _BOUNDS.decode(doc)
+        except msgspec.ValidationError:  # an odd event: the cut's own reading
+            h = _decode_heads(doc)
+            timed = h.ts != _ABSENT
+            ts_us = h.ts[timed] / 1000.0
+            end_us = h.end[timed] / 1000.0
         else:
-            events = _ROOT.decode(data).traceEvents
-            others = {k: v for k, v in _OTHER_KEYS.decode(data).items() if k != "traceEvents"}
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(path, f"not a readable JSON trace ({exc})") from exc
-    except msgspec.ValidationError as exc:
-        raise TraceFormatError(path, f"not a Kineto trace ({exc})") from exc
-    heads = _heads(data, events, array_root)
-    if len(heads) != len(events):
-        raise TraceFormatError(path, "the events could not be read twice alike")
-    blank = _Head()
-    filled = [h or blank for h in heads]
-    ts = _ns_column([h.ts for h in filled])
-    dur = np.maximum(_ns_column([h.dur for h in filled]), 0)
-    ph = [h.ph for h in filled]
-    is_meta = np.fromiter((p == "M" for p in ph), dtype=np.bool_, count=len(ph))
-    is_x = np.fromiter((p == "X" for p in ph), dtype=np.bool_, count=len(ph))
-    has_ts = ts != _ABSENT
-    end = ts + np.where(is_x, dur, 0)
-    inside_x = has_ts & (ts < end_ns) & ((end > start_ns) | ((end == ts) & (ts >= start_ns)))
-    inside = has_ts & (ts >= start_ns) & (ts < end_ns)
-    keep = is_meta | np.where(is_x, inside_x, inside & ~is_meta)
-    keep &= np.fromiter((h is not None for h in heads), dtype=np.bool_, count=len(heads))
-    rows = np.flatnonzero(keep).tolist()
-    kept: list[msgspec.Raw | dict[str, Any]] = [events[i] for i in rows]
-    complete: dict[tuple[Any, Any], list[tuple[int, int, int]]] = defaultdict(list)
-    thread_names: dict[tuple[Any, Any], str] = {}
-    int_tids = [h.tid for h in filled if type(h.tid) is int]
-    max_tid = max(int_tids, default=0)
-    kernels = 0
-    for position, i in enumerate(rows):
-        head = filled[i]
-        if is_meta[i]:
-            if head.name == "thread_name":
-                label = msgspec.json.decode(events[i]).get("args", {}).get("name")
-                if isinstance(label, str):
-                    thread_names[(_key(head.pid), _key(head.tid))] = label
-            continue
-        if is_x[i]:
-            complete[(_key(head.pid), _key(head.tid))].append((int(ts[i]), int(end[i]), position))
-            if head.cat in KERNEL_CATEGORIES:
-                kernels += 1
-    cut = WindowCut({}, start_ns, end_ns, events=len(kept), kernels=kernels)
-    next_tid = max_tid + 1
-    names: list[dict[str, Any]] = []
-    for (pid, tid), ranges in complete.items():
-        lanes = _lay_out(ranges)
-        siblings: dict[int, int] = {}
-        for position, lane in lanes.items():
-            if lane == 0:
+            n = len(bounds)
+            ts = np.fromiter(map(_GET_TS, bounds), dtype=np.float64, count=n)
+            dur = np.fromiter(map(_GET_DUR, bounds), dtype=np.float64, count=n)
+            end = ts + np.maximum(np.nan_to_num(dur), 0)
+            timed = np.isfinite(ts) & np.isfinite(end)
+            ts_us, end_us = ts[timed], end[timed]
+        # µs as floats: widened by 2 µs either side, a superset of the exact ranges
+        # (epoch-scale timestamps round to 0.25 µs at 1.8e15 µs)
+        lo = ((ts_us - 2) * 1000).astype(np.int64)
+        hi = ((end_us + 2) * 1000).astype(np.int64)
+        short = hi - lo < _BIN_NS  # covers its start's bin and at most the next
+        bins = _touched_bins(lo[short] // _BIN_NS, hi[short] // _BIN_NS)
+        has_meta = _META.search(doc) is not None  # a false hit costs a read back only
+        kept = doc if self._final else None
+        self.bounds.append(
+            _PieceBounds(offset, len(doc) - 2, bins, lo[~short], hi[~short], has_meta, kept)
+        )
+
+    def block(self, block: bytes) -> None:
+        """One uncompressed block of the file, in order."""
+        self._pieces.feed(block)
+
+    def finish(self) -> None:
+        """After the last block. Raises TraceFormatError as :func:`cut_window`."""
+        if self.source.stream_damage is not None:
+            offset, problem = self.source.stream_damage
+            raise TraceFormatError(
+                self.path, f"cannot cut a window of a damaged file: {problem}", offset
+            )
+        self._final = True
+        self._others = self._pieces.finish()
+
+    def cut(self, start_ns: int, end_ns: int) -> WindowCut:
+        """The cut of ``[start_ns, end_ns)``, as :func:`cut_window` gives it.
+
+        Raises:
+            TraceFormatError: an empty window.
+            TraceIOError: the file cannot be read again.
+        """
+        if end_ns <= start_ns:
+            raise TraceFormatError(self.path, f"empty window [{start_ns}, {end_ns}) ns")
+        if self._others is None:
+            self.finish()
+        cutter = _Cutter(self.path, start_ns, end_ns)
+        wanted = [b for b in self.bounds if b.meets(start_ns, end_ns)]
+        # neighbouring pieces are read back together (one inflate from a checkpoint)
+        runs: list[list[_PieceBounds]] = []
+        for b in wanted:
+            last = runs[-1][-1] if runs else None
+            if (
+                last is not None
+                and last.doc is None
+                and b.doc is None
+                and (b.offset - (last.offset + last.length) < 64)
+            ):
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        for run in runs:
+            first, last = run[0], run[-1]
+            if first.doc is not None:
+                cutter.add(first.doc)
                 continue
-            if lane not in siblings:
-                siblings[lane] = next_tid
-                cut.sibling_tracks.append((pid, tid, next_tid))
-                base = thread_names.get((pid, tid)) or f"thread {tid}"
-                names.append(
-                    {
-                        "ph": "M",
-                        "name": "thread_name",
-                        "pid": pid,
-                        "tid": next_tid,
-                        "args": {
-                            "name": f"{base} (partially overlapping events, moved from tid {tid})"
-                        },
-                    }
-                )
-                next_tid += 1
-            event = msgspec.json.decode(kept[position])  # type: ignore[arg-type]
-            event["tid"] = siblings[lane]
-            kept[position] = event
-            cut.moved += 1
-    cut.document = {
-        **{k: v for k, v in others.items()},
-        "traceEvents": [*kept, *names],
-    }
-    return cut
+            try:
+                data = self.source.json_range(first.offset, last.offset + last.length)
+            except ValueError as exc:
+                raise TraceFormatError(self.path, str(exc)) from exc
+            for b in run:
+                at = b.offset - first.offset
+                cutter.add(b"[" + data[at : at + b.length] + b"]")
+        assert self._others is not None
+        return cutter.finish(self._others)
 
 
 def _lay_out(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
@@ -368,7 +705,80 @@ def partial_overlaps(data: bytes) -> int:
 def write_window(cut: WindowCut, out_path: str) -> int:
     """Write the cut trace as JSON, gzip-compressed when ``out_path`` ends with ``.gz``;
     returns the bytes written. Raises OSError when the file cannot be written."""
-    data = msgspec.json.encode(cut.document)
+    return write_document(cut.document, out_path)
+
+
+def merge_windows(parts: list[tuple[str, WindowCut]]) -> dict[str, Any]:
+    """One trace of the windows of several ranks (``parts``: ``(rank label, its cut)``,
+    in the order to show), for Perfetto UI or chrome://tracing: every event of every cut
+    kept, each rank's processes renumbered so that no two ranks share a ``pid`` (1, 2,
+    … in order of appearance), their ``process_name`` prefixed with the rank's label
+    (``"rank1: python 1234"``; a process without one is named ``"rank1: pid 1234"``) and
+    sorted by rank (``process_sort_index``), and flow ids made distinct per rank (an
+    integer id plus ``k · 2^40`` for the k-th rank, a string prefixed ``"r<k>:"``).
+    Timestamps are the files' own: ranks of one host share its clock; ranks on several
+    hosts are as aligned as their clocks are. Top-level keys: ``traceEvents``,
+    ``deviceProperties`` of the first cut that has them, and ``traceName``.
+
+    Raises:
+        ValueError: no parts.
+    """
+    if not parts:
+        raise ValueError("no windows to merge")
+    events: list[Any] = []
+    pids: dict[tuple[int, Any], int] = {}
+    named: set[int] = set()
+    for k, (label, cut) in enumerate(parts):
+        for raw in cut.document.get("traceEvents", []):
+            event = msgspec.json.decode(raw) if isinstance(raw, msgspec.Raw) else dict(raw)
+            if not isinstance(event, dict):
+                continue
+            key = (k, _key(event.get("pid")))
+            pid = pids.get(key)
+            if pid is None:
+                pid = pids[key] = len(pids) + 1
+            original = event.get("pid")
+            event["pid"] = pid
+            if event.get("ph") == "M" and event.get("name") == "process_name":
+                given = event.get("args")
+                args: dict[str, Any] = given if isinstance(given, dict) else {}
+                event["args"] = {**args, "name": f"{label}: {args.get('name', original)}"}
+                named.add(pid)
+            elif event.get("ph") == "M" and event.get("name") == "process_sort_index":
+                continue  # replaced: by rank
+            if "id" in event and event.get("ph") in ("s", "t", "f"):
+                fid = event["id"]
+                event["id"] = fid + k * 2**40 if type(fid) is int else f"r{k}:{fid}"
+            events.append(event)
+    for (k, original), pid in pids.items():
+        if pid not in named:
+            label = parts[k][0]
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "process_name",
+                    "pid": pid,
+                    "args": {"name": f"{label}: pid {original}"},
+                }
+            )
+        events.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
+        )
+    out: dict[str, Any] = {"traceEvents": events}
+    device = next(
+        (c.document["deviceProperties"] for _, c in parts if "deviceProperties" in c.document),
+        None,
+    )
+    if device is not None:
+        out["deviceProperties"] = device
+    out["traceName"] = "ranks: " + ", ".join(label for label, _ in parts)
+    return out
+
+
+def write_document(document: dict[str, Any], out_path: str) -> int:
+    """Write a trace document as JSON, gzip-compressed when ``out_path`` ends with
+    ``.gz``; returns the bytes written. Raises OSError when the file cannot be written."""
+    data = msgspec.json.encode(document)
     if out_path.endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)
     with open(out_path, "wb") as f:

@@ -618,29 +618,108 @@ def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page:
     assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
 
 
+@pytest.mark.parametrize(
+    ("run", "id_"),
+    [("transformer_eager", "small_kernel_flood"), ("memory_leak", "memory_growth")],
+)
+def test_every_diagnosis_with_a_moment_opens_it(
+    server: Server, open_page: Any, run: str, id_: str
+) -> None:
+    """Issue 28 §3: not only idle diagnoses: the small-kernel flood's busiest step and
+    the memory peak open on the timeline at the diagnosis's ``moment``, highlighted."""
+    worker, span = server.span_of(run)
+    _, diagnoses = server.get("summary", run=run, worker=worker, span=span, panel="diagnoses")
+    moment = next(d for d in diagnoses if d["id"] == id_)["moment"]
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "timeline"))
+    _timeline_shown(frame)
+    frame.locator(f'[data-diagnosis-id="{id_}"] button.moment').click()
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, moment["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    start = moment["offset_us"]
+    assert mark == pytest.approx([start, start + moment["length_us"]], abs=1e-3)
+    assert hash_of(page)["ki_step"] == str(moment["step"])
+
+
+def test_the_straggler_opens_its_worst_collective_on_its_rank(
+    server: Server, open_page: Any
+) -> None:
+    """Issue 28 §3: the straggler's card (view across ranks) opens the straggler rank's
+    timeline at its worst collective, highlighted."""
+    run = "ddp2_straggler"
+    _, view = server.get("run_summary", run=run, wait="60")
+    d = next(x for x in view["summary"]["diagnoses"] if x["id"] == "communication_straggler")
+    moment = d["moment"]
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "ranks"))
+    card = frame.locator('#ki-panel-diagnoses [data-diagnosis-id="communication_straggler"]')
+    card.locator("button.moment").click()
+    wait_panels(frame, ("diagnoses", "timeline"))
+    assert frame.locator("#ki-worker").input_value() == moment["worker"]
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, moment["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    start = moment["offset_us"]
+    assert mark == pytest.approx([start, start + moment["length_us"]], abs=1e-3)
+    state = hash_of(page)
+    assert state["ki_worker"] == moment["worker"] and state["ki_step"] == str(moment["step"])
+
+
 def test_another_rank_stacks_under_the_timeline(server: Server, open_page: Any) -> None:
-    """Issue 28 §1: in a run of several ranks, the same step of another rank (here the
-    straggler run's rank1) stacks under this one, aligned on the step start."""
+    """Issue 28 §1: in a run of several ranks, the same step of another rank stacks under
+    this one, aligned on the step start: on ddp2_straggler's rank0 the straggler (rank1)
+    is preselected; the choice lives in the address bar (``ki_stack``), and Back and a
+    pasted link restore it."""
     run = "ddp2_straggler"
     entry = next(r for r in server.runs["runs"] if r["run"] == run)
     (mine, mine_span), (other, other_span) = [
         (w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]
     ]
+    _, view = server.get("run_summary", run=run, wait="60")
+    assert view["summary"]["straggler"]["worker"] == other
     page = open_page(f"#kineto_insights&ki_run={run}&ki_worker={mine}", height=TALL)
     frame = tab(page)
     wait_panels(frame, ("timeline",))
-    alone = _timeline_shown(frame)
-    step = alone["step"]
-    frame.select_option("#ki-timeline-peer", other)
+    # preselected: the straggler, once the view across ranks is there
     frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
-    stacked = _timeline_shown(frame, int(step))
+    stacked = _timeline_shown(frame)
+    step = stacked["step"]
+    assert frame.locator("#ki-timeline-peer").input_value() == other
+    assert "ki_stack" not in hash_of(page)
     _, own_doc = server.get("timeline", run=run, worker=mine, span=mine_span, step=step)
     _, peer_doc = server.get("timeline", run=run, worker=other, span=other_span, step=step)
     assert int(stacked["lanes"]) == len(own_doc["lanes"]) + len(peer_doc["lanes"])
-    assert stacked["kernels"] == alone["kernels"]  # the counts stay this rank's
+    # none: this rank alone, said in the address bar
     frame.select_option("#ki-timeline-peer", "")
     frame.wait_for_selector("#ki-timeline-info[data-stacked='']", timeout=TIMEOUT_MS)
-    assert _timeline_shown(frame)["lanes"] == str(len(own_doc["lanes"]))
+    alone = _timeline_shown(frame)
+    assert alone["lanes"] == str(len(own_doc["lanes"]))
+    assert stacked["kernels"] == alone["kernels"]  # the counts stay this rank's
+    assert hash_of(page)["ki_stack"] == "none"
+    # Back: stacked again
+    page.go_back()
+    frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
+    assert frame.locator("#ki-timeline-peer").input_value() == other
+    assert "ki_stack" not in hash_of(page)
+    # a pasted link that says none
+    page.evaluate("() => { location.hash = location.hash + '&ki_stack=none'; }")
+    frame.wait_for_selector("#ki-timeline-info[data-stacked='']", timeout=TIMEOUT_MS)
+    assert frame.locator("#ki-timeline-peer").input_value() == ""
+    # and one that names the rank
+    page.evaluate(
+        "([w]) => { location.hash = location.hash.replace('ki_stack=none', `ki_stack=${w}`); }",
+        [other],
+    )
+    frame.wait_for_selector(f"#ki-timeline-info[data-stacked='{other}']", timeout=TIMEOUT_MS)
 
 
 def test_clicking_a_kernel_names_its_launching_op(open_page: Any) -> None:
@@ -708,6 +787,49 @@ def test_open_in_perfetto_posts_the_window(server: Server, open_page: Any) -> No
     # the download link names the same window
     href = frame.get_attribute("#ki-timeline-download", "href") or ""
     assert "/window?" in href and f"step={step}" in href and "download=1" in href
+
+
+def test_open_ranks_posts_every_rank_merged(server: Server, open_page: Any) -> None:
+    """Issue 28 §4: "Open ranks" posts the shown step of every rank of the run, merged
+    into one trace (each rank's processes named after its worker), to the fake Perfetto
+    page; the posted trace parses and holds each rank's kernels of the step."""
+    run = "ddp2_straggler"
+    entry = next(r for r in server.runs["runs"] if r["run"] == run)
+    workers = [(w["worker"], w["spans"][-1]["span"]) for w in entry["workers"]]
+    page = open_page(
+        f"#kineto_insights&ki_run={run}&ki_worker={workers[0][0]}&ki_stack=none", height=TALL
+    )
+    frame = tab(page)
+    wait_panels(frame, ("timeline",))
+    step = int(_timeline_shown(frame)["step"])
+    with page.context.expect_page(timeout=TIMEOUT_MS) as popup_info:
+        frame.click("#ki-timeline-perfetto-ranks")
+    popup = popup_info.value
+    popup.wait_for_function("() => window.__got !== null", timeout=TIMEOUT_MS)
+    got = popup.evaluate("() => window.__got")
+    assert got["title"] == f"{run} every rank, step #{step}"
+    doc = json.loads(got["text"])
+    events = doc["traceEvents"]
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    for worker, span in workers:
+        status, own = server.get(
+            "window", run=run, worker=worker, span=span, step=str(step), wait="60"
+        )
+        assert status == 200
+        expected = sorted(
+            (e["name"], e["ts"]) for e in own["traceEvents"] if e.get("cat") == "kernel"
+        )
+        pids = {p for p, n in names.items() if n.startswith(f"{worker}: ")}
+        kernels = sorted(
+            (e["name"], e["ts"]) for e in events if e.get("cat") == "kernel" and e["pid"] in pids
+        )
+        assert kernels == expected and kernels, worker
+    href = frame.get_attribute("#ki-timeline-download-ranks", "href") or ""
+    assert "/window_ranks?" in href and f"step={step}" in href
 
 
 def test_clicking_a_diagnosis_scrolls_to_its_panel(open_page: Any) -> None:

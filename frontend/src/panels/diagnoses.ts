@@ -43,10 +43,12 @@ export function diagnosesList(
   return sorted.map((d) => card(d, go, allRanks, stepCount, moment?.(d) ?? null, openWorker));
 }
 
-function momentButton(openMoment: () => void): HTMLElement {
+function momentButton(openMoment: () => void, d: Diagnosis): HTMLElement {
+  const m = d.moment;
+  const where = m ? `${m.what}: step ${m.step}${m.worker ? ` of ${m.worker}` : ""}` : "";
   const b = el(
     "button",
-    { type: "button", className: "link goto moment", title: "Open the timeline at the longest gap with this cause, highlighted." },
+    { type: "button", className: "link goto moment", title: `Open the timeline at ${where}, highlighted.` },
     "See it on the timeline →",
   );
   b.addEventListener("click", (event) => {
@@ -108,7 +110,7 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
       : null,
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
     open,
-    openMoment ? momentButton(openMoment) : null,
+    openMoment ? momentButton(openMoment, d) : null,
     spanLink(d, openWorker),
   );
   const activate = (event: Event) => {

@@ -17,7 +17,9 @@ import {
   gapView,
   idleTotals,
   kernelCount,
+  launchShapes,
   launchingOp,
+  shapesOf,
   medianStep,
   slowestStep,
   stackSteps,
@@ -32,6 +34,8 @@ export interface TimelineTarget {
   step?: number;
   window?: Range;
   mark?: Range;
+  // the rank stacked under this one: a worker, "none", or absent (the host's choice)
+  stack?: string;
 }
 
 export interface TimelineHost {
@@ -41,6 +45,9 @@ export interface TimelineHost {
   // the other workers (ranks) of the run, each with its last span: one can be stacked
   // under this one, the same step aligned on the step start
   peers: { worker: string; span: string }[];
+  // the rank to stack when the address bar names none (the straggler, or the median
+  // rank), or null (none, or not known yet)
+  preselect(): string | null;
   // the view changed by the user: keep it in the address bar (`push`: a new history
   // entry, for a step or a gap picked; a zoom replaces the current one)
   changed(target: TimelineTarget, push: boolean): void;
@@ -86,9 +93,12 @@ export class TimelineView {
   private readonly info: HTMLElement;
   private readonly launch: HTMLElement;
   private readonly download: HTMLAnchorElement;
+  private downloadRanks: HTMLAnchorElement | null;
   private readonly perfettoStatus: HTMLElement;
   private own: TimelineStep | null = null; // this span's step (doc: with a stacked rank)
   private peer: { worker: string; span: string } | null = null;
+  private peerSelect: HTMLSelectElement | null;
+  private stack: string | undefined = undefined; // as the address bar says
   private controller: AbortController | null = null;
 
   constructor(
@@ -122,17 +132,39 @@ export class TimelineView {
       "Open in Perfetto",
     );
     perfetto.disabled = !host.perfettoUrl;
-    perfetto.addEventListener("click", () => this.openPerfetto());
+    perfetto.addEventListener("click", () => this.openPerfetto(false));
+    let ranks: HTMLElement | null = null;
+    this.downloadRanks = null;
+    if (host.peers.length) {
+      const b = el(
+        "button",
+        { type: "button", className: "link", id: "ki-timeline-perfetto-ranks", title: `Open the shown window of every rank of the run, merged into one trace (each rank's processes named after it), in Perfetto UI (${host.perfettoUrl ?? "not configured"}).` },
+        "Open ranks",
+      );
+      b.disabled = !host.perfettoUrl;
+      b.addEventListener("click", () => this.openPerfetto(true));
+      this.downloadRanks = el(
+        "a",
+        { className: "link", id: "ki-timeline-download-ranks", title: "The shown window of every rank, merged into one trace: open it in Perfetto UI or chrome://tracing by hand." },
+        "Download ranks",
+      );
+      this.downloadRanks.setAttribute("download", "");
+      ranks = el("span", null, b, " ", this.downloadRanks);
+    }
     this.perfettoStatus = el("span", { className: "muted", id: "ki-timeline-perfetto-status", attrs: { role: "status" } });
     let peerPicker: HTMLElement | null = null;
+    this.peerSelect = null;
     if (host.peers.length) {
-      const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start." });
+      const select = el("select", { id: "ki-timeline-peer", title: "Stack the same step of another rank under this one, aligned on the step start (first: the straggler, or the median rank)." });
       select.append(el("option", { value: "" }, "none"));
       for (const p of host.peers) select.append(el("option", { value: p.worker }, p.worker));
       select.addEventListener("change", () => {
         this.peer = host.peers.find((p) => p.worker === select.value) ?? null;
+        this.stack = this.peer ? this.peer.worker : "none";
+        this.host.changed(this.target(), true);
         void this.loadPeer();
       });
+      this.peerSelect = select;
       peerPicker = el("label", { className: "field" }, el("span", { className: "field-label" }, "Stack rank"), select);
     }
     this.info = el("p", { className: "note", id: "ki-timeline-info" });
@@ -151,6 +183,7 @@ export class TimelineView {
         peerPicker,
         perfetto,
         this.download,
+        ranks,
         this.perfettoStatus,
       ),
       this.info,
@@ -165,8 +198,14 @@ export class TimelineView {
   }
 
   private pick(target: TimelineTarget): void {
-    this.host.changed(target, true);
-    void this.show(target);
+    const t = { ...target, stack: target.stack ?? this.stack };
+    this.host.changed(t, true);
+    void this.show(t);
+  }
+
+  // What is shown, as the address bar keeps it.
+  private target(): TimelineTarget {
+    return { step: this.step ?? undefined, window: this.window ?? undefined, mark: this.mark ?? undefined, stack: this.stack };
   }
 
   // Show a step (fetched when it is not the one shown), zoomed to `window`, with `mark`
@@ -180,8 +219,10 @@ export class TimelineView {
     this.window = target.window ?? null;
     this.mark = target.mark ?? null;
     this.picker.value = String(step);
+    const peerChanged = this.choosePeer(target.stack);
     if (this.doc && this.step === step) {
-      this.applyView();
+      if (peerChanged) await this.loadPeer();
+      else this.applyView();
       return;
     }
     this.step = step;
@@ -205,6 +246,26 @@ export class TimelineView {
     this.doc = answer.body;
     if (this.peer) await this.loadPeer();
     else this.draw();
+  }
+
+  // The rank to stack for `stack` (the address bar's: a worker, "none", or absent: the
+  // host's preselection); true when it is another than the one shown.
+  private choosePeer(stack: string | undefined): boolean {
+    this.stack = stack;
+    if (!this.host.peers.length) return false;
+    const want = stack === "none" ? null : stack ?? this.host.preselect();
+    const peer = want ? this.host.peers.find((p) => p.worker === want) ?? null : null;
+    if (this.peerSelect) this.peerSelect.value = peer ? peer.worker : "";
+    const changed = (peer?.worker ?? null) !== (this.peer?.worker ?? null);
+    this.peer = peer;
+    return changed;
+  }
+
+  // The preselected rank may be known only now (the view across ranks arrived): stack
+  // it when the address bar chose none.
+  async preselected(): Promise<void> {
+    if (this.stack !== undefined) return;
+    if (this.choosePeer(undefined)) await this.loadPeer();
   }
 
   // Stack the chosen rank's same step under this one (or go back to this span alone).
@@ -365,6 +426,7 @@ export class TimelineView {
     const rows = visibleRows(this.doc, lo, hi, this.usPerPx(lo, hi));
     this.instance.setOption({ series: [{ id: "mark", data: this.mark ? [this.mark] : [] }, { id: "events", data: rows }] });
     this.download.href = apiUrl("window", { ...this.host.span, step: this.doc.step, ...this.windowParams(), download: 1 });
+    if (this.downloadRanks) this.downloadRanks.href = apiUrl("window_ranks", { run: this.host.span.run, step: this.doc.step, ...this.windowParams(), download: 1 });
     const chartNode = this.body.querySelector<HTMLElement>("#ki-timeline-chart");
     if (chartNode) {
       chartNode.dataset.rows = String(rows.length);
@@ -382,7 +444,9 @@ export class TimelineView {
   // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
   // user's gesture), PING until it answers PONG, then post the window's bytes with a
   // title; the zoom rides in its address (visStart/visEnd, ns on the trace's clock).
-  private openPerfetto(): void {
+  // `ranks`: every rank's window of the step, merged (/window_ranks; zoomed to this
+  // rank's window).
+  private openPerfetto(ranks: boolean): void {
     const doc = this.doc;
     const base = this.host.perfettoUrl;
     if (!doc || !base) return;
@@ -405,10 +469,13 @@ export class TimelineView {
       return;
     }
     const span = this.host.span;
-    const title = `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
-    const fileName = `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
-    const bytes = fetch(apiUrl("window", { ...span, step: doc.step, ...this.windowParams() }), { credentials: "same-origin" }).then((r) =>
-      r.ok ? r.arrayBuffer() : Promise.reject(new Error(`HTTP ${r.status}`)),
+    const title = ranks ? `${span.run ?? ""} every rank, step #${doc.step}` : `${span.run ?? ""}/${span.worker ?? ""} step #${doc.step}`;
+    const fileName = ranks ? `${span.run ?? "run"}.step${doc.step}.ranks.json` : `${span.worker ?? "trace"}.${span.span ?? ""}.step${doc.step}.window.json`;
+    const source = ranks
+      ? apiUrl("window_ranks", { run: span.run, step: doc.step, ...this.windowParams(), wait: 60 })
+      : apiUrl("window", { ...span, step: doc.step, ...this.windowParams() });
+    const bytes = fetch(source, { credentials: "same-origin" }).then((r) =>
+      r.status === 200 ? r.arrayBuffer() : Promise.reject(new Error(r.status === 202 ? "the other ranks are still being read; try again shortly" : `HTTP ${r.status}`)),
     );
     this.perfettoStatus.textContent = "Opening Perfetto UI…";
     const origin = target.origin;
@@ -456,7 +523,7 @@ export class TimelineView {
     if (Math.abs(window[0] - lo) < 1e-6 && Math.abs(window[1] - hi) < 1e-6) return;
     this.window = window;
     this.setViewData();
-    this.host.changed({ step: this.step ?? undefined, window, mark: this.mark ?? undefined }, false);
+    this.host.changed(this.target(), false);
   }
 
   private event(row: TimelineRow): { lane: TimelineStep["lanes"][number]; name: string; cls: string } {
@@ -480,6 +547,11 @@ export class TimelineView {
     if (row[5] >= 0 && lane.kind === "gpu_stream") {
       const launch = launchingOp(this.doc, lane.correlation[row[5]]);
       rows.push({ label: "launched by", value: launch ? [...launch.ops, launch.call].join(" › ") : "outside this step", color: undefined });
+      const shapes = launch ? launchShapes(this.doc, launch) : null;
+      if (shapes) rows.push({ label: "input shapes", value: shapes, color: undefined });
+    } else if (row[5] >= 0) {
+      const shapes = shapesOf(this.doc, lane, row[5]);
+      if (shapes) rows.push({ label: "input shapes", value: shapes, color: undefined });
     }
     if (row[6] > 1) rows.push({ label: "events", value: fmtCount(row[6]) });
     return tipNode(name, rows);
