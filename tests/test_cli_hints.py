@@ -102,6 +102,8 @@ def test_markdown_helpers() -> None:
     assert fmt_value("peak_bytes", 2**30) == "1.0 GiB"
     assert fmt_value("idle_fraction_of_step_time", 0.247) == "24.7 %"
     assert fmt_value("events_per_step", {"2": 3, "3": 4}) == "#2: 3, #3: 4"
+    # a key that is only the unit (a straggler cause's us_per_step) keeps its unit
+    assert fmt_value("us_per_step", 947300.0) == "947.30 ms/step"
     assert fmt_value("largest", [{"t_us": 1500.0, "op": "aten::mm"}]) == "t_us 1.50 ms, op aten::mm"
 
 

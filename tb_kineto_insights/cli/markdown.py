@@ -88,7 +88,7 @@ def fmt_value(key: str, value: Any, escape: Callable[[Any], str] = str) -> str:
     if isinstance(value, int | float):
         per_step = "/step" if key.endswith("_per_step") else ""
         base = key.removesuffix("_per_step")
-        if base.endswith("_us"):
+        if base.endswith("_us") or base == "us":
             return fmt_duration_us(value) + per_step
         if base.endswith("_bytes") or base == "bytes":
             return fmt_bytes(value) + per_step
