@@ -16,6 +16,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
 
 EXIT_OK = 0
@@ -26,25 +27,27 @@ EXIT_UNUSABLE = 2
 def collect_runs(
     runs: list[Run], summaries: CachedSummaries
 ) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
-    """Per run, the headline of each worker's latest span (:meth:`CachedSummaries.headline`);
-    runs none of whose workers could be read go to the second value with the first reason."""
+    """Per run, the headline of each worker's latest span (:meth:`CachedSummaries.headlines`:
+    the spans without a stored headline are summarised at once, on every core); runs none
+    of whose workers could be read go to the second value with the first reason."""
+    latest = [(run, worker) for run in runs for worker in run.workers if worker.spans]
+    found = iter(summaries.headlines([worker.spans[-1] for _, worker in latest]))
+    by_run: dict[str, dict[str, SpanHeadline]] = {}
+    reasons: dict[str, str] = {}
+    for run, worker in latest:
+        headline, error = next(found)
+        if headline is not None:
+            by_run.setdefault(run.name, {})[worker.name] = headline
+        elif error is not None and run.name not in reasons:
+            reasons[run.name] = f"{error['type']}: {error['message']}"
     out: list[hist.RunHeadlines] = []
     skipped: dict[str, str] = {}
     for run in runs:
-        workers = {}
-        reason = ""
-        for worker in run.workers:
-            if not worker.spans:
-                continue
-            headline, error = summaries.headline(worker.spans[-1])
-            if headline is not None:
-                workers[worker.name] = headline
-            elif error is not None and not reason:
-                reason = f"{error['type']}: {error['message']}"
+        workers = by_run.get(run.name)
         if workers:
             out.append(hist.RunHeadlines(run.name, workers))
         else:
-            skipped[run.name] = reason or "no trace"
+            skipped[run.name] = reasons.get(run.name) or "no trace"
     return out, skipped
 
 

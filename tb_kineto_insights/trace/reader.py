@@ -165,7 +165,7 @@ _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from concurrent.futures import Executor, Future
 
 
 class _Logger:
@@ -1237,10 +1237,16 @@ decode_in_worker = build_pieces
 
 class _Reader:
     def __init__(
-        self, path: str, max_json_bytes: int, block_bytes: int, workers: int | None = None
+        self,
+        path: str,
+        max_json_bytes: int,
+        block_bytes: int,
+        workers: int | None = None,
+        pool: Executor | None = None,
     ) -> None:
         self.path = path
         self.workers = workers
+        self.pool = pool  # a shared pool (the caller's, never shut down here)
         self.source = BlockReader(path, max_json_bytes, block_bytes)
         self.repairs: Counter[str] = Counter()
         self.invalid_events = 0  # events whose fields have unusable types
@@ -1408,10 +1414,13 @@ class _Reader:
         del buf
         retry_at = 0  # after a piece cut short: wait until the pending bytes grow
         pool = None
-        workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
-        if workers:
-            pool = parallel.start_pool(workers)
-        executor = pool  # shut down at the end even if it broke on the way
+        executor = None  # a pool started here: shut down at the end even if it broke
+        if self.pool is not None and self.workers is not None and self.workers >= 2:
+            workers, pool = self.workers, self.pool
+        else:
+            workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
+            if workers:
+                pool = executor = parallel.start_pool(workers)
         in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
         held = workers * parallel.HELD_PER_WORKER
         workers_up = False  # a worker has decoded a piece: the parent stops decoding
@@ -1904,6 +1913,7 @@ def read_trace(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     block_bytes: int = BLOCK_BYTES,
     workers: int | None = None,
+    pool: Executor | None = None,
 ) -> m.Trace:
     """Read one Kineto trace file (plain or gzipped JSON, local path or fsspec URL).
 
@@ -1915,6 +1925,12 @@ def read_trace(
             decide by size and cores (``$KINETO_INSIGHTS_READ_WORKERS``), ``<= 1`` =
             serial, ``n >= 2`` = ``n`` workers whatever the size. The result is the same
             in every case.
+        pool: a process pool (:func:`.parallel.start_pool`) shared with other work of
+            the caller, used for the pieces instead of a pool of this read's own when
+            ``workers >= 2`` is given too (``workers``: its size, the pieces kept in
+            flight follow it); the caller shuts it down. Files of a log directory read
+            at once share one budget of processes this way
+            (``store/parallel_summaries.py``).
 
     Returns:
         A :class:`Trace` with columnar tables (ns times) and :class:`TraceHealth`.
@@ -1928,7 +1944,7 @@ def read_trace(
         TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
     """
     try:
-        return _Reader(path, max_json_bytes, block_bytes, workers).read()
+        return _Reader(path, max_json_bytes, block_bytes, workers, pool).read()
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:
