@@ -58,6 +58,11 @@ inflate running alone until the workers take their first pieces. Hence:
 - the server also preloads ``numpy.ma``: numpy >= 2.3 imports it at the first plain
   ``np.unique``, which the timestamp parser of every worker calls.
 
+A read may also be given a pool it does not own (``read_trace(pool=, workers=)``): the
+files of a log directory read at once share one pool, so that a large file's pieces and
+the other files' work never take more processes than cores
+(``store/parallel_summaries.py``, issue 34).
+
 A worker's time between pieces (receiving a piece, sending its columns back, waiting for
 a core) is outside its busy time; what may be gained next is there (larger pieces, fewer
 messages) and in the decode itself. The timelines and CPU times behind this design are
