@@ -692,13 +692,20 @@ def failure_reason(stderr: str, exit_code: int) -> str:
 
 
 def _run_child(
-    cmd: list[str], env: dict[str, str], timeout_s: float, needs_ok: bool
+    cmd: list[str],
+    env: dict[str, str],
+    timeout_s: float,
+    needs_ok: bool,
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[float, int, str]:
     """Run ``cmd``; returns ``(wall_s, peak_rss_bytes, error or "")``; with ``needs_ok`` a
-    run whose stdout has no line starting ``OK`` is an error (the peers' child scripts)."""
+    run whose stdout has no line starting ``OK`` is an error (the peers' child scripts).
+    ``on_start(pid)`` is told the child's pid once it runs."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=REPO)
+        if on_start is not None:
+            on_start(proc.pid)
         deadline = t0 + timeout_s
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -1048,12 +1055,6 @@ def run_sampled(cmd: list[str], timeout_s: float, needs_ok: bool) -> tuple[float
     peak = [0]
     stop = threading.Event()
     started: list[int] = []
-    real_popen = subprocess.Popen
-
-    def popen(*a: object, **k: object) -> subprocess.Popen[bytes]:
-        proc = real_popen(*a, **k)  # type: ignore[call-overload]
-        started.append(proc.pid)
-        return proc  # type: ignore[no-any-return]
 
     def sample() -> None:
         while not stop.wait(PSS_SAMPLE_S):
@@ -1062,11 +1063,9 @@ def run_sampled(cmd: list[str], timeout_s: float, needs_ok: bool) -> tuple[float
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
-    subprocess.Popen = popen  # type: ignore[misc]
     try:
-        wall, rss, err = _run_child(cmd, _child_env(), timeout_s, needs_ok)
+        wall, rss, err = _run_child(cmd, _child_env(), timeout_s, needs_ok, started.append)
     finally:
-        subprocess.Popen = real_popen  # type: ignore[misc]
         stop.set()
         thread.join()
     return wall, rss, peak[0], err
