@@ -299,3 +299,30 @@ def test_a_load_reads_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None
     assert _within_read_budget(3, seen) == "2"
     assert _within_read_budget(1, seen) == "1"
     assert seen() == "2"
+
+
+def test_history_through_the_pool_is_the_serial_history(
+    tmp_path: Path, pools: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``history``'s headlines of runs not in the cache come from the pool (their entries
+    and headline records stored by the workers): the same document as the serial path,
+    the broken run skipped with its reader error; a second pass reads headlines only."""
+    from tb_kineto_insights.cli.history import collect_runs
+
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    root = _log_dir(tmp_path)
+    summaries = CachedSummaries(str(tmp_path / "cache"))
+    runs, skipped = collect_runs(discover(str(root)), summaries)
+    assert len(pools) == 1 and pools[0] is not None
+    assert summaries.parsed == 6  # the latest span of each worker (d_mid: 2), the broken one
+    assert list(skipped) == ["a_broken"] and "TraceFormatError" in skipped["a_broken"]
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    serial_runs, serial_skipped = collect_runs(discover(str(root)), CachedSummaries(None))
+    assert serial_skipped == skipped
+    encode = msgspec.json.encode
+    assert [(r.name, {w: encode(h) for w, h in r.workers.items()}) for r in runs] == [
+        (r.name, {w: encode(h) for w, h in r.workers.items()}) for r in serial_runs
+    ]
+    again = CachedSummaries(str(tmp_path / "cache"))
+    collect_runs(discover(str(root)), again)
+    assert (again.parsed, again.headlines_read, again.from_cache) == (0, 5, 1)
