@@ -71,9 +71,10 @@ if TYPE_CHECKING:
 SummaryOrError = tuple[Summary | None, dict[str, str] | None]
 
 #: Least JSON (estimated, all files together) read with a pool: below it the pool's
-#: start (a forkserver importing the analysis, about 0.3-0.5 s of one core) is not paid
-#: back. Issue 34 measured the crossover on the shared 2-core machine
-#: (``benchmarks/RESULTS.md``).
+#: start (a forkserver importing the analysis, about 0.3-0.5 s of one core, mostly while
+#: this process imports) is not paid back. An estimate: one core reads and analyses
+#: about 50-100 MB of JSON a second, so 24 MiB is 0.25-0.5 s of work to share; the
+#: figures of issue 34 around it are in ``benchmarks/RESULTS.md``.
 MIN_PARALLEL_JSON_BYTES = 24 * 1024 * 1024
 #: Files are sent to the pool in batches of at least this much JSON (estimated), largest
 #: first: a file this large is a task of its own, small files share one.
