@@ -326,3 +326,16 @@ def test_history_through_the_pool_is_the_serial_history(
     again = CachedSummaries(str(tmp_path / "cache"))
     collect_runs(discover(str(root)), again)
     assert (again.parsed, again.headlines_read, again.from_cache) == (0, 5, 1)
+
+
+def test_a_batch_runs_under_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool's worker comes from a forkserver that may have started under an older
+    environment (a long-lived process): each batch first takes the caller's environment
+    as it was when the call began (storage endpoints and credentials)."""
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_MARK", "caller")
+    settings = ps.Settings(8 << 30, DEFAULT_THRESHOLDS)
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_MARK", "stale")
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_STALE_ONLY", "1")
+    assert ps.summarize_batch([], settings) == []
+    assert os.environ["KINETO_INSIGHTS_TEST_MARK"] == "caller"
+    assert "KINETO_INSIGHTS_TEST_STALE_ONLY" not in os.environ

@@ -155,6 +155,9 @@ class Settings:
     thresholds: Thresholds
     cache_location: str | None = None
     cache_settings: str = ""
+    #: this process's environment when the call began (storage credentials, endpoints):
+    #: a worker reads with it, not with the forkserver's, which may be older
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 #: One file's outcome as it travels back: ``("summary", msgpack bytes, None)`` or
@@ -260,7 +263,11 @@ def _store(
 
 def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
     """The body of a pool task: each file of the batch summarised in this process
-    (:func:`summarize_one`), its summary sent back as msgpack."""
+    (:func:`summarize_one`) under the caller's environment, its summary sent back as
+    msgpack."""
+    if os.environ != settings.environ:
+        os.environ.clear()
+        os.environ.update(settings.environ)
     out: list[Outcome] = []
     for task in tasks:
         (summary, error), warning = summarize_one(task, settings)
