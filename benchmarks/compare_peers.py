@@ -964,8 +964,13 @@ def profile_ours(path: Path, ours_python: Path, cpus: str | None = None) -> str:
 
 # ---------------------------------------------------------------- log directories (issue 34)
 
-LOGDIR_TOOLS = ("ours", "hta", "tbp", "floor")
-LOGDIR_LABEL = {**TOOL_LABEL, "floor": "decode floor"}
+LOGDIR_TOOLS = ("ours", "ours1", "before", "hta", "tbp", "floor")
+LOGDIR_LABEL = {
+    **TOOL_LABEL,
+    "ours1": "ours, one core",
+    "before": "ours before (--ours-before)",
+    "floor": "decode floor",
+}
 #: The mixed log directory: real runs (by folder) and scaled traces, made under --data-dir.
 MIXED_REAL = (
     SHARED / "public" / "hta_df_index_resolver",
@@ -1049,7 +1054,9 @@ def tree_pss_bytes(pid: int) -> int:
     return sum(_pss_bytes(p) for p in _descendants(pid))
 
 
-def run_sampled(cmd: list[str], timeout_s: float, needs_ok: bool) -> tuple[float, int, int, str]:
+def run_sampled(
+    cmd: list[str], timeout_s: float, needs_ok: bool, env: dict[str, str] | None = None
+) -> tuple[float, int, int, str]:
     """:func:`_run_child` with the tree's memory sampled every :data:`PSS_SAMPLE_S`:
     ``(wall_s, ru_maxrss_bytes, peak_tree_pss_bytes, error or "")``."""
     peak = [0]
@@ -1064,7 +1071,7 @@ def run_sampled(cmd: list[str], timeout_s: float, needs_ok: bool) -> tuple[float
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
     try:
-        wall, rss, err = _run_child(cmd, _child_env(), timeout_s, needs_ok, started.append)
+        wall, rss, err = _run_child(cmd, env or _child_env(), timeout_s, needs_ok, started.append)
     finally:
         stop.set()
         thread.join()
@@ -1088,11 +1095,20 @@ class LogdirRuns:
 
 
 def logdir_command(
-    tool: str, root: Path, runs_file: Path, files_file: Path, ours: Path, bench_python: Path
+    tool: str,
+    root: Path,
+    runs_file: Path,
+    files_file: Path,
+    ours: Path,
+    bench_python: Path,
+    before: Path | None = None,
 ) -> list[str]:
-    """The child measuring ``tool`` on the log directory ``root``."""
-    if tool == "ours":
-        return [str(ours), "report", str(root), "--format", "json", "--cache", "none"]
+    """The child measuring ``tool`` on the log directory ``root`` (``ours1``: ours with
+    ``KINETO_INSIGHTS_READ_WORKERS=1``, set by the caller; ``before``: another build of
+    ours, e.g. main's)."""
+    if tool in ("ours", "ours1", "before"):
+        exe = before if tool == "before" and before is not None else ours
+        return [str(exe), "report", str(root), "--format", "json", "--cache", "none"]
     if tool == "floor":
         return [str(ours.parent / "python"), "-c", FLOOR_CHILD, str(files_file)]
     code = HTA_LOGDIR_CHILD if tool == "hta" else TBP_LOGDIR_CHILD
@@ -1106,6 +1122,7 @@ def measure_logdir(
     ours: Path,
     bench_python: Path,
     timeout_s: float,
+    before: Path | None = None,
 ) -> dict[str, LogdirRuns]:
     """Every tool ``repeat`` times on ``root``, the tools interleaved (a change of load
     hits all of them); a failure stops that tool there."""
@@ -1120,8 +1137,12 @@ def measure_logdir(
                 r = results[tool]
                 if r.error:
                     continue
-                cmd = logdir_command(tool, root, runs_file, files_file, ours, bench_python)
-                wall, rss, pss, err = run_sampled(cmd, timeout_s, needs_ok=tool != "ours")
+                cmd = logdir_command(tool, root, runs_file, files_file, ours, bench_python, before)
+                env = _child_env()
+                if tool == "ours1":
+                    env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
+                needs_ok = tool in ("hta", "tbp", "floor")
+                wall, rss, pss, err = run_sampled(cmd, timeout_s, needs_ok, env)
                 if err.startswith("PARTIAL "):
                     r.partial, err = err[len("PARTIAL ") :], ""
                 if err:
@@ -1157,7 +1178,9 @@ def render_logdir(
         "Memory: *tree PSS* = the largest sum of the proportional set size of the process "
         "and every process under it (sampled every 50 ms; worker processes included, "
         "shared pages counted once), *RSS* = `ru_maxrss` (the largest single process). "
-        "Ours: `report LOGDIR --format json --cache none`. HTA: one `TraceAnalysis` per run "
+        "Ours: `report LOGDIR --format json --cache none` (one core: with "
+        "`KINETO_INSIGHTS_READ_WORKERS=1`; before: the same command of `--ours-before`). "
+        "HTA: one `TraceAnalysis` per run "
         "folder + temporal, idle and comm/comp-overlap breakdowns, in a loop, one process. "
         "torch-tb-profiler: its `RunLoader` on each run folder in turn. Floor: every file "
         "inflated and decoded by msgspec into the typed events of the fields the analysis "
@@ -1184,6 +1207,8 @@ def render_logdir(
                 frac = f"{ours.median(2) / r.median(2):.2f}"
             if tool == "floor" and r.ok and ours is not None and ours.ok:
                 ratio = f"ours {ours.median(0) / r.median(0):.2f}x the floor"
+            if tool in ("ours1", "before") and r.ok and ours is not None and ours.ok:
+                ratio = f"{r.median(0) / ours.median(0):.2f}x ours"
             lines.append(
                 f"| {root.name} | {n_runs} | {n_files} | {json_bytes / MB:.0f} | "
                 f"{LOGDIR_LABEL[tool]} | " + " | ".join(cells) + f" | {ratio} | {frac} |"
@@ -1224,6 +1249,8 @@ def main_logdir(args: argparse.Namespace) -> int:
         else:
             roots.append(item)
     tools = [t for t in LOGDIR_TOOLS if t in args.logdir_tools]
+    if args.ours_before is None and "before" in tools:
+        tools.remove("before")
     machine = machine_info(args.bench_python, args.ours)
     cmd = "python benchmarks/compare_peers.py " + " ".join(sys.argv[1:])
     rows = []
@@ -1231,7 +1258,9 @@ def main_logdir(args: argparse.Namespace) -> int:
         runs = logdir_runs(root)
         files = [f for _, fs in runs for f in fs]
         json_bytes = sum(json_size_bytes(Path(f)) for f in files)
-        res = measure_logdir(root, args.repeat, tools, args.ours, args.bench_python, args.timeout_s)
+        res = measure_logdir(
+            root, args.repeat, tools, args.ours, args.bench_python, args.timeout_s, args.ours_before
+        )
         rows.append((root, len(runs), len(files), json_bytes, res))
         machine["uptime at end"] = _read(["uptime"])
         text = render_logdir(machine, rows, args.repeat, cmd.strip())
@@ -1294,6 +1323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="measure whole log directories instead (issue 34; 'mixed': make the mixed one)",
     )
     ap.add_argument("--logdir-tools", nargs="+", choices=LOGDIR_TOOLS, default=list(LOGDIR_TOOLS))
+    ap.add_argument(
+        "--ours-before", type=Path, help="--logdir: another build of ours to compare (main's)"
+    )
     args = ap.parse_args(argv)
     if args.logdir:
         if args.out == REPO / "benchmarks" / "RESULTS.md":
