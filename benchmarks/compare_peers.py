@@ -62,6 +62,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import struct
 import subprocess
@@ -997,8 +998,9 @@ def logdir_runs(root: Path) -> list[tuple[str, list[str]]]:
 
 def make_mixed_logdir(data_dir: Path, scale_src: Path, scale_script: Path) -> Path:
     """``<data_dir>/mixed_logdir``: one folder per real run of :data:`MIXED_REAL` (its
-    trace files symlinked), the GPT trace of ``<data_dir>/gpt`` when there, and scaled
-    traces of :data:`MIXED_SCALED_MIB` (:func:`make_scaled`), one folder each."""
+    trace files copied: ours does not follow symlinks out of a log directory), the GPT
+    trace of ``<data_dir>/gpt`` when there, and scaled traces of
+    :data:`MIXED_SCALED_MIB` (:func:`make_scaled`), one folder each."""
     root = data_dir / "mixed_logdir"
     sources: list[tuple[str, list[Path]]] = []
     for run in MIXED_REAL:
@@ -1016,9 +1018,11 @@ def make_mixed_logdir(data_dir: Path, scale_src: Path, scale_script: Path) -> Pa
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
         for f in files:
-            link = folder / f.name
-            if not link.exists():
-                link.symlink_to(f.resolve())
+            copy = folder / f.name
+            if copy.is_symlink():
+                copy.unlink()
+            if not copy.exists():
+                shutil.copy2(f.resolve(), copy)
     return root
 
 
