@@ -8,7 +8,7 @@ span before it are done; ``report``, ``diff``/``check`` (both sides at once) and
 
 How the work is shared (one budget of processes for the command):
 
-- **One pool.** A single process pool of :func:`worker_count` processes (the decode
+- **One pool.** A single process pool of up to :func:`worker_count` processes (the decode
   workers' forkserver of ``trace/parallel.py``, which preloads the analysis here) runs
   everything: whole files, and the pieces of a file read piece by piece. A big file's
   per-piece parallelism and the other files' work never add up to more processes than
@@ -24,7 +24,9 @@ How the work is shared (one budget of processes for the command):
   none (the pool decodes its pieces).
 - **Every other file whole in one process.** Reading a whole file in one process costs
   less CPU than cutting it into pieces and merging them, and with several files there is
-  enough work to fill the cores. Small files go in batches of at least
+  enough work to fill the cores. This process takes batches too (the largest not sent
+  yet), so the pool has one process fewer than cores (less memory, one start less)
+  unless a file goes piece by piece. Small files go in batches of at least
   :data:`BATCH_JSON_BYTES` (a task's sending and pickling is then paid per batch).
   A summary comes back as msgpack (``msgspec``): the same Struct, to the byte
   (``tests/test_parallel_summaries.py`` compares the JSON report with the serial one).
@@ -176,8 +178,9 @@ def summarize_one(
     """Read and analyse one file, storing its cache entry when
     ``settings.cache_location`` is set. With ``pool`` (and ``workers``, its size) its
     pieces are decoded there and ``after_read()`` is called between the read and the
-    analysis; without, through :func:`tb_kineto_insights.summary.summarize_file` (the
-    reader decides on a pool of its own). Never raises for the file's sake. Returns
+    analysis; ``workers=1`` without a pool: read serially here; neither: through
+    :func:`tb_kineto_insights.summary.summarize_file` (the reader decides on a pool of
+    its own). Never raises for the file's sake. Returns
     ``((summary, None) | (None, error), store_warning)``: errors as
     :func:`tb_kineto_insights.summary.try_summarize_file` gives them; only an error
     about the file's content is stored (an I/O error is retried next time)."""
@@ -189,7 +192,7 @@ def summarize_one(
     with_timeline = settings.cache_location is not None
     started = time.perf_counter()
     try:
-        if pool is None:  # the façade's calls (what tests count)
+        if pool is None and workers is None:  # the façade's calls (what tests count)
             summarize_file = (
                 summary_module.summarize_file_with_timeline
                 if with_timeline
@@ -308,8 +311,8 @@ def _threading() -> Any:
 class _Feeder:
     """Sends batches to the pool from a thread of its own, at most ``limit`` in flight
     (set by the caller: 0 while this process reads a file piece by piece on the pool,
-    ``workers - 1`` while it analyses one, ``workers`` after), so that the pool is kept
-    busy while this process analyses, and free while it reads."""
+    ``workers - 1`` else: this process analyses a file or takes batches itself,
+    :meth:`take_next`), so that one process runs per core."""
 
     pool: Executor
     batches: list[_Batch]
@@ -367,6 +370,17 @@ class _Feeder:
                 self.cond.notify_all()
             future.add_done_callback(self._done)
 
+    def take_next(self) -> _Batch | None:
+        """The next batch not sent yet, for the caller to do itself (never sent then);
+        None when every batch was sent or taken."""
+        with self.cond:
+            if self.next_batch >= len(self.batches):
+                return None
+            batch = self.batches[self.next_batch]
+            self.next_batch += 1
+            self.cond.notify_all()
+            return batch
+
     def wait_submitted(self, batch: _Batch) -> None:
         """Wait until ``batch`` was sent (or failed to be)."""
         with self.cond:
@@ -419,21 +433,28 @@ def summarize_spans(
     tasks = list(tasks)
     sizes = [estimated_json_bytes(t.span) for t in tasks]
     workers = worker_count(sum(sizes), len(tasks))
-    pool = parallel.start_pool(workers, PRELOAD) if workers else None
+    here, batch_indices = plan(sizes, workers) if workers else ([], [])
+    # this process takes batches too: one process fewer in the pool (its memory and its
+    # start), unless a file goes piece by piece (its pieces need a decoder per core)
+    pool = parallel.start_pool(workers if here else workers - 1, PRELOAD) if workers else None
     if pool is None:
         for task in tasks:
             yield summarize_one(task, settings)
         return
     try:
-        yield from _summarize_on_pool(tasks, sizes, settings, pool, workers)
+        yield from _summarize_on_pool(tasks, settings, pool, workers, here, batch_indices)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _summarize_on_pool(
-    tasks: list[FileTask], sizes: list[int], settings: Settings, pool: Executor, workers: int
+    tasks: list[FileTask],
+    settings: Settings,
+    pool: Executor,
+    workers: int,
+    here: list[int],
+    batch_indices: list[list[int]],
 ) -> Iterator[tuple[SummaryOrError, str | None]]:
-    here, batch_indices = plan(sizes, workers)
     batches = [_Batch(indices) for indices in batch_indices]
     batch_of = {i: b for b in batches for i in b.indices}
     feeder = _Feeder(pool, batches, tasks, settings)
@@ -443,7 +464,7 @@ def _summarize_on_pool(
     next_out = 0
     try:
         if not todo_here:
-            feeder.set_limit(workers)
+            feeder.set_limit(workers - 1)  # and this process: one per core
         while next_out < len(tasks):
             if next_out in done:
                 yield done.pop(next_out)
@@ -452,7 +473,12 @@ def _summarize_on_pool(
             if todo_here:  # the dominant files first, here, their pieces on the pool
                 i = todo_here.popleft()
                 done[i] = _summarize_here(tasks[i], settings, pool, workers, feeder)
-                feeder.set_limit(workers if not todo_here else 0)
+                feeder.set_limit(workers - 1 if not todo_here else 0)
+                continue
+            taken = feeder.take_next()
+            if taken is not None:  # the largest batch not sent yet, here
+                for j in taken.indices:  # serially: the pool has the other cores
+                    done[j] = summarize_one(tasks[j], settings, workers=1)
                 continue
             batch = batch_of[next_out]
             outcomes = _batch_outcomes(batch, feeder, tasks, settings)
