@@ -458,6 +458,10 @@ def _summarize_on_pool(
     batches = [_Batch(indices) for indices in batch_indices]
     batch_of = {i: b for b in batches for i in b.indices}
     feeder = _Feeder(pool, batches, tasks, settings)
+    # without a dominant file, this process takes the largest batch itself, before the
+    # feeder sends any: the pool's process may still be starting (a forkserver that
+    # imports the analysis), and the largest task must not wait for it
+    first = None if here else feeder.take_next()
     feeder.start()
     done: dict[int, tuple[SummaryOrError, str | None]] = {}
     todo_here = deque(here)
@@ -475,7 +479,7 @@ def _summarize_on_pool(
                 done[i] = _summarize_here(tasks[i], settings, pool, workers, feeder)
                 feeder.set_limit(workers - 1 if not todo_here else 0)
                 continue
-            taken = feeder.take_next()
+            taken, first = first or feeder.take_next(), None
             if taken is not None:  # the largest batch not sent yet, here
                 for j in taken.indices:  # serially: the pool has the other cores
                     done[j] = summarize_one(tasks[j], settings, workers=1)
