@@ -339,3 +339,33 @@ def test_a_batch_runs_under_the_callers_environment(monkeypatch: pytest.MonkeyPa
     assert ps.summarize_batch([], settings) == []
     assert os.environ["KINETO_INSIGHTS_TEST_MARK"] == "caller"
     assert "KINETO_INSIGHTS_TEST_STALE_ONLY" not in os.environ
+
+
+def test_the_feeder_and_this_process_never_take_the_same_batch() -> None:
+    """While the feeder thread sends a batch, this process taking the next one gets the
+    next one: every batch is sent or taken, once (a batch read by both while another
+    was skipped left ``report`` waiting for it forever)."""
+    from concurrent.futures import Future
+
+    taken: list[Any] = []
+
+    class Pool:  # sends nothing: this process takes a batch during each send
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            taken.append(feeder.take_next())
+            done: Future[Any] = Future()
+            done.set_result([])
+            return done
+
+    batches = [ps._Batch([i]) for i in range(6)]
+    feeder = ps._Feeder(Pool(), batches, [None] * 6, ps.Settings(1, DEFAULT_THRESHOLDS))  # type: ignore[arg-type, list-item]
+    feeder.set_limit(1)
+    feeder.start()
+    with feeder.cond:
+        assert feeder.cond.wait_for(
+            lambda: feeder.next_batch == 6 and all(b.future or b in taken for b in batches),
+            timeout=30,
+        )
+    feeder.stop()
+    sent = [b for b in batches if b.future is not None]
+    assert sorted(b.indices[0] for b in sent) == [0, 2, 4]
+    assert sorted(b.indices[0] for b in taken if b is not None) == [1, 3, 5]

@@ -352,6 +352,7 @@ class _Feeder:
                 if self.stopped:
                     return
                 batch = self.batches[self.next_batch]
+                self.next_batch += 1  # claimed here, under the lock: take_next skips it
                 self.in_flight += 1
             try:
                 future = self.pool.submit(
@@ -361,12 +362,10 @@ class _Feeder:
                 with self.cond:
                     batch.failed = exc
                     self.in_flight -= 1
-                    self.next_batch += 1
                     self.cond.notify_all()
                 continue
             with self.cond:
                 batch.future = future
-                self.next_batch += 1
                 self.cond.notify_all()
             future.add_done_callback(self._done)
 
