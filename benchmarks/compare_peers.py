@@ -62,6 +62,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import struct
 import subprocess
@@ -141,6 +142,92 @@ st = pstats.Stats(pr, stream=s)
 print("TOTAL %.2f" % st.total_tt)
 st.sort_stats("tottime").print_stats(12)
 print(s.getvalue())
+"""
+
+
+HTA_LOGDIR_CHILD = r"""
+import json, os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+runs = json.load(open(sys.argv[1]))
+from hta.trace_analysis import TraceAnalysis
+failed, events = [], 0
+for name, files in runs:  # as HTA's users do: one TraceAnalysis per run, in a loop
+    d = tempfile.mkdtemp(prefix="bench_hta_")
+    for i, path in enumerate(files):
+        ext = ".gz" if path.endswith(".gz") else ""
+        os.symlink(path, os.path.join(d, "rank%d.json%s" % (i, ext)))
+    try:
+        a = TraceAnalysis(trace_dir=d)
+    except Exception as exc:
+        failed.append("%s load: %s" % (name, type(exc).__name__))
+        continue
+    for what, call in (
+        ("temporal", lambda: a.get_temporal_breakdown(visualize=False)),
+        ("idle", lambda: a.get_idle_time_breakdown(visualize=False)),
+        ("comm_comp_overlap", lambda: a.get_comm_comp_overlap(visualize=False)),
+    ):
+        try:
+            call()
+        except Exception as exc:
+            failed.append("%s %s: %s" % (name, what, type(exc).__name__))
+    events += sum(len(df) for df in a.t.traces.values())
+    del a
+print("OK events=%d runs=%d" % (events, len(runs)))
+if failed:
+    hit = len({f.split(" ")[0] for f in failed})
+    print("PARTIAL %d of %d runs: %s" % (hit, len(runs), "; ".join(failed)))
+"""
+
+TBP_LOGDIR_CHILD = r"""
+import json, os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+runs = json.load(open(sys.argv[1]))
+from torch_tb_profiler import io
+from torch_tb_profiler.profiler.loader import RunLoader
+cache = io.Cache(tempfile.mkdtemp(prefix="bench_tbp_cache_"))
+missing = []
+profiles = 0
+for name, files in runs:  # the plugin's RunLoader on each run folder, one after another
+    d = tempfile.mkdtemp(prefix="bench_tbp_")
+    for i, path in enumerate(files):
+        ext = ".gz" if path.endswith(".gz") else ""
+        os.symlink(path, os.path.join(d, "w%d.pt.trace.json%s" % (i, ext)))
+    run = RunLoader(name, d, cache).load()
+    got = [p for p in run.profiles.values() if getattr(p, "overview", None) is not None]
+    profiles += len(got)
+    if not got:
+        missing.append(name)
+print("OK profiles=%d runs=%d" % (profiles, len(runs)))
+if missing:
+    names = ", ".join(missing)
+    print("PARTIAL no profile for %d of %d runs: %s" % (len(missing), len(runs), names))
+"""
+
+#: The decode floor: every file inflated and decoded by msgspec into the typed events of
+#: the fields any analysis needs (ours: ``trace/events.py``'s ``PhaseRoot``), one after
+#: another on one core, nothing else (no columns, no analysis, no output).
+FLOOR_CHILD = r"""
+import json, sys
+import msgspec
+try:
+    from zlib_ng import zlib_ng as zlib
+except ImportError:
+    import zlib
+from tb_kineto_insights.trace.events import PhaseRoot, Root
+typed, loose = msgspec.json.Decoder(PhaseRoot), msgspec.json.Decoder(Root)
+events = 0
+for path in json.load(open(sys.argv[1])):
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data[:2] == b"\x1f\x8b":
+        data = zlib.decompress(data, 31)
+    try:
+        root = typed.decode(data)
+    except msgspec.ValidationError:
+        root = loose.decode(data)
+    events += len(root.traceEvents)
+    del root, data
+print("OK events=%d" % events)
 """
 
 
@@ -606,13 +693,20 @@ def failure_reason(stderr: str, exit_code: int) -> str:
 
 
 def _run_child(
-    cmd: list[str], env: dict[str, str], timeout_s: float, needs_ok: bool
+    cmd: list[str],
+    env: dict[str, str],
+    timeout_s: float,
+    needs_ok: bool,
+    on_start: Callable[[int], None] | None = None,
 ) -> tuple[float, int, str]:
     """Run ``cmd``; returns ``(wall_s, peak_rss_bytes, error or "")``; with ``needs_ok`` a
-    run whose stdout has no line starting ``OK`` is an error (the peers' child scripts)."""
+    run whose stdout has no line starting ``OK`` is an error (the peers' child scripts).
+    ``on_start(pid)`` is told the child's pid once it runs."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=REPO)
+        if on_start is not None:
+            on_start(proc.pid)
         deadline = t0 + timeout_s
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -869,6 +963,316 @@ def profile_ours(path: Path, ours_python: Path, cpus: str | None = None) -> str:
     return f"cProfile of `report {_display_name(Input(path, 0, 0, 'real'))}`\n" + "\n".join(keep)
 
 
+# ---------------------------------------------------------------- log directories (issue 34)
+
+LOGDIR_TOOLS = ("ours", "ours1", "before", "hta", "tbp", "floor")
+LOGDIR_LABEL = {
+    **TOOL_LABEL,
+    "ours1": "ours, one core",
+    "before": "ours before (--ours-before)",
+    "floor": "decode floor",
+}
+#: The mixed log directory: real runs (by folder) and scaled traces, made under --data-dir.
+MIXED_REAL = (
+    SHARED / "public" / "hta_df_index_resolver",
+    SHARED / "public" / "kineto_resnet50" / "resnet50_num_workers_0",
+    SHARED / "h200x2" / "ddp_default",
+    SHARED / "h200x2" / "fsdp",
+    REPO / "sample_logs" / "transformer_eager",
+    REPO / "sample_logs" / "dataloader_workers0",
+)
+MIXED_SCALED_MIB = (100,)
+PSS_SAMPLE_S = 0.05
+
+
+def logdir_runs(root: Path) -> list[tuple[str, list[str]]]:
+    """The runs of a log directory as the peers' users would loop over them: every folder
+    directly holding Kineto traces (:func:`is_kineto_trace`), by its path under ``root``,
+    with its trace files (absolute, symlinks resolved), sorted."""
+    by_dir: dict[Path, list[str]] = {}
+    for p in sorted(root.rglob("*.json*")):
+        if p.is_file() and is_kineto_trace(p):
+            by_dir.setdefault(p.parent, []).append(str(p.resolve()))
+    return [(str(d.relative_to(root)) or ".", files) for d, files in sorted(by_dir.items())]
+
+
+def make_mixed_logdir(data_dir: Path, scale_src: Path, scale_script: Path) -> Path:
+    """``<data_dir>/mixed_logdir``: one folder per real run of :data:`MIXED_REAL` (its
+    trace files copied: ours does not follow symlinks out of a log directory), the GPT
+    trace of ``<data_dir>/gpt`` when there, and scaled traces of
+    :data:`MIXED_SCALED_MIB` (:func:`make_scaled`), one folder each."""
+    root = data_dir / "mixed_logdir"
+    sources: list[tuple[str, list[Path]]] = []
+    for run in MIXED_REAL:
+        files = [p for p in sorted(run.glob("*.json*")) if is_kineto_trace(p)]
+        if files:
+            sources.append((run.name, files))
+    for extra in (data_dir / "gpt", REPO.parent.parent / "main" / "benchmarks" / "data" / "gpt"):
+        gpt = [p for p in sorted(extra.glob("*.json*")) if is_kineto_trace(p)]
+        if gpt:
+            sources.append(("gpt", gpt))
+            break
+    for inp in make_scaled(scale_src, data_dir, scale_script, list(MIXED_SCALED_MIB)):
+        sources.append((f"scaled_{inp.json_bytes // MB}mb", [inp.path]))
+    for name, files in sources:
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            copy = folder / f.name
+            if copy.is_symlink():
+                copy.unlink()
+            if not copy.exists():
+                shutil.copy2(f.resolve(), copy)
+    return root
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def tree_pss_bytes(pid: int) -> int:
+    """Proportional set size (``smaps_rollup`` ``Pss``) summed over ``pid`` and every
+    process under it: what a tool holds in memory at once, its worker processes
+    included, pages shared between them counted once."""
+    return sum(_pss_bytes(p) for p in _descendants(pid))
+
+
+def run_sampled(
+    cmd: list[str], timeout_s: float, needs_ok: bool, env: dict[str, str] | None = None
+) -> tuple[float, int, int, str]:
+    """:func:`_run_child` with the tree's memory sampled every :data:`PSS_SAMPLE_S`:
+    ``(wall_s, ru_maxrss_bytes, peak_tree_pss_bytes, error or "")``."""
+    peak = [0]
+    stop = threading.Event()
+    started: list[int] = []
+
+    def sample() -> None:
+        while not stop.wait(PSS_SAMPLE_S):
+            if started:
+                peak[0] = max(peak[0], tree_pss_bytes(started[0]))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        wall, rss, err = _run_child(cmd, env or _child_env(), timeout_s, needs_ok, started.append)
+    finally:
+        stop.set()
+        thread.join()
+    return wall, rss, peak[0], err
+
+
+@dataclass
+class LogdirRuns:
+    """One tool on one log directory: ``(wall_s, ru_maxrss_bytes, tree_pss_bytes)`` each."""
+
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    error: str | None = None
+    partial: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.samples)
+
+    def median(self, k: int) -> float:
+        return median([float(s[k]) for s in self.samples])
+
+
+def logdir_command(
+    tool: str,
+    root: Path,
+    runs_file: Path,
+    files_file: Path,
+    ours: Path,
+    bench_python: Path,
+    before: Path | None = None,
+) -> list[str]:
+    """The child measuring ``tool`` on the log directory ``root`` (``ours1``: ours with
+    ``KINETO_INSIGHTS_READ_WORKERS=1``, set by the caller; ``before``: another build of
+    ours, e.g. main's)."""
+    if tool in ("ours", "ours1", "before"):
+        exe = before if tool == "before" and before is not None else ours
+        return [str(exe), "report", str(root), "--format", "json", "--cache", "none"]
+    if tool == "floor":
+        return [str(ours.parent / "python"), "-c", FLOOR_CHILD, str(files_file)]
+    code = HTA_LOGDIR_CHILD if tool == "hta" else TBP_LOGDIR_CHILD
+    return [str(bench_python), "-c", code, str(runs_file)]
+
+
+def measure_logdir(
+    root: Path,
+    repeat: int,
+    tools: Sequence[str],
+    ours: Path,
+    bench_python: Path,
+    timeout_s: float,
+    before: Path | None = None,
+) -> dict[str, LogdirRuns]:
+    """Every tool ``repeat`` times on ``root``, the tools interleaved (a change of load
+    hits all of them); a failure stops that tool there."""
+    runs = logdir_runs(root)
+    results = {t: LogdirRuns() for t in tools}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs_file, files_file = Path(tmp) / "runs.json", Path(tmp) / "files.json"
+        runs_file.write_text(json.dumps(runs))
+        files_file.write_text(json.dumps([f for _, files in runs for f in files]))
+        for k in range(repeat):
+            for tool in tools:
+                r = results[tool]
+                if r.error:
+                    continue
+                cmd = logdir_command(tool, root, runs_file, files_file, ours, bench_python, before)
+                env = _child_env()
+                if tool == "ours1":
+                    env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
+                needs_ok = tool in ("hta", "tbp", "floor")
+                wall, rss, pss, err = run_sampled(cmd, timeout_s, needs_ok, env)
+                if err.startswith("PARTIAL "):
+                    r.partial, err = err[len("PARTIAL ") :], ""
+                if err:
+                    r.error = err
+                else:
+                    r.samples.append((wall, rss, pss))
+                print(
+                    f"  {root} {tool} run {k + 1}: "
+                    + (f"failed: {err}" if err else f"{wall:.2f} s, {pss / MB:.0f} MB"),
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return results
+
+
+def render_logdir(
+    machine: dict[str, str],
+    rows: Sequence[tuple[Path, int, int, int, dict[str, LogdirRuns]]],
+    repeat: int,
+    command: str,
+) -> str:
+    """The log-directory table: per log directory (runs, files, JSON MB) each tool's
+    median wall s, peak tree memory (PSS, MB) and largest process (RSS, MB); ratios of
+    the peers' wall and memory to ours and ours over the floor; the targets of issue 34."""
+    lines = ["## Log directories (issue 34)", ""]
+    lines.append(f"Made by `{command}`; every number is the median of {repeat} runs.")
+    lines.append("")
+    for k, v in machine.items():
+        lines.append(f"- {k}: {v}")
+    lines += [
+        "",
+        "Wall = start of the process to its end, interpreter start and imports included. "
+        "Memory: *tree PSS* = the largest sum of the proportional set size of the process "
+        "and every process under it (sampled every 50 ms; worker processes included, "
+        "shared pages counted once), *RSS* = `ru_maxrss` (the largest single process). "
+        "Ours: `report LOGDIR --format json --cache none` (one core: with "
+        "`KINETO_INSIGHTS_READ_WORKERS=1`; before: the same command of `--ours-before`). "
+        "HTA: one `TraceAnalysis` per run "
+        "folder + temporal, idle and comm/comp-overlap breakdowns, in a loop, one process. "
+        "torch-tb-profiler: its `RunLoader` on each run folder in turn. Floor: every file "
+        "inflated and decoded by msgspec into the typed events of the fields the analysis "
+        "reads, one after another, one process (no columns, no analysis).",
+        "",
+        "| log dir | runs | files | JSON MB | tool | wall s | tree PSS MB | RSS MB "
+        "| peer s / ours | ours PSS / peer |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    verdicts: list[str] = []
+    for root, n_runs, n_files, json_bytes, res in rows:
+        ours = res.get("ours")
+        for tool, r in res.items():
+            if r.ok:
+                wall, pss, rss = r.median(0), r.median(2), r.median(1)
+                cells = [f"{wall:.2f}", f"{pss / MB:.0f}", f"{rss / MB:.0f}"]
+                if r.partial:
+                    cells[0] += f" (partial: {r.partial[:120]})"
+            else:
+                cells = [f"failed: {r.error}", "–", "–"]
+            ratio = frac = "–"
+            if tool in PEERS and r.ok and ours is not None and ours.ok:
+                ratio = f"{r.median(0) / ours.median(0):.1f}x"
+                frac = f"{ours.median(2) / r.median(2):.2f}"
+            if tool == "floor" and r.ok and ours is not None and ours.ok:
+                ratio = f"ours {ours.median(0) / r.median(0):.2f}x the floor"
+            if tool in ("ours1", "before") and r.ok and ours is not None and ours.ok:
+                ratio = f"{r.median(0) / ours.median(0):.2f}x ours"
+            lines.append(
+                f"| {root.name} | {n_runs} | {n_files} | {json_bytes / MB:.0f} | "
+                f"{LOGDIR_LABEL[tool]} | " + " | ".join(cells) + f" | {ratio} | {frac} |"
+            )
+        if ours is None or not ours.ok:
+            continue
+        for peer in PEERS:
+            r = res.get(peer)
+            if r is None or not r.ok:
+                continue
+            x = r.median(0) / ours.median(0)
+            f = ours.median(2) / r.median(2)
+            verdicts.append(
+                f"| {root.name} | 10x {TOOL_LABEL[peer]} | {'pass' if x >= 10 else '**miss**'} "
+                f"| {x:.1f}x |"
+            )
+            verdicts.append(
+                f"| {root.name} | tree PSS <= 1/3 {TOOL_LABEL[peer]} | "
+                f"{'pass' if f <= RSS_FRACTION_TARGET else '**miss**'} | {f:.2f} |"
+            )
+        floor = res.get("floor")
+        if floor is not None and floor.ok and json_bytes >= 100 * MB:
+            x = ours.median(0) / floor.median(0)
+            verdicts.append(
+                f"| {root.name} | <= 1.5x the decode floor | {'pass' if x <= 1.5 else '**miss**'} "
+                f"| {x:.2f}x |"
+            )
+    lines += ["", "| log dir | target | result | value |", "|---|---|---|---|", *verdicts, ""]
+    return "\n".join(lines)
+
+
+def main_logdir(args: argparse.Namespace) -> int:
+    """``--logdir``: ours, the peers and the floor on whole log directories."""
+    roots: list[Path] = []
+    for item in args.logdir:
+        if str(item) == "mixed":
+            roots.append(make_mixed_logdir(args.data_dir, args.scale_src, args.scale_script))
+        else:
+            roots.append(item)
+    tools = [t for t in LOGDIR_TOOLS if t in args.logdir_tools]
+    if args.ours_before is None and "before" in tools:
+        tools.remove("before")
+    machine = machine_info(args.bench_python, args.ours)
+    cmd = "python benchmarks/compare_peers.py " + " ".join(sys.argv[1:])
+    rows = []
+    for root in roots:
+        runs = logdir_runs(root)
+        files = [f for _, fs in runs for f in fs]
+        json_bytes = sum(json_size_bytes(Path(f)) for f in files)
+        res = measure_logdir(
+            root, args.repeat, tools, args.ours, args.bench_python, args.timeout_s, args.ours_before
+        )
+        rows.append((root, len(runs), len(files), json_bytes, res))
+        machine["uptime at end"] = _read(["uptime"])
+        text = render_logdir(machine, rows, args.repeat, cmd.strip())
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and input (median)")
@@ -916,7 +1320,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="run every --cpus worker at once (each on its own CPUs) instead of in turn",
     )
+    ap.add_argument(
+        "--logdir",
+        nargs="+",
+        type=Path,
+        help="measure whole log directories instead (issue 34; 'mixed': make the mixed one)",
+    )
+    ap.add_argument("--logdir-tools", nargs="+", choices=LOGDIR_TOOLS, default=list(LOGDIR_TOOLS))
+    ap.add_argument(
+        "--ours-before", type=Path, help="--logdir: another build of ours to compare (main's)"
+    )
     args = ap.parse_args(argv)
+    if args.logdir:
+        if args.out == REPO / "benchmarks" / "RESULTS.md":
+            args.out = REPO / "benchmarks" / "data" / "RESULTS_logdir.md"
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        return main_logdir(args)
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
     if not args.ours.exists():

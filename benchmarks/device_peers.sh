@@ -74,7 +74,7 @@ cp -r "$ROOT/tb_kineto_insights" "$T/ours/"
 # The same guard as pip's console script: the reader's decode workers start by forkserver,
 # which imports the main script in each worker; unguarded, each of them ran the whole
 # report again (the run of 2026-12-01 04:00 measured that: GPT 3.9 s instead of 2.4 s).
-printf 'import sys\nfrom tb_kineto_insights.cli import main\nif __name__ == "__main__":\n    sys.exit(main())\n' \
+printf 'import sys\nfrom tb_kineto_insights.cli.main import main\nif __name__ == "__main__":\n    sys.exit(main())\n' \
   >"$T/ours/bin/tb_kineto_insights_main.py"
 printf '#!/bin/sh\nPYTHONPATH=%s exec %s %s "$@"\n' "$T/ours" "$PY" \
   "$T/ours/bin/tb_kineto_insights_main.py" >"$T/ours/bin/tb-kineto-insights"

@@ -224,10 +224,14 @@ def real_summary(**steps: Any) -> dict[str, Any]:
 class Parses:
     """Counts (and names) the files analysed, by wrapping ``summary.summarize_file`` and
     ``summary.summarize_file_with_timeline`` (what CachedSummaries calls; threads of this
-    process, as the index tests' clusters are, are seen too)."""
+    process, as the index tests' clusters are, are seen too). Files are read in this
+    process (``KINETO_INSIGHTS_READ_WORKERS=1``: no worker processes, which the counter
+    would not see; ``tests/test_parallel_summaries.py`` covers those)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from tb_kineto_insights import summary as summary_module
+
+        monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
 
         self.paths: list[str] = []
         for name in ("summarize_file", "summarize_file_with_timeline"):

@@ -144,10 +144,10 @@ def test_cache_dir_from_env(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("raw", "expected"), [("0", 0), ("3", 3), ("-1", None), ("x", None)])
 def test_workers_from_env(raw: str, expected: int | None) -> None:
-    default = max(1, min(2, os.cpu_count() or 1))
+    default = max(1, min(4, len(os.sched_getaffinity(0))))  # one per usable core, at most 4
     assert workers_from_env({WORKERS_ENV: raw}) == (default if expected is None else expected)
     assert workers_from_env({}) == default
-    assert workers_from_env({}) <= 2
+    assert workers_from_env({}) <= 4
 
 
 def test_encode_json_is_strict() -> None:

@@ -312,3 +312,58 @@ def test_fewer_runs_than_asked_are_counted_in_the_cell() -> None:
     text = cp.render_results(_machine(), [real], results, 3, "cmd")
     assert "| 1.10 (2 of 3 runs) |" in text
     assert "| not finished |" in text
+
+
+# ------------------------------------------------------------ log directories (issue 34)
+
+
+def test_logdir_runs_are_the_folders_holding_traces(tmp_path: Path) -> None:
+    """One run per folder that holds Kineto traces directly, its files listed; files
+    that are not traces (no ``traceEvents``) and empty folders are no run."""
+    trace = {"traceEvents": [kernel("k", 0, 10)]}
+    write_trace(tmp_path / "a" / "w0.pt.trace.json", trace)
+    write_trace(tmp_path / "a" / "w1.pt.trace.json", trace)
+    write_trace(tmp_path / "b" / "c" / "rank0.json", trace)
+    (tmp_path / "b" / "notes.json").write_text('{"x": 1}')
+    (tmp_path / "empty").mkdir()
+    runs = cp.logdir_runs(tmp_path)
+    assert [name for name, _ in runs] == ["a", "b/c"]
+    assert [len(files) for _, files in runs] == [2, 1]
+    assert all(Path(f).is_absolute() for _, files in runs for f in files)
+
+
+def test_logdir_table_and_targets() -> None:
+    """Ratios from medians; 10x and 1/3 against each peer; the floor target only from
+    100 MB of JSON; a failed peer has no verdict."""
+
+    def runs(*samples: tuple[float, int, int]) -> cp.LogdirRuns:
+        return cp.LogdirRuns(samples=list(samples))
+
+    big = {
+        "ours": runs(
+            (2.0, 100 * MB, 150 * MB), (2.2, 100 * MB, 160 * MB), (1.8, 90 * MB, 140 * MB)
+        ),
+        "hta": runs((25.0, 900 * MB, 1000 * MB)),
+        "tbp": runs((15.0, 500 * MB, 400 * MB)),
+        "floor": runs((1.6, 50 * MB, 50 * MB)),
+    }
+    small = {
+        "ours": runs((1.0, 50 * MB, 60 * MB)),
+        "hta": cp.LogdirRuns(error="exit 1"),
+        "tbp": runs((12.0, 300 * MB, 300 * MB)),
+        "floor": runs((0.2, 20 * MB, 20 * MB)),
+    }
+    text = cp.render_logdir(
+        {"date": "today"},
+        [(Path("/x/mixed"), 8, 11, 400 * MB, big), (Path("/x/small"), 2, 2, 14 * MB, small)],
+        3,
+        "cmd",
+    )
+    assert "| mixed | 10x HTA | pass | 12.5x |" in text
+    assert "| mixed | tree PSS <= 1/3 HTA | pass | 0.15 |" in text
+    assert "| mixed | 10x torch-tb-profiler | **miss** | 7.5x |" in text
+    assert "| mixed | tree PSS <= 1/3 torch-tb-profiler | **miss** | 0.38 |" in text
+    assert "| mixed | <= 1.5x the decode floor | pass | 1.25x |" in text
+    assert "| small | 10x torch-tb-profiler | pass | 12.0x |" in text
+    assert "small | 10x HTA" not in text and "small | <= 1.5x" not in text
+    assert "failed: exit 1" in text

@@ -22,6 +22,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+#: The int64 bounds (``np.iinfo`` builds an object at each call: 73 calls per small file).
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
 I64 = npt.NDArray[np.int64]
 Intervals = tuple[I64, I64]
 
@@ -94,7 +97,7 @@ def subtract(a: Intervals, b: Intervals) -> Intervals:
         return empty()
     if b[0].size == 0:
         return _merge_touching(a[0], a[1])
-    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    lo, hi = _INT64_MIN, _INT64_MAX
     comp_s = np.concatenate([[lo], b[1]])
     comp_e = np.concatenate([b[0], [hi]])
     keep = comp_e > comp_s  # only a b interval starting at int64 min leaves one empty

@@ -16,6 +16,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
+from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
 
 EXIT_OK = 0
@@ -31,36 +32,44 @@ def collect_runs(
 
     With ``logdir`` (the log directory ``runs`` were listed from) and a cache, the
     headlines come from the log directory's headline index first
-    (``store/headline_index.py``: one file), else from
-    :meth:`CachedSummaries.headline` (the per-file headline, the summary, or a parse),
-    and the index is saved again when any was added or dropped."""
+    (``store/headline_index.py``: one file), else from :meth:`CachedSummaries.headlines`
+    (the per-file headline, the summary, or a parse: the spans without a stored headline
+    are summarised at once, on every core), and the index is saved again when any was
+    added or dropped."""
     index = None if logdir is None else summaries.headline_index(logdir)
+    latest = [(run, worker) for run in runs for worker in run.workers if worker.spans]
+    found: list[tuple[SpanHeadline | None, dict[str, str] | None]] = []
+    missing: list[int] = []
+    for i, (_, worker) in enumerate(latest):
+        span = worker.spans[-1]
+        listed = (span.path, span.size_bytes, span.mtime, span.version)
+        headline = None if index is None else index.get(listed)
+        if headline is None:
+            missing.append(i)
+        else:
+            summaries.headlines_read += 1
+        found.append((headline, None))
+    computed = summaries.headlines([latest[i][1].spans[-1] for i in missing])
+    for i, (headline, error) in zip(missing, computed, strict=True):
+        found[i] = headline, error
+        if headline is not None and index is not None:
+            span = latest[i][1].spans[-1]
+            index.put((span.path, span.size_bytes, span.mtime, span.version), headline)
+    by_run: dict[str, dict[str, SpanHeadline]] = {}
+    reasons: dict[str, str] = {}
+    for (run, worker), (headline, error) in zip(latest, found, strict=True):
+        if headline is not None:
+            by_run.setdefault(run.name, {})[worker.name] = headline
+        elif error is not None and run.name not in reasons:
+            reasons[run.name] = f"{error['type']}: {error['message']}"
     out: list[hist.RunHeadlines] = []
     skipped: dict[str, str] = {}
     for run in runs:
-        workers = {}
-        reason = ""
-        for worker in run.workers:
-            if not worker.spans:
-                continue
-            span = worker.spans[-1]
-            listed = (span.path, span.size_bytes, span.mtime, span.version)
-            headline = None if index is None else index.get(listed)
-            if headline is None:
-                headline, error = summaries.headline(span)
-                if headline is not None and index is not None:
-                    index.put(listed, headline)
-            else:
-                error = None
-                summaries.headlines_read += 1
-            if headline is not None:
-                workers[worker.name] = headline
-            elif error is not None and not reason:
-                reason = f"{error['type']}: {error['message']}"
+        workers = by_run.get(run.name)
         if workers:
             out.append(hist.RunHeadlines(run.name, workers))
         else:
-            skipped[run.name] = reason or "no trace"
+            skipped[run.name] = reasons.get(run.name) or "no trace"
     if index is not None:
         index.save()
     return out, skipped

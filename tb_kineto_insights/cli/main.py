@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tb_kineto_insights import __version__
@@ -44,6 +44,7 @@ from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 if TYPE_CHECKING:
     from tb_kineto_insights.analysis.thresholds import Thresholds
     from tb_kineto_insights.compare import before_after as compare
+    from tb_kineto_insights.logdir.discovery import Span
     from tb_kineto_insights.schema import DiffDocument, Report
     from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
@@ -106,11 +107,33 @@ def write_text(report: Report, out: TextIO) -> None:
 def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tb_kineto_insights.trace import parallel
 
-    # a large file: the decode workers' server starts while this process imports
-    parallel.warm_up(args.path)
+    # a large file, or a log directory of many files: the workers' server starts while
+    # this process imports (for a folder, with the analysis preloaded)
+    if not parallel.warm_up(args.path):
+        _warm_up_for_folder(args.path)
     from tb_kineto_insights.cli import report as cli_report
 
     return cli_report.cmd_report(args, out, err)
+
+
+#: What the workers' server preloads for a pool that summarises whole files
+#: (``store/parallel_summaries.py``: ``PRELOAD``, not imported here before the server starts).
+_FOLDER_PRELOAD = ("tb_kineto_insights.summary", "tb_kineto_insights.store.parallel_summaries")
+
+
+def _warm_up_for_folder(path: str) -> None:
+    """Start the workers' server now when ``path`` is a local folder holding enough
+    stored bytes for its files to be read at once (an eighth of
+    ``parallel_summaries.MIN_PARALLEL_JSON_BYTES``: gzip's usual ratio); see
+    ``trace/parallel.py``: :func:`warm_up_server`."""
+    if "://" in path or not os.path.isdir(path):
+        return
+    from tb_kineto_insights.cli.budget import input_bytes
+    from tb_kineto_insights.trace import parallel
+
+    stored = input_bytes([path]) or 0
+    if stored * parallel.GZIP_RATIO_ESTIMATE >= 24 * 1024 * 1024:
+        parallel.warm_up_server(_FOLDER_PRELOAD)
 
 
 def _compare(
@@ -128,16 +151,60 @@ def _compare(
         # No cache: each side read as before (compare.try_summarize_file).
         location = cli_cache_location(args.cache)
         summarize = None
+        summaries = None
         if location is not None:
             from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
-            summarize = CachedSummaries(location, thresholds=thresholds).summarize
-        base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
-        exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summarize)
+            summaries = CachedSummaries(location, thresholds=thresholds)
+            summarize = summaries.summarize
+        sides = _both_sides_at_once(args.base, args.exp, thresholds, summaries)
+        if sides is not None:  # both sides' files read at once, on every core
+            (base_spans, exp_spans), found = sides
+            base = compare.load_side(
+                args.base, thresholds=thresholds, summarize=found, spans=base_spans
+            )
+            exp = compare.load_side(
+                args.exp, thresholds=thresholds, summarize=found, spans=exp_spans
+            )
+        else:
+            base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
+            exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summarize)
         return compare.compare(base, exp, thresholds), exp
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return None
+
+
+def _both_sides_at_once(
+    base_spec: str, exp_spec: str, thresholds: Thresholds, summaries: CachedSummaries | None
+) -> tuple[tuple[list[Span], list[Span]], Callable[[Span], Any]] | None:
+    """Both sides' spans and a ``summarize(span)`` that answers from their summaries,
+    computed at once on every core (``store/parallel_summaries.py``); None when either
+    side does not resolve (the sequential path then says why, base first) or when the
+    files are too few or too small for worker processes to pay (the sequential path
+    then reads them, as before)."""
+    from tb_kineto_insights.compare import before_after as compare
+    from tb_kineto_insights.logdir.discovery import LogdirError
+    from tb_kineto_insights.store import parallel_summaries as ps
+
+    try:
+        base_spans = compare.resolve_side(base_spec)
+        exp_spans = compare.resolve_side(exp_spec)
+    except (ValueError, LogdirError):
+        return None
+    spans = base_spans + exp_spans
+    total = sum(ps.estimated_json_bytes(s) for s in spans)
+    if not ps.worker_count(total, len(spans)):
+        return None
+    if summaries is not None:
+        results = list(summaries.summarize_all(spans))
+    else:
+        from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+        settings = ps.Settings(DEFAULT_MAX_JSON_BYTES, thresholds)
+        results = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
+    by_span = {id(span): result for span, result in zip(spans, results, strict=True)}
+    return (base_spans, exp_spans), lambda span: by_span[id(span)]
 
 
 def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

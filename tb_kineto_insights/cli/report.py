@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
@@ -37,7 +38,6 @@ from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
     select_run_spans,
     summarize_run,
-    try_summarize_file,
 )
 from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -80,19 +80,31 @@ def _runs_for(path: str) -> list[Run]:
     ]
 
 
-def _span_entry(
-    span: Span, max_json_bytes: int, thresholds: Thresholds, summaries: CachedSummaries | None
-) -> ReportSpan:
-    if summaries is not None:
-        summary, error = summaries.summarize(span)
-    else:
-        summary, error = try_summarize_file(
-            span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-        )
+def _span_entry(span: Span, result: tuple[Summary | None, dict[str, str] | None]) -> ReportSpan:
+    summary, error = result
     if summary is not None:
         return ReportSpan(span=span.span, file=span.path, summary=summary)
     problem = SpanError(**error) if error is not None else SpanError(type="", message="")
     return ReportSpan(span=span.span, file=span.path, error=problem)
+
+
+def span_results(
+    spans: list[Span],
+    max_json_bytes: int,
+    thresholds: Thresholds,
+    summaries: CachedSummaries | None,
+) -> Iterator[tuple[Summary | None, dict[str, str] | None]]:
+    """``(summary, None)`` or ``(None, {"type", "message"})`` of every span, in order,
+    the files read and analysed at once on every core
+    (``store/parallel_summaries.py``); through ``summaries`` (a shared cache) when given."""
+    if summaries is not None:
+        yield from summaries.summarize_all(spans)
+        return
+    from tb_kineto_insights.store import parallel_summaries as ps
+
+    settings = ps.Settings(max_json_bytes, thresholds)
+    for result, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings):
+        yield result
 
 
 def _summary_of(span: ReportSpan) -> Summary | None:
@@ -121,14 +133,17 @@ def build_report(
     Raises:
         LogdirError: ``path`` does not exist or its storage cannot be listed.
     """
+    found = _runs_for(path)
+    spans = [s for run in found for worker in run.workers for s in worker.spans]
+    results = span_results(spans, max_json_bytes, thresholds, summaries)
     runs = []
-    for run in _runs_for(path):
+    for run in found:
         workers: list[ReportWorker] = []
         readable: list[tuple[str, list[Summary]]] = []
         for worker in run.workers:
-            spans = [_span_entry(s, max_json_bytes, thresholds, summaries) for s in worker.spans]
-            workers.append(ReportWorker(worker=worker.name, spans=spans))
-            readable.append((worker.name, [x for s in spans if (x := _summary_of(s))]))
+            entries = [_span_entry(s, next(results)) for s in worker.spans]
+            workers.append(ReportWorker(worker=worker.name, spans=entries))
+            readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
         chosen, notes = select_run_spans(readable)
         run_summary = None
         if len(chosen) > 1:

@@ -107,8 +107,10 @@ def load_side(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     summarize: Callable[[Span], tuple[Summary | None, dict[str, str] | None]] | None = None,
+    spans: list[Span] | None = None,
 ) -> LoadedSide:
     """Resolve and summarise a side; unreadable spans are listed in ``errors``.
+    ``spans``: the side's spans when already resolved (:func:`resolve_side`).
     ``summarize(span) -> (summary, error)``: where summaries come from (e.g.
     :meth:`tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize`, through the
     shared cache); None: :func:`~tb_kineto_insights.summary.try_summarize_file`.
@@ -118,7 +120,7 @@ def load_side(
         LogdirError: the storage cannot be listed.
     """
     side = LoadedSide(spec)
-    for span in resolve_side(spec):
+    for span in resolve_side(spec) if spans is None else spans:
         if summarize is not None:
             summary, error = summarize(span)
         else:

@@ -3,8 +3,9 @@
 :class:`SummaryLoader`
     States per file identity (``queued``, ``loading``, ``ready``, ``error``, or
     ``not_loaded`` for a file nobody asked for yet), a priority queue (a request from
-    the page goes before background preloading, small files before big ones), and at
-    most ``workers`` worker processes (default :data:`DEFAULT_WORKERS`, or
+    the page goes before background preloading; requested files smallest first,
+    preloaded ones largest first, so that the last to finish is a small one), and at
+    most ``workers`` worker processes (default one per core, at most 4, or
     ``KINETO_INSIGHTS_WORKERS``; plain ``python -c`` child processes talking pickled
     messages over their standard input and output, so the program that embeds
     TensorBoard needs no ``__main__`` guard), each reading one file at a time and
@@ -41,7 +42,6 @@ from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.serve.worker_pool import (
-    DEFAULT_WORKERS,
     ERROR_INTERNAL,
     ERROR_IO,
     ERROR_MEMORY,
@@ -53,6 +53,7 @@ from tb_kineto_insights.serve.worker_pool import (
     _Outcome,
     _Slot,
     _Task,
+    default_workers,
     load_deadline_from_env,
     load_memory_cap_from_env,
 )
@@ -66,6 +67,7 @@ from tb_kineto_insights.store.cache import (
 )
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.summary import summarize_file_with_timeline
+from tb_kineto_insights.trace import parallel
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -115,7 +117,8 @@ class SummaryLoader:
 
     Args:
         cache: the disk cache, or None for memory only.
-        workers: worker processes (0: one background thread in this process).
+        workers: worker processes (0: one background thread in this process; None:
+            one per usable core, at most ``worker_pool.DEFAULT_WORKERS``).
         summarize: ``summarize(path, max_json_bytes=, thresholds=)``: a summary, or
             ``(summary, timeline store)`` (the default,
             :func:`~tb_kineto_insights.summary.summarize_file_with_timeline`: the
@@ -148,7 +151,7 @@ class SummaryLoader:
         self,
         *,
         cache: DiskCache | None,
-        workers: int = DEFAULT_WORKERS,
+        workers: int | None = None,
         summarize: Callable[..., Any] = summarize_file_with_timeline,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
@@ -159,6 +162,8 @@ class SummaryLoader:
         retry_backoff_s: float | None = None,
         memory_cap: LoadMemoryCap | None = None,
     ) -> None:
+        if workers is None:
+            workers = default_workers()
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers}")
         self.cache = cache
@@ -258,9 +263,10 @@ class SummaryLoader:
     ) -> None:
         """Tell the loader which files exist now (called after each scan, off the request
         path). Files with a stored result become ``ready`` (or ``error``) without being
-        read; with ``preload`` the others are queued behind requested ones, smallest
-        first, except files modified in the last ``settle_s`` seconds (maybe still being
-        written; they are preloaded at a later scan, or loaded at once when asked for).
+        read; with ``preload`` the others are queued behind requested ones, largest
+        first (issue 34: the last to finish is a small one), except files modified in
+        the last ``settle_s`` seconds (maybe still being written; they are preloaded at
+        a later scan, or loaded at once when asked for).
         Forgets the state of files that are gone."""
         current = set(idents)
         with self._cv:
@@ -338,7 +344,9 @@ class SummaryLoader:
         self._states[ident] = QUEUED
         self._errors.pop(ident, None)
         self._queued_priority[ident] = priority
-        heapq.heappush(self._heap, (priority, ident.size_bytes, next(self._seq), ident))
+        # requests: the smallest first (a page waits); preloading: the largest first
+        size = -ident.size_bytes if priority == PRIORITY_PRELOAD else ident.size_bytes
+        heapq.heappush(self._heap, (priority, size, next(self._seq), ident))
         self._cv.notify_all()
 
     def _next_task(self, timeout: float) -> _Task | None:
@@ -383,6 +391,7 @@ class SummaryLoader:
                 self._queued_priority.pop(ident, None)
                 self._started[ident] = time.monotonic()
                 self.loads_started += 1
+                others = sum(1 for state in self._states.values() if state == LOADING) - 1
                 self._cv.notify_all()
                 return _Task(
                     ident=ident,
@@ -393,11 +402,22 @@ class SummaryLoader:
                     summarize=self._summarize,
                     deadline_s=self._deadline_locked(ident),
                     max_rss_bytes=self.memory_cap.max_rss_bytes if self.workers > 0 else None,
+                    read_workers=self._read_budget(others),
                 )
             return None
         finally:
             for item in held_back:
                 heapq.heappush(self._heap, item)
+
+    def _read_budget(self, others_loading: int) -> int | None:
+        """The cores a load's read may use for its decode processes when
+        ``others_loading`` other loads run (one budget of processes for the loader,
+        issue 34): the cores not taken by the others (each holds one at least), at least
+        1 (a serial read); None in a thread of this process (one slot: the reader
+        decides alone)."""
+        if self.workers == 0:
+            return None
+        return max(1, parallel.usable_cores() - others_loading)
 
     def _slot_loop(self, slot: _Slot) -> None:
         while True:

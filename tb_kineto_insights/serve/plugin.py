@@ -18,10 +18,11 @@ How it stays fast and safe:
   turns this off; object storage has no events and keeps the interval).
 - Summaries are loaded by :class:`tb_kineto_insights.serve.loader.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
-  ``KINETO_INSIGHTS_WORKERS``, default at most 2; 0 loads in a thread of this process),
+  ``KINETO_INSIGHTS_WORKERS``, default one per core, at most 4; 0 loads in a thread of this
+  process),
   results cached on disk (flag ``--kineto_insights_cache_dir``, environment
   ``KINETO_INSIGHTS_CACHE_DIR``, ``none`` for memory only). New files are preloaded
-  in the background, smallest first, unless ``KINETO_INSIGHTS_PRELOAD=0``; a span the
+  in the background, largest first, unless ``KINETO_INSIGHTS_PRELOAD=0``; a span the
   page asks for goes first. A span route answers 202 with the load state until the
   summary is there (or waits up to ``wait`` seconds for it).
 - Run, worker and span from a URL are only keys into the index of what discovery found;

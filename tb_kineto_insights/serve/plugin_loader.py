@@ -17,7 +17,7 @@ applies):
   ``KINETO_INSIGHTS_CACHE_DIR``, default ``~/.cache/tb-kineto-insights``. Entries are
   keyed on the trace's content, so teammates (and ``report --cache``) share them.
 - ``--kineto_insights_workers N``: worker processes loading traces (0: a thread);
-  environment ``KINETO_INSIGHTS_WORKERS``, default at most 2.
+  environment ``KINETO_INSIGHTS_WORKERS``, default one per core, at most 4.
 - ``--kineto_insights_rescan_s S``: seconds between re-scans of the log directory;
   environment ``KINETO_INSIGHTS_RESCAN_S``, default 30.
 - ``--kineto_insights_load_timeout_s S`` and ``--kineto_insights_load_timeout_s_per_mib
@@ -72,7 +72,7 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             default=None,
             help="Kineto Insights: how many worker processes read trace files at once "
             "(0: a thread of the TensorBoard process). Default: $KINETO_INSIGHTS_WORKERS, "
-            "else 2.",
+            "else one per core, at most 4.",
         )
         group.add_argument(
             "--kineto_insights_rescan_s",

@@ -67,8 +67,9 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable: how many worker processes load traces (0: a thread instead).
 WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
-#: At most this many worker processes by default (fewer on a one-core machine).
-DEFAULT_WORKERS = 2
+#: At most this many worker processes by default: one per usable core up to this (issue
+#: 34: every core; each worker holds one parsed trace at a time).
+DEFAULT_WORKERS = 4
 #: Environment variables: a load's deadline, base seconds and seconds per MiB of file.
 LOAD_TIMEOUT_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S"
 LOAD_TIMEOUT_PER_MIB_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S_PER_MIB"
@@ -96,12 +97,16 @@ DEFAULT_LOAD_MAX_RSS_FRACTION = 0.5
 
 
 def default_workers() -> int:
-    return max(1, min(DEFAULT_WORKERS, os.cpu_count() or 1))
+    """One worker process per usable core (``sched_getaffinity``), at most
+    :data:`DEFAULT_WORKERS`."""
+    from tb_kineto_insights.trace.parallel import usable_cores
+
+    return max(1, min(DEFAULT_WORKERS, usable_cores()))
 
 
 def workers_from_env(environ: Mapping[str, str] | None = None) -> int:
-    """``KINETO_INSIGHTS_WORKERS`` as an integer ≥ 0; the default (at most 2) when unset,
-    and with a warning when it is not such an integer."""
+    """``KINETO_INSIGHTS_WORKERS`` as an integer ≥ 0; the default (one per core, at most
+    4) when unset, and with a warning when it is not such an integer."""
     raw = (os.environ if environ is None else environ).get(WORKERS_ENV)
     if raw is None or not raw.strip():
         return default_workers()
@@ -265,6 +270,8 @@ class _Task:
     deadline_s: float | None = None  # seconds the load may take (worker processes)
     key: str | None = None  # the entry key (computed once, by the loading thread)
     max_rss_bytes: int | None = None  # memory the load may hold (worker processes)
+    # cores the read may use for decode processes (the loader's one budget); None: any
+    read_workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -285,12 +292,43 @@ def _summarize_confined(task: _Task) -> Any:
     the file discovery listed when it is opened (see ``trace/confine.py``)."""
     ident = task.ident
     call = functools.partial(
-        task.summarize, ident.path, max_json_bytes=task.max_json_bytes, thresholds=task.thresholds
+        _within_read_budget,
+        task.read_workers,
+        task.summarize,
+        ident.path,
+        max_json_bytes=task.max_json_bytes,
+        thresholds=task.thresholds,
     )
     if not ident.root:
         return call()
     with confined(ident.path, Rule(ident.root, ident.file_identity())):
         return call()
+
+
+def _within_read_budget(
+    read_workers: int | None, summarize: Callable[..., Any], *args: Any, **kwargs: Any
+) -> Any:
+    """``summarize(*args, **kwargs)`` with ``$KINETO_INSIGHTS_READ_WORKERS`` (the cores one
+    read may use, ``trace/parallel.py``) at most ``read_workers`` meanwhile: a worker
+    process's large read starts no more decode processes than the loader's budget gives
+    it (a worker process reads one file at a time, so the variable is its own)."""
+    if read_workers is None:
+        return summarize(*args, **kwargs)
+    from tb_kineto_insights.trace.parallel import WORKERS_ENV as READ_WORKERS_ENV
+
+    before = os.environ.get(READ_WORKERS_ENV)
+    allowed = read_workers
+    if before is not None and before.strip():
+        with contextlib.suppress(ValueError):
+            allowed = min(allowed, int(before))
+    os.environ[READ_WORKERS_ENV] = str(max(1, allowed))
+    try:
+        return summarize(*args, **kwargs)
+    finally:
+        if before is None:
+            os.environ.pop(READ_WORKERS_ENV, None)
+        else:
+            os.environ[READ_WORKERS_ENV] = before
 
 
 def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome:

@@ -16,70 +16,31 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator, Sequence
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store.cache import (
     DiskCache,
     Identity,
-    _entry_bytes,
     entry_key,
     headline_of,
     settings_fingerprint,
 )
 from tb_kineto_insights.store.headline_index import HeadlineIndex
+from tb_kineto_insights.store.parallel_summaries import changed_while_read as changed_while_read
+from tb_kineto_insights.store.parallel_summaries import identity_of as identity_of
 from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
-from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
-__all__ = ["CachedSummaries", "cli_cache_location", "identity_of"]
+__all__ = ["CachedSummaries", "changed_while_read", "cli_cache_location", "identity_of"]
 
 logger = logging.getLogger(__name__)
 
 SummaryOrError = tuple[Summary | None, dict[str, str] | None]
-
-
-def identity_of(span: Span, root: str = "") -> Identity:
-    """The cache identity of a listed span: what discovery saw (for a local file: its
-    target's device, inode, size and mtime_ns). ``root``: the log directory the file
-    must lie in when opened (the plugin's rule); none for the command line, which reads
-    the files it is given."""
-    return Identity(
-        span.path,
-        span.size_bytes,
-        span.mtime,
-        device=span.device,
-        inode=span.inode,
-        mtime_ns=span.mtime_ns,
-        root=root,
-        version=span.version,
-    )
-
-
-def changed_while_read(ident: Identity) -> str | None:
-    """For an object listed with a version (ETag/VersionId): a message when its version
-    is no longer the listed one after the read, else None (the plugin's workers and the
-    CLI's cache path both ask before storing a summary). The summary of bytes that
-    may be another version's is then neither stored under the listed version's key nor
-    served (issue 32 §5: an object overwritten while it was read got the new bytes'
-    summary cached under the old key); the next scan lists the new version."""
-    if not ident.version or "://" not in ident.path:
-        return None
-    from tb_kineto_insights.logdir.discovery import object_version
-
-    try:
-        now = object_version(ident.path)
-    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
-        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
-    if now == ident.version:
-        return None
-    return (
-        f"{ident.path}: the object changed while it was read (listed version "
-        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
-    )
 
 
 class CachedSummaries:
@@ -107,6 +68,7 @@ class CachedSummaries:
         self.max_json_bytes = max_json_bytes
         self.thresholds = thresholds
         self.settings = settings_fingerprint(max_json_bytes, thresholds)
+        self.location = location
         self.cache = None if location is None else DiskCache(location, self.settings)
         self.parsed = 0
         self.from_cache = 0
@@ -124,21 +86,52 @@ class CachedSummaries:
         """``(summary, None)`` or ``(None, {"type", "message"})`` as
         :func:`tb_kineto_insights.summary.try_summarize_file` gives them, from the cache
         when it holds an entry for this content (a stored reader error included)."""
-        ident = identity_of(span)
-        key = None
-        if self.cache is not None:
-            try:
-                key = entry_key(ident, self.settings)
-            except TraceIOError as exc:
-                return None, {"type": type(exc).__name__, "message": str(exc)}
-            stored = self.cache.load(ident, key)
-            if stored is not None:
-                self.from_cache += 1
-                if stored.error is not None:
-                    kind = stored.error_type or "TraceError"
-                    return None, {"type": kind, "message": stored.error}
-                return stored.decoded(), None
-        return self._parse(span, ident, key)
+        return next(iter(self.summarize_all([span])))
+
+    def summarize_all(self, spans: Sequence[Span]) -> Iterator[SummaryOrError]:
+        """:meth:`summarize` of every span, in their order, each as soon as it and the
+        ones before it are done: the cache is looked up here for each span first, then
+        the spans it does not hold are read and analysed at once on every core
+        (:func:`~tb_kineto_insights.store.parallel_summaries.summarize_spans`, largest
+        first, which stores their entries)."""
+        from tb_kineto_insights.store import parallel_summaries as ps
+
+        found: dict[int, SummaryOrError] = {}
+        tasks: list[ps.FileTask] = []
+        for i, span in enumerate(spans):
+            ident = identity_of(span)
+            key = None
+            if self.cache is not None:
+                try:
+                    key = entry_key(ident, self.settings)
+                except TraceIOError as exc:
+                    found[i] = None, {"type": type(exc).__name__, "message": str(exc)}
+                    continue
+                stored = self.cache.load(ident, key)
+                if stored is not None:
+                    self.from_cache += 1
+                    if stored.error is not None:
+                        kind = stored.error_type or "TraceError"
+                        found[i] = None, {"type": kind, "message": stored.error}
+                    else:
+                        found[i] = stored.decoded(), None
+                    continue
+            tasks.append(ps.FileTask(span, key))
+        settings = ps.Settings(
+            self.max_json_bytes,
+            self.thresholds,
+            self.location,
+            self.settings,
+        )
+        results = ps.summarize_spans(tasks, settings)
+        for i in range(len(spans)):
+            if i not in found:  # not in the cache: the next computed span is this one
+                (summary, error), warning = next(results)
+                self.parsed += 1
+                if warning is not None:
+                    self._store_failed(warning)
+                found[i] = summary, error
+            yield found.pop(i)
 
     def headline(self, span: Span) -> tuple[SpanHeadline | None, dict[str, str] | None]:
         """``(headline, None)`` or ``(None, {"type", "message"})``: the span's headline
@@ -147,31 +140,41 @@ class CachedSummaries:
         content key (the file's first and last MiB), then from the cached summary, else
         the trace is summarised (and its summary and headline stored). Without a cache,
         from :meth:`summarize`."""
-        ident = identity_of(span)
-        if self.cache is not None:
-            found = self.cache.load_file_headline(ident)
+        return self.headlines([span])[0]
+
+    def headlines(
+        self, spans: Sequence[Span]
+    ) -> list[tuple[SpanHeadline | None, dict[str, str] | None]]:
+        """:meth:`headline` of every span, in their order: the headline records found
+        first, then the summaries of the others at once (:meth:`summarize_all`: on
+        every core, largest first)."""
+        out: list[tuple[SpanHeadline | None, dict[str, str] | None]] = [(None, None)] * len(spans)
+        missing: list[int] = []
+        for i, span in enumerate(spans):
+            found = self._stored_headline(identity_of(span))
             if found is not None:
                 self.headlines_read += 1
-                return found, None
-            key = self.cache.key(ident)
-            if key is not None:
-                found = self.cache.load_headline(ident, key)
-                if found is not None:
-                    self.headlines_read += 1
-                    return found, None
+                out[i] = found, None
+            else:
+                missing.append(i)
         parsed_before = self.parsed
-        summary, error = self.summarize(span)
-        if summary is None:
-            return None, error
-        headline = headline_of(summary, ident)
-        # parsed here: its store (DiskCache.store_entry) wrote the headline already
-        stored = self.parsed > parsed_before
-        if not stored and self.cache is not None and self.cache.key(ident) is not None:
-            try:
-                self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
-            except OSError:
-                self.store_failures += 1
-        return headline, None
+        summaries = self.summarize_all([spans[i] for i in missing])
+        for i, (summary, error) in zip(missing, summaries, strict=True):
+            if summary is None:
+                out[i] = None, error
+                parsed_before = self.parsed
+                continue
+            ident = identity_of(spans[i])
+            headline = headline_of(summary, ident)
+            # parsed here: its store (DiskCache.store_entry) wrote the headline already
+            stored, parsed_before = self.parsed > parsed_before, self.parsed
+            if not stored and self.cache is not None and self.cache.key(ident) is not None:
+                try:
+                    self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
+                except OSError:
+                    self.store_failures += 1
+            out[i] = headline, None
+        return out
 
     def headline_index(self, logdir: str) -> HeadlineIndex:
         """The headline index of log directory ``logdir`` in the cache
@@ -181,49 +184,19 @@ class CachedSummaries:
         backend = None if self.cache is None else self.cache.backend
         return HeadlineIndex(backend, self.settings, root)
 
-    def _parse(self, span: Span, ident: Identity, key: str | None) -> SummaryOrError:
-        self.parsed += 1
-        logger.info("Kineto Insights: reading %s", span.path)
-        try:
-            from tb_kineto_insights import summary as summary_module  # the analysis: only here
-
-            summary, store = summary_module.summarize_file_with_timeline(
-                span.path, max_json_bytes=self.max_json_bytes, thresholds=self.thresholds
-            )
-        except TraceIOError as exc:  # never stored: retried next time
-            return None, {"type": type(exc).__name__, "message": str(exc)}
-        except TraceError as exc:
-            self._store(ident, key, _entry_bytes(ident, self.settings, error=exc, key=key), True)
-            return None, {"type": type(exc).__name__, "message": str(exc)}
-        except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
-            message = f"{span.path}: internal error while analysing ({type(exc).__name__}: {exc})"
-            return None, {"type": "AnalysisError", "message": message}
-        changed = changed_while_read(ident)
-        if changed is not None:  # another version's bytes: neither stored nor answered
-            return None, {"type": "TraceIOError", "message": changed}
-        if self.cache is not None:
-            # the timelines too, so a TensorBoard sharing the cache finds them
-            data = _entry_bytes(
-                ident, self.settings, summary=summary, key=key, timeline=encode_store(store)
-            )
-            self._store(ident, key, data, False, summary)
-        return summary, None
-
-    def _store(
-        self,
-        ident: Identity,
-        key: str | None,
-        data: bytes,
-        is_error: bool,
-        summary: Summary | None = None,
-    ) -> None:
+    def _stored_headline(self, ident: Identity) -> SpanHeadline | None:
+        """The headline record the cache holds for the file (by listing, then by content
+        key), or None."""
         if self.cache is None:
-            return
-        try:
-            self.cache.store_entry(ident, data, is_error=is_error, key=key, summary=summary)
-        except (OSError, ValueError) as exc:
-            self.store_failures += 1
-            if self.store_failures == 1:
-                logger.warning(
-                    "Kineto Insights: cannot write the cache %s (%s)", self.cache.location, exc
-                )
+            return None
+        found = self.cache.load_file_headline(ident)
+        if found is not None:
+            return found
+        key = self.cache.key(ident)
+        return None if key is None else self.cache.load_headline(ident, key)
+
+    def _store_failed(self, message: str) -> None:
+        """Count an entry that could not be written; the first is logged."""
+        self.store_failures += 1
+        if self.store_failures == 1:
+            logger.warning("Kineto Insights: %s", message)

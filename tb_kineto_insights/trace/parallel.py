@@ -58,6 +58,11 @@ inflate running alone until the workers take their first pieces. Hence:
 - the server also preloads ``numpy.ma``: numpy >= 2.3 imports it at the first plain
   ``np.unique``, which the timestamp parser of every worker calls.
 
+A read may also be given a pool it does not own (``read_trace(pool=, workers=)``): the
+files of a log directory read at once share one pool, so that a large file's pieces and
+the other files' work never take more processes than cores
+(``store/parallel_summaries.py``, issue 34).
+
 A worker's time between pieces (receiving a piece, sending its columns back, waiting for
 a core) is outside its busy time; what may be gained next is there (larger pieces, fewer
 messages) and in the decode itself. The timelines and CPU times behind this design are
@@ -168,13 +173,16 @@ def _refuse_while_bootstrapping() -> None:
         raise RuntimeError(BOOTSTRAP_MESSAGE)
 
 
-def _context() -> Any:
+def _context(preload: tuple[str, ...] = ()) -> Any:
     """The multiprocessing context of the decode workers: ``forkserver`` (its server
     preloads the reader, and the command line when it is loaded, so that a worker forked
     from it only imports its main module, which is then already loaded), else
-    ``spawn``."""
+    ``spawn``. ``preload``: more modules for the server to import when it starts here
+    (the analysis, for a pool that summarises whole files: ``store/parallel_summaries.py``);
+    a server already running keeps what it preloaded."""
     import multiprocessing as mp
 
+    extra = [name for name in preload if name]
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx: Any = mp.get_context(method)
     if method == "forkserver":
@@ -183,22 +191,42 @@ def _context() -> Any:
         # script does not run in the server, where no bootstrapping flag stops it
         # and numpy.ma (numpy >= 2.3 imports it at the first plain np.unique, which
         # every worker's timestamp parser calls: 40-50 ms a worker)
-        preload = ["tb_kineto_insights.trace.reader", "numpy.ma"]
+        names = ["tb_kineto_insights.trace.reader", "numpy.ma"]
         if "tb_kineto_insights.cli.main" in sys.modules:
-            preload.append("tb_kineto_insights.cli.main")
-        ctx.set_forkserver_preload(preload)
+            names.append("tb_kineto_insights.cli.main")
+        ctx.set_forkserver_preload([*names, *extra])
     return ctx
 
 
-def start_pool(workers: int) -> Executor | None:
+def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
     """A process pool of ``workers`` (forkserver, else spawn), or ``None`` when worker
-    processes cannot be started here (the read is then serial)."""
+    processes cannot be started here (the read is then serial). ``preload``: as
+    :func:`_context`."""
     from concurrent.futures import ProcessPoolExecutor
 
     try:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=_context())
+        return ProcessPoolExecutor(max_workers=workers, mp_context=_context(preload))
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
+
+
+def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
+    """Start the forkserver now (with ``preload``, as :func:`_context`) when this process
+    may have worker processes and more than one core; returns whether it did. For a
+    command that will read several files at once (a log directory): the server's start
+    overlaps the parent's imports and discovery. Raises nothing."""
+    try:
+        if not read_workers(PARALLEL_MIN_JSON_BYTES):
+            return False
+        ctx = _context(preload)
+        if ctx.get_start_method() != "forkserver":
+            return False
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    except (OSError, ValueError, RuntimeError, AssertionError):
+        return False
+    return True
 
 
 def warm_up(path: str) -> bool:

@@ -166,7 +166,7 @@ _WS = b" \t\r\n"
 _BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    from concurrent.futures import Executor, Future
 
 
 class _Logger:
@@ -415,6 +415,21 @@ def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return ns, missing, huge
 
 
+def _decimals_ns(values: list[Decimal | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``Decimal`` µs values (``None``: absent) → (int64 ns, missing mask, out-of-range
+    mask), as :func:`_decimal_ns` of each: their text parsed vectorised as the literals
+    of a piece are (a small file is decoded whole, its ``ts`` as ``Decimal``; one by one
+    this was 15 % of such a file's time, issue 34), the odd ones (exponent, NaN, past the
+    int64 ns range) one by one."""
+    texts = [b"" if v is None else str(v).encode() for v in values]
+    ns, missing, odd = parse_us_literals_to_ns(texts)
+    odd |= np.abs(ns) >= _MAX_TS_NS  # near the int64 ns range: the one-by-one rule decides
+    huge = np.zeros(len(ns), dtype=np.bool_)
+    for i in np.flatnonzero(odd).tolist():
+        ns[i], missing[i], huge[i] = _decimal_ns(values[i])
+    return ns, missing, huge
+
+
 def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
     """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
     if v is None:
@@ -641,8 +656,11 @@ class _Builder:
         if len(raw_at):
             raws = list(map(values.__getitem__, raw_at.tolist()))
             ns[raw_at], missing[raw_at], huge[raw_at] = _literals_ns(raws)
-        for i in np.flatnonzero(~is_raw).tolist():  # Decimal (or None): a loose decode
-            ns[i], missing[i], huge[i] = _decimal_ns(values[i])
+        dec_at = np.flatnonzero(~is_raw)  # Decimal (or None): the top-level decode
+        if len(dec_at):
+            ns[dec_at], missing[dec_at], huge[dec_at] = _decimals_ns(
+                list(map(values.__getitem__, dec_at.tolist()))
+            )
         return ns, missing, huge
 
     def _quarantine(self, kind: str, reason: str, n: int) -> None:
@@ -1251,11 +1269,13 @@ class _Reader:
         workers: int | None = None,
         source: BlockReader | None = None,
         on_block: Callable[[bytes], None] | None = None,
+        pool: Executor | None = None,
     ) -> None:
         self.path = path
         self.workers = workers
         self.source = source or BlockReader(path, max_json_bytes, block_bytes)
         self.on_block = on_block
+        self.pool = pool  # a shared pool (the caller's, never shut down here)
         self.repairs: Counter[str] = Counter()
         self.invalid_events = 0  # events whose fields have unusable types
         self.builder: _Builder | None = None
@@ -1435,10 +1455,13 @@ class _Reader:
         del buf
         retry_at = 0  # after a piece cut short: wait until the pending bytes grow
         pool = None
-        workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
-        if workers:
-            pool = parallel.start_pool(workers)
-        executor = pool  # shut down at the end even if it broke on the way
+        executor = None  # a pool started here: shut down at the end even if it broke
+        if self.pool is not None and self.workers is not None and self.workers >= 2:
+            workers, pool = self.workers, self.pool
+        else:
+            workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
+            if workers:
+                pool = executor = parallel.start_pool(workers)
         in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
         held = workers * parallel.HELD_PER_WORKER
         workers_up = False  # a worker has decoded a piece: the parent stops decoding
@@ -1940,6 +1963,7 @@ def read_trace(
     workers: int | None = None,
     source: BlockReader | None = None,
     on_block: Callable[[bytes], None] | None = None,
+    pool: Executor | None = None,
 ) -> m.Trace:
     """Read one Kineto trace file (plain or gzipped JSON, local path or fsspec URL).
 
@@ -1956,6 +1980,12 @@ def read_trace(
         on_block: called with every uncompressed block, in file order, as it is read
             (``trace.window.WindowIndex.block``: the window cut's index from the same
             read).
+        pool: a process pool (:func:`.parallel.start_pool`) shared with other work of
+            the caller, used for the pieces instead of a pool of this read's own when
+            ``workers >= 2`` is given too (``workers``: its size, the pieces kept in
+            flight follow it); the caller shuts it down. Files of a log directory read
+            at once share one budget of processes this way
+            (``store/parallel_summaries.py``).
 
     Returns:
         A :class:`Trace` with columnar tables (ns times) and :class:`TraceHealth`.
@@ -1969,7 +1999,7 @@ def read_trace(
         TraceTooLargeError: more than ``max_json_bytes`` uncompressed bytes.
     """
     try:
-        return _Reader(path, max_json_bytes, block_bytes, workers, source, on_block).read()
+        return _Reader(path, max_json_bytes, block_bytes, workers, source, on_block, pool).read()
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:

@@ -1,0 +1,557 @@
+"""The files of a log directory read and analysed at once, on every core (issue 34).
+
+:func:`summarize_spans` gives one ``(summary, None)`` or ``(None, {"type", "message"})``
+per span, in the order of the spans given (file order), as soon as that span and every
+span before it are done; ``report``, ``diff``/``check`` (both sides at once) and
+``history`` take their span summaries from it (through
+:meth:`~tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize_all`).
+
+How the work is shared (one budget of processes for the command):
+
+- **One pool.** A single process pool of up to :func:`worker_count` processes (the decode
+  workers' forkserver of ``trace/parallel.py``, which preloads the analysis here) runs
+  everything: whole files, and the pieces of a file read piece by piece. A big file's
+  per-piece parallelism and the other files' work never add up to more processes than
+  cores.
+- **Largest first.** Files are ordered by their JSON size (a gzip file's ``ISIZE``
+  trailer; :func:`estimated_json_bytes`), so that the last file to finish is a small one.
+- **Dominant files piece by piece.** A file of at least
+  :data:`~tb_kineto_insights.trace.parallel.PARALLEL_MIN_JSON_BYTES` that is larger than
+  its share of the cores (the JSON of every file still to read over the processes) would
+  alone outlast the others spread over the cores: it is read in this process with its
+  pieces decoded by the pool (``read_trace(pool=)``) and analysed here. While it is
+  analysed here, the pool takes other files (all processes but one); while it is read,
+  none (the pool decodes its pieces).
+- **Every other file whole in one process.** Reading a whole file in one process costs
+  less CPU than cutting it into pieces and merging them, and with several files there is
+  enough work to fill the cores. This process takes batches too (the largest not sent
+  yet), so the pool has one process fewer than cores (less memory, one start less)
+  unless a file goes piece by piece. Small files go in batches of at least
+  :data:`BATCH_JSON_BYTES` (a task's sending and pickling is then paid per batch).
+  A summary comes back as msgpack (``msgspec``): the same Struct, to the byte
+  (``tests/test_parallel_summaries.py`` compares the JSON report with the serial one).
+- **Serial when it does not pay**: one file, fewer than two usable cores
+  (``KINETO_INSIGHTS_READ_WORKERS=1`` too), under :data:`MIN_PARALLEL_JSON_BYTES` of JSON
+  in all, or a process that cannot start worker processes; then each file is read here,
+  as before. A task whose process died or whose pool broke is done again here (as the
+  reader does with a failed piece), so the result never depends on the pool.
+
+With a cache (``cache_location``), the process that summarises a file stores its entry
+(with the timelines, as ``index`` does), so the summaries do not travel twice; the
+caller looks the cache up before
+(:class:`~tb_kineto_insights.store.cached_summaries.CachedSummaries`).
+The measurements behind the thresholds are in ``benchmarks/RESULTS.md`` (issue 34).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.logdir.discovery import Span
+from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.trace import parallel
+from tb_kineto_insights.trace.local_paths import local_path
+
+if TYPE_CHECKING:
+    import threading
+    from concurrent.futures import Executor, Future
+
+    from tb_kineto_insights.store.cache import Identity
+
+# logging, threading and concurrent.futures are imported where a pool is used: a report
+# of one small file never needs them (tests/test_startup_imports.py).
+
+SummaryOrError = tuple[Summary | None, dict[str, str] | None]
+
+#: Least JSON (estimated, all files together) read with a pool: below it the pool's
+#: start (a forkserver importing the analysis, about 0.3-0.5 s of one core, mostly while
+#: this process imports) is not paid back. An estimate: one core reads and analyses
+#: about 50-100 MB of JSON a second, so 24 MiB is 0.25-0.5 s of work to share; the
+#: figures of issue 34 around it are in ``benchmarks/RESULTS.md``.
+MIN_PARALLEL_JSON_BYTES = 24 * 1024 * 1024
+#: Files are sent to the pool in batches of at least this much JSON (estimated), largest
+#: first: a file this large is a task of its own, small files share one.
+BATCH_JSON_BYTES = 8 * 1024 * 1024
+#: At most this many files in one batch.
+BATCH_MAX_FILES = 64
+#: Modules the forkserver imports before it forks a worker that summarises whole files.
+PRELOAD = ("tb_kineto_insights.summary", __name__)
+_GZIP_MAGIC = b"\x1f\x8b"
+_ISIZE = struct.Struct("<I")
+
+
+def identity_of(span: Span, root: str = "") -> Identity:
+    """The cache identity of a listed span: what discovery saw (for a local file: its
+    target's device, inode, size and mtime_ns). ``root``: the log directory the file
+    must lie in when opened (the plugin's rule); none for the command line, which reads
+    the files it is given."""
+    from tb_kineto_insights.store.cache import Identity  # 45 ms of imports: only here
+
+    return Identity(
+        span.path,
+        span.size_bytes,
+        span.mtime,
+        device=span.device,
+        inode=span.inode,
+        mtime_ns=span.mtime_ns,
+        root=root,
+        version=span.version,
+    )
+
+
+def changed_while_read(ident: Identity) -> str | None:
+    """For an object listed with a version (ETag/VersionId): a message when its version
+    is no longer the listed one after the read, else None (the plugin's workers and the
+    CLI's cache path both ask before storing a summary). The summary of bytes that
+    may be another version's is then neither stored under the listed version's key nor
+    served (issue 32 §5: an object overwritten while it was read got the new bytes'
+    summary cached under the old key); the next scan lists the new version."""
+    if not ident.version or "://" not in ident.path:
+        return None
+    from tb_kineto_insights.logdir.discovery import object_version
+
+    try:
+        now = object_version(ident.path)
+    except Exception as exc:  # noqa: BLE001 (a driver's own error type)
+        return f"{ident.path}: cannot check the object's version after reading it: {exc}"
+    if now == ident.version:
+        return None
+    return (
+        f"{ident.path}: the object changed while it was read (listed version "
+        f"{ident.version}, now {now or 'none'}); not cached, read again at the next scan"
+    )
+
+
+def estimated_json_bytes(span: Span) -> int:
+    """The span's uncompressed JSON size, for ordering and planning only: a local gzip
+    file's ``ISIZE`` trailer (the size modulo 2^32: below the stored size, a file over
+    4 GiB, it is taken as :data:`~tb_kineto_insights.trace.parallel.GZIP_RATIO_ESTIMATE`
+    times the stored size), a local plain file's size, and for a URL the stored size
+    (times the ratio for a ``.gz`` name). Raises nothing (an unreadable file: its listed
+    size; its read gives the error)."""
+    size = max(0, span.size_bytes)
+    local = local_path(span.path)
+    if local is None:
+        return size * (parallel.GZIP_RATIO_ESTIMATE if span.path.endswith(".gz") else 1)
+    try:
+        with open(local, "rb") as fh:
+            if fh.read(2) != _GZIP_MAGIC:
+                return size
+            fh.seek(-_ISIZE.size, os.SEEK_END)
+            (isize,) = _ISIZE.unpack(fh.read(_ISIZE.size))
+    except (OSError, struct.error):
+        return size
+    return isize if isize >= size else size * parallel.GZIP_RATIO_ESTIMATE
+
+
+def worker_count(total_json_bytes: int, files: int) -> int:
+    """Processes for ``files`` files of ``total_json_bytes`` JSON in all: 0 = read them
+    here, one after another (one file, under :data:`MIN_PARALLEL_JSON_BYTES`, or
+    :func:`~tb_kineto_insights.trace.parallel.read_workers` says no pool: fewer than two
+    cores, ``KINETO_INSIGHTS_READ_WORKERS=1``, a process that cannot have children)."""
+    if files < 2 or total_json_bytes < MIN_PARALLEL_JSON_BYTES:
+        return 0
+    return parallel.read_workers(parallel.PARALLEL_MIN_JSON_BYTES)
+
+
+@dataclass(frozen=True)
+class FileTask:
+    """What a process needs to summarise one file: the span, and with a cache its
+    identity and entry key (``store.cache``; the entry is stored by that process)."""
+
+    span: Span
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The analysis settings every file of one call shares (pickled once per batch)."""
+
+    max_json_bytes: int
+    thresholds: Thresholds
+    cache_location: str | None = None
+    cache_settings: str = ""
+    #: this process's environment when the call began (storage credentials, endpoints):
+    #: a worker reads with it, not with the forkserver's, which may be older
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+#: One file's outcome as it travels back: ``("summary", msgpack bytes, None)`` or
+#: ``("error", None, {"type", "message"})``; the fourth item is a cache-store warning.
+Outcome = tuple[str, bytes | None, dict[str, str] | None, str | None]
+
+
+def summarize_one(
+    task: FileTask,
+    settings: Settings,
+    *,
+    workers: int | None = None,
+    pool: Executor | None = None,
+    after_read: Callable[[], None] | None = None,
+) -> tuple[SummaryOrError, str | None]:
+    """Read and analyse one file, storing its cache entry when
+    ``settings.cache_location`` is set. With ``pool`` (and ``workers``, its size) its
+    pieces are decoded there and ``after_read()`` is called between the read and the
+    analysis; ``workers=1`` without a pool: read serially here; neither: through
+    :func:`tb_kineto_insights.summary.summarize_file` (the reader decides on a pool of
+    its own). Never raises for the file's sake. Returns
+    ``((summary, None) | (None, error), store_warning)``: errors as
+    :func:`tb_kineto_insights.summary.try_summarize_file` gives them; only an error
+    about the file's content is stored (an I/O error is retried next time)."""
+    from tb_kineto_insights import summary as summary_module
+    from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+    from tb_kineto_insights.trace.reader import read_trace
+
+    path = task.span.path
+    with_timeline = settings.cache_location is not None
+    started = time.perf_counter()
+    try:
+        if pool is None and workers is None:  # the façade's calls (what tests count)
+            summarize_file = (
+                summary_module.summarize_file_with_timeline
+                if with_timeline
+                else summary_module.summarize_file
+            )
+            got = summarize_file(
+                path, max_json_bytes=settings.max_json_bytes, thresholds=settings.thresholds
+            )
+            summary, store = got if isinstance(got, tuple) else (got, None)
+        else:
+            trace = read_trace(
+                path, max_json_bytes=settings.max_json_bytes, workers=workers, pool=pool
+            )
+            if after_read is not None:
+                after_read()
+            if with_timeline:
+                summary, store = summary_module.summarize_trace_with_timeline(
+                    trace, settings.thresholds
+                )
+            else:
+                summary, store = summary_module.summarize_trace(trace, settings.thresholds), None
+            del trace
+    except TraceIOError as exc:
+        return (None, {"type": type(exc).__name__, "message": str(exc)}), None
+    except TraceError as exc:
+        error = {"type": type(exc).__name__, "message": str(exc)}
+        return (None, error), _store(task, settings, error=exc, started=started)
+    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
+        message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
+        return (None, {"type": "AnalysisError", "message": message}), None
+    changed = changed_while_read(identity_of(task.span))
+    if changed is not None:  # another version's bytes: neither stored nor answered
+        return (None, {"type": "TraceIOError", "message": changed}), None
+    warning = None
+    if with_timeline:
+        warning = _store(task, settings, summary=summary, timeline=store, started=started)
+    return (summary, None), warning
+
+
+def _store(
+    task: FileTask,
+    settings: Settings,
+    *,
+    summary: Summary | None = None,
+    timeline: Any = None,
+    error: Exception | None = None,
+    started: float,
+) -> str | None:
+    """Write the file's cache entry (as ``CachedSummaries`` does); the warning when the
+    cache cannot be written, else None."""
+    if settings.cache_location is None:
+        return None
+    from tb_kineto_insights.analysis.timeline import encode_store
+    from tb_kineto_insights.store.cache import DiskCache, _entry_bytes
+
+    ident = identity_of(task.span)
+    try:
+        data = _entry_bytes(
+            ident,
+            settings.cache_settings,
+            summary=summary,
+            error=error,  # type: ignore[arg-type]
+            elapsed_s=time.perf_counter() - started,
+            key=task.key,
+            timeline=None if timeline is None else encode_store(timeline),
+        )
+        DiskCache(settings.cache_location, settings.cache_settings).store_entry(
+            ident, data, is_error=error is not None, key=task.key, summary=summary
+        )
+    except (OSError, ValueError, ImportError) as exc:
+        return f"cannot write the cache {settings.cache_location} ({exc})"
+    return None
+
+
+def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
+    """The body of a pool task: each file of the batch summarised in this process
+    (:func:`summarize_one`) under the caller's environment, its summary sent back as
+    msgpack."""
+    if os.environ != settings.environ:
+        os.environ.clear()
+        os.environ.update(settings.environ)
+    out: list[Outcome] = []
+    for task in tasks:
+        (summary, error), warning = summarize_one(task, settings)
+        if summary is not None:
+            out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
+        else:
+            out.append(("error", None, error, warning))
+    return out
+
+
+_SUMMARY_DECODER: msgspec.msgpack.Decoder[Summary] | None = None
+
+
+def _decoded(outcome: Outcome) -> SummaryOrError:
+    global _SUMMARY_DECODER
+    kind, data, error, _ = outcome
+    if kind == "summary" and data is not None:
+        if _SUMMARY_DECODER is None:
+            _SUMMARY_DECODER = msgspec.msgpack.Decoder(Summary)
+        return _SUMMARY_DECODER.decode(data), None
+    return None, error
+
+
+@dataclass
+class _Batch:
+    indices: list[int]
+    future: Future[list[Outcome]] | None = None
+    failed: BaseException | None = None
+
+
+def _threading() -> Any:
+    import threading
+
+    return threading
+
+
+@dataclass
+class _Feeder:
+    """Sends batches to the pool from a thread of its own, at most ``limit`` in flight
+    (set by the caller: 0 while this process reads a file piece by piece on the pool,
+    ``workers - 1`` else: this process analyses a file or takes batches itself,
+    :meth:`take_next`), so that one process runs per core."""
+
+    pool: Executor
+    batches: list[_Batch]
+    tasks: list[FileTask]
+    settings: Settings
+    limit: int = 0
+    in_flight: int = 0
+    next_batch: int = 0
+    stopped: bool = False
+    cond: threading.Condition = field(default_factory=lambda: _threading().Condition())
+
+    def start(self) -> None:
+        _threading().Thread(target=self._run, name="kineto-insights-feeder", daemon=True).start()
+
+    def set_limit(self, limit: int) -> None:
+        with self.cond:
+            self.limit = limit
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+    def _done(self, _: Future[Any]) -> None:
+        with self.cond:
+            self.in_flight -= 1
+            self.cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.stopped and not (
+                    self.next_batch < len(self.batches) and self.in_flight < self.limit
+                ):
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                batch = self.batches[self.next_batch]
+                self.next_batch += 1  # claimed here, under the lock: take_next skips it
+                self.in_flight += 1
+            try:
+                future = self.pool.submit(
+                    summarize_batch, [self.tasks[i] for i in batch.indices], self.settings
+                )
+            except Exception as exc:  # noqa: BLE001 (a broken pool: done serially later)
+                with self.cond:
+                    batch.failed = exc
+                    self.in_flight -= 1
+                    self.cond.notify_all()
+                continue
+            with self.cond:
+                batch.future = future
+                self.cond.notify_all()
+            future.add_done_callback(self._done)
+
+    def take_next(self) -> _Batch | None:
+        """The next batch not sent yet, for the caller to do itself (never sent then);
+        None when every batch was sent or taken."""
+        with self.cond:
+            if self.next_batch >= len(self.batches):
+                return None
+            batch = self.batches[self.next_batch]
+            self.next_batch += 1
+            self.cond.notify_all()
+            return batch
+
+    def wait_submitted(self, batch: _Batch) -> None:
+        """Wait until ``batch`` was sent (or failed to be)."""
+        with self.cond:
+            while batch.future is None and batch.failed is None and not self.stopped:
+                self.cond.wait()
+
+
+def plan(sizes: Sequence[int], workers: int) -> tuple[list[int], list[list[int]]]:
+    """Which files are read here piece by piece, largest first, and the batches of the
+    others for the pool, largest first (indices into ``sizes``, estimated JSON bytes).
+
+    A file is read piece by piece when it is at least
+    :data:`~tb_kineto_insights.trace.parallel.PARALLEL_MIN_JSON_BYTES` and larger than
+    the JSON still to read (itself and every smaller file) over ``workers``: alone in one
+    process it would outlast the rest spread over the cores. Batches: consecutive files
+    (largest first) until one holds :data:`BATCH_JSON_BYTES` or :data:`BATCH_MAX_FILES`.
+    """
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    remaining = sum(sizes)
+    here: list[int] = []
+    rest: list[int] = []
+    for i in order:
+        big = sizes[i] >= parallel.PARALLEL_MIN_JSON_BYTES
+        if not rest and big and sizes[i] * workers > remaining:
+            here.append(i)
+        else:
+            rest.append(i)
+        remaining -= sizes[i]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    current_bytes = 0
+    for i in rest:
+        current.append(i)
+        current_bytes += sizes[i]
+        if current_bytes >= BATCH_JSON_BYTES or len(current) >= BATCH_MAX_FILES:
+            batches.append(current)
+            current, current_bytes = [], 0
+    if current:
+        batches.append(current)
+    return here, batches
+
+
+def summarize_spans(
+    tasks: Sequence[FileTask], settings: Settings
+) -> Iterator[tuple[SummaryOrError, str | None]]:
+    """Summaries of ``tasks``' files, in their order, each as soon as it and every one
+    before it are done: ``((summary, None) | (None, {"type", "message"}), store_warning)``
+    (see the module docstring for how the work is shared). One file's error never stops
+    the others. Raises nothing for a file's sake."""
+    tasks = list(tasks)
+    sizes = [estimated_json_bytes(t.span) for t in tasks]
+    workers = worker_count(sum(sizes), len(tasks))
+    here, batch_indices = plan(sizes, workers) if workers else ([], [])
+    # this process takes batches too: one process fewer in the pool (its memory and its
+    # start), unless a file goes piece by piece (its pieces need a decoder per core)
+    pool = parallel.start_pool(workers if here else workers - 1, PRELOAD) if workers else None
+    if pool is None:
+        for task in tasks:
+            yield summarize_one(task, settings)
+        return
+    try:
+        yield from _summarize_on_pool(tasks, settings, pool, workers, here, batch_indices)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _summarize_on_pool(
+    tasks: list[FileTask],
+    settings: Settings,
+    pool: Executor,
+    workers: int,
+    here: list[int],
+    batch_indices: list[list[int]],
+) -> Iterator[tuple[SummaryOrError, str | None]]:
+    batches = [_Batch(indices) for indices in batch_indices]
+    batch_of = {i: b for b in batches for i in b.indices}
+    feeder = _Feeder(pool, batches, tasks, settings)
+    # without a dominant file, this process takes the largest batch itself, before the
+    # feeder sends any: the pool's process may still be starting (a forkserver that
+    # imports the analysis), and the largest task must not wait for it
+    first = None if here else feeder.take_next()
+    feeder.start()
+    done: dict[int, tuple[SummaryOrError, str | None]] = {}
+    todo_here = deque(here)
+    next_out = 0
+    try:
+        if not todo_here:
+            feeder.set_limit(workers - 1)  # and this process: one per core
+        while next_out < len(tasks):
+            if next_out in done:
+                yield done.pop(next_out)
+                next_out += 1
+                continue
+            if todo_here:  # the dominant files first, here, their pieces on the pool
+                i = todo_here.popleft()
+                done[i] = _summarize_here(tasks[i], settings, pool, workers, feeder)
+                feeder.set_limit(workers - 1 if not todo_here else 0)
+                continue
+            taken, first = first or feeder.take_next(), None
+            if taken is not None:  # the largest batch not sent yet, here
+                for j in taken.indices:  # serially: the pool has the other cores
+                    done[j] = summarize_one(tasks[j], settings, workers=1)
+                continue
+            batch = batch_of[next_out]
+            outcomes = _batch_outcomes(batch, feeder, tasks, settings)
+            done.update(zip(batch.indices, outcomes, strict=True))
+    finally:
+        feeder.stop()
+        for batch in batches:
+            if batch.future is not None:
+                batch.future.cancel()
+
+
+def _summarize_here(
+    task: FileTask, settings: Settings, pool: Executor, workers: int, feeder: _Feeder
+) -> tuple[SummaryOrError, str | None]:
+    """A dominant file in this process: read with its pieces on the pool (no batch is
+    sent meanwhile), then analysed here while the pool takes ``workers - 1`` batches."""
+    feeder.set_limit(0)
+    return summarize_one(
+        task,
+        settings,
+        workers=workers,
+        pool=pool,
+        after_read=lambda: feeder.set_limit(max(1, workers - 1)),
+    )
+
+
+def _batch_outcomes(
+    batch: _Batch, feeder: _Feeder, tasks: list[FileTask], settings: Settings
+) -> list[tuple[SummaryOrError, str | None]]:
+    """A batch's outcomes, waiting for it; done here, serially, when its process died or
+    the pool broke (logged)."""
+    feeder.wait_submitted(batch)
+    problem: BaseException | None = batch.failed
+    if batch.future is not None:
+        try:
+            return [(_decoded(o), o[3]) for o in batch.future.result()]
+        except Exception as exc:  # noqa: BLE001 (a dead worker, a broken pool)
+            problem = exc
+    import logging
+
+    logging.getLogger(__name__).warning(
+        "Kineto Insights: a worker process failed (%s: %s); reading %d file(s) here",
+        type(problem).__name__,
+        problem,
+        len(batch.indices),
+    )
+    return [summarize_one(tasks[i], settings) for i in batch.indices]

@@ -1,0 +1,371 @@
+"""The files of a log directory read at once (issue 34): the same summaries, to the byte,
+as the serial path, in file order, one broken file reported with its error while the
+others still come; what goes piece by piece and how files are batched.
+
+Correctness only: how fast it is, is a benchmark (``benchmarks/compare_peers.py
+--logdir``, figures in ``benchmarks/RESULTS.md``), never a test.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from conftest import SAMPLE_LOGS
+
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.cli.json_output import write_json
+from tb_kineto_insights.cli.main import build_report, main
+from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.store import parallel_summaries as ps
+from tb_kineto_insights.store.cached_summaries import CachedSummaries
+from tb_kineto_insights.summary import try_summarize_file
+from tb_kineto_insights.trace import parallel, reader
+
+MIB = 1024 * 1024
+
+
+@pytest.fixture
+def pools(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Forces worker processes on (two, whatever this machine's cores) and records each
+    pool started for whole files (None: it could not start)."""
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    started: list[Any] = []
+    real = parallel.start_pool
+
+    def recording(workers: int, preload: tuple[str, ...] = ()) -> Any:
+        pool = real(workers, preload)
+        if preload:
+            started.append(pool)
+        return pool
+
+    monkeypatch.setattr(parallel, "start_pool", recording)
+    return started
+
+
+def _report_json(path: str, **kwargs: Any) -> bytes:
+    out = io.StringIO()
+    write_json(build_report(path, **kwargs), out)
+    return out.getvalue().encode()
+
+
+def test_report_of_sample_logs_is_the_serial_one_to_the_byte(
+    pools: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run of sample_logs (36 files, 138 MB of JSON): the JSON report with the
+    files read at once equals the serial one byte for byte, and a pool was used."""
+    parallel_json = _report_json(str(SAMPLE_LOGS))
+    assert len(pools) == 1 and pools[0] is not None
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    serial_json = _report_json(str(SAMPLE_LOGS))
+    assert len(pools) == 1  # serial: no pool
+    assert parallel_json == serial_json
+    report = msgspec.json.decode(parallel_json)
+    spans = [s for r in report["runs"] for w in r["workers"] for s in w["spans"]]
+    assert len(spans) == 36 and all("summary" in s for s in spans)
+
+
+def _log_dir(tmp_path: Path) -> Path:
+    """Files in an order that is not the order of their sizes, a broken one among them:
+    ``c_big`` (26 MB of JSON, more than the others together), a tiny broken file,
+    a two-rank run, small ones."""
+    pairs = [
+        ("a_broken", None),
+        ("b_small", SAMPLE_LOGS / "memory_leak"),
+        ("c_big", SAMPLE_LOGS / "optimizer_per_param"),
+        ("d_mid", SAMPLE_LOGS / "ddp2_default"),
+        ("e_small", SAMPLE_LOGS / "memory_fixed"),
+    ]
+    root = tmp_path / "logs"
+    for name, source in pairs:
+        run = root / name
+        run.mkdir(parents=True)
+        if source is None:
+            (run / "worker0.1.pt.trace.json").write_text('{"traceEvents": [{"ph": oops')
+            continue
+        for f in source.glob("*.pt.trace.json.gz"):
+            shutil.copy(f, run / f.name)
+    return root
+
+
+def _expected(spans: list[Any]) -> list[tuple[bytes | None, str | None]]:
+    out = []
+    for span in spans:
+        summary, error = try_summarize_file(span.path)
+        out.append(
+            (
+                None if summary is None else msgspec.json.encode(summary),
+                None if error is None else error["type"] + ": " + error["message"],
+            )
+        )
+    return out
+
+
+def _got(results: list[Any]) -> list[tuple[bytes | None, str | None]]:
+    return [
+        (
+            None if summary is None else msgspec.json.encode(summary),
+            None if error is None else error["type"] + ": " + error["message"],
+        )
+        for summary, error in results
+    ]
+
+
+@pytest.mark.parametrize("dominant", [False, True], ids=["whole_files", "one_piece_by_piece"])
+def test_order_kept_and_a_broken_file_does_not_stop_the_others(
+    tmp_path: Path, pools: list[Any], monkeypatch: pytest.MonkeyPatch, dominant: bool
+) -> None:
+    """Results come in file order (not in the largest-first order of the work), each the
+    serial summary of its own file; the broken file gives its reader error with its
+    path, and every other file is summarised. ``one_piece_by_piece``: the largest file
+    is read in this process with its pieces on the pool (small pieces: several)."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    monkeypatch.setattr(ps, "BATCH_JSON_BYTES", 1)  # one file per batch: many tasks
+    merged: list[int] = []
+    if dominant:
+        monkeypatch.setattr(parallel, "PARALLEL_MIN_JSON_BYTES", 1)
+        monkeypatch.setattr(parallel, "PIECE_BYTES", 256 * 1024)
+        real_merge = reader._Builder.merge
+
+        def merge(self: reader._Builder, piece: reader._Builder) -> None:
+            merged.append(piece.event_count)
+            real_merge(self, piece)
+
+        monkeypatch.setattr(reader._Builder, "merge", merge)
+    root = _log_dir(tmp_path)
+    spans = [s for r in discover(str(root)) for w in r.workers for s in w.spans]
+    assert [s.run for s in spans] == ["a_broken", "b_small", "c_big", "d_mid", "d_mid", "e_small"]
+    sizes = [ps.estimated_json_bytes(s) for s in spans]
+    here, batches = ps.plan(sizes, 2)
+    assert (here == [2]) is dominant  # c_big is the largest file
+    settings = ps.Settings(8 << 30, DEFAULT_THRESHOLDS)
+    got = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
+    assert len(pools) == 1 and pools[0] is not None
+    assert (len(merged) > 10) is dominant  # pieces of c_big merged here
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    want = _expected(spans)
+    assert _got(got) == want
+    assert want[0][0] is None and want[0][1] is not None
+    assert want[0][1].startswith("TraceFormatError: ") and "a_broken" in want[0][1]
+    assert all(summary is not None for summary, _ in want[1:])
+
+
+def test_through_the_cache_stores_each_file_once(
+    tmp_path: Path, pools: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a cache, the processes that summarise store the entries (the broken file's
+    reader error too); a second pass answers everything from the cache, the same."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    root = _log_dir(tmp_path)
+    spans = [s for r in discover(str(root)) for w in r.workers for s in w.spans]
+    first = CachedSummaries(str(tmp_path / "cache"))
+    got = list(first.summarize_all(spans))
+    assert (first.parsed, first.from_cache, first.store_failures) == (6, 0, 0)
+    assert _got(got) == _expected(spans)
+    again = CachedSummaries(str(tmp_path / "cache"))
+    assert _got(list(again.summarize_all(spans))) == _got(got)
+    assert (again.parsed, again.from_cache) == (0, 6)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "workers", "here", "batches"),
+    [
+        # one file larger than its share of two cores: piece by piece, here
+        ([10 * MIB, 100 * MIB, 20 * MIB], 2, [1], [[2], [0]]),
+        # two large files of about the same size: each whole in one process
+        ([60 * MIB, 55 * MIB, 5 * MIB], 2, [], [[0], [1], [2]]),
+        # under PARALLEL_MIN_JSON_BYTES (32 MiB): never piece by piece
+        ([30 * MIB, 1 * MIB], 2, [], [[0], [1]]),
+        # the two largest each dominate what is left after them
+        ([200 * MIB, 10 * MIB, 100 * MIB], 2, [0, 2], [[1]]),
+        # small files share a batch (8 MiB at least), largest first, ties in file order
+        ([3 * MIB, 3 * MIB, 4 * MIB, 1 * MIB], 2, [], [[2, 0, 1], [3]]),
+    ],
+)
+def test_plan(sizes: list[int], workers: int, here: list[int], batches: list[list[int]]) -> None:
+    assert ps.plan(sizes, workers) == (here, batches)
+
+
+def test_few_or_small_files_are_read_serially(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pool for one file, for little JSON in all, or with one core."""
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    assert ps.worker_count(500 * MIB, 1) == 0
+    assert ps.worker_count(ps.MIN_PARALLEL_JSON_BYTES - 1, 10) == 0
+    assert ps.worker_count(ps.MIN_PARALLEL_JSON_BYTES, 10) == 2
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert ps.worker_count(500 * MIB, 10) == 0
+
+
+def test_estimated_json_bytes_is_the_gzip_trailer(tmp_path: Path) -> None:
+    """A gzip file's size from its ISIZE trailer (exact below 4 GiB), a plain file's
+    its own size."""
+    import gzip
+
+    span = next(
+        s for r in discover(str(SAMPLE_LOGS / "memory_leak")) for w in r.workers for s in w.spans
+    )
+    with gzip.open(span.path, "rb") as fh:
+        assert ps.estimated_json_bytes(span) == len(fh.read())
+    plain = tmp_path / "w.pt.trace.json"
+    plain.write_bytes(b'{"traceEvents": []}' + b" " * 100)
+    span = next(s for r in discover(str(tmp_path)) for w in r.workers for s in w.spans)
+    assert ps.estimated_json_bytes(span) == 119
+
+
+def test_diff_of_two_runs_with_workers_is_the_serial_diff(
+    pools: list[Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``diff`` reads both sides' files at once (one pool for the four files of two
+    two-rank runs) and prints what the serial path prints."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    args = [
+        "diff",
+        str(SAMPLE_LOGS / "ddp2_default"),
+        str(SAMPLE_LOGS / "ddp2_straggler"),
+        "--format",
+        "json",
+        "--cache",
+        "none",
+    ]
+    assert main(args) == 0
+    parallel_out = capsys.readouterr().out
+    assert len(pools) == 1 and pools[0] is not None
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert main(args) == 0
+    assert capsys.readouterr().out == parallel_out
+    assert len(pools) == 1
+
+
+# ----------------------------------------------------------------- the plugin's loader
+
+
+def _ident(path: str, size: int) -> Any:
+    from tb_kineto_insights.store.cache import Identity
+
+    return Identity(path, size, 1.0, content=path)
+
+
+def test_loader_preloads_largest_first_and_shares_one_budget_of_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Preloading takes the largest file first (a request still goes before any
+    preload, smallest first); each load's read gets the cores the loads already running
+    leave (at least 1): 4 cores, then 3, then 2 while the first three load."""
+    from tb_kineto_insights.serve import loader as loader_module
+
+    monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
+    loader = loader_module.SummaryLoader(cache=None, workers=3)
+    try:
+        with loader._cv:  # the slots' threads wait on it: nothing is taken meanwhile
+            for name, size in (("small", 10), ("big", 1000), ("mid", 100)):
+                loader._enqueue_locked(_ident(name, size), loader_module.PRIORITY_PRELOAD)
+            loader._enqueue_locked(_ident("asked", 5000), loader_module.PRIORITY_REQUEST)
+            tasks = [loader._pop_task_locked() for _ in range(4)]
+            assert [t.ident.path for t in tasks if t] == ["asked", "big", "mid", "small"]
+            assert [t.read_workers for t in tasks if t] == [4, 3, 2, 1]
+            for t in tasks:  # done: not loading any more
+                assert t is not None
+                loader._states[t.ident] = loader_module.READY
+    finally:
+        loader.close()
+    threaded = loader_module.SummaryLoader(cache=None, workers=0)
+    try:
+        assert threaded._read_budget(0) is None  # in this process: the reader decides
+    finally:
+        threaded.close()
+
+
+def test_a_load_reads_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker process's read sees ``KINETO_INSIGHTS_READ_WORKERS`` at most its
+    budget during the load (a lower value the user set stays), and as before after."""
+    from tb_kineto_insights.serve.worker_pool import _within_read_budget
+
+    def seen() -> str | None:
+        return os.environ.get(parallel.WORKERS_ENV)
+
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    assert _within_read_budget(3, seen) == "3"
+    assert _within_read_budget(0, seen) == "1"
+    assert _within_read_budget(None, seen) is None
+    assert seen() is None
+    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
+    assert _within_read_budget(3, seen) == "2"
+    assert _within_read_budget(1, seen) == "1"
+    assert seen() == "2"
+
+
+def test_history_through_the_pool_is_the_serial_history(
+    tmp_path: Path, pools: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``history``'s headlines of runs not in the cache come from the pool (their entries
+    and headline records stored by the workers): the same document as the serial path,
+    the broken run skipped with its reader error; a second pass reads headlines only."""
+    from tb_kineto_insights.cli.history import collect_runs
+
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    root = _log_dir(tmp_path)
+    summaries = CachedSummaries(str(tmp_path / "cache"))
+    runs, skipped = collect_runs(discover(str(root)), summaries)
+    assert len(pools) == 1 and pools[0] is not None
+    assert summaries.parsed == 6  # the latest span of each worker (d_mid: 2), the broken one
+    assert list(skipped) == ["a_broken"] and "TraceFormatError" in skipped["a_broken"]
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    serial_runs, serial_skipped = collect_runs(discover(str(root)), CachedSummaries(None))
+    assert serial_skipped == skipped
+    encode = msgspec.json.encode
+    assert [(r.name, {w: encode(h) for w, h in r.workers.items()}) for r in runs] == [
+        (r.name, {w: encode(h) for w, h in r.workers.items()}) for r in serial_runs
+    ]
+    again = CachedSummaries(str(tmp_path / "cache"))
+    collect_runs(discover(str(root)), again)
+    assert (again.parsed, again.headlines_read, again.from_cache) == (0, 5, 1)
+
+
+def test_a_batch_runs_under_the_callers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool's worker comes from a forkserver that may have started under an older
+    environment (a long-lived process): each batch first takes the caller's environment
+    as it was when the call began (storage endpoints and credentials)."""
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_MARK", "caller")
+    settings = ps.Settings(8 << 30, DEFAULT_THRESHOLDS)
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_MARK", "stale")
+    monkeypatch.setenv("KINETO_INSIGHTS_TEST_STALE_ONLY", "1")
+    assert ps.summarize_batch([], settings) == []
+    assert os.environ["KINETO_INSIGHTS_TEST_MARK"] == "caller"
+    assert "KINETO_INSIGHTS_TEST_STALE_ONLY" not in os.environ
+
+
+def test_the_feeder_and_this_process_never_take_the_same_batch() -> None:
+    """While the feeder thread sends a batch, this process taking the next one gets the
+    next one: every batch is sent or taken, once (a batch read by both while another
+    was skipped left ``report`` waiting for it forever)."""
+    from concurrent.futures import Future
+
+    taken: list[Any] = []
+
+    class Pool:  # sends nothing: this process takes a batch during each send
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            taken.append(feeder.take_next())
+            done: Future[Any] = Future()
+            done.set_result([])
+            return done
+
+    batches = [ps._Batch([i]) for i in range(6)]
+    feeder = ps._Feeder(Pool(), batches, [None] * 6, ps.Settings(1, DEFAULT_THRESHOLDS))  # type: ignore[arg-type, list-item]
+    feeder.set_limit(1)
+    feeder.start()
+    with feeder.cond:
+        assert feeder.cond.wait_for(
+            lambda: feeder.next_batch == 6 and all(b.future or b in taken for b in batches),
+            timeout=30,
+        )
+    feeder.stop()
+    sent = [b for b in batches if b.future is not None]
+    assert sorted(b.indices[0] for b in sent) == [0, 2, 4]
+    assert sorted(b.indices[0] for b in taken if b is not None) == [1, 3, 5]
