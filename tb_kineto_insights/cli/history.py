@@ -16,7 +16,9 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
+from tb_kineto_insights.schema.history import HeadlineDiagnosis
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
+from tb_kineto_insights.store.headline_index import HeadlineIndex, run_files
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -57,13 +59,32 @@ def collect_runs(
                 workers[worker.name] = headline
             elif error is not None and not reason:
                 reason = f"{error['type']}: {error['message']}"
-        if workers:
+        if len(workers) > 1:
+            out.append(hist.RunHeadlines(run.name, workers, _run_diagnoses(run, summaries, index)))
+        elif workers:
             out.append(hist.RunHeadlines(run.name, workers))
         else:
             skipped[run.name] = reason or "no trace"
     if index is not None:
         index.save()
     return out, skipped
+
+
+def _run_diagnoses(
+    run: Run, summaries: CachedSummaries, index: HeadlineIndex | None
+) -> list[HeadlineDiagnosis]:
+    """A run of several workers' diagnoses as ``report`` lists them, from the headline
+    index while none of the run's files changed, else computed from every worker's
+    summaries (:meth:`CachedSummaries.run_headline_diagnoses`) and put in the index."""
+    files = run_files(
+        (s.path, s.size_bytes, s.mtime, s.version) for w in run.workers for s in w.spans
+    )
+    found = None if index is None else index.get_run(files)
+    if found is None:
+        found = summaries.run_headline_diagnoses(run.workers)
+        if index is not None:
+            index.put_run(files, found)
+    return found
 
 
 def parse_since(text: str | None) -> int | None:
