@@ -8,6 +8,7 @@ and no read of its trace; a run added since is summarised (and stored) alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 from datetime import datetime, timezone
 from typing import TextIO
@@ -163,7 +164,7 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
             return EXIT_UNUSABLE
         new = new_runs[0]
         if new.name == ".":
-            new = hist.RunHeadlines(args.base.rstrip("/").rsplit("/", 1)[-1], new.workers)
+            new = dataclasses.replace(new, name=args.base.rstrip("/").rsplit("/", 1)[-1])
         runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]
