@@ -30,7 +30,7 @@ of :func:`summarize_trace_with_timeline`, which the cache stores next to the sum
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -40,7 +40,6 @@ from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
-from tb_kineto_insights.analysis.headline import headline_diagnosis
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
@@ -54,12 +53,14 @@ from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VE
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.history import HeadlineDiagnosis
 from tb_kineto_insights.schema.timeline import TimelineStore
 from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+if TYPE_CHECKING:
+    from tb_kineto_insights.schema.history import HeadlineDiagnosis
 
 #: Bumped whenever a summary's content changes (``analysis/version.py``).
 ANALYSIS_VERSION = _ANALYSIS_VERSION
@@ -253,6 +254,9 @@ def run_headline_diagnoses(
     ``(worker, summaries in span order)``, as ``report`` reads them) and the run's
     :func:`run_view_of`, in that order, per id the first (the most severe, then largest
     impact), ``where`` the worker, or :data:`ALL_RANKS` for a run-level one."""
+    # here, not at the top: ``report`` loads neither the headline nor its statistics
+    from tb_kineto_insights.analysis.headline import headline_diagnosis
+
     spans = [(worker, x) for worker, summaries in readable for x in summaries]
     found = run_diagnoses(spans, run_view_of(readable, thresholds))
     out: dict[str, HeadlineDiagnosis] = {}
