@@ -30,7 +30,7 @@ of :func:`summarize_trace_with_timeline`, which the cache stores next to the sum
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 
@@ -39,6 +39,7 @@ from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
+from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
@@ -51,11 +52,15 @@ from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VERSION
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
+from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.timeline import TimelineStore
 from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+if TYPE_CHECKING:
+    from tb_kineto_insights.schema.history import HeadlineDiagnosis
 
 #: Bumped whenever a summary's content changes (``analysis/version.py``).
 ANALYSIS_VERSION = _ANALYSIS_VERSION
@@ -199,6 +204,66 @@ def select_run_spans(
     (:func:`~tb_kineto_insights.analysis.run_view.run_view_inputs`). Returns the
     ``(name, summary)`` pairs and notes to show with the view."""
     return run_view_inputs(workers, span_index)
+
+
+def run_view_of(
+    readable: list[tuple[str, list[Summary]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> RunView | None:
+    """The view across ranks ``report`` shows for a run (``run_summary``): the spans
+    :func:`select_run_spans` chooses from each worker's readable span summaries
+    (``readable``: ``(worker, summaries in span order)``), their :func:`summarize_run`
+    with the selection's notes first; None when fewer than two ranks are chosen (a run
+    of one rank has no view across ranks)."""
+    chosen, notes = select_run_spans(readable)
+    if len(chosen) <= 1:
+        return None
+    view = summarize_run(chosen, thresholds)
+    return msgspec.structs.replace(view, notes=notes + view.notes)
+
+
+def run_diagnoses(
+    spans: Sequence[tuple[str, Summary]], view: RunView | None
+) -> list[tuple[int | None, Diagnosis]]:
+    """A run's diagnoses as ``report`` lists them, most severe first, then the largest
+    share of step time (a stable sort: spans in the given order, then the run-level
+    ones). ``spans``: ``(worker, span summary)`` of the run's readable spans; ``view``:
+    its :func:`run_view_of`. Every span-level diagnosis, except those the view
+    supersedes (``superseded_span_diagnoses``: ``{worker, id}``, e.g. a rank's
+    ``exposed_communication`` estimated from its own trace, which the view measures
+    across ranks), then the view's run-level diagnoses (``communication_straggler``...).
+    Returns ``(index into spans, or None for a run-level diagnosis, diagnosis)``."""
+    replaced = {(s.worker, s.id) for s in view.superseded_span_diagnoses} if view else set()
+    found: list[tuple[int | None, Diagnosis]] = []
+    for i, (worker, summary) in enumerate(spans):
+        found.extend((i, d) for d in summary.diagnoses if (worker, d.id) not in replaced)
+    found.extend((None, d) for d in (view.diagnoses if view is not None else []))
+    order = SEVERITY_ORDER
+    found.sort(key=lambda wd: (order.index(wd[1].severity), -wd[1].impact_fraction))
+    return found
+
+
+#: ``where`` of a run-level diagnosis in a run's headline diagnoses.
+ALL_RANKS = "all ranks"
+
+
+def run_headline_diagnoses(
+    readable: list[tuple[str, list[Summary]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+) -> list[HeadlineDiagnosis]:
+    """The diagnoses of a run of several workers as the history and the view across runs
+    keep them: :func:`run_diagnoses` over every readable span (``readable``:
+    ``(worker, summaries in span order)``, as ``report`` reads them) and the run's
+    :func:`run_view_of`, in that order, per id the first (the most severe, then largest
+    impact), ``where`` the worker, or :data:`ALL_RANKS` for a run-level one."""
+    # here, not at the top: ``report`` loads neither the headline nor its statistics
+    from tb_kineto_insights.analysis.headline import headline_diagnosis
+
+    spans = [(worker, x) for worker, summaries in readable for x in summaries]
+    found = run_diagnoses(spans, run_view_of(readable, thresholds))
+    out: dict[str, HeadlineDiagnosis] = {}
+    for i, d in found:
+        if d.id not in out:
+            out[d.id] = headline_diagnosis(d, ALL_RANKS if i is None else spans[i][0])
+    return list(out.values())
 
 
 def try_summarize_file(

@@ -1947,8 +1947,11 @@ export interface HistorySeries {
  * time): ``median_step_us``, ``mean_step_us``, ``std_step_us`` over its ``steps``.
  * ``gpu_utilization_fraction``, ``breakdown_us`` of that rank;
  * ``memory_peak_bytes`` (largest allocated peak over ranks) and
- * ``memory_growth_bytes_per_step`` (largest); ``diagnoses`` over all ranks (per id the
- * largest impact), largest impact first; ``top_diagnosis`` the first id. ``metadata``:
+ * ``memory_growth_bytes_per_step`` (largest); ``diagnoses``: for a run of several
+ * workers, those ``report`` lists for it (most severe first, then the largest impact;
+ * the view across ranks' run-level diagnoses included, the per-rank ones it supersedes
+ * left out, per id the first; ``where`` names the rank or ``all ranks``), else the one
+ * worker's, largest impact first; ``top_diagnosis`` the first id. ``metadata``:
  * label, preset, git commit, torch and CUDA versions when recorded. ``outlier``: the
  * metrics for which this run is a one-off outlier against its level; ``change``: the
  * metrics whose level changed at this run.
@@ -1985,7 +1988,10 @@ export interface HistoryRun {
 }
 /**
  * A diagnosis as the history keeps it: stable ``id``, ``severity``, the share of step
- * time it explains (``impact_fraction``) and its ``title``.
+ * time it explains (``impact_fraction``) and its ``title``. ``where``, in a run of
+ * several ranks (``RunHeadlines.run_diagnoses``): the worker it was found on
+ * (``rank1``), or ``all ranks`` for a diagnosis of the view across ranks; None in a
+ * span's headline.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "HeadlineDiagnosis".
@@ -1995,6 +2001,7 @@ export interface HeadlineDiagnosis {
   severity: string;
   impact_fraction: number;
   title: string;
+  where?: string | null;
 }
 /**
  * A change point (``series[].changes[]``): the first ``run`` whose ``metric`` left
@@ -2061,10 +2068,13 @@ export interface AcrossRunsPage {
  * run's worst diagnosis). ``state``: ``ready``, ``loading`` (its traces are being read;
  * no numbers yet) or ``error`` (none of its workers could be read: ``error`` says why,
  * naming the file). ``ranks``: workers read; ``world_size`` as recorded. Step time in
- * µs of the slowest rank (``median_step_us``, ``steps``), its
- * ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses (every rank's, per
- * id the largest impact), most severe first, at most three; ``diagnosis_ids``: the ids
- * of all of them, in that order.
+ * µs of the slowest rank (``slowest_worker``: the worker with the largest mean step
+ * time, None for a run of one worker; ``median_step_us``, ``steps``), its
+ * ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses, most severe first,
+ * at most three: for a run of several workers those ``report`` lists for it (the view
+ * across ranks' run-level ones with ``where`` ``all ranks``, each rank's others with
+ * ``where`` its worker, per id the first), else its one worker's; ``diagnosis_ids``:
+ * the ids of all of them, in that order.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "AcrossRunsRow".
@@ -2077,6 +2087,7 @@ export interface AcrossRunsRow {
   ranks: number;
   world_size: number | null;
   gpu_model: string | null;
+  slowest_worker: string | null;
   steps: number;
   median_step_us: number | null;
   gpu_utilization_fraction: number | null;

@@ -11,6 +11,7 @@ import statistics
 from typing import Any
 
 from tb_kineto_insights.analysis.run_facts import meta_facts, trace_facts
+from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.schema.summary import Summary
 
@@ -44,6 +45,13 @@ def trace_start_ns(summary: Summary) -> int | None:
     if base is None or origin is None:
         return None
     return base + origin
+
+
+def headline_diagnosis(d: Diagnosis, where: str | None = None) -> HeadlineDiagnosis:
+    """A diagnosis as the history keeps it (``where``: :class:`HeadlineDiagnosis`)."""
+    return HeadlineDiagnosis(
+        id=d.id, severity=d.severity, impact_fraction=d.impact_fraction, title=d.title, where=where
+    )
 
 
 def span_headline(summary: Summary, *, path: str, size_bytes: int, mtime: float) -> SpanHeadline:
@@ -92,12 +100,7 @@ def span_headline(summary: Summary, *, path: str, size_bytes: int, mtime: float)
         memory_peak_allocated_bytes=None if device is None else device.peak_allocated_bytes,
         memory_peak_reserved_bytes=None if device is None else device.peak_reserved_bytes,
         memory_growth_bytes_per_step=None if device is None else device.growth.bytes_per_step,
-        diagnoses=[
-            HeadlineDiagnosis(
-                id=d.id, severity=d.severity, impact_fraction=d.impact_fraction, title=d.title
-            )
-            for d in summary.diagnoses
-        ],
+        diagnoses=[headline_diagnosis(d) for d in summary.diagnoses],
         facts=facts,
         fact_sources=sources,
         label=_str_or_none(meta.get("label")),

@@ -23,4 +23,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 20: one headline index per log directory in the cache (store/headline_index.py).
 #: 21: issue 28: ``Diagnosis.moment``; the timeline store's host lanes to 100 ns and
 #: the ops' input shapes (``PackedLane.quantum_ns``, a ``shape`` column).
-ANALYSIS_VERSION = 21
+#: 22: run-level diagnoses in the history and the view across runs (``where`` on a
+#: headline diagnosis; the headline index keeps each multi-worker run's, format 2).
+ANALYSIS_VERSION = 22

@@ -8,6 +8,7 @@ and no read of its trace; a run added since is summarised (and stored) alone.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 from datetime import datetime, timezone
 from typing import TextIO
@@ -16,8 +17,9 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
-from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
+from tb_kineto_insights.store.headline_index import HeadlineIndex, run_files
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -66,13 +68,32 @@ def collect_runs(
     skipped: dict[str, str] = {}
     for run in runs:
         workers = by_run.get(run.name)
-        if workers:
+        if workers and len(workers) > 1:
+            out.append(hist.RunHeadlines(run.name, workers, _run_diagnoses(run, summaries, index)))
+        elif workers:
             out.append(hist.RunHeadlines(run.name, workers))
         else:
             skipped[run.name] = reasons.get(run.name) or "no trace"
     if index is not None:
         index.save()
     return out, skipped
+
+
+def _run_diagnoses(
+    run: Run, summaries: CachedSummaries, index: HeadlineIndex | None
+) -> list[HeadlineDiagnosis]:
+    """A run of several workers' diagnoses as ``report`` lists them, from the headline
+    index while none of the run's files changed, else computed from every worker's
+    summaries (:meth:`CachedSummaries.run_headline_diagnoses`) and put in the index."""
+    files = run_files(
+        (s.path, s.size_bytes, s.mtime, s.version) for w in run.workers for s in w.spans
+    )
+    found = None if index is None else index.get_run(files)
+    if found is None:
+        found = summaries.run_headline_diagnoses(run.workers)
+        if index is not None:
+            index.put_run(files, found)
+    return found
 
 
 def parse_since(text: str | None) -> int | None:
@@ -151,7 +172,7 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
             return EXIT_UNUSABLE
         new = new_runs[0]
         if new.name == ".":
-            new = hist.RunHeadlines(args.base.rstrip("/").rsplit("/", 1)[-1], new.workers)
+            new = dataclasses.replace(new, name=args.base.rstrip("/").rsplit("/", 1)[-1])
         runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]

@@ -36,8 +36,8 @@ from tb_kineto_insights.schema.run_view import RunCollectiveKind
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 from tb_kineto_insights.summary import (
     REPORT_SCHEMA,
-    select_run_spans,
-    summarize_run,
+    run_diagnoses,
+    run_view_of,
 )
 from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -144,11 +144,7 @@ def build_report(
             entries = [_span_entry(s, next(results)) for s in worker.spans]
             workers.append(ReportWorker(worker=worker.name, spans=entries))
             readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
-        chosen, notes = select_run_spans(readable)
-        run_summary = None
-        if len(chosen) > 1:
-            run_summary = summarize_run(chosen, thresholds)
-            run_summary = msgspec.structs.replace(run_summary, notes=notes + run_summary.notes)
+        run_summary = run_view_of(readable, thresholds)
         runs.append(ReportRun(run=run.name, workers=workers, run_summary=run_summary))
     return Report(schema=REPORT_SCHEMA, path=path, runs=runs)
 
@@ -165,19 +161,20 @@ def _fmt_counts(counts: dict[str, int]) -> str:
 
 
 def _all_diagnoses(report: Report) -> list[tuple[str, Diagnosis]]:
-    """(``run/worker/span``, diagnosis) over every span, most severe first."""
+    """(``run/worker/span``, diagnosis) over every span, most severe first
+    (:func:`~tb_kineto_insights.summary.run_diagnoses`, as the history and the view
+    across runs list them)."""
     found = []
     for run in report.runs:
-        replaced = _superseded(run)
-        for worker in run.workers:
-            for span in worker.spans:
-                where = f"{run.run}/{worker.worker}/{span.span}"
-                summary = _summary_of(span)
-                for d in summary.diagnoses if summary is not None else []:
-                    if (worker.worker, d.id) not in replaced:
-                        found.append((where, d))
-        for d in run.run_summary.diagnoses if run.run_summary is not None else []:
-            found.append((f"{run.run} (all ranks)", d))
+        spans = [
+            (f"{run.run}/{worker.worker}/{span.span}", worker.worker, summary)
+            for worker in run.workers
+            for span in worker.spans
+            if (summary := _summary_of(span)) is not None
+        ]
+        listed = run_diagnoses([(w, x) for _, w, x in spans], run.run_summary)
+        for i, d in listed:
+            found.append((f"{run.run} (all ranks)" if i is None else spans[i][0], d))
     found.sort(key=lambda wd: (SEVERITY_ORDER.index(wd[1].severity), -wd[1].impact_fraction))
     return found
 

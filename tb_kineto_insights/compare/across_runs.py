@@ -3,6 +3,12 @@ directory with its step time, GPU utilization, world size and top diagnoses, wor
 first, from the same headline records as the history (``compare/history.py``), so it
 reads no summary and no trace.
 
+**A run's diagnoses**: for a run of several workers, those ``report`` lists for it
+(``RunHeadlines.run_diagnoses``: the view across ranks' run-level diagnoses such as
+``communication_straggler``, each rank's others, less those the view supersedes), each
+naming its rank (``where``); the step time and GPU utilization are the slowest rank's
+(``slowest_worker``).
+
 **Ranking** (:func:`rank_runs`), the order ``report LOGDIR`` lists its diagnoses in
 (``analysis/findings.py``: most severe first, then the largest share of step time):
 a run's place is decided by its worst diagnosis, ``(severity order, -impact_fraction)``;
@@ -80,6 +86,7 @@ def rank_runs(
                 ranks=combined.ranks,
                 world_size=combined.world_size,
                 gpu_model=combined.gpu_model,
+                slowest_worker=combined.slowest_worker if combined.ranks > 1 else None,
                 steps=combined.steps,
                 median_step_us=combined.median_step_us,
                 gpu_utilization_fraction=combined.gpu_utilization_fraction,
@@ -98,6 +105,7 @@ def rank_runs(
                 ranks=0,
                 world_size=None,
                 gpu_model=None,
+                slowest_worker=None,
                 steps=0,
                 median_step_us=None,
                 gpu_utilization_fraction=None,

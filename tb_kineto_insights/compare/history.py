@@ -112,10 +112,14 @@ _COUNTER = re.compile(
 @dataclass(frozen=True)
 class RunHeadlines:
     """One run of the log directory: its ``name`` and, per worker, the headline of its
-    latest span (``workers``: worker name → headline)."""
+    latest span (``workers``: worker name → headline). ``run_diagnoses``, for a run of
+    several workers: its diagnoses as ``report`` lists them
+    (``summary.run_headline_diagnoses``: the view across ranks' included, the per-rank
+    ones it supersedes left out); None: not known (each worker's are combined)."""
 
     name: str
     workers: dict[str, SpanHeadline] = field(default_factory=dict)
+    run_diagnoses: list[HeadlineDiagnosis] | None = None
 
 
 def _metadata(run: RunHeadlines) -> dict[str, str]:
@@ -268,7 +272,9 @@ def _combine_one(run: RunHeadlines) -> HistoryRun:
 def combine_run(run: RunHeadlines) -> HistoryRun:
     """A :class:`HistoryRun` from a run's worker headlines (no change or outlier marks
     yet). Step time, GPU utilization and breakdown are the slowest rank's (largest mean
-    step time); memory the largest peak and growth over ranks; diagnoses over all ranks.
+    step time); memory the largest peak and growth over ranks; diagnoses: the run's
+    ``run_diagnoses`` (``report``'s list) when known, else over all ranks (per id the
+    largest impact, largest first).
 
     Raises:
         ValueError: the run has no worker.
@@ -287,7 +293,10 @@ def combine_run(run: RunHeadlines) -> HistoryRun:
         start_ns, source = min(round(h.mtime * 1e9) for _, h in heads), "file"
     peaks = [h.memory_peak_allocated_bytes for _, h in heads]
     growth = [h.memory_growth_bytes_per_step for _, h in heads]
-    diagnoses = _union_diagnoses([h for _, h in heads])
+    if run.run_diagnoses is not None:
+        diagnoses = list(run.run_diagnoses)
+    else:
+        diagnoses = _union_diagnoses([h for _, h in heads])
     world = [h.world_size for _, h in heads if h.world_size is not None]
     return HistoryRun(
         run=run.name,

@@ -17,12 +17,16 @@ from tb_kineto_insights.schema.diff import ComparabilityItem
 
 class HeadlineDiagnosis(Out, frozen=True, kw_only=True):
     """A diagnosis as the history keeps it: stable ``id``, ``severity``, the share of step
-    time it explains (``impact_fraction``) and its ``title``."""
+    time it explains (``impact_fraction``) and its ``title``. ``where``, in a run of
+    several ranks (``RunHeadlines.run_diagnoses``): the worker it was found on
+    (``rank1``), or ``all ranks`` for a diagnosis of the view across ranks; None in a
+    span's headline."""
 
     id: str
     severity: str
     impact_fraction: float
     title: str
+    where: str | None = None
 
 
 class SpanHeadline(Out, frozen=True, kw_only=True):
@@ -82,8 +86,11 @@ class HistoryRun(Out, frozen=True, kw_only=True):
     time): ``median_step_us``, ``mean_step_us``, ``std_step_us`` over its ``steps``.
     ``gpu_utilization_fraction``, ``breakdown_us`` of that rank;
     ``memory_peak_bytes`` (largest allocated peak over ranks) and
-    ``memory_growth_bytes_per_step`` (largest); ``diagnoses`` over all ranks (per id the
-    largest impact), largest impact first; ``top_diagnosis`` the first id. ``metadata``:
+    ``memory_growth_bytes_per_step`` (largest); ``diagnoses``: for a run of several
+    workers, those ``report`` lists for it (most severe first, then the largest impact;
+    the view across ranks' run-level diagnoses included, the per-rank ones it supersedes
+    left out, per id the first; ``where`` names the rank or ``all ranks``), else the one
+    worker's, largest impact first; ``top_diagnosis`` the first id. ``metadata``:
     label, preset, git commit, torch and CUDA versions when recorded. ``outlier``: the
     metrics for which this run is a one-off outlier against its level; ``change``: the
     metrics whose level changed at this run."""
@@ -177,10 +184,13 @@ class AcrossRunsRow(Out, frozen=True, kw_only=True):
     run's worst diagnosis). ``state``: ``ready``, ``loading`` (its traces are being read;
     no numbers yet) or ``error`` (none of its workers could be read: ``error`` says why,
     naming the file). ``ranks``: workers read; ``world_size`` as recorded. Step time in
-    µs of the slowest rank (``median_step_us``, ``steps``), its
-    ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses (every rank's, per
-    id the largest impact), most severe first, at most three; ``diagnosis_ids``: the ids
-    of all of them, in that order."""
+    µs of the slowest rank (``slowest_worker``: the worker with the largest mean step
+    time, None for a run of one worker; ``median_step_us``, ``steps``), its
+    ``gpu_utilization_fraction``; ``diagnoses``: the run's diagnoses, most severe first,
+    at most three: for a run of several workers those ``report`` lists for it (the view
+    across ranks' run-level ones with ``where`` ``all ranks``, each rank's others with
+    ``where`` its worker, per id the first), else its one worker's; ``diagnosis_ids``:
+    the ids of all of them, in that order."""
 
     position: int
     run: str
@@ -189,6 +199,7 @@ class AcrossRunsRow(Out, frozen=True, kw_only=True):
     ranks: int
     world_size: int | None
     gpu_model: str | None
+    slowest_worker: str | None
     steps: int
     median_step_us: float | None
     gpu_utilization_fraction: float | None

@@ -102,7 +102,7 @@ from tb_kineto_insights.logdir.watch import folder_identity, start_watcher, watc
 from tb_kineto_insights.schema import DiffDocument, RunView
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
-from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
@@ -133,7 +133,7 @@ from tb_kineto_insights.store.cache import (
     settings_fingerprint,
 )
 from tb_kineto_insights.store.cached_summaries import identity_of
-from tb_kineto_insights.store.headline_index import HeadlineIndex
+from tb_kineto_insights.store.headline_index import HeadlineIndex, run_files
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.summary import summarize_file_with_timeline, summarize_run
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -1382,6 +1382,31 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         index.put(listed, headline)
         return headline, ""
 
+    def _run_diagnoses(
+        self, index: HeadlineIndex, run: Run
+    ) -> tuple[list[HeadlineDiagnosis] | None, str]:
+        """A run of several workers' diagnoses as ``report`` lists them
+        (``summary.run_headline_diagnoses``: the view across ranks of every worker's
+        readable spans), or None and ``"loading"`` while a span is still being read. From
+        the headline index while none of the run's files changed (as the scan listed
+        them), else computed once from the summaries the loader holds and put in it."""
+        spans = [s for w in run.workers for s in w.spans]
+        files = run_files((s.path, s.size_bytes, s.mtime, s.version) for s in spans)
+        found = index.get_run(files)
+        if found is not None:
+            return found, ""
+        per_worker: dict[str, list[Any]] = {w.name: [] for w in run.workers}
+        for span in spans:
+            status, result = self._loader.get(_identity(span), 0.0)
+            if status.state == ERROR:
+                continue  # unreadable: left out, as report leaves it out
+            if result is None or result.summary is None:
+                return None, LOADING
+            per_worker[span.worker].append(result.decoded())
+        found = summary_module.run_headline_diagnoses(list(per_worker.items()))
+        index.put_run(files, found)
+        return found, ""
+
     def _run_headlines(self, snapshot: _Snapshot) -> _RunHeadlines:
         """Per run of ``snapshot`` (shown by its label), the headline of each worker's
         latest span, and the runs left out (run → ``"loading"`` or the error of its
@@ -1409,10 +1434,15 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                         reasons.append(why)
                     else:
                         workers[worker.name] = headline
+                found: list[HeadlineDiagnosis] | None = None
+                if LOADING not in reasons and len(workers) > 1:
+                    found, why = self._run_diagnoses(index, run)
+                    if found is None:
+                        reasons.append(why)
                 if LOADING in reasons:
                     skipped[label] = LOADING  # asked again until every worker is read
                 elif workers:
-                    runs.append(hist.RunHeadlines(label, workers))
+                    runs.append(hist.RunHeadlines(label, workers, found))
                 elif reasons:
                     skipped[label] = reasons[0]
             done = _RunHeadlines(snapshot, runs, skipped, LOADING not in skipped.values())

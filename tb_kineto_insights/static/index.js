@@ -2721,6 +2721,10 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     open.addEventListener("click", () => actions.openRun(row2.run));
     return open;
   }
+  function slowestRank(row2, text) {
+    if (!row2.slowest_worker || text === "–") return document.createTextNode(text);
+    return el("span", {}, text, el("br"), quiet(`slowest rank: ${row2.slowest_worker}`));
+  }
   function diagnosesCell(row2) {
     if (row2.state === "loading") return quiet("reading its traces…");
     if (row2.state === "error") return el("span", { className: "state-error" }, row2.error ?? "unreadable");
@@ -2732,10 +2736,15 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       ...row2.diagnoses.map(
         (d) => el(
           "span",
-          { className: "top-diagnosis", title: `${d.title} (explains ${fmtPercent(d.impact_fraction)} of step time)`, dataset: { diagnosisId: d.id } },
+          {
+            className: "top-diagnosis",
+            title: `${d.where ? `${d.where}: ` : ""}${d.title} (explains ${fmtPercent(d.impact_fraction)} of step time)`,
+            dataset: { diagnosisId: d.id }
+          },
           badge(d.severity, d.severity, `Severity: ${d.severity}`),
           " ",
-          d.id
+          d.id,
+          d.where ? quiet(` (${d.where})`) : null
         )
       ),
       more > 0 ? quiet(` +${more} more`) : null
@@ -2772,14 +2781,14 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
             header: "Step time",
             numeric: true,
             title: "Median step time of the slowest rank (the largest mean step time).",
-            cell: (r) => isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–",
+            cell: (r) => slowestRank(r, isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–"),
             cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0
           },
           {
             header: "GPU utilization",
             numeric: true,
             title: "Busy kernel time of the busiest GPU / step time, of the slowest rank.",
-            cell: (r) => isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"
+            cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–")
           },
           {
             header: "World size",

@@ -19,9 +19,9 @@ import os
 from collections.abc import Iterator, Sequence
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.logdir.discovery import Span
+from tb_kineto_insights.logdir.discovery import Span, Worker
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store.cache import (
     DiskCache,
     Identity,
@@ -175,6 +175,20 @@ class CachedSummaries:
                     self.store_failures += 1
             out[i] = headline, None
         return out
+
+    def run_headline_diagnoses(self, workers: Sequence[Worker]) -> list[HeadlineDiagnosis]:
+        """The diagnoses of a run of several workers as ``report`` lists them
+        (``summary.run_headline_diagnoses``: the view across ranks of every worker's
+        readable spans, from :meth:`summarize`, so from the cache when it holds them);
+        unreadable spans are left out, as ``report`` leaves them out."""
+        from tb_kineto_insights import summary as summary_module  # the analysis: only here
+
+        results = iter(self.summarize_all([span for w in workers for span in w.spans]))
+        readable: list[tuple[str, list[Summary]]] = []
+        for worker in workers:
+            found = [x for _ in worker.spans if (x := next(results)[0]) is not None]
+            readable.append((worker.name, found))
+        return summary_module.run_headline_diagnoses(readable, self.thresholds)
 
     def headline_index(self, logdir: str) -> HeadlineIndex:
         """The headline index of log directory ``logdir`` in the cache

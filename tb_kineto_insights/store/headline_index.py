@@ -8,7 +8,12 @@ Layout (beside the per-span headlines of ``cache.py``)::
     <folder>/headlines/v<ANALYSIS_VERSION>/index/<SHA-256 of [INDEX_FORMAT, settings, root]>.index
 
 One line with the hex SHA-256 of the rest, then the JSON wrapper ``{"format",
-"analysis_version", "settings", "root", "entries": [[etag, headline], ...]}``. An entry is
+"analysis_version", "settings", "root", "entries": [[etag, headline], ...], "runs":
+[[[listed file, ...], [diagnosis, ...]], ...]}``. ``runs``: per run of several workers,
+its diagnoses as ``report`` lists them (``summary.run_headline_diagnoses``: they need
+the view across ranks, so every worker's summary), keyed by all of the run's listed
+files (sorted): computed once, and again only when one of those files changes, is
+added or removed. An entry is
 used only for the listed file it was made from: the same path, size, mtime and ETag
 (``etag``: the object store's version, ``""`` on a filesystem), as the per-file headline
 (``DiskCache.file_headline_name``). A file whose checksum, format, analysis version,
@@ -30,21 +35,25 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
-from tb_kineto_insights.schema.history import SpanHeadline
+from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.cache import _sealed, _unsealed, encode_json
 
 logger = logging.getLogger(__name__)
 
-#: Version of the index file's wrapper.
-INDEX_FORMAT = 1
+#: Version of the index file's wrapper (2: ``runs``).
+INDEX_FORMAT = 2
 
 #: (path, size in bytes, mtime in s, ETag) of a listed file: what an entry is valid for.
 ListedFile = tuple[str, int, float, str]
+#: Every listed file of a run, sorted: what a run's entry is valid for.
+RunFiles = tuple[ListedFile, ...]
 
 
 class _IndexFile(msgspec.Struct):
@@ -53,9 +62,16 @@ class _IndexFile(msgspec.Struct):
     settings: str
     root: str
     entries: list[tuple[str, SpanHeadline]]
+    runs: list[tuple[list[ListedFile], list[HeadlineDiagnosis]]] = []
 
 
 _DECODER = msgspec.json.Decoder(_IndexFile)
+
+
+def run_files(files: Iterable[Sequence[Any]]) -> RunFiles:
+    """A run's entry key: its listed files ``(path, size in bytes, mtime in s, ETag)``,
+    sorted (as tuples, so the key read back from JSON equals the one built)."""
+    return tuple(sorted((str(p), int(n), float(t), str(e)) for p, n, t, e in files))
 
 
 def index_name(settings: str, root: str) -> str:
@@ -87,34 +103,56 @@ class HeadlineIndex:
         self.name = index_name(settings, root)
         self._entries: dict[ListedFile, SpanHeadline] = {}
         self._used: set[ListedFile] = set()
+        self._runs: dict[RunFiles, list[HeadlineDiagnosis]] = {}
+        self._runs_used: set[RunFiles] = set()
         self.added = 0
         self.loaded = 0
         if backend is not None:
-            self._entries = self._read(backend)
+            self._entries, self._runs = self._read(backend)
             self.loaded = len(self._entries)
 
-    def _read(self, backend: cache_store.CacheStore) -> dict[ListedFile, SpanHeadline]:
+    def _read(
+        self, backend: cache_store.CacheStore
+    ) -> tuple[dict[ListedFile, SpanHeadline], dict[RunFiles, list[HeadlineDiagnosis]]]:
         try:
             data = backend.read(self.name)
         except OSError as exc:
             logger.warning("Kineto Insights: cannot read the headline index %s: %s", self.name, exc)
-            return {}
+            return {}, {}
         body = None if data is None else _unsealed(data)
         if body is None:
-            return {}
+            return {}, {}
         try:
             stored = _DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             logger.warning("Kineto Insights: ignoring the headline index %s: %s", self.name, exc)
-            return {}
+            return {}, {}
         if (
             stored.format != INDEX_FORMAT
             or stored.analysis_version != ANALYSIS_VERSION
             or stored.settings != self.settings
             or stored.root != self.root
         ):
-            return {}
-        return {(h.path, h.size_bytes, h.mtime, etag): h for etag, h in stored.entries}
+            return {}, {}
+        entries = {(h.path, h.size_bytes, h.mtime, etag): h for etag, h in stored.entries}
+        runs = {run_files(files): found for files, found in stored.runs}
+        return entries, runs
+
+    def get_run(self, files: RunFiles) -> list[HeadlineDiagnosis] | None:
+        """The diagnoses stored for a run of several workers whose listed files are
+        ``files`` (:func:`run_files`), or None; marks the entry as in use."""
+        found = self._runs.get(files)
+        if found is not None:
+            self._runs_used.add(files)
+        return found
+
+    def put_run(self, files: RunFiles, diagnoses: list[HeadlineDiagnosis]) -> None:
+        """Add the diagnoses of a run of several workers (``report``'s list,
+        ``summary.run_headline_diagnoses``) for its listed ``files``."""
+        if self._runs.get(files) != diagnoses:
+            self.added += 1
+        self._runs[files] = list(diagnoses)
+        self._runs_used.add(files)
 
     def get(self, listed: ListedFile) -> SpanHeadline | None:
         """The headline stored for this listed file (path, size, mtime, ETag), or None;
@@ -141,17 +179,20 @@ class HeadlineIndex:
         one went unused (a file changed or removed); True when written. Either way the
         next pass of look-ups starts afresh. A folder that cannot be written
         is logged, not raised: the index is only a shortcut."""
-        stale = len(self._entries) - len(self._used)
+        stale = len(self._entries) - len(self._used) + len(self._runs) - len(self._runs_used)
         if self.backend is None or (self.added == 0 and stale == 0):
             self._used = set()
+            self._runs_used = set()
             return False
         kept = [(listed[3], self._entries[listed]) for listed in sorted(self._used)]
+        runs = [(list(files), self._runs[files]) for files in sorted(self._runs_used)]
         wrapper = {
             "format": INDEX_FORMAT,
             "analysis_version": ANALYSIS_VERSION,
             "settings": self.settings,
             "root": self.root,
             "entries": kept,
+            "runs": runs,
         }
         try:
             self.backend.write(self.name, _sealed(encode_json(wrapper)))
@@ -162,5 +203,7 @@ class HeadlineIndex:
             return False
         self._entries = {k: self._entries[k] for k in self._used}
         self._used = set()
+        self._runs = {k: self._runs[k] for k in self._runs_used}
+        self._runs_used = set()
         self.added = 0
         return True

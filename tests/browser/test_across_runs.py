@@ -131,6 +131,11 @@ def many_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
 
 
 def _wait_for_scan(base: str, proc: Any, log_path: Path) -> None:
+    _wait_for_runs(base, proc, log_path, RUNS)
+
+
+def _wait_for_runs(base: str, proc: Any, log_path: Path, count: int) -> None:
+    """Until the plugin's first scan has listed ``count`` runs (fails after 180 s)."""
     import urllib.request
 
     deadline = time.monotonic() + 180
@@ -140,12 +145,12 @@ def _wait_for_scan(base: str, proc: Any, log_path: Path) -> None:
         try:
             with urllib.request.urlopen(f"{base}{PREFIX}/runs", timeout=60) as r:
                 runs = msgspec.json.decode(r.read())
-            if len(runs["runs"]) == RUNS and not runs["scanning"]:
+            if len(runs["runs"]) == count and not runs["scanning"]:
                 return
         except OSError:
             pass
         time.sleep(0.5)
-    pytest.fail("the first scan of 2,000 runs did not end within 180 s")
+    pytest.fail(f"the first scan of {count:,} runs did not end within 180 s")
 
 
 def test_landing_view_ranks_2000_runs_within_2_s(many_runs: tuple[str, Path]) -> None:
@@ -224,3 +229,51 @@ def test_landing_view_ranks_2000_runs_within_2_s(many_runs: tuple[str, Path]) ->
             context.close()
         finally:
             browser.close()
+
+
+def test_a_straggler_run_shows_reports_diagnosis_and_its_slowest_rank(tmp_path: Path) -> None:
+    """Issues 30/31: the row of a two-rank run (``sample_logs/ddp2_straggler``) leads with
+    the run-level ``communication_straggler`` ``report`` lists first, marked ``all ranks``,
+    and says which rank the step time and GPU utilization come from. The cache and the
+    headline index are filled by ``history`` first, so the tab reads no trace."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path.resolve()
+    logdir = root / "logs"
+    samples = Path(__file__).resolve().parents[2] / "sample_logs"
+    shutil.copytree(samples / "ddp2_straggler", logdir / "ddp2_straggler")
+    summaries = CachedSummaries(str(root / "cache"))
+    runs, skipped = collect_runs(discover(str(logdir)), summaries, str(logdir))
+    assert skipped == {} and runs[0].run_diagnoses is not None
+    previous = os.environ.get("KINETO_INSIGHTS_PRELOAD")
+    os.environ["KINETO_INSIGHTS_PRELOAD"] = "0"
+    try:
+        with (
+            tensorboard_process(logdir, root) as (base, proc, log_path),
+            sync_playwright() as pw,
+        ):
+            _wait_for_runs(base, proc, log_path, 1)
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(TIMEOUT_MS)
+                page.goto(f"{base}/#kineto_insights")
+                frame = tab(page)
+                frame.wait_for_selector("#ki-panel-runs[data-state=ready] table.across-runs")
+                row = frame.locator("#ki-panel-runs table.across-runs tbody tr").first
+                text = row.inner_text()
+                first = row.locator(".top-diagnosis").first
+                assert first.get_attribute("data-diagnosis-id") == "communication_straggler"
+                assert "(all ranks)" in first.inner_text()
+                assert "Rank 1 holds the other ranks back" in (first.get_attribute("title") or "")
+                assert text.count("slowest rank: rank1") == 2  # step time, GPU utilization
+                assert "exposed_communication (rank0)" not in text
+            finally:
+                browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("KINETO_INSIGHTS_PRELOAD", None)
+        else:
+            os.environ["KINETO_INSIGHTS_PRELOAD"] = previous

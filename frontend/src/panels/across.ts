@@ -31,6 +31,12 @@ function runCell(row: AcrossRunsRow, actions: AcrossActions): Node {
   return open;
 }
 
+/** A per-rank value of a run of several workers, with the rank it comes from. */
+function slowestRank(row: AcrossRunsRow, text: string): Node {
+  if (!row.slowest_worker || text === "–") return document.createTextNode(text);
+  return el("span", {}, text, el("br"), quiet(`slowest rank: ${row.slowest_worker}`));
+}
+
 function diagnosesCell(row: AcrossRunsRow): Node {
   if (row.state === "loading") return quiet("reading its traces…");
   if (row.state === "error") return el("span", { className: "state-error" }, row.error ?? "unreadable");
@@ -42,10 +48,15 @@ function diagnosesCell(row: AcrossRunsRow): Node {
     ...row.diagnoses.map((d) =>
       el(
         "span",
-        { className: "top-diagnosis", title: `${d.title} (explains ${fmtPercent(d.impact_fraction)} of step time)`, dataset: { diagnosisId: d.id } },
+        {
+          className: "top-diagnosis",
+          title: `${d.where ? `${d.where}: ` : ""}${d.title} (explains ${fmtPercent(d.impact_fraction)} of step time)`,
+          dataset: { diagnosisId: d.id },
+        },
         badge(d.severity, d.severity, `Severity: ${d.severity}`),
         " ",
         d.id,
+        d.where ? quiet(` (${d.where})`) : null,
       ),
     ),
     more > 0 ? quiet(` +${more} more`) : null,
@@ -83,14 +94,14 @@ export function acrossPanel(page: AcrossRunsPage, actions: AcrossActions): Node[
           header: "Step time",
           numeric: true,
           title: "Median step time of the slowest rank (the largest mean step time).",
-          cell: (r) => (isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–"),
+          cell: (r) => slowestRank(r, isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–"),
           cellTitle: (r) => (r.steps ? `median over ${r.steps} steps` : undefined),
         },
         {
           header: "GPU utilization",
           numeric: true,
           title: "Busy kernel time of the busiest GPU / step time, of the slowest rank.",
-          cell: (r) => (isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"),
+          cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"),
         },
         {
           header: "World size",
