@@ -246,7 +246,9 @@ def summarize_one(
     except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
         message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
         return (None, {"type": "AnalysisError", "message": message}), None
-    changed = changed_while_read(identity_of(task.span))
+    # (an object listed with a version only: identity_of imports the cache's machinery)
+    versioned = bool(task.span.version) and "://" in path
+    changed = changed_while_read(identity_of(task.span)) if versioned else None
     if changed is not None:  # another version's bytes: neither stored nor answered
         return (None, {"type": "TraceIOError", "message": changed}), None
     warning = None
