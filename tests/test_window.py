@@ -403,3 +403,40 @@ def build_steps(path: str) -> list[int]:
     from tb_kineto_insights.analysis.context import build_index
 
     return [int(n) for n in build_index(read_trace(path)).steps.number]
+
+
+def test_window_refuses_to_overwrite_its_input(tmp_path: Path, capsys: Any) -> None:
+    """Attack run: ``window $f --step 2 --out $f`` exited 0 and left only the cut."""
+    src = SAMPLE_LOGS / "eff_gemm_skinny"
+    trace = tmp_path / next(p.name for p in src.iterdir() if p.name.endswith(".gz"))
+    trace.write_bytes(next(p for p in src.iterdir() if p.name.endswith(".gz")).read_bytes())
+    before = trace.read_bytes()
+    link = tmp_path / "link.json.gz"
+    link.symlink_to(trace)
+    for out in (trace, link):
+        assert main(["window", str(trace), "--step", "2", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: --out {out}: is the input trace {trace}; writing the window there "
+            "would overwrite the trace: give another file name\n"
+        )
+    assert trace.read_bytes() == before
+    # the same file twice (as two ranks), by its name and through a link
+    for twice in ([str(trace), str(trace)], [str(trace), str(link)]):
+        assert main(["window", *twice, "--step", "2", "--out", str(tmp_path / "o.json")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {twice[1]}: the same trace file is given twice (also as ")
+    assert not (tmp_path / "o.json").exists()
+    # a directory, and a folder that does not exist: the message names --out
+    assert main(["window", str(trace), "--step", "2", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {tmp_path}: is a directory; give a file name (.json or .json.gz)\n"
+    )
+    missing = tmp_path / "no" / "o.json"
+    assert main(["window", str(trace), "--step", "2", "--out", str(missing)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --out {missing}: cannot be written: No such file or directory\n"
+    )
+    # a healthy call still works
+    assert main(["window", str(trace), "--step", "2", "--out", str(tmp_path / "o.json")]) == 0
+    assert (tmp_path / "o.json").stat().st_size > 1000

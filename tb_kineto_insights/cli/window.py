@@ -26,6 +26,7 @@ import msgspec
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
@@ -125,6 +126,53 @@ def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str
     return fallback
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether two local paths name one file (after symbolic links, or ``os.path.samefile``
+    when both exist: a hard link too)."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_window_paths(paths: list[str], out_path: str) -> None:
+    """Refuse what would lose data or merge a rank with itself, before any file is read:
+    a trace given twice (the same file by any name), and an ``--out`` that is one of the
+    traces (it would be overwritten by its own cut) or a directory. URLs are compared as
+    written.
+
+    Raises:
+        ValueError: the message names the duplicate trace or ``--out`` and the problem.
+    """
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = local_path(path)
+        real = os.path.realpath(key) if key is not None else path
+        for other_real, other in seen.items():
+            if real == other_real or (
+                key is not None and local_path(other) is not None and _same_file(key, other_real)
+            ):
+                raise ValueError(
+                    f"{path}: the same trace file is given twice (also as {other}); "
+                    "give each rank's file once"
+                )
+        seen[real] = path
+    out_local = local_path(out_path)
+    if out_local is None:
+        return
+    if os.path.isdir(out_local):
+        raise ValueError(f"--out {out_path}: is a directory; give a file name (.json or .json.gz)")
+    for path in paths:
+        key = local_path(path)
+        if key is not None and _same_file(out_local, key):
+            raise ValueError(
+                f"--out {out_path}: is the input trace {path}; writing the window there "
+                "would overwrite the trace: give another file name"
+            )
+
+
 def run_window(
     paths: str | list[str],
     step: int,
@@ -144,16 +192,21 @@ def run_window(
     paths = [paths] if isinstance(paths, str) else list(paths)
     cuts: list[tuple[str, WindowCut]] = []
     try:
+        check_window_paths(paths, out_path)
         for path in paths:
             cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
             worker = os.path.basename(path).split(".")[0] or path
             cuts.append((rank_label(path, cut.document, worker), cut))
+    except (TraceError, ValueError, OSError) as exc:
+        err.write(f"error: {exc}\n")
+        return 2
+    try:
         if len(cuts) == 1:
             size = write_window(cuts[0][1], out_path)
         else:
             size = write_document(merge_windows(cuts), out_path)
-    except (TraceError, ValueError, OSError) as exc:
-        err.write(f"error: {exc}\n")
+    except OSError as exc:
+        err.write(f"error: --out {out_path}: cannot be written: {exc.strerror or exc}\n")
         return 2
     for label, cut in cuts:
         moved = (
