@@ -63,6 +63,7 @@ from tb_kineto_insights.trace.reader import (
     _TRACE_EVENTS_KEY,
     MAX_EVENT_BYTES,
     _last_event_boundary,
+    not_a_trace,
 )
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
@@ -361,9 +362,10 @@ class _Pieces:
     with the keys before it: :meth:`finish` returns the top-level keys other than
     ``traceEvents`` and hands the last events to ``take``."""
 
-    def __init__(self, path: str, take: Any) -> None:
+    def __init__(self, path: str, take: Any, source: BlockReader | None = None) -> None:
         self.path = path
         self.take = take
+        self.source = source  # says whether the file was gzip, for the message
         self.head = b""  # the root object up to the traceEvents key
         self.array_root = False
         self.found = False
@@ -408,7 +410,8 @@ class _Pieces:
             self.array_root = True
             skip = len(self.buf) - len(stripped) + 1
         elif stripped[:1] != b"{":
-            raise TraceFormatError(self.path, "not a JSON trace (does not start with '{' or '[')")
+            compressed = self.source is not None and self.source.compressed
+            raise TraceFormatError(self.path, not_a_trace(self.path, compressed))
         else:
             match = _TRACE_EVENTS_KEY.search(self.buf)
             if match is None:
@@ -496,8 +499,9 @@ def cut_window(
     if end_ns <= start_ns:
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
     cutter = _Cutter(path, start_ns, end_ns)
-    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc))
-    for block in _checked_blocks(BlockReader(path, max_json_bytes)):
+    source = BlockReader(path, max_json_bytes)
+    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc), source)
+    for block in _checked_blocks(source):
         pieces.feed(block)
     return cutter.finish(pieces.finish())
 
@@ -571,7 +575,7 @@ class WindowIndex:
         self.source = source
         self.path = source.path
         self.bounds: list[_PieceBounds] = []
-        self._pieces = _Pieces(self.path, self._take)
+        self._pieces = _Pieces(self.path, self._take, source)
         self._others: dict[str, msgspec.Raw] | None = None
         self._final = False
 
