@@ -33,6 +33,7 @@ from tb_kineto_insights.trace.window import (
     WindowCut,
     WindowIndex,
     check_offset_us,
+    check_window_holds_events,
     merge_windows,
     window_bounds,
     write_document,
@@ -91,11 +92,22 @@ def window_of_step(
     """Cut step ``step``'s window (module docstring) from the trace file.
 
     Raises:
-        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`.
+        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`, and
+            a window that holds no event (outside the trace: the message says where
+            the trace's events lie, relative to the step).
         ValueError: only one of ``start_us``/``end_us`` given, ``end_us <= start_us``, or
             one is not finite or past ``WINDOW_OFFSET_LIMIT_US`` (the message names the
             option and the limit).
     """
+    cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
+    check_window_holds_events(cut, path, step_start_ns, step)
+    return cut
+
+
+def _cut_step(
+    path: str, step: int, start_us: float | None, end_us: float | None, max_json_bytes: int
+) -> tuple[WindowCut, int]:
+    """:func:`window_of_step`, empty or not, and the step window's start (ns)."""
     options = ("--start-us", "--end-us")
     for value, option in zip((start_us, end_us), options, strict=True):
         if value is not None:
@@ -109,7 +121,7 @@ def window_of_step(
     bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us, options)
     if bounds is None:  # cannot happen: the arguments were checked above
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
-    return where.cut(*bounds)
+    return where.cut(*bounds), w.start_ns
 
 
 def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str:
@@ -184,19 +196,24 @@ def run_window(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
 ) -> int:
     """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
-    missing step, a bad range or an unwritable output (the message says which). Several
+    missing step, a bad range, a window that holds no event (in any of the ``paths``),
+    an ``--out`` that is an input or cannot be written (the message says which). Several
     ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
     window), merged (:func:`~tb_kineto_insights.trace.window.merge_windows`). Paths and
     names are written with their control characters escaped."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
     paths = [paths] if isinstance(paths, str) else list(paths)
     cuts: list[tuple[str, WindowCut]] = []
+    starts: list[int] = []
     try:
         check_window_paths(paths, out_path)
         for path in paths:
-            cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
+            cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
             worker = os.path.basename(path).split(".")[0] or path
             cuts.append((rank_label(path, cut.document, worker), cut))
+            starts.append(step_start_ns)
+        if not any(cut.timed for _, cut in cuts):  # one rank may be quiet; all: refuse
+            check_window_holds_events(cuts[0][1], paths[0], starts[0], step)
     except (TraceError, ValueError, OSError) as exc:
         err.write(f"error: {exc}\n")
         return 2
