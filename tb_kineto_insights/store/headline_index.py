@@ -37,6 +37,7 @@ from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.cache import _sealed, _unsealed, encode_json
+from tb_kineto_insights.store.checked import headline_problem
 
 logger = logging.getLogger(__name__)
 
@@ -99,13 +100,16 @@ class HeadlineIndex:
         except OSError as exc:
             logger.warning("Kineto Insights: cannot read the headline index %s: %s", self.name, exc)
             return {}
-        body = None if data is None else _unsealed(data)
+        if data is None:
+            return {}
+        body = _unsealed(data)
         if body is None:
+            self._damaged("its checksum does not match")
             return {}
         try:
             stored = _DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            logger.warning("Kineto Insights: ignoring the headline index %s: %s", self.name, exc)
+            self._damaged(str(exc))
             return {}
         if (
             stored.format != INDEX_FORMAT
@@ -114,7 +118,30 @@ class HeadlineIndex:
             or stored.root != self.root
         ):
             return {}
-        return {(h.path, h.size_bytes, h.mtime, etag): h for etag, h in stored.entries}
+        entries = {}
+        dropped: list[str] = []
+        for etag, h in stored.entries:
+            problem = headline_problem(h)
+            if problem is None:
+                entries[(h.path, h.size_bytes, h.mtime, etag)] = h
+            else:
+                dropped.append(f"{h.path}: {problem}")
+        if dropped:  # found again elsewhere and put back: the index is then written again
+            self._damaged(
+                f"{len(dropped)} of {len(stored.entries)} entries out of range, the first "
+                f"{dropped[0]}"
+            )
+        return entries
+
+    def _damaged(self, problem: str) -> None:
+        """One log line naming the index file and what is wrong with it."""
+        where = self.backend.location if self.backend is not None else "(memory)"
+        logger.warning(
+            "Kineto Insights: damaged headline index %s/%s (%s): computing it again",
+            where,
+            self.name,
+            problem,
+        )
 
     def get(self, listed: ListedFile) -> SpanHeadline | None:
         """The headline stored for this listed file (path, size, mtime, ETag), or None;
