@@ -182,8 +182,9 @@ def test_a_forged_value_in_the_index_or_a_headline_is_damage(
     runs, _ = collect_runs(discover(str(logdir)), summaries, str(logdir))
     assert [r.workers["w"].median_step_us for r in runs] == [200.0, 300.0]
     lines = [r.getMessage() for r in caplog.records]
+    name = hi.index_name(SETTINGS, str(logdir.resolve()))
     assert len(lines) == 1 and lines[0].startswith(
-        f"Kineto Insights: damaged headline index {cache}/{hi.index_name(SETTINGS, str(logdir.resolve()))} "
+        f"Kineto Insights: damaged headline index {cache}/{name} "
         "(1 of 2 entries out of range, the first "
     )
     assert "median_step_us = -1e+308 is out of range [0, 1e+13]" in lines[0]
