@@ -1992,3 +1992,28 @@ def test_window_of_every_rank_merged(ranks_client: Client) -> None:
     assert ranks_client.get(url("window_ranks", run="nope", step="1")).status_code == 404
     bad = ranks_client.get(url("window_ranks", run="job", step="2", start_us="1", wait=WAIT))
     assert bad.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            {"offset": "-1"},
+            "offset must be a whole number, 0 or more, of at most 18 digits (got '-1')",
+        ),
+        (
+            {"offset": "1" * 30},
+            f"offset must be a whole number, 0 or more, of at most 18 digits (got '{'1' * 30}')",
+        ),
+        ({"limit": "-3"}, "limit must be a whole number, from 1 to 500, of at most 18 digits"),
+        ({"limit": "0"}, "limit must be from 1 to 500"),
+    ],
+)
+def test_across_runs_paging_says_the_bounds(
+    client: Client, args: dict[str, str], words: str
+) -> None:
+    """Attack run: ``offset=-1`` and a 30-digit offset both said only "offset must be a
+    whole number"."""
+    response = client.get(url("across_runs", **args))
+    assert response.status_code == 400
+    assert strict_json(response)["error"].startswith(words)

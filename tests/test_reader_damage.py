@@ -598,3 +598,23 @@ def test_random_bytes_named_gz_read_alike_by_report_and_window(tmp_path: Path, c
     assert capsys.readouterr().err.startswith(f"error: {bad}: {words} and not a JSON trace")
     assert cli_main(["report", str(bad)]) == 2
     assert f"{bad}: TraceFormatError: {words} and not a JSON trace" in capsys.readouterr().err
+
+
+def test_a_whole_gzip_of_cut_json_says_the_json_ends_early(tmp_path: Path) -> None:
+    """Attack run: a complete gzip (``gzip -t`` passes) of JSON cut short was said to
+    be "The gzip file ends at byte 2,264 … (cut short)". The negative: a gzip stream
+    cut short still says where the gzip file ends (the test above)."""
+    source = next((SAMPLE_LOGS / "eff_gemm_skinny").glob("*.gz"))
+    text = gzip.decompress(source.read_bytes())[:30000]
+    cut = tmp_path / "r" / "w.1.pt.trace.json.gz"
+    cut.parent.mkdir()
+    cut.write_bytes(gzip.compress(text))
+    loss = next(
+        d for d in as_json(summarize_file(str(cut)))["diagnoses"] if d["id"] == "trace_data_loss"
+    )
+    end = loss["evidence"]["file_ends_at_byte"]
+    assert 29_000 < end <= 30_000
+    assert loss["title"] == (
+        f"The JSON inside the gzip file ends early, at byte {end:,} (inflated; the gzip "
+        f"data itself is whole): lost every event written after byte {end:,}"
+    )

@@ -1485,8 +1485,10 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         from tb_kineto_insights.compare import across_runs
 
         query = self._param(request, "q", required=False) or ""
-        offset = self._count(request, "offset", 0)
-        limit = self._count(request, "limit", ACROSS_RUNS_LIMIT)
+        offset = self._count(request, "offset", 0, "0 or more")
+        limit = self._count(
+            request, "limit", ACROSS_RUNS_LIMIT, f"from 1 to {ACROSS_RUNS_MAX_LIMIT}"
+        )
         if not 1 <= limit <= ACROSS_RUNS_MAX_LIMIT:
             raise _ApiError(400, f"limit must be from 1 to {ACROSS_RUNS_MAX_LIMIT}")
         snapshot = self._current()
@@ -1509,12 +1511,17 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return _respond(request, encode_json(page))
 
     @staticmethod
-    def _count(request: Request, name: str, default: int) -> int:
+    def _count(request: Request, name: str, default: int, bounds: str) -> int:
+        """A whole-number query parameter (``default`` when absent); 400 otherwise,
+        saying the ``bounds`` it must be in (a sign, a fraction, 19 digits or more)."""
         raw = request.args.get(name)
         if raw is None or raw == "":
             return default
         if not _STEP_NUMBER.fullmatch(raw):
-            raise _ApiError(400, f"{name} must be a whole number")
+            raise _ApiError(
+                400,
+                f"{name} must be a whole number, {bounds}, of at most 18 digits (got {raw[:40]!r})",
+            )
         return int(raw)
 
     def _run_label(self, run: str) -> str:
