@@ -23,4 +23,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: 20: one headline index per log directory in the cache (store/headline_index.py).
 #: 21: issue 28: ``Diagnosis.moment``; the timeline store's host lanes to 100 ns and
 #: the ops' input shapes (``PackedLane.quantum_ns``, a ``shape`` column).
-ANALYSIS_VERSION = 21
+#: 22: JSON with no event object is no trace (an error, not a run); a whole gzip of cut
+#: JSON says its JSON ends early (``trace_data_loss`` title).
+ANALYSIS_VERSION = 22
