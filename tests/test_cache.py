@@ -840,3 +840,36 @@ def test_temporaries_left_by_killed_writers_are_removed(
     assert (folder / "entry.json").read_bytes() == b"{}"
     assert backends.remove_stale_temporaries(folder, now=time.time() + 7200) == 1  # young
     assert backends.remove_stale_temporaries(tmp_path / "missing") == 0
+
+
+def test_a_resealed_summary_with_a_value_out_of_range_is_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The checksum is plain SHA-256: a summary rewritten with ``mean_step_us = -1e308``
+    and sealed again fits the Struct; it is dropped with one log line naming the cache
+    file and the field, and computed again. The negative: the true summary is served."""
+    ident = Identity("/x.json", 10, 1.5, content="c1")
+    summary = real_summary()
+    cache = DiskCache(tmp_path / "cache", SETTINGS)
+    cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary=summary), is_error=False)
+    assert cache.load(ident) is not None
+    forged = json.loads(json.dumps(summary))
+    forged["steps"]["mean_step_us"] = -1e308
+    cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary=forged), is_error=False)
+    caplog.set_level("WARNING")
+    assert cache.load(ident) is None
+    name = cache.summary_file(ident).relative_to(tmp_path / "cache")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Kineto Insights: dropping corrupt or stale cache file {tmp_path / 'cache'}/{name} "
+        "(its summary: steps.mean_step_us = -1e+308 is out of range [0, 1e+13]): "
+        "computing it again"
+    ]
+    assert not cache.summary_file(ident).exists()
+    for field, value in (("impact_fraction", 1e300), ("impact_fraction", -0.5)):
+        bad = json.loads(json.dumps(summary))
+        assert bad["diagnoses"], "the real summary has diagnoses"
+        bad["diagnoses"][0][field] = value
+        data = cache_module._entry_bytes(ident, SETTINGS, summary=bad)
+        why: list[str] = []
+        assert decode_entry(data, ident, SETTINGS, why=why) is None
+        assert why[0].startswith("its summary: diagnoses[") and "out of range" in why[0]

@@ -129,7 +129,21 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "no Kineto trace files" in err
     write_trace(tmp_path / "bad" / "w.1.pt.trace.json", text="not json")
     code, out, err = run_cli(["report", str(tmp_path / "bad")], capsys)
-    assert code == 2 and "not a JSON trace" in out and "no trace could be read" in err
+    # attack run: the heading went to stderr, the reasons to stdout, and the line
+    # repeated the path ("PATH: TraceFormatError: PATH: ...")
+    bad = tmp_path / "bad" / "w.1.pt.trace.json"
+    assert code == 2 and out == ""
+    assert err == (
+        "error: no trace could be read; the reasons, per file, follow\n"
+        f"{bad}: TraceFormatError: not a JSON trace (does not start with '{{' or '[') "
+        "at byte 0\n"
+    )
+    code, out, err = run_cli(["report", str(tmp_path / "bad"), "--format", "markdown"], capsys)
+    assert code == 2 and err.endswith(
+        f"{bad}: TraceFormatError: not a JSON trace (does not start with '{{' or '[') at byte 0\n"
+    )
+    assert err.startswith("error: no trace could be read")
+    assert "No trace could be read." in out  # the document asked for, on stdout
     code, _, _ = run_cli(["report"], capsys)
     assert code == 2
 
@@ -247,7 +261,7 @@ def test_unreadable_input_prints_the_error_first(tmp_path: Path) -> None:
     assert code == 2
     assert text == (
         "error: no trace could be read; the reasons, per file, follow\n"
-        f"{bad}: TraceFormatError: {bad}: not gzip (named .gz, but it does not start with "
+        f"{bad}: TraceFormatError: not gzip (named .gz, but it does not start with "
         "the gzip magic 1f 8b) and not a JSON trace either at byte 0\n"
     )
 

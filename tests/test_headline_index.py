@@ -160,3 +160,64 @@ def test_without_a_cache_nothing_is_written(tmp_path: Path) -> None:
     logdir = _logdir(tmp_path, (200.0,))
     index = CachedSummaries(None).headline_index(str(logdir))
     assert index.backend is None and index.save() is False
+
+
+def test_a_forged_value_in_the_index_or_a_headline_is_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Attack run: an index entry resealed with ``median_step_us = -1e308`` (the
+    checksum is plain SHA-256) was printed as a 300-digit negative step time. Now the
+    entry is dropped with one log line naming the index, found again from its per-file
+    headline, and the index written again; a per-file headline forged alike is damage
+    too (recomputed from the summary)."""
+    logdir = _logdir(tmp_path, (200.0, 300.0))
+    cache = tmp_path / "cache"
+    collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
+    path = _index_file(cache, logdir)
+    body = msgspec.json.decode(path.read_bytes().split(b"\n", 1)[1])
+    body["entries"][0][1]["median_step_us"] = -1e308
+    path.write_bytes(_sealed(encode_json(body)))
+    caplog.set_level("WARNING")
+    summaries = CachedSummaries(str(cache))
+    runs, _ = collect_runs(discover(str(logdir)), summaries, str(logdir))
+    assert [r.workers["w"].median_step_us for r in runs] == [200.0, 300.0]
+    lines = [r.getMessage() for r in caplog.records]
+    name = hi.index_name(SETTINGS, str(logdir.resolve()))
+    assert len(lines) == 1 and lines[0].startswith(
+        f"Kineto Insights: damaged headline index {cache}/{name} "
+        "(1 of 2 entries out of range, the first "
+    )
+    assert "median_step_us = -1e+308 is out of range [0, 1e+13]" in lines[0]
+    assert sorted(h["median_step_us"] for _, h in _stored_entries(path)) == [200.0, 300.0]
+    # every per-file headline forged too (and the index): each is damage, logged by name
+    forged = 0
+    for file in (cache / "headlines").rglob("*.headline"):
+        stored = msgspec.json.decode(file.read_bytes().split(b"\n", 1)[1])
+        stored["headline"]["mean_step_us"] = -5.0
+        file.write_bytes(_sealed(encode_json(stored)))
+        forged += 1
+    path.unlink()
+    caplog.clear()
+    summaries = CachedSummaries(str(cache))
+    runs, _ = collect_runs(discover(str(logdir)), summaries, str(logdir))
+    assert [r.workers["w"].mean_step_us for r in runs] == [200.0, 300.0]
+    damaged = [r.getMessage() for r in caplog.records if "damaged cache file" in r.getMessage()]
+    assert damaged and all("mean_step_us = -5.0 is out of range" in m for m in damaged)
+    assert forged >= 2
+
+
+def test_a_damaged_index_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A flipped byte was repaired silently: now one line names the index."""
+    logdir = _logdir(tmp_path, (200.0,))
+    cache = tmp_path / "cache"
+    collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
+    path = _index_file(cache, logdir)
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 1
+    path.write_bytes(bytes(data))
+    caplog.set_level("WARNING")
+    collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Kineto Insights: damaged headline index {cache}/{path.relative_to(cache)} "
+        "(its checksum does not match): computing it again"
+    ]

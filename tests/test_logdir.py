@@ -304,7 +304,45 @@ def test_symlinks_outside_logdir_not_followed(tmp_path: Path) -> None:
     (logdir / "run" / "dangling.5.pt.trace.json").symlink_to(tmp_path / "nope.json")
     (logdir / "loop").symlink_to(logdir, target_is_directory=True)
 
-    assert shape(discover(str(logdir))) == {"run": {"inside": ["4"], "w": ["2"]}}
+    skipped: list[tuple[str, str]] = []
+    assert shape(discover(str(logdir), skipped=skipped)) == {"run": {"inside": ["4"], "w": ["2"]}}
+    # harden attack run: the run folder linked in from outside was passed over silently;
+    # the link to a folder inside (a loop) is not named (its runs are read where they are)
+    assert sorted(skipped) == [
+        (
+            str(logdir / "linked_run"),
+            f"a symlink to the folder {outside} outside the log directory, not entered",
+        ),
+        (str(logdir / "run" / "dangling.5.pt.trace.json"), "a symlink to a missing file, not read"),
+        (
+            str(logdir / "run" / "x.3.pt.trace.json"),
+            "a symlink to a file outside the log directory, not read",
+        ),
+    ]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")
+def test_report_names_a_run_folder_linked_from_outside(
+    tmp_path: Path, capsys: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Attack run: ``report DIR`` with only a symlinked run folder said only "no Kineto
+    trace files found"."""
+    from tb_kineto_insights.cli.main import main
+
+    outside = tmp_path / "elsewhere" / "run1"
+    write(outside / "w.1.pt.trace.json")
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    (logdir / "run1").symlink_to(outside, target_is_directory=True)
+    caplog.set_level("WARNING")
+    assert main(["report", str(logdir)]) == 2
+    # the warning is a log line (stderr on the command line, through logging's last
+    # resort handler), the error a line on stderr
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warning: {logdir}: skipped 1 path(s): {logdir / 'run1'} (a symlink to the folder "
+        f"{outside} outside the log directory, not entered)"
+    ]
+    assert capsys.readouterr().err == f"error: no Kineto trace files found under {logdir}\n"
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")

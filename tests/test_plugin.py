@@ -1938,6 +1938,24 @@ def test_window_offsets_inside_the_limit_are_cut(client: Client) -> None:
     )
 
 
+def test_a_window_outside_the_trace_is_422(client: Client, ranks_client: Client) -> None:
+    """Attack run: ``start_us=99999999999&end_us=999999999999`` answered 200 with only
+    metadata."""
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    far = {"start_us": "99999999999", "end_us": "999999999999"}
+    response = client.get(window_url("2", **far))
+    assert response.status_code == 422
+    error = strict_json(response)["error"]
+    assert "the window 99,999,999,999.000 to 999,999,999,999.000 µs after step 2's start " in error
+    assert "holds no event; the trace's events span -" in error
+    ranks = ranks_client.get(url("window_ranks", run="job", step="2", wait=WAIT, **far))
+    assert ranks.status_code == 422
+    assert "holds no event; the trace's events span " in strict_json(ranks)["error"]
+    # the negative: a window inside the step is cut
+    near = client.get(window_url("2", start_us="0", end_us="10"))
+    assert near.status_code == 200
+
+
 def test_window_of_every_rank_merged(ranks_client: Client) -> None:
     """``/window_ranks``: step 2's window of each worker's last span, merged: each rank's
     processes renumbered apart and named after its worker; every kernel kept."""
@@ -1974,3 +1992,28 @@ def test_window_of_every_rank_merged(ranks_client: Client) -> None:
     assert ranks_client.get(url("window_ranks", run="nope", step="1")).status_code == 404
     bad = ranks_client.get(url("window_ranks", run="job", step="2", start_us="1", wait=WAIT))
     assert bad.status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (
+            {"offset": "-1"},
+            "offset must be a whole number, 0 or more, of at most 18 digits (got '-1')",
+        ),
+        (
+            {"offset": "1" * 30},
+            f"offset must be a whole number, 0 or more, of at most 18 digits (got '{'1' * 30}')",
+        ),
+        ({"limit": "-3"}, "limit must be a whole number, from 1 to 500, of at most 18 digits"),
+        ({"limit": "0"}, "limit must be from 1 to 500"),
+    ],
+)
+def test_across_runs_paging_says_the_bounds(
+    client: Client, args: dict[str, str], words: str
+) -> None:
+    """Attack run: ``offset=-1`` and a 30-digit offset both said only "offset must be a
+    whole number"."""
+    response = client.get(url("across_runs", **args))
+    assert response.status_code == 400
+    assert strict_json(response)["error"].startswith(words)

@@ -551,3 +551,70 @@ def test_plain_json_named_gz_is_still_read(tmp_path: Path) -> None:
         '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]}'
     )
     assert read_trace(str(path)).health.event_count == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[1,2,3]", "holds no trace event: 3 entries, none an object"),
+        ('{"traceEvents": [1, "a", null, []]}', "holds no trace event: 4 entries, none an object"),
+        ('{"traceEvents": 5}', "JSON object has no traceEvents array at byte 0"),
+    ],
+)
+def test_json_without_one_event_object_is_no_trace(
+    tmp_path: Path, capsys: Any, text: str, problem: str
+) -> None:
+    """Attack run: ``printf '[1,2,3]' | gzip > notjson/w.125.pt.trace.json.gz`` became a
+    run with "3 of 3 events were unusable (100 %)" and a step 0 of 0 µs."""
+    path = tmp_path / "notjson" / "w.125.pt.trace.json.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(text.encode()))
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(str(path))
+    assert str(caught.value) == f"{path}: {problem}"
+    assert cli_main(["report", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{path}: TraceFormatError: {problem}\n" in captured.err
+    # the negative: one usable object among them keeps the trace (the rest counted)
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(
+        '[1, 2, {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 3}]'
+    )
+    trace = read_trace(str(mixed))
+    assert trace.health.event_count == 3 and trace.health.skipped == {"invalid_field_type": 2}
+    # an empty trace is still a trace (history says "no step time" for it)
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"traceEvents": []}')
+    assert read_trace(str(empty)).health.event_count == 0
+
+
+def test_random_bytes_named_gz_read_alike_by_report_and_window(tmp_path: Path, capsys: Any) -> None:
+    """Attack run: ``report`` said "not gzip", ``window`` "not a JSON trace"."""
+    bad = tmp_path / "w.1.pt.trace.json.gz"
+    bad.write_bytes(b"\x9c" + bytes(range(256)) * 19)
+    words = "not gzip (named .gz, but it does not start with the gzip magic 1f 8b)"
+    assert cli_main(["window", str(bad), "--step", "1", "--out", str(tmp_path / "o.json")]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {bad}: {words} and not a JSON trace")
+    assert cli_main(["report", str(bad)]) == 2
+    assert f"{bad}: TraceFormatError: {words} and not a JSON trace" in capsys.readouterr().err
+
+
+def test_a_whole_gzip_of_cut_json_says_the_json_ends_early(tmp_path: Path) -> None:
+    """Attack run: a complete gzip (``gzip -t`` passes) of JSON cut short was said to
+    be "The gzip file ends at byte 2,264 … (cut short)". The negative: a gzip stream
+    cut short still says where the gzip file ends (the test above)."""
+    source = next((SAMPLE_LOGS / "eff_gemm_skinny").glob("*.gz"))
+    text = gzip.decompress(source.read_bytes())[:30000]
+    cut = tmp_path / "r" / "w.1.pt.trace.json.gz"
+    cut.parent.mkdir()
+    cut.write_bytes(gzip.compress(text))
+    loss = next(
+        d for d in as_json(summarize_file(str(cut)))["diagnoses"] if d["id"] == "trace_data_loss"
+    )
+    end = loss["evidence"]["file_ends_at_byte"]
+    assert 29_000 < end <= 30_000
+    assert loss["title"] == (
+        f"The JSON inside the gzip file ends early, at byte {end:,} (inflated; the gzip "
+        f"data itself is whole): lost every event written after byte {end:,}"
+    )

@@ -814,6 +814,10 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             compressed=health.compressed,
             file_bytes=health.file_bytes,
             corrupt=ended is not None and ended.problem.startswith("corrupt gzip"),
+            gzip_whole=not any(
+                d.problem.startswith(("gzip stream ends early", "corrupt gzip"))
+                for d in health.damage
+            ),
         )
         where = "T" + where.replace("the file ends", "the trace file ends", 1)[1:]
     if cut.gpu_events_lost and cut.file_ends_at_byte is not None and cut.gpu_events_set_aside:
@@ -831,7 +835,8 @@ def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
             + "; no GPU number in this trace can be trusted"
         )
     elif cut.file_ends_at_byte is not None and ended is None:
-        title = f"{where} (cut short): lost " + "; ".join(cut.lost)
+        cut_short = "" if "ends early" in where else " (cut short)"
+        title = f"{where}{cut_short}: lost " + "; ".join(cut.lost)
     elif ended is not None:  # what followed the end of the readable stream is unknown
         title = (
             f"The trace file ends after {ended.offset:,} bytes of JSON "

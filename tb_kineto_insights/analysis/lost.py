@@ -55,7 +55,9 @@ def file_ends_at_byte(index: TraceIndex) -> int | None:
     return None
 
 
-def where_file_ends(end: int, *, compressed: bool, file_bytes: int, corrupt: bool) -> str:
+def where_file_ends(
+    end: int, *, compressed: bool, file_bytes: int, corrupt: bool, gzip_whole: bool = False
+) -> str:
     """Where a file cut short ends, in words (lower case), saying which bytes count.
 
     Args:
@@ -63,16 +65,26 @@ def where_file_ends(end: int, *, compressed: bool, file_bytes: int, corrupt: boo
         compressed: the file is gzip (``health.compressed``).
         file_bytes: the stored file's size (``health.file_bytes``).
         corrupt: the gzip data is corrupt (not merely cut short).
+        gzip_whole: the gzip data is whole (it ends where it should, ``gzip -t``
+            passes): the JSON was cut before it was compressed.
 
     Returns:
         ``"the file ends at byte N"`` for plain JSON; for gzip ``"the gzip file ends at
         byte F (compressed; its JSON breaks at byte N, inflated)"`` when the stream ends
         early, ``"the gzip data is corrupt (its JSON breaks at byte N, inflated; the
-        compressed file has F bytes)"`` otherwise. (An inflated offset given as the
-        file's byte pointed past the end of a cut file: issue 32's attack run.)
+        compressed file has F bytes)"`` when it is corrupt, ``"the JSON inside the gzip
+        file ends early, at byte N (inflated; the gzip data itself is whole)"`` when
+        ``gzip_whole``. (An inflated offset given as the file's byte pointed past the
+        end of a cut file: issue 32's attack run; a whole gzip was said to "end at byte
+        F": the harden attack run.)
     """
     if not compressed:
         return f"the file ends at byte {end:,}"
+    if gzip_whole:
+        return (
+            f"the JSON inside the gzip file ends early, at byte {end:,} (inflated; "
+            "the gzip data itself is whole)"
+        )
     if corrupt:
         return (
             f"the gzip data is corrupt (its JSON breaks at byte {end:,}, inflated; "
@@ -91,8 +103,16 @@ def _where(index: TraceIndex, end: int) -> str:
         str(d.get("problem", "")).startswith("corrupt gzip") and int(d.get("offset", -1)) == end
         for d in health.damage
     )
+    stream_ended = any(
+        str(d.get("problem", "")).startswith(("gzip stream ends early", "corrupt gzip"))
+        for d in health.damage
+    )
     return where_file_ends(
-        end, compressed=health.compressed, file_bytes=health.file_bytes, corrupt=corrupt
+        end,
+        compressed=health.compressed,
+        file_bytes=health.file_bytes,
+        corrupt=corrupt,
+        gzip_whole=not stream_ended,
     )
 
 

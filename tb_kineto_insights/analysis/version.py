@@ -25,4 +25,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: the ops' input shapes (``PackedLane.quantum_ns``, a ``shape`` column).
 #: 22: run-level diagnoses in the history and the view across runs (``where`` on a
 #: headline diagnosis; the headline index keeps each multi-worker run's, format 2).
-ANALYSIS_VERSION = 22
+#: 23: JSON with no event object is no trace (an error, not a run); a whole gzip of cut
+#: JSON says its JSON ends early (``trace_data_loss`` title).
+ANALYSIS_VERSION = 23

@@ -358,13 +358,22 @@ def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _cmd_window(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tb_kineto_insights.cli.window import run_window
+    from tb_kineto_insights.trace.window import parse_offset_us
 
+    try:  # the routes' grammar: plain decimals (no exponent), within the limit
+        start_us, end_us = (
+            None if text is None else parse_offset_us(text, option)
+            for text, option in ((args.start_us, "--start-us"), (args.end_us, "--end-us"))
+        )
+    except ValueError as exc:
+        err.write(f"error: {exc}\n")
+        return 2
     return run_window(
         args.trace,
         args.step,
         args.out,
-        args.start_us,
-        args.end_us,
+        start_us,
+        end_us,
         out,
         err,
         max_json_bytes=args.max_json_bytes,
@@ -388,13 +397,11 @@ def _add_window_parser(sub: Any) -> None:
     cmd.add_argument("--step", type=int, required=True, help="N of ProfilerStep#N")
     cmd.add_argument(
         "--start-us",
-        type=float,
         default=None,
         help="window start, µs after the step window's start (default: -10 %% of the step)",
     )
     cmd.add_argument(
         "--end-us",
-        type=float,
         default=None,
         help="window end, µs after the step window's start (default: the step + 10 %%)",
     )

@@ -238,6 +238,8 @@ def _write_errors_only(report: Report, out: TextIO) -> None:
             for span in worker.spans:
                 error = span.error if isinstance(span.error, SpanError) else None
                 kind, message = (error.type, error.message) if error else ("", "")
+                # the message names the file already (TraceError): the path once
+                message = message.removeprefix(f"{span.file}: ")
                 out.write(f"{span.file}: {kind}: {message}\n")
 
 
@@ -507,8 +509,9 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         problem = f"error: no Kineto trace files found under {args.path}\n"
     elif not any(_summary_of(s) is not None for s in spans):
         problem = "error: no trace could be read; the reasons, per file, follow\n"
-    if problem:
+    if problem:  # the error and each file's reason, together on stderr
         err.write(problem)
+        _write_errors_only(report, TerminalLines(err))  # type: ignore[arg-type]
         err.flush()
     if args.format == "json":
         write_json(report, out)
@@ -516,8 +519,6 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from tb_kineto_insights.cli.markdown import report_markdown
 
         out.write(report_markdown(report, _all_diagnoses(report), _span_errors(report)))
-    elif problem:  # the error, then each file's reason; no empty report that reads healthy
-        _write_errors_only(report, out)
-    else:
+    elif not problem:
         write_text(report, out)
     return EXIT_UNUSABLE if problem else EXIT_OK

@@ -26,12 +26,14 @@ import msgspec
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
     WindowCut,
     WindowIndex,
     check_offset_us,
+    check_window_holds_events,
     merge_windows,
     window_bounds,
     write_document,
@@ -90,11 +92,22 @@ def window_of_step(
     """Cut step ``step``'s window (module docstring) from the trace file.
 
     Raises:
-        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`.
+        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`, and
+            a window that holds no event (outside the trace: the message says where
+            the trace's events lie, relative to the step).
         ValueError: only one of ``start_us``/``end_us`` given, ``end_us <= start_us``, or
             one is not finite or past ``WINDOW_OFFSET_LIMIT_US`` (the message names the
             option and the limit).
     """
+    cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
+    check_window_holds_events(cut, path, step_start_ns, step)
+    return cut
+
+
+def _cut_step(
+    path: str, step: int, start_us: float | None, end_us: float | None, max_json_bytes: int
+) -> tuple[WindowCut, int]:
+    """:func:`window_of_step`, empty or not, and the step window's start (ns)."""
     options = ("--start-us", "--end-us")
     for value, option in zip((start_us, end_us), options, strict=True):
         if value is not None:
@@ -108,7 +121,7 @@ def window_of_step(
     bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us, options)
     if bounds is None:  # cannot happen: the arguments were checked above
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
-    return where.cut(*bounds)
+    return where.cut(*bounds), w.start_ns
 
 
 def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str:
@@ -125,6 +138,53 @@ def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str
     return fallback
 
 
+def _same_file(a: str, b: str) -> bool:
+    """Whether two local paths name one file (after symbolic links, or ``os.path.samefile``
+    when both exist: a hard link too)."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_window_paths(paths: list[str], out_path: str) -> None:
+    """Refuse what would lose data or merge a rank with itself, before any file is read:
+    a trace given twice (the same file by any name), and an ``--out`` that is one of the
+    traces (it would be overwritten by its own cut) or a directory. URLs are compared as
+    written.
+
+    Raises:
+        ValueError: the message names the duplicate trace or ``--out`` and the problem.
+    """
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = local_path(path)
+        real = os.path.realpath(key) if key is not None else path
+        for other_real, other in seen.items():
+            if real == other_real or (
+                key is not None and local_path(other) is not None and _same_file(key, other_real)
+            ):
+                raise ValueError(
+                    f"{path}: the same trace file is given twice (also as {other}); "
+                    "give each rank's file once"
+                )
+        seen[real] = path
+    out_local = local_path(out_path)
+    if out_local is None:
+        return
+    if os.path.isdir(out_local):
+        raise ValueError(f"--out {out_path}: is a directory; give a file name (.json or .json.gz)")
+    for path in paths:
+        key = local_path(path)
+        if key is not None and _same_file(out_local, key):
+            raise ValueError(
+                f"--out {out_path}: is the input trace {path}; writing the window there "
+                "would overwrite the trace: give another file name"
+            )
+
+
 def run_window(
     paths: str | list[str],
     step: int,
@@ -136,24 +196,34 @@ def run_window(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
 ) -> int:
     """The ``window`` command: 0 written (a line says what), 2 on an unreadable trace, a
-    missing step, a bad range or an unwritable output (the message says which). Several
+    missing step, a bad range, a window that holds no event (in any of the ``paths``),
+    an ``--out`` that is an input or cannot be written (the message says which). Several
     ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
     window), merged (:func:`~tb_kineto_insights.trace.window.merge_windows`). Paths and
     names are written with their control characters escaped."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
     paths = [paths] if isinstance(paths, str) else list(paths)
     cuts: list[tuple[str, WindowCut]] = []
+    starts: list[int] = []
     try:
+        check_window_paths(paths, out_path)
         for path in paths:
-            cut = window_of_step(path, step, start_us, end_us, max_json_bytes=max_json_bytes)
+            cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
             worker = os.path.basename(path).split(".")[0] or path
             cuts.append((rank_label(path, cut.document, worker), cut))
+            starts.append(step_start_ns)
+        if not any(cut.timed for _, cut in cuts):  # one rank may be quiet; all: refuse
+            check_window_holds_events(cuts[0][1], paths[0], starts[0], step)
+    except (TraceError, ValueError, OSError) as exc:
+        err.write(f"error: {exc}\n")
+        return 2
+    try:
         if len(cuts) == 1:
             size = write_window(cuts[0][1], out_path)
         else:
             size = write_document(merge_windows(cuts), out_path)
-    except (TraceError, ValueError, OSError) as exc:
-        err.write(f"error: {exc}\n")
+    except OSError as exc:
+        err.write(f"error: --out {out_path}: cannot be written: {exc.strerror or exc}\n")
         return 2
     for label, cut in cuts:
         moved = (

@@ -506,9 +506,11 @@ def _list_local(
     sub-folders, folders more than ``max_depth`` below the root (both appended to
     ``skipped`` as ``(folder, reason)`` when listed by :class:`LocalTree`) and files gone
     while listing are skipped; an unreadable root raises the OSError. A folder named
-    like a trace file (listed as a folder) and a symlink named like one whose target is
-    missing, outside the log directory or no file are appended to ``skipped`` too, once
-    per listing, by path (they were passed over silently: issue 32's attack run)."""
+    like a trace file (listed as a folder), a symlink named like one whose target is
+    missing, outside the log directory or no file, and a symlink to a folder outside the
+    log directory (a run folder linked in) are appended to ``skipped`` too, once per
+    listing, by path (they were passed over silently: issue 32's and the harden attack
+    runs)."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
     errors: list[OSError] = []
@@ -542,6 +544,12 @@ def _list_local(
                 if not inside or not os.path.isfile(target):
                     if _looks_like_trace(os.path.basename(name)):
                         note(name, _bad_link(target, inside))
+                    elif not inside and os.path.isdir(target):  # a run folder, maybe
+                        note(
+                            name,
+                            f"a symlink to the folder {target} outside the log directory, "
+                            "not entered",
+                        )
                     continue
             elif kind != "file":
                 continue  # fifo, socket, device: never open those

@@ -140,11 +140,11 @@ from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 from tb_kineto_insights.trace.window import (
-    WINDOW_OFFSET_LIMIT_US,
     WindowCut,
-    check_offset_us,
+    check_window_holds_events,
     cut_window,
     merge_windows,
+    parse_offset_us,
     window_bounds,
 )
 
@@ -185,19 +185,10 @@ def _number(raw: str | None, name: str) -> float | None:
     absent. Raises _ApiError 400 otherwise."""
     if raw is None:
         return None
-    if not _SIGNED_DECIMAL.fullmatch(raw):
-        raise _ApiError(
-            400,
-            f"{name} must be a decimal number of µs (digits, an optional '-' and fraction, "
-            f"no exponent), within ±{WINDOW_OFFSET_LIMIT_US:,} of the step's start "
-            f"(got {raw[:40]!r})",
-        )
-    value = float(raw)
     try:
-        check_offset_us(value, name)
+        return parse_offset_us(raw, name)
     except ValueError as exc:
         raise _ApiError(400, str(exc)) from exc
-    return value
 
 
 def perfetto_url_from(flag: str | None, environ: Mapping[str, str] | None = None) -> str:
@@ -213,7 +204,6 @@ def perfetto_url_from(flag: str | None, environ: Mapping[str, str] | None = None
 DEFAULT_PERFETTO_URL = "https://ui.perfetto.dev"
 #: Environment variable: Perfetto UI's address (the flag wins).
 PERFETTO_URL_ENV = "KINETO_INSIGHTS_PERFETTO_URL"
-_SIGNED_DECIMAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,9})?")
 #: What a ``step`` query may be: ASCII digits.
 _STEP_NUMBER = re.compile(r"[0-9]{1,18}")
 #: Longest ``wait`` a request may ask for (seconds).
@@ -1107,10 +1097,14 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             return doc
         return _respond(request, encode_json(doc))
 
-    def _cut_span_window(self, request: Request, span: Span, doc: TimelineStep) -> WindowCut:
+    def _cut_span_window(
+        self, request: Request, span: Span, doc: TimelineStep, require_events: bool = True
+    ) -> WindowCut:
         """The window of ``doc``'s step (± 10 %, or the request's ``start_us``/``end_us``
         µs after its start) cut from ``span``'s file, opened under the same rule as a
-        load (inside the log directory, the file discovery listed)."""
+        load (inside the log directory, the file discovery listed). A window that holds
+        no event (outside the trace): 422 saying where the trace's events lie, unless
+        ``require_events`` is false (the caller decides)."""
         start_us = _number(self._param(request, "start_us", required=False), "start_us")
         end_us = _number(self._param(request, "end_us", required=False), "end_us")
         step_ns = round(doc.duration_us * 1000)
@@ -1121,10 +1115,14 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         try:
             if ident.root:
                 with confined(ident.path, Rule(ident.root, ident.file_identity())):
-                    return cut_window(ident.path, *window)
-            return cut_window(ident.path, *window)
+                    cut = cut_window(ident.path, *window)
+            else:
+                cut = cut_window(ident.path, *window)
+            if require_events:
+                check_window_holds_events(cut, span.path, doc.trace_start_ns, doc.step)
         except TraceError as exc:
             raise _ApiError(422, str(exc)) from exc
+        return cut
 
     def _serve_window(self, request: Request) -> Any:
         """A step's window cut from the trace file (``trace/window.py``) for Perfetto UI:
@@ -1157,6 +1155,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         none with it: 404."""
         run = self._run(request, "run")
         parts: list[tuple[str, WindowCut]] = []
+        first: tuple[Span, TimelineStep] | None = None
         missing: list[str] = []
         for worker in run.workers:
             if not worker.spans:
@@ -1171,9 +1170,17 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
                 raise
             if not isinstance(doc, TimelineStep):
                 return doc  # still loading, or the load's error
-            parts.append((worker.name, self._cut_span_window(request, span, doc)))
-        if not parts:
+            parts.append((worker.name, self._cut_span_window(request, span, doc, False)))
+            first = first or (span, doc)
+        if not parts or first is None:
             raise _ApiError(404, f"no worker of run {run.name!r} has that step")
+        if not any(cut.timed for _, cut in parts):  # one rank may be quiet; all: refuse
+            try:
+                check_window_holds_events(
+                    parts[0][1], first[0].path, first[1].trace_start_ns, first[1].step
+                )
+            except TraceError as exc:
+                raise _ApiError(422, str(exc)) from exc
         body = msgspec.json.encode(merge_windows(parts))
         headers = [("X-Window-Ranks", ",".join(_header_text(n) for n, _ in parts))]
         if missing:
@@ -1509,8 +1516,10 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         from tb_kineto_insights.compare import across_runs
 
         query = self._param(request, "q", required=False) or ""
-        offset = self._count(request, "offset", 0)
-        limit = self._count(request, "limit", ACROSS_RUNS_LIMIT)
+        offset = self._count(request, "offset", 0, "0 or more")
+        limit = self._count(
+            request, "limit", ACROSS_RUNS_LIMIT, f"from 1 to {ACROSS_RUNS_MAX_LIMIT}"
+        )
         if not 1 <= limit <= ACROSS_RUNS_MAX_LIMIT:
             raise _ApiError(400, f"limit must be from 1 to {ACROSS_RUNS_MAX_LIMIT}")
         snapshot = self._current()
@@ -1533,12 +1542,17 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return _respond(request, encode_json(page))
 
     @staticmethod
-    def _count(request: Request, name: str, default: int) -> int:
+    def _count(request: Request, name: str, default: int, bounds: str) -> int:
+        """A whole-number query parameter (``default`` when absent); 400 otherwise,
+        saying the ``bounds`` it must be in (a sign, a fraction, 19 digits or more)."""
         raw = request.args.get(name)
         if raw is None or raw == "":
             return default
         if not _STEP_NUMBER.fullmatch(raw):
-            raise _ApiError(400, f"{name} must be a whole number")
+            raise _ApiError(
+                400,
+                f"{name} must be a whole number, {bounds}, of at most 18 digits (got {raw[:40]!r})",
+            )
         return int(raw)
 
     def _run_label(self, run: str) -> str:

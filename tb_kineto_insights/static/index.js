@@ -2634,11 +2634,12 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     ];
     const cut = h.trace_quality?.lost;
     if (cut && isNum(cut.file_ends_at_byte)) {
+      const gzipWhole = !(h.damage ?? []).some((d) => d.problem.startsWith("gzip stream ends early") || d.problem.startsWith("corrupt gzip"));
       out.push(
         el(
           "div",
           { className: "state warning" },
-          `${h.compressed ? `The gzip file (${fmtCount(h.file_bytes)} bytes compressed) is cut short or damaged; its JSON breaks at byte ${fmtCount(cut.file_ends_at_byte)} once inflated` : `The file ends at byte ${fmtCount(cut.file_ends_at_byte)}`} (cut short: a job killed while writing, or a copy still in progress). Lost: ${(cut.lost ?? []).join("; ")}.`
+          `${!h.compressed ? `The file ends at byte ${fmtCount(cut.file_ends_at_byte)} (cut short: a job killed while writing, or a copy still in progress)` : gzipWhole ? `The JSON inside the gzip file ends early, at byte ${fmtCount(cut.file_ends_at_byte)} once inflated (the gzip data itself is whole: the JSON was cut before it was compressed)` : `The gzip file (${fmtCount(h.file_bytes)} bytes compressed) is cut short or damaged; its JSON breaks at byte ${fmtCount(cut.file_ends_at_byte)} once inflated (cut short: a job killed while writing, or a copy still in progress)`}. Lost: ${(cut.lost ?? []).join("; ")}.`
         )
       );
     }

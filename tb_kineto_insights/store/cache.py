@@ -82,6 +82,7 @@ from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
+from tb_kineto_insights.store.checked import headline_problem, summary_problem
 from tb_kineto_insights.store.content_id import content_key_cached
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
 from tb_kineto_insights.trace.errors import TraceError, TraceIOError
@@ -416,6 +417,7 @@ def decode_entry(
     key: str | None = None,
     *,
     validate: bool = True,
+    why: list[str] | None = None,
 ) -> LoadResult | None:
     """A cache entry's content as a LoadResult; None when its checksum does not match
     (any flipped, missing or extra byte), or it was written by another format or
@@ -428,9 +430,14 @@ def decode_entry(
     one that does not fit the :class:`~tb_kineto_insights.schema.Summary` Struct (a key
     missing, of another type; written by other code under the same key) is None too, so
     it is dropped and computed again. ``validate=False``: a summary this process's worker
-    has just computed, served as it is."""
+    has just computed, served as it is. ``why``: given, a damaged entry's reason is
+    appended to it (a checksum that does not match, a summary that does not fit the
+    Struct or holds a value out of range: :func:`~.checked.summary_problem`) instead of
+    logged here; the caller logs one line naming the file."""
     body = _unsealed(data)
     if body is None:
+        if why is not None:
+            why.append("its checksum does not match")
         return None
     if key is None:
         try:
@@ -457,8 +464,14 @@ def decode_entry(
         if validate:
             try:
                 struct = schema.summary_decoder().decode(summary)
+                problem = summary_problem(struct)  # fits the Struct, cannot be right
             except msgspec.ValidationError as exc:
-                logger.warning("Kineto Insights: cached summary of %s: %s", ident.path, exc)
+                problem = str(exc)
+            if problem is not None:
+                if why is None:
+                    logger.warning("Kineto Insights: cached summary of %s: %s", ident.path, problem)
+                else:
+                    why.append(f"its summary: {problem}")
                 return None
         panels = {k: bytes(v) for k, v in _PANELS_DECODER.decode(summary).items()}
         if entry.path != ident.path:
@@ -566,10 +579,14 @@ class DiskCache:
                 continue
             if data is None:
                 continue
-            if decode_entry(data, ident, self.settings, key) is not None:
+            why: list[str] = []
+            if decode_entry(data, ident, self.settings, key, why=why) is not None:
                 return data
             logger.warning(
-                "Kineto Insights: dropping corrupt or stale cache file %s/%s", self.location, name
+                "Kineto Insights: dropping corrupt or stale cache file %s/%s%s",
+                self.location,
+                name,
+                f" ({why[0]}): computing it again" if why else "",
             )
             self.backend.delete(name)
         return None
@@ -644,16 +661,35 @@ class DiskCache:
         self.backend.write(self.file_headline_name(ident), data)
 
     def _read_headline(self, name: str, key: str | None) -> SpanHeadline | None:
+        """A stored headline record, or None: absent, for another key, or damaged (a
+        checksum that does not match, a body that does not fit the Struct, a value out
+        of range: :func:`~tb_kineto_insights.store.checked.headline_problem`), which is
+        logged once naming the file; the caller then computes it again."""
         try:
             data = self.backend.read(name)
         except OSError:
             return None
-        body = None if data is None else _unsealed(data)
-        if body is None:
+        if data is None:
             return None
-        try:
-            stored = _HEADLINE_DECODER.decode(body)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        body = _unsealed(data)
+        problem = None
+        stored = None
+        if body is None:
+            problem = "its checksum does not match"
+        else:
+            try:
+                stored = _HEADLINE_DECODER.decode(body)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                problem = str(exc)
+            else:
+                problem = headline_problem(stored.headline)
+        if problem is not None or stored is None:
+            logger.warning(
+                "Kineto Insights: damaged cache file %s/%s (%s): computing it again",
+                self.location,
+                name,
+                problem,
+            )
             return None
         if key is not None and stored.key != key:
             return None

@@ -44,6 +44,7 @@ from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.cache import _sealed, _unsealed, encode_json
+from tb_kineto_insights.store.checked import MAX_FRACTION, headline_problem
 
 logger = logging.getLogger(__name__)
 
@@ -119,13 +120,16 @@ class HeadlineIndex:
         except OSError as exc:
             logger.warning("Kineto Insights: cannot read the headline index %s: %s", self.name, exc)
             return {}, {}
-        body = None if data is None else _unsealed(data)
+        if data is None:
+            return {}, {}
+        body = _unsealed(data)
         if body is None:
+            self._damaged("its checksum does not match")
             return {}, {}
         try:
             stored = _DECODER.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            logger.warning("Kineto Insights: ignoring the headline index %s: %s", self.name, exc)
+            self._damaged(str(exc))
             return {}, {}
         if (
             stored.format != INDEX_FORMAT
@@ -134,9 +138,44 @@ class HeadlineIndex:
             or stored.root != self.root
         ):
             return {}, {}
-        entries = {(h.path, h.size_bytes, h.mtime, etag): h for etag, h in stored.entries}
-        runs = {run_files(files): found for files, found in stored.runs}
+        entries = {}
+        dropped: list[str] = []
+        for etag, h in stored.entries:
+            problem = headline_problem(h)
+            if problem is None:
+                entries[(h.path, h.size_bytes, h.mtime, etag)] = h
+            else:
+                dropped.append(f"{h.path}: {problem}")
+        runs = {}
+        for files, found in stored.runs:
+            problem = next(
+                (
+                    f"impact_fraction {d.impact_fraction!r} of {d.id!r}"
+                    for d in found
+                    if not 0.0 <= d.impact_fraction <= MAX_FRACTION
+                ),
+                None,
+            )
+            if problem is None:
+                runs[run_files(files)] = found
+            else:
+                dropped.append(f"a run's diagnoses ({files[0][0] if files else 'no file'}): {problem}")
+        if dropped:  # found again elsewhere and put back: the index is then written again
+            self._damaged(
+                f"{len(dropped)} of {len(stored.entries) + len(stored.runs)} entries out of "
+                f"range, the first {dropped[0]}"
+            )
         return entries, runs
+
+    def _damaged(self, problem: str) -> None:
+        """One log line naming the index file and what is wrong with it."""
+        where = self.backend.location if self.backend is not None else "(memory)"
+        logger.warning(
+            "Kineto Insights: damaged headline index %s/%s (%s): computing it again",
+            where,
+            self.name,
+            problem,
+        )
 
     def get_run(self, files: RunFiles) -> list[HeadlineDiagnosis] | None:
         """The diagnoses stored for a run of several workers whose listed files are

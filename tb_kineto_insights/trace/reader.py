@@ -1216,6 +1216,19 @@ def build_piece(data: bytes | bytearray, exact: bool) -> _Builder | None:
     return build_pieces(b"", [bytes(data[1:-1]) + b",{"], exact)
 
 
+def not_a_trace(path: str, compressed: bool) -> str:
+    """Why a file whose first byte is neither ``{`` nor ``[`` is no trace (one wording
+    for every reader of the file: ``report``, ``window``, the plugin): a file named
+    ``.gz`` without the gzip magic (``compressed`` false) is "not gzip" (a plain JSON
+    file so named is read as it is), any other "not a JSON trace"."""
+    if not compressed and path.lower().rstrip("/").endswith(".gz"):
+        return (
+            "not gzip (named .gz, but it does not start with the gzip magic 1f 8b) "
+            "and not a JSON trace either"
+        )
+    return "not a JSON trace (does not start with '{' or '[')"
+
+
 def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | None:
     """Pending bytes ``tail`` and the ``blocks`` after them, cut into pieces exactly as
     the serial reader cuts them (each block at its last event boundary, a block without
@@ -1278,6 +1291,7 @@ class _Reader:
         self.pool = pool  # a shared pool (the caller's, never shut down here)
         self.repairs: Counter[str] = Counter()
         self.invalid_events = 0  # events whose fields have unusable types
+        self.non_objects = 0  # of those, entries that are no JSON object at all
         self.builder: _Builder | None = None
         self.root_fields: dict[str, Any] = {}
         self.root_kind = "object"
@@ -1326,12 +1340,14 @@ class _Reader:
         out: list[Any] = []
         if not isinstance(items, list):
             self.invalid_events += 1
+            self.non_objects += 1
             return out
         for item in items:
             try:
                 out.append(msgspec.convert(item, event_type, strict=False))
             except (msgspec.ValidationError, TypeError, ValueError, OverflowError):
                 self.invalid_events += 1
+                self.non_objects += not isinstance(item, dict)
         return out
 
     def _repair_one(self, unit: bytes) -> list[Any] | None:
@@ -1400,15 +1416,8 @@ class _Reader:
         return out
 
     def _not_a_trace(self) -> str:
-        """Why a file whose first byte is neither ``{`` nor ``[`` is no trace: a file
-        named ``.gz`` without the gzip magic is "not gzip" (a plain JSON file so named is
-        read as it is), any other "not a JSON trace"."""
-        if not self.source.compressed and self.path.lower().rstrip("/").endswith(".gz"):
-            return (
-                "not gzip (named .gz, but it does not start with the gzip magic 1f 8b) "
-                "and not a JSON trace either"
-            )
-        return "not a JSON trace (does not start with '{' or '[')"
+        """Why this file is no trace (:func:`not_a_trace`)."""
+        return not_a_trace(self.path, self.source.compressed)
 
     # -- the pass over the file -------------------------------------------------------
     def read(self) -> m.Trace:
@@ -1768,6 +1777,14 @@ class _Reader:
         if damage and not usable:
             first = min(damage, key=lambda d: d.offset)
             raise TraceFormatError(self.path, f"nothing usable: {first.problem}", first.offset)
+        objects = b.event_count + self.invalid_events - self.non_objects
+        if self.non_objects and not objects:  # e.g. [1, 2, 3]: JSON, but not a trace
+            n = self.non_objects
+            raise TraceFormatError(
+                self.path,
+                f"holds no trace event: {n:,} {'entry' if n == 1 else 'entries'}, "
+                f"{'not an object' if n == 1 else 'none an object'}",
+            )
         names = [str(n) for n in b.names]
         long_names = sum(len(n) > MAX_NAME_CHARS for n in names)
         if long_names:  # keep summaries and tables small whatever a name holds

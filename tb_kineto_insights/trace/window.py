@@ -55,7 +55,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
-from tb_kineto_insights.trace.errors import TraceFormatError
+from tb_kineto_insights.trace.errors import TraceError, TraceFormatError
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.reader import (
     _BOM_AND_WS,
@@ -63,6 +63,7 @@ from tb_kineto_insights.trace.reader import (
     _TRACE_EVENTS_KEY,
     MAX_EVENT_BYTES,
     _last_event_boundary,
+    not_a_trace,
 )
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
@@ -118,6 +119,10 @@ class WindowCut:
         kernels: kernel events kept (``cat`` ``kernel``/``Kernel``).
         moved: complete events moved to a sibling track.
         sibling_tracks: ``(pid, tid, new tid)`` of each sibling track made.
+        timed: events kept that have a time (``events`` less the metadata); 0: the
+            window holds no event (:func:`check_window_holds_events`).
+        trace_span_ns: the first start and the last end of the file's timed events
+            (ns, to the µs), or ``None`` when it has none.
     """
 
     document: dict[str, Any]
@@ -127,6 +132,8 @@ class WindowCut:
     kernels: int = 0
     moved: int = 0
     sibling_tracks: list[tuple[Any, Any, int]] = field(default_factory=list)
+    timed: int = 0
+    trace_span_ns: tuple[int, int] | None = None
 
 
 #: Share of the step window added on each side of a default window.
@@ -150,6 +157,32 @@ def check_offset_us(value: float, option: str) -> None:
             f"{option} must be within ±{WINDOW_OFFSET_LIMIT_US:,} µs of the step's start "
             f"(got {value:g})"
         )
+
+
+#: A window offset as text (a query parameter, a command-line option): ASCII digits, an
+#: optional ``-`` and fraction, no exponent (``1e300`` is refused the same way by the
+#: ``window`` command and the ``/window`` routes).
+_SIGNED_DECIMAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,9})?")
+
+
+def parse_offset_us(text: str, option: str) -> float:
+    """A window offset given as text (µs after the step window's start), checked as
+    :func:`check_offset_us`; the one grammar of the CLI's ``--start-us``/``--end-us``
+    and the routes' ``start_us``/``end_us``.
+
+    Raises:
+        ValueError: not a plain decimal (an exponent, ``nan``, spaces) or past the
+            limit; the message names ``option``, the form and the limit.
+    """
+    if not _SIGNED_DECIMAL.fullmatch(text):
+        raise ValueError(
+            f"{option} must be a decimal number of µs (digits, an optional '-' and fraction, "
+            f"no exponent), within ±{WINDOW_OFFSET_LIMIT_US:,} of the step's start "
+            f"(got {text[:40]!r})"
+        )
+    value = float(text)
+    check_offset_us(value, option)
+    return value
 
 
 def window_bounds(
@@ -178,6 +211,37 @@ def window_bounds(
     if start_us is None or end_us is None or end_us <= start_us:
         return None
     return step_start_ns + round(start_us * 1000), step_start_ns + round(end_us * 1000)
+
+
+def _widen(span: tuple[int, int] | None, lo: int, hi: int) -> tuple[int, int]:
+    """``span`` widened to hold ``[lo, hi]``."""
+    return (lo, hi) if span is None else (min(span[0], lo), max(span[1], hi))
+
+
+def check_window_holds_events(cut: WindowCut, path: str, step_start_ns: int, step: int) -> None:
+    """Refuse a cut that holds no event with a time (only metadata: a window outside
+    the trace), saying where the trace's events lie, µs relative to step ``step``'s
+    window start ``step_start_ns``.
+
+    Raises:
+        TraceError: ``cut.timed`` is 0.
+    """
+    if cut.timed:
+        return
+
+    def rel(ns: int) -> str:
+        return f"{(ns - step_start_ns) / 1000:,.3f}"
+
+    where = (
+        f"the trace's events span {rel(cut.trace_span_ns[0])} to {rel(cut.trace_span_ns[1])} µs"
+        if cut.trace_span_ns is not None
+        else "the trace has no event with a time"
+    )
+    raise TraceError(
+        path,
+        f"the window {rel(cut.start_ns)} to {rel(cut.end_ns)} µs after step {step}'s start "
+        f"holds no event; {where} after that start",
+    )
 
 
 def _key(value: Any) -> Any:
@@ -276,6 +340,8 @@ class _Cutter:
         self.thread_names: dict[tuple[Any, Any], str] = {}
         self.max_tid = 0
         self.kernels = 0
+        self.timed = 0
+        self.span_ns: tuple[int, int] | None = None  # of every event added, kept or not
 
     def add(self, doc: bytes, h: _Heads | None = None) -> None:
         """The kept events of ``doc`` (a JSON array of events; ``h``: its heads when
@@ -284,6 +350,8 @@ class _Cutter:
             h = _decode_heads(doc)
         ts, end = h.ts, h.end
         has_ts = ts != _ABSENT
+        if has_ts.any():
+            self.span_ns = _widen(self.span_ns, int(ts[has_ts].min()), int(end[has_ts].max()))
         lo, hi = self.start_ns, self.end_ns
         inside_x = has_ts & (ts < hi) & ((end > lo) | ((end == ts) & (ts >= lo)))
         inside = has_ts & (ts >= lo) & (ts < hi)
@@ -291,6 +359,7 @@ class _Cutter:
         rows = np.flatnonzero(keep).tolist()
         if not rows:
             return
+        self.timed += int(np.count_nonzero(keep & ~h.is_meta))
         raws = h.raws if h.raws is not None else _RAWS.decode(doc)
         tids = [t for t in (h.heads[i].tid for i in rows) if type(t) is int]
         self.max_tid = max(self.max_tid, max(tids, default=0))
@@ -313,7 +382,15 @@ class _Cutter:
     def finish(self, others: dict[str, msgspec.Raw]) -> WindowCut:
         """The cut: kept events, partial overlaps moved to sibling tracks."""
         kept = self.kept
-        cut = WindowCut({}, self.start_ns, self.end_ns, events=len(kept), kernels=self.kernels)
+        cut = WindowCut(
+            {},
+            self.start_ns,
+            self.end_ns,
+            events=len(kept),
+            kernels=self.kernels,
+            timed=self.timed,
+            trace_span_ns=self.span_ns,
+        )
         next_tid = self.max_tid + 1
         names: list[dict[str, Any]] = []
         for (pid, tid), ranges in self.complete.items():
@@ -361,9 +438,10 @@ class _Pieces:
     with the keys before it: :meth:`finish` returns the top-level keys other than
     ``traceEvents`` and hands the last events to ``take``."""
 
-    def __init__(self, path: str, take: Any) -> None:
+    def __init__(self, path: str, take: Any, source: BlockReader | None = None) -> None:
         self.path = path
         self.take = take
+        self.source = source  # says whether the file was gzip, for the message
         self.head = b""  # the root object up to the traceEvents key
         self.array_root = False
         self.found = False
@@ -408,7 +486,8 @@ class _Pieces:
             self.array_root = True
             skip = len(self.buf) - len(stripped) + 1
         elif stripped[:1] != b"{":
-            raise TraceFormatError(self.path, "not a JSON trace (does not start with '{' or '[')")
+            compressed = self.source is not None and self.source.compressed
+            raise TraceFormatError(self.path, not_a_trace(self.path, compressed))
         else:
             match = _TRACE_EVENTS_KEY.search(self.buf)
             if match is None:
@@ -496,8 +575,9 @@ def cut_window(
     if end_ns <= start_ns:
         raise TraceFormatError(path, f"empty window [{start_ns}, {end_ns}) ns")
     cutter = _Cutter(path, start_ns, end_ns)
-    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc))
-    for block in _checked_blocks(BlockReader(path, max_json_bytes)):
+    source = BlockReader(path, max_json_bytes)
+    pieces = _Pieces(path, lambda _offset, doc: cutter.add(doc), source)
+    for block in _checked_blocks(source):
         pieces.feed(block)
     return cutter.finish(pieces.finish())
 
@@ -571,9 +651,10 @@ class WindowIndex:
         self.source = source
         self.path = source.path
         self.bounds: list[_PieceBounds] = []
-        self._pieces = _Pieces(self.path, self._take)
+        self._pieces = _Pieces(self.path, self._take, source)
         self._others: dict[str, msgspec.Raw] | None = None
         self._final = False
+        self.span_ns: tuple[int, int] | None = None  # of the file's timed events, to the µs
 
     def _take(self, offset: int, doc: bytes) -> None:
         try:
@@ -590,6 +671,10 @@ class WindowIndex:
             end = ts + np.maximum(np.nan_to_num(dur), 0)
             timed = np.isfinite(ts) & np.isfinite(end)
             ts_us, end_us = ts[timed], end[timed]
+        if ts_us.size:
+            self.span_ns = _widen(
+                self.span_ns, round(float(ts_us.min()) * 1000), round(float(end_us.max()) * 1000)
+            )
         # µs as floats: widened by 2 µs either side, a superset of the exact ranges
         # (epoch-scale timestamps round to 0.25 µs at 1.8e15 µs)
         lo = ((ts_us - 2) * 1000).astype(np.int64)
@@ -655,7 +740,9 @@ class WindowIndex:
                 at = b.offset - first.offset
                 cutter.add(b"[" + data[at : at + b.length] + b"]")
         assert self._others is not None
-        return cutter.finish(self._others)
+        cut = cutter.finish(self._others)
+        cut.trace_span_ns = self.span_ns
+        return cut
 
 
 def _lay_out(ranges: list[tuple[int, int, int]]) -> dict[int, int]:
