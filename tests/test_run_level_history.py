@@ -199,3 +199,26 @@ def test_across_runs_and_history_routes_name_the_straggler(
     history = strict_json(client.get(url("history")))
     tops = {r["run"]: r["top_diagnosis"] for s in history["series"] for r in s["runs"]}
     assert tops[STRAGGLER] == "communication_straggler"
+
+
+def test_a_forged_run_diagnosis_in_the_index_is_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run's diagnoses in the index resealed with an impossible impact (the checksum is
+    plain SHA-256) are dropped with one log line naming the index, and computed again."""
+    from tb_kineto_insights.store.cache import _sealed, encode_json
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SAMPLES / STRAGGLER, logdir / STRAGGLER)
+    cache = tmp_path / "cache"
+    first, _ = collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
+    path = cache / CachedSummaries(str(cache)).headline_index(str(logdir)).name
+    body = msgspec.json.decode(path.read_bytes().split(b"\n", 1)[1])
+    body["runs"][0][1][0]["impact_fraction"] = -1e308
+    path.write_bytes(_sealed(encode_json(body)))
+    caplog.set_level("WARNING")
+    again, _ = collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
+    assert [r.run_diagnoses for r in again] == [r.run_diagnoses for r in first]
+    assert again[0].run_diagnoses and again[0].run_diagnoses[0].impact_fraction > 0.4
+    lines = [r.getMessage() for r in caplog.records if "damaged headline index" in r.getMessage()]
+    assert len(lines) == 1 and "impact_fraction -1e+308 of 'communication_straggler'" in lines[0]

@@ -159,7 +159,9 @@ class HeadlineIndex:
             if problem is None:
                 runs[run_files(files)] = found
             else:
-                dropped.append(f"a run's diagnoses ({files[0][0] if files else 'no file'}): {problem}")
+                dropped.append(
+                    f"a run's diagnoses ({files[0][0] if files else 'no file'}): {problem}"
+                )
         if dropped:  # found again elsewhere and put back: the index is then written again
             self._damaged(
                 f"{len(dropped)} of {len(stored.entries) + len(stored.runs)} entries out of "
