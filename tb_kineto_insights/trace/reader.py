@@ -1886,16 +1886,19 @@ def _has_profiler_steps(names: list[str], tables: dict[str, m.EventTable]) -> bo
     return False
 
 
-def _last_event_boundary(buf: bytes | bytearray) -> tuple[int, int] | None:
-    """Find the last ``}`` ``,`` ``{`` in ``buf``: returns (end of the piece after the
-    ``}``, start of the next event at the ``{``), or ``None``."""
-    pos = len(buf)
+def _last_event_boundary(
+    buf: bytes | bytearray, limit: int | None = None
+) -> tuple[int, int] | None:
+    """Find the last ``}`` ``,`` ``{`` in ``buf`` whose ``}`` lies before ``limit``
+    (default: anywhere): returns (end of the piece after the ``}``, start of the next
+    event at the ``{``), or ``None``. Searched in place: no copy of the buffer."""
+    n = len(buf)
+    pos = n if limit is None else min(limit, n)
     for _ in range(10_000):
         pos = buf.rfind(b"}", 0, pos)
         if pos < 0:
             return None
         j = pos + 1
-        n = len(buf)
         while j < n and buf[j] in b" \t\r\n":
             j += 1
         if j < n and buf[j] == 0x2C:  # ","

@@ -457,7 +457,7 @@ class _Pieces:
                 return
         while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
             limit = max(PIECE_BYTES, self.retry_at)
-            cut = _boundary_before(self.buf, limit)
+            cut = _last_event_boundary(self.buf, limit)
             if cut is None:
                 cut = _last_event_boundary(self.buf)  # an event longer than a piece
                 if cut is None:
@@ -524,28 +524,6 @@ class _Pieces:
         if events:
             self.take(self.offset, b"[" + b",".join(bytes(e) for e in events) + b"]")
         return others
-
-
-def _boundary_before(buf: bytearray, limit: int) -> tuple[int, int] | None:
-    """The last event boundary ``}`` ``,`` ``{`` that ends before ``limit``: (end of the
-    piece after the ``}``, start of the next event at the ``{``), or None (searched
-    in place: no copy of the buffer)."""
-    pos = min(limit, len(buf))
-    n = len(buf)
-    for _ in range(10_000):
-        pos = buf.rfind(b"}", 0, pos)
-        if pos < 0:
-            return None
-        j = pos + 1
-        while j < n and buf[j] in b" \t\r\n":
-            j += 1
-        if j < n and buf[j] == 0x2C:  # ","
-            j += 1
-            while j < n and buf[j] in b" \t\r\n":
-                j += 1
-            if j < n and buf[j] == 0x7B:  # "{"
-                return pos + 1, j
-    return None
 
 
 def _checked_blocks(reader: BlockReader) -> Iterator[bytes]:
