@@ -4,6 +4,7 @@ sequences and tiny hand-written traces. Real traces: test_history_real.py."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -512,6 +513,18 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     odd = tiny_trace(tmp_path / "odd" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
     code, _, err = run("check", str(odd.parent), "--against-history", str(logdir), "--cache", cache)
     assert code == 2 and "no series 'other_1'" in err  # no sibling: its own name
+    # through main(), as a user types it: the default time budget sizes the inputs (it
+    # took the missing second run, None, and crashed with a TypeError, exit 1)
+    from tb_kineto_insights.cli.main import main
+
+    err_stream = io.StringIO()
+    argv = ["check", str(slow.parent), "--against-history", str(logdir), "--cache", cache]
+    with (
+        contextlib.redirect_stdout(io.StringIO()) as out_stream,
+        contextlib.redirect_stderr(err_stream),
+    ):
+        code = main(argv)
+    assert code == 1 and "FAIL" in out_stream.getvalue(), err_stream.getvalue()
 
 
 def test_index_fills_the_headlines(tmp_path: Path) -> None:

@@ -470,7 +470,9 @@ def _inputs(args: argparse.Namespace) -> list[str]:
     if args.command == "report":
         return [args.path]
     if args.command in ("diff", "check"):
-        return [args.base, args.exp]
+        # check --against-history LOGDIR: one run and the log directory, no second run
+        sides = [args.base, args.exp, getattr(args, "against_history", None)]
+        return [side for side in sides if side is not None]
     return list(getattr(args, "logdir", []))
 
 
