@@ -132,3 +132,28 @@ def test_two_ranks_straggler_regression(h200x2: Path, tmp_path: Path) -> None:
     assert [(c.run, c.verdict) for c in step] == [("ddp_3", "regressed")]
     assert 22e3 < step[0].before < 27e3 and 36e3 < step[0].after < 41e3
     assert "exposed_communication" in step[0].gained
+
+
+def test_a_trace_cut_before_its_gpu_events_is_no_regression(tmp_path: Path) -> None:
+    """A new user's trial: three copies of ``capture_light`` and one cut to its first
+    5,000 bytes (no GPU event, no step marker left) in one series. The cut's headline
+    has no step time (its ``trace_data_loss`` says no GPU number can be trusted), so the
+    history names no change; it was "REGRESSED step_time at trunc: +120 %"."""
+    (source,) = (SAMPLES / "capture_light").glob("*.pt.trace.json.gz")
+    logdir = tmp_path / "logs"
+    for i in range(3):
+        (logdir / f"light_{i}").mkdir(parents=True)
+        (logdir / f"light_{i}" / source.name).write_bytes(source.read_bytes())
+    (logdir / "light_3").mkdir()
+    cut = gzip.decompress(source.read_bytes())[:5000]
+    (logdir / "light_3" / source.name).write_bytes(gzip.compress(cut))
+    runs, skipped = collect_runs(discover(str(logdir)), CachedSummaries(None))
+    assert skipped == {}
+    by_name = {r.name: r for r in runs}
+    (cut_headline,) = by_name["light_3"].workers.values()
+    assert cut_headline.median_step_us is None and cut_headline.gpu_utilization_fraction is None
+    assert any(d.id == "trace_data_loss" for d in cut_headline.diagnoses)
+    (whole,) = by_name["light_0"].workers.values()
+    assert whole.median_step_us is not None and whole.median_step_us > 0
+    doc = build_history(runs, logdir=str(logdir), metrics=["step_time"])
+    assert [c for s in doc.series for c in s.changes] == []

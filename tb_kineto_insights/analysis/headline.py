@@ -67,6 +67,12 @@ def span_headline(summary: Summary, *, path: str, size_bytes: int, mtime: float)
     # have no step time to put in a history; a 0 µs "level" would read as a 100 % gain
     durations = [s.duration_us for s in steps.steps if s.duration_us > 0]
     health = summary.health
+    # a file cut in or before its GPU events ("no GPU number in this trace can be
+    # trusted": trace_data_loss) has no step time or utilization either: its steps hold
+    # none of their GPU work, and a history would read the cut as a regression
+    untrusted = health.trace_quality.lost.gpu_events_lost
+    if untrusted:
+        durations = []
     dist = health.distributed_info or {}
     run_meta = health.run_metadata if isinstance(health.run_metadata, dict) else None
     facts = trace_facts(summary)
@@ -95,8 +101,8 @@ def span_headline(summary: Summary, *, path: str, size_bytes: int, mtime: float)
         std_step_us=statistics.stdev(durations)
         if len(durations) > 1
         else (0.0 if durations else None),
-        gpu_utilization_fraction=steps.gpu_utilization_fraction,
-        breakdown_us=dict(steps.mean_breakdown_us),
+        gpu_utilization_fraction=None if untrusted else steps.gpu_utilization_fraction,
+        breakdown_us={} if untrusted else dict(steps.mean_breakdown_us),
         memory_peak_allocated_bytes=None if device is None else device.peak_allocated_bytes,
         memory_peak_reserved_bytes=None if device is None else device.peak_reserved_bytes,
         memory_growth_bytes_per_step=None if device is None else device.growth.bytes_per_step,

@@ -27,4 +27,6 @@ records) need not import the analysis itself (``summary.py`` re-exports it)."""
 #: headline diagnosis; the headline index keeps each multi-worker run's, format 2).
 #: 23: JSON with no event object is no trace (an error, not a run); a whole gzip of cut
 #: JSON says its JSON ends early (``trace_data_loss`` title).
-ANALYSIS_VERSION = 23
+#: 24: a headline of a file cut in or before its GPU events has no step time,
+#: utilization or breakdown (a cut entered a history as a regression).
+ANALYSIS_VERSION = 24
