@@ -624,3 +624,31 @@ def test_a_run_of_one_worker_combines_as_the_general_rule() -> None:
         general = hist.combine_run(RunHeadlines("r", TwoLong(run.workers)))
         assert hist.combine_run(run) == general
     assert [d.id for d in hist.combine_run(one("r", cases[2])).diagnoses] == ["c", "a", "b"]
+
+
+def test_history_names_skipped_runs_on_stderr_and_fails_when_none_is_read(
+    tmp_path: Path,
+) -> None:
+    """A new user's trial: ``history`` of a folder of only unreadable traces printed
+    "no runs" and exited 0, and said nothing on stderr. Now each skipped run is named on
+    stderr, and with no readable run the exit status is 2; a readable run beside a
+    broken one still exits 0."""
+    import io
+
+    from tb_kineto_insights.cli.main import _parser
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = _parser().parse_args(list(argv))
+        err = io.StringIO()
+        return int(args.func(args, io.StringIO(), err)), err.getvalue()
+
+    logdir = tmp_path / "logs"
+    (logdir / "broken").mkdir(parents=True)
+    (logdir / "broken" / "w.1.pt.trace.json").write_text("[1, 2, 3]")
+    code, err = run("history", str(logdir))
+    assert code == 2
+    assert "warning: run broken skipped: TraceFormatError" in err and "holds no trace event" in err
+    assert f"error: no run of {logdir} could be read" in err
+    tiny_trace(logdir / "exp_0" / "w.1.pt.trace.json", 200.0, T0)
+    code, err = run("history", str(logdir))
+    assert code == 0 and "warning: run broken skipped" in err and "error:" not in err

@@ -133,7 +133,8 @@ def build(args: argparse.Namespace) -> hist.HistoryDocument:
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``history``: exit 0, or 2 on unusable input (bad log directory, option)."""
+    """``history``: exit 0, or 2 on unusable input (bad log directory, option, or no run
+    that could be read); each skipped run is also named on stderr."""
     from tb_kineto_insights.analysis.units import TerminalLines
     from tb_kineto_insights.cli.json_output import write_json
 
@@ -154,6 +155,11 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         write_json(doc, out)
     else:
         out.write(hist.history_text(doc))
+    for run, why in doc.skipped.items():  # on stderr too, as report names its bad files
+        err.write(f"warning: run {run} skipped: {why}\n")
+    if doc.skipped and not any(s.runs for s in doc.series):
+        err.write(f"error: no run of {args.logdir} could be read\n")
+        return EXIT_UNUSABLE
     return EXIT_OK
 
 
