@@ -787,3 +787,22 @@ def test_a_clean_log_directory_reports_nothing_skipped(tmp_path: Path) -> None:
     skipped: list[tuple[str, str]] = []
     discover(str(root), skipped=skipped)
     assert skipped == []
+
+
+def test_a_fifo_named_like_a_trace_is_named_and_never_opened(tmp_path: Path) -> None:
+    """A new user's trial: a FIFO named ``*.pt.trace.json.gz`` in a log directory was
+    skipped without a word, and given directly it blocked ``report`` for ever. Now
+    discovery names it among the skipped paths, and ``span_for_file`` refuses it."""
+    import os
+
+    from tb_kineto_insights.logdir.discovery import LogdirError, discover, span_for_file
+
+    run = tmp_path / "logs" / "run"
+    run.mkdir(parents=True)
+    fifo = run / "w.5.pt.trace.json.gz"
+    os.mkfifo(fifo)
+    skipped: list[tuple[str, str]] = []
+    assert discover(str(tmp_path / "logs"), skipped=skipped) == []
+    assert skipped == [(str(fifo), "not a regular file (other), not read")]
+    with pytest.raises(LogdirError, match="not a regular file"):
+        span_for_file(str(fifo))

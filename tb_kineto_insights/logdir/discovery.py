@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import threading
 import zlib
 from collections.abc import Iterator, Mapping
@@ -551,8 +552,10 @@ def _list_local(
                             "not entered",
                         )
                     continue
-            elif kind != "file":
-                continue  # fifo, socket, device: never open those
+            elif kind != "file":  # fifo, socket, device: never open those
+                if _looks_like_trace(os.path.basename(name)):
+                    note(name, f"not a regular file ({kind or 'unknown type'}), not read")
+                continue
             try:
                 st = os.stat(name)  # follows a link: the target is what will be read
             except OSError:
@@ -837,6 +840,8 @@ def span_for_file(path: str) -> Span:
             st = os.stat(local)
         except (OSError, ValueError) as exc:
             raise LogdirError(path, f"cannot read file: {exc}") from exc
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a fifo blocks a read
+            raise LogdirError(path, "not a regular file (a fifo, socket or device): not read")
         info: Mapping[str, Any] = {"size": st.st_size, "mtime": st.st_mtime}
     else:
         fs, fs_path = _open_fs(path, None)
