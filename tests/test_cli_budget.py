@@ -89,3 +89,71 @@ def test_report_within_its_budget(tmp_path: Path) -> None:
     assert json.loads(out)["runs"]
     code, out, err, _ = cli("report", str(trace), "--timeout", "0")  # 0: no budget
     assert code == 0, err
+
+
+def _budget_child(code: str) -> tuple[int, str, float]:
+    """Run ``code`` (with ``Budget`` imported and ``sys``, ``time``) in a fresh
+    interpreter: its exit code, stderr and seconds."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom tb_kineto_insights.cli.budget import Budget\n" + code,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    return proc.returncode, proc.stderr, time.monotonic() - started
+
+
+def test_the_budget_is_kept_by_signal_while_no_thread_may_start() -> None:
+    """While the command forks its workers (no thread may run then) the deadline is
+    kept by SIGALRM: past it the process stops with 124 and the message, there too."""
+    code, err, elapsed = _budget_child(
+        "b = Budget('report', 0.3, '--timeout', sys.stderr)\n"
+        "with b.by_signal():\n"
+        "    import threading\n"
+        "    assert threading.active_count() == 1\n"
+        "    time.sleep(30)\n"
+    )
+    assert code == budget.EXIT_TIMEOUT, err
+    assert "report did not finish within its time budget of 0.3 s (--timeout)" in err
+    assert elapsed < 15
+
+
+def test_the_thread_watches_what_the_signal_left() -> None:
+    """After the signal's block the thread watches the rest of the same deadline (not a
+    fresh budget), and the signal is off: 0.8 s of 1.0 s spent in the block, the thread
+    waits at most 0.2 s more."""
+    code, err, elapsed = _budget_child(
+        "import signal\n"
+        "b = Budget('diff', 1.0, '--timeout', sys.stderr)\n"
+        "with b.by_signal():\n"
+        "    time.sleep(0.8)\n"
+        "assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)\n"
+        "assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL\n"
+        "b.start()\n"
+        "print('left', b.timer.interval, file=sys.stderr, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    assert code == budget.EXIT_TIMEOUT, err
+    assert "diff did not finish within its time budget of 1.0 s" in err
+    left = float(err.split("left ")[1].split()[0])
+    assert 0.0 <= left <= 0.2
+    assert elapsed < 15
+
+
+def test_a_command_within_the_signals_block_is_not_stopped() -> None:
+    code, err, _ = _budget_child(
+        "b = Budget('report', 5.0, '--timeout', sys.stderr)\n"
+        "with b.by_signal():\n"
+        "    time.sleep(0.1)\n"
+        "b.start()\n"
+        "b.cancel()\n"
+        "time.sleep(0.2)\n"
+        "print('done', file=sys.stderr)\n"
+    )
+    assert code == 0 and err.strip() == "done", err

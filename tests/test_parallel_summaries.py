@@ -373,3 +373,127 @@ def test_the_feeder_and_this_process_never_take_the_same_batch() -> None:
     sent = [b for b in batches if b.future is not None]
     assert sorted(b.indices[0] for b in sent) == [0, 2, 4]
     assert sorted(b.indices[0] for b in taken if b is not None) == [1, 3, 5]
+
+
+# ------------------------------------------- the pool forked ahead (prestart, issue 34)
+
+
+def _child(code: str, workers: str = "2") -> list[str]:
+    """``code`` run in a fresh interpreter of one thread (a test process may run more),
+    with ``KINETO_INSIGHTS_READ_WORKERS=workers``: the lines it printed."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env[parallel.WORKERS_ENV] = workers
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import os, sys\nfrom tb_kineto_insights.trace import parallel\n" + code,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_a_pool_forked_ahead_is_this_processs_child_and_is_taken_once() -> None:
+    """prestart_pool forks its workers from this process (a worker's parent is this
+    process, not a forkserver) with the analysis imported; the next start_pool of that
+    size takes it, and the one after gets a new pool (from the forkserver)."""
+    out = _child(
+        "def probe(): return os.getppid(), 'tb_kineto_insights.summary' in sys.modules\n"
+        "assert parallel.prestart_pool(1, ('tb_kineto_insights.summary',))\n"
+        "pool = parallel.start_pool(1)\n"
+        "parent, imported = pool.submit(probe).result()\n"
+        "print(parent == os.getpid(), imported)\n"
+        "again = parallel.start_pool(1)\n"
+        "print(again is pool, again.submit(os.getppid).result() == os.getpid())\n"
+        "pool.shutdown(); again.shutdown()\n"
+    )
+    assert out == ["True", "True", "False", "False"]
+
+
+def test_no_pool_is_forked_beside_a_thread_nor_on_one_core() -> None:
+    """fork of a process running another thread may leave a lock held for ever in the
+    child: then, and with one core, nothing is forked."""
+    out = _child(
+        "import threading, time\n"
+        "t = threading.Thread(target=time.sleep, args=(2,)); t.start()\n"
+        "print(parallel.prestart_pool(1), parallel._prestarted)\n"
+    )
+    assert out == ["False", "None"]
+    assert _child("print(parallel.prestart_pool(1))", workers="1") == ["False"]
+
+
+def test_a_pool_forked_ahead_of_another_size_is_released() -> None:
+    out = _child(
+        "assert parallel.prestart_pool(1)\n"
+        "ahead = parallel._prestarted[1]\n"
+        "pool = parallel.start_pool(2)\n"
+        "print(pool is ahead, parallel._prestarted)\n"
+        "try:\n"
+        "    ahead.submit(int)\n"
+        "except RuntimeError:\n"
+        "    print('released')\n"
+        "pool.shutdown()\n"
+    )
+    assert out == ["False", "None", "released"]
+
+
+def test_prestart_forks_all_but_one_core_unless_a_file_goes_piece_by_piece() -> None:
+    """sample_logs (no file a core's share): the pool's one process (2 cores, this process
+    takes batches too) is forked ahead. A file read piece by piece (here any file, with
+    the threshold at 1 byte): the forkserver is started instead, nothing is forked.
+    Files too few or too small: nothing starts."""
+    spans = (
+        "from tb_kineto_insights.store import parallel_summaries as ps\n"
+        "from tb_kineto_insights.logdir.discovery import discover\n"
+        "def spans(p): return [s for r in discover(p) for w in r.workers for s in w.spans]\n"
+    )
+    out = _child(
+        spans + f"print(ps.prestart(spans({str(SAMPLE_LOGS)!r})), parallel._prestarted[0])"
+    )
+    assert out == ["True", "1"]
+    out = _child(
+        spans
+        + "parallel.PARALLEL_MIN_JSON_BYTES = 1\n"
+        + f"print(ps.prestart(spans({str(SAMPLE_LOGS / 'ddp2_default')!r})), "
+        + "ps.MIN_PARALLEL_JSON_BYTES > 14 << 20, parallel._prestarted)\n"
+    )
+    assert out == ["False", "True", "None"]  # ddp2_default: 14 MB of JSON, under the pool's
+    out = _child(
+        spans
+        + "parallel.PARALLEL_MIN_JSON_BYTES = 1\nps.MIN_PARALLEL_JSON_BYTES = 0\n"
+        + "import multiprocessing.forkserver as fs\n"
+        + f"print(ps.prestart(spans({str(SAMPLE_LOGS / 'ddp2_default')!r})), "
+        + "parallel._prestarted, fs._forkserver._forkserver_pid is not None)\n"
+    )
+    assert out == ["True", "None", "True"]
+
+
+def test_report_of_a_log_dir_from_the_command_line_is_the_serial_one() -> None:
+    """The console script's path (the pool forked ahead, before the time budget's
+    thread): the same JSON as one core, byte for byte."""
+    import subprocess
+    import sys
+
+    def report(workers: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        env[parallel.WORKERS_ENV] = workers
+        cmd = [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(SAMPLE_LOGS)]
+        proc = subprocess.run(
+            [*cmd, "--format", "json", "--cache", "none"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert report("2") == report("1")

@@ -310,6 +310,15 @@ def test_json_output_has_the_stdlib_values_in_ascii() -> None:
     assert "\\ud83d\\ude00" in text and "\\u007f" in text and "\\u00e9" in text
 
 
+def test_json_output_escapes_repeated_and_nested_runs_as_the_stdlib() -> None:
+    """Each distinct run of non-ASCII characters is escaped once and replaced everywhere,
+    longest first: runs that hold one another (``…``, ``µ…``, ``…µ…``), runs beside
+    escapes and at the ends, and a character beyond U+FFFF give the stdlib's text."""
+    names = ["…", "µ…", "…µ…", "a…", "…b", 'x\\…"', "😀…😀", "é", "éé", "日本…", "…" * 3]
+    doc = {"names": names * 3, "key…": {n: n for n in names}}
+    assert dumps_json(doc) == json.dumps(doc, indent=1)
+
+
 def test_json_output_falls_back_to_the_stdlib_for_a_lone_surrogate() -> None:
     doc = {"name": "bad \ud800 name", "x": 1e-05}
     assert dumps_json(doc) == _stdlib(doc) == '{\n "name": "bad \\ud800 name",\n "x": 1e-05\n}'

@@ -9,11 +9,16 @@ gzip), the defaults of the plugin's per-load deadline
 stored file per second), so only a pathological input reaches it. An input whose size is
 unknown (an fsspec URL) gets the base alone.
 
-Past the budget a watchdog thread prints what ran out to standard error, kills the
+Past the budget a watchdog prints what ran out to standard error, kills the
 command's child processes (decode workers of a parallel read, a local Dask cluster of
 ``index``) and ends the process with :data:`EXIT_TIMEOUT` (124, as ``timeout(1)``): a
 Python thread cannot be stopped from outside, and a read in C code (a regex, a decode)
 would not see an exception, so the process itself ends.
+
+The watchdog is a daemon thread (:meth:`Budget.start`). Before it starts, while the
+command forks its worker processes (``fork`` of a process that runs a second thread is
+unsafe: ``store/parallel_summaries.py``, ``prestart``), the same deadline is kept by
+``SIGALRM`` (:meth:`Budget.by_signal`), which needs no thread.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from typing import TextIO
 
 #: Seconds every command may take, whatever its input (the plugin's default base).
@@ -135,12 +141,62 @@ def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
     os._exit(EXIT_TIMEOUT)
 
 
-def start_budget(
+class Budget:
+    """The time budget of one command: ``seconds`` from its creation (``how``: where the
+    figure comes from, for the message). Watch it by :meth:`by_signal` (a ``with``
+    block, before any thread starts) and then by :meth:`start` (a daemon thread, for what
+    is left); :meth:`cancel` when the command returns."""
+
+    def __init__(self, command: str, seconds: float, how: str, err: TextIO) -> None:
+        self.command, self.seconds, self.how, self.err = command, seconds, how, err
+        self.deadline = time.monotonic() + seconds
+        self.timer: threading.Timer | None = None
+
+    def expire(self, *_: object) -> None:
+        """Print what ran out, kill the children and end the process (exit 124)."""
+        _expire(self.command, self.seconds, self.how, self.err)
+
+    @contextlib.contextmanager
+    def by_signal(self) -> Iterator[None]:
+        """Within the block, the deadline is kept by ``SIGALRM`` (its handler runs in the
+        main thread, which must be this one, and no other thread may run: the signal
+        then reaches this one); where there is no ``setitimer`` (Windows) or this is not
+        the main thread, by the thread (:meth:`start`) from the block's start."""
+        import signal
+
+        if not hasattr(signal, "setitimer") or threading.current_thread() is not (
+            threading.main_thread()
+        ):
+            self.start()
+            yield
+            return
+        previous = signal.signal(signal.SIGALRM, self.expire)
+        signal.setitimer(signal.ITIMER_REAL, max(1e-3, self.deadline - time.monotonic()))
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+    def start(self) -> None:
+        """Watch what is left of the budget from a daemon thread (once)."""
+        if self.timer is not None:
+            return
+        self.timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), self.expire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self) -> None:
+        """Stop watching (the command returned)."""
+        if self.timer is not None:
+            self.timer.cancel()
+
+
+def budget_for(
     command: str, timeout_s: float | None, inputs: list[str], err: TextIO
-) -> threading.Timer | None:
-    """Start the watchdog of ``command``: ``timeout_s`` seconds (None: the default from
-    ``inputs``; ``<= 0``: no budget, returns None). The returned timer is a daemon:
-    cancel it when the command returns."""
+) -> Budget | None:
+    """The budget of ``command``, not watched yet: ``timeout_s`` seconds (None: the
+    default from ``inputs``; ``<= 0``: no budget, returns None)."""
     if timeout_s is None:
         size = (input_bytes(inputs) or 0) / _MIB
         seconds = DEFAULT_TIMEOUT_S + DEFAULT_TIMEOUT_S_PER_MIB * size
@@ -152,7 +208,15 @@ def start_budget(
         seconds, how = timeout_s, "--timeout"
     if not (seconds > 0 and math.isfinite(seconds)):
         return None
-    timer = threading.Timer(seconds, _expire, args=(command, seconds, how, err))
-    timer.daemon = True
-    timer.start()
-    return timer
+    return Budget(command, seconds, how, err)
+
+
+def start_budget(
+    command: str, timeout_s: float | None, inputs: list[str], err: TextIO
+) -> Budget | None:
+    """:func:`budget_for`, watched from a daemon thread from now (:meth:`Budget.start`);
+    cancel it when the command returns."""
+    budget = budget_for(command, timeout_s, inputs, err)
+    if budget is not None:
+        budget.start()
+    return budget

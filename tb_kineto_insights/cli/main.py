@@ -33,6 +33,8 @@ cache: see ``cached_summaries.py``.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -105,35 +107,58 @@ def write_text(report: Report, out: TextIO) -> None:
 
 
 def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from tb_kineto_insights.trace import parallel
-
-    # a large file, or a log directory of many files: the workers' server starts while
-    # this process imports (for a folder, with the analysis preloaded)
-    if not parallel.warm_up(args.path):
-        _warm_up_for_folder(args.path)
     from tb_kineto_insights.cli import report as cli_report
 
     return cli_report.cmd_report(args, out, err)
 
 
-#: What the workers' server preloads for a pool that summarises whole files
-#: (``store/parallel_summaries.py``: ``PRELOAD``, not imported here before the server starts).
-_FOLDER_PRELOAD = ("tb_kineto_insights.summary", "tb_kineto_insights.store.parallel_summaries")
-
-
-def _warm_up_for_folder(path: str) -> None:
-    """Start the workers' server now when ``path`` is a local folder holding enough
-    stored bytes for its files to be read at once (an eighth of
-    ``parallel_summaries.MIN_PARALLEL_JSON_BYTES``: gzip's usual ratio); see
-    ``trace/parallel.py``: :func:`warm_up_server`."""
-    if "://" in path or not os.path.isdir(path):
-        return
-    from tb_kineto_insights.cli.budget import input_bytes
+def _prestart_report(args: argparse.Namespace) -> None:
+    """``report``'s worker processes, started before its time budget's thread and while
+    this process imports the analysis: for a large file, the decode workers' server
+    (:func:`~tb_kineto_insights.trace.parallel.warm_up`); for a folder, the pool that
+    reads its files at once (:func:`_prestart_pool`)."""
     from tb_kineto_insights.trace import parallel
 
-    stored = input_bytes([path]) or 0
-    if stored * parallel.GZIP_RATIO_ESTIMATE >= 24 * 1024 * 1024:
-        parallel.warm_up_server(_FOLDER_PRELOAD)
+    if parallel.warm_up(args.path) or "://" in args.path or not os.path.isdir(args.path):
+        return
+    from tb_kineto_insights.logdir.discovery import LogdirError, discover
+
+    try:
+        runs = discover(args.path, skipped=[])  # what it skips, report says
+    except (LogdirError, OSError, ValueError):
+        return  # report says why
+    _prestart_pool([s for run in runs for worker in run.workers for s in worker.spans], args)
+
+
+def _prestart_compare(args: argparse.Namespace) -> None:
+    """``diff``/``check`` of two sides: both sides' files are read at once
+    (:func:`_both_sides_at_once`), so their pool starts now (:func:`_prestart_pool`)."""
+    if args.exp is None:  # check --against-history: one run
+        return
+    from tb_kineto_insights.logdir.discovery import LogdirError
+    from tb_kineto_insights.logdir.sides import resolve_side
+
+    try:
+        spans = resolve_side(args.base) + resolve_side(args.exp)
+    except (ValueError, LogdirError, OSError):
+        return  # the command says why
+    _prestart_pool(spans, args)
+
+
+def _prestart_pool(spans: list[Span], args: argparse.Namespace) -> None:
+    """The pool for reading ``spans`` at once, started now
+    (:func:`~tb_kineto_insights.store.parallel_summaries.prestart`); with a cache, only
+    the workers' server (the files to read are the cache's misses, not known yet)."""
+    from tb_kineto_insights.store import parallel_summaries
+
+    if cli_cache_location(args.cache) is not None:
+        from tb_kineto_insights.trace import parallel
+
+        total = sum(parallel_summaries.estimated_json_bytes(s) for s in spans)
+        if parallel_summaries.worker_count(total, len(spans)):
+            parallel.warm_up_server(parallel_summaries.PRELOAD)
+        return
+    parallel_summaries.prestart(spans)
 
 
 def _compare(
@@ -510,7 +535,7 @@ def _parser() -> argparse.ArgumentParser:
         help="override a diagnosis threshold (repeatable); names: "
         + ", ".join(DEFAULT_THRESHOLDS.to_dict()),
     )
-    report.set_defaults(func=_cmd_report)
+    report.set_defaults(func=_cmd_report, prestart=_prestart_report)
     cache_help = (
         "summary cache: a folder (local, NFS) or fsspec URL (s3://bucket/cache), shared with "
         "TensorBoard and teammates; 'none': no cache. Default: $KINETO_INSIGHTS_CACHE_DIR "
@@ -544,7 +569,7 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="markdown: the verdict and the diff, for $GITHUB_STEP_SUMMARY",
     )
-    diff_cmd.set_defaults(func=_cmd_diff)
+    diff_cmd.set_defaults(func=_cmd_diff, prestart=_prestart_compare)
     check_cmd.add_argument(
         "--max-step-time-regression",
         default="5%",
@@ -568,7 +593,7 @@ def _parser() -> argparse.ArgumentParser:
     check_cmd.add_argument(
         "--group-by", default=None, help="with --against-history: as history --group-by"
     )
-    check_cmd.set_defaults(func=_cmd_check)
+    check_cmd.set_defaults(func=_cmd_check, prestart=_prestart_compare)
     hist_cmd = sub.add_parser(
         "history",
         help="every run of a log directory over time, per series, and the runs where step "
@@ -655,9 +680,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None
     if hasattr(args, "timeout"):
-        from tb_kineto_insights.cli.budget import start_budget
+        from tb_kineto_insights.cli.budget import budget_for
 
-        budget = start_budget(args.command, args.timeout, _inputs(args), sys.stderr)
+        budget = budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
+    prestart = getattr(args, "prestart", None)
+    if prestart is not None:  # worker processes forked while this process is one thread
+        with budget.by_signal() if budget is not None else contextlib.nullcontext():
+            prestart(args)
+    if budget is not None:
+        budget.start()
     try:
         return int(args.func(args, sys.stdout, sys.stderr))
     except BrokenPipeError:  # e.g. `report ... | head`
@@ -665,6 +696,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if budget is not None:
             budget.cancel()
+        if "tb_kineto_insights.trace.parallel" in sys.modules:  # a pool forked for nothing
+            sys.modules["tb_kineto_insights.trace.parallel"].release_prestarted()
+        if argv is None:  # the console script: the process ends now
+            # the interpreter's last collections would traverse every object left (a
+            # report's summaries): 50 ms of a report of sample_logs (issue 34)
+            gc.freeze()
 
 
 if __name__ == "__main__":

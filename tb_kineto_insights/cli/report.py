@@ -498,7 +498,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             summaries=summaries,
         )
     except LogdirError as exc:
-        from tb_kineto_insights.compare.before_after import path_hint
+        from tb_kineto_insights.logdir.sides import path_hint
 
         err.write(f"error: {exc}{path_hint(args.path)}\n")
         return EXIT_UNUSABLE

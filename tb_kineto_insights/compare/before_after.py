@@ -1,15 +1,12 @@
 """Before/after comparison for the CLI: pick the two sides, summarise them, diff, judge.
 
-A side is named by a run folder, a trace file, or ``LOGDIR:RUN`` (a run of a log
-directory by its discovered name). A folder holding several runs must be narrowed with
-``LOGDIR:RUN``.
+A side is named by a run folder, a trace file, or ``LOGDIR:RUN``
+(:func:`~tb_kineto_insights.logdir.sides.resolve_side`, re-exported here).
 """
 
 from __future__ import annotations
 
-import difflib
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,16 +16,12 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe_line
 from tb_kineto_insights.compare.comparability import format_comparability
 from tb_kineto_insights.compare.diff import diff
-from tb_kineto_insights.logdir.discovery import LogdirError, Span, discover, span_for_file
+from tb_kineto_insights.logdir.discovery import LogdirError, Span
+from tb_kineto_insights.logdir.sides import SideError, resolve_side
 from tb_kineto_insights.schema import DiffDocument, Summary
 from tb_kineto_insights.schema.diff import ByRankPair, DdpBucketStats, DiffMetric, DiffOps, DiffRow
 from tb_kineto_insights.summary import try_summarize_file
-from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-
-
-class SideError(ValueError):
-    """A side cannot be used: nothing found, ambiguous, or nothing readable."""
 
 
 @dataclass
@@ -38,67 +31,6 @@ class LoadedSide:
     spec: str
     summaries: list[tuple[str, Summary]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-
-
-def _exists(spec: str) -> tuple[bool, bool]:
-    """(exists, is_file) for a local path or URL."""
-    local = local_path(spec)
-    if local is not None:  # what fsspec's local filesystem answers, without importing it
-        return os.path.exists(local), os.path.isfile(local)
-    try:
-        import fsspec  # a URL only: 0.1 s of start-up (local_paths.py)
-
-        fs, path = fsspec.core.url_to_fs(spec)
-        return bool(fs.exists(path)), bool(fs.isfile(path))
-    except (OSError, ValueError, ImportError):
-        return False, False
-
-
-def path_hint(path: str) -> str:
-    """``"; did you mean PARENT/NAME?"`` for a local ``path`` that does not exist when its
-    folder holds a close name (``difflib``, e.g. ``dataloader_worker0`` →
-    ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close)."""
-    if "://" in path or os.path.exists(path):
-        return ""
-    parent, name = os.path.split(os.path.normpath(path))
-    try:
-        entries = sorted(os.listdir(parent or "."))
-    except OSError:
-        return ""
-    close = difflib.get_close_matches(name, entries, n=1)
-    return f"; did you mean {os.path.join(parent, close[0])}?" if close else ""
-
-
-def resolve_side(spec: str) -> list[Span]:
-    """The spans a side names (see module docstring).
-
-    Raises:
-        SideError: nothing found there, or several runs and no ``:RUN``.
-        LogdirError: the storage cannot be listed.
-    """
-    exists, is_file = _exists(spec)
-    if is_file:
-        return [span_for_file(spec)]
-    if exists:
-        runs = discover(spec)
-        if not runs:
-            raise SideError(f"{spec}: no Kineto trace files found")
-        if len(runs) > 1:
-            names = ", ".join(r.name for r in runs[:8])
-            raise SideError(f"{spec} holds {len(runs)} runs ({names}…): name one as {spec}:RUN")
-        run = runs[0]
-    else:
-        logdir, sep, name = spec.rpartition(":")
-        if not sep or not logdir or not _exists(logdir)[0]:
-            raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN{path_hint(spec)}")
-        found = discover(logdir)
-        run_match = next((r for r in found if r.name == name), None)
-        if run_match is None:
-            close = difflib.get_close_matches(name, [r.name for r in found], n=1)
-            hint = f"; did you mean {logdir}:{close[0]}?" if close else ""
-            raise SideError(f"{spec}: log directory {logdir} has no run named {name!r}{hint}")
-        run = run_match
-    return [s for w in run.workers for s in w.spans]
 
 
 def load_side(

@@ -15,7 +15,9 @@ their size), only when more than one core is usable
 (``len(os.sched_getaffinity(0))``), and never when ``KINETO_INSIGHTS_READ_WORKERS=1``
 (the variable sets the number of cores a read may use). Workers are started from a
 ``forkserver`` (``spawn`` where there is none): the parent already runs a helper
-thread (the gzip inflate), and ``fork`` of a threaded process is unsafe. A process
+thread (the gzip inflate), and ``fork`` of a threaded process is unsafe; the one
+exception is a pool forked ahead, while the process still runs one thread, for a command
+that reads a log directory (:func:`prestart_pool`). A process
 that cannot start children (a daemonic ``multiprocessing`` worker) and any
 ``multiprocessing`` child read serially. The plugin's loader reads in ``python -c``
 processes started with ``subprocess`` (not daemonic), so a large file read there uses
@@ -198,12 +200,83 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
     return ctx
 
 
+#: The pool :func:`prestart_pool` forked ahead (its number of processes, the pool), for
+#: the next :func:`start_pool` of that size.
+_prestarted: tuple[int, Executor] | None = None
+
+
+def _import_all(names: tuple[str, ...]) -> None:
+    """A forked worker's first work: import ``names`` (as the forkserver preloads them)."""
+    import importlib
+
+    for name in names:
+        importlib.import_module(name)
+
+
+def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
+    """Fork ``workers`` worker processes now, each importing the reader, ``numpy.ma`` and
+    ``preload`` while this process goes on, for the next :func:`start_pool` asking for
+    ``workers`` processes; returns whether it did. Raises nothing.
+
+    For a command that is about to read the files of a log directory at once
+    (:func:`tb_kineto_insights.store.parallel_summaries.prestart`).
+    Against :func:`warm_up_server`, a forked pool has no server process and no
+    ``multiprocessing`` resource tracker: 28 MB less tree PSS on ``sample_logs`` (issue
+    34, ``benchmarks/RESULTS.md``), and its workers import while this process does.
+    Only where ``fork`` is safe: a system that has it, and a process that runs one
+    thread (``fork`` of a threaded process may leave a lock held in the child for ever),
+    so a command calls it before any thread starts (the command line: before its time
+    budget's watchdog, ``cli/budget.py``); and only with more than one usable core and
+    worker processes allowed (:func:`read_workers`)."""
+    global _prestarted
+    release_prestarted()
+    try:
+        if workers < 1 or not read_workers(PARALLEL_MIN_JSON_BYTES):
+            return False
+        import multiprocessing as mp
+        import threading
+        from concurrent.futures import ProcessPoolExecutor
+
+        if "fork" not in mp.get_all_start_methods() or threading.active_count() != 1:
+            return False
+        names = ("tb_kineto_insights.trace.reader", "numpy.ma", *preload)
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=mp.get_context("fork"),
+            initializer=_import_all,
+            initargs=(names,),
+        )
+        # the first task forks every worker, here, from this one thread (a pool of the
+        # fork context starts all its processes at its first task, before its own thread)
+        pool.submit(int)
+    except (OSError, ValueError, RuntimeError, AssertionError):
+        return False
+    _prestarted = (workers, pool)
+    return True
+
+
+def release_prestarted() -> None:
+    """Shut down a pool :func:`prestart_pool` forked that no :func:`start_pool` took
+    (its workers end after their imports). Raises nothing."""
+    global _prestarted
+    if _prestarted is not None:
+        _, pool = _prestarted
+        _prestarted = None
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
-    """A process pool of ``workers`` (forkserver, else spawn), or ``None`` when worker
+    """A process pool of ``workers``: the one :func:`prestart_pool` forked when it has that
+    many processes, else a new one (forkserver, else spawn); ``None`` when worker
     processes cannot be started here (the read is then serial). ``preload``: as
-    :func:`_context`."""
+    :func:`_context`. A pool forked ahead of another size is shut down."""
+    global _prestarted
     from concurrent.futures import ProcessPoolExecutor
 
+    if _prestarted is not None and _prestarted[0] == workers:
+        pool, _prestarted = _prestarted[1], None
+        return pool
+    release_prestarted()
     try:
         return ProcessPoolExecutor(max_workers=workers, mp_context=_context(preload))
     except (OSError, ValueError, RuntimeError, AssertionError):
