@@ -580,15 +580,16 @@ def test_window_of_a_step_cut_from_the_file(client: Client) -> None:
     assert narrow.headers["X-Window-End-Ns"] == "3120500"
     disposition = narrow.headers["Content-Disposition"]
     assert disposition == f'attachment; filename="{GOOD_WORKER}.{GOOD_SPAN}.step2.window.json"'
-    for bad in (
-        {"start_us": "0"},
-        {"start_us": "5", "end_us": "5"},
-        {"start_us": "x", "end_us": "1"},
+    for bad, said in (
+        ({"start_us": "0"}, "give both start_us and end_us"),
+        ({"start_us": "5", "end_us": "5"}, "end_us 5 is not after start_us 5"),
+        ({"start_us": "x", "end_us": "1"}, "start_us"),
     ):
         response = client.get(
             url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="2", **bad)
         )
         assert response.status_code == 400, bad
+        assert said in response.get_data(as_text=True), bad
     assert (
         client.get(
             url("window", run=GOOD_RUN, worker=GOOD_WORKER, span=GOOD_SPAN, step="9")

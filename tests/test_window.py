@@ -185,6 +185,9 @@ def test_window_command_errors(tmp_path: Path, capsys: Any) -> None:
     ]
     assert main(only_start) == 2
     assert "give both --start-us and --end-us" in capsys.readouterr().err
+    backwards = [*only_start[:-2], "--end-us", "1", "--out", str(tmp_path / "o")]
+    assert main(backwards) == 2
+    assert "--end-us 1 is not after --start-us 3" in capsys.readouterr().err
 
 
 def test_odd_events_and_a_bare_array(tmp_path: Path) -> None:

@@ -112,10 +112,10 @@ def _cut_step(
     for value, option in zip((start_us, end_us), options, strict=True):
         if value is not None:
             check_offset_us(value, option)  # before the file is read
-    if (start_us is None) != (end_us is None) or (
-        start_us is not None and end_us is not None and end_us <= start_us
-    ):
+    if (start_us is None) != (end_us is None):
         raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    if start_us is not None and end_us is not None and end_us <= start_us:
+        raise ValueError(f"--end-us {end_us:g} is not after --start-us {start_us:g}")
     where = WindowIndex(BlockReader(path, max_json_bytes, checkpoints=True))
     w = step_window(path, step, max_json_bytes, where)
     bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us, options)

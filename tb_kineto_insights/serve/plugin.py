@@ -1109,6 +1109,8 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         end_us = _number(self._param(request, "end_us", required=False), "end_us")
         step_ns = round(doc.duration_us * 1000)
         window = window_bounds(doc.trace_start_ns, step_ns, start_us, end_us)
+        if window is None and start_us is not None and end_us is not None:
+            raise _ApiError(400, f"end_us {end_us:g} is not after start_us {start_us:g}")
         if window is None:
             raise _ApiError(400, "give both start_us and end_us (end after start), or neither")
         ident = self._request_identity(span)
