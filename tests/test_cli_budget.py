@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import kernel, write_trace
+from conftest import kernel, python_child, write_trace
 
 from tb_kineto_insights.cli import budget
 from tb_kineto_insights.cli.main import main
@@ -95,17 +95,8 @@ def _budget_child(code: str) -> tuple[int, str, float]:
     """Run ``code`` (with ``Budget`` imported and ``sys``, ``time``) in a fresh
     interpreter: its exit code, stderr and seconds."""
     started = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time\nfrom tb_kineto_insights.cli.budget import Budget\n" + code,
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        timeout=60,
-    )
+    head = "import sys, time\nfrom tb_kineto_insights.cli.budget import Budget\n"
+    proc = python_child(head + code, timeout=60)
     return proc.returncode, proc.stderr, time.monotonic() - started
 
 

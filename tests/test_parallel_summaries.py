@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import SAMPLE_LOGS
+from conftest import SAMPLE_LOGS, python_child
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli.json_output import write_json
@@ -381,22 +381,8 @@ def test_the_feeder_and_this_process_never_take_the_same_batch() -> None:
 def _child(code: str, workers: str = "2") -> list[str]:
     """``code`` run in a fresh interpreter of one thread (a test process may run more),
     with ``KINETO_INSIGHTS_READ_WORKERS=workers``: the lines it printed."""
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    env[parallel.WORKERS_ENV] = workers
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import os, sys\nfrom tb_kineto_insights.trace import parallel\n" + code,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    head = "import os, sys\nfrom tb_kineto_insights.trace import parallel\n"
+    proc = python_child(head + code, {parallel.WORKERS_ENV: workers})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
@@ -479,20 +465,14 @@ def test_prestart_forks_all_but_one_core_unless_a_file_goes_piece_by_piece() -> 
 def test_report_of_a_log_dir_from_the_command_line_is_the_serial_one() -> None:
     """The console script's path (the pool forked ahead, before the time budget's
     thread): the same JSON as one core, byte for byte."""
-    import subprocess
-    import sys
 
     def report(workers: str) -> str:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-        env[parallel.WORKERS_ENV] = workers
-        cmd = [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(SAMPLE_LOGS)]
-        proc = subprocess.run(
-            [*cmd, "--format", "json", "--cache", "none"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
+        argv = ["tb-kineto-insights", "report", str(SAMPLE_LOGS), "--format", "json"]
+        code = (
+            f"import runpy, sys\nsys.argv = {[*argv, '--cache', 'none']!r}\n"
+            "runpy.run_module('tb_kineto_insights.cli', run_name='__main__')\n"
         )
+        proc = python_child(code, {parallel.WORKERS_ENV: workers}, timeout=300)
         assert proc.returncode == 0, proc.stderr
         return proc.stdout
 
