@@ -148,3 +148,90 @@ def test_a_command_within_the_signals_block_is_not_stopped() -> None:
         "print('done', file=sys.stderr)\n"
     )
     assert code == 0 and err.strip() == "done", err
+
+
+def test_a_cancelled_budget_never_fires_and_output_cancels_it() -> None:
+    """The command's first write to standard output cancels the budget (its document is
+    written whole or not at all); a budget cancelled never fires (expire returns)."""
+    import io
+
+    b = budget.Budget("report", 60.0, "--timeout", io.StringIO())
+    out = budget.OutputEndsBudget(io.StringIO(), b)
+    assert out.write("{}\n") == 3
+    b.expire()  # returns: cancelled by the write; it would end this process otherwise
+    assert out.getvalue() == "{}\n"  # the rest is the stream's own
+
+
+def test_a_tiny_budget_is_named_as_it_was_given() -> None:
+    assert budget._seconds_text(0.004) == "0.004" and budget._seconds_text(0.2) == "0.2"
+    assert budget._seconds_text(1.0) == "1.0"
+
+
+def _session_processes(sid: int) -> list[int]:
+    """PIDs of the processes of session ``sid`` (``/proc/PID/stat``'s sixth field)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid:
+                pids.append(int(entry))
+    return pids
+
+
+def _report_in_own_session() -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KINETO_INSIGHTS_READ_WORKERS": "2"}
+    code = (
+        "import sys\nsys.argv = ['tb-kineto-insights', 'report', sys.argv[1], '--format', "
+        "'json', '--cache', 'none']\nfrom tb_kineto_insights.cli.main import main\n"
+        "sys.exit(main())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(REPO / "sample_logs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while len(_session_processes(proc.pid)) < 2:  # its worker forked: reading the files
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.2)
+    return proc
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_ctrl_c_ends_report_and_its_workers_without_tracebacks() -> None:
+    """Ctrl-C while a log directory is read: 'interrupted', exit 130, no traceback, and
+    no process of the command left (its workers are killed)."""
+    import signal
+
+    proc = _report_in_own_session()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == budget.EXIT_INTERRUPTED and err == "interrupted\n", err
+    assert out == ""
+    deadline = time.monotonic() + 10
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_processes(proc.pid) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_workers_end_with_a_killed_command() -> None:
+    """SIGKILL of the command alone (not its group): its forked workers die with it, so
+    a reader of its output gets end-of-file (a worker left behind held the pipe)."""
+    import signal
+
+    proc = _report_in_own_session()
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)  # end-of-file on both pipes: no worker holds them
+    deadline = time.monotonic() + 10
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_processes(proc.pid) == []

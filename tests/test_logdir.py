@@ -803,6 +803,6 @@ def test_a_fifo_named_like_a_trace_is_named_and_never_opened(tmp_path: Path) -> 
     os.mkfifo(fifo)
     skipped: list[tuple[str, str]] = []
     assert discover(str(tmp_path / "logs"), skipped=skipped) == []
-    assert skipped == [(str(fifo), "not a regular file (other), not read")]
+    assert skipped == [(str(fifo), "not a regular file (a fifo, socket or device), not read")]
     with pytest.raises(LogdirError, match="not a regular file"):
         span_for_file(str(fifo))

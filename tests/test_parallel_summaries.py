@@ -462,6 +462,36 @@ def test_prestart_forks_all_but_one_core_unless_a_file_goes_piece_by_piece() -> 
     assert out == ["True", "None", "True"]
 
 
+@pytest.mark.parametrize(
+    ("workers", "piece_by_piece", "batches", "size"),
+    [
+        (2, False, 12, 1),
+        (999, False, 12, 11),
+        (16, False, 4, 3),
+        (4, True, 12, 4),
+        (2, False, 1, 1),
+    ],
+)
+def test_pool_size(workers: int, piece_by_piece: bool, batches: int, size: int) -> None:
+    """One process per core while a file goes piece by piece; else one fewer, and no
+    more than the batches left once this process took its first."""
+    assert ps.pool_size(workers, piece_by_piece, batches) == size
+
+
+def test_more_processes_than_cores_are_not_forked_ahead() -> None:
+    """KINETO_INSIGHTS_READ_WORKERS=999 on this machine: a fork of each process would
+    import the analysis (998 processes forked at once took 138 s); the server starts
+    them as the work needs them, as before."""
+    code = (
+        "from tb_kineto_insights.store import parallel_summaries as ps\n"
+        "from tb_kineto_insights.logdir.discovery import discover\n"
+        f"runs = discover({str(SAMPLE_LOGS)!r})\n"
+        "spans = [s for r in runs for w in r.workers for s in w.spans]\n"
+        "print(ps.prestart(spans), parallel._prestarted)\n"
+    )
+    assert _child(code, workers="999") == ["True", "None"]
+
+
 def test_report_of_a_log_dir_from_the_command_line_is_the_serial_one() -> None:
     """The console script's path (the pool forked ahead, before the time budget's
     thread): the same JSON as one core, byte for byte."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -128,17 +127,48 @@ def _kill_children() -> None:
                         os.kill(int(pid), signal.SIGKILL)
 
 
+def _seconds_text(seconds: float) -> str:
+    """``1.5`` → ``"1.5"``, ``0.004`` → ``"0.004"`` (one decimal hid a tiny budget as 0.0)."""
+    return f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.2g}"
+
+
 def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
+    """Say what ran out, kill the children and end the process with exit 124. Nothing
+    buffered for standard output is flushed: a command writes its document only once its
+    work is done (:class:`OutputEndsBudget`), so what is buffered there is never a whole
+    document (a cut JSON report came out before)."""
     with contextlib.suppress(Exception):
         err.write(
-            f"error: {command} did not finish within its time budget of {seconds:.1f} s "
-            f"({how}); stopped. Give --timeout SECONDS for more (0: no limit)\n"
+            f"error: {command} did not finish within its time budget of "
+            f"{_seconds_text(seconds)} s ({how}); stopped. Give --timeout SECONDS for more "
+            "(0: no limit)\n"
         )
         err.flush()
     _kill_children()
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
     os._exit(EXIT_TIMEOUT)
+
+
+#: Exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
+
+
+def stop_on_interrupt(err: TextIO) -> None:
+    """From now on Ctrl-C (``SIGINT``) ends the command at once: ``interrupted`` on
+    ``err``, its child processes killed, exit :data:`EXIT_INTERRUPTED`; before, each of
+    the command and its worker processes printed a ``KeyboardInterrupt`` traceback, and
+    the command first waited for its workers' current files. For the console script
+    (the main thread; elsewhere nothing changes). Raises nothing."""
+    import signal
+
+    def interrupted(*_: object) -> None:
+        with contextlib.suppress(Exception):
+            err.write("interrupted\n")
+            err.flush()
+        _kill_children()
+        os._exit(EXIT_INTERRUPTED)
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, interrupted)
 
 
 class Budget:
@@ -151,10 +181,20 @@ class Budget:
         self.command, self.seconds, self.how, self.err = command, seconds, how, err
         self.deadline = time.monotonic() + seconds
         self.timer: threading.Timer | None = None
+        # expire and cancel exclude each other: once the message is out the process ends
+        # with 124 (a command finishing meanwhile used to exit 0 after the message), and
+        # once cancelled the budget never fires
+        self._lock = threading.Lock()
+        self._over = False
 
     def expire(self, *_: object) -> None:
-        """Print what ran out, kill the children and end the process (exit 124)."""
-        _expire(self.command, self.seconds, self.how, self.err)
+        """Print what ran out, kill the children and end the process (exit 124), unless
+        the budget was cancelled."""
+        with self._lock:
+            if self._over:
+                return
+            self._over = True
+            _expire(self.command, self.seconds, self.how, self.err)  # never returns
 
     @contextlib.contextmanager
     def by_signal(self) -> Iterator[None]:
@@ -187,9 +227,29 @@ class Budget:
         self.timer.start()
 
     def cancel(self) -> None:
-        """Stop watching (the command returned)."""
+        """Stop watching (the command's work is done). Should the budget be expiring at
+        that moment, this waits for the process to end (exit 124)."""
+        with self._lock:
+            self._over = True
         if self.timer is not None:
             self.timer.cancel()
+
+
+class OutputEndsBudget:
+    """A command's standard output whose first write cancels ``budget``: the budget
+    covers the command's work, and a command writes its document once that is done, so
+    the document is either written whole (exit 0) or not at all (exit 124), and a slow
+    reader of it (a pager) never stops the command. Everything else is ``out``'s."""
+
+    def __init__(self, out: TextIO, budget: Budget) -> None:
+        self._out, self._budget = out, budget
+
+    def write(self, text: str) -> int:
+        self._budget.cancel()
+        return self._out.write(text)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._out, name)
 
 
 def budget_for(

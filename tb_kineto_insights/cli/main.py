@@ -679,10 +679,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None
+    out: TextIO = sys.stdout
     if hasattr(args, "timeout"):
-        from tb_kineto_insights.cli.budget import budget_for
+        from tb_kineto_insights.cli import budget as cli_budget
 
-        budget = budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
+        if argv is None:  # the console script: Ctrl-C ends it at once, without tracebacks
+            cli_budget.stop_on_interrupt(sys.stderr)
+        budget = cli_budget.budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
+        if budget is not None:  # the document is written whole or not at all
+            out = cli_budget.OutputEndsBudget(sys.stdout, budget)  # type: ignore[assignment]
     prestart = getattr(args, "prestart", None)
     if prestart is not None:  # worker processes forked while this process is one thread
         with budget.by_signal() if budget is not None else contextlib.nullcontext():
@@ -690,7 +695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if budget is not None:
         budget.start()
     try:
-        return int(args.func(args, sys.stdout, sys.stderr))
+        return int(args.func(args, out, sys.stderr))
     except BrokenPipeError:  # e.g. `report ... | head`
         return EXIT_OK
     finally:

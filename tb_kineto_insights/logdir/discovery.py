@@ -553,8 +553,8 @@ def _list_local(
                         )
                     continue
             elif kind != "file":  # fifo, socket, device: never open those
-                if _looks_like_trace(os.path.basename(name)):
-                    note(name, f"not a regular file ({kind or 'unknown type'}), not read")
+                if _looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
+                    note(name, "not a regular file (a fifo, socket or device), not read")
                 continue
             try:
                 st = os.stat(name)  # follows a link: the target is what will be read

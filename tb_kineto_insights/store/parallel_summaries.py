@@ -467,10 +467,24 @@ def prestart(spans: Sequence[Span]) -> bool:
     workers = worker_count(sum(sizes), len(sizes))
     if not workers:
         return False
-    here, _ = plan(sizes, workers)
-    if here:
+    here, batches = plan(sizes, workers)
+    size = pool_size(workers, bool(here), len(batches))
+    # more processes than cores (KINETO_INSIGHTS_READ_WORKERS above them): the server
+    # starts them as the work needs them, a fork of each would import the analysis
+    if here or size >= parallel.usable_cores():
         return parallel.warm_up_server(PRELOAD)
-    return parallel.prestart_pool(workers - 1, PRELOAD)
+    return parallel.prestart_pool(size, PRELOAD)
+
+
+def pool_size(workers: int, piece_by_piece: bool, batches: int) -> int:
+    """Processes of the pool for ``workers`` cores: one per core while a file is read
+    piece by piece (its pieces need a decoder per core), else one fewer (this process
+    takes batches too) and no more than the ``batches`` less the one this process takes
+    first (a pool forked ahead starts every process at once: with
+    ``KINETO_INSIGHTS_READ_WORKERS=999`` it forked 998)."""
+    if piece_by_piece:
+        return workers
+    return max(1, min(workers - 1, batches - 1))
 
 
 def summarize_spans(
@@ -486,7 +500,8 @@ def summarize_spans(
     here, batch_indices = plan(sizes, workers) if workers else ([], [])
     # this process takes batches too: one process fewer in the pool (its memory and its
     # start), unless a file goes piece by piece (its pieces need a decoder per core)
-    pool = parallel.start_pool(workers if here else workers - 1, PRELOAD) if workers else None
+    size = pool_size(workers, bool(here), len(batch_indices))
+    pool = parallel.start_pool(size, PRELOAD) if workers else None
     if pool is None:
         for task in tasks:
             yield summarize_one(task, settings)

@@ -205,10 +205,25 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
 _prestarted: tuple[int, Executor] | None = None
 
 
-def _import_all(names: tuple[str, ...]) -> None:
-    """A forked worker's first work: import ``names`` (as the forkserver preloads them)."""
+def _forked_worker_start(parent: int, names: tuple[str, ...]) -> None:
+    """A forked worker's first work. It ends with its parent (``parent``, the command):
+    on Linux ``PR_SET_PDEATHSIG`` (``prctl(2)``) sends it SIGKILL when the parent dies,
+    as a worker blocked on its task queue never notices otherwise and would keep the
+    command's standard output and error open (a reader of them waited for ever); it
+    ignores Ctrl-C, which the command handles for it (``cli/budget.py``:
+    ``stop_on_interrupt``); then it imports ``names`` (as the forkserver preloads them)."""
     import importlib
+    import signal
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import contextlib
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl
+            os._exit(1)
     for name in names:
         importlib.import_module(name)
 
@@ -243,8 +258,8 @@ def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
         pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=mp.get_context("fork"),
-            initializer=_import_all,
-            initargs=(names,),
+            initializer=_forked_worker_start,
+            initargs=(os.getpid(), names),
         )
         # the first task forks every worker, here, from this one thread (a pool of the
         # fork context starts all its processes at its first task, before its own thread)
