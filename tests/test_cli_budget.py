@@ -206,15 +206,21 @@ def _report_in_own_session() -> subprocess.Popen[str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
-def test_ctrl_c_ends_report_and_its_workers_without_tracebacks() -> None:
-    """Ctrl-C while a log directory is read: 'interrupted', exit 130, no traceback, and
-    no process of the command left (its workers are killed)."""
+@pytest.mark.parametrize(
+    ("signal_name", "said", "code"),
+    [("SIGINT", "interrupted", 130), ("SIGTERM", "terminated", 143)],
+)
+def test_ctrl_c_or_sigterm_ends_report_and_its_workers_without_tracebacks(
+    signal_name: str, said: str, code: int
+) -> None:
+    """Ctrl-C or SIGTERM while a log directory is read: said on stderr, exit 128 + the
+    signal, no traceback, and no process of the command left (its workers are killed)."""
     import signal
 
     proc = _report_in_own_session()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signal_name))
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == budget.EXIT_INTERRUPTED and err == "interrupted\n", err
+    assert proc.returncode == code and err == said + "\n", err
     assert out == ""
     deadline = time.monotonic() + 10
     while _session_processes(proc.pid) and time.monotonic() < deadline:
@@ -235,3 +241,30 @@ def test_workers_end_with_a_killed_command() -> None:
     while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _session_processes(proc.pid) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_children_of_children_are_killed_without_psutil() -> None:
+    """Without psutil the /proc fallback kills grandchildren too (a forkserver's
+    workers are the command's grandchildren)."""
+    code = (
+        "import subprocess, sys, time, os\n"
+        "sys.modules['psutil'] = None  # the fallback\n"
+        "from tb_kineto_insights.cli import budget\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; "
+        'p = subprocess.Popen(["sleep", "60"]); print(p.pid, flush=True); time.sleep(60)\'],'
+        " stdout=subprocess.PIPE, text=True)\n"
+        "grandchild = int(child.stdout.readline())\n"
+        "budget._kill_children()\n"
+        "child.wait(timeout=10)\n"
+        "time.sleep(0.3)\n"
+        "try:\n"
+        "    state = open(f'/proc/{grandchild}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+        "except FileNotFoundError:\n"
+        "    state = 'gone'\n"
+        "print(child.returncode, state)\n"
+    )
+    proc = python_child(code, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    code_of_child, state = proc.stdout.split()
+    assert code_of_child == "-9" and state in ("Z", "gone")  # killed (a zombie until reaped)

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 #: Seconds every command may take, whatever its input (the plugin's default base).
 DEFAULT_TIMEOUT_S = 120.0
@@ -107,7 +107,8 @@ def timeout_arg(text: str) -> float:
 
 def _kill_children() -> None:
     """SIGKILL this process's descendants (psutil, a dependency of Dask, when it is
-    installed; else the direct children ``/proc`` lists). Raises nothing."""
+    installed; else those ``/proc`` lists, children of children too: a forkserver's
+    workers are this process's grandchildren). Raises nothing."""
     try:
         import psutil
 
@@ -119,12 +120,19 @@ def _kill_children() -> None:
         pass
     import signal
 
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{os.getpid()}/task"):
-            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
-                for pid in fh.read().split():
-                    with contextlib.suppress(OSError):
-                        os.kill(int(pid), signal.SIGKILL)
+    todo, seen = [os.getpid()], set()
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError, ValueError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    for child in map(int, fh.read().split()):
+                        if child not in seen:
+                            seen.add(child)
+                            todo.append(child)
+    for pid in seen:  # all listed before any is killed (a killed parent orphans them)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _seconds_text(seconds: float) -> str:
@@ -152,23 +160,33 @@ def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
 EXIT_INTERRUPTED = 130
 
 
+#: Exit status of a command stopped by SIGTERM (128 + 15).
+EXIT_TERMINATED = 143
+
+
 def stop_on_interrupt(err: TextIO) -> None:
-    """From now on Ctrl-C (``SIGINT``) ends the command at once: ``interrupted`` on
-    ``err``, its child processes killed, exit :data:`EXIT_INTERRUPTED`; before, each of
-    the command and its worker processes printed a ``KeyboardInterrupt`` traceback, and
-    the command first waited for its workers' current files. For the console script
-    (the main thread; elsewhere nothing changes). Raises nothing."""
+    """From now on Ctrl-C (``SIGINT``) and ``SIGTERM`` end the command at once:
+    ``interrupted`` / ``terminated`` on ``err``, its child processes killed, exit
+    :data:`EXIT_INTERRUPTED` / :data:`EXIT_TERMINATED`. Before, Ctrl-C printed a
+    ``KeyboardInterrupt`` traceback from the command and from each worker process, after
+    the command waited for its workers' current files, and ``SIGTERM`` to the command
+    alone left its forkserver and workers running, holding its standard output open.
+    For the console script (the main thread; elsewhere nothing changes). Raises nothing."""
     import signal
 
-    def interrupted(*_: object) -> None:
-        with contextlib.suppress(Exception):
-            err.write("interrupted\n")
-            err.flush()
-        _kill_children()
-        os._exit(EXIT_INTERRUPTED)
+    def ending(word: str, code: int) -> Any:
+        def handler(*_: object) -> None:
+            with contextlib.suppress(Exception):
+                err.write(f"{word}\n")
+                err.flush()
+            _kill_children()
+            os._exit(code)
+
+        return handler
 
     with contextlib.suppress(ValueError):  # not the main thread
-        signal.signal(signal.SIGINT, interrupted)
+        signal.signal(signal.SIGINT, ending("interrupted", EXIT_INTERRUPTED))
+        signal.signal(signal.SIGTERM, ending("terminated", EXIT_TERMINATED))
 
 
 class Budget:
