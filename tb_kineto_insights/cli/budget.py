@@ -287,14 +287,3 @@ def budget_for(
     if not (seconds > 0 and math.isfinite(seconds)):
         return None
     return Budget(command, seconds, how, err)
-
-
-def start_budget(
-    command: str, timeout_s: float | None, inputs: list[str], err: TextIO
-) -> Budget | None:
-    """:func:`budget_for`, watched from a daemon thread from now (:meth:`Budget.start`);
-    cancel it when the command returns."""
-    budget = budget_for(command, timeout_s, inputs, err)
-    if budget is not None:
-        budget.start()
-    return budget

@@ -456,11 +456,11 @@ def prestart(spans: Sequence[Span]) -> bool:
     """Before a command summarises ``spans`` with :func:`summarize_spans` (``report
     LOGDIR``, ``diff``/``check`` of two folders): start its pool's processes now, while
     this process imports the analysis. When the plan (:func:`plan`) reads no file piece
-    by piece, the pool's ``workers - 1`` processes are forked
+    by piece, the pool's processes (:func:`pool_size`) are forked
     (:func:`~tb_kineto_insights.trace.parallel.prestart_pool`: no server process, 28 MB
-    less memory on ``sample_logs``); with such a file, the forkserver is started
-    (:func:`~tb_kineto_insights.trace.parallel.warm_up_server`), as the pool then needs a
-    process per core while this process reads. Returns whether anything started (nothing
+    less memory on ``sample_logs``); with such a file, or more processes than cores, the
+    forkserver is started (:func:`~tb_kineto_insights.trace.parallel.warm_up_server`),
+    which starts them as the work needs them. Returns whether anything started (nothing
     for files too few or too small for a pool, :func:`worker_count`). Call it while this
     process runs one thread. Raises nothing."""
     sizes = [estimated_json_bytes(s) for s in spans]
