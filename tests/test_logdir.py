@@ -806,3 +806,25 @@ def test_a_fifo_named_like_a_trace_is_named_and_never_opened(tmp_path: Path) -> 
     assert skipped == [(str(fifo), "not a regular file (a fifo, socket or device), not read")]
     with pytest.raises(LogdirError, match="not a regular file"):
         span_for_file(str(fifo))
+
+
+@pytest.mark.parametrize("command", ["report", "window"])
+def test_a_fifo_given_to_the_command_line_is_refused_at_once(tmp_path: Path, command: str) -> None:
+    """A second trial: ``report FIFO`` still blocked (the workers' warm-up opened it)
+    and ``window FIFO`` too (the reader's open). Both now refuse it by name, exit 2,
+    without waiting for a writer (a blocked open would run into the child's timeout)."""
+    from conftest import python_child
+
+    fifo = tmp_path / "w.1.pt.trace.json"
+    os.mkfifo(fifo)
+    argv = ["tb-kineto-insights", command, str(fifo)]
+    if command == "window":
+        argv += ["--step", "1", "--out", str(tmp_path / "out.json")]
+    code = (
+        f"import runpy, sys\nsys.argv = {argv!r}\n"
+        "runpy.run_module('tb_kineto_insights.cli', run_name='__main__')\n"
+    )
+    proc = python_child(code, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "not a regular file (a fifo, socket or device)" in proc.stderr
+    assert str(fifo) in proc.stderr and "Traceback" not in proc.stderr

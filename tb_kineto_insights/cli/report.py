@@ -50,9 +50,11 @@ EXIT_UNUSABLE = 2
 
 
 def _is_file(path: str) -> bool:
+    """Whether ``path`` names one file, not a folder: locally anything that exists and is
+    no folder (a fifo too, which :func:`span_for_file` then refuses by name)."""
     local = local_path(path)
     if local is not None:
-        return os.path.isfile(local)
+        return os.path.exists(local) and not os.path.isdir(local)
     try:
         import fsspec  # a URL: only here (0.1 s of imports)
 

@@ -327,7 +327,11 @@ def warm_up(path: str) -> bool:
     ``benchmarks/RESULTS.md``). The command line calls this before it imports the
     analysis, so that the server's start overlaps the parent's own imports. Raises nothing: a file
     that cannot be read or a server that cannot start only means no warm-up."""
+    import stat
+
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a fifo's open would block
+            return False
         with open(path, "rb") as fh:
             compressed = fh.read(2) == b"\x1f\x8b"
             size = os.fstat(fh.fileno()).st_size
