@@ -154,3 +154,33 @@ def test_multi_member_trace_has_no_data_loss(tmp_path: Path) -> None:
     one, two = read_trace(str(whole), workers=1), read_trace(str(split), workers=1)
     assert two.health.damage == [] and two.health.lost_events == 0
     assert len(two.kernels) == len(one.kernels) == 20_000
+
+
+def test_inflate_on_this_thread_gives_the_same_blocks_without_a_helper_thread(
+    tmp_path: Path,
+) -> None:
+    """Inside ``inflate_on_this_thread`` a reader starts no ``trace-gunzip`` thread and
+    yields the blocks and damage of the reader that inflates ahead; outside, the helper
+    thread runs while the blocks are read."""
+    import threading
+
+    def helpers() -> int:
+        return sum(t.name == "trace-gunzip" for t in threading.enumerate())
+
+    for name, path in _variants(tmp_path).items():
+        ahead = source.BlockReader(str(path))
+        seen_ahead = []
+        blocks_ahead = []
+        for block in ahead:
+            seen_ahead.append(helpers())
+            blocks_ahead.append(block)
+        with source.inflate_on_this_thread():
+            inline = source.BlockReader(str(path))
+        seen_inline = []
+        blocks_inline = []
+        for block in inline:  # made inside the block: inflates here even after it
+            seen_inline.append(helpers())
+            blocks_inline.append(block)
+        assert blocks_inline == blocks_ahead, name
+        assert inline.stream_damage == ahead.stream_damage, name
+        assert max(seen_ahead) == 1 and max(seen_inline) == 0, name

@@ -311,9 +311,9 @@ def test_json_output_has_the_stdlib_values_in_ascii() -> None:
 
 
 def test_json_output_escapes_repeated_and_nested_runs_as_the_stdlib() -> None:
-    """Each distinct run of non-ASCII characters is escaped once and replaced everywhere,
-    longest first: runs that hold one another (``…``, ``µ…``, ``…µ…``), runs beside
-    escapes and at the ends, and a character beyond U+FFFF give the stdlib's text."""
+    """Runs of non-ASCII characters that hold one another (``…``, ``µ…``, ``…µ…``),
+    runs beside escapes and at the ends, and a character beyond U+FFFF give the stdlib's
+    text."""
     names = ["…", "µ…", "…µ…", "a…", "…b", 'x\\…"', "😀…😀", "é", "éé", "日本…", "…" * 3]
     doc = {"names": names * 3, "key…": {n: n for n in names}}
     assert dumps_json(doc) == json.dumps(doc, indent=1)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import codecs
 import math
-import re
 from typing import Any, TextIO
 
 import msgspec
@@ -92,24 +91,12 @@ def dumps_json(doc: Any) -> str:
         )
     if b"\x7f" in data:  # DEL: ASCII, but json escapes it; only ever inside a string
         data = data.replace(b"\x7f", b"\\u007f")
-    if not data.isascii():
-        data = _ascii_only(data)
-    return data.decode("ascii")
-
-
-_NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
-
-
-def _ascii_only(data: bytes) -> bytes:
-    """UTF-8 JSON text with each run of non-ASCII characters escaped
-    (:func:`_escape_non_ascii`). Each distinct run is escaped once and replaced
-    everywhere, longest first (a run that holds a shorter one is gone before the shorter
-    one is replaced; the bytes of a run only occur inside runs): a report repeats a few
-    runs thousands of times (``…`` of shortened names, ``µ``), which the error handler
-    took one by one (27 ms of a 7.5 MB report of ``sample_logs``, 3 ms now)."""
-    for run in sorted(set(_NON_ASCII_RUN.findall(data)), key=len, reverse=True):
-        data = data.replace(run, run.decode().encode("ascii", _ERRORS))
-    return data
+    if data.isascii():
+        return data.decode("ascii")
+    # one pass in C; the handler runs once per run of non-ASCII characters. 13-30 ms
+    # for the 7.5 MB report of sample_logs (2,847 runs); a regex search for the runs
+    # (the code of issue 34's round 2) took 100-170 ms: ``benchmarks/RESULTS.md``
+    return data.decode("utf-8").encode("ascii", _ERRORS).decode("ascii")
 
 
 def write_json(doc: Any, out: TextIO) -> None:

@@ -113,8 +113,8 @@ def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _prestart_report(args: argparse.Namespace) -> None:
-    """``report``'s worker processes, started before its time budget's thread and while
-    this process imports the analysis: for a large file, the decode workers' server
+    """``report``'s worker processes, started before its time budget's thread: for a
+    large file, the decode workers' server
     (:func:`~tb_kineto_insights.trace.parallel.warm_up`); for a folder, the pool that
     reads its files at once (:func:`_prestart_pool`)."""
     from tb_kineto_insights.trace import parallel

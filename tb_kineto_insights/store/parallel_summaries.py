@@ -12,9 +12,9 @@ How the work is shared (one budget of processes for the command):
   workers' forkserver of ``trace/parallel.py``, which preloads the analysis here) runs
   everything: whole files, and the pieces of a file read piece by piece. A big file's
   per-piece parallelism and the other files' work never add up to more processes than
-  cores. The command line forks that pool ahead (:func:`prestart`), before it imports
-  the analysis and before its time budget's thread starts: no server process, no
-  resource tracker, and the workers import while this process does.
+  cores. The command line forks that pool ahead (:func:`prestart`), right after it
+  imported the analysis and before its time budget's thread starts: no server process,
+  no resource tracker, and the workers share the imports' pages.
 - **Largest first.** Files are ordered by their JSON size (a gzip file's ``ISIZE``
   trailer; :func:`estimated_json_bytes`), so that the last file to finish is a small one.
 - **Dominant files piece by piece.** A file of at least
@@ -30,8 +30,11 @@ How the work is shared (one budget of processes for the command):
   yet), so the pool has one process fewer than cores (less memory, one start less)
   unless a file goes piece by piece. Small files go in batches of at least
   :data:`BATCH_JSON_BYTES` (a task's sending and pickling is then paid per batch).
-  A summary comes back as msgpack (``msgspec``): the same Struct, to the byte
-  (``tests/test_parallel_summaries.py`` compares the JSON report with the serial one).
+  A process that reads whole files inflates them on its one thread
+  (:func:`~tb_kineto_insights.trace.source.inflate_on_this_thread`): the other cores
+  are busy, a helper thread would only compete. A summary comes back as msgpack
+  (``msgspec``): the same Struct, to the byte (``tests/test_parallel_summaries.py``
+  compares the JSON report with the serial one).
 - **Serial when it does not pay**: one file, fewer than two usable cores
   (``KINETO_INSIGHTS_READ_WORKERS=1`` too), under :data:`MIN_PARALLEL_JSON_BYTES` of JSON
   in all, or a process that cannot start worker processes; then each file is read here,
@@ -62,6 +65,7 @@ from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.trace import parallel
 from tb_kineto_insights.trace.local_paths import local_path
+from tb_kineto_insights.trace.source import inflate_on_this_thread
 
 if TYPE_CHECKING:
     import threading
@@ -302,12 +306,13 @@ def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
         os.environ.clear()
         os.environ.update(settings.environ)
     out: list[Outcome] = []
-    for task in tasks:
-        (summary, error), warning = summarize_one(task, settings)
-        if summary is not None:
-            out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
-        else:
-            out.append(("error", None, error, warning))
+    with inflate_on_this_thread():  # every core reads a file: no helper thread
+        for task in tasks:
+            (summary, error), warning = summarize_one(task, settings)
+            if summary is not None:
+                out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
+            else:
+                out.append(("error", None, error, warning))
     return out
 
 
@@ -454,15 +459,15 @@ def plan(sizes: Sequence[int], workers: int) -> tuple[list[int], list[list[int]]
 
 def prestart(spans: Sequence[Span]) -> bool:
     """Before a command summarises ``spans`` with :func:`summarize_spans` (``report
-    LOGDIR``, ``diff``/``check`` of two folders): start its pool's processes now, while
-    this process imports the analysis. When the plan (:func:`plan`) reads no file piece
-    by piece, the pool's processes (:func:`pool_size`) are forked
+    LOGDIR``, ``diff``/``check`` of two folders): start its pool's processes now. When
+    the plan (:func:`plan`) reads no file piece by piece, the analysis is imported here
+    and the pool's processes (:func:`pool_size`) are forked
     (:func:`~tb_kineto_insights.trace.parallel.prestart_pool`: no server process, 28 MB
     less memory on ``sample_logs``); with such a file, or more processes than cores, the
     forkserver is started (:func:`~tb_kineto_insights.trace.parallel.warm_up_server`),
-    which starts them as the work needs them. Returns whether anything started (nothing
-    for files too few or too small for a pool, :func:`worker_count`). Call it while this
-    process runs one thread. Raises nothing."""
+    which starts them as the work needs them, while this process imports. Returns
+    whether anything started (nothing for files too few or too small for a pool,
+    :func:`worker_count`). Call it while this process runs one thread. Raises nothing."""
     sizes = [estimated_json_bytes(s) for s in spans]
     workers = worker_count(sum(sizes), len(sizes))
     if not workers:
@@ -546,8 +551,9 @@ def _summarize_on_pool(
                 continue
             taken, first = first or feeder.take_next(), None
             if taken is not None:  # the largest batch not sent yet, here
-                for j in taken.indices:  # serially: the pool has the other cores
-                    done[j] = summarize_one(tasks[j], settings, workers=1)
+                with inflate_on_this_thread():  # serially: the pool has the other cores
+                    for j in taken.indices:
+                        done[j] = summarize_one(tasks[j], settings, workers=1)
                 continue
             batch = batch_of[next_out]
             outcomes = _batch_outcomes(batch, feeder, tasks, settings)

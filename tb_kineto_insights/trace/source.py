@@ -6,6 +6,13 @@ in that context calls ``callback(bytes_read, file_bytes)`` after each read from
 storage: bytes of the *stored* file read so far (compressed bytes for ``.gz``) and the
 stored file's size, so ``bytes_read / file_bytes`` is the share of the file read.
 
+Inflate ahead: a reader inflates one block ahead on a helper thread, which uses a
+second core while this one decodes. Inside ``with inflate_on_this_thread():`` the
+readers made there inflate on the reading thread instead: for a process that reads whole
+files while every other core reads others (``store/parallel_summaries.py``), where the
+helper thread only adds its start, its queue and switches (issue 34: 0.1 s of system
+time less on ``sample_logs``; ``benchmarks/RESULTS.md``).
+
 Inflate: `zlib-ng <https://github.com/pycompression/python-zlib-ng>`_'s ``zlib_ng``
 module (a drop-in for the stdlib's ``zlib``: ``decompressobj``, ``copy`` for the
 damage bisection, ``error``; it releases the GIL as zlib does) when it imports, else
@@ -59,6 +66,22 @@ ProgressCallback = Callable[[int, int], None]
 _progress: contextvars.ContextVar[ProgressCallback | None] = contextvars.ContextVar(
     "trace_read_progress", default=None
 )
+
+
+_inflate_ahead: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "trace_inflate_ahead", default=True
+)
+
+
+@contextlib.contextmanager
+def inflate_on_this_thread() -> Iterator[None]:
+    """Readers made inside this block inflate on the thread that reads them, with no
+    helper thread (see the module docstring: when every core already reads a file)."""
+    token = _inflate_ahead.set(False)
+    try:
+        yield
+    finally:
+        _inflate_ahead.reset(token)
 
 
 @contextlib.contextmanager
@@ -227,12 +250,13 @@ class BlockReader:
         self.bytes_read = 0
         self._progress = _progress.get()  # taken here: blocks are read on another thread
         self._file_bytes = 0
+        self._ahead = _inflate_ahead.get()
 
     def __iter__(self) -> Iterator[bytes]:
         """Blocks of at most ``block_bytes`` uncompressed bytes, decompressed one block
         ahead on a helper thread (zlib and zlib-ng release the GIL, so this overlaps with
-        decoding on a second core)."""
-        return _prefetch(self._blocks())
+        decoding on a second core); on this thread inside :func:`inflate_on_this_thread`."""
+        return _prefetch(self._blocks()) if self._ahead else self._blocks()
 
     def _blocks(self) -> Iterator[bytes]:
         if self._progress is not None:
