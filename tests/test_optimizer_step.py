@@ -138,6 +138,19 @@ def test_gpu_bound_optimizer_is_quiet(tmp_path: Path) -> None:
 )
 def test_optimizer_mode(names: list[str], per_range: float, mode: str) -> None:
     assert optimizer_mode(names, per_range) == mode
+    # the same kernels given as distinct names and their counts
+    distinct = sorted(set(names))
+    counts = [names.count(n) for n in distinct]
+    assert optimizer_mode(distinct, per_range, counts) == mode
+
+
+def test_optimizer_mode_weighs_each_name_by_its_kernels() -> None:
+    """Inductor kernels are the majority by count, not by distinct name."""
+    names = ["triton_poi_add_0", "vectorized_elementwise_kernel"]
+    assert optimizer_mode(names, 4, [3, 1]) == "compiled"
+    assert optimizer_mode(names, 4, [1, 3]) == "per_parameter"
+    assert optimizer_mode(names, 4, [1, 2]) == "per_parameter"
+    assert optimizer_mode(names, 4, [1, 1]) == "compiled"
 
 
 def _recorded(run: str) -> dict[str, Any]:

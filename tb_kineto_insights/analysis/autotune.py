@@ -44,6 +44,13 @@ CONV_OP = re.compile(
     r"cudnn_convolution\w*|miopen_convolution\w*|miopen_depthwise_convolution\w*|"
     r"convolution_overrideable|convolution_backward_overrideable)$"
 )
+
+
+def _is_conv_op(name: str) -> bool:
+    """A convolution op (:data:`CONV_OP`)."""
+    return bool(CONV_OP.match(name))
+
+
 _FORWARD_FIRST = ("aten::convolution", "aten::_convolution")
 
 
@@ -81,7 +88,7 @@ def conv_autotune(index: TraceIndex, device: int | None, min_syncs: int) -> Conv
         return None
     trace = index.trace
     ops = trace.tables[m.CPU_OP]
-    is_conv = index.rows_where(m.CPU_OP, lambda n: bool(CONV_OP.match(n)))
+    is_conv = index.rows_where(m.CPU_OP, _is_conv_op)
     if not is_conv.any():
         return None
     host_s, host_e = steps.host_windows()

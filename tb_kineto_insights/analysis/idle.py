@@ -236,7 +236,7 @@ def _gpu_events(index: TraceIndex, device: int, short_ns: float) -> _DeviceEvent
 
 def _step_thread(index: TraceIndex) -> tuple[int, int]:
     t = index.trace.tables[m.USER_ANNOTATION]
-    marks = index.rows_where(m.USER_ANNOTATION, lambda n: n.startswith("ProfilerStep#"))
+    marks = index.rows_where(m.USER_ANNOTATION, nm.is_step_marker)
     if marks.any():
         r = int(np.nonzero(marks)[0][0])
         return int(t.pid[r]), int(t.tid[r])
@@ -508,8 +508,12 @@ def launch_bound_gaps(
 _FUSED_KERNEL = re.compile(r"fused", re.IGNORECASE)
 
 
-def optimizer_mode(kernel_names: list[str], kernels_per_range: float) -> str:
-    """How an optimizer step runs, from the kernels it launches (demangled names):
+def optimizer_mode(
+    kernel_names: list[str], kernels_per_range: float, counts: list[int] | None = None
+) -> str:
+    """How an optimizer step runs, from the kernels it launches (demangled names;
+    ``counts``: how many kernels bear each name, one each when not given, so that a
+    name is tested once however many kernels bear it):
 
     * ``compiled``: most are Inductor (Triton) kernels (a ``torch.compile``'d step);
     * ``fused``: else, a kernel whose name says fused (``FusedAdamMathFunctor``,
@@ -525,8 +529,9 @@ def optimizer_mode(kernel_names: list[str], kernels_per_range: float) -> str:
     """
     if not kernel_names:
         return "none"
-    n = len(kernel_names)
-    if sum(nm.is_compiled_kernel(k) for k in kernel_names) * 2 >= n:
+    counts = [1] * len(kernel_names) if counts is None else counts
+    compiled = sum(c for k, c in zip(kernel_names, counts, strict=True) if nm.is_compiled_kernel(k))
+    if compiled * 2 >= sum(counts):
         return "compiled"  # Inductor names its kernels triton_poi_fused_...: first
     if any(_FUSED_KERNEL.search(k) for k in kernel_names):
         return "fused"
@@ -583,7 +588,7 @@ def _optimizer_cost(
     n_ranges = 0
     for kind in (m.CPU_OP, m.USER_ANNOTATION):
         tab = index.trace.tables[kind]
-        is_step = index.rows_where(kind, lambda n: n.startswith("Optimizer.step#"))
+        is_step = index.rows_where(kind, nm.is_optimizer_step)
         n_ranges += int((iv.window_index(tab.start_ns[is_step], *host) >= 0).sum())
     row = events.launch_row
     from_opt = np.zeros(row.size, dtype=np.bool_)
@@ -601,8 +606,12 @@ def _optimizer_cost(
     names = kt.name[ksel]
     count = int(ksel.sum())
     top: list[OptimizerKernel] = []
+    distinct: list[str] = []
+    per_name: list[int] = []
     if count:
         ids, counts = np.unique(names, return_counts=True)
+        distinct = [index.trace.names[int(i)] for i in ids.tolist()]
+        per_name = counts.tolist()
         durs = np.bincount(np.searchsorted(ids, names), weights=kt.dur_ns[ksel].astype(float))
         by_name: dict[str, list[float]] = {}
         for i, c, d in zip(ids.tolist(), counts.tolist(), durs.tolist(), strict=True):
@@ -616,8 +625,7 @@ def _optimizer_cost(
                     name=name, count_per_step=c / n_steps, us_per_step=d / 1000.0 / n_steps
                 )
             )
-    all_names = [index.trace.names[int(i)] for i in names]
-    mode = optimizer_mode(all_names, count / n_ranges if n_ranges else 0.0)
+    mode = optimizer_mode(distinct, count / n_ranges if n_ranges else 0.0, per_name)
     cost_ns = idle_ns + busy_ns
     return OptimizerStepCost(
         ranges_per_step=n_ranges / n_steps,
@@ -646,7 +654,8 @@ def _cpu_ops_top(
     range not inside another one of that thread: ``aten::conv2d``, not the
     ``aten::cudnn_convolution`` inside it), summed by op name, the ``k`` largest."""
     t = index.trace.tables[m.CPU_OP]
-    by_name: dict[int, int] = {}
+    hit_names: list[np.ndarray] = []  # per thread, in order: name ids of the ops hit
+    hit_ns: list[np.ndarray] = []  # and their idle (ns)
     for thread, part in parts:
         if part[0].size == 0:
             continue
@@ -661,9 +670,17 @@ def _cpu_ops_top(
         top = st >= prev_max
         ov = iv.overlap_per_window(part, st[top], en[top])
         hit = ov > 0
-        for i, us in zip(nid[top][hit].tolist(), ov[hit].tolist(), strict=True):
-            by_name[int(i)] = by_name.get(int(i), 0) + int(us)
-    best = sorted(by_name.items(), key=lambda kv: -kv[1])[:k]
+        hit_names.append(nid[top][hit])
+        hit_ns.append(ov[hit])
+    if not hit_names:
+        return []
+    ids, first, inverse = np.unique(
+        np.concatenate(hit_names), return_index=True, return_inverse=True
+    )
+    sums = int_sums(inverse.ravel(), np.concatenate(hit_ns).astype(np.int64), ids.size)
+    # the most idle first; a tie: the name hit first (threads in ``parts``' order)
+    order = np.lexsort((first, -sums))[:k]
+    best = list(zip(ids[order].tolist(), sums[order].tolist(), strict=True))
     return [
         OpIdle(
             name=index.trace.names[i],

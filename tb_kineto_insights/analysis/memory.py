@@ -393,7 +393,7 @@ def _fragmentation(
     # a release between the two events (cudaFree: torch.cuda.empty_cache(), an OOM
     # retry) leaves the earlier Total Reserved stale: the "cached free" bytes are gone
     rt = index.trace.runtime
-    frees = index.rows_where(m.RUNTIME, lambda n: nm.is_allocator_call(n) and "Free" in n)
+    frees = index.rows_where(m.RUNTIME, nm.is_allocator_free)
     free_t = np.sort(rt.start_ns[frees])
     released = np.searchsorted(free_t, d.ts[1:], side="right") > np.searchsorted(
         free_t, d.ts[:-1], side="right"

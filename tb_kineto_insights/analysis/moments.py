@@ -57,6 +57,12 @@ IDLE_CAUSE_OF: dict[str, str | None] = {
 _ALLOCATOR_CALLS = frozenset({"cudaMalloc", "cudaFree", "hipMalloc", "hipFree"})
 
 
+def _is_allocator_call(name: str) -> bool:
+    """Exactly one of :data:`_ALLOCATOR_CALLS` (a predicate of its own: the index caches
+    its mask per predicate)."""
+    return name in _ALLOCATOR_CALLS
+
+
 def moment_at(index: TraceIndex, start_ns: int, end_ns: int, what: str) -> Moment | None:
     """The moment ``[start_ns, end_ns)`` (ns on the trace's clock) in the step window
     holding ``start_ns``; None when no step window holds it."""
@@ -121,7 +127,7 @@ def _longest_event(index: TraceIndex, kind: str, rows: np.ndarray, what: str) ->
 
 
 def _allocator_call(index: TraceIndex) -> Moment | None:
-    rows = index.rows_where(m.RUNTIME, lambda name: name in _ALLOCATOR_CALLS)
+    rows = index.rows_where(m.RUNTIME, _is_allocator_call)
     return _longest_event(index, m.RUNTIME, rows, "the longest cudaMalloc/cudaFree call")
 
 

@@ -118,6 +118,31 @@ def is_optimizer(name: str) -> bool:
     return bool(_OPTIMIZER.match(name))
 
 
+def is_optimizer_step(name: str) -> bool:
+    """``Optimizer.step#…`` alone (one per optimizer step, not ``zero_grad``)."""
+    return name.startswith("Optimizer.step#")
+
+
+def is_step_marker(name: str) -> bool:
+    """``ProfilerStep#N``: the profiler's step annotation."""
+    return name.startswith("ProfilerStep#")
+
+
+def is_not_step_marker(name: str) -> bool:
+    """Anything but a ``ProfilerStep#N`` annotation."""
+    return not name.startswith("ProfilerStep#")
+
+
+def is_allocator_free(name: str) -> bool:
+    """``cudaFree`` and its kin (:func:`is_allocator_call` naming a free)."""
+    return is_allocator_call(name) and "Free" in name
+
+
+def is_kernel_launch_call(name: str) -> bool:
+    """Any call named ``…LaunchKernel…`` (``cudaLaunchKernel``, ``cuLaunchKernelEx``)."""
+    return "LaunchKernel" in name
+
+
 __all__ = ["is_communication_kernel"]  # re-exported: collectives.py is the one classifier
 
 

@@ -279,7 +279,7 @@ def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lan
         loader_threads.update(zip(t.pid[sel].tolist(), t.tid[sel].tolist(), strict=True))
     loader_threads -= launch_threads
     not_marker = {
-        kind: index.rows_where(kind, lambda n: not n.startswith("ProfilerStep#"))
+        kind: index.rows_where(kind, nm.is_not_step_marker)
         for kind in (m.CPU_OP, m.USER_ANNOTATION)
     }
     classes = {kind: _host_class(index, kind) for kind in (m.CPU_OP, m.USER_ANNOTATION, m.RUNTIME)}

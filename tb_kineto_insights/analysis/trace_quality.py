@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.lost import lost_data
@@ -73,7 +74,7 @@ def _launch_blocking(index: TraceIndex) -> LaunchBlocking:
     linked = rows >= 0
     if not linked.any():
         return LaunchBlocking(launches=0, ended_after_kernel=0, fraction=None)
-    is_launch = index.rows_where(m.RUNTIME, lambda n: "LaunchKernel" in n)
+    is_launch = index.rows_where(m.RUNTIME, nm.is_kernel_launch_call)
     rt_rows = rows[linked]
     launch = is_launch[rt_rows]
     rt_rows = rt_rows[launch]
@@ -87,12 +88,17 @@ def _launch_blocking(index: TraceIndex) -> LaunchBlocking:
     )
 
 
+def _is_overhead(name: str) -> bool:
+    """One of the profiler's own overhead events (:data:`OVERHEAD_NAMES`)."""
+    return name in OVERHEAD_NAMES
+
+
 def _profiler(index: TraceIndex, profiled_ns: int, n_steps: int) -> ProfilerCost:
     trace = index.trace
     other = trace.tables[m.OTHER]
     overhead_ns = 0
     if len(other):
-        mask = index.rows_where(m.OTHER, lambda n: n in OVERHEAD_NAMES)
+        mask = index.rows_where(m.OTHER, _is_overhead)
         overhead_ns = int(other.dur_ns[mask].sum())
     per = max(n_steps, 1)
     return ProfilerCost(
