@@ -388,12 +388,16 @@ def _child(code: str, workers: str = "2") -> list[str]:
 
 
 def test_a_pool_forked_ahead_is_this_processs_child_and_is_taken_once() -> None:
-    """prestart_pool forks its workers from this process (a worker's parent is this
-    process, not a forkserver) with the analysis imported; the next start_pool of that
-    size takes it, and the one after gets a new pool (from the forkserver)."""
+    """prestart_pool imports the analysis here, freezes the collector's objects and
+    then forks its workers from this process (a worker's parent is this process, not a
+    forkserver; it shares the imports); the next start_pool of that size takes it, and
+    the one after gets a new pool (from the forkserver)."""
     out = _child(
+        "import gc\n"
         "def probe(): return os.getppid(), 'tb_kineto_insights.summary' in sys.modules\n"
+        "print('tb_kineto_insights.summary' in sys.modules, gc.get_freeze_count() > 0)\n"
         "assert parallel.prestart_pool(1, ('tb_kineto_insights.summary',))\n"
+        "print('tb_kineto_insights.summary' in sys.modules, gc.get_freeze_count() > 0)\n"
         "pool = parallel.start_pool(1)\n"
         "parent, imported = pool.submit(probe).result()\n"
         "print(parent == os.getpid(), imported)\n"
@@ -401,7 +405,7 @@ def test_a_pool_forked_ahead_is_this_processs_child_and_is_taken_once() -> None:
         "print(again is pool, again.submit(os.getppid).result() == os.getpid())\n"
         "pool.shutdown(); again.shutdown()\n"
     )
-    assert out == ["True", "True", "False", "False"]
+    assert out == ["False", "False", "True", "True", "True", "True", "False", "False"]
 
 
 def test_no_pool_is_forked_beside_a_thread_nor_on_one_core() -> None:
