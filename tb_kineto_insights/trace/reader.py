@@ -1386,7 +1386,7 @@ class _Reader:
             self.repairs.update(counts)
             return OK, result
 
-    def _events(self, buf: bytearray, origin: int, final: bool) -> Salvaged:
+    def _events(self, buf: bytes | bytearray, origin: int, final: bool) -> Salvaged:
         """Events of ``buf`` = ``[`` + events + ``]`` (``buf[1]`` at file offset
         ``origin``). Returns ``leftover=1`` when a piece that is not the last is cut
         short (more input may complete it); damage is salvaged and recorded."""
@@ -1411,7 +1411,8 @@ class _Reader:
             status, events = self._repaired(self._decode_list, head, final)
             if status == OK:
                 return Salvaged(events=events, leftover=cut[1])
-        out = salvage_events(buf, origin, final, self._decode_list, self._repair_one)
+        # (the salvage works on a bytearray of its own: it writes to it while it decodes)
+        out = salvage_events(bytearray(buf), origin, final, self._decode_list, self._repair_one)
         self.damage.extend(out.damage)
         return out
 
@@ -1580,7 +1581,7 @@ class _Reader:
                     continue
                 end_of_piece, next_start = cut
                 view = memoryview(block)
-                piece = bytearray(b"".join((b"[", tail, view[:end_of_piece], b"]")))
+                piece = b"".join((b"[", tail, view[:end_of_piece], b"]"))  # one copy
                 out = self._events(piece, consumed, final=False)
                 self.builder.add_events(out.events)
                 if out.leftover is None:
@@ -1714,7 +1715,7 @@ class _Reader:
                 root.traceEvents = []
                 self._keep_root_fields(root)
                 return
-        out = self._events(bytearray(b"[" + rest + b"]"), base, final=True)
+        out = self._events(b"[" + rest + b"]", base, final=True)
         self.builder.add_events(out.events)
         if out.trailer is None:
             if rest.strip(_WS) and not out.damage:
