@@ -828,3 +828,22 @@ def test_a_fifo_given_to_the_command_line_is_refused_at_once(tmp_path: Path, com
     assert proc.returncode == 2, proc.stderr
     assert "not a regular file (a fifo, socket or device)" in proc.stderr
     assert str(fifo) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_window_of_a_folder_names_it_a_folder(tmp_path: Path) -> None:
+    """``window FOLDER`` (it reads trace files; ``report`` takes folders) says the path is
+    a folder, not a fifo, socket or device, and exits 2 without a traceback."""
+    from conftest import python_child
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    argv = ["tb-kineto-insights", "window", str(folder), "--step", "1"]
+    argv += ["--out", str(tmp_path / "out.json")]
+    code = (
+        f"import runpy, sys\nsys.argv = {argv!r}\n"
+        "runpy.run_module('tb_kineto_insights.cli', run_name='__main__')\n"
+    )
+    proc = python_child(code, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{folder}: is a folder, not a trace file" in proc.stderr, proc.stderr
+    assert "fifo" not in proc.stderr and "Traceback" not in proc.stderr

@@ -158,7 +158,9 @@ def open_local(path: str) -> IO[bytes]:
     try:
         if rules:
             _check(path, fd, rules)
-        elif not stat.S_ISREG(os.fstat(fd).st_mode):
+        elif not stat.S_ISREG(mode := os.fstat(fd).st_mode):
+            if stat.S_ISDIR(mode):
+                raise TraceIOError(path, "is a folder, not a trace file: give a file in it")
             raise TraceIOError(path, "not a regular file (a fifo, socket or device): not read")
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
