@@ -210,15 +210,21 @@ def _report_in_own_session() -> subprocess.Popen[str]:
     ("signal_name", "said", "code"),
     [("SIGINT", "interrupted", 130), ("SIGTERM", "terminated", 143)],
 )
+@pytest.mark.parametrize("to_group", [False, True])
 def test_ctrl_c_or_sigterm_ends_report_and_its_workers_without_tracebacks(
-    signal_name: str, said: str, code: int
+    signal_name: str, said: str, code: int, to_group: bool
 ) -> None:
-    """Ctrl-C or SIGTERM while a log directory is read: said on stderr, exit 128 + the
-    signal, no traceback, and no process of the command left (its workers are killed)."""
+    """Ctrl-C or SIGTERM while a log directory is read, to the command alone or to its
+    whole process group (as a terminal's Ctrl-C, or ``kill -- -PGID``): said once on
+    stderr (a worker that kept the command's SIGTERM handler said it too), exit 128 +
+    the signal, no traceback, and no process of the command left."""
     import signal
 
     proc = _report_in_own_session()
-    proc.send_signal(getattr(signal, signal_name))
+    if to_group:
+        os.killpg(proc.pid, getattr(signal, signal_name))
+    else:
+        proc.send_signal(getattr(signal, signal_name))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code and err == said + "\n", err
     assert out == ""

@@ -380,9 +380,10 @@ def test_the_feeder_and_this_process_never_take_the_same_batch() -> None:
 
 def _child(code: str, workers: str = "2") -> list[str]:
     """``code`` run in a fresh interpreter of one thread (a test process may run more),
-    with ``KINETO_INSIGHTS_READ_WORKERS=workers``: the lines it printed."""
+    with ``KINETO_INSIGHTS_READ_WORKERS=workers`` and ``OPENBLAS_NUM_THREADS=1`` (as the
+    command line sets it): the lines it printed."""
     head = "import os, sys\nfrom tb_kineto_insights.trace import parallel\n"
-    proc = python_child(head + code, {parallel.WORKERS_ENV: workers})
+    proc = python_child(head + code, {parallel.WORKERS_ENV: workers, "OPENBLAS_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
@@ -406,6 +407,27 @@ def test_a_pool_forked_ahead_is_this_processs_child_and_is_taken_once() -> None:
         "pool.shutdown(); again.shutdown()\n"
     )
     assert out == ["False", "False", "True", "True", "True", "True", "False", "False"]
+
+
+def test_the_analysis_is_imported_after_the_fork_when_blas_would_start_threads() -> None:
+    """With ``OPENBLAS_NUM_THREADS`` other than 1 (numpy's OpenBLAS would start threads
+    at import) prestart_pool forks first and each worker imports, as before issue 34's
+    round 3; with 1 (what the command line sets) this process imports first."""
+    code = (
+        "import gc\n"
+        "def probe(): return 'tb_kineto_insights.summary' in sys.modules\n"
+        "assert parallel.prestart_pool(1, ('tb_kineto_insights.summary',))\n"
+        "print('numpy' in sys.modules, 'tb_kineto_insights.summary' in sys.modules)\n"
+        "pool = parallel.start_pool(1)\n"
+        "print(pool.submit(probe).result())\n"
+        "pool.shutdown()\n"
+    )
+    head = "import os, sys\nfrom tb_kineto_insights.trace import parallel\n"
+    for blas, here in (("4", "False"), ("1", "True")):
+        env = {parallel.WORKERS_ENV: "2", "OPENBLAS_NUM_THREADS": blas}
+        proc = python_child(head + code, env)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == [here, here, "True"], (blas, proc.stdout)
 
 
 def test_no_pool_is_forked_beside_a_thread_nor_on_one_core() -> None:

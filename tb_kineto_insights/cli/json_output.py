@@ -32,18 +32,14 @@ _ERRORS = "tb_kineto_insights.json_ensure_ascii"
 
 def _escape_non_ascii(error: UnicodeError) -> tuple[str, int]:
     """``encode`` error handler: the run of non-ASCII characters as ``\\uXXXX``
-    escapes (a surrogate pair beyond U+FFFF), as ``json.dumps(ensure_ascii=True)``."""
+    escapes (a surrogate pair beyond U+FFFF; a lone surrogate as itself), as
+    ``json.dumps(ensure_ascii=True)``. In C: the run as UTF-16 code units, four
+    lowercase hex digits each (a run of 5 million characters took 1.8 s one character
+    at a time in Python)."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
-    out = []
-    for char in error.object[error.start : error.end]:
-        code = ord(char)
-        if code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            code -= 0x10000
-            out.append(f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}")
-    return "".join(out), error.end
+    units = error.object[error.start : error.end].encode("utf-16-be", "surrogatepass")
+    return "\\u" + units.hex(":", 2).replace(":", "\\u"), error.end
 
 
 codecs.register_error(_ERRORS, _escape_non_ascii)

@@ -211,12 +211,16 @@ def _forked_worker_start(parent: int, names: tuple[str, ...]) -> None:
     as a worker blocked on its task queue never notices otherwise and would keep the
     command's standard output and error open (a reader of them waited for ever); it
     ignores Ctrl-C, which the command handles for it (``cli/budget.py``:
-    ``stop_on_interrupt``); then it imports ``names`` (as the forkserver preloads them;
-    :func:`prestart_pool` imported them before the fork already)."""
+    ``stop_on_interrupt``), and ends silently on ``SIGTERM``; then it imports ``names``
+    (as the forkserver preloads them; :func:`prestart_pool` may have imported them
+    before the fork already)."""
     import importlib
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # not the command's handler (it prints "terminated" and ends the command): a
+    # SIGTERM to the process group printed it once per process
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         import contextlib
         import ctypes
@@ -229,26 +233,35 @@ def _forked_worker_start(parent: int, names: tuple[str, ...]) -> None:
         importlib.import_module(name)
 
 
-def _import_before_fork(names: tuple[str, ...]) -> None:
+def _import_before_fork(names: tuple[str, ...]) -> bool:
     """Import ``names`` here and move every object so far out of the collector's reach
     (``gc.freeze``), before a fork: the workers then share the imports' pages with this
     process instead of importing again (issue 34: 6-7 MB less tree PSS and one import
     of the analysis less, 0.1-0.15 s of CPU, on ``sample_logs``; ``benchmarks/RESULTS.md``).
     The freeze is what the ``gc`` documentation advises before a fork: a collection in a
     worker would otherwise write to every object's header and copy its page. This
-    process imports these modules anyway: it analyses files too."""
+    process imports these modules anyway: it analyses files too.
+
+    Only when the imports start no thread: numpy's OpenBLAS starts its threads at import
+    unless ``OPENBLAS_NUM_THREADS=1`` (the command line sets it, unless the user set
+    another value), and a fork beside a running thread may leave a lock held in the
+    child. Returns whether it imported; when not, each worker imports after the fork."""
+    if "numpy" not in sys.modules and os.environ.get("OPENBLAS_NUM_THREADS") != "1":
+        return False
     import gc
     import importlib
 
     for name in names:
         importlib.import_module(name)
     gc.freeze()
+    return True
 
 
 def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
-    """Import the reader, ``numpy.ma`` and ``preload`` here and then fork ``workers``
-    worker processes, which share those imports (:func:`_import_before_fork`), for the
-    next :func:`start_pool` asking for ``workers`` processes; returns whether it did.
+    """Import the reader, ``numpy.ma`` and ``preload`` here (when that starts no thread:
+    :func:`_import_before_fork`) and then fork ``workers`` worker processes, which share
+    those imports, for the next :func:`start_pool` asking for ``workers`` processes;
+    returns whether it did.
     Raises nothing.
 
     For a command that is about to read the files of a log directory at once
