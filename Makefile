@@ -43,15 +43,16 @@ endif
 endif
 
 # The PyTorch Profiler tab (torch-tb-profiler) sits beside ours; it is optional: when it
-# cannot be installed, the demo still starts, with our tab only. Its INFO log (about 90
-# lines at start) is turned down to warnings, so the address line is the last thing
-# printed before TensorBoard's own.
+# cannot be installed, the demo still starts, with our tab only. Its log (about 90 INFO
+# lines at start, and a warning per worker name it cannot parse) is turned down to
+# errors and the command is not echoed, so the address line is the last thing printed
+# before TensorBoard's own.
 demo: $(VENV)/.runtime
 	@$(PY) -c "import torch_tb_profiler" 2>/dev/null || $(PY) -m pip install -q torch-tb-profiler \
 		|| echo "warning: torch-tb-profiler could not be installed; no PyTorch Profiler tab"
 	@$(VENV)/bin/tb-kineto-insights doctor || true
 	@echo "Open http://127.0.0.1:$(PORT)/#kineto_insights"
-	TORCH_PROFILER_LOG_LEVEL=WARNING $(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
+	@TORCH_PROFILER_LOG_LEVEL=ERROR $(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
 
 lint: venv
 	$(VENV)/bin/ruff check tb_kineto_insights tests scripts benchmarks

@@ -71,7 +71,7 @@ def test_demo_installs_the_runtime_package_only() -> None:
     assert "[dev]" not in dry and "pip install -q -e ." in dry
     lines = [line for line in dry.splitlines() if line.strip()]
     assert lines[-2].startswith('echo "Open http://127.0.0.1:6006/#kineto_insights"')
-    assert "TORCH_PROFILER_LOG_LEVEL=WARNING" in lines[-1] and "tensorboard --logdir" in lines[-1]
+    assert "TORCH_PROFILER_LOG_LEVEL=ERROR" in lines[-1] and "tensorboard --logdir" in lines[-1]
 
 
 def test_demo_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:
