@@ -205,6 +205,14 @@ def _report_in_own_session() -> subprocess.Popen[str]:
     return proc
 
 
+def _assert_session_ends(pid: int) -> None:
+    """Within 10 s no process of the session led by ``pid`` is left (its workers too)."""
+    deadline = time.monotonic() + 10
+    while _session_processes(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _session_processes(pid) == []
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 @pytest.mark.parametrize(
     ("signal_name", "said", "code"),
@@ -228,10 +236,7 @@ def test_ctrl_c_or_sigterm_ends_report_and_its_workers_without_tracebacks(
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == code and err == said + "\n", err
     assert out == ""
-    deadline = time.monotonic() + 10
-    while _session_processes(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _session_processes(proc.pid) == []
+    _assert_session_ends(proc.pid)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
@@ -243,10 +248,7 @@ def test_workers_end_with_a_killed_command() -> None:
     proc = _report_in_own_session()
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=30)  # end-of-file on both pipes: no worker holds them
-    deadline = time.monotonic() + 10
-    while _session_processes(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _session_processes(proc.pid) == []
+    _assert_session_ends(proc.pid)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
