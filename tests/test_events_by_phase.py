@@ -15,9 +15,9 @@ from tb_kineto_insights.trace import reader as r
 from tb_kineto_insights.trace.events import (
     NO_ARGS,
     NO_RAW_ARGS,
-    ExactEvent,
-    ExactPhaseEvent,
+    Event,
     FastEvent,
+    ObjectPhaseEvent,
     PhaseEvent,
     RawTsEvent,
     RawTsPhaseEvent,
@@ -58,7 +58,7 @@ def _value(v: object) -> object:
 
 @pytest.mark.parametrize(
     ("by_phase", "one_struct"),
-    [(RawTsPhaseEvent, RawTsEvent), (PhaseEvent, FastEvent), (ExactPhaseEvent, ExactEvent)],
+    [(RawTsPhaseEvent, RawTsEvent), (PhaseEvent, FastEvent), (ObjectPhaseEvent, Event)],
 )
 def test_by_phase_equals_one_struct_on_a_real_trace(by_phase: object, one_struct: object) -> None:
     """transformer_eager (12.7 MB, every Kineto phase): each event's phase, declared
@@ -76,12 +76,32 @@ def test_by_phase_equals_one_struct_on_a_real_trace(by_phase: object, one_struct
             assert _value(getattr(a, field)) == _value(getattr(b, field)), (a.ph, field)
         for field in ARGS_READ.get(a.ph, ()):
             assert _value(getattr(a.args, field)) == _value(getattr(b.args, field)), field
-        absent = NO_RAW_ARGS if one_struct is not ExactEvent else NO_ARGS
+        absent = NO_RAW_ARGS if one_struct is not Event else NO_ARGS
         for field in absent.__struct_fields__:  # undeclared: as absent
             if field not in ARGS_READ.get(a.ph, ()) and field not in RAW_TEXT_ARGS:
                 assert _value(getattr(a.args, field)) == _value(getattr(absent, field))
     assert set(phases) == {"X", "i", "s", "f", "M"}
     assert phases["X"] > 20_000 and phases["s"] > 1_000 and phases["f"] > 1_000
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_top_level_decode_keeps_literals_as_pieces_do(exact: bool) -> None:
+    """A small file is decoded whole at the top level: its events are a piece's
+    (``Input Dims`` as its literal text; in exact mode ``ts`` too), not objects and
+    ``Decimal`` (twice the time: issue 34), and the keys after the events are kept."""
+    data = (
+        b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1,'
+        b' "tid": 2, "ts": 1796138004838499.902, "dur": 3.5,'
+        b' "args": {"Input Dims": [[4, 8], [8, 2]]}}], "deviceProperties": [{"id": 0}]}'
+    )
+    root = (r._exact_root_decoder if exact else r._root_decoder).decode(data)
+    (event,) = root.traceEvents
+    assert bytes(event.args.input_dims) == b"[[4, 8], [8, 2]]"
+    if exact:
+        assert bytes(event.ts) == b"1796138004838499.902"
+    else:
+        assert event.ts == 1796138004838499.902
+    assert root.deviceProperties == [{"id": 0}]
 
 
 @pytest.mark.parametrize("exact", [True, False])

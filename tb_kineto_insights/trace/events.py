@@ -7,7 +7,7 @@ harmless values (string stream ids, float counts) decode instead of failing a ch
 
 The reader decodes events *by phase* first: a tagged union on ``ph`` (msgspec's
 ``tag_field``; :data:`PhaseEvent`, :data:`RawTsPhaseEvent` for pieces,
-:class:`PhaseRoot` / :class:`ExactPhaseRoot` for the top-level decode) with one struct
+:class:`PiecePhaseRoot` / :class:`RawTsPhaseRoot` for the top-level decode) with one struct
 per Chrome trace phase that declares only what the reader reads for that phase: ``X``
 name, dur and :class:`DurationArgs` (no ``[memory]`` fields); ``i``/``I`` name and
 :class:`MemoryArgs`; ``s``/``f``/``t`` only the flow id (no name, no args); ``M`` name
@@ -210,7 +210,7 @@ class MetadataArgs(msgspec.Struct, frozen=True, gc=False):
 
 class DurationObjectArgs(DurationArgs, frozen=True, gc=False):
     """:class:`DurationArgs` with ``Input Dims`` decoded as objects, as :class:`Args`
-    (the events of the top-level decode: :class:`PhaseRoot`)."""
+    (:data:`ObjectPhaseEvent`)."""
 
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
@@ -276,10 +276,9 @@ def _phase_union(prefix: str, ts_type: Any, ts_default: Any, raw_dims: bool = Tr
 PhaseEvent = _phase_union("PhaseEvent", float | None, None)
 #: An event decoded by phase, ``ts`` as its literal (:class:`RawTsEvent`'s types).
 RawTsPhaseEvent = _phase_union("RawTsPhaseEvent", msgspec.Raw, msgspec.Raw(b""))
-#: Events of the top-level decode by phase: :class:`Event`'s and :class:`ExactEvent`'s
-#: types (``Input Dims`` as objects).
+#: Events decoded by phase with :class:`Event`'s types (``Input Dims`` as objects): the
+#: decode floor of the benchmarks (:class:`PhaseRoot`).
 ObjectPhaseEvent = _phase_union("ObjectPhaseEvent", float | None, None, raw_dims=False)
-ExactPhaseEvent = _phase_union("ExactPhaseEvent", Decimal | None, None, raw_dims=False)
 
 
 class Root(msgspec.Struct, gc=False):
@@ -313,15 +312,25 @@ class ExactRoot(Root, gc=False):
 
 
 class PhaseRoot(Root, gc=False):
-    """:class:`Root` whose events are decoded by phase (:data:`ObjectPhaseEvent`)."""
+    """:class:`Root` whose events are decoded by phase (:data:`ObjectPhaseEvent`): what
+    the benchmarks' decode floor decodes (``benchmarks/compare_peers.py``), every field
+    any analysis needs; the reader decodes literals instead (:class:`PiecePhaseRoot`)."""
 
     traceEvents: list[ObjectPhaseEvent] = []  # type: ignore[valid-type]  # noqa: N815
 
 
-class ExactPhaseRoot(Root, gc=False):
-    """:class:`ExactRoot` whose events are decoded by phase (:data:`ExactPhaseEvent`)."""
+class PiecePhaseRoot(Root, gc=False):
+    """:class:`Root` whose events are decoded as a piece's are (:data:`PhaseEvent`:
+    ``Input Dims`` as literals): the reader's top-level decode of the last events."""
 
-    traceEvents: list[ExactPhaseEvent] = []  # type: ignore[valid-type]  # noqa: N815
+    traceEvents: list[PhaseEvent] = []  # type: ignore[valid-type]  # noqa: N815
+
+
+class RawTsPhaseRoot(Root, gc=False):
+    """:class:`PiecePhaseRoot` with ``ts`` as its literal (:data:`RawTsPhaseEvent`),
+    for a trace whose timestamps need more digits than a float has."""
+
+    traceEvents: list[RawTsPhaseEvent] = []  # type: ignore[valid-type]  # noqa: N815
 
 
 #: Top-level keys copied into ``TraceHealth.metadata``.
