@@ -186,12 +186,29 @@ def test_through_the_cache_stores_each_file_once(
         ([30 * MIB, 1 * MIB], 2, [], [[0], [1]]),
         # the two largest each dominate what is left after them
         ([200 * MIB, 10 * MIB, 100 * MIB], 2, [0, 2], [[1]]),
-        # small files share a batch (8 MiB at least), largest first, ties in file order
-        ([3 * MIB, 3 * MIB, 4 * MIB, 1 * MIB], 2, [], [[2, 0, 1], [3]]),
+        # small files share a batch of up to 8 MiB while much is left, largest first,
+        # ties in file order; a batch holds at most a quarter (2 cores, BATCH_GUIDE 2)
+        # of the JSON still to batch
+        ([3 * MIB] * 3 + [4 * MIB] + [1 * MIB] * 30, 2, [], [[3, 0, 1], [2, 4, 5, 6, 7, 8]]),
+        # a little JSON in all: one file each
+        ([3 * MIB, 3 * MIB, 4 * MIB, 1 * MIB], 2, [], [[2], [0], [1], [3]]),
     ],
 )
 def test_plan(sizes: list[int], workers: int, here: list[int], batches: list[list[int]]) -> None:
-    assert ps.plan(sizes, workers) == (here, batches)
+    got_here, got = ps.plan(sizes, workers)
+    assert (got_here, got[: len(batches)]) == (here, batches)
+    assert sorted(i for b in got for i in b) == sorted(set(range(len(sizes))) - set(here))
+
+
+def test_batches_shrink_to_single_files_at_the_end() -> None:
+    """Guided batches: 40 files of 1 MiB on 2 cores give batches of at most 8 MiB and
+    at most a quarter of what is left, so the last ones (which decide when both
+    processes finish) are single files; on 4 cores the first batch is 40 / 8 = 5."""
+    _, batches = ps.plan([1 * MIB] * 40, 2)
+    assert [len(b) for b in batches] == [8, 8, 6, 5, 4, 3, 2, 1, 1, 1, 1]
+    assert [i for b in batches for i in b] == list(range(40))
+    _, batches = ps.plan([1 * MIB] * 40, 4)
+    assert [len(b) for b in batches][:3] == [5, 5, 4]
 
 
 def test_few_or_small_files_are_read_serially(monkeypatch: pytest.MonkeyPatch) -> None:

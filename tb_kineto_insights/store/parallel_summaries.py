@@ -28,8 +28,15 @@ How the work is shared (one budget of processes for the command):
   less CPU than cutting it into pieces and merging them, and with several files there is
   enough work to fill the cores. This process takes batches too (the largest not sent
   yet), so the pool has one process fewer than cores (less memory, one start less)
-  unless a file goes piece by piece. Small files go in batches of at least
-  :data:`BATCH_JSON_BYTES` (a task's sending and pickling is then paid per batch).
+  unless a file goes piece by piece. Small files share a batch (a task's sending and
+  pickling is then paid per batch), guided: a batch holds at most
+  :data:`BATCH_JSON_BYTES` and at most 1/:data:`BATCH_GUIDE` of each core's share of
+  the JSON still to plan, so the batches shrink to one small file each at the end and
+  the processes finish together (8 MiB batches throughout left one process idle for
+  up to 0.1 s at the end of ``sample_logs``). Each pool process has one batch queued
+  behind the one it runs (:data:`QUEUED_PER_PROCESS`): it starts the next without a
+  round trip to this process, whose threads wait for the GIL while it analyses
+  (3-8 ms per batch).
   A process that reads whole files inflates them on its one thread
   (:func:`~tb_kineto_insights.trace.source.inflate_on_this_thread`): the other cores
   are busy, a helper thread would only compete. A summary comes back as msgpack
@@ -84,9 +91,15 @@ SummaryOrError = tuple[Summary | None, dict[str, str] | None]
 #: about 50-100 MB of JSON a second, so 24 MiB is 0.25-0.5 s of work to share; the
 #: figures of issue 34 around it are in ``benchmarks/RESULTS.md``.
 MIN_PARALLEL_JSON_BYTES = 24 * 1024 * 1024
-#: Files are sent to the pool in batches of at least this much JSON (estimated), largest
+#: Files are sent to the pool in batches of at most this much JSON (estimated), largest
 #: first: a file this large is a task of its own, small files share one.
 BATCH_JSON_BYTES = 8 * 1024 * 1024
+#: A batch holds at most 1/BATCH_GUIDE of each core's share of the JSON still to plan
+#: (guided scheduling): the last batches are single small files.
+BATCH_GUIDE = 2
+#: Batches in flight per pool process while this process takes batches too: the one it
+#: runs and one queued behind it.
+QUEUED_PER_PROCESS = 2
 #: At most this many files in one batch.
 BATCH_MAX_FILES = 64
 #: Modules the forkserver imports before it forks a worker that summarises whole files.
@@ -430,7 +443,9 @@ def plan(sizes: Sequence[int], workers: int) -> tuple[list[int], list[list[int]]
     :data:`~tb_kineto_insights.trace.parallel.PARALLEL_MIN_JSON_BYTES` and larger than
     the JSON still to read (itself and every smaller file) over ``workers``: alone in one
     process it would outlast the rest spread over the cores. Batches: consecutive files
-    (largest first) until one holds :data:`BATCH_JSON_BYTES` or :data:`BATCH_MAX_FILES`.
+    (largest first) until one holds its target or :data:`BATCH_MAX_FILES`; the target
+    is :data:`BATCH_JSON_BYTES`, or less near the end: the JSON of the files still to
+    batch (this one's included) over ``BATCH_GUIDE * workers``.
     """
     order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
     remaining = sum(sizes)
@@ -445,11 +460,15 @@ def plan(sizes: Sequence[int], workers: int) -> tuple[list[int], list[list[int]]
         remaining -= sizes[i]
     batches: list[list[int]] = []
     current: list[int] = []
-    current_bytes = 0
+    current_bytes = target = 0
+    to_batch = sum(sizes[i] for i in rest)
     for i in rest:
+        if not current:
+            target = min(BATCH_JSON_BYTES, to_batch // (BATCH_GUIDE * max(1, workers)))
         current.append(i)
         current_bytes += sizes[i]
-        if current_bytes >= BATCH_JSON_BYTES or len(current) >= BATCH_MAX_FILES:
+        to_batch -= sizes[i]
+        if current_bytes >= target or len(current) >= BATCH_MAX_FILES:
             batches.append(current)
             current, current_bytes = [], 0
     if current:
@@ -538,7 +557,9 @@ def _summarize_on_pool(
     next_out = 0
     try:
         if not todo_here:
-            feeder.set_limit(workers - 1)  # and this process: one per core
+            # one batch running per pool process (and this process: one per core), one
+            # queued behind it (a pool of workers - 1 processes: none runs it early)
+            feeder.set_limit(QUEUED_PER_PROCESS * (workers - 1))
         while next_out < len(tasks):
             if next_out in done:
                 yield done.pop(next_out)
