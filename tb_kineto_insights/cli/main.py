@@ -680,8 +680,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None
     out: TextIO = sys.stdout
-    if hasattr(args, "timeout"):
+    if hasattr(args, "timeout"):  # a command that reads traces
         from tb_kineto_insights.cli import budget as cli_budget
+        from tb_kineto_insights.cli.allocator import tune_allocator
+
+        tune_allocator()  # before the workers fork: they inherit it
 
         if argv is None:  # the console script: Ctrl-C ends it at once, without tracebacks
             cli_budget.stop_on_interrupt(sys.stderr)
