@@ -2,9 +2,11 @@
 
 :func:`summarize_spans` gives one ``(summary, None)`` or ``(None, {"type", "message"})``
 per span, in the order of the spans given (file order), as soon as that span and every
-span before it are done; ``report``, ``diff``/``check`` (both sides at once) and
-``history`` take their span summaries from it (through
+span before it are done; ``diff``/``check`` (both sides at once), ``history`` and
+``report`` with a cache take their span summaries from it (through
 :meth:`~tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize_all`).
+:func:`summarize_spans_as_done` gives them as each is done, with its index: ``report``
+builds and encodes each run as soon as its files are in.
 
 How the work is shared (one budget of processes for the command):
 
