@@ -155,3 +155,23 @@ def test_field_not_read_for_its_phase_no_longer_drops_the_event(tmp_path: Path) 
     trace = read_trace(str(write_trace(tmp_path / "b.json", [kernel("k", 10, 5), bad_kernel])))
     assert len(trace.kernels) == 1
     assert trace.health.skipped.get("invalid_field_type") == 1
+
+
+@pytest.mark.parametrize("odd", [b'"abc"', b"true", b'{"a": 1}', b"[1]"])
+def test_an_odd_ts_at_the_top_level_loses_its_event_alone(tmp_path: Path, odd: bytes) -> None:
+    """A small file (decoded whole at the top level) in exact mode whose third ``ts`` is
+    no number: that event alone is dropped (``invalid_field_type``), as in a piece;
+    the literal's conversion once raised out of the read and lost the whole file."""
+    ts = [b"5280976777797.857", b"5280976777800.123", odd, b"5280976777900.5", b"5280976777950.25"]
+    events = b",".join(
+        b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": '
+        + t
+        + b', "dur": 10.5, "args": {"External id": 1}}'
+        for t in ts
+    )
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_bytes(b'{"schemaVersion": 1, "traceEvents": [' + events + b"]}")
+    trace = read_trace(str(path))
+    assert trace.health.skipped == {"invalid_field_type": 1}
+    assert trace.health.event_count == 5
+    assert len(trace.tables["cpu_op"]) == 4

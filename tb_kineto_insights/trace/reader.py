@@ -1319,10 +1319,25 @@ class _Reader:
             raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
 
     def _decode_root(self, data: bytes) -> Root:
-        """The top-level object (events included). Raises ``msgspec.DecodeError`` only."""
+        """The top-level object (events included). Raises ``msgspec.DecodeError`` only.
+
+        As a piece (:func:`_decode_typed`): by phase first, in exact mode each ``ts``
+        converted from its literal here, so that a literal that is no number (a string,
+        ``true``) sends the decode to the one-struct types (``Decimal``), whose
+        validation error in turn sends it to the loose decode, which drops that event
+        alone (``invalid_field_type``)."""
         exact = self.builder is not None and self.builder.exact
+        decoder = _exact_root_decoder if exact else _root_decoder
         try:
-            return (_exact_root_decoder if exact else _root_decoder).decode(data)
+            try:
+                root = decoder.decode_first(data)
+                if exact and root.traceEvents:
+                    events = _Piece(root.traceEvents)
+                    events.ts = _literals_ns(list(map(_TS, events)))
+                    root.traceEvents = events
+                return root
+            except msgspec.DecodeError:  # a ValidationError too: the one-struct decode
+                return decoder.then.decode(data)
         except msgspec.ValidationError:
             raw = (_exact_any_decoder if exact else _any_decoder).decode(data)
         if not isinstance(raw, dict):
