@@ -1332,9 +1332,9 @@ class _Reader:
             try:
                 root = decoder.decode_first(data)
                 if exact and root.traceEvents:
-                    events = _Piece(root.traceEvents)
-                    events.ts = _literals_ns(list(map(_TS, events)))
-                    root.traceEvents = events
+                    piece = _Piece(root.traceEvents)
+                    piece.ts = _literals_ns(list(map(_TS, piece)))
+                    root.traceEvents = piece
                 return root
             except msgspec.DecodeError:  # a ValidationError too: the one-struct decode
                 return decoder.then.decode(data)
