@@ -265,6 +265,15 @@ def test_estimated_json_bytes_is_the_gzip_trailer(tmp_path: Path) -> None:
     plain.write_bytes(b'{"traceEvents": []}' + b" " * 100)
     span = next(s for r in discover(str(tmp_path)) for w in r.workers for s in w.spans)
     assert ps.estimated_json_bytes(span) == 119
+    # a gzip file cut short (still being written): its last four bytes are deflate
+    # data, not a size; past deflate's largest ratio they are not taken as one
+    whole = gzip.compress(b'{"traceEvents": [' + b'{"ph": "X"},' * 5000)
+    cut = whole[: len(whole) // 2] + b"\xff\xff\xff\x7f"  # "2 GiB"
+    truncated = tmp_path / "cut" / "w.pt.trace.json.gz"
+    truncated.parent.mkdir()
+    truncated.write_bytes(cut)
+    span = next(s for r in discover(str(truncated.parent)) for w in r.workers for s in w.spans)
+    assert ps.estimated_json_bytes(span) == len(cut) * parallel.GZIP_RATIO_ESTIMATE
 
 
 def test_diff_of_two_runs_with_workers_is_the_serial_diff(

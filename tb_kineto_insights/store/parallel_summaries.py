@@ -104,6 +104,9 @@ BATCH_GUIDE = 2
 QUEUED_PER_PROCESS = 2
 #: At most this many files in one batch.
 BATCH_MAX_FILES = 64
+#: The most deflate can shrink data (RFC 1951: a 258-byte match in about two bits): a
+#: gzip trailer claiming more than this many times the file's size is no trailer.
+MAX_DEFLATE_RATIO = 1032
 #: Modules the forkserver imports before it forks a worker that summarises whole files.
 PRELOAD = ("tb_kineto_insights.summary", __name__)
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -154,11 +157,14 @@ def changed_while_read(ident: Identity) -> str | None:
 
 def estimated_json_bytes(span: Span) -> int:
     """The span's uncompressed JSON size, for ordering and planning only: a local gzip
-    file's ``ISIZE`` trailer (the size modulo 2^32: below the stored size, a file over
-    4 GiB, it is taken as :data:`~tb_kineto_insights.trace.parallel.GZIP_RATIO_ESTIMATE`
-    times the stored size), a local plain file's size, and for a URL the stored size
-    (times the ratio for a ``.gz`` name). Raises nothing (an unreadable file: its listed
-    size; its read gives the error)."""
+    file's ``ISIZE`` trailer (the size modulo 2^32), a local plain file's size, and for
+    a URL the stored size (times the ratio for a ``.gz`` name). A trailer below the
+    stored size (a file over 4 GiB) or above :data:`MAX_DEFLATE_RATIO` times it (no
+    trailer: a file still being written, cut short, whose last four bytes are deflate
+    data; a 15 kB one read as 2.96 GB and took the forkserver for a log dir of two tiny
+    files) is taken as :data:`~tb_kineto_insights.trace.parallel.GZIP_RATIO_ESTIMATE`
+    times the stored size. Raises nothing (an unreadable file: its listed size; its read
+    gives the error)."""
     size = max(0, span.size_bytes)
     local = local_path(span.path)
     if local is None:
@@ -171,7 +177,9 @@ def estimated_json_bytes(span: Span) -> int:
             (isize,) = _ISIZE.unpack(fh.read(_ISIZE.size))
     except (OSError, struct.error):
         return size
-    return isize if isize >= size else size * parallel.GZIP_RATIO_ESTIMATE
+    if size <= isize <= size * MAX_DEFLATE_RATIO:
+        return isize
+    return size * parallel.GZIP_RATIO_ESTIMATE
 
 
 def worker_count(total_json_bytes: int, files: int) -> int:
