@@ -276,3 +276,27 @@ def test_children_of_children_are_killed_without_psutil() -> None:
     assert proc.returncode == 0, proc.stderr
     code_of_child, state = proc.stdout.split()
     assert code_of_child == "-9" and state in ("Z", "gone")  # killed (a zombie until reaped)
+
+
+def test_the_forkserver_is_spawned_with_sigint_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decode workers' server is spawned while this process ignores SIGINT (it
+    inherits that, so a Ctrl-C while it imports its preload prints no traceback of it:
+    the command says "interrupted" alone), and this process's handler is back after;
+    from another thread (signal handlers are the main thread's) it is just started."""
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    from tb_kineto_insights.trace import parallel
+
+    seen: list[object] = []
+    monkeypatch.setattr(
+        forkserver, "ensure_running", lambda: seen.append(signal.getsignal(signal.SIGINT))
+    )
+    before = signal.getsignal(signal.SIGINT)
+    parallel._start_server()
+    assert seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGINT) is before
+    thread = threading.Thread(target=parallel._start_server)
+    thread.start()
+    thread.join()
+    assert seen == [signal.SIG_IGN, before]

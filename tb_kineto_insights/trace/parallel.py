@@ -200,6 +200,29 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
     return ctx
 
 
+def _start_server() -> None:
+    """Start the forkserver (with what :func:`_context` set it to preload) unless it
+    runs, with SIGINT ignored while it is spawned when this is the main thread: the
+    server inherits the ignored SIGINT (Python installs its KeyboardInterrupt handler
+    only over the default one), so a Ctrl-C while it imports its preload no longer
+    prints a traceback of it under the command's "interrupted" (the command ends its
+    workers itself: ``cli/budget.py``). A Ctrl-C within the spawn's few milliseconds
+    is lost. Raises what ``ensure_running`` raises."""
+    import signal
+    import threading
+    from multiprocessing import forkserver
+
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        forkserver.ensure_running()
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 #: The pool :func:`prestart_pool` forked ahead (its number of processes, the pool), for
 #: the next :func:`start_pool` of that size.
 _prestarted: tuple[int, Executor] | None = None
@@ -325,7 +348,10 @@ def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
         return pool
     release_prestarted()
     try:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=_context(preload))
+        ctx = _context(preload)
+        if ctx.get_start_method() == "forkserver":
+            _start_server()  # here, not from the thread that first submits
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
 
@@ -341,9 +367,7 @@ def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
         ctx = _context(preload)
         if ctx.get_start_method() != "forkserver":
             return False
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+        _start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
@@ -376,9 +400,7 @@ def warm_up(path: str) -> bool:
         ctx = _context()
         if ctx.get_start_method() != "forkserver":
             return False
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
+        _start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
