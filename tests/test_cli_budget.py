@@ -300,3 +300,27 @@ def test_the_forkserver_is_spawned_with_sigint_ignored(monkeypatch: pytest.Monke
     thread.start()
     thread.join()
     assert seen == [signal.SIG_IGN, before]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_an_output_that_cannot_be_written_is_said_in_one_line(
+    tmp_path: Path, fmt: str, unbuffered: str
+) -> None:
+    """A full disk under the output: one line on stderr and exit 74 (EX_IOERR), whether
+    the text is written at once or flushed at the end; it was a traceback, exit 1."""
+    trace = write_trace(tmp_path / "w.1.pt.trace.json", [kernel("k", 1, 2)])
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": unbuffered}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(trace)]
+            + ["--format", fmt, "--cache", "none"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert proc.returncode == 74
+    assert proc.stderr == "error: cannot write the output ([Errno 28] No space left on device)\n"

@@ -2,6 +2,8 @@
 
 - ``report PATH [--format text|json]``: exit 0 when at least one span was read (broken
   spans are reported as errors), 2 when nothing could be read or the arguments are bad.
+- Any command whose standard output cannot be written (a full disk) says so in one line
+  and exits 74 (``EX_IOERR``); a closed pipe (``| head``) ends it quietly with 0.
 - ``diff BASE EXP [--format text|json]``: exit 0, or 2 on unusable input.
 - ``check BASE EXP [--max-step-time-regression 5%] [--fail-on ID ...]``: exit 0 when no
   limit is crossed, 1 on a regression or when EXP has a ``--fail-on`` diagnosis (on any
@@ -68,6 +70,8 @@ PROG = "tb-kineto-insights"
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
+#: The command's output could not be written (``sysexits.h``'s ``EX_IOERR``).
+EXIT_OUTPUT = 74
 
 #: Set (unless the user set it) by :func:`main` before numpy is imported: numpy's
 #: OpenBLAS starts one thread per core at import, which makes the import measurably
@@ -665,6 +669,50 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     return args
 
 
+class OutputError(OSError):
+    """Writing the command's standard output failed (its cause: the ``OSError``)."""
+
+
+class _Output:
+    """Standard output whose write errors (a full disk, a quota, ``EIO``; not a closed
+    pipe, which ends the command quietly) are :class:`OutputError`, which :func:`main`
+    reports in one line. Everything else is ``out``'s."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        try:
+            return self._out.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+
+    def flush(self) -> None:
+        try:
+            self._out.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from exc
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._out, name)
+
+
+def _discard_stdout() -> None:
+    """Point file descriptor 1 at the null device, so that the interpreter's last flush
+    of what is still buffered does not fail again at exit (nothing to do for a stdout
+    that is no file, e.g. a test's capture)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
     for name in BLAS_THREAD_VARIABLES:
@@ -679,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None
-    out: TextIO = sys.stdout
+    out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
     if hasattr(args, "timeout"):  # a command that reads traces
         from tb_kineto_insights.cli import budget as cli_budget
         from tb_kineto_insights.cli.allocator import tune_allocator
@@ -690,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli_budget.stop_on_interrupt(sys.stderr)
         budget = cli_budget.budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
         if budget is not None:  # the document is written whole or not at all
-            out = cli_budget.OutputEndsBudget(sys.stdout, budget)  # type: ignore[assignment]
+            out = cli_budget.OutputEndsBudget(out, budget)  # type: ignore[assignment]
     prestart = getattr(args, "prestart", None)
     if prestart is not None:  # worker processes forked while this process is one thread
         with budget.by_signal() if budget is not None else contextlib.nullcontext():
@@ -698,9 +746,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if budget is not None:
         budget.start()
     try:
-        return int(args.func(args, out, sys.stderr))
+        code = int(args.func(args, out, sys.stderr))
+        out.flush()  # what is still buffered: a failure to write it is this command's
+        return code
     except BrokenPipeError:  # e.g. `report ... | head`
         return EXIT_OK
+    except OutputError as exc:  # a full disk, a quota: said in one line, not a traceback
+        sys.stderr.write(f"error: cannot write the output ({exc.__cause__})\n")
+        _discard_stdout()
+        return EXIT_OUTPUT
     finally:
         if budget is not None:
             budget.cancel()
