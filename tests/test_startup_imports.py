@@ -14,14 +14,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
-from tb_kineto_insights.cli.json_output import EncodedItems, dumps_json
+from tb_kineto_insights.cli.json_output import dumps_json
 from tb_kineto_insights.trace.local_paths import local_path
 
 #: Packages (and our modules) a ``report`` of a local file must not import.
@@ -323,66 +322,6 @@ def test_json_output_escapes_repeated_and_nested_runs_as_the_stdlib() -> None:
 def test_json_output_falls_back_to_the_stdlib_for_a_lone_surrogate() -> None:
     doc = {"name": "bad \ud800 name", "x": 1e-05}
     assert dumps_json(doc) == _stdlib(doc) == '{\n "name": "bad \\ud800 name",\n "x": 1e-05\n}'
-
-
-class _Run(msgspec.Struct):
-    run: str
-    values: list[Any]
-    extra: dict[str, Any]
-
-
-class _Doc(msgspec.Struct):
-    schema: str
-    path: str
-    runs: list[_Run]
-
-
-def _doc(runs: list[_Run]) -> _Doc:
-    return _Doc("s/1", "/logs/é…", runs)
-
-
-RUNS = [
-    _Run("a…µ\x7f", [1, 2.5, math.nan, 1e-05], {"k": [], "x": {}, "日本": "…"}),
-    _Run("b", [], {}),
-    _Run("c😀", [[1], [2, [3]]], {"z": None, "t": True}),
-]
-
-
-def test_items_encoded_ahead_give_the_documents_text() -> None:
-    """Items added in any order give dumps_json's text (indentation two levels deep,
-    escapes, DEL, NaN, empty containers), and their chunks join to it."""
-    doc = _doc(list(RUNS))
-    items = EncodedItems("runs")
-    for i in (2, 0, 1):
-        items.add(i, doc.runs[i])
-    assert items.dumps(doc) == dumps_json(doc)
-    assert "".join(items.chunks(doc)) == dumps_json(doc)
-    assert len(list(items.chunks(doc))) > len(RUNS)  # written item by item
-    assert '\n "runs": [\n  {\n   "run": "a\\u2026\\u00b5\\u007f",' in items.dumps(doc)
-
-
-def test_items_encoded_ahead_fall_back_to_the_whole_document() -> None:
-    """A missing item, an item that is not the one encoded, an item msgspec cannot
-    encode (a lone surrogate), an empty list and a list that is not the last field:
-    dumps_json's text all the same."""
-    doc = _doc(list(RUNS))
-    missing = EncodedItems("runs")
-    missing.add(0, doc.runs[0])
-    assert missing.dumps(doc) == dumps_json(doc)
-    other = EncodedItems("runs")
-    for i, run in enumerate(RUNS):
-        other.add(i, msgspec.structs.replace(run))  # equal, but not the same object
-    assert list(other.chunks(doc)) == [dumps_json(doc)]
-    bad = _doc([*RUNS, _Run("bad \ud800", [], {})])
-    surrogate = EncodedItems("runs")
-    for i, run in enumerate(bad.runs):
-        surrogate.add(i, run)
-    assert surrogate.dumps(bad) == dumps_json(bad) == _stdlib(msgspec.to_builtins(bad))
-    assert EncodedItems("runs").dumps(_doc([])) == dumps_json(_doc([]))
-    not_last = EncodedItems("values")
-    for i, value in enumerate(RUNS[0].values):
-        not_last.add(i, value)
-    assert list(not_last.chunks(RUNS[0])) == [dumps_json(RUNS[0])]
 
 
 def test_report_json_of_a_real_trace_has_the_stdlib_values() -> None:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import codecs
 import math
-from collections.abc import Iterator
 from typing import Any, TextIO
 
 import msgspec
 
-__all__ = ["EncodedItems", "dumps_json", "write_json"]
+__all__ = ["dumps_json", "write_json"]
 
 _ERRORS = "tb_kineto_insights.json_ensure_ascii"
 
@@ -86,90 +85,17 @@ def dumps_json(doc: Any) -> str:
         return json.dumps(
             _clean(msgspec.to_builtins(doc, enc_hook=_enc_hook)), indent=1, allow_nan=False
         )
-    return _ascii(data).decode("ascii")
-
-
-def _ascii(data: bytes) -> bytes:
-    """msgspec's UTF-8 JSON ``data`` as ASCII JSON: DEL and every character from U+0080
-    up written as ``\\uXXXX`` escapes (see the module docstring)."""
     if b"\x7f" in data:  # DEL: ASCII, but json escapes it; only ever inside a string
         data = data.replace(b"\x7f", b"\\u007f")
     if data.isascii():
-        return data
+        return data.decode("ascii")
     # one pass in C; the handler runs once per run of non-ASCII characters. 13-30 ms
     # for the 7.5 MB report of sample_logs (2,847 runs); a regex search for the runs
     # (the code of issue 34's round 2) took 100-170 ms: ``benchmarks/RESULTS.md``
-    return data.decode("utf-8").encode("ascii", _ERRORS)
+    return data.decode("utf-8").encode("ascii", _ERRORS).decode("ascii")
 
 
-class EncodedItems:
-    """The items of a document's last field, a list, encoded ahead of the document as
-    :func:`dumps_json` writes them there (two levels deep), for a document built piece
-    by piece: ``report --format json`` encodes each run as soon as its files are in,
-    while the other files are still being read, instead of all of it after the last one
-    (issue 34). :meth:`dumps` joins them into the document's text: the same characters
-    as ``dumps_json(doc)``, which it falls back to when an item is missing, is not the
-    one encoded, or could not be encoded by msgspec (a lone surrogate)."""
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-        self._items: dict[int, tuple[Any, bytes]] = {}
-        self._failed = False
-
-    def add(self, index: int, item: Any) -> None:
-        """Encode ``item``, the ``index``-th of the list (in any order)."""
-        if self._failed:
-            return
-        try:
-            data = msgspec.json.format(_ENCODER.encode(item), indent=1)
-        except (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeError, OverflowError):
-            self._failed = True  # the stdlib encoder writes the whole document
-            return
-        # newlines only come from the formatting (msgspec escapes them in strings)
-        self._items[index] = (item, _ascii(data.replace(b"\n", b"\n  ")))
-
-    def dumps(self, doc: Any) -> str:
-        """:func:`dumps_json` of ``doc`` (a msgspec Struct whose last field is
-        :attr:`field`), with the items added."""
-        return "".join(self.chunks(doc))
-
-    def chunks(self, doc: Any) -> Iterator[str]:
-        """:meth:`dumps` in pieces, one per item, as they are written (joining the
-        7.5 MB of ``sample_logs``' report, then decoding and encoding it whole, took
-        three copies in fresh memory: 15-20 ms)."""
-        items = getattr(doc, self.field, None)
-        encoded = [self._items.get(i) for i in range(len(items))] if isinstance(items, list) else []
-        if (
-            self._failed
-            or not isinstance(doc, msgspec.Struct)
-            or not items
-            or any(e is None or e[0] is not item for e, item in zip(encoded, items, strict=True))
-        ):
-            yield dumps_json(doc)
-            return
-        try:
-            skeleton = msgspec.json.format(
-                _ENCODER.encode(msgspec.structs.replace(doc, **{self.field: []})), indent=1
-            )
-        except (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeError, OverflowError):
-            yield dumps_json(doc)
-            return
-        empty = b'\n "' + self.field.encode() + b'": []\n}'
-        if not skeleton.endswith(empty):  # not the last field
-            yield dumps_json(doc)
-            return
-        yield _ascii(skeleton[: -len(empty)]).decode("ascii")
-        yield f'\n "{self.field}": [\n  '
-        for k, entry in enumerate(encoded):
-            if k:
-                yield ",\n  "
-            yield entry[1].decode("ascii") if entry is not None else ""
-        yield "\n ]\n}"
-
-
-def write_json(doc: Any, out: TextIO, items: EncodedItems | None = None) -> None:
-    """Write :func:`dumps_json` of ``doc`` and a newline to ``out`` (with ``items``:
-    :meth:`EncodedItems.dumps`, the same text)."""
-    for chunk in (dumps_json(doc),) if items is None else items.chunks(doc):
-        out.write(chunk)
+def write_json(doc: Any, out: TextIO) -> None:
+    """Write :func:`dumps_json` of ``doc`` and a newline to ``out``."""
+    out.write(dumps_json(doc))
     out.write("\n")

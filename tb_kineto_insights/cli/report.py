@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
@@ -17,7 +17,7 @@ import msgspec
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
-from tb_kineto_insights.cli.json_output import EncodedItems, write_json
+from tb_kineto_insights.cli.json_output import write_json
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
@@ -95,20 +95,18 @@ def span_results(
     max_json_bytes: int,
     thresholds: Thresholds,
     summaries: CachedSummaries | None,
-) -> Iterator[tuple[int, tuple[Summary | None, dict[str, str] | None]]]:
-    """``(index into spans, (summary, None) | (None, {"type", "message"}))`` of every
-    span, each as soon as it is done (in no set order), the files read and analysed at
-    once on every core (``store/parallel_summaries.py``:
-    :func:`~tb_kineto_insights.store.parallel_summaries.summarize_spans_as_done`);
-    through ``summaries`` (a shared cache) when given, in order."""
+) -> Iterator[tuple[Summary | None, dict[str, str] | None]]:
+    """``(summary, None)`` or ``(None, {"type", "message"})`` of every span, in order,
+    the files read and analysed at once on every core
+    (``store/parallel_summaries.py``); through ``summaries`` (a shared cache) when given."""
     if summaries is not None:
-        yield from enumerate(summaries.summarize_all(spans))
+        yield from summaries.summarize_all(spans)
         return
     from tb_kineto_insights.store import parallel_summaries as ps
 
     settings = ps.Settings(max_json_bytes, thresholds)
-    for i, (result, _) in ps.summarize_spans_as_done([ps.FileTask(s) for s in spans], settings):
-        yield i, result
+    for result, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings):
+        yield result
 
 
 def _summary_of(span: ReportSpan) -> Summary | None:
@@ -122,14 +120,11 @@ def build_report(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     summaries: CachedSummaries | None = None,
-    on_run: Callable[[int, ReportRun], None] | None = None,
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document (a :class:`~tb_kineto_insights.schema.Report`)
     for a log directory, run folder or file.
     ``summaries``: where span summaries come from (a shared cache); None: read every file
     (``max_json_bytes`` and ``thresholds`` then apply; otherwise ``summaries``' own).
-    ``on_run(index, run)``: called with each run as soon as its files are in (runs in no
-    set order: ``report --format json`` encodes each then, while other files are read).
 
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
     "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
@@ -142,51 +137,18 @@ def build_report(
     """
     found = _runs_for(path)
     spans = [s for run in found for worker in run.workers for s in worker.spans]
-    first = [0]  # each run's first span, in spans
+    results = span_results(spans, max_json_bytes, thresholds, summaries)
+    runs = []
     for run in found:
-        first.append(first[-1] + sum(len(w.spans) for w in run.workers))
-    run_of = [r for r in range(len(found)) for _ in range(first[r], first[r + 1])]
-    results: list[tuple[Summary | None, dict[str, str] | None]] = [(None, None)] * len(spans)
-    left = [first[r + 1] - first[r] for r in range(len(found))]
-    runs: list[ReportRun | None] = [None] * len(found)
-
-    def complete(r: int) -> None:
-        entry = runs[r] = _run_entry(found[r], results[first[r] : first[r + 1]], thresholds)
-        if on_run is not None:
-            on_run(r, entry)
-
-    for r in range(len(found)):
-        if not left[r]:  # no span (a listed folder without traces)
-            complete(r)
-    for i, result in span_results(spans, max_json_bytes, thresholds, summaries):
-        results[i] = result
-        r = run_of[i]
-        left[r] -= 1
-        if not left[r]:
-            complete(r)
-    for r in range(len(found)):
-        if runs[r] is None:  # (every span gives a result: never)
-            complete(r)
-    return Report(schema=REPORT_SCHEMA, path=path, runs=[e for e in runs if e is not None])
-
-
-def _run_entry(
-    run: Run,
-    results: list[tuple[Summary | None, dict[str, str] | None]],
-    thresholds: Thresholds,
-) -> ReportRun:
-    """A run's entry: its workers' spans (``results``: the run's span results, in its
-    span order) and its view across ranks."""
-    workers: list[ReportWorker] = []
-    readable: list[tuple[str, list[Summary]]] = []
-    at = 0
-    for worker in run.workers:
-        entries = [_span_entry(s, results[at + k]) for k, s in enumerate(worker.spans)]
-        at += len(worker.spans)
-        workers.append(ReportWorker(worker=worker.name, spans=entries))
-        readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
-    run_summary = run_view_of(readable, thresholds)
-    return ReportRun(run=run.name, workers=workers, run_summary=run_summary)
+        workers: list[ReportWorker] = []
+        readable: list[tuple[str, list[Summary]]] = []
+        for worker in run.workers:
+            entries = [_span_entry(s, next(results)) for s in worker.spans]
+            workers.append(ReportWorker(worker=worker.name, spans=entries))
+            readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
+        run_summary = run_view_of(readable, thresholds)
+        runs.append(ReportRun(run=run.name, workers=workers, run_summary=run_summary))
+    return Report(schema=REPORT_SCHEMA, path=path, runs=runs)
 
 
 def _spans(report: Report) -> list[ReportSpan]:
@@ -530,16 +492,12 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except (ValueError, ImportError) as exc:  # unknown protocol, missing driver
             err.write(f"error: --cache {args.cache or '$' + CACHE_DIR_ENV}: {exc}\n")
             return EXIT_UNUSABLE
-    # the JSON of each run is encoded as soon as its files are in, while the others are
-    # read: after the last file, only the last run's is left (issue 34)
-    items = EncodedItems("runs") if args.format == "json" else None
     try:
         report = build_report(
             args.path,
             max_json_bytes=args.max_json_bytes,
             thresholds=thresholds,
             summaries=summaries,
-            on_run=items.add if items is not None else None,
         )
     except LogdirError as exc:
         from tb_kineto_insights.logdir.sides import path_hint
@@ -558,7 +516,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _write_errors_only(report, TerminalLines(err))  # type: ignore[arg-type]
         err.flush()
     if args.format == "json":
-        write_json(report, out, items)
+        write_json(report, out)
     elif args.format == "markdown":
         from tb_kineto_insights.cli.markdown import report_markdown
 
