@@ -228,6 +228,30 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         perfetto.shutdown()
 
 
+#: TensorBoard as its console script starts it (``tensorboard.main.run_main``), less the
+#: PyTorch Profiler tab: ``make demo`` installs torch-tb-profiler into the same venv, and
+#: its loader then read every test's log directory too (the landing view's 2,000 runs:
+#: 261 processes, a load of 160 on 2 cores, 15.7 s for a view due in 2 s, and another
+#: test's TensorBoard never ended its first scan). ``test_plugin.py`` starts the real
+#: console script, with every plugin installed, where both tabs are the point.
+WITHOUT_TORCH_PROFILER = (
+    "import sys\n"
+    "from absl import app\n"
+    "from tensorboard import default, main_lib, program\n"
+    "from tensorboard.plugins import base_plugin\n"
+    "main_lib.global_init()\n"
+    "plugins = [p for p in default.get_plugins()\n"
+    "           if not getattr(p, '__module__', '').startswith('torch_tb_profiler')]\n"
+    "tb = program.TensorBoard(plugins=plugins)\n"
+    "sys.argv[0] = 'tensorboard'\n"
+    "try:\n"
+    "    app.run(tb.main, flags_parser=tb.configure)\n"
+    "except base_plugin.FlagsError as e:\n"
+    "    print('Error: %s' % e, file=sys.stderr)\n"
+    "    sys.exit(1)\n"
+)
+
+
 @contextlib.contextmanager
 def tensorboard_process(
     logdir: Path, root: Path, *flags: str
@@ -236,10 +260,11 @@ def tensorboard_process(
     ``root``, more ``flags`` appended): ``(base URL, process, log path)``; stopped (then
     killed) on exit. It may not answer yet: the caller waits for what it needs."""
     port = _free_port()
-    tensorboard = _tensorboard()
-    assert tensorboard is not None
+    assert _tensorboard() is not None
     cmd = [
-        tensorboard,
+        sys.executable,
+        "-c",
+        WITHOUT_TORCH_PROFILER,
         "--logdir",
         str(logdir),
         "--host",
