@@ -43,13 +43,13 @@ def tune_allocator() -> bool:
     if not sys.platform.startswith("linux") or any(users[:2]) or "glibc.malloc." in users[2]:
         return False
     try:
+        if os.confstr("CS_GNU_LIBC_VERSION") is None:  # musl's mallopt does nothing
+            return False
         import ctypes  # numpy imports it anyway: no cost to a command that reads a trace
 
         mallopt = ctypes.CDLL(None).mallopt
         mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
         mallopt.restype = ctypes.c_int
-        if os.confstr("CS_GNU_LIBC_VERSION") is None:  # musl's mallopt does nothing
-            return False
         return bool(
             mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
             and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
