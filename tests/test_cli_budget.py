@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import kernel, python_child, write_trace
@@ -324,3 +325,34 @@ def test_an_output_that_cannot_be_written_is_said_in_one_line(
         )
     assert proc.returncode == 74
     assert proc.stderr == "error: cannot write the output ([Errno 28] No space left on device)\n"
+
+
+def _report_to(tmp_path: Path, **popen: Any) -> subprocess.CompletedProcess[str]:
+    trace = write_trace(tmp_path / "w.1.pt.trace.json", [kernel("k", 1, 2)])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return subprocess.run(
+        [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(trace), "--cache", "none"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        timeout=120,
+        **popen,
+    )
+
+
+def test_a_closed_pipe_ends_quietly_with_buffered_output(tmp_path: Path) -> None:
+    """`report ... | true` with the default (buffered) output: exit 0 and nothing on
+    stderr (the exit's flush failed again: "Exception ignored", exit 120)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = _report_to(tmp_path, stdout=write)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_a_closed_standard_output_is_said_in_one_line(tmp_path: Path) -> None:
+    proc = _report_to(tmp_path, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 74
+    assert proc.stderr == "error: cannot write the output (standard output is closed)\n"

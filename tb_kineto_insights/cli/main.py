@@ -727,6 +727,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code or 0) if exc.code in (0, None) else EXIT_UNUSABLE
     budget = None
+    if sys.stdout is None:  # started with its standard output closed (`>&-`)
+        sys.stderr.write("error: cannot write the output (standard output is closed)\n")
+        return EXIT_OUTPUT
     out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
     if hasattr(args, "timeout"):  # a command that reads traces
         from tb_kineto_insights.cli import budget as cli_budget
@@ -750,6 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.flush()  # what is still buffered: a failure to write it is this command's
         return code
     except BrokenPipeError:  # e.g. `report ... | head`
+        _discard_stdout()  # the exit's flush of what is buffered would fail again
         return EXIT_OK
     except OutputError as exc:  # a full disk, a quota: said in one line, not a traceback
         sys.stderr.write(f"error: cannot write the output ({exc.__cause__})\n")
