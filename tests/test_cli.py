@@ -144,6 +144,17 @@ def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert err.startswith("error: no trace could be read")
     assert "No trace could be read." in out  # the document asked for, on stdout
+    # JSON, whose runs are encoded and let go as they come: the same error, each file's
+    # reason, and the document with the error on stdout
+    code, out, err = run_cli(["report", str(tmp_path / "bad"), "--format", "json"], capsys)
+    assert code == 2 and err.startswith("error: no trace could be read")
+    assert err.endswith(
+        f"{bad}: TraceFormatError: not a JSON trace (does not start with '{{' or '[') at byte 0\n"
+    )
+    span = json.loads(out)["runs"][0]["workers"][0]["spans"][0]
+    assert span["error"]["type"] == "TraceFormatError" and "summary" not in span
+    code, out, err = run_cli(["report", str(tmp_path / "empty"), "--format", "json"], capsys)
+    assert code == 2 and json.loads(out)["runs"] == [] and "no Kineto trace files" in err
     code, _, _ = run_cli(["report"], capsys)
     assert code == 2
 

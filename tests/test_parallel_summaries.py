@@ -19,7 +19,8 @@ import pytest
 from conftest import SAMPLE_LOGS, python_child
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cli.json_output import write_json
+from tb_kineto_insights.cli import report as cli_report
+from tb_kineto_insights.cli.json_output import dumps_json, write_json
 from tb_kineto_insights.cli.main import build_report, main
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.store import parallel_summaries as ps
@@ -156,6 +157,36 @@ def test_order_kept_and_a_broken_file_does_not_stop_the_others(
     assert want[0][0] is None and want[0][1] is not None
     assert want[0][1].startswith("TraceFormatError: ") and "a_broken" in want[0][1]
     assert all(summary is not None for summary, _ in want[1:])
+
+
+def test_results_come_as_each_file_is_done_and_runs_as_theirs_are_in(
+    tmp_path: Path,
+    pools: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """summarize_spans_as_done gives every file once, this process's first (the largest,
+    c_big) first, each the serial summary; build_report calls on_run once per run as
+    soon as its files are in (c_big's run first), and the command line's JSON, written
+    run by run, is dumps_json of the report built whole."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    root = _log_dir(tmp_path)
+    spans = [s for r in discover(str(root)) for w in r.workers for s in w.spans]
+    settings = ps.Settings(8 << 30, DEFAULT_THRESHOLDS)
+    got = list(ps.summarize_spans_as_done([ps.FileTask(s) for s in spans], settings))
+    assert len(pools) == 1 and pools[0] is not None
+    assert sorted(i for i, _ in got) == list(range(len(spans)))
+    assert got[0][0] == 2 and spans[2].run == "c_big"
+    assert _got([r for _, (r, _) in sorted(got, key=lambda x: x[0])]) == _expected(spans)
+    calls: list[tuple[int, str]] = []
+    handed = cli_report.build_report(str(root), on_run=lambda i, r: calls.append((i, r.run)))
+    assert handed.runs == [] and len(pools) == 2  # each run is on_run's alone
+    report = cli_report.build_report(str(root))
+    assert sorted(calls) == [(i, run.run) for i, run in enumerate(report.runs)]
+    assert calls[0] == (2, "c_big") and len(report.runs) == 5
+    capsys.readouterr()
+    assert main(["report", str(root), "--format", "json", "--cache", "none"]) == 0
+    assert capsys.readouterr().out == dumps_json(report) + "\n"
 
 
 def test_through_the_cache_stores_each_file_once(

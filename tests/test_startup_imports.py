@@ -14,13 +14,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
-from tb_kineto_insights.cli.json_output import dumps_json
+from tb_kineto_insights.cli.json_output import EncodedItems, dumps_json
 from tb_kineto_insights.trace.local_paths import local_path
 
 #: Packages (and our modules) a ``report`` of a local file must not import.
@@ -322,6 +323,75 @@ def test_json_output_escapes_repeated_and_nested_runs_as_the_stdlib() -> None:
 def test_json_output_falls_back_to_the_stdlib_for_a_lone_surrogate() -> None:
     doc = {"name": "bad \ud800 name", "x": 1e-05}
     assert dumps_json(doc) == _stdlib(doc) == '{\n "name": "bad \\ud800 name",\n "x": 1e-05\n}'
+
+
+class _Run(msgspec.Struct):
+    run: str
+    values: list[Any]
+    extra: dict[str, Any]
+
+
+class _Doc(msgspec.Struct):
+    schema: str
+    path: str
+    runs: list[_Run]
+
+
+RUNS = [
+    _Run("a…µ\x7f", [1, 2.5, math.nan, 1e-05], {"k": [], "x": {}, "日本": "…"}),
+    _Run("b", [], {}),
+    _Run("c😀", [[1], [2, [3]]], {"z": None, "t": True, "inf": -math.inf}),
+]
+
+
+def _encoded(runs: list[_Run], order: list[int]) -> EncodedItems:
+    items = EncodedItems("runs")
+    for i in order:
+        items.add(i, runs[i])
+    return items
+
+
+def test_items_encoded_ahead_give_the_documents_text() -> None:
+    """Items added in any order, then let go, give dumps_json's text of the whole
+    document (indentation two levels deep, escapes in the items and the rest, DEL, NaN
+    and inf, empty containers); no item at all gives the empty list's."""
+    whole = _Doc("s/1", "/logs/é…", list(RUNS))
+    text = _encoded(RUNS, [2, 0, 1]).dumps(_Doc("s/1", "/logs/é…", []))
+    assert text == dumps_json(whole)
+    assert '"path": "/logs/\\u00e9\\u2026",' in text
+    assert '\n "runs": [\n  {\n   "run": "a\\u2026\\u00b5\\u007f",' in text
+    assert '"inf": null' in text and text.isascii()
+    empty = _Doc("s/1", "p", [])
+    assert (
+        EncodedItems("runs").dumps(empty)
+        == dumps_json(empty)
+        == ('{\n "schema": "s/1",\n "path": "p",\n "runs": []\n}')
+    )
+
+
+def test_items_msgspec_cannot_encode_give_the_stdlibs_text() -> None:
+    """An item with a lone surrogate, or the rest of the document with one: the whole
+    document in the stdlib's text, as dumps_json writes it then (the other items read
+    back from their JSON)."""
+    bad = [*RUNS, _Run("bad \ud800", [1.5], {})]
+    want = dumps_json(_Doc("s/1", "/logs", bad))
+    assert want == _stdlib(msgspec.to_builtins(_Doc("s/1", "/logs", bad)))
+    assert _encoded(bad, [3, 1, 0, 2]).dumps(_Doc("s/1", "/logs", [])) == want
+    path = "/logs/\udcff"
+    want = dumps_json(_Doc("s/1", path, list(RUNS)))
+    assert _encoded(RUNS, [0, 1, 2]).dumps(_Doc("s/1", path, [])) == want
+    assert "\\udcff" in want and "\\u2026" in want
+
+
+def test_items_encoded_ahead_refuse_a_document_they_do_not_fit() -> None:
+    """A missing item, a document whose list is not empty, a list that is not the last
+    field: ValueError, not a document with the items left out."""
+    with pytest.raises(ValueError, match="missing"):
+        _encoded(RUNS, [0, 2]).dumps(_Doc("s/1", "p", []))
+    with pytest.raises(ValueError, match="not an empty list"):
+        _encoded(RUNS, [0, 1, 2]).dumps(_Doc("s/1", "p", RUNS[:1]))
+    with pytest.raises(ValueError, match="last field"):
+        EncodedItems("values").dumps(_Run("r", [], {}))
 
 
 def test_report_json_of_a_real_trace_has_the_stdlib_values() -> None:

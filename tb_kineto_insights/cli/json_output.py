@@ -15,6 +15,9 @@ msgspec encodes a report several times faster than ``json.dumps`` (figures in
 
 A document msgspec cannot encode (a lone surrogate in a string, a type it does not
 know) falls back to the stdlib encoder.
+
+:class:`EncodedItems` builds the same text from a list's items encoded one by one as
+they are ready (``report`` encodes each run while other files are still read).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-__all__ = ["dumps_json", "write_json"]
+__all__ = ["EncodedItems", "dumps_json", "write_json"]
 
 _ERRORS = "tb_kineto_insights.json_ensure_ascii"
 
@@ -78,24 +81,107 @@ def dumps_json(doc: Any) -> str:
             encode (as ``json.dumps`` raises).
     """
     try:
-        data = msgspec.json.format(_ENCODER.encode(doc), indent=1)
-    except (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeError, OverflowError):
-        import json  # only here (a lone surrogate): 3-5 ms of every start-up otherwise
+        raw = _ENCODER.encode(doc)
+    except _MSGSPEC_CANNOT:
+        return _stdlib_dumps(msgspec.to_builtins(doc, enc_hook=_enc_hook))
+    return msgspec.json.format(_ascii(raw), indent=1).decode("ascii")
 
-        return json.dumps(
-            _clean(msgspec.to_builtins(doc, enc_hook=_enc_hook)), indent=1, allow_nan=False
+
+#: What msgspec raises for a document it cannot encode (a lone surrogate in a string, a
+#: type it does not know): the stdlib encoder writes it then.
+_MSGSPEC_CANNOT = (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeError, OverflowError)
+
+
+def _stdlib_dumps(builtins: Any) -> str:
+    import json  # only here (a lone surrogate): 3-5 ms of every start-up otherwise
+
+    return json.dumps(_clean(builtins), indent=1, allow_nan=False)
+
+
+def _ascii(raw: bytes) -> bytes:
+    """msgspec's compact UTF-8 JSON ``raw`` as ASCII: DEL and every character from U+0080
+    up written as ``\\uXXXX`` escapes (see the module docstring). Done before the
+    indentation, which keeps escapes as they are: half the bytes to go through."""
+    if b"\x7f" in raw:  # DEL: ASCII, but json escapes it; only ever inside a string
+        raw = raw.replace(b"\x7f", b"\\u007f")
+    if raw.isascii():
+        return raw
+    # one pass in C; the handler runs once per run of non-ASCII characters. 8-9 ms for
+    # the 3.8 MB of sample_logs' report before its indentation (2,847 runs); 24 ms
+    # after it; a regex search for the runs (issue 34's round 2) took 100-170 ms:
+    # ``benchmarks/RESULTS.md``
+    return raw.decode("utf-8").encode("ascii", _ERRORS)
+
+
+class EncodedItems:
+    """The items of a document's last field, a list, each encoded as soon as it is
+    ready and then let go by the caller, for a document built piece by piece:
+    ``report --format json`` encodes each run as soon as its files are in, while the
+    other files are still being read, and keeps only its JSON (issue 34). :meth:`dumps`
+    joins them into the document's text: the same characters as :func:`dumps_json` of
+    the whole document. An item msgspec cannot encode (a lone surrogate) is kept as it
+    is, and the document is then written by the stdlib encoder, as :func:`dumps_json`
+    writes it."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+        self._encoded: dict[int, bytes] = {}  # compact ASCII JSON
+        self._kept: dict[int, Any] = {}  # the items msgspec could not encode
+
+    def add(self, index: int, item: Any) -> None:
+        """Encode ``item``, the ``index``-th of the list (added in any order)."""
+        try:
+            self._encoded[index] = _ascii(_ENCODER.encode(item))
+        except _MSGSPEC_CANNOT:
+            self._kept[index] = item
+
+    def dumps(self, doc: Any) -> str:
+        """:func:`dumps_json` of ``doc`` with the items added as its :attr:`field`.
+
+        Raises:
+            ValueError: ``doc``'s :attr:`field` is not its last, or not an empty list;
+                the items added are not numbered 0 to n-1.
+        """
+        count = len(self._encoded) + len(self._kept)
+        if set(self._encoded).union(self._kept) != set(range(count)):
+            raise ValueError(f"{self.field}: items missing among the {count} added")
+        if getattr(doc, self.field, None) != []:
+            raise ValueError(f"{self.field} is not an empty list in the document")
+        empty = b'"' + self.field.encode() + b'":[]}'
+        try:
+            skeleton = _ENCODER.encode(doc)
+        except _MSGSPEC_CANNOT:
+            skeleton = b""
+        if self._kept or not skeleton.endswith(empty):
+            return self._stdlib_dumps(doc)
+        raw = b"".join(
+            [
+                _ascii(skeleton[: -len(empty)]),
+                empty[:-3],
+                b"[",
+                b",".join([self._encoded[i] for i in range(count)]),
+                b"]}",
+            ]
         )
-    if b"\x7f" in data:  # DEL: ASCII, but json escapes it; only ever inside a string
-        data = data.replace(b"\x7f", b"\\u007f")
-    if data.isascii():
-        return data.decode("ascii")
-    # one pass in C; the handler runs once per run of non-ASCII characters. 13-30 ms
-    # for the 7.5 MB report of sample_logs (2,847 runs); a regex search for the runs
-    # (the code of issue 34's round 2) took 100-170 ms: ``benchmarks/RESULTS.md``
-    return data.decode("utf-8").encode("ascii", _ERRORS).decode("ascii")
+        return msgspec.json.format(raw, indent=1).decode("ascii")
+
+    def _stdlib_dumps(self, doc: Any) -> str:
+        """The document through the stdlib encoder (an item or the rest could not be
+        encoded by msgspec), its items decoded back from their JSON."""
+        builtins = msgspec.to_builtins(doc, enc_hook=_enc_hook)
+        if not isinstance(builtins, dict) or list(builtins)[-1:] != [self.field]:
+            raise ValueError(f"{self.field} is not the document's last field")
+        builtins[self.field] = [
+            msgspec.json.decode(self._encoded[i])
+            if i in self._encoded
+            else msgspec.to_builtins(self._kept[i], enc_hook=_enc_hook)
+            for i in range(len(self._encoded) + len(self._kept))
+        ]
+        return _stdlib_dumps(builtins)
 
 
-def write_json(doc: Any, out: TextIO) -> None:
-    """Write :func:`dumps_json` of ``doc`` and a newline to ``out``."""
-    out.write(dumps_json(doc))
+def write_json(doc: Any, out: TextIO, items: EncodedItems | None = None) -> None:
+    """Write :func:`dumps_json` of ``doc`` and a newline to ``out`` (with ``items``:
+    :meth:`EncodedItems.dumps`, the items joined in)."""
+    out.write(dumps_json(doc) if items is None else items.dumps(doc))
     out.write("\n")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
@@ -17,7 +17,7 @@ import msgspec
 from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
-from tb_kineto_insights.cli.json_output import write_json
+from tb_kineto_insights.cli.json_output import EncodedItems, write_json
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
@@ -95,18 +95,20 @@ def span_results(
     max_json_bytes: int,
     thresholds: Thresholds,
     summaries: CachedSummaries | None,
-) -> Iterator[tuple[Summary | None, dict[str, str] | None]]:
-    """``(summary, None)`` or ``(None, {"type", "message"})`` of every span, in order,
-    the files read and analysed at once on every core
-    (``store/parallel_summaries.py``); through ``summaries`` (a shared cache) when given."""
+) -> Iterator[tuple[int, tuple[Summary | None, dict[str, str] | None]]]:
+    """``(index into spans, (summary, None) | (None, {"type", "message"}))`` of every
+    span, each as soon as it is done (in no set order), the files read and analysed at
+    once on every core (``store/parallel_summaries.py``:
+    :func:`~tb_kineto_insights.store.parallel_summaries.summarize_spans_as_done`);
+    through ``summaries`` (a shared cache) when given, in order."""
     if summaries is not None:
-        yield from summaries.summarize_all(spans)
+        yield from enumerate(summaries.summarize_all(spans))
         return
     from tb_kineto_insights.store import parallel_summaries as ps
 
     settings = ps.Settings(max_json_bytes, thresholds)
-    for result, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings):
-        yield result
+    for i, (result, _) in ps.summarize_spans_as_done([ps.FileTask(s) for s in spans], settings):
+        yield i, result
 
 
 def _summary_of(span: ReportSpan) -> Summary | None:
@@ -120,11 +122,16 @@ def build_report(
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     summaries: CachedSummaries | None = None,
+    on_run: Callable[[int, ReportRun], None] | None = None,
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document (a :class:`~tb_kineto_insights.schema.Report`)
     for a log directory, run folder or file.
     ``summaries``: where span summaries come from (a shared cache); None: read every file
     (``max_json_bytes`` and ``thresholds`` then apply; otherwise ``summaries``' own).
+    ``on_run(index, run)``: called with each run as soon as its files are in (runs in no
+    set order), which is then the caller's alone: the report returned lists no run, and
+    the run's summaries are let go here (``report --format json`` encodes each run then,
+    while other files are read, and keeps its JSON only).
 
     Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
     "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
@@ -137,18 +144,55 @@ def build_report(
     """
     found = _runs_for(path)
     spans = [s for run in found for worker in run.workers for s in worker.spans]
-    results = span_results(spans, max_json_bytes, thresholds, summaries)
-    runs = []
+    first = [0]  # each run's first span, in spans
     for run in found:
-        workers: list[ReportWorker] = []
-        readable: list[tuple[str, list[Summary]]] = []
-        for worker in run.workers:
-            entries = [_span_entry(s, next(results)) for s in worker.spans]
-            workers.append(ReportWorker(worker=worker.name, spans=entries))
-            readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
-        run_summary = run_view_of(readable, thresholds)
-        runs.append(ReportRun(run=run.name, workers=workers, run_summary=run_summary))
-    return Report(schema=REPORT_SCHEMA, path=path, runs=runs)
+        first.append(first[-1] + sum(len(w.spans) for w in run.workers))
+    run_of = [r for r in range(len(found)) for _ in range(first[r], first[r + 1])]
+    results: list[tuple[Summary | None, dict[str, str] | None]] = [(None, None)] * len(spans)
+    left = [first[r + 1] - first[r] for r in range(len(found))]
+    runs: list[ReportRun | None] = [None] * len(found)
+    pending = set(range(len(found)))
+
+    def complete(r: int) -> None:
+        pending.discard(r)
+        entry = _run_entry(found[r], results[first[r] : first[r + 1]], thresholds)
+        if on_run is None:
+            runs[r] = entry
+            return
+        results[first[r] : first[r + 1]] = [(None, None)] * (first[r + 1] - first[r])
+        on_run(r, entry)
+
+    for r in range(len(found)):
+        if not left[r]:  # no span (a listed folder without traces)
+            complete(r)
+    for i, result in span_results(spans, max_json_bytes, thresholds, summaries):
+        results[i] = result
+        r = run_of[i]
+        left[r] -= 1
+        if not left[r]:
+            complete(r)
+    for r in sorted(pending):  # (every span gives a result: never)
+        complete(r)
+    return Report(schema=REPORT_SCHEMA, path=path, runs=[e for e in runs if e is not None])
+
+
+def _run_entry(
+    run: Run,
+    results: list[tuple[Summary | None, dict[str, str] | None]],
+    thresholds: Thresholds,
+) -> ReportRun:
+    """A run's entry: its workers' spans (``results``: the run's span results, in its
+    span order) and its view across ranks."""
+    workers: list[ReportWorker] = []
+    readable: list[tuple[str, list[Summary]]] = []
+    at = 0
+    for worker in run.workers:
+        entries = [_span_entry(s, results[at + k]) for k, s in enumerate(worker.spans)]
+        at += len(worker.spans)
+        workers.append(ReportWorker(worker=worker.name, spans=entries))
+        readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
+    run_summary = run_view_of(readable, thresholds)
+    return ReportRun(run=run.name, workers=workers, run_summary=run_summary)
 
 
 def _spans(report: Report) -> list[ReportSpan]:
@@ -232,17 +276,33 @@ def _span_errors(report: Report) -> list[tuple[str, str]]:
     return out
 
 
-def _write_errors_only(report: Report, out: TextIO) -> None:
-    """When no trace could be read: each file and why, nothing else (no empty
-    diagnoses list that reads like a healthy result)."""
-    for run in report.runs:
+def _write_errors_only(spans: list[ReportSpan], out: TextIO) -> None:
+    """When no trace could be read: each file (``spans``, every one unreadable) and
+    why, nothing else (no empty diagnoses list that reads like a healthy result)."""
+    for span in spans:
+        error = span.error if isinstance(span.error, SpanError) else None
+        kind, message = (error.type, error.message) if error else ("", "")
+        # the message names the file already (TraceError): the path once
+        message = message.removeprefix(f"{span.file}: ")
+        out.write(f"{span.file}: {kind}: {message}\n")
+
+
+class _EncodedRuns:
+    """``report --format json``'s runs, each encoded as soon as its files are in
+    (:class:`~tb_kineto_insights.cli.json_output.EncodedItems`) and then let go, and
+    what the command needs of them afterwards: how many spans, the unreadable ones."""
+
+    def __init__(self) -> None:
+        self.items = EncodedItems("runs")
+        self.spans = 0
+        self.unreadable: list[ReportSpan] = []
+
+    def add(self, index: int, run: ReportRun) -> None:
+        """``build_report``'s ``on_run``."""
         for worker in run.workers:
-            for span in worker.spans:
-                error = span.error if isinstance(span.error, SpanError) else None
-                kind, message = (error.type, error.message) if error else ("", "")
-                # the message names the file already (TraceError): the path once
-                message = message.removeprefix(f"{span.file}: ")
-                out.write(f"{span.file}: {kind}: {message}\n")
+            self.spans += len(worker.spans)
+            self.unreadable += [s for s in worker.spans if _summary_of(s) is None]
+        self.items.add(index, run)
 
 
 _fmt_bytes = fmt_bytes
@@ -492,31 +552,40 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except (ValueError, ImportError) as exc:  # unknown protocol, missing driver
             err.write(f"error: --cache {args.cache or '$' + CACHE_DIR_ENV}: {exc}\n")
             return EXIT_UNUSABLE
+    # the JSON of each run is encoded as soon as its files are in, while the others are
+    # read, and only its JSON kept: after the last file, only the last run's is left
+    # and the document is joined (issue 34)
+    encoded = _EncodedRuns() if args.format == "json" else None
     try:
         report = build_report(
             args.path,
             max_json_bytes=args.max_json_bytes,
             thresholds=thresholds,
             summaries=summaries,
+            on_run=encoded.add if encoded is not None else None,
         )
     except LogdirError as exc:
         from tb_kineto_insights.logdir.sides import path_hint
 
         err.write(f"error: {exc}{path_hint(args.path)}\n")
         return EXIT_UNUSABLE
-    spans = _spans(report)
+    if encoded is not None:
+        span_count, unreadable = encoded.spans, encoded.unreadable
+    else:
+        spans = _spans(report)
+        span_count, unreadable = len(spans), [s for s in spans if _summary_of(s) is None]
     # the error first, then what was found (the text report lists each file's error)
     problem = None
-    if not spans:
+    if not span_count:
         problem = f"error: no Kineto trace files found under {args.path}\n"
-    elif not any(_summary_of(s) is not None for s in spans):
+    elif len(unreadable) == span_count:
         problem = "error: no trace could be read; the reasons, per file, follow\n"
     if problem:  # the error and each file's reason, together on stderr
         err.write(problem)
-        _write_errors_only(report, TerminalLines(err))  # type: ignore[arg-type]
+        _write_errors_only(unreadable, TerminalLines(err))  # type: ignore[arg-type]
         err.flush()
-    if args.format == "json":
-        write_json(report, out)
+    if encoded is not None:
+        write_json(report, out, encoded.items)
     elif args.format == "markdown":
         from tb_kineto_insights.cli.markdown import report_markdown
 

@@ -2,9 +2,11 @@
 
 :func:`summarize_spans` gives one ``(summary, None)`` or ``(None, {"type", "message"})``
 per span, in the order of the spans given (file order), as soon as that span and every
-span before it are done; ``report``, ``diff``/``check`` (both sides at once) and
-``history`` take their span summaries from it (through
+span before it are done; ``diff``/``check`` (both sides at once), ``history`` and
+``report`` with a cache take their span summaries from it (through
 :meth:`~tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize_all`).
+:func:`summarize_spans_as_done` gives them as each is done, with its index: ``report``
+builds and encodes each run as soon as its files are in.
 
 How the work is shared (one budget of processes for the command):
 
@@ -355,6 +357,7 @@ class _Batch:
     indices: list[int]
     future: Future[list[Outcome]] | None = None
     failed: BaseException | None = None
+    collected: bool = False  # its outcomes given (or it was done in this process)
 
 
 def _threading() -> Any:
@@ -524,8 +527,27 @@ def summarize_spans(
 ) -> Iterator[tuple[SummaryOrError, str | None]]:
     """Summaries of ``tasks``' files, in their order, each as soon as it and every one
     before it are done: ``((summary, None) | (None, {"type", "message"}), store_warning)``
-    (see the module docstring for how the work is shared). One file's error never stops
-    the others. Raises nothing for a file's sake."""
+    (see the module docstring for how the work is shared; :func:`summarize_spans_as_done`
+    gives them as they come). One file's error never stops the others. Raises nothing
+    for a file's sake."""
+    done: dict[int, tuple[SummaryOrError, str | None]] = {}
+    next_out = 0
+    for i, result in summarize_spans_as_done(tasks, settings):
+        done[i] = result
+        while next_out in done:
+            yield done.pop(next_out)
+            next_out += 1
+
+
+def summarize_spans_as_done(
+    tasks: Sequence[FileTask], settings: Settings
+) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
+    """:func:`summarize_spans`' results as each file is done: ``(index into tasks,
+    result)``, every index once, in no set order (file order when read serially): what
+    this process did as it finishes it, the pool's batches as this process finds them
+    done between its own files (their summaries decoded while the pool still works),
+    the last ones as they end. ``report`` builds each run as its files are in, so that
+    the work after the last file is that of the last run only (issue 34)."""
     tasks = list(tasks)
     sizes = [estimated_json_bytes(t.span) for t in tasks]
     workers = worker_count(sum(sizes), len(tasks))
@@ -535,12 +557,15 @@ def summarize_spans(
     size = pool_size(workers, bool(here), len(batch_indices))
     pool = parallel.start_pool(size, PRELOAD) if workers else None
     if pool is None:
-        for task in tasks:
-            yield summarize_one(task, settings)
+        for i, task in enumerate(tasks):
+            yield i, summarize_one(task, settings)
         return
     try:
         yield from _summarize_on_pool(tasks, settings, pool, workers, here, batch_indices)
     finally:
+        # waiting for the processes to end (6-8 ms at the end of sample_logs): with
+        # wait=False, Python 3.11's exit at times wrote to the pool's closed wake-up
+        # pipe and printed an OSError traceback (a race of concurrent.futures)
         pool.shutdown(wait=True, cancel_futures=True)
 
 
@@ -551,47 +576,55 @@ def _summarize_on_pool(
     workers: int,
     here: list[int],
     batch_indices: list[list[int]],
-) -> Iterator[tuple[SummaryOrError, str | None]]:
+) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
     batches = [_Batch(indices) for indices in batch_indices]
-    batch_of = {i: b for b in batches for i in b.indices}
     feeder = _Feeder(pool, batches, tasks, settings)
     # without a dominant file, this process takes the largest batch itself, before the
     # feeder sends any: the pool's process may still be starting (a forkserver that
     # imports the analysis), and the largest task must not wait for it
     first = None if here else feeder.take_next()
     feeder.start()
-    done: dict[int, tuple[SummaryOrError, str | None]] = {}
     todo_here = deque(here)
-    next_out = 0
     try:
         if not todo_here:
             # one batch running per pool process (and this process: one per core), one
             # queued behind it (a pool of workers - 1 processes: none runs it early)
             feeder.set_limit(QUEUED_PER_PROCESS * (workers - 1))
-        while next_out < len(tasks):
-            if next_out in done:
-                yield done.pop(next_out)
-                next_out += 1
-                continue
+        while True:
+            for batch in batches:  # what the pool finished meanwhile
+                if not batch.collected and batch.future is not None and batch.future.done():
+                    yield from _collected(batch, feeder, tasks, settings)
             if todo_here:  # the dominant files first, here, their pieces on the pool
                 i = todo_here.popleft()
-                done[i] = _summarize_here(tasks[i], settings, pool, workers, feeder)
+                result = _summarize_here(tasks[i], settings, pool, workers, feeder)
                 feeder.set_limit(workers - 1 if not todo_here else 0)
+                yield i, result
                 continue
             taken, first = first or feeder.take_next(), None
             if taken is not None:  # the largest batch not sent yet, here
-                with inflate_on_this_thread():  # serially: the pool has the other cores
-                    for j in taken.indices:
-                        done[j] = summarize_one(tasks[j], settings, workers=1)
+                taken.collected = True
+                for j in taken.indices:
+                    with inflate_on_this_thread():  # serially: the pool has the other cores
+                        result = summarize_one(tasks[j], settings, workers=1)
+                    yield j, result
                 continue
-            batch = batch_of[next_out]
-            outcomes = _batch_outcomes(batch, feeder, tasks, settings)
-            done.update(zip(batch.indices, outcomes, strict=True))
+            left = [b for b in batches if not b.collected]  # every one sent: wait for them
+            if not left:
+                return
+            yield from _collected(left[0], feeder, tasks, settings)
     finally:
         feeder.stop()
         for batch in batches:
             if batch.future is not None:
                 batch.future.cancel()
+
+
+def _collected(
+    batch: _Batch, feeder: _Feeder, tasks: list[FileTask], settings: Settings
+) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
+    """A batch sent to the pool, its outcomes (:func:`_batch_outcomes`) by file index."""
+    batch.collected = True
+    yield from zip(batch.indices, _batch_outcomes(batch, feeder, tasks, settings), strict=True)
 
 
 def _summarize_here(
