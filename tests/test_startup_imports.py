@@ -356,8 +356,11 @@ def test_items_encoded_ahead_give_the_documents_text() -> None:
     document (indentation two levels deep, escapes in the items and the rest, DEL, NaN
     and inf, empty containers); no item at all gives the empty list's."""
     whole = _Doc("s/1", "/logs/é…", list(RUNS))
-    text = _encoded(RUNS, [2, 0, 1]).dumps(_Doc("s/1", "/logs/é…", []))
+    items = _encoded(RUNS, [2, 0, 1])
+    text = items.dumps(_Doc("s/1", "/logs/é…", []))
     assert text == dumps_json(whole)
+    chunks = list(items.chunks(_Doc("s/1", "/logs/é…", [])))
+    assert len(chunks) == len(RUNS) + 2 and "".join(chunks) == text  # item by item
     assert '"path": "/logs/\\u00e9\\u2026",' in text
     assert '\n "runs": [\n  {\n   "run": "a\\u2026\\u00b5\\u007f",' in text
     assert '"inf": null' in text and text.isascii()

