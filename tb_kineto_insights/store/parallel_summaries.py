@@ -624,7 +624,9 @@ def _collected(
 ) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
     """A batch sent to the pool, its outcomes (:func:`_batch_outcomes`) by file index."""
     batch.collected = True
-    yield from zip(batch.indices, _batch_outcomes(batch, feeder, tasks, settings), strict=True)
+    outcomes = _batch_outcomes(batch, feeder, tasks, settings)
+    batch.future = None  # its result, the summaries' msgpack: decoded, let go
+    yield from zip(batch.indices, outcomes, strict=True)
 
 
 def _summarize_here(
