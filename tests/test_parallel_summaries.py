@@ -9,6 +9,7 @@ Correctness only: how fast it is, is a benchmark (``benchmarks/compare_peers.py
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -187,6 +188,32 @@ def test_results_come_as_each_file_is_done_and_runs_as_theirs_are_in(
     capsys.readouterr()
     assert main(["report", str(root), "--format", "json", "--cache", "none"]) == 0
     assert capsys.readouterr().out == dumps_json(report) + "\n"
+
+
+def test_a_summary_msgpack_cannot_hold_comes_back_whole(
+    tmp_path: Path,
+    pools: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A log dir whose name is not UTF-8 (a lone surrogate in every summary's paths,
+    which msgpack cannot hold): the pool sends each summary back as the object itself;
+    no batch fails and is read again here with a warning (every one did), and the
+    results are the serial ones."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    root = tmp_path / os.fsdecode(b"logs_\xff")
+    _log_dir(tmp_path).rename(root)
+    spans = [s for r in discover(str(root)) for w in r.workers for s in w.spans]
+    settings = ps.Settings(8 << 30, DEFAULT_THRESHOLDS)
+    one = ps.summarize_batch([ps.FileTask(spans[1])], settings)
+    assert [kind for kind, *_ in one] == ["object"] and "\udcff" in spans[1].path
+    with caplog.at_level(logging.WARNING):
+        got = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
+    assert len(pools) == 1 and pools[0] is not None
+    assert "worker process failed" not in caplog.text
+    serial = [try_summarize_file(s.path) for s in spans]
+    assert msgspec.to_builtins(got) == msgspec.to_builtins(serial)
+    assert [s is None for s, _ in got] == [True, False, False, False, False, False]
 
 
 def test_through_the_cache_stores_each_file_once(

@@ -216,7 +216,9 @@ class Settings:
 
 #: One file's outcome as it travels back: ``("summary", msgpack bytes, None)`` or
 #: ``("error", None, {"type", "message"})``; the fourth item is a cache-store warning.
-Outcome = tuple[str, bytes | None, dict[str, str] | None, str | None]
+#: ``(kind, summary as msgpack or the Summary itself, error, store warning)`` of a file
+#: summarised by a pool process (:func:`summarize_batch`).
+Outcome = tuple[str, bytes | Summary | None, dict[str, str] | None, str | None]
 
 
 def summarize_one(
@@ -324,7 +326,9 @@ def _store(
 def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
     """The body of a pool task: each file of the batch summarised in this process
     (:func:`summarize_one`) under the caller's environment, its summary sent back as
-    msgpack."""
+    msgpack, or as the object itself (pickled) when msgpack cannot hold it: a lone
+    surrogate (a path that is not UTF-8, a ``\\udcff`` escape in a trace's name) made
+    the whole batch fail and be read again by the caller, with a warning."""
     if os.environ != settings.environ:
         os.environ.clear()
         os.environ.update(settings.environ)
@@ -332,10 +336,13 @@ def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
     with inflate_on_this_thread():  # every core reads a file: no helper thread
         for task in tasks:
             (summary, error), warning = summarize_one(task, settings)
-            if summary is not None:
-                out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
-            else:
+            if summary is None:
                 out.append(("error", None, error, warning))
+                continue
+            try:
+                out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
+            except (msgspec.EncodeError, UnicodeEncodeError, TypeError, OverflowError):
+                out.append(("object", summary, None, warning))
     return out
 
 
@@ -345,6 +352,8 @@ _SUMMARY_DECODER: msgspec.msgpack.Decoder[Summary] | None = None
 def _decoded(outcome: Outcome) -> SummaryOrError:
     global _SUMMARY_DECODER
     kind, data, error, _ = outcome
+    if isinstance(data, Summary):  # ("object": what msgpack could not hold)
+        return data, None
     if kind == "summary" and data is not None:
         if _SUMMARY_DECODER is None:
             _SUMMARY_DECODER = msgspec.msgpack.Decoder(Summary)
