@@ -190,6 +190,37 @@ def test_results_come_as_each_file_is_done_and_runs_as_theirs_are_in(
     assert capsys.readouterr().out == dumps_json(report) + "\n"
 
 
+def test_json_report_of_unreadable_files_lists_them_in_report_order(
+    tmp_path: Path,
+    pools: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing readable, the largest file last in the report's order (so done first):
+    ``report --format json`` lists each file's reason in the report's order, as the
+    text format does (attack run: the order the runs were done, the largest first)."""
+    monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
+    files = []
+    for name, size in (("a", 1), ("b", 2), ("c", 3)):
+        path = tmp_path / "logs" / name / "w.1.pt.trace.json"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"x" * (size * MIB))
+        files.append(path)
+    reasons = [
+        f"{p}: TraceFormatError: not a JSON trace (does not start with '{{' or '[') at byte 0\n"
+        for p in files
+    ]
+    root = str(tmp_path / "logs")
+    assert main(["report", root, "--format", "json", "--cache", "none"]) == 2
+    assert len(pools) == 1 and pools[0] is not None
+    json_err = capsys.readouterr().err
+    assert json_err == "error: no trace could be read; the reasons, per file, follow\n" + "".join(
+        reasons
+    )
+    assert main(["report", root, "--cache", "none"]) == 2
+    assert capsys.readouterr().err == json_err
+
+
 def test_a_summary_msgpack_cannot_hold_comes_back_whole(
     tmp_path: Path,
     pools: list[Any],

@@ -295,14 +295,20 @@ class _EncodedRuns:
     def __init__(self) -> None:
         self.items = EncodedItems("runs")
         self.spans = 0
-        self.unreadable: list[ReportSpan] = []
+        self._unreadable: dict[int, list[ReportSpan]] = {}
 
     def add(self, index: int, run: ReportRun) -> None:
-        """``build_report``'s ``on_run``."""
+        """``build_report``'s ``on_run`` (runs in the order their files are done)."""
         for worker in run.workers:
             self.spans += len(worker.spans)
-            self.unreadable += [s for s in worker.spans if _summary_of(s) is None]
+            bad = [s for s in worker.spans if _summary_of(s) is None]
+            self._unreadable.setdefault(index, []).extend(bad)
         self.items.add(index, run)
+
+    def unreadable(self) -> list[ReportSpan]:
+        """The spans that could not be read, in the report's order (not the order in
+        which their runs were done: the largest file's first)."""
+        return [s for i in sorted(self._unreadable) for s in self._unreadable[i]]
 
 
 _fmt_bytes = fmt_bytes
@@ -570,7 +576,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         err.write(f"error: {exc}{path_hint(args.path)}\n")
         return EXIT_UNUSABLE
     if encoded is not None:
-        span_count, unreadable = encoded.spans, encoded.unreadable
+        span_count, unreadable = encoded.spans, encoded.unreadable()
     else:
         spans = _spans(report)
         span_count, unreadable = len(spans), [s for s in spans if _summary_of(s) is None]
