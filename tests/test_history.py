@@ -276,7 +276,7 @@ def test_series_by_label_regex_and_metadata_key() -> None:
     run = one("exp_007", headline(label="resnet nightly", facts={"torch_version": "2.11"}))
     assert series_key(run, "logs", None) == ("resnet nightly", "label")
     assert series_key(run, "logs", r"^(exp)_\d+") == ("exp", "regex")
-    assert series_key(run, "logs", r"^zzz") == ("(no match)", "regex")
+    assert series_key(run, "logs", r"^zzz") == (run.name, "run")  # a series of its own
     assert series_key(run, "logs", "key:torch_version") == ("2.11", "metadata:torch_version")
     assert series_key(run, "logs", "key:label") == ("resnet nightly", "metadata:label")
     assert series_key(run, "logs", "key:nope") == ("(nope unknown)", "metadata:nope")

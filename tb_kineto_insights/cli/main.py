@@ -471,9 +471,15 @@ def _add_index_parser(sub: Any, cache_help: str) -> None:
     cmd.add_argument("--format", choices=("text", "json"), default="text")
     cmd.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
-    cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    cmd.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
+    )
     _add_timeout(cmd)
     cmd.set_defaults(func=_cmd_index)
+
+
+#: ``--threshold`` of the commands other than ``report`` (whose help lists the names).
+_THRESHOLD_HELP = "override a diagnosis threshold (repeatable); the names: report --help"
 
 
 def _add_timeout(cmd: argparse.ArgumentParser) -> None:
@@ -558,7 +564,9 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("exp", help=f"EXP: {side_help}")
         else:
             cmd.add_argument("exp", nargs="?", default=None, help=f"EXP: {side_help}")
-        cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+        cmd.add_argument(
+            "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
+        )
         cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
         _add_timeout(cmd)
     diff_cmd.add_argument(
@@ -607,9 +615,11 @@ def _parser() -> argparse.ArgumentParser:
     hist_cmd.add_argument(
         "--group-by",
         default=None,
-        help="series by a regex on the run name (its first group) or key:NAME (a run "
-        "metadata field, e.g. key:git_commit); default: label, else the run name without "
-        "its trailing number/date, else the log directory",
+        help="series by a regex on the run name (its first group; a run it does not "
+        "match is a series of its own) or key:NAME (a run metadata field, e.g. "
+        "key:git_commit); default: the run metadata label, else the run name without its "
+        "run counter (a trailing date or number) when at least two runs share it, else "
+        "the run alone; runs named by a counter alone form the log directory's series",
     )
     hist_cmd.add_argument(
         "--metric",
@@ -620,7 +630,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     hist_cmd.add_argument("--since", default=None, help="show runs from this date (ISO, UTC)")
     hist_cmd.add_argument("--format", choices=("text", "json"), default="text")
-    hist_cmd.add_argument("--threshold", action="append", default=[], metavar="NAME=VALUE")
+    hist_cmd.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
+    )
     hist_cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     hist_cmd.set_defaults(func=_cmd_history)
     doctor_cmd = sub.add_parser(

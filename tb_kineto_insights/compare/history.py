@@ -6,11 +6,12 @@ Input: per run, the headline record of each worker's latest span
 the cache: ``store/cache.py``), so a history reads no summary and no trace.
 
 **Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name:
-its first group, else the whole match; or ``key:NAME``, a run-metadata field such as
-``key:git_commit``); else by the run metadata label (``capture.profile(..., label=...)``);
-else by the run name without its run counter (:func:`name_stem`: a trailing date or
-time, or a number after a separator, ``_007``, ``_run3``, ``-v2``; ``exp_007`` →
-``exp``, ``nightly-2026-11-30`` → ``nightly``) when at least two runs share that stem
+its first group, else the whole match, and a run it does not match is a series of its
+own; or ``key:NAME``, a run-metadata field such as ``key:git_commit``); else by the run
+metadata label (``capture.profile(..., label=...)``); else by the run name without its
+run counter (:func:`name_stem`: a trailing date or time, or a number after a separator,
+``_007``, ``_run3``, ``-v2``; ``exp_007`` → ``exp``, ``nightly-2026-11-30`` →
+``nightly``) when at least two runs share that stem
 (the counter varies within the series); else the run is a series of its own, named by
 its whole name (``eff_mlp_fp32`` stays ``eff_mlp_fp32``: digits that are part of a
 name, or a counter no sibling shares, are never stripped); a name that is nothing but a
@@ -169,8 +170,8 @@ def series_key(
         except re.error as exc:
             raise ValueError(f"--group-by {group_by!r} is not a valid regex: {exc}") from exc
         m = pattern.search(run.name)
-        if m is None:
-            return "(no match)", "regex"
+        if m is None:  # a series of its own: no change point against unrelated runs
+            return run.name, "run"
         return (m.group(1) if pattern.groups and m.group(1) is not None else m.group(0)), "regex"
     label = _metadata(run).get("label")
     if label:
@@ -632,7 +633,8 @@ def history_text(doc: HistoryDocument) -> str:
 
     lines: list[str] = []
     for s in doc.series:
-        lines.append(f"series {s.name} (by {s.grouped_by}): {len(s.runs)} runs")
+        count = f"{len(s.runs)} run" + ("" if len(s.runs) == 1 else "s")
+        lines.append(f"series {s.name} (by {s.grouped_by}): {count}")
         for c in s.changes:
             pct = "" if c.change_fraction is None else f" ({100 * c.change_fraction:+.1f} %)"
             state = "" if c.confirmed else " (unconfirmed: the series ends)"
