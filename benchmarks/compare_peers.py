@@ -1151,6 +1151,12 @@ def measure_logdir(
                 env = _child_env()
                 if tool == "ours1":
                     env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
+                if tool == "before":
+                    # the children run in this checkout, whose package a forkserver
+                    # (started with ``python -c``: the working directory first on its
+                    # path) imported instead of the other build's: its workers failed
+                    # and it read serially (round 5 of issue 34)
+                    env["PYTHONSAFEPATH"] = "1"
                 needs_ok = tool in ("hta", "tbp", "floor")
                 wall, rss, err = _run_child(cmd, env, timeout_s, needs_ok)
                 pss = 0
