@@ -11,6 +11,7 @@ is in frontend/test/ and tests/browser/).
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from pathlib import Path
@@ -250,8 +251,15 @@ def test_check_and_report_write_ms_and_iec_sizes(
     text = capsys.readouterr().out
     size = a.stat().st_size
     assert 1024 <= size < 1024**2
-    assert f"{size / 1024:.1f} KiB JSON" in text
+    assert f"{size / 1024:.1f} KiB of JSON\n" in text  # a plain .json file: its size
     assert "steps: 10, mean 23.09 ms" in text
     # §7: the per-step value first, the trace's total named as one
     assert "kernels: 1 per step, 0 % shorter than 10.0 µs (10 in the trace, total)" in text
     assert " MB" not in text and " kB" not in text
+    # a gzip file: the JSON's size, said to be inflated (trial: "1.0 MiB JSON gzip" read
+    # as the file's size, 62 kB)
+    gz = tmp_path / "c" / "w0.1.pt.trace.json.gz"
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress(a.read_bytes()))
+    assert main(["report", str(gz.parent)]) == 0
+    assert f"{size / 1024:.1f} KiB of JSON, inflated from gzip\n" in capsys.readouterr().out

@@ -484,8 +484,9 @@ def _write_summary(
             out.write(f"   ({d.id}: see the view across ranks, which measures it exactly)\n")
     health = summary.health
     steps = summary.steps
-    gz = " gzip" if health.compressed else ""
-    out.write(f"   {health.event_count} events, {fmt_bytes(health.json_bytes)} JSON{gz}\n")
+    # the JSON's own size: for a gzip file, the inflated size, not the file's
+    gz = ", inflated from gzip" if health.compressed else ""
+    out.write(f"   {health.event_count} events, {fmt_bytes(health.json_bytes)} of JSON{gz}\n")
     kinds = {k: v for k, v in health.kind_counts.items() if k != "metadata"}
     out.write(f"   events: {_fmt_counts(kinds)}\n")
     if steps.count:
