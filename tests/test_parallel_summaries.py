@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import SAMPLE_LOGS, python_child
+from conftest import SAMPLE_LOGS, kernel, python_child, write_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli import report as cli_report
@@ -230,7 +230,7 @@ def test_a_summary_msgpack_cannot_hold_comes_back_whole(
     """A log dir whose name is not UTF-8 (a lone surrogate in every summary's paths,
     which msgpack cannot hold): the pool sends each summary back as the object itself;
     no batch fails and is read again here with a warning (every one did), and the
-    results are the serial ones."""
+    results are the serial ones. So does a summary holding an int beyond 64 bits."""
     monkeypatch.setattr(ps, "MIN_PARALLEL_JSON_BYTES", 0)
     root = tmp_path / os.fsdecode(b"logs_\xff")
     _log_dir(tmp_path).rename(root)
@@ -245,6 +245,17 @@ def test_a_summary_msgpack_cannot_hold_comes_back_whole(
     serial = [try_summarize_file(s.path) for s in spans]
     assert msgspec.to_builtins(got) == msgspec.to_builtins(serial)
     assert [s is None for s, _ in got] == [True, False, False, False, False, False]
+    # an int beyond msgpack's 64 bits in the trace's metadata (attack run: base warned
+    # "OverflowError: can't serialize ints")
+    huge = write_trace(
+        tmp_path / "huge" / "w.1.pt.trace.json",
+        [kernel("k", 10.0, 5.0)],
+        cupti_version=-(10**30),
+    )
+    span = next(s for r in discover(str(huge.parent)) for w in r.workers for s in w.spans)
+    ((kind, summary, _, _),) = ps.summarize_batch([ps.FileTask(span)], settings)
+    assert kind == "object" and summary == try_summarize_file(str(huge))[0]
+    assert "-1000000000000000000000000000000" in msgspec.json.encode(summary).decode()
 
 
 def test_through_the_cache_stores_each_file_once(

@@ -327,8 +327,10 @@ def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
     """The body of a pool task: each file of the batch summarised in this process
     (:func:`summarize_one`) under the caller's environment, its summary sent back as
     msgpack, or as the object itself (pickled) when msgpack cannot hold it: a lone
-    surrogate (a path that is not UTF-8, a ``\\udcff`` escape in a trace's name) made
-    the whole batch fail and be read again by the caller, with a warning."""
+    surrogate (a log dir or file name that is not UTF-8) or an int above 2**64 (in a
+    trace's metadata) made the whole batch fail and be read again by the caller, with a
+    warning. (A ``\\udcff`` escape in an event's name never gets this far: the reader
+    drops that event as damage.)"""
     if os.environ != settings.environ:
         os.environ.clear()
         os.environ.update(settings.environ)
