@@ -214,10 +214,10 @@ class Settings:
     environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
-#: One file's outcome as it travels back: ``("summary", msgpack bytes, None)`` or
-#: ``("error", None, {"type", "message"})``; the fourth item is a cache-store warning.
-#: ``(kind, summary as msgpack or the Summary itself, error, store warning)`` of a file
-#: summarised by a pool process (:func:`summarize_batch`).
+#: One file's outcome as it travels back from a pool process (:func:`summarize_batch`):
+#: ``("summary", msgpack bytes, None)``, ``("object", the Summary itself, None)`` (what
+#: msgpack cannot hold) or ``("error", None, {"type", "message"})``; the fourth item is a
+#: cache-store warning.
 Outcome = tuple[str, bytes | Summary | None, dict[str, str] | None, str | None]
 
 
