@@ -94,6 +94,7 @@ _MSGSPEC_CANNOT = (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeErro
 
 
 def _stdlib_dumps(builtins: Any) -> str:
+    """``builtins`` as the stdlib writes it: indented, NaN and ±inf as ``null``."""
     import json  # only here (a lone surrogate): 3-5 ms of every start-up otherwise
 
     return json.dumps(_clean(builtins), indent=1, allow_nan=False)
@@ -165,7 +166,7 @@ class EncodedItems:
             skeleton = b""
         empty = b'\n "' + self.field.encode() + b'": []\n}'
         if self._kept or not skeleton.endswith(empty):
-            yield self._stdlib_dumps(doc)
+            yield self._through_stdlib(doc)
             return
         if not count:
             yield skeleton.decode("ascii")
@@ -178,7 +179,7 @@ class EncodedItems:
             yield (",\n  " if i else "") + text.decode("ascii")
         yield "\n ]\n}"
 
-    def _stdlib_dumps(self, doc: Any) -> str:
+    def _through_stdlib(self, doc: Any) -> str:
         """The document through the stdlib encoder (an item or the rest could not be
         encoded by msgspec), its items decoded back from their JSON."""
         builtins = msgspec.to_builtins(doc, enc_hook=_enc_hook)
