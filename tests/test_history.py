@@ -277,11 +277,52 @@ def test_series_by_label_regex_and_metadata_key() -> None:
     assert series_key(run, "logs", None) == ("resnet nightly", "label")
     assert series_key(run, "logs", r"^(exp)_\d+") == ("exp", "regex")
     assert series_key(run, "logs", r"^zzz") == (run.name, "run")  # a series of its own
+    # an empty match is no key either (it put every run in one series named "")
+    assert series_key(run, "logs", "^") == (run.name, "run")
+    assert series_key(run, "logs", "(x)?") == (run.name, "run")
+    assert series_key(run, "logs", r"(x)?exp") == ("exp", "regex")  # the whole match
     assert series_key(run, "logs", "key:torch_version") == ("2.11", "metadata:torch_version")
     assert series_key(run, "logs", "key:label") == ("resnet nightly", "metadata:label")
     assert series_key(run, "logs", "key:nope") == ("(nope unknown)", "metadata:nope")
     with pytest.raises(ValueError, match="not a valid regex"):
         series_key(run, "logs", "(")
+
+
+def test_a_run_the_regex_leaves_alone_never_joins_a_group_of_its_name() -> None:
+    """``--group-by '^(job)_[123]$'`` over job_1..job_3, ``job`` and ``job_4``: the
+    regex's series ``job`` holds its three runs; ``job`` and ``job_4`` are series of
+    their own (``job`` had joined the regex's series, "by run", with a change point at
+    it; attack run)."""
+    steps = {"job_1": 100, "job_2": 100, "job_3": 100, "job": 40, "job_4": 40}
+    runs = [
+        one(name, headline(m, start_ns=T0 + i * DAY_NS))
+        for i, (name, m) in enumerate(steps.items())
+    ]
+    doc = build_history(runs, logdir="logs", group_by=r"^(job)_[123]$", metrics=["step_time"])
+    assert [(s.name, s.grouped_by, [r.run for r in s.runs]) for s in doc.series] == [
+        ("job", "regex", ["job_1", "job_2", "job_3"]),
+        ("job", "run", ["job"]),
+        ("job_4", "run", ["job_4"]),
+    ]
+    assert all(not s.changes for s in doc.series)
+    # the default rule still puts "job" with its counted siblings (its stem's series)
+    doc = build_history(runs, logdir="logs", metrics=["step_time"])
+    assert [(s.name, len(s.runs)) for s in doc.series] == [("job", 5)]
+
+
+def test_a_trace_clock_no_date_can_hold_gives_way_to_the_file_time() -> None:
+    """``baseTimeNanoseconds`` of 1e32 (attack run: the whole history failed with
+    OverflowError): the run is timed by its file, one rank or several."""
+    bad = headline(start_ns=10**32, mtime=1_790_000_000.5)
+    out = combine_run(one("f", bad))
+    assert (out.time_source, out.start_ns) == ("file", 1_790_000_000_500_000_000)
+    two = RunHeadlines("r", {"rank0": bad, "rank1": headline(start_ns=T0)})
+    assert (combine_run(two).time_source, combine_run(two).start_ns) == ("trace", T0)
+    doc = build_history([one("f", bad), one("g", headline(start_ns=T0))], logdir="logs")
+    assert [r.start_time for s in doc.series for r in s.runs] == [
+        "2026-09-21T14:13:20+00:00",
+        combine_run(one("g", headline(start_ns=T0))).start_time,
+    ]
 
 
 def test_combine_run_takes_the_slowest_rank() -> None:

@@ -191,11 +191,15 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         )
         # the new run joins the series of its name's stem when the history has one
         stems = {s.name for s in doc.series if s.grouped_by == "name"}
-        key = hist.series_key(new, logdir_name, args.group_by, stems)[0]
+        key, how = hist.series_key(new, logdir_name, args.group_by, stems)
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
-    series = next((s for s in doc.series if s.name == key), None)
+    # under --group-by, the series of the new run's grouping too (as build_history keys)
+    series = next(
+        (s for s in doc.series if s.name == key and (not args.group_by or s.grouped_by == how)),
+        None,
+    )
     level = None if series is None else hist.current_level(series, "step_time", thresholds)
     if series is None or level is None:
         err.write(f"error: no series {key!r} with a step time in {args.against_history}\n")

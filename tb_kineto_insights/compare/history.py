@@ -6,13 +6,13 @@ Input: per run, the headline record of each worker's latest span
 the cache: ``store/cache.py``), so a history reads no summary and no trace.
 
 **Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name:
-its first group, else the whole match, and a run it does not match is a series of its
-own; or ``key:NAME``, a run-metadata field such as ``key:git_commit``); else by the run
-metadata label (``capture.profile(..., label=...)``); else by the run name without its
-run counter (:func:`name_stem`: a trailing date or time, or a number after a separator,
-``_007``, ``_run3``, ``-v2``; ``exp_007`` → ``exp``, ``nightly-2026-11-30`` →
-``nightly``) when at least two runs share that stem
-(the counter varies within the series); else the run is a series of its own, named by
+its first group, else the whole match; a run it does not match, or matches empty, is a
+series of its own; or ``key:NAME``, a run-metadata field such as ``key:git_commit``);
+else by the run metadata label (``capture.profile(..., label=...)``); else by the run
+name without its run counter (:func:`name_stem`: a trailing date or time, or a number
+after a separator, ``_007``, ``_run3``, ``-v2``; ``exp_007`` → ``exp``,
+``nightly-2026-11-30`` → ``nightly``) when at least two runs share that stem (the
+counter varies within the series); else the run is a series of its own, named by
 its whole name (``eff_mlp_fp32`` stays ``eff_mlp_fp32``: digits that are part of a
 name, or a counter no sibling shares, are never stripped); a name that is nothing but a
 counter (``2026-11-30``, ``0042``) joins the log directory's series. Runs are ordered
@@ -170,9 +170,10 @@ def series_key(
         except re.error as exc:
             raise ValueError(f"--group-by {group_by!r} is not a valid regex: {exc}") from exc
         m = pattern.search(run.name)
-        if m is None:  # a series of its own: no change point against unrelated runs
-            return run.name, "run"
-        return (m.group(1) if pattern.groups and m.group(1) is not None else m.group(0)), "regex"
+        key = None if m is None else (m.group(1) if pattern.groups else None) or m.group(0)
+        if not key:  # unmatched, or an empty match ("^", "(x)?"): a series of its own,
+            return run.name, "run"  # no change point against unrelated runs
+        return key, "regex"
     label = _metadata(run).get("label")
     if label:
         return label, "label"
@@ -225,6 +226,19 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def _trace_start_ns(head: SpanHeadline) -> int | None:
+    """The trace's own start, None when it has none or one no date can hold (a corrupt
+    ``baseTimeNanoseconds`` of 1e32 made the whole history fail with OverflowError):
+    the file time stands in then."""
+    if head.start_ns is None:
+        return None
+    try:
+        _iso(head.start_ns)
+    except (OverflowError, ValueError, OSError):
+        return None
+    return head.start_ns
+
+
 def _union_diagnoses(heads: Sequence[SpanHeadline]) -> list[HeadlineDiagnosis]:
     best: dict[str, HeadlineDiagnosis] = {}
     for h in heads:
@@ -238,8 +252,9 @@ def _combine_one(run: RunHeadlines) -> HistoryRun:
     """:func:`combine_run` of a run of one worker (most runs): the same fields, without
     the reductions over ranks (a fifth of a history of 10,000 runs went to them)."""
     ((name, h),) = run.workers.items()
-    if h.start_ns is not None:
-        start_ns, source = h.start_ns, "trace"
+    trace_start = _trace_start_ns(h)
+    if trace_start is not None:
+        start_ns, source = trace_start, "trace"
     else:
         start_ns, source = round(h.mtime * 1e9), "file"
     diagnoses = h.diagnoses
@@ -287,7 +302,7 @@ def combine_run(run: RunHeadlines) -> HistoryRun:
     heads = list(run.workers.items())
     timed = [(n, h) for n, h in heads if h.mean_step_us is not None]
     slowest_name, slowest = max(timed, key=lambda nh: (nh[1].mean_step_us, nh[0]), default=heads[0])
-    starts = [h.start_ns for _, h in heads if h.start_ns is not None]
+    starts = [t for _, h in heads if (t := _trace_start_ns(h)) is not None]
     if starts:
         start_ns, source = min(starts), "trace"
     else:
@@ -511,13 +526,17 @@ def build_history(
     if unknown:
         raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
     logdir_name = logdir.rstrip("/").rsplit("/", 1)[-1] or logdir
-    groups: dict[str, tuple[str, list[tuple[HistoryRun, RunHeadlines]]]] = {}
+    # under --group-by, a run the regex leaves alone never joins a group of its name
+    # (run "job" beside the regex's "job" of job_1..job_3); the default rule joins them
+    groups: dict[tuple[str, str], tuple[str, list[tuple[HistoryRun, RunHeadlines]]]] = {}
     runs = [run for run in runs if run.workers]
     for run, (name, how) in zip(runs, series_keys(runs, logdir_name, group_by), strict=True):
-        groups.setdefault(name, (how, []))[1].append((combine_run(run), run))
+        key = (name, how if group_by else "")
+        groups.setdefault(key, (how, []))[1].append((combine_run(run), run))
     series: list[HistorySeries] = []
-    for name in sorted(groups):
-        how, members = groups[name]
+    for key in sorted(groups):
+        name = key[0]
+        how, members = groups[key]
         members.sort(key=lambda m: (m[0].start_ns, m[0].run))
         values = [_values(m[0]) for m in members]
         marks: dict[int, dict[str, list[str]]] = {}
