@@ -615,8 +615,8 @@ def _parser() -> argparse.ArgumentParser:
     hist_cmd.add_argument(
         "--group-by",
         default=None,
-        help="series by a regex on the run name (its first group; a run it does not "
-        "match is a series of its own) or key:NAME (a run metadata field, e.g. "
+        help="series by a regex on the run name (its first group; a run it does not match, "
+        "or matches empty, is a series of its own) or key:NAME (a run metadata field, e.g. "
         "key:git_commit); default: the run metadata label, else the run name without its "
         "run counter (a trailing date or number) when at least two runs share it, else "
         "the run alone; runs named by a counter alone form the log directory's series",
