@@ -177,6 +177,12 @@ def test_encode_json_writes_names_that_are_not_utf8_instead_of_raising() -> None
         b'{"path":"/logs/bad\xef\xbf\xbdrun/w\xef\xbf\xbd.7.pt.trace.json",'
         b'"other":["?","\xc3\xa9",null,3]}'
     )
+    # inside tuples too: the headline index keeps (file, entry) pairs; a run folder that
+    # is not UTF-8 made `history --cache` exit 2 and the plugin's /history and
+    # /across_runs answer 500 (attack run)
+    assert encode_json({"entries": [(name, 1)]}) == (
+        b'{"entries":[["/logs/bad\xef\xbf\xbdrun/w\xef\xbf\xbd.7.pt.trace.json",1]]}'
+    )
 
 
 # --------------------------------------------------------------------------- disk cache

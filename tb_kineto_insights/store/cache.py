@@ -160,7 +160,7 @@ def _valid_text(obj: Any) -> Any:
             return obj.encode("utf-8", "replace").decode("utf-8")
     if isinstance(obj, dict):
         return {_valid_text(k): _valid_text(v) for k, v in obj.items()}
-    if isinstance(obj, list):
+    if isinstance(obj, (list, tuple)):  # tuples too: to_builtins keeps them
         return [_valid_text(v) for v in obj]
     return obj
 
