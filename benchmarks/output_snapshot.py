@@ -2,16 +2,20 @@
 
 Run it before a change (``--write FILE``) and after (``--check FILE``): for every run
 folder of ``sample_logs/``, ``../shared/traces`` and ``../shared/cases`` it takes the
-``report --format json`` document, for pairs of runs the ``diff --format json``
-document, and for ``sample_logs/`` the plugin's ``/runs``, ``/summary``,
-``/run_summary`` and ``/diff`` answers, and records the SHA-256 of each. The tool is
+``report --format json`` document (and, for ``sample_logs/``, the text and markdown reports), for pairs of runs
+the ``diff`` documents (JSON, text, markdown) and ``check``'s verdict, ``history`` of
+``sample_logs/`` (JSON and text), a ``window`` cut, and for ``sample_logs/`` the plugin's
+answers on every route that serves a document (``/summary``, ``/health``,
+``/run_summary``, ``/timeline`` of every step, ``/window`` and ``/window_ranks`` of a
+step, ``/diff``, ``/history``, ``/across_runs``), and records the SHA-256 of each.
+``--save-dir DIR`` also writes each document there, to see what differs. The tool is
 reached only through its installed entry points (the console script and the
 ``tensorboard_plugins`` entry), so the script works on either side of a move of modules.
 
 Usage::
 
     .venv/bin/python benchmarks/output_snapshot.py --write /tmp/before.json
-    .venv/bin/python benchmarks/output_snapshot.py --check /tmp/before.json
+    .venv/bin/python benchmarks/output_snapshot.py --check /tmp/before.json --save-dir /tmp/after
 
 Exit status 1 when any fingerprint differs (each difference is printed).
 """
@@ -24,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -106,20 +111,38 @@ def plugin_documents(logdir: Path, cache_dir: str) -> Iterator[tuple[str, bytes]
 
     runs = json.loads(get("/runs").split(b"\n", 1)[1])
     for run in runs["runs"]:
+        first_step: str | None = None
         for worker in run["workers"]:
             for span in worker["spans"]:
                 key = f"{run['run']}/{worker['worker']}/{span['span']}"
-                yield (
-                    f"plugin /summary {key}",
-                    get(
-                        "/summary",
-                        run=run["run"],
-                        worker=worker["worker"],
-                        span=span["span"],
-                        wait="60",
-                    ),
-                )
+                where = {"run": run["run"], "worker": worker["worker"], "span": span["span"]}
+                body = get("/summary", **where, wait="60")
+                yield f"plugin /summary {key}", body
+                yield f"plugin /health {key}", get("/health", **where, wait="60")
+                status, _, payload = body.partition(b"\n")
+                if status != b"200":
+                    continue
+                numbers = [s["number"] for s in json.loads(payload)["steps"]["steps"]]
+                for number in numbers:
+                    yield (
+                        f"plugin /timeline {key} {number}",
+                        get("/timeline", **where, step=str(number)),
+                    )
+                if numbers:
+                    first_step = first_step or str(numbers[0])
+                    yield (
+                        f"plugin /window {key} {numbers[0]}",
+                        get("/window", **where, step=str(numbers[0])),
+                    )
         yield f"plugin /run_summary {run['run']}", get("/run_summary", run=run["run"], wait="60")
+        if len(run["workers"]) > 1 and first_step is not None:
+            yield (
+                f"plugin /window_ranks {run['run']} {first_step}",
+                get("/window_ranks", run=run["run"], step=first_step),
+            )
+    yield "plugin /history", get("/history")
+    yield "plugin /across_runs", get("/across_runs")
+    yield "plugin /across_runs q=memory", get("/across_runs", q="memory", limit="5")
     for base, exp in DIFF_PAIRS:
         yield (
             f"plugin /diff {base} {exp}",
@@ -134,8 +157,8 @@ def _label(folder: Path) -> str:
     return str(folder)
 
 
-def fingerprints() -> dict[str, str]:
-    """Label of each document → SHA-256 of its bytes."""
+def fingerprints(save_dir: Path | None = None) -> dict[str, str]:
+    """Label of each document → SHA-256 of its bytes (each written to ``save_dir``)."""
     os.environ["KINETO_INSIGHTS_PRELOAD"] = "0"
     main = _cli()
     found: dict[str, str] = {}
@@ -143,12 +166,21 @@ def fingerprints() -> dict[str, str]:
     def add(label: str, body: bytes) -> None:
         found[label] = hashlib.sha256(body).hexdigest()
         print(f"{found[label][:12]} {label}", file=sys.stderr)
+        if save_dir is not None:
+            name = re.sub(r"[^A-Za-z0-9_.=-]+", "_", label)[:200]
+            (save_dir / name).write_bytes(body)
 
     for folder in run_folders():
         add(
             f"report {_label(folder)}",
             cli_document(main, ["report", str(folder), "--format", "json", "--cache", "none"]),
         )
+        if folder.is_relative_to(ROOT / "sample_logs"):
+            for fmt in ("text", "markdown"):
+                add(
+                    f"report-{fmt} {_label(folder)}",
+                    cli_document(main, ["report", str(folder), "--format", fmt, "--cache", "none"]),
+                )
     for base, exp in DIFF_PAIRS:
         add(
             f"diff {base} {exp}",
@@ -161,6 +193,30 @@ def fingerprints() -> dict[str, str]:
             f"diff-text {base} {exp}",
             cli_document(main, ["diff", str(ROOT / base), str(ROOT / exp), "--cache", "none"]),
         )
+        add(
+            f"diff-markdown {base} {exp}",
+            cli_document(
+                main,
+                ["diff", str(ROOT / base), str(ROOT / exp), "--format", "markdown"]
+                + ["--cache", "none"],
+            ),
+        )
+        add(
+            f"check {base} {exp}",
+            cli_document(main, ["check", str(ROOT / base), str(ROOT / exp), "--cache", "none"]),
+        )
+    logs = ROOT / "sample_logs"
+    for fmt in ("json", "text"):
+        add(
+            f"history-{fmt} sample_logs",
+            cli_document(main, ["history", str(logs), "--format", fmt, "--cache", "none"]),
+        )
+    with tempfile.TemporaryDirectory() as out_dir:
+        trace = sorted((logs / "transformer_eager").glob("*.json*"))[0]
+        out = Path(out_dir) / "window.json"
+        code = cli_document(main, ["window", str(trace), "--step", "3", "--out", str(out)])
+        code = code.replace(out_dir.encode(), b"OUT")
+        add("window transformer_eager 3", code + (out.read_bytes() if out.exists() else b""))
     with tempfile.TemporaryDirectory() as cache_dir:
         for label, body in plugin_documents(ROOT / "sample_logs", cache_dir):
             add(label, body)
@@ -172,8 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--write", type=Path, help="write the fingerprints to this file")
     group.add_argument("--check", type=Path, help="compare with the fingerprints in this file")
+    parser.add_argument("--save-dir", type=Path, help="also write each document to this folder")
     args = parser.parse_args(argv)
-    found = fingerprints()
+    if args.save_dir is not None:
+        args.save_dir.mkdir(parents=True, exist_ok=True)
+    found = fingerprints(args.save_dir)
     if args.write:
         args.write.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
         print(f"{len(found)} documents written to {args.write}")

@@ -241,7 +241,7 @@ def _op_shapes(
         texts = texts_of(rows)
     else:
         texts = [msgspec.json.encode(dims[r]) if r in dims else None for r in rows.tolist()]
-    for text in set(texts).difference(ids):  # each distinct text once
+    for text in [t for t in dict.fromkeys(texts) if t not in ids]:  # each new text once, in order
         if not text or text.strip(b"[], ") == b"":
             ids[text] = 0
         else:
