@@ -2,8 +2,8 @@
 
 Run it before a change (``--write FILE``) and after (``--check FILE``): for every run
 folder of ``sample_logs/``, ``../shared/traces`` and ``../shared/cases`` it takes the
-``report --format json`` document (and, for ``sample_logs/``, the text and markdown reports), for pairs of runs
-the ``diff`` documents (JSON, text, markdown) and ``check``'s verdict, ``history`` of
+``report --format json`` document (and, for ``sample_logs/``, the text and markdown
+reports), for pairs of runs the ``diff`` documents (JSON, text, markdown) and ``check``'s verdict, ``history`` of
 ``sample_logs/`` (JSON and text), a ``window`` cut, and for ``sample_logs/`` the plugin's
 answers on every route that serves a document (``/summary``, ``/health``,
 ``/run_summary``, ``/timeline`` of every step, ``/window`` and ``/window_ranks`` of a
