@@ -1,16 +1,17 @@
 """Fingerprint every document the tool produces, to prove a refactoring changed none.
 
-Run it before a change (``--write FILE``) and after (``--check FILE``): for every run
-folder of ``sample_logs/``, ``../shared/traces`` and ``../shared/cases`` it takes the
-``report --format json`` document (and, for ``sample_logs/``, the text and markdown
-reports), for pairs of runs the ``diff`` documents (JSON, text, markdown) and ``check``'s verdict, ``history`` of
-``sample_logs/`` (JSON and text), a ``window`` cut, and for ``sample_logs/`` the plugin's
-answers on every route that serves a document (``/summary``, ``/health``,
-``/run_summary``, ``/timeline`` of every step, ``/window`` and ``/window_ranks`` of a
-step, ``/diff``, ``/history``, ``/across_runs``), and records the SHA-256 of each.
-``--save-dir DIR`` also writes each document there, to see what differs. The tool is
-reached only through its installed entry points (the console script and the
-``tensorboard_plugins`` entry), so the script works on either side of a move of modules.
+Run it before a change (``--write FILE``) and after (``--check FILE``). It takes, for
+every run folder of ``sample_logs/``, ``../shared/traces`` and ``../shared/cases``, the
+``report --format json`` document (for ``sample_logs/`` also the text and markdown
+reports); for pairs of runs the ``diff`` documents (JSON, text, markdown) and
+``check``'s verdict; ``history`` of ``sample_logs/`` (JSON and text); a ``window`` cut;
+and for ``sample_logs/`` the plugin's answers on every route that serves a document
+(``/summary``, ``/health``, ``/run_summary``, ``/timeline`` of every step, ``/window``
+and ``/window_ranks`` of a step, ``/diff``, ``/history``, ``/across_runs``). It records
+the SHA-256 of each; ``--save-dir DIR`` also writes each document there, to see what
+differs. The tool is reached only through its installed entry points (the console
+script and the ``tensorboard_plugins`` entry), so the script works on either side of a
+move of modules.
 
 Usage::
 
