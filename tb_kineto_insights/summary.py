@@ -18,7 +18,7 @@ msgspec (``cache.encode_json``):
   (:mod:`.analysis.memory`);
 - ``efficiency``: kernel efficiency per op group against the device's roofline
   (:mod:`.analysis.efficiency`);
-- ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.diagnoses`);
+- ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.rules`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
 
@@ -37,13 +37,12 @@ import msgspec
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import TraceIndex, build_index
-from tb_kineto_insights.analysis.diagnoses import diagnose
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
-from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
+from tb_kineto_insights.analysis.rules import SEVERITY_ORDER, diagnose
 from tb_kineto_insights.analysis.run_view import RunViewSpan, run_view, run_view_inputs
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds

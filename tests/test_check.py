@@ -11,7 +11,8 @@ from conftest import as_json, cpu, kernel, real_summary, write_trace
 from msgspec.structs import replace
 
 from tb_kineto_insights import summary
-from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS, make_diagnosis
+from tb_kineto_insights.analysis.rules import DIAGNOSIS_IDS
+from tb_kineto_insights.analysis.rules.base import make_diagnosis
 from tb_kineto_insights.cli.main import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
 from tb_kineto_insights.compare import before_after as compare
 from tb_kineto_insights.compare.diff import diagnoses_found, run_view_of

@@ -16,11 +16,13 @@ from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.communication import communication_diagnoses, communication_summary
+from tb_kineto_insights.analysis.communication import communication_summary
 from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.overview import steps_summary
-from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.rules import area_diagnoses
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -86,6 +88,13 @@ NOT_COMM = [
     "record_param_comms",
     "",
 ]
+
+
+def _exposed_diagnoses(
+    comm: CommunicationPanel, steps: StepsPanel, th: Thresholds = DEFAULT_THRESHOLDS
+) -> list[Diagnosis]:
+    """The communication rules alone on these panels."""
+    return area_diagnoses("communication", {"communication": comm, "steps": steps}, th)
 
 
 @pytest.mark.parametrize("name,kind", sorted({**REAL_COMM_KERNELS, **OTHER_COMM_KERNELS}.items()))
@@ -520,7 +529,7 @@ def test_no_collectives(tmp_path: Path) -> None:
     assert s["steps"][0]["comm_fraction"] == 0.0
     assert s["overlap_fraction"] is None
     assert s["notes"] == ["No NCCL/RCCL communication kernels in this trace."]
-    assert communication_diagnoses(panel, steps_summary(index)) == []
+    assert _exposed_diagnoses(panel, steps_summary(index)) == []
 
 
 def test_host_collectives_without_kernels(tmp_path: Path) -> None:
@@ -569,7 +578,7 @@ def _diag_inputs(tmp_path: Path) -> tuple[CommunicationPanel, StepsPanel]:
 
 def test_exposed_communication_diagnosis(tmp_path: Path) -> None:
     comm, steps = _diag_inputs(tmp_path)  # exposed 60 of 200 µs: 30 %
-    (d,) = communication_diagnoses(comm, steps)
+    (d,) = _exposed_diagnoses(comm, steps)
     assert d.id == "exposed_communication" and d.severity == "high"
     assert d.panel == "communication"
     assert d.impact_fraction == pytest.approx(0.3)
@@ -588,9 +597,9 @@ def test_exposed_communication_diagnosis(tmp_path: Path) -> None:
         "impact_fraction",
     }
     # severity follows the impact (30 % of the step: high from impact_high_fraction)
-    medium = communication_diagnoses(comm, steps, Thresholds(impact_high_fraction=0.5))
+    medium = _exposed_diagnoses(comm, steps, Thresholds(impact_high_fraction=0.5))
     assert medium[0].severity == "medium"
-    assert communication_diagnoses(comm, steps, Thresholds(exposed_comm_fraction=0.31)) == []
+    assert _exposed_diagnoses(comm, steps, Thresholds(exposed_comm_fraction=0.31)) == []
 
 
 def test_exposed_communication_that_is_mostly_waiting(tmp_path: Path) -> None:
@@ -605,7 +614,7 @@ def test_exposed_communication_that_is_mostly_waiting(tmp_path: Path) -> None:
     comm, steps = communication_summary(index), steps_summary(index)
     assert comm.exposed_wait_estimate_us_per_step == 50.0
     assert comm.exposed_transfer_estimate_us_per_step == 20.0
-    (d,) = communication_diagnoses(comm, steps)
+    (d,) = _exposed_diagnoses(comm, steps)
     assert "mostly waiting for other ranks" in d.title
     assert "bucket_cap_mb" not in d.recommendation
     assert "view across ranks" in d.recommendation
@@ -613,7 +622,7 @@ def test_exposed_communication_that_is_mostly_waiting(tmp_path: Path) -> None:
     assert d.evidence["exposed_wait_estimate_fraction"] == pytest.approx(100 / 140)
     # the transfer case: exposed 20 % of the step, none of it waiting -> bucket advice
     comm2, steps2 = _diag_inputs(tmp_path)
-    (d2,) = communication_diagnoses(comm2, steps2)
+    (d2,) = _exposed_diagnoses(comm2, steps2)
     assert "bucket_cap_mb" in d2.recommendation and "transfer" in d2.title
 
 
@@ -658,7 +667,7 @@ def test_waiting_rank_alone_is_told_it_waits(h200x2: Path) -> None:
     comm = communication_summary(index)
     assert 12_000 < comm.exposed_wait_estimate_us_per_step < 15_500
     assert comm.exposed_wait_estimate_fraction > 0.8
-    (d,) = communication_diagnoses(comm, steps_summary(index))
+    (d,) = _exposed_diagnoses(comm, steps_summary(index))
     assert "mostly waiting for other ranks" in d.title
     assert "bucket_cap_mb" not in d.recommendation
 
@@ -674,7 +683,7 @@ def test_span_level_exposed_communication_on_real_runs(h200x2: Path) -> None:
             index = build_index(trace)
             comm = communication_summary(index)
             assert comm.exposed_fraction < 0.06
-            assert communication_diagnoses(comm, steps_summary(index)) == []
+            assert _exposed_diagnoses(comm, steps_summary(index)) == []
 
 
 # --- real traces ----------------------------------------------------------------------

@@ -17,9 +17,9 @@ from tb_kineto_insights.analysis.memory import (
     device_name,
     downsample,
     innermost_op,
-    memory_diagnoses,
     memory_summary,
 )
+from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.memory import MemoryDevice, MemoryPanel
@@ -157,7 +157,7 @@ def test_fixed_leak_per_step_exact(tmp_path: Path) -> None:
     # reserved never grows: nothing the cache failed to serve
     assert d.fragmentation.events == 0 and d.fragmentation.new_segment_events == 0
 
-    diags = memory_diagnoses(s)
+    diags = area_diagnoses("memory", {"memory": s})
     assert ids(diags) == ["memory_growth"]
     growth = diags[0]
     # the device's memory is unknown, so is the deadline: medium, not high
@@ -186,12 +186,12 @@ def test_growth_needs_enough_steps_and_bytes(tmp_path: Path) -> None:
     s = summarize(tmp_path, leak_events(steps=2))
     g = device(s, "CUDA:0").growth
     assert g.bytes_per_step == LEAK and g.steps_used == 2 and g.steady is False
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
     # the same leak with a higher byte threshold: not a diagnosis
     th = DEFAULT_THRESHOLDS.replace(memory_growth_min_bytes_per_step=8.0 * MIB)
     s = summarize(tmp_path, leak_events(), th)
     assert device(s, "CUDA:0").growth.steady is False
-    assert memory_diagnoses(s, th) == []
+    assert area_diagnoses("memory", {"memory": s}, th) == []
 
 
 def test_noisy_memory_is_not_steady_growth(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_noisy_memory_is_not_steady_growth(tmp_path: Path) -> None:
     slope = np.polyfit(np.arange(5.0), np.array(ends, dtype=float) * MIB + B, 1)[0]
     assert g.bytes_per_step == pytest.approx(slope)
     assert g.bytes_per_step >= MIB and g.r2 < 0.9 and g.steady is False
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
 
 
 # -- frees of blocks allocated before the window, equal timestamps ----------------------
@@ -356,12 +356,12 @@ def test_cached_free_bytes_are_not_fragmentation_capacity_exact(tmp_path: Path) 
     # event 2 grows reserved by 7 GiB for 2 GiB, but only 0 bytes sat cached and free
     f = d.fragmentation
     assert f.new_segment_events == 1 and f.events == 0
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
     # the same memory on a 8.5 GiB device: near capacity (reserved, not allocated)
     props = [{"id": 0, "totalGlobalMem": int(8.5 * GIB)}]
     s = summarize(tmp_path, events, deviceProperties=props)
     assert device(s, "CUDA:0").peak_fraction_of_capacity == 8 / 8.5
-    diags = memory_diagnoses(s)
+    diags = area_diagnoses("memory", {"memory": s})
     assert ids(diags) == ["memory_near_capacity"]
     near = diags[0]
     assert near.severity == "medium"  # allocated peak is 3/8.5 of the device
@@ -436,7 +436,7 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
         "reserved_growth_bytes": 56 * MIB,
         "op": "aten::empty",
     }
-    diags = memory_diagnoses(s)
+    diags = area_diagnoses("memory", {"memory": s})
     assert ids(diags) == ["memory_fragmentation"]
     frag = diags[0]
     # reserved peak 1 GiB + 176 MiB of 10 GiB; full in (10240 - 1200) / 48 steps
@@ -457,20 +457,22 @@ def test_fragmentation_segment_growth_exact(tmp_path: Path) -> None:
     s = summarize(
         tmp_path, frag_events(), deviceProperties=[{"id": 0, "totalGlobalMem": 1536 * MIB}]
     )
-    assert memory_diagnoses(s)[0].severity == "high"  # 1200 / 1536 = 78 %
+    assert area_diagnoses("memory", {"memory": s})[0].severity == "high"  # 1200 / 1536 = 78 %
     # ... full only in > 1000 steps at this rate, or device memory unknown: low
     s = summarize(
         tmp_path, frag_events(), deviceProperties=[{"id": 0, "totalGlobalMem": 100 * GIB}]
     )
-    assert memory_diagnoses(s)[0].severity == "low"  # (102400 - 1200) / 48 = 2108 steps
+    assert (
+        area_diagnoses("memory", {"memory": s})[0].severity == "low"
+    )  # (102400 - 1200) / 48 = 2108 steps
     s = summarize(tmp_path, frag_events())
-    assert memory_diagnoses(s)[0].severity == "low"
+    assert area_diagnoses("memory", {"memory": s})[0].severity == "low"
 
 
 def test_fragmentation_needs_evidence_the_cache_could_not_serve(tmp_path: Path) -> None:
     def frag(events: list[dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
         s = summarize(tmp_path, events)
-        return device(s, "CUDA:0").fragmentation, ids(memory_diagnoses(s))
+        return device(s, "CUDA:0").fragmentation, ids(area_diagnoses("memory", {"memory": s}))
 
     # reserved grows by less than the request (expandable segments extend a free tail)
     f, found = frag(frag_events(shortfall=8 * MIB))
@@ -496,7 +498,7 @@ def test_fragmentation_needs_evidence_the_cache_could_not_serve(tmp_path: Path) 
     th = DEFAULT_THRESHOLDS.replace(fragmentation_min_request_bytes=64.0 * MIB)
     s = summarize(tmp_path, frag_events(), th)
     assert device(s, "CUDA:0").fragmentation.events == 0
-    assert memory_diagnoses(s, th) == []
+    assert area_diagnoses("memory", {"memory": s}, th) == []
 
 
 def test_fragmentation_ignores_reserved_totals_left_stale_by_a_release(tmp_path: Path) -> None:
@@ -523,7 +525,7 @@ def test_fragmentation_ignores_reserved_totals_left_stale_by_a_release(tmp_path:
     f = device(s, "CUDA:0").fragmentation
     assert f.new_segment_events == 4 and f.events == 1 and f.stale_events_ignored == 3
     assert f.steady_state_steps == []
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
     assert (
         device(summarize(tmp_path, frag_events()), "CUDA:0").fragmentation.stale_events_ignored == 0
     )
@@ -584,7 +586,7 @@ def test_host_ahead_memory_uses_host_windows_exact(tmp_path: Path) -> None:
     assert g.bytes_per_step == LEAK and g.steady is True
     assert d.live_at_end.by_op[0].steps == [1, 2, 3, 4]
     assert [a.step for a in d.largest_allocations[:4]] == [1, 2, 3, 4]
-    diags = memory_diagnoses(s)
+    diags = area_diagnoses("memory", {"memory": s})
     assert ids(diags) == ["memory_growth"]
     assert diags[0].evidence["op"] == "aten::mm"
 
@@ -626,7 +628,7 @@ def test_no_memory_events(tmp_path: Path) -> None:
     s = summarize(tmp_path, [step(1, 0), cpu("aten::mm", 10, 10)])
     assert s.devices == [] and s.main_device is None
     assert "profile_memory=True" in s.notes[0]
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
 
 
 # -- old traces ------------------------------------------------------------------------
@@ -660,7 +662,7 @@ def test_old_events_without_addr_or_totals(tmp_path: Path) -> None:
     notes = " ".join(d.notes)
     assert "Total Allocated" in notes and "Addr" in notes and "running sum" in notes
     assert any(n.startswith("CUDA:0: ") for n in s.notes)
-    assert memory_diagnoses(s) == []
+    assert area_diagnoses("memory", {"memory": s}) == []
 
 
 def test_totals_without_addr(tmp_path: Path) -> None:
@@ -727,7 +729,7 @@ def _one(folder: Path) -> str:
 def _real(path: str) -> tuple[MemoryPanel, list[Diagnosis]]:
     s = memory_summary(build_index(read_trace(path)))
     json.dumps(msgspec.to_builtins(s), allow_nan=False)
-    return s, memory_diagnoses(s)
+    return s, area_diagnoses("memory", {"memory": s})
 
 
 def test_hta_df_index_resolver_steady_memory_is_not_a_leak(shared_traces: Path) -> None:

@@ -1,7 +1,7 @@
-"""``analysis/moments.py``: every diagnosis with a place in time points at it
-(``Diagnosis.moment``): exact on tiny traces, and for each id on the real sample that
-raises it, checked against the summary's own numbers; ids without a place in time have
-none."""
+"""Moments (``analysis/rules/``: each rule's ``moment``): every diagnosis with a place
+in time points at it (``Diagnosis.moment``): exact on tiny traces, and for each id on the
+real sample that raises it, checked against the summary's own numbers; ids without a
+place in time have none."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from conftest import H200X2, SAMPLE_LOGS, kernel, write_trace
 from test_analysis import launch, step
 
 from tb_kineto_insights.analysis.context import build_index
-from tb_kineto_insights.analysis.moments import IDLE_CAUSE_OF, moment_at
+from tb_kineto_insights.analysis.rules import RULES_BY_ID, moment_of
+from tb_kineto_insights.analysis.rules.moments import moment_at
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.summary import summarize_file, summarize_trace
@@ -74,8 +75,6 @@ def test_pageable_copy_and_unequal_steps_point_at_their_event(tmp_path: Path) ->
 
 
 def test_unequal_steps_and_warmup_point_at_their_step() -> None:
-    from tb_kineto_insights.analysis.moments import diagnosis_moment
-
     idx_trace = next((SAMPLE_LOGS / "stacks_healthy").glob("*.pt.trace.json.gz"))
     idx = build_index(read_trace(str(idx_trace)))
     longest = int(idx.steps.dur_ns.argmax())
@@ -88,7 +87,7 @@ def test_unequal_steps_and_warmup_point_at_their_step() -> None:
         panel="health",
         impact_fraction=0.0,
     )
-    found = diagnosis_moment(fake, idx, {})
+    found = moment_of(fake, idx, {})
     assert found is not None
     assert found.step == int(idx.steps.number[longest]) and found.offset_us == 0.0
     assert found.length_us == int(idx.steps.dur_ns[longest]) / 1000.0
@@ -112,7 +111,7 @@ def test_unequal_steps_and_warmup_point_at_their_step() -> None:
 def test_idle_diagnoses_point_at_their_longest_gap(folder: str, id_: str) -> None:
     summary = _summary(folder)
     d = _diagnosis(folder, id_)
-    cause = IDLE_CAUSE_OF[id_]
+    cause = RULES_BY_ID[id_].idle_cause
     dev = next(x for x in summary.idle.devices if x.device == summary.idle.main_device)
     gaps = [g for g in dev.largest_gaps if cause is None or g.cause == cause]
     longest = max(gaps, key=lambda g: g.length_us)
@@ -215,7 +214,8 @@ def test_diagnoses_without_a_place_in_time_have_no_moment() -> None:
 def test_a_quiet_trace_has_no_moment_to_show() -> None:
     # dataloader_workers4: the DataLoader fix; no idle diagnosis, so no gap moment
     ids = {d.id for d in _summary("dataloader_workers4").diagnoses}
-    assert not ids & set(IDLE_CAUSE_OF)
+    idle_ids = {r.id for r in RULES_BY_ID.values() if r.idle_cause} | {"low_gpu_utilization"}
+    assert not ids & idle_ids
     assert all(d.moment is msgspec.UNSET for d in _summary("dataloader_workers4").diagnoses)
 
 
@@ -235,19 +235,17 @@ def test_near_capacity_points_at_the_peak_and_span_exposure_at_its_collective() 
     """``memory_near_capacity`` (no sample raises it: the same moment as
     ``memory_growth``, the reserved peak) and the span-level ``exposed_communication``
     (the collective with the most exposed time), on real traces."""
-    from tb_kineto_insights.analysis.moments import diagnosis_moment
-
     summary = _summary("memory_leak")
     path = next((SAMPLE_LOGS / "memory_leak").glob("*.pt.trace.json.gz"))
     idx = build_index(read_trace(str(path)))
     panels = {"memory": summary.memory, "idle": summary.idle}
-    near = diagnosis_moment(_fake("memory_near_capacity"), idx, panels)
+    near = moment_of(_fake("memory_near_capacity"), idx, panels)
     growth = _diagnosis("memory_leak", "memory_growth").moment
     assert isinstance(near, Moment) and near == growth
     rank0 = next((SAMPLE_LOGS / "ddp2_straggler").glob("rank0*.pt.trace.json.gz"))
     s0 = summarize_file(str(rank0))
     i0 = build_index(read_trace(str(rank0)))
-    found = diagnosis_moment(
+    found = moment_of(
         _fake("exposed_communication", "communication"), i0, {"communication": s0.communication}
     )
     top = max(s0.communication.sequence, key=lambda c: c.exposed_us)
@@ -257,4 +255,4 @@ def test_near_capacity_points_at_the_peak_and_span_exposure_at_its_collective() 
     at_us = (top.start_ns - s0.steps.origin_ns) / 1000.0
     assert found.offset_us == pytest.approx(at_us - start_us, abs=2e-3)
     # no sequence: no moment
-    assert diagnosis_moment(_fake("exposed_communication", "communication"), i0, {}) is None
+    assert moment_of(_fake("exposed_communication", "communication"), i0, {}) is None

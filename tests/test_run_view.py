@@ -17,7 +17,8 @@ from conftest import H200X2, as_json, cpu, kernel, write_trace
 from msgspec.structs import replace
 
 from tb_kineto_insights.analysis import straggler as st
-from tb_kineto_insights.analysis.run_view import binomial_tail, run_diagnoses, run_summary
+from tb_kineto_insights.analysis.rules import diagnose_run
+from tb_kineto_insights.analysis.run_view import binomial_tail, run_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.cli.main import build_report, write_text
 from tb_kineto_insights.schema import Summary
@@ -112,11 +113,11 @@ def test_two_ranks_known_skew_and_last_rank(tmp_path: Path) -> None:
             "lateness_us": {"1": 50.0, "0": 10.0},
         }
     ]
-    assert run_diagnoses(run) == []
+    assert diagnose_run(run, []) == []
     # with a test that accepts any p the rule holds: 50 µs of a 1000 µs step
     loose = run_summary([r1, r0], Thresholds(straggler_alpha=1.0))
     assert loose["straggler"] is not None and loose["straggler"]["rank"] == 1
-    (d,) = as_json(run_diagnoses(loose, Thresholds(straggler_alpha=1.0)))
+    (d,) = as_json(diagnose_run(loose, [], Thresholds(straggler_alpha=1.0)))
     assert d["id"] == "communication_straggler" and d["panel"] == "run"
     assert d["evidence"]["rank"] == 1 and d["evidence"]["delay_us_per_step"] == 50.0
     assert d["evidence"]["p_value"] == 1.0 and d["evidence"]["share_of_step"] == 0.05
@@ -200,7 +201,7 @@ def test_one_worker_and_no_workers(tmp_path: Path) -> None:
     assert one["matched_count"] == 0 and one["straggler"] is None
     assert one["ranks"][0]["collective_count"] == 1
     assert any("One worker" in n for n in one["notes"])
-    assert run_diagnoses(one) == []
+    assert diagnose_run(one, []) == []
     none = run_summary([])
     assert none["worker_count"] == 0 and none["ranks"] == [] and none["straggler"] is None
     json.dumps(none, allow_nan=False)
@@ -271,7 +272,7 @@ def test_hta_sampled_2ranks(shared_traces: Path) -> None:
     assert test["p_value_one_rank"] == pytest.approx(one)
     assert test["p_value"] == pytest.approx(min(1.0, 2 * one)) and test["p_value"] > 0.3
     assert test["verdict"] == "not consistent"
-    found = as_json(run_diagnoses(run))
+    found = as_json(diagnose_run(run, []))
     assert "communication_straggler" not in [d["id"] for d in found]
     # 2 of 128 ranks: what looks like transfer may be waiting for the ranks not profiled
     exposed = [d for d in found if d["id"] == "exposed_communication"]
@@ -657,7 +658,7 @@ def test_synthetic_runs_of_many_ranks(h200x2: Path, n: int) -> None:
         run = run_summary(_synthetic(base, n, rng, None, 0.0))
         assert run["matched_count"] == 20 and run["straggler"] is None
         assert run["straggler_test"]["ranks_tested"] == n
-        assert run_diagnoses(run) == []
+        assert diagnose_run(run, []) == []
     for trial in range(200):  # one rank 5 ms late in every collective: found, right rank
         late = trial % n
         run = run_summary(_synthetic(base, n, rng, late, 5000.0))
@@ -665,7 +666,7 @@ def test_synthetic_runs_of_many_ranks(h200x2: Path, n: int) -> None:
         assert s is not None and s["rank"] == late
         assert s["delay_us_per_step"] == pytest.approx(5000.0, abs=3000.0)
         assert s["share_of_step"] == pytest.approx(s["delay_us_per_step"] / step_us, rel=1e-9)
-        (d,) = as_json(run_diagnoses(run))
+        (d,) = as_json(diagnose_run(run, []))
         assert d["id"] == "communication_straggler" and d["evidence"]["rank"] == late
 
 

@@ -222,7 +222,8 @@ def test_schema_fingerprint_is_part_of_the_cache_key(
 
 
 def test_docs_schema_is_current() -> None:
-    """docs/schema/*.json is what scripts/gen_schema.py writes from the Structs now."""
+    """docs/schema/*.json is what scripts/gen_schema.py writes from the Structs and the
+    diagnosis rules now, and so is the glossary's table of diagnosis ids."""
     run = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "gen_schema.py"), "--check"],
         capture_output=True,
@@ -231,7 +232,7 @@ def test_docs_schema_is_current() -> None:
     )
     assert run.returncode == 0, run.stderr
     names = sorted(p.name for p in (REPO / "docs" / "schema").glob("*.json"))
-    assert names == sorted(schema.json_schemas())
+    assert names == sorted([*schema.json_schemas(), "labels.json"])
     summary = json.loads((REPO / "docs" / "schema" / "summary.schema.json").read_text())
     assert summary["$ref"] == "#/$defs/Summary"
     assert summary["$defs"]["Summary"]["required"] == list(PANELS)

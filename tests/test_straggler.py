@@ -17,7 +17,8 @@ import pytest
 from conftest import H200X2, REPO, SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis import straggler as st
-from tb_kineto_insights.analysis.run_view import run_diagnoses, run_summary
+from tb_kineto_insights.analysis.rules import diagnose_run
+from tb_kineto_insights.analysis.run_view import run_summary
 from tb_kineto_insights.cli.main import EXIT_OK, EXIT_REGRESSION, main
 from tb_kineto_insights.summary import summarize_file, summarize_run
 
@@ -198,7 +199,7 @@ def test_three_steps_two_ranks_straggler_named(tmp_path: Path) -> None:
     assert test["t_statistic"] == pytest.approx(t)
     assert s["p_value"] == pytest.approx(4 * min(st.student_t_sf(t, 14), test["p_value_min"]))
     assert s["p_value"] < 1e-6
-    (d,) = [d for d in as_json(run_diagnoses(run)) if d["id"] == "communication_straggler"]
+    (d,) = [d for d in as_json(diagnose_run(run, [])) if d["id"] == "communication_straggler"]
     assert d["title"].startswith("Rank 1 holds the other ranks back 500.0 µs/step (50 % of")
     assert d["evidence"]["lateness_excess_us_per_step"] == pytest.approx(500.0)
 
@@ -219,7 +220,7 @@ def test_three_steps_alternating_lateness_is_no_straggler(tmp_path: Path) -> Non
     assert test["lateness_min_excess_us"] == pytest.approx(-500.0) and test["p_value_min"] > 0.99
     assert not test["consistent"] and test["p_value"] > 0.3
     assert test["verdict"] == "not consistent"
-    assert [d["id"] for d in as_json(run_diagnoses(run))].count("communication_straggler") == 0
+    assert [d["id"] for d in as_json(diagnose_run(run, []))].count("communication_straggler") == 0
 
 
 # --- the synthetic false-alarm benchmark, fixed seeds ------------------------------------

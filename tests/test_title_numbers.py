@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from conftest import CASES, H200X2, SAMPLE_LOGS, SHARED_TRACES, as_json
 
-from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS
+from tb_kineto_insights.analysis.rules import DIAGNOSIS_IDS
 from tb_kineto_insights.cli.main import build_report
 
 _NUMBER = re.compile(

@@ -11,11 +11,9 @@ import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.analysis.trace_quality import (
-    trace_quality_diagnoses,
-    trace_quality_summary,
-)
+from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -145,9 +143,10 @@ def test_thresholds_are_overridable(tmp_path: Path) -> None:
     index = build_index(read_trace(str(_trace(tmp_path / "k.json", [200.0] * 5))))
     q = trace_quality_summary(index)
     assert (q.steps, q.has_step_markers) == (5, True)
-    assert trace_quality_diagnoses(q) == []  # 5 steps >= quality_min_steps (3)
+    health = {"health": index.trace.health.panel(q)}
+    assert area_diagnoses("trace", health) == []  # 5 steps >= quality_min_steps (3)
     th = DEFAULT_THRESHOLDS.replace(quality_min_steps=6)
-    assert [d.id for d in trace_quality_diagnoses(q, th)] == ["trace_too_few_steps"]
+    assert [d.id for d in area_diagnoses("trace", health, th)] == ["trace_too_few_steps"]
 
 
 def _summary_of(run: str) -> dict[str, Any]:

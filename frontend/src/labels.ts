@@ -72,28 +72,8 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
 
 export const SEVERITY_ORDER = ["high", "medium", "low", "info"];
 
-export const DIAGNOSIS_NAMES: Record<string, string> = {
-  small_kernel_flood: "Small-kernel flood",
-  gpu_idle_dataloader: "GPU idle on data loading",
-  gpu_idle_host_sync: "GPU idle after host sync",
-  gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
-  low_gpu_utilization: "Low GPU utilization",
-  pageable_memcpy: "Copies from pageable memory",
-  exposed_communication: "Exposed communication",
-  communication_straggler: "Communication straggler",
-  memory_growth: "Memory growth",
-  memory_fragmentation: "Memory fragmentation",
-  memory_near_capacity: "Memory near capacity",
-  no_step_markers: "No step markers",
-  trace_data_loss: "Trace data loss",
-  trace_too_few_steps: "Too few profiled steps",
-  trace_warmup_step: "First step still warming up",
-  trace_unequal_steps: "Steps of very unequal length",
-  trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
-  trace_profiler_overhead: "Profiler overhead in the trace",
-  matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
-  low_kernel_efficiency: "Kernels far below the roofline",
-};
+// Diagnosis labels and definitions: generated from the rules (src/rules.ts).
+export { DIAGNOSIS_DEFINITIONS, DIAGNOSIS_NAMES } from "./rules";
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {
   improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",

@@ -2,8 +2,8 @@
 
 One module per panel (``overview`` steps, ``kernels``, ``idle``, ``communication``,
 ``memory``, ``tables``, ``trace_quality``), the shared index (``context``), interval
-math (``intervals``), the diagnoses (``diagnoses``, ``findings``), their thresholds
-(``thresholds``) and the view across ranks (``run_view``). Each gives its ``schema``
+math (``intervals``), the diagnoses (``rules/``: one rule per diagnosis id), their
+thresholds (``thresholds``) and the view across ranks (``run_view``). Each gives its ``schema``
 Struct; nothing here does I/O.
 
 May import: ``trace``, ``schema`` and libraries; nothing above.

@@ -63,11 +63,9 @@ import numpy.typing as npt
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.idle import IdlePieces
 from tb_kineto_insights.analysis.lead_up import lead_ups
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import (
     BucketHistogram,
     BucketSize,
@@ -78,8 +76,6 @@ from tb_kineto_insights.schema.communication import (
     CommunicationStep,
     DdpBucketBytes,
 )
-from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
 
 I64 = npt.NDArray[np.int64]
@@ -978,104 +974,3 @@ def _notes(trace: m.Trace, c: _Collectives, op_count: int) -> list[str]:
             "cross-rank matching uses only those."
         )
     return notes
-
-
-def communication_diagnoses(
-    comm: CommunicationPanel,
-    steps: StepsPanel,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[Diagnosis]:
-    """``exposed_communication`` from one trace: communication not hidden under compute
-    takes at least ``exposed_comm_fraction`` of the step time (denominator: total
-    step-window time).
-
-    From one rank's trace the wait for other ranks can only be estimated (the least-wait
-    estimate, module docstring): when at least ``exposed_wait_mostly_fraction`` of the
-    exposed time falls in the estimated wait, the diagnosis says the rank is mostly
-    waiting for other ranks and points to the view across ranks, with no bucket or
-    interconnect advice, ``impact_fraction`` = the exposed wait estimate ÷ step time;
-    otherwise ``impact_fraction`` = the exposed transfer estimate ÷ step time, with
-    overlap/bucket advice. Severity from the impact (:func:`.findings.
-    severity_for_impact`). A rank that waits in *every* collective (the waiting rank of
-    h200x2 ``ddp_straggler``) looks like slow transfer here; the view across ranks
-    (:func:`.run_view.run_diagnoses`) re-qualifies it with the exact split and replaces
-    this diagnosis."""
-    th = thresholds
-    if not comm.has_collectives:
-        return []
-    total_us = steps.total_us or comm.total_step_us or 0.0
-    exposed_us = comm.exposed_us or 0.0
-    if total_us <= 0:
-        return []
-    share = exposed_us / total_us
-    if share < th.exposed_comm_fraction:
-        return []
-    top = comm.kinds[0] if comm.kinds else None
-    comm_us = comm.comm_us or 0.0
-    n_steps = max(len(comm.steps), 1)
-    step_us = total_us / n_steps
-    ew = float(comm.exposed_wait_estimate_us_per_step or 0.0)
-    et = float(comm.exposed_transfer_estimate_us_per_step or 0.0)
-    wait_fraction = ew / (ew + et) if ew + et > 0 else 0.0
-    top_name = (top.kind if top else "communication").replace("_", " ")
-    evidence = {
-        "exposed_fraction": share,
-        "exposed_us_per_step": exposed_us / n_steps,
-        "exposed_wait_estimate_us_per_step": ew,
-        "exposed_transfer_estimate_us_per_step": et,
-        "exposed_wait_estimate_fraction": wait_fraction,
-        "wait_basis": "least_wait_estimate",
-        "comm_fraction": comm_us / total_us,
-        "overlap_fraction": comm.overlap_fraction,
-        "top_kind": top.kind if top else None,
-        "top_kind_time_us": top.time_us if top else None,
-        "top_kind_count": top.count if top else None,
-        "top_kind_calls_per_step": top.calls_per_step if top else None,
-        "top_kind_busbw_gbps": top.busbw_gbps if top else None,
-        "top_kind_busbw_basis": top.busbw_basis if top else None,
-        "allreduce_median_bytes": comm.ddp_bucket_bytes.median_bytes,
-        "threshold_fraction": th.exposed_comm_fraction,
-    }
-    head = f"{100 * share:.0f} % of the step time is communication that compute does not hide"
-    if wait_fraction >= th.exposed_wait_mostly_fraction:
-        impact = ew / step_us
-        title = (
-            f"{head}, mostly waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
-            f"from this trace; {top_name})"
-        )
-        recommendation = (
-            "This rank mostly waits in its collectives for other ranks to arrive: not slow "
-            "communication, so bucket sizes or the interconnect will not change it. Open "
-            "the view across ranks (all ranks of the run profiled) to see which rank is "
-            "late and by how much per step, then look at that rank's host work (data "
-            "loading, logging, evaluation, Python before backward) and GPU."
-        )
-    else:
-        impact = et / step_us
-        title = f"{head} (mostly {top_name} transfer, {fmt_duration_us(et)}/step estimated)"
-        recommendation = (
-            "Overlap communication with compute. DDP: gradients are all-reduced in buckets "
-            "during backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first "
-            "buckets start earlier (smaller) or pay less per-call overhead (larger), pass "
-            "gradient_as_bucket_view=True to skip bucket copies, and with gradient "
-            "accumulation wrap the non-final micro-steps in model.no_sync() so only the "
-            "last one all-reduces. FSDP: forward_prefetch=True and "
-            "backward_prefetch=BackwardPrefetch.BACKWARD_PRE to issue the next all-gather "
-            "before it is needed. If bus bandwidth is far below the interconnect's peak, "
-            "check NCCL's transport (NVLink / InfiniBand) and message sizes. With every "
-            "rank profiled, the view across ranks separates wait from transfer exactly."
-        )
-    severity = severity_for_impact(impact, th)
-    if severity is None:
-        return []
-    return [
-        make_diagnosis(
-            "exposed_communication",
-            severity,
-            title,
-            evidence,
-            recommendation,
-            "communication",
-            impact,
-        )
-    ]

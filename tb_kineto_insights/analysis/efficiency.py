@@ -64,7 +64,7 @@ unit the GPU lacks. Datasheet peaks are ceilings: boost clocks, ideal kernels.
 belongs to the step where its first kernel starts), the samples the diff judges the
 run's achieved TFLOP/s and tensor-core share on.
 
-Verdicts (:func:`efficiency_diagnoses`). Every saving assumes a slow group can reach
+Verdicts (``analysis/rules/efficiency.py``). Every saving assumes a slow group can reach
 what its kind reaches on this GPU (:func:`reachable_roof_fraction`, each measured:
 GEMMs 0.6 of the roof, channels_last convolutions 0.3, flash attention 0.28):
 
@@ -100,17 +100,14 @@ import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.memory import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.efficiency import (
     EfficiencyPanel,
     EfficiencyPeak,
     EfficiencyRow,
     EfficiencyStep,
 )
-from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.op_names import (
     CONV_OPS,
@@ -1051,216 +1048,3 @@ def _headline(rows: list[EfficiencyRow]) -> str | None:
 
 def _pct(x: float) -> str:
     return f"{100.0 * x:.0f} %"
-
-
-def _busy_share(steps: StepsPanel, device: int | None) -> float:
-    """The device's GPU utilization (busy / step time), 1 when unknown."""
-    for d in steps.devices:
-        if d.device == device and d.gpu_utilization_fraction is not None:
-            return min(1.0, max(0.0, d.gpu_utilization_fraction))
-    return 1.0
-
-
-def _tflops(x: float | None) -> str:
-    return "n/a" if x is None else f"{x / 1e12:.0f} TFLOP/s"
-
-
-def reachable_roof_fraction(category: str, th: Thresholds) -> float:
-    """The share of its roof an op group of ``category`` is assumed to be able to reach
-    (the basis of every saving claimed here): ``efficiency_reachable_roof_fraction`` for
-    matmuls, ``efficiency_reachable_conv_roof_fraction`` for convolutions,
-    ``efficiency_reachable_attention_roof_fraction`` for attention (each measured:
-    :mod:`.thresholds`)."""
-    if category == "conv":
-        return th.efficiency_reachable_conv_roof_fraction
-    if category == "attention":
-        return th.efficiency_reachable_attention_roof_fraction
-    return th.efficiency_reachable_roof_fraction
-
-
-def tensor_core_saving_us(
-    row: EfficiencyRow, peak: EfficiencyPeak, th: Thresholds
-) -> tuple[float, float]:
-    """Estimated time saved per step (µs) if an fp32 CUDA-core group ran on tensor
-    cores, ``(bf16, tf32)``: its FLOPs at the same share of the tensor-core roof as it
-    reaches of the fp32 one (at most :func:`reachable_roof_fraction` of its category),
-    the roof bounded by the memory roof (bf16 moves half the bytes, TF32 as many); 0
-    where the peak is unknown."""
-    if row.flops_per_call is None or row.roof_fraction is None:
-        return 0.0, 0.0
-    eff = min(row.roof_fraction, reachable_roof_fraction(row.category, th))
-    flops = row.flops_per_call * row.calls_per_step
-    bw = peak.memory_bytes_per_s
-    out = []
-    for unit, byte_scale in (("bf16_tensor", 0.5), ("tf32_tensor", 1.0)):
-        p = peak_of(peak, unit)
-        if p is None or eff <= 0:
-            out.append(0.0)
-            continue
-        intensity = row.flops_per_call / (row.bytes_per_call * byte_scale)
-        new_us = flops / (eff * min(p, intensity * bw)) * 1e6
-        out.append(max(0.0, row.time_us_per_step - new_us))
-    return out[0], out[1]
-
-
-def _low_efficiency_advice(worst: EfficiencyRow) -> str:
-    """What to do about the slowest group, by its kind."""
-    reason = f"Likely reason: {worst.reason}. " if worst.reason else ""
-    if worst.category == "attention":
-        return (
-            "These attention kernels are far below what the flash backend reaches on the "
-            "same shapes. " + reason + "Let F.scaled_dot_product_attention use the flash "
-            "backend (fp16/bf16, head dim a multiple of 8 up to 256, no arbitrary mask: "
-            "pass is_causal=True instead of a causal mask) or cuDNN attention "
-            "(torch.nn.attention.sdpa_kernel(SDPBackend.CUDNN_ATTENTION)); check which "
-            "kernel each attention group runs in the efficiency panel."
-        )
-    if worst.category == "conv":
-        return (
-            "These convolutions are far below what cuDNN reaches on the same shapes. "
-            + reason
-            + "Keep activations and weights in channels_last (model.to(memory_format="
-            "torch.channels_last) and the input too), use channel counts that are "
-            "multiples of 8, and let cuDNN pick its fastest algorithms "
-            "(torch.backends.cudnn.benchmark = True for fixed input sizes)."
-        )
-    return (
-        "These kernels are far below what the GPU reaches on the same work. "
-        + reason
-        + "Pad matmul dims (hidden sizes, vocabulary, sequence) to multiples of "
-        "8 (16 for fp8), batch more work into fewer, larger matmuls, or fuse "
-        "small ones (torch.compile); check the shapes in the efficiency panel."
-    )
-
-
-def efficiency_diagnoses(
-    panel: EfficiencyPanel, steps: StepsPanel, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[Diagnosis]:
-    """``matmul_without_tensor_cores`` and ``low_kernel_efficiency`` (module docstring),
-    ``panel`` ``"efficiency"``; impact = estimated time saved per step × the device's
-    busy share / mean step time; severity from the impact; nothing without a roof."""
-    th = thresholds
-    peak = panel.peak
-    step_us = steps.mean_step_us
-    if peak is None or not step_us or not panel.rows:
-        return []
-    busy = _busy_share(steps, panel.device)
-    found: list[Diagnosis] = []
-    fp32 = [r for r in panel.rows if r.cuda_cores and r.category in MATMUL_CLASS]
-    if fp32:
-        savings = [tensor_core_saving_us(r, peak, th) for r in fp32]
-        bf16_us = sum(s[0] for s in savings)
-        tf32_us = sum(s[1] for s in savings)
-        impact = min(1.0, bf16_us * busy / step_us)
-        severity = severity_for_impact(impact, th)
-        if severity is not None:
-            time_us = sum(r.time_us_per_step for r in fp32)
-            flops = sum((r.flops_per_call or 0.0) * r.calls_per_step for r in fp32)
-            achieved = flops / (time_us / 1e6) if time_us > 0 else None
-            new_step = max(step_us - bf16_us * busy, 1e-9)
-            found.append(
-                make_diagnosis(
-                    "matmul_without_tensor_cores",
-                    severity,
-                    f"fp32 matmuls run on CUDA cores: {_pct(time_us / step_us)} of the step "
-                    f"at {_tflops(achieved)} (fp32 peak {_tflops(peak.fp32_flops_per_s)}, "
-                    f"bf16 tensor peak {_tflops(peak.bf16_tensor_flops_per_s)}); tensor "
-                    f"cores could save about {_pct(impact)} of the step",
-                    {
-                        "device": panel.device,
-                        "gpu": peak.model,
-                        "groups": len(fp32),
-                        "time_us_per_step": round(time_us, 1),
-                        "share_of_step": round(time_us / step_us, 4),
-                        "achieved_flops_per_s": achieved,
-                        "fp32_peak_flops_per_s": peak.fp32_flops_per_s,
-                        "tf32_tensor_peak_flops_per_s": peak.tf32_tensor_flops_per_s,
-                        "bf16_tensor_peak_flops_per_s": peak.bf16_tensor_flops_per_s,
-                        "estimated_saving_bf16_us_per_step": round(bf16_us, 1),
-                        "estimated_saving_tf32_us_per_step": round(tf32_us, 1),
-                        "estimated_step_speedup_bf16": round(step_us / new_step, 2),
-                        "estimated_saving_fraction_of_step": round(impact, 4),
-                        "gpu_busy_fraction": round(busy, 4),
-                        "kernels": sorted({k for r in fp32 for k in r.kernels})[:5],
-                        "peak_source": peak.source,
-                    },
-                    "Let the matmuls use tensor cores: torch.set_float32_matmul_precision"
-                    '("high") (TF32: fp32 storage, 10-bit mantissa inside the matmul; '
-                    "usually harmless for training, check the loss curve) or "
-                    'torch.autocast("cuda", dtype=torch.bfloat16) around the forward '
-                    "(bf16: half the bytes too, 8-bit mantissa; keep the loss and the "
-                    "optimizer in fp32). Both trade matmul precision for speed: compare "
-                    "a few hundred steps of loss against the fp32 run.",
-                    "efficiency",
-                    impact,
-                )
-            )
-    slow: list[EfficiencyRow] = []
-    saved: list[float] = []
-    for r in panel.rows:
-        if (
-            r.category in MATMUL_CLASS
-            and not r.cuda_cores
-            and r.roof_fraction is not None
-            and r.roof_fraction < th.low_kernel_efficiency_roof_fraction
-            and r.attainable_flops_per_s
-            and r.flops_per_call
-        ):
-            reach = reachable_roof_fraction(r.category, th)
-            at_reach = r.flops_per_call * r.calls_per_step / (reach * r.attainable_flops_per_s)
-            saving = r.time_us_per_step - at_reach * 1e6
-            if saving > 0:  # below the threshold but at what its kind reaches: no claim
-                slow.append(r)
-                saved.append(saving)
-    if slow:
-        total = sum(saved)
-        impact = min(1.0, total * busy / step_us)
-        severity = severity_for_impact(impact, th)
-        if severity is not None:
-            worst = max(zip(saved, slow, strict=True), key=lambda x: x[0])[1]
-            found.append(
-                make_diagnosis(
-                    "low_kernel_efficiency",
-                    severity,
-                    f"{worst.op} {worst.shapes} ({worst.dtype}) reaches "
-                    f"{_pct(worst.roof_fraction or 0.0)} of its {worst.bound}-bound roof "
-                    f"({_tflops(worst.achieved_flops_per_s)} of "
-                    f"{_tflops(worst.attainable_flops_per_s)}); "
-                    f"{len(slow)} group(s) below {_pct(th.low_kernel_efficiency_roof_fraction)} "
-                    f"cost about {_pct(impact)} of the step",
-                    {
-                        "device": panel.device,
-                        "gpu": peak.model,
-                        "groups": [
-                            {
-                                "op": r.op,
-                                "shapes": r.shapes,
-                                "dtype": r.dtype,
-                                "time_us_per_step": r.time_us_per_step,
-                                "achieved_flops_per_s": r.achieved_flops_per_s,
-                                "attainable_flops_per_s": r.attainable_flops_per_s,
-                                "roof_fraction": r.roof_fraction,
-                                "bound": r.bound,
-                                "reason": r.reason,
-                                "estimated_saving_us_per_step": round(s, 1),
-                            }
-                            for s, r in sorted(zip(saved, slow, strict=True), key=lambda x: -x[0])[
-                                :5
-                            ]
-                        ],
-                        "groups_below_roof": len(slow),
-                        "threshold_fraction": th.low_kernel_efficiency_roof_fraction,
-                        "estimated_saving_us_per_step": round(total, 1),
-                        "estimated_saving_fraction_of_step": round(impact, 4),
-                        "reachable_roof_fraction": {
-                            c: reachable_roof_fraction(c, th) for c in MATMUL_CLASS
-                        },
-                        "gpu_busy_fraction": round(busy, 4),
-                        "peak_source": peak.source,
-                    },
-                    _low_efficiency_advice(worst),
-                    "efficiency",
-                    impact,
-                )
-            )
-    return found

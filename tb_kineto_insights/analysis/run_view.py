@@ -86,7 +86,7 @@ is both
 Start times are each trace's own clock: ranks on different hosts carry any clock offset
 between the hosts into the skew.
 
-Diagnoses (:func:`run_diagnoses`): ``communication_straggler``; and
+Diagnoses (``analysis/rules/communication.py``): ``communication_straggler``; and
 ``exposed_communication`` per rank, re-qualified with the exact wait/transfer split
 (the span-level diagnosis only estimates it from one rank's trace, and on a rank that
 waits in every collective it cannot see the wait): the run view lists the span-level
@@ -105,12 +105,9 @@ import numpy as np
 
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import straggler as st
-from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
-from tb_kineto_insights.analysis.moments import run_moment
-from tb_kineto_insights.analysis.python_frames import short_frame
+from tb_kineto_insights.analysis.rules import diagnose_run, replaces_span_diagnosis
 from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import HealthPanel
@@ -296,25 +293,35 @@ def run_view(
     workers: Sequence[tuple[str, RunViewSpan]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> RunView:
     """The view across ranks as a :class:`~tb_kineto_insights.schema.RunView`:
-    :func:`run_summary`, its :func:`run_diagnoses` and
+    :func:`run_summary`, its diagnoses
+    (:func:`~tb_kineto_insights.analysis.rules.diagnose_run`) and
     :func:`superseded_span_diagnoses`. ``workers``: ``(name, span summary)`` pairs, one
     per rank (:func:`run_view_inputs`). Raises ``msgspec.ValidationError`` when a part
     does not fit its Struct (a bug)."""
     run = run_summary(workers, thresholds)
-    diagnoses = []
-    for d in run_diagnoses(run, thresholds):
-        found = run_moment(d, run, workers)
-        diagnoses.append(d if found is None else msgspec.structs.replace(d, moment=found))
+    diagnoses = diagnose_run(run, workers, thresholds)
     run["diagnoses"] = diagnoses
     run["superseded_span_diagnoses"] = superseded_span_diagnoses(diagnoses)
     return msgspec.convert(run, RunView)
+
+
+def superseded_span_diagnoses(diagnoses: list[Diagnosis]) -> list[SupersededDiagnosis]:
+    """The span-level diagnoses the run-level ones replace: ``{worker, rank, id}`` for
+    each run-level diagnosis whose rule says so (``exposed_communication``: the exact
+    wait/transfer split of that rank replaces the estimate of its own trace). Front ends
+    hide or mark those."""
+    return [
+        SupersededDiagnosis(worker=d.evidence["worker"], rank=d.evidence["rank"], id=d.id)
+        for d in diagnoses
+        if replaces_span_diagnosis(d)
+    ]
 
 
 def run_summary(
     workers: Sequence[tuple[str, RunViewSpan]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> dict[str, Any]:
     """The run-level view (every definition in the module docstring), before its
-    diagnoses, as the dict :func:`run_diagnoses` reads (:func:`run_view` makes the
+    diagnoses, as the dict the run-level rules read (:func:`run_view` makes the
     :class:`~tb_kineto_insights.schema.RunView` of it). Span summaries are read by
     attribute (:class:`RunViewSpan`).
 
@@ -994,282 +1001,3 @@ def _step_times(
             }
         )
     return out
-
-
-def _ms(us: float | None) -> str:
-    """A duration in the unit that fits it (:mod:`~tb_kineto_insights.analysis.units`)."""
-    return fmt_duration_us(us)
-
-
-_STRAGGLER_ADVICE = (
-    "Compare its step, idle and kernel panels with another rank's: uneven work or data "
-    "(unbalanced shards, variable sequence lengths, a slower data path), extra work on "
-    "that rank only (logging, evaluation or checkpointing on rank 0, a sleep or host-side "
-    "Python before backward), a slower or throttled GPU (nvidia-smi clocks, temperature, "
-    "ECC), or host contention (CPU affinity, NUMA, other processes). If ranks run on "
-    "different hosts, rule out clock offset first: the skew should vary across steps."
-)
-
-_TRANSFER_ADVICE = (
-    "Overlap communication with compute. DDP: gradients are all-reduced in buckets during "
-    "backward; tune DistributedDataParallel(bucket_cap_mb=...) so the first buckets start "
-    "earlier (smaller) or pay less per-call overhead (larger), pass "
-    "gradient_as_bucket_view=True to skip bucket copies, and with gradient accumulation "
-    "wrap the non-final micro-steps in model.no_sync(). FSDP: forward_prefetch=True and "
-    "backward_prefetch=BackwardPrefetch.BACKWARD_PRE. If the bus bandwidth (from the "
-    "matched transfer, see the view across ranks) is far below the interconnect's peak, "
-    "check NCCL's transport (NVLink / InfiniBand) and message sizes."
-)
-
-
-def _straggler_title(s: dict[str, Any], impact: float) -> str:
-    """``communication_straggler``'s title: who, what it costs, and why (the cause class
-    with its excess over the median rank, and the top kernel or op), from the evidence."""
-    head = (
-        f"Rank {s['rank']} holds the other ranks back {_ms(s['delay_us_per_step'])}/step "
-        f"({100 * impact:.0f} % of their step)"
-    )
-    cause = s.get("cause") or {}
-    if cause.get("class"):
-        text = (
-            f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
-        )
-        if cause.get("basis") == "before_late_collectives":
-            text += " before the collectives it is late to"
-        if cause["class"] == "launches":
-            text += f" ({cause['launches_per_step_excess']:+.0f} kernels/step)"
-        top = cause.get("top") or []
-        if top:
-            text += f", most in {top[0]['name']} (+{_ms(top[0]['us_per_step'])}/step)"
-        frames = cause.get("frames") or []
-        if frames:  # with Python stacks: the frame with the largest excess
-            text += (
-                f", in Python {short_frame(frames[0]['frame'])} "
-                f"(+{_ms(frames[0]['us_per_step'])}/step)"
-            )
-        return text
-    return (
-        f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
-        f"{s['tested_steps']} steps, last in {s['last_steps']}"
-    )
-
-
-_CAUSE_ADVICE = {
-    "gpu_compute": (
-        "It runs more GPU kernel time per step than the median rank: uneven work (shard "
-        "sizes, sequence lengths, a branch only this rank takes) or a slower GPU "
-        "(nvidia-smi clocks, temperature, ECC)."
-    ),
-    "memcpy": (
-        "Its GPU spends longer in memory copies and sets: extra or pageable host-device "
-        "copies on this rank (pin_memory, non_blocking=True), or more data to move."
-    ),
-    "host_untraced": (
-        "Its host is busy outside traced ops before it launches its work: untraced Python, "
-        "a sleep, I/O, logging or checkpointing on this rank only."
-    ),
-    "data_loading": (
-        "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
-        "faster data path on its host."
-    ),
-    "host_sync": (
-        "Its host synchronizes with the GPU more (.item(), .cpu(), synchronize): remove "
-        "the syncs that run on this rank only."
-    ),
-    "optimizer_step": "Its optimizer step takes longer: compare the optimizer's state and work.",
-    "launching": "It spends longer launching kernels: host contention (CPU affinity, NUMA).",
-    "launches": (
-        "Its host spends longer in kernel launch calls: more kernels on this rank (a "
-        "branch, unfused ops: torch.compile or CUDA graphs cut launches) or slower "
-        "launches (host contention: CPU affinity, NUMA)."
-    ),
-    "allocator": (
-        "Its GPU waits for the caching allocator (cudaMalloc/cudaFree): memory pressure "
-        "on this rank; see the memory panel."
-    ),
-    "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
-}
-
-
-def _cause_advice(s: dict[str, Any]) -> str:
-    cause = s.get("cause") or {}
-    advice = _CAUSE_ADVICE.get(cause.get("class") or "")
-    if not advice:
-        return ""
-    frames = cause.get("frames") or []
-    if frames:
-        listed = ", ".join(
-            f"{short_frame(f['frame'])} (+{_ms(f['us_per_step'])}/step)" for f in frames
-        )
-        advice += f" The Python frames where it spends that time longer: {listed}; start there."
-    elif cause.get("class") == "host_untraced":
-        advice += " Profile with with_stack=True (or py-spy) to see the frames."
-    return f"{advice} "
-
-
-def run_diagnoses(
-    run: dict[str, Any], thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[Diagnosis]:
-    """Run-level diagnoses (definitions in the module docstring).
-
-    - ``communication_straggler``: ``run["straggler"]`` is set (consistent and costly);
-      ``impact_fraction`` = its ``share_of_step`` (what the other ranks lose to it per
-      step ÷ their step time), severity from it (:func:`.findings.severity_for_impact`).
-      Fires on h200x2 ``ddp_straggler`` (rank 1, ≈ 20 ms/step); quiet on ``ddp_default``,
-      ``ddp_tuned``, ``fsdp``.
-    - ``exposed_communication`` (one per rank, ``evidence.rank``): the rank's exposed
-      communication is at least ``exposed_comm_fraction`` of its step, split exactly into
-      exposed wait and exposed transfer. When the wait is at least
-      ``exposed_wait_mostly_fraction`` of it, the diagnosis says the rank is waiting and
-      names the straggler (or the skew when no rank stands out), with no bucket or
-      interconnect advice; ``impact_fraction`` = exposed wait ÷ step. Otherwise it is the
-      transfer that is exposed: bucket/overlap advice, ``impact_fraction`` = exposed
-      transfer ÷ step. These replace the rank's span-level ``exposed_communication``
-      (an estimate from one trace): see :func:`superseded_span_diagnoses`. On
-      ``ddp_straggler`` rank 0 it says waiting for rank 1.
-    """
-    th = thresholds
-    out: list[Diagnosis] = []
-    s = run.get("straggler")
-    if s and s.get("share_of_step") is not None:
-        impact = float(s["share_of_step"])
-        severity = severity_for_impact(impact, th)
-        if severity is not None:
-            out.append(
-                make_diagnosis(
-                    "communication_straggler",
-                    severity,
-                    _straggler_title(s, impact),
-                    {
-                        "rank": s["rank"],
-                        "worker": s["worker"],
-                        "delay_us_per_step": s["delay_us_per_step"],
-                        "share_of_step": impact,
-                        "p_value": s["p_value"],
-                        "lateness_excess_us_per_step": s["lateness_excess_us_per_step"],
-                        "lateness_noise_us": s["lateness_noise_us"],
-                        "lateness_min_excess_us": s["lateness_min_excess_us"],
-                        "last_steps": s["last_steps"],
-                        "tested_steps": s["tested_steps"],
-                        "last_count": s["last_count"],
-                        "matched_count": s["matched_count"],
-                        "last_fraction": s["last_fraction"],
-                        "others_wait_us_per_step": s["others_wait_us_per_step"],
-                        "others_hidden_wait_us_per_step": s["others_hidden_wait_us_per_step"],
-                        "others_exposed_wait_us_per_step": s["others_exposed_wait_us_per_step"],
-                        "ranks_profiled": run.get("worker_count"),
-                        "world_size": run.get("world_size"),
-                        "cause": s.get("cause"),
-                    },
-                    f"The other ranks wait in their collectives for rank {s['rank']}. "
-                    + _cause_advice(s)
-                    + _STRAGGLER_ADVICE,
-                    "run",
-                    impact,
-                )
-            )
-    for row in run.get("ranks", []):
-        d = _exposed(run, row, th)
-        if d is not None:
-            out.append(d)
-    return out
-
-
-def _exposed(run: dict[str, Any], row: dict[str, Any], th: Thresholds) -> Diagnosis | None:
-    step_us = row.get("mean_step_us")
-    exposed_us = row.get("mean_exposed_us")
-    ew, et = row.get("exposed_wait_us_per_step"), row.get("exposed_transfer_us_per_step")
-    if not step_us or exposed_us is None or ew is None or et is None or ew + et <= 0:
-        return None
-    share = exposed_us / step_us
-    if share < th.exposed_comm_fraction:
-        return None
-    wait_fraction = ew / (ew + et)
-    straggler = run.get("straggler")
-    rank = row["rank"]
-    evidence = {
-        "rank": rank,
-        "worker": row["worker"],
-        "exposed_fraction": share,
-        "exposed_us_per_step": exposed_us,
-        "exposed_wait_us_per_step": ew,
-        "exposed_transfer_us_per_step": et,
-        "exposed_wait_fraction": wait_fraction,
-        "wait_us_per_step": row.get("wait_us_per_step"),
-        "transfer_us_per_step": row.get("transfer_us_per_step"),
-        "straggler_rank": straggler["rank"] if straggler else None,
-        "busbw_gbps": {k["kind"]: k["busbw_gbps"] for k in run.get("kinds", [])},
-        "threshold_fraction": th.exposed_comm_fraction,
-    }
-    head = (
-        f"Rank {rank}: {_ms(exposed_us)}/step of communication is exposed "
-        f"({100 * share:.0f} % of its step)"
-    )
-    if wait_fraction >= th.exposed_wait_mostly_fraction:
-        impact = ew / step_us
-        if straggler and straggler["rank"] != rank:
-            whom = f"rank {straggler['rank']} (the straggler)"
-            advice = (
-                f"This is not slow communication: rank {rank} waits in its collectives for "
-                f"rank {straggler['rank']} to arrive (see communication_straggler); bucket "
-                "sizes or the interconnect will not change it. Make the ranks arrive "
-                f"together: {_STRAGGLER_ADVICE}"
-            )
-        else:
-            test = run.get("straggler_test") or {}
-            two = (run.get("worker_count") or 0) == 2
-            if test.get("rank") is not None and test["rank"] != rank:
-                # name who arrived last, and why it is not called a straggler
-                why = (
-                    "its lateness is within the step-to-step noise"
-                    if not test.get("consistent")
-                    else "its own lateness costs the others under "
-                    f"{100 * th.straggler_min_share_of_step:.0f} % of the step"
-                )
-                evidence["last_rank"] = test["rank"]
-                evidence["last_rank_last_steps"] = test.get("last_steps")
-                evidence["last_rank_tested_steps"] = test.get("tested_steps")
-                whom = (
-                    f"rank {test['rank']}, last to arrive in {test.get('last_steps')} of "
-                    f"{test.get('tested_steps')} steps (not called a straggler: {why})"
-                )
-            else:
-                whom = "the other rank to arrive" if two else "the other ranks to arrive"
-                whom += " (start skew, no consistent straggler)"
-            advice = (
-                f"This is not slow communication: rank {rank} waits in its collectives for "
-                "ranks that arrive later. No rank is consistently last and costly enough to "
-                "be called a straggler (see straggler_test in the view across ranks: its "
-                "lateness against the step-to-step noise, and its cost). Look for uneven work "
-                "across ranks (data, sequence lengths, host-side work) in the step panels "
-                "of the ranks, and the largest skews in the view across ranks."
-            )
-        title = f"{head}, {_ms(ew)}/step of it waiting for {whom}"
-    else:
-        impact = et / step_us
-        title = f"{head}, {_ms(et)}/step of it transfer that compute does not hide"
-        advice = _TRANSFER_ADVICE
-        world, profiled = run.get("world_size"), run.get("worker_count") or 0
-        if world is not None and profiled < world:
-            evidence["ranks_not_profiled"] = world - profiled
-            title += f" (or waiting for the {world - profiled} ranks not profiled)"
-            advice = (
-                f"Only {profiled} of {world} ranks were profiled: the transfer measured here "
-                "includes any wait for the others; profile all ranks (or a whole process "
-                "group) to separate them. " + _TRANSFER_ADVICE
-            )
-    severity = severity_for_impact(impact, th)
-    if severity is None:
-        return None
-    return make_diagnosis("exposed_communication", severity, title, evidence, advice, "run", impact)
-
-
-def superseded_span_diagnoses(diagnoses: list[Diagnosis]) -> list[SupersededDiagnosis]:
-    """The span-level diagnoses the run-level ones replace: ``{worker, rank, id}`` for
-    each run-level ``exposed_communication`` (the exact wait/transfer split of that rank
-    replaces the estimate of its own trace). Front ends hide or mark those."""
-    return [
-        SupersededDiagnosis(worker=d.evidence["worker"], rank=d.evidence["rank"], id=d.id)
-        for d in diagnoses
-        if d.id == "exposed_communication" and d.panel == "run"
-    ]

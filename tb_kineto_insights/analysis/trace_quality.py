@@ -1,4 +1,4 @@
-"""Is this trace representative? ``health.trace_quality`` and its diagnoses.
+"""Is this trace representative? ``health.trace_quality``.
 
 Measures (all checkable by hand from the trace):
 
@@ -21,21 +21,7 @@ Measures (all checkable by hand from the trace):
   profiler records per step: ``python_function_events_per_step`` (``with_stack``) and
   ``flow_events_per_step``.
 
-Diagnoses (ids stable, DESIGN.md). ``trace_profiler_overhead`` is a cost in step time:
-its ``impact_fraction`` is ``profiler.overhead_fraction`` and its severity follows it
-(:func:`~.findings.severity_for_impact`: nothing below ``min_impact_fraction``). The
-others are about trust in the other numbers, not a cost in step time:
-``impact_fraction`` is 0 and the severity follows how much of the analysis the problem
-puts in doubt:
-
-- ``trace_cuda_launch_blocking`` (``medium``): every idle gap then looks like host work
-  and launch overhead is inflated; the trace does not represent the job.
-- ``trace_warmup_step`` (``low``): the first step is not representative (still warming
-  up, or started on an empty GPU queue); means include it.
-- ``trace_unequal_steps`` (``low``): the step-to-step noise is large, so the diff's
-  noise rule will call most changes ``within noise``.
-- ``trace_too_few_steps`` (``low``): the diff's noise rule has too few samples (steps
-  left out for lost GPU data do not count).
+The diagnoses read from this section are the rules of ``analysis/rules/trace.py``.
 """
 
 from __future__ import annotations
@@ -44,10 +30,8 @@ import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.findings import make_diagnosis, severity_for_impact
 from tb_kineto_insights.analysis.lost import lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
 from tb_kineto_insights.trace import model as m
 
@@ -142,116 +126,3 @@ def trace_quality_summary(
         profiler=_profiler(index, steps.total_ns, n),
         lost=lost_data(index),
     )
-
-
-def trace_quality_diagnoses(
-    quality: TraceQuality, thresholds: Thresholds = DEFAULT_THRESHOLDS
-) -> list[Diagnosis]:
-    """Diagnoses from :func:`trace_quality_summary`'s section (module docstring for the
-    rules and severities; every number in :mod:`.thresholds`)."""
-    th = thresholds
-    out: list[Diagnosis] = []
-    n = quality.steps
-    markers = quality.has_step_markers
-    blocking = quality.launch_blocking
-    frac = blocking.fraction
-    if (
-        frac is not None
-        and blocking.launches >= th.quality_blocking_min_launches
-        and frac >= th.quality_blocking_launch_fraction
-    ):
-        out.append(
-            make_diagnosis(
-                "trace_cuda_launch_blocking",
-                "medium",
-                f"Kernel launches wait for their kernel ({100 * frac:.0f} % of "
-                f"{blocking.launches} launches): recorded with CUDA_LAUNCH_BLOCKING=1?",
-                {
-                    "launches": blocking.launches,
-                    "ended_after_kernel": blocking.ended_after_kernel,
-                    "fraction": frac,
-                    "rule": f"fraction >= {th.quality_blocking_launch_fraction} with >= "
-                    f"{th.quality_blocking_min_launches} launches",
-                },
-                "Unset CUDA_LAUNCH_BLOCKING (a debugging switch) and record again: with it "
-                "every launch is synchronous, so idle gaps look like host work and launch "
-                "time is inflated.",
-                "health",
-            )
-        )
-    if markers and 0 < n < th.quality_min_steps:
-        left_out = quality.steps_left_out
-        out.append(
-            make_diagnosis(
-                "trace_too_few_steps",
-                "low",
-                f"Only {n} usable profiled step{'s' if n != 1 else ''}: too few to tell a "
-                "change from step-to-step noise",
-                {"steps": n, "steps_left_out": left_out, "min_steps": th.quality_min_steps},
-                "Profile more steps (schedule active=5 or more, e.g. "
-                "tb_kineto_insights.capture.profile(..., preset='standard')).",
-                "health",
-            )
-        )
-    ratio = quality.first_step_ratio
-    if markers and ratio is not None and ratio >= th.quality_warmup_ratio:
-        out.append(
-            make_diagnosis(
-                "trace_warmup_step",
-                "low",
-                f"The first profiled step lasts {ratio:.1f}x the others: not a steady-state step",
-                {
-                    "first_step_us": quality.step_us[0],
-                    "median_other_steps_us": round(float(np.median(quality.step_us[1:])), 3),
-                    "first_step_ratio": ratio,
-                },
-                "Means include this step. Profile after warm-up (schedule warmup=2 or more, "
-                "skip_first for torch.compile / cudnn.benchmark autotuning, lazy init); in a "
-                "loop where the host runs ahead, the first profiled step may also start on "
-                "an empty GPU queue.",
-                "health",
-            )
-        )
-    cv = quality.step_cv
-    n_cv = n - 1 if ratio is not None and ratio >= th.quality_warmup_ratio else n
-    if (
-        markers
-        and cv is not None
-        and n_cv >= th.quality_unequal_min_steps
-        and cv >= th.quality_unequal_steps_cv
-    ):
-        out.append(
-            make_diagnosis(
-                "trace_unequal_steps",
-                "low",
-                f"Steps of very unequal length (coefficient of variation {cv:.2f})",
-                {"step_cv": cv, "steps": n_cv, "step_us": quality.step_us},
-                "Find what makes some steps long (data loading stalls, periodic "
-                "evaluation or checkpointing, garbage collection) or profile more "
-                "steps; a diff of such traces calls most changes within noise.",
-                "health",
-            )
-        )
-    prof = quality.profiler
-    over = float(prof.overhead_fraction or 0.0)
-    severity = severity_for_impact(over, th) if markers else None
-    if severity is not None:
-        out.append(
-            make_diagnosis(
-                "trace_profiler_overhead",
-                severity,
-                f"The profiler's own overhead takes {100 * over:.1f} % of the profiled time",
-                {
-                    "overhead_us": prof.overhead_us,
-                    "overhead_fraction": over,
-                    "python_function_events_per_step": prof.python_function_events_per_step,
-                    "flow_events_per_step": prof.flow_events_per_step,
-                },
-                "Record fewer things (preset 'light': no stacks, shapes or memory) or fewer "
-                "active steps per cycle so CUPTI's buffers fill less within a step; the "
-                "steps it lands in are longer than the job's.",
-                "health",
-                impact_fraction=over,
-            )
-        )
-    return out

@@ -274,7 +274,7 @@ def _cmd_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.exp is None:
         err.write("error: check needs BASE and EXP (or RUN --against-history LOGDIR)\n")
         return EXIT_UNUSABLE
-    from tb_kineto_insights.analysis.findings import DIAGNOSIS_IDS
+    from tb_kineto_insights.analysis.rule_ids import RULE_IDS as DIAGNOSIS_IDS
     from tb_kineto_insights.analysis.units import fmt_duration_us as _fmt_us
     from tb_kineto_insights.compare import (
         before_after as compare,  # diff machinery: diff/check only

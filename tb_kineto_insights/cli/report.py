@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
-from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
+from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
 from tb_kineto_insights.cli.json_output import EncodedItems, write_json

@@ -10,7 +10,7 @@ naming its rank (``where``); the step time and GPU utilization are the slowest r
 (``slowest_worker``).
 
 **Ranking** (:func:`rank_runs`), the order ``report LOGDIR`` lists its diagnoses in
-(``analysis/findings.py``: most severe first, then the largest share of step time):
+(``analysis/rules/``: most severe first, then the largest share of step time):
 a run's place is decided by its worst diagnosis, ``(severity order, -impact_fraction)``;
 ties by more diagnoses first, then the longer median step time, then the name. Runs with
 no diagnosis follow, longest step first; then runs still being read; then runs that
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tb_kineto_insights.analysis.findings import SEVERITY_ORDER
+from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
 from tb_kineto_insights.compare.history import RunHeadlines, combine_run
 from tb_kineto_insights.schema.history import AcrossRunsPage, AcrossRunsRow, HeadlineDiagnosis
 

@@ -1,4 +1,4 @@
-"""Shape of ``diagnoses``: filled by ``analysis.diagnoses.diagnose (and run_view.run_diagnoses)``.
+"""Shape of ``diagnoses``: filled by the rules of ``analysis/rules/``.
 
 Kept in step with that code: tests round-trip every real summary through it.
 """
@@ -13,7 +13,7 @@ from tb_kineto_insights.schema._base import Out
 
 
 class Moment(Out, frozen=True, kw_only=True):
-    """Where a diagnosis can be seen on the timeline (``analysis.moments``): step
+    """Where a diagnosis can be seen on the timeline (each rule's moment, ``analysis/rules/``): step
     ``step`` (N of ``ProfilerStep#N``), the window ``[offset_us, offset_us + length_us)``
     µs after that step window's start (the timeline's ``offset_us``), ``what`` is there
     in words, and ``worker`` for a diagnosis across ranks (the rank's worker; null on a
@@ -27,8 +27,8 @@ class Moment(Out, frozen=True, kw_only=True):
 
 
 class Diagnosis(Out, frozen=True, kw_only=True):
-    """One diagnosis (``analysis.findings.make_diagnosis``): a stable ``id``
-    (``analysis.findings.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
+    """One diagnosis (``analysis.rules.base.make_diagnosis``): a stable ``id``
+    (``analysis.rules.DIAGNOSIS_IDS``), ``severity`` (``high``/``medium``/``low``/
     ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
     of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``;
     ``moment``: where to see it on the timeline, for a diagnosis with a place in time

@@ -385,6 +385,58 @@ var __kinetoInsights = (() => {
     return out;
   }
 
+  // src/rules.ts
+  var DIAGNOSIS_NAMES = {
+    optimizer_step_bound: "Optimizer step bound",
+    small_kernel_flood: "Small-kernel flood",
+    gpu_idle_dataloader: "GPU idle on data loading",
+    gpu_idle_host_sync: "GPU idle after host sync",
+    gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
+    allocator_churn: "Allocator churn",
+    cudnn_autotune_in_step: "cuDNN autotuning in the step",
+    pageable_memcpy: "Copies from pageable memory",
+    no_step_markers: "No step markers",
+    trace_data_loss: "Trace data loss",
+    low_gpu_utilization: "Low GPU utilization",
+    communication_straggler: "Communication straggler",
+    exposed_communication: "Exposed communication",
+    memory_growth: "Memory growth",
+    memory_fragmentation: "Memory fragmentation",
+    memory_near_capacity: "Memory near capacity",
+    matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
+    low_kernel_efficiency: "Kernels far below the roofline",
+    trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
+    trace_too_few_steps: "Too few profiled steps",
+    trace_warmup_step: "First step still warming up",
+    trace_unequal_steps: "Steps of very unequal length",
+    trace_profiler_overhead: "Profiler overhead in the trace"
+  };
+  var DIAGNOSIS_DEFINITIONS = {
+    optimizer_step_bound: "The GPU idles while the host runs the optimizer step (`Optimizer.step`): its idle plus the GPU work it launches is the cost; the advice follows how the optimizer runs (one parameter at a time, foreach, fused, compiled).",
+    small_kernel_flood: "Most kernels of a step are short (under `short_kernel_us`), there are many per step, and the GPU pays for them: the idle before launch-bound short kernels plus their own time is at least the minimum impact.",
+    gpu_idle_dataloader: "The GPU idles while the launching thread waits for the next batch (`enumerate(DataLoader)`), in at least two steps.",
+    gpu_idle_host_sync: "The GPU idles after the host synchronised with it (`.item()`, `.cpu()`, `torch.cuda.synchronize()`, a synchronous copy): the host drained the queue instead of running ahead.",
+    gpu_idle_host_untraced: "The GPU idles while the launching thread is inside the step but in no traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python frames are named.",
+    allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+    cudnn_autotune_in_step: "cuDNN benchmarks convolution algorithms again inside steady steps (`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are the cost.",
+    pageable_memcpy: "Host-device copies from pageable host memory, synchronous for the host; their summed duration is the cost.",
+    no_step_markers: "The trace has no `ProfilerStep#N` markers: the whole trace is one step, and every per-step number and the diff degrade to whole-trace values.",
+    trace_data_loss: "Events the trace lacks: Kineto's own loss counts, events the reader had to skip or quarantine, damaged or cut-short JSON, clipped GPU events; severity follows the unusable share of events.",
+    low_gpu_utilization: "The GPU is busy less than half the step, and idle that no other raised diagnosis explains is at least the minimum impact; it names the largest remaining idle cause.",
+    communication_straggler: "One rank is consistently late to the collectives (its per-step lateness beyond the step-to-step noise) and costs the others a real share of their step; the view across ranks names why it is late.",
+    exposed_communication: "Communication that compute does not hide takes at least `exposed_comm_fraction` of the step, split into waiting for other ranks and transfer (estimated from one trace; exact across ranks, which replaces it).",
+    memory_growth: "Step-end allocated memory grows steadily over the profiled steps (a slope with a good fit): something keeps tensors of every step alive; severity follows how soon the device would be full.",
+    memory_fragmentation: "The caching allocator reserves new segments in steady-state steps although its cached free bytes covered the requests, and reserved memory grows faster than the allocated peak.",
+    memory_near_capacity: "The memory peak (reserved when recorded) is close to the device's capacity (`totalGlobalMem`).",
+    matmul_without_tensor_cores: "fp32 matmul/convolution groups run on CUDA cores (TF32 off, no autocast): the cost is the time they would save on tensor cores at the share of the roof their kind reaches, times the GPU's busy share.",
+    low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
+    trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
+    trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
+    trace_warmup_step: "The first profiled step is much longer than the median of the others: it is not a steady-state step.",
+    trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
+    trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time."
+  };
+
   // src/labels.ts
   var BREAKDOWN_ORDER = [
     "kernel",
@@ -447,28 +499,6 @@ var __kinetoInsights = (() => {
     nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
   var SEVERITY_ORDER = ["high", "medium", "low", "info"];
-  var DIAGNOSIS_NAMES = {
-    small_kernel_flood: "Small-kernel flood",
-    gpu_idle_dataloader: "GPU idle on data loading",
-    gpu_idle_host_sync: "GPU idle after host sync",
-    gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
-    low_gpu_utilization: "Low GPU utilization",
-    pageable_memcpy: "Copies from pageable memory",
-    exposed_communication: "Exposed communication",
-    communication_straggler: "Communication straggler",
-    memory_growth: "Memory growth",
-    memory_fragmentation: "Memory fragmentation",
-    memory_near_capacity: "Memory near capacity",
-    no_step_markers: "No step markers",
-    trace_data_loss: "Trace data loss",
-    trace_too_few_steps: "Too few profiled steps",
-    trace_warmup_step: "First step still warming up",
-    trace_unequal_steps: "Steps of very unequal length",
-    trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
-    trace_profiler_overhead: "Profiler overhead in the trace",
-    matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
-    low_kernel_efficiency: "Kernels far below the roofline"
-  };
   var VERDICT_DEFINITIONS = {
     improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
     regressed: "Worse beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",
@@ -2073,7 +2103,7 @@ var __kinetoInsights = (() => {
         className: `diagnosis sev-${d.severity}`,
         dataset: { diagnosisId: d.id, severity: d.severity, target },
         tabIndex: 0,
-        title: `${DIAGNOSIS_NAMES[d.id] ?? d.id} (${d.id}): click to open the ${PANEL_NAMES[target] ?? target} panel`
+        title: `${DIAGNOSIS_NAMES[d.id] ?? d.id} (${d.id}): ${DIAGNOSIS_DEFINITIONS[d.id] ?? ""} Click to open the ${PANEL_NAMES[target] ?? target} panel.`
       },
       el(
         "div",

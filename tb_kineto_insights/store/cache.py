@@ -77,6 +77,7 @@ import numpy as np
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.headline import span_headline
+from tb_kineto_insights.analysis.rule_ids import RULE_IDS
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema import Summary
@@ -113,8 +114,11 @@ def cache_dir_from_env(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def settings_fingerprint(max_json_bytes: int, thresholds: Thresholds) -> str:
-    """What besides the file and ANALYSIS_VERSION changes a summary: part of cache keys."""
-    return f"max_json_bytes={int(max_json_bytes)};thresholds={thresholds!r}"
+    """What besides the file and ANALYSIS_VERSION changes a summary: part of cache keys.
+    The diagnosis ids are part of it (``analysis/rule_ids.py``, generated from the
+    rules): a summary cached before a rule was added is computed again."""
+    rules = ",".join(RULE_IDS)
+    return f"max_json_bytes={int(max_json_bytes)};thresholds={thresholds!r};rules={rules}"
 
 
 # --------------------------------------------------------------------------- JSON

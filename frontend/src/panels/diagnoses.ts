@@ -2,7 +2,7 @@
 // scrolls to the panel with the details.
 
 import { badge, el, table } from "../dom";
-import { DIAGNOSIS_NAMES } from "../labels";
+import { DIAGNOSIS_DEFINITIONS, DIAGNOSIS_NAMES } from "../labels";
 import { evidenceItems, panelForDiagnosis, sortDiagnoses } from "../shape";
 import type { EvidenceTable } from "../shape";
 import type { Diagnosis } from "../types";
@@ -88,7 +88,7 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
       className: `diagnosis sev-${d.severity}`,
       dataset: { diagnosisId: d.id, severity: d.severity, target },
       tabIndex: 0,
-      title: `${DIAGNOSIS_NAMES[d.id] ?? d.id} (${d.id}): click to open the ${PANEL_NAMES[target] ?? target} panel`,
+      title: `${DIAGNOSIS_NAMES[d.id] ?? d.id} (${d.id}): ${DIAGNOSIS_DEFINITIONS[d.id] ?? ""} Click to open the ${PANEL_NAMES[target] ?? target} panel.`,
     },
     el(
       "div",

@@ -1,41 +1,29 @@
-"""``summary.diagnoses``: what limits the job, with evidence and a concrete next step.
+"""Rules of the ``idle`` area: the GPU waits, and why (the idle panel's causes).
 
-Each diagnosis is a :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis` (``id``,
-``severity``, ``title``, ``evidence``, ``recommendation``, ``panel``, ``impact_fraction``;
-:mod:`~tb_kineto_insights.analysis.findings`), read from the panel Structs, with a stable ``id``
-(DESIGN.md: add ids, never rename). Every threshold comes from
-:class:`~tb_kineto_insights.analysis.thresholds.Thresholds`.
+What each raises and costs (``impact_fraction``, a share of the summed step time of the
+main device); severity follows the cost
+(:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
+``min_impact_fraction``:
 
-What each diagnosis raised here costs (``impact_fraction``, a share of the summed step
-time of the main device) and what its severity follows:
-
-* ``small_kernel_flood``: launch-bound idle before short kernels plus those kernels'
-  own time (:func:`_small_kernel_flood`);
 * ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
   idle attributed to data loading / host synchronization / host work outside traced
   ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
   (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
   it (:func:`_sync_recommendation`, :func:`_untraced_recommendation`); the advice to
   record stacks appears only when the trace has none;
+* ``optimizer_step_bound``: the optimizer step's idle and its GPU work
+  (:func:`_optimizer_step_bound`);
+* ``allocator_churn``: the ``allocator`` idle cause (:func:`_allocator_churn`);
+* ``cudnn_autotune_in_step``: cuDNN's benchmark runs inside steady steps
+  (:func:`_cudnn_autotune`);
 * ``low_gpu_utilization``: the idle no other raised diagnosis explains
-  (:func:`_low_utilization`);
-* ``pageable_memcpy``: the pageable copies' duration (:func:`_pageable_memcpy`).
-
-These raise nothing below ``min_impact_fraction`` and take their severity from
-:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`. Two are not step-time
-costs and keep their own rules: ``no_step_markers`` (always ``medium``: it limits every
-per-step number; impact 0) and ``trace_data_loss`` (severity from the share of unusable
-events and Kineto's own loss reports; its ``impact_fraction`` is that unusable share).
-Memory, communication and efficiency (``matmul_without_tensor_cores``,
-``low_kernel_efficiency``) diagnoses come from their own modules, and the trace-quality
-ones (``trace_*`` but ``trace_data_loss``: is the trace representative; impact 0,
-severity from what they put in doubt) from :mod:`.trace_quality`.
+  (:func:`_low_utilization`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -43,50 +31,23 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.autotune import conv_autotune
-from tb_kineto_insights.analysis.communication import communication_diagnoses
-from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.efficiency import efficiency_diagnoses
-from tb_kineto_insights.analysis.findings import (
-    make_diagnosis,
-    severity_for_impact,
-    sort_diagnoses,
-)
-from tb_kineto_insights.analysis.lost import where_file_ends
-from tb_kineto_insights.analysis.memory import memory_diagnoses
-from tb_kineto_insights.analysis.moments import with_moments
 from tb_kineto_insights.analysis.python_frames import short_frame
-from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.analysis.trace_quality import trace_quality_diagnoses
-from tb_kineto_insights.analysis.units import fmt_duration_us
-from tb_kineto_insights.schema.communication import CommunicationPanel
-from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.efficiency import EfficiencyPanel
-from tb_kineto_insights.schema.health import HealthPanel
+from tb_kineto_insights.analysis.rules.base import (
+    IMPACT_THRESHOLDS,
+    Fix,
+    Rule,
+    SpanInput,
+    duration,
+    main_idle,
+    make_diagnosis,
+    pct,
+    severity_for_impact,
+)
+from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
-from tb_kineto_insights.schema.kernels import KernelsPanel
-from tb_kineto_insights.schema.memory import MemoryPanel
-from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.trace import model as m
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f} %"
-
-
-def _time(us: float) -> str:
-    """A duration for a title (:func:`~tb_kineto_insights.analysis.units.fmt_duration_us`: µs
-    below 1 ms, ms below 1 s, else s; one decimal in ms and s)."""
-    return fmt_duration_us(us, 1)
-
-
-def _main_idle(idle: IdlePanel | None) -> IdleDevice | None:
-    if idle is None:
-        return None
-    for dev in idle.devices:
-        if dev.device == idle.main_device:
-            return dev
-    return None
-
 
 _OPTIMIZER_ADVICE: dict[str, str] = {
     "per_parameter": (
@@ -116,6 +77,7 @@ _OPTIMIZER_ADVICE: dict[str, str] = {
     ),
 }
 
+
 _MODE_WORDS = {
     "per_parameter": "one parameter at a time",
     "foreach": "foreach (multi_tensor_apply)",
@@ -125,7 +87,7 @@ _MODE_WORDS = {
 }
 
 
-def _optimizer_step_bound(idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     """``optimizer_step_bound``: the step waits on the optimizer step.
 
     ``impact_fraction`` = the main device's ``idle.devices[].optimizer
@@ -139,7 +101,8 @@ def _optimizer_step_bound(idle: IdlePanel | None, th: Thresholds) -> Diagnosis |
     ``min_impact_fraction``; severity follows the impact. The advice follows how the
     optimizer runs (``mode``, read from its kernels).
     """
-    dev = _main_idle(idle)
+    th = inp.th
+    dev = main_idle(inp.idle)
     if dev is None:
         return None
     opt = dev.optimizer
@@ -155,9 +118,9 @@ def _optimizer_step_bound(idle: IdlePanel | None, th: Thresholds) -> Diagnosis |
     return make_diagnosis(
         "optimizer_step_bound",
         severity,
-        f"The optimizer step takes {_pct(impact)} of the step time "
-        f"({_time(opt.cost_us / n_steps)} per step: GPU idle "
-        f"{_time(opt.idle_us / n_steps)}, its kernels {_time(opt.busy_us / n_steps)}); "
+        f"The optimizer step takes {pct(impact)} of the step time "
+        f"({duration(opt.cost_us / n_steps)} per step: GPU idle "
+        f"{duration(opt.idle_us / n_steps)}, its kernels {duration(opt.busy_us / n_steps)}); "
         f"it runs {_MODE_WORDS.get(opt.mode, opt.mode)}, "
         f"{opt.kernels_per_step:.0f} kernels per step",
         {
@@ -187,94 +150,7 @@ def cpu_ops_named(dev: IdleDevice, k: int = 3) -> str:
     ops = dev.cpu_ops_top[:k]
     if not ops:
         return ""
-    return ", ".join(f"{o.name} {_time(o.us / n_steps)}" for o in ops) + " per step"
-
-
-def _small_kernel_flood(
-    kernels: KernelsPanel | None,
-    idle: IdlePanel | None,
-    th: Thresholds,
-    optimizer_raised: bool = False,
-) -> Diagnosis | None:
-    """``small_kernel_flood``: many short kernels *and* the GPU pays for them.
-
-    Raised when at least ``small_kernel_count_fraction`` of the kernels per step are
-    short and there are at least ``small_kernel_min_per_step`` per step (a flood), and
-    its cost reaches ``min_impact_fraction``. The cost (``impact_fraction``) is the main
-    device's ``idle.devices[].short_kernels.cost_fraction_of_step_time``: the
-    launch-bound idle before short kernels (gaps the host spent issuing them, see
-    :func:`~tb_kineto_insights.analysis.idle.launch_bound_gaps`) plus those kernels' own
-    time, over the summed step time. Short kernels that run back to back while the host
-    is ahead cost only their own work and are not counted: on a GPU-bound run a flood
-    of short kernels is not what limits the step. Severity follows the cost
-    (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`).
-    """
-    if kernels is None:
-        return None
-    short = kernels.short_count_fraction
-    per_step = kernels.mean_per_step
-    dev = _main_idle(idle)
-    if short is None or per_step is None or dev is None:
-        return None
-    if short < th.small_kernel_count_fraction or per_step < th.small_kernel_min_per_step:
-        return None
-    cost = dev.short_kernels
-    impact = cost.cost_fraction_of_step_time
-    opt_us = 0.0
-    if optimizer_raised and cost.cost_us > 0:
-        opt = dev.optimizer
-        opt_us = min(opt.launch_bound_idle_us + opt.launch_bound_kernel_us, cost.cost_us)
-        impact *= 1.0 - opt_us / cost.cost_us
-    severity = severity_for_impact(impact, th)
-    if severity is None:
-        return None
-    fusion = kernels.fusion_candidates
-    issuer = fusion[0].cpu_op if fusion else None
-    launch = kernels.launch
-    where = f" The largest repeated run of short kernels comes from {issuer}." if issuer else ""
-    compiled = kernels.compiled_kernel_fraction or 0.0
-    if compiled >= 0.2:  # already torch.compile'd (Triton kernels): the next steps differ
-        advice = (
-            "The model is already compiled (Triton kernels): capture whole steps with CUDA "
-            "graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), compile "
-            "the optimizer step too, and raise the batch size so each kernel does more "
-            "work; look at the remaining uncompiled ops in the fusion candidates."
-        )
-    else:
-        advice = (
-            "Fuse the small kernels: wrap the model in torch.compile (mode='reduce-overhead' "
-            "adds CUDA graphs), or capture the step with CUDA graphs; use a fused or "
-            "foreach optimizer (torch.optim.AdamW(..., fused=True) or foreach=True) instead "
-            "of a per-parameter loop; raise the batch size so each kernel does more work."
-        )
-    return make_diagnosis(
-        "small_kernel_flood",
-        severity,
-        f"The GPU waits on kernel launches: {_pct(impact)} of the step time goes to "
-        f"launch-bound short kernels"
-        + (" outside the optimizer step" if opt_us else "")
-        + f" ({_pct(short)} of {per_step:.0f} kernels per step are "
-        f"shorter than {th.short_kernel_us:g} µs)",
-        {
-            "device": dev.device,
-            "launch_bound_cost_fraction_of_step_time": impact,
-            "launch_bound_idle_us": cost.launch_bound_idle_us,
-            "launch_bound_kernel_us": cost.launch_bound_kernel_us,
-            "launch_bound_gaps": cost.launch_bound_gaps,
-            "short_kernel_busy_us": cost.busy_us,
-            "short_count_fraction": short,
-            "short_time_fraction": kernels.short_time_fraction,
-            "kernels_per_step": per_step,
-            "launch_bound_fraction": launch.launch_bound_fraction,
-            "mean_launch_us": launch.mean_launch_us,
-            "gpu_busy_fraction": dev.busy_fraction,
-            "short_threshold_us": th.short_kernel_us,
-            "optimizer_step_cost_left_out_us": opt_us,
-        },
-        advice + where,
-        "kernels",
-        impact_fraction=impact,
-    )
+    return ", ".join(f"{o.name} {duration(o.us / n_steps)}" for o in ops) + " per step"
 
 
 def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
@@ -319,7 +195,7 @@ def _frames_title(frames: list[dict[str, Any]], cause: str) -> str:
         return ""
     lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
     return lead + ", ".join(
-        f"{short_frame(f['frame'])} ({_time(f['idle_us_per_step'])} per step)" for f in frames
+        f"{short_frame(f['frame'])} ({duration(f['idle_us_per_step'])} per step)" for f in frames
     )
 
 
@@ -344,7 +220,7 @@ def _dataloader_frame_advice(frames: list[dict[str, Any]], th: Thresholds) -> st
     if top is None:
         return ""
     return (
-        f" Most of the wait is in {top['frame']} ({_time(top['idle_us_per_step'])} per "
+        f" Most of the wait is in {top['frame']} ({duration(top['idle_us_per_step'])} per "
         "step): make it cheaper or run it in the workers."
     )
 
@@ -358,7 +234,7 @@ def _sync_recommendation(frames: list[dict[str, Any]], th: Thresholds) -> str:
         th.python_frame_dominant_fraction * top["idle_us_per_step"]
     ):
         return (
-            f"After the sync the host spends {_time(top['after_sync_us_per_step'])} per step "
+            f"After the sync the host spends {duration(top['after_sync_us_per_step'])} per step "
             f"in {top['frame']}: that call, not the sync itself, keeps the GPU idle, and "
             "removing the .item() alone would not hide it behind the GPU work. If it logs or "
             "pushes metrics, log every N steps or off the training thread (a background "
@@ -383,7 +259,7 @@ def _untraced_recommendation(frames: list[dict[str, Any]], has_stacks: bool, th:
     top = _dominant(frames, th)
     if top is not None:
         return (
-            f"The thread that launches the GPU work spends {_time(top['idle_us_per_step'])} "
+            f"The thread that launches the GPU work spends {duration(top['idle_us_per_step'])} "
             f"per step in {top['frame']}, outside every PyTorch op, while the GPU waits: " + move
         )
     if frames:
@@ -422,7 +298,7 @@ def _idle_cause(
 
     ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
     time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
-    (:func:`~tb_kineto_insights.analysis.findings.severity_for_impact`), nothing below
+    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
     ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
     ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
     ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
@@ -432,7 +308,7 @@ def _idle_cause(
     evidence lists them (``python_frames``, :func:`_cause_frames`); ``recommendation``
     may be a function of those frames. Without stacks the diagnosis is as before.
     """
-    dev = _main_idle(idle)
+    dev = main_idle(idle)
     if dev is None or cause not in dev.causes:
         return None
     cost = dev.causes[cause]
@@ -460,11 +336,12 @@ def _idle_cause(
         id_,
         severity,
         title.format(
-            share=_pct(share),
+            share=pct(share),
             device=dev.device,
-            when=f"{_time(cost.us / n_steps)} per step"
+            when=f"{duration(cost.us / n_steps)} per step"
             if hit >= len(per_step)
-            else f"{_time(cost.us)} in total over {len(per_step)} steps, mostly in {hit} of them",
+            else f"{duration(cost.us)} in total over {len(per_step)} steps, "
+            f"mostly in {hit} of them",
         )
         + _frames_title(frames, cause),
         {
@@ -486,19 +363,20 @@ def _idle_cause(
     )
 
 
-#: Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not repeat it).
-_CAUSE_DIAGNOSIS: dict[str, str] = {
-    "data_loading": "gpu_idle_dataloader",
-    "host_sync": "gpu_idle_host_sync",
-    "host_untraced": "gpu_idle_host_untraced",
-    "optimizer_step": "optimizer_step_bound",
-    "allocator": "allocator_churn",
-}
+def _claimed_causes() -> dict[str, str]:
+    """Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not
+    repeat it), from the rules' ``idle_cause``."""
+    rules = (
+        GPU_IDLE_DATALOADER,
+        GPU_IDLE_HOST_SYNC,
+        GPU_IDLE_HOST_UNTRACED,
+        OPTIMIZER_STEP_BOUND,
+        ALLOCATOR_CHURN,
+    )
+    return {r.idle_cause: r.id for r in rules if r.idle_cause is not None}
 
 
-def _low_utilization(
-    steps: StepsPanel | None, idle: IdlePanel | None, raised: list[Diagnosis], th: Thresholds
-) -> Diagnosis | None:
+def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     """``low_gpu_utilization``: idle that no cause-specific diagnosis explains.
 
     Rule (no double counting): the idle already claimed by raised diagnoses (each raised
@@ -516,8 +394,9 @@ def _low_utilization(
     It names the idle cause holding most of the unexplained idle and, with Python
     stacks, the frames holding most of that cause (:func:`_cause_frames`).
     """
+    steps, idle, raised, th = inp.steps, inp.idle, inp.raised, inp.th
     util = steps.gpu_utilization_fraction if steps is not None else None
-    dev = _main_idle(idle)
+    dev = main_idle(idle)
     if steps is None or idle is None or util is None or dev is None:
         return None
     if util >= th.low_utilization:
@@ -528,7 +407,7 @@ def _low_utilization(
     unclaimed_us = {cause: c.us for cause, c in dev.causes.items()}
     claimed: dict[str, float] = {}
     ids = {d.id for d in raised}
-    for cause, id_ in _CAUSE_DIAGNOSIS.items():
+    for cause, id_ in _claimed_causes().items():
         if id_ in ids and cause in unclaimed_us:
             claimed[id_] = unclaimed_us[cause] * scale
             unclaimed_us[cause] = 0.0
@@ -559,8 +438,8 @@ def _low_utilization(
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
-        f"GPU {dev.device} is busy only {_pct(util)} of the step time; "
-        f"{_pct(unexplained)} of it idles for other reasons"
+        f"GPU {dev.device} is busy only {pct(util)} of the step time; "
+        f"{pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else "")
         + (_frames_title(frames, top) if top else ""),
         {
@@ -588,7 +467,7 @@ def _low_utilization(
     )
 
 
-def _allocator_churn(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     """``allocator_churn``: the caching allocator goes to the driver inside the steps.
 
     The cost is the ``allocator`` idle cause (:mod:`.idle`): gaps that open while the
@@ -599,6 +478,7 @@ def _allocator_churn(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) 
     ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
     counts the calls per step and their host time inside the host step windows.
     """
+    index, idle, th = inp.index, inp.idle, inp.th
     rt = index.trace.runtime
     rows = index.rows_where(m.RUNTIME, nm.is_allocator_call)
     if not rows.any():
@@ -624,7 +504,7 @@ def _allocator_churn(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) 
         th,
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
         f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
-        f"{_time(host_us)} of host time)",
+        f"{duration(host_us)} of host time)",
         "The caching allocator returns memory to the driver and asks for it again inside "
         "the loop; cudaFree waits for the GPU, so the host loses its lead. Remove "
         "torch.cuda.empty_cache() from the training loop (call it, if at all, between "
@@ -639,7 +519,7 @@ def _allocator_churn(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) 
     return msgspec.structs.replace(found, evidence=evidence)
 
 
-def _cudnn_autotune(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -> Diagnosis | None:
+def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
     """``cudnn_autotune_in_step``: cuDNN benchmarks convolutions again in steady steps.
 
     From :func:`~tb_kineto_insights.analysis.autotune.conv_autotune`: ``impact_fraction``
@@ -650,6 +530,7 @@ def _cudnn_autotune(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -
     ``min_impact_fraction``; severity follows it. Its ``idle_us`` (the GPU idle inside
     that time) is claimed from ``low_gpu_utilization``.
     """
+    index, idle, th = inp.index, inp.idle, inp.th
     main = idle.main_device if idle is not None else None
     found = conv_autotune(index, main, th.cudnn_autotune_min_syncs)
     if found is None or found.tuning_steps == 0:
@@ -669,12 +550,12 @@ def _cudnn_autotune(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -
         if new_every
         else ""
     )
-    ops = ", ".join(f"{name} {_time(us / n)}" for name, us in found.top_ops)
+    ops = ", ".join(f"{name} {duration(us / n)}" for name, us in found.top_ops)
     return make_diagnosis(
         "cudnn_autotune_in_step",
         severity,
         f"cuDNN autotunes convolutions in {found.tuning_steps} of {n} steps: "
-        f"{_pct(impact)} of the step time ({_time(found.cost_us / n)} per step) goes to "
+        f"{pct(impact)} of the step time ({duration(found.cost_us / n)} per step) goes to "
         f"benchmark runs inside {ops} per step, "
         f"{sum(found.syncs_per_step) / n:.0f} synchronisations per step{shapes}",
         {
@@ -704,299 +585,204 @@ def _cudnn_autotune(index: TraceIndex, idle: IdlePanel | None, th: Thresholds) -
     )
 
 
-def _pageable_memcpy(
-    index: TraceIndex, steps: StepsPanel | None, th: Thresholds
-) -> Diagnosis | None:
-    """``pageable_memcpy``: copies from pageable host memory (synchronous for the host).
-
-    ``impact_fraction`` = summed duration of the pageable copies / summed step time;
-    severity follows it and nothing is raised below ``min_impact_fraction``: a few
-    microseconds of pageable copies (e.g. a scalar per step) cost nothing worth a line.
-    """
-    copies = index.trace.tables[m.MEMCPY]
-    rows = index.rows_where(m.MEMCPY, nm.is_pageable_memcpy)
-    if not rows.any():
-        return None
-    time_us = float(copies.dur_ns[rows].sum()) / 1000.0
-    total_us = (steps.total_us if steps is not None else 0.0) or 0.0
-    share = time_us / total_us if total_us else 0.0
-    severity = severity_for_impact(share, th)
-    if severity is None:
-        return None
-    kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
-    return make_diagnosis(
-        "pageable_memcpy",
-        severity,
-        f"{int(rows.sum())} copies from pageable host memory take {_pct(share)} of the "
-        f"step time ({time_us / 1000:.2f} ms)",
-        {
-            "count": int(rows.sum()),
-            "time_us": time_us,
-            "fraction_of_step_time": share,
-            "kinds": kinds,
-        },
-        "Copy from pinned memory so the copy is asynchronous and can overlap compute: "
-        "DataLoader(pin_memory=True), or tensor.pin_memory(), then "
-        ".to(device, non_blocking=True).",
-        "steps",
-        impact_fraction=share,
-    )
-
-
-def _no_step_markers(steps: StepsPanel | None) -> Diagnosis | None:
-    """``no_step_markers``: not a cost in step time (``impact_fraction`` 0) but a limit on
-    every per-step number; always ``medium``, since without steps the diff and every
-    per-step value degrade to whole-trace values."""
-    if steps is None or steps.has_markers:
-        return None
-    return make_diagnosis(
-        "no_step_markers",
-        "medium",
-        "No ProfilerStep markers: the whole trace is treated as one step",
-        {"steps": 0},
-        "Profile with torch.profiler.profile(schedule=torch.profiler.schedule(...)) and call "
-        "prof.step() once per training iteration, so per-step numbers and the diff work.",
-        "steps",
-    )
-
-
-_LOSS_KEYS = ("Out-of-range", "CUPTI stopped early?", "Invalid ext correlations")
-
-
-def _data_loss(health: HealthPanel | None) -> Diagnosis | None:
-    """Events the trace lacks: Kineto's own loss counts and error lines, events skipped
-    or quarantined by the reader (missing fields, broken timestamps), events lost to
-    damaged JSON (``health.damage``), and GPU events whose duration ran over the next
-    event on their stream (clipped). Not about step time: severity follows the share of
-    the trace's events that are unusable (``unusable_fraction``, also the
-    ``impact_fraction``): high ≥ 50 %, or when the file ends before its GPU events
-    (every GPU event lost: ``health.trace_quality.lost``), medium ≥ 5 % (or when CUPTI
-    stopped early, Kineto logged errors, or the file itself is damaged), else low."""
-    if health is None:
-        return None
-    counts = health.kineto_record_counts
-    lost = {k: v for k, v in counts.items() if k in _LOSS_KEYS and v}
-    dropped_lines = [
-        line for line in health.kineto_log if "drop" in line.lower() or line.startswith("ERROR")
-    ]
-    skipped = sum(health.skipped.values())
-    quarantined = sum(health.quarantined.values())
-    lost_events = health.lost_events
-    damaged_regions = health.damaged_regions
-    clipped = health.stream_overlap_clipped
-    overran = clipped.overran_whole_events
-    unusable_events = skipped + quarantined + lost_events + overran
-    if not lost and not dropped_lines and not unusable_events and not damaged_regions:
-        return None
-    events = health.event_count + lost_events
-    unusable = unusable_events / events if events else 0.0
-    stopped = bool(counts.get("CUPTI stopped early?"))
-    cut = health.trace_quality.lost
-    if unusable >= 0.5 or cut.gpu_events_lost:
-        severity = "high"
-    elif unusable >= 0.05 or stopped or dropped_lines or damaged_regions:
-        severity = "medium"
-    else:
-        severity = "low"
-    ended = next(
-        (
-            d
-            for d in health.damage
-            if d.problem.startswith(("gzip stream ends early", "corrupt gzip"))
-            and "check" not in d.problem  # a bad CRC/length: all was read
+def _dataloader(inp: SpanInput) -> Diagnosis | None:
+    """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`_idle_cause`)."""
+    return _idle_cause(
+        inp.idle,
+        "data_loading",
+        "gpu_idle_dataloader",
+        inp.th,
+        "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
+        lambda frames: (
+            "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. "
+            "the CPU cores per GPU), pin_memory=True, prefetch_factor=2..4, "
+            "persistent_workers=True, and .to(device, non_blocking=True); move heavy "
+            "per-sample transforms to the GPU or precompute them."
+            + _dataloader_frame_advice(frames, inp.th)
         ),
-        None,
-    )
-    where = ""
-    if cut.file_ends_at_byte is not None:
-        where = where_file_ends(
-            cut.file_ends_at_byte,
-            compressed=health.compressed,
-            file_bytes=health.file_bytes,
-            corrupt=ended is not None and ended.problem.startswith("corrupt gzip"),
-            gzip_whole=not any(
-                d.problem.startswith(("gzip stream ends early", "corrupt gzip"))
-                for d in health.damage
-            ),
-        )
-        where = "T" + where.replace("the file ends", "the trace file ends", 1)[1:]
-    if cut.gpu_events_lost and cut.file_ends_at_byte is not None and cut.gpu_events_set_aside:
-        title = (
-            f"{where}, inside its GPU events: "
-            "every step lost part of its GPU work, so the "
-            f"{cut.gpu_events_set_aside} GPU events read are not used; no GPU number in "
-            "this trace can be trusted"
-        )
-    elif cut.gpu_events_lost and cut.file_ends_at_byte is not None:
-        title = (
-            f"{where}, before its GPU events: "
-            "all GPU events are lost"
-            + (f" ({cut.launches} launch calls without their work)" if cut.launches else "")
-            + "; no GPU number in this trace can be trusted"
-        )
-    elif cut.file_ends_at_byte is not None and ended is None:
-        cut_short = "" if "ends early" in where else " (cut short)"
-        title = f"{where}{cut_short}: lost " + "; ".join(cut.lost)
-    elif ended is not None:  # what followed the end of the readable stream is unknown
-        title = (
-            f"The trace file ends after {ended.offset:,} bytes of JSON "
-            f"({ended.problem.split(' (')[0]}): every event after that point is missing, and "
-            f"{damaged_regions - 1} other damaged region(s) lost {lost_events} event(s)"
-        )
-    elif damaged_regions:
-        title = (
-            f"The trace file is damaged: {damaged_regions} damaged region(s), "
-            f"{lost_events} event(s) and {health.lost_bytes} bytes lost"
-        )
-    elif overran and unusable_events == overran:
-        title = (
-            f"{overran} GPU event(s) had a duration running over the next event(s) on their "
-            f"stream: clipped, {_time(float(clipped.removed_ns) / 1e3)} removed "
-            "(the recorded duration cannot be right)"
-        )
-    elif unusable_events:
-        share = f"{100 * unusable:.0f} %" if unusable >= 0.005 else "< 1 %"
-        title = (
-            f"The trace is incomplete: {unusable_events} of {events} events were unusable ({share})"
-        )
-    else:
-        title = "The trace is incomplete: Kineto reported dropped or out-of-range records"
-    return make_diagnosis(
-        "trace_data_loss",
-        severity,
-        title,
-        {
-            "kineto_record_counts": lost,
-            "kineto_errors": dropped_lines[:5],
-            "skipped_events": skipped,
-            "quarantined_events": quarantined,
-            "quarantined_by_kind": health.quarantined_by_kind,
-            "lost_events": lost_events,
-            "lost_bytes": health.lost_bytes,
-            "damaged_regions": damaged_regions,
-            "damage": msgspec.to_builtins(health.damage[:5]),
-            "overran_stream_events": overran,
-            "overran_clipped_us": float(clipped.removed_ns) / 1e3,
-            "unusable_fraction": unusable,
-            "events": events,
-            "file_ends_at_byte": cut.file_ends_at_byte,
-            "gpu_events_lost": cut.gpu_events_lost,
-            "gpu_events_set_aside": cut.gpu_events_set_aside,
-            "launches_without_gpu_event": cut.launches_without_gpu_event,
-            "incomplete_steps": cut.incomplete_steps,
-            "lost": cut.lost,
-        },
-        "Numbers near the trace's edges may be off, and every panel misses what was "
-        "dropped (see Trace health for why). Profile fewer steps per trace (schedule "
-        "active=3..5); if CUPTI stopped early or buffers were dropped, raise the CUPTI "
-        "buffer size; if events were unusable or the file is damaged (see the byte "
-        "offsets in health), the file was damaged, cut short while being written, or "
-        "written by a non-Kineto tool.",
-        "health",
-        impact_fraction=unusable,
     )
 
 
-_P = TypeVar("_P", bound=msgspec.Struct)
+def _host_sync(inp: SpanInput) -> Diagnosis | None:
+    """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`_idle_cause`)."""
+    return _idle_cause(
+        inp.idle,
+        "host_sync",
+        "gpu_idle_host_sync",
+        inp.th,
+        "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
+        lambda frames: _sync_recommendation(frames, inp.th),
+    )
 
 
-def _panel(panels: Mapping[str, msgspec.Struct], key: str, struct_type: type[_P]) -> _P | None:
-    """``panels[key]`` as ``struct_type``; ``None`` when absent.
-
-    Raises:
-        TypeError: the panel is there but not a ``struct_type``.
-    """
-    panel = panels.get(key)
-    if panel is None:
-        return None
-    if not isinstance(panel, struct_type):
-        raise TypeError(
-            f"diagnose: panel {key!r} is a {type(panel).__name__}, expected {struct_type.__name__}"
-        )
-    return panel
-
-
-def diagnose(
-    index: TraceIndex,
-    panels: Mapping[str, msgspec.Struct],
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[Diagnosis]:
-    """Diagnoses for one trace from its panels, most severe first, then by impact (share
-    of step time at stake).
-
-    ``panels``: panel name → its Struct (``steps`` :class:`StepsPanel`, ``kernels``
-    :class:`KernelsPanel`, ``idle`` :class:`IdlePanel`, ``communication``
-    :class:`CommunicationPanel`, ``memory`` :class:`MemoryPanel`, ``health``
-    :class:`HealthPanel`, ``efficiency`` :class:`EfficiencyPanel`); a panel left out
-    raises none of the diagnoses that read it.
-
-    Raises:
-        TypeError: a panel is not the Struct of its name.
-    """
-    th = thresholds
-    steps = _panel(panels, "steps", StepsPanel)
-    kernels = _panel(panels, "kernels", KernelsPanel)
-    idle = _panel(panels, "idle", IdlePanel)
-    health = _panel(panels, "health", HealthPanel)
-    communication = _panel(panels, "communication", CommunicationPanel)
-    memory = _panel(panels, "memory", MemoryPanel)
-    optimizer = _optimizer_step_bound(idle, th)
+def _host_untraced(inp: SpanInput) -> Diagnosis | None:
+    """``gpu_idle_host_untraced``: the ``host_untraced`` idle cause
+    (:func:`_idle_cause`); the advice to record stacks only when the trace has none."""
+    idle, health = inp.idle, inp.health
     has_stacks = health is not None and health.flags.has_stacks
-    found = [
-        optimizer,
-        _small_kernel_flood(kernels, idle, th, optimizer is not None),
-        _idle_cause(
-            idle,
-            "data_loading",
-            "gpu_idle_dataloader",
-            th,
-            "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
-            lambda frames: (
-                "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. "
-                "the CPU cores per GPU), pin_memory=True, prefetch_factor=2..4, "
-                "persistent_workers=True, and .to(device, non_blocking=True); move heavy "
-                "per-sample transforms to the GPU or precompute them."
-                + _dataloader_frame_advice(frames, th)
-            ),
+    return _idle_cause(
+        idle,
+        "host_untraced",
+        "gpu_idle_host_untraced",
+        inp.th,
+        "GPU {device} idles {share} of the step time ({when}) while the host is busy "
+        "outside traced ops (untraced Python, a sleep, I/O)",
+        lambda frames: _untraced_recommendation(
+            frames, bool(idle is not None and idle.python_stacks) or has_stacks, inp.th
         ),
-        _idle_cause(
-            idle,
-            "host_sync",
-            "gpu_idle_host_sync",
-            th,
-            "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
-            lambda frames: _sync_recommendation(frames, th),
-        ),
-        _idle_cause(
-            idle,
-            "host_untraced",
-            "gpu_idle_host_untraced",
-            th,
-            "GPU {device} idles {share} of the step time ({when}) while the host is busy "
-            "outside traced ops (untraced Python, a sleep, I/O)",
-            lambda frames: _untraced_recommendation(
-                frames, bool(idle is not None and idle.python_stacks) or has_stacks, th
-            ),
-        ),
-        _allocator_churn(index, idle, th),
-        _cudnn_autotune(index, idle, th),
-        _pageable_memcpy(index, steps, th),
-        _no_step_markers(steps),
-        _data_loss(health),
-    ]
-    raised = [d for d in found if d is not None]
-    found.append(_low_utilization(steps, idle, raised, th))
-    out = [d for d in found if d is not None]
-    loss = next((d for d in out if d.id == "trace_data_loss"), None)
-    if loss is not None and loss.evidence["unusable_fraction"] >= 1.0:
-        return [loss]  # nothing usable: every other finding would be an artefact
-    if communication is not None and steps is not None:
-        out.extend(communication_diagnoses(communication, steps, th))
-    if memory is not None:
-        out.extend(memory_diagnoses(memory, th))
-    efficiency = _panel(panels, "efficiency", EfficiencyPanel)
-    if efficiency is not None and steps is not None:
-        out.extend(efficiency_diagnoses(efficiency, steps, th))
-    if health is not None:
-        out.extend(trace_quality_diagnoses(health.trace_quality, th))
-    return sort_diagnoses(with_moments(out, index, panels))
+    )
+
+
+def _gap_of(cause: str | None) -> Callable[[Diagnosis, SpanInput], Moment | None]:
+    """The moment of an idle-cause diagnosis: the longest of the main GPU's listed largest
+    gaps whose cause is ``cause`` (any cause when None)."""
+
+    def moment(d: Diagnosis, inp: SpanInput) -> Moment | None:
+        return gap_moment(inp.idle, cause)
+
+    return moment
+
+
+def _is_allocator_call(name: str) -> bool:
+    """Exactly one of the allocator's driver calls ``cudaMalloc``, ``cudaFree``,
+    ``hipMalloc``, ``hipFree`` (a predicate of its own: the index caches its mask per
+    predicate)."""
+    return name in ("cudaMalloc", "cudaFree", "hipMalloc", "hipFree")
+
+
+def _allocator_moment(d: Diagnosis, inp: SpanInput) -> Moment | None:
+    """The longest ``allocator`` gap; with none listed, the longest
+    ``cudaMalloc``/``cudaFree`` call in a step."""
+    found = gap_moment(inp.idle, "allocator")
+    if found is None:
+        rows = inp.index.rows_where(m.RUNTIME, _is_allocator_call)
+        found = longest_event(inp.index, m.RUNTIME, rows, "the longest cudaMalloc/cudaFree call")
+    return found
+
+
+def _autotune_moment(d: Diagnosis, inp: SpanInput) -> Moment | None:
+    """The step with the most autotuning time, from the diagnosis's own evidence
+    (``tuning_us_per_step``, one value per step window in order)."""
+    index = inp.index
+    tuning = d.evidence.get("tuning_us_per_step")
+    if not isinstance(tuning, list) or not tuning or len(tuning) != len(index.steps):
+        return None
+    i = max(range(len(tuning)), key=lambda k: (tuning[k], -k))
+    if not tuning[i] > 0:
+        return None
+    return step_moment(
+        index,
+        int(index.steps.number[i]),
+        f"the step with the most autotuning ({tuning[i]:.0f} µs)",
+    )
+
+
+_IDLE_CAUSE = (*IMPACT_THRESHOLDS, "idle_cause_min_steps")
+_FRAMES = ("python_frames_named", "python_frame_min_fraction", "python_frame_dominant_fraction")
+
+OPTIMIZER_STEP_BOUND = Rule(
+    id="optimizer_step_bound",
+    area="idle",
+    label="Optimizer step bound",
+    definition="The GPU idles while the host runs the optimizer step (`Optimizer.step`): "
+    "its idle plus the GPU work it launches is the cost; the advice follows how the "
+    "optimizer runs (one parameter at a time, foreach, fused, compiled).",
+    panels=("idle",),
+    thresholds=(
+        *IMPACT_THRESHOLDS,
+        "optimizer_idle_min_fraction",
+        "optimizer_tuned_idle_min_fraction",
+    ),
+    check=_optimizer_step_bound,
+    moment=_gap_of("optimizer_step"),
+    idle_cause="optimizer_step",
+    fix=Fix("foreach or fused optimizer"),
+)
+GPU_IDLE_DATALOADER = Rule(
+    id="gpu_idle_dataloader",
+    area="idle",
+    label="GPU idle on data loading",
+    definition="The GPU idles while the launching thread waits for the next batch "
+    "(`enumerate(DataLoader)`), in at least two steps.",
+    panels=("idle",),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    check=_dataloader,
+    moment=_gap_of("data_loading"),
+    idle_cause="data_loading",
+    fix=Fix("DataLoader workers"),
+)
+GPU_IDLE_HOST_SYNC = Rule(
+    id="gpu_idle_host_sync",
+    area="idle",
+    label="GPU idle after host sync",
+    definition="The GPU idles after the host synchronised with it (`.item()`, `.cpu()`, "
+    "`torch.cuda.synchronize()`, a synchronous copy): the host drained the queue instead "
+    "of running ahead.",
+    panels=("idle",),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    check=_host_sync,
+    moment=_gap_of("host_sync"),
+    idle_cause="host_sync",
+    fix=Fix("no synchronisation inside the step"),
+)
+GPU_IDLE_HOST_UNTRACED = Rule(
+    id="gpu_idle_host_untraced",
+    area="idle",
+    label="GPU idle, host busy outside traced ops",
+    definition="The GPU idles while the launching thread is inside the step but in no "
+    "traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python "
+    "frames are named.",
+    panels=("idle",),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    check=_host_untraced,
+    moment=_gap_of("host_untraced"),
+    idle_cause="host_untraced",
+    fix=Fix("host work moved off the training thread"),
+)
+ALLOCATOR_CHURN = Rule(
+    id="allocator_churn",
+    area="idle",
+    label="Allocator churn",
+    definition="The GPU idles while the CUDA caching allocator frees and re-allocates "
+    "device memory inside the steps (`cudaFree` synchronises the device): "
+    "`torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+    panels=("idle",),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    check=_allocator_churn,
+    moment=_allocator_moment,
+    idle_cause="allocator",
+    fix=Fix("allocator cache kept"),
+)
+CUDNN_AUTOTUNE_IN_STEP = Rule(
+    id="cudnn_autotune_in_step",
+    area="idle",
+    label="cuDNN autotuning in the step",
+    definition="cuDNN benchmarks convolution algorithms again inside steady steps "
+    "(`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are "
+    "the cost.",
+    thresholds=(*IMPACT_THRESHOLDS, "cudnn_autotune_min_syncs", "idle_cause_min_steps"),
+    check=_cudnn_autotune,
+    moment=_autotune_moment,
+    fix=Fix("fixed or bucketed input shapes"),
+)
+LOW_GPU_UTILIZATION = Rule(
+    id="low_gpu_utilization",
+    area="idle",
+    label="Low GPU utilization",
+    definition="The GPU is busy less than half the step, and idle that no other raised "
+    "diagnosis explains is at least the minimum impact; it names the largest remaining "
+    "idle cause.",
+    panels=("steps", "idle"),
+    thresholds=(*IMPACT_THRESHOLDS, "low_utilization", *_FRAMES),
+    check=_low_utilization,
+    moment=_gap_of(None),
+    after=(
+        "optimizer_step_bound",
+        "small_kernel_flood",
+        "gpu_idle_dataloader",
+        "gpu_idle_host_sync",
+        "gpu_idle_host_untraced",
+        "allocator_churn",
+        "cudnn_autotune_in_step",
+    ),
+)

@@ -1,0 +1,136 @@
+"""Rules of the ``kernels`` area: what the kernels themselves cost the step.
+
+``small_kernel_flood``: many short kernels *and* the GPU pays for them in launch-bound
+idle (:func:`_small_kernel_flood`).
+"""
+
+from __future__ import annotations
+
+from tb_kineto_insights.analysis.rules.base import (
+    IMPACT_THRESHOLDS,
+    Fix,
+    Rule,
+    SpanInput,
+    main_idle,
+    make_diagnosis,
+    pct,
+    severity_for_impact,
+)
+from tb_kineto_insights.analysis.rules.moments import step_moment
+from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
+
+
+def _small_kernel_flood(inp: SpanInput) -> Diagnosis | None:
+    """``small_kernel_flood``: many short kernels *and* the GPU pays for them.
+
+    Raised when at least ``small_kernel_count_fraction`` of the kernels per step are
+    short and there are at least ``small_kernel_min_per_step`` per step (a flood), and
+    its cost reaches ``min_impact_fraction``. The cost (``impact_fraction``) is the main
+    device's ``idle.devices[].short_kernels.cost_fraction_of_step_time``: the
+    launch-bound idle before short kernels (gaps the host spent issuing them, see
+    :func:`~tb_kineto_insights.analysis.idle.launch_bound_gaps`) plus those kernels' own
+    time, over the summed step time. Short kernels that run back to back while the host
+    is ahead cost only their own work and are not counted: on a GPU-bound run a flood
+    of short kernels is not what limits the step. Severity follows the cost
+    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`). When
+    ``optimizer_step_bound`` was raised, the launch-bound cost inside the optimizer step
+    is its, and left out here.
+    """
+    kernels, idle, th = inp.kernels, inp.idle, inp.th
+    optimizer_raised = inp.was_raised("optimizer_step_bound")
+    if kernels is None:
+        return None
+    short = kernels.short_count_fraction
+    per_step = kernels.mean_per_step
+    dev = main_idle(idle)
+    if short is None or per_step is None or dev is None:
+        return None
+    if short < th.small_kernel_count_fraction or per_step < th.small_kernel_min_per_step:
+        return None
+    cost = dev.short_kernels
+    impact = cost.cost_fraction_of_step_time
+    opt_us = 0.0
+    if optimizer_raised and cost.cost_us > 0:
+        opt = dev.optimizer
+        opt_us = min(opt.launch_bound_idle_us + opt.launch_bound_kernel_us, cost.cost_us)
+        impact *= 1.0 - opt_us / cost.cost_us
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
+    fusion = kernels.fusion_candidates
+    issuer = fusion[0].cpu_op if fusion else None
+    launch = kernels.launch
+    where = f" The largest repeated run of short kernels comes from {issuer}." if issuer else ""
+    compiled = kernels.compiled_kernel_fraction or 0.0
+    if compiled >= 0.2:  # already torch.compile'd (Triton kernels): the next steps differ
+        advice = (
+            "The model is already compiled (Triton kernels): capture whole steps with CUDA "
+            "graphs (torch.compile(mode='reduce-overhead') or torch.cuda.graphs), compile "
+            "the optimizer step too, and raise the batch size so each kernel does more "
+            "work; look at the remaining uncompiled ops in the fusion candidates."
+        )
+    else:
+        advice = (
+            "Fuse the small kernels: wrap the model in torch.compile (mode='reduce-overhead' "
+            "adds CUDA graphs), or capture the step with CUDA graphs; use a fused or "
+            "foreach optimizer (torch.optim.AdamW(..., fused=True) or foreach=True) instead "
+            "of a per-parameter loop; raise the batch size so each kernel does more work."
+        )
+    return make_diagnosis(
+        "small_kernel_flood",
+        severity,
+        f"The GPU waits on kernel launches: {pct(impact)} of the step time goes to "
+        f"launch-bound short kernels"
+        + (" outside the optimizer step" if opt_us else "")
+        + f" ({pct(short)} of {per_step:.0f} kernels per step are "
+        f"shorter than {th.short_kernel_us:g} µs)",
+        {
+            "device": dev.device,
+            "launch_bound_cost_fraction_of_step_time": impact,
+            "launch_bound_idle_us": cost.launch_bound_idle_us,
+            "launch_bound_kernel_us": cost.launch_bound_kernel_us,
+            "launch_bound_gaps": cost.launch_bound_gaps,
+            "short_kernel_busy_us": cost.busy_us,
+            "short_count_fraction": short,
+            "short_time_fraction": kernels.short_time_fraction,
+            "kernels_per_step": per_step,
+            "launch_bound_fraction": launch.launch_bound_fraction,
+            "mean_launch_us": launch.mean_launch_us,
+            "gpu_busy_fraction": dev.busy_fraction,
+            "short_threshold_us": th.short_kernel_us,
+            "optimizer_step_cost_left_out_us": opt_us,
+        },
+        advice + where,
+        "kernels",
+        impact_fraction=impact,
+    )
+
+
+def _flood_step(d: Diagnosis, inp: SpanInput) -> Moment | None:
+    """The step with the most kernels (``kernels.per_step``), whole."""
+    kernels = inp.kernels
+    if kernels is None or not kernels.per_step:
+        return None
+    top = max(kernels.per_step, key=lambda s: (s.count, -s.number))
+    return step_moment(inp.index, top.number, f"the step with the most kernels ({top.count})")
+
+
+SMALL_KERNEL_FLOOD = Rule(
+    id="small_kernel_flood",
+    area="kernels",
+    label="Small-kernel flood",
+    definition="Most kernels of a step are short (under `short_kernel_us`), there are "
+    "many per step, and the GPU pays for them: the idle before launch-bound short kernels "
+    "plus their own time is at least the minimum impact.",
+    panels=("kernels", "idle"),
+    thresholds=(
+        *IMPACT_THRESHOLDS,
+        "small_kernel_count_fraction",
+        "small_kernel_min_per_step",
+        "short_kernel_us",
+    ),
+    check=_small_kernel_flood,
+    moment=_flood_step,
+    after=("optimizer_step_bound",),
+    fix=Fix("fused kernels (torch.compile, CUDA graphs)"),
+)
