@@ -30,7 +30,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import idle as idle_mod
 from tb_kineto_insights.analysis import python_frames as pf
-from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 

@@ -109,7 +109,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for path in args.traces:
-        from tb_kineto_insights.analysis.context import build_index
+        from tb_kineto_insights.analysis.trace_index import build_index
         from tb_kineto_insights.trace.reader import read_trace
 
         trace = read_trace(path)

@@ -36,7 +36,6 @@ import msgspec
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
@@ -47,6 +46,7 @@ from tb_kineto_insights.analysis.run_view import RunViewSpan, run_view, run_view
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import timeline_store
+from tb_kineto_insights.analysis.trace_index import TraceIndex, build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VERSION
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 from conftest import as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.context import build_index
-from tb_kineto_insights.analysis.idle import CAUSES, idle_summary
+from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as CAUSES
+from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import diagnose
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema.idle import HostThread
 from tb_kineto_insights.trace.reader import read_trace

@@ -17,10 +17,10 @@ from conftest import cpu, kernel, write_trace
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.steps import StepsPanel

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import H200X2, SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.idle import CAUSES
+from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as CAUSES
 from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.compare.before_after import compare, load_side
 

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from conftest import REPO, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.efficiency import (
     conv_out_size,
     launching_op,
@@ -23,6 +22,7 @@ from tb_kineto_insights.analysis.efficiency import (
 )
 from tb_kineto_insights.analysis.memory import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.compare.before_after import diff_text
 from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.summary import summarize_file

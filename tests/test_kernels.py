@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.kernels import (
     HISTOGRAM_EDGES_US,
     LAUNCH_BOUND_DENOMINATOR,
@@ -24,6 +23,7 @@ from tb_kineto_insights.analysis.kernels import (
     kernels_summary,
 )
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex, build_index
 from tb_kineto_insights.schema.kernels import HistogramBin, KernelsPanel
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.reader import read_trace

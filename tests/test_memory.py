@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.memory import (
     device_name,
     downsample,
@@ -21,6 +20,7 @@ from tb_kineto_insights.analysis.memory import (
 )
 from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.memory import MemoryDevice, MemoryPanel
 from tb_kineto_insights.trace import model as m
@@ -592,7 +592,7 @@ def test_host_ahead_memory_uses_host_windows_exact(tmp_path: Path) -> None:
 
 
 def test_host_windows_never_overlap() -> None:
-    from tb_kineto_insights.analysis.context import StepWindows
+    from tb_kineto_insights.analysis.trace_index import StepWindows
 
     i64 = np.int64
     st = StepWindows(

@@ -13,9 +13,9 @@ import pytest
 from conftest import H200X2, SAMPLE_LOGS, kernel, write_trace
 from test_analysis import launch, step
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.rules import RULES_BY_ID, moment_of
 from tb_kineto_insights.analysis.rules.moments import moment_at
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.summary import summarize_file, summarize_trace

@@ -12,7 +12,6 @@ import pytest
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
@@ -21,6 +20,7 @@ from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import diagnose
 from tb_kineto_insights.analysis.rules.base import make_diagnosis
 from tb_kineto_insights.analysis.tables import tables_summary
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.schema import SUMMARY_DECODER, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel

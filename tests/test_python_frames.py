@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from conftest import cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.python_frames import (
@@ -23,6 +22,7 @@ from tb_kineto_insights.analysis.python_frames import (
 )
 from tb_kineto_insights.analysis.rules import diagnose
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.trace.reader import read_trace
 

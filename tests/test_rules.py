@@ -12,7 +12,6 @@ import msgspec
 import pytest
 from conftest import REPO, SAMPLE_LOGS
 
-from tb_kineto_insights.analysis.context import TraceIndex, build_index
 from tb_kineto_insights.analysis.rules import (
     DIAGNOSIS_IDS,
     RULES,
@@ -30,6 +29,7 @@ from tb_kineto_insights.analysis.rules.base import (
 )
 from tb_kineto_insights.analysis.run_view import run_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex, build_index
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, as_json, require_dir
 
-from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.summary import PANELS, summarize_file, summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 

@@ -14,7 +14,6 @@ import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 from test_analysis import MAIN_EVENTS, launch, step
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
@@ -36,6 +35,7 @@ from tb_kineto_insights.analysis.timeline import (
     timeline_store,
     unpack_step,
 )
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep
 from tb_kineto_insights.trace.reader import read_trace
 

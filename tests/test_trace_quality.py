@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.context import build_index
 from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace

@@ -407,7 +407,7 @@ def test_window_of_every_rank_merges_them(tmp_path: Path, capsys: Any) -> None:
 
 
 def build_steps(path: str) -> list[int]:
-    from tb_kineto_insights.analysis.context import build_index
+    from tb_kineto_insights.analysis.trace_index import build_index
 
     return [int(n) for n in build_index(read_trace(path)).steps.number]
 

@@ -34,46 +34,13 @@ export const BREAKDOWN_DEFINITIONS: Record<string, string> = {
   other: "The rest of the step window: nothing recorded.",
 };
 
-export const IDLE_ORDER = [
-  "data_loading",
-  "host_sync",
-  "allocator",
-  "optimizer_step",
-  "launching",
-  "cpu_ops",
-  "host_untraced",
-  "nothing_recorded",
-];
-
-export const IDLE_LABELS: Record<string, string> = {
-  data_loading: "Data loading",
-  host_sync: "Host sync",
-  allocator: "Memory allocation calls",
-  optimizer_step: "Optimizer step",
-  launching: "Kernel launching",
-  cpu_ops: "Other CPU ops",
-  host_untraced: "Host busy, untraced",
-  nothing_recorded: "Nothing recorded",
-};
-
-export const IDLE_DEFINITIONS: Record<string, string> = {
-  data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
-  host_sync:
-    "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
-  allocator:
-    "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
-  optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
-  launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
-  cpu_ops: "The host was running other CPU ops while the GPU waited.",
-  host_untraced:
-    "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
-  nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
-};
+// Idle causes: generated from the host-activity cause table (src/vocabulary.ts).
+export { IDLE_DEFINITIONS, IDLE_LABELS, IDLE_ORDER } from "./vocabulary";
 
 export const SEVERITY_ORDER = ["high", "medium", "low", "info"];
 
-// Diagnosis labels and definitions: generated from the rules (src/rules.ts).
-export { DIAGNOSIS_DEFINITIONS, DIAGNOSIS_NAMES } from "./rules";
+// Diagnosis labels and definitions: generated from the rules (src/vocabulary.ts).
+export { DIAGNOSIS_DEFINITIONS, DIAGNOSIS_NAMES } from "./vocabulary";
 
 export const VERDICT_DEFINITIONS: Record<string, string> = {
   improved: "Better beyond the step-to-step noise (difference of means > 2 standard errors), and large enough to matter.",

@@ -35,7 +35,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.trace import model as m
 
 #: Convolution ops (forward and backward) of PyTorch's ATen, cuDNN and MIOpen paths.

@@ -6,7 +6,7 @@ Definitions (DESIGN.md, Metric definitions; denominators named):
 
 - communication kernels: NCCL/RCCL kernels (:func:`.collectives.is_communication_kernel`);
   compute kernels: every other kernel. Copies and memsets are neither.
-- per step, from the step windows of :mod:`.context`: ``comm_us`` = length of the union
+- per step, from the step windows of :mod:`.trace_index`: ``comm_us`` = length of the union
   of communication kernels in the window; ``exposed_us`` = the part of it where no
   compute kernel runs on the *same device* (per device, then the union over devices);
   ``overlapped_us`` = ``comm_us − exposed_us``. ``comm_fraction`` and
@@ -62,10 +62,10 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import collectives as co
 from tb_kineto_insights.analysis import intervals as iv
-from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.idle import IdlePieces
 from tb_kineto_insights.analysis.lead_up import lead_ups
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.communication import (
     BucketHistogram,
     BucketSize,

@@ -99,9 +99,9 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.memory import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.efficiency import (
     EfficiencyPanel,
     EfficiencyPeak,

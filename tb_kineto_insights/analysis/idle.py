@@ -19,7 +19,7 @@ Attribution (DESIGN.md, Metric definitions):
    that tolerance after it: ``x.cpu()`` copies, then synchronizes; see
    :func:`_opened_by_sync`).
 2. Otherwise each idle microsecond goes to what the thread was doing then, first match
-   in :data:`CAUSES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
+   in :data:`CAUSE_NAMES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
    ``host_sync`` (``*Synchronize``, synchronous copies, ``aten::item``,
    ``aten::_local_scalar_dense``), ``allocator`` (``cudaMalloc``/``cudaFree`` calls),
    ``optimizer_step`` (``Optimizer.step#…``),
@@ -69,10 +69,18 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
-from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.analysis.group_sums import int_sums, int_sums_2d
+from tb_kineto_insights.analysis.host_activity import (
+    CAUSE_NAMES,
+    CAUSE_WORDS,
+    TRACED,
+    TRACED_NAMES,
+    rows_of,
+    step_thread_of,
+)
 from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.schema.idle import (
     HostThread,
     IdleCause,
@@ -88,37 +96,8 @@ from tb_kineto_insights.schema.idle import (
 from tb_kineto_insights.schema.kernels import HistogramBin
 from tb_kineto_insights.trace import model as m
 
-CAUSES: tuple[str, ...] = (
-    "data_loading",
-    "host_sync",
-    "allocator",
-    "optimizer_step",
-    "launching",
-    "cpu_ops",
-    "host_untraced",
-    "nothing_recorded",
-)
-#: Causes read from traced ranges on the launching thread, in priority order.
-TRACED_CAUSES: tuple[str, ...] = CAUSES[:-2]
-#: What each cause means, in words (``summary.idle.cause_labels``).
-CAUSE_LABELS: dict[str, str] = {
-    "data_loading": "data loading",
-    "host_sync": "host synchronization",
-    "allocator": "device memory allocation calls (cudaMalloc / cudaFree)",
-    "optimizer_step": "the optimizer step",
-    "launching": "kernel launch calls",
-    "cpu_ops": "other CPU ops",
-    "host_untraced": "host busy outside traced ops (untraced Python, sleep, I/O)",
-    "nothing_recorded": "nothing recorded on the launching thread",
-}
 #: Gap-length histogram edges in µs (last bin open-ended).
 GAP_EDGES_US: tuple[float, ...] = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
-
-_NO_THREAD = (-(2**62), -(2**62))
-
-
-def _not_step_marker(name: str) -> bool:
-    return not name.startswith("ProfilerStep#")
 
 
 class _ThreadActivity:
@@ -129,20 +108,16 @@ class _ThreadActivity:
         trace = index.trace
         self.rt = trace.runtime
         parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {
-            c: [] for c in TRACED_CAUSES
+            c: [] for c in TRACED_NAMES
         }
 
         def add(cause: str, kind: str, mask: np.ndarray) -> None:
             t = trace.tables[kind]
             parts[cause].append((t.pid[mask], t.tid[mask], t.start_ns[mask], t.end_ns[mask]))
 
-        for kind in (m.CPU_OP, m.USER_ANNOTATION):
-            add("data_loading", kind, index.rows_where(kind, nm.is_dataloader))
-            add("host_sync", kind, index.rows_where(kind, nm.is_sync))
-            add("optimizer_step", kind, index.rows_where(kind, nm.is_optimizer))
-            add("cpu_ops", kind, index.rows_where(kind, _not_step_marker))
-        add("host_sync", m.RUNTIME, index.rows_where(m.RUNTIME, nm.is_sync))
-        add("allocator", m.RUNTIME, index.rows_where(m.RUNTIME, nm.is_allocator_call))
+        for cause in TRACED:
+            for kind in cause.kinds:
+                add(cause.name, kind, rows_of(index, cause, kind))
         rt_sync = index.rows_where(m.RUNTIME, nm.is_sync)
         self._runtime_sync = (
             self.rt.pid[rt_sync],
@@ -150,7 +125,6 @@ class _ThreadActivity:
             self.rt.start_ns[rt_sync],
             self.rt.end_ns[rt_sync],
         )
-        add("launching", m.RUNTIME, np.ones(len(self.rt), dtype=np.bool_))
         self.parts = {c: _concat(p) for c, p in parts.items()}
         self._cache: dict[tuple[int, int], dict[str, iv.Intervals]] = {}
 
@@ -168,8 +142,8 @@ class _ThreadActivity:
         """Union of every traced range (op, annotation, runtime call) on the thread,
         ProfilerStep markers excluded."""
         sets = self.sets(thread)
-        starts = np.concatenate([sets[c][0] for c in TRACED_CAUSES])
-        ends = np.concatenate([sets[c][1] for c in TRACED_CAUSES])
+        starts = np.concatenate([sets[c][0] for c in TRACED_NAMES])
+        ends = np.concatenate([sets[c][1] for c in TRACED_NAMES])
         return iv.union(starts, ends)
 
     def sync_calls(
@@ -234,20 +208,6 @@ def _gpu_events(index: TraceIndex, device: int, short_ns: float) -> _DeviceEvent
     )
 
 
-def _step_thread(index: TraceIndex) -> tuple[int, int]:
-    t = index.trace.tables[m.USER_ANNOTATION]
-    marks = index.rows_where(m.USER_ANNOTATION, nm.is_step_marker)
-    if marks.any():
-        r = int(np.nonzero(marks)[0][0])
-        return int(t.pid[r]), int(t.tid[r])
-    rt = index.trace.runtime
-    if len(rt):
-        pairs, counts = np.unique(np.stack([rt.pid, rt.tid], axis=1), axis=0, return_counts=True)
-        best = pairs[int(np.argmax(counts))]
-        return int(best[0]), int(best[1])
-    return _NO_THREAD
-
-
 def _next_event(ev: _DeviceEvents, gap_e: np.ndarray) -> np.ndarray:
     """Per gap, the index in ``ev`` of the event that starts exactly where the gap ends
     (the work that closes it); -1 where the gap ends at a step boundary instead."""
@@ -262,7 +222,7 @@ def _launch_threads(
 ) -> np.ndarray:
     """(n, 2) array of (pid, tid) of the launching thread of each gap."""
     rt = index.trace.runtime
-    fallback = _step_thread(index)
+    fallback = step_thread_of(index)
     out = np.empty((gap_s.size, 2), dtype=np.int64)
     out[:] = fallback
     if ev.start_ns.size == 0:
@@ -412,7 +372,7 @@ class IdlePieces(NamedTuple):
     """One device's idle time inside the step windows as attributed by
     :func:`idle_summary`: disjoint intervals sorted by start, none crossing a step start
     (``start_ns``, ``end_ns`` int64 ns), and each one's cause (``cause``: int64 index
-    into :data:`CAUSES`). Their lengths summed per step and cause are the panel's
+    into :data:`CAUSE_NAMES`). Their lengths summed per step and cause are the panel's
     ``per_step[].causes_us``, to the ns."""
 
     start_ns: np.ndarray
@@ -469,7 +429,7 @@ def launch_bound_gaps(
         index: the trace index.
         events: the device's GPU events (:func:`_gpu_events`).
         gaps: the device's idle gaps (starts, ends in ns), sorted.
-        amounts: (n_gaps, len(CAUSES)) idle ns per cause.
+        amounts: (n_gaps, len(CAUSE_NAMES)) idle ns per cause.
         sync_opened: per gap, opened by a host synchronization.
         max_gap_ns: longest gap that can be launch-bound, ns.
 
@@ -498,7 +458,7 @@ def launch_bound_gaps(
     )
     r = row[cand]
     cand[cand] = launch_ok[r] & (rt.end_ns[r] > gap_s[cand])
-    cols = [CAUSES.index(c) for c in LAUNCH_PATH_CAUSES]
+    cols = [CAUSE_NAMES.index(c) for c in LAUNCH_PATH_CAUSES]
     out[cand] = amounts[cand][:, cols].sum(axis=1)
     cand &= out > 0
     closing[cand] = nxt[cand]
@@ -701,8 +661,8 @@ def idle_summary(
     Denominator of every ``_fraction`` of step time: the summed step-window time; of
     ``fraction_of_idle``: the device's summed idle time.
 
-    Top-level fields: ``cause_order`` (:data:`CAUSES`), ``cause_labels``
-    (:data:`CAUSE_LABELS`, cause → words), ``main_device`` (the busiest), ``devices``,
+    Top-level fields: ``cause_order`` (:data:`CAUSE_NAMES`), ``cause_labels``
+    (:data:`CAUSE_WORDS`, cause → words), ``main_device`` (the busiest), ``devices``,
     ``notes``. Per device, besides busy/idle totals, ``causes`` (``{us,
     fraction_of_idle, fraction_of_step_time}`` per cause), ``per_step`` (``{number,
     duration_us, idle_us, busy_fraction, causes_us}``), ``gap_histogram`` and
@@ -737,11 +697,11 @@ def idle_summary(
     activity = _ThreadActivity(index)
     windows = iv.union(steps.start_ns, steps.end_ns)
     host_steps = iv.union(steps.cpu_start_ns, steps.cpu_end_ns) if steps.has_markers else iv.empty()
-    step_thread = _step_thread(index)
+    step_thread = step_thread_of(index)
     tol_ns = int(thresholds.sync_return_tolerance_us * 1000)
     short_ns = float(thresholds.short_kernel_us) * 1000.0
-    untraced_col = CAUSES.index("host_untraced")
-    sync_col = CAUSES.index("host_sync")
+    untraced_col = CAUSE_NAMES.index("host_untraced")
+    sync_col = CAUSE_NAMES.index("host_sync")
     frames = pf.FrameIndex(index.trace)
     has_stacks = len(frames) > 0
     devices: list[IdleDevice] = []
@@ -753,11 +713,11 @@ def idle_summary(
         step_of = iv.window_index(gs, steps.start_ns, steps.end_ns)
         events = _gpu_events(index, dev, short_ns)
         threads = _launch_threads(index, events, gs, ge)
-        amounts = np.zeros((gs.size, len(CAUSES)), dtype=np.int64)
+        amounts = np.zeros((gs.size, len(CAUSE_NAMES)), dtype=np.int64)
         sync_opened = np.zeros(gs.size, dtype=np.bool_)
         cpu_parts: list[tuple[tuple[int, int], iv.Intervals]] = []
         alloc_opened = np.zeros(gs.size, dtype=np.bool_)
-        alloc_col = CAUSES.index("allocator")
+        alloc_col = CAUSE_NAMES.index("allocator")
         piece_parts: list[pf.IdlePieces] = []
         collected: list[tuple[iv.Intervals, int]] = []
         for thread, idx in _by_thread(threads):
@@ -775,7 +735,7 @@ def idle_summary(
             if rest.size:
                 remaining = (gs[rest], ge[rest])  # disjoint and sorted already
                 sets = activity.sets(thread)
-                for c, cause in enumerate(TRACED_CAUSES):
+                for c, cause in enumerate(TRACED_NAMES):
                     part = iv.intersect(remaining, sets[cause])
                     amounts[rest, c] = iv.overlap_per_window(part, gs[rest], ge[rest])
                     remaining = iv.subtract(remaining, sets[cause])
@@ -793,10 +753,10 @@ def idle_summary(
                 amounts[rest, -1] = glen[rest] - amounts[rest, :-1].sum(axis=1)
                 labelled.append((untraced[0], untraced[1], untraced_col))
                 nothing = iv.subtract(remaining, untraced)
-                labelled.append((nothing[0], nothing[1], len(CAUSES) - 1))
+                labelled.append((nothing[0], nothing[1], len(CAUSE_NAMES) - 1))
                 if pieces is not None:
                     collected.append((untraced, untraced_col))
-                    collected.append((nothing, len(CAUSES) - 1))
+                    collected.append((nothing, len(CAUSE_NAMES) - 1))
             if has_stacks:
                 piece_parts.append(
                     pf.thread_pieces(
@@ -815,11 +775,11 @@ def idle_summary(
                 )
         frame_pieces = pf.IdlePieces.concat(piece_parts)
         amounts[sync_opened] = 0
-        amounts[sync_opened, CAUSES.index("host_sync")] = glen[sync_opened]
+        amounts[sync_opened, CAUSE_NAMES.index("host_sync")] = glen[sync_opened]
         amounts[alloc_opened] = 0
-        amounts[alloc_opened, CAUSES.index("allocator")] = glen[alloc_opened]
+        amounts[alloc_opened, CAUSE_NAMES.index("allocator")] = glen[alloc_opened]
         if pieces is not None:
-            collected.append(((gs[sync_opened], ge[sync_opened]), CAUSES.index("host_sync")))
+            collected.append(((gs[sync_opened], ge[sync_opened]), CAUSE_NAMES.index("host_sync")))
             collected.append(((gs[alloc_opened], ge[alloc_opened]), alloc_col))
             pieces[dev] = _pieces(collected, steps.start_ns)
         launch_bound, closing = launch_bound_gaps(
@@ -853,11 +813,11 @@ def idle_summary(
                     else None,
                     start_us=(int(gs[g]) - index.origin_ns) / 1000.0,
                     length_us=int(glen[g]) / 1000.0,
-                    cause=CAUSES[int(dominant[g])],
+                    cause=CAUSE_NAMES[int(dominant[g])],
                     opened_by_sync=bool(sync_opened[g]),
                     causes_us={
                         c: int(amounts[g, i]) / 1000.0
-                        for i, c in enumerate(CAUSES)
+                        for i, c in enumerate(CAUSE_NAMES)
                         if amounts[g, i]
                     },
                     op=outer,
@@ -881,7 +841,7 @@ def idle_summary(
                         fraction_of_idle=int(per_cause[i]) / idle_ns if idle_ns else 0.0,
                         fraction_of_step_time=int(per_cause[i]) / total_ns if total_ns else 0.0,
                     )
-                    for i, cause in enumerate(CAUSES)
+                    for i, cause in enumerate(CAUSE_NAMES)
                 },
                 sync_opened_gaps=int(sync_opened.sum()),
                 optimizer=_optimizer_cost(
@@ -891,8 +851,8 @@ def idle_summary(
                     events,
                     windows,
                     closing_ev,
-                    int(per_cause[CAUSES.index("optimizer_step")]),
-                    int(amounts[closing >= 0, CAUSES.index("optimizer_step")].sum()),
+                    int(per_cause[CAUSE_NAMES.index("optimizer_step")]),
+                    int(amounts[closing >= 0, CAUSE_NAMES.index("optimizer_step")].sum()),
                     thresholds,
                 ),
                 cpu_ops_top=_cpu_ops_top(index, cpu_parts, total_ns, thresholds.idle_top_ops),
@@ -901,7 +861,7 @@ def idle_summary(
                     launch_bound_gaps=int((closing >= 0).sum()),
                     launch_bound_idle_us=launch_bound_ns / 1000.0,
                     launch_bound_idle_us_by_cause={
-                        c: int(amounts[closing >= 0, CAUSES.index(c)].sum()) / 1000.0
+                        c: int(amounts[closing >= 0, CAUSE_NAMES.index(c)].sum()) / 1000.0
                         for c in LAUNCH_PATH_CAUSES
                     },
                     launch_bound_kernel_us=closing_busy_ns / 1000.0,
@@ -917,7 +877,7 @@ def idle_summary(
                         if int(steps.dur_ns[i])
                         else None,
                         causes_us={
-                            c: int(cause_per_step[i, k]) / 1000.0 for k, c in enumerate(CAUSES)
+                            c: int(cause_per_step[i, k]) / 1000.0 for k, c in enumerate(CAUSE_NAMES)
                         },
                     )
                     for i in range(len(steps))
@@ -930,7 +890,7 @@ def idle_summary(
                     frame_pieces,
                     step_of,
                     len(steps),
-                    CAUSES,
+                    CAUSE_NAMES,
                     idle_ns,
                     total_ns,
                     thresholds.python_frames_listed,
@@ -940,8 +900,8 @@ def idle_summary(
         )
     main = max(devices, key=lambda d: d.busy_us, default=None)
     return IdlePanel(
-        cause_order=list(CAUSES),
-        cause_labels=dict(CAUSE_LABELS),
+        cause_order=list(CAUSE_NAMES),
+        cause_labels=dict(CAUSE_WORDS),
         main_device=main.device if main else None,
         devices=devices,
         python_stacks=has_stacks,

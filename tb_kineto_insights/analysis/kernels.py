@@ -36,10 +36,10 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.group_sums import distinct, int_sums
 from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.kernels import (
     FusionCandidate,
     HistogramBin,

@@ -17,7 +17,7 @@ part that is 0 is left out):
 - ``communication``: covered only by communication kernels (another collective on
   another stream);
 - the GPU idle time by its host-side cause, as the idle panel attributes it
-  (:class:`.idle.IdlePieces`, :data:`.idle.CAUSES`: ``host_untraced``, ``data_loading``,
+  (:class:`.idle.IdlePieces`, :data:`.host_activity.CAUSES`: ``host_untraced``, ``data_loading``,
   ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``, ``allocator``,
   ``nothing_recorded``);
 - ``unattributed``: the rest (GPU idle outside the step windows, which the idle panel
@@ -42,8 +42,9 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
-from tb_kineto_insights.analysis.idle import CAUSES, IdlePieces
+from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES
+from tb_kineto_insights.analysis.idle import IdlePieces
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.trace import model as m
 
 #: The disjoint parts of a lead-up, in priority order (module docstring).
@@ -51,7 +52,7 @@ LEAD_UP_PARTS: tuple[str, ...] = (
     "gpu_compute",
     "memcpy",
     "communication",
-    *CAUSES,
+    *CAUSE_NAMES,
     "unattributed",
 )
 
@@ -115,7 +116,7 @@ def lead_ups(
         "memcpy": iv.overlap_per_window(memcpy, win_s, win_e),
         "communication": iv.overlap_per_window(comm, win_s, win_e),
     }
-    for code, cause in enumerate(CAUSES):
+    for code, cause in enumerate(CAUSE_NAMES):
         if pieces is None or not pieces.start_ns.size:
             parts[cause] = np.zeros(n, dtype=np.int64)
             continue

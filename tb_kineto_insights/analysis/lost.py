@@ -16,7 +16,7 @@ Definitions (:func:`lost_data`):
   memset launches with a correlation id) and those whose GPU event is not in the trace;
 * ``gpu_events_set_aside``: GPU events that were read from a file cut inside its GPU
   section but cover no step whole (the cut fell in the first step's GPU work, so every
-  step lost some of it: ``analysis.context.build_index`` sets them aside; a step's GPU
+  step lost some of it: ``analysis.trace_index.build_index`` sets them aside; a step's GPU
   numbers read from part of its work would call the rest idle);
 * ``gpu_events_lost``: the file ends early, not one usable GPU event survived (none was
   read, or those read were set aside), and the trace was recorded with a GPU (launch
@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
+from tb_kineto_insights.analysis.trace_index import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.schema.health import LostData
 from tb_kineto_insights.trace import model as m
 

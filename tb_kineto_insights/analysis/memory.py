@@ -96,10 +96,10 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.group_sums import distinct
 from tb_kineto_insights.analysis.lost import file_end_note, lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.memory import (
     Allocation,
     AllocationMatching,

@@ -26,7 +26,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.steps import Step, StepDevice, StepsPanel
 from tb_kineto_insights.trace import model as m
 
@@ -40,10 +40,6 @@ BREAKDOWN_ORDER: tuple[str, ...] = (
     "cpu_exec",
     "other",
 )
-
-
-def _not_step_marker(name: str) -> bool:
-    return not name.startswith("ProfilerStep#")
 
 
 def activity_sets(index: TraceIndex) -> dict[str, iv.Intervals]:
@@ -64,7 +60,7 @@ def activity_sets(index: TraceIndex) -> dict[str, iv.Intervals]:
         dl = index.rows_where(kind, nm.is_dataloader)
         dl_starts.append(t.start_ns[dl])
         dl_ends.append(t.end_ns[dl])
-        cpu = index.rows_where(kind, _not_step_marker)
+        cpu = index.rows_where(kind, nm.is_not_step_marker)
         cpu_starts.append(t.start_ns[cpu])
         cpu_ends.append(t.end_ns[cpu])
     sets["data_loading"] = iv.union(np.concatenate(dl_starts), np.concatenate(dl_ends))

@@ -391,7 +391,7 @@ def overlap_pieces(
 
 class IdlePieces(NamedTuple):
     """Idle time split by launching-thread frame: per piece its length (``dur_ns``), idle
-    cause (``cause``, a column of :data:`.idle.CAUSES`), frame stack (``stack``, an id of
+    cause (``cause``, a column of :data:`.host_activity.CAUSES`), frame stack (``stack``, an id of
     :attr:`FrameIndex.stacks`), gap (``gap``, index in the device's gaps) and whether it
     lies in a sync-opened gap in another stack than the one open as the gap opened
     (``after_sync``)."""

@@ -11,9 +11,9 @@ import numpy as np
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import Mask, TraceIndex, step_threads
 from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
+from tb_kineto_insights.analysis.trace_index import Mask, TraceIndex, step_threads
 from tb_kineto_insights.schema.tables import Table, TableRow, TablesPanel
 from tb_kineto_insights.trace import model as m
 
@@ -90,7 +90,7 @@ def _dataloader_iterators(index: TraceIndex) -> list[str]:
 
 def _off_step_threads(index: TraceIndex) -> Mask:
     """Per CPU-op row: on a thread other than the step's
-    (:func:`~tb_kineto_insights.analysis.context.step_threads`); all false without
+    (:func:`~tb_kineto_insights.analysis.trace_index.step_threads`); all false without
     ``ProfilerStep`` markers."""
     ops = index.trace.tables[m.CPU_OP]
     threads = step_threads(index.trace)

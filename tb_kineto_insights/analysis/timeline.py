@@ -1,7 +1,7 @@
 """Per-step timelines: what the GPU streams, the launching host threads and the
 data-loading threads did in each step window, and the GPU's idle time by cause.
 
-Built from the :class:`~.context.TraceIndex` the summary is built from (same read, no
+Built from the :class:`~.trace_index.TraceIndex` the summary is built from (same read, no
 second pass over the file) and from the idle panel's attributed intervals
 (:class:`~.idle.IdlePieces`), so the idle band of a step is, cause by cause and to the
 ns, ``summary.idle.devices[].per_step[].causes_us``.
@@ -50,9 +50,15 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
-from tb_kineto_insights.analysis.context import GPU_WORK_KINDS, TraceIndex
-from tb_kineto_insights.analysis.idle import CAUSES, TRACED_CAUSES, IdlePieces, _step_thread
+from tb_kineto_insights.analysis.host_activity import (
+    CAUSE_NAMES,
+    TRACED_NAMES,
+    first_cause,
+    step_thread_of,
+)
+from tb_kineto_insights.analysis.idle import IdlePieces
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import GPU_WORK_KINDS, TraceIndex
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep, TimelineStore
 from tb_kineto_insights.trace import model as m
 
@@ -61,13 +67,13 @@ I64 = npt.NDArray[np.int64]
 #: Classes of GPU events.
 GPU_CLASSES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
 #: Classes of host ranges: the causes of :mod:`.idle` that a traced range gives.
-HOST_CLASSES: tuple[str, ...] = TRACED_CAUSES
+HOST_CLASSES: tuple[str, ...] = TRACED_NAMES
 #: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
 #: the idle causes as ``idle:<cause>``,
 #: then the Python frames' class (``python_frame``, last so that the others keep their
 #: index).
 CLASSES: tuple[str, ...] = (
-    GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSES) + ("python_frame",)
+    GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSE_NAMES) + ("python_frame",)
 )
 _IDLE_BASE = len(GPU_CLASSES) + len(HOST_CLASSES)
 _PYTHON_CLASS = CLASSES.index("python_frame")
@@ -208,23 +214,13 @@ def _gpu_lanes(index: TraceIndex) -> list[_Lane]:
 
 
 def _host_class(index: TraceIndex, kind: str) -> I64:
-    """Per row of a host table, its class (index into :data:`CLASSES`)."""
-    n = len(index.trace.tables[kind])
-    if kind == m.RUNTIME:
-        cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("launching"), dtype=np.int64)
-        cls[index.rows_where(kind, nm.is_sync)] = len(GPU_CLASSES) + HOST_CLASSES.index("host_sync")
-        # cudaMalloc/cudaFree (and HIP's): the idle band's "allocator" cause, not a launch
-        alloc = index.rows_where(kind, nm.is_allocator_call)
-        cls[alloc] = len(GPU_CLASSES) + HOST_CLASSES.index("allocator")
-        return cls
-    cls = np.full(n, len(GPU_CLASSES) + HOST_CLASSES.index("cpu_ops"), dtype=np.int64)
-    for cause, pred in (
-        ("optimizer_step", nm.is_optimizer),
-        ("host_sync", nm.is_sync),
-        ("data_loading", nm.is_dataloader),
-    ):  # lowest priority first: the highest wins
-        cls[index.rows_where(kind, pred)] = len(GPU_CLASSES) + HOST_CLASSES.index(cause)
-    return cls
+    """Per row of a host table, its class (index into :data:`CLASSES`): its host
+    activity cause (:func:`.host_activity.first_cause`; the traced causes are the host
+    classes, in the same order); a row no cause matches (a step marker, never in a
+    lane) as ``cpu_ops``."""
+    cause = first_cause(index, kind)
+    cause[cause < 0] = HOST_CLASSES.index("cpu_ops")
+    return len(GPU_CLASSES) + cause
 
 
 def _op_shapes(
@@ -269,7 +265,7 @@ def _host_lanes(index: TraceIndex, shapes: list[str] | None = None) -> list[_Lan
         for p in np.unique(pids).tolist():
             launch_threads.update((int(p), int(t)) for t in np.unique(tids[pids == p]).tolist())
     if not launch_threads:
-        step_thread = _step_thread(index)
+        step_thread = step_thread_of(index)
         if step_thread[0] != -(2**62):
             launch_threads.add(step_thread)
     loader_threads: set[tuple[int, int]] = set()
@@ -575,8 +571,8 @@ class _StepRows:
 
 
 #: Shift of name ids: ``-2 - c`` (the name of idle cause ``c``) .. ``-1`` (no name) →
-#: ``0 .. len(CAUSES)``, a trace name id ``k`` → ``k + _NAME_SHIFT``.
-_NAME_SHIFT = 1 + len(CAUSES)
+#: ``0 .. len(CAUSE_NAMES)``, a trace name id ``k`` → ``k + _NAME_SHIFT``.
+_NAME_SHIFT = 1 + len(CAUSE_NAMES)
 
 
 def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> _StepRows:
@@ -766,13 +762,13 @@ def unpack_step(
 
 
 def _cause_of(store_names: list[str], k: int) -> int:
-    """The idle cause (index into ``CAUSES``) whose name is store name ``k``.
+    """The idle cause (index into ``CAUSE_NAMES``) whose name is store name ``k``.
 
     Raises:
         ValueError: the name is no cause's (a damaged store).
     """
-    if 0 <= k < len(store_names) and store_names[k] in CAUSES:
-        return CAUSES.index(store_names[k])
+    if 0 <= k < len(store_names) and store_names[k] in CAUSE_NAMES:
+        return CAUSE_NAMES.index(store_names[k])
     raise ValueError(f"timeline idle lane: name index {k} is no idle cause")
 
 
@@ -849,7 +845,7 @@ def timeline_store(
     lookup = np.full(used.size, -1, dtype=np.int64)
     lookup[keys] = np.arange(keys.size)
     names = [
-        CAUSES[-2 - (k - _NAME_SHIFT)] if k < _NAME_SHIFT else trace.names[k - _NAME_SHIFT]
+        CAUSE_NAMES[-2 - (k - _NAME_SHIFT)] if k < _NAME_SHIFT else trace.names[k - _NAME_SHIFT]
         for k in keys.tolist()
     ]
     return TimelineStore(

@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.context import TraceIndex
 from tb_kineto_insights.analysis.lost import lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
 from tb_kineto_insights.trace import model as m
 

@@ -1,7 +1,7 @@
 """``window TRACE --step N [--start-us A --end-us B] --out FILE.json.gz``: one step's
 window of a trace, cut from the file, for Perfetto UI or chrome://tracing.
 
-The step window is the one every per-step figure uses (``analysis.context``: the CPU
+The step window is the one every per-step figure uses (``analysis.trace_index``: the CPU
 ``ProfilerStep#N`` range extended to the end of the GPU work it launched). Without
 ``--start-us``/``--end-us`` the cut is that window with 10 % of its length added on each
 side; with them, ``[A, B)`` µs after the window's start (the timeline's ``offset_us``,
@@ -23,7 +23,7 @@ from typing import TextIO
 
 import msgspec
 
-from tb_kineto_insights.analysis.context import build_index
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.units import TerminalLines
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.local_paths import local_path

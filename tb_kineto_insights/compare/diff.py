@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.collectives import is_communication_kernel
-from tb_kineto_insights.analysis.idle import CAUSES as IDLE_CAUSES
+from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as IDLE_CAUSES
 from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import comparability
@@ -221,7 +221,7 @@ def _tensor_core_totals(s: Summary) -> list[tuple[float, float]] | None:
 #: covers the whole step window (:mod:`..analysis.overview`), so the rows' deltas add up to
 #: the step-time delta; leaving a category out leaves part of the change unexplained.
 _CATEGORIES = BREAKDOWN_ORDER
-#: Every idle cause of the Idle panel (:data:`..analysis.idle.CAUSES`): their deltas add up
+#: Every idle cause of the Idle panel (:data:`..analysis.host_activity.CAUSES`): their deltas add up
 #: to the change of the main device's idle time.
 _CAUSES = IDLE_CAUSES
 

@@ -48,7 +48,7 @@ class TimelineLane(Out, frozen=True, kw_only=True):
 
 
 class TimelineStep(Out, frozen=True, kw_only=True):
-    """The timeline of one step window (``analysis.context``'s windows, the ones every
+    """The timeline of one step window (``analysis.trace_index``'s windows, the ones every
     per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
     ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
     start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the

@@ -385,7 +385,7 @@ var __kinetoInsights = (() => {
     return out;
   }
 
-  // src/rules.ts
+  // src/vocabulary.ts
   var DIAGNOSIS_NAMES = {
     optimizer_step_bound: "Optimizer step bound",
     small_kernel_flood: "Small-kernel flood",
@@ -436,6 +436,27 @@ var __kinetoInsights = (() => {
     trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
     trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time."
   };
+  var IDLE_ORDER = ["data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops", "host_untraced", "nothing_recorded"];
+  var IDLE_LABELS = {
+    data_loading: "Data loading",
+    host_sync: "Host sync",
+    allocator: "Memory allocation calls",
+    optimizer_step: "Optimizer step",
+    launching: "Kernel launching",
+    cpu_ops: "Other CPU ops",
+    host_untraced: "Host busy, untraced",
+    nothing_recorded: "Nothing recorded"
+  };
+  var IDLE_DEFINITIONS = {
+    data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
+    host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+    allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
+    optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
+    launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
+    cpu_ops: "The host was running other CPU ops while the GPU waited.",
+    host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
+    nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
+  };
 
   // src/labels.ts
   var BREAKDOWN_ORDER = [
@@ -467,36 +488,6 @@ var __kinetoInsights = (() => {
     data_loading: "enumerate(DataLoader) ranges while nothing above runs: the step waits for the next batch.",
     cpu_exec: "Any other CPU op or annotation while nothing above runs.",
     other: "The rest of the step window: nothing recorded."
-  };
-  var IDLE_ORDER = [
-    "data_loading",
-    "host_sync",
-    "allocator",
-    "optimizer_step",
-    "launching",
-    "cpu_ops",
-    "host_untraced",
-    "nothing_recorded"
-  ];
-  var IDLE_LABELS = {
-    data_loading: "Data loading",
-    host_sync: "Host sync",
-    allocator: "Memory allocation calls",
-    optimizer_step: "Optimizer step",
-    launching: "Kernel launching",
-    cpu_ops: "Other CPU ops",
-    host_untraced: "Host busy, untraced",
-    nothing_recorded: "Nothing recorded"
-  };
-  var IDLE_DEFINITIONS = {
-    data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
-    host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
-    allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
-    optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
-    launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
-    cpu_ops: "The host was running other CPU ops while the GPU waited.",
-    host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
-    nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
   var SEVERITY_ORDER = ["high", "medium", "low", "info"];
   var VERDICT_DEFINITIONS = {

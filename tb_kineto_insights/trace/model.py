@@ -251,7 +251,7 @@ class TraceHealth:
             stream broke).
         steps_without_gpu_data: ``ProfilerStep`` numbers left out of every panel because
             GPU work they launched was quarantined (its time is unknown); filled by
-            ``analysis.context.build_index``.
+            ``analysis.trace_index.build_index``.
         repairs: JSON damage repaired, per kind (``nan_token``, ``lone_backslash``, …).
         exact_ns_timestamps: timestamps were parsed as decimals, exact to the ns.
         kineto_log: Kineto's own ``INFO``/``WARNING``/``ERROR`` lines, prefixed by level.

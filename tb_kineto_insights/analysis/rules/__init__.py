@@ -41,7 +41,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Threshold
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 
 if TYPE_CHECKING:
-    from tb_kineto_insights.analysis.context import TraceIndex
+    from tb_kineto_insights.analysis.trace_index import TraceIndex
 
 __all__ = [
     "DIAGNOSIS_IDS",

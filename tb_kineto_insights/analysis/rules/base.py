@@ -34,7 +34,7 @@ from tb_kineto_insights.schema.memory import MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 
 if TYPE_CHECKING:
-    from tb_kineto_insights.analysis.context import TraceIndex
+    from tb_kineto_insights.analysis.trace_index import TraceIndex
 
 #: Severities, most severe first (the order every list of diagnoses is sorted in).
 SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")

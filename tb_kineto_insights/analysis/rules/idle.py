@@ -643,19 +643,12 @@ def _gap_of(cause: str | None) -> Callable[[Diagnosis, SpanInput], Moment | None
     return moment
 
 
-def _is_allocator_call(name: str) -> bool:
-    """Exactly one of the allocator's driver calls ``cudaMalloc``, ``cudaFree``,
-    ``hipMalloc``, ``hipFree`` (a predicate of its own: the index caches its mask per
-    predicate)."""
-    return name in ("cudaMalloc", "cudaFree", "hipMalloc", "hipFree")
-
-
 def _allocator_moment(d: Diagnosis, inp: SpanInput) -> Moment | None:
     """The longest ``allocator`` gap; with none listed, the longest
     ``cudaMalloc``/``cudaFree`` call in a step."""
     found = gap_moment(inp.idle, "allocator")
     if found is None:
-        rows = inp.index.rows_where(m.RUNTIME, _is_allocator_call)
+        rows = inp.index.rows_where(m.RUNTIME, nm.is_allocator_call)
         found = longest_event(inp.index, m.RUNTIME, rows, "the longest cudaMalloc/cudaFree call")
     return found
 

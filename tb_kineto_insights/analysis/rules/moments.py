@@ -20,7 +20,7 @@ from tb_kineto_insights.schema.memory import MemoryDevice, MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 
 if TYPE_CHECKING:
-    from tb_kineto_insights.analysis.context import TraceIndex
+    from tb_kineto_insights.analysis.trace_index import TraceIndex
 
 
 def moment_at(index: TraceIndex, start_ns: int, end_ns: int, what: str) -> Moment | None:
