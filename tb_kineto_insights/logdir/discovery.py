@@ -36,7 +36,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -544,6 +544,26 @@ def discover(
     root = str(root)
     with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
         fs.invalidate_cache()
+    listing = _listing(logdir, fs, root, max_depth, skipped)
+    use_plain_paths = _is_local(fs) and "://" not in logdir
+    real_root = os.path.realpath(root) if use_plain_paths else ""
+    named, odd = _candidates(listing, root, use_plain_paths)
+    if odd:
+        odd = _sniffed(fs, odd, sniff_bytes, real_root)
+    span_path = _span_path_maker(fs, logdir, use_plain_paths)
+    spans = _unique_spans(named + odd, span_path, use_plain_paths, real_root)
+    return _grouped(spans)
+
+
+def _listing(
+    logdir: str,
+    fs: Any,
+    root: str,
+    max_depth: int | None,
+    skipped: list[tuple[str, str]] | None,
+) -> dict[str, dict[str, Any]]:
+    """Every file under ``root`` (:func:`_list_local` or :func:`_list_remote`), or
+    LogdirError when the log directory is not a folder or cannot be listed."""
     try:
         if _is_local(fs):
             if not fs.isdir(root):
@@ -562,19 +582,16 @@ def discover(
         raise
     except Exception as exc:  # storage/driver errors, typed for callers
         raise LogdirError(logdir, f"cannot list: {type(exc).__name__}: {exc}") from exc
+    return listing
 
+
+def _candidates(
+    listing: dict[str, dict[str, Any]], root: str, use_plain_paths: bool
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """The listed files that may be traces, as ``(named, odd)``: those named
+    ``*.pt.trace.json[.gz]``, and the other ``*.json[.gz]`` files (to be sniffed).
+    Files in hidden folders, hidden files and any other name are left out."""
     prefix = root if root.endswith("/") else root + "/"
-    use_plain_paths = _is_local(fs) and "://" not in logdir
-    real_root = os.path.realpath(root) if use_plain_paths else ""
-    url_base = logdir.rstrip("/") if "::" in logdir else None
-
-    def span_path(fs_path: str, rel: str) -> str:
-        if use_plain_paths:
-            return fs_path
-        if url_base is not None:
-            return f"{url_base}/{rel}"
-        return str(fs.unstrip_protocol(fs_path))
-
     named: list[_Candidate] = []
     odd: list[_Candidate] = []
     for fs_path, info in listing.items():
@@ -614,24 +631,51 @@ def discover(
                 version="" if use_plain_paths else _version(info),
             )
         )
+    return named, odd
 
-    if odd:
-        # imported here: concurrent.futures (with logging) is 12 ms of every start-up
-        from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
-            verdicts = list(
-                pool.map(
-                    lambda c: sniff_kineto_file(
-                        fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root
-                    ),
-                    odd,
-                )
+def _sniffed(fs: Any, odd: list[_Candidate], sniff_bytes: int, real_root: str) -> list[_Candidate]:
+    """The oddly named candidates whose head looks like a Kineto trace, sniffed on up to
+    8 threads, in their order."""
+    # imported here: concurrent.futures (with logging) is 12 ms of every start-up
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
+        verdicts = list(
+            pool.map(
+                lambda c: sniff_kineto_file(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root),
+                odd,
             )
-        odd = [c for c, ok in zip(odd, verdicts, strict=True) if ok]
+        )
+    return [c for c, ok in zip(odd, verdicts, strict=True) if ok]
 
+
+def _span_path_maker(fs: Any, logdir: str, use_plain_paths: bool) -> Callable[[str, str], str]:
+    """``span_path(fs_path, rel)``: the path a span is opened by, in the log directory's
+    own form (a plain path, the chained URL's base, or the filesystem's URL)."""
+    url_base = logdir.rstrip("/") if "::" in logdir else None
+
+    def span_path(fs_path: str, rel: str) -> str:
+        if use_plain_paths:
+            return fs_path
+        if url_base is not None:
+            return f"{url_base}/{rel}"
+        return str(fs.unstrip_protocol(fs_path))
+
+    return span_path
+
+
+def _unique_spans(
+    candidates: list[_Candidate],
+    span_path: Callable[[str, str], str],
+    use_plain_paths: bool,
+    real_root: str,
+) -> dict[tuple[str, str, str], Span]:
+    """One span per (run, worker, span) key: standard names first, then by file name;
+    a candidate whose key is taken is named by its whole file name, or dropped when that
+    key is taken too."""
     spans: dict[tuple[str, str, str], Span] = {}
-    ordered = sorted(named + odd, key=lambda c: (not c.named, c.run, c.filename))
+    ordered = sorted(candidates, key=lambda c: (not c.named, c.run, c.filename))
     for cand in ordered:
         worker = cand.worker
         if (cand.run, worker, cand.span) in spans:
@@ -652,7 +696,11 @@ def discover(
             root=real_root,
             version=cand.version,
         )
+    return spans
 
+
+def _grouped(spans: dict[tuple[str, str, str], Span]) -> list[Run]:
+    """Spans grouped into workers and runs, each in :func:`discover`'s order."""
     by_run: dict[str, dict[str, list[Span]]] = {}
     for span in spans.values():
         by_run.setdefault(span.run, {}).setdefault(span.worker, []).append(span)
