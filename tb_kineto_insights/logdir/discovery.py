@@ -34,13 +34,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from tb_kineto_insights.logdir.names import (
+    escaped_name,
+    is_hidden,
+    looks_like_trace,
+    natural_key,
+    odd_worker_name,
+    parse_span_index,
+    parse_trace_name,
+    run_key,
+)
 from tb_kineto_insights.logdir.sniff import is_kineto_head, sniff_kineto_file
 from tb_kineto_insights.trace.local_paths import LocalTree, local_path
 from tb_kineto_insights.trace.source import object_version_of
@@ -54,8 +63,10 @@ __all__ = [
     "Span",
     "Worker",
     "discover",
+    "escaped_name",
     "find_span",
     "is_kineto_head",
+    "parse_span_index",
 ]
 
 
@@ -128,98 +139,6 @@ class Run:
     workers: tuple[Worker, ...]
 
 
-# --------------------------------------------------------------------------- names
-
-_NAMED_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
-_JSON_SUFFIXES = (".json.gz", ".json")
-_DIGITS = re.compile(r"[0-9]+")
-_NATURAL_SPLIT = re.compile(r"([0-9]+)")
-_SKIPPED_DIRS = frozenset({"__pycache__"})
-
-
-def _strip_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
-    """``name`` without the first matching suffix (case-insensitive), else ``None``."""
-    lower = name.lower()
-    for suffix in suffixes:
-        if lower.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return None
-
-
-def escaped_name(text: str) -> str:
-    """A file or folder name as a run or worker name: valid UTF-8 as it is; the bytes
-    that are not UTF-8 (Python's ``surrogateescape``: ``os.scandir`` gives ``b"\\xff"`` as
-    U+DCFF) written as ``\\xff``. The name is then the same in ``/runs`` and in the
-    URL that asks for it: shown with U+FFFD, such a run was listed but answered 404
-    (issue 32 §9). The file's path is kept as it is."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            raw = text.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:  # another lone surrogate: as Python escapes it
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return raw.decode("utf-8", "backslashreplace")
-    return text
-
-
-def _parse_named(filename: str) -> tuple[str, str] | None:
-    """``(worker, span)`` for ``<worker>[.<timestamp>].pt.trace.json[.gz]``, else None."""
-    base = _strip_suffix(filename, _NAMED_SUFFIXES)
-    if base is None:
-        return None
-    worker, dot, stamp = base.rpartition(".")
-    if dot and worker and _DIGITS.fullmatch(stamp):
-        return worker, stamp
-    return base, "0"
-
-
-def _odd_worker(filename: str) -> str | None:
-    """Worker name for another ``*.json[.gz]`` file (to be sniffed), else None."""
-    base = _strip_suffix(filename, _JSON_SUFFIXES)
-    if base is None:
-        return None
-    if base.lower().endswith(".pt.trace") and len(base) > len(".pt.trace"):
-        base = base[: -len(".pt.trace")]
-    return base
-
-
-def _natural_key(name: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
-    """Sort key: digit runs compare as numbers, text case-insensitively; ties by name."""
-    parts: list[tuple[int, int, str]] = []
-    for part in _NATURAL_SPLIT.split(name):
-        if not part:
-            continue
-        if _DIGITS.fullmatch(part):
-            parts.append((0, int(part), ""))
-        else:
-            parts.append((1, 0, part.casefold()))
-    return tuple(parts), name
-
-
-def _run_key(name: str) -> tuple[int, tuple[Any, ...]]:
-    """Runs: ``"."`` first, then natural order folder by folder."""
-    if name == ".":
-        return 0, ()
-    return 1, tuple(_natural_key(part) for part in name.split("/"))
-
-
-_SPAN_INDEX = re.compile(r"-?[0-9]+")
-
-
-def parse_span_index(text: str) -> int:
-    """A span index as a query gives it: ASCII digits with an optional leading ``-``
-    (``-1`` = the latest span). ``int()`` alone would also take ``1_0``, ``+3``, `` 3``
-    and non-ASCII digits such as ``٣``.
-
-    Raises:
-        ValueError: anything else.
-    """
-    if not _SPAN_INDEX.fullmatch(text):
-        raise ValueError(f"not a whole number in ASCII digits: {text!r}")
-    return int(text)
-
-
 def _span_key(span: Span) -> tuple[int, str]:
     return int(span.span), span.span
 
@@ -272,10 +191,6 @@ def _size(info: Mapping[str, Any]) -> int:
         return max(int(value), 0) if value is not None else 0
     except (TypeError, ValueError):
         return 0
-
-
-def _hidden(part: str) -> bool:
-    return part.startswith(".") or part in _SKIPPED_DIRS
 
 
 def _protocols(logdir: str) -> list[str]:
@@ -391,10 +306,10 @@ def _list_local(
 
     for _, dirs, files in walk:
         listed_root = True
-        for name in [d for d in dirs if _hidden(d)]:
+        for name in [d for d in dirs if is_hidden(d)]:
             del dirs[name]
         for name, info in dirs.items():
-            if _looks_like_trace(os.path.basename(str(info.get("name", name)))):
+            if looks_like_trace(os.path.basename(str(info.get("name", name)))):
                 note(str(info.get("name", name)), "a folder named like a trace file, not read")
         for info in files.values():
             kind = info.get("type")
@@ -405,7 +320,7 @@ def _list_local(
                 target = os.path.realpath(name)
                 inside = os.path.commonpath([real_root, target]) == real_root
                 if not inside or not os.path.isfile(target):
-                    if _looks_like_trace(os.path.basename(name)):
+                    if looks_like_trace(os.path.basename(name)):
                         note(name, _bad_link(target, inside))
                     elif not inside and os.path.isdir(target):  # a run folder, maybe
                         note(
@@ -415,7 +330,7 @@ def _list_local(
                         )
                     continue
             elif kind != "file":  # fifo, socket, device: never open those
-                if _looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
+                if looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
                     note(name, "not a regular file (a fifo, socket or device), not read")
                 continue
             try:
@@ -433,12 +348,6 @@ def _list_local(
     if not listed_root and errors:
         raise errors[0]  # the log directory itself could not be listed
     return out
-
-
-def _looks_like_trace(filename: str) -> bool:
-    """Whether discovery would read a file of this name (named, or ``*.json[.gz]`` to
-    sniff)."""
-    return _parse_named(filename) is not None or _odd_worker(filename) is not None
 
 
 def _bad_link(target: str, inside: bool) -> str:
@@ -600,15 +509,15 @@ def _candidates(
             continue
         rel = name[len(prefix) :]
         parts = rel.split("/")
-        if any(not part or _hidden(part) for part in parts):
+        if any(not part or is_hidden(part) for part in parts):
             continue
         folder, filename = escaped_name("/".join(parts[:-1])) or ".", parts[-1]
-        parsed = _parse_named(filename)
+        parsed = parse_trace_name(filename)
         if parsed is not None:
             worker, span_id = escaped_name(parsed[0]), parsed[1]
             bucket, is_named = named, True
         else:
-            odd_worker = _odd_worker(filename)
+            odd_worker = odd_worker_name(filename)
             if odd_worker is None:
                 continue
             worker, span_id = escaped_name(odd_worker), "0"
@@ -710,11 +619,11 @@ def _grouped(spans: dict[tuple[str, str, str], Span]) -> list[Run]:
             workers=tuple(
                 Worker(name=worker_name, spans=tuple(sorted(worker_spans, key=_span_key)))
                 for worker_name, worker_spans in sorted(
-                    by_run[run_name].items(), key=lambda item: _natural_key(item[0])
+                    by_run[run_name].items(), key=lambda item: natural_key(item[0])
                 )
             ),
         )
-        for run_name in sorted(by_run, key=_run_key)
+        for run_name in sorted(by_run, key=run_key)
     ]
 
 
@@ -764,7 +673,7 @@ def span_for_file(path: str) -> Span:
             raise LogdirError(path, f"cannot read file: {exc}") from exc
     filename = fs_path.rstrip("/").rsplit("/", 1)[-1]
     parent = fs_path.rstrip("/").rsplit("/", 1)[0].rsplit("/", 1)[-1] or "."
-    parsed = _parse_named(filename) or (_odd_worker(filename) or filename, "0")
+    parsed = parse_trace_name(filename) or (odd_worker_name(filename) or filename, "0")
     return Span(
         run=parent,
         worker=parsed[0],
