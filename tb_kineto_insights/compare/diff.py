@@ -564,10 +564,58 @@ def diff(
     if not base or not exp:
         raise ValueError("both sides need at least one readable trace")
     th = thresholds
+    step_floor_us = _step_floor_us(base, exp, th)
+    metrics = _metric_rows(base, exp, step_floor_us, th)
+    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
+    comm_rows, comm_section = communication_rows(
+        base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
+    )
+    metrics.extend(comm_rows)
+    table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
+    kernels = compare_table(base, exp, "kernels", **table_args)
+    ops = compare_table(base, exp, "ops", **table_args)
+    b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
+    headline = _headline(metrics[0], b_found, e_found, base_run, exp_run)
+    largest = _largest_changes(metrics, kernels)
+    unlike = comparability(base, exp)
+    doc = {
+        "schema": DIFF_SCHEMA,
+        "base": {"label": base_label, "workers": [w for w, _ in base]},
+        "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
+        "headline": headline,
+        "warnings": _warnings(base, exp, frozenset(c.field for c in unlike)),
+        "comparability": unlike,
+        "metrics": metrics,
+        "communication": comm_section,
+        "kernels": kernels,
+        "ops": ops,
+        "diagnoses": _diagnoses_section(b_found, e_found),
+        "per_rank": _per_rank(base, exp, step_floor_us, th),
+        "largest_changes": largest,
+        "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
+        "noise_rule": NOISE_RULE,
+    }
+    return msgspec.convert(doc, DiffDocument)
+
+
+def _step_floor_us(base: Side, exp: Side, th: Thresholds) -> float:
+    """The smallest change of a time per step that matters: ``diff_min_step_fraction``
+    of the base's mean step time.
+
+    Raises:
+        ValueError: a side has no step times.
+    """
     base_steps = _pool(base, METRICS[0].extract)
     if not base_steps or not _pool(exp, METRICS[0].extract):
         raise ValueError("no step times on one side")
-    step_floor_us = th.diff_min_step_fraction * sum(base_steps) / len(base_steps)
+    return th.diff_min_step_fraction * sum(base_steps) / len(base_steps)
+
+
+def _metric_rows(
+    base: Side, exp: Side, step_floor_us: float, th: Thresholds
+) -> list[dict[str, Any]]:
+    """One judged row per metric of :data:`METRICS` that both sides have, in its order
+    (step time first)."""
     metrics = []
     for metric in METRICS:
         b, e = _pool(base, metric.extract), _pool(exp, metric.extract)
@@ -594,20 +642,21 @@ def diff(
                 **row,
             }
         )
-    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
-    comm_rows, comm_section = communication_rows(
-        base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
-    )
-    metrics.extend(comm_rows)
-    step = metrics[0]
-    table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
-    kernels = compare_table(base, exp, "kernels", **table_args)
-    ops = compare_table(base, exp, "ops", **table_args)
-    b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
-    b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    return metrics
+
+
+def _headline(
+    step: dict[str, Any],
+    b_found: list[FoundDiagnosis],
+    e_found: list[FoundDiagnosis],
+    base_run: RunView | None,
+    exp_run: RunView | None,
+) -> dict[str, Any]:
+    """``diff.headline``: the step-time row's numbers and verdict, ``speedup`` = base /
+    exp, the diagnoses gained, :func:`headline_text` and the straggler gained."""
     speedup = step["base"] / step["exp"] if step["exp"] else None
     gained = gained_diagnoses(b_found, e_found)
-    headline = {
+    return {
         "base_step_us": step["base"],
         "exp_step_us": step["exp"],
         "speedup": speedup,
@@ -617,7 +666,14 @@ def diff(
         "text": headline_text(speedup, step["verdict"], gained),
         "straggler_gained": gained_straggler(base_run, exp_run),
     }
-    largest = sorted(
+
+
+def _largest_changes(
+    metrics: list[dict[str, Any]], kernels: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``diff.largest_changes``: the 10 rows that moved most in µs per step, among the
+    metric rows in µs (step time aside) and the changed, added and removed kernels."""
+    return sorted(
         [
             {
                 "what": "metric",
@@ -640,30 +696,20 @@ def diff(
         ],
         key=lambda r: -abs(r["delta_us_per_step"]),
     )[:10]
-    unlike = comparability(base, exp)
-    doc = {
-        "schema": DIFF_SCHEMA,
-        "base": {"label": base_label, "workers": [w for w, _ in base]},
-        "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
-        "headline": headline,
-        "warnings": _warnings(base, exp, frozenset(c.field for c in unlike)),
-        "comparability": unlike,
-        "metrics": metrics,
-        "communication": comm_section,
-        "kernels": kernels,
-        "ops": ops,
-        "diagnoses": {
-            "appeared": sorted(e_ids - b_ids),
-            "disappeared": sorted(b_ids - e_ids),
-            "kept": sorted(b_ids & e_ids),
-            "found": {"base": b_found, "exp": e_found},
-        },
-        "per_rank": _per_rank(base, exp, step_floor_us, th),
-        "largest_changes": largest,
-        "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
-        "noise_rule": NOISE_RULE,
+
+
+def _diagnoses_section(
+    b_found: list[FoundDiagnosis], e_found: list[FoundDiagnosis]
+) -> dict[str, Any]:
+    """``diff.diagnoses``: the ids that appeared, disappeared and were kept, and every
+    diagnosis found on each side."""
+    b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    return {
+        "appeared": sorted(e_ids - b_ids),
+        "disappeared": sorted(b_ids - e_ids),
+        "kept": sorted(b_ids & e_ids),
+        "found": {"base": b_found, "exp": e_found},
     }
-    return msgspec.convert(doc, DiffDocument)
 
 
 def _rank(summary: Summary) -> Any:
