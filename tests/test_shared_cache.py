@@ -297,7 +297,7 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
     ident = ident_of(trace)
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     entries = [
-        cache_module._entry_bytes(ident, SETTINGS, summary=real_summary(count=n)) for n in range(8)
+        cache_module.entry_bytes(ident, SETTINGS, summary=real_summary(count=n)) for n in range(8)
     ]
     start = threading.Barrier(8)
 

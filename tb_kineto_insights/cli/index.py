@@ -68,7 +68,7 @@ from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, Span, discover
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.store.cache import DiskCache, Identity, _sealed, encode_json, entry_key
+from tb_kineto_insights.store.cache import DiskCache, Identity, encode_json, entry_key, sealed
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -268,7 +268,7 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
         "summary": view,
     }
     try:
-        cache.backend.write(name, _sealed(encode_json(doc)))
+        cache.backend.write(name, sealed(encode_json(doc)))
     except OSError as exc:
         reason = f"cannot write the cache {cache.location}: {exc}"
         return SpanOutcome(task.run, 0, FAILED, reason, False, time.perf_counter() - started)

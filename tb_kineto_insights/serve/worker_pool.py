@@ -56,7 +56,7 @@ from typing import IO, Any
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.store.cache import DiskCache, Identity, entry_bytes
 from tb_kineto_insights.store.cached_summaries import changed_while_read
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -362,7 +362,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         changed = changed_while_read(task.ident)
         if changed is not None:
             return _Outcome(None, ERROR_IO, changed, elapsed)
-        data = _entry_bytes(
+        data = entry_bytes(
             task.ident,
             task.settings,
             summary=summary,
