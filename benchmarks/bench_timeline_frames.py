@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import tb_kineto_insights.analysis.timeline as tl
-from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace.reader import read_trace
 

@@ -5,9 +5,9 @@ span), ``run_view.schema.json`` (the view across ranks), ``diff.schema.json``
 (``tb_kineto_insights.report/1``); and, from the diagnosis rules
 (``tb_kineto_insights/analysis/rules``) and the host-activity causes
 (``analysis/host_activity.py``), ``labels.json`` (each diagnosis id's area, label,
-definition and fix, in the rules' order; each idle cause's label and definition), the "Diagnosis ids" table of
-``docs/glossary.md`` and its idle-cause table (between their markers) and
-``tb_kineto_insights/analysis/rule_ids.py`` (the ids, for the cache keys).
+definition and fix, in the rules' order; each idle cause's label and definition), the
+"Diagnosis ids" and idle-cause tables of ``docs/glossary.md`` (between their markers)
+and ``tb_kineto_insights/analysis/rule_ids.py`` (the ids, for the cache keys).
 
     python scripts/gen_schema.py           write them (``make schema``)
     python scripts/gen_schema.py --check   exit 1 naming the files that are not current
@@ -60,7 +60,7 @@ def labels() -> dict[str, object]:
                 "fix": r.fix.label if r.fix is not None else None,
             }
             for r in RULES
-        ]
+        ],
     }
 
 

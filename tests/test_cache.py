@@ -194,7 +194,7 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     assert not cache.has(ident)
     summary = real_summary()
-    data = cache_module._entry_bytes(ident, SETTINGS, summary=summary)
+    data = cache_module.entry_bytes(ident, SETTINGS, summary=summary)
     cache.store(ident, data, is_error=False)
     assert cache.has(ident)
     assert cache.summary_file(ident).parent == tmp_path / "cache" / f"v{ANALYSIS_VERSION}"
@@ -215,7 +215,7 @@ def test_disk_cache_round_trip_is_atomic_and_versioned(tmp_path: Path) -> None:
 
 def test_decode_entry_rejects_corrupt_and_mismatched(tmp_path: Path) -> None:
     ident = Identity("/x.json", 10, 1.5, content="c1")  # content key given: no file read
-    good = cache_module._entry_bytes(ident, SETTINGS, summary=real_summary())
+    good = cache_module.entry_bytes(ident, SETTINGS, summary=real_summary())
     assert decode_entry(good, ident, SETTINGS) is not None
     for bad in (b"", b"{", b"null", b"[]", good[:-5], good.replace(b'"steps"', b"1")):
         assert decode_entry(bad, ident, SETTINGS) is None, bad
@@ -575,7 +575,7 @@ def test_a_sealed_entry_with_a_forged_checksum_for_another_identity_is_rejected(
     other = Identity("/logs/b.1.pt.trace.json", 10, 1.5, device=1, inode=4, content="b")
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     cache.store(
-        ident, cache_module._entry_bytes(ident, SETTINGS, summary=real_summary()), is_error=False
+        ident, cache_module.entry_bytes(ident, SETTINGS, summary=real_summary()), is_error=False
     )
     cache.summary_file(other).write_bytes(cache.summary_file(ident).read_bytes())
     assert cache.load(ident) is not None
@@ -614,7 +614,7 @@ def test_cache_files_follow_the_umask(tmp_path: Path, umask: int, mode: int) -> 
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     old = os.umask(umask)
     try:
-        cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary={}), is_error=False)
+        cache.store(ident, cache_module.entry_bytes(ident, SETTINGS, summary={}), is_error=False)
     finally:
         os.umask(old)
     assert cache.summary_file(ident).stat().st_mode & 0o777 == mode
@@ -650,9 +650,9 @@ def test_an_old_io_error_entry_is_not_a_verdict(tmp_path: Path) -> None:
     from tb_kineto_insights.trace.errors import TraceIOError
 
     ident = Identity("/x.1.pt.trace.json", 10, 1.5, content="c1")
-    entry = cache_module._entry_bytes(ident, SETTINGS, error=TraceIOError(ident.path, "gone"))
+    entry = cache_module.entry_bytes(ident, SETTINGS, error=TraceIOError(ident.path, "gone"))
     assert decode_entry(entry, ident, SETTINGS) is None
-    content = cache_module._entry_bytes(ident, SETTINGS, error=TraceFormatError(ident.path, "x"))
+    content = cache_module.entry_bytes(ident, SETTINGS, error=TraceFormatError(ident.path, "x"))
     decoded = decode_entry(content, ident, SETTINGS)
     assert decoded is not None and decoded.error_type == "TraceFormatError"
 
@@ -857,11 +857,11 @@ def test_a_resealed_summary_with_a_value_out_of_range_is_damage(
     ident = Identity("/x.json", 10, 1.5, content="c1")
     summary = real_summary()
     cache = DiskCache(tmp_path / "cache", SETTINGS)
-    cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary=summary), is_error=False)
+    cache.store(ident, cache_module.entry_bytes(ident, SETTINGS, summary=summary), is_error=False)
     assert cache.load(ident) is not None
     forged = json.loads(json.dumps(summary))
     forged["steps"]["mean_step_us"] = -1e308
-    cache.store(ident, cache_module._entry_bytes(ident, SETTINGS, summary=forged), is_error=False)
+    cache.store(ident, cache_module.entry_bytes(ident, SETTINGS, summary=forged), is_error=False)
     caplog.set_level("WARNING")
     assert cache.load(ident) is None
     name = cache.summary_file(ident).relative_to(tmp_path / "cache")
@@ -875,7 +875,7 @@ def test_a_resealed_summary_with_a_value_out_of_range_is_damage(
         bad = json.loads(json.dumps(summary))
         assert bad["diagnoses"], "the real summary has diagnoses"
         bad["diagnoses"][0][field] = value
-        data = cache_module._entry_bytes(ident, SETTINGS, summary=bad)
+        data = cache_module.entry_bytes(ident, SETTINGS, summary=bad)
         why: list[str] = []
         assert decode_entry(data, ident, SETTINGS, why=why) is None
         assert why[0].startswith("its summary: diagnoses[") and "out of range" in why[0]

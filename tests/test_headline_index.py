@@ -17,7 +17,7 @@ from tb_kineto_insights.cli.history import collect_runs
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.schema.history import HistoryDocument
 from tb_kineto_insights.store import headline_index as hi
-from tb_kineto_insights.store.cache import DiskCache, _sealed, encode_json, settings_fingerprint
+from tb_kineto_insights.store.cache import DiskCache, encode_json, sealed, settings_fingerprint
 from tb_kineto_insights.store.cached_summaries import CachedSummaries
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
@@ -117,7 +117,7 @@ def test_a_damaged_or_stale_index_is_ignored_and_written_again(tmp_path: Path, d
     for _, h in body["entries"]:
         h["mean_step_us"] = 999.0
     if damage == "flipped byte":
-        data = bytearray(_sealed(encode_json(body)))
+        data = bytearray(sealed(encode_json(body)))
         data[-5] ^= 1
         path.write_bytes(bytes(data))
     else:
@@ -125,7 +125,7 @@ def test_a_damaged_or_stale_index_is_ignored_and_written_again(tmp_path: Path, d
             body["analysis_version"] += 1
         else:
             body["root"] = "/elsewhere"
-        path.write_bytes(_sealed(encode_json(body)))
+        path.write_bytes(sealed(encode_json(body)))
     summaries = CachedSummaries(str(cache))
     runs, _ = collect_runs(discover(str(logdir)), summaries, str(logdir))
     assert [r.workers["w"].mean_step_us for r in runs] == [200.0, 300.0]
@@ -176,7 +176,7 @@ def test_a_forged_value_in_the_index_or_a_headline_is_damage(
     path = _index_file(cache, logdir)
     body = msgspec.json.decode(path.read_bytes().split(b"\n", 1)[1])
     body["entries"][0][1]["median_step_us"] = -1e308
-    path.write_bytes(_sealed(encode_json(body)))
+    path.write_bytes(sealed(encode_json(body)))
     caplog.set_level("WARNING")
     summaries = CachedSummaries(str(cache))
     runs, _ = collect_runs(discover(str(logdir)), summaries, str(logdir))
@@ -194,7 +194,7 @@ def test_a_forged_value_in_the_index_or_a_headline_is_damage(
     for file in (cache / "headlines").rglob("*.headline"):
         stored = msgspec.json.decode(file.read_bytes().split(b"\n", 1)[1])
         stored["headline"]["mean_step_us"] = -5.0
-        file.write_bytes(_sealed(encode_json(stored)))
+        file.write_bytes(sealed(encode_json(stored)))
         forged += 1
     path.unlink()
     caplog.clear()

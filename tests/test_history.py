@@ -29,7 +29,7 @@ from tb_kineto_insights.compare.history import (
 )
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, HistoryDocument, SpanHeadline
-from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes, settings_fingerprint
+from tb_kineto_insights.store.cache import DiskCache, Identity, entry_bytes, settings_fingerprint
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -501,7 +501,7 @@ def test_a_corrupt_headline_is_not_served(tmp_path: Path) -> None:
     span = discover(str(tmp_path / "logs"))[0].workers[0].spans[0]
     ident = identity_of(span)
     summary = summarize_file(str(trace))
-    cache.store(ident, _entry_bytes(ident, settings, summary=summary), is_error=False)
+    cache.store(ident, entry_bytes(ident, settings, summary=summary), is_error=False)
     name = cache.file_headline_name(ident)
     path = cache.backend.path(name)  # type: ignore[union-attr]
     assert cache.load_file_headline(ident) is not None

@@ -15,6 +15,7 @@ import fsspec
 import pytest
 
 from tb_kineto_insights.logdir import discovery as logdir_module
+from tb_kineto_insights.logdir import sniff as sniff_module
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,
     Run,
@@ -62,9 +63,9 @@ def all_spans(runs: list[Run]) -> list[Span]:
 
 @pytest.fixture(autouse=True)
 def _fresh_sniff_cache() -> Iterator[None]:
-    logdir_module._SNIFF_CACHE.clear()
+    sniff_module._SNIFF_CACHE.clear()
     yield
-    logdir_module._SNIFF_CACHE.clear()
+    sniff_module._SNIFF_CACHE.clear()
 
 
 @pytest.fixture
@@ -250,14 +251,14 @@ def test_unreadable_file_while_sniffing_is_skipped(
     write(tmp_path / "r" / "locked.json", KINETO)
     write(tmp_path / "r" / "fine.json", KINETO)
     write(tmp_path / "r" / "locked_named.1.pt.trace.json", KINETO)
-    real_open = logdir_module.open_local  # local heads are opened as loads are
+    real_open = sniff_module.open_local  # local heads are opened as loads are
 
     def failing_open(path: str) -> Any:
         if "locked" in path:
             raise PermissionError(13, "Permission denied", path)
         return real_open(path)
 
-    monkeypatch.setattr(logdir_module, "open_local", failing_open)
+    monkeypatch.setattr(sniff_module, "open_local", failing_open)
     assert shape(discover(str(tmp_path))) == {"r": {"fine": ["0"], "locked_named": ["1"]}}
 
 
@@ -636,7 +637,7 @@ def test_sniffing_never_blocks_on_a_fifo_nor_leaves_the_logdir(
         return listing
 
     monkeypatch.setattr(logdir_module, "_list_local", swapped_after_listing)
-    logdir_module._SNIFF_CACHE.clear()
+    sniff_module._SNIFF_CACHE.clear()
     assert discover(str(logdir)) == []
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.serve.worker_pool import _Slot, _Task
+from tb_kineto_insights.serve.worker_pool import LoadTask, WorkerSlot
 from tb_kineto_insights.store.cache import Identity, settings_fingerprint
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace
@@ -75,7 +75,7 @@ def test_worker_process_reports_progress(tmp_path: Path) -> None:
     _big_trace(path, 30_000)
     size = os.path.getsize(path)
     st = path.stat()
-    task = _Task(
+    task = LoadTask(
         ident=Identity(str(path), size, st.st_mtime),
         max_json_bytes=DEFAULT_MAX_JSON_BYTES,
         thresholds=DEFAULT_THRESHOLDS,
@@ -83,7 +83,7 @@ def test_worker_process_reports_progress(tmp_path: Path) -> None:
         cache_folder=None,
         summarize=summarize_file,
     )
-    slot = _Slot(use_process=True)
+    slot = WorkerSlot(use_process=True)
     seen: list[tuple[int, int]] = []
     try:
         outcome = slot.run(task, lambda r, t: seen.append((r, t)))

@@ -206,7 +206,7 @@ def test_a_forged_run_diagnosis_in_the_index_is_damage(
 ) -> None:
     """A run's diagnoses in the index resealed with an impossible impact (the checksum is
     plain SHA-256) are dropped with one log line naming the index, and computed again."""
-    from tb_kineto_insights.store.cache import _sealed, encode_json
+    from tb_kineto_insights.store.cache import encode_json, sealed
 
     logdir = tmp_path / "logs"
     shutil.copytree(SAMPLES / STRAGGLER, logdir / STRAGGLER)
@@ -215,7 +215,7 @@ def test_a_forged_run_diagnosis_in_the_index_is_damage(
     path = cache / CachedSummaries(str(cache)).headline_index(str(logdir)).name
     body = msgspec.json.decode(path.read_bytes().split(b"\n", 1)[1])
     body["runs"][0][1][0]["impact_fraction"] = -1e308
-    path.write_bytes(_sealed(encode_json(body)))
+    path.write_bytes(sealed(encode_json(body)))
     caplog.set_level("WARNING")
     again, _ = collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
     assert [r.run_diagnoses for r in again] == [r.run_diagnoses for r in first]

@@ -29,7 +29,7 @@ from conftest import (
 from tb_kineto_insights import schema
 from tb_kineto_insights.cli.main import build_report
 from tb_kineto_insights.logdir.discovery import span_for_file
-from tb_kineto_insights.store.cache import _entry_bytes, encode_json
+from tb_kineto_insights.store.cache import encode_json, entry_bytes
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.summary import PANELS, summarize_file, try_summarize_file
 
@@ -196,7 +196,7 @@ def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
     bad = as_json(first)
     bad["steps"]["mean_step_us"] = "fast"
     summaries.cache.store_entry(
-        ident, _entry_bytes(ident, summaries.settings, summary=bad, key=key), is_error=False
+        ident, entry_bytes(ident, summaries.settings, summary=bad, key=key), is_error=False
     )
     third, _ = summaries.summarize(span)
     assert third == first  # recomputed, not served

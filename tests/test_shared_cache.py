@@ -277,7 +277,7 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
     def must_not_parse(path: str, **kwargs: Any) -> dict[str, Any]:
         raise AssertionError(f"parsed {path} again")
 
-    task = worker_pool._Task(
+    task = worker_pool.LoadTask(
         ident=ident,
         max_json_bytes=DEFAULT_MAX_JSON_BYTES,
         thresholds=DEFAULT_THRESHOLDS,
@@ -297,7 +297,7 @@ def test_concurrent_writers_leave_one_whole_entry(tmp_path: Path) -> None:
     ident = ident_of(trace)
     cache = DiskCache(tmp_path / "cache", SETTINGS)
     entries = [
-        cache_module._entry_bytes(ident, SETTINGS, summary=real_summary(count=n)) for n in range(8)
+        cache_module.entry_bytes(ident, SETTINGS, summary=real_summary(count=n)) for n in range(8)
     ]
     start = threading.Barrier(8)
 

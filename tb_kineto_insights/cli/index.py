@@ -68,7 +68,7 @@ from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, Span, discover
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.store.cache import Identity, _sealed, encode_json, entry_key
+from tb_kineto_insights.store.cache import DiskCache, Identity, encode_json, entry_key, sealed
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -268,7 +268,7 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
         "summary": view,
     }
     try:
-        cache.backend.write(name, _sealed(encode_json(doc)))
+        cache.backend.write(name, sealed(encode_json(doc)))
     except OSError as exc:
         reason = f"cannot write the cache {cache.location}: {exc}"
         return SpanOutcome(task.run, 0, FAILED, reason, False, time.perf_counter() - started)
@@ -480,6 +480,36 @@ def run_index(
     """
     started = time.monotonic()
     result = IndexResult()
+    summaries, cache = _index_cache(cache_location, max_json_bytes, thresholds)
+    _dask()  # a clear error before any file is read
+    runs = _listed(logdirs)
+    spans = [s for run in runs for worker in run.workers for s in worker.spans]
+    result.spans = len(spans)
+    key_of, todo = _sorted_out(cache, [identity_of(s) for s in spans], result)
+    view_tasks = _run_view_tasks(runs, key_of, summaries.settings, cache_location, summaries)
+    if not todo and all(cache.backend.exists(_run_view_name(t.key)) for t in view_tasks):
+        # nothing to compute (a second run, or no trace): no cluster is started
+        result.run_views["cached"] = len(view_tasks)
+        result.elapsed_s = time.monotonic() - started
+        return result
+    with _client(scheduler, workers, processes, connect_timeout_s) as client:
+        if on_client is not None:
+            on_client(client)
+        settings = (cache_location, max_json_bytes, thresholds)
+        _compute_spans(client, todo, settings, progress, result)
+        _compute_run_views(client, cache, view_tasks, result)
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _index_cache(
+    cache_location: str, max_json_bytes: int, thresholds: Thresholds
+) -> tuple[CachedSummaries, DiskCache]:
+    """The cache to fill, checked writable.
+
+    Raises:
+        IndexSetupError: the location cannot be used, is ``none``, or is not writable.
+    """
     try:
         summaries = CachedSummaries(
             cache_location, max_json_bytes=max_json_bytes, thresholds=thresholds
@@ -490,11 +520,16 @@ def run_index(
     if cache is None:
         raise IndexSetupError("index needs a cache (--cache DIR); 'none' was given")
     _check_writable(cache.backend)
-    _dask()  # a clear error before any file is read
-    runs = _listed(logdirs)
-    spans = [s for run in runs for worker in run.workers for s in worker.spans]
-    result.spans = len(spans)
-    idents = [identity_of(s) for s in spans]
+    return summaries, cache
+
+
+def _sorted_out(
+    cache: DiskCache, idents: list[Identity], result: IndexResult
+) -> tuple[dict[Identity, str], dict[str, Identity]]:
+    """Each span's entry key and what the cache holds for it: counted in ``result``
+    (cached, failed: a file that cannot be read for its key, or a stored reader error;
+    ``entries``); returns ``(key of each readable span, the distinct entries to
+    compute by key)``."""
 
     def probe(ident: Identity) -> tuple[str | None, str | None]:
         """(entry key, stored kind); (None, why) when the file cannot be read for its key."""
@@ -530,61 +565,70 @@ def run_index(
         else:
             todo[key] = ident
     result.entries = len(seen) + sum(1 for f in result.failed if not f["stored"])
+    return key_of, todo
 
-    view_tasks = _run_view_tasks(runs, key_of, summaries.settings, cache_location, summaries)
-    if not todo and all(cache.backend.exists(_run_view_name(t.key)) for t in view_tasks):
-        # nothing to compute (a second run, or no trace): no cluster is started
-        result.run_views["cached"] = len(view_tasks)
-        result.elapsed_s = time.monotonic() - started
-        return result
-    with _client(scheduler, workers, processes, connect_timeout_s) as client:
-        if on_client is not None:
-            on_client(client)
-        distributed = _dask()
-        ordered = sorted(todo.items(), key=lambda item: -item[1].size_bytes)
-        bar = None
-        if progress is not None and ordered:
-            bar = Progress(progress, len(ordered), sum(i.size_bytes for _, i in ordered))
-            bar.start()
-        futures = [
-            client.submit(
-                summarize_into_cache,
-                SpanTask(ident, cache_location, max_json_bytes, thresholds),
-                key=f"kineto-insights-span-{key}",
-                priority=ident.size_bytes,
-                pure=False,
+
+def _compute_spans(
+    client: Any,
+    todo: dict[str, Identity],
+    settings: tuple[str, int, Thresholds],
+    progress: TextIO | None,
+    result: IndexResult,
+) -> None:
+    """Summarise the spans of ``todo`` (by entry key) into the cache on the cluster,
+    largest file first, counting each outcome in ``result`` as it comes; ``settings``:
+    the cache location, ``max_json_bytes`` and thresholds of every :class:`SpanTask`."""
+    cache_location, max_json_bytes, thresholds = settings
+    distributed = _dask()
+    ordered = sorted(todo.items(), key=lambda item: -item[1].size_bytes)
+    bar = None
+    if progress is not None and ordered:
+        bar = Progress(progress, len(ordered), sum(i.size_bytes for _, i in ordered))
+        bar.start()
+    futures = [
+        client.submit(
+            summarize_into_cache,
+            SpanTask(ident, cache_location, max_json_bytes, thresholds),
+            key=f"kineto-insights-span-{key}",
+            priority=ident.size_bytes,
+            pure=False,
+        )
+        for key, ident in ordered
+    ]
+    size_of = {f.key: i.size_bytes for f, (_, i) in zip(futures, ordered, strict=True)}
+    path_of = {f.key: i.path for f, (_, i) in zip(futures, ordered, strict=True)}
+    for future in distributed.as_completed(futures):
+        outcome = _outcome(future, path_of[future.key], size_of[future.key])
+        if outcome.outcome == COMPUTED:
+            result.computed += 1
+        elif outcome.outcome == CACHED:
+            result.cached += 1
+        else:
+            result.failed.append(
+                {"file": outcome.path, "reason": outcome.reason, "stored": outcome.stored}
             )
-            for key, ident in ordered
-        ]
-        size_of = {f.key: i.size_bytes for f, (_, i) in zip(futures, ordered, strict=True)}
-        path_of = {f.key: i.path for f, (_, i) in zip(futures, ordered, strict=True)}
-        for future in distributed.as_completed(futures):
-            outcome = _outcome(future, path_of[future.key], size_of[future.key])
-            if outcome.outcome == COMPUTED:
-                result.computed += 1
-            elif outcome.outcome == CACHED:
-                result.cached += 1
-            else:
-                result.failed.append(
-                    {"file": outcome.path, "reason": outcome.reason, "stored": outcome.stored}
-                )
-            if bar is not None:
-                bar.advance(size_of[future.key])
-            future.release()
-        pending = [t for t in view_tasks if not cache.backend.exists(_run_view_name(t.key))]
-        result.run_views["cached"] = len(view_tasks) - len(pending)
-        view_futures = [
-            client.submit(run_view_into_cache, t, key=f"kineto-insights-run-{t.key}", pure=False)
-            for t in pending
-        ]
-        for future, task in zip(view_futures, pending, strict=True):
-            outcome = _outcome(future, task.run, 0)
-            if outcome.outcome == FAILED:
-                result.run_views["failed"].append({"run": task.run, "reason": outcome.reason})
-            else:
-                result.run_views[outcome.outcome] += 1
-    result.elapsed_s = time.monotonic() - started
-    return result
+        if bar is not None:
+            bar.advance(size_of[future.key])
+        future.release()
+
+
+def _compute_run_views(
+    client: Any, cache: DiskCache, view_tasks: list[RunViewTask], result: IndexResult
+) -> None:
+    """Compute the run views not in the cache yet on the cluster, counting them in
+    ``result`` (``run_views``)."""
+    pending = [t for t in view_tasks if not cache.backend.exists(_run_view_name(t.key))]
+    result.run_views["cached"] = len(view_tasks) - len(pending)
+    view_futures = [
+        client.submit(run_view_into_cache, t, key=f"kineto-insights-run-{t.key}", pure=False)
+        for t in pending
+    ]
+    for future, task in zip(view_futures, pending, strict=True):
+        outcome = _outcome(future, task.run, 0)
+        if outcome.outcome == FAILED:
+            result.run_views["failed"].append({"run": task.run, "reason": outcome.reason})
+        else:
+            result.run_views[outcome.outcome] += 1
 
 
 def _outcome(future: Any, path: str, size_bytes: int) -> SpanOutcome:

@@ -512,15 +512,34 @@ def _inputs(args: argparse.Namespace) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Why is my GPU job slow? Kineto trace analysis (CLI and TensorBoard tab).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    cache_help = (
+        "summary cache: a folder (local, NFS) or fsspec URL (s3://bucket/cache), shared with "
+        "TensorBoard and teammates; 'none': no cache. Default: $KINETO_INSIGHTS_CACHE_DIR "
+        "when set, else no cache"
+    )
+    _add_report_parser(sub, cache_help)
+    _add_diff_parser(sub, cache_help)
+    _add_check_parser(sub, cache_help)
+    _add_history_parser(sub, cache_help)
+    doctor_cmd = sub.add_parser(
+        "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
+    )
+    doctor_cmd.set_defaults(func=_cmd_doctor)
+    _add_index_parser(sub, cache_help)
+    _add_window_parser(sub)
+    return parser
+
+
+def _add_report_parser(sub: Any, cache_help: str) -> None:
+    from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
+    from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
     report = sub.add_parser(
         "report", help="summarise the traces of a log directory, run folder or trace file"
     )
@@ -546,42 +565,49 @@ def _parser() -> argparse.ArgumentParser:
         + ", ".join(DEFAULT_THRESHOLDS.to_dict()),
     )
     report.set_defaults(func=_cmd_report, prestart=_prestart_report)
-    cache_help = (
-        "summary cache: a folder (local, NFS) or fsspec URL (s3://bucket/cache), shared with "
-        "TensorBoard and teammates; 'none': no cache. Default: $KINETO_INSIGHTS_CACHE_DIR "
-        "when set, else no cache"
-    )
     report.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     _add_timeout(report)
+
+
+def _add_side_arguments(cmd: argparse.ArgumentParser, cache_help: str, *, exp_needed: bool) -> None:
+    """The arguments ``diff`` and ``check`` share: BASE, EXP (optional for ``check``),
+    ``--threshold``, ``--cache`` and ``--timeout``."""
     side_help = "run folder, trace file, or LOGDIR:RUN"
-    diff_cmd = sub.add_parser("diff", help="compare two runs, workers or traces (before → after)")
-    check_cmd = sub.add_parser(
-        "check", help="exit 1 when EXP regressed against BASE (for CI pipelines)"
+    cmd.add_argument("base", help=f"BASE: {side_help}")
+    if exp_needed:
+        cmd.add_argument("exp", help=f"EXP: {side_help}")
+    else:
+        cmd.add_argument("exp", nargs="?", default=None, help=f"EXP: {side_help}")
+    cmd.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
     )
-    for cmd in (diff_cmd, check_cmd):
-        cmd.add_argument("base", help=f"BASE: {side_help}")
-        if cmd is diff_cmd:
-            cmd.add_argument("exp", help=f"EXP: {side_help}")
-        else:
-            cmd.add_argument("exp", nargs="?", default=None, help=f"EXP: {side_help}")
-        cmd.add_argument(
-            "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
-        )
-        cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
-        _add_timeout(cmd)
+    cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+    _add_timeout(cmd)
+
+
+def _add_diff_parser(sub: Any, cache_help: str) -> None:
+    diff_cmd = sub.add_parser("diff", help="compare two runs, workers or traces (before → after)")
+    _add_side_arguments(diff_cmd, cache_help, exp_needed=True)
     diff_cmd.add_argument(
         "--format",
         choices=("text", "json", "markdown"),
         default="text",
         help="markdown: GitHub-flavoured, for a PR comment or $GITHUB_STEP_SUMMARY",
     )
+    diff_cmd.set_defaults(func=_cmd_diff, prestart=_prestart_compare)
+
+
+def _add_check_parser(sub: Any, cache_help: str) -> None:
+    check_cmd = sub.add_parser(
+        "check", help="exit 1 when EXP regressed against BASE (for CI pipelines)"
+    )
+    _add_side_arguments(check_cmd, cache_help, exp_needed=False)
     check_cmd.add_argument(
         "--format",
         choices=("text", "markdown"),
         default="text",
         help="markdown: the verdict and the diff, for $GITHUB_STEP_SUMMARY",
     )
-    diff_cmd.set_defaults(func=_cmd_diff, prestart=_prestart_compare)
     check_cmd.add_argument(
         "--max-step-time-regression",
         default="5%",
@@ -606,6 +632,9 @@ def _parser() -> argparse.ArgumentParser:
         "--group-by", default=None, help="with --against-history: as history --group-by"
     )
     check_cmd.set_defaults(func=_cmd_check, prestart=_prestart_compare)
+
+
+def _add_history_parser(sub: Any, cache_help: str) -> None:
     hist_cmd = sub.add_parser(
         "history",
         help="every run of a log directory over time, per series, and the runs where step "
@@ -635,13 +664,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     hist_cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
     hist_cmd.set_defaults(func=_cmd_history)
-    doctor_cmd = sub.add_parser(
-        "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
-    )
-    doctor_cmd.set_defaults(func=_cmd_doctor)
-    _add_index_parser(sub, cache_help)
-    _add_window_parser(sub)
-    return parser
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe
-from tb_kineto_insights.compare.before_after import _fmt, _rel_text
+from tb_kineto_insights.compare.before_after import change_text, fmt_row_value
 from tb_kineto_insights.schema import DiffDocument
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.report import Report
@@ -216,7 +216,8 @@ def _headline(doc: DiffDocument) -> list[str]:
             f" ({h.speedup:.2f}× faster)" if h.speedup >= 1 else f" ({1 / h.speedup:.2f}× slower)"
         )
     return [
-        f"**Step time {_fmt(h.base_step_us, 'µs')} → {_fmt(h.exp_step_us, 'µs')}{speed}: "
+        f"**Step time {fmt_row_value(h.base_step_us, 'µs')} → "
+        f"{fmt_row_value(h.exp_step_us, 'µs')}{speed}: "
         f"{md_text(h.verdict)}**",
         "",
         f"base: {code(doc.base.label)} · exp: {code(doc.exp.label)}",
@@ -257,8 +258,9 @@ def _diff_body(doc: DiffDocument) -> list[str]:
         lines.append("| --- | ---: | ---: | ---: | --- |")
         for m in judged:
             lines.append(
-                f"| {cell(md_text(m.label))} | {cell(md_text(_fmt(m.base, m.unit)))} "
-                f"| {cell(md_text(_fmt(m.exp, m.unit)))} | {cell(md_text(_rel_text(m)))} "
+                f"| {cell(md_text(m.label))} | {cell(md_text(fmt_row_value(m.base, m.unit)))} "
+                f"| {cell(md_text(fmt_row_value(m.exp, m.unit)))} "
+                f"| {cell(md_text(change_text(m)))} "
                 f"| {cell(md_text(m.verdict))} |"
             )
         lines.append("")

@@ -86,7 +86,7 @@ def compare(
     return msgspec.structs.replace(doc, warnings=doc.warnings + read_errors)
 
 
-def _fmt(value: float | None, unit: str) -> str:
+def fmt_row_value(value: float | None, unit: str) -> str:
     """A value of a diff row in its unit (durations and sizes: :mod:`..units`)."""
     if value is None:
         return "-"
@@ -103,7 +103,9 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:.1f}"
 
 
-def _rel_text(m: DiffMetric) -> str:
+def change_text(m: DiffMetric) -> str:
+    """The change of a diff row in words: relative to base (``+12.3 %``; ``new`` when
+    base is 0), or in percentage points for a share (``-1.5 pp``)."""
     if m.unit == "fraction":  # shares change in percentage points
         return f"{100 * m.delta:+.1f} pp"
     rel = m.change_fraction
@@ -112,7 +114,7 @@ def _rel_text(m: DiffMetric) -> str:
 
 def _by_rank_text(by_rank: ByRankPair) -> str:
     def one(values: dict[str, float]) -> str:
-        return ", ".join(f"rank {r} {_fmt(v, 'µs')}" for r, v in values.items()) or "-"
+        return ", ".join(f"rank {r} {fmt_row_value(v, 'µs')}" for r, v in values.items()) or "-"
 
     return f"base {one(by_rank.base)}; exp {one(by_rank.exp)}"
 
@@ -123,7 +125,7 @@ def _buckets_text(b: DdpBucketStats | None) -> str:
     per_step = b.count_per_step
     head = f"{per_step:.1f} /step" if per_step is not None else f"{b.count} total"
     sizes = ", ".join(f"{fmt_bytes(x.bytes, 2)} x{x.count}" for x in b.sizes)
-    return f"{head}, median {_fmt(b.median_bytes, 'bytes')} per collective ({sizes})"
+    return f"{head}, median {fmt_row_value(b.median_bytes, 'bytes')} per collective ({sizes})"
 
 
 #: Text heading of each group of a kernels/ops comparison.
@@ -150,8 +152,8 @@ def _table_text(table: DiffOps, noun: str) -> list[str]:
         lines.append(f"\n{noun} {heading} (time /step):")
         for r in rows:
             t = r.time_us_per_step
-            before = "-" if group == "added" else _fmt(t.base, "µs")
-            after = _fmt(t.exp, "µs") if group in ("changed", "added") else "-"
+            before = "-" if group == "added" else fmt_row_value(t.base, "µs")
+            after = fmt_row_value(t.exp, "µs") if group in ("changed", "added") else "-"
             lines.append(f"  {before:>12s} -> {after:>12s}  {t.verdict:12s} {r.name}")
     return lines
 
@@ -170,7 +172,7 @@ def diff_text(doc: DiffDocument) -> str:
     # unlike-for-like recordings first: they qualify every number below
     lines = format_comparability(doc.comparability) + [
         h.text,
-        f"step time {_fmt(h.base_step_us, 'µs')} -> {_fmt(h.exp_step_us, 'µs')}"
+        f"step time {fmt_row_value(h.base_step_us, 'µs')} -> {fmt_row_value(h.exp_step_us, 'µs')}"
         + (
             f"  ({speed:.2f}x faster)"
             if speed and speed >= 1
@@ -204,9 +206,9 @@ def diff_text(doc: DiffDocument) -> str:
     lines.append("\nMetrics:")
     notes = []
     for m in doc.metrics:
-        before, after = _fmt(m.base, m.unit), _fmt(m.exp, m.unit)
+        before, after = fmt_row_value(m.base, m.unit), fmt_row_value(m.exp, m.unit)
         lines.append(
-            f"  {m.label:54s} {before:>12s} -> {after:>12s}  {_rel_text(m):>9s}  {m.verdict}"
+            f"  {m.label:54s} {before:>12s} -> {after:>12s}  {change_text(m):>9s}  {m.verdict}"
         )
         if m.note:
             notes.append(f"  {m.label}: {m.note}")
@@ -233,7 +235,7 @@ def diff_text(doc: DiffDocument) -> str:
         )
         for r in comm_kernels[:8]:
             t = r.time_us_per_step
-            before, after = _fmt(t.base, "µs"), _fmt(t.exp, "µs")
+            before, after = fmt_row_value(t.base, "µs"), fmt_row_value(t.exp, "µs")
             lines.append(f"  {before:>12s} -> {after:>12s}  {t.verdict:12s} {r.name}")
     d = doc.diagnoses
     lines.append(
@@ -283,8 +285,8 @@ def check(
     rel = h.change_fraction
     if h.verdict == "regressed" and rel is not None and rel > max_step_time_regression:
         reasons.append(
-            f"step time regressed {100 * rel:.1f} % ({_fmt(h.base_step_us, 'µs')} -> "
-            f"{_fmt(h.exp_step_us, 'µs')}), beyond noise and over the "
+            f"step time regressed {100 * rel:.1f} % ({fmt_row_value(h.base_step_us, 'µs')} -> "
+            f"{fmt_row_value(h.exp_step_us, 'µs')}), beyond noise and over the "
             f"{100 * max_step_time_regression:.1f} % limit"
         )
     found = doc.diagnoses.found.exp
@@ -305,8 +307,10 @@ __all__ = [
     "LogdirError",
     "SideError",
     "check",
+    "change_text",
     "compare",
     "diff_text",
+    "fmt_row_value",
     "load_side",
     "parse_fraction",
     "resolve_side",

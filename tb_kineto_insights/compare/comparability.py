@@ -32,7 +32,7 @@ from tb_kineto_insights.schema.summary import Summary
 Side = Sequence[tuple[str, Summary]]
 
 _TIMING = "changes what is measured: timings are not comparable"
-#: Why a difference matters, per field (``env.NAME`` fields use :data:`_ENV_WHY`).
+#: Why a difference matters, per field (``env.NAME`` fields use :data:`ENV_WHY`).
 WHY: dict[str, str] = {
     "run_metadata": "only one side was recorded with tb_kineto_insights.capture: the other's "
     "settings are read from the trace itself",
@@ -59,7 +59,9 @@ WHY: dict[str, str] = {
     "cuda_launch_blocking": "launches wait for their kernel on one side "
     "(CUDA_LAUNCH_BLOCKING=1): every gap looks like host work there",
 }
-_ENV_WHY: dict[str, str] = {
+#: Why a difference of an environment variable matters (the ``env.NAME`` fields), per
+#: variable name; other ``NCCL_*`` variables and the rest have a generic reason.
+ENV_WHY: dict[str, str] = {
     "CUDA_LAUNCH_BLOCKING": "CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous: "
     "idle gaps and launch times are not comparable",
     "PYTORCH_CUDA_ALLOC_CONF": "another caching-allocator configuration: memory and "
@@ -127,7 +129,7 @@ def comparability(base: Side, exp: Side) -> list[ComparabilityItem]:
             continue
         if field.startswith("env."):
             name = field[4:]
-            why = _ENV_WHY.get(name) or (
+            why = ENV_WHY.get(name) or (
                 "another NCCL setting: other collective algorithms or transport"
                 if name.startswith("NCCL_")
                 else "another environment setting"

@@ -31,13 +31,14 @@ from typing import Any
 
 import msgspec
 
-from tb_kineto_insights.analysis.collectives import is_communication_kernel
 from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as IDLE_CAUSES
 from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import comparability
 from tb_kineto_insights.compare.diff_comm import communication_rows
-from tb_kineto_insights.compare.diff_rules import NOISE_RULE, TOO_SMALL, judge
+from tb_kineto_insights.compare.diff_efficiency import efficiency_rows
+from tb_kineto_insights.compare.diff_rules import NOISE_RULE, judge
+from tb_kineto_insights.compare.diff_tables import compare_table
 from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.diff import FoundDiagnosis
@@ -333,127 +334,6 @@ def _pool_totals(
     return num / den if den > 0 else None
 
 
-def _table_rows(side: Side, table: str) -> tuple[dict[str, dict[str, list[float]]], int]:
-    """name → {"time": per-step µs, "count": per-step count}, pooled over the side's spans
-    (a span lacking a name contributes zeros for its steps); and the pooled step count.
-    ``table``: ``kernels``, ``ops`` or ``ops_elsewhere`` (a field of ``summary.tables``)."""
-    rows: dict[str, dict[str, list[float]]] = {}
-    offset = 0
-    for _, summary in side:
-        t = getattr(summary.tables, table)
-        n = int(t.steps or len(_steps(summary)))
-        for row in t.rows:
-            entry = rows.setdefault(row.name, {"time": [], "count": []})
-            per_step: list[float] | list[int]
-            for key, per_step in (("time", row.per_step_time_us), ("count", row.per_step_count)):
-                entry[key].extend([0.0] * (offset - len(entry[key])))
-                entry[key].extend(float(v) for v in per_step)
-        offset += n
-    for entry in rows.values():
-        for key in ("time", "count"):
-            entry[key].extend([0.0] * (offset - len(entry[key])))
-    return rows, offset
-
-
-#: Row status of a name only one side has → what the tab and text call it.
-ONE_SIDED_STATUS: dict[str, str] = {
-    "added": "added",
-    "removed": "removed",
-    "moved_out": "moved out",
-    "moved_partly": "moved partly",
-}
-
-#: CPU op of the main process's iterator when a DataLoader has ``num_workers > 0``
-#: (``enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__``).
-_MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter"
-
-
-def _loads_in_workers(side: Side) -> bool:
-    """Whether the side's DataLoader loads in worker processes (``num_workers > 0``):
-    a ``tables.dataloader_iterators`` name of the traced process holds
-    ``_MultiProcessingDataLoaderIter``. The profiler traces only the main process, so
-    what those workers run is not in it."""
-    return any(
-        _MULTIPROCESS_LOADER in name
-        for _, summary in side
-        for name in summary.tables.dataloader_iterators
-    )
-
-
-def _one_sided(row: dict[str, Any], status: str) -> None:
-    """A name only one side has: its row says ``added`` / ``removed`` / ``moved_out``
-    (``status``; also the ``verdict`` of its time and count, as ``ONE_SIDED_STATUS``
-    words it) instead of improved/regressed: a name that appears or disappears is a
-    change of what runs, not a faster or slower version of it.
-
-    ``moved_out`` (CPU ops only): a CPU op of base absent from exp while exp's
-    DataLoader loads in worker processes and base's did not; the profiler does not
-    trace those workers, so the op most likely runs there now (data transforms moved
-    into DataLoader workers). It is a likelihood, not a measurement: ``note`` says so."""
-    row["status"] = status
-    for key in ("time_us_per_step", "count_per_step"):
-        row[key]["verdict"] = ONE_SIDED_STATUS[status]
-    if status == "moved_out":
-        row["note"] = (
-            "removed from the traced threads, or moved out of them: exp loads data in "
-            "DataLoader worker processes, which the profiler does not trace"
-        )
-
-
-def _moved_off_step_threads(
-    both: tuple[dict[str, list[float]], dict[str, list[float]]],
-    elsewhere: tuple[dict[str, list[float]] | None, dict[str, list[float]] | None],
-    *,
-    step_floor_us: float,
-    thresholds: Thresholds,
-) -> str | None:
-    """The note of a CPU op that moved (partly) off the step's threads, else ``None``.
-
-    ``both``: the op's per-step ``time``/``count`` on base and exp (every thread);
-    ``elsewhere``: the same on threads other than the step's (``tables.ops_elsewhere``:
-    a prefetch thread, a thread pool; ``None``: none there). Moved when its time
-    elsewhere grew (judged as a time per step, the step floor applying: ``regressed``)
-    while on the step's threads (every thread less elsewhere) its time or its count per
-    step fell (``improved``): the work appeared in another place of the process as it
-    left the step's threads, so it did not get faster (the count is the steady sign when
-    threads compete for cores and times move with the load)."""
-    (b, e), (b_else, e_else) = both, elsewhere
-    if b_else is None and e_else is None:
-        return None
-
-    def part(rows: dict[str, list[float]] | None, key: str, n: int) -> list[float]:
-        return rows[key] if rows is not None else [0.0] * n
-
-    nb, ne = len(b["time"]), len(e["time"])
-    grew = judge(
-        part(b_else, "time", nb),
-        part(e_else, "time", ne),
-        "lower",
-        min_abs_delta=step_floor_us,
-        thresholds=thresholds,
-    )
-    if grew["verdict"] != "regressed":
-        return None
-    on: dict[str, tuple[list[float], list[float]]] = {}
-    for key in ("time", "count"):
-        on[key] = (
-            [x - y for x, y in zip(b[key], part(b_else, key, nb), strict=True)],
-            [x - y for x, y in zip(e[key], part(e_else, key, ne), strict=True)],
-        )
-    fell_time = judge(*on["time"], "lower", min_abs_delta=step_floor_us, thresholds=thresholds)
-    fell_count = judge(*on["count"], "lower", thresholds=thresholds)
-    if "improved" not in (fell_time["verdict"], fell_count["verdict"]):
-        return None
-    return (
-        "moved off the step's threads: on them "
-        f"{fell_time['base']:.0f} → {fell_time['exp']:.0f} µs/step "
-        f"({fell_count['base']:.1f} → {fell_count['exp']:.1f} calls), on other threads of "
-        f"the process (a prefetch thread, a thread pool) {grew['base']:.0f} → "
-        f"{grew['exp']:.0f} µs/step: part of the work runs there now, it did not get "
-        "faster; both are in the row's numbers"
-    )
-
-
 #: Severities a gained diagnosis must have to reach the headline.
 HEADLINE_SEVERITIES: tuple[str, ...] = ("high", "medium")
 
@@ -497,102 +377,6 @@ def headline_text(speedup: float | None, verdict: str, gained: Sequence[dict[str
         joint = ", and " if verdict == "regressed" else ", but "
         text += joint + what + " appeared"
     return text
-
-
-def _compare_table(
-    base: Side,
-    exp: Side,
-    table: str,
-    *,
-    step_floor_us: float,
-    thresholds: Thresholds,
-    limit: int = 25,
-) -> dict[str, Any]:
-    """Per name: time and count per step, judged (see :mod:`.diff_rules`). For the
-    ``kernels`` table, NCCL/RCCL kernels go to ``communication`` with their time
-    ``not judged`` (their time is mostly waiting when ranks arrive apart)."""
-    b_rows, b_n = _table_rows(base, table)
-    e_rows, e_n = _table_rows(exp, table)
-    out: dict[str, Any] = {"changed": [], "added": [], "removed": [], "unchanged_count": 0}
-    if table == "kernels":
-        out["communication"] = []
-    if not b_n or not e_n:
-        return out
-    changed, added, removed, comm = [], [], [], []
-    moved_out = table == "ops" and _loads_in_workers(exp) and not _loads_in_workers(base)
-    b_else, _ = _table_rows(base, "ops_elsewhere") if table == "ops" else ({}, b_n)
-    e_else, _ = _table_rows(exp, "ops_elsewhere") if table == "ops" else ({}, e_n)
-    unchanged = 0
-    for name in sorted(set(b_rows) | set(e_rows)):
-        b = b_rows.get(name, {"time": [0.0] * b_n, "count": [0.0] * b_n})
-        e = e_rows.get(name, {"time": [0.0] * e_n, "count": [0.0] * e_n})
-        t = judge(b["time"], e["time"], "lower", min_abs_delta=step_floor_us, thresholds=thresholds)
-        c = judge(b["count"], e["count"], "lower", thresholds=thresholds)
-        row = {
-            "name": name,
-            "time_us_per_step": t,
-            "count_per_step": c,
-            "delta_time_us_per_step": t["delta"],
-        }
-        if table == "kernels" and is_communication_kernel(name):
-            if t["verdict"] not in TOO_SMALL:
-                t["verdict"] = "not judged"
-            row["status"] = (
-                "added" if name not in b_rows else "removed" if name not in e_rows else "both"
-            )
-            row["note"] = (
-                "communication kernel: its time includes waiting for the other ranks; "
-                "see the waited/transfer rows"
-            )
-            comm.append(row)
-        elif name not in b_rows:
-            _one_sided(row, "added")
-            added.append(row)
-        elif name not in e_rows:
-            _one_sided(row, "moved_out" if moved_out else "removed")
-            removed.append(row)
-        elif (
-            moved := _moved_off_step_threads(
-                (b, e),
-                (b_else.get(name), e_else.get(name)),
-                step_floor_us=step_floor_us,
-                thresholds=thresholds,
-            )
-        ) is not None:
-            # the op left the step's threads and appeared on another thread of the
-            # process: the work moved there (whatever its total did), not faster
-            row["status"] = "moved_partly"
-            t["verdict"] = ONE_SIDED_STATUS["moved_partly"]
-            row["note"] = moved
-            changed.append(row)
-        elif moved_out and t["verdict"] == "improved":
-            # the op shrank as data loading moved into worker processes the profiler
-            # does not trace: most likely part of it runs there now, not faster
-            row["status"] = "moved_partly"
-            t["verdict"] = ONE_SIDED_STATUS["moved_partly"]
-            row["note"] = (
-                "shrank while exp's DataLoader moved into worker processes, which the "
-                "profiler does not trace: part of it most likely runs there now (not "
-                "faster); the model's own calls of it are in both numbers"
-            )
-            changed.append(row)
-        elif t["verdict"] in ("improved", "regressed") or c["verdict"] in ("improved", "regressed"):
-            changed.append(row)
-        else:
-            unchanged += 1
-
-    def by_impact(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return sorted(rows, key=lambda r: -abs(r["delta_time_us_per_step"]))[:limit]
-
-    out.update(
-        changed=by_impact(changed),
-        added=by_impact(added),
-        removed=by_impact(removed),
-        unchanged_count=unchanged,
-    )
-    if table == "kernels":
-        out["communication"] = by_impact(comm)
-    return out
 
 
 def _setting(s: Summary, key: str) -> Any:
@@ -780,10 +564,58 @@ def diff(
     if not base or not exp:
         raise ValueError("both sides need at least one readable trace")
     th = thresholds
+    step_floor_us = _step_floor_us(base, exp, th)
+    metrics = _metric_rows(base, exp, step_floor_us, th)
+    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
+    comm_rows, comm_section = communication_rows(
+        base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
+    )
+    metrics.extend(comm_rows)
+    table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
+    kernels = compare_table(base, exp, "kernels", **table_args)
+    ops = compare_table(base, exp, "ops", **table_args)
+    b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
+    headline = _headline(metrics[0], b_found, e_found, base_run, exp_run)
+    largest = _largest_changes(metrics, kernels)
+    unlike = comparability(base, exp)
+    doc = {
+        "schema": DIFF_SCHEMA,
+        "base": {"label": base_label, "workers": [w for w, _ in base]},
+        "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
+        "headline": headline,
+        "warnings": _warnings(base, exp, frozenset(c.field for c in unlike)),
+        "comparability": unlike,
+        "metrics": metrics,
+        "communication": comm_section,
+        "kernels": kernels,
+        "ops": ops,
+        "diagnoses": _diagnoses_section(b_found, e_found),
+        "per_rank": _per_rank(base, exp, step_floor_us, th),
+        "largest_changes": largest,
+        "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
+        "noise_rule": NOISE_RULE,
+    }
+    return msgspec.convert(doc, DiffDocument)
+
+
+def _step_floor_us(base: Side, exp: Side, th: Thresholds) -> float:
+    """The smallest change of a time per step that matters: ``diff_min_step_fraction``
+    of the base's mean step time.
+
+    Raises:
+        ValueError: a side has no step times.
+    """
     base_steps = _pool(base, METRICS[0].extract)
     if not base_steps or not _pool(exp, METRICS[0].extract):
         raise ValueError("no step times on one side")
-    step_floor_us = th.diff_min_step_fraction * sum(base_steps) / len(base_steps)
+    return th.diff_min_step_fraction * sum(base_steps) / len(base_steps)
+
+
+def _metric_rows(
+    base: Side, exp: Side, step_floor_us: float, th: Thresholds
+) -> list[dict[str, Any]]:
+    """One judged row per metric of :data:`METRICS` that both sides have, in its order
+    (step time first)."""
     metrics = []
     for metric in METRICS:
         b, e = _pool(base, metric.extract), _pool(exp, metric.extract)
@@ -810,20 +642,21 @@ def diff(
                 **row,
             }
         )
-    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
-    comm_rows, comm_section = communication_rows(
-        base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
-    )
-    metrics.extend(comm_rows)
-    step = metrics[0]
-    table_args: dict[str, Any] = {"step_floor_us": step_floor_us, "thresholds": th}
-    kernels = _compare_table(base, exp, "kernels", **table_args)
-    ops = _compare_table(base, exp, "ops", **table_args)
-    b_found, e_found = diagnoses_found(base, base_run), diagnoses_found(exp, exp_run)
-    b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    return metrics
+
+
+def _headline(
+    step: dict[str, Any],
+    b_found: list[FoundDiagnosis],
+    e_found: list[FoundDiagnosis],
+    base_run: RunView | None,
+    exp_run: RunView | None,
+) -> dict[str, Any]:
+    """``diff.headline``: the step-time row's numbers and verdict, ``speedup`` = base /
+    exp, the diagnoses gained, :func:`headline_text` and the straggler gained."""
     speedup = step["base"] / step["exp"] if step["exp"] else None
     gained = gained_diagnoses(b_found, e_found)
-    headline = {
+    return {
         "base_step_us": step["base"],
         "exp_step_us": step["exp"],
         "speedup": speedup,
@@ -833,7 +666,14 @@ def diff(
         "text": headline_text(speedup, step["verdict"], gained),
         "straggler_gained": gained_straggler(base_run, exp_run),
     }
-    largest = sorted(
+
+
+def _largest_changes(
+    metrics: list[dict[str, Any]], kernels: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """``diff.largest_changes``: the 10 rows that moved most in µs per step, among the
+    metric rows in µs (step time aside) and the changed, added and removed kernels."""
+    return sorted(
         [
             {
                 "what": "metric",
@@ -856,124 +696,20 @@ def diff(
         ],
         key=lambda r: -abs(r["delta_us_per_step"]),
     )[:10]
-    unlike = comparability(base, exp)
-    doc = {
-        "schema": DIFF_SCHEMA,
-        "base": {"label": base_label, "workers": [w for w, _ in base]},
-        "exp": {"label": exp_label, "workers": [w for w, _ in exp]},
-        "headline": headline,
-        "warnings": _warnings(base, exp, frozenset(c.field for c in unlike)),
-        "comparability": unlike,
-        "metrics": metrics,
-        "communication": comm_section,
-        "kernels": kernels,
-        "ops": ops,
-        "diagnoses": {
-            "appeared": sorted(e_ids - b_ids),
-            "disappeared": sorted(b_ids - e_ids),
-            "kept": sorted(b_ids & e_ids),
-            "found": {"base": b_found, "exp": e_found},
-        },
-        "per_rank": _per_rank(base, exp, step_floor_us, th),
-        "largest_changes": largest,
-        "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
-        "noise_rule": NOISE_RULE,
+
+
+def _diagnoses_section(
+    b_found: list[FoundDiagnosis], e_found: list[FoundDiagnosis]
+) -> dict[str, Any]:
+    """``diff.diagnoses``: the ids that appeared, disappeared and were kept, and every
+    diagnosis found on each side."""
+    b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    return {
+        "appeared": sorted(e_ids - b_ids),
+        "disappeared": sorted(b_ids - e_ids),
+        "kept": sorted(b_ids & e_ids),
+        "found": {"base": b_found, "exp": e_found},
     }
-    return msgspec.convert(doc, DiffDocument)
-
-
-#: Op groups listed in ``diff.efficiency`` (by the larger side's time per step).
-EFFICIENCY_DIFF_ROWS = 20
-
-
-def _efficiency_groups(side: Side) -> dict[tuple[str, str], dict[str, Any]]:
-    """(op, shapes) → dtype, time per step (mean over the side's spans), achieved FLOP/s
-    (FLOPs over kernel time, pooled) and roof fraction (time-weighted) of one side."""
-    acc: dict[tuple[str, str], dict[str, Any]] = {}
-    spans = 0
-    for _, summary in side:
-        panel = getattr(summary, "efficiency", None)
-        if panel is None:
-            continue
-        spans += 1
-        for r in panel.rows:
-            a = acc.setdefault(
-                (r.op, r.shapes),
-                {"dtype": r.dtype, "time": 0.0, "flops": 0.0, "has_flops": False, "roof": 0.0,
-                 "roof_time": 0.0},
-            )  # fmt: skip
-            a["time"] += r.time_us_per_step
-            if r.flops_per_call is not None:
-                a["flops"] += r.flops_per_call * r.calls_per_step
-                a["has_flops"] = True
-            if r.roof_fraction is not None:
-                a["roof"] += r.roof_fraction * r.time_us_per_step
-                a["roof_time"] += r.time_us_per_step
-    out = {}
-    for key, a in acc.items():
-        time_us = a["time"] / max(spans, 1)
-        out[key] = {
-            "dtype": a["dtype"],
-            "time_us_per_step": time_us,
-            "achieved_flops_per_s": a["flops"] / (a["time"] / 1e6)
-            if a["has_flops"] and a["time"] > 0
-            else None,
-            "roof_fraction": a["roof"] / a["roof_time"] if a["roof_time"] > 0 else None,
-        }
-    return out
-
-
-def efficiency_rows(
-    base: Side,
-    exp: Side,
-    *,
-    step_floor_us: float = 0.0,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> list[dict[str, Any]]:
-    """``diff.efficiency``: op groups matched by op + input shapes (so an fp32 GEMM and
-    its bf16 version after autocast are one row, the dtype shown per side), the
-    :data:`EFFICIENCY_DIFF_ROWS` with the most time per step on either side.
-
-    ``verdict`` (of the achieved FLOP/s; :func:`efficiency_row_verdict`): a summary keeps
-    one value per group, so the single-value rule of :mod:`.diff_rules` (a verdict from
-    a 10 % change), and ``negligible`` when the group's time per step moves less than
-    ``step_floor_us`` (0.5 % of the base step); ``added``/``removed`` for a group only one
-    side ran; ``not judged`` without FLOPs (memory ops: bandwidth, no FLOP rate)."""
-    b, e = _efficiency_groups(base), _efficiency_groups(exp)
-    keys = sorted(
-        set(b) | set(e),
-        key=lambda k: (
-            -max(
-                b.get(k, {}).get("time_us_per_step", 0.0), e.get(k, {}).get("time_us_per_step", 0.0)
-            )
-        ),
-    )[:EFFICIENCY_DIFF_ROWS]
-    rows = []
-    for op, shapes in keys:
-        row: dict[str, Any] = {"op": op, "shapes": shapes}
-        for side, groups in (("base", b), ("exp", e)):
-            g = groups.get((op, shapes))
-            row[f"{side}_dtype"] = g["dtype"] if g else None
-            for field in ("time_us_per_step", "achieved_flops_per_s", "roof_fraction"):
-                row[f"{side}_{field}"] = g[field] if g else None
-        row["verdict"] = efficiency_row_verdict(row, step_floor_us, thresholds)
-        rows.append(row)
-    return rows
-
-
-def efficiency_row_verdict(row: dict[str, Any], step_floor_us: float, th: Thresholds) -> str:
-    """The verdict of one ``diff.efficiency`` row (see :func:`efficiency_rows`)."""
-    b_time, e_time = row["base_time_us_per_step"], row["exp_time_us_per_step"]
-    if b_time is None or e_time is None:
-        return "added" if b_time is None else "removed"
-    b_rate, e_rate = row["base_achieved_flops_per_s"], row["exp_achieved_flops_per_s"]
-    if not b_rate or not e_rate:
-        return "not judged"
-    judged = judge([b_rate], [e_rate], "higher", per_step=False, thresholds=th)
-    verdict: str = judged["verdict"]
-    if verdict != "unchanged" and abs(e_time - b_time) < step_floor_us:
-        return "negligible"  # too small to matter comes first, as in judge()
-    return verdict
 
 
 def _rank(summary: Summary) -> Any:

@@ -57,7 +57,7 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.compare.comparability import _ENV_WHY, WHY
+from tb_kineto_insights.compare.comparability import ENV_WHY, WHY
 from tb_kineto_insights.compare.diff_rules import judge_stats
 from tb_kineto_insights.schema.diff import ComparabilityItem
 from tb_kineto_insights.schema.history import (
@@ -480,7 +480,7 @@ def settings_changed(before: RunHeadlines, after: RunHeadlines) -> list[Comparab
         if name not in bv or name not in av or bv[name] == av[name]:
             continue
         if name.startswith("env."):
-            why = _ENV_WHY.get(name[4:], "another environment setting")
+            why = ENV_WHY.get(name[4:], "another environment setting")
         else:
             why = WHY[name]
 

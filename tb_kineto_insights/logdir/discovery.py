@@ -34,16 +34,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat
-import threading
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from tb_kineto_insights.trace.confine import Rule, confined, open_local
+from tb_kineto_insights.logdir.names import (
+    escaped_name,
+    is_hidden,
+    looks_like_trace,
+    natural_key,
+    odd_worker_name,
+    parse_span_index,
+    parse_trace_name,
+    run_key,
+)
+from tb_kineto_insights.logdir.sniff import is_kineto_head, sniff_kineto_file
 from tb_kineto_insights.trace.local_paths import LocalTree, local_path
 from tb_kineto_insights.trace.source import object_version_of
 
@@ -56,8 +63,10 @@ __all__ = [
     "Span",
     "Worker",
     "discover",
+    "escaped_name",
     "find_span",
     "is_kineto_head",
+    "parse_span_index",
 ]
 
 
@@ -130,236 +139,8 @@ class Run:
     workers: tuple[Worker, ...]
 
 
-# --------------------------------------------------------------------------- names
-
-_NAMED_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
-_JSON_SUFFIXES = (".json.gz", ".json")
-_DIGITS = re.compile(r"[0-9]+")
-_NATURAL_SPLIT = re.compile(r"([0-9]+)")
-_SKIPPED_DIRS = frozenset({"__pycache__"})
-
-
-def _strip_suffix(name: str, suffixes: tuple[str, ...]) -> str | None:
-    """``name`` without the first matching suffix (case-insensitive), else ``None``."""
-    lower = name.lower()
-    for suffix in suffixes:
-        if lower.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
-    return None
-
-
-def escaped_name(text: str) -> str:
-    """A file or folder name as a run or worker name: valid UTF-8 as it is; the bytes
-    that are not UTF-8 (Python's ``surrogateescape``: ``os.scandir`` gives ``b"\\xff"`` as
-    U+DCFF) written as ``\\xff``. The name is then the same in ``/runs`` and in the
-    URL that asks for it: shown with U+FFFD, such a run was listed but answered 404
-    (issue 32 §9). The file's path is kept as it is."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            raw = text.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:  # another lone surrogate: as Python escapes it
-            return text.encode("utf-8", "backslashreplace").decode("utf-8")
-        return raw.decode("utf-8", "backslashreplace")
-    return text
-
-
-def _parse_named(filename: str) -> tuple[str, str] | None:
-    """``(worker, span)`` for ``<worker>[.<timestamp>].pt.trace.json[.gz]``, else None."""
-    base = _strip_suffix(filename, _NAMED_SUFFIXES)
-    if base is None:
-        return None
-    worker, dot, stamp = base.rpartition(".")
-    if dot and worker and _DIGITS.fullmatch(stamp):
-        return worker, stamp
-    return base, "0"
-
-
-def _odd_worker(filename: str) -> str | None:
-    """Worker name for another ``*.json[.gz]`` file (to be sniffed), else None."""
-    base = _strip_suffix(filename, _JSON_SUFFIXES)
-    if base is None:
-        return None
-    if base.lower().endswith(".pt.trace") and len(base) > len(".pt.trace"):
-        base = base[: -len(".pt.trace")]
-    return base
-
-
-def _natural_key(name: str) -> tuple[tuple[tuple[int, int, str], ...], str]:
-    """Sort key: digit runs compare as numbers, text case-insensitively; ties by name."""
-    parts: list[tuple[int, int, str]] = []
-    for part in _NATURAL_SPLIT.split(name):
-        if not part:
-            continue
-        if _DIGITS.fullmatch(part):
-            parts.append((0, int(part), ""))
-        else:
-            parts.append((1, 0, part.casefold()))
-    return tuple(parts), name
-
-
-def _run_key(name: str) -> tuple[int, tuple[Any, ...]]:
-    """Runs: ``"."`` first, then natural order folder by folder."""
-    if name == ".":
-        return 0, ()
-    return 1, tuple(_natural_key(part) for part in name.split("/"))
-
-
-_SPAN_INDEX = re.compile(r"-?[0-9]+")
-
-
-def parse_span_index(text: str) -> int:
-    """A span index as a query gives it: ASCII digits with an optional leading ``-``
-    (``-1`` = the latest span). ``int()`` alone would also take ``1_0``, ``+3``, `` 3``
-    and non-ASCII digits such as ``٣``.
-
-    Raises:
-        ValueError: anything else.
-    """
-    if not _SPAN_INDEX.fullmatch(text):
-        raise ValueError(f"not a whole number in ASCII digits: {text!r}")
-    return int(text)
-
-
 def _span_key(span: Span) -> tuple[int, str]:
     return int(span.span), span.span
-
-
-# --------------------------------------------------------------------------- sniffing
-
-_BOM = b"\xef\xbb\xbf"
-_WHITESPACE = b" \t\r\n"
-_GZIP_MAGIC = b"\x1f\x8b"
-# A JSON string (possibly cut off at the end of the head is fine: see is_kineto_head),
-# or one structural character.
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]', re.DOTALL)
-_KINETO_FIRST_KEYS = frozenset({b'"schemaVersion"', b'"deviceProperties"'})
-
-
-def _skip_ws(head: bytes, pos: int) -> int:
-    while pos < len(head) and head[pos] in _WHITESPACE:
-        pos += 1
-    return pos
-
-
-def _object_keys(head: bytes, start: int) -> Iterator[bytes]:
-    """Keys (quoted, raw bytes) of the JSON object opening at ``head[start] == '{'``,
-    at its own nesting level only, until it closes or the head ends."""
-    depth = 0
-    previous: bytes | None = None
-    for match in _TOKEN.finditer(head, start):
-        token = match.group()
-        if token in (b"{", b"["):
-            depth += 1
-        elif token in (b"}", b"]"):
-            depth -= 1
-            if depth <= 0:
-                return
-        elif token == b":" and depth == 1 and previous is not None and previous[:1] == b'"':
-            yield previous
-        previous = token
-
-
-def is_kineto_head(head: bytes) -> bool:
-    """Whether the first bytes of a (decompressed) JSON file look like a Kineto trace.
-
-    Args:
-        head: the first bytes of the file, decompressed; may be cut anywhere.
-
-    Returns:
-        True when, after an optional UTF-8 BOM and whitespace, the head is either
-
-        - an object that has a top-level ``"traceEvents"`` key within the head, or whose
-          first key is ``"schemaVersion"`` or ``"deviceProperties"`` (Kineto writes those
-          first, and ``deviceProperties`` can be longer than the head); or
-        - an array whose first element is an object with a ``"ph"`` key (legacy
-          bare-array root).
-
-        False otherwise, including for empty input. Never raises.
-    """
-    data = bytes(head)
-    pos = 0
-    if data.startswith(_BOM):
-        pos = len(_BOM)
-    pos = _skip_ws(data, pos)
-    if pos >= len(data):
-        return False
-    if data[pos : pos + 1] == b"{":
-        for index, key in enumerate(_object_keys(data, pos)):
-            if key == b'"traceEvents"' or (index == 0 and key in _KINETO_FIRST_KEYS):
-                return True
-        return False
-    if data[pos : pos + 1] == b"[":
-        pos = _skip_ws(data, pos + 1)
-        if data[pos : pos + 1] != b"{":
-            return False
-        return any(key == b'"ph"' for key in _object_keys(data, pos))
-    return False
-
-
-def _open_head(fs: Any, path: str, sniff_bytes: int, root: str) -> Any:
-    """The file opened for sniffing; a local one (``root`` set) under the same rule as a
-    load: a regular file inside ``root`` when opened (a FIFO or a link swapped to lead
-    outside since the listing raises TraceIOError, and is skipped)."""
-    if root:
-        with confined(path, Rule(root)):
-            return open_local(path)
-    return fs.open(path, "rb", block_size=max(sniff_bytes, 1 << 16))
-
-
-def _read_head(fs: Any, path: str, sniff_bytes: int, root: str = "") -> bytes:
-    """First ``sniff_bytes`` bytes of the file, gunzipped when it starts with the gzip
-    magic. A truncated gzip stream gives what could be decompressed. Raises whatever
-    the filesystem raises when the file cannot be opened, or TraceIOError when a local
-    file is refused (see :func:`_open_head`)."""
-    with _open_head(fs, path, sniff_bytes, root) as raw:
-        magic = raw.read(2)
-        raw.seek(0)
-        if magic != _GZIP_MAGIC:
-            return bytes(raw.read(sniff_bytes))
-        import gzip  # a gzip file of an odd name: only here
-
-        out = bytearray()
-        with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
-            try:
-                while len(out) < sniff_bytes:
-                    chunk = gz.read1(sniff_bytes - len(out))
-                    if not chunk:
-                        break
-                    out += chunk
-            except (EOFError, OSError, zlib.error):
-                pass  # truncated or damaged after the head: keep what we have
-        return bytes(out)
-
-
-# Sniff results for files whose identity (path, size, mtime) is known, so that a
-# re-scan of a shared log directory does not re-open every oddly named file.
-_SNIFF_CACHE: dict[tuple[str, int, float, int], bool] = {}
-_SNIFF_CACHE_MAX = 20_000
-_SNIFF_CACHE_LOCK = threading.Lock()
-
-
-def _sniff(fs: Any, path: str, size: int, mtime: float, sniff_bytes: int, root: str = "") -> bool:
-    """Whether the file looks like a Kineto trace; False when it cannot be read (or is
-    refused: see :func:`_open_head`)."""
-    key = (f"{type(fs).__module__}.{type(fs).__name__}:{path}", size, mtime, sniff_bytes)
-    cacheable = mtime > 0.0
-    if cacheable:
-        with _SNIFF_CACHE_LOCK:
-            cached = _SNIFF_CACHE.get(key)
-        if cached is not None:
-            return cached
-    try:
-        result = is_kineto_head(_read_head(fs, path, sniff_bytes, root))
-    except Exception:  # any driver error: unreadable now, skip it
-        return False
-    if cacheable:
-        with _SNIFF_CACHE_LOCK:
-            if len(_SNIFF_CACHE) >= _SNIFF_CACHE_MAX:
-                _SNIFF_CACHE.clear()
-            _SNIFF_CACHE[key] = result
-    return result
 
 
 # --------------------------------------------------------------------------- listing
@@ -410,10 +191,6 @@ def _size(info: Mapping[str, Any]) -> int:
         return max(int(value), 0) if value is not None else 0
     except (TypeError, ValueError):
         return 0
-
-
-def _hidden(part: str) -> bool:
-    return part.startswith(".") or part in _SKIPPED_DIRS
 
 
 def _protocols(logdir: str) -> list[str]:
@@ -529,10 +306,10 @@ def _list_local(
 
     for _, dirs, files in walk:
         listed_root = True
-        for name in [d for d in dirs if _hidden(d)]:
+        for name in [d for d in dirs if is_hidden(d)]:
             del dirs[name]
         for name, info in dirs.items():
-            if _looks_like_trace(os.path.basename(str(info.get("name", name)))):
+            if looks_like_trace(os.path.basename(str(info.get("name", name)))):
                 note(str(info.get("name", name)), "a folder named like a trace file, not read")
         for info in files.values():
             kind = info.get("type")
@@ -543,7 +320,7 @@ def _list_local(
                 target = os.path.realpath(name)
                 inside = os.path.commonpath([real_root, target]) == real_root
                 if not inside or not os.path.isfile(target):
-                    if _looks_like_trace(os.path.basename(name)):
+                    if looks_like_trace(os.path.basename(name)):
                         note(name, _bad_link(target, inside))
                     elif not inside and os.path.isdir(target):  # a run folder, maybe
                         note(
@@ -553,7 +330,7 @@ def _list_local(
                         )
                     continue
             elif kind != "file":  # fifo, socket, device: never open those
-                if _looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
+                if looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
                     note(name, "not a regular file (a fifo, socket or device), not read")
                 continue
             try:
@@ -571,12 +348,6 @@ def _list_local(
     if not listed_root and errors:
         raise errors[0]  # the log directory itself could not be listed
     return out
-
-
-def _looks_like_trace(filename: str) -> bool:
-    """Whether discovery would read a file of this name (named, or ``*.json[.gz]`` to
-    sniff)."""
-    return _parse_named(filename) is not None or _odd_worker(filename) is not None
 
 
 def _bad_link(target: str, inside: bool) -> str:
@@ -682,6 +453,26 @@ def discover(
     root = str(root)
     with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
         fs.invalidate_cache()
+    listing = _listing(logdir, fs, root, max_depth, skipped)
+    use_plain_paths = _is_local(fs) and "://" not in logdir
+    real_root = os.path.realpath(root) if use_plain_paths else ""
+    named, odd = _candidates(listing, root, use_plain_paths)
+    if odd:
+        odd = _sniffed(fs, odd, sniff_bytes, real_root)
+    span_path = _span_path_maker(fs, logdir, use_plain_paths)
+    spans = _unique_spans(named + odd, span_path, use_plain_paths, real_root)
+    return _grouped(spans)
+
+
+def _listing(
+    logdir: str,
+    fs: Any,
+    root: str,
+    max_depth: int | None,
+    skipped: list[tuple[str, str]] | None,
+) -> dict[str, dict[str, Any]]:
+    """Every file under ``root`` (:func:`_list_local` or :func:`_list_remote`), or
+    LogdirError when the log directory is not a folder or cannot be listed."""
     try:
         if _is_local(fs):
             if not fs.isdir(root):
@@ -700,19 +491,16 @@ def discover(
         raise
     except Exception as exc:  # storage/driver errors, typed for callers
         raise LogdirError(logdir, f"cannot list: {type(exc).__name__}: {exc}") from exc
+    return listing
 
+
+def _candidates(
+    listing: dict[str, dict[str, Any]], root: str, use_plain_paths: bool
+) -> tuple[list[_Candidate], list[_Candidate]]:
+    """The listed files that may be traces, as ``(named, odd)``: those named
+    ``*.pt.trace.json[.gz]``, and the other ``*.json[.gz]`` files (to be sniffed).
+    Files in hidden folders, hidden files and any other name are left out."""
     prefix = root if root.endswith("/") else root + "/"
-    use_plain_paths = _is_local(fs) and "://" not in logdir
-    real_root = os.path.realpath(root) if use_plain_paths else ""
-    url_base = logdir.rstrip("/") if "::" in logdir else None
-
-    def span_path(fs_path: str, rel: str) -> str:
-        if use_plain_paths:
-            return fs_path
-        if url_base is not None:
-            return f"{url_base}/{rel}"
-        return str(fs.unstrip_protocol(fs_path))
-
     named: list[_Candidate] = []
     odd: list[_Candidate] = []
     for fs_path, info in listing.items():
@@ -721,15 +509,15 @@ def discover(
             continue
         rel = name[len(prefix) :]
         parts = rel.split("/")
-        if any(not part or _hidden(part) for part in parts):
+        if any(not part or is_hidden(part) for part in parts):
             continue
         folder, filename = escaped_name("/".join(parts[:-1])) or ".", parts[-1]
-        parsed = _parse_named(filename)
+        parsed = parse_trace_name(filename)
         if parsed is not None:
             worker, span_id = escaped_name(parsed[0]), parsed[1]
             bucket, is_named = named, True
         else:
-            odd_worker = _odd_worker(filename)
+            odd_worker = odd_worker_name(filename)
             if odd_worker is None:
                 continue
             worker, span_id = escaped_name(odd_worker), "0"
@@ -752,21 +540,51 @@ def discover(
                 version="" if use_plain_paths else _version(info),
             )
         )
+    return named, odd
 
-    if odd:
-        # imported here: concurrent.futures (with logging) is 12 ms of every start-up
-        from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
-            verdicts = list(
-                pool.map(
-                    lambda c: _sniff(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root), odd
-                )
+def _sniffed(fs: Any, odd: list[_Candidate], sniff_bytes: int, real_root: str) -> list[_Candidate]:
+    """The oddly named candidates whose head looks like a Kineto trace, sniffed on up to
+    8 threads, in their order."""
+    # imported here: concurrent.futures (with logging) is 12 ms of every start-up
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
+        verdicts = list(
+            pool.map(
+                lambda c: sniff_kineto_file(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root),
+                odd,
             )
-        odd = [c for c, ok in zip(odd, verdicts, strict=True) if ok]
+        )
+    return [c for c, ok in zip(odd, verdicts, strict=True) if ok]
 
+
+def _span_path_maker(fs: Any, logdir: str, use_plain_paths: bool) -> Callable[[str, str], str]:
+    """``span_path(fs_path, rel)``: the path a span is opened by, in the log directory's
+    own form (a plain path, the chained URL's base, or the filesystem's URL)."""
+    url_base = logdir.rstrip("/") if "::" in logdir else None
+
+    def span_path(fs_path: str, rel: str) -> str:
+        if use_plain_paths:
+            return fs_path
+        if url_base is not None:
+            return f"{url_base}/{rel}"
+        return str(fs.unstrip_protocol(fs_path))
+
+    return span_path
+
+
+def _unique_spans(
+    candidates: list[_Candidate],
+    span_path: Callable[[str, str], str],
+    use_plain_paths: bool,
+    real_root: str,
+) -> dict[tuple[str, str, str], Span]:
+    """One span per (run, worker, span) key: standard names first, then by file name;
+    a candidate whose key is taken is named by its whole file name, or dropped when that
+    key is taken too."""
     spans: dict[tuple[str, str, str], Span] = {}
-    ordered = sorted(named + odd, key=lambda c: (not c.named, c.run, c.filename))
+    ordered = sorted(candidates, key=lambda c: (not c.named, c.run, c.filename))
     for cand in ordered:
         worker = cand.worker
         if (cand.run, worker, cand.span) in spans:
@@ -787,7 +605,11 @@ def discover(
             root=real_root,
             version=cand.version,
         )
+    return spans
 
+
+def _grouped(spans: dict[tuple[str, str, str], Span]) -> list[Run]:
+    """Spans grouped into workers and runs, each in :func:`discover`'s order."""
     by_run: dict[str, dict[str, list[Span]]] = {}
     for span in spans.values():
         by_run.setdefault(span.run, {}).setdefault(span.worker, []).append(span)
@@ -797,11 +619,11 @@ def discover(
             workers=tuple(
                 Worker(name=worker_name, spans=tuple(sorted(worker_spans, key=_span_key)))
                 for worker_name, worker_spans in sorted(
-                    by_run[run_name].items(), key=lambda item: _natural_key(item[0])
+                    by_run[run_name].items(), key=lambda item: natural_key(item[0])
                 )
             ),
         )
-        for run_name in sorted(by_run, key=_run_key)
+        for run_name in sorted(by_run, key=run_key)
     ]
 
 
@@ -851,7 +673,7 @@ def span_for_file(path: str) -> Span:
             raise LogdirError(path, f"cannot read file: {exc}") from exc
     filename = fs_path.rstrip("/").rsplit("/", 1)[-1]
     parent = fs_path.rstrip("/").rsplit("/", 1)[0].rsplit("/", 1)[-1] or "."
-    parsed = _parse_named(filename) or (_odd_worker(filename) or filename, "0")
+    parsed = parse_trace_name(filename) or (odd_worker_name(filename) or filename, "0")
     return Span(
         run=parent,
         worker=parsed[0],

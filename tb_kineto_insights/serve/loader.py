@@ -50,9 +50,9 @@ from tb_kineto_insights.serve.worker_pool import (
     ERROR_WORKER,
     LoadDeadline,
     LoadMemoryCap,
-    _Outcome,
-    _Slot,
-    _Task,
+    LoadOutcome,
+    LoadTask,
+    WorkerSlot,
     default_workers,
     load_deadline_from_env,
     load_memory_cap_from_env,
@@ -203,7 +203,7 @@ class SummaryLoader:
         self._cache_warned = False
         self.loads_started = 0
         use_process = workers > 0
-        self._slots = [_Slot(use_process) for _ in range(max(1, workers))]
+        self._slots = [WorkerSlot(use_process) for _ in range(max(1, workers))]
         self._threads = [
             threading.Thread(
                 target=self._slot_loop, args=(slot,), name=f"kineto-insights-load-{i}", daemon=True
@@ -349,7 +349,7 @@ class SummaryLoader:
         heapq.heappush(self._heap, (priority, size, next(self._seq), ident))
         self._cv.notify_all()
 
-    def _next_task(self, timeout: float) -> _Task | None:
+    def _next_task(self, timeout: float) -> LoadTask | None:
         deadline = time.monotonic() + timeout
         with self._cv:
             while not self._closed:
@@ -362,7 +362,7 @@ class SummaryLoader:
                 self._cv.wait(remaining)
         return None
 
-    def _pop_task_locked(self) -> _Task | None:
+    def _pop_task_locked(self) -> LoadTask | None:
         """The next queued file as a task (now ``loading``), or None. A file that failed
         before (:attr:`_failures`) waits while all slots but one read such files."""
         held_back: list[tuple[int, int, int, Identity]] = []
@@ -393,7 +393,7 @@ class SummaryLoader:
                 self.loads_started += 1
                 others = sum(1 for state in self._states.values() if state == LOADING) - 1
                 self._cv.notify_all()
-                return _Task(
+                return LoadTask(
                     ident=ident,
                     max_json_bytes=self._max_json_bytes,
                     thresholds=self._thresholds,
@@ -419,7 +419,7 @@ class SummaryLoader:
             return None
         return max(1, parallel.usable_cores() - others_loading)
 
-    def _slot_loop(self, slot: _Slot) -> None:
+    def _slot_loop(self, slot: WorkerSlot) -> None:
         while True:
             task = self._next_task(self._idle_shutdown_s)
             if task is None:
@@ -430,13 +430,13 @@ class SummaryLoader:
             try:  # the content key: read here once (head and tail), used by the worker
                 task = dataclasses.replace(task, key=entry_key(task.ident, task.settings))
             except TraceIOError as exc:
-                self._finish(task.ident, _Outcome(None, ERROR_IO, str(exc), 0.0))
+                self._finish(task.ident, LoadOutcome(None, ERROR_IO, str(exc), 0.0))
                 continue
             try:
                 outcome = slot.run(task, functools.partial(self._note_read, task.ident))
             except Exception as exc:  # never let a loading thread die
                 logger.exception("Kineto Insights: loading %s failed", task.ident.path)
-                outcome = _Outcome(
+                outcome = LoadOutcome(
                     None,
                     ERROR_WORKER,
                     f"{task.ident.path}: could not run the load ({type(exc).__name__}: {exc})",
@@ -450,7 +450,7 @@ class SummaryLoader:
             with self._cv:
                 self._read_fraction[ident] = min(1.0, bytes_read / file_bytes)
 
-    def _finish(self, ident: Identity, outcome: _Outcome, key: str | None = None) -> None:
+    def _finish(self, ident: Identity, outcome: LoadOutcome, key: str | None = None) -> None:
         if outcome.cache_warning and not self._cache_warned:
             self._cache_warned = True
             logger.warning(

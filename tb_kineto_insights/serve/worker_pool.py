@@ -1,9 +1,9 @@
 """Worker processes that read traces: one load at a time each, killed on a deadline.
 
 A worker is a plain ``python -c`` child of this interpreter (``sys.executable``) that
-reads pickled :class:`_Task` frames on its standard input and answers
-:class:`_Outcome` frames (a cache entry, or what went wrong) on its standard output; it
-is reused for the next file and exits when idle. :class:`_Slot` owns one such process:
+reads pickled :class:`LoadTask` frames on its standard input and answers
+:class:`LoadOutcome` frames (a cache entry, or what went wrong) on its standard output; it
+is reused for the next file and exits when idle. :class:`WorkerSlot` owns one such process:
 it starts it, waits for it to be ready (its own start-up is not part of a load's
 deadline), sends one task and waits for the answer until the task's deadline
 (:class:`LoadDeadline`), past which it kills the process (busy, stuck or stopped with
@@ -56,7 +56,7 @@ from typing import IO, Any
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import encode_store
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.store.cache import DiskCache, Identity, _entry_bytes
+from tb_kineto_insights.store.cache import DiskCache, Identity, entry_bytes
 from tb_kineto_insights.store.cached_summaries import changed_while_read
 from tb_kineto_insights.store.settings import seconds_from_env
 from tb_kineto_insights.trace.confine import Rule, confined
@@ -260,7 +260,11 @@ def tree_rss_bytes(pid: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Task:
+class LoadTask:
+    """One span to load into the cache: the file, the analysis settings, where the cache
+    is, and the deadline and memory cap the load runs under (sent pickled to a worker
+    process)."""
+
     ident: Identity
     max_json_bytes: int
     thresholds: Thresholds
@@ -275,7 +279,7 @@ class _Task:
 
 
 @dataclass(frozen=True)
-class _Outcome:
+class LoadOutcome:
     """What one load produced: ``data`` is a cache entry (summary or reader error);
     otherwise ``kind`` and ``message`` say what went wrong."""
 
@@ -287,7 +291,7 @@ class _Outcome:
     from_cache: bool = False  # another process had stored it meanwhile: nothing parsed
 
 
-def _summarize_confined(task: _Task) -> Any:
+def _summarize_confined(task: LoadTask) -> Any:
     """``task.summarize`` of the file, which must still lie inside ``ident.root`` and be
     the file discovery listed when it is opened (see ``trace/confine.py``)."""
     ident = task.ident
@@ -331,7 +335,7 @@ def _within_read_budget(
             os.environ[READ_WORKERS_ENV] = before
 
 
-def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
+def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadOutcome:
     """Read and analyse one file, store the result on disk; never raises. Only verdicts
     about the file's content are stored: an I/O error (missing file, permission, storage
     error, a refused open) is answered but not stored, so the next request retries.
@@ -344,7 +348,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         with contextlib.suppress(Exception):
             done = DiskCache(task.cache_folder, task.settings).load_entry(task.ident, task.key)
             if done is not None:
-                return _Outcome(done, None, None, time.perf_counter() - started, from_cache=True)
+                return LoadOutcome(done, None, None, time.perf_counter() - started, from_cache=True)
     try:
         timeline: bytes | None = None
         try:
@@ -354,15 +358,15 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
                 summary, store = summary
                 timeline = encode_store(store)
         except TraceIOError as exc:
-            return _Outcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
+            return LoadOutcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
         except TraceError as exc:
             error = exc
             summary = None
         elapsed = time.perf_counter() - started
         changed = changed_while_read(task.ident)
         if changed is not None:
-            return _Outcome(None, ERROR_IO, changed, elapsed)
-        data = _entry_bytes(
+            return LoadOutcome(None, ERROR_IO, changed, elapsed)
+        data = entry_bytes(
             task.ident,
             task.settings,
             summary=summary,
@@ -373,7 +377,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
         )
     except Exception as exc:  # a bug in the analysis, or out of memory
         logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
-        return _Outcome(
+        return LoadOutcome(
             None,
             ERROR_INTERNAL,
             f"{task.ident.path}: internal error while analysing ({type(exc).__name__}: {exc})",
@@ -391,7 +395,7 @@ def _run_task(task: _Task, progress: ProgressCallback | None = None) -> _Outcome
             )
         except (OSError, ValueError, ImportError) as exc:
             warning = f"cannot write the cache folder {task.cache_folder}: {exc}"
-    return _Outcome(data, None, None, elapsed, warning)
+    return LoadOutcome(data, None, None, elapsed, warning)
 
 
 _FRAME = struct.Struct("<Q")
@@ -547,7 +551,7 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-_LIVE_SLOTS: weakref.WeakSet[_Slot] = weakref.WeakSet()
+_LIVE_SLOTS: weakref.WeakSet[WorkerSlot] = weakref.WeakSet()
 
 
 @atexit.register
@@ -636,7 +640,7 @@ def _await_ready(proc: subprocess.Popen[bytes]) -> None:
         watchdog.cancel()
 
 
-def _memory_message(task: _Task, rss_bytes: int) -> str:
+def _memory_message(task: LoadTask, rss_bytes: int) -> str:
     cap = task.max_rss_bytes or 0
     return (
         f"{task.ident.path}: the load used {rss_bytes / MIB:,.0f} MiB of memory, over its "
@@ -645,7 +649,7 @@ def _memory_message(task: _Task, rss_bytes: int) -> str:
     )
 
 
-def _timeout_message(task: _Task, elapsed_s: float) -> str:
+def _timeout_message(task: LoadTask, elapsed_s: float) -> str:
     return (
         f"{task.ident.path}: the load did not finish within its deadline of "
         f"{task.deadline_s:.1f} s ({elapsed_s:.1f} s elapsed); its worker process was "
@@ -655,7 +659,7 @@ def _timeout_message(task: _Task, elapsed_s: float) -> str:
     )
 
 
-class _Slot:
+class WorkerSlot:
     """One place where a file is read: a worker process (``python -c``), reused until
     idle or dead, or (``use_process=False``) the calling thread itself."""
 
@@ -665,7 +669,7 @@ class _Slot:
         self._proc: subprocess.Popen[bytes] | None = None
         _LIVE_SLOTS.add(self)
 
-    def run(self, task: _Task, progress: ProgressCallback | None = None) -> _Outcome:
+    def run(self, task: LoadTask, progress: ProgressCallback | None = None) -> LoadOutcome:
         """Run one load; in a worker process, killed when ``task.deadline_s`` passes
         (a load in this thread cannot be stopped: no deadline there). ``progress`` is
         called with ``(bytes_read, file_bytes)`` of the stored file while it is read."""
@@ -686,7 +690,7 @@ class _Slot:
                 if progress is not None:
                     progress(int(outcome[1]), int(outcome[2]))
                 outcome = _read_frame(proc.stdout)
-            if isinstance(outcome, _Outcome):
+            if isinstance(outcome, LoadOutcome):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")
         except (EOFError, OSError, pickle.PickleError, struct.error) as exc:
@@ -699,13 +703,13 @@ class _Slot:
             self.stop(kill=True)
             elapsed = time.perf_counter() - started
             if watch is not None and watch.expired.is_set():
-                return _Outcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
+                return LoadOutcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
             if watch is not None and watch.over_rss_bytes is not None:
                 message = _memory_message(task, watch.over_rss_bytes)
-                return _Outcome(None, ERROR_MEMORY, message, elapsed)
+                return LoadOutcome(None, ERROR_MEMORY, message, elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
-            return _Outcome(
+            return LoadOutcome(
                 None,
                 ERROR_WORKER,
                 f"{task.ident.path}: the worker process reading it died ({reason}){hint}",

@@ -364,12 +364,13 @@ def entry_key(ident: Identity, settings: str) -> str:
 _CHECKSUM_BYTES = 64
 
 
-def _sealed(body: bytes) -> bytes:
-    """``body`` preceded by the hex SHA-256 of ``body`` and a newline."""
+def sealed(body: bytes) -> bytes:
+    """``body`` preceded by the hex SHA-256 of ``body`` and a newline: how cache entries,
+    run views and headline records are written (:func:`unsealed` checks it)."""
     return hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
 
 
-def _unsealed(data: bytes) -> bytes | None:
+def unsealed(data: bytes) -> bytes | None:
     """The body of a sealed entry, or None when its checksum line does not match it
     exactly (any changed, missing or extra byte)."""
     digest, body = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES + 1 :]
@@ -380,7 +381,7 @@ def _unsealed(data: bytes) -> bytes | None:
     return body
 
 
-def _entry_bytes(
+def entry_bytes(
     ident: Identity,
     settings: str,
     *,
@@ -411,7 +412,7 @@ def _entry_bytes(
         wrapper["summary"] = summary
         if timeline is not None:
             wrapper["timeline"] = timeline
-    return _sealed(encode_json(wrapper))
+    return sealed(encode_json(wrapper))
 
 
 def decode_entry(
@@ -438,7 +439,7 @@ def decode_entry(
     appended to it (a checksum that does not match, a summary that does not fit the
     Struct or holds a value out of range: :func:`~.checked.summary_problem`) instead of
     logged here; the caller logs one line naming the file."""
-    body = _unsealed(data)
+    body = unsealed(data)
     if body is None:
         if why is not None:
             why.append("its checksum does not match")
@@ -500,10 +501,6 @@ def _relabelled(panels: dict[str, bytes], path: str) -> bytes:
 
 
 # --------------------------------------------------------------------------- disk cache
-
-
-_create_temporary = cache_store._create_temporary
-_write_atomic = cache_store.write_atomic
 
 
 class DiskCache:
@@ -612,7 +609,7 @@ class DiskCache:
         key: str | None = None,
         summary: Summary | None = None,
     ) -> None:
-        """Write an entry (from :func:`_entry_bytes`) atomically (rename in a local
+        """Write an entry (from :func:`entry_bytes`) atomically (rename in a local
         folder, one PUT on object storage), and drop the other kind of entry for the
         same content; then the span's headline record for ``history``, from ``summary``
         when the caller has the Struct (else decoded from ``data``). Raises OSError when
@@ -660,7 +657,7 @@ class DiskCache:
         same content) and by listed file (:meth:`file_headline_name`: found from a listing
         alone, no byte of the trace read). Raises OSError when the folder is not
         writable."""
-        data = _sealed(encode_json({"key": key, "headline": headline}))
+        data = sealed(encode_json({"key": key, "headline": headline}))
         self.backend.write(self._headline_name(key), data)
         self.backend.write(self.file_headline_name(ident), data)
 
@@ -675,7 +672,7 @@ class DiskCache:
             return None
         if data is None:
             return None
-        body = _unsealed(data)
+        body = unsealed(data)
         problem = None
         stored = None
         if body is None:
@@ -718,7 +715,7 @@ class DiskCache:
         with contextlib.suppress(OSError):  # only a shortcut for the next lookup
             self.backend.write(
                 self.file_headline_name(ident),
-                _sealed(encode_json({"key": key, "headline": headline})),
+                sealed(encode_json({"key": key, "headline": headline})),
             )
         return headline
 

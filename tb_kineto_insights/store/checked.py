@@ -1,6 +1,6 @@
 """Range checks of the records read back from a cache folder and trusted as they are.
 
-A cache file's checksum line (``cache._sealed``) is plain SHA-256: it catches a flipped
+A cache file's checksum line (``cache.sealed``) is plain SHA-256: it catches a flipped
 byte, not a file written by hand, and the schema check (msgspec) catches a wrong type,
 not a wrong value. A headline whose ``median_step_us`` is ``-1e308`` fits both and was
 printed as a 300-digit negative step time (attack run). What is checked here is what no

@@ -43,7 +43,7 @@ import msgspec
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
-from tb_kineto_insights.store.cache import _sealed, _unsealed, encode_json
+from tb_kineto_insights.store.cache import encode_json, sealed, unsealed
 from tb_kineto_insights.store.checked import MAX_FRACTION, headline_problem
 
 logger = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class HeadlineIndex:
             return {}, {}
         if data is None:
             return {}, {}
-        body = _unsealed(data)
+        body = unsealed(data)
         if body is None:
             self._damaged("its checksum does not match")
             return {}, {}
@@ -236,7 +236,7 @@ class HeadlineIndex:
             "runs": runs,
         }
         try:
-            self.backend.write(self.name, _sealed(encode_json(wrapper)))
+            self.backend.write(self.name, sealed(encode_json(wrapper)))
         except OSError as exc:
             logger.warning(
                 "Kineto Insights: cannot write the headline index %s: %s", self.name, exc

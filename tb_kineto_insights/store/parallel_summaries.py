@@ -302,11 +302,11 @@ def _store(
     if settings.cache_location is None:
         return None
     from tb_kineto_insights.analysis.timeline import encode_store
-    from tb_kineto_insights.store.cache import DiskCache, _entry_bytes
+    from tb_kineto_insights.store.cache import DiskCache, entry_bytes
 
     ident = identity_of(task.span)
     try:
-        data = _entry_bytes(
+        data = entry_bytes(
             ident,
             settings.cache_settings,
             summary=summary,
