@@ -13,6 +13,7 @@ import time
 from operator import attrgetter
 
 from tb_kineto_insights.trace import reader as r
+from tb_kineto_insights.trace.framing import TRACE_EVENTS_KEY, last_event_boundary
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 
 
@@ -20,12 +21,12 @@ def pieces(path: str) -> list[bytes]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as fh:
         data = fh.read()
-    start = r._TRACE_EVENTS_KEY.search(data).end()
+    start = TRACE_EVENTS_KEY.search(data).end()
     out, pending, pos, block = [], b"", start, r.BLOCK_BYTES
     while pos < len(data):
         chunk = data[pos : pos + block]
         pos += block
-        cut = r._last_event_boundary(chunk)
+        cut = last_event_boundary(chunk)
         if cut is None:
             pending += chunk
             continue

@@ -92,6 +92,15 @@ from tb_kineto_insights.trace.events import (
     RawTsPhaseRoot,
     Root,
 )
+from tb_kineto_insights.trace.framing import (
+    BOM_AND_WS,
+    MAX_EVENT_BYTES,
+    MAX_HEAD_BYTES,
+    TRACE_EVENTS_KEY,
+    WS,
+    last_event_boundary,
+    not_a_trace,
+)
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.repair import passes_for_error, repair_json
 from tb_kineto_insights.trace.rowjson import RowJson
@@ -145,10 +154,8 @@ MAX_TS_US = 9.2e15
 #: Marks a missing pid/tid/device/stream before fallbacks are applied.
 MISSING_ID = -(2**62)
 
-_TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EXACT_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
 _RECORD_COUNTS = "Record counts:"
-_MAX_HEAD_BYTES = 256 * 1024 * 1024
 #: Names longer than this (characters) are cut, with "…" appended, and counted.
 MAX_NAME_CHARS = 16384
 #: After a piece cut inside an event, wait until the pending bytes are this many times
@@ -157,13 +164,9 @@ MAX_NAME_CHARS = 16384
 RETRY_GROWTH = 4
 #: Damaged regions listed one by one in ``TraceHealth.damage`` (all are counted).
 MAX_DAMAGE_LISTED = 20
-#: Longest run of bytes the reader holds without finding the end of an event.
-MAX_EVENT_BYTES = 64 * 1024 * 1024
 #: Bytes of a piece cut short that are handed back to wait for more input, at most;
 #: a longer one is salvaged where it is (an event longer than this is lost as damage).
 MAX_PENDING_BYTES = 4 * 1024 * 1024
-_WS = b" \t\r\n"
-_BOM_AND_WS = b"\xef\xbb\xbf" + _WS
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
@@ -1220,19 +1223,6 @@ def build_piece(data: bytes | bytearray, exact: bool) -> _Builder | None:
     return build_pieces(b"", [bytes(data[1:-1]) + b",{"], exact)
 
 
-def not_a_trace(path: str, compressed: bool) -> str:
-    """Why a file whose first byte is neither ``{`` nor ``[`` is no trace (one wording
-    for every reader of the file: ``report``, ``window``, the plugin): a file named
-    ``.gz`` without the gzip magic (``compressed`` false) is "not gzip" (a plain JSON
-    file so named is read as it is), any other "not a JSON trace"."""
-    if not compressed and path.lower().rstrip("/").endswith(".gz"):
-        return (
-            "not gzip (named .gz, but it does not start with the gzip magic 1f 8b) "
-            "and not a JSON trace either"
-        )
-    return "not a JSON trace (does not start with '{' or '[')"
-
-
 def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | None:
     """Pending bytes ``tail`` and the ``blocks`` after them, cut into pieces exactly as
     the serial reader cuts them (each block at its last event boundary, a block without
@@ -1252,7 +1242,7 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> _Builder | No
     cut = None
     try:
         for block in blocks:
-            cut = _last_event_boundary(block)
+            cut = last_event_boundary(block)
             if cut is None:
                 pending += block
                 continue
@@ -1422,7 +1412,7 @@ class _Reader:
             # read, and past MAX_EVENT_BYTES the whole file was lost).
             if len(buf) <= MAX_PENDING_BYTES:
                 return Salvaged(leftover=1)
-            cut = _last_event_boundary(buf)
+            cut = last_event_boundary(buf)
             if cut is None:
                 return Salvaged(leftover=1)
             head = bytearray(memoryview(buf)[: cut[0]])
@@ -1451,7 +1441,7 @@ class _Reader:
         events_start = None
         for block in blocks:
             if not buf:
-                stripped = block.lstrip(_BOM_AND_WS)
+                stripped = block.lstrip(BOM_AND_WS)
                 consumed += len(block) - len(stripped)
                 if not stripped:
                     continue
@@ -1466,15 +1456,15 @@ class _Reader:
                         self.path, self._not_a_trace(), consumed
                     )
             buf += block
-            match = _TRACE_EVENTS_KEY.search(buf, max(0, searched - 64))
+            match = TRACE_EVENTS_KEY.search(buf, max(0, searched - 64))
             if match:
                 self._read_head(bytes(buf[: match.start()]), consumed)
                 events_start = match.end()
                 break
             searched = len(buf)
-            if len(buf) > _MAX_HEAD_BYTES:
+            if len(buf) > MAX_HEAD_BYTES:
                 raise TraceFormatError(
-                    self.path, f"no traceEvents array in the first {_MAX_HEAD_BYTES} bytes"
+                    self.path, f"no traceEvents array in the first {MAX_HEAD_BYTES} bytes"
                 )
         if events_start is None:
             self._no_events(bytes(buf))  # raises: empty, truncated, or not a trace
@@ -1507,7 +1497,7 @@ class _Reader:
                 else:
                     nxt = next(blocks, None)
                     if nxt is None:  # the last group here, merge what is held, the rest serially
-                        if group and (cut := _last_event_boundary(group[-1])) is not None:
+                        if group and (cut := last_event_boundary(group[-1])) is not None:
                             # the last group's pieces: decoded here while the workers end
                             assert self.builder is not None
                             last = group[-1]
@@ -1545,7 +1535,7 @@ class _Reader:
                     grouped = sum(map(len, group))
                     if grouped < parallel.PIECE_BYTES:
                         continue
-                    cut = _last_event_boundary(block)
+                    cut = last_event_boundary(block)
                     if cut is None and grouped < MAX_EVENT_BYTES:
                         continue
                     future = None
@@ -1594,7 +1584,7 @@ class _Reader:
                 if len(tail) + len(block) < retry_at:
                     consumed = self._grow(tail, block, consumed)
                     continue
-                cut = _last_event_boundary(block)
+                cut = last_event_boundary(block)
                 if cut is None:  # no event ends in this block: keep collecting
                     consumed = self._grow(tail, block, consumed)
                     continue
@@ -1671,10 +1661,10 @@ class _Reader:
                 an event: an event that large, or padded or damaged data (a gzip bomb of
                 spaces or one endless string ends here, in linear time).
         """
-        if not tail.strip(_WS):
+        if not tail.strip(WS):
             consumed += len(tail)
             tail.clear()
-            stripped = block.lstrip(_WS)
+            stripped = block.lstrip(WS)
             consumed += len(block) - len(stripped)
             block = stripped
         tail += block
@@ -1737,7 +1727,7 @@ class _Reader:
         out = self._events(b"[" + rest + b"]", base, final=True)
         self.builder.add_events(out.events)
         if out.trailer is None:
-            if rest.strip(_WS) and not out.damage:
+            if rest.strip(WS) and not out.damage:
                 self.damage.append(
                     Damage(
                         total,
@@ -1751,7 +1741,7 @@ class _Reader:
             return
         trailer = rest[out.trailer - 1 :]
         if self.root_kind == "array":
-            if trailer.strip(_WS):
+            if trailer.strip(WS):
                 at = base + out.trailer - 1
                 self.damage.append(Damage(at, at, len(trailer), 0, "data after the events"))
             return
@@ -1904,30 +1894,6 @@ def _has_profiler_steps(names: list[str], tables: dict[str, m.EventTable]) -> bo
         if np.isin(tables[kind].name, list(step_ids)).any():
             return True
     return False
-
-
-def _last_event_boundary(
-    buf: bytes | bytearray, limit: int | None = None
-) -> tuple[int, int] | None:
-    """Find the last ``}`` ``,`` ``{`` in ``buf`` whose ``}`` lies before ``limit``
-    (default: anywhere): returns (end of the piece after the ``}``, start of the next
-    event at the ``{``), or ``None``. Searched in place: no copy of the buffer."""
-    n = len(buf)
-    pos = n if limit is None else min(limit, n)
-    for _ in range(10_000):
-        pos = buf.rfind(b"}", 0, pos)
-        if pos < 0:
-            return None
-        j = pos + 1
-        while j < n and buf[j] in b" \t\r\n":
-            j += 1
-        if j < n and buf[j] == 0x2C:  # ","
-            j += 1
-            while j < n and buf[j] in b" \t\r\n":
-                j += 1
-            if j < n and buf[j] == 0x7B:  # "{"
-                return pos + 1, j
-    return None
 
 
 def _tapped(blocks: Iterator[bytes], on_block: Callable[[bytes], None]) -> Iterator[bytes]:

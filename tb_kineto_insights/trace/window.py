@@ -56,15 +56,15 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError
-from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
-from tb_kineto_insights.trace.reader import (
-    _BOM_AND_WS,
-    _MAX_HEAD_BYTES,
-    _TRACE_EVENTS_KEY,
+from tb_kineto_insights.trace.framing import (
+    BOM_AND_WS,
     MAX_EVENT_BYTES,
-    _last_event_boundary,
+    MAX_HEAD_BYTES,
+    TRACE_EVENTS_KEY,
+    last_event_boundary,
     not_a_trace,
 )
+from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
 
@@ -457,9 +457,9 @@ class _Pieces:
                 return
         while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
             limit = max(PIECE_BYTES, self.retry_at)
-            cut = _last_event_boundary(self.buf, limit)
+            cut = last_event_boundary(self.buf, limit)
             if cut is None:
-                cut = _last_event_boundary(self.buf)  # an event longer than a piece
+                cut = last_event_boundary(self.buf)  # an event longer than a piece
                 if cut is None:
                     return
             end, next_start = cut
@@ -479,7 +479,7 @@ class _Pieces:
             self.retry_at = 0
 
     def _find_events(self) -> None:
-        stripped = bytes(self.buf).lstrip(_BOM_AND_WS)
+        stripped = bytes(self.buf).lstrip(BOM_AND_WS)
         if not stripped:
             return
         if stripped[:1] == b"[":
@@ -489,9 +489,9 @@ class _Pieces:
             compressed = self.source is not None and self.source.compressed
             raise TraceFormatError(self.path, not_a_trace(self.path, compressed))
         else:
-            match = _TRACE_EVENTS_KEY.search(self.buf)
+            match = TRACE_EVENTS_KEY.search(self.buf)
             if match is None:
-                if len(self.buf) > _MAX_HEAD_BYTES:
+                if len(self.buf) > MAX_HEAD_BYTES:
                     raise TraceFormatError(self.path, "no traceEvents array in the head")
                 return
             self.head = bytes(self.buf[: match.start()])
@@ -512,7 +512,7 @@ class _Pieces:
                 events = _RAWS.decode(b"[" + rest)
                 others: dict[str, msgspec.Raw] = {}
             else:
-                whole = self.head.lstrip(_BOM_AND_WS) + b'"traceEvents":[' + rest
+                whole = self.head.lstrip(BOM_AND_WS) + b'"traceEvents":[' + rest
                 if not self.found:
                     whole = rest  # no traceEvents key: decode what there is
                 events = _ROOT.decode(whole).traceEvents
