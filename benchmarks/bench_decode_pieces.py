@@ -15,6 +15,7 @@ from operator import attrgetter
 from tb_kineto_insights.trace import reader as r
 from tb_kineto_insights.trace.framing import TRACE_EVENTS_KEY, last_event_boundary
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
+from tb_kineto_insights.trace.timestamps import literals_ns
 
 
 def pieces(path: str) -> list[bytes]:
@@ -61,7 +62,7 @@ def main() -> None:
         f"{best(lambda: [parse_us_literals_to_ns(x) for x in lits], repeats):.3f} s"
     )
     # the timestamp stage as _decode_typed runs it (older versions: _Builder._ts_ns)
-    ts_ns = getattr(r, "_literals_ns", None) or r._Builder(True)._ts_ns
+    ts_ns = literals_ns
     print(f"ts stage ({ts_ns.__name__}): {best(lambda: [ts_ns(x) for x in lits], repeats):.3f} s")
 
 

@@ -65,7 +65,6 @@ Figures (date, machine, load) are in ``benchmarks/RESULTS.md``: ``benchmarks/ben
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
 from decimal import Decimal, DecimalException
@@ -101,7 +100,6 @@ from tb_kineto_insights.trace.framing import (
     last_event_boundary,
     not_a_trace,
 )
-from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.repair import passes_for_error, repair_json
 from tb_kineto_insights.trace.rowjson import RowJson
 from tb_kineto_insights.trace.salvage import (
@@ -118,6 +116,13 @@ from tb_kineto_insights.trace.source import (
     DEFAULT_MAX_JSON_BYTES,
     BlockReader,
     file_size,
+)
+from tb_kineto_insights.trace.timestamps import (
+    EXACT_TS,
+    MAX_TS_US,
+    decimals_ns,
+    literals_ns,
+    us_to_ns,
 )
 
 #: Largest top-level ``deviceProperties`` / ``distributedInfo`` / ``tb_kineto_insights``
@@ -149,12 +154,9 @@ CATEGORY_KIND: dict[str, str] = {
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu"})
 #: Durations above this are quarantined as implausible (7 days, in µs).
 MAX_DURATION_US = 7 * 24 * 3600 * 1e6
-#: Timestamps at or beyond this (µs) do not fit int64 ns (2^63 ns ≈ 9.2·10^15 µs).
-MAX_TS_US = 9.2e15
 #: Marks a missing pid/tid/device/stream before fallbacks are applied.
 MISSING_ID = -(2**62)
 
-_EXACT_TS = re.compile(rb'"ts"\s*:\s*-?\d{13,}\.\d')
 _RECORD_COUNTS = "Record counts:"
 #: Names longer than this (characters) are cut, with "…" appended, and counted.
 MAX_NAME_CHARS = 16384
@@ -351,9 +353,6 @@ _ROUTES: tuple[str, ...] = (
 _DURATION_ROUTES = frozenset(m.DURATION_KINDS)
 _ROUTE_INDEX = {route: i for i, route in enumerate(_ROUTES)}
 _R_INSTANT = _ROUTE_INDEX["instant"]
-#: |ns| at or beyond this is out of range (:data:`MAX_TS_US` in ns, exactly).
-_MAX_TS_NS = 9_200_000_000_000_000_000
-_decimal_ts_decoder = msgspec.json.Decoder(Decimal | None)
 
 
 def _route(ph: object, cat: object) -> int:
@@ -390,63 +389,6 @@ def _take_ts(
 def _present(values: list[object]) -> np.ndarray:
     """bool mask: the value is not ``None`` (the loop in C)."""
     return np.fromiter(map(is_not, values, repeat(None)), np.bool_, count=len(values))
-
-
-def _raw_decimal(raw: Any) -> Decimal | None:
-    """A literal that is not a plain number (``null``, exponent, string) → ``Decimal``
-    as the typed exact decoder reads it. Raises ``msgspec.ValidationError`` when it is
-    not a number at all (the piece is then decoded the old way)."""
-    if not len(raw):
-        return None
-    try:
-        return _decimal_ts_decoder.decode(raw)
-    except DecimalException:  # an exponent past decimal's limits: out of range
-        return Decimal("Infinity")
-
-
-def _literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``ts`` literals (``msgspec.Raw``, all of them) → (int64 ns, missing mask,
-    out-of-range mask) as :meth:`_Builder._ts_ns`: plain numbers vectorised
-    (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`), the odd ones
-    (exponent, string, ``null``) one by one as a ``Decimal``. Raises
-    ``msgspec.ValidationError`` when an odd literal is not a number at all."""
-    ns, missing, odd = parse_us_literals_to_ns(literals)
-    huge = np.abs(ns) >= _MAX_TS_NS
-    if huge.any():
-        ns = np.where(huge, 0, ns)
-        huge &= ~odd
-    else:
-        huge = np.zeros(len(ns), dtype=np.bool_)
-    for i in np.flatnonzero(odd).tolist():
-        ns[i], missing[i], huge[i] = _decimal_ns(_raw_decimal(literals[i]))
-    return ns, missing, huge
-
-
-def _decimals_ns(values: list[Decimal | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``Decimal`` µs values (``None``: absent) → (int64 ns, missing mask, out-of-range
-    mask), as :func:`_decimal_ns` of each: their text parsed vectorised as the literals
-    of a piece are (a small file is decoded whole, its ``ts`` as ``Decimal``; one by one
-    this was 15 % of such a file's time, issue 34), the odd ones (exponent, NaN, past the
-    int64 ns range) one by one."""
-    texts = [b"" if v is None else str(v).encode() for v in values]
-    ns, missing, odd = parse_us_literals_to_ns(texts)
-    odd |= np.abs(ns) >= _MAX_TS_NS  # near the int64 ns range: the one-by-one rule decides
-    huge = np.zeros(len(ns), dtype=np.bool_)
-    for i in np.flatnonzero(odd).tolist():
-        ns[i], missing[i], huge[i] = _decimal_ns(values[i])
-    return ns, missing, huge
-
-
-def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
-    """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
-    if v is None:
-        return 0, True, False
-    try:  # (abs and scaleb apply the context: 1e999999999999999999 overflows there)
-        if not (v.is_finite() and abs(v) < MAX_TS_US):
-            return 0, False, True
-        return int(v.scaleb(3)), False, False
-    except DecimalException:
-        return 0, False, True
 
 
 #: The decode error of an event nested too deeply (no byte offset: the salvage then
@@ -646,26 +588,26 @@ class _Builder:
         (|ts| ≥ :data:`MAX_TS_US`, ±inf from ``1e400``) are unusable; the caller
         quarantines them as ``ts_out_of_range``. Literals are converted vectorised
         (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`), truncated
-        toward zero like ``int(Decimal(ts).scaleb(3))``; floats as :func:`_us_to_ns`."""
+        toward zero like ``int(Decimal(ts).scaleb(3))``; floats as :func:`us_to_ns`."""
         n = len(values)
         if not self.exact:
             us = self._floats(values)
             missing = np.isnan(us)
             huge = ~missing & ~(np.abs(us) < MAX_TS_US)
-            return _us_to_ns(np.where(missing | huge, 0.0, us)), missing, huge
+            return us_to_ns(np.where(missing | huge, 0.0, us)), missing, huge
         is_raw = np.fromiter(map(isinstance, values, repeat(msgspec.Raw)), np.bool_, count=n)
         if is_raw.all():
-            return _literals_ns(values)
+            return literals_ns(values)
         ns = np.zeros(n, dtype=np.int64)
         missing = np.zeros(n, dtype=np.bool_)
         huge = np.zeros(n, dtype=np.bool_)
         raw_at = np.flatnonzero(is_raw)
         if len(raw_at):
             raws = list(map(values.__getitem__, raw_at.tolist()))
-            ns[raw_at], missing[raw_at], huge[raw_at] = _literals_ns(raws)
+            ns[raw_at], missing[raw_at], huge[raw_at] = literals_ns(raws)
         dec_at = np.flatnonzero(~is_raw)  # Decimal (or None): the top-level decode
         if len(dec_at):
-            ns[dec_at], missing[dec_at], huge[dec_at] = _decimals_ns(
+            ns[dec_at], missing[dec_at], huge[dec_at] = decimals_ns(
                 list(map(values.__getitem__, dec_at.tolist()))
             )
         return ns, missing, huge
@@ -1154,13 +1096,6 @@ def _event_table(cols: _Columns) -> m.EventTable:
     )
 
 
-def _us_to_ns(us: np.ndarray) -> np.ndarray:
-    """float µs → int64 ns, exact to the ns wherever the float holds the ns digits
-    (|t| < 2^43 µs): integer and fractional parts are converted separately."""
-    whole = np.floor(us)
-    return whole.astype(np.int64) * 1000 + np.rint((us - whole) * 1000.0).astype(np.int64)
-
-
 def _opt_int(v: object) -> int | None:
     """An args value as an int (``bool``, ``int``, finite ``float``, a numeric string),
     None when it is none of these or does not fit int64 (a 20-digit ``In msg nelems``
@@ -1202,14 +1137,14 @@ def _decode_typed(data: bytes | bytearray | memoryview, builder: _Builder) -> li
         if not builder.exact:
             return _phase_event_decoder.decode_first(data)
         piece = _Piece(_raw_ts_phase_event_decoder.decode_first(data))
-        piece.ts = _literals_ns(list(map(_TS, piece)))
+        piece.ts = literals_ns(list(map(_TS, piece)))
         return piece
     except msgspec.DecodeError:  # a ValidationError too: the decoders below decide
         pass
     if builder.exact:  # ts as literal text, converted vectorised
         try:
             piece = _Piece(_raw_ts_event_decoder.decode(data))
-            piece.ts = _literals_ns(list(map(_TS, piece)))
+            piece.ts = literals_ns(list(map(_TS, piece)))
             return piece
         except msgspec.ValidationError:
             pass  # a field of an unexpected type: as below, event by event
@@ -1323,7 +1258,7 @@ class _Reader:
                 root = decoder.decode_first(data)
                 if exact and root.traceEvents:
                     piece = _Piece(root.traceEvents)
-                    piece.ts = _literals_ns(list(map(_TS, piece)))
+                    piece.ts = literals_ns(list(map(_TS, piece)))
                     root.traceEvents = piece
                 return root
             except msgspec.DecodeError:  # a ValidationError too: the one-struct decode
@@ -1526,7 +1461,7 @@ class _Reader:
                     # after a piece cut short (retry_at), the serial path waits for more
                     block, serial = nxt, pool is None or retry_at > 0
                 if self.builder is None:
-                    self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail) + block[:65536])))
+                    self.builder = _Builder(bool(EXACT_TS.search(bytes(tail) + block[:65536])))
                 if not serial:  # group blocks into one piece of about PIECE_BYTES
                     assert pool is not None
                     if not group:
@@ -1614,7 +1549,7 @@ class _Reader:
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
         if self.builder is None:
-            self.builder = _Builder(bool(_EXACT_TS.search(bytes(tail[:65536]))))
+            self.builder = _Builder(bool(EXACT_TS.search(bytes(tail[:65536]))))
         # 3. the rest: last events and the keys after the array
         self._read_tail(bytes(tail), consumed)
         return self._finish()
