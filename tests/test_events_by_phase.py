@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
 from tb_kineto_insights.trace import reader as r
+from tb_kineto_insights.trace.columns import Builder
 from tb_kineto_insights.trace.events import (
     NO_ARGS,
     NO_RAW_ARGS,
@@ -108,7 +109,7 @@ def test_top_level_decode_keeps_literals_as_pieces_do(exact: bool) -> None:
 def test_pieces_that_do_not_decode_by_phase_take_the_one_struct_path(exact: bool) -> None:
     base = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}'
     one = RawTsEvent if exact else FastEvent
-    builder = r._Builder(exact)
+    builder = Builder(exact)
     assert not isinstance(r._decode_typed(b"[" + base + b"]", builder)[0], one)
     for odd in (
         b'{"cat": "cpu_op", "name": "no phase", "ts": 1}',

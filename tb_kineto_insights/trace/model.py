@@ -26,7 +26,7 @@ from tb_kineto_insights.schema.health import (
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-#: Kinds of duration event the reader sorts events into (see ``reader.CATEGORY_KIND``).
+#: Kinds of duration event the reader sorts events into (see ``routes.CATEGORY_KIND``).
 KERNEL = "kernel"
 MEMCPY = "memcpy"
 MEMSET = "memset"

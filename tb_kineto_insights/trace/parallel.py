@@ -4,9 +4,9 @@ Why processes, not threads: msgspec's decode holds the GIL (two threads decoding
 same events take about twice the time of one), and so does building the numpy columns
 of a piece (many small numpy and ``map`` calls), so threads cannot share that work.
 Worker processes each decode a whole piece (a few MiB of ``traceEvents``) into a local
-:class:`~tb_kineto_insights.trace.reader._Builder` (local name ids, counts, columns)
+:class:`~tb_kineto_insights.trace.columns.Builder` (local name ids, counts, columns)
 and send it back pickled; the parent merges the pieces in file order
-(``_Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
+(``Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
 for bit, as the serial read.
 
 When: only for a file of at least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes

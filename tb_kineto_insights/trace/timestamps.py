@@ -49,7 +49,7 @@ def _raw_decimal(raw: Any) -> Decimal | None:
 
 def literals_ns(literals: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``ts`` literals (``msgspec.Raw``, all of them) → (int64 ns, missing mask,
-    out-of-range mask) as :meth:`_Builder._ts_ns`: plain numbers vectorised
+    out-of-range mask) as :meth:`~.columns.Builder._ts_ns`: plain numbers vectorised
     (:func:`~tb_kineto_insights.trace.numbers.parse_us_literals_to_ns`), the odd ones
     (exponent, string, ``null``) one by one as a ``Decimal``. Raises
     ``msgspec.ValidationError`` when an odd literal is not a number at all."""
