@@ -13,12 +13,13 @@ import numpy as np
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.trace.columns import Builder
-from tb_kineto_insights.trace.reader import _event_decoder, read_trace
+from tb_kineto_insights.trace.decode import event_decoder
+from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.values import MISSING_ID
 
 
 def _decoded(events: list[dict[str, Any]]) -> list[Any]:
-    return _event_decoder.decode(json.dumps(events).encode())
+    return event_decoder.decode(json.dumps(events).encode())
 
 
 def test_names_are_interned_by_kind_within_a_piece_and_in_piece_order_across() -> None:

@@ -336,7 +336,7 @@ class Builder:
 
     # -- pieces -------------------------------------------------------------------------
     def add_events(self, events: list[Any]) -> None:
-        """One decoded piece (a list, or a :class:`_Piece` with its timestamps) →
+        """One decoded piece (a list, or a :class:`~.decode.Piece` with its timestamps) →
         columns. Per-event work runs in C (``map`` with ``attrgetter``, dict lookups,
         numpy); Python runs per kind and per distinct (phase, category, name), not per
         event (see the module docstring)."""

@@ -47,8 +47,6 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from decimal import Decimal, DecimalException
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
@@ -57,18 +55,10 @@ import numpy as np
 from tb_kineto_insights.trace import model as m
 from tb_kineto_insights.trace import parallel, timing
 from tb_kineto_insights.trace.columns import Builder
+from tb_kineto_insights.trace.decode import PieceDecoder, any_decoder, decode_typed
 from tb_kineto_insights.trace.errors import TraceFormatError
 from tb_kineto_insights.trace.events import (
     METADATA_KEYS,
-    Event,
-    ExactEvent,
-    ExactRoot,
-    FastEvent,
-    PhaseEvent,
-    PiecePhaseRoot,
-    RawTsEvent,
-    RawTsPhaseEvent,
-    RawTsPhaseRoot,
     Root,
 )
 from tb_kineto_insights.trace.framing import (
@@ -80,16 +70,12 @@ from tb_kineto_insights.trace.framing import (
     last_event_boundary,
     not_a_trace,
 )
-from tb_kineto_insights.trace.repair import passes_for_error, repair_json
 from tb_kineto_insights.trace.routes import CATEGORY_KIND, kind_of_category
 from tb_kineto_insights.trace.salvage import (
     OK,
-    SYNTAX,
     TRUNCATED,
     Damage,
-    Salvaged,
     classify,
-    salvage_events,
 )
 from tb_kineto_insights.trace.source import (
     BLOCK_BYTES,
@@ -99,7 +85,6 @@ from tb_kineto_insights.trace.source import (
 )
 from tb_kineto_insights.trace.timestamps import (
     EXACT_TS,
-    literals_ns,
 )
 
 #: Largest top-level ``deviceProperties`` / ``distributedInfo`` / ``tb_kineto_insights``
@@ -118,9 +103,6 @@ MAX_NAME_CHARS = 16384
 RETRY_GROWTH = 4
 #: Damaged regions listed one by one in ``TraceHealth.damage`` (all are counted).
 MAX_DAMAGE_LISTED = 20
-#: Bytes of a piece cut short that are handed back to wait for more input, at most;
-#: a longer one is salvaged where it is (an event longer than this is lost as damage).
-MAX_PENDING_BYTES = 4 * 1024 * 1024
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor, Future
@@ -139,120 +121,6 @@ class _Logger:
 
 
 _logger = _Logger()
-_TS = attrgetter("ts")
-
-
-class _Lazy:
-    """``msgspec.json.Decoder(typ)``, built at its first ``decode``: the one-struct
-    decoders below serve only pieces the by-phase decode refuses (and damaged files), so
-    most reads never use them, and building the five at import (msgspec's type info for
-    :class:`~.events.FastEvent`, :class:`~.events.ExactEvent`, :class:`~.events.Root`...)
-    added to every start-up (see ``benchmarks/RESULTS.md``). Decoding raises what the
-    decoder raises."""
-
-    def __init__(self, typ: Any) -> None:
-        self.typ = typ
-        self.decoder: msgspec.json.Decoder[Any] | None = None
-
-    def decode(self, data: bytes | bytearray | memoryview) -> Any:
-        if self.decoder is None:
-            self.decoder = msgspec.json.Decoder(self.typ)
-        return self.decoder.decode(data)
-
-
-class _ByPhaseFirst:
-    """A decoder that tries ``first`` (a type whose events are decoded by phase; its
-    decoder is built on first use: a union of 25 structs takes msgspec about 3 ms,
-    which a process that reads no trace need not pay) and, when that raises
-    ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
-    struct for every event, as before) returns or raises: errors are ``then``'s."""
-
-    def __init__(self, first: Any, then: _Lazy) -> None:
-        self.first_type, self.then = first, then
-        self.first: msgspec.json.Decoder[Any] | None = None
-
-    def decode_first(self, data: bytes | bytearray | memoryview) -> Any:
-        """Decode with ``first`` only (raises its errors)."""
-        if self.first is None:
-            self.first = msgspec.json.Decoder(self.first_type)
-        return self.first.decode(data)
-
-    def decode(self, data: bytes | bytearray | memoryview) -> Any:
-        try:
-            return self.decode_first(data)
-        except msgspec.DecodeError:
-            return self.then.decode(data)
-
-
-_event_decoder = _Lazy(list[FastEvent])
-_exact_event_decoder = _Lazy(list[ExactEvent])
-_raw_ts_event_decoder = _Lazy(list[RawTsEvent])
-_phase_event_decoder = _ByPhaseFirst(list[PhaseEvent], _event_decoder)
-_raw_ts_phase_event_decoder = _ByPhaseFirst(list[RawTsPhaseEvent], _raw_ts_event_decoder)
-# the top level (a small file whole, a large one's last events and the keys after
-# them): its events decode as a piece's do, ``Input Dims`` and (exact) ``ts`` as their
-# literals, converted vectorised; as objects and ``Decimal`` it took about twice as
-# long (issue 34: the read of sample_logs' 33 small files, 0.27 -> 0.18 s)
-_root_decoder = _ByPhaseFirst(PiecePhaseRoot, _Lazy(Root))
-_exact_root_decoder = _ByPhaseFirst(RawTsPhaseRoot, _Lazy(ExactRoot))
-#: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
-_any_decoder = msgspec.json.Decoder(float_hook=float)
-
-
-def _decimal_or_float(text: str) -> Decimal | float:
-    """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
-    is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
-    (0.0 or ±inf) instead of ``decimal.InvalidOperation`` (issue 32 §8)."""
-    try:
-        return Decimal(text)
-    except DecimalException:
-        return float(text)
-
-
-#: Untyped decoding in exact mode: numbers as Decimal, so ns digits survive.
-_exact_any_decoder = msgspec.json.Decoder(float_hook=_decimal_or_float)
-
-
-#: The decode error of an event nested too deeply (no byte offset: the salvage then
-#: reads the piece event by event, and loses the deep one).
-NESTED_TOO_DEEP = "JSON nested too deeply to read"
-
-
-class _Piece(list):
-    """Decoded events of one piece plus their timestamps already converted
-    (``ts``: what :meth:`~.columns.Builder._ts_ns` returns), so they are parsed once."""
-
-    ts: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-
-def _decode_typed(data: bytes | bytearray | memoryview, builder: Builder) -> list[Any]:
-    """A JSON array of events → typed event structs (in exact mode a :class:`_Piece`
-    with its timestamps converted). Raises ``msgspec.DecodeError`` (bad JSON) or
-    ``msgspec.ValidationError`` (a field of an unexpected type: decode loosely).
-
-    First by phase (:data:`~tb_kineto_insights.trace.events.PhaseEvent`: only the
-    fields read for each phase); a piece that does not decode so (an event without a
-    ``ph`` or with one that is not a Chrome trace phase, a field of an odd type, bad
-    JSON) is decoded exactly as before, with one struct for every event
-    (:class:`~tb_kineto_insights.trace.events.FastEvent` /
-    :class:`~tb_kineto_insights.trace.events.RawTsEvent`), whose errors are the ones
-    raised and repaired."""
-    try:
-        if not builder.exact:
-            return _phase_event_decoder.decode_first(data)
-        piece = _Piece(_raw_ts_phase_event_decoder.decode_first(data))
-        piece.ts = literals_ns(list(map(_TS, piece)))
-        return piece
-    except msgspec.DecodeError:  # a ValidationError too: the decoders below decide
-        pass
-    if builder.exact:  # ts as literal text, converted vectorised
-        try:
-            piece = _Piece(_raw_ts_event_decoder.decode(data))
-            piece.ts = literals_ns(list(map(_TS, piece)))
-            return piece
-        except msgspec.ValidationError:
-            pass  # a field of an unexpected type: as below, event by event
-    return (_exact_event_decoder if builder.exact else _event_decoder).decode(data)
 
 
 def build_piece(data: bytes | bytearray, exact: bool) -> Builder | None:
@@ -287,7 +155,7 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Builder | Non
                 continue
             end_of_piece, next_start = cut
             view = memoryview(block)
-            events = _decode_typed(b"".join((b"[", pending, view[:end_of_piece], b"]")), builder)
+            events = decode_typed(b"".join((b"[", pending, view[:end_of_piece], b"]")), builder)
             builder.add_events(events)
             pending = bytearray(view[next_start:])
             if builder.strings:
@@ -305,7 +173,7 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Builder | Non
 decode_in_worker = build_pieces
 
 
-class _Reader:
+class _Reader(PieceDecoder):
     def __init__(
         self,
         path: str,
@@ -316,152 +184,14 @@ class _Reader:
         on_block: Callable[[bytes], None] | None = None,
         pool: Executor | None = None,
     ) -> None:
+        super().__init__()
         self.path = path
         self.workers = workers
         self.source = source or BlockReader(path, max_json_bytes, block_bytes)
         self.on_block = on_block
         self.pool = pool  # a shared pool (the caller's, never shut down here)
-        self.repairs: Counter[str] = Counter()
-        self.invalid_events = 0  # events whose fields have unusable types
-        self.non_objects = 0  # of those, entries that are no JSON object at all
-        self.builder: Builder | None = None
         self.root_fields: dict[str, Any] = {}
         self.root_kind = "object"
-        self.damage: list[Damage] = []
-
-    # -- decoding: typed, then loosely, then repaired, then salvaged ------------------
-    def _decode_list(self, data: bytes | bytearray | memoryview) -> list[Any]:
-        """A JSON array of events → event structs; a field of an unexpected type is
-        decoded loosely. Raises ``msgspec.DecodeError`` (bad JSON) only."""
-        assert self.builder is not None  # set before any event is decoded
-        try:
-            try:
-                return _decode_typed(data, self.builder)
-            except msgspec.ValidationError:
-                untyped = _exact_any_decoder if self.builder.exact else _any_decoder
-                return self._convert_events(untyped.decode(data))
-        except RecursionError:
-            # an event nested deeper than msgspec decodes (~1,000 levels in ``args``):
-            # bad JSON to the salvage, which then finds the event and loses it alone
-            # (it used to reject the whole trace: issue 32 §7)
-            raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
-
-    def _decode_root(self, data: bytes) -> Root:
-        """The top-level object (events included). Raises ``msgspec.DecodeError`` only.
-
-        As a piece (:func:`_decode_typed`): by phase first, in exact mode each ``ts``
-        converted from its literal here, so that a literal that is no number (a string,
-        ``true``) sends the decode to the one-struct types (``Decimal``), whose
-        validation error in turn sends it to the loose decode, which drops that event
-        alone (``invalid_field_type``)."""
-        exact = self.builder is not None and self.builder.exact
-        decoder = _exact_root_decoder if exact else _root_decoder
-        try:
-            try:
-                root = decoder.decode_first(data)
-                if exact and root.traceEvents:
-                    piece = _Piece(root.traceEvents)
-                    piece.ts = literals_ns(list(map(_TS, piece)))
-                    root.traceEvents = piece
-                return root
-            except msgspec.DecodeError:  # a ValidationError too: the one-struct decode
-                return decoder.then.decode(data)
-        except msgspec.ValidationError:
-            raw = (_exact_any_decoder if exact else _any_decoder).decode(data)
-        if not isinstance(raw, dict):
-            raise msgspec.DecodeError("JSON is malformed: top level is not an object (byte 0)")
-        events = self._convert_events(raw.pop("traceEvents", []))
-        root_type: Any = ExactRoot if exact else Root
-        try:
-            root = msgspec.convert(raw, root_type, strict=False)
-        except (msgspec.ValidationError, TypeError, ValueError, OverflowError):
-            root = root_type()
-        root.traceEvents = events
-        return root
-
-    def _convert_events(self, items: Any) -> list[Any]:
-        """Untyped events → structs one by one; those that still do not fit are counted
-        (``skipped.invalid_field_type``)."""
-        exact = self.builder is not None and self.builder.exact
-        event_type: Any = ExactEvent if exact else Event
-        out: list[Any] = []
-        if not isinstance(items, list):
-            self.invalid_events += 1
-            self.non_objects += 1
-            return out
-        for item in items:
-            try:
-                out.append(msgspec.convert(item, event_type, strict=False))
-            except (msgspec.ValidationError, TypeError, ValueError, OverflowError):
-                self.invalid_events += 1
-                self.non_objects += not isinstance(item, dict)
-        return out
-
-    def _repair_one(self, unit: bytes) -> list[Any] | None:
-        """One lost unit after deep repair, or ``None`` (salvage's ``repair_one``)."""
-        repaired, counts = repair_json(unit)
-        if not counts:
-            return None
-        try:
-            events = self._decode_list(repaired)
-        except msgspec.DecodeError:
-            return None
-        self.repairs.update(counts)
-        return events
-
-    def _repaired(self, decode: Any, data: bytes | bytearray, final: bool) -> tuple[int, Any]:
-        """Decode ``data`` with ``decode``, repairing what each error points at (at most
-        one pass of each kind, so linear): ``(OK, result)``, ``(TRUNCATED, None)`` when
-        a piece that is not the last is cut short, else ``(SYNTAX, None)``."""
-        attempt: bytes | bytearray = data
-        tried: frozenset[str] = frozenset()
-        counts: Counter[str] = Counter()
-        while True:
-            try:
-                result = decode(attempt)
-            except msgspec.DecodeError as exc:
-                kind, offset = classify(exc)
-                if kind == TRUNCATED:
-                    return (TRUNCATED if not final else SYNTAX), None
-                passes = passes_for_error(str(exc), attempt, offset) - tried
-                if not passes:
-                    return SYNTAX, None
-                tried |= passes
-                attempt, more = repair_json(attempt, passes)
-                counts += more
-                continue
-            self.repairs.update(counts)
-            return OK, result
-
-    def _events(self, buf: bytes | bytearray, origin: int, final: bool) -> Salvaged:
-        """Events of ``buf`` = ``[`` + events + ``]`` (``buf[1]`` at file offset
-        ``origin``). Returns ``leftover=1`` when a piece that is not the last is cut
-        short (more input may complete it); damage is salvaged and recorded."""
-        status, events = self._repaired(self._decode_list, buf, final)
-        if status == OK:
-            return Salvaged(events=events)
-        if status == TRUNCATED:
-            # Cut short: its last event is (a cut at a "},{" inside a string or inside
-            # an event's args), or a bracket opened earlier never closes (a stray
-            # "["). Up to MAX_PENDING_BYTES it is handed back for more input, as a big
-            # event needs; past that, the piece without its last segment is decoded,
-            # else salvaged here: handing back every piece made the pending bytes grow
-            # to the end of the file (issue 32 §7: a stray "[" cost 10-90x a clean
-            # read, and past MAX_EVENT_BYTES the whole file was lost).
-            if len(buf) <= MAX_PENDING_BYTES:
-                return Salvaged(leftover=1)
-            cut = last_event_boundary(buf)
-            if cut is None:
-                return Salvaged(leftover=1)
-            head = bytearray(memoryview(buf)[: cut[0]])
-            head.append(0x5D)  # "]"
-            status, events = self._repaired(self._decode_list, head, final)
-            if status == OK:
-                return Salvaged(events=events, leftover=cut[1])
-        # (the salvage works on a bytearray of its own: it writes to it while it decodes)
-        out = salvage_events(bytearray(buf), origin, final, self._decode_list, self._repair_one)
-        self.damage.extend(out.damage)
-        return out
 
     def _not_a_trace(self) -> str:
         """Why this file is no trace (:func:`not_a_trace`)."""
@@ -629,7 +359,7 @@ class _Reader:
                 end_of_piece, next_start = cut
                 view = memoryview(block)
                 piece = b"".join((b"[", tail, view[:end_of_piece], b"]"))  # one copy
-                out = self._events(piece, consumed, final=False)
+                out = self.decode_piece(piece, consumed, final=False)
                 self.builder.add_events(out.events)
                 if out.leftover is None:
                     consumed += len(tail) + next_start
@@ -719,7 +449,7 @@ class _Reader:
         """Keys before ``traceEvents``; an unreadable header is recorded as damage and
         reading goes on (the events may be intact)."""
         data = head + b'"traceEvents": []}'
-        status, root = self._repaired(self._decode_root, data, final=True)
+        status, root = self.repaired(self.decode_root, data, final=True)
         if status == OK:
             self._keep_root_fields(root)
             return
@@ -736,7 +466,7 @@ class _Reader:
                 )
             raise TraceFormatError(self.path, "empty file", 0)
         try:
-            doc = _any_decoder.decode(data)
+            doc = any_decoder.decode(data)
         except msgspec.DecodeError as exc:
             kind, offset = classify(exc)
             if kind == TRUNCATED:
@@ -756,13 +486,13 @@ class _Reader:
         assert self.builder is not None
         total = self.source.json_bytes
         if self.root_kind == "object":
-            status, root = self._repaired(self._decode_root, b'{"traceEvents":[' + rest, True)
+            status, root = self.repaired(self.decode_root, b'{"traceEvents":[' + rest, True)
             if status == OK:
                 self.builder.add_events(root.traceEvents)
                 root.traceEvents = []
                 self._keep_root_fields(root)
                 return
-        out = self._events(b"[" + rest + b"]", base, final=True)
+        out = self.decode_piece(b"[" + rest + b"]", base, final=True)
         self.builder.add_events(out.events)
         if out.trailer is None:
             if rest.strip(WS) and not out.damage:
@@ -784,7 +514,7 @@ class _Reader:
                 self.damage.append(Damage(at, at, len(trailer), 0, "data after the events"))
             return
         try:
-            root = self._decode_root(b'{"traceEvents":[]' + trailer)
+            root = self.decode_root(b'{"traceEvents":[]' + trailer)
             self._keep_root_fields(root)
         except msgspec.DecodeError:
             at = base + out.trailer - 1
