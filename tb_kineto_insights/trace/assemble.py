@@ -131,28 +131,7 @@ def assemble(read: ReadNotes) -> m.Trace:
     except Exception:  # noqa: BLE001 (size is informative only)
         health.file_bytes = 0
     fields = read.root_fields
-    for key in ("deviceProperties", "distributedInfo", "tb_kineto_insights"):
-        if key in fields and len(msgspec.json.encode(fields[key])) > ROOT_OBJECT_MAX_BYTES:
-            # copied into every summary as is: a huge one is left out, and said so
-            del fields[key]
-            health.skipped[f"oversized_{key}"] = 1
-    props = fields.get("deviceProperties")
-    health.device_properties = (
-        [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-    )
-    dist = fields.get("distributedInfo")
-    health.distributed_info = dist if isinstance(dist, dict) else None
-    run_meta = fields.get("tb_kineto_insights")
-    health.run_metadata = run_meta if isinstance(run_meta, dict) else None
-    health.metadata = {
-        k: fields[k]
-        for k in METADATA_KEYS
-        if k in fields and isinstance(fields[k], (str, int, float, bool))
-    }
-    for level in ("INFO", "WARNING", "ERROR"):
-        for line in fields.get(level, []):
-            health.kineto_log.append(line if line.startswith(level) else f"{level}: {line}")
-            health.kineto_record_counts.update(record_counts(line))
+    _add_root_fields(health, fields)
     python = tables[m.PYTHON]
     health.flags = {
         "has_kernels": len(tables[m.KERNEL]) > 0,
@@ -179,6 +158,36 @@ def assemble(read: ReadNotes) -> m.Trace:
         string_ids=list(b.strings),
         quarantined_correlations=lost_corr,
     )
+
+
+def _add_root_fields(health: m.TraceHealth, fields: dict[str, Any]) -> None:
+    """The file's top-level fields into ``health``: ``deviceProperties``,
+    ``distributedInfo`` and ``tb_kineto_insights`` (one larger than
+    :data:`ROOT_OBJECT_MAX_BYTES` is dropped from ``fields`` and counted in
+    ``skipped``), the metadata keys with a scalar value, and Kineto's log lines with
+    their record counts."""
+    for key in ("deviceProperties", "distributedInfo", "tb_kineto_insights"):
+        if key in fields and len(msgspec.json.encode(fields[key])) > ROOT_OBJECT_MAX_BYTES:
+            # copied into every summary as is: a huge one is left out, and said so
+            del fields[key]
+            health.skipped[f"oversized_{key}"] = 1
+    props = fields.get("deviceProperties")
+    health.device_properties = (
+        [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    )
+    dist = fields.get("distributedInfo")
+    health.distributed_info = dist if isinstance(dist, dict) else None
+    run_meta = fields.get("tb_kineto_insights")
+    health.run_metadata = run_meta if isinstance(run_meta, dict) else None
+    health.metadata = {
+        k: fields[k]
+        for k in METADATA_KEYS
+        if k in fields and isinstance(fields[k], (str, int, float, bool))
+    }
+    for level in ("INFO", "WARNING", "ERROR"):
+        for line in fields.get(level, []):
+            health.kineto_log.append(line if line.startswith(level) else f"{level}: {line}")
+            health.kineto_record_counts.update(record_counts(line))
 
 
 #: How the names of the profiler's step annotations start (``ProfilerStep#12``).

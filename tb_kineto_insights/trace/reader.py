@@ -57,10 +57,7 @@ from tb_kineto_insights.trace.assemble import STEP_PREFIX, assemble
 from tb_kineto_insights.trace.columns import Builder
 from tb_kineto_insights.trace.decode import PieceDecoder, any_decoder, decode_typed
 from tb_kineto_insights.trace.errors import TraceFormatError
-from tb_kineto_insights.trace.events import (
-    METADATA_KEYS,
-    Root,
-)
+from tb_kineto_insights.trace.events import METADATA_KEYS, Root
 from tb_kineto_insights.trace.framing import (
     BOM_AND_WS,
     MAX_EVENT_BYTES,
@@ -71,21 +68,14 @@ from tb_kineto_insights.trace.framing import (
     not_a_trace,
 )
 from tb_kineto_insights.trace.routes import CATEGORY_KIND, kind_of_category
-from tb_kineto_insights.trace.salvage import (
-    OK,
-    TRUNCATED,
-    Damage,
-    classify,
-)
+from tb_kineto_insights.trace.salvage import OK, TRUNCATED, Damage, classify
 from tb_kineto_insights.trace.source import (
     BLOCK_BYTES,
     DEFAULT_MAX_JSON_BYTES,
     BlockReader,
     file_size,
 )
-from tb_kineto_insights.trace.timestamps import (
-    EXACT_TS,
-)
+from tb_kineto_insights.trace.timestamps import EXACT_TS
 
 #: After a piece cut inside an event, wait until the pending bytes are this many times
 #: larger before decoding again: every retry re-reads the pending bytes, so the retries
@@ -161,7 +151,33 @@ def build_pieces(tail: bytes, blocks: list[bytes], exact: bool) -> Builder | Non
 decode_in_worker = build_pieces
 
 
+#: The reading state a piece starts from: the pending bytes (``tail``), the file offset
+#: of their first byte, and the size they must reach before a piece cut short is retried.
+_State = tuple[bytearray, int, int]
+
+
+class _InFlight:
+    """The parallel path's bookkeeping (:meth:`_Reader._read_parallel`): the pieces sent
+    to workers, in file order, each with the reading state before it and its blocks; the
+    blocks of the next piece; and the blocks to read again serially."""
+
+    def __init__(self, pool: Executor, workers: int, state: _State) -> None:
+        self.pool: Executor | None = pool  # None once it broke: serial from there on
+        self.in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
+        self.held = workers * parallel.HELD_PER_WORKER
+        self.workers_up = False  # a worker has decoded a piece: the parent stops decoding
+        self.here: set[Future[Any]] = set()  # pieces decoded by the parent (while workers start)
+        # pieces sent to workers, in file order: (future, state before it, its blocks)
+        self.pending: deque[tuple[Future[Any], _State, list[bytes]]] = deque()
+        self.replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
+        self.group: list[bytes] = []  # blocks of the next piece for a worker (tail untouched)
+        self.group_state = state
+
+
 class _Reader(PieceDecoder):
+    """One read of one file (:func:`read_trace`): the pass over its blocks, the reading
+    state (``tail``, ``consumed``, ``retry_at``) kept between its steps."""
+
     def __init__(
         self,
         path: str,
@@ -180,6 +196,9 @@ class _Reader(PieceDecoder):
         self.pool = pool  # a shared pool (the caller's, never shut down here)
         self.root_fields: dict[str, Any] = {}
         self.root_kind = "object"
+        self.tail = bytearray()  # the pending bytes: events not decoded yet
+        self.consumed = 0  # file offset of tail[0]
+        self.retry_at = 0  # after a piece cut short: wait until the pending bytes grow
 
     def _not_a_trace(self) -> str:
         """Why this file is no trace (:func:`not_a_trace`)."""
@@ -187,13 +206,44 @@ class _Reader(PieceDecoder):
 
     # -- the pass over the file -------------------------------------------------------
     def read(self) -> m.Trace:
+        """The pass over the file: where the events start (:meth:`_find_events`), the
+        pieces of events, serially (:meth:`_read_serial`) or with worker processes
+        (:meth:`_read_parallel`: the same result), then the rest (:meth:`_read_tail`).
+        Raises :class:`TraceError` subclasses (see :func:`read_trace`)."""
         blocks = iter(self.source)
         if self.on_block is not None:
             blocks = _tapped(blocks, self.on_block)
+        # 1. find where the events start (leading BOM/whitespace is dropped, not kept)
+        self._find_events(blocks)
+        # 2. whole pieces of events; exact mode is decided on the first one
+        pool, executor, workers = self._pool()
+        try:
+            if pool is None:
+                self._read_serial(blocks)
+            else:
+                self._read_parallel(blocks, pool, workers)
+        finally:
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+        if self.builder is None:
+            self.builder = Builder(bool(EXACT_TS.search(bytes(self.tail[:65536]))))
+        # 3. the rest: last events and the keys after the array
+        self._read_tail(bytes(self.tail), self.consumed)
+        return assemble(self)
+
+    def _find_events(self, blocks: Iterator[bytes]) -> None:
+        """Read ``blocks`` up to the ``[`` that opens the events (of ``traceEvents``, or
+        of an array root), the keys before it kept (:meth:`_read_head`): the bytes after
+        it become the pending bytes (``tail``, at file offset ``consumed``).
+
+        Raises:
+            TraceFormatError: the first byte is neither ``{`` nor ``[``, no
+                ``traceEvents`` in the first :data:`~.framing.MAX_HEAD_BYTES`, or no events
+                at all (:meth:`_no_events`).
+        """
         buf = bytearray()
         consumed = 0  # file offset of buf[0]
         searched = 0  # bytes of buf already searched for the traceEvents key
-        # 1. find where the events start (leading BOM/whitespace is dropped, not kept)
         events_start = None
         for block in blocks:
             if not buf:
@@ -224,11 +274,12 @@ class _Reader(PieceDecoder):
                 )
         if events_start is None:
             self._no_events(bytes(buf))  # raises: empty, truncated, or not a trace
-        consumed += events_start
-        # 2. whole pieces of events; exact mode is decided on the first one
-        tail = bytearray(buf[events_start:])
-        del buf
-        retry_at = 0  # after a piece cut short: wait until the pending bytes grow
+        self.consumed = consumed + events_start
+        self.tail = bytearray(buf[events_start:])
+
+    def _pool(self) -> tuple[Executor | None, Executor | None, int]:
+        """Where the pieces go: the pool (``None``: read serially), the pool started here
+        (shut down at the end by the caller) and the number of workers."""
         pool = None
         executor = None  # a pool started here: shut down at the end even if it broke
         if self.pool is not None and self.workers is not None and self.workers >= 2:
@@ -237,143 +288,184 @@ class _Reader(PieceDecoder):
             workers = parallel.read_workers(self._estimated_json_bytes(), self.workers)
             if workers:
                 pool = executor = parallel.start_pool(workers)
-        in_flight = workers * parallel.IN_FLIGHT_PER_WORKER
-        held = workers * parallel.HELD_PER_WORKER
-        workers_up = False  # a worker has decoded a piece: the parent stops decoding
-        here: set[Future[Any]] = set()  # pieces decoded by the parent (while workers start)
-        # pieces sent to workers, in file order: (future, state before it, its blocks)
-        pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]] = deque()
-        replay: deque[bytes] = deque()  # blocks to read again serially (a piece failed)
-        group: list[bytes] = []  # blocks of the next piece for a worker (tail untouched)
-        group_state = (tail, consumed, retry_at)
+        return pool, executor, workers
+
+    def _start_builder(self, block: bytes) -> None:
+        """At the first block of events, the builder: in exact mode when the pending
+        bytes and the block's first 64 KiB hold an epoch-scale ``ts`` with a fraction
+        (:data:`~.timestamps.EXACT_TS`)."""
+        if self.builder is None:
+            self.builder = Builder(bool(EXACT_TS.search(bytes(self.tail) + block[:65536])))
+
+    def _read_serial(self, blocks: Iterator[bytes]) -> None:
+        """The serial path: every block in turn (:meth:`_serial_block`)."""
+        for block in blocks:
+            self._start_builder(block)
+            self._serial_block(block)
+
+    def _serial_block(self, block: bytes) -> None:
+        """One block on the serial path: the pending bytes and the block up to its last
+        event boundary are decoded as one piece (:meth:`~.decode.PieceDecoder.decode_piece`)
+        and added, the rest kept pending. A block without a boundary, or one that comes
+        while a piece cut short waits for the pending bytes to grow, is only added to them.
+
+        Raises:
+            TraceFormatError: more than :data:`~.framing.MAX_EVENT_BYTES` pending
+                (:meth:`_grow`).
+        """
+        assert self.builder is not None
+        tail = self.tail
+        if len(tail) + len(block) < self.retry_at:
+            self.consumed = self._grow(tail, block, self.consumed)
+            return
+        cut = last_event_boundary(block)
+        if cut is None:  # no event ends in this block: keep collecting
+            self.consumed = self._grow(tail, block, self.consumed)
+            return
+        end_of_piece, next_start = cut
+        view = memoryview(block)
+        piece = b"".join((b"[", tail, view[:end_of_piece], b"]"))  # one copy
+        out = self.decode_piece(piece, self.consumed, final=False)
+        self.builder.add_events(out.events)
+        if out.leftover is None:
+            self.consumed += len(tail) + next_start
+            self.tail = bytearray(view[next_start:])
+            self.retry_at = 0
+        else:  # the last event is cut short (a cut inside a string): wait for more
+            keep_from = out.leftover - 1  # index in tail + block
+            self.consumed += keep_from
+            rest = bytearray(piece[out.leftover : len(piece) - 1])
+            del piece
+            rest += view[end_of_piece:]
+            self.tail = rest
+            self.retry_at = RETRY_GROWTH * len(rest)
+            if len(rest) > MAX_EVENT_BYTES:
+                self._grow(rest, b"", self.consumed)  # raises
+
+    def _read_parallel(self, blocks: Iterator[bytes], pool: Executor, workers: int) -> None:
+        """The parallel path: blocks grouped into pieces for the workers
+        (:meth:`_to_group`), merged in file order. A piece that fails in a worker is read
+        again serially with every later one, from the state before it; so are the blocks
+        that come while a piece cut short waits to grow (:meth:`_serial_block`)."""
+        f = _InFlight(pool, workers, self._state())
         try:
             while True:
-                if replay:
-                    block, serial = replay.popleft(), True
+                if f.replay:
+                    block, serial = f.replay.popleft(), True
                 else:
                     nxt = next(blocks, None)
                     if nxt is None:  # the last group here, merge what is held, the rest serially
-                        if group and (cut := last_event_boundary(group[-1])) is not None:
-                            # the last group's pieces: decoded here while the workers end
-                            assert self.builder is not None
-                            last = group[-1]
-                            pending.append(
-                                (
-                                    _decoded_here(bytes(tail), group, self.builder.exact),
-                                    group_state,
-                                    group,
-                                )
-                            )
-                            consumed += len(tail) + sum(map(len, group)) - len(last) + cut[1]
-                            tail = bytearray(memoryview(last)[cut[1] :])
-                            retry_at = 0
-                            group = []
-                        if pending:
-                            back = self._collect(pending)
-                            if back is None:
-                                continue
-                            tail, consumed, retry_at = back
-                            replay.extend(_abandon(pending))
-                        replay.extend(group)
-                        group = []
-                        if replay:
+                        if self._end_of_blocks(f):
                             continue
                         break
                     # after a piece cut short (retry_at), the serial path waits for more
-                    block, serial = nxt, pool is None or retry_at > 0
-                if self.builder is None:
-                    self.builder = Builder(bool(EXACT_TS.search(bytes(tail) + block[:65536])))
-                if not serial:  # group blocks into one piece of about PIECE_BYTES
-                    assert pool is not None
-                    if not group:
-                        group_state = (tail, consumed, retry_at)
-                    group.append(block)
-                    grouped = sum(map(len, group))
-                    if grouped < parallel.PIECE_BYTES:
-                        continue
-                    cut = last_event_boundary(block)
-                    if cut is None and grouped < MAX_EVENT_BYTES:
-                        continue
-                    future = None
-                    if cut is not None:
-                        end_of_piece, next_start = cut
-                        view = memoryview(block)
-                        if not workers_up:  # has a worker decoded a piece yet?
-                            workers_up = any(f.done() for f, _, _ in pending if f not in here)
-                        if not workers_up and _workers_busy(pending) >= in_flight:
-                            # the workers are still starting: decode this piece here
-                            future = _decoded_here(bytes(tail), group, self.builder.exact)
-                            here.add(future)
-                        else:
-                            try:
-                                future = pool.submit(
-                                    decode_in_worker, bytes(tail), group, self.builder.exact
-                                )
-                            except RuntimeError:  # the pool broke: serial from here on
-                                pool = None
-                    if future is None:  # merge what is in flight; this group serially
-                        while pending:
-                            back = self._collect(pending)
-                            if back is not None:
-                                tail, consumed, retry_at = back
-                                replay.extend(_abandon(pending))
-                        replay.extend(group)
-                        group = []
-                        continue
-                    pending.append((future, group_state, group))
-                    consumed += len(tail) + grouped - len(block) + next_start
-                    tail = bytearray(view[next_start:])
-                    retry_at = 0
-                    group = []
-                    # merge what is done, in file order; wait for the oldest when too
-                    # many pieces are held (backpressure: bounded memory): more while
-                    # the parent decodes, as before once the workers do
-                    while pending and (
-                        pending[0][0].done() or len(pending) >= (in_flight if workers_up else held)
-                    ):
-                        workers_up = workers_up or pending[0][0] not in here
-                        back = self._collect(pending)
-                        if back is not None:
-                            tail, consumed, retry_at = back
-                            replay.extend(_abandon(pending))
-                    continue
-                if len(tail) + len(block) < retry_at:
-                    consumed = self._grow(tail, block, consumed)
-                    continue
-                cut = last_event_boundary(block)
-                if cut is None:  # no event ends in this block: keep collecting
-                    consumed = self._grow(tail, block, consumed)
-                    continue
-                end_of_piece, next_start = cut
-                view = memoryview(block)
-                piece = b"".join((b"[", tail, view[:end_of_piece], b"]"))  # one copy
-                out = self.decode_piece(piece, consumed, final=False)
-                self.builder.add_events(out.events)
-                if out.leftover is None:
-                    consumed += len(tail) + next_start
-                    tail = bytearray(view[next_start:])
-                    retry_at = 0
-                else:  # the last event is cut short (a cut inside a string): wait for more
-                    keep_from = out.leftover - 1  # index in tail + block
-                    consumed += keep_from
-                    rest = bytearray(piece[out.leftover : len(piece) - 1])
-                    del piece
-                    rest += view[end_of_piece:]
-                    tail = rest
-                    retry_at = RETRY_GROWTH * len(tail)
-                    if len(tail) > MAX_EVENT_BYTES:
-                        self._grow(tail, b"", consumed)  # raises
-                del out
+                    block, serial = nxt, f.pool is None or self.retry_at > 0
+                self._start_builder(block)
+                if serial:
+                    self._serial_block(block)
+                else:  # group blocks into one piece of about PIECE_BYTES
+                    self._to_group(f, block)
         finally:
-            for future, _, _ in pending:
+            for future, _, _ in f.pending:
                 future.cancel()
-            if executor is not None:
-                executor.shutdown(wait=True, cancel_futures=True)
-        if self.builder is None:
-            self.builder = Builder(bool(EXACT_TS.search(bytes(tail[:65536]))))
-        # 3. the rest: last events and the keys after the array
-        self._read_tail(bytes(tail), consumed)
-        return assemble(self)
+
+    def _state(self) -> _State:
+        """The reading state: the pending bytes, their file offset, the retry size."""
+        return self.tail, self.consumed, self.retry_at
+
+    def _serially_from(self, f: _InFlight, state: _State) -> None:
+        """A piece failed in a worker: back to the ``state`` before it; the pieces in
+        flight are cancelled and their blocks read again serially."""
+        self.tail, self.consumed, self.retry_at = state
+        f.replay.extend(_abandon(f.pending))
+
+    def _to_group(self, f: _InFlight, block: bytes) -> None:
+        """Add ``block`` to the next group; once the group holds
+        :data:`~.parallel.PIECE_BYTES` and the block an event boundary, send it
+        (:meth:`_send`) and merge what is done (:meth:`_merge_done`). A group that is
+        not sent (no boundary within :data:`~.framing.MAX_EVENT_BYTES`, or the pool
+        broke) is read serially once every piece in flight is merged."""
+        if not f.group:
+            f.group_state = self._state()
+        f.group.append(block)
+        grouped = sum(map(len, f.group))
+        if grouped < parallel.PIECE_BYTES:
+            return
+        cut = last_event_boundary(block)
+        if cut is None and grouped < MAX_EVENT_BYTES:
+            return
+        future = None if cut is None else self._send(f)
+        if cut is None or future is None:  # merge what is in flight; this group serially
+            while f.pending:
+                back = self._collect(f.pending)
+                if back is not None:
+                    self._serially_from(f, back)
+            f.replay.extend(f.group)
+            f.group = []
+            return
+        next_start = cut[1]
+        f.pending.append((future, f.group_state, f.group))
+        self.consumed += len(self.tail) + grouped - len(block) + next_start
+        self.tail = bytearray(memoryview(block)[next_start:])
+        self.retry_at = 0
+        f.group = []
+        self._merge_done(f)
+
+    def _send(self, f: _InFlight) -> Future[Any] | None:
+        """The group's pieces on their way: to a worker (:data:`decode_in_worker`), or
+        decoded here while the workers are still starting (none has decoded a piece
+        yet, and enough wait). ``None`` when the pool broke: serial from here on."""
+        assert self.builder is not None and f.pool is not None
+        if not f.workers_up:  # has a worker decoded a piece yet?
+            f.workers_up = any(fu.done() for fu, _, _ in f.pending if fu not in f.here)
+        if not f.workers_up and _workers_busy(f.pending) >= f.in_flight:
+            # the workers are still starting: decode this piece here
+            future = _decoded_here(bytes(self.tail), f.group, self.builder.exact)
+            f.here.add(future)
+            return future
+        try:
+            return f.pool.submit(decode_in_worker, bytes(self.tail), f.group, self.builder.exact)
+        except RuntimeError:  # the pool broke: serial from here on
+            f.pool = None
+            return None
+
+    def _merge_done(self, f: _InFlight) -> None:
+        """Merge the pieces that are done, oldest first (:meth:`_collect`), waiting for
+        the oldest while too many are held."""
+        # merge what is done, in file order; wait for the oldest when too
+        # many pieces are held (backpressure: bounded memory): more while
+        # the parent decodes, as before once the workers do
+        while f.pending and (
+            f.pending[0][0].done() or len(f.pending) >= (f.in_flight if f.workers_up else f.held)
+        ):
+            f.workers_up = f.workers_up or f.pending[0][0] not in f.here
+            back = self._collect(f.pending)
+            if back is not None:
+                self._serially_from(f, back)
+
+    def _end_of_blocks(self, f: _InFlight) -> bool:
+        """After the last block: the last group's pieces decoded here while the workers
+        end, then the oldest piece in flight merged (or, when it failed, read again
+        serially with every later one), and the group left over read serially. Returns
+        whether there is more to do (pieces to merge, blocks to read again)."""
+        if f.group and (cut := last_event_boundary(f.group[-1])) is not None:
+            # the last group's pieces: decoded here while the workers end
+            assert self.builder is not None
+            last = f.group[-1]
+            here = _decoded_here(bytes(self.tail), f.group, self.builder.exact)
+            f.pending.append((here, f.group_state, f.group))
+            self.consumed += len(self.tail) + sum(map(len, f.group)) - len(last) + cut[1]
+            self.tail = bytearray(memoryview(last)[cut[1] :])
+            self.retry_at = 0
+            f.group = []
+        if f.pending:
+            back = self._collect(f.pending)
+            if back is None:
+                return True
+            self._serially_from(f, back)
+        f.replay.extend(f.group)
+        f.group = []
+        return bool(f.replay)
 
     def _estimated_json_bytes(self) -> int:
         """Uncompressed size guess from the stored size (for the parallel decision)."""
@@ -383,9 +475,7 @@ class _Reader(PieceDecoder):
             return 0
         return size * (parallel.GZIP_RATIO_ESTIMATE if self.source.compressed else 1)
 
-    def _collect(
-        self, pending: deque[tuple[Future[Any], tuple[bytearray, int, int], list[bytes]]]
-    ) -> tuple[bytearray, int, int] | None:
+    def _collect(self, pending: deque[tuple[Future[Any], _State, list[bytes]]]) -> _State | None:
         """Merge the oldest piece sent to a worker. Returns ``None`` when merged, else
         the reading state from before that piece (tail, offset, retry size): it failed
         in the worker, and it and every later block go through the serial path, so
