@@ -200,7 +200,7 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
     return ctx
 
 
-def _start_server() -> None:
+def start_server() -> None:
     """Start the forkserver (with what :func:`_context` set it to preload) unless it
     runs, with SIGINT ignored while it is spawned when this is the main thread: the
     server inherits the ignored SIGINT (Python installs its KeyboardInterrupt handler
@@ -350,7 +350,7 @@ def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
     try:
         ctx = _context(preload)
         if ctx.get_start_method() == "forkserver":
-            _start_server()  # here, not from the thread that first submits
+            start_server()  # here, not from the thread that first submits
         return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
@@ -367,7 +367,7 @@ def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
         ctx = _context(preload)
         if ctx.get_start_method() != "forkserver":
             return False
-        _start_server()
+        start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
@@ -400,7 +400,7 @@ def warm_up(path: str) -> bool:
         ctx = _context()
         if ctx.get_start_method() != "forkserver":
             return False
-        _start_server()
+        start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
