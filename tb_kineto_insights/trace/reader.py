@@ -4,11 +4,11 @@ How it reads:
 
 1. :class:`~tb_kineto_insights.trace.source.BlockReader` yields uncompressed blocks
    (gzip found by magic bytes; total capped).
-2. The ``traceEvents`` array is cut into pieces at event boundaries (``}`` ``,`` ``{``)
-   and msgspec decodes each piece into small typed structs (:mod:`.events`) that hold
-   only the fields the analysis uses.
-3. Each decoded piece is turned into numpy columns at once and dropped, so memory holds
-   one piece of objects at a time plus the columns.
+2. The ``traceEvents`` array is cut into pieces at event boundaries (``}`` ``,`` ``{``;
+   :mod:`.framing`) and msgspec decodes each piece into small typed structs
+   (:mod:`.events`, :mod:`.decode`) that hold only the fields the analysis uses.
+3. Each decoded piece is turned into numpy columns at once and dropped
+   (:mod:`.columns`), so memory holds one piece of objects at a time plus the columns.
 4. A piece that fails to decode is repaired (``repair.repair_json``) and decoded again;
    damage that stays is salvaged (``salvage.salvage_events``: every event that reads is
    kept, each damaged region recorded with its byte offset in ``TraceHealth.damage``),
@@ -18,7 +18,7 @@ How it reads:
    until the pending bytes grow :data:`RETRY_GROWTH` times: a long stretch without a
    real event boundary costs linear, not quadratic, time.
 6. Broken timestamps are quarantined and GPU work overlapping on a stream is clipped
-   (``timing``).
+   (``timing``; :mod:`.assemble` gives the ``Trace``).
 
 Timestamps become ``int64`` ns, exact to the digit (:mod:`.timestamps`). Columns are
 built with no Python per event on the normal path (:mod:`.columns`), ``Input Dims`` and
@@ -26,17 +26,18 @@ the like kept as their literal texts.
 
 Cores: blocks are inflated one ahead on a helper thread (zlib releases the GIL); the
 msgspec decode and the column building hold it, so a large file (:mod:`.parallel`) is
-decoded in worker **processes**, not threads. The parent inflates and sends about
+decoded in worker **processes**, not threads (:meth:`_Reader._read_parallel`; the
+serial path is :meth:`_Reader._read_serial`). The parent inflates and sends about
 :data:`~.parallel.PIECE_BYTES` of blocks at a time (smaller tasks spend the parent's
 time on messages); a worker cuts them into the serial loop's pieces and builds a local
-:class:`~.columns.Builder`, which the parent merges in file order
+:class:`~.columns.Builder` (:func:`build_pieces`), which the parent merges in file order
 (:meth:`~.columns.Builder.merge`): the result is the serial read's, bit for bit. At
-most 2 tasks per worker are in flight, so
-progress (``reading_progress``: stored bytes the parent read) runs at most that far
-ahead of the merged result. A task that fails in a worker is dropped with every later
-one in flight, and their blocks go through the serial path from the state before it:
-repairs, salvage and damage offsets are a serial read's. Assembling the ``Trace``
-(:mod:`.assemble`: concatenation, sorting, clipping) and the analysis are serial.
+most 2 tasks per worker are in flight, so progress (``reading_progress``: stored bytes
+the parent read) runs at most that far ahead of the merged result. A task that fails in
+a worker is dropped with every later one in flight, and their blocks go through the
+serial path from the state before it: repairs, salvage and damage offsets are a serial
+read's. Assembling the ``Trace`` (:mod:`.assemble`: concatenation, sorting, clipping)
+and the analysis are serial.
 
 Figures (date, machine, load) are in ``benchmarks/RESULTS.md``: ``benchmarks/bench_builder.py``
 (column building), ``benchmarks/bench_parallel_read.py`` (serial against parallel) and
