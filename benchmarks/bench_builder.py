@@ -1,16 +1,17 @@
-"""CPU time of the reader's column building (``_Builder``) alone, old against new.
+"""CPU time of the reader's column building (``columns.Builder``) alone, old against new.
 
 Reads FILE serially once with this checkout's reader, keeping every decoded piece that
-reaches ``_Builder.add_events``. Then, in turn (A B A B ...), builds the columns from
-those same pieces with this checkout's ``_Builder`` and with the ``_Builder`` of
-another checkout's ``trace/reader.py`` (``--old PATH``; loaded as a separate module,
+reaches ``Builder.add_events``. Then, in turn (A B A B ...), builds the columns from
+those same pieces with this checkout's ``Builder`` and with the builder of another
+checkout's ``trace/columns.py`` (``Builder``), or ``trace/reader.py`` (``_Builder``)
+where it has no ``columns.py`` (``--old PATH``; loaded as a separate module,
 the rest of the package shared), ``add_events`` for every piece and then
 ``tables_out``/``memory_out``/``flows_out``, and prints the CPU seconds
 (``time.process_time``) of each build, their minimum and median, and whether the two
 builders' results are equal (every column, name, count). Both run in one process, so a
 busy machine slows both alike::
 
-    python benchmarks/bench_builder.py FILE --old /path/to/old/tb_kineto_insights/trace/reader.py
+    python benchmarks/bench_builder.py FILE --old /path/to/old/tb_kineto_insights/trace/columns.py
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tb_kineto_insights.trace import reader
+from tb_kineto_insights.trace import columns, reader
 
 
 def _load(path: str) -> Any:
@@ -40,7 +41,7 @@ def _load(path: str) -> Any:
 def _build(module: Any, pieces: list[Any], exact: bool) -> tuple[float, Any]:
     gc.collect()
     t = time.process_time()
-    b = module._Builder(exact)
+    b = (getattr(module, "Builder", None) or module._Builder)(exact)
     for p in pieces:
         b.add_events(p)
     out = (b.tables_out(), b.memory_out(), b.flows_out())
@@ -66,25 +67,27 @@ def _same(x: Any, y: Any) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
-    ap.add_argument("--old", required=True, help="another checkout's trace/reader.py")
+    ap.add_argument(
+        "--old", required=True, help="another checkout's trace/columns.py (or trace/reader.py)"
+    )
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     old = _load(args.old)
     pieces: list[Any] = []
-    original = reader._Builder.add_events
+    original = columns.Builder.add_events
 
-    def keep(self: reader._Builder, events: list[Any]) -> None:
+    def keep(self: columns.Builder, events: list[Any]) -> None:
         pieces.append(events)
         original(self, events)
 
-    reader._Builder.add_events = keep  # type: ignore[method-assign]
+    columns.Builder.add_events = keep  # type: ignore[method-assign]
     reader.read_trace(args.file, workers=1)
-    reader._Builder.add_events = original  # type: ignore[method-assign]
+    columns.Builder.add_events = original  # type: ignore[method-assign]
     exact = any(getattr(p, "ts", None) is not None for p in pieces)
     times: dict[str, list[float]] = {"old": [], "new": []}
     results = {}
     for _ in range(args.repeat):
-        for label, module in (("old", old), ("new", reader)):
+        for label, module in (("old", old), ("new", columns)):
             t, results[label] = _build(module, pieces, exact)
             times[label].append(t)
     for label, ts in times.items():

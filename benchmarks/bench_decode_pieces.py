@@ -12,20 +12,23 @@ import sys
 import time
 from operator import attrgetter
 
-from tb_kineto_insights.trace import reader as r
+from tb_kineto_insights.trace.decode import raw_ts_phase_event_decoder
+from tb_kineto_insights.trace.framing import TRACE_EVENTS_KEY, last_event_boundary
 from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
+from tb_kineto_insights.trace.source import BLOCK_BYTES
+from tb_kineto_insights.trace.timestamps import literals_ns
 
 
 def pieces(path: str) -> list[bytes]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as fh:
         data = fh.read()
-    start = r._TRACE_EVENTS_KEY.search(data).end()
-    out, pending, pos, block = [], b"", start, r.BLOCK_BYTES
+    start = TRACE_EVENTS_KEY.search(data).end()
+    out, pending, pos, block = [], b"", start, BLOCK_BYTES
     while pos < len(data):
         chunk = data[pos : pos + block]
         pos += block
-        cut = r._last_event_boundary(chunk)
+        cut = last_event_boundary(chunk)
         if cut is None:
             pending += chunk
             continue
@@ -48,10 +51,9 @@ def main() -> None:
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     ps = pieces(path)
     print(f"{len(ps)} pieces, {sum(map(len, ps)) / 1e6:.1f} MB")
-    # the typed decode as _decode_typed runs it in exact mode (older: RawTsEvent only)
-    dec = getattr(r, "_raw_ts_phase_event_decoder", r._raw_ts_event_decoder)
-    label = "by phase" if dec is not r._raw_ts_event_decoder else "RawTsEvent"
-    print(f"decode ({label}): {best(lambda: [dec.decode(p) for p in ps], repeats):.3f} s")
+    # the typed decode as decode_typed runs it in exact mode
+    dec = raw_ts_phase_event_decoder
+    print(f"decode (by phase): {best(lambda: [dec.decode(p) for p in ps], repeats):.3f} s")
     decoded = [dec.decode(p) for p in ps]
     ts = attrgetter("ts")
     lits = [list(map(ts, d)) for d in decoded]
@@ -59,9 +61,8 @@ def main() -> None:
         "parse_us_literals_to_ns: "
         f"{best(lambda: [parse_us_literals_to_ns(x) for x in lits], repeats):.3f} s"
     )
-    # the timestamp stage as _decode_typed runs it (older versions: _Builder._ts_ns)
-    ts_ns = getattr(r, "_literals_ns", None) or r._Builder(True)._ts_ns
-    print(f"ts stage ({ts_ns.__name__}): {best(lambda: [ts_ns(x) for x in lits], repeats):.3f} s")
+    # the timestamp stage as decode_typed runs it
+    print(f"ts stage (literals_ns): {best(lambda: [literals_ns(x) for x in lits], repeats):.3f} s")
 
 
 if __name__ == "__main__":

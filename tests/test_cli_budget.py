@@ -295,9 +295,9 @@ def test_the_forkserver_is_spawned_with_sigint_ignored(monkeypatch: pytest.Monke
         forkserver, "ensure_running", lambda: seen.append(signal.getsignal(signal.SIGINT))
     )
     before = signal.getsignal(signal.SIGINT)
-    parallel._start_server()
+    parallel.start_server()
     assert seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGINT) is before
-    thread = threading.Thread(target=parallel._start_server)
+    thread = threading.Thread(target=parallel.start_server)
     thread.start()
     thread.join()
     assert seen == [signal.SIG_IGN, before]

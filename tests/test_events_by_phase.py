@@ -11,7 +11,8 @@ import msgspec
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
-from tb_kineto_insights.trace import reader as r
+from tb_kineto_insights.trace import decode
+from tb_kineto_insights.trace.columns import Builder
 from tb_kineto_insights.trace.events import (
     NO_ARGS,
     NO_RAW_ARGS,
@@ -94,7 +95,7 @@ def test_top_level_decode_keeps_literals_as_pieces_do(exact: bool) -> None:
         b' "tid": 2, "ts": 1796138004838499.902, "dur": 3.5,'
         b' "args": {"Input Dims": [[4, 8], [8, 2]]}}], "deviceProperties": [{"id": 0}]}'
     )
-    root = (r._exact_root_decoder if exact else r._root_decoder).decode(data)
+    root = (decode.exact_root_decoder if exact else decode.root_decoder).decode(data)
     (event,) = root.traceEvents
     assert bytes(event.args.input_dims) == b"[[4, 8], [8, 2]]"
     if exact:
@@ -108,19 +109,21 @@ def test_top_level_decode_keeps_literals_as_pieces_do(exact: bool) -> None:
 def test_pieces_that_do_not_decode_by_phase_take_the_one_struct_path(exact: bool) -> None:
     base = b'{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1.5, "dur": 1}'
     one = RawTsEvent if exact else FastEvent
-    builder = r._Builder(exact)
-    assert not isinstance(r._decode_typed(b"[" + base + b"]", builder)[0], one)
+    builder = Builder(exact)
+    assert not isinstance(decode.decode_typed(b"[" + base + b"]", builder)[0], one)
     for odd in (
         b'{"cat": "cpu_op", "name": "no phase", "ts": 1}',
         b'{"ph": "Q", "name": "not a Chrome trace phase", "ts": 1}',
         b'{"ph": 7, "name": "phase not a string", "ts": 1}',
     ):
-        events = r._decode_typed(b"[" + base + b"," + odd + b"]", builder)
+        events = decode.decode_typed(b"[" + base + b"," + odd + b"]", builder)
         assert [type(e) for e in events] == [one, one]
     with pytest.raises(msgspec.DecodeError) as bad:  # bad JSON: the one-struct error
-        r._decode_typed(b"[" + base + b",{]", builder)
+        decode.decode_typed(b"[" + base + b",{]", builder)
     with pytest.raises(msgspec.DecodeError) as old:
-        (r._raw_ts_event_decoder if exact else r._event_decoder).decode(b"[" + base + b",{]")
+        (decode.raw_ts_event_decoder if exact else decode.event_decoder).decode(
+            b"[" + base + b",{]"
+        )
     assert str(bad.value) == str(old.value)
 
 

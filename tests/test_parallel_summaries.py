@@ -27,7 +27,7 @@ from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.store import parallel_summaries as ps
 from tb_kineto_insights.store.cached_summaries import CachedSummaries
 from tb_kineto_insights.summary import try_summarize_file
-from tb_kineto_insights.trace import parallel, reader
+from tb_kineto_insights.trace import columns, parallel
 
 MIB = 1024 * 1024
 
@@ -135,13 +135,13 @@ def test_order_kept_and_a_broken_file_does_not_stop_the_others(
     if dominant:
         monkeypatch.setattr(parallel, "PARALLEL_MIN_JSON_BYTES", 1)
         monkeypatch.setattr(parallel, "PIECE_BYTES", 256 * 1024)
-        real_merge = reader._Builder.merge
+        real_merge = columns.Builder.merge
 
-        def merge(self: reader._Builder, piece: reader._Builder) -> None:
+        def merge(self: columns.Builder, piece: columns.Builder) -> None:
             merged.append(piece.event_count)
             real_merge(self, piece)
 
-        monkeypatch.setattr(reader._Builder, "merge", merge)
+        monkeypatch.setattr(columns.Builder, "merge", merge)
     root = _log_dir(tmp_path)
     spans = [s for r in discover(str(root)) for w in r.workers for s in w.spans]
     assert [s.run for s in spans] == ["a_broken", "b_small", "c_big", "d_mid", "d_mid", "e_small"]

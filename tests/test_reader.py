@@ -260,7 +260,7 @@ def test_record_counts_line_of_spaces_reads_in_linear_time(tmp_path: Path) -> No
     and 100x the spaces stays linear."""
     import time
 
-    from tb_kineto_insights.trace.reader import record_counts
+    from tb_kineto_insights.trace.assemble import record_counts
 
     line = "Record counts: x" + " " * 1500 + "x"
     p = write_trace(tmp_path / "t.json", [kernel("k", 1, 1)], INFO=[line])
@@ -485,7 +485,7 @@ def test_oversized_top_level_objects_are_left_out_and_counted(tmp_path: Path) ->
     """deviceProperties / distributedInfo / tb_kineto_insights are copied into every
     summary as they are: one over ROOT_OBJECT_MAX_BYTES is left out (counted in
     ``skipped``), the others and every event are kept."""
-    from tb_kineto_insights.trace.reader import ROOT_OBJECT_MAX_BYTES
+    from tb_kineto_insights.trace.assemble import ROOT_OBJECT_MAX_BYTES
 
     huge_label = "x" * (ROOT_OBJECT_MAX_BYTES + 1)
     path = write_trace(

@@ -1,4 +1,4 @@
-"""The reader's column building (``reader._Builder``): orders and counts that its
+"""The reader's column building (``columns.Builder``): orders and counts that its
 per-distinct-key bookkeeping must reproduce exactly (names interned in first-seen
 order, categories counted in first-seen order, flow phase and launch taken from the
 (phase, category) pair, instants sorted by name), on tiny hand-written traces."""
@@ -12,11 +12,14 @@ from typing import Any
 import numpy as np
 from conftest import cpu, kernel, write_trace
 
-from tb_kineto_insights.trace.reader import MISSING_ID, _Builder, _event_decoder, read_trace
+from tb_kineto_insights.trace.columns import Builder
+from tb_kineto_insights.trace.decode import event_decoder
+from tb_kineto_insights.trace.reader import read_trace
+from tb_kineto_insights.trace.values import MISSING_ID
 
 
 def _decoded(events: list[dict[str, Any]]) -> list[Any]:
-    return _event_decoder.decode(json.dumps(events).encode())
+    return event_decoder.decode(json.dumps(events).encode())
 
 
 def test_names_are_interned_by_kind_within_a_piece_and_in_piece_order_across() -> None:
@@ -32,7 +35,7 @@ def test_names_are_interned_by_kind_within_a_piece_and_in_piece_order_across() -
         {**cpu("launch", 15, 1, cat="cuda_driver")},  # runtime too: same name, same id
     ]
     two = [cpu("c2", 20, 1), kernel("k1", 21, 1), kernel("k3", 22, 1), cpu("c1", 23, 1)]
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     b.add_events(_decoded(one))
     assert list(b.names) == ["k1", "k2", "c1", "launch"]
     b.add_events(_decoded(two))
@@ -47,7 +50,7 @@ def test_names_are_interned_by_kind_within_a_piece_and_in_piece_order_across() -
 def test_category_counts_keep_first_seen_order_across_pieces(tmp_path: Path) -> None:
     """Categories counted per (phase, category) pair, listed in the order their first
     event came, whatever phase brought them (as ``Counter.update`` over every event)."""
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     b.add_events(
         _decoded(
             [
@@ -124,7 +127,7 @@ def test_instants_without_a_string_name_are_memory_rows_as_before(tmp_path: Path
 def test_id_columns_all_ints_all_missing_mixed_and_large() -> None:
     """``_ids``: ints exactly (also beyond 2^53), all ``None`` → the missing value,
     ints with ``None`` through float64, large ints with ``None`` value by value."""
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     big = 2**60 + 1
     assert b._ids([1, 2, big]).tolist() == [1, 2, big]
     assert b._ids([None, None], -1).tolist() == [-1, -1]
@@ -140,7 +143,7 @@ def test_string_ids_are_converted_once_per_distinct_value_in_first_seen_order() 
     interned as ``-1 - index`` in the order they first come, every string counted;
     ``1``, ``1.0``, ``True`` the same id, ``-2**63`` kept but ``-2.0**63`` missing (as
     :func:`_as_int` gives them one by one); an unhashable value still converts."""
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     values: list[object] = ["stream 7", "5555", "stream 7", 1, True, 1.0, None, "0x10", "b", "5555"]
     assert b._ids(values, -1).tolist() == [-1, 5555, -1, 1, 1, 1, -1, 16, -2, 5555]
     assert b.strings == {"stream 7": 0, "b": 1}
@@ -153,8 +156,8 @@ def test_string_ids_are_converted_once_per_distinct_value_in_first_seen_order() 
     assert b._ids([-(2**63), -(2.0**63), "d"], -1).tolist() == [-(2**63), -1, -5]
 
 
-def _metadata_one_by_one(events: list[Any]) -> _Builder:
-    ref = _Builder(exact=False)
+def _metadata_one_by_one(events: list[Any]) -> Builder:
+    ref = Builder(exact=False)
     for e in events:
         ref.kind_counts["metadata"] += 1
         ref._metadata_label(e)
@@ -181,7 +184,7 @@ def test_metadata_names_match_the_event_by_event_path() -> None:
         meta("thread_sort_index", 9, 3, "x"),
         meta("thread_name", 2, 5, "main"),
     ]
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     b.add_events(_decoded(ints))
     assert b.process_names == {9: "MTIA 9 again", 2: "CPU"}
     assert list(b.process_names) == [9, 2]
@@ -197,7 +200,7 @@ def test_metadata_names_match_the_event_by_event_path() -> None:
         meta("process_name", 3.0, 0, "float pid"),
         meta("process_name", 2**64, 0, "huge pid"),
     ]
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     b.add_events(_decoded(odd))
     assert b.strings == {"Traces": 0, "stream 7": 1}
     assert b.process_names == {-1: "traces", 3: "float pid", MISSING_ID: "huge pid"}
@@ -217,7 +220,7 @@ def test_metadata_names_match_the_event_by_event_path() -> None:
         meta("process_name", 1, 0, "p"),
         meta("thread_name", 1, 4, "four"),
     ]
-    b = _Builder(exact=False)
+    b = Builder(exact=False)
     b.add_events(_decoded(tids))
     assert b.strings == {"stream 7": 0}
     assert b.thread_names == {(1, -1): "stream", (1, 4): "four"}

@@ -17,7 +17,7 @@ from conftest import H200X2, SAMPLE_LOGS, as_json, cpu, kernel, write_trace
 from tb_kineto_insights.cli.main import main as cli_main
 from tb_kineto_insights.logdir.discovery import parse_span_index
 from tb_kineto_insights.summary import summarize_file
-from tb_kineto_insights.trace import reader as reader_module
+from tb_kineto_insights.trace import decode
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -346,13 +346,13 @@ def test_repair_work_is_linear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     text += ", ".join(json.dumps(cpu("op", 10 + i, 1)) for i in range(100)) + "]}"
     path = write_trace(tmp_path / "nb.json", text=text)
     seen = []
-    real = reader_module.repair_json
+    real = decode.repair_json
 
     def counting(data: Any, *args: Any) -> Any:
         seen.append(len(data))
         return real(data, *args)
 
-    monkeypatch.setattr(reader_module, "repair_json", counting)
+    monkeypatch.setattr(decode, "repair_json", counting)
     tr = read_trace(str(path), block_bytes=16_384)
     assert len(tr.cpu_ops) == 101 and tr.health.repairs["lone_backslash"] > 50_000
     assert sum(seen) < 4 * len(text)
@@ -471,13 +471,13 @@ def _kernel_texts(n: int) -> list[str]:
 def _decoded_bytes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Bytes handed to the typed event decoder, per call (the reader's decode work)."""
     seen: list[int] = []
-    typed = reader_module._decode_typed
+    typed = decode.decode_typed
 
     def counting(data: Any, builder: Any) -> Any:
         seen.append(len(data))
         return typed(data, builder)
 
-    monkeypatch.setattr(reader_module, "_decode_typed", counting)
+    monkeypatch.setattr(decode, "decode_typed", counting)
     return seen
 
 
@@ -490,7 +490,7 @@ def test_stray_bracket_after_the_first_event_is_salvaged_in_linear_time(
     was lost). Now the damaged unit (the first two events) is lost, everything else read,
     and the bytes decoded stay a small multiple of the file. (The pending bytes are
     salvaged past 4 MiB; 1 MiB here, for a 5 MB file.)"""
-    monkeypatch.setattr(reader_module, "MAX_PENDING_BYTES", 1024 * 1024)
+    monkeypatch.setattr(decode, "MAX_PENDING_BYTES", 1024 * 1024)
     texts = _kernel_texts(40_000)  # 5.3 MB: five 1 MiB pieces
     body = texts[0] + ",[" + ",".join(texts[1:])
     path = write_trace(tmp_path / "t.json", text='{"traceEvents":[' + body + "]}")

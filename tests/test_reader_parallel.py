@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from conftest import REPO, SAMPLE_LOGS, kernel, write_trace
 
-from tb_kineto_insights.trace import parallel, reader
+from tb_kineto_insights.trace import columns, parallel, reader
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import build_piece, read_trace
 
@@ -45,13 +45,13 @@ def merged(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts pieces built in a worker and merged by the parent (one entry each), and
     makes a piece 3 blocks of SMALL_BLOCK so that small files give many pieces."""
     calls: list[int] = []
-    original = reader._Builder.merge
+    original = columns.Builder.merge
 
-    def merge(self: reader._Builder, piece: reader._Builder) -> None:
+    def merge(self: columns.Builder, piece: columns.Builder) -> None:
         calls.append(piece.event_count)
         original(self, piece)
 
-    monkeypatch.setattr(reader._Builder, "merge", merge)
+    monkeypatch.setattr(columns.Builder, "merge", merge)
     monkeypatch.setattr(parallel, "PIECE_BYTES", 3 * SMALL_BLOCK)
     return calls
 

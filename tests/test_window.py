@@ -324,7 +324,7 @@ def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any
     plain = tmp_path / "plain.json"
     plain.write_bytes(gzip.decompress(scaled.read_bytes()))
     read: list[int] = []
-    opened = source._open
+    opened = source.open_stored
 
     class Counted:
         def __init__(self, f: Any) -> None:
@@ -345,7 +345,7 @@ def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any
         def __exit__(self, *exc: Any) -> Any:
             return self.f.__exit__(*exc)
 
-    monkeypatch.setattr(source, "_open", lambda p: Counted(opened(p)))
+    monkeypatch.setattr(source, "open_stored", lambda p: Counted(opened(p)))
     for path in (scaled, plain):
         for step, bounds in ((30, None), (41, (100.0, 900.0))):
             read.clear()

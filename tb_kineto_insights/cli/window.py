@@ -34,11 +34,11 @@ from tb_kineto_insights.trace.window import (
     WindowIndex,
     check_offset_us,
     check_window_holds_events,
-    merge_windows,
     window_bounds,
     write_document,
     write_window,
 )
+from tb_kineto_insights.trace.window_merge import merge_windows
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def run_window(
     missing step, a bad range, a window that holds no event (in any of the ``paths``),
     an ``--out`` that is an input or cannot be written (the message says which). Several
     ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
-    window), merged (:func:`~tb_kineto_insights.trace.window.merge_windows`). Paths and
+    window), merged (:func:`~tb_kineto_insights.trace.window_merge.merge_windows`). Paths and
     names are written with their control characters escaped."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
     paths = [paths] if isinstance(paths, str) else list(paths)

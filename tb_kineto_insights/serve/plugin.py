@@ -143,10 +143,10 @@ from tb_kineto_insights.trace.window import (
     WindowCut,
     check_window_holds_events,
     cut_window,
-    merge_windows,
     parse_offset_us,
     window_bounds,
 )
+from tb_kineto_insights.trace.window_merge import merge_windows
 
 __all__ = [
     "DEFAULT_RESCAN_S",
@@ -1151,7 +1151,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
     def _serve_window_ranks(self, request: Request) -> Any:
         """ "Open ranks": step ``step``'s window of every worker (rank) of run ``run``,
         each its last span's, cut from its file as ``/window`` cuts one and merged into
-        one trace (:func:`~tb_kineto_insights.trace.window.merge_windows`: each rank's
+        one trace (:func:`~tb_kineto_insights.trace.window_merge.merge_windows`: each rank's
         processes named after its worker). A worker still loading: 202 as ``/summary``;
         a worker without that step is left out and named in ``X-Window-Ranks-Missing``;
         none with it: 404."""

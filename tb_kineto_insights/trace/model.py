@@ -26,7 +26,7 @@ from tb_kineto_insights.schema.health import (
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 
-#: Kinds of duration event the reader sorts events into (see ``reader.CATEGORY_KIND``).
+#: Kinds of duration event the reader sorts events into (see ``routes.CATEGORY_KIND``).
 KERNEL = "kernel"
 MEMCPY = "memcpy"
 MEMSET = "memset"
@@ -232,7 +232,7 @@ class TraceHealth:
         skipped: events left out, per reason (``missing_name``, ``missing_ts``, …), and
             top-level objects left out for their size (``oversized_distributedInfo``,
             ``oversized_deviceProperties``, ``oversized_tb_kineto_insights``: over
-            ``reader.ROOT_OBJECT_MAX_BYTES``).
+            ``assemble.ROOT_OBJECT_MAX_BYTES``).
         quarantined: events left out for implausible timing, per reason
             (``negative_duration``, ``duration_over_7_days``, ``ts_out_of_range``: a
             ``ts`` beyond the int64 ns range such as ``1e300``, ``ts_far_outside_trace``:

@@ -4,9 +4,9 @@ Why processes, not threads: msgspec's decode holds the GIL (two threads decoding
 same events take about twice the time of one), and so does building the numpy columns
 of a piece (many small numpy and ``map`` calls), so threads cannot share that work.
 Worker processes each decode a whole piece (a few MiB of ``traceEvents``) into a local
-:class:`~tb_kineto_insights.trace.reader._Builder` (local name ids, counts, columns)
+:class:`~tb_kineto_insights.trace.columns.Builder` (local name ids, counts, columns)
 and send it back pickled; the parent merges the pieces in file order
-(``_Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
+(``Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
 for bit, as the serial read.
 
 When: only for a file of at least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes
@@ -200,7 +200,7 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
     return ctx
 
 
-def _start_server() -> None:
+def start_server() -> None:
     """Start the forkserver (with what :func:`_context` set it to preload) unless it
     runs, with SIGINT ignored while it is spawned when this is the main thread: the
     server inherits the ignored SIGINT (Python installs its KeyboardInterrupt handler
@@ -350,7 +350,7 @@ def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
     try:
         ctx = _context(preload)
         if ctx.get_start_method() == "forkserver":
-            _start_server()  # here, not from the thread that first submits
+            start_server()  # here, not from the thread that first submits
         return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
@@ -367,7 +367,7 @@ def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
         ctx = _context(preload)
         if ctx.get_start_method() != "forkserver":
             return False
-        _start_server()
+        start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True
@@ -400,7 +400,7 @@ def warm_up(path: str) -> bool:
         ctx = _context()
         if ctx.get_start_method() != "forkserver":
             return False
-        _start_server()
+        start_server()
     except (OSError, ValueError, RuntimeError, AssertionError):
         return False
     return True

@@ -155,7 +155,9 @@ def _pin_version(opened: Any, fs: Any, fs_path: str, path: str) -> None:
     cache.fetcher = checked_fetch
 
 
-def _open(path: str) -> IO[bytes]:
+def open_stored(path: str) -> IO[bytes]:
+    """The stored file ``path`` (a local path, or an fsspec URL pinned to the version
+    opened) open for reading bytes. Raises TraceIOError: not found, or cannot be opened."""
     try:
         if "://" in path:
             import fsspec  # a URL only: fsspec costs 0.1 s of imports (local_paths.py)
@@ -264,7 +266,7 @@ class BlockReader:
                 self._file_bytes = file_size(self.path)
             except TraceIOError:
                 self._file_bytes = 0
-        with _open(self.path) as raw:
+        with open_stored(self.path) as raw:
             first = self._read(raw, COMPRESSED_READ_BYTES)
             self.compressed = first[:2] == GZIP_MAGIC
             chunks = self._gunzip(raw, first) if self.compressed else self._plain(raw, first)
@@ -309,7 +311,7 @@ class BlockReader:
         """
         if end <= start:
             return b""
-        with _open(self.path) as raw:
+        with open_stored(self.path) as raw:
             if not self.compressed:
                 try:
                     raw.seek(start)

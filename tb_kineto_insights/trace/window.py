@@ -34,8 +34,8 @@ place in the JSON and its time range, and the cut reads back only the pieces tha
 the window from the inflater's checkpoints (``trace/source.py``): one read of the
 file. Figures: ``benchmarks/bench_window.py``, ``benchmarks/RESULTS.md``.
 
-Several ranks: :func:`merge_windows` merges the windows of one step of every rank into
-one trace, each rank's processes renumbered and named after it.
+Several ranks: :mod:`.window_merge` merges the windows of one step of every rank into
+one trace.
 """
 
 from __future__ import annotations
@@ -56,15 +56,15 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError
-from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
-from tb_kineto_insights.trace.reader import (
-    _BOM_AND_WS,
-    _MAX_HEAD_BYTES,
-    _TRACE_EVENTS_KEY,
+from tb_kineto_insights.trace.framing import (
+    BOM_AND_WS,
     MAX_EVENT_BYTES,
-    _last_event_boundary,
+    MAX_HEAD_BYTES,
+    TRACE_EVENTS_KEY,
+    last_event_boundary,
     not_a_trace,
 )
+from tb_kineto_insights.trace.numbers import parse_us_literals_to_ns
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 
 
@@ -244,7 +244,7 @@ def check_window_holds_events(cut: WindowCut, path: str, step_start_ns: int, ste
     )
 
 
-def _key(value: Any) -> Any:
+def id_key(value: Any) -> Any:
     """A pid or tid as a dict key (lists and dicts, which no trace should have, as
     their text)."""
     return repr(value) if isinstance(value, (list, dict)) else value
@@ -371,10 +371,10 @@ class _Cutter:
                 if head.name == "thread_name":
                     label = msgspec.json.decode(raws[i]).get("args", {}).get("name")
                     if isinstance(label, str):
-                        self.thread_names[(_key(head.pid), _key(head.tid))] = label
+                        self.thread_names[(id_key(head.pid), id_key(head.tid))] = label
                 continue
             if h.is_x[i]:
-                key = (_key(head.pid), _key(head.tid))
+                key = (id_key(head.pid), id_key(head.tid))
                 self.complete[key].append((int(ts[i]), int(end[i]), position))
                 if head.cat in KERNEL_CATEGORIES:
                     self.kernels += 1
@@ -457,9 +457,9 @@ class _Pieces:
                 return
         while len(self.buf) >= max(PIECE_BYTES, self.retry_at):
             limit = max(PIECE_BYTES, self.retry_at)
-            cut = _last_event_boundary(self.buf, limit)
+            cut = last_event_boundary(self.buf, limit)
             if cut is None:
-                cut = _last_event_boundary(self.buf)  # an event longer than a piece
+                cut = last_event_boundary(self.buf)  # an event longer than a piece
                 if cut is None:
                     return
             end, next_start = cut
@@ -479,7 +479,7 @@ class _Pieces:
             self.retry_at = 0
 
     def _find_events(self) -> None:
-        stripped = bytes(self.buf).lstrip(_BOM_AND_WS)
+        stripped = bytes(self.buf).lstrip(BOM_AND_WS)
         if not stripped:
             return
         if stripped[:1] == b"[":
@@ -489,9 +489,9 @@ class _Pieces:
             compressed = self.source is not None and self.source.compressed
             raise TraceFormatError(self.path, not_a_trace(self.path, compressed))
         else:
-            match = _TRACE_EVENTS_KEY.search(self.buf)
+            match = TRACE_EVENTS_KEY.search(self.buf)
             if match is None:
-                if len(self.buf) > _MAX_HEAD_BYTES:
+                if len(self.buf) > MAX_HEAD_BYTES:
                     raise TraceFormatError(self.path, "no traceEvents array in the head")
                 return
             self.head = bytes(self.buf[: match.start()])
@@ -512,7 +512,7 @@ class _Pieces:
                 events = _RAWS.decode(b"[" + rest)
                 others: dict[str, msgspec.Raw] = {}
             else:
-                whole = self.head.lstrip(_BOM_AND_WS) + b'"traceEvents":[' + rest
+                whole = self.head.lstrip(BOM_AND_WS) + b'"traceEvents":[' + rest
                 if not self.found:
                     whole = rest  # no traceEvents key: decode what there is
                 events = _ROOT.decode(whole).traceEvents
@@ -753,7 +753,9 @@ def partial_overlaps(data: bytes) -> int:
         head = _HEAD.decode(raw)
         ts = ns_of(head.ts)
         if head.ph == "X" and ts is not None:
-            tracks[(_key(head.pid), _key(head.tid))].append((ts, ts + max(0, ns_of(head.dur) or 0)))
+            tracks[(id_key(head.pid), id_key(head.tid))].append(
+                (ts, ts + max(0, ns_of(head.dur) or 0))
+            )
     bad = 0
     for ranges in tracks.values():
         stack: list[int] = []
@@ -771,73 +773,6 @@ def write_window(cut: WindowCut, out_path: str) -> int:
     """Write the cut trace as JSON, gzip-compressed when ``out_path`` ends with ``.gz``;
     returns the bytes written. Raises OSError when the file cannot be written."""
     return write_document(cut.document, out_path)
-
-
-def merge_windows(parts: list[tuple[str, WindowCut]]) -> dict[str, Any]:
-    """One trace of the windows of several ranks (``parts``: ``(rank label, its cut)``,
-    in the order to show), for Perfetto UI or chrome://tracing: every event of every cut
-    kept, each rank's processes renumbered so that no two ranks share a ``pid`` (1, 2,
-    … in order of appearance), their ``process_name`` prefixed with the rank's label
-    (``"rank1: python 1234"``; a process without one is named ``"rank1: pid 1234"``) and
-    sorted by rank (``process_sort_index``), and flow ids made distinct per rank (an
-    integer id plus ``k · 2^40`` for the k-th rank, a string prefixed ``"r<k>:"``).
-    Timestamps are the files' own: ranks of one host share its clock; ranks on several
-    hosts are as aligned as their clocks are. Top-level keys: ``traceEvents``,
-    ``deviceProperties`` of the first cut that has them, and ``traceName``.
-
-    Raises:
-        ValueError: no parts.
-    """
-    if not parts:
-        raise ValueError("no windows to merge")
-    events: list[Any] = []
-    pids: dict[tuple[int, Any], int] = {}
-    named: set[int] = set()
-    for k, (label, cut) in enumerate(parts):
-        for raw in cut.document.get("traceEvents", []):
-            event = msgspec.json.decode(raw) if isinstance(raw, msgspec.Raw) else dict(raw)
-            if not isinstance(event, dict):
-                continue
-            key = (k, _key(event.get("pid")))
-            pid = pids.get(key)
-            if pid is None:
-                pid = pids[key] = len(pids) + 1
-            original = event.get("pid")
-            event["pid"] = pid
-            if event.get("ph") == "M" and event.get("name") == "process_name":
-                given = event.get("args")
-                args: dict[str, Any] = given if isinstance(given, dict) else {}
-                event["args"] = {**args, "name": f"{label}: {args.get('name', original)}"}
-                named.add(pid)
-            elif event.get("ph") == "M" and event.get("name") == "process_sort_index":
-                continue  # replaced: by rank
-            if "id" in event and event.get("ph") in ("s", "t", "f"):
-                fid = event["id"]
-                event["id"] = fid + k * 2**40 if type(fid) is int else f"r{k}:{fid}"
-            events.append(event)
-    for (k, original), pid in pids.items():
-        if pid not in named:
-            label = parts[k][0]
-            events.append(
-                {
-                    "ph": "M",
-                    "name": "process_name",
-                    "pid": pid,
-                    "args": {"name": f"{label}: pid {original}"},
-                }
-            )
-        events.append(
-            {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
-        )
-    out: dict[str, Any] = {"traceEvents": events}
-    device = next(
-        (c.document["deviceProperties"] for _, c in parts if "deviceProperties" in c.document),
-        None,
-    )
-    if device is not None:
-        out["deviceProperties"] = device
-    out["traceName"] = "ranks: " + ", ".join(label for label, _ in parts)
-    return out
 
 
 def write_document(document: dict[str, Any], out_path: str) -> int:
