@@ -466,7 +466,7 @@ def _collectives(index: TraceIndex, rows: I64) -> _Collectives:
     group = np.where(group_from_args, args.group, world if world is not None else -1)
 
     steps = index.steps
-    step_idx = iv.window_index(starts, steps.start_ns, steps.end_ns)
+    step_idx = steps.step_of(starts)
     in_step = step_idx >= 0
     step = np.where(in_step, steps.number[np.maximum(step_idx, 0)], -1) if len(steps) else step_idx
 

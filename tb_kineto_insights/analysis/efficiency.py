@@ -8,8 +8,8 @@ Definitions, in the order they are applied:
    (:func:`~tb_kineto_insights.analysis.memory.innermost_op`, as for allocations); the
    kernel's ``External id`` names that same op and is used first (:func:`launching_op`).
    ``aten::linear`` / ``aten::matmul`` reach their child GEMM op (``aten::addmm``,
-   ``aten::mm``, ``aten::bmm``) this way. Only kernels on the analysed device (the one
-   with the most kernel time) that start inside a step window count.
+   ``aten::mm``, ``aten::bmm``) this way. Only kernels on the main device
+   (:attr:`~.trace_index.TraceIndex.main_device`) that start inside a step window count.
 2. **Op group**: op name + ``Input Dims`` + ``Input type`` (``record_shapes=True``) +
    the scalar arguments a formula reads (``Concrete Inputs``: stride, padding,
    ``is_causal``). Its time is the sum of its kernels' durations; ``calls`` the ops
@@ -720,15 +720,6 @@ def _reason(work: Work, unit: str | None, num_sms: int | None, kernels: list[str
     return "; ".join(reasons) or None
 
 
-def _main_device(index: TraceIndex) -> int | None:
-    k = index.trace.kernels
-    if len(k) == 0:
-        return None
-    devs, inv = np.unique(k.device, return_inverse=True)
-    time = np.bincount(inv, weights=k.dur_ns.astype(np.float64))
-    return int(devs[int(np.argmax(time))])
-
-
 def _empty(
     notes: list[str],
     steps: int,
@@ -760,7 +751,7 @@ def efficiency_summary(
     trace = index.trace
     steps = index.steps
     n_steps = len(steps)
-    device = _main_device(index)
+    device = index.main_device
     if device is None or n_steps == 0:
         return _empty(["No GPU kernels in this trace: no kernel efficiency to measure."], n_steps)
     props = _device_props(trace, device)

@@ -662,9 +662,10 @@ def idle_summary(
     ``fraction_of_idle``: the device's summed idle time.
 
     Top-level fields: ``cause_order`` (:data:`CAUSE_NAMES`), ``cause_labels``
-    (:data:`CAUSE_WORDS`, cause → words), ``main_device`` (the busiest), ``devices``,
-    ``notes``. Per device, besides busy/idle totals, ``causes`` (``{us,
-    fraction_of_idle, fraction_of_step_time}`` per cause), ``per_step`` (``{number,
+    (:data:`CAUSE_WORDS`, cause → words), ``main_device``
+    (:attr:`~.trace_index.TraceIndex.main_device`), ``devices``, ``notes``. Per device,
+    besides busy/idle totals, ``causes`` (``{us, fraction_of_idle,
+    fraction_of_step_time}`` per cause), ``per_step`` (``{number,
     duration_us, idle_us, busy_fraction, causes_us}``), ``gap_histogram`` and
     ``largest_gaps``: ``short_kernels``, the cost of short kernels on this device:
 
@@ -710,7 +711,7 @@ def idle_summary(
         gaps = iv.split_at(iv.subtract(windows, busy), steps.start_ns)
         gs, ge = gaps
         glen = ge - gs
-        step_of = iv.window_index(gs, steps.start_ns, steps.end_ns)
+        step_of = steps.step_of(gs)
         events = _gpu_events(index, dev, short_ns)
         threads = _launch_threads(index, events, gs, ge)
         amounts = np.zeros((gs.size, len(CAUSE_NAMES)), dtype=np.int64)
@@ -898,11 +899,10 @@ def idle_summary(
                 ),
             )
         )
-    main = max(devices, key=lambda d: d.busy_us, default=None)
     return IdlePanel(
         cause_order=list(CAUSE_NAMES),
         cause_labels=dict(CAUSE_WORDS),
-        main_device=main.device if main else None,
+        main_device=index.main_device,
         devices=devices,
         python_stacks=has_stacks,
         notes=notes,

@@ -34,7 +34,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.group_sums import distinct, int_sums
 from tb_kineto_insights.analysis.lost import gpu_lost_note
@@ -132,7 +131,7 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
     short_ns = float(thresholds.short_kernel_us) * 1000.0
 
     dur = k.dur_ns
-    step = iv.window_index(k.start_ns, steps.start_ns, steps.end_ns)
+    step = steps.step_of(k.start_ns)
     in_step = step >= 0
     short = dur < short_ns
     short_in = short & in_step
@@ -195,7 +194,7 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
             time_us=_us(int(dur[out_mask].sum())),
         ),
         per_step=per_step,
-        mean_per_step=count_in_steps / n_steps if n_steps else None,
+        mean_per_step=steps.per_step(count_in_steps),
         short_threshold_us=float(thresholds.short_kernel_us),
         short_count_fraction=_fraction(int(short_in.sum()), count_in_steps),
         short_time_fraction=_fraction(int(dur[short_in].sum()), time_in_steps),

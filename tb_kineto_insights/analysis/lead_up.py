@@ -67,7 +67,7 @@ def _windows(start_ns: np.ndarray, end_ns: np.ndarray, index: TraceIndex) -> np.
     prev_end = np.maximum.accumulate(end_ns)
     a[1:] = np.minimum(prev_end[:-1], start_ns[1:])
     steps = index.steps
-    step_of_first = iv.window_index(start_ns[:1], steps.start_ns, steps.end_ns)
+    step_of_first = steps.step_of(start_ns[:1])
     if int(step_of_first[0]) >= 0:
         a[0] = int(steps.start_ns[int(step_of_first[0])])
     return a

@@ -597,7 +597,7 @@ def _device_summary(
     op_rows = np.full(n, -1, dtype=np.int64)
     op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
     # allocations are host events: host windows (module docstring)
-    step_of = iv.window_index(d.ts, *index.host_steps.host_windows())
+    step_of = index.host_steps.host_step_of(d.ts)
 
     def op_name(row: int) -> str | None:
         return trace.names[int(ops.name[row])] if row >= 0 else None

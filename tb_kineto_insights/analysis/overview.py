@@ -104,7 +104,8 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
     Fields: ``count``; ``has_markers`` (False: one pseudo-step over the whole trace);
     ``mean_step_us`` and spread (``std_step_us``, ``min_step_us``, ``max_step_us``,
     ``cv`` = std / mean); ``total_us``; ``breakdown_order``; ``mean_breakdown_us``
-    (per category, mean over steps); ``gpu_utilization_fraction`` (the busiest device,
+    (per category, mean over steps); ``gpu_utilization_fraction`` (the main device,
+    :attr:`~.trace_index.TraceIndex.main_device`,
     denominator: total step-window time) and ``devices`` (per device); ``steps``: per step
     ``number``, ``start_us`` (from the first step's start), ``duration_us``,
     ``cpu_duration_us`` (the marker alone), ``breakdown_us``, ``gpu_utilization_fraction``;
@@ -128,7 +129,7 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
         )
         for dev, busy in per_device.items()
     ]
-    main = max(per_device, key=lambda d: int(per_device[d].sum()), default=None)
+    main = index.main_device
     per_step = []
     origin = int(steps.start_ns[0]) if len(steps) else 0
     for i in range(len(steps)):

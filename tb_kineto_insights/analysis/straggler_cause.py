@@ -130,8 +130,8 @@ def rank_profile(summary: Any) -> dict[str, Any] | None:
             breakdown.get("memset", 0.0)
         )
     if idle is not None and idle.devices:
-        device = next((d for d in idle.devices if d.device == idle.main_device), idle.devices[0])
-        if device.per_step:
+        device = idle.main_entry()
+        if device is not None and device.per_step:
             for key in _IDLE_CLASSES:
                 classes[key] = _mean([s.causes_us.get(key, 0.0) for s in device.per_step])
     return {"classes": classes, "kernels": kernels, "ops": ops, "launches": launches}
@@ -144,8 +144,8 @@ def frame_times(summary: Any, cause: str) -> dict[str, float]:
     idle = getattr(summary, "idle", None)
     if idle is None or not idle.devices:
         return {}
-    device = next((d for d in idle.devices if d.device == idle.main_device), idle.devices[0])
-    steps = len(device.per_step)
+    device = idle.main_entry()
+    steps = len(device.per_step) if device is not None else 0
     if not steps:
         return {}
     return {

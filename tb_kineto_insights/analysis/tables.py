@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.group_sums import distinct_inverse, int_sums
 from tb_kineto_insights.analysis.names import short_kernel_name
@@ -33,7 +32,7 @@ def _table(
     n_steps = len(steps)
     if len(t) == 0 or n_steps == 0:
         return Table(rows=[], other_time_us=0.0, steps=n_steps)
-    step = iv.window_index(t.start_ns, steps.start_ns, steps.end_ns)
+    step = steps.step_of(t.start_ns)
     inside = step >= 0
     if only is not None:
         inside &= only

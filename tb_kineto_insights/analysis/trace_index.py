@@ -11,6 +11,7 @@ pseudo-step from the first to the last event (``has_markers`` is False).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,6 +56,23 @@ class StepWindows:
     def total_ns(self) -> int:
         return int(self.dur_ns.sum())
 
+    def step_of(self, ts_ns: I64) -> I64:
+        """Per time ``ts_ns`` (ns on the trace's clock), the index of the step window
+        holding it (``[start_ns, end_ns)``); -1 outside every window. The one rule for
+        "which step": an event belongs to the step its start lies in."""
+        return iv.window_index(ts_ns, self.start_ns, self.end_ns)
+
+    def host_step_of(self, ts_ns: I64) -> I64:
+        """As :meth:`step_of`, in the host windows (:meth:`host_windows`): for host-side
+        events (allocations, CPU ops)."""
+        return iv.window_index(ts_ns, *self.host_windows())
+
+    def per_step(self, total: float) -> float | None:
+        """``total`` (summed over the steps) as a mean per step; None without steps (a
+        mean over no step is undefined, not 0)."""
+        n = len(self)
+        return total / n if n else None
+
     def host_windows(self) -> tuple[I64, I64]:
         """Host-side windows ``(start_ns, end_ns)``, one per step: the ``ProfilerStep#N``
         CPU range itself, cut at the next marker's start if it runs past it, so the
@@ -94,6 +112,27 @@ class TraceIndex:
     #: for every other name); per table kind: its distinct name ids
     _kind_masks: dict[tuple[str, object], Mask] = field(default_factory=dict)
     _kind_names: dict[str, list[int]] = field(default_factory=dict)
+
+    def busy_in_steps_ns(self, device: int) -> int:
+        """The device's GPU busy time inside the step windows (ns): its union of kernels,
+        copies and memsets cut to the windows (which never overlap)."""
+        busy = self.gpu_busy.get(device)
+        if busy is None:
+            return 0
+        return int(iv.total(iv.intersect(busy, iv.union(self.steps.start_ns, self.steps.end_ns))))
+
+    @functools.cached_property
+    def main_device(self) -> int | None:
+        """The main device, one rule for every panel: the GPU with the most busy time
+        inside the step windows (:meth:`busy_in_steps_ns`), the lowest id among equals;
+        None without GPU work."""
+        best: int | None = None
+        best_ns = -1
+        for device in self.devices:  # sorted: the lowest id wins a tie
+            ns = self.busy_in_steps_ns(device)
+            if ns > best_ns:
+                best, best_ns = device, ns
+        return best
 
     def name_class(self, predicate: Callable[[str], bool]) -> Mask:
         """Boolean per interned name id: ``predicate(name)``; cached per predicate (a

@@ -75,8 +75,7 @@ def _steps(s: Summary) -> list[Step]:
 
 
 def _main_idle(s: Summary) -> IdleDevice | None:
-    idle = s.idle
-    return next((d for d in idle.devices if d.device == idle.main_device), None)
+    return s.idle.main_entry()
 
 
 def _breakdown(cat: str) -> Extractor:

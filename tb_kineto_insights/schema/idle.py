@@ -179,3 +179,10 @@ class IdlePanel(Out, frozen=True, kw_only=True):
     devices: list[IdleDevice]
     python_stacks: bool
     notes: list[str]
+
+    def main_entry(self) -> IdleDevice | None:
+        """The entry of ``main_device`` (``analysis.trace_index.TraceIndex.main_device``:
+        always one of ``devices``), else the first device; None without devices."""
+        return next((d for d in self.devices if d.device == self.main_device), None) or (
+            self.devices[0] if self.devices else None
+        )

@@ -242,11 +242,6 @@ def duration(us: float) -> str:
 
 
 def main_idle(idle: IdlePanel | None) -> IdleDevice | None:
-    """The idle panel's device entry of its main device (``idle.main_device``), or
+    """The idle panel's entry of its main device (:meth:`IdlePanel.main_entry`), or
     None."""
-    if idle is None:
-        return None
-    for dev in idle.devices:
-        if dev.device == idle.main_device:
-            return dev
-    return None
+    return idle.main_entry() if idle is not None else None

@@ -15,7 +15,7 @@ import numpy as np
 
 from tb_kineto_insights.schema.communication import CollectiveCall
 from tb_kineto_insights.schema.diagnoses import Moment
-from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
+from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.memory import MemoryDevice, MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 
@@ -49,18 +49,10 @@ def step_moment(index: TraceIndex, number: int, what: str) -> Moment | None:
     return Moment(step=number, offset_us=0.0, length_us=length / 1000.0, what=what)
 
 
-def _gap_device(idle: IdlePanel | None) -> IdleDevice | None:
-    """The device whose largest gaps moments point at: the idle panel's main device,
-    else its first device."""
-    if idle is None or not idle.devices:
-        return None
-    return next((d for d in idle.devices if d.device == idle.main_device), idle.devices[0])
-
-
 def gap_moment(idle: IdlePanel | None, cause: str | None) -> Moment | None:
     """The longest of the main GPU's listed largest gaps (``idle.devices[].largest_gaps``)
     whose cause is ``cause`` (any cause when None)."""
-    dev = _gap_device(idle)
+    dev = idle.main_entry() if idle is not None else None
     best = None
     for g in dev.largest_gaps if dev is not None else []:
         if g.step is None or g.offset_us is None or (cause is not None and g.cause != cause):
