@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+SHARED = (ROOT.parent / "shared").resolve()
 
 #: Before/after pairs diffed (run folders relative to ROOT's parent or ROOT).
 DIFF_PAIRS = [
@@ -152,10 +152,19 @@ def plugin_documents(logdir: Path, cache_dir: str) -> Iterator[tuple[str, bytes]
 
 
 def _label(folder: Path) -> str:
-    for root in (ROOT, ROOT.parent):
+    for root, prefix in ((ROOT, ""), (SHARED, "shared/")):
         with contextlib.suppress(ValueError):
-            return str(folder.relative_to(root))
+            return prefix + str(folder.relative_to(root))
     return str(folder)
+
+
+def _neutral(body: bytes) -> bytes:
+    """``body`` with the checkout's and the shared folder's absolute paths written
+    ``<repo>`` and ``<shared>``, so that a copy of the repository elsewhere (a git
+    worktree) gives the same documents."""
+    for path, name in ((SHARED, b"<shared>"), (ROOT, b"<repo>")):
+        body = body.replace(str(path).encode(), name)
+    return body
 
 
 def fingerprints(save_dir: Path | None = None) -> dict[str, str]:
@@ -165,6 +174,7 @@ def fingerprints(save_dir: Path | None = None) -> dict[str, str]:
     found: dict[str, str] = {}
 
     def add(label: str, body: bytes) -> None:
+        body = _neutral(body)
         found[label] = hashlib.sha256(body).hexdigest()
         print(f"{found[label][:12]} {label}", file=sys.stderr)
         if save_dir is not None:
@@ -230,7 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--write", type=Path, help="write the fingerprints to this file")
     group.add_argument("--check", type=Path, help="compare with the fingerprints in this file")
     parser.add_argument("--save-dir", type=Path, help="also write each document to this folder")
+    parser.add_argument(
+        "--shared", type=Path, help="the shared traces folder (default: ../shared beside the repo)"
+    )
     args = parser.parse_args(argv)
+    if args.shared is not None:
+        global SHARED
+        SHARED = args.shared.resolve()
     if args.save_dir is not None:
         args.save_dir.mkdir(parents=True, exist_ok=True)
     found = fingerprints(args.save_dir)
