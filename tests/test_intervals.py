@@ -130,12 +130,12 @@ def test_union_disjoint_equals_union() -> None:
 
 
 def test_longest_gaps_first_equals_the_stable_sort() -> None:
-    from tb_kineto_insights.analysis.idle import _longest_first
+    from tb_kineto_insights.analysis.idle import longest_first
 
     rng = np.random.default_rng(21)
     for _ in range(500):
         lengths = rng.integers(1, 6, int(rng.integers(0, 40))).astype(np.int64)  # many ties
         k = int(rng.integers(-1, 12))
         want = np.argsort(-lengths, kind="stable")[:k]
-        assert _longest_first(lengths, k).tolist() == want.tolist()
-    assert _longest_first(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]
+        assert longest_first(lengths, k).tolist() == want.tolist()
+    assert longest_first(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]

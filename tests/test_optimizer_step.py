@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import REPO, as_json, cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.idle import optimizer_mode
+from tb_kineto_insights.analysis.idle_costs import optimizer_mode
 from tb_kineto_insights.summary import summarize_file, summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 

@@ -344,7 +344,7 @@ export interface ShortKernelCost {
  * time of the GPU work launched from inside those ranges (launch call inside one, by
  * correlation); ``cost_us`` = the two, ``cost_fraction_of_step_time`` over the summed
  * step time. ``mode``: ``per_parameter``, ``foreach``, ``fused``, ``compiled`` or
- * ``none`` (read from its kernels: :func:`tb_kineto_insights.analysis.idle.optimizer_mode`).
+ * ``none`` (read from its kernels: :func:`tb_kineto_insights.analysis.idle_costs.optimizer_mode`).
  * ``launch_bound_idle_us`` / ``launch_bound_kernel_us``: the part of the short-kernel
  * cost (``short_kernels``) that lies in the optimizer step.
  *

@@ -389,7 +389,7 @@ def overlap_pieces(
     return s[keep], e[keep], ai[keep], bi[keep]
 
 
-class IdlePieces(NamedTuple):
+class FramePieces(NamedTuple):
     """Idle time split by launching-thread frame: per piece its length (``dur_ns``), idle
     cause (``cause``, a column of :data:`.host_activity.CAUSES`), frame stack (``stack``, an id of
     :attr:`FrameIndex.stacks`), gap (``gap``, index in the device's gaps) and whether it
@@ -403,12 +403,12 @@ class IdlePieces(NamedTuple):
     after_sync: np.ndarray
 
     @staticmethod
-    def concat(parts: list[IdlePieces]) -> IdlePieces:
+    def concat(parts: list[FramePieces]) -> FramePieces:
         """The pieces of several threads as one."""
         if not parts:
             z = np.zeros(0, dtype=np.int64)
-            return IdlePieces(z, z, z, z, np.zeros(0, dtype=np.bool_))
-        return IdlePieces(*(np.concatenate([p[k] for p in parts]) for k in range(5)))
+            return FramePieces(z, z, z, z, np.zeros(0, dtype=np.bool_))
+        return FramePieces(*(np.concatenate([p[k] for p in parts]) for k in range(5)))
 
 
 def thread_pieces(
@@ -421,7 +421,7 @@ def thread_pieces(
     gap_end_ns: np.ndarray,
     gaps: np.ndarray,
     sync_opened: np.ndarray,
-) -> IdlePieces:
+) -> FramePieces:
     """The idle of one launching thread split by its Python frames.
 
     Args:
@@ -434,9 +434,9 @@ def thread_pieces(
         sync_opened: per gap of the device, opened by a host synchronization.
 
     Returns:
-        The pieces (:class:`IdlePieces`); idle in no recorded frame is left out.
+        The pieces (:class:`FramePieces`); idle in no recorded frame is left out.
     """
-    empty = IdlePieces.concat([])
+    empty = FramePieces.concat([])
     if idle_start_ns.size == 0 or gaps.size == 0:
         return empty
     tl = frames.timeline(thread, gap_start_ns[gaps], gap_end_ns[gaps])
@@ -456,12 +456,12 @@ def thread_pieces(
         ok[ok] = tl.end_ns[j[ok]] > gap_start_ns[so][ok]
         opener[so[ok]] = tl.stack[j[ok]]
     after = sync_opened[gap] & (opener[gap] >= 0) & (stack != opener[gap])
-    return IdlePieces(e - s, cause, stack, gap, after)
+    return FramePieces(e - s, cause, stack, gap, after)
 
 
 def frame_summaries(
     frames: FrameIndex,
-    pieces: IdlePieces,
+    pieces: FramePieces,
     step_of_gap: np.ndarray,
     n_steps: int,
     causes: Sequence[str],
@@ -527,7 +527,7 @@ def frame_summaries(
     return out
 
 
-def gap_frame(frames: FrameIndex, pieces: IdlePieces, gap: int) -> str | None:
+def gap_frame(frames: FrameIndex, pieces: FramePieces, gap: int) -> str | None:
     """The frame holding most of gap ``gap``'s idle (ties: the smaller name id), else
     ``None`` when no recorded frame covers any of it."""
     sel = pieces.gap == gap
