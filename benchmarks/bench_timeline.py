@@ -25,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from tb_kineto_insights.analysis.timeline import decode_store, encode_store, load_step
+from tb_kineto_insights.analysis.timeline_format import decode_store, encode_store, load_step
 from tb_kineto_insights.summary import summarize_trace, summarize_trace_with_timeline
 from tb_kineto_insights.trace.reader import read_trace
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from conftest import cpu, write_trace
 from test_analysis import launch, step
 
-from tb_kineto_insights.analysis import timeline
+from tb_kineto_insights.analysis import timeline_format as timeline
 from tb_kineto_insights.analysis.host_activity import (
     CAUSE_NAMES,
     CAUSE_WORDS,

@@ -18,22 +18,24 @@ from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.timeline import (
-    _UNPACK,
-    _correlation_code,
-    _correlation_decode,
-    _gap_decode,
-    _narrow,
-    _widen,
-    decode_store,
-    encode_store,
-    find_step,
-    load_step,
     merge_narrow_runs,
     nesting_depth,
     step_timelines,
-    store_names,
     timeline_store,
+)
+from tb_kineto_insights.analysis.timeline_format import (
+    UNPACK,
+    correlation_code,
+    correlation_decode,
+    decode_store,
+    encode_store,
+    find_step,
+    gap_decode,
+    load_step,
+    narrow,
+    store_names,
     unpack_step,
+    widen,
 )
 from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep
@@ -389,26 +391,26 @@ def test_column_codec_exact() -> None:
         ([2**40, -(2**40), 3], 8),
     ):
         column = np.array(values, dtype=np.int64)
-        w, data = _narrow(column)
+        w, data = narrow(column)
         assert w == width and len(data) == width * column.size
-        assert _widen(data, w, column.size, 0).tolist() == values
+        assert widen(data, w, column.size, 0).tolist() == values
     # byte planes: the low bytes of every value first, then the high bytes
-    assert _narrow(np.array([0x0102, 0x0304], dtype=np.int64))[1] == b"\x02\x04\x01\x03"
+    assert narrow(np.array([0x0102, 0x0304], dtype=np.int64))[1] == b"\x02\x04\x01\x03"
     rising = np.array([-1, 5, -1, 0, 9, 12], dtype=np.int64)
-    has, code = _correlation_code(rising)
+    has, code = correlation_code(rising)
     assert has.tolist() == [0] * 6 and code.tolist() == [-1, 5, -1, 0, 4, 3]
-    assert _correlation_decode(has, code).tolist() == rising.tolist()
+    assert correlation_decode(has, code).tolist() == rising.tolist()
     falling = np.array([9, -1, 5, 5], dtype=np.int64)
-    has, code = _correlation_code(falling)
+    has, code = correlation_code(falling)
     assert has.tolist() == [1, 0, 1, 1] and code.tolist() == [9, -1, -4, 0]
-    assert _correlation_decode(has, code).tolist() == falling.tolist()
+    assert correlation_decode(has, code).tolist() == falling.tolist()
     # gap code: start minus the running maximum end before it; event 2 nests in event 1
     # (ends earlier), so event 3's gap is to event 1's end
     offset = np.array([10, 20, 25, 100], dtype=np.int64)
     dur = np.array([5, 50, 5, 1], dtype=np.int64)
     gap = np.array([10, 5, -45, 30], dtype=np.int64)
-    assert _gap_decode(gap, dur).tolist() == offset.tolist()
-    assert _gap_decode(np.array([10, 5, 5]), np.array([5, 50, 1])).tolist() == [10, 20, 75]
+    assert gap_decode(gap, dur).tolist() == offset.tolist()
+    assert gap_decode(np.array([10, 5, 5]), np.array([5, 50, 1])).tolist() == [10, 20, 75]
 
 
 def test_store_names_once_and_gap_coded_lanes_exact(tmp_path: Path) -> None:
@@ -450,7 +452,7 @@ def test_damaged_lane_is_a_value_error(tmp_path: Path) -> None:
     pieces: dict[int, Any] = {}
     idle_summary(index, pieces=pieces)
     store = timeline_store(index, pieces)
-    packed = _UNPACK.decode(zlib.decompress(store.blobs[0]))
+    packed = UNPACK.decode(zlib.decompress(store.blobs[0]))
     lane = packed.lanes[0]
     cut = msgspec.structs.replace(lane, columns=lane.columns[:-1])
     with pytest.raises(ValueError, match="column bytes"):
@@ -506,7 +508,7 @@ def test_host_lanes_in_100_ns_and_shapes_of_ops(tmp_path: Path) -> None:
     """Host lanes are stored to HOST_QUANTUM_NS, start rounded down and end up (the op
     still holds its runtime call); an op's ``Input Dims`` are its ``shape``, a kernel
     lane carries none."""
-    from tb_kineto_insights.analysis.timeline import HOST_QUANTUM_NS
+    from tb_kineto_insights.analysis.timeline_format import HOST_QUANTUM_NS
 
     assert HOST_QUANTUM_NS == 100
     mm = cpu("aten::mm", 10.0504, 20.0)  # [10050.4, 30050.4) ns after 0

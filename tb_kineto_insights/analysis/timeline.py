@@ -15,8 +15,8 @@ Per step window ``[start, end)`` (the windows every per-step figure uses):
 * ``host_thread`` lanes, one per thread that launched GPU work in the trace (else the
   thread of the ProfilerStep markers): the CPU ops and annotations overlapping the
   window at nesting depth 0 and 1 (ProfilerStep markers left out), and every runtime
-  call (depth 2), classed as the idle causes class host time (``data_loading``,
-  ``host_sync``, ``optimizer_step``, ``launching``, ``cpu_ops``);
+  call (depth 2), each classed by its host-activity cause (the first that matches it,
+  :func:`.host_activity.first_cause`);
 * ``dataloader_thread`` lanes: other threads that run ``enumerate(DataLoader)#…``;
 * ``idle`` lanes, one per device: the idle intervals as attributed, class = cause;
 * ``python_frames`` lanes, one per ``host_thread`` lane whose thread has
@@ -52,31 +52,36 @@ from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
 from tb_kineto_insights.analysis.host_activity import (
     CAUSE_NAMES,
-    TRACED_NAMES,
     first_cause,
     step_thread_of,
 )
 from tb_kineto_insights.analysis.idle import IdlePieces
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.timeline_format import (
+    GAP_CODED,
+    GPU_CLASSES,
+    HOST_CLASSES,
+    HOST_QUANTUM_NS,
+    IDLE_BASE,
+    NAME_SHIFT,
+    PACK,
+    PYTHON_CLASS,
+    UNPACK,
+    ZLIB_LEVEL,
+    PackedLane,
+    PackedStep,
+    correlation_code,
+    narrow,
+    previous_end,
+    store_names,
+    store_shapes,
+    unpack_step,
+)
 from tb_kineto_insights.analysis.trace_index import GPU_WORK_KINDS, TraceIndex
-from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep, TimelineStore
+from tb_kineto_insights.schema.timeline import TimelineStep, TimelineStore
 from tb_kineto_insights.trace import model as m
 
 I64 = npt.NDArray[np.int64]
-
-#: Classes of GPU events.
-GPU_CLASSES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
-#: Classes of host ranges: the causes of :mod:`.idle` that a traced range gives.
-HOST_CLASSES: tuple[str, ...] = TRACED_NAMES
-#: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
-#: the idle causes as ``idle:<cause>``,
-#: then the Python frames' class (``python_frame``, last so that the others keep their
-#: index).
-CLASSES: tuple[str, ...] = (
-    GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSE_NAMES) + ("python_frame",)
-)
-_IDLE_BASE = len(GPU_CLASSES) + len(HOST_CLASSES)
-_PYTHON_CLASS = CLASSES.index("python_frame")
 
 
 @dataclass
@@ -387,7 +392,7 @@ def _frame_lanes(index: TraceIndex, host: list[_Lane]) -> list[_Lane]:
                 name=name[first].astype(np.int32),
                 start_ns=s,
                 end_ns=e,
-                event_class=np.full(n, _PYTHON_CLASS, dtype=np.int64),
+                event_class=np.full(n, PYTHON_CLASS, dtype=np.int64),
                 correlation=np.full(n, -1, dtype=np.int64),
                 depth=np.zeros(n, dtype=np.int64),
                 merge=True,
@@ -406,7 +411,7 @@ def _idle_lanes(pieces: dict[int, IdlePieces]) -> list[_Lane]:
             name=np.full(p.start_ns.size, -2, dtype=np.int32),  # -2: the cause's name
             start_ns=p.start_ns,
             end_ns=p.end_ns,
-            event_class=_IDLE_BASE + p.cause,
+            event_class=IDLE_BASE + p.cause,
             correlation=np.full(p.start_ns.size, -1, dtype=np.int64),
             depth=np.zeros(p.start_ns.size, dtype=np.int64),
         )
@@ -426,135 +431,6 @@ def _rows_in(lane: _Lane, lo: int, hi: int) -> np.ndarray:
     return rows[lane.end_ns[rows] > lo]
 
 
-#: The columns of a packed lane, in order. ``offset_ns``: in ``host_thread`` and
-#: ``dataloader_thread`` lanes each start minus the previous one (nested ranges: the gap
-#: to the previous end would be negative and wide); in ``gpu_stream`` and ``idle`` lanes
-#: each start minus the running maximum end of the earlier events (the gap: the stream's
-#: or the device's idle or busy time, narrower than a start-to-start delta).
-#: ``has_correlation``: 1 where the correlation id is positive, or all 0 where the
-#: positive ids rise strictly (then a positive ``correlation`` value marks them);
-#: ``correlation``: where positive, the id minus the previous positive one, elsewhere
-#: the id as is (-1 or 0). ``name``: an index into the store's ``names``; ``count``:
-#: the events an item stands for, minus 1; ``event_class`` of an ``idle`` lane: 0, the
-#: class follows from the cause that is its name.
-_COLUMNS: tuple[str, ...] = (
-    "offset_ns",
-    "dur_ns",
-    "name",
-    "event_class",
-    "count",
-    "has_correlation",
-    "correlation",
-    "depth",
-    "shape",
-)
-#: Time unit of host, data-loading and Python-frame lanes in the store (ns): starts
-#: rounded down to it, ends up (a range keeps holding what it held, so nesting and the
-#: op around a runtime call stay). Their ns digits are the largest part of a store
-#: (``benchmarks/RESULTS.md``, timeline store); GPU streams and the idle band stay exact
-#: (kernel counts and idle totals are checked against the summary to the ns).
-HOST_QUANTUM_NS = 100
-#: Lane kinds whose ``offset_ns`` column is a gap to the previous end (else a delta of
-#: starts).
-_GAP_CODED: frozenset[str] = frozenset({"gpu_stream", "idle"})
-
-
-class PackedLane(msgspec.Struct, frozen=True, array_like=True):
-    """A lane as stored: its identity and ``columns``, the arrays of :data:`_COLUMNS`
-    one after the other (``n`` values each), each little-endian in the fewest bytes
-    that hold it (``widths``: 1, 2, 4 or 8 per column, 0 for a column of zeros, stored as
-    no bytes; :func:`_narrow`) and byte-planed
-    (the values' first bytes, then their second bytes, ...: the high bytes of small
-    values, all 0 or all 0xFF, become long runs that zlib compresses to almost
-    nothing)."""
-
-    kind: str
-    label: str
-    device: int | None
-    stream: int | None
-    pid: int | None
-    tid: int | None
-    n: int
-    widths: list[int]
-    columns: bytes
-    quantum_ns: int = 1
-
-
-_DTYPES = {1: "<i1", 2: "<i2", 4: "<i4", 8: "<i8"}
-
-
-def _narrow(column: I64) -> tuple[int, bytes]:
-    """A column in the narrowest little-endian signed integer type holding every value,
-    byte-planed (:class:`PackedLane`): ``(bytes per value, data)``."""
-    if column.size == 0:
-        return 1, b""
-    lo, hi = int(column.min()), int(column.max())
-    if lo == hi == 0:
-        return 0, b""
-    width = 8
-    for w in (1, 2, 4):
-        limit = 1 << (8 * w - 1)
-        if -limit <= lo and hi < limit:
-            width = w
-            break
-    data = column.astype(_DTYPES[width])
-    if width == 1:
-        return 1, data.tobytes()
-    return width, data.view(np.uint8).reshape(-1, width).T.tobytes()
-
-
-def _widen(data: bytes, width: int, n: int, at: int) -> I64:
-    """:func:`_narrow`'s inverse: ``n`` values of ``width`` bytes from byte ``at``."""
-    if width == 0:
-        return np.zeros(n, dtype=np.int64)
-    planes = np.frombuffer(data, dtype=np.uint8, count=width * n, offset=at)
-    if width == 1:
-        return planes.view(np.int8).astype(np.int64)
-    values = np.ascontiguousarray(planes.reshape(width, n).T).view(_DTYPES[width])
-    return values.reshape(n).astype(np.int64)
-
-
-def _previous_end(start_ns: I64, end_ns: I64) -> I64:
-    """Per event, the running maximum end of the events before it (0 for the first)."""
-    if start_ns.size == 0:
-        return start_ns
-    return np.concatenate([[0], np.maximum.accumulate(end_ns)[:-1]])
-
-
-def _correlation_code(corr: I64) -> tuple[I64, I64]:
-    """``(has_correlation, correlation)`` columns of :data:`_COLUMNS` from the ids."""
-    has = corr > 0
-    code = corr.copy()
-    code[has] = np.diff(corr[has], prepend=0)
-    if bool((code[has] > 0).all()):  # rising: code > 0 marks them (the usual case)
-        return np.zeros(corr.size, dtype=np.int64), code
-    return has.astype(np.int64), code
-
-
-def _correlation_decode(has: I64, code: I64) -> I64:
-    """:func:`_correlation_code`'s inverse."""
-    corr = code.copy()
-    sel = has.astype(np.bool_) if has.any() else code > 0
-    corr[sel] = np.cumsum(code[sel])
-    return corr
-
-
-class PackedStep(msgspec.Struct, frozen=True, array_like=True):
-    """A step as stored (msgpack, then zlib): :class:`TimelineStep`'s fields with its
-    lanes packed and times in ns; the names are the store's (``TimelineStore.names``).
-    Stored in cache entries: a change of this layout (or of :class:`PackedLane`'s)
-    needs a bump of ``ANALYSIS_VERSION``."""
-
-    step: int
-    start_ns: int
-    end_ns: int
-    origin_ns: int
-    kernel_count: int
-    idle_ns: dict[str, int]
-    block_ns: int
-    lanes: list[PackedLane]
-
-
 _Collected = tuple[_Lane, I64, I64, I64, I64, I64, I64, I64, I64]
 
 
@@ -568,11 +444,6 @@ class _StepRows:
     idle_ns: dict[str, int]
     merged_any: bool
     collected: list[_Collected]
-
-
-#: Shift of name ids: ``-2 - c`` (the name of idle cause ``c``) .. ``-1`` (no name) →
-#: ``0 .. len(CAUSE_NAMES)``, a trace name id ``k`` → ``k + _NAME_SHIFT``.
-_NAME_SHIFT = 1 + len(CAUSE_NAMES)
 
 
 def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> _StepRows:
@@ -600,7 +471,7 @@ def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
         if lane.kind == "idle":
             dev = str(lane.ident["device"])
             idle_ns[dev] = idle_ns.get(dev, 0) + int((e - s).sum())
-            name_ids = -2 - (cls - _IDLE_BASE)  # -2 - cause: the cause's name
+            name_ids = -2 - (cls - IDLE_BASE)  # -2 - cause: the cause's name
         if lane.merge and block_ns > 0 and rows.size > thresholds.timeline_lod_min_events:
             first, _, count = merge_narrow_runs(s, e, block_ns)
             block = count > 1
@@ -628,8 +499,8 @@ def _pack_step(
     packed = []
     for lane, s, e, name_ids, cls, count, corr, depth, shape in rows.collected:
         quantum = 1
-        if lane.kind in _GAP_CODED:
-            offset = s - rows.lo - np.maximum(_previous_end(s, e) - rows.lo, 0)
+        if lane.kind in GAP_CODED:
+            offset = s - rows.lo - np.maximum(previous_end(s, e) - rows.lo, 0)
             offset[0] = s[0] - rows.lo
         else:
             quantum = HOST_QUANTUM_NS
@@ -637,13 +508,13 @@ def _pack_step(
             qe = -np.floor_divide(-(e - rows.lo), quantum)
             offset = np.diff(qs, prepend=0)
             s, e = qs, qe
-        has, code = _correlation_code(corr)
+        has, code = correlation_code(corr)
         narrowed = [
-            _narrow(np.asarray(c, dtype=np.int64))
+            narrow(np.asarray(c, dtype=np.int64))
             for c in (
                 offset,
                 e - s,
-                lookup[name_ids + _NAME_SHIFT],
+                lookup[name_ids + NAME_SHIFT],
                 np.zeros_like(cls) if lane.kind == "idle" else cls,
                 count - 1,
                 has,
@@ -678,140 +549,6 @@ def _pack_step(
     )
 
 
-def unpack_step(
-    packed: PackedStep, store_names: list[str], store_shapes: list[str] | None = None
-) -> TimelineStep:
-    """The served :class:`~tb_kineto_insights.schema.timeline.TimelineStep` of a stored
-    step (µs, exact to the ns: three decimals); its ``names`` are the store's names the
-    step uses, in store order.
-
-    Raises:
-        ValueError: a lane whose columns do not fit its ``n`` and ``widths``.
-    """
-    decoded: list[tuple[PackedLane, list[I64]]] = []
-    for lane in packed.lanes:
-        if len(lane.widths) != len(_COLUMNS) or any(
-            w not in _DTYPES and w != 0 for w in lane.widths
-        ):
-            raise ValueError(f"timeline lane {lane.label!r}: bad column widths {lane.widths}")
-        if sum(lane.widths) * lane.n != len(lane.columns):
-            raise ValueError(f"timeline lane {lane.label!r}: {len(lane.columns)} column bytes")
-        cols = []
-        at = 0
-        for width in lane.widths:
-            cols.append(_widen(lane.columns, width, lane.n, at))
-            at += width * lane.n
-        decoded.append((lane, cols))
-    used_names = np.unique(
-        np.concatenate([cols[2] for _, cols in decoded] + [np.zeros(0, dtype=np.int64)])
-    )
-    used_names = used_names[used_names >= 0]
-    if used_names.size and int(used_names[-1]) >= len(store_names):
-        raise ValueError(f"timeline step {packed.step}: a name index past the store's names")
-    lanes = []
-    shapes_all = store_shapes or []
-    used_shapes = np.unique(
-        np.concatenate([cols[8] for _, cols in decoded] + [np.zeros(0, dtype=np.int64)])
-    )
-    used_shapes = used_shapes[used_shapes > 0]
-    if used_shapes.size and int(used_shapes[-1]) > len(shapes_all):
-        raise ValueError(f"timeline step {packed.step}: a shape index past the store's shapes")
-    for lane, cols in decoded:
-        q = max(1, lane.quantum_ns)
-        dur = cols[1] * q
-        offset = _gap_decode(cols[0], dur) if lane.kind in _GAP_CODED else np.cumsum(cols[0]) * q
-        name = cols[2]
-        event_class = cols[3]
-        if lane.kind == "idle":
-            uniq, inverse = np.unique(name, return_inverse=True)
-            causes = np.array([_cause_of(store_names, k) for k in uniq.tolist()], dtype=np.int64)
-            event_class = _IDLE_BASE + causes[inverse.reshape(-1)]
-        name = np.where(name >= 0, np.searchsorted(used_names, name), -1)
-        lanes.append(
-            TimelineLane(
-                kind=lane.kind,
-                label=lane.label,
-                device=lane.device,
-                stream=lane.stream,
-                pid=lane.pid,
-                tid=lane.tid,
-                name=name.tolist(),
-                offset_us=_us_list(offset),
-                dur_us=_us_list(dur),
-                event_class=event_class.tolist(),
-                count=(cols[4] + 1).tolist(),
-                correlation=_correlation_decode(cols[5], cols[6]).tolist(),
-                depth=cols[7].tolist(),
-                shape=np.where(cols[8] > 0, np.searchsorted(used_shapes, cols[8]), -1).tolist(),
-            )
-        )
-    return TimelineStep(
-        step=packed.step,
-        start_us=packed.start_ns / 1000.0,
-        end_us=packed.end_ns / 1000.0,
-        trace_start_ns=packed.origin_ns + packed.start_ns,
-        duration_us=(packed.end_ns - packed.start_ns) / 1000.0,
-        kernel_count=packed.kernel_count,
-        idle_us={dev: ns / 1000.0 for dev, ns in packed.idle_ns.items()},
-        names=[store_names[k] for k in used_names.tolist()],
-        classes=list(CLASSES),
-        block_us=packed.block_ns / 1000.0,
-        lanes=lanes,
-        shapes=[shapes_all[k - 1] for k in used_shapes.tolist()],
-    )
-
-
-def _cause_of(store_names: list[str], k: int) -> int:
-    """The idle cause (index into ``CAUSE_NAMES``) whose name is store name ``k``.
-
-    Raises:
-        ValueError: the name is no cause's (a damaged store).
-    """
-    if 0 <= k < len(store_names) and store_names[k] in CAUSE_NAMES:
-        return CAUSE_NAMES.index(store_names[k])
-    raise ValueError(f"timeline idle lane: name index {k} is no idle cause")
-
-
-def _gap_decode(gap: I64, dur: I64) -> I64:
-    """Offsets from gap coding (:data:`_COLUMNS`): ``offset[k] = gap[k] +
-    max(0, max(offset[j] + dur[j] for j < k))``. Sequential where an event ends before
-    an earlier one (a nested or overlapping event); a plain cumulative sum otherwise."""
-    n = gap.size
-    if n == 0:
-        return gap
-    # fast path: each event ends at or after the previous ones, so the running maximum
-    # end is the previous event's end: offset[k] = offset[k-1] + dur[k-1] + gap[k]
-    step = gap.copy()
-    step[1:] += dur[:-1]
-    offset = np.cumsum(step)
-    end = offset + dur
-    if n < 2 or bool((end[1:] >= np.maximum.accumulate(end)[:-1]).all()):
-        return offset
-    out = np.empty(n, dtype=np.int64)
-    running = 0
-    for k, (g, d) in enumerate(zip(gap.tolist(), dur.tolist(), strict=True)):
-        o = g + running
-        out[k] = o
-        running = max(running, o + d)
-    return out
-
-
-def _us_list(ns: I64) -> list[float]:
-    """ns → µs, exact to the ns (three decimals)."""
-    return [v / 1000.0 for v in ns.tolist()]
-
-
-_PACK = msgspec.msgpack.Encoder()
-_UNPACK = msgspec.msgpack.Decoder(PackedStep)
-_NAMES = msgspec.msgpack.Decoder(list[str])
-#: zlib level of the stored blobs: the byte-planed columns compress at level 6 to about
-#: 6 % less than at level 1, for a small share of the analysis time
-#: (``benchmarks/bench_timeline.py``, ``benchmarks/RESULTS.md``).
-ZLIB_LEVEL = 6
-_STORE_ENCODER = msgspec.msgpack.Encoder()
-_STORE_DECODER = msgspec.msgpack.Decoder(TimelineStore)
-
-
 def timeline_store(
     index: TraceIndex,
     pieces: dict[int, IdlePieces],
@@ -834,30 +571,30 @@ def timeline_store(
     steps = index.steps
     trace = index.trace
     rows = [_step_rows(index, lanes, i, thresholds) for i in range(len(steps))]
-    # the names, interned once: a shifted name id (see _NAME_SHIFT) → its index in the
+    # the names, interned once: a shifted name id (see NAME_SHIFT) → its index in the
     # store's names, in id order (the causes' names first)
-    used = np.zeros(len(trace.names) + _NAME_SHIFT, dtype=np.bool_)
+    used = np.zeros(len(trace.names) + NAME_SHIFT, dtype=np.bool_)
     for step_rows in rows:
         for item in step_rows.collected:
-            used[item[3] + _NAME_SHIFT] = True
-    used[_NAME_SHIFT - 1] = False  # -1: no name
+            used[item[3] + NAME_SHIFT] = True
+    used[NAME_SHIFT - 1] = False  # -1: no name
     keys = np.flatnonzero(used)
     lookup = np.full(used.size, -1, dtype=np.int64)
     lookup[keys] = np.arange(keys.size)
     names = [
-        CAUSE_NAMES[-2 - (k - _NAME_SHIFT)] if k < _NAME_SHIFT else trace.names[k - _NAME_SHIFT]
+        CAUSE_NAMES[-2 - (k - NAME_SHIFT)] if k < NAME_SHIFT else trace.names[k - NAME_SHIFT]
         for k in keys.tolist()
     ]
     return TimelineStore(
         steps=[int(n) for n in steps.number],
         blobs=[
             zlib.compress(
-                _PACK.encode(_pack_step(index, step_rows, lookup, thresholds, i)), ZLIB_LEVEL
+                PACK.encode(_pack_step(index, step_rows, lookup, thresholds, i)), ZLIB_LEVEL
             )
             for i, step_rows in enumerate(rows)
         ],
-        names=zlib.compress(_PACK.encode(names), ZLIB_LEVEL) if rows else b"",
-        shapes=zlib.compress(_PACK.encode(shapes), ZLIB_LEVEL) if shapes and rows else b"",
+        names=zlib.compress(PACK.encode(names), ZLIB_LEVEL) if rows else b"",
+        shapes=zlib.compress(PACK.encode(shapes), ZLIB_LEVEL) if shapes and rows else b"",
     )
 
 
@@ -871,58 +608,5 @@ def step_timelines(
     store = timeline_store(index, pieces, thresholds)
     names, shapes = store_names(store), store_shapes(store)
     return [
-        unpack_step(_UNPACK.decode(zlib.decompress(blob)), names, shapes) for blob in store.blobs
+        unpack_step(UNPACK.decode(zlib.decompress(blob)), names, shapes) for blob in store.blobs
     ]
-
-
-def load_step(store: TimelineStore, position: int) -> TimelineStep:
-    """The step at ``position`` (in window order) of a store, unpacked.
-
-    Raises:
-        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged blob.
-    """
-    return unpack_step(
-        _UNPACK.decode(zlib.decompress(store.blobs[position])),
-        store_names(store),
-        store_shapes(store),
-    )
-
-
-def store_names(store: TimelineStore) -> list[str]:
-    """The names a store's steps refer to (``TimelineStore.names`` decoded).
-
-    Raises:
-        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged table.
-    """
-    return _NAMES.decode(zlib.decompress(store.names)) if store.names else []
-
-
-def store_shapes(store: TimelineStore) -> list[str]:
-    """The input shapes a store's steps refer to (``TimelineStore.shapes`` decoded).
-
-    Raises:
-        zlib.error, msgspec.DecodeError, msgspec.ValidationError: a damaged table.
-    """
-    return _NAMES.decode(zlib.decompress(store.shapes)) if store.shapes else []
-
-
-def encode_store(store: TimelineStore) -> bytes:
-    """A store as msgpack bytes (its blobs as raw bytes)."""
-    return _STORE_ENCODER.encode(store)
-
-
-def decode_store(data: bytes) -> TimelineStore:
-    """A :class:`TimelineStore` from :func:`encode_store`'s bytes.
-
-    Raises:
-        msgspec.DecodeError, msgspec.ValidationError: (ValueErrors) when it does not fit.
-    """
-    return _STORE_DECODER.decode(data)
-
-
-def find_step(store: TimelineStore, step: int) -> int | None:
-    """Position in the store of step number ``step``, or None."""
-    try:
-        return store.steps.index(step)
-    except ValueError:
-        return None

@@ -86,7 +86,7 @@ from werkzeug.wrappers import Request
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.run_view import RunViewSpan
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.analysis.timeline import decode_store, find_step, load_step
+from tb_kineto_insights.analysis.timeline_format import decode_store, find_step, load_step
 from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.logdir.discovery import (
     LogdirError,

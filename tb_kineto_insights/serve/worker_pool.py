@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tb_kineto_insights.analysis.thresholds import Thresholds
-from tb_kineto_insights.analysis.timeline import encode_store
+from tb_kineto_insights.analysis.timeline_format import encode_store
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import DiskCache, Identity, entry_bytes
 from tb_kineto_insights.store.cached_summaries import changed_while_read

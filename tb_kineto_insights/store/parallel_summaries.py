@@ -301,7 +301,7 @@ def _store(
     cache cannot be written, else None."""
     if settings.cache_location is None:
         return None
-    from tb_kineto_insights.analysis.timeline import encode_store
+    from tb_kineto_insights.analysis.timeline_format import encode_store
     from tb_kineto_insights.store.cache import DiskCache, entry_bytes
 
     ident = identity_of(task.span)
