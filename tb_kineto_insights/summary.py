@@ -30,6 +30,7 @@ of :func:`summarize_trace_with_timeline`, which the cache stores next to the sum
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
@@ -53,7 +54,7 @@ from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.timeline import TimelineStore
-from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError
+from tb_kineto_insights.trace.errors import SummarySchemaError, TraceError, TraceIOError
 from tb_kineto_insights.trace.model import Trace
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -265,19 +266,85 @@ def run_headline_diagnoses(
     return list(out.values())
 
 
-def try_summarize_file(
+#: :attr:`SpanFailed.kind` of a reader's verdict about the file's content (remembered
+#: until the file changes), of an I/O error (retried), and of a bug in the analysis
+#: (retried); the plugin's loads add ``worker``, ``timeout`` and ``memory``.
+FAILED_TRACE, FAILED_IO, FAILED_INTERNAL = "trace", "io", "internal"
+#: What reading and analysing a span may raise for the file's sake: the reader's typed
+#: errors, and what the analysis may raise on odd input (a bug to report, never the
+#: input's fault). :func:`span_failed` classifies them.
+SPAN_ERRORS: tuple[type[Exception], ...] = (
+    TraceError,
+    RecursionError,
+    MemoryError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+)
+
+
+@dataclass(frozen=True)
+class SpanOk:
+    """A span summarised: its summary and, when asked for, its per-step timelines."""
+
+    summary: Summary
+    timeline: TimelineStore | None = None
+
+
+@dataclass(frozen=True)
+class SpanFailed:
+    """A span that could not be summarised: ``kind`` (:data:`FAILED_TRACE`,
+    :data:`FAILED_IO`, :data:`FAILED_INTERNAL`, or the plugin's load kinds), ``type``
+    (the error's class name: ``TraceFormatError``, ``TraceIOError``, ``AnalysisError``…),
+    ``message`` (names the file and the problem) and ``cacheable`` (a verdict about the
+    file's content, remembered until the file changes; else asked again next time)."""
+
+    kind: str
+    type: str
+    message: str
+    cacheable: bool
+
+    def as_dict(self) -> dict[str, str]:
+        """``{"type", "message"}``, as the report's ``error`` of a span says it."""
+        return {"type": self.type, "message": self.message}
+
+
+#: The one result of summarising a span, for the command line, the parallel batches
+#: and the plugin's worker pool.
+SpanResult = SpanOk | SpanFailed
+
+
+def span_failed(exc: BaseException, path: str) -> SpanFailed:
+    """The :class:`SpanFailed` of an exception raised while reading or analysing
+    ``path``: a :class:`~tb_kineto_insights.trace.errors.TraceIOError` is an I/O error
+    (retried), any other reader error a verdict about the content (cacheable), anything
+    else a bug in the analysis (``AnalysisError``, retried)."""
+    if isinstance(exc, TraceIOError):
+        return SpanFailed(FAILED_IO, type(exc).__name__, str(exc), cacheable=False)
+    if isinstance(exc, TraceError):
+        return SpanFailed(FAILED_TRACE, type(exc).__name__, str(exc), cacheable=True)
+    message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
+    return SpanFailed(FAILED_INTERNAL, "AnalysisError", message, cacheable=False)
+
+
+def summarize_span(
     path: str,
     *,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
-) -> tuple[Summary | None, dict[str, str] | None]:
-    """``(summary, None)``, or ``(None, {"type", "message"})`` when the file cannot be
-    read (the reader's typed error) or the analysis fails on it (``AnalysisError``, a bug
-    to report): one bad file never stops a report over many."""
+    with_timeline: bool = False,
+) -> SpanResult:
+    """Read and analyse one file (local path or fsspec URL); never raises for the file's
+    sake: one bad file never stops a report over many. :class:`SpanOk` with the summary
+    (and its timelines when ``with_timeline``), else :class:`SpanFailed`
+    (:func:`span_failed`)."""
     try:
-        return summarize_file(path, max_json_bytes=max_json_bytes, thresholds=thresholds), None
-    except TraceError as exc:
-        return None, {"type": type(exc).__name__, "message": str(exc)}
-    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
-        message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
-        return None, {"type": "AnalysisError", "message": message}
+        if with_timeline:
+            summary, store = summarize_file_with_timeline(
+                path, max_json_bytes=max_json_bytes, thresholds=thresholds
+            )
+            return SpanOk(summary, store)
+        return SpanOk(summarize_file(path, max_json_bytes=max_json_bytes, thresholds=thresholds))
+    except SPAN_ERRORS as exc:
+        return span_failed(exc, path)

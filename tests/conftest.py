@@ -258,3 +258,13 @@ class Parses:
                 return _real(path, **kwargs)
 
             monkeypatch.setattr(summary_module, name, counting)
+
+
+def pair(result: Any) -> tuple[Any, dict[str, str] | None]:
+    """A span's :class:`~tb_kineto_insights.summary.SpanResult` (or headline record) as
+    ``(summary, None)`` or ``(None, {"type", "message"})``, for assertions on both."""
+    from tb_kineto_insights.summary import SpanFailed, SpanOk
+
+    if isinstance(result, SpanFailed):
+        return None, result.as_dict()
+    return (result.summary if isinstance(result, SpanOk) else result), None

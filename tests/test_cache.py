@@ -19,8 +19,8 @@ import pytest
 from conftest import real_summary
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.serve.loader import SummaryLoader
-from tb_kineto_insights.serve.worker_pool import (
+from tb_kineto_insights.service.loader import SummaryLoader
+from tb_kineto_insights.service.worker_pool import (
     LOAD_TIMEOUT_ENV,
     LOAD_TIMEOUT_PER_MIB_ENV,
     WORKERS_ENV,
@@ -647,12 +647,15 @@ def test_io_errors_are_answered_but_never_cached(
 
 def test_an_old_io_error_entry_is_not_a_verdict(tmp_path: Path) -> None:
     """An error entry recording an I/O error (as older versions wrote) is ignored."""
+    from tb_kineto_insights.summary import span_failed
     from tb_kineto_insights.trace.errors import TraceIOError
 
     ident = Identity("/x.1.pt.trace.json", 10, 1.5, content="c1")
-    entry = cache_module.entry_bytes(ident, SETTINGS, error=TraceIOError(ident.path, "gone"))
+    gone = span_failed(TraceIOError(ident.path, "gone"), ident.path)
+    entry = cache_module.entry_bytes(ident, SETTINGS, error=gone)
     assert decode_entry(entry, ident, SETTINGS) is None
-    content = cache_module.entry_bytes(ident, SETTINGS, error=TraceFormatError(ident.path, "x"))
+    bad = span_failed(TraceFormatError(ident.path, "x"), ident.path)
+    content = cache_module.entry_bytes(ident, SETTINGS, error=bad)
     decoded = decode_entry(content, ident, SETTINGS)
     assert decoded is not None and decoded.error_type == "TraceFormatError"
 

@@ -19,6 +19,7 @@ from tb_kineto_insights.compare.diff import diagnoses_found, run_view_of
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.run_view import SupersededDiagnosis
+from tb_kineto_insights.summary import SpanOk
 
 
 def _launch(ts: float, corr: int) -> dict[str, Any]:
@@ -89,15 +90,17 @@ def test_fail_on_every_id(
 
     def inject(into: Path) -> None:
         if scope == "span":
-            real = compare.try_summarize_file
+            real = compare.summarize_span
 
             def with_diagnosis(path: str, **kw: Any) -> Any:
-                s, err = real(path, **kw)
-                if s is not None and Path(path).parent == into and "w1." in path:
-                    s = replace(s, diagnoses=[*s.diagnoses, _diagnosis(id_)])
-                return s, err
+                r = real(path, **kw)
+                if isinstance(r, SpanOk) and Path(path).parent == into and "w1." in path:
+                    r = SpanOk(
+                        replace(r.summary, diagnoses=[*r.summary.diagnoses, _diagnosis(id_)])
+                    )
+                return r
 
-            monkeypatch.setattr(compare, "try_summarize_file", with_diagnosis)
+            monkeypatch.setattr(compare, "summarize_span", with_diagnosis)
         else:
             real_run = summary.summarize_run
             on_side: set[int] = set()  # id() of the summaries of the side ``into``
@@ -108,15 +111,15 @@ def test_fail_on_every_id(
                     run = replace(run, diagnoses=[*run.diagnoses, _diagnosis(id_)])
                 return run
 
-            real = compare.try_summarize_file
+            real = compare.summarize_span
 
             def tagged(path: str, **kw: Any) -> Any:
-                s, err = real(path, **kw)
-                if s is not None and Path(path).parent == into:
-                    on_side.add(id(s))
-                return s, err
+                r = real(path, **kw)
+                if isinstance(r, SpanOk) and Path(path).parent == into:
+                    on_side.add(id(r.summary))
+                return r
 
-            monkeypatch.setattr(compare, "try_summarize_file", tagged)
+            monkeypatch.setattr(compare, "summarize_span", tagged)
             monkeypatch.setattr(summary, "summarize_run", run_with_diagnosis)
 
     inject(exp)

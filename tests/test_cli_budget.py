@@ -16,7 +16,7 @@ from conftest import kernel, python_child, write_trace
 
 from tb_kineto_insights.cli import budget
 from tb_kineto_insights.cli.main import main
-from tb_kineto_insights.serve.worker_pool import LoadDeadline
+from tb_kineto_insights.service.worker_pool import LoadDeadline
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import cpu, kernel, pair, write_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.compare.diff_rules import judge, judge_stats
@@ -489,7 +489,7 @@ def test_headline_found_by_content_from_another_path(tmp_path: Path) -> None:
     CachedSummaries(cache).headline(discover(str(tmp_path / "a"))[0].workers[0].spans[0])
     other = CachedSummaries(cache)
     span_b = discover(str(tmp_path / "b"))[0].workers[0].spans[0]
-    h, error = other.headline(span_b)
+    h, error = pair(other.headline(span_b))
     assert error is None and h is not None and h.path == str(b)
     assert other.parsed == 0 and other.headlines_read == 1 and other.from_cache == 0
 
@@ -603,11 +603,11 @@ def test_a_cached_summary_without_headline_gets_one(tmp_path: Path) -> None:
     CachedSummaries(str(cache)).summarize(span)
     shutil.rmtree(cache / "headlines")
     first = CachedSummaries(str(cache))
-    h, error = first.headline(span)
+    h, error = pair(first.headline(span))
     assert error is None and h is not None and h.mean_step_us == 200.0
     assert first.parsed == 0 and first.from_cache == 1 and first.headlines_read == 0
     again = CachedSummaries(str(cache))
-    assert again.headline(span)[0] == h
+    assert pair(again.headline(span))[0] == h
     assert again.headlines_read == 1 and again.from_cache == 0
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, Parses, cpu, kernel, write_trace
+from conftest import SAMPLE_LOGS, Parses, cpu, kernel, pair, write_trace
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.cli import main as cli
 from tb_kineto_insights.cli.index import IndexSetupError, Progress, run_index
 from tb_kineto_insights.logdir.discovery import discover
-from tb_kineto_insights.serve.loader import READY
+from tb_kineto_insights.service.loader import READY
 from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 
@@ -385,7 +385,7 @@ def test_two_concurrent_index_runs_leave_whole_entries(tmp_path: Path) -> None:
     assert len(entries(cache)) == 4
     reader = CachedSummaries(str(cache))
     for path in files:
-        summary, error = reader.summarize(span_for_file(str(path)))
+        summary, error = pair(reader.summarize(span_for_file(str(path))))
         assert error is None and summary is not None
     assert reader.parsed == 0 and reader.from_cache == 4  # every entry whole and valid
 

@@ -328,7 +328,7 @@ def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version
     from test_cache import SETTINGS, write_trace
 
     from tb_kineto_insights.serve import plugin as plugin_module
-    from tb_kineto_insights.serve.loader import SummaryLoader
+    from tb_kineto_insights.service.loader import SummaryLoader
     from tb_kineto_insights.store.cache import DiskCache
 
     bucket = f"logs-{secrets.token_hex(4)}"

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import fsspec
 import pytest
+from conftest import pair
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from test_worker_death import write_plain_trace
 
@@ -153,7 +154,7 @@ def test_cli_cache_path_checks_the_listed_version(
     span = _span(url, listed["ETag"].strip('"'), listed["size"])
     FakeVersionedFS.objects[key] = two_versions[1]  # overwritten after the listing
     summaries = CachedSummaries(str(tmp_path / "cache"))
-    summary, error = summaries.summarize(span)
+    summary, error = pair(summaries.summarize(span))
     assert summary is None and error is not None
     assert error["type"] == "TraceIOError"
     assert "the object changed while it was read (listed version" in error["message"]
@@ -161,9 +162,9 @@ def test_cli_cache_path_checks_the_listed_version(
     assert not summaries.cache.has(identity_of(span))  # nothing under the listed version
     now = FakeVersionedFS().info(key)
     span = _span(url, now["ETag"].strip('"'), now["size"])
-    summary, error = summaries.summarize(span)
+    summary, error = pair(summaries.summarize(span))
     assert error is None and summary is not None and summary.steps.count == 41
-    again, error = CachedSummaries(str(tmp_path / "cache")).summarize(span)
+    again, error = pair(CachedSummaries(str(tmp_path / "cache")).summarize(span))
     assert error is None and again is not None and again.steps.count == 41
 
 

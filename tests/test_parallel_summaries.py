@@ -26,7 +26,7 @@ from tb_kineto_insights.cli.main import build_report, main
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.store import parallel_summaries as ps
 from tb_kineto_insights.store.cached_summaries import CachedSummaries
-from tb_kineto_insights.summary import try_summarize_file
+from tb_kineto_insights.summary import SpanFailed, SpanOk, SpanResult, summarize_span
 from tb_kineto_insights.trace import columns, parallel
 
 MIB = 1024 * 1024
@@ -98,26 +98,17 @@ def _log_dir(tmp_path: Path) -> Path:
     return root
 
 
-def _expected(spans: list[Any]) -> list[tuple[bytes | None, str | None]]:
-    out = []
-    for span in spans:
-        summary, error = try_summarize_file(span.path)
-        out.append(
-            (
-                None if summary is None else msgspec.json.encode(summary),
-                None if error is None else error["type"] + ": " + error["message"],
-            )
-        )
-    return out
+def _expected(spans: list[Any]) -> list[tuple[Any, str | None]]:
+    return _got([summarize_span(span.path) for span in spans])
 
 
-def _got(results: list[Any]) -> list[tuple[bytes | None, str | None]]:
+def _got(results: list[SpanResult]) -> list[tuple[Any, str | None]]:
+    """Each result as ``(summary as built-ins, None)`` or ``(None, "Type: message")``."""
     return [
-        (
-            None if summary is None else msgspec.json.encode(summary),
-            None if error is None else error["type"] + ": " + error["message"],
-        )
-        for summary, error in results
+        (msgspec.to_builtins(r.summary), None)
+        if isinstance(r, SpanOk)
+        else (None, f"{r.type}: {r.message}")
+        for r in results
     ]
 
 
@@ -242,9 +233,9 @@ def test_a_summary_msgpack_cannot_hold_comes_back_whole(
         got = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
     assert len(pools) == 1 and pools[0] is not None
     assert "worker process failed" not in caplog.text
-    serial = [try_summarize_file(s.path) for s in spans]
-    assert msgspec.to_builtins(got) == msgspec.to_builtins(serial)
-    assert [s is None for s, _ in got] == [True, False, False, False, False, False]
+    serial = [summarize_span(s.path) for s in spans]
+    assert _got(got) == _got(serial)
+    assert [isinstance(r, SpanFailed) for r in got] == [True, False, False, False, False, False]
     # an int beyond msgpack's 64 bits in the trace's metadata (attack run: base warned
     # "OverflowError: can't serialize ints")
     huge = write_trace(
@@ -254,7 +245,8 @@ def test_a_summary_msgpack_cannot_hold_comes_back_whole(
     )
     span = next(s for r in discover(str(huge.parent)) for w in r.workers for s in w.spans)
     ((kind, summary, _, _),) = ps.summarize_batch([ps.FileTask(span)], settings)
-    assert kind == "object" and summary == try_summarize_file(str(huge))[0]
+    serial_huge = summarize_span(str(huge))
+    assert kind == "object" and isinstance(serial_huge, SpanOk) and summary == serial_huge.summary
     assert "-1000000000000000000000000000000" in msgspec.json.encode(summary).decode()
 
 
@@ -390,7 +382,7 @@ def test_loader_preloads_largest_first_and_shares_one_budget_of_cores(
     """Preloading takes the largest file first (a request still goes before any
     preload, smallest first); each load's read gets the cores the loads already running
     leave (at least 1): 4 cores, then 3, then 2 while the first three load."""
-    from tb_kineto_insights.serve import loader as loader_module
+    from tb_kineto_insights.service import loader as loader_module
 
     monkeypatch.setattr(parallel, "usable_cores", lambda: 4)
     loader = loader_module.SummaryLoader(cache=None, workers=3)
@@ -417,7 +409,7 @@ def test_loader_preloads_largest_first_and_shares_one_budget_of_cores(
 def test_a_load_reads_within_its_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker process's read sees ``KINETO_INSIGHTS_READ_WORKERS`` at most its
     budget during the load (a lower value the user set stays), and as before after."""
-    from tb_kineto_insights.serve.worker_pool import _within_read_budget
+    from tb_kineto_insights.service.worker_pool import _within_read_budget
 
     def seen() -> str | None:
         return os.environ.get(parallel.WORKERS_ENV)

@@ -50,7 +50,7 @@ from tb_kineto_insights.serve.plugin import (
     rescan_interval_from_env,
 )
 from tb_kineto_insights.serve.plugin_loader import KinetoInsightsLoader
-from tb_kineto_insights.serve.worker_pool import LoadDeadline
+from tb_kineto_insights.service.worker_pool import LoadDeadline
 from tb_kineto_insights.store.cache import DiskCache
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.serve.worker_pool import LoadTask, WorkerSlot
+from tb_kineto_insights.service.worker_pool import LoadTask, WorkerSlot
 from tb_kineto_insights.store.cache import Identity, settings_fingerprint
 from tb_kineto_insights.summary import summarize_file
 from tb_kineto_insights.trace.reader import read_trace

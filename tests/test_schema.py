@@ -23,6 +23,7 @@ from conftest import (
     as_json,
     cpu,
     kernel,
+    pair,
     write_trace,
 )
 
@@ -31,7 +32,7 @@ from tb_kineto_insights.cli.main import build_report
 from tb_kineto_insights.logdir.discovery import span_for_file
 from tb_kineto_insights.store.cache import encode_json, entry_bytes
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
-from tb_kineto_insights.summary import PANELS, summarize_file, try_summarize_file
+from tb_kineto_insights.summary import PANELS, SpanFailed, SpanOk, summarize_file, summarize_span
 
 FRONTEND = REPO / "frontend"
 
@@ -64,11 +65,12 @@ def test_every_real_summary_round_trips_through_the_schema(path: Path) -> None:
     Struct and encodes back to exactly the same bytes (same keys, order, types, values:
     an int where the Struct says float would come back as a float). A case the reader
     rejects must be rejected with its typed error (nothing to round-trip)."""
-    summary, error = try_summarize_file(str(path))
-    if summary is None:
-        assert error is not None and CASES in path.parents, error
-        assert error["type"] != "AnalysisError", error
+    result = summarize_span(str(path))
+    if isinstance(result, SpanFailed):
+        assert CASES in path.parents, result
+        assert result.type != "AnalysisError", result
         return
+    summary = result.summary
     raw = encode_json(summary)
     decoded = schema.SUMMARY_DECODER.decode(raw)
     assert isinstance(decoded, schema.Summary) and decoded == summary
@@ -155,9 +157,9 @@ EDGE_TRACES: dict[str, list[dict[str, Any]]] = {
 
 @pytest.mark.parametrize("name", sorted(EDGE_TRACES))
 def test_degenerate_summaries_fit_the_schema(tmp_path: Path, name: str) -> None:
-    summary, error = try_summarize_file(str(write_trace(tmp_path / "t.json", EDGE_TRACES[name])))
-    assert error is None and summary is not None
-    assert isinstance(schema.validate_summary(as_json(summary)), schema.Summary)
+    result = summarize_span(str(write_trace(tmp_path / "t.json", EDGE_TRACES[name])))
+    assert isinstance(result, SpanOk), result
+    assert isinstance(schema.validate_summary(as_json(result.summary)), schema.Summary)
 
 
 def test_a_summary_that_lacks_a_panel_or_has_a_wrong_type_does_not_validate(
@@ -184,9 +186,9 @@ def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
     path = _tiny(tmp_path / "logs")
     summaries = CachedSummaries(str(tmp_path / "cache"))
     span = span_for_file(str(path))
-    first, error = summaries.summarize(span)
+    first, error = pair(summaries.summarize(span))
     assert error is None and first is not None and summaries.parsed == 1
-    again, _ = summaries.summarize(span)
+    again, _ = pair(summaries.summarize(span))
     assert again == first and summaries.from_cache == 1 and summaries.parsed == 1
     # An entry with a valid checksum and key whose summary does not fit the Struct
     # (what other code, or a hand edit, could leave under the same key).
@@ -198,10 +200,10 @@ def test_cache_entry_that_does_not_fit_the_schema_is_dropped_and_recomputed(
     summaries.cache.store_entry(
         ident, entry_bytes(ident, summaries.settings, summary=bad, key=key), is_error=False
     )
-    third, _ = summaries.summarize(span)
+    third, _ = pair(summaries.summarize(span))
     assert third == first  # recomputed, not served
     assert summaries.parsed == 2 and summaries.from_cache == 1
-    fourth, _ = summaries.summarize(span)  # the recomputed entry was written back
+    fourth, _ = pair(summaries.summarize(span))  # the recomputed entry was written back
     assert fourth == first and summaries.from_cache == 2 and summaries.parsed == 2
 
 

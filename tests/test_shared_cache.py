@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 import xxhash
-from conftest import Parses, S3Server, real_summary
+from conftest import Parses, S3Server, pair, real_summary
 from werkzeug.test import Client
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.cli import main as cli
 from tb_kineto_insights.logdir.discovery import discover
-from tb_kineto_insights.serve import worker_pool
+from tb_kineto_insights.service import worker_pool
 from tb_kineto_insights.store import cache as cache_module
 from tb_kineto_insights.store.cache import (
     CACHE_DIR_ENV,
@@ -270,7 +270,7 @@ def test_a_load_finds_the_entry_another_process_stored_meanwhile(tmp_path: Path)
     other = CachedSummaries(str(folder))  # the other process
     span = discover(str(tmp_path / "logs"))[0].workers[0].spans[0]
     assert not other.cached(span)
-    summary, error = other.summarize(span)
+    summary, error = pair(other.summarize(span))
     assert error is None and summary is not None and other.parsed == 1
     assert other.cached(span) and not CachedSummaries(None).cached(span)
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from tb_kineto_insights.serve.loader import SummaryLoader
 from tb_kineto_insights.serve.plugin import _ERROR_CODES
-from tb_kineto_insights.serve.worker_pool import LoadDeadline
+from tb_kineto_insights.service.loader import SummaryLoader
+from tb_kineto_insights.service.worker_pool import LoadDeadline
 from tb_kineto_insights.store.cache import Identity
 
 TESTS = Path(__file__).resolve().parent
@@ -186,7 +186,7 @@ HOST_SCRIPT = """
 import sys, time
 from pathlib import Path
 import test_worker_death as t
-from tb_kineto_insights.serve.loader import SummaryLoader
+from tb_kineto_insights.service.loader import SummaryLoader
 loader = SummaryLoader(cache=None, workers=1, summarize=t.stuck_in_parallel_read)
 stuck, worker = t.start_stuck_read(Path(sys.argv[1]), loader)
 print(worker, flush=True)

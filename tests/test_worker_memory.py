@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from test_worker_death import ident_of, session_members, write_plain_trace
 
-from tb_kineto_insights.serve.loader import SummaryLoader
 from tb_kineto_insights.serve.plugin import _ERROR_CODES
-from tb_kineto_insights.serve.worker_pool import (
+from tb_kineto_insights.service.loader import SummaryLoader
+from tb_kineto_insights.service.worker_pool import (
     LoadDeadline,
     LoadMemoryCap,
     load_memory_cap_from_env,

@@ -5,7 +5,7 @@ plugin has for each load (issue 32 §3).
 :data:`DEFAULT_TIMEOUT_S` plus :data:`DEFAULT_TIMEOUT_S_PER_MIB` seconds per MiB of the
 input's stored bytes (the trace files under the paths given; compressed size for
 gzip), the defaults of the plugin's per-load deadline
-(``serve.worker_pool.LoadDeadline``): a wide margin over real reads (tens of MiB of
+(``service.worker_pool.LoadDeadline``): a wide margin over real reads (tens of MiB of
 stored file per second), so only a pathological input reaches it. An input whose size is
 unknown (an fsspec URL) gets the base alone.
 

@@ -20,6 +20,7 @@ from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
 from tb_kineto_insights.store.headline_index import HeadlineIndex, run_files
+from tb_kineto_insights.summary import SpanFailed
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -40,7 +41,7 @@ def collect_runs(
     added or dropped."""
     index = None if logdir is None else summaries.headline_index(logdir)
     latest = [(run, worker) for run in runs for worker in run.workers if worker.spans]
-    found: list[tuple[SpanHeadline | None, dict[str, str] | None]] = []
+    found: list[SpanHeadline | SpanFailed | None] = []
     missing: list[int] = []
     for i, (_, worker) in enumerate(latest):
         span = worker.spans[-1]
@@ -50,20 +51,20 @@ def collect_runs(
             missing.append(i)
         else:
             summaries.headlines_read += 1
-        found.append((headline, None))
+        found.append(headline)
     computed = summaries.headlines([latest[i][1].spans[-1] for i in missing])
-    for i, (headline, error) in zip(missing, computed, strict=True):
-        found[i] = headline, error
-        if headline is not None and index is not None:
+    for i, computed_one in zip(missing, computed, strict=True):
+        found[i] = got = computed_one
+        if isinstance(got, SpanHeadline) and index is not None:
             span = latest[i][1].spans[-1]
-            index.put((span.path, span.size_bytes, span.mtime, span.version), headline)
+            index.put((span.path, span.size_bytes, span.mtime, span.version), got)
     by_run: dict[str, dict[str, SpanHeadline]] = {}
     reasons: dict[str, str] = {}
-    for (run, worker), (headline, error) in zip(latest, found, strict=True):
-        if headline is not None:
-            by_run.setdefault(run.name, {})[worker.name] = headline
-        elif error is not None and run.name not in reasons:
-            reasons[run.name] = f"{error['type']}: {error['message']}"
+    for (run, worker), entry in zip(latest, found, strict=True):
+        if isinstance(entry, SpanHeadline):
+            by_run.setdefault(run.name, {})[worker.name] = entry
+        elif isinstance(entry, SpanFailed) and run.name not in reasons:
+            reasons[run.name] = f"{entry.type}: {entry.message}"
     out: list[hist.RunHeadlines] = []
     skipped: dict[str, str] = {}
     for run in runs:

@@ -157,27 +157,21 @@ def summarize_into_cache(task: SpanTask) -> SpanOutcome:
         mtime=ident.mtime,
         version=ident.version,
     )
-    summary, error = summaries.summarize(span)
+    result = summaries.summarize(span)
     elapsed = time.perf_counter() - started
     if summaries.parsed == 0:  # answered from the cache (or its key could not be read)
-        if summary is not None:
+        if isinstance(result, summary_module.SpanOk):
             return SpanOutcome(ident.path, ident.size_bytes, CACHED, elapsed_s=elapsed)
-        reason = _reason(error)
-        stored = error is not None and error.get("type") != "TraceIOError"
+        reason = f"{result.type}: {result.message}"
+        stored = result.type != "TraceIOError"
         return SpanOutcome(ident.path, ident.size_bytes, FAILED, reason, stored, elapsed)
     if summaries.store_failures:
         reason = f"cannot write the cache {task.cache_location}"
         return SpanOutcome(ident.path, ident.size_bytes, FAILED, reason, False, elapsed)
-    if summary is not None:
+    if isinstance(result, summary_module.SpanOk):
         return SpanOutcome(ident.path, ident.size_bytes, COMPUTED, elapsed_s=elapsed)
-    stored = error is not None and error.get("type") not in ("TraceIOError", "AnalysisError")
-    return SpanOutcome(ident.path, ident.size_bytes, FAILED, _reason(error), stored, elapsed)
-
-
-def _reason(error: dict[str, str] | None) -> str:
-    if not error:
-        return "unknown error"
-    return f"{error.get('type', 'Error')}: {error.get('message', '')}"
+    reason = f"{result.type}: {result.message}"
+    return SpanOutcome(ident.path, ident.size_bytes, FAILED, reason, result.cacheable, elapsed)
 
 
 @dataclass(frozen=True)

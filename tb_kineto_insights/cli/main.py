@@ -88,14 +88,14 @@ def build_report(
     summaries: CachedSummaries | None = None,
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or
-    file: :func:`tb_kineto_insights.cli.report.build_report` (which documents its shape
-    and errors). ``max_json_bytes`` None: ``trace.source.DEFAULT_MAX_JSON_BYTES``;
+    file: :func:`tb_kineto_insights.service.reports.build_report` (which documents its
+    shape and errors), with the defaults filled in. ``max_json_bytes`` None: ``trace.source.DEFAULT_MAX_JSON_BYTES``;
     ``thresholds`` None: ``DEFAULT_THRESHOLDS``."""
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-    from tb_kineto_insights.cli import report as cli_report
+    from tb_kineto_insights.service import reports
     from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
-    return cli_report.build_report(
+    return reports.build_report(
         path,
         max_json_bytes=DEFAULT_MAX_JSON_BYTES if max_json_bytes is None else max_json_bytes,
         thresholds=DEFAULT_THRESHOLDS if thresholds is None else thresholds,
@@ -177,7 +177,7 @@ def _compare(
 
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
-        # No cache: each side read as before (compare.try_summarize_file).
+        # No cache: each side read as before (summary.summarize_span).
         location = cli_cache_location(args.cache)
         summarize = None
         summaries = None

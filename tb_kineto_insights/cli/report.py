@@ -1,198 +1,35 @@
-"""The ``report`` command's work (split from ``cli/main.py`` so that ``--version``, ``diff``
+"""The ``report`` command: the report (:func:`tb_kineto_insights.service.reports.build_report`)
+as JSON, markdown or text (split from ``cli/main.py`` so that ``--version``, ``diff``
 and the decode workers, which import ``cli`` through the console script, do not load
-the analysis): the ``tb_kineto_insights.report/1`` document and its text form.
-``cli.main.build_report``/``cli.write_text`` call these.
+the analysis).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import os
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
-from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
 from tb_kineto_insights.cli.json_output import EncodedItems, write_json
-from tb_kineto_insights.logdir.discovery import (
-    LogdirError,
-    Run,
-    Span,
-    Worker,
-    describe_skipped,
-    discover,
-    folder_name,
-    span_for_file,
-)
+from tb_kineto_insights.logdir.discovery import LogdirError
 from tb_kineto_insights.schema import Report, RunView, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.report import ReportRun, ReportSpan, ReportWorker, SpanError
+from tb_kineto_insights.schema.report import ReportRun, ReportSpan, SpanError
 from tb_kineto_insights.schema.run_view import RunCollectiveKind
+from tb_kineto_insights.service.reports import build_report, summary_of
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
-from tb_kineto_insights.summary import (
-    REPORT_SCHEMA,
-    run_diagnoses,
-    run_view_of,
-)
-from tb_kineto_insights.trace.local_paths import local_path
-from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+from tb_kineto_insights.summary import run_diagnoses
 
 if TYPE_CHECKING:
-    from tb_kineto_insights.store.cached_summaries import CachedSummaries
+    pass
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 2
-
-
-def _is_file(path: str) -> bool:
-    """Whether ``path`` names one file, not a folder: locally anything that exists and is
-    no folder (a fifo too, which :func:`span_for_file` then refuses by name)."""
-    local = local_path(path)
-    if local is not None:
-        return os.path.exists(local) and not os.path.isdir(local)
-    try:
-        import fsspec  # a URL: only here (0.1 s of imports)
-
-        fs, fs_path = fsspec.core.url_to_fs(path)
-        return bool(fs.isfile(fs_path))
-    except (OSError, ValueError, ImportError):
-        return False
-
-
-def _runs_for(path: str) -> list[Run]:
-    """Runs under a log directory or run folder, or the one span of a trace file. The
-    traces directly in ``path`` (discovery's run ``"."``) are named by the folder's own
-    name (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
-    if _is_file(path):
-        span = span_for_file(path)
-        return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
-    skipped: list[tuple[str, str]] = []
-    runs = discover(path, skipped=skipped)
-    if skipped:
-        import logging
-
-        logging.getLogger(__name__).warning("warning: %s: %s", path, describe_skipped(skipped))
-    return [
-        dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run for run in runs
-    ]
-
-
-def _span_entry(span: Span, result: tuple[Summary | None, dict[str, str] | None]) -> ReportSpan:
-    summary, error = result
-    if summary is not None:
-        return ReportSpan(span=span.span, file=span.path, summary=summary)
-    problem = SpanError(**error) if error is not None else SpanError(type="", message="")
-    return ReportSpan(span=span.span, file=span.path, error=problem)
-
-
-def span_results(
-    spans: list[Span],
-    max_json_bytes: int,
-    thresholds: Thresholds,
-    summaries: CachedSummaries | None,
-) -> Iterator[tuple[int, tuple[Summary | None, dict[str, str] | None]]]:
-    """``(index into spans, (summary, None) | (None, {"type", "message"}))`` of every
-    span, each as soon as it is done (in no set order), the files read and analysed at
-    once on every core (``store/parallel_summaries.py``:
-    :func:`~tb_kineto_insights.store.parallel_summaries.summarize_spans_as_done`);
-    through ``summaries`` (a shared cache) when given, in order."""
-    if summaries is not None:
-        yield from enumerate(summaries.summarize_all(spans))
-        return
-    from tb_kineto_insights.store import parallel_summaries as ps
-
-    settings = ps.Settings(max_json_bytes, thresholds)
-    for i, (result, _) in ps.summarize_spans_as_done([ps.FileTask(s) for s in spans], settings):
-        yield i, result
-
-
-def _summary_of(span: ReportSpan) -> Summary | None:
-    """The span's summary, None when it could not be read."""
-    return span.summary if isinstance(span.summary, Summary) else None
-
-
-def build_report(
-    path: str,
-    *,
-    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    summaries: CachedSummaries | None = None,
-    on_run: Callable[[int, ReportRun], None] | None = None,
-) -> Report:
-    """The ``tb_kineto_insights.report/1`` document (a :class:`~tb_kineto_insights.schema.Report`)
-    for a log directory, run folder or file.
-    ``summaries``: where span summaries come from (a shared cache); None: read every file
-    (``max_json_bytes`` and ``thresholds`` then apply; otherwise ``summaries``' own).
-    ``on_run(index, run)``: called with each run as soon as its files are in (runs in no
-    set order), which is then the caller's alone: the report returned lists no run, and
-    the run's summaries are let go here (``report --format json`` encodes each run then,
-    while other files are read, and keeps its JSON only).
-
-    Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
-    "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
-    across ranks (latest readable span of each worker) for runs of several workers, else
-    ``None``; the latest readable span of each worker (of each rank, when one worker
-    holds several ranks: :func:`~tb_kineto_insights.summary.select_run_spans`).
-
-    Raises:
-        LogdirError: ``path`` does not exist or its storage cannot be listed.
-    """
-    found = _runs_for(path)
-    spans = [s for run in found for worker in run.workers for s in worker.spans]
-    first = [0]  # each run's first span, in spans
-    for run in found:
-        first.append(first[-1] + sum(len(w.spans) for w in run.workers))
-    run_of = [r for r in range(len(found)) for _ in range(first[r], first[r + 1])]
-    results: list[tuple[Summary | None, dict[str, str] | None]] = [(None, None)] * len(spans)
-    left = [first[r + 1] - first[r] for r in range(len(found))]
-    runs: list[ReportRun | None] = [None] * len(found)
-    pending = set(range(len(found)))
-
-    def complete(r: int) -> None:
-        pending.discard(r)
-        entry = _run_entry(found[r], results[first[r] : first[r + 1]], thresholds)
-        if on_run is None:
-            runs[r] = entry
-            return
-        results[first[r] : first[r + 1]] = [(None, None)] * (first[r + 1] - first[r])
-        on_run(r, entry)
-
-    for r in range(len(found)):
-        if not left[r]:  # no span (a listed folder without traces)
-            complete(r)
-    for i, result in span_results(spans, max_json_bytes, thresholds, summaries):
-        results[i] = result
-        r = run_of[i]
-        left[r] -= 1
-        if not left[r]:
-            complete(r)
-    for r in sorted(pending):  # (every span gives a result: never)
-        complete(r)
-    return Report(schema=REPORT_SCHEMA, path=path, runs=[e for e in runs if e is not None])
-
-
-def _run_entry(
-    run: Run,
-    results: list[tuple[Summary | None, dict[str, str] | None]],
-    thresholds: Thresholds,
-) -> ReportRun:
-    """A run's entry: its workers' spans (``results``: the run's span results, in its
-    span order) and its view across ranks."""
-    workers: list[ReportWorker] = []
-    readable: list[tuple[str, list[Summary]]] = []
-    at = 0
-    for worker in run.workers:
-        entries = [_span_entry(s, results[at + k]) for k, s in enumerate(worker.spans)]
-        at += len(worker.spans)
-        workers.append(ReportWorker(worker=worker.name, spans=entries))
-        readable.append((worker.name, [x for s in entries if (x := _summary_of(s))]))
-    run_summary = run_view_of(readable, thresholds)
-    return ReportRun(run=run.name, workers=workers, run_summary=run_summary)
 
 
 def _spans(report: Report) -> list[ReportSpan]:
@@ -216,7 +53,7 @@ def _all_diagnoses(report: Report) -> list[tuple[str, Diagnosis]]:
             (f"{run.run}/{worker.worker}/{span.span}", worker.worker, summary)
             for worker in run.workers
             for span in worker.spans
-            if (summary := _summary_of(span)) is not None
+            if (summary := summary_of(span)) is not None
         ]
         listed = run_diagnoses([(w, x) for _, w, x in spans], run.run_summary)
         for i, d in listed:
@@ -238,7 +75,7 @@ def write_text(report: Report, out: TextIO) -> None:
     (:class:`~tb_kineto_insights.analysis.units.TerminalLines`)."""
     out = TerminalLines(out)  # type: ignore[assignment]
     spans = _spans(report)
-    ok = sum(_summary_of(s) is not None for s in spans)
+    ok = sum(summary_of(s) is not None for s in spans)
     out.write(f"tb-kineto-insights report: {report.path}\n")
     out.write(f"{len(report.runs)} run(s), {len(spans)} span(s), {len(spans) - ok} error(s)\n")
     found = _all_diagnoses(report)
@@ -254,7 +91,7 @@ def write_text(report: Report, out: TextIO) -> None:
         for worker in run.workers:
             for span in worker.spans:
                 out.write(f"-- worker {worker.worker}  span {span.span}  ({span.file})\n")
-                summary = _summary_of(span)
+                summary = summary_of(span)
                 if summary is None:
                     error = span.error if isinstance(span.error, SpanError) else None
                     kind, message = (error.type, error.message) if error else ("", "")
@@ -269,7 +106,7 @@ def _span_errors(report: Report) -> list[tuple[str, str]]:
     for run in report.runs:
         for worker in run.workers:
             for span in worker.spans:
-                if _summary_of(span) is None:
+                if summary_of(span) is None:
                     error = span.error if isinstance(span.error, SpanError) else None
                     text = f"{error.type}: {error.message}" if error else "unknown error"
                     out.append((f"{run.run}/{worker.worker}/{span.span}", text))
@@ -301,7 +138,7 @@ class _EncodedRuns:
         """``build_report``'s ``on_run`` (runs in the order their files are done)."""
         for worker in run.workers:
             self.spans += len(worker.spans)
-            bad = [s for s in worker.spans if _summary_of(s) is None]
+            bad = [s for s in worker.spans if summary_of(s) is None]
             self._unreadable.setdefault(index, []).extend(bad)
         self.items.add(index, run)
 
@@ -580,7 +417,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         span_count, unreadable = encoded.spans, encoded.unreadable()
     else:
         spans = _spans(report)
-        span_count, unreadable = len(spans), [s for s in spans if _summary_of(s) is None]
+        span_count, unreadable = len(spans), [s for s in spans if summary_of(s) is None]
     # the error first, then what was found (the text report lists each file's error)
     problem = None
     if not span_count:

@@ -20,7 +20,7 @@ from tb_kineto_insights.logdir.discovery import LogdirError, Span
 from tb_kineto_insights.logdir.sides import SideError, resolve_side
 from tb_kineto_insights.schema import DiffDocument, Summary
 from tb_kineto_insights.schema.diff import ByRankPair, DdpBucketStats, DiffMetric, DiffOps, DiffRow
-from tb_kineto_insights.summary import try_summarize_file
+from tb_kineto_insights.summary import SpanFailed, SpanResult, summarize_span
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 
@@ -38,14 +38,14 @@ def load_side(
     *,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
-    summarize: Callable[[Span], tuple[Summary | None, dict[str, str] | None]] | None = None,
+    summarize: Callable[[Span], SpanResult] | None = None,
     spans: list[Span] | None = None,
 ) -> LoadedSide:
     """Resolve and summarise a side; unreadable spans are listed in ``errors``.
     ``spans``: the side's spans when already resolved (:func:`resolve_side`).
-    ``summarize(span) -> (summary, error)``: where summaries come from (e.g.
+    ``summarize(span) -> SpanResult``: where summaries come from (e.g.
     :meth:`tb_kineto_insights.store.cached_summaries.CachedSummaries.summarize`, through the
-    shared cache); None: :func:`~tb_kineto_insights.summary.try_summarize_file`.
+    shared cache); None: :func:`~tb_kineto_insights.summary.summarize_span`.
 
     Raises:
         SideError: as :func:`resolve_side`, or when no span of the side could be read.
@@ -54,14 +54,13 @@ def load_side(
     side = LoadedSide(spec)
     for span in resolve_side(spec) if spans is None else spans:
         if summarize is not None:
-            summary, error = summarize(span)
+            result = summarize(span)
         else:
-            summary, error = try_summarize_file(
-                span.path, max_json_bytes=max_json_bytes, thresholds=thresholds
-            )
-        if summary is None:
-            side.errors.append(error["message"] if error else span.path)
+            result = summarize_span(span.path, max_json_bytes=max_json_bytes, thresholds=thresholds)
+        if isinstance(result, SpanFailed):
+            side.errors.append(result.message)
             continue
+        summary = result.summary
         if not summary.steps.total_us > 0:
             side.errors.append(f"{span.path}: no usable events (nothing to compare)")
             continue

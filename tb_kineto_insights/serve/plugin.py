@@ -16,7 +16,7 @@ How it stays fast and safe:
   directory is also watched for filesystem events (``watch.py``, ``watchdog``): a new
   or finished trace starts a scan within about a second (``KINETO_INSIGHTS_WATCH=0``
   turns this off; object storage has no events and keeps the interval).
-- Summaries are loaded by :class:`tb_kineto_insights.serve.loader.SummaryLoader`: at most
+- Summaries are loaded by :class:`tb_kineto_insights.service.loader.SummaryLoader`: at most
   ``workers`` worker processes (flag ``--kineto_insights_workers``, environment
   ``KINETO_INSIGHTS_WORKERS``, default one per core, at most 4; 0 loads in a thread of this
   process),
@@ -107,8 +107,8 @@ from tb_kineto_insights.schema.idle import IdlePanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
 from tb_kineto_insights.schema.timeline import TimelineStep
-from tb_kineto_insights.serve.loader import ERROR, READY, SpanStatus, SummaryLoader
-from tb_kineto_insights.serve.worker_pool import (
+from tb_kineto_insights.service.loader import ERROR, READY, SpanStatus, SummaryLoader
+from tb_kineto_insights.service.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
     ERROR_MEMORY,
@@ -473,17 +473,17 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         diff: overrides :data:`DIFF_HOOK`.
         load_timeout_s, load_timeout_s_per_mib: a load's deadline in a worker process,
             ``load_timeout_s + load_timeout_s_per_mib × file MiB`` seconds (see
-            :class:`tb_kineto_insights.serve.worker_pool.LoadDeadline`); flags
+            :class:`tb_kineto_insights.service.worker_pool.LoadDeadline`); flags
             ``--kineto_insights_load_timeout_s`` / ``--kineto_insights_load_timeout_s_per_mib``,
             environment ``KINETO_INSIGHTS_LOAD_TIMEOUT_S`` / ``..._PER_MIB``, default
             120 s + 2 s per MiB.
         watch: watch local log directories for filesystem events (``watch.py``);
             default: ``KINETO_INSIGHTS_WATCH``, else on. Without ``watchdog``, rescans.
         retry_backoff_s: seconds before a file whose load failed that way is read
-            again (``serve/loader.py``); flag ``--kineto_insights_retry_backoff_s``,
+            again (``service/loader.py``); flag ``--kineto_insights_retry_backoff_s``,
             environment ``KINETO_INSIGHTS_RETRY_BACKOFF_S``, default 30.
         load_max_rss_mib: a load's memory cap
-            (:class:`~tb_kineto_insights.serve.worker_pool.LoadMemoryCap`); flag
+            (:class:`~tb_kineto_insights.service.worker_pool.LoadMemoryCap`); flag
             ``--kineto_insights_load_max_rss_mib``, environment
             ``KINETO_INSIGHTS_LOAD_MAX_RSS_MIB``, default half the machine's memory.
     """

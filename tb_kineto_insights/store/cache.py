@@ -3,7 +3,7 @@ and command line that points at the same folder.
 
 The code around it is split by job: this module (the entries and the folder),
 ``worker_pool.py`` (the worker processes that read traces, killed on a deadline) and
-``loader.py`` (:class:`~tb_kineto_insights.serve.loader.SummaryLoader`: states, priorities,
+``loader.py`` (:class:`~tb_kineto_insights.service.loader.SummaryLoader`: states, priorities,
 the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
 
 :class:`DiskCache`
@@ -70,7 +70,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
@@ -86,7 +86,10 @@ from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.checked import headline_problem, summary_problem
 from tb_kineto_insights.store.content_id import content_key_cached
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
-from tb_kineto_insights.trace.errors import TraceError, TraceIOError
+from tb_kineto_insights.trace.errors import TraceIOError
+
+if TYPE_CHECKING:  # the summary imports the analysis: a cache lookup needs none of it
+    from tb_kineto_insights.summary import SpanFailed
 
 logger = logging.getLogger(__name__)
 
@@ -386,7 +389,7 @@ def entry_bytes(
     settings: str,
     *,
     summary: Any = None,
-    error: TraceError | None = None,
+    error: SpanFailed | None = None,
     elapsed_s: float = 0.0,
     key: str | None = None,
     timeline: bytes | None = None,
@@ -394,7 +397,8 @@ def entry_bytes(
     """A cache entry: a checksum line, then the JSON wrapper (format, versions, the
     identity's :func:`entry_key` (``key`` when already computed), the path it was
     computed from (for people reading the folder; not checked), and the summary or the
-    reader's error, with the span's ``timeline`` store beside the summary when given)."""
+    reader's error (a cacheable :class:`~tb_kineto_insights.summary.SpanFailed`), with the
+    span's ``timeline`` store beside the summary when given)."""
     wrapper: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "analysis_version": ANALYSIS_VERSION,
@@ -407,7 +411,7 @@ def entry_bytes(
         "elapsed_s": elapsed_s,
     }
     if error is not None:
-        wrapper["error"] = {"type": type(error).__name__, "message": str(error)}
+        wrapper["error"] = {"type": error.type, "message": error.message}
     else:
         wrapper["summary"] = summary
         if timeline is not None:

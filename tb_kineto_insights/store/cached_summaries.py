@@ -33,14 +33,13 @@ from tb_kineto_insights.store.headline_index import HeadlineIndex
 from tb_kineto_insights.store.parallel_summaries import changed_while_read as changed_while_read
 from tb_kineto_insights.store.parallel_summaries import identity_of as identity_of
 from tb_kineto_insights.store.settings import cli_cache_location as cli_cache_location
+from tb_kineto_insights.summary import FAILED_IO, FAILED_TRACE, SpanFailed, SpanOk, SpanResult
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 __all__ = ["CachedSummaries", "changed_while_read", "cli_cache_location", "identity_of"]
 
 logger = logging.getLogger(__name__)
-
-SummaryOrError = tuple[Summary | None, dict[str, str] | None]
 
 
 class CachedSummaries:
@@ -82,13 +81,14 @@ class CachedSummaries:
         what is left to compute.)"""
         return self.cache is not None and self.cache.stored_kind(identity_of(span)) is not None
 
-    def summarize(self, span: Span) -> SummaryOrError:
-        """``(summary, None)`` or ``(None, {"type", "message"})`` as
-        :func:`tb_kineto_insights.summary.try_summarize_file` gives them, from the cache
-        when it holds an entry for this content (a stored reader error included)."""
+    def summarize(self, span: Span) -> SpanResult:
+        """The span's :class:`~tb_kineto_insights.summary.SpanOk` or
+        :class:`~tb_kineto_insights.summary.SpanFailed`, as
+        :func:`tb_kineto_insights.summary.summarize_span` gives them, from the cache when
+        it holds an entry for this content (a stored reader error included)."""
         return next(iter(self.summarize_all([span])))
 
-    def summarize_all(self, spans: Sequence[Span]) -> Iterator[SummaryOrError]:
+    def summarize_all(self, spans: Sequence[Span]) -> Iterator[SpanResult]:
         """:meth:`summarize` of every span, in their order, each as soon as it and the
         ones before it are done: the cache is looked up here for each span first, then
         the spans it does not hold are read and analysed at once on every core
@@ -96,7 +96,7 @@ class CachedSummaries:
         first, which stores their entries)."""
         from tb_kineto_insights.store import parallel_summaries as ps
 
-        found: dict[int, SummaryOrError] = {}
+        found: dict[int, SpanResult] = {}
         tasks: list[ps.FileTask] = []
         for i, span in enumerate(spans):
             ident = identity_of(span)
@@ -105,16 +105,16 @@ class CachedSummaries:
                 try:
                     key = entry_key(ident, self.settings)
                 except TraceIOError as exc:
-                    found[i] = None, {"type": type(exc).__name__, "message": str(exc)}
+                    found[i] = SpanFailed(FAILED_IO, type(exc).__name__, str(exc), False)
                     continue
                 stored = self.cache.load(ident, key)
                 if stored is not None:
                     self.from_cache += 1
                     if stored.error is not None:
                         kind = stored.error_type or "TraceError"
-                        found[i] = None, {"type": kind, "message": stored.error}
+                        found[i] = SpanFailed(FAILED_TRACE, kind, stored.error, True)
                     else:
-                        found[i] = stored.decoded(), None
+                        found[i] = SpanOk(stored.decoded())
                     continue
             tasks.append(ps.FileTask(span, key))
         settings = ps.Settings(
@@ -126,15 +126,15 @@ class CachedSummaries:
         results = ps.summarize_spans(tasks, settings)
         for i in range(len(spans)):
             if i not in found:  # not in the cache: the next computed span is this one
-                (summary, error), warning = next(results)
+                result, warning = next(results)
                 self.parsed += 1
                 if warning is not None:
                     self._store_failed(warning)
-                found[i] = summary, error
+                found[i] = result
             yield found.pop(i)
 
-    def headline(self, span: Span) -> tuple[SpanHeadline | None, dict[str, str] | None]:
-        """``(headline, None)`` or ``(None, {"type", "message"})``: the span's headline
+    def headline(self, span: Span) -> SpanHeadline | SpanFailed:
+        """The span's headline
         record (:class:`~tb_kineto_insights.schema.history.SpanHeadline`). With a cache,
         first by the listed file (path, size, mtime: no byte of the trace read), then by
         content key (the file's first and last MiB), then from the cached summary, else
@@ -142,30 +142,28 @@ class CachedSummaries:
         from :meth:`summarize`."""
         return self.headlines([span])[0]
 
-    def headlines(
-        self, spans: Sequence[Span]
-    ) -> list[tuple[SpanHeadline | None, dict[str, str] | None]]:
+    def headlines(self, spans: Sequence[Span]) -> list[SpanHeadline | SpanFailed]:
         """:meth:`headline` of every span, in their order: the headline records found
         first, then the summaries of the others at once (:meth:`summarize_all`: on
         every core, largest first)."""
-        out: list[tuple[SpanHeadline | None, dict[str, str] | None]] = [(None, None)] * len(spans)
+        out: dict[int, SpanHeadline | SpanFailed] = {}
         missing: list[int] = []
         for i, span in enumerate(spans):
             found = self._stored_headline(identity_of(span))
             if found is not None:
                 self.headlines_read += 1
-                out[i] = found, None
+                out[i] = found
             else:
                 missing.append(i)
         parsed_before = self.parsed
         summaries = self.summarize_all([spans[i] for i in missing])
-        for i, (summary, error) in zip(missing, summaries, strict=True):
-            if summary is None:
-                out[i] = None, error
+        for i, result in zip(missing, summaries, strict=True):
+            if isinstance(result, SpanFailed):
+                out[i] = result
                 parsed_before = self.parsed
                 continue
             ident = identity_of(spans[i])
-            headline = headline_of(summary, ident)
+            headline = headline_of(result.summary, ident)
             # parsed here: its store (DiskCache.store_entry) wrote the headline already
             stored, parsed_before = self.parsed > parsed_before, self.parsed
             if not stored and self.cache is not None and self.cache.key(ident) is not None:
@@ -173,8 +171,8 @@ class CachedSummaries:
                     self.cache.store_headline(ident, self.cache.key(ident) or "", headline)
                 except OSError:
                     self.store_failures += 1
-            out[i] = headline, None
-        return out
+            out[i] = headline
+        return [out[i] for i in range(len(spans))]
 
     def run_headline_diagnoses(self, workers: Sequence[Worker]) -> list[HeadlineDiagnosis]:
         """The diagnoses of a run of several workers as ``report`` lists them
@@ -186,7 +184,7 @@ class CachedSummaries:
         results = iter(self.summarize_all([span for w in workers for span in w.spans]))
         readable: list[tuple[str, list[Summary]]] = []
         for worker in workers:
-            found = [x for _ in worker.spans if (x := next(results)[0]) is not None]
+            found = [x.summary for _ in worker.spans if isinstance(x := next(results), SpanOk)]
             readable.append((worker.name, found))
         return summary_module.run_headline_diagnoses(readable, self.thresholds)
 

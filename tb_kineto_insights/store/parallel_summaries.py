@@ -72,6 +72,7 @@ import msgspec
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema import Summary
+from tb_kineto_insights.summary import SpanFailed, SpanOk, SpanResult
 from tb_kineto_insights.trace import parallel
 from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import inflate_on_this_thread
@@ -85,7 +86,6 @@ if TYPE_CHECKING:
 # logging, threading and concurrent.futures are imported where a pool is used: a report
 # of one small file never needs them (tests/test_startup_imports.py).
 
-SummaryOrError = tuple[Summary | None, dict[str, str] | None]
 
 #: Least JSON (estimated, all files together) read with a pool: below it the pool's
 #: start (a forkserver importing the analysis, about 0.3-0.5 s of one core, mostly while
@@ -216,9 +216,9 @@ class Settings:
 
 #: One file's outcome as it travels back from a pool process (:func:`summarize_batch`):
 #: ``("summary", msgpack bytes, None)``, ``("object", the Summary itself, None)`` (what
-#: msgpack cannot hold) or ``("error", None, {"type", "message"})``; the fourth item is a
+#: msgpack cannot hold) or ``("error", None, SpanFailed)``; the fourth item is a
 #: cache-store warning.
-Outcome = tuple[str, bytes | Summary | None, dict[str, str] | None, str | None]
+Outcome = tuple[str, bytes | Summary | None, SpanFailed | None, str | None]
 
 
 def summarize_one(
@@ -228,18 +228,18 @@ def summarize_one(
     workers: int | None = None,
     pool: Executor | None = None,
     after_read: Callable[[], None] | None = None,
-) -> tuple[SummaryOrError, str | None]:
+) -> tuple[SpanResult, str | None]:
     """Read and analyse one file, storing its cache entry when
     ``settings.cache_location`` is set. With ``pool`` (and ``workers``, its size) its
     pieces are decoded there and ``after_read()`` is called between the read and the
     analysis; ``workers=1`` without a pool: read serially here; neither: through
     :func:`tb_kineto_insights.summary.summarize_file` (the reader decides on a pool of
-    its own). Never raises for the file's sake. Returns
-    ``((summary, None) | (None, error), store_warning)``: errors as
-    :func:`tb_kineto_insights.summary.try_summarize_file` gives them; only an error
-    about the file's content is stored (an I/O error is retried next time)."""
+    its own). Never raises for the file's sake. Returns ``(result, store_warning)``:
+    :class:`~tb_kineto_insights.summary.SpanOk` or the
+    :class:`~tb_kineto_insights.summary.SpanFailed` of
+    :func:`~tb_kineto_insights.summary.span_failed`; only a cacheable failure (about the
+    file's content) is stored (an I/O error is retried next time)."""
     from tb_kineto_insights import summary as summary_module
-    from tb_kineto_insights.trace.errors import TraceError, TraceIOError
     from tb_kineto_insights.trace.reader import read_trace
 
     path = task.span.path
@@ -269,23 +269,20 @@ def summarize_one(
             else:
                 summary, store = summary_module.summarize_trace(trace, settings.thresholds), None
             del trace
-    except TraceIOError as exc:
-        return (None, {"type": type(exc).__name__, "message": str(exc)}), None
-    except TraceError as exc:
-        error = {"type": type(exc).__name__, "message": str(exc)}
-        return (None, error), _store(task, settings, error=exc, started=started)
-    except (RecursionError, MemoryError, ValueError, TypeError, KeyError, IndexError) as exc:
-        message = f"{path}: internal error while analysing ({type(exc).__name__}: {exc})"
-        return (None, {"type": "AnalysisError", "message": message}), None
+    except summary_module.SPAN_ERRORS as exc:
+        failed = summary_module.span_failed(exc, path)
+        if not failed.cacheable:
+            return failed, None
+        return failed, _store(task, settings, error=failed, started=started)
     # (an object listed with a version only: identity_of imports the cache's machinery)
     versioned = bool(task.span.version) and "://" in path
     changed = changed_while_read(identity_of(task.span)) if versioned else None
     if changed is not None:  # another version's bytes: neither stored nor answered
-        return (None, {"type": "TraceIOError", "message": changed}), None
+        return SpanFailed(summary_module.FAILED_IO, "TraceIOError", changed, False), None
     warning = None
     if with_timeline:
         warning = _store(task, settings, summary=summary, timeline=store, started=started)
-    return (summary, None), warning
+    return SpanOk(summary), warning
 
 
 def _store(
@@ -294,7 +291,7 @@ def _store(
     *,
     summary: Summary | None = None,
     timeline: Any = None,
-    error: Exception | None = None,
+    error: SpanFailed | None = None,
     started: float,
 ) -> str | None:
     """Write the file's cache entry (as ``CachedSummaries`` does); the warning when the
@@ -310,7 +307,7 @@ def _store(
             ident,
             settings.cache_settings,
             summary=summary,
-            error=error,  # type: ignore[arg-type]
+            error=error,
             elapsed_s=time.perf_counter() - started,
             key=task.key,
             timeline=None if timeline is None else encode_store(timeline),
@@ -337,30 +334,32 @@ def summarize_batch(tasks: list[FileTask], settings: Settings) -> list[Outcome]:
     out: list[Outcome] = []
     with inflate_on_this_thread():  # every core reads a file: no helper thread
         for task in tasks:
-            (summary, error), warning = summarize_one(task, settings)
-            if summary is None:
-                out.append(("error", None, error, warning))
+            result, warning = summarize_one(task, settings)
+            if isinstance(result, SpanFailed):
+                out.append(("error", None, result, warning))
                 continue
             try:
-                out.append(("summary", msgspec.msgpack.encode(summary), None, warning))
+                out.append(("summary", msgspec.msgpack.encode(result.summary), None, warning))
             except (msgspec.EncodeError, UnicodeEncodeError, TypeError, OverflowError):
-                out.append(("object", summary, None, warning))
+                out.append(("object", result.summary, None, warning))
     return out
 
 
 _SUMMARY_DECODER: msgspec.msgpack.Decoder[Summary] | None = None
 
 
-def _decoded(outcome: Outcome) -> SummaryOrError:
+def _decoded(outcome: Outcome) -> SpanResult:
     global _SUMMARY_DECODER
     kind, data, error, _ = outcome
     if isinstance(data, Summary):  # ("object": what msgpack could not hold)
-        return data, None
+        return SpanOk(data)
     if kind == "summary" and data is not None:
         if _SUMMARY_DECODER is None:
             _SUMMARY_DECODER = msgspec.msgpack.Decoder(Summary)
-        return _SUMMARY_DECODER.decode(data), None
-    return None, error
+        return SpanOk(_SUMMARY_DECODER.decode(data))
+    if error is None:  # never: an "error" outcome carries its SpanFailed
+        raise ValueError(f"a pool outcome of kind {kind!r} without its result")
+    return error
 
 
 @dataclass
@@ -535,13 +534,13 @@ def pool_size(workers: int, piece_by_piece: bool, batches: int) -> int:
 
 def summarize_spans(
     tasks: Sequence[FileTask], settings: Settings
-) -> Iterator[tuple[SummaryOrError, str | None]]:
+) -> Iterator[tuple[SpanResult, str | None]]:
     """Summaries of ``tasks``' files, in their order, each as soon as it and every one
-    before it are done: ``((summary, None) | (None, {"type", "message"}), store_warning)``
+    before it are done: ``(SpanOk | SpanFailed, store_warning)``
     (see the module docstring for how the work is shared; :func:`summarize_spans_as_done`
     gives them as they come). One file's error never stops the others. Raises nothing
     for a file's sake."""
-    done: dict[int, tuple[SummaryOrError, str | None]] = {}
+    done: dict[int, tuple[SpanResult, str | None]] = {}
     next_out = 0
     for i, result in summarize_spans_as_done(tasks, settings):
         done[i] = result
@@ -552,7 +551,7 @@ def summarize_spans(
 
 def summarize_spans_as_done(
     tasks: Sequence[FileTask], settings: Settings
-) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
+) -> Iterator[tuple[int, tuple[SpanResult, str | None]]]:
     """:func:`summarize_spans`' results as each file is done: ``(index into tasks,
     result)``, every index once, in no set order (file order when read serially): what
     this process did as it finishes it, the pool's batches as this process finds them
@@ -587,7 +586,7 @@ def _summarize_on_pool(
     workers: int,
     here: list[int],
     batch_indices: list[list[int]],
-) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
+) -> Iterator[tuple[int, tuple[SpanResult, str | None]]]:
     batches = [_Batch(indices) for indices in batch_indices]
     feeder = _Feeder(pool, batches, tasks, settings)
     # without a dominant file, this process takes the largest batch itself, before the
@@ -632,7 +631,7 @@ def _summarize_on_pool(
 
 def _collected(
     batch: _Batch, feeder: _Feeder, tasks: list[FileTask], settings: Settings
-) -> Iterator[tuple[int, tuple[SummaryOrError, str | None]]]:
+) -> Iterator[tuple[int, tuple[SpanResult, str | None]]]:
     """A batch sent to the pool, its outcomes (:func:`_batch_outcomes`) by file index."""
     batch.collected = True
     outcomes = _batch_outcomes(batch, feeder, tasks, settings)
@@ -642,7 +641,7 @@ def _collected(
 
 def _summarize_here(
     task: FileTask, settings: Settings, pool: Executor, workers: int, feeder: _Feeder
-) -> tuple[SummaryOrError, str | None]:
+) -> tuple[SpanResult, str | None]:
     """A dominant file in this process: read with its pieces on the pool (no batch is
     sent meanwhile), then analysed here while the pool takes ``workers - 1`` batches."""
     feeder.set_limit(0)
@@ -657,7 +656,7 @@ def _summarize_here(
 
 def _batch_outcomes(
     batch: _Batch, feeder: _Feeder, tasks: list[FileTask], settings: Settings
-) -> list[tuple[SummaryOrError, str | None]]:
+) -> list[tuple[SpanResult, str | None]]:
     """A batch's outcomes, waiting for it; done here, serially, when its process died or
     the pool broke (logged)."""
     feeder.wait_submitted(batch)

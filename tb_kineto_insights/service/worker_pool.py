@@ -59,8 +59,15 @@ from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.store.cache import DiskCache, Identity, entry_bytes
 from tb_kineto_insights.store.cached_summaries import changed_while_read
 from tb_kineto_insights.store.settings import seconds_from_env
+from tb_kineto_insights.summary import (
+    FAILED_INTERNAL,
+    FAILED_IO,
+    FAILED_TRACE,
+    SPAN_ERRORS,
+    SpanFailed,
+    span_failed,
+)
 from tb_kineto_insights.trace.confine import Rule, confined
-from tb_kineto_insights.trace.errors import TraceError, TraceIOError
 from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
 
 logger = logging.getLogger(__name__)
@@ -83,8 +90,8 @@ MIB = 1024**2
 #: ``internal`` (a bug in the analysis), ``worker`` (the worker process died, e.g. killed
 #: for memory) and ``timeout`` (the load passed its deadline and its worker was killed);
 #: all but ``trace`` are kept in memory only and retried when the span is asked for again.
-ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = "trace", "internal", "worker"
-ERROR_IO, ERROR_TIMEOUT = "io", "timeout"
+ERROR_TRACE, ERROR_INTERNAL, ERROR_WORKER = FAILED_TRACE, FAILED_INTERNAL, "worker"
+ERROR_IO, ERROR_TIMEOUT = FAILED_IO, "timeout"
 #: ... and ``memory``: the load's worker passed its memory cap and was killed (kept in
 #: memory only and retried after the back-off, as ``timeout``).
 ERROR_MEMORY = "memory"
@@ -128,7 +135,7 @@ class LoadDeadline:
     file size in MiB)`` seconds (compressed size for gzip). Past it the worker process
     is killed (also when it is stopped, ``SIGSTOP``, or stuck) and replaced, and the
     span is an error of kind ``timeout`` that a request retries after the
-    loader's back-off (``serve/loader.py``).
+    loader's back-off (``service/loader.py``).
 
     The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
     trace reads at tens of MiB of stored file per second, and the pathological inputs
@@ -342,7 +349,7 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
     ``progress(bytes_read, file_bytes)`` is told how much of the stored file is read
     (see ``trace/source.py``)."""
     started = time.perf_counter()
-    error: TraceError | None = None
+    failed: SpanFailed | None = None
     if task.cache_folder is not None and task.key is not None:
         # Another process sharing the cache may have finished it since it was queued.
         with contextlib.suppress(Exception):
@@ -357,10 +364,10 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
             if isinstance(summary, tuple):  # (summary, timeline store)
                 summary, store = summary
                 timeline = encode_store(store)
-        except TraceIOError as exc:
-            return LoadOutcome(None, ERROR_IO, str(exc), time.perf_counter() - started)
-        except TraceError as exc:
-            error = exc
+        except SPAN_ERRORS as exc:
+            failed = span_failed(exc, task.ident.path)
+            if not failed.cacheable:  # an I/O error or a bug: answered, not stored
+                return _failed_outcome(failed, task, time.perf_counter() - started)
             summary = None
         elapsed = time.perf_counter() - started
         changed = changed_while_read(task.ident)
@@ -370,18 +377,14 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
             task.ident,
             task.settings,
             summary=summary,
-            error=error,
+            error=failed,
             elapsed_s=elapsed,
             key=task.key,
             timeline=timeline,
         )
-    except Exception as exc:  # a bug in the analysis, or out of memory
-        logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
-        return LoadOutcome(
-            None,
-            ERROR_INTERNAL,
-            f"{task.ident.path}: internal error while analysing ({type(exc).__name__}: {exc})",
-            time.perf_counter() - started,
+    except Exception as exc:  # a bug in the analysis or the cache, or out of memory
+        return _failed_outcome(
+            span_failed(exc, task.ident.path), task, time.perf_counter() - started
         )
     warning = None
     if task.cache_folder is not None:
@@ -389,7 +392,7 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
             DiskCache(task.cache_folder, task.settings).store_entry(
                 task.ident,
                 data,
-                is_error=error is not None,
+                is_error=failed is not None,
                 key=task.key,
                 summary=summary if isinstance(summary, Summary) else None,
             )
@@ -398,10 +401,18 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
     return LoadOutcome(data, None, None, elapsed, warning)
 
 
+def _failed_outcome(failed: SpanFailed, task: LoadTask, elapsed_s: float) -> LoadOutcome:
+    """The outcome of a load that failed and is not stored (called while its exception
+    is handled); a bug in the analysis is logged with its traceback."""
+    if failed.kind == ERROR_INTERNAL:
+        logger.exception("Kineto Insights: analysing %s failed", task.ident.path)
+    return LoadOutcome(None, failed.kind, failed.message, elapsed_s)
+
+
 _FRAME = struct.Struct("<Q")
 #: The command a worker process runs (``python -c``): no ``__main__`` re-import, no
 #: ``if __name__ == "__main__"`` needed in whatever program embeds TensorBoard.
-_WORKER_CODE = "from tb_kineto_insights.serve.worker_pool import worker_main; worker_main()"
+_WORKER_CODE = "from tb_kineto_insights.service.worker_pool import worker_main; worker_main()"
 
 
 def _write_frame(out: IO[bytes], obj: Any) -> None:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
-from tb_kineto_insights.serve.worker_pool import (
+from tb_kineto_insights.service.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
     ERROR_MEMORY,
