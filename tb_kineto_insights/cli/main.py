@@ -89,8 +89,8 @@ def build_report(
 ) -> Report:
     """The ``tb_kineto_insights.report/1`` document for a log directory, run folder or
     file: :func:`tb_kineto_insights.service.reports.build_report` (which documents its
-    shape and errors), with the defaults filled in. ``max_json_bytes`` None: ``trace.source.DEFAULT_MAX_JSON_BYTES``;
-    ``thresholds`` None: ``DEFAULT_THRESHOLDS``."""
+    shape and errors), with the defaults filled in: ``max_json_bytes`` None:
+    ``trace.source.DEFAULT_MAX_JSON_BYTES``; ``thresholds`` None: ``DEFAULT_THRESHOLDS``."""
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
     from tb_kineto_insights.service import reports
     from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
