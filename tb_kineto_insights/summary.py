@@ -29,9 +29,9 @@ of :func:`summarize_trace_with_timeline`, which the cache stores next to the sum
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -206,19 +206,41 @@ def select_run_spans(
     return run_view_inputs(workers, span_index)
 
 
+def run_view_with_notes(
+    readable: Sequence[tuple[str, Sequence[_S]]],
+    *,
+    span_index: int = -1,
+    view: Callable[[list[tuple[str, _S]]], Any] | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    min_ranks: int = 0,
+) -> tuple[list[tuple[str, _S]], Any]:
+    """The one way a run's view across ranks is made, for ``report``, the diff, the
+    plugin and ``index``: the spans :func:`select_run_spans` chooses from each worker's
+    readable span summaries (``readable``: ``(worker, summaries in span order)``) at
+    ``span_index``, and ``view(chosen)`` (default :func:`summarize_run`) with the
+    selection's notes first (a :class:`~tb_kineto_insights.schema.RunView`'s ``notes``,
+    or a dict's ``"notes"``, as another view function may return). Returns the chosen
+    ``(name, summary)`` pairs and the view (None when fewer than ``min_ranks`` are
+    chosen)."""
+    chosen, notes = select_run_spans([(w, list(spans)) for w, spans in readable], span_index)
+    if len(chosen) < min_ranks:
+        return chosen, None
+    made = summarize_run(chosen, thresholds) if view is None else view(chosen)
+    if notes and isinstance(made, RunView):
+        made = msgspec.structs.replace(made, notes=notes + made.notes)
+    elif notes and isinstance(made, dict):
+        made["notes"] = notes + list(made.get("notes") or [])
+    return chosen, made
+
+
 def run_view_of(
-    readable: list[tuple[str, list[Summary]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
+    readable: Sequence[tuple[str, Sequence[Summary]]], thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> RunView | None:
-    """The view across ranks ``report`` shows for a run (``run_summary``): the spans
-    :func:`select_run_spans` chooses from each worker's readable span summaries
-    (``readable``: ``(worker, summaries in span order)``), their :func:`summarize_run`
-    with the selection's notes first; None when fewer than two ranks are chosen (a run
-    of one rank has no view across ranks)."""
-    chosen, notes = select_run_spans(readable)
-    if len(chosen) <= 1:
-        return None
-    view = summarize_run(chosen, thresholds)
-    return msgspec.structs.replace(view, notes=notes + view.notes)
+    """The view across ranks ``report`` and the diff show for a run (``run_summary``):
+    :func:`run_view_with_notes` of its workers' latest readable spans; None when fewer
+    than two ranks are chosen (a run of one rank has no view across ranks)."""
+    view: RunView | None = run_view_with_notes(readable, thresholds=thresholds, min_ranks=2)[1]
+    return view
 
 
 def run_diagnoses(

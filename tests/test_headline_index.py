@@ -13,9 +13,9 @@ import pytest
 from test_history import DAY_NS, T0, tiny_trace
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.cli.history import collect_runs
 from tb_kineto_insights.logdir.discovery import discover
 from tb_kineto_insights.schema.history import HistoryDocument
+from tb_kineto_insights.service.headlines import collect_runs
 from tb_kineto_insights.store import headline_index as hi
 from tb_kineto_insights.store.cache import DiskCache, encode_json, sealed, settings_fingerprint
 from tb_kineto_insights.store.cached_summaries import CachedSummaries

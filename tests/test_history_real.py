@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from tb_kineto_insights.cli.history import collect_runs
 from tb_kineto_insights.compare.history import build_history
 from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.service.headlines import collect_runs
 from tb_kineto_insights.store.cached_summaries import CachedSummaries
 from tb_kineto_insights.summary import summarize_file
 

@@ -120,6 +120,7 @@ def test_tensorboard_then_parses_nothing(
     """The plugin over an indexed log directory with that cache: every span is ready
     from the scan on, and no load is ever started (preloading on)."""
     from tb_kineto_insights.serve import plugin as plugin_module
+    from tb_kineto_insights.service import workspace as workspace_module
 
     logdir = indexed["traces"] / "h200x2"
 
@@ -138,9 +139,9 @@ def test_tensorboard_then_parses_nothing(
     )
     try:
         assert plugin.rescan()
-        spans = list(plugin._current().index.values())
+        spans = list(plugin.scanner.current().index.values())
         assert len(spans) == 8  # 4 runs x 2 ranks
-        statuses = plugin.loader.statuses(plugin_module._identity(s) for s in spans)
+        statuses = plugin.loader.statuses(workspace_module.listed_identity(s) for s in spans)
         assert [st.state for st in statuses] == [READY] * 8
         time.sleep(0.5)  # a preload would have started by now
         assert plugin.loader.loads_started == 0

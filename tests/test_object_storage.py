@@ -327,7 +327,7 @@ def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version
     next listing (new ETag) reads the new bytes."""
     from test_cache import SETTINGS, write_trace
 
-    from tb_kineto_insights.serve import plugin as plugin_module
+    from tb_kineto_insights.service import workspace as workspace_module
     from tb_kineto_insights.service.loader import SummaryLoader
     from tb_kineto_insights.store.cache import DiskCache
 
@@ -339,7 +339,7 @@ def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version
     fs.pipe_file(f"{bucket}/run/w.1.pt.trace.json.gz", first)
     url = f"s3://{bucket}"
     span = discover(url)[0].workers[0].spans[0]
-    ident = plugin_module._identity(span)
+    ident = workspace_module.listed_identity(span)
     assert ident.version  # listed with its ETag
     _OVERWRITE[span.path] = second
     cache = DiskCache(tmp_path / "cache", SETTINGS)
@@ -349,7 +349,7 @@ def test_an_object_overwritten_while_read_is_not_cached_under_the_listed_version
         assert result is None and status.error_kind == "io", status
         assert "changed while it was read" in (status.error or "")
         assert not cache.has(ident)  # nothing stored under the old version
-        again = plugin_module._identity(discover(url)[0].workers[0].spans[0])
+        again = workspace_module.listed_identity(discover(url)[0].workers[0].spans[0])
         assert again.version != ident.version
         status, result = loader.get(again, wait_s=60)
         assert status.state == "ready" and result is not None

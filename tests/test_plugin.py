@@ -36,8 +36,9 @@ from werkzeug.test import Client, TestResponse
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.cli.doctor import run_doctor
-from tb_kineto_insights.logdir.discovery import discover
+from tb_kineto_insights.logdir.discovery import LogdirError, discover
 from tb_kineto_insights.serve import plugin as plugin_module
+from tb_kineto_insights.serve import scanner as scanner_module
 from tb_kineto_insights.serve.plugin import (
     PRELOAD_ENV,
     RESCAN_ENV,
@@ -50,6 +51,8 @@ from tb_kineto_insights.serve.plugin import (
     rescan_interval_from_env,
 )
 from tb_kineto_insights.serve.plugin_loader import KinetoInsightsLoader
+from tb_kineto_insights.service import loader as loader_module
+from tb_kineto_insights.service import workspace as workspace_module
 from tb_kineto_insights.service.worker_pool import LoadDeadline
 from tb_kineto_insights.store.cache import DiskCache
 
@@ -620,7 +623,7 @@ def test_timeline_of_an_entry_without_one_is_404(
 ) -> None:
     monkeypatch.setenv(PRELOAD_ENV, "0")
     without = summary_module.summarize_file  # an entry as an older version wrote it
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", without)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", without)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     summary = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT))
     assert summary.status_code == 200
@@ -642,7 +645,7 @@ def test_summary_is_202_while_loading_and_runs_answers_at_once(
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", slow)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", slow)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     try:
         first = app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN))
@@ -671,7 +674,7 @@ def test_discovery_runs_in_the_background(
 ) -> None:
     gate = threading.Event()
     calls = [0]
-    real = plugin_module.discover
+    real = scanner_module.discover
 
     def slow_discover(path: str, **kwargs: Any) -> Any:
         calls[0] += 1
@@ -679,7 +682,7 @@ def test_discovery_runs_in_the_background(
             assert gate.wait(30)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(plugin_module, "discover", slow_discover)
+    monkeypatch.setattr(scanner_module, "discover", slow_discover)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     plugin = the_plugin()
     try:
@@ -701,13 +704,13 @@ def test_slow_first_scan_blocks_only_the_first_caller(
     logdir: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     gate = threading.Event()
-    real = plugin_module.discover
+    real = scanner_module.discover
 
     def stuck(path: str, **kwargs: Any) -> Any:
         assert gate.wait(30)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(plugin_module, "discover", stuck)
+    monkeypatch.setattr(scanner_module, "discover", stuck)
     plugin = KinetoInsightsPlugin(
         SimpleNamespace(logdir=str(logdir), flags=None),
         workers=0,
@@ -769,7 +772,7 @@ def test_disk_cache_survives_a_restart(
         return real(path, **kwargs)
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", counting)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", counting)
     first = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = first.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)).get_data()
     assert first.get(summary_url(BAD_RUN, BAD_WORKER, BAD_SPAN, wait=WAIT)).status_code == 422
@@ -823,7 +826,7 @@ def test_non_finite_numbers_become_null(
             "health": {"event_count": np.int64(3), "ratio": np.float32(0.5)},
         }
 
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", fake_summary)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", fake_summary)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     body = strict_json(app_client.get(summary_url(GOOD_RUN, GOOD_WORKER, GOOD_SPAN, wait=WAIT)))
     assert body == {
@@ -842,7 +845,7 @@ def test_unexpected_analysis_error_is_json_500_and_retried(
         raise RuntimeError("analysis bug")
 
     monkeypatch.setenv(PRELOAD_ENV, "0")
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", broken)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", broken)
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
     plugin = the_plugin()
     with caplog.at_level(logging.ERROR):
@@ -1155,7 +1158,9 @@ def test_summary_through_a_worker_process(logdir: Path, cache_dir: Path) -> None
     plugin = the_plugin()
     assert len(plugin.loader.worker_pids) == 1  # one process, reused
     span = discover(str(logdir))[1].workers[0].spans[0]
-    written = DiskCache(cache_dir, plugin.loader.settings).load(plugin_module._identity(span))
+    written = DiskCache(cache_dir, plugin.loader.settings).load(
+        workspace_module.listed_identity(span)
+    )
     assert written is not None and written.error is None
 
 
@@ -1748,12 +1753,10 @@ def test_real_tensorboard_never_serves_a_corrupt_cache_entry(
     with running_tensorboard(ranks, log_path, cache, "30") as base:
         again = [get_json(base + route) for route in routes]
     assert again == first, tail(log_path)
-    settings = plugin_module.settings_fingerprint(
-        plugin_module.DEFAULT_MAX_JSON_BYTES, plugin_module.DEFAULT_THRESHOLDS
-    )
+    settings = loader_module.analysis_settings()
     disk = DiskCache(cache, settings)
     spans = [s for r in discover(str(ranks)) for w in r.workers for s in w.spans]
-    rewritten = [disk.load(plugin_module._identity(s)) for s in spans if s.run != "broken"]
+    rewritten = [disk.load(workspace_module.listed_identity(s)) for s in spans if s.run != "broken"]
     assert all(r is not None and r.error is None for r in rewritten)  # recomputed, valid
 
 
@@ -1844,11 +1847,9 @@ def test_a_failed_listing_keeps_the_last_good_one(
     assert sorted(r["run"] for r in first["runs"]) == [BAD_RUN, GOOD_RUN] and not first["error"]
 
     def failing(path: str, **kwargs: Any) -> Any:
-        raise plugin_module.LogdirError(
-            path, "cannot list: OSError: [Errno 24] Too many open files"
-        )
+        raise LogdirError(path, "cannot list: OSError: [Errno 24] Too many open files")
 
-    monkeypatch.setattr(plugin_module, "discover", failing)
+    monkeypatch.setattr(scanner_module, "discover", failing)
     assert the_plugin().rescan()
     again = strict_json(app_client.get(f"{PREFIX}/runs"))
     assert [r["run"] for r in again["runs"]] == [r["run"] for r in first["runs"]]

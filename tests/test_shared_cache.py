@@ -180,20 +180,20 @@ def test_tensorboard_on_the_copy_serves_from_the_cache(
     """A teammate's TensorBoard on the other mount point: ready without reading."""
     from test_plugin import PRELOAD_ENV, RecordingLoader, make_app, summary_url, the_plugin
 
-    from tb_kineto_insights.serve import plugin as plugin_module
+    from tb_kineto_insights.service import loader as loader_module
 
     first, second = two_copies
     cache = tmp_path / "shared-cache"
     assert cli_run(["report", str(first), "--cache", str(cache)])[0] == 0  # fills the cache
 
     parses: list[str] = []
-    real = plugin_module.summarize_file_with_timeline
+    real = loader_module.summarize_file_with_timeline
 
     def counting(path: str, **kwargs: Any) -> Any:
         parses.append(path)
         return real(path, **kwargs)
 
-    monkeypatch.setattr(plugin_module, "summarize_file_with_timeline", counting)
+    monkeypatch.setattr(loader_module, "summarize_file_with_timeline", counting)
     monkeypatch.setenv(PRELOAD_ENV, "1")
     RecordingLoader.made = []
     try:

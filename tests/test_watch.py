@@ -33,7 +33,7 @@ def make_plugin(logdir: Path, cache: Path, *, rescan_s: float, watch_on: bool) -
 
 
 def listed(plugin: object) -> set[str]:
-    return {key[1] for key in plugin._current().index}  # type: ignore[attr-defined]
+    return {key[1] for key in plugin.scanner.current().index}  # type: ignore[attr-defined]
 
 
 def wait_listed(plugin: object, worker: str, bound_s: float) -> float | None:
@@ -83,7 +83,7 @@ def test_a_new_trace_is_listed_by_the_event_path(tmp_path: Path) -> None:
     tiny(logdir / "run" / "first.1.pt.trace.json")
     plugin = make_plugin(logdir, tmp_path / "cache", rescan_s=3600, watch_on=True)
     try:
-        assert plugin._watcher is not None  # type: ignore[attr-defined]
+        assert plugin.scanner.watcher is not None  # type: ignore[attr-defined]
         assert plugin.rescan()  # type: ignore[attr-defined]
         assert listed(plugin) == {"first"}
         tiny(logdir / "run" / "second.2.pt.trace.json")
@@ -132,7 +132,7 @@ def test_without_events_the_rescan_interval_finds_it(
     slow = make_plugin(logdir, tmp_path / "c1", rescan_s=3600, watch_on=False)
     try:
         assert slow.rescan()  # type: ignore[attr-defined]
-        assert slow._watcher is None  # type: ignore[attr-defined]
+        assert slow.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "second.2.pt.trace.json")
         assert wait_listed(slow, "second", 2.5) is None
     finally:
@@ -141,7 +141,7 @@ def test_without_events_the_rescan_interval_finds_it(
     monkeypatch.setitem(__import__("sys").modules, "watchdog.observers", None)
     fallback = make_plugin(logdir, tmp_path / "c2", rescan_s=0.5, watch_on=True)
     try:
-        assert fallback._watcher is None  # type: ignore[attr-defined]
+        assert fallback.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "third.3.pt.trace.json")
         assert wait_listed(fallback, "third", 5.0) is not None
     finally:
@@ -157,7 +157,7 @@ def test_object_storage_is_not_watched(tmp_path: Path) -> None:
 def _watcher_other_than(plugin: object, old: object, bound_s: float) -> object:
     started = time.monotonic()
     while time.monotonic() - started < bound_s:
-        current = plugin._watcher  # type: ignore[attr-defined]
+        current = plugin.scanner.watcher  # type: ignore[attr-defined]
         if current is not old:
             return current
         time.sleep(0.05)
@@ -175,14 +175,14 @@ def test_a_log_directory_deleted_and_created_again_is_watched_again(tmp_path: Pa
     plugin = make_plugin(logdir, tmp_path / "cache", rescan_s=1.0, watch_on=True)
     try:
         assert plugin.rescan() and listed(plugin) == {"first"}  # type: ignore[attr-defined]
-        old = plugin._watcher  # type: ignore[attr-defined]
+        old = plugin.scanner.watcher  # type: ignore[attr-defined]
         shutil.rmtree(logdir)
         tiny(logdir / "run" / "again.2.pt.trace.json")
         assert wait_listed(plugin, "again", 5.0) is not None  # by a rescan (1 s)
         new = _watcher_other_than(plugin, old, 5.0)  # set up just after that scan
         assert new is not None and new is not old
         assert new.identities == {str(logdir): watch.folder_identity(str(logdir))}
-        plugin._rescan_s = 3600  # type: ignore[attr-defined]
+        plugin.scanner.rescan_s = 3600  # type: ignore[attr-defined]
         time.sleep(1.5)  # the scanner's 1 s wait ends; from now on it waits an hour
         tiny(logdir / "run" / "third.3.pt.trace.json")
         assert wait_listed(plugin, "third", 5.0) is not None, "not watched again"
@@ -197,11 +197,11 @@ def test_a_log_directory_created_after_start_is_watched(tmp_path: Path) -> None:
     logdir = tmp_path / "later"
     plugin = make_plugin(logdir, tmp_path / "cache", rescan_s=1.0, watch_on=True)
     try:
-        assert plugin._watcher is None  # type: ignore[attr-defined]
+        assert plugin.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "first.1.pt.trace.json")
         assert wait_listed(plugin, "first", 5.0) is not None
         assert _watcher_other_than(plugin, None, 5.0) is not None
-        plugin._rescan_s = 3600  # type: ignore[attr-defined]
+        plugin.scanner.rescan_s = 3600  # type: ignore[attr-defined]
         time.sleep(1.5)
         tiny(logdir / "run" / "second.2.pt.trace.json")
         assert wait_listed(plugin, "second", 5.0) is not None, "not watched"

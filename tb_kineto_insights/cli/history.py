@@ -1,8 +1,9 @@
 """``tb-kineto-insights history LOGDIR`` and ``check --against-history LOGDIR RUN``:
 the runs of a log directory as series over time, with the runs where a level changed
-(``compare/history.py``), from the headline records the cache keeps beside each summary
-(``store/cache.py``): a run whose headline is stored costs one small read of the cache
-and no read of its trace; a run added since is summarised (and stored) alone.
+(``compare/history.py``), from the runs' headline records
+(:func:`tb_kineto_insights.service.headlines.collect_runs`): a run whose headline is
+stored costs one small read of the cache and no read of its trace; a run added since
+is summarised (and stored) alone.
 """
 
 from __future__ import annotations
@@ -16,85 +17,13 @@ from typing import TextIO
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
-from tb_kineto_insights.logdir.discovery import LogdirError, Run, discover
-from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
+from tb_kineto_insights.logdir.discovery import LogdirError, discover
+from tb_kineto_insights.service.headlines import collect_runs
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
-from tb_kineto_insights.store.headline_index import HeadlineIndex, run_files
-from tb_kineto_insights.summary import SpanFailed
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_UNUSABLE = 2
-
-
-def collect_runs(
-    runs: list[Run], summaries: CachedSummaries, logdir: str | None = None
-) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
-    """Per run, the headline of each worker's latest span; runs none of whose workers
-    could be read go to the second value with the first reason.
-
-    With ``logdir`` (the log directory ``runs`` were listed from) and a cache, the
-    headlines come from the log directory's headline index first
-    (``store/headline_index.py``: one file), else from :meth:`CachedSummaries.headlines`
-    (the per-file headline, the summary, or a parse: the spans without a stored headline
-    are summarised at once, on every core), and the index is saved again when any was
-    added or dropped."""
-    index = None if logdir is None else summaries.headline_index(logdir)
-    latest = [(run, worker) for run in runs for worker in run.workers if worker.spans]
-    found: list[SpanHeadline | SpanFailed | None] = []
-    missing: list[int] = []
-    for i, (_, worker) in enumerate(latest):
-        span = worker.spans[-1]
-        listed = (span.path, span.size_bytes, span.mtime, span.version)
-        headline = None if index is None else index.get(listed)
-        if headline is None:
-            missing.append(i)
-        else:
-            summaries.headlines_read += 1
-        found.append(headline)
-    computed = summaries.headlines([latest[i][1].spans[-1] for i in missing])
-    for i, computed_one in zip(missing, computed, strict=True):
-        found[i] = got = computed_one
-        if isinstance(got, SpanHeadline) and index is not None:
-            span = latest[i][1].spans[-1]
-            index.put((span.path, span.size_bytes, span.mtime, span.version), got)
-    by_run: dict[str, dict[str, SpanHeadline]] = {}
-    reasons: dict[str, str] = {}
-    for (run, worker), entry in zip(latest, found, strict=True):
-        if isinstance(entry, SpanHeadline):
-            by_run.setdefault(run.name, {})[worker.name] = entry
-        elif isinstance(entry, SpanFailed) and run.name not in reasons:
-            reasons[run.name] = f"{entry.type}: {entry.message}"
-    out: list[hist.RunHeadlines] = []
-    skipped: dict[str, str] = {}
-    for run in runs:
-        workers = by_run.get(run.name)
-        if workers and len(workers) > 1:
-            out.append(hist.RunHeadlines(run.name, workers, _run_diagnoses(run, summaries, index)))
-        elif workers:
-            out.append(hist.RunHeadlines(run.name, workers))
-        else:
-            skipped[run.name] = reasons.get(run.name) or "no trace"
-    if index is not None:
-        index.save()
-    return out, skipped
-
-
-def _run_diagnoses(
-    run: Run, summaries: CachedSummaries, index: HeadlineIndex | None
-) -> list[HeadlineDiagnosis]:
-    """A run of several workers' diagnoses as ``report`` lists them, from the headline
-    index while none of the run's files changed, else computed from every worker's
-    summaries (:meth:`CachedSummaries.run_headline_diagnoses`) and put in the index."""
-    files = run_files(
-        (s.path, s.size_bytes, s.mtime, s.version) for w in run.workers for s in w.spans
-    )
-    found = None if index is None else index.get_run(files)
-    if found is None:
-        found = summaries.run_headline_diagnoses(run.workers)
-        if index is not None:
-            index.put_run(files, found)
-    return found
 
 
 def parse_since(text: str | None) -> int | None:

@@ -62,8 +62,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-import msgspec
-
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, Span, discover
@@ -247,10 +245,9 @@ def run_view_into_cache(task: RunViewTask) -> SpanOutcome:
     if not per_worker:
         reason = f"no worker of run {task.run!r} has a cached summary: {errors}"
         return SpanOutcome(task.run, 0, FAILED, reason, False, time.perf_counter() - started)
-    side, notes = summary_module.select_run_spans(list(per_worker.items()), task.span_index)
-    view = summary_module.summarize_run(side, task.thresholds)
-    if notes:
-        view = msgspec.structs.replace(view, notes=notes + view.notes)
+    side, view = summary_module.run_view_with_notes(
+        list(per_worker.items()), span_index=task.span_index, thresholds=task.thresholds
+    )
     doc = {
         "format": RUN_VIEW_FORMAT,
         "analysis_version": summary_module.ANALYSIS_VERSION,

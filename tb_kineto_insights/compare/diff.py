@@ -443,22 +443,16 @@ def _worker_of(label: str) -> str:
 def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunView | None:
     """The run view across the ranks of a side (labels are ``worker/span``), or None
     when the side holds fewer than two ranks. Its input is chosen as ``report`` chooses
-    it, by ``summary.select_run_spans`` (the latest span of each worker; one entry per
-    rank for a worker holding several ranks' spans in one time window); that choice's
-    notes lead the view's ``notes``."""
+    it (``summary.run_view_of``: the latest span of each worker; one entry per rank for a
+    worker holding several ranks' spans in one time window; that choice's notes lead
+    the view's ``notes``)."""
     # summary.py sits above the analysis modules; imported here, where it is used
     from tb_kineto_insights import summary as summary_module
 
     grouped: dict[str, list[Summary]] = {}
     for label, s in side:
         grouped.setdefault(_worker_of(label), []).append(s)
-    chosen, notes = summary_module.select_run_spans(list(grouped.items()))
-    if len(chosen) < 2:
-        return None
-    run = summary_module.summarize_run(chosen, thresholds)
-    if notes:
-        run = msgspec.structs.replace(run, notes=[*notes, *run.notes])
-    return run
+    return summary_module.run_view_of(list(grouped.items()), thresholds)
 
 
 def gained_straggler(base_run: RunView | None, exp_run: RunView | None) -> dict[str, Any] | None:

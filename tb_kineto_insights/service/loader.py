@@ -112,6 +112,12 @@ class SpanStatus:
         return {"state": self.state, "error": self.error, "progress": self.progress}
 
 
+def analysis_settings(max_json_bytes: int = DEFAULT_MAX_JSON_BYTES) -> str:
+    """The fingerprint of the analysis settings a loader of ``max_json_bytes`` runs with
+    (the default thresholds): what its cache must have been made for."""
+    return settings_fingerprint(max_json_bytes, DEFAULT_THRESHOLDS)
+
+
 class SummaryLoader:
     """Loads summaries in the background, at most ``workers`` at a time.
 
@@ -152,7 +158,7 @@ class SummaryLoader:
         *,
         cache: DiskCache | None,
         workers: int | None = None,
-        summarize: Callable[..., Any] = summarize_file_with_timeline,
+        summarize: Callable[..., Any] | None = None,
         max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
         memory_items: int = 64,
@@ -171,7 +177,7 @@ class SummaryLoader:
         self.settings = settings_fingerprint(max_json_bytes, thresholds)
         if cache is not None and cache.settings != self.settings:
             raise ValueError("the cache was made for other settings")
-        self._summarize = summarize
+        self._summarize = summarize_file_with_timeline if summarize is None else summarize
         self._max_json_bytes = max_json_bytes
         self._thresholds = thresholds
         self._memory_items = max(1, memory_items)
