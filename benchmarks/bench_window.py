@@ -43,7 +43,7 @@ def _peak_rss_mib() -> float:
 
 def _one(kind: str, path: str, step: int, lo: int, hi: int) -> None:
     """Run one measurement here and print ``{"s", "cpu_s", "rss_mib", "events"}``."""
-    from tb_kineto_insights.cli.window import window_of_step
+    from tb_kineto_insights.service.windows import window_of_step
     from tb_kineto_insights.trace.reader import read_trace
     from tb_kineto_insights.trace.window import cut_window
 
@@ -100,7 +100,7 @@ def main() -> None:
         lo, hi = (int(v) for v in args.bounds.split(":"))
         _one(args.one, args.traces[0], args.step, lo, hi)
         return
-    from tb_kineto_insights.cli.window import step_window
+    from tb_kineto_insights.service.windows import step_window
     from tb_kineto_insights.trace.window import window_bounds
 
     print(

@@ -213,7 +213,7 @@ def test_run_view_input_chosen_like_report(monkeypatch: pytest.MonkeyPatch) -> N
     grouped by worker, in order) and puts its notes first; a side of one worker has none."""
     seen: list[Any] = []
 
-    def select(workers: Any) -> tuple[list[Any], list[str]]:
+    def select(workers: Any, span_index: int = -1) -> tuple[list[Any], list[str]]:
         seen.append([(w, [s["tag"] for s in spans]) for w, spans in workers])
         return [(w, spans[-1]) for w, spans in workers], ["chosen: latest spans"]
 

@@ -15,7 +15,7 @@ import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.main import main
-from tb_kineto_insights.cli.window import step_window
+from tb_kineto_insights.service.windows import step_window
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError, TraceIOError
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.window import cut_window, ns_of, partial_overlaps, write_window
@@ -305,7 +305,7 @@ def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any
 
     from conftest import REPO
 
-    from tb_kineto_insights.cli.window import window_of_step
+    from tb_kineto_insights.service.windows import window_of_step
     from tb_kineto_insights.trace import source
     from tb_kineto_insights.trace import window as win
 
@@ -371,7 +371,7 @@ def test_window_of_every_rank_merges_them(tmp_path: Path, capsys: Any) -> None:
     """``window RANK0 RANK1 --step N``: one trace holding each rank's window of the step,
     each rank's processes apart (their own pids, names prefixed with the rank), every
     kernel of each rank's cut kept, no partial overlaps on any track."""
-    from tb_kineto_insights.cli.window import window_of_step
+    from tb_kineto_insights.service.windows import window_of_step
 
     paths = sorted(str(p) for p in DDP2.glob("rank*.pt.trace.json.gz"))
     assert len(paths) == 2

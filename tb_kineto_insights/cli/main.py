@@ -39,7 +39,7 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tb_kineto_insights import __version__
@@ -168,72 +168,18 @@ def _prestart_pool(spans: list[Span], args: argparse.Namespace) -> None:
 def _compare(
     args: argparse.Namespace, err: TextIO
 ) -> tuple[DiffDocument, compare.LoadedSide] | None:
-    """Load both sides and diff them; None (after printing why) on unusable input."""
+    """Load both sides and diff them (:func:`~tb_kineto_insights.service.diffs.compare_sides`);
+    None (after printing why) on unusable input."""
     from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-    from tb_kineto_insights.compare import (
-        before_after as compare,  # diff machinery: diff/check only
-    )
     from tb_kineto_insights.logdir.discovery import LogdirError
+    from tb_kineto_insights.service.diffs import compare_sides
 
     try:
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
-        # No cache: each side read as before (summary.summarize_span).
-        location = cli_cache_location(args.cache)
-        summarize = None
-        summaries = None
-        if location is not None:
-            from tb_kineto_insights.store.cached_summaries import CachedSummaries
-
-            summaries = CachedSummaries(location, thresholds=thresholds)
-            summarize = summaries.summarize
-        sides = _both_sides_at_once(args.base, args.exp, thresholds, summaries)
-        if sides is not None:  # both sides' files read at once, on every core
-            (base_spans, exp_spans), found = sides
-            base = compare.load_side(
-                args.base, thresholds=thresholds, summarize=found, spans=base_spans
-            )
-            exp = compare.load_side(
-                args.exp, thresholds=thresholds, summarize=found, spans=exp_spans
-            )
-        else:
-            base = compare.load_side(args.base, thresholds=thresholds, summarize=summarize)
-            exp = compare.load_side(args.exp, thresholds=thresholds, summarize=summarize)
-        return compare.compare(base, exp, thresholds), exp
+        return compare_sides(args.base, args.exp, thresholds, cli_cache_location(args.cache))
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return None
-
-
-def _both_sides_at_once(
-    base_spec: str, exp_spec: str, thresholds: Thresholds, summaries: CachedSummaries | None
-) -> tuple[tuple[list[Span], list[Span]], Callable[[Span], Any]] | None:
-    """Both sides' spans and a ``summarize(span)`` that answers from their summaries,
-    computed at once on every core (``store/parallel_summaries.py``); None when either
-    side does not resolve (the sequential path then says why, base first) or when the
-    files are too few or too small for worker processes to pay (the sequential path
-    then reads them, as before)."""
-    from tb_kineto_insights.compare import before_after as compare
-    from tb_kineto_insights.logdir.discovery import LogdirError
-    from tb_kineto_insights.store import parallel_summaries as ps
-
-    try:
-        base_spans = compare.resolve_side(base_spec)
-        exp_spans = compare.resolve_side(exp_spec)
-    except (ValueError, LogdirError):
-        return None
-    spans = base_spans + exp_spans
-    total = sum(ps.estimated_json_bytes(s) for s in spans)
-    if not ps.worker_count(total, len(spans)):
-        return None
-    if summaries is not None:
-        results = list(summaries.summarize_all(spans))
-    else:
-        from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-
-        settings = ps.Settings(DEFAULT_MAX_JSON_BYTES, thresholds)
-        results = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
-    by_span = {id(span): result for span, result in zip(spans, results, strict=True)}
-    return (base_spans, exp_spans), lambda span: by_span[id(span)]
 
 
 def _cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

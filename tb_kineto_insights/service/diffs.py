@@ -1,23 +1,32 @@
 """The diff of two sides (a run, a worker or a span each), as the plugin and the command
-line make it: each side's spans summarised, the unreadable ones named in ``warnings``
-and left out, the ``tb_kineto_insights.diff/1`` document of the rest
-(:func:`~tb_kineto_insights.compare.diff.diff`).
+line make it: each side's spans summarised, the unreadable ones named (``warnings``,
+the side's ``errors``) and left out, the ``tb_kineto_insights.diff/1`` document of the
+rest (:func:`~tb_kineto_insights.compare.diff.diff`). The plugin's sides come from its
+loader (:func:`diff_answer`); the command line's are read here, both sides' files at once
+on every core when that pays, through the shared cache when there is one
+(:func:`compare_sides`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.compare import before_after as compare
 from tb_kineto_insights.compare.diff import diff
-from tb_kineto_insights.logdir.discovery import Span
+from tb_kineto_insights.logdir.discovery import LogdirError, Span
 from tb_kineto_insights.schema import DiffDocument
 from tb_kineto_insights.service.errors import Unreadable
-from tb_kineto_insights.service.workspace import Workspace
-from tb_kineto_insights.store.cache import LoadResult, encode_json
+
+if TYPE_CHECKING:  # the command line's diff loads neither the cache nor the plugin's loader
+    from tb_kineto_insights.service.workspace import Workspace
+    from tb_kineto_insights.store.cache import LoadResult
+    from tb_kineto_insights.store.cached_summaries import CachedSummaries
+    from tb_kineto_insights.summary import SpanResult
 
 #: The diff of ``(base_side, exp_side, *, base_label, exp_label)``; sides are
 #: ``[("worker/span", Summary), ...]``; a :class:`DiffDocument` or built-ins.
@@ -87,6 +96,8 @@ def diff_answer(
     )
 
     def compute() -> bytes:
+        from tb_kineto_insights.store.cache import encode_json
+
         b, e = ([(f"{s.worker}/{s.span}", r.decoded()) for s, r in side] for side in sides)
         try:
             diffed = hook(b, e, base_label=labels[0], exp_label=labels[1])
@@ -95,3 +106,66 @@ def diff_answer(
         return encode_json(with_warnings(diffed, warnings))
 
     return DiffAnswer(body=workspace.derived_once(key, compute))
+
+
+def compare_sides(
+    base_spec: str, exp_spec: str, thresholds: Thresholds, cache_location: str | None
+) -> tuple[DiffDocument, compare.LoadedSide]:
+    """The diff of sides ``base_spec`` and ``exp_spec`` (run folders, trace files or
+    ``LOGDIR:RUN``), and the experiment's side (``check`` reads its diagnoses); through
+    the cache at ``cache_location`` when given, else each side read as it comes.
+
+    Raises:
+        ValueError: a side that does not resolve or has no readable trace
+            (``before_after.SideError``), or a cache location fsspec cannot use.
+        LogdirError: the storage cannot be listed.
+        ImportError: a storage driver is missing.
+    """
+    summarize = None
+    summaries = None
+    if cache_location is not None:
+        from tb_kineto_insights.store.cached_summaries import CachedSummaries
+
+        summaries = CachedSummaries(cache_location, thresholds=thresholds)
+        summarize = summaries.summarize
+    sides = _both_sides_at_once(base_spec, exp_spec, thresholds, summaries)
+    if sides is not None:  # both sides' files read at once, on every core
+        (base_spans, exp_spans), found = sides
+        base = compare.load_side(
+            base_spec, thresholds=thresholds, summarize=found, spans=base_spans
+        )
+        exp = compare.load_side(exp_spec, thresholds=thresholds, summarize=found, spans=exp_spans)
+    else:
+        base = compare.load_side(base_spec, thresholds=thresholds, summarize=summarize)
+        exp = compare.load_side(exp_spec, thresholds=thresholds, summarize=summarize)
+    return compare.compare(base, exp, thresholds), exp
+
+
+def _both_sides_at_once(
+    base_spec: str, exp_spec: str, thresholds: Thresholds, summaries: CachedSummaries | None
+) -> tuple[tuple[list[Span], list[Span]], Callable[[Span], SpanResult]] | None:
+    """Both sides' spans and a ``summarize(span)`` that answers from their summaries,
+    computed at once on every core (``store/parallel_summaries.py``); None when either
+    side does not resolve (the sequential path then says why, base first) or when the
+    files are too few or too small for worker processes to pay (the sequential path
+    then reads them, as before)."""
+    from tb_kineto_insights.store import parallel_summaries as ps
+
+    try:
+        base_spans = compare.resolve_side(base_spec)
+        exp_spans = compare.resolve_side(exp_spec)
+    except (ValueError, LogdirError):
+        return None
+    spans = base_spans + exp_spans
+    total = sum(ps.estimated_json_bytes(s) for s in spans)
+    if not ps.worker_count(total, len(spans)):
+        return None
+    if summaries is not None:
+        results = list(summaries.summarize_all(spans))
+    else:
+        from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
+
+        settings = ps.Settings(DEFAULT_MAX_JSON_BYTES, thresholds)
+        results = [r for r, _ in ps.summarize_spans([ps.FileTask(s) for s in spans], settings)]
+    by_span = {id(span): result for span, result in zip(spans, results, strict=True)}
+    return (base_spans, exp_spans), lambda span: by_span[id(span)]

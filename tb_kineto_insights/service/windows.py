@@ -1,4 +1,5 @@
-"""A step's timeline and windows cut from the trace, as the plugin serves them.
+"""A step's timeline and windows cut from the trace, as the plugin serves them and the
+``window`` command writes them.
 
 A step's timeline comes from the span's stored per-step timelines (the cache entry's
 ``timeline``, :mod:`~tb_kineto_insights.analysis.timeline_format`), loaded as its summary
@@ -7,14 +8,23 @@ step window with 10 % of its length on each side, or ``[start_us, end_us)`` µs 
 start, the file opened under the same rule as a load (inside the log directory, the file
 discovery listed). "Open ranks" cuts the same step of every worker of a run and merges
 the windows into one trace.
+
+The command line cuts from trace files it is given (:func:`cut_file_windows`): the step
+window found by reading the file once (the read also notes where the events lie,
+:class:`~tb_kineto_insights.trace.window.WindowIndex`, and the cut reads back only the
+pieces of the JSON that meet the window), each file's own.
 """
 
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass, field
 
+import msgspec
+
 from tb_kineto_insights.analysis.timeline_format import decode_store, find_step, load_step
+from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema.timeline import TimelineStep
 from tb_kineto_insights.service.errors import Damaged, InvalidRequest, NotFound, Unreadable
@@ -22,8 +32,13 @@ from tb_kineto_insights.service.loader import SpanStatus
 from tb_kineto_insights.service.workspace import Workspace
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError
+from tb_kineto_insights.trace.local_paths import local_path
+from tb_kineto_insights.trace.reader import read_trace
+from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
     WindowCut,
+    WindowIndex,
+    check_offset_us,
     check_window_holds_events,
     cut_window,
     window_bounds,
@@ -160,3 +175,178 @@ def ranks_window(
         except TraceError as exc:
             raise Unreadable(str(exc)) from exc
     return RanksWindow(merge_windows(parts), [n for n, _ in parts], missing)
+
+
+# --------------------------------------------------------------------------- files
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """A step's window on the trace's clock (ns)."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+
+
+def step_window(
+    path: str,
+    step: int,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    where: WindowIndex | None = None,
+) -> StepWindow:
+    """The window of step ``step`` (N of ``ProfilerStep#N``; 0: the pseudo-step of a
+    trace without markers) of the trace file. ``where``: a
+    :class:`~tb_kineto_insights.trace.window.WindowIndex` filled by the same read (its
+    ``source`` is the read's).
+
+    Raises:
+        TraceError: the file cannot be read, or it has no such step (the message lists
+            its steps).
+    """
+    if where is None:
+        trace = read_trace(path, max_json_bytes=max_json_bytes)
+    else:
+        trace = read_trace(
+            path, max_json_bytes=max_json_bytes, source=where.source, on_block=where.block
+        )
+    index = build_index(trace)
+    del trace
+    numbers = [int(n) for n in index.steps.number]
+    if step not in numbers:
+        listed = ", ".join(str(n) for n in numbers) or "none"
+        raise TraceError(path, f"no step {step}; its steps: {listed}")
+    i = numbers.index(step)
+    return StepWindow(step, int(index.steps.start_ns[i]), int(index.steps.end_ns[i]))
+
+
+def window_of_step(
+    path: str,
+    step: int,
+    start_us: float | None = None,
+    end_us: float | None = None,
+    *,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> WindowCut:
+    """Cut step ``step``'s window (module docstring) from the trace file.
+
+    Raises:
+        TraceError: as :func:`step_window` and :func:`~..trace.window.cut_window`, and
+            a window that holds no event (outside the trace: the message says where
+            the trace's events lie, relative to the step).
+        ValueError: only one of ``start_us``/``end_us`` given, ``end_us <= start_us``, or
+            one is not finite or past ``WINDOW_OFFSET_LIMIT_US`` (the message names the
+            option and the limit).
+    """
+    cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
+    check_window_holds_events(cut, path, step_start_ns, step)
+    return cut
+
+
+def _cut_step(
+    path: str, step: int, start_us: float | None, end_us: float | None, max_json_bytes: int
+) -> tuple[WindowCut, int]:
+    """:func:`window_of_step`, empty or not, and the step window's start (ns)."""
+    options = ("--start-us", "--end-us")
+    for value, option in zip((start_us, end_us), options, strict=True):
+        if value is not None:
+            check_offset_us(value, option)  # before the file is read
+    if (start_us is None) != (end_us is None):
+        raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    if start_us is not None and end_us is not None and end_us <= start_us:
+        raise ValueError(f"--end-us {end_us:g} is not after --start-us {start_us:g}")
+    where = WindowIndex(BlockReader(path, max_json_bytes, checkpoints=True))
+    w = step_window(path, step, max_json_bytes, where)
+    bounds = window_bounds(w.start_ns, w.end_ns - w.start_ns, start_us, end_us, options)
+    if bounds is None:  # cannot happen: the arguments were checked above
+        raise ValueError("give both --start-us and --end-us (the end after the start), or neither")
+    return where.cut(*bounds), w.start_ns
+
+
+def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str:
+    """A rank's label in a merged window: ``rank N`` from the trace's ``distributedInfo``
+    when it says, else ``fallback`` (the file's worker name)."""
+    info = cut_document.get("distributedInfo")
+    if isinstance(info, msgspec.Raw):
+        try:
+            info = msgspec.json.decode(info)
+        except msgspec.DecodeError:
+            info = None
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return f"rank {info['rank']}"
+    return fallback
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two local paths name one file (after symbolic links, or ``os.path.samefile``
+    when both exist: a hard link too)."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_window_paths(paths: list[str], out_path: str) -> None:
+    """Refuse what would lose data or merge a rank with itself, before any file is read:
+    a trace given twice (the same file by any name), and an ``--out`` that is one of the
+    traces (it would be overwritten by its own cut) or a directory. URLs are compared as
+    written.
+
+    Raises:
+        ValueError: the message names the duplicate trace or ``--out`` and the problem.
+    """
+    seen: dict[str, str] = {}
+    for path in paths:
+        key = local_path(path)
+        real = os.path.realpath(key) if key is not None else path
+        for other_real, other in seen.items():
+            if real == other_real or (
+                key is not None and local_path(other) is not None and _same_file(key, other_real)
+            ):
+                raise ValueError(
+                    f"{path}: the same trace file is given twice (also as {other}); "
+                    "give each rank's file once"
+                )
+        seen[real] = path
+    out_local = local_path(out_path)
+    if out_local is None:
+        return
+    if os.path.isdir(out_local):
+        raise ValueError(f"--out {out_path}: is a directory; give a file name (.json or .json.gz)")
+    for path in paths:
+        key = local_path(path)
+        if key is not None and _same_file(out_local, key):
+            raise ValueError(
+                f"--out {out_path}: is the input trace {path}; writing the window there "
+                "would overwrite the trace: give another file name"
+            )
+
+
+def cut_file_windows(
+    paths: list[str],
+    step: int,
+    start_us: float | None,
+    end_us: float | None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> list[tuple[str, WindowCut]]:
+    """Step ``step``'s window of each trace file (the ranks of a run, or one), each its
+    own step window, labelled by its rank (:func:`rank_label`). The paths are checked
+    first by the caller (:func:`check_window_paths`: no file given twice).
+
+    Raises:
+        TraceError: a file cannot be read or has no such step, or no file's window holds
+            an event (one quiet rank is merged as it is).
+        ValueError: as :func:`window_of_step`.
+    """
+    cuts: list[tuple[str, WindowCut]] = []
+    starts: list[int] = []
+    for path in paths:
+        cut, step_start_ns = _cut_step(path, step, start_us, end_us, max_json_bytes)
+        worker = os.path.basename(path).split(".")[0] or path
+        cuts.append((rank_label(path, cut.document, worker), cut))
+        starts.append(step_start_ns)
+    if not any(cut.timed for _, cut in cuts):  # one rank may be quiet; all: refuse
+        check_window_holds_events(cuts[0][1], paths[0], starts[0], step)
+    return cuts
