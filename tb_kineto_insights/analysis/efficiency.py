@@ -65,7 +65,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -279,6 +279,19 @@ def _empty(
     )
 
 
+class _Grouped(NamedTuple):
+    """The kernels of :func:`efficiency_summary` grouped by their op's group: ``groups``
+    (tallied), ``row_group`` the group of each distinct op row (-1 without a formula),
+    ``inverse`` each kernel's index into those rows, ``kernel_group`` each kernel's
+    group and ``kept`` the kernels with one."""
+
+    groups: list[_Group]
+    row_group: np.ndarray
+    inverse: np.ndarray
+    kernel_group: np.ndarray
+    kept: np.ndarray
+
+
 def efficiency_summary(
     index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> EfficiencyPanel:
@@ -296,8 +309,7 @@ def efficiency_summary(
     name = str(props.get("name")) if props and props.get("name") else None
     peak = match_peaks(props, th)
     k = trace.kernels
-    lo, hi = int(steps.start_ns[0]), int(steps.end_ns[-1])
-    sel = np.flatnonzero((k.device == device) & (k.start_ns >= lo) & (k.start_ns < hi))
+    sel = _step_kernels(index, device)
     kernel_ns = int(k.dur_ns[sel].sum())
     kernel_us = kernel_ns / 1000.0 / n_steps
     notes: list[str] = []
@@ -322,70 +334,12 @@ def efficiency_summary(
         return _empty(notes, n_steps, device, name, peak, kernel_us)
     formula = index.name_class(_has_formula)[ops.name[op_row]]
     ksel, op_row = ksel[formula], op_row[formula]
-    rows, inverse = np.unique(op_row, return_inverse=True)
-    # op rows keyed by their texts: each distinct (op, dims, types, scalars) decoded once
-    key_ids: dict[tuple[Any, ...], int] = {}
-    keys = zip(
-        ops.name[rows].tolist(),
-        _texts(ops.input_dims, rows),
-        _texts(ops.input_types, rows),
-        _scalar_texts(index, rows),
-        _texts(ops.flops, rows) if len(ops.flops) else [None] * rows.size,
-        strict=True,
-    )
-    row_key = np.array([key_ids.setdefault(key, len(key_ids)) for key in keys], dtype=np.int64)
-    # key → group (op, dims text, dtype), -1 without a formula
-    groups: list[_Group] = []
-    group_ids: dict[tuple[Any, ...], int] = {}
-    key_group = np.full(len(key_ids), -1, dtype=np.int64)
-    for key, kid in key_ids.items():
-        found = _work_of(trace.names[key[0]], key[1], key[2], key[3], key[4])
-        if found is None:
-            continue
-        work, gkey, shapes = found
-        gid = group_ids.get(gkey)
-        if gid is None:
-            gid = group_ids[gkey] = len(groups)
-            groups.append(_Group(gkey[0], shapes, work.dtype, work, kernel_names={}))
-        key_group[kid] = gid
-    row_group = key_group[row_key] if row_key.size else row_key
-    kernel_group = row_group[inverse]
-    kept = kernel_group >= 0
-    if groups:
-        n_groups = len(groups)
-        calls = np.bincount(row_group[row_group >= 0], minlength=n_groups)
-        time_ns = np.bincount(
-            kernel_group[kept], weights=k.dur_ns[ksel][kept].astype(np.float64), minlength=n_groups
-        )
-        n_names = len(trace.names) + 1
-        pair, pair_count = np.unique(
-            kernel_group[kept] * n_names + k.name[ksel][kept], return_counts=True
-        )
-        for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
-            g = groups[p // n_names]
-            assert g.kernel_names is not None
-            g.kernel_names[p % n_names] = c
-        for g, n, t in zip(groups, calls.tolist(), time_ns.tolist(), strict=True):
-            g.calls, g.time_ns = int(n), int(t)
+    grouped = _group_kernels(index, ksel, op_row)
+    groups, kernel_group, kept = grouped.groups, grouped.kernel_group, grouped.kept
     num_sms = props.get("numSms") if props else None
-    out: list[EfficiencyRow] = []
-    row_of: dict[int, EfficiencyRow] = {}
-    covered_ns = 0
-    for gid, g in enumerate(groups):
-        if g.time_ns <= 0:
-            continue
-        covered_ns += g.time_ns
-        knames = [
-            trace.names[n]
-            for n in sorted(g.kernel_names or {}, key=lambda n: -(g.kernel_names or {})[n])
-            if n >= 0
-        ]
-        row = _row(g, knames, peak, n_steps, num_sms if isinstance(num_sms, int) else None, th)
-        row_of[gid] = row
-        out.append(row)
-        note = _flops_check_note(row)
-        if note:
-            notes.append(note)
+    out, row_of, covered_ns = _group_rows(
+        trace, groups, peak, n_steps, num_sms if isinstance(num_sms, int) else None, th, notes
+    )
     out.sort(key=lambda r: -r.time_us_per_step)
     if not out:
         notes.append("No kernel time in ops with a FLOPs or bytes formula and shapes.")
@@ -395,9 +349,9 @@ def efficiency_summary(
         k.start_ns[ksel][kept],
         k.dur_ns[ksel][kept],
         kernel_group[kept],
-        inverse,
+        grouped.inverse,
         k.start_ns[ksel],
-        row_group,
+        grouped.row_group,
         groups,
         row_of,
     )
@@ -413,6 +367,129 @@ def efficiency_summary(
         notes=notes,
         per_step=per_step,
     )
+
+
+def _step_kernels(index: TraceIndex, device: int) -> np.ndarray:
+    """Rows of the kernels on ``device`` that start between the first step's start and
+    the last step's end."""
+    steps = index.steps
+    k = index.trace.kernels
+    lo, hi = int(steps.start_ns[0]), int(steps.end_ns[-1])
+    return np.flatnonzero((k.device == device) & (k.start_ns >= lo) & (k.start_ns < hi))
+
+
+def _group_kernels(index: TraceIndex, ksel: np.ndarray, op_row: np.ndarray) -> _Grouped:
+    """Kernels ``ksel`` (launched by the op rows ``op_row``) grouped by op group, each
+    group with its calls, kernel time and kernel names (:func:`_tally`)."""
+    trace = index.trace
+    rows, inverse = np.unique(op_row, return_inverse=True)
+    row_key, key_ids = _op_keys(index, rows)
+    groups, key_group = _key_groups(trace, key_ids)
+    row_group = key_group[row_key] if row_key.size else row_key
+    kernel_group = row_group[inverse]
+    kept = kernel_group >= 0
+    if groups:
+        _tally(trace, groups, ksel, row_group, kernel_group, kept)
+    return _Grouped(groups, row_group, inverse, kernel_group, kept)
+
+
+def _op_keys(index: TraceIndex, rows: np.ndarray) -> tuple[np.ndarray, dict[tuple[Any, ...], int]]:
+    """A key id per op row of ``rows``, and the keys: (name, dims, types, scalars, flops
+    texts)."""
+    ops = index.trace.cpu_ops
+    # op rows keyed by their texts: each distinct (op, dims, types, scalars) decoded once
+    key_ids: dict[tuple[Any, ...], int] = {}
+    keys = zip(
+        ops.name[rows].tolist(),
+        _texts(ops.input_dims, rows),
+        _texts(ops.input_types, rows),
+        _scalar_texts(index, rows),
+        _texts(ops.flops, rows) if len(ops.flops) else [None] * rows.size,
+        strict=True,
+    )
+    row_key = np.array([key_ids.setdefault(key, len(key_ids)) for key in keys], dtype=np.int64)
+    return row_key, key_ids
+
+
+def _key_groups(
+    trace: m.Trace, key_ids: dict[tuple[Any, ...], int]
+) -> tuple[list[_Group], np.ndarray]:
+    """The op groups of the keys of :func:`_op_keys`, and each key's group."""
+    # key → group (op, dims text, dtype), -1 without a formula
+    groups: list[_Group] = []
+    group_ids: dict[tuple[Any, ...], int] = {}
+    key_group = np.full(len(key_ids), -1, dtype=np.int64)
+    for key, kid in key_ids.items():
+        found = _work_of(trace.names[key[0]], key[1], key[2], key[3], key[4])
+        if found is None:
+            continue
+        work, gkey, shapes = found
+        gid = group_ids.get(gkey)
+        if gid is None:
+            gid = group_ids[gkey] = len(groups)
+            groups.append(_Group(gkey[0], shapes, work.dtype, work, kernel_names={}))
+        key_group[kid] = gid
+    return groups, key_group
+
+
+def _tally(
+    trace: m.Trace,
+    groups: list[_Group],
+    ksel: np.ndarray,
+    row_group: np.ndarray,
+    kernel_group: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """Set each group's calls (op rows), kernel time and kernel name counts."""
+    k = trace.kernels
+    n_groups = len(groups)
+    calls = np.bincount(row_group[row_group >= 0], minlength=n_groups)
+    time_ns = np.bincount(
+        kernel_group[kept], weights=k.dur_ns[ksel][kept].astype(np.float64), minlength=n_groups
+    )
+    n_names = len(trace.names) + 1
+    pair, pair_count = np.unique(
+        kernel_group[kept] * n_names + k.name[ksel][kept], return_counts=True
+    )
+    for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
+        g = groups[p // n_names]
+        assert g.kernel_names is not None
+        g.kernel_names[p % n_names] = c
+    for g, n, t in zip(groups, calls.tolist(), time_ns.tolist(), strict=True):
+        g.calls, g.time_ns = int(n), int(t)
+
+
+def _group_rows(
+    trace: m.Trace,
+    groups: list[_Group],
+    peak: EfficiencyPeak | None,
+    n_steps: int,
+    num_sms: int | None,
+    th: Thresholds,
+    notes: list[str],
+) -> tuple[list[EfficiencyRow], dict[int, EfficiencyRow], int]:
+    """A row per group with kernel time (:func:`_row`, in group order), the row of each
+    group id, and the kernel time they cover (ns); a FLOPs cross-check note per row
+    goes to ``notes``."""
+    out: list[EfficiencyRow] = []
+    row_of: dict[int, EfficiencyRow] = {}
+    covered_ns = 0
+    for gid, g in enumerate(groups):
+        if g.time_ns <= 0:
+            continue
+        covered_ns += g.time_ns
+        knames = [
+            trace.names[n]
+            for n in sorted(g.kernel_names or {}, key=lambda n: -(g.kernel_names or {})[n])
+            if n >= 0
+        ]
+        row = _row(g, knames, peak, n_steps, num_sms, th)
+        row_of[gid] = row
+        out.append(row)
+        note = _flops_check_note(row)
+        if note:
+            notes.append(note)
+    return out, row_of, covered_ns
 
 
 #: Relative difference between the trace's ``flops`` arg and the shapes formula above
