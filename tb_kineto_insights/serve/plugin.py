@@ -416,7 +416,7 @@ RUN_VIEW_PANELS = ("health", "steps", "communication", "idle", "tables")
 @dataclass(frozen=True)
 class _RunViewPanels:
     """The :data:`RUN_VIEW_PANELS` of one span, each decoded into its Struct: what the
-    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`;
+    view across ranks reads of a summary (:class:`~.analysis.run_view_spans.RunViewSpan`;
     ``idle`` and ``tables`` may be None)."""
 
     health: HealthPanel
