@@ -20,36 +20,7 @@ caller uses it).
   ``_per_collective`` = averaged over the matched collectives.
 
 Straggler (``straggler``, ``straggler_test``): a rank holds the others back only when it
-is both
-
-- **consistent**: its per-step lateness stands out from the others' beyond the
-  step-to-step noise (:mod:`.straggler`): per step, each rank's lateness is how far behind
-  the first rank it arrived at the step's collective where it was furthest behind; the
-  candidate is the rank with the largest mean lateness; its mean excess over the other
-  ranks (Student's t against the run's two-way residual noise pooled with the reference
-  noise of balanced ranks, ``straggler_reference_noise_share_of_step`` of the tested
-  ranks' mean step on ``straggler_reference_noise_df`` degrees of freedom) and its
-  smallest per-step excess (against the reference), the better p-value × 2, × ``n``
-  (Bonferroni over the ranks that could have been picked), ``p_value ≤
-  straggler_alpha``. Steps where some tested rank has no matched collective are left
-  out of it. Under normal noise of the reference's size with no straggler, at most
-  ``straggler_alpha`` of runs show a consistent rank, at any number of ranks and steps
-  ≥ 2; h200x2 ``ddp_straggler`` cut to its last 3 steps (rank 1 19.5 ms/step later, the
-  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.5 on 14 degrees of freedom, p = 4e-9;
-  the balanced runs cut the same way p ≥ 0.33. ``last_steps`` of ``tested_steps`` (the
-  steps where it caused the largest delay) is told, not tested.
-- **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
-  step (0 in steps where it is never last), median over the steps; the largest and not
-  the sum because the ranks blocked in its first collective reach their next ones late
-  too, so the sum counts its remaining work again, work they did meanwhile
-  (``others_wait_us_per_step``, the others' mean wait, is the upper bound). What the
-  others lose, explained in one breakdown: they wait ``others_wait_us_per_step`` in
-  their collectives for it, of which ``others_hidden_wait_us_per_step`` is hidden
-  behind their own compute and ``others_exposed_wait_us_per_step`` is exposed (their
-  exposed wait, the part that lengthens their step); the cost, ``delay_us_per_step``, is
-  how much earlier all of them could start without it.
-  ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
-  when at least ``straggler_min_share_of_step``.
+is both consistent and costly (:func:`.straggler.straggler_test`, which defines both).
 
 Start times are each trace's own clock: ranks on different hosts carry any clock offset
 between the hosts into the skew.
@@ -63,7 +34,6 @@ diagnoses it replaces in ``superseded_span_diagnoses``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,47 +49,9 @@ from tb_kineto_insights.analysis.run_view_match import (
     match_collectives,
 )
 from tb_kineto_insights.analysis.run_view_spans import RunViewSpan, rank_of
-from tb_kineto_insights.analysis.straggler_cause import straggler_cause
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.run_view import RunView, SupersededDiagnosis
-
-
-def _exact_median(values: list[int]) -> float:
-    """``statistics.median`` (exact on ints: the mean of the middle two as a float),
-    imported here: ``statistics`` costs 6-8 ms of every start-up and only runs of
-    several workers need it."""
-    import statistics
-
-    return statistics.median(values)
-
-
-def binomial_tail(k: int, n: int, p: float) -> float:
-    """``P(X ≥ k)`` for ``X ~ Binomial(n, p)``: the sum of the pmf from ``k`` to ``n``
-    (``math.comb`` up to ``n = 1000``, log-gamma beyond).
-
-    Raises:
-        ValueError: ``n < 0`` or ``p`` outside ``[0, 1]``.
-    """
-    if n < 0 or not 0.0 <= p <= 1.0:
-        raise ValueError(f"binomial_tail needs n >= 0 and 0 <= p <= 1, got n={n}, p={p}")
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    if p == 0.0:
-        return 0.0
-    if p == 1.0:
-        return 1.0
-    q = 1.0 - p
-    if n <= 1000:  # exact binomial coefficients
-        return min(sum(math.comb(n, i) * p**i * q ** (n - i) for i in range(k, n + 1)), 1.0)
-    log_p, log_q = math.log(p), math.log1p(-p)
-    total = 0.0
-    for i in range(k, n + 1):
-        log_comb = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
-        total += math.exp(log_comb + i * log_p + (n - i) * log_q)
-    return min(total, 1.0)
 
 
 def _stats(values: list[float]) -> dict[str, float | int | None]:
@@ -295,13 +227,13 @@ def run_summary(
                 "exposed_wait_us_per_step": _per_step(m.in_step_ns[i, 2], n_steps),
                 "exposed_transfer_us_per_step": _per_step(m.in_step_ns[i, 3], n_steps),
                 "delay_caused_us_per_step": (
-                    _exact_median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
+                    st.exact_median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
                     if n_steps
                     else None
                 ),
             }
         )
-    test = _straggler_test(m, rows, workers, rank_list, th)
+    test = st.straggler_test(m, rows, workers, rank_list, th)
     straggler = None
     if test is not None and test["verdict"] == "straggler":
         straggler = {
@@ -351,137 +283,6 @@ def run_summary(
 
 def _per_step(total_ns: Any, n_steps: int) -> float | None:
     return int(total_ns) / 1000.0 / n_steps if n_steps else None
-
-
-def _straggler_test(
-    m: Matched,
-    rows: list[dict[str, Any]],
-    workers: Sequence[tuple[str, RunViewSpan]],
-    rank_list: list[int],
-    th: Thresholds,
-) -> dict[str, Any] | None:
-    """The best straggler candidate and its two tests (module docstring;
-    :func:`.straggler.lateness_test` on the ranks' per-step lateness)."""
-    candidates = [i for i, c in enumerate(m.matched_of) if c]
-    n = len(candidates)
-    if n < 2 or not m.skews:
-        return None
-    # steps where every tested rank has a matched collective (the test needs no gaps)
-    tested_keys = [k for k in m.step_keys if all(k in m.step_late[i] for i in candidates)]
-    lateness_us = np.array(
-        [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
-        dtype=np.float64,
-    ).reshape(n, len(tested_keys))
-    # the reference noise in µs: its share of the step × the tested ranks' mean step
-    tested_steps_us = [
-        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
-    ]
-    reference_us = (
-        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
-        if len(tested_steps_us) == n
-        else None
-    )
-    test = st.lateness_test(
-        lateness_us if tested_keys else lateness_us[:, :0],
-        reference_us,
-        th.straggler_reference_noise_df,
-    )
-
-    def delay_of(i: int) -> float:
-        values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
-        return _exact_median(values) / 1000.0 if values else 0.0
-
-    if test["candidate"] is not None and tested_keys:
-        top = candidates[test["candidate"]]
-    else:  # no step with every rank: the rank that causes the most delay
-        top = max(candidates, key=lambda i: (delay_of(i), m.last_count[i]))
-    last_steps = 0
-    for step in tested_keys:
-        delays = [(m.step_delay[i].get(step, 0), i) for i in candidates]
-        best, who = max(delays)
-        if best > 0 and who == top:
-            last_steps += 1
-    p_value = float(test["p_value"])
-    delay = delay_of(top) if m.step_keys else 0.0
-    others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
-    step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
-    mean_step = float(np.mean(step_us)) if step_us else None
-    share = delay / mean_step if mean_step else None
-    waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
-    exposed_waits = [
-        r["exposed_wait_us_per_step"]
-        for r in others
-        if r.get("exposed_wait_us_per_step") is not None
-    ]
-    others_wait = float(np.mean(waits)) if waits else None
-    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
-    others_hidden = (
-        max(0.0, others_wait - others_exposed)
-        if others_wait is not None and others_exposed is not None
-        else None
-    )
-    excess = test["excess_us"] if tested_keys else None
-    consistent = bool(tested_keys) and excess is not None and excess > 0
-    consistent = consistent and p_value <= th.straggler_alpha
-    costly = share is not None and share >= th.straggler_min_share_of_step
-    if consistent and costly:
-        verdict = "straggler"
-    elif not consistent and not costly:
-        verdict = "neither consistent nor costly"
-    elif not consistent:
-        verdict = "not consistent"
-    else:
-        verdict = "not costly"
-    matched = m.matched_of[top]
-    cause = None
-    if verdict == "straggler":
-        others_of = [workers[j][1] for j in candidates if j != top]
-        # the collectives it is late to: per tested step, where it caused the most delay
-        late_collectives = []
-        for step in tested_keys:
-            found = m.late_at[top].get(step)
-            if found is not None:
-                _, members_of, entries = found
-                mine = entries[members_of.index(top)]
-                late_collectives.append(
-                    (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
-                )
-        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
-    return {
-        "rank": rank_list[top],
-        "worker": workers[top][0],
-        "last_count": m.last_count[top],
-        "matched_count": matched,
-        "last_fraction": m.last_count[top] / matched if matched else None,
-        "last_steps": last_steps,
-        "tested_steps": len(tested_keys),
-        "ranks_tested": n,
-        "lateness_excess_us_per_step": excess,
-        "lateness_min_excess_us": test["min_excess_us"] if tested_keys else None,
-        "lateness_noise_us": test["noise_us"],
-        "run_noise_us": test["run_noise_us"],
-        "reference_noise_us": test["reference_noise_us"],
-        "reference_degrees_of_freedom": (
-            th.straggler_reference_noise_df if test["reference_noise_us"] is not None else 0
-        ),
-        "t_statistic": test["t"] if test["t"] is not None and math.isfinite(test["t"]) else None,
-        "degrees_of_freedom": test["df"],
-        "p_value_mean": float(test["p_value_mean"]),
-        "p_value_min": test["p_value_min"],
-        "p_value_one_rank": float(test["p_value_one_rank"]),
-        "p_value": p_value,
-        "alpha": th.straggler_alpha,
-        "consistent": consistent,
-        "delay_us_per_step": delay,
-        "share_of_step": share,
-        "min_share_of_step": th.straggler_min_share_of_step,
-        "costly": costly,
-        "others_wait_us_per_step": others_wait,
-        "others_hidden_wait_us_per_step": others_hidden,
-        "others_exposed_wait_us_per_step": others_exposed,
-        "verdict": verdict,
-        "cause": cause,
-    }
 
 
 def _step_times(
