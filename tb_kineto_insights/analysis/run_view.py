@@ -50,6 +50,7 @@ from tb_kineto_insights.analysis.run_view_match import (
 )
 from tb_kineto_insights.analysis.run_view_spans import RunViewSpan, rank_of
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.run_view import RunView, SupersededDiagnosis
 
@@ -147,6 +148,50 @@ def run_summary(
     """
     th = thresholds
     notes: list[str] = []
+    rank_list, rank_source, world = _ranks(workers, notes)
+    comms = [s.communication for _, s in workers]
+    sequences = [c.sequence for c in comms]
+    by_seq = bool(workers) and all(c.seq_source == "args" for c in comms if c.sequence)
+    by_seq = by_seq and any(c.sequence for c in comms)
+    counts = [c.collective_count for c in comms]
+    _collective_notes(comms, counts, rank_list, notes)
+    n_workers = len(workers)
+    m = match_collectives(sequences, by_seq, rank_list)
+    _match_notes(m, n_workers, sequences, notes)
+    n_steps = len(m.step_keys)
+    rows = _rank_rows(workers, comms, counts, rank_list, m)
+    test = st.straggler_test(m, rows, workers, rank_list, th)
+    straggler = _straggler_of(test)
+    order = sorted(range(n_workers), key=lambda i: rank_list[i])
+    return {
+        "worker_count": n_workers,
+        "world_size": world,
+        "rank_source": rank_source,
+        "match_key": "seq" if by_seq else "kind_step_order",
+        "ranks": [rows[i] for i in order],
+        "process_groups": m.groups,
+        "matched_count": len(m.skews),
+        "unmatched_count": m.unmatched_total,
+        "kind_mismatches": m.kind_mismatches,
+        "matched_step_count": n_steps,
+        "skew_us": _stats(m.skews),
+        "transfer_us": _stats(m.transfers),
+        "kinds": kind_rows(m, n_steps),
+        "largest_skews": sorted(m.largest, key=lambda d: -d["skew_us"])[:LARGEST_SKEWS],
+        "steps": _step_times(workers, rank_list, m),
+        "straggler": straggler,
+        "straggler_test": test,
+        "notes": notes,
+    }
+
+
+def _ranks(
+    workers: Sequence[tuple[str, RunViewSpan]], notes: list[str]
+) -> tuple[list[int], str, int | None]:
+    """Each worker's rank (``distributedInfo.rank``, else the worker order), where they
+    come from (``distributed_info`` or ``worker_order``) and the world size (the largest
+    given, else ``None``); why the worker order is used, or only part of the world was
+    profiled, goes to ``notes``."""
     infos = [rank_of(s) for _, s in workers]
     ranks = [r for r, _ in infos]
     if workers and all(r is not None for r in ranks) and len(set(ranks)) == len(ranks):
@@ -169,12 +214,14 @@ def run_summary(
             "are among these ranks only, and what is called transfer includes any wait for "
             "the ranks not profiled (bandwidth is then a lower bound)."
         )
+    return rank_list, rank_source, world
 
-    comms = [s.communication for _, s in workers]
-    sequences = [c.sequence for c in comms]
-    by_seq = bool(workers) and all(c.seq_source == "args" for c in comms if c.sequence)
-    by_seq = by_seq and any(c.sequence for c in comms)
-    counts = [c.collective_count for c in comms]
+
+def _collective_notes(
+    comms: list[CommunicationPanel], counts: list[int], rank_list: list[int], notes: list[str]
+) -> None:
+    """Notes on the workers' collectives before matching: different counts per rank
+    (``counts``, in worker order), sequences listed only in part."""
     if len(set(counts)) > 1:
         listed = ", ".join(f"rank {r}: {n}" for r, n in sorted(zip(rank_list, counts, strict=True)))
         notes.append(
@@ -185,8 +232,11 @@ def run_summary(
     if any(c.sequence_truncated for c in comms):
         notes.append("Some workers list only part of their collectives: matching uses those.")
 
-    n_workers = len(workers)
-    m = match_collectives(sequences, by_seq, rank_list)
+
+def _match_notes(
+    m: Matched, n_workers: int, sequences: list[list[CollectiveCall]], notes: list[str]
+) -> None:
+    """The matching's notes, and why nothing could be matched, or the clock caveat."""
     notes.extend(m.notes)
     if n_workers < 2:
         notes.append("One worker: nothing to match across ranks.")
@@ -198,6 +248,15 @@ def run_summary(
             "any offset between the host clocks into the skew."
         )
 
+
+def _rank_rows(
+    workers: Sequence[tuple[str, RunViewSpan]],
+    comms: list[CommunicationPanel],
+    counts: list[int],
+    rank_list: list[int],
+    m: Matched,
+) -> list[dict[str, Any]]:
+    """One row per worker, in worker order (keys in :func:`run_summary`'s ``ranks``)."""
     n_steps = len(m.step_keys)
     rows = []
     for i, (name, summary) in enumerate(workers):
@@ -233,52 +292,38 @@ def run_summary(
                 ),
             }
         )
-    test = st.straggler_test(m, rows, workers, rank_list, th)
+    return rows
+
+
+#: The keys of ``straggler_test`` that ``straggler`` repeats when the verdict holds.
+_STRAGGLER_KEYS: tuple[str, ...] = (
+    "rank",
+    "worker",
+    "last_count",
+    "matched_count",
+    "last_fraction",
+    "last_steps",
+    "tested_steps",
+    "lateness_excess_us_per_step",
+    "lateness_min_excess_us",
+    "lateness_noise_us",
+    "p_value",
+    "delay_us_per_step",
+    "share_of_step",
+    "others_wait_us_per_step",
+    "others_hidden_wait_us_per_step",
+    "others_exposed_wait_us_per_step",
+    "cause",
+)
+
+
+def _straggler_of(test: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``straggler``: the :data:`_STRAGGLER_KEYS` of ``test`` when its verdict is
+    ``straggler``, else ``None``."""
     straggler = None
     if test is not None and test["verdict"] == "straggler":
-        straggler = {
-            k: test[k]
-            for k in (
-                "rank",
-                "worker",
-                "last_count",
-                "matched_count",
-                "last_fraction",
-                "last_steps",
-                "tested_steps",
-                "lateness_excess_us_per_step",
-                "lateness_min_excess_us",
-                "lateness_noise_us",
-                "p_value",
-                "delay_us_per_step",
-                "share_of_step",
-                "others_wait_us_per_step",
-                "others_hidden_wait_us_per_step",
-                "others_exposed_wait_us_per_step",
-                "cause",
-            )
-        }
-    order = sorted(range(n_workers), key=lambda i: rank_list[i])
-    return {
-        "worker_count": n_workers,
-        "world_size": world,
-        "rank_source": rank_source,
-        "match_key": "seq" if by_seq else "kind_step_order",
-        "ranks": [rows[i] for i in order],
-        "process_groups": m.groups,
-        "matched_count": len(m.skews),
-        "unmatched_count": m.unmatched_total,
-        "kind_mismatches": m.kind_mismatches,
-        "matched_step_count": n_steps,
-        "skew_us": _stats(m.skews),
-        "transfer_us": _stats(m.transfers),
-        "kinds": kind_rows(m, n_steps),
-        "largest_skews": sorted(m.largest, key=lambda d: -d["skew_us"])[:LARGEST_SKEWS],
-        "steps": _step_times(workers, rank_list, m),
-        "straggler": straggler,
-        "straggler_test": test,
-        "notes": notes,
-    }
+        straggler = {k: test[k] for k in _STRAGGLER_KEYS}
+    return straggler
 
 
 def _per_step(total_ns: Any, n_steps: int) -> float | None:
