@@ -402,84 +402,31 @@ def straggler_test(
         return None
     # steps where every tested rank has a matched collective (the test needs no gaps)
     tested_keys = [k for k in m.step_keys if all(k in m.step_late[i] for i in candidates)]
-    lateness_us = np.array(
-        [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
-        dtype=np.float64,
-    ).reshape(n, len(tested_keys))
-    # the reference noise in µs: its share of the step × the tested ranks' mean step
-    tested_steps_us = [
-        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
-    ]
-    reference_us = (
-        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
-        if len(tested_steps_us) == n
-        else None
-    )
+    lateness_us = _lateness_us(m, candidates, tested_keys)
+    reference_us = _reference_noise_us(rows, candidates, th)
     test = lateness_test(
         lateness_us if tested_keys else lateness_us[:, :0],
         reference_us,
         th.straggler_reference_noise_df,
     )
-
-    def delay_of(i: int) -> float:
-        values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
-        return exact_median(values) / 1000.0 if values else 0.0
-
     if test["candidate"] is not None and tested_keys:
         top = candidates[test["candidate"]]
     else:  # no step with every rank: the rank that causes the most delay
-        top = max(candidates, key=lambda i: (delay_of(i), m.last_count[i]))
-    last_steps = 0
-    for step in tested_keys:
-        delays = [(m.step_delay[i].get(step, 0), i) for i in candidates]
-        best, who = max(delays)
-        if best > 0 and who == top:
-            last_steps += 1
+        top = max(candidates, key=lambda i: (_median_delay_us(m, i), m.last_count[i]))
+    last_steps = _last_steps(m, candidates, tested_keys, top)
     p_value = float(test["p_value"])
-    delay = delay_of(top) if m.step_keys else 0.0
-    others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
-    step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
-    mean_step = float(np.mean(step_us)) if step_us else None
-    share = delay / mean_step if mean_step else None
-    waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
-    exposed_waits = [
-        r["exposed_wait_us_per_step"]
-        for r in others
-        if r.get("exposed_wait_us_per_step") is not None
-    ]
-    others_wait = float(np.mean(waits)) if waits else None
-    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
-    others_hidden = (
-        max(0.0, others_wait - others_exposed)
-        if others_wait is not None and others_exposed is not None
-        else None
-    )
+    delay = _median_delay_us(m, top) if m.step_keys else 0.0
+    share, others_wait, others_hidden, others_exposed = _others_loss(m, rows, top, delay)
     excess = test["excess_us"] if tested_keys else None
     consistent = bool(tested_keys) and excess is not None and excess > 0
     consistent = consistent and p_value <= th.straggler_alpha
     costly = share is not None and share >= th.straggler_min_share_of_step
-    if consistent and costly:
-        verdict = "straggler"
-    elif not consistent and not costly:
-        verdict = "neither consistent nor costly"
-    elif not consistent:
-        verdict = "not consistent"
-    else:
-        verdict = "not costly"
+    verdict = _verdict(consistent, costly)
     matched = m.matched_of[top]
     cause = None
     if verdict == "straggler":
         others_of = [workers[j][1] for j in candidates if j != top]
-        # the collectives it is late to: per tested step, where it caused the most delay
-        late_collectives = []
-        for step in tested_keys:
-            found = m.late_at[top].get(step)
-            if found is not None:
-                _, members_of, entries = found
-                mine = entries[members_of.index(top)]
-                late_collectives.append(
-                    (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
-                )
+        late_collectives = _late_collectives(m, top, tested_keys)
         cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
     return {
         "rank": rank_list[top],
@@ -516,3 +463,101 @@ def straggler_test(
         "verdict": verdict,
         "cause": cause,
     }
+
+
+def _lateness_us(m: MatchedLateness, candidates: list[int], tested_keys: list[Any]) -> np.ndarray:
+    """``n × N`` per-step lateness (µs) of the ``candidates`` (rows) in the steps
+    ``tested_keys`` (columns)."""
+    return np.array(
+        [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
+        dtype=np.float64,
+    ).reshape(len(candidates), len(tested_keys))
+
+
+def _reference_noise_us(
+    rows: list[dict[str, Any]], candidates: list[int], th: Thresholds
+) -> float | None:
+    """The reference noise in µs; ``None`` unless every candidate has a mean step."""
+    # the reference noise in µs: its share of the step × the tested ranks' mean step
+    tested_steps_us = [
+        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
+    ]
+    return (
+        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
+        if len(tested_steps_us) == len(candidates)
+        else None
+    )
+
+
+def _median_delay_us(m: MatchedLateness, i: int) -> float:
+    """Median over the steps of the delay worker ``i`` causes per step (µs; 0 in a step
+    where it is never last, and without steps)."""
+    values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
+    return exact_median(values) / 1000.0 if values else 0.0
+
+
+def _last_steps(m: MatchedLateness, candidates: list[int], tested_keys: list[Any], top: int) -> int:
+    """The tested steps where ``top`` caused the largest delay (> 0)."""
+    last_steps = 0
+    for step in tested_keys:
+        delays = [(m.step_delay[i].get(step, 0), i) for i in candidates]
+        best, who = max(delays)
+        if best > 0 and who == top:
+            last_steps += 1
+    return last_steps
+
+
+def _others_loss(
+    m: MatchedLateness, rows: list[dict[str, Any]], top: int, delay: float
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """What the other ranks with matched collectives lose to ``top``: ``delay`` as a
+    share of their mean step, their mean wait per step, its hidden and its exposed
+    part (µs; ``None`` where a rank row lacks the value)."""
+    others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
+    step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
+    mean_step = float(np.mean(step_us)) if step_us else None
+    share = delay / mean_step if mean_step else None
+    waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
+    exposed_waits = [
+        r["exposed_wait_us_per_step"]
+        for r in others
+        if r.get("exposed_wait_us_per_step") is not None
+    ]
+    others_wait = float(np.mean(waits)) if waits else None
+    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
+    others_hidden = (
+        max(0.0, others_wait - others_exposed)
+        if others_wait is not None and others_exposed is not None
+        else None
+    )
+    return share, others_wait, others_hidden, others_exposed
+
+
+def _verdict(consistent: bool, costly: bool) -> str:
+    """``straggler`` when both hold, else which of the two fails."""
+    if consistent and costly:
+        verdict = "straggler"
+    elif not consistent and not costly:
+        verdict = "neither consistent nor costly"
+    elif not consistent:
+        verdict = "not consistent"
+    else:
+        verdict = "not costly"
+    return verdict
+
+
+def _late_collectives(
+    m: MatchedLateness, top: int, tested_keys: list[Any]
+) -> list[tuple[CollectiveCall, list[CollectiveCall]]]:
+    """``top``'s entry and the others' of the collectives it is late to."""
+    # the collectives it is late to: per tested step, where it caused the most delay
+    late_collectives = []
+    for step in tested_keys:
+        found = m.late_at[top].get(step)
+        if found is not None:
+            _, members_of, entries = found
+            mine = entries[members_of.index(top)]
+            late_collectives.append(
+                (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
+            )
+    return late_collectives
