@@ -405,14 +405,8 @@ def communication_summary(
     """
     del thresholds  # no threshold applies to the panel itself (see the diagnoses)
     trace = index.trace
-    k = trace.kernels
     steps = index.steps
-    names = trace.names
-    comm_mask = np.zeros(len(k), dtype=np.bool_)
-    if len(k):
-        uniq, inverse = np.unique(k.name, return_inverse=True)
-        is_comm = np.array([co.is_communication_kernel(names[n]) for n in uniq.tolist()])
-        comm_mask = is_comm.astype(np.bool_)[inverse.reshape(-1)]
+    comm_mask = _communication_kernels(trace)
     rows = np.nonzero(comm_mask)[0].astype(np.int64)
     colls = group_collectives(index, rows)
 
@@ -424,48 +418,15 @@ def communication_summary(
     wait_step, exp_wait_step, exp_transfer_step = _wait_estimate(
         colls, least_ns, exposed_all, steps.number
     )
-    per_step = []
-    for i in range(len(steps)):
-        c, e, d = int(comm_step[i]), int(exposed_step[i]), int(dur[i])
-        per_step.append(
-            CommunicationStep(
-                number=int(steps.number[i]),
-                comm_us=c / 1000.0,
-                overlapped_us=(c - e) / 1000.0,
-                exposed_us=e / 1000.0,
-                comm_fraction=_fraction(c, d),
-                exposed_fraction=_fraction(e, d),
-                wait_estimate_us=int(wait_step[i]) / 1000.0,
-                exposed_wait_estimate_us=int(exp_wait_step[i]) / 1000.0,
-                exposed_transfer_estimate_us=int(exp_transfer_step[i]) / 1000.0,
-            )
-        )
+    per_step = _step_rows(
+        steps.number, dur, comm_step, exposed_step, wait_step, exp_wait_step, exp_transfer_step
+    )
     total = steps.total_ns
     comm_total, exposed_total = int(comm_step.sum()), int(exposed_step.sum())
     n_steps = max(len(steps), 1)
-    devices = []
-    for dev, (c_set, e_set) in per_device.items():
-        c = int(iv.overlap_per_window(c_set, steps.start_ns, steps.end_ns).sum())
-        e = int(iv.overlap_per_window(e_set, steps.start_ns, steps.end_ns).sum())
-        devices.append(
-            CommunicationDevice(
-                device=dev,
-                comm_us=c / 1000.0,
-                overlapped_us=(c - e) / 1000.0,
-                exposed_us=e / 1000.0,
-                comm_fraction=_fraction(c, total),
-                exposed_fraction=_fraction(e, total),
-            )
-        )
+    devices = _device_rows(per_device, steps.start_ns, steps.end_ns, total)
 
-    n_listed = min(len(colls), SEQUENCE_LIMIT)
-    leads = lead_ups(
-        index,
-        lead_up_device,
-        lead_up_pieces,
-        colls.start_ns[:n_listed],
-        colls.end_ns[:n_listed],
-    )
+    leads = _lead_ups(index, colls, lead_up_device, lead_up_pieces)
     sequence, seq_source = _sequence(colls, exposed_all, leads)
     exp_wait, exp_transfer = int(exp_wait_step.sum()), int(exp_transfer_step.sum())
     op_count = collective_op_count(index)
@@ -501,6 +462,90 @@ def communication_summary(
         seq_source=seq_source,
         collective_ops=op_count,
         notes=_notes(trace, colls, op_count),
+    )
+
+
+def _communication_kernels(trace: m.Trace) -> npt.NDArray[np.bool_]:
+    """Per kernel row: whether it is a communication kernel (by name, each distinct
+    name classified once)."""
+    k = trace.kernels
+    names = trace.names
+    comm_mask = np.zeros(len(k), dtype=np.bool_)
+    if len(k):
+        uniq, inverse = np.unique(k.name, return_inverse=True)
+        is_comm = np.array([co.is_communication_kernel(names[n]) for n in uniq.tolist()])
+        comm_mask = is_comm.astype(np.bool_)[inverse.reshape(-1)]
+    return comm_mask
+
+
+def _step_rows(
+    number: I64,
+    dur: I64,
+    comm_step: I64,
+    exposed_step: I64,
+    wait_step: I64,
+    exp_wait_step: I64,
+    exp_transfer_step: I64,
+) -> list[CommunicationStep]:
+    """One row per step from its number, duration and per-step sums (ns)."""
+    per_step = []
+    for i in range(number.size):
+        c, e, d = int(comm_step[i]), int(exposed_step[i]), int(dur[i])
+        per_step.append(
+            CommunicationStep(
+                number=int(number[i]),
+                comm_us=c / 1000.0,
+                overlapped_us=(c - e) / 1000.0,
+                exposed_us=e / 1000.0,
+                comm_fraction=_fraction(c, d),
+                exposed_fraction=_fraction(e, d),
+                wait_estimate_us=int(wait_step[i]) / 1000.0,
+                exposed_wait_estimate_us=int(exp_wait_step[i]) / 1000.0,
+                exposed_transfer_estimate_us=int(exp_transfer_step[i]) / 1000.0,
+            )
+        )
+    return per_step
+
+
+def _device_rows(
+    per_device: dict[int, tuple[iv.Intervals, iv.Intervals]],
+    step_start_ns: I64,
+    step_end_ns: I64,
+    total: int,
+) -> list[CommunicationDevice]:
+    """One row per device: its communication and exposed time inside the step windows,
+    as fractions of ``total`` (ns, the summed step time)."""
+    devices = []
+    for dev, (c_set, e_set) in per_device.items():
+        c = int(iv.overlap_per_window(c_set, step_start_ns, step_end_ns).sum())
+        e = int(iv.overlap_per_window(e_set, step_start_ns, step_end_ns).sum())
+        devices.append(
+            CommunicationDevice(
+                device=dev,
+                comm_us=c / 1000.0,
+                overlapped_us=(c - e) / 1000.0,
+                exposed_us=e / 1000.0,
+                comm_fraction=_fraction(c, total),
+                exposed_fraction=_fraction(e, total),
+            )
+        )
+    return devices
+
+
+def _lead_ups(
+    index: TraceIndex,
+    colls: Collectives,
+    lead_up_device: int | None,
+    lead_up_pieces: IdlePieces | None,
+) -> list[tuple[dict[str, float], int] | None]:
+    """:func:`.lead_up.lead_ups` of the collectives listed in ``sequence``."""
+    n_listed = min(len(colls), SEQUENCE_LIMIT)
+    return lead_ups(
+        index,
+        lead_up_device,
+        lead_up_pieces,
+        colls.start_ns[:n_listed],
+        colls.end_ns[:n_listed],
     )
 
 
