@@ -16,7 +16,7 @@ from conftest import REPO, cpu, kernel, require_dir, write_trace
 from tb_kineto_insights.analysis.efficiency import launching_op
 from tb_kineto_insights.analysis.efficiency_cost import conv_out_size, op_work
 from tb_kineto_insights.analysis.efficiency_peaks import match_peaks, peak_table
-from tb_kineto_insights.analysis.memory import innermost_op
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.compare.before_after import diff_text

@@ -5,7 +5,7 @@ Definitions, in the order they are applied:
 
 1. **Kernel → op.** A kernel's launching CPU op is the innermost CPU op on the thread
    of the runtime call that launched it (same ``correlation``), at the call's start
-   (:func:`~tb_kineto_insights.analysis.memory.innermost_op`, as for allocations); the
+   (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`, as for allocations); the
    kernel's ``External id`` names that same op and is used first (:func:`launching_op`).
    ``aten::linear`` / ``aten::matmul`` reach their child GEMM op (``aten::addmm``,
    ``aten::mm``, ``aten::bmm``) this way. Only kernels on the main device
@@ -78,7 +78,7 @@ from tb_kineto_insights.analysis.efficiency_cost import (
     with_trace_flops,
 )
 from tb_kineto_insights.analysis.efficiency_peaks import TENSOR_UNIT, match_peaks, peak_of
-from tb_kineto_insights.analysis.memory import innermost_op
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.efficiency import (
@@ -154,7 +154,7 @@ def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
     (int64), -1 where unknown. Kineto gives a kernel the ``External id`` of the innermost
     CPU op on the launching thread; where a kernel lacks it (or no op has it), the
     definition itself: correlation → runtime call → innermost CPU op on that thread at
-    the call's start (:func:`~tb_kineto_insights.analysis.memory.innermost_op`). The two
+    the call's start (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`). The two
     agree on every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
     h200x2/ddp_default (tests/test_efficiency.py); the first is one vectorised search."""
     trace = index.trace

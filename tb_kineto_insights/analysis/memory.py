@@ -96,7 +96,8 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.group_sums import distinct
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
+from tb_kineto_insights.analysis.group_sums import distinct_pairs
 from tb_kineto_insights.analysis.lost import file_end_note, lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex
@@ -142,14 +143,6 @@ def device_name(device_type: int, device_id: int) -> str:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _pairs(a: I64, b: I64) -> list[tuple[int, int]]:
-    """Distinct ``(a[i], b[i])`` pairs, sorted (cheaper than ``np.unique(axis=0)``)."""
-    out: list[tuple[int, int]] = []
-    for x in distinct(a).tolist():
-        out.extend((int(x), int(y)) for y in distinct(b[a == x]).tolist())
-    return out
-
-
 def downsample(t: I64, v: I64, max_points: int) -> I64:
     """Indices (sorted, i.e. in time order) of at most ``max_points`` samples of the
     series ``(t, v)`` (``t`` sorted): the first and the last sample, plus the lowest and
@@ -192,49 +185,6 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
 def _series(t_us: npt.NDArray[np.float64], v: I64, max_points: int, t: I64) -> MemorySeriesPoints:
     keep = downsample(t, v, max_points)
     return MemorySeriesPoints(t_us=t_us[keep].tolist(), bytes=v[keep].tolist())
-
-
-def innermost_op(ops: m.EventTable, pid: I64, tid: I64, ts: I64) -> I64:
-    """Row of ``ops`` (a start-sorted :class:`EventTable`) of the innermost range on the
-    same pid/tid containing each point ``ts`` (``start ≤ ts < end``), -1 where none does.
-
-    "Innermost" is the latest-starting containing range. Per thread: ``searchsorted`` the
-    last range starting at or before the point, then binary lifting over a sparse table of
-    range-maximum ends finds the latest range at or before it that still ends after the
-    point. O((n + q) log n), no Python loop over ranges.
-    """
-    out = np.full(ts.size, -1, dtype=np.int64)
-    if ts.size == 0 or len(ops) == 0:
-        return out
-    rows_all = np.arange(len(ops), dtype=np.int64)
-    op_pid, op_tid = ops.pid, ops.tid
-    for p, t in _pairs(pid, tid):
-        q = np.nonzero((pid == p) & (tid == t))[0]
-        rows = rows_all[(op_pid == p) & (op_tid == t)]  # start-sorted (table order)
-        if rows.size == 0:
-            continue
-        starts, ends = ops.start_ns[rows], ops.end_ns[rows]
-        # sparse table: table[k][i] = max(ends[max(0, i - 2**k + 1) .. i])
-        table = [ends]
-        step = 1
-        while step < rows.size:
-            prev = table[-1]
-            nxt = np.empty_like(prev)
-            nxt[:step] = prev[:step]
-            np.maximum(prev[step:], prev[:-step], out=nxt[step:])
-            table.append(nxt)
-            step *= 2
-        pts = ts[q]
-        ptr = np.searchsorted(starts, pts, side="right") - 1
-        for k in range(len(table) - 1, -1, -1):
-            ok = ptr >= 0
-            sub = np.nonzero(ok)[0]
-            all_end_before = table[k][ptr[sub]] <= pts[sub]
-            jump = sub[all_end_before]
-            ptr[jump] = np.maximum(ptr[jump] - (1 << k), -1)
-        hit = ptr >= 0
-        out[q[hit]] = rows[ptr[hit]]
-    return out
 
 
 def _shapes(ops: m.EventTable, row: int) -> str | None:
@@ -710,7 +660,7 @@ def memory_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLD
     if not index.host_steps.has_markers:
         notes.append("no ProfilerStep markers: one pseudo-step, so no growth per step")
     devices: list[MemoryDevice] = []
-    for dtype, did in _pairs(mem.device_type, mem.device_id):
+    for dtype, did in distinct_pairs(mem.device_type, mem.device_id):
         rows = np.nonzero((mem.device_type == dtype) & (mem.device_id == did))[0]
         dev = _device_summary(index, mem, rows, int(dtype), int(did), thresholds)
         devices.append(dev)
