@@ -127,7 +127,6 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
     k = trace.kernels
     rt = trace.runtime
     steps = index.steps
-    n_steps = len(steps)
     short_ns = float(thresholds.short_kernel_us) * 1000.0
 
     dur = k.dur_ns
@@ -136,49 +135,12 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
     short = dur < short_ns
     short_in = short & in_step
 
-    # --- counts per step ---------------------------------------------------------
-    step_in = step[in_step]
-    per_count = np.bincount(step_in, minlength=n_steps)
-    per_time = _int_sums(step_in, dur[in_step], n_steps)
-    per_short = np.bincount(step[short_in], minlength=n_steps)
-    per_step = [
-        KernelStepCount(
-            number=int(steps.number[i]),
-            count=int(per_count[i]),
-            time_us=_us(per_time[i]),
-            short_count=int(per_short[i]),
-        )
-        for i in range(n_steps)
-    ]
+    per_step = _step_counts(steps.number, step, in_step, short_in, dur)
     count_in_steps = int(in_step.sum())
     out_mask = ~in_step
     time_in_steps = int(dur[in_step].sum())
 
-    # --- launches ----------------------------------------------------------------
-    launch_row = index.launch_row[m.KERNEL]
-    linked = launch_row >= 0
-    safe_row = np.where(linked, launch_row, 0)
-    graph_row = index.rows_where(m.RUNTIME, nm.is_graph_launch)
-    graph = (linked & graph_row[safe_row]) if len(rt) else np.zeros(len(k), dtype=np.bool_)
-    kernels_per_row = np.bincount(launch_row[linked], minlength=len(rt))
-    one_to_one = linked & ~graph
-    if len(rt):
-        one_to_one &= kernels_per_row[safe_row] == 1
-    denominator = one_to_one & in_step
-    launch_dur = rt.dur_ns[safe_row] if len(rt) else np.zeros(len(k), dtype=np.int64)
-    launch_bound = denominator & (dur < launch_dur)
-    is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
-    launch_count = int(is_launch_call.sum())
-    n_denominator = int(denominator.sum())
-    launch = KernelLaunch(
-        mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
-        launch_count=launch_count,
-        one_to_one_count=n_denominator,
-        launch_bound_count=int(launch_bound.sum()),
-        launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
-        launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
-        unlinked_kernels=int((~linked).sum()),
-    )
+    launch, linked, graph = _launches(index, in_step)
 
     # --- short names ---------------------------------------------------------------
     groups = _short_groups(trace, k.name)
@@ -218,6 +180,60 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
             has_markers=steps.has_markers,
         ),
     )
+
+
+def _step_counts(
+    number: I64, step: I64, in_step: Mask, short_in: Mask, dur: I64
+) -> list[KernelStepCount]:
+    """Per step window (``number``: the step numbers): the kernels starting in it, their
+    summed duration and the short ones (``step``: each kernel's window, -1 for none)."""
+    n_steps = int(number.size)
+    step_in = step[in_step]
+    per_count = np.bincount(step_in, minlength=n_steps)
+    per_time = _int_sums(step_in, dur[in_step], n_steps)
+    per_short = np.bincount(step[short_in], minlength=n_steps)
+    return [
+        KernelStepCount(
+            number=int(number[i]),
+            count=int(per_count[i]),
+            time_us=_us(per_time[i]),
+            short_count=int(per_short[i]),
+        )
+        for i in range(n_steps)
+    ]
+
+
+def _launches(index: TraceIndex, in_step: Mask) -> tuple[KernelLaunch, Mask, Mask]:
+    """``launch`` (:func:`kernels_summary`), and per kernel row whether it is linked to
+    its launch call and whether that call is a graph launch."""
+    k = index.trace.kernels
+    rt = index.trace.runtime
+    dur = k.dur_ns
+    launch_row = index.launch_row[m.KERNEL]
+    linked = launch_row >= 0
+    safe_row = np.where(linked, launch_row, 0)
+    graph_row = index.rows_where(m.RUNTIME, nm.is_graph_launch)
+    graph = (linked & graph_row[safe_row]) if len(rt) else np.zeros(len(k), dtype=np.bool_)
+    kernels_per_row = np.bincount(launch_row[linked], minlength=len(rt))
+    one_to_one = linked & ~graph
+    if len(rt):
+        one_to_one &= kernels_per_row[safe_row] == 1
+    denominator = one_to_one & in_step
+    launch_dur = rt.dur_ns[safe_row] if len(rt) else np.zeros(len(k), dtype=np.int64)
+    launch_bound = denominator & (dur < launch_dur)
+    is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
+    launch_count = int(is_launch_call.sum())
+    n_denominator = int(denominator.sum())
+    launch = KernelLaunch(
+        mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
+        launch_count=launch_count,
+        one_to_one_count=n_denominator,
+        launch_bound_count=int(launch_bound.sum()),
+        launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
+        launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
+        unlinked_kernels=int((~linked).sum()),
+    )
+    return launch, linked, graph
 
 
 def _notes(
