@@ -10,8 +10,8 @@ Definitions (DESIGN.md, Metric definitions):
   (``nccl:*`` / ``record_param_comms`` / ``c10d::*``, or any op with collective args,
   on the launching host thread: the innermost op enclosing the kernel's runtime launch
   call, else the op with the kernel's ``External id``); a kernel without such an op is
-  a collective of its own. Its start and end are its first kernel's start and its last
-  kernel's end.
+  a collective of its own. Its start and end are the earliest start and the latest end
+  of its kernels.
 - kind (:mod:`.collectives`): the kernel's ``Collective name`` argument, else the
   launching op's (``Collective name`` of ``record_param_comms``, then ``nccl:*`` /
   ``c10d::*`` names), else the kernel name (:data:`KIND_FROM`). (``all_to_all`` is run
@@ -308,7 +308,8 @@ KIND_FROM: tuple[str, ...] = ("kernel_args", "op", "kernel_name")
 
 @dataclass
 class Collectives:
-    """One entry per collective call, sorted by start; -1 where unknown."""
+    """One entry per collective call (:func:`group_collectives`), sorted by start: equal
+    length arrays, times in ns on the trace's clock, sizes in bytes; -1 where unknown."""
 
     start_ns: I64
     end_ns: I64

@@ -121,6 +121,11 @@ def match_peaks(
 
 
 def peak_of(peak: EfficiencyPeak, unit: str) -> float | None:
-    """FLOP/s of ``unit`` (one of :data:`UNITS`) in ``peak``."""
+    """FLOP/s of ``unit`` (one of :data:`UNITS`) in ``peak``; ``None`` where the GPU lacks
+    the unit.
+
+    Raises:
+        AttributeError: ``unit`` is not one of :data:`UNITS`.
+    """
     value: float | None = getattr(peak, f"{unit}_flops_per_s")
     return value

@@ -1,8 +1,8 @@
 """Which CPU op a host thread was in at a given moment: the innermost op on that thread
 (same pid and tid) whose range ``[start, end)`` contains the moment, "innermost" being
 the latest-starting one (:func:`innermost_op`). An allocation is charged to this op of
-its own event (:mod:`.memory`), a kernel to this op of its launch call
-(:mod:`.efficiency`).
+its own event (:mod:`.memory`); a kernel whose ``External id`` names no op, to this op
+of its launch call (:mod:`.efficiency`).
 
 Cost: per thread, one ``searchsorted`` and a binary lifting over a sparse table of
 range-maximum ends; O((n + q) log n), no Python loop over ops or points.

@@ -36,8 +36,8 @@ Words, each with one meaning (JSON keys and CLI text use them so):
 - the **last** rank of a matched collective: the unique rank with ``s_r = L`` when the
   skew is > 0; the **delay** it causes = ``L −`` the second-latest start (how much
   earlier everyone else could have started without it).
-- a matched collective's step is the first rank's, in rank order, that has one; per
-  step, each rank's lateness and delay are those of :func:`.straggler.step_lateness`.
+- per step, each rank's lateness and delay are those of
+  :func:`.straggler.step_lateness`.
 
 Bandwidth (:func:`kind_rows`): per kind, algorithm bandwidth = Σ size / Σ transfer time
 over its matched collectives (bytes-weighted, so one slow tiny collective does not
