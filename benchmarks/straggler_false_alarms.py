@@ -21,7 +21,7 @@ its one collective); the rule then runs unchanged on them:
 :func:`~tb_kineto_insights.analysis.straggler.step_lateness` →
 :func:`~tb_kineto_insights.analysis.straggler.lateness_test` with the reference noise of
 the thresholds (consistent: ``p_value ≤ straggler_alpha``) and costly (median delay over
-the steps ≥ ``straggler_min_share_of_step`` of the step), as ``run_view._straggler_test``
+the steps ≥ ``straggler_min_share_of_step`` of the step), as ``straggler.straggler_test``
 does.
 
 The reference noise (``straggler_reference_noise_share_of_step`` on

@@ -43,7 +43,8 @@ from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER, diagnose
-from tb_kineto_insights.analysis.run_view import RunViewSpan, run_view, run_view_inputs
+from tb_kineto_insights.analysis.run_view import run_view
+from tb_kineto_insights.analysis.run_view_spans import RunViewSpan, run_view_inputs
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import timeline_store
@@ -201,7 +202,7 @@ def select_run_spans(
     """The one place that chooses the view across ranks' input from a run's readable
     span summaries per worker (CLI and plugin): ``spans[span_index]`` per worker, and one
     entry per rank for a worker that holds several ranks' spans in the same time window
-    (:func:`~tb_kineto_insights.analysis.run_view.run_view_inputs`). Returns the
+    (:func:`~tb_kineto_insights.analysis.run_view_spans.run_view_inputs`). Returns the
     ``(name, summary)`` pairs and notes to show with the view."""
     return run_view_inputs(workers, span_index)
 

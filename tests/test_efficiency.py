@@ -13,14 +13,10 @@ import numpy as np
 import pytest
 from conftest import REPO, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.efficiency import (
-    conv_out_size,
-    launching_op,
-    match_peaks,
-    op_work,
-    peak_table,
-)
-from tb_kineto_insights.analysis.memory import innermost_op
+from tb_kineto_insights.analysis.efficiency import launching_op
+from tb_kineto_insights.analysis.efficiency_cost import conv_out_size, op_work
+from tb_kineto_insights.analysis.efficiency_peaks import match_peaks, peak_table
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.compare.before_after import diff_text
@@ -591,10 +587,10 @@ def test_reader_keeps_input_types_and_scalars_of_conv_and_attention_only(tmp_pat
 def test_every_formula_op_gets_its_arguments_from_the_reader() -> None:
     """The reader keeps Input type / Concrete Inputs by trace.op_names; every op the
     efficiency formulas read scalars for is listed there."""
-    from tb_kineto_insights.analysis import efficiency as eff
+    from tb_kineto_insights.analysis import efficiency_cost as cost
     from tb_kineto_insights.trace import op_names
 
-    for name in (*eff._CONV_ARGS, *eff._ATTENTION, "aten::convolution_backward"):
+    for name in (*cost._CONV_ARGS, *cost._ATTENTION, "aten::convolution_backward"):
         assert op_names.needs_scalars(name) and op_names.has_formula(name), name
     for name in ("aten::mm", "aten::linear", "aten::add", "aten::_foreach_add_"):
         assert op_names.has_formula(name) and not op_names.needs_scalars(name)

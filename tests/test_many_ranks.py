@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO, as_json
 from werkzeug.test import Client
 
-from tb_kineto_insights.analysis.run_view import LARGEST_SKEW_RANKS
+from tb_kineto_insights.analysis.run_view_match import LARGEST_SKEW_RANKS
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.serve.plugin import RUN_VIEW_PANELS, KinetoInsightsPlugin
 from tb_kineto_insights.store.cache import LoadResult, encode_json

@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 from conftest import SAMPLE_LOGS, cpu, kernel, require_dir, write_trace
 
-from tb_kineto_insights.analysis.memory import (
-    device_name,
-    downsample,
-    innermost_op,
-    memory_summary,
-)
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
+from tb_kineto_insights.analysis.memory import device_name, downsample, memory_summary
 from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.trace_index import build_index

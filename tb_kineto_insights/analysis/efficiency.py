@@ -5,7 +5,7 @@ Definitions, in the order they are applied:
 
 1. **Kernel → op.** A kernel's launching CPU op is the innermost CPU op on the thread
    of the runtime call that launched it (same ``correlation``), at the call's start
-   (:func:`~tb_kineto_insights.analysis.memory.innermost_op`, as for allocations); the
+   (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`, as for allocations); the
    kernel's ``External id`` names that same op and is used first (:func:`launching_op`).
    ``aten::linear`` / ``aten::matmul`` reach their child GEMM op (``aten::addmm``,
    ``aten::mm``, ``aten::bmm``) this way. Only kernels on the main device
@@ -14,47 +14,21 @@ Definitions, in the order they are applied:
    the scalar arguments a formula reads (``Concrete Inputs``: stride, padding,
    ``is_causal``). Its time is the sum of its kernels' durations; ``calls`` the ops
    that launched at least one kernel.
-3. **FLOPs and bytes per call**, from shapes (:func:`op_work`; element size ``e`` from
-   the dtype):
-
-   - ``mm`` (M×K @ K×N): FLOPs 2·M·K·N, bytes e·(M·K + K·N + M·N); ``addmm`` adds
-     the bias read; ``bmm``/``baddbmm``: B times that; ``linear``: M = product of the
-     input's leading dims, N = weight rows; ``_scaled_mm`` (fp8): 1-byte inputs, a
-     2-byte output. The GEMM count 2·M·K·N is the multiply-add convention of cuBLAS
-     and of ``torch.utils.flop_counter``.
-   - convolution (``convolution``, ``_convolution``, ``cudnn_convolution``, …):
-     x N×C×S…, w O×(C/g)×k…; output size per spatial dim
-     ⌊(S + 2p − d·(k − 1) − 1)/s⌋ + 1 (PyTorch's ``Conv2d`` docs); FLOPs
-     2·N·O·∏out·(C/g)·∏k; bytes e·(x + w + out). Transposed convolutions: no claim.
-     ``convolution_backward`` (grad_out, x, w, …, ``output_mask``): the forward count
-     once per gradient computed (dgrad, wgrad); bytes e·(grad_out + x + w + the
-     gradients written).
-   - attention (``_scaled_dot_product_{flash,efficient,cudnn}_attention``,
-     ``_flash_attention_forward``, …): FLOPs 2·B·H·Sq·Sk·(D + Dv) for the forward
-     (two matmuls: Q·Kᵀ and P·V), ×2.5 for the backward (five matmuls of the same
-     size), halved when causal (FlashAttention-2 paper's accounting); without a
-     readable ``is_causal``: no claim. Bytes e·(q + k + v + out).
-   - memory ops (element-wise, reduction, norm, softmax, copy, ``_foreach_*``):
-     bytes only, the tensors read (every tensor input) plus the one written (the size
-     of the largest input; none for reductions, whose output is small; fill/zero write
-     only; ``copy_(dst, src)`` reads src and writes dst).
-   - the trace's own count: a matmul-class op with a ``flops`` arg (a positive number)
-     takes that count (``flops_source="trace"``), the formula's kept beside it and a
-     note where the two differ by more than 1 % (:func:`with_trace_flops`). No
-     ``torch.profiler`` up to 2.11 writes one: ``with_flops=True`` keeps its count in
-     ``FunctionEvent.flops`` only; the recordings' ``profiler_flops`` (that count, per op
-     and shapes) equal our formulas for every ``mm``/``addmm`` and ``conv2d``
-     (tests/test_efficiency.py).
+3. **FLOPs and bytes per call**, from shapes (:func:`~.efficiency_cost.op_work`: every
+   formula and its source in :mod:`.efficiency_cost`); a matmul-class op with a
+   ``flops`` arg takes that count, with a note where it differs from the formula by
+   more than 1 % (:data:`FLOPS_CHECK_TOLERANCE`).
 
 4. **Roof.** Peaks per GPU model come from ``analysis/data/gpu_peaks.json`` (dense
    datasheet rates, each row citing its datasheet; matched by
-   ``deviceProperties.name``, SM count and memory size: :func:`match_peaks`) or from the
-   ``peak_*`` thresholds. The unit of a matmul-class group follows its dtype, and for
-   fp32 its kernels: ``tf32`` in a kernel name → TF32 tensor cores; ``sgemm``,
-   ``ffma``, ``simt`` or ``f32f32`` (without ``tf32``) → fp32 on CUDA cores. Achieved
-   FLOP/s = FLOPs / kernel time; arithmetic intensity = FLOPs / bytes; attainable =
-   min(peak of the unit, intensity × bandwidth); ``roof_fraction`` = achieved /
-   attainable; ``bound`` = compute when intensity × bandwidth ≥ peak, else memory.
+   ``deviceProperties.name``, SM count and memory size:
+   :func:`~.efficiency_peaks.match_peaks`) or from the ``peak_*`` thresholds. The unit
+   of a matmul-class group follows its dtype, and for fp32 its kernels: ``tf32`` in a
+   kernel name → TF32 tensor cores; ``sgemm``, ``ffma``, ``simt`` or ``f32f32``
+   (without ``tf32``) → fp32 on CUDA cores. Achieved FLOP/s = FLOPs / kernel time;
+   arithmetic intensity = FLOPs / bytes; attainable = min(peak of the unit,
+   intensity × bandwidth); ``roof_fraction`` = achieved / attainable; ``bound`` =
+   compute when intensity × bandwidth ≥ peak, else memory.
    Memory ops: ``roof_fraction`` = achieved bytes/s / bandwidth.
 
 No claim (``None``, and a note saying why) without shapes, for an unknown GPU, or for a
@@ -91,15 +65,20 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.memory import innermost_op
+from tb_kineto_insights.analysis.efficiency_cost import (
+    MATMUL_CLASS,
+    Work,
+    op_work,
+    with_trace_flops,
+)
+from tb_kineto_insights.analysis.efficiency_peaks import TENSOR_UNIT, match_peaks, peak_of
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.efficiency import (
@@ -109,367 +88,10 @@ from tb_kineto_insights.schema.efficiency import (
     EfficiencyStep,
 )
 from tb_kineto_insights.trace import model as m
-from tb_kineto_insights.trace.op_names import (
-    CONV_OPS,
-    ELEMENTWISE_OPS,
-    GEMM_OPS,
-    REDUCTION_OPS,
-    WRITE_ONLY_OPS,
-    has_formula,
-    needs_scalars,
-)
+from tb_kineto_insights.trace.op_names import has_formula, needs_scalars
 from tb_kineto_insights.trace.rowjson import RowJson
 
-#: ``Input type`` strings → (dtype short name, bytes per element).
-DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4),
-    "double": ("fp64", 8),
-    "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2),
-    "c10::Float8_e4m3fn": ("fp8", 1),
-    "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1),
-    "c10::Float8_e5m2fnuz": ("fp8", 1),
-    "long int": ("int64", 8),
-    "int": ("int32", 4),
-    "short int": ("int16", 2),
-    "signed char": ("int8", 1),
-    "unsigned char": ("uint8", 1),
-    "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8),
-    "c10::complex<double>": ("complex128", 16),
-}
-#: dtype → roof unit of matmul-class work (fp32 is decided by its kernels).
-TENSOR_UNIT: dict[str, str] = {
-    "bf16": "bf16_tensor",
-    "fp16": "fp16_tensor",
-    "fp8": "fp8_tensor",
-    "fp64": "fp64_tensor",
-}
-UNITS: tuple[str, ...] = (
-    "fp64",
-    "fp64_tensor",
-    "fp32",
-    "tf32_tensor",
-    "bf16_tensor",
-    "fp16_tensor",
-    "fp8_tensor",
-)
-MATMUL_CLASS = ("matmul", "conv", "attention")
-
 _CUDA_CORE = re.compile(r"sgemm|ffma|simt|f32f32")
-# Concrete Inputs positions: (stride, padding, dilation, transposed or None, groups)
-_CONV_ARGS: dict[str, tuple[int, int, int, int | None, int]] = {
-    "aten::convolution": (3, 4, 5, 6, 8),
-    "aten::_convolution": (3, 4, 5, 6, 8),
-    "aten::convolution_overrideable": (3, 4, 5, 6, 8),
-    "aten::cudnn_convolution": (3, 2, 4, None, 5),
-    "aten::miopen_convolution": (4, 3, 5, None, 6),
-    "aten::mkldnn_convolution": (4, 3, 5, None, 6),
-}
-
-
-@dataclass(frozen=True)
-class _Attention:
-    layout: str  # "bhsd" or "bshd"
-    q: int
-    k: int
-    v: int
-    causal_at: int
-    factor: float  # 1 forward, 2.5 backward
-    mask_type: bool = False  # causal given as custom_mask_type (0 none, else causal)
-
-
-_ATTENTION: dict[str, _Attention] = {
-    "aten::_scaled_dot_product_flash_attention": _Attention("bhsd", 0, 1, 2, 4, 1.0),
-    "aten::_scaled_dot_product_efficient_attention": _Attention("bhsd", 0, 1, 2, 6, 1.0),
-    "aten::_scaled_dot_product_cudnn_attention": _Attention("bhsd", 0, 1, 2, 6, 1.0),
-    "aten::_flash_attention_forward": _Attention("bshd", 0, 1, 2, 8, 1.0),
-    "aten::_efficient_attention_forward": _Attention("bshd", 0, 1, 2, 9, 1.0, True),
-    "aten::_scaled_dot_product_flash_attention_backward": _Attention("bhsd", 1, 2, 3, 11, 2.5),
-    "aten::_scaled_dot_product_efficient_attention_backward": _Attention("bhsd", 1, 2, 3, 11, 2.5),
-    "aten::_scaled_dot_product_cudnn_attention_backward": _Attention("bhsd", 1, 2, 3, 11, 2.5),
-    "aten::_flash_attention_backward": _Attention("bshd", 1, 2, 3, 11, 2.5),
-    "aten::_efficient_attention_backward": _Attention("bshd", 1, 2, 3, 14, 2.5, True),
-}
-
-
-@dataclass(frozen=True)
-class Work:
-    """FLOPs and bytes of one op call (:func:`op_work`): ``category`` ``matmul``,
-    ``conv``, ``attention`` or ``memory``; ``flops`` ``None`` for memory ops; ``dtype``
-    the short name of its first floating input; ``dims`` (M, N, K, batch) of a GEMM or
-    (N, C, O, 0) of a convolution, for the reasons of low efficiency."""
-
-    category: str
-    flops: float | None
-    bytes: float
-    dtype: str
-    dims: tuple[int, int, int, int] | None = None
-    #: ``"shapes"`` (the formula) or ``"trace"`` (the op's ``flops`` arg: :func:`with_trace_flops`)
-    flops_source: str = "shapes"
-    #: the formula's count where the trace's is used instead (the cross-check)
-    shapes_flops: float | None = None
-
-
-def _numel(shape: Any) -> int:
-    return int(math.prod(int(x) for x in shape))
-
-
-def _is_shape(shape: Any) -> bool:
-    return isinstance(shape, list) and all(isinstance(x, int) and x >= 0 for x in shape)
-
-
-def _tensors(dims: list[Any], types: list[Any]) -> list[tuple[list[int], str, int]]:
-    """Tensor inputs ``(shape, dtype, element bytes)``: those whose ``Input type`` is a
-    dtype of :data:`DTYPES` and whose ``Input Dims`` entry is a flat shape."""
-    out = []
-    for shape, typ in zip(dims, types, strict=False):
-        known = DTYPES.get(typ) if isinstance(typ, str) else None
-        if known is not None and _is_shape(shape):
-            out.append((shape, known[0], known[1]))
-    return out
-
-
-def _ints(text: Any) -> list[int] | None:
-    """``"[1, 1]"`` or ``"2"`` (a ``Concrete Inputs`` entry) → list of ints, else None."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if isinstance(value, list) and all(isinstance(x, int) for x in value):
-        return value
-    return None
-
-
-def _flag(text: Any) -> bool | None:
-    if text in ("True", "true", "1"):
-        return True
-    if text in ("False", "false", "0"):
-        return False
-    return None
-
-
-def _gemm(name: str, dims: list[Any], types: list[Any]) -> Work | None:
-    t = _tensors(dims, types)
-    if name in ("aten::mm", "aten::_scaled_mm"):
-        if len(t) < 2 or len(t[0][0]) != 2 or len(t[1][0]) != 2:
-            return None
-        (mm, kk), (_, nn) = t[0][0], t[1][0]
-        out_e = 2 if name == "aten::_scaled_mm" else t[0][2]
-        byt = t[0][2] * mm * kk + t[1][2] * kk * nn + out_e * mm * nn
-        return Work("matmul", 2.0 * mm * kk * nn, float(byt), t[0][1], (mm, nn, kk, 1))
-    if name == "aten::addmm":
-        if len(t) < 3 or len(t[1][0]) != 2 or len(t[2][0]) != 2:
-            return None
-        (mm, kk), (_, nn) = t[1][0], t[2][0]
-        e = t[1][2]
-        byt = e * (mm * kk + kk * nn + mm * nn) + t[0][2] * _numel(t[0][0])
-        return Work("matmul", 2.0 * mm * kk * nn, float(byt), t[1][1], (mm, nn, kk, 1))
-    if name in ("aten::bmm", "aten::baddbmm"):
-        a, b = (
-            (t[0], t[1]) if name == "aten::bmm" else (t[1], t[2]) if len(t) >= 3 else (t[0], t[0])
-        )
-        if len(a[0]) != 3 or len(b[0]) != 3:
-            return None
-        (bb, mm, kk), (_, _, nn) = a[0], b[0]
-        e = a[2]
-        byt = e * bb * (mm * kk + kk * nn + mm * nn)
-        if name == "aten::baddbmm":
-            byt += t[0][2] * _numel(t[0][0])
-        return Work("matmul", 2.0 * bb * mm * kk * nn, float(byt), a[1], (mm, nn, kk, bb))
-    if name == "aten::linear":
-        if len(t) < 2 or len(t[1][0]) != 2 or not t[0][0]:
-            return None
-        x, w = t[0][0], t[1][0]
-        mm, kk, nn = _numel(x[:-1]), x[-1], w[0]
-        e = t[0][2]
-        byt = e * (mm * kk + kk * nn + mm * nn) + sum(_numel(s) * b for s, _, b in t[2:])
-        return Work("matmul", 2.0 * mm * kk * nn, float(byt), t[0][1], (mm, nn, kk, 1))
-    return None
-
-
-def conv_out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
-    """Output length of one spatial dim: ⌊(S + 2p − d·(k − 1) − 1)/s⌋ + 1 (PyTorch
-    ``Conv2d`` docs, "Shape")."""
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
-def _conv(name: str, dims: list[Any], types: list[Any], concrete: list[Any] | None) -> Work | None:
-    t = _tensors(dims, types)
-    if name == "aten::convolution_backward":
-        if len(t) < 3:
-            return None
-        go, x, w = t[0][0], t[1][0], t[2][0]
-        if len(go) < 3 or len(x) != len(go) or len(w) != len(go):
-            return None
-        mask = [True, True, False]
-        if concrete is not None and len(concrete) > 10 and isinstance(concrete[10], str):
-            parsed = [s.strip() == "True" for s in concrete[10].strip("[]").split(",")]
-            if len(parsed) == 3:
-                mask = parsed
-        passes = int(mask[0]) + int(mask[1])
-        if passes == 0:
-            return None
-        per = 2.0 * go[0] * go[1] * _numel(go[2:]) * w[1] * _numel(w[2:])
-        e = t[0][2]
-        byt = e * (_numel(go) + _numel(x) + _numel(w))
-        byt += e * (_numel(x) * mask[0] + _numel(w) * mask[1])
-        return Work("conv", per * passes, float(byt), t[0][1], (x[0], x[1], w[0], 0))
-    pos = _CONV_ARGS.get(name)
-    if pos is None or concrete is None or len(t) < 2:
-        return None
-    x, w = t[0][0], t[1][0]
-    nsp = len(x) - 2
-    if nsp < 1 or len(w) != len(x):
-        return None
-    stride_at, pad_at, dil_at, transposed_at, groups_at = pos
-    if max(stride_at, pad_at, dil_at, groups_at) >= len(concrete):
-        return None
-    if transposed_at is not None and _flag(concrete[transposed_at]) is not False:
-        return None  # transposed (or unreadable): no claim
-    stride, pad, dil = (_ints(concrete[i]) for i in (stride_at, pad_at, dil_at))
-    groups = _ints(concrete[groups_at])
-    if stride is None or pad is None or dil is None or groups is None:
-        return None
-    if x[1] != w[1] * groups[0]:  # C/g is the weight's second dim: inconsistent, no claim
-        return None
-    stride, pad, dil = ([v[0]] * nsp if len(v) == 1 else v for v in (stride, pad, dil))
-    if len(stride) != nsp or len(pad) != nsp or len(dil) != nsp:
-        return None
-    out_sp = [conv_out_size(x[2 + i], w[2 + i], stride[i], pad[i], dil[i]) for i in range(nsp)]
-    if min(out_sp) <= 0:
-        return None
-    flops = 2.0 * x[0] * w[0] * _numel(out_sp) * w[1] * _numel(w[2:])
-    e = t[0][2]
-    byt = e * (_numel(x) + _numel(w) + x[0] * w[0] * _numel(out_sp))
-    return Work("conv", flops, float(byt), t[0][1], (x[0], x[1], w[0], 0))
-
-
-def _attention(
-    name: str, dims: list[Any], types: list[Any], concrete: list[Any] | None
-) -> Work | None:
-    spec = _ATTENTION[name]
-    if concrete is None or spec.causal_at >= len(concrete):
-        return None
-    if spec.mask_type:
-        mt = _ints(concrete[spec.causal_at])
-        causal = None if mt is None else mt[0] != 0
-    else:
-        causal = _flag(concrete[spec.causal_at])
-    if causal is None or max(spec.q, spec.k, spec.v) >= min(len(dims), len(types)):
-        return None
-    shapes = []
-    for i in (spec.q, spec.k, spec.v):
-        shape, typ = dims[i], types[i]
-        if not _is_shape(shape) or len(shape) != 4 or typ not in DTYPES:
-            return None
-        shapes.append(shape)
-    q, k, v = shapes
-    if spec.layout == "bhsd":
-        b, h, sq, d = q
-        sk, dv = k[2], v[3]
-    else:
-        b, sq, h, d = q
-        sk, dv = k[1], v[3]
-    flops = 2.0 * b * h * sq * sk * (d + dv) * spec.factor
-    if causal:
-        flops /= 2.0
-    dtype, e = DTYPES[types[spec.q]]
-    byt = e * (_numel(q) + _numel(k) + _numel(v) + b * h * sq * dv)
-    return Work("attention", flops, float(byt), dtype, (sq, sk, d, b * h))
-
-
-def _memory_op(name: str, dims: list[Any], types: list[Any]) -> Work | None:
-    if name.startswith("aten::_foreach_"):
-        read = 0
-        first: tuple[str, int] | None = None
-        written = 0
-        for i, (lst, typ) in enumerate(zip(dims, types, strict=False)):
-            if typ != "TensorList" or not isinstance(lst, list):
-                continue
-            sizes = [_numel(s) for s in lst if _is_shape(s)]
-            read += sum(sizes)
-            if i == 0:
-                written = sum(sizes)
-        # element size of a TensorList is not in the trace: take 4 (fp32 master weights)
-        if read == 0:
-            return None
-        first = first or ("fp32", 4)
-        return Work("memory", None, float(first[1] * (read + written)), first[0])
-    t = _tensors(dims, types)
-    if not t:
-        return None
-    if name in WRITE_ONLY_OPS:
-        return Work("memory", None, float(t[0][2] * _numel(t[0][0])), t[0][1])
-    if name == "aten::copy_" and len(t) >= 2:  # copy_(dst, src): read src, write dst
-        (dst, _, e_dst), (src, _, e_src) = t[0], t[1]
-        return Work("memory", None, float(e_src * _numel(src) + e_dst * _numel(dst)), t[1][1])
-    read = sum(_numel(s) * e for s, _, e in t)
-    if name in REDUCTION_OPS:
-        return Work("memory", None, float(read), t[0][1])
-    largest = max(_numel(s) for s, _, _ in t)
-    return Work("memory", None, float(read + largest * t[0][2]), t[0][1])
-
-
-def op_work(name: str, dims: Any, types: Any, concrete: Any = None) -> Work | None:
-    """FLOPs and bytes of one call of op ``name`` from its ``Input Dims``, ``Input type``
-    and ``Concrete Inputs`` (lists as in the trace; see the module docstring for every
-    formula and its source), or ``None`` when the op has no formula or its arguments do
-    not fit it (no claim)."""
-    if not isinstance(dims, list) or not isinstance(types, list):
-        return None
-    if not isinstance(concrete, list):
-        concrete = None
-    if name in GEMM_OPS or name == "aten::linear":
-        return _gemm(name, dims, types)
-    if name in CONV_OPS or name == "aten::convolution_backward":
-        return _conv(name, dims, types, concrete)
-    if name in _ATTENTION:
-        return _attention(name, dims, types, concrete)
-    if name in ELEMENTWISE_OPS or name in REDUCTION_OPS or name in WRITE_ONLY_OPS:
-        return _memory_op(name, dims, types)
-    if name.startswith("aten::_foreach_"):
-        return _memory_op(name, dims, types)
-    return None
-
-
-def trace_flops(value: Any) -> float | None:
-    """The op's ``flops`` arg as a FLOP count per call: a finite number > 0 (an int, a
-    float, or a string holding one), else ``None``."""
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and value > 0 else None
-
-
-def with_trace_flops(work: Work, value: Any) -> Work:
-    """``work`` with the FLOPs of the op's ``flops`` arg when the trace has one
-    (:func:`trace_flops`) and the op is matmul-class: the count of the tool that wrote the
-    trace is used, the formula's kept in ``shapes_flops`` for the cross-check. Memory
-    ops keep ``flops=None`` (their roof is bandwidth; torch counts one FLOP per element
-    of ``add``/``mul``, which sets no roof)."""
-    count = trace_flops(value)
-    if count is None or work.category not in MATMUL_CLASS:
-        return work
-    return Work(
-        work.category,
-        count,
-        work.bytes,
-        work.dtype,
-        work.dims,
-        flops_source="trace",
-        shapes_flops=work.flops,
-    )
 
 
 def _has_formula(name: str) -> bool:
@@ -532,7 +154,7 @@ def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
     (int64), -1 where unknown. Kineto gives a kernel the ``External id`` of the innermost
     CPU op on the launching thread; where a kernel lacks it (or no op has it), the
     definition itself: correlation → runtime call → innermost CPU op on that thread at
-    the call's start (:func:`~tb_kineto_insights.analysis.memory.innermost_op`). The two
+    the call's start (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`). The two
     agree on every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
     h200x2/ddp_default (tests/test_efficiency.py); the first is one vectorised search."""
     trace = index.trace
@@ -556,90 +178,6 @@ def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
         rows = launch[ok]
         out[miss[ok]] = innermost_op(ops, rt.pid[rows], rt.tid[rows], rt.start_ns[rows])
     return out
-
-
-# -- peaks -------------------------------------------------------------------------------
-
-
-@cache
-def peak_table() -> list[dict[str, Any]]:
-    """The rows of ``analysis/data/gpu_peaks.json`` (package data), in match order."""
-    text = resources.files("tb_kineto_insights.analysis").joinpath("data/gpu_peaks.json")
-    rows: list[dict[str, Any]] = json.loads(text.read_text(encoding="utf-8"))["gpus"]
-    return rows
-
-
-def _peak_from_row(row: dict[str, Any], device_name: str) -> EfficiencyPeak:
-    def rate(key: str) -> float | None:
-        v = row.get(key)
-        return None if v is None else float(v) * 1e12
-
-    return EfficiencyPeak(
-        device_name=device_name,
-        model=str(row["model"]),
-        source=str(row["source"]),
-        fp64_flops_per_s=rate("fp64"),
-        fp64_tensor_flops_per_s=rate("fp64_tensor"),
-        fp32_flops_per_s=rate("fp32"),
-        tf32_tensor_flops_per_s=rate("tf32_tensor"),
-        bf16_tensor_flops_per_s=rate("bf16_tensor"),
-        fp16_tensor_flops_per_s=rate("fp16_tensor"),
-        fp8_tensor_flops_per_s=rate("fp8_tensor"),
-        memory_bytes_per_s=float(row["memory_bandwidth"]) * 1e9,
-    )
-
-
-def match_peaks(
-    props: dict[str, Any] | None, th: Thresholds = DEFAULT_THRESHOLDS
-) -> EfficiencyPeak | None:
-    """The roof for one ``deviceProperties`` entry: the user's ``peak_*`` thresholds when
-    the bandwidth and a FLOP/s figure are given, else the first row of
-    :func:`peak_table` whose ``name_regex`` matches the lowercased ``name`` and whose
-    ``num_sms`` / ``min_memory_gib`` / ``max_memory_gib`` (of ``totalGlobalMem``) hold;
-    ``None`` for an unknown GPU."""
-    name = str((props or {}).get("name") or "")
-    if th.peak_memory_bytes_per_s > 0 and (
-        th.peak_tensor_flops_per_s > 0 or th.peak_fp32_flops_per_s > 0
-    ):
-        tensor = th.peak_tensor_flops_per_s or None
-        fp32 = th.peak_fp32_flops_per_s or None
-        return EfficiencyPeak(
-            device_name=name,
-            model=name or "unknown GPU",
-            source="--threshold peak_tensor_flops_per_s / peak_fp32_flops_per_s / "
-            "peak_memory_bytes_per_s",
-            fp64_flops_per_s=None,
-            fp64_tensor_flops_per_s=None,
-            fp32_flops_per_s=fp32,
-            tf32_tensor_flops_per_s=None if tensor is None else tensor / 2,
-            bf16_tensor_flops_per_s=tensor,
-            fp16_tensor_flops_per_s=tensor,
-            fp8_tensor_flops_per_s=None,
-            memory_bytes_per_s=th.peak_memory_bytes_per_s,
-        )
-    if not name or props is None:
-        return None
-    lower = name.lower()
-    sms = props.get("numSms")
-    mem = props.get("totalGlobalMem")
-    gib = float(mem) / 2**30 if isinstance(mem, (int, float)) else None
-    for row in peak_table():
-        if not re.search(row["name_regex"], lower):
-            continue
-        if "num_sms" in row and sms != row["num_sms"]:
-            continue
-        if "min_memory_gib" in row and (gib is None or gib < row["min_memory_gib"]):
-            continue
-        if "max_memory_gib" in row and (gib is None or gib > row["max_memory_gib"]):
-            continue
-        return _peak_from_row(row, name)
-    return None
-
-
-def peak_of(peak: EfficiencyPeak, unit: str) -> float | None:
-    """FLOP/s of ``unit`` (one of :data:`UNITS`) in ``peak``."""
-    value: float | None = getattr(peak, f"{unit}_flops_per_s")
-    return value
 
 
 # -- the panel ---------------------------------------------------------------------------
@@ -741,6 +279,19 @@ def _empty(
     )
 
 
+class _Grouped(NamedTuple):
+    """The kernels of :func:`efficiency_summary` grouped by their op's group: ``groups``
+    (tallied), ``row_group`` the group of each distinct op row (-1 without a formula),
+    ``inverse`` each kernel's index into those rows, ``kernel_group`` each kernel's
+    group and ``kept`` the kernels with one."""
+
+    groups: list[_Group]
+    row_group: np.ndarray
+    inverse: np.ndarray
+    kernel_group: np.ndarray
+    kept: np.ndarray
+
+
 def efficiency_summary(
     index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
 ) -> EfficiencyPanel:
@@ -758,8 +309,7 @@ def efficiency_summary(
     name = str(props.get("name")) if props and props.get("name") else None
     peak = match_peaks(props, th)
     k = trace.kernels
-    lo, hi = int(steps.start_ns[0]), int(steps.end_ns[-1])
-    sel = np.flatnonzero((k.device == device) & (k.start_ns >= lo) & (k.start_ns < hi))
+    sel = _step_kernels(index, device)
     kernel_ns = int(k.dur_ns[sel].sum())
     kernel_us = kernel_ns / 1000.0 / n_steps
     notes: list[str] = []
@@ -784,70 +334,12 @@ def efficiency_summary(
         return _empty(notes, n_steps, device, name, peak, kernel_us)
     formula = index.name_class(_has_formula)[ops.name[op_row]]
     ksel, op_row = ksel[formula], op_row[formula]
-    rows, inverse = np.unique(op_row, return_inverse=True)
-    # op rows keyed by their texts: each distinct (op, dims, types, scalars) decoded once
-    key_ids: dict[tuple[Any, ...], int] = {}
-    keys = zip(
-        ops.name[rows].tolist(),
-        _texts(ops.input_dims, rows),
-        _texts(ops.input_types, rows),
-        _scalar_texts(index, rows),
-        _texts(ops.flops, rows) if len(ops.flops) else [None] * rows.size,
-        strict=True,
-    )
-    row_key = np.array([key_ids.setdefault(key, len(key_ids)) for key in keys], dtype=np.int64)
-    # key → group (op, dims text, dtype), -1 without a formula
-    groups: list[_Group] = []
-    group_ids: dict[tuple[Any, ...], int] = {}
-    key_group = np.full(len(key_ids), -1, dtype=np.int64)
-    for key, kid in key_ids.items():
-        found = _work_of(trace.names[key[0]], key[1], key[2], key[3], key[4])
-        if found is None:
-            continue
-        work, gkey, shapes = found
-        gid = group_ids.get(gkey)
-        if gid is None:
-            gid = group_ids[gkey] = len(groups)
-            groups.append(_Group(gkey[0], shapes, work.dtype, work, kernel_names={}))
-        key_group[kid] = gid
-    row_group = key_group[row_key] if row_key.size else row_key
-    kernel_group = row_group[inverse]
-    kept = kernel_group >= 0
-    if groups:
-        n_groups = len(groups)
-        calls = np.bincount(row_group[row_group >= 0], minlength=n_groups)
-        time_ns = np.bincount(
-            kernel_group[kept], weights=k.dur_ns[ksel][kept].astype(np.float64), minlength=n_groups
-        )
-        n_names = len(trace.names) + 1
-        pair, pair_count = np.unique(
-            kernel_group[kept] * n_names + k.name[ksel][kept], return_counts=True
-        )
-        for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
-            g = groups[p // n_names]
-            assert g.kernel_names is not None
-            g.kernel_names[p % n_names] = c
-        for g, n, t in zip(groups, calls.tolist(), time_ns.tolist(), strict=True):
-            g.calls, g.time_ns = int(n), int(t)
+    grouped = _group_kernels(index, ksel, op_row)
+    groups, kernel_group, kept = grouped.groups, grouped.kernel_group, grouped.kept
     num_sms = props.get("numSms") if props else None
-    out: list[EfficiencyRow] = []
-    row_of: dict[int, EfficiencyRow] = {}
-    covered_ns = 0
-    for gid, g in enumerate(groups):
-        if g.time_ns <= 0:
-            continue
-        covered_ns += g.time_ns
-        knames = [
-            trace.names[n]
-            for n in sorted(g.kernel_names or {}, key=lambda n: -(g.kernel_names or {})[n])
-            if n >= 0
-        ]
-        row = _row(g, knames, peak, n_steps, num_sms if isinstance(num_sms, int) else None, th)
-        row_of[gid] = row
-        out.append(row)
-        note = _flops_check_note(row)
-        if note:
-            notes.append(note)
+    out, row_of, covered_ns = _group_rows(
+        trace, groups, peak, n_steps, num_sms if isinstance(num_sms, int) else None, th, notes
+    )
     out.sort(key=lambda r: -r.time_us_per_step)
     if not out:
         notes.append("No kernel time in ops with a FLOPs or bytes formula and shapes.")
@@ -857,9 +349,9 @@ def efficiency_summary(
         k.start_ns[ksel][kept],
         k.dur_ns[ksel][kept],
         kernel_group[kept],
-        inverse,
+        grouped.inverse,
         k.start_ns[ksel],
-        row_group,
+        grouped.row_group,
         groups,
         row_of,
     )
@@ -875,6 +367,129 @@ def efficiency_summary(
         notes=notes,
         per_step=per_step,
     )
+
+
+def _step_kernels(index: TraceIndex, device: int) -> np.ndarray:
+    """Rows of the kernels on ``device`` that start between the first step's start and
+    the last step's end."""
+    steps = index.steps
+    k = index.trace.kernels
+    lo, hi = int(steps.start_ns[0]), int(steps.end_ns[-1])
+    return np.flatnonzero((k.device == device) & (k.start_ns >= lo) & (k.start_ns < hi))
+
+
+def _group_kernels(index: TraceIndex, ksel: np.ndarray, op_row: np.ndarray) -> _Grouped:
+    """Kernels ``ksel`` (launched by the op rows ``op_row``) grouped by op group, each
+    group with its calls, kernel time and kernel names (:func:`_tally`)."""
+    trace = index.trace
+    rows, inverse = np.unique(op_row, return_inverse=True)
+    row_key, key_ids = _op_keys(index, rows)
+    groups, key_group = _key_groups(trace, key_ids)
+    row_group = key_group[row_key] if row_key.size else row_key
+    kernel_group = row_group[inverse]
+    kept = kernel_group >= 0
+    if groups:
+        _tally(trace, groups, ksel, row_group, kernel_group, kept)
+    return _Grouped(groups, row_group, inverse, kernel_group, kept)
+
+
+def _op_keys(index: TraceIndex, rows: np.ndarray) -> tuple[np.ndarray, dict[tuple[Any, ...], int]]:
+    """A key id per op row of ``rows``, and the keys: (name, dims, types, scalars, flops
+    texts)."""
+    ops = index.trace.cpu_ops
+    # op rows keyed by their texts: each distinct (op, dims, types, scalars) decoded once
+    key_ids: dict[tuple[Any, ...], int] = {}
+    keys = zip(
+        ops.name[rows].tolist(),
+        _texts(ops.input_dims, rows),
+        _texts(ops.input_types, rows),
+        _scalar_texts(index, rows),
+        _texts(ops.flops, rows) if len(ops.flops) else [None] * rows.size,
+        strict=True,
+    )
+    row_key = np.array([key_ids.setdefault(key, len(key_ids)) for key in keys], dtype=np.int64)
+    return row_key, key_ids
+
+
+def _key_groups(
+    trace: m.Trace, key_ids: dict[tuple[Any, ...], int]
+) -> tuple[list[_Group], np.ndarray]:
+    """The op groups of the keys of :func:`_op_keys`, and each key's group."""
+    # key → group (op, dims text, dtype), -1 without a formula
+    groups: list[_Group] = []
+    group_ids: dict[tuple[Any, ...], int] = {}
+    key_group = np.full(len(key_ids), -1, dtype=np.int64)
+    for key, kid in key_ids.items():
+        found = _work_of(trace.names[key[0]], key[1], key[2], key[3], key[4])
+        if found is None:
+            continue
+        work, gkey, shapes = found
+        gid = group_ids.get(gkey)
+        if gid is None:
+            gid = group_ids[gkey] = len(groups)
+            groups.append(_Group(gkey[0], shapes, work.dtype, work, kernel_names={}))
+        key_group[kid] = gid
+    return groups, key_group
+
+
+def _tally(
+    trace: m.Trace,
+    groups: list[_Group],
+    ksel: np.ndarray,
+    row_group: np.ndarray,
+    kernel_group: np.ndarray,
+    kept: np.ndarray,
+) -> None:
+    """Set each group's calls (op rows), kernel time and kernel name counts."""
+    k = trace.kernels
+    n_groups = len(groups)
+    calls = np.bincount(row_group[row_group >= 0], minlength=n_groups)
+    time_ns = np.bincount(
+        kernel_group[kept], weights=k.dur_ns[ksel][kept].astype(np.float64), minlength=n_groups
+    )
+    n_names = len(trace.names) + 1
+    pair, pair_count = np.unique(
+        kernel_group[kept] * n_names + k.name[ksel][kept], return_counts=True
+    )
+    for p, c in zip(pair.tolist(), pair_count.tolist(), strict=True):
+        g = groups[p // n_names]
+        assert g.kernel_names is not None
+        g.kernel_names[p % n_names] = c
+    for g, n, t in zip(groups, calls.tolist(), time_ns.tolist(), strict=True):
+        g.calls, g.time_ns = int(n), int(t)
+
+
+def _group_rows(
+    trace: m.Trace,
+    groups: list[_Group],
+    peak: EfficiencyPeak | None,
+    n_steps: int,
+    num_sms: int | None,
+    th: Thresholds,
+    notes: list[str],
+) -> tuple[list[EfficiencyRow], dict[int, EfficiencyRow], int]:
+    """A row per group with kernel time (:func:`_row`, in group order), the row of each
+    group id, and the kernel time they cover (ns); a FLOPs cross-check note per row
+    goes to ``notes``."""
+    out: list[EfficiencyRow] = []
+    row_of: dict[int, EfficiencyRow] = {}
+    covered_ns = 0
+    for gid, g in enumerate(groups):
+        if g.time_ns <= 0:
+            continue
+        covered_ns += g.time_ns
+        knames = [
+            trace.names[n]
+            for n in sorted(g.kernel_names or {}, key=lambda n: -(g.kernel_names or {})[n])
+            if n >= 0
+        ]
+        row = _row(g, knames, peak, n_steps, num_sms, th)
+        row_of[gid] = row
+        out.append(row)
+        note = _flops_check_note(row)
+        if note:
+            notes.append(note)
+    return out, row_of, covered_ns
 
 
 #: Relative difference between the trace's ``flops`` arg and the shapes formula above

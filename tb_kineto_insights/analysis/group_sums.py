@@ -1,5 +1,6 @@
 """Exact per-group sums of int64 columns: ``out[g] = sum(values[group == g])``; and the
-distinct values of a small-range int column (ids, pids, tids, devices) without a sort.
+distinct values of a small-range int column (ids, pids, tids, devices) without a sort,
+and the distinct pairs of two such columns.
 
 ``np.add.at`` does this exactly but slowly (hundreds of ns per element with int64;
 figures in ``benchmarks/RESULTS.md``). ``np.bincount(group, weights=values)`` is more
@@ -93,4 +94,20 @@ def distinct_inverse(
     return uniq, lookup[shifted]
 
 
-__all__ = ["int_sums", "int_sums_2d", "distinct", "distinct_inverse", "DISTINCT_RANGE_MAX"]
+def distinct_pairs(a: I64, b: I64) -> list[tuple[int, int]]:
+    """Distinct ``(a[i], b[i])`` pairs of two equal-length int64 arrays, sorted, as
+    Python ints (cheaper than ``np.unique(axis=0)``)."""
+    out: list[tuple[int, int]] = []
+    for x in distinct(a).tolist():
+        out.extend((int(x), int(y)) for y in distinct(b[a == x]).tolist())
+    return out
+
+
+__all__ = [
+    "int_sums",
+    "int_sums_2d",
+    "distinct",
+    "distinct_inverse",
+    "distinct_pairs",
+    "DISTINCT_RANGE_MAX",
+]

@@ -127,7 +127,6 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
     k = trace.kernels
     rt = trace.runtime
     steps = index.steps
-    n_steps = len(steps)
     short_ns = float(thresholds.short_kernel_us) * 1000.0
 
     dur = k.dur_ns
@@ -136,49 +135,12 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
     short = dur < short_ns
     short_in = short & in_step
 
-    # --- counts per step ---------------------------------------------------------
-    step_in = step[in_step]
-    per_count = np.bincount(step_in, minlength=n_steps)
-    per_time = _int_sums(step_in, dur[in_step], n_steps)
-    per_short = np.bincount(step[short_in], minlength=n_steps)
-    per_step = [
-        KernelStepCount(
-            number=int(steps.number[i]),
-            count=int(per_count[i]),
-            time_us=_us(per_time[i]),
-            short_count=int(per_short[i]),
-        )
-        for i in range(n_steps)
-    ]
+    per_step = _step_counts(steps.number, step, in_step, short_in, dur)
     count_in_steps = int(in_step.sum())
     out_mask = ~in_step
     time_in_steps = int(dur[in_step].sum())
 
-    # --- launches ----------------------------------------------------------------
-    launch_row = index.launch_row[m.KERNEL]
-    linked = launch_row >= 0
-    safe_row = np.where(linked, launch_row, 0)
-    graph_row = index.rows_where(m.RUNTIME, nm.is_graph_launch)
-    graph = (linked & graph_row[safe_row]) if len(rt) else np.zeros(len(k), dtype=np.bool_)
-    kernels_per_row = np.bincount(launch_row[linked], minlength=len(rt))
-    one_to_one = linked & ~graph
-    if len(rt):
-        one_to_one &= kernels_per_row[safe_row] == 1
-    denominator = one_to_one & in_step
-    launch_dur = rt.dur_ns[safe_row] if len(rt) else np.zeros(len(k), dtype=np.int64)
-    launch_bound = denominator & (dur < launch_dur)
-    is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
-    launch_count = int(is_launch_call.sum())
-    n_denominator = int(denominator.sum())
-    launch = KernelLaunch(
-        mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
-        launch_count=launch_count,
-        one_to_one_count=n_denominator,
-        launch_bound_count=int(launch_bound.sum()),
-        launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
-        launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
-        unlinked_kernels=int((~linked).sum()),
-    )
+    launch, linked, graph = _launches(index, in_step)
 
     # --- short names ---------------------------------------------------------------
     groups = _short_groups(trace, k.name)
@@ -218,6 +180,60 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
             has_markers=steps.has_markers,
         ),
     )
+
+
+def _step_counts(
+    number: I64, step: I64, in_step: Mask, short_in: Mask, dur: I64
+) -> list[KernelStepCount]:
+    """Per step window (``number``: the step numbers): the kernels starting in it, their
+    summed duration and the short ones (``step``: each kernel's window, -1 for none)."""
+    n_steps = int(number.size)
+    step_in = step[in_step]
+    per_count = np.bincount(step_in, minlength=n_steps)
+    per_time = _int_sums(step_in, dur[in_step], n_steps)
+    per_short = np.bincount(step[short_in], minlength=n_steps)
+    return [
+        KernelStepCount(
+            number=int(number[i]),
+            count=int(per_count[i]),
+            time_us=_us(per_time[i]),
+            short_count=int(per_short[i]),
+        )
+        for i in range(n_steps)
+    ]
+
+
+def _launches(index: TraceIndex, in_step: Mask) -> tuple[KernelLaunch, Mask, Mask]:
+    """``launch`` (:func:`kernels_summary`), and per kernel row whether it is linked to
+    its launch call and whether that call is a graph launch."""
+    k = index.trace.kernels
+    rt = index.trace.runtime
+    dur = k.dur_ns
+    launch_row = index.launch_row[m.KERNEL]
+    linked = launch_row >= 0
+    safe_row = np.where(linked, launch_row, 0)
+    graph_row = index.rows_where(m.RUNTIME, nm.is_graph_launch)
+    graph = (linked & graph_row[safe_row]) if len(rt) else np.zeros(len(k), dtype=np.bool_)
+    kernels_per_row = np.bincount(launch_row[linked], minlength=len(rt))
+    one_to_one = linked & ~graph
+    if len(rt):
+        one_to_one &= kernels_per_row[safe_row] == 1
+    denominator = one_to_one & in_step
+    launch_dur = rt.dur_ns[safe_row] if len(rt) else np.zeros(len(k), dtype=np.int64)
+    launch_bound = denominator & (dur < launch_dur)
+    is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
+    launch_count = int(is_launch_call.sum())
+    n_denominator = int(denominator.sum())
+    launch = KernelLaunch(
+        mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
+        launch_count=launch_count,
+        one_to_one_count=n_denominator,
+        launch_bound_count=int(launch_bound.sum()),
+        launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
+        launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
+        unlinked_kernels=int((~linked).sum()),
+    )
+    return launch, linked, graph
 
 
 def _notes(
@@ -332,81 +348,22 @@ def _fusion_candidates(
         common innermost CPU op, on the launching thread, around the launch call of an
         occurrence's first kernel; ``None`` when no occurrence's launch is known)``}``.
     """
-    k = index.trace.kernels
     min_len = max(int(thresholds.fusion_min_length), 1)
     min_rep = max(int(thresholds.fusion_min_repeats), 1)
-    communication = groups.communication[groups.of_row] if groups.names else step < -1
-    rows_in = np.nonzero((step >= 0) & ~communication)[0]
-    if rows_in.size == 0:
+    runs = _short_runs(index, groups, step, short, min_len)
+    if runs is None:
         return []
-    order = rows_in[_device_start_order(k.start_ns[rows_in], k.device[rows_in])]
-    s = short[order]
-    st = step[order]
-    dv = k.device[order]
-    n = order.size
-    boundary = np.ones(n, dtype=np.bool_)
-    boundary[1:] = (st[1:] != st[:-1]) | (dv[1:] != dv[:-1])
-    prev_short = np.zeros(n, dtype=np.bool_)
-    prev_short[1:] = s[:-1]
-    run_start = s & (boundary | ~prev_short)
-    if not run_start.any():
-        return []
-    run_id = np.cumsum(run_start) - 1  # valid where s
-    first_pos = np.nonzero(run_start)[0]
-    run_len = np.bincount(run_id[s], minlength=first_pos.size)
-    run_time = _int_sums(run_id[s], k.dur_ns[order][s], first_pos.size)
-    keep = run_len >= min_len
-    if not keep.any():
-        return []
-    gid = groups.of_row[order]
-
-    # group runs by their name sequence: a padded matrix for short runs, tuples for long
-    key_of_run = np.full(first_pos.size, -1, dtype=np.int64)
-    keys: list[tuple[int, ...]] = []
-    small = np.nonzero(keep & (run_len <= FUSION_SHOWN_KERNELS))[0]
-    if small.size:
-        mat = np.full((small.size, FUSION_SHOWN_KERNELS), -1, dtype=np.int64)
-        row_of_run = np.full(first_pos.size, -1, dtype=np.int64)
-        row_of_run[small] = np.arange(small.size)
-        pos = np.nonzero(s)[0]
-        rid = run_id[pos]
-        row = row_of_run[rid]
-        sel = row >= 0
-        mat[row[sel], (pos - first_pos[rid])[sel]] = gid[pos[sel]]
-        uniq, inverse = np.unique(mat, axis=0, return_inverse=True)
-        key_of_run[small] = inverse.reshape(-1)
-        keys = [tuple(int(x) for x in r if x >= 0) for r in uniq]
-    big = np.nonzero(keep & (run_len > FUSION_SHOWN_KERNELS))[0]
-    if big.size:
-        seen: dict[tuple[int, ...], int] = {}
-        for r in big.tolist():  # long runs are few (each holds > 16 kernels)
-            a = int(first_pos[r])
-            key = tuple(gid[a : a + int(run_len[r])].tolist())
-            if key not in seen:
-                seen[key] = len(keys)
-                keys.append(key)
-            key_of_run[r] = seen[key]
-
+    key_of_run, keys = _run_keys(runs)
     kept_runs = np.nonzero(key_of_run >= 0)[0]
     occ = np.bincount(key_of_run[kept_runs], minlength=len(keys))
-    key_time = _int_sums(key_of_run[kept_runs], run_time[kept_runs], len(keys))
+    key_time = _int_sums(key_of_run[kept_runs], runs.time[kept_runs], len(keys))
     good = np.nonzero(occ >= min_rep)[0]
     if good.size == 0:
         return []
     lengths = np.array([len(keys[i]) for i in good.tolist()], dtype=np.int64)
     # largest time first; ties: more occurrences, longer, then key order (stable)
     top = good[np.lexsort((-lengths, -occ[good], -key_time[good]))][:FUSION_TOP]
-
-    # CPU op of each occurrence of the chosen keys: the run's first kernel's launch
-    chosen = np.isin(key_of_run, top)
-    chosen_runs = np.nonzero(chosen)[0]
-    first_rows = order[first_pos[chosen_runs]]
-    launch_row = index.launch_row[m.KERNEL][first_rows]
-    op_names = _cpu_op_names(index, launch_row)
-    per_key: dict[int, Counter[str]] = {int(t): Counter() for t in top.tolist()}
-    for key_id, op in zip(key_of_run[chosen_runs].tolist(), op_names, strict=True):
-        if op is not None:
-            per_key[key_id][op] += 1
+    per_key = _key_ops(index, runs, key_of_run, top)
 
     n_steps = len(index.steps)  # > 0: every run lies in a step window
     out = []
@@ -426,6 +383,105 @@ def _fusion_candidates(
             )
         )
     return out
+
+
+class _Runs(NamedTuple):
+    """Runs of consecutive short kernels (:func:`_fusion_candidates`), over the kernel
+    rows in ``order`` (per device, per step, by start; communication kernels left out):
+    ``short`` and ``group`` (short-name group) per position, ``run_id`` per short
+    position, and per run its first position, length, summed duration (ns) and whether it
+    is long enough (``keep``)."""
+
+    order: I64
+    short: Mask
+    group: I64
+    run_id: I64
+    first_pos: I64
+    length: I64
+    time: I64
+    keep: Mask
+
+
+def _short_runs(
+    index: TraceIndex, groups: _Groups, step: I64, short: Mask, min_len: int
+) -> _Runs | None:
+    """The runs of short kernels in the step windows; ``None`` when no run reaches
+    ``min_len`` kernels."""
+    k = index.trace.kernels
+    communication = groups.communication[groups.of_row] if groups.names else step < -1
+    rows_in = np.nonzero((step >= 0) & ~communication)[0]
+    if rows_in.size == 0:
+        return None
+    order = rows_in[_device_start_order(k.start_ns[rows_in], k.device[rows_in])]
+    s = short[order]
+    st = step[order]
+    dv = k.device[order]
+    n = order.size
+    boundary = np.ones(n, dtype=np.bool_)
+    boundary[1:] = (st[1:] != st[:-1]) | (dv[1:] != dv[:-1])
+    prev_short = np.zeros(n, dtype=np.bool_)
+    prev_short[1:] = s[:-1]
+    run_start = s & (boundary | ~prev_short)
+    if not run_start.any():
+        return None
+    run_id = np.cumsum(run_start) - 1  # valid where s
+    first_pos = np.nonzero(run_start)[0]
+    run_len = np.bincount(run_id[s], minlength=first_pos.size)
+    run_time = _int_sums(run_id[s], k.dur_ns[order][s], first_pos.size)
+    keep = run_len >= min_len
+    if not keep.any():
+        return None
+    gid = groups.of_row[order]
+    return _Runs(order, s, gid, run_id, first_pos, run_len, run_time, keep)
+
+
+def _run_keys(runs: _Runs) -> tuple[I64, list[tuple[int, ...]]]:
+    """Per run, the id of its key (its sequence of short-name groups; -1 for a run not
+    kept), and the keys."""
+    first_pos, run_len, keep, gid = runs.first_pos, runs.length, runs.keep, runs.group
+    # group runs by their name sequence: a padded matrix for short runs, tuples for long
+    key_of_run = np.full(first_pos.size, -1, dtype=np.int64)
+    keys: list[tuple[int, ...]] = []
+    small = np.nonzero(keep & (run_len <= FUSION_SHOWN_KERNELS))[0]
+    if small.size:
+        mat = np.full((small.size, FUSION_SHOWN_KERNELS), -1, dtype=np.int64)
+        row_of_run = np.full(first_pos.size, -1, dtype=np.int64)
+        row_of_run[small] = np.arange(small.size)
+        pos = np.nonzero(runs.short)[0]
+        rid = runs.run_id[pos]
+        row = row_of_run[rid]
+        sel = row >= 0
+        mat[row[sel], (pos - first_pos[rid])[sel]] = gid[pos[sel]]
+        uniq, inverse = np.unique(mat, axis=0, return_inverse=True)
+        key_of_run[small] = inverse.reshape(-1)
+        keys = [tuple(int(x) for x in r if x >= 0) for r in uniq]
+    big = np.nonzero(keep & (run_len > FUSION_SHOWN_KERNELS))[0]
+    if big.size:
+        seen: dict[tuple[int, ...], int] = {}
+        for r in big.tolist():  # long runs are few (each holds > 16 kernels)
+            a = int(first_pos[r])
+            key = tuple(gid[a : a + int(run_len[r])].tolist())
+            if key not in seen:
+                seen[key] = len(keys)
+                keys.append(key)
+            key_of_run[r] = seen[key]
+    return key_of_run, keys
+
+
+def _key_ops(index: TraceIndex, runs: _Runs, key_of_run: I64, top: I64) -> dict[int, Counter[str]]:
+    """Per key of ``top``: how often each CPU op launched the first kernel of one of its
+    occurrences."""
+    # CPU op of each occurrence of the chosen keys: the run's first kernel's launch
+    chosen = np.isin(key_of_run, top)
+    chosen_runs = np.nonzero(chosen)[0]
+    first_rows = runs.order[runs.first_pos[chosen_runs]]
+    launch_row = index.launch_row[m.KERNEL][first_rows]
+    op_names = _cpu_op_names(index, launch_row)
+    per_key: dict[int, Counter[str]] = {int(t): Counter() for t in top.tolist()}
+    for key_id, op in zip(key_of_run[chosen_runs].tolist(), op_names, strict=True):
+        if op is not None:
+            per_key[key_id][op] += 1
+    return per_key
 
 
 def innermost_ops(cpu: m.EventTable, pid: I64, tid: I64, t_ns: I64) -> I64:

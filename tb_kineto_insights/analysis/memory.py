@@ -88,7 +88,7 @@ trace (181k memory events) before, 0.11 s after.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 import numpy as np
@@ -96,7 +96,8 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.group_sums import distinct
+from tb_kineto_insights.analysis.enclosing_op import innermost_op
+from tb_kineto_insights.analysis.group_sums import distinct_pairs
 from tb_kineto_insights.analysis.lost import file_end_note, lost_data
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex
@@ -142,14 +143,6 @@ def device_name(device_type: int, device_id: int) -> str:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _pairs(a: I64, b: I64) -> list[tuple[int, int]]:
-    """Distinct ``(a[i], b[i])`` pairs, sorted (cheaper than ``np.unique(axis=0)``)."""
-    out: list[tuple[int, int]] = []
-    for x in distinct(a).tolist():
-        out.extend((int(x), int(y)) for y in distinct(b[a == x]).tolist())
-    return out
-
-
 def downsample(t: I64, v: I64, max_points: int) -> I64:
     """Indices (sorted, i.e. in time order) of at most ``max_points`` samples of the
     series ``(t, v)`` (``t`` sorted): the first and the last sample, plus the lowest and
@@ -192,49 +185,6 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
 def _series(t_us: npt.NDArray[np.float64], v: I64, max_points: int, t: I64) -> MemorySeriesPoints:
     keep = downsample(t, v, max_points)
     return MemorySeriesPoints(t_us=t_us[keep].tolist(), bytes=v[keep].tolist())
-
-
-def innermost_op(ops: m.EventTable, pid: I64, tid: I64, ts: I64) -> I64:
-    """Row of ``ops`` (a start-sorted :class:`EventTable`) of the innermost range on the
-    same pid/tid containing each point ``ts`` (``start ≤ ts < end``), -1 where none does.
-
-    "Innermost" is the latest-starting containing range. Per thread: ``searchsorted`` the
-    last range starting at or before the point, then binary lifting over a sparse table of
-    range-maximum ends finds the latest range at or before it that still ends after the
-    point. O((n + q) log n), no Python loop over ranges.
-    """
-    out = np.full(ts.size, -1, dtype=np.int64)
-    if ts.size == 0 or len(ops) == 0:
-        return out
-    rows_all = np.arange(len(ops), dtype=np.int64)
-    op_pid, op_tid = ops.pid, ops.tid
-    for p, t in _pairs(pid, tid):
-        q = np.nonzero((pid == p) & (tid == t))[0]
-        rows = rows_all[(op_pid == p) & (op_tid == t)]  # start-sorted (table order)
-        if rows.size == 0:
-            continue
-        starts, ends = ops.start_ns[rows], ops.end_ns[rows]
-        # sparse table: table[k][i] = max(ends[max(0, i - 2**k + 1) .. i])
-        table = [ends]
-        step = 1
-        while step < rows.size:
-            prev = table[-1]
-            nxt = np.empty_like(prev)
-            nxt[:step] = prev[:step]
-            np.maximum(prev[step:], prev[:-step], out=nxt[step:])
-            table.append(nxt)
-            step *= 2
-        pts = ts[q]
-        ptr = np.searchsorted(starts, pts, side="right") - 1
-        for k in range(len(table) - 1, -1, -1):
-            ok = ptr >= 0
-            sub = np.nonzero(ok)[0]
-            all_end_before = table[k][ptr[sub]] <= pts[sub]
-            jump = sub[all_end_before]
-            ptr[jump] = np.maximum(ptr[jump] - (1 << k), -1)
-        hit = ptr >= 0
-        out[q[hit]] = rows[ptr[hit]]
-    return out
 
 
 def _shapes(ops: m.EventTable, row: int) -> str | None:
@@ -512,6 +462,8 @@ def _match(d: _Device) -> dict[str, Any]:
 def _device_summary(
     index: TraceIndex, mem: m.MemoryTable, rows: I64, dtype: int, did: int, th: Thresholds
 ) -> MemoryDevice:
+    """The panel's entry of device ``(dtype, did)`` from its memory events ``rows``
+    (module docstring)."""
     trace = index.trace
     ops = trace.cpu_ops
     d = _Device(mem, rows)
@@ -519,7 +471,72 @@ def _device_summary(
     notes: list[str] = []
     n = int(d.ts.size)
     t_us = (d.ts - index.origin_ns).astype(np.float64) / 1000.0
+    addr_missing = _missing_fields_notes(d, notes)
 
+    pts = th.memory_series_points
+    series = MemorySeries(
+        allocated=_series(t_us, d.allocated, pts, d.ts),
+        reserved=_series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
+        points_in=n,
+    )
+    per_step = _per_step(d, index)
+    growth = _complete_growth(index, per_step, th, notes)
+    peaks = _peaks(d, t_us, trace, dtype, did)
+
+    # allocations ↔ frees, ops that made them
+    match = _match(d)
+    alloc_idx = np.nonzero(d.bytes > 0)[0]
+    live_idx = np.nonzero(match["live"])[0]
+    top = alloc_idx[np.argsort(-d.bytes[alloc_idx], kind="stable")[:LARGEST_ALLOCATIONS]]
+    frag, frag_top = _fragmentation(d, index, t_us, per_step, th)
+    need = np.unique(np.concatenate([live_idx, top, frag_top]))
+    op_rows = np.full(n, -1, dtype=np.int64)
+    op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
+    # allocations are host events: host windows (module docstring)
+    step_of = index.host_steps.host_step_of(d.ts)
+    if frag is not None:
+        frag = _with_op_names(frag, frag_top, op_rows, trace)
+    largest = _largest_allocations(index, d, t_us, top, op_rows, step_of, match)
+    live = _live_at_end(index, d, live_idx, op_rows, step_of)
+
+    return MemoryDevice(
+        device=name,
+        device_type=dtype,
+        device_type_name=m.DEVICE_TYPE_NAMES.get(dtype),
+        device_id=did,
+        event_count=n,
+        allocation_count=int(alloc_idx.size),
+        free_count=int((d.bytes < 0).sum()),
+        has_totals=d.has_totals,
+        has_addresses=addr_missing == 0,
+        allocated_from_deltas=not d.has_totals,
+        series=series,
+        per_step=per_step,
+        growth=growth,
+        peak_allocated_bytes=peaks.peak_alloc,
+        peak_allocated_us=(
+            float(t_us[peaks.peak_i]) if peaks.peak_alloc > d.base else float(t_us[0])
+        ),
+        peak_reserved_bytes=peaks.peak_res,
+        peak_reserved_us=peaks.peak_res_us,
+        allocated_at_reserved_peak_bytes=peaks.alloc_at_res_peak,
+        cached_free_at_reserved_peak_fraction=peaks.cached_frac,
+        fragmentation=frag,
+        capacity_bytes=peaks.capacity,
+        peak_fraction_of_capacity=peaks.cap_fraction,
+        peak_basis=peaks.basis,
+        freed_before_window=match["freed_before_window"] if addr_missing < n else None,
+        matching=match["matching"] if addr_missing < n else None,
+        live_at_end=live if addr_missing < n else None,
+        largest_allocations=largest,
+        notes=notes,
+    )
+
+
+def _missing_fields_notes(d: _Device, notes: list[str]) -> int:
+    """Notes on the totals and addresses the device's events lack; returns how many
+    events have no ``Addr``."""
+    n = int(d.ts.size)
     if not d.has_totals:
         notes.append(
             "no Total Allocated / Total Reserved on "
@@ -539,14 +556,14 @@ def _device_summary(
             + " (older PyTorch): allocations cannot be matched to their frees, so live "
             "allocations at the end and allocation lifetimes are unknown"
         )
+    return addr_missing
 
-    pts = th.memory_series_points
-    series = MemorySeries(
-        allocated=_series(t_us, d.allocated, pts, d.ts),
-        reserved=_series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
-        points_in=n,
-    )
-    per_step = _per_step(d, index)
+
+def _complete_growth(
+    index: TraceIndex, per_step: list[MemoryStep], th: Thresholds, notes: list[str]
+) -> MemoryGrowth:
+    """:func:`_growth` over the complete steps (a file cut short loses the host events
+    of its last steps: :func:`.lost.lost_data`), with a note on the cut."""
     cut = lost_data(index)
     incomplete = set(cut.incomplete_steps)
     growth = _growth([p for p in per_step if p.number not in incomplete], th)
@@ -562,7 +579,29 @@ def _device_summary(
                 else ""
             )
         )
+    return growth
 
+
+class _Peaks(NamedTuple):
+    """A device's peaks (bytes; times in µs like ``t_us``), cached free share and
+    capacity (module docstring)."""
+
+    peak_i: int
+    peak_alloc: int
+    peak_res: int | None
+    peak_res_us: float | None
+    alloc_at_res_peak: int | None
+    cached_frac: float | None
+    capacity: int | None
+    basis: str
+    cap_fraction: float | None
+
+
+def _peaks(
+    d: _Device, t_us: npt.NDArray[np.float64], trace: m.Trace, dtype: int, did: int
+) -> _Peaks:
+    """Peaks, cached free bytes at the reserved peak, and the share of the device's
+    ``totalGlobalMem`` (CUDA/HIP only)."""
     # peaks, cached free bytes, capacity
     peak_i = int(np.argmax(d.allocated))
     peak_alloc = max(int(d.allocated[peak_i]), d.base)
@@ -586,31 +625,49 @@ def _device_summary(
     basis = "reserved" if peak_res is not None else "allocated"
     peak_for_capacity = peak_res if peak_res is not None else peak_alloc
     cap_fraction = peak_for_capacity / capacity if capacity and d.has_totals else None
+    return _Peaks(
+        peak_i,
+        peak_alloc,
+        peak_res,
+        peak_res_us,
+        alloc_at_res_peak,
+        cached_frac,
+        capacity,
+        basis,
+        cap_fraction,
+    )
 
-    # allocations ↔ frees, ops that made them
-    match = _match(d)
-    alloc_idx = np.nonzero(d.bytes > 0)[0]
-    live_idx = np.nonzero(match["live"])[0]
-    top = alloc_idx[np.argsort(-d.bytes[alloc_idx], kind="stable")[:LARGEST_ALLOCATIONS]]
-    frag, frag_top = _fragmentation(d, index, t_us, per_step, th)
-    need = np.unique(np.concatenate([live_idx, top, frag_top]))
-    op_rows = np.full(n, -1, dtype=np.int64)
-    op_rows[need] = innermost_op(ops, d.pid[need], d.tid[need], d.ts[need])
-    # allocations are host events: host windows (module docstring)
-    step_of = index.host_steps.host_step_of(d.ts)
 
-    def op_name(row: int) -> str | None:
-        return trace.names[int(ops.name[row])] if row >= 0 else None
+def _op_name(trace: m.Trace, row: int) -> str | None:
+    """Name of the CPU op at ``row``, ``None`` for -1."""
+    return trace.names[int(trace.cpu_ops.name[row])] if row >= 0 else None
 
-    if frag is not None:
-        frag = msgspec.structs.replace(
-            frag,
-            largest=[
-                msgspec.structs.replace(event, op=op_name(int(op_rows[row])))
-                for row, event in zip(frag_top.tolist(), frag.largest, strict=True)
-            ],
-        )
 
+def _with_op_names(
+    frag: Fragmentation, frag_top: I64, op_rows: I64, trace: m.Trace
+) -> Fragmentation:
+    """``frag`` with the op of each of its largest events (event rows ``frag_top``)."""
+    return msgspec.structs.replace(
+        frag,
+        largest=[
+            msgspec.structs.replace(event, op=_op_name(trace, int(op_rows[row])))
+            for row, event in zip(frag_top.tolist(), frag.largest, strict=True)
+        ],
+    )
+
+
+def _largest_allocations(
+    index: TraceIndex,
+    d: _Device,
+    t_us: npt.NDArray[np.float64],
+    top: I64,
+    op_rows: I64,
+    step_of: I64,
+    match: dict[str, Any],
+) -> list[Allocation]:
+    """The allocations at the event rows ``top``, freed or not, with their op, step and
+    lifetime."""
+    ops = index.trace.cpu_ops
     largest = []
     for i in top.tolist():
         row = int(op_rows[i])
@@ -620,7 +677,7 @@ def _device_summary(
         largest.append(
             Allocation(
                 bytes=int(d.bytes[i]),
-                op=op_name(row),
+                op=_op_name(index.trace, row),
                 input_shapes=_shapes(ops, row) if row >= 0 else None,
                 step=int(index.host_steps.number[s]) if s >= 0 else None,
                 t_us=float(t_us[i]),
@@ -628,7 +685,15 @@ def _device_summary(
                 lifetime_us=(int(d.ts[f]) - int(d.ts[i])) / 1000.0 if f >= 0 else None,
             )
         )
+    return largest
 
+
+def _live_at_end(
+    index: TraceIndex, d: _Device, live_idx: I64, op_rows: I64, step_of: I64
+) -> LiveAtEnd:
+    """The allocations never freed (event rows ``live_idx``), grouped by op and input
+    shapes, largest bytes first."""
+    ops = index.trace.cpu_ops
     groups: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     if live_idx.size:
         live_rows = op_rows[live_idx]
@@ -637,7 +702,7 @@ def _device_summary(
         sizes = np.bincount(inv, weights=d.bytes[live_idx].astype(np.float64))
         live_steps = step_of[live_idx]
         for k, row in enumerate(uniq.tolist()):
-            key = (op_name(row), _shapes(ops, row) if row >= 0 else None)
+            key = (_op_name(index.trace, row), _shapes(ops, row) if row >= 0 else None)
             g = groups.setdefault(
                 key,
                 {"op": key[0], "input_shapes": key[1], "count": 0, "bytes": 0, "_steps": set()},
@@ -647,7 +712,7 @@ def _device_summary(
             st = live_steps[inv == k]
             g["_steps"].update(int(index.host_steps.number[s]) for s in np.unique(st[st >= 0]))
     by_op = sorted(groups.values(), key=lambda g: (-g["bytes"], -g["count"], str(g["op"])))
-    live = LiveAtEnd(
+    return LiveAtEnd(
         count=int(live_idx.size),
         bytes=int(d.bytes[live_idx].sum()),
         by_op=[
@@ -661,37 +726,6 @@ def _device_summary(
             for g in by_op[:LIVE_GROUPS]
         ],
         groups=len(by_op),
-    )
-
-    return MemoryDevice(
-        device=name,
-        device_type=dtype,
-        device_type_name=m.DEVICE_TYPE_NAMES.get(dtype),
-        device_id=did,
-        event_count=n,
-        allocation_count=int(alloc_idx.size),
-        free_count=int((d.bytes < 0).sum()),
-        has_totals=d.has_totals,
-        has_addresses=addr_missing == 0,
-        allocated_from_deltas=not d.has_totals,
-        series=series,
-        per_step=per_step,
-        growth=growth,
-        peak_allocated_bytes=peak_alloc,
-        peak_allocated_us=float(t_us[peak_i]) if peak_alloc > d.base else float(t_us[0]),
-        peak_reserved_bytes=peak_res,
-        peak_reserved_us=peak_res_us,
-        allocated_at_reserved_peak_bytes=alloc_at_res_peak,
-        cached_free_at_reserved_peak_fraction=cached_frac,
-        fragmentation=frag,
-        capacity_bytes=capacity,
-        peak_fraction_of_capacity=cap_fraction,
-        peak_basis=basis,
-        freed_before_window=match["freed_before_window"] if addr_missing < n else None,
-        matching=match["matching"] if addr_missing < n else None,
-        live_at_end=live if addr_missing < n else None,
-        largest_allocations=largest,
-        notes=notes,
     )
 
 
@@ -710,7 +744,7 @@ def memory_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLD
     if not index.host_steps.has_markers:
         notes.append("no ProfilerStep markers: one pseudo-step, so no growth per step")
     devices: list[MemoryDevice] = []
-    for dtype, did in _pairs(mem.device_type, mem.device_id):
+    for dtype, did in distinct_pairs(mem.device_type, mem.device_id):
         rows = np.nonzero((mem.device_type == dtype) & (mem.device_id == did))[0]
         dev = _device_summary(index, mem, rows, int(dtype), int(did), thresholds)
         devices.append(dev)

@@ -1,8 +1,8 @@
 """Is one rank consistently late? The straggler test on per-step lateness magnitudes.
 
-Input: the matched collectives of one run (:mod:`.run_view`): per collective ``k`` and
-rank ``r`` the rank's arrival ``s[k, r]`` (its kernel's start, ns) and the profiled step
-the collective belongs to.
+Input: the matched collectives of one run (:mod:`.run_view_match`): per collective ``k``
+and rank ``r`` the rank's arrival ``s[k, r]`` (its kernel's start, ns) and the profiled
+step the collective belongs to.
 
 - **lateness** of rank ``r`` in step ``j``: ``ℓ[r, j] = max over the step's collectives of
   (s[k, r] − min over ranks of s[k, ·])``, how far behind the first rank it arrived at
@@ -71,14 +71,81 @@ would count one late step 13 times. A rank whose lateness is consistent but smal
 straggler: the verdict also needs its cost (``delay``, median over steps) to be at least
 ``straggler_min_share_of_step`` of the other ranks' step. The rate of that full verdict
 on runs synthesised from the real h200x2 ranks is in ``benchmarks/RESULTS.md``.
+
+The verdict (:func:`straggler_test`; the view's ``straggler`` and ``straggler_test``): a
+rank holds the others back only when it is both
+
+- **consistent**: its per-step lateness stands out from the others' beyond the
+  step-to-step noise (the test above): per step, each rank's lateness is how far behind
+  the first rank it arrived at the step's collective where it was furthest behind; the
+  candidate is the rank with the largest mean lateness; its mean excess over the other
+  ranks (Student's t against the run's two-way residual noise pooled with the reference
+  noise of balanced ranks, ``straggler_reference_noise_share_of_step`` of the tested
+  ranks' mean step on ``straggler_reference_noise_df`` degrees of freedom) and its
+  smallest per-step excess (against the reference), the better p-value × 2, × ``n``
+  (Bonferroni over the ranks that could have been picked), ``p_value ≤
+  straggler_alpha``. Steps where some tested rank has no matched collective are left
+  out of it. Under normal noise of the reference's size with no straggler, at most
+  ``straggler_alpha`` of runs show a consistent rank, at any number of ranks and steps
+  ≥ 2; h200x2 ``ddp_straggler`` cut to its last 3 steps (rank 1 19.5 ms/step later, the
+  run's noise 0.55 ms, pooled 1.79 ms) gives t = 13.5 on 14 degrees of freedom, p = 4e-9;
+  the balanced runs cut the same way p ≥ 0.33. ``last_steps`` of ``tested_steps`` (the
+  steps where it caused the largest delay) is told, not tested.
+- **costly**: ``delay_us_per_step`` = per step, the largest delay it causes in that
+  step (0 in steps where it is never last), median over the steps; the largest and not
+  the sum because the ranks blocked in its first collective reach their next ones late
+  too, so the sum counts its remaining work again, work they did meanwhile
+  (``others_wait_us_per_step``, the others' mean wait, is the upper bound). What the
+  others lose, explained in one breakdown: they wait ``others_wait_us_per_step`` in
+  their collectives for it, of which ``others_hidden_wait_us_per_step`` is hidden
+  behind their own compute and ``others_exposed_wait_us_per_step`` is exposed (their
+  exposed wait, the part that lengthens their step); the cost, ``delay_us_per_step``, is
+  how much earlier all of them could start without it.
+  ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
+  when at least ``straggler_min_share_of_step``.
+
+The binomial tail (:func:`binomial_tail`) and the exact median
+(:func:`exact_median`) are the statistics' helpers.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
+
+from tb_kineto_insights.analysis.run_view_spans import RunViewSpan
+from tb_kineto_insights.analysis.straggler_cause import straggler_cause
+from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.schema.communication import CollectiveCall
+
+
+class MatchedLateness(Protocol):
+    """What :func:`straggler_test` reads of the collectives matched across ranks
+    (:class:`~.run_view_match.Matched`; ns; per worker index, per step key)."""
+
+    @property
+    def matched_of(self) -> list[int]: ...
+
+    @property
+    def last_count(self) -> list[int]: ...
+
+    @property
+    def skews(self) -> list[float]: ...
+
+    @property
+    def step_keys(self) -> list[Any]: ...
+
+    @property
+    def step_late(self) -> list[dict[Any, int]]: ...
+
+    @property
+    def step_delay(self) -> list[dict[Any, int]]: ...
+
+    @property
+    def late_at(self) -> list[dict[Any, tuple[int, list[int], list[CollectiveCall]]]]: ...
 
 
 def student_t_sf(t: float, df: int) -> float:
@@ -276,3 +343,221 @@ def lateness_test(
         p_value=min(1.0, n * p_one),
     )
     return out
+
+
+def exact_median(values: list[int]) -> float:
+    """``statistics.median`` (exact on ints: the mean of the middle two as a float),
+    imported here: ``statistics`` costs 6-8 ms of every start-up and only runs of
+    several workers need it."""
+    import statistics
+
+    return statistics.median(values)
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """``P(X ≥ k)`` for ``X ~ Binomial(n, p)``: the sum of the pmf from ``k`` to ``n``
+    (``math.comb`` up to ``n = 1000``, log-gamma beyond).
+
+    Raises:
+        ValueError: ``n < 0`` or ``p`` outside ``[0, 1]``.
+    """
+    if n < 0 or not 0.0 <= p <= 1.0:
+        raise ValueError(f"binomial_tail needs n >= 0 and 0 <= p <= 1, got n={n}, p={p}")
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    if p == 0.0:
+        return 0.0
+    if p == 1.0:
+        return 1.0
+    q = 1.0 - p
+    if n <= 1000:  # exact binomial coefficients
+        return min(sum(math.comb(n, i) * p**i * q ** (n - i) for i in range(k, n + 1)), 1.0)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        log_comb = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+        total += math.exp(log_comb + i * log_p + (n - i) * log_q)
+    return min(total, 1.0)
+
+
+def straggler_test(
+    m: MatchedLateness,
+    rows: list[dict[str, Any]],
+    workers: Sequence[tuple[str, RunViewSpan]],
+    rank_list: list[int],
+    th: Thresholds,
+) -> dict[str, Any] | None:
+    """The best straggler candidate and its two tests (module docstring, The verdict;
+    :func:`lateness_test` on the ranks' per-step lateness), as the dict of the view's
+    ``straggler_test`` (keys in :func:`~.run_view.run_summary`); ``None`` with fewer
+    than 2 ranks with matched collectives. ``m``: the matched collectives; ``rows``: the
+    view's rank rows (``mean_step_us``, ``wait_us_per_step``,
+    ``exposed_wait_us_per_step`` read; in worker order, like ``workers`` and
+    ``rank_list``)."""
+    candidates = [i for i, c in enumerate(m.matched_of) if c]
+    n = len(candidates)
+    if n < 2 or not m.skews:
+        return None
+    # steps where every tested rank has a matched collective (the test needs no gaps)
+    tested_keys = [k for k in m.step_keys if all(k in m.step_late[i] for i in candidates)]
+    lateness_us = _lateness_us(m, candidates, tested_keys)
+    reference_us = _reference_noise_us(rows, candidates, th)
+    test = lateness_test(
+        lateness_us if tested_keys else lateness_us[:, :0],
+        reference_us,
+        th.straggler_reference_noise_df,
+    )
+    if test["candidate"] is not None and tested_keys:
+        top = candidates[test["candidate"]]
+    else:  # no step with every rank: the rank that causes the most delay
+        top = max(candidates, key=lambda i: (_median_delay_us(m, i), m.last_count[i]))
+    last_steps = _last_steps(m, candidates, tested_keys, top)
+    p_value = float(test["p_value"])
+    delay = _median_delay_us(m, top) if m.step_keys else 0.0
+    share, others_wait, others_hidden, others_exposed = _others_loss(m, rows, top, delay)
+    excess = test["excess_us"] if tested_keys else None
+    consistent = bool(tested_keys) and excess is not None and excess > 0
+    consistent = consistent and p_value <= th.straggler_alpha
+    costly = share is not None and share >= th.straggler_min_share_of_step
+    verdict = _verdict(consistent, costly)
+    matched = m.matched_of[top]
+    cause = None
+    if verdict == "straggler":
+        others_of = [workers[j][1] for j in candidates if j != top]
+        late_collectives = _late_collectives(m, top, tested_keys)
+        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
+    return {
+        "rank": rank_list[top],
+        "worker": workers[top][0],
+        "last_count": m.last_count[top],
+        "matched_count": matched,
+        "last_fraction": m.last_count[top] / matched if matched else None,
+        "last_steps": last_steps,
+        "tested_steps": len(tested_keys),
+        "ranks_tested": n,
+        "lateness_excess_us_per_step": excess,
+        "lateness_min_excess_us": test["min_excess_us"] if tested_keys else None,
+        "lateness_noise_us": test["noise_us"],
+        "run_noise_us": test["run_noise_us"],
+        "reference_noise_us": test["reference_noise_us"],
+        "reference_degrees_of_freedom": (
+            th.straggler_reference_noise_df if test["reference_noise_us"] is not None else 0
+        ),
+        "t_statistic": test["t"] if test["t"] is not None and math.isfinite(test["t"]) else None,
+        "degrees_of_freedom": test["df"],
+        "p_value_mean": float(test["p_value_mean"]),
+        "p_value_min": test["p_value_min"],
+        "p_value_one_rank": float(test["p_value_one_rank"]),
+        "p_value": p_value,
+        "alpha": th.straggler_alpha,
+        "consistent": consistent,
+        "delay_us_per_step": delay,
+        "share_of_step": share,
+        "min_share_of_step": th.straggler_min_share_of_step,
+        "costly": costly,
+        "others_wait_us_per_step": others_wait,
+        "others_hidden_wait_us_per_step": others_hidden,
+        "others_exposed_wait_us_per_step": others_exposed,
+        "verdict": verdict,
+        "cause": cause,
+    }
+
+
+def _lateness_us(m: MatchedLateness, candidates: list[int], tested_keys: list[Any]) -> np.ndarray:
+    """``n × N`` per-step lateness (µs) of the ``candidates`` (rows) in the steps
+    ``tested_keys`` (columns)."""
+    return np.array(
+        [[m.step_late[i][k] / 1000.0 for k in tested_keys] for i in candidates],
+        dtype=np.float64,
+    ).reshape(len(candidates), len(tested_keys))
+
+
+def _reference_noise_us(
+    rows: list[dict[str, Any]], candidates: list[int], th: Thresholds
+) -> float | None:
+    """The reference noise in µs; ``None`` unless every candidate has a mean step."""
+    # the reference noise in µs: its share of the step × the tested ranks' mean step
+    tested_steps_us = [
+        float(rows[i]["mean_step_us"]) for i in candidates if rows[i].get("mean_step_us")
+    ]
+    return (
+        th.straggler_reference_noise_share_of_step * float(np.mean(tested_steps_us))
+        if len(tested_steps_us) == len(candidates)
+        else None
+    )
+
+
+def _median_delay_us(m: MatchedLateness, i: int) -> float:
+    """Median over the steps of the delay worker ``i`` causes per step (µs; 0 in a step
+    where it is never last, and without steps)."""
+    values = [m.step_delay[i].get(k, 0) for k in m.step_keys]
+    return exact_median(values) / 1000.0 if values else 0.0
+
+
+def _last_steps(m: MatchedLateness, candidates: list[int], tested_keys: list[Any], top: int) -> int:
+    """The tested steps where ``top`` caused the largest delay (> 0)."""
+    last_steps = 0
+    for step in tested_keys:
+        delays = [(m.step_delay[i].get(step, 0), i) for i in candidates]
+        best, who = max(delays)
+        if best > 0 and who == top:
+            last_steps += 1
+    return last_steps
+
+
+def _others_loss(
+    m: MatchedLateness, rows: list[dict[str, Any]], top: int, delay: float
+) -> tuple[float | None, float | None, float | None, float | None]:
+    """What the other ranks with matched collectives lose to ``top``: ``delay`` as a
+    share of their mean step, their mean wait per step, its hidden and its exposed
+    part (µs; ``None`` where a rank row lacks the value)."""
+    others = [r for j, r in enumerate(rows) if j != top and m.matched_of[j]]
+    step_us = [r["mean_step_us"] for r in others if r.get("mean_step_us")]
+    mean_step = float(np.mean(step_us)) if step_us else None
+    share = delay / mean_step if mean_step else None
+    waits = [r["wait_us_per_step"] for r in others if r.get("wait_us_per_step") is not None]
+    exposed_waits = [
+        r["exposed_wait_us_per_step"]
+        for r in others
+        if r.get("exposed_wait_us_per_step") is not None
+    ]
+    others_wait = float(np.mean(waits)) if waits else None
+    others_exposed = float(np.mean(exposed_waits)) if exposed_waits else None
+    others_hidden = (
+        max(0.0, others_wait - others_exposed)
+        if others_wait is not None and others_exposed is not None
+        else None
+    )
+    return share, others_wait, others_hidden, others_exposed
+
+
+def _verdict(consistent: bool, costly: bool) -> str:
+    """``straggler`` when both hold, else which of the two fails."""
+    if consistent and costly:
+        verdict = "straggler"
+    elif not consistent and not costly:
+        verdict = "neither consistent nor costly"
+    elif not consistent:
+        verdict = "not consistent"
+    else:
+        verdict = "not costly"
+    return verdict
+
+
+def _late_collectives(
+    m: MatchedLateness, top: int, tested_keys: list[Any]
+) -> list[tuple[CollectiveCall, list[CollectiveCall]]]:
+    """``top``'s entry and the others' of the collectives it is late to."""
+    # the collectives it is late to: per tested step, where it caused the most delay
+    late_collectives = []
+    for step in tested_keys:
+        found = m.late_at[top].get(step)
+        if found is not None:
+            _, members_of, entries = found
+            mine = entries[members_of.index(top)]
+            late_collectives.append(
+                (mine, [e for j, e in zip(members_of, entries, strict=True) if j != top])
+            )
+    return late_collectives
