@@ -15,7 +15,7 @@ from tb_kineto_insights.analysis.rules import DIAGNOSIS_IDS
 from tb_kineto_insights.analysis.rules.base import make_diagnosis
 from tb_kineto_insights.cli.main import EXIT_OK, EXIT_REGRESSION, EXIT_UNUSABLE, main
 from tb_kineto_insights.compare import before_after as compare
-from tb_kineto_insights.compare.diff import diagnoses_found, run_view_of
+from tb_kineto_insights.compare.diff import diagnoses_found, side_run_view
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.run_view import SupersededDiagnosis
@@ -226,7 +226,7 @@ def test_run_view_input_chosen_like_report(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(summary, "select_run_spans", select)
     monkeypatch.setattr(summary, "summarize_run", fake_run)
     side = [("a/1", {"tag": "a1"}), ("a/2", {"tag": "a2"}), ("b/1", {"tag": "b1"})]
-    view = run_view_of(side)
+    view = side_run_view(side)
     assert view == replace(view_of_fake, notes=["chosen: latest spans", "view note"])
     assert seen == [[("a", ["a1", "a2"]), ("b", ["b1"])], [("a", "a2"), ("b", "b1")]]
-    assert run_view_of(side[:2]) is None
+    assert side_run_view(side[:2]) is None

@@ -344,7 +344,7 @@ def efficiency_summary(
     if not out:
         notes.append("No kernel time in ops with a FLOPs or bytes formula and shapes.")
     headline = _headline(out)
-    per_step = _per_step(
+    per_step = _matmul_work_per_step(
         steps.start_ns,
         k.start_ns[ksel][kept],
         k.dur_ns[ksel][kept],
@@ -512,7 +512,7 @@ def _flops_check_note(row: EfficiencyRow) -> str | None:
     )
 
 
-def _per_step(
+def _matmul_work_per_step(
     step_start_ns: np.ndarray,
     kernel_start_ns: np.ndarray,
     kernel_dur_ns: np.ndarray,

@@ -258,7 +258,7 @@ def _level_before(
     return [int(values[i]) if i >= 0 else base for i in idx.tolist()]
 
 
-def _per_step(d: _Device, index: TraceIndex) -> list[MemoryStep]:
+def _memory_per_step(d: _Device, index: TraceIndex) -> list[MemoryStep]:
     steps = index.host_steps
     h_start, h_end = steps.host_windows()
     start_vals = _level_before(d, d.allocated, d.base, h_start, "left")
@@ -479,7 +479,7 @@ def _device_summary(
         reserved=_series(t_us, d.reserved, pts, d.ts) if d.reserved is not None else None,
         points_in=n,
     )
-    per_step = _per_step(d, index)
+    per_step = _memory_per_step(d, index)
     growth = _complete_growth(index, per_step, th, notes)
     peaks = _peaks(d, t_us, trace, dtype, did)
 

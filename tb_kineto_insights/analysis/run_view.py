@@ -281,10 +281,10 @@ def _rank_rows(
                 "lateness_us_per_collective": (
                     m.lateness_ns[i] / 1000.0 / matched if matched else None
                 ),
-                "wait_us_per_step": _per_step(m.in_step_ns[i, 0], n_steps),
-                "transfer_us_per_step": _per_step(m.in_step_ns[i, 1], n_steps),
-                "exposed_wait_us_per_step": _per_step(m.in_step_ns[i, 2], n_steps),
-                "exposed_transfer_us_per_step": _per_step(m.in_step_ns[i, 3], n_steps),
+                "wait_us_per_step": _ns_per_step_us(m.in_step_ns[i, 0], n_steps),
+                "transfer_us_per_step": _ns_per_step_us(m.in_step_ns[i, 1], n_steps),
+                "exposed_wait_us_per_step": _ns_per_step_us(m.in_step_ns[i, 2], n_steps),
+                "exposed_transfer_us_per_step": _ns_per_step_us(m.in_step_ns[i, 3], n_steps),
                 "delay_caused_us_per_step": (
                     st.exact_median([m.step_delay[i].get(k, 0) for k in m.step_keys]) / 1000.0
                     if n_steps
@@ -326,7 +326,7 @@ def _straggler_of(test: dict[str, Any] | None) -> dict[str, Any] | None:
     return straggler
 
 
-def _per_step(total_ns: Any, n_steps: int) -> float | None:
+def _ns_per_step_us(total_ns: Any, n_steps: int) -> float | None:
     return int(total_ns) / 1000.0 / n_steps if n_steps else None
 
 

@@ -440,7 +440,7 @@ def _worker_of(label: str) -> str:
     return label.partition("/")[0]
 
 
-def run_view_of(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunView | None:
+def side_run_view(side: Side, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> RunView | None:
     """The run view across the ranks of a side (labels are ``worker/span``), or None
     when the side holds fewer than two ranks. Its input is chosen as ``report`` chooses
     it (``summary.run_view_of``: the latest span of each worker; one entry per rank for a
@@ -559,7 +559,7 @@ def diff(
     th = thresholds
     step_floor_us = _step_floor_us(base, exp, th)
     metrics = _metric_rows(base, exp, step_floor_us, th)
-    base_run, exp_run = run_view_of(base, th), run_view_of(exp, th)
+    base_run, exp_run = side_run_view(base, th), side_run_view(exp, th)
     comm_rows, comm_section = communication_rows(
         base, exp, base_run, exp_run, step_floor_us=step_floor_us, thresholds=th
     )

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tb_kineto_insights.analysis.run_view import RunViewSpan
+from tb_kineto_insights.analysis.run_view_spans import RunViewSpan
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.logdir.discovery import parse_span_index as parse_span_index
 from tb_kineto_insights.schema.communication import CommunicationPanel
@@ -44,7 +44,7 @@ RUN_VIEW_PANELS = ("health", "steps", "communication", "idle", "tables")
 @dataclass(frozen=True)
 class RunViewPanels:
     """The :data:`RUN_VIEW_PANELS` of one span, each decoded into its Struct: what the
-    view across ranks reads of a summary (:class:`~.analysis.run_view.RunViewSpan`;
+    view across ranks reads of a summary (:class:`~.analysis.run_view_spans.RunViewSpan`;
     ``idle`` and ``tables`` may be None)."""
 
     health: HealthPanel
