@@ -365,14 +365,18 @@ def _idle_cause(
 
 def _claimed_causes() -> dict[str, str]:
     """Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not
-    repeat it), from the rules' ``idle_cause``."""
-    rules = (
+    repeat it): every rule's ``idle_cause``, these first (the order of the evidence's
+    ``explained_fraction_by_diagnosis``), then any other rule's in ``RULES`` order."""
+    from tb_kineto_insights.analysis.rules import RULES  # the list imports this module
+
+    first = (
         GPU_IDLE_DATALOADER,
         GPU_IDLE_HOST_SYNC,
         GPU_IDLE_HOST_UNTRACED,
         OPTIMIZER_STEP_BOUND,
         ALLOCATOR_CHURN,
     )
+    rules = [*first, *(r for r in RULES if r not in first)]
     return {r.idle_cause: r.id for r in rules if r.idle_cause is not None}
 
 
