@@ -24,7 +24,7 @@ def test_step_of_and_per_step(tmp_path: Path) -> None:
     origin = int(steps.start_ns[0])
     at = np.array([0, 99_999, 100_000, 149_999, 150_000, -1], dtype=np.int64) + origin
     assert steps.step_of(at).tolist() == [0, 0, 1, 1, -1, -1]
-    assert steps.per_step(300.0) == 150.0
+    assert steps.per_step(300.0) == 150.0 == steps.mean_per_step(300.0)
     host = index.host_steps
     assert host.host_step_of(np.array([origin + 120_000])).tolist() == [1]
 
@@ -32,7 +32,7 @@ def test_step_of_and_per_step(tmp_path: Path) -> None:
 def test_per_step_without_steps_is_none() -> None:
     none = np.zeros(0, dtype=np.int64)
     empty = StepWindows(none, none, none, none, none, has_markers=True)
-    assert len(empty) == 0 and empty.per_step(10.0) is None
+    assert len(empty) == 0 and empty.per_step(10.0) is None and empty.mean_per_step(0.0) == 0.0
     assert empty.step_of(np.array([5], dtype=np.int64)).tolist() == [-1]
 
 

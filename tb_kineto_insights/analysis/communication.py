@@ -423,7 +423,6 @@ def communication_summary(
     )
     total = steps.total_ns
     comm_total, exposed_total = int(comm_step.sum()), int(exposed_step.sum())
-    n_steps = max(len(steps), 1)
     devices = _device_rows(per_device, steps.start_ns, steps.end_ns, total)
 
     leads = _lead_ups(index, colls, lead_up_device, lead_up_pieces)
@@ -444,14 +443,14 @@ def communication_summary(
         comm_fraction=_fraction(comm_total, total),
         exposed_fraction=_fraction(exposed_total, total),
         overlap_fraction=_fraction(comm_total - exposed_total, comm_total),
-        mean_comm_us=comm_total / 1000.0 / n_steps,
-        mean_overlapped_us=(comm_total - exposed_total) / 1000.0 / n_steps,
-        mean_exposed_us=exposed_total / 1000.0 / n_steps,
+        mean_comm_us=steps.mean_per_step(comm_total / 1000.0),
+        mean_overlapped_us=steps.mean_per_step((comm_total - exposed_total) / 1000.0),
+        mean_exposed_us=steps.mean_per_step(exposed_total / 1000.0),
         comm_outside_steps_us=(iv.total(comm_all) - comm_total) / 1000.0,
         wait_basis="least_wait_estimate",
-        wait_estimate_us_per_step=int(wait_step.sum()) / 1000.0 / n_steps,
-        exposed_wait_estimate_us_per_step=exp_wait / 1000.0 / n_steps,
-        exposed_transfer_estimate_us_per_step=exp_transfer / 1000.0 / n_steps,
+        wait_estimate_us_per_step=steps.mean_per_step(int(wait_step.sum()) / 1000.0),
+        exposed_wait_estimate_us_per_step=steps.mean_per_step(exp_wait / 1000.0),
+        exposed_transfer_estimate_us_per_step=steps.mean_per_step(exp_transfer / 1000.0),
         exposed_wait_estimate_fraction=_fraction(exp_wait, exp_wait + exp_transfer),
         devices=devices,
         kinds=_kind_rows(colls, least_ns, len(steps), exposed_all),

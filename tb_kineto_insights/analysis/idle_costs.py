@@ -149,7 +149,6 @@ def optimizer_cost(
     length of the ranges inside the host windows; per-step values divide by the steps.
     """
     steps = index.steps
-    n_steps = max(len(steps), 1)
     total_ns = steps.total_ns
     rt = index.trace.runtime
     in_opt_rt = np.zeros(len(rt), dtype=np.bool_)
@@ -201,20 +200,22 @@ def optimizer_cost(
         for name, (c, d) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[: th.idle_top_ops]:
             top.append(
                 OptimizerKernel(
-                    name=name, count_per_step=c / n_steps, us_per_step=d / 1000.0 / n_steps
+                    name=name,
+                    count_per_step=steps.mean_per_step(c),
+                    us_per_step=steps.mean_per_step(d / 1000.0),
                 )
             )
     mode = optimizer_mode(distinct, count / n_ranges if n_ranges else 0.0, per_name)
     cost_ns = idle_ns + busy_ns
     return OptimizerStepCost(
-        ranges_per_step=n_ranges / n_steps,
+        ranges_per_step=steps.mean_per_step(n_ranges),
         host_us=host_ns / 1000.0,
         idle_us=idle_ns / 1000.0,
         busy_us=busy_ns / 1000.0,
         cost_us=cost_ns / 1000.0,
         cost_fraction_of_step_time=cost_ns / total_ns if total_ns else 0.0,
         idle_fraction_of_step_time=idle_ns / total_ns if total_ns else 0.0,
-        kernels_per_step=count / n_steps,
+        kernels_per_step=steps.mean_per_step(count),
         mode=mode,
         top_kernels=top,
         launch_bound_idle_us=launch_bound_idle_ns / 1000.0,

@@ -69,9 +69,15 @@ class StepWindows:
 
     def per_step(self, total: float) -> float | None:
         """``total`` (summed over the steps) as a mean per step; None without steps (a
-        mean over no step is undefined, not 0)."""
+        mean over no step is undefined, not 0): for the fields that can say so."""
         n = len(self)
         return total / n if n else None
+
+    def mean_per_step(self, total: float) -> float:
+        """:meth:`per_step` for a field that is always a number: 0.0 without steps (a
+        total over no step is 0, and so is its mean)."""
+        mean = self.per_step(total)
+        return 0.0 if mean is None else mean
 
     def host_windows(self) -> tuple[I64, I64]:
         """Host-side windows ``(start_ns, end_ns)``, one per step: the ``ProfilerStep#N``
