@@ -38,7 +38,8 @@ _decimal_ts_decoder = msgspec.json.Decoder(Decimal | None)
 def _raw_decimal(raw: Any) -> Decimal | None:
     """A literal that is not a plain number (``null``, exponent, string) → ``Decimal``
     as the typed exact decoder reads it. Raises ``msgspec.ValidationError`` when it is
-    not a number at all (the piece is then decoded the old way)."""
+    not a number at all (the piece is then decoded with ``ts`` as a ``Decimal`` per
+    event, :func:`~.decode.decode_typed`)."""
     if not len(raw):
         return None
     try:
