@@ -698,9 +698,9 @@ def read_trace(
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:
-        # a safety net for the typed-errors-only promise (the structure-aware fuzzing
-        # of benchmarks/RESULTS.md reached none); the exception's type stays in the
-        # message so such a bug is reported
+        # a safety net for the typed-errors-only promise (no fuzzed input has reached
+        # it: benchmarks/RESULTS.md); the exception's type stays in the message so such
+        # a bug is reported
         raise TraceFormatError(path, f"unreadable trace ({type(exc).__name__}: {exc})") from exc
 
 
