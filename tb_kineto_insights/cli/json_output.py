@@ -110,7 +110,7 @@ def _ascii(raw: bytes) -> bytes:
         return raw
     # one pass in C; the handler runs once per run of non-ASCII characters. Before the
     # indentation there are fewer bytes to go through; a regex search for the runs is
-    # several times slower (Python's ``re`` scans a byte class byte by byte):
+    # an order of magnitude slower (Python's ``re`` scans a byte class byte by byte):
     # ``benchmarks/RESULTS.md``
     return raw.decode("utf-8").encode("ascii", _ERRORS)
 

@@ -591,9 +591,9 @@ class _Watch:
     ``max_rss_bytes`` (None: no cap) it kills the group too and keeps the size seen in
     ``over_rss_bytes``; when the worker exits before that (killed by hand or by the
     kernel for memory) it kills what is left of its group. Either way every process
-    that could hold the answer pipe dies, so the pending read ends with EOF: the loader
-    does not rely on the worker's own exit to close the pipe (a decode process it
-    started may still hold it)."""
+    that could hold the answer pipe dies, so the pending read ends with EOF (a decode
+    process the worker started may hold the pipe after the worker's own exit): the
+    loader does not rely on EOF alone."""
 
     def __init__(
         self,

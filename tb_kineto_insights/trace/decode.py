@@ -120,8 +120,8 @@ any_decoder = msgspec.json.Decoder(float_hook=float)
 def _decimal_or_float(text: str) -> Decimal | float:
     """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
     is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
-    (0.0 or ±inf), which the reader then treats as an odd value, instead of raising
-    ``decimal.InvalidOperation`` out of the decode."""
+    (0.0 or ±inf) instead of raising ``decimal.InvalidOperation`` out of the decode,
+    past the reader's typed errors."""
     try:
         return Decimal(text)
     except DecimalException:
