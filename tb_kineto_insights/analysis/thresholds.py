@@ -93,7 +93,7 @@ class Thresholds:
     #: ... the reference noise of per-step lateness between balanced ranks: the residual
     #: standard deviation of the ranks × steps fit as a share of the mean step time,
     #: measured on the balanced h200x2 runs (ddp_default, ddp_tuned, fsdp; printed by
-    #: benchmarks/straggler_false_alarms.py, figures in RESULTS.md). A cluster
+    #: benchmarks/straggler_false_alarms.py, figures in benchmarks/RESULTS.md). A cluster
     #: whose balanced ranks jitter more should set its own (it alarms more often with 2
     #: ranks and few steps otherwise: RESULTS.md).
     straggler_reference_noise_share_of_step: float = 0.050

@@ -4,7 +4,8 @@ and command line that points at the same folder.
 The code around it is split by job: this module (the entries and the folder),
 ``service/worker_pool.py`` (the worker processes that read traces, killed on a deadline)
 and ``service/loader.py`` (:class:`~tb_kineto_insights.service.loader.SummaryLoader`:
-states, priorities, the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
+states, priorities, the pool's slots), used by the TensorBoard plugin and usable from
+anywhere else.
 
 :class:`DiskCache`
     One entry per trace *content*, named by its key (:func:`entry_key`: a SHA-256 of the

@@ -48,8 +48,8 @@ How the work is shared (one budget of processes for the command):
 - **Serial when it does not pay**: one file, fewer than two usable cores
   (``KINETO_INSIGHTS_READ_WORKERS=1`` too), under :data:`MIN_PARALLEL_JSON_BYTES` of JSON
   in all, or a process that cannot start worker processes; then each file is read here,
-  one after another. A task whose process died or whose pool broke is done again here (as the
-  reader does with a failed piece), so the result never depends on the pool.
+  one after another. A task whose process died or whose pool broke is done again here
+  (as the reader does with a failed piece), so the result never depends on the pool.
 
 With a cache (``cache_location``), the process that summarises a file stores its entry
 (with the timelines, as ``index`` does), so the summaries do not travel twice; the
