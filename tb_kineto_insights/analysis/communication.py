@@ -78,8 +78,9 @@ I64 = npt.NDArray[np.int64]
 #: At most this many collectives are listed in ``sequence`` (the first ones in time).
 SEQUENCE_LIMIT = 20_000
 #: A collective starting at most this long (ns) after the previous one ended, in the
-#: same step, was queued behind it (measured on 2 x H200 DDP: 1.5-4.6 µs when queued on
-#: the NCCL stream, >= 380 µs otherwise).
+#: same step, was queued behind it: on the h200x2 DDP traces a collective queued on the
+#: NCCL stream starts a few µs after the previous one ends, any other hundreds of µs
+#: later (figures: benchmarks/RESULTS.md).
 QUEUED_GAP_NS = 10_000
 #: Exposed pieces listed per collective in ``sequence[].exposed_ns``; a collective whose
 #: exposed time is more fragmented lists ``None`` (the run view then splits its

@@ -39,8 +39,9 @@ belongs to the step where its first kernel starts), the samples the diff judges 
 run's achieved TFLOP/s and tensor-core share on.
 
 Verdicts (``analysis/rules/efficiency.py``). Every saving assumes a slow group can reach
-what its kind reaches on this GPU (:func:`reachable_roof_fraction`, each measured:
-GEMMs 0.6 of the roof, channels_last convolutions 0.3, flash attention 0.28):
+what its kind reaches on this GPU (:func:`reachable_roof_fraction`; the defaults, each
+set from real traces in :mod:`.thresholds`: GEMMs 0.6 of the roof, channels_last
+convolutions 0.3, flash attention 0.28):
 
 - ``matmul_without_tensor_cores``: fp32 matmul/conv groups on CUDA cores. Cost: the time
   they would save at the same share of the bf16 tensor-core roof (bounded by the memory

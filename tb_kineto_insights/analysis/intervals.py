@@ -10,9 +10,9 @@ Cost (the idle panel calls ``intersect``/``subtract`` about 20 times per device 
 of up to a few 100k intervals): on two normalised sets both are a pairwise overlap found
 with two ``searchsorted`` calls and no sort (:func:`_pairwise_intersect`); ``subtract``
 intersects with the complement. ``union`` skips its sort when the starts are sorted
-already (event tables are start-sorted). ``split_at`` only sorts the cut points. Before,
-both sorted the four boundary runs and tested every elementary segment for membership,
-which made the idle panel of a large trace several times slower (figures in
+already (event tables are start-sorted). ``split_at`` only sorts the cut points. Sorting
+the four boundary runs and testing every elementary segment for membership would make
+the idle panel of a large trace several times slower (figures in
 ``benchmarks/RESULTS.md``). The results are the same arrays: a normalised set has one
 representation.
 """

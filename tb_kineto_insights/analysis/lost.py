@@ -74,9 +74,9 @@ def where_file_ends(
         early, ``"the gzip data is corrupt (its JSON breaks at byte N, inflated; the
         compressed file has F bytes)"`` when it is corrupt, ``"the JSON inside the gzip
         file ends early, at byte N (inflated; the gzip data itself is whole)"`` when
-        ``gzip_whole``. (An inflated offset given as the file's byte pointed past the
-        end of a cut file: issue 32's attack run; a whole gzip was said to "end at byte
-        F": the harden attack run.)
+        ``gzip_whole``. (An inflated offset given as the file's byte would point past
+        the end of a cut file, and a whole gzip does not "end at byte F": the words
+        say which bytes count.)
     """
     if not compressed:
         return f"the file ends at byte {end:,}"

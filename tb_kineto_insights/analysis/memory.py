@@ -79,10 +79,9 @@ allocated curve is the running sum of ``Bytes`` from 0 before the first event
 (``allocated_from_deltas: true``: relative, not absolute) and reserved is unknown.
 
 Cost: the series are downsampled in O(n) (:func:`downsample`: samples are time-sorted,
-so buckets are contiguous runs and their extremes come from ``reduceat``; the 2-key
-``lexsort`` it replaced took 80 ms per 730k samples), distinct threads come from
-``bincount`` (:func:`.group_sums.distinct`). The panel took 0.14 s CPU on a 250 MB
-trace (181k memory events) before, 0.11 s after.
+so buckets are contiguous runs and their extremes come from ``reduceat``, not from a
+2-key ``lexsort``), distinct threads come from ``bincount``
+(:func:`.group_sums.distinct`). Figures: ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -167,7 +166,7 @@ def downsample(t: I64, v: I64, max_points: int) -> I64:
     else:
         # t sorted: buckets are contiguous runs; per run the earliest lowest sample and
         # the latest highest one (what a sort by (bucket, value, index) puts first and
-        # last), in O(n) instead of a 2-key lexsort (80 ms per 730k samples)
+        # last), in O(n) instead of a 2-key lexsort (benchmarks/RESULTS.md)
         run_lo = np.concatenate([[0], np.flatnonzero(bucket[1:] != bucket[:-1]) + 1])
         run = np.repeat(np.arange(run_lo.size), np.diff(np.append(run_lo, n)))
         lowest = np.flatnonzero(v == np.minimum.reduceat(v, run_lo)[run])
@@ -192,7 +191,8 @@ def _shapes(ops: m.EventTable, row: int) -> str | None:
     if dims is None:
         return None
     # default=str: in an exact-timestamp trace the numbers of a loosely decoded
-    # ``Input Dims`` are Decimals (issue 32 §8, found by benchmarks/fuzz_structured.py)
+    # ``Input Dims`` are Decimals, on which json.dumps alone raises TypeError (an input
+    # of benchmarks/fuzz_structured.py, replayed by tests/test_fuzz_structured.py)
     text = json.dumps(dims, separators=(", ", ": "), default=str)
     return text if len(text) <= MAX_SHAPES_CHARS else text[: MAX_SHAPES_CHARS - 1] + "…"
 
@@ -752,11 +752,3 @@ def memory_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLD
     gpu = [d for d in devices if d.device_type != 0]
     main = max(gpu or devices, key=lambda d: d.peak_allocated_bytes)
     return MemoryPanel(devices=devices, main_device=main.device, notes=notes)
-
-
-# -- diagnoses -------------------------------------------------------------------------
-#
-# Memory diagnoses cost no step time directly (they end in an out-of-memory error, or in
-# cudaMalloc / cache-flush stalls the trace does not attribute): ``impact_fraction`` is 0
-# and each one's severity follows the device memory it puts at risk, as its docstring
-# says.

@@ -41,7 +41,7 @@ Two statistics, each a one-sided p-value for the candidate:
    pooled-variance t-test; with ``ν₀ = 0`` the two-way t-test, with 2 ranks the paired
    t-test; Smyth 2004's moderated t with the reference as its prior). Without the
    reference, 2 ranks × 3 steps estimate the noise from 2 degrees of freedom and need
-   t ≥ 9.9: a rank 10 % of the step late in every step was named in half the runs.
+   t ≥ 9.9: a rank 10 % of the step late in every step is named in half the runs.
 2. **every step** (``p_value_min``): the smallest excess in units of the reference,
    ``m = min(e) / (σ₀ √(1 + 1/(n − 1)))``; under no straggler ``P(min ≥ m) =
    E[Φ̄(m x)^N]`` over ``x = √(W/ν₀)``, ``W ~ χ²(ν₀)`` (:func:`min_excess_sf`; the
@@ -347,8 +347,8 @@ def lateness_test(
 
 def exact_median(values: list[int]) -> float:
     """``statistics.median`` (exact on ints: the mean of the middle two as a float),
-    imported here: ``statistics`` costs 6-8 ms of every start-up and only runs of
-    several workers need it."""
+    imported here: ``statistics`` would add to every start-up
+    (``benchmarks/RESULTS.md``) and only runs of several workers need it."""
     import statistics
 
     return statistics.median(values)

@@ -31,10 +31,11 @@ class Thresholds:
     #: ... and at least this many kernels per step on average.
     small_kernel_min_per_step: float = 200.0
     #: small_kernel_flood: an idle gap before a short kernel counts as launch-bound only
-    #: when shorter than this (µs). Eager PyTorch spends tens of µs of host time per op
-    #: (95 % of transformer_eager's launch-bound gaps are below 200 µs); a longer wait
-    #: before one kernel is other host work (DDP forward hooks: 340-420 µs once per step
-    #: on h200x2/ddp_tuned; torch.compile guards: 0.7-2 ms) that fusion would not remove.
+    #: when shorter than this (µs). Eager PyTorch spends tens of µs of host time per op,
+    #: so nearly all of sample_logs/transformer_eager's launch-bound gaps are shorter; a
+    #: longer wait before one kernel is other host work (DDP forward hooks once per step
+    #: on h200x2/ddp_tuned, torch.compile guards) that fusion would not remove. Figures:
+    #: benchmarks/RESULTS.md.
     launch_bound_max_gap_us: float = 200.0
     #: Fusion candidates: shortest repeated run of consecutive short kernels ...
     fusion_min_length: int = 3
@@ -52,15 +53,17 @@ class Thresholds:
     #: optimizer_step_bound: the GPU idles while the host is in the optimizer step for at
     #: least this share of the step time (its host time is exposed, not hidden behind
     #: queued GPU work); its impact is that idle plus the GPU work the step launches.
-    #: transformer_eager (per-parameter AdamW): 41 %; transformer_compile (fused AdamW,
-    #: the grouping of tensors in Python): 5.5 %, below the bar on purpose: the fix the
-    #: card gives (foreach/fused) is already taken.
+    #: Fires on sample_logs/transformer_eager and optimizer_per_param (per-parameter
+    #: AdamW); quiet on transformer_compile (fused AdamW: what idles the GPU there is the
+    #: grouping of tensors in Python, and the fix the card gives, foreach/fused, is
+    #: already taken). Figures: benchmarks/RESULTS.md.
     optimizer_idle_min_fraction: float = 0.10
     #: ... and, for an optimizer already in its multi-tensor form (mode foreach, fused or
     #: compiled), at least this share: the fix the card gives first (foreach/fused) is
     #: taken, and what is left is Python overhead of the same kind as every other op's in
     #: a launch-bound loop (small_kernel_flood, low_gpu_utilization say that); named only
-    #: when it is a major cost (the foreach twin of sample_logs/optimizer_per_param: 13 %).
+    #: when it is a major cost (quiet on sample_logs/optimizer_foreach, the foreach twin of
+    #: optimizer_per_param, and on optimizer_fused; figures: benchmarks/RESULTS.md).
     optimizer_tuned_idle_min_fraction: float = 0.30
     #: cudnn_autotune_in_step: host synchronizations inside convolution ops that make a
     #: step a tuning step (cuDNN's benchmark waits for each trial; an ordinary
@@ -89,8 +92,8 @@ class Thresholds:
     straggler_alpha: float = 0.01
     #: ... the reference noise of per-step lateness between balanced ranks: the residual
     #: standard deviation of the ranks × steps fit as a share of the mean step time,
-    #: measured on the balanced h200x2 runs (ddp_default, ddp_tuned, fsdp: 0.0502 on 12
-    #: degrees of freedom, printed by benchmarks/straggler_false_alarms.py). A cluster
+    #: measured on the balanced h200x2 runs (ddp_default, ddp_tuned, fsdp; printed by
+    #: benchmarks/straggler_false_alarms.py, figures in benchmarks/RESULTS.md). A cluster
     #: whose balanced ranks jitter more should set its own (it alarms more often with 2
     #: ranks and few steps otherwise: RESULTS.md).
     straggler_reference_noise_share_of_step: float = 0.050
@@ -175,20 +178,19 @@ class Thresholds:
     #: its roofline (min(peak, intensity × bandwidth)) ...
     low_kernel_efficiency_roof_fraction: float = 0.30
     #: ... costs the time above what it would take at this share of the same roof: what
-    #: cuBLAS reaches on large aligned GEMMs (eff_gemm_aligned, bf16 4096³: 0.80 of the
-    #: H200's bf16 peak; 0.6 leaves a margin). matmul_without_tensor_cores uses the same
+    #: cuBLAS reaches on large aligned GEMMs (sample_logs/eff_gemm_aligned), less a
+    #: margin (figures: benchmarks/RESULTS.md). matmul_without_tensor_cores uses the same
     #: cap on the efficiency it assumes on tensor cores.
     efficiency_reachable_roof_fraction: float = 0.60
     #: The same for convolutions: what cuDNN reaches in the layout the advice names
-    #: (channels_last). Measured on H200 (sample_logs/eff_cnn_* and eff_resnet_*, the conv
-    #: models of cudnn_autotune_fixed and dataloader_workers4): their 64–96-channel
-    #: backward convolutions reach 0.28–0.30 of the TF32 roof in channels_last, 0.17–0.21
-    #: in NCHW; the step times say channels_last saves 0.72 ms of 4.15 (cnn) and 10.7 of
-    #: 38.1 ms (resnet). 0.6 claimed 1.4 ms for the cnn, twice what channels_last wins.
+    #: (channels_last), on sample_logs/eff_cnn_* and eff_resnet_* (the conv models of
+    #: cudnn_autotune_fixed and dataloader_workers4). A higher share (the GEMMs' 0.6)
+    #: would claim more time than switching to channels_last saves in their step times.
+    #: Figures: benchmarks/RESULTS.md.
     efficiency_reachable_conv_roof_fraction: float = 0.30
-    #: The same for attention: what PyTorch's flash backend reaches on H200 in bf16
-    #: (sample_logs/eff_sdpa_flash_bf16: forward 0.31, backward 0.28 of the bf16 roof,
-    #: FLOPs of the causal half); the memory-efficient backend reaches 0.17.
+    #: The same for attention: what PyTorch's flash backend reaches in bf16
+    #: (sample_logs/eff_sdpa_flash_bf16, FLOPs of the causal half); the memory-efficient
+    #: backend reaches less (eff_sdpa_efficient_bf16). Figures: benchmarks/RESULTS.md.
     efficiency_reachable_attention_roof_fraction: float = 0.28
     #: Roofline peaks for a GPU that the table (analysis/data/gpu_peaks.json) does not
     #: know, or to replace its figures: dense 16-bit tensor-core FLOP/s (bf16/fp16), fp32

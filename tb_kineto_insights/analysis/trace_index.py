@@ -157,8 +157,8 @@ class TraceIndex:
         """Boolean per row of table ``kind``: the row's name satisfies ``predicate``.
         The predicate runs once per distinct name of that table (cached per kind and
         predicate), not over every name of the trace: a runtime table has tens of names
-        where the trace has thousands (issue 34: 9 % of the analysis of ``sample_logs``
-        went to predicates over names no row of the table bore)."""
+        where the trace has thousands (over every name, the predicates would be a
+        sizeable share of the analysis of small traces: ``benchmarks/RESULTS.md``)."""
         table = self.trace.tables[kind]
         if len(table) == 0:
             return np.zeros(0, dtype=np.bool_)

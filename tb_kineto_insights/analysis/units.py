@@ -77,9 +77,9 @@ _TERMINAL_ESCAPES = {
 def terminal_safe(text: str) -> str:
     """``text`` with every control character a terminal acts on written as an escape
     (``\\x1b``, ``\\n``-as-``\\x0a``, ``\\u202e``); tabs and printable text unchanged.
-    For names from a trace printed in report/diff/check text (issue 32 §9: an ESC, OSC
-    or RLO sequence or a newline in a kernel name forged lines in a terminal or CI
-    log)."""
+    For names from a trace printed in report/diff/check text (an ESC, OSC or RLO
+    sequence or a newline in a kernel name would otherwise forge lines in a terminal or
+    CI log)."""
     return text.translate(_TERMINAL_ESCAPES)
 
 

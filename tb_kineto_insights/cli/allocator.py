@@ -5,11 +5,10 @@ blocks, pieces of JSON, columns). glibc serves an allocation above its mmap thre
 (128 KiB at start, raised as such blocks are freed) with a fresh ``mmap`` and gives it
 back on ``free``, and it returns free memory at the top of its heap to the system past
 its trim threshold: each new buffer is then faulted in again, a page at a time, zeroed
-by the kernel. On ``sample_logs`` (53 traces, two processes) ``report`` took 71-94k
-minor page faults and 0.23-0.32 s of system time; with the thresholds below, 43k and
-0.14 s. The price is the free memory each process keeps: the tree's peak PSS went from
-96 to 100.5 MB (a trim threshold of 8 MiB: 104 MB for no fewer faults; 4 MiB: 60k
-faults). Figures in ``benchmarks/RESULTS.md`` (issue 34).
+by the kernel. With the thresholds below, a ``report`` of ``sample_logs`` takes about
+half the minor page faults and system time; the price is the free memory each process
+keeps, a few MB more at the tree's peak. A larger trim threshold keeps more memory for
+no fewer faults, a smaller one gives more faults. Figures in ``benchmarks/RESULTS.md``.
 
 The settings are those of ``mallopt(3)`` (``M_MMAP_THRESHOLD``, ``M_TRIM_THRESHOLD``),
 the same as the environment variables ``MALLOC_MMAP_THRESHOLD_`` and

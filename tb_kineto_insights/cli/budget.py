@@ -1,5 +1,6 @@
 """A time budget for a command (``report``, ``diff``, ``check``, ``index``), as the
-plugin has for each load (issue 32 §3).
+plugin has for each load: a pathological input ends the command with a message instead
+of running for ever.
 
 ``--timeout SECONDS`` sets it (``0``: none); by default it is
 :data:`DEFAULT_TIMEOUT_S` plus :data:`DEFAULT_TIMEOUT_S_PER_MIB` seconds per MiB of the
@@ -200,7 +201,8 @@ class Budget:
         self.deadline = time.monotonic() + seconds
         self.timer: threading.Timer | None = None
         # expire and cancel exclude each other: once the message is out the process ends
-        # with 124 (a command finishing meanwhile used to exit 0 after the message), and
+        # with 124 (unlocked, a command finishing meanwhile could exit 0 after the
+        # message), and
         # once cancelled the budget never fires
         self._lock = threading.Lock()
         self._over = False

@@ -2,9 +2,9 @@
 
 msgspec encodes (Structs and built-ins alike) and indents (one space) in C; NaN and
 ±inf become ``null`` (strict JSON). Numbers are spelled as msgspec spells them
-(msgspec 0.23.0: ``1e-7``, ``0.00001``; Python's ``json`` wrote ``1e-07``, ``1e-05``:
+(msgspec 0.23.0: ``1e-7``, ``0.00001``; Python's ``json`` writes ``1e-07``, ``1e-05``:
 the same values; the spelling depends on msgspec's version, the values do not). The
-text is kept ASCII, as ``json``'s ``ensure_ascii`` wrote it, so a terminal or a file
+text is kept ASCII, as ``json``'s ``ensure_ascii`` writes it, so a terminal or a file
 opened in any encoding takes it: characters from U+0080 up become ``\\uXXXX``
 escapes (a surrogate pair beyond U+FFFF) through an ``encode("ascii")`` error handler,
 which runs Python only for the non-ASCII runs; DEL (U+007F) is escaped by a replace.
@@ -38,8 +38,8 @@ def _escape_non_ascii(error: UnicodeError) -> tuple[str, int]:
     """``encode`` error handler: the run of non-ASCII characters as ``\\uXXXX``
     escapes (a surrogate pair beyond U+FFFF; a lone surrogate as itself), as
     ``json.dumps(ensure_ascii=True)``. In C: the run as UTF-16 code units, four
-    lowercase hex digits each (a run of 5 million characters took 1.8 s one character
-    at a time in Python)."""
+    lowercase hex digits each (one character at a time in Python, a long run takes
+    seconds: ``benchmarks/RESULTS.md``)."""
     if not isinstance(error, UnicodeEncodeError):
         raise error
     units = error.object[error.start : error.end].encode("utf-16-be", "surrogatepass")
@@ -95,7 +95,7 @@ _MSGSPEC_CANNOT = (msgspec.EncodeError, TypeError, ValueError, UnicodeEncodeErro
 
 def _stdlib_dumps(builtins: Any) -> str:
     """``builtins`` as the stdlib writes it: indented, NaN and ±inf as ``null``."""
-    import json  # only here (a lone surrogate): 3-5 ms of every start-up otherwise
+    import json  # only here (a lone surrogate): every start-up would pay it otherwise
 
     return json.dumps(_clean(builtins), indent=1, allow_nan=False)
 
@@ -108,9 +108,9 @@ def _ascii(raw: bytes) -> bytes:
         raw = raw.replace(b"\x7f", b"\\u007f")
     if raw.isascii():
         return raw
-    # one pass in C; the handler runs once per run of non-ASCII characters. 8-9 ms for
-    # the 3.8 MB of sample_logs' report before its indentation (2,847 runs); 24 ms
-    # after it; a regex search for the runs (issue 34's round 2) took 100-170 ms:
+    # one pass in C; the handler runs once per run of non-ASCII characters. Before the
+    # indentation there are fewer bytes to go through; a regex search for the runs is
+    # an order of magnitude slower (Python's ``re`` scans a byte class byte by byte):
     # ``benchmarks/RESULTS.md``
     return raw.decode("utf-8").encode("ascii", _ERRORS)
 
@@ -119,7 +119,7 @@ class EncodedItems:
     """The items of a document's last field, a list, each encoded as soon as it is
     ready and then let go by the caller, for a document built piece by piece:
     ``report --format json`` encodes each run as soon as its files are in, while the
-    other files are still being read, and keeps only its JSON (issue 34). :meth:`dumps`
+    other files are still being read, and keeps only its JSON. :meth:`dumps`
     joins them into the document's text: the same characters as :func:`dumps_json` of
     the whole document. An item msgspec cannot encode (a lone surrogate) is kept as it
     is, and the document is then written by the stdlib encoder, as :func:`dumps_json`
@@ -148,8 +148,8 @@ class EncodedItems:
 
     def chunks(self, doc: Any) -> Iterator[str]:
         """:meth:`dumps` in pieces, one per item, indented one at a time as they are
-        written: joining the compact JSON of ``sample_logs``' 49 runs (3.8 MB), indenting
-        it whole and decoding the 7.5 MB took 25-30 ms; item by item, 11 ms.
+        written: less work at the end than joining the compact JSON, indenting it whole
+        and decoding it (figures in ``benchmarks/RESULTS.md``).
 
         Raises:
             ValueError: ``doc``'s :attr:`field` is not its last, or not an empty list;

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from tb_kineto_insights.schema import DiffDocument, Report
     from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
-# Start-up (issue 14): this module imports only what the parser needs (argparse, the
+# Start-up: this module imports only what the parser needs (argparse, the
 # threshold names, the default size limit); each command imports its machinery when it
 # runs: ``report`` the reader, the analysis and the JSON output (``cli/report.py``), and
 # the cache (``store/cache.py``, with its msgspec decoders) only when one is used;
@@ -280,7 +280,7 @@ def _cmd_doctor(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return run_doctor(out, err)
 
 
-# ---------------------------------------------------------------- index (issue 15 §3)
+# ---------------------------------------------------------------------------- index
 
 
 def _cmd_index(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -746,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.modules["tb_kineto_insights.trace.parallel"].release_prestarted()
         if argv is None:  # the console script: the process ends now
             # the interpreter's last collections would traverse every object left (a
-            # report's summaries): 50 ms of a report of sample_logs (issue 34)
+            # report's summaries): a cost at every exit (benchmarks/RESULTS.md)
             gc.freeze()
 
 

@@ -386,7 +386,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_UNUSABLE
     location = cli_cache_location(args.cache)
     summaries = None
-    if location is not None:  # the cache machinery (cache.py: 45 ms of imports) only here
+    if location is not None:  # the cache machinery (costly imports) only here
         from tb_kineto_insights.store.cached_summaries import CachedSummaries
 
         try:
@@ -398,7 +398,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return EXIT_UNUSABLE
     # the JSON of each run is encoded as soon as its files are in, while the others are
     # read, and only its JSON kept: after the last file, only the last run's is left
-    # and the document is joined (issue 34)
+    # and the document is joined
     encoded = _EncodedRuns() if args.format == "json" else None
     try:
         report = build_report(

@@ -384,7 +384,7 @@ def _setting(s: Summary, key: str) -> Any:
 
 def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list[str]:
     """Why the sides may not compare; ``said``: the ``comparability`` fields, whose
-    profiler settings are not repeated here (they were printed twice)."""
+    profiler settings are not repeated here (the text would say them twice)."""
 
     def devices(side: Side) -> set[str]:
         names = set()

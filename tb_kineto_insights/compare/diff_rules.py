@@ -57,7 +57,7 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
     n = len(xs)
     mean = sum(xs) / n
     # (x - mean) * (x - mean), not ** 2: float ** raises OverflowError past 1.8e308
-    # where * gives inf (an odd value such as 1e300 in a summary: issue 32 §8)
+    # where * gives inf (an odd value such as 1e300 in a summary)
     var = sum((x - mean) * (x - mean) for x in xs) / (n - 1) if n > 1 else 0.0
     return mean, math.sqrt(var)
 

@@ -207,7 +207,8 @@ def _protocols(logdir: str) -> list[str]:
 def _open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str]:
     """``(filesystem, root path)`` for the log directory, or LogdirError. A plain local
     path (no filesystem options) is listed by ``local_paths.LocalTree`` (the same
-    answers as fsspec's local filesystem, without importing fsspec: 0.1 s of start-up);
+    answers as fsspec's local filesystem, without importing fsspec, a costly import:
+    ``trace/local_paths.py``);
     anything else by fsspec."""
     local = None if fs_options else local_path(logdir)
     if local is not None:
@@ -252,9 +253,9 @@ def _is_local(fs: Any) -> bool:
 
 
 #: Folders below the log directory that are listed, at most (deeper ones are skipped and
-#: reported): a chain of ~1,000 nested folders made the recursive walk raise
-#: ``RecursionError`` and hid every run (issue 32 §4). ``$KINETO_INSIGHTS_MAX_FOLDER_DEPTH``
-#: or ``discover(max_depth=)`` change it.
+#: reported): a chain of ~1,000 nested folders would make a recursive walk (fsspec's)
+#: raise ``RecursionError`` and hide every run. ``$KINETO_INSIGHTS_MAX_FOLDER_DEPTH`` or
+#: ``discover(max_depth=)`` change it.
 MAX_FOLDER_DEPTH = 64
 MAX_FOLDER_DEPTH_ENV = "KINETO_INSIGHTS_MAX_FOLDER_DEPTH"
 
@@ -287,8 +288,8 @@ def _list_local(
     like a trace file (listed as a folder), a symlink named like one whose target is
     missing, outside the log directory or no file, and a symlink to a folder outside the
     log directory (a run folder linked in) are appended to ``skipped`` too, once per
-    listing, by path (they were passed over silently: issue 32's and the harden attack
-    runs)."""
+    listing, by path (passed over silently, they would leave a run missing with no
+    word why)."""
     real_root = os.path.realpath(root)
     out: dict[str, dict[str, Any]] = {}
     errors: list[OSError] = []
@@ -546,7 +547,8 @@ def _candidates(
 def _sniffed(fs: Any, odd: list[_Candidate], sniff_bytes: int, real_root: str) -> list[_Candidate]:
     """The oddly named candidates whose head looks like a Kineto trace, sniffed on up to
     8 threads, in their order."""
-    # imported here: concurrent.futures (with logging) is 12 ms of every start-up
+    # imported here: concurrent.futures (with logging) would add to every start-up
+    # (benchmarks/RESULTS.md)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:

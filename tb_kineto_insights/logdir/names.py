@@ -39,8 +39,8 @@ def escaped_name(text: str) -> str:
     """A file or folder name as a run or worker name: valid UTF-8 as it is; the bytes
     that are not UTF-8 (Python's ``surrogateescape``: ``os.scandir`` gives ``b"\\xff"`` as
     U+DCFF) written as ``\\xff``. The name is then the same in ``/runs`` and in the
-    URL that asks for it: shown with U+FFFD, such a run was listed but answered 404
-    (issue 32 §9). The file's path is kept as it is."""
+    URL that asks for it: shown with U+FFFD, such a run would be listed but answer 404.
+    The file's path is kept as it is."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -24,7 +24,7 @@ def _exists(spec: str) -> tuple[bool, bool]:
     if local is not None:  # what fsspec's local filesystem answers, without importing it
         return os.path.exists(local), os.path.isfile(local)
     try:
-        import fsspec  # a URL only: 0.1 s of start-up (local_paths.py)
+        import fsspec  # a URL only: a costly import (trace/local_paths.py)
 
         fs, path = fsspec.core.url_to_fs(spec)
         return bool(fs.exists(path)), bool(fs.isfile(path))

@@ -105,9 +105,10 @@ def schema_fingerprint() -> str:
     changes (a field added, removed, renamed, retyped, made optional).
     Part of every summary's cache key, hence of every stored run view's key too (made
     from its spans' entry keys, ``index.run_view_key``). Computed on first use (also as
-    :data:`SCHEMA_FINGERPRINT`): generating the JSON Schema took 15-50 ms of every
-    start-up when it was a module constant, and ``report --cache none`` never needs it."""
-    import hashlib  # here: 5-9 ms of every start-up otherwise
+    :data:`SCHEMA_FINGERPRINT`): as a module constant, generating the JSON Schema would
+    add to every start-up (``benchmarks/RESULTS.md``), and ``report --cache none`` never
+    needs it."""
+    import hashlib  # here: every start-up would pay it otherwise
 
     return hashlib.sha256(
         msgspec.json.encode(
@@ -125,7 +126,7 @@ def _timeline_step() -> type[TimelineStep]:
 
 def _diff_document() -> type[DiffDocument]:
     """:class:`~tb_kineto_insights.schema.diff.DiffDocument`, imported on first use: a
-    ``report`` never needs the diff's Structs (3-4 ms of its start-up)."""
+    ``report`` never needs the diff's Structs (their import would add to its start-up)."""
     from tb_kineto_insights.schema.diff import DiffDocument
 
     return DiffDocument
@@ -178,8 +179,8 @@ def check_summary(summary: Summary) -> None:
     """Check that a built :class:`Summary` (constructed, so not type-checked) fits its
     schema as JSON: encoded as the cache and the server write it (NaN as ``null``,
     numpy values as numbers) and decoded with :func:`summary_decoder`. Raises
-    ``msgspec.ValidationError`` naming the first key that does not fit (a boolean from
-    the trace in ``communication.world_size`` was one: issue 32 §8),
+    ``msgspec.ValidationError`` naming the first key that does not fit (e.g. a boolean
+    from the trace in ``communication.world_size``),
     ``msgspec.EncodeError``/``TypeError``/``NotImplementedError`` for a value JSON
     cannot hold."""
     try:

@@ -148,7 +148,7 @@ def _both_sides_at_once(
     computed at once on every core (``store/parallel_summaries.py``); None when either
     side does not resolve (the sequential path then says why, base first) or when the
     files are too few or too small for worker processes to pay (the sequential path
-    then reads them, as before)."""
+    then reads them one by one)."""
     from tb_kineto_insights.store import parallel_summaries as ps
 
     try:

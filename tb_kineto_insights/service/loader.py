@@ -144,8 +144,8 @@ class SummaryLoader:
         retry_backoff_s: seconds before a file whose load timed out or killed its
             worker is read again when asked for, doubled at each such failure in a row
             (at most :data:`MAX_RETRY_BACKOFF_S`); until then every request answers the
-            error, which says when it is retried (issue 32 §3: a pathological file
-            asked for by a polling page used to hold a worker for good). None:
+            error, which says when it is retried (without it, a pathological file
+            asked for by a polling page would hold a worker for good). None:
             ``$KINETO_INSIGHTS_RETRY_BACKOFF_S``, else :data:`DEFAULT_RETRY_BACKOFF_S`.
 
     Fairness: a file asked for again after such a failure is queued behind first
@@ -270,7 +270,7 @@ class SummaryLoader:
         """Tell the loader which files exist now (called after each scan, off the request
         path). Files with a stored result become ``ready`` (or ``error``) without being
         read; with ``preload`` the others are queued behind requested ones, largest
-        first (issue 34: the last to finish is a small one), except files modified in
+        first (so that the last to finish is a small one), except files modified in
         the last ``settle_s`` seconds (maybe still being written; they are preloaded at
         a later scan, or loaded at once when asked for).
         Forgets the state of files that are gone."""
@@ -417,8 +417,8 @@ class SummaryLoader:
 
     def _read_budget(self, others_loading: int) -> int | None:
         """The cores a load's read may use for its decode processes when
-        ``others_loading`` other loads run (one budget of processes for the loader,
-        issue 34): the cores not taken by the others (each holds one at least), at least
+        ``others_loading`` other loads run (one budget of processes for the loader):
+        the cores not taken by the others (each holds one at least), at least
         1 (a serial read); None in a thread of this process (one slot: the reader
         decides alone)."""
         if self.workers == 0:

@@ -39,7 +39,7 @@ def _is_file(path: str) -> bool:
     if local is not None:
         return os.path.exists(local) and not os.path.isdir(local)
     try:
-        import fsspec  # a URL: only here (0.1 s of imports)
+        import fsspec  # a URL: only here (a costly import: trace/local_paths.py)
 
         fs, fs_path = fsspec.core.url_to_fs(path)
         return bool(fs.isfile(fs_path))

@@ -74,8 +74,8 @@ logger = logging.getLogger(__name__)
 
 #: Environment variable: how many worker processes load traces (0: a thread instead).
 WORKERS_ENV = "KINETO_INSIGHTS_WORKERS"
-#: At most this many worker processes by default: one per usable core up to this (issue
-#: 34: every core; each worker holds one parsed trace at a time).
+#: At most this many worker processes by default: one per usable core up to this (each
+#: worker holds one parsed trace at a time).
 DEFAULT_WORKERS = 4
 #: Environment variables: a load's deadline, base seconds and seconds per MiB of file.
 LOAD_TIMEOUT_ENV = "KINETO_INSIGHTS_LOAD_TIMEOUT_S"
@@ -138,9 +138,9 @@ class LoadDeadline:
     loader's back-off (``service/loader.py``).
 
     The defaults (120 s + 2 s per MiB) leave a wide margin over real loads: a clean
-    trace reads at tens of MiB of stored file per second, and the pathological inputs
-    of issue 13 (a 625 KB gzip of 27.7 MB JSON) must read within 3x of a clean file of
-    the same size. A total of 0 or less means no deadline.
+    trace reads at tens of MiB of stored file per second, and a pathological input (a
+    625 KB gzip of 27.7 MB of JSON) is to read within 3x of a clean file of the same
+    size. A total of 0 or less means no deadline.
     """
 
     base_s: float = DEFAULT_LOAD_TIMEOUT_S
@@ -176,8 +176,8 @@ class LoadMemoryCap:
     resident memory of the worker and its decode processes together (summed, so pages
     a fork shares count once per process: a cap, not an accounting); 0 or less: none.
 
-    Why: a trace that makes a worker grow (20 requests for 2 GB-JSON traces peaked at
-    7.2 GB, 2 workers x 3.5 GB; issue 32 §6) must fail alone, with an error that names
+    Why: a trace that makes a worker grow (a 2 GB-JSON trace takes a worker to several
+    GB: ``benchmarks/RESULTS.md``) must fail alone, with an error that names
     the cap, before the kernel's OOM killer picks a process, which may be TensorBoard.
     The default, :data:`DEFAULT_LOAD_MAX_RSS_FRACTION` of physical memory, stops only
     loads that would starve the machine; set it lower on a shared host.
@@ -455,7 +455,7 @@ def worker_main() -> None:
     tasks, answers = _private_pipes()
     _die_with_parent()
     # The reader and the analysis (what a task's ``summarize`` names), imported before
-    # READY: the store no longer imports them, and their import must not count against
+    # READY: the store does not import them, and their import must not count against
     # the first load's deadline.
     import tb_kineto_insights.summary  # noqa: F401
 
@@ -495,8 +495,8 @@ def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
 
     Why: the decode processes of a parallel read (``trace/parallel.py``: a forkserver,
     its resource tracker and the pool) inherit descriptors 0-2 of this process. Holding
-    the loader's pipes, they kept its read open after this process died, so the loader
-    never saw EOF and the span stayed ``loading`` (issue 32 §1). ``os.dup`` makes
+    the loader's pipes, they would keep its read open after this process died, so the
+    loader would never see EOF and the span would stay ``loading``. ``os.dup`` makes
     non-inheritable copies (PEP 446), which no child gets."""
     tasks = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")
@@ -591,8 +591,9 @@ class _Watch:
     ``max_rss_bytes`` (None: no cap) it kills the group too and keeps the size seen in
     ``over_rss_bytes``; when the worker exits before that (killed by hand or by the
     kernel for memory) it kills what is left of its group. Either way every process
-    that could hold the answer pipe dies, so the pending read ends with EOF: the loader
-    does not rely on EOF alone (issue 32 §1)."""
+    that could hold the answer pipe dies, so the pending read ends with EOF (a decode
+    process the worker started may hold the pipe after the worker's own exit): the
+    loader does not rely on EOF alone."""
 
     def __init__(
         self,

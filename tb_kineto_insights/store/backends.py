@@ -62,7 +62,7 @@ def _create_temporary(folder: Path, name: str) -> tuple[int, str]:
 
 
 #: A writer's temporary file older than this is left over by a killed writer (a write
-#: takes well under a second): removed (issue 32 §9).
+#: takes well under a second): removed.
 STALE_TEMPORARY_S = 3600.0
 #: Seconds between two sweeps of one folder for stale temporaries, per process.
 SWEEP_INTERVAL_S = 600.0
@@ -161,7 +161,7 @@ class FsspecStore:
     endpoint through fsspec's configuration (``FSSPEC_S3_ENDPOINT_URL`` ...)."""
 
     def __init__(self, url: str) -> None:
-        import fsspec  # a URL only: not at module level (0.1 s of start-up, cli.py)
+        import fsspec  # a URL only: not at module level (trace/local_paths.py)
 
         self.location = url.rstrip("/")
         self._fs, root = fsspec.core.url_to_fs(self.location)

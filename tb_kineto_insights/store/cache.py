@@ -2,9 +2,10 @@
 and command line that points at the same folder.
 
 The code around it is split by job: this module (the entries and the folder),
-``worker_pool.py`` (the worker processes that read traces, killed on a deadline) and
-``loader.py`` (:class:`~tb_kineto_insights.service.loader.SummaryLoader`: states, priorities,
-the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
+``service/worker_pool.py`` (the worker processes that read traces, killed on a deadline)
+and ``service/loader.py`` (:class:`~tb_kineto_insights.service.loader.SummaryLoader`:
+states, priorities, the pool's slots), used by the TensorBoard plugin and usable from
+anywhere else.
 
 :class:`DiskCache`
     One entry per trace *content*, named by its key (:func:`entry_key`: a SHA-256 of the
@@ -50,13 +51,9 @@ the pool's slots), used by the TensorBoard plugin and usable from anywhere else.
     worker parses a file it looks in the cache once more (another TensorBoard may have
     stored it since it was queued), so two processes parse the same file only when they
     start it within the same moments; both then write a complete, equivalent entry, and
-    the last rename (or PUT) wins. A claim file with a lease was not chosen: on NFS and
+    the last rename (or PUT) wins. A claim file with a lease is not used: on NFS and
     object storage it needs clocks that agree and a rule for a holder that died, and
     when it goes wrong a span waits for nobody; the duplicate costs one parse, once.
-
-Names that lived here before the split (``SummaryLoader``, ``LoadDeadline``,
-``WORKERS_ENV``, ...) are still importable from here (:func:`__getattr__`), for code
-written against the old layout.
 """
 
 from __future__ import annotations
@@ -93,9 +90,10 @@ if TYPE_CHECKING:  # the summary imports the analysis: a cache lookup needs none
 
 logger = logging.getLogger(__name__)
 
-#: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION).
-#: 2: a checksum line before the JSON, the identity's key inside, inode/device/mtime_ns
-#: in the identity. 3: keyed on the content identity (``content_id.py``), not the path.
+#: Version of the cache-file wrapper (not of the summary: that is ANALYSIS_VERSION): part
+#: of every entry's key and checked on read, so bump it when the wrapper changes (the
+#: checksum line before the JSON, the identity's key inside it, the content identity of
+#: ``content_id.py`` the key is made of); entries of another version are then not read.
 CACHE_FORMAT = 3
 #: Version of the stored headline record's wrapper and file name
 #: (``headlines/v<ANALYSIS_VERSION>/``).

@@ -2,8 +2,8 @@
 
 A cache file's checksum line (``cache.sealed``) is plain SHA-256: it catches a flipped
 byte, not a file written by hand, and the schema check (msgspec) catches a wrong type,
-not a wrong value. A headline whose ``median_step_us`` is ``-1e308`` fits both and was
-printed as a 300-digit negative step time (attack run). What is checked here is what no
+not a wrong value. A headline whose ``median_step_us`` is ``-1e308`` fits both and would
+be printed as a 300-digit negative step time. What is checked here is what no
 analysis can produce: a time, size, count or fraction that is negative, or one past a
 bound no profiled run reaches (:data:`MAX_TIME_US`, :data:`MAX_FRACTION`). A record that
 fails is treated as damaged by its reader: dropped, logged once naming its file, and

@@ -84,7 +84,7 @@ def _head_and_tail(
                 return _read_ranges(handle, size_bytes)
         with open_local(local) as handle:
             return _read_ranges(handle, size_bytes)
-    import fsspec  # a URL only: not at module level (0.1 s of start-up, cli.py)
+    import fsspec  # a URL only: not at module level (trace/local_paths.py)
 
     fs, fs_path = fsspec.core.url_to_fs(path)
     if size_bytes <= 2 * HASH_BYTES:

@@ -1,4 +1,4 @@
-"""The files of a log directory read and analysed at once, on every core (issue 34).
+"""The files of a log directory read and analysed at once, on every core.
 
 :func:`summarize_spans` gives one ``(summary, None)`` or ``(None, {"type", "message"})``
 per span, in the order of the spans given (file order), as soon as that span and every
@@ -34,11 +34,12 @@ How the work is shared (one budget of processes for the command):
   pickling is then paid per batch), guided: a batch holds at most
   :data:`BATCH_JSON_BYTES` and at most 1/:data:`BATCH_GUIDE` of each core's share of
   the JSON still to plan, so the batches shrink to one small file each at the end and
-  the processes finish together (8 MiB batches throughout left one process idle for
-  up to 0.1 s at the end of ``sample_logs``). Each pool process has one batch queued
-  behind the one it runs (:data:`QUEUED_PER_PROCESS`): it starts the next without a
-  round trip to this process, whose threads wait for the GIL while it analyses
-  (3-8 ms per batch).
+  the processes finish together (with batches of one size throughout, one process
+  would sit idle at the end while another finishes its last batch). Each pool process
+  has one batch queued behind the one it runs (:data:`QUEUED_PER_PROCESS`): it starts
+  the next without a round trip to this process, whose threads wait for the GIL while
+  it analyses (a wait at every batch boundary otherwise). Figures:
+  ``benchmarks/RESULTS.md``.
   A process that reads whole files inflates them on its one thread
   (:func:`~tb_kineto_insights.trace.source.inflate_on_this_thread`): the other cores
   are busy, a helper thread would only compete. A summary comes back as msgpack
@@ -47,14 +48,14 @@ How the work is shared (one budget of processes for the command):
 - **Serial when it does not pay**: one file, fewer than two usable cores
   (``KINETO_INSIGHTS_READ_WORKERS=1`` too), under :data:`MIN_PARALLEL_JSON_BYTES` of JSON
   in all, or a process that cannot start worker processes; then each file is read here,
-  as before. A task whose process died or whose pool broke is done again here (as the
-  reader does with a failed piece), so the result never depends on the pool.
+  one after another. A task whose process died or whose pool broke is done again here
+  (as the reader does with a failed piece), so the result never depends on the pool.
 
 With a cache (``cache_location``), the process that summarises a file stores its entry
 (with the timelines, as ``index`` does), so the summaries do not travel twice; the
 caller looks the cache up before
 (:class:`~tb_kineto_insights.store.cached_summaries.CachedSummaries`).
-The measurements behind the thresholds are in ``benchmarks/RESULTS.md`` (issue 34).
+The measurements behind the thresholds are in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ if TYPE_CHECKING:
 
 
 #: Least JSON (estimated, all files together) read with a pool: below it the pool's
-#: start (a forkserver importing the analysis, about 0.3-0.5 s of one core, mostly while
-#: this process imports) is not paid back. An estimate: one core reads and analyses
-#: about 50-100 MB of JSON a second, so 24 MiB is 0.25-0.5 s of work to share; the
-#: figures of issue 34 around it are in ``benchmarks/RESULTS.md``.
+#: start (a forkserver importing the analysis, mostly while this process imports) is
+#: not paid back. An estimate: at one core's rate of reading and analysing, 24 MiB is
+#: about as much work to share as the pool's start costs (the figures behind it are in
+#: ``benchmarks/RESULTS.md``).
 MIN_PARALLEL_JSON_BYTES = 24 * 1024 * 1024
 #: Files are sent to the pool in batches of at most this much JSON (estimated), largest
 #: first: a file this large is a task of its own, small files share one.
@@ -118,7 +119,7 @@ def identity_of(span: Span, root: str = "") -> Identity:
     target's device, inode, size and mtime_ns). ``root``: the log directory the file
     must lie in when opened (the plugin's rule); none for the command line, which reads
     the files it is given."""
-    from tb_kineto_insights.store.cache import Identity  # 45 ms of imports: only here
+    from tb_kineto_insights.store.cache import Identity  # costly imports: only here
 
     return Identity(
         span.path,
@@ -137,7 +138,7 @@ def changed_while_read(ident: Identity) -> str | None:
     is no longer the listed one after the read, else None (the plugin's workers and the
     CLI's cache path both ask before storing a summary). The summary of bytes that
     may be another version's is then neither stored under the listed version's key nor
-    served (issue 32 §5: an object overwritten while it was read got the new bytes'
+    served (an object overwritten while it is read would otherwise have the new bytes'
     summary cached under the old key); the next scan lists the new version."""
     if not ident.version or "://" not in ident.path:
         return None
@@ -161,8 +162,8 @@ def estimated_json_bytes(span: Span) -> int:
     a URL the stored size (times the ratio for a ``.gz`` name). A trailer below the
     stored size (a file over 4 GiB) or above :data:`MAX_DEFLATE_RATIO` times it (no
     trailer: a file still being written, cut short, whose last four bytes are deflate
-    data; a 15 kB one read as 2.96 GB and took the forkserver for a log dir of two tiny
-    files) is taken as :data:`~tb_kineto_insights.trace.parallel.GZIP_RATIO_ESTIMATE`
+    data: a 15 kB file may claim 2.96 GB, which would start a pool for a log dir of two
+    tiny files) is taken as :data:`~tb_kineto_insights.trace.parallel.GZIP_RATIO_ESTIMATE`
     times the stored size. Raises nothing (an unreadable file: its listed size; its read
     gives the error)."""
     size = max(0, span.size_bytes)
@@ -502,8 +503,8 @@ def prestart(spans: Sequence[Span]) -> bool:
     LOGDIR``, ``diff``/``check`` of two folders): start its pool's processes now. When
     the plan (:func:`plan`) reads no file piece by piece, the analysis is imported here
     and the pool's processes (:func:`pool_size`) are forked
-    (:func:`~tb_kineto_insights.trace.parallel.prestart_pool`: no server process, 28 MB
-    less memory on ``sample_logs``); with such a file, or more processes than cores, the
+    (:func:`~tb_kineto_insights.trace.parallel.prestart_pool`: no server process, less
+    memory); with such a file, or more processes than cores, the
     forkserver is started (:func:`~tb_kineto_insights.trace.parallel.warm_up_server`),
     which starts them as the work needs them, while this process imports. Returns
     whether anything started (nothing for files too few or too small for a pool,
@@ -557,7 +558,7 @@ def summarize_spans_as_done(
     this process did as it finishes it, the pool's batches as this process finds them
     done between its own files (their summaries decoded while the pool still works),
     the last ones as they end. ``report`` builds each run as its files are in, so that
-    the work after the last file is that of the last run only (issue 34)."""
+    the work after the last file is that of the last run only."""
     tasks = list(tasks)
     sizes = [estimated_json_bytes(t.span) for t in tasks]
     workers = worker_count(sum(sizes), len(tasks))
@@ -573,9 +574,9 @@ def summarize_spans_as_done(
     try:
         yield from _summarize_on_pool(tasks, settings, pool, workers, here, batch_indices)
     finally:
-        # waiting for the processes to end (6-8 ms at the end of sample_logs): with
-        # wait=False, Python 3.11's exit at times wrote to the pool's closed wake-up
-        # pipe and printed an OSError traceback (a race of concurrent.futures)
+        # waiting for the processes to end (a few ms): with wait=False, Python 3.11's
+        # exit may write to the pool's closed wake-up pipe and print an OSError
+        # traceback (a race of concurrent.futures)
         pool.shutdown(wait=True, cancel_futures=True)
 
 

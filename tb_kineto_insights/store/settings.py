@@ -35,7 +35,7 @@ def seconds_from_env(env: Mapping[str, str], name: str, default: float) -> float
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        import logging  # here: 8-10 ms of start-up, for a rare warning
+        import logging  # here: at the top every start-up would pay it, for a rare warning
 
         logging.getLogger(__name__).warning(
             "%s=%r is not a number of seconds >= 0; using %s", name, raw, default

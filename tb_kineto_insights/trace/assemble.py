@@ -213,9 +213,9 @@ def record_counts(line: str) -> dict[str, int]:
     ``{"name": 12, "other": 3}`` (names stripped; an item without ``=`` and digits, or
     with more than 18 digits, is left out; text after the first newline is not read).
 
-    Parsed by hand in one pass (``str.find``/``split``), not with a regex: the former
-    pattern ``\\s*([^=,]+?)\\s*=`` backtracked polynomially on a line of spaces
-    without ``=`` (issue 32 §3: 1.8 KB of trace text cost minutes of CPU)."""
+    Parsed by hand in one pass (``str.find``/``split``), not with a regex: a pattern
+    such as ``\\s*([^=,]+?)\\s*=`` backtracks polynomially on a line of spaces
+    without ``=`` (1.8 KB of such trace text costs it minutes of CPU)."""
     at = line.find(_RECORD_COUNTS)
     if at < 0:
         return {}

@@ -23,8 +23,9 @@ traffic either way and the tuples cost more; so is one (pid, tid) key per event.
 ``Concrete Inputs`` of the ops the analysis reads them for (:mod:`.op_names`), are kept
 as their literal texts,
 one blob per piece (:class:`~tb_kineto_insights.trace.rowjson.RowJson`); a nested list
-is built only when the analysis looks one up. Building them all was the largest single
-cost of decoding such a trace, and a parallel read paid as much again to unpickle them.
+is built only when the analysis looks one up. Building them all would be the largest
+single cost of decoding such a trace, and a parallel read would pay as much again to
+unpickle them.
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class Builder:
         (``dict.fromkeys``), not per value. Old Kineto traces name
         threads ``"stream 7"`` or ``"5555"`` (``kineto_resnet50``: 51,168 string
         ``tid`` values, 5 distinct); converting each, with two caught exceptions per
-        non-numeric string, was a large share of that read (see ``benchmarks/RESULTS.md``)."""
+        non-numeric string, would be a large share of that read (see ``benchmarks/RESULTS.md``)."""
         n = len(values)
         if not ints_tried:
             try:
@@ -213,9 +214,9 @@ class Builder:
         except (TypeError, ValueError, OverflowError):
             pass
         self.string_id_count += sum(map(isinstance, values, repeat(str)))
-        # each distinct (type, value) once, in first-seen order (strings interned as
-        # before); the type in the key keeps -2**63 (int, kept) apart from -2.0**63
-        # (float, missing), which compare equal
+        # each distinct (type, value) once, in first-seen order (strings interned in the
+        # order a value-by-value pass interns them); the type in the key keeps -2**63
+        # (int, kept) apart from -2.0**63 (float, missing), which compare equal
         typed = list(zip(map(type, values), values, strict=True))
         try:
             distinct = dict.fromkeys(typed)
@@ -320,8 +321,8 @@ class Builder:
             pair_of.append(pair)
             self._key_name.append(name)
             name_id.append(-1 if name is None else -2)
-            # as `"[memory]".__eq__(name)` was taken: NotImplemented (a name that is not
-            # a string, or none) counted as true
+            # as `"[memory]".__eq__(name)` taken as a truth value: NotImplemented (a
+            # name that is not a string, or none) counts as true
             is_memory.append(name == _MEMORY_NAME or not isinstance(name, str))
             metadata_name.append(1 if name == "process_name" else 2 if name == "thread_name" else 0)
         self._pair_routes = np.array(self._pair_route, dtype=np.int16)
@@ -396,9 +397,9 @@ class Builder:
         named thread) is a plain int in int64 range: then nothing is interned, only the
         events whose key names ``process_name`` / ``thread_name`` are looked at, and each
         dict takes one ``dict.update``. Anything else (a string id, a float, a huge int)
-        goes event by event, as before. ``hta_mtia`` has 310,046 metadata events (of
+        goes event by event. ``hta_mtia`` has 310,046 metadata events (of
         455,739), repeating the names of 2 processes and their threads, so reading them
-        one by one was a measurable part of its read (see ``benchmarks/RESULTS.md``)."""
+        one by one is a measurable part of its read (see ``benchmarks/RESULTS.md``)."""
         self.kind_counts["metadata"] += len(evs)
         pids = list(map(_PID, evs))
         if not plain_int64s(pids):
@@ -575,7 +576,7 @@ class Builder:
                 ends = np.cumsum(lengths)
                 starts = ends - lengths
                 four = np.flatnonzero(has & (lengths == 4))
-                if len(four):  # a literal null is absent, as None was
+                if len(four):  # a literal null is absent, as a decoded None is
                     text = np.frombuffer(blob, dtype=np.uint8)
                     at = starts[four][:, None] + np.arange(4)
                     has[four[(text[at] == _NULL).all(axis=1)]] = False

@@ -24,7 +24,7 @@ A refusal is a :class:`~tb_kineto_insights.trace.errors.TraceIOError` naming the
 and the reason; it never quotes a byte of the file. Being an I/O error, it is not
 remembered as a verdict about the file's content: the next request tries again.
 
-Paths without a rule (the CLI's ``report FILE``) are opened as before, by ``open``.
+Paths without a rule (the CLI's ``report FILE``) are opened by ``open``, unchecked.
 Rules are registered per path, not per thread, because the reader opens the file on a
 helper thread (``source._prefetch``).
 """

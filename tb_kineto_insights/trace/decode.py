@@ -76,10 +76,11 @@ class _Lazy:
 
 class _ByPhaseFirst:
     """A decoder that tries ``first`` (a type whose events are decoded by phase; its
-    decoder is built on first use: a union of 25 structs takes msgspec about 3 ms,
-    which a process that reads no trace need not pay) and, when that raises
-    ``msgspec.DecodeError`` (``ValidationError`` included), returns what ``then`` (one
-    struct for every event, as before) returns or raises: errors are ``then``'s."""
+    decoder is built on first use: building a decoder of a union of 25 structs takes
+    msgspec a few milliseconds (``benchmarks/RESULTS.md``), which a process that reads
+    no trace need not pay) and, when that raises ``msgspec.DecodeError``
+    (``ValidationError`` included), returns what ``then`` (one struct for every event)
+    returns or raises: errors are ``then``'s."""
 
     def __init__(self, first: Any, then: _Lazy) -> None:
         self.first_type, self.then = first, then
@@ -107,8 +108,9 @@ phase_event_decoder = _ByPhaseFirst(list[PhaseEvent], event_decoder)
 raw_ts_phase_event_decoder = _ByPhaseFirst(list[RawTsPhaseEvent], raw_ts_event_decoder)
 # the top level (a small file whole, a large one's last events and the keys after
 # them): its events decode as a piece's do, ``Input Dims`` and (exact) ``ts`` as their
-# literals, converted vectorised; as objects and ``Decimal`` it took about twice as
-# long (issue 34: the read of sample_logs' 33 small files, 0.27 -> 0.18 s)
+# literals, converted vectorised: decoding them as objects and ``Decimal``, converted
+# one by one, is slower, and a small file is read whole at the top level
+# (``benchmarks/RESULTS.md``)
 root_decoder = _ByPhaseFirst(PiecePhaseRoot, _Lazy(Root))
 exact_root_decoder = _ByPhaseFirst(RawTsPhaseRoot, _Lazy(ExactRoot))
 #: Untyped decoding; numbers beyond float range become ±inf (then quarantined), not errors.
@@ -118,7 +120,8 @@ any_decoder = msgspec.json.Decoder(float_hook=float)
 def _decimal_or_float(text: str) -> Decimal | float:
     """``float_hook`` of the exact decoder: ``Decimal(text)``; a literal whose exponent
     is past what ``decimal`` holds (``1.0e-999999999999999999999``) is ``float(text)``
-    (0.0 or ±inf) instead of ``decimal.InvalidOperation`` (issue 32 §8)."""
+    (0.0 or ±inf) instead of raising ``decimal.InvalidOperation`` out of the decode,
+    past the reader's typed errors."""
     try:
         return Decimal(text)
     except DecimalException:
@@ -149,7 +152,7 @@ def decode_typed(data: bytes | bytearray | memoryview, builder: Builder) -> list
     First by phase (:data:`~tb_kineto_insights.trace.events.PhaseEvent`: only the
     fields read for each phase); a piece that does not decode so (an event without a
     ``ph`` or with one that is not a Chrome trace phase, a field of an odd type, bad
-    JSON) is decoded exactly as before, with one struct for every event
+    JSON) is decoded with one struct for every event
     (:class:`~tb_kineto_insights.trace.events.FastEvent` /
     :class:`~tb_kineto_insights.trace.events.RawTsEvent`), whose errors are the ones
     raised and repaired."""
@@ -200,7 +203,7 @@ class PieceDecoder:
         except RecursionError:
             # an event nested deeper than msgspec decodes (~1,000 levels in ``args``):
             # bad JSON to the salvage, which then finds the event and loses it alone
-            # (it used to reject the whole trace: issue 32 §7)
+            # and reads the rest of the file (raised as it is, it would end the read)
             raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
 
     def decode_root(self, data: bytes) -> Root:
@@ -302,9 +305,10 @@ class PieceDecoder:
             # an event's args), or a bracket opened earlier never closes (a stray
             # "["). Up to MAX_PENDING_BYTES it is handed back for more input, as a big
             # event needs; past that, the piece without its last segment is decoded,
-            # else salvaged here: handing back every piece made the pending bytes grow
-            # to the end of the file (issue 32 §7: a stray "[" cost 10-90x a clean
-            # read, and past MAX_EVENT_BYTES the whole file was lost).
+            # else salvaged here: handing back every piece would make the pending
+            # bytes grow to the end of the file, every retry decoding them again (a
+            # stray "[" would cost many times a clean read), and past MAX_EVENT_BYTES
+            # the whole file would be lost.
             if len(buf) <= MAX_PENDING_BYTES:
                 return Salvaged(leftover=1)
             cut = last_event_boundary(buf)

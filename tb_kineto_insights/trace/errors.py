@@ -36,7 +36,7 @@ class TraceTooLargeError(TraceError):
 
 class SummarySchemaError(TraceError):
     """The analysis of the file gave a summary that does not fit its schema (an odd
-    value in the trace reached it): never cached or served as a summary (issue 32 §8)."""
+    value in the trace, such as 1e300, reached it): never cached or served as a summary."""
 
 
 class TraceIOError(TraceError):

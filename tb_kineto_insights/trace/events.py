@@ -15,16 +15,16 @@ and the process/thread name; other phases only ``cat``/``pid``/``tid``/``ts``. W
 phase does not declare reads as an absent key would (class attributes: ``None``, empty
 ``Input Dims``), so every event still has every attribute of :class:`Event`. A piece
 that does not decode so (an event without ``ph``, a phase that is not a Chrome trace
-phase, a ``ph`` that is not a string, a field of an odd type, bad JSON) is decoded as
-before with one struct for every event (:class:`FastEvent`, :class:`RawTsEvent`,
-:class:`Root`), whose errors are the ones raised, repaired and salvaged. One change
-follows: a field the reader does not read for that phase (a flow's ``name``) is not
-type-checked any more, so an odd value there no longer sends its piece to the loose
-path nor drops the event as ``invalid_field_type``.
+phase, a ``ph`` that is not a string, a field of an odd type, bad JSON) is decoded
+with one struct for every event (:class:`FastEvent`, :class:`RawTsEvent`,
+:class:`Root`), whose errors are the ones raised, repaired and salvaged. So a field the
+reader does not read for that phase (a flow's ``name``) is not type-checked: an odd
+value there neither sends its piece to the loose path nor drops the event as
+``invalid_field_type``.
 
 The decode by phase is somewhat faster than one struct for every event
 (``benchmarks/bench_decode_pieces.py``; figures in ``benchmarks/RESULTS.md``).
-Declaring every field in every phase (a tagged union without the narrowing) was no
+Declaring every field in every phase (a tagged union without the narrowing) is no
 faster than one struct: the gain is the fields and ``args`` keys not built or matched
 (a flow's name, an ``X`` event's memory fields). Much of the decode's time is fixed,
 though: a decode that keeps only ``ph`` already costs well over half as much, since

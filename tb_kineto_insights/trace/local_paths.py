@@ -1,14 +1,14 @@
 """Plain local paths without importing fsspec.
 
-Importing fsspec costs about 0.12 s (it pulls in asyncio, its caching and compression
-registries); a ``report FILE`` on a local trace needs none of it. :func:`local_path`
-says whether a path is one fsspec would hand to its ``LocalFileSystem`` anyway, and
-gives the same absolute path fsspec would use (``fsspec.implementations.local.
-make_path_posix``: ``~`` expanded, a relative path joined to the working directory,
-trailing ``/`` dropped), so a stat or an open of it gives the same answer and the same
-error text. Anything that names a protocol (``s3://``, ``file://``, ``file:``,
-``local:``, a chain ``a::b``, ``data:``), and every path on Windows, returns ``None``:
-the caller then goes through fsspec as before.
+Importing fsspec is a large part of a start-up (it pulls in asyncio, its caching and
+compression registries; ``benchmarks/RESULTS.md``); a ``report FILE`` on a local trace
+needs none of it. :func:`local_path` says whether a path is one fsspec would hand to its
+``LocalFileSystem`` anyway, and gives the same absolute path fsspec would use
+(``fsspec.implementations.local.make_path_posix``: ``~`` expanded, a relative path
+joined to the working directory, trailing ``/`` dropped), so a stat or an open of it
+gives the same answer and the same error text. Anything that names a protocol
+(``s3://``, ``file://``, ``file:``, ``local:``, a chain ``a::b``, ``data:``), and every
+path on Windows, returns ``None``: the caller then goes through fsspec.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class LocalTree:
     ) -> Iterator[tuple[str, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]:
         """Folders under ``path`` (an absolute POSIX path, as :func:`local_path` gives),
         top-down, depth first, iteratively (no recursion: any depth of folders is safe;
-        a recursive walk raised ``RecursionError`` at about 1,000, issue 32 §4).
+        a recursive walk would raise ``RecursionError`` at about 1,000 levels).
         ``detail`` and ``topdown`` must be True (what discovery asks). ``maxdepth`` as
         fsspec's: ``1`` lists ``path`` alone; None: no limit. ``on_skip(folder,
         reason)`` (optional) is told of each folder below ``path`` that is not listed:

@@ -87,8 +87,8 @@ def int_in_range(value: object, lo: int, hi: int) -> int | None:
     """``value`` when it is an ``int`` (not a ``bool``: JSON ``true`` is no count)
     with ``lo <= value <= hi``, else None. Trace metadata (``distributedInfo``,
     ``deviceProperties``) is taken as written, and a boolean or a 20-digit number there
-    used to reach int64 arrays (``OverflowError``) or the summary (failing its schema:
-    issue 32 §8)."""
+    would otherwise reach int64 arrays (``OverflowError``) or the summary (failing its
+    schema)."""
     if isinstance(value, bool) or not isinstance(value, int):
         return None
     return value if lo <= value <= hi else None

@@ -25,11 +25,11 @@ dot product of the digits with the weights ``10^(e + 3)`` (:func:`_parse_one_for
 ``uint8`` matrix, transposed so that each column is contiguous, and the checks and the
 sum run column by column (:func:`_parse_matrix`); literals longer than
 :data:`MAX_MATRIX_CHARS` (many fraction digits) take the byte-wise path over the joined
-bytes (:func:`_parse_joined`, the first version).
+bytes (:func:`_parse_joined`).
 
-The timestamp stage as the reader runs it is several times faster this way than the
-previous version (per-literal ``len`` and ``isinstance``, ``b"".join``, column-wise
-matrix): ``benchmarks/bench_decode_pieces.py``; figures in ``benchmarks/RESULTS.md``.
+The timestamp stage as the reader runs it is several times faster this way than with
+per-literal ``len`` and ``isinstance``, ``b"".join`` and a column-wise matrix
+(``benchmarks/bench_decode_pieces.py``; figures in ``benchmarks/RESULTS.md``).
 
 Check by hand: ``b"12.3456"`` → 12 345 ns; ``b"-0.0019"`` → -1 ns; ``b"7"`` → 7 000 ns.
 """

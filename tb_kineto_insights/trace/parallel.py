@@ -1,4 +1,4 @@
-"""Decode pieces of one large trace in worker processes (issue 14).
+"""Decode pieces of one large trace in worker processes.
 
 Why processes, not threads: msgspec's decode holds the GIL (two threads decoding the
 same events take about twice the time of one), and so does building the numpy columns
@@ -23,17 +23,17 @@ that cannot start children (a daemonic ``multiprocessing`` worker) and any
 processes started with ``subprocess`` (not daemonic), so a large file read there uses
 workers too. As with any use of ``multiprocessing``, a script that reads a large
 trace must guard its top level with ``if __name__ == "__main__":`` (each worker imports
-the main module), or set ``KINETO_INSIGHTS_READ_WORKERS=1``. Unguarded, each worker used
-to run the whole script again (a ``report`` through an unguarded script was much slower);
-now a worker that reaches a read while it imports the main module raises
-(:func:`_refuse_while_bootstrapping`), and the parent reads serially and logs why.
+the main module), or set ``KINETO_INSIGHTS_READ_WORKERS=1``. Unguarded, each worker
+would run the whole script again; so a worker that reaches a read while it imports the
+main module raises (:func:`_refuse_while_bootstrapping`), and the parent reads serially
+and logs why.
 
 Where the time goes: most of the parent's CPU during the read is the gzip inflate; the
 rest is cutting, sending and merging. ``Input Dims`` come back as one text blob per
 piece (:mod:`~tb_kineto_insights.trace.rowjson`) and the merge runs no Python per row:
-unpickling nested lists and re-keying them row by row was most of the parent's other
-work before. The workers' decode (msgspec and the columns) is nearly all of the work, so two
-workers on two cores, with the parent mostly waiting, stays the choice. ``isal``
+unpickled nested lists, re-keyed row by row, would be most of the parent's other work.
+The workers' decode (msgspec and the columns) is nearly all of the work, so two workers
+on two cores, with the parent mostly waiting, stays the choice. ``isal``
 inflates faster than zlib, but it has no ``decompressobj.copy()`` (the damage bisection
 of :mod:`.source` needs it) and may cut its output differently (block boundaries decide
 piece cuts, hence salvage regions), so it is not used.
@@ -63,7 +63,7 @@ inflate running alone until the workers take their first pieces. Hence:
 A read may also be given a pool it does not own (``read_trace(pool=, workers=)``): the
 files of a log directory read at once share one pool, so that a large file's pieces and
 the other files' work never take more processes than cores
-(``store/parallel_summaries.py``, issue 34).
+(``store/parallel_summaries.py``).
 
 A worker's time between pieces (receiving a piece, sending its columns back, waiting for
 a core) is outside its busy time; what may be gained next is there (larger pieces, fewer
@@ -82,16 +82,16 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
 # multiprocessing and concurrent.futures.process are imported where a pool is considered
-# (read_workers past the size test, start_pool): together 40 ms of every start-up, and
-# a file under PARALLEL_MIN_JSON_BYTES never needs them.
+# (read_workers past the size test, start_pool): imported here, they would add to every
+# start-up (benchmarks/RESULTS.md), and a file under PARALLEL_MIN_JSON_BYTES never needs
+# them.
 
 #: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
-#: workers' start (about 0.1 s) is not paid back. Checked on the mid-size public traces
-#: (issue 14, round 2; ``report --format json --cache none``, workers forced on against
-#: off; figures in ``benchmarks/RESULTS.md``): the workers do not pay back up to 90 MB
-#: there, so the threshold and :data:`GZIP_RATIO_ESTIMATE` stay (those files compress
-#: 18-29x, so they are estimated at 9-24 MB and read serially; GPT, 8.5 MB stored,
-#: 149 MB of JSON, is estimated at 68 MB and read with workers).
+#: workers' start is not paid back. On the mid-size public traces (25-87 MB of JSON) the
+#: workers, forced on, did not pay back (``benchmarks/RESULTS.md``); those files
+#: compress 18-29x, so with :data:`GZIP_RATIO_ESTIMATE` they are estimated at 9-24 MB
+#: and read serially, while GPT (8.5 MB stored, 149 MB of JSON) is estimated at 68 MB
+#: and read with workers.
 PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
 #: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
 #: about 10x; a low guess only makes a mid-size file read serially).
@@ -192,7 +192,7 @@ def _context(preload: tuple[str, ...] = ()) -> Any:
         # imports), not the main module itself (the default), so that an unguarded
         # script does not run in the server, where no bootstrapping flag stops it
         # and numpy.ma (numpy >= 2.3 imports it at the first plain np.unique, which
-        # every worker's timestamp parser calls: 40-50 ms a worker)
+        # every worker's timestamp parser calls: imported there, each worker pays it)
         names = ["tb_kineto_insights.trace.reader", "numpy.ma"]
         if "tb_kineto_insights.cli.main" in sys.modules:
             names.append("tb_kineto_insights.cli.main")
@@ -204,8 +204,8 @@ def start_server() -> None:
     """Start the forkserver (with what :func:`_context` set it to preload) unless it
     runs, with SIGINT ignored while it is spawned when this is the main thread: the
     server inherits the ignored SIGINT (Python installs its KeyboardInterrupt handler
-    only over the default one), so a Ctrl-C while it imports its preload no longer
-    prints a traceback of it under the command's "interrupted" (the command ends its
+    only over the default one), so a Ctrl-C while it imports its preload does not
+    print a traceback of it under the command's "interrupted" (the command ends its
     workers itself: ``cli/budget.py``). A Ctrl-C within the spawn's few milliseconds
     is lost. Raises what ``ensure_running`` raises."""
     import signal
@@ -259,8 +259,8 @@ def _forked_worker_start(parent: int, names: tuple[str, ...]) -> None:
 def _import_before_fork(names: tuple[str, ...]) -> bool:
     """Import ``names`` here and move every object so far out of the collector's reach
     (``gc.freeze``), before a fork: the workers then share the imports' pages with this
-    process instead of importing again (issue 34: 6-7 MB less tree PSS and one import
-    of the analysis less, 0.1-0.15 s of CPU, on ``sample_logs``; ``benchmarks/RESULTS.md``).
+    process instead of importing again: less memory for the process tree and one import
+    of the analysis less (``benchmarks/RESULTS.md``).
     The freeze is what the ``gc`` documentation advises before a fork: a collection in a
     worker would otherwise write to every object's header and copy its page. This
     process imports these modules anyway: it analyses files too.
@@ -290,8 +290,8 @@ def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
     For a command that is about to read the files of a log directory at once
     (:func:`tb_kineto_insights.store.parallel_summaries.prestart`).
     Against :func:`warm_up_server`, a forked pool has no server process and no
-    ``multiprocessing`` resource tracker: 28 MB less tree PSS on ``sample_logs`` (issue
-    34, ``benchmarks/RESULTS.md``).
+    ``multiprocessing`` resource tracker, two processes less in the tree's memory
+    (``benchmarks/RESULTS.md``).
     Only where ``fork`` is safe: a system that has it, and a process that runs one
     thread (``fork`` of a threaded process may leave a lock held in the child for ever),
     so a command calls it before any thread starts (the command line: before its time

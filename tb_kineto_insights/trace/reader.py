@@ -434,8 +434,8 @@ class _Reader(PieceDecoder):
         """Merge the pieces that are done, oldest first (:meth:`_collect`), waiting for
         the oldest while too many are held."""
         # merge what is done, in file order; wait for the oldest when too
-        # many pieces are held (backpressure: bounded memory): more while
-        # the parent decodes, as before once the workers do
+        # many pieces are held (backpressure: bounded memory): ``held`` while
+        # the parent decodes, ``in_flight`` once the workers do
         while f.pending and (
             f.pending[0][0].done() or len(f.pending) >= (f.in_flight if f.workers_up else f.held)
         ):
@@ -698,8 +698,9 @@ def read_trace(
     except RecursionError as exc:  # msgspec on absurdly nested arrays/objects
         raise TraceFormatError(path, "JSON nested too deeply to read") from exc
     except (msgspec.MsgspecError, ValueError, OverflowError, TypeError, IndexError) as exc:
-        # a safety net for the typed-errors-only promise (10^5 fuzzed inputs reached
-        # none); the exception's type stays in the message so such a bug is reported
+        # a safety net for the typed-errors-only promise (no fuzzed input has reached
+        # it: benchmarks/RESULTS.md); the exception's type stays in the message so such
+        # a bug is reported
         raise TraceFormatError(path, f"unreadable trace ({type(exc).__name__}: {exc})") from exc
 
 

@@ -3,21 +3,21 @@
 A trace recorded with ``record_shapes=True`` gives most CPU ops an ``Input Dims``
 argument, a nested list (``[[2048, 768], [768], []]``). The analysis reads it for a
 handful of rows (the memory panel's largest allocations), but building those lists for
-every op was the largest single cost of decoding such a trace, and sending them back
-from a decode worker cost the parent as much again (unpickling). So the reader decodes
+every op would be the largest single cost of decoding such a trace, and sending them
+back from a decode worker would cost the parent as much again (unpickling). So the reader decodes
 ``Input Dims`` as its literal JSON text (``msgspec.Raw``), joins the texts of one piece
 into one ``bytes`` blob, and keeps ``(row, start, end)`` per value; a value becomes a
-Python object (``msgspec.json.decode`` of its text: exactly what the typed decoder made
-before) only when it is looked up. ``RowJson`` is a read-only ``Mapping[int, Any]``
+Python object (``msgspec.json.decode`` of its text: exactly what a typed decode of the
+event makes) only when it is looked up. ``RowJson`` is a read-only ``Mapping[int, Any]``
 (row index → value): ``get``, ``[]``, ``in``, ``len``, iteration (rows in increasing
-order), ``items()`` and ``==`` with a ``dict`` behave as the ``dict`` it replaces.
+order), ``items()`` and ``==`` with a ``dict`` behave as a ``dict`` of the values would.
 
 Decoding ``Input Dims`` as ``Raw`` takes about half the time of building the lists,
-and the nested lists were most of the time of unpickling a worker's builder (figures,
+and nested lists are most of the time of unpickling a worker's builder (figures,
 on the GPT trace, in ``benchmarks/RESULTS.md``).
 
 Values that reach the reader as Python objects (an event decoded loosely after a field
-of an unexpected type) are kept as objects, as before.
+of an unexpected type) are kept as objects.
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ class _Salvager:
                 return kk
             # a bracket or quote opened in i..k-1 never closes: when it opened in the
             # first half, stepping back from k cannot help (a stray "[": each step
-            # decoded the whole piece again, issue 32 §7)
+            # would decode the whole piece again)
             if (
                 step == 0
                 and status == TRUNCATED

@@ -10,8 +10,8 @@ Inflate ahead: a reader inflates one block ahead on a helper thread, which uses 
 second core while this one decodes. Inside ``with inflate_on_this_thread():`` the
 readers made there inflate on the reading thread instead: for a process that reads whole
 files while every other core reads others (``store/parallel_summaries.py``), where the
-helper thread only adds its start, its queue and switches (issue 34: 0.1 s of system
-time less on ``sample_logs``; ``benchmarks/RESULTS.md``).
+helper thread only adds its start, its queue and switches, in system time
+(``benchmarks/RESULTS.md``).
 
 Inflate: `zlib-ng <https://github.com/pycompression/python-zlib-ng>`_'s ``zlib_ng``
 module (a drop-in for the stdlib's ``zlib``: ``decompressobj``, ``copy`` for the
@@ -126,8 +126,8 @@ def _pin_version(opened: Any, fs: Any, fs_path: str, path: str) -> None:
     """Make every ranged fetch of the fsspec file ``opened`` check that the object is
     still the version it was opened at (``details``' ETag/version), raising
     :class:`TraceIOError` when it is not: the pieces of one read must come from one
-    version (issue 32 §5: an object overwritten while it was read gave a summary of
-    mixed bytes). Files without a ranged cache (local, memory) are read from one copy;
+    version (an object overwritten while it is read would give a summary of mixed
+    bytes). Files without a ranged cache (local, memory) are read from one copy;
     drivers that pin on the server (:data:`_SERVER_PINNED_MODULES`) are left as they
     are; an object whose store gives no version cannot be checked. One ``info`` call
     per fetch (a fetch is at least the file's block size: fsspec's default is 5 MiB)."""
@@ -160,7 +160,7 @@ def open_stored(path: str) -> IO[bytes]:
     opened) open for reading bytes. Raises TraceIOError: not found, or cannot be opened."""
     try:
         if "://" in path:
-            import fsspec  # a URL only: fsspec costs 0.1 s of imports (local_paths.py)
+            import fsspec  # a URL only: its imports are costly (local_paths.py)
 
             handle = fsspec.open(path, "rb")
             opened = handle.open()
@@ -409,8 +409,8 @@ class BlockReader:
             # valid gzip). The input after its trailer is `unused_data` alone: at the
             # end of a stream CPython's zlib leaves a stale copy of it in
             # `unconsumed_tail` (3.11: when the previous call was cut by max_length),
-            # which must not be fed again (issue 32 §2: a member read twice, or
-            # forever).
+            # which must not be fed again (fed again, it gives a member read twice, or
+            # a loop that never ends).
             rest = (inflater.unused_data + later) or self._read(raw, COMPRESSED_READ_BYTES)
             if rest[:1] == GZIP_MAGIC[:1] and len(rest) < 2:
                 rest += self._read(raw, COMPRESSED_READ_BYTES)

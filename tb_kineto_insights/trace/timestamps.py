@@ -38,7 +38,8 @@ _decimal_ts_decoder = msgspec.json.Decoder(Decimal | None)
 def _raw_decimal(raw: Any) -> Decimal | None:
     """A literal that is not a plain number (``null``, exponent, string) → ``Decimal``
     as the typed exact decoder reads it. Raises ``msgspec.ValidationError`` when it is
-    not a number at all (the piece is then decoded the old way)."""
+    not a number at all (the piece is then decoded with ``ts`` as a ``Decimal`` per
+    event, :func:`~.decode.decode_typed`)."""
     if not len(raw):
         return None
     try:
@@ -69,7 +70,8 @@ def decimals_ns(values: list[Decimal | None]) -> tuple[np.ndarray, np.ndarray, n
     """``Decimal`` µs values (``None``: absent) → (int64 ns, missing mask, out-of-range
     mask), as :func:`_decimal_ns` of each: their text parsed vectorised as the literals
     of a piece are (a small file is decoded whole, its ``ts`` as ``Decimal``; one by one
-    this was 15 % of such a file's time, issue 34), the odd ones (exponent, NaN, past the
+    they would be a sizeable share of such a file's time: ``benchmarks/RESULTS.md``),
+    the odd ones (exponent, NaN, past the
     int64 ns range) one by one."""
     texts = [b"" if v is None else str(v).encode() for v in values]
     ns, missing, odd = parse_us_literals_to_ns(texts)
@@ -81,7 +83,8 @@ def decimals_ns(values: list[Decimal | None]) -> tuple[np.ndarray, np.ndarray, n
 
 
 def _decimal_ns(v: Decimal | None) -> tuple[int, bool, bool]:
-    """One ``Decimal`` µs value → (ns, missing, out of range), as before vectorisation."""
+    """One ``Decimal`` µs value → (ns, missing, out of range): the rule the vectorised
+    parse follows, applied to the values it leaves (odd, or near the int64 ns range)."""
     if v is None:
         return 0, True, False
     try:  # (abs and scaleb apply the context: 1e999999999999999999 overflows there)

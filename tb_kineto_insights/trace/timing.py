@@ -48,8 +48,8 @@ def trace_window_ns(starts: list[np.ndarray]) -> tuple[int, int] | None:
     if not parts:
         return None
     min_gap = int(FAR_GAP_MIN_US * 1000)
-    # no two starts further apart than min_gap: no break (the sort of every start, 0.03 s
-    # on the 465,000 events of a 149 MB trace, is left for traces that may have one)
+    # no two starts further apart than min_gap: no break (the sort of every start, a
+    # cost on a large trace, is left for traces that may have one)
     if max(int(s.max()) for s in parts) - min(int(s.min()) for s in parts) <= min_gap:
         return None
     ts = np.sort(np.concatenate(parts), kind="stable")

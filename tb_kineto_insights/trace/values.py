@@ -53,7 +53,7 @@ def as_int(value: object, strings: dict[str, int]) -> int:
 def opt_int(v: object) -> int | None:
     """An args value as an int (``bool``, ``int``, finite ``float``, a numeric string),
     None when it is none of these or does not fit int64 (a 20-digit ``In msg nelems``
-    used to overflow the int64 columns: issue 32 §8)."""
+    would otherwise overflow the int64 columns)."""
     out: int | None = None
     if isinstance(v, bool):
         out = int(v)

@@ -142,7 +142,7 @@ DEFAULT_MARGIN_FRACTION = 0.10
 
 #: Largest ``start_us``/``end_us`` (either sign), µs from the step window's start: about
 #: 11.6 days, far past any profiled step, and far inside int64 ns (a window of ``1e20``
-#: µs was cut as asked: issue 32's attack run).
+#: µs, past int64 ns, is refused with a message, not cut).
 WINDOW_OFFSET_LIMIT_US = 10**12
 
 

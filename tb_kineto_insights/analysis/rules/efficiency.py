@@ -2,10 +2,10 @@
 roof of the device (the efficiency panel, :mod:`~tb_kineto_insights.analysis.efficiency`).
 
 Every saving assumes a slow group can reach what its kind reaches on this GPU
-(:func:`reachable_roof_fraction`, each measured: GEMMs 0.6 of the roof, channels_last
-convolutions 0.3, flash attention 0.28); impact = estimated time saved per step × the
-device's busy share / mean step time (on a launch-bound run faster kernels do not
-shorten the step); severity from the impact; nothing without a roof.
+(:func:`reachable_roof_fraction`; the defaults, each set from real traces: GEMMs 0.6 of
+the roof, channels_last convolutions 0.3, flash attention 0.28); impact = estimated time
+saved per step × the device's busy share / mean step time (on a launch-bound run faster
+kernels do not shorten the step); severity from the impact; nothing without a roof.
 
 - ``matmul_without_tensor_cores``: fp32 matmul/conv groups on CUDA cores. Cost: the time
   they would save at the same share of the bf16 tensor-core roof (bounded by the memory
@@ -56,8 +56,8 @@ def reachable_roof_fraction(category: str, th: Thresholds) -> float:
     """The share of its roof an op group of ``category`` is assumed to be able to reach
     (the basis of every saving claimed here): ``efficiency_reachable_roof_fraction`` for
     matmuls, ``efficiency_reachable_conv_roof_fraction`` for convolutions,
-    ``efficiency_reachable_attention_roof_fraction`` for attention (each measured:
-    :mod:`~tb_kineto_insights.analysis.thresholds`)."""
+    ``efficiency_reachable_attention_roof_fraction`` for attention (each set from real
+    traces: :mod:`~tb_kineto_insights.analysis.thresholds`)."""
     if category == "conv":
         return th.efficiency_reachable_conv_roof_fraction
     if category == "attention":

@@ -306,7 +306,8 @@ def _idle_cause(
 
     With Python stacks the title names the frames that hold the cause's idle and the
     evidence lists them (``python_frames``, :func:`_cause_frames`); ``recommendation``
-    may be a function of those frames. Without stacks the diagnosis is as before.
+    may be a function of those frames. Without stacks the title and evidence name no
+    frame.
     """
     dev = main_idle(idle)
     if dev is None or cause not in dev.causes:

@@ -37,7 +37,7 @@ def _memory_diagnosis(
 
 def _mib(x: float) -> str:
     """A size in the IEC unit that fits it (``units.fmt_bytes``): "16.0 MiB", "1.6 GiB"
-    (was always MiB: "1,602.0 MiB" beside "1.94 GiB" in one title)."""
+    (always in MiB, a title would say "1,602.0 MiB" beside "1.94 GiB")."""
     return fmt_bytes(x)
 
 
