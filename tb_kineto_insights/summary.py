@@ -104,7 +104,7 @@ def _summarize(
 ) -> tuple[Summary, TraceIndex]:
     """The summary and the index it was built from; ``pieces``: filled by the idle
     panel (``idle_summary(pieces=)``) when given."""
-    index = build_index(trace)
+    index = build_index(trace, thresholds)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
     pieces = {} if pieces is None else pieces

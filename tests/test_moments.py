@@ -74,7 +74,7 @@ def test_pageable_copy_and_unequal_steps_point_at_their_event(tmp_path: Path) ->
     )
 
 
-def test_unequal_steps_and_warmup_point_at_their_step() -> None:
+def test_unequal_steps_points_at_the_longest_step() -> None:
     idx_trace = next((SAMPLE_LOGS / "stacks_healthy").glob("*.pt.trace.json.gz"))
     idx = build_index(read_trace(str(idx_trace)))
     longest = int(idx.steps.dur_ns.argmax())
@@ -91,9 +91,7 @@ def test_unequal_steps_and_warmup_point_at_their_step() -> None:
     assert found is not None
     assert found.step == int(idx.steps.number[longest]) and found.offset_us == 0.0
     assert found.length_us == int(idx.steps.dur_ns[longest]) / 1000.0
-    warm = _diagnosis("stacks_healthy", "trace_warmup_step")
-    assert isinstance(warm.moment, Moment) and warm.moment.step == int(idx.steps.number[0])
-    assert warm.moment.length_us == int(idx.steps.dur_ns[0]) / 1000.0
+    # the warm-up step's moment: tests/test_step_windows.py (no sample has one)
 
 
 @pytest.mark.parametrize(

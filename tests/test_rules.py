@@ -202,6 +202,7 @@ def test_each_rule_reads_only_the_thresholds_it_declares() -> None:
         "trace_profiler_overhead",
         "trace_too_few_steps",
         "trace_unequal_steps",
+        "trace_warmup_step",  # the samples' long first steps carry a GPU backlog instead
         "pageable_memcpy",
     }, sorted(set(DIAGNOSIS_IDS) - fired)
 

@@ -298,7 +298,11 @@ def test_real_traces_kernel_counts_and_idle_band_match_the_panels() -> None:
         pieces: dict[int, Any] = {}
         idle = idle_summary(index, pieces=pieces)
         kernels = kernels_summary(index)
-        docs = step_timelines(index, pieces)
+        shown = step_timelines(index, pieces)
+        # the windows left out of the steady-state steps are shown too, marked
+        left = {w.number: w.reason for w in index.left_out_steps}
+        assert {d.step: d.left_out for d in shown if d.left_out} == left
+        docs = [d for d in shown if d.left_out is None]
         assert [d.step for d in docs] == [s.number for s in kernels.per_step]
         for doc, per_step in zip(docs, kernels.per_step, strict=True):
             assert doc.kernel_count == per_step.count > 0, path

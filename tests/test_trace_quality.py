@@ -107,9 +107,21 @@ def test_warmup_step(tmp_path: Path) -> None:
     assert q["first_step_ratio"] == 4.5  # 900 / median(200, 210, 190, 200)
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_warmup_step")
     assert d["evidence"]["median_other_steps_us"] == 200.0
-    # the warm-up step is left out of the spread: the others are steady
+    assert (
+        d["title"] == "Step 1 lasts 4.5x the others: a warm-up step, left out of the step figures"
+    )
+    # the warm-up step is left out of every step figure: the others are steady
     assert q["step_cv"] == pytest.approx(0.0408, abs=1e-4)
     assert "trace_unequal_steps" not in _ids(s)
+    steps = s["steps"]
+    assert (steps["count"], steps["mean_step_us"]) == (4, 200.0)
+    assert [(w["number"], w["reason"], w["duration_us"]) for w in steps["left_out"]] == [
+        (1, "warm_up", 900.0)
+    ]
+    assert (
+        steps["left_out_note"]
+        == "4 steady-state steps of 5: step 1 is a warm-up step (4.5x the others)"
+    )
     s2 = as_json(summarize_file(str(_trace(tmp_path / "g.json", [390.0, 200.0, 210.0, 190.0]))))
     assert s2["health"]["trace_quality"]["first_step_ratio"] == 1.95
     assert "trace_warmup_step" not in _ids(s2)

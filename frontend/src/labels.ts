@@ -58,12 +58,22 @@ export const VERDICT_DEFINITIONS: Record<string, string> = {
     "Only in the base, and the experiment loads data in DataLoader worker processes, which the profiler does not trace: most likely the op now runs there (removed, or moved out of the traced threads).",
 };
 
+// Why a step window is not a steady-state step (summary.steps.left_out[].reason).
+export const LEFT_OUT_LABELS: Record<string, string> = {
+  gpu_backlog: "carries GPU work queued before the profiled range",
+  warm_up: "a warm-up step",
+  cut_off: "cut off when the profiler stopped",
+};
+
 // Definitions of metrics, by key (diagnosis evidence keys and summary fields).
 // Each says what is measured and what the denominator is.
 export const DEFINITIONS: Record<string, string> = {
   mean_step_us:
-    "Mean duration of a step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
-  step_time: "Duration of the step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
+    "Mean step time over the steady-state steps. A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
+  step_time:
+    "The step's period on the resource that sets the pace: its window runs from the CPU ProfilerStep#N start (or the end of the previous step's GPU work, when the host runs ahead) to the end of the last GPU work launched inside it.",
+  steady_state_steps:
+    "The profiled steps every figure stands on. Left out, and named: a first step that carries GPU work queued before the profiler started (a host that runs ahead), a warm-up step (2x the others or more: compile, autotuning, lazy init), a last step cut off when the profiler stopped.",
   std_step_us: "Step-to-step standard deviation of the step time.",
   gpu_utilization_fraction:
     "GPU busy time (union of kernels, memcpy, memset) inside the step windows ÷ total step-window time.",

@@ -69,13 +69,16 @@ export interface Moment {
   worker?: string | null;
 }
 /**
- * ``summary.steps`` (``analysis.overview.steps_summary``): the ProfilerStep
- * windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
- * None with fewer than 2 steps), the mean time per step by category
- * (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
- * kernel time / step time, per device and overall). ``origin_ns``: the first step's
- * start on the trace's own clock (Kineto ``ts`` × 1000, counted from the file's
- * ``baseTimeNanoseconds`` when it has one; ``steps[].start_us`` count from it), None
+ * ``summary.steps`` (``analysis.overview.steps_summary``): the steady-state
+ * ProfilerStep windows analysed (DESIGN.md, "Steady-state steps and step time"), their
+ * durations in µs (mean, std, min, max; ``cv`` = std / mean, None with fewer than 2
+ * steps), the mean time per step by category (``mean_breakdown_us``, keys in
+ * ``breakdown_order``) and the GPU utilization (busy kernel time / step time, per
+ * device and overall). ``left_out``: the windows left out of all of these, and why;
+ * ``left_out_note``: that said in one sentence (None when none is left out).
+ * ``origin_ns``: the first window's start (a left-out one included) on the trace's own
+ * clock (Kineto ``ts`` × 1000, counted from the file's ``baseTimeNanoseconds`` when it
+ * has one; ``steps[].start_us`` and ``left_out[].start_us`` count from it), None
  * without steps.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
@@ -99,6 +102,8 @@ export interface StepsPanel {
   devices: StepDevice[];
   steps: Step[];
   origin_ns: number | null;
+  left_out?: LeftOutStep[];
+  left_out_note?: string | null;
 }
 /**
  * ``summary.steps.devices[]``.
@@ -128,6 +133,28 @@ export interface Step {
     [k: string]: number | undefined;
   };
   gpu_utilization_fraction: number | null;
+}
+/**
+ * ``summary.steps.left_out[]``: a step window left out of every steady-state
+ * figure. ``reason``: ``"gpu_backlog"`` (the first window: the GPU ran
+ * ``backlog_us`` of work queued before the profiled range ahead of the step's own),
+ * ``"warm_up"`` (the first steady window lasting at least
+ * ``Thresholds.quality_warmup_ratio`` times the others: one-off work) or ``"cut_off"``
+ * (the last window: ``launches_without_gpu_event`` of its launches lost their GPU work
+ * when the profiler stopped). ``start_us`` counts from ``origin_ns``; ``ratio``: the
+ * duration / the median steady-state step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "LeftOutStep".
+ */
+export interface LeftOutStep {
+  number: number;
+  reason: string;
+  start_us: number;
+  duration_us: number;
+  ratio: number;
+  backlog_us: number;
+  launches_without_gpu_event: number;
 }
 /**
  * ``summary.kernels`` (``analysis.kernels.kernels_summary``): kernel
@@ -1837,8 +1864,9 @@ export interface DiffEfficiencyRow {
   verdict?: string;
 }
 /**
- * The timeline of one step window (``analysis.trace_index``'s windows, the ones every
- * per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
+ * The timeline of one step window (``analysis.step_windows``' windows: the ones every
+ * per-step figure uses, and those left out of them): ``step`` (N of
+ * ``ProfilerStep#N``; 0 for the pseudo-step),
  * ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
  * start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
  * file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
@@ -1847,7 +1875,10 @@ export interface DiffEfficiencyRow {
  * ``idle.devices[].per_step[].idle_us``), ``names``, ``classes`` and ``shapes`` (the interned
  * strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
  * than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
- * ``lanes``: GPU streams, host threads, data-loading threads, idle bands.
+ * ``lanes``: GPU streams, host threads, data-loading threads, idle bands;
+ * ``left_out``: why this window is not a steady-state step (``summary.steps.left_out
+ * [].reason``: its events are shown, its figures counted nowhere), None for a
+ * steady-state step.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "TimelineStep".
@@ -1867,6 +1898,7 @@ export interface TimelineStep {
   block_us: number;
   lanes: TimelineLane[];
   shapes?: string[];
+  left_out?: string | null;
 }
 /**
  * One lane: a GPU stream (``kind`` ``gpu_stream``: ``device``, ``stream``), a host

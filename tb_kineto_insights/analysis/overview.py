@@ -27,7 +27,8 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.trace_index import TraceIndex
-from tb_kineto_insights.schema.steps import Step, StepDevice, StepsPanel
+from tb_kineto_insights.analysis.units import fmt_duration_us
+from tb_kineto_insights.schema.steps import LeftOutStep, Step, StepDevice, StepsPanel
 from tb_kineto_insights.trace import model as m
 
 BREAKDOWN_ORDER: tuple[str, ...] = (
@@ -109,9 +110,12 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
     denominator: total step-window time) and ``devices`` (per device); ``steps``: per step
     ``number``, ``start_us`` (from the first step's start), ``duration_us``,
     ``cpu_duration_us`` (the marker alone), ``breakdown_us``, ``gpu_utilization_fraction``;
-    ``origin_ns``: the first step's start on the trace's own clock (Kineto's ``ts`` in ns,
-    counted from the file's ``baseTimeNanoseconds`` when it has one), None without steps:
-    with ``baseTimeNanoseconds`` it dates the run (``compare/history.py`` orders runs by it).
+    ``left_out``: the windows :func:`.step_windows.steady_steps` left out of all of
+    these, and why, said in ``left_out_note`` (:func:`steady_state_note`);
+    ``origin_ns``: the first window's start (a left-out one included) on the trace's own
+    clock (Kineto's ``ts`` in ns, counted from the file's ``baseTimeNanoseconds`` when it
+    has one), None without steps: with ``baseTimeNanoseconds`` it dates the run
+    (``compare/history.py`` orders runs by it).
     """
     steps = index.steps
     dur_us = steps.dur_ns.astype(np.float64) / 1000.0
@@ -131,7 +135,8 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
     ]
     main = index.main_device
     per_step = []
-    origin = int(steps.start_ns[0]) if len(steps) else 0
+    starts = [int(steps.start_ns[0])] if len(steps) else []
+    origin = min(starts + [s.start_ns for s in index.left_out_steps], default=0)
     for i in range(len(steps)):
         d = int(steps.dur_ns[i])
         per_step.append(
@@ -147,6 +152,18 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
             )
         )
     spread = _spread(dur_us)
+    left_out = [
+        LeftOutStep(
+            number=s.number,
+            reason=s.reason,
+            start_us=(s.start_ns - origin) / 1000.0,
+            duration_us=(s.end_ns - s.start_ns) / 1000.0,
+            ratio=s.ratio,
+            backlog_us=s.backlog_ns / 1000.0,
+            launches_without_gpu_event=s.launches_without_gpu_event,
+        )
+        for s in index.left_out_steps
+    ]
     return StepsPanel(
         count=len(steps),
         has_markers=steps.has_markers,
@@ -167,4 +184,30 @@ def steps_summary(index: TraceIndex) -> StepsPanel:
         devices=devices,
         steps=per_step,
         origin_ns=origin if len(steps) else None,
+        left_out=left_out,
+        left_out_note=steady_state_note(len(steps), left_out),
     )
+
+
+def steady_state_note(count: int, left_out: list[LeftOutStep]) -> str | None:
+    """The sentence that says which windows the step figures leave out, e.g. "4
+    steady-state steps of 5: step 2 carries 114.4 ms of GPU backlog from before the
+    profiled range"; None when none is left out. ``StepsPanel.left_out_note``: the one
+    wording for ``report``, markdown and the tab."""
+    if not left_out:
+        return None
+    whys = []
+    for s in left_out:
+        if s.reason == "gpu_backlog":
+            whys.append(
+                f"step {s.number} carries {fmt_duration_us(s.backlog_us, 1)} of GPU backlog "
+                "from before the profiled range"
+            )
+        elif s.reason == "warm_up":
+            whys.append(f"step {s.number} is a warm-up step ({s.ratio:.1f}x the others)")
+        else:
+            whys.append(
+                f"step {s.number} was cut off when the profiler stopped "
+                f"({s.launches_without_gpu_event} launches without their GPU work)"
+            )
+    return f"{count} steady-state steps of {count + len(left_out)}: " + "; ".join(whys)

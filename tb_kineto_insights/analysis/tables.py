@@ -25,14 +25,16 @@ def _table(
 ) -> Table:
     """Per name of table ``kind`` (kernel names folded when ``fold``): count and summed
     duration inside the step windows, per step; only the rows where ``only`` (bool per
-    row of the table) when given."""
+    row of the table) when given. GPU events count in the step windows, host events in
+    the host windows (:meth:`~.step_windows.StepWindows.host_windows`: a host that runs
+    ahead issues a step long before its GPU window)."""
     trace = index.trace
     t = trace.tables[kind]
     steps = index.steps
     n_steps = len(steps)
     if len(t) == 0 or n_steps == 0:
         return Table(rows=[], other_time_us=0.0, steps=n_steps)
-    step = steps.step_of(t.start_ns)
+    step = steps.step_of(t.start_ns) if kind in m.GPU_KINDS else steps.host_step_of(t.start_ns)
     inside = step >= 0
     if only is not None:
         inside &= only

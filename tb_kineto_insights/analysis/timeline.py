@@ -364,12 +364,11 @@ def _frame_lanes(index: TraceIndex, host: list[_Lane]) -> list[_Lane]:
     if not len(index.trace.tables[m.PYTHON]):
         return []
     frames = pf.FrameIndex(index.trace)
-    steps = index.steps
-    if len(steps) == 0:
+    windows = shown_windows(index)
+    if not windows:
         return []
-    order = np.argsort(steps.start_ns, kind="stable")
-    lo = steps.start_ns[order].astype(np.int64)
-    hi = steps.end_ns[order].astype(np.int64)
+    lo = np.array([w.start_ns for w in windows], dtype=np.int64)
+    hi = np.array([w.end_ns for w in windows], dtype=np.int64)
     lanes = []
     for lane in host:
         if lane.kind != "host_thread":
@@ -419,6 +418,31 @@ def _idle_lanes(pieces: dict[int, IdlePieces]) -> list[_Lane]:
     ]
 
 
+@dataclass(frozen=True)
+class ShownWindow:
+    """A window the timeline shows: ``ProfilerStep#number`` from ``start_ns`` to
+    ``end_ns`` (trace clock); ``left_out``: why it is not a steady-state step
+    (:attr:`~.step_windows.LeftOutStep.reason`), None for a steady-state step."""
+
+    number: int
+    start_ns: int
+    end_ns: int
+    left_out: str | None = None
+
+
+def shown_windows(index: TraceIndex) -> list[ShownWindow]:
+    """Every window the timeline shows, in time order: the steady-state steps and the
+    windows left out of them (a backlog, warm-up or cut-off step stays visible, with
+    its events, and is marked)."""
+    steps = index.steps
+    out = [
+        ShownWindow(int(n), int(a), int(b))
+        for n, a, b in zip(steps.number, steps.start_ns, steps.end_ns, strict=True)
+    ]
+    out += [ShownWindow(w.number, w.start_ns, w.end_ns, w.reason) for w in index.left_out_steps]
+    return sorted(out, key=lambda w: (w.start_ns, w.number))
+
+
 def _rows_in(lane: _Lane, lo: int, hi: int) -> np.ndarray:
     """Rows of the lane in window ``[lo, hi)``: GPU and idle lanes by start (as the
     per-step counts assign them), host lanes every range overlapping it (from the first
@@ -446,11 +470,10 @@ class _StepRows:
     collected: list[_Collected]
 
 
-def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresholds) -> _StepRows:
-    """Step ``i``'s rows of every lane, merged for level of detail."""
-    steps = index.steps
+def _step_rows(lanes: list[_Lane], window: ShownWindow, thresholds: Thresholds) -> _StepRows:
+    """A window's rows of every lane, merged for level of detail."""
     block_ns = int(round(thresholds.timeline_block_us * 1000))
-    lo, hi = int(steps.start_ns[i]), int(steps.end_ns[i])
+    lo, hi = window.start_ns, window.end_ns
     kernel_count = 0
     idle_ns: dict[str, int] = {}
     merged_any = False
@@ -492,7 +515,7 @@ def _step_rows(index: TraceIndex, lanes: list[_Lane], i: int, thresholds: Thresh
 
 
 def _pack_step(
-    index: TraceIndex, rows: _StepRows, lookup: I64, thresholds: Thresholds, i: int
+    index: TraceIndex, rows: _StepRows, lookup: I64, thresholds: Thresholds, window: ShownWindow
 ) -> PackedStep:
     """A step's rows packed; ``lookup``: shifted name id → index in the store's names."""
     block_ns = int(round(thresholds.timeline_block_us * 1000))
@@ -538,7 +561,7 @@ def _pack_step(
             )
         )
     return PackedStep(
-        step=int(index.steps.number[i]),
+        step=window.number,
         start_ns=rows.lo - index.origin_ns,
         end_ns=rows.hi - index.origin_ns,
         origin_ns=index.origin_ns,
@@ -546,6 +569,7 @@ def _pack_step(
         idle_ns=rows.idle_ns,
         block_ns=block_ns if rows.merged_any else 0,
         lanes=packed,
+        left_out=window.left_out,
     )
 
 
@@ -568,9 +592,9 @@ def timeline_store(
     for lane in _host_lanes(index, shapes):  # each frames lane right after its thread's lane
         host += [lane, *_frame_lanes(index, [lane])]
     lanes = _gpu_lanes(index) + host + _idle_lanes(pieces)
-    steps = index.steps
+    windows = shown_windows(index)
     trace = index.trace
-    rows = [_step_rows(index, lanes, i, thresholds) for i in range(len(steps))]
+    rows = [_step_rows(lanes, w, thresholds) for w in windows]
     # the names, interned once: a shifted name id (see NAME_SHIFT) → its index in the
     # store's names, in id order (the causes' names first)
     used = np.zeros(len(trace.names) + NAME_SHIFT, dtype=np.bool_)
@@ -586,12 +610,12 @@ def timeline_store(
         for k in keys.tolist()
     ]
     return TimelineStore(
-        steps=[int(n) for n in steps.number],
+        steps=[w.number for w in windows],
         blobs=[
             zlib.compress(
-                PACK.encode(_pack_step(index, step_rows, lookup, thresholds, i)), ZLIB_LEVEL
+                PACK.encode(_pack_step(index, step_rows, lookup, thresholds, w)), ZLIB_LEVEL
             )
-            for i, step_rows in enumerate(rows)
+            for w, step_rows in zip(windows, rows, strict=True)
         ],
         names=zlib.compress(PACK.encode(names), ZLIB_LEVEL) if rows else b"",
         shapes=zlib.compress(PACK.encode(shapes), ZLIB_LEVEL) if shapes and rows else b"",

@@ -178,6 +178,7 @@ class PackedStep(msgspec.Struct, frozen=True, array_like=True):
     idle_ns: dict[str, int]
     block_ns: int
     lanes: list[PackedLane]
+    left_out: str | None = None
 
 
 #: Shift of name ids: ``-2 - c`` (the name of idle cause ``c``) .. ``-1`` (no name) →
@@ -263,6 +264,7 @@ def unpack_step(
         block_us=packed.block_ns / 1000.0,
         lanes=lanes,
         shapes=[shapes_all[k - 1] for k in used_shapes.tolist()],
+        left_out=packed.left_out,
     )
 
 

@@ -2,14 +2,17 @@
 
 Measures (all checkable by hand from the trace):
 
-- ``steps``: profiled step windows (``ProfilerStep#N``) the panels use; ``step_us``: their
-  durations; ``steps_left_out``: steps left out because GPU work they launched was lost
-  (``health.steps_without_gpu_data``).
-- ``first_step_ratio``: first step's duration / median of the other steps (``None``
-  below ``quality_warmup_min_steps`` steps). A first step still warming up (cudnn
-  autotune, ``torch.compile``, lazy CUDA init, allocator growth) is much longer.
-- ``step_cv``: sample standard deviation / mean of the step durations, the first step
-  left out when it is a warm-up step (``None`` below 2 steps).
+- ``steps``: the steady-state step windows (``ProfilerStep#N``) the panels use;
+  ``step_us``: their durations; ``steps_left_out``: steps left out because GPU work they
+  launched was lost (``health.steps_without_gpu_data``; the other windows left out are
+  ``steps.left_out``).
+- ``first_step_ratio``: the warm-up step's duration / the median steady-state step when
+  one was left out (:data:`~.step_windows.WARM_UP`), else the first steady-state step's
+  / the median of the others (``None`` below ``quality_warmup_min_steps`` steps). A
+  first step still warming up (cudnn autotune, ``torch.compile``, lazy CUDA init,
+  allocator growth) is much longer.
+- ``step_cv``: sample standard deviation / mean of the steady-state step durations
+  (``None`` below 2 steps).
 - ``launch_blocking``: ``launches`` = kernel launches (runtime calls whose name contains
   ``LaunchKernel``) linked by correlation id to a kernel; ``ended_after_kernel`` = those
   whose runtime call ends at or after its kernel's end; ``fraction`` of the two. With
@@ -30,6 +33,7 @@ import numpy as np
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.lost import lost_data
+from tb_kineto_insights.analysis.step_windows import WARM_UP
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.health import LaunchBlocking, ProfilerCost, TraceQuality
@@ -102,19 +106,19 @@ def trace_quality_summary(
     ``has_step_markers``, ``first_step_ratio``, ``step_cv``, ``launch_blocking``,
     ``profiler``, ``lost`` (:func:`~tb_kineto_insights.analysis.lost.lost_data`).
     Durations in µs."""
-    th = thresholds
     steps = index.steps
     dur_us = [float(x) / 1000.0 for x in steps.dur_ns]
     n = len(dur_us)
     ratio: float | None = None
-    if n >= th.quality_warmup_min_steps:
+    warm = [s for s in index.left_out_steps if s.reason == WARM_UP]
+    if warm:
+        ratio = warm[0].ratio
+    elif n >= thresholds.quality_warmup_min_steps:
         rest = float(np.median(dur_us[1:]))
         ratio = round(dur_us[0] / rest, 3) if rest > 0 else None
-    warm = ratio is not None and ratio >= th.quality_warmup_ratio
-    sample = dur_us[1:] if warm else dur_us
     cv: float | None = None
-    if len(sample) >= 2 and np.mean(sample) > 0:
-        cv = round(float(np.std(sample, ddof=1) / np.mean(sample)), 4)
+    if n >= 2 and np.mean(dur_us) > 0:
+        cv = round(float(np.std(dur_us, ddof=1) / np.mean(dur_us)), 4)
     return TraceQuality(
         steps=n,
         steps_left_out=len(index.trace.health.steps_without_gpu_data),

@@ -331,6 +331,8 @@ def _write_summary(
             f"   steps: {steps.count}, mean {_fmt_us(steps.mean_step_us)}"
             f" (min {_fmt_us(steps.min_step_us)}, max {_fmt_us(steps.max_step_us)})\n"
         )
+        if steps.left_out_note:
+            out.write(f"   {steps.left_out_note}: left out of every step figure\n")
     else:
         out.write("   steps: no ProfilerStep markers\n")
     util = steps.gpu_utilization_fraction

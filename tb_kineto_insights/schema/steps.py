@@ -29,14 +29,36 @@ class Step(Out, frozen=True, kw_only=True):
     gpu_utilization_fraction: float | None
 
 
+class LeftOutStep(Out, frozen=True, kw_only=True):
+    """``summary.steps.left_out[]``: a step window left out of every steady-state
+    figure. ``reason``: ``"gpu_backlog"`` (the first window: the GPU ran
+    ``backlog_us`` of work queued before the profiled range ahead of the step's own),
+    ``"warm_up"`` (the first steady window lasting at least
+    ``Thresholds.quality_warmup_ratio`` times the others: one-off work) or ``"cut_off"``
+    (the last window: ``launches_without_gpu_event`` of its launches lost their GPU work
+    when the profiler stopped). ``start_us`` counts from ``origin_ns``; ``ratio``: the
+    duration / the median steady-state step."""
+
+    number: int
+    reason: str
+    start_us: float
+    duration_us: float
+    ratio: float
+    backlog_us: float
+    launches_without_gpu_event: int
+
+
 class StepsPanel(Out, frozen=True, kw_only=True):
-    """``summary.steps`` (``analysis.overview.steps_summary``): the ProfilerStep
-    windows analysed, their durations in µs (mean, std, min, max; ``cv`` = std / mean,
-    None with fewer than 2 steps), the mean time per step by category
-    (``mean_breakdown_us``, keys in ``breakdown_order``) and the GPU utilization (busy
-    kernel time / step time, per device and overall). ``origin_ns``: the first step's
-    start on the trace's own clock (Kineto ``ts`` × 1000, counted from the file's
-    ``baseTimeNanoseconds`` when it has one; ``steps[].start_us`` count from it), None
+    """``summary.steps`` (``analysis.overview.steps_summary``): the steady-state
+    ProfilerStep windows analysed (DESIGN.md, "Steady-state steps and step time"), their
+    durations in µs (mean, std, min, max; ``cv`` = std / mean, None with fewer than 2
+    steps), the mean time per step by category (``mean_breakdown_us``, keys in
+    ``breakdown_order``) and the GPU utilization (busy kernel time / step time, per
+    device and overall). ``left_out``: the windows left out of all of these, and why;
+    ``left_out_note``: that said in one sentence (None when none is left out).
+    ``origin_ns``: the first window's start (a left-out one included) on the trace's own
+    clock (Kineto ``ts`` × 1000, counted from the file's ``baseTimeNanoseconds`` when it
+    has one; ``steps[].start_us`` and ``left_out[].start_us`` count from it), None
     without steps."""
 
     count: int
@@ -54,3 +76,5 @@ class StepsPanel(Out, frozen=True, kw_only=True):
     devices: list[StepDevice]
     steps: list[Step]
     origin_ns: int | None
+    left_out: list[LeftOutStep] = []
+    left_out_note: str | None = None

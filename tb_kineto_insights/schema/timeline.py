@@ -48,8 +48,9 @@ class TimelineLane(Out, frozen=True, kw_only=True):
 
 
 class TimelineStep(Out, frozen=True, kw_only=True):
-    """The timeline of one step window (``analysis.trace_index``'s windows, the ones every
-    per-step figure uses): ``step`` (N of ``ProfilerStep#N``; 0 for the pseudo-step),
+    """The timeline of one step window (``analysis.step_windows``' windows: the ones every
+    per-step figure uses, and those left out of them): ``step`` (N of
+    ``ProfilerStep#N``; 0 for the pseudo-step),
     ``start_us`` / ``end_us`` (µs from the trace's origin, as ``idle.largest_gaps[].
     start_us``), ``trace_start_ns`` (the window's start on the trace's own clock, ns: the
     file's ``ts`` × 1000, what Perfetto UI's ``visStart`` takes), ``duration_us``;
@@ -58,7 +59,10 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     ``idle.devices[].per_step[].idle_us``), ``names``, ``classes`` and ``shapes`` (the interned
     strings the lanes index), ``block_us`` (merged blocks: runs of events each shorter
     than this, see ``Thresholds.timeline_block_us``; 0 when nothing was merged), and the
-    ``lanes``: GPU streams, host threads, data-loading threads, idle bands."""
+    ``lanes``: GPU streams, host threads, data-loading threads, idle bands;
+    ``left_out``: why this window is not a steady-state step (``summary.steps.left_out
+    [].reason``: its events are shown, its figures counted nowhere), None for a
+    steady-state step."""
 
     step: int
     start_us: float
@@ -72,6 +76,7 @@ class TimelineStep(Out, frozen=True, kw_only=True):
     block_us: float
     lanes: list[TimelineLane]
     shapes: list[str] = msgspec.field(default_factory=list)
+    left_out: str | None = None
 
 
 class TimelineStore(Out, frozen=True, kw_only=True):

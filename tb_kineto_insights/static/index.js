@@ -503,9 +503,15 @@ var __kinetoInsights = (() => {
     removed: "Only in the base: a name the experiment no longer runs. Not an improvement by itself: compare the step time.",
     "moved out": "Only in the base, and the experiment loads data in DataLoader worker processes, which the profiler does not trace: most likely the op now runs there (removed, or moved out of the traced threads)."
   };
+  var LEFT_OUT_LABELS = {
+    gpu_backlog: "carries GPU work queued before the profiled range",
+    warm_up: "a warm-up step",
+    cut_off: "cut off when the profiler stopped"
+  };
   var DEFINITIONS = {
-    mean_step_us: "Mean duration of a step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
-    step_time: "Duration of the step window: the CPU ProfilerStep#N range, extended to the end of the last GPU work launched inside it.",
+    mean_step_us: "Mean step time over the steady-state steps. A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
+    step_time: "The step's period on the resource that sets the pace: its window runs from the CPU ProfilerStep#N start (or the end of the previous step's GPU work, when the host runs ahead) to the end of the last GPU work launched inside it.",
+    steady_state_steps: "The profiled steps every figure stands on. Left out, and named: a first step that carries GPU work queued before the profiler started (a host that runs ahead), a warm-up step (2x the others or more: compile, autotuning, lazy init), a last step cut off when the profiler stopped.",
     std_step_us: "Step-to-step standard deviation of the step time.",
     gpu_utilization_fraction: "GPU busy time (union of kernels, memcpy, memset) inside the step windows ÷ total step-window time.",
     short_count_fraction: "Kernels shorter than the short-kernel threshold ÷ all kernels that start in a step window.",
@@ -3508,6 +3514,9 @@ ${more.trim()}` : ""));
         )
       );
     }
+    if (steps.left_out_note) {
+      out.push(el("div", { className: "state warning left-out" }, `${steps.left_out_note}: left out of every step figure.`));
+    }
     const util = steps.gpu_utilization_fraction;
     out.push(
       kpis([
@@ -3515,7 +3524,7 @@ ${more.trim()}` : ""));
           label: "mean step time",
           value: fmtDuration(steps.mean_step_us),
           sub: isNum(steps.std_step_us) ? `± ${fmtDuration(steps.std_step_us)} (std. dev.)` : void 0,
-          definition: `${DEFINITIONS.mean_step_us} Mean over ${fmtCount(steps.count)} steps.`
+          definition: `${DEFINITIONS.mean_step_us} Mean over ${fmtCount(steps.count)} steady-state steps.`
         },
         {
           label: "GPU utilization",
@@ -3524,9 +3533,9 @@ ${more.trim()}` : ""));
           tone: isNum(util) ? util < 0.25 ? "bad" : util < 0.5 ? "warn" : "good" : ""
         },
         {
-          label: "steps profiled",
-          value: fmtCount(steps.count),
-          definition: "ProfilerStep#N windows in this span."
+          label: "steady-state steps",
+          value: steps.left_out?.length ? `${fmtCount(steps.count)} of ${fmtCount(steps.count + steps.left_out.length)}` : fmtCount(steps.count),
+          definition: DEFINITIONS.steady_state_steps
         },
         {
           label: "min / max step",
@@ -3796,9 +3805,13 @@ ${more.trim()}` : ""));
       this.stack = void 0;
       // as the address bar says
       this.controller = null;
-      const steps = summary.steps?.steps ?? [];
+      const windows = [
+        ...(summary.steps?.steps ?? []).map((s) => ({ number: s.number, start: s.start_us, duration: s.duration_us, leftOut: "" })),
+        ...(summary.steps?.left_out ?? []).map((s) => ({ number: s.number, start: s.start_us, duration: s.duration_us, leftOut: LEFT_OUT_LABELS[s.reason] ?? s.reason }))
+      ].sort((a, b) => a.start - b.start || a.number - b.number);
       this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
-      for (const s of steps) this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration_us)})`));
+      for (const s of windows)
+        this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration)})${s.leftOut ? ` — left out: ${s.leftOut}` : ""}`));
       this.picker.addEventListener("change", () => this.pick({ step: Number(this.picker.value) }));
       const button = (id, text, title, target) => {
         const b = el("button", { type: "button", className: "link", id, title }, text);
@@ -3992,6 +4005,7 @@ ${more.trim()}` : ""));
       const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
       this.info.replaceChildren(
         `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
+        doc.left_out ? ` (left out of every step figure: ${LEFT_OUT_LABELS[doc.left_out] ?? doc.left_out})` : "",
         idleText ? `, ${idleText}` : "",
         doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
         ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it."

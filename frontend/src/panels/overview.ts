@@ -21,6 +21,9 @@ export function overviewPanel(s: Summary, p: Palette): Node[] | string {
       ),
     );
   }
+  if (steps.left_out_note) {
+    out.push(el("div", { className: "state warning left-out" }, `${steps.left_out_note}: left out of every step figure.`));
+  }
   const util = steps.gpu_utilization_fraction;
   out.push(
     kpis([
@@ -28,7 +31,7 @@ export function overviewPanel(s: Summary, p: Palette): Node[] | string {
         label: "mean step time",
         value: fmtDuration(steps.mean_step_us),
         sub: isNum(steps.std_step_us) ? `± ${fmtDuration(steps.std_step_us)} (std. dev.)` : undefined,
-        definition: `${DEFINITIONS.mean_step_us} Mean over ${fmtCount(steps.count)} steps.`,
+        definition: `${DEFINITIONS.mean_step_us} Mean over ${fmtCount(steps.count)} steady-state steps.`,
       },
       {
         label: "GPU utilization",
@@ -37,9 +40,9 @@ export function overviewPanel(s: Summary, p: Palette): Node[] | string {
         tone: isNum(util) ? (util < 0.25 ? "bad" : util < 0.5 ? "warn" : "good") : "",
       },
       {
-        label: "steps profiled",
-        value: fmtCount(steps.count),
-        definition: "ProfilerStep#N windows in this span.",
+        label: "steady-state steps",
+        value: steps.left_out?.length ? `${fmtCount(steps.count)} of ${fmtCount(steps.count + steps.left_out.length)}` : fmtCount(steps.count),
+        definition: DEFINITIONS.steady_state_steps,
       },
       {
         label: "min / max step",

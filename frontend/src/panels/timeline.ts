@@ -7,7 +7,7 @@ import { apiUrl, getReady } from "../api";
 import { type Chart, chart } from "../charts";
 import { el, spinner } from "../dom";
 import { fmtCount, fmtDuration } from "../format";
-import { IDLE_LABELS } from "../labels";
+import { IDLE_LABELS, LEFT_OUT_LABELS } from "../labels";
 import type { ChartOption } from "../options";
 import type { Palette } from "../theme";
 import {
@@ -105,9 +105,13 @@ export class TimelineView {
     private readonly summary: Summary,
     private readonly host: TimelineHost,
   ) {
-    const steps = summary.steps?.steps ?? [];
+    const windows = [
+      ...(summary.steps?.steps ?? []).map((s) => ({ number: s.number, start: s.start_us, duration: s.duration_us, leftOut: "" })),
+      ...(summary.steps?.left_out ?? []).map((s) => ({ number: s.number, start: s.start_us, duration: s.duration_us, leftOut: LEFT_OUT_LABELS[s.reason] ?? s.reason })),
+    ].sort((a, b) => a.start - b.start || a.number - b.number);
     this.picker = el("select", { id: "ki-timeline-step", title: "The step window to show." });
-    for (const s of steps) this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration_us)})`));
+    for (const s of windows)
+      this.picker.append(el("option", { value: String(s.number) }, `#${s.number} (${fmtDuration(s.duration)})${s.leftOut ? ` — left out: ${s.leftOut}` : ""}`));
     this.picker.addEventListener("change", () => this.pick({ step: Number(this.picker.value) }));
     const button = (id: string, text: string, title: string, target: () => TimelineTarget | null) => {
       const b = el("button", { type: "button", className: "link", id, title }, text);
@@ -310,6 +314,7 @@ export class TimelineView {
     const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
     this.info.replaceChildren(
       `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
+      doc.left_out ? ` (left out of every step figure: ${LEFT_OUT_LABELS[doc.left_out] ?? doc.left_out})` : "",
       idleText ? `, ${idleText}` : "",
       doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
       ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it.",

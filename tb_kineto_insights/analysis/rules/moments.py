@@ -40,13 +40,19 @@ def moment_at(index: TraceIndex, start_ns: int, end_ns: int, what: str) -> Momen
 
 
 def step_moment(index: TraceIndex, number: int, what: str) -> Moment | None:
-    """The whole step window of ``ProfilerStep#number``; None when there is none."""
+    """The whole step window of ``ProfilerStep#number`` (a steady-state step, or one
+    left out of them: the timeline shows both); None when there is none."""
     hit = np.flatnonzero(index.steps.number == number)
-    if hit.size == 0:
+    if hit.size:
+        i = int(hit[0])
+        length = int(index.steps.end_ns[i] - index.steps.start_ns[i])
+        return Moment(step=number, offset_us=0.0, length_us=length / 1000.0, what=what)
+    left = next((w for w in index.left_out_steps if w.number == number), None)
+    if left is None:
         return None
-    i = int(hit[0])
-    length = int(index.steps.end_ns[i] - index.steps.start_ns[i])
-    return Moment(step=number, offset_us=0.0, length_us=length / 1000.0, what=what)
+    return Moment(
+        step=number, offset_us=0.0, length_us=(left.end_ns - left.start_ns) / 1000.0, what=what
+    )
 
 
 def gap_moment(idle: IdlePanel | None, cause: str | None) -> Moment | None:

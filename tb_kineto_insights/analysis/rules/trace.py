@@ -36,8 +36,10 @@ from tb_kineto_insights.analysis.rules.base import (
     severity_for_impact,
 )
 from tb_kineto_insights.analysis.rules.moments import step_moment
+from tb_kineto_insights.analysis.step_windows import WARM_UP
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.schema.health import HealthPanel, LostData, TraceQuality
+from tb_kineto_insights.schema.steps import LeftOutStep
 
 
 def _no_step_markers(inp: SpanInput) -> Diagnosis | None:
@@ -265,45 +267,51 @@ def _too_few_steps(inp: SpanInput) -> Diagnosis | None:
     )
 
 
-def _warm(inp: SpanInput) -> bool:
-    """Whether the first step is a warm-up step (``first_step_ratio`` at least
-    ``quality_warmup_ratio``)."""
-    ratio = _quality(inp).first_step_ratio
-    return ratio is not None and ratio >= inp.th.quality_warmup_ratio
+def _warmup_left_out(inp: SpanInput) -> LeftOutStep | None:
+    """The warm-up step left out of the steady-state steps (``steps.left_out``), if
+    any."""
+    steps = inp.steps
+    left = steps.left_out if steps is not None else []
+    return next((s for s in left if s.reason == WARM_UP), None)
 
 
 def _warmup_step(inp: SpanInput) -> Diagnosis | None:
-    """``trace_warmup_step``: the first profiled step lasts at least
-    ``quality_warmup_ratio`` times the median of the others."""
-    quality = _quality(inp)
-    ratio = quality.first_step_ratio
-    if not (quality.has_step_markers and ratio is not None and _warm(inp)):
+    """``trace_warmup_step``: the first steady window lasted at least
+    ``quality_warmup_ratio`` times the median of the others, and was left out of the
+    steady-state steps."""
+    warm = _warmup_left_out(inp)
+    steps = inp.steps
+    if warm is None or steps is None or not steps.steps:
         return None
     return make_diagnosis(
         "trace_warmup_step",
         "low",
-        f"The first profiled step lasts {ratio:.1f}x the others: not a steady-state step",
+        f"Step {warm.number} lasts {warm.ratio:.1f}x the others: a warm-up step, left out "
+        "of the step figures",
         {
-            "first_step_us": quality.step_us[0],
-            "median_other_steps_us": round(float(np.median(quality.step_us[1:])), 3),
-            "first_step_ratio": ratio,
+            "first_step_us": round(warm.duration_us, 3),
+            "median_other_steps_us": round(
+                float(np.median([s.duration_us for s in steps.steps])), 3
+            ),
+            "first_step_ratio": warm.ratio,
         },
-        "Means include this step. Profile after warm-up (schedule warmup=2 or more, "
-        "skip_first for torch.compile / cudnn.benchmark autotuning, lazy init); in a "
-        "loop where the host runs ahead, the first profiled step may also start on "
-        "an empty GPU queue.",
+        "Nothing to fix in the job: the step ran work the later steps did not (lazy "
+        "initialisation, torch.compile, cudnn.benchmark autotuning, the allocator's "
+        "first cudaMalloc calls), and every step figure here leaves it out. To profile "
+        "steady steps only, start the profiler after it (schedule skip_first=N or one "
+        "more warm-up step).",
         "health",
     )
 
 
 def _unequal_steps(inp: SpanInput) -> Diagnosis | None:
-    """``trace_unequal_steps``: the step durations' coefficient of variation (the
-    warm-up step left out) is at least ``quality_unequal_steps_cv`` over at least
+    """``trace_unequal_steps``: the steady-state step durations' coefficient of
+    variation is at least ``quality_unequal_steps_cv`` over at least
     ``quality_unequal_min_steps`` steps."""
     th = inp.th
     quality = _quality(inp)
     cv = quality.step_cv
-    n_cv = quality.steps - 1 if _warm(inp) else quality.steps
+    n_cv = quality.steps
     if not (
         quality.has_step_markers
         and cv is not None
@@ -359,11 +367,9 @@ def _quality(inp: SpanInput) -> TraceQuality:
 
 
 def _first_step(d: Diagnosis, inp: SpanInput) -> Moment | None:
-    """The first step, whole."""
-    index = inp.index
-    if not len(index.steps):
-        return None
-    return step_moment(index, int(index.steps.number[0]), "the warm-up step")
+    """The warm-up step, whole."""
+    warm = _warmup_left_out(inp)
+    return None if warm is None else step_moment(inp.index, warm.number, "the warm-up step")
 
 
 def _longest_step(d: Diagnosis, inp: SpanInput) -> Moment | None:
@@ -419,10 +425,11 @@ TRACE_WARMUP_STEP = Rule(
     id="trace_warmup_step",
     area="trace",
     label="First step still warming up",
-    definition="The first profiled step is much longer than the median of the others: "
-    "it is not a steady-state step.",
-    panels=("health",),
-    thresholds=("quality_warmup_ratio",),
+    definition="The first steady profiled step lasts at least 2x the median of the others "
+    "(one-off work: compile, autotuning, lazy init): it is left out of the steady-state "
+    "steps every figure stands on.",
+    panels=("steps",),
+    thresholds=("quality_warmup_ratio", "quality_warmup_min_steps"),
     check=_warmup_step,
     moment=_first_step,
 )
