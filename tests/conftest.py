@@ -11,10 +11,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -26,6 +27,32 @@ H200X2 = SHARED / "traces" / "h200x2"
 #: Small failing inputs from public bug reports (see its README for the right answers).
 CASES = SHARED / "cases"
 SAMPLE_LOGS = REPO / "sample_logs"
+
+
+T = TypeVar("T")
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str | Callable[[], str],
+    *,
+    interval: float = 0.02,
+) -> T:
+    """Poll ``predicate`` every ``interval`` seconds until it returns something true, and
+    return that; past ``timeout`` seconds fail, naming ``what`` (a callable: called then,
+    for the state at that moment). For a condition no event of ours tells of (another
+    process, a file, a server's answer); ``timeout`` is a bound on a hang, never a pace.
+    An exception of ``predicate`` (an assertion on the way) goes through."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            said = what() if callable(what) else what
+            pytest.fail(f"waited {timeout:g} s for {said}")
+        time.sleep(interval)
 
 
 def require_dir(path: Path, what: str) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import real_summary
+from conftest import real_summary, wait_until
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.service.loader import SummaryLoader
@@ -260,7 +260,8 @@ def test_hit_after_restart_does_not_reparse(tmp_path: Path, loaders: list[Summar
     status, again = second.get(ident)
     assert status.state == "ready" and again is not None
     assert again.summary == result.summary
-    time.sleep(0.2)
+    # still ready, so nothing is queued: no load can start later, and none has
+    assert second.status(ident).state == "ready"
     assert second_count.calls == []
     assert second.loads_started == 0
 
@@ -447,24 +448,22 @@ def test_worker_processes_are_bounded_reused_and_stop_when_idle(
     idents = [ident_of(t) for t in traces]
     loader.note_discovered(idents, preload=True, settle_s=0)
     seen: set[int] = set()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def all_ready() -> bool:
         pids = loader.worker_pids
         assert len(pids) <= 2
         seen.update(pids)
-        if all(s.state == "ready" for s in loader.statuses(idents)):
-            break
-        time.sleep(0.02)
+        return all(s.state == "ready" for s in loader.statuses(idents))
+
+    wait_until(all_ready, 60, lambda: f"five files ready: {loader.statuses(idents)}")
     assert [s.state for s in loader.statuses(idents)] == ["ready"] * 5
     assert 1 <= len(seen) <= 2  # five files, at most two processes, reused
     for n, ident in enumerate(idents):
         _, result = loader.get(ident)
         assert result is not None and json.loads(result.panels["steps"])["count"] == 2 + n
     assert DiskCache(tmp_path / "cache", SETTINGS).has(idents[0])  # written by the worker
-    deadline = time.monotonic() + 15
-    while loader.worker_pids and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert loader.worker_pids == []  # idle: no process holds memory
+    # idle (1 s): no process holds memory
+    wait_until(lambda: loader.worker_pids == [], 15, "the idle worker processes to exit")
 
 
 def test_dead_worker_fails_only_its_file_and_is_retried(
@@ -492,10 +491,11 @@ def test_close_kills_a_load_in_progress(tmp_path: Path, tests_importable: None) 
     loader = SummaryLoader(cache=None, workers=1, summarize=sleeps_forever)
     try:
         loader.request(ident_of(trace))
-        deadline = time.monotonic() + 20
-        while loader.status(ident_of(trace)).state != "loading" or not loader.worker_pids:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(
+            lambda: loader.status(ident_of(trace)).state == "loading" and loader.worker_pids,
+            20,
+            "the load to start in a worker process",
+        )
         pid = loader.worker_pids[0]
     finally:
         started = time.monotonic()
@@ -506,6 +506,7 @@ def test_close_kills_a_load_in_progress(tmp_path: Path, tests_importable: None) 
 
 
 def sleeps_forever(path: str, **kwargs: Any) -> dict[str, Any]:
+    # the input under test: a load (in a worker process) that never ends by itself
     time.sleep(3600)
     return {}
 
@@ -710,7 +711,12 @@ def test_thread_mode_has_no_deadline(tmp_path: Path, loaders: list[SummaryLoader
     loader = make_loader(loaders, None, count, deadline=LoadDeadline(0.1, 0.0))
     loader.request(ident_of(trace))
     assert count.started.wait(20)
-    time.sleep(0.3)
+
+    def past_the_deadline() -> bool:  # or no longer loading, which the asserts catch
+        progress = loader.status(ident_of(trace)).progress
+        return progress is None or progress["elapsed_s"] >= 0.3  # the deadline is 0.1 s
+
+    wait_until(past_the_deadline, 20, "the load to run past its deadline")
     status = loader.status(ident_of(trace))
     assert status.state == "loading" and status.progress is not None
     assert status.progress["deadline_s"] is None
@@ -755,7 +761,7 @@ def sleeps_when_bad(path: str, **kwargs: Any) -> Any:
     """Runs in a worker process: a file named ``bad*`` never finishes (as the 1.8 KB
     trace whose regex backtracked for minutes); others are summarised."""
     if Path(path).name.startswith("bad"):
-        time.sleep(3600)
+        time.sleep(3600)  # the input under test: a load that never ends by itself
     from tb_kineto_insights.summary import summarize_file
 
     return summarize_file(path, **kwargs)
@@ -783,8 +789,20 @@ def test_a_timed_out_file_is_not_retried_by_every_poll(
     for _ in range(5):  # a page polling
         assert loader.request(bad).state == "error"
     assert loader.loads_started == started  # not read again
-    time.sleep(max(0.0, failed_at + 2.1 - time.monotonic()))
-    assert loader.request(bad).state in ("queued", "loading")  # after the back-off: again
+
+    def read_again() -> bool:
+        """A page polling on: refused (and not read) during the back-off, which began
+        before ``failed_at``; read again when asked after it."""
+        asked_at = time.monotonic()
+        state = loader.request(bad).state
+        if state == "error":
+            assert asked_at < failed_at + 2.0, "still refused after its 2 s back-off"
+            assert loader.loads_started == started  # not read again
+            return False
+        assert state in ("queued", "loading"), state  # after the back-off: again
+        return True
+
+    wait_until(read_again, 30, "the file read again after its back-off")
     status, _ = loader.get(bad, wait_s=60)
     assert loader.loads_started == started + 1
     assert "2 times in a row: asking again within 4 s" in (status.error or ""), status
