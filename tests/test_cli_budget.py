@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import kernel, python_child, write_trace
+from conftest import kernel, python_child, wait_until, write_trace
 
 from tb_kineto_insights.cli import budget
 from tb_kineto_insights.cli.main import main
@@ -104,6 +104,7 @@ def _budget_child(code: str) -> tuple[int, str, float]:
 def test_the_budget_is_kept_by_signal_while_no_thread_may_start() -> None:
     """While the command forks its workers (no thread may run then) the deadline is
     kept by SIGALRM: past it the process stops with 124 and the message, there too."""
+    # the child's sleep is the command's work, which the budget must stop
     code, err, elapsed = _budget_child(
         "b = Budget('report', 0.3, '--timeout', sys.stderr)\n"
         "with b.by_signal():\n"
@@ -120,6 +121,8 @@ def test_the_thread_watches_what_the_signal_left() -> None:
     """After the signal's block the thread watches the rest of the same deadline (not a
     fresh budget), and the signal is off: 0.8 s of 1.0 s spent in the block, the thread
     waits at most 0.2 s more."""
+    # the child's sleeps are the command's work: 0.8 s of it in the block, then more
+    # than its budget
     code, err, elapsed = _budget_child(
         "import signal\n"
         "b = Budget('diff', 1.0, '--timeout', sys.stderr)\n"
@@ -139,6 +142,7 @@ def test_the_thread_watches_what_the_signal_left() -> None:
 
 
 def test_a_command_within_the_signals_block_is_not_stopped() -> None:
+    # the child's sleeps are the command's work, in the block and after it
     code, err, _ = _budget_child(
         "b = Budget('report', 5.0, '--timeout', sys.stderr)\n"
         "with b.by_signal():\n"
@@ -198,20 +202,48 @@ def _report_in_own_session() -> subprocess.Popen[str]:
         env=env,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while len(_session_processes(proc.pid)) < 2:  # its worker forked: reading the files
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.2)
+    wait_until(
+        lambda: _reading_with_handlers(proc), 30, "the report's worker ready, its handlers set"
+    )
     return proc
+
+
+def _dispositions(pid: int) -> tuple[int, int]:
+    """``(ignored, caught)``: the signal masks of ``/proc/PID/status`` (bit n-1: signal n)."""
+    fields = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            fields[key] = value.strip()
+    return int(fields["SigIgn"], 16), int(fields["SigCgt"], 16)
+
+
+def _reading_with_handlers(proc: subprocess.Popen[str]) -> bool:
+    """The command of :func:`_report_in_own_session` reads the files: past its fork of
+    the worker processes (its budget's thread has started), and every process of its
+    session but itself has its own signal dispositions (SIGINT ignored, SIGTERM not the
+    command's handler), not the ones a fork inherits from the command."""
+    import signal
+
+    assert proc.poll() is None, proc.communicate()
+    sigint, sigterm = 1 << (signal.SIGINT - 1), 1 << (signal.SIGTERM - 1)
+    try:
+        with open(f"/proc/{proc.pid}/status") as fh:
+            threads = next(int(line.split()[1]) for line in fh if line.startswith("Threads:"))
+        others = [pid for pid in _session_processes(proc.pid) if pid != proc.pid]
+        masks = [_dispositions(pid) for pid in others]
+    except (OSError, StopIteration):  # a process ended meanwhile: look again
+        return False
+    return (
+        threads >= 2
+        and bool(others)
+        and all(ignored & sigint and not caught & sigterm for ignored, caught in masks)
+    )
 
 
 def _assert_session_ends(pid: int) -> None:
     """Within 10 s no process of the session led by ``pid`` is left (its workers too)."""
-    deadline = time.monotonic() + 10
-    while _session_processes(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _session_processes(pid) == []
+    wait_until(lambda: _session_processes(pid) == [], 10, f"no process of session {pid}")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
@@ -256,8 +288,9 @@ def test_workers_end_with_a_killed_command() -> None:
 def test_children_of_children_are_killed_without_psutil() -> None:
     """Without psutil the /proc fallback kills grandchildren too (a forkserver's
     workers are the command's grandchildren)."""
+    # the input under test: a child and a grandchild (both sleeping) alive until killed
     code = (
-        "import subprocess, sys, time, os\n"
+        "import os, select, subprocess, sys\n"
         "sys.modules['psutil'] = None  # the fallback\n"
         "from tb_kineto_insights.cli import budget\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; "
@@ -266,7 +299,10 @@ def test_children_of_children_are_killed_without_psutil() -> None:
         "grandchild = int(child.stdout.readline())\n"
         "budget._kill_children()\n"
         "child.wait(timeout=10)\n"
-        "time.sleep(0.3)\n"
+        "try:  # readable once the grandchild has ended (a zombie or reaped)\n"
+        "    select.select([os.pidfd_open(grandchild)], [], [], 10)\n"
+        "except ProcessLookupError:\n"
+        "    pass  # reaped already\n"
         "try:\n"
         "    state = open(f'/proc/{grandchild}/stat').read().rsplit(')', 1)[1].split()[0]\n"
         "except FileNotFoundError:\n"
