@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, Parses, cpu, kernel, pair, write_trace
+from conftest import SAMPLE_LOGS, Parses, cpu, kernel, pair, wait_until, write_trace
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.cli import main as cli
@@ -142,8 +142,9 @@ def test_tensorboard_then_parses_nothing(
         spans = list(plugin.scanner.current().index.values())
         assert len(spans) == 8  # 4 runs x 2 ranks
         statuses = plugin.loader.statuses(workspace_module.listed_identity(s) for s in spans)
+        # the scan is done (a preload is queued by the scan itself) and every span is
+        # ready, so none is queued: no load has started, and none can start later
         assert [st.state for st in statuses] == [READY] * 8
-        time.sleep(0.5)  # a preload would have started by now
         assert plugin.loader.loads_started == 0
     finally:
         plugin.close()
@@ -169,9 +170,9 @@ def test_killed_half_way_then_resumed(tmp_path: Path) -> None:
     ]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while not entries(cache) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.02)
+        wait_until(
+            lambda: entries(cache) or proc.poll() is not None, 120, "the first entry written"
+        )
         assert entries(cache), "no entry written before the deadline"
         proc.send_signal(signal.SIGKILL)
     finally:

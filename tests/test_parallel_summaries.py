@@ -556,9 +556,11 @@ def test_no_pool_is_forked_beside_a_thread_nor_on_one_core() -> None:
     """fork of a process running another thread may leave a lock held for ever in the
     child: then, and with one core, nothing is forked."""
     out = _child(
-        "import threading, time\n"
-        "t = threading.Thread(target=time.sleep, args=(2,)); t.start()\n"
+        "import threading\n"
+        "done = threading.Event()\n"
+        "t = threading.Thread(target=done.wait); t.start()\n"
         "print(parallel.prestart_pool(1), parallel._prestarted)\n"
+        "done.set()\n"
     )
     assert out == ["False", "None"]
     assert _child("print(parallel.prestart_pool(1))", workers="1") == ["False"]
