@@ -110,7 +110,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
         fixtures = set(getattr(item, "fixturenames", ()))
-        if module in _REAL_MODULES or fixtures & _REAL_FIXTURES or "browser" in item.path.parts:
+        if (
+            module.endswith("_real")
+            or module in _REAL_MODULES
+            or fixtures & _REAL_FIXTURES
+            or "browser" in item.path.parts
+        ):
             item.add_marker(pytest.mark.real)
 
 
