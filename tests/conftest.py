@@ -11,14 +11,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 SHARED = REPO.parent / "shared"
 SHARED_TRACES = SHARED / "traces" / "public"
 #: Real 2-GPU traces (2 x H200) with ground truth in each run's recording_info.json.
@@ -26,6 +28,32 @@ H200X2 = SHARED / "traces" / "h200x2"
 #: Small failing inputs from public bug reports (see its README for the right answers).
 CASES = SHARED / "cases"
 SAMPLE_LOGS = REPO / "sample_logs"
+
+
+T = TypeVar("T")
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float,
+    what: str | Callable[[], str],
+    *,
+    interval: float = 0.02,
+) -> T:
+    """Poll ``predicate`` every ``interval`` seconds until it returns something true, and
+    return that; past ``timeout`` seconds fail, naming ``what`` (a callable: called then,
+    for the state at that moment). For a condition no event of ours tells of (another
+    process, a file, a server's answer); ``timeout`` is a bound on a hang, never a pace.
+    An exception of ``predicate`` (an assertion on the way) goes through."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            said = what() if callable(what) else what
+            pytest.fail(f"waited {timeout:g} s for {said}")
+        time.sleep(interval)
 
 
 def require_dir(path: Path, what: str) -> Path:
@@ -53,37 +81,35 @@ def shared_cases() -> Path:
     return require_dir(CASES, "../shared/cases")
 
 
-#: Fixtures that mean a test reads real traces (``make quick`` leaves such tests out).
-_REAL_FIXTURES = frozenset({"shared_traces", "h200x2", "shared_cases", "s3_server"})
-#: Modules whose tests read sample_logs/ or ../shared, drive a browser or need torch.
-_REAL_MODULES = frozenset(
-    {
-        "test_real_traces",
-        "test_summary_real",
-        "test_expected_diagnoses",
-        "test_stacks_real",
-        "test_many_ranks",
-        "test_capture",
-        "test_record_scripts",
-        "test_compare_peers",
-        "test_first_use",
-        "test_frontend_build",
-        "test_make_test_plan",
-        "test_diff_sums",
-        "test_title_numbers",
-        "test_history_real",
-    }
+#: Modules real by nature that keep their names, because files outside tests/ name them by
+#: path: the torch modules (``make capture-test`` runs them in the torch venv),
+#: test_expected_diagnoses (docs/adding_a_diagnosis.md and sample_logs/README.md point
+#: at it; it reads every real run) and test_many_ranks (benchmarks/synth_ranks.py; its
+#: ranks are copies of the h200x2 ones).
+REAL_BY_NATURE = frozenset(
+    {"test_capture", "test_record_scripts", "test_expected_diagnoses", "test_many_ranks"}
 )
 
 
+def is_real_module(path: Path) -> bool:
+    """Whether the tests of the module at ``path`` are ``real``: they read real traces
+    (``sample_logs/``, ``../shared``), drive the browser, need torch or an S3 server. Said
+    by where they live: a module named ``*_real.py``, the ``browser/`` folder, or one of
+    :data:`REAL_BY_NATURE` (tests/test_test_names.py holds every other module to tiny
+    hand-written traces)."""
+    try:
+        folders = path.resolve().relative_to(TESTS).parts[:-1]
+    except ValueError:  # not under tests/
+        folders = ()
+    return path.stem.endswith("_real") or path.stem in REAL_BY_NATURE or "browser" in folders
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``real`` every test that reads real traces, drives the browser or needs
-    torch, so that ``make quick`` (``-m "not real and not slow"``) runs only the unit
-    tests on tiny hand-written traces."""
+    """Mark ``real`` every test of a real module (:func:`is_real_module`), so that ``make
+    quick`` (``-m "not real and not slow"``) runs only the unit tests on tiny hand-written
+    traces."""
     for item in items:
-        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if module in _REAL_MODULES or fixtures & _REAL_FIXTURES or "browser" in item.path.parts:
+        if is_real_module(item.path):
             item.add_marker(pytest.mark.real)
 
 

@@ -4,11 +4,12 @@ pages, on hand-made headline records; the route on tiny traces."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+from conftest import wait_until
 from test_history import DAY_NS, T0, headline, tiny_trace
 from test_plugin import _close_plugins, make_app, strict_json, url  # noqa: F401
 from werkzeug.test import Client
@@ -114,14 +115,13 @@ def test_across_runs_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     bad.parent.mkdir()
     bad.write_text("{")
     client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(tmp_path / "cache")))
-    deadline = time.monotonic() + 60
-    while True:
+
+    def loaded() -> Any:
         doc = strict_json(client.get(url("across_runs")))
-        if doc["loading"] == 0:
-            break
         assert [r["state"] for r in doc["rows"]].count("loading") == doc["loading"]
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+        return doc if doc["loading"] == 0 else None
+
+    doc = wait_until(loaded, 60, "no run loading in /across_runs", interval=0.2)
     page = msgspec.json.decode(msgspec.json.encode(doc), type=AcrossRunsPage)
     assert page.schema == "tb_kineto_insights.across_runs/1"
     assert (page.total, page.matched, page.offset, page.limit) == (3, 3, 0, 50)

@@ -1,6 +1,7 @@
 """The diff's ``comparability`` list: two hand-written traces that differ in how they
 were recorded (capture metadata, with_stack, CUDA version, env), and the real light/full
-pair recorded on an H200 (sample_logs/capture_light, capture_full)."""
+pair recorded on an H200 (sample_logs/capture_light, capture_full).
+Real traces: ``test_comparability_real.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
+from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.compare.before_after import compare, load_side
@@ -144,28 +145,6 @@ def test_diff_json_and_text_carry_it(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert first.startswith("not like for like: torch_version 2.11.0 -> 2.12.0")
 
 
-def test_real_light_full_pair_warns_about_the_settings() -> None:
-    doc = compare(
-        load_side(str(SAMPLE_LOGS / "capture_light")), load_side(str(SAMPLE_LOGS / "capture_full"))
-    )
-    found = {e["field"]: e for e in as_json(doc.comparability)}
-    assert (found["preset"]["base"], found["preset"]["new"]) == ("light", "full")
-    for key in ("record_shapes", "profile_memory", "with_stack", "with_flops", "with_modules"):
-        assert (found[key]["base"], found[key]["new"]) == (False, True), key
-    # same machine, same software: nothing else differs but the label-free facts
-    assert set(found) <= {
-        "preset",
-        "record_shapes",
-        "profile_memory",
-        "with_stack",
-        "with_flops",
-        "with_modules",
-    }
-    # said once: the old "different profiler settings: with_stack differs" warnings
-    # repeated three of these lines in diff, check and the tab
-    assert not [w for w in doc.warnings if "profiler settings" in w]
-
-
 def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Path) -> None:
     """Metadata saying both sides recorded stacks outranks the trace in comparability;
     the trace-side warning then still tells that only one trace holds stacks."""
@@ -175,19 +154,6 @@ def test_settings_warning_stays_when_comparability_does_not_name_it(tmp_path: Pa
     doc = compare(load_side(str(a.parent)), load_side(str(b.parent)))
     assert "with_stack" not in {e["field"] for e in as_json(doc.comparability)}
     assert "different profiler settings: with_stack differs (changes timings)" in doc.warnings
-
-
-def test_real_blocking_run_is_named_from_env_and_from_the_trace() -> None:
-    doc = compare(
-        load_side(str(SAMPLE_LOGS / "capture_light")),
-        load_side(str(SAMPLE_LOGS / "capture_blocking")),
-    )
-    found = {e["field"]: e for e in as_json(doc.comparability)}
-    env = found["env.CUDA_LAUNCH_BLOCKING"]
-    assert (env["base"], env["new"], env["source"]) == (None, "1", "metadata")
-    seen = found["cuda_launch_blocking"]
-    assert (seen["base"], seen["new"], seen["source"]) == (False, True, "trace")
-    assert "preset" not in found  # both light
 
 
 def test_text_names_an_unset_variable() -> None:

@@ -7,7 +7,8 @@ is in frontend/test/ and tests/browser/).
 - §9 names only one side has are added / removed / moved out, not a verdict;
 - §10 durations in the unit that fits, sizes in IEC units (tests/test_units.py has the
   exact rule).
-"""
+
+Real traces: ``test_first_use_real.py``."""
 
 from __future__ import annotations
 
@@ -18,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, as_json, cpu, kernel, require_dir, write_trace
+from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.main import build_report, main, write_text
 from tb_kineto_insights.compare import before_after as compare
-from tb_kineto_insights.schema import DiffDocument
 
 
 def _steps_trace(
@@ -67,15 +67,6 @@ def test_a_run_folder_given_directly_is_named_by_its_folder(
     # a log directory of several runs keeps their relative names
     _steps_trace(tmp_path / "other" / "rank0.1.pt.trace.json", [(100, [("A", 0, 50)])])
     assert [r["run"] for r in as_json(build_report(str(tmp_path)))["runs"]] == ["my_run", "other"]
-
-
-def test_report_on_the_ddp_sample_names_its_run_ddp(capsys: pytest.CaptureFixture[str]) -> None:
-    ddp = require_dir(SAMPLE_LOGS, "sample_logs/") / "ddp"
-    assert main(["report", str(ddp)]) == 0
-    text = capsys.readouterr().out
-    assert "== run ddp\n" in text
-    assert "ddp/rank0/1795950492927038015" in text
-    assert "== run .\n" not in text and "./rank0" not in text
 
 
 # ---------------------------------------------------------------- §8 GPU utilization
@@ -179,59 +170,6 @@ def test_added_removed_and_moved_out_rows_get_no_verdict(tmp_path: Path) -> None
     )
     (stack2,) = [r for r in doc2["ops"]["removed"] if r["name"] == "aten::stack"]
     assert stack2["status"] == "removed" and "note" not in stack2
-
-
-@pytest.fixture(scope="module")
-def sample_diffs() -> dict[str, DiffDocument]:
-    logs = require_dir(SAMPLE_LOGS, "sample_logs/")
-
-    def pair(a: str, b: str) -> DiffDocument:
-        return compare.compare(compare.load_side(str(logs / a)), compare.load_side(str(logs / b)))
-
-    return {
-        "loader": pair("dataloader_workers0", "dataloader_workers4"),
-        "compile": pair("transformer_eager", "transformer_compile"),
-    }
-
-
-def test_dataloader_workers_diff_moves_the_transforms_out(
-    sample_diffs: dict[str, dict[str, Any]],
-) -> None:
-    """workers0 → workers4: the data transforms (aten::stack, aten::cat, …) leave the
-    traced process for the DataLoader workers: 'moved out', no 'improved'."""
-    doc = as_json(sample_diffs["loader"])
-    removed = {r["name"]: r for r in doc["ops"]["removed"]}
-    assert {"aten::stack", "aten::cat", "aten::mkldnn_convolution"} <= set(removed)
-    assert {r["status"] for r in removed.values()} == {"moved_out"}
-    assert {r["time_us_per_step"]["verdict"] for r in removed.values()} == {"moved out"}
-    # measured: aten::stack 11.45 ms /step in workers0
-    assert 9_000 < removed["aten::stack"]["time_us_per_step"]["base"] < 14_000
-    util = {m["key"]: m for m in doc["metrics"]}["gpu_utilization_fraction"]
-    # the ratio of totals, as `report` prints it (34.8 %, not the 35.1 % mean of ratios)
-    assert util["base"] == pytest.approx(0.348, abs=0.002)
-    assert "CPU ops removed, or moved out of the traced threads" in compare.diff_text(
-        sample_diffs["loader"]
-    )
-
-
-def test_compile_diff_lists_triton_kernels_as_added(
-    sample_diffs: dict[str, dict[str, Any]],
-) -> None:
-    """transformer_eager → transformer_compile: the Triton kernels are new, not
-    'regressed'; the eager layer-norm kernels are removed, not 'improved'."""
-    doc = as_json(sample_diffs["compile"])
-    added = doc["kernels"]["added"]
-    triton = [r for r in added if r["name"].startswith("triton_")]
-    assert len(triton) >= 5
-    assert {r["status"] for r in added} == {"added"}
-    assert {r["time_us_per_step"]["verdict"] for r in added} == {"added"}
-    removed = doc["kernels"]["removed"]
-    assert any("layer_norm" in r["name"] for r in removed)
-    assert {r["status"] for r in removed} == {"removed"}  # kernels never 'move out'
-    assert not any(
-        r["verdict"] in ("improved", "regressed") and r["name"].startswith("triton_")
-        for r in doc["largest_changes"]
-    )
 
 
 # ---------------------------------------------------------------- §10 units

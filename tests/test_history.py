@@ -1,6 +1,7 @@
 """History of a log directory (compare/history.py, the headline records of
 analysis/headline.py stored by store/cache.py): exact answers on synthetic headline
-sequences and tiny hand-written traces. Real traces: test_history_real.py."""
+sequences and tiny hand-written traces. Real traces: test_history_real.py,
+test_history_series_real.py."""
 
 from __future__ import annotations
 
@@ -236,22 +237,6 @@ def test_series_by_name_only_when_the_counter_varies_within_a_group() -> None:
     # one run alone, judged against a history whose series are known
     assert series_key(one("exp_009", headline()), "logs", None, {"exp"}) == ("exp", "name")
     assert series_key(one("exp_009", headline()), "logs", None) == ("exp_009", "run")
-
-
-def test_sample_logs_runs_are_not_grouped_by_accident() -> None:
-    """The demo runs of sample_logs are different jobs: none shares a counter stem, so
-    each is a series of its own, by its whole name (they were one series
-    ``sample_logs``, and ``eff_mlp_fp32`` was shown as ``eff_mlp_fp``)."""
-    from conftest import SAMPLE_LOGS
-
-    names = sorted(p.name for p in SAMPLE_LOGS.iterdir() if p.is_dir())
-    assert {"eff_mlp_fp32", "eff_conv_bf16", "dataloader_workers0", "ddp2_default"} <= set(names)
-    runs = [one(n, headline(100, start_ns=T0 + i)) for i, n in enumerate(names)]
-    keys = series_keys(runs, "sample_logs", None)
-    assert keys == [(n, "run") for n in names]
-    doc = build_history(runs, logdir="sample_logs", metrics=["step_time"])
-    assert [s.name for s in doc.series] == names
-    assert all(len(s.runs) == 1 and s.changes == [] for s in doc.series)
 
 
 def test_a_synthetic_series_with_a_counter_is_one_series_beside_a_lone_run() -> None:

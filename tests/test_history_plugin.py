@@ -4,11 +4,11 @@ and named ``loading`` in ``skipped`` until ready)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_until
 from test_history import DAY_NS, T0, tiny_trace
 from test_plugin import _close_plugins, make_app, strict_json, url  # noqa: F401
 from werkzeug.test import Client
@@ -19,15 +19,16 @@ from tb_kineto_insights.serve.plugin import PRELOAD_ENV
 def history_until_loaded(client: Client, **params: str) -> tuple[Any, int]:
     """``/history`` asked until no run is loading; returns the document and how many
     answers had runs loading."""
-    loading = 0
-    deadline = time.monotonic() + 60
-    while True:
-        doc = strict_json(client.get(url("history", **params)))
-        if "loading" not in doc["skipped"].values():
-            return doc, loading
-        loading += 1
-        assert time.monotonic() < deadline, doc["skipped"]
-        time.sleep(0.2)
+    answers: list[Any] = []
+
+    def loaded() -> bool:
+        answers.append(strict_json(client.get(url("history", **params))))
+        return "loading" not in answers[-1]["skipped"].values()
+
+    wait_until(
+        loaded, 60, lambda: f"no run loading in /history: {answers[-1]['skipped']}", interval=0.2
+    )
+    return answers[-1], len(answers) - 1
 
 
 def test_history_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,13 +151,12 @@ def test_the_plugin_reads_the_headline_index_once_and_adds_new_runs(
     doc, loading = history_until_loaded(client, metric="step_time")
     assert loading == 0 and seen == [] and doc["series"] == first["series"]
     new = tiny_trace(logdir / "exp_3" / "w.1.pt.trace.json", 300.0, T0 + 3 * DAY_NS)
-    deadline = time.monotonic() + 60
-    while True:
-        doc, _ = history_until_loaded(client, metric="step_time")
-        if len(doc["series"][0]["runs"]) == 4:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.3)
+    wait_until(
+        lambda: len(history_until_loaded(client, metric="step_time")[0]["series"][0]["runs"]) == 4,
+        60,
+        "exp_3 in /history's series",
+        interval=0.3,
+    )
     assert set(seen) == {str(new)}  # looked up while it loads, then found
     (stored,) = (tmp_path / "cache").rglob("*.index")
     entries = msgspec.json.decode(stored.read_bytes().split(b"\n", 1)[1])["entries"]

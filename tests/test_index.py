@@ -1,6 +1,6 @@
 """``tb-kineto-insights index`` (issue 15 §3): every missing summary into the shared cache
 on a Dask LocalCluster; idempotent, resumable after a kill; TensorBoard then parses
-nothing; exit codes 0/1/2."""
+nothing; exit codes 0/1/2. Real traces: ``test_index_real.py``."""
 
 from __future__ import annotations
 
@@ -9,24 +9,19 @@ import io
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import types
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, Parses, cpu, kernel, pair, write_trace
+from conftest import Parses, cpu, kernel, pair, write_trace
 
 from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.cli import main as cli
 from tb_kineto_insights.cli.index import IndexSetupError, Progress, run_index
-from tb_kineto_insights.logdir.discovery import discover
-from tb_kineto_insights.service.loader import READY
 from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.summary import ANALYSIS_VERSION
 
@@ -44,146 +39,6 @@ def entries(cache: Path) -> list[Path]:
 
 def index(logdirs: list[Path], cache: Path, **kwargs: Any) -> Any:
     return run_index([str(p) for p in logdirs], str(cache), workers=2, processes=False, **kwargs)
-
-
-# ------------------------------------------------------------------ real traces
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """``index`` once over sample_logs and ../shared/traces (2 thread workers), parses
-    counted; then a second run."""
-    from conftest import SHARED, require_dir
-
-    traces = require_dir(SHARED / "traces", "../shared/traces")
-    cache = tmp_path_factory.mktemp("index") / "cache"
-    monkeypatch = pytest.MonkeyPatch()
-    try:
-        parses = Parses(monkeypatch)
-        first = index([SAMPLE_LOGS, traces], cache)
-        first_paths = list(parses.paths)
-        parses.paths.clear()
-        second = index([SAMPLE_LOGS, traces], cache)
-        second_paths = list(parses.paths)
-    finally:
-        monkeypatch.undo()
-    return {
-        "traces": traces,
-        "cache": cache,
-        "first": first,
-        "second": second,
-        "first_paths": first_paths,
-        "second_paths": second_paths,
-    }
-
-
-@pytest.mark.slow
-def test_index_caches_every_span_once(indexed: dict[str, Any]) -> None:
-    first, cache = indexed["first"], indexed["cache"]
-    listed = [
-        s.path
-        for logdir in (SAMPLE_LOGS, indexed["traces"])
-        for run in discover(str(logdir))
-        for w in run.workers
-        for s in w.spans
-    ]
-    assert first.spans == len(listed) >= 30  # 41 when written: 19 sample + 22 shared
-    # each distinct content parsed exactly once, by the cluster, and stored once
-    assert Counter(indexed["first_paths"]).most_common(1)[0][1] == 1
-    assert len(indexed["first_paths"]) == first.computed == first.entries - len(first.failed)
-    assert first.cached == 0
-    assert len(entries(cache)) == first.entries
-    assert first.exit_code == (1 if first.failed else 0)
-    assert all(f["reason"] and f["file"] in listed for f in first.failed)
-    # runs of 2 ranks (h200x2: ddp_default, ddp_tuned, ddp_straggler, fsdp) get a view
-    assert first.run_views["computed"] >= 4 and first.run_views["failed"] == []
-    views = sorted((cache / f"v{ANALYSIS_VERSION}" / "runs").iterdir())
-    assert len(views) == first.run_views["computed"]
-
-
-@pytest.mark.slow
-def test_index_again_computes_nothing(indexed: dict[str, Any]) -> None:
-    first, second = indexed["first"], indexed["second"]
-    assert indexed["second_paths"] == []
-    assert second.computed == 0
-    assert second.cached == first.computed + first.cached
-    assert second.entries == first.entries
-    assert second.run_views["computed"] == 0
-    assert second.run_views["cached"] == first.run_views["computed"]
-    assert len(entries(indexed["cache"])) == first.entries  # nothing added
-
-
-@pytest.mark.slow
-def test_tensorboard_then_parses_nothing(
-    indexed: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The plugin over an indexed log directory with that cache: every span is ready
-    from the scan on, and no load is ever started (preloading on)."""
-    from tb_kineto_insights.serve import plugin as plugin_module
-    from tb_kineto_insights.service import workspace as workspace_module
-
-    logdir = indexed["traces"] / "h200x2"
-
-    def must_not_parse(path: str, **kwargs: Any) -> dict[str, Any]:
-        raise AssertionError(f"parsed {path}")
-
-    context = types.SimpleNamespace(logdir=str(logdir), flags=None)
-    plugin = plugin_module.KinetoInsightsPlugin(
-        context,
-        workers=0,
-        cache_dir=str(indexed["cache"]),
-        preload=True,
-        summarize=must_not_parse,
-        rescan_s=3600,
-        watch=False,
-    )
-    try:
-        assert plugin.rescan()
-        spans = list(plugin.scanner.current().index.values())
-        assert len(spans) == 8  # 4 runs x 2 ranks
-        statuses = plugin.loader.statuses(workspace_module.listed_identity(s) for s in spans)
-        assert [st.state for st in statuses] == [READY] * 8
-        time.sleep(0.5)  # a preload would have started by now
-        assert plugin.loader.loads_started == 0
-    finally:
-        plugin.close()
-
-
-# ------------------------------------------------------------------ kill and resume
-
-
-def test_killed_half_way_then_resumed(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    command = [
-        sys.executable,
-        "-m",
-        "tb_kineto_insights.cli.main",
-        "index",
-        str(SAMPLE_LOGS),
-        "--cache",
-        str(cache),
-        "--workers",
-        "2",
-        "--threads",
-        "--quiet",
-    ]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not entries(cache) and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.02)
-        assert entries(cache), "no entry written before the deadline"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-    stored = len(entries(cache))
-    assert proc.returncode == -signal.SIGKILL
-    resumed = index([SAMPLE_LOGS], cache)
-    assert resumed.computed >= 1, "the first run was not killed half-way"
-    assert resumed.cached == stored  # what the killed run wrote is whole, and reused
-    assert resumed.computed + resumed.cached + len(resumed.failed) == resumed.entries
-    assert len(entries(cache)) == resumed.entries
-    assert index([SAMPLE_LOGS], cache).computed == 0
 
 
 # ------------------------------------------------------------------ tiny traces

@@ -1,96 +1,26 @@
 """Issue 16: every panel builder returns its ``schema`` Struct, ``diagnose`` reads them,
 and ``summarize_trace`` builds the :class:`Summary` from them; encoded, that Summary is
-byte for byte the summary every consumer reads, and decodes back to an equal Struct."""
+byte for byte the summary every consumer reads, and decodes back to an equal Struct.
+Real traces: ``test_panel_structs_real.py``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import pytest
 from conftest import cpu, kernel, write_trace
 
-from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.efficiency import efficiency_summary
-from tb_kineto_insights.analysis.idle import idle_summary
-from tb_kineto_insights.analysis.kernels import kernels_summary
-from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import diagnose
 from tb_kineto_insights.analysis.rules.base import make_diagnosis
-from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.trace_index import build_index
-from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
-from tb_kineto_insights.schema import SUMMARY_DECODER, Summary
-from tb_kineto_insights.schema.communication import CommunicationPanel
+from tb_kineto_insights.schema import SUMMARY_DECODER
 from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.efficiency import EfficiencyPanel
-from tb_kineto_insights.schema.health import HealthPanel, TraceQuality
-from tb_kineto_insights.schema.idle import IdlePanel
-from tb_kineto_insights.schema.kernels import KernelsPanel
-from tb_kineto_insights.schema.memory import MemoryPanel
-from tb_kineto_insights.schema.steps import StepsPanel
-from tb_kineto_insights.schema.tables import TablesPanel
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 
 MIB = 1024 * 1024
-
-
-def _rank0(h200x2: Path, run: str) -> Path:
-    (path,) = sorted((h200x2 / run).glob("rank0*.pt.trace.json.gz"))
-    return path
-
-
-def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -> None:
-    """h200x2 ddp_straggler rank 0 (the waiting rank): each builder returns its Struct,
-    the Summary built from them encodes to the very bytes of ``summarize_trace``'s
-    summary, decodes back equal, and carries the ``exposed_communication`` Diagnosis
-    (12-15.5 ms/step of estimated wait, test_communication)."""
-    trace = read_trace(str(_rank0(h200x2, "ddp_straggler")))
-    index = build_index(trace)
-    # the idle panel's attributed idle of the main GPU feeds each collective's lead-up
-    pieces: dict[int, Any] = {}
-    idle = idle_summary(index, pieces=pieces)
-    main = idle.main_device
-    assert main is not None
-    panels: dict[str, Any] = {
-        "steps": steps_summary(index),
-        "kernels": kernels_summary(index),
-        "idle": idle,
-        "communication": communication_summary(
-            index, lead_up_device=main, lead_up_pieces=pieces[main]
-        ),
-        "memory": memory_summary(index),
-        "efficiency": efficiency_summary(index),
-        "health": trace.health.panel(trace_quality_summary(index)),
-    }
-    for key, struct_type in (
-        ("steps", StepsPanel),
-        ("kernels", KernelsPanel),
-        ("idle", IdlePanel),
-        ("communication", CommunicationPanel),
-        ("memory", MemoryPanel),
-        ("efficiency", EfficiencyPanel),
-        ("health", HealthPanel),
-    ):
-        assert type(panels[key]) is struct_type, key
-    assert type(panels["health"].trace_quality) is TraceQuality
-    tables = tables_summary(index)
-    assert type(tables) is TablesPanel
-    found = diagnose(index, panels)
-    assert found and all(type(d) is Diagnosis for d in found)
-    exposed = next(d for d in found if d.id == "exposed_communication")
-    assert 12_000 < exposed.evidence["exposed_wait_estimate_us_per_step"] < 15_500
-    built = Summary(diagnoses=found, tables=tables, **panels)
-
-    encoded = msgspec.json.encode(built)
-    assert encoded == msgspec.json.encode(summarize_trace(trace))  # the seam changes nothing
-    assert SUMMARY_DECODER.decode(encoded) == built
-    # the Struct's numbers are the ones the panels computed
-    assert built.steps.count == len(index.steps) > 0
-    assert built.communication.has_collectives and built.communication.kinds[0].count > 0
 
 
 def test_unnamed_device_type_round_trips(tmp_path: Path) -> None:

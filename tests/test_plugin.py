@@ -1,10 +1,10 @@
 """The TensorBoard plugin over HTTP: TensorBoard's real WSGI app under werkzeug's test
-client, and a real ``tensorboard`` process on loopback."""
+client, and a real ``tensorboard`` process on loopback.
+Real traces: ``test_plugin_real.py``."""
 
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import logging
 import math
@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import wait_until
 from tensorboard import program
 from tensorboard.backend import application
 from tensorboard.plugins import base_plugin
@@ -57,7 +58,6 @@ from tb_kineto_insights.service.worker_pool import LoadDeadline
 from tb_kineto_insights.store.cache import DiskCache
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLE_LOGS = REPO / "sample_logs"
 STATIC = REPO / "tb_kineto_insights" / "static"
 API_DOC = REPO / "docs" / "api.md"
 PREFIX = "/data/plugin/kineto_insights"
@@ -360,15 +360,16 @@ def test_a_name_that_is_not_utf8_is_listed_not_a_500(tmp_path: Path) -> None:
         os.utime(path, (1e9, 1e9))  # settled long ago: preloaded at once
     cache = tmp_path / "cache"
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache)))
-    deadline = time.monotonic() + 30
-    while True:
+
+    def both_ready() -> Any:
         response = app_client.get(f"{PREFIX}/runs")
         assert response.status_code == 200, response.get_data(as_text=True)
         body = strict_json(response)
         states = [s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]]
-        if states == ["ready", "ready"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        return body if states == ["ready", "ready"] else None
+
+    body = wait_until(both_ready, 30, "both spans ready in /runs", interval=0.05)
+    states = [s["state"] for r in body["runs"] for w in r["workers"] for s in w["spans"]]
     assert [(r["run"], r["workers"][0]["worker"]) for r in body["runs"]] == [
         ("bad\\xffrun", "w\\xfe"),  # the bytes escaped (issue 32 §9; was U+FFFD)
         (GOOD_RUN, GOOD_WORKER),
@@ -385,16 +386,18 @@ def test_preload_reads_every_span_in_the_background(logdir: Path, cache_dir: Pat
     os.utime(logdir / GOOD_RUN / GOOD_FILE, (1e9, 1e9))  # settled long ago
     os.utime(logdir / BAD_RUN / BAD_FILE, (1e9, 1e9))
     app_client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
-    deadline = time.monotonic() + 30
-    while True:
-        runs = strict_json(app_client.get(f"{PREFIX}/runs"))
-        states = {
+
+    def states_of(runs: Any) -> dict[str, str]:
+        return {
             r["run"]: r["workers"][0]["spans"][0]["state"] for r in runs["runs"]
         }  # one span each
-        if states == {GOOD_RUN: "ready", BAD_RUN: "error"} or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert states == {GOOD_RUN: "ready", BAD_RUN: "error"}
+
+    def both_done() -> Any:
+        runs = strict_json(app_client.get(f"{PREFIX}/runs"))
+        return runs if states_of(runs) == {GOOD_RUN: "ready", BAD_RUN: "error"} else None
+
+    runs = wait_until(both_done, 30, "the good span ready, the bad one an error", interval=0.05)
+    assert states_of(runs) == {GOOD_RUN: "ready", BAD_RUN: "error"}
     bad = span_entry(runs, BAD_RUN, BAD_WORKER, BAD_SPAN)
     assert BAD_FILE in bad["error"]
 
@@ -687,9 +690,7 @@ def test_discovery_runs_in_the_background(
     plugin = the_plugin()
     try:
         threading.Thread(target=plugin.rescan, daemon=True).start()
-        deadline = time.monotonic() + 10
-        while calls[0] < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: calls[0] >= 2, 10, "the second scan")
         assert calls[0] == 2  # the second scan is stuck in storage
         t0 = time.perf_counter()
         assert plugin.is_active()
@@ -1103,46 +1104,6 @@ def test_diff_errors(ranks_client: Client, monkeypatch: pytest.MonkeyPatch) -> N
     assert "not available" in strict_json(response)["error"]
 
 
-# --------------------------------------------------------------------------- sample logs
-
-
-def test_every_route_on_sample_logs(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not has_traces(SAMPLE_LOGS):
-        pytest.skip("sample_logs/ holds no traces")
-    monkeypatch.setenv(PRELOAD_ENV, "0")
-    expected = discover(str(SAMPLE_LOGS))
-    app_client = Client(make_app(SAMPLE_LOGS, "--kineto_insights_cache_dir", str(cache_dir)))
-    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
-    assert [r["run"] for r in runs["runs"]] == [r.name for r in expected]
-    for run in expected:
-        for worker in run.workers:
-            for span in worker.spans:
-                key = {"run": run.name, "worker": worker.name, "span": span.span}
-                response = app_client.get(url("summary", **key, wait=WAIT))
-                assert response.status_code == 200, (key, response.get_data()[:300])
-                whole = strict_json(response)
-                assert list(whole) == list(summary_module.PANELS)
-                assert whole["steps"]["count"] > 0, key
-                for panel in summary_module.PANELS:
-                    one = app_client.get(url("summary", **key, panel=panel))
-                    assert one.status_code == 200 and strict_json(one) == whole[panel]
-                health = app_client.get(url("health", **key))
-                assert strict_json(health) == whole["health"]
-        response = app_client.get(url("run_summary", run=run.name, wait=WAIT))
-        assert response.status_code == 200, response.get_data()[:300]
-        assert strict_json(response)["run"] == run.name
-    runs = strict_json(app_client.get(f"{PREFIX}/runs"))
-    states = {s["state"] for r in runs["runs"] for w in r["workers"] for s in w["spans"]}
-    assert states == {"ready"}
-    names = [r.name for r in expected]
-    if {"transformer_eager", "transformer_compile"} <= set(names):
-        response = app_client.get(
-            url("diff", base_run="transformer_eager", exp_run="transformer_compile", wait=WAIT)
-        )
-        assert response.status_code == 200
-        assert strict_json(response)["headline"]["speedup"] > 1  # compile is faster
-
-
 # --------------------------------------------------------------------------- worker processes
 
 
@@ -1384,7 +1345,6 @@ TENSORBOARD = tensorboard_executable()
 needs_tensorboard = pytest.mark.skipif(
     TENSORBOARD is None, reason="the `tensorboard` executable is not installed"
 )
-HAS_TORCH_PROFILER = importlib.util.find_spec("torch_tb_profiler") is not None
 
 
 def free_port() -> int:
@@ -1441,18 +1401,18 @@ def running_tensorboard(
         if procs is not None:
             procs.append(proc)
         try:
-            deadline = time.monotonic() + 60.0
-            while True:
+
+            def answers() -> bool:
                 if proc.poll() is not None:
                     pytest.fail(f"tensorboard exited with {proc.returncode}:\n{tail(log_path)}")
                 try:
-                    if http_get(f"{base}/data/plugins_listing", timeout=5.0)[0] == 200:
-                        break
+                    return http_get(f"{base}/data/plugins_listing", timeout=5.0)[0] == 200
                 except OSError:
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"tensorboard did not answer within 60 s:\n{tail(log_path)}")
-                time.sleep(0.25)
+                    return False
+
+            wait_until(
+                answers, 60.0, lambda: f"tensorboard to answer:\n{tail(log_path)}", interval=0.25
+            )
             yield base
         finally:
             proc.terminate()
@@ -1470,49 +1430,6 @@ def tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
-def has_traces(path: Path) -> bool:
-    try:
-        return path.is_dir() and bool(discover(str(path)))
-    except Exception:
-        return False
-
-
-@needs_tensorboard
-def test_real_tensorboard_serves_traces(logdir: Path, tmp_path: Path) -> None:
-    """Over sample_logs/ when it holds traces, else over the temporary log directory."""
-    served = SAMPLE_LOGS if has_traces(SAMPLE_LOGS) else logdir
-    expected = discover(str(served))
-    log_path = tmp_path / "tensorboard.log"
-    with running_tensorboard(served, log_path, tmp_path / "tb-cache", rescan_s="30") as base:
-        status, listing = get_json(f"{base}/data/plugins_listing")
-        assert status == 200
-        assert listing["kineto_insights"]["enabled"] is True, tail(log_path)
-        assert listing["kineto_insights"]["loading_mechanism"]["type"] == "IFRAME"
-        if HAS_TORCH_PROFILER:
-            assert "pytorch_profiler" in listing, tail(log_path)
-        status, runs = get_json(f"{base}{PREFIX}/runs")
-        assert status == 200
-        assert [r["run"] for r in runs["runs"]] == [r.name for r in expected]
-        status, script = http_get(f"{base}{PREFIX}/index.js")
-        assert status == 200 and b"export async function render" in script
-        smallest = min(
-            (s for r in expected for w in r.workers for s in w.spans), key=lambda s: s.size_bytes
-        )
-        status, summary = get_json(
-            base + summary_url(smallest.run, smallest.worker, smallest.span, wait=WAIT)
-        )
-        assert status == 200, (status, summary)
-        assert set(summary) == set(summary_module.PANELS)
-        assert summary["health"]["event_count"] > 0
-        status, health = get_json(
-            base + url("health", run=smallest.run, worker=smallest.worker, span=smallest.span)
-        )
-        assert status == 200 and health == summary["health"]
-        assert get_json(base + url("run_summary", run=smallest.run, wait=WAIT))[0] == 200
-        status, missing = get_json(base + summary_url("../..", "etc", "passwd"))
-        assert status == 404 and "error" in missing
-
-
 @needs_tensorboard
 def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Path) -> None:
     log_path = tmp_path / "tensorboard.log"
@@ -1520,14 +1437,15 @@ def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Pa
         _, runs = get_json(f"{base}{PREFIX}/runs")
         assert [r["run"] for r in runs["runs"]] == [BAD_RUN, GOOD_RUN]
         write_good(logdir / "new_run" / "host_9.1700000000002.pt.trace.json.gz", (1500.0,))
-        deadline = time.monotonic() + 30.0
-        names: list[str] = []
-        while time.monotonic() < deadline:
+
+        def new_run_listed() -> list[str] | None:
             _, runs = get_json(f"{base}{PREFIX}/runs")
             names = [r["run"] for r in runs["runs"]]
-            if "new_run" in names:
-                break
-            time.sleep(0.25)
+            return names if "new_run" in names else None
+
+        names = wait_until(
+            new_run_listed, 30.0, lambda: f"new_run in /runs:\n{tail(log_path)}", interval=0.25
+        )
         assert names == [BAD_RUN, GOOD_RUN, "new_run"], tail(log_path)
         status, summary = get_json(
             base + summary_url("new_run", "host_9", "1700000000002", wait=WAIT)
@@ -1535,26 +1453,6 @@ def test_real_tensorboard_finds_new_span_after_rescan(logdir: Path, tmp_path: Pa
         assert status == 200
         assert summary["steps"]["count"] == 1
         assert summary["steps"]["mean_step_us"] == 1500.0
-
-
-def test_run_summary_splits_ranks_saved_under_one_worker(
-    shared_cases: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """B13: two ranks' files named alike are one worker to discovery; the view across
-    ranks sees two ranks (summary.select_run_spans, the same choice as the CLI)."""
-    logdir = tmp_path / "logs"
-    shutil.copytree(shared_cases / "B13_same_worker_prefix_all_ranks", logdir / "b13")
-    monkeypatch.setenv(PRELOAD_ENV, "0")
-    client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(cache_dir)))
-    body = strict_json(client.get(url("run_summary", run="b13", wait=WAIT)))
-    worker = "r0-2025-3-14-14-46"
-    assert body["spans"] == [
-        {"worker": f"{worker} (rank 0)", "span": "1741988781221064630"},
-        {"worker": f"{worker} (rank 1)", "span": "1741988781256064630"},
-    ]
-    view = body["summary"]
-    assert [r["rank"] for r in view["ranks"]] == [0, 1] and view["matched_count"] == 4
-    assert any("each rank is treated as its own worker" in n for n in view["notes"])
 
 
 # --------------------------------------------------------------------------- issue 13
@@ -1664,13 +1562,14 @@ def test_real_tensorboard_retries_a_deleted_trace_copied_back(
         status, doc = get_json(base + target)
         assert status == 422 and "file not found" in doc["error"], doc
         shutil.copy2(backup, trace)  # cp -p: same size and mtime
+
         # The deletion may already have been listed (filesystem events, watch.py): the
         # span is then a 404 until the copy's event lists it again, within about 1 s.
-        deadline = time.monotonic() + 5.0
-        status, doc = get_json(base + target)
-        while status == 404 and time.monotonic() < deadline:
-            time.sleep(0.1)
-            status, doc = get_json(base + target)
+        def listed_again() -> Any:
+            answer = get_json(base + target)
+            return answer if answer[0] != 404 else None
+
+        status, doc = wait_until(listed_again, 5.0, "the copied-back span listed", interval=0.1)
         assert status == 200, doc
         assert doc["steps"]["mean_step_us"] == 3000.0
     assert not [p for p in cache.rglob("*.error")]
@@ -1882,15 +1781,28 @@ def test_concurrent_diffs_of_one_pair_are_computed_once(ranks_client: Client) ->
 
     plugin = the_plugin()
     calls: list[int] = []
+    joined = threading.Semaphore(0)
+
+    class Running(dict):  # type: ignore[type-arg]
+        """The workspace's computations in progress: a look-up that finds one is a
+        request that waits for it instead of computing."""
+
+        def get(self, key: Any, default: Any = None) -> Any:
+            found = super().get(key, default)
+            if found is not None:
+                joined.release()
+            return found
 
     def slow_diff(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        time.sleep(0.5)
+        for _ in range(3):  # until the three other requests wait for this computation
+            assert joined.acquire(timeout=60)
         return plugin_module.DIFF_HOOK(*args, **kwargs)  # type: ignore[misc]
 
     target = url("diff", base_run="job", exp_run="faster", wait=WAIT)
     assert ranks_client.get(target.replace("faster", "job")).status_code == 200  # loads all
     plugin._diff_override = slow_diff
+    plugin.workspace._derived_running = Running()
     bodies: list[tuple[int, bytes]] = []
 
     def ask() -> None:

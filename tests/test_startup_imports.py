@@ -2,7 +2,8 @@
 
 Not timing tests: they check which modules a command loads (in a fresh interpreter) and
 that the msgspec-encoded output is byte for byte the stdlib ``json`` text.
-"""
+
+Real traces: ``test_startup_imports_real.py``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from conftest import SAMPLE_LOGS, cpu, kernel, write_trace
+from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.json_output import EncodedItems, dumps_json
 from tb_kineto_insights.trace.local_paths import local_path
@@ -110,25 +111,6 @@ def test_report_of_a_local_file_loads_no_fsspec_nor_diff_machinery(tmp_path: Pat
     )
     assert _loaded_after(code) == []
     assert _loaded_after(code, UNUSED_STDLIB) == []
-
-
-def test_report_of_real_traces_loads_no_unused_stdlib(h200x2: Path) -> None:
-    """Reports of real traces load none of :data:`UNUSED_STDLIB`. The negative control:
-    the same check sees ``logging`` once it is imported."""
-    files = [
-        str(next((SAMPLE_LOGS / "transformer_eager").glob("*.pt.trace.json.gz"))),
-        str(next((h200x2 / "fsdp").glob("rank0.*.pt.trace.json.gz"))),
-        str(SAMPLE_LOGS / "memory_leak"),
-    ]
-    code = (
-        "import io, contextlib, tb_kineto_insights.cli.main as c\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    for f in {files!r}:\n"
-        "        assert c.main(['report', f, '--format', 'json', '--cache', 'none']) == 0\n"
-    )
-    assert _loaded_after(code, UNUSED_STDLIB) == []
-    control = code + "import logging\n"
-    assert _loaded_after(control, ("logging",)) != []
 
 
 def test_report_and_diff_of_local_folders_load_no_fsspec(tmp_path: Path) -> None:
@@ -395,19 +377,6 @@ def test_items_encoded_ahead_refuse_a_document_they_do_not_fit() -> None:
         _encoded(RUNS, [0, 1, 2]).dumps(_Doc("s/1", "p", RUNS[:1]))
     with pytest.raises(ValueError, match="last field"):
         EncodedItems("values").dumps(_Run("r", [], {}))
-
-
-def test_report_json_of_a_real_trace_has_the_stdlib_values() -> None:
-    """transformer_eager's whole report document (a Struct), msgspec-encoded, holds the
-    values the stdlib writes of its built-ins."""
-    from tb_kineto_insights.cli.main import build_report
-
-    trace_dir = SAMPLE_LOGS / "transformer_eager"
-    report = build_report(str(trace_dir))
-    text = dumps_json(report)
-    assert json.loads(text) == json.loads(_stdlib(msgspec.to_builtins(report)))
-    assert len(text) > 10_000  # a full report, not an error stub
-    assert '"summary"' in text
 
 
 def test_bench_startup_prints_every_command(tmp_path: Path) -> None:

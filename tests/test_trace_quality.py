@@ -1,6 +1,7 @@
 """health.trace_quality and its diagnoses: exact values on hand-written traces, and the
 rules on real traces (the CUDA_LAUNCH_BLOCKING=1 recording in sample_logs must get
-trace_cuda_launch_blocking; healthy runs must not)."""
+trace_cuda_launch_blocking; healthy runs must not).
+Real traces: ``test_trace_quality_real.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_LOGS, as_json, cpu, kernel, write_trace
+from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.rules import area_diagnoses
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
@@ -159,26 +160,3 @@ def test_thresholds_are_overridable(tmp_path: Path) -> None:
     assert area_diagnoses("trace", health) == []  # 5 steps >= quality_min_steps (3)
     th = DEFAULT_THRESHOLDS.replace(quality_min_steps=6)
     assert [d.id for d in area_diagnoses("trace", health, th)] == ["trace_too_few_steps"]
-
-
-def _summary_of(run: str) -> dict[str, Any]:
-    files = sorted((SAMPLE_LOGS / run).glob("*.pt.trace.json.gz"))
-    assert files, f"no trace in sample_logs/{run}"
-    return as_json(summarize_file(str(files[0])))
-
-
-def test_real_blocking_recording_gets_the_diagnosis() -> None:
-    s = _summary_of("capture_blocking")
-    q = s["health"]["trace_quality"]["launch_blocking"]
-    assert q["launches"] >= 20
-    assert q["fraction"] >= 0.9
-    assert "trace_cuda_launch_blocking" in _ids(s)
-
-
-@pytest.mark.parametrize("run", ["capture_light", "capture_full", "memory_fixed_async"])
-def test_real_healthy_recordings_have_no_blocking(run: str) -> None:
-    s = _summary_of(run)
-    q = s["health"]["trace_quality"]["launch_blocking"]
-    assert q["launches"] >= 20
-    assert q["fraction"] < 0.5
-    assert "trace_cuda_launch_blocking" not in _ids(s)

@@ -10,7 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import cpu, kernel, wait_until, write_trace
 
 from tb_kineto_insights.logdir import watch
 from tb_kineto_insights.serve import plugin as plugin_module
@@ -36,14 +36,9 @@ def listed(plugin: object) -> set[str]:
     return {key[1] for key in plugin.scanner.current().index}  # type: ignore[attr-defined]
 
 
-def wait_listed(plugin: object, worker: str, bound_s: float) -> float | None:
-    """Seconds until ``worker`` is listed, or None within ``bound_s``."""
-    started = time.monotonic()
-    while time.monotonic() - started < bound_s:
-        if worker in listed(plugin):
-            return time.monotonic() - started
-        time.sleep(0.05)
-    return None
+def wait_listed(plugin: object, worker: str, bound_s: float, what: str = "") -> None:
+    """Until ``worker`` is listed; fails past ``bound_s`` seconds."""
+    wait_until(lambda: worker in listed(plugin), bound_s, what or f"{worker!r} listed")
 
 
 @pytest.mark.parametrize(
@@ -87,17 +82,13 @@ def test_a_new_trace_is_listed_by_the_event_path(tmp_path: Path) -> None:
         assert plugin.rescan()  # type: ignore[attr-defined]
         assert listed(plugin) == {"first"}
         tiny(logdir / "run" / "second.2.pt.trace.json")
-        seen_after_s = wait_listed(plugin, "second", 5.0)
-        assert seen_after_s is not None, "a new trace was not listed within 5 s"
+        wait_listed(plugin, "second", 5.0, "a new trace listed")
         # a new run folder written in two steps (folder, then a gzip trace) too
         tiny(logdir / "new_run" / "r0.3.pt.trace.json.gz")
-        assert wait_listed(plugin, "r0", 5.0) is not None
+        wait_listed(plugin, "r0", 5.0)
         # a deleted trace disappears the same way
         os.unlink(logdir / "run" / "first.1.pt.trace.json")
-        started = time.monotonic()
-        while "first" in listed(plugin) and time.monotonic() - started < 5.0:
-            time.sleep(0.05)
-        assert "first" not in listed(plugin)
+        wait_until(lambda: "first" not in listed(plugin), 5.0, "the deleted trace unlisted")
     finally:
         plugin.close()  # type: ignore[attr-defined]
 
@@ -112,13 +103,15 @@ def test_reading_traces_does_not_wake_the_scanner(tmp_path: Path) -> None:
     try:
         for _ in range(5):
             trace.read_bytes()
-        time.sleep(1.5)
-        assert watcher.events == 0 and calls == []
+        # a folder created after the reads: its one counted event comes after theirs
+        (logdir / "after_the_reads").mkdir()
+        wait_until(lambda: watcher.events, 5.0, "the new folder's event")
+        assert watcher.events == 1  # the folder's: the reads counted none
+        wait_until(lambda: calls, 5.0, "the new folder's call")
+        assert watcher.events == 1 and len(calls) == 1  # the reads woke nothing
         tiny(logdir / "run" / "w.2.pt.trace.json")
-        started = time.monotonic()
-        while not calls and time.monotonic() - started < 5.0:
-            time.sleep(0.02)
-        assert len(calls) == 1  # one debounced call for the burst of events of one file
+        wait_until(lambda: len(calls) > 1, 5.0, "a call for the new trace")
+        assert len(calls) == 2  # one debounced call for the burst of events of one file
     finally:
         watcher.close()
 
@@ -126,16 +119,26 @@ def test_reading_traces_does_not_wake_the_scanner(tmp_path: Path) -> None:
 def test_without_events_the_rescan_interval_finds_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("watchdog")  # the probe below
     logdir = tmp_path / "logs"
     tiny(logdir / "run" / "first.1.pt.trace.json")
     # events off, rescans every hour: the new file stays unlisted
     slow = make_plugin(logdir, tmp_path / "c1", rescan_s=3600, watch_on=False)
+    # a watcher of our own, slower than the plugin's (0.3 s quiet, 1 s at most): when it
+    # calls, a watcher of the plugin would have asked for its scan well before
+    probe: list[float] = []
+    watcher = watch.start_watcher(
+        [str(logdir)], lambda: probe.append(1.0), quiet_s=1.0, max_delay_s=2.0
+    )
+    assert watcher is not None
     try:
         assert slow.rescan()  # type: ignore[attr-defined]
         assert slow.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "second.2.pt.trace.json")
-        assert wait_listed(slow, "second", 2.5) is None
+        wait_until(lambda: probe, 5.0, "the probe's call for the new file")
+        assert "second" not in listed(slow)
     finally:
+        watcher.close()
         slow.close()  # type: ignore[attr-defined]
     # watchdog missing (import fails): the plugin falls back to its interval (0.5 s here)
     monkeypatch.setitem(__import__("sys").modules, "watchdog.observers", None)
@@ -143,7 +146,7 @@ def test_without_events_the_rescan_interval_finds_it(
     try:
         assert fallback.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "third.3.pt.trace.json")
-        assert wait_listed(fallback, "third", 5.0) is not None
+        wait_listed(fallback, "third", 5.0)
     finally:
         fallback.close()  # type: ignore[attr-defined]
 
@@ -155,13 +158,11 @@ def test_object_storage_is_not_watched(tmp_path: Path) -> None:
 
 
 def _watcher_other_than(plugin: object, old: object, bound_s: float) -> object:
-    started = time.monotonic()
-    while time.monotonic() - started < bound_s:
+    def other() -> object:
         current = plugin.scanner.watcher  # type: ignore[attr-defined]
-        if current is not old:
-            return current
-        time.sleep(0.05)
-    return old
+        return current if current is not old else None
+
+    return wait_until(other, bound_s, "a new watcher")
 
 
 def test_a_log_directory_deleted_and_created_again_is_watched_again(tmp_path: Path) -> None:
@@ -178,14 +179,14 @@ def test_a_log_directory_deleted_and_created_again_is_watched_again(tmp_path: Pa
         old = plugin.scanner.watcher  # type: ignore[attr-defined]
         shutil.rmtree(logdir)
         tiny(logdir / "run" / "again.2.pt.trace.json")
-        assert wait_listed(plugin, "again", 5.0) is not None  # by a rescan (1 s)
+        wait_listed(plugin, "again", 5.0)  # by a rescan (1 s)
         new = _watcher_other_than(plugin, old, 5.0)  # set up just after that scan
         assert new is not None and new is not old
         assert new.identities == {str(logdir): watch.folder_identity(str(logdir))}
         plugin.scanner.rescan_s = 3600  # type: ignore[attr-defined]
-        time.sleep(1.5)  # the scanner's 1 s wait ends; from now on it waits an hour
+        assert plugin.rescan()  # type: ignore[attr-defined]  # from now on it waits an hour
         tiny(logdir / "run" / "third.3.pt.trace.json")
-        assert wait_listed(plugin, "third", 5.0) is not None, "not watched again"
+        wait_listed(plugin, "third", 5.0, "a new trace listed: watched again")
     finally:
         plugin.close()  # type: ignore[attr-defined]
 
@@ -199,11 +200,11 @@ def test_a_log_directory_created_after_start_is_watched(tmp_path: Path) -> None:
     try:
         assert plugin.scanner.watcher is None  # type: ignore[attr-defined]
         tiny(logdir / "run" / "first.1.pt.trace.json")
-        assert wait_listed(plugin, "first", 5.0) is not None
+        wait_listed(plugin, "first", 5.0)
         assert _watcher_other_than(plugin, None, 5.0) is not None
         plugin.scanner.rescan_s = 3600  # type: ignore[attr-defined]
-        time.sleep(1.5)
+        assert plugin.rescan()  # type: ignore[attr-defined]  # from now on it waits an hour
         tiny(logdir / "run" / "second.2.pt.trace.json")
-        assert wait_listed(plugin, "second", 5.0) is not None, "not watched"
+        wait_listed(plugin, "second", 5.0, "a new trace listed: watched")
     finally:
         plugin.close()  # type: ignore[attr-defined]

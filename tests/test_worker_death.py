@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import wait_until
 
 from tb_kineto_insights.serve.plugin import _ERROR_CODES
 from tb_kineto_insights.service.loader import SummaryLoader
@@ -49,7 +50,7 @@ def stuck_in_parallel_read(path: str, **kwargs: Any) -> Any:
         def sleeping_pool(workers: int) -> Any:
             pool = start_pool(workers)
             assert pool is not None
-            for _ in range(workers):
+            for _ in range(workers):  # the input under test: decode processes that hang
                 pool.submit(time.sleep, 3600)
             return pool
 
@@ -122,13 +123,19 @@ def start_stuck_read(tmp_path: Path, loader: SummaryLoader) -> tuple[Identity, i
     stuck = ident_of(write_plain_trace(tmp_path / "logs" / "stuck.1.pt.trace.json", 40, 1500))
     assert stuck.size_bytes > 6 * 1024**2  # several 1 MiB blocks: pieces for the pool
     loader.request(stuck)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def reading() -> bool:
         pids = loader.worker_pids
-        if pids and loader.status(stuck).state == "loading" and len(session_members(pids[0])) >= 4:
-            return stuck, pids[0]
-        assert time.monotonic() < deadline, (pids, loader.status(stuck))
-        time.sleep(0.02)
+        return bool(
+            pids and loader.status(stuck).state == "loading" and len(session_members(pids[0])) >= 4
+        )
+
+    wait_until(
+        reading,
+        60,
+        lambda: f"the worker's decode processes: {loader.worker_pids}, {loader.status(stuck)}",
+    )
+    return stuck, loader.worker_pids[0]
 
 
 def assert_clean_end(
@@ -137,10 +144,8 @@ def assert_clean_end(
     status = loader.status(stuck)  # (get would queue it again: such errors are retried)
     assert status.state == "error" and status.error_kind in kinds, status
     assert _ERROR_CODES[status.error_kind] == 503  # what /summary answers
-    gone_by = time.monotonic() + 2.0
-    while session_members(worker) and time.monotonic() < gone_by:
-        time.sleep(0.05)
-    assert session_members(worker) == []  # no decode process left
+    # within 2 s no decode process left
+    wait_until(lambda: session_members(worker) == [], 2.0, "no process of the worker's session")
     good = ident_of(write_plain_trace(tmp_path / "logs" / "good.1.pt.trace.json", 3, 2))
     status, result = loader.get(good, wait_s=60)  # the slot is back
     assert status.state == "ready" and result is not None, status
@@ -190,7 +195,7 @@ from tb_kineto_insights.service.loader import SummaryLoader
 loader = SummaryLoader(cache=None, workers=1, summarize=t.stuck_in_parallel_read)
 stuck, worker = t.start_stuck_read(Path(sys.argv[1]), loader)
 print(worker, flush=True)
-time.sleep(3600)
+time.sleep(3600)  # the input under test: the host runs on until it is killed
 """
 
 
@@ -215,10 +220,8 @@ def test_host_killed_during_a_parallel_read_leaves_no_process(
         assert len(session_members(worker)) >= 4
         host.send_signal(sig)
         host.wait(timeout=10)
-        killed = time.monotonic()
-        while session_members(worker) and time.monotonic() - killed < 2.0:
-            time.sleep(0.05)
-        assert session_members(worker) == []
+        # within 2 s no worker or decode process left
+        wait_until(lambda: session_members(worker) == [], 2.0, "no process of the worker's session")
     finally:
         host.kill()
         host.wait()
@@ -240,7 +243,7 @@ if os.environ.get("KINETO_TEST_STUCK_READ") == "1":
 
     def _sleeping_pool(workers):
         pool = _start_pool(workers)
-        for _ in range(workers):
+        for _ in range(workers):  # the input under test: decode processes that hang
             pool.submit(time.sleep, 3600)
         return pool
 
@@ -283,19 +286,19 @@ def test_real_tensorboard_exits_on_sigterm_during_a_parallel_read(
         logdir, log_path, tmp_path / "cache", "30", "--kineto_insights_workers", "1", procs=procs
     ):
         (tb,) = procs
-        deadline = time.monotonic() + 90  # the preload starts the read
-        while True:
-            workers = [pid for pid in _children(tb.pid) if len(session_members(pid)) >= 4]
-            if workers:
-                break
-            assert time.monotonic() < deadline, tail(log_path)
-            time.sleep(0.1)
+        workers = wait_until(  # the preload starts the read
+            lambda: [pid for pid in _children(tb.pid) if len(session_members(pid)) >= 4],
+            90,
+            lambda: f"a worker with its decode processes:\n{tail(log_path)}",
+            interval=0.1,
+        )
         (worker,) = workers
         tb.send_signal(signal.SIGTERM)
         sent = time.monotonic()
         tb.wait(timeout=10)
         assert time.monotonic() - sent < 2.0, tail(log_path)
-        gone_by = time.monotonic() + 2.0
-        while session_members(worker) and time.monotonic() < gone_by:
-            time.sleep(0.05)
-        assert session_members(worker) == [], tail(log_path)
+        wait_until(
+            lambda: session_members(worker) == [],
+            2.0,
+            lambda: f"no process of the worker's session:\n{tail(log_path)}",
+        )

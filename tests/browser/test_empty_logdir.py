@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cpu, kernel, write_trace
+from conftest import cpu, kernel, wait_until, write_trace
 from test_tab import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -31,17 +31,17 @@ def empty_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     logdir = root / "logs"
     logdir.mkdir()
     with tensorboard_process(logdir, root) as (base, proc, log_path):
-        deadline = time.monotonic() + 90
-        while True:
+
+        def answers() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"tensorboard exited:\n{_tail(log_path)}")
             try:
                 with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=10):
-                    break
+                    return True
             except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"tensorboard did not start:\n{_tail(log_path)}")
-                time.sleep(0.5)
+                return False
+
+        wait_until(answers, 90, lambda: f"tensorboard to start:\n{_tail(log_path)}", interval=0.5)
         yield base, logdir
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from conftest import wait_until
 from test_tab import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -138,19 +139,17 @@ def _wait_for_runs(base: str, proc: Any, log_path: Path, count: int) -> None:
     """Until the plugin's first scan has listed ``count`` runs (fails after 180 s)."""
     import urllib.request
 
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+    def scanned() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"tensorboard exited: {log_path.read_text(errors='replace')[-3000:]}")
         try:
             with urllib.request.urlopen(f"{base}{PREFIX}/runs", timeout=60) as r:
                 runs = msgspec.json.decode(r.read())
-            if len(runs["runs"]) == count and not runs["scanning"]:
-                return
         except OSError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"the first scan of {count:,} runs did not end within 180 s")
+            return False
+        return len(runs["runs"]) == count and not runs["scanning"]
+
+    wait_until(scanned, 180, f"the first scan of {count:,} runs to end", interval=0.5)
 
 
 def test_landing_view_ranks_2000_runs_within_2_s(many_runs: tuple[str, Path]) -> None:

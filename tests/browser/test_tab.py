@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, SAMPLE_LOGS, SHARED_TRACES, cpu, kernel, write_trace
+from conftest import REPO, SAMPLE_LOGS, SHARED_TRACES, cpu, kernel, wait_until, write_trace
 
 CHROMIUM = Path(os.environ.get("KINETO_INSIGHTS_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -293,27 +293,29 @@ def tensorboard_process(
 def _wait_until_ready(server: Server, proc: subprocess.Popen[bytes], log_path: Path) -> None:
     """Until every span is read (the page is then tested on ready data; loading states
     are covered by the unit tests and by the first request of a cold span)."""
-    deadline = time.monotonic() + 150
-    while True:
+    last: list[Any] = [None]
+
+    def all_read() -> bool:
         if proc.poll() is not None:
             pytest.fail(f"tensorboard exited with {proc.returncode}:\n{_tail(log_path)}")
         try:
             status, runs = server.get("runs")
         except OSError:
             status, runs = 0, None
+        last[0] = runs
         if status == 200 and runs and runs["runs"] and not runs.get("scanning"):
             states = [s["state"] for r in runs["runs"] for w in r["workers"] for s in w["spans"]]
             if all(s in ("ready", "error") for s in states):
                 server.runs = runs
-                return
+                return True
             for r in runs["runs"]:  # ask for the ones nobody asked for yet
                 for w in r["workers"]:
                     for s in w["spans"]:
                         if s["state"] == "not_loaded":
                             server.get("summary", run=r["run"], worker=w["worker"], span=s["span"])
-        if time.monotonic() > deadline:
-            pytest.fail(f"the spans were not read within 150 s: {runs}\n{_tail(log_path)}")
-        time.sleep(0.5)
+        return False
+
+    wait_until(all_read, 150, lambda: f"the spans read: {last[0]}\n{_tail(log_path)}", interval=0.5)
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
@@ -406,17 +408,17 @@ def open_page(browser: Any, server: Server) -> Iterator[Any]:
 
 def tab(page: Any) -> Any:
     """The plugin's iframe inside TensorBoard, once it has navigated to the plugin."""
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while True:
-        page.wait_for_selector("iframe", timeout=TIMEOUT_MS)
-        handle = page.locator("iframe").element_handle()
-        frame = handle.content_frame() if handle else None
-        if frame is not None and "plugin_entry.html?name=kineto_insights" in frame.url:
-            frame.wait_for_load_state("domcontentloaded")
-            return frame
-        if time.monotonic() > deadline:
-            pytest.fail(f"the plugin's iframe did not load: {frame.url if frame else None}")
-        time.sleep(0.1)
+
+    def is_plugin(frame: Any) -> bool:
+        return "plugin_entry.html?name=kineto_insights" in frame.url
+
+    # Playwright's events are handled within its calls only: a frame not listed now has
+    # not navigated yet, and its navigation is the event waited for
+    frame = next((f for f in page.frames if is_plugin(f)), None)
+    if frame is None:
+        frame = page.wait_for_event("framenavigated", predicate=is_plugin, timeout=TIMEOUT_MS)
+    frame.wait_for_load_state("domcontentloaded")
+    return frame
 
 
 def wait_panels(frame: Any, panels: tuple[str, ...]) -> None:
@@ -977,14 +979,13 @@ def test_diff_mode_shows_the_headline(server: Server, open_page: Any) -> None:
 def test_history_view_charts_the_series_and_opens_a_change(server: Server, open_page: Any) -> None:
     """Issue 31: the History view draws one chart per series of /history's document and
     lists its change points; "open run" shows that run."""
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while True:  # every run summarised (the view polls too; this keeps the test exact)
+
+    def summarised() -> Any:  # every run (the view polls too; this keeps the test exact)
         status, doc = server.get("history")
         assert status == 200
-        if not doc["skipped"]:
-            break
-        assert time.monotonic() < deadline, doc["skipped"]
-        time.sleep(0.5)
+        return doc if not doc["skipped"] else None
+
+    doc = wait_until(summarised, TIMEOUT_MS / 1000, "every run summarised", interval=0.5)
     page = open_page("#kineto_insights&ki_mode=history", height=TALL)
     frame = tab(page)
     wait_panels(frame, ("history",))
@@ -1248,15 +1249,20 @@ def test_loading_progress_then_error_state(open_page: Any) -> None:
         (422, {"error": "worker0.1.pt.trace.json: truncated JSON at byte 1234"}),
     ]
     seen: list[str] = []
+    held: list[Route] = []
+
+    def answer(route: Route) -> None:
+        status, body = answers[min(len(seen), len(answers)) - 1]
+        route.fulfill(status=status, content_type="application/json", body=json.dumps(body))
 
     def summary(route: Route) -> None:
         seen.append(route.request.url)
-        status, body = answers[min(len(seen), len(answers)) - 1]
         if len(seen) == 3:
-            # hold the final answer back, so the progress of the second one stays on
-            # screen long enough to be seen on a loaded machine
-            time.sleep(3.0)
-        route.fulfill(status=status, content_type="application/json", body=json.dumps(body))
+            # the final answer is held back until the progress of the second one has
+            # been seen on screen
+            held.append(route)
+            return
+        answer(route)
 
     # the browser itself logs the 422 answer as a console error
     page = open_page(allow_errors=("status of 422",))
@@ -1267,6 +1273,11 @@ def test_loading_progress_then_error_state(open_page: Any) -> None:
         "#ki-panel-overview[data-state=loading] >> text=reading 40 %", timeout=TIMEOUT_MS
     )
     shoot(frame, "states", "overview")
+    # the page asks again; its request reaches the route within a call to Playwright
+    (held_route,) = wait_until(
+        lambda: held or frame.evaluate("() => false"), TIMEOUT_MS / 1000, "the third request"
+    )
+    answer(held_route)
     frame.wait_for_selector("#ki-panel-overview[data-state=error]", timeout=TIMEOUT_MS)
     for name in ("diagnoses", *SPAN_PANELS):
         panel = frame.locator(f"#ki-panel-{name}")

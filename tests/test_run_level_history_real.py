@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from conftest import wait_until
 from test_plugin import _close_plugins, make_app, strict_json, url  # noqa: F401
 from werkzeug.test import Client
 
@@ -181,13 +181,12 @@ def test_across_runs_and_history_routes_name_the_straggler(
 ) -> None:
     monkeypatch.setenv(PRELOAD_ENV, "0")
     client = Client(make_app(logdir, "--kineto_insights_cache_dir", str(tmp_path / "cache")))
-    deadline = time.monotonic() + 120
-    while True:
+
+    def loaded() -> Any:
         doc = strict_json(client.get(url("across_runs", q="communication_straggler")))
-        if doc["loading"] == 0:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+        return doc if doc["loading"] == 0 else None
+
+    doc = wait_until(loaded, 120, "no run loading in /across_runs", interval=0.2)
     page = msgspec.json.decode(msgspec.json.encode(doc), type=AcrossRunsPage)
     assert page.matched == 1 and page.rows[0].run == STRAGGLER
     row = page.rows[0]

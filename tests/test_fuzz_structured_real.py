@@ -1,0 +1,72 @@
+"""The tests of ``test_fuzz_structured.py``'s subject that read real traces (the fuzzer
+mutates those of ``sample_logs/``): ``make quick`` leaves out a module named
+``*_real.py`` (``tests/conftest.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fuzzer() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "fuzz_structured", REPO / "benchmarks" / "fuzz_structured.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fuzz_structured"] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("seed", "index"),
+    [
+        (7, 13402),  # Decimal numbers in a loosely decoded ``Input Dims`` (exact ts)
+    ],
+)
+def test_inputs_the_fuzzer_found_are_fixed(
+    monkeypatch: pytest.MonkeyPatch, seed: int, index: int
+) -> None:
+    """Failures of longer fuzz runs (benchmarks/RESULTS.md), replayed alone."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    kind, failure, notes = _fuzzer().replay(seed, index)
+    assert failure is None, (failure, notes)
+    assert kind == "summary"
+
+
+def test_structure_aware_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutated real traces (seed 32; as many as 15 s allow): no untyped exception, no
+    summary outside its schema, none slower than 5 s."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    fuzz = _fuzzer()
+    started = time.monotonic()
+    result = fuzz.run(10**6, seed=32, seconds=15.0)
+    assert time.monotonic() - started < 25.0
+    assert result.failures == []
+    assert result.inputs >= 20  # the budget ran inputs
+    assert result.summaries > result.inputs // 2  # most mutations keep the trace readable
+
+
+def test_fuzz_workers_share_one_index_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--workers N``: worker ``w`` runs inputs ``w, w + N, ...`` of the one index
+    space, so the device run's input ``i`` is replayed alone; ``--coherent`` small
+    inputs keep kernels with their runtime calls."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    fuzz = _fuzzer()
+    part = fuzz.run(6, seed=3, events=20, coherent=True, worker=1, workers=3)
+    assert part.inputs == 2 and part.failures == []  # inputs 1 and 4
+    for index in (1, 4):
+        kind, failure, notes = fuzz.replay(3, index, events=20, coherent=True)
+        assert failure is None and notes, (kind, notes)
+    bases = [msgspec.json.decode(b) for b in fuzz.base_traces(20, coherent=True)]
+    with_kernels = [b for b in bases if any(e.get("cat") == "kernel" for e in b["traceEvents"])]
+    assert len(with_kernels) >= len(bases) // 2  # (the first 20 events have none)
