@@ -35,12 +35,7 @@ from tb_kineto_insights.serve.plugin import PRELOAD_ENV
 
 #: Fixtures of test_plugin.py that these tests take: pytest looks them up
 #: among the names of the test's module (this use of them keeps the import).
-FIXTURES = (
-    _close_plugins,
-    cache_dir,
-    client,
-    logdir,
-)
+FIXTURES = (_close_plugins, cache_dir, client, logdir)
 
 
 SAMPLE_LOGS = REPO / "sample_logs"
