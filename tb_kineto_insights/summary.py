@@ -82,7 +82,7 @@ PANELS: tuple[str, ...] = (
 def summarize_trace(trace: Trace, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Summary:
     """Analyse a read trace; returns its :class:`~tb_kineto_insights.schema.Summary` (one
     field per panel in :data:`PANELS`), built from the Struct each panel's builder returns
-    (constructed, not validated: ``tests/test_schema.py`` round-trips every real summary
+    (constructed, not validated: ``tests/test_schema_real.py`` round-trips every real summary
     through the schema)."""
     return _summarize(trace, thresholds, None)[0]
 

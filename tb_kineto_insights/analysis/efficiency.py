@@ -157,7 +157,7 @@ def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
     definition itself: correlation → runtime call → innermost CPU op on that thread at
     the call's start (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`). The two
     agree on every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
-    h200x2/ddp_default (tests/test_efficiency.py); the first is one vectorised search."""
+    h200x2/ddp_default (tests/test_efficiency_real.py); the first is one vectorised search."""
     trace = index.trace
     ops = trace.cpu_ops
     out = np.full(kernel_rows.size, -1, dtype=np.int64)

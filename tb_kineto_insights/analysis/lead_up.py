@@ -31,7 +31,7 @@ the window's length, ``launch_api`` is told beside them.
 
 Real traces: h200x2 ``ddp_straggler`` rank 1 sleeps 20 ms before ``backward()``, so the
 lead-up of each step's first all-reduce holds ≈ 20 ms more ``host_untraced`` than rank
-0's (``tests/test_lead_up.py``).
+0's (``tests/test_lead_up_real.py``).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ How the work is shared (one budget of processes for the command):
   A process that reads whole files inflates them on its one thread
   (:func:`~tb_kineto_insights.trace.source.inflate_on_this_thread`): the other cores
   are busy, a helper thread would only compete. A summary comes back as msgpack
-  (``msgspec``): the same Struct, to the byte (``tests/test_parallel_summaries.py``
+  (``msgspec``): the same Struct, to the byte (``tests/test_parallel_summaries_real.py``
   compares the JSON report with the serial one).
 - **Serial when it does not pay**: one file, fewer than two usable cores
   (``KINETO_INSIGHTS_READ_WORKERS=1`` too), under :data:`MIN_PARALLEL_JSON_BYTES` of JSON

@@ -21,7 +21,7 @@ most) zlib-ng takes markedly less CPU than zlib (``benchmarks/bench_inflate.py``
 figures in ``benchmarks/RESULTS.md``); ISA-L's ``isal_zlib`` is about as fast, but its
 decompressor has no ``copy``. Both give the same blocks, byte for byte, and the same
 damage (offset and zlib's message) on whole, truncated and corrupt files
-(``tests/test_source_inflate.py``).
+(``tests/test_source_inflate_real.py``).
 """
 
 from __future__ import annotations
