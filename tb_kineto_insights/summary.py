@@ -43,7 +43,11 @@ import msgspec
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
-from tb_kineto_insights.analysis.critical_path import PathPiece, critical_path_summary
+from tb_kineto_insights.analysis.critical_path import (
+    PathIntervals,
+    critical_path_summary,
+    path_intervals,
+)
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
@@ -106,19 +110,20 @@ def summarize_trace_with_timeline(
     (:func:`~tb_kineto_insights.analysis.timeline.timeline_store`): the idle band of each
     step is the idle panel's figure for it."""
     pieces: dict[int, IdlePieces] = {}
-    summary, index = _summarize(trace, thresholds, pieces)
-    return summary, timeline_store(index, pieces, thresholds)
+    path: list[PathIntervals] = []
+    summary, index = _summarize(trace, thresholds, pieces, path)
+    return summary, timeline_store(index, pieces, thresholds, path[0] if path else None)
 
 
 def _summarize(
     trace: Trace,
     thresholds: Thresholds,
     pieces: dict[int, IdlePieces] | None,
-    paths: list[list[PathPiece]] | None = None,
+    path_out: list[PathIntervals] | None = None,
 ) -> tuple[Summary, TraceIndex]:
     """The summary and the index it was built from; ``pieces``: filled by the idle
-    panel (``idle_summary(pieces=)``) when given; ``paths``: each steady step's critical
-    path pieces (:func:`~.analysis.critical_path.critical_path_summary`), when given."""
+    panel (``idle_summary(pieces=)``) when given; ``path_out``: gets the steady steps'
+    critical path (:func:`~.analysis.critical_path.path_intervals`), when given."""
     index = build_index(trace, thresholds)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
@@ -148,8 +153,8 @@ def _summarize(
     critical_path, path = critical_path_summary(
         index, service.graph if service else None, service.actual if service else None
     )
-    if paths is not None:
-        paths.extend(path)
+    if path_out is not None:
+        path_out.append(path_intervals(index, service.graph if service else None, path))
     summary = Summary(
         diagnoses=diagnoses,
         what_if=what_if_summary(diagnoses, service, steps.mean_step_us),

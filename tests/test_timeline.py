@@ -24,6 +24,7 @@ from tb_kineto_insights.analysis.timeline import (
     timeline_store,
 )
 from tb_kineto_insights.analysis.timeline_format import (
+    PYTHON_CLASS,
     UNPACK,
     correlation_code,
     correlation_decode,
@@ -329,7 +330,7 @@ def test_python_frames_lane_exact(tmp_path: Path) -> None:
 def test_no_python_frames_lane_without_stacks(tmp_path: Path) -> None:
     _, docs = _timelines(write_trace(tmp_path / "w.1.pt.trace.json", MAIN_EVENTS))
     assert all(lane.kind != "python_frames" for doc in docs for lane in doc.lanes)
-    assert all(doc.classes[-1] == "python_frame" for doc in docs)
+    assert all(doc.classes[PYTHON_CLASS] == "python_frame" for doc in docs)
 
 
 def test_column_codec_exact() -> None:

@@ -3,6 +3,7 @@ whose answers are worked out by hand in each test's docstring (times in µs)."""
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,14 @@ from conftest import as_json, cpu, kernel, write_trace
 from tb_kineto_insights.analysis.critical_path import critical_path_summary
 from tb_kineto_insights.analysis.replay import Change, identity_error, replay
 from tb_kineto_insights.analysis.step_graph import build_step_graph
+from tb_kineto_insights.analysis.timeline_format import (
+    UNPACK,
+    store_names,
+    store_shapes,
+    unpack_step,
+)
 from tb_kineto_insights.analysis.trace_index import build_index
-from tb_kineto_insights.summary import summarize_trace
+from tb_kineto_insights.summary import summarize_trace, summarize_trace_with_timeline
 from tb_kineto_insights.trace.reader import read_trace
 
 
@@ -151,6 +158,7 @@ def test_kernels_at_half_their_time(tmp_path: Path) -> None:
         (92_000, 112_000, "host"),
         (90_000, 92_000, "sync"),
         (10_000, 90_000, "compute"),
+        (5_000, 10_000, "launch"),
         (0, 5_000, "host"),
     ]
 
@@ -186,3 +194,29 @@ def test_the_diff_checks_the_prediction_of_a_fix_it_made(tmp_path: Path) -> None
         "gpu_idle_dataloader: predicted 100.0 µs → 40.0 µs for the DataLoader's fetch off "
         "the training thread; measured 40.0 µs (+0 %)"
     )
+
+
+def test_the_timeline_shows_each_steps_critical_path(tmp_path: Path) -> None:
+    """The critical-path lane of each step of ``_sync_step``, end to end without a hole:
+    the host before the launch [0, 5), the launch call and its latency [5, 10), kernel A
+    [10, 90), the sync's own 2 µs after A, the host to the step's end [92, 112)."""
+    trace = read_trace(str(write_trace(tmp_path / "t.json", _sync_step())))
+    _, store = summarize_trace_with_timeline(trace)
+    names = store_names(store)
+    for blob in store.blobs:
+        step = unpack_step(UNPACK.decode(zlib.decompress(blob)), names, store_shapes(store))
+        [lane] = [lane for lane in step.lanes if lane.kind == "critical_path"]
+        got = [
+            (step.classes[c], step.names[n] if n >= 0 else None, o, d)
+            for c, n, o, d in zip(
+                lane.event_class, lane.name, lane.offset_us, lane.dur_us, strict=True
+            )
+        ]
+        assert got == [
+            ("path:host", None, 0.0, 5.0),
+            ("path:launch", None, 5.0, 5.0),
+            ("path:compute", "A", 10.0, 80.0),
+            ("path:sync", None, 90.0, 2.0),
+            ("path:host", None, 92.0, 20.0),
+        ]
+        assert sum(lane.dur_us) == step.duration_us == 112.0

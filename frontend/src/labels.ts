@@ -144,3 +144,21 @@ export const DEFINITIONS: Record<string, string> = {
   impact_fraction: "Estimated share of step time this problem costs.",
 };
 
+
+// The classes of the critical path (summary.critical_path.by_class_us and the
+// timeline's critical-path lane, ``path:<class>``; ``host``: a run of host events).
+export const PATH_CLASS_LABELS: Record<string, string> = {
+  compute: "GPU compute",
+  communication: "Communication",
+  copy: "Copies (memcpy, memset)",
+  dependency: "Waiting for another stream",
+  launch: "Launch overhead",
+  sync: "Sync calls",
+  allocator: "cudaMalloc / cudaFree",
+  runtime: "Other runtime calls",
+  data_loading: "DataLoader",
+  optimizer: "Optimizer step (host)",
+  cpu_ops: "CPU ops (host)",
+  untraced: "Host, untraced (Python)",
+  host: "Host (the launching thread)",
+};

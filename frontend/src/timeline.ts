@@ -90,6 +90,15 @@ export function idleTotals(doc: TimelineStep): Map<number, { total: number; caus
   return out;
 }
 
+// The time on the step's critical-path lane (µs, three decimals), null without one
+// (a step left out of the steady steps, or a trace without a step graph): equals
+// ``summary.critical_path.steps[].length_us`` of the step.
+export function criticalPathUs(doc: TimelineStep): number | null {
+  const lane = doc.lanes.find((l) => l.kind === "critical_path");
+  if (!lane) return null;
+  return Math.round(lane.dur_us.reduce((a, b) => a + b, 0) * 1000) / 1000;
+}
+
 export interface Launch {
   lane: number;
   index: number; // the runtime call's event index in its lane

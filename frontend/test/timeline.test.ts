@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, launchShapes, medianStep, momentOf, momentView, shapesOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
+import { criticalPathUs, gapView, idleTotals, kernelCount, launchingOp, launchShapes, medianStep, momentOf, momentView, shapesOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
 import type { Diagnosis, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
@@ -188,4 +188,10 @@ test("input shapes on hover: a host op's own, a kernel's from the op that launch
   const both = stackSteps(doc, "rank0", b, "rank1");
   assert.deepEqual(both.shapes, ["[[16, 512], [512, 512]]", "[[8]]", "[[1]]"]);
   assert.equal(shapesOf(both, both.lanes[4], 0), "[[1]]");
+});
+
+test("criticalPathUs sums the critical-path lane, null without one", () => {
+  assert.equal(criticalPathUs(DOC), null);
+  const withPath = { ...DOC, lanes: [...DOC.lanes, lane("critical_path", "critical path", [[-1, 0, 5, 0, 1, -1, 0], [-1, 5, 5, 0, 1, -1, 0], [0, 10, 80.0004, 0, 1, -1, 0]])] } as TimelineStep;
+  assert.equal(criticalPathUs(withPath), 90);
 });

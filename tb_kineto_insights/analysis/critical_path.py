@@ -68,6 +68,9 @@ CLASSES: tuple[str, ...] = (
     "runtime",
     *GAP_CLASSES,
 )
+#: The classes of :class:`PathPiece`: :data:`CLASSES` and ``host`` (a run of host events,
+#: its time split by class in the step's ``by_class_us`` only).
+PIECE_CLASSES: tuple[str, ...] = (*CLASSES, "host")
 _OP_CLASS = {COMPUTE: "compute", COMMUNICATION: "communication", MEMCPY: "copy", MEMSET: "copy"}
 _EVENT_CLASS = {MARKER: "runtime", LAUNCH: "launch", SYNC: "sync", ALLOCATOR: "allocator"}
 #: GPU pieces named in ``top``.
@@ -183,21 +186,30 @@ def _op_run(
     for op in range(head, g + 1):
         klass = _OP_CLASS[int(graph.op_kind[op])]
         pieces.append(PathPiece(int(r.op_start[op]), int(r.op_end[op]), klass, op))
+    for op in range(head + 1, g + 1):  # the GPU's gaps between queued operations
+        if int(r.op_start[op]) > int(r.op_end[op - 1]):
+            pieces.append(PathPiece(int(r.op_end[op - 1]), int(r.op_start[op]), "launch"))
     start = int(r.op_start[head])
     if cut or start <= lo:
         over = max(0, lo - start)
         by[_OP_CLASS[int(graph.op_kind[head])]] -= over
-        pieces[-(g + 1 - head)].start_ns = max(start, lo)
+        first_op = next(p for p in reversed(pieces) if p.op == head)
+        first_op.start_ns = max(start, lo)
         return -1, AT_OP
     bound = int(r.op_bound[head])
     if bound == LAUNCHED:
         launcher = int(graph.op_launcher[head])
         ready_from = max(int(r.host_start[launcher]), lo)
         by["launch"] += max(0, start - ready_from)
+        if start > ready_from:  # the launch call and its latency
+            pieces.append(PathPiece(ready_from, start, "launch"))
         return (launcher if int(r.host_start[launcher]) > lo else -1), AT_EVENT_START
     if bound == OTHER_STREAM:
         dep = int(graph.op_dep[head])
-        by["dependency"] += max(0, start - max(int(r.op_end[dep]), lo))
+        dep_end = max(int(r.op_end[dep]), lo)
+        by["dependency"] += max(0, start - dep_end)
+        if start > dep_end:
+            pieces.append(PathPiece(dep_end, start, "dependency"))
         return (dep if int(r.op_end[dep]) > lo else -1), AT_OP
     return -1, AT_OP  # its stream's earlier work, or a fixed time: the path starts here
 
@@ -311,6 +323,50 @@ def critical_path_summary(
         ),
         all_pieces,
     )
+
+
+@dataclass
+class PathIntervals:
+    """Every steady step's critical path on the trace's own clock (ns), sorted by start,
+    for the timeline's ``critical_path`` lane: ``klass`` indexes :data:`CLASSES`,
+    ``name`` is a GPU operation's trace name id (-1 for host pieces)."""
+
+    start_ns: I64
+    end_ns: I64
+    klass: I64
+    name: npt.NDArray[np.int32]
+
+
+def path_intervals(
+    index: TraceIndex, graph: StepGraph | None, pieces: list[list[PathPiece]]
+) -> PathIntervals:
+    """The pieces of :func:`critical_path_summary` (from the graph's origin) as
+    :class:`PathIntervals` (trace clock), disjoint: a piece that overlaps the ones
+    before it (host and GPU clocks a few µs apart) starts at their end; empty ones
+    dropped. Their total is the step's path length less such overlaps and less the time
+    before a path that starts at its stream's earlier work."""
+    flat = [p for step in pieces for p in step if p.end_ns > p.start_ns]
+    if graph is None or not flat:
+        empty = np.zeros(0, dtype=np.int64)
+        return PathIntervals(empty, empty, empty, np.zeros(0, dtype=np.int32))
+    start = np.array([p.start_ns for p in flat], dtype=np.int64) + graph.origin_ns
+    end = np.array([p.end_ns for p in flat], dtype=np.int64) + graph.origin_ns
+    klass = np.array([PIECE_CLASSES.index(p.klass) for p in flat], dtype=np.int64)
+    name = np.full(len(flat), -1, dtype=np.int32)
+    tables = index.trace.tables
+    for j, p in enumerate(flat):
+        if p.op >= 0:
+            table = tables[GPU_WORK_KINDS[int(graph.op_table[p.op])]]
+            name[j] = int(table.name[int(graph.op_row[p.op])])
+    order = np.argsort(start, kind="stable")
+    start, end, klass, name = start[order], end[order], klass[order], name[order]
+    # disjoint on the lane: where the host's and the GPU's clocks disagree by a few µs
+    # (a blocking copy's call ending before its copy does), a piece starts where the
+    # one before it ended
+    before = np.maximum.accumulate(end)
+    start[1:] = np.maximum(start[1:], before[:-1])
+    keep = end > start
+    return PathIntervals(start[keep], end[keep], klass[keep], name[keep])
 
 
 def _top(

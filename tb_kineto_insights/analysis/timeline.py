@@ -50,6 +50,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
+from tb_kineto_insights.analysis.critical_path import PathIntervals
 from tb_kineto_insights.analysis.host_activity import (
     CAUSE_NAMES,
     first_cause,
@@ -65,6 +66,7 @@ from tb_kineto_insights.analysis.timeline_format import (
     IDLE_BASE,
     NAME_SHIFT,
     PACK,
+    PATH_BASE,
     PYTHON_CLASS,
     UNPACK,
     ZLIB_LEVEL,
@@ -418,6 +420,22 @@ def _idle_lanes(pieces: dict[int, IdlePieces]) -> list[_Lane]:
     ]
 
 
+def _path_lane(path: PathIntervals) -> _Lane:
+    """The critical path's lane: its pieces, by class, GPU ones named by their kernel."""
+    n = path.start_ns.size
+    return _Lane(
+        kind="critical_path",
+        label="critical path",
+        ident={},
+        name=path.name,
+        start_ns=path.start_ns,
+        end_ns=path.end_ns,
+        event_class=PATH_BASE + path.klass,
+        correlation=np.full(n, -1, dtype=np.int64),
+        depth=np.zeros(n, dtype=np.int64),
+    )
+
+
 @dataclass(frozen=True)
 class ShownWindow:
     """A window the timeline shows: ``ProfilerStep#number`` from ``start_ns`` to
@@ -448,7 +466,7 @@ def _rows_in(lane: _Lane, lo: int, hi: int) -> np.ndarray:
     per-step counts assign them), host lanes every range overlapping it (from the first
     row whose running maximum end passes ``lo``: no range before it is still open)."""
     b = int(np.searchsorted(lane.start_ns, hi, side="left"))
-    if lane.kind in ("gpu_stream", "idle"):
+    if lane.kind in GAP_CODED:
         return np.arange(int(np.searchsorted(lane.start_ns, lo, side="left")), b)
     a = int(np.searchsorted(lane.max_end, lo, side="right"))
     rows = np.arange(a, max(a, b))
@@ -577,6 +595,7 @@ def timeline_store(
     index: TraceIndex,
     pieces: dict[int, IdlePieces],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    path: PathIntervals | None = None,
 ) -> TimelineStore:
     """The timelines of every step window of ``index`` (module docstring), as the cache
     keeps them: the names every step uses, once (msgpack, zlib), and per step a
@@ -586,12 +605,16 @@ def timeline_store(
         index: the trace index the summary was built from.
         pieces: per device, the idle intervals ``idle_summary(..., pieces=)`` filled.
         thresholds: ``timeline_block_us``, ``timeline_lod_min_events``.
+        path: the steady steps' critical path (:func:`~.critical_path.path_intervals`),
+            shown as a ``critical_path`` lane under the GPU streams when it has pieces.
     """
     host: list[_Lane] = []
     shapes: list[str] = []
     for lane in _host_lanes(index, shapes):  # each frames lane right after its thread's lane
         host += [lane, *_frame_lanes(index, [lane])]
-    lanes = _gpu_lanes(index) + host + _idle_lanes(pieces)
+    gpu = _gpu_lanes(index)
+    on_path = [_path_lane(path)] if path is not None and path.start_ns.size else []
+    lanes = gpu + on_path + host + _idle_lanes(pieces)
     windows = shown_windows(index)
     trace = index.trace
     rows = [_step_rows(lanes, w, thresholds) for w in windows]
@@ -626,10 +649,11 @@ def step_timelines(
     index: TraceIndex,
     pieces: dict[int, IdlePieces],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    path: PathIntervals | None = None,
 ) -> list[TimelineStep]:
     """Every step's :class:`~tb_kineto_insights.schema.timeline.TimelineStep`, in window
     order (what :func:`timeline_store` stores, unpacked)."""
-    store = timeline_store(index, pieces, thresholds)
+    store = timeline_store(index, pieces, thresholds, path)
     names, shapes = store_names(store), store_shapes(store)
     return [
         unpack_step(UNPACK.decode(zlib.decompress(blob)), names, shapes) for blob in store.blobs

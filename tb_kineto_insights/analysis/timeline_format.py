@@ -19,6 +19,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from tb_kineto_insights.analysis.critical_path import PIECE_CLASSES as PATH_CLASSES
 from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES, TRACED_NAMES
 from tb_kineto_insights.schema.timeline import TimelineLane, TimelineStep, TimelineStore
 
@@ -33,11 +34,15 @@ HOST_CLASSES: tuple[str, ...] = TRACED_NAMES
 
 
 #: Every class, in the order of ``TimelineStep.classes``: GPU classes, host classes,
-#: the idle causes as ``idle:<cause>``,
-#: then the Python frames' class (``python_frame``, last so that the others keep their
-#: index).
+#: the idle causes as ``idle:<cause>``, the Python frames' class (``python_frame``),
+#: then the critical path's classes as ``path:<class>``
+#: (:data:`~.critical_path.PIECE_CLASSES`).
 CLASSES: tuple[str, ...] = (
-    GPU_CLASSES + HOST_CLASSES + tuple(f"idle:{c}" for c in CAUSE_NAMES) + ("python_frame",)
+    GPU_CLASSES
+    + HOST_CLASSES
+    + tuple(f"idle:{c}" for c in CAUSE_NAMES)
+    + ("python_frame",)
+    + tuple(f"path:{c}" for c in PATH_CLASSES)
 )
 
 
@@ -47,9 +52,13 @@ IDLE_BASE = len(GPU_CLASSES) + len(HOST_CLASSES)
 PYTHON_CLASS = CLASSES.index("python_frame")
 
 
+PATH_BASE = PYTHON_CLASS + 1
+
+
 #: The columns of a packed lane, in order. ``offset_ns``: in ``host_thread`` and
 #: ``dataloader_thread`` lanes each start minus the previous one (nested ranges: the gap
-#: to the previous end would be negative and wide); in ``gpu_stream`` and ``idle`` lanes
+#: to the previous end would be negative and wide); in ``gpu_stream``, ``idle`` and
+#: ``critical_path`` lanes
 #: each start minus the running maximum end of the earlier events (the gap: the stream's
 #: or the device's idle or busy time, narrower than a start-to-start delta).
 #: ``has_correlation``: 1 where the correlation id is positive, or all 0 where the
@@ -81,7 +90,7 @@ HOST_QUANTUM_NS = 100
 
 #: Lane kinds whose ``offset_ns`` column is a gap to the previous end (else a delta of
 #: starts).
-GAP_CODED: frozenset[str] = frozenset({"gpu_stream", "idle"})
+GAP_CODED: frozenset[str] = frozenset({"gpu_stream", "idle", "critical_path"})
 
 
 class PackedLane(msgspec.Struct, frozen=True, array_like=True):

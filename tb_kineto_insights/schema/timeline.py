@@ -22,7 +22,10 @@ class TimelineLane(Out, frozen=True, kw_only=True):
     class = the idle cause, as in ``summary.idle``), or the Python frames of a
     ``host_thread`` (``python_frames``: ``pid``, ``tid``; only when the trace has
     ``python_function`` events: per event the thread's innermost user frame, as
-    ``analysis.python_frames`` folds library frames, class ``python_frame``).
+    ``analysis.python_frames`` folds library frames, class ``python_frame``), or the
+    steady step's critical path (``critical_path``: the pieces of
+    ``summary.critical_path``, disjoint, class ``path:<class>`` with ``host`` for a run
+    of host events, a GPU piece named by its kernel; none in a left-out window).
 
     Columns, all of length n: ``name`` (index into ``TimelineStep.names``; -1 for a
     merged block of several names), ``offset_us``, ``dur_us``, ``event_class`` (index into

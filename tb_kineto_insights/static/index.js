@@ -577,6 +577,21 @@ var __kinetoInsights = (() => {
     count: "Number of events.",
     impact_fraction: "Estimated share of step time this problem costs."
   };
+  var PATH_CLASS_LABELS = {
+    compute: "GPU compute",
+    communication: "Communication",
+    copy: "Copies (memcpy, memset)",
+    dependency: "Waiting for another stream",
+    launch: "Launch overhead",
+    sync: "Sync calls",
+    allocator: "cudaMalloc / cudaFree",
+    runtime: "Other runtime calls",
+    data_loading: "DataLoader",
+    optimizer: "Optimizer step (host)",
+    cpu_ops: "CPU ops (host)",
+    untraced: "Host, untraced (Python)",
+    host: "Host (the launching thread)"
+  };
 
   // src/shape.ts
   function severityRank(severity) {
@@ -3538,20 +3553,6 @@ ${more.trim()}` : ""));
   }
 
   // src/panels/whatif.ts
-  var CLASS_LABELS = {
-    compute: "GPU compute",
-    communication: "Communication",
-    copy: "Copies (memcpy, memset)",
-    dependency: "Waiting for another stream",
-    launch: "Launch overhead",
-    sync: "Sync calls",
-    allocator: "cudaMalloc / cudaFree",
-    runtime: "Other runtime calls",
-    data_loading: "DataLoader",
-    optimizer: "Optimizer step (host)",
-    cpu_ops: "CPU ops (host)",
-    untraced: "Host, untraced (Python)"
-  };
   function whatIfSection(s, p, openDiagnosis, moment) {
     const w = s.what_if;
     if (!w || w.actual_step_us === null || !w.fixes.length) return [];
@@ -3617,7 +3618,7 @@ ${more.trim()}` : ""));
       ),
       table(
         [
-          { header: "On the path", cell: (r) => CLASS_LABELS[r.klass] ?? r.klass },
+          { header: "On the path", cell: (r) => PATH_CLASS_LABELS[r.klass] ?? r.klass },
           { header: "Per step", numeric: true, cell: (r) => fmtDuration(r.us) },
           { header: "Share", numeric: true, title: "Time on the path ÷ mean step time.", cell: (r) => fmtPercent(r.fraction) }
         ],
@@ -3627,7 +3628,7 @@ ${more.trim()}` : ""));
         table(
           [
             { header: "GPU work on the path", cell: (t) => t.name },
-            { header: "Kind", cell: (t) => CLASS_LABELS[t.klass] ?? t.klass },
+            { header: "Kind", cell: (t) => PATH_CLASS_LABELS[t.klass] ?? t.klass },
             { header: "Per step", numeric: true, cell: (t) => fmtDuration(t.us_per_step) }
           ],
           cp.top
@@ -3822,6 +3823,11 @@ ${more.trim()}` : ""));
     for (const entry of out.values()) entry.total = Math.round(entry.total * 1e3) / 1e3;
     return out;
   }
+  function criticalPathUs(doc) {
+    const lane = doc.lanes.find((l) => l.kind === "critical_path");
+    if (!lane) return null;
+    return Math.round(lane.dur_us.reduce((a, b) => a + b, 0) * 1e3) / 1e3;
+  }
   function launchingOp(doc, correlation) {
     if (correlation < 0) return null;
     for (let l = 0; l < doc.lanes.length; l += 1) {
@@ -3902,8 +3908,27 @@ ${more.trim()}` : ""));
 
   // src/panels/timeline.ts
   var GRID_LEFT = 170;
+  function pathColor(cls, p) {
+    const map = {
+      compute: p.breakdown.kernel,
+      communication: p.breakdown.communication,
+      copy: p.breakdown.memcpy,
+      dependency: p.breakdown.other,
+      launch: p.breakdown.runtime,
+      sync: p.idle.host_sync,
+      allocator: p.idle.allocator,
+      runtime: p.breakdown.runtime,
+      data_loading: p.idle.data_loading,
+      optimizer: p.idle.optimizer_step,
+      cpu_ops: p.breakdown.cpu_exec,
+      untraced: p.idle.host_untraced,
+      host: p.breakdown.cpu_exec
+    };
+    return map[cls] ?? p.neutral;
+  }
   function colorOf2(cls, p) {
     if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
+    if (cls.startsWith("path:")) return pathColor(cls.slice(5), p);
     const map = {
       compute: p.breakdown.kernel,
       communication: p.breakdown.communication,
@@ -3922,6 +3947,7 @@ ${more.trim()}` : ""));
   }
   function classLabel(cls) {
     if (cls.startsWith("idle:")) return `idle: ${IDLE_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
+    if (cls.startsWith("path:")) return `critical path: ${PATH_CLASS_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
     return cls.replace("_", " ");
   }
   var TimelineView = class {
@@ -4140,11 +4166,13 @@ ${more.trim()}` : ""));
       const kernels = kernelCount(own);
       const idle = idleTotals(own);
       const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
+      const pathUs = criticalPathUs(own);
       this.info.replaceChildren(
         `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
         doc.left_out ? ` (left out of every step figure: ${LEFT_OUT_LABELS[doc.left_out] ?? doc.left_out})` : "",
         idleText ? `, ${idleText}` : "",
         doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
+        pathUs !== null ? `; the critical-path lane marks the ${fmtDuration(pathUs)} of work that set the step's end` : "",
         ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it."
       );
       const mainDevice2 = this.summary.idle?.main_device ?? [...idle.keys()][0];
@@ -4152,6 +4180,7 @@ ${more.trim()}` : ""));
       this.info.dataset.idleUs = String(idle.get(mainDevice2 ?? -1)?.total ?? 0);
       this.info.dataset.step = String(doc.step);
       this.info.dataset.lanes = String(doc.lanes.length);
+      this.info.dataset.pathUs = pathUs === null ? "" : String(pathUs);
       this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
       const labels = doc.lanes.map((l) => l.label);
       const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);

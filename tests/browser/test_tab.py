@@ -645,6 +645,41 @@ def test_a_diagnosis_opens_the_timeline_at_its_moment(server: Server, open_page:
     assert frame.locator('[data-diagnosis-id="memory_growth"] button.moment').count() == 0
 
 
+def test_a_what_if_fix_opens_its_moment_on_the_critical_path(
+    server: Server, open_page: Any
+) -> None:
+    """Issue 44 §2, §4: the What-if table lists ``summary.what_if``'s fixes in order with
+    their speed-ups; a fix's "On the timeline" opens its diagnosis' moment, highlighted,
+    and the step drawn has a critical-path lane holding the step's critical path
+    (``summary.critical_path.steps[].length_us``)."""
+    run = "dataloader_workers0"
+    worker, span = server.span_of(run)
+    _, what_if = server.get("summary", run=run, worker=worker, span=span, panel="what_if")
+    _, diagnoses = server.get("summary", run=run, worker=worker, span=span, panel="diagnoses")
+    _, path = server.get("summary", run=run, worker=worker, span=span, panel="critical_path")
+    assert what_if["fixes"] and what_if["fixes"][0]["diagnosis"] == "gpu_idle_dataloader"
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses", "timeline"))
+    _timeline_shown(frame)
+    rows = frame.locator("#ki-what-if tbody tr")
+    assert rows.count() == len(what_if["fixes"])
+    for k, fix in enumerate(what_if["fixes"]):
+        assert f"{fix['speedup']:.2f}×" in rows.nth(k).inner_text()
+    rows.nth(0).locator("button.moment").click()
+    moment = next(d for d in diagnoses if d["id"] == "gpu_idle_dataloader")["moment"]
+    frame.wait_for_function(
+        "() => document.querySelector('#ki-timeline-chart')?.dataset.mark !== ''",
+        timeout=TIMEOUT_MS,
+    )
+    at = _timeline_shown(frame, moment["step"])
+    mark = [float(v) for v in at["mark"].split("~")]
+    start = moment["offset_us"]
+    assert mark == pytest.approx([start, start + moment["length_us"]], abs=1e-3)
+    length = next(s["length_us"] for s in path["steps"] if s["number"] == moment["step"])
+    assert float(at["pathUs"]) == pytest.approx(length, rel=1e-3)
+
+
 @pytest.mark.parametrize(
     ("run", "id_"),
     [("transformer_eager", "small_kernel_flood"), ("memory_leak", "memory_growth")],

@@ -7,13 +7,14 @@ import { apiUrl, getReady } from "../api";
 import { type Chart, chart } from "../charts";
 import { el, spinner } from "../dom";
 import { fmtCount, fmtDuration } from "../format";
-import { IDLE_LABELS, LEFT_OUT_LABELS } from "../labels";
+import { IDLE_LABELS, LEFT_OUT_LABELS, PATH_CLASS_LABELS } from "../labels";
 import type { ChartOption } from "../options";
 import type { Palette } from "../theme";
 import {
   KERNEL_CLASSES,
   type Range,
   type TimelineRow,
+  criticalPathUs,
   gapView,
   idleTotals,
   kernelCount,
@@ -55,8 +56,29 @@ export interface TimelineHost {
 
 const GRID_LEFT = 170;
 
+// The critical path's classes (``path:<class>``) in the colours of what they are.
+function pathColor(cls: string, p: Palette): string {
+  const map: Record<string, string | undefined> = {
+    compute: p.breakdown.kernel,
+    communication: p.breakdown.communication,
+    copy: p.breakdown.memcpy,
+    dependency: p.breakdown.other,
+    launch: p.breakdown.runtime,
+    sync: p.idle.host_sync,
+    allocator: p.idle.allocator,
+    runtime: p.breakdown.runtime,
+    data_loading: p.idle.data_loading,
+    optimizer: p.idle.optimizer_step,
+    cpu_ops: p.breakdown.cpu_exec,
+    untraced: p.idle.host_untraced,
+    host: p.breakdown.cpu_exec,
+  };
+  return map[cls] ?? p.neutral;
+}
+
 function colorOf(cls: string, p: Palette): string {
   if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
+  if (cls.startsWith("path:")) return pathColor(cls.slice(5), p);
   const map: Record<string, string | undefined> = {
     compute: p.breakdown.kernel,
     communication: p.breakdown.communication,
@@ -76,6 +98,7 @@ function colorOf(cls: string, p: Palette): string {
 
 function classLabel(cls: string): string {
   if (cls.startsWith("idle:")) return `idle: ${IDLE_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
+  if (cls.startsWith("path:")) return `critical path: ${PATH_CLASS_LABELS[cls.slice(5)] ?? cls.slice(5)}`;
   return cls.replace("_", " ");
 }
 
@@ -312,11 +335,13 @@ export class TimelineView {
     const kernels = kernelCount(own);
     const idle = idleTotals(own);
     const idleText = [...idle.entries()].map(([d, v]) => `GPU ${d} idle ${fmtDuration(v.total)}`).join(", ");
+    const pathUs = criticalPathUs(own);
     this.info.replaceChildren(
       `Step #${doc.step}: ${fmtDuration(doc.duration_us)}, ${fmtCount(kernels)} kernels`,
       doc.left_out ? ` (left out of every step figure: ${LEFT_OUT_LABELS[doc.left_out] ?? doc.left_out})` : "",
       idleText ? `, ${idleText}` : "",
       doc.block_us ? ` (runs of events under ${fmtDuration(doc.block_us)} stored as blocks)` : "",
+      pathUs !== null ? `; the critical-path lane marks the ${fmtDuration(pathUs)} of work that set the step's end` : "",
       ". Drag or use the wheel to zoom, the slider to pan; click a kernel for the op that launched it.",
     );
     const mainDevice = this.summary.idle?.main_device ?? [...idle.keys()][0];
@@ -324,6 +349,7 @@ export class TimelineView {
     this.info.dataset.idleUs = String(idle.get(mainDevice ?? -1)?.total ?? 0);
     this.info.dataset.step = String(doc.step);
     this.info.dataset.lanes = String(doc.lanes.length);
+    this.info.dataset.pathUs = pathUs === null ? "" : String(pathUs);
     this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
     const labels = doc.lanes.map((l) => l.label);
     const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);

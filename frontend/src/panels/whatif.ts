@@ -5,26 +5,11 @@
 import { chart } from "../charts";
 import { el, muted, table } from "../dom";
 import { fmtDuration, fmtPercent } from "../format";
-import { DIAGNOSIS_NAMES } from "../labels";
+import { DIAGNOSIS_NAMES, PATH_CLASS_LABELS as CLASS_LABELS } from "../labels";
 import { type WhatIfBar, whatIfOption } from "../options";
 import type { Palette } from "../theme";
 import type { CriticalPathItem, Diagnosis, Summary, WhatIfFix } from "../types";
 import { subhead } from "./shell";
-
-const CLASS_LABELS: Record<string, string> = {
-  compute: "GPU compute",
-  communication: "Communication",
-  copy: "Copies (memcpy, memset)",
-  dependency: "Waiting for another stream",
-  launch: "Launch overhead",
-  sync: "Sync calls",
-  allocator: "cudaMalloc / cudaFree",
-  runtime: "Other runtime calls",
-  data_loading: "DataLoader",
-  optimizer: "Optimizer step (host)",
-  cpu_ops: "CPU ops (host)",
-  untraced: "Host, untraced (Python)",
-};
 
 // openDiagnosis: scrolls to a diagnosis card; moment: opens the timeline at a
 // diagnosis' moment (null where it has none).
