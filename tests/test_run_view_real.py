@@ -202,7 +202,12 @@ def test_straggler_found_with_its_cost(h200x2: Path) -> None:
     assert s["p_value"] < 1e-9
     assert 0.4 < s["share_of_step"] < 0.6
     (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
-    assert d["severity"] == "high" and d["impact_fraction"] == s["share_of_step"]
+    # its impact is the fix's estimate (rank 0 without its exposed wait, rank 1 without
+    # its delay): 38.4 → 25.5 ms, where the balanced run measures 23.5
+    # (benchmarks/what_if_pairs.py); the share of step is what the others lose to it
+    p = d["prediction"]
+    assert p["method"] == "estimate" and d["impact_fraction"] == p["saving_fraction"]
+    assert 0.3 < d["impact_fraction"] < 0.4 and d["severity"] == "high"
     for key in ("rank", "delay_us_per_step", "share_of_step", "p_value"):
         assert d["evidence"][key] == s[key]
     assert "ms/step" in d["title"] and "Rank 1" in d["title"]
@@ -235,8 +240,10 @@ def test_waiting_rank_is_not_told_to_tune_buckets(h200x2: Path) -> None:
     assert "bucket_cap_mb" not in d["recommendation"]
     assert "not slow communication" in d["recommendation"]
     assert d["impact_fraction"] == pytest.approx(rank0["exposed_wait_us_per_step"] / 38359.7, 1e-3)
+    # rank 1's own untraced host work is the straggler's cause: its card says it
     assert run["superseded_span_diagnoses"] == [
-        {"worker": "rank0", "rank": 0, "id": "exposed_communication"}
+        {"worker": "rank0", "rank": 0, "id": "exposed_communication"},
+        {"worker": "rank1", "rank": 1, "id": "gpu_idle_host_untraced"},
     ]
 
 
@@ -282,8 +289,9 @@ def _synthetic(
     """``n`` ranks that replay ``base``'s collectives (ddp_tuned rank 0: 4 all-reduces in
     each of 5 steps). Each rank arrives at each collective with its own random jitter
     (exponential, mean 300 µs: heavier than measured between the two real ranks); every
-    rank's kernel ends 150 µs after the last arrival. ``late_rank`` arrives ``late_us``
-    later at every collective (a rank that is late every step)."""
+    rank's kernel ends 150 µs after the last arrival, all of it exposed (nothing else
+    runs while a rank waits). ``late_rank`` arrives ``late_us`` later at every
+    collective (a rank that is late every step)."""
     seq = [e for e in base.communication.sequence if e.step is not None]
     starts = np.array([e.start_ns for e in seq], dtype=np.int64)
     arrive = starts[None, :] + (rng.exponential(300_000.0, size=(n, len(seq)))).astype(np.int64)
@@ -298,7 +306,7 @@ def _synthetic(
                 start_ns=int(arrive[r, j]),
                 end_ns=int(ends[j]),
                 group_size=n,
-                exposed_us=0.0,
+                exposed_us=(int(ends[j]) - int(arrive[r, j])) / 1000.0,
                 exposed_ns=None,
             )
             for j, e in enumerate(seq)

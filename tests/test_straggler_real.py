@@ -8,13 +8,16 @@ import functools
 import gzip
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import straggler_false_alarms as bench
-from conftest import H200X2, SAMPLE_LOGS, as_json
+from conftest import H200X2, REPO, SAMPLE_LOGS, as_json
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import straggler_false_alarms as bench  # noqa: E402
 
 from tb_kineto_insights.analysis import straggler as st
 from tb_kineto_insights.cli.main import EXIT_OK, EXIT_REGRESSION, main
@@ -209,7 +212,9 @@ def test_cut_straggler_runs_name_rank_1(source: str, keep: int, cut_dir: str) ->
     assert 17_000 < s["delay_us_per_step"] < 22_000
     assert 0.4 < s["share_of_step"] < 0.6 and s["p_value"] < 1e-3
     (d,) = [d for d in run["diagnoses"] if d["id"] == "communication_straggler"]
-    assert d["severity"] == "high" and d["impact_fraction"] == s["share_of_step"]
+    # the fix's estimate: 38.4 → about 25.5 ms (the balanced run: 23.5)
+    assert d["severity"] == "high" and 0.25 < d["impact_fraction"] < 0.45
+    assert d["impact_fraction"] == d["prediction"]["saving_fraction"]
     # and why, from the cut steps alone: host time outside traced ops (the sleep)
     assert s["cause"]["class"] == "host_untraced"
     assert 17_000 < s["cause"]["us_per_step"] < 21_000
