@@ -167,7 +167,12 @@ def _exposed_span(inp: SpanInput) -> Diagnosis | None:
     share = exposed_us / total_us
     if share < th.exposed_comm_fraction:
         return None
-    top = comm.kinds[0] if comm.kinds else None
+    # the kind holding the most exposed time (the title names it), else the most time
+    top = max(
+        comm.kinds,
+        key=lambda k: (k.exposed_us_per_step or 0.0, k.time_us),
+        default=None,
+    )
     comm_us = comm.comm_us or 0.0
     n_steps = max(len(comm.steps), 1)
     step_us = total_us / n_steps
@@ -196,8 +201,9 @@ def _exposed_span(inp: SpanInput) -> Diagnosis | None:
     head = f"{100 * share:.0f} % of the step time is communication that compute does not hide"
     if wait_fraction >= th.exposed_wait_mostly_fraction:
         impact = ew / step_us
+        most = "mostly" if ew > et else "in part"  # "mostly": the larger part only
         title = (
-            f"{head}, mostly waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
+            f"{head}, {most} waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
             f"from this trace; {top_name})"
         )
         recommendation = (

@@ -329,6 +329,13 @@ def _idle_cause(
     )
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
+    # "mostly in k of them" only when those steps hold more than half of the cost
+    hit_us = sum(
+        st.causes_us.get(cause, 0.0)
+        for st in per_step
+        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
+    )
+    where = "mostly in" if hit_us > 0.5 * cost.us else f"{pct(th.min_impact_fraction)} or more in"
     frames = _cause_frames(dev, cause, th)
     evidence_frames: dict[str, Any] = (
         {"python_frames": frames} if idle and idle.python_stacks else {}
@@ -341,8 +348,7 @@ def _idle_cause(
             device=dev.device,
             when=f"{duration(cost.us / n_steps)} per step"
             if hit >= len(per_step)
-            else f"{duration(cost.us)} in total over {len(per_step)} steps, "
-            f"mostly in {hit} of them",
+            else f"{duration(cost.us)} in total over {len(per_step)} steps, {where} {hit} of them",
         )
         + _frames_title(frames, cause),
         {
@@ -352,6 +358,7 @@ def _idle_cause(
             "idle_us": cost.us,
             "idle_us_per_step": cost.us / n_steps,
             "steps_affected": hit,
+            "idle_us_in_steps_affected": hit_us,
             "steps": len(per_step),
             "fraction_of_idle": cost.fraction_of_idle,
             "gpu_busy_fraction": dev.busy_fraction,
@@ -362,6 +369,14 @@ def _idle_cause(
         "idle",
         impact_fraction=share,
     )
+
+
+def largest_part(parts: dict[str, float]) -> str | None:
+    """The key of the largest value of ``parts`` (ties: the first in order), None when
+    ``parts`` is empty or holds nothing above 0: a title says "mostly X" only of the
+    largest part of what it names."""
+    best = max(parts.items(), key=lambda kv: kv[1], default=None)
+    return best[0] if best is not None and best[1] > 0 else None
 
 
 def _claimed_causes() -> dict[str, str]:
@@ -434,11 +449,18 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     severity = severity_for_impact(unexplained, th)
     if severity is None:
         return None
-    top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
+    n_steps = len(dev.per_step) or 1
+    parts = {c: us / n_steps for c, us in unclaimed_us.items() if us > 0}
+    top = largest_part(parts)
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
-    if top == "cpu_ops" and dev.cpu_ops_top:
-        top_label = f"{top_label} ({cpu_ops_named(dev)})"
+    if top_label is not None:
+        amount = f"{duration(parts[top])} of {duration(sum(parts.values()))} per step"
+        top_label += (
+            f" ({amount}; its ops {cpu_ops_named(dev)})"
+            if top == "cpu_ops" and dev.cpu_ops_top
+            else f" ({amount})"
+        )
     frames = _cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
@@ -449,6 +471,9 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
         + (_frames_title(frames, top) if top else ""),
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
+            "unexplained_us_per_step_by_cause": dict(
+                sorted(parts.items(), key=lambda kv: (-kv[1], kv[0]))
+            ),
             "device": dev.device,
             "gpu_utilization_fraction": util,
             "idle_fraction_of_step_time": idle_fraction,
