@@ -350,7 +350,8 @@ def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
     """``x.cpu()``: the copy drains the GPU at 20; cudaStreamSynchronize runs [25, 28)
     (within sync_return_tolerance_us of the gap start), then untraced Python. The gap
     [20, 60) belongs to host_sync. An aten::item of a CPU tensor at the same place is not
-    a GPU sync: its gap stays with what the host did."""
+    a GPU sync (no runtime sync call inside it): its gap stays with what the host did,
+    and the op is an ordinary CPU op."""
     base = [step(1, 0, 100), launch(2, 2, 1), kernel("K1", 10, 10, corr=1)]
     base += [launch(55, 2, 2), kernel("K2", 60, 10, corr=2)]
     synced = base + [launch(25, 3, 99, name="cudaStreamSynchronize")]
@@ -363,7 +364,8 @@ def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
     (dev,) = idle_summary(idx).devices
     gap = next(g for g in dev.largest_gaps if g.offset_us == 20.0)
     assert not gap.opened_by_sync
-    assert gap.causes_us == {"host_sync": 3.0, "launching": 2.0, "host_untraced": 35.0}
+    assert gap.causes_us == {"cpu_ops": 3.0, "launching": 2.0, "host_untraced": 35.0}
+    assert dev.sync_sources == []
 
 
 def _flood(long_gap_before: int | None = None) -> list[dict[str, Any]]:
@@ -527,3 +529,56 @@ def test_one_off_stall_is_not_a_steady_cost(tmp_path: Path, stalled: set[int], f
     if fires:
         impact = found["gpu_idle_host_untraced"].impact_fraction
         assert impact == pytest.approx(50.0 * len(stalled) / dev.per_step[0].duration_us / 4)
+
+
+def test_the_sync_source_is_named(tmp_path: Path) -> None:
+    """``if torch.isnan(h).any():`` twice a step: ``aten::any`` launches K, then
+    ``aten::is_nonzero > aten::item > aten::_local_scalar_dense`` copies and waits in
+    ``cudaStreamSynchronize``, then the host goes on (``aten::linear``). Each sync
+    opens a gap; the source is ``aten::is_nonzero ← aten::any``, 2 syncs per step;
+    the gap names the op that synchronised, not the one the host ran after it; the
+    title says so and the advice is about a Python ``if`` on a GPU tensor."""
+    events: list[dict[str, Any]] = []
+    corr = 0
+    for n, base in ((1, 0), (2, 1000)):
+        events.append(step(n, base, 1000))
+        for b in (base + 100, base + 500):
+            corr += 2
+            events += [
+                cpu("aten::any", b, 20),
+                launch(b + 5, 5, corr),
+                kernel("any_kernel", b + 20, 80, corr=corr),
+                cpu("aten::is_nonzero", b + 30, 80),
+                cpu("aten::item", b + 31, 78),
+                cpu("aten::_local_scalar_dense", b + 32, 76),
+                launch(b + 35, 5, corr + 1, name="cudaMemcpyAsync"),
+                launch(b + 45, 60, 9000 + corr, name="cudaStreamSynchronize"),
+                cpu("aten::linear", b + 120, 40),
+                launch(b + 150, 5, corr + 100),
+                kernel("linear_kernel", b + 200, 50, corr=corr + 100),
+            ]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "s.json", events))))
+    idle = idle_summary(idx)
+    (dev,) = idle.devices
+    (src,) = dev.sync_sources
+    assert (src.op, src.after, src.call, src.within) == (
+        "aten::is_nonzero", "aten::any", "cudaStreamSynchronize", None
+    )  # fmt: skip
+    assert src.chain == [
+        "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize"
+    ]  # fmt: skip
+    assert src.calls_per_step == 2.0 and src.gaps_opened == 4
+    # each gap opens at the kernel's end (b + 100, the sync returns 5 µs later) and
+    # closes at the next kernel (b + 200)
+    assert src.idle_us == pytest.approx(4 * 100.0)
+    synced = [g for g in dev.largest_gaps if g.opened_by_sync]
+    assert len(synced) == 4
+    assert {(g.op, g.innermost_op) for g in synced} == {
+        ("aten::is_nonzero", "cudaStreamSynchronize")
+    }
+    found = diagnose(idx, {"steps": steps_summary(idx), "idle": idle})
+    d = next(d for d in found if d.id == "gpu_idle_host_sync")
+    assert "2 syncs per step from aten::is_nonzero ← aten::any" in d.title
+    assert d.evidence["syncs_per_step"] == 2.0
+    assert d.evidence["sync_sources"][0]["op"] == "aten::is_nonzero"
+    assert d.recommendation.startswith("aten::is_nonzero ← aten::any: A Python `if`")

@@ -308,7 +308,9 @@ export interface IdlePanel {
  * first (``cpu_ops_top``: the outermost CPU op on the launching thread), and, with
  * Python stacks, the user frames the launching threads were in while it idled
  * (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
- * frame).
+ * frame); ``sync_sources``: where the host synchronised, most idle first.
+ * A gap opened by a sync names, in ``op`` / ``innermost_op``, the outermost op and
+ * the call around that sync (not what the host ran after it).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -333,6 +335,7 @@ export interface IdleDevice {
   largest_gaps: IdleGap[];
   python_idle_us: number;
   python_frames: PythonFrame[];
+  sync_sources?: SyncSource[];
 }
 /**
  * Idle time of one cause: ``us`` in total over the steps analysed, its
@@ -500,6 +503,32 @@ export interface PythonFrame {
 export interface PythonCallers {
   callers: string[];
   idle_us: number;
+}
+/**
+ * ``summary.idle.devices[].sync_sources[]``: where the host synchronised with the
+ * GPU (``analysis.idle_sync``): ``op``, the outermost CPU op around the sync (the
+ * runtime call itself when no op holds it); ``after``, the op the thread ran just
+ * before it (whose result the sync usually reads); ``call``, the runtime call that
+ * waited (``cudaStreamSynchronize``…); ``chain``, every op and call around the sync,
+ * outermost first; ``within``, the user annotation around ``op``;
+ * ``calls_per_step``, runtime sync calls per step from this source; ``gaps_opened``
+ * and ``idle_us`` (``idle_us_per_step``), the idle gaps it opened and their time;
+ * ``python_frame``, with stacks, the user frame it was called from.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "SyncSource".
+ */
+export interface SyncSource {
+  op: string;
+  after: string | null;
+  call: string | null;
+  chain: string[];
+  within: string | null;
+  calls_per_step: number;
+  gaps_opened: number;
+  idle_us: number;
+  idle_us_per_step: number;
+  python_frame: string | null;
 }
 /**
  * ``summary.communication``

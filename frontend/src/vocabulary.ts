@@ -54,7 +54,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
   trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
   trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
-  trace_warmup_step: "The first profiled step is much longer than the median of the others: it is not a steady-state step.",
+  trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",
   trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
   trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time.",
 };
@@ -77,7 +77,7 @@ export const IDLE_LABELS: Record<string, string> = {
 /** What each idle cause means. */
 export const IDLE_DEFINITIONS: Record<string, string> = {
   data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
-  host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+  host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item() of a GPU tensor, synchronous copy), or the host was synchronising; .item() of a CPU tensor (no runtime sync call inside it) is no sync.",
   allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",

@@ -80,7 +80,7 @@ from tb_kineto_insights.analysis.idle_activity import (
     gpu_events,
     inside,
     launch_threads,
-    opened_by_sync,
+    sync_openers,
 )
 from tb_kineto_insights.analysis.idle_costs import (
     LAUNCH_PATH_CAUSES,
@@ -88,6 +88,7 @@ from tb_kineto_insights.analysis.idle_costs import (
     launch_bound_gaps,
     optimizer_cost,
 )
+from tb_kineto_insights.analysis.idle_sync import sync_sources
 from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import StepWindows, TraceIndex
@@ -250,6 +251,7 @@ class _Gaps:
     threads: np.ndarray
     amounts: np.ndarray
     sync_opened: np.ndarray
+    sync_at: np.ndarray
     alloc_opened: np.ndarray
     cpu_parts: list[tuple[tuple[int, int], iv.Intervals]]
     frame_pieces: pf.FramePieces
@@ -277,9 +279,11 @@ def _thread_causes(
     for the Python frames."""
     gs, ge, glen, amounts = g.gs, g.ge, g.glen, g.amounts
     untraced_col = CAUSE_NAMES.index("host_untraced")
-    g.sync_opened[idx] = opened_by_sync(
+    opener_end = sync_openers(
         st.activity, thread, gs[idx], ge[idx], int(st.thresholds.sync_return_tolerance_us * 1000)
     )
+    g.sync_opened[idx] = opener_end >= 0
+    g.sync_at[idx] = np.where(opener_end >= 0, opener_end - 1, -1)
     g.alloc_opened[idx] = ~g.sync_opened[idx] & inside(
         st.activity.sets(thread)["allocator"], gs[idx]
     )
@@ -333,6 +337,7 @@ def _attribute(st: _Setting, dev: int, pieces: dict[int, IdlePieces] | None) -> 
         threads=launch_threads(st.index, events, gs, ge),
         amounts=np.zeros((gs.size, len(CAUSE_NAMES)), dtype=np.int64),
         sync_opened=np.zeros(gs.size, dtype=np.bool_),
+        sync_at=np.full(gs.size, -1, dtype=np.int64),
         alloc_opened=np.zeros(gs.size, dtype=np.bool_),
         cpu_parts=[],
         frame_pieces=pf.FramePieces.concat([]),
@@ -377,7 +382,9 @@ def _largest_gaps(st: _Setting, g: _Gaps) -> list[IdleGap]:
     thread_rows: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for k in longest_first(g.glen, st.thresholds.largest_gaps):
         thread = (int(g.threads[k, 0]), int(g.threads[k, 1]))
-        outer, inner = _op_at(index, thread, int(g.gs[k] + g.glen[k] // 2), thread_rows)
+        # a gap opened by a sync: the ops around that sync, not what the host ran next
+        at = int(g.sync_at[k]) if g.sync_at[k] >= 0 else int(g.gs[k] + g.glen[k] // 2)
+        outer, inner = _op_at(index, thread, at, thread_rows)
         s_i = int(g.step_of[k])
         out.append(
             IdleGap(
@@ -493,6 +500,14 @@ def _device_panel(st: _Setting, dev: int, g: _Gaps) -> IdleDevice:
         gap_histogram=_histogram(g.glen),
         largest_gaps=_largest_gaps(st, g),
         python_idle_us=int(g.frame_pieces.dur_ns.sum()) / 1000.0,
+        sync_sources=sync_sources(
+            index,
+            st.frames,
+            g.threads,
+            np.where(g.sync_opened, g.sync_at, -1),
+            g.glen,
+            th.idle_top_ops,
+        ),
         python_frames=pf.frame_summaries(
             st.frames,
             g.frame_pieces,

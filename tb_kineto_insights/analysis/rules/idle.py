@@ -7,9 +7,9 @@ main device); severity follows the cost
 
 * ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
   idle attributed to data loading / host synchronization / host work outside traced
-  ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
+  ops (:func:`idle_cause`); with Python stacks they name the frames holding that idle
   (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
-  it (:func:`_sync_recommendation`, :func:`_untraced_recommendation`); the advice to
+  it (:func:`sync_recommendation`, :func:`untraced_recommendation`); the advice to
   record stacks appears only when the trace has none;
 * ``optimizer_step_bound``: the optimizer step's idle and its GPU work
   (:func:`_optimizer_step_bound`);
@@ -23,7 +23,6 @@ main device); severity follows the cost
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -31,7 +30,6 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.autotune import conv_autotune
-from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.rules.base import (
     IMPACT_THRESHOLDS,
     Fix,
@@ -43,10 +41,20 @@ from tb_kineto_insights.analysis.rules.base import (
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.idle_cause import (
+    cause_frames,
+    cpu_ops_named,
+    dataloader_frame_advice,
+    frames_title,
+    idle_cause,
+    largest_part,
+    sync_advice,
+    sync_recommendation,
+    sync_title,
+    untraced_recommendation,
+)
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
-from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
-from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
 from tb_kineto_insights.trace import model as m
 
 _OPTIMIZER_ADVICE: dict[str, str] = {
@@ -142,243 +150,6 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     )
 
 
-def cpu_ops_named(dev: IdleDevice, k: int = 3) -> str:
-    """The ops holding a device's ``cpu_ops`` idle, most first, with their idle time per
-    step: ``"aten::linear 1.8 ms, aten::layer_norm 0.5 ms per step"`` (the first ``k`` of
-    ``dev.cpu_ops_top``); empty when none is known."""
-    n_steps = len(dev.per_step) or 1
-    ops = dev.cpu_ops_top[:k]
-    if not ops:
-        return ""
-    return ", ".join(f"{o.name} {duration(o.us / n_steps)}" for o in ops) + " per step"
-
-
-def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
-    """The Python frames (``idle.devices[].python_frames``) that hold the most of
-    ``cause``'s idle: at most ``python_frames_named``, each at least
-    ``python_frame_min_fraction`` of it, largest first, among the listed frames
-    (``python_frames_listed``, by total idle): ``frame`` (Kineto's name),
-    ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
-    ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
-    0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
-    call during some idle: it is the loop that feeds the GPU, not a call of its own).
-    Empty without stacks."""
-    cost_us = dev.causes[cause].us
-    n_steps = len(dev.per_step) or 1
-    if cost_us <= 0:
-        return []
-    ranked = sorted(dev.python_frames, key=lambda f: -f.causes_us.get(cause, 0.0))
-    out = []
-    for f in ranked[: th.python_frames_named]:
-        us = f.causes_us.get(cause, 0.0)
-        if us < th.python_frame_min_fraction * cost_us:
-            break
-        out.append(
-            {
-                "frame": f.frame,
-                "idle_us_per_step": us / n_steps,
-                "fraction_of_cause": us / cost_us,
-                "after_sync_us_per_step": f.after_sync_us / n_steps
-                if cause == "host_sync"
-                else 0.0,
-                "launches_gpu_work": f.causes_us.get("launching", 0.0) > 0,
-            }
-        )
-    return out
-
-
-def _frames_title(frames: list[dict[str, Any]], cause: str) -> str:
-    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames);
-    for ``host_sync``, ``; after the sync the host was in …`` (a sync-opened gap is all
-    time after the sync returned)."""
-    if not frames:
-        return ""
-    lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
-    return lead + ", ".join(
-        f"{short_frame(f['frame'])} ({duration(f['idle_us_per_step'])} per step)" for f in frames
-    )
-
-
-def _dominant(frames: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
-    """The first named frame when it is *the* cost, a call of its own: it holds at least
-    ``python_frame_dominant_fraction`` of the cause's idle and launched no GPU work
-    while the GPU idled (the training step's own frame launches kernels: its idle is
-    the loop's Python overhead, not a call to move elsewhere); else ``None``."""
-    if (
-        frames
-        and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction
-        and not frames[0]["launches_gpu_work"]
-    ):
-        return frames[0]
-    return None
-
-
-def _dataloader_frame_advice(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """A sentence naming the frame that holds most of the data-loading idle (the
-    dataset or transform code to make cheaper or move into the workers), else empty."""
-    top = _dominant(frames, th)
-    if top is None:
-        return ""
-    return (
-        f" Most of the wait is in {top['frame']} ({duration(top['idle_us_per_step'])} per "
-        "step): make it cheaper or run it in the workers."
-    )
-
-
-def _sync_recommendation(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """``gpu_idle_host_sync``'s advice: about the call the host made after the sync
-    when that call, in another frame than the one that synchronised, holds most of the
-    idle (the sync only drained the queue; the call is the cost); else about syncs."""
-    top = _dominant(frames, th)
-    if top is not None and top["after_sync_us_per_step"] >= (
-        th.python_frame_dominant_fraction * top["idle_us_per_step"]
-    ):
-        return (
-            f"After the sync the host spends {duration(top['after_sync_us_per_step'])} per step "
-            f"in {top['frame']}: that call, not the sync itself, keeps the GPU idle, and "
-            "removing the .item() alone would not hide it behind the GPU work. If it logs or "
-            "pushes metrics, log every N steps or off the training thread (a background "
-            "thread or process) and keep running metrics on the GPU until then; if it "
-            "checkpoints or does I/O, make it asynchronous."
-        )
-    return (
-        "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
-        "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
-        "the GPU and read them every N steps; use non_blocking copies from pinned memory."
-    )
-
-
-def _untraced_recommendation(frames: list[dict[str, Any]], has_stacks: bool, th: Thresholds) -> str:
-    """``gpu_idle_host_untraced``'s advice: about the named frames when stacks name
-    them; to read the stacks when they are recorded but no frame stands out; to record
-    them (``with_stack=True`` or py-spy) only when the trace has none."""
-    move = (
-        "move it off the training thread (DataLoader workers, a background thread or "
-        "process), do it every N steps, or do it on the GPU."
-    )
-    top = _dominant(frames, th)
-    if top is not None:
-        return (
-            f"The thread that launches the GPU work spends {duration(top['idle_us_per_step'])} "
-            f"per step in {top['frame']}, outside every PyTorch op, while the GPU waits: " + move
-        )
-    if frames:
-        return (
-            "The thread that launches the GPU work is in the Python frames named in the "
-            "title, outside every PyTorch op, while the GPU waits: look there for "
-            "time.sleep, logging or printing, checkpoint or metrics I/O, and Python-side "
-            "work between forward and backward; " + move
-        )
-    return (
-        "The host thread that launches the GPU work was inside the step but in no "
-        "PyTorch op or CUDA call: find what it ran. "
-        + (
-            "This trace has Python stacks: read the python_function ranges of that "
-            "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
-            "py-spy (py-spy record --native); "
-            if has_stacks
-            else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
-            "(py-spy record --native); "
-        )
-        + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
-        "Python-side work between forward and backward; move it off the training "
-        "thread or do it every N steps."
-    )
-
-
-def _idle_cause(
-    idle: IdlePanel | None,
-    cause: str,
-    id_: str,
-    th: Thresholds,
-    title: str,
-    recommendation: str | Callable[[list[dict[str, Any]]], str],
-) -> Diagnosis | None:
-    """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
-
-    ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
-    time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
-    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
-    ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
-    ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
-    ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
-    queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
-
-    With Python stacks the title names the frames that hold the cause's idle and the
-    evidence lists them (``python_frames``, :func:`_cause_frames`); ``recommendation``
-    may be a function of those frames. Without stacks the title and evidence name no
-    frame.
-    """
-    dev = main_idle(idle)
-    if dev is None or cause not in dev.causes:
-        return None
-    cost = dev.causes[cause]
-    share = cost.fraction_of_step_time
-    severity = severity_for_impact(share, th)
-    if severity is None:
-        return None
-    gaps = [g for g in dev.largest_gaps if g.cause == cause]
-    op = next((g.op for g in gaps if g.op), None)
-    per_step = dev.per_step
-    n_steps = len(per_step) or 1
-    # steps where this cause alone idles the GPU for at least min_impact of the step
-    hit = sum(
-        1
-        for st in per_step
-        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
-    )
-    if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
-        return None  # a one-off stall, not a steady cost (see the threshold's comment)
-    # "mostly in k of them" only when those steps hold more than half of the cost
-    hit_us = sum(
-        st.causes_us.get(cause, 0.0)
-        for st in per_step
-        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
-    )
-    where = "mostly in" if hit_us > 0.5 * cost.us else f"{pct(th.min_impact_fraction)} or more in"
-    frames = _cause_frames(dev, cause, th)
-    evidence_frames: dict[str, Any] = (
-        {"python_frames": frames} if idle and idle.python_stacks else {}
-    )
-    return make_diagnosis(
-        id_,
-        severity,
-        title.format(
-            share=pct(share),
-            device=dev.device,
-            when=f"{duration(cost.us / n_steps)} per step"
-            if hit >= len(per_step)
-            else f"{duration(cost.us)} in total over {len(per_step)} steps, {where} {hit} of them",
-        )
-        + _frames_title(frames, cause),
-        {
-            **evidence_frames,
-            "device": dev.device,
-            "idle_fraction_of_step_time": share,
-            "idle_us": cost.us,
-            "idle_us_per_step": cost.us / n_steps,
-            "steps_affected": hit,
-            "idle_us_in_steps_affected": hit_us,
-            "steps": len(per_step),
-            "fraction_of_idle": cost.fraction_of_idle,
-            "gpu_busy_fraction": dev.busy_fraction,
-            "largest_gap_us": gaps[0].length_us if gaps else None,
-            "op": op,
-        },
-        recommendation if isinstance(recommendation, str) else recommendation(frames),
-        "idle",
-        impact_fraction=share,
-    )
-
-
-def largest_part(parts: dict[str, float]) -> str | None:
-    """The key of the largest value of ``parts`` (ties: the first in order), None when
-    ``parts`` is empty or holds nothing above 0: a title says "mostly X" only of the
-    largest part of what it names."""
-    best = max(parts.items(), key=lambda kv: kv[1], default=None)
-    return best[0] if best is not None and best[1] > 0 else None
-
-
 def _claimed_causes() -> dict[str, str]:
     """Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not
     repeat it): every rule's ``idle_cause``, these first (the order of the evidence's
@@ -412,7 +183,7 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     * the unexplained idle reaches ``min_impact_fraction``; severity follows it.
 
     It names the idle cause holding most of the unexplained idle and, with Python
-    stacks, the frames holding most of that cause (:func:`_cause_frames`).
+    stacks, the frames holding most of that cause (:func:`cause_frames`).
     """
     steps, idle, raised, th = inp.steps, inp.idle, inp.raised, inp.th
     util = steps.gpu_utilization_fraction if steps is not None else None
@@ -454,21 +225,21 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     top = largest_part(parts)
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
-    if top_label is not None:
+    if top is not None and top_label is not None:
         amount = f"{duration(parts[top])} of {duration(sum(parts.values()))} per step"
         top_label += (
             f" ({amount}; its ops {cpu_ops_named(dev)})"
             if top == "cpu_ops" and dev.cpu_ops_top
             else f" ({amount})"
         )
-    frames = _cause_frames(dev, top, th) if top else []
+    frames = cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {pct(util)} of the step time; "
         f"{pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else "")
-        + (_frames_title(frames, top) if top else ""),
+        + (frames_title(frames, top) if top else ""),
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
             "unexplained_us_per_step_by_cause": dict(
@@ -504,7 +275,7 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     launching thread is in ``cudaMalloc``/``cudaFree`` (or HIP's), wholly — ``cudaFree``
     synchronises the device, so the GPU loses the work the host had queued ahead — plus
     the idle during such calls elsewhere. ``impact_fraction`` is that idle over the
-    summed step time; raised as every idle-cause diagnosis (:func:`_idle_cause`: at least
+    summed step time; raised as every idle-cause diagnosis (:func:`idle_cause`: at least
     ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
     counts the calls per step and their host time inside the host step windows.
     """
@@ -527,7 +298,7 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         counts[name] = counts.get(name, 0.0) + 1.0 / n_steps
     host_us = float(rt.dur_ns[rows].sum()) / 1000.0 / n_steps
     calls = ", ".join(f"{c:.0f} {n}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
-    found = _idle_cause(
+    found = idle_cause(
         idle,
         "allocator",
         "allocator_churn",
@@ -616,8 +387,8 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
 
 
 def _dataloader(inp: SpanInput) -> Diagnosis | None:
-    """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`_idle_cause`)."""
-    return _idle_cause(
+    """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`idle_cause`)."""
+    return idle_cause(
         inp.idle,
         "data_loading",
         "gpu_idle_dataloader",
@@ -628,36 +399,53 @@ def _dataloader(inp: SpanInput) -> Diagnosis | None:
             "the CPU cores per GPU), pin_memory=True, prefetch_factor=2..4, "
             "persistent_workers=True, and .to(device, non_blocking=True); move heavy "
             "per-sample transforms to the GPU or precompute them."
-            + _dataloader_frame_advice(frames, inp.th)
+            + dataloader_frame_advice(frames, inp.th)
         ),
     )
 
 
 def _host_sync(inp: SpanInput) -> Diagnosis | None:
-    """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`_idle_cause`)."""
-    return _idle_cause(
+    """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`idle_cause`), with
+    where the host synchronised (``idle.devices[].sync_sources``, :mod:`..idle_sync`):
+    the title names the source that opened the most idle, its syncs per step and, with
+    stacks, its Python frame; the evidence lists the sources (``sync_sources``) and
+    their syncs per step (``syncs_per_step``); the advice starts with what that op
+    does. Its fix removes the idle those syncs open: ``impact_fraction`` is that idle
+    over the summed step time (the ``host_sync`` cause)."""
+    dev = main_idle(inp.idle)
+    sources = list(dev.sync_sources) if dev is not None else []
+    found = idle_cause(
         inp.idle,
         "host_sync",
         "gpu_idle_host_sync",
         inp.th,
-        "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
-        lambda frames: _sync_recommendation(frames, inp.th),
+        "GPU {device} idles {share} of the step time ({when}) after host synchronisation"
+        + sync_title(sources).replace("{", "{{").replace("}", "}}"),
+        lambda frames: sync_advice(sources) + sync_recommendation(frames, inp.th),
     )
+    if found is None:
+        return None
+    evidence = {
+        **found.evidence,
+        "syncs_per_step": sum(s.calls_per_step for s in sources),
+        "sync_sources": [msgspec.to_builtins(s) for s in sources],
+    }
+    return msgspec.structs.replace(found, evidence=evidence)
 
 
 def _host_untraced(inp: SpanInput) -> Diagnosis | None:
     """``gpu_idle_host_untraced``: the ``host_untraced`` idle cause
-    (:func:`_idle_cause`); the advice to record stacks only when the trace has none."""
+    (:func:`idle_cause`); the advice to record stacks only when the trace has none."""
     idle, health = inp.idle, inp.health
     has_stacks = health is not None and health.flags.has_stacks
-    return _idle_cause(
+    return idle_cause(
         idle,
         "host_untraced",
         "gpu_idle_host_untraced",
         inp.th,
         "GPU {device} idles {share} of the step time ({when}) while the host is busy "
         "outside traced ops (untraced Python, a sleep, I/O)",
-        lambda frames: _untraced_recommendation(
+        lambda frames: untraced_recommendation(
             frames, bool(idle is not None and idle.python_stacks) or has_stacks, inp.th
         ),
     )
