@@ -121,7 +121,7 @@ def _without_stacks(src: Path, dst: Path) -> Path:
 @pytest.mark.parametrize(
     ("trace", "expected"),
     [
-        (Path("stacks_healthy"), {"trace_warmup_step"}),
+        (Path("stacks_healthy"), set()),
         (Path("stacks_blocking_log"), {"gpu_idle_host_sync", "low_gpu_utilization"}),
         (Path("stacks_preprocess"), {"gpu_idle_host_untraced"}),
         (Path("capture_full"), {"gpu_idle_host_untraced", "low_gpu_utilization"}),
