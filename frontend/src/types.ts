@@ -826,6 +826,9 @@ export interface Fragmentation {
   excess_reserved_growth_bytes_per_step: number | null;
   largest: NewSegmentEvent[];
   stale_events_ignored: number;
+  release_steps?: number[];
+  release_events_ignored?: number;
+  released_bytes?: number;
 }
 /**
  * ``summary.memory.devices[].fragmentation.per_step[]``.

@@ -39,7 +39,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   gpu_idle_dataloader: "The GPU idles while the launching thread waits for the next batch (`enumerate(DataLoader)`), in at least two steps.",
   gpu_idle_host_sync: "The GPU idles after the host synchronised with it (`.item()`, `.cpu()`, `torch.cuda.synchronize()`, a synchronous copy): the host drained the queue instead of running ahead.",
   gpu_idle_host_untraced: "The GPU idles while the launching thread is inside the step but in no traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python frames are named.",
-  allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+  allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from `allocator_churn_min_fraction` of the step when the cache released memory in the steps.",
   cudnn_autotune_in_step: "cuDNN benchmarks convolution algorithms again inside steady steps (`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are the cost.",
   pageable_memcpy: "Host-device copies from pageable host memory, synchronous for the host; their summed duration is the cost.",
   no_step_markers: "The trace has no `ProfilerStep#N` markers: the whole trace is one step, and every per-step number and the diff degrade to whole-trace values.",

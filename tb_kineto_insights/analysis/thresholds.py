@@ -50,6 +50,14 @@ class Thresholds:
     #: first profiled step starting on an empty GPU queue, a one-off checkpoint) is listed
     #: among the largest gaps but is not a steady cost to act on.
     idle_cause_min_steps: int = 2
+    #: allocator_churn below ``min_impact_fraction``: raised ``low`` from this share of
+    #: the step up (the information floor) when the cache released device memory
+    #: (cudaFree calls, Total Reserved falling) in at least ``idle_cause_min_steps``
+    #: steps: churn is cheap to remove (one call), and the cost it states is measured
+    #: (sample_logs/empty_cache_every_step: 2.3 % of the step idle in the allocator,
+    #: 2.3 % measured without torch.cuda.empty_cache()); memory_fragmentation's new
+    #: segments (3 % idle in cudaMalloc, no release) stay quiet here.
+    allocator_churn_min_fraction: float = 0.01
     #: optimizer_step_bound: the GPU idles while the host is in the optimizer step for at
     #: least this share of the step time (its host time is exposed, not hidden behind
     #: queued GPU work); its impact is that idle plus the GPU work the step launches.

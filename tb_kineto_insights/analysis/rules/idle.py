@@ -54,6 +54,7 @@ from tb_kineto_insights.analysis.rules.idle_cause import (
     untraced_recommendation,
 )
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
+from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.trace import model as m
 
@@ -276,8 +277,15 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     synchronises the device, so the GPU loses the work the host had queued ahead — plus
     the idle during such calls elsewhere. ``impact_fraction`` is that idle over the
     summed step time; raised as every idle-cause diagnosis (:func:`idle_cause`: at least
-    ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
-    counts the calls per step and their host time inside the host step windows.
+    ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps), and ``low``
+    from ``allocator_churn_min_fraction`` up when the cache released device memory in
+    at least ``idle_cause_min_steps`` steps (:func:`_release_steps`: a release is what
+    churn is, and its fix is one call removed). The evidence counts the calls per step,
+    their host time inside the host step windows, and the steps in which the cache
+    released memory with the bytes it released (the memory panel's
+    ``fragmentation.release_steps``: that is churn, not fragmentation). Its fix removes
+    the allocator's idle: the host time of those calls and the GPU idle they open
+    (``impact_fraction`` = that idle / step).
     """
     index, idle, th = inp.index, inp.idle, inp.th
     rt = index.trace.runtime
@@ -298,6 +306,14 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         counts[name] = counts.get(name, 0.0) + 1.0 / n_steps
     host_us = float(rt.dur_ns[rows].sum()) / 1000.0 / n_steps
     calls = ", ".join(f"{c:.0f} {n}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
+    released, released_bytes = _release_steps(inp)
+    churned = len(released) >= min(th.idle_cause_min_steps, len(steps))
+    release_words = (
+        f"; the cache released memory in {len(released)} of {len(steps)} steps"
+        + (f" ({fmt_bytes(released_bytes / n_steps)} a step)" if released_bytes else "")
+        if released
+        else ""
+    )
     found = idle_cause(
         idle,
         "allocator",
@@ -305,7 +321,7 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         th,
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
         f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
-        f"{duration(host_us)} of host time)",
+        f"{duration(host_us)} of host time){release_words}",
         "The caching allocator returns memory to the driver and asks for it again inside "
         "the loop; cudaFree waits for the GPU, so the host loses its lead. Remove "
         "torch.cuda.empty_cache() from the training loop (call it, if at all, between "
@@ -313,11 +329,40 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         "process is capped (torch.cuda.set_per_process_memory_fraction, a small MIG "
         "slice, other processes on the GPU) give it more memory or allocate less per "
         "step (smaller batch, activation checkpointing), and reuse buffers of one size.",
+        floor=th.allocator_churn_min_fraction if churned else None,
     )
     if found is None:
         return None
-    evidence = {**found.evidence, "calls_per_step": counts, "host_us_per_step": host_us}
+    evidence = {
+        **found.evidence,
+        "calls_per_step": counts,
+        "host_us_per_step": host_us,
+        "release_steps": released,
+        "released_bytes_per_step": released_bytes / n_steps,
+    }
     return msgspec.structs.replace(found, evidence=evidence)
+
+
+def _release_steps(inp: SpanInput) -> tuple[list[int], int]:
+    """The steps (numbers) in which the caching allocator released device memory on the
+    main device, and the bytes it released: a device-memory free call (``cudaFree``…)
+    inside the step's host window, or ``Total Reserved`` falling in it (the memory
+    panel's ``fragmentation.release_steps`` / ``released_bytes`` of that device)."""
+    index = inp.index
+    steps = index.steps
+    rt = index.trace.runtime
+    frees = index.rows_where(m.RUNTIME, nm.is_allocator_free)
+    hs, he = steps.host_windows() if steps.has_markers else (steps.start_ns, steps.end_ns)
+    k = iv.window_index(rt.start_ns[frees], hs, he) if frees.size else frees.astype(np.int64)
+    numbers = {int(steps.number[j]) for j in np.unique(k[k >= 0]).tolist()}
+    released = 0
+    main = index.main_device
+    for d in inp.memory.devices if inp.memory is not None else []:
+        if d.device_type == 1 and d.device_id == main and d.fragmentation is not None:
+            kept = {int(n) for n in steps.number.tolist()}
+            numbers |= {n for n in d.fragmentation.release_steps if n in kept}
+            released = d.fragmentation.released_bytes
+    return sorted(numbers), released
 
 
 def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
@@ -556,9 +601,11 @@ ALLOCATOR_CHURN = Rule(
     label="Allocator churn",
     definition="The GPU idles while the CUDA caching allocator frees and re-allocates "
     "device memory inside the steps (`cudaFree` synchronises the device): "
-    "`torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+    "`torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from "
+    "`allocator_churn_min_fraction` of the step when the cache released memory in the "
+    "steps.",
     panels=("idle",),
-    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES, "allocator_churn_min_fraction"),
     check=_allocator_churn,
     moment=_allocator_moment,
     idle_cause="allocator",

@@ -173,6 +173,7 @@ def idle_cause(
     th: Thresholds,
     title: str,
     recommendation: str | Callable[[list[dict[str, Any]]], str],
+    floor: float | None = None,
 ) -> Diagnosis | None:
     """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
 
@@ -188,6 +189,11 @@ def idle_cause(
     evidence lists them (``python_frames``, :func:`cause_frames`); ``recommendation``
     may be a function of those frames. Without stacks the title and evidence name no
     frame.
+
+    ``floor`` (a share of the step below ``min_impact_fraction``): the cause is raised
+    ``low`` from that share up instead (a rule that knows the cost is real and cheap to
+    remove below the general bar: ``allocator_churn``), and a step counts towards
+    ``idle_cause_min_steps`` from that share of it up.
     """
     dev = main_idle(idle)
     if dev is None or cause not in dev.causes:
@@ -195,6 +201,9 @@ def idle_cause(
     cost = dev.causes[cause]
     share = cost.fraction_of_step_time
     severity = severity_for_impact(share, th)
+    bar = th.min_impact_fraction
+    if severity is None and floor is not None and floor <= share < bar:
+        severity, bar = "low", floor
     if severity is None:
         return None
     gaps = [g for g in dev.largest_gaps if g.cause == cause]
@@ -202,20 +211,16 @@ def idle_cause(
     per_step = dev.per_step
     n_steps = len(per_step) or 1
     # steps where this cause alone idles the GPU for at least min_impact of the step
-    hit = sum(
-        1
-        for st in per_step
-        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
-    )
+    hit = sum(1 for st in per_step if st.causes_us.get(cause, 0.0) >= bar * st.duration_us > 0)
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
     # "mostly in k of them" only when those steps hold more than half of the cost
     hit_us = sum(
         st.causes_us.get(cause, 0.0)
         for st in per_step
-        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
+        if st.causes_us.get(cause, 0.0) >= bar * st.duration_us > 0
     )
-    where = "mostly in" if hit_us > 0.5 * cost.us else f"{pct(th.min_impact_fraction)} or more in"
+    where = "mostly in" if hit_us > 0.5 * cost.us else f"{pct(bar)} or more in"
     frames = cause_frames(dev, cause, th)
     evidence_frames: dict[str, Any] = (
         {"python_frames": frames} if idle and idle.python_stacks else {}
@@ -307,9 +312,7 @@ def sync_title(sources: list[SyncSource]) -> str:
     top = sources[0]
     calls = top.calls_per_step
     shown = f"{calls:.0f}" if calls >= 0.95 else f"{calls:.1f}"
-    count = (
-        f"{shown} sync{'' if shown == '1' else 's'} per step from " if calls > 0 else "from "
-    )
+    count = f"{shown} sync{'' if shown == '1' else 's'} per step from " if calls > 0 else "from "
     text = f": {count}{sync_label(top)}"
     if top.python_frame:
         text += f", in {short_frame(top.python_frame)}"
