@@ -143,6 +143,7 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
     assert dev.busy_fraction == pytest.approx(0.375)
     causes = {c: dev.causes[c].us for c in CAUSES}
     assert causes == {
+        "compiling": 0.0,
         "data_loading": 30.0,
         "host_sync": 15.0,
         "allocator": 0.0,

@@ -43,6 +43,7 @@ const LIGHT: Palette = {
     other: "#a7adb5",
   },
   idle: {
+    compiling: "#5f4b8b",
     data_loading: "#d63c3c",
     host_sync: "#b8457a",
     allocator: "#2a9d8f",
@@ -82,6 +83,7 @@ const DARK: Palette = {
     other: "#7b818a",
   },
   idle: {
+    compiling: "#a592d6",
     data_loading: "#f07070",
     host_sync: "#e27aab",
     allocator: "#5cc8b8",

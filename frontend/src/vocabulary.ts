@@ -3,7 +3,7 @@
 // run `make schema frontend`.
 
 /** Every diagnosis id, in the rules' order. */
-export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
+export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","compile_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
 
 /** The tab's name of each diagnosis id. */
 export const DIAGNOSIS_NAMES: Record<string, string> = {
@@ -14,6 +14,7 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
   allocator_churn: "Allocator churn",
   cudnn_autotune_in_step: "cuDNN autotuning in the step",
+  compile_in_step: "torch.compile compiling in the step",
   pageable_memcpy: "Copies from pageable memory",
   no_step_markers: "No step markers",
   trace_data_loss: "Trace data loss",
@@ -41,6 +42,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   gpu_idle_host_untraced: "The GPU idles while the launching thread is inside the step but in no traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python frames are named.",
   allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from `allocator_churn_min_fraction` of the step when the cache released memory in the steps.",
   cudnn_autotune_in_step: "cuDNN benchmarks convolution algorithms again inside steady steps (`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are the cost.",
+  compile_in_step: "torch.compile compiles or recompiles inside the profiled steps (Dynamo, AOTAutograd, Inductor, Triton autotuning; a new input shape each time, most often): the GPU idle while the host compiles is the cost; the card counts the compiles and the distinct input shapes.",
   pageable_memcpy: "Host-device copies from pageable host memory, synchronous for the host; their summed duration is the cost.",
   no_step_markers: "The trace has no `ProfilerStep#N` markers: the whole trace is one step, and every per-step number and the diff degrade to whole-trace values.",
   trace_data_loss: "Events the trace lacks: Kineto's own loss counts, events the reader had to skip or quarantine, damaged or cut-short JSON, clipped GPU events; severity follows the unusable share of events.",
@@ -60,10 +62,11 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
 };
 
 /** The idle causes, in priority order (the first that matches a moment wins). */
-export const IDLE_ORDER: readonly string[] = ["data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","host_untraced","nothing_recorded"];
+export const IDLE_ORDER: readonly string[] = ["compiling","data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","host_untraced","nothing_recorded"];
 
 /** The tab's name of each idle cause. */
 export const IDLE_LABELS: Record<string, string> = {
+  compiling: "Compiling",
   data_loading: "Data loading",
   host_sync: "Host sync",
   allocator: "Memory allocation calls",
@@ -76,6 +79,7 @@ export const IDLE_LABELS: Record<string, string> = {
 
 /** What each idle cause means. */
 export const IDLE_DEFINITIONS: Record<string, string> = {
+  compiling: "The launching host thread was inside torch.compile's compilation (Dynamo tracing, AOTAutograd, Inductor codegen, Triton autotuning) while the GPU waited; a gap opened by a sync or an allocation inside it belongs here too.",
   data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
   host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item() of a GPU tensor, synchronous copy), or the host was synchronising; .item() of a CPU tensor (no runtime sync call inside it) is no sync.",
   allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",

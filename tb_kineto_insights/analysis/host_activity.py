@@ -54,6 +54,16 @@ class HostCause:
 #: The causes in priority order (module docstring).
 CAUSES: tuple[HostCause, ...] = (
     HostCause(
+        "compiling",
+        "torch.compile compiling",
+        "Compiling",
+        "The launching host thread was inside torch.compile's compilation (Dynamo tracing, "
+        "AOTAutograd, Inductor codegen, Triton autotuning) while the GPU waited; a gap "
+        "opened by a sync or an allocation inside it belongs here too.",
+        OPS,
+        nm.is_compile,
+    ),
+    HostCause(
         "data_loading",
         "data loading",
         "Data loading",

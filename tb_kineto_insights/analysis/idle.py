@@ -8,7 +8,8 @@ before it, else the thread of the ProfilerStep markers, the *step thread*).
 Attribution (DESIGN.md, Metric definitions):
 
 1. A gap that opens as a host synchronization on that thread returns belongs wholly to
-   ``host_sync``: the host drained the queue instead of running ahead. Likewise a gap
+   ``host_sync`` (unless torch.compile made the sync while compiling: it is then the
+   compile's, step 2): the host drained the queue instead of running ahead. Likewise a gap
    that opens while the thread is inside a device-memory allocation call (``cudaFree``,
    ``cudaMalloc``, HIP's: :func:`~tb_kineto_insights.analysis.names.is_allocator_call`)
    belongs wholly to ``allocator``: ``cudaFree`` synchronises the device (the caching
@@ -19,7 +20,9 @@ Attribution (DESIGN.md, Metric definitions):
    that tolerance after it: ``x.cpu()`` copies, then synchronizes; see
    :func:`.idle_activity.opened_by_sync`).
 2. Otherwise each idle microsecond goes to what the thread was doing then, first match
-   in :data:`CAUSE_NAMES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
+   in :data:`CAUSE_NAMES` order: ``compiling`` (torch.compile compiling:
+   :func:`~tb_kineto_insights.analysis.names.is_compile`), ``data_loading``
+   (``enumerate(DataLoader)#…``),
    ``host_sync`` (``*Synchronize``, synchronous copies, ``aten::item``,
    ``aten::_local_scalar_dense``), ``allocator`` (``cudaMalloc``/``cudaFree`` calls),
    ``optimizer_step`` (``Optimizer.step#…``),
@@ -282,10 +285,16 @@ def _thread_causes(
     opener_end = sync_openers(
         st.activity, thread, gs[idx], ge[idx], int(st.thresholds.sync_return_tolerance_us * 1000)
     )
+    # a sync or an allocation made by torch.compile while it compiles (constant folding,
+    # Triton autotuning) is the compile's: the gap is left to the causes below
+    compiling = st.activity.sets(thread)["compiling"]
+    opener_end[inside(compiling, np.maximum(opener_end - 1, 0)) & (opener_end >= 0)] = -1
     g.sync_opened[idx] = opener_end >= 0
     g.sync_at[idx] = np.where(opener_end >= 0, opener_end - 1, -1)
-    g.alloc_opened[idx] = ~g.sync_opened[idx] & inside(
-        st.activity.sets(thread)["allocator"], gs[idx]
+    g.alloc_opened[idx] = (
+        ~g.sync_opened[idx]
+        & inside(st.activity.sets(thread)["allocator"], gs[idx])
+        & ~inside(compiling, gs[idx])
     )
     labelled: list[tuple[np.ndarray, np.ndarray, int]] = []
     opened = idx[g.sync_opened[idx]]

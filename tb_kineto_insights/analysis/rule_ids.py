@@ -11,6 +11,7 @@ RULE_IDS: tuple[str, ...] = (
     "gpu_idle_host_untraced",
     "allocator_churn",
     "cudnn_autotune_in_step",
+    "compile_in_step",
     "pageable_memcpy",
     "no_step_markers",
     "trace_data_loss",

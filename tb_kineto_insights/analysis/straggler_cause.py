@@ -15,7 +15,7 @@ there:
 - ``memcpy``: memcpy and memset time;
 - the host-side causes of GPU idle time (the idle panel's, the launching thread's state
   during each idle µs): ``host_untraced`` (host busy outside traced ops: untraced
-  Python, sleep, I/O), ``data_loading``, ``host_sync``, ``optimizer_step``,
+  Python, sleep, I/O), ``compiling``, ``data_loading``, ``host_sync``, ``optimizer_step``,
   ``launching``, ``cpu_ops``, ``allocator``;
 - ``launches``: host time in the runtime calls that launch its kernels (a rank that
   launches more kernels, or launches slower), with ``launches_per_step_excess``, the
@@ -70,6 +70,7 @@ CAUSE_CLASSES: dict[str, str] = {
     "gpu_compute": "GPU compute",
     "memcpy": "memory copies and sets",
     "host_untraced": "host time outside traced ops",
+    "compiling": "torch.compile compiling",
     "data_loading": "data loading",
     "host_sync": "host synchronization",
     "optimizer_step": "the optimizer step",
@@ -82,7 +83,13 @@ _IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k not in ("gpu_compute", "memc
 #: Lead-up keys (:mod:`.lead_up`) behind each class.
 _LEAD_UP_KEY: dict[str, str] = {**{k: k for k in CAUSE_CLASSES}, "launches": "launch_api"}
 #: Causes the host spends, so that the straggler's Python frames can say where.
-HOST_FRAME_CLASSES: tuple[str, ...] = ("host_untraced", "data_loading", "host_sync", "cpu_ops")
+HOST_FRAME_CLASSES: tuple[str, ...] = (
+    "host_untraced",
+    "compiling",
+    "data_loading",
+    "host_sync",
+    "cpu_ops",
+)
 #: Names listed in ``top`` (and frames in ``frames``).
 TOP_NAMES = 3
 #: The median rank is the median of at most this many other ranks, evenly spaced in

@@ -394,6 +394,7 @@ var __kinetoInsights = (() => {
     gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
     allocator_churn: "Allocator churn",
     cudnn_autotune_in_step: "cuDNN autotuning in the step",
+    compile_in_step: "torch.compile compiling in the step",
     pageable_memcpy: "Copies from pageable memory",
     no_step_markers: "No step markers",
     trace_data_loss: "Trace data loss",
@@ -419,6 +420,7 @@ var __kinetoInsights = (() => {
     gpu_idle_host_untraced: "The GPU idles while the launching thread is inside the step but in no traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python frames are named.",
     allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from `allocator_churn_min_fraction` of the step when the cache released memory in the steps.",
     cudnn_autotune_in_step: "cuDNN benchmarks convolution algorithms again inside steady steps (`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are the cost.",
+    compile_in_step: "torch.compile compiles or recompiles inside the profiled steps (Dynamo, AOTAutograd, Inductor, Triton autotuning; a new input shape each time, most often): the GPU idle while the host compiles is the cost; the card counts the compiles and the distinct input shapes.",
     pageable_memcpy: "Host-device copies from pageable host memory, synchronous for the host; their summed duration is the cost.",
     no_step_markers: "The trace has no `ProfilerStep#N` markers: the whole trace is one step, and every per-step number and the diff degrade to whole-trace values.",
     trace_data_loss: "Events the trace lacks: Kineto's own loss counts, events the reader had to skip or quarantine, damaged or cut-short JSON, clipped GPU events; severity follows the unusable share of events.",
@@ -436,8 +438,9 @@ var __kinetoInsights = (() => {
     trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
     trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time."
   };
-  var IDLE_ORDER = ["data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops", "host_untraced", "nothing_recorded"];
+  var IDLE_ORDER = ["compiling", "data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops", "host_untraced", "nothing_recorded"];
   var IDLE_LABELS = {
+    compiling: "Compiling",
     data_loading: "Data loading",
     host_sync: "Host sync",
     allocator: "Memory allocation calls",
@@ -448,6 +451,7 @@ var __kinetoInsights = (() => {
     nothing_recorded: "Nothing recorded"
   };
   var IDLE_DEFINITIONS = {
+    compiling: "The launching host thread was inside torch.compile's compilation (Dynamo tracing, AOTAutograd, Inductor codegen, Triton autotuning) while the GPU waited; a gap opened by a sync or an allocation inside it belongs here too.",
     data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
     host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item() of a GPU tensor, synchronous copy), or the host was synchronising; .item() of a CPU tensor (no runtime sync call inside it) is no sync.",
     allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
@@ -4287,6 +4291,7 @@ ${more.trim()}` : ""));
       other: "#a7adb5"
     },
     idle: {
+      compiling: "#5f4b8b",
       data_loading: "#d63c3c",
       host_sync: "#b8457a",
       allocator: "#2a9d8f",
@@ -4325,6 +4330,7 @@ ${more.trim()}` : ""));
       other: "#7b818a"
     },
     idle: {
+      compiling: "#a592d6",
       data_loading: "#f07070",
       host_sync: "#e27aab",
       allocator: "#5cc8b8",

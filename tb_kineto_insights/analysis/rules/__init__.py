@@ -64,6 +64,7 @@ RULES: tuple[Rule, ...] = (
     idle.GPU_IDLE_HOST_UNTRACED,
     idle.ALLOCATOR_CHURN,
     idle.CUDNN_AUTOTUNE_IN_STEP,
+    idle.COMPILE_IN_STEP,
     transfers.PAGEABLE_MEMCPY,
     trace.NO_STEP_MARKERS,
     trace.TRACE_DATA_LOSS,

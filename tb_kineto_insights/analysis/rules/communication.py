@@ -102,6 +102,11 @@ _CAUSE_ADVICE = {
         "Its host is busy outside traced ops before it launches its work: untraced Python, "
         "a sleep, I/O, logging or checkpointing on this rank only."
     ),
+    "compiling": (
+        "Its host spends longer compiling (torch.compile recompiles on this rank: its "
+        "shapes differ from the others', or its cache was not warmed): mark the varying "
+        "dims dynamic or warm every shape up before the loop."
+    ),
     "data_loading": (
         "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
         "faster data path on its host."
