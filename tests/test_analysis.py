@@ -150,6 +150,7 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
         "optimizer_step": 15.0,
         "launching": 9.0,
         "cpu_ops": 11.0,
+        "graph_replay": 0.0,
         "host_untraced": 45.0,  # inside ProfilerStep#1/#2 on the host, no op recorded
         "nothing_recorded": 0.0,
     }
@@ -583,3 +584,28 @@ def test_the_sync_source_is_named(tmp_path: Path) -> None:
     assert d.evidence["syncs_per_step"] == 2.0
     assert d.evidence["sync_sources"][0]["op"] == "aten::is_nonzero"
     assert d.recommendation.startswith("aten::is_nonzero ← aten::any: A Python `if`")
+
+
+def test_gaps_inside_a_graph_replay_are_the_graphs(tmp_path: Path) -> None:
+    """One cudaGraphLaunch [5, 25) per 100 µs step replays K1 [30, 40), K2 [50, 60) and
+    K3 [62, 70) (one correlation id); the host then runs untraced Python. The gaps
+    [40, 50) and [60, 62) lie between two kernels of the replay: ``graph_replay``, not
+    what the host did then (untraced); the gap [0, 30) before the replay is the host's
+    (``launching`` while in the call, untraced before). The kernels panel counts the
+    replay and its host time."""
+    events: list[dict[str, Any]] = []
+    for n in range(2):
+        b = 100.0 * n
+        events += [step(n + 1, b, 100), launch(b + 5, 20, 10 + n, name="cudaGraphLaunch")]
+        events += [
+            kernel("K1", b + 30, 10, corr=10 + n),
+            kernel("K2", b + 50, 10, corr=10 + n),
+            kernel("K3", b + 62, 8, corr=10 + n),
+        ]
+    s = _diagnose_events(tmp_path, events)
+    dev = s["idle"]["devices"][0]
+    causes = {c: v["us"] for c, v in dev["causes"].items() if v["us"]}
+    assert causes == {"graph_replay": 24.0, "launching": 40.0, "host_untraced": 80.0}
+    launch_stats = s["kernels"]["launch"]
+    assert launch_stats["graph_launches"] == 2 and launch_stats["graph_kernels"] == 6
+    assert launch_stats["graph_launch_host_us"] == 40.0

@@ -75,7 +75,9 @@ def test_the_panels_read_the_one_table(tmp_path: Path) -> None:
     """The idle panel's causes and words, the timeline's host classes and idle classes are
     the table's, in its order."""
     assert tuple(c.name for c in CAUSES) == CAUSE_NAMES
-    assert CAUSE_NAMES[:-2] == TRACED_NAMES  # the untraced remainders come last
+    # the traced causes first; then the graph's own waits and the untraced remainders
+    assert CAUSE_NAMES[:-3] == TRACED_NAMES
+    assert CAUSE_NAMES[-3:] == ("graph_replay", "host_untraced", "nothing_recorded")
     assert timeline.HOST_CLASSES == TRACED_NAMES
     assert [c for c in timeline.CLASSES if c.startswith("idle:")] == [
         f"idle:{c}" for c in CAUSE_NAMES

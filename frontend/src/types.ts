@@ -237,6 +237,9 @@ export interface KernelLaunch {
   launch_bound_fraction: number | null;
   launch_bound_denominator: string;
   unlinked_kernels: number;
+  graph_launches?: number;
+  graph_launch_host_us?: number;
+  graph_kernels?: number;
 }
 /**
  * One kernel name in ``top_by_count`` / ``top_by_time``: calls, total and

@@ -62,7 +62,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
 };
 
 /** The idle causes, in priority order (the first that matches a moment wins). */
-export const IDLE_ORDER: readonly string[] = ["compiling","data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","host_untraced","nothing_recorded"];
+export const IDLE_ORDER: readonly string[] = ["compiling","data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","graph_replay","host_untraced","nothing_recorded"];
 
 /** The tab's name of each idle cause. */
 export const IDLE_LABELS: Record<string, string> = {
@@ -73,6 +73,7 @@ export const IDLE_LABELS: Record<string, string> = {
   optimizer_step: "Optimizer step",
   launching: "Kernel launching",
   cpu_ops: "Other CPU ops",
+  graph_replay: "Inside a CUDA graph replay",
   host_untraced: "Host busy, untraced",
   nothing_recorded: "Nothing recorded",
 };
@@ -86,6 +87,7 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
   cpu_ops: "The host was running other CPU ops while the GPU waited.",
+  graph_replay: "The GPU waited between two kernels of one CUDA graph replay (cudaGraphLaunch): on the graph's own dependencies (another stream's work, an event), not on the host.",
   host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
   nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
 };

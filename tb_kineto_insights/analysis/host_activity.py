@@ -117,6 +117,13 @@ CAUSES: tuple[HostCause, ...] = (
         nm.is_not_step_marker,
     ),
     HostCause(
+        "graph_replay",
+        "waiting inside a CUDA graph replay",
+        "Inside a CUDA graph replay",
+        "The GPU waited between two kernels of one CUDA graph replay (cudaGraphLaunch): on "
+        "the graph's own dependencies (another stream's work, an event), not on the host.",
+    ),
+    HostCause(
         "host_untraced",
         "host busy outside traced ops (untraced Python, sleep, I/O)",
         "Host busy, untraced",

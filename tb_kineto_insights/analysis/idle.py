@@ -7,6 +7,10 @@ before it, else the thread of the ProfilerStep markers, the *step thread*).
 
 Attribution (DESIGN.md, Metric definitions):
 
+0. A gap between two kernels of one CUDA graph replay (the work on each side of it
+   launched by the same ``cudaGraphLaunch``: :func:`.idle_activity.inside_graph_replay`)
+   belongs wholly to ``graph_replay``: the GPU waits on the graph's own dependencies,
+   and no host activity causes it.
 1. A gap that opens as a host synchronization on that thread returns belongs wholly to
    ``host_sync`` (unless torch.compile made the sync while compiling: it is then the
    compile's, step 2): the host drained the queue instead of running ahead. Likewise a gap
@@ -82,6 +86,7 @@ from tb_kineto_insights.analysis.idle_activity import (
     by_thread,
     gpu_events,
     inside,
+    inside_graph_replay,
     launch_threads,
     sync_openers,
 )
@@ -256,6 +261,7 @@ class _Gaps:
     sync_opened: np.ndarray
     sync_at: np.ndarray
     alloc_opened: np.ndarray
+    in_graph: np.ndarray
     cpu_parts: list[tuple[tuple[int, int], iv.Intervals]]
     frame_pieces: pf.FramePieces
 
@@ -289,19 +295,23 @@ def _thread_causes(
     # Triton autotuning) is the compile's: the gap is left to the causes below
     compiling = st.activity.sets(thread)["compiling"]
     opener_end[inside(compiling, np.maximum(opener_end - 1, 0)) & (opener_end >= 0)] = -1
+    opener_end[g.in_graph[idx]] = -1  # inside a graph replay: the graph's, wholly
     g.sync_opened[idx] = opener_end >= 0
     g.sync_at[idx] = np.where(opener_end >= 0, opener_end - 1, -1)
     g.alloc_opened[idx] = (
         ~g.sync_opened[idx]
         & inside(st.activity.sets(thread)["allocator"], gs[idx])
         & ~inside(compiling, gs[idx])
+        & ~g.in_graph[idx]
     )
     labelled: list[tuple[np.ndarray, np.ndarray, int]] = []
     opened = idx[g.sync_opened[idx]]
     labelled.append((gs[opened], ge[opened], CAUSE_NAMES.index("host_sync")))
     in_alloc = idx[g.alloc_opened[idx]]
     labelled.append((gs[in_alloc], ge[in_alloc], CAUSE_NAMES.index("allocator")))
-    rest = idx[~g.sync_opened[idx] & ~g.alloc_opened[idx]]
+    in_graph = idx[g.in_graph[idx]]
+    labelled.append((gs[in_graph], ge[in_graph], CAUSE_NAMES.index("graph_replay")))
+    rest = idx[~g.sync_opened[idx] & ~g.alloc_opened[idx] & ~g.in_graph[idx]]
     if not rest.size:
         return labelled
     remaining = (gs[rest], ge[rest])  # disjoint and sorted already
@@ -348,6 +358,7 @@ def _attribute(st: _Setting, dev: int, pieces: dict[int, IdlePieces] | None) -> 
         sync_opened=np.zeros(gs.size, dtype=np.bool_),
         sync_at=np.full(gs.size, -1, dtype=np.int64),
         alloc_opened=np.zeros(gs.size, dtype=np.bool_),
+        in_graph=inside_graph_replay(st.index, events, gs, ge),
         cpu_parts=[],
         frame_pieces=pf.FramePieces.concat([]),
     )
@@ -375,9 +386,13 @@ def _attribute(st: _Setting, dev: int, pieces: dict[int, IdlePieces] | None) -> 
     g.amounts[g.sync_opened, sync_col] = g.glen[g.sync_opened]
     g.amounts[g.alloc_opened] = 0
     g.amounts[g.alloc_opened, alloc_col] = g.glen[g.alloc_opened]
+    graph_col = CAUSE_NAMES.index("graph_replay")
+    g.amounts[g.in_graph] = 0
+    g.amounts[g.in_graph, graph_col] = g.glen[g.in_graph]
     if pieces is not None and collected is not None:
         collected.append(((gs[g.sync_opened], ge[g.sync_opened]), sync_col))
         collected.append(((gs[g.alloc_opened], ge[g.alloc_opened]), alloc_col))
+        collected.append(((gs[g.in_graph], ge[g.in_graph]), graph_col))
         pieces[dev] = _pieces(collected, st.steps.start_ns)
     return g
 

@@ -165,6 +165,32 @@ def launch_threads(
     return out
 
 
+def inside_graph_replay(
+    index: TraceIndex, ev: DeviceEvents, gap_s: np.ndarray, gap_e: np.ndarray
+) -> np.ndarray:
+    """Per gap: it lies between two kernels of one CUDA graph replay, the work that ends
+    where it starts and the work that starts where it ends launched by the same graph
+    launch call (``cudaGraphLaunch``, one correlation id): the GPU waits on the graph's
+    own dependencies (another stream's work, an event), not on the host."""
+    out = np.zeros(gap_s.size, dtype=np.bool_)
+    if ev.start_ns.size == 0 or gap_s.size == 0:
+        return out
+    graph = index.rows_where(m.RUNTIME, nm.is_graph_launch)
+    if not graph.any():
+        return out
+    nxt = next_event(ev, gap_e)
+    by_end = np.argsort(ev.end_ns, kind="stable")
+    k = np.searchsorted(ev.end_ns[by_end], gap_s, side="right") - 1
+    prv = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+    ok = (nxt >= 0) & (prv >= 0)
+    ok[ok] = ev.end_ns[prv[ok]] == gap_s[ok]
+    row_n = np.where(ok, ev.launch_row[np.maximum(nxt, 0)], -1)
+    row_p = np.where(ok, ev.launch_row[np.maximum(prv, 0)], -1)
+    out = (row_n >= 0) & (row_n == row_p)
+    out[out] = graph[row_n[out]]
+    return out
+
+
 def busy_in(events: DeviceEvents, sel: np.ndarray, windows: iv.Intervals) -> int:
     """Wall time (ns) covered by the selected events inside the step windows."""
     return int(iv.total(iv.intersect(iv.union(events.start_ns[sel], events.end_ns[sel]), windows)))

@@ -77,6 +77,7 @@ CAUSE_CLASSES: dict[str, str] = {
     "launching": "GPU idle while the host launches",
     "cpu_ops": "CPU ops",
     "allocator": "the allocator",
+    "graph_replay": "waiting inside CUDA graph replays",
     "launches": "kernel launches",
 }
 _IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k not in ("gpu_compute", "memcpy", "launches"))

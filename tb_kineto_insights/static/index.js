@@ -438,7 +438,7 @@ var __kinetoInsights = (() => {
     trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
     trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time."
   };
-  var IDLE_ORDER = ["compiling", "data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops", "host_untraced", "nothing_recorded"];
+  var IDLE_ORDER = ["compiling", "data_loading", "host_sync", "allocator", "optimizer_step", "launching", "cpu_ops", "graph_replay", "host_untraced", "nothing_recorded"];
   var IDLE_LABELS = {
     compiling: "Compiling",
     data_loading: "Data loading",
@@ -447,6 +447,7 @@ var __kinetoInsights = (() => {
     optimizer_step: "Optimizer step",
     launching: "Kernel launching",
     cpu_ops: "Other CPU ops",
+    graph_replay: "Inside a CUDA graph replay",
     host_untraced: "Host busy, untraced",
     nothing_recorded: "Nothing recorded"
   };
@@ -458,6 +459,7 @@ var __kinetoInsights = (() => {
     optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
     launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
     cpu_ops: "The host was running other CPU ops while the GPU waited.",
+    graph_replay: "The GPU waited between two kernels of one CUDA graph replay (cudaGraphLaunch): on the graph's own dependencies (another stream's work, an event), not on the host.",
     host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
     nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
@@ -4298,6 +4300,7 @@ ${more.trim()}` : ""));
       optimizer_step: "#8250c4",
       launching: "#e8871e",
       cpu_ops: "#d4a72c",
+      graph_replay: "#4f86a8",
       host_untraced: "#6b7c93",
       nothing_recorded: "#a7adb5"
     },
@@ -4337,6 +4340,7 @@ ${more.trim()}` : ""));
       optimizer_step: "#b28cf0",
       launching: "#f5a54a",
       cpu_ops: "#e9c85e",
+      graph_replay: "#7fb2d2",
       host_untraced: "#93a4bc",
       nothing_recorded: "#7b818a"
     },

@@ -127,6 +127,10 @@ _CAUSE_ADVICE = {
         "on this rank; see the memory panel."
     ),
     "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
+    "graph_replay": (
+        "Its GPU waits longer inside its CUDA graph replays, on work the graphs depend on "
+        "(another stream, an event): compare what its graphs wait for with another rank's."
+    ),
 }
 
 

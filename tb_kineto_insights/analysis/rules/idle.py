@@ -54,6 +54,7 @@ from tb_kineto_insights.analysis.rules.idle_cause import (
     sync_title,
     untraced_recommendation,
 )
+from tb_kineto_insights.analysis.rules.kernels import graph_replay_words, graph_replayed_fraction
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
@@ -235,13 +236,16 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
             else f" ({amount})"
         )
     frames = cause_frames(dev, top, th) if top else []
+    kernels = inp.kernels
+    graphs = graph_replay_words(kernels, len(dev.per_step)) if kernels is not None else ""
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {pct(util)} of the step time; "
         f"{pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else "")
-        + (frames_title(frames, top) if top else ""),
+        + (frames_title(frames, top) if top else "")
+        + graphs,
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
             "unexplained_us_per_step_by_cause": dict(
@@ -260,6 +264,15 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
                 for o in dev.cpu_ops_top
             ],
             "mean_step_us": steps.mean_step_us,
+            **(
+                {
+                    "graph_replays_per_step": kernels.launch.graph_launches / n_steps,
+                    "graph_replay_host_us_per_step": kernels.launch.graph_launch_host_us / n_steps,
+                    "graph_replayed_fraction": graph_replayed_fraction(kernels),
+                }
+                if kernels is not None and kernels.launch.graph_launches
+                else {}
+            ),
         },
         "See the idle-gap panel for what the host did while the GPU waited"
         + (f" (mostly {top_label})" if top_label else "")
