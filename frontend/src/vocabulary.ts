@@ -3,7 +3,7 @@
 // run `make schema frontend`.
 
 /** Every diagnosis id, in the rules' order. */
-export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","compile_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
+export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","compile_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","attention_not_fused","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
 
 /** The tab's name of each diagnosis id. */
 export const DIAGNOSIS_NAMES: Record<string, string> = {
@@ -26,6 +26,7 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   memory_near_capacity: "Memory near capacity",
   matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
   low_kernel_efficiency: "Kernels far below the roofline",
+  attention_not_fused: "Attention not fused",
   trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
   trace_too_few_steps: "Too few profiled steps",
   trace_warmup_step: "First step still warming up",
@@ -54,6 +55,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   memory_near_capacity: "The memory peak (reserved when recorded) is close to the device's capacity (`totalGlobalMem`).",
   matmul_without_tensor_cores: "fp32 matmul/convolution groups run on CUDA cores (TF32 off, no autocast): the cost is the time they would save on tensor cores at the share of the roof their kind reaches, times the GPU's busy share.",
   low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
+  attention_not_fused: "Attention is written by hand (softmax(q @ kᵀ) @ v over [B, H, L, L] scores, from record_shapes): the scores are materialised in memory; the cost is its kernels' time above what F.scaled_dot_product_attention reaches on the same shapes.",
   trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
   trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
   trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",

@@ -23,6 +23,7 @@ RULE_IDS: tuple[str, ...] = (
     "memory_near_capacity",
     "matmul_without_tensor_cores",
     "low_kernel_efficiency",
+    "attention_not_fused",
     "trace_cuda_launch_blocking",
     "trace_too_few_steps",
     "trace_warmup_step",

@@ -76,6 +76,7 @@ RULES: tuple[Rule, ...] = (
     memory.MEMORY_NEAR_CAPACITY,
     efficiency.MATMUL_WITHOUT_TENSOR_CORES,
     efficiency.LOW_KERNEL_EFFICIENCY,
+    efficiency.ATTENTION_NOT_FUSED,
     trace.TRACE_CUDA_LAUNCH_BLOCKING,
     trace.TRACE_TOO_FEW_STEPS,
     trace.TRACE_WARMUP_STEP,

@@ -20,11 +20,16 @@ kernels do not shorten the step); severity from the impact; nothing without a ro
   attention (``eff_sdpa_efficient_bf16``); quiet on ``eff_gemm_aligned``,
   ``eff_gemm_skinny`` (M = 16: memory-bound, near its bandwidth roof), channels_last
   convolutions and flash attention (``eff_sdpa_flash_bf16``).
+- ``attention_not_fused``: attention written by hand materialises its scores
+  (:func:`_attention_not_fused`); cost: its kernels' time above what SDPA reaches on the
+  same shapes. Fires on ``attention_by_hand``; quiet on ``attention_sdpa``.
 """
 
 from __future__ import annotations
 
+from tb_kineto_insights.analysis.attention_unfused import unfused_attention
 from tb_kineto_insights.analysis.efficiency import MATMUL_CLASS, peak_of
+from tb_kineto_insights.analysis.efficiency_peaks import TENSOR_UNIT
 from tb_kineto_insights.analysis.rules.base import (
     IMPACT_THRESHOLDS,
     Fix,
@@ -35,6 +40,7 @@ from tb_kineto_insights.analysis.rules.base import (
     severity_for_impact,
 )
 from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.efficiency import EfficiencyPanel, EfficiencyPeak, EfficiencyRow
 from tb_kineto_insights.schema.steps import StepsPanel
@@ -272,6 +278,96 @@ def _low_kernel_efficiency(inp: SpanInput) -> Diagnosis | None:
     )
 
 
+def _attention_not_fused(inp: SpanInput) -> Diagnosis | None:
+    """``attention_not_fused``: attention written by hand materialises its B·H·L·S scores
+    (:func:`~tb_kineto_insights.analysis.attention_unfused.unfused_attention`: the ops
+    around a softmax over ``[..., L, S]`` between ``q @ kᵀ`` and ``p @ v``, forward and
+    backward, and the kernels they launch).
+
+    Its fix, ``F.scaled_dot_product_attention``, replaces those kernels by fused ones
+    that never write the scores: their time per step becomes SDPA's FLOPs for the same
+    shapes (forward ``2·B·H·L·S·(D + Dv)``, backward 2.5 ×) at what the flash backend
+    reaches (``efficiency_reachable_attention_roof_fraction`` of the peak of the
+    scores' dtype: bf16/fp16 tensor cores, else fp32); the host time is left as it is.
+    ``impact_fraction`` = (their kernel time − that estimate) × the busy share / the
+    mean step. The title states the score shape, its bytes and what the score tensors
+    held at the allocated peak. Fires on ``sample_logs/attention_by_hand`` (claimed
+    ~78 %, measured 67.74 → 11.33 ms with SDPA: 83 %); quiet on ``attention_sdpa``,
+    the ``eff_sdpa_*`` runs and every other sample."""
+    found = _roof_inputs(inp)
+    if found is None:
+        return None
+    panel, peak, step_us, busy = found
+    th = inp.th
+    facts = unfused_attention(inp.index)
+    if facts is None or facts.flops_per_step <= 0:
+        return None
+    unit = TENSOR_UNIT.get(facts.dtype, "fp32")
+    roof = peak_of(peak, unit) or peak.fp32_flops_per_s
+    if not roof:
+        return None
+    reach = th.efficiency_reachable_attention_roof_fraction
+    fused_us = facts.flops_per_step / (reach * roof) * 1e6
+    saving_us = max(0.0, facts.kernel_us_per_step - fused_us)
+    impact = min(1.0, saving_us * busy / step_us)
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None
+    shape = "[" + ", ".join(str(x) for x in facts.score_shape) + "]"
+    held = (
+        f", {fmt_bytes(facts.peak_score_bytes)} of the "
+        f"{fmt_bytes(facts.peak_allocated_bytes)} allocated peak in score tensors"
+        if facts.peak_score_bytes and facts.peak_allocated_bytes
+        else ""
+    )
+    return make_diagnosis(
+        "attention_not_fused",
+        severity,
+        f"Attention is computed by hand: softmax(q @ kᵀ) @ v materialises {shape} scores "
+        f"({fmt_bytes(facts.score_bytes)} each in {facts.dtype}, "
+        f"{facts.calls_per_step:.0f} per step{held}); its kernels take "
+        f"{pct(facts.kernel_us_per_step / step_us)} of the step, and "
+        f"F.scaled_dot_product_attention could save about {pct(impact)}",
+        {
+            "device": panel.device,
+            "gpu": peak.model,
+            "score_shape": facts.score_shape,
+            "dtype": facts.dtype,
+            "head_dim": facts.head_dim,
+            "value_dim": facts.value_dim,
+            "calls_per_step": facts.calls_per_step,
+            "backward": facts.backward,
+            "kernel_us_per_step": round(facts.kernel_us_per_step, 1),
+            "share_of_step": round(facts.kernel_us_per_step / step_us, 4),
+            "sdpa_flops_per_step": facts.flops_per_step,
+            "fused_estimate_us_per_step": round(fused_us, 1),
+            "estimated_saving_us_per_step": round(saving_us, 1),
+            "estimated_saving_fraction_of_step": round(impact, 4),
+            "reachable_roof_fraction": reach,
+            "score_bytes": facts.score_bytes,
+            "peak_score_bytes": facts.peak_score_bytes,
+            "peak_allocated_bytes": facts.peak_allocated_bytes,
+            "peak_score_fraction": (
+                facts.peak_score_bytes / facts.peak_allocated_bytes
+                if facts.peak_score_bytes and facts.peak_allocated_bytes
+                else None
+            ),
+            "gpu_busy_fraction": round(busy, 4),
+            "ops": facts.ops,
+        },
+        "Replace the hand-written attention with torch.nn.functional."
+        "scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=..., "
+        "is_causal=...): its flash and memory-efficient kernels never write the "
+        "B·H·L·S scores to memory, forward or backward, so their time and their memory "
+        "go (a longer sequence or a larger batch fits). Pass is_causal=True rather than a "
+        "causal mask tensor, and keep q, k, v in bf16/fp16 (autocast) for the flash "
+        "backend; nn.MultiheadAttention and most model libraries' 'sdpa' attention "
+        "implementation already call it.",
+        "efficiency",
+        impact,
+    )
+
+
 _REACHABLE = (
     "efficiency_reachable_roof_fraction",
     "efficiency_reachable_conv_roof_fraction",
@@ -289,6 +385,19 @@ MATMUL_WITHOUT_TENSOR_CORES = Rule(
     thresholds=(*IMPACT_THRESHOLDS, *_REACHABLE),
     check=_matmul_without_tensor_cores,
     fix=Fix("TF32 or bf16 autocast"),
+)
+ATTENTION_NOT_FUSED = Rule(
+    id="attention_not_fused",
+    area="efficiency",
+    label="Attention not fused",
+    definition="Attention is written by hand (softmax(q @ kᵀ) @ v over [B, H, L, L] "
+    "scores, from record_shapes): the scores are materialised in memory; the cost is "
+    "its kernels' time above what F.scaled_dot_product_attention reaches on the same "
+    "shapes.",
+    panels=("efficiency", "steps"),
+    thresholds=(*IMPACT_THRESHOLDS, "efficiency_reachable_attention_roof_fraction"),
+    check=_attention_not_fused,
+    fix=Fix("F.scaled_dot_product_attention"),
 )
 LOW_KERNEL_EFFICIENCY = Rule(
     id="low_kernel_efficiency",
