@@ -561,3 +561,53 @@ def test_per_step_matmul_work_exact(tmp_path: Path) -> None:
         "negligible"
     )
     assert next(r for r in small.efficiency if r.op == "aten::mm").verdict == "negligible"
+
+
+def _conv_trace(tmp_path: Path, kernels: list[str]) -> Path:
+    """Two 1000 µs steps; in each, ``aten::cudnn_convolution`` fp32 of x [32, 64, 56, 56]
+    and w [64, 64, 3, 3] (stride 1, padding 1) launching ``kernels``, 200 µs each."""
+    dims = [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]
+    types = [F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar"]
+    concrete = ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "False"]
+    events: list[dict[str, Any]] = []
+    for n in (1, 2):
+        t0 = 1000.0 * n
+        events.append(cpu(f"ProfilerStep#{n}", t0, 1000.0, cat="user_annotation"))
+        for j, name in enumerate(kernels):
+            c = 100 * n + j
+            events += [
+                _op(
+                    "aten::cudnn_convolution",
+                    t0 + 10 + j,
+                    0.5,
+                    dims,
+                    types,
+                    **{"Concrete Inputs": concrete},
+                ),
+                _launch(t0 + 10.1 + j, c),
+                kernel(name, t0 + 20 + 200.0 * j, 200.0, corr=c),
+            ]
+    return write_trace(tmp_path / "c.json", events, deviceProperties=[H200])
+
+
+def test_fp32_convolutions_with_tf32_off_run_on_cuda_cores(tmp_path: Path) -> None:
+    """With TF32 off for cuDNN no fp32 convolution runs a TF32 kernel: every kernel a
+    convolution launches is CUDA-core work, whatever its name (a dgrad engine, an FFT,
+    a layout conversion): matmul_without_tensor_cores claims the time above what bf16
+    channels_last convolutions reach (0.4 of the bf16 roof). One convolution with a TF32
+    kernel in the trace shows TF32 on: the others are cuDNN's choice, not the
+    setting's, and are no CUDA-core verdict."""
+    names = ["cudnn::detail::dgrad_engine<float>", "fft2d_r2c_32x32<float>"]
+    s = summarize_file(str(_conv_trace(tmp_path, names)))
+    rows = [r for r in s.efficiency.rows if r.category == "conv"]
+    assert rows and all(r.cuda_cores and r.unit == "fp32" for r in rows)
+    d = next(d for d in s.diagnoses if d.id == "matmul_without_tensor_cores")
+    flops = 2.0 * 32 * 64 * 56 * 56 * 64 * 9  # per call; 2 calls a step, 400 µs
+    saving = 400.0 - 2 * flops / (0.4 * 989e12) * 1e6
+    assert d.evidence["estimated_saving_bf16_us_per_step"] == pytest.approx(saving, abs=0.1)
+    assert d.title.startswith("fp32 convolutions run on CUDA cores")
+    assert "channels_last" in d.recommendation
+    tf32 = [*names, "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"]
+    s2 = summarize_file(str(_conv_trace(tmp_path, tf32)))
+    assert not any(r.cuda_cores for r in s2.efficiency.rows if r.category == "conv")
+    assert "matmul_without_tensor_cores" not in {d.id for d in s2.diagnoses}

@@ -7,9 +7,13 @@ the roof, channels_last convolutions 0.3, flash attention 0.28); impact = estima
 saved per step × the device's busy share / mean step time (on a launch-bound run faster
 kernels do not shorten the step); severity from the impact; nothing without a roof.
 
-- ``matmul_without_tensor_cores``: fp32 matmul/conv groups on CUDA cores. Cost: the time
-  they would save at the same share of the bf16 tensor-core roof (bounded by the memory
-  roof at half the bytes, and capped at the reachable share). Fires on
+- ``matmul_without_tensor_cores``: fp32 matmul/conv groups on CUDA cores (every kernel
+  an fp32 convolution launches, when TF32 is off for cuDNN: ``analysis/efficiency.py``).
+  Cost: the time they would save at the same share of the bf16 tensor-core roof
+  (bounded by the memory roof at half the bytes, and capped at the reachable share);
+  convolutions at what bf16 channels_last convolutions reach
+  (``efficiency_reachable_conv_bf16_roof_fraction``), the fix the card then names
+  (``resnet50_fp32_nchw``: claimed ~66 %, measured 70.5 % with bf16 channels_last). Fires on
   ``sample_logs/eff_mlp_fp32``, ``eff_ddp_fp32`` and the shared fp32 DDP runs; quiet on
   ``eff_mlp_tf32`` / ``eff_mlp_bf16`` / ``eff_ddp_tf32`` / ``eff_ddp_bf16``.
 - ``low_kernel_efficiency``: matmul-class groups below
@@ -78,7 +82,10 @@ def tensor_core_saving_us(
     cores, ``(bf16, tf32)``: its FLOPs at the same share of the tensor-core roof as it
     reaches of the fp32 one (at most :func:`reachable_roof_fraction` of its category),
     the roof bounded by the memory roof (bf16 moves half the bytes, TF32 as many); 0
-    where the peak is unknown."""
+    where the peak is unknown. A convolution in bf16 is assumed at what convolutions
+    reach in bf16 channels_last (``efficiency_reachable_conv_bf16_roof_fraction``): the
+    fix changes its algorithm (layout, tensor-core kernels), not only its unit, so its
+    share of the fp32 roof says little of its share there."""
     if row.flops_per_call is None or row.roof_fraction is None:
         return 0.0, 0.0
     eff = min(row.roof_fraction, reachable_roof_fraction(row.category, th))
@@ -87,11 +94,14 @@ def tensor_core_saving_us(
     out = []
     for unit, byte_scale in (("bf16_tensor", 0.5), ("tf32_tensor", 1.0)):
         p = peak_of(peak, unit)
-        if p is None or eff <= 0:
+        share = eff
+        if unit == "bf16_tensor" and row.category == "conv":
+            share = th.efficiency_reachable_conv_bf16_roof_fraction
+        if p is None or share <= 0:
             out.append(0.0)
             continue
         intensity = row.flops_per_call / (row.bytes_per_call * byte_scale)
-        new_us = flops / (eff * min(p, intensity * bw)) * 1e6
+        new_us = flops / (share * min(p, intensity * bw)) * 1e6
         out.append(max(0.0, row.time_us_per_step - new_us))
     return out[0], out[1]
 
@@ -157,16 +167,33 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
     if severity is None:
         return None
     time_us = sum(r.time_us_per_step for r in fp32)
+    conv_us = sum(r.time_us_per_step for r in fp32 if r.category == "conv")
     flops = sum((r.flops_per_call or 0.0) * r.calls_per_step for r in fp32)
     achieved = flops / (time_us / 1e6) if time_us > 0 else None
     new_step = max(step_us - bf16_us * busy, 1e-9)
+    conv_reach = th.efficiency_reachable_conv_bf16_roof_fraction
+    conv_rate = conv_reach * (peak.bf16_tensor_flops_per_s or 0.0)
+    convs = conv_us >= 0.5 * time_us  # mostly convolutions: their fix is told first
+    what = "fp32 matmuls run on CUDA cores"
+    if convs:
+        what = (
+            f"fp32 convolutions and matmuls run on CUDA cores (convolutions "
+            f"{pct(conv_us / step_us)} of the step)"
+            if conv_us < time_us
+            else "fp32 convolutions run on CUDA cores"
+        )
+    how = (
+        f"bf16 channels_last convolutions (at {pct(conv_reach)} of the bf16 roof, "
+        f"{_tflops(conv_rate)}) could save about {pct(impact)} of the step"
+        if convs
+        else f"tensor cores could save about {pct(impact)} of the step"
+    )
     return make_diagnosis(
         "matmul_without_tensor_cores",
         severity,
-        f"fp32 matmuls run on CUDA cores: {pct(time_us / step_us)} of the step "
+        f"{what}: {pct(time_us / step_us)} of the step "
         f"at {_tflops(achieved)} (fp32 peak {_tflops(peak.fp32_flops_per_s)}, "
-        f"bf16 tensor peak {_tflops(peak.bf16_tensor_flops_per_s)}); tensor "
-        f"cores could save about {pct(impact)} of the step",
+        f"bf16 tensor peak {_tflops(peak.bf16_tensor_flops_per_s)}); {how}",
         {
             "device": panel.device,
             "gpu": peak.model,
@@ -184,14 +211,31 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
             "gpu_busy_fraction": round(busy, 4),
             "kernels": sorted({k for r in fp32 for k in r.kernels})[:5],
             "peak_source": peak.source,
+            "convolution_us_per_step": round(conv_us, 1),
+            "convolution_share_of_step": round(conv_us / step_us, 4),
+            "reachable_conv_bf16_roof_fraction": conv_reach,
         },
-        "Let the matmuls use tensor cores: torch.set_float32_matmul_precision"
-        '("high") (TF32: fp32 storage, 10-bit mantissa inside the matmul; '
-        "usually harmless for training, check the loss curve) or "
-        'torch.autocast("cuda", dtype=torch.bfloat16) around the forward '
-        "(bf16: half the bytes too, 8-bit mantissa; keep the loss and the "
-        "optimizer in fp32). Both trade matmul precision for speed: compare "
-        "a few hundred steps of loss against the fp32 run.",
+        (
+            "The convolutions run in fp32 on CUDA cores (cuDNN's implicit GEMM, "
+            "Winograd, FFT and dgrad/wgrad kernels, with nchwToNhwc conversions around "
+            'them): autocast to bf16 (torch.autocast("cuda", dtype=torch.bfloat16) '
+            "around the forward) and keep the model and its input in channels_last "
+            "(model.to(memory_format=torch.channels_last), input.to(memory_format="
+            f"torch.channels_last)): cuDNN's tensor-core kernels work in NHWC and reach "
+            f"about {pct(conv_reach)} of the bf16 roof there ({_tflops(conv_rate)} on "
+            "this GPU). Or, keeping fp32 storage, torch.backends.cudnn.allow_tf32 = True "
+            'and torch.set_float32_matmul_precision("high") (TF32). Both trade '
+            "precision for speed: compare a few hundred steps of loss against the fp32 "
+            "run."
+            if convs
+            else "Let the matmuls use tensor cores: torch.set_float32_matmul_precision"
+            '("high") (TF32: fp32 storage, 10-bit mantissa inside the matmul; '
+            "usually harmless for training, check the loss curve) or "
+            'torch.autocast("cuda", dtype=torch.bfloat16) around the forward '
+            "(bf16: half the bytes too, 8-bit mantissa; keep the loss and the "
+            "optimizer in fp32). Both trade matmul precision for speed: compare "
+            "a few hundred steps of loss against the fp32 run."
+        ),
         "efficiency",
         impact,
     )
@@ -382,7 +426,7 @@ MATMUL_WITHOUT_TENSOR_CORES = Rule(
     "the cost is the time they would save on tensor cores at the share of the roof their "
     "kind reaches, times the GPU's busy share.",
     panels=("efficiency", "steps"),
-    thresholds=(*IMPACT_THRESHOLDS, *_REACHABLE),
+    thresholds=(*IMPACT_THRESHOLDS, *_REACHABLE, "efficiency_reachable_conv_bf16_roof_fraction"),
     check=_matmul_without_tensor_cores,
     fix=Fix("TF32 or bf16 autocast"),
 )
