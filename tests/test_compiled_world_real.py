@@ -105,3 +105,16 @@ def test_fp32_nchw_resnet50_claims_its_convolutions() -> None:
     assert "channels_last" in d.recommendation
     twin = _summary("resnet50_bf16_cl")
     assert "matmul_without_tensor_cores" not in {x.id for x in twin.diagnoses}
+
+
+def test_compiled_kernels_are_in_the_efficiency_panel_by_bytes() -> None:
+    """``compiled_default``: Inductor's Triton kernels are op groups of their own with a
+    bytes roof (no FLOP claim) and the ops they fuse; with them the panel covers 90 % of
+    the kernel time."""
+    s = _summary("compiled_default")
+    fused = [r for r in s.efficiency.rows if r.fuses]
+    assert len(fused) >= 10
+    assert all(r.category == "memory" and r.flops_per_call is None for r in fused)
+    assert all(r.unit == "memory" and r.roof_fraction is not None for r in fused)
+    assert any(r.fuses == "gelu_view" for r in fused)
+    assert s.efficiency.covered_fraction >= 0.85

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import cpu, kernel, write_trace
 
+from tb_kineto_insights.analysis.efficiency import fused_ops
 from tb_kineto_insights.analysis.efficiency_cost import conv_out_size, op_work
 from tb_kineto_insights.analysis.efficiency_peaks import match_peaks, peak_table
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
@@ -611,3 +612,20 @@ def test_fp32_convolutions_with_tf32_off_run_on_cuda_cores(tmp_path: Path) -> No
     s2 = summarize_file(str(_conv_trace(tmp_path, tf32)))
     assert not any(r.cuda_cores for r in s2.efficiency.rows if r.category == "conv")
     assert "matmul_without_tensor_cores" not in {d.id for d in s2.diagnoses}
+
+
+def test_inductor_kernels_get_a_bytes_roof_and_their_fused_ops() -> None:
+    """A Triton kernel of torch.compile: bytes from its tensor arguments (each once),
+    no FLOPs; its name says what it fuses. A template (a GEMM) has no formula."""
+    dims = [[1024, 256], [256], [8, 128, 256], [], []]
+    types = [F32, F32, F32, "Scalar", "Scalar"]
+    w = op_work("triton_per_fused_native_layer_norm_backward_view_1", dims, types)
+    assert w is not None and (w.category, w.flops, w.dtype) == ("memory", None, "fp32")
+    assert w.bytes == 4.0 * (1024 * 256 + 256 + 8 * 128 * 256)
+    assert op_work("triton_tem_fused_mm_0", dims, types) is None
+    assert fused_ops("triton_poi_fused_gelu_view_2") == "gelu_view"
+    assert (
+        fused_ops("triton_red_fused__log_softmax_nll_loss_forward_0")
+        == "_log_softmax_nll_loss_forward"
+    )
+    assert fused_ops("aten::add") is None

@@ -1017,6 +1017,7 @@ export interface EfficiencyRow {
   reason: string | null;
   flops_source?: string;
   shapes_flops_per_call?: number | null;
+  fuses?: string | null;
 }
 /**
  * One step of ``summary.efficiency.per_step[]``: the matmul/conv/attention work of

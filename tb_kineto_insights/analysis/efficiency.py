@@ -649,7 +649,19 @@ def _row(
         reason=reason,
         flops_source=work.flops_source,
         shapes_flops_per_call=work.shapes_flops,
+        fuses=fused_ops(g.op),
     )
+
+
+_FUSED = re.compile(r"^triton_(?:poi|red|per)_fused_(?P<ops>.+?)(?:_\d+)?$")
+
+
+def fused_ops(name: str) -> str | None:
+    """The ops an Inductor kernel fuses, as its name gives them:
+    ``triton_red_fused_native_layer_norm_backward_view_2`` →
+    ``native_layer_norm_backward_view``; None for any other name."""
+    match = _FUSED.match(name)
+    return match.group("ops") if match else None
 
 
 def _headline(rows: list[EfficiencyRow]) -> str | None:
