@@ -17,14 +17,17 @@ Q = [2, 4, 512, 64]
 S = [2, 4, 512, 512]
 
 
-def _attention(by_hand: bool) -> list[dict[str, Any]]:
-    """Two 1000 µs steps; in each, attention over q, k, v of ``Q`` (B 2, H 4, L 512, D 64):
-    by hand, ``matmul`` (``bmm`` 100 µs) → ``div`` (50 µs) → ``softmax`` (``_softmax``
-    100 µs) → ``matmul`` (``bmm`` 100 µs); else one flash SDPA kernel of 40 µs."""
+def _attention(
+    by_hand: bool, starts: tuple[float, float] = (1000.0, 2000.0), marker_us: float = 1000.0
+) -> list[dict[str, Any]]:
+    """Two steps (``ProfilerStep`` ranges of ``marker_us`` at ``starts``); in each,
+    attention over q, k, v of ``Q`` (B 2, H 4, L 512, D 64): by hand, ``matmul`` (``bmm``
+    100 µs) → ``div`` (50 µs) → ``softmax`` (``_softmax`` 100 µs) → ``matmul`` (``bmm``
+    100 µs), the kernels back to back from 50 to 400 µs into the step; else one flash
+    SDPA kernel of 40 µs."""
     events: list[dict[str, Any]] = []
-    for n in (1, 2):
-        t = 1000.0 * n
-        events.append(cpu(f"ProfilerStep#{n}", t, 1000.0, cat="user_annotation"))
+    for n, t in enumerate(starts, 1):
+        events.append(cpu(f"ProfilerStep#{n}", t, marker_us, cat="user_annotation"))
         c = 100 * n
         if not by_hand:
             events += [
@@ -56,13 +59,16 @@ def _attention(by_hand: bool) -> list[dict[str, Any]]:
 
 
 def test_attention_by_hand_is_named_with_its_cost(tmp_path: Path) -> None:
-    """350 µs of kernels a step in the four ops (the two ``bmm``, ``div``, ``_softmax``);
-    SDPA computes 2·N·(D + Dv) = 2·2 097 152·128 FLOPs a call (no backward), at 0.28 of
-    the H200's 989 TFLOP/s: 1.94 µs; the claim is (350 − 1.94) µs × the busy share
-    (0.35) / the 1000 µs step."""
-    s = summarize_file(
-        str(write_trace(tmp_path / "w.json", _attention(True), deviceProperties=[H200]))
-    )
+    """GPU-bound steps [1000, 1400) and [1400, 1800) (100 µs host markers): 350 µs of
+    kernels a step in the four ops (the two ``bmm``, ``div``, ``_softmax``); SDPA computes
+    2·N·(D + Dv) = 2·2 097 152·128 FLOPs a call (no backward), at 0.28 of the H200's 989
+    TFLOP/s: 1.94 µs. The fix replayed: the four kernels keep 1.94/350 of their time; each
+    then starts 35 µs (the launch latency, the median measured) after its launch at 15,
+    47, 62, 78 µs into the step, so the last ends at 113 + 0.55 µs; step 1 ends there,
+    step 2 starts at its marker (1400: the host's time between the steps stays) and ends
+    at 1513.55: (1513.55 − 1000) / 2 = 256.78 µs a step for 400, a 35.8 % saving."""
+    events = _attention(True, starts=(1000.0, 1400.0), marker_us=100.0)
+    s = summarize_file(str(write_trace(tmp_path / "w.json", events, deviceProperties=[H200])))
     d = next(d for d in s.diagnoses if d.id == "attention_not_fused")
     ev = d.evidence
     assert ev["score_shape"] == S and ev["dtype"] == "bf16"
@@ -72,11 +78,26 @@ def test_attention_by_hand_is_named_with_its_cost(tmp_path: Path) -> None:
     assert ev["sdpa_flops_per_step"] == flops
     fused = flops / (0.28 * 989e12) * 1e6
     assert ev["fused_estimate_us_per_step"] == pytest.approx(fused, abs=0.05)
-    assert d.impact_fraction == pytest.approx((350.0 - fused) * 0.35 / 1000.0, rel=1e-3)
-    assert d.severity == "medium"
+    assert s.steps is not None and s.steps.mean_step_us == 400.0
+    last_end = 113.0 + 100.0 * fused / 350.0
+    predicted = (400.0 + last_end) / 2.0  # (1400 + last_end − 1000) / 2
+    assert d.prediction is not None and d.prediction.method == "replay"
+    assert d.prediction.predicted_step_us == pytest.approx(predicted, abs=0.01)
+    assert d.impact_fraction == pytest.approx(1.0 - predicted / 400.0, abs=1e-4)
+    assert d.severity == "high"
     assert ev["score_bytes"] == 2 * 2 * 4 * 512 * 512
     assert "[2, 4, 512, 512] scores" in d.title
     assert "scaled_dot_product_attention" in d.recommendation
+
+
+def test_attention_by_hand_off_the_critical_path_is_quiet(tmp_path: Path) -> None:
+    """The same attention in 1000 µs host-bound steps (the host's ``ProfilerStep`` ends
+    600 µs after the last kernel): faster kernels would not shorten the step, the fix
+    replayed saves nothing: no verdict (the ops are still found)."""
+    s = summarize_file(
+        str(write_trace(tmp_path / "w.json", _attention(True), deviceProperties=[H200]))
+    )
+    assert "attention_not_fused" not in {d.id for d in s.diagnoses}
 
 
 def test_sdpa_and_a_vocabulary_softmax_are_quiet(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 from conftest import cpu, kernel, write_trace
@@ -298,20 +299,26 @@ def _gemm_trace(
     mm_args: dict[str, Any] | None = None,
     add_args: dict[str, Any] | None = None,
     extra: list[dict[str, Any]] | None = None,
+    pad_us: float = 0.0,
 ) -> Path:
-    """Two steps of 1000 µs; in each, aten::linear → aten::mm (M=N=K=4096) launching one
-    kernel of ``kernel_us`` µs and an aten::add launching an 8 µs kernel (``mm_args`` /
-    ``add_args``: more args of those ops; ``extra``: more events)."""
+    """Two GPU-bound steps whose host runs ahead: each a 100 µs ProfilerStep range (at
+    1000 and 1100) with aten::linear → aten::mm (M=N=K=4096) launching one kernel of
+    ``kernel_us`` µs and an aten::add launching an 8 µs kernel (``mm_args`` /
+    ``add_args``: more args of those ops; ``extra``: more events; ``pad_us``: one more
+    elementwise kernel of that long after the add, launched at 85). The GPU runs them back
+    to back, 2 µs apart: the first mm at 1030 (launch at 1025 + 5), so the windows are
+    [1000, 1040 + K) and [1040 + K, 1052 + 2K): steps of K + 40 and K + 12 µs."""
     dims = [[4096, 4096], [4096, 4096]]
     events: list[dict[str, Any]] = list(extra or [])
+    gpu = 1030.0
     for n in (1, 2):
-        t0 = 1000.0 * n
+        t0 = 1000.0 + 100.0 * (n - 1)
         events += [
-            cpu(f"ProfilerStep#{n}", t0, 1000.0, cat="user_annotation"),
+            cpu(f"ProfilerStep#{n}", t0, 100.0, cat="user_annotation"),
             _op("aten::linear", t0 + 10, 50, [*dims, []], [*types, ""]),
             _op("aten::mm", t0 + 20, 30, dims, types, **(mm_args or {})),
             _launch(t0 + 25, 10 * n),
-            kernel(kernel_name, t0 + 30, kernel_us, corr=10 * n),
+            kernel(kernel_name, gpu, kernel_us, corr=10 * n),
             _op(
                 "aten::add",
                 t0 + 70,
@@ -321,10 +328,23 @@ def _gemm_trace(
                 **(add_args or {}),
             ),  # fmt: skip
             _launch(t0 + 75, 10 * n + 1),
-            kernel("vectorized_elementwise_kernel", t0 + 40 + kernel_us, 8.0, corr=10 * n + 1),
+            kernel("vectorized_elementwise_kernel", gpu + kernel_us + 2, 8.0, corr=10 * n + 1),
         ]
+        gpu += kernel_us + 2 + 8 + 2
+        if pad_us:
+            events += [
+                _launch(t0 + 85, 10 * n + 2),
+                kernel("pad_kernel", gpu, pad_us, corr=10 * n + 2),
+            ]
+            gpu += pad_us + 2
     kw = {"deviceProperties": [props]} if props is not None else {}
     return write_trace(tmp_path / "w.json", events, **kw)
+
+
+def _steps_with_mm(mm_us: float) -> float:
+    """The mean step (µs) of :func:`_gemm_trace` with its mm kernels taking ``mm_us``:
+    the windows are mm + 40 and mm + 12."""
+    return ((mm_us + 40.0) + (mm_us + 12.0)) / 2
 
 
 def test_tiny_trace_exact_rates_and_fp32_verdict(tmp_path: Path) -> None:
@@ -349,12 +369,17 @@ def test_tiny_trace_exact_rates_and_fp32_verdict(tmp_path: Path) -> None:
     assert not any(r.op == "aten::linear" for r in eff.rows)
     d = next(d for d in s.diagnoses if d.id == "matmul_without_tensor_cores")
     assert d.panel == "efficiency" and d.severity == "high"
-    # saving at the same share of the bf16 roof (capped at 0.6): 900 µs → flops/(0.6·989e12)
-    eff_frac = min(mm.roof_fraction or 0, 0.6)
-    saving = 900.0 - flops / (eff_frac * 989e12) * 1e6
-    assert d.evidence["estimated_saving_bf16_us_per_step"] == pytest.approx(saving, abs=0.1)
-    busy = d.evidence["gpu_busy_fraction"]
-    assert d.impact_fraction == pytest.approx(saving * busy / s.steps.mean_step_us, rel=1e-6)
+    # at the same share of the bf16 roof (capped at what GEMMs reach, 0.75): the mm
+    # kernels take flops/(0.75·989e12) instead of 900 µs; the steps are GPU-bound, so
+    # replayed they shorten by exactly that: mean step 926 → (new + 40 + new + 12) / 2
+    eff_frac = min(mm.roof_fraction or 0, 0.75)
+    new_us = flops / (eff_frac * 989e12) * 1e6
+    assert d.evidence["estimated_saving_bf16_us_per_step"] == pytest.approx(900 - new_us, abs=0.1)
+    assert s.steps.mean_step_us == _steps_with_mm(900.0) == 926.0
+    p = d.prediction
+    assert p is not None and not isinstance(p, msgspec.UnsetType)
+    assert p.predicted_step_us == pytest.approx(_steps_with_mm(new_us), abs=0.002)
+    assert d.impact_fraction == round(1 - p.predicted_step_us / 926.0, 4)
     assert "set_float32_matmul_precision" in d.recommendation and "bfloat16" in d.recommendation
     assert not any(d.id == "low_kernel_efficiency" for d in s.diagnoses)
 
@@ -376,8 +401,11 @@ def test_tiny_trace_tensor_cores_quiet_and_slow_bf16_flagged(tmp_path: Path) -> 
     d = next(d for d in slow.diagnoses if d.id == "low_kernel_efficiency")
     row = d.evidence["groups"][0]
     assert row["op"] == "aten::mm" and row["roof_fraction"] < 0.3
-    saving = 900.0 - 2.0 * 4096**3 / (0.6 * 989e12) * 1e6
-    assert d.evidence["estimated_saving_us_per_step"] == pytest.approx(saving, abs=0.1)
+    new_us = 2.0 * 4096**3 / (0.75 * 989e12) * 1e6  # at what GEMMs reach (0.75)
+    assert d.evidence["estimated_saving_us_per_step"] == pytest.approx(900 - new_us, abs=0.1)
+    p = d.prediction
+    assert p is not None and not isinstance(p, msgspec.UnsetType)
+    assert p.predicted_step_us == pytest.approx(_steps_with_mm(new_us), abs=0.002)
 
 
 def test_tf32_kernel_names_are_tensor_cores(tmp_path: Path) -> None:
@@ -554,9 +582,14 @@ def test_per_step_matmul_work_exact(tmp_path: Path) -> None:
     assert (share.base, share.exp, share.verdict) == (0.0, 1.0, "improved")
     mm = next(r for r in doc.efficiency if r.op == "aten::mm")
     assert mm.verdict == "improved"
-    # 2 % faster GEMM, 2 µs of a ~1000 µs step: beyond 1 %, under the 0.5 % step floor
-    a = summarize_file(str(_gemm_trace(tmp_path / "c", "nvjet_sm90_tst", [BF16, BF16], 100.0)))
-    b = summarize_file(str(_gemm_trace(tmp_path / "d", "nvjet_sm90_tst", [BF16, BF16], 98.0)))
+    # 2 % faster GEMM, 2 µs of a ~1030 µs step (a 900 µs kernel pads it): beyond 1 %,
+    # under the 0.5 % step floor
+    a = summarize_file(
+        str(_gemm_trace(tmp_path / "c", "nvjet_sm90_tst", [BF16, BF16], 100.0, pad_us=900.0))
+    )
+    b = summarize_file(
+        str(_gemm_trace(tmp_path / "d", "nvjet_sm90_tst", [BF16, BF16], 98.0, pad_us=900.0))
+    )
     small = diff([("a", a)], [("b", b)])
     assert {m.key: m.verdict for m in small.metrics}["efficiency.matmul_tflops_per_s"] == (
         "negligible"
@@ -564,16 +597,22 @@ def test_per_step_matmul_work_exact(tmp_path: Path) -> None:
     assert next(r for r in small.efficiency if r.op == "aten::mm").verdict == "negligible"
 
 
-def _conv_trace(tmp_path: Path, kernels: list[str]) -> Path:
-    """Two 1000 µs steps; in each, ``aten::cudnn_convolution`` fp32 of x [32, 64, 56, 56]
-    and w [64, 64, 3, 3] (stride 1, padding 1) launching ``kernels``, 200 µs each."""
+def _conv_trace(
+    tmp_path: Path,
+    kernels: list[str],
+    starts: tuple[float, float] = (1000.0, 2000.0),
+    marker_us: float = 1000.0,
+) -> Path:
+    """Two steps (``ProfilerStep`` ranges of ``marker_us`` at ``starts``); in each,
+    ``aten::cudnn_convolution`` fp32 of x [32, 64, 56, 56] and w [64, 64, 3, 3] (stride 1,
+    padding 1) launching ``kernels`` at 10.1, 11.1 … µs into the step, running 200 µs
+    each back to back from 20 µs."""
     dims = [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]
     types = [F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar"]
     concrete = ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "False"]
     events: list[dict[str, Any]] = []
-    for n in (1, 2):
-        t0 = 1000.0 * n
-        events.append(cpu(f"ProfilerStep#{n}", t0, 1000.0, cat="user_annotation"))
+    for n, t0 in enumerate(starts, 1):
+        events.append(cpu(f"ProfilerStep#{n}", t0, marker_us, cat="user_annotation"))
         for j, name in enumerate(kernels):
             c = 100 * n + j
             events += [
@@ -597,19 +636,30 @@ def test_fp32_convolutions_with_tf32_off_run_on_cuda_cores(tmp_path: Path) -> No
     a layout conversion): matmul_without_tensor_cores claims the time above what bf16
     channels_last convolutions reach (0.4 of the bf16 roof). One convolution with a TF32
     kernel in the trace shows TF32 on: the others are cuDNN's choice, not the
-    setting's, and are no CUDA-core verdict."""
+    setting's, and are no CUDA-core verdict.
+
+    GPU-bound steps [1000, 1420) and [1420, 1840) (30 µs host markers). The fix
+    replayed: each kernel at the bf16 channels_last rate (``fast`` µs), the first 9.9 µs
+    after its launch, the second right after it: step 1 ends at 20 + 2·fast µs, step 2
+    starts at its marker (1420: the host's time between steps stays) and ends 20 + 2·fast
+    later: (420 + 20 + 2·fast) / 2 µs a step for 420."""
     names = ["cudnn::detail::dgrad_engine<float>", "fft2d_r2c_32x32<float>"]
-    s = summarize_file(str(_conv_trace(tmp_path, names)))
+    s = summarize_file(str(_conv_trace(tmp_path, names, (1000.0, 1420.0), 30.0)))
     rows = [r for r in s.efficiency.rows if r.category == "conv"]
     assert rows and all(r.cuda_cores and r.unit == "fp32" for r in rows)
     d = next(d for d in s.diagnoses if d.id == "matmul_without_tensor_cores")
     flops = 2.0 * 32 * 64 * 56 * 56 * 64 * 9  # per call; 2 calls a step, 400 µs
-    saving = 400.0 - 2 * flops / (0.4 * 989e12) * 1e6
+    fast = flops / (0.4 * 989e12) * 1e6
+    saving = 400.0 - 2 * fast
     assert d.evidence["estimated_saving_bf16_us_per_step"] == pytest.approx(saving, abs=0.1)
+    assert s.steps is not None and s.steps.mean_step_us == 420.0
+    assert d.prediction is not None and d.prediction.method == "replay"
+    predicted = (420.0 + 20.0 + 2 * fast) / 2
+    assert d.prediction.predicted_step_us == pytest.approx(predicted, abs=0.01)
     assert d.title.startswith("fp32 convolutions run on CUDA cores")
     assert "channels_last" in d.recommendation
     tf32 = [*names, "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"]
-    s2 = summarize_file(str(_conv_trace(tmp_path, tf32)))
+    s2 = summarize_file(str(_conv_trace(tmp_path, tf32, (1000.0, 1420.0), 30.0)))
     assert not any(r.cuda_cores for r in s2.efficiency.rows if r.category == "conv")
     assert "matmul_without_tensor_cores" not in {d.id for d in s2.diagnoses}
 

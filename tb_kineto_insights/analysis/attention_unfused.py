@@ -37,7 +37,7 @@ tensors; quiet on ``attention_sdpa``, the ``eff_sdpa_*`` runs and every other ru
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -74,6 +74,8 @@ class UnfusedAttention:
     peak_score_bytes: int | None
     peak_allocated_bytes: int | None
     ops: list[str]
+    #: the rows of the kernel table those ops launched in the steps (main device)
+    kernel_rows: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 def _decode(text: bytes | None) -> Any:
@@ -249,6 +251,7 @@ def _measure(
         peak_score_bytes=peak_score,
         peak_allocated_bytes=peak,
         ops=names,
+        kernel_rows=sel[ok],
     )
 
 

@@ -51,6 +51,8 @@ class CompileFacts:
     compiles: int = 0
     input_shapes: int = 0
     varying: dict[int, list[Any]] = field(default_factory=dict)
+    #: the union of the compile ranges (trace clock, ns): what the fix removes
+    ranges: iv.Intervals = field(default_factory=iv.empty)
 
 
 def _rows(index: TraceIndex, kind: str) -> np.ndarray:
@@ -84,6 +86,7 @@ def compile_facts(index: TraceIndex) -> CompileFacts:
     if not starts:
         return out
     compiling = iv.union(np.concatenate(starts), np.concatenate(ends))
+    out.ranges = compiling
     per_step = iv.overlap_per_window(compiling, hs, he)
     out.host_us_per_step = [int(x) / 1000.0 for x in per_step.tolist()]
     out.steps_compiling = int((per_step > 0).sum())

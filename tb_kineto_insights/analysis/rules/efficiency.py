@@ -39,10 +39,12 @@ from tb_kineto_insights.analysis.rules.base import (
     Fix,
     Rule,
     SpanInput,
+    fix_prediction,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import kernel_rows_faster, kernels_faster
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -106,6 +108,11 @@ def tensor_core_saving_us(
     return out[0], out[1]
 
 
+def _key(row: EfficiencyRow) -> tuple[str, str, str]:
+    """The group's key among the efficiency panel's kernels (``WhatIf.kernel_groups``)."""
+    return (row.op, row.shapes, row.dtype)
+
+
 def _low_efficiency_advice(worst: EfficiencyRow) -> str:
     """What to do about the slowest group, by its kind."""
     reason = f"Likely reason: {worst.reason}. " if worst.reason else ""
@@ -162,7 +169,19 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
     savings = [tensor_core_saving_us(r, peak, th) for r in fp32]
     bf16_us = sum(s[0] for s in savings)
     tf32_us = sum(s[1] for s in savings)
-    impact = min(1.0, bf16_us * busy / step_us)
+    shares = [
+        (_key(r), (r.time_us_per_step - s[0]) / r.time_us_per_step)
+        for r, s in zip(fp32, savings, strict=True)
+        if r.time_us_per_step > 0
+    ]
+    prediction = fix_prediction(
+        inp,
+        "matmul_without_tensor_cores",
+        "bf16 autocast: the fp32 matmul groups at the tensor-core rate they can reach",
+        kernels_faster(shares),
+        min(1.0, bf16_us * busy / step_us),
+    )
+    impact = prediction.saving_fraction if prediction else min(1.0, bf16_us * busy / step_us)
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -170,7 +189,6 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
     conv_us = sum(r.time_us_per_step for r in fp32 if r.category == "conv")
     flops = sum((r.flops_per_call or 0.0) * r.calls_per_step for r in fp32)
     achieved = flops / (time_us / 1e6) if time_us > 0 else None
-    new_step = max(step_us - bf16_us * busy, 1e-9)
     conv_reach = th.efficiency_reachable_conv_bf16_roof_fraction
     conv_rate = conv_reach * (peak.bf16_tensor_flops_per_s or 0.0)
     convs = conv_us >= 0.5 * time_us  # mostly convolutions: their fix is told first
@@ -206,7 +224,7 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
             "bf16_tensor_peak_flops_per_s": peak.bf16_tensor_flops_per_s,
             "estimated_saving_bf16_us_per_step": round(bf16_us, 1),
             "estimated_saving_tf32_us_per_step": round(tf32_us, 1),
-            "estimated_step_speedup_bf16": round(step_us / new_step, 2),
+            "estimated_step_speedup_bf16": prediction.speedup if prediction else None,
             "estimated_saving_fraction_of_step": round(impact, 4),
             "gpu_busy_fraction": round(busy, 4),
             "kernels": sorted({k for r in fp32 for k in r.kernels})[:5],
@@ -238,6 +256,7 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
         ),
         "efficiency",
         impact,
+        prediction,
     )
 
 
@@ -276,7 +295,20 @@ def _low_kernel_efficiency(inp: SpanInput) -> Diagnosis | None:
     if not slow:
         return None
     total = sum(saved)
-    impact = min(1.0, total * busy / step_us)
+    prediction = fix_prediction(
+        inp,
+        "low_kernel_efficiency",
+        "the slow groups at the share of their roof their kind reaches",
+        kernels_faster(
+            [
+                (_key(r), (r.time_us_per_step - x) / r.time_us_per_step)
+                for x, r in zip(saved, slow, strict=True)
+                if r.time_us_per_step > 0
+            ]
+        ),
+        min(1.0, total * busy / step_us),
+    )
+    impact = prediction.saving_fraction if prediction else min(1.0, total * busy / step_us)
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -319,6 +351,7 @@ def _low_kernel_efficiency(inp: SpanInput) -> Diagnosis | None:
         _low_efficiency_advice(worst),
         "efficiency",
         impact,
+        prediction,
     )
 
 
@@ -353,7 +386,16 @@ def _attention_not_fused(inp: SpanInput) -> Diagnosis | None:
     reach = th.efficiency_reachable_attention_roof_fraction
     fused_us = facts.flops_per_step / (reach * roof) * 1e6
     saving_us = max(0.0, facts.kernel_us_per_step - fused_us)
-    impact = min(1.0, saving_us * busy / step_us)
+    prediction = fix_prediction(
+        inp,
+        "attention_not_fused",
+        "F.scaled_dot_product_attention: the attention kernels at SDPA's reachable rate",
+        kernel_rows_faster(facts.kernel_rows, fused_us / facts.kernel_us_per_step)
+        if facts.kernel_us_per_step > 0
+        else lambda wi: None,
+        min(1.0, saving_us * busy / step_us),
+    )
+    impact = prediction.saving_fraction if prediction else min(1.0, saving_us * busy / step_us)
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -409,6 +451,7 @@ def _attention_not_fused(inp: SpanInput) -> Diagnosis | None:
         "implementation already call it.",
         "efficiency",
         impact,
+        prediction,
     )
 
 

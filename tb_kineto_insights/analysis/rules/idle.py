@@ -37,21 +37,33 @@ from tb_kineto_insights.analysis.rules.base import (
     Rule,
     SpanInput,
     duration,
+    fix_prediction,
     main_idle,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import (
+    FUSED_OPTIMIZER_HOST_SHARE,
+    allocator_calls_removed,
+    compiles_removed,
+    host_time_removed,
+    optimizer_fused,
+    syncs_removed,
+    tuning_removed,
+)
 from tb_kineto_insights.analysis.rules.idle_cause import (
+    idle_cause,
+    largest_part,
+    sync_advice,
+    sync_title,
+)
+from tb_kineto_insights.analysis.rules.idle_frames import (
     cause_frames,
     cpu_ops_named,
     dataloader_frame_advice,
     frames_title,
-    idle_cause,
-    largest_part,
-    sync_advice,
     sync_recommendation,
-    sync_title,
     untraced_recommendation,
 )
 from tb_kineto_insights.analysis.rules.kernels import graph_replay_words, graph_replayed_fraction
@@ -121,7 +133,15 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     bar = th.optimizer_tuned_idle_min_fraction if tuned else th.optimizer_idle_min_fraction
     if opt.idle_fraction_of_step_time < bar:
         return None
-    impact = opt.cost_fraction_of_step_time
+    prediction = fix_prediction(
+        inp,
+        "optimizer_step_bound",
+        "a fused optimizer: its host time and launches cut to "
+        f"{FUSED_OPTIMIZER_HOST_SHARE:.0%}, its kernels' work kept",
+        optimizer_fused(),
+        opt.cost_fraction_of_step_time,
+    )
+    impact = prediction.saving_fraction if prediction else opt.cost_fraction_of_step_time
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -129,7 +149,7 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     return make_diagnosis(
         "optimizer_step_bound",
         severity,
-        f"The optimizer step takes {pct(impact)} of the step time "
+        f"The optimizer step takes {pct(opt.cost_fraction_of_step_time)} of the step time "
         f"({duration(opt.cost_us / n_steps)} per step: GPU idle "
         f"{duration(opt.idle_us / n_steps)}, its kernels {duration(opt.busy_us / n_steps)}); "
         f"it runs {_MODE_WORDS.get(opt.mode, opt.mode)}, "
@@ -142,7 +162,7 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
             "busy_us_per_step": opt.busy_us / n_steps,
             "host_us_per_step": opt.host_us / n_steps,
             "idle_fraction_of_step_time": opt.idle_fraction_of_step_time,
-            "cost_fraction_of_step_time": impact,
+            "cost_fraction_of_step_time": opt.cost_fraction_of_step_time,
             "kernels_per_step": opt.kernels_per_step,
             "optimizer_steps_per_step": opt.ranges_per_step,
             "top_kernels": [k.name for k in opt.top_kernels[:3]],
@@ -150,6 +170,7 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
         _OPTIMIZER_ADVICE.get(opt.mode, _OPTIMIZER_ADVICE["none"]),
         "idle",
         impact_fraction=impact,
+        prediction=prediction,
     )
 
 
@@ -301,7 +322,7 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     the allocator's idle: the host time of those calls and the GPU idle they open
     (``impact_fraction`` = that idle / step).
     """
-    index, idle, th = inp.index, inp.idle, inp.th
+    index, th = inp.index, inp.th
     rt = index.trace.runtime
     rows = index.rows_where(m.RUNTIME, nm.is_allocator_call)
     if not rows.any():
@@ -329,10 +350,10 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         else ""
     )
     found = idle_cause(
-        idle,
+        inp,
         "allocator",
         "allocator_churn",
-        th,
+        ("cudaMalloc/cudaFree calls and their waits removed", allocator_calls_removed()),
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
         f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
         f"{duration(host_us)} of host time){release_words}",
@@ -398,7 +419,14 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
     need = min(th.idle_cause_min_steps, found.steps)
     if found.tuning_steps < need:
         return None
-    impact = found.cost_fraction_of_step_time
+    prediction = fix_prediction(
+        inp,
+        "cudnn_autotune_in_step",
+        "shapes tuned once: the benchmark runs inside the convolutions removed",
+        tuning_removed(found.tuning_ranges),
+        found.cost_fraction_of_step_time,
+    )
+    impact = prediction.saving_fraction if prediction else found.cost_fraction_of_step_time
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -415,14 +443,15 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
         "cudnn_autotune_in_step",
         severity,
         f"cuDNN autotunes convolutions in {found.tuning_steps} of {n} steps: "
-        f"{pct(impact)} of the step time ({duration(found.cost_us / n)} per step) goes to "
+        f"{pct(found.cost_fraction_of_step_time)} of the step time "
+        f"({duration(found.cost_us / n)} per step) goes to "
         f"benchmark runs inside {ops} per step, "
         f"{sum(found.syncs_per_step) / n:.0f} synchronisations per step{shapes}",
         {
             "tuning_steps": found.tuning_steps,
             "steps": n,
             "cost_us_per_step": found.cost_us / n,
-            "cost_fraction_of_step_time": impact,
+            "cost_fraction_of_step_time": found.cost_fraction_of_step_time,
             "idle_us_per_step": found.idle_us / n,
             "idle_fraction_of_step_time": found.idle_us * 1000.0 / index.steps.total_ns
             if index.steps.total_ns
@@ -442,6 +471,7 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
         "False (cuDNN's heuristics pick an algorithm without trials).",
         "idle",
         impact_fraction=impact,
+        prediction=prediction,
     )
 
 
@@ -474,7 +504,6 @@ def _compile_in_step(inp: SpanInput) -> Diagnosis | None:
     ``sample_logs/recompile_every_step`` (5 compiles for 5 sequence lengths, 99 % of the
     step; measured fix 6 755.6 → 6.23 ms); quiet on ``recompile_mark_dynamic`` and the
     ``compiled_*`` runs (compiled before profiling)."""
-    idle, th = inp.idle, inp.th
     facts = compile_facts(inp.index)
     if facts.steps_compiling == 0:
         return None
@@ -482,10 +511,13 @@ def _compile_in_step(inp: SpanInput) -> Diagnosis | None:
     ids = facts.compile_ids
     named = f" ({ids[0]} … {ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
     found = idle_cause(
-        idle,
+        inp,
         "compiling",
         "compile_in_step",
-        th,
+        (
+            "every shape compiled before the steps: the compiles removed",
+            compiles_removed(facts.ranges),
+        ),
         "torch.compile compiles inside the steps: GPU {device} idles {share} of the step "
         "time ({when}) while Dynamo and Inductor compile; "
         f"{facts.compiles} compile{'s' if facts.compiles != 1 else ''}{named} in "
@@ -518,10 +550,10 @@ def _compile_in_step(inp: SpanInput) -> Diagnosis | None:
 def _dataloader(inp: SpanInput) -> Diagnosis | None:
     """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`idle_cause`)."""
     return idle_cause(
-        inp.idle,
+        inp,
         "data_loading",
         "gpu_idle_dataloader",
-        inp.th,
+        ("the DataLoader's fetch off the training thread", host_time_removed("data_loading")),
         "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
         lambda frames: (
             "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. "
@@ -544,10 +576,10 @@ def _host_sync(inp: SpanInput) -> Diagnosis | None:
     dev = main_idle(inp.idle)
     sources = list(dev.sync_sources) if dev is not None else []
     found = idle_cause(
-        inp.idle,
+        inp,
         "host_sync",
         "gpu_idle_host_sync",
-        inp.th,
+        ("no host synchronisation inside the step", syncs_removed()),
         "GPU {device} idles {share} of the step time ({when}) after host synchronisation"
         + sync_title(sources).replace("{", "{{").replace("}", "}}"),
         lambda frames: sync_advice(sources) + sync_recommendation(frames, inp.th),
@@ -568,10 +600,10 @@ def _host_untraced(inp: SpanInput) -> Diagnosis | None:
     idle, health = inp.idle, inp.health
     has_stacks = health is not None and health.flags.has_stacks
     return idle_cause(
-        idle,
+        inp,
         "host_untraced",
         "gpu_idle_host_untraced",
-        inp.th,
+        ("the untraced host work off the training thread", host_time_removed("untraced")),
         "GPU {device} idles {share} of the step time ({when}) while the host is busy "
         "outside traced ops (untraced Python, a sleep, I/O)",
         lambda frames: untraced_recommendation(

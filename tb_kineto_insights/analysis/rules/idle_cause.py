@@ -1,7 +1,8 @@
 """What every idle-cause diagnosis of the ``idle`` area shares (:mod:`.idle`): the
-diagnosis of one idle cause (:func:`idle_cause`), the Python frames that hold a cause's
-idle and the advice about them, and the words of a title that names a part
-(:func:`largest_part`).
+diagnosis of one idle cause with its replayed fix (:func:`idle_cause`), the words of a
+title that names a part (:func:`largest_part`), and where the host synchronised
+(:func:`sync_title`, :func:`sync_advice`). The Python frames behind a cause and the
+advice about them are in :mod:`.idle_frames`.
 """
 
 from __future__ import annotations
@@ -11,217 +12,109 @@ from typing import Any
 
 from tb_kineto_insights.analysis.python_frames import short_frame
 from tb_kineto_insights.analysis.rules.base import (
+    SpanInput,
     duration,
+    fix_prediction,
     main_idle,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
-from tb_kineto_insights.analysis.thresholds import Thresholds
+from tb_kineto_insights.analysis.rules.fixes import (
+    ChangeOf,
+    frame_time_removed,
+    syncs_removed,
+    together,
+)
+from tb_kineto_insights.analysis.rules.idle_frames import (
+    cause_frames,
+    dominant_frame,
+    frames_title,
+)
 from tb_kineto_insights.schema.diagnoses import Diagnosis
-from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel, SyncSource
+from tb_kineto_insights.schema.idle import SyncSource
 
-
-def cpu_ops_named(dev: IdleDevice, k: int = 3) -> str:
-    """The ops holding a device's ``cpu_ops`` idle, most first, with their idle time per
-    step: ``"aten::linear 1.8 ms, aten::layer_norm 0.5 ms per step"`` (the first ``k`` of
-    ``dev.cpu_ops_top``); empty when none is known."""
-    n_steps = len(dev.per_step) or 1
-    ops = dev.cpu_ops_top[:k]
-    if not ops:
-        return ""
-    return ", ".join(f"{o.name} {duration(o.us / n_steps)}" for o in ops) + " per step"
-
-
-def cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
-    """The Python frames (``idle.devices[].python_frames``) that hold the most of
-    ``cause``'s idle: at most ``python_frames_named``, each at least
-    ``python_frame_min_fraction`` of it, largest first, among the listed frames
-    (``python_frames_listed``, by total idle): ``frame`` (Kineto's name),
-    ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
-    ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
-    0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
-    call during some idle: it is the loop that feeds the GPU, not a call of its own).
-    Empty without stacks."""
-    cost_us = dev.causes[cause].us
-    n_steps = len(dev.per_step) or 1
-    if cost_us <= 0:
-        return []
-    ranked = sorted(dev.python_frames, key=lambda f: -f.causes_us.get(cause, 0.0))
-    out = []
-    for f in ranked[: th.python_frames_named]:
-        us = f.causes_us.get(cause, 0.0)
-        if us < th.python_frame_min_fraction * cost_us:
-            break
-        out.append(
-            {
-                "frame": f.frame,
-                "idle_us_per_step": us / n_steps,
-                "fraction_of_cause": us / cost_us,
-                "after_sync_us_per_step": f.after_sync_us / n_steps
-                if cause == "host_sync"
-                else 0.0,
-                "launches_gpu_work": f.causes_us.get("launching", 0.0) > 0,
-            }
-        )
-    return out
-
-
-def frames_title(frames: list[dict[str, Any]], cause: str) -> str:
-    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames);
-    for ``host_sync``, ``; after the sync the host was in …`` (a sync-opened gap is all
-    time after the sync returned)."""
-    if not frames:
-        return ""
-    lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
-    return lead + ", ".join(
-        f"{short_frame(f['frame'])} ({duration(f['idle_us_per_step'])} per step)" for f in frames
-    )
-
-
-def dominant(frames: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
-    """The first named frame when it is *the* cost, a call of its own: it holds at least
-    ``python_frame_dominant_fraction`` of the cause's idle and launched no GPU work
-    while the GPU idled (the training step's own frame launches kernels: its idle is
-    the loop's Python overhead, not a call to move elsewhere); else ``None``."""
-    if (
-        frames
-        and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction
-        and not frames[0]["launches_gpu_work"]
-    ):
-        return frames[0]
-    return None
-
-
-def dataloader_frame_advice(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """A sentence naming the frame that holds most of the data-loading idle (the
-    dataset or transform code to make cheaper or move into the workers), else empty."""
-    top = dominant(frames, th)
-    if top is None:
-        return ""
-    return (
-        f" Most of the wait is in {top['frame']} ({duration(top['idle_us_per_step'])} per "
-        "step): make it cheaper or run it in the workers."
-    )
-
-
-def sync_recommendation(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """``gpu_idle_host_sync``'s advice: about the call the host made after the sync
-    when that call, in another frame than the one that synchronised, holds most of the
-    idle (the sync only drained the queue; the call is the cost); else about syncs."""
-    top = dominant(frames, th)
-    if top is not None and top["after_sync_us_per_step"] >= (
-        th.python_frame_dominant_fraction * top["idle_us_per_step"]
-    ):
-        return (
-            f"After the sync the host spends {duration(top['after_sync_us_per_step'])} per step "
-            f"in {top['frame']}: that call, not the sync itself, keeps the GPU idle, and "
-            "removing the .item() alone would not hide it behind the GPU work. If it logs or "
-            "pushes metrics, log every N steps or off the training thread (a background "
-            "thread or process) and keep running metrics on the GPU until then; if it "
-            "checkpoints or does I/O, make it asynchronous."
-        )
-    return (
-        "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
-        "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
-        "the GPU and read them every N steps; use non_blocking copies from pinned memory."
-    )
-
-
-def untraced_recommendation(frames: list[dict[str, Any]], has_stacks: bool, th: Thresholds) -> str:
-    """``gpu_idle_host_untraced``'s advice: about the named frames when stacks name
-    them; to read the stacks when they are recorded but no frame stands out; to record
-    them (``with_stack=True`` or py-spy) only when the trace has none."""
-    move = (
-        "move it off the training thread (DataLoader workers, a background thread or "
-        "process), do it every N steps, or do it on the GPU."
-    )
-    top = dominant(frames, th)
-    if top is not None:
-        return (
-            f"The thread that launches the GPU work spends {duration(top['idle_us_per_step'])} "
-            f"per step in {top['frame']}, outside every PyTorch op, while the GPU waits: " + move
-        )
-    if frames:
-        return (
-            "The thread that launches the GPU work is in the Python frames named in the "
-            "title, outside every PyTorch op, while the GPU waits: look there for "
-            "time.sleep, logging or printing, checkpoint or metrics I/O, and Python-side "
-            "work between forward and backward; " + move
-        )
-    return (
-        "The host thread that launches the GPU work was inside the step but in no "
-        "PyTorch op or CUDA call: find what it ran. "
-        + (
-            "This trace has Python stacks: read the python_function ranges of that "
-            "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
-            "py-spy (py-spy record --native); "
-            if has_stacks
-            else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
-            "(py-spy record --native); "
-        )
-        + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
-        "Python-side work between forward and backward; move it off the training "
-        "thread or do it every N steps."
-    )
+#: The idle causes whose cost a named Python frame can hold (the fix is then that
+#: function's time off the thread).
+FRAME_FIXES = ("host_sync", "host_untraced", "data_loading")
 
 
 def idle_cause(
-    idle: IdlePanel | None,
+    inp: SpanInput,
     cause: str,
     id_: str,
-    th: Thresholds,
+    fix: tuple[str, ChangeOf],
     title: str,
     recommendation: str | Callable[[list[dict[str, Any]]], str],
     floor: float | None = None,
 ) -> Diagnosis | None:
     """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
 
-    ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
-    time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
-    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
-    ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
-    ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
-    ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
-    queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
+    Raised when the main device's idle attributed to ``cause`` / summed step time
+    (``idle.devices[].causes[cause].fraction_of_step_time``, the title's share) reaches
+    ``min_impact_fraction``; ``impact_fraction`` is what its fix (``fix``: its words and
+    its change of the step's graph, :mod:`.fixes`) saves when replayed (the idle share
+    where there is no graph); severity follows it
+    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), and nothing
+    is raised when the replayed saving is below ``min_impact_fraction``; nothing either
+    when the cause costs that much in fewer than ``idle_cause_min_steps`` steps of a
+    longer profile (a one-off stall: proved quiet on ``sample_logs/memory_fixed_async``,
+    whose first profiled step starts on an empty GPU queue, and on ``kineto_resnet50``'s
+    second span, one 80 ms stretch in 1 of 6 steps).
 
     With Python stacks the title names the frames that hold the cause's idle and the
     evidence lists them (``python_frames``, :func:`cause_frames`); ``recommendation``
-    may be a function of those frames. Without stacks the title and evidence name no
-    frame.
+    may be a function of those frames; when one frame is the cost of a cause of
+    :data:`FRAME_FIXES`, the fix replayed is that frame's time off the thread. Without
+    stacks the title and evidence name no frame.
 
-    ``floor`` (a share of the step below ``min_impact_fraction``): the cause is raised
-    ``low`` from that share up instead (a rule that knows the cost is real and cheap to
-    remove below the general bar: ``allocator_churn``), and a step counts towards
-    ``idle_cause_min_steps`` from that share of it up.
+    ``floor`` (a share of the step below ``min_impact_fraction``): the cause and its
+    replayed saving are raised ``low`` from that share up instead (a rule that knows the
+    cost is real and cheap to remove below the general bar: ``allocator_churn``), and a
+    step counts towards ``idle_cause_min_steps`` from that share of it up.
     """
+    idle, th = inp.idle, inp.th
     dev = main_idle(idle)
     if dev is None or cause not in dev.causes:
         return None
+
+    def severity_of(share: float) -> str | None:
+        found = severity_for_impact(share, th)
+        if found is None and floor is not None and floor <= share < th.min_impact_fraction:
+            return "low"
+        return found
+
     cost = dev.causes[cause]
     share = cost.fraction_of_step_time
-    severity = severity_for_impact(share, th)
-    bar = th.min_impact_fraction
-    if severity is None and floor is not None and floor <= share < bar:
-        severity, bar = "low", floor
-    if severity is None:
+    if severity_of(share) is None:
         return None
+    bar = floor if floor is not None and share < th.min_impact_fraction else th.min_impact_fraction
     gaps = [g for g in dev.largest_gaps if g.cause == cause]
     op = next((g.op for g in gaps if g.op), None)
     per_step = dev.per_step
     n_steps = len(per_step) or 1
-    # steps where this cause alone idles the GPU for at least min_impact of the step
-    hit = sum(1 for st in per_step if st.causes_us.get(cause, 0.0) >= bar * st.duration_us > 0)
+    # steps where this cause alone idles the GPU for at least the bar of the step
+    hit_steps = [st for st in per_step if st.causes_us.get(cause, 0.0) >= bar * st.duration_us > 0]
+    hit = len(hit_steps)
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
     # "mostly in k of them" only when those steps hold more than half of the cost
-    hit_us = sum(
-        st.causes_us.get(cause, 0.0)
-        for st in per_step
-        if st.causes_us.get(cause, 0.0) >= bar * st.duration_us > 0
-    )
+    hit_us = sum(st.causes_us.get(cause, 0.0) for st in hit_steps)
     where = "mostly in" if hit_us > 0.5 * cost.us else f"{pct(bar)} or more in"
     frames = cause_frames(dev, cause, th)
+    dominant = dominant_frame(frames, th) if cause in FRAME_FIXES else None
+    if dominant is not None:  # the cost is one function's: its time off the thread
+        frame = frame_time_removed(dominant["frame"])
+        fix = (
+            f"{short_frame(dominant['frame'])} off the training thread"
+            + (" and no host synchronisation" if cause == "host_sync" else ""),
+            together(frame, syncs_removed()) if cause == "host_sync" else frame,
+        )
+    prediction = fix_prediction(inp, id_, fix[0], fix[1], share)
+    impact = prediction.saving_fraction if prediction else share
+    severity = severity_of(impact)
+    if severity is None:
+        return None  # the replay says the fix would not shorten the step: silence
     evidence_frames: dict[str, Any] = (
         {"python_frames": frames} if idle and idle.python_stacks else {}
     )
@@ -252,7 +145,8 @@ def idle_cause(
         },
         recommendation if isinstance(recommendation, str) else recommendation(frames),
         "idle",
-        impact_fraction=share,
+        impact_fraction=impact,
+        prediction=prediction,
     )
 
 
