@@ -1543,6 +1543,8 @@ export interface Straggler {
   others_hidden_wait_us_per_step: number | null;
   others_exposed_wait_us_per_step: number | null;
   cause: StragglerCause | null;
+  basis?: string;
+  per_collective?: PerCollectiveTest | null;
 }
 /**
  * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
@@ -1607,6 +1609,31 @@ export interface CauseFrame {
   straggler_us_per_step: number;
 }
 /**
+ * ``straggler_test.per_collective``: the rank the others wait for in most
+ * collectives (``analysis.straggler_collectives``): last in ``last_count`` of the
+ * ``collectives`` of the ``tested_steps`` (``p_value``: the binomial tail at ``1/n``,
+ * × ``n``), in most collectives of ``steps_mostly_last`` of them; the others' wait for
+ * it summed over a step's collectives (``waited_for_us_per_step``, µs, mean over the
+ * steps) and its exposed part (``exposed_waited_for_us_per_step``), that part over
+ * their mean step (``share_of_step``); ``consistent`` and ``costly``.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PerCollectiveTest".
+ */
+export interface PerCollectiveTest {
+  rank: number;
+  last_count: number;
+  collectives: number;
+  p_value: number;
+  steps_mostly_last: number;
+  tested_steps: number;
+  waited_for_us_per_step: number;
+  exposed_waited_for_us_per_step: number;
+  share_of_step: number | null;
+  consistent: boolean;
+  costly: boolean;
+}
+/**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
  * the largest mean lateness (``analysis.straggler``): its excess lateness over the
  * other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
@@ -1654,6 +1681,8 @@ export interface StragglerTest {
   others_exposed_wait_us_per_step: number | null;
   verdict: string;
   cause: StragglerCause | null;
+  basis?: string;
+  per_collective?: PerCollectiveTest | null;
 }
 /**
  * ``run_summary.superseded_span_diagnoses[]``.

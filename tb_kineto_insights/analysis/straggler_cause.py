@@ -227,12 +227,17 @@ def straggler_cause(
     delay_us_per_step: float,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     late_collectives: Sequence[tuple[Any, Sequence[Any]]] = (),
+    collectives_per_step: float | None = None,
 ) -> dict[str, Any] | None:
     """The cause of a straggler's lateness (module docstring): ``straggler`` and
     ``others`` are span summaries (each with ``idle`` and ``tables``, or without them:
     left out); ``delay_us_per_step`` is what it costs the others per step (µs);
     ``late_collectives``: per tested step, the straggler's entry of the collective it is
     late to (a ``communication.sequence`` entry) and the other ranks' entries of it.
+    ``collectives_per_step``: ``late_collectives`` are every collective it is last to
+    (the per-collective straggler, whose cost is summed over a step's collectives): the
+    lead-up excess per collective × that many per step is the excess per step (basis
+    ``before_late_collectives``, summed); without it, one collective per step.
 
     Returns ``None`` without profiles of the straggler and at least one other rank (and
     no lead-ups), else ``{"class", "label", "basis" (``before_late_collectives`` or
@@ -256,6 +261,12 @@ def straggler_cause(
         return None
     if window is not None:
         mine_classes, ref_classes, excess, launches = window
+        if collectives_per_step is not None:  # summed over a step's late collectives
+            f = collectives_per_step
+            mine_classes = {k: v * f for k, v in mine_classes.items()}
+            ref_classes = {k: v * f for k, v in ref_classes.items()}
+            excess = {k: v * f for k, v in excess.items()}
+            launches *= f
         basis = "before_late_collectives"
         reference_ranks = min(MAX_REFERENCE_RANKS, min(len(o) for _, o in late_collectives))
     else:

@@ -64,10 +64,18 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
         f"Rank {s['rank']} holds the other ranks back {_ms(s['delay_us_per_step'])}/step "
         f"({100 * impact:.0f} % of their step)"
     )
+    per = s.get("per_collective") or {}
+    if s.get("basis") == "collectives" and per:
+        head += (
+            f": last in {per['last_count']} of {per['collectives']} collectives, the others "
+            f"wait {_ms(per['waited_for_us_per_step'])}/step for it, "
+            f"{_ms(per['exposed_waited_for_us_per_step'])} exposed"
+        )
     cause = s.get("cause") or {}
     if cause.get("class"):
         text = (
-            f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
+            f"{head}{'; ' if s.get('basis') == 'collectives' else ': '}{cause['label']}, "
+            f"+{_ms(cause['us_per_step'])}/step against the median rank"
         )
         if cause.get("basis") == "before_late_collectives":
             text += " before the collectives it is late to"
@@ -83,6 +91,8 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
                 f"(+{_ms(frames[0]['us_per_step'])}/step)"
             )
         return text
+    if s.get("basis") == "collectives":
+        return head
     return (
         f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
         f"{s['tested_steps']} steps, last in {s['last_steps']}"
@@ -289,6 +299,8 @@ def _straggler(inp: RunInput) -> list[Diagnosis]:
                 "ranks_profiled": run.get("worker_count"),
                 "world_size": run.get("world_size"),
                 "cause": s.get("cause"),
+                "basis": s.get("basis", "steps"),
+                "per_collective": s.get("per_collective"),
             },
             f"The other ranks wait in their collectives for rank {s['rank']}. "
             + _cause_advice(s)
@@ -384,6 +396,17 @@ def _exposed_rank(
                 f"rank {straggler['rank']} to arrive (see communication_straggler); bucket "
                 "sizes or the interconnect will not change it. Make the ranks arrive "
                 f"together: {_STRAGGLER_ADVICE}"
+            )
+        elif straggler:  # this rank is the straggler: its wait is in the others' turns
+            others = "the other rank" if (run.get("worker_count") or 0) == 2 else "the others"
+            whom = (
+                f"{others} in the collectives it reached first (rank {rank} is the "
+                "straggler: the others wait longer for it, see communication_straggler)"
+            )
+            advice = (
+                f"This is not slow communication: rank {rank} is the rank the others wait "
+                "for (see communication_straggler); its own wait is in the few collectives "
+                "it reached first. Make the ranks arrive together: " + _STRAGGLER_ADVICE
             )
         else:
             test = run.get("straggler_test") or {}
