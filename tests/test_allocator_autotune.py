@@ -13,6 +13,7 @@ import pytest
 from conftest import as_json, cpu, kernel, write_trace
 
 from tb_kineto_insights.analysis.names import is_allocator_call
+from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -75,8 +76,30 @@ def test_allocator_churn_exact(tmp_path: Path) -> None:
 def test_allocator_call_that_does_not_open_a_gap_costs_only_its_overlap(tmp_path: Path) -> None:
     """cudaFree returns at 45, before the GPU runs dry: the gap [50, 105) opens outside
     any allocator call; only the 4 µs of cudaMalloc [85, 89) inside it are ``allocator``
-    idle (2 % of the step): no allocator_churn."""
+    idle (2 % of the step): under the 5 % bar, but the cache released memory in the step
+    (the cudaFree): low allocator_churn from the information floor
+    (``allocator_churn_min_fraction``, 1 %) up, at its replayed saving (without the two
+    calls, 5 + 4 µs of host time, the host launches K2 9 µs earlier: 191 of 200 µs,
+    4.5 %); nothing with that floor at 5 %."""
     s = _summary(tmp_path, _churn(free_dur=5.0, malloc_dur=4.0))
+    assert s["idle"]["devices"][0]["causes"]["allocator"]["us"] == 4.0
+    churn = next(d for d in s["diagnoses"] if d["id"] == "allocator_churn")
+    assert churn["severity"] == "low" and churn["impact_fraction"] == pytest.approx(9 / 200)
+    assert churn["prediction"]["predicted_step_us"] == 191.0
+    assert churn["evidence"]["release_steps"] == [1]
+    assert "the cache released memory in 1 of 1 steps" in churn["title"]
+    trace = read_trace(str(write_trace(tmp_path / "t.json", _churn(free_dur=5.0, malloc_dur=4.0))))
+    floor = DEFAULT_THRESHOLDS.replace(allocator_churn_min_fraction=0.05)
+    ids = {d.id for d in summarize_trace(trace, floor).diagnoses}
+    assert "allocator_churn" not in ids
+
+
+def test_allocator_idle_without_a_release_stays_under_the_bar(tmp_path: Path) -> None:
+    """The same 4 µs in cudaMalloc (2 % of the step) with no cudaFree in the step: new
+    segments, no release (what fragmentation costs, not churn): no allocator_churn
+    under the 5 % bar."""
+    events = [e for e in _churn(free_dur=5.0, malloc_dur=4.0) if e["name"] != "cudaFree"]
+    s = _summary(tmp_path, events)
     assert s["idle"]["devices"][0]["causes"]["allocator"]["us"] == 4.0
     assert "allocator_churn" not in {d["id"] for d in s["diagnoses"]}
 

@@ -143,12 +143,14 @@ def test_idle_gaps_causes_exact(main_index) -> None:  # type: ignore[no-untyped-
     assert dev.busy_fraction == pytest.approx(0.375)
     causes = {c: dev.causes[c].us for c in CAUSES}
     assert causes == {
+        "compiling": 0.0,
         "data_loading": 30.0,
         "host_sync": 15.0,
         "allocator": 0.0,
         "optimizer_step": 15.0,
         "launching": 9.0,
         "cpu_ops": 11.0,
+        "graph_replay": 0.0,
         "host_untraced": 45.0,  # inside ProfilerStep#1/#2 on the host, no op recorded
         "nothing_recorded": 0.0,
     }
@@ -352,7 +354,8 @@ def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
     """``x.cpu()``: the copy drains the GPU at 20; cudaStreamSynchronize runs [25, 28)
     (within sync_return_tolerance_us of the gap start), then untraced Python. The gap
     [20, 60) belongs to host_sync. An aten::item of a CPU tensor at the same place is not
-    a GPU sync: its gap stays with what the host did."""
+    a GPU sync (no runtime sync call inside it): its gap stays with what the host did,
+    and the op is an ordinary CPU op."""
     base = [step(1, 0, 100), launch(2, 2, 1), kernel("K1", 10, 10, corr=1)]
     base += [launch(55, 2, 2), kernel("K2", 60, 10, corr=2)]
     synced = base + [launch(25, 3, 99, name="cudaStreamSynchronize")]
@@ -365,7 +368,8 @@ def test_runtime_sync_just_after_the_gap_opens_it(tmp_path: Path) -> None:
     (dev,) = idle_summary(idx).devices
     gap = next(g for g in dev.largest_gaps if g.offset_us == 20.0)
     assert not gap.opened_by_sync
-    assert gap.causes_us == {"host_sync": 3.0, "launching": 2.0, "host_untraced": 35.0}
+    assert gap.causes_us == {"cpu_ops": 3.0, "launching": 2.0, "host_untraced": 35.0}
+    assert dev.sync_sources == []
 
 
 def _flood(long_gap_before: int | None = None) -> list[dict[str, Any]]:
@@ -536,3 +540,81 @@ def test_one_off_stall_is_not_a_steady_cost(tmp_path: Path, stalled: set[int], f
     if fires:
         impact = found["gpu_idle_host_untraced"].impact_fraction
         assert impact == pytest.approx(50.0 * len(stalled) / dev.per_step[0].duration_us / 4)
+
+
+def test_the_sync_source_is_named(tmp_path: Path) -> None:
+    """``if torch.isnan(h).any():`` twice a step: ``aten::any`` launches K, then
+    ``aten::is_nonzero > aten::item > aten::_local_scalar_dense`` copies and waits in
+    ``cudaStreamSynchronize``, then the host goes on (``aten::linear``). Each sync
+    opens a gap; the source is ``aten::is_nonzero ← aten::any``, 2 syncs per step;
+    the gap names the op that synchronised, not the one the host ran after it; the
+    title says so and the advice is about a Python ``if`` on a GPU tensor."""
+    events: list[dict[str, Any]] = []
+    corr = 0
+    for n, base in ((1, 0), (2, 1000)):
+        events.append(step(n, base, 1000))
+        for b in (base + 100, base + 500):
+            corr += 2
+            events += [
+                cpu("aten::any", b, 20),
+                launch(b + 5, 5, corr),
+                kernel("any_kernel", b + 20, 80, corr=corr),
+                cpu("aten::is_nonzero", b + 30, 80),
+                cpu("aten::item", b + 31, 78),
+                cpu("aten::_local_scalar_dense", b + 32, 76),
+                launch(b + 35, 5, corr + 1, name="cudaMemcpyAsync"),
+                launch(b + 45, 60, 9000 + corr, name="cudaStreamSynchronize"),
+                cpu("aten::linear", b + 120, 40),
+                launch(b + 150, 5, corr + 100),
+                kernel("linear_kernel", b + 200, 50, corr=corr + 100),
+            ]
+    idx = build_index(read_trace(str(write_trace(tmp_path / "s.json", events))))
+    idle = idle_summary(idx)
+    (dev,) = idle.devices
+    (src,) = dev.sync_sources
+    assert (src.op, src.after, src.call, src.within) == (
+        "aten::is_nonzero", "aten::any", "cudaStreamSynchronize", None
+    )  # fmt: skip
+    assert src.chain == [
+        "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize"
+    ]  # fmt: skip
+    assert src.calls_per_step == 2.0 and src.gaps_opened == 4
+    # each gap opens at the kernel's end (b + 100, the sync returns 5 µs later) and
+    # closes at the next kernel (b + 200)
+    assert src.idle_us == pytest.approx(4 * 100.0)
+    synced = [g for g in dev.largest_gaps if g.opened_by_sync]
+    assert len(synced) == 4
+    assert {(g.op, g.innermost_op) for g in synced} == {
+        ("aten::is_nonzero", "cudaStreamSynchronize")
+    }
+    found = diagnose(idx, {"steps": steps_summary(idx), "idle": idle})
+    d = next(d for d in found if d.id == "gpu_idle_host_sync")
+    assert "2 syncs per step from aten::is_nonzero ← aten::any" in d.title
+    assert d.evidence["syncs_per_step"] == 2.0
+    assert d.evidence["sync_sources"][0]["op"] == "aten::is_nonzero"
+    assert d.recommendation.startswith("aten::is_nonzero ← aten::any: A Python `if`")
+
+
+def test_gaps_inside_a_graph_replay_are_the_graphs(tmp_path: Path) -> None:
+    """One cudaGraphLaunch [5, 25) per 100 µs step replays K1 [30, 40), K2 [50, 60) and
+    K3 [62, 70) (one correlation id); the host then runs untraced Python. The gaps
+    [40, 50) and [60, 62) lie between two kernels of the replay: ``graph_replay``, not
+    what the host did then (untraced); the gap [0, 30) before the replay is the host's
+    (``launching`` while in the call, untraced before). The kernels panel counts the
+    replay and its host time."""
+    events: list[dict[str, Any]] = []
+    for n in range(2):
+        b = 100.0 * n
+        events += [step(n + 1, b, 100), launch(b + 5, 20, 10 + n, name="cudaGraphLaunch")]
+        events += [
+            kernel("K1", b + 30, 10, corr=10 + n),
+            kernel("K2", b + 50, 10, corr=10 + n),
+            kernel("K3", b + 62, 8, corr=10 + n),
+        ]
+    s = _diagnose_events(tmp_path, events)
+    dev = s["idle"]["devices"][0]
+    causes = {c: v["us"] for c, v in dev["causes"].items() if v["us"]}
+    assert causes == {"graph_replay": 24.0, "launching": 40.0, "host_untraced": 80.0}
+    launch_stats = s["kernels"]["launch"]
+    assert launch_stats["graph_launches"] == 2 and launch_stats["graph_kernels"] == 6
+    assert launch_stats["graph_launch_host_us"] == 40.0

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from conftest import cpu, kernel, write_trace
 
+from tb_kineto_insights.analysis.efficiency import fused_ops
 from tb_kineto_insights.analysis.efficiency_cost import conv_out_size, op_work
 from tb_kineto_insights.analysis.efficiency_peaks import match_peaks, peak_table
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
@@ -594,3 +595,87 @@ def test_per_step_matmul_work_exact(tmp_path: Path) -> None:
         "negligible"
     )
     assert next(r for r in small.efficiency if r.op == "aten::mm").verdict == "negligible"
+
+
+def _conv_trace(
+    tmp_path: Path,
+    kernels: list[str],
+    starts: tuple[float, float] = (1000.0, 2000.0),
+    marker_us: float = 1000.0,
+) -> Path:
+    """Two steps (``ProfilerStep`` ranges of ``marker_us`` at ``starts``); in each,
+    ``aten::cudnn_convolution`` fp32 of x [32, 64, 56, 56] and w [64, 64, 3, 3] (stride 1,
+    padding 1) launching ``kernels`` at 10.1, 11.1 … µs into the step, running 200 µs
+    each back to back from 20 µs."""
+    dims = [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], [], [], []]
+    types = [F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar"]
+    concrete = ["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "False"]
+    events: list[dict[str, Any]] = []
+    for n, t0 in enumerate(starts, 1):
+        events.append(cpu(f"ProfilerStep#{n}", t0, marker_us, cat="user_annotation"))
+        for j, name in enumerate(kernels):
+            c = 100 * n + j
+            events += [
+                _op(
+                    "aten::cudnn_convolution",
+                    t0 + 10 + j,
+                    0.5,
+                    dims,
+                    types,
+                    **{"Concrete Inputs": concrete},
+                ),
+                _launch(t0 + 10.1 + j, c),
+                kernel(name, t0 + 20 + 200.0 * j, 200.0, corr=c),
+            ]
+    return write_trace(tmp_path / "c.json", events, deviceProperties=[H200])
+
+
+def test_fp32_convolutions_with_tf32_off_run_on_cuda_cores(tmp_path: Path) -> None:
+    """With TF32 off for cuDNN no fp32 convolution runs a TF32 kernel: every kernel a
+    convolution launches is CUDA-core work, whatever its name (a dgrad engine, an FFT,
+    a layout conversion): matmul_without_tensor_cores claims the time above what bf16
+    channels_last convolutions reach (0.4 of the bf16 roof). One convolution with a TF32
+    kernel in the trace shows TF32 on: the others are cuDNN's choice, not the
+    setting's, and are no CUDA-core verdict.
+
+    GPU-bound steps [1000, 1420) and [1420, 1840) (30 µs host markers). The fix
+    replayed: each kernel at the bf16 channels_last rate (``fast`` µs), the first 9.9 µs
+    after its launch, the second right after it: step 1 ends at 20 + 2·fast µs, step 2
+    starts at its marker (1420: the host's time between steps stays) and ends 20 + 2·fast
+    later: (420 + 20 + 2·fast) / 2 µs a step for 420."""
+    names = ["cudnn::detail::dgrad_engine<float>", "fft2d_r2c_32x32<float>"]
+    s = summarize_file(str(_conv_trace(tmp_path, names, (1000.0, 1420.0), 30.0)))
+    rows = [r for r in s.efficiency.rows if r.category == "conv"]
+    assert rows and all(r.cuda_cores and r.unit == "fp32" for r in rows)
+    d = next(d for d in s.diagnoses if d.id == "matmul_without_tensor_cores")
+    flops = 2.0 * 32 * 64 * 56 * 56 * 64 * 9  # per call; 2 calls a step, 400 µs
+    fast = flops / (0.4 * 989e12) * 1e6
+    saving = 400.0 - 2 * fast
+    assert d.evidence["estimated_saving_bf16_us_per_step"] == pytest.approx(saving, abs=0.1)
+    assert s.steps is not None and s.steps.mean_step_us == 420.0
+    assert d.prediction is not None and d.prediction.method == "replay"
+    predicted = (420.0 + 20.0 + 2 * fast) / 2
+    assert d.prediction.predicted_step_us == pytest.approx(predicted, abs=0.01)
+    assert d.title.startswith("fp32 convolutions run on CUDA cores")
+    assert "channels_last" in d.recommendation
+    tf32 = [*names, "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc"]
+    s2 = summarize_file(str(_conv_trace(tmp_path, tf32, (1000.0, 1420.0), 30.0)))
+    assert not any(r.cuda_cores for r in s2.efficiency.rows if r.category == "conv")
+    assert "matmul_without_tensor_cores" not in {d.id for d in s2.diagnoses}
+
+
+def test_inductor_kernels_get_a_bytes_roof_and_their_fused_ops() -> None:
+    """A Triton kernel of torch.compile: bytes from its tensor arguments (each once),
+    no FLOPs; its name says what it fuses. A template (a GEMM) has no formula."""
+    dims = [[1024, 256], [256], [8, 128, 256], [], []]
+    types = [F32, F32, F32, "Scalar", "Scalar"]
+    w = op_work("triton_per_fused_native_layer_norm_backward_view_1", dims, types)
+    assert w is not None and (w.category, w.flops, w.dtype) == ("memory", None, "fp32")
+    assert w.bytes == 4.0 * (1024 * 256 + 256 + 8 * 128 * 256)
+    assert op_work("triton_tem_fused_mm_0", dims, types) is None
+    assert fused_ops("triton_poi_fused_gelu_view_2") == "gelu_view"
+    assert (
+        fused_ops("triton_red_fused__log_softmax_nll_loss_forward_0")
+        == "_log_softmax_nll_loss_forward"
+    )
+    assert fused_ops("aten::add") is None

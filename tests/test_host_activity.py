@@ -28,13 +28,16 @@ def test_each_host_range_takes_the_first_cause_that_matches_it(tmp_path: Path) -
     events = [
         step(1, 0, 100),  # the marker itself: no cause
         cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 10),
-        cpu("aten::item", 10, 5),
+        cpu("aten::item", 10, 5),  # waits for the GPU: a runtime sync inside it
+        launch(11, 2, 2, name="cudaStreamSynchronize"),
         cpu("Optimizer.step#Adam.step", 20, 10, cat="user_annotation"),
+        cpu("aten::_local_scalar_dense", 32, 2),  # of a CPU tensor: no sync inside
         cpu("aten::linear", 40, 5),
         launch(50, 1, 1),
-        launch(52, 1, 2, name="cudaStreamSynchronize"),
         launch(54, 1, 3, name="cudaFree"),
         launch(56, 1, 4, name="hipMalloc"),
+        cpu("dynamo", 60, 20),  # torch.compile compiling
+        cpu("Torch-Compiled Region: 0/0", 85, 5),  # running compiled code
     ]
     index = build_index(read_trace(str(write_trace(tmp_path / "t.json", events))))
     names = index.trace.names
@@ -50,7 +53,10 @@ def test_each_host_range_takes_the_first_cause_that_matches_it(tmp_path: Path) -
     assert classes(m.CPU_OP) == {
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__": "data_loading",
         "aten::item": "host_sync",
+        "aten::_local_scalar_dense": "cpu_ops",
         "aten::linear": "cpu_ops",
+        "dynamo": "compiling",
+        "Torch-Compiled Region: 0/0": "cpu_ops",
     }
     assert classes(m.USER_ANNOTATION) == {
         "ProfilerStep#1": None,
@@ -69,7 +75,9 @@ def test_the_panels_read_the_one_table(tmp_path: Path) -> None:
     """The idle panel's causes and words, the timeline's host classes and idle classes are
     the table's, in its order."""
     assert tuple(c.name for c in CAUSES) == CAUSE_NAMES
-    assert CAUSE_NAMES[:-2] == TRACED_NAMES  # the untraced remainders come last
+    # the traced causes first; then the graph's own waits and the untraced remainders
+    assert CAUSE_NAMES[:-3] == TRACED_NAMES
+    assert CAUSE_NAMES[-3:] == ("graph_replay", "host_untraced", "nothing_recorded")
     assert timeline.HOST_CLASSES == TRACED_NAMES
     assert [c for c in timeline.CLASSES if c.startswith("idle:")] == [
         f"idle:{c}" for c in CAUSE_NAMES

@@ -136,6 +136,10 @@ def test_launch_bound_share_excludes_graph_launches(tmp_path: Path) -> None:
         "launch_bound_fraction": 0.2,
         "launch_bound_denominator": LAUNCH_BOUND_DENOMINATOR,
         "unlinked_kernels": 1,
+        # one replay (10 µs of host time) launching 3 kernels in the steps
+        "graph_launches": 1,
+        "graph_launch_host_us": 10.0,
+        "graph_kernels": 3,
     }
 
 

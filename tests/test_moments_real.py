@@ -111,7 +111,7 @@ def _index_origin_us(folder: str) -> float:
 def test_memory_diagnoses_point_at_their_event() -> None:
     """Memory times count from the index's origin (``memory.py``), step starts from the
     first step's start (``steps.origin_ns``): the moment lands on the event's µs."""
-    for folder in ("memory_fragmentation", "cudnn_autotune_varying"):
+    for folder in ("memory_fragmentation",):
         summary = _summary(folder)
         d = _diagnosis(folder, "memory_fragmentation")
         dev = max(summary.memory.devices, key=lambda x: x.peak_reserved_bytes or 0)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,41 @@ def test_a_whole_gzip_of_cut_json_says_the_json_ends_early(tmp_path: Path) -> No
         f"The JSON inside the gzip file ends early, at byte {end:,} (inflated; the gzip "
         f"data itself is whole): lost every event written after byte {end:,}"
     )
+
+
+def _with_deep_event(src: Path, where: str, depth: int = 1000) -> str:
+    """The text of the trace ``src`` with one event whose ``args`` nest ``depth`` deep
+    inserted at the start, the middle or the end of its events (a real trace's own
+    bytes around it)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    texts = [json.dumps(e) for e in doc["traceEvents"]]
+    at = {"start": 0, "middle": len(texts) // 2, "end": len(texts)}[where]
+    deep = "[" * depth + "1" + "]" * depth
+    texts.insert(at, f'{{"ph":"X","cat":"cpu_op","name":"deep","pid":1,"tid":1,"ts":5,'
+                     f'"dur":1,"args":{{"x":{deep}}}}}')  # fmt: skip
+    doc["traceEvents"] = "@EVENTS@"
+    return json.dumps(doc).replace('"@EVENTS@"', "[" + ",".join(texts) + "]")
+
+
+@pytest.mark.parametrize("run", ["transformer_eager", "memory_leak"])
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_a_1000_deep_event_inside_a_real_trace_is_lost_alone(
+    tmp_path: Path, run: str, where: str
+) -> None:
+    """An event whose ``args`` nest 1,000 deep inside a real trace (12.7 MB of
+    ``transformer_eager``: read in pieces, its last events with the keys after them at
+    the top level; 0.4 MB of ``memory_leak``: read whole at the top level) used to give
+    ``TraceFormatError: JSON nested too deeply to read`` where the top level decoded it
+    (a small file; the last events of a large one): now that event alone is counted as
+    damage and left out, every other event read, serially and in parallel."""
+    src = Path(_one(SAMPLE_LOGS / run))
+    clean = read_trace(src.__fspath__(), workers=1)
+    path = write_trace(
+        tmp_path / "deep.pt.trace.json.gz", text=_with_deep_event(src, where), gz=True
+    )
+    for workers in (1, 2):
+        tr = read_trace(str(path), workers=workers)
+        assert tr.health.lost_events == 1 and tr.health.damaged_regions == 1, (where, workers)
+        assert "nested too deeply" in tr.health.damage[0]["problem"]
+        for kind in clean.tables:
+            assert len(tr.tables[kind]) == len(clean.tables[kind]), (kind, where, workers)

@@ -29,7 +29,7 @@ FIELDS = {f.name for f in dataclasses.fields(Thresholds)}
 
 def test_every_id_has_one_complete_record() -> None:
     ids = [r.id for r in RULES]
-    assert len(ids) == len(set(ids)) == len(DIAGNOSIS_IDS) == 23
+    assert len(ids) == len(set(ids)) == len(DIAGNOSIS_IDS) == 25
     for position, rule in enumerate(RULES):
         assert rule.area in AREAS, rule.id
         assert rule.label.strip() and rule.definition.strip(), rule.id

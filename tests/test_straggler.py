@@ -217,3 +217,96 @@ def test_three_steps_alternating_lateness_is_no_straggler(tmp_path: Path) -> Non
     assert not test["consistent"] and test["p_value"] > 0.3
     assert test["verdict"] == "not consistent"
     assert [d["id"] for d in as_json(diagnose_run(run, []))].count("communication_straggler") == 0
+
+
+# --- per-collective stragglers (FSDP, tensor parallelism) --------------------------------
+
+
+def _rank_slots(tmp_path: Path, rank: int, arrivals: list[list[float]]) -> tuple[str, Any]:
+    """One rank: steps of 1000 µs with ``len(arrivals[j])`` all-reduces in step j, the
+    c-th in the slot [20 c, 20 c + 18) µs, arriving ``arrivals[j][c]`` µs into its slot
+    and ending at 18 µs into it on both ranks (no compute: every wait is exposed)."""
+    events = []
+    corr = 0
+    for j, slots in enumerate(arrivals):
+        base = 1000.0 * j
+        events.append(cpu(f"ProfilerStep#{j + 1}", base, 1000, cat="user_annotation"))
+        for c, a in enumerate(slots):
+            corr += 1
+            ev = kernel(AR, base + 20.0 * c + a, 18.0 - a, stream=20, corr=corr)
+            ev["args"].update({"Collective name": "allreduce", "Group size": 2})
+            events.append(ev)
+    path = write_trace(
+        tmp_path / f"r{rank}.json", events, distributedInfo={"rank": rank, "world_size": 2}
+    )
+    return f"r{rank}", summarize_file(str(path))
+
+
+def test_rank_last_in_most_collectives_is_a_per_collective_straggler(tmp_path: Path) -> None:
+    """3 steps of 8 all-reduces: rank 1 arrives 10 µs after rank 0 in 7 of each step's 8
+    and rank 0 10 µs after rank 1 in the other: per step each rank is 10 µs late at its
+    worst collective (per-step excess 0: no straggler there), but rank 1 is last in 21 of
+    24 collectives: p = 2 · P(Bin(24, ½) ≥ 21) = 2 · 2325 / 2²⁴, in most collectives of
+    all 3 steps; rank 0 waits 7 × 10 = 70 µs per step for it, all exposed: 7 % of its
+    1000 µs step ≥ 5 %. The card names rank 1 with that cost; the exposed-communication
+    card of rank 0 says it waits for rank 1 (the straggler)."""
+    r0 = [[0.0] * 7 + [10.0]] * 3
+    r1 = [[10.0] * 7 + [0.0]] * 3
+    run = run_summary([_rank_slots(tmp_path, 0, r0), _rank_slots(tmp_path, 1, r1)])
+    test = run["straggler_test"]
+    assert test["lateness_excess_us_per_step"] == pytest.approx(0.0)
+    per = test["per_collective"]
+    assert (per["rank"], per["last_count"], per["collectives"]) == (1, 21, 24)
+    assert per["p_value"] == pytest.approx(2 * 2325 / 2**24)
+    assert per["steps_mostly_last"] == 3 and per["tested_steps"] == 3
+    assert per["waited_for_us_per_step"] == pytest.approx(70.0)
+    assert per["exposed_waited_for_us_per_step"] == pytest.approx(70.0)
+    assert per["share_of_step"] == pytest.approx(0.07)
+    s = run["straggler"]
+    assert s is not None and s["rank"] == 1 and s["basis"] == "collectives"
+    assert s["delay_us_per_step"] == pytest.approx(70.0)
+    assert s["share_of_step"] == pytest.approx(0.07)
+    ds = as_json(diagnose_run(run, []))
+    (d,) = [d for d in ds if d["id"] == "communication_straggler"]
+    assert d["title"].startswith(
+        "Rank 1 holds the other ranks back 70.0 µs/step (7 % of their step): last in 21 "
+        "of 24 collectives, the others wait 70.0 µs/step for it, 70.0 µs exposed"
+    )
+    assert d["evidence"]["basis"] == "collectives"
+
+
+def test_per_collective_noise_and_cheap_waits_are_no_straggler(tmp_path: Path) -> None:
+    """Negatives. Flipping between steps (rank 1 last in all 8 of steps 1 and 3, rank 0
+    in all 8 of steps 2 and 4; 16 of 32, p = 1); consistent but cheap (rank 1 last in 7
+    of 8 by 2 µs: 14 µs a step, 1.4 %); last in 110 of 160 (p ≈ 1e-6) but in most
+    collectives of only 2 of 4 steps (a DDP run's late steps make a rank last in all
+    their collectives): no straggler in any."""
+    early, late = [0.0] * 8, [10.0] * 8
+    run = run_summary(
+        [
+            _rank_slots(tmp_path / "a", 0, [early, late, early, late]),
+            _rank_slots(tmp_path / "b", 1, [late, early, late, early]),
+        ]
+    )
+    per = run["straggler_test"]["per_collective"]
+    assert per["last_count"] == 16 and per["p_value"] == 1.0 and not per["consistent"]
+    assert run["straggler"] is None
+    cheap = run_summary(
+        [
+            _rank_slots(tmp_path / "c", 0, [[0.0] * 7 + [2.0]] * 3),
+            _rank_slots(tmp_path / "d", 1, [[2.0] * 7 + [0.0]] * 3),
+        ]
+    )
+    per = cheap["straggler_test"]["per_collective"]
+    assert per["consistent"] and not per["costly"]
+    assert per["share_of_step"] == pytest.approx(0.014)
+    assert cheap["straggler"] is None
+    r1 = [[10.0] * 40, [10.0] * 40, [10.0] * 15 + [0.0] * 25, [10.0] * 15 + [0.0] * 25]
+    r0 = [[0.0] * 40, [0.0] * 40, [0.0] * 15 + [10.0] * 25, [0.0] * 15 + [10.0] * 25]
+    half = run_summary([_rank_slots(tmp_path / "e", 0, r0), _rank_slots(tmp_path / "f", 1, r1)])
+    per = half["straggler_test"]["per_collective"]
+    assert per["last_count"] == 110 and per["p_value"] < 1e-5
+    assert per["steps_mostly_last"] == 2 and not per["consistent"]
+    assert half["straggler"] is None
+    for view in (run, cheap, half):
+        assert "communication_straggler" not in {d["id"] for d in as_json(diagnose_run(view, []))}

@@ -357,6 +357,9 @@ export interface KernelLaunch {
   launch_bound_fraction: number | null;
   launch_bound_denominator: string;
   unlinked_kernels: number;
+  graph_launches?: number;
+  graph_launch_host_us?: number;
+  graph_kernels?: number;
 }
 /**
  * One kernel name in ``top_by_count`` / ``top_by_time``: calls, total and
@@ -428,7 +431,9 @@ export interface IdlePanel {
  * first (``cpu_ops_top``: the outermost CPU op on the launching thread), and, with
  * Python stacks, the user frames the launching threads were in while it idled
  * (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
- * frame).
+ * frame); ``sync_sources``: where the host synchronised, most idle first.
+ * A gap opened by a sync names, in ``op`` / ``innermost_op``, the outermost op and
+ * the call around that sync (not what the host ran after it).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "IdleDevice".
@@ -453,6 +458,7 @@ export interface IdleDevice {
   largest_gaps: IdleGap[];
   python_idle_us: number;
   python_frames: PythonFrame[];
+  sync_sources?: SyncSource[];
 }
 /**
  * Idle time of one cause: ``us`` in total over the steps analysed, its
@@ -620,6 +626,32 @@ export interface PythonFrame {
 export interface PythonCallers {
   callers: string[];
   idle_us: number;
+}
+/**
+ * ``summary.idle.devices[].sync_sources[]``: where the host synchronised with the
+ * GPU (``analysis.idle_sync``): ``op``, the outermost CPU op around the sync (the
+ * runtime call itself when no op holds it); ``after``, the op the thread ran just
+ * before it (whose result the sync usually reads); ``call``, the runtime call that
+ * waited (``cudaStreamSynchronize``…); ``chain``, every op and call around the sync,
+ * outermost first; ``within``, the user annotation around ``op``;
+ * ``calls_per_step``, runtime sync calls per step from this source; ``gaps_opened``
+ * and ``idle_us`` (``idle_us_per_step``), the idle gaps it opened and their time;
+ * ``python_frame``, with stacks, the user frame it was called from.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "SyncSource".
+ */
+export interface SyncSource {
+  op: string;
+  after: string | null;
+  call: string | null;
+  chain: string[];
+  within: string | null;
+  calls_per_step: number;
+  gaps_opened: number;
+  idle_us: number;
+  idle_us_per_step: number;
+  python_frame: string | null;
 }
 /**
  * ``summary.communication``
@@ -917,6 +949,9 @@ export interface Fragmentation {
   excess_reserved_growth_bytes_per_step: number | null;
   largest: NewSegmentEvent[];
   stale_events_ignored: number;
+  release_steps?: number[];
+  release_events_ignored?: number;
+  released_bytes?: number;
 }
 /**
  * ``summary.memory.devices[].fragmentation.per_step[]``.
@@ -1102,6 +1137,7 @@ export interface EfficiencyRow {
   reason: string | null;
   flops_source?: string;
   shapes_flops_per_call?: number | null;
+  fuses?: string | null;
 }
 /**
  * One step of ``summary.efficiency.per_step[]``: the matmul/conv/attention work of
@@ -1507,6 +1543,8 @@ export interface Straggler {
   others_hidden_wait_us_per_step: number | null;
   others_exposed_wait_us_per_step: number | null;
   cause: StragglerCause | null;
+  basis?: string;
+  per_collective?: PerCollectiveTest | null;
 }
 /**
  * ``run_summary.straggler.cause`` (``analysis.straggler_cause``): the class of
@@ -1571,6 +1609,31 @@ export interface CauseFrame {
   straggler_us_per_step: number;
 }
 /**
+ * ``straggler_test.per_collective``: the rank the others wait for in most
+ * collectives (``analysis.straggler_collectives``): last in ``last_count`` of the
+ * ``collectives`` of the ``tested_steps`` (``p_value``: the binomial tail at ``1/n``,
+ * × ``n``), in most collectives of ``steps_mostly_last`` of them; the others' wait for
+ * it summed over a step's collectives (``waited_for_us_per_step``, µs, mean over the
+ * steps) and its exposed part (``exposed_waited_for_us_per_step``), that part over
+ * their mean step (``share_of_step``); ``consistent`` and ``costly``.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PerCollectiveTest".
+ */
+export interface PerCollectiveTest {
+  rank: number;
+  last_count: number;
+  collectives: number;
+  p_value: number;
+  steps_mostly_last: number;
+  tested_steps: number;
+  waited_for_us_per_step: number;
+  exposed_waited_for_us_per_step: number;
+  share_of_step: number | null;
+  consistent: boolean;
+  costly: boolean;
+}
+/**
  * ``run_summary.straggler_test``: the test on per-step lateness of the rank with
  * the largest mean lateness (``analysis.straggler``): its excess lateness over the
  * other ranks' (µs per step: the mean, and the smallest of its steps), the noise the
@@ -1618,6 +1681,8 @@ export interface StragglerTest {
   others_exposed_wait_us_per_step: number | null;
   verdict: string;
   cause: StragglerCause | null;
+  basis?: string;
+  per_collective?: PerCollectiveTest | null;
 }
 /**
  * ``run_summary.superseded_span_diagnoses[]``.

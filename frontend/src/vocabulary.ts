@@ -3,7 +3,7 @@
 // run `make schema frontend`.
 
 /** Every diagnosis id, in the rules' order. */
-export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
+export const DIAGNOSIS_IDS: readonly string[] = ["optimizer_step_bound","small_kernel_flood","gpu_idle_dataloader","gpu_idle_host_sync","gpu_idle_host_untraced","allocator_churn","cudnn_autotune_in_step","compile_in_step","pageable_memcpy","no_step_markers","trace_data_loss","low_gpu_utilization","communication_straggler","exposed_communication","memory_growth","memory_fragmentation","memory_near_capacity","matmul_without_tensor_cores","low_kernel_efficiency","attention_not_fused","trace_cuda_launch_blocking","trace_too_few_steps","trace_warmup_step","trace_unequal_steps","trace_profiler_overhead"];
 
 /** The tab's name of each diagnosis id. */
 export const DIAGNOSIS_NAMES: Record<string, string> = {
@@ -14,6 +14,7 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   gpu_idle_host_untraced: "GPU idle, host busy outside traced ops",
   allocator_churn: "Allocator churn",
   cudnn_autotune_in_step: "cuDNN autotuning in the step",
+  compile_in_step: "torch.compile compiling in the step",
   pageable_memcpy: "Copies from pageable memory",
   no_step_markers: "No step markers",
   trace_data_loss: "Trace data loss",
@@ -25,6 +26,7 @@ export const DIAGNOSIS_NAMES: Record<string, string> = {
   memory_near_capacity: "Memory near capacity",
   matmul_without_tensor_cores: "fp32 matmuls on CUDA cores",
   low_kernel_efficiency: "Kernels far below the roofline",
+  attention_not_fused: "Attention not fused",
   trace_cuda_launch_blocking: "CUDA_LAUNCH_BLOCKING=1 (launches wait for their kernel)",
   trace_too_few_steps: "Too few profiled steps",
   trace_warmup_step: "First step still warming up",
@@ -39,8 +41,9 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   gpu_idle_dataloader: "The GPU idles while the launching thread waits for the next batch (`enumerate(DataLoader)`), in at least two steps.",
   gpu_idle_host_sync: "The GPU idles after the host synchronised with it (`.item()`, `.cpu()`, `torch.cuda.synchronize()`, a synchronous copy): the host drained the queue instead of running ahead.",
   gpu_idle_host_untraced: "The GPU idles while the launching thread is inside the step but in no traced op or runtime call (untraced Python, a sleep, I/O); with stacks, the Python frames are named.",
-  allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+  allocator_churn: "The GPU idles while the CUDA caching allocator frees and re-allocates device memory inside the steps (`cudaFree` synchronises the device): `torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from `allocator_churn_min_fraction` of the step when the cache released memory in the steps.",
   cudnn_autotune_in_step: "cuDNN benchmarks convolution algorithms again inside steady steps (`cudnn.benchmark=True` with new input shapes): the synchronising trial runs are the cost.",
+  compile_in_step: "torch.compile compiles or recompiles inside the profiled steps (Dynamo, AOTAutograd, Inductor, Triton autotuning; a new input shape each time, most often): the GPU idle while the host compiles is the cost; the card counts the compiles and the distinct input shapes.",
   pageable_memcpy: "Host-device copies from pageable host memory, synchronous for the host; their summed duration is the cost.",
   no_step_markers: "The trace has no `ProfilerStep#N` markers: the whole trace is one step, and every per-step number and the diff degrade to whole-trace values.",
   trace_data_loss: "Events the trace lacks: Kineto's own loss counts, events the reader had to skip or quarantine, damaged or cut-short JSON, clipped GPU events; severity follows the unusable share of events.",
@@ -52,6 +55,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   memory_near_capacity: "The memory peak (reserved when recorded) is close to the device's capacity (`totalGlobalMem`).",
   matmul_without_tensor_cores: "fp32 matmul/convolution groups run on CUDA cores (TF32 off, no autocast): the cost is the time they would save on tensor cores at the share of the roof their kind reaches, times the GPU's busy share.",
   low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
+  attention_not_fused: "Attention is written by hand (softmax(q @ kᵀ) @ v over [B, H, L, L] scores, from record_shapes): the scores are materialised in memory; the cost is its kernels' time above what F.scaled_dot_product_attention reaches on the same shapes.",
   trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
   trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
   trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",
@@ -60,28 +64,32 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
 };
 
 /** The idle causes, in priority order (the first that matches a moment wins). */
-export const IDLE_ORDER: readonly string[] = ["data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","host_untraced","nothing_recorded"];
+export const IDLE_ORDER: readonly string[] = ["compiling","data_loading","host_sync","allocator","optimizer_step","launching","cpu_ops","graph_replay","host_untraced","nothing_recorded"];
 
 /** The tab's name of each idle cause. */
 export const IDLE_LABELS: Record<string, string> = {
+  compiling: "Compiling",
   data_loading: "Data loading",
   host_sync: "Host sync",
   allocator: "Memory allocation calls",
   optimizer_step: "Optimizer step",
   launching: "Kernel launching",
   cpu_ops: "Other CPU ops",
+  graph_replay: "Inside a CUDA graph replay",
   host_untraced: "Host busy, untraced",
   nothing_recorded: "Nothing recorded",
 };
 
 /** What each idle cause means. */
 export const IDLE_DEFINITIONS: Record<string, string> = {
+  compiling: "The launching host thread was inside torch.compile's compilation (Dynamo tracing, AOTAutograd, Inductor codegen, Triton autotuning) while the GPU waited; a gap opened by a sync or an allocation inside it belongs here too.",
   data_loading: "The launching host thread was inside enumerate(DataLoader) / DataPipe while the GPU waited.",
-  host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), synchronous copy), or the host was synchronising.",
+  host_sync: "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item() of a GPU tensor, synchronous copy), or the host was synchronising; .item() of a CPU tensor (no runtime sync call inside it) is no sync.",
   allocator: "The gap opened while the host was in cudaMalloc / cudaFree (cudaFree synchronises the device: the caching allocator released its cache, e.g. torch.cuda.empty_cache()), or the host was in such a call.",
   optimizer_step: "The host was running the optimizer step (Optimizer.step) while the GPU waited.",
   launching: "The host was inside CUDA runtime calls (launching kernels) while the GPU waited.",
   cpu_ops: "The host was running other CPU ops while the GPU waited.",
+  graph_replay: "The GPU waited between two kernels of one CUDA graph replay (cudaGraphLaunch): on the graph's own dependencies (another stream's work, an event), not on the host.",
   host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
   nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
 };

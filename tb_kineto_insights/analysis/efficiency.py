@@ -204,9 +204,13 @@ def _device_props(trace: m.Trace, device: int) -> dict[str, Any] | None:
 
 
 def _unit(
-    work: Work, kernel_names: list[str], peak: EfficiencyPeak | None
+    work: Work, kernel_names: list[str], peak: EfficiencyPeak | None, conv_tf32: bool = True
 ) -> tuple[str | None, bool]:
-    """Roof unit of a group and whether it runs on CUDA cores (fp32 kernels by name)."""
+    """Roof unit of a group and whether it runs on CUDA cores (fp32 kernels by name).
+    An fp32 convolution runs on CUDA cores whatever its kernels are called (implicit
+    GEMM, Winograd, FFT, dgrad/wgrad engines, the layout conversions around them) when
+    no fp32 convolution of the trace runs a TF32 kernel (``conv_tf32`` False: TF32 is
+    off for cuDNN, ``torch.backends.cudnn.allow_tf32=False``)."""
     if work.category == "memory":
         return "memory", False
     if work.dtype == "fp32":
@@ -214,6 +218,8 @@ def _unit(
         if any("tf32" in k for k in lowered):
             return "tf32_tensor", False
         if lowered and any(_CUDA_CORE.search(k) for k in lowered):
+            return "fp32", True
+        if lowered and work.category == "conv" and not conv_tf32:
             return "fp32", True
         return "fp32", False
     unit = TENSOR_UNIT.get(work.dtype)
@@ -496,6 +502,7 @@ def _group_rows(
     out: list[EfficiencyRow] = []
     row_of: dict[int, EfficiencyRow] = {}
     covered_ns = 0
+    conv_tf32 = _convolutions_use_tf32(trace, groups)
     for gid, g in enumerate(groups):
         if g.time_ns <= 0:
             continue
@@ -505,7 +512,7 @@ def _group_rows(
             for n in sorted(g.kernel_names or {}, key=lambda n: -(g.kernel_names or {})[n])
             if n >= 0
         ]
-        row = _row(g, knames, peak, n_steps, num_sms, th)
+        row = _row(g, knames, peak, n_steps, num_sms, th, conv_tf32)
         row_of[gid] = row
         out.append(row)
         note = _flops_check_note(row)
@@ -591,6 +598,16 @@ def _matmul_work_per_step(
     ]  # fmt: skip
 
 
+def _convolutions_use_tf32(trace: m.Trace, groups: list[_Group]) -> bool:
+    """Whether any fp32 convolution group of the trace runs a TF32 kernel (TF32 on for
+    cuDNN: its CUDA-core kernels are then cuDNN's choice of algorithm, not the
+    setting's); True without fp32 convolutions."""
+    fp32 = [g for g in groups if g.work.category == "conv" and g.work.dtype == "fp32"]
+    if not fp32:
+        return True
+    return any("tf32" in trace.names[n].lower() for g in fp32 for n in (g.kernel_names or {}))
+
+
 def _row(
     g: _Group,
     knames: list[str],
@@ -598,9 +615,10 @@ def _row(
     n_steps: int,
     num_sms: int | None,
     th: Thresholds,
+    conv_tf32: bool = True,
 ) -> EfficiencyRow:
     work = g.work
-    unit, cuda_cores = _unit(work, knames, peak)
+    unit, cuda_cores = _unit(work, knames, peak, conv_tf32)
     seconds = g.time_ns / 1e9
     flops_total = None if work.flops is None else work.flops * g.calls
     bytes_total = work.bytes * g.calls
@@ -652,7 +670,19 @@ def _row(
         reason=reason,
         flops_source=work.flops_source,
         shapes_flops_per_call=work.shapes_flops,
+        fuses=fused_ops(g.op),
     )
+
+
+_FUSED = re.compile(r"^triton_(?:poi|red|per)_fused_(?P<ops>.+?)(?:_\d+)?$")
+
+
+def fused_ops(name: str) -> str | None:
+    """The ops an Inductor kernel fuses, as its name gives them:
+    ``triton_red_fused_native_layer_norm_backward_view_2`` →
+    ``native_layer_norm_backward_view``; None for any other name."""
+    match = _FUSED.match(name)
+    return match.group("ops") if match else None
 
 
 def _headline(rows: list[EfficiencyRow]) -> str | None:

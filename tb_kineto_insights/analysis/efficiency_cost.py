@@ -21,6 +21,10 @@ Definitions (:func:`op_work`; element size ``e`` from the dtype, :data:`DTYPES`)
   (two matmuls: Q·Kᵀ and P·V), ×2.5 for the backward (five matmuls of the same
   size), halved when causal (FlashAttention-2 paper's accounting); without a
   readable ``is_causal``: no claim. Bytes e·(q + k + v + out).
+- Inductor's generated kernels (``triton_poi_*``, ``triton_red_*``, ``triton_per_*``,
+  each launched by a CPU op of its own name whose ``Input Dims`` are the kernel's
+  arguments): bytes only, every tensor argument once (a lower bound of the traffic);
+  no FLOPs, whatever ops they fuse.
 - memory ops (element-wise, reduction, norm, softmax, copy, ``_foreach_*``):
   bytes only, the tensors read (every tensor input) plus the one written (the size
   of the largest input; none for reductions, whose output is small; fill/zero write
@@ -46,6 +50,7 @@ from typing import Any
 from tb_kineto_insights.trace.op_names import (
     CONV_OPS,
     ELEMENTWISE_OPS,
+    FUSED_PREFIXES,
     GEMM_OPS,
     REDUCTION_OPS,
     WRITE_ONLY_OPS,
@@ -349,7 +354,19 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any = None) -> Work | No
         return _memory_op(name, dims, types)
     if name.startswith("aten::_foreach_"):
         return _memory_op(name, dims, types)
+    if name.startswith(FUSED_PREFIXES):
+        return _fused(dims, types)
     return None
+
+
+def _fused(dims: list[Any], types: list[Any]) -> Work | None:
+    """An Inductor-generated (Triton) element-wise or reduction kernel: bytes only, each
+    tensor argument once (its inputs read, its outputs written; a buffer read and
+    written in place counts once, so the bytes are a lower bound); no FLOPs."""
+    t = _tensors(dims, types)
+    if not t:
+        return None
+    return Work("memory", None, float(sum(_numel(s) * e for s, _, e in t)), t[0][1])
 
 
 def trace_flops(value: Any) -> float | None:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.group_sums import distinct_pairs
 from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.trace import model as m
 
@@ -53,6 +54,16 @@ class HostCause:
 #: The causes in priority order (module docstring).
 CAUSES: tuple[HostCause, ...] = (
     HostCause(
+        "compiling",
+        "torch.compile compiling",
+        "Compiling",
+        "The launching host thread was inside torch.compile's compilation (Dynamo tracing, "
+        "AOTAutograd, Inductor codegen, Triton autotuning) while the GPU waited; a gap "
+        "opened by a sync or an allocation inside it belongs here too.",
+        OPS,
+        nm.is_compile,
+    ),
+    HostCause(
         "data_loading",
         "data loading",
         "Data loading",
@@ -65,8 +76,9 @@ CAUSES: tuple[HostCause, ...] = (
         "host_sync",
         "host synchronization",
         "Host sync",
-        "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item(), "
-        "synchronous copy), or the host was synchronising.",
+        "The gap opened as a host synchronisation returned (cudaDeviceSynchronize, .item() "
+        "of a GPU tensor, synchronous copy), or the host was synchronising; .item() of a "
+        "CPU tensor (no runtime sync call inside it) is no sync.",
         OPS + RUNTIME,
         nm.is_sync,
     ),
@@ -105,6 +117,13 @@ CAUSES: tuple[HostCause, ...] = (
         nm.is_not_step_marker,
     ),
     HostCause(
+        "graph_replay",
+        "waiting inside a CUDA graph replay",
+        "Inside a CUDA graph replay",
+        "The GPU waited between two kernels of one CUDA graph replay (cudaGraphLaunch): on "
+        "the graph's own dependencies (another stream's work, an event), not on the host.",
+    ),
+    HostCause(
         "host_untraced",
         "host busy outside traced ops (untraced Python, sleep, I/O)",
         "Host busy, untraced",
@@ -134,10 +153,43 @@ NO_THREAD = (-(2**62), -(2**62))
 
 def rows_of(index: TraceIndex, cause: HostCause, kind: str) -> npt.NDArray[np.bool_]:
     """Per row of table ``kind``: whether ``cause`` matches it (its name satisfies the
-    cause's predicate and the cause reads that table); all False otherwise."""
+    cause's predicate and the cause reads that table); all False otherwise. An op that
+    reads a value to the host (``aten::item``, ``aten::_local_scalar_dense``,
+    ``aten::nonzero``) is a ``host_sync`` only when it waits for the GPU: a runtime sync
+    call on its thread lies inside it (:func:`waits_for_gpu`); ``.item()`` of a CPU
+    tensor (an optimizer's step count) waits for nothing."""
     if cause.predicate is None or kind not in cause.kinds:
         return np.zeros(len(index.trace.tables[kind]), dtype=np.bool_)
-    return index.rows_where(kind, cause.predicate)
+    rows = index.rows_where(kind, cause.predicate)
+    if cause.name == "host_sync" and kind in OPS:
+        rows &= waits_for_gpu(index, kind, rows)
+    return rows
+
+
+def waits_for_gpu(
+    index: TraceIndex, kind: str, rows: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_]:
+    """Per row of host table ``kind``: True unless it is one of ``rows`` and no runtime
+    sync call (:func:`~tb_kineto_insights.analysis.names.is_sync`: ``cudaStreamSynchronize``,
+    a synchronous copy…) starts inside it on its thread. A trace without runtime calls
+    cannot tell: every row is True there."""
+    out = np.ones(len(rows), dtype=np.bool_)
+    rt = index.trace.runtime
+    if not rows.any() or len(rt) == 0:
+        return out
+    table = index.trace.tables[kind]
+    syncs = index.rows_where(m.RUNTIME, nm.is_sync)
+    cand = np.flatnonzero(rows)
+    out[cand] = False
+    if not syncs.any():
+        return out
+    sp, st_, ss = rt.pid[syncs], rt.tid[syncs], rt.start_ns[syncs]
+    for p, t in distinct_pairs(table.pid[cand], table.tid[cand]):
+        mine = cand[(table.pid[cand] == p) & (table.tid[cand] == t)]
+        starts = np.sort(ss[(sp == p) & (st_ == t)])
+        first = np.searchsorted(starts, table.start_ns[mine], side="left")
+        out[mine] = np.searchsorted(starts, table.end_ns[mine], side="left") > first
+    return out
 
 
 def first_cause(index: TraceIndex, kind: str) -> npt.NDArray[np.int64]:

@@ -7,8 +7,13 @@ before it, else the thread of the ProfilerStep markers, the *step thread*).
 
 Attribution (DESIGN.md, Metric definitions):
 
+0. A gap between two kernels of one CUDA graph replay (the work on each side of it
+   launched by the same ``cudaGraphLaunch``: :func:`.idle_activity.inside_graph_replay`)
+   belongs wholly to ``graph_replay``: the GPU waits on the graph's own dependencies,
+   and no host activity causes it.
 1. A gap that opens as a host synchronization on that thread returns belongs wholly to
-   ``host_sync``: the host drained the queue instead of running ahead. Likewise a gap
+   ``host_sync`` (unless torch.compile made the sync while compiling: it is then the
+   compile's, step 2): the host drained the queue instead of running ahead. Likewise a gap
    that opens while the thread is inside a device-memory allocation call (``cudaFree``,
    ``cudaMalloc``, HIP's: :func:`~tb_kineto_insights.analysis.names.is_allocator_call`)
    belongs wholly to ``allocator``: ``cudaFree`` synchronises the device (the caching
@@ -19,7 +24,9 @@ Attribution (DESIGN.md, Metric definitions):
    that tolerance after it: ``x.cpu()`` copies, then synchronizes; see
    :func:`.idle_activity.opened_by_sync`).
 2. Otherwise each idle microsecond goes to what the thread was doing then, first match
-   in :data:`CAUSE_NAMES` order: ``data_loading`` (``enumerate(DataLoader)#…``),
+   in :data:`CAUSE_NAMES` order: ``compiling`` (torch.compile compiling:
+   :func:`~tb_kineto_insights.analysis.names.is_compile`), ``data_loading``
+   (``enumerate(DataLoader)#…``),
    ``host_sync`` (``*Synchronize``, synchronous copies, ``aten::item``,
    ``aten::_local_scalar_dense``), ``allocator`` (``cudaMalloc``/``cudaFree`` calls),
    ``optimizer_step`` (``Optimizer.step#…``),
@@ -79,8 +86,9 @@ from tb_kineto_insights.analysis.idle_activity import (
     by_thread,
     gpu_events,
     inside,
+    inside_graph_replay,
     launch_threads,
-    opened_by_sync,
+    sync_openers,
 )
 from tb_kineto_insights.analysis.idle_costs import (
     LAUNCH_PATH_CAUSES,
@@ -88,6 +96,7 @@ from tb_kineto_insights.analysis.idle_costs import (
     launch_bound_gaps,
     optimizer_cost,
 )
+from tb_kineto_insights.analysis.idle_sync import sync_sources
 from tb_kineto_insights.analysis.lost import gpu_lost_note
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import StepWindows, TraceIndex
@@ -250,7 +259,9 @@ class _Gaps:
     threads: np.ndarray
     amounts: np.ndarray
     sync_opened: np.ndarray
+    sync_at: np.ndarray
     alloc_opened: np.ndarray
+    in_graph: np.ndarray
     cpu_parts: list[tuple[tuple[int, int], iv.Intervals]]
     frame_pieces: pf.FramePieces
 
@@ -277,18 +288,30 @@ def _thread_causes(
     for the Python frames."""
     gs, ge, glen, amounts = g.gs, g.ge, g.glen, g.amounts
     untraced_col = CAUSE_NAMES.index("host_untraced")
-    g.sync_opened[idx] = opened_by_sync(
+    opener_end = sync_openers(
         st.activity, thread, gs[idx], ge[idx], int(st.thresholds.sync_return_tolerance_us * 1000)
     )
-    g.alloc_opened[idx] = ~g.sync_opened[idx] & inside(
-        st.activity.sets(thread)["allocator"], gs[idx]
+    # a sync or an allocation made by torch.compile while it compiles (constant folding,
+    # Triton autotuning) is the compile's: the gap is left to the causes below
+    compiling = st.activity.sets(thread)["compiling"]
+    opener_end[inside(compiling, np.maximum(opener_end - 1, 0)) & (opener_end >= 0)] = -1
+    opener_end[g.in_graph[idx]] = -1  # inside a graph replay: the graph's, wholly
+    g.sync_opened[idx] = opener_end >= 0
+    g.sync_at[idx] = np.where(opener_end >= 0, opener_end - 1, -1)
+    g.alloc_opened[idx] = (
+        ~g.sync_opened[idx]
+        & inside(st.activity.sets(thread)["allocator"], gs[idx])
+        & ~inside(compiling, gs[idx])
+        & ~g.in_graph[idx]
     )
     labelled: list[tuple[np.ndarray, np.ndarray, int]] = []
     opened = idx[g.sync_opened[idx]]
     labelled.append((gs[opened], ge[opened], CAUSE_NAMES.index("host_sync")))
     in_alloc = idx[g.alloc_opened[idx]]
     labelled.append((gs[in_alloc], ge[in_alloc], CAUSE_NAMES.index("allocator")))
-    rest = idx[~g.sync_opened[idx] & ~g.alloc_opened[idx]]
+    in_graph = idx[g.in_graph[idx]]
+    labelled.append((gs[in_graph], ge[in_graph], CAUSE_NAMES.index("graph_replay")))
+    rest = idx[~g.sync_opened[idx] & ~g.alloc_opened[idx] & ~g.in_graph[idx]]
     if not rest.size:
         return labelled
     remaining = (gs[rest], ge[rest])  # disjoint and sorted already
@@ -333,7 +356,9 @@ def _attribute(st: _Setting, dev: int, pieces: dict[int, IdlePieces] | None) -> 
         threads=launch_threads(st.index, events, gs, ge),
         amounts=np.zeros((gs.size, len(CAUSE_NAMES)), dtype=np.int64),
         sync_opened=np.zeros(gs.size, dtype=np.bool_),
+        sync_at=np.full(gs.size, -1, dtype=np.int64),
         alloc_opened=np.zeros(gs.size, dtype=np.bool_),
+        in_graph=inside_graph_replay(st.index, events, gs, ge),
         cpu_parts=[],
         frame_pieces=pf.FramePieces.concat([]),
     )
@@ -361,9 +386,13 @@ def _attribute(st: _Setting, dev: int, pieces: dict[int, IdlePieces] | None) -> 
     g.amounts[g.sync_opened, sync_col] = g.glen[g.sync_opened]
     g.amounts[g.alloc_opened] = 0
     g.amounts[g.alloc_opened, alloc_col] = g.glen[g.alloc_opened]
+    graph_col = CAUSE_NAMES.index("graph_replay")
+    g.amounts[g.in_graph] = 0
+    g.amounts[g.in_graph, graph_col] = g.glen[g.in_graph]
     if pieces is not None and collected is not None:
         collected.append(((gs[g.sync_opened], ge[g.sync_opened]), sync_col))
         collected.append(((gs[g.alloc_opened], ge[g.alloc_opened]), alloc_col))
+        collected.append(((gs[g.in_graph], ge[g.in_graph]), graph_col))
         pieces[dev] = _pieces(collected, st.steps.start_ns)
     return g
 
@@ -377,7 +406,9 @@ def _largest_gaps(st: _Setting, g: _Gaps) -> list[IdleGap]:
     thread_rows: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for k in longest_first(g.glen, st.thresholds.largest_gaps):
         thread = (int(g.threads[k, 0]), int(g.threads[k, 1]))
-        outer, inner = _op_at(index, thread, int(g.gs[k] + g.glen[k] // 2), thread_rows)
+        # a gap opened by a sync: the ops around that sync, not what the host ran next
+        at = int(g.sync_at[k]) if g.sync_at[k] >= 0 else int(g.gs[k] + g.glen[k] // 2)
+        outer, inner = _op_at(index, thread, at, thread_rows)
         s_i = int(g.step_of[k])
         out.append(
             IdleGap(
@@ -493,6 +524,14 @@ def _device_panel(st: _Setting, dev: int, g: _Gaps) -> IdleDevice:
         gap_histogram=_histogram(g.glen),
         largest_gaps=_largest_gaps(st, g),
         python_idle_us=int(g.frame_pieces.dur_ns.sum()) / 1000.0,
+        sync_sources=sync_sources(
+            index,
+            st.frames,
+            g.threads,
+            np.where(g.sync_opened, g.sync_at, -1),
+            g.glen,
+            th.idle_top_ops,
+        ),
         python_frames=pf.frame_summaries(
             st.frames,
             g.frame_pieces,

@@ -165,6 +165,32 @@ def launch_threads(
     return out
 
 
+def inside_graph_replay(
+    index: TraceIndex, ev: DeviceEvents, gap_s: np.ndarray, gap_e: np.ndarray
+) -> np.ndarray:
+    """Per gap: it lies between two kernels of one CUDA graph replay, the work that ends
+    where it starts and the work that starts where it ends launched by the same graph
+    launch call (``cudaGraphLaunch``, one correlation id): the GPU waits on the graph's
+    own dependencies (another stream's work, an event), not on the host."""
+    out = np.zeros(gap_s.size, dtype=np.bool_)
+    if ev.start_ns.size == 0 or gap_s.size == 0:
+        return out
+    graph = index.rows_where(m.RUNTIME, nm.is_graph_launch)
+    if not graph.any():
+        return out
+    nxt = next_event(ev, gap_e)
+    by_end = np.argsort(ev.end_ns, kind="stable")
+    k = np.searchsorted(ev.end_ns[by_end], gap_s, side="right") - 1
+    prv = np.where(k >= 0, by_end[np.maximum(k, 0)], -1)
+    ok = (nxt >= 0) & (prv >= 0)
+    ok[ok] = ev.end_ns[prv[ok]] == gap_s[ok]
+    row_n = np.where(ok, ev.launch_row[np.maximum(nxt, 0)], -1)
+    row_p = np.where(ok, ev.launch_row[np.maximum(prv, 0)], -1)
+    out = (row_n >= 0) & (row_n == row_p)
+    out[out] = graph[row_n[out]]
+    return out
+
+
 def busy_in(events: DeviceEvents, sel: np.ndarray, windows: iv.Intervals) -> int:
     """Wall time (ns) covered by the selected events inside the step windows."""
     return int(iv.total(iv.intersect(iv.union(events.start_ns[sel], events.end_ns[sel]), windows)))
@@ -177,13 +203,27 @@ def opened_by_sync(
     gap_e: np.ndarray,
     tol_ns: int,
 ) -> np.ndarray:
-    """Per gap: it opens as a host synchronization on ``thread`` returns. The first sync
-    range on the thread ending at or after the gap start must end within ``tol_ns`` of
-    it and have started no later than the gap start (the host was blocked when the GPU
-    ran dry). A CUDA runtime sync call (which always waits for the GPU) may also start
-    inside the gap, within that tolerance of its start: ``x.cpu()`` copies, then calls
-    ``cudaStreamSynchronize`` a few µs after the copy drained the GPU."""
-    hit = np.zeros(gap_s.size, dtype=np.bool_)
+    """Per gap: it opens as a host synchronization on ``thread`` returns
+    (:func:`sync_openers` found its sync range)."""
+    return sync_openers(activity, thread, gap_s, gap_e, tol_ns) >= 0
+
+
+def sync_openers(
+    activity: ThreadActivity,
+    thread: tuple[int, int],
+    gap_s: np.ndarray,
+    gap_e: np.ndarray,
+    tol_ns: int,
+) -> np.ndarray:
+    """Per gap, the end (ns) of the host synchronization on ``thread`` that opened it,
+    -1 where none did. A gap opens as a sync returns when the first sync range on the
+    thread ending at or after the gap start ends within ``tol_ns`` of it and started no
+    later than the gap start (the host was blocked when the GPU ran dry). A CUDA runtime
+    sync call (which always waits for the GPU) may also start inside the gap, within
+    that tolerance of its start: ``x.cpu()`` copies, then calls
+    ``cudaStreamSynchronize`` a few µs after the copy drained the GPU. Of the two kinds
+    of ranges (any sync range, runtime calls only), the first that opened it."""
+    out = np.full(gap_s.size, -1, dtype=np.int64)
     for runtime_only in (False, True):
         sync_s, sync_e = activity.sync_calls(thread, runtime_only)
         if sync_e.size == 0:
@@ -195,8 +235,11 @@ def opened_by_sync(
         started = sync_s[kk] <= gs
         if runtime_only:
             started |= (sync_s[kk] <= gs + tol_ns) & (sync_s[kk] < ge)
-        hit[ok] |= (sync_e[kk] <= gs + tol_ns) & started
-    return hit
+        hit = (sync_e[kk] <= gs + tol_ns) & started
+        where = np.flatnonzero(ok)[hit]
+        fresh = out[where] < 0
+        out[where[fresh]] = sync_e[kk[hit]][fresh]
+    return out
 
 
 def inside(sets: iv.Intervals, t: np.ndarray) -> np.ndarray:

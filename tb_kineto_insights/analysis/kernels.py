@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.group_sums import distinct, int_sums
 from tb_kineto_insights.analysis.lost import gpu_lost_note
@@ -112,7 +113,10 @@ def kernels_summary(index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOL
             ``launch_bound_fraction`` (kernels shorter than their own launch call /
             ``one_to_one_count``), ``launch_bound_denominator`` (that denominator in
             words), ``unlinked_kernels`` (kernels whose correlation id matches no
-            runtime call).
+            runtime call), ``graph_launches`` / ``graph_launch_host_us`` /
+            ``graph_kernels`` (CUDA graph replays starting in a host step window, their
+            host time in µs, and the kernels in the step windows they launched: a
+            replay's host cost).
         top_by_count / top_by_time: ``Thresholds.top_kernels`` rows of ``{name, full_name,
             count, time_us, mean_us, short_fraction, is_communication}`` grouped by
             :func:`~tb_kineto_insights.analysis.names.short_kernel_name`;
@@ -224,6 +228,9 @@ def _launches(index: TraceIndex, in_step: Mask) -> tuple[KernelLaunch, Mask, Mas
     is_launch_call = index.rows_where(m.RUNTIME, nm.is_kernel_launch)
     launch_count = int(is_launch_call.sum())
     n_denominator = int(denominator.sum())
+    steps = index.steps
+    hs, he = steps.host_windows() if steps.has_markers else (steps.start_ns, steps.end_ns)
+    replays = graph_row & (iv.window_index(rt.start_ns, hs, he) >= 0) if len(rt) else graph_row
     launch = KernelLaunch(
         mean_launch_us=(_us(float(rt.dur_ns[is_launch_call].mean())) if launch_count else None),
         launch_count=launch_count,
@@ -232,6 +239,9 @@ def _launches(index: TraceIndex, in_step: Mask) -> tuple[KernelLaunch, Mask, Mas
         launch_bound_fraction=_fraction(int(launch_bound.sum()), n_denominator),
         launch_bound_denominator=LAUNCH_BOUND_DENOMINATOR,
         unlinked_kernels=int((~linked).sum()),
+        graph_launches=int(replays.sum()),
+        graph_launch_host_us=_us(int(rt.dur_ns[replays].sum())) if len(rt) else 0.0,
+        graph_kernels=int((graph & in_step).sum()),
     )
     return launch, linked, graph
 

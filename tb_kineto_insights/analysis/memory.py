@@ -66,7 +66,11 @@ Per device (each ``(Device Type, Device Id)`` pair: ``CUDA:0``, ``CPU``, ``MTIA:
   it and the event before does not count (``stale_events_ignored``): the release
   (``torch.cuda.empty_cache()``, an out-of-memory retry) emits no ``[memory]`` event, so
   ``reserved[i-1]`` still holds the released segments and the "cached free" bytes no
-  longer exist. Two caveats make
+  longer exist. Nor does any event of a step in which the cache released memory
+  (``release_steps``: ``Total Reserved`` fell between two of its events, or a
+  ``cudaFree`` ran in it; ``release_events_ignored`` counts them): new segments there
+  re-fill what was released (churn: ``allocator_churn``), not requests that free
+  blocks failed to fit. Two caveats make
   it say *more* than there is: the allocator keeps free blocks per CUDA stream, so bytes
   cached for another stream count as free here; a ``torch.cuda.empty_cache()`` between
   two events is invisible (reserved drops with no event), so the next event's "before"
@@ -347,6 +351,14 @@ def _fragmentation(
     )
     stale = hit & released
     hit &= ~released
+    # a step in which the cache released segments (reserved fell, or a cudaFree ran):
+    # its new segments re-fill what was released (churn), whatever the cached bytes
+    # said before; none of its events is fragmentation
+    release_step, released_bytes = _release_steps(d, free_t, h_start, h_end)
+    event_step = iv.window_index(d.ts[1:], h_start, h_end)
+    in_release = (event_step >= 0) & release_step[np.maximum(event_step, 0)]
+    churn = hit & in_release
+    hit &= ~in_release
     idx = np.nonzero(hit)[0] + 1  # local event index
     growth = (res[idx] - res[idx - 1]).astype(np.int64)
     requested = d.bytes[idx]
@@ -402,7 +414,30 @@ def _fragmentation(
         excess_reserved_growth_bytes_per_step=excess,
         largest=largest,
         stale_events_ignored=int(stale.sum()),
+        release_steps=[int(n) for n in steps.number[release_step].tolist()],
+        release_events_ignored=int(churn.sum()),
+        released_bytes=released_bytes,
     ), idx[top]
+
+
+def _release_steps(
+    d: _Device, free_t: I64, h_start: I64, h_end: I64
+) -> tuple[npt.NDArray[np.bool_], int]:
+    """Per host step window: the caching allocator released device memory in it,
+    ``Total Reserved`` fell between two of its events or a device-memory free call
+    (``cudaFree``…, ``free_t`` sorted) started in it; and the bytes by which Total
+    Reserved fell inside the windows."""
+    out = np.zeros(h_start.size, dtype=np.bool_)
+    released = 0
+    if d.reserved is not None and d.ts.size > 1:
+        fell = np.flatnonzero(np.diff(d.reserved) < 0) + 1
+        k = iv.window_index(d.ts[fell], h_start, h_end)
+        out[k[k >= 0]] = True
+        inside = fell[k >= 0]
+        released = int((d.reserved[inside - 1] - d.reserved[inside]).sum())
+    k = iv.window_index(free_t, h_start, h_end)
+    out[k[k >= 0]] = True
+    return out, released
 
 
 def _match(d: _Device) -> dict[str, Any]:

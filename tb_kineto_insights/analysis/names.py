@@ -152,6 +152,49 @@ def is_compiled_kernel(name: str) -> bool:
     return name.startswith("triton_") or name.startswith("void triton_")
 
 
+#: The ranges torch.compile records while it compiles (Dynamo tracing, AOTAutograd,
+#: Inductor lowering and codegen, Triton autotuning): the whole frame's compile and the
+#: backward graph's (compiled lazily at the first backward), every ``dynamo_timed``
+#: phase, and the ``…_data: compile_id=F/N`` annotations beside them. Running compiled
+#: code (``Torch-Compiled Region``, ``CompiledFunction``, ``TorchDynamo Cache Lookup``)
+#: is not compiling.
+_COMPILE_NAMES = frozenset(
+    {
+        "dynamo",
+        "entire_frame_compile",
+        "entire_backward_compile",
+        "backend_compile",
+        "inductor_compile",
+        "compile_fx_inner",
+        "fx_codegen_and_compile",
+        "create_aot_dispatcher_function",
+        "_compile.compile_inner",
+        "OutputGraph.call_user_compiler",
+        "CachingAutotuner.benchmark_all_configs",
+    }
+)
+_COMPILE_ID = re.compile(r"compile_id=(\S+)")
+
+
+def is_compile(name: str) -> bool:
+    """A range torch.compile records while compiling (:data:`_COMPILE_NAMES`, a
+    ``… (dynamo_timed)`` phase, a ``compile_attempt_N``, a ``…: compile_id=…``
+    annotation)."""
+    return (
+        name in _COMPILE_NAMES
+        or name.endswith("(dynamo_timed)")
+        or name.startswith("compile_attempt_")
+        or "compile_id=" in name
+    )
+
+
+def compile_id(name: str) -> str | None:
+    """``0/13`` of an annotation named ``…: compile_id=0/13`` (Dynamo's frame / compile
+    number: one more per recompile of the frame), else None."""
+    match = _COMPILE_ID.search(name)
+    return match.group(1) if match else None
+
+
 def is_pageable_memcpy(name: str) -> bool:
     """Kineto names copies from pageable host memory ``Memcpy HtoD (Pageable -> Device)``."""
     return "Pageable" in name

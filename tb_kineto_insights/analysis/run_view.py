@@ -151,7 +151,9 @@ def run_summary(
     ``p_value``, ``delay_us_per_step``, ``share_of_step``, ``others_wait_us_per_step``,
     ``others_hidden_wait_us_per_step``, ``others_exposed_wait_us_per_step``, ``cause``
     (:func:`.straggler_cause.straggler_cause`, on the lead-ups of the collectives it is
-    late to)) when the rule holds, else ``None``; ``straggler_test`` (the best candidate
+    late to), ``basis`` (``steps`` or ``collectives``: which test named it),
+    ``per_collective`` (:func:`.straggler_collectives.collective_test`)) when the rule
+    holds, else ``None``; ``straggler_test`` (the best candidate
     and why it is or is not a straggler: the same keys plus ``ranks_tested``,
     ``run_noise_us``, ``reference_noise_us``, ``reference_degrees_of_freedom``,
     ``t_statistic``, ``degrees_of_freedom``, ``p_value_mean``, ``p_value_min``,
@@ -326,6 +328,8 @@ _STRAGGLER_KEYS: tuple[str, ...] = (
     "others_hidden_wait_us_per_step",
     "others_exposed_wait_us_per_step",
     "cause",
+    "basis",
+    "per_collective",
 )
 
 

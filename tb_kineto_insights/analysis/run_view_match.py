@@ -87,6 +87,20 @@ class Matched:
         self.late_at: list[dict[Any, tuple[int, list[int], list[CollectiveCall]]]] = [
             {} for _ in range(n)
         ]
+        #: per worker, per step key (matched collectives inside steps): how many it was
+        #: in, how many it was the unique last to, and what the others waited for it
+        #: there, summed over those collectives (each collective: the mean over the other
+        #: ranks of their wait, and of its exposed part; ns) — the per-collective
+        #: straggler test (:mod:`.straggler_collectives`)
+        self.step_collectives: list[dict[Any, int]] = [{} for _ in range(n)]
+        self.step_last: list[dict[Any, int]] = [{} for _ in range(n)]
+        self.waited_for_ns: list[dict[Any, float]] = [{} for _ in range(n)]
+        self.exposed_waited_for_ns: list[dict[Any, float]] = [{} for _ in range(n)]
+        #: per worker, every matched collective inside a step where it was the unique
+        #: last: ``(step key, worker indexes, their entries)``
+        self.last_at: list[list[tuple[Any, list[int], list[CollectiveCall]]]] = [
+            [] for _ in range(n)
+        ]
         self.step_keys: list[Any] = []
         self.skews: list[float] = []
         self.transfers: list[float] = []
@@ -299,11 +313,26 @@ def _group(
     column = {step: c for c, step in enumerate(local_steps)}
     step_index = np.array([column[s] if s is not None else -1 for s in steps], dtype=np.int64)
     late_ms, delay_ms = st.step_lateness(start, step_index, len(local_steps))
+    n_others = max(len(members) - 1, 1)
+    others_wait = wait.sum(axis=1) / n_others  # the last rank's own wait is 0
+    others_exposed = (exp_wait.sum(axis=1) - exp_wait[k_rows, last_j]) / n_others
     for c, step in enumerate(local_steps):
         step_keys.add(step)
         sel = np.flatnonzero(step_index == c)
         for col, values in enumerate((wait, own_transfer, exp_wait, exp_transfer)):
             m.in_step_ns[members, col] += values[sel].sum(axis=0)
+        last_sel = sel[unique_last[sel]]
+        for j, i in enumerate(members):
+            m.step_collectives[i][step] = m.step_collectives[i].get(step, 0) + int(sel.size)
+            mine = last_sel[last_j[last_sel] == j]
+            if mine.size:
+                m.step_last[i][step] = m.step_last[i].get(step, 0) + int(mine.size)
+                m.waited_for_ns[i][step] = m.waited_for_ns[i].get(step, 0.0) + float(
+                    others_wait[mine].sum()
+                )
+                m.exposed_waited_for_ns[i][step] = m.exposed_waited_for_ns[i].get(
+                    step, 0.0
+                ) + float(others_exposed[mine].sum())
         for j, i in enumerate(members):
             value = int(late_ms[j, c])
             if value >= 0:
@@ -323,6 +352,7 @@ def _group(
             if step is None:
                 continue
             i = members[last_l[k]]
+            m.last_at[i].append((step, members, [cols.entries[g] for g in gid[k].tolist()]))
             best = m.late_at[i].get(step)
             if best is None or gap_l[k] > best[0]:
                 row = gid[k].tolist()

@@ -104,6 +104,18 @@ rank holds the others back only when it is both
   ``share_of_step`` = ``delay_us_per_step`` ÷ the other ranks' mean step time; costly
   when at least ``straggler_min_share_of_step``.
 
+- **per collective** (:func:`~.straggler_collectives.collective_test`, ``basis`` =
+  ``collectives``): when the per-step test finds no straggler, the rank the others wait
+  for in most collectives (FSDP, tensor parallelism: the ranks re-align at every
+  collective, so its per-step lateness stays small) is one when it is last in more
+  collectives than chance allows for ``n`` ranks and in most collectives of most steps,
+  and the exposed part of the others' wait for it, summed over the collectives of a
+  step, is at least ``straggler_min_share_of_step`` of their step: that is then its
+  ``delay_us_per_step`` and ``share_of_step``, ``last_steps`` the steps where it was last
+  in most collectives, and its cause is read before the collectives it is late to
+  (``per_collective``: the test's numbers, also when it does not hold). The lateness
+  keys stay those of the per-step test.
+
 The binomial tail (:func:`binomial_tail`) and the exact median
 (:func:`exact_median`) are the statistics' helpers.
 """
@@ -118,6 +130,8 @@ import numpy as np
 
 from tb_kineto_insights.analysis.run_view_spans import RunViewSpan
 from tb_kineto_insights.analysis.straggler_cause import straggler_cause
+from tb_kineto_insights.analysis.straggler_collectives import binomial_tail as binomial_tail
+from tb_kineto_insights.analysis.straggler_collectives import collective_test
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.schema.communication import CollectiveCall
 
@@ -146,6 +160,21 @@ class MatchedLateness(Protocol):
 
     @property
     def late_at(self) -> list[dict[Any, tuple[int, list[int], list[CollectiveCall]]]]: ...
+
+    @property
+    def last_at(self) -> list[list[tuple[Any, list[int], list[CollectiveCall]]]]: ...
+
+    @property
+    def step_collectives(self) -> list[dict[Any, int]]: ...
+
+    @property
+    def step_last(self) -> list[dict[Any, int]]: ...
+
+    @property
+    def waited_for_ns(self) -> list[dict[Any, float]]: ...
+
+    @property
+    def exposed_waited_for_ns(self) -> list[dict[Any, float]]: ...
 
 
 def student_t_sf(t: float, df: int) -> float:
@@ -354,34 +383,6 @@ def exact_median(values: list[int]) -> float:
     return statistics.median(values)
 
 
-def binomial_tail(k: int, n: int, p: float) -> float:
-    """``P(X ≥ k)`` for ``X ~ Binomial(n, p)``: the sum of the pmf from ``k`` to ``n``
-    (``math.comb`` up to ``n = 1000``, log-gamma beyond).
-
-    Raises:
-        ValueError: ``n < 0`` or ``p`` outside ``[0, 1]``.
-    """
-    if n < 0 or not 0.0 <= p <= 1.0:
-        raise ValueError(f"binomial_tail needs n >= 0 and 0 <= p <= 1, got n={n}, p={p}")
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    if p == 0.0:
-        return 0.0
-    if p == 1.0:
-        return 1.0
-    q = 1.0 - p
-    if n <= 1000:  # exact binomial coefficients
-        return min(sum(math.comb(n, i) * p**i * q ** (n - i) for i in range(k, n + 1)), 1.0)
-    log_p, log_q = math.log(p), math.log1p(-p)
-    total = 0.0
-    for i in range(k, n + 1):
-        log_comb = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
-        total += math.exp(log_comb + i * log_p + (n - i) * log_q)
-    return min(total, 1.0)
-
-
 def straggler_test(
     m: MatchedLateness,
     rows: list[dict[str, Any]],
@@ -422,12 +423,35 @@ def straggler_test(
     consistent = consistent and p_value <= th.straggler_alpha
     costly = share is not None and share >= th.straggler_min_share_of_step
     verdict = _verdict(consistent, costly)
+    per = collective_test(m, rows, candidates, tested_keys, th)
+    basis = "steps"
+    if verdict != "straggler" and per is not None and per["consistent"] and per["costly"]:
+        # re-aligned at every collective: the rank the others wait for in most of them
+        basis, verdict, top = "collectives", "straggler", per["index"]
+        last_steps = per["steps_mostly_last"]
+        delay = per["exposed_waited_for_us_per_step"]
+        _, others_wait, others_hidden, others_exposed = _others_loss(m, rows, top, delay)
+        share = per["share_of_step"]
+        consistent = costly = True
     matched = m.matched_of[top]
     cause = None
     if verdict == "straggler":
         others_of = [workers[j][1] for j in candidates if j != top]
-        late_collectives = _late_collectives(m, top, tested_keys)
-        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives)
+        if basis == "collectives":  # every collective it is last to, summed per step
+            keys = set(tested_keys)
+            late_collectives = [
+                (
+                    entries[members_of.index(top)],
+                    [e for j, e in zip(members_of, entries, strict=True) if j != top],
+                )
+                for step, members_of, entries in m.last_at[top]
+                if step in keys
+            ]
+            per_step = len(late_collectives) / len(tested_keys) if tested_keys else None
+        else:
+            late_collectives = _late_collectives(m, top, tested_keys)
+            per_step = None
+        cause = straggler_cause(workers[top][1], others_of, delay, th, late_collectives, per_step)
     return {
         "rank": rank_list[top],
         "worker": workers[top][0],
@@ -462,6 +486,12 @@ def straggler_test(
         "others_exposed_wait_us_per_step": others_exposed,
         "verdict": verdict,
         "cause": cause,
+        "basis": basis,
+        "per_collective": (
+            {k: v for k, v in per.items() if k != "index"} | {"rank": rank_list[per["index"]]}
+            if per is not None
+            else None
+        ),
     }
 
 

@@ -15,7 +15,7 @@ there:
 - ``memcpy``: memcpy and memset time;
 - the host-side causes of GPU idle time (the idle panel's, the launching thread's state
   during each idle µs): ``host_untraced`` (host busy outside traced ops: untraced
-  Python, sleep, I/O), ``data_loading``, ``host_sync``, ``optimizer_step``,
+  Python, sleep, I/O), ``compiling``, ``data_loading``, ``host_sync``, ``optimizer_step``,
   ``launching``, ``cpu_ops``, ``allocator``;
 - ``launches``: host time in the runtime calls that launch its kernels (a rank that
   launches more kernels, or launches slower), with ``launches_per_step_excess``, the
@@ -70,19 +70,27 @@ CAUSE_CLASSES: dict[str, str] = {
     "gpu_compute": "GPU compute",
     "memcpy": "memory copies and sets",
     "host_untraced": "host time outside traced ops",
+    "compiling": "torch.compile compiling",
     "data_loading": "data loading",
     "host_sync": "host synchronization",
     "optimizer_step": "the optimizer step",
     "launching": "GPU idle while the host launches",
     "cpu_ops": "CPU ops",
     "allocator": "the allocator",
+    "graph_replay": "waiting inside CUDA graph replays",
     "launches": "kernel launches",
 }
 _IDLE_CLASSES = tuple(k for k in CAUSE_CLASSES if k not in ("gpu_compute", "memcpy", "launches"))
 #: Lead-up keys (:mod:`.lead_up`) behind each class.
 _LEAD_UP_KEY: dict[str, str] = {**{k: k for k in CAUSE_CLASSES}, "launches": "launch_api"}
 #: Causes the host spends, so that the straggler's Python frames can say where.
-HOST_FRAME_CLASSES: tuple[str, ...] = ("host_untraced", "data_loading", "host_sync", "cpu_ops")
+HOST_FRAME_CLASSES: tuple[str, ...] = (
+    "host_untraced",
+    "compiling",
+    "data_loading",
+    "host_sync",
+    "cpu_ops",
+)
 #: Names listed in ``top`` (and frames in ``frames``).
 TOP_NAMES = 3
 #: The median rank is the median of at most this many other ranks, evenly spaced in
@@ -219,12 +227,17 @@ def straggler_cause(
     delay_us_per_step: float,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     late_collectives: Sequence[tuple[Any, Sequence[Any]]] = (),
+    collectives_per_step: float | None = None,
 ) -> dict[str, Any] | None:
     """The cause of a straggler's lateness (module docstring): ``straggler`` and
     ``others`` are span summaries (each with ``idle`` and ``tables``, or without them:
     left out); ``delay_us_per_step`` is what it costs the others per step (µs);
     ``late_collectives``: per tested step, the straggler's entry of the collective it is
     late to (a ``communication.sequence`` entry) and the other ranks' entries of it.
+    ``collectives_per_step``: ``late_collectives`` are every collective it is last to
+    (the per-collective straggler, whose cost is summed over a step's collectives): the
+    lead-up excess per collective × that many per step is the excess per step (basis
+    ``before_late_collectives``, summed); without it, one collective per step.
 
     Returns ``None`` without profiles of the straggler and at least one other rank (and
     no lead-ups), else ``{"class", "label", "basis" (``before_late_collectives`` or
@@ -248,6 +261,12 @@ def straggler_cause(
         return None
     if window is not None:
         mine_classes, ref_classes, excess, launches = window
+        if collectives_per_step is not None:  # summed over a step's late collectives
+            f = collectives_per_step
+            mine_classes = {k: v * f for k, v in mine_classes.items()}
+            ref_classes = {k: v * f for k, v in ref_classes.items()}
+            excess = {k: v * f for k, v in excess.items()}
+            launches *= f
         basis = "before_late_collectives"
         reference_ranks = min(MAX_REFERENCE_RANKS, min(len(o) for _, o in late_collectives))
     else:

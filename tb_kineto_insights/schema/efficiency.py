@@ -67,6 +67,9 @@ class EfficiencyRow(Out, frozen=True, kw_only=True):
     reason: str | None
     flops_source: str = "shapes"
     shapes_flops_per_call: float | None = None
+    #: for an Inductor-generated (Triton) kernel, the ops it fuses as its name gives
+    #: them (``triton_poi_fused_gelu_view_2`` → ``gelu_view``), else None
+    fuses: str | None = None
 
 
 class EfficiencyStep(Out, frozen=True, kw_only=True):

@@ -119,6 +119,29 @@ class PythonFrame(Out, frozen=True, kw_only=True):
     callers: list[PythonCallers]
 
 
+class SyncSource(Out, frozen=True, kw_only=True):
+    """``summary.idle.devices[].sync_sources[]``: where the host synchronised with the
+    GPU (``analysis.idle_sync``): ``op``, the outermost CPU op around the sync (the
+    runtime call itself when no op holds it); ``after``, the op the thread ran just
+    before it (whose result the sync usually reads); ``call``, the runtime call that
+    waited (``cudaStreamSynchronize``…); ``chain``, every op and call around the sync,
+    outermost first; ``within``, the user annotation around ``op``;
+    ``calls_per_step``, runtime sync calls per step from this source; ``gaps_opened``
+    and ``idle_us`` (``idle_us_per_step``), the idle gaps it opened and their time;
+    ``python_frame``, with stacks, the user frame it was called from."""
+
+    op: str
+    after: str | None
+    call: str | None
+    chain: list[str]
+    within: str | None
+    calls_per_step: float
+    gaps_opened: int
+    idle_us: float
+    idle_us_per_step: float
+    python_frame: str | None
+
+
 class IdleGap(Out, frozen=True, kw_only=True):
     """One of the largest idle gaps: where (``step``, ``offset_us`` in the step,
     ``start_us``), ``length_us``, its ``cause`` and time by cause (``causes_us``), the
@@ -146,7 +169,9 @@ class IdleDevice(Out, frozen=True, kw_only=True):
     first (``cpu_ops_top``: the outermost CPU op on the launching thread), and, with
     Python stacks, the user frames the launching threads were in while it idled
     (``python_frames``, largest first; ``python_idle_us``: the idle inside any recorded
-    frame)."""
+    frame); ``sync_sources``: where the host synchronised, most idle first.
+    A gap opened by a sync names, in ``op`` / ``innermost_op``, the outermost op and
+    the call around that sync (not what the host ran after it)."""
 
     device: int
     busy_us: float
@@ -165,6 +190,7 @@ class IdleDevice(Out, frozen=True, kw_only=True):
     largest_gaps: list[IdleGap]
     python_idle_us: float
     python_frames: list[PythonFrame]
+    sync_sources: list[SyncSource] = []
 
 
 class IdlePanel(Out, frozen=True, kw_only=True):

@@ -44,6 +44,11 @@ class KernelLaunch(Out, frozen=True, kw_only=True):
     launch_bound_fraction: float | None
     launch_bound_denominator: str
     unlinked_kernels: int
+    #: CUDA graph replays (``cudaGraphLaunch`` calls) starting in a host step window,
+    #: their host time (µs, summed) and the kernels they launched in the step windows
+    graph_launches: int = 0
+    graph_launch_host_us: float = 0.0
+    graph_kernels: int = 0
 
 
 class KernelRow(Out, frozen=True, kw_only=True):

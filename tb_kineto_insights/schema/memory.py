@@ -85,6 +85,14 @@ class Fragmentation(Out, frozen=True, kw_only=True):
     excess_reserved_growth_bytes_per_step: float | None
     largest: list[NewSegmentEvent]
     stale_events_ignored: int
+    #: steps (numbers) in which the cache released device memory (Total Reserved fell,
+    #: or a cudaFree ran): their new segments are churn, not fragmentation
+    release_steps: list[int] = []
+    #: new-segment events in those steps that would otherwise have counted
+    release_events_ignored: int = 0
+    #: bytes by which Total Reserved fell inside the host step windows (the segments the
+    #: cache released there), summed over the steps
+    released_bytes: int = 0
 
 
 class FreedBeforeWindow(Out, frozen=True, kw_only=True):

@@ -164,6 +164,28 @@ class StragglerCause(Out, frozen=True, kw_only=True):
     reference_ranks: int
 
 
+class PerCollectiveTest(Out, frozen=True, kw_only=True):
+    """``straggler_test.per_collective``: the rank the others wait for in most
+    collectives (``analysis.straggler_collectives``): last in ``last_count`` of the
+    ``collectives`` of the ``tested_steps`` (``p_value``: the binomial tail at ``1/n``,
+    × ``n``), in most collectives of ``steps_mostly_last`` of them; the others' wait for
+    it summed over a step's collectives (``waited_for_us_per_step``, µs, mean over the
+    steps) and its exposed part (``exposed_waited_for_us_per_step``), that part over
+    their mean step (``share_of_step``); ``consistent`` and ``costly``."""
+
+    rank: int
+    last_count: int
+    collectives: int
+    p_value: float
+    steps_mostly_last: int
+    tested_steps: int
+    waited_for_us_per_step: float
+    exposed_waited_for_us_per_step: float
+    share_of_step: float | None
+    consistent: bool
+    costly: bool
+
+
 class Straggler(_LastArrivals, frozen=True, kw_only=True):
     """``run_summary.straggler``: the rank that holds the others back, when the test
     (:class:`StragglerTest`) says so; costs per step in µs: what the others lose to it
@@ -180,6 +202,11 @@ class Straggler(_LastArrivals, frozen=True, kw_only=True):
     others_hidden_wait_us_per_step: float | None
     others_exposed_wait_us_per_step: float | None
     cause: StragglerCause | None
+    #: ``steps``: the per-step lateness test named it; ``collectives``: the
+    #: per-collective test (:class:`PerCollectiveTest`), its cost the others' exposed
+    #: wait for it summed over a step's collectives
+    basis: str = "steps"
+    per_collective: PerCollectiveTest | None = None
 
 
 class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
@@ -219,6 +246,9 @@ class StragglerTest(_LastArrivals, frozen=True, kw_only=True):
     others_exposed_wait_us_per_step: float | None
     verdict: str
     cause: StragglerCause | None
+    #: which test gives the verdict (``steps`` or ``collectives``, :class:`Straggler`)
+    basis: str = "steps"
+    per_collective: PerCollectiveTest | None = None
 
 
 class SupersededDiagnosis(Out, frozen=True, kw_only=True):

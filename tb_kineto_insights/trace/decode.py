@@ -214,6 +214,16 @@ class PieceDecoder:
         ``true``) sends the decode to the one-struct types (``Decimal``), whose
         validation error in turn sends it to the loose decode, which drops that event
         alone (``invalid_field_type``)."""
+        try:
+            return self._decode_root(data)
+        except RecursionError:
+            # an event nested deeper than msgspec decodes: bad JSON to the caller, which
+            # reads the events as a piece (:meth:`decode_piece`: the salvage loses the
+            # deep event alone), as for a piece
+            raise msgspec.DecodeError(NESTED_TOO_DEEP) from None
+
+    def _decode_root(self, data: bytes) -> Root:
+        """:meth:`decode_root` itself (a ``RecursionError`` is the caller's)."""
         exact = self.builder is not None and self.builder.exact
         decoder = exact_root_decoder if exact else root_decoder
         try:

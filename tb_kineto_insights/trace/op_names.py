@@ -79,9 +79,15 @@ _FORMULA = frozenset(
 _SCALARS = frozenset({*CONV_OPS, CONV_BACKWARD, *ATTENTION_OPS})
 
 
+#: Inductor's generated element-wise (``poi``), reduction (``red``) and persistent
+#: reduction (``per``) Triton kernels, named ``triton_<kind>_fused_<ops>_<n>``: a bytes
+#: formula (their tensor arguments); not its templates (``triton_tem_``: GEMMs).
+FUSED_PREFIXES = ("triton_poi_", "triton_red_", "triton_per_")
+
+
 def has_formula(name: str) -> bool:
     """``name`` has a FLOPs or bytes formula (its ``Input type`` is read)."""
-    return name in _FORMULA or name.startswith(FOREACH_PREFIX)
+    return name in _FORMULA or name.startswith(FOREACH_PREFIX) or name.startswith(FUSED_PREFIXES)
 
 
 def needs_scalars(name: str) -> bool:

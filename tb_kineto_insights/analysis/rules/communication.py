@@ -64,10 +64,18 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
         f"Rank {s['rank']} holds the other ranks back {_ms(s['delay_us_per_step'])}/step "
         f"({100 * impact:.0f} % of their step)"
     )
+    per = s.get("per_collective") or {}
+    if s.get("basis") == "collectives" and per:
+        head += (
+            f": last in {per['last_count']} of {per['collectives']} collectives, the others "
+            f"wait {_ms(per['waited_for_us_per_step'])}/step for it, "
+            f"{_ms(per['exposed_waited_for_us_per_step'])} exposed"
+        )
     cause = s.get("cause") or {}
     if cause.get("class"):
         text = (
-            f"{head}: {cause['label']}, +{_ms(cause['us_per_step'])}/step against the median rank"
+            f"{head}{'; ' if s.get('basis') == 'collectives' else ': '}{cause['label']}, "
+            f"+{_ms(cause['us_per_step'])}/step against the median rank"
         )
         if cause.get("basis") == "before_late_collectives":
             text += " before the collectives it is late to"
@@ -83,6 +91,8 @@ def _straggler_title(s: dict[str, Any], impact: float) -> str:
                 f"(+{_ms(frames[0]['us_per_step'])}/step)"
             )
         return text
+    if s.get("basis") == "collectives":
+        return head
     return (
         f"{head}: {_ms(s['lateness_excess_us_per_step'])}/step later than the others in "
         f"{s['tested_steps']} steps, last in {s['last_steps']}"
@@ -102,6 +112,11 @@ _CAUSE_ADVICE = {
     "host_untraced": (
         "Its host is busy outside traced ops before it launches its work: untraced Python, "
         "a sleep, I/O, logging or checkpointing on this rank only."
+    ),
+    "compiling": (
+        "Its host spends longer compiling (torch.compile recompiles on this rank: its "
+        "shapes differ from the others', or its cache was not warmed): mark the varying "
+        "dims dynamic or warm every shape up before the loop."
     ),
     "data_loading": (
         "It waits longer for its next batch: more DataLoader workers, pin_memory, or a "
@@ -123,6 +138,10 @@ _CAUSE_ADVICE = {
         "on this rank; see the memory panel."
     ),
     "cpu_ops": "Its CPU ops take longer: host contention or work on this rank only.",
+    "graph_replay": (
+        "Its GPU waits longer inside its CUDA graph replays, on work the graphs depend on "
+        "(another stream, an event): compare what its graphs wait for with another rank's."
+    ),
 }
 
 
@@ -168,7 +187,12 @@ def _exposed_span(inp: SpanInput) -> Diagnosis | None:
     share = exposed_us / total_us
     if share < th.exposed_comm_fraction:
         return None
-    top = comm.kinds[0] if comm.kinds else None
+    # the kind holding the most exposed time (the title names it), else the most time
+    top = max(
+        comm.kinds,
+        key=lambda k: (k.exposed_us_per_step or 0.0, k.time_us),
+        default=None,
+    )
     comm_us = comm.comm_us or 0.0
     n_steps = max(len(comm.steps), 1)
     step_us = total_us / n_steps
@@ -197,8 +221,9 @@ def _exposed_span(inp: SpanInput) -> Diagnosis | None:
     head = f"{100 * share:.0f} % of the step time is communication that compute does not hide"
     if wait_fraction >= th.exposed_wait_mostly_fraction:
         impact = ew / step_us
+        most = "mostly" if ew > et else "in part"  # "mostly": the larger part only
         title = (
-            f"{head}, mostly waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
+            f"{head}, {most} waiting for other ranks ({fmt_duration_us(ew)}/step, estimated "
             f"from this trace; {top_name})"
         )
         recommendation = (
@@ -274,6 +299,8 @@ def _straggler(inp: RunInput) -> list[Diagnosis]:
                 "ranks_profiled": run.get("worker_count"),
                 "world_size": run.get("world_size"),
                 "cause": s.get("cause"),
+                "basis": s.get("basis", "steps"),
+                "per_collective": s.get("per_collective"),
             },
             f"The other ranks wait in their collectives for rank {s['rank']}. "
             + _cause_advice(s)
@@ -369,6 +396,17 @@ def _exposed_rank(
                 f"rank {straggler['rank']} to arrive (see communication_straggler); bucket "
                 "sizes or the interconnect will not change it. Make the ranks arrive "
                 f"together: {_STRAGGLER_ADVICE}"
+            )
+        elif straggler:  # this rank is the straggler: its wait is in the others' turns
+            others = "the other rank" if (run.get("worker_count") or 0) == 2 else "the others"
+            whom = (
+                f"{others} in the collectives it reached first (rank {rank} is the "
+                "straggler: the others wait longer for it, see communication_straggler)"
+            )
+            advice = (
+                f"This is not slow communication: rank {rank} is the rank the others wait "
+                "for (see communication_straggler); its own wait is in the few collectives "
+                "it reached first. Make the ranks arrive together: " + _STRAGGLER_ADVICE
             )
         else:
             test = run.get("straggler_test") or {}

@@ -14,11 +14,16 @@ one number a prediction rests on besides the trace.
 * **Faster kernels** (:func:`kernels_faster`): the kernels of some op groups take a
   share of their time (the efficiency rules' share: the group's FLOPs at the rate its
   fix reaches).
+  :func:`kernel_rows_faster`: given kernels keep a share of their time (attention's
+  kernels replaced by SDPA's at what its flash backend reaches).
 * **Launch costs removed** (:func:`launches_fused`): the launch calls of the replaced
   kernels, the host's op dispatch around them and the GPU's gaps between them go;
   their work is kept (CUDA graphs: ``torch.compile(mode="reduce-overhead")``). For the
   optimizer step, :func:`optimizer_fused`: its host time shrinks to
   :data:`FUSED_OPTIMIZER_HOST_SHARE`.
+* **Host ranges removed** (:func:`tuning_removed`, :func:`compiles_removed`): cuDNN's
+  benchmark inside its convolutions (but the chosen kernel), torch.compile's compiles
+  inside the steps: the host time, calls and GPU work inside them go.
 * **Pinned copies** (:func:`copies_pinned`): pageable copies at the pinned copies'
   bandwidth, no longer blocking the host.
 """
@@ -142,6 +147,22 @@ def kernels_faster(groups: Sequence[tuple[tuple[str, str, str], float]]) -> Chan
     return change
 
 
+def kernel_rows_faster(rows: npt.NDArray[np.int64], share: float) -> ChangeOf:
+    """The kernels of ``rows`` (kernel table rows) keep ``share`` of their time (a
+    fused replacement of their ops: ``attention_not_fused``'s SDPA estimate over their
+    measured time); their launches and the host's time stay."""
+
+    def change(wi: WhatIf) -> Change | None:
+        if rows.size == 0:
+            return None
+        ops = wi.ops_of_rows(m.KERNEL, rows)
+        if not ops.any():
+            return None
+        return Change(op_keep=np.where(ops, max(0.0, min(1.0, share)), 1.0))
+
+    return change
+
+
 def _inside(wi: WhatIf, predicate: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
     """Per chain event: it starts inside a CPU op or annotation whose name satisfies
     ``predicate`` (on any thread of the step)."""
@@ -240,6 +261,25 @@ def tuning_removed(ranges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) 
     allocations, syncs), their waits and the time between them go, and of the GPU work
     it launched only the last kernel stays, with its launch (the chosen algorithm's
     run)."""
+    return _ranges_removed(ranges, keep_last=True)
+
+
+def compiles_removed(ranges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) -> ChangeOf:
+    """torch.compile's compiles inside ``ranges`` (the compile ranges,
+    :mod:`~tb_kineto_insights.analysis.compile_events`) gone, as when every shape was
+    compiled before the steps (dynamic shapes, buckets, a warm-up): the host time inside
+    them, the calls made there (Inductor's allocations, syncs, its autotuning launches)
+    with their waits and the GPU work they launched. The compiled graph's run, after
+    the compile, stays."""
+    return _ranges_removed(ranges, keep_last=False)
+
+
+def _ranges_removed(
+    ranges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]], keep_last: bool
+) -> ChangeOf:
+    """Host ranges gone: inside each range the chain's calls, their waits and the time
+    between them, and the GPU work launched there (``keep_last``: but the last kernel of
+    each range, with its launch)."""
 
     def change(wi: WhatIf) -> Change | None:
         g = wi.graph
@@ -254,15 +294,15 @@ def tuning_removed(ranges: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]) 
         op_range = np.full(g.op_start.size, -1, dtype=np.int64)
         op_range[own] = which[g.op_launcher[own]]
         keep = np.where(op_range >= 0, 0.0, 1.0)
-        # the last kernel launched in each range runs as the tuned convolution
-        tuned = np.flatnonzero((op_range >= 0) & (g.op_table == 0))
+        own_keep = np.where(inside, 0.0, 1.0)
+        # keep_last: the last kernel launched in each range runs (the tuned convolution)
+        tuned = np.flatnonzero((op_range >= 0) & (g.op_table == 0) & keep_last)
         if tuned.size:
             order = tuned[np.lexsort((g.op_launcher[tuned], op_range[tuned]))]
             last = np.append(op_range[order][1:] != op_range[order][:-1], True)
             keep[order[last]] = 1.0
-        own_keep = np.where(inside, 0.0, 1.0)
-        kept_ops = np.flatnonzero((keep > 0) & (op_range >= 0))
-        own_keep[g.op_launcher[kept_ops]] = 1.0  # the tuned kernels' own launches
+            kept_ops = np.flatnonzero((keep > 0) & (op_range >= 0))
+            own_keep[g.op_launcher[kept_ops]] = 1.0  # the tuned kernels' own launches
         return Change(
             gap_removed_ns=iv.overlap_per_window(ranges, at - g.gap, at),
             own_keep=own_keep,
@@ -319,9 +359,11 @@ __all__ = [
     "FUSED_OPTIMIZER_HOST_SHARE",
     "PINNED_SPEEDUP_DEFAULT",
     "allocator_calls_removed",
+    "compiles_removed",
     "copies_pinned",
     "frame_time_removed",
     "host_time_removed",
+    "kernel_rows_faster",
     "kernels_faster",
     "launches_fused",
     "optimizer_fused",

@@ -7,7 +7,7 @@ main device); severity follows the cost
 
 * ``gpu_idle_dataloader`` / ``gpu_idle_host_sync`` / ``gpu_idle_host_untraced``: the
   idle attributed to data loading / host synchronization / host work outside traced
-  ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
+  ops (:func:`idle_cause`); with Python stacks they name the frames holding that idle
   (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
   it (:func:`sync_recommendation`, :func:`untraced_recommendation`); the advice to
   record stacks appears only when the trace has none;
@@ -23,7 +23,6 @@ main device); severity follows the cost
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 import numpy as np
@@ -31,7 +30,7 @@ import numpy as np
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis.autotune import conv_autotune
-from tb_kineto_insights.analysis.python_frames import short_frame
+from tb_kineto_insights.analysis.compile_events import CompileFacts, compile_facts
 from tb_kineto_insights.analysis.rules.base import (
     IMPACT_THRESHOLDS,
     Fix,
@@ -46,25 +45,30 @@ from tb_kineto_insights.analysis.rules.base import (
 )
 from tb_kineto_insights.analysis.rules.fixes import (
     FUSED_OPTIMIZER_HOST_SHARE,
-    ChangeOf,
     allocator_calls_removed,
-    frame_time_removed,
+    compiles_removed,
     host_time_removed,
     optimizer_fused,
     syncs_removed,
-    together,
     tuning_removed,
+)
+from tb_kineto_insights.analysis.rules.idle_cause import (
+    idle_cause,
+    largest_part,
+    sync_advice,
+    sync_title,
 )
 from tb_kineto_insights.analysis.rules.idle_frames import (
     cause_frames,
     cpu_ops_named,
     dataloader_frame_advice,
-    dominant_frame,
     frames_title,
     sync_recommendation,
     untraced_recommendation,
 )
+from tb_kineto_insights.analysis.rules.kernels import graph_replay_words, graph_replayed_fraction
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
+from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.trace import model as m
 
@@ -170,107 +174,6 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     )
 
 
-#: The idle causes whose cost a named Python frame can hold (the fix is then that
-#: function's time off the thread).
-FRAME_FIXES = ("host_sync", "host_untraced", "data_loading")
-
-
-def _idle_cause(
-    inp: SpanInput,
-    cause: str,
-    id_: str,
-    fix: tuple[str, ChangeOf],
-    title: str,
-    recommendation: str | Callable[[list[dict[str, Any]]], str],
-) -> Diagnosis | None:
-    """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
-
-    Raised when the main device's idle attributed to ``cause`` / summed step time
-    (``idle.devices[].causes[cause].fraction_of_step_time``, the title's share) reaches
-    ``min_impact_fraction``; ``impact_fraction`` is what its fix (``fix``: its words and
-    its change of the step's graph, :mod:`.fixes`) saves when replayed (the idle share
-    where there is no graph); severity follows it, and nothing is raised when the
-    replayed saving is below ``min_impact_fraction``
-    (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
-    ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
-    ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
-    ``sample_logs/memory_fixed_async``, whose first profiled step starts on an empty GPU
-    queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
-
-    With Python stacks the title names the frames that hold the cause's idle and the
-    evidence lists them (``python_frames``, :func:`cause_frames`); ``recommendation``
-    may be a function of those frames. Without stacks the title and evidence name no
-    frame.
-    """
-    idle, th = inp.idle, inp.th
-    dev = main_idle(idle)
-    if dev is None or cause not in dev.causes:
-        return None
-    cost = dev.causes[cause]
-    share = cost.fraction_of_step_time
-    if severity_for_impact(share, th) is None:
-        return None
-    gaps = [g for g in dev.largest_gaps if g.cause == cause]
-    op = next((g.op for g in gaps if g.op), None)
-    per_step = dev.per_step
-    n_steps = len(per_step) or 1
-    # steps where this cause alone idles the GPU for at least min_impact of the step
-    hit = sum(
-        1
-        for st in per_step
-        if st.causes_us.get(cause, 0.0) >= th.min_impact_fraction * st.duration_us > 0
-    )
-    if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
-        return None  # a one-off stall, not a steady cost (see the threshold's comment)
-    frames = cause_frames(dev, cause, th)
-    dominant = dominant_frame(frames, th) if cause in FRAME_FIXES else None
-    if dominant is not None:  # the cost is one function's: its time off the thread
-        frame = frame_time_removed(dominant["frame"])
-        fix = (
-            f"{short_frame(dominant['frame'])} off the training thread"
-            + (" and no host synchronisation" if cause == "host_sync" else ""),
-            together(frame, syncs_removed()) if cause == "host_sync" else frame,
-        )
-    prediction = fix_prediction(inp, id_, fix[0], fix[1], share)
-    impact = prediction.saving_fraction if prediction else share
-    severity = severity_for_impact(impact, th)
-    if severity is None:
-        return None  # the replay says the fix would not shorten the step: silence
-    evidence_frames: dict[str, Any] = (
-        {"python_frames": frames} if idle and idle.python_stacks else {}
-    )
-    return make_diagnosis(
-        id_,
-        severity,
-        title.format(
-            share=pct(share),
-            device=dev.device,
-            when=f"{duration(cost.us / n_steps)} per step"
-            if hit >= len(per_step)
-            else f"{duration(cost.us)} in total over {len(per_step)} steps, "
-            f"mostly in {hit} of them",
-        )
-        + frames_title(frames, cause),
-        {
-            **evidence_frames,
-            "device": dev.device,
-            "idle_fraction_of_step_time": share,
-            "idle_us": cost.us,
-            "idle_us_per_step": cost.us / n_steps,
-            "steps_affected": hit,
-            "steps": len(per_step),
-            "fraction_of_idle": cost.fraction_of_idle,
-            "gpu_busy_fraction": dev.busy_fraction,
-            "largest_gap_us": gaps[0].length_us if gaps else None,
-            "op": op,
-        },
-        recommendation if isinstance(recommendation, str) else recommendation(frames),
-        "idle",
-        impact_fraction=impact,
-        prediction=prediction,
-    )
-
-
 def _claimed_causes() -> dict[str, str]:
     """Idle cause → the diagnosis that claims it (``low_gpu_utilization`` does not
     repeat it): every rule's ``idle_cause``, these first (the order of the evidence's
@@ -341,21 +244,34 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     severity = severity_for_impact(unexplained, th)
     if severity is None:
         return None
-    top = max(unclaimed_us.items(), key=lambda kv: kv[1])[0] if unclaimed_us else None
+    n_steps = len(dev.per_step) or 1
+    parts = {c: us / n_steps for c, us in unclaimed_us.items() if us > 0}
+    top = largest_part(parts)
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
-    if top == "cpu_ops" and dev.cpu_ops_top:
-        top_label = f"{top_label} ({cpu_ops_named(dev)})"
+    if top is not None and top_label is not None:
+        amount = f"{duration(parts[top])} of {duration(sum(parts.values()))} per step"
+        top_label += (
+            f" ({amount}; its ops {cpu_ops_named(dev)})"
+            if top == "cpu_ops" and dev.cpu_ops_top
+            else f" ({amount})"
+        )
     frames = cause_frames(dev, top, th) if top else []
+    kernels = inp.kernels
+    graphs = graph_replay_words(kernels, len(dev.per_step)) if kernels is not None else ""
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {pct(util)} of the step time; "
         f"{pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else "")
-        + (frames_title(frames, top) if top else ""),
+        + (frames_title(frames, top) if top else "")
+        + graphs,
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
+            "unexplained_us_per_step_by_cause": dict(
+                sorted(parts.items(), key=lambda kv: (-kv[1], kv[0]))
+            ),
             "device": dev.device,
             "gpu_utilization_fraction": util,
             "idle_fraction_of_step_time": idle_fraction,
@@ -369,6 +285,15 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
                 for o in dev.cpu_ops_top
             ],
             "mean_step_us": steps.mean_step_us,
+            **(
+                {
+                    "graph_replays_per_step": kernels.launch.graph_launches / n_steps,
+                    "graph_replay_host_us_per_step": kernels.launch.graph_launch_host_us / n_steps,
+                    "graph_replayed_fraction": graph_replayed_fraction(kernels),
+                }
+                if kernels is not None and kernels.launch.graph_launches
+                else {}
+            ),
         },
         "See the idle-gap panel for what the host did while the GPU waited"
         + (f" (mostly {top_label})" if top_label else "")
@@ -386,11 +311,18 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     launching thread is in ``cudaMalloc``/``cudaFree`` (or HIP's), wholly — ``cudaFree``
     synchronises the device, so the GPU loses the work the host had queued ahead — plus
     the idle during such calls elsewhere. ``impact_fraction`` is that idle over the
-    summed step time; raised as every idle-cause diagnosis (:func:`_idle_cause`: at least
-    ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
-    counts the calls per step and their host time inside the host step windows.
+    summed step time; raised as every idle-cause diagnosis (:func:`idle_cause`: at least
+    ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps), and ``low``
+    from ``allocator_churn_min_fraction`` up when the cache released device memory in
+    at least ``idle_cause_min_steps`` steps (:func:`_release_steps`: a release is what
+    churn is, and its fix is one call removed). The evidence counts the calls per step,
+    their host time inside the host step windows, and the steps in which the cache
+    released memory with the bytes it released (the memory panel's
+    ``fragmentation.release_steps``: that is churn, not fragmentation). Its fix removes
+    the allocator's idle: the host time of those calls and the GPU idle they open
+    (``impact_fraction`` = that idle / step).
     """
-    index = inp.index
+    index, th = inp.index, inp.th
     rt = index.trace.runtime
     rows = index.rows_where(m.RUNTIME, nm.is_allocator_call)
     if not rows.any():
@@ -409,14 +341,22 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         counts[name] = counts.get(name, 0.0) + 1.0 / n_steps
     host_us = float(rt.dur_ns[rows].sum()) / 1000.0 / n_steps
     calls = ", ".join(f"{c:.0f} {n}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
-    found = _idle_cause(
+    released, released_bytes = _release_steps(inp)
+    churned = len(released) >= min(th.idle_cause_min_steps, len(steps))
+    release_words = (
+        f"; the cache released memory in {len(released)} of {len(steps)} steps"
+        + (f" ({fmt_bytes(released_bytes / n_steps)} a step)" if released_bytes else "")
+        if released
+        else ""
+    )
+    found = idle_cause(
         inp,
         "allocator",
         "allocator_churn",
         ("cudaMalloc/cudaFree calls and their waits removed", allocator_calls_removed()),
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
         f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
-        f"{duration(host_us)} of host time)",
+        f"{duration(host_us)} of host time){release_words}",
         "The caching allocator returns memory to the driver and asks for it again inside "
         "the loop; cudaFree waits for the GPU, so the host loses its lead. Remove "
         "torch.cuda.empty_cache() from the training loop (call it, if at all, between "
@@ -424,11 +364,40 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         "process is capped (torch.cuda.set_per_process_memory_fraction, a small MIG "
         "slice, other processes on the GPU) give it more memory or allocate less per "
         "step (smaller batch, activation checkpointing), and reuse buffers of one size.",
+        floor=th.allocator_churn_min_fraction if churned else None,
     )
     if found is None:
         return None
-    evidence = {**found.evidence, "calls_per_step": counts, "host_us_per_step": host_us}
+    evidence = {
+        **found.evidence,
+        "calls_per_step": counts,
+        "host_us_per_step": host_us,
+        "release_steps": released,
+        "released_bytes_per_step": released_bytes / n_steps,
+    }
     return msgspec.structs.replace(found, evidence=evidence)
+
+
+def _release_steps(inp: SpanInput) -> tuple[list[int], int]:
+    """The steps (numbers) in which the caching allocator released device memory on the
+    main device, and the bytes it released: a device-memory free call (``cudaFree``…)
+    inside the step's host window, or ``Total Reserved`` falling in it (the memory
+    panel's ``fragmentation.release_steps`` / ``released_bytes`` of that device)."""
+    index = inp.index
+    steps = index.steps
+    rt = index.trace.runtime
+    frees = index.rows_where(m.RUNTIME, nm.is_allocator_free)
+    hs, he = steps.host_windows() if steps.has_markers else (steps.start_ns, steps.end_ns)
+    k = iv.window_index(rt.start_ns[frees], hs, he) if frees.size else frees.astype(np.int64)
+    numbers = {int(steps.number[j]) for j in np.unique(k[k >= 0]).tolist()}
+    released = 0
+    main = index.main_device
+    for d in inp.memory.devices if inp.memory is not None else []:
+        if d.device_type == 1 and d.device_id == main and d.fragmentation is not None:
+            kept = {int(n) for n in steps.number.tolist()}
+            numbers |= {n for n in d.fragmentation.release_steps if n in kept}
+            released = d.fragmentation.released_bytes
+    return sorted(numbers), released
 
 
 def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
@@ -482,7 +451,7 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
             "tuning_steps": found.tuning_steps,
             "steps": n,
             "cost_us_per_step": found.cost_us / n,
-            "cost_fraction_of_step_time": impact,
+            "cost_fraction_of_step_time": found.cost_fraction_of_step_time,
             "idle_us_per_step": found.idle_us / n,
             "idle_fraction_of_step_time": found.idle_us * 1000.0 / index.steps.total_ns
             if index.steps.total_ns
@@ -506,9 +475,81 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
     )
 
 
+def _shapes_words(facts: CompileFacts) -> str:
+    """``, 5 distinct input shapes ([8, 144] … [8, 176])``: the compiled graph's input
+    dims that differ between its calls in the compiling steps (the first and the last
+    of the first varying input), or just their count; empty without shapes."""
+    if facts.input_shapes < 2:
+        return ""
+    text = f", {facts.input_shapes} distinct input shapes"
+    if facts.varying:
+        values = next(iter(facts.varying.values()))
+        text += f" ({values[0]} … {values[-1]})"
+    return text
+
+
+def _compile_in_step(inp: SpanInput) -> Diagnosis | None:
+    """``compile_in_step``: torch.compile compiles (or recompiles) inside the profiled
+    steps: the ``compiling`` idle cause (:func:`idle_cause`: at least
+    ``min_impact_fraction`` of the step in at least ``idle_cause_min_steps`` steps, a
+    compile in one step of many being the warm-up ``trace_warmup_step`` names), with
+    :func:`~tb_kineto_insights.analysis.compile_events.compile_facts`: the compiles
+    (Dynamo's compile ids) and the distinct input shapes of the compiled graph in those
+    steps, and the host time compiling per step.
+
+    ``impact_fraction`` = the GPU idle while the launching thread compiles over the
+    summed step time. Its fix (shapes marked dynamic, bucketed, or every shape warmed
+    up before profiling) removes the compile ranges' host time from the steps
+    (``host_us_per_step``), and with it that idle. Fires on
+    ``sample_logs/recompile_every_step`` (5 compiles for 5 sequence lengths, 99 % of the
+    step; measured fix 6 755.6 → 6.23 ms); quiet on ``recompile_mark_dynamic`` and the
+    ``compiled_*`` runs (compiled before profiling)."""
+    facts = compile_facts(inp.index)
+    if facts.steps_compiling == 0:
+        return None
+    n = len(facts.host_us_per_step) or 1
+    ids = facts.compile_ids
+    named = f" ({ids[0]} … {ids[-1]})" if len(ids) > 1 else f" ({ids[0]})" if ids else ""
+    found = idle_cause(
+        inp,
+        "compiling",
+        "compile_in_step",
+        (
+            "every shape compiled before the steps: the compiles removed",
+            compiles_removed(facts.ranges),
+        ),
+        "torch.compile compiles inside the steps: GPU {device} idles {share} of the step "
+        "time ({when}) while Dynamo and Inductor compile; "
+        f"{facts.compiles} compile{'s' if facts.compiles != 1 else ''}{named} in "
+        f"{facts.steps_compiling} of {len(facts.host_us_per_step)} steps"
+        + _shapes_words(facts).replace("{", "{{").replace("}", "}}"),
+        "Dynamo compiles again whenever a guard fails, most often a new input shape "
+        "(sequence length, batch size): the compile runs inside the step, on the host, "
+        "while the GPU waits. Mark the dimension that varies as dynamic before the call "
+        "(torch._dynamo.mark_dynamic(x, dim), or maybe_mark_dynamic) or compile with "
+        "torch.compile(..., dynamic=True), so one graph serves every length; or pad / "
+        "bucket the inputs to a few fixed lengths, each compiled once; and run every shape "
+        "once before profiling, so the profile shows the job's steady step. "
+        "TORCH_LOGS=recompiles prints why each recompile happened.",
+    )
+    if found is None:
+        return None
+    evidence = {
+        **found.evidence,
+        "compiles": facts.compiles,
+        "compile_ids": ids,
+        "steps_compiling": facts.steps_compiling,
+        "compile_host_us_per_step": sum(facts.host_us_per_step) / n,
+        "compile_host_us_by_step": facts.host_us_per_step,
+        "distinct_input_shapes": facts.input_shapes,
+        "varying_inputs": {str(k): v for k, v in facts.varying.items()},
+    }
+    return msgspec.structs.replace(found, evidence=evidence)
+
+
 def _dataloader(inp: SpanInput) -> Diagnosis | None:
-    """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`_idle_cause`)."""
-    return _idle_cause(
+    """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`idle_cause`)."""
+    return idle_cause(
         inp,
         "data_loading",
         "gpu_idle_dataloader",
@@ -525,23 +566,40 @@ def _dataloader(inp: SpanInput) -> Diagnosis | None:
 
 
 def _host_sync(inp: SpanInput) -> Diagnosis | None:
-    """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`_idle_cause`)."""
-    return _idle_cause(
+    """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`idle_cause`), with
+    where the host synchronised (``idle.devices[].sync_sources``, :mod:`..idle_sync`):
+    the title names the source that opened the most idle, its syncs per step and, with
+    stacks, its Python frame; the evidence lists the sources (``sync_sources``) and
+    their syncs per step (``syncs_per_step``); the advice starts with what that op
+    does. Its fix removes the idle those syncs open: ``impact_fraction`` is that idle
+    over the summed step time (the ``host_sync`` cause)."""
+    dev = main_idle(inp.idle)
+    sources = list(dev.sync_sources) if dev is not None else []
+    found = idle_cause(
         inp,
         "host_sync",
         "gpu_idle_host_sync",
         ("no host synchronisation inside the step", syncs_removed()),
-        "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
-        lambda frames: sync_recommendation(frames, inp.th),
+        "GPU {device} idles {share} of the step time ({when}) after host synchronisation"
+        + sync_title(sources).replace("{", "{{").replace("}", "}}"),
+        lambda frames: sync_advice(sources) + sync_recommendation(frames, inp.th),
     )
+    if found is None:
+        return None
+    evidence = {
+        **found.evidence,
+        "syncs_per_step": sum(s.calls_per_step for s in sources),
+        "sync_sources": [msgspec.to_builtins(s) for s in sources],
+    }
+    return msgspec.structs.replace(found, evidence=evidence)
 
 
 def _host_untraced(inp: SpanInput) -> Diagnosis | None:
     """``gpu_idle_host_untraced``: the ``host_untraced`` idle cause
-    (:func:`_idle_cause`); the advice to record stacks only when the trace has none."""
+    (:func:`idle_cause`); the advice to record stacks only when the trace has none."""
     idle, health = inp.idle, inp.health
     has_stacks = health is not None and health.flags.has_stacks
-    return _idle_cause(
+    return idle_cause(
         inp,
         "host_untraced",
         "gpu_idle_host_untraced",
@@ -659,13 +717,30 @@ ALLOCATOR_CHURN = Rule(
     label="Allocator churn",
     definition="The GPU idles while the CUDA caching allocator frees and re-allocates "
     "device memory inside the steps (`cudaFree` synchronises the device): "
-    "`torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap.",
+    "`torch.cuda.empty_cache()` in the loop, caching disabled, or a memory cap; low from "
+    "`allocator_churn_min_fraction` of the step when the cache released memory in the "
+    "steps.",
     panels=("idle",),
-    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES, "allocator_churn_min_fraction"),
     check=_allocator_churn,
     moment=_allocator_moment,
     idle_cause="allocator",
     fix=Fix("allocator cache kept"),
+)
+COMPILE_IN_STEP = Rule(
+    id="compile_in_step",
+    area="idle",
+    label="torch.compile compiling in the step",
+    definition="torch.compile compiles or recompiles inside the profiled steps (Dynamo, "
+    "AOTAutograd, Inductor, Triton autotuning; a new input shape each time, most often): "
+    "the GPU idle while the host compiles is the cost; the card counts the compiles and "
+    "the distinct input shapes.",
+    panels=("idle",),
+    thresholds=(*_IDLE_CAUSE, *_FRAMES),
+    check=_compile_in_step,
+    moment=_gap_of("compiling"),
+    idle_cause="compiling",
+    fix=Fix("dynamic shapes, bucketing, or warm-up before profiling"),
 )
 CUDNN_AUTOTUNE_IN_STEP = Rule(
     id="cudnn_autotune_in_step",
@@ -698,5 +773,6 @@ LOW_GPU_UTILIZATION = Rule(
         "gpu_idle_host_untraced",
         "allocator_churn",
         "cudnn_autotune_in_step",
+        "compile_in_step",
     ),
 )
