@@ -17,6 +17,7 @@ pieces of the JSON that meet the window), each file's own.
 
 from __future__ import annotations
 
+import gzip
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -29,10 +30,10 @@ from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema.timeline import TimelineStep
 from tb_kineto_insights.service.errors import Damaged, InvalidRequest, NotFound, Unreadable
 from tb_kineto_insights.service.loader import SpanStatus
+from tb_kineto_insights.service.output_files import local_file, same_file, write_output
 from tb_kineto_insights.service.workspace import Workspace
 from tb_kineto_insights.trace.confine import Rule, confined
 from tb_kineto_insights.trace.errors import TraceError
-from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
@@ -277,51 +278,52 @@ def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str
     return fallback
 
 
-def _same_file(a: str, b: str) -> bool:
-    """Whether two local paths name one file (after symbolic links, or ``os.path.samefile``
-    when both exist: a hard link too)."""
-    try:
-        if os.path.samefile(a, b):
-            return True
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 def check_window_paths(paths: list[str], out_path: str) -> None:
     """Refuse what would lose data or merge a rank with itself, before any file is read:
     a trace given twice (the same file by any name), and an ``--out`` that is one of the
-    traces (it would be overwritten by its own cut) or a directory. URLs are compared as
-    written.
+    traces (it would be replaced by its own cut) or a directory. Names are compared as
+    the files they name (``service/output_files.py``: ``(st_dev, st_ino)`` of a local
+    file, whatever path, link or ``file://``/``local://`` URL names it).
 
     Raises:
         ValueError: the message names the duplicate trace or ``--out`` and the problem.
     """
-    seen: dict[str, str] = {}
-    for path in paths:
-        key = local_path(path)
-        real = os.path.realpath(key) if key is not None else path
-        for other_real, other in seen.items():
-            if real == other_real or (
-                key is not None and local_path(other) is not None and _same_file(key, other_real)
-            ):
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if path == other or same_file(path, other):
                 raise ValueError(
                     f"{path}: the same trace file is given twice (also as {other}); "
                     "give each rank's file once"
                 )
-        seen[real] = path
-    out_local = local_path(out_path)
-    if out_local is None:
-        return
-    if os.path.isdir(out_local):
+    out_local = local_file(out_path)
+    if out_local is not None and os.path.isdir(out_local):
         raise ValueError(f"--out {out_path}: is a directory; give a file name (.json or .json.gz)")
     for path in paths:
-        key = local_path(path)
-        if key is not None and _same_file(out_local, key):
+        if same_file(out_path, path):
             raise ValueError(
                 f"--out {out_path}: is the input trace {path}; writing the window there "
                 "would overwrite the trace: give another file name"
             )
+
+
+def window_file_bytes(document: dict[str, object], out_path: str) -> bytes:
+    """A cut (or merged) trace document as the bytes of ``out_path``: JSON, gzip-compressed
+    when the name ends with ``.gz``."""
+    data = msgspec.json.encode(document)
+    return gzip.compress(data, compresslevel=6) if out_path.endswith(".gz") else data
+
+
+def write_window_file(document: dict[str, object], out_path: str) -> int:
+    """Write a cut trace document to ``out_path`` (a path or URL) atomically
+    (:func:`~.output_files.write_output`: the older file stays when it cannot be
+    written); returns the bytes written.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    data = window_file_bytes(document, out_path)
+    write_output(out_path, data)
+    return len(data)
 
 
 def cut_file_windows(

@@ -109,21 +109,55 @@ def _sweep_now_and_then(folder: Path) -> None:
     remove_stale_temporaries(folder)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
-    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
-    002), like any file the user writes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomic(path: Path, data: bytes, *, durable: bool = False, mkdir: bool = True) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one:
+    a temporary file beside it (same folder: the rename is atomic there, on NFS too),
+    written, then renamed over ``path``; on any failure (a full disk, a quota) the
+    temporary is removed and ``path`` is left as it was. The file's mode is 0666 less
+    the umask (0644 with the usual umask 022, 0664 with 002), like any file the user
+    writes.
+
+    ``durable``: the data is on the disk (``fsync``) before the rename, and the rename
+    (the folder, ``fsync``) before returning: after a crash the file is the old one or
+    the whole new one (a file written for the user, ``window --out``). Cache entries
+    skip it: a torn one fails its checksum and is computed again. ``mkdir``: create the
+    missing folders (the cache's); without it a missing folder is an OSError.
+
+    Raises:
+        OSError: the file cannot be written (the message is the system's).
+    """
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temporary(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if durable:
+        _fsync_folder(path.parent)
     _sweep_now_and_then(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """``fsync`` a folder (the rename in it), where the system allows it (not on
+    Windows; some filesystems refuse it: EINVAL, ignored)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class LocalStore:
