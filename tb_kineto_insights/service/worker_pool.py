@@ -68,6 +68,7 @@ from tb_kineto_insights.summary import (
     span_failed,
 )
 from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.processes import descendants, group_members, kill_all
 from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
 
 logger = logging.getLogger(__name__)
@@ -232,35 +233,11 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def _children(pid: int) -> list[int]:
-    """The children of ``pid`` (``/proc/PID/task/TID/children`` of each thread)."""
-    out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                out.extend(int(c) for c in fh.read().split())
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of ``pid`` and every process below it (a load worker and the
     forkserver, resource tracker and pool of its parallel read), summed, in bytes; 0
-    without ``/proc``. Iterative: a tree of any depth."""
-    total, seen, todo = 0, set(), [pid]
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        total += _rss_bytes(current)
-        todo.extend(_children(current))
-    return total
+    without ``/proc``."""
+    return sum(_rss_bytes(p) for p in [pid, *descendants(pid)])
 
 
 # --------------------------------------------------------------------------- one load
@@ -513,11 +490,17 @@ def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
 
 def _kill_own_group(signum: int, frame: Any) -> None:
     """SIGTERM in a worker process: kill its whole process group (itself and its decode
-    processes) at once; only when it leads that group (the loader starts it so), never
-    the group of whoever started it otherwise."""
-    if os.getpgid(0) == os.getpid():
-        os.killpg(0, signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    processes) at once, but the resource tracker, which then unlinks the pool's
+    semaphores and exits (``trace/processes.py``); only when it leads that group (the
+    loader starts it so), never the group of whoever started it otherwise."""
+    me = os.getpid()
+    if os.getpgid(0) == me:
+        members = [p for p in group_members(me) if p != me]
+        if members:
+            kill_all(members)
+        else:  # no /proc: the whole group
+            os.killpg(0, signal.SIGKILL)
+    os.kill(me, signal.SIGKILL)
 
 
 #: ``prctl`` option: the signal a process gets when its parent (thread) exits.
@@ -544,11 +527,18 @@ def _die_with_parent() -> None:
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group of a worker process (started as its own session, so the
-    group is the worker and every decode process under it), then the worker itself.
-    The group id is the worker's pid, which Linux does not reuse while any member of
-    the group lives, so this is safe also after the worker died."""
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    group is the worker and every decode process under it), then the worker itself;
+    the group's resource tracker is spared: it unlinks the pool's named semaphores once
+    the others are gone, then exits (``trace/processes.py``; killed, it left 5 in
+    ``/dev/shm`` per killed load). The group id is the worker's pid, which Linux does
+    not reuse while any member of the group lives, so this is safe also after the
+    worker died."""
+    members = group_members(proc.pid)
+    if members:
+        kill_all(members)
+    else:  # no /proc: the whole group
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         proc.kill()
 
