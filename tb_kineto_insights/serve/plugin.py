@@ -405,6 +405,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             (listed_identity(span) for span in snapshot.index.values()),
             preload=self.settings.preload,
         )
+        headlines = getattr(self, "headlines", None)  # (a first scan may end before)
+        if self.settings.preload and snapshot.runs and headlines is not None:
+            headlines.warm(snapshot)  # the tab opens on the runs ranked: made ahead
 
     @property
     def loader(self) -> SummaryLoader:
