@@ -54,7 +54,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
   trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
   trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
-  trace_warmup_step: "The first profiled step is much longer than the median of the others: it is not a steady-state step.",
+  trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",
   trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
   trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time.",
 };
