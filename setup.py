@@ -28,6 +28,9 @@ setup(
         # gzip inflate about 1.7x faster than the stdlib's zlib, same API; trace/source.py
         # falls back to zlib when it does not import.
         "zlib-ng>=0.4",
+        # RE2, a regex engine without backtracking, for the user's --group-by /
+        # /history?group_by= (compare/history_groups.py): linear whatever the pattern.
+        "google-re2>=1.1",
     ],
     extras_require={
         "record": ["torch>=2.1"],

@@ -66,6 +66,50 @@ def test_bad_timeout_is_a_usage_error(tmp_path: Path, bad: str) -> None:
     assert main(["diff", str(tmp_path), str(tmp_path), "--timeout", bad]) == 2
     assert main(["check", str(tmp_path), str(tmp_path), "--timeout", bad]) == 2
     assert main(["index", str(tmp_path), "--timeout", bad]) == 2
+    assert main(["history", str(tmp_path), "--timeout", bad]) == 2
+    assert main(["window", str(tmp_path), "--step", "1", "--out", "o", "--timeout", bad]) == 2
+    assert main(["doctor", "--timeout", bad]) == 2
+
+
+#: The console script with the history's work replaced by a C call that holds the GIL
+#: for hours (Python's ``re`` backtracking): a budget kept by a thread or a ``SIGALRM``
+#: handler of the command never fires (the attack run: ``--timeout 5`` ended after
+#: 15.8 s, when the regex let go).
+GIL_HOLDER = """
+import re, sys
+from tb_kineto_insights.compare import history
+def hold_the_gil(*args, **kwargs):
+    re.match(r"(a+)+b", "a" * 40)  # the input under test: hours in C, holding the GIL
+history.build_history = hold_the_gil
+from tb_kineto_insights.cli.main import main
+sys.argv = ["tb-kineto-insights", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("command", ["history", "check"])
+def test_the_budget_holds_while_the_command_holds_the_gil(tmp_path: Path, command: str) -> None:
+    """``history`` and ``check --against-history`` stop with 124 at ``--timeout``
+    whatever the command is doing: the budget is kept by a watchdog process."""
+    logdir = tmp_path / "logs"
+    for name in ("exp_1", "exp_2"):
+        write_trace(logdir / name / "w.1.pt.trace.json", [kernel("k", 1000, 10)])
+    args = [command, str(logdir)]
+    if command == "check":
+        args = [command, str(logdir / "exp_2"), "--against-history", str(logdir)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", GIL_HOLDER, *args, "--timeout", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # a hang guard: the regex alone would run for hours
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == budget.EXIT_TIMEOUT, proc.stderr
+    assert f"{command} did not finish within its time budget of 1.0 s" in proc.stderr
+    assert proc.stdout == "" and elapsed < 1.0 + 10.0  # start-up included
 
 
 def test_report_past_its_budget_stops_with_124(tmp_path: Path) -> None:

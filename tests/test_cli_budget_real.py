@@ -59,24 +59,33 @@ def _dispositions(pid: int) -> tuple[int, int]:
     return int(fields["SigIgn"], 16), int(fields["SigCgt"], 16)
 
 
+def _command_of(pid: int) -> int:
+    """The process that runs the command: the console script forks the command off its
+    time budget's watchdog (``cli/supervisor.py``), the process started; ``pid`` itself
+    when it has no child yet."""
+    from tb_kineto_insights.trace.processes import descendants
+
+    found = descendants(pid)
+    return found[0] if found else pid
+
+
 def _reading_with_handlers(proc: subprocess.Popen[str]) -> bool:
     """The command of :func:`_report_in_own_session` reads the files: past its fork of
-    the worker processes (its budget's thread has started), and every process of its
-    session but itself has its own signal dispositions (SIGINT ignored, SIGTERM not the
-    command's handler), not the ones a fork inherits from the command."""
+    the worker processes, and every process of its session but the watchdog and the
+    command has its own signal dispositions (SIGINT ignored, SIGTERM not the command's
+    handler), not the ones a fork inherits from the command."""
     import signal
 
     assert proc.poll() is None, proc.communicate()
     sigint, sigterm = 1 << (signal.SIGINT - 1), 1 << (signal.SIGTERM - 1)
+    command = _command_of(proc.pid)
     try:
-        with open(f"/proc/{proc.pid}/status") as fh:
-            threads = next(int(line.split()[1]) for line in fh if line.startswith("Threads:"))
-        others = [pid for pid in _session_processes(proc.pid) if pid != proc.pid]
+        others = [pid for pid in _session_processes(proc.pid) if pid not in (proc.pid, command)]
         masks = [_dispositions(pid) for pid in others]
-    except (OSError, StopIteration):  # a process ended meanwhile: look again
+    except OSError:  # a process ended meanwhile: look again
         return False
     return (
-        threads >= 2
+        command != proc.pid
         and bool(others)
         and all(ignored & sigint and not caught & sigterm for ignored, caught in masks)
     )

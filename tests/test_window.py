@@ -15,9 +15,9 @@ import pytest
 from conftest import cpu, kernel, write_trace
 
 from tb_kineto_insights.cli.main import main
-from tb_kineto_insights.service.windows import step_window
+from tb_kineto_insights.service.windows import step_window, write_window_file
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError, TraceIOError
-from tb_kineto_insights.trace.window import cut_window, ns_of, partial_overlaps, write_window
+from tb_kineto_insights.trace.window import cut_window, ns_of, partial_overlaps
 
 
 def _events(cut: Any) -> list[dict[str, Any]]:
@@ -71,7 +71,7 @@ def test_cut_keeps_the_window_and_moves_partial_overlaps(tmp_path: Path) -> None
     assert partial_overlaps(original) == 1
     assert partial_overlaps(msgspec.json.encode(cut.document)) == 0
     out = tmp_path / "w.json.gz"
-    assert write_window(cut, str(out)) == out.stat().st_size
+    assert write_window_file(cut.document, str(out)) == out.stat().st_size
     assert json.loads(gzip.decompress(out.read_bytes()))["traceEvents"] == kept
 
 
@@ -98,9 +98,16 @@ def test_overlaps_are_decided_in_exact_ns(tmp_path: Path) -> None:
 def test_bad_input_is_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(TraceIOError, match="file not found"):
         cut_window(str(tmp_path / "missing.json"), 0, 10)
-    bad = write_trace(tmp_path / "bad.json", text='{"traceEvents": [')
-    with pytest.raises(TraceFormatError, match="bad.json: not a readable JSON trace"):
+    bad = write_trace(tmp_path / "bad.json", text="hello")
+    with pytest.raises(TraceFormatError, match="bad.json: not a JSON trace"):
         cut_window(str(bad), 0, 10)
+    # a file the reader reads as empty (cut short before any event) is an empty cut,
+    # which the window command refuses as "holds no event"
+    empty = write_trace(tmp_path / "empty.json", text='{"traceEvents": [')
+    assert (cut_window(str(empty), 0, 10).events, cut_window(str(empty), 0, 10).timed) == (0, 0)
+    lost = write_trace(tmp_path / "lost.json", text='{"traceEvents": [{"ph": "X", "ts": [}]}')
+    with pytest.raises(TraceFormatError, match="lost.json: nothing usable: "):
+        cut_window(str(lost), 0, 10)
     good = write_trace(tmp_path / "good.json", [cpu("A", 0, 10)])
     with pytest.raises(TraceFormatError, match="empty window"):
         cut_window(str(good), 10, 10)
@@ -194,7 +201,7 @@ def test_window_command_names_the_option_and_its_limit(
 
 
 def test_a_piece_boundary_inside_a_string_waits_for_more(tmp_path: Path, monkeypatch: Any) -> None:
-    from tb_kineto_insights.trace import window as win
+    from tb_kineto_insights.trace import window_events as win
 
     odd = 'x"}, {"ph": "X"' * 200  # looks like event boundaries, inside a name
     events = [cpu(f"op{i}", i * 10, 5) for i in range(300)]

@@ -72,7 +72,7 @@ def test_the_cut_in_small_pieces_is_the_cut_in_one(tmp_path: Path, monkeypatch: 
     """The streamed cut (pieces of ``PIECE_BYTES``) gives the same document, byte for
     byte, with pieces of 2 KiB (the file is 400 KiB) as with one piece; plain and gzip
     files alike."""
-    from tb_kineto_insights.trace import window as win
+    from tb_kineto_insights.trace import window_events as win
 
     plain = tmp_path / "plain.json"
     plain.write_bytes(gzip.decompress(WITH_STACK.read_bytes()))
@@ -98,7 +98,7 @@ def test_the_window_command_reads_the_file_once(tmp_path: Path, monkeypatch: Any
 
     from tb_kineto_insights.service.windows import window_of_step
     from tb_kineto_insights.trace import source
-    from tb_kineto_insights.trace import window as win
+    from tb_kineto_insights.trace import window_events as win
 
     scaled = tmp_path / "scaled.json.gz"
     done = subprocess.run(

@@ -52,10 +52,30 @@ def stuck_in_parallel_read(path: str, **kwargs: Any) -> Any:
             assert pool is not None
             for _ in range(workers):  # the input under test: decode processes that hang
                 pool.submit(time.sleep, 3600)
+            names = os.environ.get("KINETO_TEST_POOL_NAMES")
+            if names:  # the pool's named semaphores, for the test to look for
+                Path(names).write_text("\n".join(pool_semaphores(pool)))
             return pool
 
         parallel.start_pool = sleeping_pool
     return summarize_file(path, **kwargs)
+
+
+def pool_semaphores(pool: Any) -> list[str]:
+    """The names of a process pool's named semaphores (its queues' locks: private
+    attributes of ``concurrent.futures``, read by tests only)."""
+    found = []
+    for queue in (pool._call_queue, pool._result_queue):
+        for value in vars(queue).values():
+            semlock = getattr(value, "_semlock", None)
+            if semlock is not None:
+                found.append(semlock.name)
+    return found
+
+
+def semaphores_left(names: list[str]) -> list[str]:
+    """Those of the named POSIX semaphores (``/mp-...``) still in ``/dev/shm``."""
+    return [n for n in names if Path("/dev/shm", "sem." + n.lstrip("/")).exists()]
 
 
 def write_plain_trace(path: Path, steps: int, kernels_per_step: int) -> Path:
@@ -108,6 +128,7 @@ def session_members(sid: int) -> list[int]:
 def stuck_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SummaryLoader]:
     old = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), old) if p))
+    monkeypatch.setenv("KINETO_TEST_POOL_NAMES", str(tmp_path / "pool-semaphores"))
     loader = SummaryLoader(
         cache=None, workers=1, summarize=stuck_in_parallel_read, deadline=LoadDeadline(3.0, 0.0)
     )
@@ -144,8 +165,12 @@ def assert_clean_end(
     status = loader.status(stuck)  # (get would queue it again: such errors are retried)
     assert status.state == "error" and status.error_kind in kinds, status
     assert _ERROR_CODES[status.error_kind] == 503  # what /summary answers
-    # within 2 s no decode process left
+    # within 2 s no decode process left, and none of the pool's named semaphores (the
+    # resource tracker, spared by the kill, unlinks them: 5 were left per killed load)
     wait_until(lambda: session_members(worker) == [], 2.0, "no process of the worker's session")
+    names = (tmp_path / "pool-semaphores").read_text().split()
+    assert names
+    wait_until(lambda: semaphores_left(names) == [], 2.0, "no semaphore of the pool")
     good = ident_of(write_plain_trace(tmp_path / "logs" / "good.1.pt.trace.json", 3, 2))
     status, result = loader.get(good, wait_s=60)  # the slot is back
     assert status.state == "ready" and result is not None, status

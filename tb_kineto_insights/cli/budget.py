@@ -1,6 +1,7 @@
-"""A time budget for a command (``report``, ``diff``, ``check``, ``index``), as the
-plugin has for each load: a pathological input ends the command with a message instead
-of running for ever.
+"""A time budget for every command that reads something (``report``, ``diff``,
+``check``, ``history``, ``index``, ``window``, ``doctor``), as the plugin has for each
+load: a pathological input ends the command with a message instead of running for
+ever.
 
 ``--timeout SECONDS`` sets it (``0``: none); by default it is
 :data:`DEFAULT_TIMEOUT_S` plus :data:`DEFAULT_TIMEOUT_S_PER_MIB` seconds per MiB of the
@@ -16,10 +17,15 @@ command's child processes (decode workers of a parallel read, a local Dask clust
 Python thread cannot be stopped from outside, and a read in C code (a regex, a decode)
 would not see an exception, so the process itself ends.
 
-The watchdog is a daemon thread (:meth:`Budget.start`). Before it starts, while the
-command forks its worker processes (``fork`` of a process that runs a second thread is
-unsafe: ``store/parallel_summaries.py``, ``prestart``), the same deadline is kept by
-``SIGALRM`` (:meth:`Budget.by_signal`), which needs no thread.
+The console script's watchdog is a process (:meth:`Budget.supervise`,
+``supervisor.py``): the command is forked off it before anything else starts, and it
+needs nothing of the command (no GIL), so the budget holds within 50 ms whatever the
+command is doing. Where there is no ``fork`` (or for a call of ``main(argv)`` from
+Python), the watchdog is a daemon thread (:meth:`Budget.start`), and before it starts,
+while the command forks its worker processes (``fork`` of a process that runs a second
+thread is unsafe: ``store/parallel_summaries.py``, ``prestart``), the same deadline is
+kept by ``SIGALRM`` (:meth:`Budget.by_signal`), which needs no thread; both need the
+command to let go of the GIL.
 """
 
 from __future__ import annotations
@@ -107,38 +113,28 @@ def timeout_arg(text: str) -> float:
 
 
 def _kill_children() -> None:
-    """SIGKILL this process's descendants (psutil, a dependency of Dask, when it is
-    installed; else those ``/proc`` lists, children of children too: a forkserver's
-    workers are this process's grandchildren). Raises nothing."""
-    try:
-        import psutil
+    """SIGKILL this process's descendants (children of children too: a forkserver's
+    workers are this process's grandchildren), all listed before any is killed (a killed
+    parent orphans them), but the resource trackers, which unlink the pools' named
+    semaphores once the others are gone and then exit (``trace/processes.py``). Raises
+    nothing."""
+    from tb_kineto_insights.trace.processes import descendants, kill_all
 
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(Exception):
-                child.kill()
-        return
-    except Exception:  # noqa: BLE001 (no psutil, or it failed: the fallback)
-        pass
-    import signal
-
-    todo, seen = [os.getpid()], set()
-    while todo:
-        pid = todo.pop()
-        with contextlib.suppress(OSError, ValueError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as fh:
-                    for child in map(int, fh.read().split()):
-                        if child not in seen:
-                            seen.add(child)
-                            todo.append(child)
-    for pid in seen:  # all listed before any is killed (a killed parent orphans them)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    kill_all(descendants(os.getpid()))
 
 
 def _seconds_text(seconds: float) -> str:
     """``1.5`` → ``"1.5"``, ``0.004`` → ``"0.004"`` (one decimal hid a tiny budget as 0.0)."""
     return f"{seconds:.1f}" if seconds >= 0.1 else f"{seconds:.2g}"
+
+
+def expiry_message(command: str, seconds: float, how: str) -> str:
+    """What a command past its budget says on standard error (one line)."""
+    return (
+        f"error: {command} did not finish within its time budget of "
+        f"{_seconds_text(seconds)} s ({how}); stopped. Give --timeout SECONDS for more "
+        "(0: no limit)\n"
+    )
 
 
 def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
@@ -147,11 +143,7 @@ def _expire(command: str, seconds: float, how: str, err: TextIO) -> None:
     work is done (:class:`OutputEndsBudget`), so what is buffered there is never a whole
     document (a cut JSON report came out before)."""
     with contextlib.suppress(Exception):
-        err.write(
-            f"error: {command} did not finish within its time budget of "
-            f"{_seconds_text(seconds)} s ({how}); stopped. Give --timeout SECONDS for more "
-            "(0: no limit)\n"
-        )
+        err.write(expiry_message(command, seconds, how))
         err.flush()
     _kill_children()
     os._exit(EXIT_TIMEOUT)
@@ -200,6 +192,9 @@ class Budget:
         self.command, self.seconds, self.how, self.err = command, seconds, how, err
         self.deadline = time.monotonic() + seconds
         self.timer: threading.Timer | None = None
+        #: (write end to the watchdog process, read end of its answer) once
+        #: :meth:`supervise` forked; None while this process watches itself
+        self.watchdog: tuple[int, int] | None = None
         # expire and cancel exclude each other: once the message is out the process ends
         # with 124 (unlocked, a command finishing meanwhile could exit 0 after the
         # message), and
@@ -224,6 +219,9 @@ class Budget:
         the main thread, by the thread (:meth:`start`) from the block's start."""
         import signal
 
+        if self.watchdog is not None:  # a process watches: nothing to do here
+            yield
+            return
         if not hasattr(signal, "setitimer") or threading.current_thread() is not (
             threading.main_thread()
         ):
@@ -239,8 +237,9 @@ class Budget:
             signal.signal(signal.SIGALRM, previous)
 
     def start(self) -> None:
-        """Watch what is left of the budget from a daemon thread (once)."""
-        if self.timer is not None:
+        """Watch what is left of the budget from a daemon thread (once); nothing when a
+        process watches it (:meth:`supervise`)."""
+        if self.timer is not None or self.watchdog is not None:
             return
         self.timer = threading.Timer(max(0.0, self.deadline - time.monotonic()), self.expire)
         self.timer.daemon = True
@@ -248,11 +247,38 @@ class Budget:
 
     def cancel(self) -> None:
         """Stop watching (the command's work is done). Should the budget be expiring at
-        that moment, this waits for the process to end (exit 124)."""
+        that moment, this waits for the process to end (exit 124): the watchdog
+        process answers a cancel only when it has not expired, else it kills this one."""
         with self._lock:
+            if self._over:
+                return
             self._over = True
-        if self.timer is not None:
-            self.timer.cancel()
+            if self.timer is not None:
+                self.timer.cancel()
+            if self.watchdog is not None:
+                ask, answer = self.watchdog
+                with contextlib.suppress(OSError):
+                    os.write(ask, b"c")
+                    os.read(answer, 1)  # blocks while the watchdog kills this process
+
+    def supervise(self) -> bool:
+        """Hand the budget to a watchdog process: fork; the parent watches (it never
+        returns: :func:`.supervisor.watch`) while this process, the child, goes on as
+        the command and returns True. False (nothing done) where there is no ``fork``,
+        or this process runs another thread (``fork`` of a threaded process is unsafe).
+
+        Why a process: a thread (or a ``SIGALRM`` handler) runs only when the command's
+        thread lets go of the GIL, which a long C call (a regex in ``re``, a huge
+        decode) does not; a process needs nothing of this one, so the budget holds
+        within :data:`.supervisor.POLL_S` whatever the command is doing.
+        """
+        from tb_kineto_insights.cli import supervisor
+
+        if not hasattr(os, "fork") or threading.active_count() != 1:
+            return False
+        message = expiry_message(self.command, self.seconds, self.how)
+        self.watchdog = supervisor.fork_watched(self.deadline, message)
+        return self.watchdog is not None
 
 
 class OutputEndsBudget:

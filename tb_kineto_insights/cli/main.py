@@ -13,9 +13,10 @@
   regressed against the current level of its series in LOGDIR (``cli/history.py``).
 - ``history LOGDIR [--group-by ...] [--metric ...] [--since DATE] [--format text|json]``:
   the runs as series over time and the runs where a level changed (``compare/history.py``).
-- ``report``, ``diff``, ``check`` and ``index`` take ``--timeout SECONDS`` (default:
-  120 s + 2 s per MiB of the local input; ``0``: none): past it the command stops with
-  exit 124 and says so (``budget.py``).
+- Every command but ``--version`` takes ``--timeout SECONDS`` (default: 120 s + 2 s per
+  MiB of the local input; ``0``: none): past it the command stops with exit 124 and says
+  so, kept by a watchdog process that needs nothing of the command (``budget.py``,
+  ``supervisor.py``).
 - ``doctor``: TensorBoard version, whether both plugins are discoverable, a sample parse.
 - ``index LOGDIR... [--cache DIR] [--scheduler ADDRESS]``: every missing summary into the
   cache on Dask (``index.py``); exit 0 all cached or computed, 1 some failed, 2 setup.
@@ -382,6 +383,7 @@ def _add_window_parser(sub: Any) -> None:
     )
     cmd.add_argument("--out", required=True, help="output file (.json, or .json.gz compressed)")
     cmd.add_argument("--max-json-bytes", type=int, default=DEFAULT_MAX_JSON_BYTES)
+    _add_timeout(cmd)
     cmd.set_defaults(func=_cmd_window)
 
 
@@ -454,7 +456,10 @@ def _inputs(args: argparse.Namespace) -> list[str]:
         # check --against-history LOGDIR: one run and the log directory, no second run
         sides = [args.base, args.exp, getattr(args, "against_history", None)]
         return [side for side in sides if side is not None]
-    return list(getattr(args, "logdir", []))
+    if args.command == "window":
+        return list(args.trace)
+    logdir = getattr(args, "logdir", [])
+    return [logdir] if isinstance(logdir, str) else list(logdir)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -476,6 +481,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor_cmd = sub.add_parser(
         "doctor", help="check TensorBoard, both plugins (ours, PyTorch Profiler) and a sample parse"
     )
+    _add_timeout(doctor_cmd)
     doctor_cmd.set_defaults(func=_cmd_doctor)
     _add_index_parser(sub, cache_help)
     _add_window_parser(sub)
@@ -609,6 +615,7 @@ def _add_history_parser(sub: Any, cache_help: str) -> None:
         "--threshold", action="append", default=[], metavar="NAME=VALUE", help=_THRESHOLD_HELP
     )
     hist_cmd.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+    _add_timeout(hist_cmd)
     hist_cmd.set_defaults(func=_cmd_history)
 
 
@@ -721,6 +728,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cli_budget.stop_on_interrupt(sys.stderr)
         budget = cli_budget.budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
         if budget is not None:  # the document is written whole or not at all
+            if argv is None:  # the console script: a watchdog process keeps the budget
+                budget.supervise()
             out = cli_budget.OutputEndsBudget(out, budget)  # type: ignore[assignment]
     prestart = getattr(args, "prestart", None)
     if prestart is not None:  # worker processes forked while this process is one thread

@@ -20,10 +20,14 @@ from __future__ import annotations
 from typing import TextIO
 
 from tb_kineto_insights.analysis.units import TerminalLines
-from tb_kineto_insights.service.windows import check_window_paths, cut_file_windows
+from tb_kineto_insights.service.windows import (
+    check_window_paths,
+    cut_file_windows,
+    write_window_file,
+)
 from tb_kineto_insights.trace.errors import TraceError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
-from tb_kineto_insights.trace.window import write_document, write_window
+from tb_kineto_insights.trace.window import WindowCut
 from tb_kineto_insights.trace.window_merge import merge_windows
 
 
@@ -42,7 +46,9 @@ def run_window(
     an ``--out`` that is an input or cannot be written (the message says which). Several
     ``paths`` (the ranks of a run): each one's window of step ``step`` (its own step
     window), merged (:func:`~tb_kineto_insights.trace.window_merge.merge_windows`). Paths and
-    names are written with their control characters escaped."""
+    names are written with their control characters escaped. The output is written
+    atomically (an older file there stays whole when the new one cannot be written), and
+    a damaged trace is cut as the reader reads it (a line says what was lost)."""
     out, err = TerminalLines(out), TerminalLines(err)  # type: ignore[assignment]
     paths = [paths] if isinstance(paths, str) else list(paths)
     try:
@@ -52,11 +58,9 @@ def run_window(
         err.write(f"error: {exc}\n")
         return 2
     try:
-        if len(cuts) == 1:
-            size = write_window(cuts[0][1], out_path)
-        else:
-            size = write_document(merge_windows(cuts), out_path)
-    except OSError as exc:
+        document = cuts[0][1].document if len(cuts) == 1 else merge_windows(cuts)
+        size = write_window_file(document, out_path)
+    except OSError as exc:  # the older file at out_path, if any, is left as it was
         err.write(f"error: --out {out_path}: cannot be written: {exc.strerror or exc}\n")
         return 2
     for label, cut in cuts:
@@ -72,5 +76,26 @@ def run_window(
             f"{cut.end_ns / 1000:.3f} µs ({(cut.end_ns - cut.start_ns) / 1000:.3f} µs): "
             f"{cut.events} events, {cut.kernels} kernels{moved}\n"
         )
+    for label, cut in cuts:
+        if cut.damage or cut.stream_damage:
+            who = f"{label}: " if len(cuts) > 1 else ""
+            err.write(f"{out_path}: {who}{damage_note(cut)}\n")
     out.write(f"{out_path}: {size} bytes\n")
     return 0
+
+
+def damage_note(cut: WindowCut) -> str:
+    """What the cut of a damaged file read around, in one line."""
+    parts = []
+    if cut.damage:
+        parts.append(
+            f"{len(cut.damage)} damaged region(s) of the trace skipped as the reader skips "
+            f"them ({cut.lost_events} events lost; the first at byte {cut.damage[0].offset}: "
+            f"{cut.damage[0].problem})"
+        )
+    if cut.stream_damage is not None:
+        parts.append(
+            f"the gzip stream breaks off at byte {cut.stream_damage[0]} "
+            f"({cut.stream_damage[1]}): cut up to there"
+        )
+    return "warning: " + "; ".join(parts)

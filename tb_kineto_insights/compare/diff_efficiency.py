@@ -47,11 +47,12 @@ def _efficiency_groups(side: Side) -> dict[tuple[str, str], dict[str, Any]]:
     out = {}
     for key, a in acc.items():
         time_us = a["time"] / max(spans, 1)
+        seconds = a["time"] / 1e6  # 0.0 for a time of 5e-324 µs (a forged entry) too
         out[key] = {
             "dtype": a["dtype"],
             "time_us_per_step": time_us,
-            "achieved_flops_per_s": a["flops"] / (a["time"] / 1e6)
-            if a["has_flops"] and a["time"] > 0
+            "achieved_flops_per_s": a["flops"] / seconds
+            if a["has_flops"] and seconds > 0
             else None,
             "roof_fraction": a["roof"] / a["roof_time"] if a["roof_time"] > 0 else None,
         }

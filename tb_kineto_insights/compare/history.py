@@ -5,9 +5,10 @@ Input: per run, the headline record of each worker's latest span
 (:class:`~tb_kineto_insights.schema.history.SpanHeadline`, stored beside each summary in
 the cache: ``store/cache.py``), so a history reads no summary and no trace.
 
-**Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name:
-its first group, else the whole match; a run it does not match, or matches empty, is a
-series of its own; or ``key:NAME``, a run-metadata field such as ``key:git_commit``);
+**Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name,
+run by RE2: ``history_groups.py``; its first group, else the whole match; a run it does
+not match, or matches empty, is a series of its own; or ``key:NAME``, a run-metadata
+field such as ``key:git_commit``);
 else by the run metadata label (``capture.profile(..., label=...)``); else by the run
 name without its run counter (:func:`name_stem`: a trailing date or time, or a number
 after a separator, ``_007``, ``_run3``, ``-v2``; ``exp_007`` → ``exp``,
@@ -59,6 +60,7 @@ import msgspec
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import ENV_WHY, WHY
 from tb_kineto_insights.compare.diff_rules import judge_stats
+from tb_kineto_insights.compare.history_groups import group_key
 from tb_kineto_insights.schema.diff import ComparabilityItem
 from tb_kineto_insights.schema.history import (
     HeadlineDiagnosis,
@@ -154,7 +156,8 @@ def series_key(
     of its own (``grouped_by`` ``"run"``).
 
     Raises:
-        ValueError: ``group_by`` is neither ``key:NAME`` nor a valid regex.
+        ValueError: ``group_by`` is neither ``key:NAME`` nor a regex RE2 takes
+            (``history_groups.py``).
     """
     if group_by:
         if group_by.startswith("key:"):
@@ -165,12 +168,7 @@ def series_key(
                 facts = [h.facts.get(name) for h in run.workers.values()]
                 value = next((str(f) for f in facts if f is not None), None)
             return (value if value is not None else f"({name} unknown)"), f"metadata:{name}"
-        try:
-            pattern = re.compile(group_by)
-        except re.error as exc:
-            raise ValueError(f"--group-by {group_by!r} is not a valid regex: {exc}") from exc
-        m = pattern.search(run.name)
-        key = None if m is None else (m.group(1) if pattern.groups else None) or m.group(0)
+        key = group_key(group_by, run.name)  # RE2: linear whatever the pattern
         if not key:  # unmatched, or an empty match ("^", "(x)?"): a series of its own,
             return run.name, "run"  # no change point against unrelated runs
         return key, "regex"

@@ -60,7 +60,6 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-import msgspec
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug.wrappers import Request
@@ -81,6 +80,7 @@ from tb_kineto_insights.serve.settings import (
 )
 from tb_kineto_insights.service import diffs, run_views, windows
 from tb_kineto_insights.service.errors import (
+    Busy,
     Damaged,
     InvalidRequest,
     NotAvailable,
@@ -184,6 +184,7 @@ _SERVICE_CODES: dict[type[ServiceError], int] = {
     Unreadable: 422,
     Damaged: 500,
     NotAvailable: 501,
+    Busy: 503,
 }
 #: HTTP status of each kind of load error.
 _ERROR_CODES = {
@@ -404,6 +405,9 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             (listed_identity(span) for span in snapshot.index.values()),
             preload=self.settings.preload,
         )
+        headlines = getattr(self, "headlines", None)  # (a first scan may end before)
+        if self.settings.preload and snapshot.runs and headlines is not None:
+            headlines.warm(snapshot)  # the tab opens on the runs ranked: made ahead
 
     @property
     def loader(self) -> SummaryLoader:
@@ -526,22 +530,22 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         return _respond(request, encode_json(doc))
 
     def _serve_window(self, request: Request) -> Any:
-        """A step's window cut from the trace file for Perfetto UI (``service/windows.py``)."""
+        """A step's window cut from the trace file for Perfetto UI, in a worker process
+        under a load's deadline and memory cap (``service/windows.py``)."""
         span = self._span(request)
-        doc = windows.step_timeline(self.workspace, span, _step(request), _wait(request))
-        if isinstance(doc, windows.NotReady):
-            return _not_ready(request, doc.status)
+        step = _step(request)
         start_us, end_us = _number(request, "start_us"), _number(request, "end_us")
-        cut = windows.cut_span_window(self.workspace, span, doc, start_us, end_us)
+        cut = windows.span_window(self.workspace, span, step, start_us, end_us, _wait(request))
+        if isinstance(cut, windows.NotReady):
+            return _not_ready(request, cut.status)
         headers = [
             ("X-Window-Start-Ns", str(cut.start_ns)),
             ("X-Window-End-Ns", str(cut.end_ns)),
             ("X-Window-Moved-Events", str(cut.moved)),
         ]
         if request.args.get("download"):
-            headers.append(_attachment(f"{span.worker}.{span.span}.step{doc.step}.window.json"))
-        body = msgspec.json.encode(cut.document)
-        return http_util.Respond(request, body, _JSON, headers=headers)
+            headers.append(_attachment(f"{span.worker}.{span.span}.step{step}.window.json"))
+        return http_util.Respond(request, cut.body, _JSON, headers=headers)
 
     def _serve_window_ranks(self, request: Request) -> Any:
         """ "Open ranks": the step's window of every worker (rank) of the run, merged."""
@@ -551,17 +555,16 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
         found = windows.ranks_window(
             self.workspace, run_name, step, start_us, end_us, _wait(request)
         )
-        if found.not_ready is not None:
-            return _not_ready(request, found.not_ready.status)
-        headers = [("X-Window-Ranks", ",".join(_header_text(n) for n in found.ranks))]
+        if isinstance(found, windows.NotReady):
+            return _not_ready(request, found.status)
+        headers = [("X-Window-Ranks", ",".join(_header_text(n) for n in found.window.ranks))]
         if found.missing:
             headers.append(
                 ("X-Window-Ranks-Missing", ",".join(_header_text(n) for n in found.missing))
             )
         if request.args.get("download"):
             headers.append(_attachment(f"{run_name}.step{step}.ranks.json"))
-        body = msgspec.json.encode(found.document)
-        return http_util.Respond(request, body, _JSON, headers=headers)
+        return http_util.Respond(request, found.window.body, _JSON, headers=headers)
 
     def _serve_run_summary(self, request: Request) -> Any:
         run = self.workspace.run(_required(request, "run")).name

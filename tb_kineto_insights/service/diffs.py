@@ -21,6 +21,7 @@ from tb_kineto_insights.compare.diff import diff
 from tb_kineto_insights.logdir.discovery import LogdirError, Span
 from tb_kineto_insights.schema import DiffDocument
 from tb_kineto_insights.service.errors import Unreadable
+from tb_kineto_insights.summary import FAILED_TRACE
 
 if TYPE_CHECKING:  # the command line's diff loads neither the cache nor the plugin's loader
     from tb_kineto_insights.service.workspace import Workspace
@@ -62,40 +63,37 @@ def diff_answer(
     hook: DiffHook,
 ) -> DiffAnswer:
     """The diff of spans ``base`` against ``exp`` (``labels``: how each side is named),
-    made once for every request asking for the same spans.
+    made once for every request asking for the same spans at the same time, and kept
+    while none of their files changes (``workspace.answers``: the key names every
+    file's identity, so a kept answer skips even the gathering of the summaries).
 
     Raises:
         Unreadable: no span of a side could be read, or the diff cannot be made (e.g.
             no steps on one side).
     """
-    gathered = workspace.gather(base + exp, wait_s)
-    pending = gathered.pending(base + exp, with_run=True)
-    if pending:
-        total = len(base) + len(exp)
-        return DiffAnswer(pending={"state": "loading", "pending": pending, "total": total})
-    sides: list[list[tuple[Span, LoadResult]]] = [[], []]
-    warnings: list[str] = []
-    for i, (span, status, result) in enumerate(
-        zip(base + exp, gathered.statuses, gathered.results, strict=True)
-    ):
-        which = 0 if i < len(base) else 1
-        if result is None or result.summary is None:
-            warnings.append(f"{('base', 'exp')[which]}: {status.error or 'not readable'}")
-        else:
-            sides[which].append((span, result))
-    for which, name in ((0, "base"), (1, "exp")):
-        if not sides[which]:
-            raise Unreadable(f"{name}: no trace could be read ({'; '.join(warnings)})")
-    key = (
-        "diff",
-        id(hook),
-        labels,
-        len(base),
-        tuple((i, r is not None) for i, r in zip(gathered.idents, gathered.results, strict=True)),
-        tuple(warnings),
-    )
+    spans = base + exp
+    idents = [workspace.request_identity(s) for s in spans]
+    key = ("diff", id(hook), labels, len(base), tuple(idents))
 
-    def compute() -> bytes:
+    def make() -> tuple[DiffAnswer, int | None]:
+        gathered = workspace.gather(spans, wait_s, idents)
+        pending = gathered.pending(spans, with_run=True)
+        if pending:
+            doc = {"state": "loading", "pending": pending, "total": len(spans)}
+            return DiffAnswer(pending=doc), None
+        sides: list[list[tuple[Span, LoadResult]]] = [[], []]
+        warnings: list[str] = []
+        for i, (span, status, result) in enumerate(
+            zip(spans, gathered.statuses, gathered.results, strict=True)
+        ):
+            which = 0 if i < len(base) else 1
+            if result is None or result.summary is None:
+                warnings.append(f"{('base', 'exp')[which]}: {status.error or 'not readable'}")
+            else:
+                sides[which].append((span, result))
+        for which, name in ((0, "base"), (1, "exp")):
+            if not sides[which]:
+                raise Unreadable(f"{name}: no trace could be read ({'; '.join(warnings)})")
         from tb_kineto_insights.store.cache import encode_json
 
         b, e = ([(f"{s.worker}/{s.span}", r.decoded()) for s, r in side] for side in sides)
@@ -103,9 +101,12 @@ def diff_answer(
             diffed = hook(b, e, base_label=labels[0], exp_label=labels[1])
         except ValueError as exc:  # e.g. no steps on one side: the input's problem
             raise Unreadable(str(exc)) from None
-        return encode_json(with_warnings(diffed, warnings))
+        body = encode_json(with_warnings(diffed, warnings))
+        # an error that may pass (I/O, a dead worker, a deadline): made, not kept
+        lasting = all(s.error_kind in (None, FAILED_TRACE) for s in gathered.statuses)
+        return DiffAnswer(body=body), len(body) if lasting else None
 
-    return DiffAnswer(body=workspace.derived_once(key, compute))
+    return workspace.answers.get(key, make)
 
 
 def compare_sides(

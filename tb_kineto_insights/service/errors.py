@@ -32,3 +32,8 @@ class Damaged(ServiceError):
 
 class NotAvailable(ServiceError):
     """The service has no function for this question (a hook set to None)."""
+
+
+class Busy(ServiceError):
+    """The work did not finish in its worker process: past its deadline or memory cap,
+    or the process died; asking again may succeed."""

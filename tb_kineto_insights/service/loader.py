@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.service.worker_calls import CallOutcome, CallRunner, CallTask
 from tb_kineto_insights.service.worker_pool import (
     ERROR_INTERNAL,
     ERROR_IO,
@@ -88,6 +89,9 @@ DEFAULT_RETRY_BACKOFF_S = 30.0
 MAX_RETRY_BACKOFF_S = 900.0
 
 QUEUED, LOADING, READY, ERROR, NOT_LOADED = "queued", "loading", "ready", "error", "not_loaded"
+#: Worker processes for work besides summaries (window cuts) at most, beside the
+#: loads': the memory such work may hold is this many times a load's cap.
+CALL_SLOTS = 2
 
 
 # --------------------------------------------------------------------------- loader
@@ -210,6 +214,8 @@ class SummaryLoader:
         self.loads_started = 0
         use_process = workers > 0
         self._slots = [WorkerSlot(use_process) for _ in range(max(1, workers))]
+        #: work besides summaries (a window's cut), as loads run (``worker_calls.py``)
+        self.calls = CallRunner(max(1, min(CALL_SLOTS, workers)), use_process, idle_shutdown_s)
         self._threads = [
             threading.Thread(
                 target=self._slot_loop, args=(slot,), name=f"kineto-insights-load-{i}", daemon=True
@@ -573,10 +579,28 @@ class SummaryLoader:
                 self._states[ident] = NOT_LOADED
         return None
 
+    def run_call(
+        self, ident: Identity, call: Callable[..., Any], args: tuple[Any, ...], what: str
+    ) -> CallOutcome:
+        """``call(*args)`` (a module-level function) about the file ``ident``, run as a
+        load of it runs: in a worker process, under its deadline and this loader's memory
+        cap (``worker_calls.py``; in this thread with ``workers=0``). ``what`` names the
+        work in a timeout's or memory cap's message. Never raises."""
+        task = CallTask(
+            ident,
+            call,
+            args,
+            deadline_s=self._deadline_locked(ident),
+            max_rss_bytes=self.memory_cap.max_rss_bytes if self.workers > 0 else None,
+            what=what,
+        )
+        return self.calls.run(task)
+
     # ---------------------------------------------------------------- shutdown
 
     def close(self) -> None:
         """Stop loading: worker processes are stopped (a load in progress is killed)."""
+        self.calls.close()
         with self._cv:
             self._closed = True
             self._cv.notify_all()

@@ -25,8 +25,8 @@ from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
 from tb_kineto_insights.service.errors import Unreadable
 from tb_kineto_insights.service.workspace import Workspace
-from tb_kineto_insights.store.cache import Identity, LoadResult, encode_json
-from tb_kineto_insights.summary import run_view_with_notes, summarize_run
+from tb_kineto_insights.store.cache import LoadResult, encode_json
+from tb_kineto_insights.summary import FAILED_TRACE, run_view_with_notes, summarize_run
 
 #: The run-level view of ``[(worker, span summary), ...]`` (one per rank): a
 #: :class:`~tb_kineto_insights.schema.RunView` Struct or built-ins.
@@ -101,50 +101,52 @@ def run_view_answer(
             missing[worker.name] = f"worker has {len(worker.spans)} span(s), no index {span_index}"
             continue
         chosen.extend(worker.spans)
-    gathered = workspace.gather(chosen, wait_s)
-    pending = gathered.pending(chosen)
-    if pending:
-        return RunViewAnswer(pending={"state": "loading", "pending": pending, "total": len(chosen)})
-    errors = dict(missing)
-    ready: list[tuple[Span, LoadResult]] = []
-    used: list[Identity] = []
-    for span, ident, status, result in zip(
-        chosen, gathered.idents, gathered.statuses, gathered.results, strict=True
-    ):
-        if result is None or result.summary is None:
-            errors.setdefault(span.worker, status.error or "not readable")
-        else:
-            ready.append((span, result))
-            used.append(ident)
-    if not ready:
-        raise Unreadable(f"no worker of run {run.name!r} could be read: {errors}")
-    # The errors are part of the answer: a worker failing otherwise is another answer.
-    key = (
-        "run_summary",
-        id(hook),
-        run.name,
-        span_index,
-        tuple(used),
-        tuple(sorted(errors.items())),
-    )
+    idents = [workspace.request_identity(s) for s in chosen]
+    key = ("run_summary", id(hook), run.name, span_index, tuple(idents), tuple(missing.items()))
 
-    def compute() -> bytes:
-        whole = hook is not summarize_run  # another hook may read any panel
-        decoded = [(span, run_view_input(result, whole)) for span, result in ready]
-        per_worker: dict[str, list[RunViewSpan]] = {}
-        for span, summary in decoded:
-            per_worker.setdefault(span.worker, []).append(summary)
-        side, view = run_view_with_notes(list(per_worker.items()), span_index=span_index, view=hook)
-        span_of = {id(summary): span for span, summary in decoded}
-        doc = {
-            "run": run.name,
-            "span_index": span_index,
-            "spans": [
-                {"worker": name, "span": span_of[id(summary)].span} for name, summary in side
-            ],
-            "errors": errors,
-            "summary": view,
-        }
-        return encode_json(doc)
+    def make() -> tuple[RunViewAnswer, int | None]:
+        gathered = workspace.gather(chosen, wait_s, idents)
+        pending = gathered.pending(chosen)
+        if pending:
+            doc = {"state": "loading", "pending": pending, "total": len(chosen)}
+            return RunViewAnswer(pending=doc), None
+        errors = dict(missing)
+        ready: list[tuple[Span, LoadResult]] = []
+        for span, status, result in zip(chosen, gathered.statuses, gathered.results, strict=True):
+            if result is None or result.summary is None:
+                errors.setdefault(span.worker, status.error or "not readable")
+            else:
+                ready.append((span, result))
+        if not ready:
+            raise Unreadable(f"no worker of run {run.name!r} could be read: {errors}")
+        body = _run_view_body(run.name, span_index, ready, errors, hook)
+        # an error that may pass (I/O, a dead worker, a deadline): made, not kept
+        lasting = all(s.error_kind in (None, FAILED_TRACE) for s in gathered.statuses)
+        return RunViewAnswer(body=body), len(body) if lasting else None
 
-    return RunViewAnswer(body=workspace.derived_once(key, compute))
+    return workspace.answers.get(key, make)
+
+
+def _run_view_body(
+    run_name: str,
+    span_index: int,
+    ready: list[tuple[Span, LoadResult]],
+    errors: dict[str, str],
+    hook: RunViewHook,
+) -> bytes:
+    """The answer's JSON (:func:`run_view_answer`) from the summaries read."""
+    whole = hook is not summarize_run  # another hook may read any panel
+    decoded = [(span, run_view_input(result, whole)) for span, result in ready]
+    per_worker: dict[str, list[RunViewSpan]] = {}
+    for span, summary in decoded:
+        per_worker.setdefault(span.worker, []).append(summary)
+    side, view = run_view_with_notes(list(per_worker.items()), span_index=span_index, view=hook)
+    span_of = {id(summary): span for span, summary in decoded}
+    doc = {
+        "run": run_name,
+        "span_index": span_index,
+        "spans": [{"worker": name, "span": span_of[id(summary)].span} for name, summary in side],
+        "errors": errors,
+        "summary": view,
+    }
+    return encode_json(doc)

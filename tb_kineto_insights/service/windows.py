@@ -17,9 +17,12 @@ pieces of the JSON that meet the window), each file's own.
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import os
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -27,12 +30,20 @@ from tb_kineto_insights.analysis.timeline_format import decode_store, find_step,
 from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.logdir.discovery import Span
 from tb_kineto_insights.schema.timeline import TimelineStep
-from tb_kineto_insights.service.errors import Damaged, InvalidRequest, NotFound, Unreadable
+from tb_kineto_insights.service.errors import Busy, Damaged, InvalidRequest, NotFound, Unreadable
 from tb_kineto_insights.service.loader import SpanStatus
+from tb_kineto_insights.service.output_files import local_file, same_file, write_output
+from tb_kineto_insights.service.window_cuts import CutFile, WindowBody, cut_one, cut_ranks
+from tb_kineto_insights.service.worker_pool import (
+    ERROR_IO,
+    ERROR_MEMORY,
+    ERROR_TIMEOUT,
+    ERROR_TRACE,
+    ERROR_WORKER,
+)
 from tb_kineto_insights.service.workspace import Workspace
-from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.store.cache import Identity
 from tb_kineto_insights.trace.errors import TraceError
-from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.reader import read_trace
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES, BlockReader
 from tb_kineto_insights.trace.window import (
@@ -40,11 +51,9 @@ from tb_kineto_insights.trace.window import (
     WindowIndex,
     check_offset_us,
     check_window_holds_events,
-    cut_window,
     window_bounds,
 )
 from tb_kineto_insights.trace.window import parse_offset_us as parse_offset_us
-from tb_kineto_insights.trace.window_merge import merge_windows
 
 
 @dataclass(frozen=True)
@@ -81,21 +90,19 @@ def step_timeline(
         raise Damaged(f"the stored timeline of this span is damaged ({exc})") from exc
 
 
-def cut_span_window(
+def _cut_file(
     workspace: Workspace,
     span: Span,
     doc: TimelineStep,
     start_us: float | None,
     end_us: float | None,
-    require_events: bool = True,
-) -> WindowCut:
-    """The window of ``doc``'s step (± 10 %, or ``start_us``/``end_us`` µs after its
-    start) cut from ``span``'s file, opened under the same rule as a load.
+) -> tuple[Identity, CutFile]:
+    """The file of ``span`` and the window of ``doc``'s step (± 10 %, or
+    ``start_us``/``end_us`` µs after its start) to cut from it, opened under the same
+    rule as a load.
 
     Raises:
         InvalidRequest: one of ``start_us``/``end_us`` alone, or an empty range.
-        Unreadable: the file cannot be cut, or (with ``require_events``) the window
-            holds no event (the message says where the trace's events lie).
     """
     step_ns = round(doc.duration_us * 1000)
     window = window_bounds(doc.trace_start_ns, step_ns, start_us, end_us)
@@ -104,29 +111,80 @@ def cut_span_window(
     if window is None:
         raise InvalidRequest("give both start_us and end_us (end after start), or neither")
     ident = workspace.request_identity(span)
-    try:
-        if ident.root:
-            with confined(ident.path, Rule(ident.root, ident.file_identity())):
-                cut = cut_window(ident.path, *window)
-        else:
-            cut = cut_window(ident.path, *window)
-        if require_events:
-            check_window_holds_events(cut, span.path, doc.trace_start_ns, doc.step)
-    except TraceError as exc:
-        raise Unreadable(str(exc)) from exc
-    return cut
+    part = CutFile(
+        ident.path,
+        ident.root,
+        ident.file_identity(),
+        window[0],
+        window[1],
+        span.path,
+        doc.step,
+        doc.trace_start_ns,
+    )
+    return ident, part
+
+
+def _in_worker(workspace: Workspace, ident: Identity, call: Any, args: tuple[Any, ...]) -> Any:
+    """``call(*args)`` run as a load of ``ident`` runs (``SummaryLoader.run_call``: a
+    worker process, the load's deadline and memory cap); its value.
+
+    Raises:
+        Unreadable: the file cannot be cut (its error).
+        Busy: past the deadline or the memory cap, or the worker died.
+        RuntimeError: a bug (its message), which the plugin answers with a 500.
+    """
+    outcome = workspace.loader.run_call(ident, call, args, "window's cut")
+    if outcome.kind is None:
+        return outcome.value
+    message = outcome.message or "the window could not be cut"
+    if outcome.kind in (ERROR_TRACE, ERROR_IO):
+        raise Unreadable(message)
+    if outcome.kind in (ERROR_TIMEOUT, ERROR_MEMORY, ERROR_WORKER):
+        raise Busy(message)
+    raise RuntimeError(message)
+
+
+def span_window(
+    workspace: Workspace,
+    span: Span,
+    step: int,
+    start_us: float | None,
+    end_us: float | None,
+    wait_s: float,
+) -> WindowBody | NotReady:
+    """``/window``: step ``step``'s window (± 10 %, or ``start_us``/``end_us`` µs after
+    its start) cut from ``span``'s file in a worker process (a load's deadline and memory
+    cap), made once for every request asking the same at the same time and kept while
+    the file does not change (``workspace.answers``); the span's status while it is not
+    loaded (the step window comes from its stored timeline).
+
+    Raises:
+        NotFound, Damaged: as :func:`step_timeline`.
+        InvalidRequest: one of ``start_us``/``end_us`` alone, or an empty range.
+        Unreadable: the file cannot be cut, or the window holds no event (the message
+            says where the trace's events lie).
+        Busy: the cut passed its deadline or memory cap (503).
+    """
+    ident = workspace.request_identity(span)
+
+    def make() -> tuple[WindowBody | NotReady, int | None]:
+        doc = step_timeline(workspace, span, step, wait_s)
+        if isinstance(doc, NotReady):
+            return doc, None
+        _, part = _cut_file(workspace, span, doc, start_us, end_us)
+        body: WindowBody = _in_worker(workspace, ident, cut_one, (part,))
+        return body, len(body.body)
+
+    return workspace.answers.get(("window", ident, step, start_us, end_us), make, heavy=False)
 
 
 @dataclass
 class RanksWindow:
-    """ "Open ranks": the merged trace (``document``), the workers merged, in rank order
-    (``ranks``) and those without the step (``missing``); or ``not_ready``, the status
-    of a worker still loading (or whose load failed)."""
+    """ "Open ranks": the merged trace (``window``: its JSON, the ranks merged in rank
+    order) and the workers without the step (``missing``)."""
 
-    document: dict[str, object] | None = None
-    ranks: list[str] = field(default_factory=list)
+    window: WindowBody
     missing: list[str] = field(default_factory=list)
-    not_ready: NotReady | None = None
 
 
 def ranks_window(
@@ -136,45 +194,43 @@ def ranks_window(
     start_us: float | None,
     end_us: float | None,
     wait_s: float,
-) -> RanksWindow:
+) -> RanksWindow | NotReady:
     """Step ``step``'s window of every worker (rank) of run ``run_name``, each its last
-    span's, cut as :func:`cut_span_window` cuts one and merged into one trace
-    (:func:`~tb_kineto_insights.trace.window_merge.merge_windows`: each rank's processes
-    named after its worker). A worker without that step is left out and named in
-    ``missing``.
+    span's (the status of one still loading, or whose load failed), cut and merged into
+    one trace in a worker process (``window_cuts.cut_ranks``: each rank's processes
+    named after its worker), once for concurrent requests. A worker without that step is
+    left out and named in ``missing``.
 
     Raises:
         NotFound: no such run, or no worker has that step.
-        InvalidRequest, Unreadable: as :func:`cut_span_window`; Unreadable also when no
-            rank's window holds an event.
+        InvalidRequest, Unreadable, Busy: as :func:`span_window`; Unreadable also when
+            no rank's window holds an event.
     """
     run = workspace.run(run_name)
-    parts: list[tuple[str, WindowCut]] = []
-    first: tuple[Span, TimelineStep] | None = None
-    missing: list[str] = []
-    for worker in run.workers:
-        if not worker.spans:
-            continue
-        span = worker.spans[-1]
-        try:
-            doc = step_timeline(workspace, span, step, wait_s)
-        except NotFound:
-            missing.append(worker.name)
-            continue
-        if isinstance(doc, NotReady):
-            return RanksWindow(not_ready=doc)  # still loading, or the load's error
-        parts.append((worker.name, cut_span_window(workspace, span, doc, start_us, end_us, False)))
-        first = first or (span, doc)
-    if not parts or first is None:
-        raise NotFound(f"no worker of run {run.name!r} has that step")
-    if not any(cut.timed for _, cut in parts):  # one rank may be quiet; all: refuse
-        try:
-            check_window_holds_events(
-                parts[0][1], first[0].path, first[1].trace_start_ns, first[1].step
-            )
-        except TraceError as exc:
-            raise Unreadable(str(exc)) from exc
-    return RanksWindow(merge_windows(parts), [n for n, _ in parts], missing)
+    spans = [worker.spans[-1] for worker in run.workers if worker.spans]
+    idents = tuple(workspace.request_identity(span) for span in spans)
+
+    def make() -> tuple[RanksWindow | NotReady, int | None]:
+        parts: list[tuple[str, CutFile]] = []
+        missing: list[str] = []
+        for span in spans:
+            try:
+                doc = step_timeline(workspace, span, step, wait_s)
+            except NotFound:
+                missing.append(span.worker)
+                continue
+            if isinstance(doc, NotReady):
+                return doc, None  # still loading, or its load's error
+            parts.append((span.worker, _cut_file(workspace, span, doc, start_us, end_us)[1]))
+        if not parts:
+            raise NotFound(f"no worker of run {run.name!r} has that step")
+        first = next(i for i in idents if i.path == parts[0][1].path)
+        total = dataclasses.replace(first, size_bytes=sum(i.size_bytes for i in idents))
+        body: WindowBody = _in_worker(workspace, total, cut_ranks, (parts,))
+        return RanksWindow(body, missing), len(body.body)
+
+    key = ("window_ranks", run.name, idents, step, start_us, end_us)
+    return workspace.answers.get(key, make, heavy=False)
 
 
 # --------------------------------------------------------------------------- files
@@ -277,51 +333,52 @@ def rank_label(path: str, cut_document: dict[str, object], fallback: str) -> str
     return fallback
 
 
-def _same_file(a: str, b: str) -> bool:
-    """Whether two local paths name one file (after symbolic links, or ``os.path.samefile``
-    when both exist: a hard link too)."""
-    try:
-        if os.path.samefile(a, b):
-            return True
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 def check_window_paths(paths: list[str], out_path: str) -> None:
     """Refuse what would lose data or merge a rank with itself, before any file is read:
     a trace given twice (the same file by any name), and an ``--out`` that is one of the
-    traces (it would be overwritten by its own cut) or a directory. URLs are compared as
-    written.
+    traces (it would be replaced by its own cut) or a directory. Names are compared as
+    the files they name (``service/output_files.py``: ``(st_dev, st_ino)`` of a local
+    file, whatever path, link or ``file://``/``local://`` URL names it).
 
     Raises:
         ValueError: the message names the duplicate trace or ``--out`` and the problem.
     """
-    seen: dict[str, str] = {}
-    for path in paths:
-        key = local_path(path)
-        real = os.path.realpath(key) if key is not None else path
-        for other_real, other in seen.items():
-            if real == other_real or (
-                key is not None and local_path(other) is not None and _same_file(key, other_real)
-            ):
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if path == other or same_file(path, other):
                 raise ValueError(
                     f"{path}: the same trace file is given twice (also as {other}); "
                     "give each rank's file once"
                 )
-        seen[real] = path
-    out_local = local_path(out_path)
-    if out_local is None:
-        return
-    if os.path.isdir(out_local):
+    out_local = local_file(out_path)
+    if out_local is not None and os.path.isdir(out_local):
         raise ValueError(f"--out {out_path}: is a directory; give a file name (.json or .json.gz)")
     for path in paths:
-        key = local_path(path)
-        if key is not None and _same_file(out_local, key):
+        if same_file(out_path, path):
             raise ValueError(
                 f"--out {out_path}: is the input trace {path}; writing the window there "
                 "would overwrite the trace: give another file name"
             )
+
+
+def window_file_bytes(document: dict[str, object], out_path: str) -> bytes:
+    """A cut (or merged) trace document as the bytes of ``out_path``: JSON, gzip-compressed
+    when the name ends with ``.gz``."""
+    data = msgspec.json.encode(document)
+    return gzip.compress(data, compresslevel=6) if out_path.endswith(".gz") else data
+
+
+def write_window_file(document: dict[str, object], out_path: str) -> int:
+    """Write a cut trace document to ``out_path`` (a path or URL) atomically
+    (:func:`~.output_files.write_output`: the older file stays when it cannot be
+    written); returns the bytes written.
+
+    Raises:
+        OSError: it cannot be written.
+    """
+    data = window_file_bytes(document, out_path)
+    write_output(out_path, data)
+    return len(data)
 
 
 def cut_file_windows(

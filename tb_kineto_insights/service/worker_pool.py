@@ -68,6 +68,7 @@ from tb_kineto_insights.summary import (
     span_failed,
 )
 from tb_kineto_insights.trace.confine import Rule, confined
+from tb_kineto_insights.trace.processes import descendants, group_members, kill_all
 from tb_kineto_insights.trace.source import ProgressCallback, reading_progress
 
 logger = logging.getLogger(__name__)
@@ -232,35 +233,11 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def _children(pid: int) -> list[int]:
-    """The children of ``pid`` (``/proc/PID/task/TID/children`` of each thread)."""
-    out: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as fh:
-                out.extend(int(c) for c in fh.read().split())
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 def tree_rss_bytes(pid: int) -> int:
     """Resident memory of ``pid`` and every process below it (a load worker and the
     forkserver, resource tracker and pool of its parallel read), summed, in bytes; 0
-    without ``/proc``. Iterative: a tree of any depth."""
-    total, seen, todo = 0, set(), [pid]
-    while todo:
-        current = todo.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        total += _rss_bytes(current)
-        todo.extend(_children(current))
-    return total
+    without ``/proc``."""
+    return sum(_rss_bytes(p) for p in [pid, *descendants(pid)])
 
 
 # --------------------------------------------------------------------------- one load
@@ -401,6 +378,24 @@ def _run_task(task: LoadTask, progress: ProgressCallback | None = None) -> LoadO
     return LoadOutcome(data, None, None, elapsed, warning)
 
 
+def _execute(task: Any, progress: ProgressCallback | None) -> Any:
+    """Run one task of a worker: a :class:`LoadTask`, or any task with an ``execute``
+    method (``worker_calls.CallTask``: a function under a load's deadline and memory
+    cap), which must never raise."""
+    execute = getattr(task, "execute", None)
+    return _run_task(task, progress) if execute is None else execute(progress)
+
+
+def _failure(task: Any, kind: str, message: str, elapsed_s: float) -> Any:
+    """The outcome of a task that did not finish in its worker (died, past its deadline
+    or memory cap): the task's own kind of outcome (``task.failed``), else a
+    :class:`LoadOutcome`."""
+    failed = getattr(task, "failed", None)
+    if failed is not None:
+        return failed(kind, message, elapsed_s)
+    return LoadOutcome(None, kind, message, elapsed_s)
+
+
 def _failed_outcome(failed: SpanFailed, task: LoadTask, elapsed_s: float) -> LoadOutcome:
     """The outcome of a load that failed and is not stored (called while its exception
     is handled); a bug in the analysis is logged with its traceback."""
@@ -481,7 +476,7 @@ def worker_main() -> None:
             return
         if task is None:
             return
-        outcome = _run_task(task, tell_progress)
+        outcome = _execute(task, tell_progress)
         try:
             with lock:
                 _write_frame(answers, outcome)
@@ -513,11 +508,17 @@ def _private_pipes() -> tuple[IO[bytes], IO[bytes]]:
 
 def _kill_own_group(signum: int, frame: Any) -> None:
     """SIGTERM in a worker process: kill its whole process group (itself and its decode
-    processes) at once; only when it leads that group (the loader starts it so), never
-    the group of whoever started it otherwise."""
-    if os.getpgid(0) == os.getpid():
-        os.killpg(0, signal.SIGKILL)
-    os.kill(os.getpid(), signal.SIGKILL)
+    processes) at once, but the resource tracker, which then unlinks the pool's
+    semaphores and exits (``trace/processes.py``); only when it leads that group (the
+    loader starts it so), never the group of whoever started it otherwise."""
+    me = os.getpid()
+    if os.getpgid(0) == me:
+        members = [p for p in group_members(me) if p != me]
+        if members:
+            kill_all(members)
+        else:  # no /proc: the whole group
+            os.killpg(0, signal.SIGKILL)
+    os.kill(me, signal.SIGKILL)
 
 
 #: ``prctl`` option: the signal a process gets when its parent (thread) exits.
@@ -544,11 +545,18 @@ def _die_with_parent() -> None:
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the process group of a worker process (started as its own session, so the
-    group is the worker and every decode process under it), then the worker itself.
-    The group id is the worker's pid, which Linux does not reuse while any member of
-    the group lives, so this is safe also after the worker died."""
-    with contextlib.suppress(OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    group is the worker and every decode process under it), then the worker itself;
+    the group's resource tracker is spared: it unlinks the pool's named semaphores once
+    the others are gone, then exits (``trace/processes.py``; killed, it left 5 in
+    ``/dev/shm`` per killed load). The group id is the worker's pid, which Linux does
+    not reuse while any member of the group lives, so this is safe also after the
+    worker died."""
+    members = group_members(proc.pid)
+    if members:
+        kill_all(members)
+    else:  # no /proc: the whole group
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         proc.kill()
 
@@ -654,8 +662,9 @@ def _await_ready(proc: subprocess.Popen[bytes]) -> None:
 
 def _memory_message(task: LoadTask, rss_bytes: int) -> str:
     cap = task.max_rss_bytes or 0
+    what = getattr(task, "what", "load")
     return (
-        f"{task.ident.path}: the load used {rss_bytes / MIB:,.0f} MiB of memory, over its "
+        f"{task.ident.path}: the {what} used {rss_bytes / MIB:,.0f} MiB of memory, over its "
         f"cap of {cap / MIB:,.0f} MiB (--kineto_insights_load_max_rss_mib); its worker "
         "process was stopped and replaced, other loads go on"
     )
@@ -663,7 +672,8 @@ def _memory_message(task: LoadTask, rss_bytes: int) -> str:
 
 def _timeout_message(task: LoadTask, elapsed_s: float) -> str:
     return (
-        f"{task.ident.path}: the load did not finish within its deadline of "
+        f"{task.ident.path}: the {getattr(task, 'what', 'load')} did not finish within its "
+        "deadline of "
         f"{task.deadline_s:.1f} s ({elapsed_s:.1f} s elapsed); its worker process was "
         "stopped and replaced; ask again to retry (the deadline is "
         f"--kineto_insights_load_timeout_s + --kineto_insights_load_timeout_s_per_mib "
@@ -681,12 +691,14 @@ class WorkerSlot:
         self._proc: subprocess.Popen[bytes] | None = None
         _LIVE_SLOTS.add(self)
 
-    def run(self, task: LoadTask, progress: ProgressCallback | None = None) -> LoadOutcome:
-        """Run one load; in a worker process, killed when ``task.deadline_s`` passes
-        (a load in this thread cannot be stopped: no deadline there). ``progress`` is
-        called with ``(bytes_read, file_bytes)`` of the stored file while it is read."""
+    def run(self, task: Any, progress: ProgressCallback | None = None) -> Any:
+        """Run one load (a :class:`LoadTask`: returns a :class:`LoadOutcome`) or call
+        (``worker_calls.CallTask``: its ``outcome_type``); in a worker process, killed
+        when ``task.deadline_s`` passes or ``task.max_rss_bytes`` is held (a load in this
+        thread cannot be stopped: no deadline there). ``progress`` is called with
+        ``(bytes_read, file_bytes)`` of the stored file while it is read."""
         if not self._use_process:
-            return _run_task(task, progress)
+            return _execute(task, progress)
         started = time.perf_counter()
         proc = None
         watch: _Watch | None = None
@@ -702,7 +714,7 @@ class WorkerSlot:
                 if progress is not None:
                     progress(int(outcome[1]), int(outcome[2]))
                 outcome = _read_frame(proc.stdout)
-            if isinstance(outcome, LoadOutcome):
+            if isinstance(outcome, getattr(task, "outcome_type", LoadOutcome)):
                 return outcome
             raise EOFError(f"unexpected answer {type(outcome).__name__}")
         except (EOFError, OSError, pickle.PickleError, struct.error) as exc:
@@ -715,14 +727,14 @@ class WorkerSlot:
             self.stop(kill=True)
             elapsed = time.perf_counter() - started
             if watch is not None and watch.expired.is_set():
-                return LoadOutcome(None, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
+                return _failure(task, ERROR_TIMEOUT, _timeout_message(task, elapsed), elapsed)
             if watch is not None and watch.over_rss_bytes is not None:
                 message = _memory_message(task, watch.over_rss_bytes)
-                return LoadOutcome(None, ERROR_MEMORY, message, elapsed)
+                return _failure(task, ERROR_MEMORY, message, elapsed)
             reason = f"exit code {code}" if code is not None else str(exc)
             hint = " (killed: out of memory?)" if code is not None and code < 0 else ""
-            return LoadOutcome(
-                None,
+            return _failure(
+                task,
                 ERROR_WORKER,
                 f"{task.ident.path}: the worker process reading it died ({reason}){hint}",
                 elapsed,

@@ -3,10 +3,10 @@ loader, and the answers made from them, once.
 
 A :class:`Workspace` is what every route of the TensorBoard plugin reads through: the
 last discovery scan (a :class:`Snapshot`, replaced whole by the scanner, never changed),
-the :class:`~.loader.SummaryLoader` that loads span summaries in the background, and a
-cache of the last derived documents (run views, diffs), each computed once for all
-concurrent requests. Run, worker and span from a request are keys into the snapshot,
-never parts of a path.
+the :class:`~.loader.SummaryLoader` that loads span summaries in the background, and the
+answers made from them (run views, diffs, windows), each made once for all concurrent
+requests and the last ones kept (:mod:`.shared_answers`). Run, worker and span from a
+request are keys into the snapshot, never parts of a path.
 
 No stale answer: before answering for a local span, its file is ``stat``-ed (through
 links); when it is not the file discovery saw (rewritten, replaced, copied back), the
@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,16 +25,12 @@ from typing import Any
 from tb_kineto_insights.logdir.discovery import Run, Span, folder_name
 from tb_kineto_insights.service.errors import InvalidRequest, NotFound
 from tb_kineto_insights.service.loader import ERROR, READY, SpanStatus, SummaryLoader
+from tb_kineto_insights.service.shared_answers import SharedAnswers
 from tb_kineto_insights.store.cache import Identity, LoadResult
 from tb_kineto_insights.store.cache import encode_json as encode_json  # every answer's JSON
 from tb_kineto_insights.store.cache import json_safe as json_safe
 from tb_kineto_insights.store.cached_summaries import identity_of
 
-#: Seconds a request waits at a time for another computing the same run view or diff
-#: (then it looks again: done, or its turn to compute).
-DERIVED_WAIT_S = 1.0
-#: Derived documents (run views, diffs) kept, the most recently used.
-DERIVED_KEPT = 32
 #: ``/history``'s and ``/across_runs``' reason for a run whose traces are being read.
 LOADING = "loading"
 
@@ -154,8 +149,8 @@ class Workspace:
         self.snapshot = snapshot
         self.request_scan = request_scan
         self._lock = threading.Lock()
-        self._derived: OrderedDict[Any, bytes] = OrderedDict()
-        self._derived_running: dict[Any, threading.Event] = {}  # key → done
+        #: run views, diffs, windows: made once, the last ones kept (shared_answers.py)
+        self.answers = SharedAnswers()
         self._layout: RunsLayout | None = None
         #: ``/runs``' last answer: (layout, scanning, span statuses, body)
         self._runs_body: tuple[RunsLayout, bool, list[SpanStatus], bytes] | None = None
@@ -232,9 +227,12 @@ class Workspace:
         """A span's load state and, when ready, its result (waiting up to ``wait_s``)."""
         return self.loader.get(self.request_identity(span), wait_s)
 
-    def gather(self, spans: Sequence[Span], wait_s: float) -> Gathered:
-        """Load many spans: queue them all first, then wait for each within ``wait_s``."""
-        idents = [self.request_identity(s) for s in spans]
+    def gather(
+        self, spans: Sequence[Span], wait_s: float, idents: Sequence[Identity] | None = None
+    ) -> Gathered:
+        """Load many spans: queue them all first, then wait for each within ``wait_s``.
+        ``idents``: their :meth:`request_identity` when the caller has them already."""
+        idents = [self.request_identity(s) for s in spans] if idents is None else list(idents)
         for ident in idents:
             self.loader.request(ident)
         deadline = time.monotonic() + wait_s
@@ -244,36 +242,6 @@ class Workspace:
             statuses.append(status)
             results.append(result)
         return Gathered(idents, statuses, results)
-
-    # ------------------------------------------------------------------ derived documents
-
-    def derived_once(self, key: Any, compute: Callable[[], bytes]) -> bytes:
-        """The derived document of ``key`` (a run view, a diff): from the last
-        :data:`DERIVED_KEPT`, else computed by ``compute`` once for all concurrent
-        requests (single-flight: the others wait for it instead of computing it too). A
-        computation that raises is not shared: the next waiter computes again."""
-        while True:
-            with self._lock:
-                body = self._derived.get(key)
-                if body is not None:
-                    self._derived.move_to_end(key)
-                    return body
-                running = self._derived_running.get(key)
-                if running is None:
-                    running = self._derived_running[key] = threading.Event()
-                    break
-            running.wait(DERIVED_WAIT_S)
-        try:
-            body = compute()
-            with self._lock:
-                self._derived[key] = body
-                while len(self._derived) > DERIVED_KEPT:
-                    self._derived.popitem(last=False)
-            return body
-        finally:
-            with self._lock:
-                self._derived_running.pop(key, None)
-            running.set()
 
     # ------------------------------------------------------------------ the run list
 

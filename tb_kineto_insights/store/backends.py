@@ -22,11 +22,25 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["CacheStore", "FsspecStore", "LocalStore", "open_store"]
+__all__ = [
+    "MAX_ENTRY_BYTES",
+    "CacheStore",
+    "FsspecStore",
+    "LocalStore",
+    "open_store",
+    "read_bounded",
+]
+
+#: Largest cache file a reader takes (a summary, an error, a headline, the headline
+#: index): far above any entry the analysis writes (a summary of a 2 GB trace is a few
+#: MB; the index of 20,000 runs about 30 MB). A larger file is not an entry: an
+#: OSError, and the reader computes the answer again.
+MAX_ENTRY_BYTES = 512 * 1024**2
 
 
 class CacheStore(Protocol):
@@ -35,7 +49,9 @@ class CacheStore(Protocol):
     location: str
 
     def read(self, name: str) -> bytes | None:
-        """The file's bytes; None when it does not exist. Raises OSError otherwise."""
+        """The file's bytes; None when it does not exist. Raises OSError otherwise
+        (including a file that is not a regular file, or larger than
+        :data:`MAX_ENTRY_BYTES`)."""
 
     def exists(self, name: str) -> bool:
         """Whether the file exists (False when that cannot be asked)."""
@@ -109,21 +125,99 @@ def _sweep_now_and_then(folder: Path) -> None:
     remove_stale_temporaries(folder)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one;
-    the file's mode is 0666 less the umask (0644 with the usual umask 022, 0664 with
-    002), like any file the user writes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomic(path: Path, data: bytes, *, durable: bool = False, mkdir: bool = True) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one:
+    a temporary file beside it (same folder: the rename is atomic there, on NFS too),
+    written, then renamed over ``path``; on any failure (a full disk, a quota) the
+    temporary is removed and ``path`` is left as it was. The file's mode is 0666 less
+    the umask (0644 with the usual umask 022, 0664 with 002), like any file the user
+    writes.
+
+    ``durable``: the data is on the disk (``fsync``) before the rename, and the rename
+    (the folder, ``fsync``) before returning: after a crash the file is the old one or
+    the whole new one (a file written for the user, ``window --out``). Cache entries
+    skip it: a torn one fails its checksum and is computed again. ``mkdir``: create the
+    missing folders (the cache's); without it a missing folder is an OSError.
+
+    Raises:
+        OSError: the file cannot be written (the message is the system's).
+    """
+    if mkdir:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _create_temporary(path.parent, path.name)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+            if durable:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if durable:
+        _fsync_folder(path.parent)
     _sweep_now_and_then(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """``fsync`` a folder (the rename in it), where the system allows it (not on
+    Windows; some filesystems refuse it: EINVAL, ignored)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes``. Anyone who can
+    write a cache folder can plant anything in it: a FIFO (a plain ``open`` waits for a
+    writer forever), a link to ``/dev/zero`` (a plain read fills the memory), a sparse
+    file of a terabyte. The file is opened non-blocking (a FIFO opens at once), must be
+    a regular file (``fstat`` of what was opened: no race with a swap), and is read to
+    ``max_bytes`` (default :data:`MAX_ENTRY_BYTES`) + 1 at most.
+
+    Raises:
+        FileNotFoundError: no such file.
+        OSError: not a regular file, larger than ``max_bytes``, or unreadable (the
+            message names the file and the problem).
+    """
+    max_bytes = MAX_ENTRY_BYTES if max_bytes is None else max_bytes
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{os.fspath(path)}: not a regular file (a cache entry must be one)")
+        if st.st_size > max_bytes:
+            raise OSError(
+                f"{os.fspath(path)}: {st.st_size:,} bytes, larger than any cache entry "
+                f"({max_bytes:,} bytes at most)"
+            )
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)  # a regular file: reads never wait
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:  # grew past the bound while read
+            raise OSError(
+                f"{os.fspath(path)}: larger than any cache entry ({max_bytes:,} bytes at most)"
+            )
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class LocalStore:
@@ -137,8 +231,9 @@ class LocalStore:
         return self.folder / name
 
     def read(self, name: str) -> bytes | None:
+        """The file's bytes (:func:`read_bounded`); None when it does not exist."""
         try:
-            return self.path(name).read_bytes()
+            return read_bounded(self.path(name))
         except FileNotFoundError:
             return None
 
@@ -171,8 +266,16 @@ class FsspecStore:
         return f"{self._root}/{name}"
 
     def read(self, name: str) -> bytes | None:
+        """The object's bytes, :data:`MAX_ENTRY_BYTES` at most (one ranged read: a
+        larger object is an OSError); None when it does not exist."""
         try:
-            return bytes(self._fs.cat_file(self._path(name)))
+            data = bytes(self._fs.cat_file(self._path(name), start=0, end=MAX_ENTRY_BYTES + 1))
+            if len(data) > MAX_ENTRY_BYTES:
+                raise OSError(
+                    f"{self.location}/{name}: larger than any cache entry "
+                    f"({MAX_ENTRY_BYTES:,} bytes at most)"
+                )
+            return data
         except FileNotFoundError:
             return None
         except OSError:

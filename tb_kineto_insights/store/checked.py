@@ -115,4 +115,37 @@ def summary_problem(summary: Summary) -> str | None:
         _bad(d.impact_fraction, f"diagnoses[{d.id!r}].impact_fraction", MAX_FRACTION)
         for d in summary.diagnoses
     ]
-    return next((c for c in checks if c is not None), None)
+    found = next((c for c in checks if c is not None), None)
+    return found or _tables_problem(summary)
+
+
+def _tables_problem(summary: Summary) -> str | None:
+    """Why the name tables (``tables.kernels``, ``ops``, ``ops_elsewhere``) cannot be
+    right: a table covers the span's steps (``steps`` at most the steps panel's
+    count), each row holds one value per step of its table, and its counts and times
+    are in range. A forged ``steps`` of 3×10⁷ on a 1-row table cost the diff 9 s and
+    963 MiB (it pads every row to that many steps)."""
+    most = max(summary.steps.count, len(summary.steps.steps))
+    for name in ("kernels", "ops", "ops_elsewhere"):
+        table = getattr(summary.tables, name)
+        where = f"tables.{name}"
+        problem = _bad(table.steps, f"{where}.steps", most) or _bad(
+            table.other_time_us, f"{where}.other_time_us", MAX_TIME_US
+        )
+        if problem is not None:
+            return problem
+        for i, row in enumerate(table.rows):
+            at = f"{where}.rows[{i}]"
+            if len(row.per_step_count) != table.steps or len(row.per_step_time_us) != table.steps:
+                return (
+                    f"{at} holds {len(row.per_step_count)} per-step counts and "
+                    f"{len(row.per_step_time_us)} per-step times for {table.steps} steps"
+                )
+            checks = [_bad(row.count, f"{at}.count", _MAX_BYTES)]
+            checks.append(_bad(row.time_us, f"{at}.time_us", MAX_TIME_US))
+            checks += [_bad(v, f"{at}.per_step_count", _MAX_BYTES) for v in row.per_step_count]
+            checks += [_bad(v, f"{at}.per_step_time_us", MAX_TIME_US) for v in row.per_step_time_us]
+            problem = next((c for c in checks if c is not None), None)
+            if problem is not None:
+                return problem
+    return None

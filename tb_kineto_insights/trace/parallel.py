@@ -212,6 +212,9 @@ def start_server() -> None:
     import threading
     from multiprocessing import forkserver
 
+    from tb_kineto_insights.trace.processes import quiet_tracker
+
+    quiet_tracker()  # the server starts the resource tracker: see trace/processes.py
     previous = signal.getsignal(signal.SIGINT)
     if threading.current_thread() is not threading.main_thread() or previous is None:
         forkserver.ensure_running()
@@ -339,7 +342,9 @@ def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
     """A process pool of ``workers``: the one :func:`prestart_pool` forked when it has that
     many processes, else a new one (forkserver, else spawn); ``None`` when worker
     processes cannot be started here (the read is then serial). ``preload``: as
-    :func:`_context`. A pool forked ahead of another size is shut down."""
+    :func:`_context`. A pool forked ahead of another size is shut down. Its workers end
+    with this process, however it ends (:func:`~.processes.watch_owner`), and its
+    semaphores are unlinked then by the resource tracker (:mod:`.processes`)."""
     global _prestarted
     from concurrent.futures import ProcessPoolExecutor
 
@@ -347,11 +352,20 @@ def start_pool(workers: int, preload: tuple[str, ...] = ()) -> Executor | None:
         pool, _prestarted = _prestarted[1], None
         return pool
     release_prestarted()
+    from tb_kineto_insights.trace.processes import quiet_tracker, watch_owner
+
     try:
         ctx = _context(preload)
+        quiet_tracker()
         if ctx.get_start_method() == "forkserver":
             start_server()  # here, not from the thread that first submits
-        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        # each worker ends when this process does (a SIGKILL too): trace/processes.py
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=ctx,
+            initializer=watch_owner,
+            initargs=(os.getpid(),),
+        )
     except (OSError, ValueError, RuntimeError, AssertionError):
         return None
 

@@ -23,12 +23,42 @@ of an unexpected type) are kept as objects.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 import msgspec
 import numpy as np
 
 _I64 = np.int64
+
+
+def plain_numbers(value: Any) -> Any:
+    """``value`` with every ``Decimal`` in it (at any depth of lists and dicts) a
+    ``float`` (±inf past float range), as ``msgspec.json.decode`` of its text would
+    give it. In exact mode a loosely decoded event (a field of an unexpected type) has
+    every non-integer number as a ``Decimal`` (the timestamps need their digits); an
+    ``Input Dims`` of ``[[1e+300]]`` then reached the analysis as
+    ``[[Decimal('1E+300')]]`` and crashed its JSON encoding (``analysis/autotune.py``).
+    A value nested past Python's recursion limit is returned as it is (msgspec does not
+    nest that deep)."""
+    if isinstance(value, Decimal):
+        return float(value)
+    if not isinstance(value, list | dict):
+        return value
+    try:
+        return _plain(value)
+    except RecursionError:
+        return value
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 class RowJson(Mapping[int, Any]):
@@ -66,8 +96,9 @@ class RowJson(Mapping[int, Any]):
         self._parts.append((rows.astype(_I64), starts.astype(_I64), ends.astype(_I64), blob_of))
 
     def add_object(self, row: int, value: Any) -> None:
-        """Add one value that is already a Python object."""
-        self._objects[row] = value
+        """Add one value that is already a Python object, its numbers as a typed decode
+        of its text gives them (:func:`plain_numbers`: no ``Decimal``)."""
+        self._objects[row] = plain_numbers(value)
 
     def extend(self, other: RowJson, base: int) -> None:
         """Add ``other``'s values with their rows increased by ``base`` (rows above
