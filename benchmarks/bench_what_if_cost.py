@@ -12,11 +12,20 @@ event, which stays flat from small to large traces when the work is linear::
 
     python benchmarks/bench_what_if_cost.py benchmarks/traces/gpt_h100.pt.trace.json.gz
     python benchmarks/bench_what_if_cost.py sample_logs --repeat 3
+    python benchmarks/bench_what_if_cost.py sample_logs --report --repeat 3
+
+``--report``: the whole ``tb-kineto-insights report PATH`` command instead, as a child
+process (interpreter start, imports, the read, the run views, the text), with the step
+graph switched off in the child for the "off" runs: user + system CPU of the child and
+its workers (``resource.getrusage(RUSAGE_CHILDREN)``), best of ``--repeat``, alternating.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +60,46 @@ def _size(path: str) -> int:
     return 0 if graph is None else int(graph.host_start.size + graph.op_start.size)
 
 
+_CHILD = (
+    "import sys\n"
+    "if sys.argv[1] == 'off':\n"
+    "    import tb_kineto_insights.summary as s\n"
+    "    s.build_step_graph = lambda *a, **k: None\n"
+    "from tb_kineto_insights.cli.main import main\n"
+    "sys.exit(main(['report', sys.argv[2]]))\n"
+)
+
+
+def _report_cpu(path: str, mode: str) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-c", _CHILD, mode, path], check=False, stdout=subprocess.DEVNULL
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _report_main(paths: list[str], repeat: int) -> None:
+    for path in paths:
+        best = {"on": float("inf"), "off": float("inf")}
+        for _ in range(repeat):
+            for mode in ("off", "on"):
+                best[mode] = min(best[mode], _report_cpu(path, mode))
+        print(
+            f"report {path}: CPU {best['off']:.2f} s without the step graph, "
+            f"{best['on']:.2f} s with it: {(best['on'] - best['off']) / best['off']:+.1%}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("paths", nargs="+", help="traces, or folders searched for *.pt.trace.json*")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--report", action="store_true", help="time the report command")
     args = parser.parse_args()
+    if args.report:
+        _report_main(args.paths, args.repeat)
+        return
     files: list[str] = []
     for p in map(Path, args.paths):
         files += sorted(map(str, p.rglob("*.pt.trace.json*"))) if p.is_dir() else [str(p)]

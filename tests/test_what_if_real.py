@@ -27,19 +27,31 @@ BOUNDS: dict[str, float] = {
     # a miss: the fused run's forward/backward host ops are faster too
     "Adam per parameter → fused": 0.30,
     "Adam per parameter → foreach": 0.05,
-    "eager → torch.compile(mode='reduce-overhead')": 0.20,
+    "eager → torch.compile(mode='reduce-overhead')": 0.10,
     "fp32 MLP → bf16 autocast": 0.05,
     "fp32 MLP (host ahead) → bf16 autocast": 0.06,
     "transformers GPT-2 fp32 → bf16 autocast": 0.10,
-    "ResNet-50 fp32 NCHW → bf16 channels_last": 0.06,
+    "ResNet-50 fp32 NCHW → bf16 channels_last": 0.10,
     "small CNN fp32 NCHW → channels_last": 0.05,
     "bf16 4095³ → 4096³ GEMM": 0.05,
     "PYTORCH_NO_CUDA_MEMORY_CACHING=1 → caching allocator": 0.05,
     "empty_cache() every step → removed": 0.05,
-    "cuDNN benchmark with varying shapes → fixed shape": 0.10,
+    "empty_cache() every step → removed (GPU-bound)": 0.05,
+    "cuDNN benchmark with varying shapes → fixed shape": 0.15,
     "12 isnan().any() syncs per step → removed": 0.12,
+    # a miss: SDPA also shortens the ops around attention that the replay keeps
+    "attention by hand → SDPA": 0.35,
     "2 ranks: 20 ms straggler → balanced": 0.10,
     "2 × H200: straggler → balanced": 0.10,
+}
+
+#: Known misses held to their sign and rough size (``benchmarks/RESULTS.md``): the
+#: prediction must stay on the side it errs on today.
+MISSES: dict[str, tuple[float, float]] = {
+    # the replay keeps the launch calls of the freshly compiled kernels (27.9 ms a step
+    # on the critical path: first launches, which load their modules): 30.1 ms
+    # predicted, 11.1 ms measured (from 7.03 s: 99.6 % against 99.8 % saved)
+    "recompiling every step → mark_dynamic": (1.0, 2.0),
 }
 
 
@@ -57,6 +69,13 @@ def test_pair_prediction_holds_its_figure(what: str) -> None:
     assert r["raised"], f"{what}: the before run no longer raises {r['fixes']}"
     assert "error" in r, r
     assert abs(float(r["error"])) <= BOUNDS[what], r  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("what", sorted(MISSES))
+def test_a_known_miss_stays_what_it_is(what: str) -> None:
+    r = _result(what)
+    lo, hi = MISSES[what]
+    assert r["raised"] and lo <= float(r["error"]) <= hi, r  # type: ignore[arg-type]
 
 
 def test_the_straggler_prediction_is_the_other_ranks_step_without_the_wait() -> None:
