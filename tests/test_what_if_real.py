@@ -6,6 +6,7 @@ miss)."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from conftest import REPO, SAMPLE_LOGS, SHARED, require_dir
 from tb_kineto_insights.analysis.replay import identity_error, replay
 from tb_kineto_insights.analysis.step_graph import build_step_graph
 from tb_kineto_insights.analysis.trace_index import build_index
+from tb_kineto_insights.analysis.what_if import fix_line
+from tb_kineto_insights.cli.main import EXIT_OK, main
 from tb_kineto_insights.trace.reader import read_trace
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -110,3 +113,59 @@ def test_the_unchanged_replay_gives_back_every_real_trace() -> None:
         assert (r.window_end == graph.window_end).mean() >= 0.99, path
         checked += 1
     assert checked >= 60
+
+
+@pytest.mark.parametrize("run", ["compiled_eager", "optimizer_per_param"])
+def test_every_what_if_number_comes_from_the_json(
+    run: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 44 §4: the What-if lines of ``report`` and of its markdown are
+    ``summary.what_if`` of ``report --format json`` (``fix_line`` of each fix's
+    ``predicted_step_us`` and ``speedup``, then the fixes together), in that order."""
+    folder = str(SAMPLE_LOGS / run)
+    assert main(["report", folder, "--format", "json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    [span] = [s for s in _spans(doc) if s.get("what_if")]
+    w = span["what_if"]
+    assert w["fixes"], run
+    want = [
+        fix_line(
+            f"{f['diagnosis']} ({f['fix']}" + (")" if f["method"] == "replay" else ", estimated)"),
+            w["actual_step_us"],
+            f["predicted_step_us"],
+            f["speedup"],
+        )
+        for f in w["fixes"]
+    ]
+    if w.get("combined"):
+        c = w["combined"]
+        want.append(
+            fix_line(
+                "together: " + " + ".join(c["diagnoses"]),
+                w["actual_step_us"],
+                c["predicted_step_us"],
+                c["speedup"],
+            )
+        )
+    for fmt in ("text", "markdown"):
+        assert main(["report", folder, "--format", fmt]) == EXIT_OK
+        out = capsys.readouterr().out
+        if fmt == "markdown":  # names with "_" are escaped there
+            out = out.replace("\\_", "_")
+        at = [out.index(line) for line in want]
+        assert at == sorted(at), (fmt, want)
+
+
+def _spans(doc: object) -> list[dict[str, object]]:
+    """Every summary-like dict (one with ``what_if``) anywhere in a report document."""
+    found: list[dict[str, object]] = []
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if "what_if" in x and "diagnoses" in x:
+                found.append(x)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return found
