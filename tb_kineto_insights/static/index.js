@@ -3659,6 +3659,17 @@ ${more.trim()}` : ""));
     const pad = Math.max(gap.length_us / 2, 10);
     return { window: [start - pad, end + pad], mark: [start, end] };
   }
+  function nsDecimal(us) {
+    const ns = Math.round(us * 1e3);
+    const sign = ns < 0 ? "-" : "";
+    const abs = Math.abs(ns);
+    const whole = Math.floor(abs / 1e3);
+    const frac = String(abs % 1e3).padStart(3, "0").replace(/0+$/, "");
+    return `${sign}${whole}${frac ? `.${frac}` : ""}`;
+  }
+  function windowQuery(window2) {
+    return window2 ? { start_us: nsDecimal(window2[0]), end_us: nsDecimal(window2[1]) } : {};
+  }
   function kernelCount(doc) {
     let n = 0;
     for (const lane of doc.lanes) {
@@ -4130,7 +4141,7 @@ ${more.trim()}` : ""));
     // The window sent to Perfetto: the zoomed range, else the server's default (the step
     // with 10 % of its length on each side).
     windowParams() {
-      return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+      return windowQuery(this.window);
     }
     // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
     // user's gesture), PING until it answers PONG, then post the window's bytes with a
@@ -4178,8 +4189,10 @@ ${more.trim()}` : ""));
         stop();
         bytes.then(
           (buffer) => {
+            const size = buffer.byteLength;
             handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
-            this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+            this.perfettoStatus.textContent = `Sent to Perfetto UI (${fmtBytes(size)}).`;
+            this.perfettoStatus.dataset.bytes = String(size);
           },
           (err) => {
             this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;

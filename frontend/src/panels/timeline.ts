@@ -6,7 +6,7 @@
 import { apiUrl, getReady } from "../api";
 import { type Chart, chart } from "../charts";
 import { el, spinner } from "../dom";
-import { fmtCount, fmtDuration } from "../format";
+import { fmtBytes, fmtCount, fmtDuration } from "../format";
 import { IDLE_LABELS, LEFT_OUT_LABELS } from "../labels";
 import type { ChartOption } from "../options";
 import type { Palette } from "../theme";
@@ -25,6 +25,7 @@ import {
   stackSteps,
   subRows,
   visibleRows,
+  windowQuery,
   worstGap,
 } from "../timeline";
 import { tipNode } from "../tooltip";
@@ -442,8 +443,8 @@ export class TimelineView {
 
   // The window sent to Perfetto: the zoomed range, else the server's default (the step
   // with 10 % of its length on each side).
-  private windowParams(): { start_us?: number; end_us?: number } {
-    return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+  private windowParams(): { start_us?: string; end_us?: string } {
+    return windowQuery(this.window);
   }
 
   // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
@@ -496,8 +497,11 @@ export class TimelineView {
       stop();
       bytes.then(
         (buffer) => {
+          // read before the transfer: a transferred buffer is detached (byteLength 0)
+          const size = buffer.byteLength;
           handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
-          this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+          this.perfettoStatus.textContent = `Sent to Perfetto UI (${fmtBytes(size)}).`;
+          this.perfettoStatus.dataset.bytes = String(size);
         },
         (err: unknown) => {
           this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
