@@ -54,7 +54,7 @@ export const DIAGNOSIS_DEFINITIONS: Record<string, string> = {
   low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
   trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
   trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
-  trace_warmup_step: "The first profiled step is much longer than the median of the others: it is not a steady-state step.",
+  trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",
   trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
   trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time.",
 };
@@ -85,3 +85,25 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
   nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
 };
+
+/** The unit of evidence keys: [pattern, unit] rows, the first that matches a whole key wins
+ * (tb_kineto_insights/analysis/evidence_units.py, applied by src/evidence.ts). */
+export const EVIDENCE_UNIT_RULES: readonly (readonly [string, string])[] = [
+  ["worker|op|name|frame|kernel|kernels|top_kernels|op_input_shapes|shapes|gpu|dtype", "name"],
+  ["kinds|peak_source|rule|reason|label|class|basis|mode|bound|(.+_)?basis", "text"],
+  ["device", "device"],
+  ["rank|straggler_rank", "id"],
+  ["r2|(.+_)?cv", "coefficient"],
+  ["p_value", "fraction"],
+  ["step|op_steps|steady_state_steps|steps_left_out", "step"],
+  ["(.+_)?steps_to_capacity", "steps"],
+  ["classes", "us/step"],
+  ["launches_per_step_excess|.+_per_step_mean", "count/step"],
+  ["(.+_)?us", "us"],
+  [".+_bytes_per_s", "byte_rate"],
+  ["(.+_)?bytes", "bytes"],
+  [".+_flops_per_s", "flop_rate"],
+  ["(.+_)?gbps", "gbps"],
+  ["(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"],
+  ["(.+_)?speedup(_.+)?|.+_ratio", "times"],
+];

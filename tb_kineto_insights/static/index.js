@@ -227,13 +227,6 @@ var __kinetoInsights = (() => {
     const s = scaleDuration(us);
     return `${s.value} ${s.unit}`;
   }
-  function fmtDurationAsTitle(us) {
-    if (!isNum(us)) return NA;
-    const size = Math.abs(us);
-    if (size < 1e3) return `${us.toFixed(1)} µs`;
-    if (size < 1e6) return `${(us / 1e3).toFixed(2)} ms`;
-    return `${(us / 1e6).toFixed(2)} s`;
-  }
   function fmtMs(us, digits = 2) {
     return isNum(us) ? `${(us / 1e3).toFixed(digits)} ms` : NA;
   }
@@ -245,8 +238,8 @@ var __kinetoInsights = (() => {
       value /= 1024;
       unit += 1;
     }
-    const signed = bytes < 0 ? -value : value;
-    return { value: unit === 0 ? String(Math.round(signed)) : sig(signed), unit: BYTE_UNITS[unit] };
+    const signed2 = bytes < 0 ? -value : value;
+    return { value: unit === 0 ? String(Math.round(signed2)) : sig(signed2), unit: BYTE_UNITS[unit] };
   }
   function fmtBytes(bytes) {
     if (!isNum(bytes)) return NA;
@@ -432,7 +425,7 @@ var __kinetoInsights = (() => {
     low_kernel_efficiency: "Matmul-class groups on tensor cores run below `low_kernel_efficiency_roof_fraction` of their roof and below what their kind reaches: the cost is the time above that reachable share.",
     trace_cuda_launch_blocking: "Nearly every kernel launch returns only once its kernel ends: the trace was recorded with `CUDA_LAUNCH_BLOCKING=1` and does not represent the job.",
     trace_too_few_steps: "Fewer usable profiled steps than the diff's noise rule needs.",
-    trace_warmup_step: "The first profiled step is much longer than the median of the others: it is not a steady-state step.",
+    trace_warmup_step: "The first steady profiled step lasts at least 2x the median of the others (one-off work: compile, autotuning, lazy init): it is left out of the steady-state steps every figure stands on.",
     trace_unequal_steps: "The step durations vary widely (coefficient of variation over the steady-state steps): the diff will call most changes within noise.",
     trace_profiler_overhead: "Kineto's own overhead activities (CUPTI buffer requests and flushes) take a share of the profiled time."
   };
@@ -457,6 +450,25 @@ var __kinetoInsights = (() => {
     host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
     nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
+  var EVIDENCE_UNIT_RULES = [
+    ["worker|op|name|frame|kernel|kernels|top_kernels|op_input_shapes|shapes|gpu|dtype", "name"],
+    ["kinds|peak_source|rule|reason|label|class|basis|mode|bound|(.+_)?basis", "text"],
+    ["device", "device"],
+    ["rank|straggler_rank", "id"],
+    ["r2|(.+_)?cv", "coefficient"],
+    ["p_value", "fraction"],
+    ["step|op_steps|steady_state_steps|steps_left_out", "step"],
+    ["(.+_)?steps_to_capacity", "steps"],
+    ["classes", "us/step"],
+    ["launches_per_step_excess|.+_per_step_mean", "count/step"],
+    ["(.+_)?us", "us"],
+    [".+_bytes_per_s", "byte_rate"],
+    ["(.+_)?bytes", "bytes"],
+    [".+_flops_per_s", "flop_rate"],
+    ["(.+_)?gbps", "gbps"],
+    ["(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"],
+    ["(.+_)?speedup(_.+)?|.+_ratio", "times"]
+  ];
 
   // src/labels.ts
   var BREAKDOWN_ORDER = [
@@ -578,6 +590,159 @@ var __kinetoInsights = (() => {
     impact_fraction: "Estimated share of step time this problem costs."
   };
 
+  // src/evidence.ts
+  var NA2 = "n/a";
+  var LIST_ITEMS = 8;
+  var PER_STEP = "_per_step";
+  var NAMING = /* @__PURE__ */ new Set(["name", "text", "id", "device", "step"]);
+  var SNAKE = /^[a-z0-9]+(_[a-z0-9]+)+$/;
+  var RULES = EVIDENCE_UNIT_RULES.map(([pattern, unit]) => [new RegExp(`^(?:${pattern})$`), unit]);
+  function unitOf(key) {
+    for (const [re, unit] of RULES) {
+      if (re.test(key)) {
+        const [name, per] = unit.split("/");
+        return { unit: name, perStep: per === "step" };
+      }
+    }
+    if (key.endsWith(PER_STEP)) {
+      const base3 = key.slice(0, -PER_STEP.length);
+      for (const [re, unit] of RULES) {
+        if (re.test(base3)) {
+          const name = unit.split("/")[0];
+          return { unit: NAMING.has(name) ? "count" : name, perStep: true };
+        }
+      }
+      return { unit: "count", perStep: true };
+    }
+    return { unit: "count", perStep: false };
+  }
+  function isFiniteNumber(value) {
+    return typeof value === "number" && Number.isFinite(value);
+  }
+  function fixed(x, digits) {
+    const negative = x < 0 || Object.is(x, -0);
+    const abs = Math.abs(x);
+    let text = abs.toFixed(digits);
+    const exact = abs.toFixed(100);
+    const point = exact.indexOf(".");
+    const rest = exact.slice(point + 1 + digits);
+    if (/^50*$/.test(rest)) {
+      const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
+      const last = Number(kept[kept.length - 1]);
+      if (last % 2 === 0) text = kept;
+    }
+    return `${negative ? "-" : ""}${text}`;
+  }
+  function grouped(text) {
+    const negative = text.startsWith("-");
+    const body = negative ? text.slice(1) : text;
+    const [whole, frac] = body.split(".");
+    const withCommas = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return `${negative ? "-" : ""}${withCommas}${frac !== void 0 ? `.${frac}` : ""}`;
+  }
+  function roundEven(x) {
+    return Number(fixed(x, 0));
+  }
+  function plain(value, decimals) {
+    let text = grouped(fixed(value, decimals));
+    if (text.includes(".")) text = text.replace(/0+$/, "").replace(/\.$/, "");
+    return text === "-0" || text === "" ? "0" : text;
+  }
+  function durationText(us) {
+    const size = Math.abs(us);
+    if (size < 1e3) return `${fixed(us, 1)} µs`;
+    if (size < 1e6) return `${fixed(us / 1e3, 2)} ms`;
+    return `${fixed(us / 1e6, 2)} s`;
+  }
+  var IEC = ["KiB", "MiB", "GiB", "TiB"];
+  function bytesText(n) {
+    if (Math.abs(n) < 1024) return `${fixed(n, 0)} B`;
+    let value = n / 1024;
+    let unit = 0;
+    while (unit < IEC.length - 1 && Math.abs(value) >= 1024) {
+      value /= 1024;
+      unit += 1;
+    }
+    return `${fixed(value, 2)} ${IEC[unit]}`;
+  }
+  var FLOPS = [
+    [1e12, "TFLOP/s"],
+    [1e9, "GFLOP/s"],
+    [1e6, "MFLOP/s"],
+    [1, "FLOP/s"]
+  ];
+  function numberText(unit, value) {
+    switch (unit) {
+      case "us":
+        return durationText(value);
+      case "bytes":
+        return bytesText(value);
+      case "fraction": {
+        const pct = 100 * value;
+        if (pct !== 0 && Math.abs(pct) < 0.05) return pct > 0 ? "<0.1 %" : ">-0.1 %";
+        return `${fixed(pct, 1)} %`;
+      }
+      case "flop_rate": {
+        const [size, name] = FLOPS.find(([s]) => Math.abs(value) >= s) ?? FLOPS[FLOPS.length - 1];
+        return `${grouped(fixed(value / size, 1))} ${name}`;
+      }
+      case "byte_rate":
+        return `${grouped(fixed(value / 1e9, 1))} GB/s`;
+      case "gbps":
+        return `${grouped(fixed(value, 1))} GB/s`;
+      case "times":
+        return `${fixed(value, 2)}×`;
+      case "steps":
+        return `${grouped(String(roundEven(value)))} steps`;
+      case "step":
+        return `#${roundEven(value)}`;
+      case "coefficient":
+        return fixed(value, 2);
+      case "device":
+        return `GPU ${roundEven(value)}`;
+      case "id":
+        return String(roundEven(value));
+      default:
+        return plain(value, 2);
+    }
+  }
+  function formatScalar(unit, value, perStep = false) {
+    if (value === null || value === void 0) return NA2;
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    if (typeof value === "string") {
+      const spaced = unit !== "name" && unit !== "device" && SNAKE.test(value);
+      return spaced ? value.replace(/_/g, " ") : value;
+    }
+    if (!isFiniteNumber(value)) return NA2;
+    return numberText(unit, value) + (perStep ? "/step" : "");
+  }
+  function isRecord(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  }
+  function inner(unit, perStep, value, keyText2) {
+    if (isRecord(value) || Array.isArray(value)) return formatEvidence("value", value, keyText2);
+    return formatScalar(unit, value, perStep);
+  }
+  function formatEvidence(key, value, keyText2 = (k) => k) {
+    const { unit, perStep } = unitOf(key);
+    if (isRecord(value)) {
+      const entries = Object.entries(value);
+      if (!entries.length) return "none";
+      const steps = entries.every(([k]) => /^\d+$/.test(k));
+      return entries.filter(([, v]) => v !== null && v !== void 0).map(([k, v]) => `${steps ? `#${k}` : keyText2(k)}: ${inner(unit, perStep && !steps, v, keyText2)}`).join(", ");
+    }
+    if (Array.isArray(value)) {
+      if (value.length && value.every(isRecord)) return value.map(recordText).join("; ");
+      const items = value.slice(0, LIST_ITEMS).map((v) => inner(unit, false, v, keyText2));
+      if (!items.length) return "none";
+      return items.join(", ") + (value.length > LIST_ITEMS ? `, … (${value.length})` : "");
+    }
+    return formatScalar(unit, value, perStep);
+  }
+  function recordText(record) {
+    return Object.entries(record).filter(([, v]) => v !== null && v !== void 0).map(([k, v]) => `${k} ${formatEvidence(k, v)}`).join(", ");
+  }
+
   // src/shape.ts
   function severityRank(severity) {
     const i = SEVERITY_ORDER.indexOf(severity);
@@ -615,7 +780,7 @@ var __kinetoInsights = (() => {
         return "overview";
     }
   }
-  function isRecord(value) {
+  function isRecord2(value) {
     return typeof value === "object" && value !== null && !Array.isArray(value);
   }
   function evidenceTable(records) {
@@ -628,39 +793,37 @@ var __kinetoInsights = (() => {
         definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
         numeric: records.some((r) => isNum(r[k]))
       })),
-      rows: records.map((r) => keys.map((k) => formatByKey(k, r[k])))
+      rows: records.map((r) => keys.map((k) => formatEvidence(k, r[k])))
     };
   }
-  function formatRecord(parentKey, record) {
-    const entries = Object.entries(record).filter(([, v]) => v !== null && v !== void 0);
-    if (!entries.length) return "none";
-    const steps = entries.every(([k]) => /^\d+$/.test(k));
-    const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
-    return entries.map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`).join(", ");
+  function keyText(key) {
+    return /^[a-z][a-z0-9_]*$/.test(key) ? humanize(key) : key;
   }
   function formatByKey(key, value) {
-    if (value === null || value === void 0) return NA;
-    if (isRecord(value)) return formatRecord(key, value);
-    if (Array.isArray(value)) {
-      const items = value.slice(0, 8).map((v) => formatByKey(key, v));
-      return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
-    }
-    if (typeof value === "boolean") return value ? "yes" : "no";
-    if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
-    if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
-      return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
-    }
-    if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
-    if (/fraction/.test(key) || key === "share_of_step") return fmtPercent(value);
-    if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
-    if (/_gbps$/.test(key)) return fmtBandwidth(value);
-    if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
-    if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
-    return fmtCount(value);
+    return formatEvidence(key, value, keyText);
   }
-  var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
+  var DETAIL_EVIDENCE_KEYS = /* @__PURE__ */ new Set([
+    "p_value",
+    "lateness_noise_us",
+    "lateness_min_excess_us",
+    "tested_steps",
+    "steps_used",
+    "matched_count",
+    "last_count",
+    "last_steps",
+    "last_fraction",
+    "threshold_fraction",
+    "high_steps_to_capacity",
+    "short_threshold_us",
+    "min_steps",
+    "rule",
+    "r2",
+    "peak_source",
+    "wait_basis",
+    "top_kind_busbw_basis",
+    "cause_classes",
+    "cause_reference_ranks"
+  ]);
   var EVIDENCE_LABELS = {
     last_fraction: "Arrives last in",
     delay_us_per_step: "Delay it causes the others (its cost)",
@@ -692,7 +855,8 @@ var __kinetoInsights = (() => {
     min_steps: "Threshold: steps needed",
     rule: "Threshold",
     r2: "r²",
-    steps_used: "Steps"
+    steps_used: "Steps",
+    step_cv: "Coefficient of variation"
   };
   function evidenceLabel(key) {
     if (EVIDENCE_LABELS[key]) return EVIDENCE_LABELS[key];
@@ -710,14 +874,21 @@ var __kinetoInsights = (() => {
     "matched_count",
     "last_count",
     "op_live_count",
-    "wait_us"
+    "wait_us",
+    "time_us"
   ]);
+  function signed(key, value) {
+    const text = formatEvidence(key, Math.abs(value));
+    return `${value >= 0 ? "+" : "−"}${text}`;
+  }
+  var CLASS_MIN_SHARE = 0.05;
   function causeItems(cause) {
     const item = (key, label, text) => ({
       key,
       label,
       text,
-      definition: DEFINITIONS[key] ?? label
+      definition: DEFINITIONS[key] ?? label,
+      ...DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}
     });
     const named = typeof cause.label === "string" && cause.label;
     const out = [item("cause", "Why it is late", named ? cause.label : "not in its traced time")];
@@ -726,46 +897,41 @@ var __kinetoInsights = (() => {
       item(
         "cause_basis",
         "Measured on",
-        cause.basis === "before_late_collectives" ? `the time before the ${fmtCount(late)} collectives it is late to` : "whole steps"
+        cause.basis === "before_late_collectives" ? `the time before the ${formatEvidence("late_collectives", late)} collectives it is late to` : "whole steps"
       )
     );
-    if (isNum(cause.us_per_step)) {
-      const sign = cause.us_per_step >= 0 ? "+" : "−";
-      out.push(item("cause_us_per_step", "More than the median rank", `${sign}${fmtDurationAsTitle(Math.abs(cause.us_per_step))}/step`));
-    }
-    if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", `${fmtDurationAsTitle(cause.straggler_us_per_step)}/step`));
+    if (isNum(cause.us_per_step)) out.push(item("cause_us_per_step", "More than the median rank", signed("us_per_step", cause.us_per_step)));
+    if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", formatEvidence("straggler_us_per_step", cause.straggler_us_per_step)));
     if (isNum(cause.median_rank_us_per_step))
-      out.push(item("cause_median_rank_us_per_step", "On the median rank", `${fmtDurationAsTitle(cause.median_rank_us_per_step)}/step`));
-    if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", fmtPercent(cause.share_of_delay, 0)));
-    if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess !== 0) {
-      const n = cause.launches_per_step_excess;
-      out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", `${n > 0 ? "+" : "−"}${fmtCount(Math.abs(n))}/step`));
+      out.push(item("cause_median_rank_us_per_step", "On the median rank", formatEvidence("median_rank_us_per_step", cause.median_rank_us_per_step)));
+    if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", formatEvidence("share_of_delay", cause.share_of_delay)));
+    if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess > 0) {
+      out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", signed("launches_per_step_excess", cause.launches_per_step_excess)));
     }
     for (const [field, label] of [
       ["top", "Behind it"],
       ["frames", "In Python frames"]
     ]) {
       const rows = cause[field];
-      if (Array.isArray(rows) && rows.length && rows.every(isRecord)) {
+      if (Array.isArray(rows) && rows.length && rows.every(isRecord2)) {
         const records = rows.map(({ us_per_step, ...rest }) => ({
           ...rest,
           excess_us_per_step: us_per_step
         }));
-        const table2 = evidenceTable(records);
-        table2.rows = records.map(
-          (r) => table2.columns.map(
-            (c) => /_us_per_step$/.test(c.key) && isNum(r[c.key]) ? `${fmtDurationAsTitle(r[c.key])}/step` : formatByKey(c.key, r[c.key])
-          )
-        );
         out.push({
           ...item(`cause_${field}`, label, `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}`),
-          table: table2
+          table: evidenceTable(records)
         });
       }
     }
-    if (isRecord(cause.classes)) {
-      const text = Object.entries(cause.classes).filter(([, v]) => isNum(v)).map(([k, v]) => `${humanize(k)}: ${v >= 0 ? "+" : "−"}${fmtDurationAsTitle(Math.abs(v))}/step`).join(", ");
-      out.push(item("cause_classes", "Every class against the median rank", text || NA));
+    if (isRecord2(cause.classes)) {
+      const total2 = isNum(cause.us_per_step) ? Math.abs(cause.us_per_step) : 0;
+      const classes = Object.entries(cause.classes).filter((e) => isNum(e[1]));
+      const big = classes.filter(([, v]) => Math.abs(v) >= CLASS_MIN_SHARE * total2).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+      const rest = classes.length - big.length;
+      const parts = big.map(([k, v]) => `${humanize(k)}: ${signed("classes", v)}`);
+      if (rest) parts.push(`${rest} other ${rest === 1 ? "class" : "classes"} within ±${formatEvidence("classes", CLASS_MIN_SHARE * total2)}`);
+      out.push(item("cause_classes", "Every class against the median rank", parts.join(", ") || NA));
     }
     return out;
   }
@@ -776,19 +942,20 @@ var __kinetoInsights = (() => {
     for (const [key, value] of Object.entries(evidence ?? {})) {
       if (value === null || value === void 0) continue;
       if (Array.isArray(value) && !value.length) continue;
-      if (isRecord(value) && !Object.keys(value).length) continue;
-      if (key === "cause" && isRecord(value)) {
+      if (isRecord2(value) && !Object.keys(value).length) continue;
+      if (key === "cause" && isRecord2(value)) {
         out.push(...causeItems(value));
         continue;
       }
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
-      const records = Array.isArray(value) && value.every(isRecord) ? value : null;
+      const records = Array.isArray(value) && value.every(isRecord2) ? value : null;
       out.push({
         key,
         label: evidenceLabel(key) + total2,
         text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
         definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
-        ...records ? { table: evidenceTable(records) } : {}
+        ...records ? { table: evidenceTable(records) } : {},
+        ...DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}
       });
     }
     return out;
@@ -2079,12 +2246,31 @@ var __kinetoInsights = (() => {
         header: c.label,
         title: c.definition,
         numeric: c.numeric,
-        cell: (row2) => row2[i],
+        // the key rides on the cell: what the value's unit is (tests read it)
+        cell: (row2) => el("span", { dataset: { key: c.key } }, row2[i]),
         cellTitle: (row2) => row2[i]
       })),
       t.rows,
       { className: "evidence-table" }
     );
+  }
+  function evidenceList(items, className) {
+    if (!items.length) return null;
+    return el(
+      "dl",
+      { className },
+      ...items.flatMap((e) => [
+        el("dt", { title: e.definition }, e.label),
+        e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
+      ])
+    );
+  }
+  function details(items) {
+    const list = evidenceList(items, "evidence evidence-details");
+    if (!list) return null;
+    const box = el("details", { className: "evidence-more" }, el("summary", null, "How it was decided"), list);
+    box.addEventListener("click", (event) => event.stopPropagation());
+    return box;
   }
   function card(d, go, allRanks, stepCount, openMoment = null, openWorker) {
     const target = panelForDiagnosis(d.panel, allRanks);
@@ -2108,18 +2294,11 @@ var __kinetoInsights = (() => {
         badge(d.severity, d.severity, `Severity: ${d.severity}`),
         el("span", { className: "diagnosis-title" }, d.title)
       ),
-      evidence.length ? el(
-        "dl",
-        { className: "evidence" },
-        ...evidence.flatMap((e) => [
-          el("dt", { title: e.definition }, e.label),
-          e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
-        ])
-      ) : null,
+      evidenceList(evidence.filter((e) => !e.detail), "evidence"),
+      details(evidence.filter((e) => e.detail)),
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-      open,
-      openMoment ? momentButton(openMoment, d) : null,
-      spanLink(d, openWorker)
+      // the actions spaced apart, so that two links never read as one
+      el("div", { className: "diagnosis-actions" }, open, openMoment ? momentButton(openMoment, d) : null, spanLink(d, openWorker))
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -3196,13 +3375,13 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
   function callersCell(r, steps) {
     if (!r.callers.length || r.callers.every((c) => !c.path.length)) return el("span", { className: "muted" }, "(outermost)");
-    const details = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
+    const details2 = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
     const list = el("ol", { className: "callers" });
     for (const c of r.callers) {
       list.append(el("li", { title: c.path.join("\n") }, `${fmtDuration(steps ? c.us / steps : c.us)} per step: `, c.path.map(shortFrame).join(" ‹ ") || "(outermost)"));
     }
-    details.append(list);
-    return details;
+    details2.append(list);
+    return details2;
   }
   function gapCauseTitle(g) {
     const parts = Object.entries(g.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0).map(([k, v]) => `${IDLE_LABELS[k] ?? k}: ${fmtDuration(v)}`);

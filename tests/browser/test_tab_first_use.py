@@ -96,3 +96,50 @@ def test_every_largest_gap_downloads_and_reaches_perfetto(  # noqa: F811
             "() => { const s = document.querySelector('#ki-timeline-perfetto-status');"
             " s.textContent = ''; delete s.dataset.bytes; }"
         )
+
+
+_EVIDENCE_JS = """() => [
+  ...[...document.querySelectorAll('#ki-panel-diagnoses dd[data-key]:not(.evidence-records)')]
+    .map(n => [n.dataset.key, n.textContent]),
+  ...[...document.querySelectorAll('#ki-panel-diagnoses .evidence-table [data-key]')]
+    .map(n => [n.dataset.key, n.textContent]),
+]"""
+
+
+def test_no_evidence_value_on_a_card_is_a_bare_number(
+    server: Server,  # noqa: F811
+    open_page: Any,  # noqa: F811
+) -> None:
+    """Every diagnosis card of every sample run (each worker of a run of several, and its
+    view across ranks): no evidence value is a bare number that should carry a unit
+    (``test_evidence_units.raw_numbers``: "51,266,003,676,574" for a FLOP rate, "2.8" for
+    a speedup were shown)."""
+    from test_evidence_units import raw_numbers
+
+    page = open_page("#kineto_insights", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("runs",))
+    bad: list[tuple[str, str, str]] = []
+    seen = 0
+    for entry in server.runs["runs"]:
+        run = entry["run"]
+        workers = [w["worker"] for w in entry["workers"]]
+        views = [(f"ki_run={run}", run)]
+        if len(workers) > 1:
+            views += [(f"ki_run={run}&ki_worker={w}", w) for w in workers]
+        for query, name in views:
+            # the address bar changed under the page (no reload of TensorBoard)
+            page.evaluate("(q) => { location.hash = `kineto_insights&${q}`; }", query)
+            frame.wait_for_function(
+                "(name) => { const m = document.querySelector('#ki-main');"
+                " const d = document.querySelector('#ki-panel-diagnoses');"
+                " return m && m.dataset.view.includes(JSON.stringify(name)) && d"
+                " && d.dataset.state && d.dataset.state !== 'loading'; }",
+                arg=name,
+                timeout=TIMEOUT_MS,
+            )
+            for key, text in frame.evaluate(_EVIDENCE_JS):
+                seen += 1
+                bad += [(query, key, raw) for raw in raw_numbers(key, text)]
+    assert seen > 300
+    assert bad == []
