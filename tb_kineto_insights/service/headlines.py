@@ -278,10 +278,23 @@ class LoadedHeadlines:
             self._history = (snapshot, params, body)
         return body
 
-    def across_runs(self, query: str, offset: int, limit: int) -> bytes:
-        """``/across_runs``: one page of every run ranked worst first
-        (``compare.across_runs``), as JSON; the ranking of a complete pass is kept until
-        the next scan."""
+    def across_runs(
+        self,
+        query: str,
+        offset: int,
+        limit: int,
+        *,
+        sort: str = "worst",
+        reverse: bool = False,
+        severity: str = "",
+    ) -> bytes:
+        """``/across_runs``: one page of every run ranked worst first, or in another
+        order, filtered (``compare.across_runs.page_of``), as JSON; the ranking of a
+        complete pass is kept until the next scan.
+
+        Raises:
+            InvalidRequest: an unknown ``sort`` or ``severity``.
+        """
         from tb_kineto_insights.compare import across_runs
 
         snapshot = self.workspace.snapshot()
@@ -293,4 +306,10 @@ class LoadedHeadlines:
             ranked = (snapshot, rows)
             if heads.complete:
                 self._ranked = ranked
-        return encode_json(across_runs.page_of(ranked[1], query, offset, limit))
+        try:
+            page = across_runs.page_of(
+                ranked[1], query, offset, limit, sort=sort, reverse=reverse, severity=severity
+            )
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        return encode_json(page)

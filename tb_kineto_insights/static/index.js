@@ -118,6 +118,15 @@ var __kinetoInsights = (() => {
       )
     );
   }
+  function headerCell(c) {
+    const className = `${c.numeric ? "n" : ""} ${c.className ?? ""} ${c.sort ? "sortable" : ""}`.replace(/\s+/g, " ").trim();
+    if (!c.sort) return el("th", { className, title: c.title, scope: "col" }, c.header);
+    const sort = c.sort;
+    const mark = sort.state === "descending" ? " ▼" : sort.state === "ascending" ? " ▲" : "";
+    const button = el("button", { type: "button", className: "sort", dataset: { sort: sort.key } }, `${c.header}${mark}`);
+    button.addEventListener("click", sort.toggle);
+    return el("th", { className, title: c.title ? `${c.title} Click to sort by it; again to reverse.` : void 0, scope: "col", attrs: { "aria-sort": sort.state } }, button);
+  }
   function table(columns, rows, opts = {}) {
     const head = el(
       "thead",
@@ -125,9 +134,7 @@ var __kinetoInsights = (() => {
       el(
         "tr",
         null,
-        ...columns.map(
-          (c) => el("th", { className: `${c.numeric ? "n" : ""} ${c.className ?? ""}`.trim(), title: c.title, scope: "col" }, c.header)
-        )
+        ...columns.map(headerCell)
       )
     );
     const body = el("tbody");
@@ -2913,12 +2920,32 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
 
   // src/panels/across.ts
+  var SORT_WORDS = {
+    worst: "worst first",
+    lost: "most time lost per step first",
+    step: "longest step first",
+    util: "lowest GPU utilization first"
+  };
+  var SORT_WORDS_REVERSED = {
+    worst: "least severe first",
+    lost: "least time lost per step first",
+    step: "shortest step first",
+    util: "highest GPU utilization first"
+  };
+  function orderText(sort, reverse) {
+    return (reverse ? SORT_WORDS_REVERSED : SORT_WORDS)[sort] ?? SORT_WORDS.worst;
+  }
   function pageText(page) {
-    if (!page.matched) return page.query ? `No run matches “${page.query}” (of ${fmtCount(page.total)} runs).` : "No runs.";
+    const filtered = page.query || page.severity;
+    if (!page.matched) return filtered ? `No run matches (of ${fmtCount(page.total)} ${page.total === 1 ? "run" : "runs"}).` : "No runs.";
     const first = page.offset + 1;
     const last = page.offset + page.rows.length;
-    const of = page.matched === page.total ? `${fmtCount(page.total)} runs` : `${fmtCount(page.matched)} matching runs (of ${fmtCount(page.total)})`;
-    return `Runs ${fmtCount(first)}–${fmtCount(last)} of ${of}, worst first.`;
+    const runs = (n) => `${fmtCount(n)} ${n === 1 ? "run" : "runs"}`;
+    const of = page.matched === page.total ? runs(page.total) : `${fmtCount(page.matched)} matching (of ${runs(page.total)})`;
+    return `Runs ${fmtCount(first)}–${fmtCount(last)} of ${of}, ${orderText(page.sort, page.reverse)}.`;
+  }
+  function hasPages(page) {
+    return page.matched > page.limit || page.offset > 0;
   }
   function quiet(text) {
     return el("span", { className: "muted" }, text);
@@ -2931,6 +2958,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   function slowestRank(row2, text) {
     if (!row2.slowest_worker || text === "–") return document.createTextNode(text);
     return el("span", {}, text, el("br"), quiet(`slowest rank: ${row2.slowest_worker}`));
+  }
+  function lostText(row2) {
+    if (row2.state !== "ready") return "–";
+    if (!isNum(row2.time_lost_us_per_step)) return isNum(row2.time_lost_fraction) ? fmtPercent(row2.time_lost_fraction) : "none";
+    return `${fmtDuration(row2.time_lost_us_per_step)} (${fmtPercent(row2.time_lost_fraction, 0)})`;
   }
   function diagnosesCell(row2) {
     if (row2.state === "loading") return quiet("reading its traces…");
@@ -2951,51 +2983,95 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           badge(d.severity, d.severity, `Severity: ${d.severity}`),
           " ",
           d.id,
+          // the impact on the line, not only on hover
+          quiet(` ${fmtPercent(d.impact_fraction, 0)}`),
           d.where ? quiet(` (${d.where})`) : null
         )
       ),
       more > 0 ? quiet(` +${more} more`) : null
     );
   }
+  function severityCell(row2) {
+    if (row2.state !== "ready") return quiet("–");
+    const worst = row2.diagnoses[0];
+    return worst ? badge(worst.severity, worst.severity, `The run's most severe diagnosis: ${worst.id}`) : quiet("none");
+  }
+  var SEVERITY_OPTIONS = [
+    ["", "any severity"],
+    ["high", "high"],
+    ["medium", "medium or worse"],
+    ["low", "low or worse"],
+    ["info", "any diagnosis"],
+    ["none", "no diagnosis"]
+  ];
   function acrossPanel(page, actions) {
+    const current = { q: page.query, sort: page.sort, reverse: page.reverse, severity: page.severity };
+    const ask = (change, offset = 0) => actions.query({ ...current, ...change }, offset);
     const filter = el("input", {
       type: "search",
       id: "ki-runs-filter",
       value: page.query,
-      placeholder: "Filter: run name or diagnosis id",
-      title: "Words that must all appear in the run name or one of its diagnosis ids (case-insensitive).",
+      placeholder: "Filter: run name, diagnosis id or severity",
+      title: "Words that must all appear in the run name, one of its diagnosis ids or its diagnoses' severities (case-insensitive).",
       attrs: { "aria-label": "Filter the runs" }
     });
     let timer;
     filter.addEventListener("input", () => {
       window.clearTimeout(timer);
-      timer = window.setTimeout(() => actions.query(filter.value.trim(), 0), 250);
+      timer = window.setTimeout(() => ask({ q: filter.value.trim() }), 250);
     });
-    const prev = el("button", { type: "button", className: "link", id: "ki-runs-prev", disabled: page.offset <= 0 }, "‹ previous");
-    prev.addEventListener("click", () => actions.query(page.query, Math.max(0, page.offset - page.limit)));
-    const next = el("button", { type: "button", className: "link", id: "ki-runs-next", disabled: page.offset + page.rows.length >= page.matched }, "next ›");
-    next.addEventListener("click", () => actions.query(page.query, page.offset + page.limit));
+    const severity = el("select", { id: "ki-runs-severity", title: "Only the runs with a diagnosis at least this severe (or without any)." });
+    for (const [value, text] of SEVERITY_OPTIONS) severity.append(el("option", { value, selected: value === page.severity }, text));
+    severity.addEventListener("change", () => ask({ severity: severity.value }));
     const status = el("span", { className: "page-text", id: "ki-runs-count" }, pageText(page));
-    const out = [el("div", { className: "runs-tools" }, filter, " ", status, " ", prev, " ", next)];
-    if (page.loading) out.push(el("div", { className: "state" }, `${fmtCount(page.loading)} runs are still being read; they are ranked when ready.`));
+    const tools = [filter, " ", el("label", { className: "field" }, el("span", { className: "field-label" }, "Severity"), severity), " ", status];
+    if (hasPages(page)) {
+      const prev = el("button", { type: "button", className: "link", id: "ki-runs-prev", disabled: page.offset <= 0 }, "‹ previous");
+      prev.addEventListener("click", () => ask({}, Math.max(0, page.offset - page.limit)));
+      const next = el("button", { type: "button", className: "link", id: "ki-runs-next", disabled: page.offset + page.rows.length >= page.matched }, "next ›");
+      next.addEventListener("click", () => ask({}, page.offset + page.limit));
+      tools.push(" ", prev, " ", next);
+    }
+    const out = [el("div", { className: "runs-tools" }, ...tools)];
+    if (page.loading) out.push(el("div", { className: "state" }, `${fmtCount(page.loading)} ${page.loading === 1 ? "run is" : "runs are"} still being read; they are ranked when ready.`));
     if (!page.rows.length) return out;
+    const sortBy = (key) => ({
+      key,
+      state: page.sort === key ? page.reverse ? "ascending" : "descending" : "none",
+      toggle: () => ask({ sort: key, reverse: page.sort === key ? !page.reverse : false })
+    });
     out.push(
       table(
         [
-          { header: "#", numeric: true, title: "Place in the ranking, 1 = worst.", cell: (r) => String(r.position) },
+          { header: "#", numeric: true, title: `Place in this order (${orderText(page.sort, page.reverse)}).`, cell: (r) => String(r.position) },
           { header: "Run", cell: (r) => runCell(r, actions) },
+          {
+            header: "Severity",
+            title: "The run's most severe diagnosis; ordered as report lists diagnoses: most severe, then the largest share of step time.",
+            cell: severityCell,
+            sort: sortBy("worst")
+          },
+          {
+            header: "Time lost /step",
+            numeric: true,
+            title: "What the run's costliest diagnosis explains: its share of the step (impact) × the median step time. The largest of its diagnoses, not their sum (two can explain the same time).",
+            cell: (r) => lostText(r),
+            sort: sortBy("lost")
+          },
           {
             header: "Step time",
             numeric: true,
             title: "Median step time of the slowest rank (the largest mean step time).",
             cell: (r) => slowestRank(r, isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–"),
-            cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0
+            cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0,
+            sort: sortBy("step")
           },
           {
             header: "GPU utilization",
             numeric: true,
             title: "Busy kernel time of the busiest GPU / step time, of the slowest rank.",
-            cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–")
+            cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"),
+            sort: sortBy("util")
           },
           {
             header: "World size",
@@ -3004,7 +3080,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
             cell: (r) => r.state !== "ready" ? "–" : String(isNum(r.world_size) ? r.world_size : r.ranks),
             cellTitle: (r) => r.state === "ready" ? `${r.ranks} worker trace(s) read` : void 0
           },
-          { header: "Top diagnoses", title: "Most severe first, then the largest share of step time.", cell: diagnosesCell }
+          { header: "Top diagnoses", title: "Most severe first, then the largest share of step time (the share after each).", cell: diagnosesCell }
         ],
         page.rows,
         { className: "across-runs" }
@@ -4571,6 +4647,8 @@ ${more.trim()}` : ""));
 
   // src/urlstate.ts
   var PREFIX = "ki_";
+  var RUN_SORTS = ["worst", "lost", "step", "util"];
+  var RUN_SEVERITIES = ["high", "medium", "low", "info", "none"];
   function decode(text) {
     try {
       return decodeURIComponent(text);
@@ -4612,7 +4690,15 @@ ${more.trim()}` : ""));
     if (mode === "diff" || mode === "history" || mode === "runs" || mode === "run") state.mode = mode;
     else state.mode = get("run") === void 0 ? "runs" : "run";
     const offset = Number(get("offset"));
-    state.list = { q: get("q") || void 0, offset: Number.isInteger(offset) && offset > 0 ? offset : void 0 };
+    const sort = get("sort");
+    const severity = get("severity");
+    state.list = {
+      q: get("q") || void 0,
+      offset: Number.isInteger(offset) && offset > 0 ? offset : void 0,
+      sort: sort && RUN_SORTS.includes(sort) && sort !== "worst" ? sort : void 0,
+      reverse: get("reverse") === "1" || void 0,
+      severity: severity && RUN_SEVERITIES.includes(severity) ? severity : void 0
+    };
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
     const step = Number(get("step"));
     if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
@@ -4644,6 +4730,9 @@ ${more.trim()}` : ""));
     if (state.mode === "runs") {
       put("q", state.list.q);
       if (state.list.offset) put("offset", state.list.offset);
+      put("sort", state.list.sort);
+      if (state.list.reverse) put("reverse", "1");
+      put("severity", state.list.severity);
     }
     if (state.mode === "run") {
       put("run", state.run.run);
@@ -4729,7 +4818,7 @@ ${more.trim()}` : ""));
 
   // src/app.ts
   var ALL = "\0all";
-  var RUNS_HELP = "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in). Click a run to open it.";
+  var RUNS_HELP = "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in); a column header orders by that column instead (time lost per step, step time, GPU utilization). Click a run to open it.";
   var RUNS_PAGE = 50;
   var HISTORY_HELP = "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
   var DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
@@ -4934,8 +5023,7 @@ ${more.trim()}` : ""));
         if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
         this.state.run = { run: run.run, worker: m.worker, ...target };
         this.pendingPanel = "timeline";
-        this.writeHash(true);
-        this.changed();
+        this.changed(true);
         return;
       }
       Object.assign(this.state.run, target);
@@ -5074,7 +5162,7 @@ ${more.trim()}` : ""));
       if (!run) return [];
       const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         s.run = { run: v };
-        this.changed();
+        this.changed(true);
       });
       const workerOptions = [];
       if (run.workers.length > 1) workerOptions.push([ALL, `All ranks (${run.workers.length} workers)`]);
@@ -5086,7 +5174,7 @@ ${more.trim()}` : ""));
         s.run.allRanks ? ALL : s.run.worker ?? "",
         (v) => {
           s.run = v === ALL ? { run: run.run, allRanks: true } : { run: run.run, worker: v };
-          this.changed();
+          this.changed(true);
         },
         "One worker (rank) of the run, or the view across all ranks."
       );
@@ -5101,7 +5189,7 @@ ${more.trim()}` : ""));
         }
         spanSel = this.select("ki-span", "Span", options, String(s.run.spanIndex ?? -1), (v) => {
           s.run.spanIndex = Number(v);
-          this.changed();
+          this.changed(true);
         }, "Which trace file (profiling window) of each worker.");
       } else {
         const worker = run.workers.find((w) => w.worker === s.run.worker);
@@ -5112,7 +5200,7 @@ ${more.trim()}` : ""));
           s.run.span ?? "",
           (v) => {
             s.run = { run: s.run.run, worker: s.run.worker, span: v };
-            this.changed();
+            this.changed(true);
           },
           "One trace file (profiling window) of this worker."
         );
@@ -5124,18 +5212,18 @@ ${more.trim()}` : ""));
       const run = this.run(side.run) ?? this.runs[0];
       const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         this.state[name] = { run: v };
-        this.changed();
+        this.changed(true);
       });
       const workers = [[ALL, run.workers.length > 1 ? `All ${run.workers.length} workers` : "All workers"], ...run.workers.map((w) => [w.worker, w.worker])];
       const workerSel = this.select(`ki-${name}-worker`, "Worker", workers, side.worker ?? ALL, (v) => {
         this.state[name] = { run: run.run, worker: v === ALL ? void 0 : v };
-        this.changed();
+        this.changed(true);
       }, "Every worker's steps pooled, or one worker.");
       const worker = run.workers.find((w) => w.worker === side.worker);
       const spans = [[ALL, "All spans"], ...(worker?.spans ?? []).map((x) => [x.span, spanLabel(x)])];
       const spanSel = this.select(`ki-${name}-span`, "Span", spans, side.span ?? ALL, (v) => {
         this.state[name] = { ...this.state[name], span: v === ALL ? void 0 : v };
-        this.changed();
+        this.changed(true);
       }, "Every span's steps pooled, or one span.");
       if (!worker) spanSel.querySelector("select").disabled = true;
       return el("fieldset", { className: `side side-${name}` }, el("legend", null, label), runSel, workerSel, spanSel);
@@ -5146,16 +5234,22 @@ ${more.trim()}` : ""));
         const b = this.state.base;
         this.state.base = this.state.exp;
         this.state.exp = b;
-        this.changed();
+        this.changed(true);
       });
       return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
     }
     setMode(mode) {
       if (this.state.mode === mode) return;
       this.state.mode = mode;
-      this.changed();
+      this.changed(true);
     }
-    changed() {
+    // The user changed the selection. `push`: another view (a mode, a run, a worker, a
+    // span, a diff side): a new history entry, so that Back returns to the view before;
+    // else (a filter, an order, a page) the current entry is replaced. The entry is
+    // pushed with the state as chosen, then replaced by the state resolved against the
+    // log directory (resolve()).
+    changed(push = false) {
+      if (push) this.writeHash(true);
       this.linkNotice = null;
       this.showBanner(null);
       this.resolve();
@@ -5186,7 +5280,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
       if (s.mode === "history") return JSON.stringify(["history"]);
-      if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0]);
+      if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0, s.list.sort ?? "worst", !!s.list.reverse, s.list.severity ?? ""]);
       if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
       return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
     }
@@ -5431,7 +5525,7 @@ ${more.trim()}` : ""));
       const run = this.run(this.state.run.run);
       if (!run || !run.workers.some((w) => w.worker === worker)) return false;
       this.state.run = { run: run.run, worker };
-      this.changed();
+      this.changed(true);
       return true;
     }
     drawRanks(diag, ranks, answer) {
@@ -5515,9 +5609,10 @@ ${more.trim()}` : ""));
       this.jump([["runs", "All runs"]]);
       this.mount(key, [p]);
       setLoading(p, "Ranking the runs of the log directory…");
-      const { q, offset } = this.state.list;
+      const { q, offset, sort, reverse, severity } = this.state.list;
+      const params = { q: q || void 0, offset: offset || void 0, limit: RUNS_PAGE, sort, reverse: reverse ? 1 : void 0, severity };
       for (let i = 0; i < 60 && !signal.aborted; i += 1) {
-        const answer = await getJson(apiUrl("across_runs", { q: q || void 0, offset: offset || void 0, limit: RUNS_PAGE }), signal);
+        const answer = await getJson(apiUrl("across_runs", params), signal);
         if (signal.aborted || this.main.dataset.view !== key) return;
         if (!answer.ok || !answer.body) {
           setError(p, answer.error ?? "unknown error");
@@ -5536,11 +5631,17 @@ ${more.trim()}` : ""));
           openRun: (run) => {
             this.state.mode = "run";
             this.state.run = { run };
-            this.changed();
+            this.changed(true);
           },
-          query: (q, offset) => {
+          query: (query, offset) => {
             this.refocusFilter = this.win.document.activeElement?.id === "ki-runs-filter";
-            this.state.list = { q: q || void 0, offset: offset || void 0 };
+            this.state.list = {
+              q: query.q || void 0,
+              offset: offset || void 0,
+              sort: query.sort && query.sort !== "worst" ? query.sort : void 0,
+              reverse: query.reverse || void 0,
+              severity: query.severity || void 0
+            };
             this.changed();
           }
         })
@@ -5559,13 +5660,13 @@ ${more.trim()}` : ""));
           openRun: (run) => {
             this.state.mode = "run";
             this.state.run = { run };
-            this.changed();
+            this.changed(true);
           },
           diffRuns: (base3, exp) => {
             this.state.mode = "diff";
             this.state.base = { run: base3 };
             this.state.exp = { run: exp };
-            this.changed();
+            this.changed(true);
           }
         })
       );

@@ -7,6 +7,7 @@ Skipped, with the reason, when Playwright or Chromium is missing (see test_tab.p
 from __future__ import annotations
 
 import json
+import re
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from test_tab import (  # noqa: F401  (fixtures: server, browser, open_page; aut
     _browser_tools,
     _timeline_shown,
     browser,
+    hash_of,
     open_page,
     server,
     tab,
@@ -143,3 +145,107 @@ def test_no_evidence_value_on_a_card_is_a_bare_number(
                 bad += [(query, key, raw) for raw in raw_numbers(key, text)]
     assert seen > 300
     assert bad == []
+
+
+def _listed(frame: Any, want: list[str]) -> None:
+    """Until the All runs table lists exactly ``want`` (the rows of one page)."""
+    frame.wait_for_function(
+        "(want) => JSON.stringify([...document.querySelectorAll('#ki-panel-runs .run-link')]"
+        ".map(n => n.textContent)) === JSON.stringify(want)",
+        arg=want,
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_all_runs_sort_by_a_column_filter_by_severity_and_keep_it_in_the_url(
+    server: Server,  # noqa: F811
+    open_page: Any,  # noqa: F811
+) -> None:
+    """Clicking a header did nothing, "HIGH" matched nothing, the impact showed on hover
+    only: now the Time lost /step header orders the runs by it (a second click reverses
+    it), the severity filter keeps the runs with a high diagnosis, the order and filter
+    ride in the address bar and survive a reload, and a single page has no pager."""
+    page = open_page("#kineto_insights", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("runs",))
+    assert frame.locator("#ki-runs-next").count() == 1  # 70 runs: more than a page of 50
+    _, lost = server.get("across_runs", sort="lost", limit="50")
+    frame.click('#ki-panel-runs th button[data-sort="lost"]')
+    _listed(frame, [r["run"] for r in lost["rows"]])
+    state = hash_of(page)
+    assert state["ki_sort"] == "lost" and "ki_reverse" not in state
+    first = lost["rows"][0]
+    assert first["time_lost_us_per_step"] >= lost["rows"][1]["time_lost_us_per_step"]
+    header = frame.locator('#ki-panel-runs th[aria-sort="descending"]')
+    assert header.inner_text().startswith("Time lost /step")
+    cell = frame.locator("#ki-panel-runs table.grid tbody tr").first.locator("td").nth(3)
+    assert re.fullmatch(r"[\d.,]+ (µs|ms|s) \(\d+ %\)", cell.inner_text()), cell.inner_text()
+    # the impact of each top diagnosis is on the line, not only on hover
+    assert "%" in frame.locator("#ki-panel-runs .top-diagnosis").first.inner_text()
+    _, up = server.get("across_runs", sort="lost", reverse="1", limit="50")
+    frame.click('#ki-panel-runs th button[data-sort="lost"]')
+    _listed(frame, [r["run"] for r in up["rows"]])
+    assert hash_of(page)["ki_reverse"] == "1"
+    frame.select_option("#ki-runs-severity", "high")
+    _, high = server.get("across_runs", sort="lost", reverse="1", severity="high", limit="50")
+    assert 0 < high["matched"] <= 50
+    _listed(frame, [r["run"] for r in high["rows"]])
+    badges = frame.locator("#ki-panel-runs tbody tr td:nth-child(3) .badge").all_inner_texts()
+    assert badges and {b.lower() for b in badges} == {"high"}
+    # one page: no pager that looks live
+    assert frame.locator("#ki-runs-next").count() == 0
+    assert frame.locator("#ki-runs-prev").count() == 0
+    assert hash_of(page)["ki_severity"] == "high"
+    # a reload (or a shared link) shows the same
+    page.reload()
+    frame = tab(page)
+    wait_panels(frame, ("runs",))
+    _listed(frame, [r["run"] for r in high["rows"]])
+    assert frame.locator("#ki-runs-severity").input_value() == "high"
+
+
+def _view(frame: Any) -> str:
+    frame.wait_for_function(
+        "() => { const p = [...document.querySelectorAll('[id^=ki-panel-]')];"
+        " return p.length && p.every(x => x.dataset.state && x.dataset.state !== 'loading'); }",
+        timeout=TIMEOUT_MS,
+    )
+    return str(frame.evaluate("() => document.querySelector('#ki-main').dataset.view"))
+
+
+def test_back_and_forward_walk_through_the_views(
+    open_page: Any,  # noqa: F811
+) -> None:
+    """Mode switches replaced the history entry: Back from History landed three clicks
+    earlier. Now each view is an entry: All runs → a run → History → Compare runs, then
+    Back three times and Forward once."""
+    page = open_page("#kineto_insights", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("runs",))
+    runs_view = _view(frame)
+    frame.locator('#ki-panel-runs .run-link[data-run="dataloader_workers0"]').click()
+    run_view = _view(frame)
+    assert '"dataloader_workers0"' in run_view
+    frame.click("#ki-mode-history")
+    history_view = _view(frame)
+    assert history_view == '["history"]'
+    frame.click("#ki-mode-diff")
+    diff_view = _view(frame)
+    assert diff_view.startswith('["diff"')
+    expected = [history_view, run_view, runs_view]
+    for want in expected:
+        page.go_back()
+        frame.wait_for_function(
+            "(want) => document.querySelector('#ki-main')?.dataset.view === want",
+            arg=want,
+            timeout=TIMEOUT_MS,
+        )
+        assert _view(frame) == want
+    assert hash_of(page)["ki_mode"] == "runs"
+    page.go_forward()
+    frame.wait_for_function(
+        "(want) => document.querySelector('#ki-main')?.dataset.view === want",
+        arg=run_view,
+        timeout=TIMEOUT_MS,
+    )
+    assert frame.locator("#ki-mode-run.active").count() == 1
