@@ -970,7 +970,18 @@ export class App {
           this.state.exp = { run: exp };
           this.changed(true);
         },
-      }),
+        filter: (q) => {
+          this.state.historyQ = q || undefined;
+          this.writeHash();
+          const focused = this.win.document.activeElement?.id === "ki-history-filter";
+          this.drawHistory(p, doc);
+          if (focused) {
+            const input = this.win.document.getElementById("ki-history-filter") as HTMLInputElement | null;
+            input?.focus();
+            input?.setSelectionRange(input.value.length, input.value.length);
+          }
+        },
+      }, this.state.historyQ ?? ""),
     );
   }
 

@@ -47,6 +47,8 @@ export interface ViewState {
   // (a column: lost, step, util; absent: the ranking, worst first), reversed or not, and
   // its severity filter (high, medium, low, info: at least that; none: no diagnosis)
   list: { q?: string; offset?: number; sort?: string; reverse?: boolean; severity?: string };
+  // the History view's filter (series and run names)
+  historyQ?: string;
 }
 
 export interface ParsedHash {
@@ -109,6 +111,7 @@ export function stateFromParams(params: [string, string][]): ViewState {
     reverse: get("reverse") === "1" || undefined,
     severity: severity && RUN_SEVERITIES.includes(severity) ? severity : undefined,
   };
+  state.historyQ = get("hq") || undefined;
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
   const step = Number(get("step"));
   if (get("step") !== undefined && Number.isInteger(step) && step >= 0) {
@@ -145,6 +148,7 @@ export function paramsFromState(state: ViewState): [string, string][] {
     if (state.list.reverse) put("reverse", "1");
     put("severity", state.list.severity);
   }
+  if (state.mode === "history") put("hq", state.historyQ);
   // Compare mode: only the two sides; the single-run keys would be stale in a link.
   if (state.mode === "run") {
     put("run", state.run.run);

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.compare import history as hist
-from tb_kineto_insights.logdir.discovery import Run, Span
+from tb_kineto_insights.logdir.discovery import Run, Span, folder_name
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.service.errors import InvalidRequest
 from tb_kineto_insights.service.loader import ERROR
@@ -88,7 +88,9 @@ def _listed(span: Span) -> tuple[str, int, float, str]:
 def collect_runs(
     runs: list[Run], summaries: CachedSummaries, logdir: str | None = None
 ) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
-    """The command line's :func:`assemble`: the headlines of every run's latest spans.
+    """The command line's :func:`assemble`: the headlines of every run's latest spans;
+    the run of the traces directly in ``logdir`` (discovery's ``"."``) is named after
+    that folder (``logdir.discovery.folder_name``), as ``report`` and the tab name it.
 
     With ``logdir`` (the log directory ``runs`` were listed from) and a cache, the
     headlines come from the log directory's headline index first, else from
@@ -124,7 +126,10 @@ def collect_runs(
                 index.put_run(files, cached)
         return cached
 
-    out = assemble(runs, headline, diagnoses, no_trace="no trace")
+    def label(name: str) -> str:
+        return folder_name(logdir) if name == "." and logdir is not None else name
+
+    out = assemble(runs, headline, diagnoses, label, no_trace="no trace")
     if index is not None:
         index.save()
     return out

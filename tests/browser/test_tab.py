@@ -989,9 +989,17 @@ def test_history_view_charts_the_series_and_opens_a_change(server: Server, open_
     page = open_page("#kineto_insights&ki_mode=history", height=TALL)
     frame = tab(page)
     wait_panels(frame, ("history",))
+    # a chart per series of two runs or more; the runs alone in theirs in one table
+    multi = [s for s in doc["series"] if len(s["runs"]) > 1]
+    alone = [s["runs"][0]["run"] for s in doc["series"] if len(s["runs"]) == 1]
     heads = frame.locator("#ki-panel-history h3").all_inner_texts()
-    assert [h.split(" — ")[0] for h in heads] == [s["name"] for s in doc["series"]]
-    assert frame.locator("#ki-panel-history .chart canvas").count() == len(doc["series"])
+    assert [h.split(" — ")[0] for h in heads] == [
+        *[s["name"] for s in multi],
+        "Runs without a series",
+    ]
+    assert frame.locator("#ki-panel-history .chart canvas").count() == len(multi)
+    listed = frame.locator("#ki-history-alone table.history-alone tbody tr td:nth-child(2)")
+    assert listed.all_inner_texts() == alone
     changes = [c for s in doc["series"] for c in s["changes"]]
     nightly = next(s for s in doc["series"] if s["name"] == "nightly")
     assert [(c["run"], c["verdict"]) for c in nightly["changes"] if c["metric"] == "step_time"] == [

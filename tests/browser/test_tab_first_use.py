@@ -249,3 +249,49 @@ def test_back_and_forward_walk_through_the_views(
         timeout=TIMEOUT_MS,
     )
     assert frame.locator("#ki-mode-run.active").count() == 1
+
+
+def test_history_folds_lone_runs_filters_and_fits_the_panel(
+    server: Server,  # noqa: F811
+    open_page: Any,  # noqa: F811
+) -> None:
+    """History on sample_logs was one chart per run ("1 runs", ~16,000 px tall, "every
+    run is within the level's noise" for one run), its change table ran off the panel:
+    now the lone runs share one table, a filter narrows the series, the change table
+    fits the panel, and counts say "1 run"."""
+    page = open_page("#kineto_insights&ki_mode=history", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("history",))
+    _, doc = server.get("history")
+    multi = [s["name"] for s in doc["series"] if len(s["runs"]) > 1]
+    alone = [s for s in doc["series"] if len(s["runs"]) == 1]
+    assert len(alone) > 20 and multi
+    text = frame.locator("#ki-panel-history").inner_text()
+    assert " 1 runs" not in text and "1 change points" not in text
+    assert frame.locator("#ki-panel-history .chart canvas").count() == len(multi)
+    assert frame.locator("#ki-history-alone tbody tr").count() == len(alone)
+    # the change table fits the panel, on a laptop's width too: its buttons are on
+    # screen, nothing runs off
+    page.set_viewport_size({"width": 900, "height": TALL})
+    fits = frame.evaluate(
+        "() => [...document.querySelectorAll('#ki-panel-history table.history-changes')]"
+        ".map(t => t.getBoundingClientRect().right <="
+        " document.querySelector('#ki-panel-history').getBoundingClientRect().right + 0.5)"
+    )
+    assert fits and all(fits), fits
+    # the filter: series and run names
+    frame.fill("#ki-history-filter", "nightly")
+    frame.wait_for_function(
+        "() => document.querySelectorAll('#ki-panel-history .history-series').length === 1",
+        timeout=TIMEOUT_MS,
+    )
+    heads = frame.locator("#ki-panel-history h3").all_inner_texts()
+    assert [h.split(" — ")[0] for h in heads] == ["nightly"]
+    assert hash_of(page)["ki_hq"] == "nightly"
+    assert frame.evaluate("() => document.activeElement.id") == "ki-history-filter"
+    frame.fill("#ki-history-filter", "dataloader_workers0")
+    frame.wait_for_function(
+        "() => document.querySelectorAll('#ki-history-alone tbody tr').length === 1",
+        timeout=TIMEOUT_MS,
+    )
+    assert "Runs without a series — 1 run" in frame.locator("#ki-history-alone h3").inner_text()
