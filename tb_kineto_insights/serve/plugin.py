@@ -388,6 +388,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             first_scan_wait_s,
             self._discovered,
             self.settings.watch if watch is None else watch,
+            self.settings.follow_symlinks,
         )
         self.workspace = Workspace(
             self._loader,

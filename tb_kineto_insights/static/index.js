@@ -5783,9 +5783,13 @@ ${more.trim()}` : ""));
       el(
         "p",
         null,
-        body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+        body.scanning ? "Still looking for traces in " : body.error ? (
+          // something was found but skipped (a symlink, a folder too deep) or could not
+          // be listed: the banner above says what; "no traces yet" would contradict it
+          "No trace could be read in "
+        ) : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
         el("code", { className: "logdir" }, where),
-        "."
+        body.error && !body.scanning ? ": the line above says what was skipped or failed, and why." : "."
       ),
       body.scanning ? null : el(
         "p",

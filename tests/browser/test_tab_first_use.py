@@ -7,23 +7,29 @@ Skipped, with the reason, when Playwright or Chromium is missing (see test_tab.p
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import cpu, kernel, wait_until, write_trace
 from test_tab import (  # noqa: F401  (fixtures: server, browser, open_page; autouse skip)
     TALL,
     TIMEOUT_MS,
     Server,
     _browser_tools,
+    _tail,
     _timeline_shown,
     browser,
     hash_of,
     open_page,
     server,
     tab,
+    tensorboard_process,
     wait_panels,
 )
 
@@ -295,3 +301,81 @@ def test_history_folds_lone_runs_filters_and_fits_the_panel(
         timeout=TIMEOUT_MS,
     )
     assert "Runs without a series — 1 run" in frame.locator("#ki-history-alone h3").inner_text()
+
+
+def _tiny_trace(path: Path) -> None:
+    events: list[dict[str, Any]] = []
+    for step in range(3):
+        t0 = 1000.0 + step * 1000.0
+        events.append(cpu(f"ProfilerStep#{step + 1}", t0, 900.0, cat="user_annotation"))
+        events.append(kernel("k", t0 + 50, 100.0, corr=step + 1))
+    write_trace(path, events)
+    old = time.time() - 3600  # not a file still being written
+    os.utime(path, (old, old))
+
+
+def _answers(base: str, proc: Any, log_path: Path) -> None:
+    def up() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"tensorboard exited:\n{_tail(log_path)}")
+        try:
+            with urllib.request.urlopen(f"{base}/data/plugins_listing", timeout=10):
+                return True
+        except OSError:
+            return False
+
+    wait_until(up, 90, lambda: f"tensorboard to start:\n{_tail(log_path)}", interval=0.5)
+
+
+def test_symlinked_run_folders(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    """A folder of links to runs elsewhere: without the setting, the page said "skipped 1
+    path: a symlink … outside the log directory" and, under it, "No PyTorch profiler
+    traces yet"; now it says no trace could be read and points at that line. With
+    ``--kineto_insights_follow_symlinks`` naming the runs' folder, the linked run is
+    listed and read, and a link leaving every allowed root is still named."""
+    runs = tmp_path / "runs"
+    _tiny_trace(runs / "exp" / "worker0.1700000000000.pt.trace.json")
+    _tiny_trace(tmp_path / "secret" / "x" / "worker0.1700000000000.pt.trace.json")
+    alone = tmp_path / "alone"
+    for folder in (alone, tmp_path / "tb1", tmp_path / "tb2"):
+        folder.mkdir()
+    (alone / "exp").symlink_to(runs / "exp", target_is_directory=True)
+    with tensorboard_process(alone, tmp_path / "tb1") as (base, proc, log_path):
+        _answers(base, proc, log_path)
+        page = browser.new_page()
+        try:
+            page.goto(f"{base}/#kineto_insights")
+            frame = tab(page)
+            empty = frame.wait_for_selector(".state.empty .logdir", timeout=TIMEOUT_MS)
+            text = frame.locator(".state.empty").inner_text()
+            banner = frame.locator(".banner").inner_text()
+            assert "skipped 1 path(s)" in banner and "KINETO_INSIGHTS_FOLLOW_SYMLINKS" in banner
+            assert "No trace could be read in" in text and "yet" not in text.split(".")[0]
+            assert "the line above says what was skipped" in text
+            assert empty.inner_text() == os.path.realpath(alone)
+        finally:
+            page.close()
+    compare = tmp_path / "compare"
+    compare.mkdir()
+    (compare / "exp").symlink_to(runs / "exp", target_is_directory=True)
+    (compare / "leak").symlink_to(tmp_path / "secret" / "x", target_is_directory=True)
+    flags = ("--kineto_insights_follow_symlinks", str(runs))
+    with tensorboard_process(compare, tmp_path / "tb2", *flags) as (base, proc, log_path):
+        _answers(base, proc, log_path)
+        page = browser.new_page()
+        try:
+            page.goto(f"{base}/#kineto_insights")
+            frame = tab(page)
+            wait_panels(frame, ("runs",))
+            frame.wait_for_function(
+                "() => !document.querySelector('#ki-panel-runs').innerText.includes('reading')",
+                timeout=TIMEOUT_MS,
+            )
+            assert frame.locator("#ki-panel-runs .run-link").all_inner_texts() == ["exp"]
+            banner = frame.locator(".banner").inner_text()
+            assert "leak" in banner and "every folder to follow, not entered" in banner
+            frame.locator("#ki-panel-runs .run-link").click()
+            wait_panels(frame, ("diagnoses", "overview"))
+            assert frame.get_attribute("#ki-panel-overview", "data-state") == "ready"
+        finally:
+            page.close()
