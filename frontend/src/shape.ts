@@ -554,6 +554,21 @@ export function defaultMemoryDevice(devices: MemoryDevice[] | null | undefined, 
   );
 }
 
+// A device whose allocations never reach this many bytes is not offered in the memory
+// panel's device list (the CPU of a GPU run, "CPU — peak 8 B"), unless it is all there is
+// or is asked for; it is named in a line instead.
+export const MEMORY_DEVICE_MIN_BYTES = 1 << 20;
+
+// The devices the memory panel offers, and those left out as too small to look at.
+export function memoryDeviceChoice(
+  devices: MemoryDevice[],
+  current: MemoryDevice,
+): { offered: MemoryDevice[]; tooSmall: MemoryDevice[] } {
+  const big = (d: MemoryDevice) => isNum(d.peak_allocated_bytes) && d.peak_allocated_bytes >= MEMORY_DEVICE_MIN_BYTES;
+  const offered = devices.filter((d) => d === current || big(d));
+  return { offered, tooSmall: devices.filter((d) => !offered.includes(d)) };
+}
+
 // ------------------------------------------------------------------ runs / spans
 
 export function loadText(entry: Pick<SpanEntry, "state" | "progress"> | null | undefined): string {
@@ -675,6 +690,23 @@ export function headlineParts(doc: DiffDocument | null | undefined): {
     text: typeof h.text === "string" && h.text ? h.text : null,
     gained: h.gained ?? [],
   };
+}
+
+// The colour class of the diff's "1.15× faster": green or red only when the verdict says
+// the step time moved beyond its noise (a within-noise "faster" was green).
+export function speedupTone(verdict: string, speedup: number | null): "faster" | "slower" | "within-noise" {
+  if (verdict === "improved" && speedup !== null && speedup > 1) return "faster";
+  if (verdict === "regressed" && speedup !== null && speedup < 1) return "slower";
+  return "within-noise";
+}
+
+// The note under a diff's bar chart of changes: what each colour means, the grey named by
+// the verdicts it stands for here ("within noise", "moved partly"…), as the bars colour
+// every verdict other than improved and regressed grey.
+export function changesNote(rows: ChangeBar[], unchanged: number): string {
+  const grey = [...new Set(rows.map((r) => r.verdict).filter((v) => v !== "improved" && v !== "regressed"))];
+  const greyText = grey.length ? grey.join(" or ") : "within noise";
+  return `${unchanged} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: ${greyText}.`;
 }
 
 // Top rows of a {name: count} object, largest first.

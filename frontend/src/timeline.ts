@@ -77,6 +77,15 @@ export function windowQuery(window: Range | null): { start_us?: string; end_us?:
   return window ? { start_us: nsDecimal(window[0]), end_us: nsDecimal(window[1]) } : {};
 }
 
+// The left margin of the timeline (px) that shows its lane labels in full: about 7 px a
+// character of 12 px text and 16 px to spare, at least 170, at most 360 (a longer label is
+// cut with "…" and whole in the tooltip). A fixed 170 px cut "thread 453 (pt_autograd_0)".
+export const LANE_LABEL_CHAR_PX = 7;
+export function laneLabelWidth(labels: string[]): number {
+  const longest = Math.max(0, ...labels.map((l) => l.length));
+  return Math.min(360, Math.max(170, Math.ceil(longest * LANE_LABEL_CHAR_PX) + 16));
+}
+
 // Kernels drawn in the GPU stream lanes (a merged block counts its events): equals
 // `kernels.per_step[].count` of the summary for this step.
 export function kernelCount(doc: TimelineStep): number {

@@ -3,6 +3,9 @@ import { test } from "node:test";
 
 import {
   breakdownChart,
+  changesNote,
+  memoryDeviceChoice,
+  speedupTone,
   breakdownShares,
   commPerStep,
   defaultMemoryDevice,
@@ -504,4 +507,29 @@ test("thresholds that ride in the evidence are labelled as thresholds", () => {
   assert.match(byKey.short_threshold_us.label, /^Threshold/);
   assert.equal(byKey.steps_to_capacity.text, "280 steps");
   assert.doesNotMatch(byKey.steps_to_capacity.label, /Threshold/);
+});
+
+test("issue 48 §10: a within-noise speed-up is not coloured as faster", () => {
+  assert.equal(speedupTone("within noise", 1.15), "within-noise");
+  assert.equal(speedupTone("improved", 1.15), "faster");
+  assert.equal(speedupTone("regressed", 0.8), "slower");
+  assert.equal(speedupTone("changed", 0.8), "within-noise");
+});
+
+test("issue 48 §10: the change chart's note names every verdict it greys", () => {
+  const bar = (verdict: string) => ({ name: verdict, deltaUs: -1, verdict, status: "changed" as const, baseUs: 2, expUs: 1 });
+  const note = changesNote([bar("improved"), bar("moved partly"), bar("within noise")], 3);
+  assert.match(note, /^3 more unchanged\./);
+  assert.match(note, /grey: moved partly or within noise\.$/);
+  assert.match(changesNote([bar("regressed")], 0), /grey: within noise\.$/);
+});
+
+test("issue 48 §10: the memory device list leaves out a device of a few bytes ('CPU — peak 8 B')", () => {
+  const cuda = partial<MemoryDevice>({ device: "CUDA:0", device_type: 1, peak_allocated_bytes: 3e9 });
+  const cpu = partial<MemoryDevice>({ device: "CPU", device_type: 0, peak_allocated_bytes: 8 });
+  const cuda1 = partial<MemoryDevice>({ device: "CUDA:1", device_type: 1, peak_allocated_bytes: 2e9 });
+  assert.deepEqual(memoryDeviceChoice([cpu, cuda, cuda1], cuda), { offered: [cuda, cuda1], tooSmall: [cpu] });
+  // asked for by name (the URL), or the only one: offered
+  assert.deepEqual(memoryDeviceChoice([cpu, cuda], cpu).offered, [cpu, cuda]);
+  assert.deepEqual(memoryDeviceChoice([cpu], cpu), { offered: [cpu], tooSmall: [] });
 });

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { gapView, idleTotals, kernelCount, launchingOp, launchShapes, medianStep, momentOf, momentView, nsDecimal, shapesOf, slowestStep, stackSteps, subRows, visibleRows, windowQuery, worstGap } from "../src/timeline";
+import { gapView, idleTotals, kernelCount, laneLabelWidth, launchingOp, launchShapes, medianStep, momentOf, momentView, nsDecimal, shapesOf, slowestStep, stackSteps, subRows, visibleRows, windowQuery, worstGap } from "../src/timeline";
 import type { Diagnosis, IdleGap, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
@@ -204,4 +204,11 @@ test("window bounds go to the server rounded to the ns, as plain decimals", () =
   // gapView of a real gap, through to the query
   const view = gapView(partial<IdleGap>({ offset_us: 866.759, length_us: 200.0000000001 }));
   assert.deepEqual(windowQuery(view.window), { start_us: "766.759", end_us: "1166.759" });
+});
+
+test("issue 48 §10: the lane labels' margin fits the longest label (it cut 'thread 453 (pt_autogra…')", () => {
+  const label = "thread 453 (pt_autograd_0)";
+  assert.ok(laneLabelWidth(["stream 7", label]) - 12 >= label.length * 7);
+  assert.equal(laneLabelWidth(["stream 7"]), 170);
+  assert.equal(laneLabelWidth(["x".repeat(200)]), 360);
 });

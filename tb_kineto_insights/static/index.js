@@ -1112,6 +1112,12 @@ var __kinetoInsights = (() => {
     const list = devices ?? [];
     return list.find((d) => d.device === main) ?? list.find((d) => d.device_type !== 0 && d.device_type !== null && d.device_type !== void 0) ?? list[0];
   }
+  var MEMORY_DEVICE_MIN_BYTES = 1 << 20;
+  function memoryDeviceChoice(devices, current) {
+    const big = (d) => isNum(d.peak_allocated_bytes) && d.peak_allocated_bytes >= MEMORY_DEVICE_MIN_BYTES;
+    const offered = devices.filter((d) => d === current || big(d));
+    return { offered, tooSmall: devices.filter((d) => !offered.includes(d)) };
+  }
   function loadText(entry) {
     if (!entry) return "";
     if (entry.state === "loading") {
@@ -1181,6 +1187,16 @@ var __kinetoInsights = (() => {
       text: typeof h.text === "string" && h.text ? h.text : null,
       gained: h.gained ?? []
     };
+  }
+  function speedupTone(verdict, speedup) {
+    if (verdict === "improved" && speedup !== null && speedup > 1) return "faster";
+    if (verdict === "regressed" && speedup !== null && speedup < 1) return "slower";
+    return "within-noise";
+  }
+  function changesNote(rows, unchanged) {
+    const grey = [...new Set(rows.map((r) => r.verdict).filter((v) => v !== "improved" && v !== "regressed"))];
+    const greyText = grey.length ? grey.join(" or ") : "within noise";
+    return `${unchanged} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: ${greyText}.`;
   }
   function countRows(counts) {
     return Object.entries(counts ?? {}).filter((e) => isNum(e[1])).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
@@ -1367,6 +1383,7 @@ var __kinetoInsights = (() => {
     };
   }
   function overviewOption(data, p) {
+    const hasGpu = data.utilizationPct.some(isNum);
     const series = data.series.map((s) => ({
       type: "bar",
       name: s.label,
@@ -1376,7 +1393,7 @@ var __kinetoInsights = (() => {
       emphasis: { focus: "series" },
       data: s.valuesMs
     }));
-    series.push({
+    if (hasGpu) series.push({
       type: "line",
       name: "GPU utilization",
       yAxisIndex: 1,
@@ -1401,20 +1418,22 @@ var __kinetoInsights = (() => {
         }).reverse();
         rows.unshift({ label: "Step time", value: fmtDuration(isNum(stepMs) ? stepMs * 1e3 : null), strong: true });
         const util = data.utilizationPct[i];
-        rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
+        if (hasGpu) rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
         return tipNode(`Step ${list[0]?.axisValueLabel ?? ""}`, rows, "Shares are of this step's time.");
       }),
       xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
       yAxis: [
         { type: "value", name: "step time (ms)", ...axisStyle(p) },
-        {
-          type: "value",
-          name: "GPU util. (%)",
-          min: 0,
-          max: 100,
-          ...axisStyle(p),
-          splitLine: { show: false }
-        }
+        ...hasGpu ? [
+          {
+            type: "value",
+            name: "GPU util. (%)",
+            min: 0,
+            max: 100,
+            ...axisStyle(p),
+            splitLine: { show: false }
+          }
+        ] : []
       ],
       series
     };
@@ -2564,7 +2583,6 @@ kernels: ${r.kernels.join(", ")}` },
     const h = headlineParts(doc);
     if (!h) return [el("div", { className: "state empty" }, "The diff has no headline.")];
     const counts = verdictCounts(doc);
-    const faster = h.speedup !== null && h.speedup > 1;
     const headline = el(
       "div",
       { className: `headline verdict-${h.verdict.replace(/\s+/g, "-")}`, dataset: { verdict: h.verdict } },
@@ -2579,7 +2597,7 @@ kernels: ${r.kernels.join(", ")}` },
       el(
         "div",
         { className: "headline-sub" },
-        el("span", { className: `speedup ${faster ? "faster" : "slower"}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
+        el("span", { className: `speedup ${speedupTone(h.verdict, h.speedup)}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
         h.change !== null ? el("span", { className: "change", title: "(experiment − base) ÷ base." }, ` (${fmtSignedPercent(h.change)})`) : null,
         " ",
         verdictBadge(h.verdict)
@@ -2713,7 +2731,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const block = (title, rows, noun, help, unchanged) => col(
       subhead(title, help),
       rows.length ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node : el("p", { className: "muted" }, "No change."),
-      el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`)
+      el("p", { className: "note changes-note" }, changesNote(rows, isNum(unchanged) ? unchanged : 0))
     );
     const out = [
       row(
@@ -3720,7 +3738,19 @@ ${more.trim()}` : ""));
     }
     const device = devices.find((d) => d.device === deviceKey) ?? defaultMemoryDevice(devices, mem.main_device) ?? devices[0];
     const out = [];
-    if (devices.length > 1 && onDevice) out.push(devicePicker2(devices, device, onDevice));
+    const { offered, tooSmall } = memoryDeviceChoice(devices, device);
+    if (offered.length > 1 && onDevice) out.push(devicePicker2(offered, device, onDevice));
+    if (tooSmall.length) {
+      out.push(
+        el(
+          "p",
+          { className: "note memory-small-devices" },
+          `Also recorded, too little to chart (under ${fmtBytes(MEMORY_DEVICE_MIN_BYTES)} allocated at peak): `,
+          tooSmall.map((d) => `${d.device} (${fmtBytes(d.peak_allocated_bytes)})`).join(", "),
+          "."
+        )
+      );
+    }
     const growth = device.growth ?? {};
     const growing = Boolean(growth.steady) && isNum(growth.bytes_per_step) && growth.bytes_per_step > 0;
     const live2 = device.live_at_end;
@@ -3985,6 +4015,11 @@ ${more.trim()}` : ""));
   function windowQuery(window2) {
     return window2 ? { start_us: nsDecimal(window2[0]), end_us: nsDecimal(window2[1]) } : {};
   }
+  var LANE_LABEL_CHAR_PX = 7;
+  function laneLabelWidth(labels) {
+    const longest = Math.max(0, ...labels.map((l) => l.length));
+    return Math.min(360, Math.max(170, Math.ceil(longest * LANE_LABEL_CHAR_PX) + 16));
+  }
   function kernelCount(doc) {
     let n = 0;
     for (const lane of doc.lanes) {
@@ -4090,7 +4125,6 @@ ${more.trim()}` : ""));
   }
 
   // src/panels/timeline.ts
-  var GRID_LEFT = 170;
   function colorOf2(cls, p) {
     if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
     const map = {
@@ -4125,6 +4159,7 @@ ${more.trim()}` : ""));
       this.highlight = /* @__PURE__ */ new Set();
       // "lane:index"
       this.selectedKernel = null;
+      this.gridLeft = 170;
       this.own = null;
       // this span's step (doc: with a stacked rank)
       this.peer = null;
@@ -4343,6 +4378,7 @@ ${more.trim()}` : ""));
       this.info.dataset.lanes = String(doc.lanes.length);
       this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
       const labels = doc.lanes.map((l) => l.label);
+      this.gridLeft = laneLabelWidth(labels);
       const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
       const [lo, hi] = this.range();
       const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
@@ -4358,7 +4394,7 @@ ${more.trim()}` : ""));
       this.selectedKernel = null;
     }
     usPerPx(lo, hi) {
-      const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+      const width = Math.max(100, (this.body.clientWidth || 800) - this.gridLeft - 30);
       return (hi - lo) / width;
     }
     option(labels, lo, hi) {
@@ -4370,7 +4406,7 @@ ${more.trim()}` : ""));
         animation: false,
         backgroundColor: "transparent",
         textStyle: { color: p.text },
-        grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+        grid: { left: this.gridLeft, right: 24, top: 8, bottom: 64 },
         xAxis: {
           type: "value",
           min,
@@ -4381,7 +4417,7 @@ ${more.trim()}` : ""));
           axisLabel: { color: p.muted, formatter: (v) => fmtDuration(v) },
           splitLine: { lineStyle: { color: p.split } }
         },
-        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: this.gridLeft - 12, overflow: "truncate" } },
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
           { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v) => fmtDuration(v) }

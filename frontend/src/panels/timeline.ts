@@ -24,6 +24,7 @@ import {
   slowestStep,
   stackSteps,
   subRows,
+  laneLabelWidth,
   visibleRows,
   windowQuery,
   worstGap,
@@ -54,7 +55,6 @@ export interface TimelineHost {
   changed(target: TimelineTarget, push: boolean): void;
 }
 
-const GRID_LEFT = 170;
 
 function colorOf(cls: string, p: Palette): string {
   if (cls.startsWith("idle:")) return p.idle[cls.slice(5)] ?? p.neutral;
@@ -89,6 +89,7 @@ export class TimelineView {
   private instance: Chart | null = null;
   private highlight = new Set<string>(); // "lane:index"
   private selectedKernel: string | null = null;
+  private gridLeft = 170; // px left of the lanes, for their labels (laneLabelWidth)
   private readonly body: HTMLElement;
   private readonly picker: HTMLSelectElement;
   private readonly info: HTMLElement;
@@ -327,6 +328,7 @@ export class TimelineView {
     this.info.dataset.lanes = String(doc.lanes.length);
     this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
     const labels = doc.lanes.map((l) => l.label);
+    this.gridLeft = laneLabelWidth(labels);
     const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
     const [lo, hi] = this.range();
     const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
@@ -343,7 +345,7 @@ export class TimelineView {
   }
 
   private usPerPx(lo: number, hi: number): number {
-    const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+    const width = Math.max(100, (this.body.clientWidth || 800) - this.gridLeft - 30);
     return (hi - lo) / width;
   }
 
@@ -356,7 +358,7 @@ export class TimelineView {
       animation: false,
       backgroundColor: "transparent",
       textStyle: { color: p.text },
-      grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+      grid: { left: this.gridLeft, right: 24, top: 8, bottom: 64 },
       xAxis: {
         type: "value",
         min,
@@ -367,7 +369,7 @@ export class TimelineView {
         axisLabel: { color: p.muted, formatter: (v: number) => fmtDuration(v) },
         splitLine: { lineStyle: { color: p.split } },
       },
-      yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+      yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: this.gridLeft - 12, overflow: "truncate" } },
       dataZoom: [
         { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
         { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v: number) => fmtDuration(v) },
