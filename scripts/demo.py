@@ -192,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         serve(args.tensorboard_args, args.profiler_loaders)
         return 0
+    # stopped by SIGTERM (a service manager, a test), stop TensorBoard too: run's finally
+    # runs on SystemExit, not on SIGTERM's default (the child was left running)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     return run(args.logdir, args.host, args.port, args.profiler_loaders, args.tensorboard_args)
 
 

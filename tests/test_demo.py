@@ -200,10 +200,12 @@ def test_the_printed_address_answers_the_moment_it_is_printed(tmp_path: Path) ->
         base = address.split("/#")[0]
         with urllib.request.urlopen(base + demo.ROUTES[-1], timeout=5) as response:
             assert response.status == 200
-    finally:
+        # stopped by SIGTERM, it stops TensorBoard too (its child was once left running)
         proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        proc.wait(timeout=30)
+        with pytest.raises(OSError):
+            urllib.request.urlopen(base + "/", timeout=5)
+    finally:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
