@@ -470,8 +470,12 @@ def main(argv: list[str] | None = None) -> int:
     info_path = args.out / "compiled_world_info.json"
     doc = json.loads(info_path.read_text()) if info_path.exists() else {"runs": {}}
     doc["environment"] = environment()
-    doc["profiler"] = {"wait": WAIT, "warmup": WARMUP, "record_shapes": True,
-                       "profile_memory": True}
+    doc["profiler"] = {
+        "wait": WAIT,
+        "warmup": WARMUP,
+        "record_shapes": True,
+        "profile_memory": True,
+    }
     doc["warm_steps"] = WARM_STEPS
     for name in only:
         print(f"== {name}", flush=True)

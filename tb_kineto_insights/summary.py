@@ -18,7 +18,13 @@ msgspec (``cache.encode_json``):
   (:mod:`.analysis.memory`);
 - ``efficiency``: kernel efficiency per op group against the device's roofline
   (:mod:`.analysis.efficiency`);
-- ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.rules`);
+- ``diagnoses``: what limits the job, most severe first (:mod:`.analysis.rules`), each
+  fix with the step it would give, replayed on the step's dependency graph
+  (:mod:`.analysis.step_graph`, :mod:`.analysis.replay`, :mod:`.analysis.what_if`);
+- ``what_if``: those fixes ranked by predicted step time, the top ones together
+  (:mod:`.analysis.what_if`);
+- ``critical_path``: what each steady step waited on, end to end
+  (:mod:`.analysis.critical_path`);
 - ``tables``: per kernel / op name, count and time per step, for the diff
   (:mod:`.analysis.tables`).
 
@@ -37,6 +43,7 @@ import msgspec
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.analysis.communication import communication_summary
+from tb_kineto_insights.analysis.critical_path import PathPiece, critical_path_summary
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import IdlePieces, idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
@@ -45,12 +52,14 @@ from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER, diagnose
 from tb_kineto_insights.analysis.run_view import run_view
 from tb_kineto_insights.analysis.run_view_spans import RunViewSpan, run_view_inputs
+from tb_kineto_insights.analysis.step_graph import build_step_graph
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.timeline import timeline_store
 from tb_kineto_insights.analysis.trace_index import TraceIndex, build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION as _ANALYSIS_VERSION
+from tb_kineto_insights.analysis.what_if import WhatIf, what_if_summary
 from tb_kineto_insights.schema import REPORT_SCHEMA as REPORT_SCHEMA
 from tb_kineto_insights.schema import RunView, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -68,7 +77,9 @@ ANALYSIS_VERSION = _ANALYSIS_VERSION
 #: Panels a summary holds, in display order.
 PANELS: tuple[str, ...] = (
     "diagnoses",
+    "what_if",
     "steps",
+    "critical_path",
     "kernels",
     "idle",
     "communication",
@@ -100,10 +111,14 @@ def summarize_trace_with_timeline(
 
 
 def _summarize(
-    trace: Trace, thresholds: Thresholds, pieces: dict[int, IdlePieces] | None
+    trace: Trace,
+    thresholds: Thresholds,
+    pieces: dict[int, IdlePieces] | None,
+    paths: list[list[PathPiece]] | None = None,
 ) -> tuple[Summary, TraceIndex]:
     """The summary and the index it was built from; ``pieces``: filled by the idle
-    panel (``idle_summary(pieces=)``) when given."""
+    panel (``idle_summary(pieces=)``) when given; ``paths``: each steady step's critical
+    path pieces (:func:`~.analysis.critical_path.critical_path_summary`), when given."""
     index = build_index(trace, thresholds)
     steps = steps_summary(index)
     kernels = kernels_summary(index, thresholds)
@@ -115,7 +130,8 @@ def _summarize(
         index, thresholds, main, pieces.get(main) if main is not None else None
     )
     memory = memory_summary(index, thresholds)
-    efficiency = efficiency_summary(index, thresholds)
+    kernel_groups: dict[tuple[str, str, str], Any] = {}
+    efficiency = efficiency_summary(index, thresholds, kernel_groups)
     tables = tables_summary(index)
     health = trace.health.panel(trace_quality_summary(index, thresholds))
     panels = {
@@ -127,9 +143,18 @@ def _summarize(
         "efficiency": efficiency,
         "health": health,
     }
+    service = WhatIf.of(index, build_step_graph(index), kernel_groups)
+    diagnoses = diagnose(index, panels, thresholds, service)
+    critical_path, path = critical_path_summary(
+        index, service.graph if service else None, service.actual if service else None
+    )
+    if paths is not None:
+        paths.extend(path)
     summary = Summary(
-        diagnoses=diagnose(index, panels, thresholds),
+        diagnoses=diagnoses,
+        what_if=what_if_summary(diagnoses, service, steps.mean_step_us),
         steps=steps,
+        critical_path=critical_path,
         kernels=kernels,
         idle=idle,
         communication=communication,

@@ -52,13 +52,17 @@ def _churn(free_dur: float = 40.0, malloc_dur: float = 10.0) -> list[dict[str, A
 
 def test_allocator_churn_exact(tmp_path: Path) -> None:
     """The gap [50, 105) opens inside cudaFree: all 55 µs are ``allocator`` idle, 27.5 %
-    of the 200 µs step (medium); one call of each kind per step, 50 µs of host time."""
+    of the 200 µs step; one call of each kind per step, 50 µs of host time. Its fix,
+    replayed: without the two calls (40 + 10 µs) the host reaches K2's launch at 50, K2
+    runs 55-140 and the ProfilerStep's end (98 µs after that launch ended) comes at 150:
+    150 of 200 µs, a 25 % saving (medium)."""
     s = _summary(tmp_path, _churn())
     dev = s["idle"]["devices"][0]
     assert dev["causes"]["allocator"]["us"] == 55.0
     churn = next(d for d in s["diagnoses"] if d["id"] == "allocator_churn")
     assert churn["severity"] == "medium"
-    assert churn["impact_fraction"] == pytest.approx(55 / 200)
+    assert churn["impact_fraction"] == 0.25
+    assert churn["prediction"]["predicted_step_us"] == 150.0
     assert churn["evidence"]["calls_per_step"] == {"cudaFree": 1.0, "cudaMalloc": 1.0}
     assert churn["evidence"]["host_us_per_step"] == 50.0
     assert "1 cudaFree, 1 cudaMalloc per step" in churn["title"]
@@ -131,11 +135,17 @@ def _conv_steps(sync_steps: tuple[int, ...], sizes: tuple[int, ...]) -> list[dic
 
 
 def test_cudnn_autotune_exact(tmp_path: Path) -> None:
-    """Tuning in all 3 steps: the conv2d ranges (600 µs each) are the cost, 1800 / 3000
-    = 0.6 (high); the GPU idles 400 µs of each; new input shapes in every step."""
+    """Tuning in all 3 steps: the conv2d ranges (600 µs each) are 60 % of the step; the
+    GPU idles 400 µs of each; new input shapes in every step. The fix, replayed: inside
+    the conv2d ranges the host's calls and time go and only the last kernel (100 µs)
+    stays; the relu launch comes 1 µs after the range, the relu kernel (380) waits for
+    it on the stream: step 1 ends at 10 + 100 + 380 = 490, the next two steps are the
+    GPU's 100 + 380 = 480 each: 1450 / 3 = 483.3 µs, a 51.7 % saving (high)."""
     s = _summary(tmp_path, _conv_steps((0, 1, 2), (32, 33, 34)))
     tune = next(d for d in s["diagnoses"] if d["id"] == "cudnn_autotune_in_step")
-    assert tune["severity"] == "high" and tune["impact_fraction"] == pytest.approx(0.6)
+    assert tune["severity"] == "high" and tune["impact_fraction"] == 0.5167
+    assert tune["prediction"]["predicted_step_us"] == 483.333
+    assert tune["evidence"]["cost_fraction_of_step_time"] == pytest.approx(0.6)
     ev = tune["evidence"]
     assert ev["tuning_steps"] == 3 and ev["syncs_per_step"] == [2, 2, 2]
     assert ev["idle_us_per_step"] == 400.0 and ev["idle_fraction_of_step_time"] == 0.4

@@ -197,7 +197,7 @@ def test_markdown_of_hostile_run_and_kernel_names(
     base = _run(tmp_path / "base @octocat", 100.0).parent
     code_, out, _ = run_cli(["report", str(bad.parent), "--format", "markdown"], capsys)
     assert code_ == 0 and "### Diagnoses" in out
-    _assert_inert(out, our_headings=2)
+    _assert_inert(out, our_headings=3)  # the title, "What if" and "Diagnoses"
     code_, out, _ = run_cli(["diff", str(base), str(bad.parent), "--format", "markdown"], capsys)
     assert code_ == 0 and "### Largest changes (time per step)" in out
     # the kernel (its template arguments folded by the analysis) in a code span, the

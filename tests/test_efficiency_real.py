@@ -247,16 +247,20 @@ def test_sdpa_flops_attribution_and_verdicts() -> None:
 # -- DDP ------------------------------------------------------------------------------------
 
 
-def test_ddp_fp32_fires_and_tensor_core_ddp_runs_are_quiet(h200x2: Path) -> None:
-    """The residual MLP of the shared h200x2 DDP runs, recorded at world size 1: fp32
-    (TF32 off) gets matmul_without_tensor_cores, within 1.5x of the saving TF32
-    measures; with TF32 or bf16 autocast the GEMMs run on tensor cores and neither
-    efficiency verdict fires. The shared fp32 DDP runs (both ranks) get it too."""
+def test_ddp_fp32_gemms_off_the_critical_path_and_tensor_core_runs_quiet(h200x2: Path) -> None:
+    """The residual MLP of the shared h200x2 DDP runs, recorded at world size 1: in fp32
+    (TF32 off) its GEMMs run on CUDA cores, but the profiled steps are set by the host
+    (CPU ops on the critical path outweigh GPU compute several times: DDP's host path,
+    4 ms in c10d::allreduce_ alone), so replayed on tensor cores the step does not
+    shorten: no matmul_without_tensor_cores. With TF32 or bf16 autocast the GEMMs run on
+    tensor cores and neither efficiency verdict fires. The shared fp32 DDP runs with
+    default buckets: the same (the host, and on the straggler run the wait, set the
+    pace); with tuned buckets the GEMMs are on the path and the verdict fires."""
     fp32 = _summary("eff_ddp_fp32")
-    d = _diag(fp32, "matmul_without_tensor_cores")
-    assert d is not None and d.severity in ("medium", "high")
-    measured = 1.0 - _info("eff_ddp_tf32")["step_ms"] / _info("eff_ddp_fp32")["step_ms"]
-    assert measured / 1.5 <= d.impact_fraction <= measured * 1.5
+    assert _diag(fp32, "matmul_without_tensor_cores") is None
+    assert any(r.cuda_cores for r in fp32.efficiency.rows if r.category == "matmul")
+    path = fp32.critical_path.mean_by_class_us
+    assert path["cpu_ops"] >= 5 * path.get("compute", 0.0)
     for run in ("eff_ddp_tf32", "eff_ddp_bf16"):
         s = _summary(run)
         assert not {"matmul_without_tensor_cores", "low_kernel_efficiency"} & _ids(s), run
@@ -265,10 +269,16 @@ def test_ddp_fp32_fires_and_tensor_core_ddp_runs_are_quiet(h200x2: Path) -> None
         # all but the tiny classifier head (N = 16: a cutlass::Kernel2 of unknown unit)
         on_tensor = sum(r.time_us_per_step for r in gemm if (r.unit or "").endswith("_tensor"))
         assert on_tensor >= 0.99 * sum(r.time_us_per_step for r in gemm), run
-    for run in ("ddp_default", "ddp_tuned", "ddp_straggler"):
-        for path in sorted((h200x2 / run).glob("rank*.json.gz")):
-            d = _diag(summarize_file(str(path)), "matmul_without_tensor_cores")
-            assert d is not None and d.severity in ("medium", "high"), path.name
+    for run in ("ddp_default", "ddp_straggler"):
+        for path_ in sorted((h200x2 / run).glob("rank*.json.gz")):
+            s = summarize_file(str(path_))
+            assert _diag(s, "matmul_without_tensor_cores") is None, path_.name
+            assert any(r.cuda_cores for r in s.efficiency.rows), path_.name
+    # ddp_tuned (4 large buckets): its GEMMs are on the critical path, replayed on
+    # tensor cores its steps shorten by 5-25 % (rank 1: 7 %, rank 0: 19 %)
+    for path_ in sorted((h200x2 / "ddp_tuned").glob("rank*.json.gz")):
+        d = _diag(summarize_file(str(path_)), "matmul_without_tensor_cores")
+        assert d is not None and 0.05 <= d.impact_fraction <= 0.25, path_.name
 
 
 # -- convolutions: the claim against channels_last ------------------------------------------

@@ -61,22 +61,31 @@ def test_table_covers_every_run() -> None:
 
 
 @functools.cache
-def _facts(run: str) -> tuple[list[list[dict[str, Any]]], frozenset[str]]:
-    """The diagnoses of every span summary and view across ranks of ``run``, and the
-    names of the CPU ops its spans ran off the step's threads (``tables.ops_elsewhere``)
-    (cached: the tests below read them; only these are kept)."""
+def _facts(
+    run: str,
+) -> tuple[list[list[dict[str, Any]]], frozenset[str], list[dict[str, Any]]]:
+    """The diagnoses of every span summary and view across ranks of ``run``, the names
+    of the CPU ops its spans ran off the step's threads (``tables.ops_elsewhere``) and
+    every span's ``what_if`` (cached: the tests below read them; only these are kept)."""
     report = as_json(build_report(str(_path(run))))
     out = []
     elsewhere: set[str] = set()
+    what_ifs = []
     for r in report["runs"]:
         for worker in r["workers"]:
             summaries = [span.get("summary", {}) for span in worker["spans"]]
             out += [s.get("diagnoses", []) for s in summaries]
+            what_ifs += [s["what_if"] for s in summaries if "what_if" in s]
             for s in summaries:
                 rows = s.get("tables", {}).get("ops_elsewhere", {}).get("rows", [])
                 elsewhere.update(row["name"] for row in rows)
         out.append((r.get("run_summary") or {}).get("diagnoses", []))
-    return out, frozenset(elsewhere)
+    return out, frozenset(elsewhere), what_ifs
+
+
+def _what_ifs(run: str) -> list[dict[str, Any]]:
+    """The ``what_if`` section of every span summary of ``run``."""
+    return _facts(run)[2]
 
 
 def _diagnoses(run: str) -> list[list[dict[str, Any]]]:
@@ -90,13 +99,24 @@ def test_run_gets_exactly_the_listed_diagnoses(run: str, ids: frozenset[str]) ->
 
 
 @pytest.mark.parametrize("run", [r for r, _ in ROWS])
-def test_diagnosis_impacts_never_add_past_the_step(run: str) -> None:
-    """Each diagnosis' ``impact_fraction`` is the share of step time it explains, and no
-    two diagnoses claim the same time: their sum is at most the whole step, in every
-    span's summary and in every view across ranks of every real run."""
+def test_each_impact_is_a_share_of_the_step_and_fixes_combine_by_replay(run: str) -> None:
+    """Each diagnosis' ``impact_fraction`` is the share of the step its fix saves
+    (replayed: fixes overlap, so impacts do not add up); it lies in [0, 1], equals its
+    prediction's saving, and the top fixes replayed together save at least as much as
+    the best of them alone, and no more than the whole step."""
     for diagnoses in _diagnoses(run):
-        impacts = [(d["id"], d["impact_fraction"]) for d in diagnoses]
-        assert sum(f for _, f in impacts) <= 1.0 + 1e-9, impacts
+        for d in diagnoses:
+            assert 0.0 <= d["impact_fraction"] <= 1.0, (d["id"], d["impact_fraction"])
+            p = d.get("prediction")
+            if p is not None:
+                assert d["impact_fraction"] == pytest.approx(p["saving_fraction"], abs=1e-4)
+    for w in _what_ifs(run):
+        combined = w.get("combined")
+        if combined:
+            best = max(
+                f["saving_fraction"] for f in w["fixes"] if f["diagnosis"] in combined["diagnoses"]
+            )
+            assert best - 0.01 <= combined["saving_fraction"] <= 1.0, (combined, w["fixes"])
 
 
 @pytest.mark.parametrize("run", [r for r, _ in ROWS])

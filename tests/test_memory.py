@@ -561,8 +561,12 @@ def async_events(steps: int = 4) -> list[dict[str, Any]]:
 def test_host_ahead_memory_uses_host_windows_exact(tmp_path: Path) -> None:
     trace = read_trace(str(write_trace(tmp_path / "t.json", async_events())))
     index = build_index(trace)
-    st = index.steps
     us = 1000
+    # step 1's window (its kernel starts on an idle GPU 990 µs after its launch) is
+    # twice the others: a warm-up step, left out of the steady-state steps
+    assert [(w.number, w.reason) for w in index.left_out_steps] == [(1, "warm_up")]
+    assert index.steps.number.tolist() == [2, 3, 4]
+    st = index.host_steps  # every step: the memory panel's host windows
     # GPU windows: step 1 runs to its kernel's end (2000 µs), the others tile after it
     assert st.start_ns.tolist() == [0, 2000 * us, 3000 * us, 4000 * us]
     assert st.end_ns.tolist() == [2000 * us, 3000 * us, 4000 * us, 5000 * us]

@@ -98,8 +98,9 @@ def _recording_info() -> dict[str, Any]:
 
 def _steps_in_flight(path: str) -> list[int]:
     """Per step: earlier steps whose GPU-extended window had not ended when the host
-    started it (how many steps ahead the host ran)."""
-    st = build_index(read_trace(path)).steps
+    started it (how many steps ahead the host ran): every profiled window, the one
+    left out for its GPU backlog included."""
+    st = build_index(read_trace(path)).host_steps
     return [int((st.end_ns[:k] > st.cpu_start_ns[k]).sum()) for k in range(len(st))]
 
 

@@ -74,15 +74,30 @@ def test_optimizer_cost_exact_and_not_counted_twice(tmp_path: Path) -> None:
     assert set(by_id) == {"optimizer_step_bound", "small_kernel_flood", "trace_too_few_steps"}
     bound = by_id["optimizer_step_bound"]
     assert bound["severity"] == "high"
-    assert bound["impact_fraction"] == pytest.approx(2000 / 2502)
+    assert bound["evidence"]["cost_fraction_of_step_time"] == pytest.approx(2000 / 2502)
+    # its fix replayed (a fused optimizer: 5 % of its host time and launch calls left,
+    # its kernels' work kept): kernels 0-49 still run at the host's pace, the last one
+    # ending at 502; then the host issues the optimizer's 200 kernels faster than the
+    # GPU runs them: 502 + 200 × 3 = 1102 of 2502 µs
+    assert bound["prediction"]["predicted_step_us"] == 1102.0
+    assert bound["impact_fraction"] == round(1 - 1102 / 2502, 4)
     assert bound["evidence"]["mode"] == "per_parameter"
     assert "one parameter at a time, 200 kernels per step" in bound["title"]
     assert "foreach=True" in bound["recommendation"]
     flood = by_id["small_kernel_flood"]
-    assert flood["impact_fraction"] == pytest.approx(502 / 2502)
+    assert flood["evidence"]["launch_bound_cost_fraction_of_step_time"] == pytest.approx(502 / 2502)
     assert flood["evidence"]["optimizer_step_cost_left_out_us"] == 2000.0
     assert "outside the optimizer step" in flood["title"]
-    assert sum(d["impact_fraction"] for d in s["diagnoses"]) == pytest.approx(1.0)
+    # its fix replayed (CUDA graphs outside the optimizer: the add_ dispatch and launch
+    # calls of kernels 0-49 gone, the 1 µs of untraced time between ops kept): kernels
+    # 0-49 run back to back by 150; the optimizer's launches, 10 µs apart from 55, catch
+    # up with the GPU at its 14th kernel and set the pace: the last kernel, launched at
+    # 2045, ends at 2052
+    assert flood["prediction"]["predicted_step_us"] == 2052.0
+    # together (replayed at once): every kernel issued faster than it runs: 250 × 3 µs
+    combined = s["what_if"]["combined"]
+    assert combined["diagnoses"] == ["optimizer_step_bound", "small_kernel_flood"]
+    assert combined["predicted_step_us"] == 750.0
 
 
 def test_foreach_optimizer_needs_a_larger_share(tmp_path: Path) -> None:
@@ -98,7 +113,9 @@ def test_foreach_optimizer_needs_a_larger_share(tmp_path: Path) -> None:
     s = _summary(tmp_path, plain)
     assert "optimizer_step_bound" not in {d["id"] for d in s["diagnoses"]}
     flood = next(d for d in s["diagnoses"] if d["id"] == "small_kernel_flood")
-    assert flood["impact_fraction"] == pytest.approx(1.0)
+    assert flood["evidence"]["launch_bound_cost_fraction_of_step_time"] == pytest.approx(1.0)
+    # replayed without the dispatch: 250 kernels of 3 µs back to back
+    assert flood["prediction"]["predicted_step_us"] == 750.0
 
 
 def test_gpu_bound_optimizer_is_quiet(tmp_path: Path) -> None:

@@ -10,15 +10,18 @@ from typing import Any
 import msgspec
 
 from tb_kineto_insights.analysis.communication import communication_summary
+from tb_kineto_insights.analysis.critical_path import critical_path_summary  # noqa: E402
 from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.idle import idle_summary
 from tb_kineto_insights.analysis.kernels import kernels_summary
 from tb_kineto_insights.analysis.memory import memory_summary
 from tb_kineto_insights.analysis.overview import steps_summary
 from tb_kineto_insights.analysis.rules import diagnose
+from tb_kineto_insights.analysis.step_graph import build_step_graph  # noqa: E402
 from tb_kineto_insights.analysis.tables import tables_summary
 from tb_kineto_insights.analysis.trace_index import build_index
 from tb_kineto_insights.analysis.trace_quality import trace_quality_summary
+from tb_kineto_insights.analysis.what_if import WhatIf, what_if_summary  # noqa: E402
 from tb_kineto_insights.schema import SUMMARY_DECODER, Summary
 from tb_kineto_insights.schema.communication import CommunicationPanel
 from tb_kineto_insights.schema.diagnoses import Diagnosis
@@ -29,6 +32,7 @@ from tb_kineto_insights.schema.kernels import KernelsPanel
 from tb_kineto_insights.schema.memory import MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
+from tb_kineto_insights.schema.what_if import CriticalPathPanel, WhatIfPanel
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
 
@@ -47,6 +51,7 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
     index = build_index(trace)
     # the idle panel's attributed idle of the main GPU feeds each collective's lead-up
     pieces: dict[int, Any] = {}
+    kernel_groups: dict[tuple[str, str, str], Any] = {}
     idle = idle_summary(index, pieces=pieces)
     main = idle.main_device
     assert main is not None
@@ -58,7 +63,7 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
             index, lead_up_device=main, lead_up_pieces=pieces[main]
         ),
         "memory": memory_summary(index),
-        "efficiency": efficiency_summary(index),
+        "efficiency": efficiency_summary(index, kernels_of=kernel_groups),
         "health": trace.health.panel(trace_quality_summary(index)),
     }
     for key, struct_type in (
@@ -74,11 +79,17 @@ def test_real_trace_panels_are_structs_and_encode_as_the_summary(h200x2: Path) -
     assert type(panels["health"].trace_quality) is TraceQuality
     tables = tables_summary(index)
     assert type(tables) is TablesPanel
-    found = diagnose(index, panels)
+    service = WhatIf.of(index, build_step_graph(index), kernel_groups)
+    assert service is not None
+    found = diagnose(index, panels, what_if=service)
     assert found and all(type(d) is Diagnosis for d in found)
     exposed = next(d for d in found if d.id == "exposed_communication")
     assert 12_000 < exposed.evidence["exposed_wait_estimate_us_per_step"] < 15_500
-    built = Summary(diagnoses=found, tables=tables, **panels)
+    path, _ = critical_path_summary(index, service.graph, service.actual)
+    assert type(path) is CriticalPathPanel and path.steps
+    what_if = what_if_summary(found, service, panels["steps"].mean_step_us)
+    assert type(what_if) is WhatIfPanel
+    built = Summary(diagnoses=found, tables=tables, critical_path=path, what_if=what_if, **panels)
 
     encoded = msgspec.json.encode(built)
     assert encoded == msgspec.json.encode(summarize_trace(trace))  # the seam changes nothing

@@ -57,7 +57,8 @@ def test_b5_kernels_ts_zero(shared_cases: Path) -> None:
     sev0 = {d["id"]: d["severity"] for d in b0["diagnoses"]}
     sev5 = {d["id"]: d["severity"] for d in b5["diagnoses"]}
     assert "low_gpu_utilization" not in sev5
-    assert sev5["gpu_idle_host_sync"] == sev0["gpu_idle_host_sync"] == "medium"
+    # idle 24.7 % of the step after syncs; without them (replayed) it saves 32-36 %: high
+    assert sev5["gpu_idle_host_sync"] == sev0["gpu_idle_host_sync"] == "high"
     # and, with 2 of its 4 steps left out for lost GPU data, too few for the noise rule
     assert set(sev5) - set(sev0) == {"trace_data_loss", "trace_too_few_steps"}
     assert set(sev0) - set(sev5) == set()

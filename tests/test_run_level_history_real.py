@@ -218,6 +218,6 @@ def test_a_forged_run_diagnosis_in_the_index_is_damage(
     caplog.set_level("WARNING")
     again, _ = collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
     assert [r.run_diagnoses for r in again] == [r.run_diagnoses for r in first]
-    assert again[0].run_diagnoses and again[0].run_diagnoses[0].impact_fraction > 0.4
+    assert again[0].run_diagnoses and again[0].run_diagnoses[0].impact_fraction > 0.3
     lines = [r.getMessage() for r in caplog.records if "damaged headline index" in r.getMessage()]
     assert len(lines) == 1 and "impact_fraction -1e+308 of 'communication_straggler'" in lines[0]

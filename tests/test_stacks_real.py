@@ -119,25 +119,44 @@ def _without_stacks(src: Path, dst: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("trace", "expected"),
+    ("trace", "with_stacks_ids", "bare_ids"),
     [
-        (Path("stacks_healthy"), {"trace_warmup_step"}),
-        (Path("stacks_blocking_log"), {"gpu_idle_host_sync", "low_gpu_utilization"}),
-        (Path("stacks_preprocess"), {"gpu_idle_host_untraced"}),
-        (Path("capture_full"), {"gpu_idle_host_untraced", "low_gpu_utilization"}),
+        (Path("stacks_healthy"), set(), set()),
+        # with stacks the sync's idle is log_metrics' (moved off the thread: 15.3 → 3.2
+        # ms replayed); without them the only fix to replay is the sync itself, which
+        # saves nothing (the host's 12 ms after it stay): no sync verdict
+        (
+            Path("stacks_blocking_log"),
+            {"gpu_idle_host_sync", "low_gpu_utilization"},
+            {"low_gpu_utilization"},
+        ),
+        (Path("stacks_preprocess"), {"gpu_idle_host_untraced"}, {"gpu_idle_host_untraced"}),
+        (
+            Path("capture_full"),
+            {"gpu_idle_host_untraced", "low_gpu_utilization"},
+            {"gpu_idle_host_untraced", "low_gpu_utilization"},
+        ),
     ],
 )
-def test_stacks_change_no_verdict(tmp_path: Path, trace: Path, expected: set[str]) -> None:
-    """With and without the python_function events: the same diagnoses, the same
-    idle numbers; only the frames, the titles' frame part and the advice differ."""
+def test_stacks_change_only_what_a_named_frame_changes(
+    tmp_path: Path, trace: Path, with_stacks_ids: set[str], bare_ids: set[str]
+) -> None:
+    """With and without the python_function events: the same idle numbers; a
+    diagnosis whose cost is one named function's (a dominant frame) predicts that
+    function's time off the thread, the others the same fix (and impact) either way;
+    the titles differ only by the frame part."""
     (src,) = (SAMPLE_LOGS / trace).glob("*.pt.trace.json.gz")
     with_stacks = summarize_file(str(src))
     bare = summarize_file(str(_without_stacks(src, tmp_path / "bare.pt.trace.json")))
-    assert {d.id for d in with_stacks.diagnoses} == expected
-    assert {d.id for d in bare.diagnoses} == expected
-    for a, b in zip(with_stacks.diagnoses, bare.diagnoses, strict=True):
-        assert a.id == b.id and a.impact_fraction == pytest.approx(b.impact_fraction)
+    assert {d.id for d in with_stacks.diagnoses} == with_stacks_ids
+    assert {d.id for d in bare.diagnoses} == bare_ids
+    bare_by_id = {d.id: d for d in bare.diagnoses}
+    for a in with_stacks.diagnoses if with_stacks_ids == bare_ids else []:
+        b = bare_by_id[a.id]
         assert a.title.startswith(b.title)
+        fix_a = getattr(a.prediction, "fix", None)
+        if fix_a == getattr(b.prediction, "fix", None):
+            assert a.impact_fraction == pytest.approx(b.impact_fraction)
     assert with_stacks.idle is not None and bare.idle is not None
     assert bare.idle.python_stacks is False
     for d_with, d_bare in zip(with_stacks.idle.devices, bare.idle.devices, strict=True):

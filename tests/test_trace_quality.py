@@ -143,10 +143,15 @@ def test_profiler_overhead(tmp_path: Path) -> None:
     assert q["overhead_us"] == 120.0
     assert q["overhead_fraction"] == 0.12  # 120 / 1000 µs profiled
     d = next(d for d in s["diagnoses"] if d["id"] == "trace_profiler_overhead")
-    # a cost in step time: severity from impact (medium from 10 %)
-    assert (d["impact_fraction"], d["severity"]) == (0.12, "medium")
-    # "12.0 %" with a space, as every other percentage the report prints (was "12.0%")
-    assert d["title"] == "The profiler's own overhead takes 12.0 % of the profiled time"
+    # its cost is what it adds to the step: the 120 µs buffer request [1001, 1121) on the
+    # step's thread, less the 5 launch calls (2 µs each) inside it that stay, comes out
+    # of the host's time: 110 of 1000 µs, 11 % (medium from 10 %)
+    assert (d["impact_fraction"], d["severity"]) == (0.11, "medium")
+    assert d["prediction"]["predicted_step_us"] == 178.0  # 200 - 110 / 5
+    assert d["title"] == (
+        "The profiler's own activities lengthen the step by 11.0 % "
+        "(12.0 % of the profiled time is their work)"
+    )
     s2 = as_json(summarize_file(str(_trace(tmp_path / "j.json", [200.0] * 5, overhead_us=40.0))))
     assert s2["health"]["trace_quality"]["profiler"]["overhead_fraction"] == 0.04
     assert "trace_profiler_overhead" not in _ids(s2)  # under min_impact_fraction (5 %)

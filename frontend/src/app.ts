@@ -17,6 +17,7 @@ import { efficiencyPanel } from "./panels/efficiency";
 import { memoryPanel } from "./panels/memory";
 import { overviewPanel } from "./panels/overview";
 import { type TimelineTarget, TimelineView } from "./panels/timeline";
+import { whatIfSection } from "./panels/whatif";
 import { type Panel, fill, panel, setError, setLoading, subhead } from "./panels/shell";
 import { loadText, spanLabel, spansComparedText } from "./shape";
 import { type Palette, detectDark, palette, watchTheme } from "./theme";
@@ -266,6 +267,14 @@ export class App {
       const m = momentOf(d);
       return m ? () => this.openMoment(m) : null;
     };
+  }
+
+  // The What-if section's link to a diagnosis: its card scrolled into view, focused.
+  private showDiagnosis(id: string): void {
+    const card = this.win.document.querySelector<HTMLElement>(`article.diagnosis[data-diagnosis-id="${CSS.escape(id)}"]`);
+    if (!card) return;
+    card.scrollIntoView({ block: "center" });
+    card.focus();
   }
 
   private openMoment(m: Moment): void {
@@ -657,7 +666,10 @@ export class App {
   private drawSpan(diag: Panel, panels: Panel[], summary: Summary): void {
     const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
     this.spanDiag = diag;
-    fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
+    fill(diag, () => [
+      ...whatIfSection(summary, this.pal, (id) => this.showDiagnosis(id), this.momentOpener()),
+      ...diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()),
+    ]);
     fill(byId.overview, () => overviewPanel(summary, this.pal));
     fill(byId.kernels, () => kernelsPanel(summary, this.pal));
     const onGap = (g: IdleGap) => this.openGap(g);
@@ -775,7 +787,10 @@ export class App {
     const loaded = this.loaded;
     if (loaded?.kind === "span" && this.spanDiag) {
       const summary = loaded.summary;
-      fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
+      fill(this.spanDiag, () => [
+        ...whatIfSection(summary, this.pal, (id) => this.showDiagnosis(id), this.momentOpener()),
+        ...diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()),
+      ]);
     }
     if (loaded?.kind === "span") void this.timeline?.preselected();
     if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {

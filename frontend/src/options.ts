@@ -665,3 +665,47 @@ export function fitLegend(option: ChartOption, widthPx: number): ChartOption {
   const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
   return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
 }
+
+// What if: the step time now, with each recommended fix, and with the top fixes
+// together (horizontal bars, ms, the current step at the top, the combined fix last).
+export interface WhatIfBar {
+  label: string;
+  us: number;
+  kind: "now" | "fix" | "combined";
+  speedup: number | null;
+  method: string;
+}
+
+export function whatIfOption(rows: WhatIfBar[], p: Palette): ChartOption {
+  const sorted = [...rows].reverse(); // the first row at the top
+  const axis = durationAxisUnit(Math.max(0, ...rows.map((r) => r.us)));
+  const color = (r: WhatIfBar) => (r.kind === "now" ? p.neutral : r.kind === "combined" ? p.accent : p.good);
+  return {
+    ...base(p),
+    grid: grid(false, { right: 24 }),
+    tooltip: tooltip(p, "axis", (params) => {
+      const r = sorted[asList(params)[0]?.dataIndex ?? 0];
+      return tipNode(r.label, [
+        { color: color(r), label: "step time", value: fmtDuration(r.us), strong: true },
+        ...(r.speedup ? [{ label: "speed-up", value: `${r.speedup.toFixed(2)}×` }] : []),
+        { label: "how", value: r.kind === "now" ? "measured (steady-state steps)" : r.method === "replay" ? "replayed on the step's graph" : "the rule's estimate" },
+      ]);
+    }),
+    xAxis: { type: "value", name: `step time (${axis.unit})`, nameLocation: "middle", nameGap: 26, ...axisStyle(p) },
+    yAxis: {
+      type: "category",
+      data: sorted.map((r) => r.label),
+      ...axisStyle(p),
+      splitLine: { show: false },
+      axisLabel: { color: p.text, width: 260, overflow: "truncate", fontFamily: FONT },
+    },
+    series: [
+      {
+        type: "bar",
+        name: "step time",
+        barMaxWidth: 18,
+        data: sorted.map((r) => ({ value: r.us / axis.divisor, itemStyle: { color: color(r) } })),
+      },
+    ],
+  };
+}

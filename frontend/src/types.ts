@@ -19,7 +19,9 @@ export interface KinetoInsightsDocuments {
  */
 export interface Summary {
   diagnoses: Diagnosis[];
+  what_if: WhatIfPanel;
   steps: StepsPanel;
+  critical_path: CriticalPathPanel;
   kernels: KernelsPanel;
   idle: IdlePanel;
   communication: CommunicationPanel;
@@ -34,7 +36,9 @@ export interface Summary {
  * ``info``), the ``panel`` that shows its evidence, and ``impact_fraction``: the share
  * of step time it explains. ``evidence``: numbers behind it, keys depend on ``id``;
  * ``moment``: where to see it on the timeline, for a diagnosis with a place in time
- * (absent otherwise). (Also ``run_summary.diagnoses[]``.)
+ * (absent otherwise); ``prediction``: the step time its fix would give, for a
+ * diagnosis that recommends a fix (absent otherwise). (Also
+ * ``run_summary.diagnoses[]``.)
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "Diagnosis".
@@ -50,6 +54,7 @@ export interface Diagnosis {
   panel: string;
   impact_fraction: number;
   moment?: Moment;
+  prediction?: FixPrediction;
 }
 /**
  * Where a diagnosis can be seen on the timeline (each rule's moment, ``analysis/rules/``): step
@@ -67,6 +72,72 @@ export interface Moment {
   length_us: number;
   what: string;
   worker?: string | null;
+}
+/**
+ * ``diagnoses[].prediction``: the step time the diagnosis' fix would give.
+ * ``fix``: what the fix changes, in words; ``method``: ``"replay"`` (the step's
+ * dependency graph replayed with the change: ``analysis.replay``) or ``"estimate"``
+ * (the rule's own formula: no graph to replay); ``actual_step_us``: the mean
+ * steady-state step; ``predicted_step_us``; ``speedup`` = actual ÷ predicted;
+ * ``saving_fraction`` = 1 − predicted ÷ actual (the diagnosis' ``impact_fraction``).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "FixPrediction".
+ */
+export interface FixPrediction {
+  fix: string;
+  method: string;
+  actual_step_us: number;
+  predicted_step_us: number;
+  speedup: number;
+  saving_fraction: number;
+}
+/**
+ * ``summary.what_if`` (``analysis.what_if.what_if_summary``): "do this, and your
+ * step goes from A to B". ``actual_step_us``: the mean steady-state step;
+ * ``replay_error_fraction``: |unchanged replay − measured| ÷ measured (how closely the
+ * graph holds the trace; None without a graph); ``fixes``: each recommended fix with
+ * its predicted step, fastest first; ``combined``: the top fixes together (None with
+ * fewer than two); ``notes``: why a prediction is missing or only estimated.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "WhatIfPanel".
+ */
+export interface WhatIfPanel {
+  actual_step_us: number | null;
+  replay_error_fraction: number | null;
+  fixes: WhatIfFix[];
+  combined: WhatIfCombined | null;
+  notes: string[];
+}
+/**
+ * ``what_if.fixes[]``: one recommended fix: the ``diagnosis`` id that recommends it,
+ * its prediction (as ``FixPrediction``) and the diagnosis' ``moment`` when it has one.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "WhatIfFix".
+ */
+export interface WhatIfFix {
+  diagnosis: string;
+  fix: string;
+  method: string;
+  predicted_step_us: number;
+  speedup: number;
+  saving_fraction: number;
+  moment?: Moment;
+}
+/**
+ * ``what_if.combined``: the top fixes applied together and replayed together (not
+ * their savings added up): ``diagnoses`` (ids, in rank order), the step they give.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "WhatIfCombined".
+ */
+export interface WhatIfCombined {
+  diagnoses: string[];
+  predicted_step_us: number;
+  speedup: number;
+  saving_fraction: number;
 }
 /**
  * ``summary.steps`` (``analysis.overview.steps_summary``): the steady-state
@@ -155,6 +226,55 @@ export interface LeftOutStep {
   ratio: number;
   backlog_us: number;
   launches_without_gpu_event: number;
+}
+/**
+ * ``summary.critical_path`` (``analysis.critical_path.critical_path_summary``):
+ * what each steady step waited on, end to end. ``mean_by_class_us``: the path's mean
+ * time per step by class (``analysis.critical_path.CLASSES``), adding up to
+ * ``mean_length_us`` (the mean step time); ``fraction_by_class``: the same ÷ the mean
+ * step time; ``top``: the largest GPU pieces of the path; ``notes``: why there is no
+ * path (empty ``steps``).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CriticalPathPanel".
+ */
+export interface CriticalPathPanel {
+  steps: CriticalPathStep[];
+  mean_length_us: number | null;
+  mean_by_class_us: {
+    [k: string]: number | undefined;
+  };
+  fraction_by_class: {
+    [k: string]: number | undefined;
+  };
+  top: CriticalPathItem[];
+  notes: string[];
+}
+/**
+ * ``critical_path.steps[]``: one steady step's path: its ``length_us`` (the step
+ * time) and the path's time by class (µs; classes with time only).
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CriticalPathStep".
+ */
+export interface CriticalPathStep {
+  number: number;
+  length_us: number;
+  by_class_us: {
+    [k: string]: number | undefined;
+  };
+}
+/**
+ * ``critical_path.top[]``: GPU work on the path, by the CPU op that launched it
+ * (``name``; the kernel's short name where none), its class and µs per step.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "CriticalPathItem".
+ */
+export interface CriticalPathItem {
+  name: string;
+  klass: string;
+  us_per_step: number;
 }
 /**
  * ``summary.kernels`` (``analysis.kernels.kernels_summary``): kernel
@@ -1778,7 +1898,10 @@ export interface DiffOps {
   unchanged_count: number;
 }
 /**
- * ``diff.diagnoses``.
+ * ``diff.diagnoses``: the ids that appeared, disappeared and were kept, every
+ * diagnosis found on each side, and ``predictions``: each disappeared diagnosis whose
+ * fix the base predicted, checked against the experiment's step (the loop
+ * profile → fix → profile again, closed).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "DiffDiagnoses".
@@ -1788,6 +1911,7 @@ export interface DiffDiagnoses {
   disappeared: string[];
   kept: string[];
   found: FoundDiagnoses;
+  predictions?: PredictionCheck[];
 }
 /**
  * ``diff.diagnoses.found``.
@@ -1813,6 +1937,28 @@ export interface FoundDiagnosis {
   impact_fraction: number;
   scope: string;
   where: string;
+  fix?: string | null;
+  predicted_step_us?: number | null;
+}
+/**
+ * ``diff.diagnoses.predictions[]``: a diagnosis of the base that the experiment no
+ * longer has, whose fix the base predicted: the prediction beside the measurement.
+ * ``fix``, ``base_step_us`` (the base's mean steady step), ``predicted_step_us`` (the
+ * base's prediction for the fix, the slowest span's), ``measured_step_us`` (the
+ * experiment's mean steady step, the headline's), ``error_fraction`` = predicted ÷
+ * measured − 1, ``text``: that in one line.
+ *
+ * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
+ * via the `definition` "PredictionCheck".
+ */
+export interface PredictionCheck {
+  id: string;
+  fix: string;
+  base_step_us: number;
+  predicted_step_us: number;
+  measured_step_us: number;
+  error_fraction: number;
+  text: string;
 }
 /**
  * ``diff.per_rank[]``.

@@ -68,6 +68,8 @@ class ConvAutotune(NamedTuple):
     top_ops: list[tuple[str, float]]
     shapes_per_step: list[int]
     new_shapes_per_step: list[int]
+    #: the tuning ranges of the tuning steps, as an interval set (ns, trace clock)
+    tuning_ranges: tuple[np.ndarray, np.ndarray] = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _shape_key(dims: object) -> str | None:
@@ -162,6 +164,7 @@ def conv_autotune(index: TraceIndex, device: int | None, min_syncs: int) -> Conv
         top_ops=sorted(by_op.items(), key=lambda kv: -kv[1])[:3],
         shapes_per_step=shapes_per_step,
         new_shapes_per_step=new_per_step,
+        tuning_ranges=ranges,
     )
 
 

@@ -294,11 +294,14 @@ class _Grouped(NamedTuple):
 
 
 def efficiency_summary(
-    index: TraceIndex, thresholds: Thresholds = DEFAULT_THRESHOLDS
+    index: TraceIndex,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    kernels_of: dict[tuple[str, str, str], np.ndarray] | None = None,
 ) -> EfficiencyPanel:
     """``summary.efficiency`` (module docstring): op groups of the main device with their
     achieved rates against the roofline; notes instead of claims where none is
-    possible."""
+    possible. ``kernels_of``, when given, receives each row's kernels: ``(op, shapes,
+    dtype)`` → their rows of the kernel table (what a fix of that group changes)."""
     th = thresholds
     trace = index.trace
     steps = index.steps
@@ -342,6 +345,8 @@ def efficiency_summary(
         trace, groups, peak, n_steps, num_sms if isinstance(num_sms, int) else None, th, notes
     )
     out.sort(key=lambda r: -r.time_us_per_step)
+    if kernels_of is not None:
+        _kernels_of_rows(ksel, grouped, row_of, kernels_of)
     if not out:
         notes.append("No kernel time in ops with a FLOPs or bytes formula and shapes.")
     headline = _headline(out)
@@ -368,6 +373,22 @@ def efficiency_summary(
         notes=notes,
         per_step=per_step,
     )
+
+
+def _kernels_of_rows(
+    ksel: np.ndarray,
+    grouped: _Grouped,
+    row_of: dict[int, EfficiencyRow],
+    out: dict[tuple[str, str, str], np.ndarray],
+) -> None:
+    """Fill ``out``: per row of the panel, ``(op, shapes, dtype)`` → its kernel rows."""
+    kept = grouped.kept
+    rows, groups = ksel[kept], grouped.kernel_group[kept]
+    order = np.argsort(groups, kind="stable")
+    rows, groups = rows[order], groups[order]
+    bounds = np.searchsorted(groups, np.arange(len(grouped.groups) + 1))
+    for gid, row in row_of.items():
+        out[(row.op, row.shapes, row.dtype)] = rows[bounds[gid] : bounds[gid + 1]]
 
 
 def _step_kernels(index: TraceIndex, device: int) -> np.ndarray:

@@ -41,7 +41,11 @@ import msgspec
 import numpy as np
 
 from tb_kineto_insights.analysis import straggler as st
-from tb_kineto_insights.analysis.rules import diagnose_run, replaces_span_diagnosis
+from tb_kineto_insights.analysis.rules import (
+    diagnose_run,
+    replaces_span_diagnosis,
+    straggler_superseded,
+)
 from tb_kineto_insights.analysis.run_view_match import (
     LARGEST_SKEWS,
     Matched,
@@ -95,13 +99,21 @@ def run_view(
 def superseded_span_diagnoses(diagnoses: list[Diagnosis]) -> list[SupersededDiagnosis]:
     """The span-level diagnoses the run-level ones replace: ``{worker, rank, id}`` for
     each run-level diagnosis whose rule says so (``exposed_communication``: the exact
-    wait/transfer split of that rank replaces the estimate of its own trace). Front ends
-    hide or mark those."""
-    return [
+    wait/transfer split of that rank replaces the estimate of its own trace; the
+    straggler's own diagnosis of the cause that makes it late: the straggler's measure
+    across ranks states what fixing it gives the job). Front ends hide or mark those."""
+    out = [
         SupersededDiagnosis(worker=d.evidence["worker"], rank=d.evidence["rank"], id=d.id)
         for d in diagnoses
         if replaces_span_diagnosis(d)
     ]
+    for d in diagnoses:
+        same = straggler_superseded(d)
+        if same is not None:
+            out.append(
+                SupersededDiagnosis(worker=d.evidence["worker"], rank=d.evidence["rank"], id=same)
+            )
+    return out
 
 
 def run_summary(

@@ -18,7 +18,8 @@ dependency graph replayed with a change applied):
 * **The GPU streams.** Every kernel, copy and memset launched by a chain event is an
   operation on its stream, in the stream's order. It starts at the latest of three
   moments, whichever the trace shows was binding: the previous operation's end plus the
-  stream's own gap (``op_gap``), its launch call's start plus the launch latency
+  stream's own gap (``op_gap``: it was queued before its stream was free), its launch
+  call's start plus the launch latency
   (``op_lat``), and, where it waited for work on another stream (``cudaStreamWaitEvent``:
   a start far from both of the others, right at another stream's end), that
   operation's end (``op_dep``, ``op_dep_gap``). GPU work in the steady windows launched
@@ -58,15 +59,17 @@ KIND_NAMES: tuple[str, ...] = ("marker", "launch", "sync", "allocator", "runtime
 COMPUTE, COMMUNICATION, MEMCPY, MEMSET = 0, 1, 2, 3
 OP_KIND_NAMES: tuple[str, ...] = ("compute", "communication", "memcpy", "memset")
 
-#: An operation that starts at most this long after the previous one on its stream
-#: ended was waiting for it (the stream was busy): consecutive kernels of a queue start
-#: 1-3 µs apart on H100/H200.
-STREAM_GAP_NS = 4_000
-#: A start later than this after its launch call's start, and not explained by its
-#: stream, is looked up as a wait for another stream.
+#: An operation launched before its stream was free, that starts at most this long
+#: after the previous one ended, was waiting for it (consecutive kernels of a queue start
+#: 1-10 µs apart on H100/H200).
+QUEUE_GAP_MAX_NS = 40_000
+#: An operation launched after its stream was free that starts later than this after
+#: its launch call started, or a queued one that starts later than ``QUEUE_GAP_MAX_NS``
+#: after its stream was free, is looked up as a wait for another stream.
 LAUNCH_LATENCY_MAX_NS = 60_000
-#: ... on an operation of another stream that ended at most this long before it.
-DEPENDENCY_GAP_NS = 10_000
+#: ... on an operation of another stream that ended at most this long before it (an
+#: event wait wakes a stream 10-30 µs after the event: the h200x2 DDP runs).
+DEPENDENCY_GAP_NS = 40_000
 #: A call that ends at most this long after a GPU operation ended waited for it (the
 #: host wakes up a few µs after the GPU signals).
 SYNC_WAKE_NS = 40_000
@@ -140,7 +143,7 @@ def build_step_graph(index: TraceIndex) -> StepGraph | None:
     rt = trace.runtime
     if not (steps.has_markers and len(steps) and len(rt)):
         return None
-    threads = step_threads(trace) or {step_thread_of(index)}
+    threads = _chain_threads(index)
     origin = int(steps.start_ns[0])
     on_thread = np.zeros(len(rt), dtype=np.bool_)
     for pid, tid in threads:
@@ -245,6 +248,37 @@ def build_step_graph(index: TraceIndex) -> StepGraph | None:
         first_window_floor=first_floor - origin,
         names=names,
     )
+
+
+#: A thread that launches GPU work joins the host chain when at most this share of its
+#: runtime calls' time overlaps the chain's: it takes turns with the step's thread (an
+#: autograd thread in a trace too old to name it), it does not run beside it.
+CHAIN_OVERLAP_MAX = 0.01
+
+
+def _chain_threads(index: TraceIndex) -> set[tuple[int, int]]:
+    """The threads of the host chain: the step's threads
+    (:func:`~.step_windows.step_threads`, old CPU-op markers included, else the thread
+    with the most runtime calls), and any other thread that launches GPU work inside the
+    steady steps without overlapping them (:data:`CHAIN_OVERLAP_MAX`)."""
+    trace = index.trace
+    rt = trace.runtime
+    threads = step_threads(trace, old_markers=True) or {step_thread_of(index)}
+    launch = index.rows_where(m.RUNTIME, nm.is_launch) & (
+        index.steps.host_step_of(rt.start_ns) >= 0
+    )
+    others = {(int(p), int(t)) for p, t in zip(rt.pid[launch], rt.tid[launch], strict=True)}
+    for pid, tid in sorted(others - threads):
+        chain = np.zeros(len(rt), dtype=np.bool_)
+        for p, t in threads:
+            chain |= (rt.pid == p) & (rt.tid == t)
+        mine = (rt.pid == pid) & (rt.tid == tid)
+        a = iv.union(rt.start_ns[chain], rt.end_ns[chain])
+        b = iv.union(rt.start_ns[mine], rt.end_ns[mine])
+        total = iv.total(b)
+        if total and iv.total(iv.intersect(a, b)) <= CHAIN_OVERLAP_MAX * total:
+            threads.add((pid, tid))
+    return threads
 
 
 def _outermost(start: I64, end: I64, rows: I64) -> I64:
@@ -453,23 +487,29 @@ def _bindings(ops: _Ops, host_begin: I64) -> tuple[I64, I64, I64, I64]:
     graph = ops.launcher >= 0
     launch_at = np.where(graph, host_begin[np.maximum(ops.launcher, 0)], ops.start)
     since_launch = ops.start - launch_at
-    stream_bound = graph & (since_prev >= 0) & (since_prev <= STREAM_GAP_NS)
-    launch_bound = graph & ~stream_bound
-    typical = since_launch[
-        launch_bound & (since_launch >= 0) & (since_launch <= LAUNCH_LATENCY_MAX_NS)
-    ]
+    # queued: launched before its stream was free; then the stream bound its start
+    queued = graph & (launch_at <= prev_end) & (since_prev >= 0)
+    stream_bound = queued & (since_prev <= QUEUE_GAP_MAX_NS)
+    launch_bound = graph & ~queued & (since_launch <= LAUNCH_LATENCY_MAX_NS)
+    typical = since_launch[launch_bound & (since_launch >= 0)]
     default = int(np.median(typical)) if typical.size else DEFAULT_LAUNCH_LATENCY_NS
     gap[stream_bound] = since_prev[stream_bound]
     lat[stream_bound] = np.clip(np.minimum(since_launch[stream_bound], default), 0, None)
     lat[launch_bound] = np.clip(since_launch[launch_bound], 0, None)
-    late = np.flatnonzero(launch_bound & (since_launch > LAUNCH_LATENCY_MAX_NS))
+    # the rest started well after both its stream and its launch allowed: a wait for
+    # another stream when one ended just before, else a delay kept as measured
+    late = np.flatnonzero(graph & ~stream_bound & ~launch_bound)
+    waited = late[queued[late]]
+    gap[waited] = since_prev[waited]
+    lat[waited] = np.clip(np.minimum(since_launch[waited], default), 0, None)
+    fresh = late[~queued[late]]
+    lat[fresh] = np.clip(since_launch[fresh], 0, None)
     if late.size:
         by_end = np.argsort(ops.end, kind="stable")
         ends = ops.end[by_end]
         for op in late.tolist():
             s = int(ops.start[op])
-            k = int(np.searchsorted(ends, s, side="right"))
-            j = k - 1
+            j = int(np.searchsorted(ends, s, side="right")) - 1
             while j >= 0 and s - int(ends[j]) <= DEPENDENCY_GAP_NS:
                 other = int(by_end[j])
                 # the wait is enqueued after the work it waits for (an event recorded
@@ -478,6 +518,7 @@ def _bindings(ops: _Ops, host_begin: I64) -> tuple[I64, I64, I64, I64]:
                 if ops.stream[other] != ops.stream[op] and earlier:
                     dep[op] = other
                     dep_gap[op] = s - int(ends[j])
+                    gap[op] = 0
                     lat[op] = min(int(since_launch[op]), default)
                     break
                 j -= 1

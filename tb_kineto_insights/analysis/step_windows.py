@@ -198,19 +198,24 @@ def steps_cut_off(trace: m.Trace, steps: StepWindows) -> Mask:
     return bad
 
 
-def step_threads(trace: m.Trace) -> set[tuple[int, int]]:
+def step_threads(trace: m.Trace, *, old_markers: bool = False) -> set[tuple[int, int]]:
     """``(pid, tid)`` of the threads that run the training step: the thread of the
     ``ProfilerStep#N`` markers and the autograd engine's threads (``autograd::engine::
     evaluate_function: …`` CPU ops; backward runs there on a GPU). They launch GPU work
     in every step of a GPU training loop; a CPU op elsewhere runs beside the step (a
     prefetching loader's thread, a thread pool). Empty without ``ProfilerStep`` markers
-    (no step thread to tell them from)."""
+    (no step thread to tell them from). The markers are user annotations; with
+    ``old_markers``, also the CPU ops old traces wrote them as (the step graph's host
+    chain needs the threads there too; the tables keep the narrower rule)."""
     out: set[tuple[int, int]] = set()
-    ann = trace.tables[m.USER_ANNOTATION]
-    if len(ann):
-        step_ids = [i for i in distinct(ann.name) if _name_starts(trace, int(i), "ProfilerStep#")]
-        rows = np.isin(ann.name, np.asarray(step_ids, dtype=ann.name.dtype))
-        out.update(zip(ann.pid[rows].tolist(), ann.tid[rows].tolist(), strict=True))
+    for kind in (m.USER_ANNOTATION, m.CPU_OP) if old_markers else (m.USER_ANNOTATION,):
+        ann = trace.tables[kind]
+        if len(ann) and not out:
+            step_ids = [
+                i for i in distinct(ann.name) if _name_starts(trace, int(i), "ProfilerStep#")
+            ]
+            rows = np.isin(ann.name, np.asarray(step_ids, dtype=ann.name.dtype))
+            out.update(zip(ann.pid[rows].tolist(), ann.tid[rows].tolist(), strict=True))
     if not out:
         return out
     ops = trace.tables[m.CPU_OP]

@@ -32,8 +32,9 @@ from tb_kineto_insights.analysis.evidence_units import (
     format_scalar,
 )
 from tb_kineto_insights.analysis.units import fmt_duration_us, terminal_safe
+from tb_kineto_insights.analysis.what_if import what_if_lines
 from tb_kineto_insights.compare.before_after import change_text, fmt_row_value
-from tb_kineto_insights.schema import DiffDocument
+from tb_kineto_insights.schema import DiffDocument, Summary
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.report import Report
 
@@ -128,6 +129,32 @@ def _diagnoses(found: Iterable[tuple[str, Diagnosis]]) -> list[str]:
     return lines
 
 
+def _what_if(report: Report) -> list[str]:
+    """``### What if``: per span with a recommended fix, each fix's predicted step."""
+    rows = []
+    for run in report.runs:
+        for w in run.workers:
+            for span in w.spans:
+                if not isinstance(span.summary, Summary):
+                    continue
+                where = f"{run.run}/{w.worker}/{span.span}"
+                for line in what_if_lines(span.summary.what_if):
+                    rows.append(f"| {cell(code(where))} | {cell(md_text(line))} |")
+    if not rows:
+        return []
+    return [
+        "### What if",
+        "",
+        "Each recommended fix with the step it would give, replayed on the step's "
+        "dependency graph; the top fixes together last.",
+        "",
+        "| span | fix: step now → predicted (speed-up) |",
+        "| --- | --- |",
+        *rows,
+        "",
+    ]
+
+
 def report_markdown(
     report: Report, found: list[tuple[str, Diagnosis]], errors: list[tuple[str, str]]
 ) -> str:
@@ -143,6 +170,7 @@ def report_markdown(
         f"{len(found)} diagnosis(es), most severe first.",
         "",
     ]
+    lines += _what_if(report)
     if found:
         lines += ["### Diagnoses", "", *_diagnoses(found)]
     else:
@@ -189,6 +217,10 @@ def _diff_body(doc: DiffDocument) -> list[str]:
         lines += [
             f"- disappeared {code(i)}: {md_text(base_titles.get(i, ''))}" for i in d.disappeared
         ]
+        lines.append("")
+    if d.predictions:
+        lines += ["### Predictions checked", ""]
+        lines += [f"- {md_text(c.text)}" for c in d.predictions]
         lines.append("")
     largest = [c for c in doc.largest_changes if c.delta_us_per_step][:LARGEST_CHANGES]
     if largest:

@@ -15,6 +15,7 @@ from tb_kineto_insights.analysis.evidence_units import evidence_texts, unit_of
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
+from tb_kineto_insights.analysis.what_if import what_if_lines
 from tb_kineto_insights.cli.json_output import EncodedItems, write_json
 from tb_kineto_insights.logdir.discovery import LogdirError
 from tb_kineto_insights.schema import Report, RunView, Summary
@@ -336,6 +337,16 @@ def _write_summary(
     replaced = superseded or set()
     shown = [d for d in summary.diagnoses if (worker, d.id) not in replaced]
     _write_diagnoses(shown, out)
+    lines = what_if_lines(summary.what_if)
+    if lines:
+        err = summary.what_if.replay_error_fraction
+        how = (
+            f"replayed on the step's dependency graph, replay error {100 * err:.1f} %"
+            if err is not None
+            else "the rules' estimates"
+        )
+        out.write(f"   what if ({how}):\n")
+        out.writelines(f"      {line}\n" for line in lines)
     for d in summary.diagnoses:
         if (worker, d.id) in replaced:
             out.write(f"   ({d.id}: see the view across ranks, which measures it exactly)\n")
@@ -355,6 +366,11 @@ def _write_summary(
             out.write(f"   {steps.left_out_note}: left out of every step figure\n")
     else:
         out.write("   steps: no ProfilerStep markers\n")
+    path = summary.critical_path
+    if path.mean_length_us:
+        ranked = sorted(path.mean_by_class_us.items(), key=lambda kv: -kv[1])
+        text = ", ".join(f"{k} {_fmt_us(v)}" for k, v in ranked if v >= 0.5)
+        out.write(f"   critical path per step: {text}\n")
     util = steps.gpu_utilization_fraction
     if util is not None:
         bd = steps.mean_breakdown_us

@@ -247,6 +247,9 @@ def diff_text(doc: DiffDocument) -> str:
     )
     for f in d.found.exp:
         lines.append(f"  exp [{f.severity.upper()}] {f.id} ({f.where}): {f.title}")
+    if d.predictions:
+        lines.append("\nPredictions checked (the base's prediction for a fix it lost):")
+        lines += [f"  {c.text}" for c in d.predictions]
     lines.append(f"Noise rule: {doc.noise_rule}")
     # names from traces escaped; each line's own leading newline (a blank line) kept
     return "\n".join(map(terminal_safe_line, lines)) + "\n"

@@ -34,13 +34,14 @@ import msgspec
 from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as IDLE_CAUSES
 from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
+from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare.comparability import comparability
 from tb_kineto_insights.compare.diff_comm import communication_rows
 from tb_kineto_insights.compare.diff_efficiency import efficiency_rows
 from tb_kineto_insights.compare.diff_rules import NOISE_RULE, judge
 from tb_kineto_insights.compare.diff_tables import compare_table
 from tb_kineto_insights.schema import DIFF_SCHEMA, DiffDocument, RunView, Summary
-from tb_kineto_insights.schema.diagnoses import Diagnosis
+from tb_kineto_insights.schema.diagnoses import Diagnosis, FixPrediction
 from tb_kineto_insights.schema.diff import FoundDiagnosis
 from tb_kineto_insights.schema.idle import IdleDevice
 from tb_kineto_insights.schema.memory import MemoryDevice
@@ -504,6 +505,7 @@ def diagnoses_found(side: Side, run: RunView | None) -> list[FoundDiagnosis]:
 
 
 def _brief(d: Diagnosis, scope: str, where: str) -> FoundDiagnosis:
+    p = d.prediction if isinstance(d.prediction, FixPrediction) else None
     return FoundDiagnosis(
         id=d.id,
         severity=d.severity,
@@ -511,6 +513,8 @@ def _brief(d: Diagnosis, scope: str, where: str) -> FoundDiagnosis:
         impact_fraction=d.impact_fraction,
         scope=scope,
         where=where,
+        fix=p.fix if p is not None else None,
+        predicted_step_us=p.predicted_step_us if p is not None else None,
     )
 
 
@@ -582,7 +586,7 @@ def diff(
         "communication": comm_section,
         "kernels": kernels,
         "ops": ops,
-        "diagnoses": _diagnoses_section(b_found, e_found),
+        "diagnoses": _diagnoses_section(b_found, e_found, headline),
         "per_rank": _per_rank(base, exp, step_floor_us, th),
         "largest_changes": largest,
         "efficiency": efficiency_rows(base, exp, step_floor_us=step_floor_us, thresholds=th),
@@ -692,17 +696,56 @@ def _largest_changes(
 
 
 def _diagnoses_section(
-    b_found: list[FoundDiagnosis], e_found: list[FoundDiagnosis]
+    b_found: list[FoundDiagnosis], e_found: list[FoundDiagnosis], headline: dict[str, Any]
 ) -> dict[str, Any]:
-    """``diff.diagnoses``: the ids that appeared, disappeared and were kept, and every
-    diagnosis found on each side."""
+    """``diff.diagnoses``: the ids that appeared, disappeared and were kept, every
+    diagnosis found on each side, and each disappeared one's prediction beside the
+    experiment's measured step (:func:`prediction_checks`)."""
     b_ids, e_ids = {d.id for d in b_found}, {d.id for d in e_found}
+    gone = sorted(b_ids - e_ids)
     return {
         "appeared": sorted(e_ids - b_ids),
-        "disappeared": sorted(b_ids - e_ids),
+        "disappeared": gone,
         "kept": sorted(b_ids & e_ids),
         "found": {"base": b_found, "exp": e_found},
+        "predictions": prediction_checks(
+            [d for d in b_found if d.id in gone], headline["base_step_us"], headline["exp_step_us"]
+        ),
     }
+
+
+def prediction_checks(
+    gone: list[FoundDiagnosis], base_us: float | None, measured_us: float | None
+) -> list[dict[str, Any]]:
+    """Per disappeared diagnosis with a prediction (the slowest span's, as the step time
+    is the job's pace): ``{id, fix, base_step_us, predicted_step_us, measured_step_us,
+    error_fraction, text}``; none without both step times."""
+    if not base_us or not measured_us:
+        return []
+    best: dict[str, FoundDiagnosis] = {}
+    for d in gone:
+        if d.predicted_step_us is None:
+            continue
+        if d.id not in best or d.predicted_step_us > (best[d.id].predicted_step_us or 0.0):
+            best[d.id] = d
+    out = []
+    for id_, d in sorted(best.items()):
+        predicted = float(d.predicted_step_us or 0.0)
+        error = predicted / measured_us - 1.0
+        out.append(
+            {
+                "id": id_,
+                "fix": d.fix or id_,
+                "base_step_us": base_us,
+                "predicted_step_us": predicted,
+                "measured_step_us": measured_us,
+                "error_fraction": error,
+                "text": f"{id_}: predicted {fmt_duration_us(base_us)} → "
+                f"{fmt_duration_us(predicted)} for {d.fix or 'its fix'}; measured "
+                f"{fmt_duration_us(measured_us)} ({100 * error:+.0f} %)",
+            }
+        )
+    return out
 
 
 def _rank(summary: Summary) -> Any:

@@ -220,6 +220,25 @@ class FoundDiagnosis(Out, frozen=True, kw_only=True):
     impact_fraction: float
     scope: str
     where: str
+    fix: str | None = None
+    predicted_step_us: float | None = None
+
+
+class PredictionCheck(Out, frozen=True, kw_only=True):
+    """``diff.diagnoses.predictions[]``: a diagnosis of the base that the experiment no
+    longer has, whose fix the base predicted: the prediction beside the measurement.
+    ``fix``, ``base_step_us`` (the base's mean steady step), ``predicted_step_us`` (the
+    base's prediction for the fix, the slowest span's), ``measured_step_us`` (the
+    experiment's mean steady step, the headline's), ``error_fraction`` = predicted ÷
+    measured − 1, ``text``: that in one line."""
+
+    id: str
+    fix: str
+    base_step_us: float
+    predicted_step_us: float
+    measured_step_us: float
+    error_fraction: float
+    text: str
 
 
 class FoundDiagnoses(Out, frozen=True, kw_only=True):
@@ -230,12 +249,16 @@ class FoundDiagnoses(Out, frozen=True, kw_only=True):
 
 
 class DiffDiagnoses(Out, frozen=True, kw_only=True):
-    """``diff.diagnoses``."""
+    """``diff.diagnoses``: the ids that appeared, disappeared and were kept, every
+    diagnosis found on each side, and ``predictions``: each disappeared diagnosis whose
+    fix the base predicted, checked against the experiment's step (the loop
+    profile → fix → profile again, closed)."""
 
     appeared: list[str]
     disappeared: list[str]
     kept: list[str]
     found: FoundDiagnoses
+    predictions: list[PredictionCheck] = []
 
 
 class DiffRankRow(Out, frozen=True, kw_only=True):

@@ -15,6 +15,7 @@ from tb_kineto_insights.schema.kernels import KernelsPanel
 from tb_kineto_insights.schema.memory import MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 from tb_kineto_insights.schema.tables import TablesPanel
+from tb_kineto_insights.schema.what_if import CriticalPathPanel, WhatIfPanel
 
 
 class Summary(Out, frozen=True, kw_only=True):
@@ -23,7 +24,9 @@ class Summary(Out, frozen=True, kw_only=True):
     [0, 1]."""
 
     diagnoses: list[Diagnosis]
+    what_if: WhatIfPanel
     steps: StepsPanel
+    critical_path: CriticalPathPanel
     kernels: KernelsPanel
     idle: IdlePanel
     communication: CommunicationPanel

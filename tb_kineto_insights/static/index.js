@@ -1879,6 +1879,39 @@ var __kinetoInsights = (() => {
     const top = typeof gridOpt.top === "number" ? gridOpt.top : 30;
     return { ...option, grid: { ...gridOpt, top: top + (rows - 1) * LEGEND_ROW_PX } };
   }
+  function whatIfOption(rows, p) {
+    const sorted = [...rows].reverse();
+    const axis = durationAxisUnit(Math.max(0, ...rows.map((r) => r.us)));
+    const color = (r) => r.kind === "now" ? p.neutral : r.kind === "combined" ? p.accent : p.good;
+    return {
+      ...base2(p),
+      grid: grid(false, { right: 24 }),
+      tooltip: tooltip(p, "axis", (params) => {
+        const r = sorted[asList(params)[0]?.dataIndex ?? 0];
+        return tipNode(r.label, [
+          { color: color(r), label: "step time", value: fmtDuration(r.us), strong: true },
+          ...r.speedup ? [{ label: "speed-up", value: `${r.speedup.toFixed(2)}×` }] : [],
+          { label: "how", value: r.kind === "now" ? "measured (steady-state steps)" : r.method === "replay" ? "replayed on the step's graph" : "the rule's estimate" }
+        ]);
+      }),
+      xAxis: { type: "value", name: `step time (${axis.unit})`, nameLocation: "middle", nameGap: 26, ...axisStyle(p) },
+      yAxis: {
+        type: "category",
+        data: sorted.map((r) => r.label),
+        ...axisStyle(p),
+        splitLine: { show: false },
+        axisLabel: { color: p.text, width: 260, overflow: "truncate", fontFamily: FONT }
+      },
+      series: [
+        {
+          type: "bar",
+          name: "step time",
+          barMaxWidth: 18,
+          data: sorted.map((r) => ({ value: r.us / axis.divisor, itemStyle: { color: color(r) } }))
+        }
+      ]
+    };
+  }
 
   // src/charts.ts
   var vendorUrl = "";
@@ -2810,7 +2843,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
         col(subhead("Lost", "Diagnoses of the base that are gone in the experiment."), list(d.disappeared, "lost", "None.")),
         col(subhead("Kept", "Diagnoses on both sides."), list(d.kept, "kept", "None."))
       ),
-      ...[found(d.found?.base, "base"), found(d.found?.exp, "experiment")].filter((x) => x !== null)
+      ...[found(d.found?.base, "base"), found(d.found?.exp, "experiment")].filter((x) => x !== null),
+      ...d.predictions?.length ? [
+        subhead("Predictions checked", "For each diagnosis the experiment lost: the step the base predicted for its fix (replayed on the base's step graph) beside the experiment's measured step."),
+        el("ul", { className: "notes predictions" }, ...d.predictions.map((c) => el("li", { dataset: { diagnosisId: c.id } }, c.text)))
+      ] : []
     ];
   }
   function diffPerRank(doc) {
@@ -3845,6 +3882,105 @@ ${more.trim()}` : ""));
     };
   }
 
+  // src/panels/whatif.ts
+  var CLASS_LABELS = {
+    compute: "GPU compute",
+    communication: "Communication",
+    copy: "Copies (memcpy, memset)",
+    dependency: "Waiting for another stream",
+    launch: "Launch overhead",
+    sync: "Sync calls",
+    allocator: "cudaMalloc / cudaFree",
+    runtime: "Other runtime calls",
+    data_loading: "DataLoader",
+    optimizer: "Optimizer step (host)",
+    cpu_ops: "CPU ops (host)",
+    untraced: "Host, untraced (Python)"
+  };
+  function whatIfSection(s, p, openDiagnosis, moment) {
+    const w = s.what_if;
+    if (!w || w.actual_step_us === null || !w.fixes.length) return [];
+    const bars = [
+      { label: "Now", us: w.actual_step_us, kind: "now", speedup: null, method: "measured" },
+      ...w.fixes.map((f) => ({ label: `${DIAGNOSIS_NAMES[f.diagnosis] ?? f.diagnosis}: ${f.fix}`, us: f.predicted_step_us, kind: "fix", speedup: f.speedup, method: f.method }))
+    ];
+    const c = w.combined;
+    if (c) bars.push({ label: `Together: ${c.diagnoses.map((id) => DIAGNOSIS_NAMES[id] ?? id).join(" + ")}`, us: c.predicted_step_us, kind: "combined", speedup: c.speedup, method: "replay" });
+    const byId = new Map((s.diagnoses ?? []).map((d) => [d.id, d]));
+    const out = [
+      subhead(
+        "What if",
+        "Each fix the diagnoses recommend, with the step time it would give: the step's dependency graph (host threads, streams, launches, syncs) replayed with the fix applied. The top fixes are replayed together, not added up."
+      )
+    ];
+    const box = chart(whatIfOption(bars, p), "Step time now, with each recommended fix, and with the top fixes together", 48 + 30 * bars.length, void 0, (_series, dataIndex) => {
+      const i = bars.length - 1 - dataIndex;
+      const fix = i > 0 && i <= w.fixes.length ? w.fixes[i - 1] : null;
+      if (fix) openDiagnosis(fix.diagnosis);
+    });
+    out.push(box.node);
+    out.push(
+      table(
+        [
+          { header: "Fix", cell: (f) => el("span", null, el("strong", null, DIAGNOSIS_NAMES[f.diagnosis] ?? f.diagnosis), `: ${f.fix}`) },
+          { header: "Step", numeric: true, title: "Predicted mean steady-state step time with this fix.", cell: (f) => `${fmtDuration(w.actual_step_us)} → ${fmtDuration(f.predicted_step_us)}` },
+          { header: "Speed-up", numeric: true, cell: (f) => `${f.speedup.toFixed(2)}×` },
+          { header: "How", cell: (f) => f.method === "replay" ? "replayed" : "estimated" },
+          {
+            header: "",
+            cell: (f) => {
+              const links = [];
+              const card2 = el("button", { type: "button", className: "link goto", title: "The diagnosis that recommends this fix." }, "Diagnosis →");
+              card2.addEventListener("click", () => openDiagnosis(f.diagnosis));
+              links.push(card2);
+              const d = byId.get(f.diagnosis);
+              const open = d ? moment(d) : null;
+              if (open) {
+                const b = el("button", { type: "button", className: "link goto moment", title: "Open the timeline at this diagnosis' moment." }, "On the timeline →");
+                b.addEventListener("click", open);
+                links.push(el("span", { className: "sep" }, " · "), b);
+              }
+              return el("span", { className: "what-if-links" }, ...links);
+            }
+          }
+        ],
+        w.fixes
+      )
+    );
+    if (c) out.push(muted(`Together (${c.diagnoses.length} fixes, replayed at once): ${fmtDuration(w.actual_step_us)} → ${fmtDuration(c.predicted_step_us)} (${c.speedup.toFixed(2)}×).`));
+    for (const note of w.notes) out.push(muted(note));
+    return [el("section", { className: "what-if", id: "ki-what-if" }, ...out)];
+  }
+  function criticalPathSection(s) {
+    const cp = s.critical_path;
+    if (!cp || !cp.steps.length || cp.mean_length_us === null) return cp?.notes.length ? [subhead("Critical path"), muted(cp.notes.join(" "))] : [];
+    const rows = Object.entries(cp.mean_by_class_us).filter((e) => typeof e[1] === "number" && e[1] > 0).sort((a, b) => b[1] - a[1]).map(([klass, us]) => ({ klass, us, fraction: cp.fraction_by_class[klass] ?? null }));
+    return [
+      subhead(
+        "Critical path",
+        "The chain of work that set each steady step's end, walked back to its start: shortening anything off this path does not shorten the step."
+      ),
+      table(
+        [
+          { header: "On the path", cell: (r) => CLASS_LABELS[r.klass] ?? r.klass },
+          { header: "Per step", numeric: true, cell: (r) => fmtDuration(r.us) },
+          { header: "Share", numeric: true, title: "Time on the path ÷ mean step time.", cell: (r) => fmtPercent(r.fraction) }
+        ],
+        rows
+      ),
+      ...cp.top.length ? [
+        table(
+          [
+            { header: "GPU work on the path", cell: (t) => t.name },
+            { header: "Kind", cell: (t) => CLASS_LABELS[t.klass] ?? t.klass },
+            { header: "Per step", numeric: true, cell: (t) => fmtDuration(t.us_per_step) }
+          ],
+          cp.top
+        )
+      ] : []
+    ];
+  }
+
   // src/panels/overview.ts
   function overviewPanel(s, p) {
     const steps = s.steps;
@@ -3967,6 +4103,7 @@ ${more.trim()}` : ""));
         )
       );
     }
+    out.push(...criticalPathSection(s));
     return out;
   }
 
@@ -5113,6 +5250,13 @@ ${more.trim()}` : ""));
         return m ? () => this.openMoment(m) : null;
       };
     }
+    // The What-if section's link to a diagnosis: its card scrolled into view, focused.
+    showDiagnosis(id) {
+      const card2 = this.win.document.querySelector(`article.diagnosis[data-diagnosis-id="${CSS.escape(id)}"]`);
+      if (!card2) return;
+      card2.scrollIntoView({ block: "center" });
+      card2.focus();
+    }
     openMoment(m) {
       const target = { step: m.step, ...momentView(m) };
       const s = this.state.run;
@@ -5469,7 +5613,10 @@ ${more.trim()}` : ""));
     drawSpan(diag, panels, summary) {
       const byId = Object.fromEntries(panels.map((p) => [p.id, p]));
       this.spanDiag = diag;
-      fill(diag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
+      fill(diag, () => [
+        ...whatIfSection(summary, this.pal, (id) => this.showDiagnosis(id), this.momentOpener()),
+        ...diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener())
+      ]);
       fill(byId.overview, () => overviewPanel(summary, this.pal));
       fill(byId.kernels, () => kernelsPanel(summary, this.pal));
       const onGap = (g) => this.openGap(g);
@@ -5581,7 +5728,10 @@ ${more.trim()}` : ""));
       const loaded = this.loaded;
       if (loaded?.kind === "span" && this.spanDiag) {
         const summary = loaded.summary;
-        fill(this.spanDiag, () => diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener()));
+        fill(this.spanDiag, () => [
+          ...whatIfSection(summary, this.pal, (id) => this.showDiagnosis(id), this.momentOpener()),
+          ...diagnosesList(this.spanDiagnoses(summary), (id) => this.go(id), false, summary.steps?.count, this.momentOpener())
+        ]);
       }
       if (loaded?.kind === "span") void this.timeline?.preselected();
       if (loaded?.kind === "span" && this.drawComm && this.runKinds()) {

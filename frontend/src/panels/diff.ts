@@ -275,6 +275,12 @@ export function diffDiagnoses(doc: DiffDocument): Node[] {
       col(subhead("Kept", "Diagnoses on both sides."), list(d.kept, "kept", "None.")),
     ),
     ...[found(d.found?.base, "base"), found(d.found?.exp, "experiment")].filter((x): x is HTMLUListElement => x !== null),
+    ...(d.predictions?.length
+      ? [
+          subhead("Predictions checked", "For each diagnosis the experiment lost: the step the base predicted for its fix (replayed on the base's step graph) beside the experiment's measured step."),
+          el("ul", { className: "notes predictions" }, ...d.predictions.map((c) => el("li", { dataset: { diagnosisId: c.id } }, c.text))),
+        ]
+      : []),
   ];
 }
 

@@ -7,6 +7,7 @@ import { breakdownChart, breakdownShares } from "../shape";
 import type { Palette } from "../theme";
 import type { Step, Summary } from "../types";
 import { col, row, subhead } from "./shell";
+import { criticalPathSection } from "./whatif";
 
 export function overviewPanel(s: Summary, p: Palette): Node[] | string {
   const steps = s.steps;
@@ -129,5 +130,6 @@ export function overviewPanel(s: Summary, p: Palette): Node[] | string {
       ),
     );
   }
+  out.push(...criticalPathSection(s));
   return out;
 }

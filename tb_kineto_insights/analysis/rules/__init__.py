@@ -42,6 +42,7 @@ from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 
 if TYPE_CHECKING:
     from tb_kineto_insights.analysis.trace_index import TraceIndex
+    from tb_kineto_insights.analysis.what_if import WhatIf
 
 __all__ = [
     "DIAGNOSIS_IDS",
@@ -53,6 +54,7 @@ __all__ = [
     "diagnose_run",
     "moment_of",
     "sort_diagnoses",
+    "straggler_superseded",
 ]
 
 #: Every rule, in the order they are evaluated (and listed among equals).
@@ -115,9 +117,12 @@ def diagnose(
     index: TraceIndex,
     panels: Mapping[str, msgspec.Struct],
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    what_if: WhatIf | None = None,
 ) -> list[Diagnosis]:
     """Diagnoses for one trace from its panels, each with its moment when it has one,
-    most severe first, then by impact (share of step time at stake).
+    most severe first, then by impact (share of step time at stake). ``what_if``: the
+    replay service the rules that recommend a fix ask for its step
+    (:mod:`~tb_kineto_insights.analysis.what_if`; without it they estimate).
 
     ``panels``: panel name → its Struct (``steps`` :class:`StepsPanel`, ``kernels``
     :class:`KernelsPanel`, ``idle`` :class:`IdlePanel`, ``communication``
@@ -129,7 +134,7 @@ def diagnose(
         TypeError: a panel is not the Struct of its name.
     """
     _checked_panels(panels)
-    inp = SpanInput(index, panels, thresholds)
+    inp = SpanInput(index, panels, thresholds, what_if=what_if)
     for rule in RULES:
         if rule.check is None or any(panels.get(p) is None for p in rule.panels):
             continue
@@ -214,6 +219,19 @@ def diagnose_run(
             moment = rule.run_moment(d, inp) if rule.run_moment is not None else None
             out.append(d if moment is None else msgspec.structs.replace(d, moment=moment))
     return out
+
+
+def straggler_superseded(d: Diagnosis) -> str | None:
+    """For a run-level ``communication_straggler``: the span-level diagnosis of the
+    straggler rank that claims the same cause (the rule whose ``idle_cause`` is the
+    straggler's cause class: host untraced, data loading, a sync, the optimizer step,
+    the allocator), which the straggler's measure across ranks replaces (what fixing it
+    gives the job is the straggler's prediction, not the rank's own); None otherwise."""
+    if d.id != "communication_straggler" or d.panel != "run":
+        return None
+    cause = d.evidence.get("cause") or {}
+    klass = cause.get("class") if isinstance(cause, dict) else None
+    return next((r.id for r in RULES if klass and r.idle_cause == klass), None)
 
 
 def replaces_span_diagnosis(d: Diagnosis) -> bool:

@@ -11,11 +11,16 @@ A **rule** (:class:`Rule`) is the one record of a diagnosis id: what it reads (p
 thresholds, the outcome of the rules it comes after), how it is evaluated on one span
 (:class:`SpanInput`) and, for the view across ranks, on a run, where it can be seen on
 the timeline (its moment), the label and glossary definition front ends show, and the
-fix it recommends. :mod:`tb_kineto_insights.analysis.rules` lists every rule once.
+fix it recommends. A rule that recommends a fix states what the fix changes in the
+step's dependency graph and asks the replay for the step it gives
+(:func:`fix_prediction`, :mod:`~tb_kineto_insights.analysis.what_if`): that prediction is
+its ``impact_fraction`` and its ``prediction``. :mod:`tb_kineto_insights.analysis.rules`
+lists every rule once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +30,7 @@ import msgspec
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.schema.communication import CommunicationPanel
-from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
+from tb_kineto_insights.schema.diagnoses import Diagnosis, FixPrediction, Moment
 from tb_kineto_insights.schema.efficiency import EfficiencyPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
@@ -34,7 +39,9 @@ from tb_kineto_insights.schema.memory import MemoryPanel
 from tb_kineto_insights.schema.steps import StepsPanel
 
 if TYPE_CHECKING:
+    from tb_kineto_insights.analysis.replay import Change
     from tb_kineto_insights.analysis.trace_index import TraceIndex
+    from tb_kineto_insights.analysis.what_if import WhatIf
 
 #: Severities, most severe first (the order every list of diagnoses is sorted in).
 SEVERITY_ORDER: tuple[str, ...] = ("high", "medium", "low", "info")
@@ -80,6 +87,8 @@ class SpanInput:
     panels: Mapping[str, msgspec.Struct]
     th: Thresholds
     raised: list[Diagnosis] = field(default_factory=list)
+    #: the replay service (None without a dependency graph: rules keep their formula)
+    what_if: WhatIf | None = None
 
     def _panel(self, key: str, struct_type: type[_P]) -> _P | None:
         panel = self.panels.get(key)
@@ -206,8 +215,10 @@ def make_diagnosis(
     recommendation: str,
     panel: str,
     impact_fraction: float = 0.0,
+    prediction: FixPrediction | None = None,
 ) -> Diagnosis:
-    """One :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis` (module docstring).
+    """One :class:`~tb_kineto_insights.schema.diagnoses.Diagnosis` (module docstring);
+    ``prediction``: the step its fix gives (:func:`fix_prediction`).
 
     Raises:
         ValueError: ``severity`` is not one of :data:`SEVERITY_ORDER`, or ``id_`` has no
@@ -227,7 +238,30 @@ def make_diagnosis(
         recommendation=recommendation,
         panel=panel,
         impact_fraction=impact_fraction,
+        prediction=msgspec.UNSET if prediction is None else prediction,
     )
+
+
+def fix_prediction(
+    inp: SpanInput,
+    id_: str,
+    fix: str,
+    change: Callable[[WhatIf], Change | None],
+    formula_saving: float,
+) -> FixPrediction | None:
+    """The step time diagnosis ``id_``'s fix would give: the step's graph replayed with
+    ``change(service)`` (labelled ``fix``), or, without a graph or a change, the rule's
+    own ``formula_saving`` (share of the step) as an ``"estimate"``; None without a
+    step time. Its ``saving_fraction`` is the diagnosis' ``impact_fraction``."""
+    from tb_kineto_insights.analysis.what_if import estimate  # the service imports rules
+
+    service = inp.what_if
+    if service is not None:
+        found = change(service)
+        if found is not None:
+            return service.prediction(id_, dataclasses.replace(found, label=fix))
+    steps = inp.steps
+    return estimate(fix, steps.mean_step_us if steps is not None else None, formula_saving)
 
 
 def pct(x: float) -> str:

@@ -26,7 +26,8 @@ from tb_kineto_insights.analysis.rules.base import (
 from tb_kineto_insights.analysis.rules.moments import collective_moment, moment_at
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
-from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
+from tb_kineto_insights.analysis.what_if import prediction_of
+from tb_kineto_insights.schema.diagnoses import Diagnosis, FixPrediction, Moment
 
 
 def _ms(us: float | None) -> str:
@@ -240,7 +241,11 @@ def _straggler(inp: RunInput) -> list[Diagnosis]:
     s = run.get("straggler")
     if not s or s.get("share_of_step") is None:
         return []
-    impact = float(s["share_of_step"])
+    share = float(s["share_of_step"])
+    if severity_for_impact(share, th) is None:
+        return []
+    prediction = straggler_prediction(run)
+    impact = prediction.saving_fraction if prediction is not None else share
     severity = severity_for_impact(impact, th)
     if severity is None:
         return []
@@ -248,12 +253,12 @@ def _straggler(inp: RunInput) -> list[Diagnosis]:
         make_diagnosis(
             "communication_straggler",
             severity,
-            _straggler_title(s, impact),
+            _straggler_title(s, share),
             {
                 "rank": s["rank"],
                 "worker": s["worker"],
                 "delay_us_per_step": s["delay_us_per_step"],
-                "share_of_step": impact,
+                "share_of_step": share,
                 "p_value": s["p_value"],
                 "lateness_excess_us_per_step": s["lateness_excess_us_per_step"],
                 "lateness_noise_us": s["lateness_noise_us"],
@@ -275,8 +280,34 @@ def _straggler(inp: RunInput) -> list[Diagnosis]:
             + _STRAGGLER_ADVICE,
             "run",
             impact,
+            prediction,
         )
     ]
+
+
+def straggler_prediction(run: Mapping[str, Any]) -> FixPrediction | None:
+    """The job's step with the straggler's lead-up made the median rank's: each rank's
+    mean steady step less what it loses to the straggler on its critical path (its
+    exposed wait: the wait not hidden under its own compute, measured across ranks), the
+    straggler's less its delay (its lateness beyond the others'); the job runs at its
+    slowest rank, before and after. ``"estimate"``: first order, from the measured waits
+    (no rank's graph is replayed here). None without per-rank steps."""
+    s = run.get("straggler") or {}
+    rows = [r for r in run.get("ranks", []) if r.get("mean_step_us")]
+    if not s or not rows:
+        return None
+    actual = max(float(r["mean_step_us"]) for r in rows)
+    predicted = max(
+        float(r["mean_step_us"])
+        - float(
+            s.get("delay_us_per_step") or 0.0
+            if r.get("rank") == s.get("rank")
+            else r.get("exposed_wait_us_per_step") or 0.0
+        )
+        for r in rows
+    )
+    fix = f"rank {s.get('rank')}'s extra work removed: the others' exposed wait for it gone"
+    return prediction_of(fix, "estimate", actual, predicted)
 
 
 def _exposed_run(inp: RunInput) -> list[Diagnosis]:

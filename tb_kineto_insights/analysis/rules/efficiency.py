@@ -30,10 +30,12 @@ from tb_kineto_insights.analysis.rules.base import (
     Fix,
     Rule,
     SpanInput,
+    fix_prediction,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import kernels_faster
 from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis
 from tb_kineto_insights.schema.efficiency import EfficiencyPanel, EfficiencyPeak, EfficiencyRow
@@ -88,6 +90,11 @@ def tensor_core_saving_us(
         new_us = flops / (eff * min(p, intensity * bw)) * 1e6
         out.append(max(0.0, row.time_us_per_step - new_us))
     return out[0], out[1]
+
+
+def _key(row: EfficiencyRow) -> tuple[str, str, str]:
+    """The group's key among the efficiency panel's kernels (``WhatIf.kernel_groups``)."""
+    return (row.op, row.shapes, row.dtype)
 
 
 def _low_efficiency_advice(worst: EfficiencyRow) -> str:
@@ -146,14 +153,25 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
     savings = [tensor_core_saving_us(r, peak, th) for r in fp32]
     bf16_us = sum(s[0] for s in savings)
     tf32_us = sum(s[1] for s in savings)
-    impact = min(1.0, bf16_us * busy / step_us)
+    shares = [
+        (_key(r), (r.time_us_per_step - s[0]) / r.time_us_per_step)
+        for r, s in zip(fp32, savings, strict=True)
+        if r.time_us_per_step > 0
+    ]
+    prediction = fix_prediction(
+        inp,
+        "matmul_without_tensor_cores",
+        "bf16 autocast: the fp32 matmul groups at the tensor-core rate they can reach",
+        kernels_faster(shares),
+        min(1.0, bf16_us * busy / step_us),
+    )
+    impact = prediction.saving_fraction if prediction else min(1.0, bf16_us * busy / step_us)
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
     time_us = sum(r.time_us_per_step for r in fp32)
     flops = sum((r.flops_per_call or 0.0) * r.calls_per_step for r in fp32)
     achieved = flops / (time_us / 1e6) if time_us > 0 else None
-    new_step = max(step_us - bf16_us * busy, 1e-9)
     return make_diagnosis(
         "matmul_without_tensor_cores",
         severity,
@@ -173,7 +191,7 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
             "bf16_tensor_peak_flops_per_s": peak.bf16_tensor_flops_per_s,
             "estimated_saving_bf16_us_per_step": round(bf16_us, 1),
             "estimated_saving_tf32_us_per_step": round(tf32_us, 1),
-            "estimated_step_speedup_bf16": round(step_us / new_step, 2),
+            "estimated_step_speedup_bf16": prediction.speedup if prediction else None,
             "estimated_saving_fraction_of_step": round(impact, 4),
             "gpu_busy_fraction": round(busy, 4),
             "kernels": sorted({k for r in fp32 for k in r.kernels})[:5],
@@ -188,6 +206,7 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
         "a few hundred steps of loss against the fp32 run.",
         "efficiency",
         impact,
+        prediction,
     )
 
 
@@ -226,7 +245,20 @@ def _low_kernel_efficiency(inp: SpanInput) -> Diagnosis | None:
     if not slow:
         return None
     total = sum(saved)
-    impact = min(1.0, total * busy / step_us)
+    prediction = fix_prediction(
+        inp,
+        "low_kernel_efficiency",
+        "the slow groups at the share of their roof their kind reaches",
+        kernels_faster(
+            [
+                (_key(r), (r.time_us_per_step - x) / r.time_us_per_step)
+                for x, r in zip(saved, slow, strict=True)
+                if r.time_us_per_step > 0
+            ]
+        ),
+        min(1.0, total * busy / step_us),
+    )
+    impact = prediction.saving_fraction if prediction else min(1.0, total * busy / step_us)
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -269,6 +301,7 @@ def _low_kernel_efficiency(inp: SpanInput) -> Diagnosis | None:
         _low_efficiency_advice(worst),
         "efficiency",
         impact,
+        prediction,
     )
 
 

@@ -9,7 +9,7 @@ main device); severity follows the cost
   idle attributed to data loading / host synchronization / host work outside traced
   ops (:func:`_idle_cause`); with Python stacks they name the frames holding that idle
   (title and ``evidence.python_frames``) and, when one frame is the cost, advise about
-  it (:func:`_sync_recommendation`, :func:`_untraced_recommendation`); the advice to
+  it (:func:`sync_recommendation`, :func:`untraced_recommendation`); the advice to
   record stacks appears only when the trace has none;
 * ``optimizer_step_bound``: the optimizer step's idle and its GPU work
   (:func:`_optimizer_step_bound`);
@@ -38,15 +38,34 @@ from tb_kineto_insights.analysis.rules.base import (
     Rule,
     SpanInput,
     duration,
+    fix_prediction,
     main_idle,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import (
+    FUSED_OPTIMIZER_HOST_SHARE,
+    ChangeOf,
+    allocator_calls_removed,
+    frame_time_removed,
+    host_time_removed,
+    optimizer_fused,
+    syncs_removed,
+    together,
+    tuning_removed,
+)
+from tb_kineto_insights.analysis.rules.idle_frames import (
+    cause_frames,
+    cpu_ops_named,
+    dataloader_frame_advice,
+    dominant_frame,
+    frames_title,
+    sync_recommendation,
+    untraced_recommendation,
+)
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
-from tb_kineto_insights.analysis.thresholds import Thresholds
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
-from tb_kineto_insights.schema.idle import IdleDevice, IdlePanel
 from tb_kineto_insights.trace import model as m
 
 _OPTIMIZER_ADVICE: dict[str, str] = {
@@ -110,7 +129,15 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     bar = th.optimizer_tuned_idle_min_fraction if tuned else th.optimizer_idle_min_fraction
     if opt.idle_fraction_of_step_time < bar:
         return None
-    impact = opt.cost_fraction_of_step_time
+    prediction = fix_prediction(
+        inp,
+        "optimizer_step_bound",
+        "a fused optimizer: its host time and launches cut to "
+        f"{FUSED_OPTIMIZER_HOST_SHARE:.0%}, its kernels' work kept",
+        optimizer_fused(),
+        opt.cost_fraction_of_step_time,
+    )
+    impact = prediction.saving_fraction if prediction else opt.cost_fraction_of_step_time
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -118,7 +145,7 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
     return make_diagnosis(
         "optimizer_step_bound",
         severity,
-        f"The optimizer step takes {pct(impact)} of the step time "
+        f"The optimizer step takes {pct(opt.cost_fraction_of_step_time)} of the step time "
         f"({duration(opt.cost_us / n_steps)} per step: GPU idle "
         f"{duration(opt.idle_us / n_steps)}, its kernels {duration(opt.busy_us / n_steps)}); "
         f"it runs {_MODE_WORDS.get(opt.mode, opt.mode)}, "
@@ -131,7 +158,7 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
             "busy_us_per_step": opt.busy_us / n_steps,
             "host_us_per_step": opt.host_us / n_steps,
             "idle_fraction_of_step_time": opt.idle_fraction_of_step_time,
-            "cost_fraction_of_step_time": impact,
+            "cost_fraction_of_step_time": opt.cost_fraction_of_step_time,
             "kernels_per_step": opt.kernels_per_step,
             "optimizer_steps_per_step": opt.ranges_per_step,
             "top_kernels": [k.name for k in opt.top_kernels[:3]],
@@ -139,165 +166,31 @@ def _optimizer_step_bound(inp: SpanInput) -> Diagnosis | None:
         _OPTIMIZER_ADVICE.get(opt.mode, _OPTIMIZER_ADVICE["none"]),
         "idle",
         impact_fraction=impact,
+        prediction=prediction,
     )
 
 
-def cpu_ops_named(dev: IdleDevice, k: int = 3) -> str:
-    """The ops holding a device's ``cpu_ops`` idle, most first, with their idle time per
-    step: ``"aten::linear 1.8 ms, aten::layer_norm 0.5 ms per step"`` (the first ``k`` of
-    ``dev.cpu_ops_top``); empty when none is known."""
-    n_steps = len(dev.per_step) or 1
-    ops = dev.cpu_ops_top[:k]
-    if not ops:
-        return ""
-    return ", ".join(f"{o.name} {duration(o.us / n_steps)}" for o in ops) + " per step"
-
-
-def _cause_frames(dev: IdleDevice, cause: str, th: Thresholds) -> list[dict[str, Any]]:
-    """The Python frames (``idle.devices[].python_frames``) that hold the most of
-    ``cause``'s idle: at most ``python_frames_named``, each at least
-    ``python_frame_min_fraction`` of it, largest first, among the listed frames
-    (``python_frames_listed``, by total idle): ``frame`` (Kineto's name),
-    ``idle_us_per_step``, ``fraction_of_cause`` and, for ``host_sync``,
-    ``after_sync_us_per_step`` (spent after the host left the frame that synchronised;
-    0 for the other causes), ``launches_gpu_work`` (the frame was in a kernel launch
-    call during some idle: it is the loop that feeds the GPU, not a call of its own).
-    Empty without stacks."""
-    cost_us = dev.causes[cause].us
-    n_steps = len(dev.per_step) or 1
-    if cost_us <= 0:
-        return []
-    ranked = sorted(dev.python_frames, key=lambda f: -f.causes_us.get(cause, 0.0))
-    out = []
-    for f in ranked[: th.python_frames_named]:
-        us = f.causes_us.get(cause, 0.0)
-        if us < th.python_frame_min_fraction * cost_us:
-            break
-        out.append(
-            {
-                "frame": f.frame,
-                "idle_us_per_step": us / n_steps,
-                "fraction_of_cause": us / cost_us,
-                "after_sync_us_per_step": f.after_sync_us / n_steps
-                if cause == "host_sync"
-                else 0.0,
-                "launches_gpu_work": f.causes_us.get("launching", 0.0) > 0,
-            }
-        )
-    return out
-
-
-def _frames_title(frames: list[dict[str, Any]], cause: str) -> str:
-    """``; the host was in a.py(3): f (12.1 ms per step), …`` (empty without frames);
-    for ``host_sync``, ``; after the sync the host was in …`` (a sync-opened gap is all
-    time after the sync returned)."""
-    if not frames:
-        return ""
-    lead = "; after the sync the host was in " if cause == "host_sync" else "; the host was in "
-    return lead + ", ".join(
-        f"{short_frame(f['frame'])} ({duration(f['idle_us_per_step'])} per step)" for f in frames
-    )
-
-
-def _dominant(frames: list[dict[str, Any]], th: Thresholds) -> dict[str, Any] | None:
-    """The first named frame when it is *the* cost, a call of its own: it holds at least
-    ``python_frame_dominant_fraction`` of the cause's idle and launched no GPU work
-    while the GPU idled (the training step's own frame launches kernels: its idle is
-    the loop's Python overhead, not a call to move elsewhere); else ``None``."""
-    if (
-        frames
-        and frames[0]["fraction_of_cause"] >= th.python_frame_dominant_fraction
-        and not frames[0]["launches_gpu_work"]
-    ):
-        return frames[0]
-    return None
-
-
-def _dataloader_frame_advice(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """A sentence naming the frame that holds most of the data-loading idle (the
-    dataset or transform code to make cheaper or move into the workers), else empty."""
-    top = _dominant(frames, th)
-    if top is None:
-        return ""
-    return (
-        f" Most of the wait is in {top['frame']} ({duration(top['idle_us_per_step'])} per "
-        "step): make it cheaper or run it in the workers."
-    )
-
-
-def _sync_recommendation(frames: list[dict[str, Any]], th: Thresholds) -> str:
-    """``gpu_idle_host_sync``'s advice: about the call the host made after the sync
-    when that call, in another frame than the one that synchronised, holds most of the
-    idle (the sync only drained the queue; the call is the cost); else about syncs."""
-    top = _dominant(frames, th)
-    if top is not None and top["after_sync_us_per_step"] >= (
-        th.python_frame_dominant_fraction * top["idle_us_per_step"]
-    ):
-        return (
-            f"After the sync the host spends {duration(top['after_sync_us_per_step'])} per step "
-            f"in {top['frame']}: that call, not the sync itself, keeps the GPU idle, and "
-            "removing the .item() alone would not hide it behind the GPU work. If it logs or "
-            "pushes metrics, log every N steps or off the training thread (a background "
-            "thread or process) and keep running metrics on the GPU until then; if it "
-            "checkpoints or does I/O, make it asynchronous."
-        )
-    return (
-        "Avoid synchronising inside the step: no .item(), .cpu(), .tolist(), print() of "
-        "GPU tensors or torch.cuda.synchronize() per iteration; keep running metrics on "
-        "the GPU and read them every N steps; use non_blocking copies from pinned memory."
-    )
-
-
-def _untraced_recommendation(frames: list[dict[str, Any]], has_stacks: bool, th: Thresholds) -> str:
-    """``gpu_idle_host_untraced``'s advice: about the named frames when stacks name
-    them; to read the stacks when they are recorded but no frame stands out; to record
-    them (``with_stack=True`` or py-spy) only when the trace has none."""
-    move = (
-        "move it off the training thread (DataLoader workers, a background thread or "
-        "process), do it every N steps, or do it on the GPU."
-    )
-    top = _dominant(frames, th)
-    if top is not None:
-        return (
-            f"The thread that launches the GPU work spends {duration(top['idle_us_per_step'])} "
-            f"per step in {top['frame']}, outside every PyTorch op, while the GPU waits: " + move
-        )
-    if frames:
-        return (
-            "The thread that launches the GPU work is in the Python frames named in the "
-            "title, outside every PyTorch op, while the GPU waits: look there for "
-            "time.sleep, logging or printing, checkpoint or metrics I/O, and Python-side "
-            "work between forward and backward; " + move
-        )
-    return (
-        "The host thread that launches the GPU work was inside the step but in no "
-        "PyTorch op or CUDA call: find what it ran. "
-        + (
-            "This trace has Python stacks: read the python_function ranges of that "
-            "thread inside the largest gaps (PyTorch Profiler tab or Perfetto), or use "
-            "py-spy (py-spy record --native); "
-            if has_stacks
-            else "Profile with torch.profiler.profile(with_stack=True) or py-spy "
-            "(py-spy record --native); "
-        )
-        + "look for time.sleep, logging or printing, checkpoint or metrics I/O, and "
-        "Python-side work between forward and backward; move it off the training "
-        "thread or do it every N steps."
-    )
+#: The idle causes whose cost a named Python frame can hold (the fix is then that
+#: function's time off the thread).
+FRAME_FIXES = ("host_sync", "host_untraced", "data_loading")
 
 
 def _idle_cause(
-    idle: IdlePanel | None,
+    inp: SpanInput,
     cause: str,
     id_: str,
-    th: Thresholds,
+    fix: tuple[str, ChangeOf],
     title: str,
     recommendation: str | Callable[[list[dict[str, Any]]], str],
 ) -> Diagnosis | None:
     """An idle-cause diagnosis: the GPU idles while the launching thread does ``cause``.
 
-    ``impact_fraction`` = the main device's idle attributed to ``cause`` / summed step
-    time (``idle.devices[].causes[cause].fraction_of_step_time``); severity follows it
+    Raised when the main device's idle attributed to ``cause`` / summed step time
+    (``idle.devices[].causes[cause].fraction_of_step_time``, the title's share) reaches
+    ``min_impact_fraction``; ``impact_fraction`` is what its fix (``fix``: its words and
+    its change of the step's graph, :mod:`.fixes`) saves when replayed (the idle share
+    where there is no graph); severity follows it, and nothing is raised when the
+    replayed saving is below ``min_impact_fraction``
     (:func:`~tb_kineto_insights.analysis.rules.base.severity_for_impact`), nothing below
     ``min_impact_fraction``; nothing either when the cause costs that much in fewer than
     ``idle_cause_min_steps`` steps of a longer profile (a one-off stall: proved quiet on
@@ -305,17 +198,17 @@ def _idle_cause(
     queue, and on ``kineto_resnet50``'s second span, one 80 ms stretch in 1 of 6 steps).
 
     With Python stacks the title names the frames that hold the cause's idle and the
-    evidence lists them (``python_frames``, :func:`_cause_frames`); ``recommendation``
+    evidence lists them (``python_frames``, :func:`cause_frames`); ``recommendation``
     may be a function of those frames. Without stacks the title and evidence name no
     frame.
     """
+    idle, th = inp.idle, inp.th
     dev = main_idle(idle)
     if dev is None or cause not in dev.causes:
         return None
     cost = dev.causes[cause]
     share = cost.fraction_of_step_time
-    severity = severity_for_impact(share, th)
-    if severity is None:
+    if severity_for_impact(share, th) is None:
         return None
     gaps = [g for g in dev.largest_gaps if g.cause == cause]
     op = next((g.op for g in gaps if g.op), None)
@@ -329,7 +222,20 @@ def _idle_cause(
     )
     if len(per_step) > th.idle_cause_min_steps and hit < th.idle_cause_min_steps:
         return None  # a one-off stall, not a steady cost (see the threshold's comment)
-    frames = _cause_frames(dev, cause, th)
+    frames = cause_frames(dev, cause, th)
+    dominant = dominant_frame(frames, th) if cause in FRAME_FIXES else None
+    if dominant is not None:  # the cost is one function's: its time off the thread
+        frame = frame_time_removed(dominant["frame"])
+        fix = (
+            f"{short_frame(dominant['frame'])} off the training thread"
+            + (" and no host synchronisation" if cause == "host_sync" else ""),
+            together(frame, syncs_removed()) if cause == "host_sync" else frame,
+        )
+    prediction = fix_prediction(inp, id_, fix[0], fix[1], share)
+    impact = prediction.saving_fraction if prediction else share
+    severity = severity_for_impact(impact, th)
+    if severity is None:
+        return None  # the replay says the fix would not shorten the step: silence
     evidence_frames: dict[str, Any] = (
         {"python_frames": frames} if idle and idle.python_stacks else {}
     )
@@ -344,7 +250,7 @@ def _idle_cause(
             else f"{duration(cost.us)} in total over {len(per_step)} steps, "
             f"mostly in {hit} of them",
         )
-        + _frames_title(frames, cause),
+        + frames_title(frames, cause),
         {
             **evidence_frames,
             "device": dev.device,
@@ -360,7 +266,8 @@ def _idle_cause(
         },
         recommendation if isinstance(recommendation, str) else recommendation(frames),
         "idle",
-        impact_fraction=share,
+        impact_fraction=impact,
+        prediction=prediction,
     )
 
 
@@ -397,7 +304,7 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     * the unexplained idle reaches ``min_impact_fraction``; severity follows it.
 
     It names the idle cause holding most of the unexplained idle and, with Python
-    stacks, the frames holding most of that cause (:func:`_cause_frames`).
+    stacks, the frames holding most of that cause (:func:`cause_frames`).
     """
     steps, idle, raised, th = inp.steps, inp.idle, inp.raised, inp.th
     util = steps.gpu_utilization_fraction if steps is not None else None
@@ -439,14 +346,14 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     top_label = labels.get(top, top.replace("_", " ")) if top else None
     if top == "cpu_ops" and dev.cpu_ops_top:
         top_label = f"{top_label} ({cpu_ops_named(dev)})"
-    frames = _cause_frames(dev, top, th) if top else []
+    frames = cause_frames(dev, top, th) if top else []
     return make_diagnosis(
         "low_gpu_utilization",
         severity,
         f"GPU {dev.device} is busy only {pct(util)} of the step time; "
         f"{pct(unexplained)} of it idles for other reasons"
         + (f", mostly {top_label}" if top_label else "")
-        + (_frames_title(frames, top) if top else ""),
+        + (frames_title(frames, top) if top else ""),
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
             "device": dev.device,
@@ -483,7 +390,7 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     ``min_impact_fraction``, in at least ``idle_cause_min_steps`` steps). The evidence
     counts the calls per step and their host time inside the host step windows.
     """
-    index, idle, th = inp.index, inp.idle, inp.th
+    index = inp.index
     rt = index.trace.runtime
     rows = index.rows_where(m.RUNTIME, nm.is_allocator_call)
     if not rows.any():
@@ -503,10 +410,10 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
     host_us = float(rt.dur_ns[rows].sum()) / 1000.0 / n_steps
     calls = ", ".join(f"{c:.0f} {n}" for n, c in sorted(counts.items(), key=lambda kv: -kv[1]))
     found = _idle_cause(
-        idle,
+        inp,
         "allocator",
         "allocator_churn",
-        th,
+        ("cudaMalloc/cudaFree calls and their waits removed", allocator_calls_removed()),
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
         f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
         f"{duration(host_us)} of host time)",
@@ -543,7 +450,14 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
     need = min(th.idle_cause_min_steps, found.steps)
     if found.tuning_steps < need:
         return None
-    impact = found.cost_fraction_of_step_time
+    prediction = fix_prediction(
+        inp,
+        "cudnn_autotune_in_step",
+        "shapes tuned once: the benchmark runs inside the convolutions removed",
+        tuning_removed(found.tuning_ranges),
+        found.cost_fraction_of_step_time,
+    )
+    impact = prediction.saving_fraction if prediction else found.cost_fraction_of_step_time
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -560,7 +474,8 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
         "cudnn_autotune_in_step",
         severity,
         f"cuDNN autotunes convolutions in {found.tuning_steps} of {n} steps: "
-        f"{pct(impact)} of the step time ({duration(found.cost_us / n)} per step) goes to "
+        f"{pct(found.cost_fraction_of_step_time)} of the step time "
+        f"({duration(found.cost_us / n)} per step) goes to "
         f"benchmark runs inside {ops} per step, "
         f"{sum(found.syncs_per_step) / n:.0f} synchronisations per step{shapes}",
         {
@@ -587,23 +502,24 @@ def _cudnn_autotune(inp: SpanInput) -> Diagnosis | None:
         "False (cuDNN's heuristics pick an algorithm without trials).",
         "idle",
         impact_fraction=impact,
+        prediction=prediction,
     )
 
 
 def _dataloader(inp: SpanInput) -> Diagnosis | None:
     """``gpu_idle_dataloader``: the ``data_loading`` idle cause (:func:`_idle_cause`)."""
     return _idle_cause(
-        inp.idle,
+        inp,
         "data_loading",
         "gpu_idle_dataloader",
-        inp.th,
+        ("the DataLoader's fetch off the training thread", host_time_removed("data_loading")),
         "GPU {device} idles {share} of the step time ({when}) waiting for the DataLoader",
         lambda frames: (
             "Load batches ahead of the GPU: DataLoader(num_workers=N>0, e.g. "
             "the CPU cores per GPU), pin_memory=True, prefetch_factor=2..4, "
             "persistent_workers=True, and .to(device, non_blocking=True); move heavy "
             "per-sample transforms to the GPU or precompute them."
-            + _dataloader_frame_advice(frames, inp.th)
+            + dataloader_frame_advice(frames, inp.th)
         ),
     )
 
@@ -611,12 +527,12 @@ def _dataloader(inp: SpanInput) -> Diagnosis | None:
 def _host_sync(inp: SpanInput) -> Diagnosis | None:
     """``gpu_idle_host_sync``: the ``host_sync`` idle cause (:func:`_idle_cause`)."""
     return _idle_cause(
-        inp.idle,
+        inp,
         "host_sync",
         "gpu_idle_host_sync",
-        inp.th,
+        ("no host synchronisation inside the step", syncs_removed()),
         "GPU {device} idles {share} of the step time ({when}) after host synchronisation",
-        lambda frames: _sync_recommendation(frames, inp.th),
+        lambda frames: sync_recommendation(frames, inp.th),
     )
 
 
@@ -626,13 +542,13 @@ def _host_untraced(inp: SpanInput) -> Diagnosis | None:
     idle, health = inp.idle, inp.health
     has_stacks = health is not None and health.flags.has_stacks
     return _idle_cause(
-        idle,
+        inp,
         "host_untraced",
         "gpu_idle_host_untraced",
-        inp.th,
+        ("the untraced host work off the training thread", host_time_removed("untraced")),
         "GPU {device} idles {share} of the step time ({when}) while the host is busy "
         "outside traced ops (untraced Python, a sleep, I/O)",
-        lambda frames: _untraced_recommendation(
+        lambda frames: untraced_recommendation(
             frames, bool(idle is not None and idle.python_stacks) or has_stacks, inp.th
         ),
     )

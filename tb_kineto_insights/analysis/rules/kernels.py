@@ -11,11 +11,13 @@ from tb_kineto_insights.analysis.rules.base import (
     Fix,
     Rule,
     SpanInput,
+    fix_prediction,
     main_idle,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import launches_fused
 from tb_kineto_insights.analysis.rules.moments import step_moment
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 
@@ -54,6 +56,19 @@ def _small_kernel_flood(inp: SpanInput) -> Diagnosis | None:
         opt = dev.optimizer
         opt_us = min(opt.launch_bound_idle_us + opt.launch_bound_kernel_us, cost.cost_us)
         impact *= 1.0 - opt_us / cost.cost_us
+    cost_fraction = impact
+    if severity_for_impact(cost_fraction, th) is None:
+        return None
+    prediction = fix_prediction(
+        inp,
+        "small_kernel_flood",
+        "CUDA graphs over forward and backward: their launch calls and op dispatch "
+        "removed, the kernels' work kept",
+        launches_fused(),
+        impact,
+    )
+    if prediction is not None:
+        impact = prediction.saving_fraction
     severity = severity_for_impact(impact, th)
     if severity is None:
         return None
@@ -79,14 +94,14 @@ def _small_kernel_flood(inp: SpanInput) -> Diagnosis | None:
     return make_diagnosis(
         "small_kernel_flood",
         severity,
-        f"The GPU waits on kernel launches: {pct(impact)} of the step time goes to "
+        f"The GPU waits on kernel launches: {pct(cost_fraction)} of the step time goes to "
         f"launch-bound short kernels"
         + (" outside the optimizer step" if opt_us else "")
         + f" ({pct(short)} of {per_step:.0f} kernels per step are "
         f"shorter than {th.short_kernel_us:g} µs)",
         {
             "device": dev.device,
-            "launch_bound_cost_fraction_of_step_time": impact,
+            "launch_bound_cost_fraction_of_step_time": cost_fraction,
             "launch_bound_idle_us": cost.launch_bound_idle_us,
             "launch_bound_kernel_us": cost.launch_bound_kernel_us,
             "launch_bound_gaps": cost.launch_bound_gaps,
@@ -103,6 +118,7 @@ def _small_kernel_flood(inp: SpanInput) -> Diagnosis | None:
         advice + where,
         "kernels",
         impact_fraction=impact,
+        prediction=prediction,
     )
 
 

@@ -32,9 +32,11 @@ from tb_kineto_insights.analysis.rules.base import (
     Rule,
     SpanInput,
     duration,
+    fix_prediction,
     make_diagnosis,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import profiler_activities_removed
 from tb_kineto_insights.analysis.rules.moments import step_moment
 from tb_kineto_insights.analysis.step_windows import WARM_UP
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
@@ -333,18 +335,33 @@ def _unequal_steps(inp: SpanInput) -> Diagnosis | None:
 
 def _profiler_overhead(inp: SpanInput) -> Diagnosis | None:
     """``trace_profiler_overhead``: Kineto's own overhead activities take at least
-    ``min_impact_fraction`` of the profiled time (its ``impact_fraction``)."""
+    ``min_impact_fraction`` of the profiled time, and taking them out of the host's time
+    shortens the replayed step by at least that much (its ``impact_fraction``: what they
+    add to the step, not their sum: CUPTI's buffer work on a host that waits for the GPU
+    anyway costs nothing)."""
     quality = _quality(inp)
     prof = quality.profiler
     over = float(prof.overhead_fraction or 0.0)
-    severity = severity_for_impact(over, inp.th) if quality.has_step_markers else None
-    if severity is None:
+    if not quality.has_step_markers or severity_for_impact(over, inp.th) is None:
         return None
+    prediction = fix_prediction(
+        inp,
+        "trace_profiler_overhead",
+        "the profiler's own activities out of the host's time",
+        profiler_activities_removed(),
+        over,
+    )
+    impact = prediction.saving_fraction if prediction else over
+    severity = severity_for_impact(impact, inp.th)
+    if severity is None:
+        return None  # its activities ran while the host waited anyway: no cost
     return make_diagnosis(
         "trace_profiler_overhead",
         severity,
-        f"The profiler's own overhead takes {100 * over:.1f} % of the profiled time",
+        f"The profiler's own activities lengthen the step by {100 * impact:.1f} % "
+        f"({100 * over:.1f} % of the profiled time is their work)",
         {
+            "step_increase_fraction": round(impact, 4),
             "overhead_us": prof.overhead_us,
             "overhead_fraction": over,
             "python_function_events_per_step": prof.python_function_events_per_step,
@@ -354,7 +371,8 @@ def _profiler_overhead(inp: SpanInput) -> Diagnosis | None:
         "active steps per cycle so CUPTI's buffers fill less within a step; the "
         "steps it lands in are longer than the job's.",
         "health",
-        impact_fraction=over,
+        impact_fraction=impact,
+        prediction=prediction,
     )
 
 

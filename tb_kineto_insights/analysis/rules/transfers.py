@@ -15,10 +15,12 @@ from tb_kineto_insights.analysis.rules.base import (
     Rule,
     SpanInput,
     duration,
+    fix_prediction,
     make_diagnosis,
     pct,
     severity_for_impact,
 )
+from tb_kineto_insights.analysis.rules.fixes import PINNED_SPEEDUP_DEFAULT, copies_pinned
 from tb_kineto_insights.analysis.rules.moments import longest_event
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
 from tb_kineto_insights.trace import model as m
@@ -39,7 +41,18 @@ def _pageable_memcpy(inp: SpanInput) -> Diagnosis | None:
     time_us = float(copies.dur_ns[rows].sum()) / 1000.0
     total_us = (steps.total_us if steps is not None else 0.0) or 0.0
     share = time_us / total_us if total_us else 0.0
-    severity = severity_for_impact(share, th)
+    if severity_for_impact(share, th) is None:
+        return None
+    speedup = PINNED_SPEEDUP_DEFAULT  # the trace has no copy sizes to measure bandwidths
+    prediction = fix_prediction(
+        inp,
+        "pageable_memcpy",
+        f"copies from pinned memory: {speedup:.1f}x faster and asynchronous",
+        copies_pinned(speedup),
+        share,
+    )
+    impact = prediction.saving_fraction if prediction else share
+    severity = severity_for_impact(impact, th)
     if severity is None:
         return None
     kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
@@ -62,7 +75,8 @@ def _pageable_memcpy(inp: SpanInput) -> Diagnosis | None:
         "DataLoader(pin_memory=True), or tensor.pin_memory(), then "
         ".to(device, non_blocking=True).",
         "steps",
-        impact_fraction=share,
+        impact_fraction=impact,
+        prediction=prediction,
     )
 
 
