@@ -4525,6 +4525,7 @@ ${more.trim()}` : ""));
         this.setViewData();
       });
       box.node.id = "ki-timeline-chart";
+      box.node.dataset.labelPx = String(this.gridLeft - 12);
       this.body.replaceChildren(box.node);
       this.launch.replaceChildren();
       this.highlight.clear();

@@ -379,3 +379,58 @@ def test_symlinked_run_folders(tmp_path: Path, browser: Any) -> None:  # noqa: F
             assert frame.get_attribute("#ki-panel-overview", "data-state") == "ready"
         finally:
             page.close()
+
+
+def test_smaller_items_card_actions_apart_and_no_memory_device_of_a_few_bytes(
+    server: Server,  # noqa: F811
+    open_page: Any,  # noqa: F811
+) -> None:
+    """Issue 48 §10: a card's action links stand apart ("See Idle gaps →See it on the
+    timeline →" read as one); memory_leak's memory panel offers no "CPU — peak 8 B" (its
+    CPU device is named in a line, and with one device left there is no list)."""
+    page = open_page("#kineto_insights&ki_run=dataloader_workers0", height=TALL)
+    frame = tab(page)
+    wait_panels(frame, ("diagnoses",))
+    gaps = frame.evaluate(
+        """() => [...document.querySelectorAll('.diagnosis-actions')].flatMap(box => {
+          const r = [...box.querySelectorAll('button')].map(b => b.getBoundingClientRect());
+          return r.slice(1).filter((b, i) => Math.abs(b.top - r[i].top) < 2)
+            .map((b, i) => b.left - r[i].right);
+        })"""
+    )
+    assert gaps and min(gaps) >= 8, gaps
+    page.evaluate("() => { location.hash = 'kineto_insights&ki_run=memory_leak'; }")
+    frame.wait_for_selector(
+        "#ki-panel-memory[data-state]:not([data-state=loading]) .memory-small-devices",
+        timeout=TIMEOUT_MS,
+    )
+    panel = frame.locator("#ki-panel-memory")
+    assert panel.locator(".device-select").count() == 0
+    note = panel.locator(".memory-small-devices").inner_text()
+    assert "CPU (8 B)" in note, note
+    assert "CUDA:0" in panel.inner_text()
+
+
+@pytest.mark.parametrize("run", ["dataloader_workers0", "transformer_eager"])
+def test_timeline_lane_labels_are_not_cut(
+    server: Server,  # noqa: F811
+    open_page: Any,  # noqa: F811
+    run: str,
+) -> None:
+    """Issue 48 §10: the timeline's lane labels had 158 px ("thread 453 (pt_autogra…"):
+    each label of the step drawn, measured in the labels' font, fits the room the chart
+    gives them."""
+    page = open_page(f"#kineto_insights&ki_run={run}", height=TALL)
+    frame = tab(page)
+    shown = _timeline_shown(frame)
+    worker, span = server.span_of(run)
+    _, doc = server.get("timeline", run=run, worker=worker, span=span, step=shown["step"])
+    labels = [lane["label"] for lane in doc["lanes"]]
+    widths = frame.evaluate(
+        """(labels) => { const c = document.createElement('canvas').getContext('2d');
+          c.font = '12px sans-serif'; return labels.map(l => c.measureText(l).width); }""",
+        labels,
+    )
+    room = float(shown["labelPx"])
+    assert max(widths) > 150, labels  # a thread label longer than the old room
+    assert [lab for lab, w in zip(labels, widths, strict=True) if w > room] == []

@@ -338,6 +338,7 @@ export class TimelineView {
       this.setViewData();
     });
     box.node.id = "ki-timeline-chart";
+    box.node.dataset.labelPx = String(this.gridLeft - 12); // the lane labels' room (tests read it)
     this.body.replaceChildren(box.node);
     this.launch.replaceChildren();
     this.highlight.clear();
