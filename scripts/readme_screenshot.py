@@ -164,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
                     executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
                 )
                 try:
-                    context = browser.new_context(viewport=VIEWPORT, color_scheme="light")
+                    context = browser.new_context(
+                        viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]},
+                        color_scheme="light",
+                    )
                     context.set_default_timeout(TIMEOUT_MS)
                     page = context.new_page()
                     page.goto(f"{base}/#kineto_insights&ki_run={args.run}")
