@@ -180,10 +180,10 @@ export function formatEvidence(key: string, value: unknown, keyText: (k: string)
   const { unit, perStep } = unitOf(key);
   if (isRecord(value)) {
     const entries = Object.entries(value);
-    if (!entries.length) return "none";
+    const known = entries.filter(([, v]) => v !== null && v !== undefined);
+    if (!known.length) return "none"; // {} or every entry unknown
     const steps = entries.every(([k]) => /^\d+$/.test(k));
-    return entries
-      .filter(([, v]) => v !== null && v !== undefined)
+    return known
       .map(([k, v]) => `${steps ? `#${k}` : keyText(k)}: ${inner(unit, perStep && !steps, v, keyText)}`)
       .join(", ");
   }
@@ -194,6 +194,15 @@ export function formatEvidence(key: string, value: unknown, keyText: (k: string)
     return items.join(", ") + (value.length > LIST_ITEMS ? `, … (${value.length})` : "");
   }
   return formatScalar(unit, value, perStep);
+}
+
+// An evidence value left out (evidence_units.says_nothing): null, an empty list or
+// object, or an object whose every value is null (an empty row was shown for it).
+export function saysNothing(value: unknown): boolean {
+  if (value === null || value === undefined) return true;
+  if (Array.isArray(value)) return !value.length;
+  if (isRecord(value)) return Object.values(value).every((v) => v === null || v === undefined);
+  return false;
 }
 
 function recordText(record: Record<string, unknown>): string {

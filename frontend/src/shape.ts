@@ -21,7 +21,7 @@ import {
   SEVERITY_ORDER,
 } from "./labels";
 import type { Num, SpanEntry } from "./answers";
-import { formatEvidence } from "./evidence";
+import { formatEvidence, saysNothing } from "./evidence";
 import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel, Straggler } from "./types";
 
 // ------------------------------------------------------------------ diagnoses
@@ -286,10 +286,9 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
   const own = evidence?.steps;
   const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
   for (const [key, value] of Object.entries(evidence ?? {})) {
-    if (value === null || value === undefined) continue;
-    // an empty list or object says nothing (no errors logged, no damage listed)
-    if (Array.isArray(value) && !value.length) continue;
-    if (isRecord(value) && !Object.keys(value).length) continue;
+    // an empty list or object says nothing (no errors logged, no damage listed), nor an
+    // object of nulls (a bus bandwidth per collective kind, none sized)
+    if (saysNothing(value)) continue;
     if (key === "cause" && isRecord(value)) {
       out.push(...causeItems(value));
       continue;

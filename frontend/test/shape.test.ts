@@ -533,3 +533,10 @@ test("issue 48 §10: the memory device list leaves out a device of a few bytes (
   assert.deepEqual(memoryDeviceChoice([cpu, cuda], cpu).offered, [cpu, cuda]);
   assert.deepEqual(memoryDeviceChoice([cpu], cpu), { offered: [cpu], tooSmall: [] });
 });
+
+test("issue 48: an evidence object of nulls is left out, not shown as an empty row", () => {
+  const items = evidenceItems({ busbw_gbps: { all_gather: null, all_reduce: null }, exposed_us_per_step: 10 });
+  assert.deepEqual(items.map((i) => i.key), ["exposed_us_per_step"]);
+  const some = evidenceItems({ busbw_gbps: { all_gather: null, all_reduce: 241.586429922509 } });
+  assert.equal(some[0].text, "All reduce: 241.6 GB/s");
+});

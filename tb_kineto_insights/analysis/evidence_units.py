@@ -64,6 +64,7 @@ __all__ = [
     "evidence_texts",
     "format_evidence",
     "format_scalar",
+    "says_nothing",
     "unit_of",
 ]
 
@@ -249,14 +250,14 @@ class _Formatter:
     def evidence(self, key: str, value: Any) -> str:
         unit, per_step = unit_of(key)
         if isinstance(value, Mapping):
-            if not value:
+            known = {k: v for k, v in value.items() if v is not None}
+            if not known:  # {} or every entry unknown (a bus bandwidth of no collective)
                 return "none"
             steps = all(str(k).isdigit() for k in value)
             return ", ".join(
                 f"{'#' + str(k) if steps else self.escape_key(str(k))}: "
                 f"{self.inner(unit, per_step and not steps, v)}"
-                for k, v in value.items()
-                if v is not None
+                for k, v in known.items()
             )
         if isinstance(value, list | tuple):
             if value and all(isinstance(v, Mapping) for v in value):
@@ -281,6 +282,17 @@ class _Formatter:
         )
 
 
+def says_nothing(value: Any) -> bool:
+    """Whether an evidence value is left out: None, an empty list or mapping, or a mapping
+    whose every value is None (``busbw_gbps`` of collectives without a size was shown as
+    an empty row)."""
+    if value is None:
+        return True
+    if isinstance(value, Mapping):
+        return all(v is None for v in value.values())
+    return isinstance(value, list | tuple) and not value
+
+
 def evidence_texts(
     evidence: Mapping[str, Any],
     escape: Callable[[str], str] = str,
@@ -295,11 +307,11 @@ def evidence_texts(
     options: dict[str, Any] = {"escape_key": escape_key, "records_sep": records_sep}
     rows: list[tuple[str, str]] = []
     for key, value in evidence.items():
-        if value is None or (isinstance(value, list | tuple | Mapping) and not value):
+        if says_nothing(value):
             continue
         if key == "cause" and isinstance(value, Mapping):
             for field, inner in value.items():
-                if inner is None or (isinstance(inner, list | tuple | Mapping) and not inner):
+                if says_nothing(inner):
                     continue
                 rows.append(
                     (f"cause.{field}", format_evidence(str(field), inner, escape, **options))

@@ -734,9 +734,10 @@ var __kinetoInsights = (() => {
     const { unit, perStep } = unitOf(key);
     if (isRecord(value)) {
       const entries = Object.entries(value);
-      if (!entries.length) return "none";
+      const known = entries.filter(([, v]) => v !== null && v !== void 0);
+      if (!known.length) return "none";
       const steps = entries.every(([k]) => /^\d+$/.test(k));
-      return entries.filter(([, v]) => v !== null && v !== void 0).map(([k, v]) => `${steps ? `#${k}` : keyText2(k)}: ${inner(unit, perStep && !steps, v, keyText2)}`).join(", ");
+      return known.map(([k, v]) => `${steps ? `#${k}` : keyText2(k)}: ${inner(unit, perStep && !steps, v, keyText2)}`).join(", ");
     }
     if (Array.isArray(value)) {
       if (value.length && value.every(isRecord)) return value.map(recordText).join("; ");
@@ -745,6 +746,12 @@ var __kinetoInsights = (() => {
       return items.join(", ") + (value.length > LIST_ITEMS ? `, … (${value.length})` : "");
     }
     return formatScalar(unit, value, perStep);
+  }
+  function saysNothing(value) {
+    if (value === null || value === void 0) return true;
+    if (Array.isArray(value)) return !value.length;
+    if (isRecord(value)) return Object.values(value).every((v) => v === null || v === void 0);
+    return false;
   }
   function recordText(record) {
     return Object.entries(record).filter(([, v]) => v !== null && v !== void 0).map(([k, v]) => `${k} ${formatEvidence(k, v)}`).join(", ");
@@ -947,9 +954,7 @@ var __kinetoInsights = (() => {
     const own = evidence?.steps;
     const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
-      if (value === null || value === void 0) continue;
-      if (Array.isArray(value) && !value.length) continue;
-      if (isRecord2(value) && !Object.keys(value).length) continue;
+      if (saysNothing(value)) continue;
       if (key === "cause" && isRecord2(value)) {
         out.push(...causeItems(value));
         continue;
