@@ -43,16 +43,16 @@ endif
 endif
 
 # The PyTorch Profiler tab (torch-tb-profiler) sits beside ours; it is optional: when it
-# cannot be installed, the demo still starts, with our tab only. Its log (about 90 INFO
-# lines at start, and a warning per worker name it cannot parse) is turned down to
-# errors and the command is not echoed, so the address line is the last thing printed
-# before TensorBoard's own.
+# cannot be installed, the demo still starts, with our tab only. Its log is turned down
+# to errors and its runs load PROFILER_LOADERS at a time (scripts/demo.py: all at once,
+# on sample_logs, kept TensorBoard from answering for about a minute). The address is
+# printed once TensorBoard answers it, last and framed.
+PROFILER_LOADERS ?= 2
 demo: $(VENV)/.runtime
 	@$(PY) -c "import torch_tb_profiler" 2>/dev/null || $(PY) -m pip install -q torch-tb-profiler \
 		|| echo "warning: torch-tb-profiler could not be installed; no PyTorch Profiler tab"
 	@$(VENV)/bin/tb-kineto-insights doctor || true
-	@echo "Open http://127.0.0.1:$(PORT)/#kineto_insights"
-	@TORCH_PROFILER_LOG_LEVEL=ERROR $(VENV)/bin/tensorboard --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT)
+	@$(PY) scripts/demo.py --logdir $(LOGDIR) --host 127.0.0.1 --port $(PORT) --profiler-loaders $(PROFILER_LOADERS)
 
 lint: venv
 	$(VENV)/bin/ruff check tb_kineto_insights tests scripts benchmarks

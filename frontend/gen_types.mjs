@@ -79,7 +79,8 @@ export async function generate() {
 
 // src/vocabulary.ts: per diagnosis id, the tab's label and the glossary's definition, in
 // the rules' order (tb_kineto_insights/analysis/rules); per idle cause, its label and
-// definition, in priority order (tb_kineto_insights/analysis/host_activity.py).
+// definition, in priority order (tb_kineto_insights/analysis/host_activity.py); the
+// units of evidence keys (tb_kineto_insights/analysis/evidence_units.py).
 export function generateVocabulary() {
   const labels = JSON.parse(readFileSync(join(SCHEMA_DIR, "labels.json"), "utf8"));
   const entries = (key) =>
@@ -116,6 +117,12 @@ export function generateVocabulary() {
     "export const IDLE_DEFINITIONS: Record<string, string> = {",
     causes("definition"),
     "};",
+    "",
+    "/** The unit of evidence keys: [pattern, unit] rows, the first that matches a whole key wins",
+    " * (tb_kineto_insights/analysis/evidence_units.py, applied by src/evidence.ts). */",
+    "export const EVIDENCE_UNIT_RULES: readonly (readonly [string, string])[] = [",
+    ...labels.evidence_units.map(([pattern, unit]) => `  [${JSON.stringify(pattern)}, ${JSON.stringify(unit)}],`),
+    "];",
     "",
   ].join("\n");
 }

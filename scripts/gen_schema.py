@@ -5,7 +5,8 @@ span), ``run_view.schema.json`` (the view across ranks), ``diff.schema.json``
 (``tb_kineto_insights.report/1``); and, from the diagnosis rules
 (``tb_kineto_insights/analysis/rules``) and the host-activity causes
 (``analysis/host_activity.py``), ``labels.json`` (each diagnosis id's area, label,
-definition and fix, in the rules' order; each idle cause's label and definition), the
+definition and fix, in the rules' order; each idle cause's label and definition; the
+units of evidence keys, ``analysis/evidence_units.py``), the
 "Diagnosis ids" and idle-cause tables of ``docs/glossary.md`` (between their markers)
 and ``tb_kineto_insights/analysis/rule_ids.py`` (the ids, for the cache keys).
 
@@ -24,6 +25,7 @@ import json
 import sys
 from pathlib import Path
 
+from tb_kineto_insights.analysis.evidence_units import UNIT_RULES
 from tb_kineto_insights.analysis.host_activity import CAUSES
 from tb_kineto_insights.analysis.rules import RULES
 from tb_kineto_insights.analysis.rules.base import AREAS
@@ -46,7 +48,8 @@ def labels() -> dict[str, object]:
     """``labels.json``: per diagnosis rule, in the rules' order, its ``id``, ``area``,
     ``label``, ``definition`` and ``fix`` (or null); per host-activity (idle) cause, in
     priority order (``analysis/host_activity.py``), its ``name``, ``label`` and
-    ``definition``."""
+    ``definition``; the evidence keys' units (``analysis/evidence_units.py``'s
+    ``UNIT_RULES``: ``[pattern, unit]`` rows, the first matching a whole key wins)."""
     return {
         "idle_causes": [
             {"name": c.name, "label": c.label, "definition": c.definition} for c in CAUSES
@@ -61,6 +64,7 @@ def labels() -> dict[str, object]:
             }
             for r in RULES
         ],
+        "evidence_units": [list(row) for row in UNIT_RULES],
     }
 
 

@@ -105,6 +105,57 @@ def test_filter_and_pages() -> None:
         page_of(rows, "", 0, 0)
 
 
+def test_time_lost_per_step_is_the_costliest_diagnosis_share_of_the_step() -> None:
+    rows = {r.run: r for r in rank_runs(RUNS)}
+    # medium_big: 40 % of its slowest rank's 250 µs step (not 40 % + 0 %)
+    assert rows["medium_big"].time_lost_fraction == 0.40
+    assert rows["medium_big"].time_lost_us_per_step == pytest.approx(100.0)
+    assert rows["high_two"].time_lost_us_per_step == pytest.approx(40.0)  # max(0, 20 %)
+    assert rows["quiet_slow"].time_lost_fraction is None
+    assert rows["quiet_slow"].time_lost_us_per_step is None
+
+
+def test_other_orders_and_the_severity_filter() -> None:
+    """All runs could not be sorted: by time lost per step (most first), step time
+    (longest first), GPU utilization (lowest first), reversed; runs without numbers
+    stay last; ``position`` is the place in that order."""
+    rows = rank_runs(RUNS, {"new": "loading"})
+    lost = page_of(rows, "", 0, 50, sort="lost")
+    assert [r.run for r in lost.rows] == [
+        "medium_big",  # 40 % of 250 µs: 100 µs/step
+        "low_one",  # 50
+        "high_two",  # 40
+        "medium_small",  # 5
+        "high_one",  # 0, then the runs without a diagnosis, in the ranking's order
+        "quiet_slow",
+        "quiet_fast",
+        "new",  # still being read: last
+    ]
+    assert [r.position for r in lost.rows] == list(range(1, 9))
+    assert (lost.sort, lost.reverse) == ("lost", False)
+    step = page_of(rows, "", 0, 50, sort="step")
+    assert [r.run for r in step.rows][:2] == ["quiet_slow", "medium_big"]  # 300, 250 µs
+    up = page_of(rows, "", 0, 50, sort="step", reverse=True)
+    assert [r.run for r in up.rows][:4] == ["medium_small", "low_one", "quiet_fast", "high_two"]
+    assert [r.run for r in up.rows][-1] == "new"
+    worst_last = page_of(rows, "", 0, 50, reverse=True)
+    assert [r.run for r in worst_last.rows][0] == "quiet_fast"
+    # severity: at least this severe (typing "high" in the filter matched nothing)
+    high = page_of(rows, "", 0, 50, severity="high")
+    assert [r.run for r in high.rows] == ["high_two", "high_one"]
+    medium = page_of(rows, "", 0, 50, severity="medium")
+    assert [r.run for r in medium.rows] == ["high_two", "high_one", "medium_big", "medium_small"]
+    assert [r.run for r in page_of(rows, "", 0, 50, severity="none").rows] == [
+        "quiet_slow",
+        "quiet_fast",
+    ]
+    assert [r.run for r in page_of(rows, "HIGH", 0, 50).rows] == ["high_two", "high_one"]
+    with pytest.raises(ValueError, match="sort must be one of worst, lost, step, util"):
+        page_of(rows, "", 0, 50, sort="name")
+    with pytest.raises(ValueError, match="severity must be one of high, medium, low, info"):
+        page_of(rows, "", 0, 50, severity="HIGH")
+
+
 def test_across_runs_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PRELOAD_ENV, "0")
     logdir = tmp_path / "logs"
@@ -133,5 +184,18 @@ def test_across_runs_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert by_run["exp_1"].gpu_utilization_fraction == pytest.approx(0.5)
     one = strict_json(client.get(url("across_runs", q="exp_1", limit="1")))
     assert [r["run"] for r in one["rows"]] == ["exp_1"] and one["matched"] == 1
-    for bad_args in ({"limit": "0"}, {"limit": "501"}, {"offset": "-1"}, {"offset": "x"}):
+    for bad_args in (
+        {"limit": "0"},
+        {"limit": "501"},
+        {"offset": "-1"},
+        {"offset": "x"},
+        {"sort": "name"},
+        {"reverse": "yes"},
+        {"severity": "loud"},
+    ):
         assert client.get(url("across_runs", **bad_args)).status_code == 400
+    slow_first = strict_json(client.get(url("across_runs", sort="step")))
+    assert [r["run"] for r in slow_first["rows"]] == ["exp_0", "exp_1", "exp_2"]
+    fast_first = strict_json(client.get(url("across_runs", sort="step", reverse="1")))
+    assert [r["run"] for r in fast_first["rows"]] == ["exp_1", "exp_0", "exp_2"]
+    assert (fast_first["sort"], fast_first["reverse"]) == ("step", True)

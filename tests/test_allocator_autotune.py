@@ -66,7 +66,8 @@ def test_allocator_churn_exact(tmp_path: Path) -> None:
     assert churn["prediction"]["predicted_step_us"] == 150.0
     assert churn["evidence"]["calls_per_step"] == {"cudaFree": 1.0, "cudaMalloc": 1.0}
     assert churn["evidence"]["host_us_per_step"] == 50.0
-    assert "1 cudaFree, 1 cudaMalloc per step" in churn["title"]
+    # every figure of the title per step (issue 48 §10: a total read as per step)
+    assert "(1 cudaFree, 1 cudaMalloc and 50 µs of host time per step)" in churn["title"]
     assert "empty_cache" in churn["recommendation"]
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING" in churn["recommendation"]
     # no other diagnosis claims that idle again

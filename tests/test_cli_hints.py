@@ -99,7 +99,7 @@ def test_nothing_readable_says_so_first(tmp_path: Path, capsys: pytest.CaptureFi
 def test_markdown_helpers() -> None:
     assert cell("a|b\nc") == "a\\|b c"
     assert fmt_value("idle_us_per_step", 2470.0) == "2.47 ms/step"
-    assert fmt_value("peak_bytes", 2**30) == "1.0 GiB"
+    assert fmt_value("peak_bytes", 2**30) == "1.00 GiB"
     assert fmt_value("idle_fraction_of_step_time", 0.247) == "24.7 %"
     assert fmt_value("events_per_step", {"2": 3, "3": 4}) == "#2: 3, #3: 4"
     # a key that is only the unit (a straggler cause's us_per_step) keeps its unit

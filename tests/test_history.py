@@ -553,6 +553,22 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     assert code == 1 and "FAIL" in out_stream.getvalue(), err_stream.getvalue()
 
 
+def test_history_of_a_run_folder_names_the_run_after_it(tmp_path: Path) -> None:
+    """``history sample_logs/dataloader_workers0`` named its one run (and series) "."."""
+    import io
+
+    from tb_kineto_insights.cli.main import _parser
+
+    tiny_trace(tmp_path / "logs" / "exp_1" / "w.1.pt.trace.json", 200.0, T0)
+    args = _parser().parse_args(
+        ["history", str(tmp_path / "logs" / "exp_1"), "--format", "json", "--cache", str(tmp_path)]
+    )
+    out = io.StringIO()
+    assert args.func(args, out, io.StringIO()) == 0
+    doc = msgspec.json.decode(out.getvalue(), type=HistoryDocument)
+    assert [(s.name, [r.run for r in s.runs]) for s in doc.series] == [("exp_1", ["exp_1"])]
+
+
 def test_index_fills_the_headlines(tmp_path: Path) -> None:
     """``index`` computes summaries through the cache's store: each gets its headline,
     so the history that follows reads no trace."""

@@ -293,6 +293,10 @@ def test_hidden_logdir_itself_is_fine(tmp_path: Path) -> None:
     assert shape(discover(str(tmp_path / ".cache" / "log"))) == {"run": {"w": ["5"]}}
 
 
+#: What a refused link's reason adds: how to follow it.
+HINT = " (to follow it: KINETO_INSIGHTS_FOLLOW_SYMLINKS, or --kineto_insights_follow_symlinks)"
+
+
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks on this platform")
 def test_symlinks_outside_logdir_not_followed(tmp_path: Path) -> None:
     outside = tmp_path / "outside"
@@ -312,12 +316,12 @@ def test_symlinks_outside_logdir_not_followed(tmp_path: Path) -> None:
     assert sorted(skipped) == [
         (
             str(logdir / "linked_run"),
-            f"a symlink to the folder {outside} outside the log directory, not entered",
+            f"a symlink to the folder {outside} outside the log directory, not entered{HINT}",
         ),
         (str(logdir / "run" / "dangling.5.pt.trace.json"), "a symlink to a missing file, not read"),
         (
             str(logdir / "run" / "x.3.pt.trace.json"),
-            "a symlink to a file outside the log directory, not read",
+            f"a symlink to a file outside the log directory, not read{HINT}",
         ),
     ]
 
@@ -341,7 +345,7 @@ def test_report_names_a_run_folder_linked_from_outside(
     # resort handler), the error a line on stderr
     assert [r.getMessage() for r in caplog.records] == [
         f"warning: {logdir}: skipped 1 path(s): {logdir / 'run1'} (a symlink to the folder "
-        f"{outside} outside the log directory, not entered)"
+        f"{outside} outside the log directory, not entered{HINT})"
     ]
     assert capsys.readouterr().err == f"error: no Kineto trace files found under {logdir}\n"
 
@@ -776,7 +780,7 @@ def test_a_dangling_symlink_is_reported_once(tmp_path: Path) -> None:
         (str(root / "run" / "dangling.pt.trace.json"), "a symlink to a missing file, not read"),
         (
             str(root / "run" / "outside.pt.trace.json"),
-            "a symlink to a file outside the log directory, not read",
+            f"a symlink to a file outside the log directory, not read{HINT}",
         ),
     ]
 

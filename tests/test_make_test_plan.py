@@ -65,13 +65,12 @@ def test_readme_quick_start_says_what_make_test_installs() -> None:
 
 def test_demo_installs_the_runtime_package_only() -> None:
     """`make -n demo` on a checkout without .venv: pip installs `-e .`, never the [dev]
-    extra (pytest, ruff, mypy, moto, dask… are test tools); the address line comes last,
-    just before TensorBoard, whose PyTorch Profiler log is turned down."""
+    extra (pytest, ruff, mypy, moto, dask… are test tools); TensorBoard comes last, through
+    scripts/demo.py, which prints the address once it answers (tests/test_demo.py)."""
     dry = _make("-n", "demo", "VENV=/nonexistent/venv")
     assert "[dev]" not in dry and "pip install -q -e ." in dry
     lines = [line for line in dry.splitlines() if line.strip()]
-    assert lines[-2].startswith('echo "Open http://127.0.0.1:6006/#kineto_insights"')
-    assert "TORCH_PROFILER_LOG_LEVEL=ERROR" in lines[-1] and "tensorboard --logdir" in lines[-1]
+    assert "scripts/demo.py --logdir sample_logs --host 127.0.0.1 --port 6006" in lines[-1]
 
 
 def test_demo_on_a_busy_port_says_so_in_one_line(tmp_path: Path) -> None:

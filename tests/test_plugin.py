@@ -1867,6 +1867,19 @@ def test_window_offsets_inside_the_limit_are_cut(client: Client) -> None:
     )
 
 
+def test_window_offsets_of_any_decimal_are_rounded_to_the_ns(client: Client) -> None:
+    """A float's shortest text (what the page sent after a Largest-gaps click,
+    ``766.7589999999999``) is a decimal: cut, rounded once to the ns (it was a 400)."""
+    assert client.get(timeline_url("2", wait=WAIT)).status_code == 200
+    response = client.get(
+        window_url("2", start_us="99.99999999999999", end_us="1000.0004999999999")
+    )
+    assert response.status_code == 200
+    # step 2 starts at 3000 µs on the trace's clock
+    assert response.headers["X-Window-Start-Ns"] == str(3_000_000 + 100_000)
+    assert response.headers["X-Window-End-Ns"] == str(3_000_000 + 1_000_000)
+
+
 def test_a_window_outside_the_trace_is_422(client: Client, ranks_client: Client) -> None:
     """Attack run: ``start_us=99999999999&end_us=999999999999`` answered 200 with only
     metadata."""

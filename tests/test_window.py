@@ -17,7 +17,12 @@ from conftest import cpu, kernel, write_trace
 from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.service.windows import step_window, write_window_file
 from tb_kineto_insights.trace.errors import TraceError, TraceFormatError, TraceIOError
-from tb_kineto_insights.trace.window import cut_window, ns_of, partial_overlaps
+from tb_kineto_insights.trace.window import (
+    cut_window,
+    ns_of,
+    parse_offset_us,
+    partial_overlaps,
+)
 
 
 def _events(cut: Any) -> list[dict[str, Any]]:
@@ -198,6 +203,32 @@ def test_window_command_names_the_option_and_its_limit(
     err = capsys.readouterr().err
     assert err.startswith("error: --") and words in err and err.count("\n") == 1
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [
+        # what the page sent after a Largest-gaps click (a float's shortest repr): refused
+        # with "must be a decimal number" before, though it is one
+        ("766.7589999999999", 766_759),
+        ("75180.70300000001", 75_180_703),
+        ("-12.3456", -12_346),
+        ("+5", 5_000),
+        ("0.0005", 0),  # half a ns: to even
+        ("0.0015", 2),
+        ("10", 10_000),
+    ],
+)
+def test_an_offset_is_any_decimal_rounded_once_to_the_ns(text: str, ns: int) -> None:
+    value = parse_offset_us(text, "start_us")
+    assert round(value * 1000) == ns
+    assert value == ns / 1000  # whole ns: the cut's own rounding changes nothing
+
+
+@pytest.mark.parametrize("text", ["1e3", "nan", " 1", "1.", ".5", "0x10", "1" + "0" * 70])
+def test_an_offset_that_is_no_plain_decimal_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="start_us must be a decimal number of µs"):
+        parse_offset_us(text, "start_us")
 
 
 def test_a_piece_boundary_inside_a_string_waits_for_more(tmp_path: Path, monkeypatch: Any) -> None:

@@ -36,7 +36,7 @@ type Loaded =
   | { kind: "runs"; key: string; page: AcrossRunsPage };
 
 const RUNS_HELP =
-  "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in). Click a run to open it.";
+  "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in); a column header orders by that column instead (time lost per step, step time, GPU utilization). Click a run to open it.";
 // Rows per page of the view across runs.
 const RUNS_PAGE = 50;
 
@@ -285,8 +285,7 @@ export class App {
       if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
       this.state.run = { run: run.run, worker: m.worker, ...target };
       this.pendingPanel = "timeline";
-      this.writeHash(true);
-      this.changed();
+      this.changed(true);
       return;
     }
     Object.assign(this.state.run, target);
@@ -442,7 +441,7 @@ export class App {
     if (!run) return [];
     const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       s.run = { run: v };
-      this.changed();
+      this.changed(true);
     });
     const workerOptions: [string, string][] = [];
     if (run.workers.length > 1) workerOptions.push([ALL, `All ranks (${run.workers.length} workers)`]);
@@ -454,7 +453,7 @@ export class App {
       s.run.allRanks ? ALL : s.run.worker ?? "",
       (v) => {
         s.run = v === ALL ? { run: run.run, allRanks: true } : { run: run.run, worker: v };
-        this.changed();
+        this.changed(true);
       },
       "One worker (rank) of the run, or the view across all ranks.",
     );
@@ -469,7 +468,7 @@ export class App {
       }
       spanSel = this.select("ki-span", "Span", options, String(s.run.spanIndex ?? -1), (v) => {
         s.run.spanIndex = Number(v);
-        this.changed();
+        this.changed(true);
       }, "Which trace file (profiling window) of each worker.");
     } else {
       const worker = run.workers.find((w) => w.worker === s.run.worker);
@@ -480,7 +479,7 @@ export class App {
         s.run.span ?? "",
         (v) => {
           s.run = { run: s.run.run, worker: s.run.worker, span: v };
-          this.changed();
+          this.changed(true);
         },
         "One trace file (profiling window) of this worker.",
       );
@@ -493,18 +492,18 @@ export class App {
     const run = this.run(side.run) ?? this.runs[0];
     const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
       this.state[name] = { run: v };
-      this.changed();
+      this.changed(true);
     });
     const workers: [string, string][] = [[ALL, run.workers.length > 1 ? `All ${run.workers.length} workers` : "All workers"], ...run.workers.map((w): [string, string] => [w.worker, w.worker])];
     const workerSel = this.select(`ki-${name}-worker`, "Worker", workers, side.worker ?? ALL, (v) => {
       this.state[name] = { run: run.run, worker: v === ALL ? undefined : v };
-      this.changed();
+      this.changed(true);
     }, "Every worker's steps pooled, or one worker.");
     const worker = run.workers.find((w) => w.worker === side.worker);
     const spans: [string, string][] = [[ALL, "All spans"], ...(worker?.spans ?? []).map((x): [string, string] => [x.span, spanLabel(x)])];
     const spanSel = this.select(`ki-${name}-span`, "Span", spans, side.span ?? ALL, (v) => {
       this.state[name] = { ...this.state[name], span: v === ALL ? undefined : v };
-      this.changed();
+      this.changed(true);
     }, "Every span's steps pooled, or one span.");
     if (!worker) (spanSel.querySelector("select") as HTMLSelectElement).disabled = true;
     return el("fieldset", { className: `side side-${name}` }, el("legend", null, label), runSel, workerSel, spanSel);
@@ -516,7 +515,7 @@ export class App {
       const b = this.state.base;
       this.state.base = this.state.exp;
       this.state.exp = b;
-      this.changed();
+      this.changed(true);
     });
     return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
   }
@@ -524,10 +523,16 @@ export class App {
   private setMode(mode: Mode): void {
     if (this.state.mode === mode) return;
     this.state.mode = mode;
-    this.changed();
+    this.changed(true);
   }
 
-  private changed(): void {
+  // The user changed the selection. `push`: another view (a mode, a run, a worker, a
+  // span, a diff side): a new history entry, so that Back returns to the view before;
+  // else (a filter, an order, a page) the current entry is replaced. The entry is
+  // pushed with the state as chosen, then replaced by the state resolved against the
+  // log directory (resolve()).
+  private changed(push = false): void {
+    if (push) this.writeHash(true);
     this.linkNotice = null; // the user chose: the link's notice is answered
     this.showBanner(null);
     this.resolve();
@@ -561,7 +566,7 @@ export class App {
     const s = this.state;
     if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
     if (s.mode === "history") return JSON.stringify(["history"]);
-    if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0]);
+    if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0, s.list.sort ?? "worst", !!s.list.reverse, s.list.severity ?? ""]);
     if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
     return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
   }
@@ -830,7 +835,7 @@ export class App {
     const run = this.run(this.state.run.run);
     if (!run || !run.workers.some((w) => w.worker === worker)) return false;
     this.state.run = { run: run.run, worker };
-    this.changed();
+    this.changed(true);
     return true;
   }
 
@@ -921,9 +926,10 @@ export class App {
     this.jump([["runs", "All runs"]]);
     this.mount(key, [p]);
     setLoading(p, "Ranking the runs of the log directory…");
-    const { q, offset } = this.state.list;
+    const { q, offset, sort, reverse, severity } = this.state.list;
+    const params = { q: q || undefined, offset: offset || undefined, limit: RUNS_PAGE, sort, reverse: reverse ? 1 : undefined, severity };
     for (let i = 0; i < 60 && !signal.aborted; i += 1) {
-      const answer = await getJson<AcrossRunsPage>(apiUrl("across_runs", { q: q || undefined, offset: offset || undefined, limit: RUNS_PAGE }), signal);
+      const answer = await getJson<AcrossRunsPage>(apiUrl("across_runs", params), signal);
       if (signal.aborted || this.main.dataset.view !== key) return;
       if (!answer.ok || !answer.body) {
         setError(p, answer.error ?? "unknown error");
@@ -942,11 +948,17 @@ export class App {
         openRun: (run) => {
           this.state.mode = "run";
           this.state.run = { run };
-          this.changed();
+          this.changed(true);
         },
-        query: (q, offset) => {
+        query: (query, offset) => {
           this.refocusFilter = this.win.document.activeElement?.id === "ki-runs-filter";
-          this.state.list = { q: q || undefined, offset: offset || undefined };
+          this.state.list = {
+            q: query.q || undefined,
+            offset: offset || undefined,
+            sort: query.sort && query.sort !== "worst" ? query.sort : undefined,
+            reverse: query.reverse || undefined,
+            severity: query.severity || undefined,
+          };
           this.changed();
         },
       }),
@@ -965,15 +977,26 @@ export class App {
         openRun: (run) => {
           this.state.mode = "run";
           this.state.run = { run };
-          this.changed();
+          this.changed(true);
         },
         diffRuns: (base, exp) => {
           this.state.mode = "diff";
           this.state.base = { run: base };
           this.state.exp = { run: exp };
-          this.changed();
+          this.changed(true);
         },
-      }),
+        filter: (q) => {
+          this.state.historyQ = q || undefined;
+          this.writeHash();
+          const focused = this.win.document.activeElement?.id === "ki-history-filter";
+          this.drawHistory(p, doc);
+          if (focused) {
+            const input = this.win.document.getElementById("ki-history-filter") as HTMLInputElement | null;
+            input?.focus();
+            input?.setSelectionRange(input.value.length, input.value.length);
+          }
+        },
+      }, this.state.historyQ ?? ""),
     );
   }
 
@@ -1022,9 +1045,15 @@ export function emptyLogdir(body: RunsAnswer): HTMLElement {
     el(
       "p",
       null,
-      body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+      body.scanning
+        ? "Still looking for traces in "
+        : body.error
+          ? // something was found but skipped (a symlink, a folder too deep) or could not
+            // be listed: the banner above says what; "no traces yet" would contradict it
+            "No trace could be read in "
+          : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
       el("code", { className: "logdir" }, where),
-      ".",
+      body.error && !body.scanning ? ": the line above says what was skipped or failed, and why." : ".",
     ),
     body.scanning
       ? null

@@ -70,6 +70,18 @@ export interface Column<T> {
   className?: string;
   cell: (row: T) => Child;
   cellTitle?: (row: T) => string | undefined;
+  // a header that orders the rows: its state (aria-sort) and what a click does
+  sort?: { state: "none" | "ascending" | "descending"; key: string; toggle: () => void };
+}
+
+function headerCell<T>(c: Column<T>): HTMLElement {
+  const className = `${c.numeric ? "n" : ""} ${c.className ?? ""} ${c.sort ? "sortable" : ""}`.replace(/\s+/g, " ").trim();
+  if (!c.sort) return el("th", { className, title: c.title, scope: "col" }, c.header);
+  const sort = c.sort;
+  const mark = sort.state === "descending" ? " ▼" : sort.state === "ascending" ? " ▲" : "";
+  const button = el("button", { type: "button", className: "sort", dataset: { sort: sort.key } }, `${c.header}${mark}`);
+  button.addEventListener("click", sort.toggle);
+  return el("th", { className, title: c.title ? `${c.title} Click to sort by it; again to reverse.` : undefined, scope: "col", attrs: { "aria-sort": sort.state } }, button);
 }
 
 // A table; with `limit`, extra rows hide behind a "show all" button.
@@ -80,9 +92,7 @@ export function table<T>(columns: Column<T>[], rows: T[], opts: { limit?: number
     el(
       "tr",
       null,
-      ...columns.map((c) =>
-        el("th", { className: `${c.numeric ? "n" : ""} ${c.className ?? ""}`.trim(), title: c.title, scope: "col" }, c.header),
-      ),
+      ...columns.map(headerCell),
     ),
   );
   const body = el("tbody");

@@ -42,17 +42,6 @@ export function fmtDuration(us: Num): string {
   return `${s.value} ${s.unit}`;
 }
 
-// A duration as the diagnosis titles write it (analysis/units.py fmt_duration_us): µs
-// with 1 decimal below 1 ms, ms with 2 below 1 s, else s with 2 ("18.56 ms",
-// "400.0 µs"), so an evidence value reads as the number in its title.
-export function fmtDurationAsTitle(us: Num): string {
-  if (!isNum(us)) return NA;
-  const size = Math.abs(us);
-  if (size < 1e3) return `${us.toFixed(1)} µs`;
-  if (size < 1e6) return `${(us / 1e3).toFixed(2)} ms`;
-  return `${(us / 1e6).toFixed(2)} s`;
-}
-
 // Milliseconds with fixed decimals (step times in tables and axes).
 export function fmtMs(us: Num, digits = 2): string {
   return isNum(us) ? `${(us / 1000).toFixed(digits)} ms` : NA;

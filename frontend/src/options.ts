@@ -109,8 +109,10 @@ function base(p: Palette): ChartOption {
 }
 
 // Overview: exclusive step-time breakdown per step (stacked bars, ms) and GPU
-// utilization (line, %, right axis).
+// utilization (line, %, right axis; neither line nor axis for a run without GPU, whose
+// utilization is null in every step: an empty "GPU util." axis was kept).
 export function overviewOption(data: BreakdownChart, p: Palette): ChartOption {
+  const hasGpu = data.utilizationPct.some(isNum);
   const series: (BarSeriesOption | LineSeriesOption)[] = data.series.map((s) => ({
     type: "bar",
     name: s.label,
@@ -120,7 +122,7 @@ export function overviewOption(data: BreakdownChart, p: Palette): ChartOption {
     emphasis: { focus: "series" },
     data: s.valuesMs,
   }));
-  series.push({
+  if (hasGpu) series.push({
     type: "line",
     name: "GPU utilization",
     yAxisIndex: 1,
@@ -148,20 +150,24 @@ export function overviewOption(data: BreakdownChart, p: Palette): ChartOption {
         .reverse();
       rows.unshift({ label: "Step time", value: fmtDuration(isNum(stepMs) ? stepMs * 1000 : null), strong: true });
       const util = data.utilizationPct[i];
-      rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
+      if (hasGpu) rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
       return tipNode(`Step ${list[0]?.axisValueLabel ?? ""}`, rows, "Shares are of this step's time.");
     }),
     xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
     yAxis: [
       { type: "value", name: "step time (ms)", ...axisStyle(p) },
-      {
-        type: "value",
-        name: "GPU util. (%)",
-        min: 0,
-        max: 100,
-        ...axisStyle(p),
-        splitLine: { show: false },
-      },
+      ...(hasGpu
+        ? [
+            {
+              type: "value" as const,
+              name: "GPU util. (%)",
+              min: 0,
+              max: 100,
+              ...axisStyle(p),
+              splitLine: { show: false },
+            },
+          ]
+        : []),
     ],
     series,
   };

@@ -5,11 +5,9 @@ import {
   NA,
   binLabel,
   byteAxisUnit,
-  fmtBandwidth,
   fmtBytes,
   fmtCount,
   fmtDuration,
-  fmtDurationAsTitle,
   fmtPercent,
   humanize,
   isNum,
@@ -23,6 +21,7 @@ import {
   SEVERITY_ORDER,
 } from "./labels";
 import type { Num, SpanEntry } from "./answers";
+import { formatEvidence, saysNothing } from "./evidence";
 import type { CommunicationPanel, Diagnosis, DiffDocument, DiffRow, HistogramBin, IdleDevice, MemoryDevice, RankRow, StepsPanel, Straggler } from "./types";
 
 // ------------------------------------------------------------------ diagnoses
@@ -79,13 +78,15 @@ export interface EvidenceTable {
 
 // One evidence value: `text` always (a table's text is a one-line summary: "3 rows"), and
 // `table` for a list of records (each record a row, its keys the columns, each cell
-// formatted by the unit its column key names).
+// formatted by the unit its column key names). `detail`: how the verdict was reached
+// (a test's statistic, a threshold), shown folded under the card's main numbers.
 export interface EvidenceItem {
   key: string;
   label: string;
   text: string;
   definition: string;
   table?: EvidenceTable;
+  detail?: boolean;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -104,51 +105,47 @@ export function evidenceTable(records: Record<string, unknown>[]): EvidenceTable
       definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
       numeric: records.some((r) => isNum(r[k])),
     })),
-    rows: records.map((r) => keys.map((k) => formatByKey(k, r[k]))),
+    rows: records.map((r) => keys.map((k) => formatEvidence(k, r[k]))),
   };
 }
 
-// {key: value} as "label value, …": the values take the unit of the parent key (a
-// `busbw_gbps` by kind is in GB/s); step numbers as keys read "#2: 3".
-function formatRecord(parentKey: string, record: Record<string, unknown>): string {
-  const entries = Object.entries(record).filter(([, v]) => v !== null && v !== undefined);
-  if (!entries.length) return "none";
-  const steps = entries.every(([k]) => /^\d+$/.test(k));
-  // per-step counts keyed by step: the value is that step's count, not a rate
-  const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
-  return entries
-    .map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`)
-    .join(", ");
+// A mapping's key as the tab shows it: our lower-case words humanized ("all_reduce" →
+// "All reduce"), names from the trace (cudaMalloc, a kernel) as they are.
+function keyText(key: string): string {
+  return /^[a-z][a-z0-9_]*$/.test(key) ? humanize(key) : key;
 }
 
-// Format one value by the unit its key names (DESIGN.md conventions: _us, _bytes,
-// _fraction, _per_step, _gbps).
+// One value by the unit its key names: evidence.ts, the formatter `report` and
+// `--format markdown` share (tb_kineto_insights/analysis/evidence_units.py); a mapping's
+// snake_case keys humanized.
 export function formatByKey(key: string, value: unknown): string {
-  if (value === null || value === undefined) return NA;
-  if (isRecord(value)) return formatRecord(key, value);
-  if (Array.isArray(value)) {
-    const items = value.slice(0, 8).map((v) => formatByKey(key, v));
-    return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
-  }
-  if (typeof value === "boolean") return value ? "yes" : "no";
-  // enum-like values ("optimizer_step", "all_to_all") read better with spaces; names
-  // (workers, ops, kernels) stay exactly as recorded
-  if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
-  if (!isNum(value)) return String(value);
-  if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
-    return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
-  }
-  if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
-  if (/fraction/.test(key) || key === "share_of_step") return fmtPercent(value);
-  if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
-  if (/_gbps$/.test(key)) return fmtBandwidth(value);
-  if (key === "r2") return value.toFixed(2);
-  if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
-  if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
-  return fmtCount(value);
+  return formatEvidence(key, value, keyText);
 }
 
-const NAME_KEYS = new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
+// Evidence that says how the verdict was reached rather than what the job does: a test's
+// statistic, the sample it ran on, a threshold. Shown folded ("How it was decided").
+export const DETAIL_EVIDENCE_KEYS: ReadonlySet<string> = new Set([
+  "p_value",
+  "lateness_noise_us",
+  "lateness_min_excess_us",
+  "tested_steps",
+  "steps_used",
+  "matched_count",
+  "last_count",
+  "last_steps",
+  "last_fraction",
+  "threshold_fraction",
+  "high_steps_to_capacity",
+  "short_threshold_us",
+  "min_steps",
+  "rule",
+  "r2",
+  "peak_source",
+  "wait_basis",
+  "top_kind_busbw_basis",
+  "cause_classes",
+  "cause_reference_ranks",
+]);
 
 const EVIDENCE_LABELS: Record<string, string> = {
   last_fraction: "Arrives last in",
@@ -182,6 +179,7 @@ const EVIDENCE_LABELS: Record<string, string> = {
   rule: "Threshold",
   r2: "r²",
   steps_used: "Steps",
+  step_cv: "Coefficient of variation",
 };
 
 function evidenceLabel(key: string): string {
@@ -207,17 +205,31 @@ export const TOTAL_EVIDENCE_KEYS: ReadonlySet<string> = new Set([
   "last_count",
   "op_live_count",
   "wait_us",
+  "time_us",
 ]);
+
+// A signed excess over the median rank, "+18.56 ms/step" as the title writes it.
+function signed(key: string, value: number): string {
+  const text = formatEvidence(key, Math.abs(value));
+  return `${value >= 0 ? "+" : "\u2212"}${text}`;
+}
+
+// Classes of a straggler's cause worth naming: those whose excess is at least this share
+// of the cause's own (the rest are summed up in one phrase).
+const CLASS_MIN_SHARE = 0.05;
 
 // A straggler's cause (`evidence.cause`) as its own evidence items, each in its unit,
 // with the same numbers as the diagnosis title ("host time outside traced ops,
-// +18.56 ms/step against the median rank before the collectives it is late to").
+// +18.56 ms/step against the median rank before the collectives it is late to"). Kept
+// readable: more kernel launches than the median rank only when there are more, and the
+// classes that matter (the others in one phrase).
 function causeItems(cause: Record<string, unknown>): EvidenceItem[] {
   const item = (key: string, label: string, text: string): EvidenceItem => ({
     key,
     label,
     text,
     definition: DEFINITIONS[key] ?? label,
+    ...(DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}),
   });
   const named = typeof cause.label === "string" && cause.label;
   const out = [item("cause", "Why it is late", named ? (cause.label as string) : "not in its traced time")];
@@ -227,21 +239,17 @@ function causeItems(cause: Record<string, unknown>): EvidenceItem[] {
       "cause_basis",
       "Measured on",
       cause.basis === "before_late_collectives"
-        ? `the time before the ${fmtCount(late)} collectives it is late to`
+        ? `the time before the ${formatEvidence("late_collectives", late)} collectives it is late to`
         : "whole steps",
     ),
   );
-  if (isNum(cause.us_per_step)) {
-    const sign = cause.us_per_step >= 0 ? "+" : "−";
-    out.push(item("cause_us_per_step", "More than the median rank", `${sign}${fmtDurationAsTitle(Math.abs(cause.us_per_step))}/step`));
-  }
-  if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", `${fmtDurationAsTitle(cause.straggler_us_per_step)}/step`));
+  if (isNum(cause.us_per_step)) out.push(item("cause_us_per_step", "More than the median rank", signed("us_per_step", cause.us_per_step)));
+  if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", formatEvidence("straggler_us_per_step", cause.straggler_us_per_step)));
   if (isNum(cause.median_rank_us_per_step))
-    out.push(item("cause_median_rank_us_per_step", "On the median rank", `${fmtDurationAsTitle(cause.median_rank_us_per_step)}/step`));
-  if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", fmtPercent(cause.share_of_delay, 0)));
-  if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess !== 0) {
-    const n = cause.launches_per_step_excess;
-    out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", `${n > 0 ? "+" : "−"}${fmtCount(Math.abs(n))}/step`));
+    out.push(item("cause_median_rank_us_per_step", "On the median rank", formatEvidence("median_rank_us_per_step", cause.median_rank_us_per_step)));
+  if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", formatEvidence("share_of_delay", cause.share_of_delay)));
+  if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess > 0) {
+    out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", signed("launches_per_step_excess", cause.launches_per_step_excess)));
   }
   for (const [field, label] of [
     ["top", "Behind it"],
@@ -254,25 +262,20 @@ function causeItems(cause: Record<string, unknown>): EvidenceItem[] {
         ...rest,
         excess_us_per_step: us_per_step,
       }));
-      const table = evidenceTable(records);
-      // µs per step as the title writes them ("+400.0 µs/step" there, "400.0 µs/step" here)
-      table.rows = records.map((r) =>
-        table.columns.map((c) =>
-          /_us_per_step$/.test(c.key) && isNum(r[c.key]) ? `${fmtDurationAsTitle(r[c.key] as number)}/step` : formatByKey(c.key, r[c.key]),
-        ),
-      );
       out.push({
         ...item(`cause_${field}`, label, `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}`),
-        table,
+        table: evidenceTable(records),
       });
     }
   }
   if (isRecord(cause.classes)) {
-    const text = Object.entries(cause.classes)
-      .filter(([, v]) => isNum(v))
-      .map(([k, v]) => `${humanize(k)}: ${(v as number) >= 0 ? "+" : "−"}${fmtDurationAsTitle(Math.abs(v as number))}/step`)
-      .join(", ");
-    out.push(item("cause_classes", "Every class against the median rank", text || NA));
+    const total = isNum(cause.us_per_step) ? Math.abs(cause.us_per_step) : 0;
+    const classes = Object.entries(cause.classes).filter((e): e is [string, number] => isNum(e[1]));
+    const big = classes.filter(([, v]) => Math.abs(v) >= CLASS_MIN_SHARE * total).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+    const rest = classes.length - big.length;
+    const parts = big.map(([k, v]) => `${humanize(k)}: ${signed("classes", v)}`);
+    if (rest) parts.push(`${rest} other ${rest === 1 ? "class" : "classes"} within ±${formatEvidence("classes", CLASS_MIN_SHARE * total)}`);
+    out.push(item("cause_classes", "Every class against the median rank", parts.join(", ") || NA));
   }
   return out;
 }
@@ -283,10 +286,9 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
   const own = evidence?.steps;
   const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
   for (const [key, value] of Object.entries(evidence ?? {})) {
-    if (value === null || value === undefined) continue;
-    // an empty list or object says nothing (no errors logged, no damage listed)
-    if (Array.isArray(value) && !value.length) continue;
-    if (isRecord(value) && !Object.keys(value).length) continue;
+    // an empty list or object says nothing (no errors logged, no damage listed), nor an
+    // object of nulls (a bus bandwidth per collective kind, none sized)
+    if (saysNothing(value)) continue;
     if (key === "cause" && isRecord(value)) {
       out.push(...causeItems(value));
       continue;
@@ -299,6 +301,7 @@ export function evidenceItems(evidence: Record<string, unknown> | null | undefin
       text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
       definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
       ...(records ? { table: evidenceTable(records) } : {}),
+      ...(DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}),
     });
   }
   return out;
@@ -550,6 +553,21 @@ export function defaultMemoryDevice(devices: MemoryDevice[] | null | undefined, 
   );
 }
 
+// A device whose allocations never reach this many bytes is not offered in the memory
+// panel's device list (the CPU of a GPU run, "CPU — peak 8 B"), unless it is all there is
+// or is asked for; it is named in a line instead.
+export const MEMORY_DEVICE_MIN_BYTES = 1 << 20;
+
+// The devices the memory panel offers, and those left out as too small to look at.
+export function memoryDeviceChoice(
+  devices: MemoryDevice[],
+  current: MemoryDevice,
+): { offered: MemoryDevice[]; tooSmall: MemoryDevice[] } {
+  const big = (d: MemoryDevice) => isNum(d.peak_allocated_bytes) && d.peak_allocated_bytes >= MEMORY_DEVICE_MIN_BYTES;
+  const offered = devices.filter((d) => d === current || big(d));
+  return { offered, tooSmall: devices.filter((d) => !offered.includes(d)) };
+}
+
 // ------------------------------------------------------------------ runs / spans
 
 export function loadText(entry: Pick<SpanEntry, "state" | "progress"> | null | undefined): string {
@@ -671,6 +689,23 @@ export function headlineParts(doc: DiffDocument | null | undefined): {
     text: typeof h.text === "string" && h.text ? h.text : null,
     gained: h.gained ?? [],
   };
+}
+
+// The colour class of the diff's "1.15× faster": green or red only when the verdict says
+// the step time moved beyond its noise (a within-noise "faster" was green).
+export function speedupTone(verdict: string, speedup: number | null): "faster" | "slower" | "within-noise" {
+  if (verdict === "improved" && speedup !== null && speedup > 1) return "faster";
+  if (verdict === "regressed" && speedup !== null && speedup < 1) return "slower";
+  return "within-noise";
+}
+
+// The note under a diff's bar chart of changes: what each colour means, the grey named by
+// the verdicts it stands for here ("within noise", "moved partly"…), as the bars colour
+// every verdict other than improved and regressed grey.
+export function changesNote(rows: ChangeBar[], unchanged: number): string {
+  const grey = [...new Set(rows.map((r) => r.verdict).filter((v) => v !== "improved" && v !== "regressed"))];
+  const greyText = grey.length ? grey.join(" or ") : "within noise";
+  return `${unchanged} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: ${greyText}.`;
 }
 
 // Top rows of a {name: count} object, largest first.

@@ -58,6 +58,34 @@ export function gapView(gap: IdleGap): { window: Range; mark: Range } {
   return { window: [start - pad, end + pad], mark: [start, end] };
 }
 
+// µs as a decimal rounded to the ns (3 decimals, trailing zeros dropped, never an
+// exponent): the one rounding of a window's bounds on the page. The server rounds what it
+// is given to the ns once more, which leaves this unchanged; a float's own text
+// (`766.7589999999999`) was once sent as it was.
+export function nsDecimal(us: number): string {
+  const ns = Math.round(us * 1000);
+  const sign = ns < 0 ? "-" : "";
+  const abs = Math.abs(ns);
+  const whole = Math.floor(abs / 1000);
+  const frac = String(abs % 1000).padStart(3, "0").replace(/0+$/, "");
+  return `${sign}${whole}${frac ? `.${frac}` : ""}`;
+}
+
+// The `start_us`/`end_us` of /window and /window_ranks for a zoomed range (µs after the
+// step window's start), rounded to the ns; none for the server's default (the step ±10 %).
+export function windowQuery(window: Range | null): { start_us?: string; end_us?: string } {
+  return window ? { start_us: nsDecimal(window[0]), end_us: nsDecimal(window[1]) } : {};
+}
+
+// The left margin of the timeline (px) that shows its lane labels in full: about 7 px a
+// character of 12 px text and 16 px to spare, at least 170, at most 360 (a longer label is
+// cut with "…" and whole in the tooltip). A fixed 170 px cut "thread 453 (pt_autograd_0)".
+export const LANE_LABEL_CHAR_PX = 7;
+export function laneLabelWidth(labels: string[]): number {
+  const longest = Math.max(0, ...labels.map((l) => l.length));
+  return Math.min(360, Math.max(170, Math.ceil(longest * LANE_LABEL_CHAR_PX) + 16));
+}
+
 // Kernels drawn in the GPU stream lanes (a merged block counts its events): equals
 // `kernels.per_step[].count` of the summary for this step.
 export function kernelCount(doc: TimelineStep): number {

@@ -2289,7 +2289,12 @@ export interface HistoryChange {
  * runs. ``total``: runs in the log directory; ``matched``: those the ``query`` matched
  * (every whitespace-separated word in the run name or a diagnosis id, case-insensitive;
  * ``""``: all); ``offset``/``limit``: the page's place in the matched list; ``loading``:
- * runs still being read (the page asks again); ``rule``: the ranking in words.
+ * runs still being read (the page asks again); ``rule``: the ranking in words;
+ * ``sort``: the order of the rows (``worst``: the ranking; ``lost``: time lost per
+ * step; ``step``: step time; ``util``: GPU utilization), ``reverse`` when it runs the
+ * other way than that order's worst-first direction; ``severity``: the severity filter
+ * (``""``: none; ``high``, ``medium``, ``low``, ``info``: runs with a diagnosis of at
+ * least that severity; ``none``: runs without a diagnosis).
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "AcrossRunsPage".
@@ -2304,6 +2309,9 @@ export interface AcrossRunsPage {
   loading: number;
   rule: string;
   rows: AcrossRunsRow[];
+  sort: string;
+  reverse: boolean;
+  severity: string;
 }
 /**
  * One run of the view across runs (``/across_runs``, the tab's landing view), from
@@ -2320,7 +2328,12 @@ export interface AcrossRunsPage {
  * at most three: for a run of several workers those ``report`` lists for it (the view
  * across ranks' run-level ones with ``where`` ``all ranks``, each rank's others with
  * ``where`` its worker, per id the first), else its one worker's; ``diagnosis_ids``:
- * the ids of all of them, in that order.
+ * the ids of all of them, in that order. ``time_lost_fraction``: the largest impact of
+ * its diagnoses (the share of the step its costliest one explains), and
+ * ``time_lost_us_per_step`` that share of ``median_step_us`` (None without a
+ * diagnosis or a step time): the larger of two diagnoses, never their sum, which can
+ * count one time twice. With another order than the ranking, ``position`` is the place
+ * in that order.
  *
  * This interface was referenced by `KinetoInsightsDocuments`'s JSON-Schema
  * via the `definition` "AcrossRunsRow".
@@ -2339,4 +2352,6 @@ export interface AcrossRunsRow {
   gpu_utilization_fraction: number | null;
   diagnoses: HeadlineDiagnosis[];
   diagnosis_ids: string[];
+  time_lost_fraction: number | null;
+  time_lost_us_per_step: number | null;
 }

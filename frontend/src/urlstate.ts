@@ -4,8 +4,11 @@
 // Where: TensorBoard shows this page in a same-origin iframe and keeps its own state in
 // the *top* window's hash as "#<tab>&key=value&…" (its tf_storage format, values
 // encodeURIComponent-ed). We add our keys, all prefixed "ki_", to that same hash with
-// history.replaceState (no new history entries, no hashchange for TensorBoard to react
-// to), keeping the tab and every other key as they are. A shared link such as
+// history.pushState for a change of view (a mode, a run, worker or span, a diff side, a
+// step or gap opened on the timeline: Back returns to the view before) and
+// history.replaceState for small state (a filter, an order, a page, a zoom); neither
+// fires a hashchange for TensorBoard to react to. The tab and every other key stay as
+// they are. A shared link such as
 //   http://host:6006/#kineto_insights&ki_run=transformer_eager&ki_worker=worker0
 // opens TensorBoard on this tab with that selection. When the parent window cannot be
 // reached (another origin, a sandbox) or the page is opened on its own
@@ -26,6 +29,10 @@ export type Range = [number, number];
 
 export type Mode = "runs" | "run" | "diff" | "history";
 
+// The orders of the view across runs (/across_runs' `sort`) and its severity filter.
+export const RUN_SORTS: readonly string[] = ["worst", "lost", "step", "util"];
+export const RUN_SEVERITIES: readonly string[] = ["high", "medium", "low", "info", "none"];
+
 export interface ViewState {
   // runs: the view across runs (the landing view when a link names no run and no mode)
   mode: Mode;
@@ -36,8 +43,12 @@ export interface ViewState {
   run: Side & { allRanks?: boolean; spanIndex?: number; step?: number; window?: Range; mark?: Range; stack?: string };
   base: Side;
   exp: Side;
-  // the view across runs: its filter and the first row of its page (0-based)
-  list: { q?: string; offset?: number };
+  // the view across runs: its filter, the first row of its page (0-based), its order
+  // (a column: lost, step, util; absent: the ranking, worst first), reversed or not, and
+  // its severity filter (high, medium, low, info: at least that; none: no diagnosis)
+  list: { q?: string; offset?: number; sort?: string; reverse?: boolean; severity?: string };
+  // the History view's filter (series and run names)
+  historyQ?: string;
 }
 
 export interface ParsedHash {
@@ -91,7 +102,16 @@ export function stateFromParams(params: [string, string][]): ViewState {
   if (mode === "diff" || mode === "history" || mode === "runs" || mode === "run") state.mode = mode;
   else state.mode = get("run") === undefined ? "runs" : "run";
   const offset = Number(get("offset"));
-  state.list = { q: get("q") || undefined, offset: Number.isInteger(offset) && offset > 0 ? offset : undefined };
+  const sort = get("sort");
+  const severity = get("severity");
+  state.list = {
+    q: get("q") || undefined,
+    offset: Number.isInteger(offset) && offset > 0 ? offset : undefined,
+    sort: sort && RUN_SORTS.includes(sort) && sort !== "worst" ? sort : undefined,
+    reverse: get("reverse") === "1" || undefined,
+    severity: severity && RUN_SEVERITIES.includes(severity) ? severity : undefined,
+  };
+  state.historyQ = get("hq") || undefined;
   state.run = { run: get("run"), worker: get("worker"), span: get("span") };
   const step = Number(get("step"));
   if (get("step") !== undefined && Number.isInteger(step) && step >= 0) {
@@ -124,7 +144,11 @@ export function paramsFromState(state: ViewState): [string, string][] {
   if (state.mode === "runs") {
     put("q", state.list.q);
     if (state.list.offset) put("offset", state.list.offset);
+    put("sort", state.list.sort);
+    if (state.list.reverse) put("reverse", "1");
+    put("severity", state.list.severity);
   }
+  if (state.mode === "history") put("hq", state.historyQ);
   // Compare mode: only the two sides; the single-run keys would be stale in a link.
   if (state.mode === "run") {
     put("run", state.run.run);

@@ -93,3 +93,25 @@ export const IDLE_DEFINITIONS: Record<string, string> = {
   host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
   nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers).",
 };
+
+/** The unit of evidence keys: [pattern, unit] rows, the first that matches a whole key wins
+ * (tb_kineto_insights/analysis/evidence_units.py, applied by src/evidence.ts). */
+export const EVIDENCE_UNIT_RULES: readonly (readonly [string, string])[] = [
+  ["worker|op|name|frame|kernel|kernels|top_kernels|op_input_shapes|shapes|gpu|dtype", "name"],
+  ["kinds|peak_source|rule|reason|label|class|basis|mode|bound|(.+_)?basis", "text"],
+  ["device", "device"],
+  ["rank|straggler_rank", "id"],
+  ["r2|(.+_)?cv", "coefficient"],
+  ["p_value", "fraction"],
+  ["step|op_steps|steady_state_steps|steps_left_out", "step"],
+  ["(.+_)?steps_to_capacity", "steps"],
+  ["classes", "us/step"],
+  ["launches_per_step_excess|.+_per_step_mean", "count/step"],
+  ["(.+_)?us", "us"],
+  [".+_bytes_per_s", "byte_rate"],
+  ["(.+_)?bytes", "bytes"],
+  [".+_flops_per_s", "flop_rate"],
+  ["(.+_)?gbps", "gbps"],
+  ["(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"],
+  ["(.+_)?speedup(_.+)?|.+_ratio", "times"],
+];

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { historyOption, historyPoints } from "../src/panels/history";
+import { historyGroups, historyOption, historyPoints, plural, seriesHeading } from "../src/panels/history";
 import { palette } from "../src/theme";
-import type { HistorySeries } from "../src/types";
+import type { HistoryDocument, HistorySeries } from "../src/types";
 import { paramsFromState, stateFromParams } from "../src/urlstate";
 import { partial } from "./fixture";
 
@@ -65,4 +65,23 @@ test("the History mode survives the URL", () => {
   assert.deepEqual(paramsFromState(state), [["ki_mode", "history"]]);
   assert.equal(stateFromParams([["ki_mode", "nonsense"]]).mode, "runs");
   assert.equal(stateFromParams([["ki_mode", "nonsense"], ["ki_run", "a"]]).mode, "run");
+});
+
+test("series of one run are folded into one list; the filter matches series and run names", () => {
+  const one = (name: string) => partial<HistorySeries>({ name, runs: [run(name, 0, 1000)], changes: [] });
+  const doc = partial<HistoryDocument>({ series: [SERIES, one("toy_a"), one("dataloader_workers0")], skipped: {} });
+  const all = historyGroups(doc, "");
+  assert.deepEqual(all.series.map((s) => s.name), ["exp"]);
+  assert.deepEqual(all.alone.map((r) => r.run), ["toy_a", "dataloader_workers0"]);
+  assert.deepEqual(historyGroups(doc, "LOADER").alone.map((r) => r.run), ["dataloader_workers0"]);
+  assert.deepEqual(historyGroups(doc, "exp_3").series.map((s) => s.name), ["exp"]); // a run's name
+  assert.deepEqual(historyGroups(doc, "nothing"), { series: [], alone: [] });
+});
+
+test("counts say 1 run, 2 runs", () => {
+  assert.equal(plural(1, "run"), "1 run");
+  assert.equal(plural(49, "run"), "49 runs");
+  assert.equal(plural(2, "series", "series"), "2 series");
+  assert.equal(seriesHeading(SERIES), "exp — 5 runs, 2 change points, 1 outlier");
+  assert.equal(seriesHeading(partial<HistorySeries>({ name: "a", runs: [run("a", 0, 1)], changes: [SERIES.changes[1]] })), "a — 1 run, 1 change point, 0 outliers");
 });

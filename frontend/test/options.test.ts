@@ -57,6 +57,17 @@ test("overview: one stacked bar series per category, utilization on the right ax
   assert.equal(option.animation, false);
 });
 
+test("issue 48 §10: a run without GPU has no GPU utilization line nor its empty axis", () => {
+  const cpuOnly = partial<StepsPanel>({
+    steps: STEPS.steps.map((s) => ({ ...s, gpu_utilization_fraction: null })),
+  });
+  const option = overviewOption(breakdownChart(cpuOnly), light);
+  assert.deepEqual(axes(option.yAxis).map((a) => a.name), ["step time (ms)"]);
+  const series = option.series as { type: string; name?: string }[];
+  assert.ok(series.every((s) => s.type === "bar" && s.name !== "GPU utilization"));
+  assert.equal(axes(overviewOption(breakdownChart(STEPS), light).yAxis).length, 2);
+});
+
 test("memory: LTTB sampling, zoom, step boundaries as markLines, axis covering every boundary", () => {
   const data = memoryChart(
     partial<MemoryDevice>({

@@ -3,6 +3,9 @@ import { test } from "node:test";
 
 import {
   breakdownChart,
+  changesNote,
+  memoryDeviceChoice,
+  speedupTone,
   breakdownShares,
   commPerStep,
   defaultMemoryDevice,
@@ -95,9 +98,9 @@ test("evidence is formatted by the unit its key names, with a definition", () =>
   assert.match(byKey.short_count_fraction.definition, /÷/);
   assert.equal(byKey.kernels_per_step.text, "691/step");
   assert.equal(byKey.mean_launch_us.text, "8.1 µs");
-  assert.equal(byKey.bytes_per_step.text, "16 MiB/step");
-  assert.equal(byKey.step_end_bytes.text, "245 MiB, 261 MiB");
-  assert.equal(byKey.exposed_us_per_step.text, "168 ms/step");
+  assert.equal(byKey.bytes_per_step.text, "16.00 MiB/step");
+  assert.equal(byKey.step_end_bytes.text, "245.03 MiB, 261.03 MiB");
+  assert.equal(byKey.exposed_us_per_step.text, "168.49 ms/step");
   assert.equal(byKey.largest_idle_cause.text, "optimizer step");
   assert.equal(byKey.worker.text, "sampled_rank-1", "names keep their underscores");
   assert.equal(byKey.r2.text, "1.00");
@@ -256,8 +259,8 @@ test("evidence totals say so: 'total over N steps' beside the per-step value", (
   // gpu_idle_dataloader on dataloader_workers0: 365 ms idle over 5 steps, 73 ms per step
   const items = evidenceItems({ idle_us: 365386.796, idle_us_per_step: 73077.36, steps: 5 });
   assert.deepEqual(items.map((i) => [i.label, i.text]), [
-    ["Idle, total over 5 steps", "365 ms"],
-    ["Idle per step", "73.1 ms/step"],
+    ["Idle, total over 5 steps", "365.39 ms"],
+    ["Idle per step", "73.08 ms/step"],
     ["Steps", "5"],
   ]);
   // no `steps` in the evidence: the span's step count, else just "total"
@@ -311,11 +314,12 @@ test("bandwidth basis in words", () => {
 });
 
 test("straggler evidence: cost /step, share of step, a p-value that stays readable", () => {
-  assert.equal(formatByKey("delay_us_per_step", 20100), "20.1 ms/step");
+  assert.equal(formatByKey("delay_us_per_step", 20100), "20.10 ms/step");
   assert.equal(formatByKey("share_of_step", 0.52), "52.0 %");
-  assert.equal(formatByKey("p_value", 2.7e-20), "2.7e-20");
-  assert.equal(formatByKey("p_value", 0.31), "0.31");
-  assert.equal(formatByKey("p_value", 0), "0.0");
+  // a probability, as a share: no exponent on the card
+  assert.equal(formatByKey("p_value", 2.7e-20), "<0.1 %");
+  assert.equal(formatByKey("p_value", 0.31), "31.0 %");
+  assert.equal(formatByKey("p_value", 0), "0.0 %");
 });
 
 test("python frames: backend order, short names, the main cause and the call paths", () => {
@@ -430,10 +434,13 @@ test("a straggler's cause as evidence items, the numbers as the title writes the
   assert.ok(title.includes(`${byKey.cause.text}, ${byKey.cause_us_per_step.text} against the median rank`));
   assert.equal(byKey.cause_straggler_us_per_step.text, "18.66 ms/step");
   assert.equal(byKey.cause_median_rank_us_per_step.text, "99.8 µs/step");
-  assert.equal(byKey.cause_share_of_delay.text, "95 %");
+  assert.equal(byKey.cause_share_of_delay.text, "94.9 %");
   assert.equal(byKey.cause_basis.text, "the time before the 5 collectives it is late to");
-  assert.equal(byKey.cause_launches_per_step_excess.text, "−1/step");
-  assert.equal(byKey.cause_classes.text, "GPU compute: −13.4 µs/step, Host untraced: +18.56 ms/step");
+  // one kernel fewer than the median rank is no cause: not said
+  assert.ok(!("cause_launches_per_step_excess" in byKey));
+  // the classes that matter; the others in one phrase
+  assert.equal(byKey.cause_classes.text, "Host untraced: +18.56 ms/step, 1 other class within ±928.1 µs/step");
+  assert.equal(byKey.cause_classes.detail, true);
   assert.ok(!items.some((i) => i.text.includes("[object Object]")));
   assert.ok(byKey.cause.definition.startsWith("Why it is late"));
   // a GPU-compute cause: its kernels as a table, the excess in µs
@@ -475,14 +482,14 @@ test("every evidence shape renders: records as a table, objects as pairs, no [ob
     largest.columns.map((c) => c.key),
     ["t_us", "step", "requested_bytes", "op", "extra_fraction"],
   );
-  assert.deepEqual(largest.rows[0], ["42.7 ms", "6", "136 MiB", "aten::empty", "n/a"]);
-  assert.deepEqual(largest.rows[1], ["40 ms", "5", "1 MiB", "n/a", "50.0 %"]);
+  assert.deepEqual(largest.rows[0], ["42.74 ms", "#6", "136.00 MiB", "aten::empty", "n/a"]);
+  assert.deepEqual(largest.rows[1], ["40.00 ms", "#5", "1.00 MiB", "n/a", "50.0 %"]);
   assert.equal(byKey.largest.text, "2 rows");
   assert.equal(largest.columns[2].numeric, true);
   assert.equal(largest.columns[3].numeric, false);
   assert.deepEqual(byKey.damage.table?.rows[0], ["109,296", "321 B", "1", "JSON is malformed: expected ',' or '}'"]);
   assert.equal(byKey.events_per_step.text, "#2: 3, #3: 4");
-  assert.equal(byKey.busbw_gbps.text, "All reduce: 242 GB/s");
+  assert.equal(byKey.busbw_gbps.text, "All reduce: 241.6 GB/s");
   assert.equal(byKey.explained_fraction_by_diagnosis.text, "GPU idle host untraced: 25.0 %");
   assert.ok(!("kineto_errors" in byKey) && !("quarantined_by_kind" in byKey), "empty values are left out");
   for (const item of items) {
@@ -500,4 +507,36 @@ test("thresholds that ride in the evidence are labelled as thresholds", () => {
   assert.match(byKey.short_threshold_us.label, /^Threshold/);
   assert.equal(byKey.steps_to_capacity.text, "280 steps");
   assert.doesNotMatch(byKey.steps_to_capacity.label, /Threshold/);
+});
+
+test("issue 48 §10: a within-noise speed-up is not coloured as faster", () => {
+  assert.equal(speedupTone("within noise", 1.15), "within-noise");
+  assert.equal(speedupTone("improved", 1.15), "faster");
+  assert.equal(speedupTone("regressed", 0.8), "slower");
+  assert.equal(speedupTone("changed", 0.8), "within-noise");
+});
+
+test("issue 48 §10: the change chart's note names every verdict it greys", () => {
+  const bar = (verdict: string) => ({ name: verdict, deltaUs: -1, verdict, status: "changed" as const, baseUs: 2, expUs: 1 });
+  const note = changesNote([bar("improved"), bar("moved partly"), bar("within noise")], 3);
+  assert.match(note, /^3 more unchanged\./);
+  assert.match(note, /grey: moved partly or within noise\.$/);
+  assert.match(changesNote([bar("regressed")], 0), /grey: within noise\.$/);
+});
+
+test("issue 48 §10: the memory device list leaves out a device of a few bytes ('CPU — peak 8 B')", () => {
+  const cuda = partial<MemoryDevice>({ device: "CUDA:0", device_type: 1, peak_allocated_bytes: 3e9 });
+  const cpu = partial<MemoryDevice>({ device: "CPU", device_type: 0, peak_allocated_bytes: 8 });
+  const cuda1 = partial<MemoryDevice>({ device: "CUDA:1", device_type: 1, peak_allocated_bytes: 2e9 });
+  assert.deepEqual(memoryDeviceChoice([cpu, cuda, cuda1], cuda), { offered: [cuda, cuda1], tooSmall: [cpu] });
+  // asked for by name (the URL), or the only one: offered
+  assert.deepEqual(memoryDeviceChoice([cpu, cuda], cpu).offered, [cpu, cuda]);
+  assert.deepEqual(memoryDeviceChoice([cpu], cpu), { offered: [cpu], tooSmall: [] });
+});
+
+test("issue 48: an evidence object of nulls is left out, not shown as an empty row", () => {
+  const items = evidenceItems({ busbw_gbps: { all_gather: null, all_reduce: null }, exposed_us_per_step: 10 });
+  assert.deepEqual(items.map((i) => i.key), ["exposed_us_per_step"]);
+  const some = evidenceItems({ busbw_gbps: { all_gather: null, all_reduce: 241.586429922509 } });
+  assert.equal(some[0].text, "All reduce: 241.6 GB/s");
 });

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { criticalPathUs, gapView, idleTotals, kernelCount, launchingOp, launchShapes, medianStep, momentOf, momentView, shapesOf, slowestStep, stackSteps, subRows, visibleRows, worstGap } from "../src/timeline";
-import type { Diagnosis, Summary, TimelineStep } from "../src/types";
+import { criticalPathUs, gapView, idleTotals, kernelCount, laneLabelWidth, launchingOp, launchShapes, medianStep, momentOf, momentView, nsDecimal, shapesOf, slowestStep, stackSteps, subRows, visibleRows, windowQuery, worstGap } from "../src/timeline";
+import type { Diagnosis, IdleGap, Summary, TimelineStep } from "../src/types";
 import { partial } from "./fixture";
 
 const CLASSES = ["compute", "communication", "memcpy", "memset", "data_loading", "host_sync", "optimizer_step", "launching", "cpu_ops", "idle:data_loading", "idle:host_untraced"];
@@ -194,4 +194,27 @@ test("criticalPathUs sums the critical-path lane, null without one", () => {
   assert.equal(criticalPathUs(DOC), null);
   const withPath = { ...DOC, lanes: [...DOC.lanes, lane("critical_path", "critical path", [[-1, 0, 5, 0, 1, -1, 0], [-1, 5, 5, 0, 1, -1, 0], [0, 10, 80.0004, 0, 1, -1, 0]])] } as TimelineStep;
   assert.equal(criticalPathUs(withPath), 90);
+});
+
+test("window bounds go to the server rounded to the ns, as plain decimals", () => {
+  // a Largest-gaps row's window: the float's own text was sent (HTTP 400)
+  assert.equal(String(766.7589999999999), "766.7589999999999");
+  assert.deepEqual(windowQuery([766.7589999999999, 75180.70300000001]), { start_us: "766.759", end_us: "75180.703" });
+  assert.equal(nsDecimal(-12.3456), "-12.346");
+  assert.equal(nsDecimal(0.0001), "0");
+  assert.equal(nsDecimal(-0.0004), "0");
+  assert.equal(nsDecimal(5), "5");
+  assert.equal(nsDecimal(1e-7), "0");
+  assert.equal(nsDecimal(123456789.0125), "123456789.013");
+  assert.deepEqual(windowQuery(null), {});
+  // gapView of a real gap, through to the query
+  const view = gapView(partial<IdleGap>({ offset_us: 866.759, length_us: 200.0000000001 }));
+  assert.deepEqual(windowQuery(view.window), { start_us: "766.759", end_us: "1166.759" });
+});
+
+test("issue 48 §10: the lane labels' margin fits the longest label (it cut 'thread 453 (pt_autogra…')", () => {
+  const label = "thread 453 (pt_autograd_0)";
+  assert.ok(laneLabelWidth(["stream 7", label]) - 12 >= label.length * 7);
+  assert.equal(laneLabelWidth(["stream 7"]), 170);
+  assert.equal(laneLabelWidth(["x".repeat(200)]), 360);
 });

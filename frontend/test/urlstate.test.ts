@@ -125,7 +125,7 @@ test("a link naming a run that is not there is said, not silently replaced", () 
 test("the view across runs keeps its filter and page in the URL", () => {
   const s = stateFromHash("#kineto_insights&ki_mode=runs&ki_q=memory%20leak&ki_offset=50");
   assert.equal(s.mode, "runs");
-  assert.deepEqual(s.list, { q: "memory leak", offset: 50 });
+  assert.deepEqual(s.list, { q: "memory leak", offset: 50, sort: undefined, reverse: undefined, severity: undefined });
   assert.deepEqual(paramsFromState(s), [
     ["ki_mode", "runs"],
     ["ki_q", "memory leak"],

@@ -4,7 +4,8 @@ for a PR comment or a CI step summary (``>> $GITHUB_STEP_SUMMARY``).
 What each holds: the headline first (``report``: runs, spans, errors; ``diff``/``check``:
 step time before → after with its verdict, and ``check``'s pass/fail with the reasons),
 then the diagnoses, each with its evidence in a collapsed ``<details>`` table (values in
-the unit their key names: ``_us``, ``_bytes``, ``_fraction``), then for a diff the
+the unit their key names, written by ``analysis/evidence_units.py`` as the tab and the
+text report write them), then for a diff the
 largest changes per step and the metrics judged beyond noise.
 
 Names and text from the traces and the file system (run, worker and file names, kernel
@@ -25,9 +26,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import msgspec
-
-from tb_kineto_insights.analysis.units import fmt_bytes, fmt_duration_us, terminal_safe
+from tb_kineto_insights.analysis.evidence_units import (
+    evidence_texts,
+    format_evidence,
+    format_scalar,
+)
+from tb_kineto_insights.analysis.units import fmt_duration_us, terminal_safe
 from tb_kineto_insights.analysis.what_if import what_if_lines
 from tb_kineto_insights.compare.before_after import change_text, fmt_row_value
 from tb_kineto_insights.schema import DiffDocument, Summary
@@ -79,82 +83,23 @@ def _key(key: Any, escape: Callable[[Any], str] = md_text) -> str:
 
 
 def fmt_value(key: str, value: Any, escape: Callable[[Any], str] = str) -> str:
-    """One evidence value by the unit its key names (DESIGN.md conventions); lists and
-    objects as compact JSON. ``escape``: applied to every text from the data (strings,
-    keys of a mapping or a record), e.g. :func:`md_text`; numbers and units are ours."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int | float):
-        per_step = "/step" if key.endswith("_per_step") else ""
-        base = key.removesuffix("_per_step")
-        if base.endswith("_us") or base == "us":
-            return fmt_duration_us(value) + per_step
-        if base.endswith("_bytes") or base == "bytes":
-            return fmt_bytes(value) + per_step
-        if "fraction" in base:
-            return f"{100 * value:.1f} %"
-        if base.endswith("_gbps"):
-            return f"{value:.1f} GB/s"
-        text = f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
-        return text + per_step
-    if isinstance(value, str):
-        return escape(value)
-    if isinstance(value, dict):  # values in the parent key's unit; step numbers as "#N"
-        inner = key.removesuffix("_per_step") if all(str(k).isdigit() for k in value) else key
-        return ", ".join(
-            f"{'#' if str(k).isdigit() else ''}{_key(k, escape)}: {fmt_value(inner, v, escape)}"
-            for k, v in value.items()
-        )
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        # a list of records: one line each, every field in its own unit
-        return "<br>".join(
-            ", ".join(
-                f"{_key(k, escape)} {fmt_value(str(k), v, escape)}"
-                for k, v in record.items()
-                if v is not None
-            )
-            for record in value
-        )
-    if isinstance(value, list):
-        return ", ".join(fmt_value(key, v, escape) for v in value)
-    return escape(msgspec.json.encode(value).decode())
-
-
-#: A straggler's cause (``evidence.cause``) row by row: its fields and the unit key each
-#: is formatted by (``classes``: every class's excess, µs per step).
-_CAUSE_ROWS: dict[str, str] = {
-    "label": "label",
-    "basis": "basis",
-    "late_collectives": "late_collectives",
-    "us_per_step": "excess_us_per_step",
-    "straggler_us_per_step": "straggler_us_per_step",
-    "median_rank_us_per_step": "median_rank_us_per_step",
-    "share_of_delay": "share_of_delay_fraction",
-    "launches_per_step_excess": "launches_per_step_excess",
-    "top": "top",
-    "frames": "frames",
-    "classes": "excess_us_per_step",
-    "reference_ranks": "reference_ranks",
-}
+    """One evidence value in its key's unit (``analysis.evidence_units``, the tab's and
+    the text report's formatter too); a list of records one record a line (``<br>``).
+    ``escape``: applied to every text from the data (strings, keys of a mapping or a
+    record that are not this package's identifiers), e.g. :func:`md_text`; numbers and
+    units are ours."""
+    return format_evidence(
+        key, value, escape, escape_key=lambda k: _key(k, escape), records_sep="<br>"
+    )
 
 
 def _evidence_rows(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, value)`` per evidence key; a straggler's ``cause`` one row per field
-    (``cause.us_per_step``, …), each in its own unit, so the numbers read as the title's."""
-    rows: list[tuple[str, str]] = []
-    for k, v in evidence.items():
-        if v in (None, [], {}):
-            continue
-        if k == "cause" and isinstance(v, dict):
-            for field, unit_key in _CAUSE_ROWS.items():
-                value = v.get(field)
-                if value not in (None, [], {}):
-                    rows.append((f"cause.{field}", fmt_value(unit_key, value, md_text)))
-            continue
-        rows.append((k, fmt_value(k, v, md_text)))
-    return rows
+    """``(key, value)`` per evidence key (``analysis.evidence_units.evidence_texts``); a
+    straggler's ``cause`` one row per field (``cause.us_per_step``, …), each in its own
+    unit, so the numbers read as the title's."""
+    return evidence_texts(
+        evidence, md_text, escape_key=lambda k: _key(k, md_text), records_sep="<br>"
+    )
 
 
 def _evidence(evidence: dict[str, Any]) -> list[str]:
@@ -169,7 +114,11 @@ def _evidence(evidence: dict[str, Any]) -> list[str]:
 def _diagnoses(found: Iterable[tuple[str, Diagnosis]]) -> list[str]:
     lines: list[str] = []
     for where, d in found:
-        impact = f" ({100 * d.impact_fraction:.1f} % of step time)" if d.impact_fraction else ""
+        impact = (
+            f" ({format_scalar('fraction', d.impact_fraction)} of step time)"
+            if d.impact_fraction
+            else ""
+        )
         lines.append(
             f"- **{md_text(d.severity.upper())}** {code(d.id)} in {code(where)}: "
             f"{md_text(d.title)}{impact}"

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import msgspec
 
+from tb_kineto_insights.analysis.evidence_units import evidence_texts, unit_of
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import TerminalLines, fmt_bytes, fmt_duration_us
@@ -304,7 +305,26 @@ def _write_diagnoses(diagnoses: list[Diagnosis], out: TextIO) -> None:
         return
     for d in diagnoses:
         out.write(f"   [{d.severity.upper()}] {d.id}: {d.title}\n")
+        evidence = _evidence_line(d)
+        if evidence:
+            out.write(f"      evidence: {evidence}\n")
         out.write(f"      -> {d.recommendation}\n")
+
+
+def _evidence_line(d: Diagnosis) -> str:
+    """A diagnosis's numbers on one line, each in its unit (``analysis.evidence_units``,
+    as the tab and ``--format markdown`` write them); names and words (kernels, the peak
+    table's source) and lists of records (the largest allocations, Python frames) are
+    left to JSON and Markdown, which give them in full."""
+    parts = []
+    for key, text in evidence_texts(d.evidence):
+        value = d.evidence.get(key)
+        if isinstance(value, list) and value and isinstance(value[0], dict | str):
+            continue
+        if unit_of(key.rpartition(".")[2])[0] in ("name", "text") or isinstance(value, str):
+            continue
+        parts.append(f"{key} {text}")
+    return "; ".join(parts)
 
 
 def _write_summary(

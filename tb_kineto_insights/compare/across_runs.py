@@ -16,19 +16,41 @@ ties by more diagnoses first, then the longer median step time, then the name. R
 no diagnosis follow, longest step first; then runs still being read; then runs that
 could not be read.
 
+**Time lost per step**: the share of the step the run's costliest diagnosis explains
+(its largest ``impact_fraction``) times its median step time: what fixing that one
+would save per step, in µs. Not the sum over diagnoses, which can explain one time
+twice.
+
+**Other orders** (:func:`page_of`, :data:`SORTS`): by time lost per step (most first),
+step time (longest first) or GPU utilization (lowest first), each ``reverse``-able;
+ties keep the ranking's order; runs still being read, then unreadable ones, stay last.
+``position`` is then the place in that order.
+
 **Filter** (:func:`page_of`): every whitespace-separated word of the query must occur,
-case-insensitively, in the run name or in one of its diagnosis ids.
+case-insensitively, in the run name, in one of its diagnosis ids or as one of its
+diagnoses' severities (``high``); the severity filter keeps the runs with a diagnosis of
+at least that severity (``none``: the runs without one).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import msgspec
 
 from tb_kineto_insights.analysis.rules import SEVERITY_ORDER
 from tb_kineto_insights.compare.history import RunHeadlines, combine_run
 from tb_kineto_insights.schema.history import AcrossRunsPage, AcrossRunsRow, HeadlineDiagnosis
 
-__all__ = ["ACROSS_RUNS_SCHEMA", "RULE", "TOP_DIAGNOSES", "page_of", "rank_runs"]
+__all__ = [
+    "ACROSS_RUNS_SCHEMA",
+    "RULE",
+    "SEVERITY_FILTERS",
+    "SORTS",
+    "TOP_DIAGNOSES",
+    "page_of",
+    "rank_runs",
+]
 
 #: Schema id of ``/across_runs``.
 ACROSS_RUNS_SCHEMA = "tb_kineto_insights.across_runs/1"
@@ -77,6 +99,8 @@ def rank_runs(
     ready.sort(key=lambda item: item[0])
     rows: list[AcrossRunsRow] = []
     for _, run, combined, diagnoses in ready:
+        lost = max((d.impact_fraction for d in diagnoses), default=None)
+        step = combined.median_step_us
         rows.append(
             AcrossRunsRow(
                 position=len(rows) + 1,
@@ -92,6 +116,10 @@ def rank_runs(
                 gpu_utilization_fraction=combined.gpu_utilization_fraction,
                 diagnoses=diagnoses[:TOP_DIAGNOSES],
                 diagnosis_ids=[d.id for d in diagnoses],
+                time_lost_fraction=lost,
+                time_lost_us_per_step=lost * step
+                if lost is not None and step is not None
+                else None,
             )
         )
     left = sorted((skipped or {}).items(), key=lambda kv: (kv[1] != _LOADING, kv[0]))
@@ -111,6 +139,8 @@ def rank_runs(
                 gpu_utilization_fraction=None,
                 diagnoses=[],
                 diagnosis_ids=[],
+                time_lost_fraction=None,
+                time_lost_us_per_step=None,
             )
         )
     return rows
@@ -119,18 +149,81 @@ def rank_runs(
 def _matches(row: AcrossRunsRow, words: list[str]) -> bool:
     name = row.run.lower()
     ids = [i.lower() for i in row.diagnosis_ids]
-    return all(w in name or any(w in i for i in ids) for w in words)
+    severities = {d.severity.lower() for d in row.diagnoses}
+    return all(w in name or any(w in i for i in ids) or w in severities for w in words)
 
 
-def page_of(rows: Sequence[AcrossRunsRow], query: str, offset: int, limit: int) -> AcrossRunsPage:
-    """One page of the ranked ``rows``: those matching ``query`` (module docstring),
-    from ``offset`` (0-based, in the matched list), at most ``limit``. ``position`` stays
-    the place in the whole ranking. Raises ValueError for a negative offset or a limit
-    below 1."""
+def _at_least(severity: str) -> Callable[[AcrossRunsRow], bool]:
+    """Whether a row has a diagnosis of at least ``severity`` (``none``: has none)."""
+    if severity == "none":
+        return lambda row: row.state == "ready" and not row.diagnosis_ids
+    bar = SEVERITY_ORDER.index(severity)
+
+    def keep(row: AcrossRunsRow) -> bool:
+        return any(
+            d.severity in SEVERITY_ORDER and SEVERITY_ORDER.index(d.severity) <= bar
+            for d in row.diagnoses
+        )
+
+    return keep
+
+
+#: The orders of :func:`page_of`: name → the value a row is ordered by, worst first
+#: (smaller first); None: the ranking itself.
+SORTS: dict[str, Callable[[AcrossRunsRow], float] | None] = {
+    "worst": None,
+    "lost": lambda r: -(r.time_lost_us_per_step or 0.0),
+    "step": lambda r: -(r.median_step_us or 0.0),
+    "util": lambda r: r.gpu_utilization_fraction if r.gpu_utilization_fraction is not None else 2.0,
+}
+#: The severity filter's values (``""``: no filter).
+SEVERITY_FILTERS = ("", *SEVERITY_ORDER, "none")
+
+
+def _ordered(rows: Sequence[AcrossRunsRow], sort: str, reverse: bool) -> list[AcrossRunsRow]:
+    """``rows`` (in the ranking's order) in ``sort``'s order, ``reverse``d or not; rows
+    without numbers (loading, unreadable) last, as ranked; ``position`` renumbered when
+    the order is not the ranking's."""
+    key = SORTS[sort]
+    if key is None and not reverse:
+        return list(rows)
+    ready = [r for r in rows if r.state == "ready"]
+    rest = [r for r in rows if r.state != "ready"]
+    if key is None:
+        ready.reverse()
+    else:
+        ready.sort(key=key, reverse=reverse)  # stable: ties keep the ranking's order
+    return [msgspec.structs.replace(r, position=i) for i, r in enumerate([*ready, *rest], start=1)]
+
+
+def page_of(
+    rows: Sequence[AcrossRunsRow],
+    query: str,
+    offset: int,
+    limit: int,
+    *,
+    sort: str = "worst",
+    reverse: bool = False,
+    severity: str = "",
+) -> AcrossRunsPage:
+    """One page of the ranked ``rows`` (:func:`rank_runs`'s order) in ``sort``'s order
+    (:data:`SORTS`, ``reverse``d or not): those matching ``query`` and ``severity``
+    (module docstring), from ``offset`` (0-based, in the matched list), at most
+    ``limit``. ``position`` stays the place in the whole order (filters aside). Raises
+    ValueError for a negative offset, a limit below 1, an unknown sort or severity."""
     if offset < 0 or limit < 1:
         raise ValueError("offset must be 0 or more and limit 1 or more")
+    if sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)} (got {sort!r})")
+    if severity not in SEVERITY_FILTERS:
+        allowed = ", ".join(s for s in SEVERITY_FILTERS if s)
+        raise ValueError(f"severity must be one of {allowed} (got {severity!r})")
     words = query.lower().split()
-    matched = [r for r in rows if _matches(r, words)] if words else list(rows)
+    ordered = _ordered(rows, sort, reverse)
+    keep = _at_least(severity) if severity else None
+    matched = [
+        r for r in ordered if (not words or _matches(r, words)) and (keep is None or keep(r))
+    ]
     return AcrossRunsPage(
         schema=ACROSS_RUNS_SCHEMA,
         query=query,
@@ -141,4 +234,7 @@ def page_of(rows: Sequence[AcrossRunsRow], query: str, offset: int, limit: int) 
         loading=sum(r.state == _LOADING for r in rows),
         rule=RULE,
         rows=matched[offset : offset + limit],
+        sort=sort,
+        reverse=reverse,
+        severity=severity,
     )

@@ -35,11 +35,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from tb_kineto_insights.logdir.links import LinkPolicy, follow_roots
 from tb_kineto_insights.logdir.names import (
     escaped_name,
     is_hidden,
@@ -102,7 +103,9 @@ class Span:
         device, inode, mtime_ns: ``st_dev``, ``st_ino`` and ``st_mtime_ns`` of a local
             file (of a symlink's *target*, like ``size_bytes`` and ``mtime``: the link's
             own times say nothing about the trace); 0 on other filesystems.
-        root: the real path of the local log directory the file was found in, which the
+        root: the real path of the local log directory the file was found in (for a file
+            found through a followed symlink, the allowed root that holds it:
+            ``logdir/links.py``), which the
             file must still lie in when it is opened (see ``trace/confine.py``); ``""``
             for other filesystems.
         version: on object storage, the object's ETag (S3, GCS, Azure), with
@@ -258,6 +261,9 @@ def _is_local(fs: Any) -> bool:
 #: ``discover(max_depth=)`` change it.
 MAX_FOLDER_DEPTH = 64
 MAX_FOLDER_DEPTH_ENV = "KINETO_INSIGHTS_MAX_FOLDER_DEPTH"
+#: Linked folders waiting to be listed at most, when symlinks are followed: links that
+#: fan out (each folder linking to several others) end there, with a word.
+MAX_LINKED_FOLDERS = 10_000
 
 
 def max_folder_depth(environ: Mapping[str, str] | None = None) -> int:
@@ -276,89 +282,106 @@ def _list_local(
     root: str,
     max_depth: int = MAX_FOLDER_DEPTH,
     skipped: list[tuple[str, str]] | None = None,
+    follow: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Files under a local root: ``{path: info}``. Walks top-down so hidden folders are
-    not entered at all; symlinked folders are never entered (fsspec lists them as
-    ``other``); a symlinked file is kept only when it resolves to a regular file inside
-    the log directory. Size and times are those of the file itself (a symlink's target,
-    ``os.stat``), with ``device``, ``inode`` and ``mtime_ns`` added. Unreadable
-    sub-folders, folders more than ``max_depth`` below the root (both appended to
-    ``skipped`` as ``(folder, reason)`` when listed by :class:`LocalTree`) and files gone
-    while listing are skipped; an unreadable root raises the OSError. A folder named
-    like a trace file (listed as a folder), a symlink named like one whose target is
-    missing, outside the log directory or no file, and a symlink to a folder outside the
-    log directory (a run folder linked in) are appended to ``skipped`` too, once per
-    listing, by path (passed over silently, they would leave a run missing with no
-    word why)."""
+    not entered at all; a symlinked file is kept only when it resolves to a regular file
+    inside the log directory, and a symlinked folder is not entered, unless ``follow``
+    names other allowed roots (``logdir/links.py``): then a linked folder or file whose
+    target lies in one is listed too, each real folder once, its files with ``"root"``
+    (the allowed root they must still lie in when opened). Size and times are those of
+    the file itself (a symlink's target, ``os.stat``), with ``device``, ``inode`` and
+    ``mtime_ns`` added. Unreadable sub-folders, folders more than ``max_depth`` below
+    the root (both appended to ``skipped`` as ``(folder, reason)`` when listed by
+    :class:`LocalTree`) and files gone while listing are skipped; an unreadable root
+    raises the OSError. A folder named like a trace file (listed as a folder), a symlink
+    named like one whose target is missing, outside every allowed root or no file, and a
+    symlink to a folder outside every allowed root (a run folder linked in) are appended
+    to ``skipped`` too, once per listing, by path (passed over silently, they would leave
+    a run missing with no word why)."""
     real_root = os.path.realpath(root)
+    policy = LinkPolicy(real_root, follow)
     out: dict[str, dict[str, Any]] = {}
     errors: list[OSError] = []
     listed_root = False
     extra: dict[str, Any] = {}
     if isinstance(fs, LocalTree) and skipped is not None:
         extra["on_skip"] = lambda folder, reason: skipped.append((folder, reason))
-    walk = fs.walk(
-        root, detail=True, topdown=True, maxdepth=max_depth + 1, on_error=errors.append, **extra
-    )
 
     def note(path: str, reason: str) -> None:
         if skipped is not None:
             skipped.append((path, reason))
 
-    for _, dirs, files in walk:
-        listed_root = True
-        for name in [d for d in dirs if is_hidden(d)]:
-            del dirs[name]
-        for name, info in dirs.items():
-            if looks_like_trace(os.path.basename(str(info.get("name", name)))):
-                note(str(info.get("name", name)), "a folder named like a trace file, not read")
-        for info in files.values():
-            kind = info.get("type")
-            name = str(info.get("name", ""))
-            if not name:
-                continue
-            if info.get("islink"):
-                target = os.path.realpath(name)
-                inside = os.path.commonpath([real_root, target]) == real_root
-                if not inside or not os.path.isfile(target):
-                    if looks_like_trace(os.path.basename(name)):
-                        note(name, _bad_link(target, inside))
-                    elif not inside and os.path.isdir(target):  # a run folder, maybe
-                        note(
-                            name,
-                            f"a symlink to the folder {target} outside the log directory, "
-                            "not entered",
-                        )
+    # the log directory, then each linked folder to enter: (path, its allowed root, the
+    # real folders entered through links on the way there: a link back to one is a loop)
+    folders: list[tuple[str, str, tuple[str, ...]]] = [(root, real_root, (real_root,))]
+    while folders:
+        folder, folder_root, chain = folders.pop(0)
+        walk = fs.walk(
+            folder,
+            detail=True,
+            topdown=True,
+            maxdepth=max_depth + 1,
+            on_error=errors.append,
+            **extra,
+        )
+        for _, dirs, files in walk:
+            listed_root = True
+            for name in [d for d in dirs if is_hidden(d)]:
+                del dirs[name]
+            for name, info in dirs.items():
+                if looks_like_trace(os.path.basename(str(info.get("name", name)))):
+                    note(str(info.get("name", name)), "a folder named like a trace file, not read")
+            for info in files.values():
+                name = str(info.get("name", ""))
+                if not name:
                     continue
-            elif kind != "file":  # fifo, socket, device: never open those
-                if looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
-                    note(name, "not a regular file (a fifo, socket or device), not read")
-                continue
-            try:
-                st = os.stat(name)  # follows a link: the target is what will be read
-            except OSError:
-                continue
-            out[name] = {
-                **info,
-                "size": st.st_size,
-                "mtime": st.st_mtime,
-                "device": st.st_dev,
-                "inode": st.st_ino,
-                "mtime_ns": st.st_mtime_ns,
-            }
-    if not listed_root and errors:
-        raise errors[0]  # the log directory itself could not be listed
+                file_root = folder_root
+                if info.get("islink"):
+                    target = os.path.realpath(name)
+                    if os.path.isdir(target):
+                        why = policy.refused_folder(target)
+                        if why is not None:
+                            note(name, why)
+                        elif (into := policy.enters(target)) is None:
+                            pass  # not followed, or inside the log directory: listed there
+                        elif len(folders) >= MAX_LINKED_FOLDERS:
+                            note(
+                                name, f"more than {MAX_LINKED_FOLDERS} linked folders, not entered"
+                            )
+                        elif policy.loops(target, os.path.dirname(name), chain):
+                            note(
+                                name, "a symlink back to a folder it lies in (a loop), not entered"
+                            )
+                        else:
+                            folders.append((name, into, (*chain, target)))
+                        continue
+                    why = policy.refused_file(target)
+                    if why is not None:
+                        if looks_like_trace(os.path.basename(name)):
+                            note(name, why)
+                        continue
+                    file_root = policy.root_of(target) or folder_root
+                elif info.get("type") != "file":  # fifo, socket, device: never open those
+                    if looks_like_trace(os.path.basename(name)):  # fsspec's kind: "other"
+                        note(name, "not a regular file (a fifo, socket or device), not read")
+                    continue
+                try:
+                    st = os.stat(name)  # follows a link: the target is what will be read
+                except OSError:
+                    continue
+                out[name] = {
+                    **info,
+                    "size": st.st_size,
+                    "mtime": st.st_mtime,
+                    "device": st.st_dev,
+                    "inode": st.st_ino,
+                    "mtime_ns": st.st_mtime_ns,
+                    "root": file_root,
+                }
+        if not listed_root and errors:
+            raise errors[0]  # the log directory itself could not be listed
     return out
-
-
-def _bad_link(target: str, inside: bool) -> str:
-    """Why a symlink in a log directory is not read (its target as the reason's
-    subject)."""
-    if not os.path.lexists(target):
-        return "a symlink to a missing file, not read"
-    if not inside:
-        return "a symlink to a file outside the log directory, not read"
-    return "a symlink to something that is not a file, not read"
 
 
 def _not_a_folder(root: str) -> str:
@@ -397,6 +420,7 @@ class _Candidate:
     named: bool
     stat: tuple[int, int, int]  # device, inode, mtime_ns (0s when not local)
     version: str = ""  # ETag[@version] on object storage
+    root: str = ""  # the allowed root of a local file found through a followed link
 
 
 def describe_skipped(skipped: list[tuple[str, str]], shown: int = 3) -> str:
@@ -416,6 +440,7 @@ def discover(
     fs_options: dict[str, Any] | None = None,
     max_depth: int | None = None,
     skipped: list[tuple[str, str]] | None = None,
+    follow: str | Sequence[str] | None = None,
 ) -> list[Run]:
     """List the runs, workers and spans under a log directory, as they are now.
 
@@ -434,6 +459,10 @@ def discover(
             ``max_depth``; for a folder named like a trace file; and for a symlink named
             like a trace file that points to nothing readable. The rest is listed as
             usual.
+        follow: the folders whose symlinked runs and files are followed besides the log
+            directory (``logdir/links.py``: paths separated by ``os.pathsep``, or a
+            list); None: ``$KINETO_INSIGHTS_FOLLOW_SYMLINKS``; empty: none (local log
+            directories).
 
     Returns:
         Runs ordered by name (``"."`` first, then natural order folder by folder); runs
@@ -454,7 +483,7 @@ def discover(
     root = str(root)
     with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
         fs.invalidate_cache()
-    listing = _listing(logdir, fs, root, max_depth, skipped)
+    listing = _listing(logdir, fs, root, max_depth, skipped, follow_roots(follow))
     use_plain_paths = _is_local(fs) and "://" not in logdir
     real_root = os.path.realpath(root) if use_plain_paths else ""
     named, odd = _candidates(listing, root, use_plain_paths)
@@ -471,6 +500,7 @@ def _listing(
     root: str,
     max_depth: int | None,
     skipped: list[tuple[str, str]] | None,
+    follow: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """Every file under ``root`` (:func:`_list_local` or :func:`_list_remote`), or
     LogdirError when the log directory is not a folder or cannot be listed."""
@@ -479,7 +509,7 @@ def _listing(
             if not fs.isdir(root):
                 raise LogdirError(logdir, _not_a_folder(root))
             depth = max_folder_depth() if max_depth is None else max(1, max_depth)
-            listing = _list_local(fs, root, depth, skipped)
+            listing = _list_local(fs, root, depth, skipped, follow)
         else:
             # Object storage: one recursive listing per scan (paged by the driver), not
             # one request per file or folder; the folder checks only when it is empty.
@@ -539,6 +569,7 @@ def _candidates(
                     int(info.get("mtime_ns", 0) or 0),
                 ),
                 version="" if use_plain_paths else _version(info),
+                root=str(info.get("root", "")),
             )
         )
     return named, odd
@@ -554,7 +585,9 @@ def _sniffed(fs: Any, odd: list[_Candidate], sniff_bytes: int, real_root: str) -
     with ThreadPoolExecutor(max_workers=min(8, len(odd))) as pool:
         verdicts = list(
             pool.map(
-                lambda c: sniff_kineto_file(fs, c.fs_path, c.size, c.mtime, sniff_bytes, real_root),
+                lambda c: sniff_kineto_file(
+                    fs, c.fs_path, c.size, c.mtime, sniff_bytes, c.root or real_root
+                ),
                 odd,
             )
         )
@@ -604,7 +637,7 @@ def _unique_spans(
             device=cand.stat[0] if use_plain_paths else 0,
             inode=cand.stat[1] if use_plain_paths else 0,
             mtime_ns=cand.stat[2] if use_plain_paths else 0,
-            root=real_root,
+            root=(cand.root or real_root) if use_plain_paths else real_root,
             version=cand.version,
         )
     return spans

@@ -190,7 +190,12 @@ class AcrossRunsRow(Out, frozen=True, kw_only=True):
     at most three: for a run of several workers those ``report`` lists for it (the view
     across ranks' run-level ones with ``where`` ``all ranks``, each rank's others with
     ``where`` its worker, per id the first), else its one worker's; ``diagnosis_ids``:
-    the ids of all of them, in that order."""
+    the ids of all of them, in that order. ``time_lost_fraction``: the largest impact of
+    its diagnoses (the share of the step its costliest one explains), and
+    ``time_lost_us_per_step`` that share of ``median_step_us`` (None without a
+    diagnosis or a step time): the larger of two diagnoses, never their sum, which can
+    count one time twice. With another order than the ranking, ``position`` is the place
+    in that order."""
 
     position: int
     run: str
@@ -205,6 +210,8 @@ class AcrossRunsRow(Out, frozen=True, kw_only=True):
     gpu_utilization_fraction: float | None
     diagnoses: list[HeadlineDiagnosis]
     diagnosis_ids: list[str]
+    time_lost_fraction: float | None
+    time_lost_us_per_step: float | None
 
 
 class AcrossRunsPage(Out, frozen=True, kw_only=True):
@@ -212,7 +219,12 @@ class AcrossRunsPage(Out, frozen=True, kw_only=True):
     runs. ``total``: runs in the log directory; ``matched``: those the ``query`` matched
     (every whitespace-separated word in the run name or a diagnosis id, case-insensitive;
     ``""``: all); ``offset``/``limit``: the page's place in the matched list; ``loading``:
-    runs still being read (the page asks again); ``rule``: the ranking in words."""
+    runs still being read (the page asks again); ``rule``: the ranking in words;
+    ``sort``: the order of the rows (``worst``: the ranking; ``lost``: time lost per
+    step; ``step``: step time; ``util``: GPU utilization), ``reverse`` when it runs the
+    other way than that order's worst-first direction; ``severity``: the severity filter
+    (``""``: none; ``high``, ``medium``, ``low``, ``info``: runs with a diagnosis of at
+    least that severity; ``none``: runs without a diagnosis)."""
 
     schema: str
     query: str
@@ -223,3 +235,6 @@ class AcrossRunsPage(Out, frozen=True, kw_only=True):
     loading: int
     rule: str
     rows: list[AcrossRunsRow]
+    sort: str
+    reverse: bool
+    severity: str

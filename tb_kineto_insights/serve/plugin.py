@@ -389,6 +389,7 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
             first_scan_wait_s,
             self._discovered,
             self.settings.watch if watch is None else watch,
+            self.settings.follow_symlinks,
         )
         self.workspace = Workspace(
             self._loader,
@@ -613,10 +614,22 @@ class KinetoInsightsPlugin(base_plugin.TBPlugin):
 
     def _serve_across_runs(self, request: Request) -> Any:
         """``/across_runs``: one page of every run ranked worst first
-        (``service/headlines.py``); ``q`` filters, ``offset`` and ``limit`` page."""
+        (``service/headlines.py``); ``q`` and ``severity`` filter, ``sort`` (and
+        ``reverse=1``) order, ``offset`` and ``limit`` page."""
         query = _param(request, "q", required=False) or ""
         offset = _count(request, "offset", 0, "0 or more")
         limit = _count(request, "limit", ACROSS_RUNS_LIMIT, f"from 1 to {ACROSS_RUNS_MAX_LIMIT}")
         if not 1 <= limit <= ACROSS_RUNS_MAX_LIMIT:
             raise _ApiError(400, f"limit must be from 1 to {ACROSS_RUNS_MAX_LIMIT}")
-        return _respond(request, self.headlines.across_runs(query, offset, limit))
+        reverse = _param(request, "reverse", required=False) or "0"
+        if reverse not in ("0", "1"):
+            raise _ApiError(400, "reverse must be 0 or 1")
+        body = self.headlines.across_runs(
+            query,
+            offset,
+            limit,
+            sort=_param(request, "sort", required=False) or "worst",
+            reverse=reverse == "1",
+            severity=_param(request, "severity", required=False) or "",
+        )
+        return _respond(request, body)

@@ -134,6 +134,17 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
             "else https://ui.perfetto.dev.",
         )
 
+        group.add_argument(
+            "--kineto_insights_follow_symlinks",
+            metavar="DIRS",
+            type=str,
+            default=None,
+            help="Kineto Insights: folders (separated by ':') whose symlinked run folders "
+            "and trace files are read; a symlink that leaves the log directory and every "
+            "one of them is still refused. Default: $KINETO_INSIGHTS_FOLLOW_SYMLINKS, else "
+            "none (symlinks to outside the log directory are not followed).",
+        )
+
     def fix_flags(self, flags: argparse.Namespace) -> None:
         workers = getattr(flags, "kineto_insights_workers", None)
         if workers is not None and workers < 0:

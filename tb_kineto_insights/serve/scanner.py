@@ -49,8 +49,10 @@ class Scanner:
         first_scan_wait_s: float,
         on_scan: Callable[[Snapshot], None],
         watch: bool,
+        follow_symlinks: tuple[str, ...] = (),
     ) -> None:
         self.sources = sources
+        self.follow_symlinks = follow_symlinks
         self.rescan_s = rescan_s
         self.first_scan_wait_s = first_scan_wait_s
         self._on_scan = on_scan
@@ -197,7 +199,7 @@ class Scanner:
         problems are appended to ``errors``."""
         skipped: list[tuple[str, str]] = []
         try:
-            found = discover(source.path, skipped=skipped)
+            found = discover(source.path, skipped=skipped, follow=self.follow_symlinks)
         except Exception as exc:  # LogdirError, or a storage driver's own error
             message = str(exc) if isinstance(exc, LogdirError) else f"{source.path!r}: {exc}"
             kept = self._last_good.get(source.path)

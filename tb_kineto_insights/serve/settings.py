@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tb_kineto_insights.logdir.links import follow_roots
 from tb_kineto_insights.logdir.watch import watch_from_env
 from tb_kineto_insights.service.worker_pool import (
     LoadDeadline,
@@ -220,6 +221,7 @@ class PluginSettings:
     memory_cap: LoadMemoryCap
     retry_backoff_s: float | None
     watch: bool
+    follow_symlinks: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -256,4 +258,5 @@ class PluginSettings:
                 else retry_backoff_s
             ),
             watch=watch_from_env(),
+            follow_symlinks=follow_roots(flag(context, "kineto_insights_follow_symlinks")),
         )

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tb_kineto_insights.compare import history as hist
-from tb_kineto_insights.logdir.discovery import Run, Span
+from tb_kineto_insights.logdir.discovery import Run, Span, folder_name
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.service.errors import InvalidRequest
 from tb_kineto_insights.service.loader import ERROR, READY
@@ -92,7 +92,9 @@ def _listed(span: Span) -> tuple[str, int, float, str]:
 def collect_runs(
     runs: list[Run], summaries: CachedSummaries, logdir: str | None = None
 ) -> tuple[list[hist.RunHeadlines], dict[str, str]]:
-    """The command line's :func:`assemble`: the headlines of every run's latest spans.
+    """The command line's :func:`assemble`: the headlines of every run's latest spans;
+    the run of the traces directly in ``logdir`` (discovery's ``"."``) is named after
+    that folder (``logdir.discovery.folder_name``), as ``report`` and the tab name it.
 
     With ``logdir`` (the log directory ``runs`` were listed from) and a cache, the
     headlines come from the log directory's headline index first, else from
@@ -128,7 +130,10 @@ def collect_runs(
                 index.put_run(files, cached)
         return cached
 
-    out = assemble(runs, headline, diagnoses, no_trace="no trace")
+    def label(name: str) -> str:
+        return folder_name(logdir) if name == "." and logdir is not None else name
+
+    out = assemble(runs, headline, diagnoses, label, no_trace="no trace")
     if index is not None:
         index.save()
     return out
@@ -352,15 +357,34 @@ class LoadedHeadlines:
             self._history = (heads, params, body)
         return body
 
-    def across_runs(self, query: str, offset: int, limit: int) -> bytes:
-        """``/across_runs``: one page of every run ranked worst first
-        (``compare.across_runs``), as JSON; the ranking of a complete pass is kept until
-        the next scan."""
+    def across_runs(
+        self,
+        query: str,
+        offset: int,
+        limit: int,
+        *,
+        sort: str = "worst",
+        reverse: bool = False,
+        severity: str = "",
+    ) -> bytes:
+        """``/across_runs``: one page of every run ranked worst first, or in another
+        order, filtered (``compare.across_runs.page_of``), as JSON; the ranking of a
+        complete pass is kept until the next scan.
+
+        Raises:
+            InvalidRequest: an unknown ``sort`` or ``severity``.
+        """
         from tb_kineto_insights.compare import across_runs
 
         with _no_cyclic_gc():
             rows = self._ranking(self.workspace.snapshot())
-        return encode_json(across_runs.page_of(rows, query, offset, limit))
+        try:
+            page = across_runs.page_of(
+                rows, query, offset, limit, sort=sort, reverse=reverse, severity=severity
+            )
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        return encode_json(page)
 
     def _ranking(self, snapshot: Snapshot, ask: bool = True) -> list[Any]:
         """Every run ranked worst first (``compare.across_runs.rank_runs``), made once

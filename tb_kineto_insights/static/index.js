@@ -118,6 +118,15 @@ var __kinetoInsights = (() => {
       )
     );
   }
+  function headerCell(c) {
+    const className = `${c.numeric ? "n" : ""} ${c.className ?? ""} ${c.sort ? "sortable" : ""}`.replace(/\s+/g, " ").trim();
+    if (!c.sort) return el("th", { className, title: c.title, scope: "col" }, c.header);
+    const sort = c.sort;
+    const mark = sort.state === "descending" ? " ▼" : sort.state === "ascending" ? " ▲" : "";
+    const button = el("button", { type: "button", className: "sort", dataset: { sort: sort.key } }, `${c.header}${mark}`);
+    button.addEventListener("click", sort.toggle);
+    return el("th", { className, title: c.title ? `${c.title} Click to sort by it; again to reverse.` : void 0, scope: "col", attrs: { "aria-sort": sort.state } }, button);
+  }
   function table(columns, rows, opts = {}) {
     const head = el(
       "thead",
@@ -125,9 +134,7 @@ var __kinetoInsights = (() => {
       el(
         "tr",
         null,
-        ...columns.map(
-          (c) => el("th", { className: `${c.numeric ? "n" : ""} ${c.className ?? ""}`.trim(), title: c.title, scope: "col" }, c.header)
-        )
+        ...columns.map(headerCell)
       )
     );
     const body = el("tbody");
@@ -227,13 +234,6 @@ var __kinetoInsights = (() => {
     const s = scaleDuration(us);
     return `${s.value} ${s.unit}`;
   }
-  function fmtDurationAsTitle(us) {
-    if (!isNum(us)) return NA;
-    const size = Math.abs(us);
-    if (size < 1e3) return `${us.toFixed(1)} µs`;
-    if (size < 1e6) return `${(us / 1e3).toFixed(2)} ms`;
-    return `${(us / 1e6).toFixed(2)} s`;
-  }
   function fmtMs(us, digits = 2) {
     return isNum(us) ? `${(us / 1e3).toFixed(digits)} ms` : NA;
   }
@@ -245,8 +245,8 @@ var __kinetoInsights = (() => {
       value /= 1024;
       unit += 1;
     }
-    const signed = bytes < 0 ? -value : value;
-    return { value: unit === 0 ? String(Math.round(signed)) : sig(signed), unit: BYTE_UNITS[unit] };
+    const signed2 = bytes < 0 ? -value : value;
+    return { value: unit === 0 ? String(Math.round(signed2)) : sig(signed2), unit: BYTE_UNITS[unit] };
   }
   function fmtBytes(bytes) {
     if (!isNum(bytes)) return NA;
@@ -465,6 +465,25 @@ var __kinetoInsights = (() => {
     host_untraced: "Inside a host ProfilerStep, but no traced op or runtime call on the launching thread: untraced Python, a sleep, I/O (profile with with_stack=True or py-spy to see what).",
     nothing_recorded: "No op was recorded on the launching thread while the GPU waited, outside every host ProfilerStep range (or in a trace without step markers)."
   };
+  var EVIDENCE_UNIT_RULES = [
+    ["worker|op|name|frame|kernel|kernels|top_kernels|op_input_shapes|shapes|gpu|dtype", "name"],
+    ["kinds|peak_source|rule|reason|label|class|basis|mode|bound|(.+_)?basis", "text"],
+    ["device", "device"],
+    ["rank|straggler_rank", "id"],
+    ["r2|(.+_)?cv", "coefficient"],
+    ["p_value", "fraction"],
+    ["step|op_steps|steady_state_steps|steps_left_out", "step"],
+    ["(.+_)?steps_to_capacity", "steps"],
+    ["classes", "us/step"],
+    ["launches_per_step_excess|.+_per_step_mean", "count/step"],
+    ["(.+_)?us", "us"],
+    [".+_bytes_per_s", "byte_rate"],
+    ["(.+_)?bytes", "bytes"],
+    [".+_flops_per_s", "flop_rate"],
+    ["(.+_)?gbps", "gbps"],
+    ["(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"],
+    ["(.+_)?speedup(_.+)?|.+_ratio", "times"]
+  ];
 
   // src/labels.ts
   var BREAKDOWN_ORDER = [
@@ -601,6 +620,166 @@ var __kinetoInsights = (() => {
     host: "Host (the launching thread)"
   };
 
+  // src/evidence.ts
+  var NA2 = "n/a";
+  var LIST_ITEMS = 8;
+  var PER_STEP = "_per_step";
+  var NAMING = /* @__PURE__ */ new Set(["name", "text", "id", "device", "step"]);
+  var SNAKE = /^[a-z0-9]+(_[a-z0-9]+)+$/;
+  var RULES = EVIDENCE_UNIT_RULES.map(([pattern, unit]) => [new RegExp(`^(?:${pattern})$`), unit]);
+  function unitOf(key) {
+    for (const [re, unit] of RULES) {
+      if (re.test(key)) {
+        const [name, per] = unit.split("/");
+        return { unit: name, perStep: per === "step" };
+      }
+    }
+    if (key.endsWith(PER_STEP)) {
+      const base3 = key.slice(0, -PER_STEP.length);
+      for (const [re, unit] of RULES) {
+        if (re.test(base3)) {
+          const name = unit.split("/")[0];
+          return { unit: NAMING.has(name) ? "count" : name, perStep: true };
+        }
+      }
+      return { unit: "count", perStep: true };
+    }
+    return { unit: "count", perStep: false };
+  }
+  function isFiniteNumber(value) {
+    return typeof value === "number" && Number.isFinite(value);
+  }
+  function fixed(x, digits) {
+    const negative = x < 0 || Object.is(x, -0);
+    const abs = Math.abs(x);
+    let text = abs.toFixed(digits);
+    const exact = abs.toFixed(100);
+    const point = exact.indexOf(".");
+    const rest = exact.slice(point + 1 + digits);
+    if (/^50*$/.test(rest)) {
+      const kept = exact.slice(0, point + 1 + digits).replace(/\.$/, "");
+      const last = Number(kept[kept.length - 1]);
+      if (last % 2 === 0) text = kept;
+    }
+    return `${negative ? "-" : ""}${text}`;
+  }
+  function grouped(text) {
+    const negative = text.startsWith("-");
+    const body = negative ? text.slice(1) : text;
+    const [whole, frac] = body.split(".");
+    const withCommas = whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return `${negative ? "-" : ""}${withCommas}${frac !== void 0 ? `.${frac}` : ""}`;
+  }
+  function roundEven(x) {
+    return Number(fixed(x, 0));
+  }
+  function plain(value, decimals) {
+    let text = grouped(fixed(value, decimals));
+    if (text.includes(".")) text = text.replace(/0+$/, "").replace(/\.$/, "");
+    return text === "-0" || text === "" ? "0" : text;
+  }
+  function durationText(us) {
+    const size = Math.abs(us);
+    if (size < 1e3) return `${fixed(us, 1)} µs`;
+    if (size < 1e6) return `${fixed(us / 1e3, 2)} ms`;
+    return `${fixed(us / 1e6, 2)} s`;
+  }
+  var IEC = ["KiB", "MiB", "GiB", "TiB"];
+  function bytesText(n) {
+    if (Math.abs(n) < 1024) return `${fixed(n, 0)} B`;
+    let value = n / 1024;
+    let unit = 0;
+    while (unit < IEC.length - 1 && Math.abs(value) >= 1024) {
+      value /= 1024;
+      unit += 1;
+    }
+    return `${fixed(value, 2)} ${IEC[unit]}`;
+  }
+  var FLOPS = [
+    [1e12, "TFLOP/s"],
+    [1e9, "GFLOP/s"],
+    [1e6, "MFLOP/s"],
+    [1, "FLOP/s"]
+  ];
+  function numberText(unit, value) {
+    switch (unit) {
+      case "us":
+        return durationText(value);
+      case "bytes":
+        return bytesText(value);
+      case "fraction": {
+        const pct = 100 * value;
+        if (pct !== 0 && Math.abs(pct) < 0.05) return pct > 0 ? "<0.1 %" : ">-0.1 %";
+        return `${fixed(pct, 1)} %`;
+      }
+      case "flop_rate": {
+        const [size, name] = FLOPS.find(([s]) => Math.abs(value) >= s) ?? FLOPS[FLOPS.length - 1];
+        return `${grouped(fixed(value / size, 1))} ${name}`;
+      }
+      case "byte_rate":
+        return `${grouped(fixed(value / 1e9, 1))} GB/s`;
+      case "gbps":
+        return `${grouped(fixed(value, 1))} GB/s`;
+      case "times":
+        return `${fixed(value, 2)}×`;
+      case "steps":
+        return `${grouped(String(roundEven(value)))} steps`;
+      case "step":
+        return `#${roundEven(value)}`;
+      case "coefficient":
+        return fixed(value, 2);
+      case "device":
+        return `GPU ${roundEven(value)}`;
+      case "id":
+        return String(roundEven(value));
+      default:
+        return plain(value, 2);
+    }
+  }
+  function formatScalar(unit, value, perStep = false) {
+    if (value === null || value === void 0) return NA2;
+    if (typeof value === "boolean") return value ? "yes" : "no";
+    if (typeof value === "string") {
+      const spaced = unit !== "name" && unit !== "device" && SNAKE.test(value);
+      return spaced ? value.replace(/_/g, " ") : value;
+    }
+    if (!isFiniteNumber(value)) return NA2;
+    return numberText(unit, value) + (perStep ? "/step" : "");
+  }
+  function isRecord(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+  }
+  function inner(unit, perStep, value, keyText2) {
+    if (isRecord(value) || Array.isArray(value)) return formatEvidence("value", value, keyText2);
+    return formatScalar(unit, value, perStep);
+  }
+  function formatEvidence(key, value, keyText2 = (k) => k) {
+    const { unit, perStep } = unitOf(key);
+    if (isRecord(value)) {
+      const entries = Object.entries(value);
+      const known = entries.filter(([, v]) => v !== null && v !== void 0);
+      if (!known.length) return "none";
+      const steps = entries.every(([k]) => /^\d+$/.test(k));
+      return known.map(([k, v]) => `${steps ? `#${k}` : keyText2(k)}: ${inner(unit, perStep && !steps, v, keyText2)}`).join(", ");
+    }
+    if (Array.isArray(value)) {
+      if (value.length && value.every(isRecord)) return value.map(recordText).join("; ");
+      const items = value.slice(0, LIST_ITEMS).map((v) => inner(unit, false, v, keyText2));
+      if (!items.length) return "none";
+      return items.join(", ") + (value.length > LIST_ITEMS ? `, … (${value.length})` : "");
+    }
+    return formatScalar(unit, value, perStep);
+  }
+  function saysNothing(value) {
+    if (value === null || value === void 0) return true;
+    if (Array.isArray(value)) return !value.length;
+    if (isRecord(value)) return Object.values(value).every((v) => v === null || v === void 0);
+    return false;
+  }
+  function recordText(record) {
+    return Object.entries(record).filter(([, v]) => v !== null && v !== void 0).map(([k, v]) => `${k} ${formatEvidence(k, v)}`).join(", ");
+  }
+
   // src/shape.ts
   function severityRank(severity) {
     const i = SEVERITY_ORDER.indexOf(severity);
@@ -638,7 +817,7 @@ var __kinetoInsights = (() => {
         return "overview";
     }
   }
-  function isRecord(value) {
+  function isRecord2(value) {
     return typeof value === "object" && value !== null && !Array.isArray(value);
   }
   function evidenceTable(records) {
@@ -651,39 +830,37 @@ var __kinetoInsights = (() => {
         definition: DEFINITIONS[k] ?? `${evidenceLabel(k)} (${k})`,
         numeric: records.some((r) => isNum(r[k]))
       })),
-      rows: records.map((r) => keys.map((k) => formatByKey(k, r[k])))
+      rows: records.map((r) => keys.map((k) => formatEvidence(k, r[k])))
     };
   }
-  function formatRecord(parentKey, record) {
-    const entries = Object.entries(record).filter(([, v]) => v !== null && v !== void 0);
-    if (!entries.length) return "none";
-    const steps = entries.every(([k]) => /^\d+$/.test(k));
-    const valueKey = steps ? parentKey.replace(/_per_step$/, "") : parentKey;
-    return entries.map(([k, v]) => `${steps ? `#${k}` : NAME_KEYS.has(parentKey) ? k : humanize(k)}: ${formatByKey(valueKey, v)}`).join(", ");
+  function keyText(key) {
+    return /^[a-z][a-z0-9_]*$/.test(key) ? humanize(key) : key;
   }
   function formatByKey(key, value) {
-    if (value === null || value === void 0) return NA;
-    if (isRecord(value)) return formatRecord(key, value);
-    if (Array.isArray(value)) {
-      const items = value.slice(0, 8).map((v) => formatByKey(key, v));
-      return items.join(", ") + (value.length > 8 ? `, … (${value.length})` : "");
-    }
-    if (typeof value === "boolean") return value ? "yes" : "no";
-    if (typeof value === "string") return NAME_KEYS.has(key) || !/^[a-z]+(_[a-z]+)+$/.test(value) ? value : value.replace(/_/g, " ");
-    if (!isNum(value)) return String(value);
-    if (/_bytes$/.test(key) || key === "bytes" || key === "bytes_per_step" || key.endsWith("_bytes_per_step")) {
-      return key.endsWith("per_step") ? `${fmtBytes(value)}/step` : fmtBytes(value);
-    }
-    if (/_us(_per_step)?$/.test(key)) return fmtDuration(value) + (key.endsWith("_per_step") ? "/step" : "");
-    if (/fraction/.test(key) || key === "share_of_step") return fmtPercent(value);
-    if (/p_value$/.test(key)) return value > 0 && value < 1e-3 ? value.toExponential(1) : value.toPrecision(2);
-    if (/_gbps$/.test(key)) return fmtBandwidth(value);
-    if (key === "r2") return value.toFixed(2);
-    if (key.startsWith("steps_to") || key.endsWith("_steps_to_capacity")) return `${fmtCount(Math.round(value))} steps`;
-    if (/per_step$/.test(key)) return `${fmtCount(value)}/step`;
-    return fmtCount(value);
+    return formatEvidence(key, value, keyText);
   }
-  var NAME_KEYS = /* @__PURE__ */ new Set(["worker", "op", "device", "kinds", "op_input_shapes", "kernel", "name"]);
+  var DETAIL_EVIDENCE_KEYS = /* @__PURE__ */ new Set([
+    "p_value",
+    "lateness_noise_us",
+    "lateness_min_excess_us",
+    "tested_steps",
+    "steps_used",
+    "matched_count",
+    "last_count",
+    "last_steps",
+    "last_fraction",
+    "threshold_fraction",
+    "high_steps_to_capacity",
+    "short_threshold_us",
+    "min_steps",
+    "rule",
+    "r2",
+    "peak_source",
+    "wait_basis",
+    "top_kind_busbw_basis",
+    "cause_classes",
+    "cause_reference_ranks"
+  ]);
   var EVIDENCE_LABELS = {
     last_fraction: "Arrives last in",
     delay_us_per_step: "Delay it causes the others (its cost)",
@@ -715,7 +892,8 @@ var __kinetoInsights = (() => {
     min_steps: "Threshold: steps needed",
     rule: "Threshold",
     r2: "r²",
-    steps_used: "Steps"
+    steps_used: "Steps",
+    step_cv: "Coefficient of variation"
   };
   function evidenceLabel(key) {
     if (EVIDENCE_LABELS[key]) return EVIDENCE_LABELS[key];
@@ -733,14 +911,21 @@ var __kinetoInsights = (() => {
     "matched_count",
     "last_count",
     "op_live_count",
-    "wait_us"
+    "wait_us",
+    "time_us"
   ]);
+  function signed(key, value) {
+    const text = formatEvidence(key, Math.abs(value));
+    return `${value >= 0 ? "+" : "−"}${text}`;
+  }
+  var CLASS_MIN_SHARE = 0.05;
   function causeItems(cause) {
     const item = (key, label, text) => ({
       key,
       label,
       text,
-      definition: DEFINITIONS[key] ?? label
+      definition: DEFINITIONS[key] ?? label,
+      ...DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}
     });
     const named = typeof cause.label === "string" && cause.label;
     const out = [item("cause", "Why it is late", named ? cause.label : "not in its traced time")];
@@ -749,46 +934,41 @@ var __kinetoInsights = (() => {
       item(
         "cause_basis",
         "Measured on",
-        cause.basis === "before_late_collectives" ? `the time before the ${fmtCount(late)} collectives it is late to` : "whole steps"
+        cause.basis === "before_late_collectives" ? `the time before the ${formatEvidence("late_collectives", late)} collectives it is late to` : "whole steps"
       )
     );
-    if (isNum(cause.us_per_step)) {
-      const sign = cause.us_per_step >= 0 ? "+" : "−";
-      out.push(item("cause_us_per_step", "More than the median rank", `${sign}${fmtDurationAsTitle(Math.abs(cause.us_per_step))}/step`));
-    }
-    if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", `${fmtDurationAsTitle(cause.straggler_us_per_step)}/step`));
+    if (isNum(cause.us_per_step)) out.push(item("cause_us_per_step", "More than the median rank", signed("us_per_step", cause.us_per_step)));
+    if (isNum(cause.straggler_us_per_step)) out.push(item("cause_straggler_us_per_step", "On this rank", formatEvidence("straggler_us_per_step", cause.straggler_us_per_step)));
     if (isNum(cause.median_rank_us_per_step))
-      out.push(item("cause_median_rank_us_per_step", "On the median rank", `${fmtDurationAsTitle(cause.median_rank_us_per_step)}/step`));
-    if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", fmtPercent(cause.share_of_delay, 0)));
-    if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess !== 0) {
-      const n = cause.launches_per_step_excess;
-      out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", `${n > 0 ? "+" : "−"}${fmtCount(Math.abs(n))}/step`));
+      out.push(item("cause_median_rank_us_per_step", "On the median rank", formatEvidence("median_rank_us_per_step", cause.median_rank_us_per_step)));
+    if (isNum(cause.share_of_delay)) out.push(item("cause_share_of_delay", "Of its delay", formatEvidence("share_of_delay", cause.share_of_delay)));
+    if (isNum(cause.launches_per_step_excess) && cause.launches_per_step_excess > 0) {
+      out.push(item("cause_launches_per_step_excess", "Kernels launched beyond the median rank", signed("launches_per_step_excess", cause.launches_per_step_excess)));
     }
     for (const [field, label] of [
       ["top", "Behind it"],
       ["frames", "In Python frames"]
     ]) {
       const rows = cause[field];
-      if (Array.isArray(rows) && rows.length && rows.every(isRecord)) {
+      if (Array.isArray(rows) && rows.length && rows.every(isRecord2)) {
         const records = rows.map(({ us_per_step, ...rest }) => ({
           ...rest,
           excess_us_per_step: us_per_step
         }));
-        const table2 = evidenceTable(records);
-        table2.rows = records.map(
-          (r) => table2.columns.map(
-            (c) => /_us_per_step$/.test(c.key) && isNum(r[c.key]) ? `${fmtDurationAsTitle(r[c.key])}/step` : formatByKey(c.key, r[c.key])
-          )
-        );
         out.push({
           ...item(`cause_${field}`, label, `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}`),
-          table: table2
+          table: evidenceTable(records)
         });
       }
     }
-    if (isRecord(cause.classes)) {
-      const text = Object.entries(cause.classes).filter(([, v]) => isNum(v)).map(([k, v]) => `${humanize(k)}: ${v >= 0 ? "+" : "−"}${fmtDurationAsTitle(Math.abs(v))}/step`).join(", ");
-      out.push(item("cause_classes", "Every class against the median rank", text || NA));
+    if (isRecord2(cause.classes)) {
+      const total2 = isNum(cause.us_per_step) ? Math.abs(cause.us_per_step) : 0;
+      const classes = Object.entries(cause.classes).filter((e) => isNum(e[1]));
+      const big = classes.filter(([, v]) => Math.abs(v) >= CLASS_MIN_SHARE * total2).sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]));
+      const rest = classes.length - big.length;
+      const parts = big.map(([k, v]) => `${humanize(k)}: ${signed("classes", v)}`);
+      if (rest) parts.push(`${rest} other ${rest === 1 ? "class" : "classes"} within ±${formatEvidence("classes", CLASS_MIN_SHARE * total2)}`);
+      out.push(item("cause_classes", "Every class against the median rank", parts.join(", ") || NA));
     }
     return out;
   }
@@ -797,21 +977,20 @@ var __kinetoInsights = (() => {
     const own = evidence?.steps;
     const steps = isNum(own) ? own : isNum(stepCount) ? stepCount : null;
     for (const [key, value] of Object.entries(evidence ?? {})) {
-      if (value === null || value === void 0) continue;
-      if (Array.isArray(value) && !value.length) continue;
-      if (isRecord(value) && !Object.keys(value).length) continue;
-      if (key === "cause" && isRecord(value)) {
+      if (saysNothing(value)) continue;
+      if (key === "cause" && isRecord2(value)) {
         out.push(...causeItems(value));
         continue;
       }
       const total2 = TOTAL_EVIDENCE_KEYS.has(key) ? steps !== null ? `, total over ${steps} steps` : ", total" : "";
-      const records = Array.isArray(value) && value.every(isRecord) ? value : null;
+      const records = Array.isArray(value) && value.every(isRecord2) ? value : null;
       out.push({
         key,
         label: evidenceLabel(key) + total2,
         text: records ? `${fmtCount(records.length)} ${records.length === 1 ? "row" : "rows"}` : formatByKey(key, value),
         definition: DEFINITIONS[key] ?? `${evidenceLabel(key)} (${key})`,
-        ...records ? { table: evidenceTable(records) } : {}
+        ...records ? { table: evidenceTable(records) } : {},
+        ...DETAIL_EVIDENCE_KEYS.has(key) ? { detail: true } : {}
       });
     }
     return out;
@@ -961,6 +1140,12 @@ var __kinetoInsights = (() => {
     const list = devices ?? [];
     return list.find((d) => d.device === main) ?? list.find((d) => d.device_type !== 0 && d.device_type !== null && d.device_type !== void 0) ?? list[0];
   }
+  var MEMORY_DEVICE_MIN_BYTES = 1 << 20;
+  function memoryDeviceChoice(devices, current) {
+    const big = (d) => isNum(d.peak_allocated_bytes) && d.peak_allocated_bytes >= MEMORY_DEVICE_MIN_BYTES;
+    const offered = devices.filter((d) => d === current || big(d));
+    return { offered, tooSmall: devices.filter((d) => !offered.includes(d)) };
+  }
   function loadText(entry) {
     if (!entry) return "";
     if (entry.state === "loading") {
@@ -1030,6 +1215,16 @@ var __kinetoInsights = (() => {
       text: typeof h.text === "string" && h.text ? h.text : null,
       gained: h.gained ?? []
     };
+  }
+  function speedupTone(verdict, speedup) {
+    if (verdict === "improved" && speedup !== null && speedup > 1) return "faster";
+    if (verdict === "regressed" && speedup !== null && speedup < 1) return "slower";
+    return "within-noise";
+  }
+  function changesNote(rows, unchanged) {
+    const grey = [...new Set(rows.map((r) => r.verdict).filter((v) => v !== "improved" && v !== "regressed"))];
+    const greyText = grey.length ? grey.join(" or ") : "within noise";
+    return `${unchanged} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: ${greyText}.`;
   }
   function countRows(counts) {
     return Object.entries(counts ?? {}).filter((e) => isNum(e[1])).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
@@ -1216,6 +1411,7 @@ var __kinetoInsights = (() => {
     };
   }
   function overviewOption(data, p) {
+    const hasGpu = data.utilizationPct.some(isNum);
     const series = data.series.map((s) => ({
       type: "bar",
       name: s.label,
@@ -1225,7 +1421,7 @@ var __kinetoInsights = (() => {
       emphasis: { focus: "series" },
       data: s.valuesMs
     }));
-    series.push({
+    if (hasGpu) series.push({
       type: "line",
       name: "GPU utilization",
       yAxisIndex: 1,
@@ -1250,20 +1446,22 @@ var __kinetoInsights = (() => {
         }).reverse();
         rows.unshift({ label: "Step time", value: fmtDuration(isNum(stepMs) ? stepMs * 1e3 : null), strong: true });
         const util = data.utilizationPct[i];
-        rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
+        if (hasGpu) rows.push({ color: p.text, label: "GPU utilization", value: isNum(util) ? `${util.toFixed(1)} %` : "n/a", strong: true });
         return tipNode(`Step ${list[0]?.axisValueLabel ?? ""}`, rows, "Shares are of this step's time.");
       }),
       xAxis: { type: "category", name: "step", nameLocation: "middle", nameGap: 26, data: data.steps, ...axisStyle(p) },
       yAxis: [
         { type: "value", name: "step time (ms)", ...axisStyle(p) },
-        {
-          type: "value",
-          name: "GPU util. (%)",
-          min: 0,
-          max: 100,
-          ...axisStyle(p),
-          splitLine: { show: false }
-        }
+        ...hasGpu ? [
+          {
+            type: "value",
+            name: "GPU util. (%)",
+            min: 0,
+            max: 100,
+            ...axisStyle(p),
+            splitLine: { show: false }
+          }
+        ] : []
       ],
       series
     };
@@ -2135,12 +2333,31 @@ var __kinetoInsights = (() => {
         header: c.label,
         title: c.definition,
         numeric: c.numeric,
-        cell: (row2) => row2[i],
+        // the key rides on the cell: what the value's unit is (tests read it)
+        cell: (row2) => el("span", { dataset: { key: c.key } }, row2[i]),
         cellTitle: (row2) => row2[i]
       })),
       t.rows,
       { className: "evidence-table" }
     );
+  }
+  function evidenceList(items, className) {
+    if (!items.length) return null;
+    return el(
+      "dl",
+      { className },
+      ...items.flatMap((e) => [
+        el("dt", { title: e.definition }, e.label),
+        e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
+      ])
+    );
+  }
+  function details(items) {
+    const list = evidenceList(items, "evidence evidence-details");
+    if (!list) return null;
+    const box = el("details", { className: "evidence-more" }, el("summary", null, "How it was decided"), list);
+    box.addEventListener("click", (event) => event.stopPropagation());
+    return box;
   }
   function card(d, go, allRanks, stepCount, openMoment = null, openWorker) {
     const target = panelForDiagnosis(d.panel, allRanks);
@@ -2164,18 +2381,11 @@ var __kinetoInsights = (() => {
         badge(d.severity, d.severity, `Severity: ${d.severity}`),
         el("span", { className: "diagnosis-title" }, d.title)
       ),
-      evidence.length ? el(
-        "dl",
-        { className: "evidence" },
-        ...evidence.flatMap((e) => [
-          el("dt", { title: e.definition }, e.label),
-          e.table ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table)) : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text)
-        ])
-      ) : null,
+      evidenceList(evidence.filter((e) => !e.detail), "evidence"),
+      details(evidence.filter((e) => e.detail)),
       d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-      open,
-      openMoment ? momentButton(openMoment, d) : null,
-      spanLink(d, openWorker)
+      // the actions spaced apart, so that two links never read as one
+      el("div", { className: "diagnosis-actions" }, open, openMoment ? momentButton(openMoment, d) : null, spanLink(d, openWorker))
     );
     const activate = (event) => {
       const selection = window.getSelection?.();
@@ -2434,7 +2644,6 @@ kernels: ${r.kernels.join(", ")}` },
     const h = headlineParts(doc);
     if (!h) return [el("div", { className: "state empty" }, "The diff has no headline.")];
     const counts = verdictCounts(doc);
-    const faster = h.speedup !== null && h.speedup > 1;
     const headline = el(
       "div",
       { className: `headline verdict-${h.verdict.replace(/\s+/g, "-")}`, dataset: { verdict: h.verdict } },
@@ -2449,7 +2658,7 @@ kernels: ${r.kernels.join(", ")}` },
       el(
         "div",
         { className: "headline-sub" },
-        el("span", { className: `speedup ${faster ? "faster" : "slower"}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
+        el("span", { className: `speedup ${speedupTone(h.verdict, h.speedup)}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
         h.change !== null ? el("span", { className: "change", title: "(experiment − base) ÷ base." }, ` (${fmtSignedPercent(h.change)})`) : null,
         " ",
         verdictBadge(h.verdict)
@@ -2583,7 +2792,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const block = (title, rows, noun, help, unchanged) => col(
       subhead(title, help),
       rows.length ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node : el("p", { className: "muted" }, "No change."),
-      el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`)
+      el("p", { className: "note changes-note" }, changesNote(rows, isNum(unchanged) ? unchanged : 0))
     );
     const out = [
       row(
@@ -2794,12 +3003,32 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
 
   // src/panels/across.ts
+  var SORT_WORDS = {
+    worst: "worst first",
+    lost: "most time lost per step first",
+    step: "longest step first",
+    util: "lowest GPU utilization first"
+  };
+  var SORT_WORDS_REVERSED = {
+    worst: "least severe first",
+    lost: "least time lost per step first",
+    step: "shortest step first",
+    util: "highest GPU utilization first"
+  };
+  function orderText(sort, reverse) {
+    return (reverse ? SORT_WORDS_REVERSED : SORT_WORDS)[sort] ?? SORT_WORDS.worst;
+  }
   function pageText(page) {
-    if (!page.matched) return page.query ? `No run matches “${page.query}” (of ${fmtCount(page.total)} runs).` : "No runs.";
+    const filtered = page.query || page.severity;
+    if (!page.matched) return filtered ? `No run matches (of ${fmtCount(page.total)} ${page.total === 1 ? "run" : "runs"}).` : "No runs.";
     const first = page.offset + 1;
     const last = page.offset + page.rows.length;
-    const of = page.matched === page.total ? `${fmtCount(page.total)} runs` : `${fmtCount(page.matched)} matching runs (of ${fmtCount(page.total)})`;
-    return `Runs ${fmtCount(first)}–${fmtCount(last)} of ${of}, worst first.`;
+    const runs = (n) => `${fmtCount(n)} ${n === 1 ? "run" : "runs"}`;
+    const of = page.matched === page.total ? runs(page.total) : `${fmtCount(page.matched)} matching (of ${runs(page.total)})`;
+    return `Runs ${fmtCount(first)}–${fmtCount(last)} of ${of}, ${orderText(page.sort, page.reverse)}.`;
+  }
+  function hasPages(page) {
+    return page.matched > page.limit || page.offset > 0;
   }
   function quiet(text) {
     return el("span", { className: "muted" }, text);
@@ -2812,6 +3041,11 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   function slowestRank(row2, text) {
     if (!row2.slowest_worker || text === "–") return document.createTextNode(text);
     return el("span", {}, text, el("br"), quiet(`slowest rank: ${row2.slowest_worker}`));
+  }
+  function lostText(row2) {
+    if (row2.state !== "ready") return "–";
+    if (!isNum(row2.time_lost_us_per_step)) return isNum(row2.time_lost_fraction) ? fmtPercent(row2.time_lost_fraction) : "none";
+    return `${fmtDuration(row2.time_lost_us_per_step)} (${fmtPercent(row2.time_lost_fraction, 0)})`;
   }
   function diagnosesCell(row2) {
     if (row2.state === "loading") return quiet("reading its traces…");
@@ -2832,51 +3066,95 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
           badge(d.severity, d.severity, `Severity: ${d.severity}`),
           " ",
           d.id,
+          // the impact on the line, not only on hover
+          quiet(` ${fmtPercent(d.impact_fraction, 0)}`),
           d.where ? quiet(` (${d.where})`) : null
         )
       ),
       more > 0 ? quiet(` +${more} more`) : null
     );
   }
+  function severityCell(row2) {
+    if (row2.state !== "ready") return quiet("–");
+    const worst = row2.diagnoses[0];
+    return worst ? badge(worst.severity, worst.severity, `The run's most severe diagnosis: ${worst.id}`) : quiet("none");
+  }
+  var SEVERITY_OPTIONS = [
+    ["", "any severity"],
+    ["high", "high"],
+    ["medium", "medium or worse"],
+    ["low", "low or worse"],
+    ["info", "any diagnosis"],
+    ["none", "no diagnosis"]
+  ];
   function acrossPanel(page, actions) {
+    const current = { q: page.query, sort: page.sort, reverse: page.reverse, severity: page.severity };
+    const ask = (change, offset = 0) => actions.query({ ...current, ...change }, offset);
     const filter = el("input", {
       type: "search",
       id: "ki-runs-filter",
       value: page.query,
-      placeholder: "Filter: run name or diagnosis id",
-      title: "Words that must all appear in the run name or one of its diagnosis ids (case-insensitive).",
+      placeholder: "Filter: run name, diagnosis id or severity",
+      title: "Words that must all appear in the run name, one of its diagnosis ids or its diagnoses' severities (case-insensitive).",
       attrs: { "aria-label": "Filter the runs" }
     });
     let timer;
     filter.addEventListener("input", () => {
       window.clearTimeout(timer);
-      timer = window.setTimeout(() => actions.query(filter.value.trim(), 0), 250);
+      timer = window.setTimeout(() => ask({ q: filter.value.trim() }), 250);
     });
-    const prev = el("button", { type: "button", className: "link", id: "ki-runs-prev", disabled: page.offset <= 0 }, "‹ previous");
-    prev.addEventListener("click", () => actions.query(page.query, Math.max(0, page.offset - page.limit)));
-    const next = el("button", { type: "button", className: "link", id: "ki-runs-next", disabled: page.offset + page.rows.length >= page.matched }, "next ›");
-    next.addEventListener("click", () => actions.query(page.query, page.offset + page.limit));
+    const severity = el("select", { id: "ki-runs-severity", title: "Only the runs with a diagnosis at least this severe (or without any)." });
+    for (const [value, text] of SEVERITY_OPTIONS) severity.append(el("option", { value, selected: value === page.severity }, text));
+    severity.addEventListener("change", () => ask({ severity: severity.value }));
     const status = el("span", { className: "page-text", id: "ki-runs-count" }, pageText(page));
-    const out = [el("div", { className: "runs-tools" }, filter, " ", status, " ", prev, " ", next)];
-    if (page.loading) out.push(el("div", { className: "state" }, `${fmtCount(page.loading)} runs are still being read; they are ranked when ready.`));
+    const tools = [filter, " ", el("label", { className: "field" }, el("span", { className: "field-label" }, "Severity"), severity), " ", status];
+    if (hasPages(page)) {
+      const prev = el("button", { type: "button", className: "link", id: "ki-runs-prev", disabled: page.offset <= 0 }, "‹ previous");
+      prev.addEventListener("click", () => ask({}, Math.max(0, page.offset - page.limit)));
+      const next = el("button", { type: "button", className: "link", id: "ki-runs-next", disabled: page.offset + page.rows.length >= page.matched }, "next ›");
+      next.addEventListener("click", () => ask({}, page.offset + page.limit));
+      tools.push(" ", prev, " ", next);
+    }
+    const out = [el("div", { className: "runs-tools" }, ...tools)];
+    if (page.loading) out.push(el("div", { className: "state" }, `${fmtCount(page.loading)} ${page.loading === 1 ? "run is" : "runs are"} still being read; they are ranked when ready.`));
     if (!page.rows.length) return out;
+    const sortBy = (key) => ({
+      key,
+      state: page.sort === key ? page.reverse ? "ascending" : "descending" : "none",
+      toggle: () => ask({ sort: key, reverse: page.sort === key ? !page.reverse : false })
+    });
     out.push(
       table(
         [
-          { header: "#", numeric: true, title: "Place in the ranking, 1 = worst.", cell: (r) => String(r.position) },
+          { header: "#", numeric: true, title: `Place in this order (${orderText(page.sort, page.reverse)}).`, cell: (r) => String(r.position) },
           { header: "Run", cell: (r) => runCell(r, actions) },
+          {
+            header: "Severity",
+            title: "The run's most severe diagnosis; ordered as report lists diagnoses: most severe, then the largest share of step time.",
+            cell: severityCell,
+            sort: sortBy("worst")
+          },
+          {
+            header: "Time lost /step",
+            numeric: true,
+            title: "What the run's costliest diagnosis explains: its share of the step (impact) × the median step time. The largest of its diagnoses, not their sum (two can explain the same time).",
+            cell: (r) => lostText(r),
+            sort: sortBy("lost")
+          },
           {
             header: "Step time",
             numeric: true,
             title: "Median step time of the slowest rank (the largest mean step time).",
             cell: (r) => slowestRank(r, isNum(r.median_step_us) ? fmtDuration(r.median_step_us) : "–"),
-            cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0
+            cellTitle: (r) => r.steps ? `median over ${r.steps} steps` : void 0,
+            sort: sortBy("step")
           },
           {
             header: "GPU utilization",
             numeric: true,
             title: "Busy kernel time of the busiest GPU / step time, of the slowest rank.",
-            cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–")
+            cell: (r) => slowestRank(r, isNum(r.gpu_utilization_fraction) ? fmtPercent(r.gpu_utilization_fraction) : "–"),
+            sort: sortBy("util")
           },
           {
             header: "World size",
@@ -2885,7 +3163,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
             cell: (r) => r.state !== "ready" ? "–" : String(isNum(r.world_size) ? r.world_size : r.ranks),
             cellTitle: (r) => r.state === "ready" ? `${r.ranks} worker trace(s) read` : void 0
           },
-          { header: "Top diagnoses", title: "Most severe first, then the largest share of step time.", cell: diagnosesCell }
+          { header: "Top diagnoses", title: "Most severe first, then the largest share of step time (the share after each).", cell: diagnosesCell }
         ],
         page.rows,
         { className: "across-runs" }
@@ -3022,23 +3300,25 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     const fmt = (c, v) => c.metric === "step_time" ? fmtDuration(v) : c.metric === "gpu_utilization" ? fmtPercent(v) : fmtBytes(v);
     return table(
       [
-        { header: "run", cell: (c) => c.run },
-        { header: "metric", cell: (c) => c.metric },
-        { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
-        { header: "before → after", numeric: true, cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
-        { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
-        { header: "diagnoses", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
-        { header: "settings changed", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" },
         {
+          // the actions first: a wide row never pushes them out of the panel
           header: "",
+          className: "actions",
           cell: (c) => {
             const open = el("button", { type: "button", className: "link" }, "open run");
             open.addEventListener("click", () => actions.openRun(c.run));
             const diff = el("button", { type: "button", className: "link", disabled: !c.previous_run }, "diff with previous");
             diff.addEventListener("click", () => c.previous_run && actions.diffRuns(c.previous_run, c.run));
-            return el("span", null, open, " ", diff);
+            return el("span", null, open, diff);
           }
-        }
+        },
+        { header: "run", cell: (c) => c.run },
+        { header: "metric", cell: (c) => c.metric },
+        { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
+        { header: "before → after", numeric: true, className: "fold", cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
+        { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
+        { header: "diagnoses", className: "wrap", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
+        { header: "settings changed", className: "wrap", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" }
       ],
       series.changes,
       { limit: 20, className: "history-changes" }
@@ -3050,7 +3330,7 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
     return el(
       "div",
       { className: "history-unreadable" },
-      el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${rows.length} run${rows.length === 1 ? "" : "s"} could not be read:`),
+      el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${plural(rows.length, "run")} could not be read:`),
       table(
         [
           { header: "Run", cell: ([run]) => run },
@@ -3061,29 +3341,87 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
       )
     );
   }
-  function historyPanel(doc, p, actions) {
+  function plural(n, noun, many = `${noun}s`) {
+    return `${n.toLocaleString("en-US")} ${n === 1 ? noun : many}`;
+  }
+  function seriesHeading(s) {
+    const found = s.changes.filter((c) => c.verdict !== "outlier").length;
+    const outliers = s.changes.length - found;
+    return `${s.name} — ${plural(s.runs.length, "run")}, ${plural(found, "change point")}, ${plural(outliers, "outlier")}`;
+  }
+  function historyGroups(doc, query) {
+    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+    const matches = (s) => words.every((w) => s.name.toLowerCase().includes(w) || s.runs.some((r) => r.run.toLowerCase().includes(w)));
+    const shown = doc.series.filter(matches);
+    return { series: shown.filter((s) => s.runs.length > 1), alone: shown.filter((s) => s.runs.length === 1).map((s) => s.runs[0]) };
+  }
+  function aloneTable(runs, actions) {
+    return table(
+      [
+        {
+          header: "",
+          className: "actions",
+          cell: (r) => {
+            const open = el("button", { type: "button", className: "link", dataset: { run: r.run } }, "open run");
+            open.addEventListener("click", () => actions.openRun(r.run));
+            return open;
+          }
+        },
+        { header: "run", cell: (r) => r.run },
+        { header: "started (UTC)", cell: (r) => r.start_time.replace("T", " ").replace("+00:00", "") },
+        { header: "median step", numeric: true, cell: (r) => isNum(r.median_step_us) ? `${fmtDuration(r.median_step_us)} ± ${fmtDuration(r.std_step_us)}` : "–" },
+        { header: "GPU utilization", numeric: true, cell: (r) => fmtPercent(r.gpu_utilization_fraction) },
+        { header: "memory peak", numeric: true, cell: (r) => fmtBytes(r.memory_peak_bytes) },
+        { header: "top diagnosis", cell: (r) => r.top_diagnosis ?? "none" }
+      ],
+      runs,
+      { limit: 50, className: "history-alone" }
+    );
+  }
+  function historyPanel(doc, p, actions, query = "") {
     const unreadable = unreadableRuns(doc);
     if (!doc.series.length && !unreadable) return "No run with a readable trace yet.";
     const out = [];
+    const filter = el("input", {
+      type: "search",
+      id: "ki-history-filter",
+      value: query,
+      placeholder: "Filter: series or run name",
+      title: "Words that must all appear in the series name or one of its runs' names (case-insensitive).",
+      attrs: { "aria-label": "Filter the series" }
+    });
+    let timer;
+    filter.addEventListener("input", () => {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => actions.filter(filter.value.trim()), 250);
+    });
+    const { series, alone } = historyGroups(doc, query);
+    const count = el("span", { className: "page-text", id: "ki-history-count" }, `${plural(series.length, "series", "series")} of two runs or more, ${plural(alone.length, "run")} without a series${query ? " matching" : ""}.`);
+    out.push(el("div", { className: "runs-tools" }, filter, " ", count));
     const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
-    if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+    if (loading) out.push(el("div", { className: "state" }, `${plural(loading, "run")} ${loading === 1 ? "is" : "are"} still being read; ${loading === 1 ? "it appears" : "they appear"} when ready.`));
     if (unreadable) out.push(unreadable);
-    for (const s of doc.series) {
-      const found = s.changes.filter((c) => c.verdict !== "outlier").length;
-      const outliers = s.changes.length - found;
-      out.push(
-        subhead(
-          `${s.name} — ${s.runs.length} runs, ${found} change points, ${outliers} outliers`,
-          `Grouped by ${s.grouped_by}. ${doc.rule}`
-        )
-      );
-      const open = (series, index) => {
-        if ((series === MEDIAN || series === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
+    for (const s of series) {
+      const block = el("section", { className: "history-series", dataset: { series: s.name } }, subhead(seriesHeading(s), `Grouped by ${s.grouped_by}. ${doc.rule}`));
+      const open = (name, index) => {
+        if ((name === MEDIAN || name === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
       };
       const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
-      out.push(chart(historyOption(s, p), label, 240, void 0, open).node);
-      out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+      block.append(chart(historyOption(s, p), label, 240, void 0, open).node);
+      block.append(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+      out.push(block);
     }
+    if (alone.length) {
+      out.push(
+        el(
+          "section",
+          { className: "history-series history-without", id: "ki-history-alone" },
+          subhead(`Runs without a series — ${plural(alone.length, "run")}`, "Each of these runs is alone in its series (no other run shares its label or its name without the run counter): nothing to compare it with yet. --group-by on the command line groups them otherwise."),
+          aloneTable(alone, actions)
+        )
+      );
+    }
+    if (!series.length && !alone.length && query) out.push(muted(`No series or run matches “${query}”.`));
     return out;
   }
 
@@ -3256,13 +3594,13 @@ By rank — base: ${one(m.by_rank.base)}; experiment: ${one(m.by_rank.exp)}`;
   }
   function callersCell(r, steps) {
     if (!r.callers.length || r.callers.every((c) => !c.path.length)) return el("span", { className: "muted" }, "(outermost)");
-    const details = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
+    const details2 = el("details", null, el("summary", null, `${r.callers.length} call path${r.callers.length > 1 ? "s" : ""}`));
     const list = el("ol", { className: "callers" });
     for (const c of r.callers) {
       list.append(el("li", { title: c.path.join("\n") }, `${fmtDuration(steps ? c.us / steps : c.us)} per step: `, c.path.map(shortFrame).join(" ‹ ") || "(outermost)"));
     }
-    details.append(list);
-    return details;
+    details2.append(list);
+    return details2;
   }
   function gapCauseTitle(g) {
     const parts = Object.entries(g.causes_us ?? {}).filter(([, v]) => isNum(v) && v > 0).map(([k, v]) => `${IDLE_LABELS[k] ?? k}: ${fmtDuration(v)}`);
@@ -3465,7 +3803,19 @@ ${more.trim()}` : ""));
     }
     const device = devices.find((d) => d.device === deviceKey) ?? defaultMemoryDevice(devices, mem.main_device) ?? devices[0];
     const out = [];
-    if (devices.length > 1 && onDevice) out.push(devicePicker2(devices, device, onDevice));
+    const { offered, tooSmall } = memoryDeviceChoice(devices, device);
+    if (offered.length > 1 && onDevice) out.push(devicePicker2(offered, device, onDevice));
+    if (tooSmall.length) {
+      out.push(
+        el(
+          "p",
+          { className: "note memory-small-devices" },
+          `Also recorded, too little to chart (under ${fmtBytes(MEMORY_DEVICE_MIN_BYTES)} allocated at peak): `,
+          tooSmall.map((d) => `${d.device} (${fmtBytes(d.peak_allocated_bytes)})`).join(", "),
+          "."
+        )
+      );
+    }
     const growth = device.growth ?? {};
     const growing = Boolean(growth.steady) && isNum(growth.bytes_per_step) && growth.bytes_per_step > 0;
     const live2 = device.live_at_end;
@@ -3805,6 +4155,22 @@ ${more.trim()}` : ""));
     const pad = Math.max(gap.length_us / 2, 10);
     return { window: [start - pad, end + pad], mark: [start, end] };
   }
+  function nsDecimal(us) {
+    const ns = Math.round(us * 1e3);
+    const sign = ns < 0 ? "-" : "";
+    const abs = Math.abs(ns);
+    const whole = Math.floor(abs / 1e3);
+    const frac = String(abs % 1e3).padStart(3, "0").replace(/0+$/, "");
+    return `${sign}${whole}${frac ? `.${frac}` : ""}`;
+  }
+  function windowQuery(window2) {
+    return window2 ? { start_us: nsDecimal(window2[0]), end_us: nsDecimal(window2[1]) } : {};
+  }
+  var LANE_LABEL_CHAR_PX = 7;
+  function laneLabelWidth(labels) {
+    const longest = Math.max(0, ...labels.map((l) => l.length));
+    return Math.min(360, Math.max(170, Math.ceil(longest * LANE_LABEL_CHAR_PX) + 16));
+  }
   function kernelCount(doc) {
     let n = 0;
     for (const lane of doc.lanes) {
@@ -3915,7 +4281,6 @@ ${more.trim()}` : ""));
   }
 
   // src/panels/timeline.ts
-  var GRID_LEFT = 170;
   function pathColor(cls, p) {
     const map = {
       compute: p.breakdown.kernel,
@@ -3970,6 +4335,7 @@ ${more.trim()}` : ""));
       this.highlight = /* @__PURE__ */ new Set();
       // "lane:index"
       this.selectedKernel = null;
+      this.gridLeft = 170;
       this.own = null;
       // this span's step (doc: with a stacked rank)
       this.peer = null;
@@ -4191,6 +4557,7 @@ ${more.trim()}` : ""));
       this.info.dataset.pathUs = pathUs === null ? "" : String(pathUs);
       this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
       const labels = doc.lanes.map((l) => l.label);
+      this.gridLeft = laneLabelWidth(labels);
       const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
       const [lo, hi] = this.range();
       const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
@@ -4200,13 +4567,14 @@ ${more.trim()}` : ""));
         this.setViewData();
       });
       box.node.id = "ki-timeline-chart";
+      box.node.dataset.labelPx = String(this.gridLeft - 12);
       this.body.replaceChildren(box.node);
       this.launch.replaceChildren();
       this.highlight.clear();
       this.selectedKernel = null;
     }
     usPerPx(lo, hi) {
-      const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+      const width = Math.max(100, (this.body.clientWidth || 800) - this.gridLeft - 30);
       return (hi - lo) / width;
     }
     option(labels, lo, hi) {
@@ -4218,7 +4586,7 @@ ${more.trim()}` : ""));
         animation: false,
         backgroundColor: "transparent",
         textStyle: { color: p.text },
-        grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+        grid: { left: this.gridLeft, right: 24, top: 8, bottom: 64 },
         xAxis: {
           type: "value",
           min,
@@ -4229,7 +4597,7 @@ ${more.trim()}` : ""));
           axisLabel: { color: p.muted, formatter: (v) => fmtDuration(v) },
           splitLine: { lineStyle: { color: p.split } }
         },
-        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+        yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: this.gridLeft - 12, overflow: "truncate" } },
         dataZoom: [
           { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
           { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v) => fmtDuration(v) }
@@ -4304,7 +4672,7 @@ ${more.trim()}` : ""));
     // The window sent to Perfetto: the zoomed range, else the server's default (the step
     // with 10 % of its length on each side).
     windowParams() {
-      return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+      return windowQuery(this.window);
     }
     // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
     // user's gesture), PING until it answers PONG, then post the window's bytes with a
@@ -4352,8 +4720,10 @@ ${more.trim()}` : ""));
         stop();
         bytes.then(
           (buffer) => {
+            const size = buffer.byteLength;
             handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
-            this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+            this.perfettoStatus.textContent = `Sent to Perfetto UI (${fmtBytes(size)}).`;
+            this.perfettoStatus.dataset.bytes = String(size);
           },
           (err) => {
             this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;
@@ -4557,6 +4927,8 @@ ${more.trim()}` : ""));
 
   // src/urlstate.ts
   var PREFIX = "ki_";
+  var RUN_SORTS = ["worst", "lost", "step", "util"];
+  var RUN_SEVERITIES = ["high", "medium", "low", "info", "none"];
   function decode(text) {
     try {
       return decodeURIComponent(text);
@@ -4598,7 +4970,16 @@ ${more.trim()}` : ""));
     if (mode === "diff" || mode === "history" || mode === "runs" || mode === "run") state.mode = mode;
     else state.mode = get("run") === void 0 ? "runs" : "run";
     const offset = Number(get("offset"));
-    state.list = { q: get("q") || void 0, offset: Number.isInteger(offset) && offset > 0 ? offset : void 0 };
+    const sort = get("sort");
+    const severity = get("severity");
+    state.list = {
+      q: get("q") || void 0,
+      offset: Number.isInteger(offset) && offset > 0 ? offset : void 0,
+      sort: sort && RUN_SORTS.includes(sort) && sort !== "worst" ? sort : void 0,
+      reverse: get("reverse") === "1" || void 0,
+      severity: severity && RUN_SEVERITIES.includes(severity) ? severity : void 0
+    };
+    state.historyQ = get("hq") || void 0;
     state.run = { run: get("run"), worker: get("worker"), span: get("span") };
     const step = Number(get("step"));
     if (get("step") !== void 0 && Number.isInteger(step) && step >= 0) {
@@ -4630,7 +5011,11 @@ ${more.trim()}` : ""));
     if (state.mode === "runs") {
       put("q", state.list.q);
       if (state.list.offset) put("offset", state.list.offset);
+      put("sort", state.list.sort);
+      if (state.list.reverse) put("reverse", "1");
+      put("severity", state.list.severity);
     }
+    if (state.mode === "history") put("hq", state.historyQ);
     if (state.mode === "run") {
       put("run", state.run.run);
       if (state.run.allRanks) {
@@ -4715,7 +5100,7 @@ ${more.trim()}` : ""));
 
   // src/app.ts
   var ALL = "\0all";
-  var RUNS_HELP = "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in). Click a run to open it.";
+  var RUNS_HELP = "Every run of the log directory, worst first: ranked by its most severe diagnosis, then by the share of step time it explains (the order report lists diagnoses in); a column header orders by that column instead (time lost per step, step time, GPU utilization). Click a run to open it.";
   var RUNS_PAGE = 50;
   var HISTORY_HELP = "Every run over time, grouped into series of the same job: step time per run with its step-to-step spread, and the runs where a level changed (the diff's noise rule against the previous level) or a run was a one-off outlier.";
   var DIAGNOSES_HELP = "What limits this job, most severe first; click one to see its evidence.";
@@ -4927,8 +5312,7 @@ ${more.trim()}` : ""));
         if (!run || !run.workers.some((w) => w.worker === m.worker)) return;
         this.state.run = { run: run.run, worker: m.worker, ...target };
         this.pendingPanel = "timeline";
-        this.writeHash(true);
-        this.changed();
+        this.changed(true);
         return;
       }
       Object.assign(this.state.run, target);
@@ -5067,7 +5451,7 @@ ${more.trim()}` : ""));
       if (!run) return [];
       const runSel = this.select("ki-run", "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         s.run = { run: v };
-        this.changed();
+        this.changed(true);
       });
       const workerOptions = [];
       if (run.workers.length > 1) workerOptions.push([ALL, `All ranks (${run.workers.length} workers)`]);
@@ -5079,7 +5463,7 @@ ${more.trim()}` : ""));
         s.run.allRanks ? ALL : s.run.worker ?? "",
         (v) => {
           s.run = v === ALL ? { run: run.run, allRanks: true } : { run: run.run, worker: v };
-          this.changed();
+          this.changed(true);
         },
         "One worker (rank) of the run, or the view across all ranks."
       );
@@ -5094,7 +5478,7 @@ ${more.trim()}` : ""));
         }
         spanSel = this.select("ki-span", "Span", options, String(s.run.spanIndex ?? -1), (v) => {
           s.run.spanIndex = Number(v);
-          this.changed();
+          this.changed(true);
         }, "Which trace file (profiling window) of each worker.");
       } else {
         const worker = run.workers.find((w) => w.worker === s.run.worker);
@@ -5105,7 +5489,7 @@ ${more.trim()}` : ""));
           s.run.span ?? "",
           (v) => {
             s.run = { run: s.run.run, worker: s.run.worker, span: v };
-            this.changed();
+            this.changed(true);
           },
           "One trace file (profiling window) of this worker."
         );
@@ -5117,18 +5501,18 @@ ${more.trim()}` : ""));
       const run = this.run(side.run) ?? this.runs[0];
       const runSel = this.select(`ki-${name}-run`, "Run", this.runs.map((r) => [r.run, r.label ?? r.run]), run.run, (v) => {
         this.state[name] = { run: v };
-        this.changed();
+        this.changed(true);
       });
       const workers = [[ALL, run.workers.length > 1 ? `All ${run.workers.length} workers` : "All workers"], ...run.workers.map((w) => [w.worker, w.worker])];
       const workerSel = this.select(`ki-${name}-worker`, "Worker", workers, side.worker ?? ALL, (v) => {
         this.state[name] = { run: run.run, worker: v === ALL ? void 0 : v };
-        this.changed();
+        this.changed(true);
       }, "Every worker's steps pooled, or one worker.");
       const worker = run.workers.find((w) => w.worker === side.worker);
       const spans = [[ALL, "All spans"], ...(worker?.spans ?? []).map((x) => [x.span, spanLabel(x)])];
       const spanSel = this.select(`ki-${name}-span`, "Span", spans, side.span ?? ALL, (v) => {
         this.state[name] = { ...this.state[name], span: v === ALL ? void 0 : v };
-        this.changed();
+        this.changed(true);
       }, "Every span's steps pooled, or one span.");
       if (!worker) spanSel.querySelector("select").disabled = true;
       return el("fieldset", { className: `side side-${name}` }, el("legend", null, label), runSel, workerSel, spanSel);
@@ -5139,16 +5523,22 @@ ${more.trim()}` : ""));
         const b = this.state.base;
         this.state.base = this.state.exp;
         this.state.exp = b;
-        this.changed();
+        this.changed(true);
       });
       return [this.sideControls("base", "Base"), swap, this.sideControls("exp", "Experiment")];
     }
     setMode(mode) {
       if (this.state.mode === mode) return;
       this.state.mode = mode;
-      this.changed();
+      this.changed(true);
     }
-    changed() {
+    // The user changed the selection. `push`: another view (a mode, a run, a worker, a
+    // span, a diff side): a new history entry, so that Back returns to the view before;
+    // else (a filter, an order, a page) the current entry is replaced. The entry is
+    // pushed with the state as chosen, then replaced by the state resolved against the
+    // log directory (resolve()).
+    changed(push = false) {
+      if (push) this.writeHash(true);
       this.linkNotice = null;
       this.showBanner(null);
       this.resolve();
@@ -5179,7 +5569,7 @@ ${more.trim()}` : ""));
       const s = this.state;
       if (s.mode === "diff") return JSON.stringify(["diff", s.base, s.exp]);
       if (s.mode === "history") return JSON.stringify(["history"]);
-      if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0]);
+      if (s.mode === "runs") return JSON.stringify(["runs", s.list.q ?? "", s.list.offset ?? 0, s.list.sort ?? "worst", !!s.list.reverse, s.list.severity ?? ""]);
       if (s.run.allRanks) return JSON.stringify(["ranks", s.run.run, s.run.spanIndex]);
       return JSON.stringify(["span", s.run.run, s.run.worker, s.run.span]);
     }
@@ -5430,7 +5820,7 @@ ${more.trim()}` : ""));
       const run = this.run(this.state.run.run);
       if (!run || !run.workers.some((w) => w.worker === worker)) return false;
       this.state.run = { run: run.run, worker };
-      this.changed();
+      this.changed(true);
       return true;
     }
     drawRanks(diag, ranks, answer) {
@@ -5514,9 +5904,10 @@ ${more.trim()}` : ""));
       this.jump([["runs", "All runs"]]);
       this.mount(key, [p]);
       setLoading(p, "Ranking the runs of the log directory…");
-      const { q, offset } = this.state.list;
+      const { q, offset, sort, reverse, severity } = this.state.list;
+      const params = { q: q || void 0, offset: offset || void 0, limit: RUNS_PAGE, sort, reverse: reverse ? 1 : void 0, severity };
       for (let i = 0; i < 60 && !signal.aborted; i += 1) {
-        const answer = await getJson(apiUrl("across_runs", { q: q || void 0, offset: offset || void 0, limit: RUNS_PAGE }), signal);
+        const answer = await getJson(apiUrl("across_runs", params), signal);
         if (signal.aborted || this.main.dataset.view !== key) return;
         if (!answer.ok || !answer.body) {
           setError(p, answer.error ?? "unknown error");
@@ -5535,11 +5926,17 @@ ${more.trim()}` : ""));
           openRun: (run) => {
             this.state.mode = "run";
             this.state.run = { run };
-            this.changed();
+            this.changed(true);
           },
-          query: (q, offset) => {
+          query: (query, offset) => {
             this.refocusFilter = this.win.document.activeElement?.id === "ki-runs-filter";
-            this.state.list = { q: q || void 0, offset: offset || void 0 };
+            this.state.list = {
+              q: query.q || void 0,
+              offset: offset || void 0,
+              sort: query.sort && query.sort !== "worst" ? query.sort : void 0,
+              reverse: query.reverse || void 0,
+              severity: query.severity || void 0
+            };
             this.changed();
           }
         })
@@ -5558,15 +5955,26 @@ ${more.trim()}` : ""));
           openRun: (run) => {
             this.state.mode = "run";
             this.state.run = { run };
-            this.changed();
+            this.changed(true);
           },
           diffRuns: (base3, exp) => {
             this.state.mode = "diff";
             this.state.base = { run: base3 };
             this.state.exp = { run: exp };
-            this.changed();
+            this.changed(true);
+          },
+          filter: (q) => {
+            this.state.historyQ = q || void 0;
+            this.writeHash();
+            const focused = this.win.document.activeElement?.id === "ki-history-filter";
+            this.drawHistory(p, doc);
+            if (focused) {
+              const input = this.win.document.getElementById("ki-history-filter");
+              input?.focus();
+              input?.setSelectionRange(input.value.length, input.value.length);
+            }
           }
-        })
+        }, this.state.historyQ ?? "")
       );
     }
     // Draw the loaded data again (theme change) without asking the server.
@@ -5608,9 +6016,13 @@ ${more.trim()}` : ""));
       el(
         "p",
         null,
-        body.scanning ? "Still looking for traces in " : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
+        body.scanning ? "Still looking for traces in " : body.error ? (
+          // something was found but skipped (a symlink, a folder too deep) or could not
+          // be listed: the banner above says what; "no traces yet" would contradict it
+          "No trace could be read in "
+        ) : "No PyTorch profiler traces (*.pt.trace.json[.gz]) yet in ",
         el("code", { className: "logdir" }, where),
-        "."
+        body.error && !body.scanning ? ": the line above says what was skipped or failed, and why." : "."
       ),
       body.scanning ? null : el(
         "p",

@@ -53,6 +53,7 @@ import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
 from operator import attrgetter
 from typing import Any
 
@@ -142,27 +143,34 @@ def check_offset_us(value: float, option: str) -> None:
 
 
 #: A window offset as text (a query parameter, a command-line option): ASCII digits, an
-#: optional ``-`` and fraction, no exponent (``1e300`` is refused the same way by the
-#: ``window`` command and the ``/window`` routes).
-_SIGNED_DECIMAL = re.compile(r"-?[0-9]{1,15}(\.[0-9]{1,9})?")
+#: optional sign and fraction of any length, no exponent (``1e300`` is refused the same
+#: way by the ``window`` command and the ``/window`` routes). A fraction finer than a ns
+#: is rounded to the ns once, here (the tab writes ns already: 3 decimals); a float such
+#: as ``766.7589999999999`` that the page once sent unrounded is a decimal too.
+_SIGNED_DECIMAL = re.compile(r"[-+]?[0-9]{1,15}(\.[0-9]+)?")
+#: Longest offset text read (a fraction of thousands of digits says nothing more).
+_OFFSET_TEXT_MAX = 64
+_NS = Decimal("0.001")
 
 
 def parse_offset_us(text: str, option: str) -> float:
-    """A window offset given as text (µs after the step window's start), checked as
-    :func:`check_offset_us`; the one grammar of the CLI's ``--start-us``/``--end-us``
-    and the routes' ``start_us``/``end_us``.
+    """A window offset given as text (µs after the step window's start), rounded once to
+    the ns (half to even) and checked as :func:`check_offset_us`; the one grammar of the
+    CLI's ``--start-us``/``--end-us`` and the routes' ``start_us``/``end_us``. The value
+    returned holds whole ns (``round(value * 1000)`` gives them back exactly).
 
     Raises:
-        ValueError: not a plain decimal (an exponent, ``nan``, spaces) or past the
-            limit; the message names ``option``, the form and the limit.
+        ValueError: not a plain decimal (an exponent, ``nan``, spaces), over
+            :data:`_OFFSET_TEXT_MAX` characters, or past the limit; the message names
+            ``option``, the form and the limit.
     """
-    if not _SIGNED_DECIMAL.fullmatch(text):
+    if len(text) > _OFFSET_TEXT_MAX or not _SIGNED_DECIMAL.fullmatch(text):
         raise ValueError(
             f"{option} must be a decimal number of µs (digits, an optional '-' and fraction, "
             f"no exponent), within ±{WINDOW_OFFSET_LIMIT_US:,} of the step's start "
             f"(got {text[:40]!r})"
         )
-    value = float(text)
+    value = float(Decimal(text).quantize(_NS, rounding=ROUND_HALF_EVEN))
     check_offset_us(value, option)
     return value
 

@@ -4,8 +4,8 @@ Python, against a real ``tensorboard`` process on loopback over a copy of sample
 
 Every page records its requests (anything not on 127.0.0.1/localhost is aborted and
 fails the test) and its console (an error fails the test). Panel screenshots go to
-``artifacts/screenshots/`` (ignored by git); with ``KINETO_INSIGHTS_UPDATE_SCREENSHOT=1``
-the README's ``docs/screenshot.png`` is rewritten too.
+``artifacts/screenshots/`` (ignored by git); the README's ``docs/screenshot.png`` is
+taken by ``scripts/readme_screenshot.py``, and checked here against what the tab shows.
 
 Skipped, with the reason, when Playwright or Chromium is missing, unless
 ``KINETO_INSIGHTS_REQUIRE_SHARED=1`` (CI), where that is a failure: ``make browser-deps``
@@ -1024,9 +1024,17 @@ def test_history_view_charts_the_series_and_opens_a_change(server: Server, open_
     page = open_page("#kineto_insights&ki_mode=history", height=TALL)
     frame = tab(page)
     wait_panels(frame, ("history",))
+    # a chart per series of two runs or more; the runs alone in theirs in one table
+    multi = [s for s in doc["series"] if len(s["runs"]) > 1]
+    alone = [s["runs"][0]["run"] for s in doc["series"] if len(s["runs"]) == 1]
     heads = frame.locator("#ki-panel-history h3").all_inner_texts()
-    assert [h.split(" — ")[0] for h in heads] == [s["name"] for s in doc["series"]]
-    assert frame.locator("#ki-panel-history .chart canvas").count() == len(doc["series"])
+    assert [h.split(" — ")[0] for h in heads] == [
+        *[s["name"] for s in multi],
+        "Runs without a series",
+    ]
+    assert frame.locator("#ki-panel-history .chart canvas").count() == len(multi)
+    listed = frame.locator("#ki-history-alone table.history-alone tbody tr td:nth-child(2)")
+    assert listed.all_inner_texts() == alone
     changes = [c for s in doc["series"] for c in s["changes"]]
     nightly = next(s for s in doc["series"] if s["name"] == "nightly")
     assert [(c["run"], c["verdict"]) for c in nightly["changes"] if c["metric"] == "step_time"] == [
@@ -1347,16 +1355,24 @@ def test_dark_theme_follows_tensorboard(open_page: Any) -> None:
 
 
 def test_readme_screenshot(open_page: Any) -> None:
-    """The tab as the README shows it: the DataLoader run, diagnoses and overview."""
-    page = open_page("#kineto_insights&ki_run=dataloader_workers0", width=1400, height=1400)
-    frame = tab(page)
-    wait_panels(frame, ("diagnoses", *SPAN_PANELS))
+    """The tab as the README shows it (scripts/readme_screenshot.py, on sample_logs): the
+    same view opened here shows what docs/screenshot.json says the picture shows (view
+    switches, panels in order, diagnoses). It once showed four diagnoses and no All runs,
+    History, Timeline or Efficiency while the tab had moved on (issue 48 §9)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import readme_screenshot
+
+    page = open_page(
+        f"#kineto_insights&ki_run={readme_screenshot.RUN}", **readme_screenshot.VIEWPORT
+    )
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / "tab.png"
-    page.screenshot(path=str(path), animations="disabled")
-    if os.environ.get("KINETO_INSIGHTS_UPDATE_SCREENSHOT") == "1":
-        shutil.copy(path, README_SCREENSHOT)
+    shown = readme_screenshot.take(page, SCREENSHOTS / "tab.png")
     assert README_SCREENSHOT.is_file(), "docs/screenshot.png is missing"
+    pictured = json.loads(readme_screenshot.FACTS.read_text())
+    assert shown == pictured, (
+        "the README's screenshot is stale: run `python scripts/readme_screenshot.py` "
+        f"(it shows {pictured}, the tab now {shown})"
+    )
 
 
 def test_all_ranks_view_at_1024_ranks(server: Server, open_page: Any) -> None:

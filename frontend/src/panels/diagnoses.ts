@@ -4,7 +4,7 @@
 import { badge, el, table } from "../dom";
 import { DIAGNOSIS_DEFINITIONS, DIAGNOSIS_NAMES } from "../labels";
 import { evidenceItems, panelForDiagnosis, sortDiagnoses } from "../shape";
-import type { EvidenceTable } from "../shape";
+import type { EvidenceItem, EvidenceTable } from "../shape";
 import type { Diagnosis } from "../types";
 
 const PANEL_NAMES: Record<string, string> = {
@@ -66,12 +66,39 @@ function recordsTable(t: EvidenceTable): HTMLElement {
       header: c.label,
       title: c.definition,
       numeric: c.numeric,
-      cell: (row) => row[i],
+      // the key rides on the cell: what the value's unit is (tests read it)
+      cell: (row) => el("span", { dataset: { key: c.key } }, row[i]),
       cellTitle: (row) => row[i],
     })),
     t.rows,
     { className: "evidence-table" },
   );
+}
+
+// Evidence items as a definition list (records as small tables).
+function evidenceList(items: EvidenceItem[], className: string): HTMLElement | null {
+  if (!items.length) return null;
+  return el(
+    "dl",
+    { className },
+    ...items.flatMap((e) => [
+      el("dt", { title: e.definition }, e.label),
+      e.table
+        ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table))
+        : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
+    ]),
+  );
+}
+
+// How the verdict was reached (a test's statistic, thresholds), folded under the numbers
+// that say what the job does.
+function details(items: EvidenceItem[]): HTMLElement | null {
+  const list = evidenceList(items, "evidence evidence-details");
+  if (!list) return null;
+  const box = el("details", { className: "evidence-more" }, el("summary", null, "How it was decided"), list);
+  // opening it is not a click on the card
+  box.addEventListener("click", (event) => event.stopPropagation());
+  return box;
 }
 
 function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, stepCount?: number, openMoment: (() => void) | null = null, openWorker?: (worker: string) => boolean): HTMLElement {
@@ -96,22 +123,11 @@ function card(d: Diagnosis, go: (panel: string) => void, allRanks: boolean, step
       badge(d.severity, d.severity, `Severity: ${d.severity}`),
       el("span", { className: "diagnosis-title" }, d.title),
     ),
-    evidence.length
-      ? el(
-          "dl",
-          { className: "evidence" },
-          ...evidence.flatMap((e) => [
-            el("dt", { title: e.definition }, e.label),
-            e.table
-              ? el("dd", { className: "evidence-records", dataset: { key: e.key } }, recordsTable(e.table))
-              : el("dd", { title: e.definition, dataset: { key: e.key } }, e.text),
-          ]),
-        )
-      : null,
+    evidenceList(evidence.filter((e) => !e.detail), "evidence"),
+    details(evidence.filter((e) => e.detail)),
     d.recommendation ? el("p", { className: "recommendation" }, el("strong", null, "What to do: "), d.recommendation) : null,
-    open,
-    openMoment ? momentButton(openMoment, d) : null,
-    spanLink(d, openWorker),
+    // the actions spaced apart, so that two links never read as one
+    el("div", { className: "diagnosis-actions" }, open, openMoment ? momentButton(openMoment, d) : null, spanLink(d, openWorker)),
   );
   const activate = (event: Event) => {
     // selecting text in the card should not jump away

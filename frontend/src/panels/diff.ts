@@ -6,7 +6,7 @@ import { badge, el, nameCell, table } from "../dom";
 import { fmtBytes, fmtDeltaInUnit, fmtDuration, fmtInUnit, fmtPercent, fmtSignedPercent, fmtSpeedup, isNum, shortenNames } from "../format";
 import { DIAGNOSIS_NAMES, VERDICT_DEFINITIONS } from "../labels";
 import { changesOption } from "../options";
-import { type OneSidedRow, headlineParts, largestChanges, oneSidedRows, verdictCounts } from "../shape";
+import { type OneSidedRow, changesNote, headlineParts, largestChanges, oneSidedRows, speedupTone, verdictCounts } from "../shape";
 import type { Palette } from "../theme";
 import type { DdpBucketStats, DiffDocument, DiffEfficiencyRow, DiffMetric, DiffRow, FoundDiagnosis } from "../types";
 import { fmtRate } from "./efficiency";
@@ -21,7 +21,6 @@ export function diffHeadline(doc: DiffDocument): Node[] {
   const h = headlineParts(doc);
   if (!h) return [el("div", { className: "state empty" }, "The diff has no headline.")];
   const counts = verdictCounts(doc);
-  const faster = h.speedup !== null && h.speedup > 1;
   const headline = el(
     "div",
     { className: `headline verdict-${h.verdict.replace(/\s+/g, "-")}`, dataset: { verdict: h.verdict } },
@@ -36,7 +35,7 @@ export function diffHeadline(doc: DiffDocument): Node[] {
     el(
       "div",
       { className: "headline-sub" },
-      el("span", { className: `speedup ${faster ? "faster" : "slower"}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
+      el("span", { className: `speedup ${speedupTone(h.verdict, h.speedup)}`, title: "Base step time ÷ experiment step time." }, fmtSpeedup(h.speedup)),
       h.change !== null ? el("span", { className: "change", title: "(experiment − base) ÷ base." }, ` (${fmtSignedPercent(h.change)})`) : null,
       " ",
       verdictBadge(h.verdict),
@@ -189,7 +188,7 @@ export function diffChanges(doc: DiffDocument, p: Palette): Node[] | string {
       rows.length
         ? chart(changesOption(rows, p, noun), `${title}: change in time per step, experiment minus base`, Math.max(140, 40 + rows.length * 24)).node
         : el("p", { className: "muted" }, "No change."),
-      el("p", { className: "note" }, `${isNum(unchanged) ? unchanged : 0} more unchanged. Green: faster beyond noise, red: slower beyond noise, grey: within noise.`),
+      el("p", { className: "note changes-note" }, changesNote(rows, isNum(unchanged) ? unchanged : 0)),
     );
   const out: Node[] = [
     row(

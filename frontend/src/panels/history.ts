@@ -19,6 +19,8 @@ import { subhead } from "./shell";
 export interface HistoryActions {
   openRun: (run: string) => void;
   diffRuns: (base: string, exp: string) => void;
+  // a new filter (typed): the page draws the matching series again
+  filter: (query: string) => void;
 }
 
 const MEDIAN = "median step time";
@@ -170,23 +172,25 @@ function changesTable(series: HistorySeries, actions: HistoryActions): HTMLEleme
     c.metric === "step_time" ? fmtDuration(v) : c.metric === "gpu_utilization" ? fmtPercent(v) : fmtBytes(v);
   return table<HistoryChange>(
     [
-      { header: "run", cell: (c) => c.run },
-      { header: "metric", cell: (c) => c.metric },
-      { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
-      { header: "before → after", numeric: true, cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
-      { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
-      { header: "diagnoses", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
-      { header: "settings changed", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" },
       {
+        // the actions first: a wide row never pushes them out of the panel
         header: "",
+        className: "actions",
         cell: (c) => {
           const open = el("button", { type: "button", className: "link" }, "open run");
           open.addEventListener("click", () => actions.openRun(c.run));
           const diff = el("button", { type: "button", className: "link", disabled: !c.previous_run }, "diff with previous");
           diff.addEventListener("click", () => c.previous_run && actions.diffRuns(c.previous_run, c.run));
-          return el("span", null, open, " ", diff);
+          return el("span", null, open, diff);
         },
       },
+      { header: "run", cell: (c) => c.run },
+      { header: "metric", cell: (c) => c.metric },
+      { header: "verdict", cell: (c) => `${c.verdict}${c.confirmed ? "" : " (unconfirmed)"}`, className: "verdict" },
+      { header: "before → after", numeric: true, className: "fold", cell: (c) => `${fmt(c, c.before)} → ${fmt(c, c.after)}` },
+      { header: "change", numeric: true, cell: (c) => fmtSignedPercent(c.change_fraction) },
+      { header: "diagnoses", className: "wrap", cell: (c) => [...c.gained.map((g) => `+${g}`), ...c.lost.map((l) => `−${l}`)].join(", ") || "—" },
+      { header: "settings changed", className: "wrap", cell: (c) => c.settings_changed.map((s) => `${s.field}: ${String(s.base)} → ${String(s.new)}`).join("; ") || "—" },
     ],
     series.changes,
     { limit: 20, className: "history-changes" },
@@ -201,7 +205,7 @@ function unreadableRuns(doc: HistoryDocument): HTMLElement | null {
   return el(
     "div",
     { className: "history-unreadable" },
-    el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${rows.length} run${rows.length === 1 ? "" : "s"} could not be read:`),
+    el("p", { className: "state error", title: "Left out of the history: none of their traces could be read." }, `${plural(rows.length, "run")} could not be read:`),
     table<[string, string]>(
       [
         { header: "Run", cell: ([run]) => run },
@@ -213,28 +217,96 @@ function unreadableRuns(doc: HistoryDocument): HTMLElement | null {
   );
 }
 
-export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryActions): Node[] | string {
+// "1 run", "49 runs" ("2 series": `many` when it is not the noun and an s).
+export function plural(n: number, noun: string, many = `${noun}s`): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? noun : many}`;
+}
+
+// The series' heading: "nightly — 5 runs, 1 change point, 0 outliers".
+export function seriesHeading(s: HistorySeries): string {
+  const found = s.changes.filter((c) => c.verdict !== "outlier").length;
+  const outliers = s.changes.length - found;
+  return `${s.name} — ${plural(s.runs.length, "run")}, ${plural(found, "change point")}, ${plural(outliers, "outlier")}`;
+}
+
+// The series whose name, or one of whose runs' names, holds every word of `query`
+// (case-insensitive): `[series of two runs or more, runs alone in their series]`.
+export function historyGroups(doc: HistoryDocument, query: string): { series: HistorySeries[]; alone: HistoryRun[] } {
+  const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+  const matches = (s: HistorySeries) => words.every((w) => s.name.toLowerCase().includes(w) || s.runs.some((r) => r.run.toLowerCase().includes(w)));
+  const shown = doc.series.filter(matches);
+  return { series: shown.filter((s) => s.runs.length > 1), alone: shown.filter((s) => s.runs.length === 1).map((s) => s.runs[0]) };
+}
+
+// The runs alone in their series, in one table: a chart of one point and "no change
+// point" say nothing about them yet.
+function aloneTable(runs: HistoryRun[], actions: HistoryActions): HTMLElement {
+  return table<HistoryRun>(
+    [
+      {
+        header: "",
+        className: "actions",
+        cell: (r) => {
+          const open = el("button", { type: "button", className: "link", dataset: { run: r.run } }, "open run");
+          open.addEventListener("click", () => actions.openRun(r.run));
+          return open;
+        },
+      },
+      { header: "run", cell: (r) => r.run },
+      { header: "started (UTC)", cell: (r) => r.start_time.replace("T", " ").replace("+00:00", "") },
+      { header: "median step", numeric: true, cell: (r) => (isNum(r.median_step_us) ? `${fmtDuration(r.median_step_us)} ± ${fmtDuration(r.std_step_us)}` : "–") },
+      { header: "GPU utilization", numeric: true, cell: (r) => fmtPercent(r.gpu_utilization_fraction) },
+      { header: "memory peak", numeric: true, cell: (r) => fmtBytes(r.memory_peak_bytes) },
+      { header: "top diagnosis", cell: (r) => r.top_diagnosis ?? "none" },
+    ],
+    runs,
+    { limit: 50, className: "history-alone" },
+  );
+}
+
+export function historyPanel(doc: HistoryDocument, p: Palette, actions: HistoryActions, query = ""): Node[] | string {
   const unreadable = unreadableRuns(doc);
   if (!doc.series.length && !unreadable) return "No run with a readable trace yet.";
   const out: Node[] = [];
+  const filter = el("input", {
+    type: "search",
+    id: "ki-history-filter",
+    value: query,
+    placeholder: "Filter: series or run name",
+    title: "Words that must all appear in the series name or one of its runs' names (case-insensitive).",
+    attrs: { "aria-label": "Filter the series" },
+  });
+  let timer: number | undefined;
+  filter.addEventListener("input", () => {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(() => actions.filter(filter.value.trim()), 250);
+  });
+  const { series, alone } = historyGroups(doc, query);
+  const count = el("span", { className: "page-text", id: "ki-history-count" }, `${plural(series.length, "series", "series")} of two runs or more, ${plural(alone.length, "run")} without a series${query ? " matching" : ""}.`);
+  out.push(el("div", { className: "runs-tools" }, filter, " ", count));
   const loading = Object.entries(doc.skipped).filter(([, why]) => why === "loading").length;
-  if (loading) out.push(el("div", { className: "state" }, `${loading} runs are still being read; they appear when ready.`));
+  if (loading) out.push(el("div", { className: "state" }, `${plural(loading, "run")} ${loading === 1 ? "is" : "are"} still being read; ${loading === 1 ? "it appears" : "they appear"} when ready.`));
   if (unreadable) out.push(unreadable);
-  for (const s of doc.series) {
-    const found = s.changes.filter((c) => c.verdict !== "outlier").length;
-    const outliers = s.changes.length - found;
-    out.push(
-      subhead(
-        `${s.name} — ${s.runs.length} runs, ${found} change points, ${outliers} outliers`,
-        `Grouped by ${s.grouped_by}. ${doc.rule}`,
-      ),
-    );
-    const open = (series: string, index: number) => {
-      if ((series === MEDIAN || series === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
+  for (const s of series) {
+    const block = el("section", { className: "history-series", dataset: { series: s.name } }, subhead(seriesHeading(s), `Grouped by ${s.grouped_by}. ${doc.rule}`));
+    const open = (name: string, index: number) => {
+      if ((name === MEDIAN || name === OUTLIER) && s.runs[index]) actions.openRun(s.runs[index].run);
     };
     const label = `Step time of the runs of ${s.name} over time, with change points; click a run to open it`;
-    out.push(chart(historyOption(s, p), label, 240, undefined, open).node);
-    out.push(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+    block.append(chart(historyOption(s, p), label, 240, undefined, open).node);
+    block.append(s.changes.length ? changesTable(s, actions) : muted("No change point: every run is within the level's noise."));
+    out.push(block);
   }
+  if (alone.length) {
+    out.push(
+      el(
+        "section",
+        { className: "history-series history-without", id: "ki-history-alone" },
+        subhead(`Runs without a series — ${plural(alone.length, "run")}`, "Each of these runs is alone in its series (no other run shares its label or its name without the run counter): nothing to compare it with yet. --group-by on the command line groups them otherwise."),
+        aloneTable(alone, actions),
+      ),
+    );
+  }
+  if (!series.length && !alone.length && query) out.push(muted(`No series or run matches “${query}”.`));
   return out;
 }

@@ -4,7 +4,7 @@ import { fmtBytes, fmtCount, fmtDuration, fmtPercent, isNum } from "../format";
 import type { Kpi } from "../dom";
 import { DEFINITIONS } from "../labels";
 import { memoryOption, memoryPerStepOption } from "../options";
-import { defaultMemoryDevice, memoryChart, stepBoundariesMs } from "../shape";
+import { MEMORY_DEVICE_MIN_BYTES, defaultMemoryDevice, memoryChart, memoryDeviceChoice, stepBoundariesMs } from "../shape";
 import type { Palette } from "../theme";
 import type { MemoryDevice, Summary } from "../types";
 import { col, row, subhead } from "./shell";
@@ -18,7 +18,19 @@ export function memoryPanel(s: Summary, p: Palette, deviceKey?: string, onDevice
   }
   const device = devices.find((d) => d.device === deviceKey) ?? defaultMemoryDevice(devices, mem.main_device) ?? devices[0];
   const out: Node[] = [];
-  if (devices.length > 1 && onDevice) out.push(devicePicker(devices, device, onDevice));
+  const { offered, tooSmall } = memoryDeviceChoice(devices, device);
+  if (offered.length > 1 && onDevice) out.push(devicePicker(offered, device, onDevice));
+  if (tooSmall.length) {
+    out.push(
+      el(
+        "p",
+        { className: "note memory-small-devices" },
+        `Also recorded, too little to chart (under ${fmtBytes(MEMORY_DEVICE_MIN_BYTES)} allocated at peak): `,
+        tooSmall.map((d) => `${d.device} (${fmtBytes(d.peak_allocated_bytes)})`).join(", "),
+        ".",
+      ),
+    );
+  }
   const growth = device.growth ?? {};
   const growing = Boolean(growth.steady) && isNum(growth.bytes_per_step) && growth.bytes_per_step > 0;
   const live = device.live_at_end;

@@ -6,7 +6,7 @@
 import { apiUrl, getReady } from "../api";
 import { type Chart, chart } from "../charts";
 import { el, spinner } from "../dom";
-import { fmtCount, fmtDuration } from "../format";
+import { fmtBytes, fmtCount, fmtDuration } from "../format";
 import { IDLE_LABELS, LEFT_OUT_LABELS, PATH_CLASS_LABELS } from "../labels";
 import type { ChartOption } from "../options";
 import type { Palette } from "../theme";
@@ -25,7 +25,9 @@ import {
   slowestStep,
   stackSteps,
   subRows,
+  laneLabelWidth,
   visibleRows,
+  windowQuery,
   worstGap,
 } from "../timeline";
 import { tipNode } from "../tooltip";
@@ -54,7 +56,6 @@ export interface TimelineHost {
   changed(target: TimelineTarget, push: boolean): void;
 }
 
-const GRID_LEFT = 170;
 
 // The critical path's classes (``path:<class>``) in the colours of what they are.
 function pathColor(cls: string, p: Palette): string {
@@ -111,6 +112,7 @@ export class TimelineView {
   private instance: Chart | null = null;
   private highlight = new Set<string>(); // "lane:index"
   private selectedKernel: string | null = null;
+  private gridLeft = 170; // px left of the lanes, for their labels (laneLabelWidth)
   private readonly body: HTMLElement;
   private readonly picker: HTMLSelectElement;
   private readonly info: HTMLElement;
@@ -352,6 +354,7 @@ export class TimelineView {
     this.info.dataset.pathUs = pathUs === null ? "" : String(pathUs);
     this.info.dataset.stacked = this.doc !== this.own && this.peer ? this.peer.worker : "";
     const labels = doc.lanes.map((l) => l.label);
+    this.gridLeft = laneLabelWidth(labels);
     const height = 70 + doc.lanes.reduce((h, l) => h + (subRows(l) > 1 ? 48 : 26), 0);
     const [lo, hi] = this.range();
     const box = chart(this.option(labels, lo, hi), `Timeline of step ${doc.step}: GPU streams, host threads and idle time`, Math.max(180, height), (instance) => {
@@ -361,6 +364,7 @@ export class TimelineView {
       this.setViewData();
     });
     box.node.id = "ki-timeline-chart";
+    box.node.dataset.labelPx = String(this.gridLeft - 12); // the lane labels' room (tests read it)
     this.body.replaceChildren(box.node);
     this.launch.replaceChildren();
     this.highlight.clear();
@@ -368,7 +372,7 @@ export class TimelineView {
   }
 
   private usPerPx(lo: number, hi: number): number {
-    const width = Math.max(100, (this.body.clientWidth || 800) - GRID_LEFT - 30);
+    const width = Math.max(100, (this.body.clientWidth || 800) - this.gridLeft - 30);
     return (hi - lo) / width;
   }
 
@@ -381,7 +385,7 @@ export class TimelineView {
       animation: false,
       backgroundColor: "transparent",
       textStyle: { color: p.text },
-      grid: { left: GRID_LEFT, right: 24, top: 8, bottom: 64 },
+      grid: { left: this.gridLeft, right: 24, top: 8, bottom: 64 },
       xAxis: {
         type: "value",
         min,
@@ -392,7 +396,7 @@ export class TimelineView {
         axisLabel: { color: p.muted, formatter: (v: number) => fmtDuration(v) },
         splitLine: { lineStyle: { color: p.split } },
       },
-      yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: GRID_LEFT - 12, overflow: "truncate" } },
+      yAxis: { type: "category", data: labels, inverse: true, axisLabel: { color: p.text, width: this.gridLeft - 12, overflow: "truncate" } },
       dataZoom: [
         { type: "inside", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi },
         { type: "slider", xAxisIndex: 0, filterMode: "none", startValue: lo, endValue: hi, height: 18, bottom: 8, labelFormatter: (v: number) => fmtDuration(v) },
@@ -468,8 +472,8 @@ export class TimelineView {
 
   // The window sent to Perfetto: the zoomed range, else the server's default (the step
   // with 10 % of its length on each side).
-  private windowParams(): { start_us?: number; end_us?: number } {
-    return this.window ? { start_us: this.window[0], end_us: this.window[1] } : {};
+  private windowParams(): { start_us?: string; end_us?: string } {
+    return windowQuery(this.window);
   }
 
   // Perfetto UI's documented postMessage API: open it on the click (a popup needs the
@@ -522,8 +526,11 @@ export class TimelineView {
       stop();
       bytes.then(
         (buffer) => {
+          // read before the transfer: a transferred buffer is detached (byteLength 0)
+          const size = buffer.byteLength;
           handle.postMessage({ perfetto: { buffer, title, fileName, url: window.location.href } }, origin, [buffer]);
-          this.perfettoStatus.textContent = `Sent to Perfetto UI (${(buffer.byteLength / 1e6).toFixed(1)} MB).`;
+          this.perfettoStatus.textContent = `Sent to Perfetto UI (${fmtBytes(size)}).`;
+          this.perfettoStatus.dataset.bytes = String(size);
         },
         (err: unknown) => {
           this.perfettoStatus.textContent = `The window could not be cut: ${String(err)}`;

@@ -355,8 +355,8 @@ def _allocator_churn(inp: SpanInput) -> Diagnosis | None:
         "allocator_churn",
         ("cudaMalloc/cudaFree calls and their waits removed", allocator_calls_removed()),
         "GPU {device} idles {share} of the step time ({when}) while the CUDA caching "
-        f"allocator frees and re-allocates device memory ({calls or 'no call'} per step, "
-        f"{duration(host_us)} of host time){release_words}",
+        f"allocator frees and re-allocates device memory ({calls or 'no call'} and "
+        f"{duration(host_us)} of host time per step){release_words}",
         "The caching allocator returns memory to the driver and asks for it again inside "
         "the loop; cudaFree waits for the GPU, so the host loses its lead. Remove "
         "torch.cuda.empty_cache() from the training loop (call it, if at all, between "

@@ -14,6 +14,7 @@ from tb_kineto_insights.analysis.rules.base import (
     Fix,
     Rule,
     SpanInput,
+    duration,
     fix_prediction,
     make_diagnosis,
     pct,
@@ -55,14 +56,18 @@ def _pageable_memcpy(inp: SpanInput) -> Diagnosis | None:
     if severity is None:
         return None
     kinds = sorted({index.trace.names[int(i)] for i in np.unique(copies.name[rows])})
+    n_steps = (steps.count if steps is not None else 0) or 1
+    # per step, as every other cost is stated (the total over the profile read as one step)
     return make_diagnosis(
         "pageable_memcpy",
         severity,
         f"{int(rows.sum())} copies from pageable host memory take {pct(share)} of the "
-        f"step time ({time_us / 1000:.2f} ms)",
+        f"step time ({duration(time_us / n_steps)} per step)",
         {
             "count": int(rows.sum()),
             "time_us": time_us,
+            "time_us_per_step": time_us / n_steps,
+            "steps": n_steps,
             "fraction_of_step_time": share,
             "kinds": kinds,
         },
