@@ -221,7 +221,26 @@ def test_cut_straggler_runs_name_rank_1(source: str, keep: int, cut_dir: str) ->
     assert "host time outside traced ops" in d["title"]
 
 
-@pytest.mark.parametrize("folder", ["ddp_default", "ddp_tuned", "fsdp"])
+def test_cut_fsdp_runs_name_rank_1_once_the_collectives_say_so(cut_dir: str) -> None:
+    """FSDP re-aligns the ranks at every collective: rank 1 is last in most of them.
+    Cut to 4 steps it is named on the collectives' basis (a third of rank 0's step
+    waited for); cut to 3, last in 65 of 114 (p = 0.16): not consistent, not named."""
+    if not (H200X2 / "fsdp").is_dir():
+        pytest.skip("../shared/traces/h200x2 is not there")
+    four = _cut_run(str(H200X2 / "fsdp"), 4, cut_dir)
+    s = four["straggler"]
+    assert s is not None and s["rank"] == 1 and s["basis"] == "collectives"
+    assert 0.25 < s["share_of_step"] < 0.45
+    assert "communication_straggler" in [d["id"] for d in four["diagnoses"]]
+    three = _cut_run(str(H200X2 / "fsdp"), 3, cut_dir)
+    assert three["straggler"] is None
+    per = three["straggler_test"]["per_collective"]
+    assert (per["rank"], per["last_count"], per["collectives"]) == (1, 65, 114)
+    assert per["p_value"] > 0.1 and not per["consistent"]
+    assert "communication_straggler" not in [d["id"] for d in three["diagnoses"]]
+
+
+@pytest.mark.parametrize("folder", ["ddp_default", "ddp_tuned"])
 @pytest.mark.parametrize("keep", [3, 4])
 def test_cut_balanced_runs_name_none(folder: str, keep: int, cut_dir: str) -> None:
     if not (H200X2 / folder).is_dir():

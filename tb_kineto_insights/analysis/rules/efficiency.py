@@ -232,6 +232,7 @@ def _matmul_without_tensor_cores(inp: SpanInput) -> Diagnosis | None:
             "convolution_us_per_step": round(conv_us, 1),
             "convolution_share_of_step": round(conv_us / step_us, 4),
             "reachable_conv_bf16_roof_fraction": conv_reach,
+            "reachable_conv_bf16_flops_per_s": conv_rate,
         },
         (
             "The convolutions run in fp32 on CUDA cores (cuDNN's implicit GEMM, "

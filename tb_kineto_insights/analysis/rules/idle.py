@@ -66,7 +66,7 @@ from tb_kineto_insights.analysis.rules.idle_frames import (
     sync_recommendation,
     untraced_recommendation,
 )
-from tb_kineto_insights.analysis.rules.kernels import graph_replay_words, graph_replayed_fraction
+from tb_kineto_insights.analysis.rules.kernels import graph_replay_evidence, graph_replay_words
 from tb_kineto_insights.analysis.rules.moments import gap_moment, longest_event, step_moment
 from tb_kineto_insights.analysis.units import fmt_bytes
 from tb_kineto_insights.schema.diagnoses import Diagnosis, Moment
@@ -269,6 +269,7 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
         + graphs,
         {
             **({"python_frames": frames} if idle.python_stacks else {}),
+            "unexplained_idle_us_per_step": sum(parts.values()),
             "unexplained_us_per_step_by_cause": dict(
                 sorted(parts.items(), key=lambda kv: (-kv[1], kv[0]))
             ),
@@ -285,15 +286,7 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
                 for o in dev.cpu_ops_top
             ],
             "mean_step_us": steps.mean_step_us,
-            **(
-                {
-                    "graph_replays_per_step": kernels.launch.graph_launches / n_steps,
-                    "graph_replay_host_us_per_step": kernels.launch.graph_launch_host_us / n_steps,
-                    "graph_replayed_fraction": graph_replayed_fraction(kernels),
-                }
-                if kernels is not None and kernels.launch.graph_launches
-                else {}
-            ),
+            **(graph_replay_evidence(kernels, n_steps) if kernels is not None else {}),
         },
         "See the idle-gap panel for what the host did while the GPU waited"
         + (f" (mostly {top_label})" if top_label else "")

@@ -147,6 +147,21 @@ def graph_replayed_fraction(kernels: KernelsPanel) -> float:
     return kernels.launch.graph_kernels / n if n else 0.0
 
 
+def graph_replay_evidence(kernels: KernelsPanel, n_steps: int) -> dict[str, float]:
+    """The numbers :func:`graph_replay_words` states, for the evidence: replays, their
+    kernels and their ``cudaGraphLaunch`` host time (µs) per step, and the share of the
+    kernels graphs launched; empty without a replay."""
+    launch = kernels.launch
+    if not launch.graph_launches or n_steps <= 0:
+        return {}
+    return {
+        "graph_replays_per_step": launch.graph_launches / n_steps,
+        "graph_replay_kernels_per_step": launch.graph_kernels / n_steps,
+        "graph_replay_host_us_per_step": launch.graph_launch_host_us / n_steps,
+        "graph_replayed_fraction": graph_replayed_fraction(kernels),
+    }
+
+
 def graph_replay_words(kernels: KernelsPanel, n_steps: int) -> str:
     """``; 2 CUDA graph replays per step (266 kernels) cost the host 432 µs per step in
     cudaGraphLaunch``: a replay's host cost, when graphs launch at least half of the
