@@ -69,7 +69,7 @@ export const LEFT_OUT_LABELS: Record<string, string> = {
 // Each says what is measured and what the denominator is.
 export const DEFINITIONS: Record<string, string> = {
   mean_step_us:
-    "Mean step time over the steady-state steps. A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
+    "Mean step time over the steady-state steps (the ProfilerStep#N windows the profiler marked, less those left out). A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
   step_time:
     "The step's period on the resource that sets the pace: its window runs from the CPU ProfilerStep#N start (or the end of the previous step's GPU work, when the host runs ahead) to the end of the last GPU work launched inside it.",
   steady_state_steps:
@@ -141,7 +141,7 @@ export const DEFINITIONS: Record<string, string> = {
   exposed_transfer_us_per_step: "Exposed transfer /step: the part of the transfer not hidden under compute kernels.",
   time_us: "Summed duration.",
   count: "Number of events.",
-  impact_fraction: "Estimated share of step time this problem costs.",
+  impact_fraction: "The share of the steady step its fix would save: the step's graph replayed with the fix applied (see the prediction), or the rule's estimate where no replay exists.",
 };
 
 

@@ -536,7 +536,7 @@ var __kinetoInsights = (() => {
     cut_off: "cut off when the profiler stopped"
   };
   var DEFINITIONS = {
-    mean_step_us: "Mean step time over the steady-state steps. A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
+    mean_step_us: "Mean step time over the steady-state steps (the ProfilerStep#N windows the profiler marked, less those left out). A step's time is its period on the resource that sets the pace: the host's when the GPU waits for it, the GPU's when the host runs ahead (the window runs from one step's start to the next's).",
     step_time: "The step's period on the resource that sets the pace: its window runs from the CPU ProfilerStep#N start (or the end of the previous step's GPU work, when the host runs ahead) to the end of the last GPU work launched inside it.",
     steady_state_steps: "The profiled steps every figure stands on. Left out, and named: a first step that carries GPU work queued before the profiler started (a host that runs ahead), a warm-up step (2x the others or more: compile, autotuning, lazy init), a last step cut off when the profiler stopped.",
     std_step_us: "Step-to-step standard deviation of the step time.",
@@ -602,7 +602,7 @@ var __kinetoInsights = (() => {
     exposed_transfer_us_per_step: "Exposed transfer /step: the part of the transfer not hidden under compute kernels.",
     time_us: "Summed duration.",
     count: "Number of events.",
-    impact_fraction: "Estimated share of step time this problem costs."
+    impact_fraction: "The share of the steady step its fix would save: the step's graph replayed with the fix applied (see the prediction), or the rule's estimate where no replay exists."
   };
   var PATH_CLASS_LABELS = {
     compute: "GPU compute",
