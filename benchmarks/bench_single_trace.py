@@ -76,7 +76,10 @@ def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[floa
         argv = ["taskset", "-c", cpus, *argv]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd: ``python -m`` puts the working folder before PYTHONPATH
+    done = subprocess.run(
+        argv, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -98,7 +101,7 @@ def main() -> int:
     print(f"affinity {sorted(os.sched_getaffinity(0))}, pinned to {args.cpus or 'none'}")
     print("| input | mode | wall median s | wall min s | CPU median s | vs serial (wall) |")
     print("|---|---|---|---|---|---|")
-    for path in args.paths:
+    for path in [os.path.abspath(p) for p in args.paths]:
         walls: dict[str, list[float]] = {m: [] for m in modes}
         cpus: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.rounds):

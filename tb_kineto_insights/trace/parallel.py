@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -124,7 +123,6 @@ CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
 CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
 
 
-@dataclass(frozen=True)
 class Machine:
     """What the machine can give a read now: the inputs of :func:`plan_read`.
 
@@ -136,15 +134,27 @@ class Machine:
             where the system has none.
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
             a value that is not a number counts as 1).
+
+    A plain class (not a dataclass): each dataclass costs about 1 ms of every start-up.
     """
 
-    affinity: int
-    quota: float | None = None
-    load: float = 0.0
-    env: int | None = None
+    __slots__ = ("affinity", "env", "load", "quota")
+
+    def __init__(
+        self, affinity: int, quota: float | None = None, load: float = 0.0, env: int | None = None
+    ) -> None:
+        self.affinity = affinity
+        self.quota = quota
+        self.load = load
+        self.env = env
+
+    def __repr__(self) -> str:
+        return (
+            f"Machine(affinity={self.affinity}, quota={self.quota}, load={self.load}, "
+            f"env={self.env})"
+        )
 
 
-@dataclass(frozen=True)
 class ReadCosts:
     """The per-piece cost model of a parallel read, in units of one serial read of one MB
     of JSON (so the model holds on a faster or slower core alike).
@@ -156,28 +166,46 @@ class ReadCosts:
     (decode, columns, pickling) or the CPUs' capacity binds. Parallel is chosen only
     when it is predicted at least ``margin`` faster. Figures: ``benchmarks/RESULTS.md``
     (issue 46; ``benchmarks/bench_read_model.py`` measures the CPU ratios).
+
+    Attributes:
+        parent_per_mb: the parent's CPU per MB in a parallel read, over the serial
+            read's CPU per MB.
+        worker_per_mb: all workers' CPU per MB, over the serial read's CPU per MB.
+        start_mb: the start (server, workers' imports) and the wait for the first
+            pieces, as MB of serial read.
+        margin: the predicted gain required (0.1: parallel must be predicted at least
+            10 % faster).
     """
 
-    #: The parent's CPU per MB in a parallel read, over the serial read's CPU per MB.
-    parent_per_mb: float = 0.37
-    #: All workers' CPU per MB, over the serial read's CPU per MB.
-    worker_per_mb: float = 1.05
-    #: The start (server, workers' imports) and the wait for the first pieces, as MB of
-    #: serial read.
-    start_mb: float = 62.0
-    #: Required predicted gain (0.1: parallel must be predicted >= 10 % faster).
-    margin: float = 0.10
+    __slots__ = ("margin", "parent_per_mb", "start_mb", "worker_per_mb")
+
+    def __init__(
+        self,
+        parent_per_mb: float = 0.37,
+        worker_per_mb: float = 1.05,
+        start_mb: float = 62.0,
+        margin: float = 0.10,
+    ) -> None:
+        self.parent_per_mb = parent_per_mb
+        self.worker_per_mb = worker_per_mb
+        self.start_mb = start_mb
+        self.margin = margin
 
 
 DEFAULT_COSTS = ReadCosts()
 
 
-@dataclass(frozen=True)
 class ReadPlan:
     """A read's choice: ``workers`` decode processes (0: serial) and why, in words."""
 
-    workers: int
-    reason: str
+    __slots__ = ("reason", "workers")
+
+    def __init__(self, workers: int, reason: str) -> None:
+        self.workers = workers
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"ReadPlan(workers={self.workers}, reason={self.reason!r})"
 
 
 def _cgroup_quota() -> float | None:
