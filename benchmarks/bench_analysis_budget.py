@@ -2,6 +2,7 @@
 step graph's (critical path, what-if) share of the CPU of reading and summarising traces.
 
     python benchmarks/bench_analysis_budget.py PATH [PATH ...] [--repeat 3]
+    PYTHONPATH=OLD_CHECKOUT python benchmarks/bench_analysis_budget.py PATH  # an older tree
 
 PATH is a trace file or a folder (every ``*.json`` / ``*.json.gz`` under it, as
 ``report`` of a log directory reads them). Each file is read once in this process
@@ -32,8 +33,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from tb_kineto_insights import summary as summary_module  # noqa: E402
 from tb_kineto_insights.analysis import rules as rules_module  # noqa: E402
-from tb_kineto_insights.analysis.what_if import WhatIf  # noqa: E402
 from tb_kineto_insights.trace.reader import read_trace  # noqa: E402
+
+try:  # an older checkout (``PYTHONPATH=OLD``) may have no what-if service
+    from tb_kineto_insights.analysis.what_if import WhatIf
+except ImportError:  # pragma: no cover - older checkouts only
+    WhatIf = None  # type: ignore[assignment,misc]
 
 #: Functions of ``summary`` (module globals) timed as stages, with their row names.
 STAGES = {
@@ -69,23 +74,34 @@ def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _install() -> None:
-    """Wrap every stage (module globals of ``summary``, the rules, the service)."""
+    """Wrap every stage (module globals of ``summary``, the rules, the service); a stage
+    an older checkout lacks is left out."""
     for attr, name in STAGES.items():
-        setattr(summary_module, attr, _timed(name, getattr(summary_module, attr)))
+        if hasattr(summary_module, attr):
+            setattr(summary_module, attr, _timed(name, getattr(summary_module, attr)))
     check = summary_module.schema.check_summary
     summary_module.schema.check_summary = _timed("schema check", check)  # type: ignore[attr-defined]
-    of = WhatIf.of.__func__  # type: ignore[attr-defined]
-    WhatIf.of = classmethod(_timed("what-if service (actual replay)", of))  # type: ignore[assignment,method-assign]
+    if WhatIf is not None:
+        of = WhatIf.of.__func__  # type: ignore[attr-defined]
+        WhatIf.of = classmethod(_timed("what-if service (actual replay)", of))  # type: ignore[assignment,method-assign]
     wrapped = []
-    for rule in rules_module.RULES:
+    for rule in getattr(rules_module, "RULES", ()):
         changes: dict[str, Any] = {}
         if rule.check is not None:
             changes["check"] = _timed(f"rule {rule.id}", rule.check)
         if rule.moment is not None:
             changes["moment"] = _timed(f"rule {rule.id}", rule.moment)
         wrapped.append(dataclasses.replace(rule, **changes))
-    rules_module.RULES = tuple(wrapped)
-    rules_module.RULES_BY_ID = {r.id: r for r in wrapped}
+    if wrapped:
+        rules_module.RULES = tuple(wrapped)
+        rules_module.RULES_BY_ID = {r.id: r for r in wrapped}
+
+
+def whole_summary(trace: Any) -> Any:
+    """The summary with its timeline where this checkout makes one."""
+    if hasattr(summary_module, "summarize_trace_with_timeline"):
+        return summary_module.summarize_trace_with_timeline(trace)
+    return summary_module.summarize_trace(trace)
 
 
 def _files(path: str) -> list[str]:
@@ -119,7 +135,7 @@ def main() -> int:
                 _spent.clear()
                 t0 = time.process_time()
                 try:
-                    summary_module.summarize_trace_with_timeline(trace)
+                    whole_summary(trace)
                 except Exception:  # noqa: BLE001 (a span report lists as failed)
                     break
                 total = time.process_time() - t0
