@@ -3,6 +3,7 @@ floor and the interpreter's start, side by side, alternating.
 
     python benchmarks/bench_single_trace.py FILE_OR_DIR [...] [--rounds 5] [--cpus 0,1]
         [--modes start,floor,serial,default] [--pythonpath DIR]
+        [--hta-python .bench-venv/bin/python]  # with mode hta
 
 Per round, each mode once, in a fresh child process (the order rotates every round, so
 no mode always runs after another):
@@ -13,7 +14,11 @@ no mode always runs after another):
   ``floor``), imports and start included: what any reader of the file pays;
 * ``serial``: ``report PATH --format json --cache none`` with
   ``KINETO_INSIGHTS_READ_WORKERS=1`` (one process);
-* ``default``: the same with the reader's own choice of processes.
+* ``default``: the same with the reader's own choice of processes;
+* ``hta`` (only when named in ``--modes``): HolisticTraceAnalysis'
+  ``TraceAnalysis(trace_dir=D)`` with ``--hta-python`` (its own environment), ``D`` a
+  temporary folder holding one symlink ``rank0.json[.gz]`` to the file: HTA's load, the
+  figure of issue 46's "x HTA".
 
 For each mode: the median and the least wall seconds (``time.perf_counter`` around the
 child) and the median CPU seconds (user + system of the child and every process it
@@ -45,8 +50,24 @@ floor(sys.argv[1])
 """
 
 
+HTA_CHILD = r"""
+import os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+path = sys.argv[1]
+d = tempfile.mkdtemp(prefix="bench_hta_")
+os.symlink(path, os.path.join(d, "rank0.json.gz" if path.endswith(".gz") else "rank0.json"))
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=d)
+"""
+
+#: The Python of HTA's environment (``--hta-python``).
+_hta_python = str(ROOT / ".bench-venv" / "bin" / "python")
+
+
 def _command(mode: str, path: str) -> list[str]:
     """The child's argv for ``mode`` on ``path``."""
+    if mode == "hta":
+        return [_hta_python, "-c", HTA_CHILD, path]
     if mode == "start":
         return [sys.executable, "-c", "pass"]
     if mode == "floor":
@@ -69,6 +90,8 @@ def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[floa
     child exits with a status other than 0."""
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.pop("KINETO_INSIGHTS_READ_WORKERS", None)
+    if mode == "hta":
+        env.pop("PYTHONPATH")
     if mode == "serial":
         env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
     argv = _command(mode, path)
@@ -95,7 +118,10 @@ def main() -> int:
     ap.add_argument("--cpus", default=None)
     ap.add_argument("--modes", default="start,floor,serial,default")
     ap.add_argument("--pythonpath", default=str(ROOT))
+    ap.add_argument("--hta-python", default=_hta_python)
     args = ap.parse_args()
+    global _hta_python
+    _hta_python = args.hta_python
     modes = [m for m in args.modes.split(",") if m]
     print(f"load average before: {os.getloadavg()}, python {sys.version.split()[0]}")
     print(f"affinity {sorted(os.sched_getaffinity(0))}, pinned to {args.cpus or 'none'}")
@@ -111,6 +137,11 @@ def main() -> int:
                 walls[mode].append(wall)
                 cpus[mode].append(cpu)
         ref = statistics.median(walls["serial"]) if "serial" in walls else None
+        if "hta" in walls:
+            hta = statistics.median(walls["hta"])
+            for mode in ("serial", "default"):
+                if mode in walls:
+                    print(f"HTA / {mode}: {hta / statistics.median(walls[mode]):.1f}x (medians)")
         for mode in modes:
             med = statistics.median(walls[mode])
             rel = f"{med / ref:.2f}x" if ref else ""
