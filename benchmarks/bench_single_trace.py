@@ -112,16 +112,16 @@ def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[floa
 
 
 def main() -> int:
+    global _hta_python
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cpus", default=None)
     ap.add_argument("--modes", default="start,floor,serial,default")
     ap.add_argument("--pythonpath", default=str(ROOT))
-    ap.add_argument("--hta-python", default=_hta_python)
+    ap.add_argument("--hta-python", default=None)
     args = ap.parse_args()
-    global _hta_python
-    _hta_python = args.hta_python
+    _hta_python = args.hta_python or _hta_python
     modes = [m for m in args.modes.split(",") if m]
     print(f"load average before: {os.getloadavg()}, python {sys.version.split()[0]}")
     print(f"affinity {sorted(os.sched_getaffinity(0))}, pinned to {args.cpus or 'none'}")
