@@ -174,6 +174,23 @@ def test_doctor(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert "[ok  ] plugin kineto_insights" in out and "tensorboard" in out
     assert "parse:" in out
+    assert "[info] parallel read: affinity" in out and "a 100 MB trace:" in out
+
+
+def test_report_verbose_says_the_read_choice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--verbose``: one line per choice of processes on stderr; without it, none."""
+    from tb_kineto_insights.trace import parallel
+
+    monkeypatch.setattr(parallel, "DECISIONS", [])
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    path = write_trace(tmp_path / "w.pt.trace.json", [cpu("ProfilerStep#1", 0.0, 100)])
+    code, _, err = run_cli(["report", str(path), "--format", "json", "--verbose"], capsys)
+    assert code == 0
+    assert "workers: read: a file under 34 MB of JSON: one process" in err.splitlines()
+    code, _, err = run_cli(["report", str(path), "--format", "json"], capsys)
+    assert code == 0 and "workers:" not in err
 
 
 # --------------------------------------------------------------------------- issue 32 §9

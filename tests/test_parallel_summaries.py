@@ -29,7 +29,9 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Forces worker processes on (two, whatever this machine's cores) and records each
     pool started for whole files (None: it could not start)."""
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    monkeypatch.setattr(
+        parallel, "machine_now", lambda: parallel.Machine(affinity=2, env=parallel.env_cores())
+    )
     started: list[Any] = []
     real = parallel.start_pool
 
@@ -117,7 +119,9 @@ def test_batches_shrink_to_single_files_at_the_end() -> None:
 def test_few_or_small_files_are_read_serially(monkeypatch: pytest.MonkeyPatch) -> None:
     """No pool for one file, for little JSON in all, or with one core."""
     monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
-    monkeypatch.setattr(parallel, "usable_cores", lambda: 2)
+    monkeypatch.setattr(
+        parallel, "machine_now", lambda: parallel.Machine(affinity=2, env=parallel.env_cores())
+    )
     assert ps.worker_count(500 * MIB, 1) == 0
     assert ps.worker_count(ps.MIN_PARALLEL_JSON_BYTES - 1, 10) == 0
     assert ps.worker_count(ps.MIN_PARALLEL_JSON_BYTES, 10) == 2

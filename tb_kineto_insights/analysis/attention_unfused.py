@@ -138,8 +138,13 @@ def _touches(op: _Op, n: int, ls: tuple[int, int]) -> bool:
     return out is not None and math.prod(out) == n and (out[-2], out[-1]) == ls
 
 
-def _step_ops(index: TraceIndex) -> tuple[np.ndarray, list[_Op]]:
-    """The CPU op rows starting in a host step window, with shapes, and their ops."""
+def _step_ops(
+    index: TraceIndex, only: frozenset[str] | None = None
+) -> tuple[np.ndarray, list[_Op]]:
+    """The CPU op rows starting in a host step window, with shapes, and their ops;
+    ``only``: just the rows of these op names (their order kept): decoding every op's
+    inputs is most of this rule's time on a large trace, and the score shapes need only
+    the matmuls and softmaxes (:func:`unfused_attention`)."""
     ops = index.trace.cpu_ops
     steps = index.steps
     if not len(ops) or not len(ops.input_dims) or not len(steps):
@@ -147,6 +152,9 @@ def _step_ops(index: TraceIndex) -> tuple[np.ndarray, list[_Op]]:
     hs, he = steps.host_windows() if steps.has_markers else (steps.start_ns, steps.end_ns)
     rows = np.flatnonzero(iv.window_index(ops.start_ns, hs, he) >= 0)
     names = index.trace.names
+    if only is not None:
+        ids = [i for i, name in enumerate(names) if name in only]
+        rows = rows[np.isin(ops.name[rows], np.asarray(ids, dtype=np.int64))]
     dims = _texts(ops.input_dims, rows)
     types = _texts(ops.input_types, rows)
     built = [
@@ -185,10 +193,13 @@ def _score_shapes(built: list[_Op]) -> list[tuple[list[int], str]]:
 
 def unfused_attention(index: TraceIndex) -> UnfusedAttention | None:
     """The largest materialised attention of the trace (module docstring), or None."""
-    rows, built = _step_ops(index)
-    shapes = _score_shapes(built)
+    # the score shapes come from the matmuls and softmaxes alone (_score_shapes reads no
+    # other op, in the same order): every op is decoded only when there is one
+    _, candidates = _step_ops(index, _MATMUL | _SOFTMAX)
+    shapes = _score_shapes(candidates)
     if not shapes:
         return None
+    rows, built = _step_ops(index)
     best: UnfusedAttention | None = None
     for shape, dtype in shapes:
         found = _measure(index, rows, built, shape, dtype)

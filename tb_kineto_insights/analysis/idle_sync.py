@@ -48,6 +48,7 @@ from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
 from tb_kineto_insights.analysis import python_frames as pf
 from tb_kineto_insights.analysis.enclosing_op import innermost_op
+from tb_kineto_insights.analysis.group_sums import distinct_pairs
 from tb_kineto_insights.analysis.trace_index import TraceIndex
 from tb_kineto_insights.schema.idle import SyncSource
 from tb_kineto_insights.trace import model as m
@@ -180,7 +181,8 @@ def sync_sources(
     ``sync_at``: per gap, the moment of the sync that opened it (-1: not opened by a
     sync); ``glen``: gap lengths (ns). Empty without syncs."""
     trace = index.trace
-    threads = sorted({(int(p), int(t)) for p, t in gap_threads.tolist()})
+    pairs = np.asarray(gap_threads, dtype=np.int64).reshape(-1, 2)
+    threads = distinct_pairs(pairs[:, 0], pairs[:, 1])
     moments = _moments(index, threads, gap_threads, sync_at, glen)
     sources: dict[tuple[str, str | None], _Source] = {}
     ops = trace.cpu_ops

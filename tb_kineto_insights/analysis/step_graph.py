@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
-from tb_kineto_insights.analysis.group_sums import distinct
+from tb_kineto_insights.analysis.group_sums import distinct, distinct_pairs
 from tb_kineto_insights.analysis.host_activity import step_thread_of
 from tb_kineto_insights.analysis.step_windows import GPU_WORK_KINDS, step_threads
 from tb_kineto_insights.analysis.trace_index import TraceIndex
@@ -267,7 +267,7 @@ def _chain_threads(index: TraceIndex) -> set[tuple[int, int]]:
     launch = index.rows_where(m.RUNTIME, nm.is_launch) & (
         index.steps.host_step_of(rt.start_ns) >= 0
     )
-    others = {(int(p), int(t)) for p, t in zip(rt.pid[launch], rt.tid[launch], strict=True)}
+    others = set(distinct_pairs(rt.pid[launch], rt.tid[launch]))
     for pid, tid in sorted(others - threads):
         chain = np.zeros(len(rt), dtype=np.bool_)
         for p, t in threads:

@@ -10,11 +10,13 @@ Checks, in order, and prints one line for each:
    Profiler tab) is optional: reported, never a failure.
 4. The cache folder the plugin would use, and whether it is writable (a warning only:
    the plugin then keeps summaries in memory).
-5. A parse of one trace: the smallest file of ``sample_logs/`` (beside the package in a
+5. Informational: how a large trace would be read now (worker processes or one, and
+   why: ``trace/parallel.py``'s :func:`~tb_kineto_insights.trace.parallel.plan_read`).
+6. A parse of one trace: the smallest file of ``sample_logs/`` (beside the package in a
    source checkout, or in the current folder) when there is one, else a tiny trace
    built in.
 
-Exit status 0 when our plugin is fine (2, 3 for ``kineto_insights``, 5), else 1.
+Exit status 0 when our plugin is fine (2, 3 for ``kineto_insights``, 6), else 1.
 """
 
 from __future__ import annotations
@@ -128,6 +130,20 @@ def _sample_trace() -> tuple[str, str]:
     return path, "built-in tiny trace (no sample_logs/ found)"
 
 
+def _parallel_read() -> str:
+    """What the reader would choose now (``trace/parallel.py``): the CPUs, the load, and
+    the plan for a 100 MB and a 1 GB trace."""
+    from tb_kineto_insights.trace import parallel
+
+    machine = parallel.machine_now()
+    quota = "no cgroup quota" if machine.quota is None else f"cgroup quota {machine.quota:g} CPU"
+    plans = "; ".join(
+        f"{label}: {parallel.plan_read(size, machine).reason}"
+        for label, size in (("a 100 MB trace", 10**8), ("1 GB", 10**9))
+    )
+    return f"affinity {machine.affinity} CPUs, {quota}, load {machine.load:.1f}; {plans}"
+
+
 def run_doctor(out: TextIO, err: TextIO) -> int:
     """Run the checks, print a report on ``out`` (problems also on ``err``); 0 when the
     Kineto Insights plugin is ready, else 1."""
@@ -203,6 +219,8 @@ def run_doctor(out: TextIO, err: TextIO) -> int:
         line("ok", "cache folder", f"{folder} (writable)")
     except Exception as exc:
         line("warn", "cache folder", f"not usable ({exc}); summaries would be kept in memory")
+
+    line("info", "parallel read", _parallel_read())
 
     built_in: str | None = None
     try:

@@ -114,7 +114,19 @@ def write_text(report: Report, out: TextIO) -> None:
 def _cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from tb_kineto_insights.cli import report as cli_report
 
-    return cli_report.cmd_report(args, out, err)
+    code = cli_report.cmd_report(args, out, err)
+    if getattr(args, "verbose", False):
+        _say_decisions(err)
+    return code
+
+
+def _say_decisions(err: TextIO) -> None:
+    """``--verbose``: the command's choices of worker processes, one line each
+    (:data:`~tb_kineto_insights.trace.parallel.DECISIONS`), on ``err``."""
+    from tb_kineto_insights.trace import parallel
+
+    for reason in parallel.DECISIONS:
+        err.write(f"workers: {reason}\n")
 
 
 def _prestart_report(args: argparse.Namespace) -> None:
@@ -518,6 +530,11 @@ def _add_report_parser(sub: Any, cache_help: str) -> None:
     )
     report.set_defaults(func=_cmd_report, prestart=_prestart_report)
     report.add_argument("--cache", metavar="DIR", default=None, help=cache_help)
+    report.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also say on stderr how many processes read the traces, and why",
+    )
     _add_timeout(report)
 
 

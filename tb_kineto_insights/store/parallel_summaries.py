@@ -189,8 +189,10 @@ def worker_count(total_json_bytes: int, files: int) -> int:
     :func:`~tb_kineto_insights.trace.parallel.read_workers` says no pool: fewer than two
     cores, ``KINETO_INSIGHTS_READ_WORKERS=1``, a process that cannot have children)."""
     if files < 2 or total_json_bytes < MIN_PARALLEL_JSON_BYTES:
+        mb = total_json_bytes / 1e6
+        parallel.note(f"pool: {files} file(s), {mb:.0f} MB of JSON in all: one process")
         return 0
-    return parallel.read_workers(parallel.PARALLEL_MIN_JSON_BYTES)
+    return parallel.pool_workers()
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,15 @@ and send it back pickled; the parent merges the pieces in file order
 (``Builder.merge``: one ``np.take`` per name column), so the result is the same, bit
 for bit, as the serial read.
 
-When: only for a file of at least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes
-(estimated from the stored size: gzip files count :data:`GZIP_RATIO_ESTIMATE` times
-their size), only when more than one core is usable
-(``len(os.sched_getaffinity(0))``), and never when ``KINETO_INSIGHTS_READ_WORKERS=1``
+When (:func:`plan_read`, from exact inputs: :class:`Machine`): only for a file of at
+least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes (a local gzip file's ``ISIZE``
+trailer, else :data:`GZIP_RATIO_ESTIMATE` times its stored size), only with at least two
+usable CPUs (the affinity mask, bounded by the cgroup CPU quota), only while the load
+average is under them, and only when the measured cost model (:class:`ReadCosts`:
+the workers' start, the parent's and the workers' CPU per MB, against one process's)
+predicts the parallel read faster on the CPUs free now, by a margin: the second core
+of a 2-core machine does not pay for the workers' start and transfers under a few
+hundred MB. ``KINETO_INSIGHTS_READ_WORKERS`` overrides the CPUs, the load and the model
 (the variable sets the number of cores a read may use). Workers are started from a
 ``forkserver`` (``spawn`` where there is none): the parent already runs a helper
 thread (the gzip inflate), and ``fork`` of a threaded process is unsafe; the one
@@ -111,45 +116,302 @@ HELD_PER_WORKER = 4
 WORKERS_ENV = "KINETO_INSIGHTS_READ_WORKERS"
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (``sched_getaffinity``; ``os.cpu_count`` where
-    that does not exist), at least 1."""
+#: cgroup v2's CPU limit of this process's group (``"max 100000"`` or ``"QUOTA PERIOD"``).
+CGROUP_V2_CPU_MAX = "/sys/fs/cgroup/cpu.max"
+#: cgroup v1's quota and period (microseconds; quota ``-1``: no limit).
+CGROUP_V1_QUOTA = "/sys/fs/cgroup/cpu/cpu.cfs_quota_us"
+CGROUP_V1_PERIOD = "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
+
+
+class Machine:
+    """What the machine can give a read now: the inputs of :func:`plan_read`.
+
+    Attributes:
+        affinity: CPUs this process may run on (``os.sched_getaffinity``), at least 1.
+        quota: the cgroup's CPU quota in CPUs (``0.5``: half of one CPU's time); ``None``
+            when there is none.
+        load: the 1-minute load average (runnable processes, ``os.getloadavg``); ``0.0``
+            where the system has none.
+        env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
+            a value that is not a number counts as 1).
+
+    A plain class (not a dataclass): each dataclass costs about 1 ms of every start-up.
+    """
+
+    __slots__ = ("affinity", "env", "load", "quota")
+
+    def __init__(
+        self, affinity: int, quota: float | None = None, load: float = 0.0, env: int | None = None
+    ) -> None:
+        self.affinity = affinity
+        self.quota = quota
+        self.load = load
+        self.env = env
+
+    def __repr__(self) -> str:
+        return (
+            f"Machine(affinity={self.affinity}, quota={self.quota}, load={self.load}, "
+            f"env={self.env})"
+        )
+
+
+class ReadCosts:
+    """The per-piece cost model of a parallel read, in units of one serial read of one MB
+    of JSON (so the model holds on a faster or slower core alike).
+
+    A serial read costs ``json_mb`` units. A parallel read with ``w`` workers on ``e``
+    free CPUs costs ``start_mb + json_mb * max(parent_per_mb, worker_per_mb / w,
+    (parent_per_mb + worker_per_mb) / e)``: the workers' start and the first pieces'
+    latency, then whichever of the parent (inflate, cut, send, merge), the workers
+    (decode, columns, pickling) or the CPUs' capacity binds. Parallel is chosen only
+    when it is predicted at least ``margin`` faster. Figures: ``benchmarks/RESULTS.md``
+    (issue 46; ``benchmarks/bench_read_model.py`` measures the CPU ratios).
+
+    Attributes:
+        parent_per_mb: the parent's CPU per MB in a parallel read, over the serial
+            read's CPU per MB.
+        worker_per_mb: all workers' CPU per MB, over the serial read's CPU per MB.
+        start_mb: the start (server, workers' imports) and the wait for the first
+            pieces, as MB of serial read.
+        margin: the predicted gain required (0.1: parallel must be predicted at least
+            10 % faster).
+    """
+
+    __slots__ = ("margin", "parent_per_mb", "start_mb", "worker_per_mb")
+
+    def __init__(
+        self,
+        parent_per_mb: float = 0.37,
+        worker_per_mb: float = 1.05,
+        start_mb: float = 62.0,
+        margin: float = 0.10,
+    ) -> None:
+        self.parent_per_mb = parent_per_mb
+        self.worker_per_mb = worker_per_mb
+        self.start_mb = start_mb
+        self.margin = margin
+
+
+DEFAULT_COSTS = ReadCosts()
+
+
+class ReadPlan:
+    """A read's choice: ``workers`` decode processes (0: serial) and why, in words."""
+
+    __slots__ = ("reason", "workers")
+
+    def __init__(self, workers: int, reason: str) -> None:
+        self.workers = workers
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"ReadPlan(workers={self.workers}, reason={self.reason!r})"
+
+
+def _cgroup_quota() -> float | None:
+    """The cgroup CPU quota in CPUs (v2 ``cpu.max``, else v1 ``cfs_quota_us``), ``None``
+    when there is none or it cannot be read. Raises nothing."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        with open(CGROUP_V2_CPU_MAX, encoding="ascii") as fh:
+            quota, _, period = fh.read().strip().partition(" ")
+        if quota == "max":
+            return None
+        return int(quota) / int(period or "100000")
+    except (OSError, ValueError, ZeroDivisionError):
+        pass
+    try:
+        with open(CGROUP_V1_QUOTA, encoding="ascii") as fh:
+            q = int(fh.read().strip())
+        with open(CGROUP_V1_PERIOD, encoding="ascii") as fh:
+            per = int(fh.read().strip())
+        return q / per if q > 0 and per > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def load_average() -> float:
+    """The 1-minute load average, ``0.0`` where the system has none. Raises nothing."""
+    try:
+        return os.getloadavg()[0]
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        return 0.0
+
+
+def env_cores() -> int | None:
+    """``$KINETO_INSIGHTS_READ_WORKERS`` as cores: ``None`` unset or empty, 1 when it is
+    not a number."""
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if not env:
+        return None
+    try:
+        return int(env)
+    except ValueError:
+        return 1
+
+
+def machine_now() -> Machine:
+    """This process's :class:`Machine` now (affinity, cgroup quota, load, the variable).
+    Raises nothing."""
+    try:
+        affinity = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        affinity = max(1, os.cpu_count() or 1)
+    return Machine(affinity=affinity, quota=_cgroup_quota(), load=load_average(), env=env_cores())
+
+
+def cpus_of(machine: Machine) -> float:
+    """CPUs ``machine`` lets this process use: its affinity, bounded by the cgroup quota
+    (may be fractional, ``0.5``)."""
+    cpus = float(machine.affinity)
+    if machine.quota is not None:
+        cpus = min(cpus, machine.quota)
+    return cpus
+
+
+def usable_cores() -> int:
+    """Whole CPUs this process may use (affinity, bounded by the cgroup quota), at
+    least 1."""
+    return max(1, int(cpus_of(machine_now())))
+
+
+def pool_cores(machine: Machine) -> tuple[int, str]:
+    """Cores a pool of worker processes may use for ``machine`` (0: start none) and why.
+
+    ``$KINETO_INSIGHTS_READ_WORKERS`` set: that many (``<= 1``: none), the user's word.
+    Otherwise the whole usable CPUs (:func:`cpus_of`), none when fewer than 2 or when the
+    load average is at least the usable CPUs (the other cores are taken: workers would
+    only add their start and transfers to this command's CPU)."""
+    if machine.env is not None:
+        if machine.env < 2:
+            return 0, f"{WORKERS_ENV}={machine.env}: one process"
+        return machine.env, f"{WORKERS_ENV}={machine.env}"
+    cpus = cpus_of(machine)
+    if cpus < 2:
+        quota = f" (cgroup quota {machine.quota:g} CPU)" if machine.quota is not None else ""
+        return 0, f"{cpus:g} usable CPU{quota}: one process"
+    if machine.load >= cpus:
+        return 0, f"load {machine.load:.1f} >= {cpus:g} usable CPUs: one process"
+    return int(cpus), f"{int(cpus)} usable CPUs, load {machine.load:.1f}"
+
+
+def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COSTS) -> ReadPlan:
+    """Worker processes for a read of ``json_bytes`` (estimated) uncompressed bytes on
+    ``machine``, with the reason: serial unless :func:`pool_cores` allows a pool, the
+    file is at least :data:`PARALLEL_MIN_JSON_BYTES`, and, without
+    ``$KINETO_INSIGHTS_READ_WORKERS``, the cost model ``costs`` predicts the parallel
+    read at least ``costs.margin`` faster than one process on the CPUs free now
+    (usable CPUs less the load average, at least 1). Pure: no system call."""
+    if json_bytes < PARALLEL_MIN_JSON_BYTES:
+        floor_mb = PARALLEL_MIN_JSON_BYTES / 1e6
+        return ReadPlan(0, f"a file under {floor_mb:.0f} MB of JSON: one process")
+    cores, why = pool_cores(machine)
+    mb = json_bytes / 1e6
+    if not cores:
+        return ReadPlan(0, f"{mb:.0f} MB, {why}")
+    if machine.env is not None:
+        return ReadPlan(cores, f"{why}: {cores} workers")
+    free = max(1.0, min(float(cores), cpus_of(machine) - machine.load))
+    per_mb = max(
+        costs.parent_per_mb,
+        costs.worker_per_mb / cores,
+        (costs.parent_per_mb + costs.worker_per_mb) / free,
+    )
+    ratio = (costs.start_mb + mb * per_mb) / mb
+    if ratio * (1.0 + costs.margin) >= 1.0:
+        return ReadPlan(
+            0,
+            f"{why}: {mb:.0f} MB predicted {ratio:.2f}x one process's time on "
+            f"{free:.1f} free CPUs: one process",
+        )
+    return ReadPlan(
+        cores,
+        f"{why}: {mb:.0f} MB predicted {ratio:.2f}x one process's time on "
+        f"{free:.1f} free CPUs: {cores} workers",
+    )
+
+
+#: The reasons of this process's choices so far (:func:`plan_for`, :func:`pool_workers`),
+#: in order, each once: what ``report --verbose`` and ``doctor`` print.
+DECISIONS: list[str] = []
+
+
+def note(reason: str) -> None:
+    """Add ``reason`` to :data:`DECISIONS` unless it is there."""
+    if reason not in DECISIONS:
+        DECISIONS.append(reason)
+
+
+def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPlan:
+    """:func:`plan_read` for this process now (:func:`machine_now`), with
+    ``requested`` (``read_trace(workers=...)``) winning when given: ``<= 1`` serial,
+    ``n >= 2`` ``n`` workers whatever the size (tests force small files through the
+    workers this way); and serial in a process that cannot have children (a daemonic
+    ``multiprocessing`` process or any ``multiprocessing`` child). Raises
+    ``RuntimeError`` in a worker that imports the main module
+    (:func:`_refuse_while_bootstrapping`)."""
+    _refuse_while_bootstrapping()
+    if requested is not None:
+        return ReadPlan(requested if requested >= 2 else 0, f"workers={requested} requested")
+    plan = plan_read(estimated_json_bytes, machine_now())
+    if plan.workers:
+        import multiprocessing as mp
+
+        if mp.current_process().daemon:  # daemonic processes cannot have children
+            plan = ReadPlan(0, "a daemonic process cannot have children: one process")
+        elif mp.parent_process() is not None:  # a multiprocessing child: never nest pools
+            plan = ReadPlan(0, "a worker process: one process")
+    note(f"read: {plan.reason}")
+    return plan
 
 
 def read_workers(estimated_json_bytes: int, requested: int | None = None) -> int:
     """Worker processes for a read of about ``estimated_json_bytes`` uncompressed bytes;
-    0 = read serially.
+    0 = read serially (:func:`plan_for`, which says why)."""
+    return plan_for(estimated_json_bytes, requested).workers
 
-    ``requested`` (``read_trace(workers=...)``) wins when given: ``<= 1`` is serial,
-    ``n >= 2`` is ``n`` workers whatever the size (tests force small files through
-    the workers this way). Otherwise the cores are ``$KINETO_INSIGHTS_READ_WORKERS``
-    or :func:`usable_cores`, and a file under :data:`PARALLEL_MIN_JSON_BYTES` or a
-    process that cannot have children reads serially. One worker per core: the parent
-    mostly waits (it inflates on a helper thread, cuts pieces and merges them).
-    """
+
+def pool_workers() -> int:
+    """Cores a pool of whole-file work may use in this process now (0: none): the
+    :func:`pool_cores` of :func:`machine_now`, and none in a process that cannot have
+    children (:func:`plan_for`'s rules)."""
     _refuse_while_bootstrapping()
-    if requested is not None:
-        return requested if requested >= 2 else 0
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    cores = usable_cores()
-    if env:
-        try:
-            cores = int(env)
-        except ValueError:
-            cores = 1
-    if cores < 2 or estimated_json_bytes < PARALLEL_MIN_JSON_BYTES:
-        return 0
-    import multiprocessing as mp
+    cores, why = pool_cores(machine_now())
+    if cores:
+        import multiprocessing as mp
 
-    if mp.current_process().daemon:  # daemonic processes cannot have children
-        return 0
-    if mp.parent_process() is not None:  # a multiprocessing child: never nest pools
-        return 0
+        if mp.current_process().daemon or mp.parent_process() is not None:
+            cores, why = 0, "a worker process: no pool"
+    note(f"pool: {why}")
     return cores
+
+
+#: Largest ratio of a gzip member's uncompressed to stored size (deflate's limit, about
+#: 1032:1): an ``ISIZE`` trailer beyond it is not the size (a file over 4 GiB wraps it).
+MAX_DEFLATE_RATIO = 1032
+
+
+def estimate_json_bytes(path: str) -> int:
+    """Uncompressed bytes of the local file ``path``: a gzip file's ``ISIZE`` trailer
+    (its size modulo 4 GiB) when plausible, else :data:`GZIP_RATIO_ESTIMATE` times its
+    stored size; a plain file's size; 0 when it cannot be read (or is no regular file: a
+    fifo's open would block). Raises nothing."""
+    import stat
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return 0
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if fh.read(2) != b"\x1f\x8b":
+                return size
+            if size >= 20:
+                fh.seek(-4, os.SEEK_END)
+                isize = int.from_bytes(fh.read(4), "little")
+                if size <= isize <= size * MAX_DEFLATE_RATIO:
+                    return isize
+    except OSError:
+        return 0
+    return size * GZIP_RATIO_ESTIMATE
 
 
 #: Raised in a worker process that reads a large trace while it imports the main module.
@@ -303,7 +565,7 @@ def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
     global _prestarted
     release_prestarted()
     try:
-        if workers < 1 or not read_workers(PARALLEL_MIN_JSON_BYTES):
+        if workers < 1 or not pool_workers():
             return False
         import multiprocessing as mp
         import threading
@@ -376,7 +638,7 @@ def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
     command that will read several files at once (a log directory): the server's start
     overlaps the parent's imports and discovery. Raises nothing."""
     try:
-        if not read_workers(PARALLEL_MIN_JSON_BYTES):
+        if not pool_workers():
             return False
         ctx = _context(preload)
         if ctx.get_start_method() != "forkserver":
@@ -397,17 +659,9 @@ def warm_up(path: str) -> bool:
     ``benchmarks/RESULTS.md``). The command line calls this before it imports the
     analysis, so that the server's start overlaps the parent's own imports. Raises nothing: a file
     that cannot be read or a server that cannot start only means no warm-up."""
-    import stat
-
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a fifo's open would block
-            return False
-        with open(path, "rb") as fh:
-            compressed = fh.read(2) == b"\x1f\x8b"
-            size = os.fstat(fh.fileno()).st_size
-    except OSError:
+    estimated = estimate_json_bytes(path)
+    if not estimated:  # not a regular file (a folder: the pool's business), or unreadable
         return False
-    estimated = size * (GZIP_RATIO_ESTIMATE if compressed else 1)
     try:
         if not read_workers(estimated):
             return False

@@ -68,6 +68,7 @@ from tb_kineto_insights.trace.framing import (
     last_event_boundary,
     not_a_trace,
 )
+from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.routes import CATEGORY_KIND, kind_of_category
 from tb_kineto_insights.trace.salvage import OK, TRUNCATED, Damage, classify
 from tb_kineto_insights.trace.source import (
@@ -469,7 +470,14 @@ class _Reader(PieceDecoder):
         return bool(f.replay)
 
     def _estimated_json_bytes(self) -> int:
-        """Uncompressed size guess from the stored size (for the parallel decision)."""
+        """Uncompressed size (for the parallel decision): a local file's
+        (:func:`.parallel.estimate_json_bytes`: a gzip file's ``ISIZE``), else a guess from
+        the stored size."""
+        local = local_path(self.path)
+        if local is not None:
+            estimate = parallel.estimate_json_bytes(local)
+            if estimate:
+                return estimate
         try:
             size = file_size(self.path)
         except Exception:  # noqa: BLE001 (a guess only: read serially)

@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from tb_kineto_insights.analysis import intervals as iv
 from tb_kineto_insights.analysis import names as nm
+from tb_kineto_insights.analysis.group_sums import distinct_pairs
 from tb_kineto_insights.analysis.replay import Change
 from tb_kineto_insights.analysis.step_graph import ALLOCATOR, LAUNCH, MARKER, SYNC
 from tb_kineto_insights.trace import model as m
@@ -213,7 +214,7 @@ def _dispatching_ops(wi: WhatIf, launches: npt.NDArray[np.bool_]) -> iv.Interval
     at = (g.host_start + g.origin_ns)[launches]
     starts: list[npt.NDArray[np.int64]] = []
     ends: list[npt.NDArray[np.int64]] = []
-    for pid, tid in sorted({(int(p), int(t)) for p, t in zip(ops.pid, ops.tid, strict=True)}):
+    for pid, tid in distinct_pairs(ops.pid, ops.tid):
         mine = np.flatnonzero((ops.pid == pid) & (ops.tid == tid))
         s, e = ops.start_ns[mine], ops.end_ns[mine]
         before = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]])

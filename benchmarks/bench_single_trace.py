@@ -1,0 +1,157 @@
+"""One trace end to end (issue 46): the default ``report`` against one process, the decode
+floor and the interpreter's start, side by side, alternating.
+
+    python benchmarks/bench_single_trace.py FILE_OR_DIR [...] [--rounds 5] [--cpus 0,1]
+        [--modes start,floor,serial,default] [--pythonpath DIR]
+        [--hta-python .bench-venv/bin/python]  # with mode hta
+
+Per round, each mode once, in a fresh child process (the order rotates every round, so
+no mode always runs after another):
+
+* ``start``: ``python -c pass`` (the interpreter's start, with the venv's ``.pth`` files);
+* ``floor``: a child that inflates the file (``zlib_ng``) and decodes it with msgspec
+  into the typed events the analysis reads (``benchmarks/profile_per_file.py``'s
+  ``floor``), imports and start included: what any reader of the file pays;
+* ``serial``: ``report PATH --format json --cache none`` with
+  ``KINETO_INSIGHTS_READ_WORKERS=1`` (one process);
+* ``default``: the same with the reader's own choice of processes;
+* ``hta`` (only when named in ``--modes``): HolisticTraceAnalysis'
+  ``TraceAnalysis(trace_dir=D)`` with ``--hta-python`` (its own environment), ``D`` a
+  temporary folder holding one symlink ``rank0.json[.gz]`` to the file: HTA's load, the
+  figure of issue 46's "x HTA".
+
+For each mode: the median and the least wall seconds (``time.perf_counter`` around the
+child) and the median CPU seconds (user + system of the child and every process it
+started, ``resource.getrusage(RUSAGE_CHILDREN)``). The load average is printed before and
+after: on a shared machine compare the modes of one run only. ``--cpus`` pins every
+child (``taskset``). ``--pythonpath``: the package's tree (default: this checkout), to run
+the same benchmark against another checkout. Output is a Markdown table for
+``benchmarks/RESULTS.md``. A ``report`` that exits non-zero is printed and stops the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FLOOR_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from profile_per_file import floor
+floor(sys.argv[1])
+"""
+
+
+HTA_CHILD = r"""
+import os, sys, tempfile, logging
+logging.disable(logging.CRITICAL)
+path = sys.argv[1]
+d = tempfile.mkdtemp(prefix="bench_hta_")
+os.symlink(path, os.path.join(d, "rank0.json.gz" if path.endswith(".gz") else "rank0.json"))
+from hta.trace_analysis import TraceAnalysis
+TraceAnalysis(trace_dir=d)
+"""
+
+#: The Python of HTA's environment (``--hta-python``).
+_hta_python = str(ROOT / ".bench-venv" / "bin" / "python")
+
+
+def _command(mode: str, path: str) -> list[str]:
+    """The child's argv for ``mode`` on ``path``."""
+    if mode == "hta":
+        return [_hta_python, "-c", HTA_CHILD, path]
+    if mode == "start":
+        return [sys.executable, "-c", "pass"]
+    if mode == "floor":
+        return [sys.executable, "-c", FLOOR_CHILD, path, str(ROOT / "benchmarks")]
+    return [
+        sys.executable,
+        "-m",
+        "tb_kineto_insights.cli",
+        "report",
+        path,
+        "--format",
+        "json",
+        "--cache",
+        "none",
+    ]
+
+
+def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one child of ``mode``. Raises ``RuntimeError`` when the
+    child exits with a status other than 0."""
+    env = dict(os.environ, PYTHONPATH=pythonpath)
+    env.pop("KINETO_INSIGHTS_READ_WORKERS", None)
+    if mode == "hta":
+        env.pop("PYTHONPATH")
+    if mode == "serial":
+        env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
+    argv = _command(mode, path)
+    if cpus:
+        argv = ["taskset", "-c", cpus, *argv]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    # cwd: ``python -m`` puts the working folder before PYTHONPATH
+    done = subprocess.run(
+        argv, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} {path}: exit {done.returncode}: {done.stderr[-2000:]!r}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def main() -> int:
+    global _hta_python
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("paths", nargs="+")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cpus", default=None)
+    ap.add_argument("--modes", default="start,floor,serial,default")
+    ap.add_argument("--pythonpath", default=str(ROOT))
+    ap.add_argument("--hta-python", default=None)
+    args = ap.parse_args()
+    _hta_python = args.hta_python or _hta_python
+    modes = [m for m in args.modes.split(",") if m]
+    print(f"load average before: {os.getloadavg()}, python {sys.version.split()[0]}")
+    print(f"affinity {sorted(os.sched_getaffinity(0))}, pinned to {args.cpus or 'none'}")
+    print("| input | mode | wall median s | wall min s | CPU median s | vs serial (wall) |")
+    print("|---|---|---|---|---|---|")
+    for path in [os.path.abspath(p) for p in args.paths]:
+        walls: dict[str, list[float]] = {m: [] for m in modes}
+        cpus: dict[str, list[float]] = {m: [] for m in modes}
+        for r in range(args.rounds):
+            order = modes[r % len(modes) :] + modes[: r % len(modes)]
+            for mode in order:
+                wall, cpu = _once(mode, path, args.pythonpath, args.cpus)
+                walls[mode].append(wall)
+                cpus[mode].append(cpu)
+        ref = statistics.median(walls["serial"]) if "serial" in walls else None
+        if "hta" in walls:
+            hta = statistics.median(walls["hta"])
+            for mode in ("serial", "default"):
+                if mode in walls:
+                    print(f"HTA / {mode}: {hta / statistics.median(walls[mode]):.1f}x (medians)")
+        for mode in modes:
+            med = statistics.median(walls[mode])
+            rel = f"{med / ref:.2f}x" if ref else ""
+            print(
+                f"| {Path(path).name} | {mode} | {med:.3f} | {min(walls[mode]):.3f} "
+                f"| {statistics.median(cpus[mode]):.3f} | {rel} |"
+            )
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

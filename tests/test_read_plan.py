@@ -1,0 +1,162 @@
+"""The choice of worker processes for a read (``trace/parallel.py``: :func:`plan_read`,
+:func:`pool_cores`, the machine's inputs), from exact inputs: affinity, cgroup quota,
+load, ``$KINETO_INSIGHTS_READ_WORKERS``, the file's size and the cost model."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from tb_kineto_insights.trace import parallel
+from tb_kineto_insights.trace.parallel import Machine, ReadCosts, plan_read, pool_cores
+
+MB = 10**6
+BIG = 1000 * MB  # a 1 GB trace: the default model's break-even on 2 idle cores is below
+#: A model where workers cost nothing to start and the pieces nothing to send: parallel
+#: wins on any large file with 2 free CPUs.
+FREE_PARALLEL = ReadCosts(parent_per_mb=0.1, worker_per_mb=1.0, start_mb=0.0, margin=0.1)
+
+
+def test_one_cpu_of_affinity_reads_serially() -> None:
+    plan = plan_read(BIG, Machine(affinity=1), FREE_PARALLEL)
+    assert plan.workers == 0
+    assert "1 usable CPU" in plan.reason
+
+
+def test_a_quota_of_half_a_cpu_reads_serially() -> None:
+    plan = plan_read(BIG, Machine(affinity=16, quota=0.5), FREE_PARALLEL)
+    assert plan.workers == 0
+    assert "cgroup quota 0.5 CPU" in plan.reason
+
+
+def test_the_quota_bounds_the_workers() -> None:
+    assert plan_read(BIG, Machine(affinity=16, quota=2.5), FREE_PARALLEL).workers == 2
+
+
+@pytest.mark.parametrize("load", [2.0, 2.5, 8.0])
+def test_a_load_of_the_usable_cpus_or_more_reads_serially(load: float) -> None:
+    plan = plan_read(BIG, Machine(affinity=2, load=load), FREE_PARALLEL)
+    assert plan.workers == 0
+    assert f"load {load:.1f} >= 2 usable CPUs" in plan.reason
+
+
+def test_a_small_file_reads_serially_on_an_idle_machine() -> None:
+    small = parallel.PARALLEL_MIN_JSON_BYTES - 1
+    plan = plan_read(small, Machine(affinity=16), FREE_PARALLEL)
+    assert plan.workers == 0
+    assert "under" in plan.reason
+
+
+def test_a_big_file_on_an_idle_two_core_reads_in_parallel_when_the_model_wins() -> None:
+    plan = plan_read(BIG, Machine(affinity=2, load=0.0), FREE_PARALLEL)
+    assert plan.workers == 2
+    assert "2 workers" in plan.reason
+
+
+def test_a_big_file_on_an_idle_two_core_reads_serially_when_the_model_loses() -> None:
+    """Workers that cost 1.2x the serial CPU per MB cannot win on 2 cores once the
+    parent's share is counted: (0.3 + 0.9) / 2 = 0.6, plus a start of 400 MB: serial."""
+    costly = ReadCosts(parent_per_mb=0.3, worker_per_mb=0.9, start_mb=400.0, margin=0.1)
+    plan = plan_read(BIG, Machine(affinity=2), costly)
+    assert plan.workers == 0
+    assert "predicted 1.00x" in plan.reason
+
+
+def test_the_default_model_on_an_idle_two_core() -> None:
+    """The measured model (benchmarks/RESULTS.md, issue 46): the 88 MB GPT trace reads in
+    one process, a 1 GB trace with 2 workers."""
+    idle = Machine(affinity=2, load=0.0)
+    assert plan_read(88 * MB, idle).workers == 0
+    assert plan_read(BIG, idle).workers == 2
+
+
+def test_a_partial_load_leaves_fewer_free_cpus() -> None:
+    """One CPU of 2 taken: the parallel read's CPU (parent + workers) all lands on the
+    one left, never faster than serial."""
+    plan = plan_read(BIG, Machine(affinity=2, load=1.0), FREE_PARALLEL)
+    assert plan.workers == 0
+    assert "1.0 free CPUs" in plan.reason
+
+
+def test_the_variable_is_the_users_word() -> None:
+    """``$KINETO_INSIGHTS_READ_WORKERS``: 1 is serial whatever the machine; n >= 2 is n
+    workers for a file over the size floor, whatever the load or the model."""
+    costly = ReadCosts(start_mb=10**9)
+    assert plan_read(BIG, Machine(affinity=16, env=1), FREE_PARALLEL).workers == 0
+    assert plan_read(BIG, Machine(affinity=2, load=9.0, env=4), costly).workers == 4
+    small = parallel.PARALLEL_MIN_JSON_BYTES - 1
+    assert plan_read(small, Machine(affinity=2, env=4), FREE_PARALLEL).workers == 0
+
+
+def test_pool_cores() -> None:
+    assert pool_cores(Machine(affinity=4, load=1.0))[0] == 4
+    assert pool_cores(Machine(affinity=4, load=4.0))[0] == 0
+    assert pool_cores(Machine(affinity=1))[0] == 0
+    assert pool_cores(Machine(affinity=8, quota=1.5))[0] == 0
+    assert pool_cores(Machine(affinity=8, quota=3.9))[0] == 3
+    assert pool_cores(Machine(affinity=2, load=5.0, env=3))[0] == 3
+
+
+def _point_cgroup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, v2: str | None) -> None:
+    monkeypatch.setattr(parallel, "CGROUP_V1_QUOTA", str(tmp_path / "absent_quota"))
+    monkeypatch.setattr(parallel, "CGROUP_V1_PERIOD", str(tmp_path / "absent_period"))
+    target = tmp_path / "cpu.max"
+    if v2 is not None:
+        target.write_text(v2)
+    monkeypatch.setattr(parallel, "CGROUP_V2_CPU_MAX", str(target))
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("50000 100000\n", 0.5), ("200000 100000\n", 2.0), ("max 100000\n", None), (None, None)],
+)
+def test_cgroup_v2_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str | None, cpus: float | None
+) -> None:
+    _point_cgroup(monkeypatch, tmp_path, text)
+    assert parallel._cgroup_quota() == cpus
+
+
+@pytest.mark.parametrize(("quota", "cpus"), [("150000", 1.5), ("-1", None), ("junk", None)])
+def test_cgroup_v1_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, quota: str, cpus: float | None
+) -> None:
+    _point_cgroup(monkeypatch, tmp_path, None)
+    (tmp_path / "q").write_text(quota + "\n")
+    (tmp_path / "p").write_text("100000\n")
+    monkeypatch.setattr(parallel, "CGROUP_V1_QUOTA", str(tmp_path / "q"))
+    monkeypatch.setattr(parallel, "CGROUP_V1_PERIOD", str(tmp_path / "p"))
+    assert parallel._cgroup_quota() == cpus
+
+
+def test_machine_now_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    assert parallel.machine_now().env == 3
+    monkeypatch.setenv(parallel.WORKERS_ENV, "many")
+    assert parallel.machine_now().env == 1
+    monkeypatch.delenv(parallel.WORKERS_ENV)
+    now = parallel.machine_now()
+    assert now.env is None and now.affinity >= 1 and now.load == 0.0  # conftest pins it
+
+
+def test_estimate_json_bytes(tmp_path: Path) -> None:
+    """A gzip file's ISIZE trailer, a plain file's size, 0 for a folder or nothing."""
+    body = b'{"traceEvents": []}' * 1000
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(body))
+    plain = tmp_path / "t.json"
+    plain.write_bytes(body)
+    assert parallel.estimate_json_bytes(str(gz)) == len(body)
+    assert parallel.estimate_json_bytes(str(plain)) == len(body)
+    assert parallel.estimate_json_bytes(str(tmp_path)) == 0
+    assert parallel.estimate_json_bytes(str(tmp_path / "missing")) == 0
+
+
+def test_the_choice_is_recorded_for_verbose(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parallel, "DECISIONS", [])
+    monkeypatch.setenv(parallel.WORKERS_ENV, "1")
+    assert parallel.read_workers(BIG) == 0
+    assert parallel.read_workers(BIG) == 0
+    assert [f"read: 1000 MB, {parallel.WORKERS_ENV}=1: one process"] == parallel.DECISIONS
