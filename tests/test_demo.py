@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, cpu, kernel, write_trace
 
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -175,8 +175,9 @@ def test_the_printed_address_answers_the_moment_it_is_printed(tmp_path: Path) ->
     line with the address is read, and the address is asked at once."""
     run = tmp_path / "logs" / "one"
     run.mkdir(parents=True)
-    trace = next((REPO / "sample_logs" / "dataloader_workers4").glob("*.pt.trace.json*"))
-    (run / trace.name).write_bytes(trace.read_bytes())
+    events = [cpu(f"ProfilerStep#{i}", 100.0 * i, 90.0, cat="user_annotation") for i in (1, 2, 3)]
+    events += [kernel("k", 100.0 * i + 10, 50.0) for i in (1, 2, 3)]
+    write_trace(run / "w.1.pt.trace.json", events)
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "scripts" / "demo.py"), "--logdir", str(tmp_path / "logs")]

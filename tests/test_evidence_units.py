@@ -19,11 +19,11 @@ from tb_kineto_insights.analysis.evidence_units import (
     unit_of,
 )
 
-CASES = REPO / "frontend" / "test" / "evidence_cases.json"
+EVIDENCE_CASES = REPO / "frontend" / "test" / "evidence_cases.json"
 
 
 def _cases() -> list[tuple[str, Any, str]]:
-    return [tuple(c) for c in json.loads(CASES.read_text(encoding="utf-8"))]
+    return [tuple(c) for c in json.loads(EVIDENCE_CASES.read_text(encoding="utf-8"))]
 
 
 def test_every_case_is_written_as_the_file_says() -> None:

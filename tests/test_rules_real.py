@@ -11,11 +11,14 @@ import msgspec
 import pytest
 from conftest import SAMPLE_LOGS
 
+from tb_kineto_insights.analysis.efficiency import efficiency_summary
 from tb_kineto_insights.analysis.rules import DIAGNOSIS_IDS, RULES, area_diagnoses, diagnose
 from tb_kineto_insights.analysis.rules.base import PANEL_TYPES, RunInput, SpanInput
 from tb_kineto_insights.analysis.run_view import run_summary
+from tb_kineto_insights.analysis.step_graph import build_step_graph
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.trace_index import TraceIndex, build_index
+from tb_kineto_insights.analysis.what_if import WhatIf
 from tb_kineto_insights.schema import Summary
 from tb_kineto_insights.summary import summarize_trace
 from tb_kineto_insights.trace.reader import read_trace
@@ -39,6 +42,15 @@ def _span(path: str) -> tuple[TraceIndex, Summary]:
     return build_index(trace), summarize_trace(trace)
 
 
+@cache
+def _what_if(path: str) -> WhatIf | None:
+    """The replay service the summary's rules asked (as ``summary._summarize`` makes it)."""
+    index = _span(path)[0]
+    groups: dict[tuple[str, str, str], Any] = {}
+    efficiency_summary(index, DEFAULT_THRESHOLDS, groups)
+    return WhatIf.of(index, build_step_graph(index), groups)
+
+
 def _panels(summary: Summary) -> dict[str, msgspec.Struct]:
     return {name: getattr(summary, name) for name in PANEL_TYPES}
 
@@ -56,20 +68,22 @@ def test_each_rule_reads_only_the_thresholds_it_declares() -> None:
     fired: set[str] = set()
     for path in _sample_traces():
         index, summary = _span(path)
+        service = _what_if(path)
         panels = _panels(summary)
         raised = []
         for rule in RULES:
             if rule.check is None or any(panels.get(p) is None for p in rule.panels):
                 continue
             recording = _Recording(DEFAULT_THRESHOLDS)
-            inp = SpanInput(index, panels, recording, list(raised))  # type: ignore[arg-type]
+            inp = SpanInput(index, panels, recording, list(raised), service)  # type: ignore[arg-type]
             found = rule.check(inp)
             read[rule.id] |= recording.read
             if found is not None:
                 assert found.id == rule.id
                 raised.append(found)
                 fired.add(rule.id)
-        assert [d.id for d in diagnose(index, panels)] == [d.id for d in summary.diagnoses], path
+        ids = [d.id for d in diagnose(index, panels, what_if=service)]
+        assert ids == [d.id for d in summary.diagnoses], path
     for rule in RULES:
         assert read[rule.id] <= set(rule.thresholds), (
             rule.id,

@@ -183,6 +183,8 @@ export function formatEvidence(key: string, value: unknown, keyText: (k: string)
     const known = entries.filter(([, v]) => v !== null && v !== undefined);
     if (!known.length) return "none"; // {} or every entry unknown
     const steps = entries.every(([k]) => /^\d+$/.test(k));
+    // a key that names no unit holds a record (a test's figures): each field in its own unit
+    if (unit === "count" && !perStep && !steps) return known.map(([k, v]) => `${keyText(k)}: ${formatEvidence(k, v, keyText)}`).join(", ");
     return known
       .map(([k, v]) => `${steps ? `#${k}` : keyText(k)}: ${inner(unit, perStep && !steps, v, keyText)}`)
       .join(", ");

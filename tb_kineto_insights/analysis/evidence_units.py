@@ -105,6 +105,8 @@ UNIT_RULES: tuple[tuple[str, str], ...] = (
     ("step|op_steps|steady_state_steps|steps_left_out", "step"),
     ("(.+_)?steps_to_capacity", "steps"),
     ("classes", "us/step"),  # a straggler cause's excess per class
+    ("(.+_)?us_per_step_by_.+", "us/step"),
+    ("(.+_)?us_(by|in)_.+", "us"),
     ("launches_per_step_excess|.+_per_step_mean", "count/step"),
     # the conventions: units in names
     ("(.+_)?us", "us"),
@@ -112,7 +114,7 @@ UNIT_RULES: tuple[tuple[str, str], ...] = (
     ("(.+_)?bytes", "bytes"),
     (".+_flops_per_s", "flop_rate"),
     ("(.+_)?gbps", "gbps"),
-    ("(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"),
+    ("(.+_)?fraction(_.+)?|(.+_)?share_of_.+|.+_share", "fraction"),
     ("(.+_)?speedup(_.+)?|.+_ratio", "times"),
 )
 #: Units that name a thing rather than measure it: ``<thing>_per_step`` counts the thing
@@ -229,7 +231,8 @@ def format_evidence(
     """An evidence value in its key's unit (:func:`unit_of`): scalars by
     :func:`format_scalar`; lists item by item; a mapping as ``key: value``, its values in
     the parent key's unit (step numbers as keys: ``#N``, a count per step then being that
-    step's count); a list of records one record after the other (``records_sep``), each
+    step's count), or as a record when the parent key names no unit (a count, not per
+    step: each field by its own key); a list of records one record after the other (``records_sep``), each
     field by its own key. ``escape`` is applied to every text from the data (strings),
     ``escape_key`` (default ``escape``) to mapping keys and record fields, e.g. Markdown
     escaping; numbers and units are ours."""
@@ -254,6 +257,13 @@ class _Formatter:
             if not known:  # {} or every entry unknown (a bus bandwidth of no collective)
                 return "none"
             steps = all(str(k).isdigit() for k in value)
+            if unit == "count" and not per_step and not steps:
+                # a key that names no unit holds a record (a test's figures): each
+                # field in its own unit
+                return ", ".join(
+                    f"{self.escape_key(str(k))}: {self.evidence(str(k), v)}"
+                    for k, v in known.items()
+                )
             return ", ".join(
                 f"{'#' + str(k) if steps else self.escape_key(str(k))}: "
                 f"{self.inner(unit, per_step and not steps, v)}"

@@ -475,13 +475,15 @@ var __kinetoInsights = (() => {
     ["step|op_steps|steady_state_steps|steps_left_out", "step"],
     ["(.+_)?steps_to_capacity", "steps"],
     ["classes", "us/step"],
+    ["(.+_)?us_per_step_by_.+", "us/step"],
+    ["(.+_)?us_(by|in)_.+", "us"],
     ["launches_per_step_excess|.+_per_step_mean", "count/step"],
     ["(.+_)?us", "us"],
     [".+_bytes_per_s", "byte_rate"],
     ["(.+_)?bytes", "bytes"],
     [".+_flops_per_s", "flop_rate"],
     ["(.+_)?gbps", "gbps"],
-    ["(.+_)?fraction(_.+)?|share_of_.+|.+_share", "fraction"],
+    ["(.+_)?fraction(_.+)?|(.+_)?share_of_.+|.+_share", "fraction"],
     ["(.+_)?speedup(_.+)?|.+_ratio", "times"]
   ];
 
@@ -760,6 +762,7 @@ var __kinetoInsights = (() => {
       const known = entries.filter(([, v]) => v !== null && v !== void 0);
       if (!known.length) return "none";
       const steps = entries.every(([k]) => /^\d+$/.test(k));
+      if (unit === "count" && !perStep && !steps) return known.map(([k, v]) => `${keyText2(k)}: ${formatEvidence(k, v, keyText2)}`).join(", ");
       return known.map(([k, v]) => `${steps ? `#${k}` : keyText2(k)}: ${inner(unit, perStep && !steps, v, keyText2)}`).join(", ");
     }
     if (Array.isArray(value)) {
