@@ -206,7 +206,7 @@ def test_landing_view_ranks_2000_runs_within_2_s(many_runs: tuple[str, Path]) ->
             frame.fill("#ki-runs-filter", "job_0077")
             frame.wait_for_function(
                 "() => document.querySelector('#ki-runs-count')?.textContent"
-                " === 'Runs 1–10 of 10 matching runs (of 2,000), worst first.'"
+                " === 'Runs 1–10 of 10 matching (of 2,000 runs), worst first.'"
             )
             assert hash_of(page)["ki_q"] == "job_0077"
             links = frame.locator("#ki-panel-runs .run-link").all_inner_texts()
@@ -214,7 +214,7 @@ def test_landing_view_ranks_2000_runs_within_2_s(many_runs: tuple[str, Path]) ->
             frame.fill("#ki-runs-filter", "gpu_idle")
             frame.wait_for_function(
                 "() => document.querySelector('#ki-runs-count')?.textContent"
-                " === 'Runs 1–1 of 1 matching runs (of 2,000), worst first.'"
+                " === 'Runs 1–1 of 1 matching (of 2,000 runs), worst first.'"
             )
 
             # a click opens the run
