@@ -183,12 +183,23 @@ def _op_run(
     for c, arr in pre.op_dur.items():
         by[c] += float(arr[g + 1] - arr[head])
     by["launch"] += float(pre.op_gap[g + 1] - pre.op_gap[head + 1])
-    for op in range(head, g + 1):
-        klass = _OP_CLASS[int(graph.op_kind[op])]
-        pieces.append(PathPiece(int(r.op_start[op]), int(r.op_end[op]), klass, op))
-    for op in range(head + 1, g + 1):  # the GPU's gaps between queued operations
-        if int(r.op_start[op]) > int(r.op_end[op - 1]):
-            pieces.append(PathPiece(int(r.op_end[op - 1]), int(r.op_start[op]), "launch"))
+    starts, ends = r.op_start[head : g + 1], r.op_end[head : g + 1]
+    pieces.extend(
+        PathPiece(a, b, _OP_CLASS[k], op)
+        for a, b, k, op in zip(
+            starts.tolist(),
+            ends.tolist(),
+            graph.op_kind[head : g + 1].tolist(),
+            range(head, g + 1),
+            strict=True,
+        )
+    )
+    # the GPU's gaps between queued operations
+    gaps = np.flatnonzero(starts[1:] > ends[:-1])
+    pieces.extend(
+        PathPiece(a, b, "launch")
+        for a, b in zip(ends[gaps].tolist(), starts[gaps + 1].tolist(), strict=True)
+    )
     start = int(r.op_start[head])
     if cut or start <= lo:
         over = max(0, lo - start)
@@ -391,15 +402,24 @@ def _top(
         ok = launch >= 0
         ops = np.full(sel.size, -1, dtype=np.int64)
         at = launch[ok]
-        ops[ok] = innermost_op(trace.cpu_ops, rt.pid[at], rt.tid[at], rt.start_ns[at])
-        for j, op in enumerate(sel.tolist()):
-            name = (
-                trace.names[int(trace.cpu_ops.name[ops[j]])]
-                if ops[j] >= 0
-                else short_kernel_name(trace.names[int(table.name[rows[j]])])
+        cpu_ops = trace.cpu_ops
+        ops[ok] = innermost_op(cpu_ops, rt.pid[at], rt.tid[at], rt.start_ns[at])
+        named = ops >= 0
+        for mask, ids, text in (
+            (named, cpu_ops.name[ops[named]], lambda k: trace.names[k]),
+            (~named, table.name[rows[~named]], lambda k: short_kernel_name(trace.names[k])),
+        ):
+            if not mask.any():
+                continue
+            uniq, first, inverse = np.unique(
+                np.asarray(ids, dtype=np.int64), return_index=True, return_inverse=True
             )
-            labels[name] = labels.get(name, 0.0) + float(op_time[op])
-            kinds.setdefault(name, _OP_CLASS[int(graph.op_kind[op])])
+            sums = np.bincount(inverse.reshape(-1), weights=op_time[sel[mask]], minlength=uniq.size)
+            op_kind = graph.op_kind[sel[mask]]
+            for k, f, v in zip(uniq.tolist(), first.tolist(), sums.tolist(), strict=True):
+                name = text(k)
+                labels[name] = labels.get(name, 0.0) + v
+                kinds.setdefault(name, _OP_CLASS[int(op_kind[f])])
     best = sorted(labels.items(), key=lambda kv: -kv[1])[:TOP_ITEMS]
     return [
         CriticalPathItem(name=name, klass=kinds[name], us_per_step=round(v / n / 1000.0, 3))
