@@ -232,10 +232,10 @@ def format_evidence(
     :func:`format_scalar`; lists item by item; a mapping as ``key: value``, its values in
     the parent key's unit (step numbers as keys: ``#N``, a count per step then being that
     step's count), or as a record when the parent key names no unit (a count, not per
-    step: each field by its own key); a list of records one record after the other (``records_sep``), each
-    field by its own key. ``escape`` is applied to every text from the data (strings),
-    ``escape_key`` (default ``escape``) to mapping keys and record fields, e.g. Markdown
-    escaping; numbers and units are ours."""
+    step: each field by its own key); a list of records one record after the other
+    (``records_sep``), each field by its own key. ``escape`` is applied to every text
+    from the data (strings), ``escape_key`` (default ``escape``) to mapping keys and
+    record fields, e.g. Markdown escaping; numbers and units are ours."""
     fmt = _Formatter(escape, escape_key or escape, records_sep)
     return fmt.evidence(key, value)
 
