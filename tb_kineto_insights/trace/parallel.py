@@ -165,7 +165,7 @@ class ReadCosts:
     latency, then whichever of the parent (inflate, cut, send, merge), the workers
     (decode, columns, pickling) or the CPUs' capacity binds. Parallel is chosen only
     when it is predicted at least ``margin`` faster. Figures: ``benchmarks/RESULTS.md``
-    (issue 46; ``benchmarks/bench_read_model.py`` measures the CPU ratios).
+    (``benchmarks/bench_read_model.py`` measures the CPU ratios).
 
     Attributes:
         parent_per_mb: the parent's CPU per MB in a parallel read, over the serial
