@@ -92,11 +92,9 @@ if TYPE_CHECKING:
 # them.
 
 #: Smallest (estimated) uncompressed JSON size read with worker processes: below it the
-#: workers' start is not paid back. On the mid-size public traces (25-87 MB of JSON) the
-#: workers, forced on, did not pay back (``benchmarks/RESULTS.md``); those files
-#: compress 18-29x, so with :data:`GZIP_RATIO_ESTIMATE` they are estimated at 9-24 MB
-#: and read serially, while GPT (8.5 MB stored, 149 MB of JSON) is estimated at 68 MB
-#: and read with workers.
+#: workers' start is not paid back. The mid-size public traces, where workers forced on
+#: did not pay back, compress better than :data:`GZIP_RATIO_ESTIMATE`, so they are
+#: estimated under it and read serially; the figures are in ``benchmarks/RESULTS.md``.
 PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
 #: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
 #: about 10x; a low guess only makes a mid-size file read serially).
@@ -135,7 +133,8 @@ class Machine:
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
             a value that is not a number counts as 1).
 
-    A plain class (not a dataclass): each dataclass costs about 1 ms of every start-up.
+    A plain class (not a dataclass): each dataclass adds to every start-up (measured in
+    ``benchmarks/RESULTS.md``, the fixed costs of one report).
     """
 
     __slots__ = ("affinity", "env", "load", "quota")
