@@ -53,8 +53,9 @@ def stuck_in_parallel_read(path: str, **kwargs: Any) -> Any:
             for _ in range(workers):  # the input under test: decode processes that hang
                 pool.submit(time.sleep, 3600)
             names = os.environ.get("KINETO_TEST_POOL_NAMES")
-            if names:  # the pool's named semaphores, for the test to look for
-                Path(names).write_text("\n".join(pool_semaphores(pool)))
+            if names:  # the pool's named semaphores, for the test to look for (whole)
+                Path(names + ".part").write_text("\n".join(pool_semaphores(pool)))
+                os.replace(names + ".part", names)
             return pool
 
         parallel.start_pool = sleeping_pool
@@ -140,7 +141,9 @@ def stuck_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Su
 
 def start_stuck_read(tmp_path: Path, loader: SummaryLoader) -> tuple[Identity, int]:
     """Queue the stuck file; return its identity and the worker's pid once the worker
-    has its decode processes (forkserver, resource tracker, 2 pool processes)."""
+    has its decode processes (forkserver, resource tracker, 2 pool processes) and has
+    written their semaphores' names (when ``KINETO_TEST_POOL_NAMES`` asks for them)."""
+    names = os.environ.get("KINETO_TEST_POOL_NAMES")
     stuck = ident_of(write_plain_trace(tmp_path / "logs" / "stuck.1.pt.trace.json", 40, 1500))
     assert stuck.size_bytes > 6 * 1024**2  # several 1 MiB blocks: pieces for the pool
     loader.request(stuck)
@@ -148,7 +151,10 @@ def start_stuck_read(tmp_path: Path, loader: SummaryLoader) -> tuple[Identity, i
     def reading() -> bool:
         pids = loader.worker_pids
         return bool(
-            pids and loader.status(stuck).state == "loading" and len(session_members(pids[0])) >= 4
+            pids
+            and loader.status(stuck).state == "loading"
+            and len(session_members(pids[0])) >= 4
+            and (not names or Path(names).exists())
         )
 
     wait_until(

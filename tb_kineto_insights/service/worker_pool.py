@@ -664,7 +664,7 @@ def _memory_message(task: LoadTask, rss_bytes: int) -> str:
     cap = task.max_rss_bytes or 0
     what = getattr(task, "what", "load")
     return (
-        f"{task.ident.path}: the {what} used {rss_bytes / MIB:,.0f} MiB of memory, over its "
+        f"{task.ident.path}: the {what} used {math.ceil(rss_bytes / MIB):,} MiB of memory, over its "
         f"cap of {cap / MIB:,.0f} MiB (--kineto_insights_load_max_rss_mib); its worker "
         "process was stopped and replaced, other loads go on"
     )
