@@ -17,13 +17,16 @@ event, which stays flat from small to large traces when the work is linear::
 ``--report``: the whole ``tb-kineto-insights report PATH`` command instead, as a child
 process (interpreter start, imports, the read, the run views, the text), with the step
 graph switched off in the child for the "off" runs: user + system CPU of the child and
-its workers (``resource.getrusage(RUSAGE_CHILDREN)``), best of ``--repeat``, alternating.
+its workers (``resource.getrusage(RUSAGE_CHILDREN)``), best of ``--repeat``, alternating,
+and the median over the back-to-back pairs (on a machine shared with other jobs the
+child's CPU time varies by +-15 % from run to run: the median pair is the steadier).
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -82,12 +85,17 @@ def _report_cpu(path: str, mode: str) -> float:
 def _report_main(paths: list[str], repeat: int) -> None:
     for path in paths:
         best = {"on": float("inf"), "off": float("inf")}
+        ratios = []
         for _ in range(repeat):
-            for mode in ("off", "on"):
-                best[mode] = min(best[mode], _report_cpu(path, mode))
+            pair = {mode: _report_cpu(path, mode) for mode in ("off", "on")}
+            ratios.append(pair["on"] / pair["off"] - 1.0)
+            for mode, cpu in pair.items():
+                best[mode] = min(best[mode], cpu)
         print(
             f"report {path}: CPU {best['off']:.2f} s without the step graph, "
-            f"{best['on']:.2f} s with it: {(best['on'] - best['off']) / best['off']:+.1%}"
+            f"{best['on']:.2f} s with it (best of {repeat}): "
+            f"{(best['on'] - best['off']) / best['off']:+.1%}; median of the {repeat} "
+            f"back-to-back pairs: {statistics.median(ratios):+.1%}"
         )
 
 

@@ -147,14 +147,15 @@ def test_kernels_at_half_their_time(tmp_path: Path) -> None:
     assert graph is not None
     r = replay(graph, Change(op_keep=np.full(graph.op_start.size, 0.5)))
     assert r.window_end.tolist() == [72_000, 144_000]
-    panel, pieces = critical_path_summary(index, graph, replay(graph))
+    panel, parts = critical_path_summary(index, graph, replay(graph))
+    assert parts is not None
     # the measured path, from the step's end back: the host after the sync (B's launch
     # call 2, untraced 3 before it and 15 after it: 92-112), the sync's 2 after the
     # wait (90-92), kernel A (10-90), A's launch latency (5-10) and the untraced host
     # time before A's launch (0-5); B (100-110) ends before the host does: off the path
     assert panel.mean_length_us == 112.0
     assert panel.mean_by_class_us == {"compute": 80.0, "launch": 7.0, "sync": 2.0, "untraced": 23.0}
-    assert [(p.start_ns, p.end_ns, p.klass) for p in pieces[0]] == [
+    assert [(p.start_ns, p.end_ns, p.klass) for p in parts.step_pieces(graph)[0]] == [
         (92_000, 112_000, "host"),
         (90_000, 92_000, "sync"),
         (10_000, 90_000, "compute"),

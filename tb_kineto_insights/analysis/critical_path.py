@@ -30,12 +30,12 @@ over runs of host events and of queued kernels with prefix sums.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from tb_kineto_insights.analysis.enclosing_op import innermost_op
+from tb_kineto_insights.analysis.efficiency import launching_op
 from tb_kineto_insights.analysis.names import short_kernel_name
 from tb_kineto_insights.analysis.replay import LAUNCHED, OTHER_STREAM, STREAM, Replay
 from tb_kineto_insights.analysis.step_graph import (
@@ -77,6 +77,18 @@ _EVENT_CLASS = {MARKER: "runtime", LAUNCH: "launch", SYNC: "sync", ALLOCATOR: "a
 TOP_ITEMS = 10
 
 
+_INDEX = {c: i for i, c in enumerate(PIECE_CLASSES)}
+_LAUNCH = _INDEX["launch"]
+_DEPENDENCY = _INDEX["dependency"]
+_GAP_INDEX = np.array([_INDEX[c] for c in GAP_CLASSES])
+#: per GPU operation kind (``op_kind``), its class's index
+_OP_INDEX = np.array([_INDEX[_OP_CLASS[k]] for k in sorted(_OP_CLASS)])
+#: per chain event kind (``kind``), its class's index (``runtime`` for other kinds)
+_EVENT_INDEX = np.array(
+    [_INDEX[_EVENT_CLASS.get(k, "runtime")] for k in range(max(_EVENT_CLASS) + 2)]
+)
+
+
 @dataclass
 class PathPiece:
     """One piece of a critical path: ``[start_ns, end_ns)`` from the graph's origin,
@@ -90,11 +102,13 @@ class PathPiece:
 
 @dataclass
 class _Prefix:
-    """Prefix sums for run sums in O(1)."""
+    """Prefix sums for run sums in O(1): ``host[e]`` the time of chain events ``0..e-1``
+    by class (gaps by :data:`~.step_graph.GAP_CLASSES`, own time by event class), a row
+    per event and a column per :data:`PIECE_CLASSES` entry; ``op[g]`` the same for GPU
+    operations (their durations by class), ``op_gap`` their stream gaps."""
 
-    gap: dict[str, npt.NDArray[np.float64]]
-    own: dict[str, npt.NDArray[np.float64]]
-    op_dur: dict[str, npt.NDArray[np.float64]]
+    host: npt.NDArray[np.float64]
+    op: npt.NDArray[np.float64]
     op_gap: npt.NDArray[np.float64]
     run_head: I64
     waited_before: I64
@@ -102,36 +116,111 @@ class _Prefix:
 
 def _prefix(graph: StepGraph, r: Replay) -> _Prefix:
     def cum(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return np.concatenate([[0.0], np.cumsum(x)])
+        return np.concatenate([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
 
+    n_ev = r.gap.size
     gap_total = r.gap.astype(np.float64)
-    raw = np.zeros(gap_total.size, dtype=np.float64)
+    raw = np.zeros(n_ev, dtype=np.float64)
     for c in GAP_CLASSES:
         raw += graph.gap_class[c]
     scale = np.divide(gap_total, raw, out=np.zeros_like(gap_total), where=raw > 0)
-    gap = {c: cum(graph.gap_class[c].astype(np.float64) * scale) for c in GAP_CLASSES}
-    own_f = r.own.astype(np.float64)
-    own_kind = {c: np.zeros(r.own.size) for c in ("launch", "sync", "allocator", "runtime")}
-    for kind, c in _EVENT_CLASS.items():
-        own_kind[c] += np.where(graph.kind == kind, own_f, 0.0)
-    other = ~np.isin(graph.kind, list(_EVENT_CLASS))
-    own_kind["runtime"] += np.where(other, own_f, 0.0)
-    own = {c: cum(v) for c, v in own_kind.items()}
-    op_dur = {
-        c: cum(np.where(np.isin(graph.op_kind, [k for k, v in _OP_CLASS.items() if v == c]),
-                        r.op_dur, 0).astype(np.float64))
-        for c in ("compute", "communication", "copy")
-    }  # fmt: skip
+    host = np.zeros((n_ev, len(PIECE_CLASSES)), dtype=np.float64)
+    for c in GAP_CLASSES:
+        host[:, _INDEX[c]] = graph.gap_class[c] * scale
+    host[np.arange(n_ev), _EVENT_INDEX[np.minimum(graph.kind, _EVENT_INDEX.size - 1)]] += r.own
     n = graph.op_start.size
+    op = np.zeros((n, len(PIECE_CLASSES)), dtype=np.float64)
+    op[np.arange(n), _OP_INDEX[graph.op_kind]] = r.op_dur
     pos = np.arange(n)
     first_of_stream = np.ones(n, dtype=np.bool_)
     first_of_stream[1:] = graph.op_stream[1:] != graph.op_stream[:-1]
     prev_end = np.where(first_of_stream, r.op_start, np.roll(r.op_end, 1))
-    op_gap = cum(np.maximum(r.op_start - prev_end, 0).astype(np.float64))
+    op_gap = np.concatenate([[0.0], np.cumsum(np.maximum(r.op_start - prev_end, 0))])
     head = np.maximum.accumulate(np.where((r.op_bound != STREAM) | first_of_stream, pos, 0))
-    ev = np.arange(r.host_end.size)
+    ev = np.arange(n_ev)
     waited_before = np.maximum.accumulate(np.where(r.host_waited, ev, -1))
-    return _Prefix(gap, own, op_dur, op_gap, head, waited_before)
+    return _Prefix(cum(host), cum(op), op_gap.astype(np.float64), head, waited_before)
+
+
+@dataclass
+class PathParts:
+    """The pieces of the critical paths, gathered as the walks go (each hop of a walk
+    is numbered): runs of queued GPU operations (``head..last`` of the graph, the first
+    one starting no earlier than its ``clip``), each with the GPU's gaps between them
+    (``launch``), and single pieces (host runs, launch latencies, waits, by index in
+    :data:`PIECE_CLASSES`); :meth:`flat` lays them out as arrays."""
+
+    op_start: I64
+    op_end: I64
+    run_head: list[int] = field(default_factory=list)
+    run_last: list[int] = field(default_factory=list)
+    run_clip: list[int] = field(default_factory=list)
+    run_hop: list[int] = field(default_factory=list)
+    piece_start: list[int] = field(default_factory=list)
+    piece_end: list[int] = field(default_factory=list)
+    piece_class: list[int] = field(default_factory=list)
+    piece_hop: list[int] = field(default_factory=list)
+    #: the first hop of each step's walk, and the number of hops
+    step_hop: list[int] = field(default_factory=list)
+    hops: int = 0
+
+    def piece(self, start: int, end: int, klass: int) -> None:
+        self.piece_start.append(start)
+        self.piece_end.append(end)
+        self.piece_class.append(klass)
+        self.piece_hop.append(self.hops)
+
+    def flat(self) -> tuple[I64, I64, I64, I64, I64]:
+        """Every piece: ``start_ns, end_ns, klass, op`` (-1 for no GPU operation) and
+        its order in the walks (hop, then: the run's operations, its gaps, the piece
+        that bound it), in walk order."""
+        head = np.asarray(self.run_head, dtype=np.int64)
+        length = np.asarray(self.run_last, dtype=np.int64) - head + 1
+        run = np.repeat(np.arange(head.size), length)
+        offset = np.arange(run.size) - np.repeat(np.cumsum(length) - length, length)
+        op = head[run] + offset
+        o_start = self.op_start[op].copy()
+        o_end = self.op_end[op]
+        first = offset == 0
+        o_start[first] = np.maximum(o_start[first], np.asarray(self.run_clip, dtype=np.int64))
+        hop = np.asarray(self.run_hop, dtype=np.int64)
+        inner = offset < length[run] - 1  # the GPU's gaps between queued operations
+        at = op[inner]
+        gap = self.op_start[at + 1] > self.op_end[at]
+        g_at = at[gap]
+        g_run = run[inner][gap]
+        n_p = len(self.piece_start)
+        start = np.concatenate([o_start, self.op_end[g_at], np.asarray(self.piece_start, np.int64)])
+        end = np.concatenate([o_end, self.op_start[g_at + 1], np.asarray(self.piece_end, np.int64)])
+        klass = np.concatenate(
+            [np.full(op.size, -1), np.full(g_at.size, _LAUNCH), np.asarray(self.piece_class)]
+        ).astype(np.int64)
+        ops = np.concatenate([op, np.full(g_at.size + n_p, -1)]).astype(np.int64)
+        sub = np.concatenate([offset, length[g_run] + offset[inner][gap], np.full(n_p, 2**40)])
+        hops = np.concatenate([hop[run], hop[g_run], np.asarray(self.piece_hop, np.int64)])
+        order = np.lexsort((sub, hops))
+        return start[order], end[order], klass[order], ops[order], hops[order]
+
+    def step_pieces(self, graph: StepGraph) -> list[list[PathPiece]]:
+        """The pieces of each step's path, in walk order (from the step's end back)."""
+        start, end, klass, op, hop = self.flat()
+        kind = graph.op_kind
+        bounds = np.searchsorted(hop, np.asarray([*self.step_hop, self.hops]), side="left")
+        out: list[list[PathPiece]] = []
+        for i in range(len(self.step_hop)):
+            lo, hi = int(bounds[i]), int(bounds[i + 1])
+            out.append(
+                [
+                    PathPiece(
+                        int(start[j]),
+                        int(end[j]),
+                        _OP_CLASS[int(kind[op[j]])] if op[j] >= 0 else PIECE_CLASSES[klass[j]],
+                        int(op[j]),
+                    )
+                    for j in range(lo, hi)
+                ]
+            )
+        return out
 
 
 #: Where the walk stands: at an operation's end, at a host event's end, or at a host
@@ -140,13 +229,13 @@ AT_OP, AT_EVENT_END, AT_EVENT_START = 0, 1, 2
 
 
 def walk(
-    graph: StepGraph, r: Replay, step: int, pre: _Prefix
-) -> tuple[dict[str, float], list[PathPiece]]:
-    """The critical path of steady step ``step`` of a replay: its time by class (ns) and
-    its pieces (GPU operations one by one, host runs as one piece each)."""
+    graph: StepGraph, r: Replay, step: int, pre: _Prefix, parts: PathParts
+) -> npt.NDArray[np.float64]:
+    """The critical path of steady step ``step`` of a replay: its time by class (ns, by
+    index in :data:`PIECE_CLASSES`); its pieces go to ``parts``."""
     lo = int(r.window_start[step])
-    by: dict[str, float] = {c: 0.0 for c in CLASSES}
-    pieces: list[PathPiece] = []
+    by = np.zeros(len(PIECE_CLASSES), dtype=np.float64)
+    parts.step_hop.append(parts.hops)
     mine = np.flatnonzero((graph.op_step == step) & ~graph.op_fixed)
     end_event = int(graph.marker_end[step])
     if mine.size and int(r.op_end[mine].max()) >= int(r.host_end[end_event]):
@@ -157,10 +246,11 @@ def walk(
         if node < 0:
             break
         if where == AT_OP:
-            node, where = _op_run(graph, r, pre, node, lo, by, pieces)
+            node, where = _op_run(graph, r, pre, node, lo, by, parts)
         else:
-            node, where = _host_run(graph, r, pre, node, lo, by, pieces, where == AT_EVENT_START)
-    return by, pieces
+            node, where = _host_run(graph, r, pre, node, lo, by, parts, where == AT_EVENT_START)
+        parts.hops += 1
+    return by
 
 
 def _op_run(
@@ -169,8 +259,8 @@ def _op_run(
     pre: _Prefix,
     g: int,
     lo: int,
-    by: dict[str, float],
-    pieces: list[PathPiece],
+    by: npt.NDArray[np.float64],
+    parts: PathParts,
 ) -> tuple[int, int]:
     """The run of queued operations ending at ``g`` (back to the one that did not wait
     for its stream, or to the window's start), then what bound that one's start."""
@@ -180,47 +270,30 @@ def _op_run(
         head += int(np.searchsorted(r.op_end[head : g + 1], lo, side="right"))
         if head > g:
             return -1, AT_OP
-    for c, arr in pre.op_dur.items():
-        by[c] += float(arr[g + 1] - arr[head])
-    by["launch"] += float(pre.op_gap[g + 1] - pre.op_gap[head + 1])
-    starts, ends = r.op_start[head : g + 1], r.op_end[head : g + 1]
-    pieces.extend(
-        PathPiece(a, b, _OP_CLASS[k], op)
-        for a, b, k, op in zip(
-            starts.tolist(),
-            ends.tolist(),
-            graph.op_kind[head : g + 1].tolist(),
-            range(head, g + 1),
-            strict=True,
-        )
-    )
-    # the GPU's gaps between queued operations
-    gaps = np.flatnonzero(starts[1:] > ends[:-1])
-    pieces.extend(
-        PathPiece(a, b, "launch")
-        for a, b in zip(ends[gaps].tolist(), starts[gaps + 1].tolist(), strict=True)
-    )
+    by += pre.op[g + 1] - pre.op[head]
+    by[_LAUNCH] += pre.op_gap[g + 1] - pre.op_gap[head + 1]
     start = int(r.op_start[head])
+    parts.run_head.append(head)
+    parts.run_last.append(g)
+    parts.run_clip.append(lo)
+    parts.run_hop.append(parts.hops)
     if cut or start <= lo:
-        over = max(0, lo - start)
-        by[_OP_CLASS[int(graph.op_kind[head])]] -= over
-        first_op = next(p for p in reversed(pieces) if p.op == head)
-        first_op.start_ns = max(start, lo)
+        by[_OP_INDEX[graph.op_kind[head]]] -= max(0, lo - start)
         return -1, AT_OP
     bound = int(r.op_bound[head])
     if bound == LAUNCHED:
         launcher = int(graph.op_launcher[head])
         ready_from = max(int(r.host_start[launcher]), lo)
-        by["launch"] += max(0, start - ready_from)
+        by[_LAUNCH] += max(0, start - ready_from)
         if start > ready_from:  # the launch call and its latency
-            pieces.append(PathPiece(ready_from, start, "launch"))
+            parts.piece(ready_from, start, _LAUNCH)
         return (launcher if int(r.host_start[launcher]) > lo else -1), AT_EVENT_START
     if bound == OTHER_STREAM:
         dep = int(graph.op_dep[head])
         dep_end = max(int(r.op_end[dep]), lo)
-        by["dependency"] += max(0, start - dep_end)
+        by[_DEPENDENCY] += max(0, start - dep_end)
         if start > dep_end:
-            pieces.append(PathPiece(dep_end, start, "dependency"))
+            parts.piece(dep_end, start, _DEPENDENCY)
         return (dep if int(r.op_end[dep]) > lo else -1), AT_OP
     return -1, AT_OP  # its stream's earlier work, or a fixed time: the path starts here
 
@@ -231,8 +304,8 @@ def _host_run(
     pre: _Prefix,
     e: int,
     lo: int,
-    by: dict[str, float],
-    pieces: list[PathPiece],
+    by: npt.NDArray[np.float64],
+    parts: PathParts,
     before_own: bool,
 ) -> tuple[int, int]:
     """The host run ending at event ``e`` (at its end, or at its start when
@@ -241,9 +314,9 @@ def _host_run(
     if not before_own and r.host_waited[e]:
         w = int(r.awaited[e])
         tail_from = max(int(r.op_end[w]), lo)
-        klass = _event_class(graph, e)
+        klass = _event_index(graph, e)
         by[klass] += max(0, int(r.host_end[e]) - tail_from)
-        pieces.append(PathPiece(tail_from, int(r.host_end[e]), klass))
+        parts.piece(tail_from, int(r.host_end[e]), klass)
         return (w if int(r.op_end[w]) > lo else -1), AT_OP
     stop = int(pre.waited_before[e - 1]) if e > 0 else -1  # the last wait before e
     first = stop + 1
@@ -253,37 +326,35 @@ def _host_run(
     end = int(r.host_start[e]) if before_own else int(r.host_end[e])
     if a > e:
         return -1, AT_EVENT_END
-    for c in GAP_CLASSES:
-        by[c] += float(pre.gap[c][e + 1] - pre.gap[c][a])
-    for c, arr in pre.own.items():
-        by[c] += float(arr[e + 1] - arr[a])
+    by += pre.host[e + 1] - pre.host[a]
     if before_own:
-        by[_event_class(graph, e)] -= float(r.own[e])
+        by[_event_index(graph, e)] -= float(r.own[e])
     run_start = int(r.host_end[a - 1]) if a > 0 else int(graph.chain_start)
     over = lo - run_start
     if over > 0:  # the part of event a before lo: its gap first, then its own time
         gap_a = float(r.gap[a])
         from_gap = min(over, gap_a)
-        for c in GAP_CLASSES:
-            share = float(pre.gap[c][a + 1] - pre.gap[c][a])
-            by[c] -= from_gap * share / gap_a if gap_a > 0 else 0.0
-        by[_event_class(graph, a)] -= max(0.0, over - from_gap)
+        if gap_a > 0:
+            share = pre.host[a + 1, _GAP_INDEX] - pre.host[a, _GAP_INDEX]
+            by[_GAP_INDEX] -= from_gap * share / gap_a
+        by[_event_index(graph, a)] -= max(0.0, over - from_gap)
     if end > max(run_start, lo):
-        pieces.append(PathPiece(max(run_start, lo), end, "host"))
+        parts.piece(max(run_start, lo), end, _INDEX["host"])
     if over >= 0 or stop < 0:
         return -1, AT_EVENT_END
     return stop, AT_EVENT_END
 
 
-def _event_class(graph: StepGraph, e: int) -> str:
-    return _EVENT_CLASS.get(int(graph.kind[e]), "runtime")
+def _event_index(graph: StepGraph, e: int) -> int:
+    return int(_EVENT_INDEX[min(int(graph.kind[e]), _EVENT_INDEX.size - 1)])
 
 
 def critical_path_summary(
     index: TraceIndex, graph: StepGraph | None, actual: Replay | None
-) -> tuple[CriticalPathPanel, list[list[PathPiece]]]:
-    """``summary.critical_path`` (module docstring) and each steady step's path pieces
-    (for the timeline); an empty panel with a note without a graph."""
+) -> tuple[CriticalPathPanel, PathParts | None]:
+    """``summary.critical_path`` (module docstring) and the pieces of every steady
+    step's path (for the timeline: :func:`path_intervals`); an empty panel with a note
+    and no pieces without a graph."""
     if graph is None or actual is None or graph.n_steps == 0:
         return (
             CriticalPathPanel(
@@ -295,32 +366,29 @@ def critical_path_summary(
                 notes=["No critical path: the trace has no steps with GPU work launched "
                        "from the step's threads (no ProfilerStep markers or no runtime calls)."],
             ),
-            [],
+            None,
         )  # fmt: skip
     pre = _prefix(graph, actual)
+    parts = PathParts(actual.op_start, actual.op_end)
     steps: list[CriticalPathStep] = []
-    all_pieces: list[list[PathPiece]] = []
-    op_time = np.zeros(graph.op_start.size, dtype=np.float64)
-    totals = {c: 0.0 for c in CLASSES}
+    totals = np.zeros(len(PIECE_CLASSES), dtype=np.float64)
     for i in range(graph.n_steps):
-        by, pieces = walk(graph, actual, i, pre)
-        all_pieces.append(pieces)
-        for p in pieces:
-            if p.op >= 0:
-                op_time[p.op] += p.end_ns - p.start_ns
+        by = walk(graph, actual, i, pre, parts)
         length = float(actual.window_end[i] - actual.window_start[i])
         steps.append(
             CriticalPathStep(
                 number=int(graph.step_number[i]),
                 length_us=round(length / 1000.0, 3),
-                by_class_us={c: round(v / 1000.0, 3) for c, v in by.items() if v > 0},
+                by_class_us={c: round(v / 1000.0, 3) for c, v in _by_class(by).items() if v > 0},
             )
         )
-        for c, v in by.items():
-            totals[c] += v
+        totals += by
+    start, end, _, op, _ = parts.flat()
+    on = op >= 0
+    op_time = np.bincount(op[on], weights=end[on] - start[on], minlength=graph.op_start.size)
     n = graph.n_steps
     mean_len = float(actual.window_end[-1] - actual.window_start[0]) / n
-    mean_by = {c: v / n / 1000.0 for c, v in totals.items() if v > 0}
+    mean_by = {c: v / n / 1000.0 for c, v in _by_class(totals).items() if v > 0}
     return (
         CriticalPathPanel(
             steps=steps,
@@ -329,11 +397,18 @@ def critical_path_summary(
             fraction_by_class={
                 c: round(v * 1000.0 / mean_len, 4) for c, v in mean_by.items() if mean_len > 0
             },
-            top=_top(index, graph, op_time, n),
+            top=_top(index, graph, op_time.astype(np.float64), n),
             notes=[],
         ),
-        all_pieces,
+        parts,
     )
+
+
+def _by_class(by: npt.NDArray[np.float64]) -> dict[str, float]:
+    """A class vector (by index in :data:`PIECE_CLASSES`) as ``{class: ns}`` over
+    :data:`CLASSES`."""
+    values = by.tolist()
+    return {c: values[i] for i, c in enumerate(CLASSES)}
 
 
 @dataclass
@@ -349,26 +424,32 @@ class PathIntervals:
 
 
 def path_intervals(
-    index: TraceIndex, graph: StepGraph | None, pieces: list[list[PathPiece]]
+    index: TraceIndex, graph: StepGraph | None, parts: PathParts | None
 ) -> PathIntervals:
     """The pieces of :func:`critical_path_summary` (from the graph's origin) as
     :class:`PathIntervals` (trace clock), disjoint: a piece that overlaps the ones
     before it (host and GPU clocks a few µs apart) starts at their end; empty ones
     dropped. Their total is the step's path length less such overlaps and less the time
     before a path that starts at its stream's earlier work."""
-    flat = [p for step in pieces for p in step if p.end_ns > p.start_ns]
-    if graph is None or not flat:
-        empty = np.zeros(0, dtype=np.int64)
+    empty = np.zeros(0, dtype=np.int64)
+    if graph is None or parts is None:
         return PathIntervals(empty, empty, empty, np.zeros(0, dtype=np.int32))
-    start = np.array([p.start_ns for p in flat], dtype=np.int64) + graph.origin_ns
-    end = np.array([p.end_ns for p in flat], dtype=np.int64) + graph.origin_ns
-    klass = np.array([PIECE_CLASSES.index(p.klass) for p in flat], dtype=np.int64)
-    name = np.full(len(flat), -1, dtype=np.int32)
+    start, end, klass, op, _ = parts.flat()
+    keep = end > start
+    start, end, klass, op = start[keep], end[keep], klass[keep], op[keep]
+    if start.size == 0:
+        return PathIntervals(empty, empty, empty, np.zeros(0, dtype=np.int32))
+    start = start + graph.origin_ns
+    end = end + graph.origin_ns
+    on = op >= 0
+    klass[on] = _OP_INDEX[graph.op_kind[op[on]]]
+    name = np.full(start.size, -1, dtype=np.int32)
     tables = index.trace.tables
-    for j, p in enumerate(flat):
-        if p.op >= 0:
-            table = tables[GPU_WORK_KINDS[int(graph.op_table[p.op])]]
-            name[j] = int(table.name[int(graph.op_row[p.op])])
+    for t, kind in enumerate(GPU_WORK_KINDS):
+        sel = on.copy()
+        sel[on] = graph.op_table[op[on]] == t
+        if sel.any():
+            name[sel] = tables[kind].name[graph.op_row[op[sel]]]
     order = np.argsort(start, kind="stable")
     start, end, klass, name = start[order], end[order], klass[order], name[order]
     # disjoint on the lane: where the host's and the GPU's clocks disagree by a few µs
@@ -389,7 +470,6 @@ def _top(
     if on.size == 0:
         return []
     trace = index.trace
-    rt = trace.runtime
     labels: dict[str, float] = {}
     kinds: dict[str, str] = {}
     for t, kind in enumerate(GPU_WORK_KINDS):
@@ -398,12 +478,8 @@ def _top(
             continue
         table = trace.tables[kind]
         rows = graph.op_row[sel]
-        launch = index.launch_row[kind][rows]
-        ok = launch >= 0
-        ops = np.full(sel.size, -1, dtype=np.int64)
-        at = launch[ok]
         cpu_ops = trace.cpu_ops
-        ops[ok] = innermost_op(cpu_ops, rt.pid[at], rt.tid[at], rt.start_ns[at])
+        ops = launching_op(index, rows, kind)
         named = ops >= 0
         for mask, ids, text in (
             (named, cpu_ops.name[ops[named]], lambda k: trace.names[k]),

@@ -150,34 +150,34 @@ def _work_of(
     return work, key, json.dumps(dims_v, separators=(", ", ": "))
 
 
-def launching_op(index: TraceIndex, kernel_rows: np.ndarray) -> np.ndarray:
-    """Row of the CPU op (``cpu_ops``) that launched each kernel of ``kernel_rows``
-    (int64), -1 where unknown. Kineto gives a kernel the ``External id`` of the innermost
-    CPU op on the launching thread; where a kernel lacks it (or no op has it), the
-    definition itself: correlation → runtime call → innermost CPU op on that thread at
-    the call's start (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`). The two
-    agree on every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
-    h200x2/ddp_default (tests/test_efficiency_real.py); the first is one vectorised search."""
+def launching_op(index: TraceIndex, rows: np.ndarray, kind: str = m.KERNEL) -> np.ndarray:
+    """Row of the CPU op (``cpu_ops``) that launched each GPU event ``rows`` (int64) of
+    table ``kind`` (kernels, memcpy, memset), -1 where unknown. Kineto gives a GPU event
+    the ``External id`` of the innermost CPU op on the launching thread; where an event
+    lacks it (or no op has it), the definition itself: correlation → runtime call →
+    innermost CPU op on that thread at the call's start
+    (:func:`~tb_kineto_insights.analysis.enclosing_op.innermost_op`). The two agree on
+    every kernel of transformer_eager, transformer_compile, eff_mlp_fp32 and
+    h200x2/ddp_default (tests/test_efficiency_real.py); the first is one vectorised
+    search."""
     trace = index.trace
     ops = trace.cpu_ops
-    out = np.full(kernel_rows.size, -1, dtype=np.int64)
-    if kernel_rows.size == 0 or len(ops) == 0:
+    out = np.full(rows.size, -1, dtype=np.int64)
+    if rows.size == 0 or len(ops) == 0:
         return out
-    ext = trace.kernels.external_id[kernel_rows]
-    valid = np.flatnonzero(ops.external_id >= 0)
-    if valid.size:
-        order = valid[np.argsort(ops.external_id[valid], kind="stable")]
-        ids = ops.external_id[order]
+    ext = trace.tables[kind].external_id[rows]
+    order, ids = index.cpu_ops_by_external_id
+    if ids.size:
         pos = np.minimum(np.searchsorted(ids, ext), ids.size - 1)
         hit = (ids[pos] == ext) & (ext >= 0)
         out[hit] = order[pos[hit]]
     miss = np.flatnonzero(out < 0)
     if miss.size:
-        launch = index.launch_row[m.KERNEL][kernel_rows[miss]]
+        launch = index.launch_row[kind][rows[miss]]
         ok = launch >= 0
         rt = trace.runtime
-        rows = launch[ok]
-        out[miss[ok]] = innermost_op(ops, rt.pid[rows], rt.tid[rows], rt.start_ns[rows])
+        at = launch[ok]
+        out[miss[ok]] = innermost_op(ops, rt.pid[at], rt.tid[at], rt.start_ns[at])
     return out
 
 

@@ -15,10 +15,12 @@ The schedule (times in ns from the graph's origin):
   operation it launched: the windows of :mod:`.step_windows`, so a replayed step time
   is measured as the trace's is.
 
-Between two waits of the host the chain is a running sum, and each stream a running
-maximum (``e_g = W_g + max(free, max_{j<=g}(y_j + d_j - W_j))``, ``W`` the running sum
-of gap plus duration, ``y`` the other start bounds), so a segment between two host
-waits costs a few numpy passes: linear in events, a Python step per host wait.
+Between two waits of the host the chain is a running sum (one cumulative sum, offset
+at each wait), and each stretch of a stream up to a cross-stream wait a running maximum
+(``e_g = W_g + max(free, max_{j<=g}(y_j + d_j - W_j))``, ``W`` the running sum of gap
+plus duration, ``y`` the other start bounds): numpy passes for long stretches, a Python
+step per operation of a short one (a launch-bound step's stretches are one operation;
+a numpy call per such stretch cost ~25x more). Linear in events.
 
 A :class:`Change` says what a fix does to the graph (less host time of a class, a wait
 removed, operations shorter, launch costs gone); :func:`replay` applies one.
@@ -160,6 +162,83 @@ def _gaps(graph: StepGraph, c: Change) -> I64:
     return np.maximum(gap, 0)
 
 
+@dataclass(frozen=True)
+class _Order:
+    """The order a replay schedules the GPU operations in (it depends only on which
+    host events wait: every replay without ``waits_removed`` shares one). Positions
+    (``pos``) index the operations sorted by segment, stream and stream order; a *run*
+    is a stretch of one stream in one segment up to the next operation that waits for
+    another stream; runs go by segment, then by their first operation's measured start
+    (a valid order: the work waited for ended before the wait)."""
+
+    seg_last: I64  # per segment, its last chain event
+    event_seg: I64  # per chain event, its segment
+    op_pos: I64  # per position, the operation
+    pos_of: I64  # per operation, its position
+    pos_seg: I64  # per position, the segment
+    head: Mask  # per position, whether a run starts there
+    run_first: list[int]  # per run, its first position ...
+    run_end: list[int]  # ... and the position after its last
+    run_sid: list[int]  # per run, its stream
+    run_dep: list[int]  # per run, the position of the operation its head waits for, or -1
+    run_dep_gap: list[int]
+    seg_runs: list[list[int]]  # per segment, its runs in the order they are scheduled
+    seg_first_event: list[int]
+    short_runs: bool  # whether any run is shorter than _NUMPY_RUN
+
+
+def _order(graph: StepGraph, awaited: I64) -> _Order:
+    n_ev = awaited.size
+    n_op = graph.op_start.size
+    seg_last = np.unique(np.append(np.flatnonzero(awaited >= 0), n_ev - 1))
+    op_seg = _op_segments(graph, seg_last)
+    op_pos = np.lexsort((np.arange(n_op), graph.op_stream, op_seg))
+    pos_of = np.empty(n_op, dtype=np.int64)
+    pos_of[op_pos] = np.arange(n_op)
+    stream = graph.op_stream[op_pos]
+    pos_seg = op_seg[op_pos]
+    dep = graph.op_dep[op_pos]
+    head = np.ones(n_op, dtype=np.bool_)
+    head[1:] = (stream[1:] != stream[:-1]) | (pos_seg[1:] != pos_seg[:-1]) | (dep[1:] >= 0)
+    first = np.flatnonzero(head)
+    run_seg = pos_seg[first]
+    run_order = np.lexsort((graph.op_start[op_pos[first]], run_seg))
+    bounds = np.searchsorted(run_seg[run_order], np.arange(seg_last.size + 1), side="left")
+    ordered = run_order.tolist()
+    cuts = bounds.tolist()
+    head_dep = dep[first]
+    run_end = np.append(first[1:], n_op)
+    return _Order(
+        seg_last=seg_last,
+        event_seg=np.searchsorted(seg_last, np.arange(n_ev), side="left"),
+        op_pos=op_pos,
+        pos_of=pos_of,
+        pos_seg=pos_seg,
+        head=head,
+        run_first=first.tolist(),
+        run_end=run_end.tolist(),
+        run_sid=stream[first].tolist(),
+        run_dep=np.where(head_dep >= 0, pos_of[np.maximum(head_dep, 0)], -1).tolist(),
+        run_dep_gap=graph.op_dep_gap[op_pos[first]].tolist(),
+        seg_runs=[ordered[cuts[k] : cuts[k + 1]] for k in range(seg_last.size)],
+        seg_first_event=np.concatenate([[0], seg_last[:-1] + 1]).tolist(),
+        short_runs=bool(((run_end - first) < _NUMPY_RUN).any()),
+    )
+
+
+def _shared_order(graph: StepGraph) -> _Order:
+    """The order of every replay that keeps the graph's waits (computed once)."""
+    o = graph.replay_cache.get("order")
+    if not isinstance(o, _Order):
+        o = graph.replay_cache["order"] = _order(graph, graph.awaited)
+    return o
+
+
+#: Runs of at least this many operations are scheduled with numpy (a running maximum),
+#: shorter ones one operation at a time.
+_NUMPY_RUN = 32
+
+
 def _schedule(
     graph: StepGraph,
     gap: I64,
@@ -169,35 +248,97 @@ def _schedule(
     op_gap: I64,
     op_lat: I64,
 ) -> Replay:
-    n_ev = gap.size
+    """The schedule (module docstring): the host chain as a running sum whose offset is
+    set at each host wait; per segment its runs, each a running maximum over its stream
+    (a Python step per short run: most runs of a launch-bound step are one operation)."""
+    o = _shared_order(graph) if awaited is graph.awaited else _order(graph, awaited)
     n_op = dur.size
-    hs = np.zeros(n_ev, dtype=np.int64)
-    he = np.zeros(n_ev, dtype=np.int64)
-    os_ = np.zeros(n_op, dtype=np.int64)
-    oe = np.zeros(n_op, dtype=np.int64)
-    bound = np.zeros(n_op, dtype=np.int8)
-    waited = np.zeros(n_ev, dtype=np.bool_)
-    free = graph.stream_free.copy()
-    waits = np.flatnonzero(awaited >= 0)
-    seg_last = np.unique(np.append(waits, n_ev - 1))
-    op_seg = _op_segments(graph, seg_last)
-    order = np.lexsort((np.arange(n_op), graph.op_stream, op_seg))
-    bounds = np.searchsorted(op_seg[order], np.arange(seg_last.size + 1), side="left")
+    chain = np.cumsum(gap + own)
+    chain_l = chain.tolist()
+    own_l = own.tolist()
+    awaited_l = awaited.tolist()
+    pos = o.op_pos
+    fixed = graph.op_fixed[pos]
+    launcher = np.maximum(graph.op_launcher[pos], 0)
+    # a launched operation's earliest start, less its segment's chain offset
+    ready0 = np.where(fixed, graph.op_start[pos], chain[launcher] - own[launcher] + op_lat[pos])
+    d_p, g_p = dur[pos], op_gap[pos]
+    s_p = np.zeros(n_op, dtype=np.int64)
+    e_p = np.zeros(n_op, dtype=np.int64)
+    if o.short_runs:  # their inputs as Python numbers
+        ready_l, fixed_l, d_l, g_l = ready0.tolist(), fixed.tolist(), d_p.tolist(), g_p.tolist()
+    head_free = [0] * len(o.run_first)
+    free = graph.stream_free.tolist()
+    offsets = [0] * len(o.seg_runs)
+    waited_at: list[int] = []
+    waited_end: list[int] = []
     t = int(graph.chain_start)
-    a = 0
-    for k, b in enumerate(seg_last.tolist()):
-        step = np.cumsum(gap[a : b + 1] + own[a : b + 1])
-        he[a : b + 1] = t + step
-        hs[a : b + 1] = he[a : b + 1] - own[a : b + 1]
-        ops = order[bounds[k] : bounds[k + 1]]
-        if ops.size:
-            _streams(graph, ops, hs, dur, op_gap, op_lat, free, os_, oe, bound)
-        w = int(awaited[b])
-        if w >= 0 and oe[w] > hs[b]:
-            he[b] = oe[w] + own[b]
-            waited[b] = True
-        t = int(he[b])
-        a = b + 1
+    for k, runs in enumerate(o.seg_runs):
+        a = o.seg_first_event[k]
+        off = t - (chain_l[a - 1] if a else 0)
+        offsets[k] = off
+        for r in runs:
+            lo, hi, sid = o.run_first[r], o.run_end[r], o.run_sid[r]
+            f = free[sid]
+            head_free[r] = f
+            dp = o.run_dep[r]
+            if hi - lo >= _NUMPY_RUN:
+                ys = np.where(fixed[lo:hi], ready0[lo:hi], ready0[lo:hi] + off)
+                if dp >= 0:
+                    ys[0] = max(int(ys[0]), int(e_p[dp]) + o.run_dep_gap[r])
+                w = np.cumsum(g_p[lo:hi] + d_p[lo:hi])
+                e = w + np.maximum(f, np.maximum.accumulate(ys + d_p[lo:hi] - w))
+                e_p[lo:hi] = e
+                s_p[lo:hi] = e - d_p[lo:hi]
+                free[sid] = int(e[-1])
+                continue
+            y = ready_l[lo] if fixed_l[lo] else ready_l[lo] + off
+            if dp >= 0:
+                y = max(y, int(e_p[dp]) + o.run_dep_gap[r])
+            starts = []
+            for p in range(lo, hi):
+                if p > lo:
+                    y = ready_l[p] if fixed_l[p] else ready_l[p] + off
+                start = f + g_l[p]
+                if y > start:
+                    start = y
+                starts.append(start)
+                f = start + d_l[p]
+            if hi - lo == 1:
+                s_p[lo] = start
+                e_p[lo] = f
+            else:
+                s_p[lo:hi] = starts
+                e_p[lo:hi] = np.asarray(starts, dtype=np.int64) + d_p[lo:hi]
+            free[sid] = f
+        b = int(o.seg_last[k])
+        t = chain_l[b] + off
+        w_op = awaited_l[b]
+        if w_op >= 0:
+            done = int(e_p[o.pos_of[w_op]])
+            if done > t - own_l[b]:
+                t = done + own_l[b]
+                waited_at.append(b)
+                waited_end.append(t)
+    # back to arrays: the host chain, the operations (by position, then by operation)
+    he = chain + np.asarray(offsets, dtype=np.int64)[o.event_seg]
+    hs = he - own
+    he[waited_at] = waited_end
+    waited = np.zeros(gap.size, dtype=np.bool_)
+    waited[waited_at] = True
+    ready = np.where(fixed, ready0, ready0 + np.asarray(offsets, dtype=np.int64)[o.pos_seg])
+    run_of = np.cumsum(o.head) - 1
+    prev_end = np.where(o.head, np.asarray(head_free, dtype=np.int64)[run_of], np.roll(e_p, 1))
+    dep = graph.op_dep[pos]
+    b_p = np.full(n_op, STREAM, dtype=np.int8)
+    not_stream = s_p > prev_end + g_p
+    from_launch = not_stream & (s_p == ready)
+    b_p[from_launch] = np.where(fixed[from_launch], FIXED, LAUNCHED)
+    b_p[not_stream & (dep >= 0) & (s_p > ready)] = OTHER_STREAM
+    os_ = np.empty(n_op, dtype=np.int64)
+    oe = np.empty(n_op, dtype=np.int64)
+    bound = np.empty(n_op, dtype=np.int8)
+    os_[pos], oe[pos], bound[pos] = s_p, e_p, b_p
     w_start, w_end = _windows(graph, hs, he, oe)
     return Replay(hs, he, os_, oe, dur, bound, waited, awaited, gap, own, w_start, w_end)
 
@@ -230,65 +371,6 @@ def _op_segments(graph: StepGraph, seg_last: I64) -> I64:
     return np.where(
         ~fixed, seg, np.where(before, seg[last_own], np.where(after, seg[next_own], by_time))
     ).astype(np.int64)
-
-
-def _streams(
-    graph: StepGraph,
-    ops: I64,
-    hs: I64,
-    dur: I64,
-    op_gap: I64,
-    op_lat: I64,
-    free: I64,
-    os_: I64,
-    oe: I64,
-    bound: npt.NDArray[np.int8],
-) -> None:
-    """Schedule one segment's operations (``ops``: sorted by stream, then stream order),
-    in place. A stream's operations are cut into runs at each operation that waits for
-    another stream; the runs are scheduled in the order the trace ran them (a valid
-    order: the work waited for ended before the wait), each as a running maximum."""
-    fixed = graph.op_fixed[ops]
-    launcher = graph.op_launcher[ops]
-    ready = np.where(fixed, graph.op_start[ops], hs[np.maximum(launcher, 0)] + op_lat[ops])
-    dep = graph.op_dep[ops]
-    d = dur[ops]
-    g = op_gap[ops]
-    stream = graph.op_stream[ops]
-    new_run = np.ones(ops.size, dtype=np.bool_)
-    new_run[1:] = (stream[1:] != stream[:-1]) | (dep[1:] >= 0)
-    first = np.flatnonzero(new_run)
-    last = np.append(first[1:], ops.size)
-    run_order = np.argsort(graph.op_start[ops[first]], kind="stable")
-    y = ready.copy()
-    prev_end = np.zeros(ops.size, dtype=np.int64)
-    for k in run_order.tolist():
-        lo, hi = int(first[k]), int(last[k])
-        sid = int(stream[lo])
-        if dep[lo] >= 0:
-            y[lo] = max(int(ready[lo]), int(oe[dep[lo]]) + int(graph.op_dep_gap[ops[lo]]))
-        if hi - lo == 1:  # most runs of a launch-bound step: one operation
-            start = max(int(free[sid]) + int(g[lo]), int(y[lo]))
-            prev_end[lo] = free[sid]
-            oe[ops[lo]] = start + int(d[lo])
-            os_[ops[lo]] = start
-            free[sid] = start + int(d[lo])
-            continue
-        w = np.cumsum(g[lo:hi] + d[lo:hi])
-        run = np.maximum.accumulate(y[lo:hi] + d[lo:hi] - w)
-        e = w + np.maximum(int(free[sid]), run)
-        prev_end[lo] = free[sid]
-        prev_end[lo + 1 : hi] = e[:-1]
-        oe[ops[lo:hi]] = e
-        os_[ops[lo:hi]] = e - d[lo:hi]
-        free[sid] = int(e[-1])
-    s = os_[ops]
-    b = np.full(ops.size, STREAM, dtype=np.int8)
-    not_stream = s > prev_end + g
-    from_launch = not_stream & (s == ready)
-    b[from_launch] = np.where(fixed[from_launch], FIXED, LAUNCHED)
-    b[not_stream & (dep >= 0) & (s > ready)] = OTHER_STREAM
-    bound[ops] = b
 
 
 def _windows(graph: StepGraph, hs: I64, he: I64, oe: I64) -> tuple[I64, I64]:

@@ -84,6 +84,15 @@ class TraceIndex:
                 best, best_ns = device, ns
         return best
 
+    @functools.cached_property
+    def cpu_ops_by_external_id(self) -> tuple[I64, I64]:
+        """The rows of ``cpu_ops`` that carry an ``External id``, sorted by it (stable),
+        and their ids: a GPU event's ``External id`` found by ``searchsorted``."""
+        ops = self.trace.cpu_ops
+        valid = np.flatnonzero(ops.external_id >= 0)
+        order = valid[np.argsort(ops.external_id[valid], kind="stable")]
+        return order, ops.external_id[order]
+
     def name_class(self, predicate: Callable[[str], bool]) -> Mask:
         """Boolean per interned name id: ``predicate(name)``; cached per predicate (a
         module-level function, not a lambda made at each call, which would miss it)."""

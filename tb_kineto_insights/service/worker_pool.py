@@ -663,8 +663,9 @@ def _await_ready(proc: subprocess.Popen[bytes]) -> None:
 def _memory_message(task: LoadTask, rss_bytes: int) -> str:
     cap = task.max_rss_bytes or 0
     what = getattr(task, "what", "load")
+    used_mib = math.ceil(rss_bytes / MIB)  # up: never "used 400, over its cap of 400"
     return (
-        f"{task.ident.path}: the {what} used {math.ceil(rss_bytes / MIB):,} MiB of memory, over its "
+        f"{task.ident.path}: the {what} used {used_mib:,} MiB of memory, over its "
         f"cap of {cap / MIB:,.0f} MiB (--kineto_insights_load_max_rss_mib); its worker "
         "process was stopped and replaced, other loads go on"
     )
