@@ -66,8 +66,9 @@ from tb_kineto_insights import summary as summary_module
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import LogdirError, Run, Span, discover
 from tb_kineto_insights.schema import Summary
-from tb_kineto_insights.store.cache import DiskCache, Identity, encode_json, entry_key, sealed
+from tb_kineto_insights.store.cache import DiskCache, Identity, encode_json, entry_key
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, identity_of
+from tb_kineto_insights.store.seal import sealed
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 

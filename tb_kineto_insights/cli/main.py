@@ -735,6 +735,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("error: cannot write the output (standard output is closed)\n")
         return EXIT_OUTPUT
     out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
+    if getattr(args, "cache", None) is not None or os.environ.get(CACHE_DIR_ENV):
+        from tb_kineto_insights.store.seal import CacheKeyError, current_key
+
+        try:  # a cache key file that cannot be used: said before any work
+            current_key()
+        except CacheKeyError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return EXIT_UNUSABLE
     if hasattr(args, "timeout"):  # a command that reads traces
         from tb_kineto_insights.cli import budget as cli_budget
         from tb_kineto_insights.cli.allocator import tune_allocator

@@ -29,6 +29,10 @@ applies):
 - ``--kineto_insights_retry_backoff_s S``: seconds before a file whose load timed out,
   passed its memory cap or killed its worker is read again (doubled at each failure in
   a row, at most 900); environment ``KINETO_INSIGHTS_RETRY_BACKOFF_S``, default 30.
+- ``--kineto_insights_cache_key_file FILE``: a key shared by the cache folder's users;
+  its files are then sealed with an HMAC and one written without the key is computed
+  again (``store/seal.py`` states the trust model); environment
+  ``KINETO_INSIGHTS_CACHE_KEY_FILE``, default none.
 - ``--kineto_insights_load_max_rss_mib MIB``: a load whose worker process (with its
   decode processes) holds more resident memory is stopped, and the span answers an
   error naming the cap; environment ``KINETO_INSIGHTS_LOAD_MAX_RSS_MIB``, default half
@@ -125,6 +129,18 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         )
 
         group.add_argument(
+            "--kineto_insights_cache_key_file",
+            metavar="FILE",
+            type=str,
+            default=None,
+            help="Kineto Insights: a file holding a key shared by everyone who uses the "
+            "cache folder (at least 16 bytes: openssl rand -hex 32 > FILE); cache files "
+            "are then sealed with an HMAC of it, and one written without it is recomputed, "
+            "never served. Default: $KINETO_INSIGHTS_CACHE_KEY_FILE, else none (anyone "
+            "who can write the cache folder can forge its summaries).",
+        )
+
+        group.add_argument(
             "--kineto_insights_perfetto_url",
             metavar="URL",
             type=str,
@@ -152,6 +168,14 @@ class KinetoInsightsLoader(base_plugin.TBLoader):
         rescan = getattr(flags, "kineto_insights_rescan_s", None)
         if rescan is not None and (not math.isfinite(rescan) or rescan < 0):
             raise base_plugin.FlagsError("--kineto_insights_rescan_s must be a number >= 0")
+        key_file = getattr(flags, "kineto_insights_cache_key_file", None)
+        if key_file is not None:
+            from tb_kineto_insights.store.seal import CacheKeyError, read_key_file
+
+            try:
+                read_key_file(key_file)
+            except CacheKeyError as exc:
+                raise base_plugin.FlagsError(f"--kineto_insights_cache_key_file: {exc}") from exc
         url = getattr(flags, "kineto_insights_perfetto_url", None)
         if url is not None and not url.startswith(("http://", "https://")):
             raise base_plugin.FlagsError("--kineto_insights_perfetto_url must be an http(s) URL")

@@ -34,6 +34,7 @@ from tb_kineto_insights.store.cache import (
     cache_dir_from_env,
     encode_json,
 )
+from tb_kineto_insights.store.seal import current_key, use_key_file
 from tb_kineto_insights.store.settings import seconds_from_env
 
 logger = logging.getLogger(__name__)
@@ -162,6 +163,21 @@ def memory_cap_from(context: Any, max_rss_mib: float | None) -> LoadMemoryCap:
     return LoadMemoryCap(float(max_rss_mib))
 
 
+def use_cache_key(key_file: str | None) -> None:
+    """Seal the cache's files with the key in ``key_file`` (the flag), else with that of
+    ``KINETO_INSIGHTS_CACHE_KEY_FILE``, else with none (``store/seal.py``); the worker
+    processes inherit it.
+
+    Raises:
+        CacheKeyError: the key file cannot be used (the plugin is then not started, and
+            TensorBoard's log names the file and why).
+    """
+    if key_file is not None and key_file.strip():
+        use_key_file(key_file.strip())
+    else:
+        current_key()  # the environment's key file, checked now rather than at a read
+
+
 def cache_folder_from(context: Any, cache_dir: Any) -> Path | str | None:
     """The cache folder: the argument, else the flag, else ``KINETO_INSIGHTS_CACHE_DIR``,
     else the default folder (made when missing); ``none`` or a folder that cannot be made:
@@ -239,6 +255,7 @@ class PluginSettings:
     ) -> PluginSettings:
         """The settings of a plugin made in TensorBoard's ``context``: each argument,
         else its flag, else its environment variable, else its default."""
+        use_cache_key(flag(context, "kineto_insights_cache_key_file"))
         if rescan_s is None:
             rescan_s = flag(context, "kineto_insights_rescan_s")
         if workers is None:

@@ -33,11 +33,13 @@ anywhere else.
     a file changed (and its content key is then computed again) and where it may be
     opened (``trace/confine.py``).
 
-    Each file is a line with the hex SHA-256 of the rest, then the JSON wrapper, which
-    records the key. On read the checksum and the key are verified: a file with any
-    changed, missing or extra byte, or written for another content, is deleted and
-    the summary computed again; it is never served. I/O errors (missing file,
-    permission, storage errors, a refused open) are never stored: they are retried.
+    Each file is a line with the hex SHA-256 of the rest (or, with a shared cache key,
+    its HMAC: ``seal.py``, which states the trust model), then the JSON wrapper, which
+    records the key. On read the seal and the key are verified: a file with any
+    changed, missing or extra byte, sealed without the shared key, or written for
+    another content, is deleted and the summary computed again; it is never served.
+    I/O errors (missing file, permission, storage errors, a refused open) are never
+    stored: they are retried.
 
     The folder is a local or NFS path, or an fsspec URL (``s3://bucket/cache``; see
     ``cache_store.py``). Entries are written atomically (a temporary file in the same
@@ -82,6 +84,9 @@ from tb_kineto_insights.schema.history import SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
 from tb_kineto_insights.store.checked import headline_problem, summary_problem
 from tb_kineto_insights.store.content_id import content_key_cached
+from tb_kineto_insights.store.seal import seal_problem
+from tb_kineto_insights.store.seal import sealed as sealed  # how every file is sealed
+from tb_kineto_insights.store.seal import unsealed as unsealed
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV as CACHE_DIR_ENV  # the cache folder
 from tb_kineto_insights.trace.errors import TraceIOError
 
@@ -361,27 +366,6 @@ def entry_key(ident: Identity, settings: str) -> str:
     return hashlib.sha256(key).hexdigest()
 
 
-#: Length of the checksum line that starts a cache entry (hex SHA-256 and a newline).
-_CHECKSUM_BYTES = 64
-
-
-def sealed(body: bytes) -> bytes:
-    """``body`` preceded by the hex SHA-256 of ``body`` and a newline: how cache entries,
-    run views and headline records are written (:func:`unsealed` checks it)."""
-    return hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
-
-
-def unsealed(data: bytes) -> bytes | None:
-    """The body of a sealed entry, or None when its checksum line does not match it
-    exactly (any changed, missing or extra byte)."""
-    digest, body = data[:_CHECKSUM_BYTES], data[_CHECKSUM_BYTES + 1 :]
-    if data[_CHECKSUM_BYTES : _CHECKSUM_BYTES + 1] != b"\n":
-        return None
-    if hashlib.sha256(body).hexdigest().encode("ascii") != digest:
-        return None
-    return body
-
-
 def entry_bytes(
     ident: Identity,
     settings: str,
@@ -444,7 +428,7 @@ def decode_entry(
     body = unsealed(data)
     if body is None:
         if why is not None:
-            why.append("its checksum does not match")
+            why.append(seal_problem())
         return None
     if key is None:
         try:
@@ -678,7 +662,7 @@ class DiskCache:
         problem = None
         stored = None
         if body is None:
-            problem = "its checksum does not match"
+            problem = seal_problem()
         else:
             try:
                 stored = _HEADLINE_DECODER.decode(body)

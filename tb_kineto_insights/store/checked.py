@@ -1,7 +1,8 @@
 """Range checks of the records read back from a cache folder and trusted as they are.
 
-A cache file's checksum line (``cache.sealed``) is plain SHA-256: it catches a flipped
-byte, not a file written by hand, and the schema check (msgspec) catches a wrong type,
+A cache file's checksum line (``seal.py``) is plain SHA-256 unless a shared key is set:
+it catches a flipped byte, not a file written by hand (nor, with a key, a file written
+by a key holder's faulty code), and the schema check (msgspec) catches a wrong type,
 not a wrong value. A headline whose ``median_step_us`` is ``-1e308`` fits both and would
 be printed as a 300-digit negative step time. What is checked here is what no
 analysis can produce: a time, size, count or fraction that is negative, or one past a

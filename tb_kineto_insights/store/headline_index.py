@@ -43,8 +43,9 @@ import msgspec
 from tb_kineto_insights.analysis.version import ANALYSIS_VERSION
 from tb_kineto_insights.schema.history import HeadlineDiagnosis, SpanHeadline
 from tb_kineto_insights.store import backends as cache_store
-from tb_kineto_insights.store.cache import encode_json, sealed, unsealed
+from tb_kineto_insights.store.cache import encode_json
 from tb_kineto_insights.store.checked import MAX_FRACTION, headline_problem
+from tb_kineto_insights.store.seal import seal_problem, sealed, unsealed
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +125,7 @@ class HeadlineIndex:
             return {}, {}
         body = unsealed(data)
         if body is None:
-            self._damaged("its checksum does not match")
+            self._damaged(seal_problem())
             return {}, {}
         try:
             stored = _DECODER.decode(body)
