@@ -533,8 +533,9 @@ COMMUNICATION_STRAGGLER = Rule(
     area="communication",
     label="Communication straggler",
     definition="One rank is consistently late to the collectives (its per-step lateness "
-    "beyond the step-to-step noise) and costs the others a real share of their step; "
-    "the view across ranks names why it is late.",
+    "beyond the step-to-step noise, or last in most collectives of most steps where the "
+    "ranks re-align at every collective) and costs the others a real share of their "
+    "step; the view across ranks names why it is late.",
     thresholds=IMPACT_THRESHOLDS,
     run_check=_straggler,
     run_moment=_worst_late_collective,
