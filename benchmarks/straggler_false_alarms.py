@@ -29,6 +29,9 @@ The reference noise (``straggler_reference_noise_share_of_step`` on
 (:func:`reference_noise`: the pooled two-way residual standard deviation of the three
 balanced runs' lateness, as a share of each run's mean step) and printed first.
 
+The per-collective test (``straggler_collectives.collective_test``, for ranks that
+re-align at every collective) gets its own columns: :func:`collective_trial`.
+
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/straggler_false_alarms.py [--trials 500]``;
 prints the table of ``benchmarks/RESULTS.md`` ("Straggler rule").
 """
@@ -39,11 +42,14 @@ import argparse
 import functools
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from tb_kineto_insights.analysis import straggler as st
+from tb_kineto_insights.analysis.straggler_collectives import collective_test
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,6 +156,60 @@ def trial(
     return c if cost >= th.straggler_min_share_of_step else None
 
 
+@dataclass
+class _Collectives:
+    """A synthetic run's matched collectives as
+    :func:`~tb_kineto_insights.analysis.straggler_collectives.collective_test` reads them
+    (per rank, per step)."""
+
+    step_collectives: list[dict[Any, int]]
+    step_last: list[dict[Any, int]]
+    waited_for_ns: list[dict[Any, float]]
+    exposed_waited_for_ns: list[dict[Any, float]]
+
+
+def collective_trial(
+    pool: np.ndarray,
+    n: int,
+    steps: int,
+    collectives: int,
+    rng: np.random.Generator,
+    late_rank: int | None,
+    late_fraction: float,
+    th: Thresholds = DEFAULT_THRESHOLDS,
+) -> int | None:
+    """One synthetic run for the per-collective test (ranks that re-align at every
+    collective: FSDP): every rank's arrival offset at each of ``collectives`` collectives
+    a step drawn from the pool divided by ``collectives`` (the per-step jitter spread
+    over the step's collectives; the test's two consistency gates, the binomial tail and
+    "last in most collectives of most steps", do not depend on the scale, only its cost
+    gate does); a straggler arrives ``late_fraction / collectives`` of the step after
+    the latest other rank at each, plus the real spread of two ranks scaled the same way
+    (late by ``late_fraction`` of the step over a step). Every wait counts as exposed
+    (the alarm-prone end). The rank called a straggler (consistent and costly), or
+    ``None``."""
+    offsets = draw(pool, (steps, collectives, n), rng) / collectives
+    if late_rank is not None:
+        others = np.delete(offsets, late_rank, axis=2).max(axis=2)
+        own = np.abs(draw(pool, (steps, collectives), rng) - draw(pool, (steps, collectives), rng))
+        offsets[:, :, late_rank] = others + (late_fraction + own) / collectives
+    arrive_ns = offsets * STEP_US * 1000.0
+    latest = arrive_ns.max(axis=2)
+    last = arrive_ns.argmax(axis=2)  # ties have probability 0 (continuous draws)
+    waited = (latest[:, :, None] - arrive_ns).sum(axis=2) / (n - 1)  # the others' mean wait
+    step_last, waited_for = [], []
+    for r in range(n):
+        mine = last == r
+        step_last.append(dict(enumerate(mine.sum(axis=1).tolist())))
+        waited_for.append(dict(enumerate(np.where(mine, waited, 0.0).sum(axis=1).tolist())))
+    m = _Collectives(
+        [dict.fromkeys(range(steps), collectives)] * n, step_last, waited_for, waited_for
+    )
+    rows = [{"mean_step_us": STEP_US}] * n
+    per = collective_test(m, rows, list(range(n)), list(range(steps)), th)
+    return per["index"] if per and per["consistent"] and per["costly"] else None
+
+
 def cell(
     pool: np.ndarray,
     n: int,
@@ -170,6 +230,29 @@ def cell(
     return alarms, named
 
 
+def collective_cell(
+    pool: np.ndarray,
+    n: int,
+    steps: int,
+    collectives: int,
+    trials: int,
+    seed: int,
+    late_fraction: float = 0.10,
+    th: Thresholds = DEFAULT_THRESHOLDS,
+) -> tuple[int, int]:
+    """:func:`cell` for the per-collective test (:func:`collective_trial`)."""
+    rng = np.random.default_rng(seed)
+    alarms = sum(
+        collective_trial(pool, n, steps, collectives, rng, None, 0.0, th) is not None
+        for _ in range(trials)
+    )
+    named = 0
+    for _ in range(trials):
+        late = int(rng.integers(n))
+        named += collective_trial(pool, n, steps, collectives, rng, late, late_fraction, th) == late
+    return alarms, named
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the reference noise, then the table: per ranks × steps, balanced alarms and
     stragglers named."""
@@ -182,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ranks", type=int, nargs="*", default=list(RANKS))
     parser.add_argument("--steps", type=int, nargs="*", default=list(STEPS))
+    parser.add_argument(
+        "--collectives", type=int, default=38, help="collectives a step (h200x2 fsdp: 38)"
+    )
+    parser.add_argument("--collective-ranks", type=int, nargs="*", default=[2, 8, 64])
     args = parser.parse_args(argv)
     share, df = reference_noise()
     th = DEFAULT_THRESHOLDS
@@ -197,17 +284,30 @@ def main(argv: list[str] | None = None) -> int:
         f"alpha {th.straggler_alpha}, min share {th.straggler_min_share_of_step}; "
         f"{args.trials} trials, straggler late by {args.late:.0%} of the step"
     )
-    print("| ranks | steps | balanced: alarms | straggler: named |")
-    print("| ---: | ---: | ---: | ---: |")
+    print(
+        f"per collective: {args.collectives} collectives a step, for ranks "
+        f"{' '.join(map(str, args.collective_ranks))} ('-': not run, too slow)"
+    )
+    print(
+        "| ranks | steps | balanced: alarms | straggler: named | per collective: alarms "
+        "| per collective: named |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    def share(k: int) -> str:
+        return f"{k}/{args.trials} ({100 * k / args.trials:.1f} %)"
+
     for n in args.ranks:
         for steps in args.steps:
-            alarms, named = cell(
-                pool, n, steps, args.trials, args.seed + 1000 * n + steps, args.late, th
-            )
-            print(
-                f"| {n} | {steps} | {alarms}/{args.trials} ({100 * alarms / args.trials:.1f} %) "
-                f"| {named}/{args.trials} ({100 * named / args.trials:.1f} %) |"
-            )
+            seed = args.seed + 1000 * n + steps
+            alarms, named = cell(pool, n, steps, args.trials, seed, args.late, th)
+            per = "| - | - |"
+            if n in args.collective_ranks:
+                c_alarms, c_named = collective_cell(
+                    pool, n, steps, args.collectives, args.trials, seed, args.late, th
+                )
+                per = f"| {share(c_alarms)} | {share(c_named)} |"
+            print(f"| {n} | {steps} | {share(alarms)} | {share(named)} {per}")
             sys.stdout.flush()
     return 0
 
