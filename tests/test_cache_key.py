@@ -67,7 +67,10 @@ def test_the_seal_is_sha256_without_a_key_and_rfc4231_hmac_with_one(tmp_path: Pa
     assert seal.unsealed(other) is None
     assert seal.seal_problem().startswith("its seal does not match the cache key")
     seal.use_key_file(None)
-    assert seal.seal_problem() == "its checksum does not match"
+    assert seal.seal_problem() == (
+        "its checksum does not match: damaged, or sealed with a cache key this process "
+        "does not have (KINETO_INSIGHTS_CACHE_KEY_FILE)"
+    )
 
 
 @pytest.mark.parametrize(

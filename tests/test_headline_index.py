@@ -219,5 +219,6 @@ def test_a_damaged_index_is_logged_once(tmp_path: Path, caplog: pytest.LogCaptur
     collect_runs(discover(str(logdir)), CachedSummaries(str(cache)), str(logdir))
     assert [r.getMessage() for r in caplog.records] == [
         f"Kineto Insights: damaged headline index {cache}/{path.relative_to(cache)} "
-        "(its checksum does not match): computing it again"
+        "(its checksum does not match: damaged, or sealed with a cache key this process "
+        "does not have (KINETO_INSIGHTS_CACHE_KEY_FILE)): computing it again"
     ]

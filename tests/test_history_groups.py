@@ -126,3 +126,24 @@ def test_a_pattern_is_compiled_once_per_history() -> None:
     runs = [one(f"exp_{i}", headline()) for i in range(50)]
     keys = {series_key(r, "logs", r"^(exp)_\d+")[0] for r in runs}
     assert keys == {"exp"} and group_pattern.cache_info().misses == 1
+
+
+@pytest.mark.parametrize("command", ["history", "check"])
+def test_a_bad_group_by_is_refused_before_any_trace_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """``history --group-by '('`` and ``check --against-history … --group-by '('`` say
+    why at once: no trace is read (none reaches the cache folder)."""
+    from tb_kineto_insights.cli.main import main  # noqa: PLC0415
+
+    logdir = tmp_path / "logs"
+    tiny_trace(logdir / "run_1" / "w.1.pt.trace.json", 200.0, T0)
+    cache = tmp_path / "cache"
+    args = [str(logdir)] if command == "history" else [str(logdir / "run_1")]
+    if command == "check":
+        args += ["--against-history", str(logdir), "--max-step-time-regression", "5%"]
+    code = main([command, *args, "--group-by", "(", "--cache", str(cache)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: --group-by '(' is not a regex RE2 takes: missing )"), err
+    assert not list(cache.rglob("*.summary"))  # nothing was read

@@ -48,6 +48,7 @@ def _metrics(items: list[str]) -> list[str]:
 def build(args: argparse.Namespace) -> hist.HistoryDocument:
     """The history document for ``args`` (``logdir``, ``group_by``, ``metric``,
     ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input."""
+    hist.check_options(args.group_by, _metrics(args.metric))  # before any trace is read
     thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
     summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
     runs, skipped = collect_runs(discover(args.logdir), summaries, args.logdir)
@@ -99,6 +100,7 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
     2 on unusable input (no series for it, unreadable run). A run of LOGDIR with the same
     name as RUN is left out of the level."""
     try:
+        hist.check_options(args.group_by)  # before any trace is read
         thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
         summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
         # the new run alone: no headline index of its own folder (one per CI run)

@@ -60,7 +60,7 @@ import msgspec
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.compare.comparability import ENV_WHY, WHY
 from tb_kineto_insights.compare.diff_rules import judge_stats
-from tb_kineto_insights.compare.history_groups import group_key
+from tb_kineto_insights.compare.history_groups import group_key, group_pattern
 from tb_kineto_insights.schema.diff import ComparabilityItem
 from tb_kineto_insights.schema.history import (
     HeadlineDiagnosis,
@@ -494,6 +494,21 @@ def settings_changed(before: RunHeadlines, after: RunHeadlines) -> list[Comparab
     return out
 
 
+def check_options(group_by: str | None, metrics: Sequence[str] = ()) -> None:
+    """Check a history's options before any trace is read: the metrics are keys of
+    :data:`METRICS`, ``group_by`` is ``key:NAME`` or a regex RE2 compiles.
+
+    Raises:
+        ValueError: an unknown metric, or a bad ``group_by`` (the reason in the message).
+        ImportError: ``google-re2`` is not installed.
+    """
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
+    if group_by and not group_by.startswith("key:"):
+        group_pattern(group_by)
+
+
 def build_history(
     runs: Sequence[RunHeadlines],
     *,
@@ -520,9 +535,7 @@ def build_history(
     Raises:
         ValueError: an unknown metric, or a bad ``group_by``.
     """
-    unknown = sorted(set(metrics) - set(METRICS))
-    if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(METRICS)}")
+    check_options(group_by, metrics)
     logdir_name = logdir.rstrip("/").rsplit("/", 1)[-1] or logdir
     # under --group-by, a run the regex leaves alone never joins a group of its name
     # (run "job" beside the regex's "job" of job_1..job_3); the default rule joins them

@@ -150,7 +150,10 @@ def unsealed(data: bytes) -> bytes | None:
 def seal_problem() -> str:
     """How a file whose seal does not match is named in a log line."""
     if current_key() is None:
-        return "its checksum does not match"
+        return (
+            "its checksum does not match: damaged, or sealed with a cache key this process "
+            f"does not have ({CACHE_KEY_FILE_ENV})"
+        )
     return "its seal does not match the cache key (written without it, or edited since)"
 
 
