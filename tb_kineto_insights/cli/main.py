@@ -735,7 +735,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("error: cannot write the output (standard output is closed)\n")
         return EXIT_OUTPUT
     out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
-    if getattr(args, "cache", None) is not None or os.environ.get(CACHE_DIR_ENV):
+    if hasattr(args, "cache") and cli_cache_location(args.cache) is not None:
         from tb_kineto_insights.store.seal import CacheKeyError, current_key
 
         try:  # a cache key file that cannot be used: said before any work

@@ -80,10 +80,10 @@ class LogdirError(Exception):
         problem: what was wrong, in words.
     """
 
-    def __init__(self, logdir: str, problem: str) -> None:
+    def __init__(self, logdir: str, problem: str, what: str = "log directory") -> None:
         self.logdir = logdir
         self.problem = problem
-        super().__init__(f"log directory {logdir!r}: {problem}")
+        super().__init__(f"{what} {logdir!r}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -385,16 +385,19 @@ def _list_local(
 
 
 def _not_a_folder(root: str) -> str:
-    """Why a local ``root`` that is not a folder cannot be listed: ``"is not a folder"``,
+    """Why a local ``root`` that is not a folder cannot be listed: ``"is not a folder"``
+    (with "(a fifo, socket or device)" for one that is not a regular file either),
     ``"does not exist"`` (nor does a symlink's target), or the error of its ``stat``
     (``"cannot be read: Permission denied"`` under a folder that may not be searched;
     ``os.path.exists`` says False there as for a missing path)."""
     try:
-        os.stat(root)
+        st = os.stat(root)
     except FileNotFoundError:
         return "does not exist"
     except OSError as exc:
         return f"cannot be read: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a folder (a fifo, socket or device)"
     return "is not a folder"
 
 
@@ -698,7 +701,9 @@ def span_for_file(path: str) -> Span:
         except (OSError, ValueError) as exc:
             raise LogdirError(path, f"cannot read file: {exc}") from exc
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a fifo blocks a read
-            raise LogdirError(path, "not a regular file (a fifo, socket or device): not read")
+            raise LogdirError(
+                path, "not a regular file (a fifo, socket or device): not read", "input"
+            )
         info: Mapping[str, Any] = {"size": st.st_size, "mtime": st.st_mtime}
     else:
         fs, fs_path = _open_fs(path, None)
