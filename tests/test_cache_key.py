@@ -173,3 +173,14 @@ def test_the_tensorboard_flag_refuses_a_bad_key_file(tmp_path: Path) -> None:
         loader.fix_flags(flags)
     good = key_file(tmp_path, b"0123456789abcdef")
     loader.fix_flags(parser.parse_args(["--kineto_insights_cache_key_file", str(good)]))
+
+
+def test_a_cache_that_is_a_file_is_one_error_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = write_trace(tmp_path / "logs" / "w.1.pt.trace.json.gz")
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_bytes(b"x")
+    assert main(["report", str(trace), "--cache", str(not_a_folder)]) == 2
+    assert capsys.readouterr().err == f"error: --cache {not_a_folder}: is not a folder\n"
+    assert not_a_folder.read_bytes() == b"x"

@@ -735,7 +735,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("error: cannot write the output (standard output is closed)\n")
         return EXIT_OUTPUT
     out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
-    if hasattr(args, "cache") and cli_cache_location(args.cache) is not None:
+    cache = cli_cache_location(args.cache) if hasattr(args, "cache") else None
+    local = cache if cache is not None and "://" not in cache and "::" not in cache else None
+    if local and os.path.exists(local) and not os.path.isdir(local):  # once, before any work
+        sys.stderr.write(f"error: --cache {cache}: is not a folder\n")
+        return EXIT_UNUSABLE
+    if cache is not None:
         from tb_kineto_insights.store.seal import CacheKeyError, current_key
 
         try:  # a cache key file that cannot be used: said before any work

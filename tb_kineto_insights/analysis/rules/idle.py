@@ -249,10 +249,12 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
     top = largest_part(parts)
     labels = idle.cause_labels
     top_label = labels.get(top, top.replace("_", " ")) if top else None
+    cpu_ops_us = dev.causes["cpu_ops"].us / n_steps if "cpu_ops" in dev.causes else 0.0
     if top is not None and top_label is not None:
         amount = f"{duration(parts[top])} of {duration(sum(parts.values()))} per step"
-        top_label += (
-            f" ({amount}; its ops {cpu_ops_named(dev)})"
+        top_label += (  # the ops hold the cause's whole idle, explained or not
+            f" ({amount} unexplained; of its {duration(cpu_ops_us)} per step in all, "
+            f"the ops {cpu_ops_named(dev)})"
             if top == "cpu_ops" and dev.cpu_ops_top
             else f" ({amount})"
         )
@@ -281,6 +283,7 @@ def _low_utilization(inp: SpanInput) -> Diagnosis | None:
             "explained_fraction_by_diagnosis": claimed,
             "largest_unexplained_cause": top,
             "largest_unexplained_cause_fraction": unclaimed_us[top] * scale if top else None,
+            "cpu_ops_idle_us_per_step": cpu_ops_us,
             "cpu_ops_top": [
                 {"name": o.name, "idle_us_per_step": o.us / (len(dev.per_step) or 1)}
                 for o in dev.cpu_ops_top
