@@ -116,7 +116,7 @@ def test_bad_input_is_a_typed_error(tmp_path: Path) -> None:
     good = write_trace(tmp_path / "good.json", [cpu("A", 0, 10)])
     with pytest.raises(TraceFormatError, match="empty window"):
         cut_window(str(good), 10, 10)
-    with pytest.raises(TraceError, match="no step 4; its steps: 0"):
+    with pytest.raises(TraceError, match="no step 4; its step numbers: 0"):
         step_window(str(good), 4)
 
 

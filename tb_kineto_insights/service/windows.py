@@ -84,7 +84,7 @@ def step_timeline(
         position = find_step(store, step)
         if position is None:
             steps = ", ".join(str(n) for n in store.steps)
-            raise NotFound(f"no step {step} in this span; its steps: {steps}")
+            raise NotFound(f"no step {step} in this span; its step numbers: {steps}")
         return load_step(store, position)
     except (ValueError, zlib.error) as exc:  # a damaged store: a bug or a bad disk
         raise Damaged(f"the stored timeline of this span is damaged ({exc})") from exc
@@ -271,7 +271,7 @@ def step_window(
     numbers = [int(n) for n in index.steps.number]
     if step not in numbers:
         listed = ", ".join(str(n) for n in numbers) or "none"
-        raise TraceError(path, f"no step {step}; its steps: {listed}")
+        raise TraceError(path, f"no step {step}; its step numbers: {listed}")
     i = numbers.index(step)
     return StepWindow(step, int(index.steps.start_ns[i]), int(index.steps.end_ns[i]))
 
