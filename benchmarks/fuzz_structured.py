@@ -26,7 +26,12 @@ decodes with ``schema.summary_decoder()`` (fits the schema); it takes at most 5 
 Prints counts and every failure (kind, message, seed, mutation), exit 1 on any.
 
     python benchmarks/fuzz_structured.py [--count 100000] [--seed 0] [--seconds S]
-        [--events 400] [--workers N]
+        [--events 400] [--workers N] [--surfaces]
+
+``--surfaces`` (issue 47): each summary also goes through the window cut of its first
+step, the diff against a real summary (both ways) and the run view of the two, and so
+does a forged copy of it (1-3 numbers hostile, as a cache entry could hold them, when it
+passes the cache's range checks): :func:`check_surfaces`.
 
 Everything runs in-process (no subprocess per input): each input is decoded afresh
 from the base trace's msgspec bytes (not ``copy.deepcopy``), written to ``/dev/shm``
@@ -46,9 +51,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import gzip
 import itertools
 import json
+import math
 import os
 import random
 import signal
@@ -412,8 +419,17 @@ class Result:
     slowest_s: float = 0.0
 
 
-def check_one(path: Path) -> tuple[str, str | None]:
-    """``("summary" | "<TraceError subclass>", failure or None)`` for one file."""
+def _untyped(exc: BaseException, where: str = "") -> str:
+    tb = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{where}{type(exc).__name__}: {str(exc)[:200]} at {tb.filename}:{tb.lineno}"
+
+
+def check_one(
+    path: Path, surfaces: bool = False, rng: random.Random | None = None
+) -> tuple[str, str | None]:
+    """``("summary" | "<TraceError subclass>", failure or None)`` for one file; with
+    ``surfaces``, a summary also goes through :func:`check_surfaces` (``rng``: its
+    forged numbers)."""
     import msgspec
 
     from tb_kineto_insights import schema
@@ -425,17 +441,104 @@ def check_one(path: Path) -> tuple[str, str | None]:
     except TraceError as exc:
         return type(exc).__name__, None
     except Exception as exc:  # noqa: BLE001 (what the fuzzer looks for)
-        tb = traceback.extract_tb(exc.__traceback__)[-1]
-        return "untyped", f"{type(exc).__name__}: {str(exc)[:200]} at {tb.filename}:{tb.lineno}"
+        return "untyped", _untyped(exc)
     try:
-        schema.summary_decoder().decode(msgspec.json.encode(summary))
+        decoded = schema.summary_decoder().decode(msgspec.json.encode(summary))
     except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as exc:
         return "schema", f"summary fails its schema: {str(exc)[:200]}"
+    if surfaces:
+        failure = check_surfaces(path, decoded, rng or random.Random(0))
+        if failure is not None:
+            return "untyped", failure
     return "summary", None
 
 
+#: Numbers a forged cache entry holds (``tests/test_forged_entries.py``'s set).
+HOSTILE_NUMBERS: list[Any] = [1e308, -1e308, 0, 0.0, -1, 3 * 10**7, 2**62, 2**63 - 1, 5e-324]
+
+
+@functools.cache
+def _base_summary() -> Any:
+    """A real summary to diff against: the first base trace's (cached per process)."""
+    from tb_kineto_insights.summary import summarize_file
+
+    [path] = sorted((REPO / "sample_logs" / "memory_fixed").glob("*.pt.trace.json*"))
+    return summarize_file(str(path))
+
+
+def _number_paths(doc: Any, path: list[Any], out: list[list[Any]]) -> None:
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            _number_paths(value, [*path, key], out)
+    elif isinstance(doc, list):
+        for i, value in enumerate(doc[:6]):
+            _number_paths(value, [*path, i], out)
+    elif isinstance(doc, int | float) and not isinstance(doc, bool):
+        out.append(path)
+
+
+def check_surfaces(path: Path, summary: Any, rng: random.Random) -> str | None:
+    """The surfaces past the summary, on one fuzzed input (issue 47): the window cut of
+    its first step (``window_of_step``: a TraceError or ValueError at most); the diff of
+    its summary against a real one, both ways, and the run view of the two; the same
+    with its summary forged as a cache entry could be (1-3 numbers set to
+    :data:`HOSTILE_NUMBERS`, kept when it fits the schema and passes
+    ``store.checked.summary_problem``, as a read from the cache would). The first
+    untyped error as a failure line, else None."""
+    import msgspec
+
+    from tb_kineto_insights import schema
+    from tb_kineto_insights.compare.diff import diff
+    from tb_kineto_insights.service.windows import window_of_step
+    from tb_kineto_insights.store.checked import summary_problem
+    from tb_kineto_insights.summary import summarize_run
+    from tb_kineto_insights.trace.errors import TraceError
+
+    steps = [int(s.number) for s in summary.steps.steps] if summary.steps.steps else [0]
+    try:
+        window_of_step(str(path), steps[0])
+    except (TraceError, ValueError):
+        pass
+    except Exception as exc:  # noqa: BLE001
+        return _untyped(exc, "window: ")
+    doc = msgspec.to_builtins(summary)
+    paths: list[list[Any]] = []
+    _number_paths(doc, [], paths)
+    for _ in range(rng.randint(1, 3) if paths else 0):
+        at = rng.choice(paths)
+        holder = doc
+        for key in at[:-1]:
+            holder = holder[key]
+        value: Any = rng.choice(HOSTILE_NUMBERS)
+        if isinstance(holder[at[-1]], int) and isinstance(value, float):
+            value = 2**63 - 1 if not math.isfinite(value) or abs(value) > 2**63 else int(value)
+        holder[at[-1]] = value
+    sides = [("as read", summary)]
+    try:
+        forged = schema.summary_decoder().decode(msgspec.json.encode(doc))
+        if summary_problem(forged) is None:
+            sides.append(("forged", forged))
+    except msgspec.ValidationError:
+        pass
+    base = _base_summary()
+    for what, side in sides:
+        try:
+            diff([("base/1", base)], [("fuzz/1", side)])
+            diff([("fuzz/1", side)], [("base/1", base)])
+            msgspec.json.encode(summarize_run([("w0", base), ("w1", side)]))
+        except ValueError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            return _untyped(exc, f"diff/run view ({what}): ")
+    return None
+
+
 def replay(
-    seed: int, index: int, events: int = BASE_EVENTS, coherent: bool = False
+    seed: int,
+    index: int,
+    events: int = BASE_EVENTS,
+    coherent: bool = False,
+    surfaces: bool = False,
 ) -> tuple[str, str | None, list[str]]:
     """Input ``index`` of the run from ``seed`` (with ``events`` per base trace) alone:
     ``(kind, failure, mutations)`` as :func:`check_one` gives them (a failure found in a
@@ -444,7 +547,7 @@ def replay(
     rng = random.Random(seed * 1_000_003 + index)
     inp = make_input(rng, bases)
     with tempfile.TemporaryDirectory(prefix="fuzz-structured-") as tmp:
-        kind, failure = check_one(write_input(inp, rng, Path(tmp)))
+        kind, failure = check_one(write_input(inp, rng, Path(tmp)), surfaces, rng)
     return kind, failure, inp.notes
 
 
@@ -472,6 +575,7 @@ def run(
     coherent: bool = False,
     worker: int = 0,
     workers: int = 1,
+    surfaces: bool = False,
 ) -> Result:  # pragma: no cover - exercised by the test on a budget
     """Fuzz inputs ``worker, worker + workers, ...`` below ``count`` (or until ``seconds``
     pass) from ``seed``; one RNG per input (``random.Random(seed * 1_000_003 + i)``), so
@@ -494,7 +598,7 @@ def run(
             if hard_alarm:
                 signal.alarm(HARD_SECONDS)
             try:
-                kind, failure = check_one(path)
+                kind, failure = check_one(path, surfaces, rng)
             except _HardTimeout:
                 kind, failure = "untyped", f"still running after {HARD_SECONDS} s (stopped)"
             finally:
@@ -519,8 +623,8 @@ def run(
     return result
 
 
-def _run_worker(job: tuple[int, int, float | None, int, bool, int, int]) -> Result:
-    count, seed, seconds, events, coherent, worker, workers = job
+def _run_worker(job: tuple[int, int, float | None, int, bool, int, int, bool]) -> Result:
+    count, seed, seconds, events, coherent, worker, workers, surfaces = job
     return run(
         count,
         seed,
@@ -530,17 +634,25 @@ def _run_worker(job: tuple[int, int, float | None, int, bool, int, int]) -> Resu
         coherent=coherent,
         worker=worker,
         workers=workers,
+        surfaces=surfaces,
     )
 
 
 def run_parallel(
-    count: int, seed: int, seconds: float | None, *, events: int, coherent: bool, workers: int
+    count: int,
+    seed: int,
+    seconds: float | None,
+    *,
+    events: int,
+    coherent: bool,
+    workers: int,
+    surfaces: bool = False,
 ) -> Result:  # pragma: no cover - the device run
     """:func:`run` over ``workers`` forked processes (one index space, split by residue),
     their results added."""
     import multiprocessing
 
-    jobs = [(count, seed, seconds, events, coherent, w, workers) for w in range(workers)]
+    jobs = [(count, seed, seconds, events, coherent, w, workers, surfaces) for w in range(workers)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         parts = pool.map(_run_worker, jobs, chunksize=1)
     total = Result()
@@ -561,6 +673,11 @@ def main() -> int:  # pragma: no cover
     parser.add_argument("--events", type=int, default=BASE_EVENTS)
     parser.add_argument("--coherent", action="store_true", help="pick kernels and their calls")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument(
+        "--surfaces",
+        action="store_true",
+        help="also the window cut, the diff and the run view, and forged cache entries",
+    )
     args = parser.parse_args()
     os.environ.setdefault("KINETO_INSIGHTS_READ_WORKERS", "1")
     started = time.monotonic()
@@ -572,6 +689,7 @@ def main() -> int:  # pragma: no cover
             events=args.events,
             coherent=args.coherent,
             workers=args.workers,
+            surfaces=args.surfaces,
         )
     else:
         result = run(
@@ -581,10 +699,11 @@ def main() -> int:  # pragma: no cover
             out=sys.stdout,
             events=args.events,
             coherent=args.coherent,
+            surfaces=args.surfaces,
         )
     print(
         f"{result.inputs} inputs (seed {args.seed}, events {args.events}"
-        f"{' coherent' if args.coherent else ''}, "
+        f"{' coherent' if args.coherent else ''}{' surfaces' if args.surfaces else ''}, "
         f"workers {args.workers}) in {time.monotonic() - started:.0f} s: "
         f"{result.summaries} summaries, trace errors {dict(result.trace_errors)}, "
         f"{len(result.failures)} failures, slowest {result.slowest_s:.2f} s"

@@ -43,6 +43,34 @@ def test_inputs_the_fuzzer_found_are_fixed(
     assert kind == "summary"
 
 
+@pytest.mark.parametrize(
+    ("index", "crashed_at"),
+    [
+        (47, "distributedInfo.rank an object: diff.py _rank, unhashable"),
+        (164, "distributedInfo.world_size a list: diff.py _warnings, unhashable"),
+    ],
+)
+def test_inputs_the_surfaces_fuzzer_found_are_fixed(
+    monkeypatch: pytest.MonkeyPatch, index: int, crashed_at: str
+) -> None:
+    """``--surfaces`` (issue 47: the window cut, the diff, the run view and forged cache
+    entries past the summary), seed 4747, 60 coherent events: these inputs raised
+    ``TypeError`` in the diff before ``rank_of`` read every rank and world size."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    kind, failure, notes = _fuzzer().replay(4747, index, 60, True, surfaces=True)
+    assert failure is None, (crashed_at, failure, notes)
+    assert kind == "summary"
+
+
+def test_surfaces_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same past the summary (seed 47, 10 s): no untyped error in the window cut,
+    the diff, the run view, or on a forged copy of each summary."""
+    monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
+    result = _fuzzer().run(10**6, seed=47, seconds=10.0, events=60, coherent=True, surfaces=True)
+    assert result.failures == []
+    assert result.inputs >= 10 and result.summaries > result.inputs // 2
+
+
 def test_structure_aware_fuzz_on_a_fixed_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutated real traces (seed 32; as many as 15 s allow): no untyped exception, no
     summary outside its schema, none slower than 5 s."""

@@ -530,7 +530,11 @@ def test_timeline_of_a_step(client: Client) -> None:
 
 @pytest.mark.parametrize(
     ("step", "code", "words"),
-    [("9", 404, "its step numbers: 1, 2, 3"), ("x", 400, "whole number"), ("-1", 400, "whole number")],
+    [
+        ("9", 404, "its step numbers: 1, 2, 3"),
+        ("x", 400, "whole number"),
+        ("-1", 400, "whole number"),
+    ],
 )
 def test_timeline_bad_step(client: Client, step: str, code: int, words: str) -> None:
     response = client.get(timeline_url(step, wait=WAIT))

@@ -24,6 +24,7 @@ from typing import Protocol, TypeVar
 from tb_kineto_insights.schema.communication import CollectiveCall, CommunicationPanel
 from tb_kineto_insights.schema.health import HealthPanel
 from tb_kineto_insights.schema.steps import StepsPanel
+from tb_kineto_insights.trace.model import int_in_range
 
 
 class RunViewSpan(Protocol):
@@ -46,12 +47,13 @@ _S = TypeVar("_S", bound=RunViewSpan)
 
 def rank_of(summary: RunViewSpan) -> tuple[int | None, int | None]:
     """``(rank, world_size)`` of a span summary's ``distributedInfo``, each ``None``
-    where absent or not an integer (a bool is not one)."""
+    where absent or not an integer in range (a bool, a list or an object is not one: the
+    metadata is copied from the file as written), as :attr:`~..trace.model.Trace.rank`
+    and :attr:`~..trace.model.Trace.world_size` read them."""
     info = summary.health.distributed_info or {}
-    rank, world = info.get("rank"), info.get("world_size")
     return (
-        rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-        world if isinstance(world, int) and not isinstance(world, bool) else None,
+        int_in_range(info.get("rank"), 0, 2**31 - 1),
+        int_in_range(info.get("world_size"), 1, 2**31 - 1),
     )
 
 

@@ -33,6 +33,7 @@ import msgspec
 
 from tb_kineto_insights.analysis.host_activity import CAUSE_NAMES as IDLE_CAUSES
 from tb_kineto_insights.analysis.overview import BREAKDOWN_ORDER
+from tb_kineto_insights.analysis.run_view_spans import rank_of
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare.comparability import comparability
@@ -396,7 +397,7 @@ def _warnings(base: Side, exp: Side, said: frozenset[str] = frozenset()) -> list
         return names
 
     def world(side: Side) -> set[Any]:
-        return {(s.health.distributed_info or {}).get("world_size") for _, s in side}
+        return {rank_of(s)[1] for _, s in side}
 
     def values(side: Side, key: str) -> set[Any]:
         return {_setting(s, key) for _, s in side}
@@ -749,7 +750,7 @@ def prediction_checks(
 
 
 def _rank(summary: Summary) -> Any:
-    return (summary.health.distributed_info or {}).get("rank")
+    return rank_of(summary)[0]
 
 
 def _per_rank(base: Side, exp: Side, step_floor_us: float, th: Thresholds) -> list[dict[str, Any]]:
