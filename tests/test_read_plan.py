@@ -61,7 +61,7 @@ def test_a_big_file_on_an_idle_two_core_reads_serially_when_the_model_loses() ->
     costly = ReadCosts(parent_per_mb=0.3, worker_per_mb=0.9, start_mb=400.0, margin=0.1)
     plan = plan_read(BIG, Machine(affinity=2), costly)
     assert plan.workers == 0
-    assert "predicted 1.00x" in plan.reason
+    assert "in 1.00x the time of one process" in plan.reason
 
 
 def test_the_default_model_on_an_idle_two_core() -> None:
@@ -77,7 +77,7 @@ def test_a_partial_load_leaves_fewer_free_cpus() -> None:
     one left, never faster than serial."""
     plan = plan_read(BIG, Machine(affinity=2, load=1.0), FREE_PARALLEL)
     assert plan.workers == 0
-    assert "1.0 free CPUs" in plan.reason
+    assert "(1.0 CPUs free)" in plan.reason
 
 
 def test_the_variable_is_the_users_word() -> None:

@@ -316,17 +316,13 @@ def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COST
         (costs.parent_per_mb + costs.worker_per_mb) / free,
     )
     ratio = (costs.start_mb + mb * per_mb) / mb
-    if ratio * (1.0 + costs.margin) >= 1.0:
-        return ReadPlan(
-            0,
-            f"{why}: {mb:.0f} MB predicted {ratio:.2f}x one process's time on "
-            f"{free:.1f} free CPUs: one process",
-        )
-    return ReadPlan(
-        cores,
-        f"{why}: {mb:.0f} MB predicted {ratio:.2f}x one process's time on "
-        f"{free:.1f} free CPUs: {cores} workers",
+    said = (
+        f"{why}: {cores} workers would read {mb:.0f} MB in {ratio:.2f}x the time of one "
+        f"process ({free:.1f} CPUs free)"
     )
+    if ratio * (1.0 + costs.margin) >= 1.0:
+        return ReadPlan(0, f"{said}: one process")
+    return ReadPlan(cores, f"{said}: {cores} workers")
 
 
 #: The reasons of this process's choices so far (:func:`plan_for`, :func:`pool_workers`),
