@@ -182,5 +182,7 @@ def test_a_cache_that_is_a_file_is_one_error_before_any_work(
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_bytes(b"x")
     assert main(["report", str(trace), "--cache", str(not_a_folder)]) == 2
-    assert capsys.readouterr().err == f"error: --cache {not_a_folder}: is not a folder\n"
+    assert capsys.readouterr().err == (
+        f"error: cache '{not_a_folder}' cannot be written: it is not a folder\n"
+    )
     assert not_a_folder.read_bytes() == b"x"

@@ -738,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = cli_cache_location(args.cache) if hasattr(args, "cache") else None
     local = cache if cache is not None and "://" not in cache and "::" not in cache else None
     if local and os.path.exists(local) and not os.path.isdir(local):  # once, before any work
-        sys.stderr.write(f"error: --cache {cache}: is not a folder\n")
+        sys.stderr.write(f"error: cache {local!r} cannot be written: it is not a folder\n")
         return EXIT_UNUSABLE
     if cache is not None:
         from tb_kineto_insights.store.seal import CacheKeyError, current_key
