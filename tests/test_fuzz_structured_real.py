@@ -44,20 +44,22 @@ def test_inputs_the_fuzzer_found_are_fixed(
 
 
 @pytest.mark.parametrize(
-    ("index", "crashed_at"),
+    ("seed", "index", "crashed_at"),
     [
-        (47, "distributedInfo.rank an object: diff.py _rank, unhashable"),
-        (164, "distributedInfo.world_size a list: diff.py _warnings, unhashable"),
+        (4747, 47, "distributedInfo.rank an object: diff.py _rank, unhashable"),
+        (4747, 164, "distributedInfo.world_size a list: diff.py _warnings, unhashable"),
+        (47048, 2944, "distributedInfo.backend an object: comparability.py, unhashable"),
     ],
 )
 def test_inputs_the_surfaces_fuzzer_found_are_fixed(
-    monkeypatch: pytest.MonkeyPatch, index: int, crashed_at: str
+    monkeypatch: pytest.MonkeyPatch, seed: int, index: int, crashed_at: str
 ) -> None:
     """``--surfaces`` (issue 47: the window cut, the diff, the run view and forged cache
-    entries past the summary), seed 4747, 60 coherent events: these inputs raised
-    ``TypeError`` in the diff before ``rank_of`` read every rank and world size."""
+    entries past the summary), 60 coherent events: these inputs raised ``TypeError`` in
+    the diff before ``rank_of`` read every rank and world size and ``trace_facts`` took
+    every value the file states as a hashable fact."""
     monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
-    kind, failure, notes = _fuzzer().replay(4747, index, 60, True, surfaces=True)
+    kind, failure, notes = _fuzzer().replay(seed, index, 60, True, surfaces=True)
     assert failure is None, (crashed_at, failure, notes)
     assert kind == "summary"
 

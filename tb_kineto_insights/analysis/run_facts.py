@@ -41,12 +41,13 @@ def trace_facts(s: Summary) -> dict[str, Any]:
     if names:
         facts["gpu_model"] = ", ".join(names)
         facts["gpu_count"] = len(health.device_properties)
+    # values as the file wrote them: any that is not a scalar as its JSON (hashable)
     for key in ("cuda_runtime_version", "cuda_driver_version"):
         if meta.get(key) is not None:
-            facts[key] = meta[key]
+            facts[key] = _fact(meta[key])
     for key, src in (("world_size", "world_size"), ("backend", "backend")):
         if dist.get(src) is not None:
-            facts[key] = dist[src]
+            facts[key] = _fact(dist[src])
     if dist.get("nccl_version") is not None:
         facts["nccl_version"] = str(dist["nccl_version"])
     facts["with_stack"] = flags.has_stacks
