@@ -186,3 +186,22 @@ def test_a_cache_that_is_a_file_is_one_error_before_any_work(
         f"error: cache '{not_a_folder}' cannot be written: it is not a folder\n"
     )
     assert not_a_folder.read_bytes() == b"x"
+
+
+def test_the_plugin_seals_with_the_flags_key_and_its_workers_inherit_it(tmp_path: Path) -> None:
+    """``--kineto_insights_cache_key_file``: the plugin's settings take the key (and put
+    the file into the environment its worker processes start with); without the flag,
+    a bad ``KINETO_INSIGHTS_CACHE_KEY_FILE`` stops the plugin's start with its reason."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from tb_kineto_insights.serve.settings import use_cache_key  # noqa: PLC0415
+
+    key = key_file(tmp_path, b"the team's shared key, 32 bytes")
+    context = SimpleNamespace(flags=SimpleNamespace(kineto_insights_cache_key_file=str(key)))
+    use_cache_key(context.flags.kineto_insights_cache_key_file)
+    assert seal.current_key() == b"the team's shared key, 32 bytes"
+    assert os.environ[CACHE_KEY_FILE_ENV] == str(key)
+    seal.use_key_file(None)
+    os.environ[CACHE_KEY_FILE_ENV] = str(tmp_path / "gone.key")
+    with pytest.raises(CacheKeyError, match="gone.key: the cache key file cannot be opened"):
+        use_cache_key(None)
