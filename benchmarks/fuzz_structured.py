@@ -467,6 +467,8 @@ def _base_summary() -> Any:
 
 
 def _number_paths(doc: Any, path: list[Any], out: list[list[Any]]) -> None:
+    if len(path) > 12:  # metadata copied from the file may nest 1,000 deep: no panel does
+        return
     if isinstance(doc, dict):
         for key, value in doc.items():
             _number_paths(value, [*path, key], out)
