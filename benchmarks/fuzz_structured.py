@@ -480,7 +480,9 @@ def _number_paths(doc: Any, path: list[Any], out: list[list[Any]]) -> None:
 
 
 def check_surfaces(path: Path, summary: Any, rng: random.Random) -> str | None:
-    """The surfaces past the summary, on one fuzzed input (issue 47): the window cut of
+    """The surfaces past the summary, on one fuzzed input (issue 47): the summary passes
+    the cache's range checks (``store.checked.summary_problem``: else every read of it
+    from a cache would drop it and compute it again); the window cut of
     its first step (``window_of_step``: a TraceError or ValueError at most); the diff of
     its summary against a real one, both ways, and the run view of the two; the same
     with its summary forged as a cache entry could be (1-3 numbers set to
@@ -496,6 +498,9 @@ def check_surfaces(path: Path, summary: Any, rng: random.Random) -> str | None:
     from tb_kineto_insights.summary import summarize_run
     from tb_kineto_insights.trace.errors import TraceError
 
+    problem = summary_problem(summary)
+    if problem is not None:  # what the analysis made must pass the cache's own checks
+        return f"a genuine summary fails the cache's range checks: {problem}"
     steps = [int(s.number) for s in summary.steps.steps] if summary.steps.steps else [0]
     try:
         window_of_step(str(path), steps[0])

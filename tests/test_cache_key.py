@@ -98,11 +98,11 @@ def test_a_key_file_that_cannot_be_used_is_named_with_its_problem(
 
 
 def forged(entry: bytes) -> bytes:
-    """A genuine entry with its step count changed from 2 to 7, re-sealed the keyless
-    way: schema-valid, in range, and false."""
+    """A genuine entry with its mean step time changed from 1 ms to 7 ms, re-sealed the
+    keyless way: schema-valid, in range, and false."""
     body = entry.split(b"\n", 1)[1]
-    assert body.count(b'"steps":{"count":2,') == 1
-    return plain_seal(body.replace(b'"steps":{"count":2,', b'"steps":{"count":7,'))
+    assert body.count(b'"mean_step_us":1000.0,') == 1
+    return plain_seal(body.replace(b'"mean_step_us":1000.0,', b'"mean_step_us":7000.0,'))
 
 
 def test_a_forged_entry_is_served_without_a_key_and_recomputed_with_one(
@@ -116,7 +116,7 @@ def test_a_forged_entry_is_served_without_a_key_and_recomputed_with_one(
     # no key: the trust model's limit, as documented (the folder's writers are trusted)
     cache.store(ident, forged(genuine), is_error=False)
     served = cache.load(ident)
-    assert served is not None and json.loads(served.panels["steps"])["count"] == 7
+    assert served is not None and json.loads(served.panels["steps"])["mean_step_us"] == 7000.0
     # a key: the genuine entry written with it is served, the forged one is not
     seal.use_key_file(str(key_file(tmp_path, b"0123456789abcdef0123456789abcdef")))
     keyed = cache_module.entry_bytes(ident, SETTINGS, summary=real_summary(count=2))
@@ -124,7 +124,7 @@ def test_a_forged_entry_is_served_without_a_key_and_recomputed_with_one(
     assert first == seal._seal_of(body, b"0123456789abcdef0123456789abcdef")
     cache.store(ident, keyed, is_error=False)
     served = cache.load(ident)
-    assert served is not None and json.loads(served.panels["steps"])["count"] == 2
+    assert served is not None and json.loads(served.panels["steps"])["mean_step_us"] == 1000.0
     cache.store(ident, forged(genuine), is_error=False)
     with caplog.at_level(logging.WARNING):
         assert cache.load(ident) is None  # the loader computes it again

@@ -79,14 +79,15 @@ def headline_problem(headline: SpanHeadline) -> str | None:
 def summary_problem(summary: Summary) -> str | None:
     """Why a stored summary's headline numbers cannot be right (the first field out of
     range, named), or None. Checked, as :func:`headline_problem`: the steps panel's
-    ``count``, its step times (``mean``/``std``/``min``/``max_step_us``, ``total_us``,
-    each step's ``duration_us`` and ``cpu_duration_us``, every breakdown value), its
-    GPU utilization fractions, and each diagnosis's ``impact_fraction``: what the
-    landing view, the report and the headline are made of. The other panels are
-    checked for type only (``schema.summary_decoder``)."""
+    ``count`` (the number of steps it lists), its step times (``mean``/``std``/``min``/
+    ``max_step_us``, ``total_us``, each step's ``duration_us`` and ``cpu_duration_us``,
+    every breakdown value), its GPU utilization fractions, and each diagnosis's
+    ``impact_fraction``: what the landing view, the report and the headline are made of.
+    The other panels are checked for type only (``schema.summary_decoder``)."""
     p = summary.steps
     checks = [
-        _bad(p.count, "steps.count", _MAX_BYTES),
+        # the panel lists every step it counts: a count is bounded by the document
+        _bad(p.count, "steps.count", len(p.steps), len(p.steps)),
         _bad(p.mean_step_us, "steps.mean_step_us", MAX_TIME_US),
         _bad(p.std_step_us, "steps.std_step_us", MAX_TIME_US),
         _bad(p.min_step_us, "steps.min_step_us", MAX_TIME_US),
@@ -126,7 +127,7 @@ def _tables_problem(summary: Summary) -> str | None:
     count), each row holds one value per step of its table, and its counts and times
     are in range. A forged ``steps`` of 3×10⁷ on a 1-row table cost the diff 9 s and
     963 MiB (it pads every row to that many steps)."""
-    most = max(summary.steps.count, len(summary.steps.steps))
+    most = len(summary.steps.steps)  # (the steps panel's count, checked equal to it)
     for name in ("kernels", "ops", "ops_elsewhere"):
         table = getattr(summary.tables, name)
         where = f"tables.{name}"

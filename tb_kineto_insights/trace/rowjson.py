@@ -30,6 +30,10 @@ import msgspec
 import numpy as np
 
 _I64 = np.int64
+#: A value's text as a Python object; a number past float range (``1e400``, which a
+#: typed decode refuses, "Number out of range") is ±inf, as the reader's loose decode
+#: of such an event makes it (``decode.any_decoder``).
+_VALUE_DECODER = msgspec.json.Decoder(float_hook=float)
 
 
 def plain_numbers(value: Any) -> Any:
@@ -201,7 +205,7 @@ class RowJson(Mapping[int, Any]):
         if i < 0:
             raise KeyError(row)
         blob = self._blobs[int(self._blob_of[i])]
-        return msgspec.json.decode(blob[int(self._starts[i]) : int(self._ends[i])])
+        return _VALUE_DECODER.decode(blob[int(self._starts[i]) : int(self._ends[i])])
 
     def __contains__(self, row: object) -> bool:
         if row in self._objects:
