@@ -96,8 +96,9 @@ if TYPE_CHECKING:
 #: did not pay back, compress better than :data:`GZIP_RATIO_ESTIMATE`, so they are
 #: estimated under it and read serially; the figures are in ``benchmarks/RESULTS.md``.
 PARALLEL_MIN_JSON_BYTES = 32 * 1024 * 1024
-#: A gzip trace is estimated at this many times its stored size (Kineto JSON compresses
-#: about 10x; a low guess only makes a mid-size file read serially).
+#: A gzip trace is estimated at this many times its stored size: below what Kineto JSON
+#: compresses by (the ratios measured are in ``benchmarks/RESULTS.md``), since a low
+#: guess only makes a mid-size file read serially.
 GZIP_RATIO_ESTIMATE = 8
 #: Uncompressed bytes sent to a worker at a time (whole blocks, cut at the last event
 #: boundary): fewer, larger pieces spend less of the parent's time on messages.
