@@ -19,8 +19,9 @@ Between two waits of the host the chain is a running sum (one cumulative sum, of
 at each wait), and each stretch of a stream up to a cross-stream wait a running maximum
 (``e_g = W_g + max(free, max_{j<=g}(y_j + d_j - W_j))``, ``W`` the running sum of gap
 plus duration, ``y`` the other start bounds): numpy passes for long stretches, a Python
-step per operation of a short one (a launch-bound step's stretches are one operation;
-a numpy call per such stretch cost ~25x more). Linear in events.
+step per operation of a short one (a launch-bound step's stretches are one operation,
+and numpy's cost per call would dominate them: ``benchmarks/RESULTS.md``). Linear in
+events.
 
 A :class:`Change` says what a fix does to the graph (less host time of a class, a wait
 removed, operations shorter, launch costs gone); :func:`replay` applies one.

@@ -346,8 +346,8 @@ def _operations(index: TraceIndex, event_of_row: I64) -> _Ops:
         return _Ops(np.zeros(0, np.int8), z, np.zeros(0, np.int8), z, z, z, z, [], z)
     cols = [np.concatenate([p[i] for p in parts]) for i in range(9)]
     tab, row, op_kind, start, end, device, stream, launcher, keep = cols
-    # the distinct (device, stream) pairs, sorted, and each operation's (what
-    # np.unique(axis=0) gives, at a tenth of its cost on small tables)
+    # the distinct (device, stream) pairs, sorted, and each operation's: what
+    # np.unique(axis=0) gives, without its sort of rows (benchmarks/RESULTS.md)
     devices, device_at = distinct_inverse(device)
     stream_ids, stream_at = distinct_inverse(stream)
     pair, stream_id = distinct_inverse(device_at * stream_ids.size + stream_at)
