@@ -76,11 +76,11 @@ def test_the_seal_is_sha256_without_a_key_and_rfc4231_hmac_with_one(tmp_path: Pa
 @pytest.mark.parametrize(
     ("make", "why"),
     [
-        (lambda d: d / "missing.key", "cannot be opened: No such file or directory"),
-        (lambda d: d, "is not a regular file"),
-        (lambda d: fifo(d / "fifo.key"), "is not a regular file"),
+        (lambda d: d / "missing.key", "cannot be used: No such file or directory"),
+        (lambda d: d, "cannot be used: not a regular file"),
+        (lambda d: fifo(d / "fifo.key"), "cannot be used: not a regular file"),
         (lambda d: key_file(d, b"  short  \n"), "holds 5 bytes of key, fewer than the 16"),
-        (lambda d: key_file(d, b"k" * 5000), "holds 5,000 bytes, more than the 4,096"),
+        (lambda d: key_file(d, b"k" * 5000), "5,000 bytes, larger than any cache key file (4,096"),
     ],
     ids=["missing", "folder", "fifo", "short", "huge"],
 )
@@ -145,7 +145,7 @@ def test_report_with_a_cache_key_seals_its_entries_and_refuses_a_bad_key_file(
     err = capsys.readouterr().err
     assert code == 2, err
     assert err == (
-        f"error: {tmp_path / 'nowhere.key'}: the cache key file cannot be opened: "
+        f"error: {tmp_path / 'nowhere.key'}: the cache key file cannot be used: "
         "No such file or directory\n"
     )
     assert not folder.exists()  # refused before any work
@@ -169,7 +169,7 @@ def test_the_tensorboard_flag_refuses_a_bad_key_file(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     loader.define_flags(parser)
     flags = parser.parse_args(["--kineto_insights_cache_key_file", str(tmp_path)])
-    with pytest.raises(base_plugin.FlagsError, match="is not a regular file"):
+    with pytest.raises(base_plugin.FlagsError, match="not a regular file"):
         loader.fix_flags(flags)
     good = key_file(tmp_path, b"0123456789abcdef")
     loader.fix_flags(parser.parse_args(["--kineto_insights_cache_key_file", str(good)]))
@@ -203,5 +203,5 @@ def test_the_plugin_seals_with_the_flags_key_and_its_workers_inherit_it(tmp_path
     assert os.environ[CACHE_KEY_FILE_ENV] == str(key)
     seal.use_key_file(None)
     os.environ[CACHE_KEY_FILE_ENV] = str(tmp_path / "gone.key")
-    with pytest.raises(CacheKeyError, match="gone.key: the cache key file cannot be opened"):
+    with pytest.raises(CacheKeyError, match="gone.key: the cache key file cannot be used"):
         use_cache_key(None)

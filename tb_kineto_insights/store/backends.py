@@ -176,8 +176,11 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def read_bounded(path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
-    """The bytes of the regular file ``path``, at most ``max_bytes``. Anyone who can
+def read_bounded(
+    path: str | os.PathLike[str], max_bytes: int | None = None, what: str = "cache entry"
+) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes`` (``what``: the file's
+    kind, in the messages). Anyone who can
     write a cache folder can plant anything in it: a FIFO (a plain ``open`` waits for a
     writer forever), a link to ``/dev/zero`` (a plain read fills the memory), a sparse
     file of a terabyte. The file is opened non-blocking (a FIFO opens at once), must be
@@ -195,10 +198,10 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int | None = None) -> 
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{os.fspath(path)}: not a regular file (a cache entry must be one)")
+            raise OSError(f"{os.fspath(path)}: not a regular file (a {what} must be one)")
         if st.st_size > max_bytes:
             raise OSError(
-                f"{os.fspath(path)}: {st.st_size:,} bytes, larger than any cache entry "
+                f"{os.fspath(path)}: {st.st_size:,} bytes, larger than any {what} "
                 f"({max_bytes:,} bytes at most)"
             )
         if hasattr(os, "set_blocking"):
@@ -213,7 +216,7 @@ def read_bounded(path: str | os.PathLike[str], max_bytes: int | None = None) -> 
             left -= len(chunk)
         if left <= 0:  # grew past the bound while read
             raise OSError(
-                f"{os.fspath(path)}: larger than any cache entry ({max_bytes:,} bytes at most)"
+                f"{os.fspath(path)}: larger than any {what} ({max_bytes:,} bytes at most)"
             )
         return b"".join(chunks)
     finally:

@@ -22,8 +22,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import stat
 import threading
+
+from tb_kineto_insights.store.backends import read_bounded
 
 #: Environment variable: the file that holds the cache's shared key.
 CACHE_KEY_FILE_ENV = "KINETO_INSIGHTS_CACHE_KEY_FILE"
@@ -45,24 +46,11 @@ def read_key_file(path: str) -> bytes:
         CacheKeyError: the file cannot be opened, is not a regular file, is larger than
             :data:`KEY_FILE_MAX_BYTES` or holds fewer than :data:`KEY_MIN_BYTES` bytes.
     """
-    try:  # non-blocking: a FIFO planted at the path must not hang the start
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        raise CacheKeyError(f"{path}: the cache key file cannot be opened: {e.strerror}") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise CacheKeyError(f"{path}: the cache key file is not a regular file")
-        if st.st_size > KEY_FILE_MAX_BYTES:
-            raise CacheKeyError(
-                f"{path}: the cache key file holds {st.st_size:,} bytes, more than the "
-                f"{KEY_FILE_MAX_BYTES:,} a key may have"
-            )
-        data = os.read(fd, KEY_FILE_MAX_BYTES + 1)
-    except OSError as e:
-        raise CacheKeyError(f"{path}: the cache key file cannot be read: {e.strerror}") from e
-    finally:
-        os.close(fd)
+    try:  # a regular file, opened non-blocking (a FIFO must not hang), size bounded
+        data = read_bounded(path, KEY_FILE_MAX_BYTES, "cache key file")
+    except OSError as e:  # the system's reason, or read_bounded's (after the path)
+        detail = e.strerror or str(e).removeprefix(f"{path}: ")
+        raise CacheKeyError(f"{path}: the cache key file cannot be used: {detail}") from e
     key = data.strip()
     if len(key) < KEY_MIN_BYTES:
         raise CacheKeyError(
