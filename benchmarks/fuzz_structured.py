@@ -453,8 +453,10 @@ def check_one(
     return "summary", None
 
 
-#: Numbers a forged cache entry holds (``tests/test_forged_entries.py``'s set).
-HOSTILE_NUMBERS: list[Any] = [1e308, -1e308, 0, 0.0, -1, 3 * 10**7, 2**62, 2**63 - 1, 5e-324]
+#: Numbers a forged cache entry holds (:func:`forge_numbers`).
+HOSTILE_NUMBERS: list[Any] = [
+    1e308, -1e308, 0, 0.0, -1, 3 * 10**7, 2**62, 2**63 - 1, 1e-308, 5e-324, 10**18
+]  # fmt: skip
 
 
 @functools.cache
@@ -477,6 +479,23 @@ def _number_paths(doc: Any, path: list[Any], out: list[list[Any]]) -> None:
             _number_paths(value, [*path, i], out)
     elif isinstance(doc, int | float) and not isinstance(doc, bool):
         out.append(path)
+
+
+def forge_numbers(doc: Any, rng: random.Random) -> None:
+    """Set 1-3 numbers of a summary's plain JSON ``doc`` (in place; at most 12 levels
+    deep, the first 6 items of a list) to :data:`HOSTILE_NUMBERS`, an integer field to
+    an integer: what a forged cache entry can hold and still fit the schema."""
+    paths: list[list[Any]] = []
+    _number_paths(doc, [], paths)
+    for _ in range(rng.randint(1, 3) if paths else 0):
+        at = rng.choice(paths)
+        holder = doc
+        for key in at[:-1]:
+            holder = holder[key]
+        value: Any = rng.choice(HOSTILE_NUMBERS)
+        if isinstance(holder[at[-1]], int) and isinstance(value, float):
+            value = 2**63 - 1 if not math.isfinite(value) or abs(value) > 2**63 else int(value)
+        holder[at[-1]] = value
 
 
 def check_surfaces(path: Path, summary: Any, rng: random.Random) -> str | None:
@@ -509,17 +528,7 @@ def check_surfaces(path: Path, summary: Any, rng: random.Random) -> str | None:
     except Exception as exc:  # noqa: BLE001
         return _untyped(exc, "window: ")
     doc = msgspec.to_builtins(summary)
-    paths: list[list[Any]] = []
-    _number_paths(doc, [], paths)
-    for _ in range(rng.randint(1, 3) if paths else 0):
-        at = rng.choice(paths)
-        holder = doc
-        for key in at[:-1]:
-            holder = holder[key]
-        value: Any = rng.choice(HOSTILE_NUMBERS)
-        if isinstance(holder[at[-1]], int) and isinstance(value, float):
-            value = 2**63 - 1 if not math.isfinite(value) or abs(value) > 2**63 else int(value)
-        holder[at[-1]] = value
+    forge_numbers(doc, rng)
     sides = [("as read", summary)]
     try:
         forged = schema.summary_decoder().decode(msgspec.json.encode(doc))

@@ -305,3 +305,19 @@ def _no_machine_load(monkeypatch: pytest.MonkeyPatch) -> None:
     from tb_kineto_insights.trace import parallel
 
     monkeypatch.setattr(parallel, "load_average", lambda: 0.0)
+
+
+@functools.cache
+def fuzzer_module() -> Any:
+    """``benchmarks/fuzz_structured.py`` as a module (its functions make and check the
+    fuzzed inputs that tests replay)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "fuzz_structured", REPO / "benchmarks" / "fuzz_structured.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fuzz_structured"] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    return module

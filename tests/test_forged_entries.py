@@ -5,13 +5,12 @@ the checks cannot crash the diff or the run view with an untyped error."""
 from __future__ import annotations
 
 import copy
-import math
 import random
 from types import SimpleNamespace
 from typing import Any
 
 import msgspec
-from conftest import real_summary
+from conftest import fuzzer_module, real_summary
 
 from tb_kineto_insights import schema
 from tb_kineto_insights.compare.diff import diff
@@ -59,41 +58,17 @@ def test_a_time_that_rounds_to_zero_seconds_is_no_division_by_zero() -> None:
     assert [v["achieved_flops_per_s"] for v in pooled.values()] == [None]
 
 
-HOSTILE = [1e308, -1e308, 0, 0.0, -1, 3 * 10**7, 2**62, 2**63 - 1, 1e-308, 5e-324, 10**18]
-
-
-def _numbers(doc: Any, path: list[Any], out: list[list[Any]]) -> None:
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            _numbers(value, [*path, key], out)
-    elif isinstance(doc, list):
-        for i, value in enumerate(doc[:6]):
-            _numbers(value, [*path, i], out)
-    elif isinstance(doc, int | float) and not isinstance(doc, bool):
-        out.append(path)
-
-
 def test_forged_numbers_give_no_untyped_error() -> None:
     """A seeded structure-aware fuzz: 1 to 3 numbers of a real summary set to hostile
     values; what the checks pass goes through the diff both ways and the run view:
     a ValueError (the input's problem) at most."""
     doc = real_summary()
     base = _summary(doc)
-    paths: list[list[Any]] = []
-    _numbers(doc, [], paths)
     rng = random.Random(47)
     untyped: list[str] = []
     for _ in range(300):
         forged = copy.deepcopy(doc)
-        for _ in range(rng.randint(1, 3)):
-            path = rng.choice(paths)
-            holder = forged
-            for key in path[:-1]:
-                holder = holder[key]
-            value: Any = rng.choice(HOSTILE)
-            if isinstance(holder[path[-1]], int) and isinstance(value, float):
-                value = 2**63 - 1 if not math.isfinite(value) or abs(value) > 2**63 else int(value)
-            holder[path[-1]] = value
+        fuzzer_module().forge_numbers(forged, rng)  # 1-3 numbers set to hostile values
         try:
             summary = _summary(forged)
         except msgspec.ValidationError:

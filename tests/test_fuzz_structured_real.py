@@ -4,27 +4,16 @@ mutates those of ``sample_logs/``): ``make quick`` leaves out a module named
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import fuzzer_module
 
 
 def _fuzzer() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "fuzz_structured", REPO / "benchmarks" / "fuzz_structured.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_structured"] = module  # (its dataclasses look their module up)
-    spec.loader.exec_module(module)
-    return module
+    return fuzzer_module()
 
 
 @pytest.mark.parametrize(
