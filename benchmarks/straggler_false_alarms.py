@@ -42,6 +42,7 @@ import argparse
 import functools
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -210,6 +211,21 @@ def collective_trial(
     return per["index"] if per and per["consistent"] and per["costly"] else None
 
 
+def _count(
+    n: int, trials: int, seed: int, one: Callable[[np.random.Generator, int | None], int | None]
+) -> tuple[int, int]:
+    """``(false alarms in balanced runs, stragglers named right)`` over ``trials``
+    seeded runs each: ``one(rng, late_rank)`` is one synthetic run's verdict (the
+    straggler's rank drawn at random; None: a balanced run)."""
+    rng = np.random.default_rng(seed)
+    alarms = sum(one(rng, None) is not None for _ in range(trials))
+    named = 0
+    for _ in range(trials):
+        late = int(rng.integers(n))
+        named += one(rng, late) == late
+    return alarms, named
+
+
 def cell(
     pool: np.ndarray,
     n: int,
@@ -219,15 +235,16 @@ def cell(
     late_fraction: float = 0.10,
     th: Thresholds = DEFAULT_THRESHOLDS,
 ) -> tuple[int, int]:
-    """``(false alarms in balanced runs, stragglers named right)``, each of ``trials``
-    seeded runs (the straggler's rank drawn at random)."""
-    rng = np.random.default_rng(seed)
-    alarms = sum(trial(pool, n, steps, rng, None, 0.0, th) is not None for _ in range(trials))
-    named = 0
-    for _ in range(trials):
-        late = int(rng.integers(n))
-        named += trial(pool, n, steps, rng, late, late_fraction, th) == late
-    return alarms, named
+    """``(false alarms in balanced runs, stragglers named right)`` of the per-step test
+    (:func:`trial`), each of ``trials`` seeded runs."""
+    return _count(
+        n,
+        trials,
+        seed,
+        lambda rng, late: trial(
+            pool, n, steps, rng, late, late_fraction if late is not None else 0.0, th
+        ),
+    )
 
 
 def collective_cell(
@@ -241,16 +258,14 @@ def collective_cell(
     th: Thresholds = DEFAULT_THRESHOLDS,
 ) -> tuple[int, int]:
     """:func:`cell` for the per-collective test (:func:`collective_trial`)."""
-    rng = np.random.default_rng(seed)
-    alarms = sum(
-        collective_trial(pool, n, steps, collectives, rng, None, 0.0, th) is not None
-        for _ in range(trials)
+    return _count(
+        n,
+        trials,
+        seed,
+        lambda rng, late: collective_trial(
+            pool, n, steps, collectives, rng, late, late_fraction if late is not None else 0.0, th
+        ),
     )
-    named = 0
-    for _ in range(trials):
-        late = int(rng.integers(n))
-        named += collective_trial(pool, n, steps, collectives, rng, late, late_fraction, th) == late
-    return alarms, named
 
 
 def main(argv: list[str] | None = None) -> int:
