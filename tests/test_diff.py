@@ -295,3 +295,24 @@ def test_judge_takes_extreme_values_without_overflow() -> None:
         for better in ("lower", "higher", "none"):
             assert judge([a, b], [c, d], better)["verdict"] in VERDICTS
     assert judge([1e300, -1e300], [1.0, 2.0], "lower")["base_noise"] == float("inf")
+
+
+def test_smallest_tflops_change_that_matters() -> None:
+    """Two steps of 1 TFLOP of matmul in 10 ms (100 TFLOP/s): saving a 1 ms floor per
+    step needs 1 TFLOP in 9 ms, 111.11 TFLOP/s, a change of 11.11. Numbers whose rate
+    underflows to 0 (a forged cache entry: fuzz seed 47052, input 202910) or that can
+    save nothing give ``inf``, never a ZeroDivisionError."""
+    from types import SimpleNamespace
+
+    from tb_kineto_insights.compare.diff import _matmul_tflops_floor
+
+    def side(flops: float, time_us: float) -> Any:
+        step = SimpleNamespace(matmul_flops=flops, matmul_time_us=time_us)
+        return [("run", SimpleNamespace(efficiency=SimpleNamespace(per_step=[step, step])))]
+
+    floor = _matmul_tflops_floor(side(1e12, 10_000.0), 1000.0, DEFAULT_THRESHOLDS)
+    assert floor == pytest.approx(1e12 / 9e-3 / 1e12 - 100.0, rel=1e-12)  # 11.11
+    assert _matmul_tflops_floor(side(1e12, 1000.0), 1000.0, DEFAULT_THRESHOLDS) == float("inf")
+    # 2e-300 TFLOP in 2e294 s: a rate of 0 in floats (it divided by it), the floor 0
+    assert _matmul_tflops_floor(side(1e-288, 1e300), 1.0, DEFAULT_THRESHOLDS) == 0.0
+    assert _matmul_tflops_floor(side(0.0, 10.0), 1.0, DEFAULT_THRESHOLDS) == float("inf")

@@ -40,6 +40,7 @@ def test_inputs_the_fuzzer_found_are_fixed(
         (47048, 2944, "distributedInfo.backend an object: comparability.py, unhashable"),
         (47047, 147367, "Input Dims [[1e400]]: rowjson.py, Number out of range"),
         (47047, 91393, "forged steps.count and tables.*.steps: diff_tables.py, MemoryError"),
+        (47052, 202910, "forged matmul flops and time: diff.py TFLOP/s floor, ZeroDivision"),
     ],
 )
 def test_inputs_the_surfaces_fuzzer_found_are_fixed(
@@ -51,7 +52,9 @@ def test_inputs_the_surfaces_fuzzer_found_are_fixed(
     every value the file states as a hashable fact; a ``ValidationError`` where an
     ``Input Dims`` held a number past float range; a ``MemoryError`` in the diff of a
     forged entry whose step count was past the steps it lists (the cache's checks now
-    hold the count to them). The last two come from the device run (benchmarks/RESULTS.md)."""
+    hold the count to them); a ``ZeroDivisionError`` in the diff's smallest TFLOP/s change
+    that matters, where a forged entry's matmul FLOPs over its time underflowed to a rate
+    of 0. The last three come from device runs (benchmarks/RESULTS.md)."""
     monkeypatch.setenv("KINETO_INSIGHTS_READ_WORKERS", "1")
     kind, failure, notes = _fuzzer().replay(seed, index, 60, True, surfaces=True)
     assert failure is None, (crashed_at, failure, notes)

@@ -200,13 +200,14 @@ def _matmul_tflops_floor(base: Side, step_floor_us: float, th: Thresholds) -> fl
         if per:
             flops += sum(x.matmul_flops for x in per) / 1e12
             time_us += sum(x.matmul_time_us for x in per)
-    if flops <= 0 or time_us <= 0:
+    n = sum(len(_matmul_steps(s) or []) for _, s in base) or 1
+    # 1/r = T/F and s/(F/n) = s·n/F: no division by a rate or a per-step figure that can
+    # underflow to 0 (a cached summary's numbers are only range-checked)
+    inv = (time_us / 1e6 - step_floor_us / 1e6 * n) / flops if flops > 0 else 0.0
+    if not inv > 0 or time_us <= 0:
         return math.inf
     rate = flops / (time_us / 1e6)  # TFLOP/s
-    n = sum(len(_matmul_steps(s) or []) for _, s in base) or 1
-    per_step_tflop = flops / n
-    inv = 1.0 / rate - (step_floor_us / 1e6) / per_step_tflop
-    return math.inf if inv <= 0 else 1.0 / inv - rate
+    return 1.0 / inv - rate
 
 
 def _tensor_core_share(s: Summary) -> list[float] | None:
