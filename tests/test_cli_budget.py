@@ -325,3 +325,32 @@ def test_a_closed_standard_output_is_said_in_one_line(tmp_path: Path) -> None:
     proc = _report_to(tmp_path, stdout=subprocess.DEVNULL, preexec_fn=lambda: os.close(1))
     assert proc.returncode == 74
     assert proc.stderr == "error: cannot write the output (standard output is closed)\n"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="os.kill of SIGINT/SIGTERM: POSIX")
+def test_a_second_signal_while_ending_says_nothing_more() -> None:
+    """A terminal's Ctrl-C reaches the command twice (its process group, and the
+    watchdog passing it on), and Python runs the handler again inside the first for a
+    signal that came meanwhile: here a second SIGINT and a SIGTERM arrive after the
+    first handler said its word. Said once, exit 130 (CI saw "interrupted" twice)."""
+    code = (
+        "import os, signal, sys\n"
+        "from tb_kineto_insights.cli import budget\n"
+        "class Err:\n"
+        "    sent = False\n"
+        "    def write(self, text):\n"
+        "        sys.stderr.write(text)\n"
+        "    def flush(self):\n"
+        "        sys.stderr.flush()\n"
+        "        if not Err.sent:\n"
+        "            Err.sent = True\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "            sum(range(10000))  # bytecode boundaries: pending handlers run here\n"
+        "budget.stop_on_interrupt(Err())\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "while True:\n"
+        "    pass\n"
+    )
+    done = python_child(code, timeout=60)
+    assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")

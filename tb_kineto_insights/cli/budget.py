@@ -167,8 +167,16 @@ def stop_on_interrupt(err: TextIO) -> None:
     For the console script (the main thread; elsewhere nothing changes). Raises nothing."""
     import signal
 
+    # One ending whatever arrives: a terminal's Ctrl-C reaches the command twice (from
+    # its process group and passed on by the watchdog, ``cli/supervisor.py``), and
+    # Python runs a handler again, inside the first, for a signal that came meanwhile.
+    # A lock's non-blocking acquire is one C call: no handler runs in its middle.
+    once = threading.Lock()
+
     def ending(word: str, code: int) -> Any:
         def handler(*_: object) -> None:
+            if not once.acquire(blocking=False):
+                return  # the first handler is ending the command
             with contextlib.suppress(Exception):
                 err.write(f"{word}\n")
                 err.flush()
