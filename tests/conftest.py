@@ -308,16 +308,14 @@ def _no_machine_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @functools.cache
-def fuzzer_module() -> Any:
-    """``benchmarks/fuzz_structured.py`` as a module (its functions make and check the
-    fuzzed inputs that tests replay)."""
+def fuzzer_module(name: str = "fuzz_structured") -> Any:
+    """``benchmarks/NAME.py`` (a fuzzer, ``fuzz_structured`` by default) as a module (its
+    functions make and check the fuzzed inputs that tests replay)."""
     import importlib.util  # noqa: PLC0415
 
-    spec = importlib.util.spec_from_file_location(
-        "fuzz_structured", REPO / "benchmarks" / "fuzz_structured.py"
-    )
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_structured"] = module  # (its dataclasses look their module up)
+    sys.modules[name] = module  # (its dataclasses look their module up)
     spec.loader.exec_module(module)
     return module

@@ -26,6 +26,7 @@ from tb_kineto_insights.serve.plugin import PRELOAD_ENV
 #: Patterns that backtrack for ever in Python's re on a long run of ``a``.
 HOSTILE = [r"(a+)+b", r"(a|a)*b", r"(a*)*b", r"^(a|aa)+$x"]
 NESTED = "(" * 1000 + "a" + ")" * 1000
+SHALLOWER = "(" * 400 + "a" + ")" * 400
 
 
 def test_the_engine_is_re2() -> None:
@@ -40,13 +41,16 @@ def test_hostile_patterns_are_linear(pattern: str) -> None:
 
 def test_odd_patterns_are_refused_or_bounded() -> None:
     assert group_key("a{99999999999}", "a{99999999999}") == "a{99999999999}"  # a literal
-    assert group_key(NESTED, "xay") == "a"  # 1,000 nested groups: compiled, no recursion
+    assert group_key(SHALLOWER, "xay") == "a"  # 400 nested groups: compiled, no recursion
     for bad, why in (
         ("a{1001}", "invalid repetition size"),
         (r"(a)\1", "invalid escape sequence"),  # a backreference
         ("(?<=a)b", "invalid perl operator"),  # lookbehind
         ("(", "missing )"),
         ("x" * (MAX_PATTERN_CHARS + 1), "characters long; at most 4,096"),
+        # linear, but 10,004 instructions: 0.4 s a 4,096-character name (fuzz_groups.py)
+        ("(.*){1000}", "compiles to 10,004 RE2 instructions; at most 1,000"),
+        (NESTED, "compiles to 2,005 RE2 instructions"),  # Python's re: RecursionError
     ):
         with pytest.raises(ValueError, match=f"--group-by .*{re.escape(why)}"):
             group_pattern(bad)
@@ -60,6 +64,13 @@ def test_groups_as_before() -> None:
     # a name that is not UTF-8 is matched as shown: its bad byte as \xff
     assert group_key(r"^(\w+)\\xff_\d+$", "run\udcff_12") == "run"
     assert group_key(r"_(\d+)$", "run\udcff_12") == "12"
+    # a pattern holding such a byte (a command line in a locale that is not UTF-8)
+    # matches the name's byte: it was a bare UnicodeEncodeError in the RE2 wrapper
+    assert group_key("^(run)\udcff_", "run\udcff_12") == "run"
+    assert group_key("(\udcff_\\d+)", "run\udcff_12") == "\\xff_12"
+    assert group_key("\udcff", "run\udcfe_12") is None
+    # any other lone surrogate (no file system gives one) is shown as \uNNNN
+    assert group_key(r"(\\ud800)", "a\ud800") == "\\ud800"
     run = one("a" * 27, headline())
     assert series_key(run, "logs", "(a+)+b") == ("a" * 27, "run")
 
@@ -107,7 +118,8 @@ def test_history_route_with_hostile_group_by(
     for pattern, code in (
         ("(a+)+b", 200),
         ("a{99999999999}", 200),
-        (NESTED, 200),
+        (SHALLOWER, 200),
+        (NESTED, 400),
         ("a{1001}", 400),
         (r"(a)\1", 400),
         ("x" * 5000, 400),

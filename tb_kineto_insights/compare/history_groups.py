@@ -11,12 +11,19 @@ milliseconds, and a pattern it cannot take is refused with its reason.
 
 Syntax: RE2's, which is Python's ``re`` without backreferences (``\\1``,
 ``(?P=name)``) and lookaround (``(?=``, ``(?<=``); ``\\d``, ``\\w`` and ``\\s`` are
-ASCII classes. A pattern longer than :data:`MAX_PATTERN_CHARS` characters, or one
-RE2 cannot compile within :data:`MAX_PROGRAM_BYTES`, is a ``ValueError`` that says
-why: a 400 in the plugin, exit 2 on the command line.
+ASCII classes. A pattern longer than :data:`MAX_PATTERN_CHARS` characters, one RE2
+cannot compile within :data:`MAX_PROGRAM_BYTES`, or one that compiles to more than
+:data:`MAX_PROGRAM_SIZE` instructions is a ``ValueError`` that says why: a 400 in the
+plugin, exit 2 on the command line. Linear is not cheap: where RE2's DFA gives up
+(``(.*){1000}``: 10,004 instructions) a search costs time in proportion to the
+instructions times the name's length, and the pattern runs on every run name; the
+instruction bound keeps that to milliseconds a name.
 
 A run name that is not UTF-8 (its bad bytes held as lone surrogates, as ``os.scandir``
-gives them) is matched as it is shown: each bad byte as ``\\xNN``.
+gives them) is matched as it is shown: each bad byte as ``\\xNN``; any other lone
+surrogate as ``\\uNNNN``. A pattern holding such a byte (a command line in a locale
+that is not UTF-8) matches that shown text: its ``\xff`` byte matches a name's (outside
+a character class, where it stands for its four characters).
 """
 
 from __future__ import annotations
@@ -24,13 +31,27 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["MAX_PATTERN_CHARS", "MAX_PROGRAM_BYTES", "group_key", "group_pattern"]
+__all__ = [
+    "MAX_PATTERN_CHARS",
+    "MAX_PROGRAM_BYTES",
+    "MAX_PROGRAM_SIZE",
+    "as_shown",
+    "group_key",
+    "group_pattern",
+]
 
 #: Longest ``group_by`` pattern, in characters (a grouping regex is a few dozen; 1,000
 #: nested groups, 2,001 characters, compile in milliseconds).
 MAX_PATTERN_CHARS = 4096
-#: Memory RE2 may use for one compiled pattern (its ``max_mem``): RE2's default.
-MAX_PROGRAM_BYTES = 8 << 20
+#: Memory RE2 may use for one compiled pattern (its ``max_mem``; RE2's default is 8 MiB):
+#: room for :data:`MAX_PROGRAM_SIZE` instructions and the DFA's cache, and RE2 stops a
+#: compile that outgrows it (``\\pN{1000}``, 233,004 instructions) at once instead of
+#: finishing it.
+MAX_PROGRAM_BYTES = 1 << 20
+#: Most RE2 instructions (``programsize``) of a pattern: a grouping regex has tens
+#: (``^(\\w+)_\\d+``: 10); ``(.*){100}`` has 1,004 and 1,000 nested groups 2,005. A
+#: search costs up to about this many steps per character of a run name.
+MAX_PROGRAM_SIZE = 1000
 
 
 def _error_text(exc: Exception) -> str:
@@ -46,7 +67,8 @@ def group_pattern(group_by: str) -> Any:
     Raises:
         ValueError: too long, or RE2 cannot compile it (its reason in the message:
             ``missing ]``, ``invalid repetition size``, ``invalid escape sequence: \\1``
-            for a backreference, ``pattern too large``).
+            for a backreference, ``pattern too large``), or more than
+            :data:`MAX_PROGRAM_SIZE` instructions.
         ImportError: ``google-re2`` is not installed (a dependency of the package).
     """
     if len(group_by) > MAX_PATTERN_CHARS:
@@ -55,25 +77,46 @@ def group_pattern(group_by: str) -> Any:
         )
     import re2
 
+    group_by = as_shown(group_by, literal=True)
     options = re2.Options()
     options.log_errors = False  # the reason goes into the ValueError, not to stderr
     options.max_mem = MAX_PROGRAM_BYTES
     try:
-        return re2.compile(group_by, options)
+        compiled = re2.compile(group_by, options)
     except re2.error as exc:
         raise ValueError(
             f"--group-by {group_by[:80]!r} is not a regex RE2 takes: {_error_text(exc)} "
             "(RE2 syntax: Python's re without backreferences and lookaround)"
         ) from None
+    if compiled.programsize > MAX_PROGRAM_SIZE:
+        raise ValueError(
+            f"--group-by {group_by[:80]!r} compiles to {compiled.programsize:,} RE2 "
+            f"instructions; at most {MAX_PROGRAM_SIZE:,} (it runs on every run name, in "
+            "time that grows with them: repeat less)"
+        )
+    return compiled
 
 
-def _shown(name: str) -> str:
-    """A run name as it is shown: the bytes of a name that is not UTF-8 as ``\\xNN``."""
+def as_shown(text: str, literal: bool = False) -> str:
+    """``text`` as it is shown (module docstring): a lone surrogate that holds a byte
+    that is not UTF-8 (U+DC80-U+DCFF) as ``\\xNN``, any other as ``\\uNNNN``; with
+    ``literal``, as RE2 syntax that matches that text (the backslash escaped)."""
     try:
-        name.encode("utf-8")
-        return name
+        text.encode("utf-8")
+        return text
     except UnicodeEncodeError:
-        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        pass
+    slash = "\\\\" if literal else "\\"
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"{slash}x{code - 0xDC00:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append(f"{slash}u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def group_key(group_by: str, name: str) -> str | None:
@@ -85,7 +128,7 @@ def group_key(group_by: str, name: str) -> str | None:
         ValueError: as :func:`group_pattern`.
     """
     pattern = group_pattern(group_by)
-    m = pattern.search(_shown(name))
+    m = pattern.search(as_shown(name))
     if m is None:
         return None
     key = (m.group(1) if pattern.groups else None) or m.group(0)
