@@ -2,7 +2,7 @@
 floor and the interpreter's start, side by side, alternating.
 
     python benchmarks/bench_single_trace.py FILE_OR_DIR [...] [--rounds 5] [--cpus 0,1]
-        [--modes start,floor,serial,default] [--pythonpath DIR]
+        [--modes start,floor,serial,default] [--pythonpath DIR] [--no-compile]
         [--hta-python .bench-venv/bin/python]  # with mode hta
 
 Per round, each mode once, in a fresh child process (the order rotates every round, so
@@ -27,11 +27,19 @@ after: on a shared machine compare the modes of one run only. ``--cpus`` pins ev
 child (``taskset``). ``--pythonpath``: the package's tree (default: this checkout), to run
 the same benchmark against another checkout. Output is a Markdown table for
 ``benchmarks/RESULTS.md``. A ``report`` that exits non-zero is printed and stops the run.
+
+Byte code: the package and the floor's module are compiled first (``compileall``, as
+``pip install`` compiles a user's install), unless ``--no-compile``. Where
+``PYTHONDONTWRITEBYTECODE=1`` is set (the development and device machines) and a module
+has no current ``.pyc``, every ``report`` child would compile it again, a cost the floor
+child (site-packages only) does not pay: the device run of 2026-12-07 15:53 UTC
+(benchmarks/RESULTS.md) ran so, on a fresh tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import statistics
@@ -120,7 +128,11 @@ def main() -> int:
     ap.add_argument("--modes", default="start,floor,serial,default")
     ap.add_argument("--pythonpath", default=str(ROOT))
     ap.add_argument("--hta-python", default=None)
+    ap.add_argument("--no-compile", action="store_true", help="leave byte code as it is")
     args = ap.parse_args()
+    if not args.no_compile:
+        compileall.compile_dir(str(Path(args.pythonpath) / "tb_kineto_insights"), quiet=1)
+        compileall.compile_file(str(ROOT / "benchmarks" / "profile_per_file.py"), quiet=1)
     _hta_python = args.hta_python or _hta_python
     modes = [m for m in args.modes.split(",") if m]
     print(f"load average before: {os.getloadavg()}, python {sys.version.split()[0]}")
