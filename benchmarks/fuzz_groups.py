@@ -24,6 +24,7 @@ Any other exception is a failure, printed with its seed and input number (``repl
 rebuilds it). Input ``i`` of seed ``s`` depends on ``(s, i)`` alone.
 
     python benchmarks/fuzz_groups.py [--count 1000000] [--seed 0] [--seconds S]
+    python benchmarks/fuzz_groups.py --seed 0 --replay 969 7378   # those inputs again
 
 tests/test_fuzz_groups.py runs it on a fixed budget; the large figure goes to
 benchmarks/RESULTS.md.
@@ -176,6 +177,15 @@ def make_input(seed: int, index: int) -> tuple[str, list[str]]:
     return pattern(rng), [name(rng) for _ in range(NAMES_PER_INPUT)]
 
 
+def replay(
+    seed: int, index: int, max_seconds: float = MAX_SECONDS
+) -> tuple[str | None, bool, float]:
+    """:func:`check_one` of input ``index`` of ``seed`` again (a failure's line names
+    both): a timing failure of a loaded run is checked on a quiet one so."""
+    group_by, names = make_input(seed, index)
+    return check_one(group_by, names, max_seconds)
+
+
 def run(
     count: int, seed: int, seconds: float | None = None, max_seconds: float = MAX_SECONDS
 ) -> Result:
@@ -203,7 +213,17 @@ def main() -> int:  # pragma: no cover - the command
     ap.add_argument("--count", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument(
+        "--replay", type=int, nargs="+", default=None, help="only these inputs of --seed"
+    )
     args = ap.parse_args()
+    if args.replay:
+        failed = 0
+        for index in args.replay:
+            failure, _, took = replay(args.seed, index)
+            failed += failure is not None
+            print(f"input {index} (seed {args.seed}): {failure or 'ok'}, {took * 1000:.1f} ms")
+        return 1 if failed else 0
     t0 = time.monotonic()
     result = run(args.count, args.seed, args.seconds)
     for line in result.failures:
