@@ -694,3 +694,23 @@ def test_history_names_skipped_runs_on_stderr_and_fails_when_none_is_read(
     tiny_trace(logdir / "exp_0" / "w.1.pt.trace.json", 200.0, T0)
     code, err = run("history", str(logdir))
     assert code == 0 and "warning: run broken skipped" in err and "error:" not in err
+
+
+def test_check_leaves_out_its_own_run_when_the_name_is_not_utf8(tmp_path: Path) -> None:
+    """``check LOGDIR/run<0xff>_2 --against-history LOGDIR``: the history names that run
+    ``run\\xff_2`` (as ``/runs`` shows it), the command named it with the raw byte, so it
+    was never left out of its own level and a regressed run judged itself unchanged
+    (attack run, 2026-12-07)."""
+    import io
+
+    from tb_kineto_insights.cli.main import _parser
+
+    logdir = tmp_path / "logs"
+    for i, step in enumerate((200.0, 200.0, 450.0)):
+        tiny_trace(logdir / f"run\udcff_{i}" / "w.1.pt.trace.json", step, T0 + i * DAY_NS)
+    argv = ["check", str(logdir / "run\udcff_2"), "--against-history", str(logdir)]
+    args = _parser().parse_args([*argv, "--cache", str(tmp_path / "c"), "--group-by", r"^(.*)_\d$"])
+    out, err = io.StringIO(), io.StringIO()
+    assert int(args.func(args, out, err)) == 1, err.getvalue()
+    assert "current level of run\\xff: 6 steps" in out.getvalue()  # runs 0 and 1 alone
+    assert "-> 450.0 µs (+125.0 %) [regressed]" in out.getvalue()

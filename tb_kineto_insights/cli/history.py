@@ -18,6 +18,7 @@ from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
 from tb_kineto_insights.analysis.units import fmt_duration_us
 from tb_kineto_insights.compare import history as hist
 from tb_kineto_insights.logdir.discovery import LogdirError, discover
+from tb_kineto_insights.logdir.names import escaped_name
 from tb_kineto_insights.service.headlines import collect_runs
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
 
@@ -109,8 +110,9 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
             err.write(f"error: no readable trace in {args.base} ({skipped})\n")
             return EXIT_UNUSABLE
         new = new_runs[0]
-        if new.name == ".":
-            new = dataclasses.replace(new, name=args.base.rstrip("/").rsplit("/", 1)[-1])
+        if new.name == ".":  # named as the log directory's runs are (a byte not UTF-8: \xff)
+            name = escaped_name(args.base.rstrip("/").rsplit("/", 1)[-1])
+            new = dataclasses.replace(new, name=name)
         runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]

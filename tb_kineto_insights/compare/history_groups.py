@@ -12,12 +12,13 @@ milliseconds, and a pattern it cannot take is refused with its reason.
 Syntax: RE2's, which is Python's ``re`` without backreferences (``\\1``,
 ``(?P=name)``) and lookaround (``(?=``, ``(?<=``); ``\\d``, ``\\w`` and ``\\s`` are
 ASCII classes. A pattern longer than :data:`MAX_PATTERN_CHARS` characters, one RE2
-cannot compile within :data:`MAX_PROGRAM_BYTES`, or one that compiles to more than
-:data:`MAX_PROGRAM_SIZE` instructions is a ``ValueError`` that says why: a 400 in the
+cannot compile within :data:`MAX_PROGRAM_BYTES`, one that compiles to more than
+:data:`MAX_PROGRAM_SIZE` instructions, or one with more than :data:`MAX_GROUPS`
+capturing groups is a ``ValueError`` that says why: a 400 in the
 plugin, exit 2 on the command line. Linear is not cheap: where RE2's DFA gives up
 (``(.*){1000}``: 10,004 instructions) a search costs time in proportion to the
 instructions times the name's length, and the pattern runs on every run name; the
-instruction bound keeps that to milliseconds a name.
+instruction and group bounds keep that to milliseconds a name.
 
 A run name that is not UTF-8 (its bad bytes held as lone surrogates, as ``os.scandir``
 gives them) is matched as it is shown: each bad byte as ``\\xNN``; any other lone
@@ -34,6 +35,7 @@ from typing import Any
 __all__ = [
     "MAX_PATTERN_CHARS",
     "MAX_PROGRAM_BYTES",
+    "MAX_GROUPS",
     "MAX_PROGRAM_SIZE",
     "as_shown",
     "group_key",
@@ -50,8 +52,12 @@ MAX_PATTERN_CHARS = 4096
 MAX_PROGRAM_BYTES = 1 << 20
 #: Most RE2 instructions (``programsize``) of a pattern: a grouping regex has tens
 #: (``^(\\w+)_\\d+``: 10); ``(.*){100}`` has 1,004 and 1,000 nested groups 2,005. A
-#: search costs up to about this many steps per character of a run name.
+#: search costs up to about this many steps per character of a run name ...
 MAX_PROGRAM_SIZE = 1000
+#: ... times the capturing groups it tracks (every one, though only the first names the
+#: series): 480 nested groups under ``*`` (972 instructions) took over a second a long
+#: name. A grouping regex has one.
+MAX_GROUPS = 9
 
 
 def _error_text(exc: Exception) -> str:
@@ -88,6 +94,12 @@ def group_pattern(group_by: str) -> Any:
             f"--group-by {group_by[:80]!r} is not a regex RE2 takes: {_error_text(exc)} "
             "(RE2 syntax: Python's re without backreferences and lookaround)"
         ) from None
+    if compiled.groups > MAX_GROUPS:
+        raise ValueError(
+            f"--group-by {group_by[:80]!r} has {compiled.groups:,} capturing groups; at "
+            f"most {MAX_GROUPS} (the series is the first group's text: write the others "
+            "as (?:...))"
+        )
     if compiled.programsize > MAX_PROGRAM_SIZE:
         raise ValueError(
             f"--group-by {group_by[:80]!r} compiles to {compiled.programsize:,} RE2 "
@@ -100,20 +112,22 @@ def group_pattern(group_by: str) -> Any:
 def as_shown(text: str, literal: bool = False) -> str:
     """``text`` as it is shown (module docstring): a lone surrogate that holds a byte
     that is not UTF-8 (U+DC80-U+DCFF) as ``\\xNN``, any other as ``\\uNNNN``; with
-    ``literal``, as RE2 syntax that matches that text (the backslash escaped)."""
+    ``literal``, as RE2 syntax that matches that text (the backslash escaped, each in a
+    non-capturing group)."""
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
         pass
-    slash = "\\\\" if literal else "\\"
+    # as RE2 syntax, in a group: a quantifier after it repeats the byte, not its last hex
+    slash, left, right = ("\\\\", "(?:", ")") if literal else ("\\", "", "")
     out = []
     for ch in text:
         code = ord(ch)
         if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"{slash}x{code - 0xDC00:02x}")
+            out.append(f"{left}{slash}x{code - 0xDC00:02x}{right}")
         elif 0xD800 <= code <= 0xDFFF:
-            out.append(f"{slash}u{code:04x}")
+            out.append(f"{left}{slash}u{code:04x}{right}")
         else:
             out.append(ch)
     return "".join(out)
