@@ -354,3 +354,79 @@ def test_a_second_signal_while_ending_says_nothing_more() -> None:
     )
     done = python_child(code, timeout=60)
     assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the watchdog forks")
+def test_a_signal_to_the_group_while_the_watchdog_forks_is_said_once() -> None:
+    """SIGTERM to the whole process group just as the watchdog forks the command (the
+    attack run hit it 3 times in 135): both processes get it. Said once, by the command,
+    and the watchdog exits as the command did (143). Before the fork held the signals,
+    the watchdog, still on the command's handler, said it (and the command too, when it
+    was quicker than the watchdog's kill)."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from tb_kineto_insights.cli import budget, supervisor\n"
+        "WATCHDOG = os.getpid()\n"
+        "class Err:  # who says it\n"
+        "    def write(self, text):\n"
+        "        who = 'watchdog' if os.getpid() == WATCHDOG else 'command'\n"
+        "        sys.stderr.write(who + ': ' + text)\n"
+        "    def flush(self):\n"
+        "        sys.stderr.flush()\n"
+        "budget.stop_on_interrupt(Err())\n"
+        "real = os.fork\n"
+        "def fork():\n"
+        "    pid = real()\n"
+        "    if pid:\n"
+        "        os.killpg(0, signal.SIGTERM)  # parent and child both exist now\n"
+        "    return pid\n"
+        "os.fork = fork\n"
+        "supervisor.fork_watched(time.monotonic() + 60, 'over')\n"
+        "time.sleep(30)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+        start_new_session=True,
+    )
+    assert (done.returncode, done.stderr) == (budget.EXIT_TERMINATED, "command: terminated\n")
+
+
+def test_ctrl_c_during_the_import_of_the_process_helpers_ends_cleanly() -> None:
+    """Ctrl-C while start-up imports ``trace/processes.py`` (half made: an ImportError
+    of ``descendants``, a traceback and exit 1 in the attack run): said once, exit 130;
+    no child exists before that module is whole."""
+    code = (
+        "import os, signal, sys, types\n"
+        "from tb_kineto_insights.cli import budget\n"
+        "half = types.ModuleType('tb_kineto_insights.trace.processes')  # no names yet\n"
+        "sys.modules['tb_kineto_insights.trace.processes'] = half\n"
+        "budget.stop_on_interrupt(sys.stderr)\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "while True:\n"
+        "    pass\n"
+    )
+    done = python_child(code, timeout=60)
+    assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")
+
+
+def test_ctrl_c_while_the_console_script_parses_its_arguments() -> None:
+    """The console script takes Ctrl-C as soon as it starts: here it comes while the
+    argument parser is built (a ``KeyboardInterrupt`` traceback, exit 1, in the attack
+    run, which sent it 0.05-0.2 s after the start)."""
+    code = (
+        "import os, signal, sys\n"
+        "from tb_kineto_insights.cli import main as cli\n"
+        "parser = cli._parser\n"
+        "def interrupted_parser():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return parser()\n"
+        "cli._parser = interrupted_parser\n"
+        "sys.argv = ['tb-kineto-insights', 'report', os.devnull]\n"
+        "sys.exit(cli.main())\n"
+    )
+    done = python_child(code, timeout=60)
+    assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")

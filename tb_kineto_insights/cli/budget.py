@@ -180,7 +180,10 @@ def stop_on_interrupt(err: TextIO) -> None:
             with contextlib.suppress(Exception):
                 err.write(f"{word}\n")
                 err.flush()
-            _kill_children()
+            # a signal during the start-up's import of trace/processes.py finds it half
+            # made (ImportError): no child is started before it is whole
+            with contextlib.suppress(Exception):
+                _kill_children()
             os._exit(code)
 
         return handler

@@ -719,6 +719,10 @@ def _discard_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
+    if argv is None:  # the console script: Ctrl-C ends it at once, without tracebacks,
+        from tb_kineto_insights.cli import budget as cli_budget  # from the start on
+
+        cli_budget.stop_on_interrupt(sys.stderr)
     for name in BLAS_THREAD_VARIABLES:
         os.environ.setdefault(name, "1")
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
@@ -753,9 +757,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tb_kineto_insights.cli.allocator import tune_allocator
 
         tune_allocator()  # before the workers fork: they inherit it
-
-        if argv is None:  # the console script: Ctrl-C ends it at once, without tracebacks
-            cli_budget.stop_on_interrupt(sys.stderr)
         budget = cli_budget.budget_for(args.command, args.timeout, _inputs(args), sys.stderr)
         if budget is not None:  # the document is written whole or not at all
             if argv is None:  # the console script: a watchdog process keeps the budget

@@ -68,20 +68,26 @@ def fork_watched(deadline: float, message: str) -> tuple[int, int] | None:
             stream.flush()
     ask_r, ask_w = os.pipe()
     answer_r, answer_w = os.pipe()
+    # Ctrl-C or SIGTERM to the group while this forks reaches both processes: held until
+    # the watchdog passes them on (:func:`watch`) and the command has its own handler,
+    # else the watchdog, still running the command's handler, said it too and exited
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     try:
         pid = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in (ask_r, ask_w, answer_r, answer_w):
             os.close(fd)
         return None
     if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(ask_r)
         os.close(answer_w)
         die_with_parent()  # a SIGKILL of the watchdog ends the command too
         return ask_w, answer_r
     os.close(ask_w)
     os.close(answer_r)
-    watch(pid, deadline, message, ask_r, answer_w)
+    watch(pid, deadline, message, ask_r, answer_w, mask)
 
 
 def _forward(child: int) -> None:
@@ -93,14 +99,24 @@ def _forward(child: int) -> None:
         signal.signal(sig, handler)
 
 
-def watch(child: int, deadline: float, message: str, ask: int, answer: int) -> NoReturn:
+def watch(
+    child: int,
+    deadline: float,
+    message: str,
+    ask: int,
+    answer: int,
+    mask: set[int | signal.Signals] | None = None,
+) -> NoReturn:
     """The watchdog's loop over the command ``child`` (module docstring): exits with the
     command's status, or 124 past ``deadline`` unless the command said (on ``ask``, a
-    byte answered on ``answer``) that its work is done."""
+    byte answered on ``answer``) that its work is done. ``mask``: the signal mask to set
+    once the forwarding handlers are in place (:func:`fork_watched` blocks them)."""
     import select
 
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     _forward(child)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     cancelled, listening = False, True
     status = 0
     while True:
