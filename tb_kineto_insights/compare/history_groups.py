@@ -24,13 +24,15 @@ A run name that is not UTF-8 (its bad bytes held as lone surrogates, as ``os.sca
 gives them) is matched as it is shown: each bad byte as ``\\xNN``; any other lone
 surrogate as ``\\uNNNN``. A pattern holding such a byte (a command line in a locale
 that is not UTF-8) matches that shown text: its ``\xff`` byte matches a name's (outside
-a character class, where it stands for its four characters).
+a character class, where it stands for the characters of its RE2 text).
 """
 
 from __future__ import annotations
 
 import functools
 from typing import Any
+
+from tb_kineto_insights.logdir.names import escaped_name
 
 __all__ = [
     "MAX_PATTERN_CHARS",
@@ -73,8 +75,9 @@ def group_pattern(group_by: str) -> Any:
     Raises:
         ValueError: too long, or RE2 cannot compile it (its reason in the message:
             ``missing ]``, ``invalid repetition size``, ``invalid escape sequence: \\1``
-            for a backreference, ``pattern too large``), or more than
-            :data:`MAX_PROGRAM_SIZE` instructions.
+            for a backreference, ``pattern too large``), more than
+            :data:`MAX_GROUPS` capturing groups or :data:`MAX_PROGRAM_SIZE`
+            instructions.
         ImportError: ``google-re2`` is not installed (a dependency of the package).
     """
     if len(group_by) > MAX_PATTERN_CHARS:
@@ -110,24 +113,25 @@ def group_pattern(group_by: str) -> Any:
 
 
 def as_shown(text: str, literal: bool = False) -> str:
-    """``text`` as it is shown (module docstring): a lone surrogate that holds a byte
-    that is not UTF-8 (U+DC80-U+DCFF) as ``\\xNN``, any other as ``\\uNNNN``; with
-    ``literal``, as RE2 syntax that matches that text (the backslash escaped, each in a
-    non-capturing group)."""
+    """``text`` as it is shown (module docstring): a run name as ``/runs`` lists it
+    (:func:`~tb_kineto_insights.logdir.names.escaped_name`: a byte that is not UTF-8 as
+    ``\\xNN``); with ``literal``, a pattern as RE2 syntax that matches that text (the
+    backslash escaped, each such byte in a non-capturing group, ``\\uNNNN`` for any other
+    lone surrogate)."""
+    if not literal:
+        return escaped_name(text)
     try:
         text.encode("utf-8")
         return text
     except UnicodeEncodeError:
         pass
-    # as RE2 syntax, in a group: a quantifier after it repeats the byte, not its last hex
-    slash, left, right = ("\\\\", "(?:", ")") if literal else ("\\", "", "")
     out = []
-    for ch in text:
+    for ch in text:  # in a group: a quantifier after it repeats the byte, not its last digit
         code = ord(ch)
         if 0xDC80 <= code <= 0xDCFF:
-            out.append(f"{left}{slash}x{code - 0xDC00:02x}{right}")
+            out.append(f"(?:\\\\x{code - 0xDC00:02x})")
         elif 0xD800 <= code <= 0xDFFF:
-            out.append(f"{left}{slash}u{code:04x}{right}")
+            out.append(f"(?:\\\\u{code:04x})")
         else:
             out.append(ch)
     return "".join(out)
