@@ -333,9 +333,7 @@ def test_a_second_signal_while_ending_says_nothing_more() -> None:
     watchdog passing it on), and Python runs the handler again inside the first for a
     signal that came meanwhile: here a second SIGINT and a SIGTERM arrive after the
     first handler said its word. Said once, exit 130 (CI saw "interrupted" twice)."""
-    code = (
-        "import os, signal, sys\n"
-        "from tb_kineto_insights.cli import budget\n"
+    setup = (
         "class Err:\n"
         "    sent = False\n"
         "    def write(self, text):\n"
@@ -347,13 +345,25 @@ def test_a_second_signal_while_ending_says_nothing_more() -> None:
         "            os.kill(os.getpid(), signal.SIGINT)\n"
         "            os.kill(os.getpid(), signal.SIGTERM)\n"
         "            sum(range(10000))  # bytecode boundaries: pending handlers run here\n"
-        "budget.stop_on_interrupt(Err())\n"
+    )
+    done = _ctrl_c_child(setup, err="Err()")
+    assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")
+
+
+def _ctrl_c_child(setup: str, err: str = "sys.stderr") -> subprocess.CompletedProcess[str]:
+    """A child that runs ``setup`` (``os``, ``signal``, ``sys`` and ``types`` imported),
+    takes Ctrl-C as the console script does (``stop_on_interrupt(ERR)``), sends itself
+    SIGINT and spins until a handler ends it."""
+    code = (
+        "import os, signal, sys, types\n"
+        "from tb_kineto_insights.cli import budget\n"
+        f"{setup}"
+        f"budget.stop_on_interrupt({err})\n"
         "os.kill(os.getpid(), signal.SIGINT)\n"
         "while True:\n"
         "    pass\n"
     )
-    done = python_child(code, timeout=60)
-    assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")
+    return python_child(code, timeout=60)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the watchdog forks")
@@ -399,17 +409,11 @@ def test_ctrl_c_during_the_import_of_the_process_helpers_ends_cleanly() -> None:
     """Ctrl-C while start-up imports ``trace/processes.py`` (half made: an ImportError
     of ``descendants``, a traceback and exit 1 in the attack run): said once, exit 130;
     no child exists before that module is whole."""
-    code = (
-        "import os, signal, sys, types\n"
-        "from tb_kineto_insights.cli import budget\n"
+    setup = (
         "half = types.ModuleType('tb_kineto_insights.trace.processes')  # no names yet\n"
         "sys.modules['tb_kineto_insights.trace.processes'] = half\n"
-        "budget.stop_on_interrupt(sys.stderr)\n"
-        "os.kill(os.getpid(), signal.SIGINT)\n"
-        "while True:\n"
-        "    pass\n"
     )
-    done = python_child(code, timeout=60)
+    done = _ctrl_c_child(setup)
     assert (done.returncode, done.stderr) == (budget.EXIT_INTERRUPTED, "interrupted\n")
 
 

@@ -3,11 +3,11 @@
 
 It runs on RE2 (``google-re2``), an engine without backtracking: a search takes time
 linear in the name whatever the pattern, in bounded memory, without recursion.
-Python's ``re`` backtracks: ``(a+)+b`` on a name of 27 ``a`` took 14 s, each more
-character doubling it, while holding the GIL (every other route of TensorBoard
+Python's ``re`` backtracks: ``(a+)+b`` on a long run of ``a`` takes time that
+doubles with each more character, while holding the GIL (every other route of TensorBoard
 waited); ``a{99999999999}`` raised ``OverflowError`` and 1,000 nested groups
-``RecursionError``. RE2 compiles the first as a literal and the second in
-milliseconds, and a pattern it cannot take is refused with its reason.
+``RecursionError``. RE2 compiles the first as a literal, refuses the second with
+the reason (too many groups), as any pattern it cannot take.
 
 Syntax: RE2's, which is Python's ``re`` without backreferences (``\\1``,
 ``(?P=name)``) and lookaround (``(?=``, ``(?<=``); ``\\d``, ``\\w`` and ``\\s`` are
@@ -44,8 +44,7 @@ __all__ = [
     "group_pattern",
 ]
 
-#: Longest ``group_by`` pattern, in characters (a grouping regex is a few dozen; 1,000
-#: nested groups, 2,001 characters, compile in milliseconds).
+#: Longest ``group_by`` pattern, in characters (a grouping regex is a few dozen).
 MAX_PATTERN_CHARS = 4096
 #: Memory RE2 may use for one compiled pattern (its ``max_mem``; RE2's default is 8 MiB):
 #: room for :data:`MAX_PROGRAM_SIZE` instructions and the DFA's cache, and RE2 stops a
@@ -57,8 +56,7 @@ MAX_PROGRAM_BYTES = 1 << 20
 #: search costs up to about this many steps per character of a run name ...
 MAX_PROGRAM_SIZE = 1000
 #: ... times the capturing groups it tracks (every one, though only the first names the
-#: series): 480 nested groups under ``*`` (972 instructions) took over a second a long
-#: name. A grouping regex has one.
+#: series: the figures are in ``benchmarks/RESULTS.md``). A grouping regex has one.
 MAX_GROUPS = 9
 
 

@@ -1,7 +1,7 @@
 """Decode pieces of one large trace in worker processes.
 
-Why processes, not threads: msgspec's decode holds the GIL (two threads decoding the
-same events take about twice the time of one), and so does building the numpy columns
+Why processes, not threads: msgspec's decode holds the GIL (two threads gain nothing
+over one: ``benchmarks/RESULTS.md``, "Threads"), and so does building the numpy columns
 of a piece (many small numpy and ``map`` calls), so threads cannot share that work.
 Worker processes each decode a whole piece (a few MiB of ``traceEvents``) into a local
 :class:`~tb_kineto_insights.trace.columns.Builder` (local name ids, counts, columns)
