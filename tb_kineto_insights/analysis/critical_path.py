@@ -115,22 +115,25 @@ class _Prefix:
 
 
 def _prefix(graph: StepGraph, r: Replay) -> _Prefix:
-    def cum(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        return np.concatenate([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-
+    # each table is filled in rows 1.. of its prefix array and summed there in place:
+    # a row per event and a column per class is the summary's largest array
     n_ev = r.gap.size
     gap_total = r.gap.astype(np.float64)
     raw = np.zeros(n_ev, dtype=np.float64)
     for c in GAP_CLASSES:
         raw += graph.gap_class[c]
     scale = np.divide(gap_total, raw, out=np.zeros_like(gap_total), where=raw > 0)
-    host = np.zeros((n_ev, len(PIECE_CLASSES)), dtype=np.float64)
+    host_cum = np.zeros((n_ev + 1, len(PIECE_CLASSES)), dtype=np.float64)
+    host = host_cum[1:]
     for c in GAP_CLASSES:
-        host[:, _INDEX[c]] = graph.gap_class[c] * scale
+        np.multiply(graph.gap_class[c], scale, out=host[:, _INDEX[c]])
     host[np.arange(n_ev), _EVENT_INDEX[np.minimum(graph.kind, _EVENT_INDEX.size - 1)]] += r.own
+    np.cumsum(host, axis=0, out=host)
     n = graph.op_start.size
-    op = np.zeros((n, len(PIECE_CLASSES)), dtype=np.float64)
+    op_cum = np.zeros((n + 1, len(PIECE_CLASSES)), dtype=np.float64)
+    op = op_cum[1:]
     op[np.arange(n), _OP_INDEX[graph.op_kind]] = r.op_dur
+    np.cumsum(op, axis=0, out=op)
     pos = np.arange(n)
     first_of_stream = np.ones(n, dtype=np.bool_)
     first_of_stream[1:] = graph.op_stream[1:] != graph.op_stream[:-1]
@@ -139,7 +142,7 @@ def _prefix(graph: StepGraph, r: Replay) -> _Prefix:
     head = np.maximum.accumulate(np.where((r.op_bound != STREAM) | first_of_stream, pos, 0))
     ev = np.arange(n_ev)
     waited_before = np.maximum.accumulate(np.where(r.host_waited, ev, -1))
-    return _Prefix(cum(host), cum(op), op_gap.astype(np.float64), head, waited_before)
+    return _Prefix(host_cum, op_cum, op_gap.astype(np.float64), head, waited_before)
 
 
 @dataclass
