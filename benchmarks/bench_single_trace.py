@@ -15,6 +15,8 @@ no mode always runs after another):
 * ``serial``: ``report PATH --format json --cache none`` with
   ``KINETO_INSIGHTS_READ_WORKERS=1`` (one process);
 * ``default``: the same with the reader's own choice of processes;
+* ``two`` (only when named in ``--modes``): the same with two workers whatever the
+  machine (``KINETO_INSIGHTS_READ_WORKERS=2``): what the parallel read gives here;
 * ``hta`` (only when named in ``--modes``): HolisticTraceAnalysis'
   ``TraceAnalysis(trace_dir=D)`` with ``--hta-python`` (its own environment), ``D`` a
   temporary folder holding one symlink ``rank0.json[.gz]`` to the file: HTA's load, the
@@ -93,6 +95,10 @@ def _command(mode: str, path: str) -> list[str]:
     ]
 
 
+#: The modes that set the read's cores (``KINETO_INSIGHTS_READ_WORKERS``).
+WORKERS_OF = {"serial": "1", "two": "2"}
+
+
 def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[float, float]:
     """Wall and CPU seconds of one child of ``mode``. Raises ``RuntimeError`` when the
     child exits with a status other than 0."""
@@ -100,8 +106,8 @@ def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[floa
     env.pop("KINETO_INSIGHTS_READ_WORKERS", None)
     if mode == "hta":
         env.pop("PYTHONPATH")
-    if mode == "serial":
-        env["KINETO_INSIGHTS_READ_WORKERS"] = "1"
+    if mode in WORKERS_OF:
+        env["KINETO_INSIGHTS_READ_WORKERS"] = WORKERS_OF[mode]
     argv = _command(mode, path)
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]

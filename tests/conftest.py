@@ -298,13 +298,13 @@ def pair(result: Any) -> tuple[Any, dict[str, str] | None]:
 
 @pytest.fixture(autouse=True)
 def _no_machine_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every test sees a load average of 0: the tests run on shared, loaded machines, and
-    a pool a test forces on (two cores) must not fall back to one process because other
-    jobs run beside it. The load rule itself is tested with exact inputs
+    """Every test sees a load of 0 (no other process running): the tests run on shared,
+    loaded machines, and a pool a test forces on (two cores) must not fall back to one
+    process because other jobs run beside it. The load rule itself is tested with exact inputs
     (``tests/test_read_plan.py``)."""
     from tb_kineto_insights.trace import parallel
 
-    monkeypatch.setattr(parallel, "load_average", lambda: 0.0)
+    monkeypatch.setattr(parallel, "load_now", lambda: 0.0)
 
 
 @functools.cache

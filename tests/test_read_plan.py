@@ -72,6 +72,18 @@ def test_the_default_model_on_an_idle_two_core() -> None:
     assert plan_read(BIG, idle).workers == 2
 
 
+def test_workers_forked_ahead_pay_back_where_a_forkserver_does_not() -> None:
+    """Forked ahead (``FORKED_COSTS``: they share the parent's imports) the workers' start
+    is the first pieces' latency only, so the 88 MB GPT trace reads with 2 workers on an
+    idle 2-core, where a forkserver's start (``DEFAULT_COSTS``) keeps it in one process;
+    a file of a few pieces stays serial either way, and so does any loaded machine."""
+    idle = Machine(affinity=2, load=0.0)
+    assert plan_read(88 * MB, idle, parallel.DEFAULT_COSTS).workers == 0
+    assert plan_read(88 * MB, idle, parallel.FORKED_COSTS).workers == 2
+    assert plan_read(34 * MB, idle, parallel.FORKED_COSTS).workers == 0
+    assert plan_read(BIG, Machine(affinity=2, load=1.0), parallel.FORKED_COSTS).workers == 0
+
+
 def test_a_partial_load_leaves_fewer_free_cpus() -> None:
     """One CPU of 2 taken: the parallel read's CPU (parent + workers) all lands on the
     one left, never faster than serial."""
@@ -160,3 +172,74 @@ def test_the_choice_is_recorded_for_verbose(monkeypatch: pytest.MonkeyPatch) -> 
     assert parallel.read_workers(BIG) == 0
     assert parallel.read_workers(BIG) == 0
     assert [f"read: 1000 MB, {parallel.WORKERS_ENV}=1: one process"] == parallel.DECISIONS
+
+
+def test_plan_for_prices_the_start_of_the_workers_it_will_get(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``plan_for`` (this process now) prices the start as forked ahead where a pool
+    waits or fork is safe here (one thread), else as the forkserver's."""
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "machine_now", lambda: Machine(affinity=2, load=0.0))
+    monkeypatch.setattr(parallel, "_prestarted", None)
+    monkeypatch.setattr(parallel, "can_fork_now", lambda: False)
+    assert parallel.plan_for(88 * MB).workers == 0
+    monkeypatch.setattr(parallel, "can_fork_now", lambda: True)
+    assert parallel.plan_for(88 * MB).workers == 2
+    monkeypatch.setattr(parallel, "can_fork_now", lambda: False)
+    monkeypatch.setattr(parallel, "_prestarted", (2, object()))
+    assert parallel.plan_for(88 * MB).workers == 2
+
+
+#: The real :func:`parallel.load_now` (conftest pins it to 0 for every test).
+LOAD_NOW = parallel.load_now
+
+
+def _fake_proc(tmp_path: Path, loadavg: str, states: list[bytes]) -> tuple[str, str]:
+    """A ``/proc/loadavg`` and a ``/proc/self/task`` with one thread per state."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    avg = tmp_path / "loadavg"
+    avg.write_text(loadavg)
+    tasks = tmp_path / "task"
+    for i, state in enumerate(states):
+        (tasks / str(100 + i)).mkdir(parents=True)
+        # a thread name holding ") R" must not be read as the state
+        (tasks / str(100 + i) / "stat").write_bytes(b"%d (py) R x) %s 1 2 3" % (100 + i, state))
+    return str(avg), str(tasks)
+
+
+def test_the_load_is_other_processes_runnable_tasks_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5 runnable tasks on the machine, 2 of them this process's threads (one sleeps):
+    3 elsewhere, whatever the trailing load average says (9.0 here)."""
+    avg, tasks = _fake_proc(tmp_path, "9.00 8.00 7.00 5/300 4242\n", [b"R", b"S", b"R"])
+    monkeypatch.setattr(parallel, "PROC_LOADAVG", avg)
+    monkeypatch.setattr(parallel, "PROC_SELF_TASKS", tasks)
+    assert parallel._running_threads_here() == 2
+    assert LOAD_NOW() == 3.0
+    # only this process runs: an idle machine, although the last minute was busy
+    avg, tasks = _fake_proc(tmp_path / "idle", "9.00 8.00 7.00 1/300 4242\n", [b"R"])
+    monkeypatch.setattr(parallel, "PROC_LOADAVG", avg)
+    monkeypatch.setattr(parallel, "PROC_SELF_TASKS", tasks)
+    assert LOAD_NOW() == 0.0
+    # no /proc: the 1-minute load average
+    monkeypatch.setattr(parallel, "PROC_LOADAVG", str(tmp_path / "missing"))
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (1.5, 1.0, 0.5))
+    assert LOAD_NOW() == 1.5
+
+
+@pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="Linux /proc only")
+def test_a_busy_process_beside_this_one_counts_as_load() -> None:
+    """A process spinning on a CPU is always runnable: at least 1, on any machine."""
+    import subprocess
+    import sys
+    import time
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)  # past its start
+        assert LOAD_NOW() >= 1.0
+    finally:
+        spin.kill()
+        spin.wait()

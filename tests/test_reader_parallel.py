@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import kernel, write_trace
+from conftest import kernel, python_child, write_trace
 
 from tb_kineto_insights.trace import columns, parallel
 from tb_kineto_insights.trace.model import Trace
@@ -137,7 +137,7 @@ def test_read_workers_refuses_while_the_main_module_is_imported(
         parallel.read_workers(1 << 40, 2)
 
 
-def test_warm_up_starts_the_server_only_for_a_large_file(
+def test_warm_up_starts_workers_only_for_a_large_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     small = write_trace(tmp_path / "w.1.pt.trace.json", [kernel("k", 0.0, 1.0)])
@@ -148,8 +148,42 @@ def test_warm_up_starts_the_server_only_for_a_large_file(
     monkeypatch.setattr(parallel, "PARALLEL_MIN_JSON_BYTES", 0)
     monkeypatch.setenv(parallel.WORKERS_ENV, "1")
     assert not parallel.warm_up(str(small))  # serial by the variable
-    monkeypatch.setenv(parallel.WORKERS_ENV, "2")
-    assert parallel.warm_up(str(small))
-    from multiprocessing import forkserver
 
-    assert forkserver._forkserver._forkserver_pid is not None  # the server runs
+
+#: A fresh interpreter that warms up a read of a file forced parallel (``PATH``),
+#: beside a thread when ``BESIDE == "thread"``, then reads it: prints whether
+#: workers were forked here (a pool waiting, its workers this process's children), then
+#: whether the forkserver runs, then the events read.
+_WARM_UP_CHILD = """
+import os, threading
+from multiprocessing import forkserver
+from tb_kineto_insights.trace import parallel
+from tb_kineto_insights.trace.reader import read_trace
+parallel.PARALLEL_MIN_JSON_BYTES = 0
+done = threading.Event()
+if BESIDE == "thread":
+    threading.Thread(target=done.wait).start()
+assert parallel.warm_up(PATH)
+ahead = parallel._prestarted
+forked = ahead is not None and ahead[1].submit(os.getppid).result() == os.getpid()
+print(forked, forkserver._forkserver._forkserver_pid is not None)
+print(len(read_trace(PATH).tables["kernel"].start_ns), parallel._prestarted)
+done.set()
+"""
+
+
+@pytest.mark.parametrize(("beside", "forked"), [("none", "True"), ("thread", "False")])
+def test_warm_up_forks_the_workers_here_unless_a_thread_runs(
+    tmp_path: Path, beside: str, forked: str
+) -> None:
+    """In a process of one thread the read's workers are forked ahead (they share its
+    imports) and the read takes them; beside a thread (fork unsafe) the forkserver is
+    started instead. Either way the read gives every event."""
+    events = [kernel(f"k{i}", float(i), 1.0) for i in range(50)]
+    path = write_trace(tmp_path / "w.1.pt.trace.json", events)
+    head = f"PATH = {str(path)!r}\nBESIDE = {beside!r}\n"
+    env = {parallel.WORKERS_ENV: "2", "OPENBLAS_NUM_THREADS": "1"}
+    proc = python_child(head + _WARM_UP_CHILD, env)
+    assert proc.returncode == 0, proc.stderr
+    server = "False" if forked == "True" else "True"
+    assert proc.stdout.split() == [forked, server, "50", "None"]

@@ -138,7 +138,7 @@ def _parallel_read() -> str:
     machine = parallel.machine_now()
     quota = "no cgroup quota" if machine.quota is None else f"cgroup quota {machine.quota:g} CPU"
     plans = "; ".join(
-        f"{label}: {parallel.plan_read(size, machine).reason}"
+        f"{label}: {parallel.plan_read(size, machine, parallel.costs_now()).reason}"
         for label, size in (("a 100 MB trace", 10**8), ("1 GB", 10**9))
     )
     return f"affinity {machine.affinity} CPUs, {quota}, load {machine.load:.1f}; {plans}"

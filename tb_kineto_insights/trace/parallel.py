@@ -12,17 +12,21 @@ for bit, as the serial read.
 When (:func:`plan_read`, from exact inputs: :class:`Machine`): only for a file of at
 least :data:`PARALLEL_MIN_JSON_BYTES` uncompressed bytes (a local gzip file's ``ISIZE``
 trailer, else :data:`GZIP_RATIO_ESTIMATE` times its stored size), only with at least two
-usable CPUs (the affinity mask, bounded by the cgroup CPU quota), only while the load
-average is under them, and only when the measured cost model (:class:`ReadCosts`:
+usable CPUs (the affinity mask, bounded by the cgroup CPU quota), only while other
+processes take fewer of them (:func:`load_now`: their runnable tasks now, not the
+trailing load average), and only when the measured cost model (:class:`ReadCosts`:
 the workers' start, the parent's and the workers' CPU per MB, against one process's)
-predicts the parallel read faster on the CPUs free now, by a margin: the second core
-of a 2-core machine does not pay for the workers' start and transfers under a few
-hundred MB. ``KINETO_INSIGHTS_READ_WORKERS`` overrides the CPUs, the load and the model
-(the variable sets the number of cores a read may use). Workers are started from a
+predicts the parallel read faster on the CPUs free now, by a margin: on a 2-core
+machine workers forked ahead (:data:`FORKED_COSTS`) pay back from a few tens of MB,
+workers from a forkserver (:data:`DEFAULT_COSTS`) only from a few hundred.
+``KINETO_INSIGHTS_READ_WORKERS`` overrides the CPUs, the load and the model (the
+variable sets the number of cores a read may use). Workers are started from a
 ``forkserver`` (``spawn`` where there is none): the parent already runs a helper
 thread (the gzip inflate), and ``fork`` of a threaded process is unsafe; the one
 exception is a pool forked ahead, while the process still runs one thread, for a command
-that reads a log directory (:func:`prestart_pool`). A process
+that reads a log directory or one large file (:func:`prestart_pool`): its workers share
+the parent's imports, so their start costs a fork, not an interpreter's imports
+(:data:`FORKED_COSTS` against :data:`DEFAULT_COSTS`). A process
 that cannot start children (a daemonic ``multiprocessing`` worker) and any
 ``multiprocessing`` child read serially. The plugin's loader reads in ``python -c``
 processes started with ``subprocess`` (not daemonic), so a large file read there uses
@@ -103,6 +107,10 @@ GZIP_RATIO_ESTIMATE = 8
 #: Uncompressed bytes sent to a worker at a time (whole blocks, cut at the last event
 #: boundary): fewer, larger pieces spend less of the parent's time on messages.
 PIECE_BYTES = 4 * 1024 * 1024
+#: The start of workers forked ahead (:data:`FORKED_COSTS`), as MB of serial read: the
+#: fork itself takes milliseconds; this is the first pieces' latency (a worker waits for
+#: the parent's first inflated piece) and the last piece's (``benchmarks/RESULTS.md``).
+FORKED_START_MB = 8.0
 #: Pieces sent to each worker and not yet decoded before the parent, while no worker
 #: has decoded a piece yet, decodes the next piece itself.
 IN_FLIGHT_PER_WORKER = 2
@@ -129,8 +137,8 @@ class Machine:
         affinity: CPUs this process may run on (``os.sched_getaffinity``), at least 1.
         quota: the cgroup's CPU quota in CPUs (``0.5``: half of one CPU's time); ``None``
             when there is none.
-        load: the 1-minute load average (runnable processes, ``os.getloadavg``); ``0.0``
-            where the system has none.
+        load: the CPUs other processes take now (:func:`load_now`: their runnable
+            tasks), ``0.0`` on an idle machine.
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
             a value that is not a number counts as 1).
 
@@ -192,7 +200,12 @@ class ReadCosts:
         self.margin = margin
 
 
+#: Workers started from the forkserver (a fresh interpreter importing numpy, msgspec and
+#: the reader first): the start is most of a second on a small machine.
 DEFAULT_COSTS = ReadCosts()
+#: Workers forked from this process ahead of the read (:func:`prestart_pool`), where they
+#: share its imports: the start is the fork and the first pieces' latency only.
+FORKED_COSTS = ReadCosts(start_mb=FORKED_START_MB)
 
 
 class ReadPlan:
@@ -229,8 +242,60 @@ def _cgroup_quota() -> float | None:
         return None
 
 
-def load_average() -> float:
-    """The 1-minute load average, ``0.0`` where the system has none. Raises nothing."""
+#: The kernel's counts of runnable tasks (4th field: ``running/total``).
+PROC_LOADAVG = "/proc/loadavg"
+#: This process's threads (``/proc/self/task/TID/stat``: the state after the name).
+PROC_SELF_TASKS = "/proc/self/task"
+#: Samples of the runnable count taken by :func:`load_now` (their median is the load).
+LOAD_SAMPLES = 5
+
+
+def _running_threads_here() -> int:
+    """Threads of this process in state ``R`` (running or runnable), at least 1 (the
+    calling thread). Raises ``OSError`` where ``/proc`` has no task list."""
+    running = 0
+    for tid in os.listdir(PROC_SELF_TASKS):
+        try:
+            with open(f"{PROC_SELF_TASKS}/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # the thread ended
+            continue
+        end = stat.rfind(b")")  # the name may hold spaces and ")"
+        running += stat[end + 2 : end + 3] == b"R"
+    return max(1, running)
+
+
+def _running_elsewhere() -> int:
+    """Runnable tasks of other processes now: the kernel's running count
+    (``/proc/loadavg``) less this process's running threads. Raises ``OSError`` or
+    ``ValueError`` where ``/proc`` cannot say."""
+    with open(PROC_LOADAVG, "rb") as fh:
+        running = int(fh.read().split()[3].split(b"/")[0])
+    return max(0, running - _running_threads_here())
+
+
+def load_now() -> float:
+    """The CPUs other processes take now: the median of :data:`LOAD_SAMPLES` counts of
+    their runnable tasks (:func:`_running_elsewhere`, about 1 ms apart); where ``/proc``
+    cannot say, the 1-minute load average (``os.getloadavg``; ``0.0`` where the system
+    has none). Raises nothing.
+
+    Not the load average alone: it trails by a minute, so it still holds the work of a
+    command that just ended (the previous ``report`` of a script, a test run) and misses
+    one that just started. A count is the machine's, not the CPUs of this process's
+    affinity (a pinned process is charged with the others' work): it errs towards one
+    process."""
+    import time
+
+    try:
+        counts = []
+        for i in range(LOAD_SAMPLES):
+            if i:
+                time.sleep(0.001)
+            counts.append(_running_elsewhere())
+        return float(sorted(counts)[LOAD_SAMPLES // 2])
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -256,7 +321,7 @@ def machine_now() -> Machine:
         affinity = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         affinity = max(1, os.cpu_count() or 1)
-    return Machine(affinity=affinity, quota=_cgroup_quota(), load=load_average(), env=env_cores())
+    return Machine(affinity=affinity, quota=_cgroup_quota(), load=load_now(), env=env_cores())
 
 
 def cpus_of(machine: Machine) -> float:
@@ -279,7 +344,7 @@ def pool_cores(machine: Machine) -> tuple[int, str]:
 
     ``$KINETO_INSIGHTS_READ_WORKERS`` set: that many (``<= 1``: none), the user's word.
     Otherwise the whole usable CPUs (:func:`cpus_of`), none when fewer than 2 or when the
-    load average is at least the usable CPUs (the other cores are taken: workers would
+    load is at least the usable CPUs (the other cores are taken: workers would
     only add their start and transfers to this command's CPU)."""
     if machine.env is not None:
         if machine.env < 2:
@@ -300,7 +365,7 @@ def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COST
     file is at least :data:`PARALLEL_MIN_JSON_BYTES`, and, without
     ``$KINETO_INSIGHTS_READ_WORKERS``, the cost model ``costs`` predicts the parallel
     read at least ``costs.margin`` faster than one process on the CPUs free now
-    (usable CPUs less the load average, at least 1). Pure: no system call."""
+    (usable CPUs less the load, at least 1). Pure: no system call."""
     if json_bytes < PARALLEL_MIN_JSON_BYTES:
         floor_mb = PARALLEL_MIN_JSON_BYTES / 1e6
         return ReadPlan(0, f"a file under {floor_mb:.0f} MB of JSON: one process")
@@ -348,7 +413,7 @@ def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPla
     _refuse_while_bootstrapping()
     if requested is not None:
         return ReadPlan(requested if requested >= 2 else 0, f"workers={requested} requested")
-    plan = plan_read(estimated_json_bytes, machine_now())
+    plan = plan_read(estimated_json_bytes, machine_now(), costs_now())
     if plan.workers:
         import multiprocessing as mp
 
@@ -358,6 +423,26 @@ def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPla
             plan = ReadPlan(0, "a worker process: one process")
     note(f"read: {plan.reason}")
     return plan
+
+
+def costs_now() -> ReadCosts:
+    """The cost model of a read started here now: :data:`FORKED_COSTS` where a pool forked
+    ahead waits or workers may be forked now (:func:`can_fork_now`), else
+    :data:`DEFAULT_COSTS` (the forkserver's start). Raises nothing."""
+    return FORKED_COSTS if _prestarted is not None or can_fork_now() else DEFAULT_COSTS
+
+
+def can_fork_now() -> bool:
+    """Whether worker processes may be forked from this process now: the system has
+    ``fork`` and this process runs one thread (``fork`` of a threaded process may leave a
+    lock held in the child for ever). Raises nothing."""
+    import threading
+
+    if threading.active_count() != 1 or not hasattr(os, "fork"):
+        return False
+    import multiprocessing as mp
+
+    return "fork" in mp.get_all_start_methods()
 
 
 def read_workers(estimated_json_bytes: int, requested: int | None = None) -> int:
@@ -549,7 +634,8 @@ def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
     Raises nothing.
 
     For a command that is about to read the files of a log directory at once
-    (:func:`tb_kineto_insights.store.parallel_summaries.prestart`).
+    (:func:`tb_kineto_insights.store.parallel_summaries.prestart`), or one large file
+    (:func:`warm_up`).
     Against :func:`warm_up_server`, a forked pool has no server process and no
     ``multiprocessing`` resource tracker, two processes less in the tree's memory
     (``benchmarks/RESULTS.md``).
@@ -564,10 +650,9 @@ def prestart_pool(workers: int, preload: tuple[str, ...] = ()) -> bool:
         if workers < 1 or not pool_workers():
             return False
         import multiprocessing as mp
-        import threading
         from concurrent.futures import ProcessPoolExecutor
 
-        if "fork" not in mp.get_all_start_methods() or threading.active_count() != 1:
+        if not can_fork_now():
             return False
         names = ("tb_kineto_insights.trace.reader", "numpy.ma", *preload)
         _import_before_fork(names)
@@ -646,10 +731,12 @@ def warm_up_server(preload: tuple[str, ...] = ()) -> bool:
 
 
 def warm_up(path: str) -> bool:
-    """Start the forkserver now when a read of the local file ``path`` will use worker
+    """Start the read's workers now when a read of the local file ``path`` will use worker
     processes (:func:`read_workers` of its estimated size); returns whether it did.
 
-    The server is a fresh interpreter that imports numpy, msgspec and the reader before
+    Forked from this process (:func:`prestart_pool`) while it runs one thread: they
+    share its imports, and the read that follows takes them (:func:`start_pool`). Else
+    the forkserver: a fresh interpreter that imports numpy, msgspec and the reader before
     it can fork a worker, a large part of a second on a small machine, during which a
     read that starts it waits for its first worker (a timeline of a GPT ``report`` is in
     ``benchmarks/RESULTS.md``). The command line calls this before it imports the
@@ -659,8 +746,11 @@ def warm_up(path: str) -> bool:
     if not estimated:  # not a regular file (a folder: the pool's business), or unreadable
         return False
     try:
-        if not read_workers(estimated):
+        workers = read_workers(estimated)
+        if not workers:
             return False
+        if prestart_pool(workers):  # forked here: no server to start
+            return True
         ctx = _context()
         if ctx.get_start_method() != "forkserver":
             return False
