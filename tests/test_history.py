@@ -268,7 +268,10 @@ def test_series_by_label_regex_and_metadata_key() -> None:
     assert series_key(run, "logs", r"(x)?exp") == ("exp", "regex")  # the whole match
     assert series_key(run, "logs", "key:torch_version") == ("2.11", "metadata:torch_version")
     assert series_key(run, "logs", "key:label") == ("resnet nightly", "metadata:label")
-    assert series_key(run, "logs", "key:nope") == ("(nope unknown)", "metadata:nope")
+    # a run without the field is a series of its own (not one "(nope unknown)" series of
+    # unrelated runs, whose change points were false)
+    assert series_key(run, "logs", "key:nope") == (run.name, "run")
+    assert series_key(run, "logs", "key:") == (run.name, "run")
     with pytest.raises(ValueError, match="not a regex RE2 takes: missing \\)"):
         series_key(run, "logs", "(")
 

@@ -8,7 +8,7 @@ the cache: ``store/cache.py``), so a history reads no summary and no trace.
 **Series** (:func:`series_keys`): by ``--group-by`` when given (a regex on the run name,
 run by RE2: ``history_groups.py``; its first group, else the whole match; a run it does
 not match, or matches empty, is a series of its own; or ``key:NAME``, a run-metadata
-field such as ``key:git_commit``);
+field such as ``key:git_commit``, where a run without the field is a series of its own);
 else by the run metadata label (``capture.profile(..., label=...)``); else by the run
 name without its run counter (:func:`name_stem`: a trailing date or time, or a number
 after a separator, ``_007``, ``_run3``, ``-v2``; ``exp_007`` → ``exp``,
@@ -167,7 +167,9 @@ def series_key(
             if value is None:
                 facts = [h.facts.get(name) for h in run.workers.values()]
                 value = next((str(f) for f in facts if f is not None), None)
-            return (value if value is not None else f"({name} unknown)"), f"metadata:{name}"
+            if value is None:  # as an unmatched regex: no change point against
+                return run.name, "run"  # runs that lack the field too
+            return value, f"metadata:{name}"
         key = group_key(group_by, run.name)  # RE2: linear whatever the pattern
         if not key:  # unmatched, or an empty match ("^", "(x)?"): a series of its own,
             return run.name, "run"  # no change point against unrelated runs
