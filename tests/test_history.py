@@ -542,6 +542,16 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     odd = tiny_trace(tmp_path / "odd" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
     code, _, err = run("check", str(odd.parent), "--against-history", str(logdir), "--cache", cache)
     assert code == 2 and "no series 'other_1'" in err  # no sibling: its own name
+    # a new run with no readable trace: why, in words (it printed a Python dict)
+    broken = tmp_path / "broken" / "exp_9" / "w.1.pt.trace.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{")
+    code, _, err = run("check", str(broken.parent), "--against-history", str(logdir))
+    assert code == 2 and err.startswith(f"error: no readable trace in {broken.parent}: ")
+    assert "TraceFormatError" in err and "file ends early" in err and "{'" not in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run("check", str(tmp_path / "empty"), "--against-history", str(logdir))
+    assert code == 2 and err.endswith(": no trace file in it\n")
     # through main(), as a user types it: the default time budget sizes the inputs (it
     # took the missing second run, None, and crashed with a TypeError, exit 1)
     from tb_kineto_insights.cli.main import main

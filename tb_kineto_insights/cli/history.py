@@ -107,7 +107,8 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         # the new run alone: no headline index of its own folder (one per CI run)
         new_runs, skipped = collect_runs(discover(args.base), summaries)
         if not new_runs:
-            err.write(f"error: no readable trace in {args.base} ({skipped})\n")
+            why = "; ".join(skipped.values()) or "no trace file in it"
+            err.write(f"error: no readable trace in {args.base}: {why}\n")
             return EXIT_UNUSABLE
         new = new_runs[0]
         if new.name == ".":  # named as the log directory's runs are (a byte not UTF-8: \xff)
