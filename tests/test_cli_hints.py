@@ -207,3 +207,64 @@ def test_markdown_of_hostile_run_and_kernel_names(
     code_, out, _ = run_cli(["check", str(base), str(bad.parent), "--format", "markdown"], capsys)
     assert code_ == 1
     _assert_inert(out, our_headings=out.count("\n### ") + 1)
+
+
+# --------------------------------------------------------------------------- URL sides
+
+
+def _register_fake_storage() -> None:
+    """``unreachable://`` (every call a refused connection) and ``hiding://`` (says no
+    file exists, as fsspec's http driver says of an unreachable host, and refuses to
+    list: expired credentials), as fsspec drivers."""
+    import fsspec
+    from fsspec.spec import AbstractFileSystem
+
+    class Unreachable(AbstractFileSystem):  # type: ignore[misc]
+        protocol = "unreachable"
+
+        def info(self, path: str, **kwargs: Any) -> Any:
+            raise ConnectionRefusedError("connection refused")
+
+        exists = ls = info
+
+    class Hiding(AbstractFileSystem):  # type: ignore[misc]
+        protocol = "hiding"
+
+        def exists(self, path: str, **kwargs: Any) -> bool:
+            return False
+
+        def info(self, path: str, **kwargs: Any) -> Any:
+            raise FileNotFoundError(path)  # as fsspec's http driver, whatever the error
+
+        def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+            raise RuntimeError("credentials expired")  # a driver's own error type
+
+    fsspec.register_implementation("unreachable", Unreachable, clobber=True)
+    fsspec.register_implementation("hiding", Hiding, clobber=True)
+
+
+def test_a_url_side_says_why_it_cannot_be_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """diff/check of URL sides: an unknown protocol, a driver not installed, storage that
+    cannot be reached or listed are said as such (they all read "no such file, folder,
+    or LOGDIR:RUN"); a path that is not there still reads so."""
+    import fsspec
+
+    _register_fake_storage()
+    fsspec.register_implementation(
+        "nodriver", "no_such_package_xyz.NoFileSystem", errtxt="install no_such_package_xyz"
+    )
+    side = str(_run(tmp_path / "logs" / "a", 100.0).parent)
+    cases = {
+        "foo://bucket/a": "unknown protocol 'foo'",
+        "nodriver://bucket/a": "needs a driver that is not installed",
+        "unreachable://bucket/a": "cannot reach it: ConnectionRefusedError: connection refused",
+        "hiding://bucket/a": "cannot list: RuntimeError: credentials expired",
+    }
+    for url, said in cases.items():
+        for command in ("diff", "check"):
+            code, _, err = run_cli([command, url, side, "--cache", "none"], capsys)
+            assert code == 2 and said in err and "no such file" not in err, (command, url, err)
+    code, _, err = run_cli(["diff", str(tmp_path / "nothing"), side, "--cache", "none"], capsys)
+    assert code == 2 and "no such file, folder, or LOGDIR:RUN" in err

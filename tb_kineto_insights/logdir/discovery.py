@@ -179,7 +179,7 @@ def object_version(url: str, fs_options: Mapping[str, Any] | None = None) -> str
     """The object's version now (:func:`_version` of a fresh ``info``: ETag, and its
     version id when listed), as discovery lists it; ``""`` when the store gives none.
     Raises OSError (or the driver's error) when it cannot be asked."""
-    fs, path = _open_fs(url, dict(fs_options or {}))
+    fs, path = open_fs(url, dict(fs_options or {}))
     with contextlib.suppress(Exception):
         fs.invalidate_cache(path)
     return _version(fs.info(path))
@@ -198,7 +198,7 @@ def _size(info: Mapping[str, Any]) -> int:
 
 def _protocols(logdir: str) -> list[str]:
     """Protocols named in a (possibly chained ``a::b://``) URL; ``file`` for a path."""
-    import fsspec  # imported by _open_fs already
+    import fsspec  # imported by open_fs already
 
     out = []
     for part in logdir.split("::"):
@@ -207,7 +207,7 @@ def _protocols(logdir: str) -> list[str]:
     return out
 
 
-def _open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str]:
+def open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str]:
     """``(filesystem, root path)`` for the log directory, or LogdirError. A plain local
     path (no filesystem options) is listed by ``local_paths.LocalTree`` (the same
     answers as fsspec's local filesystem, without importing fsspec, a costly import:
@@ -250,9 +250,11 @@ def _open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, st
 def _is_local(fs: Any) -> bool:
     if isinstance(fs, LocalTree):
         return True
-    import fsspec  # imported by _open_fs already: ``fs`` is one of its filesystems
+    # the submodule itself: ``import fsspec`` does not load it (a driver that never
+    # touched the local filesystem left ``fsspec.implementations.local`` unset)
+    from fsspec.implementations.local import LocalFileSystem
 
-    return isinstance(fs, fsspec.implementations.local.LocalFileSystem)
+    return isinstance(fs, LocalFileSystem)
 
 
 #: Folders below the log directory that are listed, at most (deeper ones are skipped and
@@ -482,7 +484,7 @@ def discover(
     """
     if sniff_bytes <= 0:
         raise ValueError(f"sniff_bytes must be positive, got {sniff_bytes}")
-    fs, root = _open_fs(logdir, fs_options)
+    fs, root = open_fs(logdir, fs_options)
     root = str(root)
     with contextlib.suppress(Exception):  # a filesystem without a cache: nothing to drop
         fs.invalidate_cache()
@@ -706,7 +708,7 @@ def span_for_file(path: str) -> Span:
             )
         info: Mapping[str, Any] = {"size": st.st_size, "mtime": st.st_mtime}
     else:
-        fs, fs_path = _open_fs(path, None)
+        fs, fs_path = open_fs(path, None)
         try:
             info = fs.info(fs_path)
         except (OSError, ValueError) as exc:

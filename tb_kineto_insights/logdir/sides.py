@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 
-from tb_kineto_insights.logdir.discovery import Span, discover, span_for_file
+from tb_kineto_insights.logdir.discovery import LogdirError, Span, discover, open_fs, span_for_file
 from tb_kineto_insights.trace.local_paths import local_path
 
 
@@ -19,17 +19,21 @@ class SideError(ValueError):
 
 
 def _exists(spec: str) -> tuple[bool, bool]:
-    """(exists, is_file) for a local path or URL."""
+    """(exists, is_file) for a local path or URL.
+
+    Raises:
+        LogdirError: a URL whose protocol is unknown or whose fsspec driver is not
+            installed (:func:`~.discovery.open_fs`), or whose storage cannot be asked
+            (a connection or credentials error): said, not taken for "no such file".
+    """
     local = local_path(spec)
     if local is not None:  # what fsspec's local filesystem answers, without importing it
         return os.path.exists(local), os.path.isfile(local)
+    fs, path = open_fs(spec, None)  # a URL only: fsspec, a costly import
     try:
-        import fsspec  # a URL only: a costly import (trace/local_paths.py)
-
-        fs, path = fsspec.core.url_to_fs(spec)
         return bool(fs.exists(path)), bool(fs.isfile(path))
-    except (OSError, ValueError, ImportError):
-        return False, False
+    except Exception as exc:  # the driver's errors (connection, credentials), typed
+        raise LogdirError(spec, f"cannot reach it: {type(exc).__name__}: {exc}", "side") from exc
 
 
 def path_hint(path: str) -> str:
@@ -68,6 +72,8 @@ def resolve_side(spec: str) -> list[Span]:
     else:
         logdir, sep, name = spec.rpartition(":")
         if not sep or not logdir or not _exists(logdir)[0]:
+            if local_path(spec) is None:  # a URL: the storage's own error when it has one
+                discover(spec)  # (an unreachable host: fsspec's http "exists" says False)
             raise SideError(f"{spec}: no such file, folder, or LOGDIR:RUN{path_hint(spec)}")
         found = discover(logdir)
         run_match = next((r for r in found if r.name == name), None)
