@@ -699,6 +699,9 @@ def test_history_names_skipped_runs_on_stderr_and_fails_when_none_is_read(
 
     logdir = tmp_path / "logs"
     (logdir / "broken").mkdir(parents=True)
+    # no trace file at all (it printed "no runs" and exited 0, where report exits 2)
+    code, err = run("history", str(logdir))
+    assert code == 2 and err == f"error: no Kineto trace files found under {logdir}\n"
     (logdir / "broken" / "w.1.pt.trace.json").write_text("[1, 2, 3]")
     code, err = run("history", str(logdir))
     assert code == 2

@@ -48,11 +48,15 @@ def _metrics(items: list[str]) -> list[str]:
 
 def build(args: argparse.Namespace) -> hist.HistoryDocument:
     """The history document for ``args`` (``logdir``, ``group_by``, ``metric``,
-    ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input."""
+    ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input
+    (a log directory without a trace file included)."""
     hist.check_options(args.group_by, _metrics(args.metric))  # before any trace is read
     thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
     summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
-    runs, skipped = collect_runs(discover(args.logdir), summaries, args.logdir)
+    found = discover(args.logdir)
+    if not found:  # as report says it (an empty folder, one of FIFOs only)
+        raise ValueError(f"no Kineto trace files found under {args.logdir}")
+    runs, skipped = collect_runs(found, summaries, args.logdir)
     return hist.build_history(
         runs,
         logdir=args.logdir,
