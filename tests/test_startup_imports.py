@@ -173,7 +173,7 @@ def test_local_tree_lists_as_fsspec_does(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(
             logdir,
-            "_open_fs",
+            "open_fs",
             lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1]),
         )
         theirs = logdir.discover(str(log))
@@ -195,13 +195,13 @@ def spans(path):
     except logdir.LogdirError as exc:
         return "LogdirError: " + str(exc)
     return sorted(s.path for r in runs for w in r.workers for s in w.spans)
-own = logdir._open_fs
+own = logdir.open_fs
 out = []
 for path in sys.argv[1:]:
     ours = spans(path)
-    logdir._open_fs = lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1])
+    logdir.open_fs = lambda d, o: (fsspec.filesystem("file"), fsspec.core.url_to_fs(d)[1])
     theirs = spans(path)
-    logdir._open_fs = own
+    logdir.open_fs = own
     out.append([ours, theirs])
 print(json.dumps(out))
 """

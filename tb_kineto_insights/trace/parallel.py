@@ -413,7 +413,9 @@ def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPla
     _refuse_while_bootstrapping()
     if requested is not None:
         return ReadPlan(requested if requested >= 2 else 0, f"workers={requested} requested")
-    plan = plan_read(estimated_json_bytes, machine_now(), costs_now())
+    # the costs only for a file that may be read in parallel: they import multiprocessing
+    big = estimated_json_bytes >= PARALLEL_MIN_JSON_BYTES
+    plan = plan_read(estimated_json_bytes, machine_now(), costs_now() if big else DEFAULT_COSTS)
     if plan.workers:
         import multiprocessing as mp
 
