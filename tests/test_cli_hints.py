@@ -268,3 +268,22 @@ def test_a_url_side_says_why_it_cannot_be_read(
             assert code == 2 and said in err and "no such file" not in err, (command, url, err)
     code, _, err = run_cli(["diff", str(tmp_path / "nothing"), side, "--cache", "none"], capsys)
     assert code == 2 and "no such file, folder, or LOGDIR:RUN" in err
+
+
+def test_an_empty_path_is_refused_not_read_as_the_working_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``check "$UNSET" exp`` compared whatever ran in the working folder (an unset shell
+    variable): an empty path, or ``file://`` alone, is refused by every command."""
+    side = str(_run(tmp_path / "logs" / "a", 100.0).parent)
+    monkeypatch.chdir(side)  # a folder of traces: what "" read as
+    for empty in ("", "file://"):
+        for argv in (
+            ["diff", empty, side],
+            ["check", empty, side],
+            ["report", empty],
+            ["history", empty],
+        ):
+            code, out, err = run_cli([*argv, "--cache", "none"], capsys)
+            assert code == 2 and out == "", (argv, out)
+            assert "an empty path: name a trace file, a folder or a URL" in err, (argv, err)

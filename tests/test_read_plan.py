@@ -148,6 +148,10 @@ def test_machine_now_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
     assert parallel.machine_now().env == 3
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
     assert parallel.machine_now().env == 1
+    # bounded: 2**31 overflowed a semaphore's C int (a traceback), 1000 forked 1000
+    for huge in ("1000", "2147483648", "1" + "0" * 20):
+        monkeypatch.setenv(parallel.WORKERS_ENV, huge)
+        assert parallel.machine_now().env == parallel.MAX_ENV_CORES == 64
     monkeypatch.delenv(parallel.WORKERS_ENV)
     now = parallel.machine_now()
     assert now.env is None and now.affinity >= 1 and now.load == 0.0  # conftest pins it

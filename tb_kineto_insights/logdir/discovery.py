@@ -207,12 +207,20 @@ def _protocols(logdir: str) -> list[str]:
     return out
 
 
+#: Paths that name nothing (a shell variable left unset, ``file://`` with no path): refused,
+#: not read as the working folder (``diff "$BASE" exp`` compared whatever ran there).
+EMPTY_PATHS = ("", "file://", "file:")
+
+
 def open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str]:
-    """``(filesystem, root path)`` for the log directory, or LogdirError. A plain local
+    """``(filesystem, root path)`` for the log directory, or LogdirError (also for an
+    empty path: :data:`EMPTY_PATHS`). A plain local
     path (no filesystem options) is listed by ``local_paths.LocalTree`` (the same
     answers as fsspec's local filesystem, without importing fsspec, a costly import:
     ``trace/local_paths.py``);
     anything else by fsspec."""
+    if logdir in EMPTY_PATHS:  # it read as the working folder: an unset variable
+        raise LogdirError(logdir, "an empty path: name a trace file, a folder or a URL")
     local = None if fs_options else local_path(logdir)
     if local is not None:
         return LocalTree(), local

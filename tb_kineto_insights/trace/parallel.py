@@ -302,14 +302,20 @@ def load_now() -> float:
         return 0.0
 
 
+#: Most cores ``$KINETO_INSIGHTS_READ_WORKERS`` may ask for: a process each, and more
+#: processes than CPUs only take turns (``=1000`` forked 1,000 workers on 2 CPUs and
+#: took 8x the time; ``=2147483648`` overflowed a semaphore's C int).
+MAX_ENV_CORES = 64
+
+
 def env_cores() -> int | None:
     """``$KINETO_INSIGHTS_READ_WORKERS`` as cores: ``None`` unset or empty, 1 when it is
-    not a number."""
+    not a number, at most :data:`MAX_ENV_CORES`."""
     env = os.environ.get(WORKERS_ENV, "").strip()
     if not env:
         return None
     try:
-        return int(env)
+        return min(int(env), MAX_ENV_CORES)
     except ValueError:
         return 1
 
