@@ -140,7 +140,7 @@ class Machine:
         load: the CPUs other processes take now (:func:`load_now`: their runnable
             tasks), ``0.0`` on an idle machine.
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
-            a value that is not a number counts as 1).
+            a value that is not a number counts as 1; at most :data:`MAX_ENV_CORES`).
 
     A plain class (not a dataclass): each dataclass adds to every start-up (measured in
     ``benchmarks/RESULTS.md``, the fixed costs of one report).
