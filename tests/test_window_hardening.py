@@ -11,6 +11,7 @@ import os
 import random
 import resource
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -254,3 +255,37 @@ def test_leading_whitespace_is_dropped_as_it_comes(
     path.write_bytes(b"\xef\xbb\xbf" + b" \n\t\r" * (3 << 18) + body)
     cut = cut_window(str(path), 0, 200_000)
     assert _names(cut) == ["ProfilerStep#1", "A", "K", "odd", "B"]
+
+
+def test_window_out_never_replaces_a_device_fifo_or_link(tmp_path: Path, capsys: Any) -> None:
+    """Attack run: ``--out`` renamed its temporary over whatever the name was: a FIFO and
+    a character device (``--out /dev/null`` as root) became regular files, and a
+    symbolic link was replaced while its target stayed empty. Now a name that is not a
+    regular file is refused as it is and left alone, and a link is written through."""
+    trace = write_trace(tmp_path / "t.json", _step_events())
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    assert main(["window", str(trace), "--step", "1", "--out", str(fifo)]) == 2
+    assert "a FIFO, not a regular file: name a file to write" in capsys.readouterr().err
+    assert fifo.is_fifo()
+    # a character device: a null device of our own (never /dev/null: a regression
+    # would replace it), where this user may make one
+    null = tmp_path / "null.json"
+    try:
+        os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except (PermissionError, AttributeError):
+        pass
+    else:
+        assert main(["window", str(trace), "--step", "1", "--out", str(null)]) == 2
+        assert "a character device, not a regular file" in capsys.readouterr().err
+        assert null.is_char_device()
+    target = tmp_path / "target.json"
+    target.write_bytes(b"")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert main(["window", str(trace), "--step", "1", "--out", str(link)]) == 0
+    assert link.is_symlink() and json.loads(target.read_bytes())["traceEvents"]
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "new.json")
+    assert main(["window", str(trace), "--step", "1", "--out", str(dangling)]) == 0
+    assert dangling.is_symlink() and (tmp_path / "new.json").stat().st_size > 0

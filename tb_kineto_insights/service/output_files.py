@@ -17,6 +17,7 @@ one of the command's inputs.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from tb_kineto_insights.store.backends import write_atomic
@@ -75,16 +76,46 @@ def same_file(a: str, b: str) -> bool:
     return ia is not None and ia == _identity(b)
 
 
+#: What a file that is not a regular one is, by its ``stat`` type test.
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _regular_target(name: str, path: str) -> str:
+    """The file the local ``path`` (as ``name`` gave it) is written as: through a
+    symbolic link to its target (the rename would replace the link itself), refused
+    when that is not a regular file (a device, a FIFO, a folder: the rename replaced
+    ``/dev/null`` with a regular file). Raises ``OSError`` saying what it is."""
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target  # a new file (a link's missing target included)
+    if stat.S_ISREG(mode):
+        return target
+    kind = next((what for test, what in _KINDS if test(mode)), "not a regular file")
+    raise OSError(f"{name}: {kind}, not a regular file: name a file to write")
+
+
 def write_output(name: str, data: bytes) -> None:
     """Write ``data`` as the file ``name`` (a path or URL) atomically (module docstring).
 
+    A local name that is a symbolic link is written through it; one that is not a
+    regular file (a device, a FIFO, a folder) is refused (:func:`_regular_target`).
+
     Raises:
         OSError: it cannot be written (a missing folder, a full disk, permissions, a
-            store's error); the message says why, and nothing was changed.
+            store's error, not a regular file); the message says why, and nothing was
+            changed.
     """
     path = local_file(name)
     if path is not None:
-        write_atomic(Path(path), data, durable=True, mkdir=False)
+        write_atomic(Path(_regular_target(name, path)), data, durable=True, mkdir=False)
         return
     try:
         import fsspec
