@@ -9,6 +9,8 @@ Per round, each mode once, in a fresh child process (the order rotates every rou
 no mode always runs after another):
 
 * ``start``: ``python -c pass`` (the interpreter's start, with the venv's ``.pth`` files);
+* ``gzip`` (only when named in ``--modes``): a bare gzip read of the file (Python's
+  ``gzip``, 1 MiB reads, the bytes dropped): issue 46's "x a bare gzip read";
 * ``floor``: a child that inflates the file (``zlib_ng``) and decodes it with msgspec
   into the typed events the analysis reads (``benchmarks/profile_per_file.py``'s
   ``floor``), imports and start included: what any reader of the file pays;
@@ -23,12 +25,15 @@ no mode always runs after another):
   figure of issue 46's "x HTA".
 
 For each mode: the median and the least wall seconds (``time.perf_counter`` around the
-child) and the median CPU seconds (user + system of the child and every process it
-started, ``resource.getrusage(RUSAGE_CHILDREN)``). The load average is printed before and
-after: on a shared machine compare the modes of one run only. ``--cpus`` pins every
-child (``taskset``). ``--pythonpath``: the package's tree (default: this checkout), to run
-the same benchmark against another checkout. Output is a Markdown table for
-``benchmarks/RESULTS.md``. A ``report`` that exits non-zero is printed and stops the run.
+child), the median CPU seconds (user + system of the child and every process it
+started and waited for, from ``os.wait4``) and the largest peak resident set of one
+process of the child's tree (``ru_maxrss`` of ``os.wait4``: the child's own or that of
+the largest process it waited for; the read's workers are), in MiB. The load average
+is printed before and after: on a shared machine compare the modes of one run only.
+``--cpus`` pins every child (``taskset``). ``--pythonpath``: the package's tree
+(default: this checkout), to run the same benchmark against another checkout. Output
+is a Markdown table for ``benchmarks/RESULTS.md``. A ``report`` that exits non-zero is
+printed and stops the run.
 
 Byte code: the package and the floor's module are compiled first (``compileall``, as
 ``pip install`` compiles a user's install), unless ``--no-compile``. Where
@@ -43,10 +48,10 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
-import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,6 +75,13 @@ from hta.trace_analysis import TraceAnalysis
 TraceAnalysis(trace_dir=d)
 """
 
+GZIP_CHILD = r"""
+import gzip, sys
+with gzip.open(sys.argv[1], "rb") as f:
+    while f.read(1 << 20):
+        pass
+"""
+
 #: The Python of HTA's environment (``--hta-python``).
 _hta_python = str(ROOT / ".bench-venv" / "bin" / "python")
 
@@ -80,6 +92,8 @@ def _command(mode: str, path: str) -> list[str]:
         return [_hta_python, "-c", HTA_CHILD, path]
     if mode == "start":
         return [sys.executable, "-c", "pass"]
+    if mode == "gzip":
+        return [sys.executable, "-c", GZIP_CHILD, path]
     if mode == "floor":
         return [sys.executable, "-c", FLOOR_CHILD, path, str(ROOT / "benchmarks")]
     return [
@@ -99,9 +113,9 @@ def _command(mode: str, path: str) -> list[str]:
 WORKERS_OF = {"serial": "1", "two": "2"}
 
 
-def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[float, float]:
-    """Wall and CPU seconds of one child of ``mode``. Raises ``RuntimeError`` when the
-    child exits with a status other than 0."""
+def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak RSS (MiB, the largest process) of one child of
+    ``mode``. Raises ``RuntimeError`` when the child exits with a status other than 0."""
     env = dict(os.environ, PYTHONPATH=pythonpath)
     env.pop("KINETO_INSIGHTS_READ_WORKERS", None)
     if mode == "hta":
@@ -111,18 +125,21 @@ def _once(mode: str, path: str, pythonpath: str, cpus: str | None) -> tuple[floa
     argv = _command(mode, path)
     if cpus:
         argv = ["taskset", "-c", cpus, *argv]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    # cwd: ``python -m`` puts the working folder before PYTHONPATH
-    done = subprocess.run(
-        argv, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise RuntimeError(f"{mode} {path}: exit {done.returncode}: {done.stderr[-2000:]!r}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        # cwd: ``python -m`` puts the working folder before PYTHONPATH
+        child = subprocess.Popen(
+            argv, env=env, cwd=pythonpath, stdout=subprocess.DEVNULL, stderr=err
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            tail = err.read()[-2000:]
+            raise RuntimeError(f"{mode} {path}: exit {child.returncode}: {tail!r}")
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024  # Linux: KiB
 
 
 def main() -> int:
@@ -143,18 +160,24 @@ def main() -> int:
     modes = [m for m in args.modes.split(",") if m]
     print(f"load average before: {os.getloadavg()}, python {sys.version.split()[0]}")
     print(f"affinity {sorted(os.sched_getaffinity(0))}, pinned to {args.cpus or 'none'}")
-    print("| input | mode | wall median s | wall min s | CPU median s | vs serial (wall) |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| input | mode | wall median s | wall min s | CPU median s | peak RSS MiB "
+        "| vs serial (wall) | vs gzip (wall) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for path in [os.path.abspath(p) for p in args.paths]:
         walls: dict[str, list[float]] = {m: [] for m in modes}
         cpus: dict[str, list[float]] = {m: [] for m in modes}
+        peaks: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.rounds):
             order = modes[r % len(modes) :] + modes[: r % len(modes)]
             for mode in order:
-                wall, cpu = _once(mode, path, args.pythonpath, args.cpus)
+                wall, cpu, peak = _once(mode, path, args.pythonpath, args.cpus)
                 walls[mode].append(wall)
                 cpus[mode].append(cpu)
+                peaks[mode].append(peak)
         ref = statistics.median(walls["serial"]) if "serial" in walls else None
+        gz = statistics.median(walls["gzip"]) if "gzip" in walls else None
         if "hta" in walls:
             hta = statistics.median(walls["hta"])
             for mode in ("serial", "default"):
@@ -163,9 +186,11 @@ def main() -> int:
         for mode in modes:
             med = statistics.median(walls[mode])
             rel = f"{med / ref:.2f}x" if ref else ""
+            rel_gz = f"{med / gz:.1f}x" if gz else ""
             print(
                 f"| {Path(path).name} | {mode} | {med:.3f} | {min(walls[mode]):.3f} "
-                f"| {statistics.median(cpus[mode]):.3f} | {rel} |"
+                f"| {statistics.median(cpus[mode]):.3f} | {max(peaks[mode]):.0f} "
+                f"| {rel} | {rel_gz} |"
             )
     print(f"load average after: {os.getloadavg()}")
     return 0
