@@ -195,6 +195,32 @@ def test_plan_for_prices_the_start_of_the_workers_it_will_get(
     assert parallel.plan_for(88 * MB).workers == 2
 
 
+def test_plan_for_a_small_file_asks_nothing_of_the_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file under the minimum is read in one process without sampling the load (5
+    samples over 4 ms, paid by every small file of a log directory) or pricing costs;
+    a file at the minimum asks the machine."""
+    asked: list[str] = []
+
+    def machine() -> Machine:
+        asked.append("machine")
+        return Machine(affinity=2, load=0.0)
+
+    def costs() -> ReadCosts:
+        asked.append("costs")
+        return parallel.FORKED_COSTS
+
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "machine_now", machine)
+    monkeypatch.setattr(parallel, "costs_now", costs)
+    small = parallel.plan_for(parallel.PARALLEL_MIN_JSON_BYTES - 1)
+    assert (small.workers, asked) == (0, [])
+    assert small.reason == "a file under 34 MB of JSON: one process"
+    parallel.plan_for(parallel.PARALLEL_MIN_JSON_BYTES)
+    assert asked == ["machine", "costs"]
+
+
 #: The real :func:`parallel.load_now` (conftest pins it to 0 for every test).
 LOAD_NOW = parallel.load_now
 

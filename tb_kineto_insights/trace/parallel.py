@@ -365,6 +365,15 @@ def pool_cores(machine: Machine) -> tuple[int, str]:
     return int(cpus), f"{int(cpus)} usable CPUs, load {machine.load:.1f}"
 
 
+def _small_file_plan(json_bytes: int) -> ReadPlan | None:
+    """One process for a file under :data:`PARALLEL_MIN_JSON_BYTES`, whatever the machine
+    (``None``: not such a file)."""
+    if json_bytes >= PARALLEL_MIN_JSON_BYTES:
+        return None
+    floor_mb = PARALLEL_MIN_JSON_BYTES / 1e6
+    return ReadPlan(0, f"a file under {floor_mb:.0f} MB of JSON: one process")
+
+
 def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COSTS) -> ReadPlan:
     """Worker processes for a read of ``json_bytes`` (estimated) uncompressed bytes on
     ``machine``, with the reason: serial unless :func:`pool_cores` allows a pool, the
@@ -372,9 +381,9 @@ def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COST
     ``$KINETO_INSIGHTS_READ_WORKERS``, the cost model ``costs`` predicts the parallel
     read at least ``costs.margin`` faster than one process on the CPUs free now
     (usable CPUs less the load, at least 1). Pure: no system call."""
-    if json_bytes < PARALLEL_MIN_JSON_BYTES:
-        floor_mb = PARALLEL_MIN_JSON_BYTES / 1e6
-        return ReadPlan(0, f"a file under {floor_mb:.0f} MB of JSON: one process")
+    small = _small_file_plan(json_bytes)
+    if small is not None:
+        return small
     cores, why = pool_cores(machine)
     mb = json_bytes / 1e6
     if not cores:
@@ -419,9 +428,12 @@ def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPla
     _refuse_while_bootstrapping()
     if requested is not None:
         return ReadPlan(requested if requested >= 2 else 0, f"workers={requested} requested")
-    # the costs only for a file that may be read in parallel: they import multiprocessing
-    big = estimated_json_bytes >= PARALLEL_MIN_JSON_BYTES
-    plan = plan_read(estimated_json_bytes, machine_now(), costs_now() if big else DEFAULT_COSTS)
+    # the machine and the costs only for a file that may be read in parallel: the load
+    # takes 5 samples over 4 ms (a log directory's small files paid it each), the costs
+    # import multiprocessing
+    plan = _small_file_plan(estimated_json_bytes) or plan_read(
+        estimated_json_bytes, machine_now(), costs_now()
+    )
     if plan.workers:
         import multiprocessing as mp
 
