@@ -221,6 +221,34 @@ def test_plan_for_a_small_file_asks_nothing_of_the_machine(
     assert asked == ["machine", "costs"]
 
 
+def test_the_read_takes_the_warm_ups_plan_and_says_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read after ``warm_up`` takes the warm-up's plan for that file: the pool forked
+    for it is used and ``--verbose`` says the choice once, though the load moved in
+    between; the next read (or one of another size) plans anew."""
+    path = tmp_path / "big.pt.trace.json"
+    path.write_bytes(b"{}")
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    monkeypatch.setattr(parallel, "_warm_plan", None)
+    monkeypatch.setattr(parallel, "DECISIONS", [])
+    monkeypatch.setattr(parallel, "estimate_json_bytes", lambda _: BIG)
+    monkeypatch.setattr(parallel, "costs_now", lambda: parallel.FORKED_COSTS)
+    monkeypatch.setattr(parallel, "prestart_pool", lambda workers: workers == 2)
+    monkeypatch.setattr(parallel, "machine_now", lambda: Machine(affinity=2, load=0.0))
+    assert parallel.warm_up(str(path))
+    monkeypatch.setattr(parallel, "machine_now", lambda: Machine(affinity=2, load=2.0))
+    assert parallel.read_workers(BIG) == 2  # the warm-up's plan, not load 2's
+    assert len(parallel.DECISIONS) == 1
+    assert parallel.DECISIONS[0].endswith(": 2 workers")
+    assert parallel.read_workers(BIG) == 0  # planned anew: load 2 on 2 CPUs
+    monkeypatch.setattr(parallel, "machine_now", lambda: Machine(affinity=2, load=0.0))
+    assert parallel.warm_up(str(path))
+    monkeypatch.setattr(parallel, "machine_now", lambda: Machine(affinity=2, load=2.0))
+    assert parallel.read_workers(BIG - 1) == 0  # another file: planned anew
+    assert parallel.read_workers(BIG) == 0  # the warm-up's plan went with the first read
+
+
 #: The real :func:`parallel.load_now` (conftest pins it to 0 for every test).
 LOAD_NOW = parallel.load_now
 

@@ -417,17 +417,29 @@ def note(reason: str) -> None:
         DECISIONS.append(reason)
 
 
+#: The plan :func:`warm_up` made (the file's estimated size, the plan), taken by the next
+#: :func:`plan_for` (the read of that file), so that the command reads as it warmed up
+#: and says its choice once; a plan made anew could differ (the load moved, a thread
+#: started since: the forkserver's costs) and leave a pool forked ahead unused.
+_warm_plan: tuple[int, ReadPlan] | None = None
+
+
 def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPlan:
     """:func:`plan_read` for this process now (:func:`machine_now`), with
     ``requested`` (``read_trace(workers=...)``) winning when given: ``<= 1`` serial,
     ``n >= 2`` ``n`` workers whatever the size (tests force small files through the
     workers this way); and serial in a process that cannot have children (a daemonic
-    ``multiprocessing`` process or any ``multiprocessing`` child). Raises
+    ``multiprocessing`` process or any ``multiprocessing`` child). The first call after
+    :func:`warm_up`, for a file of the size it planned for, returns its plan. Raises
     ``RuntimeError`` in a worker that imports the main module
     (:func:`_refuse_while_bootstrapping`)."""
+    global _warm_plan
     _refuse_while_bootstrapping()
     if requested is not None:
         return ReadPlan(requested if requested >= 2 else 0, f"workers={requested} requested")
+    warm, _warm_plan = _warm_plan, None
+    if warm is not None and warm[0] == estimated_json_bytes:
+        return warm[1]  # the warm-up's plan for this file, said once
     # the machine and the costs only for a file that may be read in parallel: the load
     # takes 5 samples over 4 ms (a log directory's small files paid it each), the costs
     # import multiprocessing
@@ -760,17 +772,23 @@ def warm_up(path: str) -> bool:
     it can fork a worker, a large part of a second on a small machine, during which a
     read that starts it waits for its first worker (a timeline of a GPT ``report`` is in
     ``benchmarks/RESULTS.md``). The command line calls this before it imports the
-    analysis, so that the server's start overlaps the parent's own imports. Raises nothing: a file
-    that cannot be read or a server that cannot start only means no warm-up."""
+    analysis, so that the server's start overlaps the parent's own imports. The read of
+    the file takes this plan (:data:`_warm_plan`) unless no pool was forked here. Raises
+    nothing: a file that cannot be read or a server that cannot start only means no
+    warm-up."""
     estimated = estimate_json_bytes(path)
     if not estimated:  # not a regular file (a folder: the pool's business), or unreadable
         return False
+    global _warm_plan
     try:
-        workers = read_workers(estimated)
+        plan = plan_for(estimated)
+        _warm_plan = (estimated, plan)
+        workers = plan.workers
         if not workers:
             return False
         if prestart_pool(workers):  # forked here: no server to start
             return True
+        _warm_plan = None  # none forked: the read plans again, at the server's costs
         ctx = _context()
         if ctx.get_start_method() != "forkserver":
             return False
