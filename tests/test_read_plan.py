@@ -144,14 +144,25 @@ def test_cgroup_v1_quota(
 
 
 def test_machine_now_reads_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
-    assert parallel.machine_now().env == 3
+    monkeypatch.setenv(parallel.WORKERS_ENV, " 3 ")
+    now = parallel.machine_now()
+    assert (now.env, now.env_text) == (3, None)
+    assert pool_cores(now) == (3, "KINETO_INSIGHTS_READ_WORKERS=3")
     monkeypatch.setenv(parallel.WORKERS_ENV, "many")
-    assert parallel.machine_now().env == 1
+    now = parallel.machine_now()
+    assert (now.env, now.env_text) == (1, "many")
+    # the words say what the user set, not only what it counts as
+    said = "KINETO_INSIGHTS_READ_WORKERS=1 (set to 'many'): one process"
+    assert pool_cores(now) == (0, said)
     # bounded: 2**31 overflowed a semaphore's C int (a traceback), 1000 forked 1000
     for huge in ("1000", "2147483648", "1" + "0" * 20):
         monkeypatch.setenv(parallel.WORKERS_ENV, huge)
         assert parallel.machine_now().env == parallel.MAX_ENV_CORES == 64
+    assert pool_cores(parallel.machine_now())[1] == (
+        "KINETO_INSIGHTS_READ_WORKERS=64 (set to '100000000000000000000')"
+    )
+    monkeypatch.setenv(parallel.WORKERS_ENV, "x" * 1000)  # the text is cut short
+    assert parallel.machine_now().env_text == "x" * 40
     monkeypatch.delenv(parallel.WORKERS_ENV)
     now = parallel.machine_now()
     assert now.env is None and now.affinity >= 1 and now.load == 0.0  # conftest pins it

@@ -141,20 +141,28 @@ class Machine:
             tasks), ``0.0`` on an idle machine.
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
             a value that is not a number counts as 1; at most :data:`MAX_ENV_CORES`).
+        env_text: the variable's text where ``env`` is not what it says (``"abc"``,
+            ``"1000"``), for the words of the choice; else ``None``.
 
     A plain class (not a dataclass): each dataclass adds to every start-up (measured in
     ``benchmarks/RESULTS.md``, the fixed costs of one report).
     """
 
-    __slots__ = ("affinity", "env", "load", "quota")
+    __slots__ = ("affinity", "env", "env_text", "load", "quota")
 
     def __init__(
-        self, affinity: int, quota: float | None = None, load: float = 0.0, env: int | None = None
+        self,
+        affinity: int,
+        quota: float | None = None,
+        load: float = 0.0,
+        env: int | None = None,
+        env_text: str | None = None,
     ) -> None:
         self.affinity = affinity
         self.quota = quota
         self.load = load
         self.env = env
+        self.env_text = env_text
 
     def __repr__(self) -> str:
         return (
@@ -327,7 +335,15 @@ def machine_now() -> Machine:
         affinity = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         affinity = max(1, os.cpu_count() or 1)
-    return Machine(affinity=affinity, quota=_cgroup_quota(), load=load_now(), env=env_cores())
+    env = env_cores()
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    return Machine(
+        affinity=affinity,
+        quota=_cgroup_quota(),
+        load=load_now(),
+        env=env,
+        env_text=text[:40] if env is not None and text != str(env) else None,
+    )
 
 
 def cpus_of(machine: Machine) -> float:
@@ -353,9 +369,12 @@ def pool_cores(machine: Machine) -> tuple[int, str]:
     load is at least the usable CPUs (the other cores are taken: workers would
     only add their start and transfers to this command's CPU)."""
     if machine.env is not None:
+        said = f"{WORKERS_ENV}={machine.env}"
+        if machine.env_text is not None:
+            said += f" (set to {machine.env_text!r})"
         if machine.env < 2:
-            return 0, f"{WORKERS_ENV}={machine.env}: one process"
-        return machine.env, f"{WORKERS_ENV}={machine.env}"
+            return 0, f"{said}: one process"
+        return machine.env, said
     cpus = cpus_of(machine)
     if cpus < 2:
         quota = f" (cgroup quota {machine.quota:g} CPU)" if machine.quota is not None else ""
