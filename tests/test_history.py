@@ -542,6 +542,22 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     odd = tiny_trace(tmp_path / "odd" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
     code, _, err = run("check", str(odd.parent), "--against-history", str(logdir), "--cache", cache)
     assert code == 2 and "no series 'other_1'" in err  # no sibling: its own name
+    # why, and what there is (it said only "no series 'other_1' with a step time")
+    assert err == (
+        f"error: no series 'other_1' in {logdir} (the run's series, its own name: no run "
+        "of the history shares its stem or group); its series: 'exp'\n"
+    )
+    code, _, err = run(
+        "check",
+        str(odd.parent),
+        "--against-history",
+        str(logdir),
+        "--cache",
+        cache,
+        "--group-by",
+        "key:rig",
+    )
+    assert code == 2 and "(the run's series, its own name: " in err
     # a new run with no readable trace: why, in words (it printed a Python dict)
     broken = tmp_path / "broken" / "exp_9" / "w.1.pt.trace.json"
     broken.parent.mkdir(parents=True)
@@ -730,3 +746,18 @@ def test_check_leaves_out_its_own_run_when_the_name_is_not_utf8(tmp_path: Path) 
     assert int(args.func(args, out, err)) == 1, err.getvalue()
     assert "current level of run\\xff: 6 steps" in out.getvalue()  # runs 0 and 1 alone
     assert "-> 450.0 µs (+125.0 %) [regressed]" in out.getvalue()
+
+
+def test_check_against_history_lists_at_most_eight_series() -> None:
+    """The error of a run of no series lists the history's series, eight at most."""
+    from types import SimpleNamespace
+
+    from tb_kineto_insights.cli.history import _series_listed
+
+    def doc(n: int) -> Any:
+        return SimpleNamespace(series=[SimpleNamespace(name=f"s{i}") for i in range(n)])
+
+    assert _series_listed(doc(0)) == "it has no series"
+    assert _series_listed(doc(2)) == "its series: 's0', 's1'"
+    listed = _series_listed(doc(11))
+    assert listed.endswith("'s6', 's7' and 3 more") and "'s8'" not in listed

@@ -99,6 +99,37 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+#: How a new run's series was found (``hist.series_key``'s ``grouped_by``), in words.
+_SERIES_BY = {
+    "name": "by its name's stem",
+    "run": "its own name: no run of the history shares its stem or group",
+    "regex": "by the --group-by pattern",
+    "label": "by its metadata label",
+    "logdir": "by the log directory's name",
+}
+
+#: Series names listed in an error, at most.
+_LISTED = 8
+
+
+def _series_by(how: str) -> str:
+    """How a run's series was found, in words (``how``: ``hist.series_key``'s second
+    value)."""
+    if how.startswith("metadata:"):
+        return f"by its metadata field {how[len('metadata:') :]!r}"
+    return _SERIES_BY.get(how, how)
+
+
+def _series_listed(doc: hist.HistoryDocument) -> str:
+    """The history's series names, for an error: at most :data:`_LISTED`."""
+    names = [s.name for s in doc.series]
+    if not names:
+        return "it has no series"
+    shown = ", ".join(map(repr, names[:_LISTED]))
+    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+    return f"its series: {shown}{more}"
+
+
 def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``check RUN --against-history LOGDIR``: exit 1 when RUN's step time regressed
     against the current level of its series in LOGDIR (the history's rule), 0 when not,
@@ -139,9 +170,18 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         (s for s in doc.series if s.name == key and (not args.group_by or s.grouped_by == how)),
         None,
     )
-    level = None if series is None else hist.current_level(series, "step_time", thresholds)
-    if series is None or level is None:
-        err.write(f"error: no series {key!r} with a step time in {args.against_history}\n")
+    if series is None:
+        err.write(
+            f"error: no series {key!r} in {args.against_history} (the run's series, "
+            f"{_series_by(how)}); {_series_listed(doc)}\n"
+        )
+        return EXIT_UNUSABLE
+    level = hist.current_level(series, "step_time", thresholds)
+    if level is None:
+        err.write(
+            f"error: no run of series {key!r} in {args.against_history} has a step time "
+            f"({len(series.runs)} run(s))\n"
+        )
         return EXIT_UNUSABLE
     run = hist.combine_run(new)
     result = hist.judge_against_level(level, run, "step_time", thresholds)
