@@ -184,6 +184,24 @@ def test_window_never_writes_over_its_input_by_url(
     assert [e["name"] for e in json.loads(out.read_text())["traceEvents"]][1] == "ProfilerStep#1"
 
 
+@pytest.mark.parametrize("empty", ["", "file://", "file:"])
+def test_window_refuses_an_empty_path(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, empty: str
+) -> None:
+    """Attack run: ``window ''`` said "error: : file not found" and ``window file://``
+    cut the working folder ("Is a directory"); an empty ``--out`` is refused too, and
+    nothing is written."""
+    trace = write_trace(tmp_path / "t.json", _step_events())
+    monkeypatch.chdir(tmp_path)
+    assert main(["window", empty, "--step", "1", "--out", "o.json"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: trace {empty!r}: an empty path: name a trace file\n"
+    assert main(["window", str(trace), "--step", "1", "--out", empty]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --out {empty!r}: an empty path: name the file to write\n"
+    assert sorted(os.listdir(tmp_path)) == ["t.json"]
+
+
 def _window_with_file_limit(args: list[str], limit: int) -> subprocess.CompletedProcess[str]:
     """The ``window`` command with files limited to ``limit`` bytes (``RLIMIT_FSIZE``, the
     write past it fails with EFBIG: a full disk as a process sees one)."""
