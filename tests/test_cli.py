@@ -273,3 +273,37 @@ def test_a_folder_named_like_a_trace_is_said_once_then_the_error(tmp_path: Path)
         "a trace file, not read)\n"
         f"error: no Kineto trace files found under {run}\n"
     )
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs: POSIX only")
+def test_report_json_lists_what_discovery_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack run: a FIFO and a dangling link named like traces were said only on
+    stderr; a JSON consumer saw nothing of them. They are now ``skipped`` (path and
+    reason, sorted by path), before ``runs``; a log directory that skipped nothing has no
+    such key."""
+    logdir = tmp_path / "logs"
+    write_trace(logdir / "run1" / "w.1.pt.trace.json", [kernel("k", 0.0, 10.0)])
+    (logdir / "run2").mkdir()
+    os.mkfifo(logdir / "run2" / "w.2.pt.trace.json")
+    (logdir / "run2" / "w.3.pt.trace.json").symlink_to(logdir / "run2" / "gone")
+    code, out, _ = run_cli(["report", str(logdir), "--format", "json", "--cache", "none"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert list(doc) == ["schema", "path", "skipped", "runs"]
+    assert doc["skipped"] == [
+        {
+            "path": str(logdir / "run2" / "w.2.pt.trace.json"),
+            "reason": "not a regular file (a fifo, socket or device), not read",
+        },
+        {
+            "path": str(logdir / "run2" / "w.3.pt.trace.json"),
+            "reason": "a symlink to a missing file, not read",
+        },
+    ]
+    assert [r["run"] for r in doc["runs"]] == ["run1"]
+    code, out, _ = run_cli(
+        ["report", str(logdir / "run1"), "--format", "json", "--cache", "none"], capsys
+    )
+    assert code == 0 and "skipped" not in json.loads(out)

@@ -44,12 +44,23 @@ class ReportRun(Out, frozen=True, kw_only=True):
     run_summary: RunView | None
 
 
+class SkippedPath(Out, frozen=True, kw_only=True):
+    """``report.skipped[]``: a file or folder under the path that was not read, and why
+    in words (a FIFO, socket or device; a symbolic link in a loop or to no file; a folder
+    that cannot be listed). ``path``: bytes that are not UTF-8 escaped (``\\xff``)."""
+
+    path: str
+    reason: str
+
+
 class Report(Out, frozen=True, kw_only=True):
     """``tb_kineto_insights.report/1`` (``cli.main.build_report``, ``report --format
     json``): every run, worker and span under a path, each span with its ``summary`` or
     its ``error``, and per run the view across ranks (``run_summary``, None for a run of
-    one worker)."""
+    one worker). ``skipped``: what discovery left unread under the path, absent when
+    nothing was (before, only a warning on standard error said so)."""
 
     schema: str
     path: str
+    skipped: list[SkippedPath] | UnsetType = UNSET
     runs: list[ReportRun]

@@ -12,6 +12,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from msgspec import UNSET
+
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS, Thresholds
 from tb_kineto_insights.logdir.discovery import (
     Run,
@@ -19,11 +21,18 @@ from tb_kineto_insights.logdir.discovery import (
     Worker,
     describe_skipped,
     discover,
+    escaped_name,
     folder_name,
     span_for_file,
 )
 from tb_kineto_insights.schema import Report, Summary
-from tb_kineto_insights.schema.report import ReportRun, ReportSpan, ReportWorker, SpanError
+from tb_kineto_insights.schema.report import (
+    ReportRun,
+    ReportSpan,
+    ReportWorker,
+    SkippedPath,
+    SpanError,
+)
 from tb_kineto_insights.summary import REPORT_SCHEMA, SpanOk, SpanResult, run_view_of
 from tb_kineto_insights.trace.local_paths import local_path
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
@@ -47,22 +56,24 @@ def _is_file(path: str) -> bool:
         return False
 
 
-def _runs_for(path: str) -> list[Run]:
-    """Runs under a log directory or run folder, or the one span of a trace file. The
-    traces directly in ``path`` (discovery's run ``"."``) are named by the folder's own
-    name (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
+def _runs_for(path: str) -> tuple[list[Run], list[tuple[str, str]]]:
+    """Runs under a log directory or run folder, or the one span of a trace file, and
+    the (path, reason) of what discovery skipped (also said as a warning). The traces
+    directly in ``path`` (discovery's run ``"."``) are named by the folder's own name
+    (``report sample_logs/ddp`` → run ``ddp``), as a trace file's run is."""
     if _is_file(path):
         span = span_for_file(path)
-        return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))]
+        return [Run(name=span.run, workers=(Worker(name=span.worker, spans=(span,)),))], []
     skipped: list[tuple[str, str]] = []
     runs = discover(path, skipped=skipped)
     if skipped:
         import logging
 
         logging.getLogger(__name__).warning("warning: %s: %s", path, describe_skipped(skipped))
-    return [
+    named = [
         dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run for run in runs
     ]
+    return named, skipped
 
 
 def _span_entry(span: Span, result: SpanResult | None) -> ReportSpan:
@@ -116,16 +127,18 @@ def build_report(
     the run's summaries are let go here (``report --format json`` encodes each run then,
     while other files are read, and keeps its JSON only).
 
-    Shape: ``{"schema", "path", "runs": [{"run", "workers": [{"worker", "spans": [{"span",
-    "file", "summary" | "error"}]}], "run_summary"}]}``; ``run_summary`` is the view
-    across ranks (latest readable span of each worker) for runs of several workers, else
-    ``None``; the latest readable span of each worker (of each rank, when one worker
-    holds several ranks: :func:`~tb_kineto_insights.summary.select_run_spans`).
+    Shape: ``{"schema", "path", "skipped"?: [{"path", "reason"}], "runs": [{"run",
+    "workers": [{"worker", "spans": [{"span", "file", "summary" | "error"}]}],
+    "run_summary"}]}`` (``skipped`` only when discovery skipped something);
+    ``run_summary`` is the view across ranks (latest readable span of each worker) for
+    runs of several workers, else ``None``; the latest readable span of each worker (of
+    each rank, when one worker holds several ranks:
+    :func:`~tb_kineto_insights.summary.select_run_spans`).
 
     Raises:
         LogdirError: ``path`` does not exist or its storage cannot be listed.
     """
-    found = _runs_for(path)
+    found, skipped = _runs_for(path)
     spans = [s for run in found for worker in run.workers for s in worker.spans]
     first = [0]  # each run's first span, in spans
     for run in found:
@@ -156,7 +169,13 @@ def build_report(
             complete(r)
     for r in sorted(pending):  # (every span gives a result: never)
         complete(r)
-    return Report(schema=REPORT_SCHEMA, path=path, runs=[e for e in runs if e is not None])
+    return Report(
+        schema=REPORT_SCHEMA,
+        path=path,
+        # sorted: the order met is the file system's
+        skipped=[SkippedPath(path=escaped_name(p), reason=r) for p, r in sorted(skipped)] or UNSET,
+        runs=[e for e in runs if e is not None],
+    )
 
 
 def _run_entry(
