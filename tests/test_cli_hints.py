@@ -58,6 +58,28 @@ def test_a_mistyped_run_gets_the_close_name(
     assert code == 2 and "did you mean" not in err
 
 
+def test_a_broken_symbolic_link_is_said_as_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack run: a link to itself was "cannot be read: Too many levels of symbolic
+    links; did you mean LOOP?" (itself) for report, and "no such file" for diff; a link
+    to a missing path "does not exist". Each now says what it is, and guesses nothing."""
+    side = str(_run(tmp_path / "logs" / "good", 100.0).parent)
+    loop, dangling = tmp_path / "logs" / "loop", tmp_path / "logs" / "gone"
+    loop.symlink_to(loop)
+    dangling.symlink_to(tmp_path / "nowhere")
+    said = {
+        loop: "is a symbolic link in a loop",
+        dangling: f"is a symbolic link to {str(tmp_path / 'nowhere')!r}, which does not exist",
+    }
+    for link, words in said.items():
+        code, _, err = run_cli(["report", str(link)], capsys)
+        assert (code, err) == (2, f"error: log directory {str(link)!r}: {words}\n")
+        for argv in (["diff", str(link), side], ["check", side, str(link)]):
+            code, _, err = run_cli(argv, capsys)
+            assert (code, err) == (2, f"error: {link}: {words}\n")
+
+
 def test_a_mistyped_threshold_or_id_gets_the_close_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -33,6 +33,7 @@ key back to a file and never builds a path from user input.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Callable, Mapping, Sequence
@@ -64,6 +65,7 @@ __all__ = [
     "Span",
     "Worker",
     "discover",
+    "broken_link",
     "escaped_name",
     "find_span",
     "is_kineto_head",
@@ -394,17 +396,35 @@ def _list_local(
     return out
 
 
+def broken_link(local: str) -> str:
+    """What the symbolic link ``local``, which leads to nothing, is, in words: ``"a
+    symbolic link in a loop"`` or ``"a symbolic link to 'TARGET', which does not
+    exist"``."""
+    try:
+        os.stat(local)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link in a loop"
+    try:
+        return f"a symbolic link to {os.readlink(local)!r}, which does not exist"
+    except OSError:
+        return "a symbolic link that leads nowhere"
+
+
 def _not_a_folder(root: str) -> str:
     """Why a local ``root`` that is not a folder cannot be listed: ``"is not a folder"``
     (with "(a fifo, socket or device)" for one that is not a regular file either),
-    ``"does not exist"`` (nor does a symlink's target), or the error of its ``stat``
-    (``"cannot be read: Permission denied"`` under a folder that may not be searched;
-    ``os.path.exists`` says False there as for a missing path)."""
+    ``"does not exist"``, ``"is a symbolic link ..."`` (:func:`broken_link`: in a loop,
+    or to a missing path), or the error of its ``stat`` (``"cannot be read: Permission
+    denied"`` under a folder that may not be searched; ``os.path.exists`` says False
+    there as for a missing path)."""
     try:
         st = os.stat(root)
-    except FileNotFoundError:
-        return "does not exist"
     except OSError as exc:
+        if os.path.islink(root) and exc.errno in (errno.ENOENT, errno.ELOOP):
+            return f"is {broken_link(root)}"
+        if isinstance(exc, FileNotFoundError):
+            return "does not exist"
         return f"cannot be read: {exc.strerror or exc}"
     if not stat.S_ISREG(st.st_mode):
         return "is not a folder (a fifo, socket or device)"

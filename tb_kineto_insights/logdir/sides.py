@@ -10,7 +10,14 @@ from __future__ import annotations
 import difflib
 import os
 
-from tb_kineto_insights.logdir.discovery import LogdirError, Span, discover, open_fs, span_for_file
+from tb_kineto_insights.logdir.discovery import (
+    LogdirError,
+    Span,
+    broken_link,
+    discover,
+    open_fs,
+    span_for_file,
+)
 from tb_kineto_insights.trace.local_paths import local_path
 
 
@@ -39,8 +46,9 @@ def _exists(spec: str) -> tuple[bool, bool]:
 def path_hint(path: str) -> str:
     """``"; did you mean PARENT/NAME?"`` for a local ``path`` that does not exist when its
     folder holds a close name (``difflib``, e.g. ``dataloader_worker0`` →
-    ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close)."""
-    if "://" in path or os.path.exists(path):
+    ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close, and a name that is
+    there: a symbolic link in a loop or to nothing is no typo, and it suggested itself)."""
+    if "://" in path or os.path.lexists(path):
         return ""
     parent, name = os.path.split(os.path.normpath(path))
     try:
@@ -61,6 +69,9 @@ def resolve_side(spec: str) -> list[Span]:
     exists, is_file = _exists(spec)
     if is_file:
         return [span_for_file(spec)]
+    local = local_path(spec)
+    if not exists and local is not None and os.path.islink(local):
+        raise SideError(f"{spec}: is {broken_link(local)}")
     if exists:
         runs = discover(spec)
         if not runs:
