@@ -288,11 +288,16 @@ def test_report_json_lists_what_discovery_skipped(
     (logdir / "run2").mkdir()
     os.mkfifo(logdir / "run2" / "w.2.pt.trace.json")
     (logdir / "run2" / "w.3.pt.trace.json").symlink_to(logdir / "run2" / "gone")
+    os.mkfifo(os.fsencode(logdir / "run2") + b"/\xfe.pt.trace.json")  # not UTF-8
     code, out, _ = run_cli(["report", str(logdir), "--format", "json", "--cache", "none"], capsys)
     assert code == 0
     doc = json.loads(out)
     assert list(doc) == ["schema", "path", "skipped", "runs"]
     assert doc["skipped"] == [
+        {  # written escaped, and sorted as written ("\\" before "w")
+            "path": str(logdir / "run2") + "/\\xfe.pt.trace.json",
+            "reason": "not a regular file (a fifo, socket or device), not read",
+        },
         {
             "path": str(logdir / "run2" / "w.2.pt.trace.json"),
             "reason": "not a regular file (a fifo, socket or device), not read",
@@ -307,3 +312,31 @@ def test_report_json_lists_what_discovery_skipped(
         ["report", str(logdir / "run1"), "--format", "json", "--cache", "none"], capsys
     )
     assert code == 0 and "skipped" not in json.loads(out)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs: POSIX only")
+def test_a_skipped_name_is_escaped_on_the_terminal(tmp_path: Path) -> None:
+    """Attack run: a FIFO named with an ESC sequence and a newline reached the terminal
+    raw in the "skipped" warning (a forged line, a colour); it is escaped, as every name
+    printed is, and the JSON still holds the name itself."""
+    run = tmp_path / "run1"
+    write_trace(run / "w.1.pt.trace.json", [kernel("k", 0.0, 10.0)])
+    os.mkfifo(run / "e\x1b[31mred\nx.pt.trace.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "tb_kineto_insights.cli", "report", str(run), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert done.returncode == 0
+    assert done.stderr == (
+        f"warning: {run}: skipped 1 path(s): {run}/e\\x1b[31mred\\x0ax.pt.trace.json "
+        "(not a regular file (a fifo, socket or device), not read)\n"
+    )
+    skipped = json.loads(done.stdout)["skipped"]
+    assert skipped == [
+        {
+            "path": str(run / "e\x1b[31mred\nx.pt.trace.json"),
+            "reason": "not a regular file (a fifo, socket or device), not read",
+        }
+    ]

@@ -78,6 +78,12 @@ def test_a_broken_symbolic_link_is_said_as_one(
         for argv in (["diff", str(link), side], ["check", side, str(link)]):
             code, _, err = run_cli(argv, capsys)
             assert (code, err) == (2, f"error: {link}: {words}\n")
+        # with a trailing "/" (the shell's completion adds one) or "/.": no guess either
+        for spelled in (f"{link}/", f"{link}/."):
+            code, _, err = run_cli(["report", spelled], capsys)
+            assert (code, err) == (2, f"error: log directory {spelled!r}: {words}\n")
+            code, _, err = run_cli(["diff", spelled, side], capsys)
+            assert (code, err) == (2, f"error: {spelled}: {words}\n")
 
 
 def test_a_mistyped_threshold_or_id_gets_the_close_name(

@@ -545,7 +545,17 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
     # why, and what there is (it said only "no series 'other_1' with a step time")
     assert err == (
         f"error: no series 'other_1' in {logdir} (the run's series, its own name: no run "
-        "of the history shares its stem or group); its series: 'exp'\n"
+        "of the history shares its name's stem); its series: 'exp'\n"
+    )
+    # a pattern that does not match the run: said so, and the same-named series of the
+    # history is not the run's (it said "no series 'exp'... its series: 'exp'")
+    lone = tiny_trace(tmp_path / "lone" / "exp" / "w.1.pt.trace.json", 200.0, T0)
+    argv = ["check", str(lone.parent), "--against-history", str(logdir), "--cache", cache]
+    code, _, err = run(*argv, "--group-by", r"(exp)_\d+")
+    assert err == (
+        f"error: no series 'exp' in {logdir} (the run's series, its own name: the "
+        "--group-by pattern does not match it); its series: 'exp' ('exp' there groups "
+        "other runs: the run is not one of them)\n"
     )
     code, _, err = run(
         "check",
@@ -557,7 +567,7 @@ def test_history_cli_json_and_check_against_history(tmp_path: Path) -> None:
         "--group-by",
         "key:rig",
     )
-    assert code == 2 and "(the run's series, its own name: " in err
+    assert code == 2 and "(the run's series, its own name: it has no metadata field 'rig')" in err
     # a new run with no readable trace: why, in words (it printed a Python dict)
     broken = tmp_path / "broken" / "exp_9" / "w.1.pt.trace.json"
     broken.parent.mkdir(parents=True)
@@ -757,7 +767,40 @@ def test_check_against_history_lists_at_most_eight_series() -> None:
     def doc(n: int) -> Any:
         return SimpleNamespace(series=[SimpleNamespace(name=f"s{i}") for i in range(n)])
 
-    assert _series_listed(doc(0)) == "it has no series"
-    assert _series_listed(doc(2)) == "its series: 's0', 's1'"
-    listed = _series_listed(doc(11))
+    assert _series_listed(doc(0), "x") == "it has no series"
+    assert _series_listed(doc(2), "x") == "its series: 's0', 's1'"
+    listed = _series_listed(doc(11), "x")
     assert listed.endswith("'s6', 's7' and 3 more") and "'s8'" not in listed
+
+
+def test_history_and_check_say_what_discovery_skipped(tmp_path: Path) -> None:
+    """Attack run: runs whose traces are links out of the log directory were skipped in
+    silence: ``check --against-history`` said only "it has no series", ``history`` "no
+    Kineto trace files found". Both now name the skipped paths and why."""
+    import io
+
+    from tb_kineto_insights.cli.main import _parser
+
+    outside = tiny_trace(tmp_path / "outside" / "w.1.pt.trace.json", 200.0, T0)
+    logdir = tmp_path / "logs"
+    for i in range(2):
+        (logdir / f"exp_{i}").mkdir(parents=True)
+        (logdir / f"exp_{i}" / "w.1.pt.trace.json").symlink_to(outside)
+    new = tiny_trace(tmp_path / "new" / "other_1" / "w.1.pt.trace.json", 200.0, T0)
+
+    def run(*argv: str) -> tuple[int, str]:
+        args = _parser().parse_args([*argv, "--cache", "none"])
+        out, err = io.StringIO(), io.StringIO()
+        return int(args.func(args, out, err)), err.getvalue()
+
+    link = "a symlink to a file outside the log directory, not read"
+    code, err = run("history", str(logdir))
+    assert code == 2 and err.startswith(
+        f"error: no Kineto trace files found under {logdir}; skipped 2 path(s): "
+    )
+    assert err.count(link) == 2
+    code, err = run("check", str(new.parent), "--against-history", str(logdir))
+    assert code == 2 and "it has no series; skipped 2 path(s): " in err and link in err
+    tiny_trace(logdir / "exp_2" / "w.1.pt.trace.json", 200.0, T0)  # one run is read
+    code, err = run("history", str(logdir))
+    assert code == 0 and err.startswith(f"warning: {logdir}: skipped 2 path(s): ")

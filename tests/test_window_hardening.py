@@ -184,7 +184,7 @@ def test_window_never_writes_over_its_input_by_url(
     assert [e["name"] for e in json.loads(out.read_text())["traceEvents"]][1] == "ProfilerStep#1"
 
 
-@pytest.mark.parametrize("empty", ["", "file://", "file:"])
+@pytest.mark.parametrize("empty", ["", "file://", "file:", " ", "\t"])
 def test_window_refuses_an_empty_path(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch, empty: str
 ) -> None:
@@ -200,6 +200,27 @@ def test_window_refuses_an_empty_path(
     err = capsys.readouterr().err
     assert err == f"error: --out {empty!r}: an empty path: name the file to write\n"
     assert sorted(os.listdir(tmp_path)) == ["t.json"]
+
+
+def test_window_of_a_broken_link_says_what_it_is(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack run: a link to itself was "cannot open: [Errno 40] Too many levels of
+    symbolic links", a link to a missing path "file not found"; as report says them."""
+    monkeypatch.chdir(tmp_path)
+    os.symlink("self", "self")
+    os.symlink("gone", "d")
+    os.symlink("d", "chain")
+    said = {
+        "self": "is a symbolic link in a loop",
+        "d": "is a symbolic link to 'gone', which does not exist",
+        "chain": f"is a symbolic link to 'd', which leads to {str(tmp_path / 'gone')!r}, "
+        "which does not exist",
+    }
+    for link, words in said.items():
+        assert main(["window", link, "--step", "1", "--out", "o.json"]) == 2
+        assert capsys.readouterr().err == f"error: {link}: {words}\n"
+    assert sorted(os.listdir(tmp_path)) == ["chain", "d", "self"]
 
 
 def _window_with_file_limit(args: list[str], limit: int) -> subprocess.CompletedProcess[str]:

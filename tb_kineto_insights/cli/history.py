@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from tb_kineto_insights.analysis.thresholds import DEFAULT_THRESHOLDS
-from tb_kineto_insights.analysis.units import fmt_duration_us
+from tb_kineto_insights.analysis.units import fmt_duration_us, terminal_safe
 from tb_kineto_insights.compare import history as hist
-from tb_kineto_insights.logdir.discovery import LogdirError, discover
+from tb_kineto_insights.logdir.discovery import LogdirError, Run, describe_skipped, discover
 from tb_kineto_insights.logdir.names import escaped_name
 from tb_kineto_insights.service.headlines import collect_runs
 from tb_kineto_insights.store.cached_summaries import CachedSummaries, cli_cache_location
@@ -46,16 +46,29 @@ def _metrics(items: list[str]) -> list[str]:
     return names or list(hist.METRICS)
 
 
-def build(args: argparse.Namespace) -> hist.HistoryDocument:
+def _discover(logdir: str) -> tuple[list[Run], str]:
+    """The runs of ``logdir`` and, when discovery skipped paths (links it does not
+    follow, FIFOs named like traces), ``"skipped N path(s): ..."``, else ``""``. Raises
+    LogdirError as :func:`discover`."""
+    skipped: list[tuple[str, str]] = []
+    runs = discover(logdir, skipped=skipped)
+    return runs, describe_skipped(skipped)
+
+
+def build(args: argparse.Namespace, err: TextIO | None = None) -> hist.HistoryDocument:
     """The history document for ``args`` (``logdir``, ``group_by``, ``metric``,
-    ``since``, ``threshold``, ``cache``). Raises ValueError or LogdirError on bad input
-    (a log directory without a trace file included)."""
+    ``since``, ``threshold``, ``cache``); what discovery skipped is said on ``err`` as a
+    warning, as ``report`` says it. Raises ValueError or LogdirError on bad input (a log
+    directory without a trace file included: the message names what was skipped)."""
     hist.check_options(args.group_by, _metrics(args.metric))  # before any trace is read
     thresholds = DEFAULT_THRESHOLDS.with_overrides(args.threshold)
     summaries = CachedSummaries(cli_cache_location(args.cache), thresholds=thresholds)
-    found = discover(args.logdir)
+    found, skipped_paths = _discover(args.logdir)
     if not found:  # as report says it (an empty folder, one of FIFOs only)
-        raise ValueError(f"no Kineto trace files found under {args.logdir}")
+        why = f"; {skipped_paths}" if skipped_paths else ""
+        raise ValueError(f"no Kineto trace files found under {args.logdir}{why}")
+    if skipped_paths and err is not None:
+        err.write(f"warning: {args.logdir}: {skipped_paths}\n")
     runs, skipped = collect_runs(found, summaries, args.logdir)
     return hist.build_history(
         runs,
@@ -81,7 +94,7 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # CPU time of a history of 10,000 runs (benchmarks/RESULTS.md), so it is off here.
     gc.disable()
     try:
-        doc = build(args)
+        doc = build(args, err)
     except (ValueError, LogdirError, ImportError) as exc:
         err.write(f"error: {exc}\n")
         return EXIT_UNUSABLE
@@ -102,7 +115,6 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 #: How a new run's series was found (``hist.series_key``'s ``grouped_by``), in words.
 _SERIES_BY = {
     "name": "by its name's stem",
-    "run": "its own name: no run of the history shares its stem or group",
     "regex": "by the --group-by pattern",
     "label": "by its metadata label",
     "logdir": "by the log directory's name",
@@ -112,22 +124,32 @@ _SERIES_BY = {
 _LISTED = 8
 
 
-def _series_by(how: str) -> str:
+def _series_by(how: str, group_by: str | None) -> str:
     """How a run's series was found, in words (``how``: ``hist.series_key``'s second
-    value)."""
+    value; ``group_by``: the option, which decides why a run is a series of its own)."""
     if how.startswith("metadata:"):
         return f"by its metadata field {how[len('metadata:') :]!r}"
-    return _SERIES_BY.get(how, how)
+    if how != "run":
+        return _SERIES_BY.get(how, how)
+    if group_by and group_by.startswith("key:"):
+        return f"its own name: it has no metadata field {group_by[4:]!r}"
+    if group_by:
+        return "its own name: the --group-by pattern does not match it"
+    return "its own name: no run of the history shares its name's stem"
 
 
-def _series_listed(doc: hist.HistoryDocument) -> str:
-    """The history's series names, for an error: at most :data:`_LISTED`."""
+def _series_listed(doc: hist.HistoryDocument, key: str) -> str:
+    """The history's series names, for an error: at most :data:`_LISTED`, and a word
+    when one of them is named ``key`` but grouped otherwise than the run."""
     names = [s.name for s in doc.series]
     if not names:
         return "it has no series"
     shown = ", ".join(map(repr, names[:_LISTED]))
     more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
-    return f"its series: {shown}{more}"
+    other = (
+        f" ({key!r} there groups other runs: the run is not one of them)" if key in names else ""
+    )
+    return f"its series: {shown}{more}{other}"
 
 
 def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -149,7 +171,8 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
         if new.name == ".":  # named as the log directory's runs are (a byte not UTF-8: \xff)
             name = escaped_name(args.base.rstrip("/").rsplit("/", 1)[-1])
             new = dataclasses.replace(new, name=name)
-        runs, _ = collect_runs(discover(args.against_history), summaries, args.against_history)
+        history_runs, skipped_paths = _discover(args.against_history)
+        runs, _ = collect_runs(history_runs, summaries, args.against_history)
         runs = [r for r in runs if r.name != new.name]
         logdir_name = args.against_history.rstrip("/").rsplit("/", 1)[-1]
         doc = hist.build_history(
@@ -172,8 +195,12 @@ def cmd_check_against_history(args: argparse.Namespace, out: TextIO, err: TextIO
     )
     if series is None:
         err.write(
-            f"error: no series {key!r} in {args.against_history} (the run's series, "
-            f"{_series_by(how)}); {_series_listed(doc)}\n"
+            terminal_safe(
+                f"error: no series {key!r} in {args.against_history} (the run's series, "
+                f"{_series_by(how, args.group_by)}); {_series_listed(doc, key)}"
+                f"{'; ' + skipped_paths if skipped_paths else ''}"
+            )
+            + "\n"
         )
         return EXIT_UNUSABLE
     level = hist.current_level(series, "step_time", thresholds)

@@ -66,6 +66,7 @@ __all__ = [
     "Worker",
     "discover",
     "broken_link",
+    "is_broken_link",
     "escaped_name",
     "find_span",
     "is_kineto_head",
@@ -398,17 +399,30 @@ def _list_local(
 
 def broken_link(local: str) -> str:
     """What the symbolic link ``local``, which leads to nothing, is, in words: ``"a
-    symbolic link in a loop"`` or ``"a symbolic link to 'TARGET', which does not
-    exist"``."""
+    symbolic link in a loop"``, ``"a symbolic link to 'TARGET', which does not exist"``,
+    or, through a chain of links, ``"a symbolic link to 'TARGET', which leads to
+    'END', which does not exist"``."""
+    local = os.path.normpath(local)
     try:
         os.stat(local)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "a symbolic link in a loop"
     try:
-        return f"a symbolic link to {os.readlink(local)!r}, which does not exist"
+        target = os.readlink(local)
     except OSError:
         return "a symbolic link that leads nowhere"
+    end = os.path.realpath(local)
+    if end != os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(local)), target)):
+        return f"a symbolic link to {target!r}, which leads to {end!r}, which does not exist"
+    return f"a symbolic link to {target!r}, which does not exist"
+
+
+def is_broken_link(local: str) -> bool:
+    """Whether the local path names a symbolic link (a trailing ``/`` or ``/.`` allowed)
+    that leads to nothing: to a missing path, or in a loop."""
+    local = os.path.normpath(local)
+    return os.path.islink(local) and not os.path.exists(local)
 
 
 def _not_a_folder(root: str) -> str:
@@ -421,7 +435,7 @@ def _not_a_folder(root: str) -> str:
     try:
         st = os.stat(root)
     except OSError as exc:
-        if os.path.islink(root) and exc.errno in (errno.ENOENT, errno.ELOOP):
+        if exc.errno in (errno.ENOENT, errno.ELOOP) and is_broken_link(root):
             return f"is {broken_link(root)}"
         if isinstance(exc, FileNotFoundError):
             return "does not exist"

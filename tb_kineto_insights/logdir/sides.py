@@ -15,6 +15,7 @@ from tb_kineto_insights.logdir.discovery import (
     Span,
     broken_link,
     discover,
+    is_broken_link,
     open_fs,
     span_for_file,
 )
@@ -48,7 +49,7 @@ def path_hint(path: str) -> str:
     folder holds a close name (``difflib``, e.g. ``dataloader_worker0`` →
     ``dataloader_workers0``); ``""`` otherwise (URLs, nothing close, and a name that is
     there: a symbolic link in a loop or to nothing is no typo, and it suggested itself)."""
-    if "://" in path or os.path.lexists(path):
+    if "://" in path or os.path.lexists(os.path.normpath(path)):
         return ""
     parent, name = os.path.split(os.path.normpath(path))
     try:
@@ -70,7 +71,7 @@ def resolve_side(spec: str) -> list[Span]:
     if is_file:
         return [span_for_file(spec)]
     local = local_path(spec)
-    if not exists and local is not None and os.path.islink(local):
+    if not exists and local is not None and is_broken_link(local):
         raise SideError(f"{spec}: is {broken_link(local)}")
     if exists:
         runs = discover(spec)

@@ -69,7 +69,12 @@ def _runs_for(path: str) -> tuple[list[Run], list[tuple[str, str]]]:
     if skipped:
         import logging
 
-        logging.getLogger(__name__).warning("warning: %s: %s", path, describe_skipped(skipped))
+        from tb_kineto_insights.analysis.units import terminal_safe
+
+        # a name may hold an ESC or a newline: escaped, as every name printed is
+        logging.getLogger(__name__).warning(
+            "warning: %s: %s", terminal_safe(path), terminal_safe(describe_skipped(skipped))
+        )
     named = [
         dataclasses.replace(run, name=folder_name(path)) if run.name == "." else run for run in runs
     ]
@@ -172,8 +177,12 @@ def build_report(
     return Report(
         schema=REPORT_SCHEMA,
         path=path,
-        # sorted: the order met is the file system's
-        skipped=[SkippedPath(path=escaped_name(p), reason=r) for p, r in sorted(skipped)] or UNSET,
+        # sorted as written (the order met is the file system's)
+        skipped=sorted(
+            (SkippedPath(path=escaped_name(p), reason=r) for p, r in skipped),
+            key=lambda e: (e.path, e.reason),
+        )
+        or UNSET,
         runs=[e for e in runs if e is not None],
     )
 

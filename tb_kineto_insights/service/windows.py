@@ -28,7 +28,7 @@ import msgspec
 
 from tb_kineto_insights.analysis.timeline_format import decode_store, find_step, load_step
 from tb_kineto_insights.analysis.trace_index import build_index
-from tb_kineto_insights.logdir.discovery import EMPTY_PATHS, Span
+from tb_kineto_insights.logdir.discovery import EMPTY_PATHS, Span, broken_link, is_broken_link
 from tb_kineto_insights.schema.timeline import TimelineStep
 from tb_kineto_insights.service.errors import Busy, Damaged, InvalidRequest, NotFound, Unreadable
 from tb_kineto_insights.service.loader import SpanStatus
@@ -342,13 +342,17 @@ def check_window_paths(paths: list[str], out_path: str) -> None:
 
     Raises:
         ValueError: the message names the duplicate trace or ``--out`` and the problem;
-            also for an empty name (:data:`~.discovery.EMPTY_PATHS`: ``''`` was "file
-            not found" and ``file://`` read the working folder).
+            also for an empty or blank name (:data:`~.discovery.EMPTY_PATHS`: ``''``
+            was "file not found", ``file://`` read the working folder, ``' '`` wrote a
+            file named so) and a trace that is a broken symbolic link.
     """
     for path in paths:
-        if path in EMPTY_PATHS:
+        if path.strip() in EMPTY_PATHS:
             raise ValueError(f"trace {path!r}: an empty path: name a trace file")
-    if out_path in EMPTY_PATHS:
+        local = local_file(path)
+        if local is not None and is_broken_link(local):
+            raise ValueError(f"{path}: is {broken_link(local)}")
+    if out_path.strip() in EMPTY_PATHS:
         raise ValueError(f"--out {out_path!r}: an empty path: name the file to write")
     for i, path in enumerate(paths):
         for other in paths[:i]:
