@@ -141,11 +141,9 @@ class Machine:
             tasks), ``0.0`` on an idle machine.
         env: ``$KINETO_INSIGHTS_READ_WORKERS`` as a number of cores (``None``: unset;
             a value that is not a number counts as 1; at most :data:`MAX_ENV_CORES`).
-        env_text: the variable's text where ``env`` is not what it says (``"abc"``,
-            ``"1000"``), for the words of the choice; else ``None``.
+        env_text: the variable's text where ``env`` is not it (``"abc"``), else ``None``.
 
-    A plain class (not a dataclass): each dataclass adds to every start-up (measured in
-    ``benchmarks/RESULTS.md``, the fixed costs of one report).
+    A plain class: each dataclass adds to every start-up (``benchmarks/RESULTS.md``).
     """
 
     __slots__ = ("affinity", "env", "env_text", "load", "quota")
@@ -165,10 +163,8 @@ class Machine:
         self.env_text = env_text
 
     def __repr__(self) -> str:
-        return (
-            f"Machine(affinity={self.affinity}, quota={self.quota}, load={self.load}, "
-            f"env={self.env})"
-        )
+        fields = ("affinity", "quota", "load", "env", "env_text")
+        return "Machine(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in fields) + ")"
 
 
 class ReadCosts:
@@ -335,15 +331,9 @@ def machine_now() -> Machine:
         affinity = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         affinity = max(1, os.cpu_count() or 1)
-    env = env_cores()
-    text = os.environ.get(WORKERS_ENV, "").strip()
-    return Machine(
-        affinity=affinity,
-        quota=_cgroup_quota(),
-        load=load_now(),
-        env=env,
-        env_text=text[:40] if env is not None and text != str(env) else None,
-    )
+    env, text = env_cores(), os.environ.get(WORKERS_ENV, "").strip()[:40]
+    shown = text if env is not None and text != str(env) else None
+    return Machine(affinity, _cgroup_quota(), load_now(), env, shown)
 
 
 def cpus_of(machine: Machine) -> float:
@@ -369,9 +359,8 @@ def pool_cores(machine: Machine) -> tuple[int, str]:
     load is at least the usable CPUs (the other cores are taken: workers would
     only add their start and transfers to this command's CPU)."""
     if machine.env is not None:
-        said = f"{WORKERS_ENV}={machine.env}"
-        if machine.env_text is not None:
-            said += f" (set to {machine.env_text!r})"
+        text = machine.env_text
+        said = f"{WORKERS_ENV}={machine.env}" + (f" (set to {text!r})" if text else "")
         if machine.env < 2:
             return 0, f"{said}: one process"
         return machine.env, said
@@ -389,8 +378,7 @@ def _small_file_plan(json_bytes: int) -> ReadPlan | None:
     (``None``: not such a file)."""
     if json_bytes >= PARALLEL_MIN_JSON_BYTES:
         return None
-    floor_mb = PARALLEL_MIN_JSON_BYTES / 1e6
-    return ReadPlan(0, f"a file under {floor_mb:.0f} MB of JSON: one process")
+    return ReadPlan(0, f"a file under {PARALLEL_MIN_JSON_BYTES / 1e6:.0f} MB of JSON: one process")
 
 
 def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COSTS) -> ReadPlan:
@@ -400,8 +388,7 @@ def plan_read(json_bytes: int, machine: Machine, costs: ReadCosts = DEFAULT_COST
     ``$KINETO_INSIGHTS_READ_WORKERS``, the cost model ``costs`` predicts the parallel
     read at least ``costs.margin`` faster than one process on the CPUs free now
     (usable CPUs less the load, at least 1). Pure: no system call."""
-    small = _small_file_plan(json_bytes)
-    if small is not None:
+    if small := _small_file_plan(json_bytes):
         return small
     cores, why = pool_cores(machine)
     mb = json_bytes / 1e6
@@ -436,10 +423,8 @@ def note(reason: str) -> None:
         DECISIONS.append(reason)
 
 
-#: The plan :func:`warm_up` made (the file's estimated size, the plan), taken by the next
-#: :func:`plan_for` (the read of that file), so that the command reads as it warmed up
-#: and says its choice once; a plan made anew could differ (the load moved, a thread
-#: started since: the forkserver's costs) and leave a pool forked ahead unused.
+#: :func:`warm_up`'s plan (estimated size, plan), the next :func:`plan_for`'s: made anew
+#: it could differ (the load moved) and leave the pool forked for it unused.
 _warm_plan: tuple[int, ReadPlan] | None = None
 
 
@@ -459,9 +444,7 @@ def plan_for(estimated_json_bytes: int, requested: int | None = None) -> ReadPla
     warm, _warm_plan = _warm_plan, None
     if warm is not None and warm[0] == estimated_json_bytes:
         return warm[1]  # the warm-up's plan for this file, said once
-    # the machine and the costs only for a file that may be read in parallel: the load
-    # takes 5 samples over 4 ms (a log directory's small files paid it each), the costs
-    # import multiprocessing
+    # not for a small file: the load takes 4 ms, the costs import multiprocessing
     plan = _small_file_plan(estimated_json_bytes) or plan_read(
         estimated_json_bytes, machine_now(), costs_now()
     )
@@ -800,9 +783,8 @@ def warm_up(path: str) -> bool:
         return False
     global _warm_plan
     try:
-        plan = plan_for(estimated)
-        _warm_plan = (estimated, plan)
-        workers = plan.workers
+        _warm_plan = (estimated, plan_for(estimated))
+        workers = _warm_plan[1].workers
         if not workers:
             return False
         if prestart_pool(workers):  # forked here: no server to start
