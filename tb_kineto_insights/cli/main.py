@@ -648,6 +648,9 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     ``did you mean`` (``difflib``), and a subcommand's unknown flag is reported with that
     subcommand's usage (argparse itself reports it with the top-level usage).
 
+    A ``file://localhost/`` URL among the paths loses its host, and one of another
+    host is refused (:func:`_without_local_hosts`).
+
     Raises:
         SystemExit: 2 on a usage error (after printing it), 0 after ``--help``.
     """
@@ -670,7 +673,30 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
             for x in extras
         ]
         command.error(f"unrecognized arguments: {' '.join(hints)}")
+    try:
+        _without_local_hosts(args)
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(2) from exc
     return args
+
+
+#: The arguments that name a file, folder or URL (one string or a list of them).
+_PATH_ARGUMENTS = ("path", "base", "exp", "against_history", "trace", "out", "logdir", "cache")
+
+
+def _without_local_hosts(args: argparse.Namespace) -> None:
+    """Every path argument with a ``file://localhost/`` URL's host dropped, in place
+    (:func:`~tb_kineto_insights.trace.local_paths.without_local_host`). Raises
+    ValueError for a ``file://`` URL of another host."""
+    from tb_kineto_insights.trace.local_paths import without_local_host
+
+    for name in _PATH_ARGUMENTS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            setattr(args, name, without_local_host(value))
+        elif isinstance(value, list):
+            setattr(args, name, [without_local_host(v) for v in value])
 
 
 class OutputError(OSError):

@@ -53,7 +53,12 @@ from tb_kineto_insights.logdir.names import (
     run_key,
 )
 from tb_kineto_insights.logdir.sniff import is_kineto_head, sniff_kineto_file
-from tb_kineto_insights.trace.local_paths import LocalTree, local_path
+from tb_kineto_insights.trace.local_paths import (
+    FileHostError,
+    LocalTree,
+    local_path,
+    without_local_host,
+)
 from tb_kineto_insights.trace.source import object_version_of
 
 __all__ = [
@@ -222,6 +227,10 @@ def open_fs(logdir: str, fs_options: Mapping[str, Any] | None) -> tuple[Any, str
     answers as fsspec's local filesystem, without importing fsspec, a costly import:
     ``trace/local_paths.py``);
     anything else by fsspec."""
+    try:  # fsspec reads file://HOST/x as HOST/x under the working folder
+        logdir = without_local_host(logdir)
+    except FileHostError as exc:
+        raise LogdirError(logdir, exc.problem) from exc
     if logdir in EMPTY_PATHS:  # it read as the working folder: an unset variable
         raise LogdirError(logdir, "an empty path: name a trace file, a folder or a URL")
     local = None if fs_options else local_path(logdir)

@@ -36,6 +36,7 @@ from tb_kineto_insights.store.cache import (
 )
 from tb_kineto_insights.store.seal import current_key, use_key_file
 from tb_kineto_insights.store.settings import seconds_from_env
+from tb_kineto_insights.trace.local_paths import FileHostError, without_local_host
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +92,15 @@ def is_url(path: str) -> bool:
 
 def _normalise_path(path: str) -> str:
     """A local log directory as its real path (a ``file://`` URL too, so that its files
-    are opened as local files, under the containment check); other URLs as given."""
+    are opened as local files, under the containment check; ``file://localhost/x`` is
+    ``/x``); other URLs as given, and so is a ``file://`` URL of another host, which the
+    listing then refuses by name (``discovery.open_fs``): its host was dropped, and
+    ``file://logs`` served ``/``."""
     if path.startswith("file://") and "::" not in path:
+        try:
+            path = without_local_host(path)
+        except FileHostError:
+            return path
         path = urllib.parse.unquote(urllib.parse.urlsplit(path).path) or "/"
     if not is_url(path):
         return os.path.realpath(os.path.expanduser(path))
@@ -188,7 +196,16 @@ def cache_folder_from(context: Any, cache_dir: Any) -> Path | str | None:
     if raw is not None and str(raw).strip().lower() == "none":
         return None
     if raw and str(raw).strip().startswith("file://"):
-        raw = str(raw).strip()[len("file://") :]
+        try:  # file://localhost/x is /x; fsspec read file://HOST/x as ./HOST/x
+            raw = without_local_host(str(raw).strip())[len("file://") :]
+        except FileHostError as exc:
+            logger.warning(
+                "Kineto Insights: cache folder %s cannot be used (%s); summaries are kept "
+                "in memory only",
+                exc.path,
+                exc.problem,
+            )
+            return None
     elif raw and is_url(str(raw).strip()):
         return str(raw).strip()  # object storage (s3://bucket/cache): no folder to make
     folder = Path(str(raw)).expanduser() if raw and str(raw).strip() else cache_dir_from_env()

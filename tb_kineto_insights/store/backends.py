@@ -312,9 +312,12 @@ def open_store(location: str | os.PathLike[str]) -> LocalStore | FsspecStore:
     :class:`LocalStore`, any other URL an :class:`FsspecStore`.
 
     Raises:
-        ValueError, ImportError: unknown protocol, or its fsspec driver is missing.
+        ValueError, ImportError: unknown protocol, or its fsspec driver is missing; a
+            ``file://`` URL of another host (``file://localhost/x`` is ``/x``).
     """
-    text = os.fspath(location)
+    from tb_kineto_insights.trace.local_paths import without_local_host
+
+    text = without_local_host(os.fspath(location))
     if text.startswith("file://"):
         return LocalStore(text[len("file://") :])
     if "://" in text or "::" in text:

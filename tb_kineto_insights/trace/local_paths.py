@@ -17,7 +17,63 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["LocalTree", "local_path"]
+__all__ = ["FileHostError", "LocalTree", "local_path", "without_local_host"]
+
+#: The host of a ``file://HOST/PATH`` URL that names this machine (RFC 8089, section 2:
+#: ``file://localhost/x`` is ``file:///x``).
+LOCAL_HOST = "localhost"
+
+
+class FileHostError(ValueError):
+    """A ``file://HOST/...`` URL whose HOST is not this machine (:func:`without_local_host`).
+
+    Attributes:
+        path: the path as given.
+        problem: what is wrong with it, in words (the message less the path).
+    """
+
+    def __init__(self, path: str, host: str, *, has_path: bool = True) -> None:
+        self.path = path
+        self.problem = (
+            f"names the host {host!r}: a file URL reaches this machine's files only; "
+            if has_path
+            else f"names the host {host!r} and no file; "
+        ) + "write file:///PATH (three slashes) or the plain path"
+        super().__init__(f"{path!r}: {self.problem}")
+
+
+def without_local_host(path: str) -> str:
+    """``path`` with the host of each ``file://localhost/...`` URL in it dropped (every
+    part of an fsspec chain ``a::b``): ``file://localhost/x`` → ``file:///x``. Anything
+    else is returned as it is.
+
+    fsspec's local filesystem reads ``file://HOST/x`` as the path ``HOST/x`` under the
+    working folder: ``window --out file://localhost`` wrote a file named ``localhost``
+    there, and ``--cache file://localhost/tmp/c`` filled ``./localhost/tmp/c``.
+
+    Raises:
+        FileHostError: (a ValueError) a ``file://`` URL names another host
+            (``file://server/x``, or a relative ``file://logs``) or a host and no path
+            (``file://localhost``): its message names the URL and what to write instead
+            (``file:///PATH``, three slashes, or the plain path).
+
+    >>> without_local_host("file://localhost/data/run1")
+    'file:///data/run1'
+    >>> without_local_host("s3://bucket/key")
+    's3://bucket/key'
+    """
+    parts = path.split("::")
+    for i, part in enumerate(parts):
+        if not part.startswith("file://"):
+            continue
+        host, slash, rest = part[len("file://") :].partition("/")
+        if not host:
+            continue
+        elsewhere = host.lower() != LOCAL_HOST
+        if elsewhere or not slash:
+            raise FileHostError(path, host, has_path=elsewhere or bool(slash))
+        parts[i] = "file://" + slash + rest
+    return "::".join(parts)
 
 
 def local_path(path: str) -> str | None:

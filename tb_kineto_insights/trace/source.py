@@ -37,7 +37,7 @@ from typing import IO, Any
 
 from tb_kineto_insights.trace.confine import open_local
 from tb_kineto_insights.trace.errors import TraceIOError, TraceTooLargeError
-from tb_kineto_insights.trace.local_paths import local_path
+from tb_kineto_insights.trace.local_paths import FileHostError, local_path, without_local_host
 
 #: The inflate module: zlib-ng's (the same API as the stdlib's: ``decompressobj``,
 #: ``copy``, ``error``; faster, see the module docstring), else the stdlib's ``zlib``.
@@ -157,18 +157,21 @@ def _pin_version(opened: Any, fs: Any, fs_path: str, path: str) -> None:
 
 def open_stored(path: str) -> IO[bytes]:
     """The stored file ``path`` (a local path, or an fsspec URL pinned to the version
-    opened) open for reading bytes. Raises TraceIOError: not found, or cannot be opened."""
+    opened) open for reading bytes; ``file://localhost/x`` is ``/x``. Raises
+    TraceIOError: not found, cannot be opened, or a ``file://`` URL of another host."""
     try:
         if "://" in path:
             import fsspec  # a URL only: its imports are costly (local_paths.py)
 
-            handle = fsspec.open(path, "rb")
+            handle = fsspec.open(without_local_host(path), "rb")
             opened = handle.open()
             _pin_version(opened, handle.fs, handle.path, path)
             return opened
         return open_local(path)  # containment rules, when registered: see trace/confine.py
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
+    except FileHostError as exc:
+        raise TraceIOError(path, exc.problem) from exc
     except (OSError, ValueError, ImportError) as exc:
         raise TraceIOError(path, f"cannot open: {exc}") from exc
 
@@ -185,10 +188,12 @@ def file_size(path: str) -> int:
             return os.stat(local).st_size
         import fsspec
 
-        fs, fs_path = fsspec.core.url_to_fs(path)
+        fs, fs_path = fsspec.core.url_to_fs(without_local_host(path))
         return int(fs.size(fs_path))
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
+    except FileHostError as exc:
+        raise TraceIOError(path, exc.problem) from exc
     except (OSError, ValueError, ImportError) as exc:
         raise TraceIOError(path, f"cannot stat: {exc}") from exc
 
