@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from tb_kineto_insights import __version__
+from tb_kineto_insights.cli.stdout import Output, OutputError, discard_stdout
 from tb_kineto_insights.store.settings import CACHE_DIR_ENV, cli_cache_location
 
 if TYPE_CHECKING:
@@ -699,50 +700,6 @@ def _without_local_hosts(args: argparse.Namespace) -> None:
             setattr(args, name, [without_local_host(v) for v in value])
 
 
-class OutputError(OSError):
-    """Writing the command's standard output failed (its cause: the ``OSError``)."""
-
-
-class _Output:
-    """Standard output whose write errors (a full disk, a quota, ``EIO``; not a closed
-    pipe, which ends the command quietly) are :class:`OutputError`, which :func:`main`
-    reports in one line. Everything else is ``out``'s."""
-
-    def __init__(self, out: TextIO) -> None:
-        self._out = out
-
-    def write(self, text: str) -> int:
-        try:
-            return self._out.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise OutputError(exc.errno, exc.strerror) from exc
-
-    def flush(self) -> None:
-        try:
-            self._out.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise OutputError(exc.errno, exc.strerror) from exc
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._out, name)
-
-
-def _discard_stdout() -> None:
-    """Point file descriptor 1 at the null device, so that the interpreter's last flush
-    of what is still buffered does not fail again at exit (nothing to do for a stdout
-    that is no file, e.g. a test's capture)."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno())
-        os.close(null)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tb-kineto-insights`` console script; returns the exit code."""
     if argv is None:  # the console script: Ctrl-C ends it at once, without tracebacks,
@@ -764,7 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if sys.stdout is None:  # started with its standard output closed (`>&-`)
         sys.stderr.write("error: cannot write the output (standard output is closed)\n")
         return EXIT_OUTPUT
-    out: TextIO = _Output(sys.stdout)  # type: ignore[assignment]
+    out: TextIO = Output(sys.stdout)  # type: ignore[assignment]
     cache = cli_cache_location(args.cache) if hasattr(args, "cache") else None
     local = cache if cache is not None and "://" not in cache and "::" not in cache else None
     if local and os.path.exists(local) and not os.path.isdir(local):  # once, before any work
@@ -799,11 +756,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.flush()  # what is still buffered: a failure to write it is this command's
         return code
     except BrokenPipeError:  # e.g. `report ... | head`
-        _discard_stdout()  # the exit's flush of what is buffered would fail again
+        discard_stdout()  # the exit's flush of what is buffered would fail again
         return EXIT_OK
     except OutputError as exc:  # a full disk, a quota: said in one line, not a traceback
         sys.stderr.write(f"error: cannot write the output ({exc.__cause__})\n")
-        _discard_stdout()
+        discard_stdout()
         return EXIT_OUTPUT
     finally:
         if budget is not None:
