@@ -18,7 +18,11 @@ from conftest import cpu, kernel, write_trace
 from tb_kineto_insights.cli.main import main
 from tb_kineto_insights.logdir.discovery import LogdirError, discover
 from tb_kineto_insights.serve.settings import _normalise_path, cache_folder_from
+from tb_kineto_insights.service.output_files import local_file, write_output
+from tb_kineto_insights.service.reports import build_report
 from tb_kineto_insights.store.backends import LocalStore, open_store
+from tb_kineto_insights.store.cached_summaries import CachedSummaries
+from tb_kineto_insights.store.content_id import content_key
 from tb_kineto_insights.trace.errors import TraceIOError
 from tb_kineto_insights.trace.local_paths import FileHostError, without_local_host
 from tb_kineto_insights.trace.reader import read_trace
@@ -33,6 +37,15 @@ def _trace(folder: Path) -> Path:
         kernel("K", 20, 5, corr=1),
     ]
     return write_trace(folder / "w.pt.trace.json", events)
+
+
+def _trace_and_empty_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A trace in ``tmp_path`` and an empty working folder below it (where fsspec wrote
+    ``file://localhost...`` before)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return _trace(tmp_path), work
 
 
 @pytest.mark.parametrize(
@@ -74,10 +87,7 @@ def test_another_host_is_refused_by_name(given: str, problem: str) -> None:
 def test_window_out_by_localhost_url_writes_the_named_file(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trace = _trace(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
+    trace, work = _trace_and_empty_cwd(tmp_path, monkeypatch)
     out = tmp_path / "o.json"
     given = ["window", f"file://localhost{trace}", "--step", "1"]
     assert main([*given, "--out", f"file://localhost{out}"]) == 0
@@ -99,10 +109,7 @@ def test_window_out_by_localhost_url_writes_the_named_file(
 def test_report_cache_and_sides_by_host(
     tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    trace = _trace(tmp_path)
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
+    trace, work = _trace_and_empty_cwd(tmp_path, monkeypatch)
     cache = tmp_path / "cache"
     args = ["report", f"file://localhost{trace}", "--format", "json"]
     assert main([*args, "--cache", f"file://localhost{cache}"]) == 0
@@ -146,4 +153,44 @@ def test_the_plugin_settings(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
     assert cache_folder_from(None, f"file://localhost{tmp_path}/c") == tmp_path / "c"
     with caplog.at_level(logging.WARNING):
         assert cache_folder_from(None, f"file://server{tmp_path}/c") is None
+        assert cache_folder_from(None, "file://h\x1b[31m/c") is None
     assert ELSEWHERE in caplog.text
+    assert "\x1b" not in caplog.text and "'file://h\\x1b[31m/c'" in caplog.text
+
+
+def test_local_scheme_and_ipv6_hosts() -> None:
+    """Attack run: ``local://localhost`` (fsspec's other name for local files) still wrote
+    ``./localhost``; ``file://[::1]/x`` was refused as "the host '['"."""
+    assert without_local_host("local://localhost/x") == "local:///x"
+    for given, host in (
+        ("local://server/x", "server"),
+        ("file://[::1]/x", "[::1]"),
+        ("zip://a::file://[::1]/x", "[::1]"),
+    ):
+        with pytest.raises(FileHostError, match=f"names the host '{host}'".replace("[", r"\[")):
+            without_local_host(given)
+
+
+def test_every_module_that_opens_a_url_drops_localhost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack run: the cache's content key, a report of one file, the output files and a
+    chained URL with a cache still read ``file://localhost/x`` as ``./localhost/x``."""
+    trace, work = _trace_and_empty_cwd(tmp_path, monkeypatch)
+    assert [r.run for r in build_report(f"file://localhost{trace}").runs] == [tmp_path.name]
+    chained = f"simplecache::file://localhost{tmp_path}"
+    report = build_report(chained, summaries=CachedSummaries(str(tmp_path / "cache")))
+    spans = [s for r in report.runs for w in r.workers for s in w.spans]
+    assert [(s.file, type(s.summary).__name__) for s in spans] == [
+        (f"{chained}/w.pt.trace.json", "Summary")
+    ]
+    assert content_key(f"file://localhost{trace}", trace.stat().st_size, 0.0) == content_key(
+        str(trace), trace.stat().st_size, 0.0
+    )
+    assert local_file(f"file://localhost{tmp_path}/x") == f"{tmp_path}/x"
+    assert local_file("file://localhost") is None
+    with pytest.raises(OSError, match="names the host 'localhost' and no file"):
+        write_output("file://localhost", b"{}")
+    write_output(f"local://localhost{tmp_path}/o.json", b"{}")
+    assert (tmp_path / "o.json").read_bytes() == b"{}"
+    assert os.listdir(work) == []

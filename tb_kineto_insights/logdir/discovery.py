@@ -57,6 +57,7 @@ from tb_kineto_insights.trace.local_paths import (
     FileHostError,
     LocalTree,
     local_path,
+    url_to_fs,
     without_local_host,
 )
 from tb_kineto_insights.trace.source import object_version_of
@@ -788,9 +789,7 @@ def folder_name(path: str) -> str:
     if local is not None:
         fs_path = os.path.abspath(local)
     else:
-        import fsspec
-
-        fs, fs_path = fsspec.core.url_to_fs(path)
+        fs, fs_path = url_to_fs(path)
         if _is_local(fs):
             fs_path = os.path.abspath(fs_path)
     name = fs_path.rstrip("/").rsplit("/", 1)[-1]

@@ -200,7 +200,7 @@ def cache_folder_from(context: Any, cache_dir: Any) -> Path | str | None:
             raw = without_local_host(str(raw).strip())[len("file://") :]
         except FileHostError as exc:
             logger.warning(
-                "Kineto Insights: cache folder %s cannot be used (%s); summaries are kept "
+                "Kineto Insights: cache folder %r cannot be used (%s); summaries are kept "
                 "in memory only",
                 exc.path,
                 exc.problem,

@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 
 from tb_kineto_insights.store.backends import write_atomic
-from tb_kineto_insights.trace.local_paths import local_path
+from tb_kineto_insights.trace.local_paths import local_path, url_to_fs
 
 __all__ = ["local_file", "same_file", "write_output"]
 
@@ -40,10 +40,9 @@ def local_file(name: str) -> str | None:
     if "://" not in name and not name.startswith(_LOCAL_SCHEMES):
         return None
     try:
-        import fsspec
         from fsspec.implementations.local import LocalFileSystem
 
-        fs, path = fsspec.core.url_to_fs(name)
+        fs, path = url_to_fs(name)
     except Exception:  # noqa: BLE001 (an unknown protocol, a missing driver: not local)
         return None
     return str(path) if isinstance(fs, LocalFileSystem) else None
@@ -56,9 +55,7 @@ def _identity(name: str) -> tuple[int, int] | str | None:
     path = local_file(name)
     if path is None:
         try:
-            import fsspec
-
-            fs, remote = fsspec.core.url_to_fs(name)
+            fs, remote = url_to_fs(name)
             return str(fs.unstrip_protocol(remote))
         except Exception:  # noqa: BLE001 (compared as written)
             return name
@@ -118,9 +115,7 @@ def write_output(name: str, data: bytes) -> None:
         write_atomic(Path(_regular_target(name, path)), data, durable=True, mkdir=False)
         return
     try:
-        import fsspec
-
-        fs, remote = fsspec.core.url_to_fs(name)
+        fs, remote = url_to_fs(name)
         fs.pipe_file(remote, data)  # one PUT: all or nothing
     except OSError:
         raise

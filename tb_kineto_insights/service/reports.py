@@ -34,7 +34,7 @@ from tb_kineto_insights.schema.report import (
     SpanError,
 )
 from tb_kineto_insights.summary import REPORT_SCHEMA, SpanOk, SpanResult, run_view_of
-from tb_kineto_insights.trace.local_paths import local_path
+from tb_kineto_insights.trace.local_paths import local_path, url_to_fs
 from tb_kineto_insights.trace.source import DEFAULT_MAX_JSON_BYTES
 
 if TYPE_CHECKING:
@@ -47,10 +47,8 @@ def _is_file(path: str) -> bool:
     local = local_path(path)
     if local is not None:
         return os.path.exists(local) and not os.path.isdir(local)
-    try:
-        import fsspec  # a URL: only here (a costly import: trace/local_paths.py)
-
-        fs, fs_path = fsspec.core.url_to_fs(path)
+    try:  # a URL: fsspec only here (a costly import: trace/local_paths.py)
+        fs, fs_path = url_to_fs(path)
         return bool(fs.isfile(fs_path))
     except (OSError, ValueError, ImportError):
         return False

@@ -259,10 +259,10 @@ class FsspecStore:
     endpoint through fsspec's configuration (``FSSPEC_S3_ENDPOINT_URL`` ...)."""
 
     def __init__(self, url: str) -> None:
-        import fsspec  # a URL only: not at module level (trace/local_paths.py)
+        from tb_kineto_insights.trace.local_paths import url_to_fs  # fsspec: a URL only
 
         self.location = url.rstrip("/")
-        self._fs, root = fsspec.core.url_to_fs(self.location)
+        self._fs, root = url_to_fs(self.location)
         self._root = str(root).rstrip("/")
 
     def _path(self, name: str) -> str:

@@ -49,6 +49,7 @@ import xxhash
 
 from tb_kineto_insights.trace.confine import Rule, confined, open_local
 from tb_kineto_insights.trace.errors import TraceIOError
+from tb_kineto_insights.trace.local_paths import url_to_fs, without_local_host
 
 __all__ = ["HASH_BYTES", "content_key", "content_key_cached", "version_token"]
 
@@ -77,6 +78,7 @@ def _read_ranges(handle: IO[bytes], size_bytes: int) -> tuple[bytes, bytes]:
 def _head_and_tail(
     path: str, size_bytes: int, root: str, file_identity: tuple[int, int, int, int] | None
 ) -> tuple[bytes, bytes]:
+    path = without_local_host(path)  # file://localhost/x is /x
     if "://" not in path or path.startswith("file://"):
         local = path.removeprefix("file://")
         if root:
@@ -84,9 +86,7 @@ def _head_and_tail(
                 return _read_ranges(handle, size_bytes)
         with open_local(local) as handle:
             return _read_ranges(handle, size_bytes)
-    import fsspec  # a URL only: not at module level (trace/local_paths.py)
-
-    fs, fs_path = fsspec.core.url_to_fs(path)
+    fs, fs_path = url_to_fs(path)  # fsspec: a URL only (trace/local_paths.py)
     if size_bytes <= 2 * HASH_BYTES:
         data = bytes(fs.cat_file(fs_path))
         return data[:HASH_BYTES], data[HASH_BYTES:]

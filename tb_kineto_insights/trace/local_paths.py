@@ -17,11 +17,13 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["FileHostError", "LocalTree", "local_path", "without_local_host"]
+__all__ = ["FileHostError", "LocalTree", "local_path", "url_to_fs", "without_local_host"]
 
 #: The host of a ``file://HOST/PATH`` URL that names this machine (RFC 8089, section 2:
 #: ``file://localhost/x`` is ``file:///x``).
 LOCAL_HOST = "localhost"
+#: The URL schemes of fsspec's local filesystem that take a host part.
+LOCAL_SCHEMES = ("file://", "local://")
 
 
 class FileHostError(ValueError):
@@ -44,8 +46,8 @@ class FileHostError(ValueError):
 
 def without_local_host(path: str) -> str:
     """``path`` with the host of each ``file://localhost/...`` URL in it dropped (every
-    part of an fsspec chain ``a::b``): ``file://localhost/x`` → ``file:///x``. Anything
-    else is returned as it is.
+    part of an fsspec chain ``a::b``; ``local://``, fsspec's other name for local files,
+    too): ``file://localhost/x`` → ``file:///x``. Anything else is returned as it is.
 
     fsspec's local filesystem reads ``file://HOST/x`` as the path ``HOST/x`` under the
     working folder: ``window --out file://localhost`` wrote a file named ``localhost``
@@ -64,16 +66,30 @@ def without_local_host(path: str) -> str:
     """
     parts = path.split("::")
     for i, part in enumerate(parts):
-        if not part.startswith("file://"):
+        scheme = next((x for x in LOCAL_SCHEMES if part.startswith(x)), None)
+        if scheme is None:
             continue
-        host, slash, rest = part[len("file://") :].partition("/")
+        host, slash, rest = part[len(scheme) :].partition("/")
+        if host.startswith("["):  # an IPv6 literal, cut at its "::" by the chain's split
+            start = len("::".join(parts[:i])) + (2 if i else 0) + len(scheme)
+            host = path[start:].partition("/")[0]
         if not host:
             continue
         elsewhere = host.lower() != LOCAL_HOST
         if elsewhere or not slash:
             raise FileHostError(path, host, has_path=elsewhere or bool(slash))
-        parts[i] = "file://" + slash + rest
+        parts[i] = scheme + slash + rest
     return "::".join(parts)
+
+
+def url_to_fs(url: str, **options: Any) -> tuple[Any, str]:
+    """``fsspec.core.url_to_fs(url, **options)`` (the filesystem and its path) with the
+    host of a ``file://localhost`` URL dropped first (:func:`without_local_host`): every
+    module that opens a URL opens it through here. Raises what fsspec raises, and
+    :class:`FileHostError` (a ValueError) for another host."""
+    import fsspec  # a URL only: a costly import (the module docstring)
+
+    return fsspec.core.url_to_fs(without_local_host(url), **options)
 
 
 def local_path(path: str) -> str | None:

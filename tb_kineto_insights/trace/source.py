@@ -37,7 +37,12 @@ from typing import IO, Any
 
 from tb_kineto_insights.trace.confine import open_local
 from tb_kineto_insights.trace.errors import TraceIOError, TraceTooLargeError
-from tb_kineto_insights.trace.local_paths import FileHostError, local_path, without_local_host
+from tb_kineto_insights.trace.local_paths import (
+    FileHostError,
+    local_path,
+    url_to_fs,
+    without_local_host,
+)
 
 #: The inflate module: zlib-ng's (the same API as the stdlib's: ``decompressobj``,
 #: ``copy``, ``error``; faster, see the module docstring), else the stdlib's ``zlib``.
@@ -186,9 +191,7 @@ def file_size(path: str) -> int:
         local = local_path(path)
         if local is not None:  # what fsspec's local filesystem answers, without importing it
             return os.stat(local).st_size
-        import fsspec
-
-        fs, fs_path = fsspec.core.url_to_fs(without_local_host(path))
+        fs, fs_path = url_to_fs(path)
         return int(fs.size(fs_path))
     except FileNotFoundError as exc:
         raise TraceIOError(path, "file not found") from exc
