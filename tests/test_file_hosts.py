@@ -166,6 +166,7 @@ def test_local_scheme_and_ipv6_hosts() -> None:
         ("local://server/x", "server"),
         ("file://[::1]/x", "[::1]"),
         ("zip://a::file://[::1]/x", "[::1]"),
+        ("file://localhost/a::file://[fe80::1]/x", "[fe80::1]"),
     ):
         with pytest.raises(FileHostError, match=f"names the host '{host}'".replace("[", r"\[")):
             without_local_host(given)

@@ -64,14 +64,15 @@ def without_local_host(path: str) -> str:
     >>> without_local_host("s3://bucket/key")
     's3://bucket/key'
     """
-    parts = path.split("::")
-    for i, part in enumerate(parts):
+    given = path.split("::")
+    parts = list(given)
+    for i, part in enumerate(given):
         scheme = next((x for x in LOCAL_SCHEMES if part.startswith(x)), None)
         if scheme is None:
             continue
         host, slash, rest = part[len(scheme) :].partition("/")
         if host.startswith("["):  # an IPv6 literal, cut at its "::" by the chain's split
-            start = len("::".join(parts[:i])) + (2 if i else 0) + len(scheme)
+            start = len("::".join(given[: i + 1])) - len(part) + len(scheme)
             host = path[start:].partition("/")[0]
         if not host:
             continue
